@@ -1,0 +1,116 @@
+"""Read a JSON or YAML config file into plain Python values.
+
+Unreadable files and syntax errors become a one-line :class:`ConfigError`
+naming the file (and line/column where the parser knows them).  Duplicate keys,
+which both parsers would silently collapse to the last value, are reported as
+problems of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from astra_core.config.issues import Problems
+from astra_core.errors import ConfigError
+
+
+def source_name(path: str | os.PathLike[str]) -> str:
+    """The name messages use for a file: the path as the caller gave it."""
+    return os.fspath(path)
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source_name(path)}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{source_name(path)}: is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{source_name(path)}: not UTF-8 text (byte {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{source_name(path)}: cannot read file: {exc.strerror or exc}"
+        ) from None
+
+
+def read_json(path: str | os.PathLike[str], problems: Problems) -> Any:
+    """Parse a JSON file; duplicate keys are noted in ``problems``."""
+    text = _read_text(path)
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                problems.add(None, f"duplicate key {key!r}")
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{source_name(path)}: invalid JSON at line {exc.lineno} "
+            f"column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that records duplicate mapping keys instead of dropping them."""
+
+    duplicates: list[str]
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, (str, int, float, bool)):
+            continue  # unhashable keys are rejected later by the loaders
+        if key in seen:
+            loader.duplicates.append(str(key))
+        seen.add(key)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+)
+
+
+def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
+    """Parse a YAML file (safe subset); duplicate keys are noted in ``problems``."""
+    text = _read_text(path)
+    loader = _StrictLoader(text)
+    loader.duplicates = []
+    try:
+        data = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source_name(path)}: invalid YAML{where}: {problem}") from None
+    finally:
+        loader.dispose()
+    for key in loader.duplicates:
+        problems.add(None, f"duplicate key {key!r}")
+    return data
+
+
+def expect_mapping(data: Any, problems: Problems) -> dict[str, Any] | None:
+    """The top level of every config file is a mapping; say so if it is not."""
+    if data is None:
+        problems.add(None, "file is empty (expected a mapping of keys to values)")
+        return None
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else type(data).__name__
+        problems.add(None, f"expected a mapping of keys to values, got {kind}")
+        return None
+    return data
