@@ -1,0 +1,495 @@
+"""Read Chakra execution traces (ET): one ``<prefix>.<rank>.et`` file per rank.
+
+A file is a varint-length-delimited ``GlobalMetadata`` message followed by
+varint-length-delimited ``Node`` messages until EOF (schema: ``et_def.proto``).
+Each file is read into memory once; the length prefixes are walked here and
+each message is decoded by the upb protobuf runtime, then turned into a small
+:class:`ETNode` holding what the system layer needs.
+
+Attributes are looked up by name the way upstream ASTRA-sim's Chakra feeder
+(FeederV3) does: the first attribute of a name wins, any integer oneof case
+(int32/int64/uint32/uint64/sint*/fixed*/sfixed*/bool) gives an integer, and a
+missing attribute gets a default (``is_cpu_op`` defaults to false, as in
+FeederV3's ``REGISTER_ATTR_WITH_DEFAULT(is_cpu_op, false)``). Attributes the
+system layer does not use are kept, decoded, in :attr:`ETNode.attrs`.
+
+Every problem with a file is a :class:`~astra_core.errors.TraceError` whose
+one-line message names the file and the node, never a protobuf traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from astra_core.errors import TraceError
+from astra_core.workload import et_def_pb2 as pb
+
+__all__ = [
+    "ETNode",
+    "RankTrace",
+    "read_rank_trace",
+    "read_workload",
+    "trace_path",
+    "NODE_TYPE_NAMES",
+    "COMM_TYPE_NAMES",
+]
+
+#: NodeType value -> name, e.g. 7 -> "COMM_COLL_NODE".
+NODE_TYPE_NAMES: dict[int, str] = {v: k for k, v in pb.NodeType.items()}
+#: CollectiveCommType value -> name, e.g. 0 -> "ALL_REDUCE".
+COMM_TYPE_NAMES: dict[int, str] = {v: k for k, v in pb.CollectiveCommType.items()}
+
+_INT_CASES = frozenset(
+    (
+        "int32_val",
+        "int64_val",
+        "uint32_val",
+        "uint64_val",
+        "sint32_val",
+        "sint64_val",
+        "fixed32_val",
+        "fixed64_val",
+        "sfixed32_val",
+        "sfixed64_val",
+        "bool_val",  # bool is an integral type to FeederV3's converter too
+    )
+)
+_FLOAT_CASES = frozenset(("double_val", "float_val"))
+_INT_LIST_CASES = frozenset(
+    case[: -len("_val")] + "_list" for case in _INT_CASES
+)  # includes bool_list
+
+
+class ETNode:
+    """One ET node as the system layer sees it.
+
+    Fields (units in brackets):
+
+    - ``id`` (int), ``name`` (str), ``type`` (int, a ``NodeType`` value),
+    - ``data_deps``, ``ctrl_deps`` (tuple[int]): parent node ids, as in the file,
+    - ``duration_micros`` (int) [us]: measured runtime, replayed for compute,
+    - ``is_cpu_op`` (bool): attribute ``is_cpu_op``; false when absent,
+    - ``comm_type`` (int | None): a ``CollectiveCommType`` value, None when absent,
+    - ``comm_size`` (int) [bytes]: 0 when absent,
+    - ``comm_src``, ``comm_dst``, ``comm_tag`` (int | None): point-to-point peer
+      ranks and matching tag, None when absent,
+    - ``comm_priority`` (int): 0 when absent,
+    - ``involved_dim`` (tuple[bool] | None): which network dimensions a
+      collective spans, None when absent (upstream then uses all dimensions),
+    - ``pg_name`` (str | None): process-group name, None when absent,
+    - ``num_ops`` (int | float) [operations]: 0 when absent (roofline compute),
+    - ``tensor_size`` (int) [bytes]: 0 when absent (roofline, remote memory),
+    - ``inputs_values`` (str): ``inputs.values`` of METADATA nodes only (where
+      PyTorch traces carry process-group JSON); "" for every other node,
+    - ``attrs`` (dict[str, Any]): every other attribute, name -> Python value
+      (lists as lists).
+
+    Nodes are plain data and shared between ranks whose files are identical;
+    treat them as read-only.
+    """
+
+    __slots__ = (
+        "id",
+        "name",
+        "type",
+        "data_deps",
+        "ctrl_deps",
+        "duration_micros",
+        "is_cpu_op",
+        "comm_type",
+        "comm_size",
+        "comm_src",
+        "comm_dst",
+        "comm_tag",
+        "comm_priority",
+        "involved_dim",
+        "pg_name",
+        "num_ops",
+        "tensor_size",
+        "inputs_values",
+        "attrs",
+    )
+
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        type: int,
+        data_deps: tuple[int, ...] = (),
+        ctrl_deps: tuple[int, ...] = (),
+        duration_micros: int = 0,
+        is_cpu_op: bool = False,
+        comm_type: int | None = None,
+        comm_size: int = 0,
+        comm_src: int | None = None,
+        comm_dst: int | None = None,
+        comm_tag: int | None = None,
+        comm_priority: int = 0,
+        involved_dim: tuple[bool, ...] | None = None,
+        pg_name: str | None = None,
+        num_ops: int | float = 0,
+        tensor_size: int = 0,
+        inputs_values: str = "",
+        attrs: dict[str, Any] | None = None,
+    ):
+        self.id = id
+        self.name = name
+        self.type = type
+        self.data_deps = tuple(data_deps)
+        self.ctrl_deps = tuple(ctrl_deps)
+        self.duration_micros = duration_micros
+        self.is_cpu_op = is_cpu_op
+        self.comm_type = comm_type
+        self.comm_size = comm_size
+        self.comm_src = comm_src
+        self.comm_dst = comm_dst
+        self.comm_tag = comm_tag
+        self.comm_priority = comm_priority
+        self.involved_dim = None if involved_dim is None else tuple(involved_dim)
+        self.pg_name = pg_name
+        self.num_ops = num_ops
+        self.tensor_size = tensor_size
+        self.inputs_values = inputs_values
+        self.attrs = {} if attrs is None else attrs
+
+    @property
+    def type_name(self) -> str:
+        """The NodeType name, e.g. ``"COMP_NODE"``."""
+        return NODE_TYPE_NAMES.get(self.type, str(self.type))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ETNode):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    __hash__ = None  # mutable, compared by value
+
+    def __repr__(self) -> str:
+        parts = [f"id={self.id}", f"name={self.name!r}", f"type={self.type_name}"]
+        defaults = _DEFAULTS
+        for slot in self.__slots__[3:]:
+            value = getattr(self, slot)
+            if value != defaults[slot]:
+                parts.append(f"{slot}={value!r}")
+        return f"ETNode({', '.join(parts)})"
+
+
+_DEFAULTS = {
+    "data_deps": (),
+    "ctrl_deps": (),
+    "duration_micros": 0,
+    "is_cpu_op": False,
+    "comm_type": None,
+    "comm_size": 0,
+    "comm_src": None,
+    "comm_dst": None,
+    "comm_tag": None,
+    "comm_priority": 0,
+    "involved_dim": None,
+    "pg_name": None,
+    "num_ops": 0,
+    "tensor_size": 0,
+    "inputs_values": "",
+    "attrs": {},
+}
+
+
+class RankTrace:
+    """The contents of one ``.et`` file.
+
+    ``path`` (str): the file; ``rank`` (int | None): from ``read_workload``;
+    ``version`` (str): ``GlobalMetadata.version``; ``metadata`` (dict): the
+    GlobalMetadata attributes, name -> value; ``nodes`` (list[ETNode]) in file
+    order.
+    """
+
+    __slots__ = ("path", "rank", "version", "metadata", "nodes")
+
+    def __init__(
+        self,
+        path: str,
+        nodes: list[ETNode],
+        version: str = "",
+        metadata: dict[str, Any] | None = None,
+        rank: int | None = None,
+    ):
+        self.path = path
+        self.rank = rank
+        self.version = version
+        self.metadata = {} if metadata is None else metadata
+        self.nodes = nodes
+
+    def __repr__(self) -> str:
+        return f"RankTrace({self.path!r}, rank={self.rank}, {len(self.nodes)} nodes)"
+
+
+# --- attribute decoding ---------------------------------------------------------
+
+
+def _attr_value(attr: pb.AttributeProto) -> tuple[str | None, Any]:
+    """(oneof case, Python value) of an attribute; lists become lists."""
+    case = attr.WhichOneof("value")
+    if case is None:
+        return None, None
+    value = getattr(attr, case)
+    if case[-5:] == "_list":
+        value = list(value.values)
+    return case, value
+
+
+def _want_int(where: str, name: str, case: str | None, value: Any) -> int:
+    if case in _INT_CASES:
+        return int(value)
+    raise TraceError(f"{where}: attribute {name}: expected an integer, got {case or 'no value'}")
+
+
+# Attributes the system layer uses: name -> how to decode the value.
+_INT, _BOOL, _NUM, _DIMS, _STR = range(5)
+_KNOWN_ATTRS = {
+    "is_cpu_op": _BOOL,
+    "comm_type": _INT,
+    "comm_size": _INT,
+    "comm_src": _INT,
+    "comm_dst": _INT,
+    "comm_tag": _INT,
+    "comm_priority": _INT,
+    "involved_dim": _DIMS,
+    "pg_name": _STR,
+    "num_ops": _NUM,
+    "tensor_size": _INT,
+}
+
+
+def _decode_attrs(node: ETNode, attrs, where: str) -> None:
+    """Fill ``node``'s attribute fields from the repeated ``attr`` of a Node.
+
+    The first attribute of a name wins, as in FeederV3's linear lookup.
+    """
+    rest = node.attrs
+    known_get = _KNOWN_ATTRS.get
+    done = None
+    for attr in attrs:
+        name = attr.name
+        case = attr.WhichOneof("value")
+        value = None if case is None else getattr(attr, case)
+        if case is not None and case[-5:] == "_list":
+            value = list(value.values)
+        kind = known_get(name)
+        if kind is None:
+            if name not in rest:
+                rest[name] = value
+            continue
+        if done is None:
+            done = {name}
+        elif name in done:
+            continue
+        else:
+            done.add(name)
+        if kind == _INT:
+            setattr(node, name, _want_int(where, name, case, value))
+        elif kind == _BOOL:
+            node.is_cpu_op = bool(_want_int(where, name, case, value))
+        elif kind == _DIMS:
+            if case not in _INT_LIST_CASES:
+                raise TraceError(
+                    f"{where}: attribute involved_dim: expected bool_list, got {case or 'no value'}"
+                )
+            node.involved_dim = tuple(bool(v) for v in value)
+        elif kind == _STR:
+            if case == "string_val":
+                node.pg_name = value
+            elif case == "bytes_val":
+                node.pg_name = value.decode("utf-8", "replace")
+            else:
+                node.pg_name = str(_want_int(where, name, case, value))
+        else:  # _NUM
+            node.num_ops = value if case in _FLOAT_CASES else _want_int(where, name, case, value)
+
+
+def _metadata_attrs(meta: pb.GlobalMetadata) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for attr in meta.attr:
+        out.setdefault(attr.name, _attr_value(attr)[1])
+    return out
+
+
+# --- files ------------------------------------------------------------------------
+
+_METADATA_NODE = pb.METADATA_NODE
+_VALID_TYPES = frozenset(NODE_TYPE_NAMES)
+
+
+class _Truncated(Exception):
+    pass
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Decode a base-128 varint at ``pos``; return (value, position after it)."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise _Truncated
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 64:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTrace:
+    """Read one Chakra ``.et`` file into a :class:`RankTrace`.
+
+    ``rank`` is only recorded on the result. Node order is file order.
+
+    Raises :class:`TraceError` (one line naming the file and the node) when
+    the file cannot be read, is empty, is cut short (a length prefix promises
+    more bytes than remain, or a varint is cut off), holds bytes protobuf
+    cannot decode, or has a node whose ``type`` is not a ``NodeType``, or an
+    attribute the system layer uses has the wrong kind of value.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return _parse(data, str(path), rank)
+
+
+def _parse(data: bytes, fname: str, rank: int | None) -> RankTrace:
+    """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`)."""
+    end = len(data)
+    if end == 0:
+        raise TraceError(f"{fname}: empty file (expected a GlobalMetadata message)")
+    view = memoryview(data)
+
+    def message_bounds(pos: int, what: str) -> tuple[int, int]:
+        try:
+            size, start = _varint(data, pos, end)
+        except _Truncated:
+            raise TraceError(f"{fname}: {what}: truncated length prefix at byte {pos}") from None
+        except ValueError:
+            raise TraceError(f"{fname}: {what}: bad length prefix at byte {pos}") from None
+        if start + size > end:
+            raise TraceError(
+                f"{fname}: {what}: truncated: message at byte {pos} needs {size} bytes, "
+                f"{end - start} remain"
+            )
+        return start, start + size
+
+    start, stop = message_bounds(0, "GlobalMetadata")
+    try:
+        meta = pb.GlobalMetadata.FromString(view[start:stop])
+    except DecodeError:
+        raise TraceError(f"{fname}: GlobalMetadata: cannot decode (not a Chakra ET file?)") from None
+
+    nodes: list[ETNode] = []
+    append = nodes.append
+    from_string = pb.Node.FromString
+    valid_types = _VALID_TYPES
+    pos = stop
+    index = 0
+    while pos < end:
+        # Inlined one- and two-byte length prefixes: nearly every node.
+        b = data[pos]
+        if b < 0x80:
+            start = pos + 1
+            stop = start + b
+        elif pos + 1 < end and data[pos + 1] < 0x80:
+            start = pos + 2
+            stop = start + ((b & 0x7F) | (data[pos + 1] << 7))
+        else:
+            start, stop = message_bounds(pos, f"node #{index}")
+        if stop > end:
+            start, stop = message_bounds(pos, f"node #{index}")  # raises: truncated
+        try:
+            msg = from_string(view[start:stop])
+        except DecodeError:
+            raise TraceError(f"{fname}: node #{index} (byte {pos}): cannot decode") from None
+        ntype = msg.type
+        if ntype not in valid_types:
+            raise TraceError(f"{fname}: node {msg.id}: unknown node type {ntype}")
+        node = ETNode(
+            msg.id,
+            msg.name,
+            ntype,
+            tuple(msg.data_deps),
+            tuple(msg.ctrl_deps),
+            msg.duration_micros,
+        )
+        if msg.attr:
+            _decode_attrs(node, msg.attr, f"{fname}: node {node.id}")
+        if ntype == _METADATA_NODE:
+            node.inputs_values = msg.inputs.values
+        append(node)
+        pos = stop
+        index += 1
+    return RankTrace(fname, nodes, meta.version, _metadata_attrs(meta), rank)
+
+
+def trace_path(prefix: str | os.PathLike, rank: int) -> Path:
+    """The file rank ``rank`` reads: ``<prefix>.<rank>.et``."""
+    return Path(f"{os.fspath(prefix)}.{rank}.et")
+
+
+def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]:
+    """Read ``<prefix>.<r>.et`` for every rank ``r`` in ``range(npus_count)``.
+
+    Ranks whose files are byte-identical (common for generated workloads)
+    share one parsed node list, so thousands of ranks load quickly; nodes are
+    read-only.
+
+    Raises :class:`TraceError` naming the prefix and the counts when the
+    number of trace files differs from ``npus_count`` (a rank's file is
+    missing, or ``<prefix>.<npus_count>.et`` exists), and whatever
+    :func:`read_rank_trace` raises for a bad file.
+    """
+    prefix = os.fspath(prefix)
+    if npus_count < 1:
+        raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
+    missing = [r for r in range(npus_count) if not trace_path(prefix, r).is_file()]
+    last = npus_count
+    while trace_path(prefix, last).is_file():
+        last += 1
+    extra = last - npus_count
+    if missing or extra:
+        problems = []
+        if missing:
+            problems.append(f"missing {_ranks_text(missing)}")
+        if extra:
+            problems.append(
+                f"extra {prefix}.{npus_count}.et" + (f" .. {prefix}.{last - 1}.et" if extra > 1 else "")
+            )
+        found = npus_count - len(missing) + extra
+        raise TraceError(
+            f"{prefix}: {npus_count} NPUs need {npus_count} trace files {prefix}.<rank>.et, "
+            f"found {found}: {'; '.join(problems)}"
+        )
+    by_content: dict[bytes, RankTrace] = {}
+    traces = []
+    for r in range(npus_count):
+        path = trace_path(prefix, r)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        same = by_content.get(data)
+        if same is None:
+            trace = _parse(data, str(path), r)
+            by_content[data] = trace
+        else:
+            trace = RankTrace(str(path), same.nodes, same.version, same.metadata, r)
+        traces.append(trace)
+    return traces
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:5])
+    more = f" and {len(ranks) - 5} more" if len(ranks) > 5 else ""
+    return f"rank{'s' if len(ranks) > 1 else ''} {shown}{more}"
