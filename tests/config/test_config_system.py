@@ -1,0 +1,255 @@
+"""system.json: every reference file loads with upstream's defaults; mistakes are one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from astra_core.config.collective_impl import AlgorithmKind, CollectiveAlgorithm, parse_algorithm
+from astra_core.config.system import (
+    CollectiveOptimization,
+    SchedulingPolicy,
+    SystemConfig,
+    load_system,
+)
+from astra_core.errors import ConfigError
+
+BASE = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+}
+
+
+def error_of(write, data, **kwargs) -> tuple[str, str]:
+    path = write("system.json", json.dumps(data) if not isinstance(data, str) else data)
+    with pytest.raises(ConfigError) as info:
+        load_system(path, **kwargs)
+    return str(path), str(info.value)
+
+
+ALGORITHM_FILES = {
+    "direct_1d.json": "direct",
+    "doubleBinaryTree_1d.json": "doubleBinaryTree",
+    "halvingDoubling_1d.json": "halvingDoubling",
+    "oneDirect_1d.json": "oneDirect",
+    "oneHalvingDoubling_1d.json": "oneHalvingDoubling",
+    "oneRing_1d.json": "oneRing",
+    "ring_1d.json": "ring",
+}
+
+
+@pytest.mark.parametrize("name, algorithm", sorted(ALGORITHM_FILES.items()))
+def test_reference_algorithm_files(reference_dir, name, algorithm):
+    config = load_system(reference_dir / "system" / name, dims=1)
+    for collective in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        assert config.algorithms(collective) == (algorithm,)
+        assert config.algorithms(collective)[0].kind is AlgorithmKind(algorithm)
+    assert config.scheduling_policy is SchedulingPolicy.LIFO
+    assert config.collective_optimization is CollectiveOptimization.LOCAL_BW_AWARE
+    assert config.endpoint_delay_ns == 10
+    assert config.active_chunks_per_dimension == 1
+    assert config.preferred_dataset_splits == 4
+    assert config.local_mem_bw_gbps == 1600.0
+    assert config.peak_perf_tflops == 900.0
+    assert config.roofline_enabled is False
+    # upstream 2.0 does not read boost-mode; it is kept as a legacy no-op.
+    assert config.legacy == (("boost-mode", False),)
+
+
+def test_every_reference_system_loads(reference_dir):
+    files = sorted((reference_dir / "system").glob("*.json"))
+    assert len(files) >= 14
+    for path in files:
+        config = load_system(path)
+        assert config.source == str(path)
+
+
+def test_defaults_are_upstreams(reference_dir):
+    # text_converter_system.json leaves out roofline-enabled and peak-perf.
+    config = load_system(reference_dir / "system" / "text_converter_system.json")
+    assert config.local_reduction_delay_ns == 1  # Sys::Sys
+    assert config.peak_perf_tflops == 0.0
+    assert config.roofline_enabled is False
+    assert config.model_shared_bus is False
+    assert (config.L, config.o, config.g, config.G) == (0.0, 0.0, 0.0, 0.0)
+    assert config.trace_enabled is False and config.replay_only is False
+    assert config.track_local_mem is False
+    assert config.local_mem_trace_filename == "local_mem_trace"
+    assert config.all_reduce_implementation_custom is None
+
+
+def test_reference_variants(reference_dir):
+    system = reference_dir / "system"
+    assert load_system(system / "ring_1d_chunks2_splits8.json").active_chunks_per_dimension == 2
+    assert load_system(system / "ring_1d_chunks2_splits8.json").preferred_dataset_splits == 8
+    fifo = load_system(system / "ring_1d_fifo_baseline.json")
+    assert fifo.scheduling_policy is SchedulingPolicy.FIFO
+    assert fifo.collective_optimization is CollectiveOptimization.BASELINE
+    two_d = load_system(system / "ring_2d.json", dims=2)
+    assert two_d.all_reduce_implementation == ("ring", "ring")
+    hgx = load_system(system / "upstream_HGX-H100-validated.json")
+    assert hgx.active_chunks_per_dimension == 2 and hgx.local_mem_bw_gbps == 3350.0
+
+
+def test_roofline_units_match_upstream_result(reference_dir):
+    # expected.json: ROOFLINE_COMP (1e12 FLOPs over 1e9 bytes) took 1111111 ns
+    # with peak-perf 900 TFLOP/s and local-mem-bw 1600 GB/s (1 GB = 1e9 B).
+    config = load_system(reference_dir / "system" / "ring_1d_roofline.json")
+    assert config.roofline_enabled is True
+    assert config.peak_perf_flops == 900e12
+    assert config.local_mem_bw_bytes_per_s == 1600e9
+    assert config.roofline_time_ns(1e12, 1e9) == 1111111
+
+
+@pytest.mark.parametrize(
+    "text, kind, window",
+    [
+        ("ring", AlgorithmKind.RING, None),
+        ("oneRing", AlgorithmKind.ONE_RING, None),
+        ("direct", AlgorithmKind.DIRECT, None),
+        ("direct8", AlgorithmKind.DIRECT, 8),
+        ("oneDirect", AlgorithmKind.ONE_DIRECT, None),
+        ("oneDirect16", AlgorithmKind.ONE_DIRECT, 16),
+        ("halvingDoubling", AlgorithmKind.HALVING_DOUBLING, None),
+        ("oneHalvingDoubling", AlgorithmKind.ONE_HALVING_DOUBLING, None),
+        ("doubleBinaryTree", AlgorithmKind.DOUBLE_BINARY_TREE, None),
+    ],
+)
+def test_algorithm_names(text, kind, window):
+    algorithm = CollectiveAlgorithm(text)
+    assert algorithm == text
+    assert (algorithm.kind, algorithm.window) == (kind, window)
+    assert parse_algorithm(text) == (kind, window)
+    assert algorithm.kind.spans_all_dims == text.startswith("one")
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ({**BASE, "foo-bar": 1}, "unknown key 'foo-bar'"),
+        ({**BASE, "endpoint_delay": 1}, "unknown key 'endpoint_delay'; did you mean 'endpoint-delay'?"),
+        ({**BASE, "active-chunks-per-dimension": 0}, "active-chunks-per-dimension: must be >= 1, got 0"),
+        ({**BASE, "preferred-dataset-splits": "4"}, "preferred-dataset-splits: expected an integer, got '4'"),
+        ({**BASE, "endpoint-delay": -1}, "endpoint-delay: must be >= 0, got -1"),
+        ({**BASE, "endpoint-delay": 2.5}, "endpoint-delay: expected an integer, got 2.5"),
+        ({**BASE, "scheduling-policy": "RANDOM"}, "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'RANDOM'"),
+        ({**BASE, "scheduling-policy": "lifo"}, "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'lifo' (names are case-sensitive: use 'LIFO')"),
+        ({**BASE, "collective-optimization": "fast"}, "collective-optimization: expected one of baseline, localBWAware, got 'fast'"),
+        ({**BASE, "roofline-enabled": 2}, "roofline-enabled: expected 0 or 1, got 2"),
+        ({**BASE, "local-mem-bw": -1}, "local-mem-bw: must be >= 0, got -1"),
+        ({**BASE, "all-reduce-implementation": "ring"}, "all-reduce-implementation: expected a list of algorithm names (one per dimension), got 'ring'"),
+        ({**BASE, "all-reduce-implementation": []}, "all-reduce-implementation: needs at least one algorithm name (one per dimension)"),
+        ({**BASE, "all-reduce-implementation": ["Ring"]}, "all-reduce-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, got 'Ring' (names are case-sensitive: use 'ring')"),
+        ({**BASE, "all-to-all-implementation": ["direct0"]}, "all-to-all-implementation[0]: window of 'direct0' must be >= 1"),
+        ({**BASE, "all-to-all-implementation": ["directX"]}, "all-to-all-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, got 'directX'"),
+        ({**BASE, "all-gather-implementation": ["ring", 3]}, "all-gather-implementation[1]: expected an algorithm name (a string), got 3"),
+        ({**BASE, "all-reduce-implementation": ["oneRing", "ring"]}, "all-reduce-implementation: 'oneRing' spans all dimensions and must be the only entry, got 2 entries"),
+        ({**BASE, "all-reduce-implementation-custom": ["a", "b"]}, "all-reduce-implementation-custom: expected a list with exactly one Chakra ET prefix, got 2 entries"),
+        ({**BASE, "roofline-enabled": 1, "peak-perf": 0}, "peak-perf: must be > 0 (TFLOP/s) when roofline-enabled is 1, got 0"),
+        ({k: v for k, v in BASE.items() if k != "preferred-dataset-splits"}, "missing required key 'preferred-dataset-splits'"),
+        ({**BASE, "intra-dimension-scheduling": "fastest"}, "intra-dimension-scheduling: expected one of FIFO, RG, SCF, smallestFirst, lessRemainingPhaseFirst, got 'fastest'"),
+        ([1, 2], "expected a mapping of keys to values, got a list"),
+    ],
+)
+def test_each_mistake_is_one_line(write, data, expected):
+    path, message = error_of(write, data)
+    assert message == f"{path}: {expected}"
+
+
+def test_algorithm_list_must_match_dims(write, reference_dir):
+    path, message = error_of(write, BASE, dims=2)
+    assert message.splitlines() == [
+        f"{path}: {c}-implementation: expected 2 entries (one per dimension), got 1"
+        for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+    ]
+    # a sole one* entry spans every dimension
+    one = {**BASE, **{f"{c}-implementation": ["oneRing"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+    assert SystemConfig.from_dict(one, dims=3).all_reduce_implementation == ("oneRing",)
+    # two entries on a one-dimensional network
+    with pytest.raises(ConfigError, match="expected 1 entries"):
+        load_system(reference_dir / "system" / "ring_2d.json", dims=1)
+
+
+def test_invalid_json(write):
+    path, message = error_of(write, '{"scheduling-policy": "LIFO",\n}')
+    assert message.startswith(f"{path}: invalid JSON at line 2 column 1")
+    assert "\n" not in message
+
+
+def test_duplicate_key(write):
+    text = json.dumps(BASE)[:-1] + ', "endpoint-delay": 20}'
+    path, message = error_of(write, text)
+    assert message == f"{path}: duplicate key 'endpoint-delay'"
+
+
+def test_several_mistakes_give_one_line_each(write):
+    data = {**BASE, "foo": 1, "active-chunks-per-dimension": 0, "scheduling-policy": "X"}
+    path, message = error_of(write, data)
+    assert message.splitlines() == [
+        f"{path}: unknown key 'foo'",
+        f"{path}: scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'X'",
+        f"{path}: active-chunks-per-dimension: must be >= 1, got 0",
+    ]
+
+
+def test_all_upstream_keys_are_accepted():
+    data = {
+        **BASE,
+        "scheduling-policy": "EXPLICIT",
+        "local-reduction-delay": 3,
+        "all-reduce-implementation": ["direct4"],
+        "all-reduce-implementation-custom": ["examples/custom_collective/allreduce_ring"],
+        "per-node-custom-implementation": "per_node.yaml",
+        "roofline-enabled": 1,
+        "peak-perf": 312.5,
+        "model-shared-bus": 1,
+        "L": 1, "o": 2, "g": 3, "G": 0.5,
+        "trace-enabled": 1,
+        "replay-only": 0,
+        "track-local-mem": True,
+        "local-mem-trace-filename": "mem.json",
+        "intra-dimension-scheduling": "SCF",
+        "inter-dimension-scheduling": "themis",
+        "seprate-log": 1,
+    }
+    config = SystemConfig.from_dict(data, source="<dict>")
+    assert config.scheduling_policy is SchedulingPolicy.EXPLICIT
+    assert config.all_reduce_implementation[0].window == 4
+    assert config.all_reduce_implementation_custom == "examples/custom_collective/allreduce_ring"
+    assert config.custom_implementation("all-reduce") == "examples/custom_collective/allreduce_ring"
+    assert config.per_node_custom_implementation == "per_node.yaml"
+    assert config.model_shared_bus is True and config.trace_enabled is True
+    assert config.track_local_mem is True
+    assert (config.L, config.o, config.g, config.G) == (1.0, 2.0, 3.0, 0.5)
+    assert dict(config.legacy) == {
+        "boost-mode": False,
+        "intra-dimension-scheduling": "SCF",
+        "inter-dimension-scheduling": "themis",
+        "seprate-log": True,
+    }
+    assert SystemConfig.from_dict(config.to_dict()) == config
+
+
+def test_direct_construction():
+    config = SystemConfig("LIFO", "baseline", 4, all_reduce_implementation=["ring", "direct8"])
+    assert config.scheduling_policy is SchedulingPolicy.LIFO
+    assert config.all_reduce_implementation == ("ring", "direct8")
+    assert isinstance(config.all_reduce_implementation[1], CollectiveAlgorithm)
+    assert config.all_gather_implementation == ()
+    config.check_dims(2)
+    with pytest.raises(ConfigError) as info:
+        config.check_dims(3)
+    assert str(info.value) == "<python>: all-reduce-implementation: expected 3 entries (one per dimension), got 2"
+    with pytest.raises(ConfigError) as info:
+        SystemConfig("LIFO", "baseline", 0)
+    assert str(info.value) == "<python>: preferred-dataset-splits: must be >= 1, got 0"
