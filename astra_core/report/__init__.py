@@ -1,0 +1,1 @@
+"""Turning a run into something people can read: tables, JSON, timelines."""

@@ -1,0 +1,75 @@
+"""Results of a run: per-rank times and per-collective records (all times in ns)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
+
+
+@dataclass
+class RankResult:
+    """What one NPU did.
+
+    ``finish_ns``: when its last node finished. ``compute_ns``: GPU compute
+    time (sum of kernel durations). ``cpu_ns``: CPU op time. ``comm_ns``: time
+    during which at least one communication node was in flight.
+    ``exposed_comm_ns``: ``finish_ns - compute_ns``, upstream's definition
+    (communication not hidden behind compute, idle time included).
+    """
+
+    rank: int
+    finish_ns: float
+    compute_ns: float
+    cpu_ns: float
+    comm_ns: float
+    exposed_comm_ns: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "finish_ns": self.finish_ns, "compute_ns": self.compute_ns,
+                "cpu_ns": self.cpu_ns, "comm_ns": self.comm_ns,
+                "exposed_comm_ns": self.exposed_comm_ns}
+
+
+class CollectiveRecord:
+    """One collective on one rank: its node, size, group and timing."""
+
+    __slots__ = ("rank", "node", "dataset")
+
+    def __init__(self, rank: int, node, dataset):
+        self.rank = rank
+        self.node = node
+        self.dataset = dataset
+
+    def to_dict(self) -> dict[str, Any]:
+        node, ds = self.node, self.dataset
+        return {
+            "rank": self.rank, "node_id": node.id, "name": node.name,
+            "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
+            "bytes": node.comm_size, "group": node.pg_name or "",
+            "start_ns": ds.start_ns, "end_ns": ds.finish_ns,
+            "phases": [{"dim": d, "type": t, "start_ns": s, "end_ns": e}
+                       for d, t, s, e in ds.phase_times],
+        }
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced. ``step_ns`` is the slowest rank's finish time."""
+
+    backend: str
+    ranks: list[RankResult]
+    collectives: list[CollectiveRecord] = field(default_factory=list)
+    engines: list[Any] = field(default_factory=list, repr=False)
+    messages: int = 0
+    message_bytes: int = 0
+
+    @property
+    def step_ns(self) -> float:
+        return max((r.finish_ns for r in self.ranks), default=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "step_ns": self.step_ns,
+                "ranks": [r.to_dict() for r in self.ranks],
+                "messages": self.messages, "message_bytes": self.message_bytes}

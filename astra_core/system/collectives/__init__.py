@@ -1,0 +1,100 @@
+"""Collective algorithms, one small module each, and how a name becomes a phase.
+
+Implementation names are upstream's (system.json ``*-implementation`` lists):
+``ring``, ``direct``, ``halvingDoubling``, ``doubleBinaryTree``, the
+whole-network variants ``oneRing``, ``oneDirect``, ``oneHalvingDoubling`` (one
+logical ring over every NPU instead of one per dimension), and ``direct<W>`` /
+``oneDirect<W>`` with a window of ``W`` messages in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
+from astra_core.errors import ConfigError
+from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.direct import Direct
+from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
+from astra_core.system.collectives.halving_doubling import HalvingDoubling
+from astra_core.system.collectives.logical_topology import (
+    Direction,
+    DoubleBinaryTree as DoubleBinaryTreeTopology,
+    RingTopology,
+)
+from astra_core.system.collectives.ring import Ring
+from astra_core.system.comm_types import CommType
+
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
+
+
+@dataclass
+class DimTopology:
+    """One logical dimension of a rank's collective topology.
+
+    ``algorithm`` is one of :data:`ALGORITHMS`; ``window`` the direct
+    algorithm's in-flight limit (-1 = all peers).
+    """
+
+    algorithm: str
+    window: int = -1
+    ring: RingTopology | None = None
+    trees: DoubleBinaryTreeTopology | None = None
+
+    @property
+    def nodes(self) -> int:
+        return self.ring.nodes if self.ring is not None else self.trees.size
+
+
+def build_logical_dims(rank: int, dim_sizes: list[int],
+                       algorithms: Sequence[CollectiveAlgorithmName]) -> list[DimTopology]:
+    """Rank ``rank``'s logical dimensions for one collective type.
+
+    Mirrors upstream ``GeneralComplexTopology``: one ring or double binary
+    tree per configured dimension (stride = product of lower dimension sizes);
+    a ``one*`` implementation makes a single ring over all NPUs and ends the
+    list. ``implementations`` may be shorter than ``dim_sizes`` (the upper
+    dimensions are then not used by this collective, as upstream).
+    """
+    dims: list[DimTopology] = []
+    offset = 1
+    total = 1
+    for size in dim_sizes:
+        total *= size
+    for d, name in enumerate(algorithms):
+        size = dim_sizes[d]
+        base = name.kind.base.value
+        window = -1 if name.window is None else name.window
+        if name.kind.spans_all_dims:
+            dims.append(DimTopology(base, window, ring=RingTopology(rank, list(range(total)))))
+            return dims
+        if base == "doubleBinaryTree":
+            if size & (size - 1):
+                raise ConfigError(f"doubleBinaryTree needs a power-of-two dimension, "
+                                  f"dimension {d} has {size} NPUs")
+            start = (rank - rank % (offset * size)) + rank % offset
+            dims.append(DimTopology(base, trees=DoubleBinaryTreeTopology(size, start, offset)))
+        else:
+            dims.append(DimTopology(base, window, ring=RingTopology.for_dimension(rank, size, offset)))
+        offset *= size
+    return dims
+
+
+def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
+               direction: Direction = Direction.CLOCKWISE) -> CollectiveAlgorithm:
+    """The algorithm object for one phase of one chunk (bytes in: ``data_size``)."""
+    algorithm = dim.algorithm
+    if algorithm == "ring":
+        return Ring(comm_type, rank, dim.ring, data_size, direction)
+    if algorithm == "direct":
+        return Direct(comm_type, rank, dim.ring, data_size, direction, dim.window)
+    if algorithm == "halvingDoubling":
+        return HalvingDoubling(comm_type, rank, dim.ring, data_size)
+    return DoubleBinaryTree(comm_type, rank, dim.trees.next_tree(), data_size)
+
+
+__all__ = [
+    "ALGORITHMS", "CollectiveAlgorithm", "DimTopology", "Direction",
+    "build_logical_dims", "make_phase",
+]

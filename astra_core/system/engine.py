@@ -1,0 +1,271 @@
+"""Per-rank execution of an ET dependency graph (upstream ``Workload``).
+
+A node is issued once all its parents are done, lowest node id first, and
+only if its hardware slot is free: one CPU operation, one GPU compute kernel
+and one GPU communication (collective, send, remote-memory access) at a time;
+receives take no slot (upstream ``HardwareResource``). On completion its
+children become ready and the rank tries to issue again.
+
+Timing of each node type:
+
+* COMP: ``duration_micros`` (at least 1 ns), or with ``roofline-enabled`` and
+  a GPU node ``num_ops / min(local-mem-bw * num_ops / tensor_size, peak-perf)``;
+* COMM_COLL: the system layer's collective (BROADCAST replays its duration);
+* COMM_SEND / COMM_RECV: matched by (src, dst, tag, size), done on arrival;
+* MEM_LOAD / MEM_STORE: the remote-memory model;
+* METADATA / INVALID: done at once (a METADATA node may define PyTorch
+  process groups).
+
+Statistics follow upstream: exposed communication = finish time - GPU compute
+time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from typing import TYPE_CHECKING
+
+from astra_core.errors import TraceError
+from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, CommType
+from astra_core.system.rank import CommGroup, RankSystem
+from astra_core.workload.chakra import ETNode
+from astra_core.workload.graph import RankGraph
+
+if TYPE_CHECKING:
+    from astra_core.system.simulation import Simulation
+
+# Chakra NodeType values (et_def.proto).
+INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL = range(8)
+BROADCAST = 5
+_COLLECTIVES = {c.value: c for c in CommType}
+CPU, GPU_COMP, GPU_COMM = 0, 1, 2
+
+
+def _slot(node: ETNode) -> int | None:
+    if node.is_cpu_op:
+        return CPU
+    if node.type == COMP:
+        return GPU_COMP
+    if node.type == COMM_RECV:
+        return None
+    return GPU_COMM
+
+
+class RankEngine:
+    """Runs one rank's trace on its :class:`RankSystem`. Times in ns."""
+
+    def __init__(self, rank: int, graph: RankGraph, sim: "Simulation"):
+        self.rank = rank
+        self.graph = graph
+        self.sim = sim
+        self.sys = RankSystem(rank, sim)
+        self.nodes = graph.nodes
+        self.pending_parents = list(graph.parent_counts)
+        self.ready: list[tuple[int, int]] = [(self.nodes[p].id, p) for p in graph.roots]
+        heapq.heapify(self.ready)
+        self.slots = [0, 0, 0]
+        self.done = 0
+        self.started: dict[int, float] = {}  # position -> start time of running nodes
+        self.records: list[tuple[int, float, float]] = []  # (position, start, end)
+        self.gpu_compute_ns = 0
+        self.cpu_compute_ns = 0
+        self.finish_ns: float | None = None
+        self._issuing = False
+        self._issue_again = False
+        self.groups: dict[str, CommGroup] = {}
+        for name, members in sim.comm_groups.items():
+            self.groups[name] = CommGroup(int(name), list(members))
+
+    # -- issuing --------------------------------------------------------------
+    def start(self) -> None:
+        self.issue_ready()
+        self._check_finished()
+
+    def issue_ready(self) -> None:
+        """Issue every ready node whose slot is free, lowest id first.
+
+        Not re-entrant: a node that completes at once (METADATA) marks the
+        pass for a repeat instead of starting a nested one, so nodes are always
+        considered in id order, as upstream's ``issue_dep_free_nodes``.
+        """
+        if self._issuing:
+            self._issue_again = True
+            return
+        self._issuing = True
+        try:
+            again = True
+            while again:
+                self._issue_again = False
+                ready = self.ready
+                candidates = sorted(ready)
+                ready.clear()
+                slots = self.slots
+                nodes = self.nodes
+                for item in candidates:
+                    pos = item[1]
+                    slot = _slot(nodes[pos])
+                    if slot is not None and slots[slot]:
+                        heapq.heappush(ready, item)
+                    else:
+                        self.issue(pos, slot)
+                again = self._issue_again
+        finally:
+            self._issuing = False
+
+    def issue(self, pos: int, slot: int | None) -> None:
+        node = self.nodes[pos]
+        if slot is not None:
+            self.slots[slot] += 1
+        now = self.sys.now()
+        self.started[pos] = now
+        kind = node.type
+        if kind == COMP:
+            self._issue_compute(pos, node)
+        elif kind == COMM_COLL:
+            self._issue_collective(pos, node)
+        elif kind == COMM_SEND:
+            self._issue_send(pos, node)
+        elif kind == COMM_RECV:
+            self._issue_recv(pos, node)
+        elif kind in (MEM_LOAD, MEM_STORE):
+            self._issue_memory(pos, node)
+        else:
+            if kind == METADATA:
+                self._define_groups(node)
+            self.complete(pos)
+
+    def _issue_compute(self, pos: int, node: ETNode) -> None:
+        system = self.sim.system
+        if system.roofline_enabled and not node.is_cpu_op:
+            if not node.tensor_size:
+                self.complete(pos)  # upstream: tensor_size 0 under roofline = invalid node
+                return
+            runtime = system.roofline_time_ns(node.num_ops, node.tensor_size)
+        else:
+            runtime = node.duration_micros * 1000 if node.duration_micros else 1
+        if node.is_cpu_op:
+            self.cpu_compute_ns += runtime
+        else:
+            self.gpu_compute_ns += runtime
+        self.sys.register_event(runtime, self.complete, pos)
+
+    def _issue_collective(self, pos: int, node: ETNode) -> None:
+        comm_type = _COLLECTIVES.get(node.comm_type)
+        if comm_type is None:
+            if node.comm_type == BROADCAST:
+                runtime = node.duration_micros * 1000 if node.duration_micros else 1
+                self.sys.register_event(runtime, self.complete, pos)
+                return
+            name = CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, f"code {node.comm_type}")
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): collective "
+                             f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
+                             "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay)")
+        group = self._group_of(node)
+        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group)
+        dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
+        self.sim.record_collective(self.rank, node, dataset)
+
+    def _group_of(self, node: ETNode) -> CommGroup | None:
+        name = node.pg_name
+        if name is None or name in ("", "0"):
+            return None
+        key = name.strip()
+        if key.isdigit():
+            key = str(int(key))
+        group = self.groups.get(key)
+        if group is None:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): communicator "
+                             f"group '{name}' is not defined (give --comm-groups)")
+        if self.rank not in group.members:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): rank is not a "
+                             f"member of communicator group '{name}' {list(group.members)}")
+        return group
+
+    def _define_groups(self, node: ETNode) -> None:
+        """PyTorch process groups carried by a METADATA node (upstream issue_metadata)."""
+        text = node.inputs_values
+        if not text or len(text) < 4:
+            return
+        try:
+            entries = json.loads(text[2:-2])
+        except ValueError:
+            return
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                pg = int(entry["pg_name"])
+                ranks = list(entry["ranks"]) or list(range(self.sim.npus_count))
+            except (KeyError, TypeError, ValueError):
+                continue
+            self.groups[str(pg)] = CommGroup(pg + 1, ranks)
+
+    def _issue_send(self, pos: int, node: ETNode) -> None:
+        if node.comm_dst is None:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_SEND has no comm_dst")
+        if node.comm_src is not None and node.comm_src != self.rank:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_SEND with "
+                             f"comm_src {node.comm_src} found in rank {self.rank}'s trace")
+        self._check_peer(node, node.comm_dst)
+        self.sim.matcher.send(self.rank, node.comm_dst, node.comm_size, node.comm_tag or 0,
+                              self.complete, pos)
+
+    def _issue_recv(self, pos: int, node: ETNode) -> None:
+        if node.comm_src is None:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_RECV has no comm_src")
+        if node.comm_dst is not None and node.comm_dst != self.rank:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_RECV with "
+                             f"comm_dst {node.comm_dst} found in rank {self.rank}'s trace")
+        self._check_peer(node, node.comm_src)
+        self.sim.matcher.recv(node.comm_src, self.rank, node.comm_size, node.comm_tag or 0,
+                              self.complete, pos)
+
+    def _check_peer(self, node: ETNode, peer: int) -> None:
+        if not 0 <= peer < self.sim.npus_count or peer == self.rank:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): peer rank {peer} "
+                             f"is not another NPU of the {self.sim.npus_count}")
+
+    def _issue_memory(self, pos: int, node: ETNode) -> None:
+        memory = self.sim.memory
+        if not memory.enabled:
+            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): remote memory "
+                             "access needs a memory config other than NO_MEMORY_EXPANSION (--memory)")
+        delay = memory.access_done_delay(self.rank, node.tensor_size, self.sys.now())
+        self.sys.register_event(int(delay), self.complete, pos)
+
+    # -- completion -------------------------------------------------------------
+    def complete(self, pos: int) -> None:
+        node = self.nodes[pos]
+        slot = _slot(node)
+        if slot is not None:
+            self.slots[slot] -= 1
+        now = self.sys.now()
+        self.records.append((pos, self.started.pop(pos), now))
+        self.done += 1
+        counts = self.pending_parents
+        ready = self.ready
+        nodes = self.nodes
+        for child in self.graph.children[pos]:
+            counts[child] -= 1
+            if counts[child] == 0:
+                heapq.heappush(ready, (nodes[child].id, child))
+        self.issue_ready()
+        self._check_finished()
+
+    def _check_finished(self) -> None:
+        if self.finish_ns is None and self.done == len(self.nodes):
+            self.finish_ns = self.sys.now()
+            self.sim.rank_finished(self.rank)
+
+    # -- diagnostics --------------------------------------------------------------
+    def waiting(self) -> list[str]:
+        """What this unfinished rank waits on, one line per node (deadlock report)."""
+        lines = []
+        for pos in sorted(self.started):
+            node = self.nodes[pos]
+            what = self.sim.describe_wait(self.rank, node)
+            lines.append(f"node {node.id} ({node.name}) {what}")
+        blocked = [p for p, c in enumerate(self.pending_parents) if c > 0]
+        if blocked and not self.started:
+            sample = ", ".join(str(self.nodes[p].id) for p in blocked[:5])
+            lines.append(f"{len(blocked)} node(s) never became ready (dependency cycle?), e.g. {sample}")
+        return lines

@@ -1,0 +1,95 @@
+"""Matching sends with receives (upstream analytical ``CallbackTracker``).
+
+A message is identified by ``(tag, src, dst, size)`` and its sequence number
+among messages with that key: the k-th send matches the k-th receive. When a
+message arrives, the sender's callback runs, then the receiver's if a receive
+was posted; otherwise the arrival is remembered and a later receive completes
+after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+Callback = Callable[[Any], None]
+
+
+class _Entry:
+    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent")
+
+    def __init__(self) -> None:
+        self.send_cb: Callback | None = None
+        self.send_arg: Any = None
+        self.recv_cb: Callback | None = None
+        self.recv_arg: Any = None
+        self.arrived = False
+        self.sent = False
+
+
+class MessageMatcher:
+    """Pairs messages across all ranks and hands them to the network backend."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._send_seq: dict[tuple, int] = {}
+        self._recv_seq: dict[tuple, int] = {}
+        self._entries: dict[tuple, _Entry] = {}
+        self.messages = 0
+        self.bytes = 0
+
+    def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
+             arg: Any, dim: int | None = None) -> None:
+        """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive."""
+        key = (tag, src, dst, size)
+        seq = self._send_seq.get(key, 0)
+        self._send_seq[key] = seq + 1
+        ident = (key, seq)
+        entry = self._entries.get(ident)
+        if entry is None:
+            entry = self._entries[ident] = _Entry()
+        entry.send_cb = on_sent
+        entry.send_arg = arg
+        entry.sent = True
+        self.messages += 1
+        self.bytes += size
+        self.backend.send(src, dst, size, self._arrived, ident, tag=tag, dim=dim)
+
+    def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
+        """Post a receive; ``on_received(arg)`` runs when the matching message is in."""
+        key = (tag, src, dst, size)
+        seq = self._recv_seq.get(key, 0)
+        self._recv_seq[key] = seq + 1
+        ident = (key, seq)
+        entry = self._entries.get(ident)
+        if entry is None:
+            entry = self._entries[ident] = _Entry()
+        elif entry.arrived:
+            del self._entries[ident]
+            self.backend.schedule(0, on_received, arg)
+            return
+        entry.recv_cb = on_received
+        entry.recv_arg = arg
+
+    def _arrived(self, ident: tuple) -> None:
+        entry = self._entries[ident]
+        if entry.send_cb is not None:
+            entry.send_cb(entry.send_arg)
+        if entry.recv_cb is not None:
+            del self._entries[ident]
+            entry.recv_cb(entry.recv_arg)
+        else:
+            entry.arrived = True
+
+    def unmatched(self) -> list[tuple[int, int, int, int, str]]:
+        """(tag, src, dst, size, state) of messages still waiting for their other half."""
+        out = []
+        for (key, _seq), entry in self._entries.items():
+            tag, src, dst, size = key
+            if not entry.sent:
+                state = "receive posted, never sent"
+            elif entry.arrived:
+                state = "arrived, never received"
+            else:
+                state = "in flight"
+            out.append((tag, src, dst, size, state))
+        return out

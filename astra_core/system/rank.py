@@ -1,0 +1,268 @@
+"""The per-rank system layer: chunking collectives into streams and scheduling them.
+
+One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
+
+* **Event buckets.** Events a rank registers for the same tick are batched and
+  run together when the first of them comes due (upstream
+  ``Sys::register_event``/``call_events``); this fixes the order of
+  same-time events across ranks, which the reproduced timings depend on.
+* **Collectives.** A collective of ``S`` bytes becomes
+  ``preferred-dataset-splits`` chunks (streams). Each stream gets one phase per
+  involved dimension: the collective itself on every dimension in order
+  (all-gather: highest dimension first), or for an all-reduce with
+  ``localBWAware``: reduce-scatter up the dimensions, all-reduce on the last
+  one, all-gather back down.
+* **Scheduling.** Streams wait in a ready list, then in one queue per
+  dimension; at most ``active-chunks-per-dimension`` run per queue. Waiting
+  streams are ordered by priority: LIFO gives later collectives priority,
+  FIFO earlier ones; already running streams are never overtaken.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
+from astra_core.system.collectives.logical_topology import RingTopology
+from astra_core.system.comm_types import CommType
+from astra_core.system.stream import DataSet, Phase, Stream
+
+if TYPE_CHECKING:
+    from astra_core.system.simulation import Simulation
+
+
+class CommGroup:
+    """A communicator group as one rank sees it (upstream ``CommunicatorGroup``).
+
+    A group spanning every NPU runs on the full logical topology; any other
+    group runs a ring over its members, in the order the comm-group file lists
+    them. Its streams are tagged ``id * 1_000_000 + k``.
+    """
+
+    __slots__ = ("group_id", "members", "next_stream_id", "_dims")
+
+    def __init__(self, group_id: int, members: list[int]):
+        self.group_id = group_id
+        self.members = members
+        self.next_stream_id = group_id * 1_000_000
+        self._dims: list[DimTopology] | None = None
+
+    def dims(self, rank: int) -> list[DimTopology]:
+        if self._dims is None:
+            ring = RingTopology(rank, list(self.members), local=True)
+            self._dims = [DimTopology("ring", ring=ring)]
+        return self._dims
+
+
+class RankSystem:
+    """System layer of one NPU: streams, queues and the NPU<->memory model.
+
+    Times in ns (integers, as upstream ticks), sizes in bytes.
+    """
+
+    def __init__(self, rank: int, sim: "Simulation"):
+        self.id = rank
+        self.sim = sim
+        backend = sim.backend
+        self.backend = backend
+        self._now = backend.now
+        self._schedule = backend.schedule
+        system = sim.system
+        self.endpoint_delay_ns = int(system.endpoint_delay_ns)
+        bw = system.local_mem_bw_gbps  # GB/s, 1 GB = 1e9 B (upstream Sys.cc) = bytes/ns
+        self.local_mem_bytes_per_ns = float(bw) if bw else 0.0
+        self.lifo = system.scheduling_policy == "LIFO"
+        self.splits = max(1, int(system.preferred_dataset_splits))
+        self.queue_threshold = max(1, int(system.active_chunks_per_dimension))
+        self.local_bw_aware = system.collective_optimization == "localBWAware"
+        dim_sizes = [d.npus for d in sim.network.dims]
+        self.dims_by_type: dict[CommType, list[DimTopology]] = {
+            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type])
+            for comm_type in CommType
+        }
+        queues = len(dim_sizes)
+        self.priority_counter = 0
+        self.next_stream_id = 0
+        self.ready_list: list[Stream] = []
+        self.active_streams: list[list[Stream]] = [[] for _ in range(queues)]
+        self.running_streams = [0] * queues
+        self.buckets: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
+        self.comm_groups: dict[str, CommGroup] = {}
+        self.live_datasets: set[DataSet] = set()
+
+    # -- clock --------------------------------------------------------------
+    def now(self) -> float:
+        return self._now()
+
+    def register_event(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
+        """Run ``callback(arg)`` after ``delay_ns``, batched per tick (upstream Sys)."""
+        tick = self._now() + delay_ns
+        bucket = self.buckets.get(tick)
+        if bucket is None:
+            self.buckets[tick] = [(callback, arg)]
+            self._schedule(delay_ns, self._call_events, tick)
+        else:
+            bucket.append((callback, arg))
+
+    def _call_events(self, tick: int) -> None:
+        bucket = self.buckets[tick]
+        i = 0
+        # The bucket may grow while it runs (zero-delay registrations).
+        while i < len(bucket):
+            callback, arg = bucket[i]
+            callback(arg)
+            i += 1
+        del self.buckets[tick]
+
+    # -- local memory ---------------------------------------------------------
+    def reduction_delay_ns(self, size: int) -> int:
+        """Time to reduce ``size`` received bytes: one write and two reads.
+
+        Each access takes ``bytes / local-mem-bw`` truncated to whole ns
+        (upstream ``PacketBundle::call`` with ``Sys::mem_read/mem_write``);
+        without a local-mem-bw each access costs upstream's fallback 10 ns.
+        """
+        bw = self.local_mem_bytes_per_ns
+        if bw <= 0:
+            return 30
+        return 3 * int(size / bw)
+
+    # -- messages -------------------------------------------------------------
+    def send_collective(self, dst: int, size: int, stream: Stream) -> None:
+        self.sim.matcher.send(self.id, dst, size, stream.stream_id, None, None)
+
+    def recv_collective(self, src: int, size: int, stream: Stream) -> None:
+        self.sim.matcher.recv(src, self.id, size, stream.stream_id, stream.consume, None)
+
+    # -- collectives ------------------------------------------------------------
+    def generate_collective(self, comm_type: CommType, size: int, involved_dims: list[bool] | None,
+                            group: CommGroup | None) -> DataSet:
+        """Split a collective into streams and queue them; returns its DataSet.
+
+        ``involved_dims[d]`` says whether dimension ``d`` takes part (missing
+        entries count as involved). A size that does not divide into
+        ``preferred-dataset-splits`` chunks gets a smaller last chunk (upstream
+        underflows there). A collective with nothing to do (zero bytes or no
+        involved dimension with more than one NPU) finishes at once.
+        """
+        if group is None:
+            dims = self.dims_by_type[comm_type]
+        elif len(group.members) == self.sim.npus_count:
+            dims, involved_dims = self.dims_by_type[comm_type], None
+        else:
+            dims, involved_dims = group.dims(self.id), None
+        active = [d for d in range(len(dims))
+                  if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims)
+                                            or involved_dims[d])]
+        chunk = size // self.splits if size >= self.splits else size
+        dataset = DataSet(0, self.now())
+        if size <= 0 or not active:
+            dataset.total_streams = 1
+            self.register_event(0, lambda _: dataset.stream_finished(self.now()))
+            return dataset
+        priority = self.priority_counter
+        self.priority_counter += 1 if self.lifo else -1
+        streams = []
+        remaining = size
+        while remaining > 0:
+            this_chunk = min(chunk, remaining)
+            remaining -= this_chunk
+            phases = self._phases(comm_type, dims, active, this_chunk)
+            if group is None:
+                stream_id = self.next_stream_id
+                self.next_stream_id += 1
+            else:
+                stream_id = group.next_stream_id
+                group.next_stream_id += 1
+            streams.append(Stream(self, dataset, stream_id, phases, priority))
+        dataset.total_streams = len(streams)
+        self.live_datasets.add(dataset)
+        for stream in streams:
+            self._insert_stream(self.ready_list, stream)
+            self._schedule_ready()
+        return dataset
+
+    def _phases(self, comm_type: CommType, dims: list[DimTopology], active: list[int],
+                chunk: int) -> list[Phase]:
+        order = active[::-1] if comm_type is CommType.ALL_GATHER else active
+        if comm_type is not CommType.ALL_REDUCE or not self.local_bw_aware:
+            plan = [(comm_type, d) for d in order]
+        else:
+            plan = ([(CommType.REDUCE_SCATTER, d) for d in order[:-1]]
+                    + [(CommType.ALL_REDUCE, order[-1])]
+                    + [(CommType.ALL_GATHER, d) for d in reversed(order[:-1])])
+        phases = []
+        data = chunk
+        for phase_type, d in plan:
+            algorithm = make_phase(phase_type, self.id, dims[d], data)
+            phases.append(Phase(d, algorithm, d))
+            data = algorithm.final_data_size
+        return phases
+
+    # -- scheduling (upstream Sys::insert_stream / schedule / proceed_to_next_vnet_baseline)
+    @staticmethod
+    def _insert_stream(queue: list[Stream], stream: Stream) -> None:
+        i = 0
+        n = len(queue)
+        while i < n and (queue[i].initialized or queue[i].priority >= stream.priority):
+            i += 1
+        queue.insert(i, stream)
+
+    def _schedule_ready(self) -> None:
+        while self.ready_list:
+            stream = self.ready_list[0]
+            self.proceed_to_next_phase(stream)
+            self.ready_list.pop(0)
+
+    def proceed_to_next_phase(self, stream: Stream) -> None:
+        """Finish the stream's current phase and queue its next one (or retire it)."""
+        previous_queue = stream.current_queue_id
+        now = self.now()
+        if stream.phase is not None:
+            stream.dataset.phase_times.append(
+                (stream.phase.dim, stream.algorithm.comm_type.label, stream.phase_start_ns, now))
+        if not stream.phases_to_go:
+            dataset = stream.dataset
+            dataset.stream_finished(now)
+            if dataset.finish_ns is not None:
+                self.live_datasets.discard(dataset)
+        if previous_queue >= 0:
+            self.active_streams[previous_queue].remove(stream)
+        if not stream.phases_to_go:
+            if previous_queue >= 0:
+                self._stream_removed(previous_queue)
+            return
+        stream.steps_finished += 1
+        phase = stream.phases_to_go.pop(0)
+        stream.phase = phase
+        stream.algorithm = phase.algorithm
+        stream.current_queue_id = phase.queue_id
+        stream.initialized = False
+        self._insert_stream(self.active_streams[phase.queue_id], stream)
+        if previous_queue >= 0:
+            self._stream_removed(previous_queue)
+        self._stream_added(phase.queue_id)
+
+    def _stream_added(self, queue_id: int) -> None:
+        queue = self.active_streams[queue_id]
+        i = self.running_streams[queue_id]
+        while i < len(queue) and self.running_streams[queue_id] < self.queue_threshold:
+            queue[i].init()
+            self.running_streams[queue_id] += 1
+            i += 1
+
+    def _stream_removed(self, queue_id: int) -> None:
+        self.running_streams[queue_id] -= 1
+        self._schedule_ready()
+        self._stream_added(queue_id)
+
+    # -- diagnostics ---------------------------------------------------------------
+    def waiting_streams(self) -> list[str]:
+        """What each unfinished stream of this rank waits on (deadlock reports)."""
+        lines = []
+        for queue in self.active_streams:
+            for stream in queue:
+                state = (stream.algorithm.waiting_for() if stream.initialized
+                         else "queued behind another chunk")
+                lines.append(f"chunk tag {stream.stream_id}: {state}")
+        return lines

@@ -1,0 +1,120 @@
+"""One simulation: every rank's engine on one network backend.
+
+Builds a :class:`~astra_core.system.engine.RankEngine` per NPU, starts them all
+at time 0, lets the backend drain its events, and turns what happened into a
+:class:`~astra_core.report.results.RunResult`. If the events run out while a
+rank still has unfinished nodes, the run is a deadlock and
+:class:`~astra_core.errors.SimulationDeadlock` says which ranks wait on what.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from astra_core.config.memory import MemoryConfig, MemoryType
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.errors import SimulationDeadlock
+from astra_core.report.results import CollectiveRecord, RankResult, RunResult
+from astra_core.system.comm_types import CommType
+from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine
+from astra_core.system.memory import RemoteMemory
+from astra_core.system.p2p import MessageMatcher
+from astra_core.workload.chakra import ETNode
+from astra_core.workload.graph import RankGraph
+
+_MAX_DEADLOCK_LINES = 12
+
+
+class Simulation:
+    """All ranks of one run. ``graphs[r]`` is rank r's dependency graph."""
+
+    def __init__(self, graphs: Sequence[RankGraph], network: NetworkConfig, system: SystemConfig,
+                 backend, *, memory: MemoryConfig | None = None,
+                 comm_groups: dict[str, tuple[int, ...]] | None = None,
+                 backend_name: str = "?"):
+        self.network = network
+        self.system = system
+        self.backend = backend
+        self.backend_name = backend_name
+        self.npus_count = network.npus_count
+        self.memory = RemoteMemory(memory or MemoryConfig(MemoryType.NO_MEMORY_EXPANSION))
+        self.comm_groups = dict(comm_groups or {})
+        self.implementations = {
+            CommType.ALL_REDUCE: system.algorithms("all-reduce"),
+            CommType.ALL_GATHER: system.algorithms("all-gather"),
+            CommType.REDUCE_SCATTER: system.algorithms("reduce-scatter"),
+            CommType.ALL_TO_ALL: system.algorithms("all-to-all"),
+        }
+        self.matcher = MessageMatcher(backend)
+        self.collectives: list[CollectiveRecord] = []
+        self._finished = 0
+        self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
+
+    # -- callbacks from the engines ------------------------------------------
+    def rank_finished(self, rank: int) -> None:
+        self._finished += 1
+
+    def record_collective(self, rank: int, node: ETNode, dataset) -> None:
+        self.collectives.append(CollectiveRecord(rank, node, dataset))
+
+    # -- running ----------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run to completion; raises SimulationDeadlock if some rank cannot finish."""
+        for engine in self.engines:
+            engine.start()
+        self.backend.run()
+        if self._finished < len(self.engines):
+            self._raise_deadlock()
+        ranks = [self._rank_result(e) for e in self.engines]
+        return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
+                         engines=self.engines, messages=self.matcher.messages,
+                         message_bytes=self.matcher.bytes)
+
+    @staticmethod
+    def _rank_result(engine: RankEngine) -> RankResult:
+        comm_intervals = sorted(
+            (start, end) for pos, start, end in engine.records
+            if engine.nodes[pos].type in (COMM_COLL, COMM_SEND, COMM_RECV))
+        comm_ns = 0.0
+        cur_start = cur_end = None
+        for start, end in comm_intervals:
+            if cur_end is None or start > cur_end:
+                if cur_end is not None:
+                    comm_ns += cur_end - cur_start
+                cur_start, cur_end = start, end
+            else:
+                cur_end = max(cur_end, end)
+        if cur_end is not None:
+            comm_ns += cur_end - cur_start
+        finish = engine.finish_ns or 0
+        return RankResult(rank=engine.rank, finish_ns=finish, compute_ns=engine.gpu_compute_ns,
+                          cpu_ns=engine.cpu_compute_ns, comm_ns=comm_ns,
+                          exposed_comm_ns=finish - engine.gpu_compute_ns)
+
+    # -- deadlock reporting ---------------------------------------------------------
+    def describe_wait(self, rank: int, node: ETNode) -> str:
+        if node.type == COMM_RECV:
+            return (f"waits for a message from rank {node.comm_src} (tag {node.comm_tag or 0}, "
+                    f"{node.comm_size} bytes) that was never sent")
+        if node.type == COMM_SEND:
+            return (f"sent to rank {node.comm_dst} (tag {node.comm_tag or 0}, {node.comm_size} "
+                    "bytes), never received")
+        if node.type == COMM_COLL:
+            streams = self.engines[rank].sys.waiting_streams()
+            detail = "; ".join(streams[:2]) if streams else "no chunk running"
+            return f"collective never completed: {detail}"
+        return "never completed"
+
+    def _raise_deadlock(self) -> None:
+        waiting: dict[int, list[str]] = {}
+        for engine in self.engines:
+            if engine.finish_ns is None:
+                waiting[engine.rank] = engine.waiting() or ["nothing running, nodes left unissued"]
+        ranks = sorted(waiting)
+        shown = ranks[:_MAX_DEADLOCK_LINES]
+        parts = [f"rank {r}: {waiting[r][0]}" for r in shown]
+        more = f" (+{len(ranks) - len(shown)} more ranks)" if len(ranks) > len(shown) else ""
+        message = (f"simulation cannot finish at t={self.backend.now():.0f} ns: "
+                   f"{len(ranks)} rank(s) wait forever: " + " | ".join(parts) + more)
+        raise SimulationDeadlock(message, waiting)

@@ -1,0 +1,92 @@
+"""Streams (one chunk's journey through its phases) and datasets (one collective).
+
+A collective of ``S`` bytes is split into chunks; each chunk is a
+:class:`Stream` that runs its phases (one per involved network dimension, e.g.
+reduce-scatter on dim 0, all-reduce on dim 1, all-gather on dim 0) one after
+another. A :class:`DataSet` counts its streams and notifies the rank engine
+when the last one finishes. Mirrors upstream ``StreamBaseline``/``DataSet``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from astra_core.system.collectives.base import PACKET_RECEIVED, STREAM_INIT, CollectiveAlgorithm
+
+if TYPE_CHECKING:
+    from astra_core.system.rank import RankSystem
+
+
+class Phase:
+    """One step of a stream: an algorithm on the queue of one dimension."""
+
+    __slots__ = ("queue_id", "algorithm", "dim")
+
+    def __init__(self, queue_id: int, algorithm: CollectiveAlgorithm, dim: int):
+        self.queue_id = queue_id
+        self.algorithm = algorithm
+        self.dim = dim
+
+
+class DataSet:
+    """One collective on one rank: finished when all its streams are.
+
+    ``on_finished(dataset)`` is called synchronously when the last stream
+    leaves its last phase (upstream ``DataSet::notify_stream_finished``).
+    """
+
+    __slots__ = ("total_streams", "finished_streams", "on_finished", "start_ns", "finish_ns",
+                 "phase_times")
+
+    def __init__(self, total_streams: int, start_ns: float):
+        self.total_streams = total_streams
+        self.finished_streams = 0
+        self.on_finished: Callable[["DataSet"], None] | None = None
+        self.start_ns = start_ns
+        self.finish_ns: float | None = None
+        self.phase_times: list[tuple[int, str, float, float]] = []  # (dim, type, start, end)
+
+    def stream_finished(self, now: float) -> None:
+        self.finished_streams += 1
+        if self.finished_streams == self.total_streams:
+            self.finish_ns = now
+            if self.on_finished is not None:
+                self.on_finished(self)
+
+
+class Stream:
+    """One chunk of a collective moving through its phases on one rank.
+
+    ``stream_id`` is the message tag shared by all ranks for this chunk.
+    ``priority`` orders streams waiting for the same queue (higher first).
+    """
+
+    __slots__ = ("owner", "dataset", "stream_id", "priority", "phases_to_go", "phase",
+                 "algorithm", "current_queue_id", "initialized", "steps_finished",
+                 "phase_start_ns")
+
+    def __init__(self, owner: "RankSystem", dataset: DataSet, stream_id: int,
+                 phases: list[Phase], priority: int):
+        self.owner = owner
+        self.dataset = dataset
+        self.stream_id = stream_id
+        self.priority = priority
+        self.phases_to_go = phases
+        for phase in phases:
+            phase.algorithm.stream = self
+        self.phase: Phase | None = None
+        self.algorithm: CollectiveAlgorithm | None = None
+        self.current_queue_id = -1
+        self.initialized = False
+        self.steps_finished = 0
+        self.phase_start_ns = 0.0
+
+    def init(self) -> None:
+        """The stream got a slot on its queue: start the current phase."""
+        self.initialized = True
+        self.phase_start_ns = self.owner.now()
+        self.algorithm.run(STREAM_INIT)
+
+    def consume(self, _arg=None) -> None:
+        """A message this stream posted a receive for has arrived."""
+        self.algorithm.run(PACKET_RECEIVED)

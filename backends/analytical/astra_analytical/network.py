@@ -1,0 +1,78 @@
+"""Congestion-unaware analytical network (upstream astra-network-analytical).
+
+A message of ``B`` bytes between NPUs that differ first in dimension ``d``
+takes ``hops * latency_d + B / bandwidth_d`` ns, truncated to whole ns (upstream
+``BasicTopology::compute_communication_delay`` casts to an integer tick).
+Hops by the dimension's topology: Ring, the shorter way round a bidirectional
+ring; FullyConnected, 1; Switch, 2 (up to the switch and down). Links are never
+shared: concurrent messages do not slow each other down.
+
+NPU ids are numbered with dimension 0 fastest: the coordinate in dimension
+``d`` is ``(id // prod(sizes[:d])) % sizes[d]``. Bandwidth in network.yml is
+GB/s with 1 GB = 2^30 bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from astra_core.backend import Topology
+from astra_core.config.network import NetworkConfig
+from astra_core.events import EventQueue
+
+
+class AnalyticalNetwork:
+    """:class:`~astra_core.backend.NetworkBackend` with upstream's closed-form delays."""
+
+    name = "analytical"
+
+    def __init__(self, network: NetworkConfig):
+        self.events = EventQueue()
+        self._dims = []
+        stride = 1
+        for dim in network.dims:
+            kind = str(dim.kind)
+            self._dims.append((stride, dim.npus, kind, dim.latency_ns, dim.bandwidth_bytes_per_ns))
+            stride *= dim.npus
+        self.npus_count = stride
+        self.bytes_sent = 0
+        self.messages = 0
+
+    # -- NetworkBackend ---------------------------------------------------------
+    def now(self) -> float:
+        return self.events.now
+
+    def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+        self.events.schedule(delay_ns, callback, arg)
+
+    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
+             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+        self.messages += 1
+        self.bytes_sent += size_bytes
+        self.events.schedule(self.delay_ns(src, dst, size_bytes), on_delivered, arg)
+
+    def run(self) -> None:
+        self.events.run()
+
+    # -- the model ------------------------------------------------------------------
+    def delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
+        """Latency + serialization of one message, whole ns (0 if src == dst)."""
+        for stride, npus, kind, latency, bandwidth in self._dims:
+            a = (src // stride) % npus
+            b = (dst // stride) % npus
+            if a == b:
+                continue
+            if kind == "Ring":
+                clockwise = (b - a) % npus
+                hops = min(clockwise, npus - clockwise)
+            elif kind == "Switch":
+                hops = 2
+            else:
+                hops = 1
+            return int(hops * latency + size_bytes / bandwidth)
+        return 0
+
+
+def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:
+    """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`)."""
+    return AnalyticalNetwork(topology.network)
