@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
 
-__all__ = ["TraceWarning", "RankGraph", "build_graph", "build_graphs"]
+__all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs"]
 
 _EXAMPLES = 5  # ids quoted in a warning
 

@@ -23,7 +23,7 @@ from typing import Any
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import ETNode
 
-__all__ = ["make_attr", "make_node", "node_to_proto", "write_rank_trace", "CHAKRA_VERSION"]
+__all__ = ["CHAKRA_VERSION", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
 
 #: GlobalMetadata.version that Chakra's generator writes.
 CHAKRA_VERSION = "0.0.4"

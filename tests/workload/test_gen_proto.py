@@ -23,7 +23,9 @@ def test_regenerating_gives_the_committed_module(tmp_path):
     gen_proto = _load_gen_proto()
     found = metadata.version("grpcio-tools")
     if found != gen_proto.GRPCIO_TOOLS_VERSION:
-        pytest.skip(f"grpcio-tools {found} installed, generation is pinned to {gen_proto.GRPCIO_TOOLS_VERSION}")
+        pytest.skip(
+            f"grpcio-tools {found} installed, generation is pinned to {gen_proto.GRPCIO_TOOLS_VERSION}"
+        )
     fresh = gen_proto.generate(tmp_path).read_bytes()
     committed = (REPO / gen_proto.GENERATED).read_bytes()
     assert fresh == committed, "et_def_pb2.py is stale: run scripts/gen_proto.py"

@@ -101,8 +101,10 @@ def test_self_dependencies_and_cycles_are_broken():
     )
     graph, messages = _build_quietly(trace)
     assert messages == [
-        "cyc.0.et: dropped 1 self-dependencies and 2 dependencies on later nodes that closed cycles "
-        "(1 ctrl, 1 data; e.g. node 1 on 2, 4 on 5), which would deadlock"
+        (
+            "cyc.0.et: dropped 1 self-dependencies and 2 dependencies on later nodes that closed cycles "
+            "(1 ctrl, 1 data; e.g. node 1 on 2, 4 on 5), which would deadlock"
+        )
     ]
     assert graph.self_deps == 1 and graph.cycle_deps == [(1, 2), (4, 5)]
     assert sorted(_run_order(graph)) == [1, 2, 3, 4, 5, 6, 7]
@@ -121,7 +123,9 @@ def test_reference_workloads_have_clean_graphs(reference_dir):
 
 
 def test_resnet_graph(reference_dir):
-    trace = read_rank_trace(reference_dir / "workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel.0.et")
+    trace = read_rank_trace(
+        reference_dir / "workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel.0.et"
+    )
     graph = build_graph(trace)
     assert len(graph) == 215 and sum(graph.parent_counts) == 214 and graph.roots == [0]
 
@@ -138,8 +142,10 @@ def test_pytorch_ddp_step(reference_dir):
         graph = build_graph(trace)
     missing = [str(w.message) for w in caught if "not in the file" in str(w.message)]
     assert missing == [
-        f"{trace.path}: 1277 dependencies on 210 node ids not in the file, treated as satisfied "
-        "(e.g. ids 3, 429, 434, 617, 621)"
+        (
+            f"{trace.path}: 1277 dependencies on 210 node ids not in the file, treated as satisfied "
+            "(e.g. ids 3, 429, 434, 617, 621)"
+        )
     ]
     cycles = [str(w.message) for w in caught if "deadlock" in str(w.message)]
     assert len(cycles) == 1 and len(caught) == 2

@@ -83,12 +83,19 @@ def test_custom_chain(reference_dir):
     trace = read_rank_trace(reference_dir / "workload/custom/CHAIN_COMP_AR_COMP_8npus/chain.0.et")
     fwd, ar, bwd = trace.nodes
     assert (fwd.type, fwd.duration_micros, fwd.data_deps) == (pb.COMP_NODE, 10, ())
-    assert (ar.type, ar.comm_type, ar.comm_size, ar.data_deps) == (pb.COMM_COLL_NODE, pb.ALL_REDUCE, 64 * MiB, (0,))
+    assert (ar.type, ar.comm_type, ar.comm_size, ar.data_deps) == (
+        pb.COMM_COLL_NODE,
+        pb.ALL_REDUCE,
+        64 * MiB,
+        (0,),
+    )
     assert (bwd.type, bwd.duration_micros, bwd.data_deps) == (pb.COMP_NODE, 10, (1,))
 
 
 def test_custom_p2p_ring_shift(reference_dir):
-    for rank, trace in enumerate(read_workload(reference_dir / "workload/custom/P2P_RINGSHIFT_8npus_1MB/p2p", 8)):
+    for rank, trace in enumerate(
+        read_workload(reference_dir / "workload/custom/P2P_RINGSHIFT_8npus_1MB/p2p", 8)
+    ):
         send, recv = trace.nodes
         assert send.type == pb.COMM_SEND_NODE and recv.type == pb.COMM_RECV_NODE
         assert (send.comm_src, send.comm_dst) == (rank, (rank + 1) % 8)
@@ -140,7 +147,9 @@ def test_pytorch_ddp_step(reference_dir):
     kernels = [x for x in colls if not x.is_cpu_op]
     assert len(kernels) == 7 and all(x.name.startswith("ncclKernel_") for x in kernels)
     assert sorted(x.comm_type for x in kernels) == [pb.ALL_REDUCE] * 5 + [pb.BROADCAST] * 2
-    assert sum(x.comm_size for x in kernels) == 212480 + 424 + 8196000 + 31502336 + 26255360 + 26550272 + 9724160
+    assert (
+        sum(x.comm_size for x in kernels) == 212480 + 424 + 8196000 + 31502336 + 26255360 + 26550272 + 9724160
+    )
     assert all(x.involved_dim == (True,) for x in kernels)
     assert all(x.comm_type is None and x.is_cpu_op for x in colls if x not in kernels)
     assert sum(x.is_cpu_op for x in nodes if x.type == pb.COMP_NODE) == 2434
@@ -167,7 +176,9 @@ def _nodes_file(tmp_path, nodes, name="trace.0.et") -> Path:
 
 
 def test_truncated_in_the_middle_of_a_node(tmp_path, reference_dir):
-    data = (reference_dir / "workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel.0.et").read_bytes()
+    data = (
+        reference_dir / "workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel.0.et"
+    ).read_bytes()
     cut = tmp_path / "cut.0.et"
     cut.write_bytes(data[: len(data) // 2])
     _one_line_error(cut, r"node #\d+: truncated: message at byte \d+ needs \d+ bytes, \d+ remain")
@@ -233,10 +244,14 @@ def test_metadata_only_is_an_empty_rank(tmp_path):
 def test_wrong_kind_of_attribute(tmp_path):
     node = make_node(3, "ar", pb.COMM_COLL_NODE, comm_type=0)
     node.attr.append(pb.AttributeProto(name="comm_size", string_val="1MB"))
-    _one_line_error(_nodes_file(tmp_path, [node]), "node 3: attribute comm_size: expected an integer, got string_val")
+    _one_line_error(
+        _nodes_file(tmp_path, [node]), "node 3: attribute comm_size: expected an integer, got string_val"
+    )
     node = make_node(4, "ag", pb.COMM_COLL_NODE, comm_type=2)
     node.attr.append(pb.AttributeProto(name="involved_dim", int64_val=1))
-    _one_line_error(_nodes_file(tmp_path, [node]), "node 4: attribute involved_dim: expected bool_list, got int64_val")
+    _one_line_error(
+        _nodes_file(tmp_path, [node]), "node 4: attribute involved_dim: expected bool_list, got int64_val"
+    )
 
 
 # --- attribute decoding ----------------------------------------------------------------------
@@ -261,7 +276,9 @@ def test_defaults_and_other_attributes(tmp_path):
     node = pb.Node(id=5, name="k", type=pb.COMP_NODE, duration_micros=12, data_deps=[1, 2], ctrl_deps=[3])
     node.attr.extend(
         [
-            pb.AttributeProto(name="is_cpu_op", int32_val=1),  # an integer case for a bool, as FeederV3 allows
+            pb.AttributeProto(
+                name="is_cpu_op", int32_val=1
+            ),  # an integer case for a bool, as FeederV3 allows
             pb.AttributeProto(name="num_ops", double_val=2.5),
             pb.AttributeProto(name="pg_name", string_val="7"),
             pb.AttributeProto(name="involved_dim", bool_list=pb.BoolList(values=[False, True, True])),
@@ -282,7 +299,13 @@ def test_defaults_and_other_attributes(tmp_path):
     assert got.attrs == {"note": "hi", "blob": b"\x00\x01", "shape": [2, 3], "scale": 0.5, "empty": None}
     bare = read_rank_trace(tmp_path / "trace.0.et").nodes[1]
     assert bare == ETNode(6, "", pb.COMP_NODE)
-    assert (bare.is_cpu_op, bare.comm_type, bare.comm_size, bare.involved_dim, bare.num_ops) == (False, None, 0, None, 0)
+    assert (bare.is_cpu_op, bare.comm_type, bare.comm_size, bare.involved_dim, bare.num_ops) == (
+        False,
+        None,
+        0,
+        None,
+        0,
+    )
 
 
 def test_metadata_node_keeps_inputs_values(tmp_path):
@@ -315,9 +338,7 @@ def test_workload_with_extra_file(ar8):
     with pytest.raises(TraceError) as info:
         read_workload(ar8, 7)
     message = str(info.value)
-    assert message == (
-        f"{ar8}: 7 NPUs need 7 trace files {ar8}.<rank>.et, found 8: extra {ar8}.7.et"
-    )
+    assert message == (f"{ar8}: 7 NPUs need 7 trace files {ar8}.<rank>.et, found 8: extra {ar8}.7.et")
 
 
 def test_workload_with_missing_files(ar8):

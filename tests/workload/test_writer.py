@@ -15,10 +15,21 @@ def _cases(node: pb.Node) -> dict[str, str]:
 
 def test_known_attributes_use_chakras_cases():
     node = make_node(
-        0, "n", pb.COMM_COLL_NODE,
-        is_cpu_op=False, comm_type=pb.ALL_REDUCE, comm_size=1 << 20, involved_dim=[True, False],
-        num_ops=10, tensor_size=20, pg_name="3", comm_src=1, comm_dst=2, comm_tag=5, comm_priority=1,
-    )  # fmt: skip
+        0,
+        "n",
+        pb.COMM_COLL_NODE,
+        is_cpu_op=False,
+        comm_type=pb.ALL_REDUCE,
+        comm_size=1 << 20,
+        involved_dim=[True, False],
+        num_ops=10,
+        tensor_size=20,
+        pg_name="3",
+        comm_src=1,
+        comm_dst=2,
+        comm_tag=5,
+        comm_priority=1,
+    )
     assert _cases(node) == {
         "is_cpu_op": "bool_val",
         "comm_type": "int64_val",
@@ -37,7 +48,9 @@ def test_known_attributes_use_chakras_cases():
 def test_same_bytes_as_chakras_generator(tmp_path, reference_dir):
     """The micro traces were made by Chakra's generator; we write the same bytes."""
     theirs = reference_dir / "workload/micro/ALL_REDUCE_8npus_1MB/ALL_REDUCE.5.et"
-    node = make_node(5, "ALL_REDUCE", pb.COMM_COLL_NODE, is_cpu_op=False, comm_type=pb.ALL_REDUCE, comm_size=1 << 20)
+    node = make_node(
+        5, "ALL_REDUCE", pb.COMM_COLL_NODE, is_cpu_op=False, comm_type=pb.ALL_REDUCE, comm_size=1 << 20
+    )
     ours = write_rank_trace(tmp_path / "x.0.et", [node])
     assert ours.read_bytes() == theirs.read_bytes()
 
@@ -71,14 +84,34 @@ def test_bad_attributes():
 def test_round_trip_of_etnodes(tmp_path):
     nodes = [
         ETNode(10, "load", pb.MEM_LOAD_NODE, tensor_size=4096),
-        ETNode(11, "gemm", pb.COMP_NODE, data_deps=(10,), duration_micros=25, num_ops=2.5e12, tensor_size=1 << 30),
-        ETNode(12, "ar", pb.COMM_COLL_NODE, data_deps=(11,), ctrl_deps=(10, 11), comm_type=pb.REDUCE_SCATTER,
-               comm_size=3 << 40, involved_dim=(True, False, True), pg_name="2", comm_priority=1),  # fmt: skip
+        ETNode(
+            11, "gemm", pb.COMP_NODE, data_deps=(10,), duration_micros=25, num_ops=2.5e12, tensor_size=1 << 30
+        ),
+        ETNode(
+            12,
+            "ar",
+            pb.COMM_COLL_NODE,
+            data_deps=(11,),
+            ctrl_deps=(10, 11),
+            comm_type=pb.REDUCE_SCATTER,
+            comm_size=3 << 40,
+            involved_dim=(True, False, True),
+            pg_name="2",
+            comm_priority=1,
+        ),
         ETNode(13, "send", pb.COMM_SEND_NODE, comm_src=0, comm_dst=3, comm_tag=9, comm_size=64),
-        ETNode(14, "recv", pb.COMM_RECV_NODE, comm_src=3, comm_dst=0, comm_tag=9, comm_size=64, is_cpu_op=True),
+        ETNode(
+            14, "recv", pb.COMM_RECV_NODE, comm_src=3, comm_dst=0, comm_tag=9, comm_size=64, is_cpu_op=True
+        ),
         ETNode(15, "pg", pb.METADATA_NODE, inputs_values='[[{"pg_name": "2", "ranks": []}]]'),
-        ETNode(16, "host", pb.COMP_NODE, is_cpu_op=True, duration_micros=3,
-               attrs={"op_schema": "aten::add", "seq_id": -1, "shape": [2, 3], "scale": 0.5, "raw": b"\x01"}),  # fmt: skip
+        ETNode(
+            16,
+            "host",
+            pb.COMP_NODE,
+            is_cpu_op=True,
+            duration_micros=3,
+            attrs={"op_schema": "aten::add", "seq_id": -1, "shape": [2, 3], "scale": 0.5, "raw": b"\x01"},
+        ),
         ETNode(17, "", pb.INVALID_NODE),
     ]
     path = write_rank_trace(tmp_path / "rt.0.et", nodes, metadata_attrs={"schema": "1.0.1", "pid": 7})
@@ -90,7 +123,9 @@ def test_round_trip_of_etnodes(tmp_path):
 
 def test_round_trip_of_a_real_trace(tmp_path, reference_dir):
     original = read_rank_trace(reference_dir / "pytorch" / "ddp_step.0.et")
-    path = write_rank_trace(tmp_path / "ddp.0.et", original.nodes, original.metadata, version=original.version)
+    path = write_rank_trace(
+        tmp_path / "ddp.0.et", original.nodes, original.metadata, version=original.version
+    )
     again = read_rank_trace(path)
     assert again.nodes == original.nodes
     assert again.metadata == original.metadata
