@@ -10,6 +10,9 @@ Timing of each node type:
 
 * COMP: ``duration_micros`` (at least 1 ns), or with ``roofline-enabled`` and
   a GPU node ``num_ops / min(local-mem-bw * num_ops / tensor_size, peak-perf)``;
+  a communication node marked ``is_cpu_op`` (PyTorch's host-side ``c10d::``
+  call that launches the GPU kernel) replays its duration on the CPU like any
+  CPU op (upstream aborts: "Comm node should not be on CPU");
 * COMM_COLL: the system layer's collective (BROADCAST replays its duration);
 * COMM_SEND / COMM_RECV: matched by (src, dst, tag, size), done on arrival;
 * MEM_LOAD / MEM_STORE: the remote-memory model;
@@ -120,7 +123,7 @@ class RankEngine:
         now = self.sys.now()
         self.started[pos] = now
         kind = node.type
-        if kind == COMP:
+        if kind == COMP or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV)):
             self._issue_compute(pos, node)
         elif kind == COMM_COLL:
             self._issue_collective(pos, node)

@@ -1,0 +1,32 @@
+# make demo   set up a virtualenv and simulate the bundled ResNet-50 example
+# make test   set up a virtualenv and run the test suite
+# make bench  scaling benchmark (1024 and 4096 NPUs)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test bench clean
+
+$(STAMP): pyproject.toml backends/analytical/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]' -e backends/analytical
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/astra run --workload examples/resnet50_dp/workload/Resnet50_DataParallel \
+		--system examples/resnet50_dp/system.json \
+		--network examples/resnet50_dp/network.yml \
+		--memory examples/resnet50_dp/memory.json
+
+test: setup
+	$(BIN)/python -m pytest -q -n 2 tests
+
+bench: setup
+	$(BIN)/python benchmarks/scale_allreduce.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,78 @@
+"""The ``astra`` command line: a thin layer over :mod:`astra_core.api`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+
+import click
+from rich.console import Console
+
+from astra_core.errors import AstraError
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    click.echo(f"warning: {message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="astra-core")
+def main() -> None:
+    """astra: predict the step time of distributed ML training on a cluster."""
+
+
+@main.command()
+@click.option("--workload", required=True, help="Chakra trace prefix: rank r reads PREFIX.r.et")
+@click.option("--system", "system", required=True, type=click.Path(), help="system.json")
+@click.option("--network", required=True, type=click.Path(), help="network.yml")
+@click.option("--memory", type=click.Path(), help="remote-memory JSON")
+@click.option("--comm-groups", type=click.Path(), help="communicator-group JSON")
+@click.option("--backend", help="network backend (see `astra backends`)")
+@click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
+@click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
+def run(workload, system, network, memory, comm_groups, backend, json_path, timeline) -> None:
+    """Simulate one step of WORKLOAD and print a per-rank table."""
+    from astra_core.api import simulate
+    from astra_core.report.table import print_summary
+
+    warnings.showwarning = _show_warning
+    started = time.perf_counter()
+    try:
+        result = simulate(workload, system, network, memory=memory, comm_groups=comm_groups,
+                          backend=backend)
+    except AstraError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    wall = time.perf_counter() - started
+    console = Console()
+    print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
+    console.print(f"simulated in {wall:.2f} s")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+    if timeline:
+        from astra_core.report.timeline import write_timeline
+
+        write_timeline(result, timeline)
+
+
+@main.command()
+def backends() -> None:
+    """List every registered network backend and whether it can run here."""
+    from astra_core.plugins import backend_registry
+
+    try:
+        registry = backend_registry()
+    except AstraError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    for name, usable, text in registry.availability():
+        mark = "usable" if usable else "unavailable"
+        default = " (default)" if name == registry.default else ""
+        click.echo(f"{name}{default}: {mark} — {text}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
