@@ -463,9 +463,10 @@ def trace_path(prefix: str | os.PathLike, rank: int) -> Path:
 def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]:
     """Read ``<prefix>.<r>.et`` for every rank ``r`` in ``range(npus_count)``.
 
-    Ranks whose files are byte-identical (common for generated workloads)
-    share one parsed node list, so thousands of ranks load quickly; nodes are
-    read-only.
+    Ranks whose files are byte-identical share one parsed node list (and
+    :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
+    symmetric ranks load quickly; nodes are read-only. Chakra's own tools
+    number nodes with one counter across ranks, so their files differ.
 
     Raises :class:`TraceError` naming the prefix and the counts when the
     number of trace files differs from ``npus_count`` (a rank's file is
