@@ -23,11 +23,11 @@ def _close(got: float, want: float) -> bool:
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[c["name"] for c in _CASES])
-def test_matches_upstream(case, reference):
+def test_matches_upstream(case, reference_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = simulate(reference / case["workload"], reference / case["system"],
-                          reference / case["network"], memory=reference / case["memory"],
+        result = simulate(reference_dir / case["workload"], reference_dir / case["system"],
+                          reference_dir / case["network"], memory=reference_dir / case["memory"],
                           backend="analytical")
     finish = [r.finish_ns for r in result.ranks]
     exposed = [r.exposed_comm_ns for r in result.ranks]
