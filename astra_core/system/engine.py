@@ -269,6 +269,14 @@ class RankEngine:
             lines.append(f"node {node.id} ({node.name}) {what}")
         blocked = [p for p, c in enumerate(self.pending_parents) if c > 0]
         if blocked and not self.started:
-            sample = ", ".join(str(self.nodes[p].id) for p in blocked[:5])
-            lines.append(f"{len(blocked)} node(s) never became ready (dependency cycle?), e.g. {sample}")
+            cyclic = self.graph.cyclic_ids
+            if cyclic:
+                sample = ", ".join(str(i) for i in cyclic[:6])
+                lines.append(f"nodes {sample}{' ...' if len(cyclic) > 6 else ''} depend on each "
+                             f"other in a cycle of data dependencies ({len(blocked)} node(s) "
+                             "can never run)")
+            else:
+                sample = ", ".join(str(self.nodes[p].id) for p in blocked[:5])
+                lines.append(f"{len(blocked)} node(s) wait on parents that never finished, "
+                             f"e.g. {sample}")
         return lines

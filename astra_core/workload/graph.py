@@ -14,10 +14,13 @@ two problems are worked around, each reported once per file with a
 - a dependency on a node id that is not in the file is treated as satisfied
   (PyTorch-converted traces refer to host ops that were not kept; upstream
   ASTRA-sim aborts with "not found in index");
-- dependency cycles, which would deadlock: a node depending on itself, and
-  dependencies that close a cycle. A cycle always contains a dependency on a
-  node later in the file; those are dropped, ctrl deps first, and data deps
-  only if a cycle remains, and only inside strongly connected components.
+- a node depending on itself, and cycles closed by ctrl dependencies
+  (PyTorch-converted traces link a CPU op and the kernel it launches both
+  ways): a cycle always contains a dependency on a node later in the file, and
+  those ctrl deps are dropped, only inside strongly connected components.
+
+Cycles of data dependencies are kept: their nodes can never run, and the
+simulation stops with a deadlock error that names them (``cyclic_ids``).
 
 A duplicate node id is an error (:class:`~astra_core.errors.TraceError`).
 """
@@ -50,7 +53,9 @@ class RankGraph:
     - ``missing_deps`` (int): dependencies on ids not in the file (dropped),
     - ``self_deps`` (int): dependencies of a node on itself (dropped),
     - ``cycle_deps`` (list[tuple[int, int]]): (child id, parent id) of the
-      dependencies dropped to break cycles.
+      ctrl dependencies dropped to break cycles,
+    - ``cyclic_ids`` (list[int]): ids of nodes on data-dependency cycles that
+      remain (these nodes can never run; the simulation reports a deadlock).
 
     Read-only: ranks with identical files share one graph.
     """
@@ -64,9 +69,11 @@ class RankGraph:
         "missing_deps",
         "self_deps",
         "cycle_deps",
+        "cyclic_ids",
     )
 
-    def __init__(self, nodes, index, parent_counts, children, missing_deps=0, self_deps=0, cycle_deps=()):
+    def __init__(self, nodes, index, parent_counts, children, missing_deps=0, self_deps=0,
+                 cycle_deps=(), cyclic_ids=()):
         self.nodes: list[ETNode] = nodes
         self.index: dict[int, int] = index
         self.parent_counts: list[int] = parent_counts
@@ -75,6 +82,7 @@ class RankGraph:
         self.missing_deps: int = missing_deps
         self.self_deps: int = self_deps
         self.cycle_deps: list[tuple[int, int]] = list(cycle_deps)
+        self.cyclic_ids: list[int] = list(cyclic_ids)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -148,27 +156,23 @@ def build_graph(trace: RankTrace) -> RankGraph:
         )
 
     cycle_deps: list[tuple[int, int]] = []
-    dropped_ctrl = dropped_data = 0
-    # Only a dependency on a later node can close a cycle: without one, skip the search.
-    # Every cycle keeps one while it exists, so dropping those inside strongly
-    # connected components (ctrl first, then data) leaves the graph acyclic.
-    for drop_data in (False, True):
-        candidates = [f for f in forward if f[2] == drop_data]
-        if not candidates:
-            continue
+    # Only a dependency on a later node can close a cycle: without one, skip the
+    # search. Every cycle keeps one while it exists, so dropping the ctrl ones
+    # inside strongly connected components breaks every cycle they close.
+    # Cycles of data dependencies are real errors in the trace: they are kept,
+    # and the run reports them as a deadlock (see ``cyclic_ids``).
+    cyclic_ids: list[int] = []
+    if forward:
         in_cycle = _cyclic_components(counts, children)
-        if not in_cycle:
-            break
-        get_component = in_cycle.get
-        for parent, child, _ in candidates:
-            if get_component(parent, -1) == get_component(child, -2):
-                children[parent].remove(child)
-                counts[child] -= 1
-                cycle_deps.append((nodes[child].id, nodes[parent].id))
-                if drop_data:
-                    dropped_data += 1
-                else:
-                    dropped_ctrl += 1
+        if in_cycle:
+            get_component = in_cycle.get
+            for parent, child, is_data in forward:
+                if not is_data and get_component(parent, -1) == get_component(child, -2):
+                    children[parent].remove(child)
+                    counts[child] -= 1
+                    cycle_deps.append((nodes[child].id, nodes[parent].id))
+            in_cycle = _cyclic_components(counts, children) if cycle_deps else in_cycle
+            cyclic_ids = sorted(nodes[p].id for p in in_cycle)
 
     if self_deps or cycle_deps:
         parts = []
@@ -177,15 +181,15 @@ def build_graph(trace: RankTrace) -> RankGraph:
         if cycle_deps:
             examples = ", ".join(f"{c} on {p}" for c, p in cycle_deps[:_EXAMPLES])
             parts.append(
-                f"{len(cycle_deps)} dependencies on later nodes that closed cycles "
-                f"({dropped_ctrl} ctrl, {dropped_data} data; e.g. node {examples})"
+                f"{len(cycle_deps)} ctrl dependencies on later nodes that closed cycles "
+                f"(e.g. node {examples})"
             )
         warnings.warn(
             f"{fname}: dropped {' and '.join(parts)}, which would deadlock",
             TraceWarning,
             stacklevel=2,
         )
-    return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps)
+    return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps, cyclic_ids)
 
 
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:

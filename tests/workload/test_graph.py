@@ -88,7 +88,7 @@ def test_missing_dependencies_warn_once_per_file():
     assert _run_order(graph) == [1, 2]
 
 
-def test_self_dependencies_and_cycles_are_broken():
+def test_ctrl_cycles_are_broken_data_cycles_kept():
     trace = _trace(
         ETNode(1, "host op", COMP, ctrl_deps=(2,)),  # depends on the kernel it launches...
         ETNode(2, "kernel", COMP, ctrl_deps=(1,)),  # ...which depends on it: a cycle
@@ -102,12 +102,14 @@ def test_self_dependencies_and_cycles_are_broken():
     graph, messages = _build_quietly(trace)
     assert messages == [
         (
-            "cyc.0.et: dropped 1 self-dependencies and 2 dependencies on later nodes that closed cycles "
-            "(1 ctrl, 1 data; e.g. node 1 on 2, 4 on 5), which would deadlock"
+            "cyc.0.et: dropped 1 self-dependencies and 1 ctrl dependencies on later nodes that "
+            "closed cycles (e.g. node 1 on 2), which would deadlock"
         )
     ]
-    assert graph.self_deps == 1 and graph.cycle_deps == [(1, 2), (4, 5)]
-    assert sorted(_run_order(graph)) == [1, 2, 3, 4, 5, 6, 7]
+    assert graph.self_deps == 1 and graph.cycle_deps == [(1, 2)]
+    # The data cycle 4 <-> 5 stays: those nodes never run and are named.
+    assert graph.cyclic_ids == [4, 5]
+    assert sorted(_run_order(graph)) == [1, 2, 3, 6, 7]
     assert graph.parent_counts[5] == 1  # 6 still waits for 7
 
 
@@ -149,6 +151,6 @@ def test_pytorch_ddp_step(reference_dir):
     ]
     cycles = [str(w.message) for w in caught if "deadlock" in str(w.message)]
     assert len(cycles) == 1 and len(caught) == 2
-    assert "383 self-dependencies and 554 dependencies on later nodes" in cycles[0]
+    assert "383 self-dependencies and 554 ctrl dependencies on later nodes" in cycles[0]
     assert graph.missing_deps == 1277 and graph.self_deps == 383 and len(graph.cycle_deps) == 554
     assert len(_run_order(graph)) == 3664
