@@ -55,7 +55,7 @@ def test_collective_a_member_never_joins(workload):
     message = str(exc.value)
     assert sorted(exc.value.waiting) == [0, 1, 2]
     assert "node 1 (allreduce) collective never completed" in message
-    assert "ring all-reduce on ranks [0, 1, 2, 3]" in message
+    assert "ring all-reduce over ranks [0, 1, 2, 3]" in message
 
 
 def test_send_never_received(workload):

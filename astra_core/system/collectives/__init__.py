@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.base import CollectiveAlgorithm
-from astra_core.system.collectives.direct import Direct
+from astra_core.system.collectives.direct import direct_plan
 from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
-from astra_core.system.collectives.halving_doubling import HalvingDoubling
+from astra_core.system.collectives.halving_doubling import halving_doubling_plan
 from astra_core.system.collectives.logical_topology import (
     Direction,
     DoubleBinaryTree as DoubleBinaryTreeTopology,
     RingTopology,
 )
-from astra_core.system.collectives.ring import Ring
+from astra_core.system.collectives.plan import Plan, WindowedPhase
+from astra_core.system.collectives.ring import ring_plan
 from astra_core.system.comm_types import CommType
 
 ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
@@ -85,16 +86,18 @@ def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
                direction: Direction = Direction.CLOCKWISE) -> CollectiveAlgorithm:
     """The algorithm object for one phase of one chunk (bytes in: ``data_size``)."""
     algorithm = dim.algorithm
+    if algorithm == "doubleBinaryTree":
+        return DoubleBinaryTree(comm_type, rank, dim.trees.next_tree(), data_size)
     if algorithm == "ring":
-        return Ring(comm_type, rank, dim.ring, data_size, direction)
-    if algorithm == "direct":
-        return Direct(comm_type, rank, dim.ring, data_size, direction, dim.window)
-    if algorithm == "halvingDoubling":
-        return HalvingDoubling(comm_type, rank, dim.ring, data_size)
-    return DoubleBinaryTree(comm_type, rank, dim.trees.next_tree(), data_size)
+        plan = ring_plan(comm_type, rank, dim.ring, data_size, direction)
+    elif algorithm == "direct":
+        plan = direct_plan(comm_type, rank, dim.ring, data_size, direction, dim.window)
+    else:
+        plan = halving_doubling_plan(comm_type, rank, dim.ring, data_size)
+    return WindowedPhase(algorithm, comm_type, rank, data_size, plan)
 
 
 __all__ = [
-    "ALGORITHMS", "CollectiveAlgorithm", "DimTopology", "Direction",
+    "ALGORITHMS", "CollectiveAlgorithm", "DimTopology", "Direction", "Plan",
     "build_logical_dims", "make_phase",
 ]

@@ -1,65 +1,46 @@
 """Direct collectives (upstream ``AllToAll.cc``): talk to every peer at once.
 
-The ring machinery with ``parallel_reduce = n - 1`` packets in flight (or the
-``direct<W>`` window ``W``), and the destination rotating over all peers after
-every packet. An all-reduce runs in two rounds (reduce-scatter then
-all-gather, ``2(n-1)`` messages of ``D/n`` bytes); the second round starts
-only after every first-round message has arrived, and then each processed
-packet releases one send, oldest first, as upstream does.
+Every rank sends one message to each of its ``n - 1`` peers, up to ``W``
+messages in flight (``direct<W>``; all peers by default), destinations going
+round the ring starting at the next rank. Sizes are the ring's (see
+:mod:`ring`). An all-reduce does this twice, ``2 (n - 1)`` messages of
+``D / n`` bytes: a reduce-scatter round whose arrivals are reduced, then an
+all-gather round that starts only once every first-round message has arrived,
+each reduced arrival releasing one send (upstream's order, which decides the
+timing on rings where peers are at different distances).
 """
 
 from __future__ import annotations
 
-from astra_core.system.collectives.base import GENERAL, PACKET_RECEIVED, STREAM_INIT
 from astra_core.system.collectives.logical_topology import Direction, RingTopology
-from astra_core.system.collectives.ring import Ring
+from astra_core.system.collectives.plan import Plan, packets
+from astra_core.system.collectives.ring import message_sizes
 from astra_core.system.comm_types import CommType
 
 
-class Direct(Ring):
-    """One direct phase of one chunk on one rank; ``window`` < 0 means n - 1."""
-
-    name = "direct"
-    __slots__ = ("middle_point",)
-
-    def __init__(self, comm_type: CommType, rank: int, topology: RingTopology,
-                 data_size: int, direction: Direction = Direction.CLOCKWISE,
-                 window: int = -1):
-        super().__init__(comm_type, rank, topology, data_size, direction)
-        n = self.nodes
-        self.middle_point = n - 1
-        self.parallel_reduce = n - 1 if window < 0 else min(window, n - 1)
-        if comm_type is CommType.ALL_TO_ALL:
-            self.stream_count = n - 1
-
-    def non_zero_latency_packets_per_cycle(self) -> int:
-        if self.topology.local:
-            return (self.nodes - 1) * self.parallel_reduce
-        return self.parallel_reduce
-
-    def run(self, event: int, data=None) -> None:
-        if event == GENERAL:
-            self.free_packets += 1
-            if self.comm_type is CommType.ALL_REDUCE and self.stream_count <= self.middle_point:
-                if self.total_received < self.middle_point:
-                    return
-                for _ in range(self.parallel_reduce):
-                    self.ready()
-            else:
-                self.ready()
-            self.iteratable()
-        elif event == PACKET_RECEIVED:
-            self.total_received += 1
-            self.insert_packet()
-        elif event == STREAM_INIT:
-            for _ in range(self.parallel_reduce):
-                self.insert_packet()
-
-    def after_release(self) -> None:
-        topo, direction, me = self.topology, self.direction, self.rank
-        self.receiver = topo.receiver(self.receiver, direction)
-        if self.receiver == me:
-            self.receiver = topo.receiver(self.receiver, direction)
-        self.sender = topo.sender(self.sender, direction)
-        if self.sender == me:
-            self.sender = topo.sender(self.sender, direction)
+def direct_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: int,
+                direction: Direction = Direction.CLOCKWISE, window: int = -1) -> Plan:
+    """Rank ``rank``'s plan for one direct phase; ``window`` < 0 means all peers."""
+    n = ring.nodes
+    count = 2 * (n - 1) if comm_type is CommType.ALL_REDUCE else n - 1
+    slots = n - 1 if window < 0 else min(window, n - 1)
+    msg, final = message_sizes(comm_type, n, data_size)
+    # Peers in upstream's rotation: one step round the ring per packet, skipping self.
+    messages = []
+    dst, src = ring.receiver(rank, direction), ring.sender(rank, direction)
+    for _ in range(count):
+        messages.append((dst, src, msg))
+        dst = ring.receiver(dst, direction)
+        if dst == rank:
+            dst = ring.receiver(dst, direction)
+        src = ring.sender(src, direction)
+        if src == rank:
+            src = ring.sender(src, direction)
+    # Upstream counts n - 1 "non-zero-latency" packets per cycle on a
+    # communicator-group ring and one window's worth on a network dimension.
+    per_cycle = (n - 1) * slots if ring.local else slots
+    return Plan(messages=messages, window=slots,
+                packets=packets(comm_type, count + slots, slots, per_cycle, msg),
+                final_data_size=final,
+                barrier=n - 1 if comm_type is CommType.ALL_REDUCE else None,
+                fast=ring.local, peers=tuple(ring.members))
