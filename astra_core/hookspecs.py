@@ -29,17 +29,6 @@ def astra_register_backends(register):
     """
 
 
-@hookspec
-def astra_register_collectives(register):
-    """Register extra collective algorithms.
-
-    Call ``register(name, factory)`` where ``factory(comm_type, rank, ring,
-    data_size) -> CollectiveAlgorithm`` builds one phase of one chunk on a
-    :class:`astra_core.system.collectives.logical_topology.RingTopology`;
-    ``name`` can then be used in system.json ``*-implementation`` lists.
-    """
-
-
 # -- observers -------------------------------------------------------------------
 @hookspec
 def astra_run_started(run):
