@@ -77,7 +77,8 @@ class RankSystem:
         self.local_bw_aware = system.collective_optimization == "localBWAware"
         dim_sizes = [d.npus for d in sim.network.dims]
         self.dims_by_type: dict[CommType, list[DimTopology]] = {
-            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type])
+            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type],
+                                          system.source)
             for comm_type in CommType
         }
         queues = len(dim_sizes)
@@ -87,8 +88,6 @@ class RankSystem:
         self.active_streams: list[list[Stream]] = [[] for _ in range(queues)]
         self.running_streams = [0] * queues
         self.buckets: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
-        self.comm_groups: dict[str, CommGroup] = {}
-        self.live_datasets: set[DataSet] = set()
 
     # -- clock --------------------------------------------------------------
     def now(self) -> float:
@@ -176,7 +175,6 @@ class RankSystem:
                 group.next_stream_id += 1
             streams.append(Stream(self, dataset, stream_id, phases, priority))
         dataset.total_streams = len(streams)
-        self.live_datasets.add(dataset)
         for stream in streams:
             self._insert_stream(self.ready_list, stream)
             self._schedule_ready()
@@ -195,7 +193,7 @@ class RankSystem:
         data = chunk
         for phase_type, d in plan:
             algorithm = make_phase(phase_type, self.id, dims[d], data)
-            phases.append(Phase(d, algorithm, d))
+            phases.append(Phase(d, algorithm))
             data = algorithm.final_data_size
         return phases
 
@@ -210,9 +208,7 @@ class RankSystem:
 
     def _schedule_ready(self) -> None:
         while self.ready_list:
-            stream = self.ready_list[0]
-            self.proceed_to_next_phase(stream)
-            self.ready_list.pop(0)
+            self.proceed_to_next_phase(self.ready_list.pop(0))
 
     def proceed_to_next_phase(self, stream: Stream) -> None:
         """Finish the stream's current phase and queue its next one (or retire it)."""
@@ -222,26 +218,22 @@ class RankSystem:
             stream.dataset.phase_times.append(
                 (stream.phase.dim, stream.algorithm.comm_type.label, stream.phase_start_ns, now))
         if not stream.phases_to_go:
-            dataset = stream.dataset
-            dataset.stream_finished(now)
-            if dataset.finish_ns is not None:
-                self.live_datasets.discard(dataset)
+            stream.dataset.stream_finished(now)
         if previous_queue >= 0:
             self.active_streams[previous_queue].remove(stream)
         if not stream.phases_to_go:
             if previous_queue >= 0:
                 self._stream_removed(previous_queue)
             return
-        stream.steps_finished += 1
         phase = stream.phases_to_go.pop(0)
         stream.phase = phase
         stream.algorithm = phase.algorithm
-        stream.current_queue_id = phase.queue_id
+        stream.current_queue_id = phase.dim
         stream.initialized = False
-        self._insert_stream(self.active_streams[phase.queue_id], stream)
+        self._insert_stream(self.active_streams[phase.dim], stream)
         if previous_queue >= 0:
             self._stream_removed(previous_queue)
-        self._stream_added(phase.queue_id)
+        self._stream_added(phase.dim)
 
     def _stream_added(self, queue_id: int) -> None:
         queue = self.active_streams[queue_id]

@@ -18,14 +18,13 @@ if TYPE_CHECKING:
 
 
 class Phase:
-    """One step of a stream: an algorithm on the queue of one dimension."""
+    """One step of a stream: an algorithm on one logical dimension (and its queue)."""
 
-    __slots__ = ("queue_id", "algorithm", "dim")
+    __slots__ = ("dim", "algorithm")
 
-    def __init__(self, queue_id: int, algorithm: CollectiveAlgorithm, dim: int):
-        self.queue_id = queue_id
-        self.algorithm = algorithm
+    def __init__(self, dim: int, algorithm: CollectiveAlgorithm):
         self.dim = dim
+        self.algorithm = algorithm
 
 
 class DataSet:
@@ -62,8 +61,7 @@ class Stream:
     """
 
     __slots__ = ("owner", "dataset", "stream_id", "priority", "phases_to_go", "phase",
-                 "algorithm", "current_queue_id", "initialized", "steps_finished",
-                 "phase_start_ns")
+                 "algorithm", "current_queue_id", "initialized", "phase_start_ns")
 
     def __init__(self, owner: "RankSystem", dataset: DataSet, stream_id: int,
                  phases: list[Phase], priority: int):
@@ -78,7 +76,6 @@ class Stream:
         self.algorithm: CollectiveAlgorithm | None = None
         self.current_queue_id = -1
         self.initialized = False
-        self.steps_finished = 0
         self.phase_start_ns = 0.0
 
     def init(self) -> None:

@@ -138,3 +138,11 @@ def test_undefined_comm_group_is_a_clear_error(workload):
     prefix = workload({0: [node], 1: [node]})
     with pytest.raises(TraceError, match="communicator group '3' is not defined"):
         simulate(prefix, system(), network(["Ring"], [2], [50.0], [500.0]))
+
+
+def test_double_binary_tree_needs_a_power_of_two(workload):
+    node = make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=64)
+    prefix = workload({r: [node] for r in range(6)})
+    with pytest.raises(AstraError, match="doubleBinaryTree needs a power-of-two dimension, "
+                                         "dimension 0 has 6 NPUs"):
+        simulate(prefix, system("doubleBinaryTree"), network(["Ring"], [6], [50.0], [500.0]))

@@ -49,14 +49,17 @@ class DimTopology:
 
 
 def build_logical_dims(rank: int, dim_sizes: list[int],
-                       algorithms: Sequence[CollectiveAlgorithmName]) -> list[DimTopology]:
+                       algorithms: Sequence[CollectiveAlgorithmName],
+                       source: str = "system.json") -> list[DimTopology]:
     """Rank ``rank``'s logical dimensions for one collective type.
 
     Mirrors upstream ``GeneralComplexTopology``: one ring or double binary
     tree per configured dimension (stride = product of lower dimension sizes);
     a ``one*`` implementation makes a single ring over all NPUs and ends the
     list. ``implementations`` may be shorter than ``dim_sizes`` (the upper
-    dimensions are then not used by this collective, as upstream).
+    dimensions are then not used by this collective, as upstream). Raises
+    ConfigError (naming ``source``) for a double binary tree on a dimension
+    whose size is not a power of two.
     """
     dims: list[DimTopology] = []
     offset = 1
@@ -72,8 +75,8 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
             return dims
         if base == "doubleBinaryTree":
             if size & (size - 1):
-                raise ConfigError(f"doubleBinaryTree needs a power-of-two dimension, "
-                                  f"dimension {d} has {size} NPUs")
+                raise ConfigError(f"{source}: doubleBinaryTree needs a power-of-two "
+                                  f"dimension, dimension {d} has {size} NPUs")
             start = (rank - rank % (offset * size)) + rank % offset
             dims.append(DimTopology(base, trees=DoubleBinaryTreeTopology(size, start, offset)))
         else:
