@@ -203,29 +203,27 @@ class RankEngine:
             self.groups[str(pg)] = CommGroup(pg + 1, ranks)
 
     def _issue_send(self, pos: int, node: ETNode) -> None:
-        if node.comm_dst is None:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_SEND has no comm_dst")
-        if node.comm_src is not None and node.comm_src != self.rank:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_SEND with "
-                             f"comm_src {node.comm_src} found in rank {self.rank}'s trace")
-        self._check_peer(node, node.comm_dst)
-        self.sim.matcher.send(self.rank, node.comm_dst, node.comm_size, node.comm_tag or 0,
-                              self.complete, pos)
+        dst = self._p2p_peer(node, sending=True)
+        self.sim.matcher.send(self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos)
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
-        if node.comm_src is None:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_RECV has no comm_src")
-        if node.comm_dst is not None and node.comm_dst != self.rank:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): COMM_RECV with "
-                             f"comm_dst {node.comm_dst} found in rank {self.rank}'s trace")
-        self._check_peer(node, node.comm_src)
-        self.sim.matcher.recv(node.comm_src, self.rank, node.comm_size, node.comm_tag or 0,
-                              self.complete, pos)
+        src = self._p2p_peer(node, sending=False)
+        self.sim.matcher.recv(src, self.rank, node.comm_size, node.comm_tag or 0, self.complete, pos)
 
-    def _check_peer(self, node: ETNode, peer: int) -> None:
+    def _p2p_peer(self, node: ETNode, sending: bool) -> int:
+        """The other rank of a send/receive node, checked. Raises TraceError."""
+        kind, peer_key, own_key = (("COMM_SEND", "comm_dst", "comm_src") if sending
+                                   else ("COMM_RECV", "comm_src", "comm_dst"))
+        peer, own = getattr(node, peer_key), getattr(node, own_key)
+        where = f"rank {self.rank}: node {node.id} ({node.name}): {kind}"
+        if peer is None:
+            raise TraceError(f"{where} has no {peer_key}")
+        if own is not None and own != self.rank:
+            raise TraceError(f"{where} with {own_key} {own} found in rank {self.rank}'s trace")
         if not 0 <= peer < self.sim.npus_count or peer == self.rank:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): peer rank {peer} "
-                             f"is not another NPU of the {self.sim.npus_count}")
+            raise TraceError(f"{where}: peer rank {peer} is not another NPU of the "
+                             f"{self.sim.npus_count}")
+        return peer
 
     def _issue_memory(self, pos: int, node: ETNode) -> None:
         memory = self.sim.memory

@@ -40,10 +40,7 @@ class MessageMatcher:
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
              arg: Any, dim: int | None = None) -> None:
         """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive."""
-        key = (tag, src, dst, size)
-        seq = self._send_seq.get(key, 0)
-        self._send_seq[key] = seq + 1
-        ident = (key, seq)
+        ident = self._next((tag, src, dst, size), self._send_seq)
         entry = self._entries.get(ident)
         if entry is None:
             entry = self._entries[ident] = _Entry()
@@ -56,10 +53,7 @@ class MessageMatcher:
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
         """Post a receive; ``on_received(arg)`` runs when the matching message is in."""
-        key = (tag, src, dst, size)
-        seq = self._recv_seq.get(key, 0)
-        self._recv_seq[key] = seq + 1
-        ident = (key, seq)
+        ident = self._next((tag, src, dst, size), self._recv_seq)
         entry = self._entries.get(ident)
         if entry is None:
             entry = self._entries[ident] = _Entry()
@@ -69,6 +63,13 @@ class MessageMatcher:
             return
         entry.recv_cb = on_received
         entry.recv_arg = arg
+
+    @staticmethod
+    def _next(key: tuple, counters: dict[tuple, int]) -> tuple:
+        """(key, k) for the k-th send (or receive) with this key."""
+        seq = counters.get(key, 0)
+        counters[key] = seq + 1
+        return key, seq
 
     def _arrived(self, ident: tuple) -> None:
         entry = self._entries[ident]
