@@ -17,6 +17,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     click.echo(f"warning: {message}", err=True)
 
 
+def _fail(exc: AstraError) -> None:
+    """Print an astra error (one line per problem, each prefixed) and exit 1."""
+    for line in str(exc).splitlines() or [type(exc).__name__]:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(1)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="astra-core")
 def main() -> None:
@@ -43,8 +50,7 @@ def run(workload, system, network, memory, comm_groups, backend, json_path, time
         result = simulate(workload, system, network, memory=memory, comm_groups=comm_groups,
                           backend=backend)
     except AstraError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _fail(exc)
     wall = time.perf_counter() - started
     console = Console()
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
@@ -66,8 +72,7 @@ def backends() -> None:
     try:
         registry = backend_registry()
     except AstraError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        _fail(exc)
     for name, usable, text in registry.availability():
         mark = "usable" if usable else "unavailable"
         default = " (default)" if name == registry.default else ""

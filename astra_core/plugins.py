@@ -113,8 +113,15 @@ def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = N
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ConfigError(f"plugin module '{module_name}' cannot be imported: {exc}") from None
-        pm.register(module, name=module_name)
-    pm.check_pending()
+        if not pm.is_registered(module):  # already loaded through its entry point
+            try:
+                pm.register(module, name=module_name)
+            except pluggy.PluginValidationError as exc:
+                raise ConfigError(f"plugin module '{module_name}': {exc}") from None
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise ConfigError(f"plugins: {exc}") from None
     return pm
 
 

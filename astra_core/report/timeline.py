@@ -1,9 +1,11 @@
 """Chrome / Perfetto trace of a run: one process per rank, one slice per ET node.
 
 Open the file in https://ui.perfetto.dev or chrome://tracing. Each rank is a
-process named ``rank N`` with one thread per hardware lane (CPU, GPU compute,
-GPU communication, other), so slices on a lane never overlap. Times in the
-file are microseconds (the format's unit), from simulated ns.
+process named ``rank N`` with threads per hardware lane (CPU, GPU compute,
+GPU comm, receive, memory); nodes that run at once on one lane (receives take
+no hardware slot) get extra threads of that lane (``receive 2``, ...), so
+slices on a thread never overlap. Times in the file are microseconds (the
+format's unit), from simulated ns.
 """
 
 from __future__ import annotations
@@ -25,20 +27,26 @@ def timeline_events(result: RunResult) -> list[dict]:
         rank = engine.rank
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
-        lanes: dict[str, int] = {}
-        for pos, start, end in engine.records:
+        # lane -> [(thread id, end of its last slice)], filled first-fit by start time
+        threads: dict[str, list[list[float]]] = {}
+        for pos, start, end in sorted(engine.records, key=lambda rec: (rec[1], rec[2])):
             node = engine.nodes[pos]
             lane = "CPU" if node.is_cpu_op else _LANES.get(node.type, "other")
-            tid = lanes.get(lane)
-            if tid is None:
-                tid = lanes[lane] = len(lanes)
+            free = threads.setdefault(lane, [])
+            slot = next((t for t in free if t[1] <= start), None)
+            if slot is None:
+                tid = sum(len(v) for v in threads.values())
+                slot = [tid, end]
+                free.append(slot)
+                name = lane if len(free) == 1 else f"{lane} {len(free)}"
                 events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
-                               "args": {"name": lane}})
+                               "args": {"name": name}})
+            slot[1] = end
             args = {"node_id": node.id, "type": _NODE_TYPES.get(node.type, str(node.type))}
             if node.comm_size:
                 args["bytes"] = node.comm_size
             events.append({"ph": "X", "name": node.name or f"node {node.id}", "pid": rank,
-                           "tid": tid, "ts": start / 1000.0, "dur": (end - start) / 1000.0,
+                           "tid": slot[0], "ts": start / 1000.0, "dur": (end - start) / 1000.0,
                            "args": args})
     return events
 

@@ -316,3 +316,20 @@ def test_small_run_json_matches_closed_form(tmp_path):
         assert r["compute_ns"] == 0
         assert r["comm_ns"] == r["exposed_comm_ns"] == 20031
     assert doc["messages"] == 1 and doc["message_bytes"] == 1 << 20
+
+
+def test_every_problem_of_a_config_file_gets_its_own_error_line(tmp_path):
+    # Two unknown keys and a negative delay: three problems, three "error:" lines,
+    # each naming the file and the key.
+    data = json.loads((EXAMPLE / "system.json").read_text())
+    data.update({"foo-bar": 1, "baz-qux": 2, "endpoint-delay": -5})
+    path = tmp_path / "sys.json"
+    path.write_text(json.dumps(data))
+    result = invoke("run", "--workload", str(EXAMPLE / "workload" / "Resnet50_DataParallel"),
+                    "--system", path, "--network", EXAMPLE / "network.yml")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 3
+    assert all(line.startswith(f"error: {path}: ") for line in lines)
+    assert {key for key in ("foo-bar", "baz-qux", "endpoint-delay")
+            if any(key in line for line in lines)} == {"foo-bar", "baz-qux", "endpoint-delay"}

@@ -13,7 +13,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pluggy
 import pytest
 from click.testing import CliRunner
 
@@ -279,16 +278,12 @@ def test_a_misspelled_hook_is_caught(tmp_path, monkeypatch):
         "@hookimpl\ndef astra_register_backend(register):\n    register('typo', None)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        with pytest.raises((AstraError, pluggy.PluginValidationError),
-                           match="astra_register_backend"):
+        with pytest.raises(AstraError, match="unknown hook 'astra_register_backend'"):
             make_plugin_manager(modules=[module], settings=PluginSettings())
     finally:
         sys.modules.pop(module, None)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="bug: a module already loaded through its entry point, listed again "
-                          "in modules / ASTRA_PLUGINS, crashes with pluggy's ValueError")
 def test_listing_an_entry_point_module_again_is_harmless_or_a_clear_error():
     try:
         registry = BackendRegistry(make_plugin_manager(modules=["astra_analytical.plugin"],

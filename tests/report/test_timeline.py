@@ -179,8 +179,6 @@ def test_timeline_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     assert trace["otherData"] == {"backend": "analytical", "step_ns": 28031}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: receives take no hardware slot, so concurrent "
-                   "COMM_RECV nodes share the 'receive' lane and their slices overlap")
 def test_concurrent_receives_do_not_overlap_on_one_lane(tmp_path):
     # Rank 1 posts two receives at t=0; 1 MiB arrives at 20031 ns, then 1 KiB (sent once
     # the first send is done: sends hold the rank's one communication slot) at
