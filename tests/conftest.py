@@ -18,3 +18,41 @@ def reference_dir() -> Path:
             pytest.fail(f"reference inputs not found at {REFERENCE_DIR} (CI must have shared/ beside the checkout)")
         pytest.skip(f"reference inputs not found at {REFERENCE_DIR}")
     return REFERENCE_DIR
+
+
+PLUGIN_ENV = ("ASTRA_PLUGINS", "ASTRA_DISABLE_PLUGINS", "ASTRA_DEFAULT_BACKEND", "ASTRA_PLUGINS_TOML")
+
+
+def isolate_plugins(mp: pytest.MonkeyPatch, directory: Path) -> None:
+    """Only installed entry points: no plugin settings from the environment or a plugins.toml."""
+    for var in PLUGIN_ENV:
+        mp.delenv(var, raising=False)
+    empty = directory / "plugins.toml"
+    empty.write_text("")
+    mp.setenv("ASTRA_PLUGINS_TOML", str(empty))
+
+
+def read_et_nodes(path: Path) -> list:
+    """The Node messages of a Chakra ET file, decoded independently of astra's reader
+    (varint-length-delimited messages, GlobalMetadata first)."""
+    from astra_core.workload import et_def_pb2 as pb
+
+    data = path.read_bytes()
+    pos, messages = 0, []
+    while pos < len(data):
+        length = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        messages.append(data[pos:pos + length])
+        pos += length
+    nodes = []
+    for raw in messages[1:]:
+        node = pb.Node()
+        node.ParseFromString(raw)
+        nodes.append(node)
+    return nodes

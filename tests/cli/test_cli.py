@@ -20,6 +20,7 @@ from astra_core.cli import main
 from astra_core.plugins import PluginSettings, backend_registry
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
+from tests.conftest import isolate_plugins, read_et_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
@@ -32,18 +33,6 @@ NPUS = 8
 # ../shared/reference/expected.json, case text_unaware_ring8_Resnet50_DataParallel).
 UPSTREAM_FINISH_NS = 1_082_479_776
 UPSTREAM_EXPOSED_NS = 29_776
-
-PLUGIN_ENV = ("ASTRA_PLUGINS", "ASTRA_DISABLE_PLUGINS", "ASTRA_DEFAULT_BACKEND",
-              "ASTRA_PLUGINS_TOML")
-
-
-def isolate_plugins(mp: pytest.MonkeyPatch, directory: Path) -> None:
-    """Only installed entry points: no plugin settings from the environment or a plugins.toml."""
-    for var in PLUGIN_ENV:
-        mp.delenv(var, raising=False)
-    empty = directory / "plugins.toml"
-    empty.write_text("")
-    mp.setenv("ASTRA_PLUGINS_TOML", str(empty))
 
 
 @pytest.fixture(autouse=True)
@@ -60,27 +49,6 @@ def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def read_et_nodes(path: Path) -> list[pb.Node]:
-    """The Node messages of a Chakra ET file (varint-length-delimited, GlobalMetadata first)."""
-    data = path.read_bytes()
-    pos, messages = 0, []
-    while pos < len(data):
-        length = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        messages.append(data[pos:pos + length])
-        pos += length
-    nodes = []
-    for raw in messages[1:]:
-        node = pb.Node()
-        node.ParseFromString(raw)
-        nodes.append(node)
-    return nodes
 
 
 def attr(node: pb.Node, name: str):

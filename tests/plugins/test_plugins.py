@@ -35,8 +35,6 @@ from astra_core.workload.writer import make_node, write_rank_trace
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
-PLUGIN_ENV = ("ASTRA_PLUGINS", "ASTRA_DISABLE_PLUGINS", "ASTRA_DEFAULT_BACKEND",
-              "ASTRA_PLUGINS_TOML")
 
 RING2 = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50.0], "latency": [500.0]}
 RING8 = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
@@ -295,6 +293,7 @@ def test_listing_an_entry_point_module_again_is_harmless_or_a_clear_error():
 
 OBSERVER_SOURCE = """
 from astra_core.hookspecs import hookimpl
+from tests.conftest import PLUGIN_ENV
 
 CALLS = []
 

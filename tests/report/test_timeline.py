@@ -21,24 +21,16 @@ from astra_core.config.system import SystemConfig
 from astra_core.report.timeline import write_timeline
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
+from tests.conftest import isolate_plugins, read_et_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
 PREFIX = EXAMPLE / "workload" / "Resnet50_DataParallel"
 NPUS = 8
-PLUGIN_ENV = ("ASTRA_PLUGINS", "ASTRA_DISABLE_PLUGINS", "ASTRA_DEFAULT_BACKEND",
-              "ASTRA_PLUGINS_TOML")
-
 MIB = 1 << 20
 RING2 = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50.0], "latency": [500.0]}
 
 
-def isolate_plugins(mp: pytest.MonkeyPatch, directory: Path) -> None:
-    for var in PLUGIN_ENV:
-        mp.delenv(var, raising=False)
-    empty = directory / "plugins.toml"
-    empty.write_text("")
-    mp.setenv("ASTRA_PLUGINS_TOML", str(empty))
 
 
 @pytest.fixture(autouse=True)
@@ -46,27 +38,6 @@ def _plugins(tmp_path, monkeypatch):
     isolate_plugins(monkeypatch, tmp_path)
 
 
-def read_et_nodes(path: Path) -> list[pb.Node]:
-    """The Node messages of a Chakra ET file (varint-length-delimited, GlobalMetadata first)."""
-    data = path.read_bytes()
-    pos, messages = 0, []
-    while pos < len(data):
-        length = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        messages.append(data[pos:pos + length])
-        pos += length
-    nodes = []
-    for raw in messages[1:]:
-        node = pb.Node()
-        node.ParseFromString(raw)
-        nodes.append(node)
-    return nodes
 
 
 def slices(trace: dict) -> list[dict]:
