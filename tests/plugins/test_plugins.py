@@ -32,6 +32,7 @@ from astra_core.plugins import (
 )
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
+from tests.conftest import PLUGIN_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
@@ -293,7 +294,6 @@ def test_listing_an_entry_point_module_again_is_harmless_or_a_clear_error():
 
 OBSERVER_SOURCE = """
 from astra_core.hookspecs import hookimpl
-from tests.conftest import PLUGIN_ENV
 
 CALLS = []
 
