@@ -28,6 +28,8 @@ class AnalyticalNetwork:
 
     def __init__(self, network: NetworkConfig):
         self.events = EventQueue()
+        # The hot path: bind the queue's method directly (saves a call per event).
+        self.schedule = self.events.schedule
         self._dims = []
         stride = 1
         for dim in network.dims:
