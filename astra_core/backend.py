@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from astra_core.config.network import NetworkConfig
+from astra_core.topology.physical import PhysicalTopology
 
 
 @runtime_checkable
@@ -64,11 +65,13 @@ class Topology:
     """What a backend factory is given to build its network.
 
     ``network`` holds the logical dimensions from network.yml (dimension 0
-    varies fastest in an NPU id, as upstream). ``extra`` carries optional
-    inputs for backends that use them (e.g. a physical topology file).
+    varies fastest in an NPU id, as upstream). ``physical`` is a physical
+    topology (from ``--topology``) for backends that model links; NPU rank
+    ``r`` is its ``r``-th host. ``extra`` carries further optional inputs.
     """
 
     network: NetworkConfig
+    physical: PhysicalTopology | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -148,7 +148,7 @@ def test_backends_lists_analytical_as_usable():
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert [line.split(" ")[0].rstrip(":") for line in lines] == installed()
-    assert [line for line in lines if line.startswith("analytical")] == [
+    assert [line for line in lines if line.startswith("analytical ")] == [
         "analytical (default): usable — congestion-unaware analytical model (upstream "
         "ASTRA-sim): hops x latency + bytes / bandwidth per message"]
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
+from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 
 
@@ -76,5 +77,12 @@ class AnalyticalNetwork:
 
 
 def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:
-    """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`)."""
+    """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`).
+
+    Raises ConfigError for a physical topology: this model only knows
+    network.yml's dimensions (use ``analytical-congestion``).
+    """
+    if topology.physical is not None:
+        raise ConfigError("backend 'analytical' models network.yml dimensions only and cannot "
+                          "use --topology; use --backend analytical-congestion")
     return AnalyticalNetwork(topology.network)

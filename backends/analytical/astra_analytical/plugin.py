@@ -7,6 +7,14 @@ from astra_core.hookspecs import hookimpl
 def astra_register_backends(register):
     from astra_analytical.network import create
 
+    from astra_analytical.congestion import create as create_congestion
+
+    register(
+        "analytical-congestion",
+        create_congestion,
+        description="congestion-aware analytical model (upstream ASTRA-sim's, any topology): "
+                    "messages queue on shared links, store and forward",
+    )
     register(
         "analytical",
         create,

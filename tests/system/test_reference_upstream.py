@@ -1,4 +1,6 @@
-"""Every congestion-unaware case upstream ASTRA-sim ran (expected.json) reproduces.
+"""Every case upstream ASTRA-sim ran (expected.json) reproduces, on both analytical
+backends: ``analytical`` (congestion-unaware, 141 cases) and
+``analytical-congestion`` (congestion-aware, 128 cases).
 
 Tolerance: 0.5 % or 50 ns, whichever is larger, per rank, on finish time and
 exposed communication (the issue's bar; in practice the match is exact).
@@ -14,8 +16,7 @@ from tests.conftest import REFERENCE_DIR
 
 _CASES = []
 if (REFERENCE_DIR / "expected.json").is_file():
-    _CASES = [c for c in json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
-              if c["backend"] == "analytical"]
+    _CASES = json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
 
 
 def _close(got: float, want: float) -> bool:
@@ -28,7 +29,7 @@ def test_matches_upstream(case, reference_dir):
         warnings.simplefilter("ignore")
         result = simulate(reference_dir / case["workload"], reference_dir / case["system"],
                           reference_dir / case["network"], memory=reference_dir / case["memory"],
-                          backend="analytical")
+                          backend=case["backend"])
     finish = [r.finish_ns for r in result.ranks]
     exposed = [r.exposed_comm_ns for r in result.ranks]
     assert len(finish) == len(case["finish_ns"])
@@ -41,4 +42,5 @@ def test_matches_upstream(case, reference_dir):
 
 
 def test_cases_present():
-    assert len(_CASES) == 141
+    counts = {b: sum(c["backend"] == b for c in _CASES) for b in ("analytical", "analytical-congestion")}
+    assert counts == {"analytical": 141, "analytical-congestion": 128}

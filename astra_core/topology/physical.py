@@ -1,0 +1,203 @@
+"""The physical topology model: nodes, directed links, routes.
+
+Nodes are numbered ``0 .. nodes_count-1``; some are switches, the rest are
+NPU hosts. NPU rank ``r`` is the ``r``-th host in ascending node id (the rule
+for topology files: list NPUs in rank order, switches anywhere). Links are
+directed (a cable is two links) with bandwidth in bytes/ns and latency in ns.
+
+Routing: by default shortest paths by total latency, then by hop count; where
+several next hops are equally short, the flow's hash picks one at every hop
+(equal-cost multipath), so all messages of one flow keep one path. A
+topology built from network.yml installs upstream's dimension-order routes
+instead (:mod:`astra_core.topology.logical`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Iterable, Sequence
+
+from astra_core.errors import ConfigError
+
+#: A router maps (src node, dst node, flow hash) to the node path [src, ..., dst].
+Router = Callable[[int, int, int], list[int]]
+
+
+def flow_hash(src: int, dst: int, tag: int) -> int:
+    """Deterministic 32-bit hash of a flow (not Python's salted ``hash``)."""
+    h = (src * 0x9E3779B1) ^ (dst * 0x85EBCA77) ^ (tag * 0xC2B2AE3D)
+    h &= 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x7FEB352D) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+class PhysicalTopology:
+    """Nodes, directed links and routing of one network.
+
+    ``links`` are ``(src, dst, bandwidth_bytes_per_ns, latency_ns)``.
+    ``source`` names where the topology came from, for error messages.
+    Raises :class:`ConfigError` (one line naming ``source``) for a node id out
+    of range, a non-positive bandwidth, a negative latency, a duplicate link,
+    no NPU at all, or NPUs that cannot reach each other.
+    """
+
+    def __init__(self, nodes_count: int, switches: Iterable[int],
+                 links: Sequence[tuple[int, int, float, float]], *, source: str = "topology",
+                 router: Router | None = None, check_connected: bool = True):
+        self.source = source
+        self.nodes_count = nodes_count
+        self.switches = frozenset(switches)
+        for s in self.switches:
+            if not 0 <= s < nodes_count:
+                raise ConfigError(f"{source}: switch id {s} is not a node (nodes are 0..{nodes_count - 1})")
+        self.hosts = [n for n in range(nodes_count) if n not in self.switches]
+        if not self.hosts:
+            raise ConfigError(f"{source}: no NPU nodes (every node is a switch)")
+        self.rank_of_node = {node: rank for rank, node in enumerate(self.hosts)}
+        self.link_src: list[int] = []
+        self.link_dst: list[int] = []
+        self.link_bandwidth: list[float] = []
+        self.link_latency: list[float] = []
+        self.out_links: list[list[int]] = [[] for _ in range(nodes_count)]
+        self._link_id: dict[tuple[int, int], int] = {}
+        for src, dst, bandwidth, latency in links:
+            self._add_link(src, dst, bandwidth, latency)
+        self._router = router or self._shortest_path
+        self._dist: dict[int, dict[int, tuple[float, int]]] = {}
+        self._routes: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        if check_connected:
+            self._check_connected()
+
+    # -- construction -------------------------------------------------------------
+    def _add_link(self, src: int, dst: int, bandwidth: float, latency: float) -> None:
+        n = self.nodes_count
+        where = f"{self.source}: link {src} -> {dst}"
+        if not (0 <= src < n and 0 <= dst < n):
+            bad = src if not 0 <= src < n else dst
+            raise ConfigError(f"{where}: unknown node id {bad} (nodes are 0..{n - 1})")
+        if src == dst:
+            raise ConfigError(f"{where}: a link from a node to itself")
+        if not bandwidth > 0:
+            raise ConfigError(f"{where}: bandwidth must be > 0, got {bandwidth}")
+        if not latency >= 0:
+            raise ConfigError(f"{where}: latency must be >= 0, got {latency}")
+        if (src, dst) in self._link_id:
+            raise ConfigError(f"{where}: defined twice")
+        index = len(self.link_src)
+        self._link_id[(src, dst)] = index
+        self.link_src.append(src)
+        self.link_dst.append(dst)
+        self.link_bandwidth.append(float(bandwidth))
+        self.link_latency.append(float(latency))
+        self.out_links[src].append(index)
+
+    def _check_connected(self) -> None:
+        """Every NPU must reach every other NPU (links are directed)."""
+        start = self.hosts[0]
+        for reverse in (False, True):
+            seen = {start}
+            stack = [start]
+            adjacency = self._reverse_adjacency() if reverse else [
+                [self.link_dst[i] for i in out] for out in self.out_links]
+            while stack:
+                node = stack.pop()
+                for nxt in adjacency[node]:
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+            missing = [self.rank_of_node[h] for h in self.hosts if h not in seen]
+            if missing:
+                direction = "reach" if reverse else "be reached from"
+                raise ConfigError(f"{self.source}: disconnected: NPU rank(s) "
+                                  f"{', '.join(map(str, missing[:8]))} cannot {direction} rank 0")
+
+    def _reverse_adjacency(self) -> list[list[int]]:
+        adjacency: list[list[int]] = [[] for _ in range(self.nodes_count)]
+        for src, dst in zip(self.link_src, self.link_dst):
+            adjacency[dst].append(src)
+        return adjacency
+
+    # -- queries ----------------------------------------------------------------------
+    @property
+    def npus_count(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def links_count(self) -> int:
+        return len(self.link_src)
+
+    def link(self, src: int, dst: int) -> int:
+        """Index of the directed link src -> dst. Raises KeyError."""
+        return self._link_id[(src, dst)]
+
+    def route(self, src_rank: int, dst_rank: int, tag: int = 0) -> tuple[int, ...]:
+        """Link indices a message from NPU ``src_rank`` to ``dst_rank`` crosses, in order."""
+        h = flow_hash(src_rank, dst_rank, tag) & 0x3FF  # 1024 flow buckets per pair
+        key = (src_rank, dst_rank, h)
+        path = self._routes.get(key)
+        if path is None:
+            nodes = self._router(self.hosts[src_rank], self.hosts[dst_rank], h)
+            path = self._routes[key] = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+        return path
+
+    # -- default routing: shortest paths with per-hop ECMP ---------------------------------
+    def _distances_to(self, dst: int, hosts_forward: bool) -> dict[int, tuple[float, int]]:
+        """(latency, hops) of the best path from each node to ``dst`` (Dijkstra).
+
+        Without ``hosts_forward`` only switches relay traffic; with it any
+        node does (tori and other switchless fabrics).
+        """
+        key = dst if not hosts_forward else -1 - dst
+        dist = self._dist.get(key)
+        if dist is not None:
+            return dist
+        incoming = self._incoming if hasattr(self, "_incoming") else self._build_incoming()
+        switches = self.switches
+        dist = {dst: (0.0, 0)}
+        heap = [(0.0, 0, dst)]
+        while heap:
+            lat, hops, node = heapq.heappop(heap)
+            if dist[node] < (lat, hops):
+                continue
+            if node != dst and not hosts_forward and node not in switches:
+                continue  # a host is a path's end, not a relay
+            for link in incoming[node]:
+                prev = self.link_src[link]
+                cand = (lat + self.link_latency[link], hops + 1)
+                if cand < dist.get(prev, (float("inf"), 0)):
+                    dist[prev] = cand
+                    heapq.heappush(heap, (cand[0], cand[1], prev))
+        self._dist[key] = dist
+        return dist
+
+    def _build_incoming(self) -> list[list[int]]:
+        incoming: list[list[int]] = [[] for _ in range(self.nodes_count)]
+        for index, dst in enumerate(self.link_dst):
+            incoming[dst].append(index)
+        self._incoming = incoming
+        return incoming
+
+    def _shortest_path(self, src: int, dst: int, flow: int) -> list[int]:
+        hosts_forward = False
+        dist = self._distances_to(dst, False)
+        if src not in dist:
+            hosts_forward = True
+            dist = self._distances_to(dst, True)
+        switches = self.switches
+        path = [src]
+        node = src
+        while node != dst:
+            best = dist[node]
+            choices = []
+            for link in self.out_links[node]:
+                nxt = self.link_dst[link]
+                d = dist.get(nxt)
+                if d is None or (not hosts_forward and nxt != dst and nxt not in switches):
+                    continue
+                if (d[0] + self.link_latency[link], d[1] + 1) == best:
+                    choices.append(nxt)
+            node = choices[(flow * 2654435761 + node) % len(choices)]
+            path.append(node)
+        return path
