@@ -10,7 +10,7 @@ import warnings
 import click
 from rich.console import Console
 
-from astra_core.errors import AstraError
+from astra_core.errors import AstraError, ConfigError
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -33,22 +33,33 @@ def main() -> None:
 @main.command()
 @click.option("--workload", required=True, help="Chakra trace prefix: rank r reads PREFIX.r.et")
 @click.option("--system", "system", required=True, type=click.Path(), help="system.json")
-@click.option("--network", required=True, type=click.Path(), help="network.yml")
+@click.option("--network", type=click.Path(), help="network.yml (logical dimensions)")
+@click.option("--topology", type=click.Path(),
+              help="physical topology, ns-3 format (NPU rank r = r-th non-switch node)")
+@click.option("--dims", help="logical dimensions of a --topology, e.g. 8x16 (default: one)")
 @click.option("--memory", type=click.Path(), help="remote-memory JSON")
 @click.option("--comm-groups", type=click.Path(), help="communicator-group JSON")
 @click.option("--backend", help="network backend (see `astra backends`)")
 @click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
 @click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
-def run(workload, system, network, memory, comm_groups, backend, json_path, timeline) -> None:
-    """Simulate one step of WORKLOAD and print a per-rank table."""
+def run(workload, system, network, topology, dims, memory, comm_groups, backend, json_path,
+        timeline) -> None:
+    """Simulate one step of WORKLOAD and print a per-rank table.
+
+    The network is network.yml's dimensions (--network), or a physical
+    topology file (--topology) for backends that model links, with the
+    logical dimensions the collectives run over given by --dims (sizes
+    multiplying to its NPU count) or --network.
+    """
     from astra_core.api import simulate
     from astra_core.report.table import print_summary
 
     warnings.showwarning = _show_warning
     started = time.perf_counter()
     try:
-        result = simulate(workload, system, network, memory=memory, comm_groups=comm_groups,
-                          backend=backend)
+        sizes = _parse_dims(dims) if dims else None
+        result = simulate(workload, system, network, topology=topology, dims=sizes,
+                          memory=memory, comm_groups=comm_groups, backend=backend)
     except AstraError as exc:
         _fail(exc)
     wall = time.perf_counter() - started
@@ -62,6 +73,16 @@ def run(workload, system, network, memory, comm_groups, backend, json_path, time
         from astra_core.report.timeline import write_timeline
 
         write_timeline(result, timeline)
+
+
+def _parse_dims(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.lower().replace(",", "x").split("x")]
+    except ValueError:
+        raise ConfigError(f"--dims: expected sizes like 8x16, got '{text}'") from None
+    if any(size < 1 for size in sizes):
+        raise ConfigError(f"--dims: sizes must be >= 1, got '{text}'")
+    return sizes
 
 
 @main.command()

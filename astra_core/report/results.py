@@ -62,6 +62,7 @@ class RunResult:
     ranks: list[RankResult]
     collectives: list[CollectiveRecord] = field(default_factory=list)
     engines: list[Any] = field(default_factory=list, repr=False)
+    network: Any = field(default=None, repr=False)  # the backend, for its own statistics
     messages: int = 0
     message_bytes: int = 0
 

@@ -68,7 +68,7 @@ class Simulation:
             self._raise_deadlock()
         ranks = [self._rank_result(e) for e in self.engines]
         return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
-                         engines=self.engines, messages=self.matcher.messages,
+                         engines=self.engines, network=self.backend, messages=self.matcher.messages,
                          message_bytes=self.matcher.bytes)
 
     @staticmethod

@@ -19,6 +19,7 @@ switch (astra-network-analytical ``Ring::route``, ``Switch::route``).
 from __future__ import annotations
 
 from astra_core.config.network import NetworkConfig
+from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
 
 
@@ -91,3 +92,31 @@ def from_network(network: NetworkConfig) -> PhysicalTopology:
     return PhysicalTopology(next_node, range(npus, next_node), links,
                             source=network.source if hasattr(network, "source") else "network.yml",
                             router=route)
+
+
+def logical_dims(physical: PhysicalTopology, sizes: list[int] | None = None) -> NetworkConfig:
+    """The logical dimensions the system layer runs collectives over, for a physical topology.
+
+    NPU rank ``r`` is the ``r``-th non-switch node of the topology (ascending
+    node id) and its coordinate in dimension ``d`` is ``(r // prod(sizes[:d])) %
+    sizes[d]``, as for network.yml. ``sizes`` defaults to one dimension of all
+    NPUs. The dimensions are described as ``Switch`` with the bandwidth and
+    latency of NPU 0's first link (a summary; the physical links decide the
+    timing). Raises ConfigError when the sizes do not multiply to the NPU count.
+    """
+    npus = physical.npus_count
+    sizes = list(sizes) if sizes else [npus]
+    product = 1
+    for size in sizes:
+        product *= size
+    if product != npus or any(size < 1 for size in sizes):
+        shown = "x".join(map(str, sizes))
+        raise ConfigError(f"{physical.source}: {npus} NPUs do not fit the logical dimensions "
+                          f"{shown} ({product} NPUs)")
+    first = physical.out_links[physical.hosts[0]][0]
+    gbps = physical.link_bandwidth[first] * 1e9 / 2**30  # bytes/ns -> GB/s (2^30 B)
+    dims = [size for size in sizes if size > 1] or [npus]
+    return NetworkConfig.from_dict({
+        "topology": ["Switch"] * len(dims), "npus_count": dims,
+        "bandwidth": [gbps] * len(dims), "latency": [physical.link_latency[first]] * len(dims),
+    }, source=f"{physical.source} (logical dimensions)")
