@@ -1,6 +1,6 @@
 # make demo   set up a virtualenv and simulate the bundled ResNet-50 example
 # make test   set up a virtualenv and run the test suite
-# make bench  scaling benchmark (1024 and 4096 NPUs)
+# make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -27,6 +27,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/scale_allreduce.py
+	$(BIN)/python benchmarks/fat_tree_all_to_all.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,85 @@
+"""Wall time of a 64 MiB all-to-all on a k = 8 fat-tree (128 hosts), congestion-aware.
+
+Writes its own traces (one ALL_TO_ALL node per rank) with astra's ET writer,
+builds the fat-tree with astra's generator (100 Gbps, 1000 ns links), and runs
+the direct algorithm (every rank sends a 1/128 share to every other rank, 4
+chunks, all peers in flight) on ``analytical-congestion``, in a fresh process
+so the peak RSS is the run's own.
+
+    python benchmarks/fat_tree_all_to_all.py [--k 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZE = 64 << 20
+
+
+def write_inputs(k: int, folder: Path) -> tuple[Path, Path, Path]:
+    from astra_core.topology.generators import fat_tree
+    from astra_core.topology.ns3_format import write_ns3_topology
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    topology = fat_tree(k)
+    topo_path = folder / "fat_tree.txt"
+    write_ns3_topology(topology, topo_path)
+    system = folder / "system.json"
+    system.write_text(json.dumps({
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        **{f"{c}-implementation": ["direct"]
+           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+    }))
+    node = make_node(0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
+                     comm_size=SIZE, is_cpu_op=False)
+    prefix = folder / "a2a"
+    for rank in range(topology.npus_count):
+        write_rank_trace(f"{prefix}.{rank}.et", [node])
+    return prefix, system, topo_path
+
+
+def run_case(prefix: str, system: str, topology: str) -> None:
+    from astra_core.api import simulate
+
+    started = time.perf_counter()
+    result = simulate(prefix, system, topology=topology, backend="analytical-congestion")
+    wall = time.perf_counter() - started
+    print(json.dumps({"wall_s": wall, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "step_ns": result.step_ns, "messages": result.messages,
+                      "max_queue": max(result.network.max_queue)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        run_case(*args.child)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix, system, topology = write_inputs(args.k, Path(tmp))
+        out = subprocess.run([sys.executable, __file__, "--child", str(prefix), str(system),
+                              str(topology)], capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            sys.exit(f"failed:\n{out.stderr}")
+        m = json.loads(out.stdout.strip().splitlines()[-1])
+        hosts = args.k ** 3 // 4
+        print(f"fat-tree k={args.k} ({hosts} hosts), all-to-all 64 MiB, direct, "
+              f"analytical-congestion: wall {m['wall_s']:.2f} s, peak RSS {m['peak_mib']:.0f} MiB, "
+              f"step {m['step_ns'] / 1e6:.3f} ms, {m['messages']:,} messages, "
+              f"longest link queue {m['max_queue']}")
+
+
+if __name__ == "__main__":
+    main()
