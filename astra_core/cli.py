@@ -10,6 +10,7 @@ import warnings
 import click
 from rich.console import Console
 
+from astra_core.cli_topology import topology
 from astra_core.errors import AstraError, ConfigError
 
 
@@ -99,6 +100,8 @@ def backends() -> None:
         default = " (default)" if name == registry.default else ""
         click.echo(f"{name}{default}: {mark} — {text}")
 
+
+main.add_command(topology)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

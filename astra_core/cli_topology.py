@@ -1,0 +1,145 @@
+"""``astra topology``: generate, convert and look at physical topologies.
+
+Each generator prints a one-line summary and can write the ns-3 topology file
+(``--output``) and a picture (``--plot``); ``show FILE`` does the same for an
+existing file.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from astra_core.errors import AstraError, ConfigError
+from astra_core.topology import generators
+from astra_core.topology.physical import PhysicalTopology
+
+
+def _fail(exc: AstraError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+def summary(topology: PhysicalTopology) -> str:
+    """One line: node counts, cables, NPU injection and total link capacity (Gbps, per direction)."""
+    gbps = [bw * 8 for bw in topology.link_bandwidth]
+    hosts = set(topology.hosts)
+    injection = sum(g for g, src in zip(gbps, topology.link_src) if src in hosts)
+    return (f"{topology.nodes_count} nodes: {topology.npus_count} NPUs, {len(topology.switches)} switches; "
+            f"{topology.links_count // 2} cables ({topology.links_count} directed links); "
+            f"NPU injection {injection:g} Gbps, total link capacity {sum(gbps):g} Gbps")
+
+
+def _finish(topology: PhysicalTopology, output: str | None, plot: str | None,
+            grid: list[int] | None = None) -> None:
+    from astra_core.topology.ns3_format import write_ns3_topology
+
+    click.echo(f"{topology.source}: {summary(topology)}")
+    if output:
+        write_ns3_topology(topology, output)
+        click.echo(f"wrote {output}")
+    if plot:
+        from astra_core.topology.plot import plot_topology
+
+        try:
+            plot_topology(topology, plot, grid=grid)
+        except OSError as exc:
+            raise ConfigError(f"{plot}: cannot write: {exc.strerror or exc}") from None
+        click.echo(f"wrote {plot}")
+
+
+def _outputs(command):
+    command = click.option("--plot", type=click.Path(dir_okay=False), help="draw the topology to a PNG")(command)
+    return click.option("--output", "-o", type=click.Path(dir_okay=False),
+                        help="write the ns-3 topology file")(command)
+
+
+def _run(build, output, plot, grid=None) -> None:
+    try:
+        _finish(build(), output, plot, grid)
+    except AstraError as exc:
+        _fail(exc)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def topology() -> None:
+    """Generate physical topologies (upstream's ns-3 file format) and show existing ones."""
+
+
+@topology.command("fat-tree")
+@click.option("--k", "k", type=int, required=True, help="switch radix (even): k^3/4 hosts")
+@click.option("--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps")
+@click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
+@_outputs
+def fat_tree(k, gbps, latency_ns, output, plot) -> None:
+    """A k-ary fat-tree (Al-Fares et al., SIGCOMM 2008)."""
+    _run(lambda: generators.fat_tree(k, gbps, latency_ns), output, plot)
+
+
+@topology.command("leaf-spine")
+@click.option("--hosts", type=int, required=True)
+@click.option("--leaves", type=int, required=True)
+@click.option("--spines", type=int, required=True)
+@click.option("--oversubscription", type=float, default=1.0, show_default=True,
+              help="leaf downlink / uplink capacity")
+@click.option("--host-gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True)
+@click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
+@_outputs
+def leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns, output, plot) -> None:
+    """A two-tier leaf-spine fabric."""
+    _run(lambda: generators.leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns),
+         output, plot)
+
+
+def parse_dims(text: str) -> list[int]:
+    """``4x4`` or ``4x4x4`` -> ``[4, 4]`` / ``[4, 4, 4]``."""
+    try:
+        dims = [int(part) for part in text.lower().split("x")]
+    except ValueError:
+        raise ConfigError(f"--dims: expected sizes joined by 'x' (e.g. 4x4 or 4x4x4), got {text!r}") from None
+    if not 2 <= len(dims) <= 3:
+        raise ConfigError(f"--dims: a torus here is 2-D or 3-D, got {text!r}")
+    return dims
+
+
+@topology.command("torus")
+@click.option("--dims", required=True, help="e.g. 4x4 or 4x4x4")
+@click.option("--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps")
+@click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
+@_outputs
+def torus(dims, gbps, latency_ns, output, plot) -> None:
+    """A 2-D or 3-D torus of NPUs (no switches)."""
+    try:
+        sizes = parse_dims(dims)
+    except AstraError as exc:
+        _fail(exc)
+    _run(lambda: generators.torus(sizes, gbps, latency_ns), output, plot, grid=sizes)
+
+
+@topology.command("gpu-cluster")
+@click.option("--nodes", type=int, required=True, help="servers")
+@click.option("--gpus", type=int, required=True, help="GPUs per server")
+@click.option("--nvlink-gbps", type=float, default=generators.NVLINK4_GBPS, show_default=True)
+@click.option("--nvlink-latency-ns", type=float, default=generators.NVLINK_LATENCY_NS, show_default=True)
+@click.option("--nic-gbps", type=float, default=generators.NIC_GBPS, show_default=True)
+@click.option("--nic-latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
+@click.option("--leaves", type=int, help="default: one per rail (GPUs per server)")
+@click.option("--spines", type=int, help="default: as many as leaves")
+@click.option("--spine-gbps", type=float, help="default: non-blocking")
+@_outputs
+def gpu_cluster(nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps, nic_latency_ns, leaves, spines,
+                spine_gbps, output, plot) -> None:
+    """Servers with an NVSwitch each on a rail-optimized leaf-spine."""
+    _run(lambda: generators.gpu_cluster(nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps,
+                                        nic_latency_ns, leaves, spines, spine_gbps), output, plot)
+
+
+@topology.command("show")
+@click.argument("file", type=click.Path(dir_okay=False))
+@_outputs
+def show(file, output, plot) -> None:
+    """Summarize an ns-3 topology FILE (and rewrite or draw it)."""
+    from astra_core.topology.ns3_format import read_ns3_topology
+
+    _run(lambda: read_ns3_topology(file), output, plot)

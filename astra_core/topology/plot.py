@@ -1,0 +1,106 @@
+"""A picture of a physical topology (PNG, matplotlib's Agg backend, no display).
+
+Switched fabrics are drawn in layers: NPUs at the bottom, each switch one
+layer above its nearest NPU (edge, aggregation, core; or leaf, spine). A
+fabric without switches is drawn on a grid when its dimensions are given (a
+torus: 3-D ones as z slices side by side; cables between positions that are
+not grid neighbours, such as the wrap-around ones, as dashed arcs), otherwise
+on a circle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Sequence
+
+from astra_core.topology.physical import PhysicalTopology
+
+NPU_STYLE = dict(marker="o", color="tab:blue", label="NPU")
+SWITCH_STYLE = dict(marker="s", color="tab:orange", label="switch")
+
+
+def _levels(topology: PhysicalTopology) -> dict[int, int]:
+    """Hops from each node to its nearest NPU (breadth-first from all NPUs)."""
+    level = {h: 0 for h in topology.hosts}
+    queue = deque(topology.hosts)
+    while queue:
+        node = queue.popleft()
+        for link in topology.out_links[node]:
+            nxt = topology.link_dst[link]
+            if nxt not in level:
+                level[nxt] = level[node] + 1
+                queue.append(nxt)
+    return level
+
+
+def _layered(topology: PhysicalTopology) -> dict[int, tuple[float, float]]:
+    layers: dict[int, list[int]] = {}
+    for node, level in sorted(_levels(topology).items()):
+        layers.setdefault(level, []).append(node)
+    return {node: ((i + 0.5) / len(members), float(level))
+            for level, members in layers.items() for i, node in enumerate(members)}
+
+
+def _grid(dims: Sequence[int]) -> dict[int, tuple[float, float]]:
+    x_size = dims[0]
+    y_size = dims[1] if len(dims) > 1 else 1
+    pos = {}
+    for node in range(x_size * y_size * (dims[2] if len(dims) > 2 else 1)):
+        x, y, z = node % x_size, (node // x_size) % y_size, node // (x_size * y_size)
+        pos[node] = (float(x + z * (x_size + 1)), float(y))
+    return pos
+
+
+def _circle(count: int) -> dict[int, tuple[float, float]]:
+    import math
+
+    return {n: (math.cos(2 * math.pi * n / count), math.sin(2 * math.pi * n / count)) for n in range(count)}
+
+
+def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title: str | None = None,
+                  grid: Sequence[int] | None = None) -> None:
+    """Draw ``topology`` to ``path_png``; ``grid`` gives a switchless fabric's dimensions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.patches import FancyArrowPatch
+
+    if topology.switches:
+        pos = _layered(topology)
+    elif grid is not None and 1 <= len(grid) <= 3:
+        pos = _grid(grid)
+    else:
+        pos = _circle(topology.nodes_count)
+    many = topology.nodes_count > 64
+    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
+    width = 0.4 if many else 0.9
+    drawn = set()
+    for src, dst in zip(topology.link_src, topology.link_dst):
+        if (dst, src) in drawn:
+            continue
+        drawn.add((src, dst))
+        (x0, y0), (x1, y1) = pos[src], pos[dst]
+        if not topology.switches and grid is not None and abs(x1 - x0) + abs(y1 - y0) > 1.5:
+            ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-", connectionstyle="arc3,rad=0.25",
+                                         color="0.55", linewidth=width, linestyle="--"))
+        else:
+            ax.plot([x0, x1], [y0, y1], color="0.6", linewidth=width, zorder=1)
+    for nodes, style in ((topology.hosts, NPU_STYLE), (sorted(topology.switches), SWITCH_STYLE)):
+        if nodes:
+            ax.scatter([pos[n][0] for n in nodes], [pos[n][1] for n in nodes], s=18 if many else 80,
+                       zorder=2, edgecolors="black", linewidths=0.5, **style)
+    if not many:
+        for node, (x, y) in pos.items():
+            ax.annotate(str(node), (x, y), fontsize=7, ha="center", va="center", zorder=3,
+                        xytext=(0, 9), textcoords="offset points")
+    ax.set_title(title or f"{topology.source}: {topology.npus_count} NPUs, "
+                          f"{len(topology.switches)} switches, {topology.links_count // 2} cables")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
+    ax.margins(0.06)
+    ax.set_aspect("auto")
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(os.fspath(path_png))
+    plt.close(fig)
