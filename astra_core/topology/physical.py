@@ -198,6 +198,7 @@ class PhysicalTopology:
                     continue
                 if (d[0] + self.link_latency[link], d[1] + 1) == best:
                     choices.append(nxt)
-            node = choices[(flow * 2654435761 + node) % len(choices)]
+            # Hash the flow with the hop's node so each hop's choice is independent.
+            node = choices[flow_hash(flow, node, 0) % len(choices)]
             path.append(node)
         return path

@@ -72,11 +72,6 @@ def test_fat_tree_ecmp_keeps_flows_on_shortest_paths_and_spreads_them():
     assert route_nodes(t, 0, 15, 7) == route_nodes(t, 0, 15, 7)  # one flow, one path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ECMP hash polarization in PhysicalTopology._shortest_path: every hop picks "
-    "(flow * C + node) % n, so with n = 2 at edge and aggregation the second choice is "
-    "fixed by the first; only 2 of the 4 core paths of a k=4 fat-tree (4 of 16 for k=8) "
-    "are ever used"))
 def test_fat_tree_ecmp_uses_every_core_path():
     t = fat_tree(4)
     cores = {route_nodes(t, 0, 15, tag)[3] for tag in range(1024)}
