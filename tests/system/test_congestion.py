@@ -126,3 +126,48 @@ def test_network_yml_topology_has_the_expected_links():
     # dimension order: ring hop 1 -> 2 first, then through dimension 1's switch
     route = [(topo.link_src[i], topo.link_dst[i]) for i in topo.route(1, 14)]
     assert route == [(1, 2), (2, 18), (18, 14)]
+
+
+def _run_both(prefix, sys_config, topology):
+    return [simulate(prefix, sys_config, topology=topology, backend=b)
+            for b in ("analytical-congestion", "analytical")]
+
+
+def test_fat_tree_results_differ_only_where_links_are_shared(workload):
+    # k = 4 fat-tree, 16 NPUs. On a physical topology `analytical` charges each
+    # message the same store-and-forward hops without queueing, so any
+    # difference between the backends is queueing on shared links.
+    from astra_core.topology.generators import fat_tree
+
+    topo = fat_tree(4)
+    # Ring all-reduce: each rank talks to its ring neighbours; no two messages
+    # of a step share a directed link, so the backends agree exactly.
+    ring = workload({r: [_ar(16 * MIB)] for r in range(16)})
+    aware, unaware = _run_both(ring, system(), topo)
+    assert max(aware.network.max_queue) == 0
+    assert [r.finish_ns for r in aware.ranks] == [r.finish_ns for r in unaware.ranks]
+    # Direct all-to-all: every rank sends to 15 peers at once through its one
+    # link to the edge switch, so messages queue and every rank takes longer.
+    a2a = workload({r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
+                                  comm_size=16 * MIB)] for r in range(16)})
+    aware, unaware = _run_both(a2a, system("direct"), topo)
+    host_links = [topo.out_links[h][0] for h in topo.hosts]
+    assert min(aware.network.max_queue[link] for link in host_links) >= 14
+    assert all(a.finish_ns > 1.5 * u.finish_ns for a, u in zip(aware.ranks, unaware.ranks))
+
+
+def test_oversubscribed_leaf_spine_all_to_all_takes_about_twice_as_long(workload):
+    # 16 NPUs, 8 leaves of 2, 2 spines. Each NPU sends 14 of its 15 messages
+    # across the spines. Non-blocking (1:1): the NPU link is the bottleneck
+    # (15 messages); 2:1: a leaf's uplinks carry 2 x 14 messages at the speed of
+    # one NPU link, 28 message times: 28 / 15 = 1.87x.
+    from astra_core.topology.generators import leaf_spine
+
+    a2a = workload({r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
+                                  comm_size=64 * MIB)] for r in range(16)})
+    times = {}
+    for oversubscription in (1.0, 2.0):
+        topo = leaf_spine(16, 8, 2, oversubscription=oversubscription)
+        result = simulate(a2a, system("direct"), topology=topo, backend="analytical-congestion")
+        times[oversubscription] = result.step_ns
+    assert 1.7 <= times[2.0] / times[1.0] <= 2.1

@@ -43,13 +43,6 @@ def test_trace_count_must_match_the_topology(workload):
         simulate(prefix, system(), topology=_star(16), backend="analytical-congestion")
 
 
-def test_unaware_backend_refuses_a_physical_topology(workload):
-    node = make_node(1, "k", pb.COMP_NODE, duration_micros=1)
-    prefix = workload({r: [node] for r in range(4)})
-    with pytest.raises(ConfigError, match="cannot use --topology; use --backend analytical-congestion"):
-        simulate(prefix, system(), topology=_star(4), backend="analytical")
-
-
 def test_no_network_at_all_is_an_error(workload):
     with pytest.raises(ConfigError, match=r"no network: give network.yml \(--network\)"):
         resolve_network(None, None, None)

@@ -10,6 +10,11 @@ shared: concurrent messages do not slow each other down.
 NPU ids are numbered with dimension 0 fastest: the coordinate in dimension
 ``d`` is ``(id // prod(sizes[:d])) % sizes[d]``. Bandwidth in network.yml is
 GB/s with 1 GB = 2^30 bytes.
+
+On a physical topology (``--topology``) a message takes the sum over its
+route of ``int(latency + B / bandwidth)`` per link: the same store-and-forward
+hops as ``analytical-congestion`` but without any queueing, so the two
+backends differ exactly where messages share links.
 """
 
 from __future__ import annotations
@@ -18,8 +23,8 @@ from typing import Any, Callable
 
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
-from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
+from astra_core.topology.physical import PhysicalTopology
 
 
 class AnalyticalNetwork:
@@ -27,8 +32,9 @@ class AnalyticalNetwork:
 
     name = "analytical"
 
-    def __init__(self, network: NetworkConfig):
+    def __init__(self, network: NetworkConfig, physical: PhysicalTopology | None = None):
         self.events = EventQueue()
+        self.physical = physical
         # The hot path: bind the queue's method directly (saves a call per event).
         self.schedule = self.events.schedule
         self._dims = []
@@ -52,7 +58,11 @@ class AnalyticalNetwork:
              arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
         self.messages += 1
         self.bytes_sent += size_bytes
-        self.events.schedule(self.delay_ns(src, dst, size_bytes), on_delivered, arg)
+        if self.physical is not None:
+            delay = self.route_delay_ns(src, dst, size_bytes, tag)
+        else:
+            delay = self.delay_ns(src, dst, size_bytes)
+        self.events.schedule(delay, on_delivered, arg)
 
     def run(self) -> None:
         self.events.run()
@@ -75,14 +85,14 @@ class AnalyticalNetwork:
             return int(hops * latency + size_bytes / bandwidth)
         return 0
 
+    def route_delay_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> int:
+        """Zero-load store-and-forward time over the physical route, whole ns per hop."""
+        physical = self.physical
+        bandwidth, latency = physical.link_bandwidth, physical.link_latency
+        return sum(int(latency[link] + size_bytes / bandwidth[link])
+                   for link in physical.route(src, dst, tag))
+
 
 def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:
-    """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`).
-
-    Raises ConfigError for a physical topology: this model only knows
-    network.yml's dimensions (use ``analytical-congestion``).
-    """
-    if topology.physical is not None:
-        raise ConfigError("backend 'analytical' models network.yml dimensions only and cannot "
-                          "use --topology; use --backend analytical-congestion")
-    return AnalyticalNetwork(topology.network)
+    """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`)."""
+    return AnalyticalNetwork(topology.network, topology.physical)
