@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import in_child, measure, write_system  # noqa: E402
 
 SIZE = 64 << 20
 
@@ -32,14 +32,7 @@ def write_inputs(k: int, folder: Path) -> tuple[Path, Path, Path]:
     topology = fat_tree(k)
     topo_path = folder / "fat_tree.txt"
     write_ns3_topology(topology, topo_path)
-    system = folder / "system.json"
-    system.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600,
-        **{f"{c}-implementation": ["direct"]
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-    }))
+    system = write_system(folder / "system.json", "direct", 1)
     node = make_node(0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
                      comm_size=SIZE, is_cpu_op=False)
     prefix = folder / "a2a"
@@ -51,12 +44,8 @@ def write_inputs(k: int, folder: Path) -> tuple[Path, Path, Path]:
 def run_case(prefix: str, system: str, topology: str) -> None:
     from astra_core.api import simulate
 
-    started = time.perf_counter()
-    result = simulate(prefix, system, topology=topology, backend="analytical-congestion")
-    wall = time.perf_counter() - started
-    print(json.dumps({"wall_s": wall, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "step_ns": result.step_ns, "messages": result.messages,
-                      "max_queue": max(result.network.max_queue)}))
+    print(json.dumps(measure(lambda: simulate(prefix, system, topology=topology,
+                                              backend="analytical-congestion"))))
 
 
 def main() -> None:
@@ -69,11 +58,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         prefix, system, topology = write_inputs(args.k, Path(tmp))
-        out = subprocess.run([sys.executable, __file__, "--child", str(prefix), str(system),
-                              str(topology)], capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            sys.exit(f"failed:\n{out.stderr}")
-        m = json.loads(out.stdout.strip().splitlines()[-1])
+        m = in_child(__file__, [str(prefix), str(system), str(topology)])
         hosts = args.k ** 3 // 4
         print(f"fat-tree k={args.k} ({hosts} hosts), all-to-all 64 MiB, direct, "
               f"analytical-congestion: wall {m['wall_s']:.2f} s, peak RSS {m['peak_mib']:.0f} MiB, "

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import in_child, measure, write_system  # noqa: E402
 
 CASES = {
     "1024": ([8, 8, 16], "1024 NPUs [Ring 8, FC 8, Switch 16]"),
@@ -45,14 +45,7 @@ def write_inputs(key: str, folder: Path) -> tuple[Path, Path, Path]:
         f"npus_count: [ {sizes[0]}, {sizes[1]}, {sizes[2]} ]\n"
         "bandwidth: [ 200.0, 100.0, 50.0 ]\n"
         "latency: [ 100.0, 500.0, 1000.0 ]\n")
-    system = folder / "system.json"
-    system.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600,
-        **{f"{c}-implementation": ["ring"] * 3
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-    }))
+    system = write_system(folder / "system.json", "ring", 3)
     node = make_node(0, "all_reduce_1GiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
                      comm_size=SIZE, is_cpu_op=False)
     prefix = folder / "allreduce"
@@ -65,12 +58,7 @@ def run_case(prefix: str, system: str, network: str) -> None:
     """Child process: simulate and print one JSON line of measurements."""
     from astra_core.api import simulate
 
-    started = time.perf_counter()
-    result = simulate(prefix, system, network, backend="analytical")
-    wall = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"wall_s": wall, "peak_mib": peak_kib / 1024, "step_ns": result.step_ns,
-                      "messages": result.messages}))
+    print(json.dumps(measure(lambda: simulate(prefix, system, network, backend="analytical"))))
 
 
 def main() -> None:
@@ -87,12 +75,11 @@ def main() -> None:
             folder = args.keep / key if args.keep else Path(tmp)
             folder.mkdir(parents=True, exist_ok=True)
             prefix, system, network = write_inputs(key, folder)
-            out = subprocess.run([sys.executable, __file__, "--child", str(prefix), str(system),
-                                  str(network)], capture_output=True, text=True, check=False)
-            if out.returncode != 0:
-                print(f"{CASES[key][1]}: FAILED\n{out.stderr}", file=sys.stderr)
+            try:
+                m = in_child(__file__, [str(prefix), str(system), str(network)])
+            except RuntimeError as exc:
+                print(f"{CASES[key][1]}: FAILED: {exc}", file=sys.stderr)
                 continue
-            m = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"{CASES[key][1]}: all-reduce 1 GiB, wall {m['wall_s']:.2f} s, peak RSS "
                   f"{m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e6:.3f} ms, "
                   f"{m['messages']:,} messages (upstream: {UPSTREAM_S[key]} s)")

@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmark scripts: inputs and measuring a run in a child process."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def write_system(path: Path, algorithm: str, dims: int) -> Path:
+    """An upstream-style system.json: LIFO, localBWAware, 4 chunks, one active chunk."""
+    path.write_text(json.dumps({
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        **{f"{c}-implementation": [algorithm] * dims
+           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+    }))
+    return path
+
+
+def measure(run) -> dict:
+    """Call ``run()`` (returning a RunResult) and return wall time, peak RSS and results."""
+    started = time.perf_counter()
+    result = run()
+    wall = time.perf_counter() - started
+    out = {"wall_s": wall, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "step_ns": result.step_ns, "messages": result.messages}
+    queues = getattr(result.network, "max_queue", None)
+    if queues is not None:
+        out["max_queue"] = max(queues)
+    return out
+
+
+def in_child(script: str, args: list[str]) -> dict:
+    """Run ``script --child args`` in a fresh interpreter; its last stdout line is JSON."""
+    out = subprocess.run([sys.executable, script, "--child", *args], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
+    return json.loads(out.stdout.strip().splitlines()[-1])
