@@ -76,7 +76,7 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
              memory: PathLike | MemoryConfig | None = None,
              comm_groups: PathLike | dict[str, Sequence[int]] | None = None,
              backend: str | None = None, backend_config: Any = None,
-             plugin_manager=None) -> RunResult:
+             plugin_manager=None, symmetry: bool = True) -> RunResult:
     """Simulate one training step.
 
     ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
@@ -89,6 +89,8 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     ``astra_run_started`` / ``astra_run_finished``. Raises
     :class:`~astra_core.errors.AstraError` subclasses for bad input and
     :class:`~astra_core.errors.SimulationDeadlock` when the run cannot finish.
+    ``symmetry=False`` simulates every rank even when rank 0 could stand for
+    all (see :mod:`astra_core.system.symmetry`).
     """
     net, physical = resolve_network(network, topology, dims)
     sysc = system if isinstance(system, SystemConfig) else load_system(system)
@@ -104,7 +106,7 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     info = BackendRegistry(pm, settings.default_backend).get(backend)
     net_backend = info.factory(Topology(net, physical), backend_config)
     sim = Simulation(graphs, net, sysc, net_backend, memory=mem, comm_groups=groups,
-                     backend_name=info.name)
+                     backend_name=info.name, symmetry=symmetry)
     pm.hook.astra_run_started(run=sim)
     result = sim.run()
     pm.hook.astra_run_finished(run=sim, report=result)

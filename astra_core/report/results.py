@@ -56,7 +56,11 @@ class CollectiveRecord:
 
 @dataclass
 class RunResult:
-    """Everything a run produced. ``step_ns`` is the slowest rank's finish time."""
+    """Everything a run produced. ``step_ns`` is the slowest rank's finish time.
+
+    ``ranks`` has every rank; ``engines`` and ``collectives`` only the ranks
+    that were simulated (rank 0 alone when ``symmetric``).
+    """
 
     backend: str
     ranks: list[RankResult]
@@ -65,6 +69,7 @@ class RunResult:
     network: Any = field(default=None, repr=False)  # the backend, for its own statistics
     messages: int = 0
     message_bytes: int = 0
+    symmetric: bool = False  # only rank 0 was simulated; it stands for every rank
 
     @property
     def step_ns(self) -> float:

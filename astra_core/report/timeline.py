@@ -23,8 +23,10 @@ _NODE_TYPES = {0: "INVALID", 1: "METADATA", 2: "MEM_LOAD", 3: "MEM_STORE", 4: "C
 def timeline_events(result: RunResult) -> list[dict]:
     """Trace-event dicts (``ph: X`` slices plus process/thread names)."""
     events: list[dict] = []
-    for engine in result.engines:
-        rank = engine.rank
+    # A symmetric run simulated rank 0 only; every rank's track is rank 0's.
+    tracks = ([(r.rank, result.engines[0]) for r in result.ranks] if result.symmetric
+              else [(engine.rank, engine) for engine in result.engines])
+    for rank, engine in tracks:
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
         # lane -> [(thread id, end of its last slice)], filled first-fit by start time

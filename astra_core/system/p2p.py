@@ -94,3 +94,35 @@ class MessageMatcher:
                 state = "in flight"
             out.append((tag, src, dst, size, state))
         return out
+
+
+class MirroredMatcher(MessageMatcher):
+    """Matching for a symmetric run where only rank 0 is simulated.
+
+    A message rank 0 sends to ``dst`` is timed by the backend as usual; when
+    it arrives, rank 0's send completes and the *mirrored* message, from
+    ``symmetry.mirror(dst)`` to rank 0, is delivered to rank 0's receives
+    (see :mod:`astra_core.system.symmetry`).
+    """
+
+    def __init__(self, backend, symmetry) -> None:
+        super().__init__(backend)
+        self.symmetry = symmetry
+
+    def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
+             arg: Any, dim: int | None = None) -> None:
+        ident = self._next((tag, self.symmetry.mirror(dst), src, size), self._send_seq)
+        entry = self._entries.get(ident)
+        if entry is None:
+            entry = self._entries[ident] = _Entry()
+        entry.sent = True
+        self.messages += 1
+        self.bytes += size
+        self.backend.send(src, dst, size, self._mirrored_arrival, (ident, on_sent, arg),
+                          tag=tag, dim=dim)
+
+    def _mirrored_arrival(self, payload: tuple) -> None:
+        ident, on_sent, arg = payload
+        if on_sent is not None:
+            on_sent(arg)
+        self._arrived(ident)

@@ -9,6 +9,7 @@ rank still has unfinished nodes, the run is a deadlock and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from astra_core.config.memory import MemoryConfig, MemoryType
@@ -19,7 +20,8 @@ from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.comm_types import CommType
 from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine
 from astra_core.system.memory import RemoteMemory
-from astra_core.system.p2p import MessageMatcher
+from astra_core.system.p2p import MessageMatcher, MirroredMatcher
+from astra_core.system.symmetry import find_symmetry
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
 
@@ -32,7 +34,7 @@ class Simulation:
     def __init__(self, graphs: Sequence[RankGraph], network: NetworkConfig, system: SystemConfig,
                  backend, *, memory: MemoryConfig | None = None,
                  comm_groups: dict[str, tuple[int, ...]] | None = None,
-                 backend_name: str = "?"):
+                 backend_name: str = "?", symmetry: bool = True):
         self.network = network
         self.system = system
         self.backend = backend
@@ -46,10 +48,21 @@ class Simulation:
             CommType.REDUCE_SCATTER: system.algorithms("reduce-scatter"),
             CommType.ALL_TO_ALL: system.algorithms("all-to-all"),
         }
-        self.matcher = MessageMatcher(backend)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0
-        self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
+        if symmetry:
+            self.symmetry, self.symmetry_reason = find_symmetry(
+                graphs, [d.npus for d in network.dims], self.implementations, self.comm_groups,
+                self.memory.config.memory_type, backend)
+        else:
+            self.symmetry, self.symmetry_reason = None, "turned off"
+        if self.symmetry is not None:
+            # Rank 0 stands for every rank (astra_core.system.symmetry).
+            self.matcher = MirroredMatcher(backend, self.symmetry)
+            self.engines = [RankEngine(0, graphs[0], self)]
+        else:
+            self.matcher = MessageMatcher(backend)
+            self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
 
     # -- callbacks from the engines ------------------------------------------
     def rank_finished(self, rank: int) -> None:
@@ -67,9 +80,14 @@ class Simulation:
         if self._finished < len(self.engines):
             self._raise_deadlock()
         ranks = [self._rank_result(e) for e in self.engines]
+        messages, message_bytes = self.matcher.messages, self.matcher.bytes
+        if self.symmetry is not None:
+            ranks = [replace(ranks[0], rank=r) for r in range(self.npus_count)]
+            messages *= self.npus_count
+            message_bytes *= self.npus_count
         return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
-                         engines=self.engines, network=self.backend, messages=self.matcher.messages,
-                         message_bytes=self.matcher.bytes)
+                         engines=self.engines, network=self.backend, messages=messages,
+                         message_bytes=message_bytes, symmetric=self.symmetry is not None)
 
     @staticmethod
     def _rank_result(engine: RankEngine) -> RankResult:
@@ -111,6 +129,8 @@ class Simulation:
         for engine in self.engines:
             if engine.finish_ns is None:
                 waiting[engine.rank] = engine.waiting() or ["nothing running, nodes left unissued"]
+        if self.symmetry is not None and waiting:  # rank 0 stands for every rank
+            waiting = {r: waiting[0] for r in range(self.npus_count)}
         ranks = sorted(waiting)
         shown = ranks[:_MAX_DEADLOCK_LINES]
         parts = [f"rank {r}: {waiting[r][0]}" for r in shown]

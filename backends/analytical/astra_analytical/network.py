@@ -35,6 +35,9 @@ class AnalyticalNetwork:
     def __init__(self, network: NetworkConfig, physical: PhysicalTopology | None = None):
         self.events = EventQueue()
         self.physical = physical
+        # Message times depend only on the offset between NPUs (not on a physical
+        # route's shared state), so rank symmetry applies (astra_core.system.symmetry).
+        self.symmetric = physical is None
         # The hot path: bind the queue's method directly (saves a call per event).
         self.schedule = self.events.schedule
         self._dims = []
