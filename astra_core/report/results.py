@@ -58,8 +58,8 @@ class CollectiveRecord:
 class RunResult:
     """Everything a run produced. ``step_ns`` is the slowest rank's finish time.
 
-    ``ranks`` has every rank; ``engines`` and ``collectives`` only the ranks
-    that were simulated (rank 0 alone when ``symmetric``).
+    ``ranks`` and ``graphs`` have every rank; ``engines`` and ``collectives``
+    only the ranks that were simulated (rank 0 alone when ``symmetric``).
     """
 
     backend: str
@@ -70,6 +70,7 @@ class RunResult:
     messages: int = 0
     message_bytes: int = 0
     symmetric: bool = False  # only rank 0 was simulated; it stands for every rank
+    graphs: list[Any] = field(default_factory=list, repr=False)  # every rank's dependency graph
 
     @property
     def step_ns(self) -> float:

@@ -23,16 +23,20 @@ _NODE_TYPES = {0: "INVALID", 1: "METADATA", 2: "MEM_LOAD", 3: "MEM_STORE", 4: "C
 def timeline_events(result: RunResult) -> list[dict]:
     """Trace-event dicts (``ph: X`` slices plus process/thread names)."""
     events: list[dict] = []
-    # A symmetric run simulated rank 0 only; every rank's track is rank 0's.
-    tracks = ([(r.rank, result.engines[0]) for r in result.ranks] if result.symmetric
-              else [(engine.rank, engine) for engine in result.engines])
-    for rank, engine in tracks:
+    # A symmetric run simulated rank 0 only: every rank runs rank 0's timing on
+    # its own nodes (same positions, its own ids and names).
+    if result.symmetric:
+        records = result.engines[0].records
+        tracks = [(r.rank, records, graph.nodes) for r, graph in zip(result.ranks, result.graphs)]
+    else:
+        tracks = [(e.rank, e.records, e.nodes) for e in result.engines]
+    for rank, records, nodes in tracks:
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
         # lane -> [(thread id, end of its last slice)], filled first-fit by start time
         threads: dict[str, list[list[float]]] = {}
-        for pos, start, end in sorted(engine.records, key=lambda rec: (rec[1], rec[2])):
-            node = engine.nodes[pos]
+        for pos, start, end in sorted(records, key=lambda rec: (rec[1], rec[2])):
+            node = nodes[pos]
             lane = "CPU" if node.is_cpu_op else _LANES.get(node.type, "other")
             free = threads.setdefault(lane, [])
             slot = next((t for t in free if t[1] <= start), None)

@@ -63,6 +63,7 @@ class Simulation:
         else:
             self.matcher = MessageMatcher(backend)
             self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
+        self.graphs = list(graphs)
 
     # -- callbacks from the engines ------------------------------------------
     def rank_finished(self, rank: int) -> None:
@@ -86,7 +87,7 @@ class Simulation:
             messages *= self.npus_count
             message_bytes *= self.npus_count
         return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
-                         engines=self.engines, network=self.backend, messages=messages,
+                         engines=self.engines, network=self.backend, graphs=self.graphs, messages=messages,
                          message_bytes=message_bytes, symmetric=self.symmetry is not None)
 
     @staticmethod
