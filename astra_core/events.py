@@ -16,6 +16,9 @@ from typing import Any, Callable
 
 Callback = Callable[[Any], None]
 
+#: Events between two calls of ``EventQueue.progress`` (a power of two: a mask test).
+PROGRESS_EVERY = 1 << 16
+
 
 class EventQueue:
     """Heap-based event queue owning the simulated clock (ns).
@@ -24,15 +27,20 @@ class EventQueue:
     ``run()`` drains the queue. Times are whatever numbers the caller uses
     (ints for the analytical models, which truncate delays to whole ns like
     upstream).
+
+    ``progress``, if set to a callable, is called as ``progress(now_ns,
+    events_processed)`` every :data:`PROGRESS_EVERY` events while ``run()``
+    drains the queue (progress bars); left None it costs nothing.
     """
 
-    __slots__ = ("_heap", "_seq", "now", "events_processed")
+    __slots__ = ("_heap", "_seq", "now", "events_processed", "progress")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Callback, Any]] = []
         self._seq = 0
         self.now: float = 0
         self.events_processed = 0
+        self.progress: Callable[[float, int], None] | None = None
 
     def schedule(self, delay_ns: float, callback: Callback, arg: Any = None) -> None:
         """Run ``callback(arg)`` after ``delay_ns`` (>= 0) nanoseconds."""
@@ -53,6 +61,9 @@ class EventQueue:
 
     def run(self, until_ns: float | None = None) -> None:
         """Process events in time order until none remain (or ``until_ns``)."""
+        if self.progress is not None:
+            self._run_reporting(until_ns)
+            return
         heap = self._heap
         pop = heapq.heappop
         processed = 0
@@ -65,3 +76,21 @@ class EventQueue:
             callback(arg)
             processed += 1
         self.events_processed += processed
+
+    def _run_reporting(self, until_ns: float | None) -> None:
+        """``run()`` with a ``progress(now_ns, events_processed)`` call every PROGRESS_EVERY events."""
+        heap, pop, progress = self._heap, heapq.heappop, self.progress
+        mask = PROGRESS_EVERY - 1
+        processed = self.events_processed
+        try:
+            while heap:
+                if until_ns is not None and heap[0][0] > until_ns:
+                    break
+                time_ns, _, callback, arg = pop(heap)
+                self.now = time_ns
+                callback(arg)
+                processed += 1
+                if not processed & mask:
+                    progress(self.now, processed)
+        finally:
+            self.events_processed = processed
