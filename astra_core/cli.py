@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 
 from astra_core.cli_topology import topology
+from astra_core.cli_workload import convert, gen
 from astra_core.errors import AstraError, ConfigError
 
 
@@ -102,6 +103,8 @@ def backends() -> None:
 
 
 main.add_command(topology)
+main.add_command(convert)
+main.add_command(gen)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
