@@ -1,0 +1,120 @@
+"""``astra convert`` and ``astra gen``: make Chakra traces from other descriptions.
+
+``convert text``: ASTRA-sim 1.0 text workloads; ``convert pytorch``: PyTorch
+execution traces (+ Kineto); ``gen llm``: Megatron-style LLM training;
+``gen micro``: single-collective microbenchmarks. Errors are one line
+(``error: ...``) and exit 1, like ``astra run``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from astra_core.errors import AstraError
+
+
+def _fail(exc: AstraError) -> None:
+    for line in str(exc).splitlines() or [type(exc).__name__]:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(1)
+
+
+def _dims(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    from astra_core.errors import ConfigError
+
+    try:
+        return [int(x) for x in text.lower().replace(",", "x").split("x")]
+    except ValueError:
+        raise ConfigError(f"--dims: expected sizes like 8x16, got '{text}'") from None
+
+
+# -- convert ---------------------------------------------------------------------
+
+
+@click.group()
+def convert() -> None:
+    """Convert other workload descriptions to Chakra traces (PREFIX.<rank>.et)."""
+
+
+@convert.command("text")
+@click.argument("file", type=click.Path())
+@click.option("--npus", type=int, required=True, help="number of NPUs (one trace per NPU)")
+@click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
+@click.option("--model-parallel-npus", type=int,
+              help="model-parallel group size M (default: a transformer header's "
+                   "model_parallel_NPU_group; without it hybrid collectives span all NPUs, as Chakra)")
+@click.option("--dims", help="network dimension sizes, e.g. 8x16: whole-dimension groups use involved_dim")
+@click.option("--passes", type=int, default=1, show_default=True, help="training iterations")
+@click.option("--chakra-ids", is_flag=True,
+              help="number nodes with one counter across ranks (byte-identical to Chakra's converter)")
+@click.option("--comm-groups", type=click.Path(), help="where to write the comm-group JSON "
+              "(default PREFIX.comm_groups.json, only when needed)")
+def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_ids, comm_groups) -> None:
+    """Convert an ASTRA-sim 1.0 text workload FILE for NPUS NPUs."""
+    from astra_core.workload.converters.text import convert_text_workload, write_converted
+    from astra_core.workload.converters.text_format import read_text_workload
+
+    try:
+        wl = read_text_workload(file)
+        conv = convert_text_workload(wl, npus, model_parallel_npus=model_parallel_npus,
+                                     dims=_dims(dims), passes=passes, chakra_ids=chakra_ids)
+        paths, groups = write_converted(conv, output, comm_groups)
+    except AstraError as exc:
+        _fail(exc)
+    click.echo(f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
+               f"({len(conv.templates)} nodes each)")
+    if groups:
+        click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")
+
+
+@convert.command("pytorch")
+@click.option("--et", "et_files", multiple=True, required=True, type=click.Path(),
+              help="host execution trace JSON; repeat once per rank, in rank order")
+@click.option("--kineto", "kineto_files", multiple=True, type=click.Path(),
+              help="Kineto (profiler) trace JSON of the same run; repeat per rank, same order")
+@click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
+@click.option("--comm-groups", type=click.Path(), help="where to write the comm-group JSON "
+              "(default PREFIX.comm_groups.json, only when the run used sub-groups)")
+def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
+    """Convert PyTorch execution traces (one per rank) to Chakra traces."""
+    from astra_core.workload.converters.pytorch import convert_pytorch_traces
+
+    try:
+        result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
+    except AstraError as exc:
+        _fail(exc)
+    for rank, summary in enumerate(result.summaries):
+        click.echo(f"rank {rank}: {summary}")
+    if result.comm_groups_path:
+        click.echo(f"comm groups: {result.comm_groups_path} (pass it to astra run --comm-groups)")
+
+
+# -- gen -------------------------------------------------------------------------
+
+
+@click.group()
+def gen() -> None:
+    """Generate synthetic Chakra traces (PREFIX.<rank>.et)."""
+
+
+@gen.command("micro")
+@click.option("--collective", required=True,
+              type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]))
+@click.option("--size", required=True, help="collective size: 1048576, 64MiB, 1GiB, 1MB ...")
+@click.option("--npus", type=int, required=True, help="number of NPUs")
+@click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
+@click.option("--iterations", type=int, default=1, show_default=True, help="back-to-back collectives")
+def gen_micro(collective, size, npus, output, iterations) -> None:
+    """A single-collective microbenchmark on NPUS NPUs."""
+    from astra_core.workload.generators.micro import parse_size, write_micro
+
+    try:
+        nbytes = parse_size(size)
+        paths = write_micro(collective, nbytes, npus, output, iterations)
+    except AstraError as exc:
+        _fail(exc)
+    click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")

@@ -1,0 +1,458 @@
+"""Convert ASTRA-sim 1.0 text workloads to Chakra execution traces.
+
+For the formats MLCommons Chakra's text converter handles (DATA, MODEL,
+HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_DLRM[_ENHANCED], MICRO) the
+traces have Chakra's node names, types, durations, attributes and data
+dependencies, in Chakra's order, so they simulate exactly as the traces
+upstream ran (``../shared/reference/workload/models``). With
+``chakra_ids=True`` the node ids also follow Chakra's one counter across ranks
+and the files are byte-identical to Chakra's; by default every rank numbers
+its nodes from 0, so symmetric ranks get identical files (read once).
+
+Chakra's converter runs every collective over all NPUs. ASTRA-sim 1.0, which
+defined the format, gives each parallelism's collectives their own NPUs
+(``Workload::decode_involved_dimensions``): model-parallel collectives (forward
+and input-gradient) on the model-parallel dimensions, data-parallel ones
+(weight gradient) on the others. Here that becomes groups of NPUs:
+
+* ``HYBRID_DATA_MODEL`` and transformers: model-parallel groups are ``M``
+  consecutive ranks (dimension 0 first, as upstream), data-parallel groups take
+  every ``M``-th rank;
+* ``HYBRID_MODEL_DATA``: data-parallel groups are ``N/M`` consecutive ranks,
+  model-parallel groups take every ``N/M``-th rank;
+* ``HYBRID_CUSTOMIZED``: each layer's own parallelism (its last column).
+
+``M`` is ``model_parallel_NPU_group:`` from a transformer header or the
+``model_parallel_npus`` argument (required by HYBRID_CUSTOMIZED; without it
+HYBRID_DATA_MODEL/HYBRID_MODEL_DATA keep Chakra's all-NPU collectives). A
+group of all NPUs needs nothing; a group of one NPU means no communication
+and its collective is left out; other groups are written to a comm-group JSON
+and named by each collective's ``pg_name``, or, when the network's dimension
+sizes are given (``dims``) and a group is a whole set of dimensions, by an
+``involved_dim`` list instead (so the per-dimension algorithms still apply).
+
+Training loops (node dependencies) follow ASTRA-sim 1.0's
+``Workload::iterate_*``, as Chakra's converter encodes them: forward
+collectives block the next layer; input-gradient collectives are
+non-blocking but the next layer's input gradient waits for them; weight-
+gradient collectives overlap with the rest of the backward pass and block
+only the next pass's forward of their layer. HYBRID_TRANSFORMER blocks on its
+input-gradient collective (layer 0 included), as upstream's
+``iterate_hybrid_parallel_Transformer``; FWD_IN_BCKWD re-runs the forward
+pass from the last checkpoint before each ``checkpoint_initiates`` layer.
+
+Deliberate differences from Chakra: a ``NONE`` collective is left out
+(Chakra would write a 0-byte all-reduce) and the update-delay column is
+ignored, as Chakra does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from astra_core.errors import ConfigError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.converters.text_format import COMM_TYPES, TextLayer, TextWorkload
+from astra_core.workload.writer import make_node, write_rank_trace
+
+__all__ = ["ConvertedText", "GroupPlan", "convert_text_workload", "write_converted"]
+
+#: GlobalMetadata ``schema`` Chakra's text converter writes (the reference traces have it).
+CHAKRA_TEXT_SCHEMA = "1.0.2-chakra.0.0.4"
+
+# Which NPUs each phase's collectives span, per parallelism (ASTRA-sim 1.0
+# decode_involved_dimensions): (forward, input gradient, weight gradient).
+_SCOPES = {
+    "DATA": ("none", "none", "all"),
+    "MICRO": ("none", "none", "all"),
+    "HYBRID_DLRM": ("none", "none", "all"),
+    "HYBRID_DLRM_ENHANCED": ("none", "none", "all"),
+    "MODEL": ("all", "all", "none"),
+    "HYBRID_DATA_MODEL": ("model", "model", "data"),
+    "HYBRID_MODEL_DATA": ("model", "model", "data"),
+    "HYBRID_TRANSFORMER": ("model", "model", "data"),
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD": ("model", "model", "data"),
+}
+_LAYOUT = {"HYBRID_MODEL_DATA": "data_consecutive"}  # others: model groups consecutive
+
+
+@dataclass
+class _Template:
+    """One node of the rank-independent graph; ``scope`` is (layout, role) for collectives."""
+
+    name: str
+    type: int
+    duration: int = 0
+    deps: tuple[int, ...] = ()
+    comm_type: int | None = None
+    comm_size: int = 0
+    scope: tuple[str, str] | None = None
+
+
+@dataclass
+class GroupPlan:
+    """How the collectives of one role (model/data) are placed, for every rank.
+
+    ``kind`` is ``"all"``, ``"skip"`` (one NPU: no communication),
+    ``"dims"`` (``involved_dim`` list ``dims``) or ``"groups"`` (``group_of[rank]``
+    is the comm-group id string).
+    """
+
+    kind: str
+    dims: tuple[bool, ...] = ()
+    group_of: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ConvertedText:
+    """Converted workload: per-rank node templates plus group placement.
+
+    ``comm_groups`` maps group id -> member ranks (empty when every collective
+    spans all NPUs or is placed by ``involved_dim``).
+    """
+
+    workload: TextWorkload
+    npus: int
+    templates: list[_Template]
+    plans: dict[tuple[str, str], GroupPlan]
+    comm_groups: dict[str, list[int]]
+    chakra_ids: bool = False
+
+    def rank_nodes(self, rank: int) -> list[pb.Node]:
+        """The Node messages of ``rank`` in file order."""
+        offset = rank * len(self.templates) if self.chakra_ids else 0
+        out = []
+        for i, t in enumerate(self.templates):
+            attrs = {}
+            if t.type == pb.COMM_COLL_NODE:
+                attrs["comm_type"] = t.comm_type
+                attrs["comm_size"] = t.comm_size
+                plan = self.plans[t.scope]
+                if plan.kind == "dims":
+                    attrs["involved_dim"] = list(plan.dims)
+                elif plan.kind == "groups":
+                    attrs["pg_name"] = plan.group_of[rank]
+            out.append(make_node(i + offset, t.name, t.type, data_deps=[d + offset for d in t.deps],
+                                 duration_micros=t.duration, **attrs))
+        return out
+
+
+class _Graph:
+    """Builds the template list; handles are tuples of node indices."""
+
+    def __init__(self, present: callable):
+        self.nodes: list[_Template] = []
+        self.present = present  # scope -> False when its collectives are left out
+
+    @staticmethod
+    def _deps(handles) -> tuple[int, ...]:
+        out: list[int] = []
+        for h in handles:
+            for d in h or ():
+                if d not in out:
+                    out.append(d)
+        return tuple(out)
+
+    def comp(self, layer: str, phase: str, duration: int, *deps) -> tuple[int, ...]:
+        self.nodes.append(_Template(f"COMP_NODE_{layer}_{phase}", pb.COMP_NODE, duration, self._deps(deps)))
+        return (len(self.nodes) - 1,)
+
+    def coll(self, label: str, comm: str, size: int, scope: tuple[str, str], *deps) -> tuple[int, ...]:
+        """A collective node, or (when there is nothing to communicate) its dependencies."""
+        kind = COMM_TYPES[comm]
+        if kind is None or not self.present(scope):
+            return self._deps(deps)
+        self.nodes.append(_Template(f"COMM_COLL_NODE_{label}_{comm}", pb.COMM_COLL_NODE, 0, self._deps(deps),
+                                    pb.CollectiveCommType.Value(kind), size, scope))
+        return (len(self.nodes) - 1,)
+
+
+# -- group placement -----------------------------------------------------------------
+
+
+def _prefix_dims(dims: Sequence[int] | None, block: int) -> int | None:
+    """k such that the first k dimensions hold ``block`` NPUs, else None."""
+    if not dims:
+        return None
+    size = 1
+    for k, d in enumerate(dims):
+        if size == block:
+            return k
+        size *= d
+    return len(dims) if size == block else None
+
+
+def _plan_groups(npus: int, mp: int | None, scopes: set[tuple[str, str]], dims, source: str):
+    """GroupPlan per (layout, role) and the comm-group table."""
+    plans: dict[tuple[str, str], GroupPlan] = {}
+    table: dict[tuple[int, ...], str] = {}
+
+    def group_id(members: tuple[int, ...]) -> str:
+        return table.setdefault(members, str(len(table) + 1))
+
+    for layout, role in sorted(scopes):
+        if role in ("all", "none"):
+            plans[(layout, role)] = GroupPlan("all" if role == "all" else "skip")
+            continue
+        if mp is None:  # Chakra's semantics: every collective over all NPUs
+            plans[(layout, role)] = GroupPlan("all")
+            continue
+        block = mp if layout == "model_consecutive" else npus // mp
+        consecutive = (role == "model") == (layout == "model_consecutive")
+        size = block if consecutive else npus // block
+        if size == 1:
+            plans[(layout, role)] = GroupPlan("skip")
+            continue
+        if size == npus:
+            plans[(layout, role)] = GroupPlan("all")
+            continue
+        k = _prefix_dims(dims, block)
+        if k is not None:
+            involved = tuple(i < k for i in range(len(dims)))
+            plans[(layout, role)] = GroupPlan("dims", involved if consecutive else tuple(not b for b in involved))
+            continue
+        group_of = []
+        for rank in range(npus):
+            if consecutive:
+                start = rank // block * block
+                members = tuple(range(start, start + block))
+            else:
+                members = tuple(range(rank % block, npus, block))
+            group_of.append(group_id(members))
+        plans[(layout, role)] = GroupPlan("groups", group_of=group_of)
+    groups = {gid: list(members) for members, gid in table.items()}
+    return plans, groups
+
+
+# -- training loops ----------------------------------------------------------------
+
+
+def _data(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    layers, n = wl.layers, len(wl.layers)
+    wg_comm: list = [None] * n
+    for _ in range(passes):
+        fwd: list = [None] * n
+        for i, layer in enumerate(layers):
+            fwd[i] = g.comp(layer.name, "FWD", layer.fwd_compute, fwd[i - 1] if i else None, wg_comm[i])
+        ig: list = [None] * n
+        for idx, i in enumerate(range(n - 1, -1, -1)):
+            layer = layers[i]
+            wg = g.comp(layer.name, "BWD_WG", layer.wg_compute, fwd[n - 1] if idx == 0 else ig[i + 1])
+            wg_comm[i] = g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg)
+            if idx != n - 1:
+                ig[i] = g.comp(layer.name, "BWD_IG", layer.ig_compute, wg)
+
+
+def _micro(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    for _ in range(passes):
+        for layer in wl.layers:
+            g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2))
+
+
+def _model(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    layers, n = wl.layers, len(wl.layers)
+    wg: list = [None] * n
+    for _ in range(passes):
+        fwd_comm: list = [None] * n
+        for i, layer in enumerate(layers):
+            f = g.comp(layer.name, "FWD", layer.fwd_compute, fwd_comm[i - 1] if i else None, wg[i])
+            fwd_comm[i] = g.coll(layer.name, layer.fwd_comm, layer.fwd_bytes, scope(layer, 0), f)
+        ig_comm: list = [None] * n
+        for idx, i in enumerate(range(n - 1, -1, -1)):
+            layer = layers[i]
+            deps = (fwd_comm[n - 1],) if idx == 0 else (wg[i + 1], ig_comm[i + 1])
+            ig = g.comp(layer.name, "BWD_IG", layer.ig_compute, *deps)
+            if idx != n - 1:
+                ig_comm[i] = g.coll(layer.name, layer.ig_comm, layer.ig_bytes, scope(layer, 1), ig)
+            wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, ig)
+
+
+def _hybrid(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    """HYBRID_DATA_MODEL / HYBRID_MODEL_DATA / HYBRID_CUSTOMIZED (Chakra's hybrid loop)."""
+    layers, n = wl.layers, len(wl.layers)
+    suffix = "" if wl.parallelism == "HYBRID_MODEL_DATA" else "_IG_COMM_"
+    wg_comm: list = [None] * n
+    for _ in range(passes):
+        fwd_comm: list = [None] * n
+        for i, layer in enumerate(layers):
+            f = g.comp(layer.name, "FWD", layer.fwd_compute, wg_comm[i], fwd_comm[i - 1] if i else None)
+            fwd_comm[i] = g.coll(layer.name, layer.fwd_comm, layer.fwd_bytes, scope(layer, 0), f)
+        wg: list = [None] * n
+        ig_comm: list = [None] * n
+        for idx, i in enumerate(range(n - 1, -1, -1)):
+            layer = layers[i]
+            deps = (fwd_comm[n - 1],) if idx == 0 else (wg[i + 1], ig_comm[i + 1])
+            ig = g.comp(layer.name, "BWD_IG", layer.ig_compute, *deps)
+            if idx != n - 1:
+                ig_comm[i] = g.coll(layer.name + suffix, layer.ig_comm, layer.ig_bytes, scope(layer, 1), ig)
+            wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, ig)
+            wg_comm[i] = g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg[i])
+
+
+def _transformer(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    """HYBRID_TRANSFORMER[_FWD_IN_BCKWD] (ASTRA-sim 1.0 iterate_hybrid_parallel_Transformer*)."""
+    layers, n = wl.layers, len(wl.layers)
+    checkpoints, initiates = set(wl.checkpoints), set(wl.checkpoint_initiates)
+    wg_comm: list = [None] * n
+    for _ in range(passes):
+        fwd_comm: list = [None] * n
+        for i, layer in enumerate(layers):
+            f = g.comp(layer.name, "FWD", layer.fwd_compute, wg_comm[i], fwd_comm[i - 1] if i else None)
+            fwd_comm[i] = g.coll(layer.name, layer.fwd_comm, layer.fwd_bytes, scope(layer, 0), f)
+        last = fwd_comm[n - 1]
+        for i in range(n - 1, -1, -1):
+            layer = layers[i]
+            if i in initiates:
+                start = max(c for c in checkpoints if c <= i)
+                for j in range(start, i):  # re-run the forward pass from the checkpoint
+                    f = g.comp(layers[j].name, "FWD_RECOMPUTE", layers[j].fwd_compute, last)
+                    last = g.coll(layers[j].name + "_RECOMPUTE", layers[j].fwd_comm, layers[j].fwd_bytes,
+                                  scope(layers[j], 0), f)
+            ig = g.comp(layer.name, "BWD_IG", layer.ig_compute, last)
+            ig_comm = g.coll(layer.name + "_IG_COMM_", layer.ig_comm, layer.ig_bytes, scope(layer, 1), ig)
+            wg = g.comp(layer.name, "BWD_WG", layer.wg_compute, ig_comm)
+            wg_comm[i] = g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg)
+            last = wg
+
+
+def _dlrm(wl: TextWorkload, g: _Graph, passes: int, scope) -> None:
+    layers, n = wl.layers, len(wl.layers)
+    bottom = wl.last_bottom_layer
+    if layers[0].fwd_comm != "ALLTOALL":
+        raise ConfigError(f"{wl.source}:{layers[0].line}: {wl.parallelism}: the first layer (embedding) "
+                          f"must have an ALLTOALL forward collective")
+    wg: list = [None] * n
+    wg_comm: list = [None] * n
+    embedding_ig_comm = None
+    for _ in range(passes):
+        fwd: list = [None] * n
+        fwd_comm0 = None
+        for i, layer in enumerate(layers):
+            prev_pass = wg_comm[i] if wg_comm[i] is not None else wg[i]
+            deps = [prev_pass, fwd[i - 1] if i else None]
+            if i == bottom:
+                deps.append(fwd_comm0)
+            fwd[i] = g.comp(layer.name, "FWD", layer.fwd_compute, *deps)
+            if layer.fwd_comm == "ALLTOALL":
+                c = g.coll(layer.name, layer.fwd_comm, layer.fwd_bytes, scope(layer, 0), fwd[i])
+                if i == 0:
+                    fwd_comm0 = c
+        ig: list = [None] * n
+        for idx, i in enumerate(range(n - 1, -1, -1)):
+            layer = layers[i]
+            if idx == 0:
+                deps = (fwd[n - 1],)
+            else:
+                deps = (ig[i + 1], embedding_ig_comm if i == 0 else None)
+            wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, *deps)
+            wg_comm[i] = g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg[i]) \
+                if layer.wg_comm != "NONE" else None
+            if idx != n - 1:
+                ig[i] = g.comp(layer.name, "BWD_IG", layer.ig_compute, wg[i])
+            if i == bottom + 1:
+                first = layers[0]
+                embedding_ig_comm = g.coll(first.name, first.ig_comm, first.ig_bytes, scope(first, 1), ig[i])
+
+
+_LOOPS = {
+    "DATA": _data,
+    "MICRO": _micro,
+    "MODEL": _model,
+    "HYBRID_DATA_MODEL": _hybrid,
+    "HYBRID_MODEL_DATA": _hybrid,
+    "HYBRID_CUSTOMIZED": _hybrid,
+    "HYBRID_TRANSFORMER": _transformer,
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD": _transformer,
+    "HYBRID_DLRM": _dlrm,
+    "HYBRID_DLRM_ENHANCED": _dlrm,
+}
+
+
+def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: int | None = None,
+                          dims: Sequence[int] | None = None, passes: int = 1,
+                          chakra_ids: bool = False) -> ConvertedText:
+    """Convert a parsed text workload for ``npus`` NPUs (see the module docstring).
+
+    ``model_parallel_npus`` (M) overrides/sets the model-parallel group size;
+    ``dims`` are the network's dimension sizes (product ``npus``), used to
+    place whole-dimension groups with ``involved_dim``; ``passes`` training
+    iterations; ``chakra_ids`` numbers nodes with one counter across ranks.
+    Raises ConfigError for an M that does not divide ``npus``, a missing M
+    where the parallelism needs one, or bad ``dims``.
+    """
+    src = wl.source
+    if npus < 1:
+        raise ConfigError(f"{src}: --npus must be >= 1, got {npus}")
+    if passes < 1:
+        raise ConfigError(f"{src}: passes must be >= 1, got {passes}")
+    mp = model_parallel_npus if model_parallel_npus is not None else wl.model_parallel_npus
+    kind = wl.parallelism
+    if mp is not None:
+        if mp < 1 or npus % mp:
+            raise ConfigError(f"{src}: model-parallel group of {mp} NPUs does not divide {npus} NPUs")
+    elif kind == "HYBRID_CUSTOMIZED" and any(l.parallelism.startswith("HYBRID") for l in wl.layers):
+        raise ConfigError(f"{src}: HYBRID_CUSTOMIZED with hybrid layers needs the model-parallel group "
+                          f"size (--model-parallel-npus M)")
+    if dims is not None:
+        dims = list(dims)
+        product = 1
+        for d in dims:
+            product *= d
+        if not dims or min(dims) < 1 or product != npus:
+            raise ConfigError(f"{src}: dimension sizes {dims} do not multiply to {npus} NPUs")
+
+    def scope(layer: TextLayer, phase: int) -> tuple[str, str]:
+        policy = layer.parallelism or kind
+        role = _SCOPES[policy][phase]
+        if wl.parallelism.startswith("HYBRID_DLRM") and layer is wl.layers[0]:
+            role = "all"  # upstream: the embedding layer's collectives span every NPU
+        return (_LAYOUT.get(policy, "model_consecutive"), role)
+
+    all_scopes = {scope(layer, p) for layer in wl.layers for p in range(3)}
+    plans, groups = _plan_groups(npus, mp, all_scopes, dims, src)
+    g = _Graph(lambda s: plans[s].kind != "skip")
+    _LOOPS[kind](wl, g, passes, scope)
+    return ConvertedText(wl, npus, g.nodes, plans, groups, chakra_ids)
+
+
+def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
+                    comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+    """Write ``<prefix>.<rank>.et`` for every rank, and the comm-group JSON if needed.
+
+    The comm groups go to ``comm_groups_path`` (default
+    ``<prefix>.comm_groups.json``). Returns (trace paths, comm-group path or
+    None). Raises ConfigError if the output folder cannot be written.
+    """
+    prefix = os.fspath(prefix)
+    folder = Path(prefix).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{folder}: cannot create the output folder: {exc.strerror or exc}") from None
+    meta = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
+    paths = []
+    cache: dict[tuple, bytes] = {}
+    for rank in range(conv.npus):
+        path = Path(f"{prefix}.{rank}.et")
+        # Ranks that differ only in nothing write the same bytes: serialize once.
+        key = None if conv.chakra_ids else tuple(p.group_of[rank] if p.kind == "groups" else None
+                                                  for p in conv.plans.values())
+        try:
+            if key is not None and key in cache:
+                path.write_bytes(cache[key])
+            else:
+                write_rank_trace(path, conv.rank_nodes(rank), meta, version="")
+                if key is not None:
+                    cache[key] = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        paths.append(path)
+    groups_path = None
+    if conv.comm_groups:
+        groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
+        groups_path.write_text(json.dumps(conv.comm_groups, indent=1) + "\n")
+    return paths, groups_path

@@ -1,0 +1,81 @@
+"""Single-collective microbenchmark traces (``astra gen micro``).
+
+Every rank's trace holds one COMM_COLL node per iteration, as Chakra's own
+microbenchmark generator writes them (``src/generator/generator.py``
+``one_comm_coll_node_*``; the traces in ``../shared/reference/workload/micro``):
+node name ``<COLLECTIVE>``, attributes ``is_cpu_op`` false, ``comm_type``,
+``comm_size`` in bytes. Iterations run back to back (each depends on the
+previous one); an optional ``pg_name`` selects a comm group.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from astra_core.errors import ConfigError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.writer import make_node, write_rank_trace
+
+__all__ = ["COLLECTIVES", "parse_size", "write_micro"]
+
+#: CLI spelling -> Chakra CollectiveCommType name.
+COLLECTIVES = {
+    "all-reduce": "ALL_REDUCE",
+    "all-gather": "ALL_GATHER",
+    "reduce-scatter": "REDUCE_SCATTER",
+    "all-to-all": "ALL_TO_ALL",
+}
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*\Z")
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text``: ``1048576``, ``64MiB``, ``1GiB``, ``1.5MB`` (SI), ``64M`` (binary).
+
+    Raises ConfigError for anything else or a size that is not a whole number of bytes.
+    """
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise ConfigError(f"size: expected a byte count like 1048576, 64MiB or 1GB, got '{text}'")
+    value = float(match.group(1)) * _UNITS[unit]
+    if value != int(value) or value <= 0:
+        raise ConfigError(f"size: '{text}' is not a positive whole number of bytes")
+    return int(value)
+
+
+def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.PathLike,
+                iterations: int = 1, pg_name: str | None = None) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for ``npus`` ranks: ``iterations`` back-to-back collectives.
+
+    ``collective`` is a key of :data:`COLLECTIVES` (or a Chakra name such as
+    ``ALL_REDUCE``); ``size_bytes`` the collective's size. Returns the paths.
+    Raises ConfigError for an unknown collective, a bad count, or an
+    unwritable output folder.
+    """
+    kind = COLLECTIVES.get(collective.lower(), collective.upper())
+    if kind not in COLLECTIVES.values():
+        raise ConfigError(f"--collective: unknown collective '{collective}' "
+                          f"(expected one of {', '.join(COLLECTIVES)})")
+    if npus < 1 or iterations < 1 or size_bytes < 1:
+        raise ConfigError(f"micro: npus, iterations and size must be >= 1, got {npus}, {iterations}, {size_bytes}")
+    nodes = [make_node(i, kind, pb.COMM_COLL_NODE, data_deps=[i - 1] if i else [], is_cpu_op=False,
+                       comm_type=pb.CollectiveCommType.Value(kind), comm_size=size_bytes, pg_name=pg_name)
+             for i in range(iterations)]
+    folder = Path(os.fspath(prefix)).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes)
+        data = first.read_bytes()
+        paths = [first]
+        for rank in range(1, npus):
+            path = Path(f"{os.fspath(prefix)}.{rank}.et")
+            path.write_bytes(data)
+            paths.append(path)
+    except OSError as exc:
+        raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
+    return paths
