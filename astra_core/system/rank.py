@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from astra_core.events import EventQueue
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology
 from astra_core.system.comm_types import CommType
@@ -29,6 +30,29 @@ from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
     from astra_core.system.simulation import Simulation
+
+
+class _BackendClock:
+    """``now`` and ``schedule`` of any backend, as the event queue spells them."""
+
+    __slots__ = ("_backend", "schedule")
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.schedule = backend.schedule
+
+    @property
+    def now(self) -> float:
+        return self._backend.now()
+
+
+def _clock_of(backend):
+    """The backend's EventQueue when it schedules straight into one (a fast
+    path: attribute reads instead of calls), else an adapter."""
+    events = getattr(backend, "events", None)
+    if isinstance(events, EventQueue) and getattr(backend, "schedule", None) == events.schedule:
+        return events
+    return _BackendClock(backend)
 
 
 class CommGroup:
@@ -65,8 +89,7 @@ class RankSystem:
         self.sim = sim
         backend = sim.backend
         self.backend = backend
-        self._now = backend.now
-        self._schedule = backend.schedule
+        self._clock = _clock_of(backend)
         system = sim.system
         self.endpoint_delay_ns = int(system.endpoint_delay_ns)
         bw = system.local_mem_bw_gbps  # GB/s, 1 GB = 1e9 B (upstream Sys.cc) = bytes/ns
@@ -91,15 +114,16 @@ class RankSystem:
 
     # -- clock --------------------------------------------------------------
     def now(self) -> float:
-        return self._now()
+        return self._clock.now
 
     def register_event(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` after ``delay_ns``, batched per tick (upstream Sys)."""
-        tick = self._now() + delay_ns
+        clock = self._clock
+        tick = clock.now + delay_ns
         bucket = self.buckets.get(tick)
         if bucket is None:
             self.buckets[tick] = [(callback, arg)]
-            self._schedule(delay_ns, self._call_events, tick)
+            clock.schedule(delay_ns, self._call_events, tick)
         else:
             bucket.append((callback, arg))
 
