@@ -151,11 +151,13 @@ class RankSystem:
         return 3 * int(size / bw)
 
     # -- messages -------------------------------------------------------------
-    def send_collective(self, dst: int, size: int, stream: Stream) -> None:
-        self.sim.matcher.send(self.id, dst, size, stream.stream_id, None, None)
+    def send_collective(self, dst: int, size: int, tag: int) -> None:
+        """Send ``size`` bytes of the chunk tagged ``tag`` to rank ``dst``."""
+        self.sim.matcher.send(self.id, dst, size, tag, None, None)
 
-    def recv_collective(self, src: int, size: int, stream: Stream) -> None:
-        self.sim.matcher.recv(src, self.id, size, stream.stream_id, stream.consume, None)
+    def recv_collective(self, src: int, size: int, tag: int, on_received: Callable[[Any], None]) -> None:
+        """Expect ``size`` bytes of chunk ``tag`` from ``src``; ``on_received(None)`` on arrival."""
+        self.sim.matcher.recv(src, self.id, size, tag, on_received, None)
 
     # -- collectives ------------------------------------------------------------
     def generate_collective(self, comm_type: CommType, size: int, involved_dims: list[bool] | None,

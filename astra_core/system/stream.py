@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from astra_core.system.collectives.base import PACKET_RECEIVED, STREAM_INIT, CollectiveAlgorithm
+from astra_core.system.collectives.base import CollectiveAlgorithm
 
 if TYPE_CHECKING:
     from astra_core.system.rank import RankSystem
@@ -82,8 +82,4 @@ class Stream:
         """The stream got a slot on its queue: start the current phase."""
         self.initialized = True
         self.phase_start_ns = self.owner.now()
-        self.algorithm.run(STREAM_INIT)
-
-    def consume(self, _arg=None) -> None:
-        """A message this stream posted a receive for has arrived."""
-        self.algorithm.run(PACKET_RECEIVED)
+        self.algorithm.start()

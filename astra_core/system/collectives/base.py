@@ -9,12 +9,12 @@ with three events, exactly as upstream ASTRA-sim's ``Algorithm::run``:
 * ``GENERAL``: a packet bundle finished its local NPU<->memory transfer (and
   reduction, if any), so one more packet may be sent.
 
-A :class:`PacketBundle` models upstream's ``PacketBundle`` + ``MemBus`` without
-a shared-bus model: the transfer between the NPU and its memory takes the
-system's ``endpoint-delay`` (10 ns for a communicator-group ring, upstream's
-``Transmition::Fast``); a bundle that needs processing then takes
-``mem_write + 2 * mem_read`` of its size (read two operands, write the sum;
-upstream ``PacketBundle::call``).
+:meth:`CollectiveAlgorithm.send_bundle` models upstream's ``PacketBundle`` +
+``MemBus`` without a shared-bus model: the transfer between the NPU and its
+memory takes the system's ``endpoint-delay`` (10 ns for a communicator-group
+ring, upstream's ``Transmition::Fast``); a bundle that needs processing then
+takes ``mem_write + 2 * mem_read`` of its size (read two operands, write the
+sum; upstream ``PacketBundle::call``).
 """
 
 from __future__ import annotations
@@ -52,8 +52,22 @@ class CollectiveAlgorithm:
         self.final_data_size = data_size
         self.stream: Stream | None = None
 
-    def run(self, event: int, data: Any = None) -> None:  # pragma: no cover - abstract
+    def run(self, event: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # The three events as methods (the system layer calls these). Algorithms
+    # written as one state table implement run(); fast ones override these.
+    def start(self) -> None:
+        """STREAM_INIT: the phase got its queue slot."""
+        self.run(STREAM_INIT)
+
+    def received(self, _arg: Any = None) -> None:
+        """PACKET_RECEIVED: a message this phase posted a receive for arrived."""
+        self.run(PACKET_RECEIVED)
+
+    def general(self, _arg: Any = None) -> None:
+        """GENERAL: a packet bundle is through local memory."""
+        self.run(GENERAL)
 
     def waiting_for(self) -> str:
         """One-line description of what the phase waits on (for deadlock reports)."""
@@ -61,33 +75,26 @@ class CollectiveAlgorithm:
 
     # -- helpers shared by the algorithms ---------------------------------
     def send_bundle(self, size: int, needs_processing: bool, fast: bool) -> None:
-        """Move ``size`` bytes between NPU and memory, then signal GENERAL."""
-        PacketBundle(self.stream, size, needs_processing).start(fast)
+        """Move ``size`` bytes between NPU and memory (and reduce them if
+        ``needs_processing``), then signal GENERAL (upstream PacketBundle)."""
+        owner = self.stream.owner
+        delay = FAST_TRANSMISSION_NS if fast else owner.endpoint_delay_ns
+        owner.register_event(delay, self._reduce if needs_processing else self.general, size)
+
+    def _reduce(self, size: int) -> None:
+        owner = self.stream.owner
+        owner.register_event(owner.reduction_delay_ns(size), self.general)
+
+    def send(self, dst: int, size: int) -> None:
+        """Send ``size`` bytes of this chunk to rank ``dst``."""
+        stream = self.stream
+        stream.owner.send_collective(dst, size, stream.stream_id)
+
+    def recv(self, src: int, size: int) -> None:
+        """Post a receive of ``size`` bytes from rank ``src`` for this phase."""
+        stream = self.stream
+        stream.owner.recv_collective(src, size, stream.stream_id, self.received)
 
     def exit(self) -> None:
         """The phase is done on this rank: hand the stream to its next phase."""
         self.stream.owner.proceed_to_next_phase(self.stream)
-
-
-class PacketBundle:
-    """Packets on their way between NPU and local memory (upstream PacketBundle)."""
-
-    __slots__ = ("stream", "size", "needs_processing")
-
-    def __init__(self, stream: "Stream", size: int, needs_processing: bool):
-        self.stream = stream
-        self.size = size
-        self.needs_processing = needs_processing
-
-    def start(self, fast: bool) -> None:
-        owner = self.stream.owner
-        delay = FAST_TRANSMISSION_NS if fast else owner.endpoint_delay_ns
-        owner.register_event(delay, self._arrived)
-
-    def _arrived(self, _arg: Any = None) -> None:
-        owner = self.stream.owner
-        if self.needs_processing:
-            self.needs_processing = False
-            owner.register_event(owner.reduction_delay_ns(self.size), self._arrived)
-            return
-        self.stream.algorithm.run(GENERAL)

@@ -34,12 +34,12 @@ class DoubleBinaryTree(CollectiveAlgorithm):
         self.reductions = 0
 
     def _send(self, dst: int) -> None:
-        self.stream.owner.send_collective(dst, self.data_size, self.stream)
+        self.send(dst, self.data_size)
 
     def _recv(self, src: int) -> None:
-        self.stream.owner.recv_collective(src, self.data_size, self.stream)
+        self.recv(src, self.data_size)
 
-    def run(self, event: int, data=None) -> None:  # noqa: C901 - one upstream state table
+    def run(self, event: int) -> None:  # noqa: C901 - one upstream state table
         kind, state = self.kind, self.state
         leaf = kind == BinaryTree.LEAF
         inter = kind == BinaryTree.INTERMEDIATE

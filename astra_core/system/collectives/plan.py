@@ -27,13 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from astra_core.system.collectives.base import (
-    GENERAL,
-    PACKET_RECEIVED,
-    STREAM_INIT,
-    CollectiveAlgorithm,
-    PacketBundle,
-)
+from astra_core.system.collectives.base import CollectiveAlgorithm
 from astra_core.system.comm_types import CommType
 
 
@@ -96,7 +90,7 @@ def reduce_rule(comm_type: CommType) -> Callable[[bool], bool]:
 class WindowedPhase(CollectiveAlgorithm):
     """Executes a :class:`Plan` on one rank (ring, direct, halving-doubling)."""
 
-    __slots__ = ("plan", "name", "sent", "received", "inserted", "free")
+    __slots__ = ("plan", "name", "sent", "received_count", "inserted", "free")
 
     def __init__(self, name: str, comm_type: CommType, rank: int, data_size: int, plan: Plan):
         super().__init__(comm_type, rank, data_size)
@@ -104,43 +98,42 @@ class WindowedPhase(CollectiveAlgorithm):
         self.plan = plan
         self.final_data_size = plan.final_data_size
         self.sent = 0
-        self.received = 0
+        self.received_count = 0
         self.inserted = 0
         self.free = 0
 
-    def run(self, event: int, data=None) -> None:
-        if event == GENERAL:
-            self.free += 1
-            plan = self.plan
-            barrier = plan.barrier
-            if barrier is not None and self.sent >= barrier and self.received < barrier:
-                return  # slot banked until the first round is complete
-            messages = plan.messages
-            stream = self.stream
-            owner = stream.owner
-            while self.free and self.sent < len(messages) and self.sent < self.inserted:
-                dst, src, size = messages[self.sent]
-                owner.send_collective(dst, size, stream)
-                owner.recv_collective(src, size, stream)
-                self.sent += 1
-                self.free -= 1
-            if self.sent == len(messages) and self.free == plan.window:
-                self.exit()
-        elif event == PACKET_RECEIVED:
-            self.received += 1
+    def start(self) -> None:
+        for _ in range(self.plan.window):
             self._insert()
-        elif event == STREAM_INIT:
-            for _ in range(self.plan.window):
-                self._insert()
+
+    def received(self, _arg=None) -> None:
+        self.received_count += 1
+        self._insert()
+
+    def general(self, _arg=None) -> None:
+        self.free += 1
+        plan = self.plan
+        barrier = plan.barrier
+        if barrier is not None and self.sent >= barrier and self.received_count < barrier:
+            return  # slot banked until the first round is complete
+        messages = plan.messages
+        while self.free and self.sent < len(messages) and self.sent < self.inserted:
+            dst, src, size = messages[self.sent]
+            self.send(dst, size)
+            self.recv(src, size)
+            self.sent += 1
+            self.free -= 1
+        if self.sent == len(messages) and self.free == plan.window:
+            self.exit()
 
     def _insert(self) -> None:
         reduce, size = self.plan.packets[self.inserted]
         self.inserted += 1
-        PacketBundle(self.stream, size, reduce).start(self.plan.fast)
+        self.send_bundle(size, reduce, self.plan.fast)
 
     def waiting_for(self) -> str:
         plan = self.plan
         left = len(plan.messages) - self.sent
-        expected = ", ".join(str(src) for _, src, _ in plan.messages[self.received:self.sent][:4])
+        expected = ", ".join(str(src) for _, src, _ in plan.messages[self.received_count:self.sent][:4])
         return (f"{self.name} {self.comm_type.label} over ranks {list(plan.peers)}: {left} of "
                 f"{len(plan.messages)} messages not sent; waiting for rank(s) {expected or '-'}")
