@@ -40,7 +40,10 @@ class MessageMatcher:
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
              arg: Any, dim: int | None = None) -> None:
         """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive."""
-        ident = self._next((tag, src, dst, size), self._send_seq)
+        key = (tag, src, dst, size)
+        seq = self._send_seq.get(key, 0)
+        self._send_seq[key] = seq + 1
+        ident = (key, seq)
         entry = self._entries.get(ident)
         if entry is None:
             entry = self._entries[ident] = _Entry()
@@ -53,7 +56,10 @@ class MessageMatcher:
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
         """Post a receive; ``on_received(arg)`` runs when the matching message is in."""
-        ident = self._next((tag, src, dst, size), self._recv_seq)
+        key = (tag, src, dst, size)
+        seq = self._recv_seq.get(key, 0)
+        self._recv_seq[key] = seq + 1
+        ident = (key, seq)
         entry = self._entries.get(ident)
         if entry is None:
             entry = self._entries[ident] = _Entry()

@@ -47,6 +47,7 @@ class AnalyticalNetwork:
             self._dims.append((stride, dim.npus, kind, dim.latency_ns, dim.bandwidth_bytes_per_ns))
             stride *= dim.npus
         self.npus_count = stride
+        self._delays: dict[tuple[int, int, int], int] = {}  # (src, dst, bytes) -> ns
         self.bytes_sent = 0
         self.messages = 0
 
@@ -64,7 +65,10 @@ class AnalyticalNetwork:
         if self.physical is not None:
             delay = self.route_delay_ns(src, dst, size_bytes, tag)
         else:
-            delay = self.delay_ns(src, dst, size_bytes)
+            key = (src, dst, size_bytes)
+            delay = self._delays.get(key)
+            if delay is None:
+                delay = self._delays[key] = self.delay_ns(src, dst, size_bytes)
         self.events.schedule(delay, on_delivered, arg)
 
     def run(self) -> None:
