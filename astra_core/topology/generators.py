@@ -155,6 +155,32 @@ def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     return b.build(nodes, range(nodes, nodes))
 
 
+def mesh(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
+         latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
+    """A mesh of NPUs without switches: a torus without its wrap-around cables.
+
+    Node id ``x + dims[0] * (y + dims[1] * z)``, as :func:`torus`. Each
+    dimension of ``n`` nodes is a line of ``n - 1`` cables. NPUs relay each
+    other's traffic along shortest paths (dimensions in any order, ECMP).
+    """
+    dims = list(dims)
+    b = _Builder(f"mesh {'x'.join(map(str, dims))}")
+    b.check(len(dims) >= 1, "needs at least one dimension")
+    b.integer(1, **{f"dims[{i}]": n for i, n in enumerate(dims)})
+    b.positive(bandwidth_gbps=bandwidth_gbps)
+    b.latency(latency_ns=latency_ns)
+    nodes = 1
+    for n in dims:
+        nodes *= n
+    stride = 1
+    for n in dims:
+        for node in range(nodes):
+            if (node // stride) % n < n - 1:
+                b.cable(node, node + stride, bandwidth_gbps, latency_ns)
+        stride *= n
+    return b.build(nodes, range(nodes, nodes))
+
+
 def gpu_cluster(nodes: int, gpus_per_node: int, nvlink_gbps: float = NVLINK4_GBPS,
                 nvlink_latency_ns: float = NVLINK_LATENCY_NS, nic_gbps: float = NIC_GBPS,
                 nic_latency_ns: float = DEFAULT_LATENCY_NS, leaves: int | None = None,
