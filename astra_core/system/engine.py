@@ -25,7 +25,6 @@ time.
 
 from __future__ import annotations
 
-import heapq
 import json
 from typing import TYPE_CHECKING
 
@@ -65,8 +64,7 @@ class RankEngine:
         self.sys = RankSystem(rank, sim)
         self.nodes = graph.nodes
         self.pending_parents = list(graph.parent_counts)
-        self.ready: list[tuple[int, int]] = [(self.nodes[p].id, p) for p in graph.roots]
-        heapq.heapify(self.ready)
+        self.ready: list[tuple[int, int]] = [(self.nodes[p].id, p) for p in graph.roots]  # (id, position)
         self.slots = [0, 0, 0]
         self.done = 0
         self.started: dict[int, float] = {}  # position -> start time of running nodes
@@ -109,7 +107,7 @@ class RankEngine:
                     pos = item[1]
                     slot = _slot(nodes[pos])
                     if slot is not None and slots[slot]:
-                        heapq.heappush(ready, item)
+                        ready.append(item)
                     else:
                         self.issue(pos, slot)
                 again = self._issue_again
@@ -248,7 +246,7 @@ class RankEngine:
         for child in self.graph.children[pos]:
             counts[child] -= 1
             if counts[child] == 0:
-                heapq.heappush(ready, (nodes[child].id, child))
+                ready.append((nodes[child].id, child))
         self.issue_ready()
         self._check_finished()
 
