@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]' -e backends/analytical
+	$(BIN)/python -m pip install --quiet -e '.[test,ray]' -e backends/analytical
 	touch $(STAMP)
 
 setup: $(STAMP)
