@@ -10,6 +10,7 @@ import warnings
 import click
 from rich.console import Console
 
+from astra_core.cli_sweep import sweep
 from astra_core.cli_topology import topology
 from astra_core.cli_workload import convert, gen
 from astra_core.errors import AstraError, ConfigError
@@ -44,8 +45,14 @@ def main() -> None:
 @click.option("--backend", help="network backend (see `astra backends`)")
 @click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
 @click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
+@click.option("--csv", "csv_path", type=click.Path(),
+              help="write per-collective records (with per-phase times) as CSV")
+@click.option("--parquet", "parquet_path", type=click.Path(),
+              help="write per-collective records (with per-phase times) as Parquet")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
+              help="write PNG plots here: per-rank breakdown, timeline, link utilization")
 def run(workload, system, network, topology, dims, memory, comm_groups, backend, json_path,
-        timeline) -> None:
+        timeline, csv_path, parquet_path, plots_dir) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
     The network is network.yml's dimensions (--network), or a physical
@@ -53,15 +60,16 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
     logical dimensions the collectives run over given by --dims (sizes
     multiplying to its NPU count) or --network.
     """
-    from astra_core.api import simulate
+    from astra.api import simulate
     from astra_core.report.table import print_summary
 
     warnings.showwarning = _show_warning
     started = time.perf_counter()
     try:
         sizes = _parse_dims(dims) if dims else None
+        # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
-                          memory=memory, comm_groups=comm_groups, backend=backend)
+                          memory=memory, comm_groups=comm_groups, backend=backend, progress=True)
     except AstraError as exc:
         _fail(exc)
     wall = time.perf_counter() - started
@@ -75,6 +83,17 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
         from astra_core.report.timeline import write_timeline
 
         write_timeline(result, timeline)
+    try:
+        for path, kind in ((csv_path, "csv"), (parquet_path, "parquet")):
+            if path:
+                from astra_core.report.frames import write_collectives
+
+                write_collectives(result, path, kind)
+        if plots_dir:
+            for png in result.write_plots(plots_dir):
+                console.print(f"wrote {png}")
+    except AstraError as exc:
+        _fail(exc)
 
 
 def _parse_dims(text: str) -> list[int]:
@@ -105,6 +124,7 @@ def backends() -> None:
 main.add_command(topology)
 main.add_command(convert)
 main.add_command(gen)
+main.add_command(sweep)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

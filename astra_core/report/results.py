@@ -80,3 +80,59 @@ class RunResult:
         return {"backend": self.backend, "step_ns": self.step_ns,
                 "ranks": [r.to_dict() for r in self.ranks],
                 "messages": self.messages, "message_bytes": self.message_bytes}
+
+    # -- views and outputs (astra_core.report.*; pandas/matplotlib load on first use) -------
+    def breakdown(self) -> list:
+        """Per rank: compute, overlapped comm, exposed comm, idle (ns), adding up to
+        the finish time (:mod:`astra_core.report.breakdown`)."""
+        from astra_core.report.breakdown import breakdowns
+
+        return breakdowns(self)
+
+    def rank_frame(self):
+        """pandas DataFrame, one row per rank (:func:`astra_core.report.frames.rank_frame`)."""
+        from astra_core.report.frames import rank_frame
+
+        return rank_frame(self)
+
+    def collective_frame(self):
+        """pandas DataFrame, one row per collective per rank, with per-phase times."""
+        from astra_core.report.frames import collective_frame
+
+        return collective_frame(self)
+
+    def phase_frame(self):
+        """pandas DataFrame, one row per phase of every chunk of every collective."""
+        from astra_core.report.frames import phase_frame
+
+        return phase_frame(self)
+
+    def link_frame(self):
+        """pandas DataFrame of per-link statistics, or None if the backend keeps none."""
+        from astra_core.report.frames import link_frame
+
+        return link_frame(self)
+
+    def write_csv(self, path) -> None:
+        """Write the per-collective records as CSV."""
+        from astra_core.report.frames import write_collectives
+
+        write_collectives(self, path, "csv")
+
+    def write_parquet(self, path) -> None:
+        """Write the per-collective records as Parquet."""
+        from astra_core.report.frames import write_collectives
+
+        write_collectives(self, path, "parquet")
+
+    def write_plots(self, directory) -> list:
+        """Write breakdown.png, timeline.png (and links.png) into ``directory``; their paths."""
+        from astra_core.report.plots import write_plots
+
+        return write_plots(self, directory)
+
+    def write_timeline(self, path) -> None:
+        """Write a Chrome/Perfetto trace (:mod:`astra_core.report.timeline`)."""
+        from astra_core.report.timeline import write_timeline
+
+        write_timeline(self, path)

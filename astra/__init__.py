@@ -1,0 +1,25 @@
+"""astra: predict the step time of distributed ML training on a cluster that may not exist yet.
+
+The Python API in one screen::
+
+    import astra
+
+    report = astra.simulate(workload="examples/resnet50_dp/workload/Resnet50_DataParallel",
+                            system="examples/resnet50_dp/system.json",
+                            network="examples/resnet50_dp/network.yml")
+    report.step_ns                 # slowest rank's finish time, ns
+    report.ranks[0].exposed_comm_ns
+    report.rank_frame()            # pandas: one row per rank
+    report.collective_frame()      # pandas: one row per collective per rank, per-phase times
+    report.write_plots("plots/")   # breakdown.png, timeline.png (links.png)
+
+    results = astra.sweep("sweep.yaml")   # a grid of design points -> pandas DataFrame
+
+Configs are paths, config objects (:mod:`astra_core.config`) or plain dicts
+shaped like the files. The ``astra`` command line is a thin layer over this.
+"""
+
+from astra.api import Report, simulate
+from astra.sweeps import sweep
+
+__all__ = ["Report", "simulate", "sweep"]

@@ -1,0 +1,104 @@
+"""Per-collective records as flat rows: what ``--csv`` / ``--parquet`` write.
+
+One row per collective per rank (a symmetric run's rank 0 records are
+mirrored to every rank, with each rank's own node ids and names). Columns, in
+order (times in ns, sizes in bytes):
+
+``rank, node_id, name, type, bytes, group, chunks, start_ns, end_ns, duration_ns``
+    ``type`` is the Chakra collective name (``ALL_REDUCE``...); ``group`` the
+    communicator group ("" for all NPUs); ``chunks`` how many chunks
+    (``preferred-dataset-splits``) it was split into; ``start_ns`` when the
+    rank issued it, ``end_ns`` when its last chunk finished.
+``<phase>_dim<d>_ns`` (one column per phase kind in the run)
+    wall time during which at least one chunk of this collective was in that
+    phase on that network dimension, e.g. ``reduce_scatter_dim0_ns``,
+    ``all_reduce_dim1_ns``; empty (NaN) where a collective has no such phase.
+    Time a chunk waits for its turn on a dimension is not phase time, so the
+    phases of a collective may add up to less than its duration.
+
+:func:`phase_rows` has every phase of every chunk, one row each.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from astra_core.report.breakdown import total, union
+from astra_core.report.results import CollectiveRecord, RunResult
+from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
+
+BASE_COLUMNS = ("rank", "node_id", "name", "type", "bytes", "group", "chunks", "start_ns",
+                "end_ns", "duration_ns")
+PHASE_COLUMNS = ("rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns")
+_PHASE_ORDER = {"reduce-scatter": 0, "all-reduce": 1, "all-gather": 2, "all-to-all": 3}
+
+
+def phase_column(phase_type: str, dim: int) -> str:
+    """Column name of a phase kind: ``("reduce-scatter", 0)`` -> ``reduce_scatter_dim0_ns``."""
+    return f"{phase_type.replace('-', '_')}_dim{dim}_ns"
+
+
+def _records(result: RunResult) -> Iterator[tuple[int, Any, CollectiveRecord]]:
+    """(rank, ET node, record) per collective, mirrored over ranks in symmetric runs."""
+    if not getattr(result, "symmetric", False):
+        for record in result.collectives:
+            yield record.rank, record.node, record
+        return
+    graphs = getattr(result, "graphs", None) or []
+    engine = result.engines[0] if result.engines else None
+    position = {id(node): pos for pos, node in enumerate(engine.nodes)} if engine else {}
+    for r in result.ranks:
+        for record in result.collectives:
+            pos = position.get(id(record.node))
+            node = (graphs[r.rank].nodes[pos] if pos is not None and r.rank < len(graphs)
+                    else record.node)
+            yield r.rank, node, record
+
+
+def phase_kinds(result: RunResult) -> list[tuple[str, int]]:
+    """The (phase type, dimension) pairs that occur in the run, in execution order."""
+    kinds = {(t, d) for record in result.collectives for d, t, _, _ in record.dataset.phase_times}
+    return sorted(kinds, key=lambda k: (_PHASE_ORDER.get(k[0], 9), k[0], k[1]))
+
+
+def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, column names): one dict per collective per rank; see the module docstring."""
+    kinds = phase_kinds(result)
+    columns = list(BASE_COLUMNS) + [phase_column(t, d) for t, d in kinds]
+    per_record: dict[int, dict[str, float]] = {}
+    rows = []
+    for rank, node, record in _records(result):
+        ds = record.dataset
+        phases = per_record.get(id(record))
+        if phases is None:
+            grouped: dict[tuple[str, int], list[tuple[float, float]]] = {}
+            for d, t, start, end in ds.phase_times:
+                grouped.setdefault((t, d), []).append((start, end))
+            phases = per_record[id(record)] = {
+                phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()}
+        end = ds.finish_ns
+        row = {
+            "rank": rank, "node_id": node.id, "name": node.name,
+            "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
+            "bytes": node.comm_size, "group": node.pg_name or "", "chunks": ds.total_streams,
+            "start_ns": float(ds.start_ns), "end_ns": float("nan") if end is None else float(end),
+            "duration_ns": float("nan") if end is None else float(end - ds.start_ns),
+        }
+        for t, d in kinds:
+            column = phase_column(t, d)
+            row[column] = phases.get(column, float("nan"))
+        rows.append(row)
+    rows.sort(key=lambda row: (row["rank"], row["start_ns"], row["node_id"]))
+    return rows, columns
+
+
+def phase_rows(result: RunResult) -> list[dict[str, Any]]:
+    """One row per phase of every chunk: rank, node_id, dim, phase, start_ns, end_ns, duration_ns."""
+    rows = []
+    for rank, node, record in _records(result):
+        for d, t, start, end in record.dataset.phase_times:
+            rows.append({"rank": rank, "node_id": node.id, "dim": d, "phase": t,
+                         "start_ns": float(start), "end_ns": float(end),
+                         "duration_ns": float(end - start)})
+    rows.sort(key=lambda row: (row["rank"], row["start_ns"], row["node_id"], row["dim"]))
+    return rows

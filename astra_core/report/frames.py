@@ -1,0 +1,107 @@
+"""pandas DataFrames of a run, and the CSV / Parquet files ``astra run`` writes.
+
+pandas (and pyarrow, for Parquet) are imported on first use, so runs that
+write neither pay nothing for them.
+
+* :func:`rank_frame`: one row per rank: ``rank, finish_ns, compute_ns,
+  cpu_ns, comm_ns, exposed_comm_ns`` (upstream's definitions, see
+  :class:`~astra_core.report.results.RankResult`) and the disjoint breakdown
+  ``compute_only_ns, overlapped_comm_ns, comm_only_ns, idle_ns`` (they add up
+  to ``finish_ns``; :mod:`astra_core.report.breakdown`).
+* :func:`collective_frame`: one row per collective per rank
+  (:mod:`astra_core.report.collectives`).
+* :func:`phase_frame`: one row per phase of every chunk.
+* :func:`link_frame`: one row per directed link, for backends that keep link
+  statistics (:mod:`astra_core.report.links`); None otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from astra_core.errors import AstraError
+from astra_core.report.breakdown import breakdowns
+from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
+from astra_core.report.links import LINK_COLUMNS, link_stats
+from astra_core.report.results import RunResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RANK_COLUMNS = ("rank", "finish_ns", "compute_ns", "cpu_ns", "comm_ns", "exposed_comm_ns",
+                "compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns")
+_INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue")
+
+
+def _frame(rows: list[dict], columns) -> "pd.DataFrame":
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=list(columns))
+    for column in frame.columns:
+        if column in _INT_COLUMNS:
+            frame[column] = frame[column].astype("int64")
+        elif column.endswith("_ns") or column in ("utilization", "bandwidth_bytes_per_ns"):
+            frame[column] = frame[column].astype("float64")
+        else:
+            frame[column] = frame[column].astype(str)
+    return frame
+
+
+def rank_frame(result: RunResult) -> "pd.DataFrame":
+    """Per-rank times (ns); see the module docstring for the columns."""
+    split = {b.rank: b for b in breakdowns(result)}
+    rows = []
+    for r in result.ranks:
+        row = r.to_dict()
+        b = split.get(r.rank)
+        row.update(compute_only_ns=b.compute_only_ns if b else float("nan"),
+                   overlapped_comm_ns=b.overlapped_comm_ns if b else float("nan"),
+                   comm_only_ns=b.comm_only_ns if b else float("nan"),
+                   idle_ns=b.idle_ns if b else float("nan"))
+        rows.append(row)
+    return _frame(rows, RANK_COLUMNS)
+
+
+def collective_frame(result: RunResult) -> "pd.DataFrame":
+    """Per-collective records, one row per collective per rank."""
+    rows, columns = collective_rows(result)
+    return _frame(rows, columns)
+
+
+def phase_frame(result: RunResult) -> "pd.DataFrame":
+    """Every phase of every chunk: rank, node_id, dim, phase, start_ns, end_ns, duration_ns."""
+    return _frame(phase_rows(result), PHASE_COLUMNS)
+
+
+def link_frame(result: RunResult) -> "pd.DataFrame | None":
+    """Per-link statistics, or None when the backend keeps none."""
+    stats = link_stats(result)
+    if stats is None:
+        return None
+    return _frame([s.to_dict() for s in stats], LINK_COLUMNS)
+
+
+def write_frame(frame: "pd.DataFrame", path: str | os.PathLike, kind: str) -> Path:
+    """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path``; parent dirs are created.
+
+    Raises AstraError naming the path when it cannot be written.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "csv":
+            frame.to_csv(path, index=False)
+        elif kind == "parquet":
+            frame.to_parquet(path, index=False, engine="pyarrow")
+        else:
+            raise ValueError(f"unknown table format {kind!r}")
+    except OSError as exc:
+        raise AstraError(f"{path}: cannot write {kind}: {exc.strerror or exc}") from None
+    return path
+
+
+def write_collectives(result: RunResult, path: str | os.PathLike, kind: str) -> Path:
+    """Write the per-collective records of ``result`` (``astra run --csv/--parquet``)."""
+    return write_frame(collective_frame(result), path, kind)

@@ -1,0 +1,75 @@
+"""Per-link statistics of backends that model links.
+
+A backend exposes link statistics by having, after its run,
+
+* ``topology``: a :class:`~astra_core.topology.physical.PhysicalTopology`
+  (``link_src[i]``, ``link_dst[i]``, ``link_bandwidth[i]`` in bytes/ns,
+  ``link_latency[i]`` in ns for each directed link ``i``);
+* ``link_bytes[i]``: bytes that crossed link ``i``;
+* ``link_busy_ns[i]``: ns during which link ``i`` was transmitting;
+* optionally ``max_queue[i]``: the most messages that waited for link ``i``.
+
+The congestion-aware analytical backend does (``analytical-congestion``);
+any plugin backend can offer the same attributes and gets the same table and
+plot. Utilization is busy time over the step time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from astra_core.report.results import RunResult
+
+LINK_COLUMNS = ("link", "src", "dst", "kind", "bandwidth_bytes_per_ns", "latency_ns", "bytes",
+                "busy_ns", "utilization", "max_queue")
+
+
+@dataclass(frozen=True)
+class LinkStat:
+    """One directed link after a run. ``kind``: ``npu-switch``, ``switch-npu``,
+    ``switch-switch`` or ``npu-npu``; ``utilization``: busy_ns / step_ns (0..1);
+    ``max_queue``: -1 when the backend does not count queues."""
+
+    link: int
+    src: int
+    dst: int
+    kind: str
+    bandwidth_bytes_per_ns: float
+    latency_ns: float
+    bytes: int
+    busy_ns: float
+    utilization: float
+    max_queue: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def has_link_stats(network: Any) -> bool:
+    """Whether a backend object exposes the attributes listed in the module docstring."""
+    topology = getattr(network, "topology", None)
+    return (topology is not None and hasattr(topology, "link_src")
+            and hasattr(network, "link_bytes") and hasattr(network, "link_busy_ns"))
+
+
+def link_stats(result: RunResult) -> list[LinkStat] | None:
+    """Statistics of every directed link, or None if the backend keeps none."""
+    network = result.network
+    if not has_link_stats(network):
+        return None
+    topo = network.topology
+    switches = getattr(topo, "switches", frozenset())
+    queues = getattr(network, "max_queue", None)
+    step = result.step_ns
+    stats = []
+    for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):
+        kind = f"{'switch' if src in switches else 'npu'}-{'switch' if dst in switches else 'npu'}"
+        busy = network.link_busy_ns[i]
+        stats.append(LinkStat(
+            link=i, src=src, dst=dst, kind=kind,
+            bandwidth_bytes_per_ns=float(topo.link_bandwidth[i]),
+            latency_ns=float(topo.link_latency[i]), bytes=int(network.link_bytes[i]),
+            busy_ns=float(busy), utilization=float(busy / step) if step else 0.0,
+            max_queue=int(queues[i]) if queues is not None else -1))
+    return stats

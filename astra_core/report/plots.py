@@ -1,0 +1,168 @@
+"""PNG plots of a run (``astra run --plots DIR``), drawn with matplotlib's Agg backend.
+
+* ``breakdown.png``: per rank, a stacked bar of compute, overlapped
+  communication, exposed communication and idle time (the disjoint parts of
+  :mod:`astra_core.report.breakdown`, adding up to the rank's finish time).
+  Runs with more than :data:`MAX_BARS` ranks show groups of consecutive ranks
+  (their mean).
+* ``timeline.png``: per rank, when compute ran (upper half of its row) and
+  when communication was in flight (lower half); up to :data:`MAX_TIMELINE_RANKS`
+  ranks, evenly spaced, for larger runs.
+* ``links.png``: utilization (busy time / step time) of every directed link,
+  coloured by link kind, for backends that keep link statistics
+  (:mod:`astra_core.report.links`); one bar per link up to
+  :data:`MAX_LINK_BARS` links, the sorted utilization curve beyond.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from astra_core.errors import AstraError
+from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
+from astra_core.report.links import link_stats
+from astra_core.report.results import RunResult
+
+MAX_BARS = 64
+MAX_TIMELINE_RANKS = 32
+MAX_LINK_BARS = 256
+COLORS = {"compute": "tab:blue", "overlapped": "tab:cyan", "exposed": "tab:red",
+          "idle": "lightgray"}
+LINK_COLORS = {"npu-switch": "tab:blue", "switch-npu": "tab:green",
+               "switch-switch": "tab:orange", "npu-npu": "tab:purple"}
+
+
+def time_unit(ns: float) -> tuple[float, str]:
+    """(divisor, name) that shows ``ns`` as a number below 1000: ns, µs, ms or s."""
+    for divisor, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if ns >= divisor:
+            return divisor, name
+    return 1.0, "ns"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
+    finally:
+        _pyplot().close(fig)
+    return path
+
+
+def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
+    """Per-rank stacked bars of compute / overlapped comm / exposed comm / idle."""
+    plt = _pyplot()
+    parts = breakdowns(result)
+    if len(parts) <= MAX_BARS:
+        groups = [[b] for b in parts]
+        labels = [str(b.rank) for b in parts]
+    else:
+        size = -(-len(parts) // MAX_BARS)
+        groups = [parts[i:i + size] for i in range(0, len(parts), size)]
+        labels = [f"{g[0].rank}-{g[-1].rank}" for g in groups]
+
+    def mean(group, attr):
+        return sum(getattr(b, attr) for b in group) / len(group)
+
+    divisor, unit = time_unit(result.step_ns)
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.28 * len(groups) + 1.5)))
+    left = [0.0] * len(groups)
+    ys = range(len(groups))
+    for attr, key, label in (("compute_only_ns", "compute", "compute"),
+                             ("overlapped_comm_ns", "overlapped", "overlapped communication"),
+                             ("comm_only_ns", "exposed", "exposed communication"),
+                             ("idle_ns", "idle", "idle")):
+        widths = [mean(g, attr) / divisor for g in groups]
+        ax.barh(ys, widths, left=left, color=COLORS[key], label=label, height=0.8)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(list(ys))
+    ax.set_yticklabels(labels, fontsize=8 if len(groups) > 16 else 10)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_ylabel("rank" if len(parts) <= MAX_BARS else "ranks (mean of each group)")
+    ax.set_title(f"Where the time goes — {len(parts)} NPUs, backend {result.backend}, "
+                 f"step {result.step_ns / divisor:,.3f} {unit}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / len(groups)), ncol=4,
+              frameon=False)
+    return _save(fig, Path(path))
+
+
+def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
+    """When each rank computed and communicated, one row per rank."""
+    plt = _pyplot()
+    tracks = rank_tracks(result)
+    if len(tracks) > MAX_TIMELINE_RANKS:
+        step = (len(tracks) - 1) / (MAX_TIMELINE_RANKS - 1)
+        tracks = [tracks[round(i * step)] for i in range(MAX_TIMELINE_RANKS)]
+    divisor, unit = time_unit(result.step_ns)
+    fig, ax = plt.subplots(figsize=(11, max(2.5, 0.4 * len(tracks) + 1.2)))
+    for row, (rank, records, nodes) in enumerate(tracks):
+        compute, comm = busy_intervals(records, nodes)
+        ax.broken_barh([(s / divisor, (e - s) / divisor) for s, e in compute], (row - 0.4, 0.4),
+                       facecolors=COLORS["compute"], label="compute" if row == 0 else None)
+        ax.broken_barh([(s / divisor, (e - s) / divisor) for s, e in comm], (row, 0.4),
+                       facecolors=COLORS["exposed"], label="communication" if row == 0 else None)
+    ax.set_yticks(range(len(tracks)))
+    ax.set_yticklabels([str(t[0]) for t in tracks], fontsize=8 if len(tracks) > 16 else 10)
+    ax.set_ylim(len(tracks) - 0.5, -0.5)
+    ax.set_xlim(0, result.step_ns / divisor if result.step_ns else 1)
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.set_ylabel("rank")
+    shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
+    ax.set_title(f"Timeline — backend {result.backend}{shown}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1 - 0.5 / len(tracks)), ncol=2,
+              frameon=False)
+    return _save(fig, Path(path))
+
+
+def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
+    """Utilization of every link (None, and no file, if the backend keeps no link stats)."""
+    stats = link_stats(result)
+    if not stats:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4))
+    kinds = [k for k in LINK_COLORS if any(s.kind == k for s in stats)]
+    if len(stats) <= MAX_LINK_BARS:
+        for kind in kinds:
+            mine = [s for s in stats if s.kind == kind]
+            ax.bar([s.link for s in mine], [100 * s.utilization for s in mine], width=0.9,
+                   color=LINK_COLORS[kind], label=kind)
+        ax.set_xlabel("link id")
+    else:
+        for kind in kinds:
+            values = sorted((100 * s.utilization for s in stats if s.kind == kind), reverse=True)
+            ax.plot(range(len(values)), values, color=LINK_COLORS[kind], label=kind)
+        ax.set_xlabel("links of a kind, busiest first")
+    busiest = max(stats, key=lambda s: s.utilization)
+    ax.set_ylabel("utilization (% of step time busy)")
+    ax.set_title(f"Link utilization — backend {result.backend}, {len(stats)} links; busiest: "
+                 f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%")
+    ax.legend(frameon=False)
+    return _save(fig, Path(path))
+
+
+def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:
+    """Write breakdown.png, timeline.png and (if the backend has link stats) links.png."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AstraError(f"{directory}: cannot create plot directory: {exc.strerror or exc}") from None
+    written = [plot_breakdown(result, directory / "breakdown.png"),
+               plot_timeline(result, directory / "timeline.png")]
+    links = plot_links(result, directory / "links.png")
+    if links is not None:
+        written.append(links)
+    return written

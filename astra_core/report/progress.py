@@ -1,0 +1,95 @@
+"""A live progress line for long runs: simulated time and events per second (rich).
+
+:class:`RunProgress` is a context manager and an observer plugin: register it
+on the plugin manager a run uses and it attaches to the run through the
+``astra_run_started`` hook. Backends that keep their events in an
+:class:`~astra_core.events.EventQueue` named ``events`` report every
+:data:`~astra_core.events.PROGRESS_EVERY` events; other backends show the
+elapsed time only. The line is drawn only when the console is a terminal and
+removed when the run ends (``transient``), so redirected output stays clean.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from astra_core.events import EventQueue
+from astra_core.hookspecs import hookimpl
+from astra_core.report.plots import time_unit
+
+
+def format_sim_time(ns: float) -> str:
+    divisor, unit = time_unit(ns)
+    return f"{ns / divisor:,.3f} {unit}"
+
+
+class RunProgress:
+    """Progress display of one simulation on ``console`` (default: stderr).
+
+    ``enabled`` defaults to whether the console is a terminal. ``updates``
+    counts the progress reports received (tests use it).
+    """
+
+    def __init__(self, console: Console | None = None, *, enabled: bool | None = None):
+        self.console = console or Console(stderr=True)
+        self.enabled = self.console.is_terminal if enabled is None else enabled
+        self.updates = 0
+        self._progress: Progress | None = None
+        self._task = None
+        self._queue: EventQueue | None = None
+        self._started = 0.0
+        self._first_events = 0
+
+    # -- context manager -------------------------------------------------------------
+    def __enter__(self) -> "RunProgress":
+        if self.enabled:
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("[bold]simulating"),
+                TextColumn("{task.fields[simulated]}"), TextColumn("{task.fields[events]}"),
+                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                console=self.console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("run", total=None, simulated="t = 0 ns",
+                                                 events="", rate="")
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._queue is not None:
+            self._queue.progress = None
+            self._queue = None
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # -- observer hooks --------------------------------------------------------------
+    @hookimpl
+    def astra_run_started(self, run) -> None:
+        queue = getattr(run.backend, "events", None)
+        if isinstance(queue, EventQueue) and self._progress is not None:
+            self._queue = queue
+            self._first_events = queue.events_processed
+            queue.progress = self.update
+        self._started = time.perf_counter()
+
+    @hookimpl
+    def astra_run_finished(self, run, report) -> None:
+        if self._queue is not None:
+            self.update(self._queue.now, self._queue.events_processed)
+            self._queue.progress = None
+            self._queue = None
+
+    # -- reports -----------------------------------------------------------------------
+    def update(self, now_ns: float, events_processed: int) -> None:
+        """Show simulated time ``now_ns`` and the event rate so far."""
+        self.updates += 1
+        if self._progress is None:
+            return
+        events = events_processed - self._first_events
+        wall = max(time.perf_counter() - self._started, 1e-9)
+        self._progress.update(self._task, simulated=f"t = {format_sim_time(now_ns)}",
+                              events=f"{events:,} events", rate=f"{events / wall:,.0f} events/s")

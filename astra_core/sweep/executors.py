@@ -1,0 +1,87 @@
+"""Where the points of a sweep run: in this process, a local process pool, or Ray.
+
+Each executor calls ``on_row(row)`` in the calling process as each point
+finishes (in completion order), so results can be saved one by one and a
+sweep resumed after an interruption. Points never raise
+(:func:`~astra_core.sweep.point.run_point`); a worker that dies (a crash, not
+an exception) fails only the points it held, with that as their error.
+
+* :func:`run_serial`: one point after another in this process (``workers=1``).
+* :func:`run_pool`: :class:`concurrent.futures.ProcessPoolExecutor`, one
+  worker per CPU by default, spawned (not forked) so workers start clean.
+* :func:`run_ray`: Ray tasks (one CPU each) on a cluster at ``address``, or on
+  a local Ray instance started for the sweep when ``address`` is None. The
+  cluster's nodes need astra and every file the spec names at the same paths.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Sequence
+
+from astra_core.errors import AstraError
+from astra_core.sweep.point import failed_row, run_point
+
+OnRow = Callable[[dict[str, Any]], None]
+
+
+def default_workers() -> int:
+    """One worker per CPU this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_serial(tasks: Sequence[dict], on_row: OnRow) -> None:
+    for task in tasks:
+        on_row(run_point(task))
+
+
+def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int | None = None) -> None:
+    if not tasks:
+        return
+    workers = min(workers or default_workers(), len(tasks))
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(run_point, task): task for task in tasks}
+        for future in as_completed(futures):
+            try:
+                row = future.result()
+            except BrokenProcessPool:
+                row = failed_row(futures[future], "worker process died (crashed or was killed)")
+            on_row(row)
+
+
+def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise AstraError("--ray needs Ray: pip install 'ray>=2.9'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = address or "a local Ray instance"
+            raise AstraError(f"cannot start or reach Ray at {where}: {exc}") from None
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_point)
+        pending = {remote.remote(task): task for task in tasks}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                task = pending.pop(ref)
+                try:
+                    row = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    message = str(exc).strip().splitlines()
+                    row = failed_row(task, f"Ray task failed: {message[0] if message else exc}")
+                on_row(row)
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,139 @@
+"""Running one design point (in a worker process or a Ray task) and what it reports.
+
+:func:`run_point` takes a task ``{"index", "key", "run"}`` (``run`` from
+:func:`~astra_core.sweep.spec.resolve_point`) and always returns a row dict:
+never raises, so one bad point cannot stop a sweep. A row has ``point``
+(index), ``key``, ``status`` (``ok`` or ``error``), ``error`` (one line, ""
+when ok), ``wall_s`` and the metrics of :data:`METRICS` (NaN on error):
+
+================== =========================================================
+step_ns            slowest rank's finish time (the step time)
+compute_ns         GPU compute time, most of any rank
+comm_ns            time with communication in flight, most of any rank
+exposed_comm_ns    upstream's exposed communication (finish - compute), most of any rank
+compute_only_ns,   the disjoint breakdown (astra_core.report.breakdown),
+overlapped_comm_ns mean over ranks
+comm_only_ns,
+idle_ns
+npus               NPU count
+messages,          messages and bytes the network carried
+message_bytes
+backend            the backend that ran (resolved default)
+================== =========================================================
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import traceback
+from typing import Any
+
+from astra_core.config.files import read_json, read_yaml
+from astra_core.config.issues import Problems
+from astra_core.errors import AstraError, ConfigError
+
+METRICS = ("step_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "compute_only_ns",
+           "overlapped_comm_ns", "comm_only_ns", "idle_ns", "npus", "messages", "message_bytes",
+           "backend")
+_READERS = {"system": read_json, "network": read_yaml, "memory": read_json}
+
+
+def _raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
+    """The mapping behind config ``root`` (read from its file if a path), and its source name."""
+    value = run.get(root)
+    if value is None:
+        if root == "backend_config":
+            return {}, "backend_config"
+        raise ConfigError(f"sweep: {root}.* is swept but the base has no {root}")
+    if isinstance(value, dict):
+        return copy.deepcopy(value), root
+    problems = Problems(str(value))
+    data = _READERS[root](value, problems)
+    problems.raise_if_any()
+    return data, str(value)
+
+
+def _set(data: Any, source: str, root: str, key: str, index: int | None, value: Any) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {root}.{key}: the config is not a mapping")
+    if index is None:
+        data[key] = value
+        return
+    entries = data.get(key)
+    if not isinstance(entries, list):
+        raise ConfigError(f"{source}: {key}: is not a list, so [{index}] cannot be swept")
+    if index >= len(entries):
+        raise ConfigError(f"{source}: {key}[{index}]: out of range ({len(entries)} entries)")
+    entries[index] = value
+
+
+def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
+    """``astra.simulate`` keyword arguments for a resolved run, with every override applied."""
+    from astra_core.config.memory import MemoryConfig
+    from astra_core.config.network import NetworkConfig
+    from astra_core.config.system import SystemConfig
+
+    args = {k: v for k, v in run.items() if k != "overrides" and v is not None}
+    edited: dict[str, tuple[Any, str]] = {}
+    for root, key, index, value in run.get("overrides", []):
+        if root not in edited:
+            edited[root] = _raw_config(run, root)
+        data, source = edited[root]
+        _set(data, source, root, key, index, value)
+    kinds = {"system": SystemConfig, "network": NetworkConfig, "memory": MemoryConfig}
+    for root, (data, source) in edited.items():
+        args[root] = data if root == "backend_config" else kinds[root].from_dict(data, source=source)
+    if isinstance(args.get("dims"), str):
+        try:
+            args["dims"] = [int(x) for x in args["dims"].lower().replace(",", "x").split("x")]
+        except ValueError:
+            raise ConfigError(f"sweep: dims: expected sizes like 8x16, got {args['dims']!r}") from None
+    return args
+
+
+def metrics(result) -> dict[str, Any]:
+    """The :data:`METRICS` of one RunResult."""
+    ranks = result.ranks
+    parts = result.breakdown()
+
+    def mean(attr: str) -> float:
+        return sum(getattr(b, attr) for b in parts) / len(parts) if parts else math.nan
+
+    return {"step_ns": float(result.step_ns),
+            "compute_ns": float(max((r.compute_ns for r in ranks), default=math.nan)),
+            "comm_ns": float(max((r.comm_ns for r in ranks), default=math.nan)),
+            "exposed_comm_ns": float(max((r.exposed_comm_ns for r in ranks), default=math.nan)),
+            "compute_only_ns": mean("compute_only_ns"),
+            "overlapped_comm_ns": mean("overlapped_comm_ns"),
+            "comm_only_ns": mean("comm_only_ns"), "idle_ns": mean("idle_ns"),
+            "npus": len(ranks), "messages": int(result.messages),
+            "message_bytes": int(result.message_bytes), "backend": result.backend}
+
+
+def failed_row(task: dict[str, Any], error: str) -> dict[str, Any]:
+    """The row of a point that did not produce results."""
+    row = {"point": task["index"], "key": task["key"], "status": "error", "error": error,
+           "wall_s": math.nan}
+    row.update({m: math.nan for m in METRICS})
+    row["backend"] = ""
+    return row
+
+
+def run_point(task: dict[str, Any]) -> dict[str, Any]:
+    """Simulate one point; a row for the results table (never raises)."""
+    from astra_core.api import simulate
+
+    started = time.perf_counter()
+    try:
+        result = simulate(**build_arguments(task["run"]))
+    except AstraError as exc:
+        return failed_row(task, " | ".join(str(exc).splitlines()) or type(exc).__name__)
+    except Exception as exc:  # a bug: keep where it happened, but do not stop the sweep
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return failed_row(task, f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+    row = {"point": task["index"], "key": task["key"], "status": "ok", "error": "",
+           "wall_s": time.perf_counter() - started}
+    row.update(metrics(result))
+    return row

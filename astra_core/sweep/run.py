@@ -1,0 +1,91 @@
+"""Running a sweep: resolve points, skip finished ones, execute the rest, write the table."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from astra_core.errors import AstraError
+from astra_core.sweep.executors import run_pool, run_ray, run_serial
+from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, point_key, resolve_point
+from astra_core.sweep.table import PointLog, plot_results, results_frame, write_results
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: the results table (pandas), files written, points run and skipped."""
+
+    frame: Any
+    files: list[Path] = field(default_factory=list)
+    ran: int = 0
+    skipped: int = 0
+
+    @property
+    def failed(self) -> int:
+        return int((self.frame["status"] != "ok").sum())
+
+
+def as_spec(spec: SweepSpec | str | os.PathLike | dict) -> SweepSpec:
+    """A SweepSpec from a spec, a spec file, or a spec mapping (paths relative to the cwd)."""
+    if isinstance(spec, SweepSpec):
+        return spec
+    if isinstance(spec, dict):
+        return parse_spec(spec, "<sweep spec>", Path.cwd())
+    return load_spec(spec)
+
+
+def run_sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.PathLike | None = None,
+              workers: int | None = None, ray: bool | str | None = None, fresh: bool = False,
+              on_row: Callable[[dict], None] | None = None,
+              on_start: Callable[[int, int], None] | None = None) -> SweepOutcome:
+    """Run every point of ``spec`` not finished before; write results and plot.
+
+    ``output``: results directory (default: the spec's). ``workers``: process
+    pool size (default: one per CPU; 1 runs in this process). ``ray``: True
+    for a local Ray instance, or a cluster address (``auto``,
+    ``ray://host:10001``). ``fresh``: forget earlier results. ``on_start(to_run,
+    skipped)`` and ``on_row(row)`` observe progress. Raises AstraError for a
+    bad spec or unwritable output; failing points are rows with their error.
+    """
+    spec = as_spec(spec)
+    directory = Path(output).resolve() if output is not None else spec.output
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AstraError(f"{directory}: cannot create sweep output: {exc.strerror or exc}") from None
+    log = PointLog(directory)
+    if fresh:
+        log.clear()
+    done = log.load()
+    keys, tasks = [], []
+    for index, overrides in enumerate(spec.points):
+        run = resolve_point(spec, overrides)
+        key = point_key(run)
+        keys.append(key)
+        previous = done.get(key)
+        if previous is None or previous.get("status") != "ok":
+            tasks.append({"index": index, "key": key, "run": run})
+    skipped = len(spec.points) - len(tasks)
+    if on_start is not None:
+        on_start(len(tasks), skipped)
+
+    def record(row: dict) -> None:
+        log.append(row)
+        done[row["key"]] = row
+        if on_row is not None:
+            on_row(row)
+
+    if ray:
+        run_ray(tasks, record, address=None if ray is True else str(ray))
+    elif workers == 1:
+        run_serial(tasks, record)
+    else:
+        run_pool(tasks, record, workers)
+    frame = results_frame(spec, keys, done)
+    files = write_results(frame, directory)
+    plot = plot_results(frame, spec, directory / f"{spec.metric}.png")
+    if plot is not None:
+        files.append(plot)
+    return SweepOutcome(frame=frame, files=files, ran=len(tasks), skipped=skipped)

@@ -1,0 +1,145 @@
+"""A sweep's results: the resumable point log, the results table, and its plot.
+
+The output directory holds:
+
+* ``points.jsonl``: one JSON row per finished point, appended as each point
+  finishes (the resume log: a point whose key has an ``ok`` row is not run
+  again; failed points are retried);
+* ``results.parquet`` and ``results.csv``: one row per point of the spec, in
+  spec order: ``point``, one column per swept parameter (named as in the
+  spec; lists and mixed-type values as JSON text), ``status``, the metrics of
+  :mod:`astra_core.sweep.point`, ``wall_s``, ``error`` and ``key``;
+* ``<metric>.png``: the metric against the ``x`` parameter, one line per
+  combination of the other parameters (failed points left out and counted in
+  the title).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from astra_core.errors import AstraError
+from astra_core.report.plots import time_unit
+from astra_core.sweep.point import METRICS
+from astra_core.sweep.spec import SweepSpec
+
+LOG_NAME = "points.jsonl"
+MAX_LINES = 12
+
+
+class PointLog:
+    """The append-only ``points.jsonl`` of an output directory."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / LOG_NAME
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """Last row per point key (unreadable trailing lines of a killed run are skipped)."""
+        rows: dict[str, dict[str, Any]] = {}
+        if not self.path.is_file():
+            return rows
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "key" in row:
+                rows[row["key"]] = row
+        return rows
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+            f.flush()
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _column(values: list[Any]) -> list[Any]:
+    """Parameter values as one Parquet-compatible column (JSON text unless uniform scalars)."""
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, bool) for v in present) or all(isinstance(v, str) for v in present):
+        return values
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return [math.nan if v is None else v for v in values]
+    return [None if v is None else json.dumps(v) for v in values]
+
+
+def results_frame(spec: SweepSpec, keys: list[str], rows: dict[str, dict[str, Any]]):
+    """The results table (pandas) of ``spec``'s points, ``keys[i]`` being point i's key."""
+    import pandas as pd
+
+    columns: dict[str, list[Any]] = {"point": list(range(len(spec.points)))}
+    for name in spec.parameters:
+        columns[name] = _column([point.get(name) for point in spec.points])
+    found = [rows.get(key) for key in keys]
+    columns["status"] = [row["status"] if row else "not run" for row in found]
+    for name in (*METRICS, "wall_s"):
+        default = "" if name == "backend" else math.nan
+        columns[name] = [row.get(name, default) if row else default for row in found]
+    columns["error"] = [row.get("error", "") if row else "" for row in found]
+    columns["key"] = keys
+    frame = pd.DataFrame(columns)
+    for name in ("npus", "messages", "message_bytes"):
+        if frame[name].notna().all():
+            frame[name] = frame[name].astype("int64")
+    return frame
+
+
+def write_results(frame, directory: Path) -> list[Path]:
+    """results.parquet and results.csv in ``directory``."""
+    paths = [directory / "results.parquet", directory / "results.csv"]
+    try:
+        frame.to_parquet(paths[0], index=False, engine="pyarrow")
+        frame.to_csv(paths[1], index=False)
+    except OSError as exc:
+        raise AstraError(f"{directory}: cannot write sweep results: {exc.strerror or exc}") from None
+    return paths
+
+
+def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
+    """The swept metric against ``spec.x`` (None if there is no x or no such metric)."""
+    metric, x = spec.metric, spec.x
+    if x is None or metric not in frame.columns:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    ok = frame[frame["status"] == "ok"]
+    others = [p for p in spec.parameters if p != x and ok[p].nunique(dropna=False) > 1]
+    numeric_x = ok[x].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
+    scale, unit = (time_unit(float(ok[metric].max())) if metric.endswith("_ns") and len(ok)
+                   else (1.0, ""))
+    fig, ax = plt.subplots(figsize=(8, 5))
+    groups = list(ok.groupby(others, dropna=False, sort=False)) if others else [((), ok)]
+    for label, group in groups[:MAX_LINES]:
+        group = group.sort_values(x) if numeric_x else group
+        xs = group[x].tolist() if numeric_x else [str(v) for v in group[x]]
+        name = ", ".join(f"{p}={v}" for p, v in zip(others, label if isinstance(label, tuple)
+                                                     else (label,))) or None
+        ax.plot(xs, group[metric] / scale, marker="o", label=name)
+    if numeric_x and len(ok) and (ok[x] > 0).all() and ok[x].max() >= 8 * ok[x].min():
+        ax.set_xscale("log", base=2)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+    failed = int((frame["status"] != "ok").sum())
+    shown = "" if len(groups) <= MAX_LINES else f", first {MAX_LINES} of {len(groups)} lines"
+    ax.set_title(f"{metric} vs {x} — {len(ok)} points"
+                 + (f" ({failed} failed, not shown)" if failed else "") + shown)
+    if any(name for name, _ in groups[:MAX_LINES]) and others:
+        ax.legend(fontsize=8, frameon=False)
+    ax.grid(True, alpha=0.3)
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
