@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test bench clean
 
-$(STAMP): pyproject.toml backends/analytical/pyproject.toml
+$(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray]' -e backends/analytical
+	$(BIN)/python -m pip install --quiet -e '.[test,ray]' -e backends/analytical \
+		-e examples/plugin_backend
 	touch $(STAMP)
 
 setup: $(STAMP)
