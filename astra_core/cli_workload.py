@@ -118,3 +118,49 @@ def gen_micro(collective, size, npus, output, iterations) -> None:
     except AstraError as exc:
         _fail(exc)
     click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")
+
+
+@gen.command("llm")
+@click.option("--model", required=True, help="preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
+              "mixtral-8x7b, deepseek-v3) or a JSON/YAML model file")
+@click.option("--dp", type=int, default=1, show_default=True, help="data-parallel size D")
+@click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel size T")
+@click.option("--pp", type=int, default=1, show_default=True, help="pipeline-parallel size P")
+@click.option("--ep", type=int, default=1, show_default=True, help="expert-parallel size E (divides D)")
+@click.option("--microbatches", type=int, help="micro-batches per step M (default 2P, or from --global-batch)")
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="sequences per micro-batch")
+@click.option("--global-batch", type=int, help="sequences per step (= D x M x micro-batch)")
+@click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
+@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
+              help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP")
+@click.option("--seq-len", type=int, help="sequence length (default: the model's)")
+@click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism")
+@click.option("--gpu", default="H100", show_default=True, help="A100, H100, H200, B200 or a JSON/YAML file")
+@click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="gradient bucket size [MiB]")
+@click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
+@click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
+@click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
+def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, zero, seq_len,
+            sequence_parallel, gpu, bucket_mb, dims, output, comm_groups) -> None:
+    """Megatron-style training step of an LLM on DP x TP x PP NPUs."""
+    from astra_core.workload.generators.gpus import load_gpu
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import load_model
+
+    try:
+        cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
+                        microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
+                        schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
+                        bucket_bytes=int(bucket_mb * 2**20), dims=_dims(dims))
+        wl = generate_llm(cfg)
+        paths, groups = write_llm(wl, output, comm_groups)
+    except AstraError as exc:
+        _fail(exc)
+    m = cfg.model
+    click.echo(f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
+               f"(dp {dp} x tp {tp} x pp {pp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
+               f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et")
+    click.echo(f"nodes per rank: {min(map(len, wl.stages))}..{max(map(len, wl.stages))}; "
+               f"step FLOPs {sum(wl.flops.values()):.3e}")
+    if groups:
+        click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")

@@ -59,7 +59,7 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.text_format import COMM_TYPES, TextLayer, TextWorkload
 from astra_core.workload.writer import make_node, write_rank_trace
 
-__all__ = ["ConvertedText", "GroupPlan", "convert_text_workload", "write_converted"]
+__all__ = ["ConvertedText", "GroupPlan", "convert_text", "convert_text_workload", "write_converted"]
 
 #: GlobalMetadata ``schema`` Chakra's text converter writes (the reference traces have it).
 CHAKRA_TEXT_SCHEMA = "1.0.2-chakra.0.0.4"
@@ -456,3 +456,19 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
         groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
         groups_path.write_text(json.dumps(conv.comm_groups, indent=1) + "\n")
     return paths, groups_path
+
+
+def convert_text(path: str | os.PathLike, npus: int, prefix: str | os.PathLike, *,
+                 model_parallel_npus: int | None = None, dims: Sequence[int] | None = None,
+                 passes: int = 1, chakra_ids: bool = False,
+                 comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+    """Read a text workload file, convert it for ``npus`` NPUs and write the traces.
+
+    Keyword arguments as :func:`convert_text_workload`; returns what
+    :func:`write_converted` returns. Raises ConfigError.
+    """
+    from astra_core.workload.converters.text_format import read_text_workload
+
+    conv = convert_text_workload(read_text_workload(path), npus, model_parallel_npus=model_parallel_npus,
+                                 dims=dims, passes=passes, chakra_ids=chakra_ids)
+    return write_converted(conv, prefix, comm_groups_path)

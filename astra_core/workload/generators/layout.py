@@ -1,0 +1,123 @@
+"""Rank layout and communication groups of Megatron-style 4-D parallelism.
+
+Ranks are numbered tensor-parallel first, then data-parallel, then pipeline
+(Megatron-LM's default order)::
+
+    rank = t + T * (d + D * p)      t < T (tensor), d < D (data), p < P (pipeline)
+
+Expert parallelism (E) splits each data-parallel group into E-rank blocks
+(Megatron-Core: expert-parallel ranks are taken from the data-parallel ones,
+so the NPU count stays D x T x P). Groups of a rank:
+
+* ``tp``: the T ranks of its tensor-parallel group (consecutive);
+* ``dp``: the D ranks with its t and p (stride T);
+* ``ep``: the E ranks of its block of the data-parallel group (stride T);
+* ``edp``: expert data parallel, the D/E ranks holding the same experts (stride T*E);
+* ``emb``: first and last pipeline stage with its t and d (tied embeddings).
+
+A group of all NPUs needs no name; a group of one NPU means no communication.
+When the network's dimension sizes are known and a group is exactly a range
+of dimensions (stride = product of the lower dimensions, size = product of
+the range) it is placed with ``involved_dim``; otherwise it gets a comm-group
+id (``pg_name``) and an entry in the comm-group JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+__all__ = ["Layout", "Placement"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a collective of one role is issued by one rank.
+
+    ``kind``: ``"all"`` (no attribute), ``"skip"`` (nothing to do), ``"dims"``
+    (``value`` is the involved_dim tuple) or ``"group"`` (``value`` is the group id).
+    """
+
+    kind: str
+    value: object = None
+
+
+@dataclass
+class Layout:
+    """D x T x P ranks with E-way expert parallelism; ``dims`` = network dimension sizes or None."""
+
+    dp: int
+    tp: int
+    pp: int
+    ep: int = 1
+    dims: Sequence[int] | None = None
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    _ids: dict[tuple[int, ...], str] = field(default_factory=dict)
+
+    @property
+    def npus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(t, d, p) of a rank."""
+        t, rest = rank % self.tp, rank // self.tp
+        return t, rest % self.dp, rest // self.dp
+
+    def rank(self, t: int, d: int, p: int) -> int:
+        return t + self.tp * (d + self.dp * p)
+
+    def members(self, role: str, rank: int) -> tuple[int, ...]:
+        """The ranks of ``rank``'s group of ``role`` (tp, dp, ep, edp, emb), in ring order."""
+        t, d, p = self.coords(rank)
+        if role == "tp":
+            return tuple(self.rank(i, d, p) for i in range(self.tp))
+        if role == "dp":
+            return tuple(self.rank(t, i, p) for i in range(self.dp))
+        if role == "ep":
+            base = d // self.ep * self.ep
+            return tuple(self.rank(t, base + i, p) for i in range(self.ep))
+        if role == "edp":
+            return tuple(self.rank(t, d % self.ep + self.ep * i, p) for i in range(self.dp // self.ep))
+        if role == "emb":
+            return (self.rank(t, d, 0), self.rank(t, d, self.pp - 1))
+        raise ValueError(f"unknown group role {role!r}")
+
+    def _stride_size(self, role: str) -> tuple[int, int]:
+        return {"tp": (1, self.tp), "dp": (self.tp, self.dp), "ep": (self.tp, self.ep),
+                "edp": (self.tp * self.ep, self.dp // self.ep)}.get(role, (0, 0))
+
+    def _dims_range(self, role: str) -> tuple[bool, ...] | None:
+        stride, size = self._stride_size(role)
+        if not self.dims or not stride:
+            return None
+        lower = 1
+        for k1, d in enumerate(self.dims):
+            if lower == stride:
+                span = 1
+                for k2 in range(k1, len(self.dims)):
+                    span *= self.dims[k2]
+                    if span == size:
+                        return tuple(k1 <= i <= k2 for i in range(len(self.dims)))
+                    if span > size:
+                        return None
+                return None
+            lower *= d
+        return None
+
+    def placement(self, role: str, rank: int) -> Placement:
+        """Where ``rank`` issues a collective of ``role``; registers comm groups as needed."""
+        members = self.members(role, rank)
+        if len(members) == 1:
+            return Placement("skip")
+        if len(members) == self.npus and role != "emb":
+            return Placement("all")
+        involved = self._dims_range(role)
+        if involved is not None:
+            return Placement("dims", involved)
+        key = members if role != "emb" else tuple(sorted(members))
+        gid = self._ids.get(key)
+        if gid is None:
+            gid = str(len(self._ids) + 1)
+            self._ids[key] = gid
+            self.groups[gid] = list(key)
+        return Placement("group", gid)

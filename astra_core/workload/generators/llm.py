@@ -1,0 +1,469 @@
+"""Megatron-style LLM training step as per-rank Chakra traces (``astra gen llm``).
+
+One training step of a decoder-only transformer (:mod:`.models`) on
+D x T x P NPUs (:mod:`.layout`) with E-way expert parallelism:
+
+* **Tensor parallelism** (Megatron-LM, Shoeybi et al. 2019): each attention
+  and MLP block ends (forward) / starts (backward) with an all-reduce of the
+  block's activations over the T ranks; with sequence parallelism
+  (Korthikanti et al. 2022) an all-gather before and a reduce-scatter after
+  each block, mirrored in backward. The vocabulary-parallel embedding
+  all-reduces (reduce-scatters) its output.
+* **Pipeline parallelism**: layers split evenly over P stages; activations
+  go forward and gradients backward with send/receive pairs (1/T of them with
+  sequence parallelism), in the GPipe or 1F1B order (:mod:`.pipeline`).
+* **Data parallelism**: gradients of the last micro-batch's backward pass
+  are reduced in buckets as their layers finish (PyTorch DDP / Megatron
+  overlap), all-reduce for ZeRO 0, reduce-scatter for ZeRO 1-2 (then an
+  all-gather of the updated weights after the optimizer), and for ZeRO 3
+  (FSDP) weights all-gathered before each layer's forward and backward
+  (prefetched one layer ahead) and gradients reduce-scattered per layer.
+* **Expert parallelism**: MoE layers dispatch and combine tokens with
+  all-to-alls over the E ranks; expert gradients are reduced over the D/E
+  ranks holding the same experts.
+* **Tied embeddings** with P > 1: the first and last stage all-reduce the
+  embedding gradient (Megatron's embedding group).
+
+Compute nodes carry roofline times (:mod:`.gpus`) of their operators
+(:mod:`.ops`) in ``duration_micros`` and the FLOPs/bytes in ``num_ops`` /
+``tensor_size``. Each rank runs its compute in program order and its
+communication in program order on one stream (upstream ASTRA-sim runs one
+communication at a time per NPU; a fixed order keeps every group's members
+in step), overlapping the two where the dependencies allow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from astra_core.errors import ConfigError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.generators import ops as O
+from astra_core.workload.generators.gpus import GPUSpec
+from astra_core.workload.generators.layout import Layout
+from astra_core.workload.generators.models import ModelConfig
+from astra_core.workload.generators.pipeline import SCHEDULES, schedule
+from astra_core.workload.writer import CHAKRA_VERSION, make_node
+
+__all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
+
+_AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL
+
+
+@dataclass
+class LLMConfig:
+    """Parallelism plan. Batch sizes in sequences; ``bucket_bytes`` of the gradient buckets.
+
+    ``microbatches`` (M) and ``global_batch`` (B) must agree, B = D x M x
+    ``micro_batch``; with neither, M = 2P (M = 1 without pipelining).
+    ``dims``: the network's dimension sizes, to place whole-dimension groups
+    with involved_dim.
+    """
+
+    model: ModelConfig
+    gpu: GPUSpec
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    microbatches: int | None = None
+    micro_batch: int = 1
+    global_batch: int | None = None
+    schedule: str = "1f1b"
+    zero: int = 0
+    seq_len: int | None = None
+    sequence_parallel: bool = False
+    bucket_bytes: int = 25 * 2**20
+    dims: Sequence[int] | None = None
+
+
+@dataclass
+class _Node:
+    name: str
+    type: int
+    deps: tuple[int, ...] = ()
+    duration_ns: float = 0.0
+    flops: float = 0.0
+    nbytes: float = 0.0
+    comm_type: int | None = None
+    size: int = 0
+    role: str | None = None  # collective group role, or "prev"/"next" peer stage for send/recv
+    tag: int = 0
+
+
+@dataclass
+class LLMWorkload:
+    """Generated step: per-stage node templates, the layout, and summary numbers.
+
+    ``dp_grad_bytes[rank]``: bytes this rank reduces over its data-parallel
+    groups; ``flops[rank]``: forward+backward FLOPs of its compute nodes.
+    """
+
+    config: LLMConfig
+    layout: Layout
+    microbatches: int
+    stages: list[list[_Node]]
+    dp_grad_bytes: dict[int, int] = field(default_factory=dict)
+    flops: dict[int, float] = field(default_factory=dict)
+
+    def stage_of(self, rank: int) -> int:
+        return self.layout.coords(rank)[2]
+
+
+class _Program:
+    """One stage's node list: a compute chain and a communication chain."""
+
+    def __init__(self, gpu: GPUSpec, group_sizes: dict[str, int]):
+        self.nodes: list[_Node] = []
+        self.gpu = gpu
+        self.group_sizes = group_sizes  # role -> members; a one-NPU group communicates nothing
+        self.compute: int | None = None
+        self.comm: int | None = None
+        self.pending: list[int | None] = []  # extra parents of the next compute-chain node
+
+    def _add(self, node: _Node, deps, chain: bool = False) -> int:
+        if chain:
+            deps = (*deps, *self.pending)
+            self.pending = []
+        node.deps = tuple(dict.fromkeys(d for d in deps if d is not None))
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def comp(self, name: str, op_list: list[O.Op], *extra) -> int:
+        ns = sum(self.gpu.op_time_ns(o.flops, o.bytes) for o in op_list)
+        node = _Node(name, pb.COMP_NODE, duration_ns=ns, flops=sum(o.flops for o in op_list),
+                     nbytes=sum(o.bytes for o in op_list))
+        self.compute = self._add(node, (self.compute, *extra), chain=True)
+        return self.compute
+
+    def coll(self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra) -> int | None:
+        if size <= 0 or self.group_sizes[role] == 1:
+            return None
+        node = _Node(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role)
+        idx = self._add(node, (self.compute, self.comm, *extra), chain=blocking)
+        self.comm = idx
+        if blocking:
+            self.compute = idx
+        return idx
+
+    def send(self, name: str, size: float, peer: str, tag: int) -> None:
+        node = _Node(name, pb.COMM_SEND_NODE, size=int(size), role=peer, tag=tag)
+        self.comm = self._add(node, (self.compute, self.comm))
+
+    def recv(self, name: str, size: float, peer: str, tag: int) -> int:
+        return self._add(_Node(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
+
+
+def _check(cfg: LLMConfig) -> int:
+    """Validate the plan; return the number of micro-batches."""
+    m = cfg.model
+    for key in ("dp", "tp", "pp", "ep", "micro_batch"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"--{key.replace('_', '-')}: must be >= 1, got {getattr(cfg, key)}")
+    if cfg.schedule not in SCHEDULES:
+        raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
+    if cfg.zero not in (0, 1, 2, 3):
+        raise ConfigError(f"--zero: expected 0, 1, 2 or 3, got {cfg.zero}")
+    if m.heads % cfg.tp or (m.kv % cfg.tp and cfg.tp % m.kv):
+        raise ConfigError(f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
+                          f"divided by the {m.kv} key/value heads of {m.name}")
+    if m.layers % cfg.pp:
+        raise ConfigError(f"--pp {cfg.pp}: must divide the {m.layers} layers of {m.name}")
+    if cfg.ep > 1 and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
+        raise ConfigError(f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
+                          f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)")
+    per_replica = cfg.micro_batch
+    if cfg.global_batch is not None:
+        if cfg.global_batch % (cfg.dp * per_replica):
+            raise ConfigError(f"--global-batch {cfg.global_batch}: must be a multiple of dp x micro-batch "
+                              f"= {cfg.dp * per_replica}")
+        mb = cfg.global_batch // (cfg.dp * per_replica)
+        if cfg.microbatches is not None and cfg.microbatches != mb:
+            raise ConfigError(f"--microbatches {cfg.microbatches} disagrees with --global-batch "
+                              f"{cfg.global_batch} / (dp {cfg.dp} x micro-batch {per_replica}) = {mb}")
+        return mb
+    mb = cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
+    if mb < 1:
+        raise ConfigError(f"--microbatches: must be >= 1, got {mb}")
+    if cfg.dims is not None:
+        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp:
+            raise ConfigError(f"--dims {list(cfg.dims)}: must multiply to dp x tp x pp = "
+                              f"{cfg.dp * cfg.tp * cfg.pp}")
+    return mb
+
+
+def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer on one rank: sharded matrices / t, norms whole."""
+    dense = model.attention_params() / t + model.norm_params()
+    if model.is_moe_layer(layer):
+        dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
+        return dense, model.experts / ep * model.expert_params() / t
+    return dense + model.dense_mlp_params() / t, 0.0
+
+
+def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float, float]:
+    """Build stage ``p``'s nodes; return them with this rank's dense and expert gradient bytes."""
+    model, T, P, gpu = cfg.model, cfg.tp, cfg.pp, cfg.gpu
+    b, s, sp = cfg.micro_batch, cfg.seq_len or model.seq_len, cfg.sequence_parallel
+    act = b * s * model.hidden * O.BYTES  # one activation tensor [B]
+    per = model.layers // P
+    layers = range(p * per, (p + 1) * per)
+    first, last = p == 0, p == P - 1
+    prog = _Program(gpu, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
+    params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
+    dense = sum(v[0] for v in params.values())
+    expert = sum(v[1] for v in params.values())
+    # embedding on the first stage; final norm and output projection on the last (a copy
+    # of the embedding when tied and pipelined, none when tied on one stage)
+    edge = (model.vocab * model.hidden / T if first else 0.0) + \
+        (model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
+         if last else 0.0)
+    dense += edge
+    attn = O.attention_ops(model, b, s, T, sp)
+    dense_mlp = O.mlp_ops(model, b, s, T, sp)
+    router, experts = O.moe_ops(model, b, s, T, sp, cfg.ep) if model.experts else ([], [])
+
+    def tp_comm(name: str, forward: bool, at_input: bool) -> None:
+        """Tensor-parallel communication at a block's input or output."""
+        if T == 1:
+            return
+        if sp:
+            kind = _AG if at_input == forward else _RS
+            prog.coll(f"{name}_{'AG' if kind == _AG else 'RS'}", kind, act, "tp")
+        elif forward != at_input:  # Megatron's g (forward output) and f (backward input) all-reduces
+            prog.coll(f"{name}_AR", _AR, act, "tp")
+
+    def zero3_gather(layer: int, phase: str) -> int | None:
+        if cfg.zero != 3:
+            return None
+        d, e = params[layer]
+        h = prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES, "dp", False)
+        if e:
+            h = prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES, "edp", False) or h
+        return h
+
+    def mlp(layer: int, m: int, forward: bool) -> None:
+        tag = f"L{layer}_mb{m}_{'fwd' if forward else 'bwd'}"
+        if not model.is_moe_layer(layer):
+            ops = dense_mlp if forward else [o.backward() for o in dense_mlp]
+            if forward:
+                tp_comm(f"{tag}_mlp_in", True, True)
+                prog.comp(f"{tag}_mlp", ops)
+                tp_comm(f"{tag}_mlp_out", True, False)
+            else:
+                tp_comm(f"{tag}_mlp_out", False, False)
+                prog.comp(f"{tag}_mlp", ops)
+                tp_comm(f"{tag}_mlp_in", False, True)
+            return
+        dispatch = b * s * model.top_k * model.hidden * O.BYTES / T
+        a2a = cfg.ep > 1
+        if forward:
+            tp_comm(f"{tag}_moe_in", True, True)
+            prog.comp(f"{tag}_router", router)
+            if a2a:
+                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
+            prog.comp(f"{tag}_experts", experts)
+            if a2a:
+                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
+            tp_comm(f"{tag}_moe_out", True, False)
+        else:
+            tp_comm(f"{tag}_moe_out", False, False)
+            if a2a:
+                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
+            prog.comp(f"{tag}_experts", [o.backward() for o in experts])
+            if a2a:
+                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
+            prog.comp(f"{tag}_router", [o.backward() for o in router])
+            tp_comm(f"{tag}_moe_in", False, True)
+
+    bucket = {"dense": 0.0, "expert": 0.0}
+    grad_handles: list[int] = []
+    grad_kind = _AR if cfg.zero == 0 else _RS
+
+    def flush(kind: str, force: bool = False) -> None:
+        size = bucket[kind]
+        if size and (force or size >= cfg.bucket_bytes):
+            h = prog.coll(f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size,
+                          "dp" if kind == "dense" else "edp", False)
+            if h is not None:
+                grad_handles.append(h)
+            bucket[kind] = 0.0
+
+    def add_grads(dense_elems: float, expert_elems: float) -> None:
+        if cfg.zero == 3:  # FSDP: per-layer reduce-scatter
+            for kind, elems in (("dense", dense_elems), ("expert", expert_elems)):
+                if elems:
+                    bucket[kind] += elems * O.BYTES
+                    flush(kind, force=True)
+            return
+        bucket["dense"] += dense_elems * O.BYTES
+        bucket["expert"] += expert_elems * O.BYTES
+        flush("dense")
+        flush("expert")
+
+    order = schedule(cfg.schedule, P, p, mb)
+    last_backward = max(i for i, (kind, _) in enumerate(order) if kind == "B")
+    p2p = act / (T if sp else 1)  # Megatron scatter-gather: 1/T of the activation per TP rank
+    for step, (kind, m) in enumerate(order):
+        if kind == "F":
+            if not first:
+                prog.pending.append(prog.recv(f"mb{m}_act_recv", p2p, "prev", 2 * m))
+            else:
+                prog.comp(f"mb{m}_embedding", O.embedding_ops(model, b, s, T, sp))
+                if T > 1:
+                    prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, act, "tp")
+            gathered = zero3_gather(layers[0], f"mb{m}_fwd")
+            for i in layers:
+                prog.pending.append(gathered)
+                gathered = zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in layers else None  # prefetch
+                tp_comm(f"L{i}_mb{m}_fwd_attn_in", True, True)
+                prog.comp(f"L{i}_mb{m}_fwd_attn", attn)
+                tp_comm(f"L{i}_mb{m}_fwd_attn_out", True, False)
+                mlp(i, m, True)
+            if last:
+                prog.comp(f"mb{m}_lm_head", O.head_ops(model, b, s, T, sp))
+            else:
+                prog.send(f"mb{m}_act_send", p2p, "next", 2 * m)
+        else:
+            if last:
+                prog.comp(f"mb{m}_lm_head_bwd", [o.backward() for o in O.head_ops(model, b, s, T, sp)])
+            else:
+                prog.pending.append(prog.recv(f"mb{m}_grad_recv", p2p, "next", 2 * m + 1))
+            gathered = zero3_gather(layers[-1], f"mb{m}_bwd")
+            for i in reversed(layers):
+                prog.pending.append(gathered)
+                gathered = zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in layers else None
+                mlp(i, m, False)
+                tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
+                prog.comp(f"L{i}_mb{m}_bwd_attn", [o.backward() for o in attn])
+                tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
+                if step == last_backward:
+                    add_grads(*params[i])
+            if first:
+                prog.comp(f"mb{m}_embedding_bwd", [o.backward() for o in O.embedding_ops(model, b, s, T, sp)])
+            else:
+                prog.send(f"mb{m}_grad_send", p2p, "prev", 2 * m + 1)
+            if step == last_backward:
+                add_grads(edge, 0.0)
+                flush("dense", True)
+                flush("expert", True)
+    if model.tie_embeddings and P > 1 and (first or last):
+        h = prog.coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb", False)
+        if h is not None:
+            grad_handles.append(h)
+    shard = cfg.dp if cfg.zero >= 1 else 1
+    eshard = cfg.dp // cfg.ep if cfg.zero >= 1 else 1
+    prog.comp("optimizer", [O.optimizer_op(dense / shard + expert / eshard)], *grad_handles)
+    if cfg.zero in (1, 2):
+        prog.coll("params_AG", _AG, dense * O.BYTES, "dp")
+        if expert:
+            prog.coll("expert_params_AG", _AG, expert * O.BYTES, "edp")
+    dense_bytes = dense * O.BYTES if cfg.dp > 1 else 0
+    expert_bytes = expert * O.BYTES if cfg.dp // cfg.ep > 1 else 0
+    return prog.nodes, dense_bytes, expert_bytes
+
+
+def generate_llm(cfg: LLMConfig) -> LLMWorkload:
+    """Build the step's per-stage programs (see the module docstring). Raises ConfigError."""
+    mb = _check(cfg)
+    layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None)
+    stages, grads, flops = [], [], []
+    for p in range(cfg.pp):
+        nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p)
+        stages.append(nodes)
+        grads.append(int(dense_bytes + expert_bytes))
+        flops.append(sum(n.flops for n in nodes if n.name != "optimizer"))
+    wl = LLMWorkload(cfg, layout, mb, stages)
+    for rank in range(layout.npus):
+        p = layout.coords(rank)[2]
+        wl.dp_grad_bytes[rank] = grads[p]
+        wl.flops[rank] = flops[p]
+    return wl
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _render(wl: LLMWorkload, rank: int, cache: dict) -> bytes:
+    """The framed Node messages of ``rank``; rank-independent nodes are serialized once."""
+    layout = wl.layout
+    p = layout.coords(rank)[2]
+    stride = layout.tp * layout.dp
+    parts = []
+    for idx, n in enumerate(wl.stages[p]):
+        if n.type == pb.COMP_NODE:
+            key = (p, idx)
+        elif n.type == pb.COMM_COLL_NODE:
+            place = layout.placement(n.role, rank)
+            key = (p, idx, place.kind, place.value)
+        else:
+            key = (p, idx, rank)
+        data = cache.get(key)
+        if data is None:
+            attrs = {}
+            if n.type == pb.COMP_NODE:
+                attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
+            elif n.type == pb.COMM_COLL_NODE:
+                attrs = {"comm_type": n.comm_type, "comm_size": n.size}
+                if place.kind == "dims":
+                    attrs["involved_dim"] = list(place.value)
+                elif place.kind == "group":
+                    attrs["pg_name"] = place.value
+            else:
+                peer = rank + (stride if n.role == "next" else -stride)
+                src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
+                attrs = {"comm_src": src, "comm_dst": dst, "comm_tag": n.tag, "comm_size": n.size}
+            msg = make_node(idx, n.name, n.type, data_deps=n.deps,
+                            duration_micros=int(round(n.duration_ns / 1000)), **attrs)
+            payload = msg.SerializeToString()
+            data = _varint(len(payload)) + payload
+            if n.type != pb.COMM_SEND_NODE and n.type != pb.COMM_RECV_NODE:
+                cache[key] = data
+        parts.append(data)
+    return b"".join(parts)
+
+
+def write_llm(wl: LLMWorkload, prefix: str | os.PathLike,
+              comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
+
+    Returns (trace paths, comm-group path or None). Raises ConfigError when
+    the output cannot be written.
+    """
+    from astra_core.workload.writer import make_attr
+
+    prefix = os.fspath(prefix)
+    cfg = wl.config
+    summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
+               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "microbatches": wl.microbatches,
+               "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
+               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.seq_len or cfg.model.seq_len}
+    meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
+    head = meta.SerializeToString()
+    head = _varint(len(head)) + head
+    cache: dict = {}
+    paths = []
+    try:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+        for rank in range(wl.layout.npus):
+            path = Path(f"{prefix}.{rank}.et")
+            path.write_bytes(head + _render(wl, rank, cache))
+            paths.append(path)
+        groups_path = None
+        if wl.layout.groups:
+            groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
+            groups_path.write_text(json.dumps(wl.layout.groups) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
+    return paths, groups_path

@@ -1,0 +1,197 @@
+"""Transformer model shapes for the LLM generator, with presets from public configurations.
+
+A :class:`ModelConfig` describes a decoder-only transformer: ``layers``,
+``hidden`` size, attention ``heads`` (``kv_heads`` for grouped-query attention,
+``head_dim`` when not ``hidden / heads``), the feed-forward width ``ffn_hidden``
+(``mlp`` ``"gelu"``: two matrices, ``"swiglu"``: three), ``vocab`` size, and
+optionally mixture-of-experts layers (``experts`` routed experts of width
+``expert_ffn_hidden``, ``top_k`` per token, ``shared_experts``, the first
+``dense_layers`` layers dense). Parameter counts ignore biases.
+
+Presets (sources in each entry): GPT-3 175B, Llama-3 8B / 70B / 405B,
+Mixtral 8x7B, and a DeepSeek-V3-like MoE (standard multi-head attention of the
+same head count stands in for multi-head latent attention).
+A user file (JSON or YAML) holds the same keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import yaml
+
+from astra_core.errors import ConfigError
+
+__all__ = ["MODELS", "ModelConfig", "load_model"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of a decoder-only transformer (see the module docstring). Sizes in elements."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    vocab: int
+    seq_len: int = 2048
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    mlp: str = "gelu"
+    tie_embeddings: bool = False
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn_hidden: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    source: str = ""
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def hd(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "swiglu" else 2
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.experts > 0 and layer >= self.dense_layers
+
+    # -- parameter counts (elements) -----------------------------------------------
+    def attention_params(self) -> int:
+        """Q, K, V and output projections of one layer."""
+        return self.hidden * self.hd * (2 * self.heads + 2 * self.kv)
+
+    def dense_mlp_params(self) -> int:
+        return self.mlp_matrices * self.hidden * self.ffn_hidden
+
+    def expert_params(self) -> int:
+        """One routed or shared expert (a SwiGLU/GELU MLP of width expert_ffn_hidden)."""
+        return self.mlp_matrices * self.hidden * self.expert_ffn_hidden
+
+    def norm_params(self) -> int:
+        """The two layer norms of one layer (replicated across tensor-parallel ranks)."""
+        return 2 * self.hidden
+
+    def layer_params(self, layer: int) -> int:
+        total = self.attention_params() + self.norm_params()
+        if self.is_moe_layer(layer):
+            total += (self.experts + self.shared_experts) * self.expert_params() + self.hidden * self.experts
+        else:
+            total += self.dense_mlp_params()
+        return total
+
+    def embedding_params(self) -> int:
+        """Input embedding plus output projection (once if tied) plus the final norm."""
+        return self.vocab * self.hidden * (1 if self.tie_embeddings else 2) + self.hidden
+
+    def params(self) -> int:
+        """All parameters."""
+        return sum(self.layer_params(i) for i in range(self.layers)) + self.embedding_params()
+
+    def active_params(self) -> int:
+        """Parameters one token uses (MoE: top_k routed + shared experts)."""
+        total = self.embedding_params()
+        for i in range(self.layers):
+            total += self.attention_params() + self.norm_params()
+            if self.is_moe_layer(i):
+                total += (self.top_k + self.shared_experts) * self.expert_params() + self.hidden * self.experts
+            else:
+                total += self.dense_mlp_params()
+        return total
+
+
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        ModelConfig("gpt3-175b", layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=50257,
+                    seq_len=2048, mlp="gelu", tie_embeddings=True,
+                    source="Brown et al., 'Language Models are Few-Shot Learners', 2020, Table 2.1"),
+        ModelConfig("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                    vocab=128256, seq_len=8192, mlp="swiglu",
+                    source="Meta Llama 3 8B config.json; Dubey et al., 'The Llama 3 Herd of Models', 2024, Table 3"),
+        ModelConfig("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
+                    vocab=128256, seq_len=8192, mlp="swiglu",
+                    source="Meta Llama 3 70B config.json; 'The Llama 3 Herd of Models', Table 3"),
+        ModelConfig("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
+                    vocab=128256, seq_len=8192, mlp="swiglu",
+                    source="'The Llama 3 Herd of Models', 2024, Table 3 (Llama 3.1 405B)"),
+        ModelConfig("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                    vocab=32000, seq_len=4096, mlp="swiglu", experts=8, top_k=2, expert_ffn_hidden=14336,
+                    source="Jiang et al., 'Mixtral of Experts', 2024, Table 1; Mixtral-8x7B config.json"),
+        ModelConfig("deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432,
+                    vocab=129280, seq_len=4096, mlp="swiglu", experts=256, top_k=8,
+                    expert_ffn_hidden=2048, shared_experts=1, dense_layers=3,
+                    source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2 (MLA replaced by MHA)"),
+    )
+}
+
+
+def load_model(spec: str | os.PathLike) -> ModelConfig:
+    """A preset by name (see :data:`MODELS`) or a JSON/YAML file with ModelConfig keys.
+
+    Raises ConfigError for an unknown name, an unreadable file, unknown or
+    missing keys, or inconsistent shapes (heads not dividing hidden, MoE
+    fields missing, ...).
+    """
+    key = str(spec).lower()
+    if key in MODELS:
+        return MODELS[key]
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"--model: '{spec}' is neither a preset ({', '.join(MODELS)}) nor a file")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the model: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of model keys")
+    known = {f.name for f in fields(ModelConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    data.setdefault("name", path.stem)
+    try:
+        model = ModelConfig(**data)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return check_model(model, str(path))
+
+
+def check_model(model: ModelConfig, where: str) -> ModelConfig:
+    """Validate shapes; raise ConfigError naming ``where`` and the key."""
+    for key in ("layers", "hidden", "heads", "ffn_hidden", "seq_len"):
+        value = getattr(model, key)
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}: {key}: must be a positive integer, got {value!r}")
+    if not isinstance(model.vocab, int) or model.vocab < 0:
+        raise ConfigError(f"{where}: vocab: must be an integer >= 0, got {model.vocab!r}")
+    if model.head_dim is None and model.hidden % model.heads:
+        raise ConfigError(f"{where}: heads: {model.heads} does not divide hidden {model.hidden} (give head_dim)")
+    if model.heads % model.kv:
+        raise ConfigError(f"{where}: kv_heads: {model.kv} does not divide heads {model.heads}")
+    if model.mlp not in ("gelu", "swiglu"):
+        raise ConfigError(f"{where}: mlp: expected 'gelu' or 'swiglu', got {model.mlp!r}")
+    if model.experts:
+        if not 1 <= model.top_k <= model.experts or model.expert_ffn_hidden < 1:
+            raise ConfigError(f"{where}: experts: MoE models need 1 <= top_k <= experts and expert_ffn_hidden >= 1")
+        if not 0 <= model.dense_layers < model.layers:
+            raise ConfigError(f"{where}: dense_layers: must be in 0..{model.layers - 1}")
+    return model
+
+
+def model_summary(model: ModelConfig) -> dict:
+    """The config plus its parameter counts (for reports)."""
+    out = asdict(model)
+    out["params"] = model.params()
+    out["active_params"] = model.active_params()
+    return out
