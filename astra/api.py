@@ -49,11 +49,11 @@ def simulate(workload: str | os.PathLike | Sequence, system: Any, network: Any =
     network = _config(network, NetworkConfig, "network")
     if "memory" in options:
         options["memory"] = _config(options["memory"], MemoryConfig, "memory")
-    if not progress:
+    display = progress if isinstance(progress, RunProgress) else (RunProgress() if progress else None)
+    if display is None or not display.enabled:
         return _simulate_core(workload, system, network, backend=backend, **options)
     from astra_core.plugins import make_plugin_manager
 
-    display = progress if isinstance(progress, RunProgress) else RunProgress()
     pm = options.pop("plugin_manager", None) or make_plugin_manager()
     pm.register(display)
     try:

@@ -60,17 +60,20 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def bar_groups(parts: list) -> tuple[list[list], list[str]]:
+    """Ranks per bar and bar labels: one rank each, or at most MAX_BARS runs of consecutive ranks."""
+    if len(parts) <= MAX_BARS:
+        return [[b] for b in parts], [str(b.rank) for b in parts]
+    size = -(-len(parts) // MAX_BARS)
+    groups = [parts[i:i + size] for i in range(0, len(parts), size)]
+    return groups, [f"{g[0].rank}-{g[-1].rank}" for g in groups]
+
+
 def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
     """Per-rank stacked bars of compute / overlapped comm / exposed comm / idle."""
     plt = _pyplot()
     parts = breakdowns(result)
-    if len(parts) <= MAX_BARS:
-        groups = [[b] for b in parts]
-        labels = [str(b.rank) for b in parts]
-    else:
-        size = -(-len(parts) // MAX_BARS)
-        groups = [parts[i:i + size] for i in range(0, len(parts), size)]
-        labels = [f"{g[0].rank}-{g[-1].rank}" for g in groups]
+    groups, labels = bar_groups(parts)
 
     def mean(group, attr):
         return sum(getattr(b, attr) for b in group) / len(group)
@@ -88,13 +91,13 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
         left = [a + b for a, b in zip(left, widths)]
     ax.set_yticks(list(ys))
     ax.set_yticklabels(labels, fontsize=8 if len(groups) > 16 else 10)
-    ax.invert_yaxis()
+    ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("rank" if len(parts) <= MAX_BARS else "ranks (mean of each group)")
     ax.set_title(f"Where the time goes — {len(parts)} NPUs, backend {result.backend}, "
-                 f"step {result.step_ns / divisor:,.3f} {unit}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / len(groups)), ncol=4,
-              frameon=False)
+                 f"step {result.step_ns / divisor:,.3f} {unit}", pad=24)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False,
+              borderaxespad=0.2)
     return _save(fig, Path(path))
 
 
@@ -120,9 +123,9 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_ylabel("rank")
     shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
-    ax.set_title(f"Timeline — backend {result.backend}{shown}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1 - 0.5 / len(tracks)), ncol=2,
-              frameon=False)
+    ax.set_title(f"Timeline — backend {result.backend}{shown}", pad=24)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
+              borderaxespad=0.2)
     return _save(fig, Path(path))
 
 
