@@ -1,0 +1,133 @@
+"""The progress line: on a terminal only, fed by the event queue every 2^16 events.
+
+The congestion-aware run of the bundled ResNet-50 example processes 87,240
+events (``EventQueue.events_processed``), so it reports progress once from the
+queue (at event 65,536) and once more when the run finishes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+import astra
+from astra_core.cli import main
+from astra_core.events import PROGRESS_EVERY, EventQueue
+from astra_core.report.progress import RunProgress
+from tests.conftest import isolate_plugins
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "resnet50_dp"
+PREFIX = EXAMPLE / "workload" / "Resnet50_DataParallel"
+ARGS = ["--workload", str(PREFIX), "--system", str(EXAMPLE / "system.json"),
+        "--network", str(EXAMPLE / "network.yml")]
+CONGESTION_EVENTS = 87_240
+
+
+@pytest.fixture(autouse=True)
+def _plugins(tmp_path, monkeypatch):
+    isolate_plugins(monkeypatch, tmp_path)
+
+
+def test_event_queue_reports_every_progress_interval():
+    queue = EventQueue()
+    calls = []
+    for i in range(3 * PROGRESS_EVERY + 5):
+        queue.schedule(i // 7, lambda _: None)
+    queue.progress = lambda now, events: calls.append((now, events))
+    queue.run()
+    assert queue.events_processed == 3 * PROGRESS_EVERY + 5
+    assert [events for _, events in calls] == [PROGRESS_EVERY, 2 * PROGRESS_EVERY,
+                                               3 * PROGRESS_EVERY]
+    # Event k (1-based) runs at (k - 1) // 7 ns.
+    assert [now for now, _ in calls] == [(k - 1) // 7 for k in (PROGRESS_EVERY, 2 * PROGRESS_EVERY,
+                                                                3 * PROGRESS_EVERY)]
+
+
+def test_event_queue_with_progress_runs_the_same_events_in_the_same_order():
+    def fill(queue, log):
+        for i in range(1000):
+            queue.schedule((i * 37) % 101, log.append, i)
+
+    plain, reporting = EventQueue(), EventQueue()
+    a, b = [], []
+    fill(plain, a)
+    fill(reporting, b)
+    reporting.progress = lambda now, events: None
+    plain.run(until_ns=50)
+    reporting.run(until_ns=50)
+    assert a == b and plain.now == reporting.now and len(plain) == len(reporting)
+    plain.run()
+    reporting.run()
+    assert a == b and plain.events_processed == reporting.events_processed == 1000
+
+
+def test_progress_reports_on_a_terminal():
+    out = io.StringIO()
+    display = RunProgress(Console(file=out, force_terminal=True, width=120))
+    assert display.enabled
+    report = astra.simulate(PREFIX, EXAMPLE / "system.json", EXAMPLE / "network.yml",
+                            backend="analytical-congestion", progress=display)
+    assert report.network.events.events_processed == CONGESTION_EVENTS
+    assert display.updates == CONGESTION_EVENTS // PROGRESS_EVERY + 1
+    assert report.network.events.progress is None  # detached after the run
+    assert "simulating" in out.getvalue()
+
+
+def test_no_progress_without_a_terminal():
+    display = RunProgress(Console(file=io.StringIO()))
+    assert not display.enabled
+    report = astra.simulate(PREFIX, EXAMPLE / "system.json", EXAMPLE / "network.yml",
+                            backend="analytical-congestion", progress=display)
+    assert display.updates == 0 and report.network.events.progress is None
+    # The CLI under a test runner (not a terminal) prints the table and nothing else.
+    result = CliRunner().invoke(main, ["run", *ARGS, "--backend", "analytical-congestion"])
+    assert result.exit_code == 0
+    assert "simulating" not in result.output and "events/s" not in result.output
+    assert result.stderr == ""
+
+
+def run_console_script(*, terminal: bool) -> str:
+    """``astra run`` as a user runs it, stdout and stderr on a pty or on a pipe."""
+    command = [str(Path(sys.executable).with_name("astra")), "run", *ARGS,
+               "--backend", "analytical-congestion"]
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    if not terminal:
+        done = subprocess.run(command, capture_output=True, env=env, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        return (done.stdout + done.stderr).decode()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL,
+                            env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the pty
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_console_script_shows_progress_on_a_pty_and_not_on_a_pipe():
+    on_pty = run_console_script(terminal=True)
+    assert "simulating" in on_pty and f"{CONGESTION_EVENTS:,} events" in on_pty
+    assert "events/s" in on_pty
+    on_pipe = run_console_script(terminal=False)
+    assert "step time: 1,082,479.776 µs" in on_pipe
+    assert "simulating" not in on_pipe and "\x1b[" not in on_pipe
