@@ -220,9 +220,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     expert = sum(v[1] for v in params.values())
     # embedding on the first stage; final norm and output projection on the last (a copy
     # of the embedding when tied and pipelined, none when tied on one stage)
-    edge = (model.vocab * model.hidden / T if first else 0.0) + \
-        (model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
-         if last else 0.0)
+    edge = 0.0
+    if model.vocab:  # vocab 0: a bare stack of layers, no embedding or head
+        edge = (model.vocab * model.hidden / T if first else 0.0) + \
+            (model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
+             if last else 0.0)
     dense += edge
     attn = O.attention_ops(model, b, s, T, sp)
     dense_mlp = O.mlp_ops(model, b, s, T, sp)
@@ -313,7 +315,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if kind == "F":
             if not first:
                 prog.pending.append(prog.recv(f"mb{m}_act_recv", p2p, "prev", 2 * m))
-            else:
+            elif model.vocab:
                 prog.comp(f"mb{m}_embedding", O.embedding_ops(model, b, s, T, sp))
                 if T > 1:
                     prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, act, "tp")
@@ -325,14 +327,14 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 prog.comp(f"L{i}_mb{m}_fwd_attn", attn)
                 tp_comm(f"L{i}_mb{m}_fwd_attn_out", True, False)
                 mlp(i, m, True)
-            if last:
+            if last and model.vocab:
                 prog.comp(f"mb{m}_lm_head", O.head_ops(model, b, s, T, sp))
-            else:
+            elif not last:
                 prog.send(f"mb{m}_act_send", p2p, "next", 2 * m)
         else:
-            if last:
+            if last and model.vocab:
                 prog.comp(f"mb{m}_lm_head_bwd", [o.backward() for o in O.head_ops(model, b, s, T, sp)])
-            else:
+            elif not last:
                 prog.pending.append(prog.recv(f"mb{m}_grad_recv", p2p, "next", 2 * m + 1))
             gathered = zero3_gather(layers[-1], f"mb{m}_bwd")
             for i in reversed(layers):
@@ -344,15 +346,15 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
                 if step == last_backward:
                     add_grads(*params[i])
-            if first:
+            if first and model.vocab:
                 prog.comp(f"mb{m}_embedding_bwd", [o.backward() for o in O.embedding_ops(model, b, s, T, sp)])
-            else:
+            elif not first:
                 prog.send(f"mb{m}_grad_send", p2p, "prev", 2 * m + 1)
             if step == last_backward:
                 add_grads(edge, 0.0)
                 flush("dense", True)
                 flush("expert", True)
-    if model.tie_embeddings and P > 1 and (first or last):
+    if model.tie_embeddings and model.vocab and P > 1 and (first or last):
         h = prog.coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb", False)
         if h is not None:
             grad_handles.append(h)

@@ -6,7 +6,8 @@ A :class:`ModelConfig` describes a decoder-only transformer: ``layers``,
 (``mlp`` ``"gelu"``: two matrices, ``"swiglu"``: three), ``vocab`` size, and
 optionally mixture-of-experts layers (``experts`` routed experts of width
 ``expert_ffn_hidden``, ``top_k`` per token, ``shared_experts``, the first
-``dense_layers`` layers dense). Parameter counts ignore biases.
+``dense_layers`` layers dense). Parameter counts ignore biases. A ``vocab`` of 0
+means a bare stack of layers (no embedding, final norm or output head).
 
 Presets (sources in each entry): GPT-3 175B, Llama-3 8B / 70B / 405B,
 Mixtral 8x7B, and a DeepSeek-V3-like MoE (standard multi-head attention of the
@@ -91,6 +92,8 @@ class ModelConfig:
 
     def embedding_params(self) -> int:
         """Input embedding plus output projection (once if tied) plus the final norm."""
+        if not self.vocab:
+            return 0
         return self.vocab * self.hidden * (1 if self.tie_embeddings else 2) + self.hidden
 
     def params(self) -> int:
