@@ -80,7 +80,10 @@ def results_frame(spec: SweepSpec, keys: list[str], rows: dict[str, dict[str, An
     columns["status"] = [row["status"] if row else "not run" for row in found]
     for name in (*METRICS, "wall_s"):
         default = "" if name == "backend" else math.nan
-        columns[name] = [row.get(name, default) if row else default for row in found]
+        values = [row.get(name, default) if row else default for row in found]
+        if name in columns:  # also a swept parameter (backend): keep what a failed point asked for
+            values = [v if v not in ("", None) else p for v, p in zip(values, columns[name])]
+        columns[name] = values
     columns["error"] = [row.get("error", "") if row else "" for row in found]
     columns["key"] = keys
     frame = pd.DataFrame(columns)

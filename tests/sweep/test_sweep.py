@@ -1,0 +1,253 @@
+"""Sweeps: the spec, the results table, failing points, resuming, the process pool and Ray.
+
+The design points run a two-rank trace whose step time has a closed form:
+rank 0 computes 5 µs and sends S = 1 MiB to rank 1, which receives it and
+computes 3 µs. On one Ring dimension of 2 NPUs with bandwidth B GB/s (1 GB =
+2^30 B) and latency L ns, the message takes int(L + S / (B * 2^30 / 1e9)) ns
+(upstream's analytical model truncates to whole ns), so
+
+    step_ns = 5000 + int(L + 2^20 * 1e9 / (B * 2^30)) + 3000
+
+on ``analytical`` and on the ``ideal`` example backend alike (a lone message;
+see examples/plugin_backend).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import astra
+from astra_core.cli import main
+from astra_core.errors import ConfigError
+from astra_core.sweep import load_spec, run_sweep
+from astra_core.sweep.point import METRICS
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.writer import make_node, write_rank_trace
+from tests.conftest import isolate_plugins
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
+MIB = 1 << 20
+BANDWIDTHS = [12.5, 25.0, 50.0, 100.0]
+LATENCIES = [0.0, 500.0, 1000.0]
+BACKENDS = ["analytical", "ideal"]
+
+
+def closed_form_step_ns(bandwidth_gbps: float, latency_ns: float) -> int:
+    return 5000 + int(latency_ns + MIB * 1e9 / (bandwidth_gbps * 2**30)) + 3000
+
+
+@pytest.fixture(autouse=True)
+def _plugins(tmp_path, monkeypatch):
+    isolate_plugins(monkeypatch, tmp_path)
+
+
+def write_pair(directory: Path) -> None:
+    (directory / "trace").mkdir(exist_ok=True)
+    prefix = directory / "trace" / "pair"
+    write_rank_trace(f"{prefix}.0.et", [
+        make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
+        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB,
+                  comm_tag=9)])
+    write_rank_trace(f"{prefix}.1.et", [
+        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
+        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
+    (directory / "network.yml").write_text(
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n")
+
+
+def write_spec(directory: Path, **spec) -> Path:
+    """A spec in ``directory`` over the pair trace (relative paths, as a user writes them)."""
+    write_pair(directory)
+    data = {"base": {"workload": "trace/pair", "system": str(SYSTEM), "network": "network.yml"}}
+    data.update(spec)
+    path = directory / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+GRID = {"network.bandwidth[0]": BANDWIDTHS, "network.latency[0]": LATENCIES}
+
+
+# -- the spec ------------------------------------------------------------------------------
+
+def test_grid_is_the_product_in_order_and_points_multiply_it(tmp_path):
+    spec = load_spec(write_spec(tmp_path, points=[{"backend": b} for b in BACKENDS], grid=GRID))
+    assert spec.parameters == ["backend", "network.bandwidth[0]", "network.latency[0]"]
+    assert len(spec.points) == len(BACKENDS) * len(BANDWIDTHS) * len(LATENCIES) == 24
+    assert spec.points[0] == {"backend": "analytical", "network.bandwidth[0]": 12.5,
+                              "network.latency[0]": 0.0}
+    assert spec.points[1] == {"backend": "analytical", "network.bandwidth[0]": 12.5,
+                              "network.latency[0]": 500.0}  # last grid key fastest
+    assert spec.points[-1] == {"backend": "ideal", "network.bandwidth[0]": 100.0,
+                               "network.latency[0]": 1000.0}
+    assert spec.x == "network.bandwidth[0]" and spec.metric == "step_ns"
+    assert spec.output == tmp_path / "sweep-results"
+    assert spec.base["workload"] == "trace/pair"
+
+
+def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [], "network.bandwith": [1],
+                                      "sytem.foo": [1], "colour": [1]},
+                      points=[{"backend": "analytical", "latency": 3}], metric="step_ns",
+                      outptu="x")
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: unknown key 'outptu'; did you mean 'output'?",
+        f"{path}: grid: sytem.foo: only system, network, memory, backend_config have keys "
+        "inside them",
+        f"{path}: grid: colour: unknown run key (known: workload, system, network, topology, "
+        "dims, memory, comm_groups, backend, backend_config, symmetry)",
+        f"{path}: grid: network.bandwidth[0]: expected a non-empty list of values, got []",
+        f"{path}: points[0]: latency: unknown run key (known: workload, system, network, "
+        "topology, dims, memory, comm_groups, backend, backend_config, symmetry)",
+    ]
+
+
+def test_a_spec_without_anything_to_sweep_or_base_is_an_error(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("metric: step_ns\n")
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: missing required key 'base' (the run every point starts from)",
+        f"{path}: nothing to sweep: give 'grid' and/or 'points'"]
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def check_closed_form(frame: pd.DataFrame) -> None:
+    ok = frame[frame["status"] == "ok"]
+    for row in ok.to_dict("records"):
+        expected = closed_form_step_ns(row["network.bandwidth[0]"], row["network.latency[0]"])
+        assert row["step_ns"] == expected, row
+        # Most of any rank of finish - compute: rank 1, step - its 3 µs (rank 0: step - 8 µs).
+        assert row["exposed_comm_ns"] == expected - 3000
+        assert row["messages"] == 1 and row["message_bytes"] == MIB and row["npus"] == 2
+        parts = row["compute_only_ns"] + row["overlapped_comm_ns"] + row["comm_only_ns"] + \
+            row["idle_ns"]
+        # The mean over both ranks of their four parts is the mean finish time:
+        # rank 0 finishes when its send is done (step - 3000), rank 1 at step.
+        assert parts == pytest.approx(expected - 1500)
+
+
+def test_serial_sweep_matches_the_closed_form_and_records_a_failing_point(tmp_path):
+    path = write_spec(tmp_path, grid={**GRID, "network.bandwidth[0]": [*BANDWIDTHS, -1.0]})
+    outcome = run_sweep(path, workers=1)
+    frame = outcome.frame
+    assert len(frame) == 15 and outcome.ran == 15 and outcome.skipped == 0
+    failed = frame[frame["status"] == "error"]
+    assert failed["network.bandwidth[0]"].tolist() == [-1.0] * 3
+    assert set(failed["error"]) == {f"{tmp_path / 'network.yml'}: bandwidth[0]: must be > 0, "
+                                    "got -1.0"}
+    assert failed["step_ns"].isna().all()
+    assert outcome.failed == 3
+    assert (frame.loc[frame["status"] == "ok", "error"] == "").all()
+    check_closed_form(frame)
+    names = sorted(p.name for p in (tmp_path / "sweep-results").iterdir())
+    assert names == ["points.jsonl", "results.csv", "results.parquet", "step_ns.png"]
+
+
+def test_results_table_schema_in_parquet_and_csv(tmp_path):
+    path = write_spec(tmp_path, points=[{"backend": b} for b in BACKENDS],
+                      grid={"network.bandwidth[0]": [25.0, 50.0]})
+    outcome = run_sweep(path, workers=1)
+    out = tmp_path / "sweep-results"
+    # 'backend' is a swept parameter and a metric (the backend that ran): one column,
+    # in the parameters' place, holding the resolved name.
+    expected = ["point", "backend", "network.bandwidth[0]", "status",
+                *[m for m in METRICS if m != "backend"], "wall_s", "error", "key"]
+    parquet = pd.read_parquet(out / "results.parquet")
+    csv = pd.read_csv(out / "results.csv", keep_default_na=False)
+    assert list(parquet.columns) == list(csv.columns) == list(outcome.frame.columns) == expected
+    assert str(parquet["network.bandwidth[0]"].dtype) == "float64"
+    assert str(parquet["step_ns"].dtype) == "float64" and str(parquet["npus"].dtype) == "int64"
+    assert parquet["backend"].tolist() == ["analytical", "analytical", "ideal", "ideal"]
+    assert parquet["step_ns"].tolist() == csv["step_ns"].tolist() == [
+        closed_form_step_ns(b, 500.0) for b in (25.0, 50.0, 25.0, 50.0)]
+    assert parquet["key"].nunique() == 4
+
+
+def test_resume_skips_finished_points_and_retries_failed_ones(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0, 50.0]})
+    first = run_sweep(path, workers=1)
+    assert (first.ran, first.skipped, first.failed) == (3, 0, 1)
+    log = tmp_path / "sweep-results" / "points.jsonl"
+    assert len(log.read_text().splitlines()) == 3
+    again = run_sweep(path, workers=1)
+    assert (again.ran, again.skipped, again.failed) == (1, 2, 1)  # only the failed point
+    pd.testing.assert_frame_equal(again.frame.drop(columns="wall_s"),
+                                  first.frame.drop(columns="wall_s"))
+    # A sweep killed mid-way: one finished row and half a line. The rest runs.
+    lines = log.read_text().splitlines()
+    ok_line = next(line for line in lines if '"status": "ok"' in line)
+    log.write_text(ok_line + "\n" + lines[-1][: len(lines[-1]) // 2])
+    resumed = run_sweep(path, workers=1)
+    assert (resumed.ran, resumed.skipped) == (2, 1)
+    assert resumed.frame["step_ns"].tolist()[::2] == [closed_form_step_ns(25.0, 500.0),
+                                                      closed_form_step_ns(50.0, 500.0)]
+    # A wider grid runs only its new points; --fresh runs everything.
+    path.write_text(path.read_text().replace("- 50.0", "- 50.0\n  - 100.0"))
+    wider = run_sweep(path, workers=1)
+    assert (wider.ran, wider.skipped) == (2, 2)  # the new point and the failed one
+    fresh = run_sweep(path, workers=1, fresh=True)
+    assert (fresh.ran, fresh.skipped) == (4, 0)
+
+
+def test_sweep_over_system_values_and_workloads(tmp_path):
+    # Chunk count and algorithm per dimension are system.json values; a second
+    # workload directory is a path relative to the spec.
+    write_pair(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    write_pair(other)
+    spec = write_spec(tmp_path, grid={"system.preferred-dataset-splits": [1, 4],
+                                      "system.all-reduce-implementation[0]": ["ring", "direct"],
+                                      "workload": ["trace/pair", "other/trace/pair"]})
+    frame = astra.sweep(spec, workers=1)
+    assert len(frame) == 8 and (frame["status"] == "ok").all()
+    # Point-to-point only: neither chunks nor the all-reduce algorithm change the step.
+    assert set(frame["step_ns"]) == {closed_form_step_ns(50.0, 500.0)}
+    assert frame["workload"].tolist()[:2] == ["trace/pair", "other/trace/pair"]
+    bad = write_spec(tmp_path, grid={"system.all-reduce-implementation[3]": ["ring"]})
+    frame = astra.sweep(bad, workers=1, output=tmp_path / "bad")
+    assert frame["error"].tolist() == [
+        f"{SYSTEM}: all-reduce-implementation[3]: out of range (1 entries)"]
+
+
+# -- process pool and Ray -----------------------------------------------------------------------
+
+RAY_GRID = {"backend": BACKENDS, "network.bandwidth[0]": [25.0, 50.0, 100.0],
+            "network.latency[0]": [0.0, 1000.0]}
+
+
+def png_ok(path: Path) -> bool:
+    data = path.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and min(struct.unpack(">II", data[16:24])) >= 200
+
+
+def test_pool_and_ray_sweeps_give_the_same_table(tmp_path):
+    pool_spec = write_spec(tmp_path, grid=RAY_GRID, output="pool")
+    pool = run_sweep(pool_spec, workers=2)
+    assert len(pool.frame) == 12 and pool.failed == 0
+    check_closed_form(pool.frame)
+    # The same points on a local Ray instance, through the CLI (--ray after SPEC).
+    ray_spec = tmp_path / "ray.yaml"
+    ray_spec.write_text(pool_spec.read_text().replace("output: pool", "output: ray"))
+    result = CliRunner().invoke(main, ["sweep", str(ray_spec), "--ray"])
+    assert result.exit_code == 0, result.output
+    assert "12 points: 12 to run on Ray (local), 0 finished before" in result.output
+    ray_frame = pd.read_parquet(tmp_path / "ray" / "results.parquet")
+    pd.testing.assert_frame_equal(ray_frame.drop(columns="wall_s"),
+                                  pool.frame.drop(columns="wall_s"), check_dtype=False)
+    assert png_ok(tmp_path / "ray" / "step_ns.png")
+    assert (ray_frame["wall_s"] > 0).all()
