@@ -379,3 +379,46 @@ def test_default_backend_that_does_not_exist_fails_clearly(monkeypatch, pair_tra
         run_pair(pair_trace)
     available = ", ".join(installed())
     assert str(err.value) == f"unknown backend 'no-such-backend'; available: {available}"
+
+
+# -- where plugins.toml is found, and how the environment combines with it -----------------
+# (the rules docs/plugins.md states)
+
+def test_plugins_toml_in_the_working_directory_is_used_when_none_is_named(
+        tmp_path, monkeypatch, write_plugin):
+    module = write_plugin("const")
+    monkeypatch.delenv("ASTRA_PLUGINS_TOML")
+    here = tmp_path / "project"
+    here.mkdir()
+    (here / "plugins.toml").write_text(f'default_backend = "const"\nmodules = ["{module}"]\n')
+    monkeypatch.chdir(here)
+    settings = load_settings()
+    assert settings.source == str(here / "plugins.toml")
+    assert settings.default_backend == "const" and settings.modules == [module]
+    # Elsewhere, the repository's plugins.toml (default analytical, no extra modules).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    settings = load_settings()
+    assert settings.source == str(REPO / "plugins.toml")
+    assert settings.default_backend == "analytical" and settings.modules == []
+
+
+def test_environment_lists_add_to_the_plugins_toml_lists(monkeypatch, no_plugin_settings,
+                                                         write_plugin):
+    first, second = write_plugin("one"), write_plugin("two")
+    no_plugin_settings.write_text(f'modules = ["{first}"]\ndisabled = ["x"]\n')
+    monkeypatch.setenv("ASTRA_PLUGINS", f" {second} ,")
+    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "y, analytical")
+    settings = load_settings()
+    assert settings.modules == [first, second]
+    assert settings.disabled == ["x", "y", "analytical"]
+    assert backend_registry().names() == sorted(
+        {*installed(), "one", "two"} - ANALYTICAL_PLUGIN_BACKENDS)
+
+
+def test_a_listed_module_that_is_also_disabled_is_not_loaded(no_plugin_settings, write_plugin):
+    module = write_plugin("const")
+    no_plugin_settings.write_text(f'modules = ["{module}"]\ndisabled = ["{module}"]\n')
+    assert "const" not in backend_registry().names()
+    assert module not in sys.modules
