@@ -131,7 +131,7 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
         ax.set_xscale("log", base=2)
     ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_xlabel(x)
-    ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+    ax.set_ylabel(f"{metric.removesuffix('_ns').replace('_', ' ')} ({unit})" if unit else metric)
     failed = int((frame["status"] != "ok").sum())
     shown = "" if len(groups) <= MAX_LINES else f", first {MAX_LINES} of {len(groups)} lines"
     ax.set_title(f"{metric} vs {x} — {len(ok)} points"
