@@ -1,17 +1,18 @@
 # make demo   set up a virtualenv and simulate the bundled ResNet-50 example
 # make test   set up a virtualenv and run the test suite
+# make docs   build the user guide (mkdocs, warnings are errors) into build/site
 # make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test docs bench clean
 
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray]' -e backends/analytical \
+	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs]' -e backends/analytical \
 		-e examples/plugin_backend
 	touch $(STAMP)
 
@@ -23,8 +24,11 @@ demo: setup
 		--network examples/resnet50_dp/network.yml \
 		--memory examples/resnet50_dp/memory.json
 
-test: setup
+test: setup docs
 	$(BIN)/python -m pytest -q -n 2 tests
+
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: setup
 	$(BIN)/python benchmarks/scale_allreduce.py
