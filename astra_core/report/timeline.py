@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 
+from astra_core.report.breakdown import rank_tracks
 from astra_core.report.results import RunResult
 
 _LANES = {4: "GPU compute", 7: "GPU comm", 5: "GPU comm", 6: "receive", 2: "memory", 3: "memory"}
@@ -25,12 +26,7 @@ def timeline_events(result: RunResult) -> list[dict]:
     events: list[dict] = []
     # A symmetric run simulated rank 0 only: every rank runs rank 0's timing on
     # its own nodes (same positions, its own ids and names).
-    if result.symmetric:
-        records = result.engines[0].records
-        tracks = [(r.rank, records, graph.nodes) for r, graph in zip(result.ranks, result.graphs)]
-    else:
-        tracks = [(e.rank, e.records, e.nodes) for e in result.engines]
-    for rank, records, nodes in tracks:
+    for rank, records, nodes in rank_tracks(result):
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
         # lane -> [(thread id, end of its last slice)], filled first-fit by start time
