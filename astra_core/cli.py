@@ -51,8 +51,10 @@ def main() -> None:
               help="write per-collective records (with per-phase times) as Parquet")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
               help="write PNG plots here: per-rank breakdown, timeline, link utilization")
+@click.option("--no-symmetry", is_flag=True,
+              help="simulate every rank even when rank 0 provably stands for all")
 def run(workload, system, network, topology, dims, memory, comm_groups, backend, json_path,
-        timeline, csv_path, parquet_path, plots_dir) -> None:
+        timeline, csv_path, parquet_path, plots_dir, no_symmetry) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
     The network is network.yml's dimensions (--network), or a physical
@@ -69,7 +71,8 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
         sizes = _parse_dims(dims) if dims else None
         # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
-                          memory=memory, comm_groups=comm_groups, backend=backend, progress=True)
+                          memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
+                          symmetry=not no_symmetry)
     except AstraError as exc:
         _fail(exc)
     wall = time.perf_counter() - started
