@@ -94,6 +94,7 @@ class _Node:
     size: int = 0
     role: str | None = None  # collective group role, or "prev"/"next" peer stage for send/recv
     tag: int = 0
+    late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
 
 
 @dataclass
@@ -125,6 +126,7 @@ class _Program:
         self.compute: int | None = None
         self.comm: int | None = None
         self.pending: list[int | None] = []  # extra parents of the next compute-chain node
+        self.grads: int | None = None  # last gradient-reduction collective (their own chain)
 
     def _add(self, node: _Node, deps, chain: bool = False) -> int:
         if chain:
@@ -150,6 +152,17 @@ class _Program:
         if blocking:
             self.compute = idx
         return idx
+
+    def grad_coll(self, name: str, ctype: int, size: float, role: str) -> int | None:
+        """A gradient reduction: after the compute that produced it and the previous reduction,
+        off the communication chain and numbered last, so tensor-parallel collectives and
+        pipeline sends that become ready at the same time go first (one collective at a time
+        per NPU, lowest node id first)."""
+        if size <= 0 or self.group_sizes[role] == 1:
+            return None
+        node = _Node(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, late=True)
+        self.grads = self._add(node, (self.compute, self.grads))
+        return self.grads
 
     def send(self, name: str, size: float, peer: str, tag: int) -> None:
         node = _Node(name, pb.COMM_SEND_NODE, size=int(size), role=peer, tag=tag)
@@ -290,8 +303,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     def flush(kind: str, force: bool = False) -> None:
         size = bucket[kind]
         if size and (force or size >= cfg.bucket_bytes):
-            h = prog.coll(f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size,
-                          "dp" if kind == "dense" else "edp", False)
+            h = prog.grad_coll(f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size,
+                               "dp" if kind == "dense" else "edp")
             if h is not None:
                 grad_handles.append(h)
             bucket[kind] = 0.0
@@ -355,7 +368,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 flush("dense", True)
                 flush("expert", True)
     if model.tie_embeddings and model.vocab and P > 1 and (first or last):
-        h = prog.coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb", False)
+        h = prog.grad_coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb")
         if h is not None:
             grad_handles.append(h)
     shard = cfg.dp if cfg.zero >= 1 else 1
@@ -402,6 +415,11 @@ def _render(wl: LLMWorkload, rank: int, cache: dict) -> bytes:
     layout = wl.layout
     p = layout.coords(rank)[2]
     stride = layout.tp * layout.dp
+    ids = cache.get(("ids", p))
+    if ids is None:
+        nodes = wl.stages[p]
+        order = [i for i, n in enumerate(nodes) if not n.late] + [i for i, n in enumerate(nodes) if n.late]
+        ids = cache[("ids", p)] = {idx: new for new, idx in enumerate(order)}
     parts = []
     for idx, n in enumerate(wl.stages[p]):
         if n.type == pb.COMP_NODE:
@@ -426,7 +444,7 @@ def _render(wl: LLMWorkload, rank: int, cache: dict) -> bytes:
                 peer = rank + (stride if n.role == "next" else -stride)
                 src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
                 attrs = {"comm_src": src, "comm_dst": dst, "comm_tag": n.tag, "comm_size": n.size}
-            msg = make_node(idx, n.name, n.type, data_deps=n.deps,
+            msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
                             duration_micros=int(round(n.duration_ns / 1000)), **attrs)
             payload = msg.SerializeToString()
             data = _varint(len(payload)) + payload

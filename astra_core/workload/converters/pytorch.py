@@ -1,0 +1,343 @@
+"""Convert PyTorch execution traces (+ Kineto) to Chakra ET (``astra convert pytorch``).
+
+Each rank's host trace (:mod:`.pytorch_trace`) becomes a list of *units*, in
+the order the host thread started them (``rf_id``):
+
+* a ``c10d::`` collective (``allreduce_``, ``allgather_``, ``_allgather_base_``,
+  ``reduce_scatter_``, ``_reduce_scatter_base_``, ``alltoall_``,
+  ``alltoall_base_``, ``broadcast_``, ``barrier``, and their ``coalesced``
+  forms) becomes a COMM_COLL node with its Chakra type and byte size (the
+  all-gather/ all-to-all / reduce-scatter sizes in ASTRA-sim's convention:
+  the gathered output, the full input);
+  ``c10d::send`` / ``c10d::recv_`` become COMM_SEND / COMM_RECV with peer and tag;
+* every other outermost operator becomes a COMP node with its measured
+  duration (Kineto ``dur`` of the operator, 0 without Kineto); an operator
+  that encloses a collective (e.g. DDP's gradient hook) is split into its
+  children. Communication back-ends' own ranges (``gloo:*``, ``nccl:*``)
+  start on the host but end asynchronously, so the trace nests later
+  operators inside them; they are looked through.
+
+Dependencies follow the trace: host operators run in program order; a
+collective is issued after the operator before it, and collectives run in
+program order (as NCCL/gloo require); the first later operator that touches
+a collective's tensors (same storage) waits for it. On GPU traces
+(``cuda`` tensors or Kineto kernels) host operators are CPU nodes
+(``is_cpu_op``) and their kernels' time becomes a GPU COMP node in stream
+order; on CPU-only traces (e.g. gloo) the host operators are the NPU's
+compute.
+
+Process groups come from the ``## process_group:init ##`` node; a collective
+names a non-default group (pg_name) when the trace says which (NCCL's
+``record_param_comms``); groups other than the default are written to a
+comm-group JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from astra_core.errors import TraceError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.converters.pytorch_trace import (HostNode, HostTrace, KinetoTimes, read_host_trace,
+                                                          read_kineto, tensors_in)
+from astra_core.workload.graph import TraceWarning
+from astra_core.workload.writer import make_node, write_rank_trace
+
+__all__ = ["PytorchConversion", "convert_host_trace", "convert_pytorch_traces"]
+
+# c10d op -> (Chakra collective, index of the argument whose bytes are the size)
+_COLLECTIVES = {
+    "allreduce_": (pb.ALL_REDUCE, 0),
+    "allreduce_coalesced_": (pb.ALL_REDUCE, 0),
+    "allgather_": (pb.ALL_GATHER, 0),
+    "_allgather_base_": (pb.ALL_GATHER, 0),
+    "allgather_coalesced_": (pb.ALL_GATHER, 0),
+    "allgather_into_tensor_coalesced_": (pb.ALL_GATHER, 0),
+    "reduce_scatter_": (pb.REDUCE_SCATTER, 1),
+    "_reduce_scatter_base_": (pb.REDUCE_SCATTER, 1),
+    "reduce_scatter_tensor_coalesced_": (pb.REDUCE_SCATTER, 1),
+    "alltoall_": (pb.ALL_TO_ALL, 1),
+    "alltoall_base_": (pb.ALL_TO_ALL, 1),
+    "broadcast_": (pb.BROADCAST, 0),
+    "barrier": (pb.ALL_REDUCE, 0),
+}
+_P2P = {"send": pb.COMM_SEND_NODE, "recv_": pb.COMM_RECV_NODE, "recv_any_source_": pb.COMM_RECV_NODE}
+_TRANSPARENT = ("gloo:", "nccl:", "mpi:", "ucc:", "## ", "[pytorch|profiler")
+
+
+def _c10d(node: HostNode) -> str | None:
+    if node.name.startswith("c10d::"):
+        op = node.name[6:]
+        if op in _COLLECTIVES or op in _P2P:
+            return op
+    return None
+
+
+def _transparent(node: HostNode) -> bool:
+    return node.name.startswith(_TRANSPARENT)
+
+
+def _bytes(value) -> int:
+    return sum(t[3] * t[4] for t in tensors_in(value))
+
+
+@dataclass
+class _Unit:
+    node: HostNode
+    comm: str | None  # c10d op name, or None for compute
+    storages: frozenset = frozenset()
+    host_us: float = 0.0
+    gpu_us: float = 0.0
+
+
+class _Units:
+    """Splits a host trace into units (see the module docstring)."""
+
+    def __init__(self, trace: HostTrace, times: KinetoTimes | None):
+        self.trace = trace
+        self.times = times
+        self._has_comm: dict[int, bool] = {}
+
+    def has_comm(self, node: HostNode) -> bool:
+        known = self._has_comm.get(node.id)
+        if known is None:
+            known = _c10d(node) is not None or any(self.has_comm(c) for c in node.children)
+            self._has_comm[node.id] = known
+        return known
+
+    def walk(self, node: HostNode):
+        if _transparent(node):
+            for child in node.children:
+                yield from self.walk(child)
+        elif _c10d(node) is not None:
+            yield self._make(node, _c10d(node))
+            for child in node.children:  # later operators nested in the async back-end range
+                if _transparent(child):
+                    for grandchild in child.children:
+                        yield from self.walk(grandchild)
+        elif self.has_comm(node):
+            for child in node.children:
+                yield from self.walk(child)
+        else:
+            yield self._make(node, None)
+
+    def _make(self, node: HostNode, comm: str | None) -> _Unit:
+        storages, gpu, stack = set(), 0.0, [node]
+        while stack:
+            n = stack.pop()
+            if not _transparent(n):
+                storages.update(t[1] for t in tensors_in(n.inputs))
+                storages.update(t[1] for t in tensors_in(n.outputs))
+                if self.times:
+                    gpu += self.times.gpu_us.get(n.rf_id, 0.0)
+            if comm is None or n is node:
+                stack.extend(c for c in n.children if comm is None)
+        host = self.times.host_us.get(node.rf_id, 0.0) if self.times else 0.0
+        return _Unit(node, comm, frozenset(storages), host, gpu)
+
+    def units(self) -> list[_Unit]:
+        tops = []
+        for root_id in self.trace.roots:
+            root = self.trace.nodes[root_id]
+            if "thread" in root.name:
+                tops.extend(root.children)
+        tops.sort(key=lambda n: n.rf_id)
+        out = []
+        for top in tops:
+            out.extend(self.walk(top))
+        return out
+
+
+def _group_names(trace: HostTrace) -> dict[str, list[int]]:
+    """Non-default process groups: pg_name -> global ranks."""
+    out = {}
+    for g in trace.process_groups:
+        if isinstance(g, dict) and str(g.get("pg_name", "0")) != "0" and g.get("ranks"):
+            out[str(g["pg_name"])] = [int(r) for r in g["ranks"]]
+    return out
+
+
+def _seq_of(unit: _Unit) -> int | None:
+    """NCCL's sequence number of a collective (its record_param_comms' second input), else None."""
+    stack = list(unit.node.children)
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.name == "record_param_comms" and isinstance(n.inputs, list) and len(n.inputs) > 4:
+            seq = n.inputs[1]
+            return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+    return None
+
+
+def _waited_seq(unit: _Unit) -> int | None:
+    """The sequence number a top-level ``record_param_comms(..., "wait", ...)`` waits for."""
+    args = unit.node.inputs
+    if unit.node.name == "record_param_comms" and isinstance(args, list) and "wait" in args[:5] \
+            and isinstance(args[0], int):
+        return args[0]
+    return None
+
+
+def _pg_of(unit: _Unit, trace: HostTrace) -> str | None:
+    """The pg_name a collective names through record_param_comms (NCCL traces), else None."""
+    backend_ids = {g.get("backend_id"): str(g.get("pg_name")) for g in trace.process_groups if isinstance(g, dict)}
+    stack = list(unit.node.children)
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.name == "record_param_comms" and isinstance(n.inputs, list):
+            for v in n.inputs:
+                if isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v):
+                    return v[0]  # (pg_name, pg_desc), PyTorch >= 2.3
+                if isinstance(v, int) and not isinstance(v, bool) and v in backend_ids:
+                    return backend_ids[v]
+    return None
+
+
+def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
+                       group_ids: dict[str, str]) -> tuple[list[pb.Node], dict]:
+    """Nodes of one rank and a summary dict. ``group_ids`` maps pg_name -> comm-group id."""
+    units = _Units(trace, times).units()
+    gpu_trace = bool(times and times.gpu_us) or any(
+        str(t[5]).startswith("cuda") for u in units for n in (u.node,) for t in tensors_in(n.inputs))
+    groups = _group_names(trace)
+    nodes: list[pb.Node] = []
+    host_last = gpu_last = comm_last = None
+    pending: list[tuple[int, frozenset]] = []  # (comm node id, storages) not yet waited for
+    by_seq: dict[int, int] = {}  # NCCL sequence number -> collective node id
+    waited: list[int] = []  # collectives an explicit wait makes the next compute wait for
+    summary = {"compute_us": 0.0, "collectives": 0, "p2p": 0, "comm_bytes": 0, "compute_nodes": 0}
+
+    def add(name, ntype, deps, **kw) -> int:
+        nid = len(nodes)
+        nodes.append(make_node(nid, name, ntype, data_deps=[d for d in dict.fromkeys(deps) if d is not None],
+                               **kw))
+        return nid
+
+    def waits(storages: frozenset) -> list[int]:
+        hit = [nid for nid, st in pending if st & storages]
+        if hit:
+            pending[:] = [(nid, st) for nid, st in pending if nid not in hit]
+        return hit
+
+    for u in units:
+        n = u.node
+        if u.comm is None:
+            seq = _waited_seq(u)
+            if seq is not None and seq in by_seq:
+                waited.append(by_seq[seq])
+                pending[:] = [(nid, st) for nid, st in pending if nid != by_seq[seq]]
+            consumed = waits(u.storages) + waited
+            waited = []
+            if gpu_trace:
+                host_last = add(n.name, pb.COMP_NODE, [host_last], duration_micros=round(u.host_us),
+                                is_cpu_op=True)
+                if u.gpu_us:
+                    gpu_last = add(n.name + " [GPU]", pb.COMP_NODE, [host_last, gpu_last, *consumed],
+                                   duration_micros=round(u.gpu_us), is_cpu_op=False)
+                elif consumed:
+                    nodes[host_last].data_deps.extend(c for c in consumed if c not in nodes[host_last].data_deps)
+            else:
+                host_last = add(n.name, pb.COMP_NODE, [host_last, *consumed], duration_micros=round(u.host_us),
+                                is_cpu_op=False)
+            summary["compute_us"] += u.host_us + u.gpu_us
+            summary["compute_nodes"] += 1
+            continue
+        op = u.comm
+        deps = [host_last, gpu_last, comm_last]
+        if op in _P2P:
+            kind = _P2P[op]
+            args = n.inputs if isinstance(n.inputs, list) else []
+            try:
+                peer, tag = int(args[2]), int(args[3])
+            except (IndexError, TypeError, ValueError):
+                raise TraceError(f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag")
+            size = _bytes(args[:1])
+            src, dst = (rank, peer) if kind == pb.COMM_SEND_NODE else (peer, rank)
+            nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag, comm_size=size,
+                      is_cpu_op=False)
+            summary["p2p"] += 1
+        else:
+            ctype, arg = _COLLECTIVES[op]
+            args = n.inputs if isinstance(n.inputs, list) else []
+            size = _bytes(args[arg:arg + 1]) if len(args) > arg else 0
+            pg = _pg_of(u, trace)
+            attrs = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
+            if pg is not None and pg in group_ids:
+                attrs["pg_name"] = group_ids[pg]
+            elif pg is None and groups and not summary.get("warned"):
+                warnings.warn(f"{trace.path}: the trace does not say which process group each "
+                              f"collective uses; assuming the default group of all ranks", TraceWarning)
+                summary["warned"] = True
+            if ctype == pb.BROADCAST:
+                attrs["duration_micros"] = round(u.host_us)
+            nid = add(n.name, pb.COMM_COLL_NODE, deps, **attrs)
+            summary["collectives"] += 1
+            seq = _seq_of(u)
+            if seq is not None:
+                by_seq[seq] = nid
+        comm_last = nid
+        summary["comm_bytes"] += size
+        pending.append((nid, u.storages))
+    summary.pop("warned", None)
+    return nodes, summary
+
+
+@dataclass
+class PytorchConversion:
+    """Result of :func:`convert_pytorch_traces`: written paths and one summary line per rank."""
+
+    paths: list[Path]
+    comm_groups_path: Path | None
+    summaries: list[str] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+
+
+def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list[str | os.PathLike] | None,
+                           prefix: str | os.PathLike,
+                           comm_groups_path: str | os.PathLike | None = None) -> PytorchConversion:
+    """Convert one host trace per rank (rank = position in ``et_files``), each optionally
+    joined with its Kineto trace, to ``<prefix>.<rank>.et``.
+
+    Raises TraceError for unreadable or malformed traces and for a Kineto
+    list whose length differs from the host-trace list.
+    """
+    if not et_files:
+        raise TraceError("no execution trace given (--et)")
+    if kineto_files and len(kineto_files) != len(et_files):
+        raise TraceError(f"{len(et_files)} execution traces but {len(kineto_files)} Kineto traces: "
+                         f"give one --kineto per --et, in the same rank order")
+    traces = [read_host_trace(p) for p in et_files]
+    times = [read_kineto(p) for p in kineto_files] if kineto_files else [None] * len(traces)
+    names = sorted({name for t in traces for name in _group_names(t)}, key=lambda s: (len(s), s))
+    group_ids, members = {}, {}
+    for name in names:
+        gid = name if name.isdigit() and int(name) > 0 else str(len(group_ids) + 1 + len(names))
+        group_ids[name] = gid
+        for t in traces:
+            if name in _group_names(t):
+                members[gid] = _group_names(t)[name]
+    prefix = os.fspath(prefix)
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    result = PytorchConversion([], None)
+    for rank, (trace, t) in enumerate(zip(traces, times)):
+        nodes, summary = convert_host_trace(trace, t, rank, group_ids)
+        path = Path(f"{prefix}.{rank}.et")
+        try:
+            write_rank_trace(path, nodes, {"source": os.fspath(et_files[rank]), "schema": trace.schema})
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        result.paths.append(path)
+        result.stats.append(summary)
+        result.summaries.append(
+            f"{len(nodes)} nodes: {summary['compute_nodes']} compute ({summary['compute_us'] / 1e3:.3f} ms), "
+            f"{summary['collectives']} collectives, {summary['p2p']} send/recv, "
+            f"{summary['comm_bytes']} bytes communicated")
+    if members:
+        result.comm_groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
+        result.comm_groups_path.write_text(json.dumps(members, indent=1) + "\n")
+    return result
