@@ -1,0 +1,215 @@
+"""Configuration of the garnetlike backend: keys, documented defaults, one loader.
+
+A config is a TOML or YAML file (or a mapping) of flat keys; every key is
+optional, an unknown key is an error (with a suggestion for a misspelling), and
+all problems are reported at once, one line each naming the file and key::
+
+    garnet.toml: vcs_per_vnet: must be >= 1, got 0
+    garnet.toml: unknown key 'flit_size'; did you mean 'flit_bytes'?
+
+=============================  =========  ============================================================
+key                            default    meaning
+=============================  =========  ============================================================
+``clock_ghz``                  1.0        router clock; one cycle is ``1 / clock_ghz`` ns (rounded to
+                                          a whole ps)
+``flit_bytes``                 256        bytes per flit, the unit of buffering, credits and switch
+                                          allocation
+``packet_bytes``               65536      largest payload of one packet: a message of B bytes is
+                                          ``ceil(B / packet_bytes)`` packets (at least one), a packet of
+                                          p bytes is ``ceil(p / flit_bytes)`` flits (at least one: a
+                                          head-tail flit)
+``virtual_networks``           1          virtual networks (vnets); a message travels on vnet
+                                          ``tag % virtual_networks``
+``vcs_per_vnet``               4          virtual channels per vnet at every router input port
+                                          (Garnet's default); wrap-around dimensions split them into
+                                          two dateline classes, so they need >= 2
+``buffer_depth_flits``         4          flits of buffer per VC (Garnet's ``buffers_per_data_vc``)
+``buffers_cover_round_trip``   true       deepen each link's VC buffers to its credit round trip
+                                          (flit time + 2 x link latency + pipeline + credit delay) so
+                                          one VC can keep a long link busy
+``router_pipeline_cycles``     1          cycles from a flit's arrival in an input buffer until it can
+                                          win switch allocation (Garnet 2.0's ``router_latency``)
+``credit_delay_cycles``        1          cycles from a flit leaving a buffer until its credit leaves
+                                          for the upstream router (plus the link latency back)
+``atomic_vc_allocation``       false      true: a VC takes a new packet only once empty, i.e. once the
+                                          previous tail's credit is back (Garnet; ``astra noc``'s
+                                          default); false: the next packet may follow the previous
+                                          tail into the VC (virtual cut-through style FIFO VCs, as on
+                                          long inter-NPU links, where waiting a round trip per packet
+                                          would idle the link)
+``routing``                    auto       ``auto``, ``dimension_order``, ``table`` or ``up_down``
+                                          (:mod:`astra_garnetlike.routing`)
+``deadlock_avoidance``         dateline   ``dateline`` (VC classes on wrap-around links) or ``none``
+``deadlock_threshold_cycles``  50000      no flit moving for this long (at least 4 round trips of
+                                          the slowest link) while flits wait is a deadlock (Garnet's
+                                          ``garnet_deadlock_threshold``)
+``up_down_root``               (none)     root node of up*/down* routing (default: the switch with
+                                          the most links, lowest id first)
+=============================  =========  ============================================================
+
+Flit and packet sizes trade fidelity for speed: the model's cost is one event
+per flit per hop, so a message of B bytes costs about ``B / flit_bytes x
+(hops + 1)`` events. Larger flits coarsen buffering, credits and arbitration
+(each hop adds one flit's serialization to the zero-load latency and
+contention is resolved per flit); larger packets hold VCs longer (wormhole
+blocking) but make long links easier to fill. Realistic on-chip values are
+16-32 B flits and 1-5 flit packets (``astra noc``'s defaults); the defaults here
+suit inter-NPU links of tens of GB/s and 100s of ns at about 20 k flit-hops
+per MiB.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from astra_core.config.files import expect_mapping, read_yaml, source_name
+from astra_core.config.issues import PYTHON_SOURCE, Problems, as_choice, as_int, as_number, show
+from astra_core.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROUTING = ("auto", "dimension_order", "table", "up_down")
+DEADLOCK_AVOIDANCE = ("dateline", "none")
+
+
+@dataclass(frozen=True)
+class GarnetConfig:
+    """Parameters of the garnetlike model; see the module docstring for each key."""
+
+    clock_ghz: float = 1.0
+    flit_bytes: int = 256
+    packet_bytes: int = 65536
+    virtual_networks: int = 1
+    vcs_per_vnet: int = 4
+    buffer_depth_flits: int = 4
+    buffers_cover_round_trip: bool = True
+    router_pipeline_cycles: int = 1
+    credit_delay_cycles: int = 1
+    atomic_vc_allocation: bool = False
+    routing: str = "auto"
+    deadlock_avoidance: str = "dateline"
+    deadlock_threshold_cycles: int = 50000
+    up_down_root: int | None = None
+    source: str = PYTHON_SOURCE
+
+    def __post_init__(self) -> None:
+        problems = Problems(self.source)
+        for key, value in _checked(self.as_dict(), problems).items():
+            object.__setattr__(self, key, value)
+        problems.raise_if_any()
+
+    @property
+    def cycle_ps(self) -> int:
+        """One clock cycle in whole ps."""
+        return max(1, round(1000.0 / self.clock_ghz))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys and values as a config file would hold them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
+
+    def replace(self, **changes: Any) -> "GarnetConfig":
+        """A copy with some keys changed (validated like a file)."""
+        return load_config({**self.as_dict(), **changes}, source=self.source)
+
+
+KEYS = tuple(f.name for f in fields(GarnetConfig) if f.name != "source")
+
+#: key -> (kind, minimum); kind is int, float, bool or a tuple of choices.
+_RULES: dict[str, tuple[Any, Any]] = {
+    "clock_ghz": (float, 0), "flit_bytes": (int, 1), "packet_bytes": (int, 1),
+    "virtual_networks": (int, 1), "vcs_per_vnet": (int, 1), "buffer_depth_flits": (int, 1),
+    "buffers_cover_round_trip": (bool, None), "router_pipeline_cycles": (int, 1),
+    "credit_delay_cycles": (int, 0), "atomic_vc_allocation": (bool, None),
+    "routing": (ROUTING, None), "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
+    "deadlock_threshold_cycles": (int, 1), "up_down_root": (int, 0),
+}
+
+
+def _checked(values: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
+    """Typed values of the known keys; every problem noted with its key."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        kind, minimum = _RULES[key]
+        if key == "up_down_root" and value is None:
+            out[key] = None
+            continue
+        if kind is bool:
+            if isinstance(value, bool):
+                out[key] = value
+            else:
+                problems.add(key, f"expected true or false, got {show(value)}")
+            continue
+        if isinstance(kind, tuple):
+            value, err = as_choice(value, kind)
+        elif kind is int:
+            value, err = as_int(value, minimum=minimum)
+        else:
+            value, err = as_number(value, positive=True)
+        if err:
+            problems.add(key, err)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(config: Any = None, *, source: str | None = None) -> GarnetConfig:
+    """A :class:`GarnetConfig` from None (defaults), a GarnetConfig, a mapping or a file path.
+
+    Files: ``.toml`` (TOML) or ``.yml``/``.yaml`` (YAML), flat keys. Raises
+    :class:`~astra_core.errors.ConfigError` listing every problem, each line
+    naming the file and key.
+    """
+    if config is None:
+        return GarnetConfig()
+    if isinstance(config, GarnetConfig):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        return _load_file(config)
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"garnetlike config: expected a file path or a mapping of keys, "
+                          f"got {type(config).__name__}")
+    source = source or PYTHON_SOURCE
+    problems = Problems(source)
+    known = {}
+    for key, value in config.items():
+        if key in KEYS:
+            known[key] = value
+        else:
+            problems.unknown(str(key), KEYS)
+    checked = _checked(known, problems)
+    problems.raise_if_any()
+    return GarnetConfig(**checked, source=source)
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The raw keys of a TOML or YAML config file (unchecked). Raises ConfigError."""
+    name = source_name(path)
+    suffix = Path(path).suffix.lower()
+    problems = Problems(name)
+    if suffix == ".toml":
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{name}: file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{name}: cannot read file: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+    elif suffix in (".yml", ".yaml"):
+        data = read_yaml(path, problems)
+    else:
+        raise ConfigError(f"{name}: garnetlike config must be TOML (.toml) or YAML (.yml, .yaml)")
+    mapping = expect_mapping(data, problems)
+    problems.raise_if_any()
+    return dict(mapping)
+
+
+def _load_file(path: str | os.PathLike) -> GarnetConfig:
+    return load_config(read_config_file(path), source=source_name(path))

@@ -1,0 +1,99 @@
+"""SimPy's Environment as the clock, driven by callbacks instead of processes.
+
+The model's routers and links are state machines: each output port is woken
+when something it waits for can have changed, and nothing runs per cycle.
+A SimPy process per flit would cost several events per flit-hop (a Timeout
+per stage and the process resumption); here a flit-hop costs about one
+event. Events are pushed with SimPy's own ``Environment.schedule`` and run by
+``Environment.run``, so SimPy's ordering rule holds: events due at the same
+time run in the order they were scheduled.
+
+Time is an integer count of picoseconds: cycle times, link latencies and
+serialization are exact sums, so "is this flit ready yet" never depends on
+floating-point rounding. The backend API converts to ns at its edge.
+
+The event objects here are SimPy events reduced to what
+``Environment.step`` reads (``callbacks`` and ``_ok``): constructing a full
+``simpy.Event`` per flit-hop would cost a third of the model's time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import simpy
+from simpy.core import NORMAL
+
+__all__ = ["INF", "NORMAL", "PS_PER_NS", "Call", "Clock", "Wake", "ns_to_ps"]
+
+PS_PER_NS = 1000
+#: "Never", for wake-up and free times.
+INF = float("inf")
+
+
+class Wake:
+    """A triggered, successful event whose callbacks run when it is popped.
+
+    ``callbacks`` is a list shared by every wake-up of one port (SimPy reads
+    it and never mutates it)."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, callbacks: list):
+        self.callbacks = callbacks
+
+
+class Call:
+    """An event that runs ``fn(arg)``."""
+
+    __slots__ = ("callbacks", "fn", "arg")
+    _ok = True
+
+    def __init__(self, fn: Callable[[Any], None], arg: Any):
+        self.callbacks = _RUN_CALL
+        self.fn = fn
+        self.arg = arg
+
+
+def _run_call(event: Call) -> None:
+    event.fn(event.arg)
+
+
+_RUN_CALL = [_run_call]
+
+
+class Clock:
+    """A SimPy Environment counting ps, with the two ways the model schedules work."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment(initial_time=0)
+        self._schedule = self.env.schedule
+
+    @property
+    def now_ps(self) -> int:
+        return self.env.now
+
+    def call_in(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        """Run ``fn(arg)`` after ``delay_ps`` (an int >= 0)."""
+        self._schedule(Call(fn, arg), NORMAL, delay_ps)
+
+    def wake_in(self, delay_ps: int, callbacks: list) -> None:
+        """Pop a :class:`Wake` carrying ``callbacks`` after ``delay_ps``."""
+        self._schedule(Wake(callbacks), NORMAL, delay_ps)
+
+    def run(self) -> None:
+        """Process events until none remain."""
+        self.env.run()
+
+    def run_until(self, time_ps: int) -> None:
+        """Process events due before ``time_ps``; the clock then reads ``time_ps``."""
+        if time_ps > self.env.now:
+            self.env.run(until=time_ps)
+
+
+def ns_to_ps(delay_ns: float) -> int:
+    """A delay in ns as whole ps (rounded to nearest); raises ValueError if negative."""
+    if delay_ns < 0:
+        raise ValueError(f"cannot schedule into the past (delay {delay_ns} ns)")
+    return int(round(delay_ns * PS_PER_NS))
