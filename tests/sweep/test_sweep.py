@@ -14,7 +14,6 @@ see examples/plugin_backend).
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from pathlib import Path
@@ -251,3 +250,32 @@ def test_pool_and_ray_sweeps_give_the_same_table(tmp_path):
                                   pool.frame.drop(columns="wall_s"), check_dtype=False)
     assert png_ok(tmp_path / "ray" / "step_ns.png")
     assert (ray_frame["wall_s"] > 0).all()
+
+
+# -- the command line ----------------------------------------------------------------------
+
+def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
+    spec = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0]})
+    out = tmp_path / "elsewhere"
+    result = CliRunner().invoke(main, ["sweep", str(spec), "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "2 points: 2 to run on this process, 0 finished before" in result.output
+    assert "1 of 2 points failed" in result.output
+    frame = pd.read_csv(out / "results.csv")
+    assert frame["status"].tolist() == ["ok", "error"]
+    assert frame["step_ns"].tolist()[0] == closed_form_step_ns(25.0, 500.0)
+    assert math.isnan(frame["step_ns"].tolist()[1])
+    again = CliRunner().invoke(main, ["sweep", str(spec), "-o", str(out), "-j", "1"])
+    assert "2 points: 1 to run on this process, 1 finished before" in again.output
+
+
+def test_cli_sweep_with_a_bad_spec_is_one_error_line_per_problem(tmp_path):
+    spec = write_spec(tmp_path, grid={"network.bandwidth[0]": 25.0})
+    result = CliRunner().invoke(main, ["sweep", str(spec)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: {spec}: grid: network.bandwidth[0]: expected a non-empty list of values, "
+        "got 25.0"]
+    missing = CliRunner().invoke(main, ["sweep", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 1
+    assert missing.stderr.splitlines() == [f"error: {tmp_path / 'nope.yaml'}: file not found"]
