@@ -108,13 +108,14 @@ def gen() -> None:
 @click.option("--npus", type=int, required=True, help="number of NPUs")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--iterations", type=int, default=1, show_default=True, help="back-to-back collectives")
-def gen_micro(collective, size, npus, output, iterations) -> None:
+@click.option("--chakra-ids", is_flag=True, help="number nodes with one counter across ranks, as Chakra's generator")
+def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     """A single-collective microbenchmark on NPUS NPUs."""
     from astra_core.workload.generators.micro import parse_size, write_micro
 
     try:
         nbytes = parse_size(size)
-        paths = write_micro(collective, nbytes, npus, output, iterations)
+        paths = write_micro(collective, nbytes, npus, output, iterations, chakra_ids=chakra_ids)
     except AstraError as exc:
         _fail(exc)
     click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")

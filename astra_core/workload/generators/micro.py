@@ -5,7 +5,9 @@ microbenchmark generator writes them (``src/generator/generator.py``
 ``one_comm_coll_node_*``; the traces in ``../shared/reference/workload/micro``):
 node name ``<COLLECTIVE>``, attributes ``is_cpu_op`` false, ``comm_type``,
 ``comm_size`` in bytes. Iterations run back to back (each depends on the
-previous one); an optional ``pg_name`` selects a comm group.
+previous one); an optional ``pg_name`` selects a comm group. Every rank numbers
+its nodes from 0 (identical files, read once), or with ``chakra_ids`` from
+``rank x iterations`` as Chakra's generator's one counter does.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def parse_size(text: str) -> int:
 
 
 def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.PathLike,
-                iterations: int = 1, pg_name: str | None = None) -> list[Path]:
+                iterations: int = 1, pg_name: str | None = None, chakra_ids: bool = False) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for ``npus`` ranks: ``iterations`` back-to-back collectives.
 
     ``collective`` is a key of :data:`COLLECTIVES` (or a Chakra name such as
@@ -63,18 +65,24 @@ def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.Pa
                           f"(expected one of {', '.join(COLLECTIVES)})")
     if npus < 1 or iterations < 1 or size_bytes < 1:
         raise ConfigError(f"micro: npus, iterations and size must be >= 1, got {npus}, {iterations}, {size_bytes}")
-    nodes = [make_node(i, kind, pb.COMM_COLL_NODE, data_deps=[i - 1] if i else [], is_cpu_op=False,
-                       comm_type=pb.CollectiveCommType.Value(kind), comm_size=size_bytes, pg_name=pg_name)
-             for i in range(iterations)]
+    def nodes(first_id: int):
+        return [make_node(first_id + i, kind, pb.COMM_COLL_NODE, data_deps=[first_id + i - 1] if i else [],
+                          is_cpu_op=False, comm_type=pb.CollectiveCommType.Value(kind), comm_size=size_bytes,
+                          pg_name=pg_name)
+                for i in range(iterations)]
+
     folder = Path(os.fspath(prefix)).parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes)
+        first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes(0))
         data = first.read_bytes()
         paths = [first]
         for rank in range(1, npus):
             path = Path(f"{os.fspath(prefix)}.{rank}.et")
-            path.write_bytes(data)
+            if chakra_ids:
+                write_rank_trace(path, nodes(rank * iterations))
+            else:
+                path.write_bytes(data)
             paths.append(path)
     except OSError as exc:
         raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
