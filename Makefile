@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 		backends/garnetlike/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs]' -e backends/analytical \
+	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch]' -e backends/analytical \
 		-e backends/garnetlike -e examples/plugin_backend
 	touch $(STAMP)
 
