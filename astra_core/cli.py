@@ -43,6 +43,8 @@ def main() -> None:
 @click.option("--memory", type=click.Path(), help="remote-memory JSON")
 @click.option("--comm-groups", type=click.Path(), help="communicator-group JSON")
 @click.option("--backend", help="network backend (see `astra backends`)")
+@click.option("--backend-config", type=click.Path(dir_okay=False),
+              help="the backend's own config file (e.g. garnetlike: TOML/YAML)")
 @click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
 @click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
 @click.option("--csv", "csv_path", type=click.Path(),
@@ -53,8 +55,8 @@ def main() -> None:
               help="write PNG plots here: per-rank breakdown, timeline, link utilization")
 @click.option("--no-symmetry", is_flag=True,
               help="simulate every rank even when rank 0 provably stands for all")
-def run(workload, system, network, topology, dims, memory, comm_groups, backend, json_path,
-        timeline, csv_path, parquet_path, plots_dir, no_symmetry) -> None:
+def run(workload, system, network, topology, dims, memory, comm_groups, backend, backend_config,
+        json_path, timeline, csv_path, parquet_path, plots_dir, no_symmetry) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
     The network is network.yml's dimensions (--network), or a physical
@@ -72,7 +74,7 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
         # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
                           memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
-                          symmetry=not no_symmetry)
+                          symmetry=not no_symmetry, backend_config=backend_config)
     except AstraError as exc:
         _fail(exc)
     wall = time.perf_counter() - started
@@ -128,6 +130,18 @@ main.add_command(topology)
 main.add_command(convert)
 main.add_command(gen)
 main.add_command(sweep)
+
+try:  # `astra noc` belongs to the garnetlike backend's distribution
+    from astra_garnetlike.cli import noc
+except ImportError:
+    @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    def noc() -> None:
+        """Network-on-chip experiments (needs astra-garnetlike)."""
+        click.echo("error: `astra noc` needs astra-garnetlike: pip install -e backends/garnetlike",
+                   err=True)
+        sys.exit(1)
+else:
+    main.add_command(noc)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

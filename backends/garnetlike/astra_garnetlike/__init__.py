@@ -3,10 +3,27 @@
 Routers with input-buffered virtual channels, credits, head/body/tail flits,
 a router pipeline, VC and round-robin switch allocation, on any
 :class:`~astra_core.topology.physical.PhysicalTopology`, in pure Python on
-SimPy's event queue. See :mod:`astra_garnetlike.network`.
+SimPy's event queue. See :mod:`astra_garnetlike.network` (the model),
+:mod:`astra_garnetlike.config` (its keys) and :mod:`astra_garnetlike.noc`
+(synthetic-traffic experiments, ``astra noc``).
+
+Names are imported on first use, so ``astra`` starts without loading SimPy.
 """
 
-from astra_garnetlike.config import GarnetConfig, load_config
-from astra_garnetlike.network import GarnetNetwork
+__all__ = ["GarnetConfig", "GarnetNetwork", "load_config", "run_noc"]
 
-__all__ = ["GarnetConfig", "GarnetNetwork", "load_config"]
+
+def __getattr__(name):
+    if name in ("GarnetConfig", "load_config"):
+        from astra_garnetlike import config
+
+        return getattr(config, name)
+    if name == "GarnetNetwork":
+        from astra_garnetlike.network import GarnetNetwork
+
+        return GarnetNetwork
+    if name == "run_noc":
+        from astra_garnetlike.noc import run_noc
+
+        return run_noc
+    raise AttributeError(f"module 'astra_garnetlike' has no attribute {name!r}")
