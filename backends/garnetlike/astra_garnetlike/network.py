@@ -19,11 +19,12 @@ pipeline ``P`` and a cycle ``c`` (all links alike: ``s``, ``L``)::
     T = (H + 1) * P + H * (s + L) + c + (F - 1) * s
 
 i.e. every router on the path (H + 1 of them) holds the head ``P``, every
-link delays it ``s + L``, ejection takes a cycle, and the other ``F - 1``
-flits follow one serialization apart. In the NoC mode (``s = c``,
-``L = link_latency - 1`` cycles) this is ``(H + 1) * (P + link_latency) + F - 1``
-cycles: hops x (router pipeline + link latency) + serialization, counting the
-ejection as a one-cycle hop.
+link delays it ``s + L``, ejection into the NI takes a cycle, and the other
+``F - 1`` flits follow one serialization apart. In the NoC mode (``s = c``,
+``L = link_latency - 1`` cycles) this is ``(H + 1) * P + H * link_latency + F``
+cycles: hops x (router pipeline + link latency), plus the ejecting router's
+pipeline, plus the serialization of the packet's ``F`` flits (the last of them
+into the NI).
 
 Model sources: Garnet 2.0 (Agarwal, Krishna, Peh, Jha, ISPASS 2009; Bharadwaj
 et al.'s gem5 Garnet 2.0 documentation) for VCs per vnet, credits, the
@@ -61,7 +62,8 @@ class Message:
     """One message between two NPUs, from send to delivery."""
 
     __slots__ = ("src", "dst", "size", "on_delivered", "arg", "vnet", "route", "vcs",
-                 "packets_to_make", "bytes_left", "packets_left", "seq", "sent_ps", "done_ps")
+                 "packets", "packets_to_make", "bytes_left", "packets_left", "packets_out", "seq",
+                 "sent_ps", "injected_ps", "done_ps")
 
     def __init__(self, src: int, dst: int, size: int, on_delivered, arg, vnet: int,
                  route: tuple, vcs: tuple, packets: int, seq: int, sent_ps: int):
@@ -73,11 +75,14 @@ class Message:
         self.vnet = vnet
         self.route = route
         self.vcs = vcs
+        self.packets = packets
         self.packets_to_make = packets
         self.packets_left = packets
+        self.packets_out = 0
         self.bytes_left = size
         self.seq = seq
         self.sent_ps = sent_ps
+        self.injected_ps = -1  # when its last flit left the source NI
         self.done_ps = -1
 
 
@@ -85,7 +90,7 @@ class NetworkInterface:
     """An NPU's NI: packetization into its injection VCs (one packet per VC at a time)."""
 
     __slots__ = ("rank", "port", "queues", "vcs_per_vnet", "flit_bytes", "packet_bytes",
-                 "pipeline_ps", "clock", "stalled_ps", "packets_sent")
+                 "pipeline_ps", "clock", "packets_sent")
 
     def __init__(self, rank: int, port: InputPort, config: GarnetConfig, pipeline_ps: int, clock):
         self.rank = rank
@@ -108,6 +113,14 @@ class NetworkInterface:
                 self.refill(ivc, now)
                 if not self.queues[msg.vnet]:
                     break
+
+    def departed(self, pkt: Packet, ivc, now: int) -> None:
+        """The tail of ``pkt`` has left injection VC ``ivc``: note it, then refill the VC."""
+        msg = pkt.msg
+        msg.packets_out += 1
+        if msg.packets_out == msg.packets:
+            msg.injected_ps = now
+        self.refill(ivc, now)
 
     def refill(self, ivc, now: int) -> None:
         """Put the next packet of the vnet's queue into the idle injection VC ``ivc``."""

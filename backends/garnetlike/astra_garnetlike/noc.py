@@ -17,9 +17,9 @@ more cycles, which marks the point as saturated.
 Links carry one flit per cycle (width = flit size) and take
 ``link_latency_cycles`` in all (Garnet's ``link_latency``: serialization of
 the one flit plus ``link_latency - 1`` cycles of propagation), so zero-load
-latency is ``(hops + 1) x (router_pipeline + link_latency) + flits - 1``
-cycles (the ejection to the NI counts as a one-cycle hop) plus source
-queueing. Defaults are Garnet 2.0's: 1-cycle routers and links, 4 VCs of 4
+latency is ``(hops + 1) x router_pipeline + hops x link_latency + flits``
+cycles (every router on the path, every link, and the packet's flits one
+cycle apart into the NI) plus source queueing. Defaults are Garnet 2.0's: 1-cycle routers and links, 4 VCs of 4
 flits, atomic VC allocation; packets of 4 flits of 16 bytes.
 """
 

@@ -297,8 +297,8 @@ class OutputPort:
                             up.free_at[ivc.index] = back
                         if up.blocked:
                             up.wake_at(back)
-                    elif not left:
-                        port.ni.refill(ivc, now)
+                    elif not left:  # an injection VC: the NI puts its next packet in
+                        port.ni.departed(pkt, ivc, now)
                     # next arbitration: when the port is free and some front flit is ready
                     if left and buf and buf[0] <= done:  # streaming: this packet's next flit
                         self.wake_time = done
@@ -322,7 +322,7 @@ class OutputPort:
             self.wake_at(nxt)
 
 
-def _returned(port: InputPort, ivc: InputVC, left: int, now: int) -> None:
+def _returned(port: InputPort, ivc: InputVC, left: int, now: int, pkt: Packet) -> None:
     """A flit left ``ivc``: its credit (and, for a tail, maybe its VC) goes upstream."""
     up = port.upstream
     if up is not None:
@@ -333,7 +333,7 @@ def _returned(port: InputPort, ivc: InputVC, left: int, now: int) -> None:
         if up.blocked:
             up.wake_at(back)
     elif not left:
-        port.ni.refill(ivc, now)
+        port.ni.departed(pkt, ivc, now)
 
 
 class EjectionPort(OutputPort):
@@ -404,7 +404,7 @@ class EjectionPort(OutputPort):
             else:
                 ivc.pkt = None
             self.clock.call_in(self.ser_ps, self.on_packet, pkt)
-        _returned(port, ivc, left, now)
+        _returned(port, ivc, left, now, ivc.pkt)
         soonest = INF
         for other in reqs:
             if other.buf and other.buf[0] < soonest:
