@@ -77,7 +77,8 @@ class Watchdog:
         cycle = _find_cycle(stuck)
         now_ns = net.env._now / PS_PER_NS
         why = ("the event queue ran dry" if stopped else
-               f"no flit moved for {self.threshold_ps / PS_PER_NS:g} ns")
+               f"no flit moved for {self.threshold_ps / PS_PER_NS:g} ns = "
+               f"{self.threshold_ps // net.cycle_ps} cycles")
         shown = cycle or stuck
         parts = [_describe(net, ivc) for ivc in shown[:_SHOWN]]
         more = f"; and {len(shown) - _SHOWN} more" if len(shown) > _SHOWN else ""
@@ -135,17 +136,19 @@ def _find_cycle(stuck: list["InputVC"]) -> list["InputVC"]:
 
 def _describe(net: "GarnetNetwork", ivc: "InputVC") -> str:
     port = ivc.port
-    where = f"{net.node_name(port.router)} {port.name} VC {ivc.index}"
+    where = f"{net.node_name(port.router)} ({port.name}, VC {ivc.index})"
     pkt = ivc.pkt
     if pkt is None:
-        return f"{where} ({len(ivc.buf)} flits)"
+        return f"{where} holds {len(ivc.buf)} flits"
     out = ivc.out
+    link = out.name.replace("out to", "the link to")
     if ivc.out_vc >= 0:
-        need = f"a credit of {out.name} VC {ivc.out_vc}"
+        need = f"a credit for VC {ivc.out_vc} on {link}"
     elif out.down is not None:
         lo, hi = pkt.vcs[ivc.hop]
-        need = f"a free VC {lo}-{hi - 1} {out.name}"
+        vcs = f"VC {lo}" if hi - lo == 1 else f"VC {lo}-{hi - 1}"
+        need = f"a free {vcs} on {link}"
     else:
         need = "ejection"
-    return (f"{where} holds packet NPU {pkt.msg.src}->{pkt.msg.dst} "
-            f"({len(ivc.buf)} flits), waits for {need}")
+    return (f"{where} holds packet {pkt.msg.src}->{pkt.msg.dst} ({len(ivc.buf)} flits) "
+            f"and waits for {need}")

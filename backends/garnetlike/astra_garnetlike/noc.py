@@ -41,10 +41,12 @@ from astra_garnetlike.traffic import Injector, make_pattern
 TOPOLOGIES = ("mesh", "torus")
 
 #: Garnet 2.0 defaults for on-chip studies (router_latency 1, link_latency 1,
-#: vcs_per_vnet 4, buffers_per_data_vc 4) with 16-byte flits.
+#: vcs_per_vnet 4, buffers_per_data_vc 4) with 16-byte flits. A NoC that is not
+#: deadlocked moves some flit every few cycles, so 1000 still-cycles mean deadlock
+#: (Garnet waits 50000, longer than most runs here).
 NOC_CONFIG = {"flit_bytes": 16, "vcs_per_vnet": 4, "buffer_depth_flits": 4,
               "router_pipeline_cycles": 1, "credit_delay_cycles": 1, "atomic_vc_allocation": True,
-              "virtual_networks": 1, "clock_ghz": 1.0}
+              "virtual_networks": 1, "clock_ghz": 1.0, "deadlock_threshold_cycles": 1000}
 DEFAULT_PACKET_FLITS = 4
 
 
