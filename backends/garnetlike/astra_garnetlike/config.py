@@ -5,7 +5,7 @@ optional, an unknown key is an error (with a suggestion for a misspelling), and
 all problems are reported at once, one line each naming the file and key::
 
     garnet.toml: vcs_per_vnet: must be >= 1, got 0
-    garnet.toml: unknown key 'flit_size'; did you mean 'flit_bytes'?
+    garnet.toml: unknown key 'flit_byte'; did you mean 'flit_bytes'?
 
 =============================  =========  ============================================================
 key                            default    meaning
