@@ -137,7 +137,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--seq-len", type=int, help="sequence length (default: the model's)")
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism")
 @click.option("--gpu", default="H100", show_default=True, help="A100, H100, H200, B200 or a JSON/YAML file")
-@click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="gradient bucket size [MiB]")
+@click.option("--bucket-mb", type=float, help="gradient bucket size [MiB] (default: Megatron's "
+              "max(40M, 1M x DP) elements)")
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
@@ -152,7 +153,7 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
         cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
                         microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
                         schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
-                        bucket_bytes=int(bucket_mb * 2**20), dims=_dims(dims))
+                        bucket_bytes=int(bucket_mb * 2**20) if bucket_mb else None, dims=_dims(dims))
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

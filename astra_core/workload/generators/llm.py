@@ -62,7 +62,8 @@ class LLMConfig:
     ``microbatches`` (M) and ``global_batch`` (B) must agree, B = D x M x
     ``micro_batch``; with neither, M = 2P (M = 1 without pipelining).
     ``dims``: the network's dimension sizes, to place whole-dimension groups
-    with involved_dim.
+    with involved_dim. ``bucket_bytes`` defaults to Megatron-LM's gradient bucket of
+    max(40M, 1M x D) elements.
     """
 
     model: ModelConfig
@@ -78,8 +79,12 @@ class LLMConfig:
     zero: int = 0
     seq_len: int | None = None
     sequence_parallel: bool = False
-    bucket_bytes: int = 25 * 2**20
+    bucket_bytes: int | None = None
     dims: Sequence[int] | None = None
+
+    def __post_init__(self):
+        if self.bucket_bytes is None:  # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
+            self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * O.BYTES
 
 
 @dataclass
@@ -301,13 +306,15 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     grad_kind = _AR if cfg.zero == 0 else _RS
 
     def flush(kind: str, force: bool = False) -> None:
-        size = bucket[kind]
-        if size and (force or size >= cfg.bucket_bytes):
+        """Reduce full buckets (and with ``force`` the rest): a bucket never exceeds
+        bucket_bytes, so one reduction never holds the NPU's communication for long."""
+        while bucket[kind] >= cfg.bucket_bytes or (force and bucket[kind] > 0):
+            size = min(bucket[kind], cfg.bucket_bytes)
             h = prog.grad_coll(f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size,
                                "dp" if kind == "dense" else "edp")
             if h is not None:
                 grad_handles.append(h)
-            bucket[kind] = 0.0
+            bucket[kind] -= size
 
     def add_grads(dense_elems: float, expert_elems: float) -> None:
         if cfg.zero == 3:  # FSDP: per-layer reduce-scatter
