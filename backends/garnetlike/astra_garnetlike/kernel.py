@@ -4,9 +4,16 @@ The model's routers and links are state machines: each output port is woken
 when something it waits for can have changed, and nothing runs per cycle.
 A SimPy process per flit would cost several events per flit-hop (a Timeout
 per stage and the process resumption); here a flit-hop costs about one
-event. Events are pushed with SimPy's own ``Environment.schedule`` and run by
+wake-up. Events are pushed with SimPy's own ``Environment.schedule`` and run by
 ``Environment.run``, so SimPy's ordering rule holds: events due at the same
 time run in the order they were scheduled.
+
+Wake-ups of output ports due at the same time share one SimPy event (a
+*bucket*): in a clocked network most ports wake on the same cycle boundaries,
+so the cost of an event (heap push and pop, SimPy's step) is paid once per
+time step rather than once per port. A bucket runs its ports in the order
+their wake-ups were requested, including ports woken for the same time while
+it runs.
 
 Time is an integer count of picoseconds: cycle times, link latencies and
 serialization are exact sums, so "is this flit ready yet" never depends on
@@ -14,7 +21,7 @@ floating-point rounding. The backend API converts to ns at its edge.
 
 The event objects here are SimPy events reduced to what
 ``Environment.step`` reads (``callbacks`` and ``_ok``): constructing a full
-``simpy.Event`` per flit-hop would cost a third of the model's time.
+``simpy.Event`` per wake-up would cost a third of the model's time.
 """
 
 from __future__ import annotations
@@ -64,11 +71,33 @@ _RUN_CALL = [_run_call]
 
 
 class Clock:
-    """A SimPy Environment counting ps, with the two ways the model schedules work."""
+    """A SimPy Environment counting ps, with the two ways the model schedules work.
+
+    ``buckets`` maps a time (ps) to the ports to wake then; each bucket is one
+    SimPy event whose callbacks are :attr:`bucket_callbacks`.
+    """
 
     def __init__(self) -> None:
         self.env = simpy.Environment(initial_time=0)
         self._schedule = self.env.schedule
+        self.buckets: dict[int, list] = {}
+        self.bucket_callbacks = [self._run_bucket]
+
+    def wake(self, port, time_ps: int) -> None:
+        """Call ``port.fire(time_ps)`` at ``time_ps`` (>= now), after the wake-ups already due then."""
+        bucket = self.buckets.get(time_ps)
+        if bucket is None:
+            self.buckets[time_ps] = [port]
+            self._schedule(Wake(self.bucket_callbacks), NORMAL, time_ps - self.env._now)
+        else:
+            bucket.append(port)
+
+    def _run_bucket(self, _event) -> None:
+        now = self.env._now
+        ports = self.buckets[now]
+        for port in ports:  # grows while it runs: zero-delay wake-ups join this time step
+            port.fire(now)
+        del self.buckets[now]
 
     @property
     def now_ps(self) -> int:
@@ -77,10 +106,6 @@ class Clock:
     def call_in(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` after ``delay_ps`` (an int >= 0)."""
         self._schedule(Call(fn, arg), NORMAL, delay_ps)
-
-    def wake_in(self, delay_ps: int, callbacks: list) -> None:
-        """Pop a :class:`Wake` carrying ``callbacks`` after ``delay_ps``."""
-        self._schedule(Wake(callbacks), NORMAL, delay_ps)
 
     def run(self) -> None:
         """Process events until none remain."""

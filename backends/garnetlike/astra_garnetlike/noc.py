@@ -6,7 +6,8 @@ offered rate (flits/node/cycle) into an unbounded source queue; after
 ``warmup`` cycles, packets created during the next ``cycles`` cycles are
 measured; the simulation goes on (still injecting) until every measured
 packet has arrived, or gives up after ``drain_factor x (warmup + cycles)``
-more cycles, which marks the point as saturated.
+more cycles. A point is *saturated* when measured packets were left over or
+the network accepted less than 90 % of the offered load.
 
 * packet latency: creation to tail ejection, source queueing included
   (Garnet's ``average_packet_latency``), in cycles; network latency: from
@@ -48,6 +49,9 @@ NOC_CONFIG = {"flit_bytes": 16, "vcs_per_vnet": 4, "buffer_depth_flits": 4,
               "router_pipeline_cycles": 1, "credit_delay_cycles": 1, "atomic_vc_allocation": True,
               "virtual_networks": 1, "clock_ghz": 1.0, "deadlock_threshold_cycles": 1000}
 DEFAULT_PACKET_FLITS = 4
+#: A load point is saturated when the network accepts less than this share of the
+#: offered load, or its measured packets have not all arrived by the end of the drain.
+SATURATED = 0.9
 
 
 @dataclass
@@ -166,14 +170,16 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
         clock.run_until(min(limit, clock.env.now + step))
     injector.stopped = True
     arrived = state["arrived"]
+    offered = state["created"] * packet_flits / (nodes * cycles)
+    accepted = ejected / (nodes * cycles)
     return NocResult(
         topology=topology, dims=tuple(dims), pattern=pattern, injection_rate=injection_rate,
-        offered=state["created"] * packet_flits / (nodes * cycles),
-        accepted=ejected / (nodes * cycles),
+        offered=offered, accepted=accepted,
         avg_packet_latency=state["latency"] / arrived / cycle if arrived else math.inf,
         avg_network_latency=state["network"] / arrived / cycle if arrived else math.inf,
         packets_measured=state["created"], packets_arrived=arrived,
-        saturated=arrived < state["created"], cycles=cycles, warmup=warmup,
+        saturated=arrived < state["created"] or accepted < SATURATED * offered,
+        cycles=cycles, warmup=warmup,
         flit_hops=net.flit_hops(), wall_s=time.perf_counter() - started)
 
 
@@ -219,7 +225,7 @@ def plot_sweep(results: Sequence[NocResult], path: str) -> None:
     sat = [r for r in results if r.saturated and math.isfinite(r.avg_packet_latency)]
     if sat:
         ax1.plot([r.offered for r in sat], [r.avg_packet_latency for r in sat], "x",
-                 color="tab:red", label="saturated (not drained)")
+                 color="tab:red", label="saturated")
         ax1.legend()
     ax1.set_xlabel("offered load (flits/node/cycle)")
     ax1.set_ylabel("average packet latency (cycles)")

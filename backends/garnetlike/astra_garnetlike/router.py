@@ -137,7 +137,8 @@ class OutputPort:
 
     __slots__ = ("clock", "env", "schedule", "router", "name", "link", "down", "down_vcs",
                  "ser_ps", "hop_ps", "credit_ps", "atomic", "credits", "credit_times", "free_at",
-                 "requests", "rr", "busy_until", "wake_time", "blocked", "callbacks", "flits")
+                 "requests", "rr", "busy_until", "wake_time", "blocked", "buckets", "bucket_callbacks",
+                 "flits")
 
     def __init__(self, clock, router: int, name: str, link: int, down: InputPort | None,
                  ser_ps: int, latency_ps: int, pipeline_ps: int, credit_delay_ps: int,
@@ -165,7 +166,8 @@ class OutputPort:
         self.busy_until = 0
         self.wake_time: float = INF
         self.blocked = False
-        self.callbacks = [self.fire]
+        self.buckets = clock.buckets
+        self.bucket_callbacks = clock.bucket_callbacks
         self.flits = 0
 
     def wake_at(self, time_ps: float) -> None:
@@ -174,15 +176,14 @@ class OutputPort:
             time_ps = self.busy_until
         if time_ps < self.wake_time:
             self.wake_time = time_ps
-            self.schedule(Wake(self.callbacks), NORMAL, time_ps - self.env._now)
+            self.clock.wake(self, time_ps)
 
-    def fire(self, _event) -> None:
+    def fire(self, now: int) -> None:
         """Switch allocation at a wake-up: grant one flit, or sleep until one may be grantable.
 
         The hot path of the model (about one call per flit-hop): the grant is
         written out here rather than in helper methods, for speed.
         """
-        now = self.env._now
         if now != self.wake_time:
             return  # superseded by an earlier wake-up
         self.wake_time = INF
@@ -231,7 +232,8 @@ class OutputPort:
                             continue
                         free_at[vc] = INF
                         ivc.out_vc = vc
-                    credits = self.credits[vc]
+                    all_credits = self.credits
+                    credits = all_credits[vc]
                     if not credits:  # count the credits that have come back since
                         returning = self.credit_times[vc]
                         while returning and returning[0] <= now:
@@ -247,7 +249,7 @@ class OutputPort:
                                 i = 0
                             continue
                     # -- grant: the front flit of ivc goes out on downstream VC vc
-                    self.credits[vc] = credits - 1
+                    all_credits[vc] = credits - 1
                     buf.popleft()
                     done = now + self.ser_ps
                     self.busy_until = done
@@ -259,8 +261,9 @@ class OutputPort:
                     dbuf = down.buf
                     ready = now + self.hop_ps
                     dbuf.append(ready)
-                    if len(dbuf) > down.peak:
-                        down.peak = len(dbuf)
+                    held = len(dbuf)
+                    if held > down.peak:
+                        down.peak = held
                     left = ivc.left
                     if left == pkt.flits:  # the head: the next router learns of the packet
                         if down.pkt is None:
@@ -269,7 +272,7 @@ class OutputPort:
                             down.waiting = deque([(pkt, ivc.hop + 1)])
                         else:
                             down.waiting.append((pkt, ivc.hop + 1))
-                    elif len(dbuf) == 1:  # a body flit the next router is waiting for
+                    elif held == 1:  # a body flit the next router is waiting for
                         out = down.out
                         if ready < out.wake_time and out.busy_until < out.wake_time:
                             out.wake_at(ready)
@@ -301,18 +304,23 @@ class OutputPort:
                         port.ni.departed(pkt, ivc, now)
                     # next arbitration: when the port is free and some front flit is ready
                     if left and buf and buf[0] <= done:  # streaming: this packet's next flit
-                        self.wake_time = done
-                        self.schedule(Wake(self.callbacks), NORMAL, done - now)
-                    elif reqs:
+                        soonest = done
+                    else:
                         soonest = INF
                         for other in reqs:
                             if other.buf and other.buf[0] < soonest:
                                 soonest = other.buf[0]
-                        if soonest < INF:
-                            if soonest < done:
-                                soonest = done
-                            self.wake_time = soonest
-                            self.schedule(Wake(self.callbacks), NORMAL, soonest - now)
+                        if soonest == INF:
+                            return
+                        if soonest < done:
+                            soonest = done
+                    self.wake_time = soonest  # (Clock.wake, written out)
+                    bucket = self.buckets.get(soonest)
+                    if bucket is None:
+                        self.buckets[soonest] = [self]
+                        self.schedule(Wake(self.bucket_callbacks), NORMAL, soonest - now)
+                    else:
+                        bucket.append(self)
                     return
             i += 1
             if i == n:
@@ -349,8 +357,7 @@ class EjectionPort(OutputPort):
         super().__init__(clock, router, "eject", -1, None, ser_ps, 0, 0, 0, True)
         self.on_packet = on_packet
 
-    def fire(self, _event) -> None:
-        now = self.env._now
+    def fire(self, now: int) -> None:
         if now != self.wake_time:
             return
         self.wake_time = INF
