@@ -1,0 +1,245 @@
+"""The ns-3 backend's configuration file (TOML or YAML) and its defaults.
+
+Every key is optional; unknown keys are errors. Defaults and their sources:
+
+Top level
+    ``cc``: congestion control, ``"dcqcn"`` (default), ``"hpcc"`` or ``"none"``
+    (line rate, no reaction); upstream's ``CC_MODE`` numbers 1 (DCQCN) and 3
+    (HPCC) are accepted too. ``seed`` (1): drives ECN marking; the same seed
+    gives the same result. ``payload_bytes`` (4096, the RoCE path MTU most
+    deployments use; upstream's ``PACKET_PAYLOAD_SIZE``): payload per data
+    packet. ``buffer_bytes`` (32 MiB, upstream's ``BUFFER_SIZE 32``): the
+    shared buffer of every node. ``ack_interval`` (1, upstream's
+    ``L2_ACK_INTERVAL``): ACK every n in-order packets. ``rto_us`` (1000):
+    retransmission timeout of go-back-N.
+``[ecn]``
+    ``enabled`` (true). ``kmin_kb``, ``kmax_kb``, ``pmax``: per link speed in
+    Gbps, upstream's ``KMIN_MAP``/``KMAX_MAP``/``PMAX_MAP`` (KB = 1000 B):
+    Kmin 100/200/400/600/800 KB, Kmax 400/800/1600/2400/3200 KB and Pmax 0.2 at
+    25/40/100/200/400 Gbps (the HPCC artifact's DCQCN settings, i.e. 100 KB and
+    400 KB per 25 Gbps). A speed not in a map scales the closest entry
+    linearly with bandwidth.
+``[pfc]``
+    ``enabled`` (true). ``alpha`` (1/8, upstream's dynamic threshold shift 3):
+    XOFF when an ingress port holds more than alpha x the free shared buffer.
+    ``xoff_bytes`` (0 = that dynamic threshold; else a static one).
+    ``headroom_bytes`` (0 = per cable: 2 x delay x rate + 5 frames).
+    ``xon_delta_bytes`` (0 = two frames): XON once this far below XOFF.
+``[dcqcn]`` (Zhu et al., SIGCOMM'15)
+    ``g`` (1/256), ``cnp_interval_us`` (50), ``alpha_timer_us`` (55),
+    ``rate_increase_timer_us`` (55), ``byte_counter_bytes`` (10 MB),
+    ``fast_recovery_steps`` (5), ``rate_ai_mbps`` (40), ``rate_hai_mbps``
+    (50), ``min_rate_mbps`` (100, upstream's ``MIN_RATE``),
+    ``clamp_target_rate`` (false, upstream's ``CLAMP_TARGET_RATE 0``).
+``[hpcc]`` (Li et al., SIGCOMM'19)
+    ``eta`` (0.95, paper and upstream's ``U_TARGET``), ``max_stage`` (0,
+    upstream's ``MI_THRESH``), ``rate_ai_mbps`` (50, upstream's ``RATE_AI``;
+    W_AI = rate_ai x base RTT).
+``[monitor]``
+    ``interval_us`` (0 = off): sample every port's queue and every flow's
+    delivered bytes and rate this often. ``output_dir``: if set, every run
+    writes ``queues``, ``flows``, ``flow_samples`` and ``ports`` tables there;
+    ``format``: ``"csv"`` (default) or ``"parquet"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from astra_core.config.files import expect_mapping, read_yaml, source_name
+from astra_core.config.issues import PYTHON_SOURCE, Problems
+from astra_core.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
+CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
+#: Internal codes the C++ library uses (upstream's numbers; 0 for none).
+CC_CODES = {"none": 0, "dcqcn": 1, "hpcc": 3}
+
+_Strict = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EcnConfig(BaseModel):
+    """ECN marking at switch egress (RED on the instantaneous queue)."""
+
+    model_config = _Strict
+    enabled: bool = True
+    kmin_kb: dict[float, float] = {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
+    kmax_kb: dict[float, float] = {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
+    pmax: dict[float, float] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
+
+    def thresholds(self, gbps: float) -> tuple[float, float, float]:
+        """(Kmin bytes, Kmax bytes, Pmax) for a link of ``gbps``; (0, 0, 0) if disabled."""
+        if not self.enabled:
+            return 0.0, 0.0, 0.0
+        return (_per_speed(self.kmin_kb, gbps, True) * 1000,
+                _per_speed(self.kmax_kb, gbps, True) * 1000,
+                _per_speed(self.pmax, gbps, False))
+
+
+def _per_speed(table: dict[float, float], gbps: float, scale: bool) -> float:
+    """The entry for ``gbps``, else the closest one (scaled with bandwidth if ``scale``)."""
+    for speed, value in table.items():
+        if abs(speed - gbps) <= 1e-9 * gbps:
+            return value
+    speed = min(table, key=lambda s: abs(s - gbps))
+    return table[speed] * gbps / speed if scale else table[speed]
+
+
+class PfcConfig(BaseModel):
+    """Priority flow control (IEEE 802.1Qbb) per ingress port."""
+
+    model_config = _Strict
+    enabled: bool = True
+    alpha: float = Field(0.125, gt=0)
+    xoff_bytes: int = Field(0, ge=0)
+    headroom_bytes: int = Field(0, ge=0)
+    xon_delta_bytes: int = Field(0, ge=0)
+
+
+class DcqcnConfig(BaseModel):
+    """DCQCN reaction and notification points."""
+
+    model_config = _Strict
+    g: float = Field(1 / 256, gt=0, le=1)
+    cnp_interval_us: float = Field(50.0, ge=0)
+    alpha_timer_us: float = Field(55.0, gt=0)
+    rate_increase_timer_us: float = Field(55.0, gt=0)
+    byte_counter_bytes: int = Field(10_000_000, gt=0)
+    fast_recovery_steps: int = Field(5, ge=0)
+    rate_ai_mbps: float = Field(40.0, ge=0)
+    rate_hai_mbps: float = Field(50.0, ge=0)
+    min_rate_mbps: float = Field(100.0, gt=0)
+    clamp_target_rate: bool = False
+
+
+class HpccConfig(BaseModel):
+    """HPCC window control from INT."""
+
+    model_config = _Strict
+    eta: float = Field(0.95, gt=0, le=1)
+    max_stage: int = Field(0, ge=0)
+    rate_ai_mbps: float = Field(50.0, ge=0)
+
+
+class MonitorConfig(BaseModel):
+    """Queue and flow sampling for studies."""
+
+    model_config = _Strict
+    interval_us: float = Field(0.0, ge=0)
+    output_dir: str | None = None
+    format: Literal["csv", "parquet"] = "csv"
+
+
+class Ns3Config(BaseModel):
+    """The whole backend configuration (see the module docstring for every default)."""
+
+    model_config = _Strict
+    cc: Literal["dcqcn", "hpcc", "none"] = "dcqcn"
+    seed: int = Field(1, ge=0)
+    payload_bytes: int = Field(4096, ge=64, le=65000)
+    buffer_bytes: int = Field(32 << 20, gt=0)
+    ack_interval: int = Field(1, ge=1)
+    rto_us: float = Field(1000.0, gt=0)
+    ecn: EcnConfig = EcnConfig()
+    pfc: PfcConfig = PfcConfig()
+    dcqcn: DcqcnConfig = DcqcnConfig()
+    hpcc: HpccConfig = HpccConfig()
+    monitor: MonitorConfig = MonitorConfig()
+
+    @field_validator("cc", mode="before")
+    @classmethod
+    def _cc_mode(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and float(value).is_integer():
+            name = CC_MODES.get(int(value))
+            if name in CC_CODES:
+                return name
+            what = f"{name.upper()} " if name else ""
+            raise ValueError(f"CC_MODE {int(value)} {what}is not modelled; use dcqcn (1), hpcc (3) "
+                             "or none")
+        if isinstance(value, str):
+            return value.lower()
+        return value
+
+    def native_settings(self) -> dict[str, float]:
+        """Key -> value for the C++ library (``astra_ns3_set``), in its units."""
+        d, h, p = self.dcqcn, self.hpcc, self.pfc
+        return {
+            "cc": CC_CODES[self.cc], "payload": self.payload_bytes, "buffer": self.buffer_bytes,
+            "pfc": p.enabled, "pfc_alpha": p.alpha, "pfc_xoff": p.xoff_bytes,
+            "pfc_headroom": p.headroom_bytes, "pfc_xon_delta": p.xon_delta_bytes,
+            "ecn": self.ecn.enabled, "ack_interval": self.ack_interval, "rto_us": self.rto_us,
+            "seed": self.seed, "dcqcn_g": d.g, "cnp_interval_us": d.cnp_interval_us,
+            "alpha_timer_us": d.alpha_timer_us, "rate_timer_us": d.rate_increase_timer_us,
+            "byte_counter": d.byte_counter_bytes, "fast_recovery": d.fast_recovery_steps,
+            "rate_ai": d.rate_ai_mbps * 1e6, "rate_hai": d.rate_hai_mbps * 1e6,
+            "min_rate": d.min_rate_mbps * 1e6, "clamp_target": d.clamp_target_rate,
+            "hpcc_eta": h.eta, "hpcc_max_stage": h.max_stage, "hpcc_rate_ai": h.rate_ai_mbps * 1e6,
+            "monitor_interval_us": self.monitor.interval_us,
+        }
+
+
+def _problems_from(exc: ValidationError, problems: Problems) -> None:
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or None
+        if err["type"] == "extra_forbidden":
+            problems.add(None, f"unknown key {key!r}")
+            continue
+        message = err["msg"].removeprefix("Value error, ")
+        given = err.get("input")
+        if err["type"] not in ("missing",) and not isinstance(given, (dict, list)):
+            message += f", got {given!r}"
+        problems.add(key, message)
+
+
+def config_from_dict(data: Any, source: str = PYTHON_SOURCE) -> Ns3Config:
+    """Validate a mapping shaped like the config file. Raises ConfigError (one line per problem)."""
+    problems = Problems(source)
+    mapping = expect_mapping(data, problems) if not isinstance(data, dict) else data
+    problems.raise_if_any()
+    try:
+        return Ns3Config.model_validate(mapping or {})
+    except ValidationError as exc:
+        _problems_from(exc, problems)
+    problems.raise_if_any()
+    raise AssertionError("unreachable")
+
+
+def load_config(config: Any) -> Ns3Config:
+    """The backend config from None (defaults), an Ns3Config, a dict, or a TOML/YAML path."""
+    if config is None:
+        return Ns3Config()
+    if isinstance(config, Ns3Config):
+        return config
+    if isinstance(config, dict):
+        return config_from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        name = source_name(config)
+        problems = Problems(name)
+        if path.suffix.lower() == ".toml":
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise ConfigError(f"{name}: file not found") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{name}: cannot read file: {exc}") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+        else:
+            data = read_yaml(path, problems)
+            problems.raise_if_any()
+        return config_from_dict(data, name)
+    raise ConfigError(f"ns3 backend config: expected a file path, a mapping or an Ns3Config, "
+                      f"got {type(config).__name__}")

@@ -1,0 +1,529 @@
+// Qp and Flow: RDMA RC queue pairs and the messages on them.
+//
+// A queue pair sends its messages in order (the next message's first packet
+// follows the previous message's last), paced by one rate limiter that its
+// congestion control sets. Reliability is RoCE's go-back-N per message: the
+// receiver accepts packets in order only, answers the first gap with a NACK,
+// and the sender restarts from the NACKed PSN (or from the oldest
+// unacknowledged one after a timeout).
+//
+// Congestion control:
+//  * DCQCN reaction point (Zhu et al., SIGCOMM'15, §3.2): on a CNP,
+//    Rt = Rc, Rc = Rc (1 - alpha/2), alpha = (1 - g) alpha + g; alpha decays by
+//    (1 - g) every alpha timer without a CNP; the rate-increase timer and the
+//    byte counter each count stages: fast recovery (Rc = (Rt + Rc)/2) for the
+//    first F stages, then additive (Rt += R_AI), then hyper increase
+//    (Rt += i R_HAI) once both counters passed F. As upstream's
+//    CLAMP_TARGET_RATE 0, a CNP lowers Rt only if the rate rose since the last
+//    cut (or on the first cut).
+//  * DCQCN notification point: a CNP at most once per CNP interval per
+//    message when data arrives CE-marked.
+//  * HPCC (Li et al., SIGCOMM'19, Algorithm 1): per ACK, the utilization U from
+//    the INT records of every hop, W = Wc / (U / eta) + W_AI (multiplicative
+//    stage) or W = Wc + W_AI, Wc updated once per RTT of data; pacing rate
+//    W / T where T is the base RTT.
+#include "roce.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace astra_ns3
+{
+
+static int64_t
+Now()
+{
+    return ns3::Simulator::Now().GetPicoSeconds();
+}
+
+// -- Qp ----------------------------------------------------------------------------------
+
+void
+Qp::Init(Port* first, int64_t rtt)
+{
+    port = first;
+    line_rate = first->rate;
+    rate = line_rate;
+    target = line_rate;
+    base_rtt = rtt;
+    next_send = Now();
+    window = line_rate / 8 * static_cast<double>(base_rtt) * 1e-12; // W_init = B T
+    window_c = window;
+}
+
+void
+Qp::Add(Flow* f)
+{
+    f->qp_base = sent_total;
+    to_send.push_back(f);
+    open.push_back(f);
+    if (!in_port)
+    {
+        in_port = true;
+        port->qps.push_back(this);
+    }
+    port->Pump();
+}
+
+void
+Qp::Resend(Flow* f)
+{
+    // The message goes back to the head of the line: its PSNs precede those
+    // of every message queued after it.
+    if (std::find(to_send.begin(), to_send.end(), f) == to_send.end())
+    {
+        to_send.push_front(f);
+    }
+    port->Pump();
+}
+
+void
+Qp::Close(Flow* f)
+{
+    open.erase(std::remove(open.begin(), open.end(), f), open.end());
+    to_send.erase(std::remove(to_send.begin(), to_send.end(), f), to_send.end());
+    if (open.empty() && in_port)
+    {
+        in_port = false;
+        port->RemoveQp(this);
+    }
+}
+
+bool
+Qp::CanSend() const
+{
+    if (to_send.empty())
+    {
+        return false;
+    }
+    if (fab->cfg.cc == kCcHpcc)
+    {
+        uint64_t unacked = 0;
+        for (const Flow* f : open)
+        {
+            unacked += f->snd_nxt - f->snd_una;
+        }
+        return unacked == 0 || static_cast<double>(unacked) * fab->cfg.payload < window;
+    }
+    return true;
+}
+
+ns3::Ptr<ns3::Packet>
+Qp::MakePacket(int64_t start_at)
+{
+    const Config& cfg = fab->cfg;
+    Flow* f = to_send.front();
+    ns3::Ptr<ns3::Packet> p = f->MakePacket();
+    if (f->snd_nxt >= f->npkts)
+    {
+        to_send.pop_front();
+    }
+    ++sent_total;
+    uint32_t wire = p->GetSize() + kPppBytes;
+    // Pace at the current rate from when this packet starts on the wire.
+    next_send = std::max(next_send, start_at) +
+                static_cast<int64_t>(static_cast<double>(wire) * 8e12 / rate + 0.5);
+    if (cfg.cc == kCcDcqcn && rate < line_rate)
+    {
+        b_bytes += wire;
+        if (b_bytes >= cfg.byte_counter)
+        {
+            b_bytes -= cfg.byte_counter;
+            ++b_stage;
+            RateIncrease();
+        }
+    }
+    return p;
+}
+
+void
+Qp::OnCnp()
+{
+    const Config& cfg = fab->cfg;
+    if (cfg.clamp_target || t_stage > 0 || b_stage > 0 || target >= line_rate)
+    {
+        target = rate;
+    }
+    rate = std::max(cfg.min_rate, rate * (1 - alpha / 2));
+    alpha = (1 - cfg.dcqcn_g) * alpha + cfg.dcqcn_g;
+    cnp_in_period = true;
+    t_stage = 0;
+    b_stage = 0;
+    b_bytes = 0;
+    rate_event.Cancel();
+    rate_event = ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.rate_timer), &Qp::OnRateTimer, this);
+    if (!alpha_event.IsPending())
+    {
+        alpha_event =
+            ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.alpha_timer), &Qp::OnAlphaTimer, this);
+    }
+}
+
+void
+Qp::OnAlphaTimer()
+{
+    const Config& cfg = fab->cfg;
+    if (!cnp_in_period)
+    {
+        alpha *= 1 - cfg.dcqcn_g;
+    }
+    cnp_in_period = false;
+    // Only while the QP has traffic and the rate has not fully recovered:
+    // a finished simulation must run out of events.
+    if (in_port && rate < line_rate)
+    {
+        alpha_event =
+            ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.alpha_timer), &Qp::OnAlphaTimer, this);
+    }
+}
+
+void
+Qp::OnRateTimer()
+{
+    ++t_stage;
+    RateIncrease();
+    if (in_port && rate < line_rate)
+    {
+        rate_event = ns3::Simulator::Schedule(ns3::PicoSeconds(fab->cfg.rate_timer),
+                                              &Qp::OnRateTimer, this);
+    }
+}
+
+void
+Qp::RateIncrease()
+{
+    const Config& cfg = fab->cfg;
+    int hi = std::max(t_stage, b_stage);
+    int lo = std::min(t_stage, b_stage);
+    if (hi < cfg.fast_recovery)
+    {
+        // fast recovery: the target stays
+    }
+    else if (lo > cfg.fast_recovery)
+    {
+        target += (lo - cfg.fast_recovery) * cfg.rate_hai;
+    }
+    else
+    {
+        target += cfg.rate_ai;
+    }
+    target = std::min(target, line_rate);
+    rate = std::min(line_rate, (target + rate) / 2);
+    if (in_port)
+    {
+        port->Pump();
+    }
+}
+
+void
+Qp::OnHpccAck(const IntTag& tag, uint64_t ack_seq)
+{
+    const Config& cfg = fab->cfg;
+    if (tag.n == 0)
+    {
+        return;
+    }
+    if (!have_int || last_int.n != tag.n)
+    {
+        last_int = tag;
+        have_int = true;
+        return;
+    }
+    double T = static_cast<double>(base_rtt);
+    double umax = 0;
+    double tau = 0;
+    for (int i = 0; i < tag.n; ++i)
+    {
+        const IntHop& cur = tag.hops[i];
+        const IntHop& old = last_int.hops[i];
+        double dt = static_cast<double>(cur.ts - old.ts);
+        if (dt <= 0)
+        {
+            continue;
+        }
+        double bw = cur.rate / 8e12; // bytes per ps
+        double tx_rate = static_cast<double>(cur.tx_bytes - old.tx_bytes) / dt;
+        double qlen = static_cast<double>(std::min(cur.qlen, old.qlen));
+        double ui = qlen / (bw * T) + tx_rate / bw;
+        if (ui > umax)
+        {
+            umax = ui;
+            tau = dt;
+        }
+    }
+    last_int = tag;
+    if (tau <= 0)
+    {
+        return;
+    }
+    tau = std::min(tau, T);
+    u = (1 - tau / T) * u + tau / T * umax;
+    double w_ai = cfg.hpcc_rate_ai / 8 * T * 1e-12;
+    double w_init = line_rate / 8 * T * 1e-12;
+    bool update = ack_seq > last_update_seq;
+    double w;
+    if (u >= cfg.hpcc_eta || inc_stage >= cfg.hpcc_max_stage)
+    {
+        w = window_c / (std::max(u, 1e-9) / cfg.hpcc_eta) + w_ai;
+        if (update)
+        {
+            inc_stage = 0;
+        }
+    }
+    else
+    {
+        w = window_c + w_ai;
+        if (update)
+        {
+            ++inc_stage;
+        }
+    }
+    w = std::max(std::min(w, w_init), static_cast<double>(kDataOverhead));
+    if (update)
+    {
+        window_c = w;
+        last_update_seq = sent_total;
+    }
+    window = w;
+    rate = std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12)));
+}
+
+// -- Flow --------------------------------------------------------------------------------
+
+uint32_t
+Flow::Payload(uint32_t psn) const
+{
+    uint64_t p = fab->cfg.payload;
+    uint64_t first = static_cast<uint64_t>(psn) * p;
+    return first >= size ? 0 : static_cast<uint32_t>(std::min<uint64_t>(p, size - first));
+}
+
+void
+Flow::Start()
+{
+    const Config& cfg = fab->cfg;
+    start = Now();
+    last_progress = start;
+    npkts = size == 0 ? 1 : static_cast<uint32_t>((size + cfg.payload - 1) / cfg.payload);
+    if (!qp->port)
+    {
+        // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
+        uint32_t data_frame = cfg.payload + kDataOverhead + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+        uint32_t ack_frame = kAckOverhead + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+        int64_t rtt = 0;
+        for (uint32_t link : fwd)
+        {
+            rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(data_frame);
+        }
+        for (uint32_t link : rev)
+        {
+            rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(ack_frame);
+        }
+        qp->Init(fab->ports[fwd[0]], rtt);
+    }
+    fab->active.push_back(this);
+    ArmRto();
+    qp->Add(this);
+}
+
+ns3::Ptr<ns3::Packet>
+Flow::MakePacket()
+{
+    const Config& cfg = fab->cfg;
+    uint32_t psn = snd_nxt++;
+    if (psn == snd_una)
+    {
+        last_progress = std::max(last_progress, Now()); // the pipe was empty: nothing was late
+    }
+    uint32_t payload = Payload(psn);
+    ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(payload);
+    RoceHeader h;
+    h.kind = kData;
+    h.size = kDataOverhead - kPppBytes + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+    h.src = src;
+    h.dst = dst;
+    h.flow = id;
+    h.psn = psn;
+    p->AddHeader(h);
+    if (cfg.cc == kCcHpcc)
+    {
+        p->AddPacketTag(IntTag());
+    }
+    ++packets_sent;
+    return p;
+}
+
+void
+Flow::SendBack(uint8_t kind, uint32_t psn, const IntTag* echo)
+{
+    ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(0);
+    RoceHeader h;
+    h.kind = kind;
+    uint32_t overhead = kind == kCnp ? kCnpOverhead : kAckOverhead;
+    if (echo)
+    {
+        overhead += kIntBytes;
+    }
+    h.size = overhead - kPppBytes;
+    h.src = dst;
+    h.dst = src;
+    h.flow = id;
+    h.psn = psn;
+    p->AddHeader(h);
+    if (echo)
+    {
+        p->AddPacketTag(*echo);
+    }
+    fab->ports[rev[0]]->SendControl(p);
+}
+
+void
+Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
+{
+    const Config& cfg = fab->cfg;
+    int64_t now = Now();
+    if (cfg.cc == kCcDcqcn && (h.flags & kFlagCe) && now - last_cnp >= cfg.cnp_interval)
+    {
+        last_cnp = now;
+        ++cnps_sent;
+        SendBack(kCnp, h.psn, nullptr);
+    }
+    if (h.psn == expected)
+    {
+        ++expected;
+        delivered_bytes += Payload(h.psn);
+        nack_pending = false;
+        bool last = expected == npkts;
+        if (last && !delivered)
+        {
+            delivered = true;
+            finish = now;
+            fab->Complete(this);
+        }
+        if (++since_ack >= cfg.ack_interval || last)
+        {
+            since_ack = 0;
+            if (cfg.cc == kCcHpcc)
+            {
+                IntTag tag;
+                p->PeekPacketTag(tag);
+                SendBack(kAck, expected, &tag);
+            }
+            else
+            {
+                SendBack(kAck, expected, nullptr);
+            }
+        }
+    }
+    else if (h.psn > expected && !nack_pending)
+    {
+        nack_pending = true;
+        SendBack(kNack, expected, nullptr);
+    }
+    else if (h.psn < expected && delivered)
+    {
+        // A retransmission after everything arrived: the sender missed the end.
+        SendBack(kAck, expected, nullptr);
+    }
+}
+
+void
+Flow::OnControl(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
+{
+    if (h.kind == kCnp)
+    {
+        ++cnps_received;
+        if (fab->cfg.cc == kCcDcqcn)
+        {
+            qp->OnCnp();
+        }
+        return;
+    }
+    if (sender_done)
+    {
+        return;
+    }
+    if (h.psn > snd_una)
+    {
+        snd_una = h.psn;
+        last_progress = Now();
+        timeouts_in_row = 0;
+        if (snd_nxt < snd_una)
+        {
+            snd_nxt = snd_una;
+        }
+    }
+    if (h.kind == kAck && fab->cfg.cc == kCcHpcc)
+    {
+        IntTag tag;
+        if (p->PeekPacketTag(tag))
+        {
+            qp->OnHpccAck(tag, qp_base + h.psn);
+        }
+    }
+    if (snd_una >= npkts)
+    {
+        Finish();
+        return;
+    }
+    if (h.kind == kNack && h.psn >= snd_una && h.psn < snd_nxt)
+    {
+        GoBack(h.psn);
+        return;
+    }
+    qp->port->Pump(); // an ACK may have opened the window
+}
+
+void
+Flow::GoBack(uint32_t psn)
+{
+    retransmits += snd_nxt - psn;
+    snd_nxt = psn;
+    last_progress = Now();
+    qp->Resend(this);
+}
+
+void
+Flow::Finish()
+{
+    sender_done = true;
+    rto_event.Cancel();
+    qp->Close(this);
+    qp->port->Pump();
+}
+
+void
+Flow::ArmRto()
+{
+    int64_t due = last_progress + fab->cfg.rto - Now();
+    rto_event =
+        ns3::Simulator::Schedule(ns3::PicoSeconds(std::max<int64_t>(due, 0)), &Flow::OnRto, this);
+}
+
+void
+Flow::OnRto()
+{
+    if (sender_done)
+    {
+        return;
+    }
+    if (snd_una == snd_nxt)
+    {
+        last_progress = Now(); // nothing in flight, nothing late (waiting its turn, or paced)
+    }
+    else if (Now() - last_progress >= fab->cfg.rto)
+    {
+        if (++timeouts_in_row > fab->cfg.max_timeouts)
+        {
+            fab->Fail("message " + std::to_string(id) + " from node " + std::to_string(src) +
+                      " to node " + std::to_string(dst) + " made no progress after " +
+                      std::to_string(fab->cfg.max_timeouts) + " retransmission timeouts");
+            return;
+        }
+        ++timeouts;
+        GoBack(snd_una);
+    }
+    ArmRto();
+}
+
+} // namespace astra_ns3

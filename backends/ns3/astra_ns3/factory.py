@@ -1,0 +1,43 @@
+"""The ``ns3`` backend factory and its availability probe (no ns-3 import here)."""
+
+from __future__ import annotations
+
+from importlib import metadata, util
+from typing import Any
+
+from astra_core.backend import Topology
+from astra_core.errors import BackendUnavailable
+
+INSTALL_HINT = "pip install -e backends/ns3 (or: pip install 'ns3>=3.44,<3.45' cppyy)"
+
+
+def check_available() -> None:
+    """Raise BackendUnavailable (with the install hint) unless ns3 3.44 and cppyy are installed."""
+    try:
+        version = metadata.version("ns3")
+    except metadata.PackageNotFoundError:
+        raise BackendUnavailable(f"the ns3 backend needs the 'ns3' package (ns-3 3.44): "
+                                 f"{INSTALL_HINT}") from None
+    if not version.startswith("3.44"):
+        raise BackendUnavailable(f"the ns3 backend is built for ns-3 3.44, found ns3 {version}: "
+                                 f"{INSTALL_HINT}")
+    if util.find_spec("cppyy") is None:
+        raise BackendUnavailable(f"the ns3 backend needs the 'cppyy' package: {INSTALL_HINT}")
+
+
+def create(topology: Topology, config: Any = None):
+    """Backend factory: ``config`` is None, an Ns3Config, a mapping, or a TOML/YAML path.
+
+    Uses ``topology.physical`` if given, else the links of network.yml's
+    dimensions (:func:`astra_core.topology.logical.from_network`). Raises
+    BackendUnavailable or ConfigError."""
+    check_available()
+    from astra_core.topology.logical import from_network
+    from astra_ns3.config import load_config
+    from astra_ns3.network import Ns3Network
+
+    physical = topology.physical if topology.physical is not None else from_network(topology.network)
+    return Ns3Network(physical, load_config(config))
+
+
+create.check_available = check_available

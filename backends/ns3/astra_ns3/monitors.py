@@ -1,0 +1,163 @@
+"""What the ns-3 model measured: counters per port and per message, and samples.
+
+:class:`Ns3Results` gathers, over every ``run()`` of one backend:
+
+* ``ports()``: one row per egress port (= directed link ``link`` from ``node``
+  to ``peer``): bytes and packets sent, drops (packets that found the node's
+  buffer full, charged to the port they arrived on), ECN marks, PFC pauses
+  sent/received and XONs sent, time spent paused, peak data queue, headroom;
+* ``messages()``: one row per message: NPUs, bytes, start and finish (ns),
+  flow completion time, packets sent, retransmitted packets, timeouts, CNPs
+  sent/received, base RTT and the sender's final rate;
+* ``queues()``: sampled data-queue bytes per port (monitor on; a port appears
+  while its queue is non-empty, and once more when it empties);
+* ``flow_samples()``: sampled bytes delivered, throughput since the previous
+  sample and the sender's rate, per message in flight (monitor on).
+
+``write(directory, "csv" | "parquet")`` writes the four tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from astra_core.errors import ConfigError
+from astra_core.topology.physical import PhysicalTopology
+
+_PORT_SUMS = ("tx_bytes", "tx_packets", "drops", "ecn_marks", "pauses_sent", "resumes_sent",
+              "pauses_received", "paused_ps")
+
+
+class Ns3Results:
+    """Counters and samples of every run of one :class:`~astra_ns3.network.Ns3Network`."""
+
+    def __init__(self, physical: PhysicalTopology):
+        self.physical = physical
+        self.runs = 0
+        links = physical.links_count
+        self._ports = {k: np.zeros(links, dtype=np.int64) for k in _PORT_SUMS}
+        self._max_queue = np.zeros(links, dtype=np.int64)
+        self._headroom = np.zeros(links, dtype=np.int64)
+        self._max_buffer = np.zeros(physical.nodes_count, dtype=np.int64)
+        self._messages: list[pd.DataFrame] = []
+        self._queues: list[pd.DataFrame] = []
+        self._samples: list[pd.DataFrame] = []
+        self.misrouted = 0
+
+    def add_run(self, raw: dict[str, np.ndarray], meta: list[tuple], offset_ns: float) -> None:
+        """Fold in one run's raw arrays (astra_ns3.native.Library.results)."""
+        from astra_ns3.native import FLOW_FIELDS, PORT_FIELDS
+
+        links = self.physical.links_count
+        ports = raw["ports"][:links]
+        col = {name: k for k, name in enumerate(PORT_FIELDS)}
+        for key in _PORT_SUMS:
+            self._ports[key][: len(ports)] += ports[:, col[key]]
+        self._max_queue[: len(ports)] = np.maximum(self._max_queue[: len(ports)],
+                                                   ports[:, col["max_queue_bytes"]])
+        self._headroom[: len(ports)] = ports[:, col["headroom_bytes"]]
+        self._max_buffer = np.maximum(self._max_buffer, raw["node_max_buffer"][: len(self._max_buffer)])
+        self.misrouted += int(raw["misrouted"][0])
+        first = sum(len(m) for m in self._messages)
+        flows = raw["flows"]
+        f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
+        src, dst, size, tag, sent = (np.array(x) for x in zip(*meta)) if meta else [np.array([])] * 5
+        start = offset_ns + f["start_ps"] / 1000
+        finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
+        self._messages.append(pd.DataFrame({
+            "run": self.runs, "message": first + np.arange(len(flows)), "src": src, "dst": dst,
+            "bytes": size, "tag": tag, "start_ns": start, "finish_ns": finish,
+            "fct_ns": finish - start, "packets_sent": f["packets_sent"],
+            "retransmits": f["retransmits"], "timeouts": f["timeouts"], "cnps_sent": f["cnps_sent"],
+            "cnps_received": f["cnps_received"], "base_rtt_ns": f["base_rtt_ps"] / 1000,
+            "final_rate_gbps": f["final_rate_bps"] / 1e9}))
+        if len(raw["queue_t_ps"]):
+            link = raw["queue_port"]
+            self._queues.append(pd.DataFrame({
+                "time_ns": offset_ns + raw["queue_t_ps"] / 1000, "link": link,
+                "node": np.asarray(self.physical.link_src)[link],
+                "peer": np.asarray(self.physical.link_dst)[link], "bytes": raw["queue_bytes"]}))
+        if len(raw["flow_t_ps"]):
+            local = raw["flow_id"]
+            frame = pd.DataFrame({
+                "time_ns": offset_ns + raw["flow_t_ps"] / 1000, "message": first + local,
+                "src": src[local], "dst": dst[local], "delivered_bytes": raw["flow_delivered"],
+                "rate_gbps": raw["flow_rate_bps"] / 1e9})
+            frame = frame.sort_values(["message", "time_ns"], kind="stable")
+            by = frame.groupby("message", sort=False)
+            dt = by["time_ns"].diff()
+            frame["throughput_gbps"] = by["delivered_bytes"].diff() * 8 / dt
+            self._samples.append(frame.sort_values(["time_ns", "message"], kind="stable")
+                                 .reset_index(drop=True))
+        self.runs += 1
+
+    # -- tables ------------------------------------------------------------------------
+    def ports(self) -> pd.DataFrame:
+        p = self.physical
+        frame = pd.DataFrame({"link": np.arange(p.links_count), "node": p.link_src,
+                              "peer": p.link_dst, "gbps": np.asarray(p.link_bandwidth) * 8})
+        for key in _PORT_SUMS:
+            frame[key] = self._ports[key]
+        frame["paused_ns"] = frame.pop("paused_ps") / 1000
+        frame["max_queue_bytes"] = self._max_queue
+        frame["headroom_bytes"] = self._headroom
+        return frame
+
+    def messages(self) -> pd.DataFrame:
+        return _concat(self._messages, ["run", "message", "src", "dst", "bytes", "start_ns",
+                                        "finish_ns", "fct_ns"])
+
+    def queues(self) -> pd.DataFrame:
+        return _concat(self._queues, ["time_ns", "link", "node", "peer", "bytes"])
+
+    def flow_samples(self) -> pd.DataFrame:
+        return _concat(self._samples, ["time_ns", "message", "src", "dst", "delivered_bytes",
+                                       "rate_gbps", "throughput_gbps"])
+
+    def node_max_buffer(self) -> np.ndarray:
+        """Peak shared-buffer occupancy per node, bytes."""
+        return self._max_buffer.copy()
+
+    def totals(self) -> dict[str, Any]:
+        """Whole-network counters (``packet_hops``: packets sent over any link)."""
+        messages = self.messages()
+        return {
+            "runs": self.runs, "messages": len(messages),
+            "packet_hops": int(self._ports["tx_packets"].sum()),
+            "bytes_on_wire": int(self._ports["tx_bytes"].sum()),
+            "drops": int(self._ports["drops"].sum()),
+            "ecn_marks": int(self._ports["ecn_marks"].sum()),
+            "pfc_pauses": int(self._ports["pauses_sent"].sum()),
+            "cnps": int(messages["cnps_sent"].sum()) if len(messages) else 0,
+            "retransmits": int(messages["retransmits"].sum()) if len(messages) else 0,
+            "timeouts": int(messages["timeouts"].sum()) if len(messages) else 0,
+            "misrouted": self.misrouted,
+        }
+
+    def write(self, directory: str | Path, kind: str = "csv") -> list[Path]:
+        """Write ``ports``, ``messages``, ``queues`` and ``flow_samples`` tables."""
+        out = Path(directory)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"monitor output_dir {directory}: {exc.strerror or exc}") from None
+        written = []
+        for name in ("ports", "messages", "queues", "flow_samples"):
+            frame = getattr(self, name)()
+            path = out / f"{name}.{kind}"
+            if kind == "parquet":
+                frame.to_parquet(path, index=False)
+            else:
+                frame.to_csv(path, index=False)
+            written.append(path)
+        return written
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,210 @@
+"""The ``ns3`` network backend: RoCE on ns-3, driven from the caller's process.
+
+Control flow. The system layer runs in the caller; ns-3 runs in a worker
+process (:mod:`astra_ns3.process`) and owns the network's clock. This
+object keeps the system layer's timers in its own heap and steps the worker
+in lock step: "start these messages now and run until the next timer is due,
+or until messages complete, whichever comes first". The worker stops at the
+first instant at which any message completes and returns every message that
+completes at that instant (one batch); the callbacks run here and may send
+and schedule more, which go out with the next step. No Python runs per
+packet; the caller and the worker exchange one round trip per instant at
+which the system layer has something to do.
+
+Messages. Each ``send`` is a message on the RDMA RC queue pair of ``(src,
+dst, tag)`` between the hosts of NPUs ``src`` and ``dst`` of the physical
+topology (NPU rank r = the r-th non-switch node): the messages of one queue
+pair go out in order, one after the other, with one congestion-control
+state, while different queue pairs (other peers or other tags) share the
+links concurrently. A queue pair follows the route
+:meth:`PhysicalTopology.route` gives for ``(src, dst, tag)`` (its per-flow
+ECMP choice; ACKs and CNPs take the route of ``(dst, src, tag)``). A message
+has been delivered when its last packet has arrived. A message from an NPU to
+itself is delivered at once.
+
+A worker is taken when ``run()`` has messages to move and given back when
+``run()`` returns, with every message delivered; the next ``run()`` builds
+the fabric afresh at the current time (the network is idle between runs).
+After each run, :attr:`results` holds the counters and samples of every run
+so far (:class:`astra_ns3.monitors.Ns3Results`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+from astra_core.errors import AstraError, ConfigError
+from astra_core.topology.physical import PhysicalTopology
+from astra_ns3 import process
+from astra_ns3.config import Ns3Config
+from astra_ns3.monitors import Ns3Results
+
+#: Worker step status codes (astra_ns3.worker).
+_COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
+
+
+def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
+    """One ``astra_ns3_add_cable`` argument tuple per cable (pair of opposite links).
+
+    Raises ConfigError naming the topology for a link without its opposite or
+    a cable whose two directions differ in latency (a point-to-point channel
+    has one delay)."""
+    cables = []
+    for ab in range(physical.links_count):
+        a, b = physical.link_src[ab], physical.link_dst[ab]
+        try:
+            ba = physical.link(b, a)
+        except KeyError:
+            raise ConfigError(f"{physical.source}: link {a} -> {b} has no link back; the ns3 "
+                              "backend models full-duplex cables") from None
+        if ab > ba:
+            continue
+        lat_ab, lat_ba = physical.link_latency[ab], physical.link_latency[ba]
+        if lat_ab != lat_ba:
+            raise ConfigError(f"{physical.source}: cable {a} <-> {b} has latencies {lat_ab:g} and "
+                              f"{lat_ba:g} ns; the ns3 backend needs one latency per cable")
+        rate_ab = physical.link_bandwidth[ab] * 8e9  # bytes/ns -> bit/s
+        rate_ba = physical.link_bandwidth[ba] * 8e9
+        ecn_ab = config.ecn.thresholds(rate_ab / 1e9)
+        ecn_ba = config.ecn.thresholds(rate_ba / 1e9)
+        cables.append((ab, ba, a, b, rate_ab, rate_ba, round(lat_ab * 1000), *ecn_ab, *ecn_ba))
+    return cables
+
+
+class Ns3Network:
+    """:class:`~astra_core.backend.NetworkBackend` on a packet-level RoCE model in ns-3."""
+
+    name = "ns3"
+
+    def __init__(self, physical: PhysicalTopology, config: Ns3Config):
+        self.physical = physical
+        self.config = config
+        self._cables = cables_of(physical, config)
+        self._switches = [node in physical.switches for node in range(physical.nodes_count)]
+        self._settings = config.native_settings()
+        self._now = 0.0
+        self._heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self._seq = 0
+        self._undelivered: dict[int, tuple[Callable[[Any], None], Any]] = {}
+        self._new: list[tuple] = []
+        self._meta: list[tuple[int, int, int, int, float]] = []  # per message of this run
+        self._qps: dict[tuple[int, int, int], int] = {}  # (src, dst, tag) -> queue pair, this run
+        self._worker: process.WorkerProcess | None = None
+        self._offset = 0.0
+        self.results = Ns3Results(physical)
+        self.messages = 0
+
+    # -- NetworkBackend ---------------------------------------------------------------
+    def now(self) -> float:
+        return self._now
+
+    def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
+        if delay_ns < 0:
+            raise ValueError(f"cannot schedule into the past (delay {delay_ns} ns)")
+        self._seq += 1
+        heapq.heappush(self._heap, (self._now + delay_ns, self._seq, callback, arg))
+
+    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
+             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+        self.messages += 1
+        if src == dst:
+            self.schedule(0, on_delivered, arg)
+            return
+        physical = self.physical
+        flow = len(self._meta)
+        key = (src, dst, tag)
+        qp = self._qps.get(key)
+        if qp is None:
+            qp = self._qps[key] = len(self._qps)
+        self._meta.append((src, dst, size_bytes, tag, self._now))
+        self._undelivered[flow] = (on_delivered, arg)
+        self._new.append((flow, qp, physical.hosts[src], physical.hosts[dst], size_bytes,
+                          physical.route(src, dst, tag), physical.route(dst, src, tag)))
+
+    def run(self) -> None:
+        heap = self._heap
+        try:
+            while True:
+                if heap and heap[0][0] <= self._now:
+                    self._run_due()
+                elif self._undelivered:
+                    self._step()
+                elif heap:
+                    self._now = heap[0][0]
+                    self._run_due()
+                else:
+                    break
+        except BaseException:
+            self._abandon()
+            raise
+        self._finish()
+
+    # -- lock step with the worker ----------------------------------------------------------
+    def _ps(self, t_ns: float) -> int:
+        return round((t_ns - self._offset) * 1000)
+
+    def _step(self) -> None:
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = process.acquire()
+            self._offset = self._now
+            try:
+                worker.request(("setup", self._settings, self._switches, self._cables), "ok")
+            except BaseException:
+                self._worker = None
+                raise
+        heap = self._heap
+        until = self._ps(heap[0][0]) if heap else -1
+        _, status, now_ps, done = worker.request(("step", self._ps(self._now), until, self._new),
+                                                 "step")
+        self._new = []
+        if status == _COMPLETIONS:
+            t = self._offset + now_ps / 1000
+            if t > self._now:
+                self._now = t
+            undelivered = self._undelivered
+            for flow in done:
+                callback, arg = undelivered.pop(flow)
+                callback(arg)
+        elif status == _REACHED:
+            self._now = heap[0][0]
+            self._run_due()
+        else:
+            raise AstraError(f"ns3 backend: the network went idle at t={self._now:.0f} ns with "
+                             f"{len(self._undelivered)} message(s) undelivered")
+
+    def _run_due(self) -> None:
+        heap, now, pop = self._heap, self._now, heapq.heappop
+        while heap and heap[0][0] <= now:
+            _, _, callback, arg = pop(heap)
+            callback(arg)
+
+    def _finish(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        _, raw = worker.request(("finish",), "finish")
+        process.release(worker)
+        self.results.add_run(raw, self._meta, self._offset)
+        self._meta = []
+        self._qps = {}
+        monitor = self.config.monitor
+        if monitor.output_dir:
+            self.results.write(monitor.output_dir, monitor.format)
+
+    def _abandon(self) -> None:
+        """After an error mid-run: the worker's state is unknown, end it."""
+        worker, self._worker = self._worker, None
+        self._new = []
+        self._undelivered.clear()
+        self._meta = []
+        self._qps = {}
+        if worker is not None:
+            worker.close()
+
+    # -- summaries ------------------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, float]:
+        """Totals over every run: drops, PFC pauses, CNPs, ECN marks, packet-hops, ... ."""
+        return self.results.totals()

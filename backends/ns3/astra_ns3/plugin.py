@@ -1,0 +1,20 @@
+"""Registers the ``ns3`` backend with astra (entry point group ``astra``).
+
+Importing this module (and registering) never imports ns-3 or cppyy.
+"""
+
+from astra_core.hookspecs import hookimpl
+
+
+@hookimpl
+def astra_register_backends(register):
+    from astra_ns3.config import Ns3Config
+    from astra_ns3.factory import create
+
+    register(
+        "ns3",
+        create,
+        config_type=Ns3Config,
+        description="packet-level RoCE on ns-3: DCQCN / HPCC / line rate, PFC, ECN, per-flow ECMP "
+                    "(--backend-config FILE: TOML or YAML)",
+    )
