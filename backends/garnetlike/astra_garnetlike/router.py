@@ -26,9 +26,10 @@ A flit's life at one router (times in ps, the clock of :mod:`.kernel`):
 * leaving the buffer frees its slot: the credit reaches the upstream router
   ``credit_delay_cycles`` plus the link latency later.
 
-Nothing is evaluated per cycle. An output port is woken (one event) when a
-flit it may grant becomes ready, when it finishes sending, or when a credit or
-a VC it waits for comes back while it is blocked. Credits are lazy: the
+Nothing is evaluated per cycle. An output port is woken (:meth:`Clock.wake
+<astra_garnetlike.kernel.Clock.wake>`) when a flit it may grant becomes ready,
+when it finishes sending, or when a credit or a VC it waits for comes back
+while it is blocked. Credits are lazy: the
 upstream port keeps the return times of its credits in flight and counts
 those due when it needs one, so a credit costs an event only when someone
 waits for it. The same holds for VCs freed under atomic allocation.
@@ -398,11 +399,11 @@ class EjectionPort(OutputPort):
         self.flits += 1
         left = ivc.left - 1
         reqs = self.requests
+        pkt = ivc.pkt
         if left:
             ivc.left = left
             self.rr = i + 1
         else:
-            pkt = ivc.pkt
             reqs.pop(i)
             self.rr = i
             ivc.left = 0
@@ -411,7 +412,7 @@ class EjectionPort(OutputPort):
             else:
                 ivc.pkt = None
             self.clock.call_in(self.ser_ps, self.on_packet, pkt)
-        _returned(port, ivc, left, now, ivc.pkt)
+        _returned(port, ivc, left, now, pkt)
         soonest = INF
         for other in reqs:
             if other.buf and other.buf[0] < soonest:
