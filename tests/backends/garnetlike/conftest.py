@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("astra_garnetlike", reason="astra-garnetlike is not installed")
-
-from astra_garnetlike.noc import build_network, noc_config  # noqa: E402
+from astra_garnetlike.noc import build_network, noc_config
 
 
 def noc_network(topology: str, dims, *, packet_flits: int = 4, link_latency: int = 1, **config):

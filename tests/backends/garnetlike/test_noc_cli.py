@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -73,6 +75,16 @@ def test_run_with_a_backend_config_file(tmp_path, reference_dir):
     result = invoke(*base, "--backend-config", cfg)
     assert result.exit_code == 1
     assert f"error: {cfg}: flit_bytes: must be >= 1, got 0" in result.output
+
+
+def test_without_astra_garnetlike_noc_prints_an_install_hint():
+    # sys.modules[name] = None makes importing it fail, as if the distribution were missing.
+    code = ("import sys; sys.modules['astra_garnetlike.cli'] = None\n"
+            "from astra_core.cli import main\nmain(['noc', '--dims', '4x4'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == ("error: `astra noc` needs astra-garnetlike: "
+                                  "pip install -e backends/garnetlike")
 
 
 # -- traffic patterns (Dally & Towles table 3.2) on an 8x8 grid, node = x + 8y ----------------
