@@ -37,6 +37,11 @@ key                            default    meaning
                                           tail into the VC (virtual cut-through style FIFO VCs, as on
                                           long inter-NPU links, where waiting a round trip per packet
                                           would idle the link)
+``ni_ports``                   per_link   ``per_link``: an NPU's NI has an injection and an ejection
+                                          port per link, so it can send and receive on all its links
+                                          at once (a multi-port NIC, DMA engines per link);
+                                          ``single``: one of each (Garnet's NI, ``astra noc``'s
+                                          default), at most one flit per link flit time in and out
 ``routing``                    auto       ``auto``, ``dimension_order``, ``table`` or ``up_down``
                                           (:mod:`astra_garnetlike.routing`)
 ``deadlock_avoidance``         dateline   ``dateline`` (VC classes on wrap-around links) or ``none``
@@ -76,6 +81,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROUTING = ("auto", "dimension_order", "table", "up_down")
+NI_PORTS = ("per_link", "single")
 DEADLOCK_AVOIDANCE = ("dateline", "none")
 
 
@@ -93,6 +99,7 @@ class GarnetConfig:
     router_pipeline_cycles: int = 1
     credit_delay_cycles: int = 1
     atomic_vc_allocation: bool = False
+    ni_ports: str = "per_link"
     routing: str = "auto"
     deadlock_avoidance: str = "dateline"
     deadlock_threshold_cycles: int = 50000
@@ -127,7 +134,7 @@ _RULES: dict[str, tuple[Any, Any]] = {
     "virtual_networks": (int, 1), "vcs_per_vnet": (int, 1), "buffer_depth_flits": (int, 1),
     "buffers_cover_round_trip": (bool, None), "router_pipeline_cycles": (int, 1),
     "credit_delay_cycles": (int, 0), "atomic_vc_allocation": (bool, None),
-    "routing": (ROUTING, None), "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
+    "ni_ports": (NI_PORTS, None), "routing": (ROUTING, None), "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
     "deadlock_threshold_cycles": (int, 1), "up_down_root": (int, 0),
 }
 

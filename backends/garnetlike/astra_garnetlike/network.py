@@ -87,7 +87,8 @@ class Message:
 
 
 class NetworkInterface:
-    """An NPU's NI: packetization into its injection VCs (one packet per VC at a time)."""
+    """An NPU's NI (or, with ``ni_ports = "per_link"``, its NI port for one link):
+    packetization into its injection VCs, one packet per VC at a time."""
 
     __slots__ = ("rank", "port", "queues", "vcs_per_vnet", "flit_bytes", "packet_bytes",
                  "pipeline_ps", "clock", "packets_sent")
@@ -214,15 +215,31 @@ class GarnetNetwork:
             port_in.upstream = port_out
             self.input_ports.append(port_in)
             self.link_ports.append(port_out)
+        # NI ports: one injection and one ejection port per NPU (Garnet's NI), or one pair
+        # per link of the NPU, so that it can use all its links at once.
         self.nis: list[NetworkInterface] = []
         self.eject_ports: list[EjectionPort] = []
+        self._ni_of_link: dict[int, NetworkInterface] = {}
+        self._eject_of_link: dict[int, EjectionPort] = {}
         packet_flits = max(1, -(-config.packet_bytes // config.flit_bytes))
+        per_link = config.ni_ports == "per_link"
         for rank, node in enumerate(physical.hosts):
-            port = InputPort(node, "injection", vcs, packet_flits)
-            ni = NetworkInterface(rank, port, config, self.pipeline_ps, clock)
-            port.ni = ni
-            self.nis.append(ni)
-            self.eject_ports.append(EjectionPort(clock, node, self.cycle_ps, self._on_packet))
+            outs = physical.out_links[node]
+            ins = [link for link in range(physical.links_count) if physical.link_dst[link] == node] \
+                if per_link else []
+            for links in ([[link] for link in outs] if per_link else [outs]):
+                name = f"injection to {self.node_name(physical.link_dst[links[0]])}" \
+                    if per_link else "injection"
+                port = InputPort(node, name, vcs, packet_flits)
+                ni = port.ni = NetworkInterface(rank, port, config, self.pipeline_ps, clock)
+                self.nis.append(ni)
+                self._ni_of_link.update((link, ni) for link in links)
+            for links in ([[link] for link in ins] if per_link else [[]]):
+                eject = EjectionPort(clock, node, self.cycle_ps, self._on_packet)
+                self.eject_ports.append(eject)
+                self._eject_of_link.update((link, eject) for link in links)
+            if not per_link:
+                self._eject_of_link[-1 - rank] = eject
 
     def node_name(self, node: int) -> str:
         """'NPU r' or 'switch n' for a node id."""
@@ -241,7 +258,7 @@ class GarnetNetwork:
     def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
              arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
         """Inject a message now; ``on_delivered(arg)`` runs when it has arrived, in order per pair."""
-        npus = len(self.nis)
+        npus = self.physical.npus_count
         if not (0 <= src < npus and 0 <= dst < npus):
             raise ValueError(f"send {src} -> {dst}: NPU ids are 0..{npus - 1}")
         self.messages_sent += 1
@@ -257,7 +274,7 @@ class GarnetNetwork:
         packets = max(1, -(-size_bytes // self.config.packet_bytes))
         msg = Message(src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq,
                       self.env._now)
-        self.nis[src].enqueue(msg)
+        self._ni_of_link[route[0].link].enqueue(msg)
 
     def run(self) -> None:
         """Process events until none remain; SimulationDeadlock if messages are stuck."""
@@ -272,7 +289,8 @@ class GarnetNetwork:
         cached = self._route_cache.get(key)
         if cached is None:
             ports = self.link_ports
-            route = tuple(ports[link] for link in links) + (self.eject_ports[dst],)
+            eject = self._eject_of_link.get(links[-1]) or self._eject_of_link[-1 - dst]
+            route = tuple(ports[link] for link in links) + (eject,)
             v = self.config.vcs_per_vnet
             base = vnet * v
             half = v // 2
@@ -298,7 +316,7 @@ class GarnetNetwork:
             self.bytes_delivered += msg.size
             msg.on_delivered(msg.arg)
             return
-        pair = msg.src * len(self.nis) + msg.dst
+        pair = msg.src * self.physical.npus_count + msg.dst
         expected = self._next_delivery.get(pair, 0)
         if msg.seq != expected:
             self._held[(pair, msg.seq)] = msg  # an earlier message of this pair is still on its way

@@ -47,7 +47,8 @@ TOPOLOGIES = ("mesh", "torus")
 #: (Garnet waits 50000, longer than most runs here).
 NOC_CONFIG = {"flit_bytes": 16, "vcs_per_vnet": 4, "buffer_depth_flits": 4,
               "router_pipeline_cycles": 1, "credit_delay_cycles": 1, "atomic_vc_allocation": True,
-              "virtual_networks": 1, "clock_ghz": 1.0, "deadlock_threshold_cycles": 1000}
+              "virtual_networks": 1, "clock_ghz": 1.0, "deadlock_threshold_cycles": 1000,
+              "ni_ports": "single"}
 DEFAULT_PACKET_FLITS = 4
 #: A load point is saturated when the network accepts less than this share of the
 #: offered load, or its measured packets have not all arrived by the end of the drain.

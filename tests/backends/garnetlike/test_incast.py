@@ -83,3 +83,26 @@ def test_the_analytical_models_cannot_show_back_pressure():
     uplinks = [aware.topology.route(src, 0)[0] for src in range(1, 8)]
     assert [aware.link_busy_ns[link] for link in uplinks] == [int(MIB / BW)] * 7
     assert all(aware.max_queue[link] == 0 for link in uplinks)
+
+
+FC8 = NetworkConfig.from_dict({"topology": ["FullyConnected"], "npus_count": [8],
+                               "bandwidth": [50.0], "latency": [500.0]})
+
+
+@pytest.mark.parametrize("ni_ports", ["per_link", "single"])
+def test_fan_out_uses_every_link_only_with_an_ni_port_per_link(ni_ports):
+    # NPU 0 sends 1 MiB to each of its 7 FullyConnected peers at once. With an NI port per
+    # link the 7 messages cross 7 links in parallel, each as if alone (test_zero_load.py:
+    # 2 P + s + L + c + 4095 s). With Garnet's single NI port, one flit leaves per flit time
+    # s in all: 7 x 4096 flits in a row, the last one arriving L + s + P + c after it left.
+    net = REGISTRY.create("garnetlike", Topology(FC8), {"ni_ports": ni_ports})
+    arrivals = {}
+    for dst in range(1, 8):
+        net.send(0, dst, MIB, lambda d: arrivals.__setitem__(d, net.env.now), dst)
+    net.run()
+    s, L = net.link_ports[0].ser_ps, 500_000
+    alone = 2 * 1000 + s + L + 1000 + 4095 * s
+    if ni_ports == "per_link":
+        assert set(arrivals.values()) == {alone}
+    else:
+        assert max(arrivals.values()) == 1000 + (7 * 4096 - 1) * s + s + L + 1000 + 1000
