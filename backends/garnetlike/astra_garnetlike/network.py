@@ -223,10 +223,12 @@ class GarnetNetwork:
         self._eject_of_link: dict[int, EjectionPort] = {}
         packet_flits = max(1, -(-config.packet_bytes // config.flit_bytes))
         per_link = config.ni_ports == "per_link"
+        incoming: list[list[int]] = [[] for _ in range(physical.nodes_count)]
+        for link, dst in enumerate(physical.link_dst):
+            incoming[dst].append(link)
         for rank, node in enumerate(physical.hosts):
             outs = physical.out_links[node]
-            ins = [link for link in range(physical.links_count) if physical.link_dst[link] == node] \
-                if per_link else []
+            ins = incoming[node] if per_link else []
             for links in ([[link] for link in outs] if per_link else [outs]):
                 name = f"injection to {self.node_name(physical.link_dst[links[0]])}" \
                     if per_link else "injection"
