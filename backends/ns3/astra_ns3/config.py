@@ -26,7 +26,10 @@ Top level
     ``headroom_bytes`` (0 = per cable: 2 x delay x rate + 5 frames).
     ``xon_delta_bytes`` (0 = two frames): XON once this far below XOFF.
 ``[dcqcn]`` (Zhu et al., SIGCOMM'15)
-    ``g`` (1/256), ``cnp_interval_us`` (50), ``alpha_timer_us`` (55),
+    ``g`` (1/256), ``cnp_interval_us`` (4: at most one CNP, hence one rate
+    cut, per 4 us per queue pair, as NVIDIA ConnectX firmware's
+    ``rate_reduce_monitor_period``; the paper's notification point uses 50,
+    which converges to fairness several times slower), ``alpha_timer_us`` (55),
     ``rate_increase_timer_us`` (55), ``byte_counter_bytes`` (10 MB),
     ``fast_recovery_steps`` (5), ``rate_ai_mbps`` (40), ``rate_hai_mbps``
     (50), ``min_rate_mbps`` (100, upstream's ``MIN_RATE``),
@@ -111,7 +114,7 @@ class DcqcnConfig(BaseModel):
 
     model_config = _Strict
     g: float = Field(1 / 256, gt=0, le=1)
-    cnp_interval_us: float = Field(50.0, ge=0)
+    cnp_interval_us: float = Field(4.0, ge=0)
     alpha_timer_us: float = Field(55.0, gt=0)
     rate_increase_timer_us: float = Field(55.0, gt=0)
     byte_counter_bytes: int = Field(10_000_000, gt=0)

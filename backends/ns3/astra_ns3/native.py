@@ -118,15 +118,21 @@ class Library:
         ports = np.zeros((n_ports, len(PORT_FIELDS)), dtype=np.int64)
         flows = np.zeros((n_flows, len(FLOW_FIELDS)), dtype=np.int64)
         nodes = np.zeros(n_nodes, dtype=np.int64)
-        self._f["astra_ns3_port_stats"](self._ptr(ports, ctypes.c_int64))
-        self._f["astra_ns3_flow_stats"](self._ptr(flows, ctypes.c_int64))
-        self._f["astra_ns3_node_stats"](self._ptr(nodes, ctypes.c_int64))
         q = [np.zeros(n_queue, dtype=np.int64) for _ in range(3)]
-        self._f["astra_ns3_queue_samples"](*(self._ptr(a, ctypes.c_int64) for a in q))
         s = [np.zeros(n_flow_samples, dtype=np.int64) for _ in range(3)]
         rate = np.zeros(n_flow_samples, dtype=np.float64)
-        self._f["astra_ns3_flow_samples"](*(self._ptr(a, ctypes.c_int64) for a in s),
-                                          self._ptr(rate, ctypes.c_double))
+        # (cppyy cannot pass an empty array as a pointer: skip what is empty.)
+        if n_ports:
+            self._f["astra_ns3_port_stats"](self._ptr(ports, ctypes.c_int64))
+        if n_flows:
+            self._f["astra_ns3_flow_stats"](self._ptr(flows, ctypes.c_int64))
+        if n_nodes:
+            self._f["astra_ns3_node_stats"](self._ptr(nodes, ctypes.c_int64))
+        if n_queue:
+            self._f["astra_ns3_queue_samples"](*(self._ptr(a, ctypes.c_int64) for a in q))
+        if n_flow_samples:
+            self._f["astra_ns3_flow_samples"](*(self._ptr(a, ctypes.c_int64) for a in s),
+                                              self._ptr(rate, ctypes.c_double))
         return {"ports": ports, "flows": flows, "node_max_buffer": nodes,
                 "misrouted": np.array([misrouted]),
                 "queue_t_ps": q[0], "queue_port": q[1], "queue_bytes": q[2],

@@ -88,7 +88,7 @@ class WorkerProcess:
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         self._log.seek(0)
         lines = [ln.strip() for ln in self._log.read().decode(errors="replace").splitlines() if ln.strip()]
-        last = f": {lines[-1][:300]}" if lines else ""
+        last = f": {' | '.join(line[:200] for line in lines[-3:])}" if lines else ""
         self.close()
         return WorkerDied(f"ns3 backend: the ns-3 worker process (pid {self.proc.pid}) died with "
                           f"{how}{last}")

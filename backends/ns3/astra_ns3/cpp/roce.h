@@ -96,7 +96,7 @@ struct Config
     uint64_t seed = 1;
     // DCQCN (Zhu et al., SIGCOMM'15)
     double dcqcn_g = 1.0 / 256;
-    int64_t cnp_interval = 50000000;      // ps
+    int64_t cnp_interval = 4000000;       // ps
     int64_t alpha_timer = 55000000;       // ps
     int64_t rate_timer = 55000000;        // ps
     uint64_t byte_counter = 10000000;     // bytes

@@ -1,0 +1,48 @@
+"""Shared pieces of the ns3 backend tests: small topologies and a backend maker.
+
+These tests must run in CI (``make test`` installs astra-ns3 with the ns3
+wheel and cppyy): a missing dependency is a failure under ``CI``, a skip on a
+developer machine without it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from astra_core.backend import Topology
+from astra_core.config.network import NetworkConfig
+from astra_core.errors import BackendUnavailable
+from astra_core.topology.logical import logical_dims
+from astra_core.topology.physical import PhysicalTopology
+
+GBPS_100 = 12.5  # bytes/ns
+LINK_NS = 1000.0  # 1 us per link, the HPCC artifact's "100Gbps 0.001ms"
+
+
+def star(hosts: int, bandwidth: float = GBPS_100, latency: float = LINK_NS) -> PhysicalTopology:
+    """``hosts`` NPUs (nodes 0..hosts-1) on one switch (node ``hosts``)."""
+    switch = hosts
+    links = []
+    for h in range(hosts):
+        links += [(h, switch, bandwidth, latency), (switch, h, bandwidth, latency)]
+    return PhysicalTopology(hosts + 1, [switch], links, source="star")
+
+
+def make_ns3(physical: PhysicalTopology, config=None):
+    """An ns3 backend on ``physical`` (skipped off CI if ns-3 is not installed)."""
+    from astra_ns3.factory import check_available, create
+
+    try:
+        check_available()
+    except BackendUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install astra-ns3 (make test does): {exc}")
+        pytest.skip(str(exc))
+    return create(Topology(logical_dims(physical), physical), config)
+
+
+def network(kind: str, npus: int, gbs: float, latency: float) -> NetworkConfig:
+    return NetworkConfig.from_dict({"topology": [kind], "npus_count": [npus],
+                                    "bandwidth": [gbs], "latency": [latency]})

@@ -1,0 +1,104 @@
+"""Process isolation, the library cache, the JIT fallback, and the plugin's cheap import."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from astra_core.errors import AstraError
+from tests.backends.ns3.conftest import make_ns3, star
+
+
+def test_a_crashing_worker_is_an_error_not_a_hang_and_the_next_run_works():
+    from astra_ns3 import process
+
+    worker = process.acquire()
+    with pytest.raises(process.WorkerDied, match=r"died with signal SIGABRT: .*astra_ns3_abort called"):
+        worker.request(("crash",), "never")
+    assert not worker.alive()
+    # A new simulation gets a new worker.
+    backend = make_ns3(star(2))
+    done = []
+    backend.send(0, 1, 1000, done.append, "ok")
+    backend.run()
+    assert done == ["ok"]
+
+
+def test_a_worker_killed_mid_run_is_reported(monkeypatch):
+    backend = make_ns3(star(2))
+    killed = []
+
+    def kill(_):
+        os.kill(backend._worker.proc.pid, 9)
+        killed.append(True)
+
+    backend.send(0, 1, 50_000_000, lambda _: None)
+    backend.schedule(1000, kill)
+    with pytest.raises(AstraError, match="died with signal SIGKILL"):
+        backend.run()
+    assert killed
+    # The backend stays usable: the next run starts a fresh worker.
+    arrived = []
+    backend.send(0, 1, 0, arrived.append, "again")
+    backend.run()
+    assert arrived == ["again"]
+
+
+def test_importing_the_plugin_and_listing_backends_loads_no_ns3():
+    code = ("import sys; from astra_core.plugins import backend_registry; "
+            "rows = backend_registry().availability(); "
+            "assert any(n == 'ns3' and ok for n, ok, _ in rows), rows; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('ns', 'ns3', 'cppyy')]; "
+            "assert not bad, bad; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_missing_dependencies_give_the_install_hint(monkeypatch):
+    from importlib import metadata
+
+    from astra_core.errors import BackendUnavailable
+    from astra_ns3 import factory
+
+    def no_ns3(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(factory.metadata, "version", no_ns3)
+    with pytest.raises(BackendUnavailable, match=r"needs the 'ns3' package.*pip install"):
+        factory.check_available()
+
+
+def test_library_is_cached_by_sources_version_and_compiler(tmp_path, monkeypatch):
+    from astra_ns3 import build
+
+    if build.compiler() is None:
+        pytest.skip("no C++ compiler")
+    path = build.compiled_library()
+    assert path.is_file() and str(build.cache_dir()) in str(path)
+    assert build.compiled_library() == path  # cached: no rebuild
+    key = build.library_key(build.compiler())
+    texts = build.source_texts()
+    monkeypatch.setattr(build, "source_texts", lambda: {**texts, "api.cc": texts["api.cc"] + "\n"})
+    assert build.library_key(build.compiler()) != key
+    monkeypatch.setattr(build, "ns3_version", lambda: "3.44.post99")
+    assert build.library_key(build.compiler()) != key
+
+
+def test_cppyy_jit_fallback_gives_the_same_result(monkeypatch):
+    from astra_ns3 import process
+
+    def lone_message(backend):
+        arrived = []
+        backend.send(0, 1, 1_000_000, lambda _: arrived.append(backend.now()))
+        backend.run()
+        return arrived[0]
+
+    compiled = lone_message(make_ns3(star(2)))
+    process.close_idle()
+    monkeypatch.setenv("ASTRA_NS3_LIBRARY", "jit")
+    monkeypatch.setenv("ASTRA_NS3_REUSE", "0")
+    backend = make_ns3(star(2))
+    assert lone_message(backend) == compiled
