@@ -197,7 +197,9 @@ class OutputPort:
         i = self.rr
         if i >= n:
             i = 0
-        for _ in range(n):
+        tries = n
+        while tries:
+            tries -= 1
             ivc = reqs[i]
             buf = ivc.buf
             if buf:
@@ -255,7 +257,8 @@ class OutputPort:
                     done = now + self.ser_ps
                     self.busy_until = done
                     port.busy_until = done
-                    self.blocked = False
+                    if self.blocked:
+                        self.blocked = False
                     self.flits += 1
                     pkt = ivc.pkt
                     down = self.down_vcs[vc]
@@ -370,7 +373,9 @@ class EjectionPort(OutputPort):
         i = self.rr
         if i >= n:
             i = 0
-        for _ in range(n):
+        tries = n
+        while tries:
+            tries -= 1
             ivc = reqs[i]
             buf = ivc.buf
             if buf:
