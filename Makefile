@@ -34,6 +34,7 @@ docs: setup
 bench: setup
 	$(BIN)/python benchmarks/scale_allreduce.py
 	$(BIN)/python benchmarks/fat_tree_all_to_all.py
+	$(BIN)/python benchmarks/ns3_speed.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
