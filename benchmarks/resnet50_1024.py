@@ -51,7 +51,8 @@ def main() -> None:
     print(f"ResNet-50 DP on {args.npus} NPUs {dims}: convert {converted - started:.2f} s, "
           f"simulate {done - converted:.2f} s (upstream {UPSTREAM_S} s at 1024 NPUs), "
           f"step {result.step_ns / 1e6:.3f} ms, rank 0 compute {rank0.compute_ns / 1e6:.3f} ms, "
-          f"exposed comm {rank0.exposed_comm_ns / 1e6:.3f} ms")
+          f"exposed comm {rank0.exposed_comm_ns / 1e6:.3f} ms, rank symmetry used: "
+          f"{getattr(result, 'symmetric', False)}")
 
 
 if __name__ == "__main__":
