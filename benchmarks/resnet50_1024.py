@@ -6,7 +6,7 @@ analytical backend over [Ring 8, FullyConnected 8, Switch 16] (200/100/50 GB/s,
 100/500/1000 ns), ring on every dimension, the reference text-converter system
 settings (LIFO, localBWAware, 4 splits). Upstream ASTRA-sim takes 30.5 s.
 
-    python benchmarks/resnet50_1024.py [--npus 1024]
+    python benchmarks/resnet50_1024.py [--npus 1024] [--no-symmetry]
 
 Prints the conversion time, the simulation wall time and the step time.
 """
@@ -30,6 +30,7 @@ UPSTREAM_S = 30.5
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--npus", type=int, default=1024, choices=sorted(SHAPES))
+    parser.add_argument("--no-symmetry", action="store_true", help="simulate every rank")
     args = parser.parse_args()
     from astra_core.api import simulate
     from astra_core.workload.converters.text import convert_text
@@ -45,7 +46,8 @@ def main() -> None:
         started = time.perf_counter()
         convert_text(TEXT, args.npus, folder / "resnet50")
         converted = time.perf_counter()
-        result = simulate(folder / "resnet50", system, network, backend="analytical")
+        result = simulate(folder / "resnet50", system, network, backend="analytical",
+                          symmetry=not args.no_symmetry)
         done = time.perf_counter()
     rank0 = result.ranks[0]
     print(f"ResNet-50 DP on {args.npus} NPUs {dims}: convert {converted - started:.2f} s, "
