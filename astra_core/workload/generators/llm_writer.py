@@ -1,0 +1,107 @@
+"""Write a generated LLM step (:class:`~astra_core.workload.generators.llm.LLMWorkload`) as Chakra ET.
+
+Ranks of one pipeline stage share their node list; they differ only in
+their collectives' group (``pg_name`` or ``involved_dim``, from the
+:class:`~astra_core.workload.generators.layout.Layout`) and their send/receive
+peers, so every node is serialized once per distinct value and the framed
+bytes are joined per rank. Gradient reductions get the highest node ids of
+their rank (issued last among ready nodes, see ``llm._Program.grad_coll``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from astra_core.errors import ConfigError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.writer import CHAKRA_VERSION, make_attr, make_node
+
+__all__ = ["write_llm"]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _render(wl, rank: int, cache: dict) -> bytes:
+    """The framed Node messages of ``rank``; rank-independent nodes are serialized once."""
+    layout = wl.layout
+    p = layout.coords(rank)[2]
+    stride = layout.tp * layout.dp
+    ids = cache.get(("ids", p))
+    if ids is None:
+        nodes = wl.stages[p]
+        order = [i for i, n in enumerate(nodes) if not n.late] + [i for i, n in enumerate(nodes) if n.late]
+        ids = cache[("ids", p)] = {idx: new for new, idx in enumerate(order)}
+    parts = []
+    for idx, n in enumerate(wl.stages[p]):
+        if n.type == pb.COMP_NODE:
+            key = (p, idx)
+        elif n.type == pb.COMM_COLL_NODE:
+            place = layout.placement(n.role, rank)
+            key = (p, idx, place.kind, place.value)
+        else:
+            key = (p, idx, rank)
+        data = cache.get(key)
+        if data is None:
+            attrs = {}
+            if n.type == pb.COMP_NODE:
+                attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
+            elif n.type == pb.COMM_COLL_NODE:
+                attrs = {"comm_type": n.comm_type, "comm_size": n.size}
+                if place.kind == "dims":
+                    attrs["involved_dim"] = list(place.value)
+                elif place.kind == "group":
+                    attrs["pg_name"] = place.value
+            else:
+                peer = rank + (stride if n.role == "next" else -stride)
+                src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
+                attrs = {"comm_src": src, "comm_dst": dst, "comm_tag": n.tag, "comm_size": n.size}
+            msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
+                            duration_micros=int(round(n.duration_ns / 1000)), **attrs)
+            payload = msg.SerializeToString()
+            data = _varint(len(payload)) + payload
+            if n.type != pb.COMM_SEND_NODE and n.type != pb.COMM_RECV_NODE:
+                cache[key] = data
+        parts.append(data)
+    return b"".join(parts)
+
+
+def write_llm(wl, prefix: str | os.PathLike,
+              comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
+
+    Returns (trace paths, comm-group path or None). Raises ConfigError when
+    the output cannot be written.
+    """
+    prefix = os.fspath(prefix)
+    cfg = wl.config
+    summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
+               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "microbatches": wl.microbatches,
+               "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
+               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.seq_len or cfg.model.seq_len}
+    meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
+    head = meta.SerializeToString()
+    head = _varint(len(head)) + head
+    cache: dict = {}
+    paths = []
+    try:
+        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+        for rank in range(wl.layout.npus):
+            path = Path(f"{prefix}.{rank}.et")
+            path.write_bytes(head + _render(wl, rank, cache))
+            paths.append(path)
+        groups_path = None
+        if wl.layout.groups:
+            groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
+            groups_path.write_text(json.dumps(wl.layout.groups) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
+    return paths, groups_path
