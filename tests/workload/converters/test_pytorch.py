@@ -133,3 +133,74 @@ def test_recorded_ddp_step(recorded, tmp_path):
     assert sim.step_ns >= max(computes)
     for r, rank in enumerate(sim.ranks):  # an operator measured at 0 us replays as 1 ns
         assert computes[r] <= rank.compute_ns <= computes[r] + counts[r]
+
+
+def _host_trace(path: Path, ops: list[dict], groups: list[dict]) -> Path:
+    """A minimal execution trace: process and thread roots, the process-group node, then ``ops``
+    (each {"name", "inputs"[, "children"]}) in order, with rf_ids increasing."""
+    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
+             {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
+             {"id": 3, "name": "## process_group:init ##", "ctrl_deps": 2,
+              "inputs": {"values": [json.dumps(groups)], "types": ["String"]}}]
+    next_id = 4
+
+    def add(op, parent):
+        nonlocal next_id
+        node = {"id": next_id, "name": op["name"], "ctrl_deps": parent,
+                "inputs": {"values": op.get("inputs", []), "types": []},
+                "outputs": {"values": op.get("outputs", []), "types": []},
+                "attrs": [{"name": "rf_id", "type": "uint64", "value": next_id},
+                          {"name": "tid", "type": "uint64", "value": 1}]}
+        nodes.append(node)
+        next_id += 1
+        for child in op.get("children", []):
+            add(child, node["id"])
+
+    for op in ops:
+        add(op, 2)
+    for n in nodes:
+        n.setdefault("inputs", {"values": [], "types": []})
+        n.setdefault("outputs", {"values": [], "types": []})
+        n.setdefault("attrs", [{"name": "rf_id", "type": "uint64", "value": n["id"]}])
+    path.write_text(json.dumps({"schema": "1.1.1-chakra.0.0.4", "nodes": nodes}))
+    return path
+
+
+def test_send_recv_and_sub_groups(tmp_path):
+    # 4 ranks: rank 0 sends 4 KiB (1024 floats, tag 7) to rank 1; ranks 0 and 1 then all-reduce
+    # 8 KiB in process group "1" = [0, 1] (named by NCCL's record_param_comms), ranks 2 and 3 in
+    # group "2" = [2, 3]; the op reading the reduced tensor waits for it.
+    groups = [{"pg_name": "0", "ranks": []}, {"pg_name": "1", "ranks": [0, 1]}, {"pg_name": "2", "ranks": [2, 3]}]
+    tensor = [10, 20, 0, 1024, 4, "cuda:0"]
+    reduced = [11, 21, 0, 2048, 4, "cuda:0"]
+
+    def ops(rank):
+        out = []
+        if rank in (0, 1):
+            name = "c10d::send" if rank == 0 else "c10d::recv_"
+            out.append({"name": name, "inputs": [[tensor], "<Object>", 1 - rank, 7]})
+        pg = "1" if rank < 2 else "2"
+        out.append({"name": "c10d::allreduce_", "inputs": [[reduced], "<Object>", "<Object>", "<None>", True, -1],
+                    "children": [{"name": "record_param_comms",
+                                  "inputs": [[reduced], 5, [pg, "tp"], rank, "allreduce", [], [], 2]}]})
+        out.append({"name": "aten::relu", "inputs": [reduced]})
+        return out
+
+    ets = [_host_trace(tmp_path / f"et.{r}.json", ops(r), groups) for r in range(4)]
+    result = convert_pytorch_traces(ets, None, tmp_path / "p")
+    assert json.loads(result.comm_groups_path.read_text()) == {"1": [0, 1], "2": [2, 3]}
+    n0 = read_rank_trace(result.paths[0]).nodes
+    send = [n for n in n0 if n.type == pb.COMM_SEND_NODE][0]
+    assert (send.comm_src, send.comm_dst, send.comm_tag, send.comm_size) == (0, 1, 7, 4096)
+    recv = [n for n in read_rank_trace(result.paths[1]).nodes if n.type == pb.COMM_RECV_NODE][0]
+    assert (recv.comm_src, recv.comm_dst, recv.comm_tag, recv.comm_size) == (0, 1, 7, 4096)
+    for r in range(4):
+        nodes = read_rank_trace(result.paths[r]).nodes
+        coll = [n for n in nodes if n.type == pb.COMM_COLL_NODE][0]
+        assert (coll.comm_type, coll.comm_size, coll.pg_name) == (pb.ALL_REDUCE, 8192, "1" if r < 2 else "2")
+        relu = [n for n in nodes if n.name == "aten::relu"][0]
+        assert coll.id in relu.data_deps
+    network, system = _ring(tmp_path, 4, 1.0, 1000.0)
+    sim = simulate(tmp_path / "p", system, network, comm_groups=result.comm_groups_path)
+    # ranks 2 and 3 only all-reduce in their group; ranks 0 and 1 first move the 4 KiB
+    assert sim.ranks[0].finish_ns > sim.ranks[2].finish_ns > 0
