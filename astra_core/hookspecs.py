@@ -22,10 +22,12 @@ def astra_register_backends(register):
     Called once when the plugin manager is built. Call
     ``register(name, factory, *, config_type=None, description="")`` once per
     backend. ``factory(topology, config) -> NetworkBackend`` gets a
-    :class:`astra_core.backend.Topology` and the backend's parsed config (or
-    None) and raises :class:`astra_core.errors.BackendUnavailable` with an
-    install hint when an optional dependency is missing. Import nothing heavy
-    at module level: listing backends must stay cheap.
+    :class:`astra_core.backend.Topology` and the backend's config (None, a
+    path or a parsed object) and raises
+    :class:`astra_core.errors.BackendUnavailable` with an install hint when an
+    optional dependency is missing. ``config_type`` is the config class or a
+    ``"module:Class"`` string naming it. Import nothing heavy here or at module
+    level: every run loads every installed plugin.
     """
 
 

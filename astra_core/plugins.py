@@ -42,9 +42,16 @@ class BackendInfo:
 
     name: str
     factory: Callable[..., Any]
-    config_type: Any = None
+    config_type: Any = None  # a class, or "module:Class" imported on demand
     description: str = ""
     plugin: str = "?"
+
+    def config_class(self) -> Any:
+        """The backend's config class (importing it if it was named as a string)."""
+        if isinstance(self.config_type, str):
+            module, _, attr = self.config_type.partition(":")
+            return getattr(importlib.import_module(module), attr)
+        return self.config_type
 
 
 @dataclass

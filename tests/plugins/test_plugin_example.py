@@ -50,7 +50,7 @@ def test_installed_from_its_own_directory_with_an_astra_entry_point():
     origin = json.loads(dist.read_text("direct_url.json"))
     assert Path(origin["url"].removeprefix("file://")).resolve() == EXAMPLE_DIR.resolve()
     info = backend_registry(settings=PluginSettings()).get("ideal")
-    assert info.plugin == "ideal" and info.config_type.__name__ == "IdealConfig"
+    assert info.plugin == "ideal" and info.config_class().__name__ == "IdealConfig"
 
 
 def test_astra_run_backend_ideal_from_the_console_script(tmp_path):

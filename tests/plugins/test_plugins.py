@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -427,3 +428,15 @@ def test_a_listed_module_that_is_also_disabled_is_not_loaded(no_plugin_settings,
     no_plugin_settings.write_text(f'modules = ["{module}"]\ndisabled = ["{module}"]\n')
     assert "const" not in backend_registry().names()
     assert module not in sys.modules
+
+
+def test_loading_the_plugins_imports_no_backend_model():
+    # Every run loads every installed plugin, so registration must stay cheap:
+    # no packet model, C++ binding or config library is imported just to list.
+    code = ("import sys; from astra_core.plugins import backend_registry; r = backend_registry(); "
+            "heavy = {'simpy', 'cppyy', 'pydantic', 'astra_ns3.config', 'astra_ns3.network', "
+            "'astra_garnetlike.network', 'astra_garnetlike.config', 'astra_ideal.network'}; "
+            "print(sorted(heavy & set(sys.modules)), sorted(r.names()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, names = out.stdout.strip().split("] ", 1)
+    assert loaded == "[" and "analytical" in names

@@ -15,12 +15,10 @@ def create(topology, config=None):
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_garnetlike.config import GarnetConfig
-
     register(
         "garnetlike",
         create,
-        config_type=GarnetConfig,
+        config_type="astra_garnetlike.config:GarnetConfig",
         description="credit-based flow-control packet/flit model (Garnet-like): routers with "
                     "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
     )

@@ -8,13 +8,12 @@ from astra_core.hookspecs import hookimpl
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_ns3.config import Ns3Config
-    from astra_ns3.factory import create
+    from astra_ns3.factory import create  # light: imports no ns-3, cppyy or pydantic
 
     register(
         "ns3",
         create,
-        config_type=Ns3Config,
+        config_type="astra_ns3.config:Ns3Config",
         description="packet-level RoCE on ns-3: DCQCN / HPCC / line rate, PFC, ECN, per-flow ECMP "
                     "(--backend-config FILE: TOML or YAML)",
     )

@@ -1,5 +1,5 @@
-"""An example third-party astra backend: the ``ideal`` network (see :mod:`astra_ideal.network`)."""
+"""An example third-party astra backend: the ``ideal`` network (see :mod:`astra_ideal.network`).
 
-from astra_ideal.network import IdealConfig, IdealNetwork
-
-__all__ = ["IdealConfig", "IdealNetwork"]
+Nothing is imported here: astra loads ``astra_ideal.plugin`` on every run, and
+importing a package runs its ``__init__`` first.
+"""

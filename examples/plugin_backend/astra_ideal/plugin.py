@@ -1,17 +1,23 @@
 """Registers the ``ideal`` backend with astra.
 
 Found through the ``astra`` entry-point group (pyproject.toml). Keep this
-module cheap to import: ``astra backends`` imports every plugin just to list
-them, so the model itself is imported inside the hook.
+module cheap to import: every astra run loads every installed plugin, so the
+model is imported only when a backend is built, and the config class is named
+as a "module:Class" string.
 """
 
 from astra_core.hookspecs import hookimpl
 
 
+def create(topology, config=None):
+    """Backend factory; the model is imported on first use."""
+    from astra_ideal.network import create as build
+
+    return build(topology, config)
+
+
 @hookimpl
 def astra_register_backends(register):
-    from astra_ideal.network import IdealConfig, create
-
-    register("ideal", create, config_type=IdealConfig,
+    register("ideal", create, config_type="astra_ideal.network:IdealConfig",
              description="ideal non-blocking fabric (example plugin): no shared links; each NPU "
                          "sends one message at a time per dimension at constant bandwidth")

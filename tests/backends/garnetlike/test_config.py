@@ -76,7 +76,7 @@ def test_file_errors(tmp_path):
 
 def test_the_registry_passes_the_config_to_the_factory(tmp_path):
     registry = backend_registry()
-    assert registry.get("garnetlike").config_type is GarnetConfig
+    assert registry.get("garnetlike").config_class() is GarnetConfig
     path = tmp_path / "g.toml"
     path.write_text("flit_bytes = 1024\nbuffer_depth_flits = 300\n")
     net = registry.create("garnetlike", Topology(RING8), str(path))
