@@ -128,6 +128,19 @@ def leaf_spine(hosts: int, leaves: int, spines: int, oversubscription: float = 1
     return b.build(spine0 + spines, range(hosts, spine0 + spines))
 
 
+def _grid(kind: str, dims: list[int], bandwidth_gbps: float, latency_ns: float):
+    """A checked builder for a switchless grid of ``dims`` and its node count."""
+    b = _Builder(f"{kind} {'x'.join(map(str, dims))}")
+    b.check(len(dims) >= 1, "needs at least one dimension")
+    b.integer(1, **{f"dims[{i}]": n for i, n in enumerate(dims)})
+    b.positive(bandwidth_gbps=bandwidth_gbps)
+    b.latency(latency_ns=latency_ns)
+    nodes = 1
+    for n in dims:
+        nodes *= n
+    return b, nodes
+
+
 def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
           latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
     """A torus of NPUs without switches (2-D or 3-D; any number of dimensions works).
@@ -137,14 +150,7 @@ def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     each other's traffic along shortest paths (dimensions in any order, ECMP).
     """
     dims = list(dims)
-    b = _Builder(f"torus {'x'.join(map(str, dims))}")
-    b.check(len(dims) >= 1, "needs at least one dimension")
-    b.integer(1, **{f"dims[{i}]": n for i, n in enumerate(dims)})
-    b.positive(bandwidth_gbps=bandwidth_gbps)
-    b.latency(latency_ns=latency_ns)
-    nodes = 1
-    for n in dims:
-        nodes *= n
+    b, nodes = _grid("torus", dims, bandwidth_gbps, latency_ns)
     stride = 1
     for n in dims:
         for node in range(nodes):
@@ -164,14 +170,7 @@ def mesh(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     other's traffic along shortest paths (dimensions in any order, ECMP).
     """
     dims = list(dims)
-    b = _Builder(f"mesh {'x'.join(map(str, dims))}")
-    b.check(len(dims) >= 1, "needs at least one dimension")
-    b.integer(1, **{f"dims[{i}]": n for i, n in enumerate(dims)})
-    b.positive(bandwidth_gbps=bandwidth_gbps)
-    b.latency(latency_ns=latency_ns)
-    nodes = 1
-    for n in dims:
-        nodes *= n
+    b, nodes = _grid("mesh", dims, bandwidth_gbps, latency_ns)
     stride = 1
     for n in dims:
         for node in range(nodes):

@@ -23,7 +23,7 @@ from typing import Any
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import ETNode
 
-__all__ = ["CHAKRA_VERSION", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
+__all__ = ["CHAKRA_VERSION", "encode_varint", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
 
 #: GlobalMetadata.version that Chakra's generator writes.
 CHAKRA_VERSION = "0.0.4"
@@ -194,7 +194,8 @@ def node_to_proto(node: ETNode) -> pb.Node:
     return msg
 
 
-def _varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
+    """``value`` (>= 0) as a protobuf base-128 varint (the ET file's length prefix)."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -224,7 +225,7 @@ def write_rank_trace(
         if isinstance(message, ETNode):
             message = node_to_proto(message)
         payload = message.SerializeToString()
-        chunks.append(_varint(len(payload)))
+        chunks.append(encode_varint(len(payload)))
         chunks.append(payload)
     path = Path(path)
     path.write_bytes(b"".join(chunks))

@@ -16,18 +16,9 @@ from pathlib import Path
 
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.writer import CHAKRA_VERSION, make_attr, make_node
+from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
 
 __all__ = ["write_llm"]
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _render(wl, rank: int, cache: dict) -> bytes:
@@ -67,7 +58,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
             msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
                             duration_micros=int(round(n.duration_ns / 1000)), **attrs)
             payload = msg.SerializeToString()
-            data = _varint(len(payload)) + payload
+            data = encode_varint(len(payload)) + payload
             if n.type != pb.COMM_SEND_NODE and n.type != pb.COMM_RECV_NODE:
                 cache[key] = data
         parts.append(data)
@@ -89,7 +80,7 @@ def write_llm(wl, prefix: str | os.PathLike,
                "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.seq_len or cfg.model.seq_len}
     meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
     head = meta.SerializeToString()
-    head = _varint(len(head)) + head
+    head = encode_varint(len(head)) + head
     cache: dict = {}
     paths = []
     try:
