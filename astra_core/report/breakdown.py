@@ -41,17 +41,25 @@ def rank_tracks(result: RunResult) -> list[tuple[int, list[tuple[int, float, flo
     """``(rank, records, nodes)`` per rank, every rank of the run.
 
     ``records`` are the engine's ``(node position, start_ns, end_ns)``;
-    ``nodes[position]`` is the ET node. In a symmetric run every rank gets rank
-    0's records with its own nodes (same positions) when the run kept every
-    rank's graph, else rank 0's nodes.
+    ``nodes[position]`` is the ET node. In a symmetric run every rank gets its
+    representative's records with its own nodes (same positions) when the run
+    kept every rank's graph, else the representative's nodes.
     """
     if getattr(result, "symmetric", False) and result.engines:
-        engine = result.engines[0]
+        engines = {e.rank: e for e in result.engines}
         graphs = getattr(result, "graphs", None) or []
-        return [(r.rank, engine.records,
-                 graphs[r.rank].nodes if r.rank < len(graphs) else engine.nodes)
-                for r in result.ranks]
+        tracks = []
+        for r in result.ranks:
+            engine = engines[_representative(result, r.rank)]
+            tracks.append((r.rank, engine.records,
+                           graphs[r.rank].nodes if r.rank < len(graphs) else engine.nodes))
+        return tracks
     return [(e.rank, e.records, e.nodes) for e in result.engines]
+
+
+def _representative(result: RunResult, rank: int) -> int:
+    mapping = getattr(result, "representative", None)
+    return mapping[rank] if mapping else 0
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:

@@ -45,10 +45,15 @@ def _records(result: RunResult) -> Iterator[tuple[int, Any, CollectiveRecord]]:
             yield record.rank, record.node, record
         return
     graphs = getattr(result, "graphs", None) or []
-    engine = result.engines[0] if result.engines else None
-    position = {id(node): pos for pos, node in enumerate(engine.nodes)} if engine else {}
+    mapping = getattr(result, "representative", None)
+    by_rep: dict[int, list[CollectiveRecord]] = {}
+    for record in result.collectives:
+        by_rep.setdefault(record.rank, []).append(record)
+    positions = {e.rank: {id(node): pos for pos, node in enumerate(e.nodes)} for e in result.engines}
     for r in result.ranks:
-        for record in result.collectives:
+        rep = mapping[r.rank] if mapping else 0
+        position = positions.get(rep, {})
+        for record in by_rep.get(rep, []):
             pos = position.get(id(record.node))
             node = (graphs[r.rank].nodes[pos] if pos is not None and r.rank < len(graphs)
                     else record.node)

@@ -59,7 +59,8 @@ class RunResult:
     """Everything a run produced. ``step_ns`` is the slowest rank's finish time.
 
     ``ranks`` and ``graphs`` have every rank; ``engines`` and ``collectives``
-    only the ranks that were simulated (rank 0 alone when ``symmetric``).
+    only the ranks that were simulated: when ``symmetric``, the
+    representatives, ``representative[r]`` standing for rank ``r``.
     """
 
     backend: str
@@ -69,7 +70,8 @@ class RunResult:
     network: Any = field(default=None, repr=False)  # the backend, for its own statistics
     messages: int = 0
     message_bytes: int = 0
-    symmetric: bool = False  # only rank 0 was simulated; it stands for every rank
+    symmetric: bool = False  # representatives stood for classes of identical ranks
+    representative: list[int] | None = None  # rank -> the simulated rank standing for it
     graphs: list[Any] = field(default_factory=list, repr=False)  # every rank's dependency graph
 
     @property

@@ -38,8 +38,11 @@ class MessageMatcher:
         self.bytes = 0
 
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None) -> None:
-        """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive."""
+             arg: Any, dim: int | None = None, collective: bool = False) -> None:
+        """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive.
+
+        ``collective`` marks a collective chunk (its tag may carry a
+        communicator group id; see :class:`MirroredMatcher`)."""
         key = (tag, src, dst, size)
         seq = self._send_seq.get(key, 0)
         self._send_seq[key] = seq + 1
@@ -103,21 +106,30 @@ class MessageMatcher:
 
 
 class MirroredMatcher(MessageMatcher):
-    """Matching for a symmetric run where only rank 0 is simulated.
+    """Matching for a run where representatives stand for classes of ranks.
 
-    A message rank 0 sends to ``dst`` is timed by the backend as usual; when
-    it arrives, rank 0's send completes and the *mirrored* message, from
-    ``symmetry.mirror(dst)`` to rank 0, is delivered to rank 0's receives
-    (see :mod:`astra_core.system.symmetry`).
+    A message a representative sends to ``dst`` is timed by the backend as
+    usual; when it arrives, the sender's callback runs and the message is
+    delivered to ``dst``'s representative as if from the sender translated
+    the same way (see :mod:`astra_core.system.symmetry`); a communicator
+    group's chunk tag is translated with it.
     """
 
     def __init__(self, backend, symmetry) -> None:
         super().__init__(backend)
         self.symmetry = symmetry
+        self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None) -> None:
-        ident = self._next((tag, self.symmetry.mirror(dst), src, size), self._send_seq)
+             arg: Any, dim: int | None = None, collective: bool = False) -> None:
+        sym = self.symmetry
+        target = self._to_rep.get(dst)
+        if target is None:
+            target = self._to_rep[dst] = sym.to_representative(dst)
+        rep, delta = target
+        if collective:
+            tag = sym.shift_tag(tag, delta)
+        ident = self._next((tag, sym.shift(src, delta), rep, size), self._send_seq)
         entry = self._entries.get(ident)
         if entry is None:
             entry = self._entries[ident] = _Entry()

@@ -153,7 +153,7 @@ class RankSystem:
     # -- messages -------------------------------------------------------------
     def send_collective(self, dst: int, size: int, tag: int) -> None:
         """Send ``size`` bytes of the chunk tagged ``tag`` to rank ``dst``."""
-        self.sim.matcher.send(self.id, dst, size, tag, None, None)
+        self.sim.matcher.send(self.id, dst, size, tag, None, None, collective=True)
 
     def recv_collective(self, src: int, size: int, tag: int, on_received: Callable[[Any], None]) -> None:
         """Expect ``size`` bytes of chunk ``tag`` from ``src``; ``on_received(None)`` on arrival."""

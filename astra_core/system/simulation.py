@@ -57,9 +57,9 @@ class Simulation:
         else:
             self.symmetry, self.symmetry_reason = None, "turned off"
         if self.symmetry is not None:
-            # Rank 0 stands for every rank (astra_core.system.symmetry).
+            # Representatives stand for their classes (astra_core.system.symmetry).
             self.matcher = MirroredMatcher(backend, self.symmetry)
-            self.engines = [RankEngine(0, graphs[0], self)]
+            self.engines = [RankEngine(r, graphs[r], self) for r in self.symmetry.representatives()]
         else:
             self.matcher = MessageMatcher(backend)
             self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
@@ -82,13 +82,18 @@ class Simulation:
             self._raise_deadlock()
         ranks = [self._rank_result(e) for e in self.engines]
         messages, message_bytes = self.matcher.messages, self.matcher.bytes
+        representative = None
         if self.symmetry is not None:
-            ranks = [replace(ranks[0], rank=r) for r in range(self.npus_count)]
-            messages *= self.npus_count
-            message_bytes *= self.npus_count
+            by_rank = {result.rank: result for result in ranks}
+            representative = [self.symmetry.representative(r) for r in range(self.npus_count)]
+            ranks = [replace(by_rank[rep], rank=r) for r, rep in enumerate(representative)]
+            class_size = self.npus_count // len(self.engines)
+            messages *= class_size
+            message_bytes *= class_size
         return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
                          engines=self.engines, network=self.backend, graphs=self.graphs, messages=messages,
-                         message_bytes=message_bytes, symmetric=self.symmetry is not None)
+                         message_bytes=message_bytes, symmetric=self.symmetry is not None,
+                         representative=representative)
 
     @staticmethod
     def _rank_result(engine: RankEngine) -> RankResult:
@@ -130,8 +135,9 @@ class Simulation:
         for engine in self.engines:
             if engine.finish_ns is None:
                 waiting[engine.rank] = engine.waiting() or ["nothing running, nodes left unissued"]
-        if self.symmetry is not None and waiting:  # rank 0 stands for every rank
-            waiting = {r: waiting[0] for r in range(self.npus_count)}
+        if self.symmetry is not None and waiting:  # a representative stands for its class
+            waiting = {r: waiting[rep] for r in range(self.npus_count)
+                       if (rep := self.symmetry.representative(r)) in waiting}
         ranks = sorted(waiting)
         shown = ranks[:_MAX_DEADLOCK_LINES]
         parts = [f"rank {r}: {waiting[r][0]}" for r in shown]

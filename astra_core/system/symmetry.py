@@ -1,27 +1,37 @@
-"""Rank symmetry: simulate one rank when every rank is provably the same.
+"""Rank symmetry: simulate one rank per class of provably identical ranks.
 
-When all ranks run byte-identical traces over a network whose message times
-depend only on the offset between NPUs (the congestion-unaware model on
-network.yml dimensions), and every collective algorithm in use picks its
-peers by offset (ring and direct: rotations of each dimension; halving-
-doubling: XOR within each power-of-two dimension), then every rank's timeline
-is rank 0's, shifted. So only rank 0 is simulated: a message it sends to the
-NPU at offset ``+δ`` also delivers, at the same time, the message that the NPU
-at ``-δ`` sends to it (the *mirror* of ``δ``).
+Ranks are points of the logical network's dimensions (coordinate ``c_d`` in
+dimension ``d``, dimension 0 fastest). A *translation* moves every rank by the
+same offset along the dimensions. If a translation maps every rank's trace onto
+the trace of the rank it lands on (same nodes, timings and dependencies; the
+communicator groups and point-to-point peers moved by the same offset), the
+network's message times depend only on offsets (the congestion-unaware model),
+and every collective algorithm in use picks its peers by offset, then the two
+ranks' timelines are identical. Such translations form a group; astra looks,
+per dimension ``d``, for the smallest step ``k_d`` that works, simulates only
+the *representatives* (coordinates ``c_d < k_d``), and lets each stand for its
+class. A message a representative sends to rank ``b`` is delivered to ``b``'s
+representative as the message from the translated sender (and, for a
+communicator group's chunk, the translated group's tag).
 
-Anything that could break the symmetry falls back to simulating every rank:
-traces that differ, point-to-point nodes, communicator groups smaller than the
-network, double binary trees (ranks play different tree roles), mixed
-algorithm families on one dimension, whole-network rings over several
-dimensions, shared remote memory, or a backend that does not declare itself
-translation-invariant (``symmetric = True``; the congestion-aware model shares
-link state between ranks). ``Simulation(symmetry=False)`` (``--no-symmetry``)
-turns the shortcut off; the tests compare both on every reference case.
+* Ring and direct algorithms are translation-equivariant along every dimension
+  (rotations of the ring order), and so are communicator-group rings.
+* Halving-doubling pairs ranks by XOR: its dimensions are symmetric under XOR
+  translations only, used when the whole dimension is one class.
+* Double binary trees give ranks different roles: no symmetry along their
+  dimensions. A whole-network ring over several dimensions: no symmetry.
+
+Everything else that could break it disables the shortcut for the run:
+remote memory shared between ranks, METADATA-defined process groups, or a
+backend that does not declare itself translation-invariant (``symmetric =
+True``; the congestion-aware model shares link state between ranks).
+``Simulation(symmetry=False)`` (``--no-symmetry``) turns it off; the tests
+compare both on every reference case and on communicator-group workloads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from astra_core.config.memory import MemoryType
@@ -29,42 +39,161 @@ from astra_core.system.comm_types import CommType
 from astra_core.workload.graph import RankGraph
 
 # Chakra node types (et_def.proto)
-_MEM_LOAD, _MEM_STORE, _COMM_SEND, _COMM_RECV, _COMM_COLL = 2, 3, 5, 6, 7
+_METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7
 _ROTATION = {"ring", "direct"}
+GROUP_TAG_BASE = 1_000_000  # a communicator group's chunks are tagged id * this + k
 
 
 @dataclass(frozen=True)
 class Symmetry:
-    """How rank 0 stands for all ranks: one group per network dimension.
+    """Which ranks stand for which: per dimension a kind and a step.
 
-    ``groups[d]`` is ``"rotation"`` (offsets add modulo the size) or ``"xor"``.
+    ``kinds[d]`` is ``"rotation"`` (offsets add modulo the size) or ``"xor"``;
+    ``steps[d]`` is ``k_d``: ranks whose coordinates agree modulo ``k_d`` in
+    every dimension are one class (``k_d = sizes[d]``: no symmetry along ``d``).
+    ``groups`` maps a communicator group id to its members (for tags).
     """
 
     sizes: tuple[int, ...]
-    groups: tuple[str, ...]
+    kinds: tuple[str, ...]
+    steps: tuple[int, ...]
+    groups: dict[int, tuple[int, ...]] = field(default_factory=dict, compare=False)
 
-    def mirror(self, dst: int) -> int:
-        """The NPU whose message to rank 0 mirrors rank 0's message to ``dst``."""
-        src = 0
-        stride = 1
-        for size, group in zip(self.sizes, self.groups):
-            c = (dst // stride) % size
-            src += ((-c) % size if group == "rotation" else c) * stride
-            stride *= size
-        return src
+    def __post_init__(self) -> None:
+        strides, s = [], 1
+        for n in self.sizes:
+            strides.append(s)
+            s *= n
+        object.__setattr__(self, "_strides", tuple(strides))
+        object.__setattr__(self, "_group_of", {frozenset(m): g for g, m in self.groups.items()})
+        object.__setattr__(self, "_shift_cache", {})
+
+    @property
+    def npus(self) -> int:
+        n = 1
+        for size in self.sizes:
+            n *= size
+        return n
+
+    def coords(self, rank: int) -> list[int]:
+        return [(rank // s) % n for s, n in zip(self._strides, self.sizes)]
+
+    def rank_of(self, coords: Sequence[int]) -> int:
+        return sum(c * s for c, s in zip(coords, self._strides))
+
+    def representative(self, rank: int) -> int:
+        """The simulated rank that stands for ``rank``."""
+        return self.rank_of([c % k for c, k in zip(self.coords(rank), self.steps)])
+
+    def representatives(self) -> list[int]:
+        return sorted({self.representative(r) for r in range(self.npus)})
+
+    def shift(self, rank: int, delta: Sequence[int]) -> int:
+        """``rank`` translated by ``delta`` (per-dimension offsets, or XOR masks)."""
+        out = []
+        for c, d, n, kind in zip(self.coords(rank), delta, self.sizes, self.kinds):
+            out.append((c + d) % n if kind == "rotation" else c ^ d)
+        return self.rank_of(out)
+
+    def to_representative(self, rank: int) -> tuple[int, tuple[int, ...]]:
+        """(representative of ``rank``, the translation that takes ``rank`` there)."""
+        coords = self.coords(rank)
+        delta = []
+        for c, k, n, kind in zip(coords, self.steps, self.sizes, self.kinds):
+            target = c % k
+            delta.append((target - c) % n if kind == "rotation" else c ^ target)
+        return self.representative(rank), tuple(delta)
+
+    def shift_tag(self, tag: int, delta: tuple[int, ...]) -> int:
+        """A collective chunk's tag as seen after translating by ``delta``
+        (a communicator group's tags carry its id, which the translation changes)."""
+        group = tag // GROUP_TAG_BASE
+        if not group or group not in self.groups:
+            return tag
+        key = (group, delta)
+        moved = self._shift_cache.get(key)
+        if moved is None:
+            members = frozenset(self.shift(m, delta) for m in self.groups[group])
+            moved = self._shift_cache[key] = self._group_of.get(members, group)
+        return moved * GROUP_TAG_BASE + tag % GROUP_TAG_BASE
 
 
-def _signature(graph: RankGraph) -> int:
-    """Hash of what decides a rank's timing: per node (in file order) its kind,
-    duration and communication attributes, and the dependency structure by
-    position. Node ids and names do not matter (Chakra numbers ids across ranks)."""
-    items = []
-    for node, children in zip(graph.nodes, graph.children):
-        items.append((node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
-                      node.comm_size, node.comm_src, node.comm_dst, node.comm_tag,
-                      node.involved_dim, node.pg_name, node.num_ops, node.tensor_size,
-                      tuple(children)))
-    return hash((tuple(items), tuple(graph.parent_counts)))
+def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations) -> list[str] | None:
+    """Per dimension: "rotation", "xor" or "none" from the algorithms in use; None if no symmetry."""
+    used: dict[int, set[str]] = {}
+    for graph in {id(g): g for g in graphs}.values():
+        for node in graph.nodes:
+            if node.type != _COMM_COLL or node.is_cpu_op or node.pg_name not in (None, "", "0"):
+                continue  # group collectives run rings over their members (rotation)
+            try:
+                comm_type = CommType(node.comm_type)
+            except ValueError:
+                continue
+            involved = node.involved_dim
+            for d, name in enumerate(implementations[comm_type]):
+                if involved is not None and d < len(involved) and not involved[d]:
+                    continue
+                if name.kind.spans_all_dims:
+                    if len(sizes) > 1:
+                        return None
+                    used.setdefault(0, set()).add(name.kind.base.value)
+                    break
+                used.setdefault(d, set()).add(name.kind.base.value)
+    kinds = []
+    for d, size in enumerate(sizes):
+        algorithms = used.get(d, set())
+        if algorithms <= _ROTATION:
+            kinds.append("rotation")
+        elif algorithms == {"halvingDoubling"} and not size & (size - 1):
+            kinds.append("xor")
+        else:
+            kinds.append("none")
+    return kinds
+
+
+def _signatures(graphs: Sequence[RankGraph], sym: Symmetry, groups: dict[str, tuple[int, ...]]):
+    """Per rank: a hash of its trace with groups and peers as offsets from the rank."""
+    base: dict[int, tuple[int, list[int]]] = {}
+    out = []
+    for rank, graph in enumerate(graphs):
+        entry = base.get(id(graph))
+        if entry is None:
+            items, relative = [], []
+            for pos, (node, children) in enumerate(zip(graph.nodes, graph.children)):
+                items.append((node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
+                              node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
+                              node.tensor_size, tuple(children)))
+                if node.pg_name not in (None, "", "0") or node.comm_src is not None \
+                        or node.comm_dst is not None:
+                    relative.append(pos)
+            entry = base[id(graph)] = (hash((tuple(items), tuple(graph.parent_counts))), relative)
+        digest, relative = entry
+        if relative:
+            me = sym.coords(rank)
+
+            def offset(peer, me=me):
+                if peer is None:
+                    return None
+                return tuple((c - m) % n if kind == "rotation" else c ^ m
+                             for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds))
+
+            rel = []
+            for pos in relative:
+                node = graph.nodes[pos]
+                members = groups.get(_group_key(node.pg_name)) if node.pg_name else None
+                rel.append((offset(node.comm_src), offset(node.comm_dst),
+                            _ring(offset(m) for m in members) if members else node.pg_name))
+            digest = hash((digest, tuple(rel)))
+        out.append(digest)
+    return out
+
+
+def _ring(offsets) -> tuple:
+    """Member offsets in ring order, rotated to start at the rank itself: a ring
+    is the same ring from any starting member."""
+    offsets = list(offsets)
+    zero = next((i for i, o in enumerate(offsets) if not any(o)), 0)
+    return tuple(offsets[zero:] + offsets[:zero])
 
 
 def _group_key(name: str) -> str:
@@ -74,58 +203,48 @@ def _group_key(name: str) -> str:
 
 def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
                   comm_groups: dict, memory_type: MemoryType, backend) -> tuple[Symmetry | None, str]:
-    """A :class:`Symmetry` if rank 0 can stand for every rank, else (None, why not).
+    """The rank classes of a run, or (None, why not) when every rank must run.
 
-    ``implementations`` maps each CommType to its per-dimension algorithm
-    names (parsed system.json lists).
+    ``implementations`` maps each CommType to its per-dimension algorithm names
+    (parsed system.json lists); ``comm_groups`` maps group names to members.
     """
     if not getattr(backend, "symmetric", False):
         return None, "the backend's timing is not the same for every rank"
-    first = graphs[0]
-    signature = _signature(first)
-    seen = {id(first)}
-    for graph in graphs:
-        if id(graph) not in seen:
-            seen.add(id(graph))
-            if _signature(graph) != signature:
-                return None, "the ranks' traces differ"
     if memory_type in (MemoryType.PER_NODE_MEMORY_EXPANSION, MemoryType.MEMORY_POOL):
         return None, "ranks share a remote memory"
-    npus = 1
-    for size in sizes:
-        npus *= size
-    full_groups = {_group_key(name) for name, members in comm_groups.items() if len(members) == npus}
-    used: dict[int, set[str]] = {}
-    whole_network = False
-    for node in first.nodes:
-        if node.type in (_COMM_SEND, _COMM_RECV) and not node.is_cpu_op:
-            return None, "point-to-point nodes name absolute peers"
-        if node.type != _COMM_COLL or node.is_cpu_op:
-            continue
-        if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in full_groups:
-            return None, f"node {node.id} uses communicator group '{node.pg_name}'"
-        try:
-            comm_type = CommType(node.comm_type)
-        except ValueError:
-            continue  # broadcast replays; unsupported types fail later anyway
-        involved = node.involved_dim
-        for d, name in enumerate(implementations[comm_type]):
-            if involved is not None and d < len(involved) and not involved[d]:
-                continue
-            if name.kind.spans_all_dims:
-                whole_network = True
-                used.setdefault(0, set()).add(name.kind.base.value)
-                break
-            used.setdefault(d, set()).add(name.kind.base.value)
-    if whole_network and len(sizes) > 1:
+    for graph in {id(g): g for g in graphs}.values():
+        if any(n.type == _METADATA and n.inputs_values for n in graph.nodes):
+            return None, "the trace defines process groups"
+    kinds = _kinds(graphs, sizes, implementations)
+    if kinds is None:
         return None, "a whole-network algorithm over several dimensions"
-    groups = []
-    for d, size in enumerate(sizes):
-        algorithms = used.get(d, set())
-        if algorithms <= _ROTATION:
-            groups.append("rotation")
-        elif algorithms == {"halvingDoubling"} and not size & (size - 1):
-            groups.append("xor")
-        else:
-            return None, f"dimension {d} runs {', '.join(sorted(algorithms))}"
-    return Symmetry(tuple(sizes), tuple(groups)), ""
+    groups = {_group_key(name): tuple(members) for name, members in comm_groups.items()}
+    ids = {int(k): m for k, m in groups.items() if k.isdigit()}
+    if len({frozenset(m) for m in ids.values()}) < len(ids):
+        return None, "two communicator groups have the same members"
+    probe = Symmetry(tuple(sizes), tuple(k if k != "none" else "rotation" for k in kinds),
+                     tuple(sizes), ids)
+    signatures = _signatures(graphs, probe, groups)
+    steps = []
+    for d, (size, kind) in enumerate(zip(sizes, kinds)):
+        step = size
+        if kind == "rotation":
+            for k in range(1, size):
+                if size % k == 0 and _invariant(signatures, probe, d, k):
+                    step = k
+                    break
+        elif kind == "xor":
+            bits = [1 << b for b in range(size.bit_length() - 1)]
+            if all(_invariant(signatures, probe, d, b) for b in bits):
+                step = 1
+        steps.append(step)
+    if all(step == size for step, size in zip(steps, sizes)):
+        return None, "no translation maps the ranks' traces onto each other"
+    return Symmetry(tuple(sizes), probe.kinds, tuple(steps), ids), ""
+
+
+def _invariant(signatures: list[int], sym: Symmetry, dim: int, step: int) -> bool:
+    """Does translating by ``step`` along ``dim`` map every rank's trace onto its image's?"""
+    delta = [0] * len(sym.sizes)
+    delta[dim] = step
+    return all(signatures[r] == signatures[sym.shift(r, delta)] for r in range(len(signatures)))

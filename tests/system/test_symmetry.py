@@ -37,9 +37,11 @@ def test_symmetric_run_equals_full_run(case, reference_dir):
 
 def test_symmetry_is_used_where_it_applies(reference_dir):
     used = {c["name"]: _run(c, reference_dir, True).symmetric for c in _CASES}
-    # Double binary trees give ranks different roles; point-to-point nodes name peers.
-    assert not any(v for k, v in used.items() if "doubleBinaryTree" in k or "P2P" in k)
-    assert sum(used.values()) >= 100
+    # Double binary trees give ranks different roles: every rank runs.
+    assert not any(v for k, v in used.items() if "doubleBinaryTree" in k)
+    # A ring shift (rank r sends to r + 1) is the same for every rank.
+    assert used["custom_unaware_ring8_P2P_RINGSHIFT_1MB"]
+    assert sum(used.values()) == len(used) - sum("doubleBinaryTree" in k for k in used)
 
 
 @pytest.mark.parametrize("dims, algorithm, symmetric", [
@@ -70,16 +72,60 @@ def test_no_symmetry_on_the_congestion_aware_backend(workload):
     assert not result.symmetric and len(result.engines) == 8
 
 
-def test_no_symmetry_with_a_partial_comm_group(workload):
-    nodes = {r: [make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
-                           comm_size=1 << 20, pg_name="1")] for r in range(4)}
+def _both(prefix, sys_config, net, **kw):
+    fast = simulate(prefix, sys_config, net, **kw)
+    full = simulate(prefix, sys_config, net, symmetry=False, **kw)
+    assert [(r.finish_ns, r.exposed_comm_ns, r.comm_ns) for r in fast.ranks] == [
+        (r.finish_ns, r.exposed_comm_ns, r.comm_ns) for r in full.ranks]
+    assert (fast.messages, fast.message_bytes) == (full.messages, full.message_bytes)
+    return fast
+
+
+def _ar(size, pg=None, node_id=1, deps=()):
+    return make_node(node_id, f"ar{node_id}", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
+                     comm_size=size, pg_name=pg, data_deps=list(deps))
+
+
+def test_group_of_every_npu_is_the_whole_network(workload):
+    prefix = workload({r: [_ar(1 << 20, "1")] for r in range(4)})
+    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
+                   comm_groups={"1": [0, 1, 2, 3]})
+    assert result.symmetric and len(result.engines) == 1
+
+
+def test_translated_groups_share_one_representative(workload):
+    # Groups {0,1} and {2,3} are translates by 2: ranks 0 and 1 stand for all four.
+    prefix = workload({r: [_ar(1 << 20, "1" if r < 2 else "2")] for r in range(4)})
+    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
+                   comm_groups={"1": [0, 1], "2": [2, 3]})
+    assert result.symmetric and [e.rank for e in result.engines] == [0, 1]
+    assert result.representative == [0, 1, 0, 1]
+
+
+def test_tensor_and_data_parallel_groups(workload):
+    # 2-D [Switch 4 (TP), Ring 4 (DP)]: tensor-parallel groups along dimension 0,
+    # data-parallel groups along dimension 1; each rank runs a TP all-reduce, then
+    # a DP all-reduce, then a compute node. Every rank is a translate of rank 0.
+    groups = {}
+    for dp in range(4):
+        groups[str(1 + dp)] = [dp * 4 + t for t in range(4)]
+    for tp in range(4):
+        groups[str(5 + tp)] = [dp * 4 + tp for dp in range(4)]
+    nodes = {}
+    for r in range(16):
+        tp, dp = r % 4, r // 4
+        nodes[r] = [_ar(1 << 20, str(1 + dp), 1), _ar(4 << 20, str(5 + tp), 2, deps=[1]),
+                    make_node(3, "k", pb.COMP_NODE, duration_micros=5, data_deps=[2])]
     prefix = workload(nodes)
-    result = simulate(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
-                      comm_groups={"1": [0, 1, 2, 3]})
-    assert result.symmetric  # a group of every NPU is the whole network
-    result = simulate(workload({r: [make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
-                                              comm_size=1 << 20, pg_name="1" if r < 2 else "2")]
-                                for r in range(4)}),
-                      system(), network(["Ring"], [4], [50.0], [500.0]),
-                      comm_groups={"1": [0, 1], "2": [2, 3]})
+    net = network(["Switch", "Ring"], [4, 4], [200.0, 50.0], [100.0, 1000.0])
+    result = _both(prefix, system(dims=2), net, comm_groups=groups)
+    assert len(result.engines) == 1
+
+
+def test_no_symmetry_when_one_rank_differs(workload):
+    prefix = workload({r: [_ar(1 << 20, "1" if r < 2 else "2")] + (
+        [make_node(2, "extra", pb.COMP_NODE, duration_micros=3)] if r == 3 else [])
+        for r in range(4)})
+    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
+                   comm_groups={"1": [0, 1], "2": [2, 3]})
     assert not result.symmetric
