@@ -25,9 +25,7 @@ from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
 from astra_core.plugins import PluginSettings, backend_registry
-from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import isolate_plugins
+from tests.conftest import write_pair_trace, isolate_plugins
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "examples" / "plugin_backend"
@@ -86,15 +84,7 @@ def test_one_port_per_npu_serializes_its_sends():
 
 
 def pair_trace(directory: Path) -> str:
-    prefix = directory / "pair"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB,
-                  comm_tag=9)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
-        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
-    return str(prefix)
+    return write_pair_trace(directory / "pair", nbytes=MIB, tag=9, fwd_us=5, bwd_us=3)
 
 
 def test_backend_config_sets_one_bandwidth_and_latency(tmp_path):

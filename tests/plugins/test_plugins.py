@@ -31,9 +31,7 @@ from astra_core.plugins import (
     load_settings,
     make_plugin_manager,
 )
-from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import PLUGIN_ENV
+from tests.conftest import write_pair_trace, PLUGIN_ENV
 
 # The backends the astra-analytical distribution's plugin (entry point "analytical") registers.
 ANALYTICAL_PLUGIN_BACKENDS = {"analytical", "analytical-congestion"}
@@ -109,15 +107,7 @@ def write_plugin(tmp_path, monkeypatch):
 @pytest.fixture
 def pair_trace(tmp_path) -> str:
     """Rank 0 computes 2 µs then sends SEND_BYTES to rank 1, which receives and computes 3 µs."""
-    prefix = tmp_path / "pair"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=2),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=SEND_BYTES,
-                  comm_tag=5)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=SEND_BYTES, comm_tag=5),
-        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
-    return str(prefix)
+    return write_pair_trace(tmp_path / "pair", nbytes=SEND_BYTES, tag=5, fwd_us=2, bwd_us=3)
 
 
 def run_pair(prefix: str, **kwargs):

@@ -21,7 +21,7 @@ from astra_core.config.system import SystemConfig
 from astra_core.report.timeline import write_timeline
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import isolate_plugins, read_et_nodes
+from tests.conftest import write_pair_trace, isolate_plugins, read_et_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
@@ -125,14 +125,7 @@ def test_timeline_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     # Rank 0: compute 5 µs, then send 1 MiB to rank 1.  Rank 1: receive it, then compute 3 µs.
     # Ring 2 at 50 GB/s, 500 ns: the message takes 500 + 2^20 / (50 * 2^30 / 1e9)
     # = 500 + 19531.25 ns, truncated to 20031 ns; it leaves at 5000 ns and is in at 25031 ns.
-    prefix = tmp_path / "pair"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB,
-                  comm_tag=9)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
-        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
+    prefix = write_pair_trace(tmp_path / "pair", nbytes=MIB, tag=9, fwd_us=5, bwd_us=3)
     system = SystemConfig.from_dict(json.loads((EXAMPLE / "system.json").read_text()))
     result = simulate(str(prefix), system, NetworkConfig.from_dict(RING2))
     assert [r.finish_ns for r in result.ranks] == [25031, 28031]

@@ -28,9 +28,7 @@ from astra_core.cli import main
 from astra_core.errors import ConfigError
 from astra_core.sweep import load_spec, run_sweep
 from astra_core.sweep.point import METRICS
-from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import isolate_plugins
+from tests.conftest import write_pair_trace, isolate_plugins
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
@@ -51,14 +49,7 @@ def _plugins(tmp_path, monkeypatch):
 
 def write_pair(directory: Path) -> None:
     (directory / "trace").mkdir(exist_ok=True)
-    prefix = directory / "trace" / "pair"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB,
-                  comm_tag=9)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
-        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
+    write_pair_trace(directory / "trace" / "pair", nbytes=MIB, tag=9, fwd_us=5, bwd_us=3)
     (directory / "network.yml").write_text(
         "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n")
 

@@ -8,14 +8,12 @@ h equal links takes h * int(L + B / bw); queueing adds waits only where links
 are shared; the congestion-unaware model charges int(h * L + B / bw).
 """
 
-import pytest
 
 from astra_core.api import simulate
 from astra_core.topology.logical import from_network
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node
-from tests.conftest import REFERENCE_DIR
 from tests.system.conftest import network, system
 
 GB = 2**30 / 1e9  # bytes/ns per GB/s of network.yml

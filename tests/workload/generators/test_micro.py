@@ -23,7 +23,7 @@ def test_same_bytes_and_times_as_the_reference(reference_dir, tmp_path, collecti
     # numbering: every rank from 0).
     kind = folder.split("_8npus")[0]
     chakra = write_micro(collective, parse_size(size), 8, tmp_path / "chakra" / kind, chakra_ids=True)
-    paths = write_micro(collective, parse_size(size), 8, tmp_path / kind)
+    write_micro(collective, parse_size(size), 8, tmp_path / kind)
     for rank, path in enumerate(chakra):
         assert path.read_bytes() == (reference_dir / "workload" / "micro" / folder / f"{kind}.{rank}.et").read_bytes()
     cases = [c for c in json.loads((reference_dir / "expected.json").read_text())["cases"]
