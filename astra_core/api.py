@@ -6,7 +6,6 @@ The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Sequence
 
 from astra_core.backend import Topology
