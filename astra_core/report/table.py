@@ -34,3 +34,6 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     console.print(table)
     console.print(f"step time: [bold]{_us(result.step_ns)} µs[/bold] "
                   f"({len(ranks)} NPUs, {result.messages:,} messages)")
+    if getattr(result, "symmetric", False):
+        console.print(f"rank symmetry: {len(result.engines)} of {len(ranks)} ranks simulated, "
+                      "each standing for its class")
