@@ -31,6 +31,23 @@ def astra_register_backends(register):
     """
 
 
+@hookspec
+def astra_register_collectives(register):
+    """Register extra collective algorithms, as data.
+
+    Call ``register(name, plan_builder, *, description="")`` once per
+    algorithm; system.json then names it ``"plugin:<name>"`` in an
+    ``*-implementation`` list. ``plan_builder(comm_type, rank, ring,
+    data_size) -> Plan`` returns one rank's
+    :class:`astra_core.system.collectives.plan.Plan` for one chunk of
+    ``data_size`` bytes of a collective of ``comm_type``
+    (:class:`astra_core.system.comm_types.CommType`) on ``ring`` (a
+    :class:`astra_core.system.collectives.logical_topology.RingTopology` of
+    one network dimension or communicator group); astra's windowed executor
+    runs it with upstream's packet semantics. Keep imports inside the hook.
+    """
+
+
 # -- observers -------------------------------------------------------------------
 @hookspec
 def astra_run_started(run):

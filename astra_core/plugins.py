@@ -180,6 +180,25 @@ class BackendRegistry:
         return rows
 
 
+def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
+    """Collective plan builders contributed by the plugins, by name. Raises AstraError
+    when two plugins register the same name."""
+    builders: dict[str, Callable[..., Any]] = {}
+    owners: dict[str, str] = {}
+    for impl in pm.hook.astra_register_collectives.get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin) or "?"
+
+        def register(name, plan_builder, *, description="", _plugin=plugin_name):
+            if name in builders:
+                raise AstraError(f"collective algorithm '{name}' registered twice (by "
+                                 f"{owners[name]} and {_plugin})")
+            builders[name] = plan_builder
+            owners[name] = _plugin
+
+        impl.function(register=register)
+    return builders
+
+
 def backend_registry(pm: pluggy.PluginManager | None = None,
                      settings: PluginSettings | None = None) -> BackendRegistry:
     """Registry over ``pm`` (a fresh default manager if None)."""

@@ -20,6 +20,9 @@ network dimension, dimension 0 first:
                        dimensions (upstream stops reading the list after it)
 ``oneDirect[<N>]``     direct over all NPUs, optional window as above
 ``oneHalvingDoubling`` halving-doubling over all NPUs
+``plugin:NAME``        an algorithm registered by a plugin
+                       (``astra_register_collectives``); whether NAME is
+                       registered is checked when a simulation starts
 =====================  ====================================================
 
 Unknown names: upstream logs "Cannot interpret collective implementations" and
@@ -42,6 +45,7 @@ class AlgorithmKind(str, Enum):
     HALVING_DOUBLING = "halvingDoubling"
     ONE_HALVING_DOUBLING = "oneHalvingDoubling"
     DOUBLE_BINARY_TREE = "doubleBinaryTree"
+    PLUGIN = "plugin"  # "plugin:NAME": an algorithm a plugin registered
 
     def __str__(self) -> str:
         return self.value
@@ -70,8 +74,9 @@ _WINDOWED = re.compile(r"(direct|oneDirect)(\d*)\Z")
 #: The accepted spellings, for messages.
 ACCEPTED_NAMES = (
     "ring", "oneRing", "direct", "direct<N>", "oneDirect", "oneDirect<N>",
-    "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree",
+    "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree", "plugin:<name>",
 )
+_PLUGIN = re.compile(r"plugin:([A-Za-z_][A-Za-z0-9_.-]*)\Z")
 
 
 class CollectiveAlgorithm(str):
@@ -86,6 +91,11 @@ class CollectiveAlgorithm(str):
 
     kind: AlgorithmKind
     window: int | None
+
+    @property
+    def plugin_name(self) -> str | None:
+        """NAME of a ``plugin:NAME`` entry, else None."""
+        return self[len("plugin:"):] if self.kind is AlgorithmKind.PLUGIN else None
 
     def __new__(cls, text: str) -> CollectiveAlgorithm:
         if isinstance(text, CollectiveAlgorithm):
@@ -110,6 +120,11 @@ def parse_algorithm(text: object) -> tuple[AlgorithmKind, int | None]:
     """
     if not isinstance(text, str):
         raise ValueError(f"expected an algorithm name (a string), got {text!r}")
+    if text.startswith("plugin:"):
+        if not _PLUGIN.match(text):
+            raise ValueError(f"expected plugin:<name> with a name of letters, digits, _ . -, "
+                             f"got {text!r}")
+        return AlgorithmKind.PLUGIN, None
     match = _WINDOWED.match(text)
     if match:
         kind = AlgorithmKind(match.group(1))

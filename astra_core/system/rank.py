@@ -218,7 +218,8 @@ class RankSystem:
         phases = []
         data = chunk
         for phase_type, d in plan:
-            algorithm = make_phase(phase_type, self.id, dims[d], data)
+            algorithm = make_phase(phase_type, self.id, dims[d], data,
+                                   plugins=self.sim.collective_plugins)
             phases.append(Phase(d, algorithm))
             data = algorithm.final_data_size
         return phases

@@ -15,7 +15,7 @@ from typing import Sequence
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
-from astra_core.errors import SimulationDeadlock
+from astra_core.errors import ConfigError, SimulationDeadlock
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.comm_types import CommType
 from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine
@@ -34,7 +34,8 @@ class Simulation:
     def __init__(self, graphs: Sequence[RankGraph], network: NetworkConfig, system: SystemConfig,
                  backend, *, memory: MemoryConfig | None = None,
                  comm_groups: dict[str, tuple[int, ...]] | None = None,
-                 backend_name: str = "?", symmetry: bool = True):
+                 backend_name: str = "?", symmetry: bool = True,
+                 collective_plugins: dict | None = None):
         self.network = network
         self.system = system
         self.backend = backend
@@ -48,6 +49,8 @@ class Simulation:
             CommType.REDUCE_SCATTER: system.algorithms("reduce-scatter"),
             CommType.ALL_TO_ALL: system.algorithms("all-to-all"),
         }
+        self.collective_plugins = dict(collective_plugins or {})
+        self._check_plugin_algorithms()
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0
         if symmetry:
@@ -64,6 +67,17 @@ class Simulation:
             self.matcher = MessageMatcher(backend)
             self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
         self.graphs = list(graphs)
+
+    def _check_plugin_algorithms(self) -> None:
+        """Every ``plugin:NAME`` in system.json must be registered (ConfigError)."""
+        for comm_type, algorithms in self.implementations.items():
+            for index, name in enumerate(algorithms):
+                plugin = name.plugin_name
+                if plugin is not None and plugin not in self.collective_plugins:
+                    known = ", ".join(sorted(self.collective_plugins)) or "none"
+                    raise ConfigError(f"{self.system.source}: {comm_type.label}-implementation"
+                                      f"[{index}]: no plugin registered collective algorithm "
+                                      f"'{plugin}' (registered: {known})")
 
     # -- callbacks from the engines ------------------------------------------
     def rank_finished(self, rank: int) -> None:

@@ -68,7 +68,7 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
         total *= size
     for d, name in enumerate(algorithms):
         size = dim_sizes[d]
-        base = name.kind.base.value
+        base = name.kind.base.value if name.plugin_name is None else str(name)
         window = -1 if name.window is None else name.window
         if name.kind.spans_all_dims:
             dims.append(DimTopology(base, window, ring=RingTopology(rank, list(range(total)))))
@@ -86,9 +86,17 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
 
 
 def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
-               direction: Direction = Direction.CLOCKWISE) -> CollectiveAlgorithm:
-    """The algorithm object for one phase of one chunk (bytes in: ``data_size``)."""
+               direction: Direction = Direction.CLOCKWISE,
+               plugins: dict | None = None) -> CollectiveAlgorithm:
+    """The algorithm object for one phase of one chunk (bytes in: ``data_size``).
+
+    ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries).
+    """
     algorithm = dim.algorithm
+    if algorithm.startswith("plugin:"):
+        name = algorithm[len("plugin:"):]
+        plan = plugins[name](comm_type, rank, dim.ring, data_size)
+        return WindowedPhase(name, comm_type, rank, data_size, plan)
     if algorithm == "doubleBinaryTree":
         return DoubleBinaryTree(comm_type, rank, dim.trees.next_tree(), data_size)
     if algorithm == "ring":
