@@ -118,13 +118,20 @@ class Symmetry:
         return moved * GROUP_TAG_BASE + tag % GROUP_TAG_BASE
 
 
-def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations) -> list[str] | None:
-    """Per dimension: "rotation", "xor" or "none" from the algorithms in use; None if no symmetry."""
+def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
+           whole_groups: set[str]) -> list[str] | None:
+    """Per dimension: "rotation", "xor" or "none" from the algorithms in use; None if no symmetry.
+
+    ``whole_groups`` are the names of groups of every NPU, which run the
+    configured algorithms; smaller groups run rings over their members.
+    """
     used: dict[int, set[str]] = {}
     for graph in {id(g): g for g in graphs}.values():
         for node in graph.nodes:
-            if node.type != _COMM_COLL or node.is_cpu_op or node.pg_name not in (None, "", "0"):
-                continue  # group collectives run rings over their members (rotation)
+            if node.type != _COMM_COLL or node.is_cpu_op:
+                continue
+            if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in whole_groups:
+                continue  # a ring over the group's members (rotation)
             try:
                 comm_type = CommType(node.comm_type)
             except ValueError:
@@ -215,10 +222,14 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     for graph in {id(g): g for g in graphs}.values():
         if any(n.type == _METADATA and n.inputs_values for n in graph.nodes):
             return None, "the trace defines process groups"
-    kinds = _kinds(graphs, sizes, implementations)
+    groups = {_group_key(name): tuple(members) for name, members in comm_groups.items()}
+    npus = 1
+    for size in sizes:
+        npus *= size
+    kinds = _kinds(graphs, sizes, implementations,
+                   {name for name, members in groups.items() if len(members) == npus})
     if kinds is None:
         return None, "a whole-network algorithm over several dimensions"
-    groups = {_group_key(name): tuple(members) for name, members in comm_groups.items()}
     ids = {int(k): m for k, m in groups.items() if k.isdigit()}
     if len({frozenset(m) for m in ids.values()}) < len(ids):
         return None, "two communicator groups have the same members"

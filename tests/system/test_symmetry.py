@@ -129,3 +129,13 @@ def test_no_symmetry_when_one_rank_differs(workload):
     result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
                    comm_groups={"1": [0, 1], "2": [2, 3]})
     assert not result.symmetric
+
+
+def test_a_whole_network_group_runs_the_configured_algorithm(workload):
+    # A group of every NPU uses system.json's algorithms: with a double binary
+    # tree the ranks play different roles, so every rank must run.
+    prefix = workload({r: [_ar(1 << 20, "1")] for r in range(8)})
+    result = _both(prefix, system("doubleBinaryTree"), network(["Ring"], [8], [50.0], [500.0]),
+                   comm_groups={"1": list(range(8))})
+    assert not result.symmetric
+    assert len({r.finish_ns for r in result.ranks}) > 1
