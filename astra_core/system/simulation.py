@@ -99,7 +99,8 @@ class Simulation:
         representative = None
         if self.symmetry is not None:
             by_rank = {result.rank: result for result in ranks}
-            representative = [self.symmetry.representative(r) for r in range(self.npus_count)]
+            representative = ([0] * self.npus_count if len(self.engines) == 1 else
+                              [self.symmetry.representative(r) for r in range(self.npus_count)])
             ranks = [replace(by_rank[rep], rank=r) for r, rep in enumerate(representative)]
             class_size = self.npus_count // len(self.engines)
             messages *= class_size

@@ -236,8 +236,12 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     probe = Symmetry(tuple(sizes), tuple(k if k != "none" else "rotation" for k in kinds),
                      tuple(sizes), ids)
     signatures = _signatures(graphs, probe, groups)
+    uniform = len(set(signatures)) == 1  # every translation maps the traces onto each other
     steps = []
     for d, (size, kind) in enumerate(zip(sizes, kinds)):
+        if uniform and kind != "none":
+            steps.append(1)
+            continue
         step = size
         if kind == "rotation":
             for k in range(1, size):
