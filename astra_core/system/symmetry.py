@@ -126,11 +126,21 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
     configured algorithms; smaller groups run rings over their members.
     """
     used: dict[int, set[str]] = {}
+    # XOR keeps message times only between halving-doubling partners (i, i ^ d);
+    # a point-to-point message or a group ring moved by XOR may cross another
+    # distance, so either rules XOR out.
+    xor_ok = True
     for graph in {id(g): g for g in graphs}.values():
         for node in graph.nodes:
-            if node.type != _COMM_COLL or node.is_cpu_op:
+            if node.is_cpu_op:
+                continue
+            if node.type in (_COMM_SEND, _COMM_RECV):
+                xor_ok = False
+                continue
+            if node.type != _COMM_COLL:
                 continue
             if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in whole_groups:
+                xor_ok = False
                 continue  # a ring over the group's members (rotation)
             try:
                 comm_type = CommType(node.comm_type)
@@ -151,7 +161,7 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
         algorithms = used.get(d, set())
         if algorithms <= _ROTATION:
             kinds.append("rotation")
-        elif algorithms == {"halvingDoubling"} and not size & (size - 1):
+        elif algorithms == {"halvingDoubling"} and not size & (size - 1) and xor_ok:
             kinds.append("xor")
         else:
             kinds.append("none")

@@ -139,3 +139,21 @@ def test_a_whole_network_group_runs_the_configured_algorithm(workload):
                    comm_groups={"1": list(range(8))})
     assert not result.symmetric
     assert len({r.finish_ns for r in result.ranks}) > 1
+
+
+def test_halving_doubling_with_point_to_point_simulates_every_rank(workload):
+    # XOR translations keep only halving-doubling partner distances. Rank r also
+    # exchanges 1 MiB with r ^ 3: the same XOR offset on every rank, but ring
+    # distance 3 for 0 <-> 3 and 1 for 1 <-> 2, so ranks differ and must all run.
+    nodes = {}
+    for r in range(8):
+        peer = r ^ 3
+        nodes[r] = [_ar(1 << 20),
+                    make_node(2, "send", pb.COMM_SEND_NODE, comm_dst=peer, comm_size=1 << 20,
+                              comm_tag=3),
+                    make_node(3, "recv", pb.COMM_RECV_NODE, comm_src=peer, comm_size=1 << 20,
+                              comm_tag=3)]
+    prefix = workload(nodes)
+    result = _both(prefix, system("halvingDoubling"), network(["Ring"], [8], [50.0], [500.0]))
+    assert not result.symmetric
+    assert len({r.finish_ns for r in result.ranks}) > 1
