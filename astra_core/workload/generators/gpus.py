@@ -14,14 +14,11 @@ measured MFU.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, fields
-from pathlib import Path
-
-import yaml
+from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
+from astra_core.workload.generators.specs import read_spec
 
 __all__ = ["GPUS", "GPUSpec", "load_gpu"]
 
@@ -70,25 +67,10 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
     Raises ConfigError for an unknown name, an unreadable file, unknown keys
     or non-positive numbers.
     """
-    key = str(spec).lower()
-    if key in GPUS:
-        return GPUS[key]
-    path = Path(spec)
-    if not path.is_file():
-        raise ConfigError(f"--gpu: '{spec}' is neither a preset ({', '.join(g.name for g in GPUS.values())}) "
-                          f"nor a file")
-    try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the GPU: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of GPU keys")
-    known = {f.name for f in fields(GPUSpec)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    data.setdefault("name", path.stem)
+    data, path = read_spec(spec, GPUS, "--gpu", "GPU", GPUSpec,
+                           ", ".join(g.name for g in GPUS.values()))
+    if path is None:
+        return data
     for key in ("peak_tflops", "memory_gbps"):
         if key not in data:
             raise ConfigError(f"{path}: missing key {key}")

@@ -17,14 +17,12 @@ A user file (JSON or YAML) holds the same keys.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 
-import yaml
 
 from astra_core.errors import ConfigError
+from astra_core.workload.generators.specs import read_spec
 
 __all__ = ["MODELS", "ModelConfig", "load_model"]
 
@@ -145,24 +143,9 @@ def load_model(spec: str | os.PathLike) -> ModelConfig:
     missing keys, or inconsistent shapes (heads not dividing hidden, MoE
     fields missing, ...).
     """
-    key = str(spec).lower()
-    if key in MODELS:
-        return MODELS[key]
-    path = Path(spec)
-    if not path.is_file():
-        raise ConfigError(f"--model: '{spec}' is neither a preset ({', '.join(MODELS)}) nor a file")
-    try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the model: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of model keys")
-    known = {f.name for f in fields(ModelConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    data.setdefault("name", path.stem)
+    data, path = read_spec(spec, MODELS, "--model", "model", ModelConfig, ", ".join(MODELS))
+    if path is None:
+        return data
     try:
         model = ModelConfig(**data)
     except TypeError as exc:
