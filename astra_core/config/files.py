@@ -1,4 +1,4 @@
-"""Read a JSON or YAML config file into plain Python values.
+"""Read a JSON, YAML or TOML config file into plain Python values.
 
 Unreadable files and syntax errors become a one-line :class:`ConfigError`
 naming the file (and line/column where the parser knows them).  Duplicate keys,
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,11 @@ import yaml
 
 from astra_core.config.issues import Problems
 from astra_core.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 def source_name(path: str | os.PathLike[str]) -> str:
@@ -102,6 +108,15 @@ def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
     for key in loader.duplicates:
         problems.add(None, f"duplicate key {key!r}")
     return data
+
+
+def read_toml(path: str | os.PathLike[str]) -> Any:
+    """Parse a TOML file (TOML itself rejects duplicate keys)."""
+    text = _read_text(path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source_name(path)}: invalid TOML: {exc}") from None
 
 
 def expect_mapping(data: Any, problems: Problems) -> dict[str, Any] | None:

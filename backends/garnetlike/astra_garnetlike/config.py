@@ -66,19 +66,14 @@ per MiB.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from astra_core.config.files import expect_mapping, read_yaml, source_name
+from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems, as_choice, as_int, as_number, show
 from astra_core.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 ROUTING = ("auto", "dimension_order", "table", "up_down")
 NI_PORTS = ("per_link", "single")
@@ -201,14 +196,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     suffix = Path(path).suffix.lower()
     problems = Problems(name)
     if suffix == ".toml":
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{name}: file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{name}: cannot read file: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+        data = read_toml(path)
     elif suffix in (".yml", ".yaml"):
         data = read_yaml(path, problems)
     else:

@@ -48,20 +48,15 @@ Top level
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from astra_core.config.files import expect_mapping, read_yaml, source_name
+from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems
 from astra_core.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
 CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
@@ -232,14 +227,7 @@ def load_config(config: Any) -> Ns3Config:
         name = source_name(config)
         problems = Problems(name)
         if path.suffix.lower() == ".toml":
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise ConfigError(f"{name}: file not found") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{name}: cannot read file: {exc}") from None
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+            data = read_toml(path)
         else:
             data = read_yaml(path, problems)
             problems.raise_if_any()
