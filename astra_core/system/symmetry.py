@@ -168,23 +168,22 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
     return kinds
 
 
-def _signatures(graphs: Sequence[RankGraph], sym: Symmetry, groups: dict[str, tuple[int, ...]]):
-    """Per rank: a hash of its trace with groups and peers as offsets from the rank."""
+def _signatures(graphs: Sequence[RankGraph], sym: Symmetry,
+                groups: dict[str, tuple[int, ...]]) -> list[int]:
+    """Per rank: a class id of its trace with groups and peers as offsets from the rank.
+
+    Two ranks get the same id exactly when their canonical signatures are
+    equal: the signatures are interned (compared element by element), never
+    identified by ``hash()``, which collides (``hash(-1) == hash(-2)``).
+    """
+    interned: dict[tuple, int] = {}
     base: dict[int, tuple[int, list[int]]] = {}
     out = []
     for rank, graph in enumerate(graphs):
         entry = base.get(id(graph))
         if entry is None:
-            items, relative = [], []
-            for pos, (node, children) in enumerate(zip(graph.nodes, graph.children)):
-                items.append((node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
-                              node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
-                              node.tensor_size, tuple(children)))
-                if node.pg_name not in (None, "", "0") or node.comm_src is not None \
-                        or node.comm_dst is not None:
-                    relative.append(pos)
-            entry = base[id(graph)] = (hash((tuple(items), tuple(graph.parent_counts))), relative)
-        digest, relative = entry
+            entry = base[id(graph)] = _base_signature(graph, interned)
+        class_id, relative = entry
         if relative:
             me = sym.coords(rank)
 
@@ -200,9 +199,33 @@ def _signatures(graphs: Sequence[RankGraph], sym: Symmetry, groups: dict[str, tu
                 members = groups.get(_group_key(node.pg_name)) if node.pg_name else None
                 rel.append((offset(node.comm_src), offset(node.comm_dst),
                             _ring(offset(m) for m in members) if members else node.pg_name))
-            digest = hash((digest, tuple(rel)))
-        out.append(digest)
+            class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
+        out.append(class_id)
     return out
+
+
+def _base_signature(graph: RankGraph, interned: dict[tuple, int]) -> tuple[int, list[int]]:
+    """(interned id of everything in ``graph`` that times a rank except its peers
+    and groups, positions of the nodes that name peers or groups).
+
+    Node ids enter only by their order: the engine issues ready nodes lowest
+    id first, so equal graphs with differently ordered ids may run differently.
+    """
+    nodes = graph.nodes
+    by_id = sorted(range(len(nodes)), key=lambda p: nodes[p].id)
+    id_order = [0] * len(nodes)
+    for order, pos in enumerate(by_id):
+        id_order[pos] = order
+    items, relative = [], []
+    for pos, (node, children) in enumerate(zip(nodes, graph.children)):
+        items.append((node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
+                      node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
+                      node.tensor_size, tuple(children), id_order[pos]))
+        if node.pg_name not in (None, "", "0") or node.comm_src is not None \
+                or node.comm_dst is not None:
+            relative.append(pos)
+    key = (tuple(items), tuple(graph.parent_counts))
+    return interned.setdefault(key, len(interned)), relative
 
 
 def _ring(offsets) -> tuple:

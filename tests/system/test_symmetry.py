@@ -157,3 +157,54 @@ def test_halving_doubling_with_point_to_point_simulates_every_rank(workload):
     result = _both(prefix, system("halvingDoubling"), network(["Ring"], [8], [50.0], [500.0]))
     assert not result.symmetric
     assert len({r.finish_ns for r in result.ranks}) > 1
+
+
+def _ring_exchange(workload, tags, size=1024):
+    """Rank r sends ``size`` bytes to r + 1 with tag ``tags[r]`` and receives from r - 1."""
+    n = len(tags)
+    return workload({r: [
+        make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=(r + 1) % n, comm_size=size,
+                  comm_tag=tags[r]),
+        make_node(2, "recv", pb.COMM_RECV_NODE, comm_src=(r - 1) % n, comm_size=size,
+                  comm_tag=tags[(r - 1) % n])] for r in range(n)})
+
+
+def test_signatures_are_compared_not_hashed(workload):
+    # hash(-1) == hash(-2) in CPython: ranks whose traces differ only in those
+    # tags must not share a class (that folded all four into one and deadlocked).
+    assert hash(-1) == hash(-2)
+    prefix = _ring_exchange(workload, [-1, -2, -1, -2])
+    net = network(["Ring"], [4], [50.0], [500.0])
+    fast = _both(prefix, system(), net)
+    full = simulate(prefix, system(), net, symmetry=False)
+    assert [(r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns) for r in fast.ranks] == [
+        (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns) for r in full.ranks]
+    # 1 hop: 500 ns + 1024 B / (50 * 2^30 / 1e9 B/ns) = 519.07 -> 519 ns
+    assert [r.finish_ns for r in fast.ranks] == [519] * 4
+    assert fast.symmetric and [e.rank for e in fast.engines] == [0, 1]
+
+
+def test_node_id_order_is_part_of_the_signature(workload):
+    # Both ranks send a 1 MiB then a 1 KiB message to each other from the same
+    # file positions, but rank 1 numbers the two sends the other way round: the
+    # engine issues ready nodes lowest id first (one communication at a time), so
+    # rank 1 sends the small message first and rank 0's kernel after the small
+    # receive starts 1 MiB later. Same nodes, not translates.
+    def trace(big_id, small_id):
+        return [make_node(big_id, "big", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1 << 20,
+                          comm_tag=1),
+                make_node(small_id, "small", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1024,
+                          comm_tag=2),
+                make_node(3, "recv_big", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1 << 20,
+                          comm_tag=1),
+                make_node(4, "recv_small", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1024,
+                          comm_tag=2),
+                make_node(5, "kernel", pb.COMP_NODE, duration_micros=100, data_deps=[4])]
+    nodes = {}
+    for r in range(2):
+        nodes[r] = trace(1, 2) if r == 0 else trace(2, 1)
+    result = _both(workload(nodes), system(), network(["Ring"], [2], [50.0], [500.0]))
+    assert not result.symmetric
+    # rank 0 gets the small message first: 500 + 1024 / 53.687 = 519 ns, + 100 us;
+    # rank 1 gets it after the 1 MiB one: 519 + 500 + 2^20 / 53.687 = 20550 ns, + 100 us.
+    assert [r.finish_ns for r in result.ranks] == [100519, 120550]
