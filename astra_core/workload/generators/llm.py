@@ -24,6 +24,12 @@ D x T x P NPUs (:mod:`.layout`) with E-way expert parallelism:
 * **Tied embeddings** with P > 1: the first and last stage all-reduce the
   embedding gradient (Megatron's embedding group).
 
+Collective sizes (``comm_size``) follow upstream ASTRA-sim's meaning
+(``Ring.cc``, and Chakra's generators): an all-gather's is what each rank
+contributes (its shard), an all-reduce's, reduce-scatter's and all-to-all's
+the whole input of each rank. A gather of a tensor split T ways therefore
+has 1/T of the size of the reduce-scatter that produced the shards.
+
 Compute nodes carry roofline times (:mod:`.gpus`) of their operators
 (:mod:`.ops`) in ``duration_micros`` and the FLOPs/bytes in ``num_ops`` /
 ``tensor_size``. Each rank runs its compute in program order and its
@@ -231,6 +237,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     per = model.layers // P
     layers = range(p * per, (p + 1) * per)
     first, last = p == 0, p == P - 1
+    edp = cfg.dp // cfg.ep  # ranks holding the same experts
     prog = _Program(gpu, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
     params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
     dense = sum(v[0] for v in params.values())
@@ -248,22 +255,30 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     router, experts = O.moe_ops(model, b, s, T, sp, cfg.ep) if model.experts else ([], [])
 
     def tp_comm(name: str, forward: bool, at_input: bool) -> None:
-        """Tensor-parallel communication at a block's input or output."""
+        """Tensor-parallel communication at a block's input or output.
+
+        Sizes follow upstream's comm_size semantics (``Ring.cc``): an all-gather's
+        is each rank's input (its 1/T sequence shard of the activation), a
+        reduce-scatter's the whole input (the full activation); both then move
+        (T - 1)/T of the activation per rank."""
         if T == 1:
             return
         if sp:
-            kind = _AG if at_input == forward else _RS
-            prog.coll(f"{name}_{'AG' if kind == _AG else 'RS'}", kind, act, "tp")
+            if at_input == forward:
+                prog.coll(f"{name}_AG", _AG, act / T, "tp")
+            else:
+                prog.coll(f"{name}_RS", _RS, act, "tp")
         elif forward != at_input:  # Megatron's g (forward output) and f (backward input) all-reduces
             prog.coll(f"{name}_AR", _AR, act, "tp")
 
     def zero3_gather(layer: int, phase: str) -> int | None:
+        """FSDP: gather a layer's weights; each rank contributes its 1/D (1/(D/E)) shard."""
         if cfg.zero != 3:
             return None
         d, e = params[layer]
-        h = prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES, "dp", False)
+        h = prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES / cfg.dp, "dp", False)
         if e:
-            h = prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES, "edp", False) or h
+            h = prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES / edp, "edp", False) or h
         return h
 
     def mlp(layer: int, m: int, forward: bool) -> None:
@@ -378,12 +393,12 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if h is not None:
             grad_handles.append(h)
     shard = cfg.dp if cfg.zero >= 1 else 1
-    eshard = cfg.dp // cfg.ep if cfg.zero >= 1 else 1
+    eshard = edp if cfg.zero >= 1 else 1
     prog.comp("optimizer", [O.optimizer_op(dense / shard + expert / eshard)], *grad_handles)
-    if cfg.zero in (1, 2):
-        prog.coll("params_AG", _AG, dense * O.BYTES, "dp")
+    if cfg.zero in (1, 2):  # each rank updated its 1/D shard: all-gather input = the shard
+        prog.coll("params_AG", _AG, dense * O.BYTES / cfg.dp, "dp")
         if expert:
-            prog.coll("expert_params_AG", _AG, expert * O.BYTES, "edp")
+            prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
     dense_bytes = dense * O.BYTES if cfg.dp > 1 else 0
     expert_bytes = expert * O.BYTES if cfg.dp // cfg.ep > 1 else 0
     return prog.nodes, dense_bytes, expert_bytes

@@ -1,0 +1,64 @@
+"""LLM generator collective sizes follow upstream's comm_size meaning.
+
+Upstream ``Ring.cc``: an all-gather of ``comm_size`` S sends n - 1 messages of S
+(S is each rank's input, the shard); a reduce-scatter of S sends n - 1 messages
+of S / n (S is the whole input). Gathering back what a reduce-scatter scattered
+therefore moves the same bytes and, on a ring, takes the same time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_core.api import simulate
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra import read_rank_trace
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+
+from .conftest import write_network, write_system
+
+H100 = GPUS["h100"]
+
+
+def _colls(path) -> dict[str, object]:
+    return {n.name: n for n in read_rank_trace(path).nodes if n.type == pb.COMM_COLL_NODE}
+
+
+def test_sequence_parallel_gather_and_scatter_take_the_same_time(tmp_path, tiny_dense):
+    t = 4
+    cfg = LLMConfig(tiny_dense, H100, tp=t, sequence_parallel=True, dims=[t])
+    paths, _ = write_llm(generate_llm(cfg), tmp_path / "sp")
+    colls = _colls(paths[0])
+    act = 1 * tiny_dense.seq_len * tiny_dense.hidden * 2  # micro-batch x sequence x hidden x 2 B
+    ag, rs = colls["L0_mb0_fwd_attn_in_AG"], colls["L0_mb0_fwd_attn_out_RS"]
+    assert (ag.comm_type, rs.comm_type) == (pb.ALL_GATHER, pb.REDUCE_SCATTER)
+    assert (ag.comm_size, rs.comm_size) == (act // t, act)
+    network = write_network(tmp_path, [t], topology="Ring")
+    system = write_system(tmp_path, 1)
+    took = {}
+    for rec in simulate(tmp_path / "sp", system, network).collectives:
+        if rec.rank == 0:
+            took[rec.node.name] = rec.dataset.finish_ns - rec.dataset.start_ns
+    ag_ns, rs_ns = took["L0_mb0_fwd_attn_in_AG"], took["L0_mb0_fwd_attn_out_RS"]
+    # Same messages (4 chunks x 3 ring steps of act / 16); the reduce-scatter alone reduces each
+    # one it receives: 1 write + 2 reads of act / 16 at local-mem-bw 1600 B/ns, whole ns each.
+    assert rs_ns - ag_ns == 4 * 3 * 3 * int(act / 16 / 1600)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_zero_weight_gathers_contribute_one_shard(tmp_path, tiny_dense, zero):
+    # ZeRO 1-2 all-gather the updated weights once; ZeRO 3 each layer's before use. Each of the
+    # D ranks contributes the 1/D shard it owns, so the gathers' sizes are the reduce-scatters' / D.
+    d = 4
+    cfg = LLMConfig(tiny_dense, H100, dp=d, zero=zero, dims=[d])
+    paths, _ = write_llm(generate_llm(cfg), tmp_path / "z")
+    colls = _colls(paths[0])
+    rs_total = sum(n.comm_size for name, n in colls.items() if name.startswith("grads_"))
+    if zero == 1:
+        assert colls["params_AG"].comm_size == pytest.approx(rs_total / d, abs=1)
+    else:
+        per_layer = [n.comm_size for name, n in colls.items() if name.startswith("grads_")]
+        layer0 = colls["L0_mb0_fwd_params_AG"]
+        assert layer0.comm_type == pb.ALL_GATHER
+        assert layer0.comm_size == pytest.approx(per_layer[-1] / d, abs=1)
