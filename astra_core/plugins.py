@@ -11,16 +11,29 @@ Plugins come from three places, in this order:
 or given by ``ASTRA_PLUGINS_TOML``) may also set ``default_backend`` and a
 ``disabled`` list of plugin (entry-point) names; ``ASTRA_DISABLE_PLUGINS``
 (comma-separated) and ``ASTRA_DEFAULT_BACKEND`` override them.
+
+A broken plugin breaks nothing else. An installed plugin that cannot be
+loaded, or whose registration hook raises, is set aside with a one-line
+reason (:attr:`AstraPluginManager.broken`; ``astra backends`` lists it) and
+every other backend keeps working. The host also guards what plugins hand
+it: a backend registered without a
+``config_type`` refuses a backend config, and an exception a plugin's
+factory, backend ``run()`` or observer hook raises becomes a one-line
+:class:`PluginError` naming the plugin (an observer's error after a run is a
+warning: the result is kept).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pluggy
 
@@ -34,17 +47,66 @@ else:  # pragma: no cover
 
 ENTRY_POINT_GROUP = "astra"
 BUILTIN_DEFAULT_BACKEND = "analytical"
+#: Longest exception text quoted in a one-line plugin error.
+_REASON_CHARS = 200
+#: Packages whose frames are the host's, never a plugin's, when blaming an exception.
+_HOST_PACKAGES = frozenset({"astra_core", "astra", "pluggy"})
+
+
+class PluginError(AstraError):
+    """A plugin raised where the host called it: while loading or registering,
+    in a backend factory, in a backend's ``run()`` or in an observer hook.
+
+    The message is one line naming the plugin (and the backend or hook); the
+    original exception is chained as ``__cause__`` for debugging."""
+
+
+class PluginWarning(UserWarning):
+    """An observer hook failed after a run had finished; the result is kept."""
+
+
+def describe(exc: BaseException) -> str:
+    """``"ValueError: first line of the message"``, at most ~200 characters."""
+    text = str(exc).strip().splitlines()
+    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return line if len(line) <= _REASON_CHARS else line[:_REASON_CHARS - 3] + "..."
+
+
+class AstraPluginManager(pluggy.PluginManager):
+    """pluggy's manager for project ``astra``, plus the plugins set aside as broken.
+
+    ``broken`` maps plugin name -> one-line reason (an entry point that could
+    not be loaded, a registration hook that raised)."""
+
+    def __init__(self) -> None:
+        super().__init__("astra")
+        self.broken: dict[str, str] = {}
+
+
+def _broken(pm: pluggy.PluginManager) -> dict[str, str]:
+    broken = getattr(pm, "broken", None)
+    if broken is None:  # a plain pluggy manager built by hand
+        broken = {}
+        try:
+            pm.broken = broken
+        except AttributeError:  # pragma: no cover
+            pass
+    return broken
 
 
 @dataclass
 class BackendInfo:
-    """A registered network backend."""
+    """A registered network backend.
+
+    ``factory(topology, config)`` is the host's guarded call of the plugin's
+    factory (see :meth:`build`); ``plugin_factory`` is the plugin's own."""
 
     name: str
-    factory: Callable[..., Any]
+    plugin_factory: Callable[..., Any]
     config_type: Any = None  # a class, or "module:Class" imported on demand
     description: str = ""
     plugin: str = "?"
+    packages: frozenset[str] = frozenset()  # top-level packages whose errors are the plugin's
 
     def config_class(self) -> Any:
         """The backend's config class (importing it if it was named as a string)."""
@@ -52,6 +114,99 @@ class BackendInfo:
             module, _, attr = self.config_type.partition(":")
             return getattr(importlib.import_module(module), attr)
         return self.config_type
+
+    @property
+    def factory(self) -> Callable[..., Any]:
+        """``factory(topology, config=None)``: :meth:`build`, with the plugin's
+        ``check_available`` probe (if any) as an attribute."""
+        build = self.build
+        probe = getattr(self.plugin_factory, "check_available", None)
+        if probe is not None:
+            build = functools.partial(self.build)
+            build.check_available = probe
+        return build
+
+    def build(self, topology: Any, config: Any = None) -> Any:
+        """A backend instance for ``topology`` with ``config`` (None: defaults).
+
+        Raises ConfigError when the backend was registered without a
+        ``config_type`` and a non-empty config is given (it would be ignored),
+        BackendUnavailable and other AstraErrors as the plugin raises them, and
+        PluginError naming the plugin for any other exception of the factory.
+        The instance's ``run()`` is guarded the same way (errors raised in the
+        plugin's own code become PluginError; the host's keep their type)."""
+        if self.config_type is None and not _is_empty_config(config):
+            raise ConfigError(f"backend '{self.name}' takes no --backend-config "
+                              f"(got {_show_config(config)})")
+        try:
+            backend = self.plugin_factory(topology, config)
+        except AstraError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"plugin '{self.plugin}': backend '{self.name}' could not be "
+                              f"built: {describe(exc)}") from exc
+        run = getattr(backend, "run", None)
+        if not callable(run):
+            raise PluginError(f"plugin '{self.plugin}': backend '{self.name}': the factory "
+                              f"returned {type(backend).__name__}, which has no run()")
+        packages = self.packages | {_top_package(type(backend).__module__)}
+        try:
+            backend.run = _guarded_run(run, self.plugin, self.name, packages - _HOST_PACKAGES)
+        except (AttributeError, TypeError):  # __slots__ or a read-only attribute: leave it
+            pass
+        return backend
+
+
+def _is_empty_config(config: Any) -> bool:
+    return config is None or (isinstance(config, Mapping) and not config)
+
+
+def _show_config(config: Any) -> str:
+    if isinstance(config, (str, os.PathLike)):
+        return f"'{os.fspath(config)}'"
+    if isinstance(config, Mapping):
+        keys = [str(k) for k in config]
+        more = f", ... ({len(keys)} keys)" if len(keys) > 3 else ""
+        return "keys " + ", ".join(keys[:3]) + more
+    return f"a {type(config).__name__}"
+
+
+def _top_package(module: str | None) -> str:
+    return (module or "").split(".")[0]
+
+
+def _raised_in(exc: BaseException, packages: frozenset[str] | set[str]) -> bool:
+    """Whether the innermost frame of ``exc`` that belongs to astra or to ``packages``
+    is the plugin's (standard-library and other third-party frames are skipped)."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        top = _top_package(frame.f_globals.get("__name__"))
+        if top in packages:
+            return True
+        if top in _HOST_PACKAGES:
+            return False
+    return False
+
+
+def _guarded_run(run: Callable[..., Any], plugin: str, backend: str,
+                 packages: frozenset[str] | set[str]) -> Callable[..., Any]:
+    @functools.wraps(run)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(*args, **kwargs)
+        except AstraError:
+            raise
+        except Exception as exc:
+            if _raised_in(exc, packages):
+                raise PluginError(f"plugin '{plugin}': backend '{backend}' failed in run(): "
+                                  f"{describe(exc)}") from exc
+            raise  # the host's bug (e.g. in a callback the backend ran): keep its traceback
+
+    return guarded
 
 
 @dataclass
@@ -103,23 +258,33 @@ def load_settings(path: Path | None = None) -> PluginSettings:
 
 def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = None,
                         modules: list[str] | None = None,
-                        settings: PluginSettings | None = None) -> pluggy.PluginManager:
-    """A fresh plugin manager (no global state): entry points, then extra modules."""
+                        settings: PluginSettings | None = None) -> AstraPluginManager:
+    """A fresh plugin manager (no global state): entry points, then extra modules.
+
+    An entry point that cannot be loaded is set aside in ``pm.broken`` with
+    its reason; the others load. Raises ConfigError for a module named in the
+    settings that does not exist, and for a misspelled hook."""
     settings = settings if settings is not None else load_settings()
-    pm = pluggy.PluginManager("astra")
+    pm = AstraPluginManager()
     pm.add_hookspecs(hookspecs)
     blocked = set(settings.disabled) | set(disabled or [])
     for name in blocked:
         pm.set_blocked(name)
     if autoload:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        _load_entry_points(pm)
     for module_name in [*settings.modules, *(modules or [])]:
         if module_name in blocked or pm.has_plugin(module_name):
             continue
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(f"plugin module '{module_name}' cannot be imported: {exc}") from None
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name or module_name.startswith(f"{exc.name}."):
+                raise ConfigError(f"plugin module '{module_name}' cannot be imported: {exc}") from None
+            pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
+            continue
+        except Exception as exc:  # noqa: BLE001 - the plugin's own import failed
+            pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
+            continue
         if not pm.is_registered(module):  # already loaded through its entry point
             try:
                 pm.register(module, name=module_name)
@@ -132,24 +297,88 @@ def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = N
     return pm
 
 
+def _load_entry_points(pm: AstraPluginManager) -> None:
+    """Load the ``astra`` entry points one by one, so that one that fails to
+    import (or to validate) is noted in ``pm.broken`` and the others load."""
+    names = sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
+    for name in names:
+        if pm.is_blocked(name) or pm.has_plugin(name):
+            continue
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        except Exception as exc:  # noqa: BLE001 - anything a plugin raises while loading
+            pm.broken[name] = f"cannot be loaded: {describe(exc)}"
+
+
+def _call_register_hook(pm: pluggy.PluginManager, hook_name: str,
+                        accept: Callable[[str, str, dict[str, Any]], None],
+                        make_register: Callable[[str, dict[str, Any]], Callable[..., None]]) -> None:
+    """Call each plugin's registration hook with its own ``register``; commit what it
+    registered only if the hook returned normally (else note the plugin as broken)."""
+    broken = _broken(pm)
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin) or "?"
+        staged: dict[str, Any] = {}
+        try:
+            impl.function(register=make_register(plugin_name, staged))
+        except _Duplicate:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
+            broken[plugin_name] = f"{hook_name} raised {describe(exc)}"
+            continue
+        for name, item in staged.items():
+            accept(plugin_name, name, item)
+
+
+class _Duplicate(AstraError):
+    """Two plugins registered one name (the host's error, not one plugin's)."""
+
+
+def _check_registration(name: Any, thing: Any, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register(): the name must be a non-empty string, got {name!r}")
+    if not callable(thing):
+        raise TypeError(f"register({name!r}, ...): the {what} is not callable")
+
+
 class BackendRegistry:
-    """Backends contributed by the plugins of one plugin manager."""
+    """Backends contributed by the plugins of one plugin manager.
+
+    A plugin whose ``astra_register_backends`` raises (or calls ``register``
+    wrongly) contributes nothing and is noted in :attr:`broken`; the others
+    register. Raises AstraError when two plugins register the same name."""
 
     def __init__(self, pm: pluggy.PluginManager, default: str = BUILTIN_DEFAULT_BACKEND):
         self.default = default
         self.backends: dict[str, BackendInfo] = {}
-        for impl in pm.hook.astra_register_backends.get_hookimpls():
-            plugin_name = pm.get_name(impl.plugin) or "?"
+        #: plugin name -> one-line reason it contributes nothing.
+        self.broken: dict[str, str] = _broken(pm)
 
-            def register(name, factory, *, config_type=None, description="", _plugin=plugin_name):
-                if name in self.backends:
-                    raise AstraError(f"backend '{name}' registered twice (by "
-                                     f"{self.backends[name].plugin} and {_plugin})")
-                self.backends[name] = BackendInfo(name, factory, config_type, description, _plugin)
+        def make_register(plugin_name: str, staged: dict[str, Any]):
+            module = pm.get_plugin(plugin_name)
+            plugin_package = _top_package(getattr(module, "__name__", None)
+                                          or type(module).__module__)
 
-            impl.function(register=register)
+            def register(name, factory, *, config_type=None, description=""):
+                _check_registration(name, factory, "factory")
+                owner = self.backends.get(name)
+                if owner is not None or name in staged:
+                    first = owner.plugin if owner is not None else plugin_name
+                    raise _Duplicate(f"backend '{name}' registered twice (by {first} and "
+                                     f"{plugin_name})")
+                packages = frozenset({plugin_package, _top_package(getattr(factory, "__module__", None))})
+                staged[name] = BackendInfo(name, factory, config_type, str(description),
+                                           plugin_name, packages - _HOST_PACKAGES)
+
+            return register
+
+        def accept(plugin_name: str, name: str, info: BackendInfo) -> None:
+            self.backends[name] = info
+
+        _call_register_hook(pm, "astra_register_backends", accept, make_register)
 
     def names(self) -> list[str]:
+        """Registered backend names, sorted."""
         return sorted(self.backends)
 
     def get(self, name: str | None) -> BackendInfo:
@@ -158,45 +387,101 @@ class BackendRegistry:
         info = self.backends.get(name)
         if info is None:
             available = ", ".join(self.names()) or "none (is astra-analytical installed?)"
-            raise AstraError(f"unknown backend '{name}'; available: {available}")
+            broken = ""
+            if self.broken:
+                items = list(self.broken.items())
+                shown = "; ".join(f"{plugin}: {reason}" for plugin, reason in items[:2])
+                more = f"; and {len(items) - 2} more" if len(items) > 2 else ""
+                broken = f"; broken plugins: {shown}{more}"
+            raise AstraError(f"unknown backend '{name}'; available: {available}{broken}")
         return info
 
     def create(self, name: str | None, topology, config=None):
-        """Build a backend instance; BackendUnavailable propagates with its install hint."""
-        return self.get(name).factory(topology, config)
+        """Build a backend instance (:meth:`BackendInfo.build`); BackendUnavailable
+        propagates with its install hint."""
+        return self.get(name).build(topology, config)
 
     def availability(self) -> list[tuple[str, bool, str]]:
-        """(name, usable, description-or-reason) per backend, without running anything."""
+        """(name, usable, description-or-reason) per backend, without running anything;
+        then one row per broken plugin, named after the plugin."""
         rows = []
         for name in self.names():
             info = self.backends[name]
-            probe = getattr(info.factory, "check_available", None)
+            probe = getattr(info.plugin_factory, "check_available", None)
             try:
                 if probe is not None:
                     probe()
                 rows.append((name, True, info.description))
             except BackendUnavailable as exc:
                 rows.append((name, False, str(exc)))
+            except Exception as exc:  # noqa: BLE001 - a broken probe must not break the listing
+                rows.append((name, False, f"broken plugin '{info.plugin}': its availability "
+                                          f"check raised {describe(exc)}"))
+        for plugin, reason in sorted(self.broken.items()):
+            rows.append((plugin, False, f"broken plugin: {reason}"))
         return rows
 
 
 def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
     """Collective plan builders contributed by the plugins, by name. Raises AstraError
-    when two plugins register the same name."""
+    when two plugins register the same name; a plugin whose hook raises contributes
+    nothing and is noted in ``pm.broken``."""
     builders: dict[str, Callable[..., Any]] = {}
     owners: dict[str, str] = {}
-    for impl in pm.hook.astra_register_collectives.get_hookimpls():
-        plugin_name = pm.get_name(impl.plugin) or "?"
 
-        def register(name, plan_builder, *, description="", _plugin=plugin_name):
-            if name in builders:
-                raise AstraError(f"collective algorithm '{name}' registered twice (by "
-                                 f"{owners[name]} and {_plugin})")
-            builders[name] = plan_builder
-            owners[name] = _plugin
+    def make_register(plugin_name: str, staged: dict[str, Any]):
+        def register(name, plan_builder, *, description=""):
+            _check_registration(name, plan_builder, "plan builder")
+            if name in builders or name in staged:
+                first = owners.get(name, plugin_name)
+                raise _Duplicate(f"collective algorithm '{name}' registered twice (by "
+                                 f"{first} and {plugin_name})")
+            staged[name] = plan_builder
 
-        impl.function(register=register)
+        return register
+
+    def accept(plugin_name: str, name: str, builder: Callable[..., Any]) -> None:
+        builders[name] = builder
+        owners[name] = plugin_name
+
+    _call_register_hook(pm, "astra_register_collectives", accept, make_register)
     return builders
+
+
+# -- observers ---------------------------------------------------------------------------------
+
+def _observers(pm: pluggy.PluginManager, hook_name: str):
+    """(plugin name, hook function) in pluggy's call order (last registered first)."""
+    for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+        yield pm.get_name(impl.plugin) or "?", impl.function
+
+
+def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
+    """Call every ``astra_run_started`` observer. Raises PluginError naming the
+    first plugin whose hook raised (nothing has been simulated yet)."""
+    for plugin, hook in _observers(pm, "astra_run_started"):
+        try:
+            hook(run=run)
+        except Exception as exc:
+            raise PluginError(f"plugin '{plugin}': astra_run_started raised "
+                              f"{describe(exc)}") from exc
+
+
+def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list[str]:
+    """Call every ``astra_run_finished`` observer, each even if an earlier one raised.
+
+    An observer's error never throws the finished result away: each is one
+    :class:`PluginWarning` line naming the plugin. Returns those lines."""
+    problems = []
+    for plugin, hook in _observers(pm, "astra_run_finished"):
+        try:
+            hook(run=run, report=report)
+        except Exception as exc:  # noqa: BLE001 - report it, keep the result
+            line = (f"plugin '{plugin}': astra_run_finished raised {describe(exc)} "
+                    "(the run's result is kept)")
+            problems.append(line)
+            warnings.warn(line, PluginWarning, stacklevel=2)
+    return problems
 
 
 def backend_registry(pm: pluggy.PluginManager | None = None,

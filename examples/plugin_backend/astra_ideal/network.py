@@ -20,10 +20,14 @@ once (a direct all-to-all) pays for its single port.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from astra_core.backend import Topology
+from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
+from astra_core.config.issues import PYTHON_SOURCE, Problems, as_number
 from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 
@@ -40,10 +44,62 @@ class IdealConfig:
     latency_ns: float | None = None
 
     def __post_init__(self) -> None:
-        if self.bandwidth_gbps is not None and not self.bandwidth_gbps > 0:
-            raise ConfigError(f"ideal backend: bandwidth_gbps must be > 0, got {self.bandwidth_gbps}")
-        if self.latency_ns is not None and not self.latency_ns >= 0:
-            raise ConfigError(f"ideal backend: latency_ns must be >= 0, got {self.latency_ns}")
+        problems = Problems("ideal backend")
+        _check(vars(self), problems)
+        problems.raise_if_any()
+
+
+def _check(values: Mapping[str, Any], problems: Problems) -> dict[str, float | None]:
+    """The known keys as numbers; every problem noted with its key. Both must be
+    finite: an infinite latency would never deliver, an infinite bandwidth is no model."""
+    out: dict[str, float | None] = {}
+    for key, value in values.items():
+        if value is None:
+            out[key] = None
+            continue
+        number, err = as_number(value, positive=key == "bandwidth_gbps",
+                                minimum=0 if key == "latency_ns" else None)
+        if err:
+            problems.add(key, err)
+        else:
+            out[key] = number
+    return out
+
+
+def load_config(config: Any) -> IdealConfig:
+    """An :class:`IdealConfig` from None, an IdealConfig, a mapping of its keys, or
+    a TOML (``.toml``) or YAML (``.yml``/``.yaml``) file of them.
+
+    Raises ConfigError, one line per problem naming the file (``<python>``
+    for a mapping) and the key: unknown keys, non-numbers, bandwidth <= 0,
+    negative latency."""
+    if config is None or isinstance(config, IdealConfig):
+        return config or IdealConfig()
+    source = PYTHON_SOURCE
+    if isinstance(config, (str, os.PathLike)):
+        source = source_name(config)
+        problems = Problems(source)
+        suffix = Path(config).suffix.lower()
+        if suffix == ".toml":
+            data = read_toml(config)
+        elif suffix in (".yml", ".yaml"):
+            data = read_yaml(config, problems)
+        else:
+            raise ConfigError(f"{source}: the ideal backend's config must be TOML (.toml) or "
+                              "YAML (.yml, .yaml)")
+        config = expect_mapping(data, problems) or {}
+        problems.raise_if_any()
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"ideal backend config: expected a file path or a mapping of keys, "
+                          f"got {type(config).__name__}")
+    known = [f.name for f in fields(IdealConfig)]
+    problems = Problems(source)
+    for key in config:
+        if key not in known:
+            problems.unknown(str(key), known)
+    values = _check({k: v for k, v in config.items() if k in known}, problems)
+    problems.raise_if_any()
+    return IdealConfig(**values)
 
 
 class IdealNetwork:
@@ -105,10 +161,6 @@ class IdealNetwork:
 
 
 def create(topology: Topology, config: Any = None) -> IdealNetwork:
-    """Backend factory: ``config`` is an IdealConfig, a dict of its fields, or None."""
-    if isinstance(config, dict):
-        try:
-            config = IdealConfig(**config)
-        except TypeError as exc:
-            raise ConfigError(f"ideal backend config: {exc}") from None
-    return IdealNetwork(topology, config)
+    """Backend factory: ``config`` is None, an IdealConfig, a mapping of its keys or the
+    path of a TOML/YAML file of them (:func:`load_config`; raises ConfigError)."""
+    return IdealNetwork(topology, load_config(config))
