@@ -4,6 +4,12 @@ A plugin is a module (or object) with functions named like the hooks below and
 decorated with :data:`hookimpl`. Installed plugins are found through the
 ``astra`` entry-point group; local ones are listed in ``plugins.toml``.
 Per-message calls never go through hooks: a backend is a plain object.
+
+Errors: raise :class:`astra_core.errors.AstraError` subclasses for what a
+user can fix. Anything else a plugin raises where the host calls it becomes
+one line naming the plugin (:class:`astra_core.plugins.PluginError`), and a
+plugin that fails to load or register is set aside without breaking the
+others (see :mod:`astra_core.plugins`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ def astra_register_backends(register):
     path or a parsed object) and raises
     :class:`astra_core.errors.BackendUnavailable` with an install hint when an
     optional dependency is missing. ``config_type`` is the config class or a
-    ``"module:Class"`` string naming it. Import nothing heavy here or at module
-    level: every run loads every installed plugin.
+    ``"module:Class"`` string naming it; a backend registered without one
+    takes no config (the host refuses ``--backend-config`` for it), so a
+    backend with one must validate what it gets (ConfigError naming the file
+    and key). If the hook raises, nothing it registered is kept. Import
+    nothing heavy here or at module level: every run loads every installed
+    plugin.
     """
 
 
@@ -51,9 +61,14 @@ def astra_register_collectives(register):
 # -- observers -------------------------------------------------------------------
 @hookspec
 def astra_run_started(run):
-    """A simulation is about to start; ``run`` is the Simulation (ranks built)."""
+    """A simulation is about to start; ``run`` is the Simulation (ranks built).
+
+    If it raises, the run does not start: one error line names the plugin."""
 
 
 @hookspec
 def astra_run_finished(run, report):
-    """A simulation finished; ``report`` is its RunResult (times in ns)."""
+    """A simulation finished; ``report`` is its RunResult (times in ns).
+
+    If it raises, the result is still returned (and written by the CLI); the
+    error is a warning line naming the plugin, and later observers still run."""
