@@ -43,7 +43,7 @@ def main() -> None:
 @click.option("--memory", type=click.Path(), help="remote-memory JSON")
 @click.option("--comm-groups", type=click.Path(), help="communicator-group JSON")
 @click.option("--backend", help="network backend (see `astra backends`)")
-@click.option("--backend-config", type=click.Path(dir_okay=False),
+@click.option("--backend-config", type=click.Path(),
               help="the backend's own config file (e.g. garnetlike: TOML/YAML)")
 @click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
 @click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
@@ -51,7 +51,7 @@ def main() -> None:
               help="write per-collective records (with per-phase times) as CSV")
 @click.option("--parquet", "parquet_path", type=click.Path(),
               help="write per-collective records (with per-phase times) as Parquet")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
+@click.option("--plots", "plots_dir", type=click.Path(),
               help="write PNG plots here: per-rank breakdown, timeline, link utilization")
 @click.option("--no-symmetry", is_flag=True,
               help="simulate every rank even when rank 0 provably stands for all")
@@ -70,6 +70,9 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
     warnings.showwarning = _show_warning
     started = time.perf_counter()
     try:
+        # Outputs are checked before the run, so that no result is lost after it.
+        _check_outputs({"--json": json_path, "--timeline": timeline, "--csv": csv_path,
+                        "--parquet": parquet_path}, plots_dir)
         sizes = _parse_dims(dims) if dims else None
         # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
@@ -81,24 +84,42 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
     console = Console()
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
     console.print(f"simulated in {wall:.2f} s")
+    try:
+        _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
+    except AstraError as exc:
+        _fail(exc)
+
+
+def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
+    """Raise ConfigError when an output file or the plot directory cannot be written."""
+    from astra_core.report.outputs import check_distinct, check_output_dir, check_output_file
+
+    for option, path in files.items():
+        if path:
+            check_output_file(path, option)
+    if plots_dir:
+        check_output_dir(plots_dir, "--plots")
+    check_distinct(files)
+
+
+def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir) -> None:
+    """Write every requested output file (each atomically) and say where."""
+    from astra_core.report.outputs import write_text
+
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(result.to_dict(), f, indent=1)
+        write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")
     if timeline:
         from astra_core.report.timeline import write_timeline
 
         write_timeline(result, timeline)
-    try:
-        for path, kind in ((csv_path, "csv"), (parquet_path, "parquet")):
-            if path:
-                from astra_core.report.frames import write_collectives
+    for path, kind in ((csv_path, "csv"), (parquet_path, "parquet")):
+        if path:
+            from astra_core.report.frames import write_collectives
 
-                write_collectives(result, path, kind)
-        if plots_dir:
-            for png in result.write_plots(plots_dir):
-                console.print(f"wrote {png}")
-    except AstraError as exc:
-        _fail(exc)
+            write_collectives(result, path, kind)
+    if plots_dir:
+        for png in result.write_plots(plots_dir):
+            console.print(f"wrote {png}")
 
 
 def _parse_dims(text: str) -> list[int]:

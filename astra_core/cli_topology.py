@@ -42,21 +42,24 @@ def _finish(topology: PhysicalTopology, output: str | None, plot: str | None,
     if plot:
         from astra_core.topology.plot import plot_topology
 
-        try:
-            plot_topology(topology, plot, grid=grid)
-        except OSError as exc:
-            raise ConfigError(f"{plot}: cannot write: {exc.strerror or exc}") from None
+        plot_topology(topology, plot, grid=grid)
         click.echo(f"wrote {plot}")
 
 
 def _outputs(command):
-    command = click.option("--plot", type=click.Path(dir_okay=False), help="draw the topology to a PNG")(command)
-    return click.option("--output", "-o", type=click.Path(dir_okay=False),
-                        help="write the ns-3 topology file")(command)
+    command = click.option("--plot", type=click.Path(), help="draw the topology to a PNG")(command)
+    return click.option("--output", "-o", type=click.Path(), help="write the ns-3 topology file")(command)
 
 
 def _run(build, output, plot, grid=None) -> None:
+    """Check the output paths, build the topology, summarize and write it; AstraError -> one line."""
+    from astra_core.report.outputs import check_distinct, check_output_file
+
     try:
+        for option, path in (("--output", output), ("--plot", plot)):
+            if path:
+                check_output_file(path, option)
+        check_distinct({"--output": output, "--plot": plot})
         _finish(build(), output, plot, grid)
     except AstraError as exc:
         _fail(exc)
@@ -136,7 +139,7 @@ def gpu_cluster(nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps, nic_laten
 
 
 @topology.command("show")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @_outputs
 def show(file, output, plot) -> None:
     """Summarize an ns-3 topology FILE (and rewrite or draw it)."""

@@ -21,10 +21,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astra_core.errors import AstraError
 from astra_core.report.breakdown import breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
+from astra_core.report.outputs import atomic_output
 from astra_core.report.results import RunResult
 
 if TYPE_CHECKING:
@@ -84,22 +84,20 @@ def link_frame(result: RunResult) -> "pd.DataFrame | None":
 
 
 def write_frame(frame: "pd.DataFrame", path: str | os.PathLike, kind: str) -> Path:
-    """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path``; parent dirs are created.
+    """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path``, atomically; parent dirs
+    are created.
 
-    Raises AstraError naming the path when it cannot be written.
+    Raises ConfigError naming the path when it cannot be written, ValueError
+    for an unknown ``kind``.
     """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if kind not in ("csv", "parquet"):
+        raise ValueError(f"unknown table format {kind!r}")
+    with atomic_output(path, kind) as temporary:
         if kind == "csv":
-            frame.to_csv(path, index=False)
-        elif kind == "parquet":
-            frame.to_parquet(path, index=False, engine="pyarrow")
+            frame.to_csv(temporary, index=False)
         else:
-            raise ValueError(f"unknown table format {kind!r}")
-    except OSError as exc:
-        raise AstraError(f"{path}: cannot write {kind}: {exc.strerror or exc}") from None
-    return path
+            frame.to_parquet(temporary, index=False, engine="pyarrow")
+    return Path(path)
 
 
 def write_collectives(result: RunResult, path: str | os.PathLike, kind: str) -> Path:

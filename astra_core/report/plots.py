@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from astra_core.errors import AstraError
 from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
 from astra_core.report.links import link_stats
+from astra_core.report.outputs import atomic_output, check_output_dir
 from astra_core.report.results import RunResult
 
 MAX_BARS = 64
@@ -52,9 +52,8 @@ def _pyplot():
 
 def _save(fig, path: Path) -> Path:
     try:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
+        with atomic_output(path, "plot") as temporary:
+            fig.savefig(temporary, dpi=110, bbox_inches="tight")
     finally:
         _pyplot().close(fig)
     return path
@@ -157,12 +156,12 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
 
 
 def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:
-    """Write breakdown.png, timeline.png and (if the backend has link stats) links.png."""
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AstraError(f"{directory}: cannot create plot directory: {exc.strerror or exc}") from None
+    """Write breakdown.png, timeline.png and (if the backend has link stats) links.png.
+
+    ``directory`` is created on demand; each file is written atomically.
+    Raises ConfigError naming the path when it cannot be written.
+    """
+    directory = check_output_dir(directory, "plots")
     written = [plot_breakdown(result, directory / "breakdown.png"),
                plot_timeline(result, directory / "timeline.png")]
     links = plot_links(result, directory / "links.png")

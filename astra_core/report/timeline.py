@@ -14,6 +14,7 @@ import json
 import os
 
 from astra_core.report.breakdown import rank_tracks
+from astra_core.report.outputs import atomic_output
 from astra_core.report.results import RunResult
 
 _LANES = {4: "GPU compute", 7: "GPU comm", 5: "GPU comm", 6: "receive", 2: "memory", 3: "memory"}
@@ -54,7 +55,11 @@ def timeline_events(result: RunResult) -> list[dict]:
 
 
 def write_timeline(result: RunResult, path: str | os.PathLike) -> None:
-    """Write the Chrome trace JSON of ``result`` to ``path``."""
-    with open(path, "w") as f:
-        json.dump({"traceEvents": timeline_events(result), "displayTimeUnit": "ns",
+    """Write the Chrome trace JSON of ``result`` to ``path``, atomically (parent dirs created).
+
+    Raises ConfigError naming ``path`` when it cannot be written.
+    """
+    events = timeline_events(result)
+    with atomic_output(path, "timeline") as temporary, open(temporary, "w") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns",
                    "otherData": {"backend": result.backend, "step_ns": result.step_ns}}, f)

@@ -221,11 +221,11 @@ def format_ns3_topology(topology: PhysicalTopology) -> str:
 
 
 def write_ns3_topology(topology: PhysicalTopology, path: str | os.PathLike) -> None:
-    """Write ``topology`` in the ns-3 format (each cable once); reading it back gives the same links."""
-    text = format_ns3_topology(topology)
-    name = os.fspath(path)
-    try:
-        with open(name, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot write: {exc.strerror or exc}") from None
+    """Write ``topology`` in the ns-3 format (each cable once); reading it back gives the same links.
+
+    The file is written atomically, parent directories created on demand;
+    raises ConfigError naming ``path`` when it cannot be written.
+    """
+    from astra_core.report.outputs import write_text
+
+    write_text(path, format_ns3_topology(topology))

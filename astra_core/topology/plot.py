@@ -14,6 +14,7 @@ import os
 from collections import deque
 from typing import Sequence
 
+from astra_core.report.outputs import atomic_output
 from astra_core.topology.physical import PhysicalTopology
 
 NPU_STYLE = dict(marker="o", color="tab:blue", label="NPU")
@@ -60,7 +61,11 @@ def _circle(count: int) -> dict[int, tuple[float, float]]:
 
 def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title: str | None = None,
                   grid: Sequence[int] | None = None) -> None:
-    """Draw ``topology`` to ``path_png``; ``grid`` gives a switchless fabric's dimensions."""
+    """Draw ``topology`` to ``path_png``; ``grid`` gives a switchless fabric's dimensions.
+
+    The file is written atomically (parent directories created on demand);
+    raises ConfigError naming the path when it cannot be written.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,5 +107,8 @@ def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title
     ax.set_aspect("auto")
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(os.fspath(path_png))
-    plt.close(fig)
+    try:
+        with atomic_output(path_png, "plot") as temporary:
+            fig.savefig(temporary)
+    finally:
+        plt.close(fig)

@@ -134,11 +134,12 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path):
     result = invoke("run", *ARGS, "--csv", blocker / "c.csv")
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {blocker / 'c.csv'}: cannot write csv")
+    assert lines == [f"error: --csv {blocker / 'c.csv'}: cannot write: {blocker} is a file, "
+                     "not a directory"]
     result = invoke("run", *ARGS, "--plots", blocker / "plots")
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f"error: {blocker / 'plots'}: cannot create plot directory: Not a directory"]
+        f"error: --plots {blocker / 'plots'}: cannot write: {blocker} is a file, not a directory"]
 
 
 def test_many_ranks_are_grouped_in_the_breakdown_plot(tmp_path):
