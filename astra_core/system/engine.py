@@ -19,6 +19,9 @@ Timing of each node type:
 * METADATA / INVALID: done at once (a METADATA node may define PyTorch
   process groups).
 
+With system.json ``replay-only: 1`` every node, whatever its type, replays its
+duration like a COMP node without roofline (upstream ``Workload::issue_replay``).
+
 Statistics follow upstream: exposed communication = finish time - GPU compute
 time.
 """
@@ -74,6 +77,7 @@ class RankEngine:
         self.finish_ns: float | None = None
         self._issuing = False
         self._issue_again = False
+        self._blocked: list[int] | None = None  # deadlock report: positions never issued
         self.groups: dict[str, CommGroup] = {}
         for name, members in sim.comm_groups.items():
             self.groups[name] = CommGroup(int(name), list(members))
@@ -121,7 +125,8 @@ class RankEngine:
         now = self.sys.now()
         self.started[pos] = now
         kind = node.type
-        if kind == COMP or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV)):
+        if (kind == COMP or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV))
+                or self.sim.system.replay_only):  # replay-only: every node (issue_replay)
             self._issue_compute(pos, node)
         elif kind == COMM_COLL:
             self._issue_collective(pos, node)
@@ -138,7 +143,7 @@ class RankEngine:
 
     def _issue_compute(self, pos: int, node: ETNode) -> None:
         system = self.sim.system
-        if system.roofline_enabled and not node.is_cpu_op:
+        if system.roofline_enabled and not node.is_cpu_op and not system.replay_only:
             if not node.tensor_size:
                 self.complete(pos)  # upstream: tensor_size 0 under roofline = invalid node
                 return
@@ -163,7 +168,8 @@ class RankEngine:
                              f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
                              "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay)")
         group = self._group_of(node)
-        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group)
+        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group,
+                                               node=node)
         dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
         self.sim.record_collective(self.rank, node, dataset)
 
@@ -256,23 +262,34 @@ class RankEngine:
             self.sim.rank_finished(self.rank)
 
     # -- diagnostics --------------------------------------------------------------
-    def waiting(self) -> list[str]:
-        """What this unfinished rank waits on, one line per node (deadlock report)."""
+    def waiting(self, rank: int | None = None) -> list[str]:
+        """What this unfinished rank waits on, one line per node (deadlock report).
+
+        ``rank``: under rank symmetry, a rank this engine's rank stands for;
+        the lines then name that rank's own nodes (same positions in its
+        trace) and its peers, groups and chunk tags (see
+        :meth:`Simulation.describe_wait`). Default: this engine's rank.
+        """
+        rank = self.rank if rank is None else rank
+        graph = self.graph if rank == self.rank else self.sim.graphs[rank]
+        nodes = graph.nodes
         lines = []
         for pos in sorted(self.started):
-            node = self.nodes[pos]
-            what = self.sim.describe_wait(self.rank, node)
+            node = nodes[pos]
+            what = self.sim.describe_wait(self, rank, node)
             lines.append(f"node {node.id} ({node.name}) {what}")
-        blocked = [p for p, c in enumerate(self.pending_parents) if c > 0]
-        if blocked and not self.started:
-            cyclic = self.graph.cyclic_ids
+        if not self.started:
+            if self._blocked is None:  # the same for every rank this engine stands for
+                self._blocked = [p for p, c in enumerate(self.pending_parents) if c > 0]
+            blocked = self._blocked
+            cyclic = graph.cyclic_ids
             if cyclic:
                 sample = ", ".join(str(i) for i in cyclic[:6])
                 lines.append(f"nodes {sample}{' ...' if len(cyclic) > 6 else ''} depend on each "
                              f"other in a cycle of data dependencies ({len(blocked)} node(s) "
                              "can never run)")
-            else:
-                sample = ", ".join(str(self.nodes[p].id) for p in blocked[:5])
+            elif blocked:
+                sample = ", ".join(str(nodes[p].id) for p in blocked[:5])
                 lines.append(f"{len(blocked)} node(s) wait on parents that never finished, "
                              f"e.g. {sample}")
         return lines

@@ -4,7 +4,9 @@ Builds a :class:`~astra_core.system.engine.RankEngine` per NPU, starts them all
 at time 0, lets the backend drain its events, and turns what happened into a
 :class:`~astra_core.report.results.RunResult`. If the events run out while a
 rank still has unfinished nodes, the run is a deadlock and
-:class:`~astra_core.errors.SimulationDeadlock` says which ranks wait on what.
+:class:`~astra_core.errors.SimulationDeadlock` says which ranks wait on what;
+a run that finishes with sends no receive matched warns
+(:mod:`astra_core.system.wait_report`).
 """
 
 from __future__ import annotations
@@ -15,17 +17,16 @@ from typing import Sequence
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
-from astra_core.errors import ConfigError, SimulationDeadlock
+from astra_core.errors import ConfigError
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.comm_types import CommType
 from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine
 from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
 from astra_core.system.symmetry import find_symmetry
+from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_unreceived_sends
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
-
-_MAX_DEADLOCK_LINES = 12
 
 
 class Simulation:
@@ -93,7 +94,8 @@ class Simulation:
             engine.start()
         self.backend.run()
         if self._finished < len(self.engines):
-            self._raise_deadlock()
+            raise_deadlock(self)
+        warn_unreceived_sends(self)
         ranks = [self._rank_result(e) for e in self.engines]
         messages, message_bytes = self.matcher.messages, self.matcher.bytes
         representative = None
@@ -131,32 +133,8 @@ class Simulation:
                           cpu_ns=engine.cpu_compute_ns, comm_ns=comm_ns,
                           exposed_comm_ns=finish - engine.gpu_compute_ns)
 
-    # -- deadlock reporting ---------------------------------------------------------
-    def describe_wait(self, rank: int, node: ETNode) -> str:
-        if node.type == COMM_RECV:
-            return (f"waits for a message from rank {node.comm_src} (tag {node.comm_tag or 0}, "
-                    f"{node.comm_size} bytes) that was never sent")
-        if node.type == COMM_SEND:
-            return (f"sent to rank {node.comm_dst} (tag {node.comm_tag or 0}, {node.comm_size} "
-                    "bytes), never received")
-        if node.type == COMM_COLL:
-            streams = self.engines[rank].sys.waiting_streams()
-            detail = "; ".join(streams[:2]) if streams else "no chunk running"
-            return f"collective never completed: {detail}"
-        return "never completed"
-
-    def _raise_deadlock(self) -> None:
-        waiting: dict[int, list[str]] = {}
-        for engine in self.engines:
-            if engine.finish_ns is None:
-                waiting[engine.rank] = engine.waiting() or ["nothing running, nodes left unissued"]
-        if self.symmetry is not None and waiting:  # a representative stands for its class
-            waiting = {r: waiting[rep] for r in range(self.npus_count)
-                       if (rep := self.symmetry.representative(r)) in waiting}
-        ranks = sorted(waiting)
-        shown = ranks[:_MAX_DEADLOCK_LINES]
-        parts = [f"rank {r}: {waiting[r][0]}" for r in shown]
-        more = f" (+{len(ranks) - len(shown)} more ranks)" if len(ranks) > len(shown) else ""
-        message = (f"simulation cannot finish at t={self.backend.now():.0f} ns: "
-                   f"{len(ranks)} rank(s) wait forever: " + " | ".join(parts) + more)
-        raise SimulationDeadlock(message, waiting)
+    # -- what a run left undone -------------------------------------------------------
+    def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
+        """What ``node`` of ``rank`` waits on; ``engine`` runs ``rank`` or, under
+        rank symmetry, its representative (see :mod:`astra_core.system.wait_report`)."""
+        return describe_wait(self, engine, rank, node)

@@ -104,6 +104,24 @@ class Symmetry:
             delta.append((target - c) % n if kind == "rotation" else c ^ target)
         return self.representative(rank), tuple(delta)
 
+    def from_representative(self, rank: int) -> tuple[int, tuple[int, ...]]:
+        """(representative of ``rank``, the translation that takes it to ``rank``):
+        the inverse of :meth:`to_representative`, to name a representative's
+        peers, groups and tags as ``rank`` sees them."""
+        coords = self.coords(rank)
+        delta = []
+        for c, k, n, kind in zip(coords, self.steps, self.sizes, self.kinds):
+            origin = c % k
+            delta.append((c - origin) % n if kind == "rotation" else c ^ origin)
+        return self.representative(rank), tuple(delta)
+
+    def classes(self) -> dict[int, list[int]]:
+        """Representative -> the ranks it stands for (itself included), ascending."""
+        out: dict[int, list[int]] = {}
+        for rank in range(self.npus):
+            out.setdefault(self.representative(rank), []).append(rank)
+        return out
+
     def shift_tag(self, tag: int, delta: tuple[int, ...]) -> int:
         """A collective chunk's tag as seen after translating by ``delta``
         (a communicator group's tags carry its id, which the translation changes)."""

@@ -1,0 +1,179 @@
+"""What a run left undone: the deadlock report and the unreceived-sends warning.
+
+Both name real ranks, with or without rank symmetry
+(:mod:`astra_core.system.symmetry`). Under symmetry one engine runs per class
+of ranks and the matcher keys messages in its representative's frame; a rank
+of the class is the representative moved by a translation, so its report is
+the representative's with every rank, communicator group and chunk tag moved
+the same way, and its nodes are the ones at the same positions in its own
+trace. Both runs therefore name the same ranks and say the same about each.
+
+Messages stay one line: the first few ranks (or sends), and how many more.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import TYPE_CHECKING, Callable
+
+from astra_core.errors import SimulationDeadlock
+from astra_core.workload.graph import TraceWarning
+
+if TYPE_CHECKING:
+    from astra_core.system.engine import RankEngine
+    from astra_core.system.simulation import Simulation
+    from astra_core.workload.chakra import ETNode
+
+# Chakra node types (et_def.proto)
+_COMM_SEND, _COMM_RECV, _COMM_COLL = 5, 6, 7
+SHOWN_RANKS = 3  # ranks described in a deadlock message
+SHOWN_MEMBERS = 8  # members listed for a ring or group before "..."
+_ARRIVED = "arrived, never received"  # MessageMatcher.unmatched() state
+
+# Rank numbers in the collectives' wait descriptions (``waiting_for``):
+# "over ranks [0, 2, 4, 6]", "waiting for rank(s) 6, 7", "rank 3".
+_RANKS = re.compile(r"\b(ranks \[|rank\(s\) |rank )(\d+(?:, \d+)*)")
+_CHUNK_TAG = re.compile(r"\bchunk tag (\d+)")
+
+
+def rank_view(sim: "Simulation", engine: "RankEngine", rank: int) -> tuple[Callable[[int], int],
+                                                                          Callable[[int], int]]:
+    """(rank renamer, chunk-tag renamer) from ``engine``'s frame to ``rank``'s.
+
+    Identity without symmetry; otherwise the translation taking the
+    representative ``engine.rank`` to ``rank``.
+    """
+    sym = sim.symmetry
+    if sym is None or rank == engine.rank:
+        return (lambda r: r), (lambda t: t)
+    _, delta = sym.from_representative(rank)
+    return (lambda r: sym.shift(r, delta)), (lambda t: sym.shift_tag(t, delta))
+
+
+def as_seen_by(text: str, rename: Callable[[int], int], retag: Callable[[int], int]) -> str:
+    """A collective's wait description with ranks and chunk tags renamed.
+
+    Member lists (``ranks [...]``) come out ascending and shortened past
+    ``SHOWN_MEMBERS``: their members matter, not where the list starts.
+    """
+    def ranks(match: re.Match) -> str:
+        numbers = [rename(int(x)) for x in match.group(2).split(", ")]
+        if match.group(1) != "ranks [":
+            return match.group(1) + ", ".join(map(str, numbers))
+        numbers.sort()
+        if len(numbers) > SHOWN_MEMBERS:
+            head = ", ".join(map(str, numbers[:SHOWN_MEMBERS - 1]))
+            return f"{match.group(1)}{head}, ..., {numbers[-1]}"
+        return match.group(1) + ", ".join(map(str, numbers))
+
+    text = _RANKS.sub(ranks, text)
+    return _CHUNK_TAG.sub(lambda m: f"chunk tag {retag(int(m.group(1)))}", text)
+
+
+def describe_wait(sim: "Simulation", engine: "RankEngine", rank: int, node: "ETNode") -> str:
+    """What ``node`` of ``rank`` (run by ``engine``) waits on, in ``rank``'s terms.
+
+    ``node`` is ``rank``'s own node: its peers are already ``rank``'s.
+    """
+    if node.type == _COMM_RECV:
+        tag = node.comm_tag or 0
+        text = (f"waits for a message from rank {node.comm_src} (tag {tag}, {node.comm_size} "
+                "bytes) that was never sent")
+        others = _unreceived_from(sim, engine, rank, node.comm_src)
+        if others:
+            shown = ", ".join(f"tag {t}, {s} bytes" for t, s in others[:2])
+            more = f" and {len(others) - 2} more" if len(others) > 2 else ""
+            text += (f"; rank {node.comm_src} sent it {len(others)} message(s) no receive "
+                     f"matched ({shown}{more})")
+        return text
+    if node.type == _COMM_SEND:
+        return (f"sent to rank {node.comm_dst} (tag {node.comm_tag or 0}, {node.comm_size} "
+                "bytes), never arrived")
+    if node.type == _COMM_COLL:
+        streams = engine.sys.waiting_streams()
+        if not streams:
+            return "collective never completed: no chunk running"
+        rename, retag = rank_view(sim, engine, rank)
+        detail = as_seen_by(streams[0], rename, retag)
+        more = f" (+{len(streams) - 1} more chunks)" if len(streams) > 1 else ""
+        return f"collective never completed: {detail}{more}"
+    return "never completed"
+
+
+def _unreceived_from(sim: "Simulation", engine: "RankEngine", rank: int,
+                     src: int) -> list[tuple[int, int]]:
+    """(tag, bytes) of the messages ``src`` sent to ``rank`` that arrived and
+    no receive matched (the matcher keys them in ``engine.rank``'s frame)."""
+    sym = sim.symmetry
+    if sym is not None and rank != engine.rank:
+        _, delta = sym.to_representative(rank)
+        src = sym.shift(src, delta)
+    return sorted((tag, size) for tag, s, dst, size, state in sim.matcher.unmatched()
+                  if state == _ARRIVED and s == src and dst == engine.rank)
+
+
+def raise_deadlock(sim: "Simulation") -> None:
+    """Raise :class:`SimulationDeadlock` naming the ranks that cannot finish.
+
+    One line: the time, how many ranks wait, the first ``SHOWN_RANKS`` with
+    what their first unfinished node waits on, and how many more ranks.
+    ``SimulationDeadlock.waiting`` maps every waiting rank to all its lines.
+    """
+    stuck = {e.rank: e for e in sim.engines if e.finish_ns is None}
+    sym = sim.symmetry
+    if sym is None:
+        owners = {rank: stuck[rank] for rank in sorted(stuck)}
+    else:
+        owners = {rank: stuck[rep] for rank in range(sim.npus_count)
+                  if (rep := sym.representative(rank)) in stuck}
+    waiting = {rank: engine.waiting(rank) or ["nothing running, nodes left unissued"]
+               for rank, engine in owners.items()}
+    parts = []
+    for rank in list(waiting)[:SHOWN_RANKS]:
+        lines = waiting[rank]
+        more = f" (+{len(lines) - 1} more nodes)" if len(lines) > 1 else ""
+        parts.append(f"rank {rank}: {lines[0]}{more}")
+    rest = len(waiting) - len(parts)
+    message = (f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
+               "rank(s) wait forever: " + " | ".join(parts)
+               + (f" (+{rest} more ranks)" if rest else ""))
+    raise SimulationDeadlock(message, waiting)
+
+
+def unreceived_sends(sim: "Simulation") -> list[tuple[int, int, int, int]]:
+    """(src, dst, tag, bytes) of every message that arrived and that no receive
+    matched, per real rank, ascending."""
+    leftovers = [(src, dst, tag, size) for tag, src, dst, size, state in sim.matcher.unmatched()
+                 if state == _ARRIVED]
+    sym = sim.symmetry
+    if sym is None or not leftovers:
+        return sorted(leftovers)
+    classes = sym.classes()
+    out = []
+    for src, rep, tag, size in leftovers:
+        for rank in classes[rep]:
+            _, delta = sym.from_representative(rank)
+            out.append((sym.shift(src, delta), rank, tag, size))
+    return sorted(out)
+
+
+def warn_unreceived_sends(sim: "Simulation") -> None:
+    """Warn (:class:`TraceWarning`, one line) about sends no receive matched.
+
+    Upstream's analytical frontend completes a send when its message arrives,
+    whether or not the destination ever posts the receive
+    (``CommonNetworkApi::process_chunk_arrival``), so the run still finishes;
+    a trace that sends what nobody receives is suspicious, though.
+    """
+    sends = unreceived_sends(sim)
+    if not sends:
+        return
+    src, dst, tag, size = sends[0]
+    node = next((n for n in sim.graphs[src].nodes if n.type == _COMM_SEND and n.comm_dst == dst
+                 and (n.comm_tag or 0) == tag and n.comm_size == size), None)
+    where = f"rank {src}" + (f" node {node.id} ({node.name})" if node is not None else "")
+    more = f" (+{len(sends) - 1} more such sends)" if len(sends) > 1 else ""
+    warnings.warn(f"{where} sent {size} bytes to rank {dst} with tag {tag} that no receive "
+                  f"matched{more}; the send completed when the message arrived, as upstream's",
+                  TraceWarning, stacklevel=3)
