@@ -43,15 +43,34 @@ Top level
     delivered bytes and rate this often. ``output_dir``: if set, every run
     writes ``queues``, ``flows``, ``flow_samples`` and ``ports`` tables there;
     ``format``: ``"csv"`` (default) or ``"parquet"``.
+
+Ranges. Every number is checked against what the C++ model can represent and
+finish with (one line per problem naming the file, key and allowed range):
+times become whole picoseconds in ns-3's int64 ``Time`` (resolution 1 ps,
+``api.cc``), so timers must not round to 0 ps (a zero timer re-fires at the
+same instant forever) and must stay <= 1e12 us so that now + timer cannot
+overflow; periodic timers (DCQCN alpha and rate-increase timers, the monitor
+interval) are >= 0.1 us and the RTO >= 1 us, since a timer every few
+picoseconds per queue pair never lets a run end; ``seed`` is 0 ..
+2^32 - 2 (ns-3's ``RngSeedManager::SetSeed`` takes a non-zero uint32, given
+seed + 1); byte counts cross to C++ as doubles and are at most 2^53; counts
+stored as uint32/int are at most 2^32 - 1 / 2^31 - 1; rates at most 1e9 Mbps
+(1 Pb/s); ``g`` and ``eta`` in (0, 1], ``pmax`` in [0, 1]; no key takes inf or NaN.
+``watchdog_s`` (60): a worker that makes no progress (simulated time stands
+still, or it answers nothing) for this long (wall seconds) is ended with an
+error naming the last simulated time. ``max_packet_hops`` (1e10): a run whose
+messages would move more packets x hops than this is refused up front with
+its estimate (0 = no limit; the model runs ~0.2 M packet-hops per second).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
 from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems
@@ -63,7 +82,62 @@ CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
 #: Internal codes the C++ library uses (upstream's numbers; 0 for none).
 CC_CODES = {"none": 0, "dcqcn": 1, "hpcc": 3}
 
-_Strict = ConfigDict(extra="forbid", validate_assignment=True)
+#: Longest time (us): 1e18 ps leaves ns-3's int64 picoseconds (9.22e18) room for now + timer.
+MAX_TIME_US = 1e12
+#: Shortest periodic timer (us); below ~1e-6 us (ns-3's 1 ps resolution) it would round to 0.
+MIN_TIMER_US = 0.1
+#: Shortest retransmission timeout (us): below any RDMA fabric's round trip.
+MIN_RTO_US = 1.0
+#: Largest byte count: exact in the double that carries it to C++ (astra_ns3_set).
+MAX_BYTES = 2**53
+UINT32_MAX = 2**32 - 1
+INT32_MAX = 2**31 - 1
+#: Largest seed: RngSeedManager::SetSeed takes a non-zero uint32 (api.cc gives it seed + 1).
+MAX_SEED = 2**32 - 2
+#: Largest rate (Mbps): 1 Pb/s, above every link.
+MAX_RATE_MBPS = 1e9
+#: Default limit on the work of one run, packets x hops (~14 h at 0.2 M packet-hops/s).
+MAX_PACKET_HOPS = 10**10
+
+_Strict = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+def _show_bound(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _between(low: float, high: float, unit: str = "", low_open: bool = False,
+             zero_ok: bool = False) -> BeforeValidator:
+    """A pydantic check, before conversion (so that 1e23 for an int, or inf, is
+    reported as out of range): ``low <= value <= high`` (``low < value`` if
+    ``low_open``; 0 also allowed if ``zero_ok``). Its error states the range."""
+    opening = "(" if low_open else "["
+    allowed = f"{opening}{_show_bound(low)}, {_show_bound(high)}]{unit}" + (" or 0" if zero_ok else "")
+
+    def check(value: Any) -> Any:
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                return value  # not a number: pydantic says so
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            return value
+        if zero_ok and number == 0:
+            return value
+        if not math.isfinite(number) or number < low or (low_open and number == low) \
+                or number > high:
+            raise ValueError(f"must be in {allowed}")
+        return value
+
+    return BeforeValidator(check)
+
+
+Bytes = Annotated[int, _between(0, MAX_BYTES, " bytes")]
+PositiveBytes = Annotated[int, _between(1, MAX_BYTES, " bytes")]
+RateMbps = Annotated[float, _between(0, MAX_RATE_MBPS, " Mbps")]
+Ratio = Annotated[float, _between(0, 1, low_open=True)]
+Timer = Annotated[float, _between(MIN_TIMER_US, MAX_TIME_US, " us")]
 
 
 class EcnConfig(BaseModel):
@@ -71,9 +145,14 @@ class EcnConfig(BaseModel):
 
     model_config = _Strict
     enabled: bool = True
-    kmin_kb: dict[float, float] = {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
-    kmax_kb: dict[float, float] = {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
-    pmax: dict[float, float] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
+    kmin_kb: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+                  Annotated[float, _between(0, MAX_BYTES / 1000, " KB")]] = \
+        {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
+    kmax_kb: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+                  Annotated[float, _between(0, MAX_BYTES / 1000, " KB")]] = \
+        {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
+    pmax: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+               Annotated[float, _between(0, 1)]] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
 
     def thresholds(self, gbps: float) -> tuple[float, float, float]:
         """(Kmin bytes, Kmax bytes, Pmax) for a link of ``gbps``; (0, 0, 0) if disabled."""
@@ -98,25 +177,25 @@ class PfcConfig(BaseModel):
 
     model_config = _Strict
     enabled: bool = True
-    alpha: float = Field(0.125, gt=0)
-    xoff_bytes: int = Field(0, ge=0)
-    headroom_bytes: int = Field(0, ge=0)
-    xon_delta_bytes: int = Field(0, ge=0)
+    alpha: Annotated[float, _between(0, 1e6, low_open=True)] = 0.125
+    xoff_bytes: Bytes = 0
+    headroom_bytes: Bytes = 0
+    xon_delta_bytes: Bytes = 0
 
 
 class DcqcnConfig(BaseModel):
     """DCQCN reaction and notification points."""
 
     model_config = _Strict
-    g: float = Field(1 / 256, gt=0, le=1)
-    cnp_interval_us: float = Field(4.0, ge=0)
-    alpha_timer_us: float = Field(55.0, gt=0)
-    rate_increase_timer_us: float = Field(55.0, gt=0)
-    byte_counter_bytes: int = Field(10_000_000, gt=0)
-    fast_recovery_steps: int = Field(5, ge=0)
-    rate_ai_mbps: float = Field(40.0, ge=0)
-    rate_hai_mbps: float = Field(50.0, ge=0)
-    min_rate_mbps: float = Field(100.0, gt=0)
+    g: Ratio = 1 / 256
+    cnp_interval_us: Annotated[float, _between(0, MAX_TIME_US, " us")] = 4.0
+    alpha_timer_us: Timer = 55.0
+    rate_increase_timer_us: Timer = 55.0
+    byte_counter_bytes: PositiveBytes = 10_000_000
+    fast_recovery_steps: Annotated[int, _between(0, INT32_MAX)] = 5
+    rate_ai_mbps: RateMbps = 40.0
+    rate_hai_mbps: RateMbps = 50.0
+    min_rate_mbps: Annotated[float, _between(0, MAX_RATE_MBPS, " Mbps", low_open=True)] = 100.0
     clamp_target_rate: bool = False
 
 
@@ -124,16 +203,16 @@ class HpccConfig(BaseModel):
     """HPCC window control from INT."""
 
     model_config = _Strict
-    eta: float = Field(0.95, gt=0, le=1)
-    max_stage: int = Field(0, ge=0)
-    rate_ai_mbps: float = Field(50.0, ge=0)
+    eta: Ratio = 0.95
+    max_stage: Annotated[int, _between(0, INT32_MAX)] = 0
+    rate_ai_mbps: RateMbps = 50.0
 
 
 class MonitorConfig(BaseModel):
     """Queue and flow sampling for studies."""
 
     model_config = _Strict
-    interval_us: float = Field(0.0, ge=0)
+    interval_us: Annotated[float, _between(MIN_TIMER_US, MAX_TIME_US, " us", zero_ok=True)] = 0.0
     output_dir: str | None = None
     format: Literal["csv", "parquet"] = "csv"
 
@@ -143,11 +222,13 @@ class Ns3Config(BaseModel):
 
     model_config = _Strict
     cc: Literal["dcqcn", "hpcc", "none"] = "dcqcn"
-    seed: int = Field(1, ge=0)
-    payload_bytes: int = Field(4096, ge=64, le=65000)
-    buffer_bytes: int = Field(32 << 20, gt=0)
-    ack_interval: int = Field(1, ge=1)
-    rto_us: float = Field(1000.0, gt=0)
+    seed: Annotated[int, _between(0, MAX_SEED)] = 1
+    payload_bytes: Annotated[int, _between(64, 65000, " bytes")] = 4096
+    buffer_bytes: PositiveBytes = 32 << 20
+    ack_interval: Annotated[int, _between(1, UINT32_MAX)] = 1
+    rto_us: Annotated[float, _between(MIN_RTO_US, MAX_TIME_US, " us")] = 1000.0
+    watchdog_s: Annotated[float, _between(0.5, 1e6, " s")] = 60.0
+    max_packet_hops: Annotated[int, _between(0, 1e18)] = MAX_PACKET_HOPS
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()
     dcqcn: DcqcnConfig = DcqcnConfig()

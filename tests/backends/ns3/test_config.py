@@ -46,9 +46,9 @@ def test_every_problem_is_one_line_naming_the_file_and_key(tmp_path):
     assert all(line.startswith(f"{path}: ") for line in lines)
     text = str(err.value)
     assert "cc: CC_MODE 7 TIMELY is not modelled" in text
-    assert "payload_bytes: Input should be greater than or equal to 64, got 10" in text
+    assert "payload_bytes: must be in [64, 65000] bytes, got 10" in text
     assert "unknown key 'bufer_bytes'" in text
-    assert "dcqcn.g: Input should be less than or equal to 1, got 2" in text
+    assert "dcqcn.g: must be in (0, 1], got 2" in text
     assert "unknown key 'dcqcn.rate_ai'" in text
     assert len(lines) == 5
 
@@ -62,3 +62,50 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="expected a file path, a mapping or an Ns3Config"):
         load_config(42)
+
+
+# -- ranges: what the C++ model can represent and finish with (issue 11) -----------------------
+# Before: rto_us = inf, 1e300 or 1e-9 reached the C++ model as a timer of INT64_MIN
+# or 0 ps (static_cast of an out-of-range double; rounding) and the worker spun
+# forever at one instant; seed 1e23 overflowed the uint64 cast.
+
+@pytest.mark.parametrize("text, line", [
+    ("rto_us = inf", "rto_us: must be in [1, 1e+12] us, got inf"),
+    ("rto_us = 1e300", "rto_us: must be in [1, 1e+12] us, got 1e+300"),
+    ("rto_us = 1e-9", "rto_us: must be in [1, 1e+12] us, got 1e-09"),
+    ("seed = 1e23", "seed: must be in [0, 4294967294], got 1e+23"),
+    ("seed = 4294967295", "seed: must be in [0, 4294967294], got 4294967295"),
+    ("seed = -1", "seed: must be in [0, 4294967294], got -1"),
+    ("buffer_bytes = 1e20", "buffer_bytes: must be in [1, 9007199254740992] bytes, got 1e+20"),
+    ("ack_interval = 4294967296", "ack_interval: must be in [1, 4294967295], got 4294967296"),
+    ("watchdog_s = 0", "watchdog_s: must be in [0.5, 1e+06] s, got 0"),
+    ("max_packet_hops = -1", "max_packet_hops: must be in [0, 1e+18], got -1"),
+    ("[pfc]\nalpha = nan", "pfc.alpha: must be in (0, 1e+06], got nan"),
+    ("[pfc]\nheadroom_bytes = -5", "pfc.headroom_bytes: must be in [0, 9007199254740992] bytes, got -5"),
+    ("[dcqcn]\nalpha_timer_us = 1e-9", "dcqcn.alpha_timer_us: must be in [0.1, 1e+12] us, got 1e-09"),
+    ("[dcqcn]\nrate_increase_timer_us = inf",
+     "dcqcn.rate_increase_timer_us: must be in [0.1, 1e+12] us, got inf"),
+    ("[dcqcn]\ncnp_interval_us = -1", "dcqcn.cnp_interval_us: must be in [0, 1e+12] us, got -1"),
+    ("[dcqcn]\nbyte_counter_bytes = 0", "dcqcn.byte_counter_bytes: must be in [1, 9007199254740992] bytes, got 0"),
+    ("[dcqcn]\nfast_recovery_steps = 3e9", "dcqcn.fast_recovery_steps: must be in [0, 2147483647], got 3000000000.0"),
+    ("[dcqcn]\nrate_ai_mbps = 1e300", "dcqcn.rate_ai_mbps: must be in [0, 1e+09] Mbps, got 1e+300"),
+    ("[dcqcn]\nmin_rate_mbps = 0", "dcqcn.min_rate_mbps: must be in (0, 1e+09] Mbps, got 0"),
+    ("[hpcc]\neta = 0", "hpcc.eta: must be in (0, 1], got 0"),
+    ("[hpcc]\nmax_stage = -1", "hpcc.max_stage: must be in [0, 2147483647], got -1"),
+    ("[monitor]\ninterval_us = 1e-9", "monitor.interval_us: must be in [0.1, 1e+12] us or 0, got 1e-09"),
+    ("[ecn]\npmax = {100 = 1.5}", "ecn.pmax.100: must be in [0, 1], got 1.5"),
+    ("[ecn]\nkmax_kb = {0 = 10}", "ecn.kmax_kb.0.[key]: must be in (0, 1e+06] Gbps, got '0'"),
+])
+def test_every_number_is_range_checked_with_the_allowed_range(tmp_path, text, line):
+    path = tmp_path / "ns3.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: {line}"
+
+
+def test_the_edges_of_the_ranges_are_accepted():
+    cfg = load_config({"seed": 4294967294, "rto_us": 1, "buffer_bytes": 2**53,
+                       "monitor": {"interval_us": 0}, "dcqcn": {"cnp_interval_us": 0},
+                       "max_packet_hops": 0})
+    assert cfg.native_settings()["seed"] == 4294967294 and cfg.rto_us == 1.0
