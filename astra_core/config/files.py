@@ -1,7 +1,11 @@
 """Read a JSON, YAML or TOML config file into plain Python values.
 
 Unreadable files and syntax errors become a one-line :class:`ConfigError`
-naming the file (and line/column where the parser knows them).  Duplicate keys,
+naming the file (and line/column where the parser knows them).  So do values
+the parsers themselves cannot build: an integer literal longer than Python's
+digit limit (``sys.get_int_max_str_digits()``, 4300 digits by default; the
+parsers raise ValueError) and nesting deeper than the interpreter's recursion
+limit (RecursionError).  Duplicate keys,
 which both parsers would silently collapse to the last value, are reported as
 problems of the file.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +71,20 @@ def read_json(path: str | os.PathLike[str], problems: Problems) -> Any:
             f"{source_name(path)}: invalid JSON at line {exc.lineno} "
             f"column {exc.colno}: {exc.msg}"
         ) from None
+    except (ValueError, RecursionError) as exc:
+        raise _unbuildable(path, "JSON", exc) from None
+
+
+def _unbuildable(path: str | os.PathLike[str], kind: str, exc: Exception) -> ConfigError:
+    """A parser gave up on a value it cannot build (not a syntax error)."""
+    if isinstance(exc, RecursionError):
+        why = "lists or mappings nested too deeply"
+    elif "integer string conversion" in str(exc):
+        why = (f"an integer literal longer than {sys.get_int_max_str_digits()} digits "
+               "(no config value needs one)")
+    else:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ConfigError(f"{source_name(path)}: invalid {kind}: {why}")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -89,6 +108,14 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
 )
+# PyYAML follows YAML 1.1, where ``1e9`` and ``1.0e9`` (no exponent sign) are
+# strings; upstream reads network.yml with yaml-cpp, which converts them to
+# numbers, and so does YAML 1.2.  Read them as floats here too.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
@@ -103,6 +130,8 @@ def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{source_name(path)}: invalid YAML{where}: {problem}") from None
+    except (ValueError, RecursionError) as exc:
+        raise _unbuildable(path, "YAML", exc) from None
     finally:
         loader.dispose()
     for key in loader.duplicates:
@@ -117,6 +146,8 @@ def read_toml(path: str | os.PathLike[str]) -> Any:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source_name(path)}: invalid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise _unbuildable(path, "TOML", exc) from None
 
 
 def expect_mapping(data: Any, problems: Problems) -> dict[str, Any] | None:

@@ -76,22 +76,32 @@ class Problems:
             raise ConfigError("\n".join(self.lines()))
 
 
+#: Longest rendering of a value in a message; error lines stay short.
+_SHOW_MAX = 60
+
+
 def show(value: Any) -> str:
-    """Render a raw config value the way the user wrote it (JSON-like)."""
+    """Render a raw config value the way the user wrote it (JSON-like), cut
+    to about 60 characters so that an error line stays one short line."""
     if isinstance(value, str):
-        return repr(value)
+        text = repr(value)
+        return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 4] + "...'"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
-    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
-        return repr(value)
+    if isinstance(value, int) and value.bit_length() > 64:
+        # repr() of a huge int is as long as the int (and fails past 4300 digits).
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{'a negative' if value < 0 else 'an'} integer of about {digits} digits"
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
-        text = json.dumps(list(value), default=str)
-        return text if len(text) <= 60 else text[:57] + "..."
-    return repr(value)
+        text = json.dumps([show(v) if isinstance(v, int) and not isinstance(v, bool)
+                           and v.bit_length() > 64 else v for v in value], default=str)
+        return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
+    text = repr(value)
+    return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
 
 
 def kind_of(value: Any) -> str:
@@ -113,8 +123,10 @@ def kind_of(value: Any) -> str:
     return type(value).__name__
 
 
-def as_int(value: Any, *, minimum: int | None = None) -> tuple[int | None, str | None]:
-    """An integer (``10`` or ``10.0``; never a boolean), optionally >= minimum."""
+def as_int(
+    value: Any, *, minimum: int | None = None, maximum: int | None = None
+) -> tuple[int | None, str | None]:
+    """An integer (``10`` or ``10.0``; never a boolean) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, f"expected an integer, got {show(value)}"
     if isinstance(value, float):
@@ -122,26 +134,37 @@ def as_int(value: Any, *, minimum: int | None = None) -> tuple[int | None, str |
             return None, f"expected an integer, got {show(value)}"
         value = int(value)
     if minimum is not None and value < minimum:
-        return None, f"must be >= {minimum}, got {value}"
+        return None, f"must be >= {minimum}, got {show(value)}"
+    if maximum is not None and value > maximum:
+        return None, f"must be <= {maximum:,}, got {show(value)}"
     return value, None
 
 
 def as_number(
-    value: Any, *, minimum: float | None = None, positive: bool = False
+    value: Any, *, minimum: float | None = None, positive: bool = False,
+    maximum: float | None = None,
 ) -> tuple[float | None, str | None]:
     """A finite number (int or float; never a boolean).
 
-    ``positive`` demands > 0; ``minimum`` demands >= minimum.
+    ``positive`` demands > 0; ``minimum`` demands >= minimum; ``maximum``
+    demands <= maximum.  An integer too large for a float is out of range.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, f"expected a number, got {show(value)}"
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
     if not math.isfinite(number):
+        if isinstance(value, int) and maximum is not None:
+            return None, f"must be <= {maximum:g}, got {show(value)}"
         return None, f"expected a finite number, got {show(value)}"
     if positive and number <= 0:
         return None, f"must be > 0, got {show(value)}"
     if minimum is not None and number < minimum:
         return None, f"must be >= {minimum:g}, got {show(value)}"
+    if maximum is not None and number > maximum:
+        return None, f"must be <= {maximum:g}, got {show(value)}"
     return number, None
 
 

@@ -14,12 +14,14 @@ extern/remote_memory_backend/analytical/AnalyticalRemoteMemory.cc).  Keys:
     ``MEMORY_POOL``: one memory shared by all NPUs; all requests are served
     one at a time, FIFO.
 ``remote-mem-latency`` (default 0)
-    ns per access; upstream stores it as uint64, so an integer here.
+    ns per access; upstream stores it as uint64, so an integer here, at most
+    1e12 (:mod:`astra_core.config.limits`).
 ``remote-mem-bw`` (default 0; must be > 0 for every expansion type)
     GB/s with **1 GB = 1e9 bytes** (upstream ``remote_mem_bw * 1000000000``);
-    upstream stores it as uint64, so an integer here.
+    upstream stores it as uint64, so an integer here, at most 1e12.
 ``num-nodes``, ``num-npus-per-node`` (default 0; only read for
-    PER_NODE_MEMORY_EXPANSION, where both must be >= 1).
+    PER_NODE_MEMORY_EXPANSION, where both must be >= 1; at most 2^20, the
+    NPU limit).
 
 Access time of one request once it is served (upstream
 ``get_remote_mem_runtime``; FREQ = 1e9 ticks/s, 1 tick = 1 ns)::
@@ -39,6 +41,7 @@ from enum import Enum
 from typing import Any
 
 from astra_core.config.files import expect_mapping, read_json, source_name
+from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     Problems,
@@ -162,11 +165,11 @@ def _check(raw: dict[str, Any], problems: Problems, given: set[str]) -> dict[str
             problems.add("memory-type", err)
         else:
             typed["memory-type"] = MemoryType(value)
-    for key in ("remote-mem-latency", "remote-mem-bw", "num-nodes", "num-npus-per-node"):
+    for key, maximum in _MAXIMA.items():
         if key in raw:
-            value, err = as_int(raw[key], minimum=0)
+            value, err = as_int(raw[key], minimum=0, maximum=maximum)
             if err:
-                problems.add(key, err + _INT_HINT if "integer" in err else err)
+                problems.add(key, err + _INT_HINT if err.startswith("expected an integer") else err)
             else:
                 typed[key] = value
     kind = typed.get("memory-type")
@@ -180,6 +183,13 @@ def _check(raw: dict[str, Any], problems: Problems, given: set[str]) -> dict[str
 
 
 _INT_HINT = " (upstream stores it as an unsigned integer)"
+#: Largest value of each numeric key (ns, GB/s, counts).
+_MAXIMA = {
+    "remote-mem-latency": int(MAX_DELAY_NS),
+    "remote-mem-bw": int(MAX_RATE),
+    "num-nodes": MAX_NPUS,
+    "num-npus-per-node": MAX_NPUS,
+}
 
 
 def _require_positive(key, raw, typed, given, problems, why) -> None:

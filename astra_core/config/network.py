@@ -9,12 +9,14 @@ keys, each a list with one entry per network dimension (dimension 0 first):
     anything else exits with "Topology name ... not supported").  The number of
     entries defines the number of dimensions.
 ``npus_count``
-    NPUs in each dimension, integers ``> 1`` ("should be larger than 1").
+    NPUs in each dimension, integers ``> 1`` ("should be larger than 1");
+    their product is at most 2^20 (:data:`~astra_core.config.limits.MAX_NPUS`).
 ``bandwidth``
     Per-link bandwidth in GB/s with **1 GB = 2^30 bytes** (upstream
-    ``bw_GBps_to_Bpns``: ``bw * 2^30 / 1e9`` bytes per ns), ``> 0``.
+    ``bw_GBps_to_Bpns``: ``bw * 2^30 / 1e9`` bytes per ns), in
+    ``[1e-6, 1e12]`` (:mod:`astra_core.config.limits`; upstream: ``> 0``).
 ``latency``
-    Per-link latency in ns, ``>= 0``.
+    Per-link latency in ns, in ``[0, 1e12]``.
 
 All four lists must have as many entries as ``topology`` (upstream
 ``check_validity``).  Upstream silently ignores any other key; here an unknown
@@ -32,6 +34,7 @@ from enum import Enum
 from typing import Any
 
 from astra_core.config.files import expect_mapping, read_yaml, source_name
+from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE, MIN_RATE, npus_limit_message
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     Problems,
@@ -97,13 +100,13 @@ def _dimension_problems(index: int, dim: Any) -> list[tuple[str, str]]:
     if not isinstance(dim.kind, TopologyKind):
         _, err = as_choice(dim.kind, [k.value for k in TopologyKind])
         problems.append((f"topology[{index}]", err or "invalid"))
-    _, err = as_int(dim.npus, minimum=2)
+    _, err = _npus_check(dim.npus)
     if err:
         problems.append((f"npus_count[{index}]", err))
-    _, err = as_number(dim.bandwidth_gbps, positive=True)
+    _, err = _bandwidth_check(dim.bandwidth_gbps)
     if err:
         problems.append((f"bandwidth[{index}]", err))
-    _, err = as_number(dim.latency_ns, minimum=0)
+    _, err = _latency_check(dim.latency_ns)
     if err:
         problems.append((f"latency[{index}]", err))
     return problems
@@ -134,6 +137,8 @@ class NetworkConfig:
             problems.add("topology", "needs at least one dimension")
         for index, dim in enumerate(self.dims):
             problems.extend(_dimension_problems(index, dim))
+        if not problems:
+            problems.extend(_total_npus_problems([dim.npus for dim in self.dims]))
         problems.raise_if_any()
 
     @property
@@ -225,14 +230,12 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
         npus = _parse_items("npus_count", raw, _npus_check, problems)
     raw = _parse_list(mapping, "bandwidth", dims, problems)
     if raw is not None:
-        bandwidths = _parse_items(
-            "bandwidth", raw, lambda v: as_number(v, positive=True), problems
-        )
+        bandwidths = _parse_items("bandwidth", raw, _bandwidth_check, problems)
     raw = _parse_list(mapping, "latency", dims, problems)
     if raw is not None:
-        latencies = _parse_items(
-            "latency", raw, lambda v: as_number(v, minimum=0), problems
-        )
+        latencies = _parse_items("latency", raw, _latency_check, problems)
+    if npus is not None:
+        problems.extend(_total_npus_problems(npus))
     if problems or None in (kinds, npus, bandwidths, latencies):
         return None
     dims_tuple = tuple(
@@ -244,7 +247,32 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
 
 def _npus_check(value: Any) -> tuple[int | None, str | None]:
     # Upstream: "npus_count (...) should be larger than 1".
-    return as_int(value, minimum=2)
+    npus, err = as_int(value, minimum=2)
+    if err is None and npus > MAX_NPUS:
+        if npus.bit_length() > 64:  # too long to print in full
+            return None, f"must be <= {MAX_NPUS:,}, got {show(npus)}"
+        return None, npus_limit_message(npus)
+    return npus, err
+
+
+def _total_npus_problems(npus: list[int]) -> list[tuple[str, str]]:
+    """The whole network's NPU count (the product) against the limit."""
+    total = math.prod(npus)
+    if len(npus) > 1 and total > MAX_NPUS:
+        return [("npus_count", f"{show(npus)} is {npus_limit_message(total)}")]
+    return []
+
+
+def _bandwidth_check(value: Any) -> tuple[float | None, str | None]:
+    # GB/s; MIN_RATE keeps bytes / bandwidth finite, MAX_RATE keeps * 2^30 finite.
+    bandwidth, err = as_number(value, positive=True, maximum=MAX_RATE)
+    if err is None and bandwidth < MIN_RATE:
+        return None, f"must be >= {MIN_RATE:g} GB/s, got {show(value)}"
+    return bandwidth, err
+
+
+def _latency_check(value: Any) -> tuple[float | None, str | None]:
+    return as_number(value, minimum=0, maximum=MAX_DELAY_NS)
 
 
 def load_network(path: str | os.PathLike[str]) -> NetworkConfig:

@@ -5,45 +5,70 @@ astra-sim/system/Sys.cc, plus ``CollectiveImplLookup::setup_collective_impl_from
 (astraccl/CollectiveImplLookup.cc) for the ``*-implementation*`` keys.  Upstream
 reads each key with ``j.contains(key)`` and silently ignores every other key;
 here unknown keys are errors, and keys that only ASTRA-sim 1.0 read are
-accepted but marked as having no effect (see ``LEGACY_KEYS``).
+accepted but marked as having no effect (see ``LEGACY_KEYS``).  Upstream
+features astra does not model are refused when switched on (see
+``UNSUPPORTED``): their default (off) values load, anything else is a
+one-line error naming the key, never a silently different result.
 
 =============================  ===========  =============================================
 key                            default      meaning (unit)
 =============================  ===========  =============================================
 scheduling-policy              required*    LIFO | FIFO | EXPLICIT: order of collectives
-                                            (EXPLICIT takes the ET node's comm_priority)
+                                            waiting for a queue (LIFO: later first; FIFO:
+                                            earlier first; EXPLICIT: the ET node's
+                                            comm_priority, higher first, ties in issue
+                                            order; upstream Sys::get_priority)
 collective-optimization        required*    baseline | localBWAware (multi-dim all-reduce
                                             as RS..., AR on last dim, ...AG)
 endpoint-delay                 10           ns (= cycles at upstream's 1 GHz) an NPU spends
                                             on each received message; upstream multiplies
                                             it by the frontend's injection scale (1)
-local-reduction-delay          1            ns per local reduction
+local-reduction-delay          1            ns per 100 B reduced, read only by upstream's
+                                            LogGP bus (model-shared-bus 1): no effect
 active-chunks-per-dimension    1            chunks in flight per dimension (>= 1)
-preferred-dataset-splits       required*    chunks per collective (>= 1); upstream default
-                                            0 divides by zero on the first collective
+preferred-dataset-splits       required*    chunks per collective (1 .. 2^20); upstream
+                                            default 0 divides by zero on the first
+                                            collective
 all-reduce-implementation      (none)       algorithm per dimension, see collective_impl
 all-gather-implementation      (none)       "
 reduce-scatter-implementation  (none)       "
 all-to-all-implementation      (none)       "
 <coll>-implementation-custom   (none)       [one Chakra ET prefix] replacing the native
-                                            algorithm on all dimensions (collective API)
-per-node-custom-implementation (none)       path of a YAML {ET node id: ET prefix}
+                                            algorithm on all dimensions: NOT SUPPORTED
+per-node-custom-implementation (none)       path of a YAML {ET node id: ET prefix}:
+                                            NOT SUPPORTED
 roofline-enabled               0            1: compute time from the roofline model
 peak-perf                      0            TFLOP/s (upstream multiplies by 1e12)
 local-mem-bw                   0            GB/s with 1 GB = 1e9 B (upstream * 1e9);
                                             note network.yml uses 2^30
-model-shared-bus               0            1: model the NPU-memory bus with LogGP
-L, o, g                        0            LogGP latency / overhead / gap of the bus, ns
-G                              0            LogGP gap per byte, ns/B
-trace-enabled                  0            1: log every issued/finished ET node
-replay-only                    0            1: every node replays its recorded duration
-track-local-mem                0            1: record local memory usage
-local-mem-trace-filename       local_mem_trace  output name for track-local-mem
+model-shared-bus               0            1: model the NPU-memory bus with LogGP:
+                                            NOT SUPPORTED (only 0)
+L, o, g                        0            LogGP latency / overhead / gap of the bus, ns;
+                                            read only with model-shared-bus 1: no effect
+G                              0            LogGP gap per byte, ns/B; likewise
+trace-enabled                  0            1: debug-log every issued/finished ET node:
+                                            NOT SUPPORTED (only 0; use --timeline)
+replay-only                    0            1: every node, whatever its type, takes its
+                                            recorded duration (at least 1 ns) and counts
+                                            as compute (upstream Workload::issue_replay)
+track-local-mem                0            1: record local memory usage: NOT SUPPORTED
+                                            (only 0)
+local-mem-trace-filename       local_mem_trace  output name for track-local-mem; no
+                                            effect while it is 0
 =============================  ===========  =============================================
 
 (*) upstream leaves ``scheduling_policy`` and ``collectiveOptimization``
 uninitialised and ``preferred_dataset_splits`` at 0 when the key is absent,
 which is undefined behaviour or a division by zero, so they are required here.
+
+Ranges (:mod:`astra_core.config.limits`): delays (endpoint-delay,
+local-reduction-delay, L, o, g, G) at most 1e12 ns; peak-perf and
+local-mem-bw 0 (unset) or in [1e-6, 1e12]; active-chunks-per-dimension at most
+2^31 - 1 (upstream's int).
+
+A collective whose ``<coll>-implementation`` is absent fails when a trace
+first issues it (upstream ``CollectiveImplLookup::get_collective_impl``
+throws "No collective implementation found"), naming the rank and ET node.
 
 Roofline (upstream Roofline.cc and ``Workload::issue_comp``): a compute node of
 ``num_ops`` FLOPs and ``tensor_size`` bytes takes
@@ -61,6 +86,7 @@ from typing import Any
 
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.config.files import expect_mapping, read_json, source_name
+from astra_core.config.limits import MAX_CHUNKS, MAX_DELAY_NS, MAX_INT32, MAX_RATE, MIN_RATE
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     Problems,
@@ -172,7 +198,45 @@ LEGACY_KEYS: dict[str, Parser] = {
         v, ("baseline", "ascending", "themis", "offlineGreedy", "themisFlex",
             "offlineGreedyFlex", "roundRobin"))),
     "seprate-log": _checked(as_flag),  # sic, 1.0's spelling
-    "gap-denominator": _checked(lambda v: as_int(v, minimum=1)),
+    "gap-denominator": _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32)),
+}
+
+
+def _delay(value: Any) -> tuple[float | None, str | None]:
+    """A delay in ns (or ns per byte): finite, in [0, MAX_DELAY_NS]."""
+    return as_number(value, minimum=0, maximum=MAX_DELAY_NS)
+
+
+def _int_delay(value: Any) -> tuple[int | None, str | None]:
+    """A whole-ns delay (upstream stores these as int ticks)."""
+    return as_int(value, minimum=0, maximum=int(MAX_DELAY_NS))
+
+
+def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
+    """0 (unset, upstream's default) or a rate in [MIN_RATE, MAX_RATE] ``unit``."""
+    def check(value: Any) -> tuple[float | None, str | None]:
+        rate, err = as_number(value, minimum=0, maximum=MAX_RATE)
+        if err is None and 0 < rate < MIN_RATE:
+            return None, f"must be 0 (unset) or >= {MIN_RATE:g} {unit}, got {show(value)}"
+        return rate, err
+    return check
+
+
+#: Upstream features astra does not model: key -> (what it is upstream, what
+#: to do instead).  The key's default value (0 / absent) loads; any other
+#: value is refused, because a run without the feature would differ silently.
+UNSUPPORTED: dict[str, tuple[str, str]] = {
+    **{f"{c}-implementation-custom": (
+        "upstream's custom collective replayed from Chakra ETs",
+        f"remove the key and use {c}-implementation (or a plugin:NAME algorithm)")
+       for c in COLLECTIVES},
+    "per-node-custom-implementation": (
+        "upstream's per-ET-node custom collectives",
+        "remove the key and use the *-implementation lists"),
+    "model-shared-bus": ("upstream's LogGP NPU-memory bus model", "remove the key or set 0"),
+    "trace-enabled": ("upstream's per-node debug log",
+                      "set 0 and use --timeline for a per-node trace"),
+    "track-local-mem": ("upstream's local memory usage tracker", "remove the key or set 0"),
 }
 
 
@@ -186,21 +250,23 @@ class _Key:
 _KEYS: tuple[_Key, ...] = (
     _Key("scheduling-policy", "scheduling_policy", _enum(SchedulingPolicy)),
     _Key("collective-optimization", "collective_optimization", _enum(CollectiveOptimization)),
-    _Key("preferred-dataset-splits", "preferred_dataset_splits", _checked(lambda v: as_int(v, minimum=1))),
-    _Key("endpoint-delay", "endpoint_delay_ns", _checked(lambda v: as_int(v, minimum=0))),
-    _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(lambda v: as_int(v, minimum=0))),
-    _Key("active-chunks-per-dimension", "active_chunks_per_dimension", _checked(lambda v: as_int(v, minimum=1))),
+    _Key("preferred-dataset-splits", "preferred_dataset_splits",
+         _checked(lambda v: as_int(v, minimum=1, maximum=MAX_CHUNKS))),
+    _Key("endpoint-delay", "endpoint_delay_ns", _checked(_int_delay)),
+    _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(_int_delay)),
+    _Key("active-chunks-per-dimension", "active_chunks_per_dimension",
+         _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32))),
     *(_Key(f"{c}-implementation", f"{c.replace('-', '_')}_implementation", _algorithms) for c in COLLECTIVES),
     *(_Key(f"{c}-implementation-custom", f"{c.replace('-', '_')}_implementation_custom", _custom) for c in COLLECTIVES),
     _Key("per-node-custom-implementation", "per_node_custom_implementation", _checked(as_str)),
     _Key("roofline-enabled", "roofline_enabled", _checked(as_flag)),
-    _Key("peak-perf", "peak_perf_tflops", _checked(lambda v: as_number(v, minimum=0))),
-    _Key("local-mem-bw", "local_mem_bw_gbps", _checked(lambda v: as_number(v, minimum=0))),
+    _Key("peak-perf", "peak_perf_tflops", _checked(_rate("TFLOP/s"))),
+    _Key("local-mem-bw", "local_mem_bw_gbps", _checked(_rate("GB/s"))),
     _Key("model-shared-bus", "model_shared_bus", _checked(as_flag)),
-    _Key("L", "L", _checked(lambda v: as_number(v, minimum=0))),
-    _Key("o", "o", _checked(lambda v: as_number(v, minimum=0))),
-    _Key("g", "g", _checked(lambda v: as_number(v, minimum=0))),
-    _Key("G", "G", _checked(lambda v: as_number(v, minimum=0))),
+    _Key("L", "L", _checked(_delay)),
+    _Key("o", "o", _checked(_delay)),
+    _Key("g", "g", _checked(_delay)),
+    _Key("G", "G", _checked(_delay)),
     _Key("trace-enabled", "trace_enabled", _checked(as_flag)),
     _Key("replay-only", "replay_only", _checked(as_flag)),
     _Key("track-local-mem", "track_local_mem", _checked(as_flag)),
@@ -371,6 +437,11 @@ def _check(raw: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
         parsed = parser(name, value, problems)
         if parsed is not _INVALID:
             typed[name] = parsed
+    for name, (feature, instead) in UNSUPPORTED.items():
+        if typed.get(name):  # True, or a custom path / YAML name
+            value = raw[name]
+            shown = show(int(value) if isinstance(value, bool) else value)
+            problems.add(name, f"{shown} is not supported by astra ({feature}); {instead}")
     if typed.get("roofline-enabled"):
         for name, unit in (("peak-perf", "TFLOP/s"), ("local-mem-bw", "GB/s")):
             if name in raw and name not in typed:
