@@ -67,7 +67,11 @@ def _run(build, output, plot, grid=None) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def topology() -> None:
-    """Generate physical topologies (upstream's ns-3 file format) and show existing ones."""
+    """Generate physical topologies (upstream's ns-3 file format) and show existing ones.
+
+    Sizes are limited to 2^20 NPUs, 2^21 nodes and 2^22 directed links (about
+    1.7 GB and 8 s to build); larger ones are refused at once with their estimate.
+    """
 
 
 @topology.command("fat-tree")

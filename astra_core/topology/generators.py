@@ -14,10 +14,12 @@ studies with ns-3.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.size import check_topology_size
 
 #: Bytes/ns in one Gbps (10^9 bit/s).
 BYTES_PER_NS_PER_GBPS = 0.125
@@ -51,18 +53,29 @@ class _Builder:
         if not ok:
             raise ConfigError(f"{self.name}: {message}")
 
+    def number(self, key: str, value: float) -> None:
+        self.check(isinstance(value, (int, float)) and not isinstance(value, bool),
+                   f"{key} must be a number, got {value!r}")
+        self.check(math.isfinite(value), f"{key} must be finite, got {value}")
+
     def positive(self, **values: float) -> None:
         for key, value in values.items():
+            self.number(key, value)
             self.check(value > 0, f"{key} must be > 0, got {value}")
 
     def latency(self, **values: float) -> None:
         for key, value in values.items():
+            self.number(key, value)
             self.check(value >= 0, f"{key} must be >= 0, got {value}")
 
     def integer(self, minimum: int, **values: int) -> None:
         for key, value in values.items():
-            self.check(isinstance(value, int) and value >= minimum,
+            self.check(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
                        f"{key} must be an integer >= {minimum}, got {value!r}")
+
+    def size(self, nodes: int, cables: int, npus: int) -> None:
+        """Refuse a fabric past the limits of :mod:`astra_core.topology.size` before building it."""
+        check_topology_size(self.name, nodes, 2 * cables, npus)
 
     def build(self, nodes: int, switches: range) -> PhysicalTopology:
         return PhysicalTopology(nodes, switches, self.links, source=self.name)
@@ -80,7 +93,8 @@ def fat_tree(k: int, bandwidth_gbps: float = DEFAULT_GBPS,
     switches, the aggregation switches (both pod-major) and the core switches.
     """
     b = _Builder(f"fat-tree k={k}")
-    b.check(isinstance(k, int) and k >= 2 and k % 2 == 0, f"k must be an even integer >= 2, got {k!r}")
+    b.check(isinstance(k, int) and not isinstance(k, bool) and k >= 2 and k % 2 == 0,
+            f"k must be an even integer >= 2, got {k!r}")
     b.positive(bandwidth_gbps=bandwidth_gbps)
     b.latency(latency_ns=latency_ns)
     half = k // 2
@@ -89,6 +103,7 @@ def fat_tree(k: int, bandwidth_gbps: float = DEFAULT_GBPS,
     agg0 = edge0 + k * half
     core0 = agg0 + k * half
     nodes = core0 + half * half
+    b.size(nodes, 3 * hosts, hosts)  # host-edge, edge-aggregation, aggregation-core: k^3/4 each
     for pod in range(k):
         for e in range(half):
             edge = edge0 + pod * half + e
@@ -117,6 +132,7 @@ def leaf_spine(hosts: int, leaves: int, spines: int, oversubscription: float = 1
     b.check(hosts % leaves == 0, f"{hosts} hosts do not split evenly over {leaves} leaves")
     b.positive(oversubscription=oversubscription, host_gbps=host_gbps)
     b.latency(latency_ns=latency_ns)
+    b.size(hosts + leaves + spines, hosts + leaves * spines, hosts)
     per_leaf = hosts // leaves
     uplink_gbps = per_leaf * host_gbps / (oversubscription * spines)
     leaf0, spine0 = hosts, hosts + leaves
@@ -141,6 +157,13 @@ def _grid(kind: str, dims: list[int], bandwidth_gbps: float, latency_ns: float):
     return b, nodes
 
 
+def _grid_size(b: _Builder, dims: list[int], nodes: int, wrap: bool) -> None:
+    """Refuse a grid past the size limits: per dimension of n, nodes/n lines of n - 1
+    cables, plus the wrap-around cable of rings of 3 or more."""
+    cables = sum(nodes // n * (n - 1 + (wrap and n >= 3)) for n in dims)
+    b.size(nodes, cables, nodes)
+
+
 def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
           latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
     """A torus of NPUs without switches (2-D or 3-D; any number of dimensions works).
@@ -151,6 +174,7 @@ def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     """
     dims = list(dims)
     b, nodes = _grid("torus", dims, bandwidth_gbps, latency_ns)
+    _grid_size(b, dims, nodes, wrap=True)
     stride = 1
     for n in dims:
         for node in range(nodes):
@@ -171,6 +195,7 @@ def mesh(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     """
     dims = list(dims)
     b, nodes = _grid("mesh", dims, bandwidth_gbps, latency_ns)
+    _grid_size(b, dims, nodes, wrap=False)
     stride = 1
     for n in dims:
         for node in range(nodes):
@@ -231,6 +256,7 @@ def gpu_cluster(nodes: int, gpus_per_node: int, nvlink_gbps: float = NVLINK4_GBP
     leaf0 = nvswitch0 + nodes
     spine0 = leaf0 + leaves
     total = spine0 + spines
+    b.size(total, 2 * gpus + leaves * spines, gpus)  # NVLink and NIC per GPU, leaf-spine mesh
     for n in range(nodes):
         group = n * per_rail // nodes
         for gpu in range(g):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.size import check_topology_size
 
 
 def from_network(network: NetworkConfig) -> PhysicalTopology:
@@ -32,6 +33,7 @@ def from_network(network: NetworkConfig) -> PhysicalTopology:
         strides.append(stride)
         stride *= size
     npus = stride
+    _check_size(network, sizes, npus)
     links: list[tuple[int, int, float, float]] = []
     switch_of: list[dict[int, int]] = []  # per dim: group base NPU -> switch node
     next_node = npus
@@ -92,6 +94,22 @@ def from_network(network: NetworkConfig) -> PhysicalTopology:
     return PhysicalTopology(next_node, range(npus, next_node), links,
                             source=network.source if hasattr(network, "source") else "network.yml",
                             router=route)
+
+
+def _check_size(network: NetworkConfig, sizes: list[int], npus: int) -> None:
+    """Refuse network.yml dimensions whose physical links would be past the size limits
+    (a FullyConnected dimension of n NPUs alone has n(n-1) directed links per group)."""
+    nodes, cables = npus, 0
+    for dim, n in zip(network.dims, sizes):
+        kind = str(dim.kind)
+        if kind == "Ring":
+            cables += npus if n > 2 else npus // 2 if n == 2 else 0
+        elif kind == "FullyConnected":
+            cables += npus // n * (n * (n - 1) // 2)
+        else:
+            nodes += npus // n
+            cables += npus
+    check_topology_size(getattr(network, "source", "network.yml"), nodes, 2 * cables, npus)
 
 
 def logical_dims(physical: PhysicalTopology, sizes: list[int] | None = None) -> NetworkConfig:

@@ -34,12 +34,14 @@ the file and line: ``topo.txt: line 5: unknown node id 12 (nodes are 0..9)``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from decimal import Decimal
 
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.size import check_topology_size
 
 #: bits per second of one unit (ns-3 ``DataRate::DoParse``).
 RATE_UNITS: dict[str, int] = {
@@ -123,6 +125,10 @@ def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
     if link_count < 0:
         raise r.fail(f"link count must be >= 0, got {link_count}")
     header_line = r.line
+    try:
+        check_topology_size(source, nodes, 2 * link_count, nodes - switch_count)
+    except ConfigError as exc:
+        raise r.fail(str(exc).removeprefix(f"{source}: ")) from None
 
     switches: list[int] = []
     if switch_count:
@@ -157,9 +163,13 @@ def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
         bandwidth = r.quantity(words[2], "rate", RATE_UNITS, _BITS_PER_S_PER_BYTE_PER_NS, "100Gbps")
         if not bandwidth > 0:
             raise r.fail(f"rate must be > 0, got {words[2]}")
+        if bandwidth == math.inf:
+            raise r.fail(f"rate must be finite, got {words[2]}")
         delay_ns = r.quantity(words[3], "delay", TIME_UNITS, _PS_PER_NS, "0.001ms or 1000ns")
         if delay_ns < 0:
             raise r.fail(f"delay must be >= 0, got {words[3]}")
+        if delay_ns == math.inf:
+            raise r.fail(f"delay must be finite, got {words[3]}")
         try:
             error_rate = float(words[4])
         except ValueError:

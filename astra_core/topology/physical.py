@@ -15,9 +15,11 @@ instead (:mod:`astra_core.topology.logical`).
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Callable, Iterable, Sequence
 
 from astra_core.errors import ConfigError
+from astra_core.topology.size import check_topology_size
 
 #: A router maps (src node, dst node, flow hash) to the node path [src, ..., dst].
 Router = Callable[[int, int, int], list[int]]
@@ -39,14 +41,20 @@ class PhysicalTopology:
     ``links`` are ``(src, dst, bandwidth_bytes_per_ns, latency_ns)``.
     ``source`` names where the topology came from, for error messages.
     Raises :class:`ConfigError` (one line naming ``source``) for a node id out
-    of range, a non-positive bandwidth, a negative latency, a duplicate link,
-    no NPU at all, or NPUs that cannot reach each other.
+    of range, a bandwidth that is not positive and finite, a negative or
+    infinite latency, a duplicate link, no NPU at all, NPUs that cannot reach
+    each other, or more nodes or links than :mod:`astra_core.topology.size` allows.
     """
 
     def __init__(self, nodes_count: int, switches: Iterable[int],
                  links: Sequence[tuple[int, int, float, float]], *, source: str = "topology",
                  router: Router | None = None, check_connected: bool = True):
         self.source = source
+        if isinstance(nodes_count, bool) or not isinstance(nodes_count, int) or nodes_count < 1:
+            raise ConfigError(f"{source}: node count must be an integer >= 1, got {nodes_count!r}")
+        if not hasattr(links, "__len__"):
+            links = list(links)
+        check_topology_size(source, nodes_count, len(links), npus=0)  # before any per-node list
         self.nodes_count = nodes_count
         self.switches = frozenset(switches)
         for s in self.switches:
@@ -55,6 +63,7 @@ class PhysicalTopology:
         self.hosts = [n for n in range(nodes_count) if n not in self.switches]
         if not self.hosts:
             raise ConfigError(f"{source}: no NPU nodes (every node is a switch)")
+        check_topology_size(source, nodes_count, len(links), len(self.hosts))
         self.rank_of_node = {node: rank for rank, node in enumerate(self.hosts)}
         self.link_src: list[int] = []
         self.link_dst: list[int] = []
@@ -83,6 +92,8 @@ class PhysicalTopology:
             raise ConfigError(f"{where}: bandwidth must be > 0, got {bandwidth}")
         if not latency >= 0:
             raise ConfigError(f"{where}: latency must be >= 0, got {latency}")
+        if bandwidth == math.inf or latency == math.inf:
+            raise ConfigError(f"{where}: bandwidth and latency must be finite, got {bandwidth} and {latency}")
         if (src, dst) in self._link_id:
             raise ConfigError(f"{where}: defined twice")
         index = len(self.link_src)
