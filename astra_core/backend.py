@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from astra_core.config.network import NetworkConfig
+from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
 
 
@@ -77,3 +78,57 @@ class Topology:
     @property
     def npus_count(self) -> int:
         return self.network.npus_count
+
+
+# -- a budget for packet-level models --------------------------------------------------------
+
+class WorkLimitExceeded(ConfigError):
+    """A run would take a packet-level backend absurdly long (a limit its config sets)."""
+
+
+def wall_time_text(seconds: float) -> str:
+    """A projected wall time in words: ``"3.2 h"``, ``"1.4e+06 years"``."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            value = seconds / size
+            if value < 100:
+                return f"{value:.3g} {unit}"
+            return f"{value:,.0f} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+class WorkBudget:
+    """Counts a packet-level backend's projected work (flit-hops, packet-hops) as
+    messages are sent, and refuses a run past ``limit`` before simulating it.
+
+    ``unit`` names the work (``"flit-hops"``), ``rate`` is the model's typical
+    speed in units per wall second (for the projection), ``key`` and
+    ``source`` name the config key that sets ``limit`` (0 or None: no limit).
+    """
+
+    __slots__ = ("backend", "unit", "rate", "limit", "key", "source", "total")
+
+    def __init__(self, backend: str, unit: str, rate: float, limit: int | None, key: str,
+                 source: str):
+        self.backend = backend
+        self.unit = unit
+        self.rate = rate
+        self.limit = limit or None
+        self.key = key
+        self.source = source
+        self.total = 0
+
+    def add(self, work: int, describe: Callable[..., str], *args: Any) -> None:
+        """Count ``work`` units; ``describe(*args)`` (called only when refusing) says
+        what was added, e.g. "message NPU 0 -> NPU 1 of 4294967296 B: 16777216 flits
+        x 2 links". Raises :class:`WorkLimitExceeded` with the estimate when the
+        run's total passes the limit."""
+        self.total += work
+        if self.limit is not None and self.total > self.limit:
+            projected = wall_time_text(self.total / self.rate)
+            where = "--backend-config" if self.source.startswith("<") else self.source
+            raise WorkLimitExceeded(
+                f"{self.backend} backend: {describe(*args)}; the run would move "
+                f"{self.total:.3g} {self.unit} (about {projected} at {self.rate:.2g} "
+                f"{self.unit}/s), past the limit {self.key} = {self.limit:.3g} (raise it in "
+                f"{where}; 0 = no limit)")

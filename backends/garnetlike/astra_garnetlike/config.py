@@ -7,50 +7,64 @@ all problems are reported at once, one line each naming the file and key::
     garnet.toml: vcs_per_vnet: must be >= 1, got 0
     garnet.toml: unknown key 'flit_byte'; did you mean 'flit_bytes'?
 
-=============================  =========  ============================================================
-key                            default    meaning
-=============================  =========  ============================================================
-``clock_ghz``                  1.0        router clock; one cycle is ``1 / clock_ghz`` ns (rounded to
-                                          a whole ps)
-``flit_bytes``                 256        bytes per flit, the unit of buffering, credits and switch
-                                          allocation
-``packet_bytes``               65536      largest payload of one packet: a message of B bytes is
-                                          ``ceil(B / packet_bytes)`` packets (at least one), a packet of
-                                          p bytes is ``ceil(p / flit_bytes)`` flits (at least one: a
-                                          head-tail flit)
-``virtual_networks``           1          virtual networks (vnets); a message travels on vnet
-                                          ``tag % virtual_networks``
-``vcs_per_vnet``               4          virtual channels per vnet at every router input port
-                                          (Garnet's default); wrap-around dimensions split them into
-                                          two dateline classes, so they need >= 2
-``buffer_depth_flits``         4          flits of buffer per VC (Garnet's ``buffers_per_data_vc``)
-``buffers_cover_round_trip``   true       deepen each link's VC buffers to its credit round trip
-                                          (flit time + 2 x link latency + pipeline + credit delay) so
-                                          one VC can keep a long link busy
-``router_pipeline_cycles``     1          cycles from a flit's arrival in an input buffer until it can
-                                          win switch allocation (Garnet 2.0's ``router_latency``)
-``credit_delay_cycles``        1          cycles from a flit leaving a buffer until its credit leaves
-                                          for the upstream router (plus the link latency back)
-``atomic_vc_allocation``       false      true: a VC takes a new packet only once empty, i.e. once the
-                                          previous tail's credit is back (Garnet; ``astra noc``'s
-                                          default); false: the next packet may follow the previous
-                                          tail into the VC (virtual cut-through style FIFO VCs, as on
-                                          long inter-NPU links, where waiting a round trip per packet
-                                          would idle the link)
-``ni_ports``                   per_link   ``per_link``: an NPU's NI has an injection and an ejection
-                                          port per link, so it can send and receive on all its links
-                                          at once (a multi-port NIC, DMA engines per link);
-                                          ``single``: one of each (Garnet's NI, ``astra noc``'s
-                                          default), at most one flit per link flit time in and out
-``routing``                    auto       ``auto``, ``dimension_order``, ``table`` or ``up_down``
-                                          (:mod:`astra_garnetlike.routing`)
-``deadlock_avoidance``         dateline   ``dateline`` (VC classes on wrap-around links) or ``none``
-``deadlock_threshold_cycles``  50000      no flit moving for this long (at least 4 round trips of
-                                          the slowest link) while flits wait is a deadlock (Garnet's
-                                          ``garnet_deadlock_threshold``)
-``up_down_root``               (none)     root node of up*/down* routing (default: the switch with
-                                          the most links, lowest id first)
-=============================  =========  ============================================================
+=============================  ===========  ============================================================
+key                            default      meaning
+=============================  ===========  ============================================================
+``clock_ghz``                  1.0          router clock; one cycle is ``1 / clock_ghz`` ns (rounded to
+                                            a whole ps)
+``flit_bytes``                 256          bytes per flit, the unit of buffering, credits and switch
+                                            allocation
+``packet_bytes``               65536        largest payload of one packet: a message of B bytes is
+                                            ``ceil(B / packet_bytes)`` packets (at least one), a packet of
+                                            p bytes is ``ceil(p / flit_bytes)`` flits (at least one: a
+                                            head-tail flit)
+``virtual_networks``           1            virtual networks (vnets); a message travels on vnet
+                                            ``tag % virtual_networks``
+``vcs_per_vnet``               4            virtual channels per vnet at every router input port
+                                            (Garnet's default); wrap-around dimensions split them into
+                                            two dateline classes, so they need >= 2
+``buffer_depth_flits``         4            flits of buffer per VC (Garnet's ``buffers_per_data_vc``)
+``buffers_cover_round_trip``   true         deepen each link's VC buffers to its credit round trip
+                                            (flit time + 2 x link latency + pipeline + credit delay) so
+                                            one VC can keep a long link busy
+``router_pipeline_cycles``     1            cycles from a flit's arrival in an input buffer until it can
+                                            win switch allocation (Garnet 2.0's ``router_latency``)
+``credit_delay_cycles``        1            cycles from a flit leaving a buffer until its credit leaves
+                                            for the upstream router (plus the link latency back)
+``atomic_vc_allocation``       false        true: a VC takes a new packet only once empty, i.e. once the
+                                            previous tail's credit is back (Garnet; ``astra noc``'s
+                                            default); false: the next packet may follow the previous
+                                            tail into the VC (virtual cut-through style FIFO VCs, as on
+                                            long inter-NPU links, where waiting a round trip per packet
+                                            would idle the link)
+``ni_ports``                   per_link     ``per_link``: an NPU's NI has an injection and an ejection
+                                            port per link, so it can send and receive on all its links
+                                            at once (a multi-port NIC, DMA engines per link);
+                                            ``single``: one of each (Garnet's NI, ``astra noc``'s
+                                            default), at most one flit per link flit time in and out
+``routing``                    auto         ``auto``, ``dimension_order``, ``table`` or ``up_down``
+                                            (:mod:`astra_garnetlike.routing`)
+``deadlock_avoidance``         dateline     ``dateline`` (VC classes on wrap-around links) or ``none``
+``deadlock_threshold_cycles``  50000        no flit moving for this long (at least 4 round trips of
+                                            the slowest link) while flits wait is a deadlock (Garnet's
+                                            ``garnet_deadlock_threshold``)
+``up_down_root``               (none)       root node of up*/down* routing (default: the switch with
+                                            the most links, lowest id first)
+``max_flit_hops``              10000000000  refuse a run whose messages would move more flits x links
+                                            than this, before simulating it, with the estimate and its
+                                            projected wall time (0: no limit); the model moves about
+                                            0.4 M flit-hops per second
+=============================  ===========  ============================================================
+
+Ranges of the numbers (an error names the file, the key and the range): the
+clock 1e-6 .. 1000 GHz (a cycle of 1 ms .. 1 ps: time is whole ps); flits of
+1 .. 2^30 bytes; packets of 1 .. 2^40 bytes and at most 65536 flits (an
+injection VC holds a whole packet, one entry per flit); 1 .. 64 virtual
+networks and VCs per vnet (every input port builds each VC); VC buffers of
+1 .. 2^31 - 1 flits; a router pipeline of 1 .. 10^6 cycles and a credit
+delay of 0 .. 10^6 (no router is slower); a deadlock threshold of 1 .. 10^12
+cycles; an up*/down* root of 0 .. 2^31 - 1; a work limit of 0 .. 10^18
+flit-hops.
 
 Flit and packet sizes trade fidelity for speed: the model's cost is one event
 per flit per hop, so a message of B bytes costs about ``B / flit_bytes x
@@ -65,6 +79,7 @@ per MiB.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -78,6 +93,12 @@ from astra_core.errors import ConfigError
 ROUTING = ("auto", "dimension_order", "table", "up_down")
 NI_PORTS = ("per_link", "single")
 DEADLOCK_AVOIDANCE = ("dateline", "none")
+#: Default work limit (flit-hops): ~7 h at the model's ~0.4 M flit-hops per second.
+MAX_FLIT_HOPS = 10**10
+#: The model's typical speed, flit-hops per wall second (benchmarks/garnet_noc.py).
+FLIT_HOPS_PER_S = 4e5
+#: Most flits in one packet: an injection VC holds a whole packet, one entry per flit.
+MAX_PACKET_FLITS = 65536
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,7 @@ class GarnetConfig:
     deadlock_avoidance: str = "dateline"
     deadlock_threshold_cycles: int = 50000
     up_down_root: int | None = None
+    max_flit_hops: int = MAX_FLIT_HOPS
     source: str = PYTHON_SOURCE
 
     def __post_init__(self) -> None:
@@ -123,22 +145,39 @@ class GarnetConfig:
 
 KEYS = tuple(f.name for f in fields(GarnetConfig) if f.name != "source")
 
-#: key -> (kind, minimum); kind is int, float, bool or a tuple of choices.
+#: key -> (kind, (minimum, maximum)); kind is int, float, bool or a tuple of choices.
 _RULES: dict[str, tuple[Any, Any]] = {
-    "clock_ghz": (float, 0), "flit_bytes": (int, 1), "packet_bytes": (int, 1),
-    "virtual_networks": (int, 1), "vcs_per_vnet": (int, 1), "buffer_depth_flits": (int, 1),
-    "buffers_cover_round_trip": (bool, None), "router_pipeline_cycles": (int, 1),
-    "credit_delay_cycles": (int, 0), "atomic_vc_allocation": (bool, None),
+    "clock_ghz": (float, (1e-6, 1000)), "flit_bytes": (int, (1, 2**30)),
+    "packet_bytes": (int, (1, 2**40)), "virtual_networks": (int, (1, 64)),
+    "vcs_per_vnet": (int, (1, 64)), "buffer_depth_flits": (int, (1, 2**31 - 1)),
+    "buffers_cover_round_trip": (bool, None), "router_pipeline_cycles": (int, (1, 10**6)),
+    "credit_delay_cycles": (int, (0, 10**6)), "atomic_vc_allocation": (bool, None),
     "ni_ports": (NI_PORTS, None), "routing": (ROUTING, None), "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
-    "deadlock_threshold_cycles": (int, 1), "up_down_root": (int, 0),
+    "deadlock_threshold_cycles": (int, (1, 10**12)), "up_down_root": (int, (0, 2**31 - 1)),
+    "max_flit_hops": (int, (0, 10**18)),
 }
+
+
+def _range_text(low: float, high: float) -> str:
+    def show_bound(x: float) -> str:
+        if x >= 1e6 and float(x).is_integer():
+            exponent = round(math.log2(x + 1))
+            if 2**exponent - 1 == x:
+                return f"2^{exponent} - 1"
+            exponent = round(math.log2(x))
+            if 2**exponent == x:
+                return f"2^{exponent}"
+            return f"10^{round(math.log10(x))}"
+        return f"{x:g}"
+
+    return f"[{show_bound(low)}, {show_bound(high)}]"
 
 
 def _checked(values: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
     """Typed values of the known keys; every problem noted with its key."""
     out: dict[str, Any] = {}
     for key, value in values.items():
-        kind, minimum = _RULES[key]
+        kind, bounds = _RULES[key]
         if key == "up_down_root" and value is None:
             out[key] = None
             continue
@@ -148,16 +187,30 @@ def _checked(values: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
             else:
                 problems.add(key, f"expected true or false, got {show(value)}")
             continue
+        raw = value
         if isinstance(kind, tuple):
             value, err = as_choice(value, kind)
         elif kind is int:
-            value, err = as_int(value, minimum=minimum)
+            value, err = as_int(value)
         else:
-            value, err = as_number(value, positive=True)
+            value, err = as_number(value)
+        if bounds is not None and (err or "").startswith("expected a finite number"):
+            err = f"must be in {_range_text(*bounds)}, got {show(raw)}"
+        elif not err and bounds is not None:
+            low, high = bounds
+            if not low <= value <= high:
+                err = f"must be in {_range_text(low, high)}, got {show(raw)}"
         if err:
             problems.add(key, err)
         else:
             out[key] = value
+    if "flit_bytes" in out or "packet_bytes" in out:
+        flit = out.get("flit_bytes", values.get("flit_bytes", 256))
+        packet = out.get("packet_bytes", values.get("packet_bytes", 65536))
+        if isinstance(flit, int) and isinstance(packet, int) and flit >= 1 and \
+                -(-packet // flit) > MAX_PACKET_FLITS:
+            problems.add("packet_bytes", f"{packet} bytes is {-(-packet // flit)} flits of "
+                         f"{flit} bytes; at most {MAX_PACKET_FLITS} flits per packet")
     return out
 
 

@@ -45,13 +45,13 @@ from collections import deque
 from itertools import repeat
 from typing import Any, Callable
 
-from astra_core.backend import Topology
+from astra_core.backend import Topology, WorkBudget
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
 from astra_core.topology.logical import from_network
 from astra_core.topology.physical import PhysicalTopology
 
-from astra_garnetlike.config import GarnetConfig, load_config
+from astra_garnetlike.config import FLIT_HOPS_PER_S, GarnetConfig, load_config
 from astra_garnetlike.deadlock import Watchdog
 from astra_garnetlike.kernel import PS_PER_NS, Clock, ns_to_ps
 from astra_garnetlike.router import EjectionPort, InputPort, OutputPort, Packet
@@ -188,6 +188,10 @@ class GarnetNetwork:
         self.packets_delivered = 0
         self.packet_latency_ps = 0
         self.watchdog = Watchdog(self)
+        #: Flit-hops the messages sent so far will take; a run past max_flit_hops is refused.
+        self.budget = WorkBudget("garnetlike", "flit-hops", FLIT_HOPS_PER_S, config.max_flit_hops,
+                                 "max_flit_hops", config.source)
+        self._packet_flits = -(-config.packet_bytes // config.flit_bytes)
 
     # -- construction ------------------------------------------------------------------------
     def _build(self) -> None:
@@ -273,7 +277,12 @@ class GarnetNetwork:
         pair = src * npus + dst
         seq = self._next_seq.get(pair, 0)
         self._next_seq[pair] = seq + 1
-        packets = max(1, -(-size_bytes // self.config.packet_bytes))
+        packet_bytes = self.config.packet_bytes
+        packets = max(1, -(-size_bytes // packet_bytes))
+        full, rest = divmod(size_bytes, packet_bytes)
+        flits = full * self._packet_flits + (-(-rest // self.config.flit_bytes) if rest else 0)
+        self.budget.add(max(flits, 1) * (len(route) - 1), self._describe_send, src, dst,
+                        size_bytes, max(flits, 1), len(route) - 1)
         msg = Message(src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq,
                       self.env._now)
         self._ni_of_link[route[0].link].enqueue(msg)
@@ -283,6 +292,10 @@ class GarnetNetwork:
         self.clock.run()
         if self.messages_sent != self.messages_delivered:
             self.watchdog.report(stopped=True)
+
+    @staticmethod
+    def _describe_send(src: int, dst: int, size: int, flits: int, links: int) -> str:
+        return f"message NPU {src} -> NPU {dst} of {size} B: {flits} flits x {links} links"
 
     # -- routes and deliveries ---------------------------------------------------------------
     def _route(self, src: int, dst: int, tag: int, vnet: int) -> tuple[tuple, tuple]:
