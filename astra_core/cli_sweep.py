@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -38,9 +40,11 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
     Points already finished in the output directory are skipped (a sweep
     resumes where it stopped); a point that fails is recorded with its error
     and the others go on. Writes results.parquet, results.csv and a plot of
-    the swept metric.
+    the swept metric. Exits 1 if any point failed (after writing the table),
+    130 / 143 on Ctrl-C / SIGTERM (finished points are kept).
     """
     from astra_core.sweep import load_spec, run_sweep
+    from astra_core.sweep.table import LOG_NAME
 
     console = Console()
     err = Console(stderr=True)
@@ -51,7 +55,7 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
     progress = (Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
                          TextColumn("{task.fields[failed]}"), TimeElapsedColumn(),
                          console=err, transient=True) if err.is_terminal else None)
-    state = {"task": None, "failed": 0}
+    state = {"task": None, "failed": 0, "finished": 0}
 
     def on_start(to_run: int, skipped: int) -> None:
         where = f"Ray ({ray_address})" if ray_address else (
@@ -63,6 +67,7 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
             state["task"] = progress.add_task("points", total=to_run, failed="")
 
     def on_row(row: dict) -> None:
+        state["finished"] += 1
         if row["status"] != "ok":
             state["failed"] += 1
         if progress is not None:
@@ -75,15 +80,23 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
                             on_start=on_start, on_row=on_row)
     except AstraError as exc:
         _fail(exc)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (pool.Interrupted)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        log = (Path(output).resolve() if output is not None else parsed.output) / LOG_NAME
+        click.echo(f"error: sweep interrupted by {signal.Signals(signum).name}: "
+                   f"{state['finished']} points finished (kept in {log}; run again to resume)",
+                   err=True)
+        sys.exit(128 + signum)
     finally:
         if progress is not None:
             progress.stop()
     _print_table(console, parsed, outcome.frame)
     for path in outcome.files:
         console.print(f"wrote {path}")
-    if outcome.failed:
-        console.print(f"[yellow]{outcome.failed} of {len(outcome.frame)} points failed[/yellow]: "
-                      "see the error column")
+    summary = outcome.failure_summary()
+    if summary:
+        click.echo(f"error: {summary}", err=True)
+        sys.exit(1)
 
 
 def _print_table(console: Console, spec, frame) -> None:

@@ -4,11 +4,11 @@ Each executor calls ``on_row(row)`` in the calling process as each point
 finishes (in completion order), so results can be saved one by one and a
 sweep resumed after an interruption. Points never raise
 (:func:`~astra_core.sweep.point.run_point`); a worker that dies (a crash, not
-an exception) fails only the points it held, with that as their error.
+an exception) fails only the point it held, with that as its error.
 
 * :func:`run_serial`: one point after another in this process (``workers=1``).
-* :func:`run_pool`: :class:`concurrent.futures.ProcessPoolExecutor`, one
-  worker per CPU by default, spawned (not forked) so workers start clean.
+* :func:`run_pool`: a local pool of worker processes
+  (:mod:`astra_core.sweep.pool`), one per CPU by default.
 * :func:`run_ray`: Ray tasks (one CPU each) on a cluster at ``address``, or on
   a local Ray instance started for the sweep when ``address`` is None. The
   cluster's nodes need astra and every file the spec names at the same paths.
@@ -16,13 +16,11 @@ an exception) fails only the points it held, with that as their error.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
 
 from astra_core.errors import AstraError
+from astra_core.sweep import pool
 from astra_core.sweep.point import failed_row, run_point
 
 OnRow = Callable[[dict[str, Any]], None]
@@ -37,23 +35,16 @@ def default_workers() -> int:
 
 
 def run_serial(tasks: Sequence[dict], on_row: OnRow) -> None:
+    """Run each task in this process, one after another."""
     for task in tasks:
         on_row(run_point(task))
 
 
 def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int | None = None) -> None:
-    if not tasks:
-        return
-    workers = min(workers or default_workers(), len(tasks))
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(run_point, task): task for task in tasks}
-        for future in as_completed(futures):
-            try:
-                row = future.result()
-            except BrokenProcessPool:
-                row = failed_row(futures[future], "worker process died (crashed or was killed)")
-            on_row(row)
+    """Run the tasks on a local pool of ``workers`` processes (default: one per CPU);
+    see :func:`astra_core.sweep.pool.run_pool`."""
+    if tasks:
+        pool.run_pool(tasks, on_row, workers or default_workers())
 
 
 def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) -> None:

@@ -9,8 +9,13 @@ from typing import Any, Callable
 
 from astra_core.errors import AstraError
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
+from astra_core.sweep.pool import sigterm_raises
 from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, point_key, resolve_point
 from astra_core.sweep.table import PointLog, plot_results, results_frame, write_results
+
+
+#: Failed points a summary names before it counts the rest.
+NAMED_FAILURES = 3
 
 
 @dataclass
@@ -24,7 +29,27 @@ class SweepOutcome:
 
     @property
     def failed(self) -> int:
+        """How many points have no result (status other than ``ok``)."""
         return int((self.frame["status"] != "ok").sum())
+
+    def failure_summary(self) -> str | None:
+        """One line on the failed points (None if none failed): how many of all,
+        the first few by number, the first one's error and where the rest are, e.g.
+        ``2 of 15 points failed (points 3, 7): point 3: network.yml: ...; every
+        error in the 'error' column of results.csv``."""
+        failed = self.frame[self.frame["status"] != "ok"]
+        if failed.empty:
+            return None
+        numbers = [str(p) for p in failed["point"].tolist()]
+        named = ", ".join(numbers[:NAMED_FAILURES])
+        more = f" and {len(numbers) - NAMED_FAILURES} more" if len(numbers) > NAMED_FAILURES else ""
+        first = failed.iloc[0]
+        error = first["error"] or first["status"]
+        table = next((p for p in self.files if p.suffix == ".csv"), None)
+        where = f"; every error in the 'error' column of {table}" if table else ""
+        return (f"{len(failed)} of {len(self.frame)} points failed "
+                f"(point{'s' if len(numbers) > 1 else ''} {named}{more}): "
+                f"point {first['point']}: {error}{where}")
 
 
 def as_spec(spec: SweepSpec | str | os.PathLike | dict) -> SweepSpec:
@@ -47,7 +72,10 @@ def run_sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.Pa
     for a local Ray instance, or a cluster address (``auto``,
     ``ray://host:10001``). ``fresh``: forget earlier results. ``on_start(to_run,
     skipped)`` and ``on_row(row)`` observe progress. Raises AstraError for a
-    bad spec or unwritable output; failing points are rows with their error.
+    bad spec or unwritable output; failing points are rows with their error
+    (:meth:`SweepOutcome.failure_summary`). On Ctrl-C or SIGTERM (raised as
+    KeyboardInterrupt, :class:`~astra_core.sweep.pool.Interrupted`) no worker
+    is left running and every finished point is in the output's point log.
     """
     spec = as_spec(spec)
     directory = Path(output).resolve() if output is not None else spec.output
@@ -77,12 +105,13 @@ def run_sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.Pa
         if on_row is not None:
             on_row(row)
 
-    if ray:
-        run_ray(tasks, record, address=None if ray is True else str(ray))
-    elif workers == 1:
-        run_serial(tasks, record)
-    else:
-        run_pool(tasks, record, workers)
+    with sigterm_raises():
+        if ray:
+            run_ray(tasks, record, address=None if ray is True else str(ray))
+        elif workers == 1:
+            run_serial(tasks, record)
+        else:
+            run_pool(tasks, record, workers)
     frame = results_frame(spec, keys, done)
     files = write_results(frame, directory)
     plot = plot_results(frame, spec, directory / f"{spec.metric}.png")

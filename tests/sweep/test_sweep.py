@@ -249,15 +249,34 @@ def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
     spec = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0]})
     out = tmp_path / "elsewhere"
     result = CliRunner().invoke(main, ["sweep", str(spec), "-o", str(out), "-j", "1"])
-    assert result.exit_code == 0, result.output
-    assert "2 points: 2 to run on this process, 0 finished before" in result.output
-    assert "1 of 2 points failed" in result.output
+    # A failed point: every other point runs and the table is written, then exit 1
+    # with one line naming the failed point and its error.
+    assert result.exit_code == 1, result.output
+    assert "2 points: 2 to run on this process, 0 finished before" in result.stdout
+    assert result.stderr.splitlines() == [
+        f"error: 1 of 2 points failed (point 1): point 1: {tmp_path / 'network.yml'}: "
+        f"bandwidth[0]: must be > 0, got -1.0; every error in the 'error' column of "
+        f"{out / 'results.csv'}"]
     frame = pd.read_csv(out / "results.csv")
     assert frame["status"].tolist() == ["ok", "error"]
     assert frame["step_ns"].tolist()[0] == closed_form_step_ns(25.0, 500.0)
     assert math.isnan(frame["step_ns"].tolist()[1])
     again = CliRunner().invoke(main, ["sweep", str(spec), "-o", str(out), "-j", "1"])
     assert "2 points: 1 to run on this process, 1 finished before" in again.output
+    assert again.exit_code == 1
+    fixed = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0]})
+    clean = CliRunner().invoke(main, ["sweep", str(fixed), "-o", str(out), "-j", "1"])
+    assert clean.exit_code == 0 and clean.stderr == ""
+
+
+def test_failure_summary_names_the_first_three_failed_points_and_counts_the_rest(tmp_path):
+    spec = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0, -2.0],
+                                      "network.latency[0]": [0.0, 500.0]})
+    outcome = run_sweep(spec, workers=1)
+    assert outcome.failure_summary() == (
+        f"4 of 6 points failed (points 2, 3, 4 and 1 more): point 2: "
+        f"{tmp_path / 'network.yml'}: bandwidth[0]: must be > 0, got -1.0; every error in the "
+        f"'error' column of {tmp_path / 'sweep-results' / 'results.csv'}")
 
 
 def test_cli_sweep_with_a_bad_spec_is_one_error_line_per_problem(tmp_path):

@@ -1,0 +1,137 @@
+"""The local worker pool: a dying worker fails only its point; no worker outlives a
+killed sweep; a script without a ``__main__`` guard can sweep.
+
+Points that kill their worker come from a local plugin (``crashy``) whose
+backends die when built: ``exit3`` calls ``os._exit(3)``, ``sigkill`` kills
+itself, ``slow`` writes its pid to ``$CRASHY_PIDS`` and sleeps. The other
+points run the two-rank closed-form trace of test_sweep.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from astra_core.sweep import run_sweep
+from tests.conftest import isolate_plugins
+from tests.sweep.test_sweep import closed_form_step_ns, write_spec
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = '''
+import os, signal, time
+from astra_core.hookspecs import hookimpl
+
+def exit3(topology, config=None):
+    os._exit(3)
+
+def sigkill(topology, config=None):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def slow(topology, config=None):
+    (__import__("pathlib").Path(os.environ["CRASHY_PIDS"]) / str(os.getpid())).write_text("")
+    time.sleep(60)
+
+@hookimpl
+def astra_register_backends(register):
+    for factory in (exit3, sigkill, slow):
+        register(factory.__name__, factory)
+'''
+
+
+@pytest.fixture(autouse=True)
+def _crashy(tmp_path, monkeypatch):
+    isolate_plugins(monkeypatch, tmp_path)
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "crashy.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(plugins))
+    monkeypatch.setenv("ASTRA_PLUGINS", "crashy")
+    monkeypatch.setenv("PYTHONPATH", str(plugins))  # for the subprocess tests
+    monkeypatch.setenv("CRASHY_PIDS", str(tmp_path))
+
+
+def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
+    backends = ["analytical", "exit3", "analytical", "sigkill", "analytical", "analytical"]
+    path = write_spec(tmp_path, points=[{"backend": b} for b in backends],
+                      grid={"network.bandwidth[0]": [25.0]})
+    outcome = run_sweep(path, workers=2)
+    frame = outcome.frame
+    assert frame["status"].tolist() == ["ok", "error", "ok", "error", "ok", "ok"]
+    assert frame["error"].tolist()[1] == "worker process died while running this point " \
+                                         "(exit code 3)"
+    assert frame["error"].tolist()[3] == "worker process died while running this point " \
+                                         "(killed by SIGKILL)"
+    ok = frame[frame["status"] == "ok"]
+    assert ok["step_ns"].tolist() == [closed_form_step_ns(25.0, 500.0)] * 4
+    assert (outcome.ran, outcome.failed) == (6, 2)
+    # A re-run retries only the two dead points (before: every pending point failed, always).
+    again = run_sweep(path, workers=2)
+    assert (again.ran, again.skipped, again.failed) == (2, 4, 2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
+    path = write_spec(tmp_path, points=[{"backend": "slow"}, {"backend": "slow"}])
+    # Output to a file, not a pipe: a surviving worker would hold a pipe open.
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:
+        sweep = subprocess.Popen([sys.executable, "-m", "astra_core.cli", "sweep", str(path),
+                                  "-j", "2"], cwd=REPO, stdout=subprocess.DEVNULL,
+                                 stderr=err_file)
+    try:
+        pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
+        assert _wait_for(lambda: len(pids()) == 2, 60), "workers did not start"
+        workers = pids()
+        assert all(_alive(pid) for pid in workers)
+        sweep.send_signal(signum)
+        sweep.wait(timeout=30)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), 10), \
+        f"workers {workers} outlived the sweep"
+    if signum == signal.SIGKILL:
+        return
+    assert sweep.returncode == 128 + signum
+    assert err_path.read_text().strip().splitlines()[-1] == (
+        f"error: sweep interrupted by {signal.Signals(signum).name}: 0 points finished "
+        f"(kept in {tmp_path / 'sweep-results' / 'points.jsonl'}; run again to resume)")
+
+
+def test_a_script_without_a_main_guard_can_sweep_on_a_pool(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
+    script = tmp_path / "plain.py"
+    script.write_text(textwrap.dedent(f"""\
+        import astra
+        frame = astra.sweep({str(path)!r}, workers=2)
+        print(frame["status"].tolist(), frame["step_ns"].tolist())
+    """))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    steps = [float(closed_form_step_ns(b, 500.0)) for b in (25.0, 50.0, 100.0)]
+    assert done.stdout.strip() == f"{['ok'] * 3} {steps}"
