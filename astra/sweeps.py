@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
+from astra_core.api import expect
+from astra_core.errors import ConfigError
 from astra_core.sweep import SweepSpec, run_sweep
 
 
@@ -19,5 +21,20 @@ def sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.PathLi
     (default one per CPU; 1 runs in this process). ``ray``: True for a local
     Ray instance or a cluster address. ``fresh``: ignore earlier results.
     Failed points are rows with ``status == "error"`` and their ``error``.
+    An argument of the wrong type is a ConfigError naming it
+    (``sweep: workers must be an integer >= 1 or None, got str``).
     """
+    expect(isinstance(spec, (SweepSpec, str, os.PathLike, Mapping)), "spec",
+           "a SweepSpec, a path or a dict", spec, "sweep")
+    expect(output is None or isinstance(output, (str, os.PathLike)), "output", "a path or None",
+           output, "sweep")
+    expect(workers is None or (isinstance(workers, int) and not isinstance(workers, bool)),
+           "workers", "an integer >= 1 or None", workers, "sweep")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"sweep: workers must be an integer >= 1 or None, got {workers}")
+    expect(ray is None or isinstance(ray, (bool, str)), "ray", "True, False, a cluster address or None",
+           ray, "sweep")
+    expect(isinstance(fresh, bool), "fresh", "True or False", fresh, "sweep")
+    if isinstance(spec, Mapping) and not isinstance(spec, dict):
+        spec = dict(spec)
     return run_sweep(spec, output=output, workers=workers, ray=ray, fresh=fresh).frame

@@ -6,16 +6,16 @@ The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from astra_core.backend import Topology
-from astra_core.config.comm_groups import load_comm_groups
+from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
 from astra_core.plugins import (BackendRegistry, collective_registry, load_settings, make_plugin_manager,
                                 notify_run_finished, notify_run_started)
-from astra_core.errors import ConfigError
+from astra_core.errors import ConfigError, TraceError
 from astra_core.report.results import RunResult
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims
@@ -26,10 +26,97 @@ from astra_core.workload.graph import RankGraph, build_graphs
 PathLike = str | os.PathLike
 
 
+def _got(value: Any) -> str:
+    return type(value).__name__
+
+
+def expect(ok: bool, name: str, expected: str, value: Any, caller: str = "simulate") -> None:
+    """Raise ConfigError ``"<caller>: <name> must be <expected>, got <type>"`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{caller}: {name} must be {expected}, got {_got(value)}")
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _is_list(value: Any) -> bool:
+    """A list or tuple (not a str, a mapping or another iterable that can be read only once)."""
+    return isinstance(value, (list, tuple))
+
+
+def check_workload(workload: Any) -> None:
+    """Raise ConfigError naming ``workload`` (or ``workload[i]``) unless it is a trace prefix
+    or a list of :class:`RankTrace`."""
+    expect(_is_path(workload) or _is_list(workload), "workload",
+           "a path or a list of rank traces", workload)
+    if _is_list(workload):
+        expect(len(workload) > 0, "workload", "a path or a non-empty list of rank traces", workload)
+        for rank, trace in enumerate(workload):
+            expect(isinstance(trace, RankTrace), f"workload[{rank}]", "a RankTrace", trace)
+
+
+def check_arguments(workload: Any, system: Any, network: Any, topology: Any, dims: Any,
+                    memory: Any, comm_groups: Any, backend: Any, plugin_manager: Any,
+                    symmetry: Any) -> None:
+    """Check the types of :func:`simulate`'s arguments (values are the loaders' business).
+
+    Raises ConfigError naming the first bad argument and the type it got,
+    e.g. ``simulate: workload must be a path or a list of rank traces, got int``.
+    """
+    import pluggy
+
+    check_workload(workload)
+    expect(_is_path(system) or isinstance(system, SystemConfig), "system",
+           "a path or a SystemConfig", system)
+    expect(network is None or _is_path(network) or isinstance(network, NetworkConfig), "network",
+           "a path, a NetworkConfig or None", network)
+    expect(topology is None or _is_path(topology) or isinstance(topology, PhysicalTopology),
+           "topology", "a path, a PhysicalTopology or None", topology)
+    if dims is not None:
+        expect(_is_list(dims), "dims", "a list of dimension sizes or None", dims)
+        for i, size in enumerate(dims):
+            expect(isinstance(size, int) and not isinstance(size, bool), f"dims[{i}]",
+                   "an integer", size)
+    expect(memory is None or _is_path(memory) or isinstance(memory, MemoryConfig), "memory",
+           "a path, a MemoryConfig or None", memory)
+    expect(comm_groups is None or _is_path(comm_groups) or isinstance(comm_groups, Mapping),
+           "comm_groups", "a path, a mapping {group id: [NPU ids]} or None", comm_groups)
+    expect(backend is None or isinstance(backend, str), "backend", "a backend name or None", backend)
+    expect(plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
+           "plugin_manager", "a pluggy PluginManager or None", plugin_manager)
+    expect(isinstance(symmetry, bool), "symmetry", "True or False", symmetry)
+
+
+def resolve_comm_groups(comm_groups: PathLike | Mapping | None,
+                        npus_count: int) -> dict[str, tuple[int, ...]]:
+    """Communicator groups from a comm-group JSON file or a mapping shaped like one.
+
+    A mapping is validated exactly as the file is
+    (:func:`~astra_core.config.comm_groups.parse_comm_groups`; errors name
+    ``comm_groups``); tuples and ranges of NPU ids count as lists.
+    """
+    if comm_groups is None:
+        return {}
+    if _is_path(comm_groups):
+        return load_comm_groups(comm_groups, npus_count)
+    mapping = {key: list(members) if isinstance(members, (tuple, range)) else members
+               for key, members in comm_groups.items()}
+    return parse_comm_groups(mapping, npus_count, source="comm_groups")
+
+
 def load_graphs(workload: PathLike | Sequence[RankTrace], npus_count: int) -> list[RankGraph]:
-    """Per-rank dependency graphs from a trace prefix or from already read traces."""
-    traces = read_workload(workload, npus_count) if isinstance(workload, (str, os.PathLike)) \
-        else list(workload)
+    """Per-rank dependency graphs from a trace prefix or from already read traces.
+
+    Raises TraceError when a list of traces does not have one trace per NPU.
+    """
+    if _is_path(workload):
+        traces = read_workload(workload, npus_count)
+    else:
+        traces = list(workload)
+        if len(traces) != npus_count:
+            raise TraceError(f"simulate: workload has {len(traces)} rank traces, but the network "
+                             f"has {npus_count} NPUs (one trace per NPU)")
     return build_graphs(traces)
 
 
@@ -90,16 +177,17 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     :class:`~astra_core.errors.AstraError` subclasses for bad input and
     :class:`~astra_core.errors.SimulationDeadlock` when the run cannot finish.
     ``symmetry=False`` simulates every rank even when rank 0 could stand for
-    all (see :mod:`astra_core.system.symmetry`).
+    all (see :mod:`astra_core.system.symmetry`). An argument of the wrong
+    type is a ConfigError naming it (:func:`check_arguments`); dict
+    ``comm_groups`` are validated like a comm-group file.
     """
+    check_arguments(workload, system, network, topology, dims, memory, comm_groups, backend,
+                    plugin_manager, symmetry)
     net, physical = resolve_network(network, topology, dims)
     sysc = system if isinstance(system, SystemConfig) else load_system(system)
     sysc.check_dims(net.dims_count)
     mem = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
-    if isinstance(comm_groups, (str, os.PathLike)):
-        groups = load_comm_groups(comm_groups, net.npus_count)
-    else:
-        groups = {str(k): tuple(v) for k, v in (comm_groups or {}).items()}
+    groups = resolve_comm_groups(comm_groups, net.npus_count)
     graphs = load_graphs(workload, net.npus_count)
     settings = load_settings()
     pm = plugin_manager or make_plugin_manager(settings=settings)
