@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,25 +38,50 @@ class PointLog:
         self.path = Path(directory) / LOG_NAME
 
     def load(self) -> dict[str, dict[str, Any]]:
-        """Last row per point key (unreadable trailing lines of a killed run are skipped)."""
+        """Last row per point key.
+
+        A torn last line (a sweep killed while writing it) is cut off the
+        file, so that the next row starts on a line of its own; its point
+        runs again. Any other line that is not a row is skipped with a
+        warning naming it. Raises AstraError if the log cannot be read or
+        repaired.
+        """
         rows: dict[str, dict[str, Any]] = {}
-        if not self.path.is_file():
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
             return rows
-        for line in self.path.read_text().splitlines():
+        except OSError as exc:
+            raise AstraError(f"{self.path}: cannot read the point log: "
+                             f"{exc.strerror or exc}") from None
+        if data and not data.endswith(b"\n"):
+            data = data[:data.rfind(b"\n") + 1]
+            try:
+                with self.path.open("r+b") as f:
+                    f.truncate(len(data))
+            except OSError as exc:
+                raise AstraError(f"{self.path}: cannot repair the torn last line: "
+                                 f"{exc.strerror or exc}") from None
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             try:
                 row = json.loads(line)
             except ValueError:
-                continue
+                row = None
             if isinstance(row, dict) and "key" in row:
                 rows[row["key"]] = row
+            elif line.strip():
+                warnings.warn(f"{self.path}: line {number} is not a point row; ignored "
+                              "(its point runs again)", stacklevel=2)
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
+        """Add one row as one line (a single write, flushed at once)."""
         with self.path.open("a") as f:
             f.write(json.dumps(row, default=str) + "\n")
             f.flush()
 
     def clear(self) -> None:
+        """Forget every row (``--fresh``)."""
         self.path.unlink(missing_ok=True)
 
 

@@ -14,7 +14,9 @@ see examples/plugin_backend).
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import struct
 from pathlib import Path
 
@@ -191,6 +193,36 @@ def test_resume_skips_finished_points_and_retries_failed_ones(tmp_path):
     assert (wider.ran, wider.skipped) == (2, 2)  # the new point and the failed one
     fresh = run_sweep(path, workers=1, fresh=True)
     assert (fresh.ran, fresh.skipped) == (4, 0)
+
+
+def test_a_torn_last_line_of_the_point_log_is_cut_off_not_appended_to(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
+    run_sweep(path, workers=1)
+    log = tmp_path / "sweep-results" / "points.jsonl"
+    lines = log.read_text().splitlines()
+    # Killed while writing the third row: two rows and a half.
+    log.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:40])
+    resumed = run_sweep(path, workers=1)
+    assert (resumed.ran, resumed.skipped) == (1, 2)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [row["point"] for row in rows] == [0, 1, 2]
+    assert log.read_text().endswith("\n")
+    again = run_sweep(path, workers=1)  # the re-run point's row was kept
+    assert (again.ran, again.skipped) == (0, 3)
+    assert again.frame["step_ns"].tolist() == [closed_form_step_ns(b, 500.0)
+                                               for b in (25.0, 50.0, 100.0)]
+
+
+def test_a_damaged_line_inside_the_point_log_is_named_in_a_warning(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0]})
+    run_sweep(path, workers=1)
+    log = tmp_path / "sweep-results" / "points.jsonl"
+    lines = log.read_text().splitlines()
+    log.write_text("garbage\n" + "\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=rf"^{re.escape(str(log))}: line 1 is not a point row; "
+                                         r"ignored \(its point runs again\)$"):
+        again = run_sweep(path, workers=1)
+    assert (again.ran, again.skipped) == (0, 2)
 
 
 def test_sweep_over_system_values_and_workloads(tmp_path):
