@@ -50,6 +50,8 @@ def check_workload(workload: Any) -> None:
     or a list of :class:`RankTrace`."""
     expect(_is_path(workload) or _is_list(workload), "workload",
            "a path or a list of rank traces", workload)
+    if _is_path(workload) and not os.fspath(workload):
+        raise ConfigError("simulate: workload is an empty path (expected a trace prefix)")
     if _is_list(workload):
         expect(len(workload) > 0, "workload", "a path or a non-empty list of rank traces", workload)
         for rank, trace in enumerate(workload):

@@ -73,7 +73,7 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
         # Outputs are checked before the run, so that no result is lost after it.
         _check_outputs({"--json": json_path, "--timeline": timeline, "--csv": csv_path,
                         "--parquet": parquet_path}, plots_dir)
-        sizes = _parse_dims(dims) if dims else None
+        sizes = _parse_dims(dims) if dims is not None else None
         # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
                           memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
@@ -95,9 +95,9 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
     from astra_core.report.outputs import check_distinct, check_output_dir, check_output_file
 
     for option, path in files.items():
-        if path:
+        if path is not None:
             check_output_file(path, option)
-    if plots_dir:
+    if plots_dir is not None:
         check_output_dir(plots_dir, "--plots")
     check_distinct(files)
 

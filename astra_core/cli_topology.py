@@ -57,7 +57,7 @@ def _run(build, output, plot, grid=None) -> None:
 
     try:
         for option, path in (("--output", output), ("--plot", plot)):
-            if path:
+            if path is not None:
                 check_output_file(path, option)
         check_distinct({"--output": output, "--plot": plot})
         _finish(build(), output, plot, grid)

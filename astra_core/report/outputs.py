@@ -51,6 +51,8 @@ def check_output_file(path: str | os.PathLike, what: str | None = None) -> Path:
     an existing directory, and its nearest existing ancestor must be a writable
     directory (the missing ones are created when writing). Returns the path.
     """
+    if not os.fspath(path):
+        raise ConfigError(f"{what or 'output'}: cannot write: empty path")
     path = Path(os.fspath(path))
     label = _label(path, what)
     if not path.name or path.name in (".", ".."):
@@ -63,6 +65,8 @@ def check_output_file(path: str | os.PathLike, what: str | None = None) -> Path:
 
 def check_output_dir(path: str | os.PathLike, what: str | None = None) -> Path:
     """Raise ConfigError unless ``path`` is, or can be created as, a writable directory."""
+    if not os.fspath(path):
+        raise ConfigError(f"{what or 'output'}: cannot write: empty path")
     path = Path(os.fspath(path))
     label = _label(path, what)
     if path.exists():

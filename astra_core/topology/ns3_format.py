@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
@@ -96,7 +96,10 @@ class _Reader:
             raise self.fail(f"{what} {word!r} has no unit (e.g. {example})")
         if unit not in units:
             raise self.fail(f"{what} {word!r}: unknown unit {unit!r} (one of {' '.join(units)})")
-        return float(Decimal(number) * units[unit] / scale)
+        try:
+            return float(Decimal(number) * units[unit] / scale)
+        except DecimalException:  # an exponent past the decimal context's range
+            raise self.fail(f"{what} {word!r} is out of range") from None
 
 
 def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
@@ -189,8 +192,11 @@ def read_ns3_topology(path: str | os.PathLike) -> PhysicalTopology:
     try:
         with open(name, encoding="utf-8") as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError as exc:  # binary garbage: say where, as the config readers do
+        raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); expected an ns-3 topology "
+                          "file") from None
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
     return parse_ns3_topology(text, name)
 
 

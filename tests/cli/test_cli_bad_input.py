@@ -1,0 +1,81 @@
+"""Bad input found by trying ``astra run`` / ``astra topology``: each is one error line
+(exit 1, no traceback) naming the option, file or line at fault, never silently ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from astra_core.cli import main
+from tests.cli.test_cli import EXAMPLE, RING2, two_rank_trace
+from tests.conftest import isolate_plugins
+
+FABRIC8 = "9 1 8\n8\n" + "".join(f"{r} 8 100Gbps 1ns 0\n" for r in range(8))
+
+
+@pytest.fixture(autouse=True)
+def _plugins(tmp_path, monkeypatch):
+    isolate_plugins(monkeypatch, tmp_path)
+
+
+def one_error_line(*args) -> str:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert result.stdout == ""
+    return lines[0]
+
+
+def run_args(d: Path) -> list:
+    (d / "network.yml").write_text(RING2)
+    return ["run", "--workload", two_rank_trace(d), "--system", EXAMPLE / "system.json",
+            "--network", d / "network.yml"]
+
+
+@pytest.mark.parametrize("option", ["--json", "--timeline", "--csv", "--parquet", "--plots"])
+def test_an_empty_output_path_is_not_silently_skipped(tmp_path, option):
+    assert one_error_line(*run_args(tmp_path), option, "") == f"error: {option}: cannot write: empty path"
+
+
+def test_an_empty_topology_output_is_not_silently_skipped():
+    assert one_error_line("topology", "torus", "--dims", "2x2", "--output", "") == \
+        "error: --output: cannot write: empty path"
+
+
+def test_empty_dims_are_not_silently_one_dimension(tmp_path):
+    (tmp_path / "fabric.txt").write_text(FABRIC8)
+    line = one_error_line("run", "--workload", EXAMPLE / "workload" / "Resnet50_DataParallel",
+                          "--system", EXAMPLE / "system.json", "--topology", tmp_path / "fabric.txt",
+                          "--dims", "")
+    assert line == "error: --dims: expected sizes like 8x16, got ''"
+
+
+def test_an_empty_workload_prefix(tmp_path):
+    (tmp_path / "network.yml").write_text(RING2)
+    line = one_error_line("run", "--workload", "", "--system", EXAMPLE / "system.json",
+                          "--network", tmp_path / "network.yml")
+    assert line == "error: simulate: workload is an empty path (expected a trace prefix)"
+
+
+@pytest.mark.parametrize("rate, delay, word, what", [
+    ("1e9999999999999999999Gbps", "1ns", "1e9999999999999999999Gbps", "rate"),
+    ("100Gbps", "1e-99999999999999999999ns", "1e-99999999999999999999ns", "delay"),
+])
+def test_topology_file_exponent_past_decimal_range(tmp_path, rate, delay, word, what):
+    # Before: decimal.InvalidOperation with a traceback.
+    path = tmp_path / "t.txt"
+    path.write_text(f"2 0 1\n0 1 {rate} {delay} 0\n")
+    assert one_error_line("topology", "show", path) == f"error: {path}: line 2: {what} '{word}' is out of range"
+
+
+def test_topology_file_garbage_bytes(tmp_path):
+    path = tmp_path / "garbage.txt"
+    path.write_bytes(b"\xf5\x00\xff" * 50)
+    assert one_error_line("topology", "show", path) == \
+        f"error: {path}: not UTF-8 text (byte 0); expected an ns-3 topology file"
