@@ -98,7 +98,11 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
         if path is not None:
             check_output_file(path, option)
     if plots_dir is not None:
-        check_output_dir(plots_dir, "--plots")
+        from astra_core.report.plots import PLOT_FILES
+
+        directory = check_output_dir(plots_dir, "--plots")
+        for name in PLOT_FILES:
+            check_output_file(directory / name, "--plots")
     check_distinct(files)
 
 

@@ -21,9 +21,11 @@ from pathlib import Path
 
 from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
 from astra_core.report.links import link_stats
-from astra_core.report.outputs import atomic_output, check_output_dir
+from astra_core.report.outputs import atomic_output, check_output_dir, check_output_file
 from astra_core.report.results import RunResult
 
+#: The files :func:`write_plots` may write into its directory.
+PLOT_FILES = ("breakdown.png", "timeline.png", "links.png")
 MAX_BARS = 64
 MAX_TIMELINE_RANKS = 32
 MAX_LINK_BARS = 256
@@ -162,6 +164,8 @@ def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:
     Raises ConfigError naming the path when it cannot be written.
     """
     directory = check_output_dir(directory, "plots")
+    for name in PLOT_FILES:
+        check_output_file(directory / name, "plots")
     written = [plot_breakdown(result, directory / "breakdown.png"),
                plot_timeline(result, directory / "timeline.png")]
     links = plot_links(result, directory / "links.png")

@@ -170,3 +170,11 @@ def test_topology_outputs_go_into_new_directories(tmp_path):
 def test_topology_show_of_a_directory_is_one_line(tmp_path):
     line = one_error_line(invoke("topology", "show", tmp_path))
     assert line == f"error: {tmp_path}: cannot read: Is a directory"
+
+
+def test_a_plot_file_name_taken_by_a_directory_fails_before_the_run(tmp_path, no_simulation):
+    (tmp_path / "plots" / "timeline.png").mkdir(parents=True)
+    line = one_error_line(invoke(*run_args(tmp_path), "--plots", tmp_path / "plots"))
+    assert line == (f"error: --plots {tmp_path / 'plots' / 'timeline.png'}: cannot write: "
+                    "is a directory, not a file")
+    assert no_simulation == []
