@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Any
 
-from astra_core.config.files import read_json, read_yaml
+from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
 
@@ -50,7 +50,12 @@ def _raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
     if isinstance(value, dict):
         return copy.deepcopy(value), root
     problems = Problems(str(value))
-    data = _READERS[root](value, problems)
+    if root == "backend_config":  # the backend's own file: TOML, JSON or YAML
+        suffix = str(value).lower().rsplit(".", 1)[-1]
+        data = read_toml(value) if suffix == "toml" else (
+            read_json(value, problems) if suffix == "json" else read_yaml(value, problems))
+    else:
+        data = _READERS[root](value, problems)
     problems.raise_if_any()
     return data, str(value)
 

@@ -10,7 +10,8 @@ from typing import Any, Callable
 from astra_core.errors import AstraError
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
 from astra_core.sweep.pool import sigterm_raises
-from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, point_key, resolve_point
+from astra_core.sweep.identity import InputDigests
+from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, resolve_point
 from astra_core.sweep.table import PointLog, plot_results, results_frame, write_results
 
 
@@ -88,9 +89,10 @@ def run_sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.Pa
         log.clear()
     done = log.load()
     keys, tasks = [], []
+    digests = InputDigests()
     for index, overrides in enumerate(spec.points):
         run = resolve_point(spec, overrides)
-        key = point_key(run)
+        key = digests.key(run)
         keys.append(key)
         previous = done.get(key)
         if previous is None or previous.get("status") != "ok":

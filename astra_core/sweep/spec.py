@@ -34,9 +34,7 @@ the spec file. Points are the product of ``points`` (or one empty point) and
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -50,7 +48,8 @@ from astra_core.config.issues import Problems, show
 RUN_KEYS = ("workload", "system", "network", "topology", "dims", "memory", "comm_groups",
             "backend", "backend_config", "symmetry")
 #: Run keys whose string values are file paths (or trace prefixes).
-PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups")
+PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups",
+             "backend_config")
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 SPEC_KEYS = ("base", "grid", "points", "metric", "x", "output")
@@ -122,12 +121,6 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
             edits.append([param.root, param.key, param.index, value])
     run["overrides"] = edits
     return run
-
-
-def point_key(run: dict[str, Any]) -> str:
-    """A stable id of a resolved point (what resume matches on)."""
-    text = json.dumps(run, sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def _check_values(problems: Problems, where: str, mapping: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import struct
 from pathlib import Path
 
@@ -193,6 +194,37 @@ def test_resume_skips_finished_points_and_retries_failed_ones(tmp_path):
     assert (wider.ran, wider.skipped) == (2, 2)  # the new point and the failed one
     fresh = run_sweep(path, workers=1, fresh=True)
     assert (fresh.ran, fresh.skipped) == (4, 0)
+
+
+def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths(tmp_path):
+    sweep_dir = tmp_path / "a"
+    sweep_dir.mkdir()
+    path = write_spec(sweep_dir, points=[{"network": "network.yml"}, {"network": "slow.yml"}],
+                      grid={"network.bandwidth[0]": [25.0, 50.0]})
+    (sweep_dir / "slow.yml").write_text(
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [2000.0]\n")
+    first = run_sweep(path, workers=1)
+    assert first.ran == 4
+    assert first.frame["step_ns"].tolist() == [closed_form_step_ns(b, lat) for lat in (500, 2000)
+                                               for b in (25.0, 50.0)]
+    # Editing one network file re-runs the points that read it, with its new values.
+    (sweep_dir / "slow.yml").write_text(
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [3000.0]\n")
+    edited = run_sweep(path, workers=1)
+    assert (edited.ran, edited.skipped) == (2, 2)
+    assert edited.frame["step_ns"].tolist() == [closed_form_step_ns(b, lat) for lat in (500, 3000)
+                                                for b in (25.0, 50.0)]
+    # So does editing a rank's trace: the same bytes at a smaller size.
+    trace = sweep_dir / "trace"
+    write_pair_trace(trace / "pair", nbytes=MIB // 2, tag=9, fwd_us=5, bwd_us=3)
+    retraced = run_sweep(path, workers=1)
+    assert (retraced.ran, retraced.skipped) == (4, 0)
+    # The same sweep, moved elsewhere with its results, runs nothing again.
+    moved = tmp_path / "b"
+    shutil.copytree(sweep_dir, moved)
+    again = run_sweep(moved / "sweep.yaml", workers=1)
+    assert (again.ran, again.skipped) == (0, 4)
+    pd.testing.assert_frame_equal(again.frame, retraced.frame)
 
 
 def test_a_torn_last_line_of_the_point_log_is_cut_off_not_appended_to(tmp_path):
