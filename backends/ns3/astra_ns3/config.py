@@ -227,7 +227,7 @@ class Ns3Config(BaseModel):
     buffer_bytes: PositiveBytes = 32 << 20
     ack_interval: Annotated[int, _between(1, UINT32_MAX)] = 1
     rto_us: Annotated[float, _between(MIN_RTO_US, MAX_TIME_US, " us")] = 1000.0
-    watchdog_s: Annotated[float, _between(0.5, 1e6, " s")] = 60.0
+    watchdog_s: Annotated[float, _between(1, 1e6, " s")] = 60.0
     max_packet_hops: Annotated[int, _between(0, 1e18)] = MAX_PACKET_HOPS
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()

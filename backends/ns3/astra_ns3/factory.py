@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib import metadata, util
 from typing import Any
 
@@ -37,7 +38,8 @@ def create(topology: Topology, config: Any = None):
     from astra_ns3.network import Ns3Network
 
     physical = topology.physical if topology.physical is not None else from_network(topology.network)
-    return Ns3Network(physical, load_config(config))
+    source = os.fspath(config) if isinstance(config, (str, os.PathLike)) else "<python>"
+    return Ns3Network(physical, load_config(config), config_source=source)
 
 
 create.check_available = check_available

@@ -172,6 +172,8 @@ def _load_jit() -> Library:
         if not cppyy.cppdef((build.CPP_DIR / name).read_text(encoding="utf-8")):
             raise NativeError(f"cppyy could not compile {name}")
     functions = {name: getattr(cppyy.gbl, name) for name in _SIGNATURES}
+    # Let the worker's heartbeat thread run while the event loop does (ctypes does so itself).
+    functions["astra_ns3_run"].__release_gil__ = True
     return Library(functions, "jit", "cppyy", time.perf_counter() - started)
 
 

@@ -22,6 +22,14 @@ ECMP choice; ACKs and CNPs take the route of ``(dst, src, tag)``). A message
 has been delivered when its last packet has arrived. A message from an NPU to
 itself is delivered at once.
 
+Work and liveness. Every message adds ``ceil(bytes / payload_bytes)`` packets
+x its route's links to the run's packet-hops; a run past the config's
+``max_packet_hops`` is refused at the send that crosses it (with the
+estimate and its projected wall time), before ns-3 spends hours on it. Every
+request to the worker is watched: no progress for ``watchdog_s`` wall
+seconds is an error naming the last simulated time
+(:class:`astra_ns3.process.WorkerStalled`).
+
 A worker is taken when ``run()`` has messages to move and given back when
 ``run()`` returns, with every message delivered; the next ``run()`` builds
 the fabric afresh at the current time (the network is idle between runs).
@@ -34,6 +42,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Callable
 
+from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
 from astra_core.topology.physical import PhysicalTopology
 from astra_ns3 import process
@@ -42,6 +51,8 @@ from astra_ns3.monitors import Ns3Results
 
 #: Worker step status codes (astra_ns3.worker).
 _COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
+#: The model's typical speed, packet-hops per wall second (../shared/NS3-NOTES.md: 0.17-0.2 M).
+PACKET_HOPS_PER_S = 2e5
 
 
 def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
@@ -72,12 +83,17 @@ def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
     return cables
 
 
+def _describe_send(src: int, dst: int, size: int, packets: int, links: int) -> str:
+    return f"message NPU {src} -> NPU {dst} of {size} B: {packets} packets x {links} links"
+
+
 class Ns3Network:
     """:class:`~astra_core.backend.NetworkBackend` on a packet-level RoCE model in ns-3."""
 
     name = "ns3"
 
-    def __init__(self, physical: PhysicalTopology, config: Ns3Config):
+    def __init__(self, physical: PhysicalTopology, config: Ns3Config, *,
+                 config_source: str = "<python>"):
         self.physical = physical
         self.config = config
         self._cables = cables_of(physical, config)
@@ -94,6 +110,9 @@ class Ns3Network:
         self._offset = 0.0
         self.results = Ns3Results(physical)
         self.messages = 0
+        #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
+        self.budget = WorkBudget("ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops,
+                                 "max_packet_hops", config_source)
 
     # -- NetworkBackend ---------------------------------------------------------------
     def now(self) -> float:
@@ -117,10 +136,14 @@ class Ns3Network:
         qp = self._qps.get(key)
         if qp is None:
             qp = self._qps[key] = len(self._qps)
+        route = physical.route(src, dst, tag)
+        packets = max(1, -(-size_bytes // self.config.payload_bytes))
+        self.budget.add(packets * len(route), _describe_send, src, dst, size_bytes, packets,
+                        len(route))
         self._meta.append((src, dst, size_bytes, tag, self._now))
         self._undelivered[flow] = (on_delivered, arg)
         self._new.append((flow, qp, physical.hosts[src], physical.hosts[dst], size_bytes,
-                          physical.route(src, dst, tag), physical.route(dst, src, tag)))
+                          route, physical.route(dst, src, tag)))
 
     def run(self) -> None:
         heap = self._heap
@@ -147,17 +170,19 @@ class Ns3Network:
     def _step(self) -> None:
         worker = self._worker
         if worker is None:
-            worker = self._worker = process.acquire()
+            worker = self._worker = process.acquire(self.config.watchdog_s)
             self._offset = self._now
             try:
-                worker.request(("setup", self._settings, self._switches, self._cables), "ok")
+                worker.request(("setup", self._settings, self._switches, self._cables), "ok",
+                               offset_ns=self._offset, sent_ns=self._now)
             except BaseException:
                 self._worker = None
                 raise
         heap = self._heap
         until = self._ps(heap[0][0]) if heap else -1
         _, status, now_ps, done = worker.request(("step", self._ps(self._now), until, self._new),
-                                                 "step")
+                                                 "step", offset_ns=self._offset,
+                                                 sent_ns=self._now)
         self._new = []
         if status == _COMPLETIONS:
             t = self._offset + now_ps / 1000
@@ -184,7 +209,7 @@ class Ns3Network:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        _, raw = worker.request(("finish",), "finish")
+        _, raw = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self._now)
         process.release(worker)
         self.results.add_run(raw, self._meta, self._offset)
         self._meta = []

@@ -5,7 +5,12 @@ astra_ns3.worker``) talking over a socket pair. If ns-3 aborts or the worker
 dies any other way, the caller's next read sees end-of-file at once and
 :class:`WorkerDied` names the exit status and the worker's last output; the
 caller never hangs on a dead worker (the failure mode of a
-``multiprocessing.Pool`` whose worker aborts). A worker serves one simulation
+``multiprocessing.Pool`` whose worker aborts). Nor on a live one that makes no
+progress: a busy worker beats several times a second with its simulated time
+(:mod:`astra_ns3.worker`), and a worker that sends nothing (stopped, e.g. by
+SIGSTOP) or whose simulated time stands still (a model spinning at one
+instant) for ``watchdog_s`` wall seconds is killed and reported as
+:class:`WorkerStalled`, naming the last simulated time. A worker serves one simulation
 at a time and destroys it afterwards (``Simulator::Destroy``); a worker that
 finished cleanly waits, idle, for the next simulation of the same caller, so
 tens of small simulations do not each pay the start-up (``ASTRA_NS3_REUSE=0``
@@ -21,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,8 @@ from astra_core.errors import AstraError
 
 #: Idle workers kept per caller process.
 MAX_IDLE = 1
+#: Default wall seconds without progress before a worker is declared stalled.
+WATCHDOG_S = 60.0
 
 
 class WorkerDied(AstraError):
@@ -39,12 +47,31 @@ class ModelError(AstraError):
     """The ns-3 model refused the input or could not finish (one line)."""
 
 
-class WorkerProcess:
-    """One worker subprocess and its connection."""
+class WorkerStalled(AstraError):
+    """The ns-3 worker made no progress for the watchdog's wall time (stopped, or
+    spinning without advancing simulated time); it has been killed."""
 
-    def __init__(self) -> None:
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` ('T' stopped, 'R' running, ...), or '?'."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+class WorkerProcess:
+    """One worker subprocess and its connection.
+
+    ``watchdog_s``: wall seconds without progress (see the module docstring)
+    before a request raises :class:`WorkerStalled`; the start-up (loading or
+    compiling the model) counts as progress while the worker beats."""
+
+    def __init__(self, watchdog_s: float = WATCHDOG_S) -> None:
         parent_end, child_end = socket.socketpair()
         self._log = tempfile.TemporaryFile()
+        self.watchdog_s = watchdog_s
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -61,15 +88,19 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, message: tuple | None, expect: str) -> tuple:
+    def request(self, message: tuple | None, expect: str, *, offset_ns: float = 0.0,
+                sent_ns: float | None = None) -> tuple:
         """Send ``message`` (if any) and return the reply tagged ``expect``.
 
-        Raises WorkerDied, ModelError (the model's error line), or
-        RuntimeError (a bug in the worker, with its traceback)."""
+        Raises WorkerDied, WorkerStalled (no progress for ``watchdog_s``; it
+        names the last simulated time: the worker's clock plus ``offset_ns``,
+        or ``sent_ns``, the caller's time when it sent the request), ModelError
+        (the model's error line), or RuntimeError (a bug in the worker, with
+        its traceback)."""
         try:
             if message is not None:
                 self.conn.send(message)
-            reply = self.conn.recv()
+            reply = self._await_reply(offset_ns, sent_ns)
         except (EOFError, OSError, BrokenPipeError):
             raise self._died() from None
         if reply[0] == expect:
@@ -78,6 +109,54 @@ class WorkerProcess:
         if reply[0] == "error":
             raise ModelError(f"ns3 backend: {reply[1]}")
         raise RuntimeError(f"ns3 worker failed:\n{reply[1]}")
+
+    def _await_reply(self, offset_ns: float, sent_ns: float | None) -> tuple:
+        """The next reply that is not a heartbeat, watching for progress."""
+        conn, limit = self.conn, self.watchdog_s
+        progress_at = time.monotonic()
+        last_mark: Any = None
+        last_ps: int | None = None
+        beats = 0
+        while True:
+            left = limit - (time.monotonic() - progress_at)
+            if left <= 0:
+                raise self._stalled(beats, last_ps, offset_ns, sent_ns)
+            if not conn.poll(min(left, 1.0)):
+                continue
+            reply = conn.recv()
+            if reply[0] != "beat":
+                return reply
+            mark = reply[1]
+            if mark[0] == "run":
+                last_ps = mark[1]
+            if mark != last_mark:
+                last_mark, beats = mark, 0
+                progress_at = time.monotonic()
+            else:
+                beats += 1
+
+    def _stalled(self, beats_without_progress: int, last_ps: int | None, offset_ns: float,
+                 sent_ns: float | None) -> WorkerStalled:
+        pid = self.proc.pid
+        stopped = _process_state(pid) == "T"
+        if stopped:
+            how = "it is stopped (SIGSTOP or a debugger) and answers nothing"
+        elif beats_without_progress:
+            how = "it is busy but its simulated time stands still"
+        else:
+            how = "it answers nothing"
+        if last_ps is not None:
+            when = f"last simulated time {offset_ns + last_ps / 1000:.3f} ns"
+        elif sent_ns is not None:
+            when = f"last simulated time {sent_ns:.3f} ns"
+        else:
+            when = "while starting"
+        self.proc.kill()  # SIGKILL ends a stopped process too
+        self.proc.wait()
+        self.close()
+        return WorkerStalled(f"ns3 backend: the ns-3 worker (pid {pid}) made no progress for "
+                             f"{self.watchdog_s:g} s of wall time: {how}; {when}; killed it "
+                             f"(watchdog_s in the backend config sets the limit)")
 
     def _died(self) -> WorkerDied:
         try:
@@ -112,14 +191,15 @@ class WorkerProcess:
 _idle: list[WorkerProcess] = []
 
 
-def acquire() -> WorkerProcess:
-    """An idle worker if there is a live one, else a new one."""
+def acquire(watchdog_s: float = WATCHDOG_S) -> WorkerProcess:
+    """An idle worker if there is a live one, else a new one; its watchdog is ``watchdog_s``."""
     while _idle:
         worker = _idle.pop()
         if worker.alive():
+            worker.watchdog_s = watchdog_s
             return worker
         worker.close()
-    return WorkerProcess()
+    return WorkerProcess(watchdog_s)
 
 
 def release(worker: WorkerProcess) -> None:

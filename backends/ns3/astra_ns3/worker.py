@@ -26,45 +26,110 @@ simulation at a time (messages are pickled tuples):
 
 A model error replies ``("error", message)``; a bug replies ``("bug",
 traceback)``. End of input ends the process.
+
+Liveness. While the worker loads the model or serves a command, a heartbeat
+thread sends ``("beat", mark)`` every ``$ASTRA_NS3_BEAT_S`` seconds (0.1):
+inside the C++ event loop ``mark`` is ``("run", now_ps)``, the simulated time
+(read while the loop runs: ctypes releases the GIL), elsewhere ``("busy",
+n)`` with n counting up. The caller's watchdog (:mod:`astra_ns3.process`)
+sees a stopped worker (no beats) and a spinning one (simulated time standing
+still) and ends it. No beat follows a reply, so an idle worker sends nothing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 
+#: Seconds between heartbeats while busy (the caller's watchdog allows >= 1 s).
+BEAT_S = 0.1
+
+
+class Heartbeat:
+    """Sends ``("beat", mark)`` while the worker is busy; every send on the
+    connection (beats and replies) goes through :meth:`send`, under one lock."""
+
+    def __init__(self, conn: Connection, interval: float):
+        self.conn = conn
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.busy = True  # loading the model
+        # While the C++ event loop runs, the simulated-time reader; set and cleared
+        # under run_lock, so the clock is never read once the loop has returned
+        # (a later Simulator::Destroy would make the read rebuild a simulator).
+        self.run_lock = threading.Lock()
+        self.now_ps = None
+        self.beats = 0
+        threading.Thread(target=self._beat, name="astra-ns3-heartbeat", daemon=True).start()
+
+    def send(self, reply: tuple) -> None:
+        """Send a reply; no beat follows it until the next command."""
+        with self.lock:
+            self.busy = False
+            self.conn.send(reply)
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            with self.run_lock:
+                now_ps = self.now_ps
+                mark = ("run", now_ps()) if now_ps is not None else ("busy", self.beats)
+            self.beats += 1
+            with self.lock:
+                if not self.busy:
+                    continue
+                try:
+                    self.conn.send(("beat", mark))
+                except OSError:
+                    return
+
 
 def serve(conn: Connection) -> None:
+    heart = Heartbeat(conn, float(os.environ.get("ASTRA_NS3_BEAT_S", BEAT_S)))
+    send = heart.send
     from astra_ns3 import native
 
     try:
         lib = native.load(os.environ.get("ASTRA_NS3_LIBRARY", "auto"))
     except Exception as exc:  # noqa: BLE001 - anything here means "cannot run"
-        conn.send(("error", f"cannot load the ns-3 model: {exc}"))
+        send(("error", f"cannot load the ns-3 model: {exc}"))
         return
-    conn.send(("ready", {"kind": lib.kind, "path": lib.path, "load_s": lib.load_s,
-                         "pid": os.getpid()}))
+    send(("ready", {"kind": lib.kind, "path": lib.path, "load_s": lib.load_s,
+                    "pid": os.getpid()}))
+
+    def run(until_ps: int) -> int:
+        with heart.run_lock:
+            heart.now_ps = lib.now_ps
+        try:
+            return lib.run(until_ps)
+        finally:
+            with heart.run_lock:
+                heart.now_ps = None
+
     live = False
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             return
+        heart.busy = True
         command = message[0]
         try:
             if command == "step":
                 _, start_ps, until_ps, flows = message
                 if start_ps > lib.now_ps():
-                    lib.run(start_ps)
+                    run(start_ps)
                 for flow in flows:
                     lib.start_flow(*flow)
-                status = lib.run(until_ps)
+                status = run(until_ps)
                 if status == 3:
-                    conn.send(("error", lib.error()))
+                    send(("error", lib.error()))
                     continue
-                conn.send(("step", status, lib.now_ps(), lib.take_completions()))
+                send(("step", status, lib.now_ps(), lib.take_completions()))
             elif command == "setup":
                 _, settings, switches, cables = message
                 if live:
@@ -75,22 +140,22 @@ def serve(conn: Connection) -> None:
                     lib.add_node(is_switch)
                 for cable in cables:
                     lib.add_cable(*cable)
-                conn.send(("ok",))
+                send(("ok",))
             elif command == "finish":
                 results = lib.results()
                 lib.destroy()
                 live = False
-                conn.send(("finish", results))
+                send(("finish", results))
             elif command == "crash":
                 lib.abort()
             elif command == "quit":
                 return
             else:
-                conn.send(("bug", f"unknown command {command!r}"))
+                send(("bug", f"unknown command {command!r}"))
         except native.NativeError as exc:
-            conn.send(("error", str(exc)))
+            send(("error", str(exc)))
         except Exception:  # noqa: BLE001 - a bug: hand the traceback to the caller
-            conn.send(("bug", traceback.format_exc()))
+            send(("bug", traceback.format_exc()))
 
 
 def main(argv: list[str]) -> None:

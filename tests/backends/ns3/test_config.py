@@ -78,7 +78,7 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
     ("seed = -1", "seed: must be in [0, 4294967294], got -1"),
     ("buffer_bytes = 1e20", "buffer_bytes: must be in [1, 9007199254740992] bytes, got 1e+20"),
     ("ack_interval = 4294967296", "ack_interval: must be in [1, 4294967295], got 4294967296"),
-    ("watchdog_s = 0", "watchdog_s: must be in [0.5, 1e+06] s, got 0"),
+    ("watchdog_s = 0.5", "watchdog_s: must be in [1, 1e+06] s, got 0.5"),
     ("max_packet_hops = -1", "max_packet_hops: must be in [0, 1e+18], got -1"),
     ("[pfc]\nalpha = nan", "pfc.alpha: must be in (0, 1e+06], got nan"),
     ("[pfc]\nheadroom_bytes = -5", "pfc.headroom_bytes: must be in [0, 9007199254740992] bytes, got -5"),
