@@ -138,6 +138,7 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
     cfg = noc_config(config, packet_flits, **overrides)
     net = build_network(topology, dims, cfg, link_latency_cycles)
     nodes = net.physical.npus_count
+    _check_work(cfg, topology, dims, nodes, injection_rate, warmup + cycles)
     cycle = net.cycle_ps
     clock = net.clock
     window = (warmup * cycle, (warmup + cycles) * cycle)
@@ -186,6 +187,30 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
 
 def _ignore(_arg) -> None:
     pass
+
+
+def average_hops(topology: str, dims: Sequence[int]) -> float:
+    """Mean links between two uniformly random nodes: per dimension of k routers
+    (k^2 - 1) / 3k on a line (mesh), about k / 4 on a ring (torus)."""
+    if topology == "torus":
+        return sum(k / 4 for k in dims)
+    return sum((k * k - 1) / (3 * k) for k in dims)
+
+
+def _check_work(cfg: GarnetConfig, topology: str, dims: Sequence[int], nodes: int, rate: float,
+                injected_cycles: int) -> None:
+    """Refuse a load point whose injected traffic alone would pass ``max_flit_hops``
+    (before simulating it): nodes x min(rate, 1) x cycles x average hops."""
+    from astra_core.backend import WorkBudget
+    from astra_garnetlike.config import FLIT_HOPS_PER_S
+
+    projected = int(nodes * min(rate, 1.0) * injected_cycles * average_hops(topology, dims))
+    shape = "x".join(map(str, dims))
+    where = "a --config file" if cfg.source == "noc" else cfg.source
+    WorkBudget("garnetlike", "flit-hops", FLIT_HOPS_PER_S, cfg.max_flit_hops, "max_flit_hops",
+               where).add(projected, lambda: (
+                   f"noc {topology} {shape} at {rate:g} flits/node/cycle for {injected_cycles} "
+                   f"cycles (warm-up included)"))
 
 
 def _run_point(kwargs: dict) -> NocResult:

@@ -103,3 +103,17 @@ def test_every_number_is_range_checked(tmp_path, text, line):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == f"{path}: {line}"
+
+
+def test_astra_noc_refuses_a_run_of_absurd_length_up_front():
+    # 8x8 mesh, 0.1 flits/node/cycle, 10^13 cycles + 10 % warm-up: 64 x 0.1 x 1.1e13 x
+    # 5.25 average hops (2 x (8^2 - 1) / 24) = 3.7e14 flit-hops, 29.3 years at 4e5/s.
+    started = time.perf_counter()
+    out = CliRunner().invoke(main, ["noc", "--cycles", str(10**13)])
+    assert time.perf_counter() - started < 5
+    assert out.exit_code == 1
+    assert out.stderr == (
+        "error: garnetlike backend: noc mesh 8x8 at 0.1 flits/node/cycle for 11000000000000 "
+        "cycles (warm-up included); the run would move 3.7e+14 flit-hops (about 29.3 years at "
+        "4e+05 flit-hops/s), past the limit max_flit_hops = 1e+10 (raise it in a --config file; "
+        "0 = no limit)\n")
