@@ -66,8 +66,11 @@ class PluginWarning(UserWarning):
 
 
 def describe(exc: BaseException) -> str:
-    """``"ValueError: first line of the message"``, at most ~200 characters."""
-    text = str(exc).strip().splitlines()
+    """``"ValueError: first line of the message"``, at most ~200 characters; a first
+    line that announces more (ends with ':', e.g. a traceback follows) gets the last line."""
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if len(text) > 1 and text[0].endswith(":"):
+        text = [f"{text[0]} {text[-1]}"]
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
     return line if len(line) <= _REASON_CHARS else line[:_REASON_CHARS - 3] + "..."
 

@@ -311,3 +311,14 @@ def test_a_collectives_hook_that_raises_breaks_nothing_else(plugin, pair):
     assert collective_registry(pm) == {}
     assert pm.broken == {module: "astra_register_collectives raised KeyError: 'ring'"}
     assert [r.finish_ns for r in run_pair(pair, plugin_manager=pm).ranks] == ANALYTICAL_FINISH
+
+
+def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
+    from astra_core.plugins import describe
+
+    crash = RuntimeError("ns3 worker failed:\nTraceback (most recent call last):\n  File \"w.py\", "
+                         "line 1, in <module>\nValueError: bad payload\n")
+    assert describe(crash) == "RuntimeError: ns3 worker failed: ValueError: bad payload"
+    assert describe(ValueError("first\nsecond")) == "ValueError: first"
+    long = describe(ValueError("x" * 500))
+    assert len(long) == 200 and long.endswith("...")
