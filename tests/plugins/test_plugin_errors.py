@@ -322,3 +322,17 @@ def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
     assert describe(ValueError("first\nsecond")) == "ValueError: first"
     long = describe(ValueError("x" * 500))
     assert len(long) == 200 and long.endswith("...")
+
+
+def test_an_availability_check_that_raises_is_listed_as_broken(plugin, monkeypatch):
+    module = plugin(BACKEND + "\ndef create(topology, config=None):\n    return Network(topology)\n\n"
+                              "def probe():\n    raise OSError('no /dev/fabric')\n\n"
+                              "create.check_available = probe\n\n"
+                              "@hookimpl\ndef astra_register_backends(register):\n"
+                              "    register('probed', create, description='d')\n")
+    monkeypatch.setenv("ASTRA_PLUGINS", module)
+    out = cli("backends")
+    assert out.exit_code == 0
+    assert f"probed: unavailable — broken plugin '{module}': its availability check raised " \
+           "OSError: no /dev/fabric" in out.stdout.splitlines()
+    assert any(line.startswith("analytical (default): usable") for line in out.stdout.splitlines())
