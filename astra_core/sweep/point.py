@@ -40,8 +40,9 @@ METRICS = ("step_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "compute_only_
 _READERS = {"system": read_json, "network": read_yaml, "memory": read_json}
 
 
-def _raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
-    """The mapping behind config ``root`` (read from its file if a path), and its source name."""
+def raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
+    """The mapping behind config ``root`` of a resolved run (read from its file if a
+    path; a copy if inline) and its source name. Raises ConfigError naming the file."""
     value = run.get(root)
     if value is None:
         if root == "backend_config":
@@ -60,7 +61,11 @@ def _raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
     return data, str(value)
 
 
-def _set(data: Any, source: str, root: str, key: str, index: int | None, value: Any) -> None:
+def apply_override(data: Any, source: str, root: str, key: str, index: int | None,
+                   value: Any) -> None:
+    """Set ``key`` (or entry ``index`` of the list at ``key``) of config mapping ``data``
+    read from ``source``. Raises ConfigError naming the file and key when there
+    is no such list entry."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: {root}.{key}: the config is not a mapping")
     if index is None:
@@ -84,9 +89,9 @@ def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
     edited: dict[str, tuple[Any, str]] = {}
     for root, key, index, value in run.get("overrides", []):
         if root not in edited:
-            edited[root] = _raw_config(run, root)
+            edited[root] = raw_config(run, root)
         data, source = edited[root]
-        _set(data, source, root, key, index, value)
+        apply_override(data, source, root, key, index, value)
     kinds = {"system": SystemConfig, "network": NetworkConfig, "memory": MemoryConfig}
     for root, (data, source) in edited.items():
         args[root] = data if root == "backend_config" else kinds[root].from_dict(data, source=source)

@@ -34,15 +34,19 @@ the spec file. Points are the product of ``points`` (or one empty point) and
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from astra_core.config.files import expect_mapping, read_yaml, source_name
 from astra_core.config.issues import Problems, show
+from astra_core.errors import AstraError
+from astra_core.sweep.point import METRICS
+from astra_core.sweep.preflight import check_inputs
 
 #: Run keys a point may set directly (``astra.simulate``'s arguments).
 RUN_KEYS = ("workload", "system", "network", "topology", "dims", "memory", "comm_groups",
@@ -53,6 +57,8 @@ PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 SPEC_KEYS = ("base", "grid", "points", "metric", "x", "output")
+#: Results columns ``metric`` may name (numbers to plot).
+PLOTTABLE = tuple(m for m in METRICS if m != "backend") + ("wall_s",)
 
 _PARAM = re.compile(r"^(?P<root>[A-Za-z_]+)(?:\.(?P<key>[^\[\]]+))?(?:\[(?P<index>\d+)\])?$")
 
@@ -124,19 +130,54 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_values(problems: Problems, where: str, mapping: Any) -> dict[str, Any]:
-    """A mapping of parameter names, each name checked."""
+    """The entries of a mapping of parameter names whose names parse (the others noted)."""
     if not isinstance(mapping, dict):
         problems.add(where, f"expected a mapping of parameter names to values, got {show(mapping)}")
         return {}
-    for name in mapping:
+    valid = {}
+    for name, value in mapping.items():
         _, why = parse_parameter(name)
         if why:
             problems.add(f"{where}: {name}", why)
-    return mapping
+        else:
+            valid[name] = value
+    return valid
+
+
+def _check_metric(problems: Problems, metric: Any) -> None:
+    if not isinstance(metric, str):
+        problems.add("metric", f"expected a results column name, got {show(metric)}")
+    elif metric not in PLOTTABLE:
+        close = difflib.get_close_matches(metric, PLOTTABLE, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(PLOTTABLE)})"
+        problems.add("metric", f"{metric!r} is not a numeric results column{hint}")
+
+
+def _backend_check() -> Callable[[str | None], None]:
+    """A function that raises AstraError for a backend name no plugin registered."""
+    from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
+
+    try:
+        settings = load_settings()
+        registry = BackendRegistry(make_plugin_manager(settings=settings),
+                                   settings.default_backend)
+    except AstraError as exc:
+        error = exc
+
+        def unusable(name: str | None) -> None:
+            raise error
+        return unusable
+    return registry.get
 
 
 def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
-    """Validate a spec mapping; one ConfigError listing every problem (naming the spec)."""
+    """Validate a spec mapping and what it names; one ConfigError listing every problem.
+
+    Each problem is one line naming the spec and the key at fault: the
+    spec's own keys, parameter names and values, ``metric`` and ``x``, and
+    (:mod:`astra_core.sweep.preflight`) the files, config keys, list entries
+    and backends the points use. Nothing has run when this raises.
+    """
     problems = Problems(source)
     mapping = expect_mapping(data, problems) or {}
     for key in mapping:
@@ -152,24 +193,28 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
     for key in base:
         if key not in RUN_KEYS:
             problems.add("base", f"unknown run key {key!r} (known: {', '.join(RUN_KEYS)})")
+    base = {k: v for k, v in base.items() if k in RUN_KEYS}
     for key in ("workload", "system"):
         if base and key not in base:
             problems.add("base", f"missing required key {key!r}")
     grid = _check_values(problems, "grid", mapping.get("grid", {}))
-    for name, values in grid.items():
+    for name, values in list(grid.items()):
         if not isinstance(values, list) or not values:
             problems.add(f"grid: {name}", f"expected a non-empty list of values, got {show(values)}")
+            del grid[name]
     listed = mapping.get("points", [{}])
     if not isinstance(listed, list) or not listed:
         problems.add("points", f"expected a non-empty list of mappings, got {show(listed)}")
         listed = [{}]
-    for i, point in enumerate(listed):
-        _check_values(problems, f"points[{i}]", point)
+    listed = [_check_values(problems, f"points[{i}]", point) for i, point in enumerate(listed)]
     if "grid" not in mapping and "points" not in mapping:
         problems.add(None, "nothing to sweep: give 'grid' and/or 'points'")
-    problems.raise_if_any()
 
     names = list(dict.fromkeys([*(k for p in listed for k in p), *grid]))
+    where = {name: "grid" for name in grid}
+    for i, point in enumerate(listed):
+        for name in point:
+            where.setdefault(name, f"points[{i}]")
     points = []
     for point in listed:
         for combo in itertools.product(*grid.values()):
@@ -178,12 +223,16 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
     if x is not None and x not in names:
         problems.add("x", f"{x!r} is not a swept parameter ({', '.join(names)})")
     metric = mapping.get("metric", "step_ns")
-    if not isinstance(metric, str):
-        problems.add("metric", f"expected a results column name, got {show(metric)}")
-    problems.raise_if_any()
+    _check_metric(problems, metric)
     output = mapping.get("output") or f"{Path(source).stem}-results"
-    return SweepSpec(source=source, directory=directory, base=dict(base), parameters=names,
+    spec = SweepSpec(source=source, directory=directory, base=base, parameters=names,
                      points=points, metric=metric, x=x, output=(directory / str(output)).resolve())
+    if "workload" in base and "system" in base:
+        check_inputs(problems, points, [resolve_point(spec, p) for p in points],
+                     {name: parse_parameter(name)[0] for name in names}, where, PATH_KEYS,
+                     _backend_check())
+    problems.raise_if_any()
+    return spec
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:

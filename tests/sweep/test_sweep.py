@@ -103,7 +103,46 @@ def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
         f"{path}: grid: network.bandwidth[0]: expected a non-empty list of values, got []",
         f"{path}: points[0]: latency: unknown run key (known: workload, system, network, "
         "topology, dims, memory, comm_groups, backend, backend_config, symmetry)",
+        f"{path}: grid: network.bandwith: network config has no key 'bandwith'; did you mean "
+        "network.bandwidth?",
     ]
+
+
+def test_the_files_keys_list_entries_backends_and_metric_a_spec_names_are_checked_first(
+        tmp_path):
+    # Every problem that would fail points (or the plot) at run time, in one error,
+    # each line naming the spec key at fault; nothing runs.
+    path = write_spec(tmp_path, grid={"network.latency[3]": [1.0],
+                                      "system.all-reduce-implementation[0]": ["ring"],
+                                      "system.preferred-dataset-splits[0]": [2],
+                                      "memory.remote-mem-bw": [5],
+                                      "system.collective-optimisation": ["baseline"]},
+                      points=[{"backend": "analyticl"},
+                              {"network": "missing.yml", "backend": "analytical"},
+                              {"workload": "trace/nope"}],
+                      metric="step_time", output="out")
+    with pytest.raises(ConfigError) as err:
+        run_sweep(path, workers=1)
+    network, system = tmp_path / "network.yml", SYSTEM
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"{path}: metric: 'step_time' is not a numeric results column; " \
+                       "did you mean 'step_ns'?"
+    assert lines[1].startswith(f"{path}: grid: system.collective-optimisation: system config "
+                               "has no key 'collective-optimisation'; did you mean "
+                               "system.collective-optimization?")
+    assert lines[2:-1] == [
+        f"{path}: grid: network.latency[3]: {network}: latency[3]: out of range (1 entries)",
+        f"{path}: grid: system.preferred-dataset-splits[0]: {system}: preferred-dataset-splits: "
+        "is not a list, so [0] cannot be swept",
+        f"{path}: grid: memory.remote-mem-bw: there is no memory config (in base or this point) "
+        "to set it in",
+        f"{path}: points[1]: network: {tmp_path / 'missing.yml'}: file not found",
+        f"{path}: points[2]: workload: {tmp_path / 'trace' / 'nope'}: no trace files "
+        f"{tmp_path / 'trace' / 'nope'}.<rank>.et",
+    ]
+    assert lines[-1].startswith(f"{path}: points[0]: backend: unknown backend 'analyticl'; "
+                                "available: analytical, ")
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_spec_without_anything_to_sweep_or_base_is_an_error(tmp_path):
@@ -272,10 +311,13 @@ def test_sweep_over_system_values_and_workloads(tmp_path):
     # Point-to-point only: neither chunks nor the all-reduce algorithm change the step.
     assert set(frame["step_ns"]) == {closed_form_step_ns(50.0, 500.0)}
     assert frame["workload"].tolist()[:2] == ["trace/pair", "other/trace/pair"]
+    # An entry past the end of the list is a spec error, found before anything runs.
     bad = write_spec(tmp_path, grid={"system.all-reduce-implementation[3]": ["ring"]})
-    frame = astra.sweep(bad, workers=1, output=tmp_path / "bad")
-    assert frame["error"].tolist() == [
-        f"{SYSTEM}: all-reduce-implementation[3]: out of range (1 entries)"]
+    with pytest.raises(ConfigError) as err:
+        astra.sweep(bad, workers=1, output=tmp_path / "bad")
+    assert str(err.value) == (f"{bad}: grid: system.all-reduce-implementation[3]: {SYSTEM}: "
+                              "all-reduce-implementation[3]: out of range (1 entries)")
+    assert not (tmp_path / "bad").exists()
 
 
 # -- process pool and Ray -----------------------------------------------------------------------
