@@ -97,12 +97,13 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
     for option, path in files.items():
         if path is not None:
             check_output_file(path, option)
+    files = dict(files)
     if plots_dir is not None:
         from astra_core.report.plots import PLOT_FILES
 
         directory = check_output_dir(plots_dir, "--plots")
         for name in PLOT_FILES:
-            check_output_file(directory / name, "--plots")
+            files[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
     check_distinct(files)
 
 

@@ -178,3 +178,12 @@ def test_a_plot_file_name_taken_by_a_directory_fails_before_the_run(tmp_path, no
     assert line == (f"error: --plots {tmp_path / 'plots' / 'timeline.png'}: cannot write: "
                     "is a directory, not a file")
     assert no_simulation == []
+
+
+def test_an_output_file_that_is_also_a_plot_fails_before_the_run(tmp_path, no_simulation):
+    plots = tmp_path / "plots"
+    line = one_error_line(invoke(*run_args(tmp_path), "--timeline", plots / "timeline.png",
+                                 "--plots", plots))
+    assert line == (f"error: --plots (timeline.png) and --timeline both write {plots / 'timeline.png'}; "
+                    "give them different files")
+    assert no_simulation == []
