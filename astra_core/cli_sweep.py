@@ -82,6 +82,8 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
         _fail(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (pool.Interrupted)
         signum = getattr(exc, "signum", signal.SIGINT)
+        if progress is not None:
+            progress.stop()
         log = (Path(output).resolve() if output is not None else parsed.output) / LOG_NAME
         click.echo(f"error: sweep interrupted by {signal.Signals(signum).name}: "
                    f"{state['finished']} points finished (kept in {log}; run again to resume)",

@@ -10,17 +10,15 @@ moving a sweep with its results to another directory re-runs nothing.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
-import re
 from importlib import metadata
 from typing import Any
 
+from astra_core.sweep.preflight import rank_files
 from astra_core.sweep.spec import PATH_KEYS
 
-_RANK_FILE = re.compile(r"\.(\d+)\.et")
 _CHUNK = 1 << 20
 
 
@@ -59,13 +57,9 @@ class InputDigests:
     def trace(self, prefix: str) -> str:
         """The digest of a workload: each ``<prefix>.<rank>.et`` (rank and bytes), in rank order."""
         if prefix not in self._traces:
-            ranks = []
-            for path in glob.glob(glob.escape(prefix) + ".*.et"):
-                match = _RANK_FILE.fullmatch(path[len(prefix):])
-                if match:
-                    ranks.append((int(match.group(1)), path))
+            ranks = rank_files(prefix)
             digest = hashlib.sha256()
-            for rank, path in sorted(ranks):
+            for rank, path in ranks:
                 digest.update(f"{rank}:{self.file(path)}\n".encode())
             self._traces[prefix] = digest.hexdigest() if ranks else "no trace files"
         return self._traces[prefix]

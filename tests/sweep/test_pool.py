@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_core.sweep import run_sweep
+from astra_core.errors import AstraError
+from astra_core.sweep import pool, run_sweep
 from tests.conftest import isolate_plugins
 from tests.sweep.test_sweep import closed_form_step_ns, write_spec
 
@@ -73,6 +74,17 @@ def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
     # A re-run retries only the two dead points (before: every pending point failed, always).
     again = run_sweep(path, workers=2)
     assert (again.ran, again.skipped, again.failed) == (2, 4, 2)
+
+
+def test_a_worker_that_cannot_start_is_one_error(tmp_path, monkeypatch):
+    # As if astra could not be imported in a fresh interpreter: the worker exits
+    # before it is ready. Every point would fail the same way, so the sweep stops.
+    monkeypatch.setattr(pool, "_BOOT", "import sys; sys.exit(3)")
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
+    with pytest.raises(AstraError) as err:
+        run_sweep(path, workers=2)
+    assert str(err.value) == "sweep: a worker process could not start (exit code 3); " \
+                             "see its messages above"
 
 
 def _alive(pid: int) -> bool:
