@@ -120,9 +120,12 @@ def logical_dims(physical: PhysicalTopology, sizes: list[int] | None = None) -> 
     sizes[d]``, as for network.yml. ``sizes`` defaults to one dimension of all
     NPUs. The dimensions are described as ``Switch`` with the bandwidth and
     latency of NPU 0's first link (a summary; the physical links decide the
-    timing). Raises ConfigError when the sizes do not multiply to the NPU count.
+    timing). Raises ConfigError when the sizes do not multiply to the NPU count
+    or the topology has a single NPU.
     """
     npus = physical.npus_count
+    if npus < 2:  # network.yml dimensions have >= 2 NPUs each; a lone NPU has no links either
+        raise ConfigError(f"{physical.source}: 1 NPU; a simulated network needs at least 2")
     sizes = list(sizes) if sizes else [npus]
     product = 1
     for size in sizes:

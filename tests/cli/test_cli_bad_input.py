@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from astra_core.cli import main
+from astra_core.workload.writer import write_rank_trace
 from tests.cli.test_cli import EXAMPLE, RING2, two_rank_trace
 from tests.conftest import isolate_plugins
 
@@ -79,3 +80,15 @@ def test_topology_file_garbage_bytes(tmp_path):
     path.write_bytes(b"\xf5\x00\xff" * 50)
     assert one_error_line("topology", "show", path) == \
         f"error: {path}: not UTF-8 text (byte 0); expected an ns-3 topology file"
+
+
+@pytest.mark.parametrize("fabric", ["1 0 0\n", "2 1 1\n1\n0 1 100Gbps 1ns 0\n"], ids=["alone", "with-switch"])
+def test_a_topology_of_one_npu(tmp_path, fabric):
+    # Before: IndexError for the lone NPU without links; a confusing "npus_count[0]" with a switch.
+    path = tmp_path / "one.txt"
+    path.write_text(fabric)
+    prefix = tmp_path / "w"
+    write_rank_trace(f"{prefix}.0.et", [])
+    line = one_error_line("run", "--workload", prefix, "--system", EXAMPLE / "system.json",
+                          "--topology", path)
+    assert line == f"error: {path}: 1 NPU; a simulated network needs at least 2"
