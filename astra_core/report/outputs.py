@@ -27,6 +27,16 @@ from typing import Iterator
 from astra_core.errors import ConfigError
 
 
+def _path(path: str | os.PathLike, what: str | None) -> Path:
+    """``path`` as a Path; ConfigError for an empty one or one that is not a text path."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str):
+        raise ConfigError(f"{what or 'output'}: path must be a str or os.PathLike, got {type(text).__name__}")
+    if not text:
+        raise ConfigError(f"{what or 'output'}: cannot write: empty path")
+    return Path(text)
+
+
 def _label(path: Path, what: str | None) -> str:
     return f"{what} {path}" if what else str(path)
 
@@ -51,9 +61,7 @@ def check_output_file(path: str | os.PathLike, what: str | None = None) -> Path:
     an existing directory, and its nearest existing ancestor must be a writable
     directory (the missing ones are created when writing). Returns the path.
     """
-    if not os.fspath(path):
-        raise ConfigError(f"{what or 'output'}: cannot write: empty path")
-    path = Path(os.fspath(path))
+    path = _path(path, what)
     label = _label(path, what)
     if not path.name or path.name in (".", ".."):
         raise ConfigError(f"{label}: cannot write: not a file name")
@@ -65,9 +73,7 @@ def check_output_file(path: str | os.PathLike, what: str | None = None) -> Path:
 
 def check_output_dir(path: str | os.PathLike, what: str | None = None) -> Path:
     """Raise ConfigError unless ``path`` is, or can be created as, a writable directory."""
-    if not os.fspath(path):
-        raise ConfigError(f"{what or 'output'}: cannot write: empty path")
-    path = Path(os.fspath(path))
+    path = _path(path, what)
     label = _label(path, what)
     if path.exists():
         if not path.is_dir():
@@ -111,9 +117,8 @@ def atomic_output(path: str | os.PathLike, what: str | None = None) -> Iterator[
     the temporary file is removed and ``path`` is left as it was; an OSError
     becomes a one-line ConfigError naming ``what`` and ``path``.
     """
-    path = Path(os.fspath(path))
+    path = check_output_file(path, what)
     label = _label(path, what)
-    check_output_file(path, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
@@ -136,4 +141,4 @@ def write_text(path: str | os.PathLike, text: str, what: str | None = None) -> P
     """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_output`."""
     with atomic_output(path, what) as temporary:
         temporary.write_text(text, encoding="utf-8")
-    return Path(os.fspath(path))
+    return Path(path)

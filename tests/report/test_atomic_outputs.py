@@ -70,3 +70,17 @@ def test_result_writers_create_directories_and_write_atomically(tmp_path):
     assert '"step_ns": 10.0' in (tmp_path / "a" / "trace.json").read_text()
     with pytest.raises(ConfigError, match="timeline .*: cannot write: is a directory"):
         result.write_timeline(tmp_path / "a")
+
+
+@pytest.mark.parametrize("path, message", [
+    (42, "plots: path must be a str or os.PathLike, got int"),
+    (b"x", "plots: path must be a str or os.PathLike, got bytes"),
+    ("", "plots: cannot write: empty path"),
+])
+def test_result_writers_name_a_bad_path_argument(path, message):
+    result = RunResult(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
+    with pytest.raises(ConfigError) as info:
+        result.write_plots(path)
+    assert str(info.value) == message
+    with pytest.raises(ConfigError, match="^timeline: "):
+        result.write_timeline(path)
