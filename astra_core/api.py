@@ -197,7 +197,8 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     net_backend = info.factory(Topology(net, physical), backend_config)
     sim = Simulation(graphs, net, sysc, net_backend, memory=mem, comm_groups=groups,
                      backend_name=info.name, symmetry=symmetry,
-                     collective_plugins=collective_registry(pm))
+                     collective_plugins=collective_registry(pm),
+                     fresh_backend=lambda: info.factory(Topology(net, physical), backend_config))
     notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
     result = sim.run()
     notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept

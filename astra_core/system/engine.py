@@ -57,6 +57,62 @@ def _slot(node: ETNode) -> int | None:
     return GPU_COMM
 
 
+class TieOrderMatters(Exception):
+    """Raised inside a rank-symmetric run when a rank's choice of what to issue
+    depends on the order of events at the same simulated time.
+
+    The full run orders such events by when they were scheduled, which is
+    not the same for every rank of a class (senders are processed in rank
+    order), so the ranks may part ways: :class:`Simulation` starts again
+    without symmetry. Internal: never reaches the user.
+    """
+
+
+class _TieWatch:
+    """Per rank, the events at the current simulated time and what they did to
+    each slot: a race is a slot given to one of two or more candidates at a
+    time when two or more different completions freed it or readied them.
+    Events that cannot race (one completion, one candidate, or nothing issued)
+    keep a symmetric run symmetric."""
+
+    __slots__ = ("time", "events", "touched", "candidates", "given", "race")
+
+    def __init__(self) -> None:
+        self.time: float | None = None
+        self.events = 0
+        self.touched: dict[int, set[int]] = {}  # slot -> events that freed it or readied for it
+        self.candidates: dict[int, set[int]] = {}  # slot -> positions considered for it
+        self.given: set[int] = set()  # slots that got a node at this time
+        self.race: int | None = None  # the slot of the first race seen
+
+    def event(self, now: float) -> None:
+        if now != self.time:
+            self.time = now
+            self.events = 0
+            self.touched.clear()
+            self.candidates.clear()
+            self.given.clear()
+        self.events += 1
+
+    def touch(self, slot: int | None) -> None:
+        if slot is not None:
+            self.touched.setdefault(slot, set()).add(self.events)
+            self._check(slot)
+
+    def candidate(self, slot: int, pos: int) -> None:
+        self.candidates.setdefault(slot, set()).add(pos)
+        self._check(slot)
+
+    def issued(self, slot: int) -> None:
+        self.given.add(slot)
+        self._check(slot)
+
+    def _check(self, slot: int) -> None:
+        if (slot in self.given and len(self.touched.get(slot, ())) > 1
+                and len(self.candidates.get(slot, ())) > 1 and self.race is None):
+            self.race = slot
+
+
 class RankEngine:
     """Runs one rank's trace on its :class:`RankSystem`. Times in ns."""
 
@@ -78,12 +134,19 @@ class RankEngine:
         self._issuing = False
         self._issue_again = False
         self._blocked: list[int] | None = None  # deadlock report: positions never issued
+        # Under rank symmetry: watch for slot races between same-time completions.
+        self._ties = _TieWatch() if sim.symmetry is not None else None
         self.groups: dict[str, CommGroup] = {}
         for name, members in sim.comm_groups.items():
             self.groups[name] = CommGroup(int(name), list(members))
 
     # -- issuing --------------------------------------------------------------
     def start(self) -> None:
+        ties = self._ties
+        if ties is not None:
+            ties.event(self.sys.now())
+            for _, pos in self.ready:
+                ties.touch(_slot(self.nodes[pos]))
         self.issue_ready()
         self._check_finished()
 
@@ -107,14 +170,21 @@ class RankEngine:
                 ready.clear()
                 slots = self.slots
                 nodes = self.nodes
+                ties = self._ties
                 for item in candidates:
                     pos = item[1]
                     slot = _slot(nodes[pos])
+                    if ties is not None and slot is not None:
+                        ties.candidate(slot, pos)
                     if slot is not None and slots[slot]:
                         ready.append(item)
                     else:
+                        if ties is not None and slot is not None:
+                            ties.issued(slot)
                         self.issue(pos, slot)
                 again = self._issue_again
+                if ties is not None and ties.race is not None:
+                    self._order_matters(ties.race)
         finally:
             self._issuing = False
 
@@ -249,12 +319,25 @@ class RankEngine:
         counts = self.pending_parents
         ready = self.ready
         nodes = self.nodes
+        ties = self._ties
+        if ties is not None:
+            ties.event(now)
+            ties.touch(slot)
         for child in self.graph.children[pos]:
             counts[child] -= 1
             if counts[child] == 0:
                 ready.append((nodes[child].id, child))
+                if ties is not None:
+                    ties.touch(_slot(nodes[child]))
         self.issue_ready()
         self._check_finished()
+
+    def _order_matters(self, slot: int) -> None:
+        """Stop a symmetric run whose outcome may hang on the order of same-time events."""
+        names = {CPU: "CPU", GPU_COMP: "GPU compute", GPU_COMM: "GPU communication"}
+        raise TieOrderMatters(f"rank {self.rank} at t={self.sys.now():.0f} ns: nodes that "
+                              f"became ready through different events competed for its "
+                              f"{names[slot]} slot")
 
     def _check_finished(self) -> None:
         if self.finish_ns is None and self.done == len(self.nodes):

@@ -12,7 +12,7 @@ a run that finishes with sends no receive matched warns
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig
@@ -20,7 +20,8 @@ from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.comm_types import CommType
-from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine
+from astra_core.events import EventQueue
+from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine, TieOrderMatters
 from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
 from astra_core.system.symmetry import find_symmetry
@@ -30,13 +31,20 @@ from astra_core.workload.graph import RankGraph
 
 
 class Simulation:
-    """All ranks of one run. ``graphs[r]`` is rank r's dependency graph."""
+    """All ranks of one run. ``graphs[r]`` is rank r's dependency graph.
+
+    ``symmetry``: simulate one rank per class of identical ranks where that is
+    exact (:mod:`astra_core.system.symmetry`); it needs ``fresh_backend``, a
+    function building another backend like ``backend``, to run every rank
+    instead if the classes turn out not to hold (see :meth:`run`).
+    """
 
     def __init__(self, graphs: Sequence[RankGraph], network: NetworkConfig, system: SystemConfig,
                  backend, *, memory: MemoryConfig | None = None,
                  comm_groups: dict[str, tuple[int, ...]] | None = None,
                  backend_name: str = "?", symmetry: bool = True,
-                 collective_plugins: dict | None = None):
+                 collective_plugins: dict | None = None,
+                 fresh_backend: Callable[[], Any] | None = None):
         self.network = network
         self.system = system
         self.backend = backend
@@ -60,14 +68,24 @@ class Simulation:
                 self.memory.config.memory_type, backend)
         else:
             self.symmetry, self.symmetry_reason = None, "turned off"
+        self.graphs = list(graphs)
+        # The full run to fall back on if the ranks of a class part ways
+        # (engine.TieOrderMatters) needs a backend no event has touched.
+        self._fresh_backend = fresh_backend
+        if self.symmetry is not None and fresh_backend is None:
+            self.symmetry, self.symmetry_reason = None, "no fresh backend to fall back on"
+        self._build_engines()
+
+    def _build_engines(self) -> None:
+        """One engine per rank, or per class representative under rank symmetry."""
         if self.symmetry is not None:
             # Representatives stand for their classes (astra_core.system.symmetry).
-            self.matcher = MirroredMatcher(backend, self.symmetry)
-            self.engines = [RankEngine(r, graphs[r], self) for r in self.symmetry.representatives()]
+            self.matcher = MirroredMatcher(self.backend, self.symmetry)
+            self.engines = [RankEngine(r, self.graphs[r], self)
+                            for r in self.symmetry.representatives()]
         else:
-            self.matcher = MessageMatcher(backend)
-            self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(graphs)]
-        self.graphs = list(graphs)
+            self.matcher = MessageMatcher(self.backend)
+            self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(self.graphs)]
 
     def _check_plugin_algorithms(self) -> None:
         """Every ``plugin:NAME`` in system.json must be registered (ConfigError)."""
@@ -89,10 +107,38 @@ class Simulation:
 
     # -- running ----------------------------------------------------------------
     def run(self) -> RunResult:
-        """Run to completion; raises SimulationDeadlock if some rank cannot finish."""
+        """Run to completion; raises SimulationDeadlock if some rank cannot finish.
+
+        A rank-symmetric run in which a rank's choice hangs on the order of
+        same-time events (which differs between the ranks of a class in the
+        full run) is abandoned and run again without symmetry, on a fresh
+        backend.
+        """
+        try:
+            self._start_and_drain()
+        except TieOrderMatters as why:
+            self._fall_back(f"ranks of a class part ways ({why})")
+            self._start_and_drain()
+        return self._result()
+
+    def _start_and_drain(self) -> None:
         for engine in self.engines:
             engine.start()
         self.backend.run()
+
+    def _fall_back(self, reason: str) -> None:
+        """Drop the symmetric attempt: every rank runs, on the spare backend."""
+        old, self.backend = self.backend, self._fresh_backend()
+        # A progress observer hooked the first backend's event queue: move it over.
+        old_events, events = getattr(old, "events", None), getattr(self.backend, "events", None)
+        if isinstance(old_events, EventQueue) and isinstance(events, EventQueue):
+            events.progress = old_events.progress
+        self.symmetry, self.symmetry_reason = None, reason
+        self.collectives = []
+        self._finished = 0
+        self._build_engines()
+
+    def _result(self) -> RunResult:
         if self._finished < len(self.engines):
             raise_deadlock(self)
         warn_unreceived_sends(self)

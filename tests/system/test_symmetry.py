@@ -208,3 +208,32 @@ def test_node_id_order_is_part_of_the_signature(workload):
     # rank 0 gets the small message first: 500 + 1024 / 53.687 = 519 ns, + 100 us;
     # rank 1 gets it after the 1 MiB one: 519 + 500 + 2^20 / 53.687 = 20550 ns, + 100 us.
     assert [r.finish_ns for r in result.ranks] == [100519, 120550]
+
+
+def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(workload):
+    # 4 NPUs [Ring 2, Ring 2]. Rank r exchanges 64 B with r ^ 2 (nodes 1, 2), then
+    # sends 1 MiB to r ^ 1 (node 3, after both); node 4, 4 KiB to r ^ 1, is ready
+    # from the start but waits for the communication slot. At t = 102 ns rank r's
+    # send and receive complete in the same instant, in the order their senders
+    # were scheduled: rank 0 frees its slot first and issues node 4, rank 2
+    # readies node 3 first and issues it (lower id). The ranks are translates of
+    # each other, yet ranks 1 and 3 receive the 1 MiB at different times: the
+    # symmetric attempt sees the race and every rank runs.
+    per_rank = {}
+    for r in range(4):
+        per_rank[r] = [
+            make_node(1, "swap_send", pb.COMM_SEND_NODE, comm_dst=r ^ 2, comm_size=64, comm_tag=0),
+            make_node(2, "swap_recv", pb.COMM_RECV_NODE, comm_src=r ^ 2, comm_size=64, comm_tag=0),
+            make_node(3, "big", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=1 << 20, comm_tag=5,
+                      data_deps=[1, 2]),
+            make_node(4, "small", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=4096, comm_tag=6),
+            make_node(5, "recv_big", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=1 << 20,
+                      comm_tag=5),
+            make_node(6, "recv_small", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=4096,
+                      comm_tag=6),
+            make_node(7, "kernel", pb.COMP_NODE, duration_micros=50, data_deps=[5])]
+    net = network(["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
+    result = _both(workload(per_rank), system(dims=2), net)
+    assert not result.symmetric
+    finish = [r.finish_ns for r in result.ranks]
+    assert finish[1] != finish[3] and finish[0] != finish[2]
