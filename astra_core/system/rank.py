@@ -15,13 +15,16 @@ One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
 * **Scheduling.** Streams wait in a ready list, then in one queue per
   dimension; at most ``active-chunks-per-dimension`` run per queue. Waiting
   streams are ordered by priority: LIFO gives later collectives priority,
-  FIFO earlier ones; already running streams are never overtaken.
+  FIFO earlier ones, EXPLICIT the ET node's ``comm_priority`` (higher first,
+  equal ones in issue order; upstream ``Sys::get_priority``); already running
+  streams are never overtaken.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology
@@ -30,6 +33,11 @@ from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
     from astra_core.system.simulation import Simulation
+    from astra_core.workload.chakra import ETNode
+
+#: Upstream reads comm_priority as uint32 and passes it on as a C int
+#: (Workload::issue_comm -> Sys::generate_*), so values >= 2^31 wrap negative.
+_INT32_WRAP = 1 << 32
 
 
 class _BackendClock:
@@ -95,6 +103,7 @@ class RankSystem:
         bw = system.local_mem_bw_gbps  # GB/s, 1 GB = 1e9 B (upstream Sys.cc) = bytes/ns
         self.local_mem_bytes_per_ns = float(bw) if bw else 0.0
         self.lifo = system.scheduling_policy == "LIFO"
+        self.explicit = system.scheduling_policy == "EXPLICIT"
         self.splits = max(1, int(system.preferred_dataset_splits))
         self.queue_threshold = max(1, int(system.active_chunks_per_dimension))
         self.local_bw_aware = system.collective_optimization == "localBWAware"
@@ -161,7 +170,7 @@ class RankSystem:
 
     # -- collectives ------------------------------------------------------------
     def generate_collective(self, comm_type: CommType, size: int, involved_dims: list[bool] | None,
-                            group: CommGroup | None) -> DataSet:
+                            group: CommGroup | None, node: "ETNode | None" = None) -> DataSet:
         """Split a collective into streams and queue them; returns its DataSet.
 
         ``involved_dims[d]`` says whether dimension ``d`` takes part (missing
@@ -169,7 +178,15 @@ class RankSystem:
         ``preferred-dataset-splits`` chunks gets a smaller last chunk (upstream
         underflows there). A collective with nothing to do (zero bytes or no
         involved dimension with more than one NPU) finishes at once.
+        ``node`` is the ET node that issues it: its ``comm_priority`` orders
+        the chunks under EXPLICIT scheduling, and error messages name it.
+
+        Raises ConfigError (naming system.json, this rank and the node) when
+        system.json has no ``<type>-implementation`` for this collective, as
+        upstream's ``CollectiveImplLookup::get_collective_impl`` throws.
         """
+        if not self.sim.implementations[comm_type]:
+            self._no_implementation(comm_type, node)
         if group is None:
             dims = self.dims_by_type[comm_type]
         elif len(group.members) == self.sim.npus_count:
@@ -185,8 +202,13 @@ class RankSystem:
             dataset.total_streams = 1
             self.register_event(0, lambda _: dataset.stream_finished(self.now()))
             return dataset
-        priority = self.priority_counter
-        self.priority_counter += 1 if self.lifo else -1
+        if self.explicit:
+            priority = node.comm_priority if node is not None else 0
+            if priority >= _INT32_WRAP // 2:
+                priority -= _INT32_WRAP
+        else:
+            priority = self.priority_counter
+            self.priority_counter += 1 if self.lifo else -1
         streams = []
         remaining = size
         while remaining > 0:
@@ -205,6 +227,13 @@ class RankSystem:
             self._insert_stream(self.ready_list, stream)
             self._schedule_ready()
         return dataset
+
+    def _no_implementation(self, comm_type: CommType, node: "ETNode | None") -> None:
+        label = comm_type.label
+        where = f"rank {self.id}" + (f" node {node.id} ({node.name})" if node is not None else "")
+        raise ConfigError(f"{self.sim.system.source}: no {label}-implementation, but {where} "
+                          f"issues a {comm_type.name} collective; add \"{label}-implementation\" "
+                          "with one algorithm per network dimension")
 
     def _phases(self, comm_type: CommType, dims: list[DimTopology], active: list[int],
                 chunk: int) -> list[Phase]:
