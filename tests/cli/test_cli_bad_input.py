@@ -92,3 +92,12 @@ def test_a_topology_of_one_npu(tmp_path, fabric):
     line = one_error_line("run", "--workload", prefix, "--system", EXAMPLE / "system.json",
                           "--topology", path)
     assert line == f"error: {path}: 1 NPU; a simulated network needs at least 2"
+
+
+def test_a_directory_given_as_backend_config_is_one_line(tmp_path):
+    # Before: click's three-line usage error (exit 2). Now the backend's config reader says it.
+    pytest.importorskip("astra_garnetlike")
+    config = tmp_path / "garnet.toml"
+    config.mkdir()
+    line = one_error_line(*run_args(tmp_path), "--backend", "garnetlike", "--backend-config", config)
+    assert str(config) in line and "directory" in line
