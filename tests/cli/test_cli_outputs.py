@@ -103,6 +103,22 @@ def test_output_in_a_read_only_directory_fails_before_the_run(tmp_path, no_simul
     assert no_simulation == []
 
 
+def test_permission_denied_fails_before_the_run_even_as_root(tmp_path, monkeypatch, no_simulation):
+    # root may write anywhere, so the permission answer is simulated: os.access says no
+    # for this one directory, as it does for a user without write permission there.
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != locked and real_access(p, mode, **kw))
+    for option, target in (("--json", locked / "run.json"), ("--plots", locked / "plots"),
+                           ("--csv", locked / "new" / "c.csv")):
+        line = one_error_line(invoke(*run_args(tmp_path), option, target))
+        assert line == f"error: {option} {target}: cannot write: permission denied in directory {locked}"
+    line = one_error_line(invoke(*run_args(tmp_path), "--plots", locked))
+    assert line == f"error: --plots {locked}: cannot write: permission denied in directory {locked}"
+    assert no_simulation == []
+
+
 def test_outputs_go_into_directories_created_on_demand(tmp_path):
     out = tmp_path / "new" / "deeper"
     result = invoke(*run_args(tmp_path), "--json", out / "a" / "run.json",
