@@ -104,12 +104,16 @@ def test_output_in_a_read_only_directory_fails_before_the_run(tmp_path, no_simul
 
 
 def test_permission_denied_fails_before_the_run_even_as_root(tmp_path, monkeypatch, no_simulation):
-    # root may write anywhere, so the permission answer is simulated: os.access says no
-    # for this one directory, as it does for a user without write permission there.
+    # root may write anywhere, so the permission answer is simulated: os.access says "not
+    # writable" for this one directory, as it does for a user without write permission there.
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != locked and real_access(p, mode, **kw))
+
+    def access(p, mode, **kw):
+        return not (Path(p) == locked and mode & os.W_OK) and real_access(p, mode, **kw)
+
+    monkeypatch.setattr(os, "access", access)
     for option, target in (("--json", locked / "run.json"), ("--plots", locked / "plots"),
                            ("--csv", locked / "new" / "c.csv")):
         line = one_error_line(invoke(*run_args(tmp_path), option, target))
