@@ -113,12 +113,15 @@ def atomic_output(path: str | os.PathLike, what: str | None = None) -> Iterator[
     """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
 
     The temporary file keeps ``path``'s suffix (matplotlib picks the image
-    format from it). Missing parent directories are created. On an exception
+    format from it). Missing parent directories are created; a symbolic link
+    is written through (its target is replaced). On an exception
     the temporary file is removed and ``path`` is left as it was; an OSError
     becomes a one-line ConfigError naming ``what`` and ``path``.
     """
     path = check_output_file(path, what)
     label = _label(path, what)
+    if path.is_symlink():  # write through the link, as open(path, "w") would, not over it
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")

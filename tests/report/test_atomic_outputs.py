@@ -84,3 +84,13 @@ def test_result_writers_name_a_bad_path_argument(path, message):
     assert str(info.value) == message
     with pytest.raises(ConfigError, match="^timeline: "):
         result.write_timeline(path)
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    target = tmp_path / "real" / "out.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
