@@ -26,7 +26,17 @@ remote memory shared between ranks, METADATA-defined process groups, or a
 backend that does not declare itself translation-invariant (``symmetric =
 True``; the congestion-aware model shares link state between ranks).
 ``Simulation(symmetry=False)`` (``--no-symmetry``) turns it off; the tests
-compare both on every reference case and on communicator-group workloads.
+compare both on every reference case, on communicator-group workloads and on
+random traces (``tests/system/test_symmetry_properties.py``).
+
+Two things the static check cannot see are caught while running. Signatures
+are compared as values (interned into class ids), never by ``hash()``, which
+collides (``hash(-1) == hash(-2)``). And the full run orders events of the
+same instant by when they were scheduled, which follows rank numbers, not
+offsets: when a rank's choice of what to issue hangs on that order (a slot
+given while two same-time completions freed it or readied rivals), the ranks
+of a class may part ways, so the symmetric attempt stops and every rank runs
+(``engine.TieOrderMatters``).
 """
 
 from __future__ import annotations
