@@ -79,6 +79,7 @@ seconds; hence roofline-enabled needs peak-perf > 0 and local-mem-bw > 0.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -89,6 +90,7 @@ from astra_core.config.files import expect_mapping, read_json, source_name
 from astra_core.config.limits import MAX_CHUNKS, MAX_DELAY_NS, MAX_INT32, MAX_RATE, MIN_RATE
 from astra_core.config.issues import (
     PYTHON_SOURCE,
+    ConfigWarning,
     Problems,
     as_choice,
     as_flag,
@@ -240,6 +242,15 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
 }
 
 
+#: Legacy values that mean what 2.0 does anyway (Sys::Sys: intra-dimension
+#: FIFO, inter-dimension ascending, no boost mode); others draw a warning.
+_LEGACY_AS_2_0 = {
+    "boost-mode": (False,),
+    "intra-dimension-scheduling": ("FIFO",),
+    "inter-dimension-scheduling": ("baseline", "ascending"),
+}
+
+
 @dataclass(frozen=True)
 class _Key:
     name: str  # system.json key
@@ -343,6 +354,33 @@ class SystemConfig:
                 object.__setattr__(self, key.attr, typed[key.name])
         object.__setattr__(self, "legacy", tuple(
             (k, typed[k]) for k in LEGACY_KEYS if k in typed))
+        for line in self._no_effect():
+            warnings.warn(line, ConfigWarning, stacklevel=3)
+
+    def _no_effect(self) -> list[str]:
+        """Lines for values that are valid but change nothing, as upstream 2.0:
+        the LogGP bus parameters and local-reduction-delay (read only by the
+        bus model, model-shared-bus 1), a memory-trace name without
+        track-local-mem, and ASTRA-sim 1.0 scheduling choices."""
+        lines = []
+        bus = [name for name in ("L", "o", "g", "G") if getattr(self, name)]
+        if self.local_reduction_delay_ns != 1:  # Sys::Sys default
+            bus.append("local-reduction-delay")
+        if bus:
+            lines.append(f"{self.source}: {', '.join(bus)}: no effect; upstream reads "
+                         f"{'it' if len(bus) == 1 else 'them'} only in its LogGP bus model "
+                         "(model-shared-bus 1), which astra does not model")
+        if self.local_mem_trace_filename != "local_mem_trace" and not self.track_local_mem:
+            lines.append(f"{self.source}: local-mem-trace-filename: no effect without "
+                         "track-local-mem 1")
+        legacy = dict(self.legacy)
+        changed = [name for name, same in _LEGACY_AS_2_0.items()
+                   if name in legacy and legacy[name] not in same]
+        if changed:
+            lines.append(f"{self.source}: {', '.join(changed)}: no effect; ASTRA-sim 2.0 "
+                         "schedules FIFO within and in ascending order across dimensions, "
+                         "without boost mode")
+        return lines
 
     # -- queries ------------------------------------------------------------
     def algorithms(self, collective: str) -> tuple[CollectiveAlgorithm, ...]:

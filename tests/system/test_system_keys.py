@@ -4,11 +4,13 @@ does or is refused; none is accepted and silently ignored."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from astra_core.api import simulate
 from astra_core.backend import Topology
+from astra_core.config.issues import ConfigWarning
 from astra_core.config.system import SystemConfig, load_system
 from astra_core.errors import ConfigError
 from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
@@ -78,7 +80,8 @@ def test_refused_from_python_too():
 
 def test_switched_off_features_and_bus_parameters_load_and_change_nothing(tmp_path, workload):
     # Upstream's defaults (0) and the LogGP parameters, which upstream reads only
-    # with model-shared-bus 1 (MemBus.cc), as does local-reduction-delay (LogGP.cc).
+    # with model-shared-bus 1 (MemBus.cc), as does local-reduction-delay (LogGP.cc):
+    # accepted with a warning that they change nothing, and indeed they do not.
     prefix = all_reduce_trace(workload)
     net = network(["Ring"], [4], [50.0], [500.0])
     plain = simulate(prefix, write_system(tmp_path), net)
@@ -86,8 +89,36 @@ def test_switched_off_features_and_bus_parameters_load_and_change_nothing(tmp_pa
         "model-shared-bus": 0, "trace-enabled": 0, "track-local-mem": 0, "replay-only": 0,
         "local-mem-trace-filename": "mem.json", "L": 100, "o": 20, "g": 30, "G": 0.5,
         "local-reduction-delay": 1000})
-    same = simulate(prefix, quiet, net)
+    with pytest.warns(ConfigWarning) as caught:
+        same = simulate(prefix, quiet, net)
+    assert [str(w.message) for w in caught] == [
+        f"{quiet}: L, o, g, G, local-reduction-delay: no effect; upstream reads them only in "
+        "its LogGP bus model (model-shared-bus 1), which astra does not model",
+        f"{quiet}: local-mem-trace-filename: no effect without track-local-mem 1",
+    ]
     assert plain.step_ns == same.step_ns == 43_000  # 4 chunks x (6 x (10 + 1720) + 3 x 120 + 10) ns (test_closed_forms)
+
+
+def test_upstream_defaults_and_2_0_legacy_values_load_without_warnings(tmp_path):
+    # The values upstream's own system.json files carry.
+    path = write_system(tmp_path, **{
+        "boost-mode": 0, "local-reduction-delay": 1, "model-shared-bus": 0, "L": 0, "o": 0,
+        "g": 0, "G": 0, "trace-enabled": 0, "replay-only": 0, "track-local-mem": 0,
+        "intra-dimension-scheduling": "FIFO", "inter-dimension-scheduling": "ascending"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_system(path)
+
+
+def test_legacy_scheduling_choices_warn_that_they_change_nothing(tmp_path):
+    path = write_system(tmp_path, **{"boost-mode": 1, "intra-dimension-scheduling": "SCF",
+                                     "inter-dimension-scheduling": "themis"})
+    with pytest.warns(ConfigWarning) as caught:
+        load_system(path)
+    assert [str(w.message) for w in caught] == [
+        f"{path}: boost-mode, intra-dimension-scheduling, inter-dimension-scheduling: no effect; "
+        "ASTRA-sim 2.0 schedules FIFO within and in ascending order across dimensions, "
+        "without boost mode"]
 
 
 # -- replay-only: every node replays its recorded duration (Workload::issue_replay) -------
