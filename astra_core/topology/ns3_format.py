@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from decimal import Decimal, DecimalException
 
 from astra_core.errors import ConfigError
@@ -186,17 +187,35 @@ def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
     return PhysicalTopology(nodes, switches, links, source=source)
 
 
+#: Longest topology file read (bytes). A file at the size limits
+#: (:mod:`astra_core.topology.size`: 2^21 cables of about 40 bytes a line) has under
+#: 100 MB; a device such as /dev/zero or an endless pipe must not be read forever.
+MAX_FILE_BYTES = 256 << 20
+
+
 def read_ns3_topology(path: str | os.PathLike) -> PhysicalTopology:
-    """Read an ns-3 topology file; errors name ``path`` and the line."""
+    """Read an ns-3 topology file; errors name ``path`` and the line.
+
+    Raises ConfigError for an unreadable file, a device (``/dev/zero``), text
+    that is not UTF-8, or more than :data:`MAX_FILE_BYTES` bytes.
+    """
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
-            text = f.read()
+        with open(name, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise ConfigError(f"{name}: not a regular file; expected an ns-3 topology file")
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{name}: longer than {MAX_FILE_BYTES >> 20} MiB; a topology within "
+                          "astra's size limits is far shorter")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:  # binary garbage: say where, as the config readers do
         raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); expected an ns-3 topology "
                           "file") from None
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
     return parse_ns3_topology(text, name)
 
 

@@ -101,3 +101,30 @@ def test_a_directory_given_as_backend_config_is_one_line(tmp_path):
     config.mkdir()
     line = one_error_line(*run_args(tmp_path), "--backend", "garnetlike", "--backend-config", config)
     assert str(config) in line and "directory" in line
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_device_as_topology_file_is_refused_not_read_forever():
+    import signal
+
+    def expire(signum, frame):
+        raise TimeoutError("read /dev/zero instead of refusing it")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(10)
+    try:
+        line = one_error_line("topology", "show", "/dev/zero")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert line == "error: /dev/zero: not a regular file; expected an ns-3 topology file"
+
+
+def test_a_topology_file_past_the_byte_limit(tmp_path, monkeypatch):
+    from astra_core.topology import ns3_format
+
+    monkeypatch.setattr(ns3_format, "MAX_FILE_BYTES", 1 << 20)
+    path = tmp_path / "long.txt"
+    path.write_text("2 0 1\n0 1 1Gbps 1ns 0\n" + "\n" * (1 << 20))
+    assert one_error_line("topology", "show", path) == \
+        f"error: {path}: longer than 1 MiB; a topology within astra's size limits is far shorter"
