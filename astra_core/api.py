@@ -77,6 +77,7 @@ def check_arguments(workload: Any, system: Any, network: Any, topology: Any, dim
            "topology", "a path, a PhysicalTopology or None", topology)
     if dims is not None:
         expect(_is_list(dims), "dims", "a list of dimension sizes or None", dims)
+        expect(len(dims) > 0, "dims", "a non-empty list of dimension sizes or None", dims)
         for i, size in enumerate(dims):
             expect(isinstance(size, int) and not isinstance(size, bool), f"dims[{i}]",
                    "an integer", size)

@@ -85,6 +85,7 @@ def test_symmetry_must_be_a_bool(prefix, value):
     ({"topology": 7}, "simulate: topology must be a path, a PhysicalTopology or None, got int"),
     ({"dims": "2"}, "simulate: dims must be a list of dimension sizes or None, got str"),
     ({"dims": [2.0]}, "simulate: dims[0] must be an integer, got float"),
+    ({"dims": []}, "simulate: dims must be a non-empty list of dimension sizes or None, got list"),
     ({"comm_groups": [[0, 1]]},
      "simulate: comm_groups must be a path, a mapping {group id: [NPU ids]} or None, got list"),
     ({"backend": 1}, "simulate: backend must be a backend name or None, got int"),
