@@ -37,6 +37,8 @@ from astra_core.errors import AstraError
 MAX_IDLE = 1
 #: Default wall seconds without progress before a worker is declared stalled.
 WATCHDOG_S = 60.0
+#: Least wall time allowed for a new worker's first word (Python start-up, before it beats).
+START_GRACE_S = 30.0
 
 
 class WorkerDied(AstraError):
@@ -66,12 +68,12 @@ class WorkerProcess:
 
     ``watchdog_s``: wall seconds without progress (see the module docstring)
     before a request raises :class:`WorkerStalled`; the start-up (loading or
-    compiling the model) counts as progress while the worker beats."""
+    compiling the model) counts as progress while the worker beats, and its
+    first word may take up to :data:`START_GRACE_S`."""
 
     def __init__(self, watchdog_s: float = WATCHDOG_S) -> None:
         parent_end, child_end = socket.socketpair()
         self._log = tempfile.TemporaryFile()
-        self.watchdog_s = watchdog_s
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -83,7 +85,11 @@ class WorkerProcess:
         finally:
             child_end.close()
         self.conn = Connection(parent_end.detach())
-        self.info: dict[str, Any] = self.request(None, "ready")[1]
+        self.watchdog_s = max(watchdog_s, START_GRACE_S)
+        try:
+            self.info: dict[str, Any] = self.request(None, "ready")[1]
+        finally:
+            self.watchdog_s = watchdog_s
 
     def alive(self) -> bool:
         return self.proc.poll() is None
