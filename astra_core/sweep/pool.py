@@ -90,12 +90,15 @@ class _Worker:
         except OSError:  # it died already; the row pipe's end of file says so
             pass
 
-    def stop(self, *, wait_s: float) -> None:
-        """Close its pipes and make sure the process is gone (terminate, then kill)."""
+    def stop(self) -> None:
+        """Close its pipes (an idle worker then exits) and terminate it if it holds a point."""
         self.tasks.close()
         self.rows.close()
-        if self.task is not None:
+        if self.task is not None and self.process.poll() is None:
             self.process.terminate()
+
+    def reap(self, wait_s: float) -> None:
+        """Wait for the process to end; kill it if it has not within ``wait_s``."""
         try:
             self.process.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
@@ -145,7 +148,9 @@ def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
                 _collect(busy[conn], pool, pending, on_row)
     finally:
         for worker in pool:
-            worker.stop(wait_s=_STOP_WAIT_S)
+            worker.stop()
+        for worker in pool:
+            worker.reap(_STOP_WAIT_S)
 
 
 def _collect(worker: _Worker, pool: list[_Worker], pending: deque, on_row: OnRow) -> None:
@@ -158,7 +163,7 @@ def _collect(worker: _Worker, pool: list[_Worker], pending: deque, on_row: OnRow
             raise AstraError(f"sweep: a worker process could not start ({describe_exit(code)}); "
                              "see its messages above") from None
         task, worker.task = worker.task, None
-        worker.stop(wait_s=0)
+        worker.stop()
         pool.remove(worker)
         on_row(failed_row(task, f"worker process died while running this point "
                                 f"({describe_exit(code)})"))

@@ -75,10 +75,15 @@ class PointLog:
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
-        """Add one row as one line (a single write, flushed at once)."""
-        with self.path.open("a") as f:
-            f.write(json.dumps(row, default=str) + "\n")
-            f.flush()
+        """Add one row as one line (a single write, flushed at once). Raises AstraError
+        if the log cannot be written (the sweep stops; finished rows are kept)."""
+        try:
+            with self.path.open("a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+                f.flush()
+        except OSError as exc:
+            raise AstraError(f"{self.path}: cannot write the point log: "
+                             f"{exc.strerror or exc}") from None
 
     def clear(self) -> None:
         """Forget every row (``--fresh``)."""

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 import astra
 from astra_core.cli import main
-from astra_core.errors import ConfigError
+from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep import load_spec, run_sweep
 from astra_core.sweep.point import METRICS
 from tests.conftest import write_pair_trace, isolate_plugins
@@ -294,6 +294,19 @@ def test_a_damaged_line_inside_the_point_log_is_named_in_a_warning(tmp_path):
                                          r"ignored \(its point runs again\)$"):
         again = run_sweep(path, workers=1)
     assert (again.ran, again.skipped) == (0, 2)
+
+
+def test_a_point_log_that_cannot_be_written_is_one_error(tmp_path):
+    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0]})
+    log = tmp_path / "sweep-results" / "points.jsonl"
+
+    def break_the_log(row):  # after the first row: the log's name is taken by a directory
+        log.unlink()
+        log.mkdir()
+
+    with pytest.raises(AstraError) as err:
+        run_sweep(path, workers=1, on_row=break_the_log)
+    assert str(err.value) == f"{log}: cannot write the point log: Is a directory"
 
 
 def test_sweep_over_system_values_and_workloads(tmp_path):
