@@ -60,6 +60,10 @@ def _run(build, output, plot, grid=None) -> None:
             if path is not None:
                 check_output_file(path, option)
         check_distinct({"--output": output, "--plot": plot})
+        if plot is not None:
+            from astra_core.topology.plot import image_format
+
+            image_format(plot)
         _finish(build(), output, plot, grid)
     except AstraError as exc:
         _fail(exc)

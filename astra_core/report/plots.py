@@ -55,7 +55,7 @@ def _pyplot():
 def _save(fig, path: Path) -> Path:
     try:
         with atomic_output(path, "plot") as temporary:
-            fig.savefig(temporary, dpi=110, bbox_inches="tight")
+            fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
     finally:
         _pyplot().close(fig)
     return path

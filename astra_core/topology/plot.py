@@ -14,6 +14,7 @@ import os
 from collections import deque
 from typing import Sequence
 
+from astra_core.errors import ConfigError
 from astra_core.report.outputs import atomic_output
 from astra_core.topology.physical import PhysicalTopology
 
@@ -59,13 +60,32 @@ def _circle(count: int) -> dict[int, tuple[float, float]]:
     return {n: (math.cos(2 * math.pi * n / count), math.sin(2 * math.pi * n / count)) for n in range(count)}
 
 
+def image_format(path: str | os.PathLike, what: str = "--plot") -> str:
+    """The image format matplotlib writes for ``path``'s suffix (``png`` without one).
+
+    Raises ConfigError naming ``what`` and the path for a suffix matplotlib
+    cannot write (``.txt``), listing the ones it can.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = os.path.splitext(os.fspath(path))[1]
+    fmt = suffix[1:].lower() or "png"
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise ConfigError(f"{what} {os.fspath(path)}: cannot draw a '{suffix}' image "
+                          f"(one of: {', '.join(sorted(supported))})")
+    return fmt
+
+
 def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title: str | None = None,
                   grid: Sequence[int] | None = None) -> None:
     """Draw ``topology`` to ``path_png``; ``grid`` gives a switchless fabric's dimensions.
 
+    The image format follows the suffix (PNG without one, :func:`image_format`).
     The file is written atomically (parent directories created on demand);
     raises ConfigError naming the path when it cannot be written.
     """
+    fmt = image_format(path_png, "plot")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,6 +133,6 @@ def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title
     fig.tight_layout()
     try:
         with atomic_output(path_png, "plot") as temporary:
-            fig.savefig(temporary)
+            fig.savefig(temporary, format=fmt)
     finally:
         plt.close(fig)

@@ -207,3 +207,21 @@ def test_an_output_file_that_is_also_a_plot_fails_before_the_run(tmp_path, no_si
     assert line == (f"error: --plots (timeline.png) and --timeline both write {plots / 'timeline.png'}; "
                     "give them different files")
     assert no_simulation == []
+
+
+def test_topology_plot_format_follows_the_suffix_png_without_one(tmp_path):
+    for name, magic in (("fabric", b"\x89PNG"), ("fabric.svg", b"<?xml")):
+        result = invoke("topology", "torus", "--dims", "2x2", "--plot", tmp_path / name)
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / name).read_bytes().startswith(magic)
+
+
+def test_topology_plot_with_a_suffix_matplotlib_cannot_draw_fails_before_building(tmp_path, monkeypatch):
+    # Before: matplotlib's ValueError with a traceback, after the fabric was built.
+    from astra_core.topology import generators
+
+    monkeypatch.setattr(generators, "torus", lambda *a: pytest.fail("built before checking"))
+    line = one_error_line(invoke("topology", "torus", "--dims", "2x2", "--plot", tmp_path / "f.txt"))
+    assert line.startswith(f"error: --plot {tmp_path / 'f.txt'}: cannot draw a '.txt' image (one of: ")
+    assert "png" in line and "svg" in line
+    assert not (tmp_path / "f.txt").exists()
