@@ -3,7 +3,7 @@ killed sweep; a script without a ``__main__`` guard can sweep.
 
 Points that kill their worker come from a local plugin (``crashy``) whose
 backends die when built: ``exit3`` calls ``os._exit(3)``, ``sigkill`` kills
-itself, ``slow`` writes its pid to ``$CRASHY_PIDS`` and sleeps. The other
+itself, ``segv`` reads address 0, ``slow`` writes its pid to ``$CRASHY_PIDS`` and sleeps. The other
 points run the two-rank closed-form trace of test_sweep.py.
 """
 
@@ -34,13 +34,18 @@ def exit3(topology, config=None):
 def sigkill(topology, config=None):
     os.kill(os.getpid(), signal.SIGKILL)
 
+def segv(topology, config=None):
+    import ctypes, resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
+    ctypes.string_at(0)
+
 def slow(topology, config=None):
     (__import__("pathlib").Path(os.environ["CRASHY_PIDS"]) / str(os.getpid())).write_text("")
     time.sleep(60)
 
 @hookimpl
 def astra_register_backends(register):
-    for factory in (exit3, sigkill, slow):
+    for factory in (exit3, sigkill, segv, slow):
         register(factory.__name__, factory)
 '''
 
@@ -58,22 +63,24 @@ def _crashy(tmp_path, monkeypatch):
 
 
 def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
-    backends = ["analytical", "exit3", "analytical", "sigkill", "analytical", "analytical"]
+    backends = ["analytical", "exit3", "analytical", "sigkill", "analytical", "segv"]
     path = write_spec(tmp_path, points=[{"backend": b} for b in backends],
                       grid={"network.bandwidth[0]": [25.0]})
     outcome = run_sweep(path, workers=2)
     frame = outcome.frame
-    assert frame["status"].tolist() == ["ok", "error", "ok", "error", "ok", "ok"]
+    assert frame["status"].tolist() == ["ok", "error", "ok", "error", "ok", "error"]
     assert frame["error"].tolist()[1] == "worker process died while running this point " \
                                          "(exit code 3)"
     assert frame["error"].tolist()[3] == "worker process died while running this point " \
                                          "(killed by SIGKILL)"
+    assert frame["error"].tolist()[5] == "worker process died while running this point " \
+                                         "(killed by SIGSEGV)"
     ok = frame[frame["status"] == "ok"]
-    assert ok["step_ns"].tolist() == [closed_form_step_ns(25.0, 500.0)] * 4
-    assert (outcome.ran, outcome.failed) == (6, 2)
-    # A re-run retries only the two dead points (before: every pending point failed, always).
+    assert ok["step_ns"].tolist() == [closed_form_step_ns(25.0, 500.0)] * 3
+    assert (outcome.ran, outcome.failed) == (6, 3)
+    # A re-run retries only the dead points (before: every pending point failed, always).
     again = run_sweep(path, workers=2)
-    assert (again.ran, again.skipped, again.failed) == (2, 4, 2)
+    assert (again.ran, again.skipped, again.failed) == (3, 3, 3)
 
 
 def test_a_worker_that_cannot_start_is_one_error(tmp_path, monkeypatch):
