@@ -27,9 +27,12 @@ A *parameter* names a config value:
   ``system.all-reduce-implementation[0]``: dimension 0's algorithm;
   ``system.preferred-dataset-splits``: the chunk count).
 
-Relative paths (in ``base`` and in path-valued parameters) are relative to
-the spec file. Points are the product of ``points`` (or one empty point) and
-``grid``, in order, the last grid key varying fastest.
+Relative paths (in ``base`` and in path-valued parameters, a
+``backend_config`` file included) are relative to the spec file. Points are
+the product of ``points`` (or one empty point) and ``grid``, in order, the
+last grid key varying fastest. :func:`parse_spec` checks the spec and what
+it names (:mod:`astra_core.sweep.preflight`) and raises one ConfigError
+listing every problem.
 """
 
 from __future__ import annotations
