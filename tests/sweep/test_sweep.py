@@ -266,6 +266,26 @@ def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths
     pd.testing.assert_frame_equal(again.frame, retraced.frame)
 
 
+def test_a_backend_config_file_is_relative_to_the_spec_sweepable_and_part_of_the_identity(
+        tmp_path, monkeypatch):
+    path = write_spec(tmp_path, grid={"backend_config.bandwidth_gbps": [25.0, 50.0]})
+    data = yaml.safe_load(path.read_text())
+    data["base"].update(backend="ideal", backend_config="ideal.toml")
+    path.write_text(yaml.safe_dump(data))
+    (tmp_path / "ideal.toml").write_text("latency_ns = 100.0\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    first = run_sweep(path, workers=1)
+    assert first.frame["error"].tolist() == ["", ""]
+    assert first.frame["step_ns"].tolist() == [closed_form_step_ns(b, 100.0) for b in (25.0, 50.0)]
+    (tmp_path / "ideal.toml").write_text("latency_ns = 300.0\n")
+    edited = run_sweep(path, workers=1)
+    assert edited.ran == 2
+    assert edited.frame["step_ns"].tolist() == [closed_form_step_ns(b, 300.0)
+                                                for b in (25.0, 50.0)]
+
+
 def test_a_torn_last_line_of_the_point_log_is_cut_off_not_appended_to(tmp_path):
     path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
     run_sweep(path, workers=1)
