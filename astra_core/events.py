@@ -18,6 +18,7 @@ Callback = Callable[[Any], None]
 
 #: Events between two calls of ``EventQueue.progress`` (a power of two: a mask test).
 PROGRESS_EVERY = 1 << 16
+_INF = float("inf")
 
 
 class EventQueue:
@@ -43,15 +44,21 @@ class EventQueue:
         self.progress: Callable[[float, int], None] | None = None
 
     def schedule(self, delay_ns: float, callback: Callback, arg: Any = None) -> None:
-        """Run ``callback(arg)`` after ``delay_ns`` (>= 0) nanoseconds."""
-        if delay_ns < 0:
-            raise ValueError(f"cannot schedule into the past (delay {delay_ns} ns)")
+        """Run ``callback(arg)`` after ``delay_ns`` (finite, >= 0) nanoseconds.
+
+        Raises ValueError for a negative, infinite or NaN delay (a NaN time
+        would silently break the heap's order; an infinite one would stop the
+        clock at infinity)."""
+        if not 0 <= delay_ns < _INF:  # one chained test: NaN fails both sides
+            raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite "
+                             "and >= 0)")
         self._seq += 1
         heapq.heappush(self._heap, (self.now + delay_ns, self._seq, callback, arg))
 
     def schedule_at(self, time_ns: float, callback: Callback, arg: Any = None) -> None:
-        """Run ``callback(arg)`` at absolute time ``time_ns`` (>= now)."""
-        if time_ns < self.now:
+        """Run ``callback(arg)`` at absolute time ``time_ns`` (finite, >= now); raises
+        ValueError otherwise."""
+        if not self.now <= time_ns < _INF:
             raise ValueError(f"cannot schedule at {time_ns} ns, clock is at {self.now} ns")
         self._seq += 1
         heapq.heappush(self._heap, (time_ns, self._seq, callback, arg))

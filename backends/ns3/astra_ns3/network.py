@@ -49,6 +49,7 @@ from astra_ns3 import process
 from astra_ns3.config import Ns3Config
 from astra_ns3.monitors import Ns3Results
 
+_INF = float("inf")
 #: Worker step status codes (astra_ns3.worker).
 _COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
 #: The model's typical speed, packet-hops per wall second (../shared/NS3-NOTES.md: 0.17-0.2 M).
@@ -119,8 +120,9 @@ class Ns3Network:
         return self._now
 
     def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
-        if delay_ns < 0:
-            raise ValueError(f"cannot schedule into the past (delay {delay_ns} ns)")
+        if not 0 <= delay_ns < _INF:  # NaN fails both sides
+            raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite "
+                             "and >= 0)")
         self._seq += 1
         heapq.heappush(self._heap, (self._now + delay_ns, self._seq, callback, arg))
 
