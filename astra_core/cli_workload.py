@@ -8,6 +8,7 @@ execution traces (+ Kineto); ``gen llm``: Megatron-style LLM training;
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -21,15 +22,34 @@ def _fail(exc: AstraError) -> None:
     sys.exit(1)
 
 
+#: Counts and sizes: 0 or less is a one-line usage error (exit 2), never "use the default".
+_POSITIVE = click.IntRange(min=1)
+
+
 def _dims(text: str | None) -> list[int] | None:
-    if not text:
+    """``8x16`` (or ``8,16``) -> [8, 16]; ConfigError unless every size is an integer >= 1."""
+    if text is None:
         return None
     from astra_core.errors import ConfigError
 
     try:
-        return [int(x) for x in text.lower().replace(",", "x").split("x")]
+        dims = [int(x) for x in text.lower().replace(",", "x").split("x")]
     except ValueError:
         raise ConfigError(f"--dims: expected sizes like 8x16, got '{text}'") from None
+    if any(d < 1 for d in dims):
+        raise ConfigError(f"--dims: every dimension size must be >= 1, got '{text}'")
+    return dims
+
+
+def _bucket_bytes(mib: float | None) -> int | None:
+    """--bucket-mb in MiB -> bytes (None: the default); ConfigError unless finite and >= 1 byte."""
+    if mib is None:
+        return None
+    from astra_core.errors import ConfigError
+
+    if not math.isfinite(mib) or int(mib * 2**20) < 1:
+        raise ConfigError(f"--bucket-mb: must be a finite size of at least 1 byte (1/1048576 MiB), got {mib}")
+    return int(mib * 2**20)
 
 
 # -- convert ---------------------------------------------------------------------
@@ -42,13 +62,13 @@ def convert() -> None:
 
 @convert.command("text")
 @click.argument("file", type=click.Path())
-@click.option("--npus", type=int, required=True, help="number of NPUs (one trace per NPU)")
+@click.option("--npus", type=_POSITIVE, required=True, help="number of NPUs (one trace per NPU)")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
-@click.option("--model-parallel-npus", type=int,
+@click.option("--model-parallel-npus", type=_POSITIVE,
               help="model-parallel group size M (default: a transformer header's "
                    "model_parallel_NPU_group; without it hybrid collectives span all NPUs, as Chakra)")
 @click.option("--dims", help="network dimension sizes, e.g. 8x16: whole-dimension groups use involved_dim")
-@click.option("--passes", type=int, default=1, show_default=True, help="training iterations")
+@click.option("--passes", type=_POSITIVE, default=1, show_default=True, help="training iterations")
 @click.option("--chakra-ids", is_flag=True,
               help="number nodes with one counter across ranks (byte-identical to Chakra's converter)")
 @click.option("--comm-groups", type=click.Path(), help="where to write the comm-group JSON "
@@ -105,9 +125,9 @@ def gen() -> None:
 @click.option("--collective", required=True,
               type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]))
 @click.option("--size", required=True, help="collective size: 1048576, 64MiB, 1GiB, 1MB ...")
-@click.option("--npus", type=int, required=True, help="number of NPUs")
+@click.option("--npus", type=_POSITIVE, required=True, help="number of NPUs")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
-@click.option("--iterations", type=int, default=1, show_default=True, help="back-to-back collectives")
+@click.option("--iterations", type=_POSITIVE, default=1, show_default=True, help="back-to-back collectives")
 @click.option("--chakra-ids", is_flag=True, help="number nodes with one counter across ranks, as Chakra's generator")
 def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     """A single-collective microbenchmark on NPUS NPUs."""
@@ -124,20 +144,20 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @gen.command("llm")
 @click.option("--model", required=True, help="preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
               "mixtral-8x7b, deepseek-v3) or a JSON/YAML model file")
-@click.option("--dp", type=int, default=1, show_default=True, help="data-parallel size D")
-@click.option("--tp", type=int, default=1, show_default=True, help="tensor-parallel size T")
-@click.option("--pp", type=int, default=1, show_default=True, help="pipeline-parallel size P")
-@click.option("--ep", type=int, default=1, show_default=True, help="expert-parallel size E (divides D)")
-@click.option("--microbatches", type=int, help="micro-batches per step M (default 2P, or from --global-batch)")
-@click.option("--micro-batch", type=int, default=1, show_default=True, help="sequences per micro-batch")
-@click.option("--global-batch", type=int, help="sequences per step (= D x M x micro-batch)")
+@click.option("--dp", type=_POSITIVE, default=1, show_default=True, help="data-parallel size D")
+@click.option("--tp", type=_POSITIVE, default=1, show_default=True, help="tensor-parallel size T")
+@click.option("--pp", type=_POSITIVE, default=1, show_default=True, help="pipeline-parallel size P")
+@click.option("--ep", type=_POSITIVE, default=1, show_default=True, help="expert-parallel size E (divides D)")
+@click.option("--microbatches", type=_POSITIVE, help="micro-batches per step M (default 2P, or from --global-batch)")
+@click.option("--micro-batch", type=_POSITIVE, default=1, show_default=True, help="sequences per micro-batch")
+@click.option("--global-batch", type=_POSITIVE, help="sequences per step (= D x M x micro-batch)")
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
 @click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
               help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP")
-@click.option("--seq-len", type=int, help="sequence length (default: the model's)")
+@click.option("--seq-len", type=_POSITIVE, help="sequence length (default: the model's)")
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism")
 @click.option("--gpu", default="H100", show_default=True, help="A100, H100, H200, B200 or a JSON/YAML file")
-@click.option("--bucket-mb", type=float, help="gradient bucket size [MiB] (default: Megatron's "
+@click.option("--bucket-mb", type=click.FloatRange(min=0, min_open=True), help="gradient bucket size [MiB] (default: Megatron's "
               "max(40M, 1M x DP) elements)")
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
@@ -153,7 +173,7 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
         cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
                         microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
                         schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
-                        bucket_bytes=int(bucket_mb * 2**20) if bucket_mb else None, dims=_dims(dims))
+                        bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims))
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

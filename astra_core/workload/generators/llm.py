@@ -88,8 +88,14 @@ class LLMConfig:
     dims: Sequence[int] | None = None
 
     def __post_init__(self):
-        if self.bucket_bytes is None:  # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
+        if self.bucket_bytes is None and isinstance(self.dp, int):
+            # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
             self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * O.BYTES
+
+    @property
+    def sequence_length(self) -> int:
+        """Tokens per sequence: ``seq_len`` if given (None: the model's)."""
+        return self.model.seq_len if self.seq_len is None else self.seq_len
 
 
 @dataclass
@@ -183,11 +189,22 @@ class _Program:
 
 
 def _check(cfg: LLMConfig) -> int:
-    """Validate the plan; return the number of micro-batches."""
+    """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option."""
     m = cfg.model
-    for key in ("dp", "tp", "pp", "ep", "micro_batch"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"--{key.replace('_', '-')}: must be >= 1, got {getattr(cfg, key)}")
+    for key in ("dp", "tp", "pp", "ep", "micro_batch", "microbatches", "global_batch", "seq_len"):
+        value = getattr(cfg, key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"--{key.replace('_', '-')}: must be an integer >= 1, got {value!r}")
+    bucket = cfg.bucket_bytes
+    if not isinstance(bucket, int) or isinstance(bucket, bool) or bucket < 1:
+        # a bucket of 0 bytes would never fill: the gradient loop would not end
+        raise ConfigError(f"--bucket-mb: the gradient bucket must hold at least 1 byte, got {bucket!r} bytes")
+    if cfg.dims is not None:
+        if any(not isinstance(d, int) or d < 1 for d in cfg.dims):
+            raise ConfigError(f"--dims {list(cfg.dims)}: every dimension size must be an integer >= 1")
+        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp:
+            raise ConfigError(f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp = "
+                              f"{cfg.dp * cfg.tp * cfg.pp}")
     if cfg.schedule not in SCHEDULES:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
@@ -210,14 +227,7 @@ def _check(cfg: LLMConfig) -> int:
             raise ConfigError(f"--microbatches {cfg.microbatches} disagrees with --global-batch "
                               f"{cfg.global_batch} / (dp {cfg.dp} x micro-batch {per_replica}) = {mb}")
         return mb
-    mb = cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
-    if mb < 1:
-        raise ConfigError(f"--microbatches: must be >= 1, got {mb}")
-    if cfg.dims is not None:
-        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp:
-            raise ConfigError(f"--dims {list(cfg.dims)}: must multiply to dp x tp x pp = "
-                              f"{cfg.dp * cfg.tp * cfg.pp}")
-    return mb
+    return cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
 
 
 def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[float, float]:
@@ -232,7 +242,7 @@ def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[floa
 def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float, float]:
     """Build stage ``p``'s nodes; return them with this rank's dense and expert gradient bytes."""
     model, T, P, gpu = cfg.model, cfg.tp, cfg.pp, cfg.gpu
-    b, s, sp = cfg.micro_batch, cfg.seq_len or model.seq_len, cfg.sequence_parallel
+    b, s, sp = cfg.micro_batch, cfg.sequence_length, cfg.sequence_parallel
     act = b * s * model.hidden * O.BYTES  # one activation tensor [B]
     per = model.layers // P
     layers = range(p * per, (p + 1) * per)

@@ -77,7 +77,7 @@ def write_llm(wl, prefix: str | os.PathLike,
     summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
                "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "microbatches": wl.microbatches,
                "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
-               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.seq_len or cfg.model.seq_len}
+               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length}
     meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
     head = meta.SerializeToString()
     head = encode_varint(len(head)) + head

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from decimal import Decimal
 from pathlib import Path
 
 from astra_core.errors import ConfigError
@@ -32,21 +33,25 @@ COLLECTIVES = {
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30}
+_MAX_SIZE = 2**63 - 1  # comm_size is an int64 attribute in Chakra's generators
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*\Z")
 
 
 def parse_size(text: str) -> int:
     """Bytes in ``text``: ``1048576``, ``64MiB``, ``1GiB``, ``1.5MB`` (SI), ``64M`` (binary).
 
-    Raises ConfigError for anything else or a size that is not a whole number of bytes.
+    Raises ConfigError for anything else, a size that is not a whole number of
+    bytes, or one past int64 (what ``comm_size`` holds).
     """
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else None
     if not match or unit not in _UNITS:
         raise ConfigError(f"size: expected a byte count like 1048576, 64MiB or 1GB, got '{text}'")
-    value = float(match.group(1)) * _UNITS[unit]
+    value = Decimal(match.group(1)) * _UNITS[unit]  # exact: no float rounding of large counts
     if value != int(value) or value <= 0:
         raise ConfigError(f"size: '{text}' is not a positive whole number of bytes")
+    if value > _MAX_SIZE:
+        raise ConfigError(f"size: '{text}' is more than a Chakra comm_size holds (int64, {_MAX_SIZE} bytes)")
     return int(value)
 
 

@@ -159,8 +159,14 @@ def check_model(model: ModelConfig, where: str) -> ModelConfig:
         value = getattr(model, key)
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"{where}: {key}: must be a positive integer, got {value!r}")
-    if not isinstance(model.vocab, int) or model.vocab < 0:
-        raise ConfigError(f"{where}: vocab: must be an integer >= 0, got {model.vocab!r}")
+    for key in ("vocab", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers"):
+        value = getattr(model, key)
+        if not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{where}: {key}: must be an integer >= 0, got {value!r}")
+    for key in ("kv_heads", "head_dim"):
+        value = getattr(model, key)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where}: {key}: must be a positive integer (or absent), got {value!r}")
     if model.head_dim is None and model.hidden % model.heads:
         raise ConfigError(f"{where}: heads: {model.heads} does not divide hidden {model.hidden} (give head_dim)")
     if model.heads % model.kv:
