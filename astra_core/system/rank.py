@@ -22,7 +22,10 @@ One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
+
+from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 
 from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
@@ -63,12 +66,25 @@ def _clock_of(backend):
     return _BackendClock(backend)
 
 
+def group_algorithm(algorithms: Sequence[CollectiveAlgorithmName]) -> str:
+    """The algorithm a communicator group smaller than the network runs on the
+    ring of its members: the configured one when system.json lists one
+    algorithm (a ``one*`` form runs its base algorithm), else ring (upstream
+    ``CommunicatorGroup::get_collective_plan``).  Names as in
+    :data:`~astra_core.system.collectives.ALGORITHMS`, or ``plugin:NAME``."""
+    if len(algorithms) != 1:
+        return "ring"
+    name = algorithms[0]
+    return name.kind.base.value if name.plugin_name is None else str(name)
+
+
 class CommGroup:
     """A communicator group as one rank sees it (upstream ``CommunicatorGroup``).
 
     A group spanning every NPU runs on the full logical topology; any other
-    group runs a ring over its members, in the order the comm-group file lists
-    them. Its streams are tagged ``id * 1_000_000 + k``.
+    group runs over the ring of its members, in the order the comm-group file
+    lists them, with :func:`group_algorithm`. Its streams are tagged
+    ``id * 1_000_000 + k``.
     """
 
     __slots__ = ("group_id", "members", "next_stream_id", "_dims")
@@ -77,13 +93,33 @@ class CommGroup:
         self.group_id = group_id
         self.members = members
         self.next_stream_id = group_id * 1_000_000
-        self._dims: list[DimTopology] | None = None
+        self._dims: dict[tuple[str, int | None], list[DimTopology]] = {}
 
-    def dims(self, rank: int) -> list[DimTopology]:
-        if self._dims is None:
+    def dims(self, rank: int, comm_type: CommType = CommType.ALL_REDUCE,
+             algorithms: Sequence[CollectiveAlgorithmName] = (),
+             source: str = "system.json") -> list[DimTopology]:
+        """The one logical dimension ``comm_type`` runs on for ``rank``.
+
+        Raises ConfigError (naming ``source``) for doubleBinaryTree, which
+        needs a tree, not a ring (upstream casts the ring to a tree).
+        """
+        algorithm = group_algorithm(algorithms)
+        window = algorithms[0].window if len(algorithms) == 1 else None
+        dims = self._dims.get((algorithm, window))
+        if dims is None:
+            if algorithm == "doubleBinaryTree":
+                shown = ", ".join(str(m) for m in self.members[:4])
+                more = ", ..." if len(self.members) > 4 else ""
+                raise ConfigError(
+                    f"{source}: {comm_type.label}-implementation: doubleBinaryTree cannot run "
+                    f"on a communicator group smaller than the network ({len(self.members)} "
+                    f"NPUs: {shown}{more}), which runs on a ring of its members (upstream "
+                    "reads that ring as a tree); use ring, direct or halvingDoubling, or list "
+                    "one algorithm per dimension (the group then runs a ring)")
             ring = RingTopology(rank, list(self.members), local=True)
-            self._dims = [DimTopology("ring", ring=ring)]
-        return self._dims
+            dims = self._dims[(algorithm, window)] = [
+                DimTopology(algorithm, -1 if window is None else window, ring=ring)]
+        return dims
 
 
 class RankSystem:
@@ -192,7 +228,8 @@ class RankSystem:
         elif len(group.members) == self.sim.npus_count:
             dims, involved_dims = self.dims_by_type[comm_type], None
         else:
-            dims, involved_dims = group.dims(self.id), None
+            dims, involved_dims = group.dims(self.id, comm_type, self.sim.implementations[comm_type],
+                                             self.sim.system.source), None
         active = [d for d in range(len(dims))
                   if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims)
                                             or involved_dims[d])]

@@ -46,10 +46,12 @@ from typing import Sequence
 
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CommType
+from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import RankGraph
 
 # Chakra node types (et_def.proto)
 _METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7
+_COMM_TYPES = {c.value for c in CommType}
 _ROTATION = {"ring", "direct"}
 GROUP_TAG_BASE = 1_000_000  # a communicator group's chunks are tagged id * this + k
 
@@ -169,7 +171,12 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
                 continue
             if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in whole_groups:
                 xor_ok = False
-                continue  # a ring over the group's members (rotation)
+                # A ring over the group's members; halving-doubling there pairs
+                # by absolute position in the member list: not a rotation.
+                if node.comm_type in _COMM_TYPES and group_algorithm(
+                        implementations[CommType(node.comm_type)]) not in _ROTATION:
+                    return None
+                continue
             try:
                 comm_type = CommType(node.comm_type)
             except ValueError:

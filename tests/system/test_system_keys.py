@@ -227,3 +227,55 @@ def test_explicit_gives_the_same_step_as_fifo_when_one_collective_runs_at_a_time
     fifo = simulate(prefix, write_system(tmp_path, **{"scheduling-policy": "FIFO"}), net)
     explicit = simulate(prefix, write_system(tmp_path, **{"scheduling-policy": "EXPLICIT"}), net)
     assert explicit.step_ns == fifo.step_ns
+
+
+# -- communicator groups smaller than the network run the configured algorithm -------------
+
+def group_run(workload, comm_type, implementation, dims=((8, "FullyConnected"),), symmetry=True):
+    """Two groups of 4 NPUs (0-3, 4-7), one 1 MiB collective each, 4 chunks."""
+    npus = 8
+    nodes = {r: [make_node(1, "coll", pb.COMM_COLL_NODE, comm_type=comm_type, comm_size=1 << 20,
+                           pg_name="1" if r < 4 else "2")] for r in range(npus)}
+    sizes = [n for n, _ in dims]
+    net = network([k for _, k in dims], sizes, [50.0] * len(dims), [500.0] * len(dims))
+    return simulate(workload(nodes), system(implementation, dims=len(dims)), net,
+                    comm_groups={"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}, symmetry=symmetry)
+
+
+def test_group_all_to_all_runs_the_one_configured_direct_algorithm(workload):
+    # Upstream CommunicatorGroup::get_collective_plan keeps a one-entry algorithm
+    # list for a smaller group; astra ran a ring whatever system.json said
+    # (41560 ns).  Direct on FullyConnected: each chunk sends its 3 messages of
+    # 64 KiB at once on separate links, T = int(500 + 65536 / (50 * 2^30 / 1e9))
+    # = 1720 ns, between one endpoint delay (10 ns) on each side; 4 chunks in a row.
+    result = group_run(workload, pb.ALL_TO_ALL, "direct")
+    assert result.step_ns == 4 * (10 + 1720 + 10) == 6960
+    assert result.messages == 8 * 4 * 3
+
+
+def test_group_all_reduce_runs_halving_doubling_without_rank_classes(workload):
+    # 2 log2(4) = 4 messages per chunk per rank (a ring sends 2 (4 - 1) = 6).
+    # Halving-doubling pairs group members by position, not by offset, so rank
+    # classes are off and every rank runs.
+    result = group_run(workload, pb.ALL_REDUCE, "halvingDoubling")
+    assert result.messages == 8 * 4 * 4
+    assert result.symmetric is False
+    assert result.step_ns == group_run(workload, pb.ALL_REDUCE, "halvingDoubling",
+                                       symmetry=False).step_ns
+
+
+def test_group_runs_a_ring_when_system_json_lists_one_algorithm_per_dimension(workload):
+    # Upstream replaces a multi-dimensional list by a ring for a smaller group.
+    result = group_run(workload, pb.ALL_REDUCE, "halvingDoubling",
+                       dims=((4, "FullyConnected"), (2, "FullyConnected")))
+    assert result.messages == 8 * 4 * 6
+
+
+def test_double_binary_tree_on_a_smaller_group_is_refused(workload):
+    with pytest.raises(ConfigError) as info:
+        group_run(workload, pb.ALL_REDUCE, "doubleBinaryTree")
+    assert str(info.value) == (
+        "<python>: all-reduce-implementation: doubleBinaryTree cannot run on a communicator "
+        "group smaller than the network (4 NPUs: 0, 1, 2, 3), which runs on a ring of its "
+        "members (upstream reads that ring as a tree); use ring, direct or halvingDoubling, or "
+        "list one algorithm per dimension (the group then runs a ring)")
