@@ -269,7 +269,7 @@ class RankSystem:
         label = comm_type.label
         where = f"rank {self.id}" + (f" node {node.id} ({node.name})" if node is not None else "")
         raise ConfigError(f"{self.sim.system.source}: no {label}-implementation, but {where} "
-                          f"issues a {comm_type.name} collective; add \"{label}-implementation\" "
+                          f"issues collective {comm_type.name}; add \"{label}-implementation\" "
                           "with one algorithm per network dimension")
 
     def _phases(self, comm_type: CommType, dims: list[DimTopology], active: list[int],

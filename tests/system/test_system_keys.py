@@ -163,7 +163,7 @@ def test_collective_without_implementation_names_key_rank_and_node(tmp_path, wor
         simulate(prefix, path, network(["Ring"], [4], [50.0], [500.0]))
     name = CommType(comm_type).name
     assert str(info.value) == (f"{path}: no {key}-implementation, but rank 0 node 2 (coll) issues "
-                               f"a {name} collective; add \"{key}-implementation\" with one "
+                               f"collective {name}; add \"{key}-implementation\" with one "
                                "algorithm per network dimension")
 
 
