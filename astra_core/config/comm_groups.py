@@ -34,6 +34,7 @@ from typing import Any
 
 from astra_core.config.files import expect_mapping, read_json, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems, show
+from astra_core.config.limits import MAX_INT32
 
 _GROUP_ID = re.compile(r"[0-9]+\Z")
 
@@ -66,6 +67,11 @@ def _parse(data: Any, npus_count: int, problems: Problems) -> dict[str, tuple[in
                 "group id must be a non-negative decimal integer "
                 "(collective nodes name it in their pg_name attribute)",
             )
+            continue
+        if len(key.lstrip("0")) > 10 or int(key) > MAX_INT32:  # int() refuses > 4300 digits
+            shown = key if len(key) <= 12 else f"{key[:12]}..."
+            problems.add(f"group {shown}", f"group id must be <= {MAX_INT32:,} "
+                         "(upstream reads it with stoi into an int)")
             continue
         if int(key) == 0:
             problems.add(

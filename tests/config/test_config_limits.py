@@ -176,3 +176,18 @@ def test_shown_values_are_short():
     assert show(-(10 ** 100)) == "a negative integer of about 101 digits"
     assert len(show("x" * 10_000)) <= 60
     assert len(show(list(range(1000)))) <= 60
+
+
+# -- comm groups ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("group_id, shown", [("1" * 5000, "1" * 12 + "..."),
+                                             ("3000000000", "3000000000")])
+def test_group_ids_past_upstreams_int_are_one_line(write, group_id, shown):
+    # A 5000-digit id raised ValueError from int() (Python's digit limit).
+    from astra_core.config.comm_groups import load_comm_groups
+
+    path = write("groups.json", '{"' + group_id + '": [0, 1], "1": [2, 3]}')
+    with pytest.raises(ConfigError) as info:
+        load_comm_groups(path, 4)
+    assert str(info.value) == (f"{path}: group {shown}: group id must be <= 2,147,483,647 "
+                               "(upstream reads it with stoi into an int)")
