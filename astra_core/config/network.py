@@ -83,8 +83,8 @@ class Dimension:
             object.__setattr__(self, "kind", TopologyKind(self.kind))
         for name in ("bandwidth_gbps", "latency_ns"):
             value = getattr(self, name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, name, float(value))
+            if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 1024:
+                object.__setattr__(self, name, float(value))  # larger: NetworkConfig reports it
 
     @property
     def bandwidth_bytes_per_ns(self) -> float:

@@ -191,3 +191,11 @@ def test_group_ids_past_upstreams_int_are_one_line(write, group_id, shown):
         load_comm_groups(path, 4)
     assert str(info.value) == (f"{path}: group {shown}: group id must be <= 2,147,483,647 "
                                "(upstream reads it with stoi into an int)")
+
+
+def test_dimension_with_an_int_too_large_for_a_float_is_a_config_error():
+    # Dimension() converted it with float(), an OverflowError.
+    with pytest.raises(ConfigError) as info:
+        NetworkConfig((Dimension(TopologyKind.RING, 4, 10 ** 400, 1),))
+    assert str(info.value) == ("<python>: bandwidth[0]: must be <= 1e+12, got an integer of "
+                               "about 401 digits")
