@@ -28,21 +28,20 @@ def test_a_stopped_worker_is_an_error_within_the_watchdog_naming_the_last_time()
     def stop(_):
         pid = backend._worker.proc.pid
         os.kill(pid, signal.SIGSTOP)
-        stopped.append(pid)
+        stopped.append((pid, time.monotonic()))
 
     backend.send(0, 1, 50_000_000, lambda _: None)
     backend.schedule(1000, stop)
-    started = time.monotonic()
     with pytest.raises(process.WorkerStalled) as err:
         backend.run()
-    assert time.monotonic() - started < 1 + 5  # the limit, plus start-up and a poll
+    assert time.monotonic() - stopped[0][1] < 1 + 2  # the limit, plus a poll
     assert re.fullmatch(
         r"ns3 backend: the ns-3 worker \(pid \d+\) made no progress for 1 s of wall time: it is "
         r"stopped \(SIGSTOP or a debugger\) and answers nothing; last simulated time 1000\.000 "
         r"ns; killed it \(watchdog_s in the backend config sets the limit\)", str(err.value))
-    assert f"pid {stopped[0]})" in str(err.value)
+    assert f"pid {stopped[0][0]})" in str(err.value)
     with pytest.raises(ProcessLookupError):
-        os.kill(stopped[0], 0)  # killed and reaped
+        os.kill(stopped[0][0], 0)  # killed and reaped
     # The backend stays usable: the next run starts a fresh worker.
     arrived = []
     backend.send(0, 1, 1000, arrived.append, "again")
@@ -62,7 +61,8 @@ def test_a_model_spinning_at_one_instant_is_an_error_within_the_watchdog():
                                                     r"is busy but its simulated time stands "
                                                     r"still; last simulated time 0\.000 ns"):
         backend.run()
-    assert time.monotonic() - started < 1 + 5
+    # The limit, plus the worker's start-up (up to ~8 s when cppyy compiles the model).
+    assert time.monotonic() - started < 1 + 15
 
 
 def test_a_long_step_whose_time_advances_is_not_stopped():
