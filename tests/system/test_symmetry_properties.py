@@ -142,9 +142,13 @@ def _base(draw) -> Scenario:
     latency = [draw(st.sampled_from([100.0, 500.0, 700.0])) for _ in sizes]
     algorithms = []
     for size in sizes:
-        options = ["ring", "direct"] + (["halvingDoubling", "doubleBinaryTree"]
-                                        if size in _POW2 else [])
+        options = ["ring", "direct", "direct1", "direct2"] + (
+            ["halvingDoubling", "doubleBinaryTree"] if size in _POW2 else [])
         algorithms.append(draw(st.sampled_from(options)))
+    if draw(st.integers(0, 5)) == 0:  # one ring / direct exchange over every NPU
+        algorithms = [draw(st.sampled_from(["oneRing", "oneDirect"]
+                                           + (["oneHalvingDoubling"] if grid.npus in _POW2
+                                              else [])))]
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
         "endpoint-delay": draw(st.sampled_from([0, 10])),
@@ -155,8 +159,8 @@ def _base(draw) -> Scenario:
         "all-reduce-implementation": algorithms,
         "all-gather-implementation": algorithms,
         "reduce-scatter-implementation": algorithms,
-        "all-to-all-implementation": [a if a in ("ring", "direct") else "ring"
-                                      for a in algorithms],
+        "all-to-all-implementation": [a if "alving" not in a and a != "doubleBinaryTree"
+                                      else "ring" for a in algorithms],
     }
     scenario = Scenario(grid, kinds, bandwidth, latency, system)
     if draw(st.integers(0, 3)) == 0:
