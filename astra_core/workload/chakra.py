@@ -330,7 +330,33 @@ def _metadata_attrs(meta: pb.GlobalMetadata) -> dict[str, Any]:
 # --- files ------------------------------------------------------------------------
 
 _METADATA_NODE = pb.METADATA_NODE
+_INVALID_NODE = pb.INVALID_NODE
 _VALID_TYPES = frozenset(NODE_TYPE_NAMES)
+_COMM_TYPES = frozenset((pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE))
+_INF = float("inf")
+_SHOWN = 3  # bad nodes named in one error line; the rest are counted
+
+
+def _value_problem(node: ETNode) -> str | None:
+    """What is wrong with the values of a node that has attributes, or None.
+
+    Upstream reads ``comm_size``, ``num_ops`` and ``tensor_size`` as uint64,
+    so a negative one wraps to ~1.8e19 there; NaN or infinite ``num_ops``
+    makes the roofline time NaN. None of these can describe a real run.
+    """
+    ops = node.num_ops
+    if ops and not 0 < ops < _INF:  # NaN fails both comparisons
+        return f"num_ops must be a finite number >= 0, got {ops}"
+    if node.tensor_size < 0:
+        return f"tensor_size must be >= 0 bytes, got {node.tensor_size}"
+    return None
+
+
+def _bad_nodes_error(fname: str, bad: list[tuple[int, str]]) -> TraceError:
+    """One line naming the first few bad nodes and counting the rest."""
+    shown = "; ".join(f"node {node_id}: {text}" for node_id, text in bad[:_SHOWN])
+    more = f"; and {len(bad) - _SHOWN} more bad nodes" if len(bad) > _SHOWN else ""
+    return TraceError(f"{fname}: {shown}{more}")
 
 
 class _Truncated(Exception):
@@ -363,7 +389,11 @@ def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTra
     the file cannot be read, is empty, is cut short (a length prefix promises
     more bytes than remain, or a varint is cut off), holds bytes protobuf
     cannot decode, or has a node whose ``type`` is not a ``NodeType``, or an
-    attribute the system layer uses has the wrong kind of value.
+    attribute the system layer uses has the wrong kind of value. Also for a
+    node that decodes as an empty INVALID node (garbage bytes), and, naming
+    the first few bad nodes and counting the rest, for a GPU-side
+    collective, send or receive without a positive ``comm_size``, a negative,
+    NaN or infinite ``num_ops`` or a negative ``tensor_size``.
     """
     try:
         data = Path(path).read_bytes()
@@ -414,6 +444,9 @@ def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
     append = nodes.append
     from_string = pb.Node.FromString
     valid_types = _VALID_TYPES
+    comm_types = _COMM_TYPES
+    invalid = _INVALID_NODE
+    bad: list[tuple[int, str]] = []  # (node id, problem): reported together, first few named
     pos = stop
     index = 0
     while pos < end:
@@ -436,6 +469,11 @@ def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
         ntype = msg.type
         if ntype not in valid_types:
             raise TraceError(f"{fname}: node {msg.id}: unknown node type {ntype}")
+        if ntype == invalid and not msg.name and not msg.attr:
+            # Protobuf decodes many byte strings (zeros, other formats) as a message with
+            # every field unset: an unnamed INVALID node is garbage, not a node.
+            raise TraceError(f"{fname}: node #{index} (byte {pos}): decodes as an empty INVALID node "
+                             "(no type, name or attributes): not a Chakra ET file, or corrupt")
         node = ETNode(
             msg.id,
             msg.name,
@@ -447,11 +485,21 @@ def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
         attrs = msg.attr
         if attrs:
             _decode_attrs(node, attrs, fname)
+            if node.num_ops or node.tensor_size < 0:
+                problem = _value_problem(node)
+                if problem is not None:
+                    bad.append((node.id, problem))
+        if ntype in comm_types and node.comm_size <= 0 and not node.is_cpu_op:
+            # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
+            bad.append((node.id, f"{NODE_TYPE_NAMES[ntype]} needs comm_size > 0 bytes, got "
+                                 f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
         if ntype == _METADATA_NODE:
             node.inputs_values = msg.inputs.values
         append(node)
         pos = stop
         index += 1
+    if bad:
+        raise _bad_nodes_error(fname, bad)
     return RankTrace(fname, nodes, meta.version, _metadata_attrs(meta), rank)
 
 
