@@ -264,9 +264,10 @@ def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = N
                         settings: PluginSettings | None = None) -> AstraPluginManager:
     """A fresh plugin manager (no global state): entry points, then extra modules.
 
-    An entry point that cannot be loaded is set aside in ``pm.broken`` with
-    its reason; the others load. Raises ConfigError for a module named in the
-    settings that does not exist, and for a misspelled hook."""
+    An entry point or listed module that cannot be loaded (missing, or raising
+    on import) is set aside in ``pm.broken`` with its reason; the others load
+    (each run then warns about it, see :func:`notify_run_started`). Raises
+    ConfigError for a misspelled hook."""
     settings = settings if settings is not None else load_settings()
     pm = AstraPluginManager()
     pm.add_hookspecs(hookspecs)
@@ -280,12 +281,7 @@ def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = N
             continue
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name or module_name.startswith(f"{exc.name}."):
-                raise ConfigError(f"plugin module '{module_name}' cannot be imported: {exc}") from None
-            pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
-            continue
-        except Exception as exc:  # noqa: BLE001 - the plugin's own import failed
+        except Exception as exc:  # noqa: BLE001 - missing, or its own import failed
             pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
             continue
         if not pm.is_registered(module):  # already loaded through its entry point
@@ -460,8 +456,13 @@ def _observers(pm: pluggy.PluginManager, hook_name: str):
 
 
 def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
-    """Call every ``astra_run_started`` observer. Raises PluginError naming the
-    first plugin whose hook raised (nothing has been simulated yet)."""
+    """Warn about every broken plugin (one :class:`PluginWarning` line each: a
+    run without an observer the user installed may lack an output they expect),
+    then call every ``astra_run_started`` observer. Raises PluginError naming
+    the first plugin whose hook raised (nothing has been simulated yet)."""
+    for plugin, reason in _broken(pm).items():
+        warnings.warn(f"plugin '{plugin}' is broken and was not used: {reason}", PluginWarning,
+                      stacklevel=2)
     for plugin, hook in _observers(pm, "astra_run_started"):
         try:
             hook(run=run)

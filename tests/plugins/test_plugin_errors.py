@@ -174,7 +174,14 @@ def test_a_plugin_whose_registration_raises_breaks_nothing_else(plugin, pair, mo
         wrong: "astra_register_backends raised TypeError: register('wrong', ...): the factory "
                "is not callable"}
     assert "half" not in registry.names() and "analytical" in registry.names()
-    assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
+    # Other backends run; the run says which plugins it went without.
+    with pytest.warns(PluginWarning) as caught:
+        assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
+    assert sorted(str(w.message) for w in caught) == sorted([
+        f"plugin '{broken}' is broken and was not used: astra_register_backends raised "
+        "RuntimeError: no licence server",
+        f"plugin '{wrong}' is broken and was not used: astra_register_backends raised "
+        "TypeError: register('wrong', ...): the factory is not callable"])
     with pytest.raises(AstraError, match=rf"^unknown backend 'half'; available: .*analytical.*; "
                                          rf"broken plugins: {broken}: astra_register_backends "
                                          rf"raised RuntimeError: no licence server; {wrong}: "):
@@ -198,7 +205,9 @@ def test_an_entry_point_that_fails_to_load_breaks_nothing_else(tmp_path, monkeyp
         registry = backend_registry()
         assert registry.broken == {"brokenep": "cannot be loaded: ImportError: needs libfoo.so"}
         assert "analytical" in registry.names()
-        assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
+        with pytest.warns(PluginWarning, match="^plugin 'brokenep' is broken and was not used: "
+                                               "cannot be loaded: ImportError: needs libfoo.so$"):
+            assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
         out = cli("backends")
         assert out.exit_code == 0
         assert "brokenep: unavailable — broken plugin: cannot be loaded: ImportError: needs " \
@@ -207,13 +216,19 @@ def test_an_entry_point_that_fails_to_load_breaks_nothing_else(tmp_path, monkeyp
         sys.modules.pop(module, None)
 
 
-def test_a_local_module_that_raises_on_import_is_set_aside(plugin, monkeypatch):
+def test_a_local_module_that_raises_on_import_is_set_aside(plugin, monkeypatch, pair, network_yml):
     module = plugin("import astra_test_no_such_dependency\n")
     monkeypatch.setenv("ASTRA_PLUGINS", module)
     registry = backend_registry()
     assert registry.broken == {module: "cannot be imported: ModuleNotFoundError: No module named "
                                        "'astra_test_no_such_dependency'"}
     assert "analytical" in registry.names()
+    # The command line runs, and warns in one line that the plugin was not used.
+    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml)
+    assert out.exit_code == 0
+    assert out.stderr == (f"warning: plugin '{module}' is broken and was not used: cannot be "
+                          "imported: ModuleNotFoundError: No module named "
+                          "'astra_test_no_such_dependency'\n")
 
 
 def test_a_factory_that_raises_is_one_line_naming_the_plugin(plugin, pair):
@@ -310,7 +325,9 @@ def test_a_collectives_hook_that_raises_breaks_nothing_else(plugin, pair):
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     assert collective_registry(pm) == {}
     assert pm.broken == {module: "astra_register_collectives raised KeyError: 'ring'"}
-    assert [r.finish_ns for r in run_pair(pair, plugin_manager=pm).ranks] == ANALYTICAL_FINISH
+    with pytest.warns(PluginWarning, match=f"^plugin '{module}' is broken and was not used: "
+                                           "astra_register_collectives raised KeyError: 'ring'$"):
+        assert [r.finish_ns for r in run_pair(pair, plugin_manager=pm).ranks] == ANALYTICAL_FINISH
 
 
 def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
