@@ -517,9 +517,12 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
     number nodes with one counter across ranks, so their files differ.
 
     Raises :class:`TraceError` naming the prefix and the counts when the
-    number of trace files differs from ``npus_count`` (a rank's file is
-    missing, or ``<prefix>.<npus_count>.et`` exists), and whatever
-    :func:`read_rank_trace` raises for a bad file.
+    number of trace files differs from ``npus_count``: a rank's file is
+    missing, or a ``<prefix>.<r>.et`` with ``r >= npus_count`` exists. The
+    latter is an error, not a warning: the prefix then describes a bigger
+    job (traces made for another network, or left from an earlier
+    generation), whose first ranks alone would run to a plausible but wrong
+    step time. Also whatever :func:`read_rank_trace` raises for a bad file.
     """
     prefix = os.fspath(prefix)
     if npus_count < 1:
@@ -545,24 +548,49 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)
         traces.append(trace)
-    last = npus_count
-    while trace_path(prefix, last).is_file():
-        last += 1
-    extra = last - npus_count
+    extra = _extra_ranks(prefix, npus_count)
     if missing or extra:
         problems = []
         if missing:
             problems.append(f"missing {_ranks_text(missing)}")
         if extra:
-            problems.append(
-                f"extra {prefix}.{npus_count}.et" + (f" .. {prefix}.{last - 1}.et" if extra > 1 else "")
-            )
-        found = npus_count - len(missing) + extra
+            problems.append(f"extra {_files_text(prefix, extra)}")
+        found = npus_count - len(missing) + len(extra)
         raise TraceError(
             f"{prefix}: {npus_count} NPUs need {npus_count} trace files {prefix}.<rank>.et, "
             f"found {found}: {'; '.join(problems)}"
         )
     return traces
+
+
+def _extra_ranks(prefix: str, npus_count: int) -> list[int]:
+    """Ranks >= ``npus_count`` that have a ``<prefix>.<rank>.et`` file, ascending.
+
+    One directory listing: a stray file is found even past a gap (``.9.et``
+    without ``.8.et``).
+    """
+    folder, base = os.path.split(prefix)
+    head = base + "."
+    extra = []
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return []
+    for name in entries:
+        if name.startswith(head) and name.endswith(".et"):
+            middle = name[len(head):-3]
+            if middle.isdigit() and middle.isascii() and int(middle) >= npus_count \
+                    and str(int(middle)) == middle and os.path.isfile(os.path.join(folder, name)):
+                extra.append(int(middle))
+    return sorted(extra)
+
+
+def _files_text(prefix: str, ranks: list[int]) -> str:
+    """``p.8.et`` / ``p.8.et .. p.15.et`` (a run) / ``p.8.et, p.11.et, p.12.et and 4 more``."""
+    if len(ranks) > 1 and ranks[-1] - ranks[0] == len(ranks) - 1:
+        return f"{prefix}.{ranks[0]}.et .. {prefix}.{ranks[-1]}.et"
+    shown = ", ".join(f"{prefix}.{r}.et" for r in ranks[:3])
+    return shown + (f" and {len(ranks) - 3} more" if len(ranks) > 3 else "")
 
 
 def _ranks_text(ranks: list[int]) -> str:

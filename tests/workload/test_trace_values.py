@@ -89,3 +89,24 @@ def test_workload_names_the_bad_rank_file(tmp_path):
         write_rank_trace(tmp_path / f"w.{rank}.et", [_coll(0, 1024 if rank != 2 else -1024)])
     with pytest.raises(TraceError, match=rf"^{tmp_path}/w\.2\.et: node 0: COMM_COLL_NODE needs comm_size > 0"):
         read_workload(tmp_path / "w", 4)
+
+
+def test_stray_rank_files_past_a_gap(tmp_path):
+    # 4 NPUs, and w.6.et left from a bigger run: an error naming it (the first 4 ranks alone would
+    # simulate part of a bigger job). Before, only w.4.et, w.5.et, ... in a row were found.
+    for rank in (0, 1, 2, 3, 6):
+        write_rank_trace(tmp_path / f"w.{rank}.et", [_coll(0, 1024)])
+    prefix = tmp_path / "w"
+    with pytest.raises(TraceError) as info:
+        read_workload(prefix, 4)
+    assert str(info.value) == f"{prefix}: 4 NPUs need 4 trace files {prefix}.<rank>.et, found 5: extra {prefix}.6.et"
+    for rank in (9, 12, 30):
+        write_rank_trace(tmp_path / f"w.{rank}.et", [_coll(0, 1024)])
+    with pytest.raises(TraceError) as info:
+        read_workload(prefix, 4)
+    assert str(info.value).endswith(f"found 8: extra {prefix}.6.et, {prefix}.9.et, {prefix}.12.et and 1 more")
+    (tmp_path / "w.x.et").write_bytes(b"")  # not a rank number: not a trace of this prefix
+    (tmp_path / "wide.7.et").write_bytes(b"")
+    for rank in (6, 9, 12, 30):
+        (tmp_path / f"w.{rank}.et").unlink()
+    assert len(read_workload(prefix, 4)) == 4
