@@ -28,6 +28,7 @@ from astra_core.system.symmetry import find_symmetry
 from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_unreceived_sends
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
+from astra_core.workload.network_fit import check_network_fit
 
 
 class Simulation:
@@ -60,6 +61,7 @@ class Simulation:
         }
         self.collective_plugins = dict(collective_plugins or {})
         self._check_plugin_algorithms()
+        check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0
         if symmetry:

@@ -55,7 +55,10 @@ class RankGraph:
     - ``cycle_deps`` (list[tuple[int, int]]): (child id, parent id) of the
       ctrl dependencies dropped to break cycles,
     - ``cyclic_ids`` (list[int]): ids of nodes on data-dependency cycles that
-      remain (these nodes can never run; the simulation reports a deadlock).
+      remain (these nodes can never run; the simulation reports a deadlock),
+    - ``path`` (str): the trace file ("" when built from nodes alone),
+    - ``metadata`` (dict): its GlobalMetadata attributes (see
+      :class:`~astra_core.workload.chakra.RankTrace`).
 
     Read-only: ranks with identical files share one graph.
     """
@@ -70,10 +73,12 @@ class RankGraph:
         "self_deps",
         "cycle_deps",
         "cyclic_ids",
+        "path",
+        "metadata",
     )
 
     def __init__(self, nodes, index, parent_counts, children, missing_deps=0, self_deps=0,
-                 cycle_deps=(), cyclic_ids=()):
+                 cycle_deps=(), cyclic_ids=(), path="", metadata=None):
         self.nodes: list[ETNode] = nodes
         self.index: dict[int, int] = index
         self.parent_counts: list[int] = parent_counts
@@ -83,6 +88,8 @@ class RankGraph:
         self.self_deps: int = self_deps
         self.cycle_deps: list[tuple[int, int]] = list(cycle_deps)
         self.cyclic_ids: list[int] = list(cyclic_ids)
+        self.path: str = path
+        self.metadata: dict = {} if metadata is None else metadata
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -189,7 +196,8 @@ def build_graph(trace: RankTrace) -> RankGraph:
             TraceWarning,
             stacklevel=2,
         )
-    return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps, cyclic_ids)
+    return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps, cyclic_ids,
+                     trace.path, trace.metadata)
 
 
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:

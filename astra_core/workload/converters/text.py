@@ -58,6 +58,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.text_format import TextLayer, TextWorkload
 from astra_core.workload.converters.text_loops import LOOPS, Graph, Template
+from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import make_node, write_rank_trace
 
 __all__ = ["ConvertedText", "GroupPlan", "convert_text", "convert_text_workload", "write_converted"]
@@ -109,6 +110,7 @@ class ConvertedText:
     plans: dict[tuple[str, str], GroupPlan]
     comm_groups: dict[str, list[int]]
     chakra_ids: bool = False
+    dims: list[int] | None = None  # the network dimension sizes given (recorded in the traces)
 
     def rank_nodes(self, rank: int) -> list[pb.Node]:
         """The Node messages of ``rank`` in file order."""
@@ -230,7 +232,7 @@ def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: i
     plans, groups = _plan_groups(npus, mp, all_scopes, dims, src)
     g = Graph(lambda s: plans[s].kind != "skip")
     LOOPS[kind](wl, g, passes, scope)
-    return ConvertedText(wl, npus, g.nodes, plans, groups, chakra_ids)
+    return ConvertedText(wl, npus, g.nodes, plans, groups, chakra_ids, dims)
 
 
 def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
@@ -248,6 +250,8 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
     except OSError as exc:
         raise ConfigError(f"{folder}: cannot create the output folder: {exc.strerror or exc}") from None
     meta = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
+    if conv.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
+        meta[GENERATED_DIMS_ATTR] = list(conv.dims)
     paths = []
     cache: dict[tuple, bytes] = {}
     for rank in range(conv.npus):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
 
 __all__ = ["write_llm"]
@@ -79,6 +80,8 @@ def write_llm(wl, prefix: str | os.PathLike,
                "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
                "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length}
     meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
+    if cfg.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
+        meta.attr.append(make_attr(GENERATED_DIMS_ATTR, list(cfg.dims)))
     head = meta.SerializeToString()
     head = encode_varint(len(head)) + head
     cache: dict = {}

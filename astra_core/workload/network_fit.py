@@ -1,0 +1,142 @@
+"""Does a workload fit the network and compute model it is about to run on?
+
+The reader checks what one file can say about itself; this module checks
+what needs the run's other inputs, before the first event:
+
+- **generated-for dimensions**: traces that astra's generators made for given
+  network dimensions (``astra gen llm --dims``, ``astra convert text --dims``)
+  record them in the GlobalMetadata attribute :data:`GENERATED_DIMS_ATTR`; their
+  ``involved_dim`` lists only mean what they meant on exactly those dimensions.
+- **involved_dim** naming a dimension the network lacks (a ``True`` past the
+  last dimension): upstream ignores entries past the network's dimensions, so
+  such a collective silently runs on fewer dimensions than the trace asks for.
+  A shorter list is valid (missing entries count as involved) but suspicious:
+  a :class:`~astra_core.workload.graph.TraceWarning`.
+- **roofline**: a GPU compute node with ``tensor_size`` but no ``num_ops``
+  has operational intensity 0, so upstream's roofline time is 0/0 (NaN, cast
+  to an integer: undefined); astra rejects it (upstream ``Workload::issue_comp``;
+  ``tensor_size`` 0 is upstream's "skip this node" and stays valid).
+
+Every problem is one :class:`~astra_core.errors.TraceError` line naming the
+file and the first few ET nodes, counting the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Sequence
+
+from astra_core.errors import TraceError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.graph import RankGraph, TraceWarning
+
+__all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
+
+#: GlobalMetadata attribute (int64_list): the network dimension sizes a generator
+#: placed the trace's groups on, e.g. [8, 2, 4].
+GENERATED_DIMS_ATTR = "astra_network_dims"
+
+_SHOWN = 3  # nodes named in one error line
+_RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
+_COMM_COLL = pb.COMM_COLL_NODE
+_COMP = pb.COMP_NODE
+
+
+def generated_dims(graph: RankGraph) -> list[int] | None:
+    """The dimension sizes the trace says it was generated for, or None."""
+    value = graph.metadata.get(GENERATED_DIMS_ATTR)
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return value
+    return None
+
+
+def _prefix(path: str) -> str:
+    return _RANK_SUFFIX.sub("", path) or "workload"
+
+
+def _dims_text(dims: Sequence[int]) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def _bits(involved: Sequence[bool]) -> str:
+    return "[" + ", ".join("1" if b else "0" for b in involved) + "]"
+
+
+def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], *,
+                      roofline: bool = False) -> None:
+    """Check every rank's graph against the network's dimension sizes.
+
+    ``graphs[r]`` is rank r's graph (ranks sharing a graph are checked once);
+    ``npus_per_dim`` the network's NPUs per dimension (network.yml
+    ``npus_count``); ``roofline``: whether system.json enables the roofline
+    compute model. Raises :class:`TraceError` (one line) for a trace generated
+    for other dimensions, an ``involved_dim`` naming a dimension the network
+    lacks, or, under the roofline model, a GPU compute node with
+    ``tensor_size`` but no ``num_ops``. Warns (:class:`TraceWarning`, once)
+    when an ``involved_dim`` is shorter than the network's dimension list.
+    """
+    dims = list(npus_per_dim)
+    ndims = len(dims)
+    distinct: dict[int, RankGraph] = {}
+    ranks: dict[int, int] = {}  # graph id -> ranks sharing it
+    for graph in graphs:
+        distinct.setdefault(id(graph), graph)
+        ranks[id(graph)] = ranks.get(id(graph), 0) + 1
+    for graph in distinct.values():
+        made_for = generated_dims(graph)
+        if made_for is not None and made_for != dims:
+            raise TraceError(f"workload {_prefix(graph.path)} was generated for dims {_dims_text(made_for)}, "
+                             f"network has {dims}")
+    too_long: list[tuple[RankGraph, int, tuple[bool, ...]]] = []
+    roofline_bad: list[tuple[RankGraph, int]] = []
+    short: tuple[RankGraph, int, int] | None = None
+    for graph in distinct.values():
+        for node in graph.nodes:
+            kind = node.type
+            if kind == _COMM_COLL:
+                involved = node.involved_dim
+                if involved is not None and len(involved) != ndims:
+                    if len(involved) > ndims:
+                        if any(involved[ndims:]):
+                            too_long.append((graph, node.id, involved))
+                    elif short is None and not node.is_cpu_op:
+                        short = (graph, node.id, len(involved))
+            elif kind == _COMP and roofline and not node.num_ops and node.tensor_size and not node.is_cpu_op:
+                roofline_bad.append((graph, node.id))
+    if too_long:
+        involved = too_long[0][2]
+        highest = max(d for d, on in enumerate(involved) if on)
+        raise TraceError(_nodes_line(
+            too_long, ranks, f"involved_dim {_bits(involved)} names dimension {highest}, "
+                      f"the network has {ndims} dimension{'s' if ndims > 1 else ''} {dims}"))
+    if roofline_bad:
+        raise TraceError(_nodes_line(
+            roofline_bad, ranks, "roofline compute node has tensor_size but no num_ops "
+            "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)"))
+    if short is not None:
+        graph, node_id, length = short
+        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entries, the network "
+                      f"has {ndims} dimensions {dims}: the missing ones count as involved", TraceWarning,
+                      stacklevel=2)
+
+
+def _nodes_line(items: list[tuple], ranks: dict[int, int], problem: str) -> str:
+    """``FILE: nodes 3, 7, 9 (and 12 more nodes; 5 more ranks): PROBLEM``.
+
+    ``items`` are (graph, node id, ...) in file order; the first graph's file
+    is named, its first few nodes listed; ``ranks`` counts the ranks sharing
+    each graph, so the other ranks with a bad node are counted.
+    """
+    first = items[0][0]
+    here = [item[1] for item in items if item[0] is first]
+    bad_graphs = {id(item[0]) for item in items}
+    other_ranks = sum(ranks[g] for g in bad_graphs) - 1
+    ids = ", ".join(str(i) for i in here[:_SHOWN])
+    extra = []
+    if len(here) > _SHOWN:
+        extra.append(f"{len(here) - _SHOWN} more nodes")
+    if other_ranks:
+        extra.append(f"{other_ranks} more rank{'s' if other_ranks > 1 else ''}")
+    tail = f" (and {'; '.join(extra)})" if extra else ""
+    return f"{first.path or 'trace'}: node{'s' if len(here) > 1 else ''} {ids}{tail}: {problem}"
