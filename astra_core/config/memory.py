@@ -36,6 +36,7 @@ previous one ends.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -44,6 +45,7 @@ from astra_core.config.files import expect_mapping, read_json, source_name
 from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE
 from astra_core.config.issues import (
     PYTHON_SOURCE,
+    ConfigWarning,
     Problems,
     as_choice,
     as_int,
@@ -93,6 +95,10 @@ class MemoryConfig:
         typed = _check(raw, problems, given=set(_KEYS))
         problems.raise_if_any()
         object.__setattr__(self, "memory_type", typed["memory-type"])
+        unread = [key for key in _unread_keys(self.memory_type) if raw[key]]
+        if unread:
+            warnings.warn(f"{self.source}: {', '.join(unread)}: no effect with memory-type "
+                          f"{self.memory_type.value}", ConfigWarning, stacklevel=3)
 
     @property
     def expands_memory(self) -> bool:
@@ -183,6 +189,16 @@ def _check(raw: dict[str, Any], problems: Problems, given: set[str]) -> dict[str
 
 
 _INT_HINT = " (upstream stores it as an unsigned integer)"
+
+
+def _unread_keys(kind: MemoryType) -> tuple[str, ...]:
+    """Keys ``kind`` never reads (AnalyticalRemoteMemory): a non-zero value
+    there is valid but suspicious."""
+    if kind is MemoryType.NO_MEMORY_EXPANSION:
+        return ("remote-mem-latency", "remote-mem-bw", "num-nodes", "num-npus-per-node")
+    if kind is MemoryType.PER_NODE_MEMORY_EXPANSION:
+        return ()
+    return ("num-nodes", "num-npus-per-node")
 #: Largest value of each numeric key (ns, GB/s, counts).
 _MAXIMA = {
     "remote-mem-latency": int(MAX_DELAY_NS),

@@ -199,3 +199,20 @@ def test_dimension_with_an_int_too_large_for_a_float_is_a_config_error():
         NetworkConfig((Dimension(TopologyKind.RING, 4, 10 ** 400, 1),))
     assert str(info.value) == ("<python>: bandwidth[0]: must be <= 1e+12, got an integer of "
                                "about 401 digits")
+
+
+def test_memory_keys_the_memory_type_never_reads_warn(write):
+    from astra_core.config.issues import ConfigWarning
+
+    path = write("memory.json", json.dumps({"memory-type": "MEMORY_POOL", "remote-mem-bw": 5,
+                                            "num-nodes": 3, "num-npus-per-node": 0}))
+    with pytest.warns(ConfigWarning) as caught:
+        load_memory(path)
+    assert [str(w.message) for w in caught] == [
+        f"{path}: num-nodes: no effect with memory-type MEMORY_POOL"]
+    quiet = write("quiet.json", json.dumps({"memory-type": "NO_MEMORY_EXPANSION",
+                                            "remote-mem-bw": 0}))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_memory(quiet)
