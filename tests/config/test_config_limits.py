@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 
 import pytest
 
-from astra_core.config.issues import show
+from astra_core.api import simulate
+from astra_core.config.comm_groups import load_comm_groups
+from astra_core.config.issues import ConfigWarning, show
 from astra_core.config.limits import MAX_NPUS
 from astra_core.config.memory import load_memory
 from astra_core.config.network import Dimension, NetworkConfig, TopologyKind, load_network
@@ -59,8 +62,6 @@ def test_nesting_past_the_recursion_limit_is_one_line(write, name, loader, kind)
 # -- network.yml ----------------------------------------------------------------------
 
 def test_a_billion_npus_is_refused_at_once_with_the_count(write, tmp_path):
-    from astra_core.api import simulate
-
     path = write("network.yml", network_yml(npus="[1000000000]"))
     system = write("system.json", json.dumps(SYSTEM))
     started = time.perf_counter()
@@ -184,8 +185,6 @@ def test_shown_values_are_short():
                                              ("3000000000", "3000000000")])
 def test_group_ids_past_upstreams_int_are_one_line(write, group_id, shown):
     # A 5000-digit id raised ValueError from int() (Python's digit limit).
-    from astra_core.config.comm_groups import load_comm_groups
-
     path = write("groups.json", '{"' + group_id + '": [0, 1], "1": [2, 3]}')
     with pytest.raises(ConfigError) as info:
         load_comm_groups(path, 4)
@@ -202,8 +201,6 @@ def test_dimension_with_an_int_too_large_for_a_float_is_a_config_error():
 
 
 def test_memory_keys_the_memory_type_never_reads_warn(write):
-    from astra_core.config.issues import ConfigWarning
-
     path = write("memory.json", json.dumps({"memory-type": "MEMORY_POOL", "remote-mem-bw": 5,
                                             "num-nodes": 3, "num-npus-per-node": 0}))
     with pytest.warns(ConfigWarning) as caught:
@@ -212,7 +209,6 @@ def test_memory_keys_the_memory_type_never_reads_warn(write):
         f"{path}: num-nodes: no effect with memory-type MEMORY_POOL"]
     quiet = write("quiet.json", json.dumps({"memory-type": "NO_MEMORY_EXPANSION",
                                             "remote-mem-bw": 0}))
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_memory(quiet)
