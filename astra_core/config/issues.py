@@ -21,6 +21,7 @@ from typing import Any
 
 from astra_core.errors import ConfigError
 
+
 class ConfigWarning(UserWarning):
     """A config value is valid but changes nothing (e.g. a parameter of an
     upstream model astra does not have); the CLI prints it as one line."""

@@ -34,7 +34,6 @@ from enum import Enum
 from typing import Any
 
 from astra_core.config.files import expect_mapping, read_yaml, source_name
-from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE, MIN_RATE, npus_limit_message
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     Problems,
@@ -43,6 +42,7 @@ from astra_core.config.issues import (
     as_number,
     show,
 )
+from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE, MIN_RATE, npus_limit_message
 
 #: 1 GB in network.yml is 2^30 bytes (upstream NetworkFunction ``bw_GBps_to_Bpns``).
 BYTES_PER_GB = 1 << 30
