@@ -10,8 +10,9 @@ what needs the run's other inputs, before the first event:
 - **involved_dim** naming a dimension the network lacks (a ``True`` past the
   last dimension): upstream ignores entries past the network's dimensions, so
   such a collective silently runs on fewer dimensions than the trace asks for.
-  A shorter list is valid (missing entries count as involved) but suspicious:
-  a :class:`~astra_core.workload.graph.TraceWarning`.
+  A shorter list is valid (missing entries count as involved) but suspicious,
+  and so is one that involves no dimension at all (the collective moves
+  nothing): a :class:`~astra_core.workload.graph.TraceWarning` each, once.
 - **roofline**: a GPU compute node with ``tensor_size`` but no ``num_ops``
   has operational intensity 0, so upstream's roofline time is 0/0 (NaN, cast
   to an integer: undefined); astra rejects it (upstream ``Workload::issue_comp``;
@@ -73,8 +74,10 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
     compute model. Raises :class:`TraceError` (one line) for a trace generated
     for other dimensions, an ``involved_dim`` naming a dimension the network
     lacks, or, under the roofline model, a GPU compute node with
-    ``tensor_size`` but no ``num_ops``. Warns (:class:`TraceWarning`, once)
-    when an ``involved_dim`` is shorter than the network's dimension list.
+    ``tensor_size`` but no ``num_ops``. Warns (:class:`TraceWarning`, once
+    each) when an ``involved_dim`` is shorter than the network's dimension
+    list, or involves none of its dimensions. CPU-side collectives (replayed)
+    are not checked.
     """
     dims = list(npus_per_dim)
     ndims = len(dims)
@@ -91,17 +94,21 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
     too_long: list[tuple[RankGraph, int, tuple[bool, ...]]] = []
     roofline_bad: list[tuple[RankGraph, int]] = []
     short: tuple[RankGraph, int, int] | None = None
+    idle: tuple[RankGraph, int, tuple[bool, ...]] | None = None
     for graph in distinct.values():
         for node in graph.nodes:
             kind = node.type
             if kind == _COMM_COLL:
                 involved = node.involved_dim
-                if involved is not None and len(involved) != ndims:
-                    if len(involved) > ndims:
-                        if any(involved[ndims:]):
-                            too_long.append((graph, node.id, involved))
-                    elif short is None and not node.is_cpu_op:
+                if involved is None or node.is_cpu_op:  # CPU-side collectives are replayed
+                    continue
+                if len(involved) > ndims and any(involved[ndims:]):
+                    too_long.append((graph, node.id, involved))
+                elif len(involved) < ndims:
+                    if short is None:
                         short = (graph, node.id, len(involved))
+                elif idle is None and not any(involved):
+                    idle = (graph, node.id, involved)
             elif kind == _COMP and roofline and not node.num_ops and node.tensor_size and not node.is_cpu_op:
                 roofline_bad.append((graph, node.id))
     if too_long:
@@ -119,6 +126,10 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
         warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entries, the network "
                       f"has {ndims} dimensions {dims}: the missing ones count as involved", TraceWarning,
                       stacklevel=2)
+    if idle is not None:
+        graph, node_id, involved = idle
+        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim {_bits(involved)} involves no "
+                      "dimension: the collective moves no data", TraceWarning, stacklevel=2)
 
 
 def _nodes_line(items: list[tuple], ranks: dict[int, int], problem: str) -> str:

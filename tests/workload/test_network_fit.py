@@ -118,3 +118,19 @@ def test_roofline_inputs_that_run(tmp_path, num_ops, tensor_size, cpu, roofline,
     prefix = _write(tmp_path, 2, _compute(num_ops, tensor_size, cpu))
     system = _system(tmp_path, 1, **{"roofline-enabled": roofline, "peak-perf": 900})
     assert simulate(prefix, system, _network(tmp_path, [2])).step_ns == step
+
+
+def test_involved_dim_of_no_dimension_warns(tmp_path):
+    prefix = _write(tmp_path, 4, lambda r: [_ag(2, [False, False, False])])
+    with pytest.warns(TraceWarning, match=r"w\.0\.et: node 2: involved_dim \[0, 0, 0\] involves no dimension: "
+                                          r"the collective moves no data"):
+        check_network_fit(_graphs(prefix, 4), [2, 2])
+
+
+def test_cpu_side_collectives_are_not_checked(tmp_path):
+    # PyTorch host ops (is_cpu_op) are replayed by duration: their involved_dim means nothing here.
+    node = make_node(0, "c10d::allgather_", pb.COMM_COLL_NODE, is_cpu_op=True, involved_dim=[False, True, True])
+    prefix = _write(tmp_path, 2, lambda r: [node])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_network_fit(_graphs(prefix, 2), [2])
