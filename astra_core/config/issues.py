@@ -103,11 +103,34 @@ def show(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
-        text = json.dumps([show(v) if isinstance(v, int) and not isinstance(v, bool)
-                           and v.bit_length() > 64 else v for v in value], default=str)
+        text = _render_list(value, _SHOW_MAX + 1)
         return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
     text = repr(value)
     return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
+
+
+def _render_list(items: Any, budget: int) -> str:
+    """JSON-like text of a list, stopping once ``budget`` characters are out:
+    YAML aliases can nest a short file into billions of items."""
+    parts: list[str] = []
+    used = 1
+    for item in items:
+        if used > budget:
+            break
+        if isinstance(item, (list, tuple)):
+            text = _render_list(item, budget - used)
+        elif isinstance(item, str):
+            text = json.dumps(item[:budget])
+        elif isinstance(item, dict):
+            text = "{...}"
+        elif isinstance(item, (bool, int, float)) or item is None:
+            text = show(item) if isinstance(item, int) and not isinstance(item, bool) \
+                else json.dumps(item)
+        else:
+            text = str(item)[:budget]
+        parts.append(text)
+        used += len(text) + 2
+    return "[" + ", ".join(parts) + ("]" if used <= budget else "")
 
 
 def kind_of(value: Any) -> str:

@@ -212,3 +212,17 @@ def test_memory_keys_the_memory_type_never_reads_warn(write):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_memory(quiet)
+
+
+def test_alias_bomb_in_yaml_is_reported_at_once(write):
+    # Ten levels of YAML aliases make 9^10 (3.5e9) items from a short file; the
+    # error message rendered every one of them (json.dumps) before it was cut.
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    path = write("network.yml", "\n".join(lines) + "\ntopology: [*l9]\nnpus_count: [4]\n"
+                 "bandwidth: [1]\nlatency: [1]\n")
+    started = time.perf_counter()
+    message = error(load_network, path)
+    assert time.perf_counter() - started < 1.0
+    assert f"{path}: topology[0]: expected one of Ring, FullyConnected, Switch, got [[[[" in message
+    assert all(len(line) < 200 for line in message.splitlines())
