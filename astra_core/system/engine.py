@@ -321,7 +321,8 @@ class RankEngine:
         nodes = self.nodes
         ties = self._ties
         if ties is not None:
-            ties.event(now)
+            if not self._issuing:  # a node completing as it is issued is part of that event
+                ties.event(now)
             ties.touch(slot)
         for child in self.graph.children[pos]:
             counts[child] -= 1

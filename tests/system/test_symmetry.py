@@ -237,3 +237,15 @@ def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(work
     assert not result.symmetric
     finish = [r.finish_ns for r in result.ranks]
     assert finish[1] != finish[3] and finish[0] != finish[2]
+
+
+def test_a_node_done_as_it_is_issued_is_no_race(workload):
+    # A METADATA node completes while it is issued, readying an all-reduce that
+    # then waits for the slot another all-reduce took in the same pass: one event,
+    # in node id order on every rank, so the symmetric run stands.
+    nodes = [make_node(1, "meta", pb.METADATA_NODE),
+             _ar(1 << 20, node_id=2, deps=[1]),
+             _ar(1 << 16, node_id=3)]
+    result = _both(workload({r: nodes for r in range(4)}), system(),
+                   network(["Ring"], [4], [50.0], [500.0]))
+    assert result.symmetric and len(result.engines) == 1
