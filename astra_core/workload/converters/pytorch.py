@@ -6,9 +6,13 @@ the order the host thread started them (``rf_id``):
 * a ``c10d::`` collective (``allreduce_``, ``allgather_``, ``_allgather_base_``,
   ``reduce_scatter_``, ``_reduce_scatter_base_``, ``alltoall_``,
   ``alltoall_base_``, ``broadcast_``, ``barrier``, and their ``coalesced``
-  forms) becomes a COMM_COLL node with its Chakra type and byte size (the
-  all-gather/ all-to-all / reduce-scatter sizes in ASTRA-sim's convention:
-  the gathered output, the full input);
+  forms) becomes a COMM_COLL node with its Chakra type and byte size in
+  ASTRA-sim's convention (upstream ``Ring.cc``): an all-gather's is each
+  rank's input (not the gathered output), an all-reduce's, reduce-scatter's
+  and all-to-all's the full input;
+  ``c10d::barrier`` is NCCL's one-float all-reduce; a collective or
+  send/receive of an empty tensor moves nothing and replays its host time
+  as a CPU-side op;
   ``c10d::send`` / ``c10d::recv_`` become COMM_SEND / COMM_RECV with peer and tag;
 * every other outermost operator becomes a COMP node with its measured
   duration (Kineto ``dur`` of the operator, 0 without Kineto); an operator
@@ -49,14 +53,16 @@ from astra_core.workload.writer import make_node, write_rank_trace
 
 __all__ = ["PytorchConversion", "convert_host_trace", "convert_pytorch_traces"]
 
-# c10d op -> (Chakra collective, index of the argument whose bytes are the size)
+# c10d op -> (Chakra collective, index of the argument whose bytes are the size): the
+# input tensors (all-gathers: argument 1, after the outputs; reduce-scatter and
+# all-to-all: 1; all-reduce, broadcast: 0, in place)
 _COLLECTIVES = {
     "allreduce_": (pb.ALL_REDUCE, 0),
     "allreduce_coalesced_": (pb.ALL_REDUCE, 0),
-    "allgather_": (pb.ALL_GATHER, 0),
-    "_allgather_base_": (pb.ALL_GATHER, 0),
-    "allgather_coalesced_": (pb.ALL_GATHER, 0),
-    "allgather_into_tensor_coalesced_": (pb.ALL_GATHER, 0),
+    "allgather_": (pb.ALL_GATHER, 1),
+    "_allgather_base_": (pb.ALL_GATHER, 1),
+    "allgather_coalesced_": (pb.ALL_GATHER, 1),
+    "allgather_into_tensor_coalesced_": (pb.ALL_GATHER, 1),
     "reduce_scatter_": (pb.REDUCE_SCATTER, 1),
     "_reduce_scatter_base_": (pb.REDUCE_SCATTER, 1),
     "reduce_scatter_tensor_coalesced_": (pb.REDUCE_SCATTER, 1),
@@ -65,6 +71,12 @@ _COLLECTIVES = {
     "broadcast_": (pb.BROADCAST, 0),
     "barrier": (pb.ALL_REDUCE, 0),
 }
+# c10d::barrier passes a dummy tensor; NCCL's barrier all-reduces one float
+# (ProcessGroupNCCL::barrier: at::zeros({1}, kFloat)), so it is written as that.
+_BARRIER_BYTES = 4
+# _ZERO_BYTES: any other collective or send/receive of no bytes (empty tensors) is
+# written as a CPU-side op (is_cpu_op) replaying its host time: a GPU-side
+# communication node needs comm_size > 0 (upstream reads it as uint64; 0 is no message).
 _P2P = {"send": pb.COMM_SEND_NODE, "recv_": pb.COMM_RECV_NODE, "recv_any_source_": pb.COMM_RECV_NODE}
 _TRANSPARENT = ("gloo:", "nccl:", "mpi:", "ucc:", "## ", "[pytorch|profiler")
 
@@ -258,22 +270,31 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
                 raise TraceError(f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag")
             size = _bytes(args[:1])
             src, dst = (rank, peer) if kind == pb.COMM_SEND_NODE else (peer, rank)
-            nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag, comm_size=size,
-                      is_cpu_op=False)
+            if size > 0:
+                nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag, comm_size=size,
+                          is_cpu_op=False)
+            else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
+                nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag,
+                          is_cpu_op=True, duration_micros=round(u.host_us))
             summary["p2p"] += 1
         else:
             ctype, arg = _COLLECTIVES[op]
             args = n.inputs if isinstance(n.inputs, list) else []
             size = _bytes(args[arg:arg + 1]) if len(args) > arg else 0
+            if size <= 0 and op == "barrier":
+                size = _BARRIER_BYTES
             pg = _pg_of(u, trace)
-            attrs = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
+            if size > 0:
+                attrs = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
+            else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
+                attrs = {"comm_type": ctype, "is_cpu_op": True, "duration_micros": round(u.host_us)}
             if pg is not None and pg in group_ids:
                 attrs["pg_name"] = group_ids[pg]
             elif pg is None and groups and not summary.get("warned"):
                 warnings.warn(f"{trace.path}: the trace does not say which process group each "
                               f"collective uses; assuming the default group of all ranks", TraceWarning)
                 summary["warned"] = True
-            if ctype == pb.BROADCAST:
+            if ctype == pb.BROADCAST or size <= 0:
                 attrs["duration_micros"] = round(u.host_us)
             nid = add(n.name, pb.COMM_COLL_NODE, deps, **attrs)
             summary["collectives"] += 1

@@ -36,19 +36,20 @@ def _ring(folder: Path, npus: int, bandwidth_gbps: float, latency_ns: float) -> 
 
 def test_reference_nccl_trace(reference_dir, tmp_path):
     # The bundled trace is one rank of a 2-GPU NCCL run: ten c10d::allgather_ of one float per
-    # rank, i.e. 2 x 4 = 8 gathered bytes each, with host ops between them and no durations.
+    # rank (2 x 4 = 8 gathered bytes), with host ops between them and no durations. An all-gather's
+    # comm_size is each rank's input, as upstream's Ring.cc and Chakra's generators read it: 4 bytes.
     et = reference_dir / "pytorch" / "allreduce_2gpu_et.json"
     result = convert_pytorch_traces([et, et], None, tmp_path / "ref")
     assert result.comm_groups_path is None
     nodes = read_rank_trace(result.paths[0]).nodes
     colls = [n for n in nodes if n.type == pb.COMM_COLL_NODE]
-    assert [(n.comm_type, n.comm_size) for n in colls] == [(pb.ALL_GATHER, 8)] * 10
+    assert [(n.comm_type, n.comm_size) for n in colls] == [(pb.ALL_GATHER, 4)] * 10
     assert all(n.is_cpu_op for n in nodes if n.type == pb.COMP_NODE)  # host ops of a GPU run
     # Replayed on 2 NPUs it costs the ten all-gathers back to back (its host ops have no
     # measured time: 1 ns each), like the same ten from the microbenchmark generator.
     network, system = _ring(tmp_path, 2, 25.0, 1000.0)
     step = simulate(tmp_path / "ref", system, network).step_ns
-    write_micro("all-gather", 8, 2, tmp_path / "micro", iterations=10)
+    write_micro("all-gather", 4, 2, tmp_path / "micro", iterations=10)
     micro = simulate(tmp_path / "micro", system, network).step_ns
     host_ops = sum(1 for n in nodes if n.type == pb.COMP_NODE)
     assert micro <= step <= micro + host_ops
@@ -204,3 +205,27 @@ def test_send_recv_and_sub_groups(tmp_path):
     sim = simulate(tmp_path / "p", system, network, comm_groups=result.comm_groups_path)
     # ranks 2 and 3 only all-reduce in their group; ranks 0 and 1 first move the 4 KiB
     assert sim.ranks[0].finish_ns > sim.ranks[2].finish_ns > 0
+
+
+def test_barrier_and_empty_collectives(reference_dir, tmp_path):
+    # A barrier passes a dummy tensor and NCCL all-reduces one float for it; an all-reduce of an
+    # empty tensor moves nothing. Before, both became GPU collectives of comm_size 0, which the
+    # reader rejects (upstream reads comm_size as uint64; a 0-byte collective is no message).
+    data = json.loads((reference_dir / "pytorch" / "allreduce_2gpu_et.json").read_text())
+    gathers = [n for n in data["nodes"] if n["name"] == "c10d::allgather_"]
+    empty = [[19, 20, 0, 0, 4, "cuda:0"]]  # (id, storage, offset, 0 elements, 4 B, device)
+    for node, name in ((gathers[0], "c10d::barrier"), (gathers[1], "c10d::allreduce_")):
+        node["name"] = name
+        node["inputs"] = {"values": [empty, "<Object>", -1], "shapes": [[[0]], [], []],
+                          "types": ["GenericList[Tensor(float)]", "Object", "Int"]}
+    et = tmp_path / "et.json"
+    et.write_text(json.dumps(data))
+    result = convert_pytorch_traces([et, et], None, tmp_path / "c")
+    by_name = {}
+    for n in read_rank_trace(result.paths[0]).nodes:
+        by_name.setdefault(n.name, n)
+    barrier, allreduce = by_name["c10d::barrier"], by_name["c10d::allreduce_"]
+    assert (barrier.comm_type, barrier.comm_size, barrier.is_cpu_op) == (pb.ALL_REDUCE, 4, False)
+    assert (allreduce.type, allreduce.comm_size, allreduce.is_cpu_op) == (pb.COMM_COLL_NODE, 0, True)
+    network, system = _ring(tmp_path, 2, 25.0, 1000.0)
+    assert simulate(tmp_path / "c", system, network).step_ns > 0
