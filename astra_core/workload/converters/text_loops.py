@@ -55,9 +55,13 @@ class Graph:
         return (len(self.nodes) - 1,)
 
     def coll(self, label: str, comm: str, size: int, scope: tuple[str, str], *deps) -> tuple[int, ...]:
-        """A collective node, or (when there is nothing to communicate) its dependencies."""
+        """A collective node, or (when there is nothing to communicate) its dependencies.
+
+        Nothing to communicate: comm type NONE, a group of one NPU, or 0 bytes
+        (a collective needs comm_size > 0: the reader rejects 0, as upstream
+        has no message to send for it)."""
         kind = COMM_TYPES[comm]
-        if kind is None or not self.present(scope):
+        if kind is None or size <= 0 or not self.present(scope):
             return self._deps(deps)
         self.nodes.append(Template(f"COMM_COLL_NODE_{label}_{comm}", pb.COMM_COLL_NODE, 0, self._deps(deps),
                                     pb.CollectiveCommType.Value(kind), size, scope))

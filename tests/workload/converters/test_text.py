@@ -179,3 +179,14 @@ def test_group_size_must_divide_npus(reference_dir):
     wl = read_text_workload(reference_dir / "text" / "Transformer_HybridParallel.txt")
     with pytest.raises(ConfigError, match="group of 4 NPUs does not divide 6 NPUs"):
         convert_text_workload(wl, 6)
+
+
+def test_a_collective_of_zero_bytes_is_nothing_to_communicate(tmp_path):
+    # A layer with a comm type but 0 bytes used to become a COMM_COLL node of comm_size 0, which
+    # the reader rejects (no message to send); now it is left out like NONE, keeping the deps.
+    wl = parse_text_workload("DATA\n2\n"
+                             "a -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 0 10\n"
+                             "b -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n", "zero.txt")
+    paths, _ = write_converted(convert_text_workload(wl, 4), tmp_path / "z")
+    colls = [n for n in read_rank_trace(paths[0]).nodes if n.type == pb.COMM_COLL_NODE]
+    assert [(n.name, n.comm_size) for n in colls] == [("COMM_COLL_NODE_b_ALLREDUCE", 1024)]
