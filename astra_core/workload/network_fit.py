@@ -42,6 +42,7 @@ _SHOWN = 3  # nodes named in one error line
 _RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
 _COMM_COLL = pb.COMM_COLL_NODE
 _COMP = pb.COMP_NODE
+_NO_GROUP = (None, "", "0")  # pg_name values that name no comm group (the engine's reading)
 
 
 def generated_dims(graph: RankGraph) -> list[int] | None:
@@ -77,7 +78,8 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
     ``tensor_size`` but no ``num_ops``. Warns (:class:`TraceWarning`, once
     each) when an ``involved_dim`` is shorter than the network's dimension
     list, or involves none of its dimensions. CPU-side collectives (replayed)
-    are not checked.
+    and collectives on a comm group (``pg_name``, which overrides
+    ``involved_dim``) are not checked for ``involved_dim``.
     """
     dims = list(npus_per_dim)
     ndims = len(dims)
@@ -100,8 +102,8 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
             kind = node.type
             if kind == _COMM_COLL:
                 involved = node.involved_dim
-                if involved is None or node.is_cpu_op:  # CPU-side collectives are replayed
-                    continue
+                if involved is None or node.is_cpu_op or node.pg_name not in _NO_GROUP:
+                    continue  # CPU-side collectives are replayed; a comm group overrides involved_dim
                 if len(involved) > ndims and any(involved[ndims:]):
                     too_long.append((graph, node.id, involved))
                 elif len(involved) < ndims:

@@ -134,3 +134,16 @@ def test_cpu_side_collectives_are_not_checked(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_network_fit(_graphs(prefix, 2), [2])
+
+
+def test_collectives_on_a_comm_group_ignore_involved_dim(tmp_path):
+    # A named comm group decides the members; the engine then ignores involved_dim.
+    node = make_node(0, "ag", pb.COMM_COLL_NODE, comm_type=pb.ALL_GATHER, comm_size=64,
+                     involved_dim=[False, True, True], pg_name="1")
+    prefix = _write(tmp_path, 2, lambda r: [node])
+    check_network_fit(_graphs(prefix, 2), [2])
+    pg0 = make_node(0, "ag", pb.COMM_COLL_NODE, comm_type=pb.ALL_GATHER, comm_size=64,
+                    involved_dim=[False, True], pg_name="0")  # "0": the default group, no override
+    prefix = _write(tmp_path, 2, lambda r: [pg0])
+    with pytest.raises(TraceError, match="names dimension 1"):
+        check_network_fit(_graphs(prefix, 2), [2])
