@@ -125,7 +125,7 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
             "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)"))
     if short is not None:
         graph, node_id, length = short
-        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entries, the network "
+        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entr{'y' if length == 1 else 'ies'}, the network "
                       f"has {ndims} dimensions {dims}: the missing ones count as involved", TraceWarning,
                       stacklevel=2)
     if idle is not None:

@@ -73,7 +73,7 @@ def test_longer_involved_dim_without_extra_dimensions_is_fine(tmp_path):
 
 def test_shorter_involved_dim_warns(tmp_path):
     prefix = _write(tmp_path, 4, lambda r: [_ag(7, [True])])
-    with pytest.warns(TraceWarning, match=r"w\.0\.et: node 7: involved_dim has 1 entries, the network has 2 "
+    with pytest.warns(TraceWarning, match=r"w\.0\.et: node 7: involved_dim has 1 entry, the network has 2 "
                                           r"dimensions \[2, 2\]: the missing ones count as involved"):
         check_network_fit(_graphs(prefix, 4), [2, 2])
 
