@@ -71,16 +71,19 @@ class TieOrderMatters(Exception):
 class _TieWatch:
     """Per rank, the events at the current simulated time and what they did to
     each slot: a race is a slot given to one of two or more candidates at a
-    time when two or more different completions freed it or readied them.
-    Events that cannot race (one completion, one candidate, or nothing issued)
-    keep a symmetric run symmetric."""
+    time when two or more different completions freed it or readied them (a
+    node is readied by every parent that completed at that time: in another
+    order any of them could be the last). Events that cannot race (one
+    completion, one candidate, or nothing issued) keep a symmetric run
+    symmetric."""
 
-    __slots__ = ("time", "events", "touched", "candidates", "given", "race")
+    __slots__ = ("time", "events", "touched", "parents", "candidates", "given", "race")
 
     def __init__(self) -> None:
         self.time: float | None = None
         self.events = 0
         self.touched: dict[int, set[int]] = {}  # slot -> events that freed it or readied for it
+        self.parents: dict[int, set[int]] = {}  # position -> events that completed a parent
         self.candidates: dict[int, set[int]] = {}  # slot -> positions considered for it
         self.given: set[int] = set()  # slots that got a node at this time
         self.race: int | None = None  # the slot of the first race seen
@@ -90,6 +93,7 @@ class _TieWatch:
             self.time = now
             self.events = 0
             self.touched.clear()
+            self.parents.clear()
             self.candidates.clear()
             self.given.clear()
         self.events += 1
@@ -97,6 +101,15 @@ class _TieWatch:
     def touch(self, slot: int | None) -> None:
         if slot is not None:
             self.touched.setdefault(slot, set()).add(self.events)
+            self._check(slot)
+
+    def parent_done(self, pos: int) -> None:
+        self.parents.setdefault(pos, set()).add(self.events)
+
+    def readied(self, pos: int, slot: int | None) -> None:
+        events = self.parents.pop(pos, ())
+        if slot is not None:
+            self.touched.setdefault(slot, set()).update(events)
             self._check(slot)
 
     def candidate(self, slot: int, pos: int) -> None:
@@ -326,10 +339,12 @@ class RankEngine:
             ties.touch(slot)
         for child in self.graph.children[pos]:
             counts[child] -= 1
+            if ties is not None:
+                ties.parent_done(child)
             if counts[child] == 0:
                 ready.append((nodes[child].id, child))
                 if ties is not None:
-                    ties.touch(_slot(nodes[child]))
+                    ties.readied(child, _slot(nodes[child]))
         self.issue_ready()
         self._check_finished()
 

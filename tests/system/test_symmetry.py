@@ -249,3 +249,48 @@ def test_a_node_done_as_it_is_issued_is_no_race(workload):
     result = _both(workload({r: nodes for r in range(4)}), system(),
                    network(["Ring"], [4], [50.0], [500.0]))
     assert result.symmetric and len(result.engines) == 1
+
+
+def test_a_race_the_representative_wins_in_the_harmless_order(workload):
+    # 8 NPUs [Ring 2, Ring 2, Ring 2] (found by the property test). Node 3 sends to
+    # and node 4 receives from rank r + (1, 0, 1); node 5 follows both; node 6
+    # (a stage send or receive along dimension 0) waits for the slot since t = 0.
+    # Both complete at t = 1607 ns. Where the receive completes first, node 5
+    # becomes ready in the same event that frees the slot and wins (lower id);
+    # where the send completes first, node 6 takes the slot before node 5 is
+    # ready. The representative sees the first order and its translate the
+    # second: the watch must count the receive as readying node 5 too.
+    def coords(r):
+        return [r % 2, r // 2 % 2, r // 4]
+
+    def rank(c):
+        return c[0] % 2 + 2 * (c[1] % 2) + 4 * (c[2] % 2)
+
+    def stage(r, dim, node_id):
+        c = coords(r)
+        peer = list(c)
+        peer[dim] += 1 if c[dim] == 0 else -1
+        if c[dim] == 0:
+            return make_node(node_id, "send_act", pb.COMM_SEND_NODE, comm_dst=rank(peer),
+                             comm_size=1024, comm_tag=0)
+        return make_node(node_id, "recv_act", pb.COMM_RECV_NODE, comm_src=rank(peer),
+                         comm_size=1024, comm_tag=0)
+
+    per_rank = {}
+    for r in range(8):
+        c = coords(r)
+        peer = rank([c[0] + 1, c[1], c[2] + 1])
+        per_rank[r] = [
+            make_node(1, "ag", pb.COMM_COLL_NODE, comm_type=pb.ALL_GATHER, comm_size=4096),
+            stage(r, 1, 2),
+            make_node(3, "send", pb.COMM_SEND_NODE, comm_dst=peer, comm_size=64, comm_tag=0),
+            make_node(4, "recv", pb.COMM_RECV_NODE, comm_src=peer, comm_size=64, comm_tag=0),
+            make_node(5, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=4096,
+                      involved_dim=[False, False, True], data_deps=[3, 4]),
+            stage(r, 0, 6)]
+    net = network(["Ring"] * 3, [2, 2, 2], [25.0] * 3, [100.0] * 3)
+    result = _both(workload(per_rank), system(dims=3, **{"endpoint-delay": 0,
+                                                        "preferred-dataset-splits": 1}), net)
+    assert not result.symmetric
+    assert [r.finish_ns for r in result.ranks] == [2100, 2100, 1962, 1962, 2100, 1962, 1962,
+                                                   1824]
