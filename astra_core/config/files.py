@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,26 +35,43 @@ def source_name(path: str | os.PathLike[str]) -> str:
     return os.fspath(path)
 
 
-def _read_text(path: str | os.PathLike[str]) -> str:
+#: Longest config file read (bytes). Real configs are a few KB; a device such
+#: as /dev/zero or an endless pipe must not be read forever.
+MAX_CONFIG_BYTES = 64 << 20
+
+
+def read_bounded_text(path: str | os.PathLike[str], max_bytes: int = MAX_CONFIG_BYTES,
+                      what: str = "a config file") -> str:
+    """The UTF-8 text of ``path``, read once and at most ``max_bytes`` bytes.
+
+    Regular files and pipes are read; anything else (a directory, a device such
+    as ``/dev/zero``) and anything longer than ``max_bytes`` is refused. Raises
+    :class:`ConfigError` naming the file (and ``what`` it should have been).
+    """
+    name = source_name(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(name, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise ConfigError(f"{name}: not a regular file; expected {what}")
+            data = f.read(max_bytes + 1)
     except FileNotFoundError:
-        raise ConfigError(f"{source_name(path)}: file not found") from None
+        raise ConfigError(f"{name}: file not found") from None
     except IsADirectoryError:
-        raise ConfigError(f"{source_name(path)}: is a directory, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{source_name(path)}: not UTF-8 text (byte {exc.start})"
-        ) from None
+        raise ConfigError(f"{name}: is a directory, not a file") from None
     except OSError as exc:
-        raise ConfigError(
-            f"{source_name(path)}: cannot read file: {exc.strerror or exc}"
-        ) from None
+        raise ConfigError(f"{name}: cannot read file: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{name}: longer than {max_bytes:,} bytes; expected {what}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); expected {what}") from None
 
 
 def read_json(path: str | os.PathLike[str], problems: Problems) -> Any:
     """Parse a JSON file; duplicate keys are noted in ``problems``."""
-    text = _read_text(path)
+    text = read_bounded_text(path)
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: dict[str, Any] = {}
@@ -120,10 +137,11 @@ _StrictLoader.add_implicit_resolver(
 
 def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
     """Parse a YAML file (safe subset); duplicate keys are noted in ``problems``."""
-    text = _read_text(path)
-    loader = _StrictLoader(text)
-    loader.duplicates = []
+    text = read_bounded_text(path)
+    loader = None
     try:
+        loader = _StrictLoader(text)  # its reader refuses control characters already here
+        loader.duplicates = []
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -133,7 +151,8 @@ def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
     except (ValueError, RecursionError) as exc:
         raise _unbuildable(path, "YAML", exc) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     for key in loader.duplicates:
         problems.add(None, f"duplicate key {key!r}")
     return data
@@ -141,7 +160,7 @@ def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
 
 def read_toml(path: str | os.PathLike[str]) -> Any:
     """Parse a TOML file (TOML itself rejects duplicate keys)."""
-    text = _read_text(path)
+    text = read_bounded_text(path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from decimal import Decimal, DecimalException
 
+from astra_core.config.files import read_bounded_text
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.size import check_topology_size
@@ -197,25 +197,11 @@ def read_ns3_topology(path: str | os.PathLike) -> PhysicalTopology:
     """Read an ns-3 topology file; errors name ``path`` and the line.
 
     Raises ConfigError for an unreadable file, a device (``/dev/zero``), text
-    that is not UTF-8, or more than :data:`MAX_FILE_BYTES` bytes.
+    that is not UTF-8, or more than :data:`MAX_FILE_BYTES` bytes
+    (:func:`~astra_core.config.files.read_bounded_text`).
     """
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-                raise ConfigError(f"{name}: not a regular file; expected an ns-3 topology file")
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"{name}: longer than {MAX_FILE_BYTES >> 20} MiB; a topology within "
-                          "astra's size limits is far shorter")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:  # binary garbage: say where, as the config readers do
-        raise ConfigError(f"{name}: not UTF-8 text (byte {exc.start}); expected an ns-3 topology "
-                          "file") from None
+    text = read_bounded_text(name, MAX_FILE_BYTES, "an ns-3 topology file")
     return parse_ns3_topology(text, name)
 
 

@@ -127,4 +127,4 @@ def test_a_topology_file_past_the_byte_limit(tmp_path, monkeypatch):
     path = tmp_path / "long.txt"
     path.write_text("2 0 1\n0 1 1Gbps 1ns 0\n" + "\n" * (1 << 20))
     assert one_error_line("topology", "show", path) == \
-        f"error: {path}: longer than 1 MiB; a topology within astra's size limits is far shorter"
+        f"error: {path}: longer than 1,048,576 bytes; expected an ns-3 topology file"

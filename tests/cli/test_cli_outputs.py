@@ -189,7 +189,7 @@ def test_topology_outputs_go_into_new_directories(tmp_path):
 
 def test_topology_show_of_a_directory_is_one_line(tmp_path):
     line = one_error_line(invoke("topology", "show", tmp_path))
-    assert line == f"error: {tmp_path}: cannot read: Is a directory"
+    assert line == f"error: {tmp_path}: is a directory, not a file"
 
 
 def test_a_plot_file_name_taken_by_a_directory_fails_before_the_run(tmp_path, no_simulation):

@@ -227,3 +227,27 @@ def test_alias_bomb_in_yaml_is_reported_at_once(write):
     assert time.perf_counter() - started < 1.0
     assert f"{path}: topology[0]: expected one of Ring, FullyConnected, Switch, got [[[[" in message
     assert all(len(line) < 200 for line in message.splitlines())
+
+
+def test_a_device_or_endless_file_is_refused_not_read_forever(tmp_path, monkeypatch):
+    """/dev/zero as system.json used to be read until memory ran out."""
+    from astra_core.config import files
+    from astra_core.config.system import load_system
+
+    with pytest.raises(ConfigError, match=r"^/dev/zero: not a regular file; expected a config file$"):
+        load_system("/dev/zero")
+    monkeypatch.setattr(files, "MAX_CONFIG_BYTES", 1024)
+    big = tmp_path / "system.json"
+    big.write_text("{" + " " * 2048 + "}")
+    with pytest.raises(ConfigError, match=r"system.json: longer than 1,024 bytes; expected a config file"):
+        files.read_bounded_text(big, files.MAX_CONFIG_BYTES)
+
+
+def test_control_characters_in_yaml_are_one_line_naming_the_file(tmp_path):
+    """PyYAML's reader refuses them while the loader is built (was a ReaderError traceback)."""
+    from astra_core.config.network import load_network
+
+    path = tmp_path / "network.yml"
+    path.write_bytes(b"topology: [Ring]\x1f\n")
+    with pytest.raises(ConfigError, match=r"network.yml: invalid YAML.*special characters"):
+        load_network(path)

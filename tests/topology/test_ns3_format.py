@@ -144,5 +144,5 @@ def test_disconnected_graph_names_the_file(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match=r"nope.txt: cannot read: No such file"):
+    with pytest.raises(ConfigError, match=r"nope.txt: file not found"):
         read_ns3_topology(tmp_path / "nope.txt")
