@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Callable
 
 from astra_core.errors import SimulationDeadlock
@@ -109,8 +110,19 @@ def _unreceived_from(sim: "Simulation", engine: "RankEngine", rank: int,
     if sym is not None and rank != engine.rank:
         _, delta = sym.to_representative(rank)
         src = sym.shift(src, delta)
-    return sorted((tag, size) for tag, s, dst, size, state in sim.matcher.unmatched()
-                  if state == _ARRIVED and s == src and dst == engine.rank)
+    matcher = sim.matcher
+    index = _ARRIVED_INDEX.get(matcher)
+    if index is None:  # one pass over the matcher per report, not one per rank
+        index = _ARRIVED_INDEX[matcher] = {}
+        for tag, s, dst, size, state in matcher.unmatched():
+            if state == _ARRIVED:
+                index.setdefault((s, dst), []).append((tag, size))
+    return sorted(index.get((src, engine.rank), ()))
+
+
+# matcher -> {(src, dst): [(tag, bytes)]} of arrived, unreceived messages, built
+# once per deadlock report (raise_deadlock drops the previous one).
+_ARRIVED_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def raise_deadlock(sim: "Simulation") -> None:
@@ -120,6 +132,7 @@ def raise_deadlock(sim: "Simulation") -> None:
     what their first unfinished node waits on, and how many more ranks.
     ``SimulationDeadlock.waiting`` maps every waiting rank to all its lines.
     """
+    _ARRIVED_INDEX.pop(sim.matcher, None)  # index the matcher as the run left it
     stuck = {e.rank: e for e in sim.engines if e.finish_ns is None}
     sym = sim.symmetry
     if sym is None:
