@@ -67,6 +67,7 @@ class MemoryType(str, Enum):
         return self.value
 
 
+#: memory.json key -> MemoryConfig attribute.
 _KEYS = {
     "memory-type": "memory_type",
     "remote-mem-latency": "remote_mem_latency_ns",
@@ -74,6 +75,8 @@ _KEYS = {
     "num-nodes": "num_nodes",
     "num-npus-per-node": "num_npus_per_node",
 }
+#: The keys a memory.json may have (upstream's).
+KNOWN_KEYS = tuple(_KEYS)
 
 
 @dataclass(frozen=True)

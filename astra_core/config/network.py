@@ -112,7 +112,8 @@ def _dimension_problems(index: int, dim: Any) -> list[tuple[str, str]]:
     return problems
 
 
-_KEYS = ("topology", "npus_count", "bandwidth", "latency")
+#: The keys a network.yml may have (upstream's four).
+KNOWN_KEYS = ("topology", "npus_count", "bandwidth", "latency")
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,8 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
     if mapping is None:
         return None
     for key in mapping:
-        if key not in _KEYS:
-            problems.unknown(str(key), _KEYS)
+        if key not in KNOWN_KEYS:
+            problems.unknown(str(key), KNOWN_KEYS)
 
     topology = _parse_list(mapping, "topology", None, problems)
     dims = len(topology) if topology is not None else None

@@ -27,8 +27,8 @@ import re
 from typing import Any, Callable
 
 from astra_core.config.issues import Problems
-from astra_core.config.memory import _KEYS as MEMORY_KEYS
-from astra_core.config.network import _KEYS as NETWORK_KEYS
+from astra_core.config.memory import KNOWN_KEYS as MEMORY_KEYS
+from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
 from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep.point import apply_override, raw_config
