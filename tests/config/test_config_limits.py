@@ -68,7 +68,7 @@ def test_a_billion_npus_is_refused_at_once_with_the_count(write, tmp_path):
     with pytest.raises(ConfigError) as info:
         # Used to scan a billion trace file names before saying anything.
         simulate(str(tmp_path / "no_such_workload"), system, path)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 10  # a hang or a 10^9-name scan, not a speed test
     assert str(info.value) == (
         f"{path}: npus_count[0]: 1,000,000,000 NPUs, more than astra's limit of 1,048,576 "
         "(2^20); that run would read 1,000,000,000 trace files and keep a rank engine for each")
@@ -224,9 +224,9 @@ def test_alias_bomb_in_yaml_is_reported_at_once(write):
                  "bandwidth: [1]\nlatency: [1]\n")
     started = time.perf_counter()
     message = error(load_network, path)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 10  # a hang or a 10^9-name scan, not a speed test
     assert f"{path}: topology[0]: expected one of Ring, FullyConnected, Switch, got [[[[" in message
-    assert all(len(line) < 200 for line in message.splitlines())
+    assert all(len(line.replace(str(path), "")) < 160 for line in message.splitlines())
 
 
 def test_a_device_or_endless_file_is_refused_not_read_forever(tmp_path, monkeypatch):

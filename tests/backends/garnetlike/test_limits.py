@@ -34,7 +34,7 @@ def test_a_2_to_the_62_byte_message_is_refused_at_once_with_its_estimate():
     started = time.perf_counter()
     with pytest.raises(WorkLimitExceeded) as err:
         net.send(0, 4, 2**62, lambda _: None)  # 4 links the short way round the ring
-    assert time.perf_counter() - started < 1
+    assert time.perf_counter() - started < 10  # refused up front, not simulated
     # 2^62 / 256 = 2^54 flits x 4 links = 2^56 = 7.2e16 flit-hops; at 4e5 flit-hops/s
     # that is 1.8e11 s = 5,708 years.
     assert str(err.value) == (
