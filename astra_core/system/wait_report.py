@@ -128,8 +128,9 @@ _ARRIVED_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def raise_deadlock(sim: "Simulation") -> None:
     """Raise :class:`SimulationDeadlock` naming the ranks that cannot finish.
 
-    One line: the time, how many ranks wait, the first ``SHOWN_RANKS`` with
-    what their first unfinished node waits on, and how many more ranks.
+    One line: the time, how many ranks wait, what the first rank's first
+    unfinished node waits on, the next ranks' nodes (``SHOWN_RANKS`` in all),
+    and how many more ranks.
     ``SimulationDeadlock.waiting`` maps every waiting rank to all its lines.
     """
     _ARRIVED_INDEX.pop(sim.matcher, None)  # index the matcher as the run left it
@@ -142,16 +143,23 @@ def raise_deadlock(sim: "Simulation") -> None:
                   if (rep := sym.representative(rank)) in stuck}
     waiting = {rank: engine.waiting(rank) or ["nothing running, nodes left unissued"]
                for rank, engine in owners.items()}
-    parts = []
-    for rank in list(waiting)[:SHOWN_RANKS]:
-        lines = waiting[rank]
-        more = f" (+{len(lines) - 1} more nodes)" if len(lines) > 1 else ""
-        parts.append(f"rank {rank}: {lines[0]}{more}")
-    rest = len(waiting) - len(parts)
+    shown = list(waiting)[:SHOWN_RANKS]
+    first = waiting[shown[0]]
+    more = f" (+{len(first) - 1} more nodes)" if len(first) > 1 else ""
+    text = f"rank {shown[0]}: {first[0]}{more}"
+    if len(shown) > 1:  # the others by node only: the line stays readable
+        text += "; also " + ", ".join(f"rank {r}: {_node_only(waiting[r][0])}" for r in shown[1:])
+    rest = len(waiting) - len(shown)
     message = (f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
-               "rank(s) wait forever: " + " | ".join(parts)
-               + (f" (+{rest} more ranks)" if rest else ""))
+               f"rank(s) wait forever: {text}" + (f" (+{rest} more ranks)" if rest else ""))
     raise SimulationDeadlock(message, waiting)
+
+
+def _node_only(line: str) -> str:
+    """``node 2 (recv)`` of a wait line, or its first words when it names no node."""
+    if line.startswith("node ") and ") " in line:
+        return line[:line.index(") ") + 1]
+    return line if len(line) <= 60 else line[:57] + "..."
 
 
 def unreceived_sends(sim: "Simulation") -> list[tuple[int, int, int, int]]:
