@@ -20,7 +20,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from astra_core.api import simulate
@@ -29,16 +29,7 @@ from astra_core.config.system import SystemConfig
 from astra_core.errors import AstraError, SimulationDeadlock
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
-
-_HUNT = os.environ.get("ASTRA_FUZZ_EXAMPLES")
-
-
-def _settings(ci_examples: int) -> settings:
-    """``ci_examples`` derandomized examples, or ``ASTRA_FUZZ_EXAMPLES`` random ones."""
-    return settings(max_examples=int(_HUNT) if _HUNT else ci_examples, derandomize=not _HUNT,
-                    deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
+from tests.fuzz.budget import fuzz_settings
 
 class Grid:
     """Ranks as points of the dimensions (dimension 0 fastest), as astra numbers them."""
@@ -339,25 +330,25 @@ def _check(sc: Scenario) -> None:
     assert fast == full
 
 
-@_settings(12)
+@fuzz_settings(12)
 @given(_scenarios(["p2p", "compute"]))
 def test_point_to_point_rings(sc):
     _check(sc)
 
 
-@_settings(12)
+@fuzz_settings(12)
 @given(_scenarios(["group", "pipeline", "compute"]))
 def test_parallel_groups_and_pipelines(sc):
     _check(sc)
 
 
-@_settings(12)
+@fuzz_settings(12)
 @given(_scenarios(["collective", "compute"]))
 def test_collectives_over_dimensions(sc):
     _check(sc)
 
 
-@_settings(12)
+@fuzz_settings(12)
 @given(_scenarios(list(_OPS), max_ops=5))
 def test_mixed_workloads(sc):
     _check(sc)
