@@ -92,7 +92,7 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
 
 def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
     """Raise ConfigError when an output file or the plot directory cannot be written."""
-    from astra_core.report.outputs import check_distinct, check_output_dir, check_output_file
+    from astra_core.outputs import check_distinct, check_output_dir, check_output_file
 
     for option, path in files.items():
         if path is not None:
@@ -109,7 +109,7 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
 
 def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir) -> None:
     """Write every requested output file (each atomically) and say where."""
-    from astra_core.report.outputs import write_text
+    from astra_core.outputs import write_text
 
     if json_path:
         write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")

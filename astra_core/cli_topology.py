@@ -53,7 +53,7 @@ def _outputs(command):
 
 def _run(build, output, plot, grid=None) -> None:
     """Check the output paths, build the topology, summarize and write it; AstraError -> one line."""
-    from astra_core.report.outputs import check_distinct, check_output_file
+    from astra_core.outputs import check_distinct, check_output_file
 
     try:
         for option, path in (("--output", output), ("--plot", plot)):

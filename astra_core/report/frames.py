@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from astra_core.report.breakdown import breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
-from astra_core.report.outputs import atomic_output
+from astra_core.outputs import atomic_output
 from astra_core.report.results import RunResult
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
 from astra_core.report.links import link_stats
-from astra_core.report.outputs import atomic_output, check_output_dir, check_output_file
+from astra_core.outputs import atomic_output, check_output_dir, check_output_file
 from astra_core.report.results import RunResult
 
 #: The files :func:`write_plots` may write into its directory.

@@ -26,6 +26,7 @@ from astra_core.errors import AstraError
 from astra_core.report.plots import time_unit
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.spec import SweepSpec
+from astra_core.outputs import atomic_output
 
 LOG_NAME = "points.jsonl"
 MAX_LINES = 12
@@ -128,8 +129,10 @@ def write_results(frame, directory: Path) -> list[Path]:
     """results.parquet and results.csv in ``directory``."""
     paths = [directory / "results.parquet", directory / "results.csv"]
     try:
-        frame.to_parquet(paths[0], index=False, engine="pyarrow")
-        frame.to_csv(paths[1], index=False)
+        with atomic_output(paths[0], "sweep results") as temporary:
+            frame.to_parquet(temporary, index=False, engine="pyarrow")
+        with atomic_output(paths[1], "sweep results") as temporary:
+            frame.to_csv(temporary, index=False)
     except OSError as exc:
         raise AstraError(f"{directory}: cannot write sweep results: {exc.strerror or exc}") from None
     return paths
@@ -171,7 +174,8 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
         ax.legend(fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
     try:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        with atomic_output(path, "sweep plot") as temporary:
+            fig.savefig(temporary, dpi=110, bbox_inches="tight")
     except OSError as exc:
         raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
     finally:

@@ -247,6 +247,6 @@ def write_ns3_topology(topology: PhysicalTopology, path: str | os.PathLike) -> N
     The file is written atomically, parent directories created on demand;
     raises ConfigError naming ``path`` when it cannot be written.
     """
-    from astra_core.report.outputs import write_text
+    from astra_core.outputs import write_text
 
     write_text(path, format_ns3_topology(topology))

@@ -15,7 +15,7 @@ from collections import deque
 from typing import Sequence
 
 from astra_core.errors import ConfigError
-from astra_core.report.outputs import atomic_output
+from astra_core.outputs import atomic_output
 from astra_core.topology.physical import PhysicalTopology
 
 NPU_STYLE = dict(marker="o", color="tab:blue", label="NPU")

@@ -22,6 +22,7 @@ from typing import Any
 
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import ETNode
+from astra_core.outputs import write_bytes
 
 __all__ = ["CHAKRA_VERSION", "encode_varint", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
 
@@ -215,7 +216,8 @@ def write_rank_trace(
     ``nodes`` are ``Node`` messages (e.g. from :func:`make_node`) or
     :class:`ETNode` objects; ``metadata_attrs`` become GlobalMetadata
     attributes (encoded by :func:`make_attr`). Returns the path written.
-    Raises OSError if the file cannot be written.
+    Written atomically (:func:`astra_core.outputs.write_bytes`); raises
+    ConfigError if the file cannot be written.
     """
     meta = pb.GlobalMetadata(version=version)
     if metadata_attrs:
@@ -227,6 +229,4 @@ def write_rank_trace(
         payload = message.SerializeToString()
         chunks.append(encode_varint(len(payload)))
         chunks.append(payload)
-    path = Path(path)
-    path.write_bytes(b"".join(chunks))
-    return path
+    return write_bytes(path, b"".join(chunks))

@@ -134,3 +134,32 @@ def test_round_trip_of_a_real_trace(tmp_path, reference_dir):
 def test_node_to_proto_writes_is_cpu_op_always():
     msg = node_to_proto(ETNode(1, "x", pb.COMP_NODE))
     assert [(a.name, a.bool_val) for a in msg.attr] == [("is_cpu_op", False)]
+
+
+def test_traces_are_written_atomically(tmp_path, monkeypatch):
+    """A trace replaces the old file in one os.replace from a temporary beside
+    it, so a reader (or a killed `astra gen`) never leaves half a trace."""
+    import os
+
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    path = tmp_path / "w.0.et"
+    path.write_bytes(b"old")
+    moves = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (moves.append((src, dst)), real_replace(src, dst)))
+    write_rank_trace(path, [make_node(1, "c", pb.COMP_NODE, duration_micros=5)])
+    assert len(moves) == 1 and os.fspath(moves[0][1]) == os.fspath(path)
+    assert os.path.dirname(moves[0][0]) == str(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.0.et"]
+    assert path.read_bytes() != b"old"
+
+
+def test_a_trace_under_a_file_is_one_error_line(tmp_path):
+    from astra_core.errors import ConfigError
+    from astra_core.workload.generators.micro import write_micro
+
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ConfigError, match=r"f/w\.0\.et.*cannot write: .*is a file"):
+        write_micro("all-reduce", 1024, 2, tmp_path / "f" / "w")

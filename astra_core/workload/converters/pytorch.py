@@ -50,6 +50,7 @@ from astra_core.workload.converters.pytorch_trace import (HostNode, HostTrace, K
                                                           read_kineto, tensors_in)
 from astra_core.workload.graph import TraceWarning
 from astra_core.workload.writer import make_node, write_rank_trace
+from astra_core.outputs import write_text
 
 __all__ = ["PytorchConversion", "convert_host_trace", "convert_pytorch_traces"]
 
@@ -343,7 +344,6 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
             if name in _group_names(t):
                 members[gid] = _group_names(t)[name]
     prefix = os.fspath(prefix)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     result = PytorchConversion([], None)
     for rank, (trace, t) in enumerate(zip(traces, times)):
         nodes, summary = convert_host_trace(trace, t, rank, group_ids)
@@ -360,5 +360,5 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
             f"{summary['comm_bytes']} bytes communicated")
     if members:
         result.comm_groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-        result.comm_groups_path.write_text(json.dumps(members, indent=1) + "\n")
+        write_text(result.comm_groups_path, json.dumps(members, indent=1) + "\n")
     return result

@@ -58,6 +58,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.text_format import TextLayer, TextWorkload
 from astra_core.workload.converters.text_loops import LOOPS, Graph, Template
+from astra_core.outputs import write_bytes, write_text
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import make_node, write_rank_trace
 
@@ -244,11 +245,6 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
     None). Raises ConfigError if the output folder cannot be written.
     """
     prefix = os.fspath(prefix)
-    folder = Path(prefix).parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{folder}: cannot create the output folder: {exc.strerror or exc}") from None
     meta = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
     if conv.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
         meta[GENERATED_DIMS_ATTR] = list(conv.dims)
@@ -261,7 +257,7 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
                                                   for p in conv.plans.values())
         try:
             if key is not None and key in cache:
-                path.write_bytes(cache[key])
+                write_bytes(path, cache[key])
             else:
                 write_rank_trace(path, conv.rank_nodes(rank), meta, version="")
                 if key is not None:
@@ -272,7 +268,7 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
     groups_path = None
     if conv.comm_groups:
         groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-        groups_path.write_text(json.dumps(conv.comm_groups, indent=1) + "\n")
+        write_text(groups_path, json.dumps(conv.comm_groups, indent=1) + "\n")
     return paths, groups_path
 
 

@@ -18,6 +18,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
+from astra_core.outputs import write_bytes, write_text
 
 __all__ = ["write_llm"]
 
@@ -87,15 +88,14 @@ def write_llm(wl, prefix: str | os.PathLike,
     cache: dict = {}
     paths = []
     try:
-        Path(prefix).parent.mkdir(parents=True, exist_ok=True)
         for rank in range(wl.layout.npus):
             path = Path(f"{prefix}.{rank}.et")
-            path.write_bytes(head + _render(wl, rank, cache))
+            write_bytes(path, head + _render(wl, rank, cache))
             paths.append(path)
         groups_path = None
         if wl.layout.groups:
             groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-            groups_path.write_text(json.dumps(wl.layout.groups) + "\n")
+            write_text(groups_path, json.dumps(wl.layout.groups) + "\n")
     except OSError as exc:
         raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
     return paths, groups_path

@@ -20,6 +20,7 @@ from pathlib import Path
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
+from astra_core.outputs import write_bytes
 
 __all__ = ["COLLECTIVES", "parse_size", "write_micro"]
 
@@ -76,9 +77,7 @@ def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.Pa
                           pg_name=pg_name)
                 for i in range(iterations)]
 
-    folder = Path(os.fspath(prefix)).parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes(0))
         data = first.read_bytes()
         paths = [first]
@@ -87,7 +86,7 @@ def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.Pa
             if chakra_ids:
                 write_rank_trace(path, nodes(rank * iterations))
             else:
-                path.write_bytes(data)
+                write_bytes(path, data)
             paths.append(path)
     except OSError as exc:
         raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None

@@ -1,4 +1,4 @@
-"""astra_core.report.outputs: atomic writes and the checks made before a run."""
+"""astra_core.outputs: atomic writes and the checks made before a run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from astra_core.errors import ConfigError
-from astra_core.report.outputs import atomic_output, check_output_dir, check_output_file, write_text
+from astra_core.outputs import atomic_output, check_output_dir, check_output_file, write_text
 from astra_core.report.results import RankResult, RunResult
 
 

@@ -1,6 +1,7 @@
 """Writing output files safely: checked before a run, written atomically after it.
 
-Every file astra writes (``astra run --json/--csv/--parquet/--timeline/--plots``,
+Every file astra writes (``astra run --json/--csv/--parquet/--timeline/--plots``, traces and
+comm groups from ``astra gen``/``astra convert``, sweep tables and plots,
 ``astra topology --output/--plot``, the :class:`~astra_core.report.results.RunResult`
 writers) goes through :func:`atomic_output`: the content goes to a temporary
 file in the destination's own directory, which then replaces the destination
@@ -144,4 +145,11 @@ def write_text(path: str | os.PathLike, text: str, what: str | None = None) -> P
     """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_output`."""
     with atomic_output(path, what) as temporary:
         temporary.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, what: str | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically; see :func:`atomic_output`."""
+    with atomic_output(path, what) as temporary:
+        temporary.write_bytes(data)
     return Path(path)
