@@ -75,3 +75,16 @@ def write_pair_trace(prefix, *, nbytes: int, tag: int, fwd_us: int, bwd_us: int,
         make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=bwd_us),
         *rank1_extra])
     return str(prefix)
+
+
+def one_error_line(result) -> str:
+    """The one ``error: ...`` line of a CLI run that failed on bad input (click
+    CliRunner result): exit code 1, nothing on stdout, no traceback."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert result.stdout == ""
+    return lines[0]

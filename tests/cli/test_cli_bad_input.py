@@ -12,6 +12,7 @@ from astra_core.cli import main
 from astra_core.workload.writer import write_rank_trace
 from tests.cli.test_cli import EXAMPLE, RING2, two_rank_trace
 from tests.conftest import isolate_plugins
+from tests.conftest import one_error_line as error_line_of
 
 FABRIC8 = "9 1 8\n8\n" + "".join(f"{r} 8 100Gbps 1ns 0\n" for r in range(8))
 
@@ -22,15 +23,7 @@ def _plugins(tmp_path, monkeypatch):
 
 
 def one_error_line(*args) -> str:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 1, result.output
-    assert isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert result.stdout == ""
-    return lines[0]
+    return error_line_of(CliRunner().invoke(main, [str(a) for a in args]))
 
 
 def run_args(d: Path) -> list:

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import astra.api
 from astra_core.cli import main
 from tests.cli.test_cli import EXAMPLE, RING2, two_rank_trace
-from tests.conftest import isolate_plugins
+from tests.conftest import isolate_plugins, one_error_line
 
 TWO_RANK_FINISH_NS = 20031
 
@@ -47,16 +47,6 @@ def no_simulation(monkeypatch):
     monkeypatch.setattr(astra.api, "simulate", lambda *a, **k: calls.append(a) or pytest.fail(
         "the simulation started before the outputs were checked"))
     return calls
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert result.stdout == ""
-    return lines[0]
 
 
 @pytest.mark.parametrize("option", ["--json", "--timeline", "--csv", "--parquet"])

@@ -3,9 +3,6 @@ or a run that does not end."""
 
 from __future__ import annotations
 
-import signal
-from contextlib import contextmanager
-
 import pytest
 from click.testing import CliRunner
 
@@ -15,27 +12,13 @@ from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.micro import parse_size
 from astra_core.workload.generators.models import ModelConfig, check_model
+from tests.fuzz.budget import wall_limit
 
 H100 = GPUS["h100"]
 
 
-@contextmanager
-def _deadline(seconds: int):
-    """Fail (instead of hanging the suite) if the body runs longer than ``seconds``."""
-    def expire(*_):
-        raise TimeoutError(f"did not finish within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _gen_llm(tmp_path, *args):
-    with _deadline(20):
+    with wall_limit(20):
         return CliRunner().invoke(main, ["gen", "llm", "--model", "llama3-8b", "--dp", "2",
                                          "--output", str(tmp_path / "x"), *args])
 
@@ -84,7 +67,7 @@ def test_llm_bad_values_are_one_line_errors(tmp_path, args, message):
     ({"dims": [3], "global_batch": 4}, "--dims 3: must multiply"),
 ])
 def test_llm_config_rejects_what_the_cli_rejects(tiny_dense, kwargs, message):
-    with _deadline(20), pytest.raises(ConfigError) as info:
+    with wall_limit(20), pytest.raises(ConfigError) as info:
         generate_llm(LLMConfig(tiny_dense, H100, **kwargs))
     assert str(info.value).startswith(message)
 
