@@ -1,0 +1,437 @@
+"""NCCL's own cost model: per (collective, algorithm, protocol) a latency and a
+bus bandwidth, the time of an operation of ``n`` bytes, and NCCL's choice.
+
+This is the model NCCL itself uses to pick an algorithm and a protocol for
+every collective call (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` in
+``src/graph/tuning.cc``, ``topoGetAlgoInfo`` in ``src/enqueue.cc``; NCCL
+commit 5067397c, June 2026). Every constant below is a value of that file,
+cited by the name NCCL gives it. What NCCL derives from its topology search
+(channels and per-channel bandwidths of each algorithm's graph) is an input
+here: :class:`Graph`.
+
+Units: latencies in µs, bandwidths in GB/s (1 GB = 1e9 bytes, NCCL's unit:
+``time_us = latency_us + bytes / (1000 * bw_GBps)``), sizes in bytes.
+
+The model, per algorithm ``a`` and protocol ``p`` (``bw`` = the graph's
+per-channel bandwidth, intra-node up to 2 nodes, inter-node beyond):
+
+* bus bandwidth = channels x bw, then capped or scaled per protocol (LL moves
+  8 bytes of data per 16 on the wire, LL128 120 of 128) and per algorithm;
+  NVLS uses the NVSwitch's multicast efficiency per GPU generation;
+* algorithm bandwidth = bus bandwidth x ranks / steps for Ring and NVLS
+  (steps: 2(n-1) for all-reduce, n-1 for all-gather and reduce-scatter, n
+  otherwise), x 1/2 for Tree and CollNet all-reduce;
+* latency = a base latency per (algorithm, protocol) plus per step the
+  hardware latency of the link kind crossed (NVLink, PCI, network).
+
+Raises :class:`~astra_core.errors.ConfigError` for an ``NCCL_ALGO`` /
+``NCCL_PROTO`` string NCCL would reject.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from astra_core.errors import ConfigError
+
+
+class Func(IntEnum):
+    """NCCL's collective functions, in NCCL's order (``ncclFuncStr``)."""
+    BROADCAST = 0
+    REDUCE = 1
+    ALL_GATHER = 2
+    REDUCE_SCATTER = 3
+    ALL_REDUCE = 4
+
+
+class Algo(IntEnum):
+    """NCCL's algorithms, in NCCL's order (``ncclAlgoStr``)."""
+    TREE = 0
+    RING = 1
+    COLLNET_DIRECT = 2
+    COLLNET_CHAIN = 3
+    NVLS = 4
+    NVLS_TREE = 5
+    PAT = 6
+
+
+class Proto(IntEnum):
+    """NCCL's protocols, in NCCL's order (``ncclProtoStr``)."""
+    LL = 0
+    LL128 = 1
+    SIMPLE = 2
+
+
+FUNC_NAMES = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
+ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+PROTO_NAMES = ("LL", "LL128", "Simple")
+
+# -- constants of ncclTunerConstantsDefaults (tuning.cc) ---------------------------------
+#: baseLatencies [algo][proto], µs.
+BASE_LATENCY_US = ((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0),
+                   (8.0, 8.0, 8.0))
+NVLINK, PCI, NET = 0, 1, 2
+#: hwLatencies [link kind][algo][proto], µs per step.
+HW_LATENCY_US = (
+    ((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 4.0)),
+    ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 4.0)),
+    ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 20.9), (0, 0, 14)),
+)
+VOLTA, AMPERE, HOPPER, BLACKWELL = 0, 1, 2, 3
+#: llMaxBws [GPU generation on one node; Intel / AMD CPU across nodes][1, 2, >2 nodes], GB/s.
+LL_MAX_BW = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+#: perChMaxRingLL128Bws [generation][1, 2, >2 nodes], GB/s per channel.
+RING_LL128_MAX_BW = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
+#: perChMaxTreeLL128Bws.
+TREE_LL128_MAX_BW = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+#: perChMaxTreeBws.
+TREE_MAX_BW = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+#: perChMaxNVLSTreeBws.
+NVLS_TREE_MAX_BW = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 80.0))
+#: nvlsEfficiency per generation: NVSwitch multicast/reduce efficiency.
+NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+#: treeCorrectionFactor [proto][log2(bytes / 64)] for Tree all-reduce, 64 B to 256 MiB.
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+)
+#: Network post overhead, µs (getNetOverhead: 1 on Intel and other CPUs, 2 on AMD).
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "other": 1.0}
+#: NCCL_MAX_NVLS_ARITY and NCCL_MAX_DIRECT_ARITY (src/include/device.h).
+MAX_NVLS_ARITY, MAX_DIRECT_ARITY = 32, 7
+
+
+def generation(compcap: int) -> int:
+    """NCCL's compute-capability index (``compCapIndex``): SM 100+, 90+, 80+, else Volta."""
+    return BLACKWELL if compcap >= 100 else HOPPER if compcap >= 90 else AMPERE if compcap >= 80 else VOLTA
+
+
+def _log2i(n: int) -> int:
+    """floor(log2(n)), -1 for n <= 0 (NCCL's log2i)."""
+    return n.bit_length() - 1 if n > 0 else -1
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What NCCL's topology search found for one algorithm's channels.
+
+    ``n_channels``; ``bw_intra_gbps`` / ``bw_inter_gbps``: bandwidth per
+    channel inside a node / across nodes (GB/s, NCCL's ``bwIntra``,
+    ``bwInter``); ``latency_inter_us``: the network's extra latency
+    (``latencyInter``); ``nvlink``: intra-node links are NVLink (else PCI);
+    ``tree_pattern``: the tree is a plain tree (``NCCL_TOPO_PATTERN_TREE``:
+    -15 % bandwidth); ``same_channels``: broadcast/reduce channels share
+    their ring; ``ll128_ok``: the paths allow LL128 (NVLink or PCI switch
+    inside, up to PXN across nodes).
+    """
+
+    n_channels: int
+    bw_intra_gbps: float
+    bw_inter_gbps: float
+    latency_inter_us: float = 0.0
+    nvlink: bool = True
+    tree_pattern: bool = False
+    same_channels: bool = True
+    ll128_ok: bool = True
+
+
+@dataclass(frozen=True)
+class Communicator:
+    """The machine NCCL tunes for: ranks, nodes, GPU generation, CPU, features.
+
+    ``compcap``: the GPUs' compute capability x10 (80 A100, 90 H100/H200,
+    100 B200); ``graphs``: a :class:`Graph` per algorithm NCCL could build
+    (absent: not possible here); ``cpu_vendor``: ``intel``, ``amd`` or
+    ``other``; ``collnet``: the fabric offloads reductions (SHARP);
+    ``nvls``: NVSwitch multicast (NVLink SHARP) is usable; ``nvswitch``: the
+    node has NVSwitches; ``pat``: PAT is enabled (NCCL: one GPU per node).
+    """
+
+    n_ranks: int
+    n_nodes: int
+    compcap: int
+    graphs: dict[Algo, Graph]
+    cpu_vendor: str = "intel"
+    collnet: bool = False
+    nvls: bool = False
+    nvswitch: bool = True
+    pat: bool | None = None
+
+    @property
+    def ranks_per_node(self) -> float:
+        return self.n_ranks / self.n_nodes
+
+    @property
+    def local_ranks(self) -> int:
+        return self.n_ranks // self.n_nodes
+
+    @property
+    def pat_enabled(self) -> bool:
+        """NCCL_PAT_ENABLE's default: SM 60+ and one GPU per node."""
+        if self.pat is not None:
+            return self.pat
+        return self.compcap >= 60 and self.n_nodes == self.n_ranks
+
+
+def parse_env_list(text: str, prefixes: tuple[str, ...], elems: tuple[str, ...],
+                   variable: str) -> list[list[bool] | None]:
+    """Which elements each prefix enables, as NCCL reads ``NCCL_ALGO`` / ``NCCL_PROTO``.
+
+    ``"ring,tree;allreduce:^tree"``: entries separated by ``;``, each
+    ``[prefix:]elem,elem``; ``^`` enables all but the listed; only the first
+    entry may omit the prefix (it then applies to every prefix); names are
+    case-insensitive. Returns ``[prefix][elem]``; None for a prefix the
+    string never names (NCCL's defaults stay in force there).
+    """
+    table: list[list[bool] | None] = [None for _ in prefixes]
+    lowered_prefixes = [p.lower() for p in prefixes]
+    lowered_elems = [e.lower() for e in elems]
+    for index, entry in enumerate(text.split(";")):
+        prefix, sep, items = entry.rpartition(":")
+        if not sep:
+            prefix = None
+        if prefix is None and index:
+            raise ConfigError(f"{variable}={text!r}: every entry after the first needs a "
+                              "'function:' prefix")
+        if prefix is not None and prefix.lower() not in lowered_prefixes:
+            raise ConfigError(f"{variable}={text!r}: unknown function {prefix!r} "
+                              f"(one of {', '.join(prefixes)})")
+        negate = items.startswith("^")
+        names = [n for n in items.lstrip("^").split(",") if n]
+        chosen = set()
+        for name in names:
+            if name.lower() not in lowered_elems:
+                raise ConfigError(f"{variable}={text!r}: unknown {name!r} (one of {', '.join(elems)})")
+            chosen.add(lowered_elems.index(name.lower()))
+        rows = range(len(prefixes)) if prefix is None else [lowered_prefixes.index(prefix.lower())]
+        for row in rows:
+            table[row] = [(e in chosen) != negate for e in range(len(elems))]
+    return table
+
+
+@dataclass
+class Tuning:
+    """NCCL's latency (µs) and bus-to-algorithm bandwidth (GB/s) tables for one
+    communicator, indexed ``[Func][Algo][Proto]``; a bandwidth of 0 means NCCL
+    will not use that combination."""
+
+    comm: Communicator
+    latency_us: list[list[list[float]]] = field(default_factory=list)
+    bandwidth_gbps: list[list[list[float]]] = field(default_factory=list)
+
+    def time_us(self, func: Func, algo: Algo, proto: Proto, nbytes: int) -> float | None:
+        """Predicted time of one operation of ``nbytes`` (NCCL's ``ncclTopoGetAlgoTime``
+        with one pipelined op), or None if NCCL would not use it."""
+        bw = self.bandwidth_gbps[func][algo][proto]
+        if bw == 0:
+            return None
+        latency = self.latency_us[func][algo][proto]
+        log_size = _log2i(nbytes >> 6)
+        if algo == Algo.TREE and func == Func.ALL_REDUCE and 0 <= log_size < 23:
+            bw *= TREE_CORRECTION[proto][log_size]
+        if (algo == Algo.NVLS_TREE and func == Func.ALL_REDUCE and 0 <= log_size < 24
+                and self.comm.compcap >= 100):
+            bw *= TREE_CORRECTION[proto][log_size]
+        graph = self.comm.graphs.get(Algo.RING)
+        channels = graph.n_channels if graph else 1
+        if (algo == Algo.RING and proto == Proto.SIMPLE and self.comm.n_nodes > 1
+                and func == Func.ALL_REDUCE and nbytes // (channels * self.comm.n_ranks) >= 64):
+            latency *= 1.9 if self.comm.compcap < 80 else 1.4  # "plateau effect of ring"
+        return latency + nbytes / (1000 * bw)
+
+    def usable(self, func: Func, algo: Algo) -> bool:
+        """Whether NCCL considers ``algo`` for ``func`` on this communicator at all
+        (``updateCollCostTable``'s filters)."""
+        comm = self.comm
+        if algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN):
+            return comm.collnet and comm.local_ranks <= MAX_DIRECT_ARITY + 1
+        if algo in (Algo.NVLS, Algo.NVLS_TREE):
+            if not comm.nvls or (func != Func.ALL_REDUCE and comm.local_ranks > MAX_NVLS_ARITY):
+                return False
+            return not (algo == Algo.NVLS and not comm.collnet and comm.n_nodes > 1)
+        return True
+
+    def choose(self, func: Func, nbytes: int) -> tuple[Algo, Proto, float]:
+        """NCCL's pick: the (algorithm, protocol) of least predicted time, first in
+        NCCL's order on a tie; raises ConfigError when nothing is enabled."""
+        best = None
+        for algo in Algo:
+            if not self.usable(func, algo):
+                continue
+            for proto in Proto:
+                t = self.time_us(func, algo, proto, nbytes)
+                if t is not None and (best is None or t < best[2]):
+                    best = (algo, proto, t)
+        if best is None:
+            raise ConfigError(f"NCCL has no algorithm and protocol enabled for {FUNC_NAMES[func]} "
+                              "(check NCCL_ALGO / NCCL_PROTO)")
+        return best
+
+
+def tune(comm: Communicator, nccl_algo: str | None = None, nccl_proto: str | None = None) -> Tuning:
+    """NCCL's tables for ``comm`` (``ncclTopoTuneModel``), with ``NCCL_ALGO`` /
+    ``NCCL_PROTO`` given as NCCL reads them (None: NCCL's defaults)."""
+    n, nodes = comm.n_ranks, comm.n_nodes
+    gen = generation(comm.compcap)
+    node_index = min(nodes, 3) - 1
+    ll_row = gen if nodes == 1 else (1 if comm.cpu_vendor == "amd" else 0)
+    ll_max_bw = LL_MAX_BW[ll_row][node_index]
+    ppn = comm.ranks_per_node
+    tuning = Tuning(comm)
+    for func in Func:
+        steps = 2 * (n - 1) if func == Func.ALL_REDUCE else (
+            n - 1 if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) else n)
+        lat_row, bw_row = [], []
+        for algo in Algo:
+            lat_cells, bw_cells = [], []
+            for proto in Proto:
+                lat, bw = _entry(comm, func, algo, proto, steps, gen, node_index, ll_max_bw, ppn)
+                lat_cells.append(lat)
+                bw_cells.append(bw)
+            lat_row.append(lat_cells)
+            bw_row.append(bw_cells)
+        tuning.latency_us.append(lat_row)
+        tuning.bandwidth_gbps.append(bw_row)
+    _apply_enables(tuning, nccl_algo, nccl_proto)
+    return tuning
+
+
+def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
+    """The (function, algorithm, protocol) combinations NCCL implements."""
+    if func in (Func.BROADCAST, Func.REDUCE) and algo != Algo.RING:
+        return False
+    if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) and algo not in (
+            Algo.PAT, Algo.RING, Algo.NVLS, Algo.COLLNET_DIRECT):
+        return False
+    if func == Func.ALL_REDUCE and algo == Algo.PAT:
+        return False
+    if algo in (Algo.NVLS, Algo.NVLS_TREE) and proto != Proto.SIMPLE:
+        return False
+    if algo == Algo.PAT and (proto != Proto.SIMPLE or not comm.pat_enabled):
+        return False
+    return True
+
+
+def _entry(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, gen: int,
+           node_index: int, ll_max_bw: float, ppn: float) -> tuple[float, float]:
+    """(latency µs, algorithm bandwidth GB/s) of one cell of NCCL's tables."""
+    graph = comm.graphs.get(algo)
+    if graph is None or not _applies(func, algo, proto, comm):
+        return 0.0, 0.0
+    n, nodes = comm.n_ranks, comm.n_nodes
+    collnet = algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
+    bw = graph.bw_intra_gbps if nodes <= 2 or collnet else graph.bw_inter_gbps
+    if algo in (Algo.NVLS, Algo.NVLS_TREE):
+        if graph.n_channels < 2:
+            return 0.0, 0.0
+        intra = graph.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (graph.n_channels - 1) / graph.n_channels
+        intra *= 2.0 if func == Func.ALL_REDUCE else (ppn - 1) / ppn  # all-reduce pipelines two ops
+        inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == Algo.NVLS_TREE else 1)
+        bw = min(intra, inter, NVLS_TREE_MAX_BW[gen][node_index] if algo == Algo.NVLS_TREE else math.inf)
+    bus = graph.n_channels * bw
+    channels = graph.n_channels
+    if algo == Algo.RING and proto == Proto.LL:
+        bus = min(ll_max_bw, bus * .5)
+    if algo == Algo.RING and proto == Proto.LL128:
+        bus = min(bus * .92, channels * RING_LL128_MAX_BW[gen][node_index])
+    if algo == Algo.TREE and func == Func.ALL_REDUCE:
+        bus = min(bus * .92, channels * TREE_MAX_BW[gen][node_index])
+    if algo == Algo.TREE and proto == Proto.LL:
+        bus = min(bus / 3.8, ll_max_bw)
+    if algo == Algo.TREE and proto == Proto.LL128:
+        bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0),
+                  channels * TREE_LL128_MAX_BW[gen][node_index])
+    if algo == Algo.TREE and graph.tree_pattern:
+        bus *= .85
+    if algo == Algo.PAT:
+        bus *= .75
+    if collnet and proto != Proto.SIMPLE:
+        bus = 0.0
+    if algo == Algo.COLLNET_DIRECT and proto == Proto.SIMPLE:
+        if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER):
+            bus = ppn * min(graph.bw_intra_gbps, graph.bw_inter_gbps * 0.9)
+        else:
+            factor = ppn / channels  # GPUs per NIC: full speed needs a NIC per GPU
+            factor -= (factor - 1) / 2
+            bus /= factor
+            if comm.compcap >= 90:
+                bus *= .85
+    if (algo in (Algo.NVLS, Algo.COLLNET_DIRECT) and proto == Proto.SIMPLE
+            and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) and nodes > 1):
+        bus = 0.0  # needs the fabric's all-gather/reduce-scatter offload, not modelled
+    if not (algo != Algo.RING and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)):
+        bus *= n / steps if algo in (Algo.RING, Algo.NVLS, Algo.NVLS_TREE) else .5
+    return _latency(comm, func, algo, proto, steps, graph, ppn), bus
+
+
+def _latency(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, graph: Graph,
+             ppn: float) -> float:
+    """NCCL's latency of one operation, µs."""
+    n, nodes = comm.n_ranks, comm.n_nodes
+    intra_kind = NVLINK if graph.nvlink else PCI
+    kind = intra_kind if nodes == 1 else NET
+    latency = BASE_LATENCY_US[algo][proto]
+    intra = HW_LATENCY_US[intra_kind][algo][proto]
+    # with one GPU per node every step is exposed: NCCL takes the tree's network latency
+    inter = HW_LATENCY_US[NET][Algo.TREE if ppn == 1 else algo][proto] + graph.latency_inter_us
+    if proto == Proto.SIMPLE:
+        inter += graph.latency_inter_us  # the flush
+    local = n // nodes
+    if algo == Algo.RING:
+        hop = HW_LATENCY_US[kind][algo][proto]
+        if func in (Func.REDUCE, Func.BROADCAST):
+            if graph.same_channels:
+                return latency + hop
+            if proto == Proto.SIMPLE:
+                hop = HW_LATENCY_US[kind][Algo.TREE][proto]
+            return latency + steps * hop
+        overhead = 0.0
+        if nodes > 1:
+            overhead = NET_OVERHEAD_US.get(comm.cpu_vendor, 1.0) * (3 if proto == Proto.SIMPLE else 1)
+        intra = max(intra, overhead)
+        inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if func == Func.ALL_REDUCE else nodes - 1
+        return latency + (steps - inter_steps) * intra + inter_steps * inter
+    if algo == Algo.TREE:
+        if func == Func.ALL_REDUCE:
+            latency += 2 * ((local - 1) * intra + _log2i(nodes) * inter)
+        return latency
+    if algo == Algo.COLLNET_DIRECT:  # + 0.4 µs arity serialization per local rank
+        return latency + 2 * (min(1, local - 1) * intra + (local - 1) * 0.4) + inter
+    if algo == Algo.COLLNET_CHAIN:
+        return latency + 2 * (local - 1) * intra + inter
+    if algo == Algo.NVLS:
+        return intra + (inter if nodes > 1 else 0.0)
+    if algo == Algo.NVLS_TREE:
+        return latency + intra + 2 * _log2i(nodes) * inter
+    if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER):  # PAT
+        return latency + _log2i(nodes) * (inter / 3.5) + n * 2.8
+    return latency
+
+
+def _apply_enables(tuning: Tuning, nccl_algo: str | None, nccl_proto: str | None) -> None:
+    """Zero the bandwidth of what NCCL's defaults and the user's NCCL_ALGO /
+    NCCL_PROTO disable."""
+    comm = tuning.comm
+    algos = parse_env_list(nccl_algo, FUNC_NAMES, ALGO_NAMES, "NCCL_ALGO") if nccl_algo else None
+    protos = parse_env_list(nccl_proto, FUNC_NAMES, PROTO_NAMES, "NCCL_PROTO") if nccl_proto else None
+    for func in Func:
+        for algo in Algo:
+            chosen = algos[func] if algos is not None else None
+            off = (chosen is not None and not chosen[algo]) \
+                or (comm.n_nodes == 1 and algo == Algo.NVLS_TREE) \
+                or (not comm.collnet and (algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
+                                          or (algo == Algo.NVLS and comm.n_nodes > 1))) \
+                or (not comm.nvswitch and algo == Algo.COLLNET_DIRECT)
+            graph = comm.graphs.get(algo)
+            named = protos[func] if protos is not None else None
+            for proto in Proto:
+                enabled = named[proto] if named is not None else True
+                if proto == Proto.LL128 and named is None:
+                    # LL128 by default only where NCCL trusts its ordering: Hopper and later
+                    # up to PXN, older GPUs up to PXB, NVLink or PCI switch inside
+                    enabled = enabled and graph is not None and graph.ll128_ok and comm.compcap >= 70
+                if off or not enabled:
+                    tuning.bandwidth_gbps[func][algo][proto] = 0.0
