@@ -1,6 +1,6 @@
 """ResNet-50 data parallel on 1024 NPUs (issue 6 / issue 8 speed target).
 
-Converts ``../shared/reference/text/Resnet50_DataParallel.txt`` (ASTRA-sim 1.0
+Converts ``tests/data/reference/text/Resnet50_DataParallel.txt`` (ASTRA-sim 1.0
 text workload) to 1024 Chakra traces, then simulates one step on the
 analytical backend over [Ring 8, FullyConnected 8, Switch 16] (200/100/50 GB/s,
 100/500/1000 ns), ring on every dimension, the reference text-converter system
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_system  # noqa: E402
 
-TEXT = Path(__file__).resolve().parents[1].parent / "shared/reference/text/Resnet50_DataParallel.txt"
+TEXT = Path(__file__).resolve().parents[1] / "tests/data/reference/text/Resnet50_DataParallel.txt"
 SHAPES = {1024: [8, 8, 16], 128: [8, 4, 4], 64: [4, 4, 4]}
 UPSTREAM_S = 30.5
 

@@ -43,7 +43,7 @@ CASES = {
     "allreduce-512MiB-4096": (4096, "all_reduce", 512 << 20, None, None),
     "alltoall-256MiB-1024": (1024, "all_to_all", 256 << 20, None, None),
 }
-REFERENCE_TEXT = Path(__file__).resolve().parents[1].parent / "shared/reference/text/Resnet50_DataParallel.txt"
+REFERENCE_TEXT = Path(__file__).resolve().parents[1] / "tests/data/reference/text/Resnet50_DataParallel.txt"
 
 
 def write_network(path: Path, sizes: list[int]) -> Path:

@@ -50,7 +50,7 @@ NETWORKS = {
     "fc8": {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0],
             "latency": [500.0]},
     "sw8": {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]},
-    # ../shared/reference/network/ring4_sw4.yml
+    # tests/data/reference/network/ring4_sw4.yml
     "ring4_sw4": {"topology": ["Ring", "Switch"], "npus_count": [4, 4],
                   "bandwidth": [100.0, 50.0], "latency": [200.0, 500.0]},
 }

@@ -30,7 +30,7 @@ RESNET_ARGS = ["--workload", PREFIX, "--system", EXAMPLE / "system.json",
 NPUS = 8
 
 # Upstream ASTRA-sim 518bd51 on this input (examples/resnet50_dp/README.md and
-# ../shared/reference/expected.json, case text_unaware_ring8_Resnet50_DataParallel).
+# tests/data/reference/expected.json, case text_unaware_ring8_Resnet50_DataParallel).
 UPSTREAM_FINISH_NS = 1_082_479_776
 UPSTREAM_EXPOSED_NS = 29_776
 

@@ -4,7 +4,7 @@ For the formats MLCommons Chakra's text converter handles (DATA, MODEL,
 HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_DLRM[_ENHANCED], MICRO) the
 traces have Chakra's node names, types, durations, attributes and data
 dependencies, in Chakra's order, so they simulate exactly as the traces
-upstream ran (``../shared/reference/workload/models``). With
+upstream ran (``tests/data/reference/workload/models``). With
 ``chakra_ids=True`` the node ids also follow Chakra's one counter across ranks
 and the files are byte-identical to Chakra's; by default every rank numbers
 its nodes from 0, so symmetric ranks get identical files (read once).

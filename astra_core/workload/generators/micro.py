@@ -2,7 +2,7 @@
 
 Every rank's trace holds one COMM_COLL node per iteration, as Chakra's own
 microbenchmark generator writes them (``src/generator/generator.py``
-``one_comm_coll_node_*``; the traces in ``../shared/reference/workload/micro``):
+``one_comm_coll_node_*``; the traces in ``tests/data/reference/workload/micro``):
 node name ``<COLLECTIVE>``, attributes ``is_cpu_op`` false, ``comm_type``,
 ``comm_size`` in bytes. Iterations run back to back (each depends on the
 previous one); an optional ``pg_name`` selects a comm group. Every rank numbers

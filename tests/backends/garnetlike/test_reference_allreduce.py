@@ -1,6 +1,6 @@
 """The 8-NPU reference all-reduces (1 MiB, ring algorithm, 4 chunks) within 10 % of `analytical`.
 
-Inputs: ../shared/reference/workload/all_reduce/8npus_1MB, system
+Inputs: tests/data/reference/workload/all_reduce/8npus_1MB, system
 upstream_Ring_4chunks.json, networks upstream_Ring_8npus.yml, fc8.yml and
 sw8.yml (50 GB/s, 500 ns). The analytical backend reproduces upstream
 ASTRA-sim's results exactly (tests/system/test_reference_upstream.py); with
