@@ -195,11 +195,13 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     settings = load_settings()
     pm = plugin_manager or make_plugin_manager(settings=settings)
     info = BackendRegistry(pm, settings.default_backend).get(backend)
-    net_backend = info.factory(Topology(net, physical), backend_config)
-    sim = Simulation(graphs, net, sysc, net_backend, memory=mem, comm_groups=groups,
+
+    def build_backend():
+        return info.build(Topology(net, physical), backend_config)
+
+    sim = Simulation(graphs, net, sysc, build_backend(), memory=mem, comm_groups=groups,
                      backend_name=info.name, symmetry=symmetry,
-                     collective_plugins=collective_registry(pm),
-                     fresh_backend=lambda: info.factory(Topology(net, physical), backend_config))
+                     collective_plugins=collective_registry(pm), fresh_backend=build_backend)
     notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
     result = sim.run()
     notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept
