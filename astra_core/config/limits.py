@@ -29,6 +29,10 @@ Why these numbers:
 
 from __future__ import annotations
 
+from typing import Any
+
+from astra_core.config.issues import as_int, as_number
+
 #: Longest single delay (latency, endpoint delay, LogGP parameter), ns.
 MAX_DELAY_NS = 1e12
 #: Smallest positive rate (GB/s or TFLOP/s) accepted.
@@ -47,3 +51,13 @@ def npus_limit_message(npus: int) -> str:
     """Why ``npus`` NPUs are refused: the count, the limit and what it would take."""
     return (f"{npus:,} NPUs, more than astra's limit of {MAX_NPUS:,} (2^20); that run would "
             f"read {npus:,} trace files and keep a rank engine for each")
+
+
+def as_delay(value: Any) -> tuple[float | None, str | None]:
+    """A delay in ns (or ns per byte): finite, in [0, :data:`MAX_DELAY_NS`]."""
+    return as_number(value, minimum=0, maximum=MAX_DELAY_NS)
+
+
+def as_int_delay(value: Any) -> tuple[int | None, str | None]:
+    """A whole-ns delay (upstream stores these as int ticks), in [0, :data:`MAX_DELAY_NS`]."""
+    return as_int(value, minimum=0, maximum=int(MAX_DELAY_NS))

@@ -202,6 +202,8 @@ def _unread_keys(kind: MemoryType) -> tuple[str, ...]:
     if kind is MemoryType.PER_NODE_MEMORY_EXPANSION:
         return ()
     return ("num-nodes", "num-npus-per-node")
+
+
 #: Largest value of each numeric key (ns, GB/s, counts).
 _MAXIMA = {
     "remote-mem-latency": int(MAX_DELAY_NS),

@@ -42,7 +42,7 @@ from astra_core.config.issues import (
     as_number,
     show,
 )
-from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE, MIN_RATE, npus_limit_message
+from astra_core.config.limits import MAX_NPUS, MAX_RATE, MIN_RATE, as_delay, npus_limit_message
 
 #: 1 GB in network.yml is 2^30 bytes (upstream NetworkFunction ``bw_GBps_to_Bpns``).
 BYTES_PER_GB = 1 << 30
@@ -106,7 +106,7 @@ def _dimension_problems(index: int, dim: Any) -> list[tuple[str, str]]:
     _, err = _bandwidth_check(dim.bandwidth_gbps)
     if err:
         problems.append((f"bandwidth[{index}]", err))
-    _, err = _latency_check(dim.latency_ns)
+    _, err = as_delay(dim.latency_ns)
     if err:
         problems.append((f"latency[{index}]", err))
     return problems
@@ -234,7 +234,7 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
         bandwidths = _parse_items("bandwidth", raw, _bandwidth_check, problems)
     raw = _parse_list(mapping, "latency", dims, problems)
     if raw is not None:
-        latencies = _parse_items("latency", raw, _latency_check, problems)
+        latencies = _parse_items("latency", raw, as_delay, problems)
     if npus is not None:
         problems.extend(_total_npus_problems(npus))
     if problems or None in (kinds, npus, bandwidths, latencies):
@@ -270,10 +270,6 @@ def _bandwidth_check(value: Any) -> tuple[float | None, str | None]:
     if err is None and bandwidth < MIN_RATE:
         return None, f"must be >= {MIN_RATE:g} GB/s, got {show(value)}"
     return bandwidth, err
-
-
-def _latency_check(value: Any) -> tuple[float | None, str | None]:
-    return as_number(value, minimum=0, maximum=MAX_DELAY_NS)
 
 
 def load_network(path: str | os.PathLike[str]) -> NetworkConfig:

@@ -87,7 +87,7 @@ from typing import Any
 
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.config.files import expect_mapping, read_json, source_name
-from astra_core.config.limits import MAX_CHUNKS, MAX_DELAY_NS, MAX_INT32, MAX_RATE, MIN_RATE
+from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     ConfigWarning,
@@ -204,16 +204,6 @@ LEGACY_KEYS: dict[str, Parser] = {
 }
 
 
-def _delay(value: Any) -> tuple[float | None, str | None]:
-    """A delay in ns (or ns per byte): finite, in [0, MAX_DELAY_NS]."""
-    return as_number(value, minimum=0, maximum=MAX_DELAY_NS)
-
-
-def _int_delay(value: Any) -> tuple[int | None, str | None]:
-    """A whole-ns delay (upstream stores these as int ticks)."""
-    return as_int(value, minimum=0, maximum=int(MAX_DELAY_NS))
-
-
 def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
     """0 (unset, upstream's default) or a rate in [MIN_RATE, MAX_RATE] ``unit``."""
     def check(value: Any) -> tuple[float | None, str | None]:
@@ -263,8 +253,8 @@ _KEYS: tuple[_Key, ...] = (
     _Key("collective-optimization", "collective_optimization", _enum(CollectiveOptimization)),
     _Key("preferred-dataset-splits", "preferred_dataset_splits",
          _checked(lambda v: as_int(v, minimum=1, maximum=MAX_CHUNKS))),
-    _Key("endpoint-delay", "endpoint_delay_ns", _checked(_int_delay)),
-    _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(_int_delay)),
+    _Key("endpoint-delay", "endpoint_delay_ns", _checked(as_int_delay)),
+    _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(as_int_delay)),
     _Key("active-chunks-per-dimension", "active_chunks_per_dimension",
          _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32))),
     *(_Key(f"{c}-implementation", f"{c.replace('-', '_')}_implementation", _algorithms) for c in COLLECTIVES),
@@ -274,10 +264,10 @@ _KEYS: tuple[_Key, ...] = (
     _Key("peak-perf", "peak_perf_tflops", _checked(_rate("TFLOP/s"))),
     _Key("local-mem-bw", "local_mem_bw_gbps", _checked(_rate("GB/s"))),
     _Key("model-shared-bus", "model_shared_bus", _checked(as_flag)),
-    _Key("L", "L", _checked(_delay)),
-    _Key("o", "o", _checked(_delay)),
-    _Key("g", "g", _checked(_delay)),
-    _Key("G", "G", _checked(_delay)),
+    _Key("L", "L", _checked(as_delay)),
+    _Key("o", "o", _checked(as_delay)),
+    _Key("g", "g", _checked(as_delay)),
+    _Key("G", "G", _checked(as_delay)),
     _Key("trace-enabled", "trace_enabled", _checked(as_flag)),
     _Key("replay-only", "replay_only", _checked(as_flag)),
     _Key("track-local-mem", "track_local_mem", _checked(as_flag)),
