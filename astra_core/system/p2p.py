@@ -90,19 +90,11 @@ class MessageMatcher:
         else:
             entry.arrived = True
 
-    def unmatched(self) -> list[tuple[int, int, int, int, str]]:
-        """(tag, src, dst, size, state) of messages still waiting for their other half."""
-        out = []
-        for (key, _seq), entry in self._entries.items():
-            tag, src, dst, size = key
-            if not entry.sent:
-                state = "receive posted, never sent"
-            elif entry.arrived:
-                state = "arrived, never received"
-            else:
-                state = "in flight"
-            out.append((tag, src, dst, size, state))
-        return out
+    def arrived_unreceived(self) -> list[tuple[int, int, int, int]]:
+        """(src, dst, tag, bytes) of messages that arrived and that no receive
+        matched, in the matcher's frame (representatives under rank symmetry)."""
+        return [(src, dst, tag, size) for ((tag, src, dst, size), _seq), entry in self._entries.items()
+                if entry.sent and entry.arrived]
 
 
 class MirroredMatcher(MessageMatcher):

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 _COMM_SEND, _COMM_RECV, _COMM_COLL = 5, 6, 7
 SHOWN_RANKS = 3  # ranks described in a deadlock message
 SHOWN_MEMBERS = 8  # members listed for a ring or group before "..."
-_ARRIVED = "arrived, never received"  # MessageMatcher.unmatched() state
 
 # Rank numbers in the collectives' wait descriptions (``waiting_for``):
 # "over ranks [0, 2, 4, 6]", "waiting for rank(s) 6, 7", "rank 3".
@@ -114,9 +113,8 @@ def _unreceived_from(sim: "Simulation", engine: "RankEngine", rank: int,
     index = _ARRIVED_INDEX.get(matcher)
     if index is None:  # one pass over the matcher per report, not one per rank
         index = _ARRIVED_INDEX[matcher] = {}
-        for tag, s, dst, size, state in matcher.unmatched():
-            if state == _ARRIVED:
-                index.setdefault((s, dst), []).append((tag, size))
+        for s, dst, tag, size in matcher.arrived_unreceived():
+            index.setdefault((s, dst), []).append((tag, size))
     return sorted(index.get((src, engine.rank), ()))
 
 
@@ -165,8 +163,7 @@ def _node_only(line: str) -> str:
 def unreceived_sends(sim: "Simulation") -> list[tuple[int, int, int, int]]:
     """(src, dst, tag, bytes) of every message that arrived and that no receive
     matched, per real rank, ascending."""
-    leftovers = [(src, dst, tag, size) for tag, src, dst, size, state in sim.matcher.unmatched()
-                 if state == _ARRIVED]
+    leftovers = sim.matcher.arrived_unreceived()
     sym = sim.symmetry
     if sym is None or not leftovers:
         return sorted(leftovers)
