@@ -18,9 +18,8 @@ import astra
 from astra_core.api import simulate as core_simulate
 from astra_core.config.comm_groups import parse_comm_groups
 from astra_core.errors import ConfigError, TraceError
-from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_workload
-from astra_core.workload.writer import make_node, write_rank_trace
+from tests.cli.test_cli import two_rank_trace
 from tests.conftest import isolate_plugins
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resnet50_dp"
@@ -37,12 +36,7 @@ def _plugins(tmp_path, monkeypatch):
 @pytest.fixture
 def prefix(tmp_path) -> Path:
     """Rank 0 sends 1 MiB to rank 1."""
-    p = tmp_path / "p2p"
-    write_rank_trace(f"{p}.0.et", [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=1,
-                                             comm_size=1 << 20, comm_tag=1)])
-    write_rank_trace(f"{p}.1.et", [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0,
-                                             comm_size=1 << 20, comm_tag=1)])
-    return p
+    return two_rank_trace(tmp_path)
 
 
 def error_of(call) -> str:
