@@ -48,20 +48,24 @@ def _check_error_names_file(loader, path, *args):
         return None
 
 
+def _load_written(tmp_path_factory, name: str, text: str, loader, *args):
+    """Write ``text`` to a fresh ``name`` and load it: the config, or None after
+    a short ConfigError naming the file."""
+    path = tmp_path_factory.mktemp("cfg") / name
+    path.write_text(text)
+    return answer_or_one_line_error(_check_error_names_file, loader, path, *args, limit_s=5)
+
+
 @fuzz_settings(150)
 @given(doc=mutated(BASE_SYSTEM, SYSTEM_KEYS))
 def test_system_json(tmp_path_factory, doc):
-    path = tmp_path_factory.mktemp("sys") / "system.json"
-    path.write_text(_json_text(doc))
-    answer_or_one_line_error(_check_error_names_file, load_system, path, limit_s=5)
+    _load_written(tmp_path_factory, "system.json", _json_text(doc), load_system)
 
 
 @fuzz_settings(150)
 @given(doc=mutated(BASE_NETWORK, NETWORK_KEYS))
 def test_network_yml(tmp_path_factory, doc):
-    path = tmp_path_factory.mktemp("net") / "network.yml"
-    path.write_text(yaml.safe_dump(doc))
-    net = answer_or_one_line_error(_check_error_names_file, load_network, path, limit_s=5)
+    net = _load_written(tmp_path_factory, "network.yml", yaml.safe_dump(doc), load_network)
     if net is not None:
         assert net.npus_count >= 2
         for dim in net.dims:
@@ -72,9 +76,7 @@ def test_network_yml(tmp_path_factory, doc):
 @fuzz_settings(100)
 @given(doc=mutated(BASE_MEMORY, MEMORY_KEYS))
 def test_memory_json(tmp_path_factory, doc):
-    path = tmp_path_factory.mktemp("mem") / "memory.json"
-    path.write_text(_json_text(doc))
-    answer_or_one_line_error(_check_error_names_file, load_memory, path, limit_s=5)
+    _load_written(tmp_path_factory, "memory.json", _json_text(doc), load_memory)
 
 
 @fuzz_settings(100)
@@ -83,9 +85,7 @@ def test_memory_json(tmp_path_factory, doc):
                                      st.lists(st.integers(min_value=-3, max_value=10), max_size=6),
                                      max_size=4)))
 def test_comm_groups_json(tmp_path_factory, doc):
-    path = tmp_path_factory.mktemp("cg") / "groups.json"
-    path.write_text(_json_text(doc))
-    groups = answer_or_one_line_error(_check_error_names_file, load_comm_groups, path, 8, limit_s=5)
+    groups = _load_written(tmp_path_factory, "groups.json", _json_text(doc), load_comm_groups, 8)
     for members in (groups or {}).values():
         assert members and len(set(members)) == len(members)
         assert all(0 <= m < 8 for m in members)
