@@ -120,12 +120,9 @@ class Symmetry:
         """(representative of ``rank``, the translation that takes it to ``rank``):
         the inverse of :meth:`to_representative`, to name a representative's
         peers, groups and tags as ``rank`` sees them."""
-        coords = self.coords(rank)
-        delta = []
-        for c, k, n, kind in zip(coords, self.steps, self.sizes, self.kinds):
-            origin = c % k
-            delta.append((c - origin) % n if kind == "rotation" else c ^ origin)
-        return self.representative(rank), tuple(delta)
+        rep, delta = self.to_representative(rank)
+        return rep, tuple((-d) % n if kind == "rotation" else d  # an XOR mask is its own inverse
+                          for d, n, kind in zip(delta, self.sizes, self.kinds))
 
     def classes(self) -> dict[int, list[int]]:
         """Representative -> the ranks it stands for (itself included), ascending."""
