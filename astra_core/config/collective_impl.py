@@ -20,6 +20,11 @@ network dimension, dimension 0 first:
                        dimensions (upstream stops reading the list after it)
 ``oneDirect[<N>]``     direct over all NPUs, optional window as above
 ``oneHalvingDoubling`` halving-doubling over all NPUs
+``nccl``               NCCL's algorithms and protocols, chosen per size as
+                       NCCL chooses them, over all NPUs of the collective
+                       (astra's extension; needs the system.json ``nccl``
+                       section, see ``astra_core.config.nccl``); must be the
+                       only entry
 ``plugin:NAME``        an algorithm registered by a plugin
                        (``astra_register_collectives``); whether NAME is
                        registered is checked when a simulation starts
@@ -45,6 +50,7 @@ class AlgorithmKind(str, Enum):
     HALVING_DOUBLING = "halvingDoubling"
     ONE_HALVING_DOUBLING = "oneHalvingDoubling"
     DOUBLE_BINARY_TREE = "doubleBinaryTree"
+    NCCL = "nccl"
     PLUGIN = "plugin"  # "plugin:NAME": an algorithm a plugin registered
 
     def __str__(self) -> str:
@@ -57,6 +63,7 @@ class AlgorithmKind(str, Enum):
             AlgorithmKind.ONE_RING,
             AlgorithmKind.ONE_DIRECT,
             AlgorithmKind.ONE_HALVING_DOUBLING,
+            AlgorithmKind.NCCL,
         )
 
     @property
@@ -74,7 +81,7 @@ _WINDOWED = re.compile(r"(direct|oneDirect)(\d*)\Z")
 #: The accepted spellings, for messages.
 ACCEPTED_NAMES = (
     "ring", "oneRing", "direct", "direct<N>", "oneDirect", "oneDirect<N>",
-    "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree", "plugin:<name>",
+    "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree", "nccl", "plugin:<name>",
 )
 _PLUGIN = re.compile(r"plugin:([A-Za-z_][A-Za-z0-9_.-]*)\Z")
 

@@ -33,6 +33,9 @@ all-reduce-implementation      (none)       algorithm per dimension, see collect
 all-gather-implementation      (none)       "
 reduce-scatter-implementation  (none)       "
 all-to-all-implementation      (none)       "
+nccl                           (none)       the NCCL model's machine and settings, needed
+                                            by a ["nccl"] implementation (astra's
+                                            extension; see astra_core.config.nccl)
 <coll>-implementation-custom   (none)       [one Chakra ET prefix] replacing the native
                                             algorithm on all dimensions: NOT SUPPORTED
 per-node-custom-implementation (none)       path of a YAML {ET node id: ET prefix}:
@@ -87,6 +90,7 @@ from typing import Any
 
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.config.files import expect_mapping, read_json, source_name
+from astra_core.config.nccl import NcclConfig, parse_nccl
 from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
 from astra_core.config.issues import (
     PYTHON_SOURCE,
@@ -259,6 +263,7 @@ _KEYS: tuple[_Key, ...] = (
          _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32))),
     *(_Key(f"{c}-implementation", f"{c.replace('-', '_')}_implementation", _algorithms) for c in COLLECTIVES),
     *(_Key(f"{c}-implementation-custom", f"{c.replace('-', '_')}_implementation_custom", _custom) for c in COLLECTIVES),
+    _Key("nccl", "nccl", parse_nccl),
     _Key("per-node-custom-implementation", "per_node_custom_implementation", _checked(as_str)),
     _Key("roofline-enabled", "roofline_enabled", _checked(as_flag)),
     _Key("peak-perf", "peak_perf_tflops", _checked(_rate("TFLOP/s"))),
@@ -306,6 +311,7 @@ class SystemConfig:
     reduce_scatter_implementation_custom: str | None = None
     all_to_all_implementation_custom: str | None = None
     per_node_custom_implementation: str | None = None  # YAML path
+    nccl: NcclConfig | None = None  # the NCCL model's section
     roofline_enabled: bool = False
     peak_perf_tflops: float = 0.0  # Sys::Sys: peak_perf = 0
     local_mem_bw_gbps: float = 0.0  # Sys::Sys: local_mem_bw = 0; 1 GB = 1e9 B
@@ -450,6 +456,8 @@ class SystemConfig:
 
 def _to_raw(value: Any) -> Any:
     """A typed attribute back in system.json form (for shared validation)."""
+    if isinstance(value, NcclConfig):
+        return value.to_dict()
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (tuple, list)):
@@ -470,6 +478,11 @@ def _check(raw: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
             value = raw[name]
             shown = show(int(value) if isinstance(value, bool) else value)
             problems.add(name, f"{shown} is not supported by astra ({feature}); {instead}")
+    uses_nccl = [f"{c}-implementation" for c in COLLECTIVES
+                 if any(str(a) == "nccl" for a in typed.get(f"{c}-implementation", ()))]
+    if uses_nccl and "nccl" not in raw:
+        problems.add(uses_nccl[0], "\"nccl\" needs a \"nccl\" section naming the machine, "
+                     "e.g. \"nccl\": {\"gpu\": \"H100\"}")
     if typed.get("roofline-enabled"):
         for name, unit in (("peak-perf", "TFLOP/s"), ("local-mem-bw", "GB/s")):
             if name in raw and name not in typed:

@@ -233,7 +233,8 @@ class RankSystem:
         active = [d for d in range(len(dims))
                   if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims)
                                             or involved_dims[d])]
-        chunk = size // self.splits if size >= self.splits else size
+        splits = 1 if active and dims[active[0]].algorithm == "nccl" else self.splits
+        chunk = size // splits if size >= splits else size
         dataset = DataSet(0, self.now())
         if size <= 0 or not active:
             dataset.total_streams = 1
@@ -285,7 +286,7 @@ class RankSystem:
         data = chunk
         for phase_type, d in plan:
             algorithm = make_phase(phase_type, self.id, dims[d], data,
-                                   plugins=self.sim.collective_plugins)
+                                   plugins=self.sim.collective_plugins, nccl=self.sim.nccl)
             phases.append(Phase(d, algorithm))
             data = algorithm.final_data_size
         return phases

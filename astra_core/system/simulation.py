@@ -19,6 +19,7 @@ from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
+from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
 from astra_core.events import EventQueue
 from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine, TieOrderMatters
@@ -61,6 +62,9 @@ class Simulation:
         }
         self.collective_plugins = dict(collective_plugins or {})
         self._check_plugin_algorithms()
+        self.nccl = None
+        if any(str(a) == "nccl" for algorithms in self.implementations.values() for a in algorithms):
+            self.nccl = NcclModel(system.nccl, network, system.source)
         check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0

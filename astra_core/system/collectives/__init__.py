@@ -27,7 +27,7 @@ from astra_core.system.collectives.plan import Plan, WindowedPhase
 from astra_core.system.collectives.ring import ring_plan
 from astra_core.system.comm_types import CommType
 
-ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "nccl")
 
 
 @dataclass
@@ -87,12 +87,16 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
 
 def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
                direction: Direction = Direction.CLOCKWISE,
-               plugins: dict | None = None) -> CollectiveAlgorithm:
+               plugins: dict | None = None, nccl=None) -> CollectiveAlgorithm:
     """The algorithm object for one phase of one chunk (bytes in: ``data_size``).
 
-    ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries).
+    ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries);
+    ``nccl`` is the run's :class:`~astra_core.system.collectives.nccl.model.NcclModel`
+    (``nccl`` entries).
     """
     algorithm = dim.algorithm
+    if algorithm == "nccl":
+        return nccl.phase(comm_type, rank, tuple(dim.ring.members), data_size)
     if algorithm.startswith("plugin:"):
         name = algorithm[len("plugin:"):]
         plan = plugins[name](comm_type, rank, dim.ring, data_size)

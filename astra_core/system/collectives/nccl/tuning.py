@@ -31,7 +31,7 @@ Raises :class:`~astra_core.errors.ConfigError` for an ``NCCL_ALGO`` /
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from astra_core.errors import ConfigError
@@ -221,6 +221,7 @@ class Tuning:
     comm: Communicator
     latency_us: list[list[list[float]]] = field(default_factory=list)
     bandwidth_gbps: list[list[list[float]]] = field(default_factory=list)
+    _fewer: dict = field(default_factory=dict, repr=False, compare=False)
 
     def time_us(self, func: Func, algo: Algo, proto: Proto, nbytes: int) -> float | None:
         """Predicted time of one operation of ``nbytes`` (NCCL's ``ncclTopoGetAlgoTime``
@@ -241,6 +242,46 @@ class Tuning:
                 and func == Func.ALL_REDUCE and nbytes // (channels * self.comm.n_ranks) >= 64):
             latency *= 1.9 if self.comm.compcap < 80 else 1.4  # "plateau effect of ring"
         return latency + nbytes / (1000 * bw)
+
+    def channels(self, func: Func, algo: Algo, proto: Proto, nbytes: int) -> int:
+        """Channels NCCL launches for ``nbytes`` (``topoGetAlgoInfo``): a ring or
+        tree drops channels while each would get less than ``threads x
+        threshold`` bytes (threads: 512 for Simple and LL, 640 for LL128;
+        threshold per thread: ``NCCL_SIMPLE_THREAD_THRESHOLD`` 64 bytes,
+        ``NCCL_LL_THREAD_THRESHOLD`` 8 (x ranks on a ring),
+        ``NCCL_LL128_THREAD_THRESHOLD`` 8); NVLS runs ``NVLS_NCHANNELS``
+        (16 on SM 90, 24 on one SM 100 node, 32 on several)."""
+        comm = self.comm
+        if algo in (Algo.NVLS, Algo.NVLS_TREE):
+            if comm.compcap >= 100:
+                return 32 if comm.n_nodes > 1 else 24
+            return 16
+        graph = comm.graphs.get(algo)
+        nc = graph.n_channels if graph else 1
+        threads = 640 if proto == Proto.LL128 else 512
+        threshold = {Proto.LL: 8, Proto.LL128: 8, Proto.SIMPLE: 64}[proto]
+        if algo == Algo.RING and proto == Proto.LL:
+            threshold *= comm.n_ranks
+        while nc >= 2 and nbytes < nc * threads * threshold:
+            nc -= 1
+        return nc
+
+    def time_with_channels_us(self, func: Func, algo: Algo, proto: Proto, nbytes: int,
+                              channels: int) -> float | None:
+        """:meth:`time_us` with the graph's channels cut to ``channels`` (the
+        bandwidth of the channels NCCL actually launches for small sizes)."""
+        graph = self.comm.graphs.get(algo)
+        if graph is None or channels >= graph.n_channels or self.bandwidth_gbps[func][algo][proto] == 0:
+            return self.time_us(func, algo, proto, nbytes)
+        key = (func, algo, proto, channels)
+        fewer = self._fewer.get(key)
+        if fewer is None:
+            comm = replace(self.comm, graphs={**self.comm.graphs,
+                                              algo: replace(graph, n_channels=channels)})
+            fewer = self._fewer[key] = tune(comm)
+            fewer.bandwidth_gbps[func][algo][proto] = min(
+                fewer.bandwidth_gbps[func][algo][proto], self.bandwidth_gbps[func][algo][proto])
+        return fewer.time_us(func, algo, proto, nbytes)
 
     def usable(self, func: Func, algo: Algo) -> bool:
         """Whether NCCL considers ``algo`` for ``func`` on this communicator at all

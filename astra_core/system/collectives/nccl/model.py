@@ -1,0 +1,137 @@
+"""The NCCL collective model of one run: machine, NCCL's choices, phases.
+
+:class:`NcclModel` reads the machine from network.yml and system.json's
+``nccl`` section: GPUs per node (network dimension 0, the NVSwitch domain,
+unless ``gpus-per-node`` says otherwise), the NVLink rate of a GPU
+(dimension 0's link bandwidth), NICs per node (``nics-per-node``, by default
+one per GPU: rail-optimized) and their rate (dimension 1's link bandwidth).
+For each communicator it runs NCCL's topology search
+(:mod:`.topology`) and cost model (:mod:`.tuning`) once, and for each
+collective it builds the rank's :class:`~.phase.NcclPhase`: the algorithm
+and protocol NCCL would choose for the size (or ``NCCL_ALGO`` /
+``NCCL_PROTO``), the channels it would launch, the message lanes
+(:mod:`.schedule`), and NCCL's predicted time.
+
+Sizes: an all-reduce and all-to-all of ``S`` bytes move ``S`` per rank; an
+all-gather's ``S`` is one rank's part (NCCL's operation is ``n * S``); a
+reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
+"""
+
+from __future__ import annotations
+
+from astra_core.config.nccl import NcclConfig
+from astra_core.config.network import NetworkConfig, TopologyKind
+from astra_core.errors import ConfigError
+from astra_core.system.collectives.nccl.hardware import gpu_model
+from astra_core.system.collectives.nccl.phase import NcclPhase
+from astra_core.system.collectives.nccl.schedule import Layout, lanes_for
+from astra_core.system.collectives.nccl.topology import Machine, communicator
+from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, Algo, Func, Proto, tune
+from astra_core.system.comm_types import CommType
+
+_FUNCS = {CommType.ALL_REDUCE: Func.ALL_REDUCE, CommType.ALL_GATHER: Func.ALL_GATHER,
+          CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER}
+#: NCCL's grouped send/receive (all-to-all) has no entry in its cost model;
+#: its launch and per-step cost are taken as a Simple ring step's
+#: (baseLat 8.4 µs + one NVLink hop 3.4 µs, tuning.cc).
+P2P_LATENCY_US = 8.4 + 3.4
+P2P_NET_LATENCY_US = 8.4 + 14.0
+
+
+class NcclModel:
+    """NCCL for one run (see the module docstring).
+
+    Raises ConfigError (naming ``source``) when the network does not fit the
+    model: a node is network dimension 0 and must be a ``Switch`` (NVSwitch)
+    unless a node has one GPU; several nodes need a dimension 1 (the rails).
+    """
+
+    def __init__(self, config: NcclConfig, network: NetworkConfig, source: str = "system.json"):
+        self.config = config
+        self.network = network
+        self.source = source
+        self.gpu = gpu_model(config.gpu, source)
+        dims = network.dims
+        self.gpus_per_node = config.gpus_per_node or dims[0].npus
+        total = network.npus_count
+        if total % self.gpus_per_node:
+            raise ConfigError(f"{source}: nccl.gpus-per-node: {self.gpus_per_node} does not divide "
+                              f"the network's {total} NPUs")
+        if self.gpus_per_node > 1 and dims[0].kind is not TopologyKind.SWITCH:
+            raise ConfigError(f"{source}: the NCCL model needs network dimension 0 to be a Switch "
+                              f"(the NVSwitches of a node), got {dims[0].kind.value}")
+        # network.yml bandwidths are bytes/ns = GB/s with 1 GB = 1e9 B (NCCL's unit)
+        self.nvlink_line_gbps = dims[0].bandwidth_bytes_per_ns if self.gpus_per_node > 1 else 0.0
+        rail = dims[1] if len(dims) > 1 else (dims[0] if self.gpus_per_node == 1 else None)
+        self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
+        self.nics_per_node = config.nics_per_node or self.gpus_per_node
+        self._comms: dict[tuple[int, ...], tuple[Layout, object]] = {}
+
+    def machine(self, members: tuple[int, ...]) -> tuple[Layout, object]:
+        """(layout, NCCL tuning) of the communicator over ``members``, cached."""
+        cached = self._comms.get(members)
+        if cached is not None:
+            return cached
+        L = self.gpus_per_node
+        nodes: dict[int, int] = {}
+        for m in members:
+            nodes[m // L] = nodes.get(m // L, 0) + 1
+        per_node = max(nodes.values())
+        if any(count != per_node for count in nodes.values()):
+            raise ConfigError(f"{self.source}: the NCCL model needs as many members of a "
+                              f"communicator on every node; {sorted(nodes.items())[:4]} "
+                              "(node, members) differ")
+        ordered = tuple(sorted(members, key=lambda m: (m // L, m)))
+        machine = Machine(
+            ranks=len(members), gpus_per_node=per_node, gpu=self.gpu,
+            nvlink_gbps=self.nvlink_line_gbps * self.gpu.nvlink_efficiency,
+            nic_gbps=self.nic_line_gbps,
+            nics_per_node=max(1, self.nics_per_node * per_node // L),
+            nvls=self.config.nvls, cpu_vendor=self.config.cpu)
+        tuning = tune(communicator(machine), self.config.nccl_algo, self.config.nccl_proto)
+        cached = self._comms[members] = (Layout(ordered, per_node), tuning)
+        return cached
+
+    def choose(self, comm_type: CommType, members: tuple[int, ...], size: int
+               ) -> tuple[Algo, Proto, int, float, int]:
+        """(algorithm, protocol, channels, NCCL's time in µs, operation bytes) of
+        one collective of ``size`` bytes (see the module docstring for sizes)."""
+        layout, tuning = self.machine(members)
+        n = layout.n
+        if comm_type is CommType.ALL_TO_ALL:
+            latency = P2P_LATENCY_US if layout.nodes == 1 else P2P_NET_LATENCY_US
+            return Algo.RING, Proto.SIMPLE, 1, latency + self._all_to_all_us(layout, size), size
+        func = _FUNCS[comm_type]
+        nbytes = size * n if comm_type is CommType.ALL_GATHER else size
+        algo, proto, _ = tuning.choose(func, nbytes)
+        channels = tuning.channels(func, algo, proto, nbytes)
+        time_us = tuning.time_with_channels_us(func, algo, proto, nbytes, channels)
+        return algo, proto, channels, time_us, nbytes
+
+    def _all_to_all_us(self, layout: Layout, size: int) -> float:
+        """Bandwidth time of an all-to-all: each rank's bytes to its node's other
+        GPUs over its NVLinks and to other nodes over its share of the NICs,
+        at the rates NCCL's topology assumes."""
+        n, L = layout.n, layout.per_node
+        part = size / n
+        intra = part * (L - 1)
+        inter = part * (n - L)
+        nvlink = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
+        nics = self.nic_line_gbps * max(1, self.nics_per_node) / self.gpus_per_node
+        t = intra / (1e3 * nvlink) if intra and nvlink else 0.0
+        if inter:
+            t = max(t, inter / (1e3 * nics)) if nics else float("inf")
+        return t
+
+    def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
+        """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes."""
+        layout, _ = self.machine(members)
+        algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
+        func = comm_type.label
+        lanes = lanes_for(func, algo, proto, layout, rank, nbytes, channels)
+        n = layout.n
+        final = size * n if comm_type is CommType.ALL_GATHER else (
+            size // n if comm_type is CommType.REDUCE_SCATTER else size)
+        label = ("p2p" if comm_type is CommType.ALL_TO_ALL
+                 else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}")
+        return NcclPhase(comm_type, rank, size, final, lanes, int(round(time_us * 1000)), label)
