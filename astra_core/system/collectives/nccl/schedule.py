@@ -292,18 +292,16 @@ def all_to_all(layout: Layout, me: int, nbytes: int) -> list[Lane]:
     if part <= 0:
         return [lane]
     L = layout.per_node
-    my_node = layout.members.index(me) // L
+    index = layout.members.index(me)
+
+    def pieces(other: int) -> list[int]:
+        chunk = P2P_NVL_CHUNK if other // L == index // L else P2P_NET_CHUNK
+        return [min(chunk, part - start) for start in range(0, part, chunk)]
+
     for offset in range(1, n):
-        peer = layout.members[(layout.members.index(me) + offset) % n]
-        src = layout.members[(layout.members.index(me) - offset) % n]
-        same_node = layout.members.index(peer) // L == my_node
-        chunk = P2P_NVL_CHUNK if same_node else P2P_NET_CHUNK
-        left = part
-        while left > 0:
-            size = min(chunk, left)
-            lane.sends.append((peer, size, ()))
-            lane.recvs.append((src, size))
-            left -= size
+        dst, src = (index + offset) % n, (index - offset) % n
+        lane.sends.extend((layout.members[dst], size, ()) for size in pieces(dst))
+        lane.recvs.extend((layout.members[src], size) for size in pieces(src))
     lane.window = 10 ** 9  # every peer has its own connection and slots
     return [lane]
 
