@@ -1,0 +1,246 @@
+"""The NCCL collective model: NCCL's topology search, message lanes, and runs.
+
+Expected values are derived here from NCCL's rules (search.cc, tuning.cc,
+enqueue.cc constants) and from conservation laws, never copied from astra."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import astra
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.errors import ConfigError
+from astra_core.system.collectives.nccl.hardware import GPUS
+from astra_core.system.collectives.nccl.schedule import WIRE, Layout, lanes_for
+from astra_core.system.collectives.nccl.topology import Machine, search_graphs
+from astra_core.system.collectives.nccl.tuning import Algo, Func, Proto, tune
+from astra_core.system.collectives.nccl.topology import communicator
+from astra_core.workload.generators.micro import write_micro
+
+GIB = 1 << 30
+H100_NVLINK = 18 * 20.6  # NCCL's view of an H100's NVLinks: 18 x SM90_NVLINK_BW
+A100_NVLINK = 12 * 20.0
+
+
+def h100_node(gpus: int = 8) -> Machine:
+    return Machine(gpus, gpus, GPUS["H100"], H100_NVLINK)
+
+
+def h100_4nodes() -> Machine:
+    return Machine(32, 8, GPUS["H100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=8)
+
+
+# -- NCCL's topology search ------------------------------------------------------------
+
+def test_search_on_one_h100_node():
+    graphs = search_graphs(h100_node())
+    # Ring: the fastest SM90 speed, 60 GB/s, fits floor(370.8 / 60) = 6 channels (360 GB/s);
+    # no slower speed beats 360 before the .49 cut, so 6 x 60 stays and is duplicated to 12 x 30
+    ring = graphs[Algo.RING]
+    assert (ring.n_channels, ring.bw_intra_gbps) == (12, 30.0)
+    # Tree: as many channels as the ring: 12 fit at 30 GB/s (12 x 30 <= 370.8), not duplicated
+    # on SM 90 below 50 GB/s with more than 4 channels
+    assert (graphs[Algo.TREE].n_channels, graphs[Algo.TREE].bw_intra_gbps) == (12, 30.0)
+    # NVLS: 8 heads, each loading every GPU link once and its own twice: 9 s <= 370.8 -> 40;
+    # pass 2 raises the (unused) network speed to the fastest below 2 x 40
+    nvls = graphs[Algo.NVLS]
+    assert (nvls.n_channels, nvls.bw_intra_gbps, nvls.bw_inter_gbps) == (8, 40.0, 60.0)
+
+
+def test_search_on_one_a100_node():
+    graphs = search_graphs(Machine(8, 8, GPUS["A100"], A100_NVLINK))
+    # 40 GB/s fits 6 channels = the GPU's 240 GB/s: done; duplicated (SM 80) to 12 x 20
+    assert (graphs[Algo.RING].n_channels, graphs[Algo.RING].bw_intra_gbps) == (12, 20.0)
+    assert Algo.NVLS not in graphs  # NVLS needs SM 90
+
+
+def test_search_across_four_h100_nodes():
+    graphs = search_graphs(h100_4nodes())
+    # Ring: 48 GB/s (fastest SM90 network speed <= the 50 GB/s NIC), one channel per NIC;
+    # 8 channels leave through 8 GPUs, each GPU's NVLink out carries 7 x 48 = 336 <= 370.8;
+    # 8 x 48 = 384 >= 370.8: done, and not duplicated (48 < 50 on SM 90, 8 > 4 channels)
+    assert (graphs[Algo.RING].n_channels, graphs[Algo.RING].bw_inter_gbps) == (8, 48.0)
+    # NVLS: (c + 1) s <= 370.8 gives 6 heads at 48, 7 at 45, 8 at 40 (all NICs); pass 2
+    # raises the network speed to 48
+    nvls = graphs[Algo.NVLS_TREE]
+    assert (nvls.n_channels, nvls.bw_intra_gbps, nvls.bw_inter_gbps) == (8, 40.0, 48.0)
+
+
+def test_nccl_choices_on_h100():
+    one = tune(communicator(h100_node()))
+    assert one.choose(Func.ALL_REDUCE, 8)[:2] == (Algo.RING, Proto.LL)
+    assert one.choose(Func.ALL_REDUCE, 8 * GIB)[:2] == (Algo.NVLS, Proto.SIMPLE)
+    # NVLS bus bandwidth: 8 channels x 40 x 0.85 (SM90 nvlsEfficiency) x 7/8 x 2 = 476 GB/s
+    bus = tune(communicator(h100_node())).bandwidth_gbps[Func.ALL_REDUCE][Algo.NVLS][Proto.SIMPLE]
+    assert bus * 14 / 8 == pytest.approx(8 * 40 * 0.85 * 7 / 8 * 2)
+    four = tune(communicator(h100_4nodes()))
+    assert four.choose(Func.ALL_REDUCE, 8 * GIB)[:2] == (Algo.RING, Proto.SIMPLE)
+
+
+def test_channels_drop_for_small_sizes():
+    t = tune(communicator(h100_node()))
+    # Simple: 512 threads x 64 bytes per channel; 1 MiB keeps floor(2^20 / 32768) = 32 -> all 12
+    assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, 1 << 20) == 12
+    # 128 KiB: channels while 128 KiB < nc x 32 KiB: 4 stay
+    assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, 128 << 10) == 4
+    # LL on a ring: 8 x 8 ranks = 64 bytes per thread, 32 KiB per channel as well
+    assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.LL, 64 << 10) == 2
+    assert t.channels(Func.ALL_REDUCE, Algo.NVLS, Proto.SIMPLE, 8) == 16  # NVLS_NCHANNELS_SM90
+
+
+# -- message lanes: every send has its receive, bytes are conserved ----------------------
+
+CASES = [
+    ("all-reduce", Algo.RING, Proto.SIMPLE, 8, 8, 3 * GIB // 7 + 5, 12),
+    ("all-reduce", Algo.RING, Proto.LL, 8, 8, 100_000, 2),
+    ("all-reduce", Algo.RING, Proto.LL128, 32, 8, 77 << 20, 8),
+    ("all-gather", Algo.RING, Proto.SIMPLE, 32, 8, 32 * (5 << 20), 8),
+    ("reduce-scatter", Algo.RING, Proto.SIMPLE, 4, 4, 9 << 20, 12),
+    ("all-reduce", Algo.TREE, Proto.SIMPLE, 32, 8, 33 << 20, 8),
+    ("all-reduce", Algo.TREE, Proto.LL, 8, 8, 4096, 3),
+    ("all-reduce", Algo.NVLS, Proto.SIMPLE, 8, 8, 70 << 20, 16),
+    ("all-reduce", Algo.NVLS_TREE, Proto.SIMPLE, 24, 8, 50 << 20, 16),
+    ("all-gather", Algo.NVLS, Proto.SIMPLE, 8, 8, 8 << 20, 16),
+    ("all-to-all", Algo.RING, Proto.SIMPLE, 16, 8, 16 * 300_000, 1),
+]
+
+
+@pytest.mark.parametrize("func, algo, proto, n, per_node, nbytes, channels", CASES)
+def test_lanes_pair_every_send_with_a_receive(func, algo, proto, n, per_node, nbytes, channels):
+    layout = Layout(tuple(range(n)), per_node)
+    sent: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    expected: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for me in range(n):
+        for i, lane in enumerate(lanes_for(func, algo, proto, layout, me, nbytes, channels)):
+            for dst, size, needs in lane.sends:
+                assert dst != me and all(j < len(lane.recvs) for j in needs)
+                sent[(me, dst, i)].append(size)
+            for src, size in lane.recvs:
+                expected[(src, me, i)].append(size)
+    assert sent == expected
+
+
+def wire_bytes_sent(func, algo, proto, n, per_node, nbytes, channels, me=0) -> int:
+    layout = Layout(tuple(range(n)), per_node)
+    return sum(size for lane in lanes_for(func, algo, proto, layout, me, nbytes, channels)
+               for _, size, _ in lane.sends)
+
+
+@pytest.mark.parametrize("proto", list(Proto))
+def test_ring_all_reduce_sends_2_n_minus_1_over_n_of_the_buffer(proto):
+    n, nbytes = 8, 96 << 20  # divides into 16-byte chunks on every channel
+    got = wire_bytes_sent("all-reduce", Algo.RING, proto, n, n, nbytes, 12)
+    assert got == pytest.approx(2 * (n - 1) / n * nbytes * WIRE[proto], rel=1e-6)
+
+
+def test_nvls_and_all_to_all_bytes():
+    n, nbytes = 8, 64 << 20
+    # NVLS all-reduce: a rank's parts to the 7 other heads, its reduced part to 7 ranks
+    assert wire_bytes_sent("all-reduce", Algo.NVLS, Proto.SIMPLE, n, n, nbytes, 16) == \
+        pytest.approx(2 * (n - 1) / n * nbytes)
+    # all-to-all: nbytes / n to each of the n - 1 others
+    assert wire_bytes_sent("all-to-all", Algo.RING, Proto.SIMPLE, 16, 8, 16 * 10**6, 1) == 15 * 10**6
+
+
+# -- runs ----------------------------------------------------------------------------
+
+def h100_configs(gpus=8, nvlink_gbps=450.0, **nccl) -> tuple[NetworkConfig, SystemConfig]:
+    network = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [gpus],
+                                       "bandwidth": [nvlink_gbps * 1e9 / GIB], "latency": [300]})
+    system = SystemConfig.from_dict({
+        "scheduling-policy": "LIFO", "collective-optimization": "baseline",
+        "preferred-dataset-splits": 4,
+        **{f"{c}-implementation": ["nccl"]
+           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+        "nccl": {"gpu": "H100", **nccl}})
+    return network, system
+
+
+def run(tmp_path: Path, collective: str, size: int, gpus: int = 8, backend=None, **kw):
+    network, system = h100_configs(gpus, **kw)
+    prefix = tmp_path / f"{collective}_{size}"
+    write_micro(collective, size, gpus, prefix)
+    return astra.simulate(str(prefix), system, network, backend=backend)
+
+
+def test_ring_all_reduce_takes_nccl_time_on_a_fast_fabric(tmp_path):
+    size = 2 * GIB
+    result = run(tmp_path, "all-reduce", size, NCCL_ALGO="Ring")
+    # Ring Simple: base 8.4 + 14 NVLink steps x 3.4 us; bus 12 x 30 GB/s, x 8/14 algorithm bw
+    expected_us = 8.4 + 14 * 3.4 + size / (1e3 * 12 * 30 * 8 / 14)
+    assert result.step_ns == round(expected_us * 1000)
+
+
+def test_slow_fabric_bounds_the_time_by_bytes_over_link_rate(tmp_path):
+    size = 256 << 20
+    slow = 45.0  # GB/s per GPU, an eighth of an H100's NVLinks
+    result = run(tmp_path, "all-reduce", size, backend="analytical-congestion", nvlink_gbps=slow,
+                 NCCL_ALGO="Ring")
+    # every rank sends 2 (n-1)/n of the buffer through its one link: a lower bound ...
+    wire_ns = 2 * 7 / 8 * size / slow
+    # ... and NCCL's own time on what its search finds there: 45 x 20.6/25 = 37.08 GB/s
+    # fits 1 channel at 30; 24, 20, 15 do no better and 12 / 30 < .49 ends the search;
+    # 1 x 30 is duplicated into 2 x 15 (n = 1 is not above 4)
+    nccl_ns = (8.4 + 14 * 3.4 + size / (1e3 * 2 * 15 * 8 / 14)) * 1e3
+    assert max(wire_ns, nccl_ns) <= result.step_ns < 1.1 * max(wire_ns, nccl_ns)
+
+
+@pytest.mark.parametrize("backend", ["analytical-congestion", "garnetlike"])
+def test_same_messages_on_other_backends(tmp_path, backend):
+    base = run(tmp_path, "all-reduce", 1 << 20)
+    other = run(tmp_path, "all-reduce", 1 << 20, backend=backend)
+    assert other.messages == base.messages
+    assert other.step_ns >= base.step_ns  # NCCL's time is a floor on every fabric
+
+
+def test_all_to_all_and_all_gather_finish(tmp_path):
+    a2a = run(tmp_path, "all-to-all", 64 << 20)
+    # 7/8 of 64 MiB over 370.8 GB/s of NVLink, after NCCL's launch and one step (11.8 us)
+    assert a2a.step_ns == pytest.approx((11.8 + 7 / 8 * (64 << 20) / 370.8e3) * 1e3, abs=2)
+    ag = run(tmp_path, "all-gather", 16 << 20)
+    assert ag.step_ns > 0
+
+
+# -- configuration -------------------------------------------------------------------
+
+def test_nccl_needs_its_section():
+    with pytest.raises(ConfigError, match="needs a \"nccl\" section"):
+        SystemConfig.from_dict({"scheduling-policy": "LIFO", "collective-optimization": "baseline",
+                                "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"]})
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200"),
+    ({"gpu": "H100", "NCCL_ALGO": "Rings"}, "nccl.NCCL_ALGO: NCCL_ALGO='Rings': unknown 'Rings'"),
+    ({"gpu": "H100", "nics": 8}, "unknown key 'nics'"),
+    ({}, "missing required key 'gpu'"),
+])
+def test_bad_sections_are_one_line(section, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SystemConfig.from_dict({"scheduling-policy": "LIFO", "collective-optimization": "baseline",
+                                "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"],
+                                "nccl": section})
+
+
+def test_node_must_be_a_switch(tmp_path):
+    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [8],
+                                       "bandwidth": [400], "latency": [300]})
+    _, system = h100_configs()
+    write_micro("all-reduce", 1024, 8, tmp_path / "ar")
+    with pytest.raises(ConfigError, match="dimension 0 to be a Switch"):
+        astra.simulate(str(tmp_path / "ar"), system, network)
+
+
+def test_presets_load():
+    root = Path(__file__).resolve().parents[2] / "examples" / "validation"
+    for name in ("hgx_h100", "hgx_h100_4nodes", "dgx_a100"):
+        from astra_core.config.network import load_network
+        from astra_core.config.system import load_system
+        net = load_network(root / name / "network.yml")
+        sysc = load_system(root / name / "system.json", dims=net.dims_count)
+        assert sysc.nccl is not None and math.prod(net.npus_per_dim) in (8, 32)
