@@ -36,8 +36,9 @@ all-to-all-implementation      (none)       "
 nccl                           (none)       the NCCL model's machine and settings, needed
                                             by a ["nccl"] implementation (astra's
                                             extension; see astra_core.config.nccl)
-<coll>-implementation-custom   (none)       [one Chakra ET prefix] replacing the native
-                                            algorithm on all dimensions: NOT SUPPORTED
+<coll>-implementation-custom   (none)       [one Chakra ET prefix, or an MSCCL .xml file]
+                                            replacing the native algorithm on all
+                                            dimensions (astra_core.system.collectives.custom)
 per-node-custom-implementation (none)       path of a YAML {ET node id: ET prefix}:
                                             NOT SUPPORTED
 roofline-enabled               0            1: compute time from the roofline model
@@ -222,10 +223,6 @@ def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
 #: to do instead).  The key's default value (0 / absent) loads; any other
 #: value is refused, because a run without the feature would differ silently.
 UNSUPPORTED: dict[str, tuple[str, str]] = {
-    **{f"{c}-implementation-custom": (
-        "upstream's custom collective replayed from Chakra ETs",
-        f"remove the key and use {c}-implementation (or a plugin:NAME algorithm)")
-       for c in COLLECTIVES},
     "per-node-custom-implementation": (
         "upstream's per-ET-node custom collectives",
         "remove the key and use the *-implementation lists"),

@@ -221,9 +221,14 @@ class RankSystem:
         system.json has no ``<type>-implementation`` for this collective, as
         upstream's ``CollectiveImplLookup::get_collective_impl`` throws.
         """
-        if not self.sim.implementations[comm_type]:
+        custom = self.sim.custom.get(comm_type)
+        if custom is not None:
+            members = list(group.members) if group is not None else list(range(self.sim.npus_count))
+            dims = [DimTopology(f"custom:{custom}", ring=RingTopology(self.id, members, local=True))]
+            involved_dims = None
+        elif not self.sim.implementations[comm_type]:
             self._no_implementation(comm_type, node)
-        if group is None:
+        elif group is None:
             dims = self.dims_by_type[comm_type]
         elif len(group.members) == self.sim.npus_count:
             dims, involved_dims = self.dims_by_type[comm_type], None
@@ -233,7 +238,10 @@ class RankSystem:
         active = [d for d in range(len(dims))
                   if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims)
                                             or involved_dims[d])]
-        splits = 1 if active and dims[active[0]].algorithm == "nccl" else self.splits
+        # NCCL and custom collectives chunk their buffer themselves (upstream: one
+        # stream for a custom collective, Sys::generate_collective)
+        own = dims[0].algorithm == "nccl" or dims[0].algorithm.startswith("custom:")
+        splits = 1 if own else self.splits
         chunk = size // splits if size >= splits else size
         dataset = DataSet(0, self.now())
         if size <= 0 or not active:

@@ -19,6 +19,7 @@ from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
+from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
 from astra_core.events import EventQueue
@@ -62,13 +63,16 @@ class Simulation:
         }
         self.collective_plugins = dict(collective_plugins or {})
         self._check_plugin_algorithms()
+        self.custom = custom_sources(system)
         self.nccl = None
         if any(str(a) == "nccl" for algorithms in self.implementations.values() for a in algorithms):
             self.nccl = NcclModel(system.nccl, network, system.source)
         check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0
-        if symmetry:
+        if symmetry and self.custom:
+            self.symmetry, self.symmetry_reason = None, "custom collectives give ranks their own programs"
+        elif symmetry:
             self.symmetry, self.symmetry_reason = find_symmetry(
                 graphs, [d.npus for d in network.dims], self.implementations, self.comm_groups,
                 self.memory.config.memory_type, backend)

@@ -48,10 +48,6 @@ def all_reduce_trace(workload, npus=4, size=1 << 20):
     ("model-shared-bus", 1, "upstream's LogGP NPU-memory bus model"),
     ("trace-enabled", 1, "upstream's per-node debug log"),
     ("track-local-mem", 1, "upstream's local memory usage tracker"),
-    ("all-reduce-implementation-custom", ["coll/allreduce"],
-     "upstream's custom collective replayed from Chakra ETs"),
-    ("all-to-all-implementation-custom", ["coll/a2a"],
-     "upstream's custom collective replayed from Chakra ETs"),
     ("per-node-custom-implementation", "per_node.yaml", "upstream's per-ET-node custom collectives"),
 ])
 def test_unmodelled_upstream_features_are_refused(tmp_path, key, value, feature):

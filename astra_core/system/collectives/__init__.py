@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.custom import custom_phase
 from astra_core.system.collectives.direct import direct_plan
 from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
 from astra_core.system.collectives.halving_doubling import halving_doubling_plan
@@ -95,6 +96,9 @@ def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
     (``nccl`` entries).
     """
     algorithm = dim.algorithm
+    if algorithm.startswith("custom:"):
+        return custom_phase(comm_type, rank, tuple(dim.ring.members), data_size,
+                            algorithm[len("custom:"):])
     if algorithm == "nccl":
         return nccl.phase(comm_type, rank, tuple(dim.ring.members), data_size)
     if algorithm.startswith("plugin:"):

@@ -1,0 +1,326 @@
+"""Custom collectives: one collective's sends, receives and reductions per rank, as data.
+
+Two sources, chosen by system.json's ``<collective>-implementation-custom``
+(a one-entry list, as upstream):
+
+* **A Chakra ET prefix** (upstream ASTRA-sim's custom collectives,
+  ``astraccl/custom_collectives/CustomAlgorithm.cc``): the rank at position
+  ``p`` of the communicator reads ``<prefix>.<p>.et``; ``COMM_SEND_NODE`` sends
+  ``comm_size`` bytes to ``comm_dst``, ``COMM_RECV_NODE`` receives from
+  ``comm_src`` (positions in the communicator, mapped to ranks),
+  ``COMP_NODE`` takes its ``duration_micros`` (at least 1 ns; upstream reads
+  them as the reduction); nodes start when their data and control
+  dependencies are done. The sizes are the ET's; the workload's collective
+  size is not used (as upstream).
+* **An MSCCL algorithm XML file** (``.xml``; the format of microsoft/msccl-tools
+  and NCCL's MSCCL runtime): per GPU, thread blocks (``tb``, with one ``send``
+  and one ``recv`` peer) run their ``step``s in order; a step moves ``cnt``
+  chunks (the rank's input buffer split into the GPU's ``i_chunks``) and may
+  also wait for step ``deps`` of thread block ``depid``. Step types: ``s``
+  send, ``r`` receive, ``rrc`` receive-reduce-copy, ``rcs`` receive-copy-send,
+  ``rrs`` receive-reduce-send, ``rrcs`` receive-reduce-copy-send, ``re``
+  reduce, ``cpy`` copy, ``nop``. A reduction takes the system layer's
+  reduction time of its bytes (``RankSystem.reduction_delay_ns``); copies
+  are free. ``proto`` LL and LL128 put 16 bytes on the wire per 8, 128 per 120.
+
+A send is done when its message is delivered (upstream's send handler runs
+at arrival); the collective is done on a rank when all its operations are.
+Errors name the file and the node or step.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from astra_core.errors import ConfigError, TraceError
+from astra_core.system.collectives.base import CollectiveAlgorithm
+
+SEND, RECV, COMP, REDUCE = 0, 1, 2, 3
+TAG_BASE = 1 << 56  # above NCCL's tags (phase.TAG_BASE = 2^48)
+_COMM_SEND, _COMM_RECV, _COMP = 5, 6, 4  # Chakra NodeType
+_WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0, "SIMPLE": 1.0}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: ``kind`` SEND/RECV (``peer``: a position in the
+    communicator, ``size`` bytes, ``tag``), COMP (``duration_ns``) or REDUCE
+    (of ``size`` bytes); ``deps``: indices of operations that finish first."""
+
+    kind: int
+    deps: tuple[int, ...]
+    peer: int = -1
+    size: int = 0
+    tag: int = 0
+    duration_ns: int = 0
+
+
+@dataclass(frozen=True)
+class Program:
+    """One rank's operations for one collective (topologically ordered)."""
+
+    ops: tuple[Op, ...]
+    source: str
+
+
+# -- Chakra ET ----------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def chakra_program(prefix: str, position: int) -> Program:
+    """The program of position ``position`` from ``<prefix>.<position>.et``."""
+    from astra_core.workload.chakra import read_rank_trace
+
+    path = f"{prefix}.{position}.et"
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such custom-collective ET (position {position} of the "
+                          f"communicator); *-implementation-custom names the prefix")
+    trace = read_rank_trace(path)
+    index = {node.id: i for i, node in enumerate(trace.nodes)}
+    ops = []
+    for node in trace.nodes:
+        deps = []
+        for dep in tuple(node.data_deps) + tuple(node.ctrl_deps):
+            if dep not in index:
+                raise TraceError(f"{path}: node {node.id} ({node.name}) depends on node {dep}, "
+                                 "which is not in the file")
+            deps.append(index[dep])
+        if node.type == _COMM_SEND:
+            if node.comm_dst is None:
+                raise TraceError(f"{path}: node {node.id} ({node.name}): COMM_SEND_NODE without comm_dst")
+            ops.append(Op(SEND, tuple(deps), node.comm_dst, int(node.comm_size or 0), int(node.comm_tag or 0)))
+        elif node.type == _COMM_RECV:
+            if node.comm_src is None:
+                raise TraceError(f"{path}: node {node.id} ({node.name}): COMM_RECV_NODE without comm_src")
+            ops.append(Op(RECV, tuple(deps), node.comm_src, int(node.comm_size or 0), int(node.comm_tag or 0)))
+        elif node.type == _COMP:
+            micros = node.duration_micros or 0
+            ops.append(Op(COMP, tuple(deps), duration_ns=int(micros * 1000) if micros else 1))
+        else:
+            raise TraceError(f"{path}: node {node.id} ({node.name}): a custom collective has "
+                             "only COMM_SEND, COMM_RECV and COMP nodes")
+    return Program(_topological(ops, path), path)
+
+
+def _topological(ops: list[Op], source: str) -> tuple[Op, ...]:
+    """Check the dependencies form no cycle (TraceError naming ``source``)."""
+    state = [0] * len(ops)
+    for start in range(len(ops)):
+        stack = [(start, 0)]
+        while stack:
+            i, k = stack.pop()
+            if k == 0:
+                if state[i] == 2:
+                    continue
+                state[i] = 1
+            deps = ops[i].deps
+            if k < len(deps):
+                stack.append((i, k + 1))
+                j = deps[k]
+                if state[j] == 1:
+                    raise TraceError(f"{source}: operation {i} depends on itself through operation {j}")
+                if state[j] == 0:
+                    stack.append((j, 0))
+            else:
+                state[i] = 2
+    return tuple(ops)
+
+
+# -- MSCCL XML ----------------------------------------------------------------------------
+
+_RECEIVES = {"r", "rrc", "rcs", "rrs", "rrcs"}
+_SENDS = {"s", "rcs", "rrs", "rrcs"}
+_REDUCES = {"rrc", "rrs", "rrcs", "re"}
+_KNOWN = _RECEIVES | _SENDS | _REDUCES | {"cpy", "nop"}
+
+
+@lru_cache(maxsize=64)
+def _msccl_tree(path: str) -> ET.Element:
+    try:
+        return ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ConfigError(f"{path}: not a readable MSCCL algorithm XML file ({exc})") from None
+
+
+def _int(element: ET.Element, name: str, path: str, where: str) -> int:
+    try:
+        return int(element.attrib[name])
+    except (KeyError, ValueError):
+        raise ConfigError(f"{path}: {where}: needs an integer attribute {name!r}, got "
+                          f"{element.attrib.get(name)!r}") from None
+
+
+def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Program:
+    """The program of GPU ``position`` in MSCCL XML ``path`` for an input buffer of
+    ``input_bytes`` per rank. Raises ConfigError naming the file and the
+    GPU, thread block or step at fault."""
+    root = _msccl_tree(path)
+    ngpus = _int(root, "ngpus", path, "algo")
+    if ngpus != ranks:
+        raise ConfigError(f"{path}: the algorithm is for {ngpus} GPUs; the collective has {ranks}")
+    wire = _WIRE.get(root.attrib.get("proto", "Simple"))
+    if wire is None:
+        raise ConfigError(f"{path}: algo proto {root.attrib.get('proto')!r}: expected LL, LL128 or Simple")
+    gpu = next((g for g in root.iter("gpu") if g.attrib.get("id") == str(position)), None)
+    if gpu is None:
+        raise ConfigError(f"{path}: no <gpu id=\"{position}\">")
+    i_chunks = _int(gpu, "i_chunks", path, f"gpu {position}") or _int(root, "nchunksperloop", path, "algo")
+    chunk = input_bytes / max(1, i_chunks)
+    ops: list[Op] = []
+    last_of_step: dict[tuple[int, int], int] = {}
+    pending: list[tuple[int, int, int, str]] = []  # (op index, depid, deps, where)
+    for tb in gpu.iter("tb"):
+        tb_id = _int(tb, "id", path, f"gpu {position}")
+        send_peer = _int(tb, "send", path, f"gpu {position} tb {tb_id}")
+        recv_peer = _int(tb, "recv", path, f"gpu {position} tb {tb_id}")
+        # a message goes from a thread block to the peer's thread block of the same channel
+        channel = int(tb.attrib.get("chan", 0))
+        previous = -1
+        for step in tb.iter("step"):
+            s = _int(step, "s", path, f"gpu {position} tb {tb_id}")
+            where = f"gpu {position} tb {tb_id} step {s}"
+            kind = step.attrib.get("type", "")
+            if kind not in _KNOWN:
+                raise ConfigError(f"{path}: {where}: unknown step type {kind!r}")
+            size = int(_int(step, "cnt", path, where) * chunk)
+            deps = (previous,) if previous >= 0 else ()
+            depid, dep_step = _int(step, "depid", path, where), _int(step, "deps", path, where)
+            first = len(ops)
+            if kind in _RECEIVES:
+                _check_peer(recv_peer, ngpus, path, where, "recv")
+                ops.append(Op(RECV, deps, recv_peer, max(1, round(size * wire)), channel))
+                deps = (len(ops) - 1,)
+            if kind in _REDUCES:
+                ops.append(Op(REDUCE, deps, size=size))
+                deps = (len(ops) - 1,)
+            if kind in _SENDS:
+                _check_peer(send_peer, ngpus, path, where, "send")
+                ops.append(Op(SEND, deps, send_peer, max(1, round(size * wire)), channel))
+                deps = (len(ops) - 1,)
+            if len(ops) == first:  # cpy, nop: a point in the order
+                ops.append(Op(COMP, deps))
+            if depid >= 0:
+                pending.append((first, depid, dep_step, where))
+            previous = len(ops) - 1
+            last_of_step[(tb_id, s)] = previous
+    for index, depid, dep_step, where in pending:
+        target = last_of_step.get((depid, dep_step))
+        if target is None:
+            raise ConfigError(f"{path}: {where}: depends on tb {depid} step {dep_step}, which gpu "
+                              f"{position} does not have")
+        op = ops[index]
+        ops[index] = Op(op.kind, op.deps + (target,), op.peer, op.size, op.tag, op.duration_ns)
+    return Program(_topological(ops, f"{path} gpu {position}"), path)
+
+
+def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None:
+    if not 0 <= peer < ngpus:
+        raise ConfigError(f"{path}: {where}: {role} peer {peer} is not a GPU of the algorithm (0..{ngpus - 1})")
+
+
+# -- running ------------------------------------------------------------------------------
+
+class CustomPhase(CollectiveAlgorithm):
+    """One rank's custom collective: runs its :class:`Program`'s operations as
+    their dependencies finish. ``members[p]`` is the rank at position ``p``."""
+
+    name = "custom"
+    __slots__ = ("program", "members", "_waiting", "_children", "_left", "_tag", "_issued")
+
+    def __init__(self, comm_type, rank: int, data_size: int, program: Program, members: tuple[int, ...]):
+        super().__init__(comm_type, rank, data_size)
+        self.program = program
+        self.members = members
+        ops = program.ops
+        self._waiting = [len(op.deps) for op in ops]
+        children: list[list[int]] = [[] for _ in ops]
+        for i, op in enumerate(ops):
+            for d in op.deps:
+                children[d].append(i)
+        self._children = children
+        self._left = len(ops)
+        self._tag = 0
+        self._issued: set[int] = set()
+
+    def start(self) -> None:
+        self._tag = TAG_BASE + self.stream.stream_id * (1 << 24)
+        if not self._left:
+            self.exit()
+            return
+        for i, waiting in enumerate(self._waiting):
+            if waiting == 0:
+                self._issue(i)
+
+    def _issue(self, i: int) -> None:
+        self._issued.add(i)
+        op = self.program.ops[i]
+        owner = self.stream.owner
+        if op.kind == SEND:
+            owner.sim.matcher.send(self.rank, self.members[op.peer], op.size, self._tag + op.tag,
+                                   self._done, i, collective=True)
+        elif op.kind == RECV:
+            owner.sim.matcher.recv(self.members[op.peer], self.rank, op.size, self._tag + op.tag,
+                                   self._done, i)
+        elif op.kind == REDUCE:
+            owner.register_event(owner.reduction_delay_ns(op.size), self._done, i)
+        else:
+            owner.register_event(op.duration_ns, self._done, i)
+
+    def _done(self, i: int) -> None:
+        self._issued.discard(i)
+        self._left -= 1
+        for child in self._children[i]:
+            self._waiting[child] -= 1
+            if self._waiting[child] == 0:
+                self._issue(child)
+        if self._left == 0:
+            self.exit()
+
+    def waiting_for(self) -> str:
+        pending = [self.program.ops[i] for i in sorted(self._issued)
+                   if self.program.ops[i].kind == RECV]
+        peers = ", ".join(str(self.members[op.peer]) for op in pending[:4]) or "-"
+        return (f"custom {self.comm_type.label} ({Path(self.program.source).name}): "
+                f"{self._left} of {len(self.program.ops)} operations left; waiting for rank(s) {peers}")
+
+
+def custom_phase(comm_type, rank: int, members: tuple[int, ...], data_size: int, source: str) -> CustomPhase:
+    """Rank ``rank``'s phase of a custom collective from ``source`` (an ET prefix or
+    an ``.xml`` file) over ``members``."""
+    position = members.index(rank)
+    if source.endswith(".xml"):
+        program = msccl_program(source, position, len(members), data_size)
+    else:
+        program = chakra_program(source, position)
+    return CustomPhase(comm_type, rank, data_size, program, members)
+
+
+def custom_sources(system) -> dict:
+    """``{CommType: path}`` of the system's ``*-implementation-custom`` entries.
+
+    A relative path is looked up from the working directory (upstream's rule)
+    and then from the system.json's folder; ConfigError naming the key if
+    neither has it (an ET prefix needs ``<prefix>.0.et``).
+    """
+    from astra_core.system.comm_types import CommType
+
+    out = {}
+    for comm_type in CommType:
+        entry = system.custom_implementation(comm_type.label)
+        if entry is None:
+            continue
+        candidates = [Path(entry)]
+        if not Path(entry).is_absolute() and os.path.exists(os.path.dirname(system.source) or "."):
+            candidates.append(Path(os.path.dirname(system.source)) / entry)
+        found = next((c for c in candidates
+                      if (c.is_file() if entry.endswith(".xml") else Path(f"{c}.0.et").is_file())), None)
+        if found is None:
+            what = "file" if entry.endswith(".xml") else f"Chakra ET {entry}.0.et"
+            raise ConfigError(f"{system.source}: {comm_type.label}-implementation-custom: no {what} "
+                              "(relative paths are looked up from the working directory, then "
+                              "from the system.json's folder)")
+        out[comm_type] = str(found)
+    return out
