@@ -84,19 +84,27 @@ def test_nccl_choices_on_h100():
 
 def test_channels_drop_for_small_sizes():
     t = tune(communicator(h100_node()))
-    # Simple: 512 threads x 64 bytes per channel; 1 MiB keeps floor(2^20 / 32768) = 32 -> all 12
-    assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, 1 << 20) == 12
+    # runtime channels: min(ring, tree) = 12, doubled when rings connect (connect.cc) = 24
+    assert t.runtime_channels() == 24
+    four = tune(communicator(h100_4nodes()))
+    assert four.runtime_channels() == 16  # 8 x 2; 16 is not below 16: no second doubling
+    # Simple: 512 threads x 64 bytes per channel; 1 MiB keeps all 24 (24 x 32 KiB < 1 MiB)
+    assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, 1 << 20) == 24
     # 128 KiB: channels while 128 KiB < nc x 32 KiB: 4 stay
     assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, 128 << 10) == 4
     # LL on a ring: 8 x 8 ranks = 64 bytes per thread, 32 KiB per channel as well
     assert t.channels(Func.ALL_REDUCE, Algo.RING, Proto.LL, 64 << 10) == 2
     assert t.channels(Func.ALL_REDUCE, Algo.NVLS, Proto.SIMPLE, 8) == 16  # NVLS_NCHANNELS_SM90
+    # 4 of 24 channels carry 4/24 of the graph's 12 x 30 GB/s
+    n = 128 << 10
+    expected = 8.4 + 14 * 3.4 + n / (1e3 * 12 * 30 * 4 / 24 * 8 / 14)
+    assert t.time_with_channels_us(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, n, 4) == pytest.approx(expected)
 
 
 # -- message lanes: every send has its receive, bytes are conserved ----------------------
 
 CASES = [
-    ("all-reduce", Algo.RING, Proto.SIMPLE, 8, 8, 3 * GIB // 7 + 5, 12),
+    ("all-reduce", Algo.RING, Proto.SIMPLE, 8, 8, 3 * GIB // 7 + 5, 24),
     ("all-reduce", Algo.RING, Proto.LL, 8, 8, 100_000, 2),
     ("all-reduce", Algo.RING, Proto.LL128, 32, 8, 77 << 20, 8),
     ("all-gather", Algo.RING, Proto.SIMPLE, 32, 8, 32 * (5 << 20), 8),

@@ -243,21 +243,35 @@ class Tuning:
             latency *= 1.9 if self.comm.compcap < 80 else 1.4  # "plateau effect of ring"
         return latency + nbytes / (1000 * bw)
 
+    def runtime_channels(self) -> int:
+        """Channels a ring or tree collective may launch (``comm->nChannels``): the
+        ring and tree graphs' smaller count (init.cc), doubled when rings are
+        connected (connect.cc ``connectRings``; up to ``MAXCHANNELS`` 64), and
+        doubled again on SM 90+ across nodes when a ring channel runs above 45
+        GB/s on fewer than 16 channels."""
+        graphs = self.comm.graphs
+        counts = [graphs[a].n_channels for a in (Algo.RING, Algo.TREE) if a in graphs]
+        nc = min(64, 2 * min(counts)) if counts else 1
+        ring = graphs.get(Algo.RING)
+        if (self.comm.compcap >= 90 and self.comm.n_nodes > 1 and ring is not None
+                and ring.bw_intra_gbps > 45.0 and nc < 16):
+            nc *= 2
+        return nc
+
     def channels(self, func: Func, algo: Algo, proto: Proto, nbytes: int) -> int:
         """Channels NCCL launches for ``nbytes`` (``topoGetAlgoInfo``): a ring or
-        tree drops channels while each would get less than ``threads x
-        threshold`` bytes (threads: 512 for Simple and LL, 640 for LL128;
-        threshold per thread: ``NCCL_SIMPLE_THREAD_THRESHOLD`` 64 bytes,
-        ``NCCL_LL_THREAD_THRESHOLD`` 8 (x ranks on a ring),
-        ``NCCL_LL128_THREAD_THRESHOLD`` 8); NVLS runs ``NVLS_NCHANNELS``
-        (16 on SM 90, 24 on one SM 100 node, 32 on several)."""
+        tree drops channels from :meth:`runtime_channels` while each would get
+        less than ``threads x threshold`` bytes (threads: 512 for Simple and
+        LL, 640 for LL128; threshold per thread: ``NCCL_SIMPLE_THREAD_THRESHOLD``
+        64 bytes, ``NCCL_LL_THREAD_THRESHOLD`` 8 (x ranks on a ring),
+        ``NCCL_LL128_THREAD_THRESHOLD`` 8); NVLS runs ``NVLS_NCHANNELS`` (16 on
+        SM 90, 24 on one SM 100 node, 32 on several)."""
         comm = self.comm
         if algo in (Algo.NVLS, Algo.NVLS_TREE):
             if comm.compcap >= 100:
                 return 32 if comm.n_nodes > 1 else 24
             return 16
-        graph = comm.graphs.get(algo)
-        nc = graph.n_channels if graph else 1
+        nc = self.runtime_channels()
         threads = 640 if proto == Proto.LL128 else 512
         threshold = {Proto.LL: 8, Proto.LL128: 8, Proto.SIMPLE: 64}[proto]
         if algo == Algo.RING and proto == Proto.LL:
@@ -268,19 +282,20 @@ class Tuning:
 
     def time_with_channels_us(self, func: Func, algo: Algo, proto: Proto, nbytes: int,
                               channels: int) -> float | None:
-        """:meth:`time_us` with the graph's channels cut to ``channels`` (the
-        bandwidth of the channels NCCL actually launches for small sizes)."""
+        """:meth:`time_us` when NCCL launches ``channels`` of its
+        :meth:`runtime_channels` (small buffers): the graph's bandwidth in
+        proportion, before the per-protocol caps."""
         graph = self.comm.graphs.get(algo)
-        if graph is None or channels >= graph.n_channels or self.bandwidth_gbps[func][algo][proto] == 0:
+        full = self.runtime_channels()
+        if (graph is None or algo in (Algo.NVLS, Algo.NVLS_TREE) or channels >= full
+                or self.bandwidth_gbps[func][algo][proto] == 0):
             return self.time_us(func, algo, proto, nbytes)
         key = (func, algo, proto, channels)
         fewer = self._fewer.get(key)
         if fewer is None:
-            comm = replace(self.comm, graphs={**self.comm.graphs,
-                                              algo: replace(graph, n_channels=channels)})
+            share = replace(graph, n_channels=graph.n_channels * channels / full)
+            comm = replace(self.comm, graphs={**self.comm.graphs, algo: share})
             fewer = self._fewer[key] = tune(comm)
-            fewer.bandwidth_gbps[func][algo][proto] = min(
-                fewer.bandwidth_gbps[func][algo][proto], self.bandwidth_gbps[func][algo][proto])
         return fewer.time_us(func, algo, proto, nbytes)
 
     def usable(self, func: Func, algo: Algo) -> bool:
