@@ -121,7 +121,13 @@ def report(selected: list[Series]) -> str:
                      "|---|---|---|---|---|---|", *rows, ""]
             summary.append(f"| {series.name} | {len(errors)} | {geomean_abs(errors):.1%} | "
                            f"{max(abs(e) for e in errors):.1%} |")
-    return "\n".join(lines + summary + [""] + body)
+    curves = ["## Predicted curves, NCCL defaults", "",
+              "Every preset over 8 B .. 8 GiB (what `--sweep PRESET` prints); the chosen "
+              "algorithm and protocol are NCCL's for each size.", ""]
+    for preset in ("hgx_h100", "hgx_h100_4nodes", "dgx_a100"):
+        net = yaml.safe_load((PRESETS / preset / "network.yml").read_text())
+        curves += [f"### {preset}", "", sweep(preset, math.prod(net["npus_count"]), None), ""]
+    return "\n".join(lines + summary + [""] + body + curves)
 
 
 def sweep(preset: str, gpus: int, nccl_algo: str | None) -> str:
