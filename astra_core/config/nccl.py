@@ -17,6 +17,8 @@ nvls               1         NVLink SHARP (NCCL_NVLS_ENABLE), where the GPU
                              has it (SM 90 and later)
 cpu                intel     host CPU vendor: intel, amd, other (NCCL's
                              network overheads and LL bandwidth caps)
+p2p                1         the trace's COMM_SEND / COMM_RECV nodes take
+                             NCCL's send/receive cost as well as the network's
 NCCL_ALGO          (all)     as the environment variable: e.g. "Ring",
                              "^NVLS", "allreduce:tree;allgather:ring"
 NCCL_PROTO         (all)     likewise: LL, LL128, Simple
@@ -32,7 +34,7 @@ from astra_core.config.issues import Problems, as_choice, as_flag, as_int, as_st
 from astra_core.config.limits import MAX_NPUS
 
 CPU_VENDORS = ("intel", "amd", "other")
-KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "NCCL_ALGO", "NCCL_PROTO")
+KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "NCCL_ALGO", "NCCL_PROTO")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class NcclConfig:
     nics_per_node: int | None = None
     nvls: bool = True
     cpu: str = "intel"
+    p2p: bool = True
     nccl_algo: str | None = None
     nccl_proto: str | None = None
 
@@ -56,6 +59,8 @@ class NcclConfig:
                 out[key] = value
         if not self.nvls:
             out["nvls"] = 0
+        if not self.p2p:
+            out["p2p"] = 0
         if self.cpu != "intel":
             out["cpu"] = self.cpu
         return out
@@ -88,9 +93,9 @@ def parse_nccl(key: str, raw: Any, problems: Problems) -> NcclConfig | None:
             values[name.replace("-", "_")] = number
             if err:
                 problems.add(where, err)
-        elif name == "nvls":
+        elif name in ("nvls", "p2p"):
             flag, err = as_flag(value)
-            values["nvls"] = flag
+            values[name] = flag
             if err:
                 problems.add(where, err)
         elif name == "cpu":

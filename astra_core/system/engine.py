@@ -291,7 +291,10 @@ class RankEngine:
 
     def _issue_send(self, pos: int, node: ETNode) -> None:
         dst = self._p2p_peer(node, sending=True)
-        self.sim.matcher.send(self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos)
+        nccl = self.sim.nccl_p2p
+        not_before = None if nccl is None else self.sys.now() + nccl.p2p_ns(self.rank, dst, node.comm_size)
+        self.sim.matcher.send(self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos,
+                              not_before_ns=not_before)
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
         src = self._p2p_peer(node, sending=False)

@@ -15,9 +15,10 @@ Callback = Callable[[Any], None]
 
 
 class _Entry:
-    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent")
+    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before")
 
     def __init__(self) -> None:
+        self.not_before: float | None = None
         self.send_cb: Callback | None = None
         self.send_arg: Any = None
         self.recv_cb: Callback | None = None
@@ -38,11 +39,14 @@ class MessageMatcher:
         self.bytes = 0
 
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None, collective: bool = False) -> None:
+             arg: Any, dim: int | None = None, collective: bool = False,
+             not_before_ns: float | None = None) -> None:
         """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive.
 
         ``collective`` marks a collective chunk (its tag may carry a
-        communicator group id; see :class:`MirroredMatcher`)."""
+        communicator group id; see :class:`MirroredMatcher`).
+        ``not_before_ns``: the message counts as arrived, at both ends, no
+        earlier than this time (a library's own cost the network does not see)."""
         key = (tag, src, dst, size)
         seq = self._send_seq.get(key, 0)
         self._send_seq[key] = seq + 1
@@ -53,6 +57,7 @@ class MessageMatcher:
         entry.send_cb = on_sent
         entry.send_arg = arg
         entry.sent = True
+        entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
         self.backend.send(src, dst, size, self._arrived, ident, tag=tag, dim=dim)
@@ -82,6 +87,12 @@ class MessageMatcher:
 
     def _arrived(self, ident: tuple) -> None:
         entry = self._entries[ident]
+        if entry.not_before is not None:
+            wait = entry.not_before - self.backend.now()
+            entry.not_before = None
+            if wait > 0:
+                self.backend.schedule(wait, self._arrived, ident)
+                return
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
@@ -113,7 +124,8 @@ class MirroredMatcher(MessageMatcher):
         self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None, collective: bool = False) -> None:
+             arg: Any, dim: int | None = None, collective: bool = False,
+             not_before_ns: float | None = None) -> None:
         sym = self.symmetry
         target = self._to_rep.get(dst)
         if target is None:
@@ -128,11 +140,16 @@ class MirroredMatcher(MessageMatcher):
         entry.sent = True
         self.messages += 1
         self.bytes += size
-        self.backend.send(src, dst, size, self._mirrored_arrival, (ident, on_sent, arg),
+        self.backend.send(src, dst, size, self._mirrored_arrival, (ident, on_sent, arg, not_before_ns),
                           tag=tag, dim=dim)
 
     def _mirrored_arrival(self, payload: tuple) -> None:
-        ident, on_sent, arg = payload
+        ident, on_sent, arg, not_before = payload
+        if not_before is not None:
+            wait = not_before - self.backend.now()
+            if wait > 0:
+                self.backend.schedule(wait, self._mirrored_arrival, (ident, on_sent, arg, None))
+                return
         if on_sent is not None:
             on_sent(arg)
         self._arrived(ident)

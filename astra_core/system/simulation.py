@@ -67,6 +67,8 @@ class Simulation:
         self.nccl = None
         if any(str(a) == "nccl" for algorithms in self.implementations.values() for a in algorithms):
             self.nccl = NcclModel(system.nccl, network, system.source)
+        # the trace's own sends and receives at NCCL's cost (nccl.p2p, on by default)
+        self.nccl_p2p = self.nccl if self.nccl is not None and system.nccl.p2p else None
         check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0

@@ -252,3 +252,35 @@ def test_presets_load():
         net = load_network(root / name / "network.yml")
         sysc = load_system(root / name / "system.json", dims=net.dims_count)
         assert sysc.nccl is not None and math.prod(net.npus_per_dim) in (8, 32)
+
+
+def p2p_trace(tmp_path: Path, size: int, npus: int = 8) -> str:
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    prefix = tmp_path / f"p2p_{size}"
+    for rank in range(npus):
+        if rank == 0:
+            nodes = [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=1, comm_size=size, comm_tag=7)]
+        elif rank == 1:
+            nodes = [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=size, comm_tag=7)]
+        else:
+            nodes = []
+        write_rank_trace(f"{prefix}.{rank}.et", nodes)
+    return str(prefix)
+
+
+@pytest.mark.parametrize("size, expected_us", [
+    # LL up to 16 KiB: 6.6 + 0.6 us, 16 bytes on the wire per 8 at 370.8 GB/s
+    (4096, 6.6 + 0.6 + 2 * 4096 / 370.8e3),
+    # Simple: 8.4 + 3.4 us, the bytes at 370.8 GB/s
+    (1 << 20, 8.4 + 3.4 + (1 << 20) / 370.8e3),
+])
+def test_sends_take_nccl_p2p_cost(tmp_path, size, expected_us):
+    network, system = h100_configs()
+    result = astra.simulate(p2p_trace(tmp_path, size), system, network)
+    assert result.ranks[1].finish_ns == round(expected_us * 1000)
+    off = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "H100", "p2p": 0}})
+    plain = astra.simulate(p2p_trace(tmp_path, size), off, network)
+    # the network alone: two 300 ns links and one serialization at 450 GB/s
+    assert plain.ranks[1].finish_ns == int(600 + size / 450.0)

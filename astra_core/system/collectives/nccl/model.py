@@ -36,6 +36,7 @@ _FUNCS = {CommType.ALL_REDUCE: Func.ALL_REDUCE, CommType.ALL_GATHER: Func.ALL_GA
 #: (baseLat 8.4 µs + one NVLink hop 3.4 µs, tuning.cc).
 P2P_LATENCY_US = 8.4 + 3.4
 P2P_NET_LATENCY_US = 8.4 + 14.0
+P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc)
 
 
 class NcclModel:
@@ -122,6 +123,27 @@ class NcclModel:
         if inter:
             t = max(t, inter / (1e3 * nics)) if nics else float("inf")
         return t
+
+    def p2p_ns(self, src: int, dst: int, size: int) -> int:
+        """NCCL's cost of one send/receive of ``size`` bytes between two ranks, ns:
+        LL up to ``NCCL_P2P_LL_THRESHOLD`` (16 KiB per channel; one channel
+        for a small message) else Simple, each with its base and one hop's
+        latency (tuning.cc: LL 6.6 + 0.6 µs over NVLink, 6.6 + 2.7 µs over the
+        network; Simple 8.4 + 3.4 and 8.4 + 14), then the bytes at the rate
+        NCCL's topology gives one GPU to one peer: its NVLinks inside a node,
+        its NIC across nodes."""
+        L = self.gpus_per_node
+        same_node = src // L == dst // L
+        ll = size <= P2P_LL_THRESHOLD
+        if same_node:
+            latency = 6.6 + 0.6 if ll else P2P_LATENCY_US
+            rate = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
+        else:
+            latency = 6.6 + 2.7 if ll else P2P_NET_LATENCY_US
+            rate = self.nic_line_gbps
+        wire = 2 * size if ll else size  # LL: 8 flag bytes per 8 of data
+        time_us = latency + (wire / (1e3 * rate) if rate > 0 else 0.0)
+        return int(round(time_us * 1000))
 
     def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
         """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes."""
