@@ -12,10 +12,21 @@ class CommType(Enum):
     ALL_GATHER = 2
     ALL_TO_ALL = 6
     REDUCE_SCATTER = 7
+    #: Rooted collectives: only the NCCL model runs them (upstream has no
+    #: implementation key for them; without NCCL a broadcast replays its duration).
+    BROADCAST = 5
+    REDUCE = 1
 
     @property
     def label(self) -> str:
         return self.name.lower().replace("_", "-")
+
+
+#: The collectives system.json configures (``<label>-implementation``).
+CONFIGURABLE = (CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER,
+                CommType.ALL_TO_ALL)
+#: Rooted at position 0 of their communicator (Chakra carries no root).
+ROOTED = (CommType.BROADCAST, CommType.REDUCE)
 
 
 # Chakra et_def.proto CollectiveCommType numbers -> names, for messages.

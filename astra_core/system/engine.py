@@ -32,7 +32,7 @@ import json
 from typing import TYPE_CHECKING
 
 from astra_core.errors import TraceError
-from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, CommType
+from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
 from astra_core.system.rank import CommGroup, RankSystem
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
@@ -241,6 +241,8 @@ class RankEngine:
 
     def _issue_collective(self, pos: int, node: ETNode) -> None:
         comm_type = _COLLECTIVES.get(node.comm_type)
+        if comm_type in ROOTED and self.sim.nccl is None:
+            comm_type = None  # only the NCCL model runs broadcast and reduce
         if comm_type is None:
             if node.comm_type == BROADCAST:
                 runtime = node.duration_micros * 1000 if node.duration_micros else 1
@@ -249,7 +251,8 @@ class RankEngine:
             name = CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, f"code {node.comm_type}")
             raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): collective "
                              f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
-                             "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay)")
+                             "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay; BROADCAST and "
+                             "REDUCE with an \"nccl\" implementation)")
         group = self._group_of(node)
         dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group,
                                                node=node)

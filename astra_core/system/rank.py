@@ -31,7 +31,7 @@ from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology
-from astra_core.system.comm_types import CommType
+from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class RankSystem:
         self.dims_by_type: dict[CommType, list[DimTopology]] = {
             comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type],
                                           system.source)
-            for comm_type in CommType
+            for comm_type in CONFIGURABLE
         }
         queues = len(dim_sizes)
         self.priority_counter = 0
@@ -222,7 +222,11 @@ class RankSystem:
         upstream's ``CollectiveImplLookup::get_collective_impl`` throws.
         """
         custom = self.sim.custom.get(comm_type)
-        if custom is not None:
+        if comm_type in ROOTED:  # NCCL's broadcast / reduce (the engine checks NCCL is on)
+            members = list(group.members) if group is not None else list(range(self.sim.npus_count))
+            dims = [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))]
+            involved_dims = None
+        elif custom is not None:
             members = list(group.members) if group is not None else list(range(self.sim.npus_count))
             dims = [DimTopology(f"custom:{custom}", ring=RingTopology(self.id, members, local=True))]
             involved_dims = None

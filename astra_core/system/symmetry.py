@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from astra_core.config.memory import MemoryType
-from astra_core.system.comm_types import CommType
+from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import RankGraph
 
 # Chakra node types (et_def.proto)
 _METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7
-_COMM_TYPES = {c.value for c in CommType}
+_COMM_TYPES = {c.value for c in CONFIGURABLE}
 _ROTATION = {"ring", "direct"}
 GROUP_TAG_BASE = 1_000_000  # a communicator group's chunks are tagged id * this + k
 
@@ -177,6 +177,12 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
             try:
                 comm_type = CommType(node.comm_type)
             except ValueError:
+                continue
+            if comm_type not in CONFIGURABLE:
+                # a broadcast or reduce runs NCCL's chain from position 0 if NCCL is on
+                # (ranks differ: no symmetry), else replays its duration
+                if any(str(a) == "nccl" for algs in implementations.values() for a in algs):
+                    return None
                 continue
             involved = node.involved_dim
             for d, name in enumerate(implementations[comm_type]):

@@ -284,3 +284,24 @@ def test_sends_take_nccl_p2p_cost(tmp_path, size, expected_us):
     plain = astra.simulate(p2p_trace(tmp_path, size), off, network)
     # the network alone: two 300 ns links and one serialization at 450 GB/s
     assert plain.ranks[1].finish_ns == int(600 + size / 450.0)
+
+
+@pytest.mark.parametrize("collective, chakra", [("broadcast", 5), ("reduce", 1)])
+def test_broadcast_and_reduce_run_as_nccl_rings(tmp_path, collective, chakra):
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    size = 64 << 20
+    prefix = tmp_path / collective
+    for rank in range(8):
+        write_rank_trace(f"{prefix}.{rank}.et", [make_node(1, collective, pb.COMM_COLL_NODE,
+                                                           comm_type=chakra, comm_size=size)])
+    network, system = h100_configs()
+    result = astra.simulate(str(prefix), system, network)
+    # NCCL's time: Ring Simple, one hop of latency (same channels), the bus at 12 x 30 GB/s;
+    # a broadcast or reduce moves the buffer once: algorithm bandwidth = bus x n / n
+    nccl_ns = (8.4 + 3.4 + size / (1e3 * 12 * 30)) * 1000
+    # the chain on the network: 24 channels x 512 KiB chunks = 12 MiB per message; each is
+    # forwarded on arrival over 7 hops of 2 x 300 ns + 12 MiB / 450 GB/s (the largest decides)
+    chain_ns = 7 * (600 + int((12 << 20) / 450.0))
+    assert result.step_ns == pytest.approx(max(nccl_ns, chain_ns), abs=1)

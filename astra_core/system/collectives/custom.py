@@ -305,10 +305,10 @@ def custom_sources(system) -> dict:
     and then from the system.json's folder; ConfigError naming the key if
     neither has it (an ET prefix needs ``<prefix>.0.et``).
     """
-    from astra_core.system.comm_types import CommType
+    from astra_core.system.comm_types import CONFIGURABLE
 
     out = {}
-    for comm_type in CommType:
+    for comm_type in CONFIGURABLE:
         entry = system.custom_implementation(comm_type.label)
         if entry is None:
             continue

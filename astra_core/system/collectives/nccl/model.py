@@ -30,7 +30,8 @@ from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, A
 from astra_core.system.comm_types import CommType
 
 _FUNCS = {CommType.ALL_REDUCE: Func.ALL_REDUCE, CommType.ALL_GATHER: Func.ALL_GATHER,
-          CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER}
+          CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER, CommType.BROADCAST: Func.BROADCAST,
+          CommType.REDUCE: Func.REDUCE}
 #: NCCL's grouped send/receive (all-to-all) has no entry in its cost model;
 #: its launch and per-step cost are taken as a Simple ring step's
 #: (baseLat 8.4 µs + one NVLink hop 3.4 µs, tuning.cc).

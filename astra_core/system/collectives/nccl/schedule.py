@@ -155,6 +155,31 @@ def ring(func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels
     return lanes
 
 
+def chain(func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> list[Lane]:
+    """Broadcast (from position 0) or reduce (to position 0) along lane 0's ring:
+    NCCL's ``PipelineFrom`` / ``PipelineTo`` patterns, one chunk per step
+    (``BROADCAST_CHUNKSTEPS`` = ``REDUCE_CHUNKSTEPS`` = 1), every rank
+    forwarding a chunk once it has it."""
+    order = ring_order(layout, 0)
+    root = layout.members[0]
+    start = order.index(root)
+    order = order[start:] + order[:start]  # the root first
+    if func == "reduce":
+        order = order[1:] + order[:1]  # from the root's successor round to the root
+    pos = order.index(me)
+    chunk = LL_CHUNK if proto == Proto.LL else LL128_CHUNK if proto == Proto.LL128 else SIMPLE_STEP
+    lane = Lane()
+    for piece in (channels * c for c in _chunks(nbytes, channels, chunk)):
+        size = _wire(piece, proto)
+        needs: tuple[int, ...] = ()
+        if pos > 0:
+            needs = (len(lane.recvs),)
+            lane.recvs.append((order[pos - 1], size))
+        if pos + 1 < len(order):
+            lane.sends.append((order[pos + 1], size, needs))
+    return [lane]
+
+
 def _btree(nranks: int, rank: int) -> tuple[int, list[int]]:
     """NCCL's binary tree over ``nranks`` (``ncclGetBtree``): (parent or -1, children)."""
     bit = 1
@@ -311,6 +336,8 @@ def lanes_for(func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbyt
     """The lanes of ``me`` for one collective (NCCL's algorithm ``algo``)."""
     if func == "all-to-all":
         return all_to_all(layout, me, nbytes)
+    if func in ("broadcast", "reduce"):
+        return chain(func, layout, me, nbytes, proto, channels)
     if algo == Algo.RING:
         return ring(func, layout, me, nbytes, proto, channels)
     if algo == Algo.TREE:
