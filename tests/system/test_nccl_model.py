@@ -16,7 +16,7 @@ from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.hardware import GPUS
-from astra_core.system.collectives.nccl.schedule import WIRE, Layout, lanes_for
+from astra_core.system.collectives.nccl.schedule import WIRE, Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, search_graphs
 from astra_core.system.collectives.nccl.tuning import Algo, Func, Proto, tune
 from astra_core.system.collectives.nccl.topology import communicator
@@ -109,7 +109,10 @@ CASES = [
     ("all-reduce", Algo.RING, Proto.LL128, 32, 8, 77 << 20, 8),
     ("all-gather", Algo.RING, Proto.SIMPLE, 32, 8, 32 * (5 << 20), 8),
     ("reduce-scatter", Algo.RING, Proto.SIMPLE, 4, 4, 9 << 20, 12),
-    ("all-reduce", Algo.TREE, Proto.SIMPLE, 32, 8, 33 << 20, 8),
+    ("all-reduce", Algo.TREE, Proto.SIMPLE, 32, 8, 33 << 20, 16),
+    ("all-reduce", Algo.TREE, Proto.LL128, 24, 8, 5 << 20, 16),
+    ("broadcast", Algo.RING, Proto.SIMPLE, 16, 8, 9 << 20, 24),
+    ("reduce", Algo.RING, Proto.LL, 8, 8, 100_000, 4),
     ("all-reduce", Algo.TREE, Proto.LL, 8, 8, 4096, 3),
     ("all-reduce", Algo.NVLS, Proto.SIMPLE, 8, 8, 70 << 20, 16),
     ("all-reduce", Algo.NVLS_TREE, Proto.SIMPLE, 24, 8, 50 << 20, 16),
@@ -119,24 +122,25 @@ CASES = [
 
 
 @pytest.mark.parametrize("func, algo, proto, n, per_node, nbytes, channels", CASES)
-def test_lanes_pair_every_send_with_a_receive(func, algo, proto, n, per_node, nbytes, channels):
+def test_every_send_has_its_receive(func, algo, proto, n, per_node, nbytes, channels):
     layout = Layout(tuple(range(n)), per_node)
     sent: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     expected: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for me in range(n):
-        for i, lane in enumerate(lanes_for(func, algo, proto, layout, me, nbytes, channels)):
+        schedule = schedule_for(func, algo, proto, layout, me, nbytes, channels)
+        for i, lane in enumerate(schedule.lanes):
             for dst, size, needs in lane.sends:
-                assert dst != me and all(j < len(lane.recvs) for j in needs)
+                assert dst != me and all(j < len(schedule.recvs) for j in needs)
                 sent[(me, dst, i)].append(size)
-            for src, size in lane.recvs:
-                expected[(src, me, i)].append(size)
+        for src, size, lane in schedule.recvs:
+            expected[(src, me, lane)].append(size)
     assert sent == expected
 
 
 def wire_bytes_sent(func, algo, proto, n, per_node, nbytes, channels, me=0) -> int:
     layout = Layout(tuple(range(n)), per_node)
-    return sum(size for lane in lanes_for(func, algo, proto, layout, me, nbytes, channels)
-               for _, size, _ in lane.sends)
+    schedule = schedule_for(func, algo, proto, layout, me, nbytes, channels)
+    return sum(size for lane in schedule.lanes for _, size, _ in lane.sends)
 
 
 @pytest.mark.parametrize("proto", list(Proto))

@@ -24,7 +24,7 @@ from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.hardware import gpu_model
 from astra_core.system.collectives.nccl.phase import NcclPhase
-from astra_core.system.collectives.nccl.schedule import Layout, lanes_for
+from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, Algo, Func, Proto, tune
 from astra_core.system.comm_types import CommType
@@ -151,10 +151,10 @@ class NcclModel:
         layout, _ = self.machine(members)
         algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
         func = comm_type.label
-        lanes = lanes_for(func, algo, proto, layout, rank, nbytes, channels)
+        schedule = schedule_for(func, algo, proto, layout, rank, nbytes, channels)
         n = layout.n
         final = size * n if comm_type is CommType.ALL_GATHER else (
             size // n if comm_type is CommType.REDUCE_SCATTER else size)
         label = ("p2p" if comm_type is CommType.ALL_TO_ALL
                  else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}")
-        return NcclPhase(comm_type, rank, size, final, lanes, int(round(time_us * 1000)), label)
+        return NcclPhase(comm_type, rank, size, final, schedule, int(round(time_us * 1000)), label)

@@ -20,62 +20,63 @@ fabric shows through the first.
 from __future__ import annotations
 
 from astra_core.system.collectives.base import CollectiveAlgorithm
-from astra_core.system.collectives.nccl.schedule import Lane
+from astra_core.system.collectives.nccl.schedule import Schedule
 
 #: Tags of NCCL messages: above every chunk tag of the native algorithms
-#: (stream ids, or group id x 1e6 + k), 64 lanes per stream.
+#: (stream ids, or group id x 1e6 + k), room for 4096 lanes per stream.
 TAG_BASE = 1 << 48
-LANES_PER_TAG = 64
+LANES_PER_TAG = 4096
 
 
 class NcclPhase(CollectiveAlgorithm):
     """One rank's part of one NCCL collective (see the module docstring).
 
-    ``lanes``: its :class:`~.schedule.Lane` list; ``floor_ns``: NCCL's
-    predicted duration; ``label``: algorithm and protocol, for reports.
+    ``schedule``: its :class:`~.schedule.Schedule`; ``floor_ns``: NCCL's
+    predicted duration; ``label``: algorithm, protocol and channels, for reports.
     """
 
     name = "nccl"
-    __slots__ = ("lanes", "floor_ns", "label", "_next", "_delivered", "_arrived", "_open",
-                 "_floor_passed", "_tag")
+    __slots__ = ("schedule", "floor_ns", "label", "_next", "_delivered", "_arrived", "_open",
+                 "_tag", "_waiters")
 
     def __init__(self, comm_type, rank: int, data_size: int, final_data_size: int,
-                 lanes: list[Lane], floor_ns: int, label: str):
+                 schedule: Schedule, floor_ns: int, label: str):
         super().__init__(comm_type, rank, data_size)
         self.final_data_size = final_data_size
-        self.lanes = lanes
+        self.schedule = schedule
         self.floor_ns = floor_ns
         self.label = label
+        lanes = schedule.lanes
         self._next = [0] * len(lanes)
         self._delivered = [0] * len(lanes)
-        self._arrived = [[False] * len(lane.recvs) for lane in lanes]
-        self._open = sum(2 * len(lane.sends) + len(lane.recvs) for lane in lanes) + 1
-        self._floor_passed = False
+        self._arrived = [False] * len(schedule.recvs)
+        self._open = sum(2 * len(lane.sends) for lane in lanes) + len(schedule.recvs) + 1
         self._tag = 0
+        # receive index -> lanes whose next send may wait for it
+        self._waiters: dict[int, list[int]] = {}
 
     def start(self) -> None:
-        stream = self.stream
-        owner = stream.owner
-        self._tag = TAG_BASE + stream.stream_id * LANES_PER_TAG
+        owner = self.stream.owner
+        self._tag = TAG_BASE + self.stream.stream_id * LANES_PER_TAG
         matcher = owner.sim.matcher
-        for i, lane in enumerate(self.lanes):
-            tag = self._tag + i
-            for j, (src, size) in enumerate(lane.recvs):
-                matcher.recv(src, self.rank, size, tag, self._received, (i, j))
+        for j, (src, size, lane) in enumerate(self.schedule.recvs):
+            matcher.recv(src, self.rank, size, self._tag + lane, self._received, j)
         owner.register_event(self.floor_ns, self._floor)
-        for i in range(len(self.lanes)):
+        for i in range(len(self.schedule.lanes)):
             self._issue(i)
 
     def _issue(self, i: int) -> None:
-        lane = self.lanes[i]
+        lane = self.schedule.lanes[i]
         sends = lane.sends
         k = self._next[i]
-        arrived = self._arrived[i]
+        arrived = self._arrived
         matcher = self.stream.owner.sim.matcher
         tag = self._tag + i
         while k < len(sends) and k - self._delivered[i] < lane.window:
             dst, size, needs = sends[k]
-            if needs and not all(arrived[j] for j in needs):
+            missing = next((j for j in needs if not arrived[j]), -1)
+            if missing >= 0:
+                self._waiters.setdefault(missing, []).append(i)
                 break
             k += 1
             self._next[i] = k
@@ -89,11 +90,11 @@ class NcclPhase(CollectiveAlgorithm):
         self._issue(i)
         self._check()
 
-    def _received(self, where: tuple[int, int]) -> None:
-        i, j = where
-        self._arrived[i][j] = True
+    def _received(self, j: int) -> None:
+        self._arrived[j] = True
         self._open -= 1
-        self._issue(i)
+        for i in self._waiters.pop(j, ()):
+            self._issue(i)
         self._check()
 
     def _floor(self, _arg=None) -> None:
@@ -106,12 +107,9 @@ class NcclPhase(CollectiveAlgorithm):
             self.exit()
 
     def waiting_for(self) -> str:
-        lines = []
-        for i, lane in enumerate(self.lanes):
-            missing = [lane.recvs[j][0] for j, ok in enumerate(self._arrived[i]) if not ok]
-            if missing or self._next[i] < len(lane.sends):
-                shown = ", ".join(str(r) for r in sorted(set(missing))[:4])
-                lines.append(f"lane {i}: {len(lane.sends) - self._next[i]} of {len(lane.sends)} "
-                             f"messages not sent; waiting for rank(s) {shown or '-'}")
-        what = "; ".join(lines[:2]) or "NCCL's predicted time"
-        return f"NCCL {self.label} {self.comm_type.label}: {what}"
+        missing = sorted({src for j, (src, _, _) in enumerate(self.schedule.recvs)
+                          if not self._arrived[j]})
+        unsent = sum(len(lane.sends) - k for lane, k in zip(self.schedule.lanes, self._next))
+        shown = ", ".join(str(r) for r in missing[:4]) or "-"
+        return (f"NCCL {self.label} {self.comm_type.label}: {unsent} messages not sent; "
+                f"waiting for rank(s) {shown}")

@@ -2,37 +2,41 @@
 
 A collective runs on ``channels`` (CUDA blocks), each moving its share of
 the buffer in *chunks*, loop after loop (``calcCollChunking``,
-``src/enqueue.cc``). Channels that take the same path are merged here into
-one *lane*: a lane sends one message per chunk step to each peer of the
-step, carrying all its channels' bytes. Inside a node all channels of a ring
-take the same NVSwitch hops, so one lane serves them; across nodes each
-channel leaves through its own NIC (rail), so there is one lane per rail in
-use.
+``src/enqueue.cc``). Channels that take the same path are merged here: one
+message per chunk step carries all their bytes. Inside a node all channels of
+a ring take the same NVSwitch hops; across nodes each channel leaves through
+its own NIC (rail), so rings and trees are kept apart per rail in use.
 
-A :class:`Lane` is data: sends ``(dst, bytes, needs)`` in issue order, where
-``needs`` are indices of the lane's receives that must have arrived first
-(the step's input); receives ``(src, bytes)``; and ``window``: sends in
-flight at once (NCCL's ``NCCL_STEPS`` = 8 buffer slots per connection,
-``sliceSteps`` slots per message).
+A rank's :class:`Schedule` is data: *lanes* of sends ``(dst, bytes, needs)``
+issued in order, where ``needs`` are indices into the rank's receive list
+that must have arrived first (the data a step forwards), with at most
+``window`` sends of a lane in flight (NCCL's ``NCCL_STEPS`` = 8 buffer slots
+per connection, ``sliceSteps`` slots per message); and the receives
+``(src, bytes, lane)``, ``lane`` being the sender's lane (it tags the
+message). Work that NCCL runs on separate warps or thread blocks (a tree's
+reduce going up and its broadcast coming down; NVLS's reduce-scatter,
+network tree and all-gather) is on separate lanes, so one chunk's later
+stage never holds up the next chunk's earlier one.
 
-Patterns (per loop, per lane, ``n`` ranks in ring order):
+Patterns (``n`` ranks):
 
-* **Ring** all-reduce: ``2(n-1)`` steps (reduce-scatter, then all-gather);
-  all-gather and reduce-scatter ``n-1``; step ``k`` forwards what step
-  ``k-1`` received. Simple sends each chunk as 2 slices
+* **Ring** all-reduce: per loop ``2(n-1)`` steps (reduce-scatter, then
+  all-gather); all-gather and reduce-scatter ``n-1``; step ``k`` forwards
+  what step ``k-1`` received. Simple sends each chunk as 2 slices
   (``ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS``).
-* **Tree** all-reduce: two trees over half the channels each; inside a node a
-  chain, across nodes NCCL's double binary tree of nodes (``ncclGetDtree``);
-  a chunk is reduced up (a rank sends to its parent once every child's part
-  arrived) and broadcast down.
-* **NVLS** (NVLink SHARP, one node): each chunk is split over the ``n`` heads;
-  a rank sends every other head that head's part and receives its own part
-  from every rank (the NVSwitch reduces them), then sends its reduced part
-  to every rank (the NVSwitch multicasts it). The packet backends carry these
-  as plain messages: they do not reduce or multicast inside switches.
-* **NVLS-Tree** (several nodes): NVLS reduce-scatter inside each node, a
-  tree over the nodes between the GPUs of the same local rank, NVLS
+* **Tree** all-reduce: half the channels on each tree of NCCL's double
+  binary tree of nodes (``ncclGetDtree``), a chain inside each node from the
+  GPU of the channel's NIC; a chunk goes up once every child's part arrived
+  and comes down once the parent's did.
+* **NVLS** (NVLink SHARP, one node): each chunk is split over the ``n``
+  heads; a rank sends every other head that head's part and receives its own
+  part from every rank (the NVSwitch reduces them), then sends its reduced
+  part to every rank (the NVSwitch multicasts it). Packet backends carry
+  these as plain messages: they do not reduce or multicast in switches.
+* **NVLS-Tree** (several nodes): the NVLS reduce-scatter inside each node, a
+  tree over the nodes between the GPUs of one local rank (a rail), the NVLS
   all-gather.
+* **Broadcast / reduce**: a chain along the ring from / to position 0.
 * **All-to-all**: NCCL's grouped send/receive: every peer gets its part in
   ``p2pChunkSize`` pieces (512 KiB over NVLink, 128 KiB over the network;
   ``NCCL_P2P_NVL_CHUNKSIZE``, ``NCCL_P2P_NET_CHUNKSIZE``).
@@ -49,7 +53,7 @@ from astra_core.system.collectives.nccl.tuning import Algo, Proto
 
 NCCL_STEPS = 8  # buffer slots per connection (device.h)
 #: Per-channel chunk of each protocol (``buffSizes[p] / NCCL_STEPS``, data bytes):
-#: Simple 4 MiB / 8 = 512 KiB x ALLREDUCE_CHUNKSTEPS 4 for rings; LL 8 lines x 512
+#: Simple 4 MiB / 8 = 512 KiB (x ALLREDUCE_CHUNKSTEPS 4 for rings); LL 8 lines x 512
 #: threads x 16 B / 2 (half is flags); LL128 120 x 640 x 8 B x 120 / 128.
 SIMPLE_STEP = (1 << 22) // NCCL_STEPS
 LL_CHUNK = 8 * 512 * 16 // 2
@@ -60,15 +64,36 @@ P2P_NVL_CHUNK, P2P_NET_CHUNK = 1 << 19, 1 << 17
 #: Wire bytes per data byte (LL: 16-byte lines of 8 data bytes; LL128: 128 of 120).
 WIRE = {Proto.LL: 2.0, Proto.LL128: 128 / 120, Proto.SIMPLE: 1.0}
 GRAIN = 16  # bytes: chunks are whole 16-byte vectors
+NO_WINDOW = 1 << 60
 
 
 @dataclass
 class Lane:
-    """One lane's messages on one rank (see the module docstring)."""
+    """Sends issued in order: ``(dst, bytes, needs)``; ``window`` in flight."""
 
     sends: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
-    recvs: list[tuple[int, int]] = field(default_factory=list)
     window: int = NCCL_STEPS
+
+
+@dataclass
+class Schedule:
+    """One rank's lanes and receives (see the module docstring)."""
+
+    lanes: list[Lane] = field(default_factory=list)
+    recvs: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def lane(self, window: int = NCCL_STEPS) -> int:
+        """Open a lane; its index."""
+        self.lanes.append(Lane(window=window))
+        return len(self.lanes) - 1
+
+    def send(self, lane: int, dst: int, size: int, needs: tuple[int, ...] = ()) -> None:
+        self.lanes[lane].sends.append((dst, size, needs))
+
+    def recv(self, src: int, size: int, lane: int) -> int:
+        """Expect ``size`` bytes from ``src``'s lane ``lane``; the receive's index."""
+        self.recvs.append((src, size, lane))
+        return len(self.recvs) - 1
 
 
 @dataclass(frozen=True)
@@ -93,7 +118,7 @@ def _wire(size: int, proto: Proto) -> int:
 
 
 def _split(total: int, parts: int) -> list[int]:
-    """``total`` channels over ``parts`` lanes, as even as can be."""
+    """``total`` channels over ``parts`` groups, as even as can be."""
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
@@ -110,74 +135,72 @@ def _chunks(nbytes: int, per_loop_units: int, max_chunk: int) -> list[int]:
     return out
 
 
-def ring_order(layout: Layout, lane: int) -> list[int]:
-    """Members in lane ``lane``'s ring: node after node, each node's GPUs from
-    local rank ``lane`` on, so the node-to-node hop of lane ``g`` leaves from
-    local rank ``g - 1`` and enters at local rank ``g`` (its rail, with the
-    NVLink hop in front: NCCL's PXN)."""
+def _rails(layout: Layout, channels: int) -> int:
+    """Channel groups that need their own path: 1 inside a node, one per rail across."""
+    return 1 if layout.nodes == 1 else max(1, min(channels, layout.per_node))
+
+
+def ring_order(layout: Layout, rail: int) -> list[int]:
+    """Members in rail ``rail``'s ring: node after node, each node's GPUs from
+    local rank ``rail`` on, so the node-to-node hop leaves from local rank
+    ``rail - 1`` and enters at local rank ``rail`` (its NIC, with the NVLink
+    hop in front: NCCL's PXN)."""
     L = layout.per_node
     order = []
     for node in range(layout.nodes):
         base = node * L
-        order.extend(layout.members[base + (lane + i) % L] for i in range(L))
+        order.extend(layout.members[base + (rail + i) % L] for i in range(L))
     return order
 
 
-def ring(func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> list[Lane]:
-    """Ring lanes for ``func`` in ``all-reduce``, ``all-gather``, ``reduce-scatter``;
+def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto,
+         channels: int) -> None:
+    """Ring steps for ``func`` in ``all-reduce``, ``all-gather``, ``reduce-scatter``;
     ``nbytes``: NCCL's operation size (all-gather and reduce-scatter: the
     whole buffer, ``n`` times one rank's part)."""
     n = layout.n
     steps = 2 * (n - 1) if func == "all-reduce" else n - 1
-    lanes_count = 1 if layout.nodes == 1 else min(channels, layout.per_node)
     if proto == Proto.SIMPLE:
         max_chunk, slices = SIMPLE_STEP * RING_CHUNK_STEPS, RING_CHUNK_STEPS // RING_SLICE_STEPS
     else:
         max_chunk, slices = (LL_CHUNK if proto == Proto.LL else LL128_CHUNK), 1
     window = NCCL_STEPS // (RING_SLICE_STEPS if proto == Proto.SIMPLE else 1)
-    lanes = []
-    for lane_id, lane_channels in enumerate(_split(channels, lanes_count)):
-        order = ring_order(layout, lane_id)
+    chunks = _chunks(nbytes, channels * n, max_chunk)
+    for rail, rail_channels in enumerate(_split(channels, _rails(layout, channels))):
+        order = ring_order(layout, rail)
         pos = order.index(me)
         nxt, prev = order[(pos + 1) % n], order[pos - 1]
-        lane = Lane(window=window)
-        for chunk in _chunks(nbytes, channels * n, max_chunk):
-            piece = lane_channels * chunk
+        lane = out.lane(window)
+        for chunk in chunks:
+            piece = rail_channels * chunk
             sizes = [_wire(piece // slices + (1 if s < piece % slices else 0), proto)
                      for s in range(slices)]
-            base = len(lane.recvs)
+            got: list[int] = []
             for k in range(steps):
                 for s, size in enumerate(sizes):
-                    needs = () if k == 0 else (base + (k - 1) * slices + s,)
-                    lane.sends.append((nxt, size, needs))
-                    lane.recvs.append((prev, size))
-        lanes.append(lane)
-    return lanes
+                    out.send(lane, nxt, size, (got[(k - 1) * slices + s],) if k else ())
+                    got.append(out.recv(prev, size, lane))
 
 
-def chain(func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> list[Lane]:
-    """Broadcast (from position 0) or reduce (to position 0) along lane 0's ring:
-    NCCL's ``PipelineFrom`` / ``PipelineTo`` patterns, one chunk per step
+def chain(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto,
+          channels: int) -> None:
+    """Broadcast (from position 0) or reduce (to position 0) along the ring:
+    NCCL's ``PipelineFrom`` / ``PipelineTo`` patterns, one step per chunk
     (``BROADCAST_CHUNKSTEPS`` = ``REDUCE_CHUNKSTEPS`` = 1), every rank
     forwarding a chunk once it has it."""
     order = ring_order(layout, 0)
-    root = layout.members[0]
-    start = order.index(root)
+    start = order.index(layout.members[0])
     order = order[start:] + order[:start]  # the root first
     if func == "reduce":
         order = order[1:] + order[:1]  # from the root's successor round to the root
     pos = order.index(me)
     chunk = LL_CHUNK if proto == Proto.LL else LL128_CHUNK if proto == Proto.LL128 else SIMPLE_STEP
-    lane = Lane()
+    lane = out.lane()
     for piece in (channels * c for c in _chunks(nbytes, channels, chunk)):
         size = _wire(piece, proto)
-        needs: tuple[int, ...] = ()
-        if pos > 0:
-            needs = (len(lane.recvs),)
-            lane.recvs.append((order[pos - 1], size))
+        needs = (out.recv(order[pos - 1], size, lane),) if pos > 0 else ()
         if pos + 1 < len(order):
-            lane.sends.append((order[pos + 1], size, needs))
-    return [lane]
+            out.send(lane, order[pos + 1], size, needs)
 
 
 def _btree(nranks: int, rank: int) -> tuple[int, list[int]]:
@@ -215,107 +238,126 @@ def dtree(nranks: int, rank: int, tree: int) -> tuple[int, list[int]]:
     return (-1 if up == -1 else nranks - 1 - up), [nranks - 1 - d for d in down]
 
 
-def _tree_links(layout: Layout, me: int, tree: int) -> tuple[int, list[int]]:
-    """(parent or -1, children) of ``me`` in tree ``tree``: a chain inside each node
-    from its head (local rank 0 for tree 0, the middle one for tree 1), the
-    heads joined by the double binary tree of nodes."""
-    L = layout.per_node
-    index = layout.members.index(me)
-    node, local = divmod(index, L)
-    head = 0 if tree == 0 else L // 2
-    chain = [layout.members[node * L + (head + i) % L] for i in range(L)]
-    pos = chain.index(me)
-    children = [chain[pos + 1]] if pos + 1 < L else []
-    if pos > 0:
-        return chain[pos - 1], children
-    up, down = dtree(layout.nodes, node, tree)
-    heads = [layout.members[k * L + head] for k in range(layout.nodes)]
-    return (heads[up] if up >= 0 else -1), [heads[d] for d in down] + children
-
-
-def _tree_lane(parent: int, children: list[int], pieces: list[int], proto: Proto) -> Lane:
-    """Reduce up then broadcast down, chunk by chunk."""
-    lane = Lane()
-    for piece in pieces:
+def _up_down(out: Schedule, parent: int, children: list[int], pieces: list[int],
+             proto: Proto, first: list[tuple[int, ...]] | None = None) -> list[tuple[int, ...]]:
+    """Reduce up then broadcast down, chunk by chunk, on an up lane and a down
+    lane (``parent`` -1 at the root); chunk ``c`` also waits for receives
+    ``first[c]`` before it goes up. Returns per chunk the receives after which
+    its result is in."""
+    up, down = out.lane(), out.lane()
+    done = []
+    for c, piece in enumerate(pieces):
         size = _wire(piece, proto)
-        ups = []
-        for child in children:
-            ups.append(len(lane.recvs))
-            lane.recvs.append((child, size))
+        ups = tuple(out.recv(child, size, up) for child in children) + (first[c] if first else ())
         if parent >= 0:
-            lane.sends.append((parent, size, tuple(ups)))
-            down = (len(lane.recvs),)
-            lane.recvs.append((parent, size))
+            out.send(up, parent, size, ups)
+            ready: tuple[int, ...] = (out.recv(parent, size, down),)
         else:
-            down = tuple(ups)
+            ready = ups
         for child in children:
-            lane.sends.append((child, size, down))
-    return lane
+            out.send(down, child, size, ready)
+        done.append(ready)
+    return done
 
 
-def tree(layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> list[Lane]:
-    """Tree all-reduce lanes: two trees, half the channels each."""
-    chunk = LL_CHUNK if proto == Proto.LL else LL128_CHUNK if proto == Proto.LL128 else SIMPLE_STEP
-    trees = 2 if channels >= 2 else 1
-    lanes = []
-    for t, lane_channels in enumerate(_split(channels, trees)):
-        parent, children = _tree_links(layout, me, t)
-        pieces = [lane_channels * c for c in _chunks(nbytes, channels, chunk)]
-        lanes.append(_tree_lane(parent, children, pieces, proto))
-    return lanes
+def tree(out: Schedule, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> None:
+    """Tree all-reduce: channel groups alternate between the two trees; group
+    ``g``'s chain in a node starts at local rank ``g`` (its NIC) and its heads
+    are joined across nodes by that tree of nodes."""
+    L = layout.per_node
+    chunk = LL_CHUNK if proto == Proto.LL else SIMPLE_STEP
+    if proto == Proto.LL128:
+        chunk = _tree_ll128_chunk(layout, nbytes, channels)
+    chunks = _chunks(nbytes, channels, chunk)
+    groups = max(_rails(layout, channels), min(2, channels))
+    index = layout.members.index(me)
+    node = index // L
+    for g, group_channels in enumerate(_split(channels, groups)):
+        head = g % L if layout.nodes > 1 else (g * L // 2) % L
+        chain_ = [layout.members[node * L + (head + i) % L] for i in range(L)]
+        pos = chain_.index(me)
+        children = [chain_[pos + 1]] if pos + 1 < L else []
+        if pos > 0:
+            parent = chain_[pos - 1]
+        else:
+            up, down = dtree(layout.nodes, node, g % 2)
+            parent = layout.members[up * L + head] if up >= 0 else -1
+            children = [layout.members[d * L + head] for d in down] + children
+        _up_down(out, parent, children, [group_channels * c for c in chunks], proto)
 
 
-def _direct(lane: Lane, peers: list[int], size: int, needs: tuple[int, ...] = ()) -> list[int]:
-    """Send ``size`` to every peer and expect as much from each; the receive indices."""
-    got = []
-    for peer in peers:
-        lane.sends.append((peer, size, needs))
-    for peer in peers:
-        got.append(len(lane.recvs))
-        lane.recvs.append((peer, size))
-    return got
+def _tree_ll128_chunk(layout: Layout, nbytes: int, channels: int) -> int:
+    """Tree LL128's chunk (``calcCollChunking``): halved while the buffer is small
+    against the tree's depth, down to 128 KiB then 32 KiB."""
+    chunk = LL128_CHUNK
+    ppn = layout.per_node
+    steps = 1 + (layout.nodes.bit_length() - 1) + 0.1 * ppn
+    while nbytes // (channels * chunk) < steps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while nbytes // (channels * chunk) < steps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return chunk
 
 
-def nvls(func: str, layout: Layout, me: int, nbytes: int, channels: int) -> list[Lane]:
-    """NVLS lanes (one node: reduce-scatter through the switch, all-gather by
-    multicast; several nodes, all-reduce: NVLS-Tree)."""
+def _nvls_chunk(layout: Layout, nbytes: int, channels: int, algo: Algo) -> int:
+    """NVLS and NVLS-Tree chunk (``calcCollChunking``): ``NCCL_NVLS_CHUNKSIZE`` (128 KiB;
+    NVLS-Tree at most ``nvlsTreeMaxChunkSize``, 64 KiB from 4 nodes on), smaller
+    for buffers that would not fill every head of every channel many times."""
+    ops = channels * layout.per_node
+    if algo == Algo.NVLS:
+        chunk = NVLS_CHUNK
+        for factor, floor, size in ((64, 65536, 65536), (8, 32768, 32768), (2, 16384, 16384)):
+            if nbytes < factor * ops * chunk and chunk > floor:
+                chunk = size
+        return chunk
+    chunk = min(NVLS_CHUNK, 65536 if layout.nodes >= 4 else NVLS_CHUNK)
+    for factor, floor in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < factor * ops * chunk and chunk > floor:
+            chunk = floor
+    return chunk
+
+
+def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: int,
+         channels: int) -> None:
+    """NVLS (one node) or NVLS-Tree (all-reduce across nodes)."""
     L = layout.per_node
     index = layout.members.index(me)
     node = index // L
-    local_peers = [m for m in layout.members[node * L:(node + 1) * L] if m != me]
-    lane = Lane()
-    for chunk in _chunks(nbytes, channels * L, NVLS_CHUNK):
-        part = channels * chunk
-        needs: tuple[int, ...] = ()
-        if func in ("all-reduce", "reduce-scatter"):
-            needs = tuple(_direct(lane, local_peers, part))
-        if layout.nodes > 1 and func == "all-reduce":
-            parent, children = dtree(layout.nodes, node, 0)
-            rail = [layout.members[k * L + index % L] for k in range(layout.nodes)]
-            ups = []
-            for child in children:
-                ups.append(len(lane.recvs))
-                lane.recvs.append((rail[child], part))
-            if parent >= 0:
-                lane.sends.append((rail[parent], part, needs + tuple(ups)))
-                needs = (len(lane.recvs),)
-                lane.recvs.append((rail[parent], part))
-            else:
-                needs = needs + tuple(ups)
-            for child in children:
-                lane.sends.append((rail[child], part, needs))
-        if func in ("all-reduce", "all-gather"):
-            _direct(lane, local_peers, part, needs)
-    return [lane]
+    peers = [m for m in layout.members[node * L:(node + 1) * L] if m != me]
+    chunks = _chunks(nbytes, channels * L, _nvls_chunk(layout, nbytes, channels, algo))
+    parts = [channels * c for c in chunks]
+    reduce_scatter = func in ("all-reduce", "reduce-scatter")
+    gather = func in ("all-reduce", "all-gather")
+    scatter_lane = out.lane() if reduce_scatter else -1
+    reduced: list[tuple[int, ...]] = []
+    for part in parts:
+        if reduce_scatter:
+            for peer in peers:
+                out.send(scatter_lane, peer, part)
+            reduced.append(tuple(out.recv(peer, part, scatter_lane) for peer in peers))
+        else:
+            reduced.append(())
+    if layout.nodes > 1 and func == "all-reduce":
+        # a node's part, reduced inside the node, goes up the tree of its rail's GPUs
+        up, down = dtree(layout.nodes, node, 0)
+        rail = [layout.members[k * L + index % L] for k in range(layout.nodes)]
+        reduced = _up_down(out, rail[up] if up >= 0 else -1, [rail[d] for d in down], parts,
+                           Proto.SIMPLE, reduced)
+    if gather:
+        lane = out.lane()
+        for c, part in enumerate(parts):
+            for peer in peers:
+                out.send(lane, peer, part, reduced[c])
+            for peer in peers:
+                out.recv(peer, part, lane)
 
 
-def all_to_all(layout: Layout, me: int, nbytes: int) -> list[Lane]:
+def all_to_all(out: Schedule, layout: Layout, me: int, nbytes: int) -> None:
     """Grouped send/receive: ``nbytes / n`` to every other member, in p2p chunks."""
-    lane = Lane()
     n = layout.n
     part = nbytes // n
     if part <= 0:
-        return [lane]
+        return
     L = layout.per_node
     index = layout.members.index(me)
 
@@ -323,25 +365,29 @@ def all_to_all(layout: Layout, me: int, nbytes: int) -> list[Lane]:
         chunk = P2P_NVL_CHUNK if other // L == index // L else P2P_NET_CHUNK
         return [min(chunk, part - start) for start in range(0, part, chunk)]
 
+    lane = out.lane(NO_WINDOW)  # every peer has its own connection and slots
     for offset in range(1, n):
         dst, src = (index + offset) % n, (index - offset) % n
-        lane.sends.extend((layout.members[dst], size, ()) for size in pieces(dst))
-        lane.recvs.extend((layout.members[src], size) for size in pieces(src))
-    lane.window = 10 ** 9  # every peer has its own connection and slots
-    return [lane]
+        for size in pieces(dst):
+            out.send(lane, layout.members[dst], size)
+        for size in pieces(src):
+            out.recv(layout.members[src], size, lane)
 
 
-def lanes_for(func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbytes: int,
-              channels: int) -> list[Lane]:
-    """The lanes of ``me`` for one collective (NCCL's algorithm ``algo``)."""
+def schedule_for(func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbytes: int,
+                 channels: int) -> Schedule:
+    """The :class:`Schedule` of ``me`` for one collective (NCCL's algorithm ``algo``)."""
+    out = Schedule()
     if func == "all-to-all":
-        return all_to_all(layout, me, nbytes)
-    if func in ("broadcast", "reduce"):
-        return chain(func, layout, me, nbytes, proto, channels)
-    if algo == Algo.RING:
-        return ring(func, layout, me, nbytes, proto, channels)
-    if algo == Algo.TREE:
-        return tree(layout, me, nbytes, proto, channels)
-    if algo in (Algo.NVLS, Algo.NVLS_TREE):
-        return nvls(func, layout, me, nbytes, channels)
-    raise ValueError(f"no message pattern for NCCL algorithm {algo.name}")
+        all_to_all(out, layout, me, nbytes)
+    elif func in ("broadcast", "reduce"):
+        chain(out, func, layout, me, nbytes, proto, channels)
+    elif algo == Algo.RING:
+        ring(out, func, layout, me, nbytes, proto, channels)
+    elif algo == Algo.TREE:
+        tree(out, layout, me, nbytes, proto, channels)
+    elif algo in (Algo.NVLS, Algo.NVLS_TREE):
+        nvls(out, func, algo, layout, me, nbytes, channels)
+    else:
+        raise ValueError(f"no message pattern for NCCL algorithm {algo.name}")
+    return out
