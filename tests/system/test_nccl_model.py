@@ -309,3 +309,13 @@ def test_broadcast_and_reduce_run_as_nccl_rings(tmp_path, collective, chakra):
     # forwarded on arrival over 7 hops of 2 x 300 ns + 12 MiB / 450 GB/s (the largest decides)
     chain_ns = 7 * (600 + int((12 << 20) / 450.0))
     assert result.step_ns == pytest.approx(max(nccl_ns, chain_ns), abs=1)
+
+
+@pytest.mark.parametrize("gpus", [4, 8])
+def test_nvls_all_reduce_moves_n_plus_1_over_n_per_gpu(tmp_path, gpus):
+    size = 4 * GIB
+    result = run(tmp_path, "all-reduce", size, gpus=gpus, NCCL_ALGO="NVLS")
+    # NCCL's NVLS latency (hwLat NVLink NVLS 25 us); the data at the NVLinks' 370.8 GB/s x
+    # nvlsEfficiency 0.85 x n / (n + 1) (each GPU moves (n + 1) / n of the buffer)
+    expected_us = 25 + size / (1e3 * 370.8 * 0.85 * gpus / (gpus + 1))
+    assert result.step_ns == pytest.approx(expected_us * 1000, abs=1)

@@ -108,7 +108,25 @@ class NcclModel:
         algo, proto, _ = tuning.choose(func, nbytes)
         channels = tuning.channels(func, algo, proto, nbytes)
         time_us = tuning.time_with_channels_us(func, algo, proto, nbytes, channels)
+        if algo == Algo.NVLS and func == Func.ALL_REDUCE and layout.nodes == 1:
+            time_us = tuning.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
         return algo, proto, channels, time_us, nbytes
+
+    def _nvls_gbps(self, n: int) -> float:
+        """Algorithm bandwidth of an NVLS all-reduce on ``n`` GPUs of one node, GB/s.
+
+        NCCL's cost table rates NVLS by its search's channel speeds (at most 60
+        GB/s each), which undercounts below 8 GPUs. The data an NVLS all-reduce
+        moves per GPU is ``(n + 1) / n`` of the buffer each way (NVIDIA's
+        nccl-tests PR #239: algbw = busbw x n / (n + 1)), through the GPU's
+        NVLinks as NCCL rates them, at the NVSwitch's multicast efficiency
+        (NCCL's ``nvlsEfficiency``, 0.85 on SM 90): ``B x eff x n / (n + 1)``.
+        Checked, not fitted, against NVIDIA/nccl issue #1455 (4 to 8 GPUs,
+        validation/nccl.py)."""
+        from astra_core.system.collectives.nccl.tuning import NVLS_EFFICIENCY, generation
+
+        nvlink = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
+        return nvlink * NVLS_EFFICIENCY[generation(self.gpu.compcap)] * n / (n + 1)
 
     def _all_to_all_us(self, layout: Layout, size: int) -> float:
         """Bandwidth time of an all-to-all: each rank's bytes to its node's other
