@@ -27,6 +27,7 @@ class Series:
     points: tuple[tuple[int, float], ...] = ()
     nccl_algo: str | None = None
     busbw_points: tuple[tuple[int, float], ...] = field(default=())  # (bytes, GB/s)
+    collective: str = "all-reduce"  # sizes as nccl-tests prints them: the whole buffer
 
 
 ASTRA_SIM_DOCS = ("ASTRA-sim documentation, 'Validation on GPU Systems - NCCL over HGX-H100 "
@@ -59,6 +60,13 @@ SERIES: tuple[Series, ...] = (
            "8x H100 node; A. Laddy (NVIDIA): '476GB/s looks to be in the expected range for H100'",
            "the run's peak bus bandwidth; compared at 4 GiB, the run's largest size",
            busbw_points=((4294967296, 476.0),)),
+    *(Series(f"HGX H100, 8 GPUs, {coll}, NCCL defaults, NVIDIA statement", "hgx_h100", 8,
+             "S. Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06: 'NCCL can get an "
+             "effective NVLink bandwidth of 370GB/s, which you can observe as BusBw when running "
+             "non-allreduce operations'",
+             "compared at 8 GiB (the whole buffer)", busbw_points=((8589934592, 370.0),),
+             collective=coll)
+      for coll in ("all-gather", "reduce-scatter", "all-to-all")),
     Series("HGX H100, 8 GPUs, Ring, NVIDIA statement", "hgx_h100", 8,
            "S. Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06, and NVIDIA/nccl "
            "issue #1442, 2025-01-06 ('The app-level bandwidth is 370GB/s in each direction')",
