@@ -19,6 +19,8 @@ cpu                intel     host CPU vendor: intel, amd, other (NCCL's
                              network overheads and LL bandwidth caps)
 p2p                1         the trace's COMM_SEND / COMM_RECV nodes take
                              NCCL's send/receive cost as well as the network's
+collnet            0         the network's switches reduce (InfiniBand SHARP;
+                             NCCL_COLLNET_ENABLE): CollNet algorithms
 NCCL_ALGO          (all)     as the environment variable: e.g. "Ring",
                              "^NVLS", "allreduce:tree;allgather:ring"
 NCCL_PROTO         (all)     likewise: LL, LL128, Simple
@@ -34,7 +36,8 @@ from astra_core.config.issues import Problems, as_choice, as_flag, as_int, as_st
 from astra_core.config.limits import MAX_NPUS
 
 CPU_VENDORS = ("intel", "amd", "other")
-KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "NCCL_ALGO", "NCCL_PROTO")
+KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "collnet", "NCCL_ALGO",
+        "NCCL_PROTO")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class NcclConfig:
     nvls: bool = True
     cpu: str = "intel"
     p2p: bool = True
+    collnet: bool = False
     nccl_algo: str | None = None
     nccl_proto: str | None = None
 
@@ -61,6 +65,8 @@ class NcclConfig:
             out["nvls"] = 0
         if not self.p2p:
             out["p2p"] = 0
+        if self.collnet:
+            out["collnet"] = 1
         if self.cpu != "intel":
             out["cpu"] = self.cpu
         return out
@@ -93,7 +99,7 @@ def parse_nccl(key: str, raw: Any, problems: Problems) -> NcclConfig | None:
             values[name.replace("-", "_")] = number
             if err:
                 problems.add(where, err)
-        elif name in ("nvls", "p2p"):
+        elif name in ("nvls", "p2p", "collnet"):
             flag, err = as_flag(value)
             values[name] = flag
             if err:

@@ -118,6 +118,8 @@ CASES = [
     ("all-reduce", Algo.NVLS_TREE, Proto.SIMPLE, 24, 8, 50 << 20, 16),
     ("all-gather", Algo.NVLS, Proto.SIMPLE, 8, 8, 8 << 20, 16),
     ("all-to-all", Algo.RING, Proto.SIMPLE, 16, 8, 16 * 300_000, 1),
+    ("all-reduce", Algo.COLLNET_DIRECT, Proto.SIMPLE, 32, 8, 100 << 20, 8),
+    ("all-reduce", Algo.COLLNET_CHAIN, Proto.SIMPLE, 24, 8, 7 << 20, 8),
 ]
 
 
@@ -319,3 +321,26 @@ def test_nvls_all_reduce_moves_n_plus_1_over_n_per_gpu(tmp_path, gpus):
     # nvlsEfficiency 0.85 x n / (n + 1) (each GPU moves (n + 1) / n of the buffer)
     expected_us = 25 + size / (1e3 * 370.8 * 0.85 * gpus / (gpus + 1))
     assert result.step_ns == pytest.approx(expected_us * 1000, abs=1)
+
+
+def test_collnet_runs_where_the_network_reduces(tmp_path):
+    network = NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, 4],
+                                       "bandwidth": [450e9 / GIB, 50e9 / GIB],
+                                       "latency": [300, 1350]})
+    results = {}
+    for algo in ("CollNetDirect", "CollNetChain"):
+        system = SystemConfig.from_dict({
+            "scheduling-policy": "LIFO", "collective-optimization": "baseline",
+            "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"],
+            "nccl": {"gpu": "H100", "collnet": 1, "NCCL_ALGO": algo}})
+        write_micro("all-reduce", 256 << 20, 32, tmp_path / "ar")
+        results[algo] = astra.simulate(str(tmp_path / "ar"), system, network).step_ns
+    comm = communicator(Machine(32, 8, GPUS["H100"], H100_NVLINK, 50.0, 8, collnet=True))
+    t = tune(comm, "CollNetDirect")
+    # CollNet Direct: 8 heads x 48 GB/s; one NIC per GPU (no GPU-per-NIC factor); x 0.85 on
+    # SM 90; x 1/2 for an all-reduce (tuning.cc)
+    bus = 8 * 48.0 * 0.85 * 0.5
+    assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.COLLNET_DIRECT][Proto.SIMPLE] == pytest.approx(bus)
+    assert results["CollNetDirect"] >= t.time_us(Func.ALL_REDUCE, Algo.COLLNET_DIRECT, Proto.SIMPLE,
+                                                 256 << 20) * 1000 - 1
+    assert results["CollNetChain"] > 0

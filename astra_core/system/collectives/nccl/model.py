@@ -89,7 +89,7 @@ class NcclModel:
             nvlink_gbps=self.nvlink_line_gbps * self.gpu.nvlink_efficiency,
             nic_gbps=self.nic_line_gbps,
             nics_per_node=max(1, self.nics_per_node * per_node // L),
-            nvls=self.config.nvls, cpu_vendor=self.config.cpu)
+            nvls=self.config.nvls, collnet=self.config.collnet, cpu_vendor=self.config.cpu)
         tuning = tune(communicator(machine), self.config.nccl_algo, self.config.nccl_proto)
         cached = self._comms[members] = (Layout(ordered, per_node), tuning)
         return cached

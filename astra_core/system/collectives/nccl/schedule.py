@@ -36,6 +36,11 @@ Patterns (``n`` ranks):
 * **NVLS-Tree** (several nodes): the NVLS reduce-scatter inside each node, a
   tree over the nodes between the GPUs of one local rank (a rail), the NVLS
   all-gather.
+* **CollNet** (InfiniBand SHARP, all-reduce across nodes): CollNet-Direct
+  is NVLS-Tree's pattern with direct copies inside the node and the
+  network's reduction across; CollNet-Chain a chain in each node up to the
+  GPU of the channel's NIC. The switches' reduction is carried as messages
+  to and from one GPU of the rail, a different one for each chunk.
 * **Broadcast / reduce**: a chain along the ring from / to position 0.
 * **All-to-all**: NCCL's grouped send/receive: every peer gets its part in
   ``p2pChunkSize`` pieces (512 KiB over NVLink, 128 KiB over the network;
@@ -260,6 +265,68 @@ def _up_down(out: Schedule, parent: int, children: list[int], pieces: list[int],
     return done
 
 
+def _sharp(out: Schedule, lanes: tuple[int, int], rail: list[int], node: int, pieces: list[int],
+           first: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The network's in-switch reduction (InfiniBand SHARP) of each chunk across
+    the rail's GPUs ``rail[k]`` (one per node), as messages a network model
+    without reducing switches can carry: every GPU sends its part to one GPU
+    of the rail and gets the result back from it, the GPU taking turns chunk
+    by chunk (each GPU's bytes then average those of the switch's tree).
+    ``first[c]``: receives chunk ``c`` waits for before it leaves; returns per
+    chunk the receives after which its result is in. ``lanes``: (up, down)."""
+    up, down = lanes
+    done = []
+    nodes = len(rail)
+    for c, piece in enumerate(pieces):
+        root = c % nodes
+        if node == root:
+            parts = tuple(out.recv(rail[k], piece, up) for k in range(nodes) if k != root)
+            for k in range(nodes):
+                if k != root:
+                    out.send(down, rail[k], piece, parts + first[c])
+            done.append(parts + first[c])
+        else:
+            out.send(up, rail[root], piece, first[c])
+            done.append((out.recv(rail[root], piece, down),))
+    return done
+
+
+def collnet_chain(out: Schedule, layout: Layout, me: int, nbytes: int, channels: int) -> None:
+    """CollNet chain all-reduce: per rail, a chain in each node up to the GPU of
+    that rail's NIC, the network's reduction across nodes, the chain back down.
+    Chunk: ``min(256 KiB, 4 steps)``, halved while the buffer is small against
+    the chain's depth (``calcCollChunking``, depth = GPUs per node)."""
+    L = layout.per_node
+    chunk, depth = 256 * 1024, L
+    while nbytes // (channels * chunk) < depth * 64 and chunk > 131072:
+        chunk //= 2
+    while nbytes // (channels * chunk) < depth * 8 and chunk > 65536:
+        chunk //= 2
+    while nbytes // (channels * chunk) < depth and chunk > 32768:
+        chunk //= 2
+    chunks = _chunks(nbytes, channels, chunk)
+    index = layout.members.index(me)
+    node = index // L
+    for g, group_channels in enumerate(_split(channels, _rails(layout, channels))):
+        chain_ = [layout.members[node * L + (g + i) % L] for i in range(L)]
+        pos = chain_.index(me)
+        pieces = [group_channels * c for c in chunks]
+        # every rank opens the same lanes, so that lane numbers (message tags) agree
+        up, down, net_up, net_down = (out.lane() for _ in range(4))
+        below = [chain_[pos + 1]] if pos + 1 < L else []
+        ups = [tuple(out.recv(child, p, up) for child in below) for p in pieces]
+        if pos > 0:  # a chain member: up to the previous GPU, the result back from it
+            for c, p in enumerate(pieces):
+                out.send(up, chain_[pos - 1], p, ups[c])
+            ready = [(out.recv(chain_[pos - 1], p, down),) for p in pieces]
+        else:  # the head: through the network's reduction
+            rail = [layout.members[k * L + g % L] for k in range(layout.nodes)]
+            ready = _sharp(out, (net_up, net_down), rail, node, pieces, ups)
+        for c, p in enumerate(pieces):
+            for child in below:
+                out.send(down, child, p, ready[c])
+
+
 def tree(out: Schedule, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> None:
     """Tree all-reduce: channel groups alternate between the two trees; group
     ``g``'s chain in a node starts at local rank ``g`` (its NIC) and its heads
@@ -319,12 +386,19 @@ def _nvls_chunk(layout: Layout, nbytes: int, channels: int, algo: Algo) -> int:
 
 def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: int,
          channels: int) -> None:
-    """NVLS (one node) or NVLS-Tree (all-reduce across nodes)."""
+    """NVLS (one node), NVLS-Tree or CollNet-Direct (all-reduce across nodes)."""
     L = layout.per_node
     index = layout.members.index(me)
     node = index // L
     peers = [m for m in layout.members[node * L:(node + 1) * L] if m != me]
-    chunks = _chunks(nbytes, channels * L, _nvls_chunk(layout, nbytes, channels, algo))
+    if algo == Algo.COLLNET_DIRECT:
+        chunk = SIMPLE_STEP
+        for factor, floor in ((64, 131072), (8, 65536), (8, 32768)):
+            while nbytes // (channels * L * chunk) < L * factor and chunk > floor:
+                chunk //= 2
+    else:
+        chunk = _nvls_chunk(layout, nbytes, channels, algo)
+    chunks = _chunks(nbytes, channels * L, chunk)
     parts = [channels * c for c in chunks]
     reduce_scatter = func in ("all-reduce", "reduce-scatter")
     gather = func in ("all-reduce", "all-gather")
@@ -338,11 +412,13 @@ def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: 
         else:
             reduced.append(())
     if layout.nodes > 1 and func == "all-reduce":
-        # a node's part, reduced inside the node, goes up the tree of its rail's GPUs
-        up, down = dtree(layout.nodes, node, 0)
         rail = [layout.members[k * L + index % L] for k in range(layout.nodes)]
-        reduced = _up_down(out, rail[up] if up >= 0 else -1, [rail[d] for d in down], parts,
-                           Proto.SIMPLE, reduced)
+        if algo == Algo.COLLNET_DIRECT:  # a node's reduced part through the network's reduction
+            reduced = _sharp(out, (out.lane(), out.lane()), rail, node, parts, reduced)
+        else:  # up the tree of its rail's GPUs
+            up, down = dtree(layout.nodes, node, 0)
+            reduced = _up_down(out, rail[up] if up >= 0 else -1, [rail[d] for d in down], parts,
+                               Proto.SIMPLE, reduced)
     if gather:
         lane = out.lane()
         for c, part in enumerate(parts):
@@ -386,8 +462,10 @@ def schedule_for(func: str, algo: Algo, proto: Proto, layout: Layout, me: int, n
         ring(out, func, layout, me, nbytes, proto, channels)
     elif algo == Algo.TREE:
         tree(out, layout, me, nbytes, proto, channels)
-    elif algo in (Algo.NVLS, Algo.NVLS_TREE):
+    elif algo in (Algo.NVLS, Algo.NVLS_TREE, Algo.COLLNET_DIRECT):
         nvls(out, func, algo, layout, me, nbytes, channels)
+    elif algo == Algo.COLLNET_CHAIN:
+        collnet_chain(out, layout, me, nbytes, channels)
     else:
         raise ValueError(f"no message pattern for NCCL algorithm {algo.name}")
     return out

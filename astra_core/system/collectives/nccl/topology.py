@@ -194,8 +194,11 @@ def search_graphs(machine: Machine) -> dict[Algo, Graph]:
                     inter = faster
             graphs[Algo.NVLS] = graphs[Algo.NVLS_TREE] = Graph(vn, vs, inter)
     if m.collnet:
-        graphs[Algo.COLLNET_DIRECT] = graphs[Algo.COLLNET_CHAIN] = Graph(
-            min(nics, MAX_RING_CHANNELS), s, s, nvlink=L > 1)
+        # CollNet chain: the ring's channels (init.cc: min = max = ring channels);
+        # CollNet direct: one head per NIC, at most NCCL_MAX_DIRECT_ARITY + 1 = 8
+        graphs[Algo.COLLNET_CHAIN] = Graph(n, s, s, nvlink=L > 1)
+        heads = min(nics, L, 8)
+        graphs[Algo.COLLNET_DIRECT] = Graph(heads, s, s, nvlink=L > 1)
     return graphs
 
 

@@ -271,6 +271,8 @@ class Tuning:
             if comm.compcap >= 100:
                 return 32 if comm.n_nodes > 1 else 24
             return 16
+        if algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN):
+            return comm.graphs[algo].n_channels  # the search's channels (heads for Direct)
         nc = self.runtime_channels()
         threads = 640 if proto == Proto.LL128 else 512
         threshold = {Proto.LL: 8, Proto.LL128: 8, Proto.SIMPLE: 64}[proto]
@@ -287,7 +289,7 @@ class Tuning:
         proportion, before the per-protocol caps."""
         graph = self.comm.graphs.get(algo)
         full = self.runtime_channels()
-        if (graph is None or algo in (Algo.NVLS, Algo.NVLS_TREE) or channels >= full
+        if (graph is None or algo not in (Algo.RING, Algo.TREE) or channels >= full
                 or self.bandwidth_gbps[func][algo][proto] == 0):
             return self.time_us(func, algo, proto, nbytes)
         key = (func, algo, proto, channels)
