@@ -344,3 +344,12 @@ def test_collnet_runs_where_the_network_reduces(tmp_path):
     assert results["CollNetDirect"] >= t.time_us(Func.ALL_REDUCE, Algo.COLLNET_DIRECT, Proto.SIMPLE,
                                                  256 << 20) * 1000 - 1
     assert results["CollNetChain"] > 0
+
+
+def test_several_nodes_need_a_nic_dimension(tmp_path):
+    network, _ = h100_configs(gpus=16)
+    _, system = h100_configs()
+    system = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "H100", "gpus-per-node": 8}})
+    write_micro("all-reduce", 1024, 16, tmp_path / "ar")
+    with pytest.raises(ConfigError, match="needs a network dimension 1 for the NICs"):
+        astra.simulate(str(tmp_path / "ar"), system, network)

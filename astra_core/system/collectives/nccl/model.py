@@ -26,18 +26,28 @@ from astra_core.system.collectives.nccl.hardware import gpu_model
 from astra_core.system.collectives.nccl.phase import NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
-from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, Algo, Func, Proto, tune
+from astra_core.system.collectives.nccl.tuning import (
+    ALGO_NAMES,
+    NVLS_EFFICIENCY,
+    PROTO_NAMES,
+    Algo,
+    Func,
+    Proto,
+    generation,
+    tune,
+)
 from astra_core.system.comm_types import CommType
 
 _FUNCS = {CommType.ALL_REDUCE: Func.ALL_REDUCE, CommType.ALL_GATHER: Func.ALL_GATHER,
           CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER, CommType.BROADCAST: Func.BROADCAST,
           CommType.REDUCE: Func.REDUCE}
-#: NCCL's grouped send/receive (all-to-all) has no entry in its cost model;
-#: its launch and per-step cost are taken as a Simple ring step's
-#: (baseLat 8.4 µs + one NVLink hop 3.4 µs, tuning.cc).
-P2P_LATENCY_US = 8.4 + 3.4
-P2P_NET_LATENCY_US = 8.4 + 14.0
-P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc)
+#: NCCL's send/receive (and grouped all-to-all) has no entry in its cost model;
+#: its cost is taken as one ring step's: base latency plus one hop
+#: (tuning.cc baseLat / hwLat), keyed by (LL protocol, same node): LL 6.6 µs +
+#: 0.6 over NVLink or 2.7 over the network; Simple 8.4 + 3.4 or 8.4 + 14.
+P2P_LATENCY_US = {(True, True): 6.6 + 0.6, (True, False): 6.6 + 2.7,
+                  (False, True): 8.4 + 3.4, (False, False): 8.4 + 14.0}
+P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc): LL up to this size
 
 
 class NcclModel:
@@ -65,9 +75,17 @@ class NcclModel:
         # network.yml bandwidths are bytes/ns = GB/s with 1 GB = 1e9 B (NCCL's unit)
         self.nvlink_line_gbps = dims[0].bandwidth_bytes_per_ns if self.gpus_per_node > 1 else 0.0
         rail = dims[1] if len(dims) > 1 else (dims[0] if self.gpus_per_node == 1 else None)
+        if rail is None and total > self.gpus_per_node:
+            raise ConfigError(f"{source}: the NCCL model needs a network dimension 1 for the NICs "
+                              f"between nodes ({total} NPUs, {self.gpus_per_node} per node)")
         self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
         self._comms: dict[tuple[int, ...], tuple[Layout, object]] = {}
+
+    @property
+    def nvlink_gbps(self) -> float:
+        """One GPU's NVLinks as NCCL rates them (line rate x the GPU's NCCL efficiency)."""
+        return self.nvlink_line_gbps * self.gpu.nvlink_efficiency
 
     def machine(self, members: tuple[int, ...]) -> tuple[Layout, object]:
         """(layout, NCCL tuning) of the communicator over ``members``, cached."""
@@ -85,8 +103,7 @@ class NcclModel:
                               "(node, members) differ")
         ordered = tuple(sorted(members, key=lambda m: (m // L, m)))
         machine = Machine(
-            ranks=len(members), gpus_per_node=per_node, gpu=self.gpu,
-            nvlink_gbps=self.nvlink_line_gbps * self.gpu.nvlink_efficiency,
+            ranks=len(members), gpus_per_node=per_node, gpu=self.gpu, nvlink_gbps=self.nvlink_gbps,
             nic_gbps=self.nic_line_gbps,
             nics_per_node=max(1, self.nics_per_node * per_node // L),
             nvls=self.config.nvls, collnet=self.config.collnet, cpu_vendor=self.config.cpu)
@@ -101,7 +118,7 @@ class NcclModel:
         layout, tuning = self.machine(members)
         n = layout.n
         if comm_type is CommType.ALL_TO_ALL:
-            latency = P2P_LATENCY_US if layout.nodes == 1 else P2P_NET_LATENCY_US
+            latency = P2P_LATENCY_US[(False, layout.nodes == 1)]
             return Algo.RING, Proto.SIMPLE, 1, latency + self._all_to_all_us(layout, size), size
         func = _FUNCS[comm_type]
         nbytes = size * n if comm_type is CommType.ALL_GATHER else size
@@ -123,10 +140,7 @@ class NcclModel:
         (NCCL's ``nvlsEfficiency``, 0.85 on SM 90): ``B x eff x n / (n + 1)``.
         Checked, not fitted, against NVIDIA/nccl issue #1455 (4 to 8 GPUs,
         validation/nccl.py)."""
-        from astra_core.system.collectives.nccl.tuning import NVLS_EFFICIENCY, generation
-
-        nvlink = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
-        return nvlink * NVLS_EFFICIENCY[generation(self.gpu.compcap)] * n / (n + 1)
+        return self.nvlink_gbps * NVLS_EFFICIENCY[generation(self.gpu.compcap)] * n / (n + 1)
 
     def _all_to_all_us(self, layout: Layout, size: int) -> float:
         """Bandwidth time of an all-to-all: each rank's bytes to its node's other
@@ -136,9 +150,8 @@ class NcclModel:
         part = size / n
         intra = part * (L - 1)
         inter = part * (n - L)
-        nvlink = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
         nics = self.nic_line_gbps * max(1, self.nics_per_node) / self.gpus_per_node
-        t = intra / (1e3 * nvlink) if intra and nvlink else 0.0
+        t = intra / (1e3 * self.nvlink_gbps) if intra and self.nvlink_gbps else 0.0
         if inter:
             t = max(t, inter / (1e3 * nics)) if nics else float("inf")
         return t
@@ -151,15 +164,10 @@ class NcclModel:
         network; Simple 8.4 + 3.4 and 8.4 + 14), then the bytes at the rate
         NCCL's topology gives one GPU to one peer: its NVLinks inside a node,
         its NIC across nodes."""
-        L = self.gpus_per_node
-        same_node = src // L == dst // L
+        same_node = src // self.gpus_per_node == dst // self.gpus_per_node
         ll = size <= P2P_LL_THRESHOLD
-        if same_node:
-            latency = 6.6 + 0.6 if ll else P2P_LATENCY_US
-            rate = self.nvlink_line_gbps * self.gpu.nvlink_efficiency
-        else:
-            latency = 6.6 + 2.7 if ll else P2P_NET_LATENCY_US
-            rate = self.nic_line_gbps
+        latency = P2P_LATENCY_US[(ll, same_node)]
+        rate = self.nvlink_gbps if same_node else self.nic_line_gbps
         wire = 2 * size if ll else size  # LL: 8 flag bytes per 8 of data
         time_us = latency + (wire / (1e3 * rate) if rate > 0 else 0.0)
         return int(round(time_us * 1000))
