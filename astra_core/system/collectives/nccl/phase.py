@@ -7,10 +7,11 @@ A rank's part of an NCCL collective ends when three things are true:
   lane's window were in flight: this is what the network backend times, and
   what congestion on a packet backend slows down;
 * every message it expects arrived;
-* NCCL's own predicted time for the operation has passed since it started
-  (:meth:`.tuning.Tuning.time_us` with the channels NCCL launches for this
-  size): the kernel's launch, its per-step synchronisation and the rate at
-  which its channels copy and reduce, none of which a network model sees.
+* NCCL's predicted time for the operation has passed since it started
+  (:meth:`.model.NcclModel.choose`: NCCL's cost model with the channels it
+  launches for this size): the kernel's launch, its per-step synchronisation
+  and the rate at which its channels copy and reduce, none of which a
+  network model sees.
 
 On a fabric as fast as the one NCCL was tuned for, the last one decides (and
 astra then predicts what NCCL predicts for itself); a slower or congested
