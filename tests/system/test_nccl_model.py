@@ -353,3 +353,12 @@ def test_several_nodes_need_a_nic_dimension(tmp_path):
     write_micro("all-reduce", 1024, 16, tmp_path / "ar")
     with pytest.raises(ConfigError, match="needs a network dimension 1 for the NICs"):
         astra.simulate(str(tmp_path / "ar"), system, network)
+
+
+def test_one_gpu_per_node_never_picks_an_unmodelled_algorithm():
+    # one GPU per node is where NCCL would consider PAT for all-gather and reduce-scatter
+    comm = communicator(Machine(4, 1, GPUS["H100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=1))
+    t = tune(comm)
+    for func in (Func.ALL_GATHER, Func.REDUCE_SCATTER, Func.ALL_REDUCE):
+        for exp in range(3, 34, 3):
+            assert t.choose(func, 1 << exp)[0] in (Algo.RING, Algo.TREE)

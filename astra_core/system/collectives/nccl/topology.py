@@ -208,4 +208,5 @@ def communicator(machine: Machine) -> Communicator:
         n_ranks=machine.ranks, n_nodes=machine.nodes, compcap=machine.gpu.compcap,
         graphs=search_graphs(machine), cpu_vendor=machine.cpu_vendor,
         collnet=machine.collnet, nvls=machine.nvls and machine.gpu.nvls,
-        nvswitch=machine.gpus_per_node > 1)
+        nvswitch=machine.gpus_per_node > 1,
+        pat=False)  # PAT's message pattern is not modelled: NCCL's choice leaves it out
