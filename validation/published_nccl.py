@@ -80,6 +80,12 @@ SERIES: tuple[Series, ...] = (
              "peak bus bandwidth of a 2-4 GiB run; compared at 4 GiB", nccl_algo="NVLS",
              busbw_points=((4294967296, bw),))
       for n, bw in ((4, 370.0), (5, 420.0), (6, 440.0), (7, 460.0), (8, 480.0))),
+    Series("HGX H100, 4 GPUs, NCCL defaults, blog measurement", "hgx_h100", 4,
+           "'Where tensor-parallel inference hits the NVLink wall' (waynehacking8.github.io, "
+           "2026-05-31): nccl-tests all_reduce_perf 8 B .. 8 GB on 4x H100 NVSwitch: 'All-reduce "
+           "bus bandwidth ~ 366 GB/s'",
+           "the sweep's peak bus bandwidth; compared at 8 GiB",
+           busbw_points=((8589934592, 366.0),)),
     Series("H100 (2 GPUs), NVLS forced, small sizes with CUDA graphs, user report", "hgx_h100", 2,
            "NVIDIA/nccl issue #1259: NCCL_ALGO=NVLS all_reduce_perf -g 2 -b 128 -e 65536 -G 10 "
            "--iters 100 on 2x H100 80GB HBM3",
