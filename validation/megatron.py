@@ -1,0 +1,181 @@
+"""Megatron-LM's Table 1 (Narayanan et al., SC'21): astra's TFLOP/s per GPU against the paper's.
+
+Usage::
+
+    .venv/bin/python validation/megatron.py --rows 1-4        # the rows to run (1..10)
+    .venv/bin/python validation/megatron.py --rows 1-4 --markdown docs/validation-megatron.md
+
+Each row is generated with ``astra gen llm``'s generator from the run settings
+of Megatron-LM's ``examples/sc21/run_table_1.sh`` (tensor and pipeline sizes,
+micro-batch and global batch, layers, hidden size, heads, nodes; sequence 2048,
+vocabulary 51,200, GPT with GELU MLP of 4h) and simulated on DGX A100 nodes:
+8 A100 SXM on NVSwitch (NVLink3, 300 GB/s per GPU and direction) and 8 HDR
+InfiniBand ports of 200 Gb/s per node on rails, with the NCCL model
+(``examples/validation/dgx_a100``). TFLOP/s per GPU uses the paper's count:
+``F = 96 B s l h^2 (1 + s / 6h + V / 16 l h)`` per iteration, with activation
+recomputation, over the step time and the GPU count.
+
+The run scripts also ask for what the generator does not model yet; each row
+lists them (``missing``), so the distance they leave is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import astra
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.models import ModelConfig
+
+SEQ, VOCAB = 2048, 51200  # all Table 1 models (paper section 5.1; run scripts' CONFIG)
+GIB = 1 << 30
+RUN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (commit 79a3bb6b): TP, PP, MBS, GBS, "
+              "NLS, HS, NAH, DDP, NNODES and the extra parameters of each model size")
+PAPER = ("D. Narayanan et al., 'Efficient Large-Scale Language Model Training on GPU Clusters "
+         "Using Megatron-LM', SC'21 (arXiv 2104.04473), Table 1: achieved teraFLOP/s per GPU")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One Table 1 row: the run script's settings and the paper's result."""
+
+    name: str
+    tp: int
+    pp: int
+    micro_batch: int
+    global_batch: int
+    layers: int
+    hidden: int
+    heads: int
+    ddp: str  # "torch" (overlapping gradient all-reduce) or "local" (after the backward pass)
+    nodes: int
+    layers_per_virtual_stage: int | None
+    published_tflops: float
+
+    @property
+    def gpus(self) -> int:
+        return 8 * self.nodes
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp)
+
+    def paper_flops(self) -> float:
+        """The paper's FLOPs of one iteration (its eq. 3, with recomputation)."""
+        B, s, l, h, V = self.global_batch, SEQ, self.layers, self.hidden, VOCAB
+        return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+    def missing(self) -> list[str]:
+        """What the run script uses that the generator does not model yet."""
+        out = ["activation recomputation (--recompute-method uniform)"]
+        if self.ddp == "local":
+            out.append("gradient all-reduce after the backward pass (DDP local)")
+        if self.layers_per_virtual_stage:
+            out.append(f"interleaved 1F1B ({self.layers_per_virtual_stage} layers per virtual stage)")
+        if self.pp > 1:
+            out.append("scatter/gather of pipeline sends over the TP ranks")
+        return out
+
+
+ROWS = (
+    Row("1.7B", 1, 1, 16, 512, 24, 2304, 24, "torch", 4, None, 137.0),
+    Row("3.6B", 2, 1, 16, 512, 30, 3072, 32, "torch", 8, None, 138.0),
+    Row("7.5B", 4, 1, 16, 512, 36, 4096, 32, "torch", 16, None, 142.0),
+    Row("18.4B", 8, 1, 8, 1024, 40, 6144, 48, "torch", 32, None, 135.0),
+    Row("39.1B", 8, 2, 4, 1536, 48, 8192, 64, "local", 64, None, 138.0),
+    Row("76.1B", 8, 4, 2, 1792, 60, 10240, 80, "local", 128, 5, 140.0),
+    Row("145.6B", 8, 8, 2, 2304, 80, 12288, 96, "local", 192, 5, 148.0),
+    Row("310.1B", 8, 16, 1, 2160, 96, 16384, 128, "local", 240, 3, 155.0),
+    Row("529.6B", 8, 35, 1, 2520, 105, 20480, 128, "local", 315, 1, 163.0),
+    Row("1008.0B", 8, 64, 1, 3072, 128, 25600, 160, "local", 384, None, 163.0),
+)
+
+
+def network(nodes: int) -> NetworkConfig:
+    """DGX A100 nodes on rails: dimension 0 the NVSwitch (300 GB/s per GPU), dimension
+    1 one 200 Gb/s HDR port per GPU (network.yml counts GB as 2^30 bytes)."""
+    if nodes == 1:
+        return NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8],
+                                        "bandwidth": [300e9 / GIB], "latency": [300]})
+    return NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, nodes],
+                                    "bandwidth": [300e9 / GIB, 25e9 / GIB],
+                                    "latency": [300, 1350]})
+
+
+SYSTEM = SystemConfig.from_dict({
+    "scheduling-policy": "LIFO", "collective-optimization": "baseline",
+    "preferred-dataset-splits": 1,
+    **{f"{c}-implementation": ["nccl"]
+       for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+    "nccl": {"gpu": "A100"}})
+
+
+def predict(row: Row, workdir: Path) -> tuple[float, float]:
+    """(step time in s, TFLOP/s per GPU by the paper's count) of one row."""
+    model = ModelConfig(f"gpt-{row.name}", layers=row.layers, hidden=row.hidden, heads=row.heads,
+                        ffn_hidden=4 * row.hidden, vocab=VOCAB, seq_len=SEQ, mlp="gelu",
+                        source=RUN_SCRIPT)
+    cfg = LLMConfig(model=model, gpu=GPUS["a100"], dp=row.dp, tp=row.tp, pp=row.pp,
+                    micro_batch=row.micro_batch, global_batch=row.global_batch,
+                    dims=[8, row.nodes] if row.nodes > 1 else [8])
+    prefix = workdir / f"gpt_{row.name}"
+    _, groups = write_llm(generate_llm(cfg), prefix)
+    result = astra.simulate(str(prefix), SYSTEM, network(row.nodes),
+                            comm_groups=str(groups) if groups else None)
+    seconds = result.step_ns * 1e-9
+    return seconds, row.paper_flops() / (seconds * row.gpus) / 1e12
+
+
+def parse_rows(text: str) -> list[Row]:
+    chosen = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        chosen.update(range(int(a), int(b or a) + 1))
+    return [ROWS[i - 1] for i in sorted(chosen) if 1 <= i <= len(ROWS)]
+
+
+def report(rows: list[Row]) -> str:
+    lines = ["# Megatron-LM Table 1: predicted vs published TFLOP/s per GPU", "",
+             f"Settings: {RUN_SCRIPT}. Published: {PAPER}. Network: DGX A100 nodes (8 A100 "
+             "SXM, NVSwitch, 8 x HDR 200 Gb/s on rails), NCCL model, default backend. "
+             "Error = predicted / published - 1.", "",
+             "| row | GPUs | TP | PP | DP | step s | astra TFLOP/s | published | error | not modelled yet |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in rows:
+            seconds, tflops = predict(row, Path(tmp))
+            err = tflops / row.published_tflops - 1
+            errors.append(err)
+            lines.append(f"| {row.name} | {row.gpus} | {row.tp} | {row.pp} | {row.dp} | {seconds:.2f} "
+                         f"| {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} | "
+                         f"{'; '.join(row.missing())} |")
+    if errors:
+        geo = math.exp(sum(math.log(max(abs(e), 1e-4)) for e in errors) / len(errors))
+        lines += ["", f"Geometric mean of |error| over {len(errors)} rows: {geo:.1%}; "
+                      f"largest: {max(abs(e) for e in errors):.1%}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="1-4", help="rows of Table 1, e.g. 1-4 or 1,3,5")
+    parser.add_argument("--markdown", help="also write the report to this file")
+    args = parser.parse_args(argv)
+    text = report(parse_rows(args.rows))
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
