@@ -156,6 +156,15 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
               help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP")
 @click.option("--seq-len", type=_POSITIVE, help="sequence length (default: the model's)")
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+              show_default=True, help="Megatron activation recomputation: full = every layer's "
+              "forward again before its backward; selective = the attention core")
+@click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True,
+              help="reduce gradient buckets during the backward pass (off: one reduction after it, "
+              "Megatron's local DDP)")
+@click.option("--scatter-gather/--no-scatter-gather", default=True, show_default=True,
+              help="pipeline sends carry 1/TP of the activation, all-gathered by the receiving "
+              "stage (Megatron's --scatter-gather-tensors-in-pipeline)")
 @click.option("--gpu", default="H100", show_default=True, help="A100, H100, H200, B200 or a JSON/YAML file")
 @click.option("--bucket-mb", type=click.FloatRange(min=0, min_open=True), help="gradient bucket size [MiB] (default: Megatron's "
               "max(40M, 1M x DP) elements)")
@@ -163,7 +172,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
 def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, zero, seq_len,
-            sequence_parallel, gpu, bucket_mb, dims, output, comm_groups) -> None:
+            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, gpu, bucket_mb, dims,
+            output, comm_groups) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
@@ -173,7 +183,8 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
         cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
                         microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
                         schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
-                        bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims))
+                        bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
+                        overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

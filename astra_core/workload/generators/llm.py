@@ -58,6 +58,8 @@ __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
 
 _AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL
+#: Megatron-LM's activation recomputation granularities (see LLMConfig).
+RECOMPUTE = ("none", "selective", "full")
 
 
 @dataclass
@@ -69,6 +71,21 @@ class LLMConfig:
     ``dims``: the network's dimension sizes, to place whole-dimension groups
     with involved_dim. ``bucket_bytes`` defaults to Megatron-LM's gradient bucket of
     max(40M, 1M x D) elements.
+
+    Megatron-LM's options, with its meaning:
+
+    * ``recompute``: ``none``; ``full`` (``--recompute-granularity full``,
+      ``--recompute-method uniform`` with one layer per checkpoint: each
+      layer's forward, tensor-parallel communication included, runs again
+      just before its backward); ``selective`` (``--recompute-granularity
+      selective``: only the attention core, Korthikanti et al. 2022).
+    * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
+      runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
+      all gradients after it (Megatron's ``local`` DDP of SC'21).
+    * ``scatter_gather``: a pipeline send carries 1/T of the activation from
+      each tensor-parallel rank and the receiving stage all-gathers it over
+      its T ranks (``--scatter-gather-tensors-in-pipeline``, on by default in
+      Megatron-LM); with sequence parallelism the activation is split already.
     """
 
     model: ModelConfig
@@ -86,6 +103,9 @@ class LLMConfig:
     sequence_parallel: bool = False
     bucket_bytes: int | None = None
     dims: Sequence[int] | None = None
+    recompute: str = "none"
+    overlap_grad_reduce: bool = True
+    scatter_gather: bool = True
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -209,6 +229,8 @@ def _check(cfg: LLMConfig) -> int:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
         raise ConfigError(f"--zero: expected 0, 1, 2 or 3, got {cfg.zero}")
+    if cfg.recompute not in RECOMPUTE:
+        raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
     if m.heads % cfg.tp or (m.kv % cfg.tp and cfg.tp % m.kv):
         raise ConfigError(f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
                           f"divided by the {m.kv} key/value heads of {m.name}")
@@ -291,8 +313,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             h = prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES / edp, "edp", False) or h
         return h
 
-    def mlp(layer: int, m: int, forward: bool) -> None:
-        tag = f"L{layer}_mb{m}_{'fwd' if forward else 'bwd'}"
+    def mlp(layer: int, m: int, forward: bool, phase: str | None = None) -> None:
+        tag = f"L{layer}_mb{m}_{phase or ('fwd' if forward else 'bwd')}"
         if not model.is_moe_layer(layer):
             ops = dense_mlp if forward else [o.backward() for o in dense_mlp]
             if forward:
@@ -349,16 +371,47 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             return
         bucket["dense"] += dense_elems * O.BYTES
         bucket["expert"] += expert_elems * O.BYTES
-        flush("dense")
-        flush("expert")
+        if cfg.overlap_grad_reduce:
+            flush("dense")
+            flush("expert")
+
+    def reduce_after_backward() -> None:
+        """Megatron's local DDP: one reduction of all gradients once the backward pass is done."""
+        for kind in ("dense", "expert"):
+            if bucket[kind] > 0:
+                h = prog.grad_coll(f"grads_{kind}_all", grad_kind, bucket[kind],
+                                   "dp" if kind == "dense" else "edp")
+                if h is not None:
+                    grad_handles.append(h)
+                bucket[kind] = 0.0
 
     order = schedule(cfg.schedule, P, p, mb)
     last_backward = max(i for i, (kind, _) in enumerate(order) if kind == "B")
-    p2p = act / (T if sp else 1)  # Megatron scatter-gather: 1/T of the activation per TP rank
+    split = T > 1 and (sp or cfg.scatter_gather)
+    p2p = act / T if split else act  # Megatron scatter-gather: 1/T of the activation per TP rank
+    gather = split and not sp  # without sequence parallelism the stage needs the whole tensor
+
+    def receive(name: str, peer: str, tag: int) -> None:
+        prog.pending.append(prog.recv(name, p2p, peer, tag))
+        if gather:
+            prog.coll(f"{name}_AG", _AG, p2p, "tp")
+
+    core = [o for o in attn if o.name == "attention"]
+
+    def recompute_layer(i: int, m: int) -> None:
+        """Megatron's activation recomputation just before layer ``i``'s backward."""
+        if cfg.recompute == "full":
+            tp_comm(f"L{i}_mb{m}_recompute_attn_in", True, True)
+            prog.comp(f"L{i}_mb{m}_recompute_attn", attn)
+            tp_comm(f"L{i}_mb{m}_recompute_attn_out", True, False)
+            mlp(i, m, True, "recompute")
+        elif cfg.recompute == "selective":
+            prog.comp(f"L{i}_mb{m}_recompute_core", core)
+
     for step, (kind, m) in enumerate(order):
         if kind == "F":
             if not first:
-                prog.pending.append(prog.recv(f"mb{m}_act_recv", p2p, "prev", 2 * m))
+                receive(f"mb{m}_act_recv", "prev", 2 * m)
             elif model.vocab:
                 prog.comp(f"mb{m}_embedding", O.embedding_ops(model, b, s, T, sp))
                 if T > 1:
@@ -379,11 +432,12 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             if last and model.vocab:
                 prog.comp(f"mb{m}_lm_head_bwd", [o.backward() for o in O.head_ops(model, b, s, T, sp)])
             elif not last:
-                prog.pending.append(prog.recv(f"mb{m}_grad_recv", p2p, "next", 2 * m + 1))
+                receive(f"mb{m}_grad_recv", "next", 2 * m + 1)
             gathered = zero3_gather(layers[-1], f"mb{m}_bwd")
             for i in reversed(layers):
                 prog.pending.append(gathered)
                 gathered = zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in layers else None
+                recompute_layer(i, m)
                 mlp(i, m, False)
                 tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
                 prog.comp(f"L{i}_mb{m}_bwd_attn", [o.backward() for o in attn])
@@ -396,8 +450,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 prog.send(f"mb{m}_grad_send", p2p, "prev", 2 * m + 1)
             if step == last_backward:
                 add_grads(edge, 0.0)
-                flush("dense", True)
-                flush("expert", True)
+                if cfg.overlap_grad_reduce or cfg.zero == 3:
+                    flush("dense", True)
+                    flush("expert", True)
+                else:
+                    reduce_after_backward()
     if model.tie_embeddings and model.vocab and P > 1 and (first or last):
         h = prog.grad_coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb")
         if h is not None:

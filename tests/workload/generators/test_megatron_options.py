@@ -1,0 +1,76 @@
+"""Megatron-LM options of the LLM generator: activation recomputation, gradient reduction
+after the backward pass, and scatter/gather of pipeline sends, against closed forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_core.errors import ConfigError
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.generators import ops as O
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm import LLMConfig, generate_llm
+from astra_core.workload.generators.models import ModelConfig
+
+A100 = GPUS["a100"]
+GPT = ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200,
+                  seq_len=2048)
+
+
+def stage(cfg: LLMConfig, p: int = 0):
+    wl = generate_llm(cfg)
+    return wl, wl.stages[p]
+
+
+def test_full_recompute_runs_every_forward_twice():
+    base = LLMConfig(GPT, A100, tp=2, pp=2, microbatches=4)
+    full = LLMConfig(GPT, A100, tp=2, pp=2, microbatches=4, recompute="full")
+    wl0, nodes0 = stage(base)
+    wl1, nodes1 = stage(full)
+    layers = GPT.layers // 2
+    b, s, t = 1, GPT.seq_len, 2
+    layer_forward = sum(o.flops for o in O.attention_ops(GPT, b, s, t, False) + O.mlp_ops(GPT, b, s, t, False))
+    # 4 micro-batches x 4 layers on stage 0 re-run their forward once more
+    assert wl1.flops[0] - wl0.flops[0] == pytest.approx(4 * layers * layer_forward)
+    # and with it the forward's two tensor-parallel all-reduces per layer
+    ar = lambda nodes: sum(1 for n in nodes if n.comm_type == pb.ALL_REDUCE and not n.late)  # noqa: E731
+    assert ar(nodes1) - ar(nodes0) == 4 * layers * 2
+
+
+def test_selective_recompute_runs_the_attention_core_again():
+    base = LLMConfig(GPT, A100, tp=2, pp=1, microbatches=2)
+    sel = LLMConfig(GPT, A100, tp=2, pp=1, microbatches=2, recompute="selective")
+    core = [o for o in O.attention_ops(GPT, 1, GPT.seq_len, 2, False) if o.name == "attention"][0]
+    extra = generate_llm(sel).flops[0] - generate_llm(base).flops[0]
+    assert extra == pytest.approx(2 * GPT.layers * core.flops)
+
+
+def test_gradients_reduced_once_after_the_backward_pass():
+    overlap = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20)
+    local = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20,
+                      overlap_grad_reduce=False)
+    grads = lambda nodes: [n for n in nodes if n.late]  # noqa: E731
+    many = grads(stage(overlap)[1])
+    one = grads(stage(local)[1])
+    assert len(many) > 1 and len(one) == 1
+    # the same bytes either way, and the single reduction waits for the whole backward pass
+    assert sum(n.size for n in many) == pytest.approx(one[0].size, abs=len(many))
+    nodes = stage(local)[1]
+    last_backward = max(i for i, n in enumerate(nodes) if n.type == pb.COMP_NODE and "bwd" in n.name)
+    assert nodes.index(one[0]) > last_backward
+
+
+@pytest.mark.parametrize("scatter_gather, expected_gathers", [(True, 4), (False, 0)])
+def test_pipeline_sends_carry_one_tp_share(scatter_gather, expected_gathers):
+    cfg = LLMConfig(GPT, A100, tp=4, pp=2, microbatches=4, scatter_gather=scatter_gather)
+    _, last = stage(cfg, 1)
+    act = GPT.seq_len * GPT.hidden * O.BYTES
+    recvs = [n for n in last if n.type == pb.COMM_RECV_NODE]
+    assert {n.size for n in recvs} == {act // 4 if scatter_gather else act}
+    gathers = [n for n in last if n.comm_type == pb.ALL_GATHER and n.name.endswith("_recv_AG")]
+    assert len(gathers) == expected_gathers and all(n.size == act // 4 for n in gathers)
+
+
+def test_unknown_recompute_is_one_line():
+    with pytest.raises(ConfigError, match="--recompute: expected one of none, selective, full"):
+        generate_llm(LLMConfig(GPT, A100, recompute="some"))
