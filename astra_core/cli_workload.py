@@ -152,6 +152,9 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--micro-batch", type=_POSITIVE, default=1, show_default=True, help="sequences per micro-batch")
 @click.option("--global-batch", type=_POSITIVE, help="sequences per step (= D x M x micro-batch)")
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
+@click.option("--virtual-stages", type=_POSITIVE, default=1, show_default=True,
+              help="model chunks per pipeline stage: interleaved 1F1B (Megatron's "
+              "--num-layers-per-virtual-pipeline-stage = layers / (pp x V))")
 @click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
               help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP")
 @click.option("--seq-len", type=_POSITIVE, help="sequence length (default: the model's)")
@@ -171,7 +174,7 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
-def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, zero, seq_len,
+def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
             sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, gpu, bucket_mb, dims,
             output, comm_groups) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP NPUs."""
@@ -184,7 +187,8 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
                         microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
                         schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
                         bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
-                        overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather)
+                        overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
+                        virtual_stages=virtual_stages)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

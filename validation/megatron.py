@@ -77,9 +77,14 @@ class Row:
         """What the run script uses that the generator does not model yet."""
         out = ["GPU kernel efficiency (every kernel at the A100's peak)",
                "unfused attention (counted causal-halved, as FlashAttention)"]
-        if self.layers_per_virtual_stage:
-            out.append(f"interleaved 1F1B ({self.layers_per_virtual_stage} layers per virtual stage)")
         return out
+
+    @property
+    def virtual_stages(self) -> int:
+        """Model chunks per stage: layers / (PP x layers per virtual stage)."""
+        if not self.layers_per_virtual_stage:
+            return 1
+        return self.layers // (self.pp * self.layers_per_virtual_stage)
 
 
 ROWS = (
@@ -121,12 +126,13 @@ def predict(row: Row, workdir: Path) -> tuple[float, float]:
                         ffn_hidden=4 * row.hidden, vocab=VOCAB, seq_len=SEQ, mlp="gelu",
                         source=RUN_SCRIPT)
     # the run script's --recompute-method uniform (full recomputation), its DDP (torch:
-    # overlapped gradient reduction; local: after the backward pass), and Megatron's
-    # default scatter/gather of pipeline sends
+    # overlapped gradient reduction; local: after the backward pass), its virtual pipeline
+    # stages (interleaved 1F1B) and Megatron's default scatter/gather of pipeline sends
     cfg = LLMConfig(model=model, gpu=GPUS["a100"], dp=row.dp, tp=row.tp, pp=row.pp,
                     micro_batch=row.micro_batch, global_batch=row.global_batch,
                     dims=[8, row.nodes] if row.nodes > 1 else [8], recompute="full",
-                    overlap_grad_reduce=row.ddp == "torch", scatter_gather=True)
+                    overlap_grad_reduce=row.ddp == "torch", scatter_gather=True,
+                    virtual_stages=row.virtual_stages)
     prefix = workdir / f"gpt_{row.name}"
     _, groups = write_llm(generate_llm(cfg), prefix)
     result = astra.simulate(str(prefix), SYSTEM, network(row.nodes),

@@ -52,7 +52,7 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.layout import Layout
 from astra_core.workload.generators.models import ModelConfig
-from astra_core.workload.generators.pipeline import SCHEDULES, schedule
+from astra_core.workload.generators.pipeline import SCHEDULES, interleaved, schedule
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
@@ -82,6 +82,10 @@ class LLMConfig:
     * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
       runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
       all gradients after it (Megatron's ``local`` DDP of SC'21).
+    * ``virtual_stages``: V model chunks per pipeline stage, run with the
+      interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
+      = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
+      virtual stage ``v P + p``.
     * ``scatter_gather``: a pipeline send carries 1/T of the activation from
       each tensor-parallel rank and the receiving stage all-gathers it over
       its T ranks (``--scatter-gather-tensors-in-pipeline``, on by default in
@@ -106,6 +110,7 @@ class LLMConfig:
     recompute: str = "none"
     overlap_grad_reduce: bool = True
     scatter_gather: bool = True
+    virtual_stages: int = 1
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -211,7 +216,8 @@ class _Program:
 def _check(cfg: LLMConfig) -> int:
     """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option."""
     m = cfg.model
-    for key in ("dp", "tp", "pp", "ep", "micro_batch", "microbatches", "global_batch", "seq_len"):
+    for key in ("dp", "tp", "pp", "ep", "micro_batch", "microbatches", "global_batch", "seq_len",
+                "virtual_stages"):
         value = getattr(cfg, key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"--{key.replace('_', '-')}: must be an integer >= 1, got {value!r}")
@@ -236,6 +242,13 @@ def _check(cfg: LLMConfig) -> int:
                           f"divided by the {m.kv} key/value heads of {m.name}")
     if m.layers % cfg.pp:
         raise ConfigError(f"--pp {cfg.pp}: must divide the {m.layers} layers of {m.name}")
+    if cfg.virtual_stages > 1:
+        if cfg.pp == 1 or cfg.schedule != "1f1b":
+            raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: needs --pp > 1 and the 1f1b "
+                              "schedule (interleaved 1F1B)")
+        if m.layers % (cfg.pp * cfg.virtual_stages):
+            raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: pp x virtual stages must divide "
+                              f"the {m.layers} layers of {m.name}")
     if cfg.ep > 1 and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
         raise ConfigError(f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
                           f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)")
@@ -266,8 +279,14 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     model, T, P, gpu = cfg.model, cfg.tp, cfg.pp, cfg.gpu
     b, s, sp = cfg.micro_batch, cfg.sequence_length, cfg.sequence_parallel
     act = b * s * model.hidden * O.BYTES  # one activation tensor [B]
-    per = model.layers // P
-    layers = range(p * per, (p + 1) * per)
+    V = cfg.virtual_stages
+    per = model.layers // (P * V)
+
+    def chunk_layers(v: int) -> range:
+        """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
+        return range((v * P + p) * per, (v * P + p + 1) * per)
+
+    layers = [i for v in range(V) for i in chunk_layers(v)]
     first, last = p == 0, p == P - 1
     edp = cfg.dp // cfg.ep  # ranks holding the same experts
     prog = _Program(gpu, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
@@ -385,8 +404,17 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                     grad_handles.append(h)
                 bucket[kind] = 0.0
 
-    order = schedule(cfg.schedule, P, p, mb)
-    last_backward = max(i for i, (kind, _) in enumerate(order) if kind == "B")
+    if V > 1:
+        order = interleaved(P, p, mb, V)
+    else:
+        order = [(kind, m, 0) for kind, m in schedule(cfg.schedule, P, p, mb)]
+    last_backward = max(i for i, (kind, _, _) in enumerate(order) if kind == "B")
+    chunk_done = {v: max(i for i, (kind, _, c) in enumerate(order) if kind == "B" and c == v)
+                  for v in range(V)}
+
+    def tag(m: int, q: int, backward: bool) -> int:
+        """Message tag of micro-batch ``m`` arriving at virtual stage ``q``."""
+        return 2 * (m * P * V + q if V > 1 else m) + backward
     split = T > 1 and (sp or cfg.scatter_gather)
     p2p = act / T if split else act  # Megatron scatter-gather: 1/T of the activation per TP rank
     gather = split and not sp  # without sequence parallelism the stage needs the whole tensor
@@ -408,46 +436,50 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         elif cfg.recompute == "selective":
             prog.comp(f"L{i}_mb{m}_recompute_core", core)
 
-    for step, (kind, m) in enumerate(order):
+    for step, (kind, m, v) in enumerate(order):
+        q = v * P + p  # virtual stage
+        head_chunk, tail_chunk = q == 0, q == P * V - 1
+        chunk = chunk_layers(v)
+        tm = f"mb{m}" if V == 1 else f"mb{m}_c{v}"
         if kind == "F":
-            if not first:
-                receive(f"mb{m}_act_recv", "prev", 2 * m)
+            if not head_chunk:
+                receive(f"{tm}_act_recv", "prev", tag(m, q, False))
             elif model.vocab:
                 prog.comp(f"mb{m}_embedding", O.embedding_ops(model, b, s, T, sp))
                 if T > 1:
                     prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, act, "tp")
-            gathered = zero3_gather(layers[0], f"mb{m}_fwd")
-            for i in layers:
+            gathered = zero3_gather(chunk[0], f"mb{m}_fwd")
+            for i in chunk:
                 prog.pending.append(gathered)
-                gathered = zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in layers else None  # prefetch
+                gathered = zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
                 tp_comm(f"L{i}_mb{m}_fwd_attn_in", True, True)
                 prog.comp(f"L{i}_mb{m}_fwd_attn", attn)
                 tp_comm(f"L{i}_mb{m}_fwd_attn_out", True, False)
                 mlp(i, m, True)
-            if last and model.vocab:
+            if tail_chunk and model.vocab:
                 prog.comp(f"mb{m}_lm_head", O.head_ops(model, b, s, T, sp))
-            elif not last:
-                prog.send(f"mb{m}_act_send", p2p, "next", 2 * m)
+            elif not tail_chunk:
+                prog.send(f"{tm}_act_send", p2p, "next", tag(m, q + 1, False))
         else:
-            if last and model.vocab:
+            if tail_chunk and model.vocab:
                 prog.comp(f"mb{m}_lm_head_bwd", [o.backward() for o in O.head_ops(model, b, s, T, sp)])
-            elif not last:
-                receive(f"mb{m}_grad_recv", "next", 2 * m + 1)
-            gathered = zero3_gather(layers[-1], f"mb{m}_bwd")
-            for i in reversed(layers):
+            elif not tail_chunk:
+                receive(f"{tm}_grad_recv", "next", tag(m, q, True))
+            gathered = zero3_gather(chunk[-1], f"mb{m}_bwd")
+            for i in reversed(chunk):
                 prog.pending.append(gathered)
-                gathered = zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in layers else None
+                gathered = zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
                 recompute_layer(i, m)
                 mlp(i, m, False)
                 tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
                 prog.comp(f"L{i}_mb{m}_bwd_attn", [o.backward() for o in attn])
                 tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
-                if step == last_backward:
+                if step == chunk_done[v]:
                     add_grads(*params[i])
-            if first and model.vocab:
+            if head_chunk and model.vocab:
                 prog.comp(f"mb{m}_embedding_bwd", [o.backward() for o in O.embedding_ops(model, b, s, T, sp)])
-            elif not first:
-                prog.send(f"mb{m}_grad_send", p2p, "prev", 2 * m + 1)
+            elif not head_chunk:
+                prog.send(f"{tm}_grad_send", p2p, "prev", tag(m, q - 1, True))
             if step == last_backward:
                 add_grads(edge, 0.0)
                 if cfg.overlap_grad_reduce or cfg.zero == 3:
@@ -474,6 +506,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
 def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     """Build the step's per-stage programs (see the module docstring). Raises ConfigError."""
     mb = _check(cfg)
+    if cfg.virtual_stages > 1 and mb % cfg.pp:
+        raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
+                          f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)")
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None)
     stages, grads, flops = [], [], []
     for p in range(cfg.pp):

@@ -54,7 +54,9 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                 elif place.kind == "group":
                     attrs["pg_name"] = place.value
             else:
-                peer = rank + (stride if n.role == "next" else -stride)
+                # interleaved 1F1B wraps from the last stage to the first (stage is the
+                # outermost coordinate of a rank)
+                peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
                 src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
                 attrs = {"comm_src": src, "comm_dst": dst, "comm_tag": n.tag, "comm_size": n.size}
             msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],

@@ -8,11 +8,18 @@
 
 With uniform stages and free communication both take ``(M + P - 1)`` forward
 plus backward slots, so the idle (bubble) fraction is ``(P - 1) / (M + P - 1)``.
+
+* Interleaved 1F1B (Narayanan et al. SC'21, Megatron-LM's
+  ``forward_backward_pipelining_with_interleaving``): each stage holds ``V``
+  model chunks; virtual micro-batch ``k`` runs chunk ``(k // P) % V`` (the
+  reverse order going backward) of micro-batch ``(k // (P V)) P + k % P``;
+  stage ``p`` warms up with ``2 (P - p - 1) + (V - 1) P`` forwards, then
+  alternates, then drains. The bubble shrinks to ``(P - 1) / (V M + P - 1)``.
 """
 
 from __future__ import annotations
 
-__all__ = ["SCHEDULES", "schedule"]
+__all__ = ["SCHEDULES", "interleaved", "schedule"]
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -35,3 +42,34 @@ def schedule(kind: str, stages: int, stage: int, microbatches: int) -> list[tupl
         order += [("B", i) for i in range(m - warmup, m)]
         return order
     raise ValueError(f"unknown pipeline schedule {kind!r} (expected one of {', '.join(SCHEDULES)})")
+
+
+def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list[tuple[str, int, int]]:
+    """Interleaved 1F1B passes of ``stage``: ``("F" | "B", micro-batch, chunk)`` in order.
+
+    Raises ValueError unless the micro-batches are a multiple of the stages
+    (Megatron-LM's requirement for this schedule).
+    """
+    if not 0 <= stage < stages or microbatches < 1 or chunks < 1:
+        raise ValueError(f"stage {stage} of {stages} with {microbatches} micro-batches, {chunks} chunks")
+    if microbatches % stages:
+        raise ValueError(f"interleaved 1F1B needs the micro-batches ({microbatches}) to be a multiple "
+                         f"of the pipeline stages ({stages})")
+    group = stages * chunks
+    total = microbatches * chunks
+
+    def pass_of(kind: str, k: int) -> tuple[str, int, int]:
+        chunk = (k % group) // stages
+        if kind == "B":
+            chunk = chunks - 1 - chunk
+        return kind, (k // group) * stages + k % stages, chunk
+
+    if microbatches == stages:
+        warmup = total
+    else:
+        warmup = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    order = [pass_of("F", k) for k in range(warmup)]
+    for i in range(total - warmup):
+        order += [pass_of("F", warmup + i), pass_of("B", i)]
+    order += [pass_of("B", k) for k in range(total - warmup, total)]
+    return order
