@@ -81,6 +81,9 @@ class NcclModel:
         self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
         self._comms: dict[tuple[int, ...], tuple[Layout, object]] = {}
+        # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
+        # repeat the same collective many times (the schedules are read, never changed)
+        self._phases: dict[tuple, tuple] = {}
 
     @property
     def nvlink_gbps(self) -> float:
@@ -174,13 +177,17 @@ class NcclModel:
 
     def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
         """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes."""
-        layout, _ = self.machine(members)
-        algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
-        func = comm_type.label
-        schedule = schedule_for(func, algo, proto, layout, rank, nbytes, channels)
-        n = layout.n
-        final = size * n if comm_type is CommType.ALL_GATHER else (
-            size // n if comm_type is CommType.REDUCE_SCATTER else size)
-        label = ("p2p" if comm_type is CommType.ALL_TO_ALL
-                 else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}")
-        return NcclPhase(comm_type, rank, size, final, schedule, int(round(time_us * 1000)), label)
+        key = (comm_type, members, size, rank)
+        cached = self._phases.get(key)
+        if cached is None:
+            layout, _ = self.machine(members)
+            algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
+            schedule = schedule_for(comm_type.label, algo, proto, layout, rank, nbytes, channels)
+            n = layout.n
+            final = size * n if comm_type is CommType.ALL_GATHER else (
+                size // n if comm_type is CommType.REDUCE_SCATTER else size)
+            label = ("p2p" if comm_type is CommType.ALL_TO_ALL
+                     else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}")
+            cached = self._phases[key] = (final, schedule, int(round(time_us * 1000)), label)
+        final, schedule, floor_ns, label = cached
+        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label)

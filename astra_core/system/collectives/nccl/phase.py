@@ -38,7 +38,7 @@ class NcclPhase(CollectiveAlgorithm):
 
     name = "nccl"
     __slots__ = ("schedule", "floor_ns", "label", "_next", "_delivered", "_arrived", "_open",
-                 "_tag", "_waiters")
+                 "_tag", "_waiters", "_blocked_on")
 
     def __init__(self, comm_type, rank: int, data_size: int, final_data_size: int,
                  schedule: Schedule, floor_ns: int, label: str):
@@ -53,8 +53,9 @@ class NcclPhase(CollectiveAlgorithm):
         self._arrived = [False] * len(schedule.recvs)
         self._open = sum(2 * len(lane.sends) for lane in lanes) + len(schedule.recvs) + 1
         self._tag = 0
-        # receive index -> lanes whose next send may wait for it
+        # receive index -> lanes whose next send waits for it; each lane waits on one at most
         self._waiters: dict[int, list[int]] = {}
+        self._blocked_on = [-1] * len(lanes)
 
     def start(self) -> None:
         owner = self.stream.owner
@@ -77,7 +78,9 @@ class NcclPhase(CollectiveAlgorithm):
             dst, size, needs = sends[k]
             missing = next((j for j in needs if not arrived[j]), -1)
             if missing >= 0:
-                self._waiters.setdefault(missing, []).append(i)
+                if self._blocked_on[i] != missing:
+                    self._blocked_on[i] = missing
+                    self._waiters.setdefault(missing, []).append(i)
                 break
             k += 1
             self._next[i] = k
@@ -95,6 +98,7 @@ class NcclPhase(CollectiveAlgorithm):
         self._arrived[j] = True
         self._open -= 1
         for i in self._waiters.pop(j, ()):
+            self._blocked_on[i] = -1
             self._issue(i)
         self._check()
 
