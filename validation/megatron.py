@@ -22,7 +22,6 @@ lists them (``missing``), so the distance they leave is visible.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -34,6 +33,9 @@ from astra_core.config.system import SystemConfig
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
 from astra_core.workload.generators.models import ModelConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit, geomean_abs  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200  # all Table 1 models (paper section 5.1; run scripts' CONFIG)
 GIB = 1 << 30
@@ -166,8 +168,7 @@ def report(rows: list[Row]) -> str:
                          f"| {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} | "
                          f"{'; '.join(row.missing())} |")
     if errors:
-        geo = math.exp(sum(math.log(max(abs(e), 1e-4)) for e in errors) / len(errors))
-        lines += ["", f"Geometric mean of |error| over {len(errors)} rows: {geo:.1%}; "
+        lines += ["", f"Geometric mean of |error| over {len(errors)} rows: {geomean_abs(errors):.1%}; "
                       f"largest: {max(abs(e) for e in errors):.1%}."]
     return "\n".join(lines)
 
@@ -177,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="1-4", help="rows of Table 1, e.g. 1-4 or 1,3,5")
     parser.add_argument("--markdown", help="also write the report to this file")
     args = parser.parse_args(argv)
-    text = report(parse_rows(args.rows))
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-    return 0
+    return emit(report(parse_rows(args.rows)), args.markdown)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from astra_core.workload.generators.micro import write_micro
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit, geomean_abs  # noqa: E402
 from published_nccl import SERIES, Series  # noqa: E402
 
 PRESETS = ROOT / "examples" / "validation"
@@ -100,12 +101,6 @@ def compare(series: Series, workdir: Path) -> tuple[list[str], list[float]]:
         rows.append(f"| {size_label(size)} | {ours:,.1f} | - | {ours_bw:.1f} | {published_bw:.1f} | "
                     f"{err:+.1%} |")
     return rows, errors
-
-
-def geomean_abs(errors: list[float]) -> float:
-    """Geometric mean of the absolute relative errors |predicted / published - 1|
-    (each at least 0.01 %, so that an exact point does not zero the mean)."""
-    return math.exp(sum(math.log(max(abs(e), 1e-4)) for e in errors) / len(errors))
 
 
 def report(selected: list[Series], curves: bool = True) -> str:
@@ -177,11 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         print(sweep(args.sweep, args.gpus or math.prod(net["npus_count"]), args.nccl_algo))
         return 0
     selected = [s for s in SERIES if not args.series or args.series in s.name]
-    text = report(selected, curves=not args.no_curves)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-    return 0
+    return emit(report(selected, curves=not args.no_curves), args.markdown)
 
 
 if __name__ == "__main__":
