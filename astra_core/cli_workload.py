@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from astra_core.errors import AstraError
+from astra_core.errors import AstraError, ConfigError
 
 
 def _fail(exc: AstraError) -> None:
@@ -168,27 +168,42 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--scatter-gather/--no-scatter-gather", default=True, show_default=True,
               help="pipeline sends carry 1/TP of the activation, all-gathered by the receiving "
               "stage (Megatron's --scatter-gather-tensors-in-pipeline)")
-@click.option("--gpu", default="H100", show_default=True, help="A100, H100, H200, B200 or a JSON/YAML file")
+@click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash", show_default=True,
+              help="attention kernels: FlashAttention, or Megatron's unfused softmax path (score matrix in memory)")
+@click.option("--dropout/--no-dropout", default=False, show_default=True,
+              help="attention and hidden dropout kernels (Megatron's default 0.1)")
+@click.option("--precision", type=click.Choice(["fp16", "bf16", "fp8"]), default="bf16", show_default=True,
+              help="GEMM precision: 16-bit tensor cores, or FP8 (Hopper and later)")
+@click.option("--distributed-optimizer", is_flag=True,
+              help="Megatron's distributed optimizer: gradients reduce-scattered, optimizer on a 1/DP "
+              "shard, parameters all-gathered (the same as --zero 1)")
+@click.option("--gpu", default="H100", show_default=True,
+              help="A100, A100-40GB, H100, H200, B200 or a JSON/YAML file (kernel model constants)")
 @click.option("--bucket-mb", type=click.FloatRange(min=0, min_open=True), help="gradient bucket size [MiB] (default: Megatron's "
               "max(40M, 1M x DP) elements)")
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
 def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
-            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, gpu, bucket_mb, dims,
-            output, comm_groups) -> None:
+            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, attention, dropout, precision,
+            distributed_optimizer, gpu, bucket_mb, dims, output, comm_groups) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import load_model
 
+    if distributed_optimizer:
+        if zero not in (0, 1):
+            _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
+        zero = 1
     try:
         cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
                         microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
                         schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
                         bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
                         overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
-                        virtual_stages=virtual_stages)
+                        virtual_stages=virtual_stages, attention=attention, dropout=dropout,
+                        precision=precision)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:
@@ -198,6 +213,7 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
                f"(dp {dp} x tp {tp} x pp {pp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
                f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et")
     click.echo(f"nodes per rank: {min(map(len, wl.stages))}..{max(map(len, wl.stages))}; "
-               f"step FLOPs {sum(wl.flops.values()):.3e}")
+               f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "
+               "(recomputation included); astra run reports MFU and HFU")
     if groups:
         click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")

@@ -134,7 +134,8 @@ def predict(row: Row, workdir: Path) -> tuple[float, float]:
                     micro_batch=row.micro_batch, global_batch=row.global_batch,
                     dims=[8, row.nodes] if row.nodes > 1 else [8], recompute="full",
                     overlap_grad_reduce=row.ddp == "torch", scatter_gather=True,
-                    virtual_stages=row.virtual_stages)
+                    virtual_stages=row.virtual_stages, attention="unfused", dropout=True,
+                    precision="fp16")
     prefix = workdir / f"gpt_{row.name}"
     _, groups = write_llm(generate_llm(cfg), prefix)
     result = astra.simulate(str(prefix), SYSTEM, network(row.nodes),

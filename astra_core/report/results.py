@@ -79,9 +79,15 @@ class RunResult:
         return max((r.finish_ns for r in self.ranks), default=0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "step_ns": self.step_ns,
-                "ranks": [r.to_dict() for r in self.ranks],
-                "messages": self.messages, "message_bytes": self.message_bytes}
+        from astra_core.report.flops import llm_utilization
+
+        out = {"backend": self.backend, "step_ns": self.step_ns,
+               "ranks": [r.to_dict() for r in self.ranks],
+               "messages": self.messages, "message_bytes": self.message_bytes}
+        llm = llm_utilization(self)
+        if llm:
+            out["llm"] = llm
+        return out
 
     # -- views and outputs (astra_core.report.*; pandas/matplotlib load on first use) -------
     def breakdown(self) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from astra_core.report.flops import llm_utilization
 from astra_core.report.results import RunResult
 
 _MAX_ROWS = 16
@@ -34,6 +35,11 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     console.print(table)
     console.print(f"step time: [bold]{_us(result.step_ns)} µs[/bold] "
                   f"({len(ranks)} NPUs, {result.messages:,} messages)")
+    llm = llm_utilization(result)
+    if llm:
+        console.print(f"LLM step: model FLOPs {llm['model_flops']:.3e}, hardware FLOPs "
+                      f"{llm['hardware_flops']:.3e} (recomputation included); "
+                      f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}")
     if getattr(result, "symmetric", False):
         console.print(f"rank symmetry: {len(result.engines)} of {len(ranks)} ranks simulated, "
                       "each standing for its class")

@@ -1,23 +1,46 @@
-"""GPU presets and the roofline compute model of the LLM generator.
+"""GPU presets of the compute model (:mod:`.kernels`), every constant with its source.
 
-An operator of ``flops`` floating-point operations that moves ``bytes`` to or
-from device memory takes (Williams, Waterman, Patterson, "Roofline", CACM 2009)::
+A preset holds the vendor's peak numbers (datasheets) and what published
+kernel benchmarks reached on the part:
 
-    time = max(flops / (peak_tflops * 1e12 * compute_efficiency),
-               bytes / (memory_gbps * 1e9 * memory_efficiency))
+* GEMMs: the *maximum achievable matmul FLOPS* (MAMF) of
+  ``mamf-finder.py``, a brute-force shape search over ``torch.matmul``
+  (S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md,
+  commit 744d01e: A100 SXM BF16 271.2, H100 SXM BF16 794.5 ("H200 is the
+  same"), B200 SXM BF16 1745.0, H100 FP8 1402.6, H200 FP8 1453.4, B200 FP8
+  3432.5 TFLOP/s).
+* HBM: measured streaming bandwidth (BabelStream Triad on A100 SXM4 40 GB,
+  1377.4 GB/s, ALCF Polaris guide, argonne-lcf/ALCFBeginnersGuide
+  polaris/02_profiling.md; BabelStream 5.0 Triad on A100 SXM4 80 GB,
+  1724.8 GB/s, EPCC Tursa benchmark README; device-to-device copy on H100 SXM
+  80 GB HBM3, 2903 GB/s, Voltage Park / Georgia Tech H100 benchmark suite).
+  No H200 or B200 measurement was found: they take H100's fraction of peak.
+* FlashAttention-2 forward + backward TFLOP/s by sequence length, head
+  dimension and mask, read from Dao-AILab/flash-attention
+  assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png
+  (commit 4f285b35; hidden 2048, batch 16k / seqlen, FLOPs counted as in its
+  benchmark script). H200 takes H100's numbers (same SMs and clocks;
+  attention is compute-bound); B200 H100's fractions of peak (no published
+  B200 FlashAttention-2 figures found).
+* Launch: ``cudaLaunchKernel`` took 3.50 us on average on an A100 node
+  (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
+  on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell.
+* SMs: 108 (A100), 132 (H100, H200), 148 (B200, Chips and Cheese, "Nvidia's
+  B200: Keeping the CUDA Juggernaut Rolling").
 
-Presets are NVIDIA's published dense (non-sparse) BF16 tensor-core peaks and
-HBM bandwidths of the SXM parts; the efficiencies default to 1 (the pure
-roofline); a user file (JSON or YAML, the same keys) can lower them to match
-measured MFU.
+A user file (JSON or YAML, the :class:`GPUSpec` keys) describes another part
+or replaces the models with measurements (``gemm_table``, ``attention_tflops``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
+from astra_core.workload.generators.gemm_table import load_gemm_table
+from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.specs import read_spec
 
 __all__ = ["GPUS", "GPUSpec", "load_gpu"]
@@ -25,47 +48,107 @@ __all__ = ["GPUS", "GPUSpec", "load_gpu"]
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """One accelerator: ``peak_tflops`` dense BF16 [TFLOP/s], ``memory_gbps`` HBM [GB/s, 1e9 B/s],
-    ``memory_gb`` capacity [GB]; efficiencies are fractions of peak reached (0 < e <= 1)."""
+    """One accelerator and its kernel-model constants (:mod:`.kernels`).
+
+    ``peak_tflops``: dense FP16/BF16 tensor-core peak [TFLOP/s]; ``fp8_tflops``:
+    dense FP8 peak (0: no FP8); ``memory_gbps``: HBM bandwidth [GB/s, 1e9 B/s];
+    ``memory_gb``: capacity [GB]; ``sms``: streaming multiprocessors (0: no wave
+    quantization). Efficiencies are fractions of peak reached (0 < e <= 1):
+    ``gemm_efficiency`` (``fp8_efficiency``) by the best large 16-bit (FP8) GEMM,
+    ``memory_efficiency`` by a streaming kernel. ``attention_tflops``: measured
+    FlashAttention forward + backward throughput, rows ``(causal, head_dim,
+    seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
+    host's cost of one kernel launch [us]. ``gemm_table``: a CSV of measured GEMMs
+    (:mod:`.gemm_table`) used instead of the GEMM model.
+    """
 
     name: str
     peak_tflops: float
     memory_gbps: float
     memory_gb: float = 80.0
-    compute_efficiency: float = 1.0
+    sms: int = 0
+    fp8_tflops: float = 0.0
+    gemm_efficiency: float = 1.0
+    fp8_efficiency: float = 1.0
     memory_efficiency: float = 1.0
+    attention_tflops: tuple = ()
+    launch_us: float = 0.0
+    gemm_table: str | None = None
     source: str = ""
 
-    def op_time_ns(self, flops: float, nbytes: float) -> float:
-        """Roofline time of one operator [ns]."""
-        compute = flops / (self.peak_tflops * 1e3 * self.compute_efficiency)  # TFLOP/s = 1e3 FLOP/ns
-        memory = nbytes / (self.memory_gbps * self.memory_efficiency)  # GB/s = 1 B/ns
-        return max(compute, memory)
+    def __post_init__(self):
+        object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
 
+    def measured_gemms(self):
+        """The measured GEMM table, or None (the GEMM model)."""
+        return None if self.gemm_table is None else load_gemm_table(self.gemm_table)
+
+    def op_time_ns(self, op, precision: str = "bf16") -> float:
+        """Time [ns] of one kernel (:func:`.kernels.kernel_ns`)."""
+        return kernel_ns(self, op, precision)
+
+
+_SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _fa_rows(causal: bool, head_dim: int, tflops: tuple, scale: float = 1.0) -> tuple:
+    """Rows of a FlashAttention-2 benchmark curve over :data:`_SEQ` (None: label not legible)."""
+    return tuple((causal, head_dim, s, t * scale) for s, t in zip(_SEQ, tflops) if t is not None)
+
+
+#: FlashAttention-2 forward + backward TFLOP/s (see the module docstring).
+_FA2_A100 = (_fa_rows(True, 64, (88, 119, 140, 156, 165, 171))
+             + _fa_rows(True, 128, (99, 133, 155, 173, 182, 189))
+             + _fa_rows(False, 64, (132, None, 162, 171, 175, 176))
+             + _fa_rows(False, 128, (None, 173, 187, 196, 201, 203)))
+_H100 = ((True, 64, (141, 192, 232, 257, 273, 284)), (True, 128, (163, 221, 265, 294, 308, 328)),
+         (False, 64, (215, 254, 274, 288, 294, 296)), (False, 128, (248, 294, 320, 326, 335, 338)))
+_FA2_H100 = sum((_fa_rows(*row) for row in _H100), ())
+_FA2_B200 = sum((_fa_rows(*row, scale=2250.0 / 989.0) for row in _H100), ())
+_MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 
 GPUS: dict[str, GPUSpec] = {
     g.name.lower(): g
     for g in (
-        GPUSpec("A100", 312.0, 2039.0, 80.0,
-                source="NVIDIA A100 Tensor Core GPU datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s"),
-        GPUSpec("H100", 989.0, 3350.0, 80.0,
-                source="NVIDIA H100 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity "
-                       "(989 dense), HBM3 3.35 TB/s"),
-        GPUSpec("H200", 989.0, 4800.0, 141.0,
-                source="NVIDIA H200 Tensor Core GPU datasheet (SXM): BF16 1,979 TFLOPS with sparsity "
-                       "(989 dense), HBM3e 4.8 TB/s, 141 GB"),
-        GPUSpec("B200", 2250.0, 8000.0, 180.0,
-                source="NVIDIA DGX B200 / HGX B200 datasheet: 72 PFLOPS FP8 training per 8 GPUs; "
-                       "BF16 4.5 PFLOPS with sparsity per GPU (2.25 dense), HBM3e 8 TB/s"),
+        GPUSpec("A100", 312.0, 2039.0, 80.0, sms=108, gemm_efficiency=271.2 / 312.0,
+                memory_efficiency=1724.8 / 2039.0, attention_tflops=_FA2_A100, launch_us=3.5,
+                source="NVIDIA A100 datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s; "
+                       f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); FA2 A100 "
+                       "benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
+        GPUSpec("A100-40GB", 312.0, 1555.0, 40.0, sms=108, gemm_efficiency=271.2 / 312.0,
+                memory_efficiency=1377.4 / 1555.0, attention_tflops=_FA2_A100, launch_us=3.5,
+                source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
+                       f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
+                       "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
+        GPUSpec("H100", 989.0, 3350.0, 80.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
+                fp8_efficiency=1402.6 / 1979.0, memory_efficiency=2903.0 / 3350.0,
+                attention_tflops=_FA2_H100, launch_us=3.0,
+                source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
+                       f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
+                       "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017)"),
+        GPUSpec("H200", 989.0, 4800.0, 141.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
+                fp8_efficiency=1453.4 / 1979.0, memory_efficiency=2903.0 / 3350.0,
+                attention_tflops=_FA2_H100, launch_us=3.0,
+                source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
+                       f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency"),
+        GPUSpec("B200", 2250.0, 8000.0, 180.0, sms=148, fp8_tflops=4500.0, gemm_efficiency=1745.0 / 2250.0,
+                fp8_efficiency=3432.5 / 4500.0, memory_efficiency=2903.0 / 3350.0,
+                attention_tflops=_FA2_B200, launch_us=3.0,
+                source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
+                       f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency"),
     )
 }
 
 
-def load_gpu(spec: str | os.PathLike) -> GPUSpec:
-    """A preset by name (A100, H100, H200, B200; any case) or a JSON/YAML file of GPUSpec keys.
+_FRACTIONS = ("gemm_efficiency", "fp8_efficiency", "memory_efficiency")
 
-    Raises ConfigError for an unknown name, an unreadable file, unknown keys
-    or non-positive numbers.
+
+def load_gpu(spec: str | os.PathLike) -> GPUSpec:
+    """A preset by name (see :data:`GPUS`; any case) or a JSON/YAML file of GPUSpec keys.
+
+    A file's ``gemm_table`` path is relative to the file's folder. Raises
+    ConfigError for an unknown name, an unreadable file or table, unknown keys,
+    non-positive numbers or efficiencies above 1.
     """
     data, path = read_spec(spec, GPUS, "--gpu", "GPU", GPUSpec,
                            ", ".join(g.name for g in GPUS.values()))
@@ -74,11 +157,33 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
     for key in ("peak_tflops", "memory_gbps"):
         if key not in data:
             raise ConfigError(f"{path}: missing key {key}")
-    for key in ("peak_tflops", "memory_gbps", "memory_gb", "compute_efficiency", "memory_efficiency"):
-        value = data.get(key, 1.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ConfigError(f"{path}: {key}: must be a positive number, got {value!r}")
-    for key in ("compute_efficiency", "memory_efficiency"):
+    for key in ("peak_tflops", "memory_gbps", "memory_gb", *_FRACTIONS):
+        _number(path, key, data.get(key, 1.0), positive=True)
+    for key in ("sms", "fp8_tflops", "launch_us"):
+        _number(path, key, data.get(key, 0), positive=False)
+    if not isinstance(data.get("sms", 0), int):
+        raise ConfigError(f"{path}: sms: must be an integer, got {data['sms']!r}")
+    for key in _FRACTIONS:
         if data.get(key, 1.0) > 1:
             raise ConfigError(f"{path}: {key}: a fraction of peak must be <= 1, got {data[key]}")
+    rows = data.get("attention_tflops", ())
+    if not isinstance(rows, (list, tuple)) or not all(
+            isinstance(r, (list, tuple)) and len(r) == 4 and isinstance(r[0], bool)
+            and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r[1:])
+            for r in rows):
+        raise ConfigError(f"{path}: attention_tflops: expected rows [causal (true/false), head_dim, "
+                          "seq_len, TFLOP/s] of positive numbers")
+    table = data.get("gemm_table")
+    if table is not None:
+        if not isinstance(table, str):
+            raise ConfigError(f"{path}: gemm_table: must be the path of a CSV file, got {table!r}")
+        data["gemm_table"] = str(path.parent / table)
+        load_gemm_table(data["gemm_table"])  # report a bad table now, naming its file
     return GPUSpec(**data)
+
+
+def _number(path, key: str, value, positive: bool) -> None:
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    if bad or value < 0 or (positive and value == 0):
+        raise ConfigError(f"{path}: {key}: must be a {'positive' if positive else 'non-negative'} number, "
+                          f"got {value!r}")

@@ -50,6 +50,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
+from astra_core.workload.generators.kernels import PRECISIONS
 from astra_core.workload.generators.layout import Layout
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import SCHEDULES, interleaved, schedule
@@ -60,6 +61,8 @@ __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 _AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
+#: Attention implementations (see :mod:`.ops`).
+ATTENTIONS = ("flash", "unfused")
 
 
 @dataclass
@@ -90,6 +93,12 @@ class LLMConfig:
       each tensor-parallel rank and the receiving stage all-gathers it over
       its T ranks (``--scatter-gather-tensors-in-pipeline``, on by default in
       Megatron-LM); with sequence parallelism the activation is split already.
+    * ``attention``: ``flash`` (FlashAttention, ``--use-flash-attn``) or
+      ``unfused`` (Megatron's softmax path of 2021: the score matrix is written).
+    * ``dropout``: attention and hidden dropout on (Megatron's default 0.1 of
+      ``--attention-dropout`` / ``--hidden-dropout``): their kernels and masks run.
+    * ``precision``: ``fp16`` / ``bf16`` (16-bit tensor-core GEMMs) or ``fp8``
+      (FP8 GEMMs, Transformer Engine; needs a GPU with FP8).
     """
 
     model: ModelConfig
@@ -111,6 +120,9 @@ class LLMConfig:
     overlap_grad_reduce: bool = True
     scatter_gather: bool = True
     virtual_stages: int = 1
+    attention: str = "flash"
+    dropout: bool = False
+    precision: str = "bf16"
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -136,6 +148,7 @@ class _Node:
     role: str | None = None  # collective group role, or "prev"/"next" peer stage for send/recv
     tag: int = 0
     late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
+    recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
 
 
 @dataclass
@@ -143,7 +156,8 @@ class LLMWorkload:
     """Generated step: per-stage node templates, the layout, and summary numbers.
 
     ``dp_grad_bytes[rank]``: bytes this rank reduces over its data-parallel
-    groups; ``flops[rank]``: forward+backward FLOPs of its compute nodes.
+    groups; ``flops[rank]``: forward+backward FLOPs of its compute nodes, recomputation
+    included (hardware FLOPs); ``model_flops[rank]``: the same without recomputation.
     """
 
     config: LLMConfig
@@ -152,6 +166,7 @@ class LLMWorkload:
     stages: list[list[_Node]]
     dp_grad_bytes: dict[int, int] = field(default_factory=dict)
     flops: dict[int, float] = field(default_factory=dict)
+    model_flops: dict[int, float] = field(default_factory=dict)
 
     def stage_of(self, rank: int) -> int:
         return self.layout.coords(rank)[2]
@@ -160,9 +175,10 @@ class LLMWorkload:
 class _Program:
     """One stage's node list: a compute chain and a communication chain."""
 
-    def __init__(self, gpu: GPUSpec, group_sizes: dict[str, int]):
+    def __init__(self, gpu: GPUSpec, precision: str, group_sizes: dict[str, int]):
         self.nodes: list[_Node] = []
         self.gpu = gpu
+        self.precision = precision
         self.group_sizes = group_sizes  # role -> members; a one-NPU group communicates nothing
         self.compute: int | None = None
         self.comm: int | None = None
@@ -177,10 +193,11 @@ class _Program:
         self.nodes.append(node)
         return len(self.nodes) - 1
 
-    def comp(self, name: str, op_list: list[O.Op], *extra) -> int:
-        ns = sum(self.gpu.op_time_ns(o.flops, o.bytes) for o in op_list)
+    def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
+        """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`)."""
+        ns = sum(self.gpu.op_time_ns(o, self.precision) for o in op_list)
         node = _Node(name, pb.COMP_NODE, duration_ns=ns, flops=sum(o.flops for o in op_list),
-                     nbytes=sum(o.bytes for o in op_list))
+                     nbytes=sum(o.bytes for o in op_list), recompute=recompute)
         self.compute = self._add(node, (self.compute, *extra), chain=True)
         return self.compute
 
@@ -235,6 +252,12 @@ def _check(cfg: LLMConfig) -> int:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
         raise ConfigError(f"--zero: expected 0, 1, 2 or 3, got {cfg.zero}")
+    if cfg.attention not in ATTENTIONS:
+        raise ConfigError(f"--attention: expected one of {', '.join(ATTENTIONS)}, got '{cfg.attention}'")
+    if cfg.precision not in PRECISIONS:
+        raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, got '{cfg.precision}'")
+    if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
+        raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
     if m.heads % cfg.tp or (m.kv % cfg.tp and cfg.tp % m.kv):
@@ -289,7 +312,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     layers = [i for v in range(V) for i in chunk_layers(v)]
     first, last = p == 0, p == P - 1
     edp = cfg.dp // cfg.ep  # ranks holding the same experts
-    prog = _Program(gpu, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
+    prog = _Program(gpu, cfg.precision, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
     params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
     dense = sum(v[0] for v in params.values())
     expert = sum(v[1] for v in params.values())
@@ -301,9 +324,10 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             (model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
              if last else 0.0)
     dense += edge
-    attn = O.attention_ops(model, b, s, T, sp)
-    dense_mlp = O.mlp_ops(model, b, s, T, sp)
-    router, experts = O.moe_ops(model, b, s, T, sp, cfg.ep) if model.experts else ([], [])
+    drop = cfg.dropout
+    attn = O.attention_ops(model, b, s, T, sp, cfg.attention, drop)
+    dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
+    router, experts = O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [])
 
     def tp_comm(name: str, forward: bool, at_input: bool) -> None:
         """Tensor-parallel communication at a block's input or output.
@@ -334,11 +358,12 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
 
     def mlp(layer: int, m: int, forward: bool, phase: str | None = None) -> None:
         tag = f"L{layer}_mb{m}_{phase or ('fwd' if forward else 'bwd')}"
+        again = phase == "recompute"
         if not model.is_moe_layer(layer):
-            ops = dense_mlp if forward else [o.backward() for o in dense_mlp]
+            ops = dense_mlp if forward else O.backward(dense_mlp)
             if forward:
                 tp_comm(f"{tag}_mlp_in", True, True)
-                prog.comp(f"{tag}_mlp", ops)
+                prog.comp(f"{tag}_mlp", ops, recompute=again)
                 tp_comm(f"{tag}_mlp_out", True, False)
             else:
                 tp_comm(f"{tag}_mlp_out", False, False)
@@ -349,10 +374,10 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         a2a = cfg.ep > 1
         if forward:
             tp_comm(f"{tag}_moe_in", True, True)
-            prog.comp(f"{tag}_router", router)
+            prog.comp(f"{tag}_router", router, recompute=again)
             if a2a:
                 prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_experts", experts)
+            prog.comp(f"{tag}_experts", experts, recompute=again)
             if a2a:
                 prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
             tp_comm(f"{tag}_moe_out", True, False)
@@ -360,10 +385,10 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             tp_comm(f"{tag}_moe_out", False, False)
             if a2a:
                 prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_experts", [o.backward() for o in experts])
+            prog.comp(f"{tag}_experts", O.backward(experts))
             if a2a:
                 prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_router", [o.backward() for o in router])
+            prog.comp(f"{tag}_router", O.backward(router))
             tp_comm(f"{tag}_moe_in", False, True)
 
     bucket = {"dense": 0.0, "expert": 0.0}
@@ -424,17 +449,17 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if gather:
             prog.coll(f"{name}_AG", _AG, p2p, "tp")
 
-    core = [o for o in attn if o.name == "attention"]
+    core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
 
     def recompute_layer(i: int, m: int) -> None:
         """Megatron's activation recomputation just before layer ``i``'s backward."""
         if cfg.recompute == "full":
             tp_comm(f"L{i}_mb{m}_recompute_attn_in", True, True)
-            prog.comp(f"L{i}_mb{m}_recompute_attn", attn)
+            prog.comp(f"L{i}_mb{m}_recompute_attn", attn, recompute=True)
             tp_comm(f"L{i}_mb{m}_recompute_attn_out", True, False)
             mlp(i, m, True, "recompute")
         elif cfg.recompute == "selective":
-            prog.comp(f"L{i}_mb{m}_recompute_core", core)
+            prog.comp(f"L{i}_mb{m}_recompute_core", core, recompute=True)
 
     for step, (kind, m, v) in enumerate(order):
         q = v * P + p  # virtual stage
@@ -462,7 +487,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 prog.send(f"{tm}_act_send", p2p, "next", tag(m, q + 1, False))
         else:
             if tail_chunk and model.vocab:
-                prog.comp(f"mb{m}_lm_head_bwd", [o.backward() for o in O.head_ops(model, b, s, T, sp)])
+                prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, b, s, T, sp)))
             elif not tail_chunk:
                 receive(f"{tm}_grad_recv", "next", tag(m, q, True))
             gathered = zero3_gather(chunk[-1], f"mb{m}_bwd")
@@ -472,12 +497,12 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 recompute_layer(i, m)
                 mlp(i, m, False)
                 tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
-                prog.comp(f"L{i}_mb{m}_bwd_attn", [o.backward() for o in attn])
+                prog.comp(f"L{i}_mb{m}_bwd_attn", O.backward(attn))
                 tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
                 if step == chunk_done[v]:
                     add_grads(*params[i])
             if head_chunk and model.vocab:
-                prog.comp(f"mb{m}_embedding_bwd", [o.backward() for o in O.embedding_ops(model, b, s, T, sp)])
+                prog.comp(f"mb{m}_embedding_bwd", O.backward(O.embedding_ops(model, b, s, T, sp)))
             elif not head_chunk:
                 prog.send(f"{tm}_grad_send", p2p, "prev", tag(m, q - 1, True))
             if step == last_backward:
@@ -510,17 +535,19 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
         raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
                           f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)")
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None)
-    stages, grads, flops = [], [], []
+    stages, grads, flops, model_flops = [], [], [], []
     for p in range(cfg.pp):
         nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p)
         stages.append(nodes)
         grads.append(int(dense_bytes + expert_bytes))
         flops.append(sum(n.flops for n in nodes if n.name != "optimizer"))
+        model_flops.append(sum(n.flops for n in nodes if n.name != "optimizer" and not n.recompute))
     wl = LLMWorkload(cfg, layout, mb, stages)
     for rank in range(layout.npus):
         p = layout.coords(rank)[2]
         wl.dp_grad_bytes[rank] = grads[p]
         wl.flops[rank] = flops[p]
+        wl.model_flops[rank] = model_flops[p]
     return wl
 
 

@@ -81,7 +81,11 @@ def write_llm(wl, prefix: str | os.PathLike,
     summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
                "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "microbatches": wl.microbatches,
                "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
-               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length}
+               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length,
+               "recompute": cfg.recompute, "virtual_stages": cfg.virtual_stages, "attention": cfg.attention,
+               "precision": cfg.precision, "npus": wl.layout.npus,
+               "model_flops": sum(wl.model_flops.values()), "hardware_flops": sum(wl.flops.values()),
+               "peak_tflops": cfg.gpu.fp8_tflops if cfg.precision == "fp8" else cfg.gpu.peak_tflops}
     meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
     if cfg.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
         meta.attr.append(make_attr(GENERATED_DIMS_ATTR, list(cfg.dims)))

@@ -1,20 +1,37 @@
-"""FLOPs and memory traffic of a transformer's operators, per tensor-parallel rank.
+"""The GPU kernels of a transformer layer, per tensor-parallel rank, with their shapes.
 
-Forward costs of one micro-batch of ``b`` sequences of ``s`` tokens on one of
-``t`` tensor-parallel ranks (Megatron-LM's column/row-parallel layout,
-Shoeybi et al. 2019; Narayanan et al. SC'21, appendix "FLOPs"). A matrix
-multiply of ``m x k`` by ``k x n`` costs ``2 m k n`` FLOPs and moves its two
-inputs and its output once; element-wise operators (norms, activations) are
-memory-bound. Causal attention is counted as FlashAttention computes it, half
-of the full ``s x s`` score matrix (Dao, FlashAttention-2, 2023). Backward of
-a matrix multiply is two multiplies of the same size (input and weight
-gradients): 2x the forward FLOPs and bytes. So forward + backward is
-``6 x (matrix parameters) x tokens`` plus attention, the closed form of
-Kaplan et al. 2020.
+Forward kernels of one micro-batch of ``b`` sequences of ``s`` tokens on one
+of ``t`` tensor-parallel ranks, in Megatron-LM's column/row-parallel layout
+(Shoeybi et al. 2019; Narayanan et al. SC'21, section 4.2 and appendix). Each
+:class:`Op` is one kernel of a kind the compute model times
+(:mod:`.kernels`): a matrix multiply (``GEMM``, shape ``(batch, m, n, k)``:
+``batch`` products of ``m x k`` by ``k x n``), a FlashAttention kernel
+(``ATTENTION``), or a memory-bound kernel (``MEMORY``: norms, activations,
+softmax, dropout, residual adds, optimizer step).
 
-All values are BF16 (2 bytes per element, :data:`BYTES`); ``sp`` (sequence
-parallelism, Korthikanti et al. 2022) splits norms and activations between
-the ``t`` ranks.
+``flops`` is the *model* count (2 m n k per product, attention over the whole
+``s x s`` score matrix as the paper's formula and PaLM's MFU count it); what a
+kernel really executes (a causal FlashAttention skips the masked blocks) is
+the compute model's business. The backward pass of a GEMM is two GEMMs of the
+same FLOPs (input gradient ``m x n`` by ``n x k``, weight gradient ``k x m`` by
+``m x n``), so forward + backward is ``6 x (matrix parameters) x tokens``
+plus attention (Kaplan et al. 2020).
+
+Attention comes in two implementations:
+
+* ``flash``: one fused kernel forward, one backward (Dao, FlashAttention-2,
+  2023): reads Q, K, V and writes O, never the score matrix.
+* ``unfused``: Megatron-LM's path of 2021: a batched GEMM for ``Q K^T`` over
+  the full ``s x s`` matrix, its fused ``scaled_upper_triang_masked_softmax``
+  (which reads the lower triangle and writes whole rows:
+  megatron/fused_kernels/scaled_upper_triang_masked_softmax.h), attention
+  dropout (PyTorch's fused dropout writes the output and a one-byte mask), a
+  batched GEMM for ``P V`` and the copy that makes the context contiguous.
+
+Activations are 16-bit (2 bytes per element, :data:`BYTES`). ``sp``
+(sequence parallelism, Korthikanti et al. 2022) splits norms, dropouts and
+residual adds between the ``t`` ranks. Megatron's fused kernels (bias + GeLU,
+bias + dropout + add) are one kernel each.
 """
 
 from __future__ import annotations
@@ -23,106 +40,174 @@ from dataclasses import dataclass
 
 from astra_core.workload.generators.models import ModelConfig
 
-__all__ = ["BYTES", "Op", "attention_ops", "embedding_ops", "head_ops", "mlp_ops", "moe_ops",
-           "optimizer_op"]
+__all__ = ["ATTENTION", "BYTES", "GEMM", "MEMORY", "Op", "attention_core_ops", "attention_ops",
+           "backward", "embedding_ops", "head_ops", "mlp_ops", "moe_ops", "optimizer_op"]
 
-#: Bytes per element (BF16 activations, weights and gradients).
+#: Bytes per element of activations, weights and gradients (FP16/BF16).
 BYTES = 2
+GEMM, ATTENTION, MEMORY = "gemm", "attention", "memory"
 
 
 @dataclass(frozen=True)
 class Op:
-    """One operator: ``flops`` [FLOP] and ``bytes`` [B] of device-memory traffic."""
+    """One GPU kernel: ``flops`` (model count) [FLOP], ``bytes`` [B] of device-memory traffic.
+
+    ``shape``: for ``GEMM`` ``(batch, m, n, k)``; for ``ATTENTION``
+    ``(batch x heads, s, head_dim, causal, backward)``. ``bwd_bytes``: the
+    traffic of a ``MEMORY`` kernel's backward kernel (None: twice the forward).
+    """
 
     name: str
     flops: float
     bytes: float
+    kind: str = MEMORY
+    shape: tuple = ()
+    bwd_bytes: float | None = None
 
-    def backward(self) -> "Op":
-        return Op(self.name + "_bwd", 2 * self.flops, 2 * self.bytes)
+
+def _gemm(name: str, m: float, n: float, k: float, batch: float = 1) -> Op:
+    return Op(name, 2.0 * batch * m * n * k, BYTES * batch * (m * k + k * n + m * n), GEMM, (batch, m, n, k))
 
 
-def _matmul(name: str, m: float, k: float, n: float) -> Op:
-    return Op(name, 2.0 * m * k * n, BYTES * (m * k + k * n + m * n))
+def _memory(name: str, elems: float, fwd: float, bwd: float, flops_per_elem: float = 1.0) -> Op:
+    """A memory-bound kernel over ``elems`` elements moving ``fwd`` / ``bwd`` bytes per element."""
+    return Op(name, flops_per_elem * elems, fwd * elems, MEMORY, (), bwd * elems)
+
+
+def backward(ops: list[Op]) -> list[Op]:
+    """The backward kernels of ``ops``, in the reverse order.
+
+    A GEMM ``(B, m, n, k)`` gives its input gradient ``(B, m, k, n)`` and its
+    weight gradient ``(B, k, n, m)``; FlashAttention its backward kernel
+    (2x the model FLOPs); a memory-bound kernel one kernel of ``bwd_bytes``.
+    """
+    out = []
+    for op in reversed(ops):
+        if op.kind == GEMM:
+            batch, m, n, k = op.shape
+            out += [_gemm(op.name + "_dgrad", m, k, n, batch), _gemm(op.name + "_wgrad", k, n, m, batch)]
+        elif op.kind == ATTENTION:
+            out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:4], True)))
+        else:
+            out.append(Op(op.name + "_bwd", 2 * op.flops, op.bwd_bytes if op.bwd_bytes is not None
+                          else 2 * op.bytes, MEMORY))
+    return out
 
 
 def _norm(name: str, tokens: float, hidden: int, t: int, sp: bool) -> Op:
-    elems = tokens * hidden / (t if sp else 1)
-    return Op(name, 5.0 * elems, BYTES * 2 * elems)
+    """Layer norm: forward reads x and writes y; backward reads dy and x and writes dx."""
+    return _memory(name, tokens * hidden / (t if sp else 1), 2 * BYTES, 3 * BYTES, 5.0)
 
 
-def attention_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
-    """Layer norm, QKV projection, causal attention core, output projection."""
+def _residual(name: str, tokens: float, hidden: int, t: int, sp: bool, dropout: bool) -> Op:
+    """Megatron's fused bias + dropout + residual add: forward reads x and the residual and
+    writes the sum (and a one-byte dropout mask); backward reads dy (and the mask) and
+    writes dx, then reduces dx for the bias gradient (without dropout dx is dy: one read)."""
+    fwd, bwd = (3 * BYTES + 1, 3 * BYTES + 1) if dropout else (3 * BYTES, BYTES)
+    return _memory(name, tokens * hidden / (t if sp else 1), fwd, bwd)
+
+
+def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: str = "flash",
+                       dropout: bool = False) -> list[Op]:
+    """The causal attention core of one rank's ``heads / t`` heads (see the module docstring).
+
+    Model FLOPs: ``2 x 2 b s^2 (heads / t) head_dim`` (``Q K^T`` and ``P V``)."""
+    heads, kv, hd = model.heads / t, model.kv / t, model.hd
     tokens = b * s
-    hd, heads, kv = model.hd, model.heads / t, model.kv / t
-    qkv_cols = hd * (heads + 2 * kv)
-    core_flops = 2.0 * b * s * s * heads * hd  # QK^T and AV, 2*2*b*s^2*h_d*a halved for causal
-    core_bytes = BYTES * tokens * hd * (2 * heads + 2 * kv)  # read Q, K, V; write O (FlashAttention)
-    return [
-        _norm("ln_attn", tokens, model.hidden, t, sp),
-        _matmul("qkv", tokens, model.hidden, qkv_cols),
-        Op("attention", core_flops, core_bytes),
-        _matmul("attn_out", tokens, heads * hd, model.hidden),
-    ]
+    if attention == "flash":
+        return [Op("attention", 4.0 * b * s * s * heads * hd, BYTES * tokens * hd * (2 * heads + 2 * kv),
+                   ATTENTION, (b * heads, s, hd, True, False))]
+    scores = b * heads * s * s  # elements of the score matrix
+    lower = (s + 1) / (2 * s)  # share of it on or below the diagonal
+    ops = [_gemm("attention_scores", s, s, hd, b * heads),
+           _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0)]
+    if dropout:
+        ops.append(_memory("attention_dropout", scores, 2 * BYTES + 1, 2 * BYTES + 1))
+    return ops + [_gemm("attention_values", s, hd, s, b * heads),
+                  _memory("attention_context_copy", tokens * heads * hd, 2 * BYTES, 2 * BYTES, 0.0)]
+
+
+def attention_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, attention: str = "flash",
+                  dropout: bool = False) -> list[Op]:
+    """Layer norm, QKV projection, attention core, output projection, residual add."""
+    tokens = b * s
+    heads, kv, hd = model.heads / t, model.kv / t, model.hd
+    return [_norm("ln_attn", tokens, model.hidden, t, sp),
+            _gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden),
+            *attention_core_ops(model, b, s, t, attention, dropout),
+            _gemm("attn_out", tokens, model.hidden, heads * hd),
+            _residual("attn_residual", tokens, model.hidden, t, sp, dropout)]
+
+
+def _activation(name: str, tokens: float, f: float, gated: bool) -> Op:
+    """GeLU (with Megatron's fused bias) reads and writes ``f`` elements per token and backward
+    reads dy and x and writes dx; SwiGLU reads the gate and up halves (``2 f``) and writes ``f``,
+    backward reads dy and both halves and writes both gradients."""
+    if gated:
+        return _memory(name, tokens * f, 3 * BYTES, 5 * BYTES, 4.0)
+    return _memory(name, tokens * f, 2 * BYTES, 3 * BYTES, 4.0)
 
 
 def mlp_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, width: int | None = None,
-            count: float = 1.0, name: str = "mlp") -> list[Op]:
-    """Layer norm and a dense feed-forward block of ``width`` (default ``ffn_hidden``).
+            count: int = 1, name: str = "mlp", dropout: bool = False) -> list[Op]:
+    """Layer norm, a dense feed-forward block of ``width`` (default ``ffn_hidden``), residual add.
 
-    ``count`` scales the matrix work (e.g. several shared experts); GELU has an
-    up and a down matrix, SwiGLU a gate, an up and a down matrix.
+    ``count`` blocks side by side (several shared experts) run as batched GEMMs.
+    GeLU has an up and a down matrix, SwiGLU a gate, an up and a down matrix.
     """
     tokens = b * s
     f = (width or model.ffn_hidden) / t
     ups = model.mlp_matrices - 1
-    up = _matmul(f"{name}_up", tokens, model.hidden, ups * f)
-    act = Op(f"{name}_act", 4.0 * tokens * f, BYTES * (ups + 1) * tokens * f)
-    down = _matmul(f"{name}_down", tokens, f, model.hidden)
-    ops = [Op(o.name, o.flops * count, o.bytes * count) for o in (up, act, down)]
-    return [_norm(f"ln_{name}", tokens, model.hidden, t, sp)] + ops
+    up = _gemm(f"{name}_up", tokens, ups * f, model.hidden, count)
+    act = _activation(f"{name}_act", tokens * count, f, ups == 2)
+    down = _gemm(f"{name}_down", tokens, model.hidden, f, count)
+    return [_norm(f"ln_{name}", tokens, model.hidden, t, sp), up, act, down,
+            _residual(f"{name}_residual", tokens, model.hidden, t, sp, dropout)]
 
 
-def moe_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int) -> tuple[list[Op], list[Op]]:
-    """(router ops, expert ops) of a mixture-of-experts layer on one rank.
+def moe_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int,
+            dropout: bool = False) -> tuple[list[Op], list[Op]]:
+    """(router kernels, expert kernels) of a mixture-of-experts layer on one rank.
 
     Balanced routing: each of the ``ep`` expert-parallel ranks processes as
-    many (token, expert) assignments as it sends, ``b s top_k / t``, with its
-    ``experts / ep`` local experts' weights; shared experts see every token.
+    many (token, expert) assignments as it sends, ``b s top_k / t``, spread
+    evenly over its ``experts / ep`` local experts (grouped GEMMs, one per
+    expert); shared experts see every token.
     """
     tokens = b * s
     router = [_norm("ln_moe", tokens, model.hidden, t, sp),
-              _matmul("router", tokens / t, model.hidden, model.experts)]
-    assigned = tokens * model.top_k / t
+              _gemm("router", tokens / t, model.experts, model.hidden)]
+    local = model.experts / ep
+    per_expert = tokens * model.top_k / t / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
-    local = model.experts / ep
-    weights = BYTES * local * model.mlp_matrices * model.hidden * f
-    flops = 2.0 * assigned * model.hidden * f * model.mlp_matrices
-    acts = BYTES * assigned * (2 * model.hidden + (ups + 1) * f)
-    experts = [Op("experts", flops, weights + acts)]
+    experts = [_gemm("experts_up", per_expert, ups * f, model.hidden, local),
+               _activation("experts_act", per_expert * local, f, ups == 2),
+               _gemm("experts_down", per_expert, model.hidden, f, local)]
     if model.shared_experts:
-        experts += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:]
-    return router, experts
+        experts += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
+    return router, experts + [_residual("moe_residual", tokens, model.hidden, t, sp, dropout)]
 
 
 def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
-    """Vocabulary-parallel embedding lookup: read and write one row per token."""
-    elems = b * s * model.hidden
-    return [Op("embedding", 0.0, BYTES * 2 * elems)]
+    """Vocabulary-parallel embedding lookup: read and write one row per token (backward:
+    read the gradient, accumulate into the rows)."""
+    return [_memory("embedding", b * s * model.hidden, 2 * BYTES, 2 * BYTES, 0.0)]
 
 
 def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
-    """Final norm, output projection (vocabulary split over ``t``) and cross-entropy."""
+    """Final norm, output projection (vocabulary split over ``t``) and cross-entropy (reads the
+    logits, writes the loss; backward writes the logits' gradient)."""
     tokens = b * s
     logits = tokens * model.vocab / t
     return [_norm("ln_final", tokens, model.hidden, t, sp),
-            _matmul("lm_head", tokens, model.hidden, model.vocab / t),
-            Op("cross_entropy", 5.0 * logits, BYTES * 2 * logits)]
+            _gemm("lm_head", tokens, model.vocab / t, model.hidden),
+            _memory("cross_entropy", logits, 2 * BYTES, 2 * BYTES, 5.0)]
 
 
 def optimizer_op(params: float) -> Op:
     """Mixed-precision Adam over ``params`` local parameters: ~18 FLOP and 28 B each
-    (read the BF16 gradient, FP32 master weight and two FP32 moments: 14 B; write the
-    master weight, the moments and the BF16 weight: 14 B)."""
+    (read the 16-bit gradient, FP32 master weight and two FP32 moments: 14 B; write the
+    master weight, the moments and the 16-bit weight: 14 B)."""
     return Op("optimizer", 18.0 * params, 28.0 * params)
+

@@ -65,7 +65,7 @@ def test_model_and_gpu_files(tmp_path):
     model = tmp_path / "model.yaml"
     model.write_text("layers: 4\nhidden: 256\nheads: 4\nffn_hidden: 1024\nvocab: 1000\nseq_len: 128\n")
     gpu = tmp_path / "gpu.json"
-    gpu.write_text(json.dumps({"name": "mine", "peak_tflops": 100, "memory_gbps": 1000, "compute_efficiency": 0.5}))
+    gpu.write_text(json.dumps({"name": "mine", "peak_tflops": 100, "memory_gbps": 1000, "gemm_efficiency": 0.5}))
     out = CliRunner().invoke(main, ["gen", "llm", "--model", str(model), "--gpu", str(gpu), "--dp", "2",
                                     "--output", str(tmp_path / "o")])
     assert out.exit_code == 0, out.output

@@ -1,0 +1,36 @@
+"""Model and hardware FLOPs of a generated LLM step, and the utilization they give.
+
+``astra gen llm`` records per step (:mod:`astra_core.workload.generators.llm_writer`,
+GlobalMetadata attribute ``astra_llm``) the *model FLOPs* (the forward and
+backward pass once: what the model needs) and the *hardware FLOPs*
+(activation recomputation included: what the GPUs execute), both counting
+attention over the whole score matrix, and the GPUs' peak. Over a simulated
+step time they give model FLOPs utilization (MFU, Chowdhery et al., PaLM 2022,
+appendix B) and hardware FLOPs utilization (HFU; Korthikanti et al. 2022).
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["llm_utilization"]
+
+
+def llm_utilization(result) -> dict | None:
+    """``{model_flops, hardware_flops, tflops_per_gpu, mfu, hfu}`` of a generated LLM step
+    (FLOPs per step; TFLOP/s per GPU of model FLOPs; fractions of peak), or None when the
+    traces are not ``astra gen llm``'s or the step took no time."""
+    graphs = getattr(result, "graphs", None) or []
+    raw = graphs[0].metadata.get("astra_llm") if graphs else None
+    if not raw or result.step_ns <= 0:
+        return None
+    try:
+        meta = json.loads(raw)
+        model, hardware = float(meta["model_flops"]), float(meta["hardware_flops"])
+        peak, npus = float(meta["peak_tflops"]), int(meta["npus"])
+    except (TypeError, ValueError, KeyError):
+        return None  # traces of an older generator: no FLOP counts
+    seconds = result.step_ns * 1e-9
+    per_gpu = model / seconds / npus / 1e12
+    return {"model_flops": model, "hardware_flops": hardware, "tflops_per_gpu": per_gpu,
+            "mfu": per_gpu / peak, "hfu": hardware / seconds / npus / 1e12 / peak}

@@ -1,0 +1,116 @@
+"""Kernel times of the GPU compute model: a kernel's time from its kind and shape.
+
+Every :class:`~.ops.Op` is one kernel; its time is its execution time, but
+at least the host's cost of launching it (``launch_us``):
+
+* **GEMM** ``(batch, m, n, k)``: cuBLAS splits the ``m x n`` output into
+  thread-block tiles and runs them in *waves* of one tile per SM (NVIDIA,
+  "Matrix Multiplication Background User's Guide": tile and wave
+  quantization). The largest tile of :data:`TILES` that still gives every SM a
+  tile is used (the smallest if none does); a wave takes the time of one
+  tile's ``2 tile_m tile_n k`` FLOPs at the per-SM share of the best large-GEMM
+  throughput (``peak x gemm_efficiency``, measured by maximum-achievable-matmul
+  benchmarks; FP8 GEMMs ``fp8_tflops x fp8_efficiency``). The result is bounded below by its memory traffic at the
+  achievable HBM bandwidth. A user table of measured GEMMs
+  (:mod:`.gemm_table`) replaces this model where given.
+* **ATTENTION** (FlashAttention-2, Dao 2023): the FLOPs the kernel executes,
+  counted as FlashAttention's benchmark counts them (forward two ``s x s x d``
+  products per head, half of them for a causal mask; backward 2.5x the
+  forward, it recomputes the scores), at the forward + backward throughput
+  that benchmark measured for the sequence length, head dimension and mask
+  (``attention_tflops``).
+* **MEMORY**: bytes moved at the achievable HBM bandwidth
+  (``memory_gbps x memory_efficiency``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from astra_core.workload.generators.ops import ATTENTION, GEMM, Op
+
+__all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns"]
+
+#: Thread-block output tiles (rows x columns) of cuBLAS's tensor-core GEMMs, by size, most
+#: efficient first (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
+#: "Typical Tile Dimensions In cuBLAS": 256x128 and 128x256, 128x128, 256x64 and 64x256,
+#: 128x64 and 64x128, 64x64); smaller tiles fill more SMs.
+TILES = (((256, 128), (128, 256)), ((128, 128),), ((256, 64), (64, 256)), ((128, 64), (64, 128)),
+         ((64, 64),))
+#: Training precisions: 16-bit tensor-core GEMMs, or FP8 GEMMs (Hopper and later).
+PRECISIONS = ("fp16", "bf16", "fp8")
+
+
+def _tensor_flops_per_ns(gpu, precision: str) -> float:
+    """Best achievable GEMM throughput [FLOP/ns] in ``precision``."""
+    if precision == "fp8":
+        return gpu.fp8_tflops * 1e3 * gpu.fp8_efficiency  # TFLOP/s = 1e3 FLOP/ns
+    return gpu.peak_tflops * 1e3 * gpu.gemm_efficiency
+
+
+def gemm_ns(gpu, batch: float, m: float, n: float, k: float, precision: str = "bf16") -> float:
+    """Execution time [ns] of ``batch`` products ``(m x k) @ (k x n)`` (no launch overhead).
+
+    Tile and wave quantization over ``gpu.sms`` SMs (``sms`` 0: none), bounded below by
+    the traffic of reading both inputs and writing the output once.
+    """
+    rate = _tensor_flops_per_ns(gpu, precision)
+    batch = math.ceil(batch - 1e-9)
+    if gpu.sms:
+        for size in TILES:
+            # the orientation of this tile size with the fewest tiles
+            tiles, tile_m, tile_n = min((batch * math.ceil(m / tm) * math.ceil(n / tn), tm, tn)
+                                        for tm, tn in size)
+            if tiles >= gpu.sms:
+                break
+        waves = math.ceil(tiles / gpu.sms)
+        compute = waves * gpu.sms * 2.0 * tile_m * tile_n * k / rate
+    else:
+        compute = 2.0 * batch * m * n * k / rate
+    element = 1 if precision == "fp8" else 2
+    memory = element * batch * (m * k + k * n + m * n) / (gpu.memory_gbps * gpu.memory_efficiency)
+    return max(compute, memory)
+
+
+def attention_tflops(gpu, causal: bool, head_dim: float, seq: float) -> float:
+    """FlashAttention forward + backward throughput [TFLOP/s] from ``gpu.attention_tflops``.
+
+    The rows of the same mask and the nearest head dimension (by ratio), linear in
+    log(seq_len) between measured lengths, the end values beyond them; without
+    rows, the GEMM rate.
+    """
+    rows = [r for r in gpu.attention_tflops if r[0] == causal] or list(gpu.attention_tflops)
+    if not rows:
+        return gpu.peak_tflops * gpu.gemm_efficiency
+    dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))
+    curve = sorted((r[2], r[3]) for r in rows if r[1] == dim)
+    if seq <= curve[0][0]:
+        return curve[0][1]
+    for (s0, t0), (s1, t1) in zip(curve, curve[1:]):
+        if seq <= s1:
+            w = math.log(seq / s0) / math.log(s1 / s0)
+            return t0 + w * (t1 - t0)
+    return curve[-1][1]
+
+
+def _attention_ns(gpu, op: Op) -> float:
+    heads, s, hd, causal, bwd = op.shape
+    work = 4.0 * heads * s * s * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
+    compute = work / (attention_tflops(gpu, causal, hd, s) * 1e3)
+    return max(compute, op.bytes / (gpu.memory_gbps * gpu.memory_efficiency))
+
+
+def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
+    """Time [ns] of one kernel on ``gpu`` (a :class:`~.gpus.GPUSpec`).
+
+    At least ``gpu.launch_us``: the host issues kernels one launch at a time while
+    the GPU runs them back to back, so launches hide behind longer kernels.
+    """
+    if op.kind == GEMM:
+        table = gpu.measured_gemms()
+        ns = table.time_ns(*op.shape) if table is not None else gemm_ns(gpu, *op.shape, precision)
+    elif op.kind == ATTENTION:
+        ns = _attention_ns(gpu, op)
+    else:
+        ns = op.bytes / (gpu.memory_gbps * gpu.memory_efficiency)
+    return max(ns, gpu.launch_us * 1e3)
