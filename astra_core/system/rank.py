@@ -234,6 +234,12 @@ class RankSystem:
             self._no_implementation(comm_type, node)
         elif group is None:
             dims = self.dims_by_type[comm_type]
+            if dims[0].algorithm == "nccl" and involved_dims is not None:
+                # NCCL's communicator is the ranks that differ from this one only on the
+                # involved dimensions, not the whole network its one logical ring spans
+                members = self._involved_members(involved_dims)
+                dims = [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))]
+                involved_dims = None
         elif len(group.members) == self.sim.npus_count:
             dims, involved_dims = self.dims_by_type[comm_type], None
         else:
@@ -277,6 +283,18 @@ class RankSystem:
             self._insert_stream(self.ready_list, stream)
             self._schedule_ready()
         return dataset
+
+    def _involved_members(self, involved_dims: list[bool]) -> list[int]:
+        """Ranks that share this rank's coordinates on every dimension not involved
+        (missing entries count as involved), ascending."""
+        members = [self.id]
+        stride = 1
+        for d, size in enumerate(d.npus for d in self.sim.network.dims):
+            if d >= len(involved_dims) or involved_dims[d]:
+                base = [m - (m // stride % size) * stride for m in members]
+                members = sorted(b + k * stride for b in base for k in range(size))
+            stride *= size
+        return members
 
     def _no_implementation(self, comm_type: CommType, node: "ETNode | None") -> None:
         label = comm_type.label

@@ -362,3 +362,25 @@ def test_one_gpu_per_node_never_picks_an_unmodelled_algorithm():
     for func in (Func.ALL_GATHER, Func.REDUCE_SCATTER, Func.ALL_REDUCE):
         for exp in range(3, 34, 3):
             assert t.choose(func, 1 << exp)[0] in (Algo.RING, Algo.TREE)
+
+
+@pytest.mark.parametrize("involved, members", [([True, False], 8), ([False, True], 2)])
+def test_involved_dims_make_the_communicator(tmp_path, involved, members):
+    """An NCCL collective with involved_dim runs over the ranks that differ only on the
+    involved dimensions: on 2 nodes of 8 GPUs, one node's GPUs or one rail's pair."""
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    size = 64 << 20
+    network = NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, 2],
+                                       "bandwidth": [450e9 / GIB, 50e9 / GIB], "latency": [300, 1000]})
+    _, system = h100_configs()
+    prefix = tmp_path / "dims"
+    node = make_node(0, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=size,
+                     involved_dim=involved)
+    for rank in range(16):
+        write_rank_trace(f"{prefix}.{rank}.et", [node])
+    result = astra.simulate(str(prefix), system, network)
+    # a ring all-reduce of a communicator of n ranks sends 2 (n - 1) / n of the buffer per rank
+    # (NCCL's Simple protocol moves data bytes on the wire; chunks are whole 16-byte grains)
+    assert result.message_bytes == pytest.approx(16 * 2 * (members - 1) / members * size, rel=1e-3)
