@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from astra_core.config.memory import MemoryConfig, MemoryType
-from astra_core.config.network import NetworkConfig
+from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.report.results import CollectiveRecord, RankResult, RunResult
@@ -77,7 +77,8 @@ class Simulation:
         elif symmetry:
             self.symmetry, self.symmetry_reason = find_symmetry(
                 graphs, [d.npus for d in network.dims], self.implementations, self.comm_groups,
-                self.memory.config.memory_type, backend)
+                self.memory.config.memory_type, backend, self.nccl,
+                [d.kind is not TopologyKind.RING for d in network.dims])
         else:
             self.symmetry, self.symmetry_reason = None, "turned off"
         self.graphs = list(graphs)

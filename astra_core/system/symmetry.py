@@ -46,6 +46,7 @@ from typing import Sequence
 
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
+from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import RankGraph
 
@@ -146,8 +147,9 @@ class Symmetry:
 
 
 def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
-           whole_groups: set[str]) -> list[str] | None:
-    """Per dimension: "rotation", "xor" or "none" from the algorithms in use; None if no symmetry.
+           whole_groups: set[str]) -> tuple[list[str], set[int]] | None:
+    """Per dimension: "rotation", "xor" or "none" from the algorithms in use, and the
+    dimensions that run a native algorithm over their own coordinates; None if no symmetry.
 
     ``whole_groups`` are the names of groups of every NPU, which run the
     configured algorithms; smaller groups run rings over their members.
@@ -169,9 +171,10 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
             if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in whole_groups:
                 xor_ok = False
                 # A ring over the group's members; halving-doubling there pairs
-                # by absolute position in the member list: not a rotation.
+                # by absolute position in the member list: not a rotation. NCCL's
+                # communicators are checked translation by translation (nccl_symmetry).
                 if node.comm_type in _COMM_TYPES and group_algorithm(
-                        implementations[CommType(node.comm_type)]) not in _ROTATION:
+                        implementations[CommType(node.comm_type)]) not in _ROTATION | {"nccl"}:
                     return None
                 continue
             try:
@@ -188,6 +191,9 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
             for d, name in enumerate(implementations[comm_type]):
                 if involved is not None and d < len(involved) and not involved[d]:
                     continue
+                if str(name) == "nccl":  # any dimension, translation by translation
+                    xor_ok = False
+                    break
                 if name.kind.spans_all_dims:
                     if len(sizes) > 1:
                         return None
@@ -203,7 +209,7 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
             kinds.append("xor")
         else:
             kinds.append("none")
-    return kinds
+    return kinds, set(used)
 
 
 def _signatures(graphs: Sequence[RankGraph], sym: Symmetry,
@@ -280,11 +286,17 @@ def _group_key(name: str) -> str:
 
 
 def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
-                  comm_groups: dict, memory_type: MemoryType, backend) -> tuple[Symmetry | None, str]:
+                  comm_groups: dict, memory_type: MemoryType, backend,
+                  nccl=None, distance_free: Sequence[bool] | None = None) -> tuple[Symmetry | None, str]:
     """The rank classes of a run, or (None, why not) when every rank must run.
 
     ``implementations`` maps each CommType to its per-dimension algorithm names
-    (parsed system.json lists); ``comm_groups`` maps group names to members.
+    (parsed system.json lists); ``comm_groups`` maps group names to members;
+    ``nccl`` is the run's NCCL model when an implementation is ``nccl``: a
+    translation must then also keep every NCCL collective (:mod:`.nccl_symmetry`).
+    ``distance_free[d]``: message times along dimension ``d`` do not depend on
+    the offset (Switch, FullyConnected); such a dimension may be read as two
+    (:func:`_splits`) when that gives fewer classes.
     """
     if not getattr(backend, "symmetric", False):
         return None, "the backend's timing is not the same for every rank"
@@ -297,26 +309,76 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     npus = 1
     for size in sizes:
         npus *= size
-    kinds = _kinds(graphs, sizes, implementations,
+    found = _kinds(graphs, sizes, implementations,
                    {name for name, members in groups.items() if len(members) == npus})
-    if kinds is None:
+    if found is None:
         return None, "a whole-network algorithm over several dimensions"
+    kinds, native = found
     ids = {int(k): m for k, m in groups.items() if k.isdigit()}
     if len({frozenset(m) for m in ids.values()}) < len(ids):
         return None, "two communicator groups have the same members"
-    probe = Symmetry(tuple(sizes), tuple(k if k != "none" else "rotation" for k in kinds),
-                     tuple(sizes), ids)
+    collectives = None
+    if nccl is not None:
+        collectives = NcclCollectives(graphs, sizes, groups, nccl)
+        if not collectives.nodes_preserved():
+            return None, "NCCL's nodes are not network dimension 0"
+    best = _steps(graphs, tuple(sizes), tuple(kinds), ids, groups, collectives)
+    splittable = [bool(distance_free and distance_free[d]) and d not in native for d in range(len(sizes))]
+    for d, split in _splits(sizes, kinds, splittable, groups):
+        sub_sizes = (*sizes[:d], *split, *sizes[d + 1:])
+        sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1:])
+        found = _steps(graphs, sub_sizes, sub_kinds, ids, groups, collectives)
+        if len(found.representatives()) < len(best.representatives()):
+            best = found
+    if all(step == size for step, size in zip(best.steps, best.sizes)):
+        return None, "no translation maps the ranks' traces onto each other"
+    return best, ""
+
+
+def _splits(sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[bool],
+            groups: dict[str, tuple[int, ...]]):
+    """(dimension, (a, b)): ways to read a dimension of ``a x b`` NPUs as two, lower ``a``.
+
+    Only where a message's time does not depend on how far apart its ends
+    are (a Switch or FullyConnected dimension of a symmetric backend) and no
+    native algorithm runs a ring or direct pattern over the dimension's own
+    coordinates (``splittable``): a rotation within ``a`` then does what one
+    along the whole dimension does. Candidates are the extents of the
+    communicator groups along the dimension (Megatron's data-parallel groups
+    inside its pipeline stages).
+    """
+    seen = set()
+    stride = 1
+    for d, (size, kind) in enumerate(zip(sizes, kinds)):
+        if kind == "rotation" and splittable[d]:
+            for members in groups.values():
+                along = sorted({m // stride % size for m in members})
+                a = len(along)
+                if 1 < a < size and size % a == 0 and along == list(range(along[0], along[0] + a)) \
+                        and along[0] % a == 0 and (d, a) not in seen:
+                    seen.add((d, a))
+                    yield d, (a, size // a)
+        stride *= size
+
+
+def _steps(graphs: Sequence[RankGraph], sizes: tuple[int, ...], kinds: tuple[str, ...],
+           ids: dict[int, tuple[int, ...]], groups: dict[str, tuple[int, ...]],
+           collectives: NcclCollectives | None) -> Symmetry:
+    """Per dimension the smallest step whose translation maps every rank's trace onto
+    its image's (and keeps every NCCL collective)."""
+    probe = Symmetry(sizes, tuple(k if k != "none" else "rotation" for k in kinds), sizes, ids)
     signatures = _signatures(graphs, probe, groups)
     uniform = len(set(signatures)) == 1  # every translation maps the traces onto each other
     steps = []
     for d, (size, kind) in enumerate(zip(sizes, kinds)):
-        if uniform and kind != "none":
+        if uniform and kind != "none" and collectives is None:
             steps.append(1)
             continue
         step = size
         if kind == "rotation":
             for k in range(1, size):
-                if size % k == 0 and _invariant(signatures, probe, d, k):
+                if size % k == 0 and (uniform or _invariant(signatures, probe, d, k)) and (
+                        collectives is None or collectives.preserved_by(_translation(probe, d, k))):
                     step = k
                     break
         elif kind == "xor":
@@ -324,9 +386,14 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
             if all(_invariant(signatures, probe, d, b) for b in bits):
                 step = 1
         steps.append(step)
-    if all(step == size for step, size in zip(steps, sizes)):
-        return None, "no translation maps the ranks' traces onto each other"
-    return Symmetry(tuple(sizes), probe.kinds, tuple(steps), ids), ""
+    return Symmetry(sizes, probe.kinds, tuple(steps), ids)
+
+
+def _translation(sym: Symmetry, dim: int, step: int):
+    """rank -> rank translated by ``step`` along ``dim``."""
+    delta = [0] * len(sym.sizes)
+    delta[dim] = step
+    return lambda rank: sym.shift(rank, delta)
 
 
 def _invariant(signatures: list[int], sym: Symmetry, dim: int, step: int) -> bool:

@@ -1,0 +1,111 @@
+"""Which rank translations keep NCCL collectives the same (:mod:`.symmetry` with NCCL).
+
+A translation ``T`` (per-dimension offsets, :class:`~.symmetry.Symmetry`)
+can stand for NCCL's collectives only if, for every NCCL communicator ``C``
+in the traces, rank ``T(r)`` of ``T(C)`` does what rank ``r`` of ``C`` does
+with every peer translated. NCCL orders a communicator's ranks node by node
+(:meth:`~.collectives.nccl.model.NcclModel.machine`); with ``M`` that order
+for ``C`` and ``M'`` for ``T(C)``:
+
+* ``T(M) == M'``: every rank keeps its position, so its messages (ring,
+  tree, NVLS, all-to-all alike) are the translated messages;
+* ``T(M)`` is ``M'`` rotated (by whole nodes when ``C`` spans several) and
+  NCCL runs a ring for this collective: a ring's ranks all do the same
+  relative to their neighbours, and each rail's ring (node after node from
+  one local rank) maps onto the same rail's ring;
+* otherwise (a tree's root or a chain's ends move, a node is split) the
+  translation is refused.
+
+NCCL's choice (algorithm, protocol, channels, its time) depends on the
+communicator's shape only, which ``T`` keeps when it maps nodes onto nodes:
+dimension 0 must be the node (or a node one GPU), as the model reads it.
+Point-to-point costs depend on whether both ends share a node, which such a
+``T`` keeps too.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from astra_core.system.collectives.nccl.tuning import Algo
+from astra_core.system.comm_types import CONFIGURABLE, CommType
+from astra_core.workload.graph import RankGraph
+
+_COMM_COLL = 7  # Chakra COMM_COLL_NODE
+_CONFIGURABLE = {c.value for c in CONFIGURABLE}
+
+__all__ = ["NcclCollectives"]
+
+
+class NcclCollectives:
+    """Every NCCL collective of a run, as ``(comm type, members, bytes)``.
+
+    ``graphs``: per-rank graphs; ``sizes``: network dimension sizes;
+    ``groups``: comm-group name -> members; ``nccl``: the run's
+    :class:`~.collectives.nccl.model.NcclModel`.
+    """
+
+    def __init__(self, graphs: Sequence[RankGraph], sizes: Sequence[int],
+                 groups: dict[str, tuple[int, ...]], nccl):
+        self.nccl = nccl
+        self.sizes = tuple(sizes)
+        npus = 1
+        for n in sizes:
+            npus *= n
+        # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
+        kinds: dict[int, set] = {}
+        for graph in graphs:
+            if id(graph) in kinds:
+                continue
+            found = kinds[id(graph)] = set()
+            for node in graph.nodes:
+                if node.type != _COMM_COLL or node.is_cpu_op or node.comm_type not in _CONFIGURABLE:
+                    continue
+                pg = node.pg_name if node.pg_name not in (None, "", "0") else None
+                found.add((CommType(node.comm_type), node.comm_size, pg,
+                           None if pg else node.involved_dim))
+        self.collectives: set[tuple[CommType, tuple[int, ...], int]] = set()
+        whole = tuple(range(npus))
+        for rank, graph in enumerate(graphs):
+            for comm_type, size, pg, involved in kinds[id(graph)]:
+                if pg is not None:
+                    key = pg.strip()
+                    members = tuple(sorted(groups.get(str(int(key)) if key.isdigit() else key, whole)))
+                elif involved is not None:
+                    members = self._involved(rank, involved)
+                else:
+                    members = whole
+                self.collectives.add((comm_type, members, size))
+
+    def _involved(self, rank: int, involved: Sequence[bool]) -> tuple[int, ...]:
+        members = [rank]
+        stride = 1
+        for d, size in enumerate(self.sizes):
+            if d >= len(involved) or involved[d]:
+                base = [m - (m // stride % size) * stride for m in members]
+                members = [b + k * stride for b in base for k in range(size)]
+            stride *= size
+        return tuple(sorted(members))
+
+    def nodes_preserved(self) -> bool:
+        """Does every translation map NCCL's nodes onto nodes (dimension 0 is a node)?"""
+        return self.nccl.gpus_per_node in (1, self.sizes[0])
+
+    def preserved_by(self, shift) -> bool:
+        """Does the translation ``shift`` (rank -> rank) keep every NCCL collective (module
+        docstring)?"""
+        L = self.nccl.gpus_per_node
+        for comm_type, members, size in self.collectives:
+            order = self.nccl.machine(members)[0].members
+            moved = [shift(m) for m in order]
+            image = tuple(sorted(moved, key=lambda m: (m // L, m)))
+            if tuple(moved) == image:
+                continue
+            if comm_type is CommType.ALL_TO_ALL or self.nccl.choose(comm_type, members, size)[0] != Algo.RING:
+                return False
+            nodes = len({m // L for m in members})
+            start = image.index(moved[0])
+            if (nodes > 1 and start % (len(members) // nodes)
+                    or tuple(image[start:] + image[:start]) != tuple(moved)):
+                return False
+        return True
