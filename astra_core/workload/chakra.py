@@ -402,20 +402,24 @@ def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTra
     return _parse(data, str(path), rank)
 
 
-def _parse(data: bytes, fname: str, rank: int | None) -> RankTrace:
-    """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`)."""
+def _parse(data: bytes, fname: str, rank: int | None, shared: dict | None = None) -> RankTrace:
+    """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`).
+
+    ``shared`` maps a node's encoded bytes to the node already decoded from
+    them (in another rank's file): equal bytes decode to one shared, read-only
+    :class:`ETNode`."""
     # Parsing allocates many small objects and no reference cycles, so the
     # cyclic garbage collector's passes are pure overhead (~10% measured).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_messages(data, fname, rank)
+        return _parse_messages(data, fname, rank, shared)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
+def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | None) -> RankTrace:
     end = len(data)
     if end == 0:
         raise TraceError(f"{fname}: empty file (expected a GlobalMetadata message)")
@@ -462,6 +466,14 @@ def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
             start, stop = message_bounds(pos, f"node #{index}")
         if stop > end:
             start, stop = message_bounds(pos, f"node #{index}")  # raises: truncated
+        if shared is not None:
+            payload = data[start:stop]
+            node = shared.get(payload)
+            if node is not None:  # decoded and checked in an earlier file
+                append(node)
+                pos = stop
+                index += 1
+                continue
         try:
             msg = from_string(view[start:stop])
         except DecodeError:
@@ -495,6 +507,8 @@ def _parse_messages(data: bytes, fname: str, rank: int | None) -> RankTrace:
                                  f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
         if ntype == _METADATA_NODE:
             node.inputs_values = msg.inputs.values
+        if shared is not None and not bad:
+            shared[payload] = node
         append(node)
         pos = stop
         index += 1
@@ -514,7 +528,9 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
     Ranks whose files are byte-identical share one parsed node list (and
     :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
     symmetric ranks load quickly; nodes are read-only. Chakra's own tools
-    number nodes with one counter across ranks, so their files differ.
+    number nodes with one counter across ranks, so their files differ. Within
+    differing files, nodes of equal bytes (a generator's compute nodes, a
+    group's collectives) are decoded once and shared.
 
     Raises :class:`TraceError` naming the prefix and the counts when the
     number of trace files differs from ``npus_count``: a rank's file is
@@ -529,6 +545,7 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
         raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
     # One open() per file (no separate existence checks): thousands of ranks load fast.
     by_content: dict[bytes, RankTrace] = {}
+    shared: dict[bytes, ETNode] = {}
     traces = []
     missing = []
     for r in range(npus_count):
@@ -543,7 +560,7 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
             raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
         same = by_content.get(data)
         if same is None:
-            trace = _parse(data, path, r)
+            trace = _parse(data, path, r, shared)
             by_content[data] = trace
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)

@@ -205,14 +205,34 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
 
     :func:`~astra_core.workload.chakra.read_workload` gives byte-identical
     files one node list, so their graph is built, and warned about, once.
+    Ranks whose nodes have the same ids and dependencies in the same order
+    (a pipeline stage of a generated step, whose ranks differ in peers and
+    groups) share the graph's structure (index, parent counts, children,
+    roots): it is resolved, and warned about, for the first of them.
     """
     built: dict[int, RankGraph] = {}
+    structures: dict[tuple, RankGraph] = {}
     out = []
     for trace in traces:
         graph = built.get(id(trace.nodes))
         if graph is None:
-            graph = built[id(trace.nodes)] = build_graph(trace)
+            key = tuple([(n.id, n.data_deps, n.ctrl_deps) for n in trace.nodes])
+            same = structures.get(key)
+            if same is None:
+                graph = structures[key] = build_graph(trace)
+            else:
+                graph = _sharing_structure(same, trace)
+            built[id(trace.nodes)] = graph
         out.append(graph)
+    return out
+
+
+def _sharing_structure(graph: RankGraph, trace: RankTrace) -> RankGraph:
+    """``trace``'s graph with ``graph``'s structure (same ids and dependencies)."""
+    out = RankGraph.__new__(RankGraph)
+    for name in RankGraph.__slots__:
+        setattr(out, name, getattr(graph, name))
+    out.nodes, out.path, out.metadata = trace.nodes, trace.path, trace.metadata
     return out
 
 
