@@ -84,7 +84,9 @@ class LLMConfig:
       selective``: only the attention core, Korthikanti et al. 2022).
     * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
       runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
-      all gradients after it (Megatron's ``local`` DDP of SC'21).
+      all gradients after it (Megatron's ``local`` DDP of SC'21), whose
+      backward also adds each micro-batch's gradients into an FP32 buffer
+      (:func:`.ops.grad_accumulation_op`).
     * ``virtual_stages``: V model chunks per pipeline stage, run with the
       interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
       = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
@@ -450,6 +452,10 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             prog.coll(f"{name}_AG", _AG, p2p, "tp")
 
     core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
+    # local DDP adds every micro-batch's weight gradients into its FP32 buffer; PyTorch DDP
+    # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
+    accumulate = {i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]))]
+                  for i in layers}
 
     def recompute_layer(i: int, m: int) -> None:
         """Megatron's activation recomputation just before layer ``i``'s backward."""
@@ -497,7 +503,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 recompute_layer(i, m)
                 mlp(i, m, False)
                 tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
-                prog.comp(f"L{i}_mb{m}_bwd_attn", O.backward(attn))
+                prog.comp(f"L{i}_mb{m}_bwd_attn", O.backward(attn) + accumulate[i])
                 tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
                 if step == chunk_done[v]:
                     add_grads(*params[i])

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from astra_core.workload.generators.models import ModelConfig
 
 __all__ = ["ATTENTION", "BYTES", "GEMM", "MEMORY", "Op", "attention_core_ops", "attention_ops",
-           "backward", "embedding_ops", "head_ops", "mlp_ops", "moe_ops", "optimizer_op"]
+           "backward", "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops",
+           "optimizer_op"]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
 BYTES = 2
@@ -211,3 +212,10 @@ def optimizer_op(params: float) -> Op:
     master weight, the moments and the 16-bit weight: 14 B)."""
     return Op("optimizer", 18.0 * params, 28.0 * params)
 
+
+
+def grad_accumulation_op(params: float) -> Op:
+    """Megatron-LM's local DDP: each micro-batch's 16-bit weight gradients are added into
+    an FP32 buffer (``param.main_grad.add_(param.grad)``, megatron/model/distributed.py):
+    read the gradient (2 B) and the buffer (4 B), write the buffer (4 B) per parameter."""
+    return _memory("grad_accumulation", params, 10.0, 0.0)
