@@ -15,6 +15,16 @@ kernel benchmarks reached on the part:
   1724.8 GB/s, EPCC Tursa benchmark README; device-to-device copy on H100 SXM
   80 GB HBM3, 2903 GB/s, Voltage Park / Georgia Tech H100 benchmark suite).
   No H200 or B200 measurement was found: they take H100's fraction of peak.
+* Framework kernels (element-wise, softmax, dropout, memory-bound GEMMs):
+  PyTorch's standard attention of GPT-2 medium (sequence 1024, 16 heads of
+  64, batch 64) moved 40.3 GB to and from HBM in 41.7 ms forward + backward on
+  an A100 40 GB (Dao et al., "FlashAttention", NeurIPS 2022, Figure 2): 0.966
+  TB/s, 0.621 of its 1,555 GB/s. Later parts take the same fraction (no
+  measurement found).
+* Layer norm: the Apex fused layer norm that Megatron-LM copied in 2021
+  (megatron/fused_kernels/layer_norm_cuda_kernel.cu) ran at 895.8 GB/s
+  forward and 572.2 GB/s backward on GA100 (NVIDIA/apex PR #1037, batch 32 x
+  512); A100 presets use these rates, later parts the element-wise rate.
 * FlashAttention-2 forward + backward TFLOP/s by sequence length, head
   dimension and mask, read from Dao-AILab/flash-attention
   assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png
@@ -55,7 +65,10 @@ class GPUSpec:
     ``memory_gb``: capacity [GB]; ``sms``: streaming multiprocessors (0: no wave
     quantization). Efficiencies are fractions of peak reached (0 < e <= 1):
     ``gemm_efficiency`` (``fp8_efficiency``) by the best large 16-bit (FP8) GEMM,
-    ``memory_efficiency`` by a streaming kernel. ``attention_tflops``: measured
+    ``memory_efficiency`` by a streaming kernel, ``elementwise_efficiency`` by
+    the framework's element-wise and softmax kernels. ``layernorm_gbps``: a fused
+    layer norm's measured (forward, backward) rate [GB/s] (empty: the
+    element-wise rate). ``attention_tflops``: measured
     FlashAttention forward + backward throughput, rows ``(causal, head_dim,
     seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
     host's cost of one kernel launch [us]. ``gemm_table``: a CSV of measured GEMMs
@@ -71,6 +84,8 @@ class GPUSpec:
     gemm_efficiency: float = 1.0
     fp8_efficiency: float = 1.0
     memory_efficiency: float = 1.0
+    elementwise_efficiency: float = 1.0
+    layernorm_gbps: tuple = ()
     attention_tflops: tuple = ()
     launch_us: float = 0.0
     gemm_table: str | None = None
@@ -78,6 +93,7 @@ class GPUSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
+        object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
 
     def measured_gemms(self):
         """The measured GEMM table, or None (the GEMM model)."""
@@ -106,41 +122,52 @@ _H100 = ((True, 64, (141, 192, 232, 257, 273, 284)), (True, 128, (163, 221, 265,
 _FA2_H100 = sum((_fa_rows(*row) for row in _H100), ())
 _FA2_B200 = sum((_fa_rows(*row, scale=2250.0 / 989.0) for row in _H100), ())
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
+#: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
+_ELEMENTWISE = 40.3 / 41.7e-3 / 1555.0
+#: Apex fused layer norm forward, backward [GB/s] on GA100 (NVIDIA/apex PR #1037).
+_APEX_LAYERNORM = (895.8, 572.2)
+_KERNELS = ("framework kernels at 0.621 of HBM peak (FlashAttention, Figure 2); Apex layer norm "
+            "895.8 / 572.2 GB/s (apex #1037)")
 
 GPUS: dict[str, GPUSpec] = {
     g.name.lower(): g
     for g in (
         GPUSpec("A100", 312.0, 2039.0, 80.0, sms=108, gemm_efficiency=271.2 / 312.0,
-                memory_efficiency=1724.8 / 2039.0, attention_tflops=_FA2_A100, launch_us=3.5,
+                memory_efficiency=1724.8 / 2039.0, elementwise_efficiency=_ELEMENTWISE,
+                layernorm_gbps=_APEX_LAYERNORM, attention_tflops=_FA2_A100, launch_us=3.5,
                 source="NVIDIA A100 datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s; "
-                       f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); FA2 A100 "
-                       "benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
+                       f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); {_KERNELS}; "
+                       "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
         GPUSpec("A100-40GB", 312.0, 1555.0, 40.0, sms=108, gemm_efficiency=271.2 / 312.0,
-                memory_efficiency=1377.4 / 1555.0, attention_tflops=_FA2_A100, launch_us=3.5,
+                memory_efficiency=1377.4 / 1555.0, elementwise_efficiency=_ELEMENTWISE,
+                layernorm_gbps=_APEX_LAYERNORM, attention_tflops=_FA2_A100, launch_us=3.5,
                 source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
                        f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
-                       "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
+                       f"{_KERNELS}; FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
         GPUSpec("H100", 989.0, 3350.0, 80.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
                 fp8_efficiency=1402.6 / 1979.0, memory_efficiency=2903.0 / 3350.0,
-                attention_tflops=_FA2_H100, launch_us=3.0,
+                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
                 source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
                        f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
-                       "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017)"),
+                       "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
+                       "framework-kernel fraction"),
         GPUSpec("H200", 989.0, 4800.0, 141.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
                 fp8_efficiency=1453.4 / 1979.0, memory_efficiency=2903.0 / 3350.0,
-                attention_tflops=_FA2_H100, launch_us=3.0,
+                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
                 source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
-                       f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency"),
+                       f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency; "
+                       "A100's framework-kernel fraction"),
         GPUSpec("B200", 2250.0, 8000.0, 180.0, sms=148, fp8_tflops=4500.0, gemm_efficiency=1745.0 / 2250.0,
                 fp8_efficiency=3432.5 / 4500.0, memory_efficiency=2903.0 / 3350.0,
-                attention_tflops=_FA2_B200, launch_us=3.0,
+                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_B200, launch_us=3.0,
                 source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
-                       f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency"),
+                       f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
+                       "A100's framework-kernel fraction"),
     )
 }
 
 
-_FRACTIONS = ("gemm_efficiency", "fp8_efficiency", "memory_efficiency")
+_FRACTIONS = ("gemm_efficiency", "fp8_efficiency", "memory_efficiency", "elementwise_efficiency")
 
 
 def load_gpu(spec: str | os.PathLike) -> GPUSpec:
@@ -166,6 +193,12 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
     for key in _FRACTIONS:
         if data.get(key, 1.0) > 1:
             raise ConfigError(f"{path}: {key}: a fraction of peak must be <= 1, got {data[key]}")
+    rates = data.get("layernorm_gbps", ())
+    if not isinstance(rates, (list, tuple)) or len(rates) not in (0, 2) or not all(
+            not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+            for v in rates):
+        raise ConfigError(f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive "
+                          f"numbers, got {rates!r}")
     rows = data.get("attention_tflops", ())
     if not isinstance(rows, (list, tuple)) or not all(
             isinstance(r, (list, tuple)) and len(r) == 4 and isinstance(r[0], bool)

@@ -19,17 +19,25 @@ at least the host's cost of launching it (``launch_us``):
   forward, it recomputes the scores), at the forward + backward throughput
   that benchmark measured for the sequence length, head dimension and mask
   (``attention_tflops``).
-* **MEMORY**: bytes moved at the achievable HBM bandwidth
-  (``memory_gbps x memory_efficiency``).
+* **MEMORY**: bytes moved at the rate measured for the kind of kernel
+  (:data:`~.ops.KERNELS`): framework element-wise and softmax kernels at
+  ``memory_gbps x elementwise_efficiency``, a fused layer norm at its
+  measured ``layernorm_gbps`` (forward, backward; none: element-wise), and
+  multi-tensor streaming kernels (the fused optimizer) at
+  ``memory_gbps x memory_efficiency``, what a streaming benchmark reaches.
+
+A GEMM's memory floor, and FlashAttention's, use the element-wise rate: a
+GEMM bound by its traffic (attention's score products, ``k`` = head
+dimension) streams the way the framework's other kernels do.
 """
 
 from __future__ import annotations
 
 import math
 
-from astra_core.workload.generators.ops import ATTENTION, GEMM, Op
+from astra_core.workload.generators.ops import ATTENTION, ELEMENTWISE, GEMM, LAYERNORM, LAYERNORM_BWD, STREAM, Op
 
-__all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns"]
+__all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns", "memory_rate"]
 
 #: Thread-block output tiles (rows x columns) of cuBLAS's tensor-core GEMMs, by size, most
 #: efficient first (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
@@ -68,8 +76,17 @@ def gemm_ns(gpu, batch: float, m: float, n: float, k: float, precision: str = "b
     else:
         compute = 2.0 * batch * m * n * k / rate
     element = 1 if precision == "fp8" else 2
-    memory = element * batch * (m * k + k * n + m * n) / (gpu.memory_gbps * gpu.memory_efficiency)
+    memory = element * batch * (m * k + k * n + m * n) / memory_rate(gpu, ELEMENTWISE)
     return max(compute, memory)
+
+
+def memory_rate(gpu, kernel: str) -> float:
+    """Bytes per ns a memory-bound kernel of kind ``kernel`` (:data:`~.ops.KERNELS`) moves."""
+    if kernel == STREAM:
+        return gpu.memory_gbps * gpu.memory_efficiency  # GB/s = 1 B/ns
+    if kernel in (LAYERNORM, LAYERNORM_BWD) and gpu.layernorm_gbps:
+        return gpu.layernorm_gbps[kernel == LAYERNORM_BWD]
+    return gpu.memory_gbps * gpu.elementwise_efficiency
 
 
 def attention_tflops(gpu, causal: bool, head_dim: float, seq: float) -> float:
@@ -97,7 +114,7 @@ def _attention_ns(gpu, op: Op) -> float:
     heads, s, hd, causal, bwd = op.shape
     work = 4.0 * heads * s * s * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
     compute = work / (attention_tflops(gpu, causal, hd, s) * 1e3)
-    return max(compute, op.bytes / (gpu.memory_gbps * gpu.memory_efficiency))
+    return max(compute, op.bytes / memory_rate(gpu, ELEMENTWISE))
 
 
 def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
@@ -112,5 +129,5 @@ def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
     elif op.kind == ATTENTION:
         ns = _attention_ns(gpu, op)
     else:
-        ns = op.bytes / (gpu.memory_gbps * gpu.memory_efficiency)
+        ns = op.bytes / memory_rate(gpu, op.kernel)
     return max(ns, gpu.launch_us * 1e3)

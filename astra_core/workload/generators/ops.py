@@ -40,13 +40,19 @@ from dataclasses import dataclass
 
 from astra_core.workload.generators.models import ModelConfig
 
-__all__ = ["ATTENTION", "BYTES", "GEMM", "MEMORY", "Op", "attention_core_ops", "attention_ops",
+__all__ = ["ATTENTION", "BYTES", "ELEMENTWISE", "GEMM", "KERNELS", "LAYERNORM", "LAYERNORM_BWD", "MEMORY",
+           "Op", "STREAM", "attention_core_ops", "attention_ops",
            "backward", "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops",
            "optimizer_op"]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
 BYTES = 2
 GEMM, ATTENTION, MEMORY = "gemm", "attention", "memory"
+#: Memory-bound kernel implementations, each timed at its own measured rate (:mod:`.kernels`):
+#: framework element-wise and softmax kernels, a fused layer norm forward / backward, and
+#: multi-tensor streaming kernels (the fused optimizer).
+ELEMENTWISE, LAYERNORM, LAYERNORM_BWD, STREAM = "elementwise", "layernorm", "layernorm_bwd", "stream"
+KERNELS = (ELEMENTWISE, LAYERNORM, LAYERNORM_BWD, STREAM)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class Op:
     ``shape``: for ``GEMM`` ``(batch, m, n, k)``; for ``ATTENTION``
     ``(batch x heads, s, head_dim, causal, backward)``. ``bwd_bytes``: the
     traffic of a ``MEMORY`` kernel's backward kernel (None: twice the forward).
+    ``kernel``: which measured rate times a ``MEMORY`` kernel (:data:`KERNELS`).
     """
 
     name: str
@@ -64,15 +71,17 @@ class Op:
     kind: str = MEMORY
     shape: tuple = ()
     bwd_bytes: float | None = None
+    kernel: str = ELEMENTWISE
 
 
 def _gemm(name: str, m: float, n: float, k: float, batch: float = 1) -> Op:
     return Op(name, 2.0 * batch * m * n * k, BYTES * batch * (m * k + k * n + m * n), GEMM, (batch, m, n, k))
 
 
-def _memory(name: str, elems: float, fwd: float, bwd: float, flops_per_elem: float = 1.0) -> Op:
+def _memory(name: str, elems: float, fwd: float, bwd: float, flops_per_elem: float = 1.0,
+            kernel: str = ELEMENTWISE) -> Op:
     """A memory-bound kernel over ``elems`` elements moving ``fwd`` / ``bwd`` bytes per element."""
-    return Op(name, flops_per_elem * elems, fwd * elems, MEMORY, (), bwd * elems)
+    return Op(name, flops_per_elem * elems, fwd * elems, MEMORY, (), bwd * elems, kernel)
 
 
 def backward(ops: list[Op]) -> list[Op]:
@@ -91,13 +100,14 @@ def backward(ops: list[Op]) -> list[Op]:
             out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:4], True)))
         else:
             out.append(Op(op.name + "_bwd", 2 * op.flops, op.bwd_bytes if op.bwd_bytes is not None
-                          else 2 * op.bytes, MEMORY))
+                          else 2 * op.bytes, MEMORY,
+                          kernel=LAYERNORM_BWD if op.kernel == LAYERNORM else op.kernel))
     return out
 
 
 def _norm(name: str, tokens: float, hidden: int, t: int, sp: bool) -> Op:
     """Layer norm: forward reads x and writes y; backward reads dy and x and writes dx."""
-    return _memory(name, tokens * hidden / (t if sp else 1), 2 * BYTES, 3 * BYTES, 5.0)
+    return _memory(name, tokens * hidden / (t if sp else 1), 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM)
 
 
 def _residual(name: str, tokens: float, hidden: int, t: int, sp: bool, dropout: bool) -> Op:
@@ -109,17 +119,18 @@ def _residual(name: str, tokens: float, hidden: int, t: int, sp: bool, dropout: 
 
 
 def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: str = "flash",
-                       dropout: bool = False) -> list[Op]:
-    """The causal attention core of one rank's ``heads / t`` heads (see the module docstring).
+                       dropout: bool = False, causal: bool = True) -> list[Op]:
+    """The attention core of one rank's ``heads / t`` heads (see the module docstring),
+    causal unless ``causal`` is False (an encoder's, or a benchmark's without a mask).
 
     Model FLOPs: ``2 x 2 b s^2 (heads / t) head_dim`` (``Q K^T`` and ``P V``)."""
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
     tokens = b * s
     if attention == "flash":
         return [Op("attention", 4.0 * b * s * s * heads * hd, BYTES * tokens * hd * (2 * heads + 2 * kv),
-                   ATTENTION, (b * heads, s, hd, True, False))]
+                   ATTENTION, (b * heads, s, hd, causal, False))]
     scores = b * heads * s * s  # elements of the score matrix
-    lower = (s + 1) / (2 * s)  # share of it on or below the diagonal
+    lower = (s + 1) / (2 * s) if causal else 1.0  # share of it the softmax reads
     ops = [_gemm("attention_scores", s, s, hd, b * heads),
            _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0)]
     if dropout:
@@ -210,7 +221,7 @@ def optimizer_op(params: float) -> Op:
     """Mixed-precision Adam over ``params`` local parameters: ~18 FLOP and 28 B each
     (read the 16-bit gradient, FP32 master weight and two FP32 moments: 14 B; write the
     master weight, the moments and the 16-bit weight: 14 B)."""
-    return Op("optimizer", 18.0 * params, 28.0 * params)
+    return Op("optimizer", 18.0 * params, 28.0 * params, kernel=STREAM)
 
 
 

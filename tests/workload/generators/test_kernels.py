@@ -1,0 +1,135 @@
+"""The GPU compute model: kernel times from shapes, against closed forms and published
+per-kernel measurements (each with its source)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from astra_core.errors import ConfigError
+from astra_core.workload.generators import ops as O
+from astra_core.workload.generators.gpus import GPUS, load_gpu
+from astra_core.workload.generators.kernels import attention_tflops, gemm_ns, kernel_ns, memory_rate
+from astra_core.workload.generators.models import ModelConfig
+
+A100 = GPUS["a100"]
+A100_40 = GPUS["a100-40gb"]
+
+
+def best_rate(gpu) -> float:
+    """FLOP/ns of the best large GEMM."""
+    return gpu.peak_tflops * 1e3 * gpu.gemm_efficiency
+
+
+def test_one_tile_more_than_the_sms_costs_a_second_wave():
+    # 2304 x 1536 outputs in 256 x 128 tiles: 9 x 12 = 108 tiles, one per A100 SM
+    k = 8192
+    one = gemm_ns(A100, 1, 2304, 1536, k)
+    assert one == pytest.approx(2.0 * 256 * 128 * k * 108 / best_rate(A100))
+    # one column more: 9 x 13 = 117 tiles (the other orientation needs 18 x 7 = 126): 2 waves
+    assert gemm_ns(A100, 1, 2304, 1537, k) == pytest.approx(2 * one)
+
+
+def test_a_large_gemm_runs_at_the_best_measured_rate():
+    # 16384^2 outputs: 64 x 128 = 8192 tiles of 256 x 128 over 108 SMs: 76 waves of 108
+    k = 16384
+    ns = gemm_ns(A100, 1, 16384, 16384, k)
+    assert ns == pytest.approx(76 * 108 * 2.0 * 256 * 128 * k / best_rate(A100))
+    assert 2.0 * 16384 ** 3 / ns / 1e3 == pytest.approx(271.2 * 8192 / (76 * 108))  # TFLOP/s
+
+
+def test_a_thin_gemm_is_bound_by_its_traffic():
+    # attention scores: 128 products of (2048 x 64) @ (64 x 2048): 2 B x (2 x 2048 x 64 + 2048^2) each
+    traffic = 2.0 * 128 * (2 * 2048 * 64 + 2048 * 2048)
+    assert gemm_ns(A100, 128, 2048, 2048, 64) == pytest.approx(traffic / memory_rate(A100, O.ELEMENTWISE))
+
+
+def test_memory_kernels_run_at_their_measured_rates():
+    model = ModelConfig("m", layers=1, hidden=4096, heads=32, ffn_hidden=16384, vocab=0, seq_len=2048)
+    norm = O.attention_ops(model, 4, 2048, 1, False)[0]
+    elems = 4 * 2048 * 4096
+    # Apex layer norm (apex #1037): 895.8 GB/s forward, 572.2 GB/s backward
+    assert kernel_ns(A100, norm) == pytest.approx(2 * 2 * elems / 895.8)
+    assert kernel_ns(A100, O.backward([norm])[0]) == pytest.approx(3 * 2 * elems / 572.2)
+    # on an H100 (no layer-norm measurement) at the framework-kernel rate
+    h100 = GPUS["h100"]
+    assert kernel_ns(h100, norm) == pytest.approx(2 * 2 * elems / (3350.0 * 40.3 / 41.7e-3 / 1555.0))
+    # the fused optimizer streams at the BabelStream rate: 28 B per parameter
+    assert kernel_ns(A100, O.optimizer_op(1e9)) == pytest.approx(28e9 / 1724.8)
+
+
+def test_a_tiny_kernel_costs_its_launch():
+    assert kernel_ns(A100, O.grad_accumulation_op(1000)) == A100.launch_us * 1e3
+
+
+def test_flash_attention_throughput_between_measured_lengths():
+    # FlashAttention-2 A100 benchmark, causal, head dim 128: 133 TFLOP/s at 1k, 155 at 2k
+    assert attention_tflops(A100, True, 128, 2048) == 155
+    assert attention_tflops(A100, True, 128, math.sqrt(1024 * 2048)) == pytest.approx(144)
+    assert attention_tflops(A100, True, 128, 65536) == 189  # the longest measured length
+    # the causal kernel executes half the score matrix: fwd + bwd = 3.5 x 2 b h s^2 d at that rate
+    model = ModelConfig("m", layers=1, hidden=2048, heads=16, ffn_hidden=8192, vocab=0, seq_len=2048)
+    fwd = O.attention_core_ops(model, 8, 2048, 1)
+    bwd = O.backward(fwd)
+    work = 4.0 * 8 * 16 * 2048 ** 2 * 128 * 0.5
+    total = kernel_ns(A100, fwd[0]) + kernel_ns(A100, bwd[0])
+    assert total == pytest.approx(3.5 * work / (155 * 1e3))
+
+
+@pytest.mark.parametrize("dropout, fwd_ms, bwd_ms", [(False, 4.28, 8.86), (True, 6.56, 10.80)])
+def test_megatron_attention_matches_its_measured_time(dropout, fwd_ms, bwd_ms):
+    """Megatron-LM's unfused attention on an A100 40 GB, batch 16, 8 heads of 64, sequence
+    2048, no mask: Dao et al., FlashAttention (NeurIPS 2022), appendix E, tables 15-20
+    (forward / backward ms with dropout 0.1, and without). The model's framework-kernel
+    rate comes from a different measurement (the paper's figure 2)."""
+    model = ModelConfig("m", layers=1, hidden=512, heads=8, ffn_hidden=2048, vocab=0, seq_len=2048)
+    fwd = O.attention_core_ops(model, 16, 2048, 1, "unfused", dropout, causal=False)
+    predicted_fwd = sum(kernel_ns(A100_40, o, "fp16") for o in fwd) / 1e6
+    predicted_bwd = sum(kernel_ns(A100_40, o, "fp16") for o in O.backward(fwd)) / 1e6
+    assert predicted_fwd + predicted_bwd == pytest.approx(fwd_ms + bwd_ms, rel=0.15)
+    assert predicted_fwd == pytest.approx(fwd_ms, rel=0.15)
+    assert predicted_bwd == pytest.approx(bwd_ms, rel=0.2)
+
+
+def test_a_measured_gemm_table_replaces_the_model(tmp_path):
+    table = tmp_path / "gemms.csv"
+    table.write_text("m,n,k,time_us,batch\n4096,4096,4096,600,1\n1024,1024,1024,40,2\n")
+    spec = tmp_path / "gpu.json"
+    spec.write_text(json.dumps({"name": "mine", "peak_tflops": 312, "memory_gbps": 2039,
+                                "gemm_table": "gemms.csv"}))
+    gpu = load_gpu(spec)
+    gemm = O.Op("g", 0, 0, O.GEMM, (3, 4096, 4096, 4096))
+    assert kernel_ns(gpu, gemm) == pytest.approx(3 * 600e3)  # a measured shape, per product
+    # another shape at the rate of the nearest measured one (by |log| distance): 1024^3 at
+    # 2 x 1024^3 / 20 us per product
+    other = O.Op("g", 0, 0, O.GEMM, (1, 1024, 1024, 2048))
+    assert kernel_ns(gpu, other) == pytest.approx(2.0 * 1024 * 1024 * 2048 / (2.0 * 1024 ** 3 / 20e3))
+
+
+@pytest.mark.parametrize("content, message", [
+    ("m,n,time_us\n1,2,3\n", "missing column"),
+    ("m,n,k,time_us\n1,2,x,3\n", "row 2: m, n, k, batch and time_us must be numbers"),
+    ("m,n,k,time_us\n1,2,3,0\n", "row 2: .* must be positive"),
+    ("m,n,k,time_us\n", "has no rows"),
+])
+def test_bad_gemm_tables_are_one_line(tmp_path, content, message):
+    (tmp_path / "t.csv").write_text(content)
+    spec = tmp_path / "gpu.json"
+    spec.write_text(json.dumps({"name": "x", "peak_tflops": 1, "memory_gbps": 1, "gemm_table": "t.csv"}))
+    with pytest.raises(ConfigError, match=message):
+        load_gpu(spec)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"layernorm_gbps": [100]}, "layernorm_gbps: expected"),
+    ({"elementwise_efficiency": 1.5}, "fraction of peak must be <= 1"),
+    ({"attention_tflops": [[True, 64, 2048]]}, "attention_tflops: expected rows"),
+    ({"sms": 1.5}, "sms: must be an integer"),
+])
+def test_bad_gpu_files_are_one_line(tmp_path, extra, message):
+    spec = tmp_path / "gpu.json"
+    spec.write_text(json.dumps({"name": "x", "peak_tflops": 100, "memory_gbps": 1000, **extra}))
+    with pytest.raises(ConfigError, match=message):
+        load_gpu(spec)
