@@ -54,16 +54,23 @@ class NcclCollectives:
             npus *= n
         # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
         kinds: dict[int, set] = {}
+        of_node: dict[int, tuple | None] = {}  # nodes are shared between ranks' graphs
         for graph in graphs:
             if id(graph) in kinds:
                 continue
             found = kinds[id(graph)] = set()
             for node in graph.nodes:
-                if node.type != _COMM_COLL or node.is_cpu_op or node.comm_type not in _CONFIGURABLE:
-                    continue
-                pg = node.pg_name if node.pg_name not in (None, "", "0") else None
-                found.add((CommType(node.comm_type), node.comm_size, pg,
-                           None if pg else node.involved_dim))
+                key = id(node)
+                if key in of_node:
+                    entry = of_node[key]
+                else:
+                    entry = of_node[key] = None
+                    if node.type == _COMM_COLL and not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
+                        pg = node.pg_name if node.pg_name not in (None, "", "0") else None
+                        entry = of_node[key] = (CommType(node.comm_type), node.comm_size, pg,
+                                                None if pg else node.involved_dim)
+                if entry is not None:
+                    found.add(entry)
         self.collectives: set[tuple[CommType, tuple[int, ...], int]] = set()
         whole = tuple(range(npus))
         for rank, graph in enumerate(graphs):

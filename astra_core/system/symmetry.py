@@ -159,10 +159,12 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
     # a point-to-point message or a group ring moved by XOR may cross another
     # distance, so either rules XOR out.
     xor_ok = True
+    seen: set[int] = set()  # nodes shared between ranks' graphs are looked at once
     for graph in {id(g): g for g in graphs}.values():
         for node in graph.nodes:
-            if node.is_cpu_op:
+            if node.is_cpu_op or id(node) in seen:
                 continue
+            seen.add(id(node))
             if node.type in (_COMM_SEND, _COMM_RECV):
                 xor_ok = False
                 continue
@@ -212,22 +214,34 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
     return kinds, set(used)
 
 
-def _signatures(graphs: Sequence[RankGraph], sym: Symmetry,
+def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, list[int]]]:
+    """Per rank: :func:`_base_signature` (interned among the ranks), computed once per graph."""
+    interned: dict[tuple, int] = {}
+    items: dict[int, tuple] = {}
+    structures: dict[tuple, tuple] = {}
+    base: dict[int, tuple[int, list[int]]] = {}
+    out = []
+    for graph in graphs:
+        entry = base.get(id(graph))
+        if entry is None:
+            entry = base[id(graph)] = _base_signature(graph, interned, items, structures)
+        out.append(entry)
+    return out
+
+
+def _signatures(graphs: Sequence[RankGraph], bases: list[tuple[int, list[int]]], sym: Symmetry,
                 groups: dict[str, tuple[int, ...]]) -> list[int]:
-    """Per rank: a class id of its trace with groups and peers as offsets from the rank.
+    """Per rank: a class id of its trace with groups and peers as offsets from the rank
+    (``bases``: :func:`_base_signatures`).
 
     Two ranks get the same id exactly when their canonical signatures are
     equal: the signatures are interned (compared element by element), never
     identified by ``hash()``, which collides (``hash(-1) == hash(-2)``).
     """
     interned: dict[tuple, int] = {}
-    base: dict[int, tuple[int, list[int]]] = {}
     out = []
     for rank, graph in enumerate(graphs):
-        entry = base.get(id(graph))
-        if entry is None:
-            entry = base[id(graph)] = _base_signature(graph, interned)
-        class_id, relative = entry
+        class_id, relative = bases[rank]
         if relative:
             me = sym.coords(rank)
 
@@ -248,27 +262,40 @@ def _signatures(graphs: Sequence[RankGraph], sym: Symmetry,
     return out
 
 
-def _base_signature(graph: RankGraph, interned: dict[tuple, int]) -> tuple[int, list[int]]:
+def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict[int, tuple],
+                    structures: dict[tuple, tuple]) -> tuple[int, list[int]]:
     """(interned id of everything in ``graph`` that times a rank except its peers
     and groups, positions of the nodes that name peers or groups).
 
     Node ids enter only by their order: the engine issues ready nodes lowest
     id first, so equal graphs with differently ordered ids may run differently.
+    ``items_of`` caches a node's part by node object, ``structures`` a graph's
+    id order, children and parent counts by the identity of its lists (ranks of
+    one pipeline stage share them, :func:`~astra_core.workload.graph.build_graphs`).
     """
     nodes = graph.nodes
-    by_id = sorted(range(len(nodes)), key=lambda p: nodes[p].id)
-    id_order = [0] * len(nodes)
-    for order, pos in enumerate(by_id):
-        id_order[pos] = order
     items, relative = [], []
-    for pos, (node, children) in enumerate(zip(nodes, graph.children)):
-        items.append((node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
-                      node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
-                      node.tensor_size, tuple(children), id_order[pos]))
+    for pos, node in enumerate(nodes):
+        item = items_of.get(id(node))
+        if item is None:
+            item = items_of[id(node)] = (node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
+                                         node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
+                                         node.tensor_size)
+        items.append(item)
         if node.pg_name not in (None, "", "0") or node.comm_src is not None \
                 or node.comm_dst is not None:
             relative.append(pos)
-    key = (tuple(items), tuple(graph.parent_counts))
+    parts = (graph.index, graph.children, graph.parent_counts)
+    known = structures.get(tuple(map(id, parts)))
+    if known is None:
+        by_id = sorted(range(len(nodes)), key=lambda p: nodes[p].id)
+        id_order = [0] * len(nodes)
+        for order, pos in enumerate(by_id):
+            id_order[pos] = order
+        value = ("structure", tuple(id_order), tuple(map(tuple, graph.children)), tuple(graph.parent_counts))
+        # the lists are kept with their id so that no other list can take the id
+        known = structures[tuple(map(id, parts))] = (interned.setdefault(value, len(interned)), parts)
+    key = (tuple(items), known[0])
     return interned.setdefault(key, len(interned)), relative
 
 
@@ -322,12 +349,13 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
         collectives = NcclCollectives(graphs, sizes, groups, nccl)
         if not collectives.nodes_preserved():
             return None, "NCCL's nodes are not network dimension 0"
-    best = _steps(graphs, tuple(sizes), tuple(kinds), ids, groups, collectives)
+    bases = _base_signatures(graphs)
+    best = _steps(graphs, bases, tuple(sizes), tuple(kinds), ids, groups, collectives)
     splittable = [bool(distance_free and distance_free[d]) and d not in native for d in range(len(sizes))]
     for d, split in _splits(sizes, kinds, splittable, groups):
         sub_sizes = (*sizes[:d], *split, *sizes[d + 1:])
         sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1:])
-        found = _steps(graphs, sub_sizes, sub_kinds, ids, groups, collectives)
+        found = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives)
         if len(found.representatives()) < len(best.representatives()):
             best = found
     if all(step == size for step, size in zip(best.steps, best.sizes)):
@@ -361,13 +389,13 @@ def _splits(sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[boo
         stride *= size
 
 
-def _steps(graphs: Sequence[RankGraph], sizes: tuple[int, ...], kinds: tuple[str, ...],
+def _steps(graphs: Sequence[RankGraph], bases: list, sizes: tuple[int, ...], kinds: tuple[str, ...],
            ids: dict[int, tuple[int, ...]], groups: dict[str, tuple[int, ...]],
            collectives: NcclCollectives | None) -> Symmetry:
     """Per dimension the smallest step whose translation maps every rank's trace onto
     its image's (and keeps every NCCL collective)."""
     probe = Symmetry(sizes, tuple(k if k != "none" else "rotation" for k in kinds), sizes, ids)
-    signatures = _signatures(graphs, probe, groups)
+    signatures = _signatures(graphs, bases, probe, groups)
     uniform = len(set(signatures)) == 1  # every translation maps the traces onto each other
     steps = []
     for d, (size, kind) in enumerate(zip(sizes, kinds)):

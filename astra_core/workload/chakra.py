@@ -20,6 +20,7 @@ one-line message names the file and the node, never a protobuf traceback.
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -333,6 +334,8 @@ _METADATA_NODE = pb.METADATA_NODE
 _INVALID_NODE = pb.INVALID_NODE
 _VALID_TYPES = frozenset(NODE_TYPE_NAMES)
 _COMM_TYPES = frozenset((pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE))
+# sends and receives name their peer ranks: their bytes differ from rank to rank
+_PEER_TYPES = frozenset((pb.COMM_SEND_NODE, pb.COMM_RECV_NODE))
 _INF = float("inf")
 _SHOWN = 3  # bad nodes named in one error line; the rest are counted
 
@@ -507,7 +510,7 @@ def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | No
                                  f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
         if ntype == _METADATA_NODE:
             node.inputs_values = msg.inputs.values
-        if shared is not None and not bad:
+        if shared is not None and not bad and ntype not in _PEER_TYPES:
             shared[payload] = node
         append(node)
         pos = stop
@@ -544,7 +547,9 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
     if npus_count < 1:
         raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
     # One open() per file (no separate existence checks): thousands of ranks load fast.
-    by_content: dict[bytes, RankTrace] = {}
+    # files by (size, BLAKE2b digest), confirmed byte for byte on a match: the
+    # bytes of thousands of differing files are not kept
+    by_digest: dict[tuple[int, bytes], RankTrace] = {}
     shared: dict[bytes, ETNode] = {}
     traces = []
     missing = []
@@ -558,10 +563,13 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
             continue
         except OSError as exc:
             raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        same = by_content.get(data)
+        key = (len(data), hashlib.blake2b(data, digest_size=32).digest())
+        same = by_digest.get(key)
+        if same is not None and Path(same.path).read_bytes() != data:
+            same = None  # a digest collision (never seen): parse the file on its own
         if same is None:
             trace = _parse(data, path, r, shared)
-            by_content[data] = trace
+            by_digest.setdefault(key, trace)
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)
         traces.append(trace)

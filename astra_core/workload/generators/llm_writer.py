@@ -34,11 +34,14 @@ def _render(wl, rank: int, cache: dict) -> bytes:
         order = [i for i, n in enumerate(nodes) if not n.late] + [i for i, n in enumerate(nodes) if n.late]
         ids = cache[("ids", p)] = {idx: new for new, idx in enumerate(order)}
     parts = []
+    places: dict = {}  # role -> this rank's placement
     for idx, n in enumerate(wl.stages[p]):
         if n.type == pb.COMP_NODE:
             key = (p, idx)
         elif n.type == pb.COMM_COLL_NODE:
-            place = layout.placement(n.role, rank)
+            place = places.get(n.role)
+            if place is None:
+                place = places[n.role] = layout.placement(n.role, rank)
             key = (p, idx, place.kind, place.value)
         else:
             key = (p, idx, rank)
