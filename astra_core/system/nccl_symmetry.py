@@ -60,12 +60,14 @@ class NcclCollectives:
                 continue
             found = kinds[id(graph)] = set()
             for node in graph.nodes:
+                if node.type != _COMM_COLL:
+                    continue
                 key = id(node)
                 if key in of_node:
                     entry = of_node[key]
                 else:
                     entry = of_node[key] = None
-                    if node.type == _COMM_COLL and not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
+                    if not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
                         pg = node.pg_name if node.pg_name not in (None, "", "0") else None
                         entry = of_node[key] = (CommType(node.comm_type), node.comm_size, pg,
                                                 None if pg else node.involved_dim)

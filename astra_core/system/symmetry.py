@@ -278,9 +278,10 @@ def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict
     for pos, node in enumerate(nodes):
         item = items_of.get(id(node))
         if item is None:
-            item = items_of[id(node)] = (node.type, node.is_cpu_op, node.duration_micros, node.comm_type,
-                                         node.comm_size, node.comm_tag, node.involved_dim, node.num_ops,
-                                         node.tensor_size)
+            item = (node.type, node.is_cpu_op, node.duration_micros, node.comm_type, node.comm_size,
+                    node.comm_tag, node.involved_dim, node.num_ops, node.tensor_size)
+            if node.type != _COMM_SEND and node.type != _COMM_RECV:  # those are each rank's own
+                items_of[id(node)] = item
         items.append(item)
         if node.pg_name not in (None, "", "0") or node.comm_src is not None \
                 or node.comm_dst is not None:

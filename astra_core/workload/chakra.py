@@ -405,12 +405,25 @@ def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTra
     return _parse(data, str(path), rank)
 
 
+def _share_values(node: ETNode, shared: dict) -> None:
+    """Point ``node``'s name, dependency tuples and peer ranks at equal values already
+    read (keys tagged by kind in ``shared``): thousands of ranks' sends and receives
+    then cost little more than their own node objects."""
+    node.name = shared.setdefault(("name", node.name), node.name)
+    node.data_deps = shared.setdefault(("deps", node.data_deps), node.data_deps)
+    node.ctrl_deps = shared.setdefault(("deps", node.ctrl_deps), node.ctrl_deps)
+    if node.comm_src is not None:
+        node.comm_src = shared.setdefault(("rank", node.comm_src), node.comm_src)
+    if node.comm_dst is not None:
+        node.comm_dst = shared.setdefault(("rank", node.comm_dst), node.comm_dst)
+
+
 def _parse(data: bytes, fname: str, rank: int | None, shared: dict | None = None) -> RankTrace:
     """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`).
 
     ``shared`` maps a node's encoded bytes to the node already decoded from
     them (in another rank's file): equal bytes decode to one shared, read-only
-    :class:`ETNode`."""
+    :class:`ETNode`; sends and receives share their values (:func:`_share_values`)."""
     # Parsing allocates many small objects and no reference cycles, so the
     # cyclic garbage collector's passes are pure overhead (~10% measured).
     gc_was_enabled = gc.isenabled()
@@ -510,8 +523,11 @@ def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | No
                                  f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
         if ntype == _METADATA_NODE:
             node.inputs_values = msg.inputs.values
-        if shared is not None and not bad and ntype not in _PEER_TYPES:
-            shared[payload] = node
+        if shared is not None and not bad:
+            if ntype not in _PEER_TYPES:
+                shared[payload] = node
+            else:  # each rank's own, but most of their values repeat from rank to rank
+                _share_values(node, shared)
         append(node)
         pos = stop
         index += 1
@@ -550,7 +566,7 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
     # files by (size, BLAKE2b digest), confirmed byte for byte on a match: the
     # bytes of thousands of differing files are not kept
     by_digest: dict[tuple[int, bytes], RankTrace] = {}
-    shared: dict[bytes, ETNode] = {}
+    shared: dict = {}
     traces = []
     missing = []
     for r in range(npus_count):
