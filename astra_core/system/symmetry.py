@@ -244,19 +244,28 @@ def _signatures(graphs: Sequence[RankGraph], bases: list[tuple[int, list[int]]],
         class_id, relative = bases[rank]
         if relative:
             me = sym.coords(rank)
+            offsets: dict = {None: None}  # peer -> its offset from this rank
+            rings: dict = {}  # group name -> its members' offsets in ring order
 
-            def offset(peer, me=me):
-                if peer is None:
-                    return None
-                return tuple((c - m) % n if kind == "rotation" else c ^ m
-                             for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds))
+            def offset(peer, me=me, offsets=offsets):
+                found = offsets.get(peer)
+                if found is None and peer is not None:
+                    found = offsets[peer] = tuple(
+                        (c - m) % n if kind == "rotation" else c ^ m
+                        for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds))
+                return found
 
             rel = []
             for pos in relative:
                 node = graph.nodes[pos]
-                members = groups.get(_group_key(node.pg_name)) if node.pg_name else None
-                rel.append((offset(node.comm_src), offset(node.comm_dst),
-                            _ring(offset(m) for m in members) if members else node.pg_name))
+                ring = node.pg_name
+                if ring:
+                    ring = rings.get(node.pg_name)
+                    if ring is None:
+                        members = groups.get(_group_key(node.pg_name))
+                        ring = rings[node.pg_name] = (_ring(offset(m) for m in members) if members
+                                                      else node.pg_name)
+                rel.append((offset(node.comm_src), offset(node.comm_dst), ring))
             class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
         out.append(class_id)
     return out

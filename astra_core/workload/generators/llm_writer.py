@@ -24,7 +24,11 @@ __all__ = ["write_llm"]
 
 
 def _render(wl, rank: int, cache: dict) -> bytes:
-    """The framed Node messages of ``rank``; rank-independent nodes are serialized once."""
+    """The framed Node messages of ``rank``; rank-independent nodes are serialized once.
+
+    Pipeline sends and receives go to the neighbouring stage's rank; interleaved
+    1F1B wraps from the last stage to the first (stage is the outermost
+    coordinate of a rank)."""
     layout = wl.layout
     p = layout.coords(rank)[2]
     stride = layout.tp * layout.dp
@@ -44,7 +48,19 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                 place = places[n.role] = layout.placement(n.role, rank)
             key = (p, idx, place.kind, place.value)
         else:
-            key = (p, idx, rank)
+            # a send or receive: its node without peers once per stage, each peer attribute
+            # once per rank (a serialized message is the concatenation of its fields)
+            peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
+            src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
+            payload = cache.get((p, idx, "without peers"))
+            if payload is None:
+                payload = cache[(p, idx, "without peers")] = make_node(
+                    ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
+                    duration_micros=int(round(n.duration_ns / 1000)), comm_tag=n.tag,
+                    comm_size=n.size).SerializeToString()
+            payload += _peer_attr(cache, "comm_src", src) + _peer_attr(cache, "comm_dst", dst)
+            parts.append(encode_varint(len(payload)) + payload)
+            continue
         data = cache.get(key)
         if data is None:
             attrs = {}
@@ -56,20 +72,20 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                     attrs["involved_dim"] = list(place.value)
                 elif place.kind == "group":
                     attrs["pg_name"] = place.value
-            else:
-                # interleaved 1F1B wraps from the last stage to the first (stage is the
-                # outermost coordinate of a rank)
-                peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
-                src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
-                attrs = {"comm_src": src, "comm_dst": dst, "comm_tag": n.tag, "comm_size": n.size}
             msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
                             duration_micros=int(round(n.duration_ns / 1000)), **attrs)
             payload = msg.SerializeToString()
-            data = encode_varint(len(payload)) + payload
-            if n.type != pb.COMM_SEND_NODE and n.type != pb.COMM_RECV_NODE:
-                cache[key] = data
+            data = cache[key] = encode_varint(len(payload)) + payload
         parts.append(data)
     return b"".join(parts)
+
+
+def _peer_attr(cache: dict, name: str, rank: int) -> bytes:
+    """The serialized ``attr`` field ``name = rank`` of a Node (cached)."""
+    data = cache.get((name, rank))
+    if data is None:
+        data = cache[(name, rank)] = pb.Node(attr=[make_attr(name, rank)]).SerializeToString()
+    return data
 
 
 def write_llm(wl, prefix: str | os.PathLike,
