@@ -306,7 +306,8 @@ def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict
         # the lists are kept with their id so that no other list can take the id
         known = structures[tuple(map(id, parts))] = (interned.setdefault(value, len(interned)), parts)
     key = (tuple(items), known[0])
-    return interned.setdefault(key, len(interned)), relative
+    relative_key = ("relative", tuple(relative))  # one copy for all the ranks of a stage
+    return interned.setdefault(key, len(interned)), structures.setdefault(relative_key, relative_key[1])
 
 
 def _ring(offsets) -> tuple:

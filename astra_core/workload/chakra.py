@@ -406,16 +406,16 @@ def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTra
 
 
 def _share_values(node: ETNode, shared: dict) -> None:
-    """Point ``node``'s name, dependency tuples and peer ranks at equal values already
-    read (keys tagged by kind in ``shared``): thousands of ranks' sends and receives
-    then cost little more than their own node objects."""
+    """Point ``node``'s name, dependency tuples, id, peers, tag and size at equal values
+    already read (keys tagged by kind in ``shared``): thousands of ranks' sends and
+    receives then cost little more than their own node objects."""
     node.name = shared.setdefault(("name", node.name), node.name)
     node.data_deps = shared.setdefault(("deps", node.data_deps), node.data_deps)
     node.ctrl_deps = shared.setdefault(("deps", node.ctrl_deps), node.ctrl_deps)
-    if node.comm_src is not None:
-        node.comm_src = shared.setdefault(("rank", node.comm_src), node.comm_src)
-    if node.comm_dst is not None:
-        node.comm_dst = shared.setdefault(("rank", node.comm_dst), node.comm_dst)
+    for field in ("id", "comm_src", "comm_dst", "comm_tag", "comm_size"):
+        value = getattr(node, field)
+        if type(value) is int:
+            setattr(node, field, shared.setdefault(("int", value), value))
 
 
 def _parse(data: bytes, fname: str, rank: int | None, shared: dict | None = None) -> RankTrace:
