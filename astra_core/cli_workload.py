@@ -168,6 +168,9 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--scatter-gather/--no-scatter-gather", default=True, show_default=True,
               help="pipeline sends carry 1/TP of the activation, all-gathered by the receiving "
               "stage (Megatron's --scatter-gather-tensors-in-pipeline)")
+@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="context-parallel size C: each rank holds 1/C of every sequence, attention "
+              "goes round a ring (Megatron's --context-parallel-size)")
 @click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash", show_default=True,
               help="attention kernels: FlashAttention, or Megatron's unfused softmax path (score matrix in memory)")
 @click.option("--dropout/--no-dropout", default=False, show_default=True,
@@ -185,9 +188,9 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
 def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
-            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, attention, dropout, precision,
+            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, cp, attention, dropout, precision,
             distributed_optimizer, gpu, bucket_mb, dims, output, comm_groups) -> None:
-    """Megatron-style training step of an LLM on DP x TP x PP NPUs."""
+    """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import load_model
@@ -203,14 +206,14 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
                         bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
                         overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
                         virtual_stages=virtual_stages, attention=attention, dropout=dropout,
-                        precision=precision)
+                        precision=precision, cp=cp)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:
         _fail(exc)
     m = cfg.model
     click.echo(f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
-               f"(dp {dp} x tp {tp} x pp {pp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
+               f"(dp {dp} x tp {tp} x pp {pp} x cp {cp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
                f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et")
     click.echo(f"nodes per rank: {min(map(len, wl.stages))}..{max(map(len, wl.stages))}; "
                f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "

@@ -111,9 +111,11 @@ def attention_tflops(gpu, causal: bool, head_dim: float, seq: float) -> float:
 
 
 def _attention_ns(gpu, op: Op) -> float:
-    heads, s, hd, causal, bwd = op.shape
-    work = 4.0 * heads * s * s * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
-    compute = work / (attention_tflops(gpu, causal, hd, s) * 1e3)
+    """A block of ``queries x keys`` runs at the measured rate of a square of the same
+    area (FlashAttention's benchmark sweeps equal query and key lengths)."""
+    heads, queries, keys, hd, causal, bwd = op.shape
+    work = 4.0 * heads * queries * keys * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
+    compute = work / (attention_tflops(gpu, causal, hd, math.sqrt(queries * keys)) * 1e3)
     return max(compute, op.bytes / memory_rate(gpu, ELEMENTWISE))
 
 

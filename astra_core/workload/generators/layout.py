@@ -1,19 +1,21 @@
-"""Rank layout and communication groups of Megatron-style 4-D parallelism.
+"""Rank layout and communication groups of Megatron-style 5-D parallelism.
 
-Ranks are numbered tensor-parallel first, then data-parallel, then pipeline
-(Megatron-LM's default order)::
+Ranks are numbered tensor-parallel first, then context-parallel, then
+data-parallel, then pipeline (Megatron-LM's default order, ``tp-cp-ep-dp-pp``)::
 
-    rank = t + T * (d + D * p)      t < T (tensor), d < D (data), p < P (pipeline)
+    rank = t + T * (c + C * (d + D * p))    t < T, c < C (context), d < D, p < P
 
 Expert parallelism (E) splits each data-parallel group into E-rank blocks
 (Megatron-Core: expert-parallel ranks are taken from the data-parallel ones,
-so the NPU count stays D x T x P). Groups of a rank:
+so the NPU count stays D x T x P x C). Groups of a rank:
 
 * ``tp``: the T ranks of its tensor-parallel group (consecutive);
-* ``dp``: the D ranks with its t and p (stride T);
+* ``cp``: the C ranks of its context-parallel ring (stride T);
+* ``dp``: the ranks that reduce its gradients: the D x C ranks with its t and
+  p (Megatron's data-parallel group with context parallelism; stride T);
 * ``ep``: the E ranks of its block of the data-parallel group (stride T);
 * ``edp``: expert data parallel, the D/E ranks holding the same experts (stride T*E);
-* ``emb``: first and last pipeline stage with its t and d (tied embeddings).
+* ``emb``: first and last pipeline stage with its t, c and d (tied embeddings).
 
 A group of all NPUs needs no name; a group of one NPU means no communication.
 When the network's dimension sizes are known and a group is exactly a range
@@ -44,47 +46,61 @@ class Placement:
 
 @dataclass
 class Layout:
-    """D x T x P ranks with E-way expert parallelism; ``dims`` = network dimension sizes or None."""
+    """D x T x P x C ranks with E-way expert parallelism; ``dims`` = network dimension sizes or None."""
 
     dp: int
     tp: int
     pp: int
     ep: int = 1
     dims: Sequence[int] | None = None
+    cp: int = 1
     groups: dict[str, list[int]] = field(default_factory=dict)
     _ids: dict[tuple[int, ...], str] = field(default_factory=dict)
 
     @property
     def npus(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     def coords(self, rank: int) -> tuple[int, int, int]:
         """(t, d, p) of a rank."""
-        t, rest = rank % self.tp, rank // self.tp
+        t, rest = rank % self.tp, rank // (self.tp * self.cp)
         return t, rest % self.dp, rest // self.dp
 
-    def rank(self, t: int, d: int, p: int) -> int:
-        return t + self.tp * (d + self.dp * p)
+    def context(self, rank: int) -> int:
+        """c, the rank's position in its context-parallel ring."""
+        return rank // self.tp % self.cp
+
+    def rank(self, t: int, d: int, p: int, c: int = 0) -> int:
+        return t + self.tp * (c + self.cp * (d + self.dp * p))
 
     def members(self, role: str, rank: int) -> tuple[int, ...]:
-        """The ranks of ``rank``'s group of ``role`` (tp, dp, ep, edp, emb), in ring order."""
+        """The ranks of ``rank``'s group of ``role`` (tp, cp, dp, ep, edp, emb), in ring order."""
         t, d, p = self.coords(rank)
+        c = self.context(rank)
         if role == "tp":
-            return tuple(self.rank(i, d, p) for i in range(self.tp))
+            return tuple(self.rank(i, d, p, c) for i in range(self.tp))
+        if role == "cp":
+            return tuple(self.rank(t, d, p, i) for i in range(self.cp))
         if role == "dp":
-            return tuple(self.rank(t, i, p) for i in range(self.dp))
+            return tuple(self.rank(t, i, p, j) for i in range(self.dp) for j in range(self.cp))
         if role == "ep":
             base = d // self.ep * self.ep
-            return tuple(self.rank(t, base + i, p) for i in range(self.ep))
+            return tuple(self.rank(t, base + i, p, c) for i in range(self.ep))
         if role == "edp":
-            return tuple(self.rank(t, d % self.ep + self.ep * i, p) for i in range(self.dp // self.ep))
+            return tuple(self.rank(t, d % self.ep + self.ep * i, p, c) for i in range(self.dp // self.ep))
         if role == "emb":
-            return (self.rank(t, d, 0), self.rank(t, d, self.pp - 1))
+            return (self.rank(t, d, 0, c), self.rank(t, d, self.pp - 1, c))
         raise ValueError(f"unknown group role {role!r}")
 
+    def cp_peer(self, rank: int, step: int) -> int:
+        """The rank ``step`` places further round ``rank``'s context-parallel ring."""
+        c = self.context(rank)
+        return rank + self.tp * ((c + step) % self.cp - c)
+
     def _stride_size(self, role: str) -> tuple[int, int]:
-        return {"tp": (1, self.tp), "dp": (self.tp, self.dp), "ep": (self.tp, self.ep),
-                "edp": (self.tp * self.ep, self.dp // self.ep)}.get(role, (0, 0))
+        return {"tp": (1, self.tp), "cp": (self.tp, self.cp), "dp": (self.tp, self.dp * self.cp),
+                "ep": (self.tp * self.cp, self.ep),
+                "edp": (self.tp * self.cp * self.ep, self.dp // self.ep)}.get(role, (0, 0))
 
     def _dims_range(self, role: str) -> tuple[bool, ...] | None:
         stride, size = self._stride_size(role)

@@ -59,6 +59,9 @@ __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
 
 _AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL
+#: Tags of context-parallel ring messages start here, above the pipeline's (Chakra's
+#: comm_tag is an int32).
+_CP_TAG = 1 << 30
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
 #: Attention implementations (see :mod:`.ops`).
@@ -101,6 +104,11 @@ class LLMConfig:
       ``--attention-dropout`` / ``--hidden-dropout``): their kernels and masks run.
     * ``precision``: ``fp16`` / ``bf16`` (16-bit tensor-core GEMMs) or ``fp8``
       (FP8 GEMMs, Transformer Engine; needs a GPU with FP8).
+    * ``cp``: context parallelism (``--context-parallel-size``): each of C
+      ranks holds s / C tokens of every sequence; attention goes round the C
+      ranks' ring, each step sending its keys and values on while the next
+      block is computed (backward: keys, values and their gradients), and
+      gradients are reduced over the D x C ranks (:mod:`.layout`).
     """
 
     model: ModelConfig
@@ -125,6 +133,7 @@ class LLMConfig:
     attention: str = "flash"
     dropout: bool = False
     precision: str = "bf16"
+    cp: int = 1
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -224,9 +233,10 @@ class _Program:
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads
 
-    def send(self, name: str, size: float, peer: str, tag: int) -> None:
+    def send(self, name: str, size: float, peer: str, tag: int, after: int | None = None) -> None:
+        """A send on the communication chain, once ``after`` (default: the latest compute) is done."""
         node = _Node(name, pb.COMM_SEND_NODE, size=int(size), role=peer, tag=tag)
-        self.comm = self._add(node, (self.compute, self.comm))
+        self.comm = self._add(node, (self.compute if after is None else after, self.comm))
 
     def recv(self, name: str, size: float, peer: str, tag: int) -> int:
         return self._add(_Node(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
@@ -235,7 +245,7 @@ class _Program:
 def _check(cfg: LLMConfig) -> int:
     """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option."""
     m = cfg.model
-    for key in ("dp", "tp", "pp", "ep", "micro_batch", "microbatches", "global_batch", "seq_len",
+    for key in ("dp", "tp", "pp", "ep", "cp", "micro_batch", "microbatches", "global_batch", "seq_len",
                 "virtual_stages"):
         value = getattr(cfg, key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -247,9 +257,9 @@ def _check(cfg: LLMConfig) -> int:
     if cfg.dims is not None:
         if any(not isinstance(d, int) or d < 1 for d in cfg.dims):
             raise ConfigError(f"--dims {list(cfg.dims)}: every dimension size must be an integer >= 1")
-        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp:
-            raise ConfigError(f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp = "
-                              f"{cfg.dp * cfg.tp * cfg.pp}")
+        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp * cfg.cp:
+            raise ConfigError(f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp x cp = "
+                              f"{cfg.dp * cfg.tp * cfg.pp * cfg.cp}")
     if cfg.schedule not in SCHEDULES:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
@@ -258,6 +268,16 @@ def _check(cfg: LLMConfig) -> int:
         raise ConfigError(f"--attention: expected one of {', '.join(ATTENTIONS)}, got '{cfg.attention}'")
     if cfg.precision not in PRECISIONS:
         raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, got '{cfg.precision}'")
+    if cfg.cp > 1:
+        if cfg.attention != "flash":
+            raise ConfigError(f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
+                              "(Transformer Engine); --attention unfused cannot be split")
+        if cfg.ep > 1 or m.experts:
+            raise ConfigError(f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers "
+                              "is not modelled")
+        if cfg.sequence_length % (2 * cfg.cp):
+            raise ConfigError(f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
+                              f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)")
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.recompute not in RECOMPUTE:
@@ -301,8 +321,9 @@ def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[floa
 
 def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float, float]:
     """Build stage ``p``'s nodes; return them with this rank's dense and expert gradient bytes."""
-    model, T, P, gpu = cfg.model, cfg.tp, cfg.pp, cfg.gpu
-    b, s, sp = cfg.micro_batch, cfg.sequence_length, cfg.sequence_parallel
+    model, T, P, C, gpu = cfg.model, cfg.tp, cfg.pp, cfg.cp, cfg.gpu
+    b, s_all, sp = cfg.micro_batch, cfg.sequence_length, cfg.sequence_parallel
+    s = s_all // C  # this rank's tokens of each sequence (context parallelism)
     act = b * s * model.hidden * O.BYTES  # one activation tensor [B]
     V = cfg.virtual_stages
     per = model.layers // (P * V)
@@ -314,7 +335,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     layers = [i for v in range(V) for i in chunk_layers(v)]
     first, last = p == 0, p == P - 1
     edp = cfg.dp // cfg.ep  # ranks holding the same experts
-    prog = _Program(gpu, cfg.precision, {"tp": T, "dp": cfg.dp, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2})
+    prog = _Program(gpu, cfg.precision, {"tp": T, "cp": C, "dp": cfg.dp * C, "ep": cfg.ep,
+                                         "edp": cfg.dp // cfg.ep, "emb": 2})
     params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
     dense = sum(v[0] for v in params.values())
     expert = sum(v[1] for v in params.values())
@@ -452,6 +474,49 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             prog.coll(f"{name}_AG", _AG, p2p, "tp")
 
     core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
+    if C > 1:  # the block's kernels before and after the attention core, and the ring's steps
+        pre, post = attn[:2], attn[-2:]
+        core = O.context_parallel_attention_ops(model, b, s_all, T, C)
+        kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
+    layer_count = model.layers
+
+    def cp_ring(name: str, steps: list, forward: bool, again: bool, key: int) -> None:
+        """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
+        step j computes with the block received at step j - 1 while the next block is on
+        its way; backward blocks carry the keys' and values' gradients too, and a last
+        hop returns each gradient block to its owner."""
+        size = kv_block if forward else 2 * kv_block
+        received = None
+        for j, op in enumerate(steps):
+            arriving = None
+            if j + 1 < C:
+                tag_j = _CP_TAG + key * (C + 1) + j
+                prog.send(f"{name}_cp{j + 1}_send", size, "cp_next", tag_j, after=received)
+                arriving = prog.recv(f"{name}_cp{j + 1}_recv", size, "cp_prev", tag_j)
+            if received is not None:
+                prog.pending.append(received)
+            prog.comp(f"{name}_cp{j}", [op], recompute=again)
+            received = arriving
+        if not forward:
+            tag_j = _CP_TAG + key * (C + 1) + C
+            prog.send(f"{name}_dkv_send", kv_block, "cp_next", tag_j)
+            prog.pending.append(prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tag_j))
+
+    def attention(i: int, m: int, phase: str) -> None:
+        """Layer ``i``'s attention block of micro-batch ``m`` (phase fwd, recompute or bwd)."""
+        name, again = f"L{i}_mb{m}_{phase}_attn", phase == "recompute"
+        if C == 1:
+            prog.comp(name, O.backward(attn) + accumulate[i] if phase == "bwd" else attn, recompute=again)
+            return
+        key = (m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
+        if phase != "bwd":
+            prog.comp(f"{name}_qkv", pre, recompute=again)
+            cp_ring(name, core, True, again, key)
+            prog.comp(f"{name}_out", post, recompute=again)
+        else:
+            prog.comp(f"{name}_out", O.backward(post))
+            cp_ring(name, O.backward(core)[::-1], False, False, key)
+            prog.comp(f"{name}_qkv", O.backward(pre) + accumulate[i])
     # local DDP adds every micro-batch's weight gradients into its FP32 buffer; PyTorch DDP
     # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
     accumulate = {i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]))]
@@ -461,11 +526,13 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         """Megatron's activation recomputation just before layer ``i``'s backward."""
         if cfg.recompute == "full":
             tp_comm(f"L{i}_mb{m}_recompute_attn_in", True, True)
-            prog.comp(f"L{i}_mb{m}_recompute_attn", attn, recompute=True)
+            attention(i, m, "recompute")
             tp_comm(f"L{i}_mb{m}_recompute_attn_out", True, False)
             mlp(i, m, True, "recompute")
-        elif cfg.recompute == "selective":
+        elif cfg.recompute == "selective" and C == 1:
             prog.comp(f"L{i}_mb{m}_recompute_core", core, recompute=True)
+        elif cfg.recompute == "selective":
+            cp_ring(f"L{i}_mb{m}_recompute_core", core, True, True, (m * layer_count + i) * 3 + 1)
 
     for step, (kind, m, v) in enumerate(order):
         q = v * P + p  # virtual stage
@@ -484,7 +551,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 prog.pending.append(gathered)
                 gathered = zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
                 tp_comm(f"L{i}_mb{m}_fwd_attn_in", True, True)
-                prog.comp(f"L{i}_mb{m}_fwd_attn", attn)
+                attention(i, m, "fwd")
                 tp_comm(f"L{i}_mb{m}_fwd_attn_out", True, False)
                 mlp(i, m, True)
             if tail_chunk and model.vocab:
@@ -503,7 +570,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 recompute_layer(i, m)
                 mlp(i, m, False)
                 tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
-                prog.comp(f"L{i}_mb{m}_bwd_attn", O.backward(attn) + accumulate[i])
+                attention(i, m, "bwd")
                 tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
                 if step == chunk_done[v]:
                     add_grads(*params[i])
@@ -540,7 +607,10 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     if cfg.virtual_stages > 1 and mb % cfg.pp:
         raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
                           f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)")
-    layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None)
+    if cfg.cp > 1 and _CP_TAG + (mb * cfg.model.layers * 3 + 1) * (cfg.cp + 1) >= 1 << 31:
+        raise ConfigError(f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
+                          "context-parallel message tags than Chakra's int32 comm_tag holds")
+    layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp)
     stages, grads, flops, model_flops = [], [], [], []
     for p in range(cfg.pp):
         nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p)

@@ -28,10 +28,10 @@ def _render(wl, rank: int, cache: dict) -> bytes:
 
     Pipeline sends and receives go to the neighbouring stage's rank; interleaved
     1F1B wraps from the last stage to the first (stage is the outermost
-    coordinate of a rank)."""
+    coordinate of a rank). Context-parallel ones go round the CP ring."""
     layout = wl.layout
     p = layout.coords(rank)[2]
-    stride = layout.tp * layout.dp
+    stride = layout.tp * layout.cp * layout.dp  # one pipeline stage
     ids = cache.get(("ids", p))
     if ids is None:
         nodes = wl.stages[p]
@@ -50,7 +50,10 @@ def _render(wl, rank: int, cache: dict) -> bytes:
         else:
             # a send or receive: its node without peers once per stage, each peer attribute
             # once per rank (a serialized message is the concatenation of its fields)
-            peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
+            if n.role in ("cp_next", "cp_prev"):  # round the context-parallel ring
+                peer = layout.cp_peer(rank, 1 if n.role == "cp_next" else -1)
+            else:
+                peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
             src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
             payload = cache.get((p, idx, "without peers"))
             if payload is None:
@@ -98,7 +101,7 @@ def write_llm(wl, prefix: str | os.PathLike,
     prefix = os.fspath(prefix)
     cfg = wl.config
     summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
-               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "microbatches": wl.microbatches,
+               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "cp": cfg.cp, "microbatches": wl.microbatches,
                "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
                "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length,
                "recompute": cfg.recompute, "virtual_stages": cfg.virtual_stages, "attention": cfg.attention,

@@ -42,7 +42,7 @@ from astra_core.workload.generators.models import ModelConfig
 
 __all__ = ["ATTENTION", "BYTES", "ELEMENTWISE", "GEMM", "KERNELS", "LAYERNORM", "LAYERNORM_BWD", "MEMORY",
            "Op", "STREAM", "attention_core_ops", "attention_ops",
-           "backward", "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops",
+           "backward", "context_parallel_attention_ops", "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops",
            "optimizer_op"]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
@@ -60,7 +60,7 @@ class Op:
     """One GPU kernel: ``flops`` (model count) [FLOP], ``bytes`` [B] of device-memory traffic.
 
     ``shape``: for ``GEMM`` ``(batch, m, n, k)``; for ``ATTENTION``
-    ``(batch x heads, s, head_dim, causal, backward)``. ``bwd_bytes``: the
+    ``(batch x heads, queries, keys, head_dim, causal, backward)``. ``bwd_bytes``: the
     traffic of a ``MEMORY`` kernel's backward kernel (None: twice the forward).
     ``kernel``: which measured rate times a ``MEMORY`` kernel (:data:`KERNELS`).
     """
@@ -97,7 +97,7 @@ def backward(ops: list[Op]) -> list[Op]:
             batch, m, n, k = op.shape
             out += [_gemm(op.name + "_dgrad", m, k, n, batch), _gemm(op.name + "_wgrad", k, n, m, batch)]
         elif op.kind == ATTENTION:
-            out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:4], True)))
+            out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:5], True)))
         else:
             out.append(Op(op.name + "_bwd", 2 * op.flops, op.bwd_bytes if op.bwd_bytes is not None
                           else 2 * op.bytes, MEMORY,
@@ -128,7 +128,7 @@ def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: st
     tokens = b * s
     if attention == "flash":
         return [Op("attention", 4.0 * b * s * s * heads * hd, BYTES * tokens * hd * (2 * heads + 2 * kv),
-                   ATTENTION, (b * heads, s, hd, causal, False))]
+                   ATTENTION, (b * heads, s, s, hd, causal, False))]
     scores = b * heads * s * s  # elements of the score matrix
     lower = (s + 1) / (2 * s) if causal else 1.0  # share of it the softmax reads
     ops = [_gemm("attention_scores", s, s, hd, b * heads),
@@ -137,6 +137,30 @@ def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: st
         ops.append(_memory("attention_dropout", scores, 2 * BYTES + 1, 2 * BYTES + 1))
     return ops + [_gemm("attention_values", s, hd, s, b * heads),
                   _memory("attention_context_copy", tokens * heads * hd, 2 * BYTES, 2 * BYTES, 0.0)]
+
+
+def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, cp: int) -> list[Op]:
+    """The FlashAttention kernels of one rank of a ``cp``-rank context-parallel ring, step by step.
+
+    Megatron-Core with Transformer Engine (``AttnFuncWithCPAndKVP2P``) cuts the
+    sequence into ``2 cp`` chunks and gives rank ``c`` chunks ``c`` and
+    ``2 cp - 1 - c``, so every rank has the same causal work. Step 0 runs its
+    queries against its own keys (causal, ``s / cp`` square); each of the
+    ``cp - 1`` later steps against another rank's keys, of which the mask
+    leaves half (``s / cp`` queries by ``s / 2cp`` keys, no mask). Model FLOPs
+    count each block as the whole-matrix count does (twice what it executes):
+    ``4 b s^2 (heads / t) head_dim / cp`` in all.
+    """
+    heads, kv, hd = model.heads / t, model.kv / t, model.hd
+    q = s // cp
+    ops = [Op("attention_cp0", 4.0 * b * q * q * heads * hd, BYTES * b * q * hd * (2 * heads + 2 * kv),
+              ATTENTION, (b * heads, q, q, hd, True, False))]
+    half = q // 2
+    for step in range(1, cp):
+        ops.append(Op(f"attention_cp{step}", 2 * 4.0 * b * q * half * heads * hd,
+                      BYTES * b * hd * (2 * heads * q + 2 * kv * half), ATTENTION,
+                      (b * heads, q, half, hd, False, False)))
+    return ops
 
 
 def attention_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, attention: str = "flash",

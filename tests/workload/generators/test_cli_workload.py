@@ -37,7 +37,7 @@ def test_gen_micro_and_llm(tmp_path):
                                "--microbatches", "4", "--sequence-parallel", "--zero", "1", "--gpu", "B200",
                                "--output", str(tmp_path / "l" / "llama")])
     assert out.exit_code == 0, out.output
-    assert "8 NPUs (dp 2 x tp 2 x pp 2, ep 1), 4 micro-batches" in out.output
+    assert "8 NPUs (dp 2 x tp 2 x pp 2 x cp 1, ep 1), 4 micro-batches" in out.output
     assert (tmp_path / "l" / "llama.7.et").is_file() and (tmp_path / "l" / "llama.comm_groups.json").is_file()
 
 

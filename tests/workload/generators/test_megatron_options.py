@@ -143,3 +143,65 @@ def test_local_ddp_accumulates_gradients_in_fp32_every_micro_batch():
     params = (4 * GPT.hidden ** 2 + 2 * GPT.hidden * GPT.ffn_hidden) / 2 + 2 * GPT.hidden
     layer_ns = 10 * params / (A100.memory_gbps * A100.elementwise_efficiency)
     assert compute(local) - compute(overlapped) == pytest.approx(4 * (GPT.layers // 2) * layer_ns, rel=1e-9)
+
+
+# -- context parallelism ---------------------------------------------------------------
+
+def test_context_parallel_groups_follow_megatrons_order():
+    from astra_core.workload.generators.layout import Layout
+
+    layout = Layout(dp=2, tp=2, pp=2, cp=2)
+    rank = lambda t, c, d, p: t + 2 * (c + 2 * (d + 2 * p))  # noqa: E731 - tp-cp-dp-pp
+    r = rank(1, 1, 0, 1)
+    assert layout.members("tp", r) == (rank(0, 1, 0, 1), r)
+    assert layout.members("cp", r) == (rank(1, 0, 0, 1), r)
+    # gradients are reduced over data and context parallel ranks together
+    assert layout.members("dp", r) == tuple(rank(1, c, d, 1) for d in range(2) for c in range(2))
+    assert layout.cp_peer(r, 1) == rank(1, 0, 0, 1) and layout.cp_peer(rank(1, 0, 0, 1), -1) == r
+
+
+def test_context_parallelism_keeps_the_model_flops():
+    # the same 8 GPUs as D 4 or D 2 x C 2: every token's GEMMs and the attention
+    # matrix are split, not repeated
+    plain = generate_llm(LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2))
+    split = generate_llm(LLMConfig(GPT, A100, dp=2, tp=2, cp=2, microbatches=4))
+    assert sum(split.model_flops.values()) == pytest.approx(sum(plain.model_flops.values()), rel=1e-12)
+
+
+def test_context_parallel_ring_moves_keys_and_values():
+    C, T, M = 4, 2, 2
+    cfg = LLMConfig(GPT, A100, tp=T, cp=C, microbatches=M, recompute="full")
+    _, nodes = stage(cfg)
+    sent = sum(n.size for n in nodes if n.type == pb.COMM_SEND_NODE and n.role == "cp_next")
+    # one rank's keys and values: 2 x (s / C) tokens x kv heads / T x head dim x 2 B
+    kv = 2 * GPT.seq_len // C * GPT.kv // T * GPT.hd * 2
+    # per layer and micro-batch: forward and its recomputation C - 1 hops each; backward
+    # C - 1 hops of keys, values and their gradients, then the gradients' way home
+    per_layer = 2 * (C - 1) * kv + (C - 1) * 2 * kv + kv
+    assert sent == M * GPT.layers * per_layer
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"cp": 2, "attention": "unfused"}, "--cp 2: context parallelism runs FlashAttention"),
+    ({"cp": 3}, r"must split into 2 x cp = 6 equal chunks"),
+])
+def test_context_parallelism_needs_what_megatron_needs(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        generate_llm(LLMConfig(GPT, A100, **kw))
+
+
+def test_rank_symmetry_stays_exact_with_context_parallelism(tmp_path):
+    from astra_core.api import simulate
+    from astra_core.workload.generators.llm import write_llm
+
+    from .conftest import write_network, write_system
+
+    cfg = LLMConfig(GPT, A100, dp=1, tp=2, pp=2, cp=2, microbatches=4, dims=[2, 2, 2],
+                    recompute="selective")
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    network = write_network(tmp_path, [2, 2, 2])
+    system = write_system(tmp_path, 3)
+    runs = [simulate(tmp_path / "llm", system, network, comm_groups=groups, symmetry=flag)
+            for flag in (True, False)]
+    assert runs[0].symmetric and not runs[1].symmetric
+    assert [r.finish_ns for r in runs[0].ranks] == [r.finish_ns for r in runs[1].ranks]
