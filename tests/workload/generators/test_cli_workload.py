@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from astra_core.cli import main
@@ -73,3 +75,27 @@ def test_model_and_gpu_files(tmp_path):
     bad.write_text("layers: 4\nhidden: 256\nheads: 3\nffn_hidden: 1024\nvocab: 10\nwidth: 3\n")
     out = CliRunner().invoke(main, ["gen", "llm", "--model", str(bad), "--output", str(tmp_path / "o")])
     assert out.exit_code == 1 and "unknown key(s) width" in out.output
+
+
+def test_gen_llm_with_context_parallelism_reports_mfu(tmp_path):
+    from .conftest import write_network, write_system
+
+    model = tmp_path / "model.yaml"
+    model.write_text("layers: 2\nhidden: 512\nheads: 8\nffn_hidden: 2048\nvocab: 0\nseq_len: 1024\n")
+    runner = CliRunner()
+    out = runner.invoke(main, ["gen", "llm", "--model", str(model), "--tp", "2", "--cp", "2",
+                               "--recompute", "full", "--gpu", "A100", "--output", str(tmp_path / "c")])
+    assert out.exit_code == 0, out.output
+    assert "4 NPUs (dp 1 x tp 2 x pp 1 x cp 2, ep 1)" in out.output
+    run = runner.invoke(main, ["run", "--workload", str(tmp_path / "c"),
+                               "--system", str(write_system(tmp_path, 1)),
+                               "--network", str(write_network(tmp_path, [4])),
+                               "--comm-groups", str(tmp_path / "c.comm_groups.json"),
+                               "--json", str(tmp_path / "r.json")])
+    assert run.exit_code == 0, run.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    llm = report["llm"]
+    # full recomputation runs the forward again: hardware FLOPs 4/3 of the model's
+    assert llm["hardware_flops"] == pytest.approx(4 / 3 * llm["model_flops"], rel=1e-9)
+    # MFU: model FLOPs over the step, per GPU, over the A100's 312 TFLOP/s
+    assert llm["mfu"] == pytest.approx(llm["model_flops"] / (report["step_ns"] * 1e-9) / 4 / 312e12)
