@@ -20,11 +20,21 @@ communicator group's chunk, the translated group's tag).
   translations only, used when the whole dimension is one class.
 * Double binary trees give ranks different roles: no symmetry along their
   dimensions. A whole-network ring over several dimensions: no symmetry.
+* NCCL collectives: a translation is kept only if it keeps every NCCL
+  communicator's order, or turns it where NCCL runs a ring
+  (:mod:`.nccl_symmetry`).
+* A Switch or FullyConnected dimension on which no native algorithm runs may
+  be read as two (``a x b`` NPUs, ``a`` from a communicator group's extent):
+  message times there do not depend on the offset, so a rotation within
+  ``a`` is as good as one along the whole dimension. Megatron's D x P nodes
+  on one rail dimension then give one class per pipeline stage.
 
 Everything else that could break it disables the shortcut for the run:
 remote memory shared between ranks, METADATA-defined process groups, or a
 backend that does not declare itself translation-invariant (``symmetric =
-True``; the congestion-aware model shares link state between ranks).
+True``: a message's time depends only on the dimensions where its ends
+differ and, on Ring dimensions, their offset; the congestion-aware model
+shares link state between ranks).
 ``Simulation(symmetry=False)`` (``--no-symmetry``) turns it off; the tests
 compare both on every reference case, on communicator-group workloads and on
 random traces (``tests/system/test_symmetry_properties.py``).
