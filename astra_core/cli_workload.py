@@ -171,6 +171,9 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True,
               help="context-parallel size C: each rank holds 1/C of every sequence, attention "
               "goes round a ring (Megatron's --context-parallel-size)")
+@click.option("--tp-comm-overlap", is_flag=True,
+              help="overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs "
+              "beside them, in T-step rings (Megatron's --tp-comm-overlap; needs --sequence-parallel)")
 @click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash", show_default=True,
               help="attention kernels: FlashAttention, or Megatron's unfused softmax path (score matrix in memory)")
 @click.option("--dropout/--no-dropout", default=False, show_default=True,
@@ -188,8 +191,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
 def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
-            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, cp, attention, dropout, precision,
-            distributed_optimizer, gpu, bucket_mb, dims, output, comm_groups) -> None:
+            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, cp, tp_comm_overlap, attention,
+            dropout, precision, distributed_optimizer, gpu, bucket_mb, dims, output, comm_groups) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
@@ -206,7 +209,7 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
                         bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
                         overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
                         virtual_stages=virtual_stages, attention=attention, dropout=dropout,
-                        precision=precision, cp=cp)
+                        precision=precision, cp=cp, tp_comm_overlap=tp_comm_overlap)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

@@ -97,6 +97,11 @@ class Layout:
         c = self.context(rank)
         return rank + self.tp * ((c + step) % self.cp - c)
 
+    def tp_peer(self, rank: int, step: int) -> int:
+        """The rank ``step`` places further round ``rank``'s tensor-parallel ring."""
+        t = rank % self.tp
+        return rank + (t + step) % self.tp - t
+
     def _stride_size(self, role: str) -> tuple[int, int]:
         return {"tp": (1, self.tp), "cp": (self.tp, self.cp), "dp": (self.tp, self.dp * self.cp),
                 "ep": (self.tp * self.cp, self.ep),

@@ -62,6 +62,8 @@ _AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO
 #: Tags of context-parallel ring messages start here, above the pipeline's (Chakra's
 #: comm_tag is an int32).
 _CP_TAG = 1 << 30
+#: Tags of tensor-parallel ring messages (--tp-comm-overlap) start here.
+_TP_TAG = 1 << 29
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
 #: Attention implementations (see :mod:`.ops`).
@@ -109,6 +111,13 @@ class LLMConfig:
       ranks' ring, each step sending its keys and values on while the next
       block is computed (backward: keys, values and their gradients), and
       gradients are reduced over the D x C ranks (:mod:`.layout`).
+    * ``tp_comm_overlap``: Megatron-Core's ``--tp-comm-overlap`` (Transformer
+      Engine's userbuffers, with sequence parallelism): the all-gather in
+      front of a block's first GEMM and the reduce-scatter after its last
+      become rings of T steps, each step's GEMM on one rank's share of the
+      tokens running while the next share travels (backward: the output
+      gradient's all-gather with the first data-gradient GEMM, the input
+      gradient's reduce-scatter with the last).
     """
 
     model: ModelConfig
@@ -134,6 +143,7 @@ class LLMConfig:
     dropout: bool = False
     precision: str = "bf16"
     cp: int = 1
+    tp_comm_overlap: bool = False
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -233,10 +243,11 @@ class _Program:
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads
 
-    def send(self, name: str, size: float, peer: str, tag: int, after: int | None = None) -> None:
-        """A send on the communication chain, once ``after`` (default: the latest compute) is done."""
+    def send(self, name: str, size: float, peer: str, tag: int, after: tuple = ()) -> None:
+        """A send on the communication chain, once the nodes ``after`` (default: the latest
+        compute) are done."""
         node = _Node(name, pb.COMM_SEND_NODE, size=int(size), role=peer, tag=tag)
-        self.comm = self._add(node, (self.compute if after is None else after, self.comm))
+        self.comm = self._add(node, (*(after or (self.compute,)), self.comm))
 
     def recv(self, name: str, size: float, peer: str, tag: int) -> int:
         return self._add(_Node(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
@@ -278,6 +289,11 @@ def _check(cfg: LLMConfig) -> int:
         if cfg.sequence_length % (2 * cfg.cp):
             raise ConfigError(f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
                               f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)")
+    if cfg.tp_comm_overlap and not (cfg.sequence_parallel or cfg.tp == 1):
+        raise ConfigError("--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
+                          "sequence-parallel all-gathers and reduce-scatters with GEMMs")
+    if cfg.tp_comm_overlap and cfg.cp > 1:
+        raise ConfigError("--tp-comm-overlap with --cp is not modelled")
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.recompute not in RECOMPUTE:
@@ -385,6 +401,10 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         again = phase == "recompute"
         if not model.is_moe_layer(layer):
             ops = dense_mlp if forward else O.backward(dense_mlp)
+            if overlap:
+                overlapped(f"{tag}_mlp", ops, forward, again, ring_key(layer, m, phase or
+                                                                        ("fwd" if forward else "bwd"), 1))
+                return
             if forward:
                 tp_comm(f"{tag}_mlp_in", True, True)
                 prog.comp(f"{tag}_mlp", ops, recompute=again)
@@ -491,7 +511,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             arriving = None
             if j + 1 < C:
                 tag_j = _CP_TAG + key * (C + 1) + j
-                prog.send(f"{name}_cp{j + 1}_send", size, "cp_next", tag_j, after=received)
+                prog.send(f"{name}_cp{j + 1}_send", size, "cp_next", tag_j,
+                          after=() if received is None else (received,))
                 arriving = prog.recv(f"{name}_cp{j + 1}_recv", size, "cp_prev", tag_j)
             if received is not None:
                 prog.pending.append(received)
@@ -501,6 +522,66 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             tag_j = _CP_TAG + key * (C + 1) + C
             prog.send(f"{name}_dkv_send", kv_block, "cp_next", tag_j)
             prog.pending.append(prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tag_j))
+
+    overlap = cfg.tp_comm_overlap and T > 1
+    shard = act / T  # one rank's share of an activation (sequence parallelism)
+
+    def tp_ring(name: str, gemm: O.Op, gather: bool, again: bool, key: int) -> None:
+        """A GEMM split into T row blocks overlapped with a T-step ring over the tensor-parallel
+        group: ``gather`` sends each share on before the block that uses it is computed (all-gather
+        + GEMM); otherwise each block's partial sums go on once computed, added to what came
+        in (GEMM + reduce-scatter)."""
+        batch, rows, n, k = gemm.shape
+        block = O.Op(gemm.name, gemm.flops / T, gemm.bytes / T, O.GEMM, (batch, rows / T, n, k))
+        received = None
+        for j in range(T):
+            arriving = None
+            tag_j = _TP_TAG + key * (T + 1) + j
+            if gather and j + 1 < T:
+                prog.send(f"{name}_tp{j + 1}_send", shard, "tp_next", tag_j,
+                          after=() if received is None else (received,))
+                arriving = prog.recv(f"{name}_tp{j + 1}_recv", shard, "tp_prev", tag_j)
+            if gather and received is not None:
+                prog.pending.append(received)
+            prog.comp(f"{name}_tp{j}", [block], recompute=again)
+            if not gather and j + 1 < T:  # this block's partial sums plus those that came in
+                prog.send(f"{name}_tp{j + 1}_send", shard, "tp_next", tag_j,
+                          after=(prog.compute,) if received is None else (prog.compute, received))
+                arriving = prog.recv(f"{name}_tp{j + 1}_recv", shard, "tp_prev", tag_j)
+            received = arriving
+        if received is not None:
+            prog.pending.append(received)
+
+    def overlapped(name: str, ops: list, forward: bool, again: bool, key: int, extra: list = ()) -> None:
+        """A dense block's kernels with its tensor-parallel communication in two rings: on the
+        first GEMM (forward) or data-gradient GEMM (backward) an all-gather, on the last a
+        reduce-scatter (:func:`tp_ring`); ``extra`` kernels run at the end."""
+        gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
+        first, last = gemms[0], gemms[-1]
+        if ops[:first]:
+            prog.comp(f"{name}_pre", ops[:first], recompute=again)
+        tp_ring(f"{name}_ag", ops[first], True, again, 2 * key)
+        if ops[first + 1:last]:
+            prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
+        tp_ring(f"{name}_rs", ops[last], False, again, 2 * key + 1)
+        if ops[last + 1:] or extra:
+            prog.comp(f"{name}_post", ops[last + 1:] + list(extra), recompute=again)
+
+    def ring_key(i: int, m: int, phase: str, block: int) -> int:
+        return ((m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)) * 2 + block
+
+    def attention_block(i: int, m: int, phase: str) -> None:
+        """Layer ``i``'s attention block with its tensor-parallel communication."""
+        forward = phase != "bwd"
+        if overlap:
+            name = f"L{i}_mb{m}_{phase}_attn"
+            ops = attn if forward else O.backward(attn)
+            overlapped(name, ops, forward, phase == "recompute", ring_key(i, m, phase, 0),
+                       () if forward else accumulate[i])
+            return
+        tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
+        attention(i, m, phase)
+        tp_comm(f"L{i}_mb{m}_{phase}_attn_{'out' if forward else 'in'}", forward, not forward)
 
     def attention(i: int, m: int, phase: str) -> None:
         """Layer ``i``'s attention block of micro-batch ``m`` (phase fwd, recompute or bwd)."""
@@ -525,9 +606,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     def recompute_layer(i: int, m: int) -> None:
         """Megatron's activation recomputation just before layer ``i``'s backward."""
         if cfg.recompute == "full":
-            tp_comm(f"L{i}_mb{m}_recompute_attn_in", True, True)
-            attention(i, m, "recompute")
-            tp_comm(f"L{i}_mb{m}_recompute_attn_out", True, False)
+            attention_block(i, m, "recompute")
             mlp(i, m, True, "recompute")
         elif cfg.recompute == "selective" and C == 1:
             prog.comp(f"L{i}_mb{m}_recompute_core", core, recompute=True)
@@ -550,9 +629,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             for i in chunk:
                 prog.pending.append(gathered)
                 gathered = zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
-                tp_comm(f"L{i}_mb{m}_fwd_attn_in", True, True)
-                attention(i, m, "fwd")
-                tp_comm(f"L{i}_mb{m}_fwd_attn_out", True, False)
+                attention_block(i, m, "fwd")
                 mlp(i, m, True)
             if tail_chunk and model.vocab:
                 prog.comp(f"mb{m}_lm_head", O.head_ops(model, b, s, T, sp))
@@ -569,9 +646,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 gathered = zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
                 recompute_layer(i, m)
                 mlp(i, m, False)
-                tp_comm(f"L{i}_mb{m}_bwd_attn_out", False, False)
-                attention(i, m, "bwd")
-                tp_comm(f"L{i}_mb{m}_bwd_attn_in", False, True)
+                attention_block(i, m, "bwd")
                 if step == chunk_done[v]:
                     add_grads(*params[i])
             if head_chunk and model.vocab:
@@ -607,6 +682,9 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     if cfg.virtual_stages > 1 and mb % cfg.pp:
         raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
                           f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)")
+    if cfg.tp_comm_overlap and _TP_TAG + (mb * cfg.model.layers * 12 + 1) * (cfg.tp + 1) >= 1 << 30:
+        raise ConfigError(f"--tp-comm-overlap: {mb} micro-batches x {cfg.model.layers} layers need more "
+                          "tensor-parallel message tags than this generator numbers")
     if cfg.cp > 1 and _CP_TAG + (mb * cfg.model.layers * 3 + 1) * (cfg.cp + 1) >= 1 << 31:
         raise ConfigError(f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
                           "context-parallel message tags than Chakra's int32 comm_tag holds")

@@ -28,7 +28,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
 
     Pipeline sends and receives go to the neighbouring stage's rank; interleaved
     1F1B wraps from the last stage to the first (stage is the outermost
-    coordinate of a rank). Context-parallel ones go round the CP ring."""
+    coordinate of a rank). Context- and tensor-parallel ones go round their rings."""
     layout = wl.layout
     p = layout.coords(rank)[2]
     stride = layout.tp * layout.cp * layout.dp  # one pipeline stage
@@ -52,6 +52,8 @@ def _render(wl, rank: int, cache: dict) -> bytes:
             # once per rank (a serialized message is the concatenation of its fields)
             if n.role in ("cp_next", "cp_prev"):  # round the context-parallel ring
                 peer = layout.cp_peer(rank, 1 if n.role == "cp_next" else -1)
+            elif n.role in ("tp_next", "tp_prev"):  # round the tensor-parallel ring
+                peer = layout.tp_peer(rank, 1 if n.role == "tp_next" else -1)
             else:
                 peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
             src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
@@ -101,7 +103,7 @@ def write_llm(wl, prefix: str | os.PathLike,
     prefix = os.fspath(prefix)
     cfg = wl.config
     summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
-               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "cp": cfg.cp, "microbatches": wl.microbatches,
+               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "cp": cfg.cp, "tp_comm_overlap": cfg.tp_comm_overlap, "microbatches": wl.microbatches,
                "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
                "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length,
                "recompute": cfg.recompute, "virtual_stages": cfg.virtual_stages, "attention": cfg.attention,

@@ -116,6 +116,7 @@ def test_interleaving_needs_what_megatron_needs(kw, message):
     {"recompute": "selective", "overlap_grad_reduce": False},
     {"scatter_gather": False, "virtual_stages": 2, "overlap_grad_reduce": False},
     {"dp": 1, "cp": 2, "recompute": "selective"},
+    {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
 ])
 def test_rank_symmetry_stays_exact(tmp_path, options):
     from astra_core.api import simulate
@@ -189,3 +190,43 @@ def test_context_parallel_ring_moves_keys_and_values():
 def test_context_parallelism_needs_what_megatron_needs(kw, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(GPT, A100, **kw))
+
+
+# -- tensor-parallel communication overlap ------------------------------------------------
+
+def test_tp_comm_overlap_moves_the_sequence_parallel_bytes_in_rings():
+    T, M = 4, 2
+    plain = LLMConfig(GPT, A100, tp=T, microbatches=M, sequence_parallel=True)
+    ringed = LLMConfig(GPT, A100, tp=T, microbatches=M, sequence_parallel=True, tp_comm_overlap=True)
+    wl0, nodes0 = stage(plain)
+    wl1, nodes1 = stage(ringed)
+    shard = GPT.seq_len * GPT.hidden * 2 // T  # one rank's share of an activation [B]
+    sent = sum(n.size for n in nodes1 if n.type == pb.COMM_SEND_NODE and n.role == "tp_next")
+    # per layer and micro-batch: attention and MLP each gather before their first GEMM and
+    # reduce-scatter after their last, forward and backward: 8 rings of T - 1 shares
+    assert sent == M * GPT.layers * 8 * (T - 1) * shard
+    # which is what the collectives moved, and they are gone from the blocks
+    blocks = lambda nodes: [n for n in nodes if n.type == pb.COMM_COLL_NODE  # noqa: E731
+                            and ("_attn_" in n.name or "_mlp_" in n.name)]
+    assert len(blocks(nodes0)) == M * GPT.layers * 8 and not blocks(nodes1)
+    assert wl1.flops[0] == pytest.approx(wl0.flops[0], rel=1e-12)  # the same kernels, in blocks
+
+
+def test_tp_comm_overlap_hides_communication(tmp_path):
+    from astra_core.api import simulate
+    from astra_core.workload.generators.llm import write_llm
+
+    from .conftest import write_network, write_system
+
+    steps = []
+    for overlap in (False, True):
+        cfg = LLMConfig(GPT, A100, tp=4, microbatches=2, sequence_parallel=True, tp_comm_overlap=overlap)
+        _, groups = write_llm(generate_llm(cfg), tmp_path / f"o{overlap}")
+        steps.append(simulate(tmp_path / f"o{overlap}", write_system(tmp_path, 1),
+                              write_network(tmp_path, [4], bandwidth=25.0), comm_groups=groups).step_ns)
+    assert steps[1] < steps[0]
+
+
+def test_tp_comm_overlap_needs_sequence_parallelism():
+    with pytest.raises(ConfigError, match="--tp-comm-overlap needs --sequence-parallel"):
+        generate_llm(LLMConfig(GPT, A100, tp=2, tp_comm_overlap=True))
