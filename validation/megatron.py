@@ -145,7 +145,9 @@ LEFT_OUT = ("Not modelled: FP16 loss scaling, gradient-norm clipping and the cop
             "master weights to the FP16 model (memory-bound, about 18 B per parameter and step); "
             "PyTorch DDP's 16-bit gradient accumulation from the second micro-batch on (row 4); "
             "the data loader and host-side gaps between kernels beyond one launch each. "
-            "`run s` is the wall time of generating and simulating the row on one core.")
+            "`run s` is the wall time of generating and simulating the row on one core.\n\n"
+            "Regenerate with `.venv/bin/python validation/megatron.py --rows 1-10 --markdown "
+            "docs/validation-megatron.md` (about 15 minutes on 2 cores).")
 
 
 def parse_rows(text: str) -> list[Row]:
