@@ -402,8 +402,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if not model.is_moe_layer(layer):
             ops = dense_mlp if forward else O.backward(dense_mlp)
             if overlap:
-                overlapped(f"{tag}_mlp", ops, forward, again, ring_key(layer, m, phase or
-                                                                        ("fwd" if forward else "bwd"), 1))
+                key = phase_key(layer, m, phase or ("fwd" if forward else "bwd"))
+                overlapped(f"{tag}_mlp", ops, forward, again, 2 * key + 1)
                 return
             if forward:
                 tp_comm(f"{tag}_mlp_in", True, True)
@@ -500,75 +500,66 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
     layer_count = model.layers
 
+    def ring(prefix: str, blocks: list, size: float, role: str, tags: int, gather: bool, again: bool) -> None:
+        """Kernels ``blocks`` overlapped with a ring of as many steps over the ``role`` group.
+        ``gather``: each step computes with what arrived at the step before while it sends
+        that on (an all-gather beside the kernels); otherwise each step's result goes on once
+        computed, with what came in added (a reduce-scatter). Tags ``tags`` + step."""
+        received = None
+        for j, block in enumerate(blocks):
+            arriving = None
+            more = j + 1 < len(blocks)
+            if gather and more:
+                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j,
+                          after=() if received is None else (received,))
+                arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
+            if gather and received is not None:
+                prog.pending.append(received)
+            prog.comp(f"{prefix}{j}", [block], recompute=again)
+            if not gather and more:
+                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j,
+                          after=(prog.compute,) if received is None else (prog.compute, received))
+                arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
+            received = arriving
+        if received is not None:
+            prog.pending.append(received)
+
+    def phase_key(i: int, m: int, phase: str) -> int:
+        """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""
+        return (m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
+
     def cp_ring(name: str, steps: list, forward: bool, again: bool, key: int) -> None:
         """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
         step j computes with the block received at step j - 1 while the next block is on
         its way; backward blocks carry the keys' and values' gradients too, and a last
         hop returns each gradient block to its owner."""
-        size = kv_block if forward else 2 * kv_block
-        received = None
-        for j, op in enumerate(steps):
-            arriving = None
-            if j + 1 < C:
-                tag_j = _CP_TAG + key * (C + 1) + j
-                prog.send(f"{name}_cp{j + 1}_send", size, "cp_next", tag_j,
-                          after=() if received is None else (received,))
-                arriving = prog.recv(f"{name}_cp{j + 1}_recv", size, "cp_prev", tag_j)
-            if received is not None:
-                prog.pending.append(received)
-            prog.comp(f"{name}_cp{j}", [op], recompute=again)
-            received = arriving
+        tags = _CP_TAG + key * (C + 1)
+        ring(f"{name}_cp", steps, kv_block if forward else 2 * kv_block, "cp", tags, True, again)
         if not forward:
-            tag_j = _CP_TAG + key * (C + 1) + C
-            prog.send(f"{name}_dkv_send", kv_block, "cp_next", tag_j)
-            prog.pending.append(prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tag_j))
+            prog.send(f"{name}_dkv_send", kv_block, "cp_next", tags + C)
+            prog.pending.append(prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tags + C))
 
     overlap = cfg.tp_comm_overlap and T > 1
     shard = act / T  # one rank's share of an activation (sequence parallelism)
 
-    def tp_ring(name: str, gemm: O.Op, gather: bool, again: bool, key: int) -> None:
-        """A GEMM split into T row blocks overlapped with a T-step ring over the tensor-parallel
-        group: ``gather`` sends each share on before the block that uses it is computed (all-gather
-        + GEMM); otherwise each block's partial sums go on once computed, added to what came
-        in (GEMM + reduce-scatter)."""
-        batch, rows, n, k = gemm.shape
-        block = O.Op(gemm.name, gemm.flops / T, gemm.bytes / T, O.GEMM, (batch, rows / T, n, k))
-        received = None
-        for j in range(T):
-            arriving = None
-            tag_j = _TP_TAG + key * (T + 1) + j
-            if gather and j + 1 < T:
-                prog.send(f"{name}_tp{j + 1}_send", shard, "tp_next", tag_j,
-                          after=() if received is None else (received,))
-                arriving = prog.recv(f"{name}_tp{j + 1}_recv", shard, "tp_prev", tag_j)
-            if gather and received is not None:
-                prog.pending.append(received)
-            prog.comp(f"{name}_tp{j}", [block], recompute=again)
-            if not gather and j + 1 < T:  # this block's partial sums plus those that came in
-                prog.send(f"{name}_tp{j + 1}_send", shard, "tp_next", tag_j,
-                          after=(prog.compute,) if received is None else (prog.compute, received))
-                arriving = prog.recv(f"{name}_tp{j + 1}_recv", shard, "tp_prev", tag_j)
-            received = arriving
-        if received is not None:
-            prog.pending.append(received)
-
     def overlapped(name: str, ops: list, forward: bool, again: bool, key: int, extra: list = ()) -> None:
-        """A dense block's kernels with its tensor-parallel communication in two rings: on the
-        first GEMM (forward) or data-gradient GEMM (backward) an all-gather, on the last a
-        reduce-scatter (:func:`tp_ring`); ``extra`` kernels run at the end."""
+        """A dense block's kernels with its tensor-parallel communication in two rings of T
+        steps (:func:`ring`), each beside one GEMM split into T row blocks: an all-gather
+        before the first GEMM (forward) or data-gradient GEMM (backward), a reduce-scatter
+        after the last; ``extra`` kernels run at the end."""
         gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
         first, last = gemms[0], gemms[-1]
         if ops[:first]:
             prog.comp(f"{name}_pre", ops[:first], recompute=again)
-        tp_ring(f"{name}_ag", ops[first], True, again, 2 * key)
-        if ops[first + 1:last]:
-            prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
-        tp_ring(f"{name}_rs", ops[last], False, again, 2 * key + 1)
+        for j, gather in ((first, True), (last, False)):
+            batch, rows, n, k = ops[j].shape
+            block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
+            ring(f"{name}_{'ag' if gather else 'rs'}_tp", [block] * T, shard, "tp",
+                 _TP_TAG + (2 * key + (not gather)) * (T + 1), gather, again)
+            if gather and ops[first + 1:last]:
+                prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
         if ops[last + 1:] or extra:
             prog.comp(f"{name}_post", ops[last + 1:] + list(extra), recompute=again)
-
-    def ring_key(i: int, m: int, phase: str, block: int) -> int:
-        return ((m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)) * 2 + block
 
     def attention_block(i: int, m: int, phase: str) -> None:
         """Layer ``i``'s attention block with its tensor-parallel communication."""
@@ -576,7 +567,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if overlap:
             name = f"L{i}_mb{m}_{phase}_attn"
             ops = attn if forward else O.backward(attn)
-            overlapped(name, ops, forward, phase == "recompute", ring_key(i, m, phase, 0),
+            overlapped(name, ops, forward, phase == "recompute", 2 * phase_key(i, m, phase),
                        () if forward else accumulate[i])
             return
         tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
@@ -589,7 +580,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if C == 1:
             prog.comp(name, O.backward(attn) + accumulate[i] if phase == "bwd" else attn, recompute=again)
             return
-        key = (m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
+        key = phase_key(i, m, phase)
         if phase != "bwd":
             prog.comp(f"{name}_qkv", pre, recompute=again)
             cp_ring(name, core, True, again, key)
@@ -611,7 +602,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         elif cfg.recompute == "selective" and C == 1:
             prog.comp(f"L{i}_mb{m}_recompute_core", core, recompute=True)
         elif cfg.recompute == "selective":
-            cp_ring(f"L{i}_mb{m}_recompute_core", core, True, True, (m * layer_count + i) * 3 + 1)
+            cp_ring(f"L{i}_mb{m}_recompute_core", core, True, True, phase_key(i, m, "recompute"))
 
     for step, (kind, m, v) in enumerate(order):
         q = v * P + p  # virtual stage
