@@ -1,13 +1,17 @@
 """Megatron-style LLM training step as per-rank Chakra traces (``astra gen llm``).
 
 One training step of a decoder-only transformer (:mod:`.models`) on
-D x T x P NPUs (:mod:`.layout`) with E-way expert parallelism:
+D x T x P x C NPUs (:mod:`.layout`) with E-way expert parallelism and C-way
+context parallelism (:class:`LLMConfig`):
 
 * **Tensor parallelism** (Megatron-LM, Shoeybi et al. 2019): each attention
   and MLP block ends (forward) / starts (backward) with an all-reduce of the
   block's activations over the T ranks; with sequence parallelism
   (Korthikanti et al. 2022) an all-gather before and a reduce-scatter after
-  each block, mirrored in backward. The vocabulary-parallel embedding
+  each block, mirrored in backward, where the block's input is all-gathered
+  again for its first GEMM's weight gradient beside the data gradient, and
+  the data gradient reduce-scattered beside the weight gradient (Megatron-LM's
+  asynchronous communication in its linear layers). The vocabulary-parallel embedding
   all-reduces (reduce-scatters) its output.
 * **Pipeline parallelism**: layers split evenly over P stages; activations
   go forward and gradients backward with send/receive pairs (1/T of them with
@@ -30,9 +34,9 @@ contributes (its shard), an all-reduce's, reduce-scatter's and all-to-all's
 the whole input of each rank. A gather of a tensor split T ways therefore
 has 1/T of the size of the reduce-scatter that produced the shards.
 
-Compute nodes carry roofline times (:mod:`.gpus`) of their operators
-(:mod:`.ops`) in ``duration_micros`` and the FLOPs/bytes in ``num_ops`` /
-``tensor_size``. Each rank runs its compute in program order and its
+Compute nodes carry the GPU compute model's times (:mod:`.kernels`) of their
+kernels (:mod:`.ops`) in ``duration_micros`` and the FLOPs/bytes in
+``num_ops`` / ``tensor_size``. Each rank runs its compute in program order and its
 communication in program order on one stream (upstream ASTRA-sim runs one
 communication at a time per NPU; a fixed order keeps every group's members
 in step), overlapping the two where the dependencies allow.
@@ -409,6 +413,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 tp_comm(f"{tag}_mlp_in", True, True)
                 prog.comp(f"{tag}_mlp", ops, recompute=again)
                 tp_comm(f"{tag}_mlp_out", True, False)
+            elif sp and T > 1:
+                tp_comm(f"{tag}_mlp_out", False, False)
+                sp_backward(f"{tag}_mlp", ops)
             else:
                 tp_comm(f"{tag}_mlp_out", False, False)
                 prog.comp(f"{tag}_mlp", ops)
@@ -542,23 +549,53 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     overlap = cfg.tp_comm_overlap and T > 1
     shard = act / T  # one rank's share of an activation (sequence parallelism)
 
-    def overlapped(name: str, ops: list, forward: bool, again: bool, key: int, extra: list = ()) -> None:
-        """A dense block's kernels with its tensor-parallel communication in two rings of T
-        steps (:func:`ring`), each beside one GEMM split into T row blocks: an all-gather
-        before the first GEMM (forward) or data-gradient GEMM (backward), a reduce-scatter
-        after the last; ``extra`` kernels run at the end."""
+    def gemm_positions(ops: list, forward: bool) -> tuple[int, int]:
+        """Positions of a dense block's first and last GEMM (backward: data-gradient GEMM)."""
         gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
-        first, last = gemms[0], gemms[-1]
+        return gemms[0], gemms[-1]
+
+    def column_backward(name: str, ops: list, extra: list = ()) -> None:
+        """The backward of a block's first (column-parallel) GEMM under sequence parallelism,
+        ``ops`` = [data gradient, weight gradient, the rest]: Megatron-LM all-gathers the
+        block's input again for the weight gradient while the data gradient runs, then
+        reduce-scatters the data gradient while the weight gradient runs
+        (``LinearWithGradAccumulationAndAsyncCommunication``; Transformer Engine's bulk
+        overlaps); the rest (the layer norm's backward) needs the scattered gradient."""
+        gathered = prog.coll(f"{name}_input_AG", _AG, shard, "tp", False)
+        prog.comp(f"{name}_dgrad", ops[:1])
+        scattered = prog.coll(f"{name}_in_RS", _RS, act, "tp", False)
+        prog.pending.append(gathered)
+        prog.comp(f"{name}_wgrad", ops[1:2])
+        prog.pending.append(scattered)
+        if ops[2:] or extra:
+            prog.comp(f"{name}_post", ops[2:] + list(extra))
+
+    def sp_backward(name: str, ops: list, extra: list = ()) -> None:
+        """A dense block's backward kernels under sequence parallelism (the output gradient
+        already gathered): up to the first GEMM's, then :func:`column_backward`."""
+        _, last = gemm_positions(ops, False)
+        prog.comp(name, ops[:last])
+        column_backward(name, ops[last:], extra)
+
+    def overlapped(name: str, ops: list, forward: bool, again: bool, key: int, extra: list = ()) -> None:
+        """A dense block's kernels with its tensor-parallel communication in rings of T steps
+        (:func:`ring`), each beside one GEMM split into T row blocks: forward an all-gather
+        before the first GEMM and a reduce-scatter after the last; backward an all-gather of
+        the output gradient beside the first data-gradient GEMM, then
+        :func:`column_backward`. ``extra`` kernels run at the end."""
+        first, last = gemm_positions(ops, forward)
         if ops[:first]:
             prog.comp(f"{name}_pre", ops[:first], recompute=again)
-        for j, gather in ((first, True), (last, False)):
+        for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
             batch, rows, n, k = ops[j].shape
             block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
             ring(f"{name}_{'ag' if gather else 'rs'}_tp", [block] * T, shard, "tp",
                  _TP_TAG + (2 * key + (not gather)) * (T + 1), gather, again)
             if gather and ops[first + 1:last]:
                 prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
-        if ops[last + 1:] or extra:
+        if not forward:
+            column_backward(name, ops[last:], extra)
+        elif ops[last + 1:] or extra:
             prog.comp(f"{name}_post", ops[last + 1:] + list(extra), recompute=again)
 
     def attention_block(i: int, m: int, phase: str) -> None:
@@ -571,6 +608,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                        () if forward else accumulate[i])
             return
         tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
+        if not forward and sp and T > 1 and C == 1:
+            sp_backward(f"L{i}_mb{m}_bwd_attn", O.backward(attn), accumulate[i])
+            return
         attention(i, m, phase)
         tp_comm(f"L{i}_mb{m}_{phase}_attn_{'out' if forward else 'in'}", forward, not forward)
 
