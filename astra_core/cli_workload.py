@@ -180,6 +180,9 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
               help="attention and hidden dropout kernels (Megatron's default 0.1)")
 @click.option("--precision", type=click.Choice(["fp16", "bf16", "fp8"]), default="bf16", show_default=True,
               help="GEMM precision: 16-bit tensor cores, or FP8 (Hopper and later)")
+@click.option("--grad-reduce-in-bf16", is_flag=True,
+              help="BF16 gradient buffers and reductions (Megatron keeps them in FP32 for BF16 "
+              "training, in FP16 for FP16)")
 @click.option("--distributed-optimizer", is_flag=True,
               help="Megatron's distributed optimizer: gradients reduce-scattered, optimizer on a 1/DP "
               "shard, parameters all-gathered (the same as --zero 1)")
@@ -192,7 +195,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
 def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
             sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, cp, tp_comm_overlap, attention,
-            dropout, precision, distributed_optimizer, gpu, bucket_mb, dims, output, comm_groups) -> None:
+            dropout, precision, grad_reduce_in_bf16, distributed_optimizer, gpu, bucket_mb, dims, output,
+            comm_groups) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
@@ -209,7 +213,8 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
                         bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
                         overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
                         virtual_stages=virtual_stages, attention=attention, dropout=dropout,
-                        precision=precision, cp=cp, tp_comm_overlap=tp_comm_overlap)
+                        precision=precision, cp=cp, tp_comm_overlap=tp_comm_overlap,
+                        grad_reduce_in_bf16=grad_reduce_in_bf16)
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:

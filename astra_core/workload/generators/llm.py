@@ -94,8 +94,10 @@ class LLMConfig:
     * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
       runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
       all gradients after it (Megatron's ``local`` DDP of SC'21), whose
-      backward also adds each micro-batch's gradients into an FP32 buffer
-      (:func:`.ops.grad_accumulation_op`).
+      backward also adds each micro-batch's gradients into its gradient
+      buffer (:func:`.ops.grad_accumulation_op`, :attr:`grad_bytes`).
+    * ``grad_reduce_in_bf16``: BF16 gradient buffers and reductions
+      (``--grad-reduce-in-bf16``) instead of Megatron's FP32 for BF16 training.
     * ``virtual_stages``: V model chunks per pipeline stage, run with the
       interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
       = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
@@ -148,11 +150,22 @@ class LLMConfig:
     precision: str = "bf16"
     cp: int = 1
     tp_comm_overlap: bool = False
+    grad_reduce_in_bf16: bool = False
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
             # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
-            self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * O.BYTES
+            self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * self.grad_bytes
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per gradient element in the data-parallel buffers and their reduction.
+
+        Megatron-LM keeps them in the parameters' dtype for FP16 and in FP32 for BF16
+        (and FP8, whose parameters are BF16): ``--accumulate-allreduce-grads-in-fp32``
+        is forced on for BF16 (megatron/training/arguments.py); ``--grad-reduce-in-bf16``
+        reduces them in BF16."""
+        return 2 if self.precision == "fp16" or self.grad_reduce_in_bf16 else 4
 
     @property
     def sequence_length(self) -> int:
@@ -461,11 +474,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if cfg.zero == 3:  # FSDP: per-layer reduce-scatter
             for kind, elems in (("dense", dense_elems), ("expert", expert_elems)):
                 if elems:
-                    bucket[kind] += elems * O.BYTES
+                    bucket[kind] += elems * cfg.grad_bytes
                     flush(kind, force=True)
             return
-        bucket["dense"] += dense_elems * O.BYTES
-        bucket["expert"] += expert_elems * O.BYTES
+        bucket["dense"] += dense_elems * cfg.grad_bytes
+        bucket["expert"] += expert_elems * cfg.grad_bytes
         if cfg.overlap_grad_reduce:
             flush("dense")
             flush("expert")
@@ -629,9 +642,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             prog.comp(f"{name}_out", O.backward(post))
             cp_ring(name, O.backward(core)[::-1], False, False, key)
             prog.comp(f"{name}_qkv", O.backward(pre) + accumulate[i])
-    # local DDP adds every micro-batch's weight gradients into its FP32 buffer; PyTorch DDP
+    # local DDP adds every micro-batch's weight gradients into its buffer; PyTorch DDP
     # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
-    accumulate = {i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]))]
+    accumulate = {i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]), cfg.grad_bytes)]
                   for i in layers}
 
     def recompute_layer(i: int, m: int) -> None:
@@ -692,7 +705,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
                 else:
                     reduce_after_backward()
     if model.tie_embeddings and model.vocab and P > 1 and (first or last):
-        h = prog.grad_coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * O.BYTES, "emb")
+        h = prog.grad_coll("embedding_grads_AR", _AR, model.vocab * model.hidden / T * cfg.grad_bytes, "emb")
         if h is not None:
             grad_handles.append(h)
     shard = cfg.dp if cfg.zero >= 1 else 1
@@ -702,8 +715,8 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         prog.coll("params_AG", _AG, dense * O.BYTES / cfg.dp, "dp")
         if expert:
             prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
-    dense_bytes = dense * O.BYTES if cfg.dp > 1 else 0
-    expert_bytes = expert * O.BYTES if cfg.dp // cfg.ep > 1 else 0
+    dense_bytes = dense * cfg.grad_bytes if cfg.dp > 1 else 0
+    expert_bytes = expert * cfg.grad_bytes if cfg.dp // cfg.ep > 1 else 0
     return prog.nodes, dense_bytes, expert_bytes
 
 

@@ -249,8 +249,9 @@ def optimizer_op(params: float) -> Op:
 
 
 
-def grad_accumulation_op(params: float) -> Op:
+def grad_accumulation_op(params: float, buffer_bytes: int = 4) -> Op:
     """Megatron-LM's local DDP: each micro-batch's 16-bit weight gradients are added into
-    an FP32 buffer (``param.main_grad.add_(param.grad)``, megatron/model/distributed.py):
-    read the gradient (2 B) and the buffer (4 B), write the buffer (4 B) per parameter."""
-    return _memory("grad_accumulation", params, 10.0, 0.0)
+    the gradient buffer (``param.main_grad.add_(param.grad)``, megatron/model/distributed.py)
+    of ``buffer_bytes`` per element (FP32 for BF16, the parameters' FP16 for FP16): read the
+    gradient and the buffer, write the buffer."""
+    return _memory("grad_accumulation", params, BYTES + 2.0 * buffer_bytes, 0.0)

@@ -74,28 +74,34 @@ def _grad_bytes(path) -> int:
                if n.type == pb.COMM_COLL_NODE and n.name.startswith("grads_"))
 
 
-def test_data_parallel_gradient_bytes(tmp_path):
+@pytest.mark.parametrize("precision, bf16_reduce, element", [
+    ("bf16", False, 4),  # Megatron-LM reduces BF16 training's gradients in FP32
+    ("bf16", True, 2),  # --grad-reduce-in-bf16
+    ("fp16", False, 2),  # FP16: the parameters' dtype
+])
+def test_data_parallel_gradient_bytes(tmp_path, precision, bf16_reduce, element):
     # A middle pipeline stage of a dense model holds L/P layers: each rank reduces its
-    # T-th of the attention and MLP matrices plus its (replicated) layer norms, 2 B each.
+    # T-th of the attention and MLP matrices plus its (replicated) layer norms.
     model = MODELS["gpt3-175b"]
     d, t, p = 2, 8, 4
-    cfg = LLMConfig(model, H100, dp=d, tp=t, pp=p, microbatches=1)
+    cfg = LLMConfig(model, H100, dp=d, tp=t, pp=p, microbatches=1, precision=precision,
+                    grad_reduce_in_bf16=bf16_reduce)
     wl = generate_llm(cfg)
     paths, _ = write_llm(wl, tmp_path / "g")
     per_layer = (model.attention_params() + model.dense_mlp_params()) / t + 2 * model.hidden
     middle = wl.layout.rank(0, 0, 1)
-    exact = model.layers // p * per_layer * 2
+    exact = model.layers // p * per_layer * element
     assert _grad_bytes(paths[middle]) == pytest.approx(exact, abs=64)
     assert wl.dp_grad_bytes[middle] == pytest.approx(exact, abs=64)
     # the issue's closed form: parameters x bytes per parameter / (T x P), here within 1 %
     # (embeddings sit on the first/last stage, norms are replicated)
-    assert _grad_bytes(paths[middle]) == pytest.approx(model.params() * 2 / (t * p), rel=0.01)
+    assert _grad_bytes(paths[middle]) == pytest.approx(model.params() * element / (t * p), rel=0.01)
     # over one model replica (T x P ranks) the gradients add up to every parameter once, plus the
     # replicated norms (T - 1 extra copies) and the last stage's tied-embedding copy
     replica = [wl.layout.rank(tt, 0, pp) for tt in range(t) for pp in range(p)]
     total = sum(_grad_bytes(paths[r]) for r in replica)
     extra = (t - 1) * (2 * model.hidden * model.layers + model.hidden) + model.vocab * model.hidden
-    assert total == pytest.approx((model.params() + extra) * 2, rel=1e-6)
+    assert total == pytest.approx((model.params() + extra) * element, rel=1e-6)
 
 
 @pytest.mark.parametrize("d, t, p, e", [(2, 2, 2, 1), (4, 2, 2, 2), (4, 1, 3, 4), (1, 4, 1, 1), (2, 2, 2, 2)])

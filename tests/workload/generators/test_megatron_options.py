@@ -135,15 +135,17 @@ def test_rank_symmetry_stays_exact(tmp_path, options):
     assert [r.exposed_comm_ns for r in runs[0].ranks] == [r.exposed_comm_ns for r in runs[1].ranks]
 
 
-def test_local_ddp_accumulates_gradients_in_fp32_every_micro_batch():
-    overlapped = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4)
-    local = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4, overlap_grad_reduce=False)
+@pytest.mark.parametrize("precision, per_param", [("bf16", 10), ("fp16", 6)])
+def test_local_ddp_accumulates_gradients_every_micro_batch(precision, per_param):
+    overlapped = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4, precision=precision)
+    local = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4, overlap_grad_reduce=False,
+                      precision=precision)
     compute = lambda cfg: sum(n.duration_ns for n in stage(cfg)[1] if n.type == pb.COMP_NODE)  # noqa: E731
-    # per micro-batch and layer of stage 0: read the 16-bit gradient and the FP32 buffer, write
-    # the buffer (10 B per local parameter) at the A100's framework-kernel rate
+    # per micro-batch and layer of stage 0: read the 16-bit gradient and the buffer (FP32 for
+    # BF16: 10 B per local parameter; FP16: 6 B), write the buffer, at the framework-kernel rate
     # Q, K, V, output and the two MLP matrices split over TP 2; the two layer norms whole
     params = (4 * GPT.hidden ** 2 + 2 * GPT.hidden * GPT.ffn_hidden) / 2 + 2 * GPT.hidden
-    layer_ns = 10 * params / (A100.memory_gbps * A100.elementwise_efficiency)
+    layer_ns = per_param * params / (A100.memory_gbps * A100.elementwise_efficiency)
     assert compute(local) - compute(overlapped) == pytest.approx(4 * (GPT.layers // 2) * layer_ns, rel=1e-9)
 
 
