@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import validation_script
 
 
 @pytest.fixture(scope="module")
 def megatron():
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location("megatron_validation", ROOT / "validation" / "megatron.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
-    sys.path.remove(str(ROOT / "validation"))
+    with validation_script("megatron") as module:
+        yield module
 
 
 @pytest.mark.parametrize("row", [2, 5])

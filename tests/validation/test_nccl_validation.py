@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import validation_script
 
 
 @pytest.fixture(scope="module")
 def nccl_validation():
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location("nccl_validation", ROOT / "validation" / "nccl.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(ROOT / "validation"))
+    with validation_script("nccl") as module:
+        yield module
 
 
 def errors(module, name: str, tmp_path) -> list[float]:
