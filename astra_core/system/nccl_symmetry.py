@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.workload.graph import RankGraph
@@ -81,20 +82,10 @@ class NcclCollectives:
                     key = pg.strip()
                     members = tuple(sorted(groups.get(str(int(key)) if key.isdigit() else key, whole)))
                 elif involved is not None:
-                    members = self._involved(rank, involved)
+                    members = tuple(involved_members(rank, self.sizes, involved))
                 else:
                     members = whole
                 self.collectives.add((comm_type, members, size))
-
-    def _involved(self, rank: int, involved: Sequence[bool]) -> tuple[int, ...]:
-        members = [rank]
-        stride = 1
-        for d, size in enumerate(self.sizes):
-            if d >= len(involved) or involved[d]:
-                base = [m - (m // stride % size) * stride for m in members]
-                members = [b + k * stride for b in base for k in range(size)]
-            stride *= size
-        return tuple(sorted(members))
 
     def nodes_preserved(self) -> bool:
         """Does every translation map NCCL's nodes onto nodes (dimension 0 is a node)?"""

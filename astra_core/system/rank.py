@@ -30,7 +30,7 @@ from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveA
 from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
-from astra_core.system.collectives.logical_topology import RingTopology
+from astra_core.system.collectives.logical_topology import RingTopology, involved_members
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
@@ -237,7 +237,7 @@ class RankSystem:
             if dims[0].algorithm == "nccl" and involved_dims is not None:
                 # NCCL's communicator is the ranks that differ from this one only on the
                 # involved dimensions, not the whole network its one logical ring spans
-                members = self._involved_members(involved_dims)
+                members = involved_members(self.id, [d.npus for d in self.sim.network.dims], involved_dims)
                 dims = [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))]
                 involved_dims = None
         elif len(group.members) == self.sim.npus_count:
@@ -283,18 +283,6 @@ class RankSystem:
             self._insert_stream(self.ready_list, stream)
             self._schedule_ready()
         return dataset
-
-    def _involved_members(self, involved_dims: list[bool]) -> list[int]:
-        """Ranks that share this rank's coordinates on every dimension not involved
-        (missing entries count as involved), ascending."""
-        members = [self.id]
-        stride = 1
-        for d, size in enumerate(d.npus for d in self.sim.network.dims):
-            if d >= len(involved_dims) or involved_dims[d]:
-                base = [m - (m // stride % size) * stride for m in members]
-                members = sorted(b + k * stride for b in base for k in range(size))
-            stride *= size
-        return members
 
     def _no_implementation(self, comm_type: CommType, node: "ETNode | None") -> None:
         label = comm_type.label

@@ -16,6 +16,7 @@ A rank's view of one network dimension (or of a communicator group):
 from __future__ import annotations
 
 from enum import Enum
+from typing import Sequence
 
 
 class Direction(Enum):
@@ -143,3 +144,18 @@ class DoubleBinaryTree:
         tree = self.trees[self.counter % 2]
         self.counter += 1
         return tree
+
+
+def involved_members(rank: int, sizes: Sequence[int], involved: Sequence[bool]) -> list[int]:
+    """The ranks that share ``rank``'s coordinates on every dimension not ``involved``
+    (``sizes`` per dimension, dimension 0 fastest; missing entries of ``involved``
+    count as involved), ascending: the communicator of a collective whose ET node
+    names its dimensions with ``involved_dim``."""
+    members = [rank]
+    stride = 1
+    for d, size in enumerate(sizes):
+        if d >= len(involved) or involved[d]:
+            base = [m - (m // stride % size) * stride for m in members]
+            members = [b + k * stride for b in base for k in range(size)]
+        stride *= size
+    return sorted(members)
