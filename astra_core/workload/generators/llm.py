@@ -518,7 +518,6 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         pre, post = attn[:2], attn[-2:]
         core = O.context_parallel_attention_ops(model, b, s_all, T, C)
         kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
-    layer_count = model.layers
 
     def ring(prefix: str, blocks: list, size: float, role: str, tags: int, gather: bool, again: bool) -> None:
         """Kernels ``blocks`` overlapped with a ring of as many steps over the ``role`` group.
@@ -546,7 +545,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
 
     def phase_key(i: int, m: int, phase: str) -> int:
         """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""
-        return (m * layer_count + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
+        return (m * model.layers + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
 
     def cp_ring(name: str, steps: list, forward: bool, again: bool, key: int) -> None:
         """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
@@ -560,7 +559,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             prog.pending.append(prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tags + C))
 
     overlap = cfg.tp_comm_overlap and T > 1
-    shard = act / T  # one rank's share of an activation (sequence parallelism)
+    act_shard = act / T  # one rank's share of an activation (sequence parallelism)
 
     def gemm_positions(ops: list, forward: bool) -> tuple[int, int]:
         """Positions of a dense block's first and last GEMM (backward: data-gradient GEMM)."""
@@ -574,7 +573,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         reduce-scatters the data gradient while the weight gradient runs
         (``LinearWithGradAccumulationAndAsyncCommunication``; Transformer Engine's bulk
         overlaps); the rest (the layer norm's backward) needs the scattered gradient."""
-        gathered = prog.coll(f"{name}_input_AG", _AG, shard, "tp", False)
+        gathered = prog.coll(f"{name}_input_AG", _AG, act_shard, "tp", False)
         prog.comp(f"{name}_dgrad", ops[:1])
         scattered = prog.coll(f"{name}_in_RS", _RS, act, "tp", False)
         prog.pending.append(gathered)
@@ -602,7 +601,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
             batch, rows, n, k = ops[j].shape
             block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
-            ring(f"{name}_{'ag' if gather else 'rs'}_tp", [block] * T, shard, "tp",
+            ring(f"{name}_{'ag' if gather else 'rs'}_tp", [block] * T, act_shard, "tp",
                  _TP_TAG + (2 * key + (not gather)) * (T + 1), gather, again)
             if gather and ops[first + 1:last]:
                 prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
