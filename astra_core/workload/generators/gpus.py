@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gemm_table import load_gemm_table
@@ -129,6 +129,14 @@ _APEX_LAYERNORM = (895.8, 572.2)
 _KERNELS = ("framework kernels at 0.621 of HBM peak (FlashAttention, Figure 2); Apex layer norm "
             "895.8 / 572.2 GB/s (apex #1037)")
 
+_H100_SPEC = GPUSpec("H100", 989.0, 3350.0, 80.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
+                     fp8_efficiency=1402.6 / 1979.0, memory_efficiency=2903.0 / 3350.0,
+                     elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
+                     source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
+                            f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
+                            "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
+                            "framework-kernel fraction")
+
 GPUS: dict[str, GPUSpec] = {
     g.name.lower(): g
     for g in (
@@ -144,16 +152,11 @@ GPUS: dict[str, GPUSpec] = {
                 source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
                        f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
                        f"{_KERNELS}; FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
-        GPUSpec("H100", 989.0, 3350.0, 80.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
-                fp8_efficiency=1402.6 / 1979.0, memory_efficiency=2903.0 / 3350.0,
-                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
-                source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
-                       f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
-                       "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
-                       "framework-kernel fraction"),
-        GPUSpec("H200", 989.0, 4800.0, 141.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
-                fp8_efficiency=1453.4 / 1979.0, memory_efficiency=2903.0 / 3350.0,
-                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
+        _H100_SPEC,
+        # the H100 with HBM3e: the same SMs and clocks, so its GEMM, FlashAttention and
+        # kernel-efficiency measurements
+        replace(_H100_SPEC, name="H200", memory_gbps=4800.0, memory_gb=141.0,
+                fp8_efficiency=1453.4 / 1979.0,
                 source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
                        f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency; "
                        "A100's framework-kernel fraction"),
