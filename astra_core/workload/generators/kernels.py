@@ -10,8 +10,8 @@ at least the host's cost of launching it (``launch_us``):
   tile is used (the smallest if none does); a wave takes the time of one
   tile's ``2 tile_m tile_n k`` FLOPs at the per-SM share of the best large-GEMM
   throughput (``peak x gemm_efficiency``, measured by maximum-achievable-matmul
-  benchmarks; FP8 GEMMs ``fp8_tflops x fp8_efficiency``). The result is bounded below by its memory traffic at the
-  achievable HBM bandwidth. A user table of measured GEMMs
+  benchmarks; FP8 GEMMs ``fp8_tflops x fp8_efficiency``). The result is bounded
+  below by its memory traffic at the element-wise rate (below). A user table of measured GEMMs
   (:mod:`.gemm_table`) replaces this model where given.
 * **ATTENTION** (FlashAttention-2, Dao 2023): the FLOPs the kernel executes,
   counted as FlashAttention's benchmark counts them (forward two ``s x s x d``

@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from astra_core.workload.generators.models import ModelConfig
 
 __all__ = ["ATTENTION", "BYTES", "ELEMENTWISE", "GEMM", "KERNELS", "LAYERNORM", "LAYERNORM_BWD", "MEMORY",
-           "Op", "STREAM", "attention_core_ops", "attention_ops",
-           "backward", "context_parallel_attention_ops", "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops",
-           "optimizer_op"]
+           "Op", "STREAM", "attention_core_ops", "attention_ops", "backward", "context_parallel_attention_ops",
+           "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops", "optimizer_op"]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
 BYTES = 2
