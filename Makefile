@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: setup demo test docs bench clean
 
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml \
-		backends/garnetlike/pyproject.toml backends/ns3/pyproject.toml
+		backends/garnetlike/pyproject.toml backends/ns3/pyproject.toml \
+		backends/flow/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch]' -e backends/analytical \
-		-e backends/garnetlike -e backends/ns3 -e examples/plugin_backend
+		-e backends/garnetlike -e backends/flow -e backends/ns3 -e examples/plugin_backend
 	touch $(STAMP)
 
 setup: $(STAMP)

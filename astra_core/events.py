@@ -32,9 +32,17 @@ class EventQueue:
     ``progress``, if set to a callable, is called as ``progress(now_ns,
     events_processed)`` every :data:`PROGRESS_EVERY` events while ``run()``
     drains the queue (progress bars); left None it costs nothing.
+
+    ``step_end``, if set to a callable, is called with no argument when
+    ``step_pending`` is true and the clock is about to move past the current
+    time (or the queue has run dry); ``step_pending`` is cleared first. A
+    model that batches the changes of one instant (a flow model re-solving
+    its rates once per time step) sets ``step_pending`` when it has work
+    waiting; ``step_end`` may schedule events, also at the current time.
     """
 
-    __slots__ = ("_heap", "_seq", "now", "events_processed", "progress")
+    __slots__ = ("_heap", "_seq", "now", "events_processed", "progress", "step_end",
+                 "step_pending")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Callback, Any]] = []
@@ -42,6 +50,8 @@ class EventQueue:
         self.now: float = 0
         self.events_processed = 0
         self.progress: Callable[[float, int], None] | None = None
+        self.step_end: Callable[[], None] | None = None
+        self.step_pending = False
 
     def schedule(self, delay_ns: float, callback: Callback, arg: Any = None) -> None:
         """Run ``callback(arg)`` after ``delay_ns`` (finite, >= 0) nanoseconds.
@@ -68,8 +78,8 @@ class EventQueue:
 
     def run(self, until_ns: float | None = None) -> None:
         """Process events in time order until none remain (or ``until_ns``)."""
-        if self.progress is not None:
-            self._run_reporting(until_ns)
+        if self.progress is not None or self.step_end is not None:
+            self._run_general(until_ns)
             return
         heap = self._heap
         pop = heapq.heappop
@@ -84,20 +94,24 @@ class EventQueue:
             processed += 1
         self.events_processed += processed
 
-    def _run_reporting(self, until_ns: float | None) -> None:
-        """``run()`` with a ``progress(now_ns, events_processed)`` call every PROGRESS_EVERY events."""
-        heap, pop, progress = self._heap, heapq.heappop, self.progress
+    def _run_general(self, until_ns: float | None) -> None:
+        """``run()`` with the ``progress`` and ``step_end`` hooks (either may be None)."""
+        heap, pop, progress, step_end = self._heap, heapq.heappop, self.progress, self.step_end
         mask = PROGRESS_EVERY - 1
         processed = self.events_processed
         try:
-            while heap:
-                if until_ns is not None and heap[0][0] > until_ns:
+            while True:
+                if self.step_pending and (not heap or heap[0][0] > self.now):
+                    self.step_pending = False
+                    step_end()
+                    continue
+                if not heap or (until_ns is not None and heap[0][0] > until_ns):
                     break
                 time_ns, _, callback, arg = pop(heap)
                 self.now = time_ns
                 callback(arg)
                 processed += 1
-                if not processed & mask:
+                if progress is not None and not processed & mask:
                     progress(self.now, processed)
         finally:
             self.events_processed = processed

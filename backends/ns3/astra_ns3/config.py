@@ -65,16 +65,14 @@ its estimate (0 = no limit; the model runs ~0.2 M packet-hops per second).
 
 from __future__ import annotations
 
-import math
-import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, field_validator
 
-from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
-from astra_core.config.issues import PYTHON_SOURCE, Problems
-from astra_core.errors import ConfigError
+from astra_core.config.issues import PYTHON_SOURCE
+from astra_core.config.model import STRICT as _Strict
+from astra_core.config.model import between as _between
+from astra_core.config.model import load_model, validate_mapping
 
 
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
@@ -98,40 +96,6 @@ MAX_SEED = 2**32 - 2
 MAX_RATE_MBPS = 1e9
 #: Default limit on the work of one run, packets x hops (~14 h at 0.2 M packet-hops/s).
 MAX_PACKET_HOPS = 10**10
-
-_Strict = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-
-def _show_bound(value: float) -> str:
-    return str(value) if isinstance(value, int) else f"{value:g}"
-
-
-def _between(low: float, high: float, unit: str = "", low_open: bool = False,
-             zero_ok: bool = False) -> BeforeValidator:
-    """A pydantic check, before conversion (so that 1e23 for an int, or inf, is
-    reported as out of range): ``low <= value <= high`` (``low < value`` if
-    ``low_open``; 0 also allowed if ``zero_ok``). Its error states the range."""
-    opening = "(" if low_open else "["
-    allowed = f"{opening}{_show_bound(low)}, {_show_bound(high)}]{unit}" + (" or 0" if zero_ok else "")
-
-    def check(value: Any) -> Any:
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                return value  # not a number: pydantic says so
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return value
-        if zero_ok and number == 0:
-            return value
-        if not math.isfinite(number) or number < low or (low_open and number == low) \
-                or number > high:
-            raise ValueError(f"must be in {allowed}")
-        return value
-
-    return BeforeValidator(check)
-
 
 Bytes = Annotated[int, _between(0, MAX_BYTES, " bytes")]
 PositiveBytes = Annotated[int, _between(1, MAX_BYTES, " bytes")]
@@ -269,49 +233,11 @@ class Ns3Config(BaseModel):
         }
 
 
-def _problems_from(exc: ValidationError, problems: Problems) -> None:
-    for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or None
-        if err["type"] == "extra_forbidden":
-            problems.add(None, f"unknown key {key!r}")
-            continue
-        message = err["msg"].removeprefix("Value error, ")
-        given = err.get("input")
-        if err["type"] not in ("missing",) and not isinstance(given, (dict, list)):
-            message += f", got {given!r}"
-        problems.add(key, message)
-
-
 def config_from_dict(data: Any, source: str = PYTHON_SOURCE) -> Ns3Config:
     """Validate a mapping shaped like the config file. Raises ConfigError (one line per problem)."""
-    problems = Problems(source)
-    mapping = expect_mapping(data, problems) if not isinstance(data, dict) else data
-    problems.raise_if_any()
-    try:
-        return Ns3Config.model_validate(mapping or {})
-    except ValidationError as exc:
-        _problems_from(exc, problems)
-    problems.raise_if_any()
-    raise AssertionError("unreachable")
+    return validate_mapping(Ns3Config, data, source)
 
 
 def load_config(config: Any) -> Ns3Config:
     """The backend config from None (defaults), an Ns3Config, a dict, or a TOML/YAML path."""
-    if config is None:
-        return Ns3Config()
-    if isinstance(config, Ns3Config):
-        return config
-    if isinstance(config, dict):
-        return config_from_dict(config)
-    if isinstance(config, (str, os.PathLike)):
-        path = Path(config)
-        name = source_name(config)
-        problems = Problems(name)
-        if path.suffix.lower() == ".toml":
-            data = read_toml(path)
-        else:
-            data = read_yaml(path, problems)
-            problems.raise_if_any()
-        return config_from_dict(data, name)
-    raise ConfigError(f"ns3 backend config: expected a file path, a mapping or an Ns3Config, "
-                      f"got {type(config).__name__}")
+    return load_model(Ns3Config, config, "ns3 backend config")

@@ -60,7 +60,7 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
     bad.write_text("cc = \n")
     with pytest.raises(ConfigError, match="bad.toml: invalid TOML"):
         load_config(bad)
-    with pytest.raises(ConfigError, match="expected a file path, a mapping or an Ns3Config"):
+    with pytest.raises(ConfigError, match="expected a file path, a mapping or a Ns3Config"):
         load_config(42)
 
 

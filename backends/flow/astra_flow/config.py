@@ -1,0 +1,61 @@
+"""The flow backend's configuration file (TOML or YAML) and its defaults.
+
+Every key is optional; unknown keys are errors (one line per problem naming
+the file and key). The defaults frame packets as the ``ns3`` backend does, so
+the two agree where congestion control keeps links full:
+
+``payload_bytes`` (4096)
+    Payload per packet: the RoCE path MTU most deployments use, and the ns3
+    backend's ``payload_bytes`` (upstream's ``PACKET_PAYLOAD_SIZE``). A
+    message of ``B`` bytes is ``max(1, ceil(B / payload_bytes))`` packets.
+``header_bytes`` (82)
+    Wire bytes per packet besides its payload: Ethernet's MAC header 14, FCS
+    4, preamble and start delimiter 8 and inter-frame gap 12, plus RoCEv2's
+    IPv4 20, UDP 8, BTH 12 and ICRC 4 (IBTA RoCEv2 annex A17), as the ns3
+    backend frames a data packet.
+``ack_bytes`` (86)
+    Wire bytes of an ACK (a data frame's 82 plus the 4-byte AETH), which
+    travels the reverse route; 0 leaves ACKs out.
+``ack_interval`` (1)
+    Data packets per ACK (the ns3 backend's and upstream's
+    ``L2_ACK_INTERVAL``).
+``flow_rate_cap_gbps`` (0 = none)
+    The fastest one flow (a queue pair) may inject, in Gbps (10^9 bit/s of
+    wire bytes): a NIC's per-queue-pair limit, or its line rate where it is
+    slower than the first link.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel
+
+from astra_core.config.model import STRICT, between, load_model
+
+#: The ns3 backend's data-frame overhead (backends/ns3 cpp/roce.h: kDataOverhead).
+ROCE_HEADER_BYTES = 14 + 4 + 8 + 12 + 20 + 8 + 12 + 4
+#: An ACK frame: the data-frame overhead plus the 4-byte AETH (roce.h: kAckOverhead).
+ROCE_ACK_BYTES = ROCE_HEADER_BYTES + 4
+
+
+class FlowConfig(BaseModel):
+    """The flow backend's settings (see the module docstring for every default)."""
+
+    model_config = STRICT
+    payload_bytes: Annotated[int, between(1, 1 << 30, " bytes")] = 4096
+    header_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_HEADER_BYTES
+    ack_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_ACK_BYTES
+    ack_interval: Annotated[int, between(1, 1 << 31, "")] = 1
+    flow_rate_cap_gbps: Annotated[float, between(0, 1e9, " Gbps")] = 0.0
+
+    @property
+    def ack_weight(self) -> float:
+        """ACK wire bytes on the reverse route per wire byte of full data packets."""
+        return self.ack_bytes / (self.ack_interval * (self.payload_bytes + self.header_bytes))
+
+
+def load_config(config: Any) -> FlowConfig:
+    """The config from None (defaults), a FlowConfig, a mapping or a TOML/YAML path.
+    Raises ConfigError (one line per problem)."""
+    return load_model(FlowConfig, config, "flow backend config")

@@ -1,0 +1,230 @@
+"""Weighted max-min fair rates by progressive filling, re-solved incrementally.
+
+Each flow crosses a set of links; on link ``l`` it uses ``weight x rate``
+of the link's capacity (weight 1 for its data, a small weight for the ACKs
+its data causes on the reverse path). Max-min fairness (Bertsekas and
+Gallager, *Data Networks*, 2nd ed., section 6.5.2, progressive filling): all
+rates rise together from zero; when a link fills, the flows crossing it
+freeze at the current level; an optional per-flow cap freezes its flow at
+the cap. The result is the allocation in which no flow can go faster
+without slowing a flow that is no faster.
+
+Incremental re-solving uses the structure of progressive filling: the
+filling below level ``s`` is the same with or without a change if no link the
+change touches fills below ``s``. Removing a flow of rate ``r`` therefore
+changes no flow slower than ``r``; adding flows changes no flow slower than
+``min over their links of capacity / (weight of every flow on it)`` (a link
+cannot fill below that level). A re-solve takes that level ``s0``, keeps every
+flow slower than ``s0`` at its rate, and refills only the flows at or above
+``s0`` that are connected to the change through such flows. Each link keeps
+its flows grouped by rate, so finding them never visits the slower ones.
+When equal-size flows finish fastest first (an all-to-all), a departure
+re-solves almost nothing.
+
+Units are the caller's (bytes/ns here); capacities must be positive.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Iterable
+
+#: Relative slack when comparing rates: levels computed through different
+#: sums of the same numbers differ in their last bits.
+_REL = 1e-9
+
+
+class Flow:
+    """A flow of the solver: ``links`` with ``weights`` (same length; a link
+    appears once), an optional ``cap`` (same unit as rates; 0 = none), and its
+    current ``rate`` (0 until solved, > 0 after). Subclass it to carry payload."""
+
+    __slots__ = ("links", "weights", "cap", "rate", "_mark", "_frozen")
+
+    def __init__(self, links: tuple[int, ...], weights: tuple[float, ...], cap: float = 0.0):
+        self.links = links
+        self.weights = weights
+        self.cap = cap
+        self.rate = 0.0
+        self._mark = 0
+        self._frozen = 0
+
+
+class MaxMinSolver:
+    """Max-min fair rates of the flows on ``capacities`` (one per link, > 0).
+
+    ``add(flow)`` and ``remove(flow)`` record changes; ``solve(on_rate)``
+    re-solves the flows those changes can affect and calls
+    ``on_rate(flow, old_rate)`` for every flow whose rate changed (new flows
+    have ``old_rate`` 0). Per link: ``groups[l]`` maps a rate to the active
+    flows of that rate (flow -> weight), ``used[l]`` is the capacity they
+    take (sum of weight x rate), ``weight[l]`` the sum of their weights,
+    ``count[l]`` how many there are and ``peak_flows[l]`` the most at once.
+    ``flows_solved`` counts refilled flows over all solves (the work done).
+    """
+
+    def __init__(self, capacities: Iterable[float]):
+        self.capacity = list(capacities)
+        links = len(self.capacity)
+        self.groups: list[dict[float, dict[Flow, float]]] = [{} for _ in range(links)]
+        self.used = [0.0] * links
+        self.weight = [0.0] * links
+        self.count = [0] * links
+        self.peak_flows = [0] * links
+        self.flows_solved = 0
+        self._changed_links: set[int] = set()
+        self._added: list[Flow] = []
+        self._level = float("inf")  # s0: flows slower than this keep their rates
+        self._solves = 0
+
+    # -- changes --------------------------------------------------------------------------
+    def add(self, flow: Flow) -> None:
+        """Start ``flow`` (rate 0 until the next ``solve``)."""
+        flow.rate = 0.0
+        groups, weight, count, peak = self.groups, self.weight, self.count, self.peak_flows
+        for link, w in zip(flow.links, flow.weights):
+            by_rate = groups[link]
+            group = by_rate.get(0.0)
+            if group is None:
+                group = by_rate[0.0] = {}
+            group[flow] = w
+            weight[link] += w
+            count[link] += 1
+            if count[link] > peak[link]:
+                peak[link] = count[link]
+        self._added.append(flow)
+
+    def remove(self, flow: Flow) -> None:
+        """Stop ``flow``; the capacity it used is free from the next ``solve``."""
+        rate = flow.rate
+        groups, used, weight, count = self.groups, self.used, self.weight, self.count
+        changed = self._changed_links
+        for link, w in zip(flow.links, flow.weights):
+            by_rate = groups[link]
+            group = by_rate[rate]
+            del group[flow]
+            if not group:
+                del by_rate[rate]
+            used[link] -= w * rate
+            weight[link] -= w
+            count[link] -= 1
+            changed.add(link)
+        if rate < self._level:
+            self._level = rate
+        if rate == 0.0:  # removed before it was ever solved
+            self._added.remove(flow)
+
+    @property
+    def pending(self) -> bool:
+        """Whether changes wait for a ``solve``."""
+        return bool(self._added or self._changed_links)
+
+    # -- solving --------------------------------------------------------------------------
+    def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
+        """Re-solve after the recorded changes (see the module docstring)."""
+        capacity, groups, used, weight = self.capacity, self.groups, self.used, self.weight
+        level = self._level
+        changed = self._changed_links
+        bounded: set[int] = set()
+        for flow in self._added:
+            for link in flow.links:
+                if link not in bounded:
+                    bounded.add(link)
+                    bound = capacity[link] / weight[link]
+                    if bound < level:
+                        level = bound
+        changed |= bounded
+        self._added = []
+        self._level = float("inf")
+        if not changed:
+            return
+        self._changed_links = set()
+        self._solves += 1
+        mark = self._solves
+        threshold = level * (1 - _REL)
+
+        # The flows to refill: new ones (rate 0) and those at or above the level,
+        # reachable from the change through such flows.
+        remaining: dict[int, float] = {}  # link -> capacity left for the refilled flows
+        load: dict[int, float] = {}  # link -> weight of its refilled flows not yet frozen
+        stack = list(changed)
+        for link in stack:
+            remaining[link] = capacity[link] - used[link]
+            load[link] = 0.0
+        refill: list[Flow] = []
+        while stack:
+            link = stack.pop()
+            for rate, group in groups[link].items():
+                if rate < threshold and rate != 0.0:
+                    continue
+                for flow in group:
+                    if flow._mark == mark:
+                        continue
+                    flow._mark = mark
+                    refill.append(flow)
+                    for other, w in zip(flow.links, flow.weights):
+                        if other not in remaining:
+                            remaining[other] = capacity[other] - used[other]
+                            load[other] = 0.0
+                            stack.append(other)
+                        remaining[other] += w * rate
+                        load[other] += w
+        self.flows_solved += len(refill)
+
+        # Progressive filling over the refilled flows: a heap of link fill levels (lower
+        # bounds: a link's level only rises as flows freeze below it) and flow caps.
+        heap: list[tuple[float, int]] = [(remaining[l] / w, l) for l, w in load.items() if w > 0]
+        capped = [flow for flow in refill if flow.cap > 0]
+        heap.extend((flow.cap, -1 - i) for i, flow in enumerate(capped))
+        heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        new_rate: dict[Flow, float] = {}
+
+        def freeze(flow: Flow, rate: float) -> None:
+            flow._frozen = mark
+            new_rate[flow] = rate
+            for other, w in zip(flow.links, flow.weights):
+                remaining[other] -= w * rate
+                load[other] -= w
+
+        todo = len(refill)
+        while heap and len(new_rate) < todo:
+            share, key = pop(heap)
+            if key < 0:
+                flow = capped[-1 - key]
+                if flow._frozen != mark:
+                    freeze(flow, share)
+                continue
+            w = load[key]
+            if w <= 1e-12:
+                continue
+            current = max(remaining[key], 0.0) / w
+            if current > share * (1 + _REL):
+                push(heap, (current, key))
+                continue
+            for rate, group in groups[key].items():
+                if rate < threshold and rate != 0.0:
+                    continue
+                for flow in group:
+                    if flow._frozen != mark:
+                        freeze(flow, current)
+            load[key] = 0.0
+
+        # Commit: regroup and account every flow whose rate changed, then report it.
+        for flow, rate in new_rate.items():
+            old = flow.rate
+            if rate == old:
+                continue
+            for link, w in zip(flow.links, flow.weights):
+                by_rate = groups[link]
+                group = by_rate[old]
+                del group[flow]
+                if not group:
+                    del by_rate[old]
+                group = by_rate.get(rate)
+                if group is None:
+                    group = by_rate[rate] = {}
+                group[flow] = w
+                used[link] += w * (rate - old)
+            flow.rate = rate
+            on_rate(flow, old)

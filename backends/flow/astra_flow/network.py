@@ -1,0 +1,203 @@
+"""The ``flow`` network backend: messages as max-min fair flows over physical routes.
+
+Queue pairs. Each ``send`` is a message on the queue pair of ``(src, dst,
+tag)``, as on the ``ns3`` backend (an RDMA RC queue pair): the messages of
+one queue pair go out one after the other, and a queue pair with messages to
+send is one flow over the route :meth:`PhysicalTopology.route` gives for
+``(src, dst, tag)`` (the same per-flow ECMP choice as the other backends).
+
+Rates. Active flows share every link max-min fairly
+(:mod:`astra_flow.maxmin`), re-solved once per instant at which flows start
+or stop, and only for the flows the change can affect. A flow uses its
+route's links at its rate and, if ``ack_bytes`` > 0, the links of the
+reverse route ``(dst, src, tag)`` at ``ack_weight`` times its rate (its
+ACKs). An optional ``flow_rate_cap_gbps`` caps every flow.
+
+Timing of a message of ``B`` payload bytes in ``n = max(1, ceil(B / P))``
+packets (``P`` = ``payload_bytes``, ``H`` = ``header_bytes``): its
+``W = B + n H`` wire bytes drain from the queue pair at the flow's rate
+(changing whenever the allocation does); the next message of the queue pair
+starts draining then. The message is delivered a pipeline tail later: the
+route's latencies, plus store and forward of one packet at every link but
+the bottleneck (the slowest on the route, first if tied): the first packet
+(``min(B, P) + H`` bytes) on the links before it, the last packet on the
+links after it. A lone message therefore takes exactly the packet-level
+pipeline time ``sum(latency) + W / r_b + sum_{i != b} packet_i / r_i``.
+
+Statistics for ``--plots`` (:mod:`astra_core.report.links`): per directed
+link, ``link_bytes`` (data and ACK wire bytes that crossed it),
+``link_busy_ns`` (those bytes at the link's rate: the time it was busy) and
+``peak_flows`` (the most flows crossing it at once).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+from astra_core.backend import Topology
+from astra_core.events import EventQueue
+from astra_core.topology.physical import PhysicalTopology
+from astra_flow.config import FlowConfig, load_config
+from astra_flow.maxmin import Flow, MaxMinSolver
+
+#: Gbps (10^9 bit/s) in bytes/ns.
+_BYTES_PER_NS_PER_GBPS = 0.125
+
+
+class QueuePair(Flow):
+    """One flow of the model: the queue pair ``key = (src, dst, tag)``.
+
+    ``messages``: (payload bytes, callback, arg), the head draining;
+    ``remaining``: wire bytes of the head left at time ``since``;
+    ``version``: bumps whenever its drain event is replaced;
+    ``latency_ns``, ``before_s_per_b``, ``after_s_per_b``: the route's total
+    latency and sums of 1/rate over the links before and after the
+    bottleneck (ns per byte); ``route``/``reverse``: link ids;
+    ``wire_sent``: wire bytes drained since the flow became active.
+    """
+
+    __slots__ = ("key", "messages", "remaining", "since", "version", "latency_ns",
+                 "before_s_per_b", "after_s_per_b", "route", "reverse", "wire_sent")
+
+
+class FlowNetwork:
+    """:class:`~astra_core.backend.NetworkBackend` of max-min fair flows (module docstring).
+
+    ``topology`` is the physical topology; ``config`` a :class:`FlowConfig`.
+    After a run: ``link_bytes``, ``link_busy_ns``, ``peak_flows`` per link,
+    ``messages``, and ``solver.flows_solved`` (flows refilled by re-solves).
+    """
+
+    name = "flow"
+
+    def __init__(self, physical: PhysicalTopology, config: FlowConfig | None = None):
+        self.config = config = config or FlowConfig()
+        self.topology = physical
+        self.events = EventQueue()
+        self.events.step_end = self._solve
+        self.schedule = self.events.schedule  # hot path: no wrapper call
+        self.solver = MaxMinSolver(physical.link_bandwidth)
+        self.peak_flows = self.solver.peak_flows
+        links = physical.links_count
+        self.link_bytes = [0.0] * links
+        self.messages = 0
+        self._payload = config.payload_bytes
+        self._header = config.header_bytes
+        self._ack_weight = config.ack_weight if config.ack_bytes else 0.0
+        self._cap = config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS
+        self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs only
+
+    # -- NetworkBackend ------------------------------------------------------------------
+    def now(self) -> float:
+        return self.events.now
+
+    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
+             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+        self.messages += 1
+        if src == dst:
+            self.events.schedule(0, on_delivered, arg)
+            return
+        key = (src, dst, tag)
+        qp = self._qps.get(key)
+        if qp is not None:
+            qp.messages.append((size_bytes, on_delivered, arg))
+            return
+        qp = self._qps[key] = self._queue_pair(key)
+        qp.messages.append((size_bytes, on_delivered, arg))
+        qp.remaining = self._wire_bytes(size_bytes)
+        qp.since = self.events.now
+        self.solver.add(qp)
+        self.events.step_pending = True
+
+    def run(self) -> None:
+        self.events.run()
+
+    @property
+    def link_busy_ns(self) -> list[float]:
+        """Per link: ns it was busy (its wire bytes at its rate)."""
+        return [b / bw for b, bw in zip(self.link_bytes, self.topology.link_bandwidth)]
+
+    # -- the model -----------------------------------------------------------------------
+    def _wire_bytes(self, size: int) -> int:
+        packets = max(1, -(-size // self._payload))
+        return size + packets * self._header
+
+    def _queue_pair(self, key: tuple[int, int, int]) -> QueuePair:
+        src, dst, tag = key
+        physical = self.topology
+        route = physical.route(src, dst, tag)
+        bandwidth, latency = physical.link_bandwidth, physical.link_latency
+        bottleneck = min(range(len(route)), key=lambda i: bandwidth[route[i]])
+        weights = dict.fromkeys(route, 1.0)
+        reverse: tuple[int, ...] = ()
+        if self._ack_weight:
+            reverse = physical.route(dst, src, tag)
+            for link in reverse:
+                weights[link] = weights.get(link, 0.0) + self._ack_weight
+        qp = QueuePair(tuple(weights), tuple(weights.values()), self._cap)
+        qp.key = key
+        qp.messages = deque()
+        qp.version = 0
+        qp.route = route
+        qp.reverse = reverse
+        qp.wire_sent = 0
+        qp.latency_ns = sum(latency[link] for link in route)
+        qp.before_s_per_b = sum(1 / bandwidth[link] for link in route[:bottleneck])
+        qp.after_s_per_b = sum(1 / bandwidth[link] for link in route[bottleneck + 1:])
+        return qp
+
+    def _tail_ns(self, qp: QueuePair, size: int) -> float:
+        """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
+        payload, header = self._payload, self._header
+        first = min(size, payload) + header
+        last = size - (max(1, -(-size // payload)) - 1) * payload + header
+        return qp.latency_ns + first * qp.before_s_per_b + last * qp.after_s_per_b
+
+    def _solve(self) -> None:
+        self.solver.solve(self._rate_changed)
+
+    def _rate_changed(self, qp: QueuePair, old_rate: float) -> None:
+        now = self.events.now
+        if old_rate:
+            qp.remaining -= old_rate * (now - qp.since)
+        qp.since = now
+        qp.version += 1
+        self.events.schedule(max(qp.remaining, 0.0) / qp.rate, self._drained, (qp, qp.version))
+
+    def _drained(self, event: tuple[QueuePair, int]) -> None:
+        qp, version = event
+        if version != qp.version:
+            return  # the rate changed since this drain was scheduled
+        size, on_delivered, arg = qp.messages.popleft()
+        events = self.events
+        events.schedule(self._tail_ns(qp, size), on_delivered, arg)
+        qp.wire_sent += self._wire_bytes(size)
+        qp.version += 1
+        if qp.messages:
+            qp.remaining = self._wire_bytes(qp.messages[0][0])
+            qp.since = events.now
+            events.schedule(qp.remaining / qp.rate, self._drained, (qp, qp.version))
+            return
+        del self._qps[qp.key]
+        self.solver.remove(qp)
+        events.step_pending = True
+        link_bytes, wire = self.link_bytes, qp.wire_sent
+        for link in qp.route:
+            link_bytes[link] += wire
+        if qp.reverse:
+            acks = wire * self._ack_weight
+            for link in qp.reverse:
+                link_bytes[link] += acks
+
+
+def create(topology: Topology, config: Any = None) -> FlowNetwork:
+    """Backend factory: ``config`` is None, a FlowConfig, a mapping or a TOML/YAML path.
+
+    Uses ``topology.physical`` if given, else the links of network.yml's
+    dimensions (:func:`astra_core.topology.logical.from_network`). Raises
+    ConfigError for a bad config."""
+    from astra_core.topology.logical import from_network
+
+    physical = topology.physical if topology.physical is not None else from_network(topology.network)
+    return FlowNetwork(physical, load_config(config))
