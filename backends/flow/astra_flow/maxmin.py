@@ -75,7 +75,7 @@ class MaxMinSolver:
         self._changed_links: set[int] = set()
         self._added: list[Flow] = []
         self._level = float("inf")  # s0: flows slower than this keep their rates
-        self._solves = 0
+        self._marks = 0
 
     # -- changes --------------------------------------------------------------------------
     def add(self, flow: Flow) -> None:
@@ -139,21 +139,16 @@ class MaxMinSolver:
         if not changed:
             return
         self._changed_links = set()
-        self._solves += 1
-        mark = self._solves
+        self._marks += 1
+        mark = self._marks
         threshold = level * (1 - _REL)
 
-        # The flows to refill: new ones (rate 0) and those at or above the level,
-        # reachable from the change through such flows.
-        remaining: dict[int, float] = {}  # link -> capacity left for the refilled flows
-        load: dict[int, float] = {}  # link -> weight of its refilled flows not yet frozen
-        stack = list(changed)
-        for link in stack:
-            remaining[link] = capacity[link] - used[link]
-            load[link] = 0.0
-        refill: list[Flow] = []
-        while stack:
-            link = stack.pop()
+        # The refilled flows: new ones (rate 0) and those at or above the level on an
+        # admitted link; every other flow keeps its rate and its share of each link.
+        base: dict[int, list[float]] = {}  # link -> [capacity left to members, their weight]
+        members: list[Flow] = []
+
+        def admit(link: int) -> None:
             for rate, group in groups[link].items():
                 if rate < threshold and rate != 0.0:
                     continue
@@ -161,54 +156,42 @@ class MaxMinSolver:
                     if flow._mark == mark:
                         continue
                     flow._mark = mark
-                    refill.append(flow)
+                    members.append(flow)
                     for other, w in zip(flow.links, flow.weights):
-                        if other not in remaining:
-                            remaining[other] = capacity[other] - used[other]
-                            load[other] = 0.0
-                            stack.append(other)
-                        remaining[other] += w * rate
-                        load[other] += w
-        self.flows_solved += len(refill)
+                        entry = base.get(other)
+                        if entry is None:
+                            entry = base[other] = [capacity[other] - used[other], 0.0]
+                        entry[0] += w * rate
+                        entry[1] += w
 
-        # Progressive filling over the refilled flows: a heap of link fill levels (lower
-        # bounds: a link's level only rises as flows freeze below it) and flow caps.
-        heap: list[tuple[float, int]] = [(remaining[l] / w, l) for l, w in load.items() if w > 0]
-        capped = [flow for flow in refill if flow.cap > 0]
-        heap.extend((flow.cap, -1 - i) for i, flow in enumerate(capped))
-        heapq.heapify(heap)
-        pop, push = heapq.heappop, heapq.heappush
-        new_rate: dict[Flow, float] = {}
-
-        def freeze(flow: Flow, rate: float) -> None:
-            flow._frozen = mark
-            new_rate[flow] = rate
-            for other, w in zip(flow.links, flow.weights):
-                remaining[other] -= w * rate
-                load[other] -= w
-
-        todo = len(refill)
-        while heap and len(new_rate) < todo:
-            share, key = pop(heap)
-            if key < 0:
-                flow = capped[-1 - key]
-                if flow._frozen != mark:
-                    freeze(flow, share)
-                continue
-            w = load[key]
-            if w <= 1e-12:
-                continue
-            current = max(remaining[key], 0.0) / w
-            if current > share * (1 + _REL):
-                push(heap, (current, key))
-                continue
-            for rate, group in groups[key].items():
-                if rate < threshold and rate != 0.0:
-                    continue
-                for flow in group:
-                    if flow._frozen != mark:
-                        freeze(flow, current)
-            load[key] = 0.0
+        admitted = set(changed)
+        for link in changed:
+            admit(link)
+        while True:
+            new_rate, bottlenecks = self._fill(members, base, groups, mark, threshold)
+            # Refill with more flows where the fixed ones could be wrong: the links of a
+            # member whose rate moved, and a member's bottleneck link if a fixed flow on
+            # it is faster than the member (max-min lets no flow be faster there).
+            frontier = []
+            for flow in members:
+                old, rate = flow.rate, new_rate[flow]
+                if abs(rate - old) > _REL * rate:
+                    for link in flow.links:
+                        if link not in admitted:
+                            admitted.add(link)
+                            frontier.append(link)
+            for link, share in bottlenecks.items():
+                if link not in admitted and any(
+                        flow._mark != mark for rate, group in groups[link].items()
+                        if rate > share * (1 + _REL) for flow in group):
+                    admitted.add(link)
+                    frontier.append(link)
+            before = len(members)
+            for link in frontier:
+                admit(link)
+            if len(members) == before:
+                break
+        self.flows_solved += len(members)
 
         # Commit: regroup and account every flow whose rate changed, then report it.
         for flow, rate in new_rate.items():
@@ -228,3 +211,57 @@ class MaxMinSolver:
                 used[link] += w * (rate - old)
             flow.rate = rate
             on_rate(flow, old)
+
+    def _fill(self, members: list[Flow], base: dict[int, list[float]],
+              groups: list[dict[float, dict[Flow, float]]], mark: int,
+              threshold: float) -> tuple[dict[Flow, float], dict[int, float]]:
+        """Progressive filling of ``members`` (flows marked ``mark``) on the capacity
+        ``base`` leaves them; returns flow -> rate and link -> the level at which it
+        froze members (their bottleneck)."""
+        if len(members) == 1:  # alone among flows that keep their rates
+            flow = members[0]
+            rate, link = min((base[link][0] / w, link) for link, w in zip(flow.links, flow.weights))
+            if 0 < flow.cap < rate:
+                return {flow: flow.cap}, {}
+            rate = max(rate, 0.0)
+            return {flow: rate}, {link: rate}
+        remaining = {link: entry[0] for link, entry in base.items()}
+        load = {link: entry[1] for link, entry in base.items()}
+        # A heap of link fill levels (lower bounds: a link's level only rises as flows
+        # freeze below it) and flow caps.
+        heap: list[tuple[float, int]] = [(remaining[l] / w, l) for l, w in load.items() if w > 0]
+        capped = [flow for flow in members if flow.cap > 0]
+        heap.extend((flow.cap, -1 - i) for i, flow in enumerate(capped))
+        heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        new_rate: dict[Flow, float] = {}
+        bottlenecks: dict[int, float] = {}
+        todo = len(members)
+        while heap and len(new_rate) < todo:
+            share, key = pop(heap)
+            if key < 0:
+                frozen = [capped[-1 - key]]
+                if frozen[0] in new_rate:
+                    continue
+            else:
+                w = load[key]
+                if w <= 1e-12:
+                    continue
+                current = max(remaining[key], 0.0) / w
+                if current > share * (1 + _REL):
+                    push(heap, (current, key))  # stale: the link's level rose since
+                    continue
+                share = current
+                frozen = [flow for rate, group in groups[key].items()
+                          if rate >= threshold or rate == 0.0
+                          for flow in group if flow._mark == mark and flow not in new_rate]
+            for flow in frozen:
+                new_rate[flow] = share
+                for other, w in zip(flow.links, flow.weights):
+                    remaining[other] -= w * share
+                    load[other] -= w
+            if key >= 0:
+                load[key] = 0.0
+                if frozen:
+                    bottlenecks[key] = share
+        return new_rate, bottlenecks
