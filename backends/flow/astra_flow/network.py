@@ -7,8 +7,9 @@ send is one flow over the route :meth:`PhysicalTopology.route` gives for
 ``(src, dst, tag)`` (the same per-flow ECMP choice as the other backends).
 
 Rates. Active flows share every link max-min fairly
-(:mod:`astra_flow.maxmin`), re-solved once per instant at which flows start
-or stop, and only for the flows the change can affect. A flow uses its
+(:mod:`astra_flow.maxmin`), re-solved once per instant at which flows start,
+and ``reallocation_delay_ns`` after flows stop (sooner if one starts), only
+for the flows the change can affect. A flow uses its
 route's links at its rate and, if ``ack_bytes`` > 0, the links of the
 reverse route ``(dst, src, tag)`` at ``ack_weight`` times its rate (its
 ACKs). An optional ``flow_rate_cap_gbps`` caps every flow.
@@ -87,6 +88,9 @@ class FlowNetwork:
         self._ack_weight = config.ack_weight if config.ack_bytes else 0.0
         self._cap = config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS
         self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs only
+        self._paths: dict[tuple, tuple] = {}  # (route, reverse route) -> path constants
+        self._reallocation_delay = config.reallocation_delay_ns
+        self._reallocation_due = False
 
     # -- NetworkBackend ------------------------------------------------------------------
     def now(self) -> float:
@@ -127,25 +131,30 @@ class FlowNetwork:
         src, dst, tag = key
         physical = self.topology
         route = physical.route(src, dst, tag)
-        bandwidth, latency = physical.link_bandwidth, physical.link_latency
-        bottleneck = min(range(len(route)), key=lambda i: bandwidth[route[i]])
-        weights = dict.fromkeys(route, 1.0)
-        reverse: tuple[int, ...] = ()
-        if self._ack_weight:
-            reverse = physical.route(dst, src, tag)
-            for link in reverse:
-                weights[link] = weights.get(link, 0.0) + self._ack_weight
-        qp = QueuePair(tuple(weights), tuple(weights.values()), self._cap)
+        reverse = physical.route(dst, src, tag) if self._ack_weight else ()
+        path = self._paths.get((route, reverse))
+        if path is None:
+            path = self._paths[(route, reverse)] = self._path(route, reverse)
+        qp = QueuePair(path[0], path[1], self._cap)
         qp.key = key
         qp.messages = deque()
         qp.version = 0
         qp.route = route
         qp.reverse = reverse
         qp.wire_sent = 0
-        qp.latency_ns = sum(latency[link] for link in route)
-        qp.before_s_per_b = sum(1 / bandwidth[link] for link in route[:bottleneck])
-        qp.after_s_per_b = sum(1 / bandwidth[link] for link in route[bottleneck + 1:])
+        qp.latency_ns, qp.before_s_per_b, qp.after_s_per_b = path[2:]
         return qp
+
+    def _path(self, route: tuple[int, ...], reverse: tuple[int, ...]) -> tuple:
+        """(links, weights, latency ns, ns/byte before and after the bottleneck) of a route."""
+        bandwidth, latency = self.topology.link_bandwidth, self.topology.link_latency
+        bottleneck = min(range(len(route)), key=lambda i: bandwidth[route[i]])
+        weights = dict.fromkeys(route, 1.0)
+        for link in reverse:
+            weights[link] = weights.get(link, 0.0) + self._ack_weight
+        return (tuple(weights), tuple(weights.values()), sum(latency[link] for link in route),
+                sum(1 / bandwidth[link] for link in route[:bottleneck]),
+                sum(1 / bandwidth[link] for link in route[bottleneck + 1:]))
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
         """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
@@ -153,6 +162,10 @@ class FlowNetwork:
         first = min(size, payload) + header
         last = size - (max(1, -(-size // payload)) - 1) * payload + header
         return qp.latency_ns + first * qp.before_s_per_b + last * qp.after_s_per_b
+
+    def _reallocate(self, _: Any) -> None:
+        self._reallocation_due = False
+        self.events.step_pending = True
 
     def _solve(self) -> None:
         self.solver.solve(self._rate_changed)
@@ -181,7 +194,11 @@ class FlowNetwork:
             return
         del self._qps[qp.key]
         self.solver.remove(qp)
-        events.step_pending = True
+        if not self._reallocation_delay:
+            events.step_pending = True
+        elif not self._reallocation_due:
+            self._reallocation_due = True
+            events.schedule(self._reallocation_delay, self._reallocate)
         link_bytes, wire = self.link_bytes, qp.wire_sent
         for link in qp.route:
             link_bytes[link] += wire
