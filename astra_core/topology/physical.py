@@ -75,7 +75,9 @@ class PhysicalTopology:
             self._add_link(src, dst, bandwidth, latency)
         self._router = router or self._shortest_path
         self._dist: dict[int, dict[int, tuple[float, int]]] = {}
-        self._routes: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        self._routes: dict[int, tuple[int, ...]] = {}  # (pair, flow bucket) -> links
+        self._path_copies: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._next_hops: dict[int, dict[int, tuple[int, ...]]] = {}  # dst -> node -> choices
         if check_connected:
             self._check_connected()
 
@@ -146,11 +148,13 @@ class PhysicalTopology:
     def route(self, src_rank: int, dst_rank: int, tag: int = 0) -> tuple[int, ...]:
         """Link indices a message from NPU ``src_rank`` to ``dst_rank`` crosses, in order."""
         h = flow_hash(src_rank, dst_rank, tag) & 0x3FF  # 1024 flow buckets per pair
-        key = (src_rank, dst_rank, h)
+        key = (src_rank * len(self.hosts) + dst_rank) << 10 | h
         path = self._routes.get(key)
         if path is None:
             nodes = self._router(self.hosts[src_rank], self.hosts[dst_rank], h)
-            path = self._routes[key] = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+            path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+            # Flows of a pair share a few paths: keep one copy of each.
+            path = self._routes[key] = self._path_copies.setdefault(path, path)
         return path
 
     # -- default routing: shortest paths with per-hop ECMP ---------------------------------
@@ -197,18 +201,22 @@ class PhysicalTopology:
             hosts_forward = True
             dist = self._distances_to(dst, True)
         switches = self.switches
+        hops = self._next_hops.setdefault(-1 - dst if hosts_forward else dst, {})
         path = [src]
         node = src
         while node != dst:
-            best = dist[node]
-            choices = []
-            for link in self.out_links[node]:
-                nxt = self.link_dst[link]
-                d = dist.get(nxt)
-                if d is None or (not hosts_forward and nxt != dst and nxt not in switches):
-                    continue
-                if (d[0] + self.link_latency[link], d[1] + 1) == best:
-                    choices.append(nxt)
+            choices = hops.get(node)
+            if choices is None:
+                best = dist[node]
+                found = []
+                for link in self.out_links[node]:
+                    nxt = self.link_dst[link]
+                    d = dist.get(nxt)
+                    if d is None or (not hosts_forward and nxt != dst and nxt not in switches):
+                        continue
+                    if (d[0] + self.link_latency[link], d[1] + 1) == best:
+                        found.append(nxt)
+                choices = hops[node] = tuple(found)
             # Hash the flow with the hop's node so each hop's choice is independent.
             node = choices[flow_hash(flow, node, 0) % len(choices)]
             path.append(node)
