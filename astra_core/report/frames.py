@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 RANK_COLUMNS = ("rank", "finish_ns", "compute_ns", "cpu_ns", "comm_ns", "exposed_comm_ns",
                 "compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns")
-_INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue")
+_INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue",
+                "peak_flows")
 
 
 def _frame(rows: list[dict], columns) -> "pd.DataFrame":

@@ -7,10 +7,12 @@ A backend exposes link statistics by having, after its run,
   ``link_latency[i]`` in ns for each directed link ``i``);
 * ``link_bytes[i]``: bytes that crossed link ``i``;
 * ``link_busy_ns[i]``: ns during which link ``i`` was transmitting;
-* optionally ``max_queue[i]``: the most messages that waited for link ``i``.
+* optionally ``max_queue[i]``: the most messages that waited for link ``i``;
+* optionally ``peak_flows[i]``: the most flows that crossed link ``i`` at once.
 
-The congestion-aware analytical backend does (``analytical-congestion``);
-any plugin backend can offer the same attributes and gets the same table and
+The congestion-aware analytical backend (``analytical-congestion``, with
+``max_queue``) and the flow backend (``flow``, with ``peak_flows``) do; any
+plugin backend can offer the same attributes and gets the same table and
 plot. Utilization is busy time over the step time.
 """
 
@@ -22,14 +24,14 @@ from typing import Any
 from astra_core.report.results import RunResult
 
 LINK_COLUMNS = ("link", "src", "dst", "kind", "bandwidth_bytes_per_ns", "latency_ns", "bytes",
-                "busy_ns", "utilization", "max_queue")
+                "busy_ns", "utilization", "max_queue", "peak_flows")
 
 
 @dataclass(frozen=True)
 class LinkStat:
     """One directed link after a run. ``kind``: ``npu-switch``, ``switch-npu``,
     ``switch-switch`` or ``npu-npu``; ``utilization``: busy_ns / step_ns (0..1);
-    ``max_queue``: -1 when the backend does not count queues."""
+    ``max_queue``, ``peak_flows``: -1 when the backend does not count them."""
 
     link: int
     src: int
@@ -41,6 +43,7 @@ class LinkStat:
     busy_ns: float
     utilization: float
     max_queue: int
+    peak_flows: int
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +64,7 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
     topo = network.topology
     switches = getattr(topo, "switches", frozenset())
     queues = getattr(network, "max_queue", None)
+    flows = getattr(network, "peak_flows", None)
     step = result.step_ns
     stats = []
     for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):
@@ -71,5 +75,6 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
             bandwidth_bytes_per_ns=float(topo.link_bandwidth[i]),
             latency_ns=float(topo.link_latency[i]), bytes=int(network.link_bytes[i]),
             busy_ns=float(busy), utilization=float(busy / step) if step else 0.0,
-            max_queue=int(queues[i]) if queues is not None else -1))
+            max_queue=int(queues[i]) if queues is not None else -1,
+            peak_flows=int(flows[i]) if flows is not None else -1))
     return stats

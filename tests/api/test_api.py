@@ -191,7 +191,8 @@ def test_link_frame_only_for_backends_with_link_statistics(report):
     congested = astra.simulate(PREFIX, SYSTEM, switch8, backend="analytical-congestion")
     links = congested.link_frame()
     assert list(links.columns) == ["link", "src", "dst", "kind", "bandwidth_bytes_per_ns",
-                                   "latency_ns", "bytes", "busy_ns", "utilization", "max_queue"]
+                                   "latency_ns", "bytes", "busy_ns", "utilization", "max_queue",
+                                   "peak_flows"]
     assert len(links) == 2 * NPUS  # one cable (two directed links) per NPU
     by_kind = links.groupby("kind")["bytes"].sum().to_dict()
     assert by_kind == {"npu-switch": congested.message_bytes, "switch-npu": congested.message_bytes}

@@ -1,0 +1,134 @@
+"""The flow backend against closed forms derived here from its model.
+
+Framing (the ns3 backend's): a message of B payload bytes is n = max(1,
+ceil(B / 4096)) packets and W = B + 82 n wire bytes; an ACK of 86 bytes per
+data packet goes back on the reverse route. A lone message takes
+sum(latency) + W / r_b + sum over the other links of one packet / r_i (the
+first packet before the bottleneck b, the last one after it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_core.backend import Topology
+from astra_core.config.network import NetworkConfig
+from astra_core.errors import ConfigError
+from astra_core.topology.physical import PhysicalTopology
+from astra_flow.config import FlowConfig, load_config
+from astra_flow.network import FlowNetwork, create
+
+MIB = 1 << 20
+C = 12.5  # bytes/ns: 100 Gbps
+L = 1000.0  # ns per link
+
+
+def wire(size: int) -> int:
+    return size + max(1, -(-size // 4096)) * 82
+
+
+def last_packet(size: int) -> int:
+    return size - (max(1, -(-size // 4096)) - 1) * 4096 + 82
+
+
+def star(hosts: int) -> PhysicalTopology:
+    """``hosts`` NPUs on one switch (node ``hosts``), 100 Gbps and 1 µs per link."""
+    links = []
+    for h in range(hosts):
+        links += [(h, hosts, C, L), (hosts, h, C, L)]
+    return PhysicalTopology(hosts + 1, [hosts], links)
+
+
+def deliveries(network: FlowNetwork, sends: list[tuple]) -> dict:
+    """Send (src, dst, bytes, tag, at_ns) messages; arrival time of each by index."""
+    arrived = {}
+
+    def send(i):
+        src, dst, size, tag, _ = sends[i]
+        network.send(src, dst, size, lambda j: arrived.__setitem__(j, network.now()), i, tag=tag)
+
+    for i, (*_, at) in enumerate(sends):
+        network.schedule(at, send, i)
+    network.run()
+    return arrived
+
+
+def test_lone_message_pipelines_across_a_slower_middle_link():
+    # 0 -> switch 2 -> switch 3 -> 1: 100 Gbps, 50 Gbps (500 ns), 100 Gbps.
+    links = [(0, 2, C, L), (2, 0, C, L), (2, 3, C / 2, 500.0), (3, 2, C / 2, 500.0),
+             (3, 1, C, L), (1, 3, C, L)]
+    net = FlowNetwork(PhysicalTopology(4, [2, 3], links))
+    size = 10_000  # 3 packets: 4096, 4096, 1808 bytes of payload
+    expected = 2500 + wire(size) / (C / 2) + (4096 + 82) / C + last_packet(size) / C
+    assert deliveries(net, [(0, 1, size, 0, 0)])[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_incast_shares_the_receivers_link_and_counts_every_byte():
+    # Four senders to NPU 0: each gets C/4 of the switch->0 link (the ACKs go the other
+    # way), so all four drain together at 4W/C and land 2L + one packet later.
+    net = FlowNetwork(star(5))
+    arrived = deliveries(net, [(s, 0, MIB, 0, 0) for s in range(1, 5)])
+    expected = 4 * wire(MIB) / C + 2 * L + last_packet(MIB) / C
+    assert all(t == pytest.approx(expected, rel=1e-9) for t in arrived.values())
+    down, up = net.topology.link(5, 0), net.topology.link(0, 5)
+    assert net.link_bytes[down] == 4 * wire(MIB)
+    ack_weight = 86 / (4096 + 82)
+    assert net.link_bytes[up] == pytest.approx(4 * wire(MIB) * ack_weight, rel=1e-12)
+    assert net.link_busy_ns[down] == pytest.approx(4 * wire(MIB) / C)
+    assert net.peak_flows[down] == 4 and net.peak_flows[up] == 4
+    for s in range(1, 5):  # each sender's uplink: its own data, once
+        assert net.link_bytes[net.topology.link(s, 5)] == wire(MIB)
+
+
+@pytest.mark.parametrize("delay", [0.0, 1000.0, 50_000.0])
+def test_a_finished_flow_frees_its_share_after_the_reallocation_delay(delay):
+    # Two senders to NPU 0, 1 MiB and 4 MiB: C/2 each until the small one drains at
+    # t1 = 2 W1 / C; the large one runs at C from t1 + delay (or goes on at C/2 if
+    # it drains before that).
+    net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=delay))
+    arrived = deliveries(net, [(1, 0, MIB, 0, 0), (2, 0, 4 * MIB, 0, 0)])
+    t1 = 2 * wire(MIB) / C
+    left = wire(4 * MIB) - (t1 + delay) * C / 2
+    t2 = t1 + delay + left / C
+    tail = 2 * L + last_packet(MIB) / C
+    assert arrived[0] == pytest.approx(t1 + tail, rel=1e-12)
+    assert arrived[1] == pytest.approx(t2 + 2 * L + last_packet(4 * MIB) / C, rel=1e-12)
+
+
+def test_messages_of_a_queue_pair_go_one_after_the_other():
+    # Same (src, dst, tag): the second drains after the first; another tag runs beside them.
+    net = FlowNetwork(star(3), FlowConfig(ack_bytes=0))
+    arrived = deliveries(net, [(1, 0, MIB, 7, 0), (1, 0, 2 * MIB, 7, 0)])
+    tail = 2 * L + last_packet(MIB) / C
+    assert arrived[0] == pytest.approx(wire(MIB) / C + tail, rel=1e-12)
+    assert arrived[1] == pytest.approx(wire(MIB) / C + wire(2 * MIB) / C
+                                       + 2 * L + last_packet(2 * MIB) / C, rel=1e-12)
+
+
+def test_flow_rate_cap_limits_a_lone_flow():
+    net = FlowNetwork(star(2), FlowConfig(flow_rate_cap_gbps=25, ack_bytes=0))
+    arrived = deliveries(net, [(0, 1, MIB, 0, 0)])
+    assert arrived[0] == pytest.approx(wire(MIB) / (25 * 0.125) + 2 * L + last_packet(MIB) / C)
+
+
+def test_network_yml_dimensions_build_their_links():
+    # Without --topology the backend uses network.yml's links: Switch 4 at 50 GB/s.
+    network = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [4],
+                                       "bandwidth": [50.0], "latency": [500.0]})
+    net = create(Topology(network))
+    bw = 50 * 2**30 / 1e9
+    arrived = deliveries(net, [(0, 3, MIB, 0, 0)])
+    assert arrived[0] == pytest.approx(wire(MIB) / bw + 1000 + last_packet(MIB) / bw)
+
+
+def test_config_errors_are_one_line_each_naming_the_key(tmp_path):
+    path = tmp_path / "flow.toml"
+    path.write_text("payload_bytes = 0\nmtu = 9000\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    lines = str(err.value).splitlines()
+    assert lines == [f"{path}: payload_bytes: must be in [1, 1073741824] bytes, got 0",
+                     f"{path}: unknown key 'mtu'"]
+    assert load_config({"payload_bytes": 1024}).payload_bytes == 1024
+    with pytest.raises(ConfigError, match="flow backend config: expected a file path"):
+        load_config(3)
