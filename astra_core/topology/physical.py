@@ -75,6 +75,7 @@ class PhysicalTopology:
             self._add_link(src, dst, bandwidth, latency)
         self._router = router or self._shortest_path
         self._dist: dict[int, dict[int, tuple[float, int]]] = {}
+        self._host_dist: dict[int, _HostDistances] = {}
         self._routes: dict[int, tuple[int, ...]] = {}  # (pair, flow bucket) -> links
         self._path_copies: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._next_hops: dict[int, dict[int, tuple[int, ...]]] = {}  # dst -> node -> choices
@@ -194,10 +195,26 @@ class PhysicalTopology:
         self._incoming = incoming
         return incoming
 
+    def _host_distances(self, dst: int) -> _HostDistances:
+        """Distances to host ``dst`` through switches, from the switches it hangs on."""
+        dist = self._host_dist.get(dst)
+        if dist is None:
+            incoming = self._incoming if hasattr(self, "_incoming") else self._build_incoming()
+            attachments = []
+            for link in incoming[dst]:
+                prev = self.link_src[link]
+                if prev in self.switches:
+                    attachments.append((self._distances_to(prev, False), self.link_latency[link]))
+            dist = self._host_dist[dst] = _HostDistances(dst, attachments, self)
+        return dist
+
     def _shortest_path(self, src: int, dst: int, flow: int) -> list[int]:
         hosts_forward = False
-        dist = self._distances_to(dst, False)
-        if src not in dist:
+        if dst in self.switches:
+            dist = self._distances_to(dst, False)
+        else:  # as Dijkstra to dst would find, without running it once per host
+            dist = self._host_distances(dst)
+        if dist.get(src) is None:
             hosts_forward = True
             dist = self._distances_to(dst, True)
         switches = self.switches
@@ -221,3 +238,45 @@ class PhysicalTopology:
             node = choices[flow_hash(flow, node, 0) % len(choices)]
             path.append(node)
         return path
+
+
+class _HostDistances:
+    """(latency, hops) from each node to host ``dst`` relaying through switches only, as
+    Dijkstra to ``dst`` gives: through a switch it hangs on (that switch's distances
+    plus its link to ``dst``), or over a direct link (from another host, which may
+    only start a path). Computed per node on demand (``get``), so a host costs a
+    look-up per switch it hangs on instead of a Dijkstra over the whole fabric."""
+
+    __slots__ = ("dst", "attachments", "topology", "_cache")
+
+    def __init__(self, dst: int, attachments: list[tuple[dict, float]],
+                 topology: PhysicalTopology):
+        self.dst = dst
+        self.attachments = attachments
+        self.topology = topology
+        self._cache: dict[int, tuple[float, int] | None] = {dst: (0.0, 0)}
+
+    def get(self, node: int) -> tuple[float, int] | None:
+        if node in self._cache:
+            return self._cache[node]
+        best = None
+        for dist, latency in self.attachments:
+            d = dist.get(node)
+            if d is not None:
+                cand = (d[0] + latency, d[1] + 1)
+                if best is None or cand < best:
+                    best = cand
+        topology = self.topology
+        link = topology._link_id.get((node, self.dst))
+        if link is not None and node not in topology.switches:
+            cand = (topology.link_latency[link], 1)
+            if best is None or cand < best:
+                best = cand
+        self._cache[node] = best
+        return best
+
+    def __getitem__(self, node: int) -> tuple[float, int]:
+        value = self.get(node)
+        if value is None:
+            raise KeyError(node)
+        return value
