@@ -122,8 +122,8 @@ class MaxMinSolver:
     # -- solving --------------------------------------------------------------------------
     def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
         """Re-solve after the recorded changes (see the module docstring)."""
-        if self._added and not self._changed_links:  # only starts: place each alone if it can
-            self._added = [flow for flow in self._added if not self._place_alone(flow, on_rate)]
+        if self._added and self._place_new(on_rate):
+            self._added = []
         capacity, groups, used, weight = self.capacity, self.groups, self.used, self.weight
         level = self._level
         changed = self._changed_links
@@ -214,37 +214,52 @@ class MaxMinSolver:
             flow.rate = rate
             on_rate(flow, old)
 
-    def _place_alone(self, flow: Flow, on_rate: Callable[[Flow, float], None]) -> bool:
-        """Give a new flow the capacity its links have spare, if that is its max-min rate:
-        it slows no other flow, and on the link it fills no other flow is faster (the
-        bottleneck condition), so every other rate stays max-min. Returns whether it did."""
-        capacity, used, groups = self.capacity, self.used, self.groups
-        rate, tightest = float("inf"), -1
-        for link, w in zip(flow.links, flow.weights):
-            if len(groups[link][0.0]) > 1:
-                return False  # shares a link with another new flow: solve them together
-            spare = (capacity[link] - used[link]) / w
-            if spare < rate:
-                rate, tightest = spare, link
-        if 0 < flow.cap < rate:
-            rate, tightest = flow.cap, -1
-        if not rate > 0:
-            return False
-        if tightest >= 0 and any(other > rate * (1 + _REL) for other in groups[tightest]):
-            return False
-        for link, w in zip(flow.links, flow.weights):
-            by_rate = groups[link]
-            group = by_rate[0.0]
-            del group[flow]
-            if not group:
-                del by_rate[0.0]
-            group = by_rate.get(rate)
-            if group is None:
-                group = by_rate[rate] = {}
-            group[flow] = w
-            used[link] += w * rate
-        flow.rate = rate
-        on_rate(flow, 0.0)
+    def _place_new(self, on_rate: Callable[[Flow, float], None]) -> bool:
+        """Give the new flows the capacity their links have spare, split by weight
+        among the new flows of each link, if that is max-min: it slows no other flow,
+        and every new flow fills a link on which no flow is faster (the bottleneck
+        condition), so every other rate stays as it was. Returns whether it did (if
+        not, nothing changed)."""
+        capacity, used, groups, added = self.capacity, self.used, self.groups, self._added
+        new_weight: dict[int, float] = {}
+        for flow in added:
+            for link, w in zip(flow.links, flow.weights):
+                new_weight[link] = new_weight.get(link, 0.0) + w
+        share = {link: (capacity[link] - used[link]) / w for link, w in new_weight.items()}
+        rates = []
+        for flow in added:
+            rate, tightest = min((share[link], link) for link in flow.links)
+            if not rate > 0:
+                return False
+            if 0 < flow.cap < rate:
+                rate, tightest = flow.cap, -1
+            rates.append((rate, tightest))
+        filled = dict.fromkeys(new_weight, 0.0)
+        for flow, (rate, _) in zip(added, rates):
+            for link, w in zip(flow.links, flow.weights):
+                filled[link] += w * rate
+        for flow, (rate, tightest) in zip(added, rates):
+            if tightest < 0:
+                continue
+            top = rate * (1 + _REL)
+            if filled[tightest] < (capacity[tightest] - used[tightest]) * (1 - _REL):
+                return False  # another new flow there is slower: the link is not full
+            if any(other > top for other in groups[tightest]):
+                return False  # a flow there is faster
+        for flow, (rate, _) in zip(added, rates):
+            for link, w in zip(flow.links, flow.weights):
+                by_rate = groups[link]
+                group = by_rate[0.0]
+                del group[flow]
+                if not group:
+                    del by_rate[0.0]
+                group = by_rate.get(rate)
+                if group is None:
+                    group = by_rate[rate] = {}
+                group[flow] = w
+                used[link] += w * rate
+            flow.rate = rate
+            on_rate(flow, 0.0)
         return True
 
     def _fill(self, members: list[Flow], base: dict[int, list[float]],
