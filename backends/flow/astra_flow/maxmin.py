@@ -37,9 +37,10 @@ _REL = 1e-9
 class Flow:
     """A flow of the solver: ``links`` with ``weights`` (same length; a link
     appears once), an optional ``cap`` (same unit as rates; 0 = none), and its
-    current ``rate`` (0 until solved, > 0 after). Subclass it to carry payload."""
+    current ``rate`` (0 until solved, > 0 after) and ``bottleneck``, the link
+    whose filling set that rate (-1 for its cap). Subclass it to carry payload."""
 
-    __slots__ = ("links", "weights", "cap", "rate", "_mark", "_frozen")
+    __slots__ = ("links", "weights", "cap", "rate", "_mark", "bottleneck")
 
     def __init__(self, links: tuple[int, ...], weights: tuple[float, ...], cap: float = 0.0):
         self.links = links
@@ -47,7 +48,7 @@ class Flow:
         self.cap = cap
         self.rate = 0.0
         self._mark = 0
-        self._frozen = 0
+        self.bottleneck = -1  # the link it filled at its last solve (-1: its cap, or none)
 
 
 class MaxMinSolver:
@@ -147,50 +148,53 @@ class MaxMinSolver:
 
         # The refilled flows: new ones (rate 0) and those at or above the level on an
         # admitted link; every other flow keeps its rate and its share of each link.
-        base: dict[int, list[float]] = {}  # link -> [capacity left to members, their weight]
+        left: dict[int, float] = {}  # link -> capacity left to the members
+        load: dict[int, float] = {}  # link -> weight of the members on it
         members: list[Flow] = []
 
-        def admit(link: int) -> None:
+        def admit(link: int, held_here_only: bool) -> None:
             for rate, group in groups[link].items():
                 if rate < threshold and rate != 0.0:
                     continue
                 for flow in group:
                     if flow._mark == mark:
                         continue
+                    if held_here_only and rate != 0.0 and flow.bottleneck != link:
+                        continue  # held at another link: moves only if that one does
                     flow._mark = mark
                     members.append(flow)
                     for other, w in zip(flow.links, flow.weights):
-                        entry = base.get(other)
-                        if entry is None:
-                            entry = base[other] = [capacity[other] - used[other], 0.0]
-                        entry[0] += w * rate
-                        entry[1] += w
+                        if other in left:
+                            left[other] += w * rate
+                            load[other] += w
+                        else:
+                            left[other] = capacity[other] - used[other] + w * rate
+                            load[other] = w
 
-        admitted = set(changed)
         for link in changed:
-            admit(link)
+            admit(link, True)
+        held = set(changed)  # links whose flows held there are members
+        admitted: set[int] = set()  # links all of whose flows at or above the level are members
         while True:
-            new_rate, bottlenecks = self._fill(members, base, groups, mark, threshold)
-            # Refill with more flows where the fixed ones could be wrong: the links of a
-            # member whose rate moved, and a member's bottleneck link if a fixed flow on
-            # it is faster than the member (max-min lets no flow be faster there).
-            frontier = []
-            for flow in members:
+            new_rate, bottlenecks = self._fill(members, left, load, groups, mark, threshold)
+            # Refill with more flows where the fixed ones could be wrong: those held at a
+            # link that a member whose rate moved crosses, and every flow on a member's
+            # bottleneck link if a fixed one there is faster than the member (max-min
+            # lets no flow be faster there).
+            before = len(members)
+            for flow in members[:before]:
                 old, rate = flow.rate, new_rate[flow]
                 if abs(rate - old) > _REL * rate:
                     for link in flow.links:
-                        if link not in admitted:
-                            admitted.add(link)
-                            frontier.append(link)
+                        if link not in held:
+                            held.add(link)
+                            admit(link, True)
             for link, share in bottlenecks.items():
                 if link not in admitted and any(
                         flow._mark != mark for rate, group in groups[link].items()
                         if rate > share * (1 + _REL) for flow in group):
                     admitted.add(link)
-                    frontier.append(link)
-            before = len(members)
-            for link in frontier:
-                admit(link)
+                    admit(link, False)
             if len(members) == before:
                 break
         self.flows_solved += len(members)
@@ -235,7 +239,8 @@ class MaxMinSolver:
                 rate, tightest = flow.cap, -1
             rates.append((rate, tightest))
         filled = dict.fromkeys(new_weight, 0.0)
-        for flow, (rate, _) in zip(added, rates):
+        for flow, (rate, tightest) in zip(added, rates):
+            flow.bottleneck = tightest
             for link, w in zip(flow.links, flow.weights):
                 filled[link] += w * rate
         for flow, (rate, tightest) in zip(added, rates):
@@ -246,7 +251,8 @@ class MaxMinSolver:
                 return False  # another new flow there is slower: the link is not full
             if any(other > top for other in groups[tightest]):
                 return False  # a flow there is faster
-        for flow, (rate, _) in zip(added, rates):
+        for flow, (rate, tightest) in zip(added, rates):
+            flow.bottleneck = tightest
             for link, w in zip(flow.links, flow.weights):
                 by_rate = groups[link]
                 group = by_rate[0.0]
@@ -262,21 +268,23 @@ class MaxMinSolver:
             on_rate(flow, 0.0)
         return True
 
-    def _fill(self, members: list[Flow], base: dict[int, list[float]],
+    def _fill(self, members: list[Flow], left: dict[int, float], load: dict[int, float],
               groups: list[dict[float, dict[Flow, float]]], mark: int,
               threshold: float) -> tuple[dict[Flow, float], dict[int, float]]:
         """Progressive filling of ``members`` (flows marked ``mark``) on the capacity
-        ``base`` leaves them; returns flow -> rate and link -> the level at which it
-        froze members (their bottleneck)."""
+        ``left`` to them (their weight per link: ``load``); returns flow -> rate and
+        link -> the level at which it froze members (their bottleneck)."""
         if len(members) == 1:  # alone among flows that keep their rates
             flow = members[0]
-            rate, link = min((base[link][0] / w, link) for link, w in zip(flow.links, flow.weights))
+            rate, link = min((left[link] / w, link) for link, w in zip(flow.links, flow.weights))
             if 0 < flow.cap < rate:
+                flow.bottleneck = -1
                 return {flow: flow.cap}, {}
             rate = max(rate, 0.0)
+            flow.bottleneck = link
             return {flow: rate}, {link: rate}
-        remaining = {link: entry[0] for link, entry in base.items()}
-        load = {link: entry[1] for link, entry in base.items()}
+        remaining = left.copy()
+        load = load.copy()
         # A heap of link fill levels (lower bounds: a link's level only rises as flows
         # freeze below it) and flow caps.
         heap: list[tuple[float, int]] = [(remaining[l] / w, l) for l, w in load.items() if w > 0]
@@ -307,6 +315,7 @@ class MaxMinSolver:
                           for flow in group if flow._mark == mark and flow not in new_rate]
             for flow in frozen:
                 new_rate[flow] = share
+                flow.bottleneck = key if key >= 0 else -1
                 for other, w in zip(flow.links, flow.weights):
                     remaining[other] -= w * share
                     load[other] -= w

@@ -44,6 +44,9 @@ from astra_flow.maxmin import Flow, MaxMinSolver
 
 #: Gbps (10^9 bit/s) in bytes/ns.
 _BYTES_PER_NS_PER_GBPS = 0.125
+#: Idle queue pairs kept for their next message (a ring reuses its pairs step after
+#: step); past this many, idle ones are dropped (an all-to-all has a million).
+_IDLE_QUEUE_PAIRS = 1 << 16
 
 
 class QueuePair(Flow):
@@ -87,7 +90,8 @@ class FlowNetwork:
         self._header = config.header_bytes
         self._ack_weight = config.ack_weight if config.ack_bytes else 0.0
         self._cap = config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS
-        self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs only
+        self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs
+        self._idle: dict[tuple[int, int, int], QueuePair] = {}  # kept for reuse
         self._paths: dict[tuple, tuple] = {}  # (route, reverse route) -> path constants
         self._reallocation_delay = config.reallocation_delay_ns
         self._reallocation_due = False
@@ -107,7 +111,8 @@ class FlowNetwork:
         if qp is not None:
             qp.messages.append((size_bytes, on_delivered, arg))
             return
-        qp = self._qps[key] = self._queue_pair(key)
+        qp = self._idle.pop(key, None) or self._queue_pair(key)
+        self._qps[key] = qp
         qp.messages.append((size_bytes, on_delivered, arg))
         qp.remaining = self._wire_bytes(size_bytes)
         qp.since = self.events.now
@@ -193,6 +198,8 @@ class FlowNetwork:
             events.schedule(qp.remaining / qp.rate, self._drained, (qp, qp.version))
             return
         del self._qps[qp.key]
+        if len(self._idle) < _IDLE_QUEUE_PAIRS:
+            self._idle[qp.key] = qp
         self.solver.remove(qp)
         if not self._reallocation_delay:
             events.step_pending = True
@@ -200,6 +207,7 @@ class FlowNetwork:
             self._reallocation_due = True
             events.schedule(self._reallocation_delay, self._reallocate)
         link_bytes, wire = self.link_bytes, qp.wire_sent
+        qp.wire_sent = 0
         for link in qp.route:
             link_bytes[link] += wire
         if qp.reverse:
