@@ -29,6 +29,8 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Iterable
 
+#: Members up to which a fill scans links instead of keeping a heap.
+_FEW = 16
 #: Relative slack when comparing rates: levels computed through different
 #: sums of the same numbers differ in their last bits.
 _REL = 1e-9
@@ -268,6 +270,36 @@ class MaxMinSolver:
             on_rate(flow, 0.0)
         return True
 
+    @staticmethod
+    def _fill_few(members: list[Flow], remaining: dict[int, float],
+                  load: dict[int, float]) -> tuple[dict[Flow, float], dict[int, float]]:
+        """:meth:`_fill` for a few members: scan the links for the lowest level each
+        round (a round per distinct bottleneck) instead of keeping a heap."""
+        new_rate: dict[Flow, float] = {}
+        bottlenecks: dict[int, float] = {}
+        unfrozen = list(members)
+        while unfrozen:
+            share, key = min((remaining[l] / w, l) for l, w in load.items() if w > 1e-12)
+            share = max(share, 0.0)
+            capped = [f for f in unfrozen if 0 < f.cap <= share]
+            if capped:
+                share = min(f.cap for f in capped)
+                frozen = [f for f in capped if f.cap == share]
+                key = -1
+            else:
+                frozen = [f for f in unfrozen if key in f.links]
+                bottlenecks[key] = share
+            for flow in frozen:
+                new_rate[flow] = share
+                flow.bottleneck = key
+                for other, w in zip(flow.links, flow.weights):
+                    remaining[other] -= w * share
+                    load[other] -= w
+            if key >= 0:
+                load[key] = 0.0
+            unfrozen = [f for f in unfrozen if f not in new_rate]
+        return new_rate, bottlenecks
+
     def _fill(self, members: list[Flow], left: dict[int, float], load: dict[int, float],
               groups: list[dict[float, dict[Flow, float]]], mark: int,
               threshold: float) -> tuple[dict[Flow, float], dict[int, float]]:
@@ -283,6 +315,8 @@ class MaxMinSolver:
             rate = max(rate, 0.0)
             flow.bottleneck = link
             return {flow: rate}, {link: rate}
+        if len(members) <= _FEW:
+            return self._fill_few(members, left.copy(), load.copy())
         remaining = left.copy()
         load = load.copy()
         # A heap of link fill levels (lower bounds: a link's level only rises as flows

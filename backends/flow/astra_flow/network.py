@@ -49,6 +49,13 @@ _BYTES_PER_NS_PER_GBPS = 0.125
 _IDLE_QUEUE_PAIRS = 1 << 16
 
 
+def _on_ps_grid(now: float, delay: float) -> float:
+    """``now + delay`` rounded to a whole ps (never before ``now``): events that exact
+    arithmetic puts at one instant stay at one instant whatever the rounding of the
+    rates that led to them, so that ties keep their order from run to run."""
+    return max(round(now + delay, 3), now)
+
+
 class QueuePair(Flow):
     """One flow of the model: the queue pair ``key = (src, dst, tag)``.
 
@@ -181,7 +188,9 @@ class FlowNetwork:
             qp.remaining -= old_rate * (now - qp.since)
         qp.since = now
         qp.version += 1
-        self.events.schedule(max(qp.remaining, 0.0) / qp.rate, self._drained, (qp, qp.version))
+        events = self.events
+        events.schedule_at(_on_ps_grid(now, max(qp.remaining, 0.0) / qp.rate), self._drained,
+                           (qp, qp.version))
 
     def _drained(self, event: tuple[QueuePair, int]) -> None:
         qp, version = event
@@ -189,13 +198,15 @@ class FlowNetwork:
             return  # the rate changed since this drain was scheduled
         size, on_delivered, arg = qp.messages.popleft()
         events = self.events
-        events.schedule(self._tail_ns(qp, size), on_delivered, arg)
+        now = events.now
+        events.schedule_at(_on_ps_grid(now, self._tail_ns(qp, size)), on_delivered, arg)
         qp.wire_sent += self._wire_bytes(size)
         qp.version += 1
         if qp.messages:
             qp.remaining = self._wire_bytes(qp.messages[0][0])
             qp.since = events.now
-            events.schedule(qp.remaining / qp.rate, self._drained, (qp, qp.version))
+            events.schedule_at(_on_ps_grid(now, qp.remaining / qp.rate), self._drained,
+                               (qp, qp.version))
             return
         del self._qps[qp.key]
         if len(self._idle) < _IDLE_QUEUE_PAIRS:
