@@ -6,25 +6,27 @@ The reference is ``ns3`` with its default config (RoCE, DCQCN, PFC): the
 packet-level model. Cases (at most 32 hosts, so ns3 stays affordable):
 
 unshared (no two messages in flight share a link)
-  * ``p2p-fat-tree``: 4 MiB from rank 0 to rank 15 of a k = 4 fat-tree (6 hops).
-  * ``p2p-gpu-cluster``: 4 MiB between GPU 0 of two 8-GPU servers (rail leaf),
-    and 4 MiB between two GPUs of one server (NVSwitch, 3600 Gbps), at once.
-  * ``ring-switch``: ring all-reduce of 4 MiB over one 16-port switch.
+  * ``p2p-fat-tree``: S bytes from rank 0 to rank 15 of a k = 4 fat-tree (6 hops).
+  * ``p2p-gpu-cluster``: S between GPU 0 of two 8-GPU servers (rail leaf), and
+    S between two GPUs of one server (NVSwitch, 3600 Gbps), at once.
+  * ``ring-switch``: ring all-reduce of S over one 16-port switch.
 contended
   * ``ring-fat-tree`` / ``a2a-fat-tree``: ring all-reduce / direct all-to-all of
-    4 MiB on a k = 4 fat-tree (16 hosts; ECMP spreads flows over the core).
+    S on a k = 4 fat-tree (16 hosts; ECMP spreads flows over the core).
   * ``ring-leaf-spine`` / ``a2a-leaf-spine``: the same on a 2:1 leaf-spine
     (16 hosts, 4 leaves, 2 spines).
-  * ``incast``: 8 senders in 4 pods of a k = 4 fat-tree send 1 MiB each to rank 0.
-  * ``two-jobs``: two 8-rank ring all-reduces of 4 MiB on a leaf-spine of 2
+  * ``incast``: 8 senders in 4 pods of a k = 4 fat-tree send S / 4 each to rank 0.
+  * ``two-jobs``: two 8-rank ring all-reduces of S on a leaf-spine of 2
     leaves and 1 spine (2:1), each job with 4 ranks per leaf: both cross the
     same uplinks.
 
-Each case's step time is the last rank's finish. Collectives use the
+Sizes scale with ``--size-mib`` (default 4; the incast sends a quarter of it per
+sender). Each case's step time is the last rank's finish. Collectives use the
 system.json of ``benchmarks/common.py`` (4 chunks, 1 active chunk per
 dimension) with one logical dimension.
 
-    python validation/backends.py [--cases a,b] [--backends flow,ns3] [--markdown FILE]
+    python validation/backends.py [--size-mib 4] [--cases a,b] [--backends flow,ns3]
+        [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -94,8 +96,9 @@ def _pairs(pairs: list[tuple[int, int]], size: int) -> Callable[[int], dict[int,
     return build
 
 
-def _two_jobs(hosts: int) -> dict[int, list]:
-    return {r: [_collective("ring", 4 * MIB, "1" if (r % 8) < 4 else "2")] for r in range(hosts)}
+def _two_jobs(size: int) -> Callable[[int], dict[int, list]]:
+    return lambda hosts: {r: [_collective("ring", size, "1" if (r % 8) < 4 else "2")]
+                          for r in range(hosts)}
 
 
 def _fabrics():
@@ -110,20 +113,21 @@ def _fabrics():
     }
 
 
-def cases() -> list[Case]:
+def cases(size: int = 4 * MIB) -> list[Case]:
+    """The cases with collectives and transfers of ``size`` bytes (incast: size / 4 per sender)."""
     f = _fabrics()
     jobs = {"1": [r for r in range(16) if r % 8 < 4], "2": [r for r in range(16) if r % 8 >= 4]}
     return [
-        Case("p2p-fat-tree", False, f["fat-tree"], _pairs([(0, 15)], 4 * MIB)),
-        Case("p2p-gpu-cluster", False, f["gpu-cluster"], _pairs([(0, 8), (1, 2)], 4 * MIB)),
-        Case("ring-switch", False, f["switch"], _every_rank("ring", 4 * MIB)),
-        Case("ring-fat-tree", True, f["fat-tree"], _every_rank("ring", 4 * MIB)),
-        Case("a2a-fat-tree", True, f["fat-tree"], _every_rank("a2a", 4 * MIB), "direct"),
-        Case("ring-leaf-spine", True, f["leaf-spine"], _every_rank("ring", 4 * MIB)),
-        Case("a2a-leaf-spine", True, f["leaf-spine"], _every_rank("a2a", 4 * MIB), "direct"),
+        Case("p2p-fat-tree", False, f["fat-tree"], _pairs([(0, 15)], size)),
+        Case("p2p-gpu-cluster", False, f["gpu-cluster"], _pairs([(0, 8), (1, 2)], size)),
+        Case("ring-switch", False, f["switch"], _every_rank("ring", size)),
+        Case("ring-fat-tree", True, f["fat-tree"], _every_rank("ring", size)),
+        Case("a2a-fat-tree", True, f["fat-tree"], _every_rank("a2a", size), "direct"),
+        Case("ring-leaf-spine", True, f["leaf-spine"], _every_rank("ring", size)),
+        Case("a2a-leaf-spine", True, f["leaf-spine"], _every_rank("a2a", size), "direct"),
         Case("incast", True, f["fat-tree"],
-             _pairs([(s, 0) for s in (1, 2, 4, 6, 8, 10, 12, 14)], MIB)),
-        Case("two-jobs", True, f["two-leaves"], _two_jobs, comm_groups=jobs),
+             _pairs([(s, 0) for s in (1, 2, 4, 6, 8, 10, 12, 14)], size // 4)),
+        Case("two-jobs", True, f["two-leaves"], _two_jobs(size), comm_groups=jobs),
     ]
 
 
@@ -162,10 +166,15 @@ def report(results: dict[str, dict[str, tuple[float, float]]], backends: list[st
             cells.append(f"{step / 1e3:.1f}{err}")
         kind = "contended" if by_name[name].contended else "unshared"
         lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
+    ratio = "flow" in backends and REFERENCE in backends
     lines += ["", "Wall time (s, this machine, in one run):", "",
-              "| case | " + " | ".join(backends) + " |", "|---|" + "---:|" * len(backends)]
+              "| case | " + " | ".join(backends) + (" | ns3 / flow |" if ratio else " |"),
+              "|---|" + "---:|" * (len(backends) + ratio)]
     for name, row in results.items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[b][1]:.2f}" for b in backends) + " |")
+        cells = [f"{row[b][1]:.2f}" for b in backends]
+        if ratio:
+            cells.append(f"{row[REFERENCE][1] / row['flow'][1]:.1f}x")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -173,9 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--backends", default=",".join(LADDER))
+    parser.add_argument("--size-mib", type=int, default=4,
+                        help="collective and transfer size in MiB (incast: a quarter per sender)")
     parser.add_argument("--markdown", help="also write the report here")
     args = parser.parse_args(argv)
-    chosen = [c for c in cases() if not args.cases or c.name in args.cases.split(",")]
+    chosen = [c for c in cases(args.size_mib * MIB)
+              if not args.cases or c.name in args.cases.split(",")]
     backends = args.backends.split(",")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,55 @@
+"""The flow backend against the packet-level ns3 backend on validation/backends.py cases.
+
+The flow issue's targets: within 5 % of ns3 (default config: DCQCN, PFC)
+where links are not shared, within 10 % on contended cases. The incast is
+left out: with DCQCN, ns3's rate-control transient makes it 29 % slower than
+line rate, which a max-min model does not have (docs/backends.md); it is
+checked against ns3 at line rate instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from astra_core.errors import BackendUnavailable
+from tests.validation.conftest import validation_script
+
+
+def _require_ns3() -> None:
+    from astra_ns3.factory import check_available
+
+    try:
+        check_available()
+    except BackendUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install astra-ns3 (make test does): {exc}")
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("name, tolerance", [
+    ("p2p-fat-tree", 0.05), ("ring-switch", 0.05),
+    ("ring-fat-tree", 0.10), ("a2a-leaf-spine", 0.10), ("two-jobs", 0.10),
+])
+def test_flow_agrees_with_ns3(tmp_path: Path, name: str, tolerance: float):
+    _require_ns3()
+    with validation_script("backends") as script:
+        case = next(c for c in script.cases() if c.name == name)
+        steps = script.run_case(case, ["flow", "ns3"], tmp_path)
+    flow, ns3 = steps["flow"][0], steps["ns3"][0]
+    assert abs(flow / ns3 - 1) <= tolerance, (flow, ns3)
+
+
+def test_incast_agrees_with_ns3_at_line_rate(tmp_path: Path):
+    _require_ns3()
+    with validation_script("backends") as script:
+        case = next(c for c in script.cases() if c.name == "incast")
+        script.CONFIGS["ns3"] = {"cc": "none"}
+        try:
+            steps = script.run_case(case, ["flow", "ns3"], tmp_path)
+        finally:
+            del script.CONFIGS["ns3"]
+    flow, ns3 = steps["flow"][0], steps["ns3"][0]
+    assert abs(flow / ns3 - 1) <= 0.05, (flow, ns3)
