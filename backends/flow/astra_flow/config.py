@@ -1,8 +1,8 @@
 """The flow backend's configuration file (TOML or YAML) and its defaults.
 
 Every key is optional; unknown keys are errors (one line per problem naming
-the file and key). The defaults frame packets as the ``ns3`` backend does, so
-the two agree where congestion control keeps links full:
+the file and key). The defaults frame data packets as the ``ns3`` backend
+does, so the two agree where congestion control keeps links full:
 
 ``payload_bytes`` (4096)
     Payload per packet: the RoCE path MTU most deployments use, and the ns3
@@ -13,9 +13,15 @@ the two agree where congestion control keeps links full:
     4, preamble and start delimiter 8 and inter-frame gap 12, plus RoCEv2's
     IPv4 20, UDP 8, BTH 12 and ICRC 4 (IBTA RoCEv2 annex A17), as the ns3
     backend frames a data packet.
-``ack_bytes`` (86)
-    Wire bytes of an ACK (a data frame's 82 plus the 4-byte AETH), which
-    travels the reverse route; 0 leaves ACKs out.
+``ack_bytes`` (0: ACKs left out)
+    Wire bytes of the ACK each ``ack_interval`` data packets send back along
+    the reverse route. 86 charges them as the ns3 backend sends them (a data
+    frame's 82 plus the 4-byte AETH): the ring cases of
+    ``validation/backends.py`` then agree with ns3 within 0.2 % instead of
+    about 1 % (all-to-all: +4.2 % instead of +2.3 %), but every flow then
+    shares links with the flows it meets head-on, and a 4096-GPU ring
+    all-reduce (``benchmarks/flow_scale.py``) took 2.6x as long (493 s
+    against 192 s, both with a second job on the other core).
 ``ack_interval`` (1)
     Data packets per ACK (the ns3 backend's and upstream's
     ``L2_ACK_INTERVAL``).
@@ -44,8 +50,6 @@ from astra_core.config.model import STRICT, between, load_model
 
 #: The ns3 backend's data-frame overhead (backends/ns3 cpp/roce.h: kDataOverhead).
 ROCE_HEADER_BYTES = 14 + 4 + 8 + 12 + 20 + 8 + 12 + 4
-#: An ACK frame: the data-frame overhead plus the 4-byte AETH (roce.h: kAckOverhead).
-ROCE_ACK_BYTES = ROCE_HEADER_BYTES + 4
 
 
 class FlowConfig(BaseModel):
@@ -54,7 +58,7 @@ class FlowConfig(BaseModel):
     model_config = STRICT
     payload_bytes: Annotated[int, between(1, 1 << 30, " bytes")] = 4096
     header_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_HEADER_BYTES
-    ack_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = ROCE_ACK_BYTES
+    ack_bytes: Annotated[int, between(0, 1 << 20, " bytes")] = 0
     ack_interval: Annotated[int, between(1, 1 << 31, "")] = 1
     reallocation_delay_ns: Annotated[float, between(0, 1e12, " ns")] = 1000.0
     flow_rate_cap_gbps: Annotated[float, between(0, 1e9, " Gbps")] = 0.0

@@ -2,7 +2,7 @@
 
 Framing (the ns3 backend's): a message of B payload bytes is n = max(1,
 ceil(B / 4096)) packets and W = B + 82 n wire bytes; an ACK of 86 bytes per
-data packet goes back on the reverse route. A lone message takes
+data packet goes back on the reverse route where a test sets ack_bytes = 86. A lone message takes
 sum(latency) + W / r_b + sum over the other links of one packet / r_i (the
 first packet before the bottleneck b, the last one after it). Event times are
 rounded to whole picoseconds.
@@ -68,7 +68,7 @@ def test_lone_message_pipelines_across_a_slower_middle_link():
 def test_incast_shares_the_receivers_link_and_counts_every_byte():
     # Four senders to NPU 0: each gets C/4 of the switch->0 link (the ACKs go the other
     # way), so all four drain together at 4W/C and land 2L + one packet later.
-    net = FlowNetwork(star(5))
+    net = FlowNetwork(star(5), FlowConfig(ack_bytes=86))
     arrived = deliveries(net, [(s, 0, MIB, 0, 0) for s in range(1, 5)])
     expected = 4 * wire(MIB) / C + 2 * L + last_packet(MIB) / C
     assert all(t == pytest.approx(expected, abs=PS) for t in arrived.values())
@@ -87,7 +87,7 @@ def test_a_finished_flow_frees_its_share_after_the_reallocation_delay(delay):
     # Two senders to NPU 0, 1 MiB and 4 MiB: C/2 each until the small one drains at
     # t1 = 2 W1 / C; the large one runs at C from t1 + delay (or goes on at C/2 if
     # it drains before that).
-    net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=delay))
+    net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=delay, ack_bytes=86))
     arrived = deliveries(net, [(1, 0, MIB, 0, 0), (2, 0, 4 * MIB, 0, 0)])
     t1 = 2 * wire(MIB) / C
     left = wire(4 * MIB) - (t1 + delay) * C / 2
