@@ -9,24 +9,12 @@ checked against ns3 at line rate instead.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from astra_core.errors import BackendUnavailable
+from tests.backends.ns3.conftest import require_ns3
 from tests.validation.conftest import validation_script
-
-
-def _require_ns3() -> None:
-    from astra_ns3.factory import check_available
-
-    try:
-        check_available()
-    except BackendUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must install astra-ns3 (make test does): {exc}")
-        pytest.skip(str(exc))
 
 
 @pytest.mark.parametrize("name, tolerance", [
@@ -34,7 +22,7 @@ def _require_ns3() -> None:
     ("ring-fat-tree", 0.10), ("a2a-leaf-spine", 0.10), ("two-jobs", 0.10),
 ])
 def test_flow_agrees_with_ns3(tmp_path: Path, name: str, tolerance: float):
-    _require_ns3()
+    require_ns3()
     with validation_script("backends") as script:
         case = next(c for c in script.cases() if c.name == name)
         steps = script.run_case(case, ["flow", "ns3"], tmp_path)
@@ -43,7 +31,7 @@ def test_flow_agrees_with_ns3(tmp_path: Path, name: str, tolerance: float):
 
 
 def test_incast_agrees_with_ns3_at_line_rate(tmp_path: Path):
-    _require_ns3()
+    require_ns3()
     with validation_script("backends") as script:
         case = next(c for c in script.cases() if c.name == "incast")
         script.CONFIGS["ns3"] = {"cc": "none"}

@@ -103,11 +103,7 @@ class MaxMinSolver:
         groups, used, weight, count = self.groups, self.used, self.weight, self.count
         changed = self._changed_links
         for link, w in zip(flow.links, flow.weights):
-            by_rate = groups[link]
-            group = by_rate[rate]
-            del group[flow]
-            if not group:
-                del by_rate[rate]
+            _leave(groups[link], rate, flow)
             used[link] -= w * rate
             weight[link] -= w
             count[link] -= 1
@@ -204,21 +200,23 @@ class MaxMinSolver:
         # Commit: regroup and account every flow whose rate changed, then report it.
         for flow, rate in new_rate.items():
             old = flow.rate
-            if rate == old:
-                continue
-            for link, w in zip(flow.links, flow.weights):
-                by_rate = groups[link]
-                group = by_rate[old]
-                del group[flow]
-                if not group:
-                    del by_rate[old]
-                group = by_rate.get(rate)
-                if group is None:
-                    group = by_rate[rate] = {}
-                group[flow] = w
-                used[link] += w * (rate - old)
-            flow.rate = rate
-            on_rate(flow, old)
+            if rate != old:
+                self._set_rate(flow, rate)
+                on_rate(flow, old)
+
+    def _set_rate(self, flow: Flow, rate: float) -> None:
+        """Move ``flow`` to ``rate`` in every link's groups and used capacity."""
+        old = flow.rate
+        groups, used = self.groups, self.used
+        for link, w in zip(flow.links, flow.weights):
+            by_rate = groups[link]
+            _leave(by_rate, old, flow)
+            group = by_rate.get(rate)
+            if group is None:
+                group = by_rate[rate] = {}
+            group[flow] = w
+            used[link] += w * (rate - old)
+        flow.rate = rate
 
     def _place_new(self, on_rate: Callable[[Flow, float], None]) -> bool:
         """Give the new flows the capacity their links have spare, split by weight
@@ -255,18 +253,7 @@ class MaxMinSolver:
                 return False  # a flow there is faster
         for flow, (rate, tightest) in zip(added, rates):
             flow.bottleneck = tightest
-            for link, w in zip(flow.links, flow.weights):
-                by_rate = groups[link]
-                group = by_rate[0.0]
-                del group[flow]
-                if not group:
-                    del by_rate[0.0]
-                group = by_rate.get(rate)
-                if group is None:
-                    group = by_rate[rate] = {}
-                group[flow] = w
-                used[link] += w * rate
-            flow.rate = rate
+            self._set_rate(flow, rate)
             on_rate(flow, 0.0)
         return True
 
@@ -358,3 +345,11 @@ class MaxMinSolver:
                 if frozen:
                     bottlenecks[key] = share
         return new_rate, bottlenecks
+
+
+def _leave(by_rate: dict[float, dict[Flow, float]], rate: float, flow: Flow) -> None:
+    """Take ``flow`` out of a link's group of ``rate`` (dropping the group once empty)."""
+    group = by_rate[rate]
+    del group[flow]
+    if not group:
+        del by_rate[rate]
