@@ -15,11 +15,22 @@ change touches fills below ``s``. Removing a flow of rate ``r`` therefore
 changes no flow slower than ``r``; adding flows changes no flow slower than
 ``min over their links of capacity / (weight of every flow on it)`` (a link
 cannot fill below that level). A re-solve takes that level ``s0``, keeps every
-flow slower than ``s0`` at its rate, and refills only the flows at or above
-``s0`` that are connected to the change through such flows. Each link keeps
-its flows grouped by rate, so finding them never visits the slower ones.
-When equal-size flows finish fastest first (an all-to-all), a departure
-re-solves almost nothing.
+flow slower than ``s0`` at its rate, and refills (the *members*) the new flows
+and the flows at or above ``s0`` held at a changed link (whose rate that
+link's filling set). The others keep their rates and their share of every
+link; the set grows, and the members are filled again, only where that could
+be wrong: by the flows held at a link that a member whose rate moved
+crosses, and by every flow on a member's bottleneck link if a fixed flow
+there is faster than the member (max-min allows no faster flow on a flow's
+bottleneck). Each link keeps its flows grouped by rate, so finding them never
+visits the slower ones. When equal-size flows finish fastest first (an
+all-to-all), a departure re-solves almost nothing.
+
+Two shortcuts need no filling: new flows that can take the capacity their
+links have spare, split among the new flows of each link, without a faster
+flow on the link each fills (then no other rate changes); and a single member
+(its tightest link). ``tests/backends/flow/test_maxmin.py`` checks the rates
+against progressive filling from scratch after every change.
 
 Units are the caller's (bytes/ns here); capacities must be positive.
 """
