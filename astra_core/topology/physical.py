@@ -73,12 +73,13 @@ class PhysicalTopology:
         self._link_id: dict[tuple[int, int], int] = {}
         for src, dst, bandwidth, latency in links:
             self._add_link(src, dst, bandwidth, latency)
-        self._router = router or self._shortest_path
+        self._router = router  # None: shortest paths with ECMP (_shortest_links)
         self._dist: dict[int, dict[int, tuple[float, int]]] = {}
         self._host_dist: dict[int, _HostDistances] = {}
         self._routes: dict[int, tuple[int, ...]] = {}  # (pair, flow bucket) -> links
         self._path_copies: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._next_hops: dict[int, dict[int, tuple[int, ...]]] = {}  # dst -> node -> choices
+        # dst -> node -> (link, next node) of each equally short first hop
+        self._next_hops: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
         if check_connected:
             self._check_connected()
 
@@ -152,8 +153,12 @@ class PhysicalTopology:
         key = (src_rank * len(self.hosts) + dst_rank) << 10 | h
         path = self._routes.get(key)
         if path is None:
-            nodes = self._router(self.hosts[src_rank], self.hosts[dst_rank], h)
-            path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+            src, dst = self.hosts[src_rank], self.hosts[dst_rank]
+            if self._router is None:
+                path = self._shortest_links(src, dst, h)
+            else:
+                nodes = self._router(src, dst, h)
+                path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
             # Flows of a pair share a few paths: keep one copy of each.
             path = self._routes[key] = self._path_copies.setdefault(path, path)
         return path
@@ -208,7 +213,10 @@ class PhysicalTopology:
             dist = self._host_dist[dst] = _HostDistances(dst, attachments, self)
         return dist
 
-    def _shortest_path(self, src: int, dst: int, flow: int) -> list[int]:
+    def _shortest_links(self, src: int, dst: int, flow: int) -> tuple[int, ...]:
+        """Links of the shortest path from node ``src`` to node ``dst`` for flow bucket
+        ``flow``: where several next hops are equally short, the flow's hash with the
+        hop's node picks one, so each hop's choice is independent."""
         hosts_forward = False
         if dst in self.switches:
             dist = self._distances_to(dst, False)
@@ -217,27 +225,31 @@ class PhysicalTopology:
         if dist.get(src) is None:
             hosts_forward = True
             dist = self._distances_to(dst, True)
-        switches = self.switches
         hops = self._next_hops.setdefault(-1 - dst if hosts_forward else dst, {})
-        path = [src]
+        path = []
         node = src
         while node != dst:
             choices = hops.get(node)
             if choices is None:
-                best = dist[node]
-                found = []
-                for link in self.out_links[node]:
-                    nxt = self.link_dst[link]
-                    d = dist.get(nxt)
-                    if d is None or (not hosts_forward and nxt != dst and nxt not in switches):
-                        continue
-                    if (d[0] + self.link_latency[link], d[1] + 1) == best:
-                        found.append(nxt)
-                choices = hops[node] = tuple(found)
-            # Hash the flow with the hop's node so each hop's choice is independent.
-            node = choices[flow_hash(flow, node, 0) % len(choices)]
-            path.append(node)
-        return path
+                choices = hops[node] = self._equal_next_hops(node, dst, dist, hosts_forward)
+            link, node = choices[0] if len(choices) == 1 else \
+                choices[flow_hash(flow, node, 0) % len(choices)]
+            path.append(link)
+        return tuple(path)
+
+    def _equal_next_hops(self, node: int, dst: int, dist, hosts_forward: bool
+                         ) -> tuple[tuple[int, int], ...]:
+        """(link, next node) of every first hop of a shortest path from ``node`` to ``dst``."""
+        best = dist[node]
+        found = []
+        for link in self.out_links[node]:
+            nxt = self.link_dst[link]
+            d = dist.get(nxt)
+            if d is None or (not hosts_forward and nxt != dst and nxt not in self.switches):
+                continue
+            if (d[0] + self.link_latency[link], d[1] + 1) == best:
+                found.append((link, nxt))
+        return tuple(found)
 
 
 class _HostDistances:
