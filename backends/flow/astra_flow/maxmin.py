@@ -221,7 +221,10 @@ class MaxMinSolver:
         groups, used = self.groups, self.used
         for link, w in zip(flow.links, flow.weights):
             by_rate = groups[link]
-            _leave(by_rate, old, flow)
+            group = by_rate[old]  # leave the old rate's group (inline: the hot path)
+            del group[flow]
+            if not group:
+                del by_rate[old]
             group = by_rate.get(rate)
             if group is None:
                 group = by_rate[rate] = {}

@@ -99,7 +99,6 @@ class FlowNetwork:
         self._cap = config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS
         self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs
         self._idle: dict[tuple[int, int, int], QueuePair] = {}  # kept for reuse
-        self._paths: dict[tuple, tuple] = {}  # (route, reverse route) -> path constants
         self._reallocation_delay = config.reallocation_delay_ns
         self._reallocation_due = False
 
@@ -144,9 +143,7 @@ class FlowNetwork:
         physical = self.topology
         route = physical.route(src, dst, tag)
         reverse = physical.route(dst, src, tag) if self._ack_weight else ()
-        path = self._paths.get((route, reverse))
-        if path is None:
-            path = self._paths[(route, reverse)] = self._path(route, reverse)
+        path = self._path(route, reverse)
         qp = QueuePair(path[0], path[1], self._cap)
         qp.key = key
         qp.messages = deque()
@@ -160,13 +157,17 @@ class FlowNetwork:
     def _path(self, route: tuple[int, ...], reverse: tuple[int, ...]) -> tuple:
         """(links, weights, latency ns, ns/byte before and after the bottleneck) of a route."""
         bandwidth, latency = self.topology.link_bandwidth, self.topology.link_latency
-        bottleneck = min(range(len(route)), key=lambda i: bandwidth[route[i]])
-        weights = dict.fromkeys(route, 1.0)
-        for link in reverse:
-            weights[link] = weights.get(link, 0.0) + self._ack_weight
-        return (tuple(weights), tuple(weights.values()), sum(latency[link] for link in route),
-                sum(1 / bandwidth[link] for link in route[:bottleneck]),
-                sum(1 / bandwidth[link] for link in route[bottleneck + 1:]))
+        per_byte = [1 / bandwidth[link] for link in route]
+        bottleneck = per_byte.index(max(per_byte))  # the slowest link, first if tied
+        if reverse:
+            weights = dict.fromkeys(route, 1.0)
+            for link in reverse:
+                weights[link] = weights.get(link, 0.0) + self._ack_weight
+            links, shares = tuple(weights), tuple(weights.values())
+        else:
+            links, shares = route, (1.0,) * len(route)
+        return (links, shares, sum([latency[link] for link in route]), sum(per_byte[:bottleneck]),
+                sum(per_byte[bottleneck + 1:]))
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
         """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
