@@ -22,9 +22,7 @@ link; the set grows, and the members are filled again, only where that could
 be wrong: by the flows held at a link that a member whose rate moved
 crosses, and by every flow on a member's bottleneck link if a fixed flow
 there is faster than the member (max-min allows no faster flow on a flow's
-bottleneck). Each link keeps its flows grouped by rate, so finding them never
-visits the slower ones. When equal-size flows finish fastest first (an
-all-to-all), a departure re-solves almost nothing.
+bottleneck).
 
 Two shortcuts need no filling: new flows that can take the capacity their
 links have spare, split among the new flows of each link, without a faster
@@ -70,8 +68,8 @@ class MaxMinSolver:
     ``add(flow)`` and ``remove(flow)`` record changes; ``solve(on_rate)``
     re-solves the flows those changes can affect and calls
     ``on_rate(flow, old_rate)`` for every flow whose rate changed (new flows
-    have ``old_rate`` 0). Per link: ``groups[l]`` maps a rate to the active
-    flows of that rate (flow -> weight), ``used[l]`` is the capacity they
+    have ``old_rate`` 0). Per link: ``flows_on[l]`` maps its active flows to
+    their weights, ``used[l]`` is the capacity they
     take (sum of weight x rate), ``weight[l]`` the sum of their weights,
     ``count[l]`` how many there are and ``peak_flows[l]`` the most at once.
     ``flows_solved`` counts refilled flows over all solves (the work done).
@@ -80,7 +78,7 @@ class MaxMinSolver:
     def __init__(self, capacities: Iterable[float]):
         self.capacity = list(capacities)
         links = len(self.capacity)
-        self.groups: list[dict[float, dict[Flow, float]]] = [{} for _ in range(links)]
+        self.flows_on: list[dict[Flow, float]] = [{} for _ in range(links)]
         self.used = [0.0] * links
         self.weight = [0.0] * links
         self.count = [0] * links
@@ -95,13 +93,9 @@ class MaxMinSolver:
     def add(self, flow: Flow) -> None:
         """Start ``flow`` (rate 0 until the next ``solve``)."""
         flow.rate = 0.0
-        groups, weight, count, peak = self.groups, self.weight, self.count, self.peak_flows
+        flows_on, weight, count, peak = self.flows_on, self.weight, self.count, self.peak_flows
         for link, w in zip(flow.links, flow.weights):
-            by_rate = groups[link]
-            group = by_rate.get(0.0)
-            if group is None:
-                group = by_rate[0.0] = {}
-            group[flow] = w
+            flows_on[link][flow] = w
             weight[link] += w
             count[link] += 1
             if count[link] > peak[link]:
@@ -111,10 +105,10 @@ class MaxMinSolver:
     def remove(self, flow: Flow) -> None:
         """Stop ``flow``; the capacity it used is free from the next ``solve``."""
         rate = flow.rate
-        groups, used, weight, count = self.groups, self.used, self.weight, self.count
+        flows_on, used, weight, count = self.flows_on, self.used, self.weight, self.count
         changed = self._changed_links
         for link, w in zip(flow.links, flow.weights):
-            _leave(groups[link], rate, flow)
+            del flows_on[link][flow]
             used[link] -= w * rate
             weight[link] -= w
             count[link] -= 1
@@ -134,7 +128,7 @@ class MaxMinSolver:
         """Re-solve after the recorded changes (see the module docstring)."""
         if self._added and self._place_new(on_rate):
             self._added = []
-        capacity, groups, used, weight = self.capacity, self.groups, self.used, self.weight
+        capacity, flows_on, used, weight = self.capacity, self.flows_on, self.used, self.weight
         level = self._level
         changed = self._changed_links
         bounded: set[int] = set()
@@ -162,30 +156,28 @@ class MaxMinSolver:
         members: list[Flow] = []
 
         def admit(link: int, held_here_only: bool) -> None:
-            for rate, group in groups[link].items():
-                if rate < threshold and rate != 0.0:
+            for flow in flows_on[link]:
+                rate = flow.rate
+                if (rate < threshold and rate != 0.0) or flow._mark == mark:
                     continue
-                for flow in group:
-                    if flow._mark == mark:
-                        continue
-                    if held_here_only and rate != 0.0 and flow.bottleneck != link:
-                        continue  # held at another link: moves only if that one does
-                    flow._mark = mark
-                    members.append(flow)
-                    for other, w in zip(flow.links, flow.weights):
-                        if other in left:
-                            left[other] += w * rate
-                            load[other] += w
-                        else:
-                            left[other] = capacity[other] - used[other] + w * rate
-                            load[other] = w
+                if held_here_only and rate != 0.0 and flow.bottleneck != link:
+                    continue  # held at another link: moves only if that one does
+                flow._mark = mark
+                members.append(flow)
+                for other, w in zip(flow.links, flow.weights):
+                    if other in left:
+                        left[other] += w * rate
+                        load[other] += w
+                    else:
+                        left[other] = capacity[other] - used[other] + w * rate
+                        load[other] = w
 
         for link in changed:
             admit(link, True)
         held = set(changed)  # links whose flows held there are members
         admitted: set[int] = set()  # links all of whose flows at or above the level are members
         while True:
-            new_rate, bottlenecks = self._fill(members, left, load, groups, mark, threshold)
+            new_rate, bottlenecks = self._fill(members, left, load, flows_on, mark)
             # Refill with more flows where the fixed ones could be wrong: those held at a
             # link that a member whose rate moved crosses, and every flow on a member's
             # bottleneck link if a fixed one there is faster than the member (max-min
@@ -199,9 +191,9 @@ class MaxMinSolver:
                             held.add(link)
                             admit(link, True)
             for link, share in bottlenecks.items():
+                top = share * (1 + _REL)
                 if link not in admitted and any(
-                        flow._mark != mark for rate, group in groups[link].items()
-                        if rate > share * (1 + _REL) for flow in group):
+                        flow._mark != mark and flow.rate > top for flow in flows_on[link]):
                     admitted.add(link)
                     admit(link, False)
             if len(members) == before:
@@ -216,20 +208,11 @@ class MaxMinSolver:
                 on_rate(flow, old)
 
     def _set_rate(self, flow: Flow, rate: float) -> None:
-        """Move ``flow`` to ``rate`` in every link's groups and used capacity."""
-        old = flow.rate
-        groups, used = self.groups, self.used
+        """Set ``flow``'s rate and the capacity it uses on every link."""
+        delta = rate - flow.rate
+        used = self.used
         for link, w in zip(flow.links, flow.weights):
-            by_rate = groups[link]
-            group = by_rate[old]  # leave the old rate's group (inline: the hot path)
-            del group[flow]
-            if not group:
-                del by_rate[old]
-            group = by_rate.get(rate)
-            if group is None:
-                group = by_rate[rate] = {}
-            group[flow] = w
-            used[link] += w * (rate - old)
+            used[link] += w * delta
         flow.rate = rate
 
     def _place_new(self, on_rate: Callable[[Flow, float], None]) -> bool:
@@ -238,7 +221,7 @@ class MaxMinSolver:
         and every new flow fills a link on which no flow is faster (the bottleneck
         condition), so every other rate stays as it was. Returns whether it did (if
         not, nothing changed)."""
-        capacity, used, groups, added = self.capacity, self.used, self.groups, self._added
+        capacity, used, flows_on, added = self.capacity, self.used, self.flows_on, self._added
         new_weight: dict[int, float] = {}
         for flow in added:
             for link, w in zip(flow.links, flow.weights):
@@ -263,7 +246,7 @@ class MaxMinSolver:
             top = rate * (1 + _REL)
             if filled[tightest] < (capacity[tightest] - used[tightest]) * (1 - _REL):
                 return False  # another new flow there is slower: the link is not full
-            if any(other > top for other in groups[tightest]):
+            if any(other.rate > top for other in flows_on[tightest]):
                 return False  # a flow there is faster
         for flow, (rate, tightest) in zip(added, rates):
             flow.bottleneck = tightest
@@ -302,8 +285,8 @@ class MaxMinSolver:
         return new_rate, bottlenecks
 
     def _fill(self, members: list[Flow], left: dict[int, float], load: dict[int, float],
-              groups: list[dict[float, dict[Flow, float]]], mark: int,
-              threshold: float) -> tuple[dict[Flow, float], dict[int, float]]:
+              flows_on: list[dict[Flow, float]],
+              mark: int) -> tuple[dict[Flow, float], dict[int, float]]:
         """Progressive filling of ``members`` (flows marked ``mark``) on the capacity
         ``left`` to them (their weight per link: ``load``); returns flow -> rate and
         link -> the level at which it froze members (their bottleneck)."""
@@ -345,9 +328,8 @@ class MaxMinSolver:
                     push(heap, (current, key))  # stale: the link's level rose since
                     continue
                 share = current
-                frozen = [flow for rate, group in groups[key].items()
-                          if rate >= threshold or rate == 0.0
-                          for flow in group if flow._mark == mark and flow not in new_rate]
+                frozen = [flow for flow in flows_on[key]
+                          if flow._mark == mark and flow not in new_rate]
             for flow in frozen:
                 new_rate[flow] = share
                 flow.bottleneck = key if key >= 0 else -1
@@ -359,11 +341,3 @@ class MaxMinSolver:
                 if frozen:
                     bottlenecks[key] = share
         return new_rate, bottlenecks
-
-
-def _leave(by_rate: dict[float, dict[Flow, float]], rate: float, flow: Flow) -> None:
-    """Take ``flow`` out of a link's group of ``rate`` (dropping the group once empty)."""
-    group = by_rate[rate]
-    del group[flow]
-    if not group:
-        del by_rate[rate]
