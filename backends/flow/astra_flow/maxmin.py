@@ -200,7 +200,7 @@ class MaxMinSolver:
                 break
         self.flows_solved += len(members)
 
-        # Commit: regroup and account every flow whose rate changed, then report it.
+        # Commit: account every flow whose rate changed, then report it.
         for flow, rate in new_rate.items():
             old = flow.rate
             if rate != old:
