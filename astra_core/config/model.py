@@ -7,8 +7,8 @@ instance, a mapping, or a TOML/YAML path, and turns every validation error
 into one line of one :class:`~astra_core.errors.ConfigError` naming the file
 and key, as :mod:`astra_core.config.issues` does for the core's own files::
 
-    flow.toml: payload_bytes: must be in [64, 65000] bytes, got 10
-    flow.toml: unknown key 'payload'
+    flow.toml: payload_bytes: must be in [1, 1073741824] bytes, got 0
+    flow.toml: unknown key 'mtu'
 """
 
 from __future__ import annotations

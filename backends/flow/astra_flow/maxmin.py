@@ -118,11 +118,6 @@ class MaxMinSolver:
         if rate == 0.0:  # removed before it was ever solved
             self._added.remove(flow)
 
-    @property
-    def pending(self) -> bool:
-        """Whether changes wait for a ``solve``."""
-        return bool(self._added or self._changed_links)
-
     # -- solving --------------------------------------------------------------------------
     def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
         """Re-solve after the recorded changes (see the module docstring)."""
@@ -236,8 +231,7 @@ class MaxMinSolver:
                 rate, tightest = flow.cap, -1
             rates.append((rate, tightest))
         filled = dict.fromkeys(new_weight, 0.0)
-        for flow, (rate, tightest) in zip(added, rates):
-            flow.bottleneck = tightest
+        for flow, (rate, _) in zip(added, rates):
             for link, w in zip(flow.links, flow.weights):
                 filled[link] += w * rate
         for flow, (rate, tightest) in zip(added, rates):

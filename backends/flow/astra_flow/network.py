@@ -205,7 +205,7 @@ class FlowNetwork:
         qp.version += 1
         if qp.messages:
             qp.remaining = self._wire_bytes(qp.messages[0][0])
-            qp.since = events.now
+            qp.since = now
             events.schedule_at(_on_ps_grid(now, qp.remaining / qp.rate), self._drained,
                                (qp, qp.version))
             return

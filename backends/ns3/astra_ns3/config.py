@@ -70,9 +70,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, field_validator
 
 from astra_core.config.issues import PYTHON_SOURCE
-from astra_core.config.model import STRICT as _Strict
-from astra_core.config.model import between as _between
-from astra_core.config.model import load_model, validate_mapping
+from astra_core.config.model import STRICT, between, load_model, validate_mapping
 
 
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
@@ -97,26 +95,26 @@ MAX_RATE_MBPS = 1e9
 #: Default limit on the work of one run, packets x hops (~14 h at 0.2 M packet-hops/s).
 MAX_PACKET_HOPS = 10**10
 
-Bytes = Annotated[int, _between(0, MAX_BYTES, " bytes")]
-PositiveBytes = Annotated[int, _between(1, MAX_BYTES, " bytes")]
-RateMbps = Annotated[float, _between(0, MAX_RATE_MBPS, " Mbps")]
-Ratio = Annotated[float, _between(0, 1, low_open=True)]
-Timer = Annotated[float, _between(MIN_TIMER_US, MAX_TIME_US, " us")]
+Bytes = Annotated[int, between(0, MAX_BYTES, " bytes")]
+PositiveBytes = Annotated[int, between(1, MAX_BYTES, " bytes")]
+RateMbps = Annotated[float, between(0, MAX_RATE_MBPS, " Mbps")]
+Ratio = Annotated[float, between(0, 1, low_open=True)]
+Timer = Annotated[float, between(MIN_TIMER_US, MAX_TIME_US, " us")]
 
 
 class EcnConfig(BaseModel):
     """ECN marking at switch egress (RED on the instantaneous queue)."""
 
-    model_config = _Strict
+    model_config = STRICT
     enabled: bool = True
-    kmin_kb: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-                  Annotated[float, _between(0, MAX_BYTES / 1000, " KB")]] = \
+    kmin_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+                  Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
         {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
-    kmax_kb: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-                  Annotated[float, _between(0, MAX_BYTES / 1000, " KB")]] = \
+    kmax_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+                  Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
         {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
-    pmax: dict[Annotated[float, _between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-               Annotated[float, _between(0, 1)]] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
+    pmax: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+               Annotated[float, between(0, 1)]] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
 
     def thresholds(self, gbps: float) -> tuple[float, float, float]:
         """(Kmin bytes, Kmax bytes, Pmax) for a link of ``gbps``; (0, 0, 0) if disabled."""
@@ -139,9 +137,9 @@ def _per_speed(table: dict[float, float], gbps: float, scale: bool) -> float:
 class PfcConfig(BaseModel):
     """Priority flow control (IEEE 802.1Qbb) per ingress port."""
 
-    model_config = _Strict
+    model_config = STRICT
     enabled: bool = True
-    alpha: Annotated[float, _between(0, 1e6, low_open=True)] = 0.125
+    alpha: Annotated[float, between(0, 1e6, low_open=True)] = 0.125
     xoff_bytes: Bytes = 0
     headroom_bytes: Bytes = 0
     xon_delta_bytes: Bytes = 0
@@ -150,33 +148,33 @@ class PfcConfig(BaseModel):
 class DcqcnConfig(BaseModel):
     """DCQCN reaction and notification points."""
 
-    model_config = _Strict
+    model_config = STRICT
     g: Ratio = 1 / 256
-    cnp_interval_us: Annotated[float, _between(0, MAX_TIME_US, " us")] = 4.0
+    cnp_interval_us: Annotated[float, between(0, MAX_TIME_US, " us")] = 4.0
     alpha_timer_us: Timer = 55.0
     rate_increase_timer_us: Timer = 55.0
     byte_counter_bytes: PositiveBytes = 10_000_000
-    fast_recovery_steps: Annotated[int, _between(0, INT32_MAX)] = 5
+    fast_recovery_steps: Annotated[int, between(0, INT32_MAX)] = 5
     rate_ai_mbps: RateMbps = 40.0
     rate_hai_mbps: RateMbps = 50.0
-    min_rate_mbps: Annotated[float, _between(0, MAX_RATE_MBPS, " Mbps", low_open=True)] = 100.0
+    min_rate_mbps: Annotated[float, between(0, MAX_RATE_MBPS, " Mbps", low_open=True)] = 100.0
     clamp_target_rate: bool = False
 
 
 class HpccConfig(BaseModel):
     """HPCC window control from INT."""
 
-    model_config = _Strict
+    model_config = STRICT
     eta: Ratio = 0.95
-    max_stage: Annotated[int, _between(0, INT32_MAX)] = 0
+    max_stage: Annotated[int, between(0, INT32_MAX)] = 0
     rate_ai_mbps: RateMbps = 50.0
 
 
 class MonitorConfig(BaseModel):
     """Queue and flow sampling for studies."""
 
-    model_config = _Strict
-    interval_us: Annotated[float, _between(MIN_TIMER_US, MAX_TIME_US, " us", zero_ok=True)] = 0.0
+    model_config = STRICT
+    interval_us: Annotated[float, between(MIN_TIMER_US, MAX_TIME_US, " us", zero_ok=True)] = 0.0
     output_dir: str | None = None
     format: Literal["csv", "parquet"] = "csv"
 
@@ -184,15 +182,15 @@ class MonitorConfig(BaseModel):
 class Ns3Config(BaseModel):
     """The whole backend configuration (see the module docstring for every default)."""
 
-    model_config = _Strict
+    model_config = STRICT
     cc: Literal["dcqcn", "hpcc", "none"] = "dcqcn"
-    seed: Annotated[int, _between(0, MAX_SEED)] = 1
-    payload_bytes: Annotated[int, _between(64, 65000, " bytes")] = 4096
+    seed: Annotated[int, between(0, MAX_SEED)] = 1
+    payload_bytes: Annotated[int, between(64, 65000, " bytes")] = 4096
     buffer_bytes: PositiveBytes = 32 << 20
-    ack_interval: Annotated[int, _between(1, UINT32_MAX)] = 1
-    rto_us: Annotated[float, _between(MIN_RTO_US, MAX_TIME_US, " us")] = 1000.0
-    watchdog_s: Annotated[float, _between(1, 1e6, " s")] = 60.0
-    max_packet_hops: Annotated[int, _between(0, 1e18)] = MAX_PACKET_HOPS
+    ack_interval: Annotated[int, between(1, UINT32_MAX)] = 1
+    rto_us: Annotated[float, between(MIN_RTO_US, MAX_TIME_US, " us")] = 1000.0
+    watchdog_s: Annotated[float, between(1, 1e6, " s")] = 60.0
+    max_packet_hops: Annotated[int, between(0, 1e18)] = MAX_PACKET_HOPS
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()
     dcqcn: DcqcnConfig = DcqcnConfig()
