@@ -34,14 +34,17 @@ from typing import TYPE_CHECKING
 from astra_core.errors import TraceError
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
 from astra_core.system.rank import CommGroup, RankSystem
+from astra_core.system.records import NodeRecords
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
+from astra_core.workload.stream import StreamedNodes
 
 if TYPE_CHECKING:
     from astra_core.system.simulation import Simulation
 
 # Chakra NodeType values (et_def.proto).
 INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL = range(8)
+_COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
 _COLLECTIVES = {c.value: c for c in CommType}
 CPU, GPU_COMP, GPU_COMM = 0, 1, 2
@@ -134,13 +137,20 @@ class RankEngine:
         self.graph = graph
         self.sim = sim
         self.sys = RankSystem(rank, sim)
-        self.nodes = graph.nodes
-        self.pending_parents = list(graph.parent_counts)
-        self.ready: list[tuple[int, int]] = [(self.nodes[p].id, p) for p in graph.roots]  # (id, position)
+        self.nodes = nodes = graph.nodes
+        self.pending_parents = graph.parent_counts[:]
+        # A streamed trace: nodes are held decoded from ready to complete (and ids
+        # read without decoding); otherwise every node is in memory.
+        self._streamed = streamed = isinstance(nodes, StreamedNodes)
+        self._ids = nodes.ids if streamed else None
+        self.ready: list[tuple[int, int]] = []  # (id, position)
+        for pos in graph.roots:
+            self._readied(pos)
         self.slots = [0, 0, 0]
         self.done = 0
         self.started: dict[int, float] = {}  # position -> start time of running nodes
-        self.records: list[tuple[int, float, float]] = []  # (position, start, end)
+        self.records = NodeRecords()  # (position, start, end) per completed node
+        self.comm_intervals: list[tuple[float, float]] = []  # (start, end) of comm nodes
         self.gpu_compute_ns = 0
         self.cpu_compute_ns = 0
         self.finish_ns: float | None = None
@@ -333,10 +343,12 @@ class RankEngine:
         if slot is not None:
             self.slots[slot] -= 1
         now = self.sys.now()
-        self.records.append((pos, self.started.pop(pos), now))
+        start = self.started.pop(pos)
+        self.records.add(pos, start, now)
+        if node.type in _COMM_NODES:
+            self.comm_intervals.append((start, now))
         self.done += 1
         counts = self.pending_parents
-        ready = self.ready
         nodes = self.nodes
         ties = self._ties
         if ties is not None:
@@ -348,11 +360,20 @@ class RankEngine:
             if ties is not None:
                 ties.parent_done(child)
             if counts[child] == 0:
-                ready.append((nodes[child].id, child))
+                self._readied(child)
                 if ties is not None:
                     ties.readied(child, _slot(nodes[child]))
+        if self._streamed:
+            nodes.release(pos)
         self.issue_ready()
         self._check_finished()
+
+    def _readied(self, pos: int) -> None:
+        if self._streamed:
+            self.nodes.hold(pos)
+            self.ready.append((self._ids[pos], pos))
+        else:
+            self.ready.append((self.nodes[pos].id, pos))
 
     def _order_matters(self, slot: int) -> None:
         """Stop a symmetric run whose outcome may hang on the order of same-time events."""

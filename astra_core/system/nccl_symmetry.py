@@ -60,18 +60,19 @@ class NcclCollectives:
             if id(graph) in kinds:
                 continue
             found = kinds[id(graph)] = set()
-            for node in graph.nodes:
+            for node, key in graph.notable_nodes():
                 if node.type != _COMM_COLL:
                     continue
-                key = id(node)
                 if key in of_node:
                     entry = of_node[key]
                 else:
-                    entry = of_node[key] = None
+                    entry = None
                     if not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
                         pg = node.pg_name if node.pg_name not in (None, "", "0") else None
-                        entry = of_node[key] = (CommType(node.comm_type), node.comm_size, pg,
-                                                None if pg else node.involved_dim)
+                        entry = (CommType(node.comm_type), node.comm_size, pg,
+                                 None if pg else node.involved_dim)
+                    if key is not None:
+                        of_node[key] = entry
                 if entry is not None:
                     found.add(entry)
         self.collectives: set[tuple[CommType, tuple[int, ...], int]] = set()

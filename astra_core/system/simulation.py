@@ -23,7 +23,7 @@ from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
 from astra_core.events import EventQueue
-from astra_core.system.engine import COMM_COLL, COMM_RECV, COMM_SEND, RankEngine, TieOrderMatters
+from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
 from astra_core.system.symmetry import find_symmetry
@@ -173,9 +173,7 @@ class Simulation:
 
     @staticmethod
     def _rank_result(engine: RankEngine) -> RankResult:
-        comm_intervals = sorted(
-            (start, end) for pos, start, end in engine.records
-            if engine.nodes[pos].type in (COMM_COLL, COMM_SEND, COMM_RECV))
+        comm_intervals = sorted(engine.comm_intervals)
         comm_ns = 0.0
         cur_start = cur_end = None
         for start, end in comm_intervals:

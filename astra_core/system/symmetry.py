@@ -51,6 +51,8 @@ of a class may part ways, so the symmetric attempt stops and every rank runs
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -59,6 +61,7 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import RankGraph
+from astra_core.workload.stream import StreamedNodes, timing_item
 
 # Chakra node types (et_def.proto)
 _METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7
@@ -171,10 +174,11 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
     xor_ok = True
     seen: set[int] = set()  # nodes shared between ranks' graphs are looked at once
     for graph in {id(g): g for g in graphs}.values():
-        for node in graph.nodes:
-            if node.is_cpu_op or id(node) in seen:
+        for node, key in graph.notable_nodes():
+            if node.is_cpu_op or key in seen:
                 continue
-            seen.add(id(node))
+            if key is not None:
+                seen.add(key)
             if node.type in (_COMM_SEND, _COMM_RECV):
                 xor_ok = False
                 continue
@@ -293,17 +297,17 @@ def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict
     one pipeline stage share them, :func:`~astra_core.workload.graph.build_graphs`).
     """
     nodes = graph.nodes
+    if isinstance(nodes, StreamedNodes):
+        return _streamed_signature(graph, interned, structures)
     items, relative = [], []
     for pos, node in enumerate(nodes):
         item = items_of.get(id(node))
         if item is None:
-            item = (node.type, node.is_cpu_op, node.duration_micros, node.comm_type, node.comm_size,
-                    node.comm_tag, node.involved_dim, node.num_ops, node.tensor_size)
+            item = timing_item(node)
             if node.type != _COMM_SEND and node.type != _COMM_RECV:  # those are each rank's own
                 items_of[id(node)] = item
         items.append(item)
-        if node.pg_name not in (None, "", "0") or node.comm_src is not None \
-                or node.comm_dst is not None:
+        if _names_peers(node):
             relative.append(pos)
     parts = (graph.index, graph.children, graph.parent_counts)
     known = structures.get(tuple(map(id, parts)))
@@ -317,6 +321,35 @@ def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict
         known = structures[tuple(map(id, parts))] = (interned.setdefault(value, len(interned)), parts)
     key = (tuple(items), known[0])
     relative_key = ("relative", tuple(relative))  # one copy for all the ranks of a stage
+    return interned.setdefault(key, len(interned)), structures.setdefault(relative_key, relative_key[1])
+
+
+def _names_peers(node) -> bool:
+    return (node.pg_name not in (None, "", "0") or node.comm_src is not None
+            or node.comm_dst is not None)
+
+
+def _streamed_signature(graph: RankGraph, interned: dict[tuple, int],
+                        structures: dict[tuple, tuple]) -> tuple[int, list[int]]:
+    """:func:`_base_signature` of a streamed trace's graph, with 256-bit BLAKE2b
+    digests in place of the tuples (which would hold the whole trace): of every
+    node's timing item (made by the scan) and of the structure. Only its notable
+    nodes are decoded, for the ones that name peers or groups."""
+    nodes = graph.nodes
+    parts = (graph.index, graph.children, graph.parent_counts)
+    known = structures.get(tuple(map(id, parts)))
+    if known is None:  # as _base_signature's: id order, children and parent counts
+        ids = nodes.ids
+        id_order = array("q", bytes(8 * len(ids)))
+        for order, pos in enumerate(sorted(range(len(ids)), key=ids.__getitem__)):
+            id_order[pos] = order
+        digest = hashlib.blake2b(digest_size=32)
+        for part in (id_order, graph.children.starts, graph.children.values, graph.parent_counts):
+            digest.update(part.tobytes())
+        known = structures[tuple(map(id, parts))] = (digest.digest(), parts)
+    key = ("streamed", nodes.timing_digest, known[0])
+    relative = [pos for pos in nodes.notable if _names_peers(nodes[pos])]
+    relative_key = ("relative", tuple(relative))
     return interned.setdefault(key, len(interned)), structures.setdefault(relative_key, relative_key[1])
 
 
@@ -351,7 +384,7 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     if memory_type in (MemoryType.PER_NODE_MEMORY_EXPANSION, MemoryType.MEMORY_POOL):
         return None, "ranks share a remote memory"
     for graph in {id(g): g for g in graphs}.values():
-        if any(n.type == _METADATA and n.inputs_values for n in graph.nodes):
+        if any(n.type == _METADATA and n.inputs_values for n, _ in graph.notable_nodes()):
             return None, "the trace defines process groups"
     groups = {_group_key(name): tuple(members) for name, members in comm_groups.items()}
     npus = 1

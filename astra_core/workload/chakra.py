@@ -435,11 +435,57 @@ def _parse(data: bytes, fname: str, rank: int | None, shared: dict | None = None
             gc.enable()
 
 
-def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | None) -> RankTrace:
+def _decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int, str]]) -> ETNode:
+    """Decode the ``index``-th Node message of ``fname`` (its length prefix at byte
+    ``pos``) and check it: raises TraceError for what makes the node unreadable,
+    appends (node id, problem) to ``bad`` for bad values (reported together)."""
+    try:
+        msg = _from_string(payload)
+    except DecodeError:
+        raise TraceError(f"{fname}: node #{index} (byte {pos}): cannot decode") from None
+    ntype = msg.type
+    if ntype not in _VALID_TYPES:
+        raise TraceError(f"{fname}: node {msg.id}: unknown node type {ntype}")
+    if ntype == _INVALID_NODE and not msg.name and not msg.attr:
+        # Protobuf decodes many byte strings (zeros, other formats) as a message with
+        # every field unset: an unnamed INVALID node is garbage, not a node.
+        raise TraceError(f"{fname}: node #{index} (byte {pos}): decodes as an empty INVALID node "
+                         "(no type, name or attributes): not a Chakra ET file, or corrupt")
+    node = ETNode(
+        msg.id,
+        msg.name,
+        ntype,
+        msg.data_deps,  # ETNode makes tuples
+        msg.ctrl_deps,
+        msg.duration_micros,
+    )
+    attrs = msg.attr
+    if attrs:
+        _decode_attrs(node, attrs, fname)
+        if node.num_ops or node.tensor_size < 0:
+            problem = _value_problem(node)
+            if problem is not None:
+                bad.append((node.id, problem))
+    if ntype in _COMM_TYPES and node.comm_size <= 0 and not node.is_cpu_op:
+        # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
+        bad.append((node.id, f"{NODE_TYPE_NAMES[ntype]} needs comm_size > 0 bytes, got "
+                             f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
+    if ntype == _METADATA_NODE:
+        node.inputs_values = msg.inputs.values
+    return node
+
+
+_from_string = pb.Node.FromString
+
+
+def _metadata_and_spans(data: bytes, fname: str):
+    """(GlobalMetadata, spans): ``spans`` yields ``(index, prefix byte, start, stop)``
+    of every Node message after the metadata. Raises TraceError (one line naming
+    the file and the message) for an empty file, bad or truncated length prefixes
+    and undecodable metadata."""
     end = len(data)
     if end == 0:
         raise TraceError(f"{fname}: empty file (expected a GlobalMetadata message)")
-    view = memoryview(data)
 
     def message_bounds(pos: int, what: str) -> tuple[int, int]:
         try:
@@ -456,81 +502,52 @@ def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | No
 
     start, stop = message_bounds(0, "GlobalMetadata")
     try:
-        meta = pb.GlobalMetadata.FromString(view[start:stop])
+        meta = pb.GlobalMetadata.FromString(memoryview(data)[start:stop])
     except DecodeError:
         raise TraceError(f"{fname}: GlobalMetadata: cannot decode (not a Chakra ET file?)") from None
 
+    def spans(pos: int = stop):
+        index = 0
+        while pos < end:
+            # Inlined one- and two-byte length prefixes: nearly every node.
+            b = data[pos]
+            if b < 0x80:
+                start = pos + 1
+                stop = start + b
+            elif pos + 1 < end and data[pos + 1] < 0x80:
+                start = pos + 2
+                stop = start + ((b & 0x7F) | (data[pos + 1] << 7))
+            else:
+                start, stop = message_bounds(pos, f"node #{index}")
+            if stop > end:
+                start, stop = message_bounds(pos, f"node #{index}")  # raises: truncated
+            yield index, pos, start, stop
+            pos = stop
+            index += 1
+
+    return meta, spans()
+
+
+def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | None) -> RankTrace:
+    meta, spans = _metadata_and_spans(data, fname)
+    view = memoryview(data)
     nodes: list[ETNode] = []
     append = nodes.append
-    from_string = pb.Node.FromString
-    valid_types = _VALID_TYPES
-    comm_types = _COMM_TYPES
-    invalid = _INVALID_NODE
     bad: list[tuple[int, str]] = []  # (node id, problem): reported together, first few named
-    pos = stop
-    index = 0
-    while pos < end:
-        # Inlined one- and two-byte length prefixes: nearly every node.
-        b = data[pos]
-        if b < 0x80:
-            start = pos + 1
-            stop = start + b
-        elif pos + 1 < end and data[pos + 1] < 0x80:
-            start = pos + 2
-            stop = start + ((b & 0x7F) | (data[pos + 1] << 7))
-        else:
-            start, stop = message_bounds(pos, f"node #{index}")
-        if stop > end:
-            start, stop = message_bounds(pos, f"node #{index}")  # raises: truncated
+    for index, pos, start, stop in spans:
         if shared is not None:
             payload = data[start:stop]
             node = shared.get(payload)
             if node is not None:  # decoded and checked in an earlier file
                 append(node)
-                pos = stop
-                index += 1
                 continue
-        try:
-            msg = from_string(view[start:stop])
-        except DecodeError:
-            raise TraceError(f"{fname}: node #{index} (byte {pos}): cannot decode") from None
-        ntype = msg.type
-        if ntype not in valid_types:
-            raise TraceError(f"{fname}: node {msg.id}: unknown node type {ntype}")
-        if ntype == invalid and not msg.name and not msg.attr:
-            # Protobuf decodes many byte strings (zeros, other formats) as a message with
-            # every field unset: an unnamed INVALID node is garbage, not a node.
-            raise TraceError(f"{fname}: node #{index} (byte {pos}): decodes as an empty INVALID node "
-                             "(no type, name or attributes): not a Chakra ET file, or corrupt")
-        node = ETNode(
-            msg.id,
-            msg.name,
-            ntype,
-            msg.data_deps,  # ETNode makes tuples
-            msg.ctrl_deps,
-            msg.duration_micros,
-        )
-        attrs = msg.attr
-        if attrs:
-            _decode_attrs(node, attrs, fname)
-            if node.num_ops or node.tensor_size < 0:
-                problem = _value_problem(node)
-                if problem is not None:
-                    bad.append((node.id, problem))
-        if ntype in comm_types and node.comm_size <= 0 and not node.is_cpu_op:
-            # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
-            bad.append((node.id, f"{NODE_TYPE_NAMES[ntype]} needs comm_size > 0 bytes, got "
-                                 f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
-        if ntype == _METADATA_NODE:
-            node.inputs_values = msg.inputs.values
+        node = _decode_node(view[start:stop], fname, index, pos, bad)
         if shared is not None and not bad:
-            if ntype not in _PEER_TYPES:
+            if node.type not in _PEER_TYPES:
                 shared[payload] = node
             else:  # each rank's own, but most of their values repeat from rank to rank
                 _share_values(node, shared)
         append(node)
-        pos = stop
-        index += 1
     if bad:
         raise _bad_nodes_error(fname, bad)
     return RankTrace(fname, nodes, meta.version, _metadata_attrs(meta), rank)
@@ -541,8 +558,14 @@ def trace_path(prefix: str | os.PathLike, rank: int) -> Path:
     return Path(f"{os.fspath(prefix)}.{rank}.et")
 
 
-def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]:
+def read_workload(prefix: str | os.PathLike, npus_count: int,
+                  stream_min_bytes: int | None = None) -> list[RankTrace]:
     """Read ``<prefix>.<r>.et`` for every rank ``r`` in ``range(npus_count)``.
+
+    Files of at least ``stream_min_bytes`` (default
+    :data:`~astra_core.workload.stream.STREAM_MIN_BYTES`, 32 MiB) are streamed:
+    checked whole here, then decoded node by node as the engine needs them
+    (:mod:`astra_core.workload.stream`).
 
     Ranks whose files are byte-identical share one parsed node list (and
     :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
@@ -559,9 +582,13 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
     generation), whose first ranks alone would run to a plausible but wrong
     step time. Also whatever :func:`read_rank_trace` raises for a bad file.
     """
+    from astra_core.workload.stream import STREAM_MIN_BYTES, scan_trace
+
     prefix = os.fspath(prefix)
     if npus_count < 1:
         raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
+    if stream_min_bytes is None:
+        stream_min_bytes = STREAM_MIN_BYTES
     # One open() per file (no separate existence checks): thousands of ranks load fast.
     # files by (size, BLAKE2b digest), confirmed byte for byte on a match: the
     # bytes of thousands of differing files are not kept
@@ -584,10 +611,14 @@ def read_workload(prefix: str | os.PathLike, npus_count: int) -> list[RankTrace]
         if same is not None and Path(same.path).read_bytes() != data:
             same = None  # a digest collision (never seen): parse the file on its own
         if same is None:
-            trace = _parse(data, path, r, shared)
+            if len(data) >= stream_min_bytes:
+                trace = scan_trace(data, path, r)
+            else:
+                trace = _parse(data, path, r, shared)
             by_digest.setdefault(key, trace)
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)
+        del data  # a streamed file's bytes are not kept
         traces.append(trace)
     extra = _extra_ranks(prefix, npus_count)
     if missing or extra:

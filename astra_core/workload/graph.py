@@ -27,11 +27,14 @@ A duplicate node id is an error (:class:`~astra_core.errors.TraceError`).
 
 from __future__ import annotations
 
+import hashlib
 import warnings
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
+from astra_core.workload.stream import SortedIds, StreamedNodes
 
 __all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs"]
 
@@ -59,6 +62,12 @@ class RankGraph:
     - ``path`` (str): the trace file ("" when built from nodes alone),
     - ``metadata`` (dict): its GlobalMetadata attributes (see
       :class:`~astra_core.workload.chakra.RankTrace`).
+
+    A streamed trace's graph (:mod:`astra_core.workload.stream`) holds the same
+    in compact form: ``nodes`` a :class:`~astra_core.workload.stream.StreamedNodes`,
+    ``index`` a :class:`~astra_core.workload.stream.SortedIds` where ids rise in
+    file order, ``parent_counts`` an ``array('I')``, ``children`` a
+    :class:`Children`.
 
     Read-only: ranks with identical files share one graph.
     """
@@ -94,6 +103,20 @@ class RankGraph:
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def notable_nodes(self) -> Iterator[tuple[ETNode, int | None]]:
+        """``(node, key)`` for every node that may not be a plain compute node (all
+        of them, unless the trace is streamed: then only those
+        :func:`~astra_core.workload.stream.is_notable` picks, decoded one by one).
+        ``key`` is equal for one node object shared by several graphs (to look
+        at it once), None for a streamed node (a fresh object every time)."""
+        nodes = self.nodes
+        if isinstance(nodes, StreamedNodes):
+            for pos in nodes.notable:
+                yield nodes[pos], None
+        else:
+            for node in nodes:
+                yield node, id(node)
+
     def __repr__(self) -> str:
         edges = sum(self.parent_counts)
         return f"RankGraph({len(self.nodes)} nodes, {edges} deps, {len(self.roots)} roots)"
@@ -110,15 +133,15 @@ def build_graph(trace: RankTrace) -> RankGraph:
     nodes = trace.nodes
     fname = trace.path
     n = len(nodes)
-    index = {node.id: pos for pos, node in enumerate(nodes)}
-    if len(index) != n:
-        first: dict[int, int] = {}
-        for pos, node in enumerate(nodes):
-            if node.id in first:
-                raise TraceError(
-                    f"{fname}: duplicate node id {node.id} (nodes #{first[node.id]} and #{pos} in file)"
-                )
-            first[node.id] = pos
+    streamed = isinstance(nodes, StreamedNodes)
+    if streamed:
+        ids: Sequence[int] = nodes.ids
+        deps: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = zip(
+            map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n)))
+    else:
+        ids = [node.id for node in nodes]
+        deps = ((node.data_deps, node.ctrl_deps) for node in nodes)
+    index = _index(ids, fname, streamed)
 
     children: list[list[int]] = [[] for _ in range(n)]
     counts = [0] * n
@@ -127,9 +150,7 @@ def build_graph(trace: RankTrace) -> RankGraph:
     self_deps = 0
     forward: list[tuple[int, int, bool]] = []  # (parent pos, child pos, is data dep)
     get = index.get
-    for pos, node in enumerate(nodes):
-        data_deps = node.data_deps
-        ctrl_deps = node.ctrl_deps
+    for pos, (data_deps, ctrl_deps) in enumerate(deps):
         if ctrl_deps:
             parents = dict.fromkeys(data_deps + ctrl_deps)
         elif len(data_deps) > 1:
@@ -177,9 +198,9 @@ def build_graph(trace: RankTrace) -> RankGraph:
                 if not is_data and get_component(parent, -1) == get_component(child, -2):
                     children[parent].remove(child)
                     counts[child] -= 1
-                    cycle_deps.append((nodes[child].id, nodes[parent].id))
+                    cycle_deps.append((ids[child], ids[parent]))
             in_cycle = _cyclic_components(counts, children) if cycle_deps else in_cycle
-            cyclic_ids = sorted(nodes[p].id for p in in_cycle)
+            cyclic_ids = sorted(ids[p] for p in in_cycle)
 
     if self_deps or cycle_deps:
         parts = []
@@ -196,8 +217,50 @@ def build_graph(trace: RankTrace) -> RankGraph:
             TraceWarning,
             stacklevel=2,
         )
+    if streamed:  # compact: 4-byte counts, children in two arrays
+        return RankGraph(nodes, index, array("I", counts), Children(children), missing_refs,
+                         self_deps, cycle_deps, cyclic_ids, trace.path, trace.metadata)
     return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps, cyclic_ids,
                      trace.path, trace.metadata)
+
+
+def _index(ids: Sequence[int], fname: str, streamed: bool):
+    """Node id -> position; raises TraceError naming the file and a duplicate id.
+    Streamed traces whose ids rise in file order get a :class:`SortedIds`."""
+    if streamed and all(a < b for a, b in zip(ids, ids[1:])):
+        return SortedIds(ids)
+    index = {node_id: pos for pos, node_id in enumerate(ids)}
+    if len(index) != len(ids):
+        first: dict[int, int] = {}
+        for pos, node_id in enumerate(ids):
+            if node_id in first:
+                raise TraceError(
+                    f"{fname}: duplicate node id {node_id} (nodes #{first[node_id]} and #{pos} in file)"
+                )
+            first[node_id] = pos
+    return index
+
+
+class Children(Sequence):
+    """Child positions per position, in two arrays (a streamed trace's graph):
+    ``children[pos]`` is an ascending array of positions."""
+
+    def __init__(self, lists: list[list[int]]):
+        self.starts = array("Q", [0])
+        self.values = array("I")
+        for kids in lists:
+            self.values.extend(kids)
+            self.starts.append(len(self.values))
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, pos):  # type: ignore[override]
+        if isinstance(pos, slice):
+            return [self[i] for i in range(*pos.indices(len(self)))]
+        if pos < 0:
+            pos += len(self)
+        return self.values[self.starts[pos]:self.starts[pos + 1]]
 
 
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
@@ -216,7 +279,7 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     for trace in traces:
         graph = built.get(id(trace.nodes))
         if graph is None:
-            key = tuple([(n.id, n.data_deps, n.ctrl_deps) for n in trace.nodes])
+            key = _structure_key(trace.nodes)
             same = structures.get(key)
             if same is None:
                 graph = structures[key] = build_graph(trace)
@@ -225,6 +288,16 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
             built[id(trace.nodes)] = graph
         out.append(graph)
     return out
+
+
+def _structure_key(nodes) -> tuple:
+    """Equal for node lists with the same ids and dependencies in the same order."""
+    if isinstance(nodes, StreamedNodes):  # a digest: the tuples would be the whole trace
+        digest = hashlib.blake2b(digest_size=32)
+        for part in nodes.structure_arrays():
+            digest.update(part.tobytes())
+        return ("streamed", len(nodes), digest.digest())
+    return tuple([(n.id, n.data_deps, n.ctrl_deps) for n in nodes])
 
 
 def _sharing_structure(graph: RankGraph, trace: RankTrace) -> RankGraph:
