@@ -1,7 +1,7 @@
 """Matching sends with receives (upstream analytical ``CallbackTracker``).
 
-A message is identified by ``(tag, src, dst, size)`` and its sequence number
-among messages with that key: the k-th send matches the k-th receive. When a
+A message is identified by ``(tag, src, dst, size)`` and its order among
+messages with that key: the k-th send matches the k-th receive. When a
 message arrives, the sender's callback runs, then the receiver's if a receive
 was posted; otherwise the arrival is remembered and a later receive completes
 after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
@@ -9,6 +9,7 @@ after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Callable
 
 Callback = Callable[[Any], None]
@@ -28,15 +29,35 @@ class _Entry:
 
 
 class MessageMatcher:
-    """Pairs messages across all ranks and hands them to the network backend."""
+    """Pairs messages across all ranks and hands them to the network backend.
+
+    Per key, the messages that only one side has reached so far (sends no
+    receive matched yet, or receives no send matched) wait in a queue, oldest
+    first; the other side takes the oldest. A key's queue goes when it empties,
+    so memory follows the messages in flight, not all messages ever sent.
+    """
 
     def __init__(self, backend) -> None:
         self.backend = backend
-        self._send_seq: dict[tuple, int] = {}
-        self._recv_seq: dict[tuple, int] = {}
-        self._entries: dict[tuple, _Entry] = {}
+        self._waiting: dict[tuple, deque[_Entry]] = {}
         self.messages = 0
         self.bytes = 0
+
+    def _entry(self, key: tuple, sending: bool) -> _Entry:
+        """The entry of the next send (``sending``) or receive with ``key``: the
+        oldest one only the other side has reached, else a new one that waits."""
+        queue = self._waiting.get(key)
+        if queue is not None and queue[0].sent is not sending:
+            entry = queue.popleft()
+            if not queue:
+                del self._waiting[key]
+            return entry
+        entry = _Entry()
+        if queue is None:
+            self._waiting[key] = deque((entry,))
+        else:
+            queue.append(entry)
+        return entry
 
     def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
              arg: Any, dim: int | None = None, collective: bool = False,
@@ -47,56 +68,34 @@ class MessageMatcher:
         communicator group id; see :class:`MirroredMatcher`).
         ``not_before_ns``: the message counts as arrived, at both ends, no
         earlier than this time (a library's own cost the network does not see)."""
-        key = (tag, src, dst, size)
-        seq = self._send_seq.get(key, 0)
-        self._send_seq[key] = seq + 1
-        ident = (key, seq)
-        entry = self._entries.get(ident)
-        if entry is None:
-            entry = self._entries[ident] = _Entry()
+        entry = self._entry((tag, src, dst, size), True)
         entry.send_cb = on_sent
         entry.send_arg = arg
         entry.sent = True
         entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
-        self.backend.send(src, dst, size, self._arrived, ident, tag=tag, dim=dim)
+        self.backend.send(src, dst, size, self._arrived, entry, tag=tag, dim=dim)
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
         """Post a receive; ``on_received(arg)`` runs when the matching message is in."""
-        key = (tag, src, dst, size)
-        seq = self._recv_seq.get(key, 0)
-        self._recv_seq[key] = seq + 1
-        ident = (key, seq)
-        entry = self._entries.get(ident)
-        if entry is None:
-            entry = self._entries[ident] = _Entry()
-        elif entry.arrived:
-            del self._entries[ident]
+        entry = self._entry((tag, src, dst, size), False)
+        if entry.arrived:
             self.backend.schedule(0, on_received, arg)
             return
         entry.recv_cb = on_received
         entry.recv_arg = arg
 
-    @staticmethod
-    def _next(key: tuple, counters: dict[tuple, int]) -> tuple:
-        """(key, k) for the k-th send (or receive) with this key."""
-        seq = counters.get(key, 0)
-        counters[key] = seq + 1
-        return key, seq
-
-    def _arrived(self, ident: tuple) -> None:
-        entry = self._entries[ident]
+    def _arrived(self, entry: _Entry) -> None:
         if entry.not_before is not None:
             wait = entry.not_before - self.backend.now()
             entry.not_before = None
             if wait > 0:
-                self.backend.schedule(wait, self._arrived, ident)
+                self.backend.schedule(wait, self._arrived, entry)
                 return
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
-            del self._entries[ident]
             entry.recv_cb(entry.recv_arg)
         else:
             entry.arrived = True
@@ -104,8 +103,8 @@ class MessageMatcher:
     def arrived_unreceived(self) -> list[tuple[int, int, int, int]]:
         """(src, dst, tag, bytes) of messages that arrived and that no receive
         matched, in the matcher's frame (representatives under rank symmetry)."""
-        return [(src, dst, tag, size) for ((tag, src, dst, size), _seq), entry in self._entries.items()
-                if entry.sent and entry.arrived]
+        return [(src, dst, tag, size) for (tag, src, dst, size), queue in self._waiting.items()
+                for entry in queue if entry.sent and entry.arrived]
 
 
 class MirroredMatcher(MessageMatcher):
@@ -133,23 +132,20 @@ class MirroredMatcher(MessageMatcher):
         rep, delta = target
         if collective:
             tag = sym.shift_tag(tag, delta)
-        ident = self._next((tag, sym.shift(src, delta), rep, size), self._send_seq)
-        entry = self._entries.get(ident)
-        if entry is None:
-            entry = self._entries[ident] = _Entry()
+        entry = self._entry((tag, sym.shift(src, delta), rep, size), True)
         entry.sent = True
         self.messages += 1
         self.bytes += size
-        self.backend.send(src, dst, size, self._mirrored_arrival, (ident, on_sent, arg, not_before_ns),
+        self.backend.send(src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns),
                           tag=tag, dim=dim)
 
     def _mirrored_arrival(self, payload: tuple) -> None:
-        ident, on_sent, arg, not_before = payload
+        entry, on_sent, arg, not_before = payload
         if not_before is not None:
             wait = not_before - self.backend.now()
             if wait > 0:
-                self.backend.schedule(wait, self._mirrored_arrival, (ident, on_sent, arg, None))
+                self.backend.schedule(wait, self._mirrored_arrival, (entry, on_sent, arg, None))
                 return
         if on_sent is not None:
             on_sent(arg)
-        self._arrived(ident)
+        self._arrived(entry)
