@@ -334,6 +334,9 @@ class RankSystem:
         if previous_queue >= 0:
             self.active_streams[previous_queue].remove(stream)
         if not stream.phases_to_go:
+            # Retired: unlink its last phase (whose algorithm points back at the
+            # stream) so that reference counting frees them, without the cyclic GC.
+            stream.phase = stream.algorithm = None
             if previous_queue >= 0:
                 self._stream_removed(previous_queue)
             return
