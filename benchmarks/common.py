@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -21,6 +22,27 @@ def write_system(path: Path, algorithm: str, dims: int) -> Path:
            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
     }))
     return path
+
+
+def write_workload(prefix: Path, npus: int, kind: str, size: int = 0) -> None:
+    """``prefix.<rank>.et`` for ``npus`` ranks: one collective of ``size`` bytes
+    (``kind`` ``all_reduce`` or ``all_to_all``; one file, hard-linked for every
+    rank) or ResNet-50 data parallel (``resnet50``: ASTRA-sim 1.0's text workload,
+    converted)."""
+    if kind == "resnet50":
+        from astra_core.workload.converters.text import convert_text
+
+        convert_text(Path(__file__).resolve().parents[1] /
+                     "tests/data/reference/text/Resnet50_DataParallel.txt", npus, prefix)
+        return
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    comm = pb.ALL_REDUCE if kind == "all_reduce" else pb.ALL_TO_ALL
+    node = make_node(0, kind, pb.COMM_COLL_NODE, comm_type=comm, comm_size=size, is_cpu_op=False)
+    write_rank_trace(f"{prefix}.0.et", [node])
+    for rank in range(1, npus):
+        os.link(f"{prefix}.0.et", f"{prefix}.{rank}.et")
 
 
 def measure(run) -> dict:
@@ -64,6 +86,18 @@ def warm_up() -> None:
     """Import astra once in a child so the bytecode cache is filled before timing."""
     subprocess.run([sys.executable, "-c", "import astra_core.api, astra_analytical.network"],
                    env=child_env(), check=True)
+
+
+def parse_args(parser: argparse.ArgumentParser, child, nargs: int) -> argparse.Namespace | None:
+    """The command line's arguments; or, for the hidden ``--child ARG...`` that
+    :func:`in_child` passes (``nargs`` of them), ``child(*ARGS)`` runs here and
+    None is returned."""
+    parser.add_argument("--child", nargs=nargs, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return None
+    return args
 
 
 def in_child(script: str, args: list[str]) -> dict:

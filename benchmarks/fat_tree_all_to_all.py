@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, write_system  # noqa: E402
+from common import in_child, measure, parse_args, write_system  # noqa: E402
 
 SIZE = 64 << 20
 
@@ -51,10 +51,8 @@ def run_case(prefix: str, system: str, topology: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, default=8)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_case(*args.child)
+    args = parse_args(parser, run_case, 3)
+    if args is None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         prefix, system, topology = write_inputs(args.k, Path(tmp))

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, write_system  # noqa: E402
+from common import in_child, measure, parse_args, write_system  # noqa: E402
 
 CASES = {
     "a2a": "all-to-all 256 KiB, direct, k=16 fat-tree (1024 hosts)",
@@ -78,10 +78,8 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--baseline", action="store_true",
                         help="also run the analytical backend on the same inputs")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_case(*args.child)
+    args = parse_args(parser, run_case, 5)
+    if args is None:
         return
     backends = ["flow"] + (["analytical"] if args.baseline else [])
     for case in [args.only] if args.only else list(CASES):

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "validation"))
-from common import in_child, measure  # noqa: E402
+from common import in_child, measure, parse_args  # noqa: E402
 
 
 def run_row(number: str, folder: str) -> None:
@@ -52,10 +52,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1-10", help="rows of Table 1, e.g. 1-10 or 4,9")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_row(*args.child)
+    args = parse_args(parser, run_row, 2)
+    if args is None:
         return
     for number in [ROWS.index(row) + 1 for row in parse_rows(args.rows)]:
         with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, warm_up, write_system  # noqa: E402
+from common import in_child, measure, parse_args, warm_up, write_system, write_workload  # noqa: E402
 
 NETWORKS = {
     1024: [8, 8, 16],
@@ -43,7 +43,6 @@ CASES = {
     "allreduce-512MiB-4096": (4096, "all_reduce", 512 << 20, None, None),
     "alltoall-256MiB-1024": (1024, "all_to_all", 256 << 20, None, None),
 }
-REFERENCE_TEXT = Path(__file__).resolve().parents[1] / "tests/data/reference/text/Resnet50_DataParallel.txt"
 
 
 def write_network(path: Path, sizes: list[int]) -> Path:
@@ -54,23 +53,11 @@ def write_network(path: Path, sizes: list[int]) -> Path:
 
 
 def write_inputs(name: str, folder: Path) -> tuple[str, Path, Path]:
-    from astra_core.workload import et_def_pb2 as pb
-    from astra_core.workload.writer import make_node, write_rank_trace
-
     npus, kind, size, _, _ = CASES[name]
     network = write_network(folder / "network.yml", NETWORKS[npus])
     system = write_system(folder / "system.json", "ring", 3)
     prefix = folder / "trace"
-    if kind == "resnet50":
-        from astra_core.workload.converters.text import convert_text  # issue 6's converter
-
-        convert_text(REFERENCE_TEXT, npus, prefix)
-    else:
-        comm = pb.ALL_REDUCE if kind == "all_reduce" else pb.ALL_TO_ALL
-        node = make_node(0, kind, pb.COMM_COLL_NODE, comm_type=comm, comm_size=size,
-                         is_cpu_op=False)
-        for rank in range(npus):
-            write_rank_trace(f"{prefix}.{rank}.et", [node])
+    write_workload(prefix, npus, kind, size)
     return str(prefix), system, network
 
 
@@ -104,10 +91,8 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--no-symmetry", action="store_true")
     parser.add_argument("--verify", action="store_true")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_case(*args.child)
+    args = parse_args(parser, run_case, 4)
+    if args is None:
         return
     warm_up()
     for name in [args.only] if args.only else list(CASES):

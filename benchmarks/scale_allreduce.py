@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, write_system  # noqa: E402
+from common import in_child, measure, parse_args, write_system  # noqa: E402
 
 CASES = {
     "1024": ([8, 8, 16], "1024 NPUs [Ring 8, FC 8, Switch 16]"),
@@ -65,10 +65,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--keep", type=Path, help="write the inputs here and keep them")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        run_case(*args.child)
+    args = parse_args(parser, run_case, 3)
+    if args is None:
         return
     for key in [args.only] if args.only else list(CASES):
         with tempfile.TemporaryDirectory() as tmp:

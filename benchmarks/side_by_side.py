@@ -40,10 +40,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import child_env, peak_rss_mib, warm_up, write_system  # noqa: E402
+from common import in_child, parse_args, peak_rss_mib, warm_up, write_system, write_workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = ROOT / "tests/data/reference/text/Resnet50_DataParallel.txt"
 NO_MEMORY = ROOT / "tests/data/reference/memory/no_memory_expansion.json"
 THREE_DIMS = ("topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 8, 8, 16 ]\n"
               "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n")
@@ -64,9 +63,6 @@ _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 def write_inputs(name: str, folder: Path) -> tuple[Path, Path, Path]:
     """(trace prefix, system.json, network.yml) of a case."""
-    from astra_core.workload import et_def_pb2 as pb
-    from astra_core.workload.writer import make_node, write_rank_trace
-
     network_text, algorithm, dims, kind, size, _ = CASES[name]
     network = folder / "network.yml"
     network.write_text(network_text)
@@ -77,18 +73,7 @@ def write_inputs(name: str, folder: Path) -> tuple[Path, Path, Path]:
             spec[f"{key}-implementation"] = ["ring"] * dims
         system.write_text(json.dumps(spec))
     prefix = folder / "trace"
-    npus = 1024 if dims == 3 else 256
-    if kind == "resnet50":
-        from astra_core.workload.converters.text import convert_text
-
-        convert_text(TEXT, npus, prefix)
-    else:
-        comm = pb.ALL_REDUCE if kind == "all_reduce" else pb.ALL_TO_ALL
-        node = make_node(0, kind, pb.COMM_COLL_NODE, comm_type=comm, comm_size=size,
-                         is_cpu_op=False)
-        write_rank_trace(f"{prefix}.0.et", [node])
-        for rank in range(1, npus):
-            os.link(f"{prefix}.0.et", f"{prefix}.{rank}.et")
+    write_workload(prefix, 1024 if dims == 3 else 256, kind, size)
     return prefix, system, network
 
 
@@ -107,12 +92,7 @@ def child(prefix: str, system: str, network: str, backend: str) -> None:
 
 def run_astra(prefix: Path, system: Path, network: Path, backend: str) -> dict:
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, __file__, "--child", str(prefix), str(system),
-                          str(network), backend], capture_output=True, text=True,
-                         env=child_env(), check=False)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "astra failed")
-    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    measured = in_child(__file__, [str(prefix), str(system), str(network), backend])
     measured["wall_s"] = time.perf_counter() - started
     return measured
 
@@ -143,10 +123,8 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--upstream", default=os.environ.get("ASTRA_UPSTREAM_BIN"),
                         help="folder of upstream's analytical binaries")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
+    args = parse_args(parser, child, 4)
+    if args is None:
         return
     warm_up()
     print("| case | astra CPU s | astra wall s | astra MiB | upstream CPU s | upstream MiB "

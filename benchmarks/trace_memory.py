@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import child_env, peak_rss_mib, write_system  # noqa: E402
+from common import in_child, parse_args, peak_rss_mib, write_system  # noqa: E402
 
 OPERATORS = [f"aten::{op}" for op in (
     "mm", "addmm", "bmm", "linear", "conv2d", "relu", "gelu", "softmax", "layer_norm", "add",
@@ -80,10 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--no-stream", action="store_true", help="read the trace whole")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
+    args = parse_args(parser, child, 4)
+    if args is None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -95,14 +92,9 @@ def main() -> None:
                            "latency: [ 500.0 ]\n")
         system = write_system(folder / "system.json", "ring", 1)
         started = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, "--child", str(folder / "step"),
-                              str(system), str(network), "off" if args.no_stream else "on"],
-                             capture_output=True, text=True,
-                             env=child_env(), check=False)
+        m = in_child(__file__, [str(folder / "step"), str(system), str(network),
+                                "off" if args.no_stream else "on"])
         process_s = time.perf_counter() - started
-        if out.returncode != 0:
-            sys.exit(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
-        m = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"{args.nodes:,} nodes per rank ({size / 2**20:.1f} MiB file): process {process_s:.1f} s "
           f"(simulate {m['wall_s']:.1f} s), peak {m['peak_mib']:.0f} MiB, "
           f"step {m['step_ns'] / 1e6:.3f} ms (target: 300 MB = {300e6 / 2**20:.0f} MiB)")
