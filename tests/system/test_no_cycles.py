@@ -48,3 +48,25 @@ def test_a_run_makes_no_cyclic_garbage(reference_dir, workload, backend):
         simulation.Simulation.run = run
     assert result.step_ns > 0 and len(result.collectives) > 0
     assert garbage == []
+
+
+def test_a_run_collects_rarely_and_restores_the_collector(reference_dir):
+    import astra_core.system.simulation as simulation
+
+    seen = []
+    drain = simulation.Simulation._start_and_drain
+
+    def watched(self):
+        seen.append(gc.get_threshold()[0])
+        drain(self)
+
+    before = gc.get_threshold()
+    simulation.Simulation._start_and_drain = watched
+    try:
+        simulate(reference_dir / CASES[0][0], reference_dir / "system/text_converter_system.json",
+                 reference_dir / "network/text_converter_network.yml",
+                 memory=reference_dir / "memory/text_converter_remote_memory.json")
+    finally:
+        simulation.Simulation._start_and_drain = drain
+    assert seen == [simulation.RUN_GC_THRESHOLD]
+    assert gc.get_threshold() == before
