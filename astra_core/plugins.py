@@ -97,6 +97,28 @@ def _broken(pm: pluggy.PluginManager) -> dict[str, str]:
     return broken
 
 
+def _import_named(target: str) -> Any:
+    """The object ``"package.module:name"`` names, importing its module."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def lazy_factory(target: str) -> Callable[..., Any]:
+    """A backend factory for ``register`` that imports the real one, named
+    ``"package.module:function"``, when a backend is first built: every astra run
+    loads every installed plugin, so a plugin module stays cheap to import.
+    Raises ValueError for a ``target`` that is not ``module:function``."""
+    module, sep, attr = target.partition(":")
+    if not (module and sep and attr):
+        raise ValueError(f"lazy_factory: expected 'module:function', got {target!r}")
+
+    def factory(topology: Any, config: Any = None) -> Any:
+        return _import_named(target)(topology, config)
+
+    factory.__qualname__ = f"lazy_factory({target!r})"
+    return factory
+
+
 @dataclass
 class BackendInfo:
     """A registered network backend.
@@ -114,8 +136,7 @@ class BackendInfo:
     def config_class(self) -> Any:
         """The backend's config class (importing it if it was named as a string)."""
         if isinstance(self.config_type, str):
-            module, _, attr = self.config_type.partition(":")
-            return getattr(importlib.import_module(module), attr)
+            return _import_named(self.config_type)
         return self.config_type
 
     @property

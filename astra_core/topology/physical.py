@@ -14,6 +14,7 @@ instead (:mod:`astra_core.topology.logical`).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from typing import Callable, Iterable, Sequence
@@ -174,7 +175,7 @@ class PhysicalTopology:
         dist = self._dist.get(key)
         if dist is not None:
             return dist
-        incoming = self._incoming if hasattr(self, "_incoming") else self._build_incoming()
+        incoming = self._incoming
         switches = self.switches
         dist = {dst: (0.0, 0)}
         heap = [(0.0, 0, dst)]
@@ -193,18 +194,19 @@ class PhysicalTopology:
         self._dist[key] = dist
         return dist
 
-    def _build_incoming(self) -> list[list[int]]:
+    @functools.cached_property
+    def _incoming(self) -> list[list[int]]:
+        """Per node, the links that end at it."""
         incoming: list[list[int]] = [[] for _ in range(self.nodes_count)]
         for index, dst in enumerate(self.link_dst):
             incoming[dst].append(index)
-        self._incoming = incoming
         return incoming
 
     def _host_distances(self, dst: int) -> _HostDistances:
         """Distances to host ``dst`` through switches, from the switches it hangs on."""
         dist = self._host_dist.get(dst)
         if dist is None:
-            incoming = self._incoming if hasattr(self, "_incoming") else self._build_incoming()
+            incoming = self._incoming
             attachments = []
             for link in incoming[dst]:
                 prev = self.link_src[link]

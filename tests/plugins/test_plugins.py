@@ -431,8 +431,17 @@ def test_loading_the_plugins_imports_no_backend_model():
     # no packet model, C++ binding or config library is imported just to list.
     code = ("import sys; from astra_core.plugins import backend_registry; r = backend_registry(); "
             "heavy = {'simpy', 'cppyy', 'pydantic', 'astra_ns3.config', 'astra_ns3.network', "
-            "'astra_garnetlike.network', 'astra_garnetlike.config', 'astra_ideal.network'}; "
+            "'astra_garnetlike.network', 'astra_garnetlike.config', 'astra_ideal.network', "
+            "'astra_flow.network', 'astra_flow.config'}; "
             "print(sorted(heavy & set(sys.modules)), sorted(r.names()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded, names = out.stdout.strip().split("] ", 1)
     assert loaded == "[" and "analytical" in names
+
+
+def test_a_lazy_factory_names_module_and_function():
+    from astra_core.plugins import lazy_factory
+
+    for bad in ("astra_flow.network", ":create", "astra_flow.network:"):
+        with pytest.raises(ValueError, match="expected 'module:function'"):
+            lazy_factory(bad)

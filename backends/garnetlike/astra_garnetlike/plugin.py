@@ -4,20 +4,14 @@ Nothing heavy is imported until a backend is built: listing backends stays cheap
 """
 
 from astra_core.hookspecs import hookimpl
-
-
-def create(topology, config=None):
-    """Backend factory; see :func:`astra_garnetlike.network.create`."""
-    from astra_garnetlike.network import create as build
-
-    return build(topology, config)
+from astra_core.plugins import lazy_factory
 
 
 @hookimpl
 def astra_register_backends(register):
     register(
         "garnetlike",
-        create,
+        lazy_factory("astra_garnetlike.network:create"),
         config_type="astra_garnetlike.config:GarnetConfig",
         description="credit-based flow-control packet/flit model (Garnet-like): routers with "
                     "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
