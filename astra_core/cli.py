@@ -10,6 +10,7 @@ import warnings
 import click
 from rich.console import Console
 
+from astra_core.cli_flows import flows
 from astra_core.cli_sweep import sweep
 from astra_core.cli_topology import topology
 from astra_core.cli_workload import convert, gen
@@ -156,6 +157,7 @@ main.add_command(topology)
 main.add_command(convert)
 main.add_command(gen)
 main.add_command(sweep)
+main.add_command(flows)
 
 try:  # `astra noc` belongs to the garnetlike backend's distribution
     from astra_garnetlike.cli import noc

@@ -1,0 +1,109 @@
+"""``astra flows``: flow workloads for congestion-control studies (generate, run)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from astra_core.errors import AstraError
+
+
+def _fail(exc: AstraError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def flows() -> None:
+    """Flow workloads: Poisson arrivals from a flow-size CDF, and their completion times.
+
+    `gen` draws flows for a fabric at a given load; `run` simulates them on a
+    backend that models links and reports FCT slowdown by flow size.
+    """
+
+
+@flows.command("gen")
+@click.option("--cdf", required=True,
+              help="flow-size distribution: websearch, hadoop, or a CDF file (<bytes> <percent> lines)")
+@click.option("--load", type=float, required=True, help="offered load per host, fraction of its link")
+@click.option("--duration-ms", type=float, required=True, help="flows start in [0, duration)")
+@click.option("--topology", type=click.Path(), required=True, help="physical topology (ns-3 format)")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--output", "-o", type=click.Path(), required=True, help="flow file to write")
+def gen(cdf, load, duration_ms, topology, seed, output) -> None:
+    """Draw Poisson flow arrivals between random host pairs (HPCC artifact's format)."""
+    from astra_core.flows.cdf import load_cdf
+    from astra_core.flows.flowfile import format_flows
+    from astra_core.flows.generate import host_link_gbps, poisson_flows
+    from astra_core.outputs import check_output_file, write_text
+    from astra_core.topology.ns3_format import read_ns3_topology
+
+    try:
+        check_output_file(output, "--output")
+        distribution = load_cdf(cdf)
+        fabric = read_ns3_topology(topology)
+        gbps = host_link_gbps(fabric)
+        drawn = poisson_flows(distribution, fabric.npus_count, gbps, load,
+                              round(duration_ms * 1e6), seed)
+        write_text(output, format_flows(drawn), "--output")
+    except AstraError as exc:
+        _fail(exc)
+    total = sum(f.size_bytes for f in drawn)
+    click.echo(f"{len(drawn)} flows, {total / 1e6:.1f} MB, mean {distribution.mean_bytes:,.0f} B "
+               f"drawn; {fabric.npus_count} hosts at {gbps:g} Gbps x {load:g} load over "
+               f"{duration_ms:g} ms; wrote {output}")
+
+
+@flows.command("run")
+@click.option("--flows", "flow_file", type=click.Path(), required=True, help="flow file")
+@click.option("--topology", type=click.Path(), required=True, help="physical topology (ns-3 format)")
+@click.option("--backend", help="network backend that models links (ns3, flow, garnetlike, ...)")
+@click.option("--backend-config", type=click.Path(), help="the backend's own config file")
+@click.option("--fct", "fct_path", type=click.Path(), help="write one CSV row per flow")
+@click.option("--plots", "plots_dir", type=click.Path(), help="write fct_slowdown.png here")
+@click.option("--payload-bytes", type=int, default=4096, show_default=True,
+              help="payload per packet for the ideal FCT (the backend's MTU)")
+@click.option("--header-bytes", type=int, default=82, show_default=True,
+              help="wire bytes per packet besides payload, for the ideal FCT (RoCEv2)")
+def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, payload_bytes,
+        header_bytes) -> None:
+    """Simulate a flow file and print FCT slowdown percentiles by flow size."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from astra_core.flows.flowfile import read_flows
+    from astra_core.flows.report import by_size_bucket, flow_table, plot_slowdown
+    from astra_core.flows.run import run_flows
+    from astra_core.outputs import check_output_dir, check_output_file, write_text
+    from astra_core.topology.ns3_format import read_ns3_topology
+
+    try:
+        if fct_path:
+            check_output_file(fct_path, "--fct")
+        directory = check_output_dir(plots_dir, "--plots") if plots_dir else None
+        fabric = read_ns3_topology(topology)
+        specs = read_flows(flow_file, fabric.npus_count)
+        result = run_flows(specs, fabric, backend, backend_config, payload_bytes=payload_bytes,
+                           header_bytes=header_bytes)
+        table = flow_table(result.flows)
+        if fct_path:
+            write_text(fct_path, table.to_csv(index=False), "--fct")
+        if directory is not None:
+            plot_slowdown({result.backend_name: table}, directory / "fct_slowdown.png")
+    except AstraError as exc:
+        _fail(exc)
+    console = Console()
+    out = Table(title=f"FCT slowdown, {len(table)} flows on backend {result.backend_name}")
+    for column in ("flow size", "flows", "median", "p95", "p99", "max"):
+        out.add_column(column, justify="left" if column == "flow size" else "right")
+    for row in by_size_bucket(table).itertuples():
+        out.add_row(row.bucket, str(row.flows), f"{row.p50:.2f}", f"{row.p95:.2f}",
+                    f"{row.p99:.2f}", f"{row.max:.2f}")
+    console.print(out)
+    stats = getattr(result.backend, "stats", None)
+    if stats:
+        console.print(", ".join(f"{k} {v:,}" for k, v in stats.items()))
+    console.print(f"simulated in {result.wall_s:.2f} s")
+    for path in filter(None, (fct_path, plots_dir and str(directory / "fct_slowdown.png"))):
+        console.print(f"wrote {path}")

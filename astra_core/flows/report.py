@@ -1,0 +1,101 @@
+"""FCT results as tables, CSV and plots: slowdown percentiles by flow size.
+
+Two views, as congestion-control papers show them:
+
+* :func:`by_size_bucket`: fixed size ranges (decades from 10 KB to 10 MB),
+  each with its flow count and median, 95th and 99th percentile slowdown;
+* :func:`by_size_bins`: flows sorted by size and cut into bins of equal
+  count (5 % of the flows each by default, the HPCC artifact's
+  ``fct_analysis.py``), each with its largest size and the same
+  percentiles; :func:`plot_slowdown` draws these against flow size.
+
+Percentiles are numpy's linear interpolation between order statistics.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from astra_core.flows.run import FlowResult
+
+#: Upper edges of the fixed size buckets, bytes (the last bucket is open).
+BUCKET_EDGES = (10_000, 100_000, 1_000_000, 10_000_000)
+PERCENTILES = (50, 95, 99)
+COLUMNS = ["src", "dst", "size_bytes", "start_ns", "fct_ns", "ideal_fct_ns", "slowdown"]
+
+
+def flow_table(flows: Sequence[FlowResult]) -> pd.DataFrame:
+    """One row per flow, columns :data:`COLUMNS` (times in ns)."""
+    return pd.DataFrame([(f.src, f.dst, f.size_bytes, f.start_ns, f.fct_ns, f.ideal_fct_ns,
+                          f.slowdown) for f in flows], columns=COLUMNS)
+
+
+def _label(low: float, high: float | None) -> str:
+    def size(b: float) -> str:
+        return f"{b / 1e6:g} MB" if b >= 1e6 else f"{b / 1e3:g} KB"
+    if low == 0:
+        return f"< {size(high)}"
+    return f">= {size(low)}" if high is None else f"{size(low)} - {size(high)}"
+
+
+def by_size_bucket(table: pd.DataFrame) -> pd.DataFrame:
+    """Per fixed size bucket (rows with flows only): ``bucket``, ``flows``, ``p50``,
+    ``p95``, ``p99`` and ``max`` slowdown."""
+    edges = (0, *BUCKET_EDGES, None)
+    rows = []
+    for low, high in zip(edges, edges[1:]):
+        size = table["size_bytes"]
+        mask = (size >= low) & ((size < high) if high is not None else True)
+        s = table.loc[mask, "slowdown"].to_numpy()
+        if len(s):
+            rows.append({"bucket": _label(low, high), "flows": len(s),
+                         **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES},
+                         "max": float(s.max())})
+    return pd.DataFrame(rows)
+
+
+def by_size_bins(table: pd.DataFrame, percent: float = 5.0) -> pd.DataFrame:
+    """Flows sorted by size in bins of ``percent`` of the flows: ``max_size_bytes``,
+    ``flows`` and the slowdown percentiles of each bin."""
+    ordered = table.sort_values("size_bytes", kind="stable")
+    n = len(ordered)
+    bins = max(1, round(100 / percent))
+    rows = []
+    for k in range(bins):
+        part = ordered.iloc[k * n // bins:(k + 1) * n // bins]
+        if len(part):
+            s = part["slowdown"].to_numpy()
+            rows.append({"max_size_bytes": int(part["size_bytes"].iloc[-1]), "flows": len(s),
+                         **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES}})
+    return pd.DataFrame(rows)
+
+
+def plot_slowdown(tables: dict[str, pd.DataFrame], path_png: str | os.PathLike,
+                  title: str = "FCT slowdown by flow size") -> None:
+    """Median and 99th percentile slowdown per equal-count size bin against flow size,
+    one pair of lines per labelled table (e.g. one per congestion control)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    for label, table in tables.items():
+        bins = by_size_bins(table)
+        for ax, column in zip(axes, ("p50", "p99")):
+            ax.plot(bins["max_size_bytes"], bins[column], marker=".", label=label)
+    for ax, name in zip(axes, ("median", "99th percentile")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("flow size (bytes, largest in each 5 % bin)")
+        ax.set_ylabel(f"{name} FCT slowdown")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path_png, dpi=120)
+    plt.close(fig)

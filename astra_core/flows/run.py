@@ -1,0 +1,139 @@
+"""Run a flow workload on any backend that models links, and measure each flow.
+
+Flow ``i`` is one message of ``size_bytes`` from NPU ``src`` to ``dst`` sent
+at its start time on its own queue pair (tag ``i``), so flows between the
+same hosts are separate connections with their own per-flow ECMP path, as
+in the HPCC artifact's simulations. Its flow completion time (FCT) runs
+from the start to the arrival of its last byte.
+
+Ideal FCT: the time the flow would take alone on the idle fabric, the
+packet pipeline on its route (``P`` payload bytes per packet, ``H`` header
+bytes per packet, ``W = B + ceil(B / P) H`` wire bytes)::
+
+    ideal = sum(link latency) + W / r_b + sum_{i before b} first_i / r_i
+            + sum_{i after b} last_i / r_i
+
+where ``b`` is the slowest link of the route (first if tied) and
+``first``/``last`` are the first and last packet's wire bytes: the last
+byte leaves the bottleneck ``W / r_b`` after the first byte reached it, and
+every other link adds one packet's store and forward. This is what the
+``ns3`` and ``flow`` backends give a lone message exactly (the HPCC
+artifact's "standalone FCT" is the same idea, with its 48-byte headers and
+an ACK's return). Slowdown = FCT / ideal FCT.
+
+Defaults ``P = 4096`` (the ``ns3`` backend's RoCE path MTU) and ``H = 82``
+(Ethernet 38 bytes with preamble and inter-frame gap, IPv4 20, UDP 8, BTH 12,
+ICRC 4; IBTA RoCEv2 annex A17).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from astra_core.backend import Topology
+from astra_core.errors import AstraError, ConfigError
+from astra_core.flows.flowfile import FlowSpec
+from astra_core.topology.logical import logical_dims
+from astra_core.topology.physical import PhysicalTopology
+
+#: RoCE path MTU the ns3 backend uses by default (bytes of payload per packet).
+PAYLOAD_BYTES = 4096
+#: Wire bytes per RoCEv2 packet besides its payload (see the module docstring).
+HEADER_BYTES = 82
+
+
+def ideal_fct_ns(topology: PhysicalTopology, route: Sequence[int], size_bytes: int,
+                 payload_bytes: int = PAYLOAD_BYTES, header_bytes: int = HEADER_BYTES) -> float:
+    """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids);
+    see the module docstring."""
+    bandwidth, latency = topology.link_bandwidth, topology.link_latency
+    packets = max(1, -(-size_bytes // payload_bytes))
+    wire = size_bytes + packets * header_bytes
+    first = min(size_bytes, payload_bytes) + header_bytes
+    last = size_bytes - (packets - 1) * payload_bytes + header_bytes
+    rates = [bandwidth[link] for link in route]
+    b = rates.index(min(rates))
+    return (sum(latency[link] for link in route) + wire / rates[b]
+            + sum(first / r for r in rates[:b]) + sum(last / r for r in rates[b + 1:]))
+
+
+@dataclass
+class FlowResult:
+    """One flow's outcome; times in ns."""
+
+    src: int
+    dst: int
+    size_bytes: int
+    start_ns: int
+    fct_ns: float
+    ideal_fct_ns: float
+
+    @property
+    def slowdown(self) -> float:
+        return self.fct_ns / self.ideal_fct_ns
+
+
+@dataclass
+class FlowRun:
+    """Every flow's result, in input order, with the backend that ran them."""
+
+    backend_name: str
+    flows: list[FlowResult]
+    wall_s: float
+    backend: Any = field(repr=False, default=None)
+
+
+def start_flows(backend, flows: Sequence[FlowSpec], on_done: Callable[[int], None],
+                tag_base: int = 0) -> None:
+    """Schedule every flow's message on ``backend`` at its start time (ns from the
+    backend's current time); ``on_done(i)`` runs when flow ``i`` has arrived.
+    Flow ``i`` uses tag ``tag_base + i``."""
+    def start(i: int) -> None:
+        f = flows[i]
+        backend.send(f.src, f.dst, f.size_bytes, on_done, i, tag=tag_base + i)
+
+    now = backend.now()
+    for i, f in enumerate(flows):
+        backend.schedule(f.start_ns - now if f.start_ns > now else 0, start, i)
+
+
+def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: str | None = None,
+              backend_config: Any = None, *, payload_bytes: int = PAYLOAD_BYTES,
+              header_bytes: int = HEADER_BYTES, plugin_manager=None) -> FlowRun:
+    """Simulate ``flows`` on ``topology`` with the named backend (default from
+    plugins.toml) and return each flow's FCT and ideal FCT.
+
+    Raises ConfigError for a flow naming an NPU the topology lacks, and
+    AstraError when flows are left undelivered (naming the first few)."""
+    from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
+
+    npus = topology.npus_count
+    for k, f in enumerate(flows):
+        if not (0 <= f.src < npus and 0 <= f.dst < npus):
+            raise ConfigError(f"flow {k}: NPUs {f.src} -> {f.dst}, but {topology.source} has "
+                              f"{npus} NPUs (0 .. {npus - 1})")
+    settings = load_settings()
+    pm = plugin_manager or make_plugin_manager(settings=settings)
+    info = BackendRegistry(pm, settings.default_backend).get(backend)
+    net = info.build(Topology(logical_dims(topology), topology), backend_config)
+    finish: list[float | None] = [None] * len(flows)
+
+    def done(i: int) -> None:
+        finish[i] = net.now()
+
+    started = time.perf_counter()
+    start_flows(net, flows, done)
+    net.run()
+    wall = time.perf_counter() - started
+    missing = [i for i, t in enumerate(finish) if t is None]
+    if missing:
+        shown = ", ".join(f"{i} ({flows[i].src} -> {flows[i].dst})" for i in missing[:5])
+        raise AstraError(f"backend {info.name}: {len(missing)} of {len(flows)} flows never "
+                         f"arrived: {shown}{', ...' if len(missing) > 5 else ''}")
+    results = [FlowResult(f.src, f.dst, f.size_bytes, f.start_ns, finish[i] - f.start_ns,
+                          ideal_fct_ns(topology, topology.route(f.src, f.dst, i), f.size_bytes,
+                                       payload_bytes, header_bytes))
+               for i, f in enumerate(flows)]
+    return FlowRun(info.name, results, wall, net)
