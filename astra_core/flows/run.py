@@ -6,20 +6,28 @@ same hosts are separate connections with their own per-flow ECMP path, as
 in the HPCC artifact's simulations. Its flow completion time (FCT) runs
 from the start to the arrival of its last byte.
 
-Ideal FCT: the time the flow would take alone on the idle fabric, the
-packet pipeline on its route (``P`` payload bytes per packet, ``H`` header
-bytes per packet, ``W = B + ceil(B / P) H`` wire bytes)::
+Ideal FCT: the time the flow would take alone on the idle fabric at line
+rate, its packets store-and-forwarded over its route. The ``n = ceil(B /
+P)`` packets (``P`` payload bytes, ``H`` header bytes each) are ``n - 1``
+full frames of ``F = P + H`` bytes and a last one of ``L = B - (n - 1) P +
+H``. In a tandem of store-and-forward links the last packet leaves the last
+link after the longest chain of transmissions through the (packet, link)
+grid, moving to a later packet or a later link at each step (Reich's
+tandem-queue recursion); with equal full frames the longest chain crosses
+every full frame at one link ``j1`` and the last frame from a link ``j2 >=
+j1`` on::
 
-    ideal = sum(link latency) + W / r_b + sum_{i before b} first_i / r_i
-            + sum_{i after b} last_i / r_i
+    ideal = sum(latency) + max over j1 <= j2 of [ sum_{j < j1} F_1 / r_j
+            + (n - 1) F / r_j1 + sum_{j1 < j < j2} F / r_j + L / r_j2 (+ F / r_j2 if j2 > j1)
+            + sum_{j > j2} L / r_j ]
 
-where ``b`` is the slowest link of the route (first if tied) and
-``first``/``last`` are the first and last packet's wire bytes: the last
-byte leaves the bottleneck ``W / r_b`` after the first byte reached it, and
-every other link adds one packet's store and forward. This is what the
-``ns3`` and ``flow`` backends give a lone message exactly (the HPCC
-artifact's "standalone FCT" is the same idea, with its 48-byte headers and
-an ACK's return). Slowdown = FCT / ideal FCT.
+(``F_1``: the first frame). On one bottleneck link with faster or equal
+links around it this is ``W / r_b`` plus one frame's store and forward
+per other link, the largest frame where links after the bottleneck are as
+slow as it. It is exactly what the ``ns3`` backend gives a lone flow
+without congestion control (a test checks this); the HPCC artifact's
+"standalone FCT" is the same idea with its 48-byte headers and an ACK's
+return. Slowdown = FCT / ideal FCT.
 
 Defaults ``P = 4096`` (the ``ns3`` backend's RoCE path MTU) and ``H = 82``
 (Ethernet 38 bytes with preamble and inter-frame gap, IPv4 20, UDP 8, BTH 12,
@@ -46,17 +54,23 @@ HEADER_BYTES = 82
 
 def ideal_fct_ns(topology: PhysicalTopology, route: Sequence[int], size_bytes: int,
                  payload_bytes: int = PAYLOAD_BYTES, header_bytes: int = HEADER_BYTES) -> float:
-    """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids);
-    see the module docstring."""
-    bandwidth, latency = topology.link_bandwidth, topology.link_latency
+    """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids, at
+    least one); see the module docstring."""
+    latency = sum(topology.link_latency[link] for link in route)
+    t = [1 / topology.link_bandwidth[link] for link in route]  # ns per byte
     packets = max(1, -(-size_bytes // payload_bytes))
-    wire = size_bytes + packets * header_bytes
-    first = min(size_bytes, payload_bytes) + header_bytes
     last = size_bytes - (packets - 1) * payload_bytes + header_bytes
-    rates = [bandwidth[link] for link in route]
-    b = rates.index(min(rates))
-    return (sum(latency[link] for link in route) + wire / rates[b]
-            + sum(first / r for r in rates[:b]) + sum(last / r for r in rates[b + 1:]))
+    if packets == 1:
+        return latency + last * sum(t)
+    full = payload_bytes + header_bytes
+    h = len(t)
+    best = 0.0
+    for j1 in range(h):
+        head = full * sum(t[:j1]) + (packets - 1) * full * t[j1]
+        for j2 in range(j1, h):
+            middle = full * sum(t[j1 + 1:j2 + 1])
+            best = max(best, head + middle + last * sum(t[j2:]))
+    return latency + best
 
 
 @dataclass

@@ -1,16 +1,18 @@
-"""Congestion-control study on the ns3 backend: incast and all-to-all under none, DCQCN and HPCC.
+"""Congestion-control study on the ns3 backend: incast and all-to-all under every congestion control.
 
     .venv/bin/python examples/cc_study/run.py [--output DIR]
 
-Two traffic patterns, each under the three congestion-control modes of the
-ns3 backend (100 Gbps links, 1 us per link, PFC on, defaults otherwise):
+Two traffic patterns, each under every congestion control of the ns3
+backend (none, DCQCN, HPCC, HPCC-PINT, TIMELY, DCTCP; 100 Gbps links, 1 us
+per link, PFC on, defaults otherwise):
 
-* incast: 4 NPUs each send 25 MB to NPU 0 through one switch;
+* incast: 8 NPUs each send 12.5 MB to NPU 0 through one switch;
 * all-to-all: 16 NPUs of a 2:1 oversubscribed leaf-spine (4 leaves, 2 spines)
   each send 2 MB to every other NPU at once.
 
 Writes to DIR (default ``cc_study_out``): per run the monitor tables
-(``<pattern>_<cc>/*.csv``), ``summary.csv`` (completion time, peak queue,
+(``<pattern>_<cc>/*.csv``), ``summary.csv`` (completion time, mean FCT and
+the spread of FCTs, peak and mean queue of the most loaded port, ECN marks,
 CNPs, PFC pauses, drops), and two PNGs per pattern:
 ``<pattern>_queues.png`` (the most loaded queue over time) and
 ``<pattern>_throughput.png`` (per-message throughput over time).
@@ -33,7 +35,7 @@ from astra_core.topology.logical import logical_dims  # noqa: E402
 from astra_core.topology.physical import PhysicalTopology  # noqa: E402
 from astra_ns3.factory import create  # noqa: E402
 
-MODES = ("none", "dcqcn", "hpcc")
+MODES = ("none", "dcqcn", "hpcc", "hpcc-pint", "timely", "dctcp")
 MONITOR_US = 5
 #: Throughput plotted over this many monitor samples (50 us: 5 us holds only ~15 packets).
 SMOOTH = 10
@@ -47,8 +49,8 @@ def star(hosts: int, bytes_per_ns: float = 12.5, latency_ns: float = 1000.0) -> 
 
 
 def incast(backend) -> None:
-    for src in range(1, 5):
-        backend.send(src, 0, 25_000_000, lambda _: None, tag=src)
+    for src in range(1, 9):
+        backend.send(src, 0, 12_500_000, lambda _: None, tag=src)
 
 
 def all_to_all(backend) -> None:
@@ -60,7 +62,7 @@ def all_to_all(backend) -> None:
 
 
 PATTERNS = {
-    "incast": (lambda: star(5), incast),
+    "incast": (lambda: star(9), incast),
     "all_to_all": (lambda: leaf_spine(16, 4, 2, oversubscription=2.0), all_to_all),
 }
 
@@ -78,19 +80,29 @@ def run(pattern: str, cc: str, out: Path) -> dict:
     ports = results.ports()
     busiest = int(ports.max_queue_bytes.idxmax())
     stats = backend.stats
-    return {"pattern": pattern, "cc": cc, "finish_us": messages.finish_ns.max() / 1e3,
+    queues = results.queues()
+    finish_ns = messages.finish_ns.max()
+    # Samples every MONITOR_US; a port is absent from a sample while its queue is empty.
+    busy = queues[queues.link == busiest]
+    mean_queue = busy.bytes.sum() / max(1.0, finish_ns / (MONITOR_US * 1e3))
+    return {"pattern": pattern, "cc": cc, "finish_us": finish_ns / 1e3,
             "mean_fct_us": messages.fct_ns.mean() / 1e3,
-            "peak_queue_kb": ports.max_queue_bytes.max() / 1e3, "busiest_link": busiest,
-            "cnps": stats["cnps"], "pfc_pauses": stats["pfc_pauses"], "drops": stats["drops"],
-            "queues": results.queues(), "samples": results.flow_samples()}
+            "fct_spread": messages.fct_ns.max() / messages.fct_ns.min(),
+            "peak_queue_kb": ports.max_queue_bytes.max() / 1e3,
+            "mean_queue_kb": mean_queue / 1e3, "busiest_link": busiest,
+            "ecn_marks": stats["ecn_marks"], "cnps": stats["cnps"],
+            "pfc_pauses": stats["pfc_pauses"], "drops": stats["drops"],
+            "queues": queues, "samples": results.flow_samples()}
 
 
 def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.4), sharey=True)
     for ax, r in zip(axes, runs):
         q = r["queues"]
         q = q[q.link == r["busiest_link"]]
-        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9)
+        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9,
+                label=f"link {r['busiest_link']}")
+        ax.legend(fontsize=7, loc="upper right")
         ax.set_title(f"{r['cc']}: link {r['busiest_link']} (peak {r['peak_queue_kb']:.0f} KB)")
         ax.set_xlabel("time (us)")
     axes[0].set_ylabel("queue (KB)")
@@ -100,7 +112,7 @@ def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
     fig.savefig(queues_png, dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.4), sharey=True)
     for ax, r in zip(axes, runs):
         s = r["samples"]
         shown = sorted(s.message.unique())[:8]
@@ -111,8 +123,7 @@ def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
                     label=f"{int(m.src.iloc[0])}->{int(m.dst.iloc[0])}")
         ax.set_title(f"{r['cc']}: done at {r['finish_us']:.0f} us")
         ax.set_xlabel("time (us)")
-        if len(shown) <= 4:
-            ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=6, loc="upper right", ncol=2)
     axes[0].set_ylabel(f"throughput (Gbps, {MONITOR_US * SMOOTH} us window)")
     fig.suptitle(f"{pattern}: per-message throughput" + ("" if pattern == "incast"
                                                          else " (first 8 messages)"))

@@ -3,9 +3,11 @@
 Every key is optional; unknown keys are errors. Defaults and their sources:
 
 Top level
-    ``cc``: congestion control, ``"dcqcn"`` (default), ``"hpcc"`` or ``"none"``
-    (line rate, no reaction); upstream's ``CC_MODE`` numbers 1 (DCQCN) and 3
-    (HPCC) are accepted too. ``seed`` (1): drives ECN marking; the same seed
+    ``cc``: congestion control, ``"dcqcn"`` (default), ``"hpcc"``,
+    ``"hpcc-pint"``, ``"timely"``, ``"dctcp"`` or ``"none"`` (line rate, no
+    reaction); upstream's ``CC_MODE`` numbers 1 (DCQCN), 3 (HPCC), 7
+    (TIMELY), 8 (DCTCP) and 10 (HPCC-PINT) are accepted too, as the value of
+    ``cc`` or of an upstream-style ``CC_MODE`` key. ``seed`` (1): drives ECN marking; the same seed
     gives the same result. ``payload_bytes`` (4096, the RoCE path MTU most
     deployments use; upstream's ``PACKET_PAYLOAD_SIZE``): payload per data
     packet. ``buffer_bytes`` (32 MiB, upstream's ``BUFFER_SIZE 32``): the
@@ -34,10 +36,30 @@ Top level
     ``fast_recovery_steps`` (5), ``rate_ai_mbps`` (40), ``rate_hai_mbps``
     (50), ``min_rate_mbps`` (100, upstream's ``MIN_RATE``),
     ``clamp_target_rate`` (false, upstream's ``CLAMP_TARGET_RATE 0``).
+    ``min_rate_mbps`` is also the floor of TIMELY's and DCTCP's rates.
 ``[hpcc]`` (Li et al., SIGCOMM'19)
     ``eta`` (0.95, paper and upstream's ``U_TARGET``), ``max_stage`` (0,
     upstream's ``MI_THRESH``), ``rate_ai_mbps`` (50, upstream's ``RATE_AI``;
     W_AI = rate_ai x base RTT).
+``[hpcc_pint]`` (Ben Basat et al., SIGCOMM'20; HPCC-PINT artifact defaults)
+    ``log_base`` (1.05: a 1-byte digest, ``pint.cc`` and ``mix/config.txt``),
+    ``probability`` (1.0, ``pint_prob``: the fraction of ACKs whose digest the
+    sender uses). The window rule takes ``[hpcc]``'s ``eta``, ``max_stage``
+    and ``rate_ai_mbps``.
+``[timely]`` (Mittal et al., SIGCOMM'15; HPCC artifact's ``rdma-hw.cc`` defaults)
+    ``alpha`` (0.875, EWMA weight of a new RTT difference), ``beta`` (0.8),
+    ``t_low_us`` (50), ``t_high_us`` (500), ``min_rtt_us`` (20: normalizes the
+    gradient), ``rate_ai_mbps`` (10: delta per 10 Gb/s of line rate, the
+    paper's 10 Mb/s at 10 Gb/s, scaled as the artifact's run.py does),
+    ``hai_after`` (5 rises in a row before hyper increase), ``hai_factor``
+    (5: hyper increase = 5 delta, the artifact's RATE_HAI).
+``[dctcp]`` (Alizadeh et al., SIGCOMM'10)
+    ``g`` (1/16, the paper's and the artifact's), ``k_kb``: the step-marking
+    threshold per link speed in Gbps (KB = 1000 B), marking every packet
+    that leaves a queue longer than K (Kmin = Kmax = K, Pmax = 1): 3 KB per
+    Gbps, the HPCC artifact's DCTCP setting (75/120/300/600/1200 KB at
+    25/40/100/200/400 Gbps). With ``cc = "dctcp"`` it replaces ``[ecn]``'s
+    RED maps.
 ``[monitor]``
     ``interval_us`` (0 = off): sample every port's queue and every flow's
     delivered bytes and rate this often. ``output_dir``: if set, every run
@@ -67,7 +89,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, field_validator, model_validator
 
 from astra_core.config.issues import PYTHON_SOURCE
 from astra_core.config.model import STRICT, between, load_model, validate_mapping
@@ -76,7 +98,7 @@ from astra_core.config.model import STRICT, between, load_model, validate_mappin
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
 CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
 #: Internal codes the C++ library uses (upstream's numbers; 0 for none).
-CC_CODES = {"none": 0, "dcqcn": 1, "hpcc": 3}
+CC_CODES = {"none": 0, "dcqcn": 1, "hpcc": 3, "timely": 7, "dctcp": 8, "hpcc-pint": 10}
 
 #: Longest time (us): 1e18 ps leaves ns-3's int64 picoseconds (9.22e18) room for now + timer.
 MAX_TIME_US = 1e12
@@ -170,6 +192,43 @@ class HpccConfig(BaseModel):
     rate_ai_mbps: RateMbps = 50.0
 
 
+class PintConfig(BaseModel):
+    """HPCC-PINT's digest (the window rule is [hpcc]'s)."""
+
+    model_config = STRICT
+    log_base: Annotated[float, between(1.0001, 2.0)] = 1.05
+    probability: Ratio = 1.0
+
+
+class TimelyConfig(BaseModel):
+    """TIMELY's RTT-gradient rate control."""
+
+    model_config = STRICT
+    alpha: Ratio = 0.875
+    beta: Ratio = 0.8
+    t_low_us: Annotated[float, between(0, MAX_TIME_US, " us")] = 50.0
+    t_high_us: Annotated[float, between(0, MAX_TIME_US, " us", low_open=True)] = 500.0
+    min_rtt_us: Annotated[float, between(0, MAX_TIME_US, " us", low_open=True)] = 20.0
+    rate_ai_mbps: RateMbps = 10.0
+    hai_after: Annotated[int, between(0, INT32_MAX)] = 5
+    hai_factor: Annotated[float, between(0, 1e6)] = 5.0
+
+
+class DctcpConfig(BaseModel):
+    """DCTCP's ECN-fraction window control and its step marking."""
+
+    model_config = STRICT
+    g: Ratio = 1 / 16
+    k_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+               Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
+        {25: 75, 40: 120, 100: 300, 200: 600, 400: 1200}
+
+    def thresholds(self, gbps: float) -> tuple[float, float, float]:
+        """(K bytes, K bytes, 1.0): mark every packet above K."""
+        k = _per_speed(self.k_kb, gbps, True) * 1000
+        return k, k, 1.0
+
+
 class MonitorConfig(BaseModel):
     """Queue and flow sampling for studies."""
 
@@ -183,7 +242,7 @@ class Ns3Config(BaseModel):
     """The whole backend configuration (see the module docstring for every default)."""
 
     model_config = STRICT
-    cc: Literal["dcqcn", "hpcc", "none"] = "dcqcn"
+    cc: Literal["dcqcn", "hpcc", "hpcc-pint", "timely", "dctcp", "none"] = "dcqcn"
     seed: Annotated[int, between(0, MAX_SEED)] = 1
     payload_bytes: Annotated[int, between(64, 65000, " bytes")] = 4096
     buffer_bytes: PositiveBytes = 32 << 20
@@ -195,7 +254,27 @@ class Ns3Config(BaseModel):
     pfc: PfcConfig = PfcConfig()
     dcqcn: DcqcnConfig = DcqcnConfig()
     hpcc: HpccConfig = HpccConfig()
+    hpcc_pint: PintConfig = PintConfig()
+    timely: TimelyConfig = TimelyConfig()
+    dctcp: DctcpConfig = DctcpConfig()
     monitor: MonitorConfig = MonitorConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upstream_key(cls, data: Any) -> Any:
+        """Upstream's ``CC_MODE`` key stands for ``cc``."""
+        if isinstance(data, dict) and "CC_MODE" in data:
+            if "cc" in data:
+                raise ValueError("give cc or CC_MODE, not both")
+            data = {("cc" if k == "CC_MODE" else k): v for k, v in data.items()}
+        return data
+
+    def marking(self, gbps: float) -> tuple[float, float, float]:
+        """(Kmin bytes, Kmax bytes, Pmax) of ECN marking on a link of ``gbps``: DCTCP's
+        step at K under ``cc = "dctcp"``, else [ecn]'s RED maps; (0, 0, 0) if disabled."""
+        if self.cc == "dctcp" and self.ecn.enabled:
+            return self.dctcp.thresholds(gbps)
+        return self.ecn.thresholds(gbps)
 
     @field_validator("cc", mode="before")
     @classmethod
@@ -206,16 +285,15 @@ class Ns3Config(BaseModel):
             name = CC_MODES.get(int(value))
             if name in CC_CODES:
                 return name
-            what = f"{name.upper()} " if name else ""
-            raise ValueError(f"CC_MODE {int(value)} {what}is not modelled; use dcqcn (1), hpcc (3) "
-                             "or none")
+            raise ValueError(f"CC_MODE {int(value)} is not an upstream congestion control; use "
+                             "1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) or 10 (HPCC-PINT)")
         if isinstance(value, str):
             return value.lower()
         return value
 
     def native_settings(self) -> dict[str, float]:
         """Key -> value for the C++ library (``astra_ns3_set``), in its units."""
-        d, h, p = self.dcqcn, self.hpcc, self.pfc
+        d, h, p, t = self.dcqcn, self.hpcc, self.pfc, self.timely
         return {
             "cc": CC_CODES[self.cc], "payload": self.payload_bytes, "buffer": self.buffer_bytes,
             "pfc": p.enabled, "pfc_alpha": p.alpha, "pfc_xoff": p.xoff_bytes,
@@ -227,6 +305,11 @@ class Ns3Config(BaseModel):
             "rate_ai": d.rate_ai_mbps * 1e6, "rate_hai": d.rate_hai_mbps * 1e6,
             "min_rate": d.min_rate_mbps * 1e6, "clamp_target": d.clamp_target_rate,
             "hpcc_eta": h.eta, "hpcc_max_stage": h.max_stage, "hpcc_rate_ai": h.rate_ai_mbps * 1e6,
+            "pint_log_base": self.hpcc_pint.log_base, "pint_prob": self.hpcc_pint.probability,
+            "timely_alpha": t.alpha, "timely_beta": t.beta, "timely_t_low_us": t.t_low_us,
+            "timely_t_high_us": t.t_high_us, "timely_min_rtt_us": t.min_rtt_us,
+            "timely_rate_ai": t.rate_ai_mbps * 1e6, "timely_hai_after": t.hai_after,
+            "timely_hai_factor": t.hai_factor, "dctcp_g": self.dctcp.g,
             "monitor_interval_us": self.monitor.interval_us,
         }
 

@@ -78,8 +78,8 @@ def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
                               f"{lat_ba:g} ns; the ns3 backend needs one latency per cable")
         rate_ab = physical.link_bandwidth[ab] * 8e9  # bytes/ns -> bit/s
         rate_ba = physical.link_bandwidth[ba] * 8e9
-        ecn_ab = config.ecn.thresholds(rate_ab / 1e9)
-        ecn_ba = config.ecn.thresholds(rate_ba / 1e9)
+        ecn_ab = config.marking(rate_ab / 1e9)
+        ecn_ba = config.marking(rate_ba / 1e9)
         cables.append((ab, ba, a, b, rate_ab, rate_ba, round(lat_ab * 1000), *ecn_ab, *ecn_ba))
     return cables
 

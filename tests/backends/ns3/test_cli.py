@@ -53,7 +53,7 @@ def test_resnet50_example_at_8_npus_runs(tmp_path):
 
 def test_a_bad_backend_config_is_one_error_line(reference_dir, tmp_path):
     config = tmp_path / "bad.yaml"
-    config.write_text("cc: timely\n")
+    config.write_text("cc: swift\n")
     result = _run(["--workload", str(reference_dir / "workload/micro/ALL_REDUCE_8npus_1MB/ALL_REDUCE"),
                    "--system", str(reference_dir / "system/ring_1d.json"),
                    "--network", str(reference_dir / "network/sw8.yml"),

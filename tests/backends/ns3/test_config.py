@@ -20,9 +20,36 @@ def test_defaults_name_their_sources():
     assert kmax == pytest.approx(3_200_000 * 429.4967296 / 400) and pmax == 0.2
 
 
-@pytest.mark.parametrize("mode, name", [(1, "dcqcn"), (3, "hpcc"), ("HPCC", "hpcc"), ("none", "none")])
+@pytest.mark.parametrize("mode, name", [(1, "dcqcn"), (3, "hpcc"), (7, "timely"), (8, "dctcp"),
+                                        (10, "hpcc-pint"), ("HPCC", "hpcc"), ("none", "none")])
 def test_upstream_cc_mode_numbers_are_accepted(mode, name):
     assert load_config({"cc": mode}).cc == name
+    if not isinstance(mode, str):  # upstream's own key, as in its config.txt
+        assert load_config({"CC_MODE": mode}).cc == name
+
+
+def test_cc_and_cc_mode_together_are_an_error():
+    with pytest.raises(ConfigError, match="give cc or CC_MODE, not both"):
+        load_config({"cc": "hpcc", "CC_MODE": 3})
+
+
+def test_dctcp_marks_at_one_threshold_instead_of_the_red_maps():
+    # The HPCC artifact's DCTCP setting: K = 3 KB per Gbps, Kmin = Kmax, Pmax 1.
+    cfg = load_config({"cc": "dctcp"})
+    assert cfg.marking(100.0) == (300_000.0, 300_000.0, 1.0)
+    assert cfg.marking(50.0) == pytest.approx((150_000.0, 150_000.0, 1.0))
+    assert load_config({"cc": "dcqcn"}).marking(100.0) == (400_000.0, 1_600_000.0, 0.2)
+    assert load_config({"cc": "dctcp", "ecn": {"enabled": False}}).marking(100.0) == (0, 0, 0)
+
+
+def test_new_algorithms_reach_the_native_settings_in_its_units():
+    cfg = load_config({"cc": "timely", "timely": {"t_low_us": 40, "rate_ai_mbps": 20},
+                       "dctcp": {"g": 0.125}, "hpcc_pint": {"log_base": 1.01,
+                                                             "probability": 0.0625}})
+    native = cfg.native_settings()
+    assert native["cc"] == 7 and native["timely_t_low_us"] == 40
+    assert native["timely_rate_ai"] == 20e6 and native["dctcp_g"] == 0.125
+    assert native["pint_log_base"] == 1.01 and native["pint_prob"] == 0.0625
 
 
 def test_toml_and_yaml_files_load_the_same(tmp_path):
@@ -39,13 +66,13 @@ def test_toml_and_yaml_files_load_the_same(tmp_path):
 
 def test_every_problem_is_one_line_naming_the_file_and_key(tmp_path):
     path = tmp_path / "bad.toml"
-    path.write_text('cc = 7\npayload_bytes = 10\nbufer_bytes = 5\n[dcqcn]\ng = 2\nrate_ai = 1\n')
+    path.write_text('cc = 12\npayload_bytes = 10\nbufer_bytes = 5\n[dcqcn]\ng = 2\nrate_ai = 1\n')
     with pytest.raises(ConfigError) as err:
         load_config(path)
     lines = str(err.value).splitlines()
     assert all(line.startswith(f"{path}: ") for line in lines)
     text = str(err.value)
-    assert "cc: CC_MODE 7 TIMELY is not modelled" in text
+    assert "cc: CC_MODE 12 is not an upstream congestion control" in text
     assert "payload_bytes: must be in [64, 65000] bytes, got 10" in text
     assert "unknown key 'bufer_bytes'" in text
     assert "dcqcn.g: must be in (0, 1], got 2" in text

@@ -47,6 +47,17 @@ SetKey(Config& c, const std::string& key, double v)
     else if (key == "hpcc_eta") c.hpcc_eta = v;
     else if (key == "hpcc_max_stage") c.hpcc_max_stage = static_cast<int>(v);
     else if (key == "hpcc_rate_ai") c.hpcc_rate_ai = v;
+    else if (key == "timely_alpha") c.timely_alpha = v;
+    else if (key == "timely_beta") c.timely_beta = v;
+    else if (key == "timely_t_low_us") c.timely_t_low = ps(v);
+    else if (key == "timely_t_high_us") c.timely_t_high = ps(v);
+    else if (key == "timely_min_rtt_us") c.timely_min_rtt = ps(v);
+    else if (key == "timely_rate_ai") c.timely_rate_ai = v;
+    else if (key == "timely_hai_after") c.timely_hai_after = static_cast<int>(v);
+    else if (key == "timely_hai_factor") c.timely_hai_factor = v;
+    else if (key == "dctcp_g") c.dctcp_g = v;
+    else if (key == "pint_log_base") c.pint_log_base = v;
+    else if (key == "pint_prob") c.pint_prob = v;
     else if (key == "monitor_interval_us") c.monitor_interval = ps(v);
     else return false;
     return true;

@@ -116,7 +116,7 @@ Fabric::AddCable(uint32_t link_ab, uint32_t link_ba, uint32_t a, uint32_t b,
         made[k] = port;
     }
     // Headroom at each end for what its peer sends after an XOFF.
-    uint32_t frame = cfg.payload + kDataOverhead + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+    uint32_t frame = cfg.payload + kDataOverhead + cfg.DataExtra();
     for (int k = 0; k < 2; ++k)
     {
         Port* port = made[k];

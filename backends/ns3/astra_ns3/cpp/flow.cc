@@ -22,6 +22,23 @@
 //    the INT records of every hop, W = Wc / (U / eta) + W_AI (multiplicative
 //    stage) or W = Wc + W_AI, Wc updated once per RTT of data; pacing rate
 //    W / T where T is the base RTT.
+//  * HPCC-PINT (Ben Basat et al., SIGCOMM'20, §4): the same window rule with
+//    U read from the packet's digest (the largest per-port utilization on the
+//    path, which the switches estimate themselves, port.cc), on a fraction
+//    pint_prob of the ACKs.
+//  * TIMELY (Mittal et al., SIGCOMM'15, Algorithm 1): once per window of data,
+//    from the RTT of an ACKed packet (its timestamp echoed): the EWMA of RTT
+//    differences over the minimum RTT is the gradient; below T_low or with a
+//    gradient <= 0 the rate rises by delta (5 delta after 5 rises in a row,
+//    hyper increase), above T_high it falls by beta (1 - T_high / RTT), else
+//    by beta x gradient. As the HPCC artifact: update once per window, delta
+//    scaled with line rate (10 Mb/s per 10 Gb/s).
+//  * DCTCP over RoCE (Alizadeh et al., SIGCOMM'10, §3.1; the HPCC artifact's
+//    rate-based form): ACKs echo CE; once per window alpha = (1 - g) alpha +
+//    g F, F the fraction of marked ACKs; a marked ACK cuts the rate by
+//    alpha / 2 at most once per window; a window without a cut adds one MTU
+//    per base RTT; the window is the rate's share of the bandwidth-delay
+//    product.
 #include "roce.h"
 
 #include <algorithm>
@@ -96,7 +113,8 @@ Qp::CanSend() const
     {
         return false;
     }
-    if (fab->cfg.cc == kCcHpcc)
+    int cc = fab->cfg.cc;
+    if (cc == kCcHpcc || cc == kCcHpccPint || cc == kCcDctcp)
     {
         uint64_t unacked = 0;
         for (const Flow* f : open)
@@ -288,6 +306,129 @@ Qp::OnHpccAck(const IntTag& tag, uint64_t ack_seq)
     rate = std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12)));
 }
 
+void
+Qp::OnPintAck(const PintTag& tag, uint64_t ack_seq)
+{
+    const Config& cfg = fab->cfg;
+    if (tag.power < 0 || (cfg.pint_prob < 1 && fab->Uniform() >= cfg.pint_prob))
+    {
+        return;
+    }
+    double T = static_cast<double>(base_rtt);
+    double max_c = std::max(cfg.PintDecode(tag.power), 1e-9) / cfg.hpcc_eta;
+    double w_ai = cfg.hpcc_rate_ai / 8 * T * 1e-12;
+    double w_init = line_rate / 8 * T * 1e-12;
+    bool update = ack_seq > last_update_seq;
+    double w;
+    if (max_c >= 1 || inc_stage >= cfg.hpcc_max_stage)
+    {
+        w = window_c / max_c + w_ai;
+        if (update)
+        {
+            inc_stage = 0;
+        }
+    }
+    else
+    {
+        w = window_c + w_ai;
+        if (update)
+        {
+            ++inc_stage;
+        }
+    }
+    w = std::max(std::min(w, w_init), static_cast<double>(kDataOverhead));
+    if (update)
+    {
+        window_c = w;
+        last_update_seq = sent_total;
+    }
+    window = w;
+    rate = std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12)));
+}
+
+void
+Qp::OnTimelyAck(int64_t rtt, uint64_t ack_seq)
+{
+    const Config& cfg = fab->cfg;
+    if (prev_rtt < 0)
+    {
+        prev_rtt = rtt;
+        last_update_seq = sent_total;
+        return;
+    }
+    if (ack_seq <= last_update_seq)
+    {
+        return;
+    }
+    double new_diff = static_cast<double>(rtt - prev_rtt);
+    prev_rtt = rtt;
+    last_update_seq = sent_total;
+    rtt_diff = (1 - cfg.timely_alpha) * rtt_diff + cfg.timely_alpha * new_diff;
+    double gradient = rtt_diff / static_cast<double>(cfg.timely_min_rtt);
+    bool increase = false;
+    double factor = 1;
+    if (rtt < cfg.timely_t_low)
+    {
+        increase = true;
+    }
+    else if (rtt > cfg.timely_t_high)
+    {
+        factor = 1 - cfg.timely_beta * (1 - static_cast<double>(cfg.timely_t_high) / rtt);
+    }
+    else if (gradient <= 0)
+    {
+        increase = true;
+    }
+    else
+    {
+        factor = std::max(0.0, 1 - cfg.timely_beta * gradient);
+    }
+    if (increase)
+    {
+        double delta = cfg.timely_rate_ai * line_rate / 10e9;
+        rate = std::min(line_rate,
+                        rate + (inc_stage < cfg.timely_hai_after ? 1 : cfg.timely_hai_factor) * delta);
+        ++inc_stage;
+    }
+    else
+    {
+        rate = std::max(cfg.min_rate, rate * factor);
+        inc_stage = 0;
+    }
+}
+
+void
+Qp::OnDctcpAck(bool marked, uint64_t ack_seq)
+{
+    const Config& cfg = fab->cfg;
+    ++window_acks;
+    window_marks += marked ? 1 : 0;
+    if (cwr && ack_seq > cwr_until)
+    {
+        cwr = false;
+    }
+    bool new_window = ack_seq > last_update_seq;
+    if (new_window)
+    {
+        double fraction = static_cast<double>(window_marks) / static_cast<double>(window_acks);
+        dctcp_alpha = (1 - cfg.dctcp_g) * dctcp_alpha + cfg.dctcp_g * fraction;
+        window_acks = window_marks = 0;
+        last_update_seq = sent_total;
+    }
+    double T = static_cast<double>(base_rtt) * 1e-12; // s
+    if (marked && !cwr)
+    {
+        rate = std::max(cfg.min_rate, rate * (1 - dctcp_alpha / 2));
+        cwr = true;
+        cwr_until = sent_total;
+    }
+    else if (new_window && !cwr)
+    {
+        rate = std::min(line_rate, rate + cfg.payload * 8.0 / T); // one MTU per RTT
+    }
+    window = rate / 8 * T;
+}
+
 // -- Flow --------------------------------------------------------------------------------
 
 uint32_t
@@ -308,8 +449,8 @@ Flow::Start()
     if (!qp->port)
     {
         // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
-        uint32_t data_frame = cfg.payload + kDataOverhead + (cfg.cc == kCcHpcc ? kIntBytes : 0);
-        uint32_t ack_frame = kAckOverhead + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+        uint32_t data_frame = cfg.payload + kDataOverhead + cfg.DataExtra();
+        uint32_t ack_frame = kAckOverhead + cfg.DataExtra();
         int64_t rtt = 0;
         for (uint32_t link : fwd)
         {
@@ -320,6 +461,7 @@ Flow::Start()
             rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(ack_frame);
         }
         qp->Init(fab->ports[fwd[0]], rtt);
+        fab->max_base_rtt = std::max(fab->max_base_rtt, rtt);
     }
     fab->active.push_back(this);
     ArmRto();
@@ -339,7 +481,7 @@ Flow::MakePacket()
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(payload);
     RoceHeader h;
     h.kind = kData;
-    h.size = kDataOverhead - kPppBytes + (cfg.cc == kCcHpcc ? kIntBytes : 0);
+    h.size = kDataOverhead - kPppBytes + cfg.DataExtra();
     h.src = src;
     h.dst = dst;
     h.flow = id;
@@ -349,30 +491,58 @@ Flow::MakePacket()
     {
         p->AddPacketTag(IntTag());
     }
+    else if (cfg.cc == kCcHpccPint)
+    {
+        p->AddPacketTag(PintTag());
+    }
+    else if (cfg.cc == kCcTimely)
+    {
+        TimestampTag ts;
+        ts.ts = Now();
+        p->AddPacketTag(ts);
+    }
     ++packets_sent;
     return p;
 }
 
 void
-Flow::SendBack(uint8_t kind, uint32_t psn, const IntTag* echo)
+Flow::SendBack(uint8_t kind, uint32_t psn, ns3::Ptr<ns3::Packet> data)
 {
+    // An ACK answering a data packet echoes what its congestion control reads:
+    // HPCC's INT records, PINT's digest, TIMELY's timestamp, DCTCP's CE mark.
+    const Config& cfg = fab->cfg;
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(0);
     RoceHeader h;
     h.kind = kind;
-    uint32_t overhead = kind == kCnp ? kCnpOverhead : kAckOverhead;
-    if (echo)
-    {
-        overhead += kIntBytes;
-    }
-    h.size = overhead - kPppBytes;
+    h.size = (kind == kCnp ? kCnpOverhead : kAckOverhead) + (data ? cfg.DataExtra() : 0) - kPppBytes;
     h.src = dst;
     h.dst = src;
     h.flow = id;
     h.psn = psn;
-    p->AddHeader(h);
-    if (echo)
+    if (data && cfg.cc == kCcDctcp)
     {
-        p->AddPacketTag(*echo);
+        RoceHeader dh;
+        data->PeekHeader(dh);
+        h.flags |= dh.flags & kFlagCe;
+    }
+    p->AddHeader(h);
+    if (data)
+    {
+        IntTag int_tag;
+        PintTag pint_tag;
+        TimestampTag ts_tag;
+        if (cfg.cc == kCcHpcc && data->PeekPacketTag(int_tag))
+        {
+            p->AddPacketTag(int_tag);
+        }
+        else if (cfg.cc == kCcHpccPint && data->PeekPacketTag(pint_tag))
+        {
+            p->AddPacketTag(pint_tag);
+        }
+        else if (cfg.cc == kCcTimely && data->PeekPacketTag(ts_tag))
+        {
+            p->AddPacketTag(ts_tag);
+        }
     }
     fab->ports[rev[0]]->SendControl(p);
 }
@@ -386,7 +556,7 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
     {
         last_cnp = now;
         ++cnps_sent;
-        SendBack(kCnp, h.psn, nullptr);
+        SendBack(kCnp, h.psn);
     }
     if (h.psn == expected)
     {
@@ -403,27 +573,18 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
         if (++since_ack >= cfg.ack_interval || last)
         {
             since_ack = 0;
-            if (cfg.cc == kCcHpcc)
-            {
-                IntTag tag;
-                p->PeekPacketTag(tag);
-                SendBack(kAck, expected, &tag);
-            }
-            else
-            {
-                SendBack(kAck, expected, nullptr);
-            }
+            SendBack(kAck, expected, p);
         }
     }
     else if (h.psn > expected && !nack_pending)
     {
         nack_pending = true;
-        SendBack(kNack, expected, nullptr);
+        SendBack(kNack, expected);
     }
     else if (h.psn < expected && delivered)
     {
         // A retransmission after everything arrived: the sender missed the end.
-        SendBack(kAck, expected, nullptr);
+        SendBack(kAck, expected);
     }
 }
 
@@ -453,12 +614,28 @@ Flow::OnControl(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
             snd_nxt = snd_una;
         }
     }
-    if (h.kind == kAck && fab->cfg.cc == kCcHpcc)
+    if (h.kind == kAck)
     {
-        IntTag tag;
-        if (p->PeekPacketTag(tag))
+        int cc = fab->cfg.cc;
+        uint64_t ack_seq = qp_base + h.psn;
+        IntTag int_tag;
+        PintTag pint_tag;
+        TimestampTag ts_tag;
+        if (cc == kCcHpcc && p->PeekPacketTag(int_tag))
         {
-            qp->OnHpccAck(tag, qp_base + h.psn);
+            qp->OnHpccAck(int_tag, ack_seq);
+        }
+        else if (cc == kCcHpccPint && p->PeekPacketTag(pint_tag))
+        {
+            qp->OnPintAck(pint_tag, ack_seq);
+        }
+        else if (cc == kCcTimely && p->PeekPacketTag(ts_tag))
+        {
+            qp->OnTimelyAck(Now() - ts_tag.ts, ack_seq);
+        }
+        else if (cc == kCcDctcp)
+        {
+            qp->OnDctcpAck(h.flags & kFlagCe, ack_seq);
         }
     }
     if (snd_una >= npkts)

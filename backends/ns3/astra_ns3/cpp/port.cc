@@ -205,6 +205,10 @@ Port::DequeueTransit()
             t.packet->AddHeader(h);
         }
     }
+    if (cfg.cc == kCcHpccPint)
+    {
+        StampPint(t.packet, t.size);
+    }
     if (cfg.cc == kCcHpcc)
     {
         IntTag tag;
@@ -222,6 +226,39 @@ Port::DequeueTransit()
         }
     }
     return t.packet;
+}
+
+void
+Port::StampPint(ns3::Ptr<ns3::Packet> p, uint32_t size)
+{
+    // This port's utilization (HPCC-PINT artifact, switch-node.cc): an EWMA
+    // with weight dt/T of the sample (queue / T + previous packet / dt) / B,
+    // where T is the fabric's longest base RTT and B the port's rate; queues
+    // under 256 bytes count as empty. The packet keeps the largest digest
+    // of its path.
+    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
+    double T = static_cast<double>(fab->max_base_rtt);
+    double bytes_per_ps = rate / 8e12;
+    if (pint_last_ts >= 0 && T > 0)
+    {
+        double dt = std::min(static_cast<double>(now - pint_last_ts), T);
+        double queue = data_bytes >= 256 ? static_cast<double>(data_bytes) : 0.0;
+        pint_u = pint_u * (T - dt) / T + queue * dt / (bytes_per_ps * T * T) +
+                 pint_last_bytes / (bytes_per_ps * T);
+    }
+    pint_last_ts = now;
+    pint_last_bytes = size + kPppBytes;
+    PintTag tag;
+    if (!p->RemovePacketTag(tag))
+    {
+        return; // not a PINT data packet
+    }
+    int power = fab->cfg.PintEncode(pint_u, fab->Uniform());
+    if (power > tag.power)
+    {
+        tag.power = static_cast<int16_t>(power);
+    }
+    p->AddPacketTag(tag);
 }
 
 void

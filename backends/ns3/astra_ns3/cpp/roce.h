@@ -56,8 +56,11 @@ enum PacketKind : uint8_t
 enum CcMode : int
 {
     kCcNone = 0,
-    kCcDcqcn = 1, // upstream CC_MODE 1
-    kCcHpcc = 3,  // upstream CC_MODE 3
+    kCcDcqcn = 1,     // upstream CC_MODE 1
+    kCcHpcc = 3,      // upstream CC_MODE 3
+    kCcTimely = 7,    // upstream CC_MODE 7
+    kCcDctcp = 8,     // upstream CC_MODE 8
+    kCcHpccPint = 10, // upstream CC_MODE 10
 };
 
 // Header flags.
@@ -78,6 +81,9 @@ constexpr uint32_t kPfcFrameBytes = 64 + 8 + 12;                    // minimum f
 // HPCC's INT header: 2 bytes plus 8 bytes per hop for up to 5 hops (HPCC §4.4).
 constexpr uint32_t kIntBytes = 42;
 constexpr int kMaxIntHops = 8;
+// HPCC-PINT's digest: a utilization U is sent as u = max(1, ceil(U * 512)) in
+// powers of the log base (Ben Basat et al., SIGCOMM'20 §4; artifact pint.cc).
+constexpr double kPintScale = 512;
 
 struct Config
 {
@@ -109,6 +115,27 @@ struct Config
     double hpcc_eta = 0.95;
     int hpcc_max_stage = 0;
     double hpcc_rate_ai = 50e6;           // bit/s; W_AI = rate_ai * base RTT
+    // TIMELY (Mittal et al., SIGCOMM'15)
+    double timely_alpha = 0.875;          // EWMA weight of a new RTT difference
+    double timely_beta = 0.8;             // multiplicative decrease factor
+    int64_t timely_t_low = 50000000;      // ps
+    int64_t timely_t_high = 500000000;    // ps
+    int64_t timely_min_rtt = 20000000;    // ps, normalizes the gradient
+    double timely_rate_ai = 10e6;         // bit/s per 10 Gb/s of line rate (delta)
+    int timely_hai_after = 5;             // increases in a row before hyper increase
+    double timely_hai_factor = 5;         // hyper increase = factor * delta
+    // DCTCP (Alizadeh et al., SIGCOMM'10) over RoCE
+    double dctcp_g = 1.0 / 16;
+    // HPCC-PINT (Ben Basat et al., SIGCOMM'20)
+    double pint_log_base = 1.05;
+    double pint_prob = 1.0;               // fraction of ACKs whose digest the sender uses
+
+    // Extra header bytes of data packets and their ACKs: HPCC's INT, PINT's digest.
+    uint32_t DataExtra() const;
+    // PINT: the power (digest) of utilization u, rounded up or down at random
+    // so that it is unbiased (artifact pint.cc), and its value back.
+    int PintEncode(double u, double uniform) const;
+    double PintDecode(int power) const;
     // Monitors
     int64_t monitor_interval = 0;         // ps; 0 = off
 };
@@ -152,6 +179,34 @@ class IntTag : public ns3::Tag
 
     uint8_t n = 0;
     IntHop hops[kMaxIntHops];
+};
+
+// The sender's timestamp on a data packet, echoed in its ACK (TIMELY's RTT).
+class TimestampTag : public ns3::Tag
+{
+  public:
+    static ns3::TypeId GetTypeId();
+    ns3::TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override;
+    void Serialize(ns3::TagBuffer i) const override;
+    void Deserialize(ns3::TagBuffer i) override;
+    void Print(std::ostream& os) const override;
+
+    int64_t ts = 0; // ps
+};
+
+// HPCC-PINT's digest: the largest encoded utilization on the path so far.
+class PintTag : public ns3::Tag
+{
+  public:
+    static ns3::TypeId GetTypeId();
+    ns3::TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override;
+    void Serialize(ns3::TagBuffer i) const override;
+    void Deserialize(ns3::TagBuffer i) override;
+    void Print(std::ostream& os) const override;
+
+    int16_t power = -1; // -1: no hop wrote yet
 };
 
 class Fabric;
@@ -200,6 +255,11 @@ class Port
     int64_t paused_since = 0, paused_ps = 0;
     bool sampled_nonzero = false;
 
+    // HPCC-PINT: this port's utilization estimate, updated per data packet.
+    double pint_u = 0;
+    int64_t pint_last_ts = -1;
+    uint32_t pint_last_bytes = 0;
+
     int64_t TxTime(uint64_t bytes) const; // ps to serialize bytes
     void Pump();
     void SendControl(ns3::Ptr<ns3::Packet> p);
@@ -216,6 +276,7 @@ class Port
   private:
     ns3::Ptr<ns3::Packet> Next();
     ns3::Ptr<ns3::Packet> DequeueTransit();
+    void StampPint(ns3::Ptr<ns3::Packet> p, uint32_t size);
     void WakeAt(int64_t t);
 };
 
@@ -257,6 +318,14 @@ struct Qp
     uint64_t last_update_seq = 0;
     IntTag last_int;
     bool have_int = false;
+    // TIMELY.
+    int64_t prev_rtt = -1;          // ps; -1 before the first sample
+    double rtt_diff = 0;            // ps
+    // DCTCP.
+    double dctcp_alpha = 1.0;
+    uint64_t window_acks = 0, window_marks = 0;
+    bool cwr = false;               // a cut was made in this window
+    uint64_t cwr_until = 0;         // sequence that ends it
 
     void Init(Port* first, int64_t rtt);
     void Add(Flow* f);
@@ -266,6 +335,9 @@ struct Qp
     ns3::Ptr<ns3::Packet> MakePacket(int64_t start_at);
     void OnCnp();
     void OnHpccAck(const IntTag& tag, uint64_t ack_seq);
+    void OnPintAck(const PintTag& tag, uint64_t ack_seq);
+    void OnTimelyAck(int64_t rtt, uint64_t ack_seq);
+    void OnDctcpAck(bool marked, uint64_t ack_seq);
 
   private:
     void RateIncrease();
@@ -308,7 +380,7 @@ struct Flow
     void OnControl(ns3::Ptr<ns3::Packet> p, const RoceHeader& h);
 
   private:
-    void SendBack(uint8_t kind, uint32_t psn, const IntTag* echo);
+    void SendBack(uint8_t kind, uint32_t psn, ns3::Ptr<ns3::Packet> data = nullptr);
     void GoBack(uint32_t psn);
     void Finish();
     void OnRto();
@@ -346,6 +418,7 @@ class Fabric
     std::mt19937_64 rng;
     std::string error;
     uint64_t misrouted = 0;
+    int64_t max_base_rtt = 0; // ps, the longest base RTT of any flow so far (PINT's T)
 
     std::vector<QueueSample> queue_samples;
     std::vector<FlowSample> flow_samples;
