@@ -38,7 +38,7 @@ def simulate(workload: str | os.PathLike | Sequence, system: Any, network: Any =
              backend: str | None = None, progress: bool | RunProgress = False,
              topology: Any = None, dims: Sequence[int] | None = None, memory: Any = None,
              comm_groups: Any = None, backend_config: Any = None, plugin_manager: Any = None,
-             symmetry: bool = True) -> Report:
+             symmetry: bool = True, background: Any = None) -> Report:
     """Simulate one training step and return its :data:`Report`.
 
     ``workload``: a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``) or
@@ -53,7 +53,8 @@ def simulate(workload: str | os.PathLike | Sequence, system: Any, network: Any =
     The other keywords are those of :func:`astra_core.api.simulate`:
     ``topology`` (ns-3 format file or PhysicalTopology), ``dims``,
     ``comm_groups`` (path or ``{group id: [NPU ids]}``, validated like the
-    file), ``backend_config``, ``plugin_manager``, ``symmetry`` (a bool).
+    file), ``backend_config``, ``plugin_manager``, ``symmetry`` (a bool),
+    ``background`` (a flow file run alongside the step).
     Raises :class:`~astra_core.errors.AstraError` subclasses for bad input;
     an argument of the wrong type is a ConfigError naming it, e.g.
     ``simulate: workload must be a path or a list of rank traces, got int``.
@@ -64,7 +65,7 @@ def simulate(workload: str | os.PathLike | Sequence, system: Any, network: Any =
     memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
     expect(isinstance(progress, (bool, RunProgress)), "progress", "True, False or a RunProgress", progress)
     options = dict(topology=topology, dims=dims, memory=memory, comm_groups=comm_groups,
-                   backend_config=backend_config, symmetry=symmetry)
+                   backend_config=backend_config, symmetry=symmetry, background=background)
     display = progress if isinstance(progress, RunProgress) else (RunProgress() if progress else None)
     if display is None or not display.enabled:
         return _simulate_core(workload, system, network, backend=backend,

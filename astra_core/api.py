@@ -16,6 +16,8 @@ from astra_core.config.system import SystemConfig, load_system
 from astra_core.plugins import (BackendRegistry, collective_registry, load_settings, make_plugin_manager,
                                 notify_run_finished, notify_run_started)
 from astra_core.errors import ConfigError, TraceError
+from astra_core.flows.flowfile import FlowSpec, read_flows
+from astra_core.flows.run import BACKGROUND_TAG_BASE, flow_results, start_flows
 from astra_core.report.results import RunResult
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims
@@ -159,6 +161,21 @@ def resolve_network(network: PathLike | NetworkConfig | None,
     return logical_dims(physical, list(dims) if dims else None), physical
 
 
+def _background_flows(background: PathLike | Sequence[FlowSpec] | None,
+                      physical: PhysicalTopology | None) -> list[FlowSpec]:
+    """The background flows to run (none when ``background`` is None)."""
+    if background is None:
+        return []
+    if physical is None:
+        raise ConfigError("--background: background flows need a physical topology (--topology)")
+    if _is_path(background):
+        return read_flows(background, physical.npus_count)
+    flows = list(background)
+    expect(all(isinstance(f, FlowSpec) for f in flows), "background",
+           "a flow file path or a list of FlowSpec", background)
+    return flows
+
+
 def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | SystemConfig,
              network: PathLike | NetworkConfig | None = None, *,
              topology: PathLike | PhysicalTopology | None = None,
@@ -166,7 +183,8 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
              memory: PathLike | MemoryConfig | None = None,
              comm_groups: PathLike | dict[str, Sequence[int]] | None = None,
              backend: str | None = None, backend_config: Any = None,
-             plugin_manager=None, symmetry: bool = True) -> RunResult:
+             plugin_manager=None, symmetry: bool = True,
+             background: PathLike | Sequence[FlowSpec] | None = None) -> RunResult:
     """Simulate one training step.
 
     ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
@@ -183,10 +201,17 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
     all (see :mod:`astra_core.system.symmetry`). An argument of the wrong
     type is a ConfigError naming it (:func:`check_arguments`); dict
     ``comm_groups`` are validated like a comm-group file.
+
+    ``background``: a flow file (or :class:`~astra_core.flows.flowfile.FlowSpec`
+    list) run on the same fabric alongside the step (start times from the
+    step's start; needs ``topology``): every rank is simulated, and
+    ``result.background`` holds each flow's FCT, ideal FCT and slowdown
+    (:mod:`astra_core.flows.run`). Raises ConfigError without a topology.
     """
     check_arguments(workload, system, network, topology, dims, memory, comm_groups, backend,
                     plugin_manager, symmetry)
     net, physical = resolve_network(network, topology, dims)
+    flows = _background_flows(background, physical)
     sysc = system if isinstance(system, SystemConfig) else load_system(system)
     sysc.check_dims(net.dims_count)
     mem = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
@@ -200,9 +225,15 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
         return info.build(Topology(net, physical), backend_config)
 
     sim = Simulation(graphs, net, sysc, build_backend(), memory=mem, comm_groups=groups,
-                     backend_name=info.name, symmetry=symmetry,
+                     backend_name=info.name, symmetry=symmetry and not flows,
                      collective_plugins=collective_registry(pm), fresh_backend=build_backend)
     notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
+    finish: list[float | None] = [None] * len(flows)
+    if flows:
+        start_flows(sim.backend, flows, lambda i: finish.__setitem__(i, sim.backend.now()),
+                    BACKGROUND_TAG_BASE)
     result = sim.run()
+    if flows:
+        result.background = flow_results(flows, finish, physical, info.name, BACKGROUND_TAG_BASE)
     notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept
     return result

@@ -56,14 +56,18 @@ def main() -> None:
               help="write PNG plots here: per-rank breakdown, timeline, link utilization")
 @click.option("--no-symmetry", is_flag=True,
               help="simulate every rank even when rank 0 provably stands for all")
+@click.option("--background", type=click.Path(),
+              help="flow file (`astra flows gen`) run on the same --topology alongside the step")
 def run(workload, system, network, topology, dims, memory, comm_groups, backend, backend_config,
-        json_path, timeline, csv_path, parquet_path, plots_dir, no_symmetry) -> None:
+        json_path, timeline, csv_path, parquet_path, plots_dir, no_symmetry, background) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
     The network is network.yml's dimensions (--network), or a physical
     topology file (--topology) for backends that model links, with the
     logical dimensions the collectives run over given by --dims (sizes
-    multiplying to its NPU count) or --network.
+    multiplying to its NPU count) or --network. With --background, a flow
+    workload shares the fabric with the step; its FCT slowdowns are printed
+    after the step's table (and written with --json).
     """
     from astra.api import simulate
     from astra_core.report.table import print_summary
@@ -78,12 +82,19 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
         # A progress line on stderr while it is a terminal, none otherwise.
         result = simulate(workload, system, network, topology=topology, dims=sizes,
                           memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
-                          symmetry=not no_symmetry, backend_config=backend_config)
+                          symmetry=not no_symmetry, backend_config=backend_config,
+                          background=background)
     except AstraError as exc:
         _fail(exc)
     wall = time.perf_counter() - started
     console = Console()
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
+    if result.background is not None:
+        from astra_core.flows.report import flow_table, summary_table
+
+        console.print(summary_table(flow_table(result.background),
+                                    f"background flows: FCT slowdown, {len(result.background)} "
+                                    "flows"))
     console.print(f"simulated in {wall:.2f} s")
     try:
         _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)

@@ -70,10 +70,9 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
         header_bytes) -> None:
     """Simulate a flow file and print FCT slowdown percentiles by flow size."""
     from rich.console import Console
-    from rich.table import Table
 
     from astra_core.flows.flowfile import read_flows
-    from astra_core.flows.report import by_size_bucket, flow_table, plot_slowdown
+    from astra_core.flows.report import flow_table, plot_slowdown, summary_table
     from astra_core.flows.run import run_flows
     from astra_core.outputs import check_output_dir, check_output_file, write_text
     from astra_core.topology.ns3_format import read_ns3_topology
@@ -94,13 +93,8 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
     except AstraError as exc:
         _fail(exc)
     console = Console()
-    out = Table(title=f"FCT slowdown, {len(table)} flows on backend {result.backend_name}")
-    for column in ("flow size", "flows", "median", "p95", "p99", "max"):
-        out.add_column(column, justify="left" if column == "flow size" else "right")
-    for row in by_size_bucket(table).itertuples():
-        out.add_row(row.bucket, str(row.flows), f"{row.p50:.2f}", f"{row.p95:.2f}",
-                    f"{row.p99:.2f}", f"{row.max:.2f}")
-    console.print(out)
+    console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend "
+                                       f"{result.backend_name}"))
     stats = getattr(result.backend, "stats", None)
     if stats:
         console.print(", ".join(f"{k} {v:,}" for k, v in stats.items()))

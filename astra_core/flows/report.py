@@ -74,6 +74,19 @@ def by_size_bins(table: pd.DataFrame, percent: float = 5.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_table(table: pd.DataFrame, title: str):
+    """A rich Table of :func:`by_size_bucket` (flow count, median/p95/p99/max slowdown)."""
+    from rich.table import Table
+
+    out = Table(title=title)
+    for column in ("flow size", "flows", "median", "p95", "p99", "max"):
+        out.add_column(column, justify="left" if column == "flow size" else "right")
+    for row in by_size_bucket(table).itertuples():
+        out.add_row(row.bucket, str(row.flows), f"{row.p50:.2f}", f"{row.p95:.2f}",
+                    f"{row.p99:.2f}", f"{row.max:.2f}")
+    return out
+
+
 def plot_slowdown(tables: dict[str, pd.DataFrame], path_png: str | os.PathLike,
                   title: str = "FCT slowdown by flow size") -> None:
     """Median and 99th percentile slowdown per equal-count size bin against flow size,

@@ -46,6 +46,9 @@ from astra_core.flows.flowfile import FlowSpec
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 
+#: Tags of background flows under a training step start here, clear of the
+#: step's own tags (chunk ids: communicator group x 10^6 + k; ET node tags).
+BACKGROUND_TAG_BASE = 1 << 48
 #: RoCE path MTU the ns3 backend uses by default (bytes of payload per packet).
 PAYLOAD_BYTES = 4096
 #: Wire bytes per RoCEv2 packet besides its payload (see the module docstring).
@@ -141,13 +144,22 @@ def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: st
     start_flows(net, flows, done)
     net.run()
     wall = time.perf_counter() - started
+    results = flow_results(flows, finish, topology, info.name, 0, payload_bytes, header_bytes)
+    return FlowRun(info.name, results, wall, net)
+
+
+def flow_results(flows: Sequence[FlowSpec], finish: Sequence[float | None],
+                 topology: PhysicalTopology, backend_name: str, tag_base: int = 0,
+                 payload_bytes: int = PAYLOAD_BYTES,
+                 header_bytes: int = HEADER_BYTES) -> list[FlowResult]:
+    """Each flow's result from its arrival time (ns) ``finish[i]``; raises AstraError
+    naming the first few flows that never arrived."""
     missing = [i for i, t in enumerate(finish) if t is None]
     if missing:
         shown = ", ".join(f"{i} ({flows[i].src} -> {flows[i].dst})" for i in missing[:5])
-        raise AstraError(f"backend {info.name}: {len(missing)} of {len(flows)} flows never "
+        raise AstraError(f"backend {backend_name}: {len(missing)} of {len(flows)} flows never "
                          f"arrived: {shown}{', ...' if len(missing) > 5 else ''}")
-    results = [FlowResult(f.src, f.dst, f.size_bytes, f.start_ns, finish[i] - f.start_ns,
-                          ideal_fct_ns(topology, topology.route(f.src, f.dst, i), f.size_bytes,
-                                       payload_bytes, header_bytes))
-               for i, f in enumerate(flows)]
-    return FlowRun(info.name, results, wall, net)
+    return [FlowResult(f.src, f.dst, f.size_bytes, f.start_ns, finish[i] - f.start_ns,
+                       ideal_fct_ns(topology, topology.route(f.src, f.dst, tag_base + i),
+                                    f.size_bytes, payload_bytes, header_bytes))
+            for i, f in enumerate(flows)]

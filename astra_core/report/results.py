@@ -73,6 +73,8 @@ class RunResult:
     symmetric: bool = False  # representatives stood for classes of identical ranks
     representative: list[int] | None = None  # rank -> the simulated rank standing for it
     graphs: list[Any] = field(default_factory=list, repr=False)  # every rank's dependency graph
+    #: Background flows run beside the step (astra_core.flows.run.FlowResult), if any.
+    background: list[Any] | None = None
 
     @property
     def step_ns(self) -> float:
@@ -87,6 +89,11 @@ class RunResult:
         llm = llm_utilization(self)
         if llm:
             out["llm"] = llm
+        if self.background is not None:
+            out["background_flows"] = [
+                {"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes, "start_ns": f.start_ns,
+                 "fct_ns": f.fct_ns, "ideal_fct_ns": f.ideal_fct_ns, "slowdown": f.slowdown}
+                for f in self.background]
         return out
 
     # -- views and outputs (astra_core.report.*; pandas/matplotlib load on first use) -------
