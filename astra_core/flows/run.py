@@ -13,18 +13,20 @@ full frames of ``F = P + H`` bytes and a last one of ``L = B - (n - 1) P +
 H``. In a tandem of store-and-forward links the last packet leaves the last
 link after the longest chain of transmissions through the (packet, link)
 grid, moving to a later packet or a later link at each step (Reich's
-tandem-queue recursion); with equal full frames the longest chain crosses
-every full frame at one link ``j1`` and the last frame from a link ``j2 >=
-j1`` on::
+tandem-queue recursion). With equal full frames the longest chain takes
+frame 1 over links ``0 .. j1``, every full frame at link ``j1``, frame
+``n - 1`` on to link ``j2 >= j1`` and the last frame from ``j2`` to the
+end; summed, the full frames cost ``F (P(j2) + (n - 2) t_j1)`` (``t_j = 1 /
+r_j``, ``P(j2) = t_0 + ... + t_j2``), so the best ``j1`` is the slowest link
+up to ``j2``::
 
-    ideal = sum(latency) + max over j1 <= j2 of [ sum_{j < j1} F_1 / r_j
-            + (n - 1) F / r_j1 + sum_{j1 < j < j2} F / r_j + L / r_j2 (+ F / r_j2 if j2 > j1)
-            + sum_{j > j2} L / r_j ]
+    ideal = sum(latency) + max over j2 of [ F P(j2) + (n - 2) F max_{j <= j2} t_j
+                                            + L (t_j2 + ... + t_last) ]
 
-(``F_1``: the first frame). On one bottleneck link with faster or equal
-links around it this is ``W / r_b`` plus one frame's store and forward
-per other link, the largest frame where links after the bottleneck are as
-slow as it. It is exactly what the ``ns3`` backend gives a lone flow
+(``n = 1``: ``L`` times every ``t_j``). On one bottleneck link with faster
+links around it this is ``W / r_b`` plus one frame's store and forward per
+other link; where a link after the bottleneck is as slow as it, the largest
+frame's. It is exactly what the ``ns3`` backend gives a lone flow
 without congestion control (a test checks this); the HPCC artifact's
 "standalone FCT" is the same idea with its 48-byte headers and an ACK's
 return. Slowdown = FCT / ideal FCT.
@@ -66,13 +68,12 @@ def ideal_fct_ns(topology: PhysicalTopology, route: Sequence[int], size_bytes: i
     if packets == 1:
         return latency + last * sum(t)
     full = payload_bytes + header_bytes
-    h = len(t)
-    best = 0.0
-    for j1 in range(h):
-        head = full * sum(t[:j1]) + (packets - 1) * full * t[j1]
-        for j2 in range(j1, h):
-            middle = full * sum(t[j1 + 1:j2 + 1])
-            best = max(best, head + middle + last * sum(t[j2:]))
+    best, prefix, slowest, suffix = 0.0, 0.0, 0.0, sum(t)
+    for tj in t:  # j2 = 0, 1, ...
+        prefix += tj
+        slowest = max(slowest, tj)
+        best = max(best, full * prefix + (packets - 2) * full * slowest + last * suffix)
+        suffix -= tj
     return latency + best
 
 
