@@ -81,6 +81,8 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
         if fct_path:
             check_output_file(fct_path, "--fct")
         directory = check_output_dir(plots_dir, "--plots") if plots_dir else None
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
         fabric = read_ns3_topology(topology)
         specs = read_flows(flow_file, fabric.npus_count)
         result = run_flows(specs, fabric, backend, backend_config, payload_bytes=payload_bytes,

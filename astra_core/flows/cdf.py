@@ -20,6 +20,7 @@ which used them in the HPCC paper, Li et al., SIGCOMM'19):
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import random
 from dataclasses import dataclass
@@ -34,25 +35,40 @@ BUILTIN = {"websearch": DATA / "websearch.txt", "hadoop": DATA / "hadoop.txt"}
 
 @dataclass(frozen=True)
 class FlowSizeCdf:
-    """A piecewise-linear flow-size CDF: ``sizes`` (bytes) at ``percents`` (0..100)."""
+    """A piecewise-linear flow-size CDF: ``sizes`` (bytes) at ``percents`` (0..100).
+
+    ``lines`` gives each point's line in its file, for error messages (without
+    it, errors name the point's position). Raises ConfigError naming ``source`` and the line for fewer than
+    two points, a first percent other than 0 or a last other than 100, a
+    negative or non-finite size, or points that do not both rise strictly."""
 
     sizes: tuple[float, ...]
     percents: tuple[float, ...]
     source: str = "cdf"
+    lines: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         s, p, where = self.sizes, self.percents, self.source
         if len(s) != len(p) or len(s) < 2:
             raise ConfigError(f"{where}: a CDF needs at least two points of <bytes> <percent>")
-        if p[0] != 0 or p[-1] != 100:
-            raise ConfigError(f"{where}: the first percent must be 0 and the last 100, got "
-                              f"{p[0]:g} and {p[-1]:g}")
+        # Points read from a file are named by their line, others by their position.
+        line = ([f"line {n}" for n in self.lines] if self.lines
+                else [f"point {k + 1}" for k in range(len(s))])
+        for k in range(len(s)):
+            if not (math.isfinite(s[k]) and math.isfinite(p[k])):
+                raise ConfigError(f"{where}: {line[k]}: sizes and percents must be finite, "
+                                  f"got {s[k]:g} {p[k]:g}")
+        if p[0] != 0:
+            raise ConfigError(f"{where}: {line[0]}: the first percent must be 0, got {p[0]:g}")
+        if p[-1] != 100:
+            raise ConfigError(f"{where}: {line[-1]}: the last percent must be 100, got "
+                              f"{p[-1]:g}")
+        if s[0] < 0:
+            raise ConfigError(f"{where}: {line[0]}: a flow size cannot be negative ({s[0]:g})")
         for k in range(1, len(s)):
             if not (s[k] > s[k - 1] and p[k] > p[k - 1]):
-                raise ConfigError(f"{where}: line {k + 1}: sizes and percents must both rise "
+                raise ConfigError(f"{where}: {line[k]}: sizes and percents must both rise "
                                   f"strictly ({s[k - 1]:g} {p[k - 1]:g} then {s[k]:g} {p[k]:g})")
-        if s[0] < 0:
-            raise ConfigError(f"{where}: line 1: a flow size cannot be negative ({s[0]:g})")
 
     @property
     def mean_bytes(self) -> float:
@@ -72,7 +88,7 @@ class FlowSizeCdf:
 def parse_cdf(text: str, source: str) -> FlowSizeCdf:
     """A CDF from its file text (see the module docstring). Raises ConfigError naming
     ``source`` and the line."""
-    sizes, percents = [], []
+    sizes, percents, lines = [], [], []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split("#", 1)[0].split()
         if not fields:
@@ -85,7 +101,8 @@ def parse_cdf(text: str, source: str) -> FlowSizeCdf:
             raise ConfigError(f"{source}: line {number}: not numbers: {line!r}") from None
         sizes.append(size)
         percents.append(percent)
-    return FlowSizeCdf(tuple(sizes), tuple(percents), source)
+        lines.append(number)
+    return FlowSizeCdf(tuple(sizes), tuple(percents), source, tuple(lines))
 
 
 def load_cdf(name_or_path: str | os.PathLike) -> FlowSizeCdf:

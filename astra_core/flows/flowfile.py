@@ -52,11 +52,16 @@ def parse_flows(text: str, source: str, npus: int | None = None) -> list[FlowSpe
     lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise ConfigError(f"{source}: empty flow file (the first line is the number of flows)")
-    (_, head), body = lines[0], lines[1:]
-    if len(head) != 1 or not head[0].isdigit():
-        raise ConfigError(f"{source}: line 1: expected the number of flows, got {' '.join(head)!r}")
-    if int(head[0]) != len(body):
-        raise ConfigError(f"{source}: line 1 says {head[0]} flows, but {len(body)} follow")
+    (head_line, head), body = lines[0], lines[1:]
+    try:
+        count = int(head[0]) if len(head) == 1 and head[0].isascii() else -1
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise ConfigError(f"{source}: line {head_line}: expected the number of flows, got "
+                          f"{' '.join(head)!r}")
+    if count != len(body):
+        raise ConfigError(f"{source}: line {head_line} says {count} flows, but {len(body)} follow")
     flows = []
     for number, fields in body:
         if len(fields) != 6:

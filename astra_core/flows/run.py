@@ -7,29 +7,11 @@ in the HPCC artifact's simulations. Its flow completion time (FCT) runs
 from the start to the arrival of its last byte.
 
 Ideal FCT: the time the flow would take alone on the idle fabric at line
-rate, its packets store-and-forwarded over its route. The ``n = ceil(B /
-P)`` packets (``P`` payload bytes, ``H`` header bytes each) are ``n - 1``
-full frames of ``F = P + H`` bytes and a last one of ``L = B - (n - 1) P +
-H``. In a tandem of store-and-forward links the last packet leaves the last
-link after the longest chain of transmissions through the (packet, link)
-grid, moving to a later packet or a later link at each step (Reich's
-tandem-queue recursion). With equal full frames the longest chain takes
-frame 1 over links ``0 .. j1``, every full frame at link ``j1``, frame
-``n - 1`` on to link ``j2 >= j1`` and the last frame from ``j2`` to the
-end; summed, the full frames cost ``F (P(j2) + (n - 2) t_j1)`` (``t_j = 1 /
-r_j``, ``P(j2) = t_0 + ... + t_j2``), so the best ``j1`` is the slowest link
-up to ``j2``::
-
-    ideal = sum(latency) + max over j2 of [ F P(j2) + (n - 2) F max_{j <= j2} t_j
-                                            + L (t_j2 + ... + t_last) ]
-
-(``n = 1``: ``L`` times every ``t_j``). On one bottleneck link with faster
-links around it this is ``W / r_b`` plus one frame's store and forward per
-other link; where a link after the bottleneck is as slow as it, the largest
-frame's. It is exactly what the ``ns3`` backend gives a lone flow
-without congestion control (a test checks this); the HPCC artifact's
-"standalone FCT" is the same idea with its 48-byte headers and an ACK's
-return. Slowdown = FCT / ideal FCT.
+rate, its packets store-and-forwarded over its route
+(:mod:`astra_core.topology.pipeline`), which the ``ns3`` backend gives a
+lone flow to the picosecond (tested); the HPCC artifact's "standalone FCT"
+is the same idea with its 48-byte headers and an ACK's return. Slowdown =
+FCT / ideal FCT.
 
 Defaults ``P = 4096`` (the ``ns3`` backend's RoCE path MTU) and ``H = 82``
 (Ethernet 38 bytes with preamble and inter-frame gap, IPv4 20, UDP 8, BTH 12,
@@ -47,6 +29,7 @@ from astra_core.errors import AstraError, ConfigError
 from astra_core.flows.flowfile import FlowSpec
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 
 #: Tags of background flows under a training step start here, clear of the
 #: step's own tags (chunk ids: communicator group x 10^6 + k; ET node tags).
@@ -60,21 +43,10 @@ HEADER_BYTES = 82
 def ideal_fct_ns(topology: PhysicalTopology, route: Sequence[int], size_bytes: int,
                  payload_bytes: int = PAYLOAD_BYTES, header_bytes: int = HEADER_BYTES) -> float:
     """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids, at
-    least one); see the module docstring."""
+    least one): latencies plus :func:`~astra_core.topology.pipeline.pipeline_ns`."""
     latency = sum(topology.link_latency[link] for link in route)
-    t = [1 / topology.link_bandwidth[link] for link in route]  # ns per byte
-    packets = max(1, -(-size_bytes // payload_bytes))
-    last = size_bytes - (packets - 1) * payload_bytes + header_bytes
-    if packets == 1:
-        return latency + last * sum(t)
-    full = payload_bytes + header_bytes
-    best, prefix, slowest, suffix = 0.0, 0.0, 0.0, sum(t)
-    for tj in t:  # j2 = 0, 1, ...
-        prefix += tj
-        slowest = max(slowest, tj)
-        best = max(best, full * prefix + (packets - 2) * full * slowest + last * suffix)
-        suffix -= tj
-    return latency + best
+    terms = pipeline_terms([1 / topology.link_bandwidth[link] for link in route])
+    return latency + pipeline_ns(terms, size_bytes, payload_bytes, header_bytes)
 
 
 @dataclass
@@ -123,7 +95,8 @@ def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: st
     """Simulate ``flows`` on ``topology`` with the named backend (default from
     plugins.toml) and return each flow's FCT and ideal FCT.
 
-    Raises ConfigError for a flow naming an NPU the topology lacks, and
+    Raises ConfigError for a flow naming an NPU the topology lacks or from an
+    NPU to itself, and
     AstraError when flows are left undelivered (naming the first few)."""
     from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
 
@@ -132,6 +105,8 @@ def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: st
         if not (0 <= f.src < npus and 0 <= f.dst < npus):
             raise ConfigError(f"flow {k}: NPUs {f.src} -> {f.dst}, but {topology.source} has "
                               f"{npus} NPUs (0 .. {npus - 1})")
+        if f.src == f.dst:
+            raise ConfigError(f"flow {k}: from NPU {f.src} to itself")
     settings = load_settings()
     pm = plugin_manager or make_plugin_manager(settings=settings)
     info = BackendRegistry(pm, settings.default_backend).get(backend)

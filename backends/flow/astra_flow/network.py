@@ -18,12 +18,12 @@ Timing of a message of ``B`` payload bytes in ``n = max(1, ceil(B / P))``
 packets (``P`` = ``payload_bytes``, ``H`` = ``header_bytes``): its
 ``W = B + n H`` wire bytes drain from the queue pair at the flow's rate
 (changing whenever the allocation does); the next message of the queue pair
-starts draining then. The message is delivered a pipeline tail later: the
-route's latencies, plus store and forward of one packet at every link but
-the bottleneck (the slowest on the route, first if tied): the first packet
-(``min(B, P) + H`` bytes) on the links before it, the last packet on the
-links after it. A lone message therefore takes exactly the packet-level
-pipeline time ``sum(latency) + W / r_b + sum_{i != b} packet_i / r_i``.
+starts draining then. The message is delivered a pipeline tail later: its
+lone store-and-forward time over the route
+(:mod:`astra_core.topology.pipeline`: latencies plus the packets' chain
+through the links) less the ``W / r_b`` it would drain in at the
+bottleneck ``b`` (the slowest link). A lone message therefore takes exactly
+the packet-level pipeline time, as the ``ns3`` backend gives it.
 
 Statistics for ``--plots`` (:mod:`astra_core.report.links`): per directed
 link, ``link_bytes`` (data and ACK wire bytes that crossed it),
@@ -39,6 +39,7 @@ from typing import Any, Callable
 from astra_core.backend import Topology
 from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 from astra_flow.config import FlowConfig, load_config
 from astra_flow.maxmin import Flow, MaxMinSolver
 
@@ -62,14 +63,14 @@ class QueuePair(Flow):
     ``messages``: (payload bytes, callback, arg), the head draining;
     ``remaining``: wire bytes of the head left at time ``since``;
     ``version``: bumps whenever its drain event is replaced;
-    ``latency_ns``, ``before_s_per_b``, ``after_s_per_b``: the route's total
-    latency and sums of 1/rate over the links before and after the
-    bottleneck (ns per byte); ``route``/``reverse``: link ids;
+    ``latency_ns``: the route's total latency; ``bottleneck_ns_per_b``: 1 /
+    its slowest link's rate; ``terms``: its :func:`pipeline_terms`;
+    ``route``/``reverse``: link ids;
     ``wire_sent``: wire bytes drained since the flow became active.
     """
 
     __slots__ = ("key", "messages", "remaining", "since", "version", "latency_ns",
-                 "before_s_per_b", "after_s_per_b", "route", "reverse", "wire_sent")
+                 "bottleneck_ns_per_b", "terms", "route", "reverse", "wire_sent")
 
 
 class FlowNetwork:
@@ -151,14 +152,13 @@ class FlowNetwork:
         qp.route = route
         qp.reverse = reverse
         qp.wire_sent = 0
-        qp.latency_ns, qp.before_s_per_b, qp.after_s_per_b = path[2:]
+        qp.latency_ns, qp.bottleneck_ns_per_b, qp.terms = path[2:]
         return qp
 
     def _path(self, route: tuple[int, ...], reverse: tuple[int, ...]) -> tuple:
-        """(links, weights, latency ns, ns/byte before and after the bottleneck) of a route."""
+        """(links, weights, latency ns, bottleneck ns/byte, pipeline terms) of a route."""
         bandwidth, latency = self.topology.link_bandwidth, self.topology.link_latency
         per_byte = [1 / bandwidth[link] for link in route]
-        bottleneck = per_byte.index(max(per_byte))  # the slowest link, first if tied
         if reverse:
             weights = dict.fromkeys(route, 1.0)
             for link in reverse:
@@ -166,15 +166,13 @@ class FlowNetwork:
             links, shares = tuple(weights), tuple(weights.values())
         else:
             links, shares = route, (1.0,) * len(route)
-        return (links, shares, sum([latency[link] for link in route]), sum(per_byte[:bottleneck]),
-                sum(per_byte[bottleneck + 1:]))
+        return (links, shares, sum([latency[link] for link in route]), max(per_byte),
+                pipeline_terms(per_byte))
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
         """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
-        payload, header = self._payload, self._header
-        first = min(size, payload) + header
-        last = size - (max(1, -(-size // payload)) - 1) * payload + header
-        return qp.latency_ns + first * qp.before_s_per_b + last * qp.after_s_per_b
+        lone = pipeline_ns(qp.terms, size, self._payload, self._header)
+        return qp.latency_ns + lone - self._wire_bytes(size) * qp.bottleneck_ns_per_b
 
     def _reallocate(self, _: Any) -> None:
         self._reallocation_due = False

@@ -61,7 +61,11 @@ def test_lone_message_pipelines_across_a_slower_middle_link():
              (3, 1, C, L), (1, 3, C, L)]
     net = FlowNetwork(PhysicalTopology(4, [2, 3], links))
     size = 10_000  # 3 packets: 4096, 4096, 1808 bytes of payload
-    expected = 2500 + wire(size) / (C / 2) + (4096 + 82) / C + last_packet(size) / C
+    full, last = 4096 + 82, last_packet(size)
+    # The last frame leaves the 50 Gbps link 2 last / C after the full frame before it,
+    # sooner than that frame clears the last link (full / C): it waits behind it there.
+    # (ns3 with cc = "none" gives the same 4656.64 ns.)
+    expected = 2500 + wire(size) / (C / 2) + full / C + (full - last) / C
     assert deliveries(net, [(0, 1, size, 0, 0)])[0] == pytest.approx(expected, abs=PS)
 
 

@@ -1,0 +1,55 @@
+"""A lone message's store-and-forward time over a route of links, packet by packet.
+
+A message of ``B`` payload bytes goes as ``n = max(1, ceil(B / P))`` packets
+(``P`` payload bytes, ``H`` header bytes each): ``n - 1`` full frames of
+``F = P + H`` bytes and a last one of ``L = B - (n - 1) P + H``. Every link
+``j`` (``t_j`` ns per byte) sends a frame only once it has received all of
+it, one frame at a time, in order. The last frame leaves the last link after
+the longest chain of transmissions through the (frame, link) grid that moves
+to a later frame or a later link at each step (the tandem-queue recursion of
+store-and-forward networks). With equal full frames the longest chain takes
+frame 1 over links ``0 .. j1``, every full frame at link ``j1``, frame
+``n - 1`` on to a link ``j2 >= j1`` and the last frame from ``j2`` to the
+end; the full frames then cost ``F (P(j2) + (n - 2) t_j1)`` with ``P(j2) =
+t_0 + ... + t_j2``, so the best ``j1`` is the slowest link up to ``j2``::
+
+    time = max over j2 of [ F P(j2) + (n - 2) F max_{j <= j2} t_j + L (t_j2 + ... + t_last) ]
+
+plus the links' latencies (``n = 1``: ``L`` times the sum of ``t_j``). On
+one bottleneck with faster links around it this is ``W / r_b`` (``W = B + n
+H`` wire bytes) plus one frame's store and forward per other link; where a
+link after the bottleneck is as slow as it, the largest frame's. The ns3
+backend's packet model gives a lone message exactly this time
+(``tests/backends/ns3/test_ideal_fct.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+#: Per link of a route: (P(j), max t up to j, t_j + ... + t_last), ns per byte.
+Terms = tuple[tuple[float, float, float], ...]
+
+
+def pipeline_terms(ns_per_byte: Sequence[float]) -> Terms:
+    """The per-route sums :func:`pipeline_ns` needs, from each link's ns per byte (>= 1 link)."""
+    terms = []
+    prefix, slowest, suffix = 0.0, 0.0, sum(ns_per_byte)
+    for t in ns_per_byte:
+        prefix += t
+        slowest = max(slowest, t)
+        terms.append((prefix, slowest, suffix))
+        suffix -= t
+    return tuple(terms)
+
+
+def pipeline_ns(terms: Terms, size_bytes: int, payload_bytes: int, header_bytes: int) -> float:
+    """Transmission part (ns, latencies excluded) of a lone ``size_bytes`` message."""
+    packets = max(1, -(-size_bytes // payload_bytes))
+    last = size_bytes - (packets - 1) * payload_bytes + header_bytes
+    if packets == 1:
+        return last * terms[0][2]
+    full = payload_bytes + header_bytes
+    middle = (packets - 2) * full
+    return max(full * prefix + middle * slowest + last * suffix
+               for prefix, slowest, suffix in terms)
