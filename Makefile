@@ -1,7 +1,7 @@
 # make demo   set up a virtualenv and simulate the bundled ResNet-50 example
 # make test   set up a virtualenv and run the test suite
 # make docs   build the user guide (mkdocs, warnings are errors) into build/site
-# make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree, flow backend at scale, Megatron Table 1 rows, a 1M-node trace's memory
+# make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree, ns3 speed and a 320-host CC study, flow backend at scale, Megatron Table 1 rows, a 1M-node trace's memory
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/scale_allreduce.py
 	$(BIN)/python benchmarks/fat_tree_all_to_all.py
 	$(BIN)/python benchmarks/ns3_speed.py
+	$(BIN)/python benchmarks/cc_flows_speed.py
 	$(BIN)/python benchmarks/flow_scale.py --baseline
 	$(BIN)/python benchmarks/megatron_table1.py
 	$(BIN)/python benchmarks/trace_memory.py
