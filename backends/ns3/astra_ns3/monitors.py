@@ -20,13 +20,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PORT_SUMS = ("tx_bytes", "tx_packets", "drops", "ecn_marks", "pauses_sent", "resumes_sent",
               "pauses_received", "paused_ps")
@@ -43,9 +45,11 @@ class Ns3Results:
         self._max_queue = np.zeros(links, dtype=np.int64)
         self._headroom = np.zeros(links, dtype=np.int64)
         self._max_buffer = np.zeros(physical.nodes_count, dtype=np.int64)
-        self._messages: list[pd.DataFrame] = []
-        self._queues: list[pd.DataFrame] = []
-        self._samples: list[pd.DataFrame] = []
+        # One dict of numpy columns per run; pandas tables are built when asked for
+        # (importing pandas would cost the caller a third of a second per process).
+        self._messages: list[dict[str, Any]] = []
+        self._queues: list[dict[str, Any]] = []
+        self._samples: list[dict[str, Any]] = []
         self.misrouted = 0
 
     def add_run(self, raw: dict[str, np.ndarray], meta: list[tuple], offset_ns: float) -> None:
@@ -62,41 +66,37 @@ class Ns3Results:
         self._headroom[: len(ports)] = ports[:, col["headroom_bytes"]]
         self._max_buffer = np.maximum(self._max_buffer, raw["node_max_buffer"][: len(self._max_buffer)])
         self.misrouted += int(raw["misrouted"][0])
-        first = sum(len(m) for m in self._messages)
+        first = sum(len(m["message"]) for m in self._messages)
         flows = raw["flows"]
         f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
         src, dst, size, tag, sent = (np.array(x) for x in zip(*meta)) if meta else [np.array([])] * 5
         start = offset_ns + f["start_ps"] / 1000
         finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
-        self._messages.append(pd.DataFrame({
-            "run": self.runs, "message": first + np.arange(len(flows)), "src": src, "dst": dst,
+        self._messages.append({
+            "run": np.full(len(flows), self.runs), "message": first + np.arange(len(flows)), "src": src, "dst": dst,
             "bytes": size, "tag": tag, "start_ns": start, "finish_ns": finish,
             "fct_ns": finish - start, "packets_sent": f["packets_sent"],
             "retransmits": f["retransmits"], "timeouts": f["timeouts"], "cnps_sent": f["cnps_sent"],
             "cnps_received": f["cnps_received"], "base_rtt_ns": f["base_rtt_ps"] / 1000,
-            "final_rate_gbps": f["final_rate_bps"] / 1e9}))
+            "final_rate_gbps": f["final_rate_bps"] / 1e9})
         if len(raw["queue_t_ps"]):
             link = raw["queue_port"]
-            self._queues.append(pd.DataFrame({
+            self._queues.append({
                 "time_ns": offset_ns + raw["queue_t_ps"] / 1000, "link": link,
                 "node": np.asarray(self.physical.link_src)[link],
-                "peer": np.asarray(self.physical.link_dst)[link], "bytes": raw["queue_bytes"]}))
+                "peer": np.asarray(self.physical.link_dst)[link], "bytes": raw["queue_bytes"]})
         if len(raw["flow_t_ps"]):
             local = raw["flow_id"]
-            frame = pd.DataFrame({
+            self._samples.append({
                 "time_ns": offset_ns + raw["flow_t_ps"] / 1000, "message": first + local,
                 "src": src[local], "dst": dst[local], "delivered_bytes": raw["flow_delivered"],
                 "rate_gbps": raw["flow_rate_bps"] / 1e9})
-            frame = frame.sort_values(["message", "time_ns"], kind="stable")
-            by = frame.groupby("message", sort=False)
-            dt = by["time_ns"].diff()
-            frame["throughput_gbps"] = by["delivered_bytes"].diff() * 8 / dt
-            self._samples.append(frame.sort_values(["time_ns", "message"], kind="stable")
-                                 .reset_index(drop=True))
         self.runs += 1
 
     # -- tables ------------------------------------------------------------------------
-    def ports(self) -> pd.DataFrame:
+    def ports(self) -> "pd.DataFrame":
+        import pandas as pd
+
         p = self.physical
         frame = pd.DataFrame({"link": np.arange(p.links_count), "node": p.link_src,
                               "peer": p.link_dst, "gbps": np.asarray(p.link_bandwidth) * 8})
@@ -107,16 +107,24 @@ class Ns3Results:
         frame["headroom_bytes"] = self._headroom
         return frame
 
-    def messages(self) -> pd.DataFrame:
+    def messages(self) -> "pd.DataFrame":
         return _concat(self._messages, ["run", "message", "src", "dst", "bytes", "start_ns",
                                         "finish_ns", "fct_ns"])
 
-    def queues(self) -> pd.DataFrame:
+    def queues(self) -> "pd.DataFrame":
         return _concat(self._queues, ["time_ns", "link", "node", "peer", "bytes"])
 
-    def flow_samples(self) -> pd.DataFrame:
-        return _concat(self._samples, ["time_ns", "message", "src", "dst", "delivered_bytes",
-                                       "rate_gbps", "throughput_gbps"])
+    def flow_samples(self) -> "pd.DataFrame":
+        """Per sample: bytes delivered, the sender's rate and the throughput since the
+        message's previous sample (Gbps)."""
+        frames = []
+        for run in self._samples:
+            frame = _frame(run).sort_values(["message", "time_ns"], kind="stable")
+            by = frame.groupby("message", sort=False)
+            frame["throughput_gbps"] = by["delivered_bytes"].diff() * 8 / by["time_ns"].diff()
+            frames.append(frame.sort_values(["time_ns", "message"], kind="stable"))
+        return _concat(frames, ["time_ns", "message", "src", "dst", "delivered_bytes",
+                                "rate_gbps", "throughput_gbps"])
 
     def node_max_buffer(self) -> np.ndarray:
         """Peak shared-buffer occupancy per node, bytes."""
@@ -124,17 +132,18 @@ class Ns3Results:
 
     def totals(self) -> dict[str, Any]:
         """Whole-network counters (``packet_hops``: packets sent over any link)."""
-        messages = self.messages()
+        def total(column: str) -> int:
+            return int(sum(run[column].sum() for run in self._messages))
+
         return {
-            "runs": self.runs, "messages": len(messages),
+            "runs": self.runs, "messages": sum(len(run["message"]) for run in self._messages),
             "packet_hops": int(self._ports["tx_packets"].sum()),
             "bytes_on_wire": int(self._ports["tx_bytes"].sum()),
             "drops": int(self._ports["drops"].sum()),
             "ecn_marks": int(self._ports["ecn_marks"].sum()),
             "pfc_pauses": int(self._ports["pauses_sent"].sum()),
-            "cnps": int(messages["cnps_sent"].sum()) if len(messages) else 0,
-            "retransmits": int(messages["retransmits"].sum()) if len(messages) else 0,
-            "timeouts": int(messages["timeouts"].sum()) if len(messages) else 0,
+            "cnps": total("cnps_sent"), "retransmits": total("retransmits"),
+            "timeouts": total("timeouts"),
             "misrouted": self.misrouted,
         }
 
@@ -157,7 +166,17 @@ class Ns3Results:
         return written
 
 
-def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+def _frame(columns: dict[str, Any]) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def _concat(frames: list, columns: list[str]) -> "pd.DataFrame":
+    """One table of the runs' tables (or column dicts), with ``columns`` when empty."""
+    import pandas as pd
+
     if not frames:
         return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat([f if isinstance(f, pd.DataFrame) else _frame(f) for f in frames],
+                     ignore_index=True)

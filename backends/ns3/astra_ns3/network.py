@@ -114,6 +114,7 @@ class Ns3Network:
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
         self.budget = WorkBudget("ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops,
                                  "max_packet_hops", config_source)
+        process.prestart()  # the worker loads the model while the caller sets up the run
 
     # -- NetworkBackend ---------------------------------------------------------------
     def now(self) -> float:

@@ -14,7 +14,9 @@ instant) for ``watchdog_s`` wall seconds is killed and reported as
 at a time and destroys it afterwards (``Simulator::Destroy``); a worker that
 finished cleanly waits, idle, for the next simulation of the same caller, so
 tens of small simulations do not each pay the start-up (``ASTRA_NS3_REUSE=0``
-turns that off). Idle workers exit with the caller.
+turns that off). :func:`prestart` starts one in the background when the
+backend is built, so that its start-up overlaps the caller's own set-up.
+Idle workers exit with the caller.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class WorkerProcess:
     compiling the model) counts as progress while the worker beats, and its
     first word may take up to :data:`START_GRACE_S`."""
 
-    def __init__(self, watchdog_s: float = WATCHDOG_S) -> None:
+    def __init__(self, watchdog_s: float = WATCHDOG_S, wait: bool = True) -> None:
         parent_end, child_end = socket.socketpair()
         self._log = tempfile.TemporaryFile()
         env = dict(os.environ)
@@ -85,9 +87,18 @@ class WorkerProcess:
         finally:
             child_end.close()
         self.conn = Connection(parent_end.detach())
-        self.watchdog_s = max(watchdog_s, START_GRACE_S)
+        self.watchdog_s = watchdog_s
+        self.info: dict[str, Any] | None = None
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for the worker's first word (it has loaded the model), once."""
+        if self.info is not None:
+            return
+        watchdog_s, self.watchdog_s = self.watchdog_s, max(self.watchdog_s, START_GRACE_S)
         try:
-            self.info: dict[str, Any] = self.request(None, "ready")[1]
+            self.info = self.request(None, "ready")[1]
         finally:
             self.watchdog_s = watchdog_s
 
@@ -198,14 +209,23 @@ _idle: list[WorkerProcess] = []
 
 
 def acquire(watchdog_s: float = WATCHDOG_S) -> WorkerProcess:
-    """An idle worker if there is a live one, else a new one; its watchdog is ``watchdog_s``."""
+    """An idle (or prestarted) worker if there is a live one, else a new one, ready;
+    its watchdog is ``watchdog_s``. Raises WorkerDied if a prestarted one failed."""
     while _idle:
         worker = _idle.pop()
-        if worker.alive():
+        if worker.alive() or worker.info is None:
             worker.watchdog_s = watchdog_s
+            worker.wait_ready()  # a prestarted worker that died says why here
             return worker
         worker.close()
     return WorkerProcess(watchdog_s)
+
+
+def prestart() -> None:
+    """Start a worker in the background unless one is idle (or reuse is off); the
+    next :func:`acquire` takes it."""
+    if not _idle and os.environ.get("ASTRA_NS3_REUSE", "1") != "0":
+        _idle.append(WorkerProcess(wait=False))
 
 
 def release(worker: WorkerProcess) -> None:
