@@ -99,7 +99,8 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
                                        f"{result.backend_name}"))
     stats = getattr(result.backend, "stats", None)
     if stats:
-        console.print(", ".join(f"{k} {v:,}" for k, v in stats.items()))
+        console.print(", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}"
+                                for k, v in stats.items()))
     console.print(f"simulated in {result.wall_s:.2f} s")
     for path in filter(None, (fct_path, plots_dir and str(directory / "fct_slowdown.png"))):
         console.print(f"wrote {path}")

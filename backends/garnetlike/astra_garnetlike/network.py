@@ -150,7 +150,7 @@ class GarnetNetwork:
     from a :class:`PhysicalTopology`; ``network`` is network.yml's dimensions
     when ``physical`` was built from them (for dimension-order routing and
     datelines). After a run: ``link_flits[i]`` flits crossed link ``i``;
-    :meth:`stats` summarizes; :meth:`check_credits` verifies conservation.
+    :attr:`stats` summarizes; :meth:`check_credits` verifies conservation.
     Raises ConfigError for a config that does not fit the topology (e.g. the
     dateline scheme with one VC per vnet) and
     :class:`~astra_core.errors.SimulationDeadlock` from :meth:`run` when
@@ -380,6 +380,7 @@ class GarnetNetwork:
                                     f"{ivc.peak} flits, depth {down.depth}")
         return problems
 
+    @property
     def stats(self) -> dict[str, float]:
         """Totals of the run: messages, packets, flit-hops, average packet latency (ns)."""
         packets = self.packets_delivered
