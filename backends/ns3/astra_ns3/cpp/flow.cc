@@ -276,13 +276,23 @@ Qp::OnHpccAck(const IntTag& tag, uint64_t ack_seq)
     }
     tau = std::min(tau, T);
     u = (1 - tau / T) * u + tau / T * umax;
+    SetWindow(u, ack_seq);
+}
+
+void
+Qp::SetWindow(double utilization, uint64_t ack_seq)
+{
+    // HPCC's window rule (Algorithm 1): multiplicative towards eta while over it
+    // or past max_stage additive steps, else additive; Wc moves once per RTT.
+    const Config& cfg = fab->cfg;
+    double T = static_cast<double>(base_rtt);
     double w_ai = cfg.hpcc_rate_ai / 8 * T * 1e-12;
     double w_init = line_rate / 8 * T * 1e-12;
     bool update = ack_seq > last_update_seq;
     double w;
-    if (u >= cfg.hpcc_eta || inc_stage >= cfg.hpcc_max_stage)
+    if (utilization >= cfg.hpcc_eta || inc_stage >= cfg.hpcc_max_stage)
     {
-        w = window_c / (std::max(u, 1e-9) / cfg.hpcc_eta) + w_ai;
+        w = window_c / (std::max(utilization, 1e-9) / cfg.hpcc_eta) + w_ai;
         if (update)
         {
             inc_stage = 0;
@@ -314,36 +324,7 @@ Qp::OnPintAck(const PintTag& tag, uint64_t ack_seq)
     {
         return;
     }
-    double T = static_cast<double>(base_rtt);
-    double max_c = std::max(cfg.PintDecode(tag.power), 1e-9) / cfg.hpcc_eta;
-    double w_ai = cfg.hpcc_rate_ai / 8 * T * 1e-12;
-    double w_init = line_rate / 8 * T * 1e-12;
-    bool update = ack_seq > last_update_seq;
-    double w;
-    if (max_c >= 1 || inc_stage >= cfg.hpcc_max_stage)
-    {
-        w = window_c / max_c + w_ai;
-        if (update)
-        {
-            inc_stage = 0;
-        }
-    }
-    else
-    {
-        w = window_c + w_ai;
-        if (update)
-        {
-            ++inc_stage;
-        }
-    }
-    w = std::max(std::min(w, w_init), static_cast<double>(kDataOverhead));
-    if (update)
-    {
-        window_c = w;
-        last_update_seq = sent_total;
-    }
-    window = w;
-    rate = std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12)));
+    SetWindow(cfg.PintDecode(tag.power), ack_seq);
 }
 
 void

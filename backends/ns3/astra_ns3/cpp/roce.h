@@ -340,6 +340,7 @@ struct Qp
     void OnDctcpAck(bool marked, uint64_t ack_seq);
 
   private:
+    void SetWindow(double utilization, uint64_t ack_seq);
     void RateIncrease();
     void OnAlphaTimer();
     void OnRateTimer();
