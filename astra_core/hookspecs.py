@@ -58,6 +58,18 @@ def astra_register_collectives(register):
     """
 
 
+@hookspec
+def astra_register_commands(cli):
+    """Add commands to the ``astra`` command line.
+
+    ``cli`` is the top-level click group: call ``cli.add_command(command)``
+    (e.g. astra-garnetlike adds ``astra noc``). Called when the command line
+    loads, so import the command's heavy dependencies inside it, not here.
+    An ``AstraError`` the command raises is printed as ``error:`` lines with
+    exit status 1 by the group.
+    """
+
+
 # -- observers -------------------------------------------------------------------
 @hookspec
 def astra_run_started(run):

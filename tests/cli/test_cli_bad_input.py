@@ -47,7 +47,7 @@ def test_empty_dims_are_not_silently_one_dimension(tmp_path):
     line = one_error_line("run", "--workload", EXAMPLE / "workload" / "Resnet50_DataParallel",
                           "--system", EXAMPLE / "system.json", "--topology", tmp_path / "fabric.txt",
                           "--dims", "")
-    assert line == "error: --dims: expected sizes like 8x16, got ''"
+    assert line == "error: --dims: expected sizes joined by 'x' like 8x16, got ''"
 
 
 def test_an_empty_workload_prefix(tmp_path):

@@ -65,7 +65,7 @@ def test_plot_grid_layout_for_a_torus(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["fat-tree", "--k", "3"], "error: fat-tree k=3: k must be an even integer >= 2, got 3"),
-    (["torus", "--dims", "4xa"], "error: --dims: expected sizes joined by 'x' (e.g. 4x4 or 4x4x4), got '4xa'"),
+    (["torus", "--dims", "4xa"], "error: --dims: expected sizes joined by 'x' like 4x4 or 4x4x4, got '4xa'"),
     (["torus", "--dims", "16"], "error: --dims: a torus here is 2-D or 3-D, got '16'"),
     (["leaf-spine", "--hosts", "10", "--leaves", "4", "--spines", "2"],
      "error: leaf-spine 10 hosts/4 leaves/2 spines: 10 hosts do not split evenly over 4 leaves"),

@@ -9,10 +9,11 @@ Nothing heavy is imported until the command runs.
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
+from astra_core.cli.common import fail as _fail
+from astra_core.cli.common import parse_dims
 from astra_core.errors import AstraError, ConfigError
 
 #: Offered loads of a default sweep (flits/node/cycle).
@@ -20,20 +21,10 @@ DEFAULT_RATES = (0.02, 0.05) + tuple(round(0.05 * k, 2) for k in range(2, 21))
 PATTERN_NAMES = ("uniform_random", "transpose", "tornado", "bit_complement", "neighbor")
 
 
-def _fail(exc: AstraError) -> None:
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(1)
 
 
 def _dims(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.lower().replace(",", "x").split("x")]
-    except ValueError:
-        raise ConfigError(f"--dims: expected sizes like 8x8, got '{text}'") from None
-    if not sizes or any(size < 1 for size in sizes):
-        raise ConfigError(f"--dims: sizes must be >= 1, got '{text}'")
-    return sizes
+    return parse_dims(text, example="8x8")
 
 
 def _rates(text: str | None) -> list[float]:

@@ -16,3 +16,10 @@ def astra_register_backends(register):
         description="credit-based flow-control packet/flit model (Garnet-like): routers with "
                     "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
     )
+
+
+@hookimpl
+def astra_register_commands(cli):
+    from astra_garnetlike.cli import noc
+
+    cli.add_command(noc)

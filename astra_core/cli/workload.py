@@ -9,36 +9,22 @@ execution traces (+ Kineto); ``gen llm``: Megatron-style LLM training;
 from __future__ import annotations
 
 import math
-import sys
 
 import click
 
+from astra_core.cli.common import POSITIVE as _POSITIVE
+from astra_core.cli.common import fail as _fail
+from astra_core.cli.common import parse_dims
 from astra_core.errors import AstraError, ConfigError
 
 
-def _fail(exc: AstraError) -> None:
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(1)
 
 
-#: Counts and sizes: 0 or less is a one-line usage error (exit 2), never "use the default".
-_POSITIVE = click.IntRange(min=1)
 
 
 def _dims(text: str | None) -> list[int] | None:
-    """``8x16`` (or ``8,16``) -> [8, 16]; ConfigError unless every size is an integer >= 1."""
-    if text is None:
-        return None
-    from astra_core.errors import ConfigError
-
-    try:
-        dims = [int(x) for x in text.lower().replace(",", "x").split("x")]
-    except ValueError:
-        raise ConfigError(f"--dims: expected sizes like 8x16, got '{text}'") from None
-    if any(d < 1 for d in dims):
-        raise ConfigError(f"--dims: every dimension size must be >= 1, got '{text}'")
-    return dims
+    """``8x16`` (or ``8,16``) -> [8, 16], None stays None (:func:`parse_dims`)."""
+    return None if text is None else parse_dims(text)
 
 
 def _bucket_bytes(mib: float | None) -> int | None:

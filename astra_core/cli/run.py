@@ -1,40 +1,22 @@
-"""The ``astra`` command line: a thin layer over :mod:`astra_core.api`."""
+"""``astra run`` (one simulation, a thin layer over :mod:`astra.api`) and ``astra backends``."""
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 import warnings
 
 import click
 from rich.console import Console
 
-from astra_core.cli_flows import flows
-from astra_core.cli_sweep import sweep
-from astra_core.cli_topology import topology
-from astra_core.cli_workload import convert, gen
-from astra_core.errors import AstraError, ConfigError
+from astra_core.cli.common import parse_dims
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     click.echo(f"warning: {message}", err=True)
 
 
-def _fail(exc: AstraError) -> None:
-    """Print an astra error (one line per problem, each prefixed) and exit 1."""
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(1)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="astra-core")
-def main() -> None:
-    """astra: predict the step time of distributed ML training on a cluster."""
-
-
-@main.command()
+@click.command()
 @click.option("--workload", required=True, help="Chakra trace prefix: rank r reads PREFIX.r.et")
 @click.option("--system", "system", required=True, type=click.Path(), help="system.json")
 @click.option("--network", type=click.Path(), help="network.yml (logical dimensions)")
@@ -74,18 +56,15 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
 
     warnings.showwarning = _show_warning
     started = time.perf_counter()
-    try:
-        # Outputs are checked before the run, so that no result is lost after it.
-        _check_outputs({"--json": json_path, "--timeline": timeline, "--csv": csv_path,
-                        "--parquet": parquet_path}, plots_dir)
-        sizes = _parse_dims(dims) if dims is not None else None
-        # A progress line on stderr while it is a terminal, none otherwise.
-        result = simulate(workload, system, network, topology=topology, dims=sizes,
-                          memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
-                          symmetry=not no_symmetry, backend_config=backend_config,
-                          background=background)
-    except AstraError as exc:
-        _fail(exc)
+    # Outputs are checked before the run, so that no result is lost after it.
+    _check_outputs({"--json": json_path, "--timeline": timeline, "--csv": csv_path,
+                    "--parquet": parquet_path}, plots_dir)
+    sizes = parse_dims(dims) if dims is not None else None
+    # A progress line on stderr while it is a terminal, none otherwise.
+    result = simulate(workload, system, network, topology=topology, dims=sizes,
+                      memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
+                      symmetry=not no_symmetry, backend_config=backend_config,
+                      background=background)
     wall = time.perf_counter() - started
     console = Console()
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
@@ -96,10 +75,7 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
                                     f"background flows: FCT slowdown, {len(result.background)} "
                                     "flows"))
     console.print(f"simulated in {wall:.2f} s")
-    try:
-        _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
-    except AstraError as exc:
-        _fail(exc)
+    _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
 
 
 def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
@@ -139,48 +115,13 @@ def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path,
             console.print(f"wrote {png}")
 
 
-def _parse_dims(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.lower().replace(",", "x").split("x")]
-    except ValueError:
-        raise ConfigError(f"--dims: expected sizes like 8x16, got '{text}'") from None
-    if any(size < 1 for size in sizes):
-        raise ConfigError(f"--dims: sizes must be >= 1, got '{text}'")
-    return sizes
-
-
-@main.command()
+@click.command()
 def backends() -> None:
     """List every registered network backend and whether it can run here."""
     from astra_core.plugins import backend_registry
 
-    try:
-        registry = backend_registry()
-    except AstraError as exc:
-        _fail(exc)
+    registry = backend_registry()
     for name, usable, text in registry.availability():
         mark = "usable" if usable else "unavailable"
         default = " (default)" if name == registry.default else ""
         click.echo(f"{name}{default}: {mark} — {text}")
-
-
-main.add_command(topology)
-main.add_command(convert)
-main.add_command(gen)
-main.add_command(sweep)
-main.add_command(flows)
-
-try:  # `astra noc` belongs to the garnetlike backend's distribution
-    from astra_garnetlike.cli import noc
-except ImportError:
-    @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-    def noc() -> None:
-        """Network-on-chip experiments (needs astra-garnetlike)."""
-        click.echo("error: `astra noc` needs astra-garnetlike: pip install -e backends/garnetlike",
-                   err=True)
-        sys.exit(1)
-else:
-    main.add_command(noc)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

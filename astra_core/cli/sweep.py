@@ -11,15 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from astra_core.cli.common import fail as _fail
 from astra_core.errors import AstraError
 
 _MAX_ROWS = 40
 
 
-def _fail(exc: AstraError) -> None:
-    for line in str(exc).splitlines() or [type(exc).__name__]:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(1)
 
 
 @click.command()

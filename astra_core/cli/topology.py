@@ -7,18 +7,16 @@ existing file.
 
 from __future__ import annotations
 
-import sys
 
 import click
 
-from astra_core.errors import AstraError, ConfigError
+from astra_core.cli.common import fail as _fail
+from astra_core.cli.common import parse_dims
+from astra_core.errors import AstraError
 from astra_core.topology import generators
 from astra_core.topology.physical import PhysicalTopology
 
 
-def _fail(exc: AstraError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(1)
 
 
 def summary(topology: PhysicalTopology) -> str:
@@ -103,17 +101,6 @@ def leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns, o
          output, plot)
 
 
-def parse_dims(text: str) -> list[int]:
-    """``4x4`` or ``4x4x4`` -> ``[4, 4]`` / ``[4, 4, 4]``."""
-    try:
-        dims = [int(part) for part in text.lower().split("x")]
-    except ValueError:
-        raise ConfigError(f"--dims: expected sizes joined by 'x' (e.g. 4x4 or 4x4x4), got {text!r}") from None
-    if not 2 <= len(dims) <= 3:
-        raise ConfigError(f"--dims: a torus here is 2-D or 3-D, got {text!r}")
-    return dims
-
-
 @topology.command("torus")
 @click.option("--dims", required=True, help="e.g. 4x4 or 4x4x4")
 @click.option("--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps")
@@ -122,7 +109,8 @@ def parse_dims(text: str) -> list[int]:
 def torus(dims, gbps, latency_ns, output, plot) -> None:
     """A 2-D or 3-D torus of NPUs (no switches)."""
     try:
-        sizes = parse_dims(dims)
+        sizes = parse_dims(dims, counts=(2, 3), example="4x4 or 4x4x4",
+                           count_rule="a torus here is 2-D or 3-D")
     except AstraError as exc:
         _fail(exc)
     _run(lambda: generators.torus(sizes, gbps, latency_ns), output, plot, grid=sizes)

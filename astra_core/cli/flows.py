@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
+from astra_core.cli.common import fail as _fail
 from astra_core.errors import AstraError
 
 
-def _fail(exc: AstraError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
