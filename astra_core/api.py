@@ -176,8 +176,73 @@ def _background_flows(background: PathLike | Sequence[FlowSpec] | None,
     return flows
 
 
-def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | SystemConfig,
-             network: PathLike | NetworkConfig | None = None, *,
+def _config(value: Any, kind, name: str, expected: str, optional: bool):
+    """A dict shaped like the config file becomes the config object (source: ``name``).
+
+    Raises ConfigError naming ``name`` for a value that is neither a path, a
+    ``kind`` object, a mapping nor (when ``optional``) None.
+    """
+    if isinstance(value, Mapping):
+        return kind.from_dict(dict(value), source=name)
+    ok = isinstance(value, (str, os.PathLike, kind)) or (optional and value is None)
+    expect(ok, name, expected, value)
+    return value
+
+
+def simulate(workload: PathLike | Sequence[RankTrace], system: Any, network: Any = None, *,
+             backend: str | None = None, progress: Any = False,
+             topology: PathLike | PhysicalTopology | None = None,
+             dims: Sequence[int] | None = None, memory: Any = None,
+             comm_groups: PathLike | Mapping | None = None, backend_config: Any = None,
+             plugin_manager=None, symmetry: bool = True,
+             background: PathLike | Sequence[FlowSpec] | None = None) -> RunResult:
+    """Simulate one training step and return its :class:`RunResult`.
+
+    ``workload``: a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``) or
+    a list of :class:`RankTrace`. ``system``, ``network`` and ``memory``: a
+    path, a config object, or a dict shaped like system.json / network.yml /
+    the remote-memory JSON (errors then name ``system``, ``network`` or
+    ``memory`` as the source). ``progress``: True for a progress line on
+    stderr when it is a terminal, or a
+    :class:`~astra_core.report.progress.RunProgress`. The other keywords are
+    :func:`run_simulation`'s. Raises AstraError subclasses; an argument of
+    the wrong type is a ConfigError naming it, e.g. ``simulate: workload must
+    be a path or a list of rank traces, got int``. ``astra.simulate`` is
+    this function.
+    """
+    import pluggy
+
+    check_workload(workload)
+    system = _config(system, SystemConfig, "system", "a path, a SystemConfig or a dict", False)
+    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None",
+                      True)
+    memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
+    options = dict(topology=topology, dims=dims, memory=memory, comm_groups=comm_groups,
+                   backend_config=backend_config, symmetry=symmetry, background=background)
+    display = None
+    if progress is not False:  # rich's progress display loads only when asked for
+        from astra_core.report.progress import RunProgress
+
+        expect(isinstance(progress, (bool, RunProgress)), "progress",
+               "True, False or a RunProgress", progress)
+        display = progress if isinstance(progress, RunProgress) else RunProgress()
+    if display is None or not display.enabled:
+        return run_simulation(workload, system, network, backend=backend,
+                              plugin_manager=plugin_manager, **options)
+    expect(plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
+           "plugin_manager", "a pluggy PluginManager or None", plugin_manager)
+    pm = plugin_manager or make_plugin_manager()
+    pm.register(display)
+    try:
+        with display:
+            return run_simulation(workload, system, network, backend=backend, plugin_manager=pm,
+                                  **options)
+    finally:
+        pm.unregister(display)
+
+
+def run_simulation(workload: PathLike | Sequence[RankTrace], system: PathLike | SystemConfig,
+                   network: PathLike | NetworkConfig | None = None, *,
              topology: PathLike | PhysicalTopology | None = None,
              dims: Sequence[int] | None = None,
              memory: PathLike | MemoryConfig | None = None,
@@ -185,7 +250,7 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: PathLike | System
              backend: str | None = None, backend_config: Any = None,
              plugin_manager=None, symmetry: bool = True,
              background: PathLike | Sequence[FlowSpec] | None = None) -> RunResult:
-    """Simulate one training step.
+    """Simulate one training step (:func:`simulate` without dicts or progress).
 
     ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
     or a list of :class:`RankTrace`; configs are paths or config objects.
