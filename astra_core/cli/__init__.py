@@ -24,7 +24,8 @@ from astra_core.cli.workload import convert, gen
 from astra_core.errors import AstraError
 
 
-@click.group(cls=AstraGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=AstraGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                               "show_default": True})
 @click.version_option(package_name="astra-core")
 def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
