@@ -12,11 +12,13 @@ says so (1 GB = 2^30 bytes, as upstream ASTRA-sim's network.yml).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
+from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
 
 
@@ -59,6 +61,76 @@ class NetworkBackend(Protocol):
 
     def run(self) -> None:
         """Process events until none remain."""
+
+
+# -- optional capabilities ----------------------------------------------------------------------
+# A backend may offer more than NetworkBackend. The host finds each capability
+# through the function below it, never by probing attributes itself; the
+# contract suite (tests/backends/test_contract.py) checks every backend that
+# declares one.
+
+@runtime_checkable
+class SymmetricTiming(Protocol):
+    """``symmetric`` True: a message's time depends only on the offset between its
+    NPUs, never on other traffic or the absolute ids, so rank symmetry may let
+    representatives stand for classes of ranks (:mod:`astra_core.system.symmetry`)."""
+
+    symmetric: bool
+
+
+@runtime_checkable
+class OwnsEventQueue(Protocol):
+    """``events``: the :class:`~astra_core.events.EventQueue` that owns the clock.
+    Its ``progress`` hook drives progress lines; when ``schedule`` is
+    ``events.schedule`` itself, the system layer schedules into it directly."""
+
+    events: EventQueue
+
+
+@runtime_checkable
+class LinkStatistics(Protocol):
+    """Per directed link of ``topology`` after a run: ``link_bytes`` (bytes that
+    crossed it) and ``link_busy_ns`` (time it was sending). Optionally
+    ``max_queue`` (most messages waiting) and ``peak_flows`` (most flows at once),
+    also per link. Read by :mod:`astra_core.report.links` for ``--plots``."""
+
+    topology: PhysicalTopology
+    link_bytes: Sequence[float]
+    link_busy_ns: Sequence[float]
+
+
+@runtime_checkable
+class Counters(Protocol):
+    """``stats``: whole-run counters by name (messages, packets, drops, ...)."""
+
+    stats: Mapping[str, float]
+
+
+def is_symmetric(backend: Any) -> bool:
+    """Whether ``backend`` declares :class:`SymmetricTiming` and is symmetric now."""
+    return isinstance(backend, SymmetricTiming) and backend.symmetric is True
+
+
+def event_queue(backend: Any) -> EventQueue | None:
+    """The backend's :class:`OwnsEventQueue` queue, or None."""
+    if isinstance(backend, OwnsEventQueue) and isinstance(backend.events, EventQueue):
+        return backend.events
+    return None
+
+
+def link_statistics(backend: Any) -> LinkStatistics | None:
+    """The backend as :class:`LinkStatistics` if it keeps them on a physical topology,
+    else None."""
+    if isinstance(backend, LinkStatistics) and isinstance(backend.topology, PhysicalTopology):
+        return backend
+    return None
+
+
+def counters(backend: Any) -> Mapping[str, float] | None:
+    """The backend's :class:`Counters`, or None."""
+    if isinstance(backend, Counters) and isinstance(backend.stats, Mapping):
+        return backend.stats
+    return None
 
 
 @dataclass

@@ -68,6 +68,7 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
     """Simulate a flow file and print FCT slowdown percentiles by flow size."""
     from rich.console import Console
 
+    from astra_core.backend import counters
     from astra_core.flows.flowfile import read_flows
     from astra_core.flows.report import flow_table, plot_slowdown, summary_table
     from astra_core.flows.run import run_flows
@@ -94,7 +95,7 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
     console = Console()
     console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend "
                                        f"{result.backend_name}"))
-    stats = getattr(result.backend, "stats", None)
+    stats = counters(result.backend)
     if stats:
         console.print(", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}"
                                 for k, v in stats.items()))

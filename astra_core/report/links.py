@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from astra_core.backend import link_statistics
 from astra_core.report.results import RunResult
 
 LINK_COLUMNS = ("link", "src", "dst", "kind", "bandwidth_bytes_per_ns", "latency_ns", "bytes",
@@ -50,30 +51,29 @@ class LinkStat:
 
 
 def has_link_stats(network: Any) -> bool:
-    """Whether a backend object exposes the attributes listed in the module docstring."""
-    topology = getattr(network, "topology", None)
-    return (topology is not None and hasattr(topology, "link_src")
-            and hasattr(network, "link_bytes") and hasattr(network, "link_busy_ns"))
+    """Whether a backend offers :class:`~astra_core.backend.LinkStatistics`."""
+    return link_statistics(network) is not None
 
 
 def link_stats(result: RunResult) -> list[LinkStat] | None:
     """Statistics of every directed link, or None if the backend keeps none."""
-    network = result.network
-    if not has_link_stats(network):
+    network = link_statistics(result.network)
+    if network is None:
         return None
     topo = network.topology
-    switches = getattr(topo, "switches", frozenset())
-    queues = getattr(network, "max_queue", None)
+    switches = topo.switches
+    busy_ns, link_bytes = network.link_busy_ns, network.link_bytes  # once: may be computed
+    queues = getattr(network, "max_queue", None)  # optional (LinkStatistics)
     flows = getattr(network, "peak_flows", None)
     step = result.step_ns
     stats = []
     for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):
         kind = f"{'switch' if src in switches else 'npu'}-{'switch' if dst in switches else 'npu'}"
-        busy = network.link_busy_ns[i]
+        busy = busy_ns[i]
         stats.append(LinkStat(
             link=i, src=src, dst=dst, kind=kind,
             bandwidth_bytes_per_ns=float(topo.link_bandwidth[i]),
-            latency_ns=float(topo.link_latency[i]), bytes=int(network.link_bytes[i]),
+            latency_ns=float(topo.link_latency[i]), bytes=int(link_bytes[i]),
             busy_ns=float(busy), utilization=float(busy / step) if step else 0.0,
             max_queue=int(queues[i]) if queues is not None else -1,
             peak_flows=int(flows[i]) if flows is not None else -1))

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from astra_core.backend import event_queue
 from astra_core.events import EventQueue
 from astra_core.hookspecs import hookimpl
 from astra_core.report.plots import time_unit
@@ -69,8 +70,8 @@ class RunProgress:
     # -- observer hooks --------------------------------------------------------------
     @hookimpl
     def astra_run_started(self, run) -> None:
-        queue = getattr(run.backend, "events", None)
-        if isinstance(queue, EventQueue) and self._progress is not None:
+        queue = event_queue(run.backend)
+        if queue is not None and self._progress is not None:
             self._queue = queue
             self._first_events = queue.events_processed
             queue.progress = self.update

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 
 from astra_core.errors import ConfigError
-from astra_core.events import EventQueue
+from astra_core.backend import event_queue
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
@@ -60,8 +60,8 @@ class _BackendClock:
 def _clock_of(backend):
     """The backend's EventQueue when it schedules straight into one (a fast
     path: attribute reads instead of calls), else an adapter."""
-    events = getattr(backend, "events", None)
-    if isinstance(events, EventQueue) and getattr(backend, "schedule", None) == events.schedule:
+    events = event_queue(backend)
+    if events is not None and getattr(backend, "schedule", None) == events.schedule:
         return events
     return _BackendClock(backend)
 

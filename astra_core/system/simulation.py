@@ -24,7 +24,7 @@ from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
-from astra_core.events import EventQueue
+from astra_core.backend import event_queue
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
@@ -146,8 +146,8 @@ class Simulation:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
         old, self.backend = self.backend, self._fresh_backend()
         # A progress observer hooked the first backend's event queue: move it over.
-        old_events, events = getattr(old, "events", None), getattr(self.backend, "events", None)
-        if isinstance(old_events, EventQueue) and isinstance(events, EventQueue):
+        old_events, events = event_queue(old), event_queue(self.backend)
+        if old_events is not None and events is not None:
             events.progress = old_events.progress
         self.symmetry, self.symmetry_reason = None, reason
         self.collectives = []

@@ -56,6 +56,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from astra_core.backend import is_symmetric
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
@@ -379,7 +380,7 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     the offset (Switch, FullyConnected); such a dimension may be read as two
     (:func:`_splits`) when that gives fewer classes.
     """
-    if not getattr(backend, "symmetric", False):
+    if not is_symmetric(backend):
         return None, "the backend's timing is not the same for every rank"
     if memory_type in (MemoryType.PER_NODE_MEMORY_EXPANSION, MemoryType.MEMORY_POOL):
         return None, "ranks share a remote memory"

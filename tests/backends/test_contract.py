@@ -312,3 +312,36 @@ def test_a_negative_infinite_or_nan_delay_is_refused(backend_name, delay):
     backend.schedule(5, ran.append, "ok")
     backend.run()
     assert ran == ["ok"] and backend.now() == 5
+
+
+# -- optional capabilities (astra_core/backend.py): checked wherever a backend declares one ----
+
+def test_declared_capabilities_keep_their_promises(backend_name):
+    from astra_core.backend import (Counters, LinkStatistics, OwnsEventQueue, SymmetricTiming,
+                                    counters, event_queue, is_symmetric, link_statistics)
+
+    backend = make(backend_name, "ring4_sw4")
+    if isinstance(backend, SymmetricTiming):
+        assert type(backend.symmetric) is bool and is_symmetric(backend) == backend.symmetric
+    if isinstance(backend, OwnsEventQueue):
+        queue = event_queue(backend)
+        assert queue is not None
+        seen = []
+        backend.schedule(7, lambda _: seen.append((backend.now(), queue.now)))
+    size = 3 * MIB
+    backend.send(0, 13, size, lambda _: None, tag=1)
+    backend.run()
+    if isinstance(backend, OwnsEventQueue):
+        assert seen == [(7, 7)]  # one clock: the backend's is the queue's
+    if link_statistics(backend) is not None:
+        assert isinstance(backend, LinkStatistics)
+        links = backend.topology.links_count
+        assert len(backend.link_bytes) == len(backend.link_busy_ns) == links
+        # The message crossed at least one link with all its bytes, and no link was
+        # busy longer than the run.
+        assert max(backend.link_bytes) >= size
+        assert max(backend.link_busy_ns) <= backend.now()
+    if isinstance(backend, Counters):
+        stats = counters(backend)
+        assert stats and all(isinstance(v, (int, float)) and math.isfinite(v)
+                             for v in stats.values())
