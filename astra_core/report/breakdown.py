@@ -29,9 +29,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 from astra_core.report.results import RunResult
+from astra_core.workload.chakra_types import NodeType
 
-# Chakra NodeType values (et_def.proto).
-_MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = 2, 3, 4, 5, 6, 7
+_MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (int(t) for t in (
+    NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE, NodeType.COMP_NODE, NodeType.COMM_SEND_NODE,
+    NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE))
 _COMM_TYPES = frozenset((_MEM_LOAD, _MEM_STORE, _COMM_SEND, _COMM_RECV, _COMM_COLL))
 
 Interval = tuple[float, float]

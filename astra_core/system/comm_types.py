@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from enum import Enum
 
+from astra_core.workload.chakra_types import COLLECTIVE_NAMES, CollectiveType
+
 
 class CommType(Enum):
     """A collective the system layer can run (value = Chakra CollectiveCommType)."""
 
-    ALL_REDUCE = 0
-    ALL_GATHER = 2
-    ALL_TO_ALL = 6
-    REDUCE_SCATTER = 7
+    ALL_REDUCE = CollectiveType.ALL_REDUCE.value
+    ALL_GATHER = CollectiveType.ALL_GATHER.value
+    ALL_TO_ALL = CollectiveType.ALL_TO_ALL.value
+    REDUCE_SCATTER = CollectiveType.REDUCE_SCATTER.value
     #: Rooted collectives: only the NCCL model runs them (upstream has no
     #: implementation key for them; without NCCL a broadcast replays its duration).
-    BROADCAST = 5
-    REDUCE = 1
+    BROADCAST = CollectiveType.BROADCAST.value
+    REDUCE = CollectiveType.REDUCE.value
 
     @property
     def label(self) -> str:
@@ -29,9 +31,5 @@ CONFIGURABLE = (CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTE
 ROOTED = (CommType.BROADCAST, CommType.REDUCE)
 
 
-# Chakra et_def.proto CollectiveCommType numbers -> names, for messages.
-CHAKRA_COLLECTIVE_NAMES = {
-    0: "ALL_REDUCE", 1: "REDUCE", 2: "ALL_GATHER", 3: "GATHER", 4: "SCATTER",
-    5: "BROADCAST", 6: "ALL_TO_ALL", 7: "REDUCE_SCATTER", 8: "REDUCE_SCATTER_BLOCK",
-    9: "BARRIER",
-}
+#: Chakra CollectiveCommType numbers -> names, for messages.
+CHAKRA_COLLECTIVE_NAMES = COLLECTIVE_NAMES

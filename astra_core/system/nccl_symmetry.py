@@ -30,9 +30,10 @@ from typing import Sequence
 from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
+from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.graph import RankGraph
 
-_COMM_COLL = 7  # Chakra COMM_COLL_NODE
+_COMM_COLL = int(NodeType.COMM_COLL_NODE)
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
 __all__ = ["NcclCollectives"]

@@ -26,11 +26,12 @@ from collections.abc import Iterator, Sequence
 from astra_core.errors import TraceError
 from astra_core.workload import chakra
 from astra_core.workload.chakra import ETNode, RankTrace
+from astra_core.workload.chakra_types import NodeType
 
 __all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace",
            "timing_item"]
 
-_COMP = 4  # NodeType COMP_NODE (et_def.proto)
+_COMP = int(NodeType.COMP_NODE)
 
 #: Files this large or larger are streamed (about 450,000 nodes of a PyTorch step).
 STREAM_MIN_BYTES = 32 << 20
