@@ -76,6 +76,10 @@ class EventQueue:
     def __len__(self) -> int:
         return len(self._heap)
 
+    def next_time(self) -> float | None:
+        """The time of the earliest queued event, or None if none is queued."""
+        return self._heap[0][0] if self._heap else None
+
     def run(self, until_ns: float | None = None) -> None:
         """Process events in time order until none remain (or ``until_ns``)."""
         if self.progress is not None or self.step_end is not None:

@@ -2,7 +2,8 @@
 
 Control flow. The system layer runs in the caller; ns-3 runs in a worker
 process (:mod:`astra_ns3.process`) and owns the network's clock. This
-object keeps the system layer's timers in its own heap and steps the worker
+object keeps the system layer's timers in astra's
+:class:`~astra_core.events.EventQueue` (``events``) and steps the worker
 in lock step: "start these messages now and run until the next timer is due,
 or until messages complete, whichever comes first". The worker stops at the
 first instant at which any message completes and returns every message that
@@ -39,17 +40,16 @@ so far (:class:`astra_ns3.monitors.Ns3Results`).
 
 from __future__ import annotations
 
-import heapq
 from typing import Any, Callable
 
 from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
+from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
 from astra_ns3 import process
 from astra_ns3.config import Ns3Config
 from astra_ns3.monitors import Ns3Results
 
-_INF = float("inf")
 #: Worker step status codes (astra_ns3.worker).
 _COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
 #: The model's typical speed, packet-hops per wall second (../shared/NS3-NOTES.md: 0.17-0.2 M).
@@ -100,9 +100,9 @@ class Ns3Network:
         self._cables = cables_of(physical, config)
         self._switches = [node in physical.switches for node in range(physical.nodes_count)]
         self._settings = config.native_settings()
-        self._now = 0.0
-        self._heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
-        self._seq = 0
+        #: The system layer's timers, and the clock (the worker's time is copied in).
+        self.events = EventQueue()
+        self.schedule = self.events.schedule  # NetworkBackend.schedule, the hot path
         self._undelivered: dict[int, tuple[Callable[[Any], None], Any]] = {}
         self._new: list[tuple] = []
         self._meta: list[tuple[int, int, int, int, float]] = []  # per message of this run
@@ -118,14 +118,7 @@ class Ns3Network:
 
     # -- NetworkBackend ---------------------------------------------------------------
     def now(self) -> float:
-        return self._now
-
-    def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
-        if not 0 <= delay_ns < _INF:  # NaN fails both sides
-            raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite "
-                             "and >= 0)")
-        self._seq += 1
-        heapq.heappush(self._heap, (self._now + delay_ns, self._seq, callback, arg))
+        return self.events.now
 
     def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
              arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
@@ -143,22 +136,22 @@ class Ns3Network:
         packets = max(1, -(-size_bytes // self.config.payload_bytes))
         self.budget.add(packets * len(route), _describe_send, src, dst, size_bytes, packets,
                         len(route))
-        self._meta.append((src, dst, size_bytes, tag, self._now))
+        self._meta.append((src, dst, size_bytes, tag, self.events.now))
         self._undelivered[flow] = (on_delivered, arg)
         self._new.append((flow, qp, physical.hosts[src], physical.hosts[dst], size_bytes,
                           route, physical.route(dst, src, tag)))
 
     def run(self) -> None:
-        heap = self._heap
+        events = self.events
         try:
             while True:
-                if heap and heap[0][0] <= self._now:
-                    self._run_due()
+                due = events.next_time()
+                if due is not None and due <= events.now:
+                    events.run(until_ns=events.now)
                 elif self._undelivered:
                     self._step()
-                elif heap:
-                    self._now = heap[0][0]
-                    self._run_due()
+                elif due is not None:
+                    events.run(until_ns=due)  # moves the clock to it
                 else:
                     break
         except BaseException:
@@ -171,48 +164,42 @@ class Ns3Network:
         return round((t_ns - self._offset) * 1000)
 
     def _step(self) -> None:
+        events = self.events
         worker = self._worker
         if worker is None:
             worker = self._worker = process.acquire(self.config.watchdog_s)
-            self._offset = self._now
+            self._offset = events.now
             try:
                 worker.request(("setup", self._settings, self._switches, self._cables), "ok",
-                               offset_ns=self._offset, sent_ns=self._now)
+                               offset_ns=self._offset, sent_ns=events.now)
             except BaseException:
                 self._worker = None
                 raise
-        heap = self._heap
-        until = self._ps(heap[0][0]) if heap else -1
-        _, status, now_ps, done = worker.request(("step", self._ps(self._now), until, self._new),
+        due = events.next_time()
+        until = self._ps(due) if due is not None else -1
+        _, status, now_ps, done = worker.request(("step", self._ps(events.now), until, self._new),
                                                  "step", offset_ns=self._offset,
-                                                 sent_ns=self._now)
+                                                 sent_ns=events.now)
         self._new = []
         if status == _COMPLETIONS:
             t = self._offset + now_ps / 1000
-            if t > self._now:
-                self._now = t
+            if t > events.now:
+                events.now = t
             undelivered = self._undelivered
             for flow in done:
                 callback, arg = undelivered.pop(flow)
                 callback(arg)
         elif status == _REACHED:
-            self._now = heap[0][0]
-            self._run_due()
+            events.run(until_ns=due)
         else:
-            raise AstraError(f"ns3 backend: the network went idle at t={self._now:.0f} ns with "
+            raise AstraError(f"ns3 backend: the network went idle at t={events.now:.0f} ns with "
                              f"{len(self._undelivered)} message(s) undelivered")
-
-    def _run_due(self) -> None:
-        heap, now, pop = self._heap, self._now, heapq.heappop
-        while heap and heap[0][0] <= now:
-            _, _, callback, arg = pop(heap)
-            callback(arg)
 
     def _finish(self) -> None:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        _, raw = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self._now)
+        _, raw = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self.events.now)
         process.release(worker)
         self.results.add_run(raw, self._meta, self._offset)
         self._meta = []
