@@ -3,11 +3,11 @@
 Routers with input-buffered virtual channels, credits, head/body/tail flits,
 a router pipeline, VC and round-robin switch allocation, on any
 :class:`~astra_core.topology.physical.PhysicalTopology`, in pure Python on
-SimPy's event queue. See :mod:`astra_garnetlike.network` (the model),
+astra's event queue (:class:`astra_core.events.EventQueue`, in ps). See :mod:`astra_garnetlike.network` (the model),
 :mod:`astra_garnetlike.config` (its keys) and :mod:`astra_garnetlike.noc`
 (synthetic-traffic experiments, ``astra noc``).
 
-Names are imported on first use, so ``astra`` starts without loading SimPy.
+Names are imported on first use, so ``astra`` starts without loading the model.
 """
 
 __all__ = ["GarnetConfig", "GarnetNetwork", "load_config", "run_noc"]

@@ -75,7 +75,7 @@ class Watchdog:
         stuck = [ivc for port in [*net.input_ports, *(ni.port for ni in net.nis)]
                  for ivc in port.vcs if ivc.buf]
         cycle = _find_cycle(stuck)
-        now_ns = net.env._now / PS_PER_NS
+        now_ns = net.clock.now_ps / PS_PER_NS
         why = ("the event queue ran dry" if stopped else
                f"no flit moved for {self.threshold_ps / PS_PER_NS:g} ns = "
                f"{self.threshold_ps // net.cycle_ps} cycles")

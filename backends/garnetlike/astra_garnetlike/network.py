@@ -108,7 +108,7 @@ class NetworkInterface:
         """Queue a message and fill this vnet's idle injection VCs."""
         self.queues[msg.vnet].append(msg)
         base = msg.vnet * self.vcs_per_vnet
-        now = self.clock.env._now
+        now = self.clock.events.now
         for ivc in self.port.vcs[base:base + self.vcs_per_vnet]:
             if ivc.pkt is None:
                 self.refill(ivc, now)
@@ -167,7 +167,7 @@ class GarnetNetwork:
         self.packet_hook: Callable[[Packet], None] | None = None
         self.physical = physical
         self.clock = Clock()
-        self.env = self.clock.env
+        self._queue = self.clock.events  # in ps: the backend API converts to ns
         self.routing = Routing(physical, config.routing, config.deadlock_avoidance == "dateline",
                                network, config.up_down_root)
         if self.routing.uses_classes and config.vcs_per_vnet < 2:
@@ -255,7 +255,7 @@ class GarnetNetwork:
     # -- NetworkBackend ----------------------------------------------------------------------
     def now(self) -> float:
         """Simulated time in ns."""
-        return self.env._now / PS_PER_NS
+        return self._queue.now / PS_PER_NS
 
     def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``callback(arg)`` after ``delay_ns`` (resolution 1 ps)."""
@@ -284,7 +284,7 @@ class GarnetNetwork:
         self.budget.add(max(flits, 1) * (len(route) - 1), self._describe_send, src, dst,
                         size_bytes, max(flits, 1), len(route) - 1)
         msg = Message(src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq,
-                      self.env._now)
+                      self._queue.now)
         self._ni_of_link[route[0].link].enqueue(msg)
 
     def run(self) -> None:
@@ -317,7 +317,7 @@ class GarnetNetwork:
     def _on_packet(self, pkt: Packet) -> None:
         """A packet's tail has reached the destination NI."""
         self.packets_delivered += 1
-        now = self.env._now
+        now = self._queue.now
         self.packet_latency_ps += now - pkt.created_ps
         if self.packet_hook is not None:
             self.packet_hook(pkt)

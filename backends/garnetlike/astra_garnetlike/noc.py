@@ -148,14 +148,14 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
         sent = pkt.msg.sent_ps
         if window[0] <= sent < window[1]:
             state["arrived"] += 1
-            state["latency"] += clock.env.now - sent
-            state["network"] += clock.env.now - pkt.created_ps
+            state["latency"] += clock.now_ps - sent
+            state["network"] += clock.now_ps - pkt.created_ps
 
     net.packet_hook = on_packet
     packet_bytes = cfg.packet_bytes
 
     def send(src: int, dst: int) -> None:
-        if window[0] <= clock.env.now < window[1]:
+        if window[0] <= clock.now_ps < window[1]:
             state["created"] += 1
         net.send(src, dst, packet_bytes, _ignore)
 
@@ -168,8 +168,8 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
     ejected = net.ejected_flits() - ejected_before
     limit = window[1] + int(drain_factor * (warmup + cycles)) * cycle
     step = max(cycles // 10, 100) * cycle
-    while state["arrived"] < state["created"] and clock.env.now < limit:
-        clock.run_until(min(limit, clock.env.now + step))
+    while state["arrived"] < state["created"] and clock.now_ps < limit:
+        clock.run_until(min(limit, clock.now_ps + step))
     injector.stopped = True
     arrived = state["arrived"]
     offered = state["created"] * packet_flits / (nodes * cycles)

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from astra_garnetlike.kernel import INF, NORMAL, Wake
+from astra_garnetlike.kernel import INF
 
 if TYPE_CHECKING:
     from astra_garnetlike.network import Message
@@ -136,17 +136,17 @@ class OutputPort:
     ``flits``: flits granted so far.
     """
 
-    __slots__ = ("clock", "env", "schedule", "router", "name", "link", "down", "down_vcs",
+    __slots__ = ("clock", "events", "schedule", "router", "name", "link", "down", "down_vcs",
                  "ser_ps", "hop_ps", "credit_ps", "atomic", "credits", "credit_times", "free_at",
-                 "requests", "rr", "busy_until", "wake_time", "blocked", "buckets", "bucket_callbacks",
+                 "requests", "rr", "busy_until", "wake_time", "blocked", "buckets", "run_bucket",
                  "flits")
 
     def __init__(self, clock, router: int, name: str, link: int, down: InputPort | None,
                  ser_ps: int, latency_ps: int, pipeline_ps: int, credit_delay_ps: int,
                  atomic: bool):
         self.clock = clock
-        self.env = clock.env
-        self.schedule = clock.env.schedule
+        self.events = clock.events
+        self.schedule = clock.events.schedule
         self.router = router
         self.name = name
         self.link = link
@@ -168,13 +168,17 @@ class OutputPort:
         self.wake_time: float = INF
         self.blocked = False
         self.buckets = clock.buckets
-        self.bucket_callbacks = clock.bucket_callbacks
+        self.run_bucket = clock.run_bucket
         self.flits = 0
 
     def wake_at(self, time_ps: float) -> None:
-        """Arbitrate at ``time_ps`` (not before the port is free), unless already due sooner."""
+        """Arbitrate at ``time_ps`` (not before the port is free, nor before now: a flit
+        that was ready earlier is arbitrated now), unless already due sooner."""
         if time_ps < self.busy_until:
             time_ps = self.busy_until
+        now = self.events.now
+        if time_ps < now:
+            time_ps = now
         if time_ps < self.wake_time:
             self.wake_time = time_ps
             self.clock.wake(self, time_ps)
@@ -322,7 +326,7 @@ class OutputPort:
                     bucket = self.buckets.get(soonest)
                     if bucket is None:
                         self.buckets[soonest] = [self]
-                        self.schedule(Wake(self.bucket_callbacks), NORMAL, soonest - now)
+                        self.schedule(soonest - now, self.run_bucket, soonest)
                     else:
                         bucket.append(self)
                     return

@@ -21,12 +21,12 @@ def lone_times_ps(net, sends, gap_ps: int = 10**7):
 
     def go(index):
         src, dst, size = sends[index]
-        started = net.env.now
+        started = net.clock.now_ps
         net.send(src, dst, size, arrived, (index, started))
 
     def arrived(arg):
         index, started = arg
-        times.append(net.env.now - started)
+        times.append(net.clock.now_ps - started)
         if index + 1 < len(sends):
             net.clock.call_in(gap_ps, go, index + 1)
 

@@ -49,7 +49,7 @@ def _check_all_back(net) -> int:
     """Every VC empty and every credit accounted for; returns the deepest peak seen."""
     assert net.check_credits() == []
     deepest = 0
-    latest = net.env.now + max(port.credit_ps for port in net.link_ports)
+    latest = net.clock.now_ps + max(port.credit_ps for port in net.link_ports)
     for port in net.link_ports:
         for vc, ivc in enumerate(port.down.vcs):
             assert not ivc.buf and ivc.pkt is None

@@ -98,7 +98,7 @@ def test_fan_out_uses_every_link_only_with_an_ni_port_per_link(ni_ports):
     net = REGISTRY.create("garnetlike", Topology(FC8), {"ni_ports": ni_ports})
     arrivals = {}
     for dst in range(1, 8):
-        net.send(0, dst, MIB, lambda d: arrivals.__setitem__(d, net.env.now), dst)
+        net.send(0, dst, MIB, lambda d: arrivals.__setitem__(d, net.clock.now_ps), dst)
     net.run()
     s, L = net.link_ports[0].ser_ps, 500_000
     alone = 2 * 1000 + s + L + 1000 + 4095 * s
