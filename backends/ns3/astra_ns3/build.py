@@ -89,6 +89,17 @@ def library_key(cxx: str) -> str:
     return h.hexdigest()[:20]
 
 
+def needs_compiling() -> bool:
+    """Whether the next worker will compile the model (a compiler, no cached library)."""
+    cxx = compiler()
+    if cxx is None:
+        return False
+    try:
+        return not (cache_dir() / f"libastra_ns3-{library_key(cxx)}.so").is_file()
+    except (OSError, ImportError):  # no ns3 wheel: the worker reports it
+        return False
+
+
 def compiled_library() -> Path:
     """The cached library, compiling it first if needed. Raises BuildError."""
     cxx = compiler()

@@ -40,6 +40,7 @@ so far (:class:`astra_ns3.monitors.Ns3Results`).
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from astra_core.backend import WorkBudget
@@ -84,6 +85,20 @@ def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
     return cables
 
 
+_said_compiling = False
+
+
+def _say_if_compiling() -> None:
+    """On the first run that compiles the C++ model, say so on stderr (it takes a while)."""
+    global _said_compiling
+    from astra_ns3 import build
+
+    if not _said_compiling and build.needs_compiling():
+        _said_compiling = True
+        sys.stderr.write(f"ns3 backend: compiling the C++ model for this machine, once "
+                         f"(about 10 s; cached in {build.cache_dir()})\n")
+
+
 def _describe_send(src: int, dst: int, size: int, packets: int, links: int) -> str:
     return f"message NPU {src} -> NPU {dst} of {size} B: {packets} packets x {links} links"
 
@@ -114,6 +129,7 @@ class Ns3Network:
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
         self.budget = WorkBudget("ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops,
                                  "max_packet_hops", config_source)
+        _say_if_compiling()
         process.prestart()  # the worker loads the model while the caller sets up the run
 
     # -- NetworkBackend ---------------------------------------------------------------

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from astra_core.errors import AstraError
-from tests.backends.ns3.conftest import make_ns3, star
+from tests.backends.ns3.conftest import make_ns3, require_ns3, star
 
 
 def test_a_crashing_worker_is_an_error_not_a_hang_and_the_next_run_works():
@@ -102,3 +102,19 @@ def test_cppyy_jit_fallback_gives_the_same_result(monkeypatch):
     monkeypatch.setenv("ASTRA_NS3_REUSE", "0")
     backend = make_ns3(star(2))
     assert lone_message(backend) == compiled
+
+
+def test_a_run_that_will_compile_the_model_says_so(tmp_path, monkeypatch, capsys):
+    from astra_ns3 import build, network
+
+    require_ns3()
+    build.compiled_library()  # built and cached (as by any run before)
+    assert not build.needs_compiling()
+    monkeypatch.setenv("ASTRA_NS3_CACHE", str(tmp_path))  # an empty cache: the next run compiles
+    assert build.needs_compiling()
+    monkeypatch.setattr(network, "_said_compiling", False)
+    network._say_if_compiling()
+    network._say_if_compiling()  # once per process
+    err = capsys.readouterr().err
+    assert err == (f"ns3 backend: compiling the C++ model for this machine, once (about 10 s; "
+                   f"cached in {tmp_path})\n")
