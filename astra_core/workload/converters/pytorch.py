@@ -326,7 +326,8 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
     joined with its Kineto trace, to ``<prefix>.<rank>.et``.
 
     Raises TraceError for unreadable or malformed traces and for a Kineto
-    list whose length differs from the host-trace list.
+    list whose length differs from the host-trace list. Warns without Kineto
+    traces: compute nodes then take 0 ns.
     """
     if not et_files:
         raise TraceError("no execution trace given (--et)")
@@ -335,6 +336,11 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
                          f"give one --kineto per --et, in the same rank order")
     traces = [read_host_trace(p) for p in et_files]
     times = [read_kineto(p) for p in kineto_files] if kineto_files else [None] * len(traces)
+    if not kineto_files:
+        warnings.warn("no Kineto trace (--kineto): the host traces carry no operator durations, "
+                      "so every compute node takes 0 ns and the step is communication alone; "
+                      "record a Kineto trace beside each execution trace for compute times",
+                      stacklevel=2)
     names = sorted({name for t in traces for name in _group_names(t)}, key=lambda s: (len(s), s))
     group_ids, members = {}, {}
     for name in names:
