@@ -6,18 +6,25 @@ The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
-from astra_core.plugins import (BackendRegistry, collective_registry, load_settings, make_plugin_manager,
-                                notify_run_finished, notify_run_started)
 from astra_core.errors import ConfigError, TraceError
 from astra_core.flows.flowfile import FlowSpec, read_flows
 from astra_core.flows.run import BACKGROUND_TAG_BASE, flow_results, start_flows
+from astra_core.plugins import (
+    BackendRegistry,
+    collective_registry,
+    load_settings,
+    make_plugin_manager,
+    notify_run_finished,
+    notify_run_started,
+)
 from astra_core.report.results import RunResult
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims

@@ -12,9 +12,9 @@ says so (1 GB = 2^30 bytes, as upstream ASTRA-sim's network.yml).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError

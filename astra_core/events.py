@@ -12,7 +12,8 @@ collective algorithms depend on to reproduce upstream's timings.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Callback = Callable[[Any], None]
 

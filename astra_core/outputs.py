@@ -22,8 +22,8 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from astra_core.errors import ConfigError
 

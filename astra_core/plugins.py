@@ -31,9 +31,10 @@ import importlib.metadata
 import os
 import sys
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pluggy
 

@@ -15,19 +15,17 @@ from astra_core.report.results import RankResult, RunResult
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     out = tmp_path / "result.json"
     out.write_text("old content")
-    with pytest.raises(RuntimeError):
-        with atomic_output(out) as temporary:
-            temporary.write_text("half of the new")
-            raise RuntimeError("the writer died")
+    with pytest.raises(RuntimeError), atomic_output(out) as temporary:
+        temporary.write_text("half of the new")
+        raise RuntimeError("the writer died")
     assert out.read_text() == "old content"
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
 
 
 def test_an_os_error_while_writing_is_one_line_naming_the_path(tmp_path):
     out = tmp_path / "t.csv"
-    with pytest.raises(ConfigError) as info:
-        with atomic_output(out, "--csv"):
-            raise OSError(28, "No space left on device")
+    with pytest.raises(ConfigError) as info, atomic_output(out, "--csv"):
+        raise OSError(28, "No space left on device")
     assert str(info.value) == f"--csv {out}: cannot write: No space left on device"
     assert list(tmp_path.iterdir()) == []
 

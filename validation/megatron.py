@@ -74,8 +74,8 @@ class Row:
 
     def paper_flops(self) -> float:
         """The paper's FLOPs of one iteration (its eq. 3, with recomputation)."""
-        B, s, l, h, V = self.global_batch, SEQ, self.layers, self.hidden, VOCAB
-        return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+        B, s, L, h, V = self.global_batch, SEQ, self.layers, self.hidden, VOCAB
+        return 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
 
     @property
     def virtual_stages(self) -> int:

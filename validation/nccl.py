@@ -32,8 +32,8 @@ from astra_core.workload.generators.micro import write_micro
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from summary import emit, geomean_abs  # noqa: E402
 from published_nccl import SERIES, Series  # noqa: E402
+from summary import emit, geomean_abs  # noqa: E402
 
 PRESETS = ROOT / "examples" / "validation"
 

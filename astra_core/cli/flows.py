@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-
 import click
 
 from astra_core.cli.common import fail as _fail
 from astra_core.errors import AstraError
-
-
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,7 +7,6 @@ existing file.
 
 from __future__ import annotations
 
-
 import click
 
 from astra_core.cli.common import fail as _fail
@@ -15,8 +14,6 @@ from astra_core.cli.common import parse_dims
 from astra_core.errors import AstraError
 from astra_core.topology import generators
 from astra_core.topology.physical import PhysicalTopology
-
-
 
 
 def summary(topology: PhysicalTopology) -> str:

@@ -18,10 +18,6 @@ from astra_core.cli.common import parse_dims
 from astra_core.errors import AstraError, ConfigError
 
 
-
-
-
-
 def _dims(text: str | None) -> list[int] | None:
     """``8x16`` (or ``8,16``) -> [8, 16], None stays None (:func:`parse_dims`)."""
     return None if text is None else parse_dims(text)

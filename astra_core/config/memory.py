@@ -42,7 +42,6 @@ from enum import Enum
 from typing import Any
 
 from astra_core.config.files import expect_mapping, read_json, source_name
-from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     ConfigWarning,
@@ -50,6 +49,7 @@ from astra_core.config.issues import (
     as_choice,
     as_int,
 )
+from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE
 
 #: ns per second; upstream FREQ (astra-sim/common/Common.hh: 1 GHz, 1 tick = 1 ns).
 NS_PER_S = 1_000_000_000

@@ -74,9 +74,9 @@ class NcclConfig:
 
 def parse_nccl(key: str, raw: Any, problems: Problems) -> NcclConfig | None:
     """Parse the section; note every problem under ``key.<name>``; None if any."""
+    from astra_core.errors import ConfigError
     from astra_core.system.collectives.nccl.hardware import GPUS
     from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
-    from astra_core.errors import ConfigError
 
     if isinstance(raw, NcclConfig):
         return raw

@@ -91,8 +91,6 @@ from typing import Any
 
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.config.files import expect_mapping, read_json, source_name
-from astra_core.config.nccl import NcclConfig, parse_nccl
-from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     ConfigWarning,
@@ -104,6 +102,8 @@ from astra_core.config.issues import (
     as_str,
     show,
 )
+from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
+from astra_core.config.nccl import NcclConfig, parse_nccl
 
 #: TFLOP/s -> FLOP/s (upstream Sys.cc: ``peak_perf * 1000000000000``).
 FLOPS_PER_TFLOPS = 1e12

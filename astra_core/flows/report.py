@@ -15,7 +15,7 @@ Percentiles are numpy's linear interpolation between order statistics.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -21,8 +21,9 @@ ICRC 4; IBTA RoCEv2 annex A17).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.errors import AstraError, ConfigError

@@ -25,8 +25,9 @@ every rank then has rank 0's intervals (see :func:`rank_tracks`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from astra_core.report.results import RunResult
 from astra_core.workload.chakra_types import NodeType

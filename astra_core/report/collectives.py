@@ -21,7 +21,8 @@ order (times in ns, sizes in bytes):
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from astra_core.report.breakdown import total, union
 from astra_core.report.results import CollectiveRecord, RunResult

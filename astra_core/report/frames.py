@@ -21,10 +21,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astra_core.outputs import atomic_output
 from astra_core.report.breakdown import breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
-from astra_core.outputs import atomic_output
 from astra_core.report.results import RunResult
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst
                 "peak_flows")
 
 
-def _frame(rows: list[dict], columns) -> "pd.DataFrame":
+def _frame(rows: list[dict], columns) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.DataFrame(rows, columns=list(columns))
@@ -50,7 +50,7 @@ def _frame(rows: list[dict], columns) -> "pd.DataFrame":
     return frame
 
 
-def rank_frame(result: RunResult) -> "pd.DataFrame":
+def rank_frame(result: RunResult) -> pd.DataFrame:
     """Per-rank times (ns); see the module docstring for the columns."""
     split = {b.rank: b for b in breakdowns(result)}
     rows = []
@@ -65,18 +65,18 @@ def rank_frame(result: RunResult) -> "pd.DataFrame":
     return _frame(rows, RANK_COLUMNS)
 
 
-def collective_frame(result: RunResult) -> "pd.DataFrame":
+def collective_frame(result: RunResult) -> pd.DataFrame:
     """Per-collective records, one row per collective per rank."""
     rows, columns = collective_rows(result)
     return _frame(rows, columns)
 
 
-def phase_frame(result: RunResult) -> "pd.DataFrame":
+def phase_frame(result: RunResult) -> pd.DataFrame:
     """Every phase of every chunk: rank, node_id, dim, phase, start_ns, end_ns, duration_ns."""
     return _frame(phase_rows(result), PHASE_COLUMNS)
 
 
-def link_frame(result: RunResult) -> "pd.DataFrame | None":
+def link_frame(result: RunResult) -> pd.DataFrame | None:
     """Per-link statistics, or None when the backend keeps none."""
     stats = link_stats(result)
     if stats is None:
@@ -84,7 +84,7 @@ def link_frame(result: RunResult) -> "pd.DataFrame | None":
     return _frame([s.to_dict() for s in stats], LINK_COLUMNS)
 
 
-def write_frame(frame: "pd.DataFrame", path: str | os.PathLike, kind: str) -> Path:
+def write_frame(frame: pd.DataFrame, path: str | os.PathLike, kind: str) -> Path:
     """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path``, atomically; parent dirs
     are created.
 

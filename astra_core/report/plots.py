@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from astra_core.outputs import atomic_output, check_output_dir, check_output_file
 from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
 from astra_core.report.links import link_stats
-from astra_core.outputs import atomic_output, check_output_dir, check_output_file
 from astra_core.report.results import RunResult
 
 #: The files :func:`write_plots` may write into its directory.
@@ -111,7 +111,7 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
         tracks = [tracks[round(i * step)] for i in range(MAX_TIMELINE_RANKS)]
     divisor, unit = time_unit(result.step_ns)
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.4 * len(tracks) + 1.2)))
-    for row, (rank, records, nodes) in enumerate(tracks):
+    for row, (_rank, records, nodes) in enumerate(tracks):
         compute, comm = busy_intervals(records, nodes)
         # An edge of the bar's own colour keeps intervals narrower than a pixel visible
         # (a ResNet-50 step's all-reduces are microseconds in a one-second step).

@@ -46,7 +46,7 @@ class RunProgress:
         self._first_events = 0
 
     # -- context manager -------------------------------------------------------------
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.enabled:
             self._progress = Progress(
                 SpinnerColumn(), TextColumn("[bold]simulating"),

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import os
 
-from astra_core.report.breakdown import rank_tracks
 from astra_core.outputs import atomic_output
+from astra_core.report.breakdown import rank_tracks
 from astra_core.report.results import RunResult
 
 _LANES = {4: "GPU compute", 7: "GPU comm", 5: "GPU comm", 6: "receive", 2: "memory", 3: "memory"}

@@ -17,7 +17,8 @@ an exception) fails only the point it held, with that as its error.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.sweep import pool

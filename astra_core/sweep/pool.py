@@ -25,8 +25,9 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.sweep.point import failed_row

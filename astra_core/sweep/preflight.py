@@ -24,7 +24,8 @@ import difflib
 import glob
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.config.issues import Problems
 from astra_core.config.memory import KNOWN_KEYS as MEMORY_KEYS

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
-from astra_core.sweep.pool import sigterm_raises
 from astra_core.sweep.identity import InputDigests
+from astra_core.sweep.pool import sigterm_raises
 from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, resolve_point
 from astra_core.sweep.table import PointLog, plot_results, results_frame, write_results
-
 
 #: Failed points a summary names before it counts the rest.
 NAMED_FAILURES = 3

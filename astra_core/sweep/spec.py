@@ -41,9 +41,10 @@ import difflib
 import itertools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from astra_core.config.files import expect_mapping, read_yaml, source_name
 from astra_core.config.issues import Problems, show

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from astra_core.errors import AstraError
+from astra_core.outputs import atomic_output
 from astra_core.report.plots import time_unit
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.spec import SweepSpec
-from astra_core.outputs import atomic_output
 
 LOG_NAME = "points.jsonl"
 MAX_LINES = 12

@@ -49,7 +49,6 @@ def main(argv: list[str]) -> None:
     tasks = Connection(task_fd, writable=False)
     rows = Connection(row_fd, readable=False)
     import astra_core.api  # noqa: F401 - fail here, before READY, if astra cannot load
-
     from astra_core.sweep.point import run_point
 
     try:

@@ -132,7 +132,7 @@ class _TieWatch:
 class RankEngine:
     """Runs one rank's trace on its :class:`RankSystem`. Times in ns."""
 
-    def __init__(self, rank: int, graph: RankGraph, sim: "Simulation"):
+    def __init__(self, rank: int, graph: RankGraph, sim: Simulation):
         self.rank = rank
         self.graph = graph
         self.sim = sim

@@ -25,7 +25,7 @@ Point-to-point costs depend on whether both ends share a node, which such a
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.tuning import Algo

@@ -10,7 +10,8 @@ after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Callback = Callable[[Any], None]
 

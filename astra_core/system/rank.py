@@ -22,13 +22,12 @@ One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
-
-from astra_core.errors import ConfigError
 from astra_core.backend import event_queue
+from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
+from astra_core.errors import ConfigError
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
@@ -128,7 +127,7 @@ class RankSystem:
     Times in ns (integers, as upstream ticks), sizes in bytes.
     """
 
-    def __init__(self, rank: int, sim: "Simulation"):
+    def __init__(self, rank: int, sim: Simulation):
         self.id = rank
         self.sim = sim
         backend = sim.backend
@@ -206,7 +205,7 @@ class RankSystem:
 
     # -- collectives ------------------------------------------------------------
     def generate_collective(self, comm_type: CommType, size: int, involved_dims: list[bool] | None,
-                            group: CommGroup | None, node: "ETNode | None" = None) -> DataSet:
+                            group: CommGroup | None, node: ETNode | None = None) -> DataSet:
         """Split a collective into streams and queue them; returns its DataSet.
 
         ``involved_dims[d]`` says whether dimension ``d`` takes part (missing
@@ -284,7 +283,7 @@ class RankSystem:
             self._schedule_ready()
         return dataset
 
-    def _no_implementation(self, comm_type: CommType, node: "ETNode | None") -> None:
+    def _no_implementation(self, comm_type: CommType, node: ETNode | None) -> None:
         label = comm_type.label
         where = f"rank {self.id}" + (f" node {node.id} ({node.name})" if node is not None else "")
         raise ConfigError(f"{self.sim.system.source}: no {label}-implementation, but {where} "

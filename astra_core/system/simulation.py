@@ -12,10 +12,12 @@ a run that finishes with sends no receive matched warns
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from astra_core.backend import event_queue
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
@@ -24,7 +26,6 @@ from astra_core.report.results import CollectiveRecord, RankResult, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
-from astra_core.backend import event_queue
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher

@@ -9,7 +9,8 @@ when the last one finishes. Mirrors upstream ``StreamBaseline``/``DataSet``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from astra_core.system.collectives.base import CollectiveAlgorithm
 
@@ -40,7 +41,7 @@ class DataSet:
     def __init__(self, total_streams: int, start_ns: float):
         self.total_streams = total_streams
         self.finished_streams = 0
-        self.on_finished: Callable[["DataSet"], None] | None = None
+        self.on_finished: Callable[[DataSet], None] | None = None
         self.start_ns = start_ns
         self.finish_ns: float | None = None
         self.phase_times: list[tuple[int, str, float, float]] = []  # (dim, type, start, end)
@@ -63,7 +64,7 @@ class Stream:
     __slots__ = ("owner", "dataset", "stream_id", "priority", "phases_to_go", "phase",
                  "algorithm", "current_queue_id", "initialized", "phase_start_ns")
 
-    def __init__(self, owner: "RankSystem", dataset: DataSet, stream_id: int,
+    def __init__(self, owner: RankSystem, dataset: DataSet, stream_id: int,
                  phases: list[Phase], priority: int):
         self.owner = owner
         self.dataset = dataset

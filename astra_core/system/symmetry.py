@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import hashlib
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from astra_core.backend import is_symmetric
 from astra_core.config.memory import MemoryType

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from astra_core.errors import SimulationDeadlock
 from astra_core.workload.graph import TraceWarning
@@ -37,7 +38,7 @@ _RANKS = re.compile(r"\b(ranks \[|rank\(s\) |rank )(\d+(?:, \d+)*)")
 _CHUNK_TAG = re.compile(r"\bchunk tag (\d+)")
 
 
-def rank_view(sim: "Simulation", engine: "RankEngine", rank: int) -> tuple[Callable[[int], int],
+def rank_view(sim: Simulation, engine: RankEngine, rank: int) -> tuple[Callable[[int], int],
                                                                           Callable[[int], int]]:
     """(rank renamer, chunk-tag renamer) from ``engine``'s frame to ``rank``'s.
 
@@ -71,7 +72,7 @@ def as_seen_by(text: str, rename: Callable[[int], int], retag: Callable[[int], i
     return _CHUNK_TAG.sub(lambda m: f"chunk tag {retag(int(m.group(1)))}", text)
 
 
-def describe_wait(sim: "Simulation", engine: "RankEngine", rank: int, node: "ETNode") -> str:
+def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) -> str:
     """What ``node`` of ``rank`` (run by ``engine``) waits on, in ``rank``'s terms.
 
     ``node`` is ``rank``'s own node: its peers are already ``rank``'s.
@@ -101,7 +102,7 @@ def describe_wait(sim: "Simulation", engine: "RankEngine", rank: int, node: "ETN
     return "never completed"
 
 
-def _unreceived_from(sim: "Simulation", engine: "RankEngine", rank: int,
+def _unreceived_from(sim: Simulation, engine: RankEngine, rank: int,
                      src: int) -> list[tuple[int, int]]:
     """(tag, bytes) of the messages ``src`` sent to ``rank`` that arrived and
     no receive matched (the matcher keys them in ``engine.rank``'s frame)."""
@@ -120,10 +121,10 @@ def _unreceived_from(sim: "Simulation", engine: "RankEngine", rank: int,
 
 # matcher -> {(src, dst): [(tag, bytes)]} of arrived, unreceived messages, built
 # once per deadlock report (raise_deadlock drops the previous one).
-_ARRIVED_INDEX: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ARRIVED_INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def raise_deadlock(sim: "Simulation") -> None:
+def raise_deadlock(sim: Simulation) -> None:
     """Raise :class:`SimulationDeadlock` naming the ranks that cannot finish.
 
     One line: the time, how many ranks wait, what the first rank's first
@@ -160,7 +161,7 @@ def _node_only(line: str) -> str:
     return line if len(line) <= 60 else line[:57] + "..."
 
 
-def unreceived_sends(sim: "Simulation") -> list[tuple[int, int, int, int]]:
+def unreceived_sends(sim: Simulation) -> list[tuple[int, int, int, int]]:
     """(src, dst, tag, bytes) of every message that arrived and that no receive
     matched, per real rank, ascending."""
     leftovers = sim.matcher.arrived_unreceived()
@@ -176,7 +177,7 @@ def unreceived_sends(sim: "Simulation") -> list[tuple[int, int, int, int]]:
     return sorted(out)
 
 
-def warn_unreceived_sends(sim: "Simulation") -> None:
+def warn_unreceived_sends(sim: Simulation) -> None:
     """Warn (:class:`TraceWarning`, one line) about sends no receive matched.
 
     Upstream's analytical frontend completes a send when its message arrives,

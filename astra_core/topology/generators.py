@@ -15,7 +15,7 @@ studies with ns-3.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from astra_core.errors import ConfigError
 from astra_core.topology.size import check_topology_size

@@ -25,7 +25,7 @@ backend's packet model gives a lone message exactly this time
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 #: Per link of a route: (P(j), max t up to j, t_j + ... + t_last), ns per byte.
 Terms = tuple[tuple[float, float, float], ...]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 from astra_core.errors import ConfigError
 from astra_core.outputs import atomic_output

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 from astra_core.workload.chakra_types import NODE_TYPE_NAMES  # noqa: E402 - re-exported
+
 #: CollectiveCommType value -> name, e.g. 0 -> "ALL_REDUCE".
 COMM_TYPE_NAMES: dict[int, str] = {v: k for k, v in pb.CollectiveCommType.items()}
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import ETNode
-from astra_core.outputs import write_bytes
 
 __all__ = ["CHAKRA_VERSION", "encode_varint", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
 

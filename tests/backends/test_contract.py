@@ -317,8 +317,16 @@ def test_a_negative_infinite_or_nan_delay_is_refused(backend_name, delay):
 # -- optional capabilities (astra_core/backend.py): checked wherever a backend declares one ----
 
 def test_declared_capabilities_keep_their_promises(backend_name):
-    from astra_core.backend import (Counters, LinkStatistics, OwnsEventQueue, SymmetricTiming,
-                                    counters, event_queue, is_symmetric, link_statistics)
+    from astra_core.backend import (
+        Counters,
+        LinkStatistics,
+        OwnsEventQueue,
+        SymmetricTiming,
+        counters,
+        event_queue,
+        is_symmetric,
+        link_statistics,
+    )
 
     backend = make(backend_name, "ring4_sw4")
     if isinstance(backend, SymmetricTiming):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture
 def write(tmp_path):
     """write(name, text) -> path of a new file in a temporary directory."""

@@ -102,7 +102,7 @@ def test_run_prints_the_bucket_table_and_writes_one_csv_row_per_flow(fabric, tmp
     printed = table_rows(result.stdout)
     labels = ["< 10 KB", "10 KB - 100 KB", "100 KB - 1 MB", "1 MB - 10 MB", ">= 10 MB"]
     assert sum(int(r[1]) for r in printed) == len(specs)
-    for label, count, median, p95, p99, top in printed:
+    for label, count, median, _p95, p99, top in printed:
         members = [float(r["slowdown"]) for r in rows
                    if bucket_of(int(r["size_bytes"])) == labels.index(label)]
         assert int(count) == len(members)

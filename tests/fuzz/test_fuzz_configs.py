@@ -18,7 +18,7 @@ from astra_core.config.network import load_network
 from astra_core.config.system import load_system
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.micro import write_micro
-from tests.fuzz.budget import answer_or_one_line_error, check_error_text, assert_sane_times, fuzz_settings
+from tests.fuzz.budget import answer_or_one_line_error, assert_sane_times, check_error_text, fuzz_settings
 from tests.fuzz.strategies import MEMORY_KEYS, NETWORK_KEYS, SYSTEM_KEYS, mutated, nasty_values
 
 BASE_SYSTEM = {

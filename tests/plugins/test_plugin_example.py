@@ -25,7 +25,7 @@ from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
 from astra_core.plugins import PluginSettings, backend_registry
-from tests.conftest import write_pair_trace, isolate_plugins
+from tests.conftest import isolate_plugins, write_pair_trace
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "examples" / "plugin_backend"

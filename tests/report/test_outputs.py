@@ -144,9 +144,9 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path):
 
 def test_many_ranks_are_grouped_in_the_breakdown_plot(tmp_path):
     # 256 NPUs (4 x 64 ring): more ranks than bars, so consecutive ranks are grouped.
+    import astra
     from astra_core.report.plots import MAX_BARS, bar_groups, write_plots
     from astra_core.workload.writer import make_node, write_rank_trace
-    import astra
 
     prefix = tmp_path / "ar"
     for rank in range(256):

@@ -21,7 +21,7 @@ from astra_core.config.system import SystemConfig
 from astra_core.report.timeline import write_timeline
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import write_pair_trace, isolate_plugins, read_et_nodes
+from tests.conftest import isolate_plugins, read_et_nodes, write_pair_trace
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"

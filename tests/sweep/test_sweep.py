@@ -31,7 +31,7 @@ from astra_core.cli import main
 from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep import load_spec, run_sweep
 from astra_core.sweep.point import METRICS
-from tests.conftest import write_pair_trace, isolate_plugins
+from tests.conftest import isolate_plugins, write_pair_trace
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"

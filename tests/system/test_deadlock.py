@@ -6,8 +6,8 @@ from astra_core.api import simulate
 from astra_core.errors import SimulationDeadlock
 from astra_core.system import simulation as simulation_module
 from astra_core.system.wait_report import raise_deadlock
-from astra_core.workload.graph import TraceWarning
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.graph import TraceWarning
 from astra_core.workload.writer import make_node
 from tests.system.conftest import network, system
 

@@ -17,9 +17,8 @@ from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.hardware import GPUS
 from astra_core.system.collectives.nccl.schedule import WIRE, Layout, schedule_for
-from astra_core.system.collectives.nccl.topology import Machine, search_graphs
+from astra_core.system.collectives.nccl.topology import Machine, communicator, search_graphs
 from astra_core.system.collectives.nccl.tuning import Algo, Func, Proto, tune
-from astra_core.system.collectives.nccl.topology import communicator
 from astra_core.workload.generators.micro import write_micro
 
 GIB = 1 << 30

@@ -31,6 +31,7 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
 from tests.fuzz.budget import fuzz_settings
 
+
 class Grid:
     """Ranks as points of the dimensions (dimension 0 fastest), as astra numbers them."""
 

@@ -6,8 +6,12 @@ import pytest
 
 from astra_core.errors import ConfigError
 from astra_core.topology.generators import fat_tree, gpu_cluster, leaf_spine, torus
-from astra_core.topology.ns3_format import (format_ns3_topology, parse_ns3_topology, read_ns3_topology,
-                                            write_ns3_topology)
+from astra_core.topology.ns3_format import (
+    format_ns3_topology,
+    parse_ns3_topology,
+    read_ns3_topology,
+    write_ns3_topology,
+)
 from astra_core.topology.physical import PhysicalTopology
 from tests.topology.conftest import signature
 

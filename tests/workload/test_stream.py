@@ -64,7 +64,7 @@ def test_random_traces_stream_to_the_same_graph(tmp_path):
             ids.sort()  # rising ids: looked up by binary search instead of a dict
         nodes = []
         for pos, node_id in enumerate(ids):
-            pick = lambda: [rng.choice(ids + [5000]) for _ in range(rng.randint(0, 3))]  # noqa: E731
+            pick = lambda: [rng.choice(ids + [5000]) for _ in range(rng.randint(0, 3))]  # noqa: E731, B023
             nodes.append(make_node(node_id, f"n{pos}", pb.COMP_NODE, data_deps=pick(),
                                    ctrl_deps=pick(), duration_micros=rng.randint(0, 9)))
         path = write_rank_trace(tmp_path / f"r{trial}.0.et", nodes)

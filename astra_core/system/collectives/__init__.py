@@ -21,8 +21,10 @@ from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
 from astra_core.system.collectives.halving_doubling import halving_doubling_plan
 from astra_core.system.collectives.logical_topology import (
     Direction,
-    DoubleBinaryTree as DoubleBinaryTreeTopology,
     RingTopology,
+)
+from astra_core.system.collectives.logical_topology import (
+    DoubleBinaryTree as DoubleBinaryTreeTopology,
 )
 from astra_core.system.collectives.plan import Plan, WindowedPhase
 from astra_core.system.collectives.ring import ring_plan

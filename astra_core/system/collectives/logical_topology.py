@@ -15,8 +15,8 @@ A rank's view of one network dimension (or of a communicator group):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import Sequence
 
 
 class Direction(Enum):
@@ -46,7 +46,7 @@ class RingTopology:
         self.local = local
 
     @classmethod
-    def for_dimension(cls, rank: int, size: int, offset: int) -> "RingTopology":
+    def for_dimension(cls, rank: int, size: int, offset: int) -> RingTopology:
         """Ring of ``size`` ranks with stride ``offset`` that contains ``rank``."""
         index = (rank % (offset * size)) // offset
         base = rank - index * offset

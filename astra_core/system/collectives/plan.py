@@ -23,9 +23,9 @@ every slot is free again. The algorithm modules only build plans.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
 
 from astra_core.system.collectives.base import FAST_TRANSMISSION_NS, CollectiveAlgorithm
 from astra_core.system.comm_types import CommType

@@ -45,12 +45,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from astra_core.errors import TraceError
+from astra_core.outputs import write_text
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.converters.pytorch_trace import (HostNode, HostTrace, KinetoTimes, read_host_trace,
-                                                          read_kineto, tensors_in)
+from astra_core.workload.converters.pytorch_trace import (
+    HostNode,
+    HostTrace,
+    KinetoTimes,
+    read_host_trace,
+    read_kineto,
+    tensors_in,
+)
 from astra_core.workload.graph import TraceWarning
 from astra_core.workload.writer import make_node, write_rank_trace
-from astra_core.outputs import write_text
 
 __all__ = ["PytorchConversion", "convert_host_trace", "convert_pytorch_traces"]
 
@@ -268,7 +274,7 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
             try:
                 peer, tag = int(args[2]), int(args[3])
             except (IndexError, TypeError, ValueError):
-                raise TraceError(f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag")
+                raise TraceError(f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag") from None
             size = _bytes(args[:1])
             src, dst = (rank, peer) if kind == pb.COMM_SEND_NODE else (peer, rank)
             if size > 0:
@@ -293,7 +299,8 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
                 attrs["pg_name"] = group_ids[pg]
             elif pg is None and groups and not summary.get("warned"):
                 warnings.warn(f"{trace.path}: the trace does not say which process group each "
-                              f"collective uses; assuming the default group of all ranks", TraceWarning)
+                              f"collective uses; assuming the default group of all ranks", TraceWarning,
+                              stacklevel=2)
                 summary["warned"] = True
             if ctype == pb.BROADCAST or size <= 0:
                 attrs["duration_micros"] = round(u.host_us)

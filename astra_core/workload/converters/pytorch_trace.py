@@ -43,7 +43,7 @@ class HostNode:
     inputs: Any
     input_types: list
     outputs: Any
-    children: list["HostNode"] = field(default_factory=list)
+    children: list[HostNode] = field(default_factory=list)
 
 
 @dataclass

@@ -50,15 +50,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from astra_core.errors import ConfigError
+from astra_core.outputs import write_bytes, write_text
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.text_format import TextLayer, TextWorkload
 from astra_core.workload.converters.text_loops import LOOPS, Graph, Template
-from astra_core.outputs import write_bytes, write_text
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import make_node, write_rank_trace
 
@@ -211,7 +211,7 @@ def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: i
     if mp is not None:
         if mp < 1 or npus % mp:
             raise ConfigError(f"{src}: model-parallel group of {mp} NPUs does not divide {npus} NPUs")
-    elif kind == "HYBRID_CUSTOMIZED" and any(l.parallelism.startswith("HYBRID") for l in wl.layers):
+    elif kind == "HYBRID_CUSTOMIZED" and any(layer.parallelism.startswith("HYBRID") for layer in wl.layers):
         raise ConfigError(f"{src}: HYBRID_CUSTOMIZED with hybrid layers needs the model-parallel group "
                           f"size (--model-parallel-npus M)")
     if dims is not None:

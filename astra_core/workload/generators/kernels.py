@@ -35,7 +35,15 @@ from __future__ import annotations
 
 import math
 
-from astra_core.workload.generators.ops import ATTENTION, ELEMENTWISE, GEMM, LAYERNORM, LAYERNORM_BWD, STREAM, Op
+from astra_core.workload.generators.ops import (
+    ATTENTION,
+    ELEMENTWISE,
+    GEMM,
+    LAYERNORM,
+    LAYERNORM_BWD,
+    STREAM,
+    Op,
+)
 
 __all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns", "memory_rate"]
 

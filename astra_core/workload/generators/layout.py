@@ -26,8 +26,8 @@ id (``pg_name``) and an entry in the comm-group JSON.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 __all__ = ["Layout", "Placement"]
 

@@ -15,10 +15,10 @@ import os
 from pathlib import Path
 
 from astra_core.errors import ConfigError
+from astra_core.outputs import write_bytes, write_text
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
-from astra_core.outputs import write_bytes, write_text
 
 __all__ = ["write_llm"]
 

@@ -18,9 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from astra_core.errors import ConfigError
+from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
-from astra_core.outputs import write_bytes
 
 __all__ = ["COLLECTIVES", "parse_size", "write_micro"]
 

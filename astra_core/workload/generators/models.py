@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.specs import read_spec
 

@@ -17,7 +17,8 @@ and any physical topology work.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue

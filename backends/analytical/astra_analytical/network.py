@@ -19,7 +19,8 @@ backends differ exactly where messages share links.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig

@@ -5,9 +5,8 @@ from astra_core.hookspecs import hookimpl
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_analytical.network import create
-
     from astra_analytical.congestion import create as create_congestion
+    from astra_analytical.network import create
 
     register(
         "analytical-congestion",

@@ -36,7 +36,7 @@ Units are the caller's (bytes/ns here); capacities must be positive.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 #: Members up to which a fill scans links instead of keeping a heap.
 _FEW = 16
@@ -234,7 +234,7 @@ class MaxMinSolver:
         for flow, (rate, _) in zip(added, rates):
             for link, w in zip(flow.links, flow.weights):
                 filled[link] += w * rate
-        for flow, (rate, tightest) in zip(added, rates):
+        for _flow, (rate, tightest) in zip(added, rates):
             if tightest < 0:
                 continue
             top = rate * (1 + _REL)
@@ -257,7 +257,7 @@ class MaxMinSolver:
         bottlenecks: dict[int, float] = {}
         unfrozen = list(members)
         while unfrozen:
-            share, key = min((remaining[l] / w, l) for l, w in load.items() if w > 1e-12)
+            share, key = min((remaining[link] / w, link) for link, w in load.items() if w > 1e-12)
             share = max(share, 0.0)
             capped = [f for f in unfrozen if 0 < f.cap <= share]
             if capped:
@@ -299,7 +299,7 @@ class MaxMinSolver:
         load = load.copy()
         # A heap of link fill levels (lower bounds: a link's level only rises as flows
         # freeze below it) and flow caps.
-        heap: list[tuple[float, int]] = [(remaining[l] / w, l) for l, w in load.items() if w > 0]
+        heap: list[tuple[float, int]] = [(remaining[link] / w, link) for link, w in load.items() if w > 0]
         capped = [flow for flow in members if flow.cap > 0]
         heap.extend((flow.cap, -1 - i) for i, flow in enumerate(capped))
         heapq.heapify(heap)

@@ -34,7 +34,8 @@ link, ``link_bytes`` (data and ACK wire bytes that crossed it),
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue

@@ -81,14 +81,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems, as_choice, as_int, as_number, show
 from astra_core.errors import ConfigError
-
 
 ROUTING = ("auto", "dimension_order", "table", "up_down")
 NI_PORTS = ("per_link", "single")
@@ -138,7 +138,7 @@ class GarnetConfig:
         """The keys and values as a config file would hold them."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
 
-    def replace(self, **changes: Any) -> "GarnetConfig":
+    def replace(self, **changes: Any) -> GarnetConfig:
         """A copy with some keys changed (validated like a file)."""
         return load_config({**self.as_dict(), **changes}, source=self.source)
 

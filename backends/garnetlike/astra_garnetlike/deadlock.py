@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from astra_core.errors import SimulationDeadlock
-
 from astra_garnetlike.kernel import PS_PER_NS
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class Watchdog:
     """Periodic progress check of one network: :meth:`arm` starts it, it stops
     itself at a check that finds no message in flight."""
 
-    def __init__(self, net: "GarnetNetwork"):
+    def __init__(self, net: GarnetNetwork):
         self.net = net
         self.threshold_ps = max(net.config.deadlock_threshold_cycles * net.cycle_ps,
                                 4 * net.max_round_trip_ps)
@@ -93,7 +92,7 @@ class Watchdog:
         raise SimulationDeadlock(message, waiting)
 
 
-def _waits_for(ivc: "InputVC") -> list["InputVC"]:
+def _waits_for(ivc: InputVC) -> list[InputVC]:
     """The downstream VCs whose progress ``ivc``'s front packet needs."""
     out = ivc.out
     if ivc.pkt is None or out is None or out.down is None:
@@ -104,7 +103,7 @@ def _waits_for(ivc: "InputVC") -> list["InputVC"]:
     return [out.down_vcs[v] for v in range(lo, hi)]
 
 
-def _find_cycle(stuck: list["InputVC"]) -> list["InputVC"]:
+def _find_cycle(stuck: list[InputVC]) -> list[InputVC]:
     """A cycle in the wait-for graph among the stuck VCs (depth-first), or []."""
     members = {id(v) for v in stuck}
     state: dict[int, int] = {}  # 1 on the stack, 2 done
@@ -134,7 +133,7 @@ def _find_cycle(stuck: list["InputVC"]) -> list["InputVC"]:
     return []
 
 
-def _describe(net: "GarnetNetwork", ivc: "InputVC") -> str:
+def _describe(net: GarnetNetwork, ivc: InputVC) -> str:
     port = ivc.port
     where = f"{net.node_name(port.router)} ({port.name}, VC {ivc.index})"
     pkt = ivc.pkt

@@ -24,7 +24,8 @@ floating-point rounding. The backend API converts to ns at its edge.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.events import EventQueue
 

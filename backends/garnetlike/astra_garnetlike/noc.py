@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, mesh, torus
-
 from astra_garnetlike.config import GarnetConfig, load_config, read_config_file
 from astra_garnetlike.traffic import Injector, make_pattern
 

@@ -56,7 +56,7 @@ class Packet:
 
     __slots__ = ("msg", "flits", "route", "vcs", "created_ps", "payload")
 
-    def __init__(self, msg: "Message", flits: int, payload: int, route: tuple, vcs: tuple,
+    def __init__(self, msg: Message, flits: int, payload: int, route: tuple, vcs: tuple,
                  created_ps: int):
         self.msg = msg
         self.flits = flits
@@ -79,7 +79,7 @@ class InputVC:
     __slots__ = ("port", "index", "buf", "pkt", "hop", "left", "out", "out_vc", "waiting", "peak",
                  "credit_times")
 
-    def __init__(self, port: "InputPort", index: int):
+    def __init__(self, port: InputPort, index: int):
         self.port = port
         self.index = index
         self.buf: deque[int] = deque()
@@ -114,7 +114,7 @@ class InputPort:
     __slots__ = ("router", "name", "vcs", "depth", "upstream", "ni", "busy_until")
 
     def __init__(self, router: int, name: str, vcs_count: int, depth: int,
-                 upstream: "OutputPort | None" = None, ni: Any = None):
+                 upstream: OutputPort | None = None, ni: Any = None):
         self.router = router
         self.name = name
         self.depth = depth
@@ -183,7 +183,7 @@ class OutputPort:
             self.wake_time = time_ps
             self.clock.wake(self, time_ps)
 
-    def fire(self, now: int) -> None:
+    def fire(self, now: int) -> None:  # noqa: C901 - the hot path, written out for speed
         """Switch allocation at a wake-up: grant one flit, or sleep until one may be grantable.
 
         The hot path of the model (about one call per flit-hop): the grant is

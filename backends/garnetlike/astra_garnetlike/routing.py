@@ -39,7 +39,7 @@ every VC.
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from astra_core.errors import ConfigError
 
@@ -103,7 +103,7 @@ class Injector:
 
     def __init__(self, nodes: int, pattern: Pattern, rate_flits: float, packet_flits: int,
                  cycle_ps: int, clock, send: Callable[[int, int], None], seed: int = 1):
-        if not 0 < rate_flits:
+        if not rate_flits > 0:
             raise ConfigError(f"--injection-rate must be > 0 flits/node/cycle, got {rate_flits}")
         self.p = min(1.0, rate_flits / packet_flits)
         self.pattern = pattern

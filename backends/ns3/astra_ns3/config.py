@@ -94,7 +94,6 @@ from pydantic import BaseModel, field_validator, model_validator
 from astra_core.config.issues import PYTHON_SOURCE
 from astra_core.config.model import STRICT, between, load_model, validate_mapping
 
-
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
 CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
 #: Internal codes the C++ library uses (upstream's numbers; 0 for none).

@@ -94,7 +94,7 @@ class Ns3Results:
         self.runs += 1
 
     # -- tables ------------------------------------------------------------------------
-    def ports(self) -> "pd.DataFrame":
+    def ports(self) -> pd.DataFrame:
         import pandas as pd
 
         p = self.physical
@@ -107,14 +107,14 @@ class Ns3Results:
         frame["headroom_bytes"] = self._headroom
         return frame
 
-    def messages(self) -> "pd.DataFrame":
+    def messages(self) -> pd.DataFrame:
         return _concat(self._messages, ["run", "message", "src", "dst", "bytes", "start_ns",
                                         "finish_ns", "fct_ns"])
 
-    def queues(self) -> "pd.DataFrame":
+    def queues(self) -> pd.DataFrame:
         return _concat(self._queues, ["time_ns", "link", "node", "peer", "bytes"])
 
-    def flow_samples(self) -> "pd.DataFrame":
+    def flow_samples(self) -> pd.DataFrame:
         """Per sample: bytes delivered, the sender's rate and the throughput since the
         message's previous sample (Gbps)."""
         frames = []
@@ -166,13 +166,13 @@ class Ns3Results:
         return written
 
 
-def _frame(columns: dict[str, Any]) -> "pd.DataFrame":
+def _frame(columns: dict[str, Any]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(columns)
 
 
-def _concat(frames: list, columns: list[str]) -> "pd.DataFrame":
+def _concat(frames: list, columns: list[str]) -> pd.DataFrame:
     """One table of the runs' tables (or column dicts), with ``columns`` when empty."""
     import pandas as pd
 

@@ -41,7 +41,8 @@ so far (:class:`astra_ns3.monitors.Ns3Results`).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError

@@ -75,7 +75,7 @@ class WorkerProcess:
 
     def __init__(self, watchdog_s: float = WATCHDOG_S, wait: bool = True) -> None:
         parent_end, child_end = socket.socketpair()
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - open for the worker's life; close() closes it
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))

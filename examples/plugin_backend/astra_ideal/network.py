@@ -21,9 +21,10 @@ once (a direct all-to-all) pays for its single port.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name

@@ -23,7 +23,7 @@ def progressive_filling(capacity: list[float], flows: list[tuple]) -> list[float
     active = set(range(len(flows)))
     while active:
         def weight_on(link):
-            return sum(flows[i][1][flows[i][0].index(link)] for i in active if link in flows[i][0])
+            return sum(flows[i][1][flows[i][0].index(link)] for i in active if link in flows[i][0])  # noqa: B023
 
         levels = {link: left[link] / weight_on(link) for link in range(len(capacity))
                   if weight_on(link) > 0}
@@ -89,14 +89,14 @@ def test_incremental_rates_equal_a_full_solve(seed):
                 solver.remove(flow)
                 del live[flow]
         reported = {}
-        solver.solve(lambda f, old: reported.__setitem__(f, old))
+        solver.solve(lambda f, old: reported.__setitem__(f, old))  # noqa: B023 - called here
         flows = list(live)
         expected = progressive_filling(capacity, [live[f] for f in flows])
         for flow, rate in zip(flows, expected):
             assert flow.rate == pytest.approx(rate, rel=1e-9)
         # Conservation: each link's used capacity is the sum over its flows.
         for link in range(links):
-            total = sum(w * f.rate for f in flows for l, w in zip(f.links, f.weights) if l == link)
+            total = sum(w * f.rate for f in flows for lk, w in zip(f.links, f.weights) if lk == link)
             assert solver.used[link] == pytest.approx(total, rel=1e-9, abs=1e-9)
             assert solver.used[link] <= capacity[link] * (1 + 1e-9)
         assert all(f.rate != old for f, old in reported.items())

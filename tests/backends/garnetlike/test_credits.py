@@ -28,7 +28,7 @@ def _burst(net, nodes: int, messages: int, sizes, seed: int) -> tuple[int, int]:
     rng = random.Random(seed)
     delivered = []
     net.sent_sizes = []
-    for i in range(messages):
+    for _ in range(messages):
         src, dst = rng.sample(range(nodes), 2)
         size = rng.choice(sizes)
         net.sent_sizes.append(size)

@@ -11,6 +11,7 @@ is ``ceil(B / flit_bytes)`` flits (per packet: full packets of
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,7 +23,6 @@ from astra_core.errors import ConfigError
 from astra_garnetlike.config import load_config
 from astra_garnetlike.network import create
 from tests.conftest import isolate_plugins, write_pair_trace
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 RING8 = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0],

@@ -132,8 +132,8 @@ def test_up_down_routes_are_legal_and_acyclic_on_irregular_fabrics(seed):
     for a, b in itertools.permutations(range(16), 2):
         links = routing.links(a, b)
         assert t.link_src[links[0]] == a and t.link_dst[links[-1]] == b
-        ups = [(levels[t.link_dst[l]], t.link_dst[l]) < (levels[t.link_src[l]], t.link_src[l])
-               for l in links]
+        ups = [(levels[t.link_dst[k]], t.link_dst[k]) < (levels[t.link_src[k]], t.link_src[k])
+               for k in links]
         assert ups == sorted(ups, reverse=True), (a, b)  # all up links come before any down link
     assert dependency_cycle(routing, 16) is None
 

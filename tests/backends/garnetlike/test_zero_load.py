@@ -29,8 +29,8 @@ import pytest
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
 from astra_core.topology.generators import fat_tree
-from astra_garnetlike.network import GarnetNetwork, create
 from astra_garnetlike.config import GarnetConfig
+from astra_garnetlike.network import GarnetNetwork, create
 from tests.backends.garnetlike.conftest import lone_times_ps, noc_network
 
 CYCLE_PS = 1000  # 1 GHz

@@ -66,7 +66,7 @@ def _network(tmp_path, dims, bandwidth=50.0):
 
 
 def _compute_us(wl, recompute=()) -> int:
-    return sum(l.fwd_compute + l.ig_compute + l.wg_compute for l in wl.layers) + \
+    return sum(x.fwd_compute + x.ig_compute + x.wg_compute for x in wl.layers) + \
         sum(wl.layers[i].fwd_compute for i in recompute)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from click.testing import CliRunner
 
 from astra_core.cli import main
@@ -59,7 +58,7 @@ def test_errors_are_one_line(tmp_path):
     for args, message in cases:
         out = runner.invoke(main, args)
         assert out.exit_code == 1, out.output
-        lines = [l for l in out.output.splitlines() if l.startswith("error:")]
+        lines = [ln for ln in out.output.splitlines() if ln.startswith("error:")]
         assert len(lines) == 1 and message in lines[0], out.output
 
 
