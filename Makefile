@@ -27,7 +27,8 @@ demo: setup
 		--memory examples/resnet50_dp/memory.json
 
 test: setup docs
-	$(BIN)/ruff check --quiet --select F astra astra_core backends examples benchmarks scripts tests validation
+	$(BIN)/ruff check --quiet astra astra_core backends examples benchmarks scripts tests validation
+	$(BIN)/ruff format --check --quiet astra astra_core backends examples benchmarks scripts tests validation
 	$(BIN)/python -m pytest -q -n 2 tests
 
 docs: setup

@@ -11,8 +11,14 @@ from astra_core.errors import ConfigError
 from astra_core.sweep import SweepSpec, run_sweep
 
 
-def sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.PathLike | None = None,
-          workers: int | None = None, ray: bool | str | None = None, fresh: bool = False) -> Any:
+def sweep(
+    spec: SweepSpec | str | os.PathLike | dict,
+    *,
+    output: str | os.PathLike | None = None,
+    workers: int | None = None,
+    ray: bool | str | None = None,
+    fresh: bool = False,
+) -> Any:
     """Run every unfinished point of ``spec`` and return the results as a pandas DataFrame.
 
     ``spec``: a sweep spec file (YAML, see :mod:`astra_core.sweep.spec`) or the
@@ -25,16 +31,32 @@ def sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.PathLi
     An argument of the wrong type is a ConfigError naming it
     (``sweep: workers must be an integer >= 1 or None, got str``).
     """
-    expect(isinstance(spec, (SweepSpec, str, os.PathLike, Mapping)), "spec",
-           "a SweepSpec, a path or a dict", spec, "sweep")
-    expect(output is None or isinstance(output, (str, os.PathLike)), "output", "a path or None",
-           output, "sweep")
-    expect(workers is None or (isinstance(workers, int) and not isinstance(workers, bool)),
-           "workers", "an integer >= 1 or None", workers, "sweep")
+    expect(
+        isinstance(spec, (SweepSpec, str, os.PathLike, Mapping)),
+        "spec",
+        "a SweepSpec, a path or a dict",
+        spec,
+        "sweep",
+    )
+    expect(
+        output is None or isinstance(output, (str, os.PathLike)), "output", "a path or None", output, "sweep"
+    )
+    expect(
+        workers is None or (isinstance(workers, int) and not isinstance(workers, bool)),
+        "workers",
+        "an integer >= 1 or None",
+        workers,
+        "sweep",
+    )
     if workers is not None and workers < 1:
         raise ConfigError(f"sweep: workers must be an integer >= 1 or None, got {workers}")
-    expect(ray is None or isinstance(ray, (bool, str)), "ray", "True, False, a cluster address or None",
-           ray, "sweep")
+    expect(
+        ray is None or isinstance(ray, (bool, str)),
+        "ray",
+        "True, False, a cluster address or None",
+        ray,
+        "sweep",
+    )
     expect(isinstance(fresh, bool), "fresh", "True or False", fresh, "sweep")
     if isinstance(spec, Mapping) and not isinstance(spec, dict):
         spec = dict(spec)

@@ -57,8 +57,7 @@ def _is_list(value: Any) -> bool:
 def check_workload(workload: Any) -> None:
     """Raise ConfigError naming ``workload`` (or ``workload[i]``) unless it is a trace prefix
     or a list of :class:`RankTrace`."""
-    expect(_is_path(workload) or _is_list(workload), "workload",
-           "a path or a list of rank traces", workload)
+    expect(_is_path(workload) or _is_list(workload), "workload", "a path or a list of rank traces", workload)
     if _is_path(workload) and not os.fspath(workload):
         raise ConfigError("simulate: workload is an empty path (expected a trace prefix)")
     if _is_list(workload):
@@ -67,9 +66,18 @@ def check_workload(workload: Any) -> None:
             expect(isinstance(trace, RankTrace), f"workload[{rank}]", "a RankTrace", trace)
 
 
-def check_arguments(workload: Any, system: Any, network: Any, topology: Any, dims: Any,
-                    memory: Any, comm_groups: Any, backend: Any, plugin_manager: Any,
-                    symmetry: Any) -> None:
+def check_arguments(
+    workload: Any,
+    system: Any,
+    network: Any,
+    topology: Any,
+    dims: Any,
+    memory: Any,
+    comm_groups: Any,
+    backend: Any,
+    plugin_manager: Any,
+    symmetry: Any,
+) -> None:
     """Check the types of :func:`simulate`'s arguments (values are the loaders' business).
 
     Raises ConfigError naming the first bad argument and the type it got,
@@ -78,30 +86,49 @@ def check_arguments(workload: Any, system: Any, network: Any, topology: Any, dim
     import pluggy
 
     check_workload(workload)
-    expect(_is_path(system) or isinstance(system, SystemConfig), "system",
-           "a path or a SystemConfig", system)
-    expect(network is None or _is_path(network) or isinstance(network, NetworkConfig), "network",
-           "a path, a NetworkConfig or None", network)
-    expect(topology is None or _is_path(topology) or isinstance(topology, PhysicalTopology),
-           "topology", "a path, a PhysicalTopology or None", topology)
+    expect(_is_path(system) or isinstance(system, SystemConfig), "system", "a path or a SystemConfig", system)
+    expect(
+        network is None or _is_path(network) or isinstance(network, NetworkConfig),
+        "network",
+        "a path, a NetworkConfig or None",
+        network,
+    )
+    expect(
+        topology is None or _is_path(topology) or isinstance(topology, PhysicalTopology),
+        "topology",
+        "a path, a PhysicalTopology or None",
+        topology,
+    )
     if dims is not None:
         expect(_is_list(dims), "dims", "a list of dimension sizes or None", dims)
         expect(len(dims) > 0, "dims", "a non-empty list of dimension sizes or None", dims)
         for i, size in enumerate(dims):
-            expect(isinstance(size, int) and not isinstance(size, bool), f"dims[{i}]",
-                   "an integer", size)
-    expect(memory is None or _is_path(memory) or isinstance(memory, MemoryConfig), "memory",
-           "a path, a MemoryConfig or None", memory)
-    expect(comm_groups is None or _is_path(comm_groups) or isinstance(comm_groups, Mapping),
-           "comm_groups", "a path, a mapping {group id: [NPU ids]} or None", comm_groups)
+            expect(isinstance(size, int) and not isinstance(size, bool), f"dims[{i}]", "an integer", size)
+    expect(
+        memory is None or _is_path(memory) or isinstance(memory, MemoryConfig),
+        "memory",
+        "a path, a MemoryConfig or None",
+        memory,
+    )
+    expect(
+        comm_groups is None or _is_path(comm_groups) or isinstance(comm_groups, Mapping),
+        "comm_groups",
+        "a path, a mapping {group id: [NPU ids]} or None",
+        comm_groups,
+    )
     expect(backend is None or isinstance(backend, str), "backend", "a backend name or None", backend)
-    expect(plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
-           "plugin_manager", "a pluggy PluginManager or None", plugin_manager)
+    expect(
+        plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
+        "plugin_manager",
+        "a pluggy PluginManager or None",
+        plugin_manager,
+    )
     expect(isinstance(symmetry, bool), "symmetry", "True or False", symmetry)
 
 
-def resolve_comm_groups(comm_groups: PathLike | Mapping | None,
-                        npus_count: int) -> dict[str, tuple[int, ...]]:
+def resolve_comm_groups(
+    comm_groups: PathLike | Mapping | None, npus_count: int
+) -> dict[str, tuple[int, ...]]:
     """Communicator groups from a comm-group JSON file or a mapping shaped like one.
 
     A mapping is validated exactly as the file is
@@ -112,8 +139,10 @@ def resolve_comm_groups(comm_groups: PathLike | Mapping | None,
         return {}
     if _is_path(comm_groups):
         return load_comm_groups(comm_groups, npus_count)
-    mapping = {key: list(members) if isinstance(members, (tuple, range)) else members
-               for key, members in comm_groups.items()}
+    mapping = {
+        key: list(members) if isinstance(members, (tuple, range)) else members
+        for key, members in comm_groups.items()
+    }
     return parse_comm_groups(mapping, npus_count, source="comm_groups")
 
 
@@ -127,14 +156,18 @@ def load_graphs(workload: PathLike | Sequence[RankTrace], npus_count: int) -> li
     else:
         traces = list(workload)
         if len(traces) != npus_count:
-            raise TraceError(f"simulate: workload has {len(traces)} rank traces, but the network "
-                             f"has {npus_count} NPUs (one trace per NPU)")
+            raise TraceError(
+                f"simulate: workload has {len(traces)} rank traces, but the network "
+                f"has {npus_count} NPUs (one trace per NPU)"
+            )
     return build_graphs(traces)
 
 
-def resolve_network(network: PathLike | NetworkConfig | None,
-                    topology: PathLike | PhysicalTopology | None,
-                    dims: Sequence[int] | None) -> tuple[NetworkConfig, PhysicalTopology | None]:
+def resolve_network(
+    network: PathLike | NetworkConfig | None,
+    topology: PathLike | PhysicalTopology | None,
+    dims: Sequence[int] | None,
+) -> tuple[NetworkConfig, PhysicalTopology | None]:
     """The logical network (for collectives) and the physical topology (if any).
 
     With only ``network``: network.yml's dimensions, no physical topology.
@@ -145,8 +178,9 @@ def resolve_network(network: PathLike | NetworkConfig | None,
     """
     if topology is None:
         if network is None:
-            raise ConfigError("no network: give network.yml (--network) or a physical topology "
-                              "file (--topology)")
+            raise ConfigError(
+                "no network: give network.yml (--network) or a physical topology file (--topology)"
+            )
         if dims:
             raise ConfigError("--dims goes with --topology; network.yml already has dimensions")
         net = network if isinstance(network, NetworkConfig) else load_network(network)
@@ -162,14 +196,17 @@ def resolve_network(network: PathLike | NetworkConfig | None,
             raise ConfigError("give either --network or --dims with --topology, not both")
         net = network if isinstance(network, NetworkConfig) else load_network(network)
         if net.npus_count != physical.npus_count:
-            raise ConfigError(f"{physical.source}: {physical.npus_count} NPUs, but network.yml "
-                              f"{net.source} has {net.npus_count}")
+            raise ConfigError(
+                f"{physical.source}: {physical.npus_count} NPUs, but network.yml "
+                f"{net.source} has {net.npus_count}"
+            )
         return net, physical
     return logical_dims(physical, list(dims) if dims else None), physical
 
 
-def _background_flows(background: PathLike | Sequence[FlowSpec] | None,
-                      physical: PhysicalTopology | None) -> list[FlowSpec]:
+def _background_flows(
+    background: PathLike | Sequence[FlowSpec] | None, physical: PhysicalTopology | None
+) -> list[FlowSpec]:
     """The background flows to run (none when ``background`` is None)."""
     if background is None:
         return []
@@ -178,8 +215,12 @@ def _background_flows(background: PathLike | Sequence[FlowSpec] | None,
     if _is_path(background):
         return read_flows(background, physical.npus_count)
     flows = list(background)
-    expect(all(isinstance(f, FlowSpec) for f in flows), "background",
-           "a flow file path or a list of FlowSpec", background)
+    expect(
+        all(isinstance(f, FlowSpec) for f in flows),
+        "background",
+        "a flow file path or a list of FlowSpec",
+        background,
+    )
     return flows
 
 
@@ -196,13 +237,22 @@ def _config(value: Any, kind, name: str, expected: str, optional: bool):
     return value
 
 
-def simulate(workload: PathLike | Sequence[RankTrace], system: Any, network: Any = None, *,
-             backend: str | None = None, progress: Any = False,
-             topology: PathLike | PhysicalTopology | None = None,
-             dims: Sequence[int] | None = None, memory: Any = None,
-             comm_groups: PathLike | Mapping | None = None, backend_config: Any = None,
-             plugin_manager=None, symmetry: bool = True,
-             background: PathLike | Sequence[FlowSpec] | None = None) -> RunResult:
+def simulate(
+    workload: PathLike | Sequence[RankTrace],
+    system: Any,
+    network: Any = None,
+    *,
+    backend: str | None = None,
+    progress: Any = False,
+    topology: PathLike | PhysicalTopology | None = None,
+    dims: Sequence[int] | None = None,
+    memory: Any = None,
+    comm_groups: PathLike | Mapping | None = None,
+    backend_config: Any = None,
+    plugin_manager=None,
+    symmetry: bool = True,
+    background: PathLike | Sequence[FlowSpec] | None = None,
+) -> RunResult:
     """Simulate one training step and return its :class:`RunResult`.
 
     ``workload``: a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``) or
@@ -221,42 +271,59 @@ def simulate(workload: PathLike | Sequence[RankTrace], system: Any, network: Any
 
     check_workload(workload)
     system = _config(system, SystemConfig, "system", "a path, a SystemConfig or a dict", False)
-    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None",
-                      True)
+    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None", True)
     memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
-    options = dict(topology=topology, dims=dims, memory=memory, comm_groups=comm_groups,
-                   backend_config=backend_config, symmetry=symmetry, background=background)
+    options = dict(
+        topology=topology,
+        dims=dims,
+        memory=memory,
+        comm_groups=comm_groups,
+        backend_config=backend_config,
+        symmetry=symmetry,
+        background=background,
+    )
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
         from astra_core.report.progress import RunProgress
 
-        expect(isinstance(progress, (bool, RunProgress)), "progress",
-               "True, False or a RunProgress", progress)
+        expect(
+            isinstance(progress, (bool, RunProgress)), "progress", "True, False or a RunProgress", progress
+        )
         display = progress if isinstance(progress, RunProgress) else RunProgress()
     if display is None or not display.enabled:
-        return run_simulation(workload, system, network, backend=backend,
-                              plugin_manager=plugin_manager, **options)
-    expect(plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
-           "plugin_manager", "a pluggy PluginManager or None", plugin_manager)
+        return run_simulation(
+            workload, system, network, backend=backend, plugin_manager=plugin_manager, **options
+        )
+    expect(
+        plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
+        "plugin_manager",
+        "a pluggy PluginManager or None",
+        plugin_manager,
+    )
     pm = plugin_manager or make_plugin_manager()
     pm.register(display)
     try:
         with display:
-            return run_simulation(workload, system, network, backend=backend, plugin_manager=pm,
-                                  **options)
+            return run_simulation(workload, system, network, backend=backend, plugin_manager=pm, **options)
     finally:
         pm.unregister(display)
 
 
-def run_simulation(workload: PathLike | Sequence[RankTrace], system: PathLike | SystemConfig,
-                   network: PathLike | NetworkConfig | None = None, *,
-             topology: PathLike | PhysicalTopology | None = None,
-             dims: Sequence[int] | None = None,
-             memory: PathLike | MemoryConfig | None = None,
-             comm_groups: PathLike | dict[str, Sequence[int]] | None = None,
-             backend: str | None = None, backend_config: Any = None,
-             plugin_manager=None, symmetry: bool = True,
-             background: PathLike | Sequence[FlowSpec] | None = None) -> RunResult:
+def run_simulation(
+    workload: PathLike | Sequence[RankTrace],
+    system: PathLike | SystemConfig,
+    network: PathLike | NetworkConfig | None = None,
+    *,
+    topology: PathLike | PhysicalTopology | None = None,
+    dims: Sequence[int] | None = None,
+    memory: PathLike | MemoryConfig | None = None,
+    comm_groups: PathLike | dict[str, Sequence[int]] | None = None,
+    backend: str | None = None,
+    backend_config: Any = None,
+    plugin_manager=None,
+    symmetry: bool = True,
+    background: PathLike | Sequence[FlowSpec] | None = None,
+) -> RunResult:
     """Simulate one training step (:func:`simulate` without dicts or progress).
 
     ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
@@ -280,8 +347,9 @@ def run_simulation(workload: PathLike | Sequence[RankTrace], system: PathLike | 
     ``result.background`` holds each flow's FCT, ideal FCT and slowdown
     (:mod:`astra_core.flows.run`). Raises ConfigError without a topology.
     """
-    check_arguments(workload, system, network, topology, dims, memory, comm_groups, backend,
-                    plugin_manager, symmetry)
+    check_arguments(
+        workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
+    )
     net, physical = resolve_network(network, topology, dims)
     flows = _background_flows(background, physical)
     sysc = system if isinstance(system, SystemConfig) else load_system(system)
@@ -296,14 +364,24 @@ def run_simulation(workload: PathLike | Sequence[RankTrace], system: PathLike | 
     def build_backend():
         return info.build(Topology(net, physical), backend_config)
 
-    sim = Simulation(graphs, net, sysc, build_backend(), memory=mem, comm_groups=groups,
-                     backend_name=info.name, symmetry=symmetry and not flows,
-                     collective_plugins=collective_registry(pm), fresh_backend=build_backend)
+    sim = Simulation(
+        graphs,
+        net,
+        sysc,
+        build_backend(),
+        memory=mem,
+        comm_groups=groups,
+        backend_name=info.name,
+        symmetry=symmetry and not flows,
+        collective_plugins=collective_registry(pm),
+        fresh_backend=build_backend,
+    )
     notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
     finish: list[float | None] = [None] * len(flows)
     if flows:
-        start_flows(sim.backend, flows, lambda i: finish.__setitem__(i, sim.backend.now()),
-                    BACKGROUND_TAG_BASE)
+        start_flows(
+            sim.backend, flows, lambda i: finish.__setitem__(i, sim.backend.now()), BACKGROUND_TAG_BASE
+        )
     result = sim.run()
     if flows:
         result.background = flow_results(flows, finish, physical, info.name, BACKGROUND_TAG_BASE)

@@ -69,6 +69,7 @@ class NetworkBackend(Protocol):
 # contract suite (tests/backends/test_contract.py) checks every backend that
 # declares one.
 
+
 @runtime_checkable
 class SymmetricTiming(Protocol):
     """``symmetric`` True: a message's time depends only on the offset between its
@@ -154,6 +155,7 @@ class Topology:
 
 # -- a budget for packet-level models --------------------------------------------------------
 
+
 class WorkLimitExceeded(ConfigError):
     """A run would take a packet-level backend absurdly long (a limit its config sets)."""
 
@@ -180,8 +182,7 @@ class WorkBudget:
 
     __slots__ = ("backend", "unit", "rate", "limit", "key", "source", "total")
 
-    def __init__(self, backend: str, unit: str, rate: float, limit: int | None, key: str,
-                 source: str):
+    def __init__(self, backend: str, unit: str, rate: float, limit: int | None, key: str, source: str):
         self.backend = backend
         self.unit = unit
         self.rate = rate
@@ -203,4 +204,5 @@ class WorkBudget:
                 f"{self.backend} backend: {describe(*args)}; the run would move "
                 f"{self.total:.3g} {self.unit} (about {projected} at {self.rate:.2g} "
                 f"{self.unit}/s), past the limit {self.key} = {self.limit:.3g} (raise it in "
-                f"{where}; 0 = no limit)")
+                f"{where}; 0 = no limit)"
+            )

@@ -42,8 +42,7 @@ class EventQueue:
     waiting; ``step_end`` may schedule events, also at the current time.
     """
 
-    __slots__ = ("_heap", "_seq", "now", "events_processed", "progress", "step_end",
-                 "step_pending")
+    __slots__ = ("_heap", "_seq", "now", "events_processed", "progress", "step_end", "step_pending")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Callback, Any]] = []
@@ -61,8 +60,7 @@ class EventQueue:
         would silently break the heap's order; an infinite one would stop the
         clock at infinity)."""
         if not 0 <= delay_ns < _INF:  # one chained test: NaN fails both sides
-            raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite "
-                             "and >= 0)")
+            raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite and >= 0)")
         self._seq += 1
         heapq.heappush(self._heap, (self.now + delay_ns, self._seq, callback, arg))
 

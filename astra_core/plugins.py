@@ -73,7 +73,7 @@ def describe(exc: BaseException) -> str:
     if len(text) > 1 and text[0].endswith(":"):
         text = [f"{text[0]} {text[-1]}"]
     line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-    return line if len(line) <= _REASON_CHARS else line[:_REASON_CHARS - 3] + "..."
+    return line if len(line) <= _REASON_CHARS else line[: _REASON_CHARS - 3] + "..."
 
 
 class AstraPluginManager(pluggy.PluginManager):
@@ -161,19 +161,21 @@ class BackendInfo:
         The instance's ``run()`` is guarded the same way (errors raised in the
         plugin's own code become PluginError; the host's keep their type)."""
         if self.config_type is None and not _is_empty_config(config):
-            raise ConfigError(f"backend '{self.name}' takes no --backend-config "
-                              f"(got {_show_config(config)})")
+            raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
         try:
             backend = self.plugin_factory(topology, config)
         except AstraError:
             raise
         except Exception as exc:
-            raise PluginError(f"plugin '{self.plugin}': backend '{self.name}' could not be "
-                              f"built: {describe(exc)}") from exc
+            raise PluginError(
+                f"plugin '{self.plugin}': backend '{self.name}' could not be built: {describe(exc)}"
+            ) from exc
         run = getattr(backend, "run", None)
         if not callable(run):
-            raise PluginError(f"plugin '{self.plugin}': backend '{self.name}': the factory "
-                              f"returned {type(backend).__name__}, which has no run()")
+            raise PluginError(
+                f"plugin '{self.plugin}': backend '{self.name}': the factory "
+                f"returned {type(backend).__name__}, which has no run()"
+            )
         packages = self.packages | {_top_package(type(backend).__module__)}
         try:
             backend.run = _guarded_run(run, self.plugin, self.name, packages - _HOST_PACKAGES)
@@ -217,8 +219,9 @@ def _raised_in(exc: BaseException, packages: frozenset[str] | set[str]) -> bool:
     return False
 
 
-def _guarded_run(run: Callable[..., Any], plugin: str, backend: str,
-                 packages: frozenset[str] | set[str]) -> Callable[..., Any]:
+def _guarded_run(
+    run: Callable[..., Any], plugin: str, backend: str, packages: frozenset[str] | set[str]
+) -> Callable[..., Any]:
     @functools.wraps(run)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -227,8 +230,9 @@ def _guarded_run(run: Callable[..., Any], plugin: str, backend: str,
             raise
         except Exception as exc:
             if _raised_in(exc, packages):
-                raise PluginError(f"plugin '{plugin}': backend '{backend}' failed in run(): "
-                                  f"{describe(exc)}") from exc
+                raise PluginError(
+                    f"plugin '{plugin}': backend '{backend}' failed in run(): {describe(exc)}"
+                ) from exc
             raise  # the host's bug (e.g. in a callback the backend ran): keep its traceback
 
     return guarded
@@ -265,8 +269,9 @@ def load_settings(path: Path | None = None) -> PluginSettings:
             raise ConfigError(f"{path}: cannot read plugin settings: {exc}") from None
         unknown = set(data) - {"default_backend", "disabled", "modules"}
         if unknown:
-            raise ConfigError(f"{path}: unknown key '{sorted(unknown)[0]}' (known: "
-                              "default_backend, disabled, modules)")
+            raise ConfigError(
+                f"{path}: unknown key '{sorted(unknown)[0]}' (known: default_backend, disabled, modules)"
+            )
         settings.default_backend = str(data.get("default_backend", settings.default_backend))
         settings.disabled = [str(x) for x in data.get("disabled", [])]
         settings.modules = [str(x) for x in data.get("modules", [])]
@@ -281,9 +286,13 @@ def load_settings(path: Path | None = None) -> PluginSettings:
     return settings
 
 
-def make_plugin_manager(*, autoload: bool = True, disabled: list[str] | None = None,
-                        modules: list[str] | None = None,
-                        settings: PluginSettings | None = None) -> AstraPluginManager:
+def make_plugin_manager(
+    *,
+    autoload: bool = True,
+    disabled: list[str] | None = None,
+    modules: list[str] | None = None,
+    settings: PluginSettings | None = None,
+) -> AstraPluginManager:
     """A fresh plugin manager (no global state): entry points, then extra modules.
 
     An entry point or listed module that cannot be loaded (missing, or raising
@@ -331,9 +340,12 @@ def _load_entry_points(pm: AstraPluginManager) -> None:
             pm.broken[name] = f"cannot be loaded: {describe(exc)}"
 
 
-def _call_register_hook(pm: pluggy.PluginManager, hook_name: str,
-                        accept: Callable[[str, str, dict[str, Any]], None],
-                        make_register: Callable[[str, dict[str, Any]], Callable[..., None]]) -> None:
+def _call_register_hook(
+    pm: pluggy.PluginManager,
+    hook_name: str,
+    accept: Callable[[str, str, dict[str, Any]], None],
+    make_register: Callable[[str, dict[str, Any]], Callable[..., None]],
+) -> None:
     """Call each plugin's registration hook with its own ``register``; commit what it
     registered only if the hook returned normally (else note the plugin as broken)."""
     broken = _broken(pm)
@@ -377,19 +389,18 @@ class BackendRegistry:
 
         def make_register(plugin_name: str, staged: dict[str, Any]):
             module = pm.get_plugin(plugin_name)
-            plugin_package = _top_package(getattr(module, "__name__", None)
-                                          or type(module).__module__)
+            plugin_package = _top_package(getattr(module, "__name__", None) or type(module).__module__)
 
             def register(name, factory, *, config_type=None, description=""):
                 _check_registration(name, factory, "factory")
                 owner = self.backends.get(name)
                 if owner is not None or name in staged:
                     first = owner.plugin if owner is not None else plugin_name
-                    raise _Duplicate(f"backend '{name}' registered twice (by {first} and "
-                                     f"{plugin_name})")
+                    raise _Duplicate(f"backend '{name}' registered twice (by {first} and {plugin_name})")
                 packages = frozenset({plugin_package, _top_package(getattr(factory, "__module__", None))})
-                staged[name] = BackendInfo(name, factory, config_type, str(description),
-                                           plugin_name, packages - _HOST_PACKAGES)
+                staged[name] = BackendInfo(
+                    name, factory, config_type, str(description), plugin_name, packages - _HOST_PACKAGES
+                )
 
             return register
 
@@ -436,8 +447,13 @@ class BackendRegistry:
             except BackendUnavailable as exc:
                 rows.append((name, False, str(exc)))
             except Exception as exc:  # noqa: BLE001 - a broken probe must not break the listing
-                rows.append((name, False, f"broken plugin '{info.plugin}': its availability "
-                                          f"check raised {describe(exc)}"))
+                rows.append(
+                    (
+                        name,
+                        False,
+                        f"broken plugin '{info.plugin}': its availability check raised {describe(exc)}",
+                    )
+                )
         for plugin, reason in sorted(self.broken.items()):
             rows.append((plugin, False, f"broken plugin: {reason}"))
         return rows
@@ -455,8 +471,9 @@ def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any
             _check_registration(name, plan_builder, "plan builder")
             if name in builders or name in staged:
                 first = owners.get(name, plugin_name)
-                raise _Duplicate(f"collective algorithm '{name}' registered twice (by "
-                                 f"{first} and {plugin_name})")
+                raise _Duplicate(
+                    f"collective algorithm '{name}' registered twice (by {first} and {plugin_name})"
+                )
             staged[name] = plan_builder
 
         return register
@@ -471,6 +488,7 @@ def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any
 
 # -- observers ---------------------------------------------------------------------------------
 
+
 def _observers(pm: pluggy.PluginManager, hook_name: str):
     """(plugin name, hook function) in pluggy's call order (last registered first)."""
     for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
@@ -483,14 +501,12 @@ def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     then call every ``astra_run_started`` observer. Raises PluginError naming
     the first plugin whose hook raised (nothing has been simulated yet)."""
     for plugin, reason in _broken(pm).items():
-        warnings.warn(f"plugin '{plugin}' is broken and was not used: {reason}", PluginWarning,
-                      stacklevel=2)
+        warnings.warn(f"plugin '{plugin}' is broken and was not used: {reason}", PluginWarning, stacklevel=2)
     for plugin, hook in _observers(pm, "astra_run_started"):
         try:
             hook(run=run)
         except Exception as exc:
-            raise PluginError(f"plugin '{plugin}': astra_run_started raised "
-                              f"{describe(exc)}") from exc
+            raise PluginError(f"plugin '{plugin}': astra_run_started raised {describe(exc)}") from exc
 
 
 def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list[str]:
@@ -503,15 +519,15 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
         try:
             hook(run=run, report=report)
         except Exception as exc:  # noqa: BLE001 - report it, keep the result
-            line = (f"plugin '{plugin}': astra_run_finished raised {describe(exc)} "
-                    "(the run's result is kept)")
+            line = f"plugin '{plugin}': astra_run_finished raised {describe(exc)} (the run's result is kept)"
             problems.append(line)
             warnings.warn(line, PluginWarning, stacklevel=2)
     return problems
 
 
-def backend_registry(pm: pluggy.PluginManager | None = None,
-                     settings: PluginSettings | None = None) -> BackendRegistry:
+def backend_registry(
+    pm: pluggy.PluginManager | None = None, settings: PluginSettings | None = None
+) -> BackendRegistry:
     """Registry over ``pm`` (a fresh default manager if None)."""
     settings = settings if settings is not None else load_settings()
     pm = pm or make_plugin_manager(settings=settings)

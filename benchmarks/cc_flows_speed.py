@@ -42,12 +42,10 @@ def hpcc_fat_tree() -> PhysicalTopology:
     for pod in range(PODS):
         for t in range(TORS_PER_POD):
             for a in range(AGGS_PER_POD):
-                cables.append((tors + pod * TORS_PER_POD + t, aggs + pod * AGGS_PER_POD + a,
-                               fabric_bw))
+                cables.append((tors + pod * TORS_PER_POD + t, aggs + pod * AGGS_PER_POD + a, fabric_bw))
         for a in range(AGGS_PER_POD):
             for c in range(CORES_PER_AGG):
-                cables.append((aggs + pod * AGGS_PER_POD + a, cores + a * CORES_PER_AGG + c,
-                               fabric_bw))
+                cables.append((aggs + pod * AGGS_PER_POD + a, cores + a * CORES_PER_AGG + c, fabric_bw))
     links = [link for a, b, bw in cables for link in ((a, b, bw, LATENCY_NS), (b, a, bw, LATENCY_NS))]
     return PhysicalTopology(nodes, range(hosts, nodes), links, source="hpcc-fat-tree")
 
@@ -60,20 +58,31 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     fabric = hpcc_fat_tree()
-    flows = poisson_flows(load_cdf("websearch"), fabric.npus_count, HOST_GBPS, args.load,
-                          round(args.duration_ms * 1e6), args.seed)
-    print(f"{len(flows):,} WebSearch flows, {sum(f.size_bytes for f in flows) / 1e9:.1f} GB, "
-          f"{args.load:g} load over {args.duration_ms:g} ms on {fabric.npus_count} hosts, cc "
-          f"{args.cc}", flush=True)
+    flows = poisson_flows(
+        load_cdf("websearch"),
+        fabric.npus_count,
+        HOST_GBPS,
+        args.load,
+        round(args.duration_ms * 1e6),
+        args.seed,
+    )
+    print(
+        f"{len(flows):,} WebSearch flows, {sum(f.size_bytes for f in flows) / 1e9:.1f} GB, "
+        f"{args.load:g} load over {args.duration_ms:g} ms on {fabric.npus_count} hosts, cc "
+        f"{args.cc}",
+        flush=True,
+    )
     started = time.perf_counter()
     run = run_flows(flows, fabric, "ns3", {"cc": args.cc})
     wall = time.perf_counter() - started
     hops = run.backend.stats["packet_hops"]
     slowdown = np.array([f.slowdown for f in run.flows])
-    print(f"wall {wall:.1f} s (simulation {run.wall_s:.1f} s), {hops:,} packet-hops, "
-          f"{hops / run.wall_s / 1e6:.2f} M packet-hops/s; slowdown median "
-          f"{np.median(slowdown):.2f}, p99 {np.percentile(slowdown, 99):.2f}; simulated "
-          f"{max(f.start_ns + f.fct_ns for f in run.flows) / 1e6:.2f} ms")
+    print(
+        f"wall {wall:.1f} s (simulation {run.wall_s:.1f} s), {hops:,} packet-hops, "
+        f"{hops / run.wall_s / 1e6:.2f} M packet-hops/s; slowdown median "
+        f"{np.median(slowdown):.2f}, p99 {np.percentile(slowdown, 99):.2f}; simulated "
+        f"{max(f.start_ns + f.fct_ns for f in run.flows) / 1e6:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -14,13 +14,22 @@ from pathlib import Path
 
 def write_system(path: Path, algorithm: str, dims: int) -> Path:
     """An upstream-style system.json: LIFO, localBWAware, 4 chunks, one active chunk."""
-    path.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600,
-        **{f"{c}-implementation": [algorithm] * dims
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 10,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 4,
+                "collective-optimization": "localBWAware",
+                "local-mem-bw": 1600,
+                **{
+                    f"{c}-implementation": [algorithm] * dims
+                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+                },
+            }
+        )
+    )
     return path
 
 
@@ -32,8 +41,11 @@ def write_workload(prefix: Path, npus: int, kind: str, size: int = 0) -> None:
     if kind == "resnet50":
         from astra_core.workload.converters.text import convert_text
 
-        convert_text(Path(__file__).resolve().parents[1] /
-                     "tests/data/reference/text/Resnet50_DataParallel.txt", npus, prefix)
+        convert_text(
+            Path(__file__).resolve().parents[1] / "tests/data/reference/text/Resnet50_DataParallel.txt",
+            npus,
+            prefix,
+        )
         return
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.writer import make_node, write_rank_trace
@@ -50,8 +62,7 @@ def measure(run) -> dict:
     started = time.perf_counter()
     result = run()
     wall = time.perf_counter() - started
-    out = {"wall_s": wall, "peak_mib": peak_rss_mib(),
-           "step_ns": result.step_ns, "messages": result.messages}
+    out = {"wall_s": wall, "peak_mib": peak_rss_mib(), "step_ns": result.step_ns, "messages": result.messages}
     queues = getattr(result.network, "max_queue", None)
     if queues is not None:
         out["max_queue"] = max(queues)
@@ -84,8 +95,9 @@ def child_env() -> dict:
 
 def warm_up() -> None:
     """Import astra once in a child so the bytecode cache is filled before timing."""
-    subprocess.run([sys.executable, "-c", "import astra_core.api, astra_analytical.network"],
-                   env=child_env(), check=True)
+    subprocess.run(
+        [sys.executable, "-c", "import astra_core.api, astra_analytical.network"], env=child_env(), check=True
+    )
 
 
 def parse_args(parser: argparse.ArgumentParser, child, nargs: int) -> argparse.Namespace | None:
@@ -102,8 +114,13 @@ def parse_args(parser: argparse.ArgumentParser, child, nargs: int) -> argparse.N
 
 def in_child(script: str, args: list[str]) -> dict:
     """Run ``script --child args`` in a fresh interpreter; its last stdout line is JSON."""
-    out = subprocess.run([sys.executable, script, "--child", *args], capture_output=True,
-                         text=True, check=False, env=child_env())
+    out = subprocess.run(
+        [sys.executable, script, "--child", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=child_env(),
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
     return json.loads(out.stdout.strip().splitlines()[-1])

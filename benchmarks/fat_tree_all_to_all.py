@@ -33,8 +33,9 @@ def write_inputs(k: int, folder: Path) -> tuple[Path, Path, Path]:
     topo_path = folder / "fat_tree.txt"
     write_ns3_topology(topology, topo_path)
     system = write_system(folder / "system.json", "direct", 1)
-    node = make_node(0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                     comm_size=SIZE, is_cpu_op=False)
+    node = make_node(
+        0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=SIZE, is_cpu_op=False
+    )
     prefix = folder / "a2a"
     for rank in range(topology.npus_count):
         write_rank_trace(f"{prefix}.{rank}.et", [node])
@@ -44,8 +45,11 @@ def write_inputs(k: int, folder: Path) -> tuple[Path, Path, Path]:
 def run_case(prefix: str, system: str, topology: str) -> None:
     from astra_core.api import simulate
 
-    print(json.dumps(measure(lambda: simulate(prefix, system, topology=topology,
-                                              backend="analytical-congestion"))))
+    print(
+        json.dumps(
+            measure(lambda: simulate(prefix, system, topology=topology, backend="analytical-congestion"))
+        )
+    )
 
 
 def main() -> None:
@@ -57,11 +61,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prefix, system, topology = write_inputs(args.k, Path(tmp))
         m = in_child(__file__, [str(prefix), str(system), str(topology)])
-        hosts = args.k ** 3 // 4
-        print(f"fat-tree k={args.k} ({hosts} hosts), all-to-all 64 MiB, direct, "
-              f"analytical-congestion: wall {m['wall_s']:.2f} s, peak RSS {m['peak_mib']:.0f} MiB, "
-              f"step {m['step_ns'] / 1e6:.3f} ms, {m['messages']:,} messages, "
-              f"longest link queue {m['max_queue']}")
+        hosts = args.k**3 // 4
+        print(
+            f"fat-tree k={args.k} ({hosts} hosts), all-to-all 64 MiB, direct, "
+            f"analytical-congestion: wall {m['wall_s']:.2f} s, peak RSS {m['peak_mib']:.0f} MiB, "
+            f"step {m['step_ns'] / 1e6:.3f} ms, {m['messages']:,} messages, "
+            f"longest link queue {m['max_queue']}"
+        )
 
 
 if __name__ == "__main__":

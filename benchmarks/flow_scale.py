@@ -46,12 +46,14 @@ def write_inputs(case: str, folder: Path) -> tuple[Path, Path, Path, str]:
 
     if case == "a2a":
         topology, dims, algorithm = fat_tree(16), "1024", "direct"
-        node = make_node(0, "all_to_all", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                         comm_size=256 << 10, is_cpu_op=False)
+        node = make_node(
+            0, "all_to_all", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=256 << 10, is_cpu_op=False
+        )
     else:
         topology, dims, algorithm = gpu_cluster(512, 8, leaves=128, spines=128), "8x16x32", "ring"
-        node = make_node(0, "all_reduce", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
-                         comm_size=1 << 30, is_cpu_op=False)
+        node = make_node(
+            0, "all_reduce", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=1 << 30, is_cpu_op=False
+        )
     topo_path = folder / "fabric.txt"
     write_ns3_topology(topology, topo_path)
     system = write_system(folder / "system.json", algorithm, len(dims.split("x")))
@@ -66,8 +68,9 @@ def run_case(prefix: str, system: str, topology: str, dims: str, backend: str) -
     from astra_core.api import simulate
 
     def run():
-        return simulate(prefix, system, topology=topology,
-                        dims=[int(d) for d in dims.split("x")], backend=backend)
+        return simulate(
+            prefix, system, topology=topology, dims=[int(d) for d in dims.split("x")], backend=backend
+        )
 
     out = measure(run)
     print(json.dumps(out))
@@ -76,8 +79,9 @@ def run_case(prefix: str, system: str, topology: str, dims: str, backend: str) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(CASES))
-    parser.add_argument("--baseline", action="store_true",
-                        help="also run the analytical backend on the same inputs")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run the analytical backend on the same inputs"
+    )
     args = parse_args(parser, run_case, 5)
     if args is None:
         return
@@ -87,9 +91,12 @@ def main() -> None:
             prefix, system, topology, dims = write_inputs(case, Path(tmp))
             for backend in backends:
                 m = in_child(__file__, [str(prefix), str(system), str(topology), dims, backend])
-                print(f"{CASES[case]}, {backend}: wall {m['wall_s']:.1f} s, "
-                      f"peak RSS {m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e3:.1f} us, "
-                      f"{m['messages']:,} messages", flush=True)
+                print(
+                    f"{CASES[case]}, {backend}: wall {m['wall_s']:.1f} s, "
+                    f"peak RSS {m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e3:.1f} us, "
+                    f"{m['messages']:,} messages",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -29,21 +29,31 @@ def main() -> None:
     cpu, wall = time.process_time(), time.perf_counter()
     point = run_noc("mesh", (8, 8), "uniform_random", args.rate, cycles=args.cycles)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    print(f"8x8 mesh, uniform random, {args.rate} flits/node/cycle, {args.cycles} cycles: "
-          f"{point.flit_hops:,} flit-hops in {cpu:.2f} s CPU ({wall:.2f} s wall): "
-          f"{point.flit_hops / cpu / 1e6:.3f} M flit-hops/s CPU "
-          f"({point.flit_hops / wall / 1e6:.3f} M/s wall); latency {point.avg_packet_latency:.1f} "
-          f"cycles, accepted {point.accepted:.3f}")
+    print(
+        f"8x8 mesh, uniform random, {args.rate} flits/node/cycle, {args.cycles} cycles: "
+        f"{point.flit_hops:,} flit-hops in {cpu:.2f} s CPU ({wall:.2f} s wall): "
+        f"{point.flit_hops / cpu / 1e6:.3f} M flit-hops/s CPU "
+        f"({point.flit_hops / wall / 1e6:.3f} M/s wall); latency {point.avg_packet_latency:.1f} "
+        f"cycles, accepted {point.accepted:.3f}"
+    )
 
     wall = time.perf_counter()
-    results = sweep(DEFAULT_RATES, jobs=args.jobs, topology="mesh", dims=(8, 8),
-                    pattern="uniform_random", cycles=args.sweep_cycles)
+    results = sweep(
+        DEFAULT_RATES,
+        jobs=args.jobs,
+        topology="mesh",
+        dims=(8, 8),
+        pattern="uniform_random",
+        cycles=args.sweep_cycles,
+    )
     wall = time.perf_counter() - wall
     hops = sum(r.flit_hops for r in results)
     best = max(r.accepted for r in results)
-    print(f"8x8 mesh sweep, {len(results)} load points of {args.sweep_cycles} cycles "
-          f"(jobs={args.jobs}): wall {wall:.1f} s, {hops:,} flit-hops, saturation throughput "
-          f"{best:.3f} flits/node/cycle")
+    print(
+        f"8x8 mesh sweep, {len(results)} load points of {args.sweep_cycles} cycles "
+        f"(jobs={args.jobs}): wall {wall:.1f} s, {hops:,} flit-hops, saturation throughput "
+        f"{best:.3f} flits/node/cycle"
+    )
     if args.plot:
         plot_sweep(results, args.plot)
         print(f"wrote {args.plot}")

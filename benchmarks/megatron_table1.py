@@ -62,8 +62,10 @@ def main() -> None:
             except RuntimeError as exc:
                 print(f"row {number}: FAILED: {exc}", file=sys.stderr)
                 continue
-        print(f"row {number} ({m['name']}, {m['gpus']} GPUs): wall {m['wall_s']:.1f} s, peak RSS "
-              f"{m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e9:.2f} s, {m['tflops']:.1f} TFLOP/s per GPU")
+        print(
+            f"row {number} ({m['name']}, {m['gpus']} GPUs): wall {m['wall_s']:.1f} s, peak RSS "
+            f"{m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e9:.2f} s, {m['tflops']:.1f} TFLOP/s per GPU"
+        )
 
 
 if __name__ == "__main__":

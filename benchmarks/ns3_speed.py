@@ -38,8 +38,9 @@ def fat_tree_inputs(folder: Path) -> tuple[Path, Path, Path]:
     topo_path = folder / "fat_tree4.txt"
     write_ns3_topology(topology, topo_path)
     system = write_system(folder / "system.json", "direct", 1)
-    node = make_node(0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                     comm_size=64 << 20, is_cpu_op=False)
+    node = make_node(
+        0, "all_to_all_64MiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=64 << 20, is_cpu_op=False
+    )
     prefix = folder / "a2a"
     for rank in range(topology.npus_count):
         write_rank_trace(f"{prefix}.{rank}.et", [node])
@@ -54,13 +55,24 @@ def timed(label: str, cc: str, **case) -> dict:
     wall = time.perf_counter() - started
     stats = result.network.stats
     hops = stats["packet_hops"]
-    row = {"case": label, "cc": cc, "wall_s": wall, "step_ms": result.step_ns / 1e6,
-           "messages": stats["messages"], "packet_hops": hops, "hops_per_s": hops / wall,
-           "drops": stats["drops"], "pfc_pauses": stats["pfc_pauses"], "cnps": stats["cnps"]}
-    print(f"{label:<34} {cc:<6} wall {wall:7.2f} s  step {row['step_ms']:9.3f} ms  "
-          f"{stats['messages']:6,} messages  {hops / 1e6:6.2f} M packet-hops  "
-          f"{hops / wall / 1e6:5.2f} M hops/s  drops {stats['drops']}  "
-          f"pauses {stats['pfc_pauses']}  CNPs {stats['cnps']}")
+    row = {
+        "case": label,
+        "cc": cc,
+        "wall_s": wall,
+        "step_ms": result.step_ns / 1e6,
+        "messages": stats["messages"],
+        "packet_hops": hops,
+        "hops_per_s": hops / wall,
+        "drops": stats["drops"],
+        "pfc_pauses": stats["pfc_pauses"],
+        "cnps": stats["cnps"],
+    }
+    print(
+        f"{label:<34} {cc:<6} wall {wall:7.2f} s  step {row['step_ms']:9.3f} ms  "
+        f"{stats['messages']:6,} messages  {hops / 1e6:6.2f} M packet-hops  "
+        f"{hops / wall / 1e6:5.2f} M hops/s  drops {stats['drops']}  "
+        f"pauses {stats['pfc_pauses']}  CNPs {stats['cnps']}"
+    )
     return row
 
 
@@ -71,20 +83,35 @@ def main() -> None:
     micro = REFERENCE / "workload" / "micro"
     system = REFERENCE / "system" / "ring_1d.json"
     # Warm-up: load (or compile) the model in a worker.
-    timed("warm-up (1 MiB all-reduce)", args.cc,
-          workload=micro / "ALL_REDUCE_8npus_1MB/ALL_REDUCE", system=system,
-          network=REFERENCE / "network/sw8.yml")
-    rows = [timed("all-reduce 1 GiB, 8 NPUs, switch", args.cc,
-                  workload=micro / "ALL_REDUCE_8npus_1GB/ALL_REDUCE", system=system,
-                  network=REFERENCE / "network/sw8.yml")]
+    timed(
+        "warm-up (1 MiB all-reduce)",
+        args.cc,
+        workload=micro / "ALL_REDUCE_8npus_1MB/ALL_REDUCE",
+        system=system,
+        network=REFERENCE / "network/sw8.yml",
+    )
+    rows = [
+        timed(
+            "all-reduce 1 GiB, 8 NPUs, switch",
+            args.cc,
+            workload=micro / "ALL_REDUCE_8npus_1GB/ALL_REDUCE",
+            system=system,
+            network=REFERENCE / "network/sw8.yml",
+        )
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         prefix, a2a_system, topo = fat_tree_inputs(Path(tmp))
-        rows.append(timed("all-to-all 64 MiB, fat-tree k=4", args.cc, workload=prefix,
-                          system=a2a_system, topology=topo))
+        rows.append(
+            timed(
+                "all-to-all 64 MiB, fat-tree k=4", args.cc, workload=prefix, system=a2a_system, topology=topo
+            )
+        )
     worst = min(r["hops_per_s"] for r in rows)
     verdict = "meets" if worst >= TARGET_HOPS_PER_S else "misses"
-    print(f"slowest: {worst / 1e6:.2f} M packet-hops/s on one core; {verdict} the target of "
-          f"{TARGET_HOPS_PER_S / 1e6:.2f} M")
+    print(
+        f"slowest: {worst / 1e6:.2f} M packet-hops/s on one core; {verdict} the target of "
+        f"{TARGET_HOPS_PER_S / 1e6:.2f} M"
+    )
 
 
 if __name__ == "__main__":

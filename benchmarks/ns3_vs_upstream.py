@@ -35,44 +35,92 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = "9 1 8\n8\n" + "".join(f"8 {h} 400Gbps 0.0005ms 0\n" for h in range(8))
 CONFIG = 'cc = "none"\npayload_bytes = 1000\n'
-SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-          "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
-          "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
-          "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware",
-          "local-mem-bw": 1600, "boost-mode": 0}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+}
 CASES = {"ar": "all-reduce", "a2a": "all-to-all"}
 #: Upstream's wall s (three runs), user+sys CPU s, peak MiB and step (ns), measured here.
-MEASURED = {"ar": ((29.77, 29.92, 30.13), 29.87, 76.0, 2_805_024),
-            "a2a": ((59.37, 61.29, 59.90), 59.82, 76.2, 5_389_928)}
+MEASURED = {
+    "ar": ((29.77, 29.92, 30.13), 29.87, 76.0, 2_805_024),
+    "a2a": ((59.37, 61.29, 59.90), 59.82, 76.2, 5_389_928),
+}
 _FINISHED = re.compile(r"sys\[\d+\] finished, (\d+) cycles")
 
 
 def astra_case(name: str, folder: Path) -> dict:
     """Run one case with ``astra run`` in a fresh process; wall/CPU s, MiB, step ns."""
     prefix = folder / name
-    subprocess.run([sys.executable, "-m", "astra_core.cli", "gen", "micro", "--collective",
-                    CASES[name], "--size", "64MiB", "--npus", "8", "--output", str(prefix)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "astra_core.cli",
+            "gen",
+            "micro",
+            "--collective",
+            CASES[name],
+            "--size",
+            "64MiB",
+            "--npus",
+            "8",
+            "--output",
+            str(prefix),
+        ],
+        check=True,
+        capture_output=True,
+    )
     out = folder / f"{name}.json"
-    cmd = [sys.executable, "-c", "from astra_core.cli import main; main()", "run", "--workload",
-           str(prefix), "--system", str(folder / "system.json"), "--topology",
-           str(folder / "topology.txt"), "--backend", "ns3", "--backend-config",
-           str(folder / "ns3.toml"), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from astra_core.cli import main; main()",
+        "run",
+        "--workload",
+        str(prefix),
+        "--system",
+        str(folder / "system.json"),
+        "--topology",
+        str(folder / "topology.txt"),
+        "--backend",
+        "ns3",
+        "--backend-config",
+        str(folder / "ns3.toml"),
+        "--json",
+        str(out),
+    ]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = __import__("os").wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     if status != 0:
         raise RuntimeError(f"astra run failed: {proc.stderr.read().decode()[-500:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_mib": usage.ru_maxrss / 1024, "step_ns": json.loads(out.read_text())["step_ns"]}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_mib": usage.ru_maxrss / 1024,
+        "step_ns": json.loads(out.read_text())["step_ns"],
+    }
 
 
 def upstream_case(script: str, name: str) -> dict:
     text = subprocess.run([script, name], capture_output=True, text=True, check=True).stdout
     wall, user, sys_s, rss = text.strip().splitlines()[-1].split()
-    return {"wall_s": float(wall), "cpu_s": float(user) + float(sys_s),
-            "peak_mib": float(rss) / 1024, "step_ns": max(int(c) for c in _FINISHED.findall(text))}
+    return {
+        "wall_s": float(wall),
+        "cpu_s": float(user) + float(sys_s),
+        "peak_mib": float(rss) / 1024,
+        "step_ns": max(int(c) for c in _FINISHED.findall(text)),
+    }
 
 
 def main() -> None:
@@ -85,22 +133,26 @@ def main() -> None:
         (folder / "topology.txt").write_text(TOPOLOGY)
         (folder / "ns3.toml").write_text(CONFIG)
         (folder / "system.json").write_text(json.dumps(SYSTEM))
-        print("| case | astra wall s | astra CPU s | astra MiB | upstream wall s | upstream CPU s "
-              "| upstream MiB | wall ratio | astra step µs | upstream step µs | step difference |")
+        print(
+            "| case | astra wall s | astra CPU s | astra MiB | upstream wall s | upstream CPU s "
+            "| upstream MiB | wall ratio | astra step µs | upstream step µs | step difference |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in CASES:
-            ours = min((astra_case(name, folder) for _ in range(args.repeat)),
-                       key=lambda r: r["wall_s"])
+            ours = min((astra_case(name, folder) for _ in range(args.repeat)), key=lambda r: r["wall_s"])
             if args.upstream:
                 theirs = upstream_case(args.upstream, name)
             else:
                 walls, cpu, mib, step = MEASURED[name]
                 theirs = {"wall_s": sorted(walls)[1], "cpu_s": cpu, "peak_mib": mib, "step_ns": step}
-            print(f"| {name} | {ours['wall_s']:.2f} | {ours['cpu_s']:.2f} | {ours['peak_mib']:.0f} | "
-                  f"{theirs['wall_s']:.2f} | {theirs['cpu_s']:.2f} | {theirs['peak_mib']:.0f} | "
-                  f"{ours['wall_s'] / theirs['wall_s']:.3f} | {ours['step_ns'] / 1e3:,.1f} | "
-                  f"{theirs['step_ns'] / 1e3:,.1f} | "
-                  f"{ours['step_ns'] / theirs['step_ns'] - 1:+.1%} |", flush=True)
+            print(
+                f"| {name} | {ours['wall_s']:.2f} | {ours['cpu_s']:.2f} | {ours['peak_mib']:.0f} | "
+                f"{theirs['wall_s']:.2f} | {theirs['cpu_s']:.2f} | {theirs['peak_mib']:.0f} | "
+                f"{ours['wall_s'] / theirs['wall_s']:.3f} | {ours['step_ns'] / 1e3:,.1f} | "
+                f"{theirs['step_ns'] / 1e3:,.1f} | "
+                f"{ours['step_ns'] / theirs['step_ns'] - 1:+.1%} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

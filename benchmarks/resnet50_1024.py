@@ -39,22 +39,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         network = folder / "network.yml"
-        network.write_text("topology: [ Ring, FullyConnected, Switch ]\n"
-                           f"npus_count: [ {', '.join(map(str, dims))} ]\n"
-                           "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n")
+        network.write_text(
+            "topology: [ Ring, FullyConnected, Switch ]\n"
+            f"npus_count: [ {', '.join(map(str, dims))} ]\n"
+            "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n"
+        )
         system = write_system(folder / "system.json", "ring", 3)
         started = time.perf_counter()
         convert_text(TEXT, args.npus, folder / "resnet50")
         converted = time.perf_counter()
-        result = simulate(folder / "resnet50", system, network, backend="analytical",
-                          symmetry=not args.no_symmetry)
+        result = simulate(
+            folder / "resnet50", system, network, backend="analytical", symmetry=not args.no_symmetry
+        )
         done = time.perf_counter()
     rank0 = result.ranks[0]
-    print(f"ResNet-50 DP on {args.npus} NPUs {dims}: convert {converted - started:.2f} s, "
-          f"simulate {done - converted:.2f} s (upstream {UPSTREAM_S} s at 1024 NPUs), "
-          f"step {result.step_ns / 1e6:.3f} ms, rank 0 compute {rank0.compute_ns / 1e6:.3f} ms, "
-          f"exposed comm {rank0.exposed_comm_ns / 1e6:.3f} ms, rank symmetry used: "
-          f"{getattr(result, 'symmetric', False)}")
+    print(
+        f"ResNet-50 DP on {args.npus} NPUs {dims}: convert {converted - started:.2f} s, "
+        f"simulate {done - converted:.2f} s (upstream {UPSTREAM_S} s at 1024 NPUs), "
+        f"step {result.step_ns / 1e6:.3f} ms, rank 0 compute {rank0.compute_ns / 1e6:.3f} ms, "
+        f"exposed comm {rank0.exposed_comm_ns / 1e6:.3f} ms, rank symmetry used: "
+        f"{getattr(result, 'symmetric', False)}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,9 +46,11 @@ CASES = {
 
 
 def write_network(path: Path, sizes: list[int]) -> Path:
-    path.write_text("topology: [ Ring, FullyConnected, Switch ]\n"
-                    f"npus_count: [ {', '.join(map(str, sizes))} ]\n"
-                    "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n")
+    path.write_text(
+        "topology: [ Ring, FullyConnected, Switch ]\n"
+        f"npus_count: [ {', '.join(map(str, sizes))} ]\n"
+        "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n"
+    )
     return path
 
 
@@ -69,8 +71,7 @@ def run_case(prefix: str, system: str, network: str, symmetry: str) -> None:
     result_box = []
 
     def run():
-        result_box.append(simulate(prefix, system, network, backend="analytical",
-                                   symmetry=symmetry == "on"))
+        result_box.append(simulate(prefix, system, network, backend="analytical", symmetry=symmetry == "on"))
         return result_box[0]
 
     out.update(measure(run))
@@ -104,20 +105,27 @@ def main() -> None:
                 print(f"{name}: skipped ({exc})")
                 continue
             m = timed_child(prefix, system, network, not args.no_symmetry)
-            line = (f"{name}: wall {m['process_s']:.2f} s (simulate {m['wall_s']:.2f} s), "
-                    f"peak {m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e6:.3f} ms, "
-                    f"symmetric {m['symmetric']}")
+            line = (
+                f"{name}: wall {m['process_s']:.2f} s (simulate {m['wall_s']:.2f} s), "
+                f"peak {m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e6:.3f} ms, "
+                f"symmetric {m['symmetric']}"
+            )
             if upstream:
-                line += (f"; upstream {upstream[0]:g}-{upstream[1]:g} s: ratio "
-                         f"{m['process_s'] / upstream[0]:.2f}-{m['process_s'] / upstream[1]:.2f}")
+                line += (
+                    f"; upstream {upstream[0]:g}-{upstream[1]:g} s: ratio "
+                    f"{m['process_s'] / upstream[0]:.2f}-{m['process_s'] / upstream[1]:.2f}"
+                )
             if upstream_mb:
                 line += f", memory ratio {m['peak_mib'] * 1.048576 / upstream_mb:.2f}"
             print(line, flush=True)
             if args.verify:
                 full = timed_child(prefix, system, network, False)
                 same = full["finish_ns"] == m["finish_ns"]
-                print(f"  full run: {full['process_s']:.1f} s, per-rank finish times "
-                      f"{'equal' if same else 'DIFFER'}", flush=True)
+                print(
+                    f"  full run: {full['process_s']:.1f} s, per-rank finish times "
+                    f"{'equal' if same else 'DIFFER'}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -44,10 +44,12 @@ def write_inputs(key: str, folder: Path) -> tuple[Path, Path, Path]:
         "topology: [ Ring, FullyConnected, Switch ]\n"
         f"npus_count: [ {sizes[0]}, {sizes[1]}, {sizes[2]} ]\n"
         "bandwidth: [ 200.0, 100.0, 50.0 ]\n"
-        "latency: [ 100.0, 500.0, 1000.0 ]\n")
+        "latency: [ 100.0, 500.0, 1000.0 ]\n"
+    )
     system = write_system(folder / "system.json", "ring", 3)
-    node = make_node(0, "all_reduce_1GiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
-                     comm_size=SIZE, is_cpu_op=False)
+    node = make_node(
+        0, "all_reduce_1GiB", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=SIZE, is_cpu_op=False
+    )
     prefix = folder / "allreduce"
     for rank in range(npus):
         write_rank_trace(f"{prefix}.{rank}.et", [node])
@@ -78,9 +80,11 @@ def main() -> None:
             except RuntimeError as exc:
                 print(f"{CASES[key][1]}: FAILED: {exc}", file=sys.stderr)
                 continue
-            print(f"{CASES[key][1]}: all-reduce 1 GiB, wall {m['wall_s']:.2f} s, peak RSS "
-                  f"{m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e6:.3f} ms, "
-                  f"{m['messages']:,} messages (upstream: {UPSTREAM_S[key]} s)")
+            print(
+                f"{CASES[key][1]}: all-reduce 1 GiB, wall {m['wall_s']:.2f} s, peak RSS "
+                f"{m['peak_mib']:.0f} MiB, step {m['step_ns'] / 1e6:.3f} ms, "
+                f"{m['messages']:,} messages (upstream: {UPSTREAM_S[key]} s)"
+            )
 
 
 if __name__ == "__main__":

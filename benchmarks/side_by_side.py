@@ -44,8 +44,10 @@ from common import in_child, parse_args, peak_rss_mib, warm_up, write_system, wr
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_MEMORY = ROOT / "tests/data/reference/memory/no_memory_expansion.json"
-THREE_DIMS = ("topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 8, 8, 16 ]\n"
-              "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n")
+THREE_DIMS = (
+    "topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 8, 8, 16 ]\n"
+    "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n"
+)
 SWITCH_256 = "topology: [ Switch ]\nnpus_count: [ 256 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n"
 
 # name -> (network.yml, algorithm, dims, workload, bytes, backend)
@@ -56,8 +58,10 @@ CASES = {
     "ar-aware-256": (SWITCH_256, "ring", 1, "all_reduce", 64 << 20, "analytical-congestion"),
     "resnet50-1024": (THREE_DIMS, "ring", 3, "resnet50", 0, "analytical"),
 }
-BINARIES = {"analytical": "AstraSim_Analytical_Congestion_Unaware",
-            "analytical-congestion": "AstraSim_Analytical_Congestion_Aware"}
+BINARIES = {
+    "analytical": "AstraSim_Analytical_Congestion_Unaware",
+    "analytical-congestion": "AstraSim_Analytical_Congestion_Aware",
+}
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
 
 
@@ -82,12 +86,18 @@ def child(prefix: str, system: str, network: str, backend: str) -> None:
     from astra_core.api import simulate
 
     started = time.perf_counter()
-    result = simulate(prefix, system, network, memory=str(NO_MEMORY), backend=backend,
-                      symmetry=False)
+    result = simulate(prefix, system, network, memory=str(NO_MEMORY), backend=backend, symmetry=False)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime,
-                      "simulate_s": time.perf_counter() - started, "peak_mib": peak_rss_mib(),
-                      "finish_ns": [int(r.finish_ns) for r in result.ranks]}))
+    print(
+        json.dumps(
+            {
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "simulate_s": time.perf_counter() - started,
+                "peak_mib": peak_rss_mib(),
+                "finish_ns": [int(r.finish_ns) for r in result.ranks],
+            }
+        )
+    )
 
 
 def run_astra(prefix: Path, system: Path, network: Path, backend: str) -> dict:
@@ -101,12 +111,19 @@ def run_upstream(binary: Path, prefix: Path, system: Path, network: Path, folder
     """Upstream's CPU seconds, wall seconds, peak MiB and per-rank finish times."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen([str(binary), f"--workload-configuration={prefix}",
-                                 f"--system-configuration={system}",
-                                 f"--network-configuration={network}",
-                                 f"--remote-memory-configuration={NO_MEMORY}",
-                                 f"--logging-folder={folder / 'upstream-log'}"],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=folder)
+        proc = subprocess.Popen(
+            [
+                str(binary),
+                f"--workload-configuration={prefix}",
+                f"--system-configuration={system}",
+                f"--network-configuration={network}",
+                f"--remote-memory-configuration={NO_MEMORY}",
+                f"--logging-folder={folder / 'upstream-log'}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=folder,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
@@ -114,21 +131,30 @@ def run_upstream(binary: Path, prefix: Path, system: Path, network: Path, folder
     if proc.returncode != 0:
         raise RuntimeError(f"upstream exited {proc.returncode}: {text.strip().splitlines()[-1:]}")
     finish = {int(r): int(c) for r, c in _FINISHED.findall(text)}
-    return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": time.perf_counter() - started,
-            "peak_mib": usage.ru_maxrss / 1024, "finish_ns": [finish[r] for r in sorted(finish)]}
+    return {
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "wall_s": time.perf_counter() - started,
+        "peak_mib": usage.ru_maxrss / 1024,
+        "finish_ns": [finish[r] for r in sorted(finish)],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(CASES))
-    parser.add_argument("--upstream", default=os.environ.get("ASTRA_UPSTREAM_BIN"),
-                        help="folder of upstream's analytical binaries")
+    parser.add_argument(
+        "--upstream",
+        default=os.environ.get("ASTRA_UPSTREAM_BIN"),
+        help="folder of upstream's analytical binaries",
+    )
     args = parse_args(parser, child, 4)
     if args is None:
         return
     warm_up()
-    print("| case | astra CPU s | astra wall s | astra MiB | upstream CPU s | upstream MiB "
-          "| CPU ratio | memory ratio | same finish times |")
+    print(
+        "| case | astra CPU s | astra wall s | astra MiB | upstream CPU s | upstream MiB "
+        "| CPU ratio | memory ratio | same finish times |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in [args.only] if args.only else list(CASES):
         backend = CASES[name][5]
@@ -138,14 +164,18 @@ def main() -> None:
             ours = run_astra(prefix, system, network, backend)
             theirs = None
             if args.upstream:
-                theirs = run_upstream(Path(args.upstream) / BINARIES[backend], prefix, system,
-                                      network, folder)
+                theirs = run_upstream(
+                    Path(args.upstream) / BINARIES[backend], prefix, system, network, folder
+                )
         cells = [f"{ours['cpu_s']:.2f}", f"{ours['wall_s']:.2f}", f"{ours['peak_mib']:.0f}"]
         if theirs:
-            cells += [f"{theirs['cpu_s']:.2f}", f"{theirs['peak_mib']:.0f}",
-                      f"{ours['cpu_s'] / theirs['cpu_s']:.2f}x",
-                      f"{ours['peak_mib'] / theirs['peak_mib']:.2f}x",
-                      "yes" if ours["finish_ns"] == theirs["finish_ns"] else "NO"]
+            cells += [
+                f"{theirs['cpu_s']:.2f}",
+                f"{theirs['peak_mib']:.0f}",
+                f"{ours['cpu_s'] / theirs['cpu_s']:.2f}x",
+                f"{ours['peak_mib'] / theirs['peak_mib']:.2f}x",
+                "yes" if ours["finish_ns"] == theirs["finish_ns"] else "NO",
+            ]
         else:
             cells += ["-"] * 5
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)

@@ -25,12 +25,51 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import in_child, parse_args, peak_rss_mib, write_system  # noqa: E402
 
-OPERATORS = [f"aten::{op}" for op in (
-    "mm", "addmm", "bmm", "linear", "conv2d", "relu", "gelu", "softmax", "layer_norm", "add",
-    "mul", "div", "sub", "matmul", "embedding", "dropout", "transpose", "view", "copy_", "cat",
-    "sum", "mean", "exp", "log", "sqrt", "rsqrt", "pow", "tanh", "sigmoid", "baddbmm",
-    "native_layer_norm", "scaled_dot_product_attention", "flash_attention", "index_select",
-    "gather", "scatter", "masked_fill", "where", "clone", "zeros")]
+OPERATORS = [
+    f"aten::{op}"
+    for op in (
+        "mm",
+        "addmm",
+        "bmm",
+        "linear",
+        "conv2d",
+        "relu",
+        "gelu",
+        "softmax",
+        "layer_norm",
+        "add",
+        "mul",
+        "div",
+        "sub",
+        "matmul",
+        "embedding",
+        "dropout",
+        "transpose",
+        "view",
+        "copy_",
+        "cat",
+        "sum",
+        "mean",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "tanh",
+        "sigmoid",
+        "baddbmm",
+        "native_layer_norm",
+        "scaled_dot_product_attention",
+        "flash_attention",
+        "index_select",
+        "gather",
+        "scatter",
+        "masked_fill",
+        "where",
+        "clone",
+        "zeros",
+    )
+]
 
 
 def write_trace(path: Path, nodes: int) -> int:
@@ -43,17 +82,32 @@ def write_trace(path: Path, nodes: int) -> int:
         for i in range(nodes):
             deps = () if previous is None else (previous,)
             if i % 65 == 64:
-                node = make_node(i, "nccl:all_reduce", pb.COMM_COLL_NODE, data_deps=deps,
-                                 comm_type=pb.ALL_REDUCE, comm_size=1 << 20, is_cpu_op=False)
+                node = make_node(
+                    i,
+                    "nccl:all_reduce",
+                    pb.COMM_COLL_NODE,
+                    data_deps=deps,
+                    comm_type=pb.ALL_REDUCE,
+                    comm_size=1 << 20,
+                    is_cpu_op=False,
+                )
             elif i % 8 == 1:
-                node = make_node(i, "cudaLaunchKernel", pb.COMP_NODE, data_deps=deps,
-                                 duration_micros=2, is_cpu_op=True)
+                node = make_node(
+                    i, "cudaLaunchKernel", pb.COMP_NODE, data_deps=deps, duration_micros=2, is_cpu_op=True
+                )
             else:
                 ctrl = (i - 1,) if i % 8 == 2 else ()
-                node = make_node(i, OPERATORS[i % len(OPERATORS)], pb.COMP_NODE,
-                                 data_deps=() if ctrl else deps, ctrl_deps=ctrl,
-                                 duration_micros=5 + i % 17, num_ops=(i % 97) * 1_000_000,
-                                 tensor_size=(i % 31) * 4096, is_cpu_op=False)
+                node = make_node(
+                    i,
+                    OPERATORS[i % len(OPERATORS)],
+                    pb.COMP_NODE,
+                    data_deps=() if ctrl else deps,
+                    ctrl_deps=ctrl,
+                    duration_micros=5 + i % 17,
+                    num_ops=(i % 97) * 1_000_000,
+                    tensor_size=(i % 31) * 4096,
+                    is_cpu_op=False,
+                )
             previous = i
             yield node
 
@@ -70,9 +124,11 @@ def child(prefix: str, system: str, network: str, stream: str) -> None:
 
     started = time.perf_counter()
     result = simulate(prefix, system, network, backend="analytical")
-    print(json.dumps({"wall_s": time.perf_counter() - started, "step_ns": result.step_ns,
-                      "peak_mib": peak_rss_mib()}))
-
+    print(
+        json.dumps(
+            {"wall_s": time.perf_counter() - started, "step_ns": result.step_ns, "peak_mib": peak_rss_mib()}
+        )
+    )
 
 
 def main() -> None:
@@ -88,16 +144,20 @@ def main() -> None:
         for rank in range(1, 8):
             (folder / f"step.{rank}.et").symlink_to(folder / "step.0.et")
         network = folder / "network.yml"
-        network.write_text("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 100.0 ]\n"
-                           "latency: [ 500.0 ]\n")
+        network.write_text(
+            "topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 100.0 ]\nlatency: [ 500.0 ]\n"
+        )
         system = write_system(folder / "system.json", "ring", 1)
         started = time.perf_counter()
-        m = in_child(__file__, [str(folder / "step"), str(system), str(network),
-                                "off" if args.no_stream else "on"])
+        m = in_child(
+            __file__, [str(folder / "step"), str(system), str(network), "off" if args.no_stream else "on"]
+        )
         process_s = time.perf_counter() - started
-    print(f"{args.nodes:,} nodes per rank ({size / 2**20:.1f} MiB file): process {process_s:.1f} s "
-          f"(simulate {m['wall_s']:.1f} s), peak {m['peak_mib']:.0f} MiB, "
-          f"step {m['step_ns'] / 1e6:.3f} ms (target: 300 MB = {300e6 / 2**20:.0f} MiB)")
+    print(
+        f"{args.nodes:,} nodes per rank ({size / 2**20:.1f} MiB file): process {process_s:.1f} s "
+        f"(simulate {m['wall_s']:.1f} s), peak {m['peak_mib']:.0f} MiB, "
+        f"step {m['step_ns'] / 1e6:.3f} ms (target: 300 MB = {300e6 / 2**20:.0f} MiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def read_et_nodes(path: Path) -> list:
             shift += 7
             if byte < 0x80:
                 break
-        messages.append(data[pos:pos + length])
+        messages.append(data[pos : pos + length])
         pos += length
     nodes = []
     for raw in messages[1:]:
@@ -54,22 +54,30 @@ def read_et_nodes(path: Path) -> list:
     return nodes
 
 
-def write_pair_trace(prefix, *, nbytes: int, tag: int, fwd_us: int, bwd_us: int,
-                     rank1_extra=()) -> str:
+def write_pair_trace(prefix, *, nbytes: int, tag: int, fwd_us: int, bwd_us: int, rank1_extra=()) -> str:
     """Two ranks: rank 0 computes ``fwd_us`` then sends ``nbytes`` (tag ``tag``) to
     rank 1, which receives them and then computes ``bwd_us``; ``rank1_extra``
     nodes are appended to rank 1's trace. Returns the prefix."""
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.writer import make_node, write_rank_trace
 
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=fwd_us),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=nbytes,
-                  comm_tag=tag)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=nbytes, comm_tag=tag),
-        make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=bwd_us),
-        *rank1_extra])
+    write_rank_trace(
+        f"{prefix}.0.et",
+        [
+            make_node(1, "fwd", pb.COMP_NODE, duration_micros=fwd_us),
+            make_node(
+                2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=nbytes, comm_tag=tag
+            ),
+        ],
+    )
+    write_rank_trace(
+        f"{prefix}.1.et",
+        [
+            make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=nbytes, comm_tag=tag),
+            make_node(2, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=bwd_us),
+            *rank1_extra,
+        ],
+    )
     return str(prefix)
 
 

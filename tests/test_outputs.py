@@ -54,7 +54,9 @@ def test_a_new_file_gets_the_usual_permissions_and_a_replaced_one_keeps_its_own(
 
 def test_checks_name_the_option_and_the_path(tmp_path):
     (tmp_path / "f").write_text("")
-    with pytest.raises(ConfigError, match=r"^--json .*/f/x/y.json: cannot write: .*/f is a file, not a directory$"):
+    with pytest.raises(
+        ConfigError, match=r"^--json .*/f/x/y.json: cannot write: .*/f is a file, not a directory$"
+    ):
         check_output_file(tmp_path / "f" / "x" / "y.json", "--json")
     with pytest.raises(ConfigError, match=r"^--plots .*/f: cannot write: is a file, not a directory$"):
         check_output_dir(tmp_path / "f", "--plots")
@@ -70,11 +72,14 @@ def test_result_writers_create_directories_and_write_atomically(tmp_path):
         result.write_timeline(tmp_path / "a")
 
 
-@pytest.mark.parametrize("path, message", [
-    (42, "plots: path must be a str or os.PathLike, got int"),
-    (b"x", "plots: path must be a str or os.PathLike, got bytes"),
-    ("", "plots: cannot write: empty path"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        (42, "plots: path must be a str or os.PathLike, got int"),
+        (b"x", "plots: path must be a str or os.PathLike, got bytes"),
+        ("", "plots: cannot write: empty path"),
+    ],
+)
 def test_result_writers_name_a_bad_path_argument(path, message):
     result = RunResult(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
     with pytest.raises(ConfigError) as info:

@@ -74,8 +74,7 @@ def _pb():
 def _collective(kind: str, size: int, pg: str | None = None):
     pb, make_node = _pb()
     comm = {"ring": pb.ALL_REDUCE, "a2a": pb.ALL_TO_ALL}[kind]
-    return make_node(1, kind, pb.COMM_COLL_NODE, comm_type=comm, comm_size=size, is_cpu_op=False,
-                     pg_name=pg)
+    return make_node(1, kind, pb.COMM_COLL_NODE, comm_type=comm, comm_size=size, is_cpu_op=False, pg_name=pg)
 
 
 def _every_rank(kind: str, size: int) -> Callable[[int], dict[int, list]]:
@@ -84,21 +83,38 @@ def _every_rank(kind: str, size: int) -> Callable[[int], dict[int, list]]:
 
 def _pairs(pairs: list[tuple[int, int]], size: int) -> Callable[[int], dict[int, list]]:
     """Point-to-point messages of ``size`` bytes, all at t = 0."""
+
     def build(hosts: int) -> dict[int, list]:
         pb, make_node = _pb()
         nodes: dict[int, list] = {r: [] for r in range(hosts)}
         for i, (src, dst) in enumerate(pairs):
-            nodes[src].append(make_node(len(nodes[src]) + 1, f"send{i}", pb.COMM_SEND_NODE,
-                                        comm_dst=dst, comm_size=size, comm_tag=i))
-            nodes[dst].append(make_node(len(nodes[dst]) + 1, f"recv{i}", pb.COMM_RECV_NODE,
-                                        comm_src=src, comm_size=size, comm_tag=i))
+            nodes[src].append(
+                make_node(
+                    len(nodes[src]) + 1,
+                    f"send{i}",
+                    pb.COMM_SEND_NODE,
+                    comm_dst=dst,
+                    comm_size=size,
+                    comm_tag=i,
+                )
+            )
+            nodes[dst].append(
+                make_node(
+                    len(nodes[dst]) + 1,
+                    f"recv{i}",
+                    pb.COMM_RECV_NODE,
+                    comm_src=src,
+                    comm_size=size,
+                    comm_tag=i,
+                )
+            )
         return nodes
+
     return build
 
 
 def _two_jobs(size: int) -> Callable[[int], dict[int, list]]:
-    return lambda hosts: {r: [_collective("ring", size, "1" if (r % 8) < 4 else "2")]
-                          for r in range(hosts)}
+    return lambda hosts: {r: [_collective("ring", size, "1" if (r % 8) < 4 else "2")] for r in range(hosts)}
 
 
 def _fabrics():
@@ -125,8 +141,7 @@ def cases(size: int = 4 * MIB) -> list[Case]:
         Case("a2a-fat-tree", True, f["fat-tree"], _every_rank("a2a", size), "direct"),
         Case("ring-leaf-spine", True, f["leaf-spine"], _every_rank("ring", size)),
         Case("a2a-leaf-spine", True, f["leaf-spine"], _every_rank("a2a", size), "direct"),
-        Case("incast", True, f["fat-tree"],
-             _pairs([(s, 0) for s in (1, 2, 4, 6, 8, 10, 12, 14)], size // 4)),
+        Case("incast", True, f["fat-tree"], _pairs([(s, 0) for s in (1, 2, 4, 6, 8, 10, 12, 14)], size // 4)),
         Case("two-jobs", True, f["two-leaves"], _two_jobs(size), comm_groups=jobs),
     ]
 
@@ -147,16 +162,24 @@ def run_case(case: Case, backends: list[str], folder: Path) -> dict[str, tuple[f
     out = {}
     for backend in backends:
         started = time.perf_counter()
-        result = simulate(str(prefix), str(system), topology=str(topo), backend=backend,
-                          backend_config=CONFIGS.get(backend), comm_groups=case.comm_groups)
+        result = simulate(
+            str(prefix),
+            str(system),
+            topology=str(topo),
+            backend=backend,
+            backend_config=CONFIGS.get(backend),
+            comm_groups=case.comm_groups,
+        )
         out[backend] = (result.step_ns, time.perf_counter() - started)
     return out
 
 
 def report(results: dict[str, dict[str, tuple[float, float]]], backends: list[str]) -> str:
     by_name = {c.name: c for c in cases()}
-    lines = ["| case | kind | " + " | ".join(f"{b} µs" for b in backends) + " |",
-             "|---|---|" + "---:|" * len(backends)]
+    lines = [
+        "| case | kind | " + " | ".join(f"{b} µs" for b in backends) + " |",
+        "|---|---|" + "---:|" * len(backends),
+    ]
     for name, row in results.items():
         ref = row.get(REFERENCE, (None,))[0]
         cells = []
@@ -167,9 +190,13 @@ def report(results: dict[str, dict[str, tuple[float, float]]], backends: list[st
         kind = "contended" if by_name[name].contended else "unshared"
         lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
     ratio = "flow" in backends and REFERENCE in backends
-    lines += ["", "Wall time (s, this machine, in one run):", "",
-              "| case | " + " | ".join(backends) + (" | ns3 / flow |" if ratio else " |"),
-              "|---|" + "---:|" * (len(backends) + ratio)]
+    lines += [
+        "",
+        "Wall time (s, this machine, in one run):",
+        "",
+        "| case | " + " | ".join(backends) + (" | ns3 / flow |" if ratio else " |"),
+        "|---|" + "---:|" * (len(backends) + ratio),
+    ]
     for name, row in results.items():
         cells = [f"{row[b][1]:.2f}" for b in backends]
         if ratio:
@@ -182,22 +209,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--backends", default=",".join(LADDER))
-    parser.add_argument("--size-mib", type=int, default=4,
-                        help="collective and transfer size in MiB (incast: a quarter per sender)")
+    parser.add_argument(
+        "--size-mib",
+        type=int,
+        default=4,
+        help="collective and transfer size in MiB (incast: a quarter per sender)",
+    )
     parser.add_argument("--markdown", help="also write the report here")
     args = parser.parse_args(argv)
-    chosen = [c for c in cases(args.size_mib * MIB)
-              if not args.cases or c.name in args.cases.split(",")]
+    chosen = [c for c in cases(args.size_mib * MIB) if not args.cases or c.name in args.cases.split(",")]
     backends = args.backends.split(",")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         if REFERENCE in backends:  # compile and load ns-3 once, outside the timings
-            run_case(Case("warm-up", False, _fabrics()["switch"], _pairs([(0, 1)], 4096)),
-                     [REFERENCE], Path(tmp))
+            run_case(
+                Case("warm-up", False, _fabrics()["switch"], _pairs([(0, 1)], 4096)), [REFERENCE], Path(tmp)
+            )
         for case in chosen:
             results[case.name] = run_case(case, backends, Path(tmp))
-            print(case.name, {b: round(s / 1e3, 1) for b, (s, _) in results[case.name].items()},
-                  file=sys.stderr)
+            print(
+                case.name, {b: round(s / 1e3, 1) for b, (s, _) in results[case.name].items()}, file=sys.stderr
+            )
     return emit(report(results, backends), args.markdown)
 
 

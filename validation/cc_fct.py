@@ -48,8 +48,7 @@ def study(cc: str, flows, fabric, monitor_us: float) -> tuple[dict, object]:
     table = flow_table(run.flows)
     results = run.backend.results
     queues = results.queues()
-    switch_ports = {link for link in range(fabric.links_count)
-                    if fabric.link_src[link] in fabric.switches}
+    switch_ports = {link for link in range(fabric.links_count) if fabric.link_src[link] in fabric.switches}
     queues = queues[queues.link.isin(switch_ports)]
     end_ns = max(f.start_ns + f.fct_ns for f in run.flows)
     # Samples of empty queues are absent: count every (port, instant) slot of the busy ports.
@@ -57,28 +56,38 @@ def study(cc: str, flows, fabric, monitor_us: float) -> tuple[dict, object]:
     samples = np.concatenate([queues.bytes.to_numpy(), np.zeros(max(0, int(slots) - len(queues)))])
     small = table[table.size_bytes < SMALL_BYTES].slowdown
     stats = run.backend.stats
-    row = {"cc": cc, "flows": len(table), "all_done": bool(len(table) == len(flows)),
-           "min_slowdown": float(table.slowdown.min()),
-           "small_p50": float(small.median()), "small_p99": float(np.percentile(small, 99)),
-           "all_p50": float(table.slowdown.median()),
-           "all_p99": float(np.percentile(table.slowdown, 99)),
-           "queue_mean_kb": float(samples.mean()) / 1e3,
-           "queue_p99_kb": float(np.percentile(samples, 99)) / 1e3,
-           "queue_max_kb": float(results.ports().max_queue_bytes[sorted(switch_ports)].max()) / 1e3,
-           "pfc_pauses": stats["pfc_pauses"], "ecn_marks": stats["ecn_marks"],
-           "wall_s": run.wall_s}
+    row = {
+        "cc": cc,
+        "flows": len(table),
+        "all_done": bool(len(table) == len(flows)),
+        "min_slowdown": float(table.slowdown.min()),
+        "small_p50": float(small.median()),
+        "small_p99": float(np.percentile(small, 99)),
+        "all_p50": float(table.slowdown.median()),
+        "all_p99": float(np.percentile(table.slowdown, 99)),
+        "queue_mean_kb": float(samples.mean()) / 1e3,
+        "queue_p99_kb": float(np.percentile(samples, 99)) / 1e3,
+        "queue_max_kb": float(results.ports().max_queue_bytes[sorted(switch_ports)].max()) / 1e3,
+        "pfc_pauses": stats["pfc_pauses"],
+        "ecn_marks": stats["ecn_marks"],
+        "wall_s": run.wall_s,
+    }
     return row, table
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| cc | flows | min slowdown | <100 KB p50 | <100 KB p99 | all p50 | all p99 | "
-            "switch queue mean / p99 / max (KB) | PFC pauses | ECN marks | wall s |")
+    head = (
+        "| cc | flows | min slowdown | <100 KB p50 | <100 KB p99 | all p50 | all p99 | "
+        "switch queue mean / p99 / max (KB) | PFC pauses | ECN marks | wall s |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in rows:
-        lines.append(f"| {r['cc']} | {r['flows']} | {r['min_slowdown']:.3f} | {r['small_p50']:.2f} | "
-                     f"{r['small_p99']:.2f} | {r['all_p50']:.2f} | {r['all_p99']:.2f} | "
-                     f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.0f} / {r['queue_max_kb']:.0f} | "
-                     f"{r['pfc_pauses']} | {r['ecn_marks']} | {r['wall_s']:.1f} |")
+        lines.append(
+            f"| {r['cc']} | {r['flows']} | {r['min_slowdown']:.3f} | {r['small_p50']:.2f} | "
+            f"{r['small_p99']:.2f} | {r['all_p50']:.2f} | {r['all_p99']:.2f} | "
+            f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.0f} / {r['queue_max_kb']:.0f} | "
+            f"{r['pfc_pauses']} | {r['ecn_marks']} | {r['wall_s']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -94,10 +103,18 @@ def main() -> None:
     parser.add_argument("--markdown", help="also write the table here")
     args = parser.parse_args()
     fabric = fat_tree(4, 100.0, 1000.0)
-    flows = poisson_flows(load_cdf(args.cdf), fabric.npus_count, host_link_gbps(fabric), args.load,
-                          round(args.duration_ms * 1e6), args.seed)
-    print(f"{len(flows)} {args.cdf} flows at load {args.load} over {args.duration_ms:g} ms, "
-          f"{sum(f.size_bytes for f in flows) / 1e6:.0f} MB, on a k = 4 fat-tree")
+    flows = poisson_flows(
+        load_cdf(args.cdf),
+        fabric.npus_count,
+        host_link_gbps(fabric),
+        args.load,
+        round(args.duration_ms * 1e6),
+        args.seed,
+    )
+    print(
+        f"{len(flows)} {args.cdf} flows at load {args.load} over {args.duration_ms:g} ms, "
+        f"{sum(f.size_bytes for f in flows) / 1e6:.0f} MB, on a k = 4 fat-tree"
+    )
     rows, tables = [], {}
     for cc in args.ccs.split(","):
         row, tables[cc] = study(cc, flows, fabric, args.monitor_us)
@@ -110,8 +127,11 @@ def main() -> None:
     if args.plots:
         out = Path(args.plots)
         out.mkdir(parents=True, exist_ok=True)
-        plot_slowdown(tables, out / "fct_slowdown_by_cc.png",
-                      f"WebSearch {args.load:g} load, k = 4 fat-tree, {len(flows)} flows")
+        plot_slowdown(
+            tables,
+            out / "fct_slowdown_by_cc.png",
+            f"WebSearch {args.load:g} load, k = 4 fat-tree, {len(flows)} flows",
+        )
         print(f"wrote {out / 'fct_slowdown_by_cc.png'}")
 
 

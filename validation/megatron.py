@@ -41,10 +41,14 @@ from summary import emit, geomean_abs  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200  # all Table 1 models (paper section 5.1; run scripts' CONFIG)
 GIB = 1 << 30
-RUN_SCRIPT = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (commit 79a3bb6b): TP, PP, MBS, GBS, "
-              "NLS, HS, NAH, DDP, NNODES and the extra parameters of each model size")
-PAPER = ("D. Narayanan et al., 'Efficient Large-Scale Language Model Training on GPU Clusters "
-         "Using Megatron-LM', SC'21 (arXiv 2104.04473), Table 1: achieved teraFLOP/s per GPU")
+RUN_SCRIPT = (
+    "NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (commit 79a3bb6b): TP, PP, MBS, GBS, "
+    "NLS, HS, NAH, DDP, NNODES and the extra parameters of each model size"
+)
+PAPER = (
+    "D. Narayanan et al., 'Efficient Large-Scale Language Model Training on GPU Clusters "
+    "Using Megatron-LM', SC'21 (arXiv 2104.04473), Table 1: achieved teraFLOP/s per GPU"
+)
 
 
 @dataclass(frozen=True)
@@ -103,51 +107,85 @@ def network(nodes: int) -> NetworkConfig:
     """DGX A100 nodes on rails: dimension 0 the NVSwitch (300 GB/s per GPU), dimension
     1 one 200 Gb/s HDR port per GPU (network.yml counts GB as 2^30 bytes)."""
     if nodes == 1:
-        return NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8],
-                                        "bandwidth": [300e9 / GIB], "latency": [300]})
-    return NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, nodes],
-                                    "bandwidth": [300e9 / GIB, 25e9 / GIB],
-                                    "latency": [300, 1350]})
+        return NetworkConfig.from_dict(
+            {"topology": ["Switch"], "npus_count": [8], "bandwidth": [300e9 / GIB], "latency": [300]}
+        )
+    return NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, nodes],
+            "bandwidth": [300e9 / GIB, 25e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
 
 
-SYSTEM = SystemConfig.from_dict({
-    "scheduling-policy": "LIFO", "collective-optimization": "baseline",
-    "preferred-dataset-splits": 1,
-    **{f"{c}-implementation": ["nccl"]
-       for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-    "nccl": {"gpu": "A100"}})
+SYSTEM = SystemConfig.from_dict(
+    {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "baseline",
+        "preferred-dataset-splits": 1,
+        **{
+            f"{c}-implementation": ["nccl"]
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+        "nccl": {"gpu": "A100"},
+    }
+)
 
 
 def predict(row: Row, workdir: Path) -> tuple[float, float]:
     """(step time in s, TFLOP/s per GPU by the paper's count) of one row."""
-    model = ModelConfig(f"gpt-{row.name}", layers=row.layers, hidden=row.hidden, heads=row.heads,
-                        ffn_hidden=4 * row.hidden, vocab=VOCAB, seq_len=SEQ, mlp="gelu",
-                        source=RUN_SCRIPT)
+    model = ModelConfig(
+        f"gpt-{row.name}",
+        layers=row.layers,
+        hidden=row.hidden,
+        heads=row.heads,
+        ffn_hidden=4 * row.hidden,
+        vocab=VOCAB,
+        seq_len=SEQ,
+        mlp="gelu",
+        source=RUN_SCRIPT,
+    )
     # the run script's --recompute-method uniform (full recomputation), its DDP (torch:
     # overlapped gradient reduction; local: after the backward pass), its virtual pipeline
     # stages (interleaved 1F1B) and Megatron's default scatter/gather of pipeline sends
-    cfg = LLMConfig(model=model, gpu=GPUS["a100"], dp=row.dp, tp=row.tp, pp=row.pp,
-                    micro_batch=row.micro_batch, global_batch=row.global_batch,
-                    dims=[8, row.nodes] if row.nodes > 1 else [8], recompute="full",
-                    overlap_grad_reduce=row.ddp == "torch", scatter_gather=True,
-                    virtual_stages=row.virtual_stages, attention="unfused", dropout=True,
-                    precision="fp16")
+    cfg = LLMConfig(
+        model=model,
+        gpu=GPUS["a100"],
+        dp=row.dp,
+        tp=row.tp,
+        pp=row.pp,
+        micro_batch=row.micro_batch,
+        global_batch=row.global_batch,
+        dims=[8, row.nodes] if row.nodes > 1 else [8],
+        recompute="full",
+        overlap_grad_reduce=row.ddp == "torch",
+        scatter_gather=True,
+        virtual_stages=row.virtual_stages,
+        attention="unfused",
+        dropout=True,
+        precision="fp16",
+    )
     prefix = workdir / f"gpt_{row.name}"
     _, groups = write_llm(generate_llm(cfg), prefix)
-    result = astra.simulate(str(prefix), SYSTEM, network(row.nodes),
-                            comm_groups=str(groups) if groups else None)
+    result = astra.simulate(
+        str(prefix), SYSTEM, network(row.nodes), comm_groups=str(groups) if groups else None
+    )
     seconds = result.step_ns * 1e-9
     return seconds, row.paper_flops() / (seconds * row.gpus) / 1e12
 
 
 #: What the runs did that the generator and the compute model leave out.
-LEFT_OUT = ("Not modelled: FP16 loss scaling, gradient-norm clipping and the copy of the FP32 "
-            "master weights to the FP16 model (memory-bound, about 18 B per parameter and step); "
-            "PyTorch DDP's 16-bit gradient accumulation from the second micro-batch on (row 4); "
-            "the data loader and host-side gaps between kernels beyond one launch each. "
-            "`run s` is the wall time of generating and simulating the row on one core.\n\n"
-            "Regenerate with `.venv/bin/python validation/megatron.py --rows 1-10 --markdown "
-            "docs/validation-megatron.md` (about 15 minutes on 2 cores).")
+LEFT_OUT = (
+    "Not modelled: FP16 loss scaling, gradient-norm clipping and the copy of the FP32 "
+    "master weights to the FP16 model (memory-bound, about 18 B per parameter and step); "
+    "PyTorch DDP's 16-bit gradient accumulation from the second micro-batch on (row 4); "
+    "the data loader and host-side gaps between kernels beyond one launch each. "
+    "`run s` is the wall time of generating and simulating the row on one core.\n\n"
+    "Regenerate with `.venv/bin/python validation/megatron.py --rows 1-10 --markdown "
+    "docs/validation-megatron.md` (about 15 minutes on 2 cores)."
+)
 
 
 def parse_rows(text: str) -> list[Row]:
@@ -159,12 +197,16 @@ def parse_rows(text: str) -> list[Row]:
 
 
 def report(rows: list[Row]) -> str:
-    lines = ["# Megatron-LM Table 1: predicted vs published TFLOP/s per GPU", "",
-             f"Settings: {RUN_SCRIPT}. Published: {PAPER}. Network: DGX A100 nodes (8 A100 "
-             "SXM, NVSwitch, 8 x HDR 200 Gb/s on rails), NCCL model, default backend. "
-             "Error = predicted / published - 1.", "",
-             "| row | GPUs | TP | PP | DP | V | step s | astra TFLOP/s | published | error | run s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Megatron-LM Table 1: predicted vs published TFLOP/s per GPU",
+        "",
+        f"Settings: {RUN_SCRIPT}. Published: {PAPER}. Network: DGX A100 nodes (8 A100 "
+        "SXM, NVSwitch, 8 x HDR 200 Gb/s on rails), NCCL model, default backend. "
+        "Error = predicted / published - 1.",
+        "",
+        "| row | GPUs | TP | PP | DP | V | step s | astra TFLOP/s | published | error | run s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for row in rows:
@@ -173,12 +215,19 @@ def report(rows: list[Row]) -> str:
             wall = time.perf_counter() - start
             err = tflops / row.published_tflops - 1
             errors.append(err)
-            lines.append(f"| {row.name} | {row.gpus} | {row.tp} | {row.pp} | {row.dp} | {row.virtual_stages} "
-                         f"| {seconds:.2f} | {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} "
-                         f"| {wall:.0f} |")
+            lines.append(
+                f"| {row.name} | {row.gpus} | {row.tp} | {row.pp} | {row.dp} | {row.virtual_stages} "
+                f"| {seconds:.2f} | {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} "
+                f"| {wall:.0f} |"
+            )
     if errors:
-        lines += ["", f"Geometric mean of |error| over {len(errors)} rows: {geomean_abs(errors):.1%}; "
-                      f"largest: {max(abs(e) for e in errors):.1%}.", "", LEFT_OUT]
+        lines += [
+            "",
+            f"Geometric mean of |error| over {len(errors)} rows: {geomean_abs(errors):.1%}; "
+            f"largest: {max(abs(e) for e in errors):.1%}.",
+            "",
+            LEFT_OUT,
+        ]
     return "\n".join(lines)
 
 

@@ -24,8 +24,7 @@ from astra_core.cli.workload import convert, gen
 from astra_core.errors import AstraError
 
 
-@click.group(cls=AstraGroup, context_settings={"help_option_names": ["-h", "--help"],
-                                               "show_default": True})
+@click.group(cls=AstraGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(package_name="astra-core")
 def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
@@ -51,8 +50,10 @@ def _plugin_commands() -> None:
         try:
             impl.function(cli=main)
         except Exception as exc:  # noqa: BLE001 - a broken plugin breaks no other command
-            warnings.warn(f"plugin '{manager.get_name(impl.plugin)}': astra_register_commands "
-                          f"raised {describe(exc)}", stacklevel=1)
+            warnings.warn(
+                f"plugin '{manager.get_name(impl.plugin)}': astra_register_commands raised {describe(exc)}",
+                stacklevel=1,
+            )
 
 
 _plugin_commands()

@@ -40,8 +40,13 @@ class AstraGroup(click.Group):
             fail(exc)
 
 
-def parse_dims(text: str, option: str = "--dims", counts: tuple[int, int] | None = None,
-               example: str = "8x16", count_rule: str | None = None) -> list[int]:
+def parse_dims(
+    text: str,
+    option: str = "--dims",
+    counts: tuple[int, int] | None = None,
+    example: str = "8x16",
+    count_rule: str | None = None,
+) -> list[int]:
     """``"8x16"`` (or ``"8,16"``) -> ``[8, 16]``.
 
     Raises ConfigError naming ``option`` for a part that is not an integer, a
@@ -50,8 +55,7 @@ def parse_dims(text: str, option: str = "--dims", counts: tuple[int, int] | None
     try:
         sizes = [int(x) for x in text.lower().replace(",", "x").split("x")]
     except ValueError:
-        raise ConfigError(f"{option}: expected sizes joined by 'x' like {example}, got "
-                          f"{text!r}") from None
+        raise ConfigError(f"{option}: expected sizes joined by 'x' like {example}, got {text!r}") from None
     if any(size < 1 for size in sizes):
         raise ConfigError(f"{option}: sizes must be >= 1, got {text!r}")
     if counts is not None and not counts[0] <= len(sizes) <= counts[1]:

@@ -18,8 +18,11 @@ def flows() -> None:
 
 
 @flows.command("gen")
-@click.option("--cdf", required=True,
-              help="flow-size distribution: websearch, hadoop, or a CDF file (<bytes> <percent> lines)")
+@click.option(
+    "--cdf",
+    required=True,
+    help="flow-size distribution: websearch, hadoop, or a CDF file (<bytes> <percent> lines)",
+)
 @click.option("--load", type=float, required=True, help="offered load per host, fraction of its link")
 @click.option("--duration-ms", type=float, required=True, help="flows start in [0, duration)")
 @click.option("--topology", type=click.Path(), required=True, help="physical topology (ns-3 format)")
@@ -38,15 +41,16 @@ def gen(cdf, load, duration_ms, topology, seed, output) -> None:
         distribution = load_cdf(cdf)
         fabric = read_ns3_topology(topology)
         gbps = host_link_gbps(fabric)
-        drawn = poisson_flows(distribution, fabric.npus_count, gbps, load,
-                              round(duration_ms * 1e6), seed)
+        drawn = poisson_flows(distribution, fabric.npus_count, gbps, load, round(duration_ms * 1e6), seed)
         write_text(output, format_flows(drawn), "--output")
     except AstraError as exc:
         _fail(exc)
     total = sum(f.size_bytes for f in drawn)
-    click.echo(f"{len(drawn)} flows, {total / 1e6:.1f} MB, mean {distribution.mean_bytes:,.0f} B "
-               f"drawn; {fabric.npus_count} hosts at {gbps:g} Gbps x {load:g} load over "
-               f"{duration_ms:g} ms; wrote {output}")
+    click.echo(
+        f"{len(drawn)} flows, {total / 1e6:.1f} MB, mean {distribution.mean_bytes:,.0f} B "
+        f"drawn; {fabric.npus_count} hosts at {gbps:g} Gbps x {load:g} load over "
+        f"{duration_ms:g} ms; wrote {output}"
+    )
 
 
 @flows.command("run")
@@ -56,12 +60,23 @@ def gen(cdf, load, duration_ms, topology, seed, output) -> None:
 @click.option("--backend-config", type=click.Path(), help="the backend's own config file")
 @click.option("--fct", "fct_path", type=click.Path(), help="write one CSV row per flow")
 @click.option("--plots", "plots_dir", type=click.Path(), help="write fct_slowdown.png here")
-@click.option("--payload-bytes", type=int, default=4096, show_default=True,
-              help="payload per packet for the ideal FCT (the backend's MTU)")
-@click.option("--header-bytes", type=int, default=82, show_default=True,
-              help="wire bytes per packet besides payload, for the ideal FCT (RoCEv2)")
-def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, payload_bytes,
-        header_bytes) -> None:
+@click.option(
+    "--payload-bytes",
+    type=int,
+    default=4096,
+    show_default=True,
+    help="payload per packet for the ideal FCT (the backend's MTU)",
+)
+@click.option(
+    "--header-bytes",
+    type=int,
+    default=82,
+    show_default=True,
+    help="wire bytes per packet besides payload, for the ideal FCT (RoCEv2)",
+)
+def run(
+    flow_file, topology, backend, backend_config, fct_path, plots_dir, payload_bytes, header_bytes
+) -> None:
     """Simulate a flow file and print FCT slowdown percentiles by flow size."""
     from rich.console import Console
 
@@ -80,8 +95,9 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
             directory.mkdir(parents=True, exist_ok=True)
         fabric = read_ns3_topology(topology)
         specs = read_flows(flow_file, fabric.npus_count)
-        result = run_flows(specs, fabric, backend, backend_config, payload_bytes=payload_bytes,
-                           header_bytes=header_bytes)
+        result = run_flows(
+            specs, fabric, backend, backend_config, payload_bytes=payload_bytes, header_bytes=header_bytes
+        )
         table = flow_table(result.flows)
         if fct_path:
             write_text(fct_path, table.to_csv(index=False), "--fct")
@@ -90,12 +106,12 @@ def run(flow_file, topology, backend, backend_config, fct_path, plots_dir, paylo
     except AstraError as exc:
         _fail(exc)
     console = Console()
-    console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend "
-                                       f"{result.backend_name}"))
+    console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend {result.backend_name}"))
     stats = counters(result.backend)
     if stats:
-        console.print(", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}"
-                                for k, v in stats.items()))
+        console.print(
+            ", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}" for k, v in stats.items())
+        )
     console.print(f"simulated in {result.wall_s:.2f} s")
     for path in filter(None, (fct_path, plots_dir and str(directory / "fct_slowdown.png"))):
         console.print(f"wrote {path}")

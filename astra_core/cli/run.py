@@ -20,28 +20,59 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 @click.option("--workload", required=True, help="Chakra trace prefix: rank r reads PREFIX.r.et")
 @click.option("--system", "system", required=True, type=click.Path(), help="system.json")
 @click.option("--network", type=click.Path(), help="network.yml (logical dimensions)")
-@click.option("--topology", type=click.Path(),
-              help="physical topology, ns-3 format (NPU rank r = r-th non-switch node)")
+@click.option(
+    "--topology", type=click.Path(), help="physical topology, ns-3 format (NPU rank r = r-th non-switch node)"
+)
 @click.option("--dims", help="logical dimensions of a --topology, e.g. 8x16 (default: one)")
 @click.option("--memory", type=click.Path(), help="remote-memory JSON")
 @click.option("--comm-groups", type=click.Path(), help="communicator-group JSON")
 @click.option("--backend", help="network backend (see `astra backends`)")
-@click.option("--backend-config", type=click.Path(),
-              help="the backend's own config file (e.g. garnetlike: TOML/YAML)")
+@click.option(
+    "--backend-config", type=click.Path(), help="the backend's own config file (e.g. garnetlike: TOML/YAML)"
+)
 @click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
 @click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
-@click.option("--csv", "csv_path", type=click.Path(),
-              help="write per-collective records (with per-phase times) as CSV")
-@click.option("--parquet", "parquet_path", type=click.Path(),
-              help="write per-collective records (with per-phase times) as Parquet")
-@click.option("--plots", "plots_dir", type=click.Path(),
-              help="write PNG plots here: per-rank breakdown, timeline, link utilization")
-@click.option("--no-symmetry", is_flag=True,
-              help="simulate every rank even when rank 0 provably stands for all")
-@click.option("--background", type=click.Path(),
-              help="flow file (`astra flows gen`) run on the same --topology alongside the step")
-def run(workload, system, network, topology, dims, memory, comm_groups, backend, backend_config,
-        json_path, timeline, csv_path, parquet_path, plots_dir, no_symmetry, background) -> None:
+@click.option(
+    "--csv", "csv_path", type=click.Path(), help="write per-collective records (with per-phase times) as CSV"
+)
+@click.option(
+    "--parquet",
+    "parquet_path",
+    type=click.Path(),
+    help="write per-collective records (with per-phase times) as Parquet",
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(),
+    help="write PNG plots here: per-rank breakdown, timeline, link utilization",
+)
+@click.option(
+    "--no-symmetry", is_flag=True, help="simulate every rank even when rank 0 provably stands for all"
+)
+@click.option(
+    "--background",
+    type=click.Path(),
+    help="flow file (`astra flows gen`) run on the same --topology alongside the step",
+)
+def run(
+    workload,
+    system,
+    network,
+    topology,
+    dims,
+    memory,
+    comm_groups,
+    backend,
+    backend_config,
+    json_path,
+    timeline,
+    csv_path,
+    parquet_path,
+    plots_dir,
+    no_symmetry,
+    background,
+) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
     The network is network.yml's dimensions (--network), or a physical
@@ -57,23 +88,37 @@ def run(workload, system, network, topology, dims, memory, comm_groups, backend,
     warnings.showwarning = _show_warning
     started = time.perf_counter()
     # Outputs are checked before the run, so that no result is lost after it.
-    _check_outputs({"--json": json_path, "--timeline": timeline, "--csv": csv_path,
-                    "--parquet": parquet_path}, plots_dir)
+    _check_outputs(
+        {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}, plots_dir
+    )
     sizes = parse_dims(dims) if dims is not None else None
     # A progress line on stderr while it is a terminal, none otherwise.
-    result = simulate(workload, system, network, topology=topology, dims=sizes,
-                      memory=memory, comm_groups=comm_groups, backend=backend, progress=True,
-                      symmetry=not no_symmetry, backend_config=backend_config,
-                      background=background)
+    result = simulate(
+        workload,
+        system,
+        network,
+        topology=topology,
+        dims=sizes,
+        memory=memory,
+        comm_groups=comm_groups,
+        backend=backend,
+        progress=True,
+        symmetry=not no_symmetry,
+        backend_config=backend_config,
+        background=background,
+    )
     wall = time.perf_counter() - started
     console = Console()
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
     if result.background is not None:
         from astra_core.flows.report import flow_table, summary_table
 
-        console.print(summary_table(flow_table(result.background),
-                                    f"background flows: FCT slowdown, {len(result.background)} "
-                                    "flows"))
+        console.print(
+            summary_table(
+                flow_table(result.background),
+                f"background flows: FCT slowdown, {len(result.background)} flows",
+            )
+        )
     console.print(f"simulated in {wall:.2f} s")
     _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
 

@@ -17,19 +17,30 @@ from astra_core.errors import AstraError
 _MAX_ROWS = 40
 
 
-
-
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--output", "-o", type=click.Path(file_okay=False),
-              help="results directory (default: the spec's 'output', else <spec name>-results "
-                   "beside the spec)")
-@click.option("--workers", "-j", type=click.IntRange(min=1),
-              help="local worker processes (default: one per CPU; 1 runs in this process)")
-@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
-              metavar="[ADDRESS]",
-              help="run on Ray: alone, a local Ray instance; or a cluster address "
-                   "(auto, ray://host:10001). Put it after SPEC or write --ray=ADDRESS.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    help="results directory (default: the spec's 'output', else <spec name>-results beside the spec)",
+)
+@click.option(
+    "--workers",
+    "-j",
+    type=click.IntRange(min=1),
+    help="local worker processes (default: one per CPU; 1 runs in this process)",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="run on Ray: alone, a local Ray instance; or a cluster address "
+    "(auto, ray://host:10001). Put it after SPEC or write --ray=ADDRESS.",
+)
 @click.option("--fresh", is_flag=True, help="ignore results of earlier runs of this sweep")
 def sweep(spec, output, workers, ray_address, fresh) -> None:
     """Run every design point of SPEC (YAML) and collect one results table.
@@ -49,16 +60,28 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
         parsed = load_spec(spec)
     except AstraError as exc:
         _fail(exc)
-    progress = (Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-                         TextColumn("{task.fields[failed]}"), TimeElapsedColumn(),
-                         console=err, transient=True) if err.is_terminal else None)
+    progress = (
+        Progress(
+            TextColumn("[bold]sweep"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+        if err.is_terminal
+        else None
+    )
     state = {"task": None, "failed": 0, "finished": 0}
 
     def on_start(to_run: int, skipped: int) -> None:
-        where = f"Ray ({ray_address})" if ray_address else (
-            "this process" if workers == 1 else f"{workers or 'one per CPU'} worker processes")
-        console.print(f"{len(parsed.points)} points: {to_run} to run on {where}, "
-                      f"{skipped} finished before")
+        where = (
+            f"Ray ({ray_address})"
+            if ray_address
+            else ("this process" if workers == 1 else f"{workers or 'one per CPU'} worker processes")
+        )
+        console.print(f"{len(parsed.points)} points: {to_run} to run on {where}, {skipped} finished before")
         if progress is not None:
             progress.start()
             state["task"] = progress.add_task("points", total=to_run, failed="")
@@ -72,9 +95,15 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
             progress.update(state["task"], advance=1, failed=failed)
 
     try:
-        outcome = run_sweep(parsed, output=output, workers=workers, fresh=fresh,
-                            ray=(True if ray_address == "local" else ray_address),
-                            on_start=on_start, on_row=on_row)
+        outcome = run_sweep(
+            parsed,
+            output=output,
+            workers=workers,
+            fresh=fresh,
+            ray=(True if ray_address == "local" else ray_address),
+            on_start=on_start,
+            on_row=on_row,
+        )
     except AstraError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (pool.Interrupted)
@@ -82,9 +111,11 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
         if progress is not None:
             progress.stop()
         log = (Path(output).resolve() if output is not None else parsed.output) / LOG_NAME
-        click.echo(f"error: sweep interrupted by {signal.Signals(signum).name}: "
-                   f"{state['finished']} points finished (kept in {log}; run again to resume)",
-                   err=True)
+        click.echo(
+            f"error: sweep interrupted by {signal.Signals(signum).name}: "
+            f"{state['finished']} points finished (kept in {log}; run again to resume)",
+            err=True,
+        )
         sys.exit(128 + signum)
     finally:
         if progress is not None:
@@ -110,6 +141,7 @@ def _print_table(console: Console, spec, frame) -> None:
             cells[-1] = str(row["error"])[:60]
         table.add_row(*cells)
     if len(frame) > _MAX_ROWS:
-        table.add_row("…", f"({len(frame) - _MAX_ROWS} more in the results table)",
-                      *[""] * (len(columns) - 2))
+        table.add_row(
+            "…", f"({len(frame) - _MAX_ROWS} more in the results table)", *[""] * (len(columns) - 2)
+        )
     console.print(table)

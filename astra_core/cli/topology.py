@@ -21,13 +21,16 @@ def summary(topology: PhysicalTopology) -> str:
     gbps = [bw * 8 for bw in topology.link_bandwidth]
     hosts = set(topology.hosts)
     injection = sum(g for g, src in zip(gbps, topology.link_src) if src in hosts)
-    return (f"{topology.nodes_count} nodes: {topology.npus_count} NPUs, {len(topology.switches)} switches; "
-            f"{topology.links_count // 2} cables ({topology.links_count} directed links); "
-            f"NPU injection {injection:g} Gbps, total link capacity {sum(gbps):g} Gbps")
+    return (
+        f"{topology.nodes_count} nodes: {topology.npus_count} NPUs, {len(topology.switches)} switches; "
+        f"{topology.links_count // 2} cables ({topology.links_count} directed links); "
+        f"NPU injection {injection:g} Gbps, total link capacity {sum(gbps):g} Gbps"
+    )
 
 
-def _finish(topology: PhysicalTopology, output: str | None, plot: str | None,
-            grid: list[int] | None = None) -> None:
+def _finish(
+    topology: PhysicalTopology, output: str | None, plot: str | None, grid: list[int] | None = None
+) -> None:
     from astra_core.topology.ns3_format import write_ns3_topology
 
     click.echo(f"{topology.source}: {summary(topology)}")
@@ -75,7 +78,9 @@ def topology() -> None:
 
 @topology.command("fat-tree")
 @click.option("--k", "k", type=int, required=True, help="switch radix (even): k^3/4 hosts")
-@click.option("--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps")
+@click.option(
+    "--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps"
+)
 @click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
 @_outputs
 def fat_tree(k, gbps, latency_ns, output, plot) -> None:
@@ -87,27 +92,34 @@ def fat_tree(k, gbps, latency_ns, output, plot) -> None:
 @click.option("--hosts", type=int, required=True)
 @click.option("--leaves", type=int, required=True)
 @click.option("--spines", type=int, required=True)
-@click.option("--oversubscription", type=float, default=1.0, show_default=True,
-              help="leaf downlink / uplink capacity")
+@click.option(
+    "--oversubscription", type=float, default=1.0, show_default=True, help="leaf downlink / uplink capacity"
+)
 @click.option("--host-gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True)
 @click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
 @_outputs
 def leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns, output, plot) -> None:
     """A two-tier leaf-spine fabric."""
-    _run(lambda: generators.leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns),
-         output, plot)
+    _run(
+        lambda: generators.leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns),
+        output,
+        plot,
+    )
 
 
 @topology.command("torus")
 @click.option("--dims", required=True, help="e.g. 4x4 or 4x4x4")
-@click.option("--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps")
+@click.option(
+    "--gbps", type=float, default=generators.DEFAULT_GBPS, show_default=True, help="every link, Gbps"
+)
 @click.option("--latency-ns", type=float, default=generators.DEFAULT_LATENCY_NS, show_default=True)
 @_outputs
 def torus(dims, gbps, latency_ns, output, plot) -> None:
     """A 2-D or 3-D torus of NPUs (no switches)."""
     try:
-        sizes = parse_dims(dims, counts=(2, 3), example="4x4 or 4x4x4",
-                           count_rule="a torus here is 2-D or 3-D")
+        sizes = parse_dims(
+            dims, counts=(2, 3), example="4x4 or 4x4x4", count_rule="a torus here is 2-D or 3-D"
+        )
     except AstraError as exc:
         _fail(exc)
     _run(lambda: generators.torus(sizes, gbps, latency_ns), output, plot, grid=sizes)
@@ -124,11 +136,27 @@ def torus(dims, gbps, latency_ns, output, plot) -> None:
 @click.option("--spines", type=int, help="default: as many as leaves")
 @click.option("--spine-gbps", type=float, help="default: non-blocking")
 @_outputs
-def gpu_cluster(nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps, nic_latency_ns, leaves, spines,
-                spine_gbps, output, plot) -> None:
+def gpu_cluster(
+    nodes,
+    gpus,
+    nvlink_gbps,
+    nvlink_latency_ns,
+    nic_gbps,
+    nic_latency_ns,
+    leaves,
+    spines,
+    spine_gbps,
+    output,
+    plot,
+) -> None:
     """Servers with an NVSwitch each on a rail-optimized leaf-spine."""
-    _run(lambda: generators.gpu_cluster(nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps,
-                                        nic_latency_ns, leaves, spines, spine_gbps), output, plot)
+    _run(
+        lambda: generators.gpu_cluster(
+            nodes, gpus, nvlink_gbps, nvlink_latency_ns, nic_gbps, nic_latency_ns, leaves, spines, spine_gbps
+        ),
+        output,
+        plot,
+    )
 
 
 @topology.command("show")

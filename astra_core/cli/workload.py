@@ -46,15 +46,24 @@ def convert() -> None:
 @click.argument("file", type=click.Path())
 @click.option("--npus", type=_POSITIVE, required=True, help="number of NPUs (one trace per NPU)")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
-@click.option("--model-parallel-npus", type=_POSITIVE,
-              help="model-parallel group size M (default: a transformer header's "
-                   "model_parallel_NPU_group; without it hybrid collectives span all NPUs, as Chakra)")
+@click.option(
+    "--model-parallel-npus",
+    type=_POSITIVE,
+    help="model-parallel group size M (default: a transformer header's "
+    "model_parallel_NPU_group; without it hybrid collectives span all NPUs, as Chakra)",
+)
 @click.option("--dims", help="network dimension sizes, e.g. 8x16: whole-dimension groups use involved_dim")
 @click.option("--passes", type=_POSITIVE, default=1, show_default=True, help="training iterations")
-@click.option("--chakra-ids", is_flag=True,
-              help="number nodes with one counter across ranks (byte-identical to Chakra's converter)")
-@click.option("--comm-groups", type=click.Path(), help="where to write the comm-group JSON "
-              "(default PREFIX.comm_groups.json, only when needed)")
+@click.option(
+    "--chakra-ids",
+    is_flag=True,
+    help="number nodes with one counter across ranks (byte-identical to Chakra's converter)",
+)
+@click.option(
+    "--comm-groups",
+    type=click.Path(),
+    help="where to write the comm-group JSON (default PREFIX.comm_groups.json, only when needed)",
+)
 def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_ids, comm_groups) -> None:
     """Convert an ASTRA-sim 1.0 text workload FILE for NPUS NPUs."""
     from astra_core.workload.converters.text import convert_text_workload, write_converted
@@ -62,25 +71,48 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
 
     try:
         wl = read_text_workload(file)
-        conv = convert_text_workload(wl, npus, model_parallel_npus=model_parallel_npus,
-                                     dims=_dims(dims), passes=passes, chakra_ids=chakra_ids)
+        conv = convert_text_workload(
+            wl,
+            npus,
+            model_parallel_npus=model_parallel_npus,
+            dims=_dims(dims),
+            passes=passes,
+            chakra_ids=chakra_ids,
+        )
         paths, groups = write_converted(conv, output, comm_groups)
     except AstraError as exc:
         _fail(exc)
-    click.echo(f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
-               f"({len(conv.templates)} nodes each)")
+    click.echo(
+        f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
+        f"({len(conv.templates)} nodes each)"
+    )
     if groups:
         click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")
 
 
 @convert.command("pytorch")
-@click.option("--et", "et_files", multiple=True, required=True, type=click.Path(),
-              help="host execution trace JSON; repeat once per rank, in rank order")
-@click.option("--kineto", "kineto_files", multiple=True, type=click.Path(),
-              help="Kineto (profiler) trace JSON of the same run; repeat per rank, same order")
+@click.option(
+    "--et",
+    "et_files",
+    multiple=True,
+    required=True,
+    type=click.Path(),
+    help="host execution trace JSON; repeat once per rank, in rank order",
+)
+@click.option(
+    "--kineto",
+    "kineto_files",
+    multiple=True,
+    type=click.Path(),
+    help="Kineto (profiler) trace JSON of the same run; repeat per rank, same order",
+)
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
-@click.option("--comm-groups", type=click.Path(), help="where to write the comm-group JSON "
-              "(default PREFIX.comm_groups.json, only when the run used sub-groups)")
+@click.option(
+    "--comm-groups",
+    type=click.Path(),
+    help="where to write the comm-group JSON "
+    "(default PREFIX.comm_groups.json, only when the run used sub-groups)",
+)
 def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
     """Convert PyTorch execution traces (one per rank) to Chakra traces."""
     from astra_core.workload.converters.pytorch import convert_pytorch_traces
@@ -104,13 +136,18 @@ def gen() -> None:
 
 
 @gen.command("micro")
-@click.option("--collective", required=True,
-              type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]))
+@click.option(
+    "--collective",
+    required=True,
+    type=click.Choice(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]),
+)
 @click.option("--size", required=True, help="collective size: 1048576, 64MiB, 1GiB, 1MB ...")
 @click.option("--npus", type=_POSITIVE, required=True, help="number of NPUs")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option("--iterations", type=_POSITIVE, default=1, show_default=True, help="back-to-back collectives")
-@click.option("--chakra-ids", is_flag=True, help="number nodes with one counter across ranks, as Chakra's generator")
+@click.option(
+    "--chakra-ids", is_flag=True, help="number nodes with one counter across ranks, as Chakra's generator"
+)
 def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     """A single-collective microbenchmark on NPUS NPUs."""
     from astra_core.workload.generators.micro import parse_size, write_micro
@@ -124,61 +161,153 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 
 
 @gen.command("llm")
-@click.option("--model", required=True, help="preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
-              "mixtral-8x7b, deepseek-v3) or a JSON/YAML model file")
+@click.option(
+    "--model",
+    required=True,
+    help="preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, "
+    "mixtral-8x7b, deepseek-v3) or a JSON/YAML model file",
+)
 @click.option("--dp", type=_POSITIVE, default=1, show_default=True, help="data-parallel size D")
 @click.option("--tp", type=_POSITIVE, default=1, show_default=True, help="tensor-parallel size T")
 @click.option("--pp", type=_POSITIVE, default=1, show_default=True, help="pipeline-parallel size P")
 @click.option("--ep", type=_POSITIVE, default=1, show_default=True, help="expert-parallel size E (divides D)")
-@click.option("--microbatches", type=_POSITIVE, help="micro-batches per step M (default 2P, or from --global-batch)")
+@click.option(
+    "--microbatches", type=_POSITIVE, help="micro-batches per step M (default 2P, or from --global-batch)"
+)
 @click.option("--micro-batch", type=_POSITIVE, default=1, show_default=True, help="sequences per micro-batch")
 @click.option("--global-batch", type=_POSITIVE, help="sequences per step (= D x M x micro-batch)")
 @click.option("--schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b", show_default=True)
-@click.option("--virtual-stages", type=_POSITIVE, default=1, show_default=True,
-              help="model chunks per pipeline stage: interleaved 1F1B (Megatron's "
-              "--num-layers-per-virtual-pipeline-stage = layers / (pp x V))")
-@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
-              help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP")
+@click.option(
+    "--virtual-stages",
+    type=_POSITIVE,
+    default=1,
+    show_default=True,
+    help="model chunks per pipeline stage: interleaved 1F1B (Megatron's "
+    "--num-layers-per-virtual-pipeline-stage = layers / (pp x V))",
+)
+@click.option(
+    "--zero",
+    type=click.IntRange(0, 3),
+    default=0,
+    show_default=True,
+    help="ZeRO stage: 0 all-reduce, 1-2 reduce-scatter + all-gather, 3 FSDP",
+)
 @click.option("--seq-len", type=_POSITIVE, help="sequence length (default: the model's)")
 @click.option("--sequence-parallel", is_flag=True, help="Megatron sequence parallelism")
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
-              show_default=True, help="Megatron activation recomputation: full = every layer's "
-              "forward again before its backward; selective = the attention core")
-@click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True,
-              help="reduce gradient buckets during the backward pass (off: one reduction after it, "
-              "Megatron's local DDP)")
-@click.option("--scatter-gather/--no-scatter-gather", default=True, show_default=True,
-              help="pipeline sends carry 1/TP of the activation, all-gathered by the receiving "
-              "stage (Megatron's --scatter-gather-tensors-in-pipeline)")
-@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True,
-              help="context-parallel size C: each rank holds 1/C of every sequence, attention "
-              "goes round a ring (Megatron's --context-parallel-size)")
-@click.option("--tp-comm-overlap", is_flag=True,
-              help="overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs "
-              "beside them, in T-step rings (Megatron's --tp-comm-overlap; needs --sequence-parallel)")
-@click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash", show_default=True,
-              help="attention kernels: FlashAttention, or Megatron's unfused softmax path (score matrix in memory)")
-@click.option("--dropout/--no-dropout", default=False, show_default=True,
-              help="attention and hidden dropout kernels (Megatron's default 0.1)")
-@click.option("--precision", type=click.Choice(["fp16", "bf16", "fp8"]), default="bf16", show_default=True,
-              help="GEMM precision: 16-bit tensor cores, or FP8 (Hopper and later)")
-@click.option("--grad-reduce-in-bf16", is_flag=True,
-              help="BF16 gradient buffers and reductions (Megatron keeps them in FP32 for BF16 "
-              "training, in FP16 for FP16)")
-@click.option("--distributed-optimizer", is_flag=True,
-              help="Megatron's distributed optimizer: gradients reduce-scattered, optimizer on a 1/DP "
-              "shard, parameters all-gathered (the same as --zero 1)")
-@click.option("--gpu", default="H100", show_default=True,
-              help="A100, A100-40GB, H100, H200, B200 or a JSON/YAML file (kernel model constants)")
-@click.option("--bucket-mb", type=click.FloatRange(min=0, min_open=True), help="gradient bucket size [MiB] (default: Megatron's "
-              "max(40M, 1M x DP) elements)")
+@click.option(
+    "--recompute",
+    type=click.Choice(["none", "selective", "full"]),
+    default="none",
+    show_default=True,
+    help="Megatron activation recomputation: full = every layer's "
+    "forward again before its backward; selective = the attention core",
+)
+@click.option(
+    "--overlap-grad-reduce/--no-overlap-grad-reduce",
+    default=True,
+    show_default=True,
+    help="reduce gradient buckets during the backward pass (off: one reduction after it, "
+    "Megatron's local DDP)",
+)
+@click.option(
+    "--scatter-gather/--no-scatter-gather",
+    default=True,
+    show_default=True,
+    help="pipeline sends carry 1/TP of the activation, all-gathered by the receiving "
+    "stage (Megatron's --scatter-gather-tensors-in-pipeline)",
+)
+@click.option(
+    "--cp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="context-parallel size C: each rank holds 1/C of every sequence, attention "
+    "goes round a ring (Megatron's --context-parallel-size)",
+)
+@click.option(
+    "--tp-comm-overlap",
+    is_flag=True,
+    help="overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs "
+    "beside them, in T-step rings (Megatron's --tp-comm-overlap; needs --sequence-parallel)",
+)
+@click.option(
+    "--attention",
+    type=click.Choice(["flash", "unfused"]),
+    default="flash",
+    show_default=True,
+    help="attention kernels: FlashAttention, or Megatron's unfused softmax path (score matrix in memory)",
+)
+@click.option(
+    "--dropout/--no-dropout",
+    default=False,
+    show_default=True,
+    help="attention and hidden dropout kernels (Megatron's default 0.1)",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["fp16", "bf16", "fp8"]),
+    default="bf16",
+    show_default=True,
+    help="GEMM precision: 16-bit tensor cores, or FP8 (Hopper and later)",
+)
+@click.option(
+    "--grad-reduce-in-bf16",
+    is_flag=True,
+    help="BF16 gradient buffers and reductions (Megatron keeps them in FP32 for BF16 "
+    "training, in FP16 for FP16)",
+)
+@click.option(
+    "--distributed-optimizer",
+    is_flag=True,
+    help="Megatron's distributed optimizer: gradients reduce-scattered, optimizer on a 1/DP "
+    "shard, parameters all-gathered (the same as --zero 1)",
+)
+@click.option(
+    "--gpu",
+    default="H100",
+    show_default=True,
+    help="A100, A100-40GB, H100, H200, B200 or a JSON/YAML file (kernel model constants)",
+)
+@click.option(
+    "--bucket-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    help="gradient bucket size [MiB] (default: Megatron's max(40M, 1M x DP) elements)",
+)
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
-@click.option("--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)")
-def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, schedule, virtual_stages, zero, seq_len,
-            sequence_parallel, recompute, overlap_grad_reduce, scatter_gather, cp, tp_comm_overlap, attention,
-            dropout, precision, grad_reduce_in_bf16, distributed_optimizer, gpu, bucket_mb, dims, output,
-            comm_groups) -> None:
+@click.option(
+    "--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)"
+)
+def gen_llm(
+    model,
+    dp,
+    tp,
+    pp,
+    ep,
+    microbatches,
+    micro_batch,
+    global_batch,
+    schedule,
+    virtual_stages,
+    zero,
+    seq_len,
+    sequence_parallel,
+    recompute,
+    overlap_grad_reduce,
+    scatter_gather,
+    cp,
+    tp_comm_overlap,
+    attention,
+    dropout,
+    precision,
+    grad_reduce_in_bf16,
+    distributed_optimizer,
+    gpu,
+    bucket_mb,
+    dims,
+    output,
+    comm_groups,
+) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
@@ -189,24 +318,47 @@ def gen_llm(model, dp, tp, pp, ep, microbatches, micro_batch, global_batch, sche
             _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
         zero = 1
     try:
-        cfg = LLMConfig(load_model(model), load_gpu(gpu), dp=dp, tp=tp, pp=pp, ep=ep,
-                        microbatches=microbatches, micro_batch=micro_batch, global_batch=global_batch,
-                        schedule=schedule, zero=zero, seq_len=seq_len, sequence_parallel=sequence_parallel,
-                        bucket_bytes=_bucket_bytes(bucket_mb), dims=_dims(dims), recompute=recompute,
-                        overlap_grad_reduce=overlap_grad_reduce, scatter_gather=scatter_gather,
-                        virtual_stages=virtual_stages, attention=attention, dropout=dropout,
-                        precision=precision, cp=cp, tp_comm_overlap=tp_comm_overlap,
-                        grad_reduce_in_bf16=grad_reduce_in_bf16)
+        cfg = LLMConfig(
+            load_model(model),
+            load_gpu(gpu),
+            dp=dp,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            microbatches=microbatches,
+            micro_batch=micro_batch,
+            global_batch=global_batch,
+            schedule=schedule,
+            zero=zero,
+            seq_len=seq_len,
+            sequence_parallel=sequence_parallel,
+            bucket_bytes=_bucket_bytes(bucket_mb),
+            dims=_dims(dims),
+            recompute=recompute,
+            overlap_grad_reduce=overlap_grad_reduce,
+            scatter_gather=scatter_gather,
+            virtual_stages=virtual_stages,
+            attention=attention,
+            dropout=dropout,
+            precision=precision,
+            cp=cp,
+            tp_comm_overlap=tp_comm_overlap,
+            grad_reduce_in_bf16=grad_reduce_in_bf16,
+        )
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
     except AstraError as exc:
         _fail(exc)
     m = cfg.model
-    click.echo(f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
-               f"(dp {dp} x tp {tp} x pp {pp} x cp {cp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
-               f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et")
-    click.echo(f"nodes per rank: {min(map(len, wl.stages))}..{max(map(len, wl.stages))}; "
-               f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "
-               "(recomputation included); astra run reports MFU and HFU")
+    click.echo(
+        f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
+        f"(dp {dp} x tp {tp} x pp {pp} x cp {cp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
+        f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et"
+    )
+    click.echo(
+        f"nodes per rank: {min(map(len, wl.stages))}..{max(map(len, wl.stages))}; "
+        f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "
+        "(recomputation included); astra run reports MFU and HFU"
+    )
     if groups:
         click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")

@@ -80,8 +80,17 @@ _WINDOWED = re.compile(r"(direct|oneDirect)(\d*)\Z")
 
 #: The accepted spellings, for messages.
 ACCEPTED_NAMES = (
-    "ring", "oneRing", "direct", "direct<N>", "oneDirect", "oneDirect<N>",
-    "halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree", "nccl", "plugin:<name>",
+    "ring",
+    "oneRing",
+    "direct",
+    "direct<N>",
+    "oneDirect",
+    "oneDirect<N>",
+    "halvingDoubling",
+    "oneHalvingDoubling",
+    "doubleBinaryTree",
+    "nccl",
+    "plugin:<name>",
 )
 _PLUGIN = re.compile(r"plugin:([A-Za-z_][A-Za-z0-9_.-]*)\Z")
 
@@ -102,7 +111,7 @@ class CollectiveAlgorithm(str):
     @property
     def plugin_name(self) -> str | None:
         """NAME of a ``plugin:NAME`` entry, else None."""
-        return self[len("plugin:"):] if self.kind is AlgorithmKind.PLUGIN else None
+        return self[len("plugin:") :] if self.kind is AlgorithmKind.PLUGIN else None
 
     def __new__(cls, text: str) -> CollectiveAlgorithm:
         if isinstance(text, CollectiveAlgorithm):
@@ -129,8 +138,7 @@ def parse_algorithm(text: object) -> tuple[AlgorithmKind, int | None]:
         raise ValueError(f"expected an algorithm name (a string), got {text!r}")
     if text.startswith("plugin:"):
         if not _PLUGIN.match(text):
-            raise ValueError(f"expected plugin:<name> with a name of letters, digits, _ . -, "
-                             f"got {text!r}")
+            raise ValueError(f"expected plugin:<name> with a name of letters, digits, _ . -, got {text!r}")
         return AlgorithmKind.PLUGIN, None
     match = _WINDOWED.match(text)
     if match:
@@ -150,6 +158,4 @@ def parse_algorithm(text: object) -> tuple[AlgorithmKind, int | None]:
     lowered = {name.lower(): name for name in ACCEPTED_NAMES if "<" not in name}
     if text.lower() in lowered:
         hint = f" (names are case-sensitive: use {lowered[text.lower()]!r})"
-    raise ValueError(
-        f"expected one of {', '.join(ACCEPTED_NAMES)}, got {text!r}{hint}"
-    )
+    raise ValueError(f"expected one of {', '.join(ACCEPTED_NAMES)}, got {text!r}{hint}")

@@ -42,9 +42,7 @@ _GROUP_ID = re.compile(r"[0-9]+\Z")
 DEFAULT_GROUP_NAMES = ("", "0")
 
 
-def parse_comm_groups(
-    data: Any, npus_count: int, source: str = PYTHON_SOURCE
-) -> dict[str, tuple[int, ...]]:
+def parse_comm_groups(data: Any, npus_count: int, source: str = PYTHON_SOURCE) -> dict[str, tuple[int, ...]]:
     """Validate a comm-group mapping; raise one ConfigError listing all problems."""
     problems = Problems(source)
     groups = _parse(data, npus_count, problems)
@@ -70,8 +68,10 @@ def _parse(data: Any, npus_count: int, problems: Problems) -> dict[str, tuple[in
             continue
         if len(key.lstrip("0")) > 10 or int(key) > MAX_INT32:  # int() refuses > 4300 digits
             shown = key if len(key) <= 12 else f"{key[:12]}..."
-            problems.add(f"group {shown}", f"group id must be <= {MAX_INT32:,} "
-                         "(upstream reads it with stoi into an int)")
+            problems.add(
+                f"group {shown}",
+                f"group id must be <= {MAX_INT32:,} (upstream reads it with stoi into an int)",
+            )
             continue
         if int(key) == 0:
             problems.add(
@@ -112,9 +112,7 @@ def _parse(data: Any, npus_count: int, problems: Problems) -> dict[str, tuple[in
     return groups
 
 
-def load_comm_groups(
-    path: str | os.PathLike[str], npus_count: int
-) -> dict[str, tuple[int, ...]]:
+def load_comm_groups(path: str | os.PathLike[str], npus_count: int) -> dict[str, tuple[int, ...]]:
     """Read a comm-group JSON: ``{group id: (npu ids...)}`` in file order.
 
     Group ids are normalised to plain decimal strings ("07" -> "7").

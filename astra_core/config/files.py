@@ -40,8 +40,9 @@ def source_name(path: str | os.PathLike[str]) -> str:
 MAX_CONFIG_BYTES = 64 << 20
 
 
-def read_bounded_text(path: str | os.PathLike[str], max_bytes: int = MAX_CONFIG_BYTES,
-                      what: str = "a config file") -> str:
+def read_bounded_text(
+    path: str | os.PathLike[str], max_bytes: int = MAX_CONFIG_BYTES, what: str = "a config file"
+) -> str:
     """The UTF-8 text of ``path``, read once and at most ``max_bytes`` bytes.
 
     Regular files and pipes are read; anything else (a directory, a device such
@@ -85,8 +86,7 @@ def read_json(path: str | os.PathLike[str], problems: Problems) -> Any:
         return json.loads(text, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"{source_name(path)}: invalid JSON at line {exc.lineno} "
-            f"column {exc.colno}: {exc.msg}"
+            f"{source_name(path)}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     except (ValueError, RecursionError) as exc:
         raise _unbuildable(path, "JSON", exc) from None
@@ -97,8 +97,10 @@ def _unbuildable(path: str | os.PathLike[str], kind: str, exc: Exception) -> Con
     if isinstance(exc, RecursionError):
         why = "lists or mappings nested too deeply"
     elif "integer string conversion" in str(exc):
-        why = (f"an integer literal longer than {sys.get_int_max_str_digits()} digits "
-               "(no config value needs one)")
+        why = (
+            f"an integer literal longer than {sys.get_int_max_str_digits()} digits "
+            "(no config value needs one)"
+        )
     else:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ConfigError(f"{source_name(path)}: invalid {kind}: {why}")
@@ -122,9 +124,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 # PyYAML follows YAML 1.1, where ``1e9`` and ``1.0e9`` (no exponent sign) are
 # strings; upstream reads network.yml with yaml-cpp, which converts them to
 # numbers, and so does YAML 1.2.  Read them as floats here too.

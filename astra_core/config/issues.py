@@ -91,7 +91,7 @@ def show(value: Any) -> str:
     to about 60 characters so that an error line stays one short line."""
     if isinstance(value, str):
         text = repr(value)
-        return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 4] + "...'"
+        return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 4] + "...'"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int) and value.bit_length() > 64:
@@ -104,9 +104,9 @@ def show(value: Any) -> str:
         return "a mapping"
     if isinstance(value, (list, tuple)):
         text = _render_list(value, _SHOW_MAX + 1)
-        return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
+        return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
     text = repr(value)
-    return text if len(text) <= _SHOW_MAX else text[:_SHOW_MAX - 3] + "..."
+    return text if len(text) <= _SHOW_MAX else text[: _SHOW_MAX - 3] + "..."
 
 
 def _render_list(items: Any, budget: int) -> str:
@@ -124,8 +124,7 @@ def _render_list(items: Any, budget: int) -> str:
         elif isinstance(item, dict):
             text = "{...}"
         elif isinstance(item, (bool, int, float)) or item is None:
-            text = show(item) if isinstance(item, int) and not isinstance(item, bool) \
-                else json.dumps(item)
+            text = show(item) if isinstance(item, int) and not isinstance(item, bool) else json.dumps(item)
         else:
             text = str(item)[:budget]
         parts.append(text)
@@ -170,7 +169,10 @@ def as_int(
 
 
 def as_number(
-    value: Any, *, minimum: float | None = None, positive: bool = False,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
     maximum: float | None = None,
 ) -> tuple[float | None, str | None]:
     """A finite number (int or float; never a boolean).

@@ -49,8 +49,10 @@ MAX_INT32 = (1 << 31) - 1
 
 def npus_limit_message(npus: int) -> str:
     """Why ``npus`` NPUs are refused: the count, the limit and what it would take."""
-    return (f"{npus:,} NPUs, more than astra's limit of {MAX_NPUS:,} (2^20); that run would "
-            f"read {npus:,} trace files and keep a rank engine for each")
+    return (
+        f"{npus:,} NPUs, more than astra's limit of {MAX_NPUS:,} (2^20); that run would "
+        f"read {npus:,} trace files and keep a rank engine for each"
+    )
 
 
 def as_delay(value: Any) -> tuple[float | None, str | None]:

@@ -100,8 +100,11 @@ class MemoryConfig:
         object.__setattr__(self, "memory_type", typed["memory-type"])
         unread = [key for key in _unread_keys(self.memory_type) if raw[key]]
         if unread:
-            warnings.warn(f"{self.source}: {', '.join(unread)}: no effect with memory-type "
-                          f"{self.memory_type.value}", ConfigWarning, stacklevel=3)
+            warnings.warn(
+                f"{self.source}: {', '.join(unread)}: no effect with memory-type {self.memory_type.value}",
+                ConfigWarning,
+                stacklevel=3,
+            )
 
     @property
     def expands_memory(self) -> bool:
@@ -183,8 +186,7 @@ def _check(raw: dict[str, Any], problems: Problems, given: set[str]) -> dict[str
                 typed[key] = value
     kind = typed.get("memory-type")
     if kind is not None and kind is not MemoryType.NO_MEMORY_EXPANSION:
-        _require_positive("remote-mem-bw", raw, typed, given, problems,
-                          f"GB/s; {kind.value} divides by it")
+        _require_positive("remote-mem-bw", raw, typed, given, problems, f"GB/s; {kind.value} divides by it")
     if kind is MemoryType.PER_NODE_MEMORY_EXPANSION:
         for key in ("num-nodes", "num-npus-per-node"):
             _require_positive(key, raw, typed, given, problems, f"needed by {kind.value}")
@@ -237,9 +239,7 @@ def _parse(data: Any, problems: Problems) -> MemoryConfig | None:
     typed = _check(raw, problems, given=set(raw))
     if problems:
         return None
-    return MemoryConfig(
-        **{_KEYS[k]: v for k, v in typed.items()}, source=problems.source
-    )
+    return MemoryConfig(**{_KEYS[k]: v for k, v in typed.items()}, source=problems.source)
 
 
 def load_memory(path: str | os.PathLike[str]) -> MemoryConfig:

@@ -34,8 +34,9 @@ def _show_bound(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def between(low: float, high: float, unit: str = "", low_open: bool = False,
-            zero_ok: bool = False) -> BeforeValidator:
+def between(
+    low: float, high: float, unit: str = "", low_open: bool = False, zero_ok: bool = False
+) -> BeforeValidator:
     """A pydantic check, before conversion (so that 1e23 for an int, or inf, is
     reported as out of range): ``low <= value <= high`` (``low < value`` if
     ``low_open``; 0 also allowed if ``zero_ok``). Its error states the range."""
@@ -53,8 +54,7 @@ def between(low: float, high: float, unit: str = "", low_open: bool = False,
             return value
         if zero_ok and number == 0:
             return value
-        if not math.isfinite(number) or number < low or (low_open and number == low) \
-                or number > high:
+        if not math.isfinite(number) or number < low or (low_open and number == low) or number > high:
             raise ValueError(f"must be in {allowed}")
         return value
 
@@ -108,5 +108,6 @@ def load_model(model: type[Model], config: Any, what: str) -> Model:
             data = read_yaml(path, problems)
             problems.raise_if_any()
         return validate_mapping(model, data, name)
-    raise ConfigError(f"{what}: expected a file path, a mapping or a {model.__name__}, "
-                      f"got {type(config).__name__}")
+    raise ConfigError(
+        f"{what}: expected a file path, a mapping or a {model.__name__}, got {type(config).__name__}"
+    )

@@ -36,8 +36,7 @@ from astra_core.config.issues import Problems, as_choice, as_flag, as_int, as_st
 from astra_core.config.limits import MAX_NPUS
 
 CPU_VENDORS = ("intel", "amd", "other")
-KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "collnet", "NCCL_ALGO",
-        "NCCL_PROTO")
+KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "collnet", "NCCL_ALGO", "NCCL_PROTO")
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,12 @@ class NcclConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"gpu": self.gpu}
-        for key, value in (("gpus-per-node", self.gpus_per_node), ("nics-per-node", self.nics_per_node),
-                           ("NCCL_ALGO", self.nccl_algo), ("NCCL_PROTO", self.nccl_proto)):
+        for key, value in (
+            ("gpus-per-node", self.gpus_per_node),
+            ("nics-per-node", self.nics_per_node),
+            ("NCCL_ALGO", self.nccl_algo),
+            ("NCCL_PROTO", self.nccl_proto),
+        ):
             if value is not None:
                 out[key] = value
         if not self.nvls:

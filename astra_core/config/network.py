@@ -77,9 +77,7 @@ class Dimension:
 
     def __post_init__(self) -> None:
         # Coerce the obvious spellings; NetworkConfig reports anything invalid.
-        if not isinstance(self.kind, TopologyKind) and self.kind in {
-            k.value for k in TopologyKind
-        }:
+        if not isinstance(self.kind, TopologyKind) and self.kind in {k.value for k in TopologyKind}:
             object.__setattr__(self, "kind", TopologyKind(self.kind))
         for name in ("bandwidth_gbps", "latency_ns"):
             value = getattr(self, name)
@@ -175,9 +173,7 @@ class NetworkConfig:
         return config
 
 
-def _parse_list(
-    data: Mapping[str, Any], key: str, dims: int | None, problems: Problems
-) -> list[Any] | None:
+def _parse_list(data: Mapping[str, Any], key: str, dims: int | None, problems: Problems) -> list[Any] | None:
     if key not in data:
         problems.missing(key)
         return None
@@ -186,16 +182,12 @@ def _parse_list(
         problems.add(key, f"expected a list (one entry per dimension), got {show(value)}")
         return None
     if dims is not None and len(value) != dims:
-        problems.add(
-            key, f"expected {dims} entries (one per dimension), got {len(value)}"
-        )
+        problems.add(key, f"expected {dims} entries (one per dimension), got {len(value)}")
         return None
     return value
 
 
-def _parse_items(
-    key: str, items: Iterable[Any], check, problems: Problems
-) -> list[Any] | None:
+def _parse_items(key: str, items: Iterable[Any], check, problems: Problems) -> list[Any] | None:
     parsed: list[Any] = []
     ok = True
     for index, item in enumerate(items):
@@ -223,8 +215,10 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
     kinds = npus = bandwidths = latencies = None
     if topology:
         kinds = _parse_items(
-            "topology", topology,
-            lambda v: as_choice(v, [k.value for k in TopologyKind]), problems,
+            "topology",
+            topology,
+            lambda v: as_choice(v, [k.value for k in TopologyKind]),
+            problems,
         )
     raw = _parse_list(mapping, "npus_count", dims, problems)
     if raw is not None:
@@ -240,8 +234,7 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
     if problems or None in (kinds, npus, bandwidths, latencies):
         return None
     dims_tuple = tuple(
-        Dimension(TopologyKind(k), n, b, lat)
-        for k, n, b, lat in zip(kinds, npus, bandwidths, latencies)
+        Dimension(TopologyKind(k), n, b, lat) for k, n, b, lat in zip(kinds, npus, bandwidths, latencies)
     )
     return NetworkConfig(dims=dims_tuple, source=problems.source)
 

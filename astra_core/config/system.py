@@ -142,6 +142,7 @@ def _checked(check: Callable[[Any], tuple[Any, str | None]]) -> Parser:
             problems.add(key, err)
             return _INVALID
         return value
+
     return parse
 
 
@@ -152,6 +153,7 @@ def _enum(enum: type[Enum]) -> Parser:
             problems.add(key, err)
             return _INVALID
         return enum(value)
+
     return parse
 
 
@@ -173,7 +175,10 @@ def _algorithms(key: str, raw: Any, problems: Problems) -> Any:
     if spanning and len(algorithms) > 1:
         # Upstream builds one all-NPU dimension for a one* entry and stops
         # reading the list there, so anything else in it is silently unused.
-        problems.add(key, f"{str(spanning[0])!r} spans all dimensions and must be the only entry, got {len(algorithms)} entries")
+        problems.add(
+            key,
+            f"{str(spanning[0])!r} spans all dimensions and must be the only entry, got {len(algorithms)} entries",
+        )
         return _INVALID
     return tuple(algorithms)
 
@@ -199,11 +204,23 @@ def _custom(key: str, raw: Any, problems: Problems) -> Any:
 #: that existing files load, with 1.0's values (Sys::parse_var); no effect.
 LEGACY_KEYS: dict[str, Parser] = {
     "boost-mode": _checked(as_flag),
-    "intra-dimension-scheduling": _checked(lambda v: as_choice(
-        v, ("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst"))),
-    "inter-dimension-scheduling": _checked(lambda v: as_choice(
-        v, ("baseline", "ascending", "themis", "offlineGreedy", "themisFlex",
-            "offlineGreedyFlex", "roundRobin"))),
+    "intra-dimension-scheduling": _checked(
+        lambda v: as_choice(v, ("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst"))
+    ),
+    "inter-dimension-scheduling": _checked(
+        lambda v: as_choice(
+            v,
+            (
+                "baseline",
+                "ascending",
+                "themis",
+                "offlineGreedy",
+                "themisFlex",
+                "offlineGreedyFlex",
+                "roundRobin",
+            ),
+        )
+    ),
     "seprate-log": _checked(as_flag),  # sic, 1.0's spelling
     "gap-denominator": _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32)),
 }
@@ -211,11 +228,13 @@ LEGACY_KEYS: dict[str, Parser] = {
 
 def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
     """0 (unset, upstream's default) or a rate in [MIN_RATE, MAX_RATE] ``unit``."""
+
     def check(value: Any) -> tuple[float | None, str | None]:
         rate, err = as_number(value, minimum=0, maximum=MAX_RATE)
         if err is None and 0 < rate < MIN_RATE:
             return None, f"must be 0 (unset) or >= {MIN_RATE:g} {unit}, got {show(value)}"
         return rate, err
+
     return check
 
 
@@ -225,10 +244,10 @@ def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
 UNSUPPORTED: dict[str, tuple[str, str]] = {
     "per-node-custom-implementation": (
         "upstream's per-ET-node custom collectives",
-        "remove the key and use the *-implementation lists"),
+        "remove the key and use the *-implementation lists",
+    ),
     "model-shared-bus": ("upstream's LogGP NPU-memory bus model", "remove the key or set 0"),
-    "trace-enabled": ("upstream's per-node debug log",
-                      "set 0 and use --timeline for a per-node trace"),
+    "trace-enabled": ("upstream's per-node debug log", "set 0 and use --timeline for a per-node trace"),
     "track-local-mem": ("upstream's local memory usage tracker", "remove the key or set 0"),
 }
 
@@ -252,14 +271,23 @@ class _Key:
 _KEYS: tuple[_Key, ...] = (
     _Key("scheduling-policy", "scheduling_policy", _enum(SchedulingPolicy)),
     _Key("collective-optimization", "collective_optimization", _enum(CollectiveOptimization)),
-    _Key("preferred-dataset-splits", "preferred_dataset_splits",
-         _checked(lambda v: as_int(v, minimum=1, maximum=MAX_CHUNKS))),
+    _Key(
+        "preferred-dataset-splits",
+        "preferred_dataset_splits",
+        _checked(lambda v: as_int(v, minimum=1, maximum=MAX_CHUNKS)),
+    ),
     _Key("endpoint-delay", "endpoint_delay_ns", _checked(as_int_delay)),
     _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(as_int_delay)),
-    _Key("active-chunks-per-dimension", "active_chunks_per_dimension",
-         _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32))),
+    _Key(
+        "active-chunks-per-dimension",
+        "active_chunks_per_dimension",
+        _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32)),
+    ),
     *(_Key(f"{c}-implementation", f"{c.replace('-', '_')}_implementation", _algorithms) for c in COLLECTIVES),
-    *(_Key(f"{c}-implementation-custom", f"{c.replace('-', '_')}_implementation_custom", _custom) for c in COLLECTIVES),
+    *(
+        _Key(f"{c}-implementation-custom", f"{c.replace('-', '_')}_implementation_custom", _custom)
+        for c in COLLECTIVES
+    ),
     _Key("nccl", "nccl", parse_nccl),
     _Key("per-node-custom-implementation", "per_node_custom_implementation", _checked(as_str)),
     _Key("roofline-enabled", "roofline_enabled", _checked(as_flag)),
@@ -345,8 +373,7 @@ class SystemConfig:
         for key in _KEYS:
             if key.name in typed:
                 object.__setattr__(self, key.attr, typed[key.name])
-        object.__setattr__(self, "legacy", tuple(
-            (k, typed[k]) for k in LEGACY_KEYS if k in typed))
+        object.__setattr__(self, "legacy", tuple((k, typed[k]) for k in LEGACY_KEYS if k in typed))
         for line in self._no_effect():
             warnings.warn(line, ConfigWarning, stacklevel=3)
 
@@ -360,19 +387,23 @@ class SystemConfig:
         if self.local_reduction_delay_ns != 1:  # Sys::Sys default
             bus.append("local-reduction-delay")
         if bus:
-            lines.append(f"{self.source}: {', '.join(bus)}: no effect; upstream reads "
-                         f"{'it' if len(bus) == 1 else 'them'} only in its LogGP bus model "
-                         "(model-shared-bus 1), which astra does not model")
+            lines.append(
+                f"{self.source}: {', '.join(bus)}: no effect; upstream reads "
+                f"{'it' if len(bus) == 1 else 'them'} only in its LogGP bus model "
+                "(model-shared-bus 1), which astra does not model"
+            )
         if self.local_mem_trace_filename != "local_mem_trace" and not self.track_local_mem:
-            lines.append(f"{self.source}: local-mem-trace-filename: no effect without "
-                         "track-local-mem 1")
+            lines.append(f"{self.source}: local-mem-trace-filename: no effect without track-local-mem 1")
         legacy = dict(self.legacy)
-        changed = [name for name, same in _LEGACY_AS_2_0.items()
-                   if name in legacy and legacy[name] not in same]
+        changed = [
+            name for name, same in _LEGACY_AS_2_0.items() if name in legacy and legacy[name] not in same
+        ]
         if changed:
-            lines.append(f"{self.source}: {', '.join(changed)}: no effect; ASTRA-sim 2.0 "
-                         "schedules FIFO within and in ascending order across dimensions, "
-                         "without boost mode")
+            lines.append(
+                f"{self.source}: {', '.join(changed)}: no effect; ASTRA-sim 2.0 "
+                "schedules FIFO within and in ascending order across dimensions, "
+                "without boost mode"
+            )
         return lines
 
     # -- queries ------------------------------------------------------------
@@ -475,11 +506,15 @@ def _check(raw: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
             value = raw[name]
             shown = show(int(value) if isinstance(value, bool) else value)
             problems.add(name, f"{shown} is not supported by astra ({feature}); {instead}")
-    uses_nccl = [f"{c}-implementation" for c in COLLECTIVES
-                 if any(str(a) == "nccl" for a in typed.get(f"{c}-implementation", ()))]
+    uses_nccl = [
+        f"{c}-implementation"
+        for c in COLLECTIVES
+        if any(str(a) == "nccl" for a in typed.get(f"{c}-implementation", ()))
+    ]
     if uses_nccl and "nccl" not in raw:
-        problems.add(uses_nccl[0], "\"nccl\" needs a \"nccl\" section naming the machine, "
-                     "e.g. \"nccl\": {\"gpu\": \"H100\"}")
+        problems.add(
+            uses_nccl[0], '"nccl" needs a "nccl" section naming the machine, e.g. "nccl": {"gpu": "H100"}'
+        )
     if typed.get("roofline-enabled"):
         for name, unit in (("peak-perf", "TFLOP/s"), ("local-mem-bw", "GB/s")):
             if name in raw and name not in typed:
@@ -521,10 +556,12 @@ def _dims_problems(config: SystemConfig, dims_count: int) -> list[tuple[str, str
         if not algorithms or algorithms[0].kind.spans_all_dims:
             continue
         if len(algorithms) != dims_count:
-            out.append((
-                f"{collective}-implementation",
-                f"expected {dims_count} entries (one per dimension), got {len(algorithms)}",
-            ))
+            out.append(
+                (
+                    f"{collective}-implementation",
+                    f"expected {dims_count} entries (one per dimension), got {len(algorithms)}",
+                )
+            )
     return out
 
 
@@ -540,4 +577,3 @@ def load_system(path: str | os.PathLike[str], *, dims: int | None = None) -> Sys
     problems.raise_if_any()
     assert config is not None
     return config
-

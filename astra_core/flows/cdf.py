@@ -52,23 +52,24 @@ class FlowSizeCdf:
         if len(s) != len(p) or len(s) < 2:
             raise ConfigError(f"{where}: a CDF needs at least two points of <bytes> <percent>")
         # Points read from a file are named by their line, others by their position.
-        line = ([f"line {n}" for n in self.lines] if self.lines
-                else [f"point {k + 1}" for k in range(len(s))])
+        line = [f"line {n}" for n in self.lines] if self.lines else [f"point {k + 1}" for k in range(len(s))]
         for k in range(len(s)):
             if not (math.isfinite(s[k]) and math.isfinite(p[k])):
-                raise ConfigError(f"{where}: {line[k]}: sizes and percents must be finite, "
-                                  f"got {s[k]:g} {p[k]:g}")
+                raise ConfigError(
+                    f"{where}: {line[k]}: sizes and percents must be finite, got {s[k]:g} {p[k]:g}"
+                )
         if p[0] != 0:
             raise ConfigError(f"{where}: {line[0]}: the first percent must be 0, got {p[0]:g}")
         if p[-1] != 100:
-            raise ConfigError(f"{where}: {line[-1]}: the last percent must be 100, got "
-                              f"{p[-1]:g}")
+            raise ConfigError(f"{where}: {line[-1]}: the last percent must be 100, got {p[-1]:g}")
         if s[0] < 0:
             raise ConfigError(f"{where}: {line[0]}: a flow size cannot be negative ({s[0]:g})")
         for k in range(1, len(s)):
             if not (s[k] > s[k - 1] and p[k] > p[k - 1]):
-                raise ConfigError(f"{where}: {line[k]}: sizes and percents must both rise "
-                                  f"strictly ({s[k - 1]:g} {p[k - 1]:g} then {s[k]:g} {p[k]:g})")
+                raise ConfigError(
+                    f"{where}: {line[k]}: sizes and percents must both rise "
+                    f"strictly ({s[k - 1]:g} {p[k - 1]:g} then {s[k]:g} {p[k]:g})"
+                )
 
     @property
     def mean_bytes(self) -> float:
@@ -113,8 +114,9 @@ def load_cdf(name_or_path: str | os.PathLike) -> FlowSizeCdf:
     if path is None:
         path = Path(name_or_path)
         if not path.is_file():
-            raise ConfigError(f"--cdf: {name_or_path} is neither a shipped distribution "
-                              f"({', '.join(BUILTIN)}) nor a file")
+            raise ConfigError(
+                f"--cdf: {name_or_path} is neither a shipped distribution ({', '.join(BUILTIN)}) nor a file"
+            )
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

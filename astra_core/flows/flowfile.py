@@ -37,8 +37,7 @@ class FlowSpec:
 def format_flows(flows: list[FlowSpec]) -> str:
     """The flow file text for ``flows`` (in the order given)."""
     lines = [str(len(flows))]
-    lines += [f"{f.src} {f.dst} {f.group} {f.dport} {f.size_bytes} {f.start_ns / 1e9:.9f}"
-              for f in flows]
+    lines += [f"{f.src} {f.dst} {f.group} {f.dport} {f.size_bytes} {f.start_ns / 1e9:.9f}" for f in flows]
     return "\n".join(lines) + "\n"
 
 
@@ -58,23 +57,23 @@ def parse_flows(text: str, source: str, npus: int | None = None) -> list[FlowSpe
     except ValueError:
         count = -1
     if count < 0:
-        raise ConfigError(f"{source}: line {head_line}: expected the number of flows, got "
-                          f"{' '.join(head)!r}")
+        raise ConfigError(f"{source}: line {head_line}: expected the number of flows, got {' '.join(head)!r}")
     if count != len(body):
         raise ConfigError(f"{source}: line {head_line} says {count} flows, but {len(body)} follow")
     flows = []
     for number, fields in body:
         if len(fields) != 6:
-            raise ConfigError(f"{source}: line {number}: expected <src> <dst> <pg> <dport> "
-                              f"<size bytes> <start s>, got {' '.join(fields)!r}")
+            raise ConfigError(
+                f"{source}: line {number}: expected <src> <dst> <pg> <dport> "
+                f"<size bytes> <start s>, got {' '.join(fields)!r}"
+            )
         try:
             src, dst, group, dport, size = (int(x) for x in fields[:5])
             start_s = float(fields[5])
         except ValueError:
             raise ConfigError(f"{source}: line {number}: not numbers: {' '.join(fields)!r}") from None
         if not 0 <= start_s < 1e9:
-            raise ConfigError(f"{source}: line {number}: start time {fields[5]} s is not in "
-                              "[0, 1e9)")
+            raise ConfigError(f"{source}: line {number}: start time {fields[5]} s is not in [0, 1e9)")
         if size < 1:
             raise ConfigError(f"{source}: line {number}: flow size {size} bytes must be >= 1")
         if src == dst:

@@ -28,13 +28,17 @@ def host_link_gbps(topology: PhysicalTopology) -> float:
     """The injection rate of the topology's hosts (Gbps): the fastest link out of
     host 0 (every host of a generated fabric has the same)."""
     host = topology.hosts[0]
-    rates = [topology.link_bandwidth[link] * 8 for link in range(topology.links_count)
-             if topology.link_src[link] == host]
+    rates = [
+        topology.link_bandwidth[link] * 8
+        for link in range(topology.links_count)
+        if topology.link_src[link] == host
+    ]
     return max(rates)
 
 
-def poisson_flows(cdf: FlowSizeCdf, hosts: int, link_gbps: float, load: float,
-                  duration_ns: int, seed: int = 1) -> list[FlowSpec]:
+def poisson_flows(
+    cdf: FlowSizeCdf, hosts: int, link_gbps: float, load: float, duration_ns: int, seed: int = 1
+) -> list[FlowSpec]:
     """Flows that start in ``[0, duration_ns)``, in start order (ties by host).
 
     ``hosts`` NPUs each offer ``load`` (0 < load <= 1) x ``link_gbps`` of
@@ -50,8 +54,10 @@ def poisson_flows(cdf: FlowSizeCdf, hosts: int, link_gbps: float, load: float,
     mean_gap_ns = cdf.mean_bytes * 8 / (link_gbps * load)  # bits / (bit/ns)
     expected = hosts * duration_ns / mean_gap_ns
     if expected > MAX_FLOWS:
-        raise ConfigError(f"about {expected:.3g} flows expected, more than {MAX_FLOWS:,}: "
-                          "shorten --duration-ms or lower --load")
+        raise ConfigError(
+            f"about {expected:.3g} flows expected, more than {MAX_FLOWS:,}: "
+            "shorten --duration-ms or lower --load"
+        )
     rng = random.Random(seed)
 
     def gap() -> int:

@@ -30,13 +30,16 @@ COLUMNS = ["src", "dst", "size_bytes", "start_ns", "fct_ns", "ideal_fct_ns", "sl
 
 def flow_table(flows: Sequence[FlowResult]) -> pd.DataFrame:
     """One row per flow, columns :data:`COLUMNS` (times in ns)."""
-    return pd.DataFrame([(f.src, f.dst, f.size_bytes, f.start_ns, f.fct_ns, f.ideal_fct_ns,
-                          f.slowdown) for f in flows], columns=COLUMNS)
+    return pd.DataFrame(
+        [(f.src, f.dst, f.size_bytes, f.start_ns, f.fct_ns, f.ideal_fct_ns, f.slowdown) for f in flows],
+        columns=COLUMNS,
+    )
 
 
 def _label(low: float, high: float | None) -> str:
     def size(b: float) -> str:
         return f"{b / 1e6:g} MB" if b >= 1e6 else f"{b / 1e3:g} KB"
+
     if low == 0:
         return f"< {size(high)}"
     return f">= {size(low)}" if high is None else f"{size(low)} - {size(high)}"
@@ -52,9 +55,14 @@ def by_size_bucket(table: pd.DataFrame) -> pd.DataFrame:
         mask = (size >= low) & ((size < high) if high is not None else True)
         s = table.loc[mask, "slowdown"].to_numpy()
         if len(s):
-            rows.append({"bucket": _label(low, high), "flows": len(s),
-                         **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES},
-                         "max": float(s.max())})
+            rows.append(
+                {
+                    "bucket": _label(low, high),
+                    "flows": len(s),
+                    **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES},
+                    "max": float(s.max()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -66,11 +74,16 @@ def by_size_bins(table: pd.DataFrame, percent: float = 5.0) -> pd.DataFrame:
     bins = max(1, round(100 / percent))
     rows = []
     for k in range(bins):
-        part = ordered.iloc[k * n // bins:(k + 1) * n // bins]
+        part = ordered.iloc[k * n // bins : (k + 1) * n // bins]
         if len(part):
             s = part["slowdown"].to_numpy()
-            rows.append({"max_size_bytes": int(part["size_bytes"].iloc[-1]), "flows": len(s),
-                         **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES}})
+            rows.append(
+                {
+                    "max_size_bytes": int(part["size_bytes"].iloc[-1]),
+                    "flows": len(s),
+                    **{f"p{p}": float(np.percentile(s, p)) for p in PERCENTILES},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -82,13 +95,15 @@ def summary_table(table: pd.DataFrame, title: str):
     for column in ("flow size", "flows", "median", "p95", "p99", "max"):
         out.add_column(column, justify="left" if column == "flow size" else "right")
     for row in by_size_bucket(table).itertuples():
-        out.add_row(row.bucket, str(row.flows), f"{row.p50:.2f}", f"{row.p95:.2f}",
-                    f"{row.p99:.2f}", f"{row.max:.2f}")
+        out.add_row(
+            row.bucket, str(row.flows), f"{row.p50:.2f}", f"{row.p95:.2f}", f"{row.p99:.2f}", f"{row.max:.2f}"
+        )
     return out
 
 
-def plot_slowdown(tables: dict[str, pd.DataFrame], path_png: str | os.PathLike,
-                  title: str = "FCT slowdown by flow size") -> None:
+def plot_slowdown(
+    tables: dict[str, pd.DataFrame], path_png: str | os.PathLike, title: str = "FCT slowdown by flow size"
+) -> None:
     """Median and 99th percentile slowdown per equal-count size bin against flow size,
     one pair of lines per labelled table (e.g. one per congestion control)."""
     import matplotlib

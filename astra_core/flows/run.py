@@ -41,8 +41,13 @@ PAYLOAD_BYTES = 4096
 HEADER_BYTES = 82
 
 
-def ideal_fct_ns(topology: PhysicalTopology, route: Sequence[int], size_bytes: int,
-                 payload_bytes: int = PAYLOAD_BYTES, header_bytes: int = HEADER_BYTES) -> float:
+def ideal_fct_ns(
+    topology: PhysicalTopology,
+    route: Sequence[int],
+    size_bytes: int,
+    payload_bytes: int = PAYLOAD_BYTES,
+    header_bytes: int = HEADER_BYTES,
+) -> float:
     """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids, at
     least one): latencies plus :func:`~astra_core.topology.pipeline.pipeline_ns`."""
     latency = sum(topology.link_latency[link] for link in route)
@@ -76,11 +81,13 @@ class FlowRun:
     backend: Any = field(repr=False, default=None)
 
 
-def start_flows(backend, flows: Sequence[FlowSpec], on_done: Callable[[int], None],
-                tag_base: int = 0) -> None:
+def start_flows(
+    backend, flows: Sequence[FlowSpec], on_done: Callable[[int], None], tag_base: int = 0
+) -> None:
     """Schedule every flow's message on ``backend`` at its start time (ns from the
     backend's current time); ``on_done(i)`` runs when flow ``i`` has arrived.
     Flow ``i`` uses tag ``tag_base + i``."""
+
     def start(i: int) -> None:
         f = flows[i]
         backend.send(f.src, f.dst, f.size_bytes, on_done, i, tag=tag_base + i)
@@ -90,9 +97,16 @@ def start_flows(backend, flows: Sequence[FlowSpec], on_done: Callable[[int], Non
         backend.schedule(f.start_ns - now if f.start_ns > now else 0, start, i)
 
 
-def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: str | None = None,
-              backend_config: Any = None, *, payload_bytes: int = PAYLOAD_BYTES,
-              header_bytes: int = HEADER_BYTES, plugin_manager=None) -> FlowRun:
+def run_flows(
+    flows: Sequence[FlowSpec],
+    topology: PhysicalTopology,
+    backend: str | None = None,
+    backend_config: Any = None,
+    *,
+    payload_bytes: int = PAYLOAD_BYTES,
+    header_bytes: int = HEADER_BYTES,
+    plugin_manager=None,
+) -> FlowRun:
     """Simulate ``flows`` on ``topology`` with the named backend (default from
     plugins.toml) and return each flow's FCT and ideal FCT.
 
@@ -104,8 +118,9 @@ def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: st
     npus = topology.npus_count
     for k, f in enumerate(flows):
         if not (0 <= f.src < npus and 0 <= f.dst < npus):
-            raise ConfigError(f"flow {k}: NPUs {f.src} -> {f.dst}, but {topology.source} has "
-                              f"{npus} NPUs (0 .. {npus - 1})")
+            raise ConfigError(
+                f"flow {k}: NPUs {f.src} -> {f.dst}, but {topology.source} has {npus} NPUs (0 .. {npus - 1})"
+            )
         if f.src == f.dst:
             raise ConfigError(f"flow {k}: from NPU {f.src} to itself")
     settings = load_settings()
@@ -125,18 +140,38 @@ def run_flows(flows: Sequence[FlowSpec], topology: PhysicalTopology, backend: st
     return FlowRun(info.name, results, wall, net)
 
 
-def flow_results(flows: Sequence[FlowSpec], finish: Sequence[float | None],
-                 topology: PhysicalTopology, backend_name: str, tag_base: int = 0,
-                 payload_bytes: int = PAYLOAD_BYTES,
-                 header_bytes: int = HEADER_BYTES) -> list[FlowResult]:
+def flow_results(
+    flows: Sequence[FlowSpec],
+    finish: Sequence[float | None],
+    topology: PhysicalTopology,
+    backend_name: str,
+    tag_base: int = 0,
+    payload_bytes: int = PAYLOAD_BYTES,
+    header_bytes: int = HEADER_BYTES,
+) -> list[FlowResult]:
     """Each flow's result from its arrival time (ns) ``finish[i]``; raises AstraError
     naming the first few flows that never arrived."""
     missing = [i for i, t in enumerate(finish) if t is None]
     if missing:
         shown = ", ".join(f"{i} ({flows[i].src} -> {flows[i].dst})" for i in missing[:5])
-        raise AstraError(f"backend {backend_name}: {len(missing)} of {len(flows)} flows never "
-                         f"arrived: {shown}{', ...' if len(missing) > 5 else ''}")
-    return [FlowResult(f.src, f.dst, f.size_bytes, f.start_ns, finish[i] - f.start_ns,
-                       ideal_fct_ns(topology, topology.route(f.src, f.dst, tag_base + i),
-                                    f.size_bytes, payload_bytes, header_bytes))
-            for i, f in enumerate(flows)]
+        raise AstraError(
+            f"backend {backend_name}: {len(missing)} of {len(flows)} flows never "
+            f"arrived: {shown}{', ...' if len(missing) > 5 else ''}"
+        )
+    return [
+        FlowResult(
+            f.src,
+            f.dst,
+            f.size_bytes,
+            f.start_ns,
+            finish[i] - f.start_ns,
+            ideal_fct_ns(
+                topology,
+                topology.route(f.src, f.dst, tag_base + i),
+                f.size_bytes,
+                payload_bytes,
+                header_bytes,
+            ),
+        )
+        for i, f in enumerate(flows)
+    ]

@@ -32,9 +32,17 @@ from typing import Any
 from astra_core.report.results import RunResult
 from astra_core.workload.chakra_types import NodeType
 
-_MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (int(t) for t in (
-    NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE, NodeType.COMP_NODE, NodeType.COMM_SEND_NODE,
-    NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE))
+_MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
+    int(t)
+    for t in (
+        NodeType.MEM_LOAD_NODE,
+        NodeType.MEM_STORE_NODE,
+        NodeType.COMP_NODE,
+        NodeType.COMM_SEND_NODE,
+        NodeType.COMM_RECV_NODE,
+        NodeType.COMM_COLL_NODE,
+    )
+)
 _COMM_TYPES = frozenset((_MEM_LOAD, _MEM_STORE, _COMM_SEND, _COMM_RECV, _COMM_COLL))
 
 Interval = tuple[float, float]
@@ -54,8 +62,9 @@ def rank_tracks(result: RunResult) -> list[tuple[int, list[tuple[int, float, flo
         tracks = []
         for r in result.ranks:
             engine = engines[_representative(result, r.rank)]
-            tracks.append((r.rank, engine.records,
-                           graphs[r.rank].nodes if r.rank < len(graphs) else engine.nodes))
+            tracks.append(
+                (r.rank, engine.records, graphs[r.rank].nodes if r.rank < len(graphs) else engine.nodes)
+            )
         return tracks
     return [(e.rank, e.records, e.nodes) for e in result.engines]
 
@@ -137,9 +146,14 @@ def rank_breakdown(rank: int, finish_ns: float, records, nodes) -> Breakdown:
     both = overlap(compute, comm)
     compute_ns, comm_ns = total(compute), total(comm)
     busy = compute_ns + comm_ns - both
-    return Breakdown(rank=rank, finish_ns=finish_ns, compute_only_ns=compute_ns - both,
-                     overlapped_comm_ns=both, comm_only_ns=comm_ns - both,
-                     idle_ns=max(finish_ns - busy, 0.0))
+    return Breakdown(
+        rank=rank,
+        finish_ns=finish_ns,
+        compute_only_ns=compute_ns - both,
+        overlapped_comm_ns=both,
+        comm_only_ns=comm_ns - both,
+        idle_ns=max(finish_ns - busy, 0.0),
+    )
 
 
 def breakdowns(result: RunResult) -> list[Breakdown]:
@@ -152,7 +166,16 @@ def breakdowns(result: RunResult) -> list[Breakdown]:
         base = cache.get(key)
         if base is None or base.finish_ns != finish[rank]:
             base = cache[key] = rank_breakdown(rank, finish[rank], records, nodes)
-        out.append(base if base.rank == rank else
-                   Breakdown(rank, base.finish_ns, base.compute_only_ns, base.overlapped_comm_ns,
-                             base.comm_only_ns, base.idle_ns))
+        out.append(
+            base
+            if base.rank == rank
+            else Breakdown(
+                rank,
+                base.finish_ns,
+                base.compute_only_ns,
+                base.overlapped_comm_ns,
+                base.comm_only_ns,
+                base.idle_ns,
+            )
+        )
     return sorted(out, key=lambda b: b.rank)

@@ -28,8 +28,18 @@ from astra_core.report.breakdown import total, union
 from astra_core.report.results import CollectiveRecord, RunResult
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
 
-BASE_COLUMNS = ("rank", "node_id", "name", "type", "bytes", "group", "chunks", "start_ns",
-                "end_ns", "duration_ns")
+BASE_COLUMNS = (
+    "rank",
+    "node_id",
+    "name",
+    "type",
+    "bytes",
+    "group",
+    "chunks",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+)
 PHASE_COLUMNS = ("rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns")
 _PHASE_ORDER = {"reduce-scatter": 0, "all-reduce": 1, "all-gather": 2, "all-to-all": 3}
 
@@ -56,8 +66,7 @@ def _records(result: RunResult) -> Iterator[tuple[int, Any, CollectiveRecord]]:
         position = positions.get(rep, {})
         for record in by_rep.get(rep, []):
             pos = position.get(id(record.node))
-            node = (graphs[r.rank].nodes[pos] if pos is not None and r.rank < len(graphs)
-                    else record.node)
+            node = graphs[r.rank].nodes[pos] if pos is not None and r.rank < len(graphs) else record.node
             yield r.rank, node, record
 
 
@@ -81,13 +90,19 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             for d, t, start, end in ds.phase_times:
                 grouped.setdefault((t, d), []).append((start, end))
             phases = per_record[id(record)] = {
-                phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()}
+                phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()
+            }
         end = ds.finish_ns
         row = {
-            "rank": rank, "node_id": node.id, "name": node.name,
+            "rank": rank,
+            "node_id": node.id,
+            "name": node.name,
             "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
-            "bytes": node.comm_size, "group": node.pg_name or "", "chunks": ds.total_streams,
-            "start_ns": float(ds.start_ns), "end_ns": float("nan") if end is None else float(end),
+            "bytes": node.comm_size,
+            "group": node.pg_name or "",
+            "chunks": ds.total_streams,
+            "start_ns": float(ds.start_ns),
+            "end_ns": float("nan") if end is None else float(end),
             "duration_ns": float("nan") if end is None else float(end - ds.start_ns),
         }
         for t, d in kinds:
@@ -103,8 +118,16 @@ def phase_rows(result: RunResult) -> list[dict[str, Any]]:
     rows = []
     for rank, node, record in _records(result):
         for d, t, start, end in record.dataset.phase_times:
-            rows.append({"rank": rank, "node_id": node.id, "dim": d, "phase": t,
-                         "start_ns": float(start), "end_ns": float(end),
-                         "duration_ns": float(end - start)})
+            rows.append(
+                {
+                    "rank": rank,
+                    "node_id": node.id,
+                    "dim": d,
+                    "phase": t,
+                    "start_ns": float(start),
+                    "end_ns": float(end),
+                    "duration_ns": float(end - start),
+                }
+            )
     rows.sort(key=lambda row: (row["rank"], row["start_ns"], row["node_id"], row["dim"]))
     return rows

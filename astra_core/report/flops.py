@@ -32,5 +32,10 @@ def llm_utilization(result) -> dict | None:
         return None  # traces of an older generator: no FLOP counts
     seconds = result.step_ns * 1e-9
     per_gpu = model / seconds / npus / 1e12
-    return {"model_flops": model, "hardware_flops": hardware, "tflops_per_gpu": per_gpu,
-            "mfu": per_gpu / peak, "hfu": hardware / seconds / npus / 1e12 / peak}
+    return {
+        "model_flops": model,
+        "hardware_flops": hardware,
+        "tflops_per_gpu": per_gpu,
+        "mfu": per_gpu / peak,
+        "hfu": hardware / seconds / npus / 1e12 / peak,
+    }

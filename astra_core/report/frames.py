@@ -30,10 +30,19 @@ from astra_core.report.results import RunResult
 if TYPE_CHECKING:
     import pandas as pd
 
-RANK_COLUMNS = ("rank", "finish_ns", "compute_ns", "cpu_ns", "comm_ns", "exposed_comm_ns",
-                "compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns")
-_INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue",
-                "peak_flows")
+RANK_COLUMNS = (
+    "rank",
+    "finish_ns",
+    "compute_ns",
+    "cpu_ns",
+    "comm_ns",
+    "exposed_comm_ns",
+    "compute_only_ns",
+    "overlapped_comm_ns",
+    "comm_only_ns",
+    "idle_ns",
+)
+_INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue", "peak_flows")
 
 
 def _frame(rows: list[dict], columns) -> pd.DataFrame:
@@ -57,10 +66,12 @@ def rank_frame(result: RunResult) -> pd.DataFrame:
     for r in result.ranks:
         row = r.to_dict()
         b = split.get(r.rank)
-        row.update(compute_only_ns=b.compute_only_ns if b else float("nan"),
-                   overlapped_comm_ns=b.overlapped_comm_ns if b else float("nan"),
-                   comm_only_ns=b.comm_only_ns if b else float("nan"),
-                   idle_ns=b.idle_ns if b else float("nan"))
+        row.update(
+            compute_only_ns=b.compute_only_ns if b else float("nan"),
+            overlapped_comm_ns=b.overlapped_comm_ns if b else float("nan"),
+            comm_only_ns=b.comm_only_ns if b else float("nan"),
+            idle_ns=b.idle_ns if b else float("nan"),
+        )
         rows.append(row)
     return _frame(rows, RANK_COLUMNS)
 

@@ -24,8 +24,19 @@ from typing import Any
 from astra_core.backend import link_statistics
 from astra_core.report.results import RunResult
 
-LINK_COLUMNS = ("link", "src", "dst", "kind", "bandwidth_bytes_per_ns", "latency_ns", "bytes",
-                "busy_ns", "utilization", "max_queue", "peak_flows")
+LINK_COLUMNS = (
+    "link",
+    "src",
+    "dst",
+    "kind",
+    "bandwidth_bytes_per_ns",
+    "latency_ns",
+    "bytes",
+    "busy_ns",
+    "utilization",
+    "max_queue",
+    "peak_flows",
+)
 
 
 @dataclass(frozen=True)
@@ -70,11 +81,19 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
     for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):
         kind = f"{'switch' if src in switches else 'npu'}-{'switch' if dst in switches else 'npu'}"
         busy = busy_ns[i]
-        stats.append(LinkStat(
-            link=i, src=src, dst=dst, kind=kind,
-            bandwidth_bytes_per_ns=float(topo.link_bandwidth[i]),
-            latency_ns=float(topo.link_latency[i]), bytes=int(link_bytes[i]),
-            busy_ns=float(busy), utilization=float(busy / step) if step else 0.0,
-            max_queue=int(queues[i]) if queues is not None else -1,
-            peak_flows=int(flows[i]) if flows is not None else -1))
+        stats.append(
+            LinkStat(
+                link=i,
+                src=src,
+                dst=dst,
+                kind=kind,
+                bandwidth_bytes_per_ns=float(topo.link_bandwidth[i]),
+                latency_ns=float(topo.link_latency[i]),
+                bytes=int(link_bytes[i]),
+                busy_ns=float(busy),
+                utilization=float(busy / step) if step else 0.0,
+                max_queue=int(queues[i]) if queues is not None else -1,
+                peak_flows=int(flows[i]) if flows is not None else -1,
+            )
+        )
     return stats

@@ -29,10 +29,13 @@ PLOT_FILES = ("breakdown.png", "timeline.png", "links.png")
 MAX_BARS = 64
 MAX_TIMELINE_RANKS = 32
 MAX_LINK_BARS = 256
-COLORS = {"compute": "tab:blue", "overlapped": "tab:cyan", "exposed": "tab:red",
-          "idle": "lightgray"}
-LINK_COLORS = {"npu-switch": "tab:blue", "switch-npu": "tab:green",
-               "switch-switch": "tab:orange", "npu-npu": "tab:purple"}
+COLORS = {"compute": "tab:blue", "overlapped": "tab:cyan", "exposed": "tab:red", "idle": "lightgray"}
+LINK_COLORS = {
+    "npu-switch": "tab:blue",
+    "switch-npu": "tab:green",
+    "switch-switch": "tab:orange",
+    "npu-npu": "tab:purple",
+}
 
 
 def time_unit(ns: float) -> tuple[float, str]:
@@ -66,7 +69,7 @@ def bar_groups(parts: list) -> tuple[list[list], list[str]]:
     if len(parts) <= MAX_BARS:
         return [[b] for b in parts], [str(b.rank) for b in parts]
     size = -(-len(parts) // MAX_BARS)
-    groups = [parts[i:i + size] for i in range(0, len(parts), size)]
+    groups = [parts[i : i + size] for i in range(0, len(parts), size)]
     return groups, [f"{g[0].rank}-{g[-1].rank}" for g in groups]
 
 
@@ -83,10 +86,12 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
     fig, ax = plt.subplots(figsize=(9, max(2.5, 0.28 * len(groups) + 1.5)))
     left = [0.0] * len(groups)
     ys = range(len(groups))
-    for attr, key, label in (("compute_only_ns", "compute", "compute"),
-                             ("overlapped_comm_ns", "overlapped", "overlapped communication"),
-                             ("comm_only_ns", "exposed", "exposed communication"),
-                             ("idle_ns", "idle", "idle")):
+    for attr, key, label in (
+        ("compute_only_ns", "compute", "compute"),
+        ("overlapped_comm_ns", "overlapped", "overlapped communication"),
+        ("comm_only_ns", "exposed", "exposed communication"),
+        ("idle_ns", "idle", "idle"),
+    ):
         widths = [mean(g, attr) / divisor for g in groups]
         ax.barh(ys, widths, left=left, color=COLORS[key], label=label, height=0.8)
         left = [a + b for a, b in zip(left, widths)]
@@ -95,10 +100,12 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
     ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("rank" if len(parts) <= MAX_BARS else "ranks (mean of each group)")
-    ax.set_title(f"Where the time goes — {len(parts)} NPUs, backend {result.backend}, "
-                 f"step {result.step_ns / divisor:,.3f} {unit}", pad=24)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False,
-              borderaxespad=0.2)
+    ax.set_title(
+        f"Where the time goes — {len(parts)} NPUs, backend {result.backend}, "
+        f"step {result.step_ns / divisor:,.3f} {unit}",
+        pad=24,
+    )
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, borderaxespad=0.2)
     return _save(fig, Path(path))
 
 
@@ -115,12 +122,22 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
         compute, comm = busy_intervals(records, nodes)
         # An edge of the bar's own colour keeps intervals narrower than a pixel visible
         # (a ResNet-50 step's all-reduces are microseconds in a one-second step).
-        ax.broken_barh([(s / divisor, (e - s) / divisor) for s, e in compute], (row - 0.4, 0.4),
-                       facecolors=COLORS["compute"], edgecolors=COLORS["compute"], linewidth=0.6,
-                       label="compute" if row == 0 else None)
-        ax.broken_barh([(s / divisor, (e - s) / divisor) for s, e in comm], (row, 0.4),
-                       facecolors=COLORS["exposed"], edgecolors=COLORS["exposed"], linewidth=0.6,
-                       label="communication" if row == 0 else None)
+        ax.broken_barh(
+            [(s / divisor, (e - s) / divisor) for s, e in compute],
+            (row - 0.4, 0.4),
+            facecolors=COLORS["compute"],
+            edgecolors=COLORS["compute"],
+            linewidth=0.6,
+            label="compute" if row == 0 else None,
+        )
+        ax.broken_barh(
+            [(s / divisor, (e - s) / divisor) for s, e in comm],
+            (row, 0.4),
+            facecolors=COLORS["exposed"],
+            edgecolors=COLORS["exposed"],
+            linewidth=0.6,
+            label="communication" if row == 0 else None,
+        )
     ax.set_yticks(range(len(tracks)))
     ax.set_yticklabels([str(t[0]) for t in tracks], fontsize=8 if len(tracks) > 16 else 10)
     ax.set_ylim(len(tracks) - 0.5, -0.5)
@@ -129,8 +146,7 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
     ax.set_ylabel("rank")
     shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
     ax.set_title(f"Timeline — backend {result.backend}{shown}", pad=24)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
-              borderaxespad=0.2)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
     return _save(fig, Path(path))
 
 
@@ -145,8 +161,13 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
     if len(stats) <= MAX_LINK_BARS:
         for kind in kinds:
             mine = [s for s in stats if s.kind == kind]
-            ax.bar([s.link for s in mine], [100 * s.utilization for s in mine], width=0.9,
-                   color=LINK_COLORS[kind], label=kind)
+            ax.bar(
+                [s.link for s in mine],
+                [100 * s.utilization for s in mine],
+                width=0.9,
+                color=LINK_COLORS[kind],
+                label=kind,
+            )
         ax.set_xlabel("link id")
     else:
         for kind in kinds:
@@ -155,8 +176,10 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
         ax.set_xlabel("links of a kind, busiest first")
     busiest = max(stats, key=lambda s: s.utilization)
     ax.set_ylabel("utilization (% of step time busy)")
-    ax.set_title(f"Link utilization — backend {result.backend}, {len(stats)} links; busiest: "
-                 f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%")
+    ax.set_title(
+        f"Link utilization — backend {result.backend}, {len(stats)} links; busiest: "
+        f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%"
+    )
     ax.legend(frameon=False)
     return _save(fig, Path(path))
 
@@ -170,8 +193,10 @@ def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:
     directory = check_output_dir(directory, "plots")
     for name in PLOT_FILES:
         check_output_file(directory / name, "plots")
-    written = [plot_breakdown(result, directory / "breakdown.png"),
-               plot_timeline(result, directory / "timeline.png")]
+    written = [
+        plot_breakdown(result, directory / "breakdown.png"),
+        plot_timeline(result, directory / "timeline.png"),
+    ]
     links = plot_links(result, directory / "links.png")
     if links is not None:
         written.append(links)

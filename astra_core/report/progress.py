@@ -49,13 +49,17 @@ class RunProgress:
     def __enter__(self) -> RunProgress:
         if self.enabled:
             self._progress = Progress(
-                SpinnerColumn(), TextColumn("[bold]simulating"),
-                TextColumn("{task.fields[simulated]}"), TextColumn("{task.fields[events]}"),
-                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                console=self.console, transient=True)
+                SpinnerColumn(),
+                TextColumn("[bold]simulating"),
+                TextColumn("{task.fields[simulated]}"),
+                TextColumn("{task.fields[events]}"),
+                TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._progress.start()
-            self._task = self._progress.add_task("run", total=None, simulated="t = 0 ns",
-                                                 events="", rate="")
+            self._task = self._progress.add_task("run", total=None, simulated="t = 0 ns", events="", rate="")
         self._started = time.perf_counter()
         return self
 
@@ -92,5 +96,9 @@ class RunProgress:
             return
         events = events_processed - self._first_events
         wall = max(time.perf_counter() - self._started, 1e-9)
-        self._progress.update(self._task, simulated=f"t = {format_sim_time(now_ns)}",
-                              events=f"{events:,} events", rate=f"{events / wall:,.0f} events/s")
+        self._progress.update(
+            self._task,
+            simulated=f"t = {format_sim_time(now_ns)}",
+            events=f"{events:,} events",
+            rate=f"{events / wall:,.0f} events/s",
+        )

@@ -27,9 +27,14 @@ class RankResult:
     exposed_comm_ns: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "finish_ns": self.finish_ns, "compute_ns": self.compute_ns,
-                "cpu_ns": self.cpu_ns, "comm_ns": self.comm_ns,
-                "exposed_comm_ns": self.exposed_comm_ns}
+        return {
+            "rank": self.rank,
+            "finish_ns": self.finish_ns,
+            "compute_ns": self.compute_ns,
+            "cpu_ns": self.cpu_ns,
+            "comm_ns": self.comm_ns,
+            "exposed_comm_ns": self.exposed_comm_ns,
+        }
 
 
 class CollectiveRecord:
@@ -45,12 +50,15 @@ class CollectiveRecord:
     def to_dict(self) -> dict[str, Any]:
         node, ds = self.node, self.dataset
         return {
-            "rank": self.rank, "node_id": node.id, "name": node.name,
+            "rank": self.rank,
+            "node_id": node.id,
+            "name": node.name,
             "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
-            "bytes": node.comm_size, "group": node.pg_name or "",
-            "start_ns": ds.start_ns, "end_ns": ds.finish_ns,
-            "phases": [{"dim": d, "type": t, "start_ns": s, "end_ns": e}
-                       for d, t, s, e in ds.phase_times],
+            "bytes": node.comm_size,
+            "group": node.pg_name or "",
+            "start_ns": ds.start_ns,
+            "end_ns": ds.finish_ns,
+            "phases": [{"dim": d, "type": t, "start_ns": s, "end_ns": e} for d, t, s, e in ds.phase_times],
         }
 
 
@@ -83,17 +91,29 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         from astra_core.report.flops import llm_utilization
 
-        out = {"backend": self.backend, "step_ns": self.step_ns,
-               "ranks": [r.to_dict() for r in self.ranks],
-               "messages": self.messages, "message_bytes": self.message_bytes}
+        out = {
+            "backend": self.backend,
+            "step_ns": self.step_ns,
+            "ranks": [r.to_dict() for r in self.ranks],
+            "messages": self.messages,
+            "message_bytes": self.message_bytes,
+        }
         llm = llm_utilization(self)
         if llm:
             out["llm"] = llm
         if self.background is not None:
             out["background_flows"] = [
-                {"src": f.src, "dst": f.dst, "size_bytes": f.size_bytes, "start_ns": f.start_ns,
-                 "fct_ns": f.fct_ns, "ideal_fct_ns": f.ideal_fct_ns, "slowdown": f.slowdown}
-                for f in self.background]
+                {
+                    "src": f.src,
+                    "dst": f.dst,
+                    "size_bytes": f.size_bytes,
+                    "start_ns": f.start_ns,
+                    "fct_ns": f.fct_ns,
+                    "ideal_fct_ns": f.ideal_fct_ns,
+                    "slowdown": f.slowdown,
+                }
+                for f in self.background
+            ]
         return out
 
     # -- views and outputs (astra_core.report.*; pandas/matplotlib load on first use) -------

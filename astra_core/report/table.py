@@ -26,20 +26,26 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     for column in ("rank", "finish (µs)", "compute (µs)", "comm (µs)", "exposed comm (µs)"):
         table.add_column(column, justify="right")
     ranks = result.ranks
-    shown = ranks if len(ranks) <= _MAX_ROWS else ranks[: _MAX_ROWS // 2] + ranks[-_MAX_ROWS // 2:]
+    shown = ranks if len(ranks) <= _MAX_ROWS else ranks[: _MAX_ROWS // 2] + ranks[-_MAX_ROWS // 2 :]
     for i, r in enumerate(shown):
         if len(ranks) > _MAX_ROWS and i == _MAX_ROWS // 2:
             table.add_row("…", f"({len(ranks) - _MAX_ROWS} ranks not shown)", "", "", "")
-        table.add_row(str(r.rank), _us(r.finish_ns), _us(r.compute_ns), _us(r.comm_ns),
-                      _us(r.exposed_comm_ns))
+        table.add_row(
+            str(r.rank), _us(r.finish_ns), _us(r.compute_ns), _us(r.comm_ns), _us(r.exposed_comm_ns)
+        )
     console.print(table)
-    console.print(f"step time: [bold]{_us(result.step_ns)} µs[/bold] "
-                  f"({len(ranks)} NPUs, {result.messages:,} messages)")
+    console.print(
+        f"step time: [bold]{_us(result.step_ns)} µs[/bold] ({len(ranks)} NPUs, {result.messages:,} messages)"
+    )
     llm = llm_utilization(result)
     if llm:
-        console.print(f"LLM step: model FLOPs {llm['model_flops']:.3e}, hardware FLOPs "
-                      f"{llm['hardware_flops']:.3e} (recomputation included); "
-                      f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}")
+        console.print(
+            f"LLM step: model FLOPs {llm['model_flops']:.3e}, hardware FLOPs "
+            f"{llm['hardware_flops']:.3e} (recomputation included); "
+            f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}"
+        )
     if getattr(result, "symmetric", False):
-        console.print(f"rank symmetry: {len(result.engines)} of {len(ranks)} ranks simulated, "
-                      "each standing for its class")
+        console.print(
+            f"rank symmetry: {len(result.engines)} of {len(ranks)} ranks simulated, "
+            "each standing for its class"
+        )

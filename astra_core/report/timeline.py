@@ -18,8 +18,16 @@ from astra_core.report.breakdown import rank_tracks
 from astra_core.report.results import RunResult
 
 _LANES = {4: "GPU compute", 7: "GPU comm", 5: "GPU comm", 6: "receive", 2: "memory", 3: "memory"}
-_NODE_TYPES = {0: "INVALID", 1: "METADATA", 2: "MEM_LOAD", 3: "MEM_STORE", 4: "COMP",
-               5: "COMM_SEND", 6: "COMM_RECV", 7: "COMM_COLL"}
+_NODE_TYPES = {
+    0: "INVALID",
+    1: "METADATA",
+    2: "MEM_LOAD",
+    3: "MEM_STORE",
+    4: "COMP",
+    5: "COMM_SEND",
+    6: "COMM_RECV",
+    7: "COMM_COLL",
+}
 
 
 def timeline_events(result: RunResult) -> list[dict]:
@@ -42,15 +50,24 @@ def timeline_events(result: RunResult) -> list[dict]:
                 slot = [tid, end]
                 free.append(slot)
                 name = lane if len(free) == 1 else f"{lane} {len(free)}"
-                events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
-                               "args": {"name": name}})
+                events.append(
+                    {"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": name}}
+                )
             slot[1] = end
             args = {"node_id": node.id, "type": _NODE_TYPES.get(node.type, str(node.type))}
             if node.comm_size:
                 args["bytes"] = node.comm_size
-            events.append({"ph": "X", "name": node.name or f"node {node.id}", "pid": rank,
-                           "tid": slot[0], "ts": start / 1000.0, "dur": (end - start) / 1000.0,
-                           "args": args})
+            events.append(
+                {
+                    "ph": "X",
+                    "name": node.name or f"node {node.id}",
+                    "pid": rank,
+                    "tid": slot[0],
+                    "ts": start / 1000.0,
+                    "dur": (end - start) / 1000.0,
+                    "args": args,
+                }
+            )
     return events
 
 
@@ -61,5 +78,11 @@ def write_timeline(result: RunResult, path: str | os.PathLike) -> None:
     """
     events = timeline_events(result)
     with atomic_output(path, "timeline") as temporary, open(temporary, "w") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ns",
-                   "otherData": {"backend": result.backend, "step_ns": result.step_ns}}, f)
+        json.dump(
+            {
+                "traceEvents": events,
+                "displayTimeUnit": "ns",
+                "otherData": {"backend": result.backend, "step_ns": result.step_ns},
+            },
+            f,
+        )

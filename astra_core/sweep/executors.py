@@ -56,8 +56,7 @@ def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) ->
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
         except (ConnectionError, ValueError, RuntimeError) as exc:
             where = address or "a local Ray instance"
             raise AstraError(f"cannot start or reach Ray at {where}: {exc}") from None

@@ -70,8 +70,9 @@ class InputDigests:
         for name, value in run.items():
             if name in PATH_KEYS and isinstance(value, (str, os.PathLike)):
                 path = os.fspath(value)
-                content[name] = {"trace": self.trace(path)} if name == "workload" \
-                    else {"file": self.file(path)}
+                content[name] = (
+                    {"trace": self.trace(path)} if name == "workload" else {"file": self.file(path)}
+                )
             else:
                 content[name] = value
         text = json.dumps(content, sort_keys=True, default=str)

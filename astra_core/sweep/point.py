@@ -34,9 +34,20 @@ from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
 
-METRICS = ("step_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "compute_only_ns",
-           "overlapped_comm_ns", "comm_only_ns", "idle_ns", "npus", "messages", "message_bytes",
-           "backend")
+METRICS = (
+    "step_ns",
+    "compute_ns",
+    "comm_ns",
+    "exposed_comm_ns",
+    "compute_only_ns",
+    "overlapped_comm_ns",
+    "comm_only_ns",
+    "idle_ns",
+    "npus",
+    "messages",
+    "message_bytes",
+    "backend",
+)
 _READERS = {"system": read_json, "network": read_yaml, "memory": read_json}
 
 
@@ -53,16 +64,18 @@ def raw_config(run: dict[str, Any], root: str) -> tuple[Any, str]:
     problems = Problems(str(value))
     if root == "backend_config":  # the backend's own file: TOML, JSON or YAML
         suffix = str(value).lower().rsplit(".", 1)[-1]
-        data = read_toml(value) if suffix == "toml" else (
-            read_json(value, problems) if suffix == "json" else read_yaml(value, problems))
+        data = (
+            read_toml(value)
+            if suffix == "toml"
+            else (read_json(value, problems) if suffix == "json" else read_yaml(value, problems))
+        )
     else:
         data = _READERS[root](value, problems)
     problems.raise_if_any()
     return data, str(value)
 
 
-def apply_override(data: Any, source: str, root: str, key: str, index: int | None,
-                   value: Any) -> None:
+def apply_override(data: Any, source: str, root: str, key: str, index: int | None, value: Any) -> None:
     """Set ``key`` (or entry ``index`` of the list at ``key``) of config mapping ``data``
     read from ``source``. Raises ConfigError naming the file and key when there
     is no such list entry."""
@@ -111,21 +124,25 @@ def metrics(result) -> dict[str, Any]:
     def mean(attr: str) -> float:
         return sum(getattr(b, attr) for b in parts) / len(parts) if parts else math.nan
 
-    return {"step_ns": float(result.step_ns),
-            "compute_ns": float(max((r.compute_ns for r in ranks), default=math.nan)),
-            "comm_ns": float(max((r.comm_ns for r in ranks), default=math.nan)),
-            "exposed_comm_ns": float(max((r.exposed_comm_ns for r in ranks), default=math.nan)),
-            "compute_only_ns": mean("compute_only_ns"),
-            "overlapped_comm_ns": mean("overlapped_comm_ns"),
-            "comm_only_ns": mean("comm_only_ns"), "idle_ns": mean("idle_ns"),
-            "npus": len(ranks), "messages": int(result.messages),
-            "message_bytes": int(result.message_bytes), "backend": result.backend}
+    return {
+        "step_ns": float(result.step_ns),
+        "compute_ns": float(max((r.compute_ns for r in ranks), default=math.nan)),
+        "comm_ns": float(max((r.comm_ns for r in ranks), default=math.nan)),
+        "exposed_comm_ns": float(max((r.exposed_comm_ns for r in ranks), default=math.nan)),
+        "compute_only_ns": mean("compute_only_ns"),
+        "overlapped_comm_ns": mean("overlapped_comm_ns"),
+        "comm_only_ns": mean("comm_only_ns"),
+        "idle_ns": mean("idle_ns"),
+        "npus": len(ranks),
+        "messages": int(result.messages),
+        "message_bytes": int(result.message_bytes),
+        "backend": result.backend,
+    }
 
 
 def failed_row(task: dict[str, Any], error: str) -> dict[str, Any]:
     """The row of a point that did not produce results."""
-    row = {"point": task["index"], "key": task["key"], "status": "error", "error": error,
-           "wall_s": math.nan}
+    row = {"point": task["index"], "key": task["key"], "status": "error", "error": error, "wall_s": math.nan}
     row.update({m: math.nan for m in METRICS})
     row["backend"] = ""
     return row
@@ -143,7 +160,12 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a bug: keep where it happened, but do not stop the sweep
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return failed_row(task, f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
-    row = {"point": task["index"], "key": task["key"], "status": "ok", "error": "",
-           "wall_s": time.perf_counter() - started}
+    row = {
+        "point": task["index"],
+        "key": task["key"],
+        "status": "ok",
+        "error": "",
+        "wall_s": time.perf_counter() - started,
+    }
     row.update(metrics(result))
     return row

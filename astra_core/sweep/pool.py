@@ -34,8 +34,10 @@ from astra_core.sweep.point import failed_row
 from astra_core.sweep.worker import READY
 
 OnRow = Callable[[dict[str, Any]], None]
-_BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-         "from astra_core.sweep.worker import main; main(sys.argv[2:])")
+_BOOT = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+    "from astra_core.sweep.worker import main; main(sys.argv[2:])"
+)
 _STOP_WAIT_S = 5.0  # an idle worker exits at once; this only bounds a stuck one
 
 
@@ -70,13 +72,24 @@ class _Worker:
         row_r, row_w = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOT, json.dumps(sys.path), str(task_r), str(row_w),
-                 str(os.getpid())], pass_fds=(task_r, row_w), stdin=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-c",
+                    _BOOT,
+                    json.dumps(sys.path),
+                    str(task_r),
+                    str(row_w),
+                    str(os.getpid()),
+                ],
+                pass_fds=(task_r, row_w),
+                stdin=subprocess.DEVNULL,
+            )
         except OSError as exc:
             for fd in (task_r, task_w, row_r, row_w):
                 os.close(fd)
-            raise AstraError(f"sweep: cannot start a worker process ({sys.executable}): "
-                             f"{exc.strerror or exc}") from None
+            raise AstraError(
+                f"sweep: cannot start a worker process ({sys.executable}): {exc.strerror or exc}"
+            ) from None
         os.close(task_r)
         os.close(row_w)
         self.tasks = Connection(task_w, readable=False)
@@ -161,13 +174,13 @@ def _collect(worker: _Worker, pool: list[_Worker], pending: deque, on_row: OnRow
     except (EOFError, OSError):
         code = worker.process.wait()
         if not worker.ready:
-            raise AstraError(f"sweep: a worker process could not start ({describe_exit(code)}); "
-                             "see its messages above") from None
+            raise AstraError(
+                f"sweep: a worker process could not start ({describe_exit(code)}); see its messages above"
+            ) from None
         task, worker.task = worker.task, None
         worker.stop()
         pool.remove(worker)
-        on_row(failed_row(task, f"worker process died while running this point "
-                                f"({describe_exit(code)})"))
+        on_row(failed_row(task, f"worker process died while running this point ({describe_exit(code)})"))
         if pending:
             worker = _Worker()
             pool.append(worker)

@@ -35,8 +35,7 @@ from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep.point import apply_override, raw_config
 
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
-CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS),
-               "memory": tuple(MEMORY_KEYS)}
+CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS), "memory": tuple(MEMORY_KEYS)}
 _RANK_FILE = re.compile(r"\.(\d+)\.et")
 
 
@@ -44,7 +43,7 @@ def rank_files(prefix: str) -> list[tuple[int, str]]:
     """``(rank, path)`` of every ``<prefix>.<rank>.et`` file, in rank order."""
     found = []
     for path in glob.glob(glob.escape(prefix) + ".*.et"):
-        match = _RANK_FILE.fullmatch(path[len(prefix):])
+        match = _RANK_FILE.fullmatch(path[len(prefix) :])
         if match:
             found.append((int(match.group(1)), path))
     return sorted(found)
@@ -122,8 +121,7 @@ class _Checker:
             here = f"{self.where[name]}: {name}"
             if param.root not in edited:
                 if run.get(param.root) is None and param.root != "backend_config":
-                    self.note(here, f"there is no {param.root} config (in base or this point) "
-                                    "to set it in")
+                    self.note(here, f"there is no {param.root} config (in base or this point) to set it in")
                     edited[param.root] = (None, "")
                 else:
                     edited[param.root] = self._raw(point, run, param.root)
@@ -136,9 +134,15 @@ class _Checker:
                 self.note(here, str(exc))
 
 
-def check_inputs(problems: Problems, points: list[dict[str, Any]], runs: list[dict[str, Any]],
-                 parameters: dict[str, Any], where: dict[str, str], path_keys: tuple[str, ...],
-                 backend_check: Callable[[str | None], None] | None) -> None:
+def check_inputs(
+    problems: Problems,
+    points: list[dict[str, Any]],
+    runs: list[dict[str, Any]],
+    parameters: dict[str, Any],
+    where: dict[str, str],
+    path_keys: tuple[str, ...],
+    backend_check: Callable[[str | None], None] | None,
+) -> None:
     """Note every problem of the points (``points[i]`` resolved is ``runs[i]``) in ``problems``.
 
     ``parameters``: the parsed parameter (``root``, ``key``, ``index``) of each

@@ -48,9 +48,11 @@ class SweepOutcome:
         error = first["error"] or first["status"]
         table = next((p for p in self.files if p.suffix == ".csv"), None)
         where = f"; every error in the 'error' column of {table}" if table else ""
-        return (f"{len(failed)} of {len(self.frame)} points failed "
-                f"(point{'s' if len(numbers) > 1 else ''} {named}{more}): "
-                f"point {first['point']}: {error}{where}")
+        return (
+            f"{len(failed)} of {len(self.frame)} points failed "
+            f"(point{'s' if len(numbers) > 1 else ''} {named}{more}): "
+            f"point {first['point']}: {error}{where}"
+        )
 
 
 def as_spec(spec: SweepSpec | str | os.PathLike | dict) -> SweepSpec:
@@ -62,10 +64,16 @@ def as_spec(spec: SweepSpec | str | os.PathLike | dict) -> SweepSpec:
     return load_spec(spec)
 
 
-def run_sweep(spec: SweepSpec | str | os.PathLike | dict, *, output: str | os.PathLike | None = None,
-              workers: int | None = None, ray: bool | str | None = None, fresh: bool = False,
-              on_row: Callable[[dict], None] | None = None,
-              on_start: Callable[[int, int], None] | None = None) -> SweepOutcome:
+def run_sweep(
+    spec: SweepSpec | str | os.PathLike | dict,
+    *,
+    output: str | os.PathLike | None = None,
+    workers: int | None = None,
+    ray: bool | str | None = None,
+    fresh: bool = False,
+    on_row: Callable[[dict], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+) -> SweepOutcome:
     """Run every point of ``spec`` not finished before; write results and plot.
 
     ``output``: results directory (default: the spec's). ``workers``: process

@@ -53,11 +53,20 @@ from astra_core.sweep.point import METRICS
 from astra_core.sweep.preflight import check_inputs
 
 #: Run keys a point may set directly (``astra.simulate``'s arguments).
-RUN_KEYS = ("workload", "system", "network", "topology", "dims", "memory", "comm_groups",
-            "backend", "backend_config", "symmetry")
+RUN_KEYS = (
+    "workload",
+    "system",
+    "network",
+    "topology",
+    "dims",
+    "memory",
+    "comm_groups",
+    "backend",
+    "backend_config",
+    "symmetry",
+)
 #: Run keys whose string values are file paths (or trace prefixes).
-PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups",
-             "backend_config")
+PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups", "backend_config")
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 SPEC_KEYS = ("base", "grid", "points", "metric", "x", "output")
@@ -120,8 +129,10 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     ``"overrides"`` as ``[root, key, index, value]`` (applied by the worker,
     which reads the config files). JSON-serializable.
     """
-    run = {key: _resolve_path(value, spec.directory) if key in PATH_KEYS else value
-           for key, value in spec.base.items()}
+    run = {
+        key: _resolve_path(value, spec.directory) if key in PATH_KEYS else value
+        for key, value in spec.base.items()
+    }
     edits = []
     for name, value in overrides.items():
         param, _ = parse_parameter(name)
@@ -163,13 +174,13 @@ def _backend_check() -> Callable[[str | None], None]:
 
     try:
         settings = load_settings()
-        registry = BackendRegistry(make_plugin_manager(settings=settings),
-                                   settings.default_backend)
+        registry = BackendRegistry(make_plugin_manager(settings=settings), settings.default_backend)
     except AstraError as exc:
         error = exc
 
         def unusable(name: str | None) -> None:
             raise error
+
         return unusable
     return registry.get
 
@@ -229,12 +240,26 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
     metric = mapping.get("metric", "step_ns")
     _check_metric(problems, metric)
     output = mapping.get("output") or f"{Path(source).stem}-results"
-    spec = SweepSpec(source=source, directory=directory, base=base, parameters=names,
-                     points=points, metric=metric, x=x, output=(directory / str(output)).resolve())
+    spec = SweepSpec(
+        source=source,
+        directory=directory,
+        base=base,
+        parameters=names,
+        points=points,
+        metric=metric,
+        x=x,
+        output=(directory / str(output)).resolve(),
+    )
     if "workload" in base and "system" in base:
-        check_inputs(problems, points, [resolve_point(spec, p) for p in points],
-                     {name: parse_parameter(name)[0] for name in names}, where, PATH_KEYS,
-                     _backend_check())
+        check_inputs(
+            problems,
+            points,
+            [resolve_point(spec, p) for p in points],
+            {name: parse_parameter(name)[0] for name in names},
+            where,
+            PATH_KEYS,
+            _backend_check(),
+        )
     problems.raise_if_any()
     return spec
 

@@ -53,16 +53,16 @@ class PointLog:
         except FileNotFoundError:
             return rows
         except OSError as exc:
-            raise AstraError(f"{self.path}: cannot read the point log: "
-                             f"{exc.strerror or exc}") from None
+            raise AstraError(f"{self.path}: cannot read the point log: {exc.strerror or exc}") from None
         if data and not data.endswith(b"\n"):
-            data = data[:data.rfind(b"\n") + 1]
+            data = data[: data.rfind(b"\n") + 1]
             try:
                 with self.path.open("r+b") as f:
                     f.truncate(len(data))
             except OSError as exc:
-                raise AstraError(f"{self.path}: cannot repair the torn last line: "
-                                 f"{exc.strerror or exc}") from None
+                raise AstraError(
+                    f"{self.path}: cannot repair the torn last line: {exc.strerror or exc}"
+                ) from None
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             try:
                 row = json.loads(line)
@@ -71,8 +71,10 @@ class PointLog:
             if isinstance(row, dict) and "key" in row:
                 rows[row["key"]] = row
             elif line.strip():
-                warnings.warn(f"{self.path}: line {number} is not a point row; ignored "
-                              "(its point runs again)", stacklevel=2)
+                warnings.warn(
+                    f"{self.path}: line {number} is not a point row; ignored (its point runs again)",
+                    stacklevel=2,
+                )
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
@@ -83,8 +85,7 @@ class PointLog:
                 f.write(json.dumps(row, default=str) + "\n")
                 f.flush()
         except OSError as exc:
-            raise AstraError(f"{self.path}: cannot write the point log: "
-                             f"{exc.strerror or exc}") from None
+            raise AstraError(f"{self.path}: cannot write the point log: {exc.strerror or exc}") from None
 
     def clear(self) -> None:
         """Forget every row (``--fresh``)."""
@@ -151,15 +152,16 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
     ok = frame[frame["status"] == "ok"]
     others = [p for p in spec.parameters if p != x and ok[p].nunique(dropna=False) > 1]
     numeric_x = ok[x].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
-    scale, unit = (time_unit(float(ok[metric].max())) if metric.endswith("_ns") and len(ok)
-                   else (1.0, ""))
+    scale, unit = time_unit(float(ok[metric].max())) if metric.endswith("_ns") and len(ok) else (1.0, "")
     fig, ax = plt.subplots(figsize=(8, 5))
     groups = list(ok.groupby(others, dropna=False, sort=False)) if others else [((), ok)]
     for label, group in groups[:MAX_LINES]:
         group = group.sort_values(x) if numeric_x else group
         xs = group[x].tolist() if numeric_x else [str(v) for v in group[x]]
-        name = ", ".join(f"{p}={v}" for p, v in zip(others, label if isinstance(label, tuple)
-                                                     else (label,))) or None
+        name = (
+            ", ".join(f"{p}={v}" for p, v in zip(others, label if isinstance(label, tuple) else (label,)))
+            or None
+        )
         ax.plot(xs, group[metric] / scale, marker="o", label=name)
     if numeric_x and len(ok) and (ok[x] > 0).all() and ok[x].max() >= 8 * ok[x].min():
         ax.set_xscale("log", base=2)
@@ -168,8 +170,9 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
     ax.set_ylabel(f"{metric.removesuffix('_ns').replace('_', ' ')} ({unit})" if unit else metric)
     failed = int((frame["status"] != "ok").sum())
     shown = "" if len(groups) <= MAX_LINES else f", first {MAX_LINES} of {len(groups)} lines"
-    ax.set_title(f"{metric} vs {x} — {len(ok)} points"
-                 + (f" ({failed} failed, not shown)" if failed else "") + shown)
+    ax.set_title(
+        f"{metric} vs {x} — {len(ok)} points" + (f" ({failed} failed, not shown)" if failed else "") + shown
+    )
     if any(name for name, _ in groups[:MAX_LINES]) and others:
         ax.legend(fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)

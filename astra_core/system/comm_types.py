@@ -25,8 +25,7 @@ class CommType(Enum):
 
 
 #: The collectives system.json configures (``<label>-implementation``).
-CONFIGURABLE = (CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER,
-                CommType.ALL_TO_ALL)
+CONFIGURABLE = (CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER, CommType.ALL_TO_ALL)
 #: Rooted at position 0 of their communicator (Chakra carries no root).
 ROOTED = (CommType.BROADCAST, CommType.REDUCE)
 

@@ -124,8 +124,12 @@ class _TieWatch:
         self._check(slot)
 
     def _check(self, slot: int) -> None:
-        if (slot in self.given and len(self.touched.get(slot, ())) > 1
-                and len(self.candidates.get(slot, ())) > 1 and self.race is None):
+        if (
+            slot in self.given
+            and len(self.touched.get(slot, ())) > 1
+            and len(self.candidates.get(slot, ())) > 1
+            and self.race is None
+        ):
             self.race = slot
 
 
@@ -218,8 +222,11 @@ class RankEngine:
         now = self.sys.now()
         self.started[pos] = now
         kind = node.type
-        if (kind == COMP or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV))
-                or self.sim.system.replay_only):  # replay-only: every node (issue_replay)
+        if (
+            kind == COMP
+            or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV))
+            or self.sim.system.replay_only
+        ):  # replay-only: every node (issue_replay)
             self._issue_compute(pos, node)
         elif kind == COMM_COLL:
             self._issue_collective(pos, node)
@@ -259,13 +266,14 @@ class RankEngine:
                 self.sys.register_event(runtime, self.complete, pos)
                 return
             name = CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, f"code {node.comm_type}")
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): collective "
-                             f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
-                             "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay; BROADCAST and "
-                             "REDUCE with an \"nccl\" implementation)")
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): collective "
+                f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
+                "REDUCE_SCATTER, ALL_TO_ALL, BROADCAST as replay; BROADCAST and "
+                'REDUCE with an "nccl" implementation)'
+            )
         group = self._group_of(node)
-        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group,
-                                               node=node)
+        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group, node=node)
         dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
         self.sim.record_collective(self.rank, node, dataset)
 
@@ -278,11 +286,15 @@ class RankEngine:
             key = str(int(key))
         group = self.groups.get(key)
         if group is None:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): communicator "
-                             f"group '{name}' is not defined (give --comm-groups)")
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): communicator "
+                f"group '{name}' is not defined (give --comm-groups)"
+            )
         if self.rank not in group.members:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): rank is not a "
-                             f"member of communicator group '{name}' {list(group.members)}")
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): rank is not a "
+                f"member of communicator group '{name}' {list(group.members)}"
+            )
         return group
 
     def _define_groups(self, node: ETNode) -> None:
@@ -306,8 +318,9 @@ class RankEngine:
         dst = self._p2p_peer(node, sending=True)
         nccl = self.sim.nccl_p2p
         not_before = None if nccl is None else self.sys.now() + nccl.p2p_ns(self.rank, dst, node.comm_size)
-        self.sim.matcher.send(self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos,
-                              not_before_ns=not_before)
+        self.sim.matcher.send(
+            self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos, not_before_ns=not_before
+        )
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
         src = self._p2p_peer(node, sending=False)
@@ -315,8 +328,9 @@ class RankEngine:
 
     def _p2p_peer(self, node: ETNode, sending: bool) -> int:
         """The other rank of a send/receive node, checked. Raises TraceError."""
-        kind, peer_key, own_key = (("COMM_SEND", "comm_dst", "comm_src") if sending
-                                   else ("COMM_RECV", "comm_src", "comm_dst"))
+        kind, peer_key, own_key = (
+            ("COMM_SEND", "comm_dst", "comm_src") if sending else ("COMM_RECV", "comm_src", "comm_dst")
+        )
         peer, own = getattr(node, peer_key), getattr(node, own_key)
         where = f"rank {self.rank}: node {node.id} ({node.name}): {kind}"
         if peer is None:
@@ -324,15 +338,16 @@ class RankEngine:
         if own is not None and own != self.rank:
             raise TraceError(f"{where} with {own_key} {own} found in rank {self.rank}'s trace")
         if not 0 <= peer < self.sim.npus_count or peer == self.rank:
-            raise TraceError(f"{where}: peer rank {peer} is not another NPU of the "
-                             f"{self.sim.npus_count}")
+            raise TraceError(f"{where}: peer rank {peer} is not another NPU of the {self.sim.npus_count}")
         return peer
 
     def _issue_memory(self, pos: int, node: ETNode) -> None:
         memory = self.sim.memory
         if not memory.enabled:
-            raise TraceError(f"rank {self.rank}: node {node.id} ({node.name}): remote memory "
-                             "access needs a memory config other than NO_MEMORY_EXPANSION (--memory)")
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): remote memory "
+                "access needs a memory config other than NO_MEMORY_EXPANSION (--memory)"
+            )
         delay = memory.access_done_delay(self.rank, node.tensor_size, self.sys.now())
         self.sys.register_event(int(delay), self.complete, pos)
 
@@ -378,9 +393,11 @@ class RankEngine:
     def _order_matters(self, slot: int) -> None:
         """Stop a symmetric run whose outcome may hang on the order of same-time events."""
         names = {CPU: "CPU", GPU_COMP: "GPU compute", GPU_COMM: "GPU communication"}
-        raise TieOrderMatters(f"rank {self.rank} at t={self.sys.now():.0f} ns: nodes that "
-                              f"became ready through different events competed for its "
-                              f"{names[slot]} slot")
+        raise TieOrderMatters(
+            f"rank {self.rank} at t={self.sys.now():.0f} ns: nodes that "
+            f"became ready through different events competed for its "
+            f"{names[slot]} slot"
+        )
 
     def _check_finished(self) -> None:
         if self.finish_ns is None and self.done == len(self.nodes):
@@ -411,11 +428,12 @@ class RankEngine:
             cyclic = graph.cyclic_ids
             if cyclic:
                 sample = ", ".join(str(i) for i in cyclic[:6])
-                lines.append(f"nodes {sample}{' ...' if len(cyclic) > 6 else ''} depend on each "
-                             f"other in a cycle of data dependencies ({len(blocked)} node(s) "
-                             "can never run)")
+                lines.append(
+                    f"nodes {sample}{' ...' if len(cyclic) > 6 else ''} depend on each "
+                    f"other in a cycle of data dependencies ({len(blocked)} node(s) "
+                    "can never run)"
+                )
             elif blocked:
                 sample = ", ".join(str(nodes[p].id) for p in blocked[:5])
-                lines.append(f"{len(blocked)} node(s) wait on parents that never finished, "
-                             f"e.g. {sample}")
+                lines.append(f"{len(blocked)} node(s) wait on parents that never finished, e.g. {sample}")
         return lines

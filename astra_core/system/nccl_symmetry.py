@@ -47,8 +47,9 @@ class NcclCollectives:
     :class:`~.collectives.nccl.model.NcclModel`.
     """
 
-    def __init__(self, graphs: Sequence[RankGraph], sizes: Sequence[int],
-                 groups: dict[str, tuple[int, ...]], nccl):
+    def __init__(
+        self, graphs: Sequence[RankGraph], sizes: Sequence[int], groups: dict[str, tuple[int, ...]], nccl
+    ):
         self.nccl = nccl
         self.sizes = tuple(sizes)
         npus = 1
@@ -70,8 +71,12 @@ class NcclCollectives:
                     entry = None
                     if not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
                         pg = node.pg_name if node.pg_name not in (None, "", "0") else None
-                        entry = (CommType(node.comm_type), node.comm_size, pg,
-                                 None if pg else node.involved_dim)
+                        entry = (
+                            CommType(node.comm_type),
+                            node.comm_size,
+                            pg,
+                            None if pg else node.involved_dim,
+                        )
                     if key is not None:
                         of_node[key] = entry
                 if entry is not None:
@@ -107,7 +112,10 @@ class NcclCollectives:
                 return False
             nodes = len({m // L for m in members})
             start = image.index(moved[0])
-            if (nodes > 1 and start % (len(members) // nodes)
-                    or tuple(image[start:] + image[:start]) != tuple(moved)):
+            if (
+                nodes > 1
+                and start % (len(members) // nodes)
+                or tuple(image[start:] + image[:start]) != tuple(moved)
+            ):
                 return False
         return True

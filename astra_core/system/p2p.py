@@ -60,9 +60,18 @@ class MessageMatcher:
             queue.append(entry)
         return entry
 
-    def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None, collective: bool = False,
-             not_before_ns: float | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        tag: int,
+        on_sent: Callback | None,
+        arg: Any,
+        dim: int | None = None,
+        collective: bool = False,
+        not_before_ns: float | None = None,
+    ) -> None:
         """Send ``size`` bytes now; ``on_sent(arg)`` runs when they arrive.
 
         ``collective`` marks a collective chunk (its tag may carry a
@@ -104,8 +113,12 @@ class MessageMatcher:
     def arrived_unreceived(self) -> list[tuple[int, int, int, int]]:
         """(src, dst, tag, bytes) of messages that arrived and that no receive
         matched, in the matcher's frame (representatives under rank symmetry)."""
-        return [(src, dst, tag, size) for (tag, src, dst, size), queue in self._waiting.items()
-                for entry in queue if entry.sent and entry.arrived]
+        return [
+            (src, dst, tag, size)
+            for (tag, src, dst, size), queue in self._waiting.items()
+            for entry in queue
+            if entry.sent and entry.arrived
+        ]
 
 
 class MirroredMatcher(MessageMatcher):
@@ -123,9 +136,18 @@ class MirroredMatcher(MessageMatcher):
         self.symmetry = symmetry
         self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
 
-    def send(self, src: int, dst: int, size: int, tag: int, on_sent: Callback | None,
-             arg: Any, dim: int | None = None, collective: bool = False,
-             not_before_ns: float | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        tag: int,
+        on_sent: Callback | None,
+        arg: Any,
+        dim: int | None = None,
+        collective: bool = False,
+        not_before_ns: float | None = None,
+    ) -> None:
         sym = self.symmetry
         target = self._to_rep.get(dst)
         if target is None:
@@ -137,8 +159,9 @@ class MirroredMatcher(MessageMatcher):
         entry.sent = True
         self.messages += 1
         self.bytes += size
-        self.backend.send(src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns),
-                          tag=tag, dim=dim)
+        self.backend.send(
+            src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns), tag=tag, dim=dim
+        )
 
     def _mirrored_arrival(self, payload: tuple) -> None:
         entry, on_sent, arg, not_before = payload

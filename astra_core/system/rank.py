@@ -94,9 +94,13 @@ class CommGroup:
         self.next_stream_id = group_id * 1_000_000
         self._dims: dict[tuple[str, int | None], list[DimTopology]] = {}
 
-    def dims(self, rank: int, comm_type: CommType = CommType.ALL_REDUCE,
-             algorithms: Sequence[CollectiveAlgorithmName] = (),
-             source: str = "system.json") -> list[DimTopology]:
+    def dims(
+        self,
+        rank: int,
+        comm_type: CommType = CommType.ALL_REDUCE,
+        algorithms: Sequence[CollectiveAlgorithmName] = (),
+        source: str = "system.json",
+    ) -> list[DimTopology]:
         """The one logical dimension ``comm_type`` runs on for ``rank``.
 
         Raises ConfigError (naming ``source``) for doubleBinaryTree, which
@@ -114,10 +118,12 @@ class CommGroup:
                     f"on a communicator group smaller than the network ({len(self.members)} "
                     f"NPUs: {shown}{more}), which runs on a ring of its members (upstream "
                     "reads that ring as a tree); use ring, direct or halvingDoubling, or list "
-                    "one algorithm per dimension (the group then runs a ring)")
+                    "one algorithm per dimension (the group then runs a ring)"
+                )
             ring = RingTopology(rank, list(self.members), local=True)
             dims = self._dims[(algorithm, window)] = [
-                DimTopology(algorithm, -1 if window is None else window, ring=ring)]
+                DimTopology(algorithm, -1 if window is None else window, ring=ring)
+            ]
         return dims
 
 
@@ -144,8 +150,7 @@ class RankSystem:
         self.local_bw_aware = system.collective_optimization == "localBWAware"
         dim_sizes = [d.npus for d in sim.network.dims]
         self.dims_by_type: dict[CommType, list[DimTopology]] = {
-            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type],
-                                          system.source)
+            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type], system.source)
             for comm_type in CONFIGURABLE
         }
         queues = len(dim_sizes)
@@ -204,8 +209,14 @@ class RankSystem:
         self.sim.matcher.recv(src, self.id, size, tag, on_received, None)
 
     # -- collectives ------------------------------------------------------------
-    def generate_collective(self, comm_type: CommType, size: int, involved_dims: list[bool] | None,
-                            group: CommGroup | None, node: ETNode | None = None) -> DataSet:
+    def generate_collective(
+        self,
+        comm_type: CommType,
+        size: int,
+        involved_dims: list[bool] | None,
+        group: CommGroup | None,
+        node: ETNode | None = None,
+    ) -> DataSet:
         """Split a collective into streams and queue them; returns its DataSet.
 
         ``involved_dims[d]`` says whether dimension ``d`` takes part (missing
@@ -242,11 +253,15 @@ class RankSystem:
         elif len(group.members) == self.sim.npus_count:
             dims, involved_dims = self.dims_by_type[comm_type], None
         else:
-            dims, involved_dims = group.dims(self.id, comm_type, self.sim.implementations[comm_type],
-                                             self.sim.system.source), None
-        active = [d for d in range(len(dims))
-                  if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims)
-                                            or involved_dims[d])]
+            dims, involved_dims = (
+                group.dims(self.id, comm_type, self.sim.implementations[comm_type], self.sim.system.source),
+                None,
+            )
+        active = [
+            d
+            for d in range(len(dims))
+            if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims) or involved_dims[d])
+        ]
         # NCCL and custom collectives chunk their buffer themselves (upstream: one
         # stream for a custom collective, Sys::generate_collective)
         own = dims[0].algorithm == "nccl" or dims[0].algorithm.startswith("custom:")
@@ -286,24 +301,30 @@ class RankSystem:
     def _no_implementation(self, comm_type: CommType, node: ETNode | None) -> None:
         label = comm_type.label
         where = f"rank {self.id}" + (f" node {node.id} ({node.name})" if node is not None else "")
-        raise ConfigError(f"{self.sim.system.source}: no {label}-implementation, but {where} "
-                          f"issues collective {comm_type.name}; add \"{label}-implementation\" "
-                          "with one algorithm per network dimension")
+        raise ConfigError(
+            f"{self.sim.system.source}: no {label}-implementation, but {where} "
+            f'issues collective {comm_type.name}; add "{label}-implementation" '
+            "with one algorithm per network dimension"
+        )
 
-    def _phases(self, comm_type: CommType, dims: list[DimTopology], active: list[int],
-                chunk: int) -> list[Phase]:
+    def _phases(
+        self, comm_type: CommType, dims: list[DimTopology], active: list[int], chunk: int
+    ) -> list[Phase]:
         order = active[::-1] if comm_type is CommType.ALL_GATHER else active
         if comm_type is not CommType.ALL_REDUCE or not self.local_bw_aware:
             plan = [(comm_type, d) for d in order]
         else:
-            plan = ([(CommType.REDUCE_SCATTER, d) for d in order[:-1]]
-                    + [(CommType.ALL_REDUCE, order[-1])]
-                    + [(CommType.ALL_GATHER, d) for d in reversed(order[:-1])])
+            plan = (
+                [(CommType.REDUCE_SCATTER, d) for d in order[:-1]]
+                + [(CommType.ALL_REDUCE, order[-1])]
+                + [(CommType.ALL_GATHER, d) for d in reversed(order[:-1])]
+            )
         phases = []
         data = chunk
         for phase_type, d in plan:
-            algorithm = make_phase(phase_type, self.id, dims[d], data,
-                                   plugins=self.sim.collective_plugins, nccl=self.sim.nccl)
+            algorithm = make_phase(
+                phase_type, self.id, dims[d], data, plugins=self.sim.collective_plugins, nccl=self.sim.nccl
+            )
             phases.append(Phase(d, algorithm))
             data = algorithm.final_data_size
         return phases
@@ -327,7 +348,8 @@ class RankSystem:
         now = self.now()
         if stream.phase is not None:
             stream.dataset.phase_times.append(
-                (stream.phase.dim, stream.algorithm.comm_type.label, stream.phase_start_ns, now))
+                (stream.phase.dim, stream.algorithm.comm_type.label, stream.phase_start_ns, now)
+            )
         if not stream.phases_to_go:
             stream.dataset.stream_finished(now)
         if previous_queue >= 0:
@@ -368,7 +390,8 @@ class RankSystem:
         lines = []
         for queue in self.active_streams:
             for stream in queue:
-                state = (stream.algorithm.waiting_for() if stream.initialized
-                         else "queued behind another chunk")
+                state = (
+                    stream.algorithm.waiting_for() if stream.initialized else "queued behind another chunk"
+                )
                 lines.append(f"chunk tag {stream.stream_id}: {state}")
         return lines

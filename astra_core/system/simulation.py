@@ -45,12 +45,20 @@ class Simulation:
     instead if the classes turn out not to hold (see :meth:`run`).
     """
 
-    def __init__(self, graphs: Sequence[RankGraph], network: NetworkConfig, system: SystemConfig,
-                 backend, *, memory: MemoryConfig | None = None,
-                 comm_groups: dict[str, tuple[int, ...]] | None = None,
-                 backend_name: str = "?", symmetry: bool = True,
-                 collective_plugins: dict | None = None,
-                 fresh_backend: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        graphs: Sequence[RankGraph],
+        network: NetworkConfig,
+        system: SystemConfig,
+        backend,
+        *,
+        memory: MemoryConfig | None = None,
+        comm_groups: dict[str, tuple[int, ...]] | None = None,
+        backend_name: str = "?",
+        symmetry: bool = True,
+        collective_plugins: dict | None = None,
+        fresh_backend: Callable[[], Any] | None = None,
+    ):
         self.network = network
         self.system = system
         self.backend = backend
@@ -79,9 +87,15 @@ class Simulation:
             self.symmetry, self.symmetry_reason = None, "custom collectives give ranks their own programs"
         elif symmetry:
             self.symmetry, self.symmetry_reason = find_symmetry(
-                graphs, [d.npus for d in network.dims], self.implementations, self.comm_groups,
-                self.memory.config.memory_type, backend, self.nccl,
-                [d.kind is not TopologyKind.RING for d in network.dims])
+                graphs,
+                [d.npus for d in network.dims],
+                self.implementations,
+                self.comm_groups,
+                self.memory.config.memory_type,
+                backend,
+                self.nccl,
+                [d.kind is not TopologyKind.RING for d in network.dims],
+            )
         else:
             self.symmetry, self.symmetry_reason = None, "turned off"
         self.graphs = list(graphs)
@@ -97,8 +111,7 @@ class Simulation:
         if self.symmetry is not None:
             # Representatives stand for their classes (astra_core.system.symmetry).
             self.matcher = MirroredMatcher(self.backend, self.symmetry)
-            self.engines = [RankEngine(r, self.graphs[r], self)
-                            for r in self.symmetry.representatives()]
+            self.engines = [RankEngine(r, self.graphs[r], self) for r in self.symmetry.representatives()]
         else:
             self.matcher = MessageMatcher(self.backend)
             self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(self.graphs)]
@@ -110,9 +123,11 @@ class Simulation:
                 plugin = name.plugin_name
                 if plugin is not None and plugin not in self.collective_plugins:
                     known = ", ".join(sorted(self.collective_plugins)) or "none"
-                    raise ConfigError(f"{self.system.source}: {comm_type.label}-implementation"
-                                      f"[{index}]: no plugin registered collective algorithm "
-                                      f"'{plugin}' (registered: {known})")
+                    raise ConfigError(
+                        f"{self.system.source}: {comm_type.label}-implementation"
+                        f"[{index}]: no plugin registered collective algorithm "
+                        f"'{plugin}' (registered: {known})"
+                    )
 
     # -- callbacks from the engines ------------------------------------------
     def rank_finished(self, rank: int) -> None:
@@ -164,16 +179,27 @@ class Simulation:
         representative = None
         if self.symmetry is not None:
             by_rank = {result.rank: result for result in ranks}
-            representative = ([0] * self.npus_count if len(self.engines) == 1 else
-                              [self.symmetry.representative(r) for r in range(self.npus_count)])
+            representative = (
+                [0] * self.npus_count
+                if len(self.engines) == 1
+                else [self.symmetry.representative(r) for r in range(self.npus_count)]
+            )
             ranks = [replace(by_rank[rep], rank=r) for r, rep in enumerate(representative)]
             class_size = self.npus_count // len(self.engines)
             messages *= class_size
             message_bytes *= class_size
-        return RunResult(backend=self.backend_name, ranks=ranks, collectives=self.collectives,
-                         engines=self.engines, network=self.backend, graphs=self.graphs, messages=messages,
-                         message_bytes=message_bytes, symmetric=self.symmetry is not None,
-                         representative=representative)
+        return RunResult(
+            backend=self.backend_name,
+            ranks=ranks,
+            collectives=self.collectives,
+            engines=self.engines,
+            network=self.backend,
+            graphs=self.graphs,
+            messages=messages,
+            message_bytes=message_bytes,
+            symmetric=self.symmetry is not None,
+            representative=representative,
+        )
 
     @staticmethod
     def _rank_result(engine: RankEngine) -> RankResult:
@@ -190,9 +216,14 @@ class Simulation:
         if cur_end is not None:
             comm_ns += cur_end - cur_start
         finish = engine.finish_ns or 0
-        return RankResult(rank=engine.rank, finish_ns=finish, compute_ns=engine.gpu_compute_ns,
-                          cpu_ns=engine.cpu_compute_ns, comm_ns=comm_ns,
-                          exposed_comm_ns=finish - engine.gpu_compute_ns)
+        return RankResult(
+            rank=engine.rank,
+            finish_ns=finish,
+            compute_ns=engine.gpu_compute_ns,
+            cpu_ns=engine.cpu_compute_ns,
+            comm_ns=comm_ns,
+            exposed_comm_ns=finish - engine.gpu_compute_ns,
+        )
 
     # -- what a run left undone -------------------------------------------------------
     def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:

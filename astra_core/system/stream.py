@@ -35,8 +35,7 @@ class DataSet:
     leaves its last phase (upstream ``DataSet::notify_stream_finished``).
     """
 
-    __slots__ = ("total_streams", "finished_streams", "on_finished", "start_ns", "finish_ns",
-                 "phase_times")
+    __slots__ = ("total_streams", "finished_streams", "on_finished", "start_ns", "finish_ns", "phase_times")
 
     def __init__(self, total_streams: int, start_ns: float):
         self.total_streams = total_streams
@@ -61,11 +60,22 @@ class Stream:
     ``priority`` orders streams waiting for the same queue (higher first).
     """
 
-    __slots__ = ("owner", "dataset", "stream_id", "priority", "phases_to_go", "phase",
-                 "algorithm", "current_queue_id", "initialized", "phase_start_ns")
+    __slots__ = (
+        "owner",
+        "dataset",
+        "stream_id",
+        "priority",
+        "phases_to_go",
+        "phase",
+        "algorithm",
+        "current_queue_id",
+        "initialized",
+        "phase_start_ns",
+    )
 
-    def __init__(self, owner: RankSystem, dataset: DataSet, stream_id: int,
-                 phases: list[Phase], priority: int):
+    def __init__(
+        self, owner: RankSystem, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int
+    ):
         self.owner = owner
         self.dataset = dataset
         self.stream_id = stream_id

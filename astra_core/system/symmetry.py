@@ -136,8 +136,10 @@ class Symmetry:
         the inverse of :meth:`to_representative`, to name a representative's
         peers, groups and tags as ``rank`` sees them."""
         rep, delta = self.to_representative(rank)
-        return rep, tuple((-d) % n if kind == "rotation" else d  # an XOR mask is its own inverse
-                          for d, n, kind in zip(delta, self.sizes, self.kinds))
+        return rep, tuple(
+            (-d) % n if kind == "rotation" else d  # an XOR mask is its own inverse
+            for d, n, kind in zip(delta, self.sizes, self.kinds)
+        )
 
     def classes(self) -> dict[int, list[int]]:
         """Representative -> the ranks it stands for (itself included), ascending."""
@@ -160,8 +162,9 @@ class Symmetry:
         return moved * GROUP_TAG_BASE + tag % GROUP_TAG_BASE
 
 
-def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
-           whole_groups: set[str]) -> tuple[list[str], set[int]] | None:
+def _kinds(
+    graphs: Sequence[RankGraph], sizes: Sequence[int], implementations, whole_groups: set[str]
+) -> tuple[list[str], set[int]] | None:
     """Per dimension: "rotation", "xor" or "none" from the algorithms in use, and the
     dimensions that run a native algorithm over their own coordinates; None if no symmetry.
 
@@ -191,7 +194,8 @@ def _kinds(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
                 # by absolute position in the member list: not a rotation. NCCL's
                 # communicators are checked translation by translation (nccl_symmetry).
                 if node.comm_type in _COMM_TYPES and group_algorithm(
-                        implementations[CommType(node.comm_type)]) not in _ROTATION | {"nccl"}:
+                    implementations[CommType(node.comm_type)]
+                ) not in _ROTATION | {"nccl"}:
                     return None
                 continue
             try:
@@ -244,8 +248,12 @@ def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, list[int]]]
     return out
 
 
-def _signatures(graphs: Sequence[RankGraph], bases: list[tuple[int, list[int]]], sym: Symmetry,
-                groups: dict[str, tuple[int, ...]]) -> list[int]:
+def _signatures(
+    graphs: Sequence[RankGraph],
+    bases: list[tuple[int, list[int]]],
+    sym: Symmetry,
+    groups: dict[str, tuple[int, ...]],
+) -> list[int]:
     """Per rank: a class id of its trace with groups and peers as offsets from the rank
     (``bases``: :func:`_base_signatures`).
 
@@ -267,7 +275,8 @@ def _signatures(graphs: Sequence[RankGraph], bases: list[tuple[int, list[int]]],
                 if found is None and peer is not None:
                     found = offsets[peer] = tuple(
                         (c - m) % n if kind == "rotation" else c ^ m
-                        for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds))
+                        for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds)
+                    )
                 return found
 
             rel = []
@@ -278,16 +287,18 @@ def _signatures(graphs: Sequence[RankGraph], bases: list[tuple[int, list[int]]],
                     ring = rings.get(node.pg_name)
                     if ring is None:
                         members = groups.get(_group_key(node.pg_name))
-                        ring = rings[node.pg_name] = (_ring(offset(m) for m in members) if members
-                                                      else node.pg_name)
+                        ring = rings[node.pg_name] = (
+                            _ring(offset(m) for m in members) if members else node.pg_name
+                        )
                 rel.append((offset(node.comm_src), offset(node.comm_dst), ring))
             class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
         out.append(class_id)
     return out
 
 
-def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict[int, tuple],
-                    structures: dict[tuple, tuple]) -> tuple[int, list[int]]:
+def _base_signature(
+    graph: RankGraph, interned: dict[tuple, int], items_of: dict[int, tuple], structures: dict[tuple, tuple]
+) -> tuple[int, list[int]]:
     """(interned id of everything in ``graph`` that times a rank except its peers
     and groups, positions of the nodes that name peers or groups).
 
@@ -326,12 +337,12 @@ def _base_signature(graph: RankGraph, interned: dict[tuple, int], items_of: dict
 
 
 def _names_peers(node) -> bool:
-    return (node.pg_name not in (None, "", "0") or node.comm_src is not None
-            or node.comm_dst is not None)
+    return node.pg_name not in (None, "", "0") or node.comm_src is not None or node.comm_dst is not None
 
 
-def _streamed_signature(graph: RankGraph, interned: dict[tuple, int],
-                        structures: dict[tuple, tuple]) -> tuple[int, list[int]]:
+def _streamed_signature(
+    graph: RankGraph, interned: dict[tuple, int], structures: dict[tuple, tuple]
+) -> tuple[int, list[int]]:
     """:func:`_base_signature` of a streamed trace's graph, with 256-bit BLAKE2b
     digests in place of the tuples (which would hold the whole trace): of every
     node's timing item (made by the scan) and of the structure. Only its notable
@@ -367,9 +378,16 @@ def _group_key(name: str) -> str:
     return str(int(key)) if key.isdigit() else key
 
 
-def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementations,
-                  comm_groups: dict, memory_type: MemoryType, backend,
-                  nccl=None, distance_free: Sequence[bool] | None = None) -> tuple[Symmetry | None, str]:
+def find_symmetry(
+    graphs: Sequence[RankGraph],
+    sizes: Sequence[int],
+    implementations,
+    comm_groups: dict,
+    memory_type: MemoryType,
+    backend,
+    nccl=None,
+    distance_free: Sequence[bool] | None = None,
+) -> tuple[Symmetry | None, str]:
     """The rank classes of a run, or (None, why not) when every rank must run.
 
     ``implementations`` maps each CommType to its per-dimension algorithm names
@@ -391,8 +409,9 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     npus = 1
     for size in sizes:
         npus *= size
-    found = _kinds(graphs, sizes, implementations,
-                   {name for name, members in groups.items() if len(members) == npus})
+    found = _kinds(
+        graphs, sizes, implementations, {name for name, members in groups.items() if len(members) == npus}
+    )
     if found is None:
         return None, "a whole-network algorithm over several dimensions"
     kinds, native = found
@@ -408,8 +427,8 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     best = _steps(graphs, bases, tuple(sizes), tuple(kinds), ids, groups, collectives)
     splittable = [bool(distance_free and distance_free[d]) and d not in native for d in range(len(sizes))]
     for d, split in _splits(sizes, kinds, splittable, groups):
-        sub_sizes = (*sizes[:d], *split, *sizes[d + 1:])
-        sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1:])
+        sub_sizes = (*sizes[:d], *split, *sizes[d + 1 :])
+        sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1 :])
         found = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives)
         if len(found.representatives()) < len(best.representatives()):
             best = found
@@ -418,8 +437,9 @@ def find_symmetry(graphs: Sequence[RankGraph], sizes: Sequence[int], implementat
     return best, ""
 
 
-def _splits(sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[bool],
-            groups: dict[str, tuple[int, ...]]):
+def _splits(
+    sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[bool], groups: dict[str, tuple[int, ...]]
+):
     """(dimension, (a, b)): ways to read a dimension of ``a x b`` NPUs as two, lower ``a``.
 
     Only where a message's time does not depend on how far apart its ends
@@ -437,16 +457,27 @@ def _splits(sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[boo
             for members in groups.values():
                 along = sorted({m // stride % size for m in members})
                 a = len(along)
-                if 1 < a < size and size % a == 0 and along == list(range(along[0], along[0] + a)) \
-                        and along[0] % a == 0 and (d, a) not in seen:
+                if (
+                    1 < a < size
+                    and size % a == 0
+                    and along == list(range(along[0], along[0] + a))
+                    and along[0] % a == 0
+                    and (d, a) not in seen
+                ):
                     seen.add((d, a))
                     yield d, (a, size // a)
         stride *= size
 
 
-def _steps(graphs: Sequence[RankGraph], bases: list, sizes: tuple[int, ...], kinds: tuple[str, ...],
-           ids: dict[int, tuple[int, ...]], groups: dict[str, tuple[int, ...]],
-           collectives: NcclCollectives | None) -> Symmetry:
+def _steps(
+    graphs: Sequence[RankGraph],
+    bases: list,
+    sizes: tuple[int, ...],
+    kinds: tuple[str, ...],
+    ids: dict[int, tuple[int, ...]],
+    groups: dict[str, tuple[int, ...]],
+    collectives: NcclCollectives | None,
+) -> Symmetry:
     """Per dimension the smallest step whose translation maps every rank's trace onto
     its image's (and keeps every NCCL collective)."""
     probe = Symmetry(sizes, tuple(k if k != "none" else "rotation" for k in kinds), sizes, ids)
@@ -460,8 +491,11 @@ def _steps(graphs: Sequence[RankGraph], bases: list, sizes: tuple[int, ...], kin
         step = size
         if kind == "rotation":
             for k in range(1, size):
-                if size % k == 0 and (uniform or _invariant(signatures, probe, d, k)) and (
-                        collectives is None or collectives.preserved_by(_translation(probe, d, k))):
+                if (
+                    size % k == 0
+                    and (uniform or _invariant(signatures, probe, d, k))
+                    and (collectives is None or collectives.preserved_by(_translation(probe, d, k)))
+                ):
                     step = k
                     break
         elif kind == "xor":

@@ -38,8 +38,9 @@ _RANKS = re.compile(r"\b(ranks \[|rank\(s\) |rank )(\d+(?:, \d+)*)")
 _CHUNK_TAG = re.compile(r"\bchunk tag (\d+)")
 
 
-def rank_view(sim: Simulation, engine: RankEngine, rank: int) -> tuple[Callable[[int], int],
-                                                                          Callable[[int], int]]:
+def rank_view(
+    sim: Simulation, engine: RankEngine, rank: int
+) -> tuple[Callable[[int], int], Callable[[int], int]]:
     """(rank renamer, chunk-tag renamer) from ``engine``'s frame to ``rank``'s.
 
     Identity without symmetry; otherwise the translation taking the
@@ -58,13 +59,14 @@ def as_seen_by(text: str, rename: Callable[[int], int], retag: Callable[[int], i
     Member lists (``ranks [...]``) come out ascending and shortened past
     ``SHOWN_MEMBERS``: their members matter, not where the list starts.
     """
+
     def ranks(match: re.Match) -> str:
         numbers = [rename(int(x)) for x in match.group(2).split(", ")]
         if match.group(1) != "ranks [":
             return match.group(1) + ", ".join(map(str, numbers))
         numbers.sort()
         if len(numbers) > SHOWN_MEMBERS:
-            head = ", ".join(map(str, numbers[:SHOWN_MEMBERS - 1]))
+            head = ", ".join(map(str, numbers[: SHOWN_MEMBERS - 1]))
             return f"{match.group(1)}{head}, ..., {numbers[-1]}"
         return match.group(1) + ", ".join(map(str, numbers))
 
@@ -79,18 +81,22 @@ def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) 
     """
     if node.type == _COMM_RECV:
         tag = node.comm_tag or 0
-        text = (f"waits for a message from rank {node.comm_src} (tag {tag}, {node.comm_size} "
-                "bytes) that was never sent")
+        text = (
+            f"waits for a message from rank {node.comm_src} (tag {tag}, {node.comm_size} "
+            "bytes) that was never sent"
+        )
         others = _unreceived_from(sim, engine, rank, node.comm_src)
         if others:
             shown = ", ".join(f"tag {t}, {s} bytes" for t, s in others[:2])
             more = f" and {len(others) - 2} more" if len(others) > 2 else ""
-            text += (f"; rank {node.comm_src} sent it {len(others)} message(s) no receive "
-                     f"matched ({shown}{more})")
+            text += (
+                f"; rank {node.comm_src} sent it {len(others)} message(s) no receive matched ({shown}{more})"
+            )
         return text
     if node.type == _COMM_SEND:
-        return (f"sent to rank {node.comm_dst} (tag {node.comm_tag or 0}, {node.comm_size} "
-                "bytes), never arrived")
+        return (
+            f"sent to rank {node.comm_dst} (tag {node.comm_tag or 0}, {node.comm_size} bytes), never arrived"
+        )
     if node.type == _COMM_COLL:
         streams = engine.sys.waiting_streams()
         if not streams:
@@ -102,8 +108,7 @@ def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) 
     return "never completed"
 
 
-def _unreceived_from(sim: Simulation, engine: RankEngine, rank: int,
-                     src: int) -> list[tuple[int, int]]:
+def _unreceived_from(sim: Simulation, engine: RankEngine, rank: int, src: int) -> list[tuple[int, int]]:
     """(tag, bytes) of the messages ``src`` sent to ``rank`` that arrived and
     no receive matched (the matcher keys them in ``engine.rank``'s frame)."""
     sym = sim.symmetry
@@ -138,10 +143,13 @@ def raise_deadlock(sim: Simulation) -> None:
     if sym is None:
         owners = {rank: stuck[rank] for rank in sorted(stuck)}
     else:
-        owners = {rank: stuck[rep] for rank in range(sim.npus_count)
-                  if (rep := sym.representative(rank)) in stuck}
-    waiting = {rank: engine.waiting(rank) or ["nothing running, nodes left unissued"]
-               for rank, engine in owners.items()}
+        owners = {
+            rank: stuck[rep] for rank in range(sim.npus_count) if (rep := sym.representative(rank)) in stuck
+        }
+    waiting = {
+        rank: engine.waiting(rank) or ["nothing running, nodes left unissued"]
+        for rank, engine in owners.items()
+    }
     shown = list(waiting)[:SHOWN_RANKS]
     first = waiting[shown[0]]
     more = f" (+{len(first) - 1} more nodes)" if len(first) > 1 else ""
@@ -149,15 +157,17 @@ def raise_deadlock(sim: Simulation) -> None:
     if len(shown) > 1:  # the others by node only: the line stays readable
         text += "; also " + ", ".join(f"rank {r}: {_node_only(waiting[r][0])}" for r in shown[1:])
     rest = len(waiting) - len(shown)
-    message = (f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
-               f"rank(s) wait forever: {text}" + (f" (+{rest} more ranks)" if rest else ""))
+    message = (
+        f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
+        f"rank(s) wait forever: {text}" + (f" (+{rest} more ranks)" if rest else "")
+    )
     raise SimulationDeadlock(message, waiting)
 
 
 def _node_only(line: str) -> str:
     """``node 2 (recv)`` of a wait line, or its first words when it names no node."""
     if line.startswith("node ") and ") " in line:
-        return line[:line.index(") ") + 1]
+        return line[: line.index(") ") + 1]
     return line if len(line) <= 60 else line[:57] + "..."
 
 
@@ -189,10 +199,19 @@ def warn_unreceived_sends(sim: Simulation) -> None:
     if not sends:
         return
     src, dst, tag, size = sends[0]
-    node = next((n for n in sim.graphs[src].nodes if n.type == _COMM_SEND and n.comm_dst == dst
-                 and (n.comm_tag or 0) == tag and n.comm_size == size), None)
+    node = next(
+        (
+            n
+            for n in sim.graphs[src].nodes
+            if n.type == _COMM_SEND and n.comm_dst == dst and (n.comm_tag or 0) == tag and n.comm_size == size
+        ),
+        None,
+    )
     where = f"rank {src}" + (f" node {node.id} ({node.name})" if node is not None else "")
     more = f" (+{len(sends) - 1} more such sends)" if len(sends) > 1 else ""
-    warnings.warn(f"{where} sent {size} bytes to rank {dst} with tag {tag} that no receive "
-                  f"matched{more}; the send completed when the message arrived, as upstream's",
-                  TraceWarning, stacklevel=3)
+    warnings.warn(
+        f"{where} sent {size} bytes to rank {dst} with tag {tag} that no receive "
+        f"matched{more}; the send completed when the message arrived, as upstream's",
+        TraceWarning,
+        stacklevel=3,
+    )

@@ -54,8 +54,10 @@ class _Builder:
             raise ConfigError(f"{self.name}: {message}")
 
     def number(self, key: str, value: float) -> None:
-        self.check(isinstance(value, (int, float)) and not isinstance(value, bool),
-                   f"{key} must be a number, got {value!r}")
+        self.check(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            f"{key} must be a number, got {value!r}",
+        )
         self.check(math.isfinite(value), f"{key} must be finite, got {value}")
 
     def positive(self, **values: float) -> None:
@@ -70,8 +72,10 @@ class _Builder:
 
     def integer(self, minimum: int, **values: int) -> None:
         for key, value in values.items():
-            self.check(isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
-                       f"{key} must be an integer >= {minimum}, got {value!r}")
+            self.check(
+                isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+                f"{key} must be an integer >= {minimum}, got {value!r}",
+            )
 
     def size(self, nodes: int, cables: int, npus: int) -> None:
         """Refuse a fabric past the limits of :mod:`astra_core.topology.size` before building it."""
@@ -81,8 +85,9 @@ class _Builder:
         return PhysicalTopology(nodes, switches, self.links, source=self.name)
 
 
-def fat_tree(k: int, bandwidth_gbps: float = DEFAULT_GBPS,
-             latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
+def fat_tree(
+    k: int, bandwidth_gbps: float = DEFAULT_GBPS, latency_ns: float = DEFAULT_LATENCY_NS
+) -> PhysicalTopology:
     """A k-ary fat-tree (Al-Fares, Loukissas, Vahdat, SIGCOMM 2008).
 
     ``k`` pods, each of ``k/2`` edge and ``k/2`` aggregation switches;
@@ -93,8 +98,10 @@ def fat_tree(k: int, bandwidth_gbps: float = DEFAULT_GBPS,
     switches, the aggregation switches (both pod-major) and the core switches.
     """
     b = _Builder(f"fat-tree k={k}")
-    b.check(isinstance(k, int) and not isinstance(k, bool) and k >= 2 and k % 2 == 0,
-            f"k must be an even integer >= 2, got {k!r}")
+    b.check(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 2 and k % 2 == 0,
+        f"k must be an even integer >= 2, got {k!r}",
+    )
     b.positive(bandwidth_gbps=bandwidth_gbps)
     b.latency(latency_ns=latency_ns)
     half = k // 2
@@ -117,8 +124,14 @@ def fat_tree(k: int, bandwidth_gbps: float = DEFAULT_GBPS,
     return b.build(nodes, range(hosts, nodes))
 
 
-def leaf_spine(hosts: int, leaves: int, spines: int, oversubscription: float = 1.0,
-               host_gbps: float = DEFAULT_GBPS, latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
+def leaf_spine(
+    hosts: int,
+    leaves: int,
+    spines: int,
+    oversubscription: float = 1.0,
+    host_gbps: float = DEFAULT_GBPS,
+    latency_ns: float = DEFAULT_LATENCY_NS,
+) -> PhysicalTopology:
     """A two-tier leaf-spine (folded Clos) fabric.
 
     ``hosts / leaves`` consecutive hosts per leaf (host ``h`` on leaf
@@ -164,8 +177,9 @@ def _grid_size(b: _Builder, dims: list[int], nodes: int, wrap: bool) -> None:
     b.size(nodes, cables, nodes)
 
 
-def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
-          latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
+def torus(
+    dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS, latency_ns: float = DEFAULT_LATENCY_NS
+) -> PhysicalTopology:
     """A torus of NPUs without switches (2-D or 3-D; any number of dimensions works).
 
     Node id ``x + dims[0] * (y + dims[1] * z)``. Each dimension wraps around: a
@@ -185,8 +199,9 @@ def torus(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     return b.build(nodes, range(nodes, nodes))
 
 
-def mesh(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
-         latency_ns: float = DEFAULT_LATENCY_NS) -> PhysicalTopology:
+def mesh(
+    dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS, latency_ns: float = DEFAULT_LATENCY_NS
+) -> PhysicalTopology:
     """A mesh of NPUs without switches: a torus without its wrap-around cables.
 
     Node id ``x + dims[0] * (y + dims[1] * z)``, as :func:`torus`. Each
@@ -205,10 +220,17 @@ def mesh(dims: Sequence[int], bandwidth_gbps: float = DEFAULT_GBPS,
     return b.build(nodes, range(nodes, nodes))
 
 
-def gpu_cluster(nodes: int, gpus_per_node: int, nvlink_gbps: float = NVLINK4_GBPS,
-                nvlink_latency_ns: float = NVLINK_LATENCY_NS, nic_gbps: float = NIC_GBPS,
-                nic_latency_ns: float = DEFAULT_LATENCY_NS, leaves: int | None = None,
-                spines: int | None = None, spine_gbps: float | None = None) -> PhysicalTopology:
+def gpu_cluster(
+    nodes: int,
+    gpus_per_node: int,
+    nvlink_gbps: float = NVLINK4_GBPS,
+    nvlink_latency_ns: float = NVLINK_LATENCY_NS,
+    nic_gbps: float = NIC_GBPS,
+    nic_latency_ns: float = DEFAULT_LATENCY_NS,
+    leaves: int | None = None,
+    spines: int | None = None,
+    spine_gbps: float | None = None,
+) -> PhysicalTopology:
     """GPU servers with an NVSwitch each, joined by a rail-optimized leaf-spine.
 
     ``nodes`` servers of ``gpus_per_node`` GPUs; GPU ``g`` of server ``n`` is
@@ -245,8 +267,10 @@ def gpu_cluster(nodes: int, gpus_per_node: int, nvlink_gbps: float = NVLINK4_GBP
     else:
         b.check(leaves % g == 0, f"leaves ({leaves}) must divide gpus_per_node ({g}) or be a multiple of it")
         per_rail = leaves // g
-        b.check(nodes % per_rail == 0,
-                f"{leaves} leaves make {per_rail} leaves per rail; nodes ({nodes}) must be a multiple of it")
+        b.check(
+            nodes % per_rail == 0,
+            f"{leaves} leaves make {per_rail} leaves per rail; nodes ({nodes}) must be a multiple of it",
+        )
     gpus = nodes * g
     per_leaf = gpus // leaves
     if spine_gbps is None:

@@ -91,9 +91,13 @@ def from_network(network: NetworkConfig) -> PhysicalTopology:
             node = base + b * s
         return path
 
-    return PhysicalTopology(next_node, range(npus, next_node), links,
-                            source=network.source if hasattr(network, "source") else "network.yml",
-                            router=route)
+    return PhysicalTopology(
+        next_node,
+        range(npus, next_node),
+        links,
+        source=network.source if hasattr(network, "source") else "network.yml",
+        router=route,
+    )
 
 
 def _check_size(network: NetworkConfig, sizes: list[int], npus: int) -> None:
@@ -132,12 +136,18 @@ def logical_dims(physical: PhysicalTopology, sizes: list[int] | None = None) -> 
         product *= size
     if product != npus or any(size < 1 for size in sizes):
         shown = "x".join(map(str, sizes))
-        raise ConfigError(f"{physical.source}: {npus} NPUs do not fit the logical dimensions "
-                          f"{shown} ({product} NPUs)")
+        raise ConfigError(
+            f"{physical.source}: {npus} NPUs do not fit the logical dimensions {shown} ({product} NPUs)"
+        )
     first = physical.out_links[physical.hosts[0]][0]
     gbps = physical.link_bandwidth[first] * 1e9 / 2**30  # bytes/ns -> GB/s (2^30 B)
     dims = [size for size in sizes if size > 1] or [npus]
-    return NetworkConfig.from_dict({
-        "topology": ["Switch"] * len(dims), "npus_count": dims,
-        "bandwidth": [gbps] * len(dims), "latency": [physical.link_latency[first]] * len(dims),
-    }, source=f"{physical.source} (logical dimensions)")
+    return NetworkConfig.from_dict(
+        {
+            "topology": ["Switch"] * len(dims),
+            "npus_count": dims,
+            "bandwidth": [gbps] * len(dims),
+            "latency": [physical.link_latency[first]] * len(dims),
+        },
+        source=f"{physical.source} (logical dimensions)",
+    )

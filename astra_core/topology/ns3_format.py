@@ -46,14 +46,32 @@ from astra_core.topology.size import check_topology_size
 
 #: bits per second of one unit (ns-3 ``DataRate::DoParse``).
 RATE_UNITS: dict[str, int] = {
-    "bps": 1, "b/s": 1, "Bps": 8, "B/s": 8,
-    "kbps": 10**3, "kb/s": 10**3, "Kbps": 10**3, "Kb/s": 10**3,
-    "kBps": 8 * 10**3, "kB/s": 8 * 10**3, "KBps": 8 * 10**3, "KB/s": 8 * 10**3,
-    "Kib/s": 2**10, "KiB/s": 8 * 2**10,
-    "Mbps": 10**6, "Mb/s": 10**6, "MBps": 8 * 10**6, "MB/s": 8 * 10**6,
-    "Mib/s": 2**20, "MiB/s": 8 * 2**20,
-    "Gbps": 10**9, "Gb/s": 10**9, "GBps": 8 * 10**9, "GB/s": 8 * 10**9,
-    "Gib/s": 2**30, "GiB/s": 8 * 2**30,
+    "bps": 1,
+    "b/s": 1,
+    "Bps": 8,
+    "B/s": 8,
+    "kbps": 10**3,
+    "kb/s": 10**3,
+    "Kbps": 10**3,
+    "Kb/s": 10**3,
+    "kBps": 8 * 10**3,
+    "kB/s": 8 * 10**3,
+    "KBps": 8 * 10**3,
+    "KB/s": 8 * 10**3,
+    "Kib/s": 2**10,
+    "KiB/s": 8 * 2**10,
+    "Mbps": 10**6,
+    "Mb/s": 10**6,
+    "MBps": 8 * 10**6,
+    "MB/s": 8 * 10**6,
+    "Mib/s": 2**20,
+    "MiB/s": 8 * 2**20,
+    "Gbps": 10**9,
+    "Gb/s": 10**9,
+    "GBps": 8 * 10**9,
+    "GB/s": 8 * 10**9,
+    "Gib/s": 2**30,
+    "GiB/s": 8 * 2**30,
 }
 #: picoseconds of one unit (ns-3 ``Time`` string units).
 TIME_UNITS: dict[str, int] = {"s": 10**12, "ms": 10**9, "us": 10**6, "ns": 10**3, "ps": 1}
@@ -85,8 +103,7 @@ class _Reader:
             raise self.fail(f"unknown node id {node} in {what} (nodes are 0..{nodes - 1})")
         return node
 
-    def quantity(self, word: str, what: str, units: dict[str, int], scale: Decimal,
-                 example: str) -> float:
+    def quantity(self, word: str, what: str, units: dict[str, int], scale: Decimal, example: str) -> float:
         """``word`` as ``number * units[unit] / scale``, computed in decimal so that
         ``0.001ms`` is exactly 1000 ns and a written rate reads back bit for bit."""
         match = _QUANTITY.fullmatch(word)
@@ -138,8 +155,9 @@ def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
     if switch_count:
         row = next(rows, None)
         if row is None:
-            raise r.fail(f"header says {switch_count} switches but the switch id line is missing",
-                         header_line)
+            raise r.fail(
+                f"header says {switch_count} switches but the switch id line is missing", header_line
+            )
         r.line, words = row
         if len(words) != switch_count:
             raise r.fail(f"header says {switch_count} switches, this line lists {len(words)} ids")
@@ -218,9 +236,14 @@ def cables(topology: PhysicalTopology) -> list[tuple[int, int, float, float]]:
             back = topology.link(dst, src)
         except KeyError:
             back = None
-        if back is None or (topology.link_bandwidth[back], topology.link_latency[back]) != (bandwidth, latency):
-            raise ConfigError(f"{topology.source}: link {src} -> {dst} has no reverse link of the same "
-                              "bandwidth and latency; the ns-3 format has only symmetric cables")
+        if back is None or (topology.link_bandwidth[back], topology.link_latency[back]) != (
+            bandwidth,
+            latency,
+        ):
+            raise ConfigError(
+                f"{topology.source}: link {src} -> {dst} has no reverse link of the same "
+                "bandwidth and latency; the ns-3 format has only symmetric cables"
+            )
         if back > index:
             result.append((src, dst, bandwidth, latency))
     return result
@@ -235,8 +258,10 @@ def _plain(value: float) -> str:
 def format_ns3_topology(topology: PhysicalTopology) -> str:
     """The ns-3 file text: rates in Gbps, delays in ns, error rate 0."""
     lines = cables(topology)
-    out = [f"{topology.nodes_count} {len(topology.switches)} {len(lines)}",
-           " ".join(map(str, sorted(topology.switches)))]
+    out = [
+        f"{topology.nodes_count} {len(topology.switches)} {len(lines)}",
+        " ".join(map(str, sorted(topology.switches))),
+    ]
     out.extend(f"{a} {b} {_plain(bw * 8)}Gbps {_plain(lat)}ns 0" for a, b, bw, lat in lines)
     return "\n".join(out) + "\n"
 

@@ -47,9 +47,16 @@ class PhysicalTopology:
     each other, or more nodes or links than :mod:`astra_core.topology.size` allows.
     """
 
-    def __init__(self, nodes_count: int, switches: Iterable[int],
-                 links: Sequence[tuple[int, int, float, float]], *, source: str = "topology",
-                 router: Router | None = None, check_connected: bool = True):
+    def __init__(
+        self,
+        nodes_count: int,
+        switches: Iterable[int],
+        links: Sequence[tuple[int, int, float, float]],
+        *,
+        source: str = "topology",
+        router: Router | None = None,
+        check_connected: bool = True,
+    ):
         self.source = source
         if isinstance(nodes_count, bool) or not isinstance(nodes_count, int) or nodes_count < 1:
             raise ConfigError(f"{source}: node count must be an integer >= 1, got {nodes_count!r}")
@@ -115,8 +122,11 @@ class PhysicalTopology:
         for reverse in (False, True):
             seen = {start}
             stack = [start]
-            adjacency = self._reverse_adjacency() if reverse else [
-                [self.link_dst[i] for i in out] for out in self.out_links]
+            adjacency = (
+                self._reverse_adjacency()
+                if reverse
+                else [[self.link_dst[i] for i in out] for out in self.out_links]
+            )
             while stack:
                 node = stack.pop()
                 for nxt in adjacency[node]:
@@ -126,8 +136,10 @@ class PhysicalTopology:
             missing = [self.rank_of_node[h] for h in self.hosts if h not in seen]
             if missing:
                 direction = "reach" if reverse else "be reached from"
-                raise ConfigError(f"{self.source}: disconnected: NPU rank(s) "
-                                  f"{', '.join(map(str, missing[:8]))} cannot {direction} rank 0")
+                raise ConfigError(
+                    f"{self.source}: disconnected: NPU rank(s) "
+                    f"{', '.join(map(str, missing[:8]))} cannot {direction} rank 0"
+                )
 
     def _reverse_adjacency(self) -> list[list[int]]:
         adjacency: list[list[int]] = [[] for _ in range(self.nodes_count)]
@@ -234,13 +246,11 @@ class PhysicalTopology:
             choices = hops.get(node)
             if choices is None:
                 choices = hops[node] = self._equal_next_hops(node, dst, dist, hosts_forward)
-            link, node = choices[0] if len(choices) == 1 else \
-                choices[flow_hash(flow, node, 0) % len(choices)]
+            link, node = choices[0] if len(choices) == 1 else choices[flow_hash(flow, node, 0) % len(choices)]
             path.append(link)
         return tuple(path)
 
-    def _equal_next_hops(self, node: int, dst: int, dist, hosts_forward: bool
-                         ) -> tuple[tuple[int, int], ...]:
+    def _equal_next_hops(self, node: int, dst: int, dist, hosts_forward: bool) -> tuple[tuple[int, int], ...]:
         """(link, next node) of every first hop of a shortest path from ``node`` to ``dst``."""
         best = dist[node]
         found = []
@@ -263,8 +273,7 @@ class _HostDistances:
 
     __slots__ = ("dst", "attachments", "topology", "_cache")
 
-    def __init__(self, dst: int, attachments: list[tuple[dict, float]],
-                 topology: PhysicalTopology):
+    def __init__(self, dst: int, attachments: list[tuple[dict, float]], topology: PhysicalTopology):
         self.dst = dst
         self.attachments = attachments
         self.topology = topology

@@ -51,5 +51,4 @@ def pipeline_ns(terms: Terms, size_bytes: int, payload_bytes: int, header_bytes:
         return last * terms[0][2]
     full = payload_bytes + header_bytes
     middle = (packets - 2) * full
-    return max(full * prefix + middle * slowest + last * suffix
-               for prefix, slowest, suffix in terms)
+    return max(full * prefix + middle * slowest + last * suffix for prefix, slowest, suffix in terms)

@@ -40,8 +40,11 @@ def _layered(topology: PhysicalTopology) -> dict[int, tuple[float, float]]:
     layers: dict[int, list[int]] = {}
     for node, level in sorted(_levels(topology).items()):
         layers.setdefault(level, []).append(node)
-    return {node: ((i + 0.5) / len(members), float(level))
-            for level, members in layers.items() for i, node in enumerate(members)}
+    return {
+        node: ((i + 0.5) / len(members), float(level))
+        for level, members in layers.items()
+        for i, node in enumerate(members)
+    }
 
 
 def _grid(dims: Sequence[int]) -> dict[int, tuple[float, float]]:
@@ -72,13 +75,19 @@ def image_format(path: str | os.PathLike, what: str = "--plot") -> str:
     fmt = suffix[1:].lower() or "png"
     supported = FigureCanvasBase.get_supported_filetypes()
     if fmt not in supported:
-        raise ConfigError(f"{what} {os.fspath(path)}: cannot draw a '{suffix}' image "
-                          f"(one of: {', '.join(sorted(supported))})")
+        raise ConfigError(
+            f"{what} {os.fspath(path)}: cannot draw a '{suffix}' image "
+            f"(one of: {', '.join(sorted(supported))})"
+        )
     return fmt
 
 
-def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title: str | None = None,
-                  grid: Sequence[int] | None = None) -> None:
+def plot_topology(
+    topology: PhysicalTopology,
+    path_png: str | os.PathLike,
+    title: str | None = None,
+    grid: Sequence[int] | None = None,
+) -> None:
     """Draw ``topology`` to ``path_png``; ``grid`` gives a switchless fabric's dimensions.
 
     The image format follows the suffix (PNG without one, :func:`image_format`).
@@ -111,21 +120,48 @@ def plot_topology(topology: PhysicalTopology, path_png: str | os.PathLike, title
         drawn.add((src, dst))
         (x0, y0), (x1, y1) = pos[src], pos[dst]
         if not topology.switches and grid is not None and abs(x1 - x0) + abs(y1 - y0) > 1.5:
-            ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-", connectionstyle="arc3,rad=0.25",
-                                         color="0.55", linewidth=width, linestyle="--"))
+            ax.add_patch(
+                FancyArrowPatch(
+                    (x0, y0),
+                    (x1, y1),
+                    arrowstyle="-",
+                    connectionstyle="arc3,rad=0.25",
+                    color="0.55",
+                    linewidth=width,
+                    linestyle="--",
+                )
+            )
         else:
             segments.append(((x0, y0), (x1, y1)))
     ax.add_collection(LineCollection(segments, colors="0.6", linewidths=width, zorder=1))
     for nodes, style in ((topology.hosts, NPU_STYLE), (sorted(topology.switches), SWITCH_STYLE)):
         if nodes:
-            ax.scatter([pos[n][0] for n in nodes], [pos[n][1] for n in nodes], s=18 if many else 80,
-                       zorder=2, edgecolors="black", linewidths=0.5, **style)
+            ax.scatter(
+                [pos[n][0] for n in nodes],
+                [pos[n][1] for n in nodes],
+                s=18 if many else 80,
+                zorder=2,
+                edgecolors="black",
+                linewidths=0.5,
+                **style,
+            )
     if not many:
         for node, (x, y) in pos.items():
-            ax.annotate(str(node), (x, y), fontsize=7, ha="center", va="center", zorder=3,
-                        xytext=(0, 9), textcoords="offset points")
-    ax.set_title(title or f"{topology.source}: {topology.npus_count} NPUs, "
-                          f"{len(topology.switches)} switches, {topology.links_count // 2} cables")
+            ax.annotate(
+                str(node),
+                (x, y),
+                fontsize=7,
+                ha="center",
+                va="center",
+                zorder=3,
+                xytext=(0, 9),
+                textcoords="offset points",
+            )
+    ax.set_title(
+        title
+        or f"{topology.source}: {topology.npus_count} NPUs, "
+        f"{len(topology.switches)} switches, {topology.links_count // 2} cables"
+    )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     ax.margins(0.06)
     ax.set_aspect("auto")

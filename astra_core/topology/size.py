@@ -42,4 +42,5 @@ def check_topology_size(source: str, nodes: int, directed_links: int, npus: int 
     raise ConfigError(
         f"{source}: too large: {nodes:,} nodes ({npus:,} NPUs) and {directed_links:,} directed links"
         f"{memory}; astra's limit is {MAX_NODES:,} nodes, {MAX_NPUS:,} NPUs and "
-        f"{MAX_LINKS:,} directed links")
+        f"{MAX_LINKS:,} directed links"
+    )

@@ -449,8 +449,10 @@ def _decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int,
     if ntype == _INVALID_NODE and not msg.name and not msg.attr:
         # Protobuf decodes many byte strings (zeros, other formats) as a message with
         # every field unset: an unnamed INVALID node is garbage, not a node.
-        raise TraceError(f"{fname}: node #{index} (byte {pos}): decodes as an empty INVALID node "
-                         "(no type, name or attributes): not a Chakra ET file, or corrupt")
+        raise TraceError(
+            f"{fname}: node #{index} (byte {pos}): decodes as an empty INVALID node "
+            "(no type, name or attributes): not a Chakra ET file, or corrupt"
+        )
     node = ETNode(
         msg.id,
         msg.name,
@@ -468,8 +470,13 @@ def _decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int,
                 bad.append((node.id, problem))
     if ntype in _COMM_TYPES and node.comm_size <= 0 and not node.is_cpu_op:
         # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
-        bad.append((node.id, f"{NODE_TYPE_NAMES[ntype]} needs comm_size > 0 bytes, got "
-                             f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}"))
+        bad.append(
+            (
+                node.id,
+                f"{NODE_TYPE_NAMES[ntype]} needs comm_size > 0 bytes, got "
+                f"{node.comm_size if any(a.name == 'comm_size' for a in attrs) else 'none'}",
+            )
+        )
     if ntype == _METADATA_NODE:
         node.inputs_values = msg.inputs.values
     return node
@@ -558,8 +565,9 @@ def trace_path(prefix: str | os.PathLike, rank: int) -> Path:
     return Path(f"{os.fspath(prefix)}.{rank}.et")
 
 
-def read_workload(prefix: str | os.PathLike, npus_count: int,
-                  stream_min_bytes: int | None = None) -> list[RankTrace]:
+def read_workload(
+    prefix: str | os.PathLike, npus_count: int, stream_min_bytes: int | None = None
+) -> list[RankTrace]:
     """Read ``<prefix>.<r>.et`` for every rank ``r`` in ``range(npus_count)``.
 
     Files of at least ``stream_min_bytes`` (default
@@ -650,9 +658,14 @@ def _extra_ranks(prefix: str, npus_count: int) -> list[int]:
         return []
     for name in entries:
         if name.startswith(head) and name.endswith(".et"):
-            middle = name[len(head):-3]
-            if middle.isdigit() and middle.isascii() and int(middle) >= npus_count \
-                    and str(int(middle)) == middle and os.path.isfile(os.path.join(folder, name)):
+            middle = name[len(head) : -3]
+            if (
+                middle.isdigit()
+                and middle.isascii()
+                and int(middle) >= npus_count
+                and str(int(middle)) == middle
+                and os.path.isfile(os.path.join(folder, name))
+            ):
                 extra.append(int(middle))
     return sorted(extra)
 

@@ -13,8 +13,7 @@ from enum import IntEnum
 from astra_core.workload import et_def_pb2 as _pb
 
 NodeType = IntEnum("NodeType", dict(_pb.NodeType.items()), module=__name__)
-CollectiveType = IntEnum("CollectiveType", dict(_pb.CollectiveCommType.items()),
-                         module=__name__)
+CollectiveType = IntEnum("CollectiveType", dict(_pb.CollectiveCommType.items()), module=__name__)
 
 #: NodeType value -> name, e.g. 7 -> "COMM_COLL_NODE".
 NODE_TYPE_NAMES: dict[int, str] = {t.value: t.name for t in NodeType}

@@ -86,8 +86,19 @@ class RankGraph:
         "metadata",
     )
 
-    def __init__(self, nodes, index, parent_counts, children, missing_deps=0, self_deps=0,
-                 cycle_deps=(), cyclic_ids=(), path="", metadata=None):
+    def __init__(
+        self,
+        nodes,
+        index,
+        parent_counts,
+        children,
+        missing_deps=0,
+        self_deps=0,
+        cycle_deps=(),
+        cyclic_ids=(),
+        path="",
+        metadata=None,
+    ):
         self.nodes: list[ETNode] = nodes
         self.index: dict[int, int] = index
         self.parent_counts: list[int] = parent_counts
@@ -137,7 +148,8 @@ def build_graph(trace: RankTrace) -> RankGraph:
     if streamed:
         ids: Sequence[int] = nodes.ids
         deps: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = zip(
-            map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n)))
+            map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n))
+        )
     else:
         ids = [node.id for node in nodes]
         deps = ((node.data_deps, node.ctrl_deps) for node in nodes)
@@ -218,10 +230,30 @@ def build_graph(trace: RankTrace) -> RankGraph:
             stacklevel=2,
         )
     if streamed:  # compact: 4-byte counts, children in two arrays
-        return RankGraph(nodes, index, array("I", counts), Children(children), missing_refs,
-                         self_deps, cycle_deps, cyclic_ids, trace.path, trace.metadata)
-    return RankGraph(nodes, index, counts, children, missing_refs, self_deps, cycle_deps, cyclic_ids,
-                     trace.path, trace.metadata)
+        return RankGraph(
+            nodes,
+            index,
+            array("I", counts),
+            Children(children),
+            missing_refs,
+            self_deps,
+            cycle_deps,
+            cyclic_ids,
+            trace.path,
+            trace.metadata,
+        )
+    return RankGraph(
+        nodes,
+        index,
+        counts,
+        children,
+        missing_refs,
+        self_deps,
+        cycle_deps,
+        cyclic_ids,
+        trace.path,
+        trace.metadata,
+    )
 
 
 def _index(ids: Sequence[int], fname: str, streamed: bool):
@@ -260,7 +292,7 @@ class Children(Sequence):
             return [self[i] for i in range(*pos.indices(len(self)))]
         if pos < 0:
             pos += len(self)
-        return self.values[self.starts[pos]:self.starts[pos + 1]]
+        return self.values[self.starts[pos] : self.starts[pos + 1]]
 
 
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:

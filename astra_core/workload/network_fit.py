@@ -65,8 +65,9 @@ def _bits(involved: Sequence[bool]) -> str:
     return "[" + ", ".join("1" if b else "0" for b in involved) + "]"
 
 
-def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], *,
-                      roofline: bool = False) -> None:
+def check_network_fit(
+    graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], *, roofline: bool = False
+) -> None:
     """Check every rank's graph against the network's dimension sizes.
 
     ``graphs[r]`` is rank r's graph (ranks sharing a graph are checked once);
@@ -91,8 +92,10 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
     for graph in distinct.values():
         made_for = generated_dims(graph)
         if made_for is not None and made_for != dims:
-            raise TraceError(f"workload {_prefix(graph.path)} was generated for dims {_dims_text(made_for)}, "
-                             f"network has {dims}")
+            raise TraceError(
+                f"workload {_prefix(graph.path)} was generated for dims {_dims_text(made_for)}, "
+                f"network has {dims}"
+            )
     too_long: list[tuple[RankGraph, int, tuple[bool, ...]]] = []
     roofline_bad: list[tuple[RankGraph, int]] = []
     short: tuple[RankGraph, int, int] | None = None
@@ -116,22 +119,39 @@ def check_network_fit(graphs: Sequence[RankGraph], npus_per_dim: Sequence[int], 
     if too_long:
         involved = too_long[0][2]
         highest = max(d for d, on in enumerate(involved) if on)
-        raise TraceError(_nodes_line(
-            too_long, ranks, f"involved_dim {_bits(involved)} names dimension {highest}, "
-                      f"the network has {ndims} dimension{'s' if ndims > 1 else ''} {dims}"))
+        raise TraceError(
+            _nodes_line(
+                too_long,
+                ranks,
+                f"involved_dim {_bits(involved)} names dimension {highest}, "
+                f"the network has {ndims} dimension{'s' if ndims > 1 else ''} {dims}",
+            )
+        )
     if roofline_bad:
-        raise TraceError(_nodes_line(
-            roofline_bad, ranks, "roofline compute node has tensor_size but no num_ops "
-            "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)"))
+        raise TraceError(
+            _nodes_line(
+                roofline_bad,
+                ranks,
+                "roofline compute node has tensor_size but no num_ops "
+                "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)",
+            )
+        )
     if short is not None:
         graph, node_id, length = short
-        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entr{'y' if length == 1 else 'ies'}, the network "
-                      f"has {ndims} dimensions {dims}: the missing ones count as involved", TraceWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entr{'y' if length == 1 else 'ies'}, the network "
+            f"has {ndims} dimensions {dims}: the missing ones count as involved",
+            TraceWarning,
+            stacklevel=2,
+        )
     if idle is not None:
         graph, node_id, involved = idle
-        warnings.warn(f"{graph.path or 'trace'}: node {node_id}: involved_dim {_bits(involved)} involves no "
-                      "dimension: the collective moves no data", TraceWarning, stacklevel=2)
+        warnings.warn(
+            f"{graph.path or 'trace'}: node {node_id}: involved_dim {_bits(involved)} involves no "
+            "dimension: the collective moves no data",
+            TraceWarning,
+            stacklevel=2,
+        )
 
 
 def _nodes_line(items: list[tuple], ranks: dict[int, int], problem: str) -> str:

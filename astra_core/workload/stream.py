@@ -28,8 +28,7 @@ from astra_core.workload import chakra
 from astra_core.workload.chakra import ETNode, RankTrace
 from astra_core.workload.chakra_types import NodeType
 
-__all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace",
-           "timing_item"]
+__all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace", "timing_item"]
 
 _COMP = int(NodeType.COMP_NODE)
 
@@ -40,15 +39,28 @@ STREAM_MIN_BYTES = 32 << 20
 def timing_item(node: ETNode) -> tuple:
     """The fields of a node that set how long it takes, besides its peers and groups
     (what rank symmetry compares node by node)."""
-    return (node.type, node.is_cpu_op, node.duration_micros, node.comm_type, node.comm_size,
-            node.comm_tag, node.involved_dim, node.num_ops, node.tensor_size)
+    return (
+        node.type,
+        node.is_cpu_op,
+        node.duration_micros,
+        node.comm_type,
+        node.comm_size,
+        node.comm_tag,
+        node.involved_dim,
+        node.num_ops,
+        node.tensor_size,
+    )
 
 
 def is_notable(node: ETNode) -> bool:
     """Not a plain compute node: it communicates, carries metadata, or names peers
     or a group (what rank symmetry and NCCL's model look at besides timings)."""
-    return (node.type != _COMP or node.pg_name not in (None, "", "0")
-            or node.comm_src is not None or node.comm_dst is not None)
+    return (
+        node.type != _COMP
+        or node.pg_name not in (None, "", "0")
+        or node.comm_src is not None
+        or node.comm_dst is not None
+    )
 
 
 class StreamedNodes(Sequence):
@@ -64,9 +76,19 @@ class StreamedNodes(Sequence):
     (one per engine that runs this file's graph).
     """
 
-    def __init__(self, path: str, starts: array, lengths: array, ids: array,
-                 data_starts: array, data: array, ctrl_starts: array, ctrl: array,
-                 notable: array, timing_digest: bytes):
+    def __init__(
+        self,
+        path: str,
+        starts: array,
+        lengths: array,
+        ids: array,
+        data_starts: array,
+        data: array,
+        ctrl_starts: array,
+        ctrl: array,
+        notable: array,
+        timing_digest: bytes,
+    ):
         self.path = path
         self.notable = notable
         self.timing_digest = timing_digest
@@ -98,11 +120,11 @@ class StreamedNodes(Sequence):
 
     def data_deps(self, pos: int) -> tuple[int, ...]:
         starts = self._data_starts
-        return tuple(self._data[starts[pos]:starts[pos + 1]])
+        return tuple(self._data[starts[pos] : starts[pos + 1]])
 
     def ctrl_deps(self, pos: int) -> tuple[int, ...]:
         starts = self._ctrl_starts
-        return tuple(self._ctrl[starts[pos]:starts[pos + 1]])
+        return tuple(self._ctrl[starts[pos] : starts[pos + 1]])
 
     def structure_arrays(self) -> tuple[array, ...]:
         """The ids and dependency arrays: equal exactly when two files have the same
@@ -222,6 +244,7 @@ def _scan(data: bytes, path: str, rank: int | None) -> RankTrace:
         ctrl_starts.append(len(ctrl))
     if bad:
         raise chakra._bad_nodes_error(path, bad)
-    nodes = StreamedNodes(path, starts, lengths, ids, data_starts, deps, ctrl_starts, ctrl,
-                          notable, timings.digest())
+    nodes = StreamedNodes(
+        path, starts, lengths, ids, data_starts, deps, ctrl_starts, ctrl, notable, timings.digest()
+    )
     return RankTrace(path, nodes, meta.version, chakra._metadata_attrs(meta), rank)  # type: ignore[arg-type]

@@ -71,8 +71,10 @@ def run(pattern: str, cc: str, out: Path) -> dict:
     make_topology, traffic = PATTERNS[pattern]
     physical = make_topology()
     tables = out / f"{pattern}_{cc}"
-    backend = create(Topology(logical_dims(physical), physical),
-                     {"cc": cc, "monitor": {"interval_us": MONITOR_US, "output_dir": str(tables)}})
+    backend = create(
+        Topology(logical_dims(physical), physical),
+        {"cc": cc, "monitor": {"interval_us": MONITOR_US, "output_dir": str(tables)}},
+    )
     traffic(backend)
     backend.run()
     results = backend.results
@@ -85,14 +87,22 @@ def run(pattern: str, cc: str, out: Path) -> dict:
     # Samples every MONITOR_US; a port is absent from a sample while its queue is empty.
     busy = queues[queues.link == busiest]
     mean_queue = busy.bytes.sum() / max(1.0, finish_ns / (MONITOR_US * 1e3))
-    return {"pattern": pattern, "cc": cc, "finish_us": finish_ns / 1e3,
-            "mean_fct_us": messages.fct_ns.mean() / 1e3,
-            "fct_spread": messages.fct_ns.max() / messages.fct_ns.min(),
-            "peak_queue_kb": ports.max_queue_bytes.max() / 1e3,
-            "mean_queue_kb": mean_queue / 1e3, "busiest_link": busiest,
-            "ecn_marks": stats["ecn_marks"], "cnps": stats["cnps"],
-            "pfc_pauses": stats["pfc_pauses"], "drops": stats["drops"],
-            "queues": queues, "samples": results.flow_samples()}
+    return {
+        "pattern": pattern,
+        "cc": cc,
+        "finish_us": finish_ns / 1e3,
+        "mean_fct_us": messages.fct_ns.mean() / 1e3,
+        "fct_spread": messages.fct_ns.max() / messages.fct_ns.min(),
+        "peak_queue_kb": ports.max_queue_bytes.max() / 1e3,
+        "mean_queue_kb": mean_queue / 1e3,
+        "busiest_link": busiest,
+        "ecn_marks": stats["ecn_marks"],
+        "cnps": stats["cnps"],
+        "pfc_pauses": stats["pfc_pauses"],
+        "drops": stats["drops"],
+        "queues": queues,
+        "samples": results.flow_samples(),
+    }
 
 
 def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
@@ -100,8 +110,7 @@ def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
     for ax, r in zip(axes, runs):
         q = r["queues"]
         q = q[q.link == r["busiest_link"]]
-        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9,
-                label=f"link {r['busiest_link']}")
+        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9, label=f"link {r['busiest_link']}")
         ax.legend(fontsize=7, loc="upper right")
         ax.set_title(f"{r['cc']}: link {r['busiest_link']} (peak {r['peak_queue_kb']:.0f} KB)")
         ax.set_xlabel("time (us)")
@@ -119,14 +128,14 @@ def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
         for message in shown:
             m = s[s.message == message]
             gbps = m.delivered_bytes.diff(SMOOTH) * 8 / m.time_ns.diff(SMOOTH)
-            ax.plot(m.time_ns / 1e3, gbps, lw=0.9,
-                    label=f"{int(m.src.iloc[0])}->{int(m.dst.iloc[0])}")
+            ax.plot(m.time_ns / 1e3, gbps, lw=0.9, label=f"{int(m.src.iloc[0])}->{int(m.dst.iloc[0])}")
         ax.set_title(f"{r['cc']}: done at {r['finish_us']:.0f} us")
         ax.set_xlabel("time (us)")
         ax.legend(fontsize=6, loc="upper right", ncol=2)
     axes[0].set_ylabel(f"throughput (Gbps, {MONITOR_US * SMOOTH} us window)")
-    fig.suptitle(f"{pattern}: per-message throughput" + ("" if pattern == "incast"
-                                                         else " (first 8 messages)"))
+    fig.suptitle(
+        f"{pattern}: per-message throughput" + ("" if pattern == "incast" else " (first 8 messages)")
+    )
     fig.tight_layout()
     throughput_png = out / f"{pattern}_throughput.png"
     fig.savefig(throughput_png, dpi=110)

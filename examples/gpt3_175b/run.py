@@ -44,38 +44,57 @@ def main() -> None:
     from astra_core.workload.generators.models import MODELS
 
     model = MODELS["gpt3-175b"]
-    cfg = LLMConfig(model, load_gpu(args.gpu), dp=8, tp=8, pp=16, zero=args.zero,
-                    microbatches=None if args.full else args.microbatches,
-                    global_batch=1536 if args.full else None, sequence_parallel=args.sequence_parallel,
-                    dims=[8, 8, 16])
+    cfg = LLMConfig(
+        model,
+        load_gpu(args.gpu),
+        dp=8,
+        tp=8,
+        pp=16,
+        zero=args.zero,
+        microbatches=None if args.full else args.microbatches,
+        global_batch=1536 if args.full else None,
+        sequence_parallel=args.sequence_parallel,
+        dims=[8, 8, 16],
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.out or tmp)
         started = time.perf_counter()
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, folder / "gpt3")
         generated = time.perf_counter()
-        result = simulate(folder / "gpt3", HERE / "system.json", HERE / "network.yml", comm_groups=groups,
-                          backend="analytical")
+        result = simulate(
+            folder / "gpt3",
+            HERE / "system.json",
+            HERE / "network.yml",
+            comm_groups=groups,
+            backend="analytical",
+        )
         done = time.perf_counter()
 
     tokens = cfg.dp * wl.microbatches * model.seq_len
     flops = sum(wl.flops.values())
     gpus = wl.layout.npus
-    print(f"GPT-3 175B, {gpus} x {cfg.gpu.name}, dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}, "
-          f"{wl.microbatches} micro-batches ({tokens} tokens), 1F1B, ZeRO {cfg.zero}"
-          f"{', sequence parallel' if cfg.sequence_parallel else ''}")
+    print(
+        f"GPT-3 175B, {gpus} x {cfg.gpu.name}, dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp}, "
+        f"{wl.microbatches} micro-batches ({tokens} tokens), 1F1B, ZeRO {cfg.zero}"
+        f"{', sequence parallel' if cfg.sequence_parallel else ''}"
+    )
     print(f"{'stage':>5} {'ranks':>9} {'finish ms':>11} {'compute ms':>11} {'exposed comm ms':>16}")
     for p in range(cfg.pp):
         ranks = [r for r in result.ranks if wl.layout.coords(r.rank)[2] == p]
         first = ranks[0]
         same = all(r.finish_ns == first.finish_ns for r in ranks)
-        print(f"{p:>5} {ranks[0].rank:>4}-{ranks[-1].rank:<4} {first.finish_ns / 1e6:>11.3f} "
-              f"{first.compute_ns / 1e6:>11.3f} {first.exposed_comm_ns / 1e6:>16.3f}{'' if same else ' (varies)'}")
+        print(
+            f"{p:>5} {ranks[0].rank:>4}-{ranks[-1].rank:<4} {first.finish_ns / 1e6:>11.3f} "
+            f"{first.compute_ns / 1e6:>11.3f} {first.exposed_comm_ns / 1e6:>16.3f}{'' if same else ' (varies)'}"
+        )
     step_s = result.step_ns / 1e9
     mfu = flops / step_s / (gpus * cfg.gpu.peak_tflops * 1e12)
     print(f"step {step_s * 1e3:.1f} ms, {tokens / step_s:,.0f} tokens/s, model FLOPs utilisation {mfu:.1%}")
-    print(f"wall time: generate {generated - started:.1f} s ({len(paths)} traces, "
-          f"{max(map(len, wl.stages))} nodes per rank), simulate {done - generated:.1f} s")
+    print(
+        f"wall time: generate {generated - started:.1f} s ({len(paths)} traces, "
+        f"{max(map(len, wl.stages))} nodes per rank), simulate {done - generated:.1f} s"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=1))
 

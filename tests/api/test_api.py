@@ -82,21 +82,36 @@ def test_configs_as_objects_dicts_or_paths_give_the_same_run(report, form):
 
 
 def test_a_bad_dict_config_is_one_config_error_naming_it():
-    network = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [-1.0], "latency": [500.0],
-               "latencyy": 3}
+    network = {
+        "topology": ["Ring"],
+        "npus_count": [8],
+        "bandwidth": [-1.0],
+        "latency": [500.0],
+        "latencyy": 3,
+    }
     with pytest.raises(ConfigError) as err:
         astra.simulate(PREFIX, SYSTEM, network)
     assert str(err.value).splitlines() == [
         "network: unknown key 'latencyy'; did you mean 'latency'?",
-        "network: bandwidth[0]: must be > 0, got -1.0"]
+        "network: bandwidth[0]: must be > 0, got -1.0",
+    ]
 
 
 def test_rank_frame_has_every_rank_and_a_breakdown_that_adds_up(report):
     frame = report.rank_frame()
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.columns) == [
-        "rank", "finish_ns", "compute_ns", "cpu_ns", "comm_ns", "exposed_comm_ns",
-        "compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns"]
+        "rank",
+        "finish_ns",
+        "compute_ns",
+        "cpu_ns",
+        "comm_ns",
+        "exposed_comm_ns",
+        "compute_only_ns",
+        "overlapped_comm_ns",
+        "comm_only_ns",
+        "idle_ns",
+    ]
     assert frame["rank"].tolist() == list(range(NPUS))
     assert (frame["finish_ns"] == UPSTREAM_FINISH_NS).all()
     parts = frame[["compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns"]]
@@ -134,8 +149,7 @@ def test_collective_frame_has_every_collective_of_every_rank(report):
 
 def test_phase_frame_has_one_row_per_chunk_phase(report):
     phases = report.phase_frame()
-    assert list(phases.columns) == ["rank", "node_id", "dim", "phase", "start_ns", "end_ns",
-                                    "duration_ns"]
+    assert list(phases.columns) == ["rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns"]
     assert len(phases) == NPUS * 54 * 4  # 4 chunks x 1 phase per collective
     assert set(phases["phase"]) == {"all-reduce"} and set(phases["dim"]) == {0}
     # Chunks of one collective run back to back: their phase times add up to the
@@ -162,24 +176,50 @@ def test_breakdown_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     # rank 0: compute [0, 5000], send [5000, 25031]          -> finish 25031
     # rank 1: recv [0, 25031], compute [0, 10000] and [25031, 28031] -> finish 28031
     prefix = tmp_path / "pair"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
-        make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB,
-                  comm_tag=9)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
-        make_node(2, "other", pb.COMP_NODE, duration_micros=10),
-        make_node(3, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3)])
+    write_rank_trace(
+        f"{prefix}.0.et",
+        [
+            make_node(1, "fwd", pb.COMP_NODE, duration_micros=5),
+            make_node(2, "send", pb.COMM_SEND_NODE, data_deps=[1], comm_dst=1, comm_size=MIB, comm_tag=9),
+        ],
+    )
+    write_rank_trace(
+        f"{prefix}.1.et",
+        [
+            make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=9),
+            make_node(2, "other", pb.COMP_NODE, duration_micros=10),
+            make_node(3, "bwd", pb.COMP_NODE, data_deps=[1], duration_micros=3),
+        ],
+    )
     report = astra.simulate(str(prefix), SYSTEM, RING2)
     assert [b.to_dict() for b in report.breakdown()] == [
-        {"rank": 0, "finish_ns": 25031, "compute_only_ns": 5000, "overlapped_comm_ns": 0,
-         "comm_only_ns": 20031, "idle_ns": 0},
-        {"rank": 1, "finish_ns": 28031, "compute_only_ns": 3000, "overlapped_comm_ns": 10000,
-         "comm_only_ns": 15031, "idle_ns": 0}]
+        {
+            "rank": 0,
+            "finish_ns": 25031,
+            "compute_only_ns": 5000,
+            "overlapped_comm_ns": 0,
+            "comm_only_ns": 20031,
+            "idle_ns": 0,
+        },
+        {
+            "rank": 1,
+            "finish_ns": 28031,
+            "compute_only_ns": 3000,
+            "overlapped_comm_ns": 10000,
+            "comm_only_ns": 15031,
+            "idle_ns": 0,
+        },
+    ]
     # No collectives: the per-collective table is empty but keeps its columns.
     frame = report.collective_frame()
-    assert len(frame) == 0 and list(frame.columns)[:6] == ["rank", "node_id", "name", "type",
-                                                            "bytes", "group"]
+    assert len(frame) == 0 and list(frame.columns)[:6] == [
+        "rank",
+        "node_id",
+        "name",
+        "type",
+        "bytes",
+        "group",
+    ]
 
 
 def test_link_frame_only_for_backends_with_link_statistics(report):
@@ -190,9 +230,19 @@ def test_link_frame_only_for_backends_with_link_statistics(report):
     switch8 = {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
     congested = astra.simulate(PREFIX, SYSTEM, switch8, backend="analytical-congestion")
     links = congested.link_frame()
-    assert list(links.columns) == ["link", "src", "dst", "kind", "bandwidth_bytes_per_ns",
-                                   "latency_ns", "bytes", "busy_ns", "utilization", "max_queue",
-                                   "peak_flows"]
+    assert list(links.columns) == [
+        "link",
+        "src",
+        "dst",
+        "kind",
+        "bandwidth_bytes_per_ns",
+        "latency_ns",
+        "bytes",
+        "busy_ns",
+        "utilization",
+        "max_queue",
+        "peak_flows",
+    ]
     assert len(links) == 2 * NPUS  # one cable (two directed links) per NPU
     by_kind = links.groupby("kind")["bytes"].sum().to_dict()
     assert by_kind == {"npu-switch": congested.message_bytes, "switch-npu": congested.message_bytes}

@@ -47,13 +47,17 @@ def error_of(call) -> str:
 
 @pytest.mark.parametrize("simulate", [astra.simulate, core_simulate], ids=["astra", "core"])
 def test_workload_of_a_wrong_type(simulate):
-    assert error_of(lambda: simulate(42, SYSTEM, RING2 if simulate is astra.simulate else None)) == \
-        "simulate: workload must be a path or a list of rank traces, got int"
+    assert (
+        error_of(lambda: simulate(42, SYSTEM, RING2 if simulate is astra.simulate else None))
+        == "simulate: workload must be a path or a list of rank traces, got int"
+    )
 
 
 def test_workload_list_of_paths_names_the_element(prefix):
-    assert error_of(lambda: astra.simulate([f"{prefix}.0.et", f"{prefix}.1.et"], SYSTEM, RING2)) == \
-        "simulate: workload[0] must be a RankTrace, got str"
+    assert (
+        error_of(lambda: astra.simulate([f"{prefix}.0.et", f"{prefix}.1.et"], SYSTEM, RING2))
+        == "simulate: workload[0] must be a RankTrace, got str"
+    )
 
 
 def test_workload_list_with_fewer_traces_than_npus_is_an_error(prefix):
@@ -61,31 +65,42 @@ def test_workload_list_with_fewer_traces_than_npus_is_an_error(prefix):
     traces = read_workload(prefix, 2)
     with pytest.raises(TraceError) as info:
         astra.simulate(traces[:1], SYSTEM, RING2)
-    assert str(info.value) == ("simulate: workload has 1 rank traces, but the network has 2 NPUs "
-                               "(one trace per NPU)")
+    assert str(info.value) == (
+        "simulate: workload has 1 rank traces, but the network has 2 NPUs (one trace per NPU)"
+    )
     assert astra.simulate(traces, SYSTEM, RING2).step_ns == TWO_RANK_FINISH_NS
 
 
 @pytest.mark.parametrize("value", ["no", "False", 0, 1, None])
 def test_symmetry_must_be_a_bool(prefix, value):
-    assert error_of(lambda: astra.simulate(prefix, SYSTEM, RING2, symmetry=value)) == \
-        f"simulate: symmetry must be True or False, got {type(value).__name__}"
+    assert (
+        error_of(lambda: astra.simulate(prefix, SYSTEM, RING2, symmetry=value))
+        == f"simulate: symmetry must be True or False, got {type(value).__name__}"
+    )
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"system": 3}, "simulate: system must be a path, a SystemConfig or a dict, got int"),
-    ({"network": [1]}, "simulate: network must be a path, a NetworkConfig, a dict or None, got list"),
-    ({"memory": 2.5}, "simulate: memory must be a path, a MemoryConfig, a dict or None, got float"),
-    ({"topology": 7}, "simulate: topology must be a path, a PhysicalTopology or None, got int"),
-    ({"dims": "2"}, "simulate: dims must be a list of dimension sizes or None, got str"),
-    ({"dims": [2.0]}, "simulate: dims[0] must be an integer, got float"),
-    ({"dims": []}, "simulate: dims must be a non-empty list of dimension sizes or None, got list"),
-    ({"comm_groups": [[0, 1]]},
-     "simulate: comm_groups must be a path, a mapping {group id: [NPU ids]} or None, got list"),
-    ({"backend": 1}, "simulate: backend must be a backend name or None, got int"),
-    ({"plugin_manager": "pm"}, "simulate: plugin_manager must be a pluggy PluginManager or None, got str"),
-    ({"progress": "yes"}, "simulate: progress must be True, False or a RunProgress, got str"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"system": 3}, "simulate: system must be a path, a SystemConfig or a dict, got int"),
+        ({"network": [1]}, "simulate: network must be a path, a NetworkConfig, a dict or None, got list"),
+        ({"memory": 2.5}, "simulate: memory must be a path, a MemoryConfig, a dict or None, got float"),
+        ({"topology": 7}, "simulate: topology must be a path, a PhysicalTopology or None, got int"),
+        ({"dims": "2"}, "simulate: dims must be a list of dimension sizes or None, got str"),
+        ({"dims": [2.0]}, "simulate: dims[0] must be an integer, got float"),
+        ({"dims": []}, "simulate: dims must be a non-empty list of dimension sizes or None, got list"),
+        (
+            {"comm_groups": [[0, 1]]},
+            "simulate: comm_groups must be a path, a mapping {group id: [NPU ids]} or None, got list",
+        ),
+        ({"backend": 1}, "simulate: backend must be a backend name or None, got int"),
+        (
+            {"plugin_manager": "pm"},
+            "simulate: plugin_manager must be a pluggy PluginManager or None, got str",
+        ),
+        ({"progress": "yes"}, "simulate: progress must be True, False or a RunProgress, got str"),
+    ],
+)
 def test_every_argument_of_a_wrong_type_is_named(prefix, kwargs, message):
     args = {"system": SYSTEM, "network": RING2, **kwargs}
     if "topology" in kwargs:
@@ -104,7 +119,8 @@ def test_dict_comm_groups_are_validated_like_the_file(prefix):
         "comm_groups: group 0: group id 0 is reserved for the default group of all NPUs "
         "(pg_name '0' is PyTorch's default process group; upstream asserts id > 0)",
         "comm_groups: group 'x': group id must be a non-negative decimal integer "
-        "(collective nodes name it in their pg_name attribute)"]
+        "(collective nodes name it in their pg_name attribute)",
+    ]
 
 
 def test_dict_comm_groups_accept_tuples_and_ranges(prefix):
@@ -112,15 +128,18 @@ def test_dict_comm_groups_accept_tuples_and_ranges(prefix):
     assert report.step_ns == TWO_RANK_FINISH_NS
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"spec": 5}, "sweep: spec must be a SweepSpec, a path or a dict, got int"),
-    ({"workers": "2"}, "sweep: workers must be an integer >= 1 or None, got str"),
-    ({"workers": 0}, "sweep: workers must be an integer >= 1 or None, got 0"),
-    ({"workers": True}, "sweep: workers must be an integer >= 1 or None, got bool"),
-    ({"ray": 1}, "sweep: ray must be True, False, a cluster address or None, got int"),
-    ({"fresh": "no"}, "sweep: fresh must be True or False, got str"),
-    ({"output": 3}, "sweep: output must be a path or None, got int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"spec": 5}, "sweep: spec must be a SweepSpec, a path or a dict, got int"),
+        ({"workers": "2"}, "sweep: workers must be an integer >= 1 or None, got str"),
+        ({"workers": 0}, "sweep: workers must be an integer >= 1 or None, got 0"),
+        ({"workers": True}, "sweep: workers must be an integer >= 1 or None, got bool"),
+        ({"ray": 1}, "sweep: ray must be True, False, a cluster address or None, got int"),
+        ({"fresh": "no"}, "sweep: fresh must be True or False, got str"),
+        ({"output": 3}, "sweep: output must be a path or None, got int"),
+    ],
+)
 def test_sweep_arguments_of_a_wrong_type_are_named(tmp_path, kwargs, message):
     args = {"spec": str(tmp_path / "never-read.yaml"), **kwargs}
     assert error_of(lambda: astra.sweep(**args)) == message

@@ -16,13 +16,25 @@ from astra_core.topology.generators import fat_tree
 from astra_core.topology.ns3_format import write_ns3_topology
 from astra_core.workload.generators.micro import write_micro
 
-SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-          "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
-          "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
-          "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware",
-          "local-mem-bw": 1600, "boost-mode": 0}
-FLOWS = [FlowSpec(0, 5, 3_000_000, 0), FlowSpec(7, 2, 40_000, 1_000), FlowSpec(12, 3, 900_000, 5_000),
-         FlowSpec(4, 9, 2_500, 20_000)]
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+}
+FLOWS = [
+    FlowSpec(0, 5, 3_000_000, 0),
+    FlowSpec(7, 2, 40_000, 1_000),
+    FlowSpec(12, 3, 900_000, 5_000),
+    FlowSpec(4, 9, 2_500, 20_000),
+]
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +73,12 @@ def test_flows_during_the_step_slow_it_and_are_slowed(fabric, trace):
 
 def test_background_needs_a_topology(trace):
     with pytest.raises(ConfigError, match="background flows need a physical topology"):
-        simulate(trace, SYSTEM, {"topology": ["Switch"], "npus_count": [16], "bandwidth": [50.0],
-                                 "latency": [500.0]}, background=FLOWS)
+        simulate(
+            trace,
+            SYSTEM,
+            {"topology": ["Switch"], "npus_count": [16], "bandwidth": [50.0], "latency": [500.0]},
+            background=FLOWS,
+        )
 
 
 def test_cli_prints_and_writes_the_background_flows(fabric, trace, tmp_path):
@@ -71,12 +87,28 @@ def test_cli_prints_and_writes_the_background_flows(fabric, trace, tmp_path):
     write_ns3_topology(fabric, topology)
     flows.write_text(format_flows(FLOWS))
     system.write_text(json.dumps(SYSTEM))
-    result = CliRunner().invoke(main, ["run", "--workload", trace, "--system", str(system),
-                                       "--topology", str(topology), "--backend", "flow",
-                                       "--background", str(flows), "--json", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--workload",
+            trace,
+            "--system",
+            str(system),
+            "--topology",
+            str(topology),
+            "--backend",
+            "flow",
+            "--background",
+            str(flows),
+            "--json",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "background flows: FCT slowdown, 4 flows" in result.output
     written = json.loads(out.read_text())["background_flows"]
-    assert [(f["src"], f["dst"], f["size_bytes"]) for f in written] == \
-        [(f.src, f.dst, f.size_bytes) for f in FLOWS]
+    assert [(f["src"], f["dst"], f["size_bytes"]) for f in written] == [
+        (f.src, f.dst, f.size_bytes) for f in FLOWS
+    ]
     assert all(f["fct_ns"] >= f["ideal_fct_ns"] * (1 - 1e-12) for f in written)

@@ -47,12 +47,15 @@ CONTRACT_CONFIGS = {"garnetlike": {"flit_bytes": 65536, "packet_bytes": 1 << 20}
 
 NETWORKS = {
     "ring8": {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]},
-    "fc8": {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0],
-            "latency": [500.0]},
+    "fc8": {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]},
     "sw8": {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]},
     # tests/data/reference/network/ring4_sw4.yml
-    "ring4_sw4": {"topology": ["Ring", "Switch"], "npus_count": [4, 4],
-                  "bandwidth": [100.0, 50.0], "latency": [200.0, 500.0]},
+    "ring4_sw4": {
+        "topology": ["Ring", "Switch"],
+        "npus_count": [4, 4],
+        "bandwidth": [100.0, 50.0],
+        "latency": [200.0, 500.0],
+    },
 }
 
 
@@ -73,8 +76,7 @@ def closed_form_ns(net_key: str, src: int, dst: int, size: int) -> float:
     """The ideal (untruncated) lone-message time, from the spec in the module docstring."""
     net = NETWORKS[net_key]
     stride = 1
-    for kind, n, gbps, latency in zip(net["topology"], net["npus_count"], net["bandwidth"],
-                                      net["latency"]):
+    for kind, n, gbps, latency in zip(net["topology"], net["npus_count"], net["bandwidth"], net["latency"]):
         a, b = (src // stride) % n, (dst // stride) % n
         if a != b:
             hops = {"Ring": min((b - a) % n, (a - b) % n), "FullyConnected": 1, "Switch": 2}[kind]
@@ -159,7 +161,8 @@ LONE_MESSAGES = [
 
 @pytest.mark.parametrize("net_key, src, dst, size, expected_ns", LONE_MESSAGES)
 def test_lone_message_takes_latency_times_hops_plus_bytes_over_bandwidth(
-        backend_name, net_key, src, dst, size, expected_ns):
+    backend_name, net_key, src, dst, size, expected_ns
+):
     measured = lone_message_ns(make(backend_name, net_key), src, dst, size)
     check_lone_time(backend_name, measured, expected_ns)
 
@@ -195,6 +198,7 @@ def test_messages_between_a_pair_arrive_in_send_order(backend_name, net_key):
     arrivals: list[int] = []
     for i, size in enumerate(sizes):
         backend.send(src, dst, size, arrivals.append, i, tag=7)
+
     # Two more of the largest size, sent later from callbacks.
     def send_largest(i):
         backend.send(src, dst, 3 * MIB, arrivals.append, i, tag=7)
@@ -297,8 +301,7 @@ def test_callbacks_due_at_the_same_time_run_in_scheduling_order(backend_name):
     backend.schedule(11, record, "late")
     backend.run()
 
-    assert log == [("early", 9), ("a", 10), ("b", 10), ("e", 10), ("c", 10), ("d", 10),
-                   ("late", 11)]
+    assert log == [("early", 9), ("a", 10), ("b", 10), ("e", 10), ("c", 10), ("d", 10), ("late", 11)]
 
 
 @pytest.mark.parametrize("delay", [-1, float("nan"), float("inf"), float("-inf")])
@@ -315,6 +318,7 @@ def test_a_negative_infinite_or_nan_delay_is_refused(backend_name, delay):
 
 
 # -- optional capabilities (astra_core/backend.py): checked wherever a backend declares one ----
+
 
 def test_declared_capabilities_keep_their_promises(backend_name):
     from astra_core.backend import (
@@ -351,5 +355,4 @@ def test_declared_capabilities_keep_their_promises(backend_name):
         assert max(backend.link_busy_ns) <= backend.now()
     if isinstance(backend, Counters):
         stats = counters(backend)
-        assert stats and all(isinstance(v, (int, float)) and math.isfinite(v)
-                             for v in stats.values())
+        assert stats and all(isinstance(v, (int, float)) and math.isfinite(v) for v in stats.values())

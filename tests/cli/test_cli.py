@@ -25,8 +25,16 @@ from tests.conftest import isolate_plugins, read_et_nodes
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
 PREFIX = EXAMPLE / "workload" / "Resnet50_DataParallel"
-RESNET_ARGS = ["--workload", PREFIX, "--system", EXAMPLE / "system.json",
-               "--network", EXAMPLE / "network.yml", "--memory", EXAMPLE / "memory.json"]
+RESNET_ARGS = [
+    "--workload",
+    PREFIX,
+    "--system",
+    EXAMPLE / "system.json",
+    "--network",
+    EXAMPLE / "network.yml",
+    "--memory",
+    EXAMPLE / "memory.json",
+]
 NPUS = 8
 
 # Upstream ASTRA-sim 518bd51 on this input (examples/resnet50_dp/README.md and
@@ -47,8 +55,6 @@ def installed() -> list[str]:
 
 def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
 
 
 def attr(node: pb.Node, name: str):
@@ -113,8 +119,11 @@ def test_run_prints_the_table_with_the_step_time(resnet):
     text = result.stdout
     assert "step time: 1,082,479.776 µs (8 NPUs, 24,192 messages)" in text
     # One row per rank: finish 1,082,479.776 µs, compute 1,082,450.000 µs, exposed 29.776 µs.
-    rows = [line for line in text.splitlines()
-            if "1,082,479.776" in line and "1,082,450.000" in line and "29.776" in line]
+    rows = [
+        line
+        for line in text.splitlines()
+        if "1,082,479.776" in line and "1,082,450.000" in line and "29.776" in line
+    ]
     assert len(rows) == NPUS
     assert result.stderr == ""
 
@@ -135,8 +144,12 @@ def test_installed_console_script_runs_the_example(tmp_path):
     script = Path(sys.executable).with_name("astra")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "astra_core.cli"]
     out = tmp_path / "run.json"
-    proc = subprocess.run([*command, "run", *map(str, RESNET_ARGS), "--json", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*command, "run", *map(str, RESNET_ARGS), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert [r["finish_ns"] for r in doc["ranks"]] == [UPSTREAM_FINISH_NS] * NPUS
@@ -150,7 +163,8 @@ def test_backends_lists_analytical_as_usable():
     assert [line.split(" ")[0].rstrip(":") for line in lines] == installed()
     assert [line for line in lines if line.startswith("analytical ")] == [
         "analytical (default): usable — congestion-unaware analytical model (upstream "
-        "ASTRA-sim): hops x latency + bytes / bandwidth per message"]
+        "ASTRA-sim): hops x latency + bytes / bandwidth per message"
+    ]
 
 
 # -- bad input: one line on stderr, exit code != 0, no traceback ------------------------------
@@ -161,10 +175,12 @@ RING2 = "topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ 50.0 ]\nlatency: [ 
 def two_rank_trace(directory: Path) -> Path:
     """Rank 0 sends 1 MiB to rank 1 (a valid trace); returns its prefix."""
     prefix = directory / "p2p"
-    write_rank_trace(f"{prefix}.0.et", [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=1,
-                                                  comm_size=1 << 20, comm_tag=1)])
-    write_rank_trace(f"{prefix}.1.et", [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0,
-                                                  comm_size=1 << 20, comm_tag=1)])
+    write_rank_trace(
+        f"{prefix}.0.et", [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=1, comm_size=1 << 20, comm_tag=1)]
+    )
+    write_rank_trace(
+        f"{prefix}.1.et", [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=1 << 20, comm_tag=1)]
+    )
     return prefix
 
 
@@ -172,30 +188,42 @@ def case_system_unknown_key(d: Path, mp: pytest.MonkeyPatch):
     system = json.loads((EXAMPLE / "system.json").read_text())
     system["bogus-key"] = 1
     (d / "system.json").write_text(json.dumps(system))
-    args = ["run", "--workload", PREFIX, "--system", d / "system.json",
-            "--network", EXAMPLE / "network.yml"]
+    args = ["run", "--workload", PREFIX, "--system", d / "system.json", "--network", EXAMPLE / "network.yml"]
     return args, [str(d / "system.json"), "bogus-key"]
 
 
 def case_network_unknown_key(d: Path, mp: pytest.MonkeyPatch):
     (d / "network.yml").write_text(RING2 + "links: [ 3 ]\n")
-    args = ["run", "--workload", two_rank_trace(d), "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    args = [
+        "run",
+        "--workload",
+        two_rank_trace(d),
+        "--system",
+        EXAMPLE / "system.json",
+        "--network",
+        d / "network.yml",
+    ]
     return args, [str(d / "network.yml"), "links"]
 
 
 def case_fewer_traces_than_npus(d: Path, mp: pytest.MonkeyPatch):
     # 2 trace files, 8 NPUs in the network.
-    args = ["run", "--workload", two_rank_trace(d), "--system", EXAMPLE / "system.json",
-            "--network", EXAMPLE / "network.yml"]
+    args = [
+        "run",
+        "--workload",
+        two_rank_trace(d),
+        "--system",
+        EXAMPLE / "system.json",
+        "--network",
+        EXAMPLE / "network.yml",
+    ]
     return args, [str(d / "p2p"), "8 NPUs", "found 2"]
 
 
 def case_more_traces_than_npus(d: Path, mp: pytest.MonkeyPatch):
     # 8 trace files, 2 NPUs in the network.
     (d / "network.yml").write_text(RING2)
-    args = ["run", "--workload", PREFIX, "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    args = ["run", "--workload", PREFIX, "--system", EXAMPLE / "system.json", "--network", d / "network.yml"]
     return args, [str(PREFIX), "2 NPUs", "found 8"]
 
 
@@ -203,8 +231,7 @@ def case_garbage_et(d: Path, mp: pytest.MonkeyPatch):
     (d / "network.yml").write_text(RING2)
     prefix = two_rank_trace(d)
     Path(f"{prefix}.1.et").write_bytes(b"\xff" * 64)  # a varint that never ends
-    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json", "--network", d / "network.yml"]
     return args, ["p2p.1.et"]
 
 
@@ -214,8 +241,7 @@ def case_truncated_et(d: Path, mp: pytest.MonkeyPatch):
     for rank in range(2):
         data = PREFIX.with_name(f"{PREFIX.name}.{rank}.et").read_bytes()
         Path(f"{prefix}.{rank}.et").write_bytes(data[: len(data) // 2] if rank else data)
-    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json", "--network", d / "network.yml"]
     return args, ["w.1.et", "node"]
 
 
@@ -236,18 +262,28 @@ def case_run_never_finishes(d: Path, mp: pytest.MonkeyPatch):
     (d / "network.yml").write_text(RING2)
     prefix = d / "dead"
     write_rank_trace(f"{prefix}.0.et", [make_node(1, "idle", pb.COMP_NODE, duration_micros=1)])
-    write_rank_trace(f"{prefix}.1.et", [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0,
-                                                  comm_size=64, comm_tag=4)])
-    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    write_rank_trace(
+        f"{prefix}.1.et", [make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_size=64, comm_tag=4)]
+    )
+    args = ["run", "--workload", prefix, "--system", EXAMPLE / "system.json", "--network", d / "network.yml"]
     return args, ["rank 1", "recv"]
 
 
-@pytest.mark.parametrize("case", [
-    case_system_unknown_key, case_network_unknown_key, case_fewer_traces_than_npus,
-    case_more_traces_than_npus, case_garbage_et, case_truncated_et, case_unknown_backend,
-    case_plugins_toml_unknown_key, case_run_never_finishes,
-], ids=lambda f: f.__name__[5:])
+@pytest.mark.parametrize(
+    "case",
+    [
+        case_system_unknown_key,
+        case_network_unknown_key,
+        case_fewer_traces_than_npus,
+        case_more_traces_than_npus,
+        case_garbage_et,
+        case_truncated_et,
+        case_unknown_backend,
+        case_plugins_toml_unknown_key,
+        case_run_never_finishes,
+    ],
+    ids=lambda f: f.__name__[5:],
+)
 def test_bad_input_is_one_error_line(case, tmp_path, monkeypatch):
     args, mentions = case(tmp_path, monkeypatch)
     result = invoke(*args)
@@ -274,9 +310,17 @@ def test_small_run_json_matches_closed_form(tmp_path):
     # truncated to 20031; the send completes on arrival, so both ranks finish then.
     (tmp_path / "network.yml").write_text(RING2)
     out = tmp_path / "run.json"
-    result = invoke("run", "--workload", two_rank_trace(tmp_path), "--system",
-                    EXAMPLE / "system.json", "--network", tmp_path / "network.yml",
-                    "--json", out)
+    result = invoke(
+        "run",
+        "--workload",
+        two_rank_trace(tmp_path),
+        "--system",
+        EXAMPLE / "system.json",
+        "--network",
+        tmp_path / "network.yml",
+        "--json",
+        out,
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     for r in doc["ranks"]:
@@ -293,11 +337,19 @@ def test_every_problem_of_a_config_file_gets_its_own_error_line(tmp_path):
     data.update({"foo-bar": 1, "baz-qux": 2, "endpoint-delay": -5})
     path = tmp_path / "sys.json"
     path.write_text(json.dumps(data))
-    result = invoke("run", "--workload", str(EXAMPLE / "workload" / "Resnet50_DataParallel"),
-                    "--system", path, "--network", EXAMPLE / "network.yml")
+    result = invoke(
+        "run",
+        "--workload",
+        str(EXAMPLE / "workload" / "Resnet50_DataParallel"),
+        "--system",
+        path,
+        "--network",
+        EXAMPLE / "network.yml",
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 3
     assert all(line.startswith(f"error: {path}: ") for line in lines)
-    assert {key for key in ("foo-bar", "baz-qux", "endpoint-delay")
-            if any(key in line for line in lines)} == {"foo-bar", "baz-qux", "endpoint-delay"}
+    assert {
+        key for key in ("foo-bar", "baz-qux", "endpoint-delay") if any(key in line for line in lines)
+    } == {"foo-bar", "baz-qux", "endpoint-delay"}

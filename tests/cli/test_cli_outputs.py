@@ -36,16 +36,28 @@ def invoke(*args):
 
 def run_args(d: Path) -> list:
     (d / "network.yml").write_text(RING2)
-    return ["run", "--workload", two_rank_trace(d), "--system", EXAMPLE / "system.json",
-            "--network", d / "network.yml"]
+    return [
+        "run",
+        "--workload",
+        two_rank_trace(d),
+        "--system",
+        EXAMPLE / "system.json",
+        "--network",
+        d / "network.yml",
+    ]
 
 
 @pytest.fixture
 def no_simulation(monkeypatch):
     """Fails the test if the CLI starts a simulation."""
     calls = []
-    monkeypatch.setattr(astra.api, "simulate", lambda *a, **k: calls.append(a) or pytest.fail(
-        "the simulation started before the outputs were checked"))
+    monkeypatch.setattr(
+        astra.api,
+        "simulate",
+        lambda *a, **k: (
+            calls.append(a) or pytest.fail("the simulation started before the outputs were checked")
+        ),
+    )
     return calls
 
 
@@ -104,8 +116,11 @@ def test_permission_denied_fails_before_the_run_even_as_root(tmp_path, monkeypat
         return not (Path(p) == locked and mode & os.W_OK) and real_access(p, mode, **kw)
 
     monkeypatch.setattr(os, "access", access)
-    for option, target in (("--json", locked / "run.json"), ("--plots", locked / "plots"),
-                           ("--csv", locked / "new" / "c.csv")):
+    for option, target in (
+        ("--json", locked / "run.json"),
+        ("--plots", locked / "plots"),
+        ("--csv", locked / "new" / "c.csv"),
+    ):
         line = one_error_line(invoke(*run_args(tmp_path), option, target))
         assert line == f"error: {option} {target}: cannot write: permission denied in directory {locked}"
     line = one_error_line(invoke(*run_args(tmp_path), "--plots", locked))
@@ -115,9 +130,17 @@ def test_permission_denied_fails_before_the_run_even_as_root(tmp_path, monkeypat
 
 def test_outputs_go_into_directories_created_on_demand(tmp_path):
     out = tmp_path / "new" / "deeper"
-    result = invoke(*run_args(tmp_path), "--json", out / "a" / "run.json",
-                    "--timeline", out / "b" / "trace.json", "--csv", out / "c" / "coll.csv",
-                    "--plots", out / "plots")
+    result = invoke(
+        *run_args(tmp_path),
+        "--json",
+        out / "a" / "run.json",
+        "--timeline",
+        out / "b" / "trace.json",
+        "--csv",
+        out / "c" / "coll.csv",
+        "--plots",
+        out / "plots",
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "a" / "run.json").read_text())
     assert [r["finish_ns"] for r in doc["ranks"]] == [TWO_RANK_FINISH_NS] * 2
@@ -127,7 +150,12 @@ def test_outputs_go_into_directories_created_on_demand(tmp_path):
     assert sorted(p.name for p in (out / "plots").iterdir()) == ["breakdown.png", "timeline.png"]
     # Nothing but the outputs: no temporary files left beside them.
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "breakdown.png", "coll.csv", "run.json", "timeline.png", "trace.json"]
+        "breakdown.png",
+        "coll.csv",
+        "run.json",
+        "timeline.png",
+        "trace.json",
+    ]
 
 
 def test_json_output_replaces_an_existing_file_atomically(tmp_path, monkeypatch):
@@ -150,15 +178,19 @@ def test_json_output_replaces_an_existing_file_atomically(tmp_path, monkeypatch)
 
 # -- astra topology ------------------------------------------------------------------------
 
+
 def test_topology_output_under_a_file_fails_before_building(tmp_path, monkeypatch):
     from astra_core.topology import generators
 
     monkeypatch.setattr(generators, "fat_tree", lambda *a: pytest.fail("built before checking"))
     (tmp_path / "afile").write_text("x")
-    line = one_error_line(invoke("topology", "fat-tree", "--k", "4", "--output",
-                                 tmp_path / "afile" / "fabric.txt"))
-    assert line == (f"error: --output {tmp_path / 'afile' / 'fabric.txt'}: cannot write: "
-                    f"{tmp_path / 'afile'} is a file, not a directory")
+    line = one_error_line(
+        invoke("topology", "fat-tree", "--k", "4", "--output", tmp_path / "afile" / "fabric.txt")
+    )
+    assert line == (
+        f"error: --output {tmp_path / 'afile' / 'fabric.txt'}: cannot write: "
+        f"{tmp_path / 'afile'} is a file, not a directory"
+    )
 
 
 @pytest.mark.parametrize("option", ["--output", "--plot"])
@@ -169,8 +201,16 @@ def test_topology_output_that_is_a_directory_is_one_line(option, tmp_path):
 
 
 def test_topology_outputs_go_into_new_directories(tmp_path):
-    result = invoke("topology", "fat-tree", "--k", "2", "--output", tmp_path / "a" / "f.txt",
-                    "--plot", tmp_path / "b" / "f.png")
+    result = invoke(
+        "topology",
+        "fat-tree",
+        "--k",
+        "2",
+        "--output",
+        tmp_path / "a" / "f.txt",
+        "--plot",
+        tmp_path / "b" / "f.png",
+    )
     assert result.exit_code == 0, result.output
     # k=2: 2 hosts, 2 edge + 2 aggregation + 1 core switches; 2 + 2 + 2 cables.
     assert (tmp_path / "a" / "f.txt").read_text().splitlines()[0] == "7 5 6"
@@ -185,17 +225,19 @@ def test_topology_show_of_a_directory_is_one_line(tmp_path):
 def test_a_plot_file_name_taken_by_a_directory_fails_before_the_run(tmp_path, no_simulation):
     (tmp_path / "plots" / "timeline.png").mkdir(parents=True)
     line = one_error_line(invoke(*run_args(tmp_path), "--plots", tmp_path / "plots"))
-    assert line == (f"error: --plots {tmp_path / 'plots' / 'timeline.png'}: cannot write: "
-                    "is a directory, not a file")
+    assert line == (
+        f"error: --plots {tmp_path / 'plots' / 'timeline.png'}: cannot write: is a directory, not a file"
+    )
     assert no_simulation == []
 
 
 def test_an_output_file_that_is_also_a_plot_fails_before_the_run(tmp_path, no_simulation):
     plots = tmp_path / "plots"
-    line = one_error_line(invoke(*run_args(tmp_path), "--timeline", plots / "timeline.png",
-                                 "--plots", plots))
-    assert line == (f"error: --plots (timeline.png) and --timeline both write {plots / 'timeline.png'}; "
-                    "give them different files")
+    line = one_error_line(invoke(*run_args(tmp_path), "--timeline", plots / "timeline.png", "--plots", plots))
+    assert line == (
+        f"error: --plots (timeline.png) and --timeline both write {plots / 'timeline.png'}; "
+        "give them different files"
+    )
     assert no_simulation == []
 
 

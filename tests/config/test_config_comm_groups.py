@@ -36,8 +36,14 @@ def test_pg_name_selects_a_group():
         ({"1": []}, "group 1: group is empty (expected at least one NPU id)"),
         ({"1": 3}, "group 1: expected a list of NPU ids, got 3"),
         ({"1": [0, "1"]}, "group 1[1]: expected an NPU id (an integer), got '1'"),
-        ({"tp": [0, 1]}, "group 'tp': group id must be a non-negative decimal integer (collective nodes name it in their pg_name attribute)"),
-        ({"0": [0, 1]}, "group 0: group id 0 is reserved for the default group of all NPUs (pg_name '0' is PyTorch's default process group; upstream asserts id > 0)"),
+        (
+            {"tp": [0, 1]},
+            "group 'tp': group id must be a non-negative decimal integer (collective nodes name it in their pg_name attribute)",
+        ),
+        (
+            {"0": [0, 1]},
+            "group 0: group id 0 is reserved for the default group of all NPUs (pg_name '0' is PyTorch's default process group; upstream asserts id > 0)",
+        ),
         ({"1": [0], "01": [1]}, "group 01: group id 1 defined twice"),
         ([[0, 1]], "expected a mapping of keys to values, got a list"),
     ],

@@ -59,13 +59,31 @@ def test_queues_per_type():
         ({"memory-type": "NO_MEMORY_EXPANSION", "extra": 1}, "unknown key 'extra'"),
         ({"memory_type": "NO_MEMORY_EXPANSION"}, "unknown key 'memory_type'; did you mean 'memory-type'?"),
         ({}, "missing required key 'memory-type'"),
-        ({"memory-type": "CXL"}, "memory-type: expected one of NO_MEMORY_EXPANSION, PER_NODE_MEMORY_EXPANSION, PER_NPU_MEMORY_EXPANSION, MEMORY_POOL, got 'CXL'"),
-        ({"memory-type": "MEMORY_POOL"}, "missing required key 'remote-mem-bw' (GB/s; MEMORY_POOL divides by it)"),
-        ({"memory-type": "MEMORY_POOL", "remote-mem-bw": 0}, "remote-mem-bw: must be >= 1 (GB/s; MEMORY_POOL divides by it), got 0"),
-        ({"memory-type": "MEMORY_POOL", "remote-mem-bw": 1.5}, "remote-mem-bw: expected an integer, got 1.5 (upstream stores it as an unsigned integer)"),
+        (
+            {"memory-type": "CXL"},
+            "memory-type: expected one of NO_MEMORY_EXPANSION, PER_NODE_MEMORY_EXPANSION, PER_NPU_MEMORY_EXPANSION, MEMORY_POOL, got 'CXL'",
+        ),
+        (
+            {"memory-type": "MEMORY_POOL"},
+            "missing required key 'remote-mem-bw' (GB/s; MEMORY_POOL divides by it)",
+        ),
+        (
+            {"memory-type": "MEMORY_POOL", "remote-mem-bw": 0},
+            "remote-mem-bw: must be >= 1 (GB/s; MEMORY_POOL divides by it), got 0",
+        ),
+        (
+            {"memory-type": "MEMORY_POOL", "remote-mem-bw": 1.5},
+            "remote-mem-bw: expected an integer, got 1.5 (upstream stores it as an unsigned integer)",
+        ),
         ({**PER_NODE, "remote-mem-latency": -1}, "remote-mem-latency: must be >= 0, got -1"),
-        ({**PER_NODE, "num-npus-per-node": 0}, "num-npus-per-node: must be >= 1 (needed by PER_NODE_MEMORY_EXPANSION), got 0"),
-        ({k: v for k, v in PER_NODE.items() if k != "num-nodes"}, "missing required key 'num-nodes' (needed by PER_NODE_MEMORY_EXPANSION)"),
+        (
+            {**PER_NODE, "num-npus-per-node": 0},
+            "num-npus-per-node: must be >= 1 (needed by PER_NODE_MEMORY_EXPANSION), got 0",
+        ),
+        (
+            {k: v for k, v in PER_NODE.items() if k != "num-nodes"},
+            "missing required key 'num-nodes' (needed by PER_NODE_MEMORY_EXPANSION)",
+        ),
     ],
 )
 def test_each_mistake_is_one_line(write, data, expected):
@@ -85,4 +103,7 @@ def test_invalid_json(write):
 def test_direct_construction_is_validated():
     with pytest.raises(ConfigError) as info:
         MemoryConfig(MemoryType.PER_NPU_MEMORY_EXPANSION)
-    assert str(info.value) == "<python>: remote-mem-bw: must be >= 1 (GB/s; PER_NPU_MEMORY_EXPANSION divides by it), got 0"
+    assert (
+        str(info.value)
+        == "<python>: remote-mem-bw: must be >= 1 (GB/s; PER_NPU_MEMORY_EXPANSION divides by it), got 0"
+    )

@@ -67,7 +67,9 @@ def test_ring4_sw4_units(reference_dir):
 
 
 def test_direct_construction_and_round_trip():
-    config = NetworkConfig(dims=(Dimension("Ring", 4, 100, 200), Dimension(TopologyKind.SWITCH, 4, 50.0, 500.0)))
+    config = NetworkConfig(
+        dims=(Dimension("Ring", 4, 100, 200), Dimension(TopologyKind.SWITCH, 4, 50.0, 500.0))
+    )
     assert config.dims[0].kind is TopologyKind.RING
     assert config.npus_count == 16
     again = NetworkConfig.from_dict(config.to_dict(), source="<dict>")
@@ -82,7 +84,9 @@ def test_direct_construction_is_validated():
 
 def test_from_dict_names_its_source():
     with pytest.raises(ConfigError) as info:
-        NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [4], "bandwidth": [0], "latency": [1]}, source="<dict>")
+        NetworkConfig.from_dict(
+            {"topology": ["Ring"], "npus_count": [4], "bandwidth": [0], "latency": [1]}, source="<dict>"
+        )
     assert str(info.value) == "<dict>: bandwidth[0]: must be > 0, got 0"
 
 
@@ -91,9 +95,18 @@ def test_from_dict_names_its_source():
     [
         (GOOD + "extra: 1\n", "unknown key 'extra'"),
         (GOOD.replace("npus_count", "npu_count"), "unknown key 'npu_count'; did you mean 'npus_count'?"),
-        (GOOD.replace("Switch", "switch"), "topology[1]: expected one of Ring, FullyConnected, Switch, got 'switch' (names are case-sensitive: use 'Switch')"),
-        (GOOD.replace("Switch", "Torus"), "topology[1]: expected one of Ring, FullyConnected, Switch, got 'Torus'"),
-        (GOOD.replace("[ 100.0, 50.0 ]", "[ 100.0 ]"), "bandwidth: expected 2 entries (one per dimension), got 1"),
+        (
+            GOOD.replace("Switch", "switch"),
+            "topology[1]: expected one of Ring, FullyConnected, Switch, got 'switch' (names are case-sensitive: use 'Switch')",
+        ),
+        (
+            GOOD.replace("Switch", "Torus"),
+            "topology[1]: expected one of Ring, FullyConnected, Switch, got 'Torus'",
+        ),
+        (
+            GOOD.replace("[ 100.0, 50.0 ]", "[ 100.0 ]"),
+            "bandwidth: expected 2 entries (one per dimension), got 1",
+        ),
         (GOOD.replace("[ 100.0, 50.0 ]", "[ 0, 50.0 ]"), "bandwidth[0]: must be > 0, got 0"),
         (GOOD.replace("[ 100.0, 50.0 ]", "[ fast, 50.0 ]"), "bandwidth[0]: expected a number, got 'fast'"),
         (GOOD.replace("[ 200.0, 500.0 ]", "[ 200.0, -5 ]"), "latency[1]: must be >= 0, got -5"),
@@ -101,7 +114,10 @@ def test_from_dict_names_its_source():
         (GOOD.replace("[ 4, 4 ]", "[ 4, 2.5 ]"), "npus_count[1]: expected an integer, got 2.5"),
         (GOOD.replace("[ 4, 4 ]", "[ 4, true ]"), "npus_count[1]: expected an integer, got true"),
         (GOOD.replace("latency: [ 200.0, 500.0 ]  # ns\n", ""), "missing required key 'latency'"),
-        (GOOD.replace("[ 200.0, 500.0 ]", "300"), "latency: expected a list (one entry per dimension), got 300"),
+        (
+            GOOD.replace("[ 200.0, 500.0 ]", "300"),
+            "latency: expected a list (one entry per dimension), got 300",
+        ),
         (GOOD.replace("[ Ring, Switch ]", "[]"), "topology: needs at least one dimension"),
         (GOOD + "latency: [ 1, 2 ]\n", "duplicate key 'latency'"),
         ("- Ring\n- Switch\n", "expected a mapping of keys to values, got a list"),
@@ -117,7 +133,10 @@ def test_each_mistake_is_one_line(write, text, expected):
 
 
 def test_several_mistakes_give_one_line_each(write):
-    path = write("network.yml", "topology: [ Ring, ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0, 1 ]\nlatency: [ -1, 0 ]\nfoo: 1\n")
+    path = write(
+        "network.yml",
+        "topology: [ Ring, ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0, 1 ]\nlatency: [ -1, 0 ]\nfoo: 1\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_network(path)
     lines = str(info.value).splitlines()

@@ -143,22 +143,64 @@ def test_algorithm_names(text, kind, window):
         ({**BASE, "preferred-dataset-splits": "4"}, "preferred-dataset-splits: expected an integer, got '4'"),
         ({**BASE, "endpoint-delay": -1}, "endpoint-delay: must be >= 0, got -1"),
         ({**BASE, "endpoint-delay": 2.5}, "endpoint-delay: expected an integer, got 2.5"),
-        ({**BASE, "scheduling-policy": "RANDOM"}, "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'RANDOM'"),
-        ({**BASE, "scheduling-policy": "lifo"}, "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'lifo' (names are case-sensitive: use 'LIFO')"),
-        ({**BASE, "collective-optimization": "fast"}, "collective-optimization: expected one of baseline, localBWAware, got 'fast'"),
+        (
+            {**BASE, "scheduling-policy": "RANDOM"},
+            "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'RANDOM'",
+        ),
+        (
+            {**BASE, "scheduling-policy": "lifo"},
+            "scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'lifo' (names are case-sensitive: use 'LIFO')",
+        ),
+        (
+            {**BASE, "collective-optimization": "fast"},
+            "collective-optimization: expected one of baseline, localBWAware, got 'fast'",
+        ),
         ({**BASE, "roofline-enabled": 2}, "roofline-enabled: expected 0 or 1, got 2"),
         ({**BASE, "local-mem-bw": -1}, "local-mem-bw: must be >= 0, got -1"),
-        ({**BASE, "all-reduce-implementation": "ring"}, "all-reduce-implementation: expected a list of algorithm names (one per dimension), got 'ring'"),
-        ({**BASE, "all-reduce-implementation": []}, "all-reduce-implementation: needs at least one algorithm name (one per dimension)"),
-        ({**BASE, "all-reduce-implementation": ["Ring"]}, "all-reduce-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, nccl, plugin:<name>, got 'Ring' (names are case-sensitive: use 'ring')"),
-        ({**BASE, "all-to-all-implementation": ["direct0"]}, "all-to-all-implementation[0]: window of 'direct0' must be >= 1"),
-        ({**BASE, "all-to-all-implementation": ["directX"]}, "all-to-all-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, nccl, plugin:<name>, got 'directX'"),
-        ({**BASE, "all-gather-implementation": ["ring", 3]}, "all-gather-implementation[1]: expected an algorithm name (a string), got 3"),
-        ({**BASE, "all-reduce-implementation": ["oneRing", "ring"]}, "all-reduce-implementation: 'oneRing' spans all dimensions and must be the only entry, got 2 entries"),
-        ({**BASE, "all-reduce-implementation-custom": ["a", "b"]}, "all-reduce-implementation-custom: expected a list with exactly one Chakra ET prefix, got 2 entries"),
-        ({**BASE, "roofline-enabled": 1, "peak-perf": 0}, "peak-perf: must be > 0 (TFLOP/s) when roofline-enabled is 1, got 0"),
-        ({k: v for k, v in BASE.items() if k != "preferred-dataset-splits"}, "missing required key 'preferred-dataset-splits'"),
-        ({**BASE, "intra-dimension-scheduling": "fastest"}, "intra-dimension-scheduling: expected one of FIFO, RG, SCF, smallestFirst, lessRemainingPhaseFirst, got 'fastest'"),
+        (
+            {**BASE, "all-reduce-implementation": "ring"},
+            "all-reduce-implementation: expected a list of algorithm names (one per dimension), got 'ring'",
+        ),
+        (
+            {**BASE, "all-reduce-implementation": []},
+            "all-reduce-implementation: needs at least one algorithm name (one per dimension)",
+        ),
+        (
+            {**BASE, "all-reduce-implementation": ["Ring"]},
+            "all-reduce-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, nccl, plugin:<name>, got 'Ring' (names are case-sensitive: use 'ring')",
+        ),
+        (
+            {**BASE, "all-to-all-implementation": ["direct0"]},
+            "all-to-all-implementation[0]: window of 'direct0' must be >= 1",
+        ),
+        (
+            {**BASE, "all-to-all-implementation": ["directX"]},
+            "all-to-all-implementation[0]: expected one of ring, oneRing, direct, direct<N>, oneDirect, oneDirect<N>, halvingDoubling, oneHalvingDoubling, doubleBinaryTree, nccl, plugin:<name>, got 'directX'",
+        ),
+        (
+            {**BASE, "all-gather-implementation": ["ring", 3]},
+            "all-gather-implementation[1]: expected an algorithm name (a string), got 3",
+        ),
+        (
+            {**BASE, "all-reduce-implementation": ["oneRing", "ring"]},
+            "all-reduce-implementation: 'oneRing' spans all dimensions and must be the only entry, got 2 entries",
+        ),
+        (
+            {**BASE, "all-reduce-implementation-custom": ["a", "b"]},
+            "all-reduce-implementation-custom: expected a list with exactly one Chakra ET prefix, got 2 entries",
+        ),
+        (
+            {**BASE, "roofline-enabled": 1, "peak-perf": 0},
+            "peak-perf: must be > 0 (TFLOP/s) when roofline-enabled is 1, got 0",
+        ),
+        (
+            {k: v for k, v in BASE.items() if k != "preferred-dataset-splits"},
+            "missing required key 'preferred-dataset-splits'",
+        ),
+        (
+            {**BASE, "intra-dimension-scheduling": "fastest"},
+            "intra-dimension-scheduling: expected one of FIFO, RG, SCF, smallestFirst, lessRemainingPhaseFirst, got 'fastest'",
+        ),
         ([1, 2], "expected a mapping of keys to values, got a list"),
     ],
 )
@@ -174,7 +216,13 @@ def test_algorithm_list_must_match_dims(write, reference_dir):
         for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
     ]
     # a sole one* entry spans every dimension
-    one = {**BASE, **{f"{c}-implementation": ["oneRing"] for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+    one = {
+        **BASE,
+        **{
+            f"{c}-implementation": ["oneRing"]
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+    }
     assert SystemConfig.from_dict(one, dims=3).all_reduce_implementation == ("oneRing",)
     # two entries on a one-dimensional network
     with pytest.raises(ConfigError, match="expected 1 entries"):
@@ -214,7 +262,10 @@ def test_all_upstream_keys_are_accepted():
         "roofline-enabled": 1,
         "peak-perf": 312.5,
         "model-shared-bus": 0,
-        "L": 1, "o": 2, "g": 3, "G": 0.5,
+        "L": 1,
+        "o": 2,
+        "g": 3,
+        "G": 0.5,
         "trace-enabled": 0,
         "replay-only": 1,
         "track-local-mem": False,
@@ -250,7 +301,10 @@ def test_direct_construction():
     config.check_dims(2)
     with pytest.raises(ConfigError) as info:
         config.check_dims(3)
-    assert str(info.value) == "<python>: all-reduce-implementation: expected 3 entries (one per dimension), got 2"
+    assert (
+        str(info.value)
+        == "<python>: all-reduce-implementation: expected 3 entries (one per dimension), got 2"
+    )
     with pytest.raises(ConfigError) as info:
         SystemConfig("LIFO", "baseline", 0)
     assert str(info.value) == "<python>: preferred-dataset-splits: must be >= 1, got 0"

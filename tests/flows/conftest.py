@@ -41,8 +41,7 @@ def star(hosts: int, bandwidth: float = GBPS_100, latency: float = LINK_NS) -> P
 
 def cdf_points(text: str) -> list[tuple[float, float]]:
     """(size, percent) of a CDF file, read independently of astra's parser."""
-    return [(float(a), float(b)) for a, b in (line.split() for line in text.splitlines()
-                                              if line.strip())]
+    return [(float(a), float(b)) for a, b in (line.split() for line in text.splitlines() if line.strip())]
 
 
 def moments(cdf: FlowSizeCdf) -> tuple[float, float]:

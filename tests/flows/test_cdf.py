@@ -46,13 +46,16 @@ class FixedRng:
         return self.u
 
 
-@pytest.mark.parametrize("u, expected", [
-    (0.625, 200_000 + (62.5 - 60) / (70 - 60) * (1_000_000 - 200_000)),  # 400,000
-    (0.60, 200_000),  # exactly on a point
-    (0.075, 0 + (7.5 - 0) / (15 - 0) * (10_000 - 0)),  # 5,000 in the first segment
-    (0.985, 10_000_000 + (98.5 - 97) / 3 * 20_000_000),  # 20 MB in the last segment
-    (0.0, 1),  # size 0 is drawn as the 1-byte minimum
-])
+@pytest.mark.parametrize(
+    "u, expected",
+    [
+        (0.625, 200_000 + (62.5 - 60) / (70 - 60) * (1_000_000 - 200_000)),  # 400,000
+        (0.60, 200_000),  # exactly on a point
+        (0.075, 0 + (7.5 - 0) / (15 - 0) * (10_000 - 0)),  # 5,000 in the first segment
+        (0.985, 10_000_000 + (98.5 - 97) / 3 * 20_000_000),  # 20 MB in the last segment
+        (0.0, 1),  # size 0 is drawn as the 1-byte minimum
+    ],
+)
 def test_a_draw_interpolates_linearly_at_the_uniform_percentile(u, expected):
     assert load_cdf("websearch").draw(FixedRng(u)) == int(expected)
 
@@ -102,24 +105,30 @@ def check_one_line(exc: pytest.ExceptionInfo, *parts: str) -> str:
     return message
 
 
-@pytest.mark.parametrize("text, where", [
-    ("0 0\n100 50\n90 100\n", "line 3"),  # sizes fall
-    ("0 0\n100 50\n200 50\n300 100\n", "line 3"),  # percent does not rise
-    ("0 0\n100 50 7\n", "line 2"),  # three columns
-    ("0 0\n100\n", "line 2"),  # one column
-    ("0 0\n1e3 fifty\n", "line 2"),  # not a number
-    ("-5 0\n10 100\n", "line 1"),  # negative size
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("0 0\n100 50\n90 100\n", "line 3"),  # sizes fall
+        ("0 0\n100 50\n200 50\n300 100\n", "line 3"),  # percent does not rise
+        ("0 0\n100 50 7\n", "line 2"),  # three columns
+        ("0 0\n100\n", "line 2"),  # one column
+        ("0 0\n1e3 fifty\n", "line 2"),  # not a number
+        ("-5 0\n10 100\n", "line 1"),  # negative size
+    ],
+)
 def test_parse_errors_are_one_line_naming_source_and_line(text, where):
     with pytest.raises(ConfigError) as exc:
         parse_cdf(text, "bad.cdf")
     assert check_one_line(exc, where).startswith("bad.cdf: ")
 
 
-@pytest.mark.parametrize("text", [
-    "# a comment line shifts every point down one line\n0 0\n100 50\n90 100\n",
-    "\n0 0\n100 50\n90 100\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# a comment line shifts every point down one line\n0 0\n100 50\n90 100\n",
+        "\n0 0\n100 50\n90 100\n",
+    ],
+)
 def test_a_non_monotone_point_is_named_by_its_file_line_after_comments(text):
     # BUG (cdf.py, FlowSizeCdf.__post_init__): the line number is the point's index
     # (k + 1), not its line in the file; "90 100" is on line 4 here, reported as line 3.
@@ -128,10 +137,13 @@ def test_a_non_monotone_point_is_named_by_its_file_line_after_comments(text):
     check_one_line(exc, "bad.cdf: line 4:")
 
 
-@pytest.mark.parametrize("text, line, values", [
-    ("0 5\n100 100\n", "line 1", "5"),  # first percent not 0
-    ("0 0\n100 50\n200 99.5\n", "line 3", "99.5"),  # last percent not 100
-])
+@pytest.mark.parametrize(
+    "text, line, values",
+    [
+        ("0 5\n100 100\n", "line 1", "5"),  # first percent not 0
+        ("0 0\n100 50\n200 99.5\n", "line 3", "99.5"),  # last percent not 100
+    ],
+)
 def test_first_and_last_percent_errors_name_source_and_line(text, line, values):
     with pytest.raises(ConfigError) as exc:
         parse_cdf(text, "bad.cdf")

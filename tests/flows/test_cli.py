@@ -37,8 +37,23 @@ def invoke(*args):
 
 
 def gen(fabric, out, *extra):
-    return invoke("flows", "gen", "--cdf", "hadoop", "--load", LOAD, "--duration-ms", DURATION_MS,
-                  "--topology", fabric, "--seed", SEED, "-o", out, *extra)
+    return invoke(
+        "flows",
+        "gen",
+        "--cdf",
+        "hadoop",
+        "--load",
+        LOAD,
+        "--duration-ms",
+        DURATION_MS,
+        "--topology",
+        fabric,
+        "--seed",
+        SEED,
+        "-o",
+        out,
+        *extra,
+    )
 
 
 def test_gen_writes_the_flows_it_reports(fabric, tmp_path):
@@ -49,8 +64,10 @@ def test_gen_writes_the_flows_it_reports(fabric, tmp_path):
     expected = poisson_flows(load_cdf("hadoop"), 16, 100.0, LOAD, 200_000, SEED)
     assert flows == expected
     total_mb = sum(f.size_bytes for f in flows) / 1e6
-    assert result.stdout == (f"{len(flows)} flows, {total_mb:.1f} MB, mean 120,421 B drawn; "
-                             f"16 hosts at 100 Gbps x 0.4 load over 0.2 ms; wrote {out}\n")
+    assert result.stdout == (
+        f"{len(flows)} flows, {total_mb:.1f} MB, mean 120,421 B drawn; "
+        f"16 hosts at 100 Gbps x 0.4 load over 0.2 ms; wrote {out}\n"
+    )
     assert out.read_text().splitlines()[0] == str(len(flows))
     # 16 hosts x 200 us / (120,420.75 x 8 / 40 ns) = 132.9 flows expected
     mean = 16 * 200_000 / (120_420.75 * 8 / (100 * LOAD))
@@ -60,8 +77,20 @@ def test_gen_writes_the_flows_it_reports(fabric, tmp_path):
 def test_gen_reads_a_cdf_file(fabric, tmp_path):
     cdf = tmp_path / "fixed.cdf"
     cdf.write_text("999.5 0\n1000.5 100\n")  # every flow 999 or 1000 bytes
-    result = invoke("flows", "gen", "--cdf", cdf, "--load", 1, "--duration-ms", 0.01,
-                    "--topology", fabric, "-o", tmp_path / "f.txt")
+    result = invoke(
+        "flows",
+        "gen",
+        "--cdf",
+        cdf,
+        "--load",
+        1,
+        "--duration-ms",
+        0.01,
+        "--topology",
+        fabric,
+        "-o",
+        tmp_path / "f.txt",
+    )
     assert result.exit_code == 0, result.output
     assert {f.size_bytes for f in read_flows(tmp_path / "f.txt")} <= {999, 1000}
     assert "mean 1,000 B drawn" in result.stdout
@@ -73,16 +102,20 @@ def unwrapped(stdout: str) -> str:
 
 
 def table_rows(stdout: str) -> list[list[str]]:
-    return [[cell.strip() for cell in line.strip("│").split("│")]
-            for line in stdout.splitlines() if line.startswith("│")]
+    return [
+        [cell.strip() for cell in line.strip("│").split("│")]
+        for line in stdout.splitlines()
+        if line.startswith("│")
+    ]
 
 
 def test_run_prints_the_bucket_table_and_writes_one_csv_row_per_flow(fabric, tmp_path):
     flows_path = tmp_path / "flows.txt"
     assert gen(fabric, flows_path).exit_code == 0
     fct = tmp_path / "out" / "fct.csv"
-    result = invoke("flows", "run", "--flows", flows_path, "--topology", fabric,
-                    "--backend", "flow", "--fct", fct)
+    result = invoke(
+        "flows", "run", "--flows", flows_path, "--topology", fabric, "--backend", "flow", "--fct", fct
+    )
     assert result.exit_code == 0, result.output
     specs = read_flows(flows_path)
     with open(fct, newline="") as handle:
@@ -92,8 +125,12 @@ def test_run_prints_the_bucket_table_and_writes_one_csv_row_per_flow(fabric, tmp
     assert len(rows) == len(specs)
     topology = read_ns3_topology(fabric)
     for i, (spec, row) in enumerate(zip(specs, rows)):
-        assert (int(row["src"]), int(row["dst"]), int(row["size_bytes"]), int(row["start_ns"])) \
-            == (spec.src, spec.dst, spec.size_bytes, spec.start_ns)
+        assert (int(row["src"]), int(row["dst"]), int(row["size_bytes"]), int(row["start_ns"])) == (
+            spec.src,
+            spec.dst,
+            spec.size_bytes,
+            spec.start_ns,
+        )
         ideal = ideal_fct_ns(topology, topology.route(spec.src, spec.dst, i), spec.size_bytes)
         assert float(row["ideal_fct_ns"]) == pytest.approx(ideal, rel=1e-12)
         assert float(row["slowdown"]) == pytest.approx(float(row["fct_ns"]) / ideal, rel=1e-12)
@@ -103,8 +140,9 @@ def test_run_prints_the_bucket_table_and_writes_one_csv_row_per_flow(fabric, tmp
     labels = ["< 10 KB", "10 KB - 100 KB", "100 KB - 1 MB", "1 MB - 10 MB", ">= 10 MB"]
     assert sum(int(r[1]) for r in printed) == len(specs)
     for label, count, median, _p95, p99, top in printed:
-        members = [float(r["slowdown"]) for r in rows
-                   if bucket_of(int(r["size_bytes"])) == labels.index(label)]
+        members = [
+            float(r["slowdown"]) for r in rows if bucket_of(int(r["size_bytes"])) == labels.index(label)
+        ]
         assert int(count) == len(members)
         assert float(median) == pytest.approx(percentile(members, 50), abs=0.005)
         assert float(p99) == pytest.approx(percentile(members, 99), abs=0.005)
@@ -113,12 +151,23 @@ def test_run_prints_the_bucket_table_and_writes_one_csv_row_per_flow(fabric, tmp
 
 def test_run_writes_the_slowdown_plot_into_an_existing_directory(fabric, tmp_path):
     flows_path = tmp_path / "flows.txt"
-    flows_path.write_text(format_flows([FlowSpec(k, (k + 5) % 16, 1000 * (k + 1) ** 3, 100 * k)
-                                        for k in range(16)]))
+    flows_path.write_text(
+        format_flows([FlowSpec(k, (k + 5) % 16, 1000 * (k + 1) ** 3, 100 * k) for k in range(16)])
+    )
     plots = tmp_path / "plots"
     plots.mkdir()
-    result = invoke("flows", "run", "--flows", flows_path, "--topology", fabric,
-                    "--backend", "analytical-congestion", "--plots", plots)
+    result = invoke(
+        "flows",
+        "run",
+        "--flows",
+        flows_path,
+        "--topology",
+        fabric,
+        "--backend",
+        "analytical-congestion",
+        "--plots",
+        plots,
+    )
     assert result.exit_code == 0, result.output
     assert (plots / "fct_slowdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {plots / 'fct_slowdown.png'}" in unwrapped(result.stdout)
@@ -131,32 +180,116 @@ def test_run_creates_a_missing_plots_directory(fabric, tmp_path):
     flows_path = tmp_path / "flows.txt"
     flows_path.write_text(format_flows([FlowSpec(0, 1, 5000, 0), FlowSpec(2, 3, 50_000, 0)]))
     plots = tmp_path / "new" / "plots"
-    result = invoke("flows", "run", "--flows", flows_path, "--topology", fabric,
-                    "--backend", "analytical-congestion", "--plots", plots)
+    result = invoke(
+        "flows",
+        "run",
+        "--flows",
+        flows_path,
+        "--topology",
+        fabric,
+        "--backend",
+        "analytical-congestion",
+        "--plots",
+        plots,
+    )
     assert result.exit_code == 0, result.output
     assert (plots / "fct_slowdown.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_gen_errors_are_one_line(fabric, tmp_path):
     out = tmp_path / "f.txt"
-    assert one_error_line(invoke("flows", "gen", "--cdf", "nosuch", "--load", 0.5,
-                                 "--duration-ms", 1, "--topology", fabric, "-o", out)) == \
-        "error: --cdf: nosuch is neither a shipped distribution (websearch, hadoop) nor a file"
-    assert one_error_line(invoke("flows", "gen", "--cdf", "hadoop", "--load", 1.5,
-                                 "--duration-ms", 1, "--topology", fabric, "-o", out)) == \
-        "error: --load: must be in (0, 1], got 1.5"
-    assert one_error_line(invoke("flows", "gen", "--cdf", "hadoop", "--load", 0.5,
-                                 "--duration-ms", -1, "--topology", fabric, "-o", out)) == \
-        "error: --duration-ms: must be > 0, got -1"
+    assert (
+        one_error_line(
+            invoke(
+                "flows",
+                "gen",
+                "--cdf",
+                "nosuch",
+                "--load",
+                0.5,
+                "--duration-ms",
+                1,
+                "--topology",
+                fabric,
+                "-o",
+                out,
+            )
+        )
+        == "error: --cdf: nosuch is neither a shipped distribution (websearch, hadoop) nor a file"
+    )
+    assert (
+        one_error_line(
+            invoke(
+                "flows",
+                "gen",
+                "--cdf",
+                "hadoop",
+                "--load",
+                1.5,
+                "--duration-ms",
+                1,
+                "--topology",
+                fabric,
+                "-o",
+                out,
+            )
+        )
+        == "error: --load: must be in (0, 1], got 1.5"
+    )
+    assert (
+        one_error_line(
+            invoke(
+                "flows",
+                "gen",
+                "--cdf",
+                "hadoop",
+                "--load",
+                0.5,
+                "--duration-ms",
+                -1,
+                "--topology",
+                fabric,
+                "-o",
+                out,
+            )
+        )
+        == "error: --duration-ms: must be > 0, got -1"
+    )
     bad_cdf = tmp_path / "bad.cdf"
     bad_cdf.write_text("0 0\n100 50\n50 100\n")
-    assert one_error_line(invoke("flows", "gen", "--cdf", bad_cdf, "--load", 0.5,
-                                 "--duration-ms", 1, "--topology", fabric, "-o", out)) \
-        .startswith(f"error: {bad_cdf}: line 3: sizes and percents must both rise strictly")
+    assert one_error_line(
+        invoke(
+            "flows",
+            "gen",
+            "--cdf",
+            bad_cdf,
+            "--load",
+            0.5,
+            "--duration-ms",
+            1,
+            "--topology",
+            fabric,
+            "-o",
+            out,
+        )
+    ).startswith(f"error: {bad_cdf}: line 3: sizes and percents must both rise strictly")
     missing = tmp_path / "none.txt"
-    assert str(missing) in one_error_line(invoke("flows", "gen", "--cdf", "hadoop", "--load", 0.5,
-                                                 "--duration-ms", 1, "--topology", missing,
-                                                 "-o", out))
+    assert str(missing) in one_error_line(
+        invoke(
+            "flows",
+            "gen",
+            "--cdf",
+            "hadoop",
+            "--load",
+            0.5,
+            "--duration-ms",
+            1,
+            "--topology",
+            missing,
+            "-o",
+            out,
+        )
+    )
     assert not out.exists()
 
 
@@ -170,10 +303,13 @@ def test_run_errors_are_one_line(fabric, tmp_path):
     assert one_error_line(invoke(*args)) == f"error: {flows_path}: line 3: dst NPU 16 is not in 0 .. 15"
     flows_path.write_text("1\n0 1 3 100 10 0\n")
     assert one_error_line(invoke(*args[:-1], "nosuch")).startswith(
-        "error: unknown backend 'nosuch'; available: ")
+        "error: unknown backend 'nosuch'; available: "
+    )
     directory = tmp_path / "a_dir"
     directory.mkdir()
     message = one_error_line(invoke(*args, "--fct", directory))
     assert message.startswith("error: --fct") and "is a directory" in message
-    assert re.fullmatch(r"error: .*nope\.txt.*", one_error_line(
-        invoke("flows", "run", "--flows", tmp_path / "nope.txt", "--topology", fabric)))
+    assert re.fullmatch(
+        r"error: .*nope\.txt.*",
+        one_error_line(invoke("flows", "run", "--flows", tmp_path / "nope.txt", "--topology", fabric)),
+    )

@@ -12,9 +12,7 @@ from astra_core.flows.flowfile import FlowSpec, format_flows, parse_flows, read_
 
 def test_format_writes_the_count_then_one_artifact_line_per_flow():
     flows = [FlowSpec(0, 1, 5000, 1_000), FlowSpec(7, 2, 1, 2_000_000_123)]
-    assert format_flows(flows) == ("2\n"
-                                   "0 1 3 100 5000 0.000001000\n"
-                                   "7 2 3 100 1 2.000000123\n")
+    assert format_flows(flows) == ("2\n0 1 3 100 5000 0.000001000\n7 2 3 100 1 2.000000123\n")
 
 
 def test_lines_as_the_artifact_writes_them_parse_to_whole_ns():
@@ -28,10 +26,14 @@ def test_lines_as_the_artifact_writes_them_parse_to_whole_ns():
 
 
 flow_specs = st.builds(
-    lambda src, step, size, start, group, dport: FlowSpec(src, (src + step) % 64, size, start,
-                                                          group, dport),
-    st.integers(0, 63), st.integers(1, 63), st.integers(1, 10**10), st.integers(0, 10**12),
-    st.integers(0, 7), st.integers(0, 65535))
+    lambda src, step, size, start, group, dport: FlowSpec(src, (src + step) % 64, size, start, group, dport),
+    st.integers(0, 63),
+    st.integers(1, 63),
+    st.integers(1, 10**10),
+    st.integers(0, 10**12),
+    st.integers(0, 7),
+    st.integers(0, 65535),
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -70,8 +72,7 @@ def test_stale_digits_on_the_count_line_are_an_error_naming_both_numbers():
 
 @pytest.mark.parametrize("head", ["2 1", "two", "-1", "1.0"])
 def test_a_first_line_that_is_not_a_count_is_an_error(head):
-    assert error_of(f"{head}\n0 1 3 100 10 0\n").startswith("flows.txt: line 1: expected the "
-                                                            "number of flows")
+    assert error_of(f"{head}\n0 1 3 100 10 0\n").startswith("flows.txt: line 1: expected the number of flows")
 
 
 def test_a_bad_count_after_blank_lines_is_named_by_its_own_line():
@@ -86,21 +87,24 @@ def test_a_non_ascii_digit_count_is_a_config_error():
     assert "line 1" in error_of("²\n0 1 3 100 10 0\n0 2 3 100 10 0\n")
 
 
-@pytest.mark.parametrize("line, npus, expected", [
-    ("4 4 3 100 10 0.1", None, "line 3: flow from NPU 4 to itself"),
-    ("0 8 3 100 10 0.1", 8, "line 3: dst NPU 8 is not in 0 .. 7"),
-    ("9 1 3 100 10 0.1", 8, "line 3: src NPU 9 is not in 0 .. 7"),
-    ("-1 1 3 100 10 0.1", None, "line 3: src NPU -1 is not in >= 0"),
-    ("0 1 3 100 0 0.1", None, "line 3: flow size 0 bytes must be >= 1"),
-    ("0 1 3 100 -5 0.1", None, "line 3: flow size -5 bytes must be >= 1"),
-    ("0 1 3 100 10 -0.5", None, "line 3: start time -0.5 s is not in [0, 1e9)"),
-    ("0 1 3 100 10 nan", None, "line 3: start time nan s is not in [0, 1e9)"),
-    ("0 1 3 100 10 1e9", None, "line 3: start time 1e9 s is not in [0, 1e9)"),
-    ("0 1 3 100 10", None, "line 3: expected <src> <dst> <pg> <dport> <size bytes> <start s>"),
-    ("0 1 3 100 10 0.1 7", None, "line 3: expected <src> <dst>"),
-    ("0 1 3 100 1e3 0.1", None, "line 3: not numbers: '0 1 3 100 1e3 0.1'"),
-    ("0 x 3 100 10 0.1", None, "line 3: not numbers"),
-])
+@pytest.mark.parametrize(
+    "line, npus, expected",
+    [
+        ("4 4 3 100 10 0.1", None, "line 3: flow from NPU 4 to itself"),
+        ("0 8 3 100 10 0.1", 8, "line 3: dst NPU 8 is not in 0 .. 7"),
+        ("9 1 3 100 10 0.1", 8, "line 3: src NPU 9 is not in 0 .. 7"),
+        ("-1 1 3 100 10 0.1", None, "line 3: src NPU -1 is not in >= 0"),
+        ("0 1 3 100 0 0.1", None, "line 3: flow size 0 bytes must be >= 1"),
+        ("0 1 3 100 -5 0.1", None, "line 3: flow size -5 bytes must be >= 1"),
+        ("0 1 3 100 10 -0.5", None, "line 3: start time -0.5 s is not in [0, 1e9)"),
+        ("0 1 3 100 10 nan", None, "line 3: start time nan s is not in [0, 1e9)"),
+        ("0 1 3 100 10 1e9", None, "line 3: start time 1e9 s is not in [0, 1e9)"),
+        ("0 1 3 100 10", None, "line 3: expected <src> <dst> <pg> <dport> <size bytes> <start s>"),
+        ("0 1 3 100 10 0.1 7", None, "line 3: expected <src> <dst>"),
+        ("0 1 3 100 1e3 0.1", None, "line 3: not numbers: '0 1 3 100 1e3 0.1'"),
+        ("0 x 3 100 10 0.1", None, "line 3: not numbers"),
+    ],
+)
 def test_bad_flow_lines_are_one_line_errors_naming_file_and_line(line, npus, expected):
     text = f"2\n0 1 3 100 10 0.2\n{line}\n"
     assert expected in error_of(text, npus)

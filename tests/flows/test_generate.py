@@ -123,19 +123,28 @@ def test_load_one_is_allowed():
     assert len(poisson_flows(load_cdf("hadoop"), 2, 100.0, 1.0, 1_000_000)) > 0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"hosts": 1}, "flows need at least two hosts, the topology has 1"),
-    ({"hosts": 0}, "flows need at least two hosts, the topology has 0"),
-    ({"load": 0.0}, "--load: must be in (0, 1], got 0"),
-    ({"load": -0.2}, "--load: must be in (0, 1], got -0.2"),
-    ({"load": 1.01}, "--load: must be in (0, 1], got 1.01"),
-    ({"load": math.nan}, "--load: must be in (0, 1], got nan"),
-    ({"duration_ns": 0}, "--duration-ms: must be > 0, got 0"),
-    ({"duration_ns": -2_000_000}, "--duration-ms: must be > 0, got -2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"hosts": 1}, "flows need at least two hosts, the topology has 1"),
+        ({"hosts": 0}, "flows need at least two hosts, the topology has 0"),
+        ({"load": 0.0}, "--load: must be in (0, 1], got 0"),
+        ({"load": -0.2}, "--load: must be in (0, 1], got -0.2"),
+        ({"load": 1.01}, "--load: must be in (0, 1], got 1.01"),
+        ({"load": math.nan}, "--load: must be in (0, 1], got nan"),
+        ({"duration_ns": 0}, "--duration-ms: must be > 0, got 0"),
+        ({"duration_ns": -2_000_000}, "--duration-ms: must be > 0, got -2"),
+    ],
+)
 def test_bad_arguments_are_config_errors(kwargs, message):
-    args = {"cdf": load_cdf("hadoop"), "hosts": 4, "link_gbps": 100.0, "load": 0.5,
-            "duration_ns": 1_000_000, **kwargs}
+    args = {
+        "cdf": load_cdf("hadoop"),
+        "hosts": 4,
+        "link_gbps": 100.0,
+        "load": 0.5,
+        "duration_ns": 1_000_000,
+        **kwargs,
+    }
     with pytest.raises(ConfigError) as exc:
         poisson_flows(**args)
     assert str(exc.value) == message
@@ -149,8 +158,9 @@ def test_too_many_flows_are_refused_before_drawing_any():
     assert expected > MAX_FLOWS == 10_000_000
     with pytest.raises(ConfigError) as exc:
         poisson_flows(cdf, 2, 100.0, 1.0, duration)
-    assert str(exc.value) == (f"about {expected:.3g} flows expected, more than 10,000,000: "
-                              "shorten --duration-ms or lower --load")
+    assert str(exc.value) == (
+        f"about {expected:.3g} flows expected, more than 10,000,000: shorten --duration-ms or lower --load"
+    )
 
 
 def test_host_link_rate_of_a_fat_tree():
@@ -162,7 +172,11 @@ def test_host_link_rate_is_the_fastest_link_of_the_first_host():
     # node 0 is a switch, so NPU 0 is node 1; it has a 10 and a 40 Gbps link (1.25, 5 B/ns)
     links = []
     for host in (1, 2):
-        links += [(host, 0, 1.25, 100.0), (0, host, 1.25, 100.0),
-                  (host, 3, 5.0, 100.0), (3, host, 5.0, 100.0)]
+        links += [
+            (host, 0, 1.25, 100.0),
+            (0, host, 1.25, 100.0),
+            (host, 3, 5.0, 100.0),
+            (3, host, 5.0, 100.0),
+        ]
     topology = PhysicalTopology(4, [0, 3], links)
     assert host_link_gbps(topology) == 40.0

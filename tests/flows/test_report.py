@@ -22,16 +22,20 @@ from tests.flows.conftest import bucket_of, percentile
 
 def results(sizes: list[int], slowdowns: list[float]) -> list[FlowResult]:
     """Flows whose ideal FCT is 1000 ns and whose FCT gives ``slowdowns``."""
-    return [FlowResult(k % 5, (k + 1) % 5, size, 10 * k, 1000.0 * s, 1000.0)
-            for k, (size, s) in enumerate(zip(sizes, slowdowns))]
+    return [
+        FlowResult(k % 5, (k + 1) % 5, size, 10 * k, 1000.0 * s, 1000.0)
+        for k, (size, s) in enumerate(zip(sizes, slowdowns))
+    ]
 
 
 def test_flow_table_has_one_row_per_flow_with_its_slowdown():
     flows = results([100, 2000], [1.5, 3.0])
     table = flow_table(flows)
     assert list(table.columns) == COLUMNS
-    assert table.values.tolist() == [[0, 1, 100, 0, 1500.0, 1000.0, 1.5],
-                                     [1, 2, 2000, 10, 3000.0, 1000.0, 3.0]]
+    assert table.values.tolist() == [
+        [0, 1, 100, 0, 1500.0, 1000.0, 1.5],
+        [1, 2, 2000, 10, 3000.0, 1000.0, 3.0],
+    ]
 
 
 def test_buckets_are_decades_with_edges_in_the_upper_bucket():
@@ -39,8 +43,13 @@ def test_buckets_are_decades_with_edges_in_the_upper_bucket():
     sizes = [1, 9_999, 10_000, 99_999, 100_000, 100_001, 999_999, 1_000_000, 10_000_000, 30_000_000]
     table = flow_table(results(sizes, [1.0] * len(sizes)))
     buckets = by_size_bucket(table)
-    assert buckets["bucket"].tolist() == ["< 10 KB", "10 KB - 100 KB", "100 KB - 1 MB",
-                                          "1 MB - 10 MB", ">= 10 MB"]
+    assert buckets["bucket"].tolist() == [
+        "< 10 KB",
+        "10 KB - 100 KB",
+        "100 KB - 1 MB",
+        "1 MB - 10 MB",
+        ">= 10 MB",
+    ]
     assert buckets["flows"].tolist() == [2, 2, 3, 1, 2]
 
 
@@ -51,8 +60,7 @@ def test_bucket_counts_add_up_and_percentiles_are_linear_interpolations():
     buckets = by_size_bucket(flow_table(results(sizes, slowdowns)))
     assert buckets["flows"].sum() == 500
     for row in buckets.itertuples():
-        members = [s for size, s in zip(sizes, slowdowns)
-                   if _label_index(row.bucket) == bucket_of(size)]
+        members = [s for size, s in zip(sizes, slowdowns) if _label_index(row.bucket) == bucket_of(size)]
         assert row.flows == len(members)
         assert row.p50 == pytest.approx(percentile(members, 50), rel=1e-12)
         assert row.p95 == pytest.approx(percentile(members, 95), rel=1e-12)
@@ -68,8 +76,7 @@ def test_percentiles_of_one_to_101():
     # 101 evenly spaced values: the p-th percentile is 1 + p exactly
     table = flow_table(results([500] * 101, [float(v) for v in range(101, 0, -1)]))
     row = by_size_bucket(table).iloc[0]
-    assert (row["flows"], row["p50"], row["p95"], row["p99"], row["max"]) == \
-        (101, 51.0, 96.0, 100.0, 101.0)
+    assert (row["flows"], row["p50"], row["p95"], row["p99"], row["max"]) == (101, 51.0, 96.0, 100.0, 101.0)
 
 
 def test_empty_buckets_are_left_out():
@@ -93,7 +100,7 @@ def test_bins_hold_equal_counts_of_flows_sorted_by_size(n, percent):
     ordered = sorted(zip(sizes, slowdowns))
     start = 0
     for row in bins.itertuples():
-        members = ordered[start:start + row.flows]
+        members = ordered[start : start + row.flows]
         start += row.flows
         assert row.max_size_bytes == members[-1][0]
         assert row.p50 == pytest.approx(percentile([s for _, s in members], 50), rel=1e-12)

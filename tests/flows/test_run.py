@@ -31,6 +31,7 @@ pytestmark = pytest.mark.usefixtures("plugins")
 
 # -- ideal FCT -------------------------------------------------------------------------
 
+
 def tandem_ns(rates, latencies, size, payload=PAYLOAD_BYTES, header=HEADER_BYTES) -> float:
     """Last byte's arrival of a lone flow through store-and-forward links, packet by
     packet: packet i leaves link j at
@@ -82,8 +83,11 @@ def test_a_short_last_packet_behind_a_slow_link_waits_for_the_full_one():
 
 @settings(max_examples=150, deadline=None)
 @given(
-    links=st.lists(st.tuples(st.sampled_from([0.5, 1.25, 3.0, 6.25, 12.5, 25.0, 50.0]),
-                             st.floats(0, 2000)), min_size=1, max_size=5),
+    links=st.lists(
+        st.tuples(st.sampled_from([0.5, 1.25, 3.0, 6.25, 12.5, 25.0, 50.0]), st.floats(0, 2000)),
+        min_size=1,
+        max_size=5,
+    ),
     size=st.integers(0, 700),
     payload=st.integers(1, 128),
     header=st.integers(0, 100),
@@ -93,7 +97,8 @@ def test_ideal_fct_is_the_store_and_forward_tandem(links, size, payload, header)
     latencies = [lat for _, lat in links]
     topology, route = chain(rates, latencies)
     assert ideal_fct_ns(topology, route, size, payload, header) == pytest.approx(
-        tandem_ns(rates, latencies, size, payload, header), rel=1e-9, abs=1e-9)
+        tandem_ns(rates, latencies, size, payload, header), rel=1e-9, abs=1e-9
+    )
 
 
 def test_tandem_recursion_reproduces_the_ns3_single_flow_closed_form():
@@ -116,10 +121,13 @@ def spaced(src: int, dst: int) -> list[FlowSpec]:
     return [FlowSpec(src, dst, size, k * SPACING_NS) for k, size in enumerate(LONE_SIZES)]
 
 
-@pytest.mark.parametrize("fabric, src, dst, hops", [
-    (lambda: star(2), 0, 1, 2),
-    (lambda: fat_tree(4, 100.0, 1000.0), 0, 15, 6),  # pod 0 to pod 3 through a core switch
-])
+@pytest.mark.parametrize(
+    "fabric, src, dst, hops",
+    [
+        (lambda: star(2), 0, 1, 2),
+        (lambda: fat_tree(4, 100.0, 1000.0), 0, 15, 6),  # pod 0 to pod 3 through a core switch
+    ],
+)
 def test_lone_flows_on_ns3_without_congestion_control_take_exactly_the_ideal(fabric, src, dst, hops):
     from tests.backends.ns3.conftest import require_ns3
 
@@ -153,8 +161,7 @@ def test_a_lone_flow_on_the_flow_backend_takes_the_ideal(size):
 def lone_analytical_ns(topology, route, size) -> int:
     """analytical-congestion (its docstring): the whole message store-and-forwarded,
     ``int(latency + B / bandwidth)`` ns per link."""
-    return sum(int(topology.link_latency[link] + size / topology.link_bandwidth[link])
-               for link in route)
+    return sum(int(topology.link_latency[link] + size / topology.link_bandwidth[link]) for link in route)
 
 
 @pytest.mark.parametrize("size", LONE_SIZES)
@@ -170,14 +177,13 @@ def test_two_flows_into_one_host_share_its_link_one_after_the_other():
     # analytical-congestion serves whole messages FCFS: the second waits int(B / r)
     # for the switch's link to the receiver.
     size = 1_000_000
-    result = run_flows([FlowSpec(0, 2, size, 0), FlowSpec(1, 2, size, 0)], star(3),
-                       "analytical-congestion")
+    result = run_flows([FlowSpec(0, 2, size, 0), FlowSpec(1, 2, size, 0)], star(3), "analytical-congestion")
     per_link = int(LINK_NS + size / GBPS_100)
-    assert sorted(f.fct_ns for f in result.flows) == [2 * per_link,
-                                                      2 * per_link + int(size / GBPS_100)]
+    assert sorted(f.fct_ns for f in result.flows) == [2 * per_link, 2 * per_link + int(size / GBPS_100)]
 
 
 # -- a workload --------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def workload():
@@ -198,11 +204,14 @@ def test_every_flow_arrives_and_every_link_carries_the_bytes_routed_over_it(work
     assert result.backend_name == backend and len(result.flows) == len(flows)
     expected = [0.0] * topology.links_count
     for i, (spec, flow) in enumerate(zip(flows, result.flows)):
-        assert (flow.src, flow.dst, flow.size_bytes, flow.start_ns) == \
-               (spec.src, spec.dst, spec.size_bytes, spec.start_ns)
+        assert (flow.src, flow.dst, flow.size_bytes, flow.start_ns) == (
+            spec.src,
+            spec.dst,
+            spec.size_bytes,
+            spec.start_ns,
+        )
         route = topology.route(spec.src, spec.dst, i)  # flow i runs on tag i
-        assert flow.ideal_fct_ns == pytest.approx(ideal_fct_ns(topology, route, spec.size_bytes),
-                                                  rel=1e-12)
+        assert flow.ideal_fct_ns == pytest.approx(ideal_fct_ns(topology, route, spec.size_bytes), rel=1e-12)
         assert flow.slowdown == flow.fct_ns / flow.ideal_fct_ns
         # flow: wire bytes (payload + 82 per packet); analytical: payload only
         carried = wire_bytes(spec.size_bytes) if backend == "flow" else spec.size_bytes
@@ -218,8 +227,13 @@ def test_queueing_on_analytical_congestion_never_beats_the_lone_flow(workload):
     for i, (spec, flow) in enumerate(zip(flows, result.flows)):
         lone = lone_analytical_ns(topology, topology.route(spec.src, spec.dst, i), spec.size_bytes)
         assert flow.fct_ns >= lone
-    assert max(f.fct_ns / lone_analytical_ns(topology, topology.route(f.src, f.dst, i), f.size_bytes)
-               for i, f in enumerate(result.flows)) > 1.5  # load 0.5 does queue some flows
+    assert (
+        max(
+            f.fct_ns / lone_analytical_ns(topology, topology.route(f.src, f.dst, i), f.size_bytes)
+            for i, f in enumerate(result.flows)
+        )
+        > 1.5
+    )  # load 0.5 does queue some flows
 
 
 def test_no_flow_on_the_flow_backend_beats_its_ideal(workload):
@@ -231,6 +245,7 @@ def test_no_flow_on_the_flow_backend_beats_its_ideal(workload):
 
 
 # -- scheduling and errors ---------------------------------------------------------------
+
 
 class Recorder:
     """A backend that only records what start_flows asks of it, its clock at 500 ns."""
@@ -308,11 +323,19 @@ def test_fct_runs_from_each_flows_start_to_its_arrival():
     assert [f.start_ns for f in result.flows] == [1_000 * k for k in range(6)]
 
 
-@pytest.mark.parametrize("count, message", [
-    (8, "backend lossy: 3 of 8 flows never arrived: 0 (0 -> 1), 3 (3 -> 0), 6 (2 -> 3)"),
-    (20, ("backend lossy: 7 of 20 flows never arrived: 0 (0 -> 1), 3 (3 -> 0), 6 (2 -> 3), "
-          "9 (1 -> 2), 12 (0 -> 1), ...")),
-])
+@pytest.mark.parametrize(
+    "count, message",
+    [
+        (8, "backend lossy: 3 of 8 flows never arrived: 0 (0 -> 1), 3 (3 -> 0), 6 (2 -> 3)"),
+        (
+            20,
+            (
+                "backend lossy: 7 of 20 flows never arrived: 0 (0 -> 1), 3 (3 -> 0), 6 (2 -> 3), "
+                "9 (1 -> 2), 12 (0 -> 1), ..."
+            ),
+        ),
+    ],
+)
 def test_undelivered_flows_are_an_error_naming_the_first_few(count, message):
     flows = [FlowSpec(k % 4, (k + 1) % 4, 10, k) for k in range(count)]
     with pytest.raises(AstraError) as exc:

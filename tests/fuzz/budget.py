@@ -28,8 +28,11 @@ def fuzz_settings(ci_examples: int) -> settings:
         derandomize=not hunting,
         deadline=None,
         database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.function_scoped_fixture],
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.function_scoped_fixture,
+        ],
     )
 
 
@@ -40,6 +43,7 @@ class Hang(Exception):
 @contextmanager
 def wall_limit(seconds: int):
     """Raise :class:`Hang` if the body runs longer than ``seconds`` (SIGALRM)."""
+
     def on_alarm(signum, frame):
         raise Hang(f"no answer within {seconds} s")
 

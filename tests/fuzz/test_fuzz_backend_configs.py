@@ -26,6 +26,7 @@ def _finite_numbers(value) -> bool:
 
 def _garnet():
     from astra_garnetlike.config import KEYS, load_config
+
     return KEYS, load_config
 
 
@@ -40,17 +41,48 @@ def test_garnetlike_config(data):
         assert config.cycle_ps >= 1
 
 
-NS3_KEYS = ["cc", "seed", "payload_bytes", "buffer_bytes", "ack_interval", "rto_us", "watchdog_s",
-            "max_packet_hops", "ecn", "pfc", "dcqcn", "hpcc", "monitor", "mtu"]
+NS3_KEYS = [
+    "cc",
+    "seed",
+    "payload_bytes",
+    "buffer_bytes",
+    "ack_interval",
+    "rto_us",
+    "watchdog_s",
+    "max_packet_hops",
+    "ecn",
+    "pfc",
+    "dcqcn",
+    "hpcc",
+    "monitor",
+    "mtu",
+]
 
 
 @fuzz_settings(120)
-@given(doc=mutated({"cc": "dcqcn", "seed": 1}, NS3_KEYS),
-       section=st.sampled_from(["ecn", "pfc", "dcqcn", "hpcc", "monitor"]),
-       inner=st.dictionaries(st.sampled_from(["enabled", "alpha", "xoff_bytes", "g",
-                                              "cnp_interval_us", "eta", "max_stage",
-                                              "rate_ai_mbps", "interval_us", "kmin", "kmax"]),
-                             nasty_values, max_size=3))
+@given(
+    doc=mutated({"cc": "dcqcn", "seed": 1}, NS3_KEYS),
+    section=st.sampled_from(["ecn", "pfc", "dcqcn", "hpcc", "monitor"]),
+    inner=st.dictionaries(
+        st.sampled_from(
+            [
+                "enabled",
+                "alpha",
+                "xoff_bytes",
+                "g",
+                "cnp_interval_us",
+                "eta",
+                "max_stage",
+                "rate_ai_mbps",
+                "interval_us",
+                "kmin",
+                "kmax",
+            ]
+        ),
+        nasty_values,
+        max_size=3,
+    ),
+)
 def test_ns3_config(doc, section, inner):
     from astra_ns3.config import config_from_dict
 

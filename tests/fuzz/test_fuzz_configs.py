@@ -22,15 +22,20 @@ from tests.fuzz.budget import answer_or_one_line_error, assert_sane_times, check
 from tests.fuzz.strategies import MEMORY_KEYS, NETWORK_KEYS, SYSTEM_KEYS, mutated, nasty_values
 
 BASE_SYSTEM = {
-    "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600, "boost-mode": 0,
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
 }
 BASE_NETWORK = {"topology": ["Ring"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]}
-BASE_MEMORY = {"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100,
-               "remote-mem-bw": 50}
+BASE_MEMORY = {"memory-type": "PER_NPU_MEMORY_EXPANSION", "remote-mem-latency": 100, "remote-mem-bw": 50}
 
 
 def _json_text(doc) -> str:
@@ -80,10 +85,15 @@ def test_memory_json(tmp_path_factory, doc):
 
 
 @fuzz_settings(100)
-@given(doc=st.one_of(nasty_values, st.dictionaries(st.text(max_size=4), nasty_values, max_size=4),
-                     st.dictionaries(st.text(max_size=4),
-                                     st.lists(st.integers(min_value=-3, max_value=10), max_size=6),
-                                     max_size=4)))
+@given(
+    doc=st.one_of(
+        nasty_values,
+        st.dictionaries(st.text(max_size=4), nasty_values, max_size=4),
+        st.dictionaries(
+            st.text(max_size=4), st.lists(st.integers(min_value=-3, max_value=10), max_size=6), max_size=4
+        ),
+    )
+)
 def test_comm_groups_json(tmp_path_factory, doc):
     groups = _load_written(tmp_path_factory, "groups.json", _json_text(doc), load_comm_groups, 8)
     for members in (groups or {}).values():
@@ -96,18 +106,24 @@ def test_comm_groups_json(tmp_path_factory, doc):
 def test_garbage_files(tmp_path_factory, raw):
     """Binary or text garbage in any config file is one ConfigError line."""
     folder = tmp_path_factory.mktemp("junk")
-    for name, loader, extra in (("system.json", load_system, ()), ("network.yml", load_network, ()),
-                                ("memory.json", load_memory, ()),
-                                ("groups.json", load_comm_groups, (8,))):
+    for name, loader, extra in (
+        ("system.json", load_system, ()),
+        ("network.yml", load_network, ()),
+        ("memory.json", load_memory, ()),
+        ("groups.json", load_comm_groups, (8,)),
+    ):
         path = folder / name
         path.write_bytes(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass"))
         answer_or_one_line_error(_check_error_names_file, loader, path, *extra, limit_s=5)
 
 
 @fuzz_settings(40)
-@given(system=mutated(BASE_SYSTEM, SYSTEM_KEYS), network=mutated(BASE_NETWORK, NETWORK_KEYS),
-       collective=st.sampled_from(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]),
-       size=st.sampled_from([1, 4096, 1 << 20]))
+@given(
+    system=mutated(BASE_SYSTEM, SYSTEM_KEYS),
+    network=mutated(BASE_NETWORK, NETWORK_KEYS),
+    collective=st.sampled_from(["all-reduce", "all-gather", "reduce-scatter", "all-to-all"]),
+    size=st.sampled_from([1, 4096, 1 << 20]),
+)
 def test_configs_end_to_end(tmp_path_factory, system, network, collective, size):
     """Whatever loads, runs: a 4-NPU collective gives sane times or one error line."""
     folder = tmp_path_factory.mktemp("e2e")
@@ -116,8 +132,14 @@ def test_configs_end_to_end(tmp_path_factory, system, network, collective, size)
     prefix = folder / "w" / "micro"
     prefix.parent.mkdir()
     write_micro(collective, size, 4, prefix)
-    result = answer_or_one_line_error(simulate, str(prefix), folder / "system.json",
-                                      folder / "network.yml", backend="analytical", limit_s=20)
+    result = answer_or_one_line_error(
+        simulate,
+        str(prefix),
+        folder / "system.json",
+        folder / "network.yml",
+        backend="analytical",
+        limit_s=20,
+    )
     if result is not None:
         assert_sane_times(result)
         assert result.step_ns > 0, "a collective of >= 1 byte took 0 ns"

@@ -27,4 +27,5 @@ def test_topology_file(text):
 
 def _cables(fabric):
     from astra_core.topology.ns3_format import cables
+
     return cables(fabric)

@@ -45,7 +45,7 @@ SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
 RING2 = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50.0], "latency": [500.0]}
 ANALYTICAL_FINISH = [2576, 5576]
 
-BACKEND = '''
+BACKEND = """
 from astra_core.events import EventQueue
 from astra_core.hookspecs import hookimpl
 
@@ -65,7 +65,7 @@ class Network:
 
     def run(self):
         self.events.run()
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -112,31 +112,49 @@ def cli(*args: str):
 
 # -- --backend-config for a backend that takes none, or validates one --------------------------
 
+
 def test_analytical_refuses_a_backend_config_instead_of_ignoring_it(tmp_path, pair, network_yml):
     config = tmp_path / "cfg.toml"
     config.write_text("bandwidth = 1\n")
-    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml,
-              "--backend", "analytical", "--backend-config", config)
+    out = cli(
+        "run",
+        "--workload",
+        pair,
+        "--system",
+        SYSTEM,
+        "--network",
+        network_yml,
+        "--backend",
+        "analytical",
+        "--backend-config",
+        config,
+    )
     assert out.exit_code == 1
     assert out.stderr == f"error: backend 'analytical' takes no --backend-config (got '{config}')\n"
     assert out.exception is None or isinstance(out.exception, SystemExit)
-    with pytest.raises(ConfigError, match=r"^backend 'analytical-congestion' takes no "
-                                          r"--backend-config \(got keys a, b\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^backend 'analytical-congestion' takes no "
+        r"--backend-config \(got keys a, b\)$",
+    ):
         run_pair(pair, backend="analytical-congestion", backend_config={"a": 1, "b": 2})
     # No config, or an empty mapping (a sweep that sets no backend_config key), is fine.
     assert [r.finish_ns for r in run_pair(pair, backend_config={}).ranks] == ANALYTICAL_FINISH
 
 
 def test_a_third_party_backend_without_config_type_gets_the_refusal_for_free(plugin, pair):
-    module = plugin(BACKEND + "\n@hookimpl\ndef astra_register_backends(register):\n"
-                              "    register('plain', Network)\n")
+    module = plugin(
+        BACKEND + "\n@hookimpl\ndef astra_register_backends(register):\n    register('plain', Network)\n"
+    )
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     # Its factory would accept and silently ignore anything; the host refuses first.
-    with pytest.raises(ConfigError, match=r"^backend 'plain' takes no --backend-config "
-                                          r"\(got 'x\.yml'\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^backend 'plain' takes no --backend-config "
+        r"\(got 'x\.yml'\)$",
+    ):
         run_pair(pair, backend="plain", plugin_manager=pm, backend_config="x.yml")
-    assert [r.finish_ns for r in run_pair(pair, backend="plain", plugin_manager=pm).ranks] == \
-        [2100, 5100]
+    assert [r.finish_ns for r in run_pair(pair, backend="plain", plugin_manager=pm).ranks] == [2100, 5100]
 
 
 def test_the_ideal_example_validates_its_config_file(tmp_path, pair, network_yml):
@@ -144,52 +162,92 @@ def test_the_ideal_example_validates_its_config_file(tmp_path, pair, network_yml
     good = tmp_path / "ideal.toml"
     good.write_text("bandwidth_gbps = 25\nlatency_ns = 0\n")
     out_json = tmp_path / "out.json"
-    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml,
-              "--backend", "ideal", "--backend-config", good, "--json", out_json)
+    out = cli(
+        "run",
+        "--workload",
+        pair,
+        "--system",
+        SYSTEM,
+        "--network",
+        network_yml,
+        "--backend",
+        "ideal",
+        "--backend-config",
+        good,
+        "--json",
+        out_json,
+    )
     assert out.exit_code == 0, out.stderr
     # 4096 B at 25 GB/s: 4096e9 / (25 * 2^30) = 152.6 -> 152 ns, no latency.
     assert [r["finish_ns"] for r in json.loads(out_json.read_text())["ranks"]] == [2152, 5152]
     bad = tmp_path / "bad.yml"
     bad.write_text("speed: 1\nlatency_ns: .inf\n")
-    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml,
-              "--backend", "ideal", "--backend-config", bad)
+    out = cli(
+        "run",
+        "--workload",
+        pair,
+        "--system",
+        SYSTEM,
+        "--network",
+        network_yml,
+        "--backend",
+        "ideal",
+        "--backend-config",
+        bad,
+    )
     assert out.exit_code == 1
-    assert out.stderr.splitlines() == [f"error: {bad}: unknown key 'speed'",
-                                       f"error: {bad}: latency_ns: expected a finite number, got inf"]
+    assert out.stderr.splitlines() == [
+        f"error: {bad}: unknown key 'speed'",
+        f"error: {bad}: latency_ns: expected a finite number, got inf",
+    ]
 
 
 # -- a plugin that raises ---------------------------------------------------------------------
 
+
 def test_a_plugin_whose_registration_raises_breaks_nothing_else(plugin, pair, monkeypatch):
-    broken = plugin("from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
-                    "def astra_register_backends(register):\n"
-                    "    register('half', object)\n"
-                    "    raise RuntimeError('no licence server\\nsecond line')\n")
-    wrong = plugin("from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
-                   "def astra_register_backends(register):\n    register('wrong', 42)\n")
+    broken = plugin(
+        "from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
+        "def astra_register_backends(register):\n"
+        "    register('half', object)\n"
+        "    raise RuntimeError('no licence server\\nsecond line')\n"
+    )
+    wrong = plugin(
+        "from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
+        "def astra_register_backends(register):\n    register('wrong', 42)\n"
+    )
     monkeypatch.setenv("ASTRA_PLUGINS", f"{broken},{wrong}")
     registry = backend_registry()
     assert registry.broken == {
         broken: "astra_register_backends raised RuntimeError: no licence server",
         wrong: "astra_register_backends raised TypeError: register('wrong', ...): the factory "
-               "is not callable"}
+        "is not callable",
+    }
     assert "half" not in registry.names() and "analytical" in registry.names()
     # Other backends run; the run says which plugins it went without.
     with pytest.warns(PluginWarning) as caught:
         assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
-    assert sorted(str(w.message) for w in caught) == sorted([
-        f"plugin '{broken}' is broken and was not used: astra_register_backends raised "
-        "RuntimeError: no licence server",
-        f"plugin '{wrong}' is broken and was not used: astra_register_backends raised "
-        "TypeError: register('wrong', ...): the factory is not callable"])
-    with pytest.raises(AstraError, match=rf"^unknown backend 'half'; available: .*analytical.*; "
-                                         rf"broken plugins: {broken}: astra_register_backends "
-                                         rf"raised RuntimeError: no licence server; {wrong}: "):
+    assert sorted(str(w.message) for w in caught) == sorted(
+        [
+            f"plugin '{broken}' is broken and was not used: astra_register_backends raised "
+            "RuntimeError: no licence server",
+            f"plugin '{wrong}' is broken and was not used: astra_register_backends raised "
+            "TypeError: register('wrong', ...): the factory is not callable",
+        ]
+    )
+    with pytest.raises(
+        AstraError,
+        match=rf"^unknown backend 'half'; available: .*analytical.*; "
+        rf"broken plugins: {broken}: astra_register_backends "
+        rf"raised RuntimeError: no licence server; {wrong}: ",
+    ):
         registry.get("half")
     out = cli("backends")
     assert out.exit_code == 0
-    assert f"{broken}: unavailable — broken plugin: astra_register_backends raised " \
-           "RuntimeError: no licence server" in out.stdout.splitlines()
+    assert (
+        f"{broken}: unavailable — broken plugin: astra_register_backends raised "
+        "RuntimeError: no licence server" in out.stdout.splitlines()
+    )
     assert any(line.startswith("analytical (default): usable") for line in out.stdout.splitlines())
 
 
@@ -205,13 +263,18 @@ def test_an_entry_point_that_fails_to_load_breaks_nothing_else(tmp_path, monkeyp
         registry = backend_registry()
         assert registry.broken == {"brokenep": "cannot be loaded: ImportError: needs libfoo.so"}
         assert "analytical" in registry.names()
-        with pytest.warns(PluginWarning, match="^plugin 'brokenep' is broken and was not used: "
-                                               "cannot be loaded: ImportError: needs libfoo.so$"):
+        with pytest.warns(
+            PluginWarning,
+            match="^plugin 'brokenep' is broken and was not used: "
+            "cannot be loaded: ImportError: needs libfoo.so$",
+        ):
             assert [r.finish_ns for r in run_pair(pair).ranks] == ANALYTICAL_FINISH
         out = cli("backends")
         assert out.exit_code == 0
-        assert "brokenep: unavailable — broken plugin: cannot be loaded: ImportError: needs " \
-               "libfoo.so" in out.stdout.splitlines()
+        assert (
+            "brokenep: unavailable — broken plugin: cannot be loaded: ImportError: needs "
+            "libfoo.so" in out.stdout.splitlines()
+        )
     finally:
         sys.modules.pop(module, None)
 
@@ -220,21 +283,26 @@ def test_a_local_module_that_raises_on_import_is_set_aside(plugin, monkeypatch, 
     module = plugin("import astra_test_no_such_dependency\n")
     monkeypatch.setenv("ASTRA_PLUGINS", module)
     registry = backend_registry()
-    assert registry.broken == {module: "cannot be imported: ModuleNotFoundError: No module named "
-                                       "'astra_test_no_such_dependency'"}
+    assert registry.broken == {
+        module: "cannot be imported: ModuleNotFoundError: No module named 'astra_test_no_such_dependency'"
+    }
     assert "analytical" in registry.names()
     # The command line runs, and warns in one line that the plugin was not used.
     out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml)
     assert out.exit_code == 0
-    assert out.stderr == (f"warning: plugin '{module}' is broken and was not used: cannot be "
-                          "imported: ModuleNotFoundError: No module named "
-                          "'astra_test_no_such_dependency'\n")
+    assert out.stderr == (
+        f"warning: plugin '{module}' is broken and was not used: cannot be "
+        "imported: ModuleNotFoundError: No module named "
+        "'astra_test_no_such_dependency'\n"
+    )
 
 
 def test_a_factory_that_raises_is_one_line_naming_the_plugin(plugin, pair):
-    module = plugin(BACKEND + "\ndef create(topology, config=None):\n    return {}['missing']\n\n"
-                              "@hookimpl\ndef astra_register_backends(register):\n"
-                              "    register('bad', create)\n")
+    module = plugin(
+        BACKEND + "\ndef create(topology, config=None):\n    return {}['missing']\n\n"
+        "@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('bad', create)\n"
+    )
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     with pytest.raises(PluginError) as err:
         run_pair(pair, backend="bad", plugin_manager=pm)
@@ -243,20 +311,24 @@ def test_a_factory_that_raises_is_one_line_naming_the_plugin(plugin, pair):
 
 
 def test_a_backend_run_that_raises_is_one_line_naming_the_plugin(plugin, pair):
-    module = plugin(BACKEND.replace("self.events.run()", "self.events.run()\n        1 / 0")
-                    + "\n@hookimpl\ndef astra_register_backends(register):\n"
-                      "    register('divides', Network)\n")
+    module = plugin(
+        BACKEND.replace("self.events.run()", "self.events.run()\n        1 / 0")
+        + "\n@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('divides', Network)\n"
+    )
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     with pytest.raises(PluginError) as err:
         run_pair(pair, backend="divides", plugin_manager=pm)
-    assert str(err.value) == (f"plugin '{module}': backend 'divides' failed in run(): "
-                              "ZeroDivisionError: division by zero")
+    assert str(err.value) == (
+        f"plugin '{module}': backend 'divides' failed in run(): ZeroDivisionError: division by zero"
+    )
 
 
 def test_an_error_of_the_host_inside_a_plugin_run_keeps_its_type(plugin):
     # The plugin's run() drives the host's callbacks: their bugs are not the plugin's.
-    module = plugin(BACKEND + "\n@hookimpl\ndef astra_register_backends(register):\n"
-                              "    register('fine', Network)\n")
+    module = plugin(
+        BACKEND + "\n@hookimpl\ndef astra_register_backends(register):\n    register('fine', Network)\n"
+    )
     registry = BackendRegistry(make_plugin_manager(modules=[module], settings=PluginSettings()))
     backend = registry.create("fine", Topology(NetworkConfig.from_dict(RING2)))
 
@@ -268,7 +340,7 @@ def test_an_error_of_the_host_inside_a_plugin_run_keeps_its_type(plugin):
         backend.run()
 
 
-OBSERVERS = '''
+OBSERVERS = """
 from astra_core.hookspecs import hookimpl
 
 SEEN = []
@@ -284,7 +356,7 @@ def astra_run_started(run):
 def astra_run_finished(run, report):
     SEEN.append(report.step_ns)
     raise OSError("disk full")
-'''
+"""
 
 
 def test_an_observer_that_fails_at_the_start_is_one_line_naming_it(plugin, pair):
@@ -292,12 +364,12 @@ def test_an_observer_that_fails_at_the_start_is_one_line_naming_it(plugin, pair)
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     with pytest.raises(PluginError) as err:
         run_pair(pair, plugin_manager=pm)
-    assert str(err.value) == (f"plugin '{module}': astra_run_started raised ValueError: cannot "
-                              "open the dashboard")
+    assert str(err.value) == (
+        f"plugin '{module}': astra_run_started raised ValueError: cannot open the dashboard"
+    )
 
 
-def test_an_observer_that_fails_at_the_end_keeps_the_result(plugin, pair, tmp_path, network_yml,
-                                                            monkeypatch):
+def test_an_observer_that_fails_at_the_end_keeps_the_result(plugin, pair, tmp_path, network_yml, monkeypatch):
     first, second = plugin(OBSERVERS.format(fail_start=False)), plugin(OBSERVERS.format(fail_start=False))
     pm = make_plugin_manager(modules=[first, second], settings=PluginSettings())
     with pytest.warns(PluginWarning) as caught:
@@ -307,34 +379,43 @@ def test_an_observer_that_fails_at_the_end_keeps_the_result(plugin, pair, tmp_pa
     assert sys.modules[first].SEEN == sys.modules[second].SEEN == [5576]
     assert sorted(str(w.message) for w in caught) == sorted(
         f"plugin '{name}': astra_run_finished raised OSError: disk full (the run's result is kept)"
-        for name in (first, second))
+        for name in (first, second)
+    )
     # The command line writes the result, then says what went wrong, and exits 0.
     monkeypatch.setenv("ASTRA_PLUGINS", first)
     out_json = tmp_path / "out.json"
-    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml,
-              "--json", out_json)
+    out = cli("run", "--workload", pair, "--system", SYSTEM, "--network", network_yml, "--json", out_json)
     assert out.exit_code == 0
     assert [r["finish_ns"] for r in json.loads(out_json.read_text())["ranks"]] == ANALYTICAL_FINISH
-    assert f"warning: plugin '{first}': astra_run_finished raised OSError: disk full (the run's " \
-           "result is kept)" in out.stderr.splitlines()
+    assert (
+        f"warning: plugin '{first}': astra_run_finished raised OSError: disk full (the run's "
+        "result is kept)" in out.stderr.splitlines()
+    )
 
 
 def test_a_collectives_hook_that_raises_breaks_nothing_else(plugin, pair):
-    module = plugin("from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
-                    "def astra_register_collectives(register):\n    raise KeyError('ring')\n")
+    module = plugin(
+        "from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
+        "def astra_register_collectives(register):\n    raise KeyError('ring')\n"
+    )
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
     assert collective_registry(pm) == {}
     assert pm.broken == {module: "astra_register_collectives raised KeyError: 'ring'"}
-    with pytest.warns(PluginWarning, match=f"^plugin '{module}' is broken and was not used: "
-                                           "astra_register_collectives raised KeyError: 'ring'$"):
+    with pytest.warns(
+        PluginWarning,
+        match=f"^plugin '{module}' is broken and was not used: "
+        "astra_register_collectives raised KeyError: 'ring'$",
+    ):
         assert [r.finish_ns for r in run_pair(pair, plugin_manager=pm).ranks] == ANALYTICAL_FINISH
 
 
 def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
     from astra_core.plugins import describe
 
-    crash = RuntimeError("ns3 worker failed:\nTraceback (most recent call last):\n  File \"w.py\", "
-                         "line 1, in <module>\nValueError: bad payload\n")
+    crash = RuntimeError(
+        'ns3 worker failed:\nTraceback (most recent call last):\n  File "w.py", '
+        "line 1, in <module>\nValueError: bad payload\n"
+    )
     assert describe(crash) == "RuntimeError: ns3 worker failed: ValueError: bad payload"
     assert describe(ValueError("first\nsecond")) == "ValueError: first"
     long = describe(ValueError("x" * 500))
@@ -342,14 +423,18 @@ def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
 
 
 def test_an_availability_check_that_raises_is_listed_as_broken(plugin, monkeypatch):
-    module = plugin(BACKEND + "\ndef create(topology, config=None):\n    return Network(topology)\n\n"
-                              "def probe():\n    raise OSError('no /dev/fabric')\n\n"
-                              "create.check_available = probe\n\n"
-                              "@hookimpl\ndef astra_register_backends(register):\n"
-                              "    register('probed', create, description='d')\n")
+    module = plugin(
+        BACKEND + "\ndef create(topology, config=None):\n    return Network(topology)\n\n"
+        "def probe():\n    raise OSError('no /dev/fabric')\n\n"
+        "create.check_available = probe\n\n"
+        "@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('probed', create, description='d')\n"
+    )
     monkeypatch.setenv("ASTRA_PLUGINS", module)
     out = cli("backends")
     assert out.exit_code == 0
-    assert f"probed: unavailable — broken plugin '{module}': its availability check raised " \
-           "OSError: no /dev/fabric" in out.stdout.splitlines()
+    assert (
+        f"probed: unavailable — broken plugin '{module}': its availability check raised "
+        "OSError: no /dev/fabric" in out.stdout.splitlines()
+    )
     assert any(line.startswith("analytical (default): usable") for line in out.stdout.splitlines())

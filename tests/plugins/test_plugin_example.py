@@ -31,8 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "examples" / "plugin_backend"
 RESNET = REPO / "examples" / "resnet50_dp"
 MIB = 1 << 20
-FC4 = {"topology": ["FullyConnected"], "npus_count": [4], "bandwidth": [50.0],
-       "latency": [500.0]}
+FC4 = {"topology": ["FullyConnected"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]}
 
 
 @pytest.fixture(autouse=True)
@@ -57,11 +56,25 @@ def test_astra_run_backend_ideal_from_the_console_script(tmp_path):
     # one, upstream's 1,082,479,776 ns.
     out = tmp_path / "run.json"
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("astra")), "run", "--workload",
-         str(RESNET / "workload" / "Resnet50_DataParallel"), "--system",
-         str(RESNET / "system.json"), "--network", str(RESNET / "network.yml"),
-         "--backend", "ideal", "--json", str(out)],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        [
+            str(Path(sys.executable).with_name("astra")),
+            "run",
+            "--workload",
+            str(RESNET / "workload" / "Resnet50_DataParallel"),
+            "--system",
+            str(RESNET / "system.json"),
+            "--network",
+            str(RESNET / "network.yml"),
+            "--backend",
+            "ideal",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert doc["backend"] == "ideal"
@@ -90,16 +103,30 @@ def pair_trace(directory: Path) -> str:
 def test_backend_config_sets_one_bandwidth_and_latency(tmp_path):
     # 25 GB/s, no latency: 2^20 * 1e9 / (25 * 2^30) = 39062.5 -> 39062 ns in flight,
     # between rank 0's 5 µs of compute and rank 1's 3 µs.
-    report = astra.simulate(pair_trace(tmp_path), RESNET / "system.json", FC4 | {
-        "npus_count": [2]}, backend="ideal",
-        backend_config={"bandwidth_gbps": 25, "latency_ns": 0})
+    report = astra.simulate(
+        pair_trace(tmp_path),
+        RESNET / "system.json",
+        FC4 | {"npus_count": [2]},
+        backend="ideal",
+        backend_config={"bandwidth_gbps": 25, "latency_ns": 0},
+    )
     assert [r.finish_ns for r in report.ranks] == [5000 + 39062, 5000 + 39062 + 3000]
     with pytest.raises(ConfigError, match=r"^<python>: bandwidth_gbps: must be > 0, got 0$"):
-        astra.simulate(pair_trace(tmp_path), RESNET / "system.json", FC4 | {"npus_count": [2]},
-                       backend="ideal", backend_config={"bandwidth_gbps": 0})
+        astra.simulate(
+            pair_trace(tmp_path),
+            RESNET / "system.json",
+            FC4 | {"npus_count": [2]},
+            backend="ideal",
+            backend_config={"bandwidth_gbps": 0},
+        )
     with pytest.raises(ConfigError, match=r"^<python>: unknown key 'speed'$"):
-        astra.simulate(pair_trace(tmp_path), RESNET / "system.json", FC4 | {"npus_count": [2]},
-                       backend="ideal", backend_config={"speed": 1})
+        astra.simulate(
+            pair_trace(tmp_path),
+            RESNET / "system.json",
+            FC4 | {"npus_count": [2]},
+            backend="ideal",
+            backend_config={"speed": 1},
+        )
 
 
 def test_disabling_the_example_by_its_entry_point_name(monkeypatch):

@@ -94,8 +94,7 @@ def write_plugin(tmp_path, monkeypatch):
 
     def write(backend_name: str, latency_ns: int = LATENCY_NS) -> str:
         module = f"astra_test_plugin_{uuid.uuid4().hex[:12]}"
-        (tmp_path / f"{module}.py").write_text(
-            PLUGIN_SOURCE.format(latency=latency_ns, name=backend_name))
+        (tmp_path / f"{module}.py").write_text(PLUGIN_SOURCE.format(latency=latency_ns, name=backend_name))
         written.append(module)
         return module
 
@@ -145,6 +144,7 @@ def lone_message_ns(backend, src: int, dst: int, size: int) -> float:
 
 # -- the plugin manager --------------------------------------------------------------------
 
+
 def test_each_call_builds_a_fresh_manager(write_plugin):
     pm1 = make_plugin_manager(settings=PluginSettings())
     pm2 = make_plugin_manager(settings=PluginSettings())
@@ -178,8 +178,7 @@ def test_analytical_is_found_through_the_astra_entry_point_group():
 def test_disabling_analytical_removes_it(how, monkeypatch, no_plugin_settings, write_plugin):
     other = write_plugin("const")
     if how == "argument":
-        pm = make_plugin_manager(disabled=["analytical"], modules=[other],
-                                 settings=PluginSettings())
+        pm = make_plugin_manager(disabled=["analytical"], modules=[other], settings=PluginSettings())
         registry = BackendRegistry(pm)
     else:
         if how == "environment":
@@ -215,9 +214,11 @@ def test_disabled_with_nothing_left_says_so(monkeypatch, pair_trace):
 
 # -- a local plugin module -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("how", ["argument", "environment", "plugins.toml"])
-def test_local_plugin_backend_is_found_and_used(how, monkeypatch, no_plugin_settings, write_plugin,
-                                                pair_trace):
+def test_local_plugin_backend_is_found_and_used(
+    how, monkeypatch, no_plugin_settings, write_plugin, pair_trace
+):
     module = write_plugin("const")
     if how == "argument":
         pm = make_plugin_manager(modules=[module], settings=PluginSettings())
@@ -239,13 +240,14 @@ def test_local_plugin_is_listed_by_the_cli(monkeypatch, write_plugin):
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert len(lines) == len(installed()) + 1
-    assert "analytical (default): usable — congestion-unaware analytical model (upstream " \
-           "ASTRA-sim): hops x latency + bytes / bandwidth per message" in lines
+    assert (
+        "analytical (default): usable — congestion-unaware analytical model (upstream "
+        "ASTRA-sim): hops x latency + bytes / bandwidth per message" in lines
+    )
     assert "const: usable — constant latency (test plugin)" in lines
 
 
-def test_the_analytical_backend_still_runs_beside_a_local_plugin(monkeypatch, write_plugin,
-                                                                 pair_trace):
+def test_the_analytical_backend_still_runs_beside_a_local_plugin(monkeypatch, write_plugin, pair_trace):
     monkeypatch.setenv("ASTRA_PLUGINS", write_plugin("const"))
     assert_analytical_run(run_pair(pair_trace))
     assert_analytical_run(run_pair(pair_trace, backend="analytical"))
@@ -253,8 +255,11 @@ def test_the_analytical_backend_still_runs_beside_a_local_plugin(monkeypatch, wr
 
 def test_a_name_registered_twice_is_an_error(write_plugin):
     clash = write_plugin("analytical")
-    with pytest.raises(AstraError, match=rf"^backend 'analytical' registered twice \(by "
-                                         rf"(analytical and {clash}|{clash} and analytical)\)$"):
+    with pytest.raises(
+        AstraError,
+        match=rf"^backend 'analytical' registered twice \(by "
+        rf"(analytical and {clash}|{clash} and analytical)\)$",
+    ):
         BackendRegistry(make_plugin_manager(modules=[clash], settings=PluginSettings()))
     first, second = write_plugin("same"), write_plugin("same")
     with pytest.raises(AstraError, match=r"^backend 'same' registered twice"):
@@ -266,11 +271,16 @@ def test_a_module_that_cannot_be_imported_is_listed_as_broken(monkeypatch):
     # backend it would have brought names it.
     monkeypatch.setenv("ASTRA_PLUGINS", "astra_no_such_plugin_module")
     registry = backend_registry()
-    assert registry.broken == {"astra_no_such_plugin_module": "cannot be imported: "
-                               "ModuleNotFoundError: No module named 'astra_no_such_plugin_module'"}
+    assert registry.broken == {
+        "astra_no_such_plugin_module": "cannot be imported: "
+        "ModuleNotFoundError: No module named 'astra_no_such_plugin_module'"
+    }
     assert set(registry.names()) >= ANALYTICAL_PLUGIN_BACKENDS
-    with pytest.raises(AstraError, match=r"^unknown backend 'mine'; available: .*; broken plugins: "
-                                         r"astra_no_such_plugin_module: cannot be imported"):
+    with pytest.raises(
+        AstraError,
+        match=r"^unknown backend 'mine'; available: .*; broken plugins: "
+        r"astra_no_such_plugin_module: cannot be imported",
+    ):
         registry.get("mine")
 
 
@@ -279,7 +289,8 @@ def test_a_misspelled_hook_is_caught(tmp_path, monkeypatch):
     module = f"astra_test_typo_{uuid.uuid4().hex[:12]}"
     (tmp_path / f"{module}.py").write_text(
         "from astra_core.hookspecs import hookimpl\n\n"
-        "@hookimpl\ndef astra_register_backend(register):\n    register('typo', None)\n")
+        "@hookimpl\ndef astra_register_backend(register):\n    register('typo', None)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         with pytest.raises(AstraError, match="unknown hook 'astra_register_backend'"):
@@ -290,8 +301,9 @@ def test_a_misspelled_hook_is_caught(tmp_path, monkeypatch):
 
 def test_listing_an_entry_point_module_again_is_harmless_or_a_clear_error():
     try:
-        registry = BackendRegistry(make_plugin_manager(modules=["astra_analytical.plugin"],
-                                                       settings=PluginSettings()))
+        registry = BackendRegistry(
+            make_plugin_manager(modules=["astra_analytical.plugin"], settings=PluginSettings())
+        )
     except AstraError:
         return  # a one-line error the CLI can print is acceptable too
     # Exactly what the entry points alone give (other installed plugins, e.g. the
@@ -328,13 +340,13 @@ def test_observer_plugin_sees_the_run_start_and_finish(tmp_path, monkeypatch, pa
         assert_analytical_run(result)
         # Called once each: before time moves (t = 0, 2 NPUs), and after the last event
         # (t = the step time, 5576 ns) with the very result simulate() returns.
-        assert sys.modules[module].CALLS == [("started", 0, 2),
-                                             ("finished", 5576, 5576, [2576, 5576])]
+        assert sys.modules[module].CALLS == [("started", 0, 2), ("finished", 5576, 5576, [2576, 5576])]
     finally:
         sys.modules.pop(module, None)
 
 
 # -- plugins.toml and defaults ---------------------------------------------------------------
+
 
 def test_plugins_toml_with_an_unknown_key_is_a_config_error(no_plugin_settings):
     no_plugin_settings.write_text('default_backend = "analytical"\ndisable = ["analytical"]\n')
@@ -353,8 +365,9 @@ def test_plugins_toml_that_is_not_toml_is_a_config_error(no_plugin_settings):
 
 
 @pytest.mark.parametrize("how", ["plugins.toml", "environment", "environment over plugins.toml"])
-def test_default_backend_is_used_when_none_is_named(how, monkeypatch, no_plugin_settings,
-                                                    write_plugin, pair_trace):
+def test_default_backend_is_used_when_none_is_named(
+    how, monkeypatch, no_plugin_settings, write_plugin, pair_trace
+):
     module = write_plugin("const")
     if how == "plugins.toml":
         no_plugin_settings.write_text(f'default_backend = "const"\nmodules = ["{module}"]\n')
@@ -386,8 +399,10 @@ def test_default_backend_that_does_not_exist_fails_clearly(monkeypatch, pair_tra
 # -- where plugins.toml is found, and how the environment combines with it -----------------
 # (the rules docs/plugins.md states)
 
+
 def test_plugins_toml_in_the_working_directory_is_used_when_none_is_named(
-        tmp_path, monkeypatch, write_plugin):
+    tmp_path, monkeypatch, write_plugin
+):
     module = write_plugin("const")
     monkeypatch.delenv("ASTRA_PLUGINS_TOML")
     here = tmp_path / "project"
@@ -406,8 +421,7 @@ def test_plugins_toml_in_the_working_directory_is_used_when_none_is_named(
     assert settings.default_backend == "analytical" and settings.modules == []
 
 
-def test_environment_lists_add_to_the_plugins_toml_lists(monkeypatch, no_plugin_settings,
-                                                         write_plugin):
+def test_environment_lists_add_to_the_plugins_toml_lists(monkeypatch, no_plugin_settings, write_plugin):
     first, second = write_plugin("one"), write_plugin("two")
     no_plugin_settings.write_text(f'modules = ["{first}"]\ndisabled = ["x"]\n')
     monkeypatch.setenv("ASTRA_PLUGINS", f" {second} ,")
@@ -415,8 +429,7 @@ def test_environment_lists_add_to_the_plugins_toml_lists(monkeypatch, no_plugin_
     settings = load_settings()
     assert settings.modules == [first, second]
     assert settings.disabled == ["x", "y", "analytical"]
-    assert backend_registry().names() == sorted(
-        {*installed(), "one", "two"} - ANALYTICAL_PLUGIN_BACKENDS)
+    assert backend_registry().names() == sorted({*installed(), "one", "two"} - ANALYTICAL_PLUGIN_BACKENDS)
 
 
 def test_a_listed_module_that_is_also_disabled_is_not_loaded(no_plugin_settings, write_plugin):
@@ -429,11 +442,13 @@ def test_a_listed_module_that_is_also_disabled_is_not_loaded(no_plugin_settings,
 def test_loading_the_plugins_imports_no_backend_model():
     # Every run loads every installed plugin, so registration must stay cheap:
     # no packet model, C++ binding or config library is imported just to list.
-    code = ("import sys; from astra_core.plugins import backend_registry; r = backend_registry(); "
-            "heavy = {'simpy', 'cppyy', 'pydantic', 'astra_ns3.config', 'astra_ns3.network', "
-            "'astra_garnetlike.network', 'astra_garnetlike.config', 'astra_ideal.network', "
-            "'astra_flow.network', 'astra_flow.config'}; "
-            "print(sorted(heavy & set(sys.modules)), sorted(r.names()))")
+    code = (
+        "import sys; from astra_core.plugins import backend_registry; r = backend_registry(); "
+        "heavy = {'simpy', 'cppyy', 'pydantic', 'astra_ns3.config', 'astra_ns3.network', "
+        "'astra_garnetlike.network', 'astra_garnetlike.config', 'astra_ideal.network', "
+        "'astra_flow.network', 'astra_flow.config'}; "
+        "print(sorted(heavy & set(sys.modules)), sorted(r.names()))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded, names = out.stdout.strip().split("] ", 1)
     assert loaded == "[" and "analytical" in names

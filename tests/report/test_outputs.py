@@ -24,16 +24,40 @@ from tests.conftest import isolate_plugins, read_et_nodes
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
 PREFIX = EXAMPLE / "workload" / "Resnet50_DataParallel"
-ARGS = ["--workload", str(PREFIX), "--system", str(EXAMPLE / "system.json"),
-        "--network", str(EXAMPLE / "network.yml")]
+ARGS = [
+    "--workload",
+    str(PREFIX),
+    "--system",
+    str(EXAMPLE / "system.json"),
+    "--network",
+    str(EXAMPLE / "network.yml"),
+]
 NPUS = 8
 COLLECTIVES_PER_RANK = 54
 
-COLUMNS = ["rank", "node_id", "name", "type", "bytes", "group", "chunks", "start_ns", "end_ns",
-           "duration_ns", "all_reduce_dim0_ns"]
-ARROW_TYPES = {"rank": pa.int64(), "node_id": pa.int64(), "bytes": pa.int64(),
-               "chunks": pa.int64(), "start_ns": pa.float64(), "end_ns": pa.float64(),
-               "duration_ns": pa.float64(), "all_reduce_dim0_ns": pa.float64()}
+COLUMNS = [
+    "rank",
+    "node_id",
+    "name",
+    "type",
+    "bytes",
+    "group",
+    "chunks",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "all_reduce_dim0_ns",
+]
+ARROW_TYPES = {
+    "rank": pa.int64(),
+    "node_id": pa.int64(),
+    "bytes": pa.int64(),
+    "chunks": pa.int64(),
+    "start_ns": pa.float64(),
+    "end_ns": pa.float64(),
+    "duration_ns": pa.float64(),
+    "all_reduce_dim0_ns": pa.float64(),
+}
 STRING_COLUMNS = ("name", "type", "group")
 
 
@@ -59,8 +83,18 @@ def outputs(tmp_path_factory):
     out = tmp_path_factory.mktemp("outputs")
     with pytest.MonkeyPatch.context() as mp:
         isolate_plugins(mp, out)
-        result = invoke("run", *ARGS, "--json", out / "run.json", "--csv", out / "c.csv",
-                        "--parquet", out / "sub" / "c.parquet", "--plots", out / "plots")
+        result = invoke(
+            "run",
+            *ARGS,
+            "--json",
+            out / "run.json",
+            "--csv",
+            out / "c.csv",
+            "--parquet",
+            out / "sub" / "c.parquet",
+            "--plots",
+            out / "plots",
+        )
     assert result.exit_code == 0, result.output
     return out, result
 
@@ -73,8 +107,9 @@ def test_csv_schema_and_rows(outputs):
     assert len(frame) == NPUS * COLLECTIVES_PER_RANK
     assert frame["rank"].value_counts().to_dict() == {r: COLLECTIVES_PER_RANK for r in range(NPUS)}
     assert set(frame["type"]) == {"ALL_REDUCE"} and set(frame["group"]) == {""}
-    sizes = {n.id: n for n in read_et_nodes(PREFIX.with_name(f"{PREFIX.name}.3.et"))
-             if n.type == pb.COMM_COLL_NODE}
+    sizes = {
+        n.id: n for n in read_et_nodes(PREFIX.with_name(f"{PREFIX.name}.3.et")) if n.type == pb.COMM_COLL_NODE
+    }
     rank3 = frame[frame["rank"] == 3]
     assert sorted(rank3["node_id"]) == sorted(sizes)
     assert set(rank3["name"]) == {n.name for n in sizes.values()}
@@ -88,8 +123,9 @@ def test_parquet_schema_and_same_rows_as_csv(outputs):
     for name, kind in ARROW_TYPES.items():
         assert table.schema.field(name).type == kind, name
     for name in STRING_COLUMNS:
-        assert pa.types.is_string(table.schema.field(name).type) or \
-            pa.types.is_large_string(table.schema.field(name).type), name
+        assert pa.types.is_string(table.schema.field(name).type) or pa.types.is_large_string(
+            table.schema.field(name).type
+        ), name
     parquet = table.to_pandas()
     csv = pd.read_csv(out / "c.csv", keep_default_na=False)
     for column in COLUMNS:
@@ -122,8 +158,7 @@ def test_link_plot_for_a_backend_with_link_statistics(tmp_path):
     plots = tmp_path / "plots"
     result = invoke("run", *ARGS, "--backend", "analytical-congestion", "--plots", plots)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in plots.iterdir()) == ["breakdown.png", "links.png",
-                                                       "timeline.png"]
+    assert sorted(p.name for p in plots.iterdir()) == ["breakdown.png", "links.png", "timeline.png"]
     width, height = png_size(plots / "links.png")
     assert width >= 600 and height >= 250
 
@@ -134,12 +169,12 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path):
     result = invoke("run", *ARGS, "--csv", blocker / "c.csv")
     assert result.exit_code == 1
     lines = result.stderr.splitlines()
-    assert lines == [f"error: --csv {blocker / 'c.csv'}: cannot write: {blocker} is a file, "
-                     "not a directory"]
+    assert lines == [f"error: --csv {blocker / 'c.csv'}: cannot write: {blocker} is a file, not a directory"]
     result = invoke("run", *ARGS, "--plots", blocker / "plots")
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f"error: --plots {blocker / 'plots'}: cannot write: {blocker} is a file, not a directory"]
+        f"error: --plots {blocker / 'plots'}: cannot write: {blocker} is a file, not a directory"
+    ]
 
 
 def test_many_ranks_are_grouped_in_the_breakdown_plot(tmp_path):
@@ -150,12 +185,21 @@ def test_many_ranks_are_grouped_in_the_breakdown_plot(tmp_path):
 
     prefix = tmp_path / "ar"
     for rank in range(256):
-        write_rank_trace(f"{prefix}.{rank}.et", [
-            make_node(1, "fwd", pb.COMP_NODE, duration_micros=2),
-            make_node(2, "ar", pb.COMM_COLL_NODE, data_deps=[1], comm_type=pb.ALL_REDUCE,
-                      comm_size=1 << 16)])
-    network = {"topology": ["Ring", "Ring"], "npus_count": [4, 64], "bandwidth": [100.0, 25.0],
-               "latency": [100.0, 1000.0]}
+        write_rank_trace(
+            f"{prefix}.{rank}.et",
+            [
+                make_node(1, "fwd", pb.COMP_NODE, duration_micros=2),
+                make_node(
+                    2, "ar", pb.COMM_COLL_NODE, data_deps=[1], comm_type=pb.ALL_REDUCE, comm_size=1 << 16
+                ),
+            ],
+        )
+    network = {
+        "topology": ["Ring", "Ring"],
+        "npus_count": [4, 64],
+        "bandwidth": [100.0, 25.0],
+        "latency": [100.0, 1000.0],
+    }
     system = json.loads((EXAMPLE / "system.json").read_text())
     for collective in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         system[f"{collective}-implementation"] = ["ring", "ring"]

@@ -27,8 +27,14 @@ from tests.conftest import isolate_plugins
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "resnet50_dp"
 PREFIX = EXAMPLE / "workload" / "Resnet50_DataParallel"
-ARGS = ["--workload", str(PREFIX), "--system", str(EXAMPLE / "system.json"),
-        "--network", str(EXAMPLE / "network.yml")]
+ARGS = [
+    "--workload",
+    str(PREFIX),
+    "--system",
+    str(EXAMPLE / "system.json"),
+    "--network",
+    str(EXAMPLE / "network.yml"),
+]
 CONGESTION_EVENTS = 87_240
 
 
@@ -45,11 +51,11 @@ def test_event_queue_reports_every_progress_interval():
     queue.progress = lambda now, events: calls.append((now, events))
     queue.run()
     assert queue.events_processed == 3 * PROGRESS_EVERY + 5
-    assert [events for _, events in calls] == [PROGRESS_EVERY, 2 * PROGRESS_EVERY,
-                                               3 * PROGRESS_EVERY]
+    assert [events for _, events in calls] == [PROGRESS_EVERY, 2 * PROGRESS_EVERY, 3 * PROGRESS_EVERY]
     # Event k (1-based) runs at (k - 1) // 7 ns.
-    assert [now for now, _ in calls] == [(k - 1) // 7 for k in (PROGRESS_EVERY, 2 * PROGRESS_EVERY,
-                                                                3 * PROGRESS_EVERY)]
+    assert [now for now, _ in calls] == [
+        (k - 1) // 7 for k in (PROGRESS_EVERY, 2 * PROGRESS_EVERY, 3 * PROGRESS_EVERY)
+    ]
 
 
 def test_event_queue_with_progress_runs_the_same_events_in_the_same_order():
@@ -74,8 +80,13 @@ def test_progress_reports_on_a_terminal():
     out = io.StringIO()
     display = RunProgress(Console(file=out, force_terminal=True, width=120))
     assert display.enabled
-    report = astra.simulate(PREFIX, EXAMPLE / "system.json", EXAMPLE / "network.yml",
-                            backend="analytical-congestion", progress=display)
+    report = astra.simulate(
+        PREFIX,
+        EXAMPLE / "system.json",
+        EXAMPLE / "network.yml",
+        backend="analytical-congestion",
+        progress=display,
+    )
     assert report.network.events.events_processed == CONGESTION_EVENTS
     assert display.updates == CONGESTION_EVENTS // PROGRESS_EVERY + 1
     assert report.network.events.progress is None  # detached after the run
@@ -85,8 +96,13 @@ def test_progress_reports_on_a_terminal():
 def test_no_progress_without_a_terminal():
     display = RunProgress(Console(file=io.StringIO()))
     assert not display.enabled
-    report = astra.simulate(PREFIX, EXAMPLE / "system.json", EXAMPLE / "network.yml",
-                            backend="analytical-congestion", progress=display)
+    report = astra.simulate(
+        PREFIX,
+        EXAMPLE / "system.json",
+        EXAMPLE / "network.yml",
+        backend="analytical-congestion",
+        progress=display,
+    )
     assert display.updates == 0 and report.network.events.progress is None
     # The CLI under a test runner (not a terminal) prints the table and nothing else.
     result = CliRunner().invoke(main, ["run", *ARGS, "--backend", "analytical-congestion"])
@@ -97,18 +113,21 @@ def test_no_progress_without_a_terminal():
 
 def run_console_script(*, terminal: bool) -> str:
     """``astra run`` as a user runs it, stdout and stderr on a pty or on a pipe."""
-    command = [str(Path(sys.executable).with_name("astra")), "run", *ARGS,
-               "--backend", "analytical-congestion"]
+    command = [
+        str(Path(sys.executable).with_name("astra")),
+        "run",
+        *ARGS,
+        "--backend",
+        "analytical-congestion",
+    ]
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
     env.pop("NO_COLOR", None)
     if not terminal:
-        done = subprocess.run(command, capture_output=True, env=env, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, capture_output=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
         assert done.returncode == 0, done.stderr
         return (done.stdout + done.stderr).decode()
     master, slave = pty.openpty()
-    proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL,
-                            env=env)
+    proc = subprocess.Popen(command, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env)
     os.close(slave)
     chunks = []
     while True:

@@ -31,13 +31,9 @@ MIB = 1 << 20
 RING2 = {"topology": ["Ring"], "npus_count": [2], "bandwidth": [50.0], "latency": [500.0]}
 
 
-
-
 @pytest.fixture(autouse=True)
 def _plugins(tmp_path, monkeypatch):
     isolate_plugins(monkeypatch, tmp_path)
-
-
 
 
 def slices(trace: dict) -> list[dict]:
@@ -45,8 +41,11 @@ def slices(trace: dict) -> list[dict]:
 
 
 def process_names(trace: dict) -> dict[int, str]:
-    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-            if e["ph"] == "M" and e["name"] == "process_name"}
+    return {
+        e["pid"]: e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
 
 
 def overlaps(trace: dict) -> list[tuple]:
@@ -69,10 +68,22 @@ def resnet(tmp_path_factory):
     out = tmp_path_factory.mktemp("timeline")
     with pytest.MonkeyPatch.context() as mp:
         isolate_plugins(mp, out)
-        result = CliRunner().invoke(main, [
-            "run", "--workload", str(PREFIX), "--system", str(EXAMPLE / "system.json"),
-            "--network", str(EXAMPLE / "network.yml"), "--json", str(out / "run.json"),
-            "--timeline", str(out / "trace.json")])
+        result = CliRunner().invoke(
+            main,
+            [
+                "run",
+                "--workload",
+                str(PREFIX),
+                "--system",
+                str(EXAMPLE / "system.json"),
+                "--network",
+                str(EXAMPLE / "network.yml"),
+                "--json",
+                str(out / "run.json"),
+                "--timeline",
+                str(out / "trace.json"),
+            ],
+        )
     assert result.exit_code == 0, result.output
     return json.loads((out / "run.json").read_text()), json.loads((out / "trace.json").read_text())
 
@@ -134,8 +145,9 @@ def test_timeline_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert process_names(trace) == {0: "rank 0", 1: "rank 1"}
     got = sorted((e["pid"], e["name"], e["ts"], e["dur"]) for e in slices(trace))
-    want = sorted([(0, "fwd", 0.0, 5.0), (0, "send", 5.0, 20.031),
-                   (1, "recv", 0.0, 25.031), (1, "bwd", 25.031, 3.0)])
+    want = sorted(
+        [(0, "fwd", 0.0, 5.0), (0, "send", 5.0, 20.031), (1, "recv", 0.0, 25.031), (1, "bwd", 25.031, 3.0)]
+    )
     assert [g[:2] for g in got] == [w[:2] for w in want]
     for g, w in zip(got, want):
         assert g[2:] == pytest.approx(w[2:], abs=1e-9)
@@ -149,12 +161,20 @@ def test_concurrent_receives_do_not_overlap_on_one_lane(tmp_path):
     # 20031 + int(500 + 1024 / 53.6870912) = 20031 + 519 = 20550 ns.  Both receives run
     # over [0, 20031] and [0, 20550]: one lane cannot show both without overlap.
     prefix = tmp_path / "two"
-    write_rank_trace(f"{prefix}.0.et", [
-        make_node(1, "s_big", pb.COMM_SEND_NODE, comm_dst=1, comm_size=MIB, comm_tag=1),
-        make_node(2, "s_small", pb.COMM_SEND_NODE, comm_dst=1, comm_size=1024, comm_tag=2)])
-    write_rank_trace(f"{prefix}.1.et", [
-        make_node(1, "r_big", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=1),
-        make_node(2, "r_small", pb.COMM_RECV_NODE, comm_src=0, comm_size=1024, comm_tag=2)])
+    write_rank_trace(
+        f"{prefix}.0.et",
+        [
+            make_node(1, "s_big", pb.COMM_SEND_NODE, comm_dst=1, comm_size=MIB, comm_tag=1),
+            make_node(2, "s_small", pb.COMM_SEND_NODE, comm_dst=1, comm_size=1024, comm_tag=2),
+        ],
+    )
+    write_rank_trace(
+        f"{prefix}.1.et",
+        [
+            make_node(1, "r_big", pb.COMM_RECV_NODE, comm_src=0, comm_size=MIB, comm_tag=1),
+            make_node(2, "r_small", pb.COMM_RECV_NODE, comm_src=0, comm_size=1024, comm_tag=2),
+        ],
+    )
     system = SystemConfig.from_dict(json.loads((EXAMPLE / "system.json").read_text()))
     result = simulate(str(prefix), system, NetworkConfig.from_dict(RING2))
     assert [r.finish_ns for r in result.ranks] == [20550, 20550]

@@ -46,9 +46,12 @@ def test_bandwidth_sweep_example(tmp_path):
     # Each point is exactly a direct run with that bandwidth.
     network = load_network(EXAMPLE / "network.yml").to_dict()
     network["bandwidth"][1] = 1.0
-    direct = astra.simulate(REPO / "examples" / "resnet50_dp" / "workload" /
-                            "Resnet50_DataParallel", EXAMPLE / "system.json", network,
-                            memory=REPO / "examples" / "resnet50_dp" / "memory.json")
+    direct = astra.simulate(
+        REPO / "examples" / "resnet50_dp" / "workload" / "Resnet50_DataParallel",
+        EXAMPLE / "system.json",
+        network,
+        memory=REPO / "examples" / "resnet50_dp" / "memory.json",
+    )
     assert direct.step_ns == steps[bandwidths.index(1)]
     png = (tmp_path / "step_ns.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and min(struct.unpack(">II", png[16:24])) >= 300

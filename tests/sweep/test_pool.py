@@ -24,7 +24,7 @@ from tests.conftest import isolate_plugins
 from tests.sweep.test_sweep import closed_form_step_ns, write_spec
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN = '''
+PLUGIN = """
 import os, signal, time
 from astra_core.hookspecs import hookimpl
 
@@ -47,7 +47,7 @@ def slow(topology, config=None):
 def astra_register_backends(register):
     for factory in (exit3, sigkill, segv, slow):
         register(factory.__name__, factory)
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -64,17 +64,15 @@ def _crashy(tmp_path, monkeypatch):
 
 def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
     backends = ["analytical", "exit3", "analytical", "sigkill", "analytical", "segv"]
-    path = write_spec(tmp_path, points=[{"backend": b} for b in backends],
-                      grid={"network.bandwidth[0]": [25.0]})
+    path = write_spec(
+        tmp_path, points=[{"backend": b} for b in backends], grid={"network.bandwidth[0]": [25.0]}
+    )
     outcome = run_sweep(path, workers=2)
     frame = outcome.frame
     assert frame["status"].tolist() == ["ok", "error", "ok", "error", "ok", "error"]
-    assert frame["error"].tolist()[1] == "worker process died while running this point " \
-                                         "(exit code 3)"
-    assert frame["error"].tolist()[3] == "worker process died while running this point " \
-                                         "(killed by SIGKILL)"
-    assert frame["error"].tolist()[5] == "worker process died while running this point " \
-                                         "(killed by SIGSEGV)"
+    assert frame["error"].tolist()[1] == "worker process died while running this point (exit code 3)"
+    assert frame["error"].tolist()[3] == "worker process died while running this point (killed by SIGKILL)"
+    assert frame["error"].tolist()[5] == "worker process died while running this point (killed by SIGSEGV)"
     ok = frame[frame["status"] == "ok"]
     assert ok["step_ns"].tolist() == [closed_form_step_ns(25.0, 500.0)] * 3
     assert (outcome.ran, outcome.failed) == (6, 3)
@@ -90,8 +88,7 @@ def test_a_worker_that_cannot_start_is_one_error(tmp_path, monkeypatch):
     path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
     with pytest.raises(AstraError) as err:
         run_sweep(path, workers=2)
-    assert str(err.value) == "sweep: a worker process could not start (exit code 3); " \
-                             "see its messages above"
+    assert str(err.value) == "sweep: a worker process could not start (exit code 3); see its messages above"
 
 
 def _alive(pid: int) -> bool:
@@ -117,9 +114,12 @@ def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
     # Output to a file, not a pipe: a surviving worker would hold a pipe open.
     err_path = tmp_path / "stderr.txt"
     with err_path.open("w") as err_file:
-        sweep = subprocess.Popen([sys.executable, "-m", "astra_core.cli", "sweep", str(path),
-                                  "-j", "2"], cwd=REPO, stdout=subprocess.DEVNULL,
-                                 stderr=err_file)
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "astra_core.cli", "sweep", str(path), "-j", "2"],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+        )
     try:
         pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
         assert _wait_for(lambda: len(pids()) == 2, 60), "workers did not start"
@@ -131,26 +131,31 @@ def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
         if sweep.poll() is None:
             sweep.kill()
             sweep.wait()
-    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), 10), \
+    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), 10), (
         f"workers {workers} outlived the sweep"
+    )
     if signum == signal.SIGKILL:
         return
     assert sweep.returncode == 128 + signum
     assert err_path.read_text().strip().splitlines()[-1] == (
         f"error: sweep interrupted by {signal.Signals(signum).name}: 0 points finished "
-        f"(kept in {tmp_path / 'sweep-results' / 'points.jsonl'}; run again to resume)")
+        f"(kept in {tmp_path / 'sweep-results' / 'points.jsonl'}; run again to resume)"
+    )
 
 
 def test_a_script_without_a_main_guard_can_sweep_on_a_pool(tmp_path):
     path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
     script = tmp_path / "plain.py"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         import astra
         frame = astra.sweep({str(path)!r}, workers=2)
         print(frame["status"].tolist(), frame["step_ns"].tolist())
-    """))
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     steps = [float(closed_form_step_ns(b, 500.0)) for b in (25.0, 50.0, 100.0)]
     assert done.stdout.strip() == f"{['ok'] * 3} {steps}"

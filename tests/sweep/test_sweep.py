@@ -54,7 +54,8 @@ def write_pair(directory: Path) -> None:
     (directory / "trace").mkdir(exist_ok=True)
     write_pair_trace(directory / "trace" / "pair", nbytes=MIB, tag=9, fwd_us=5, bwd_us=3)
     (directory / "network.yml").write_text(
-        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n")
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n"
+    )
 
 
 def write_spec(directory: Path, **spec) -> Path:
@@ -72,32 +73,44 @@ GRID = {"network.bandwidth[0]": BANDWIDTHS, "network.latency[0]": LATENCIES}
 
 # -- the spec ------------------------------------------------------------------------------
 
+
 def test_grid_is_the_product_in_order_and_points_multiply_it(tmp_path):
     spec = load_spec(write_spec(tmp_path, points=[{"backend": b} for b in BACKENDS], grid=GRID))
     assert spec.parameters == ["backend", "network.bandwidth[0]", "network.latency[0]"]
     assert len(spec.points) == len(BACKENDS) * len(BANDWIDTHS) * len(LATENCIES) == 24
-    assert spec.points[0] == {"backend": "analytical", "network.bandwidth[0]": 12.5,
-                              "network.latency[0]": 0.0}
-    assert spec.points[1] == {"backend": "analytical", "network.bandwidth[0]": 12.5,
-                              "network.latency[0]": 500.0}  # last grid key fastest
-    assert spec.points[-1] == {"backend": "ideal", "network.bandwidth[0]": 100.0,
-                               "network.latency[0]": 1000.0}
+    assert spec.points[0] == {
+        "backend": "analytical",
+        "network.bandwidth[0]": 12.5,
+        "network.latency[0]": 0.0,
+    }
+    assert spec.points[1] == {
+        "backend": "analytical",
+        "network.bandwidth[0]": 12.5,
+        "network.latency[0]": 500.0,
+    }  # last grid key fastest
+    assert spec.points[-1] == {
+        "backend": "ideal",
+        "network.bandwidth[0]": 100.0,
+        "network.latency[0]": 1000.0,
+    }
     assert spec.x == "network.bandwidth[0]" and spec.metric == "step_ns"
     assert spec.output == tmp_path / "sweep-results"
     assert spec.base["workload"] == "trace/pair"
 
 
 def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
-    path = write_spec(tmp_path, grid={"network.bandwidth[0]": [], "network.bandwith": [1],
-                                      "sytem.foo": [1], "colour": [1]},
-                      points=[{"backend": "analytical", "latency": 3}], metric="step_ns",
-                      outptu="x")
+    path = write_spec(
+        tmp_path,
+        grid={"network.bandwidth[0]": [], "network.bandwith": [1], "sytem.foo": [1], "colour": [1]},
+        points=[{"backend": "analytical", "latency": 3}],
+        metric="step_ns",
+        outptu="x",
+    )
     with pytest.raises(ConfigError) as err:
         load_spec(path)
     assert str(err.value).splitlines() == [
         f"{path}: unknown key 'outptu'; did you mean 'output'?",
-        f"{path}: grid: sytem.foo: only system, network, memory, backend_config have keys "
-        "inside them",
+        f"{path}: grid: sytem.foo: only system, network, memory, backend_config have keys inside them",
         f"{path}: grid: colour: unknown run key (known: workload, system, network, topology, "
         "dims, memory, comm_groups, backend, backend_config, symmetry)",
         f"{path}: grid: network.bandwidth[0]: expected a non-empty list of values, got []",
@@ -108,40 +121,48 @@ def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
     ]
 
 
-def test_the_files_keys_list_entries_backends_and_metric_a_spec_names_are_checked_first(
-        tmp_path):
+def test_the_files_keys_list_entries_backends_and_metric_a_spec_names_are_checked_first(tmp_path):
     # Every problem that would fail points (or the plot) at run time, in one error,
     # each line naming the spec key at fault; nothing runs.
-    path = write_spec(tmp_path, grid={"network.latency[3]": [1.0],
-                                      "system.all-reduce-implementation[0]": ["ring"],
-                                      "system.preferred-dataset-splits[0]": [2],
-                                      "memory.remote-mem-bw": [5],
-                                      "system.collective-optimisation": ["baseline"]},
-                      points=[{"backend": "analyticl"},
-                              {"network": "missing.yml", "backend": "analytical"},
-                              {"workload": "trace/nope"}],
-                      metric="step_time", output="out")
+    path = write_spec(
+        tmp_path,
+        grid={
+            "network.latency[3]": [1.0],
+            "system.all-reduce-implementation[0]": ["ring"],
+            "system.preferred-dataset-splits[0]": [2],
+            "memory.remote-mem-bw": [5],
+            "system.collective-optimisation": ["baseline"],
+        },
+        points=[
+            {"backend": "analyticl"},
+            {"network": "missing.yml", "backend": "analytical"},
+            {"workload": "trace/nope"},
+        ],
+        metric="step_time",
+        output="out",
+    )
     with pytest.raises(ConfigError) as err:
         run_sweep(path, workers=1)
     network, system = tmp_path / "network.yml", SYSTEM
     lines = str(err.value).splitlines()
-    assert lines[0] == f"{path}: metric: 'step_time' is not a numeric results column; " \
-                       "did you mean 'step_ns'?"
-    assert lines[1].startswith(f"{path}: grid: system.collective-optimisation: system config "
-                               "has no key 'collective-optimisation'; did you mean "
-                               "system.collective-optimization?")
+    assert lines[0] == f"{path}: metric: 'step_time' is not a numeric results column; did you mean 'step_ns'?"
+    assert lines[1].startswith(
+        f"{path}: grid: system.collective-optimisation: system config "
+        "has no key 'collective-optimisation'; did you mean "
+        "system.collective-optimization?"
+    )
     assert lines[2:-1] == [
         f"{path}: grid: network.latency[3]: {network}: latency[3]: out of range (1 entries)",
         f"{path}: grid: system.preferred-dataset-splits[0]: {system}: preferred-dataset-splits: "
         "is not a list, so [0] cannot be swept",
-        f"{path}: grid: memory.remote-mem-bw: there is no memory config (in base or this point) "
-        "to set it in",
+        f"{path}: grid: memory.remote-mem-bw: there is no memory config (in base or this point) to set it in",
         f"{path}: points[1]: network: {tmp_path / 'missing.yml'}: file not found",
         f"{path}: points[2]: workload: {tmp_path / 'trace' / 'nope'}: no trace files "
         f"{tmp_path / 'trace' / 'nope'}.<rank>.et",
     ]
-    assert lines[-1].startswith(f"{path}: points[0]: backend: unknown backend 'analyticl'; "
-                                "available: analytical, ")
+    assert lines[-1].startswith(
+        f"{path}: points[0]: backend: unknown backend 'analyticl'; available: analytical, "
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -152,10 +173,12 @@ def test_a_spec_without_anything_to_sweep_or_base_is_an_error(tmp_path):
         load_spec(path)
     assert str(err.value).splitlines() == [
         f"{path}: missing required key 'base' (the run every point starts from)",
-        f"{path}: nothing to sweep: give 'grid' and/or 'points'"]
+        f"{path}: nothing to sweep: give 'grid' and/or 'points'",
+    ]
 
 
 # -- running -----------------------------------------------------------------------------------
+
 
 def check_closed_form(frame: pd.DataFrame) -> None:
     ok = frame[frame["status"] == "ok"]
@@ -165,8 +188,7 @@ def check_closed_form(frame: pd.DataFrame) -> None:
         # Most of any rank of finish - compute: rank 1, step - its 3 µs (rank 0: step - 8 µs).
         assert row["exposed_comm_ns"] == expected - 3000
         assert row["messages"] == 1 and row["message_bytes"] == MIB and row["npus"] == 2
-        parts = row["compute_only_ns"] + row["overlapped_comm_ns"] + row["comm_only_ns"] + \
-            row["idle_ns"]
+        parts = row["compute_only_ns"] + row["overlapped_comm_ns"] + row["comm_only_ns"] + row["idle_ns"]
         # The mean over both ranks of their four parts is the mean finish time:
         # rank 0 finishes when its send is done (step - 3000), rank 1 at step.
         assert parts == pytest.approx(expected - 1500)
@@ -179,8 +201,7 @@ def test_serial_sweep_matches_the_closed_form_and_records_a_failing_point(tmp_pa
     assert len(frame) == 15 and outcome.ran == 15 and outcome.skipped == 0
     failed = frame[frame["status"] == "error"]
     assert failed["network.bandwidth[0]"].tolist() == [-1.0] * 3
-    assert set(failed["error"]) == {f"{tmp_path / 'network.yml'}: bandwidth[0]: must be > 0, "
-                                    "got -1.0"}
+    assert set(failed["error"]) == {f"{tmp_path / 'network.yml'}: bandwidth[0]: must be > 0, got -1.0"}
     assert failed["step_ns"].isna().all()
     assert outcome.failed == 3
     assert (frame.loc[frame["status"] == "ok", "error"] == "").all()
@@ -190,22 +211,34 @@ def test_serial_sweep_matches_the_closed_form_and_records_a_failing_point(tmp_pa
 
 
 def test_results_table_schema_in_parquet_and_csv(tmp_path):
-    path = write_spec(tmp_path, points=[{"backend": b} for b in BACKENDS],
-                      grid={"network.bandwidth[0]": [25.0, 50.0]})
+    path = write_spec(
+        tmp_path, points=[{"backend": b} for b in BACKENDS], grid={"network.bandwidth[0]": [25.0, 50.0]}
+    )
     outcome = run_sweep(path, workers=1)
     out = tmp_path / "sweep-results"
     # 'backend' is a swept parameter and a metric (the backend that ran): one column,
     # in the parameters' place, holding the resolved name.
-    expected = ["point", "backend", "network.bandwidth[0]", "status",
-                *[m for m in METRICS if m != "backend"], "wall_s", "error", "key"]
+    expected = [
+        "point",
+        "backend",
+        "network.bandwidth[0]",
+        "status",
+        *[m for m in METRICS if m != "backend"],
+        "wall_s",
+        "error",
+        "key",
+    ]
     parquet = pd.read_parquet(out / "results.parquet")
     csv = pd.read_csv(out / "results.csv", keep_default_na=False)
     assert list(parquet.columns) == list(csv.columns) == list(outcome.frame.columns) == expected
     assert str(parquet["network.bandwidth[0]"].dtype) == "float64"
     assert str(parquet["step_ns"].dtype) == "float64" and str(parquet["npus"].dtype) == "int64"
     assert parquet["backend"].tolist() == ["analytical", "analytical", "ideal", "ideal"]
-    assert parquet["step_ns"].tolist() == csv["step_ns"].tolist() == [
-        closed_form_step_ns(b, 500.0) for b in (25.0, 50.0, 25.0, 50.0)]
+    assert (
+        parquet["step_ns"].tolist()
+        == csv["step_ns"].tolist()
+        == [closed_form_step_ns(b, 500.0) for b in (25.0, 50.0, 25.0, 50.0)]
+    )
     assert parquet["key"].nunique() == 4
 
 
@@ -217,16 +250,17 @@ def test_resume_skips_finished_points_and_retries_failed_ones(tmp_path):
     assert len(log.read_text().splitlines()) == 3
     again = run_sweep(path, workers=1)
     assert (again.ran, again.skipped, again.failed) == (1, 2, 1)  # only the failed point
-    pd.testing.assert_frame_equal(again.frame.drop(columns="wall_s"),
-                                  first.frame.drop(columns="wall_s"))
+    pd.testing.assert_frame_equal(again.frame.drop(columns="wall_s"), first.frame.drop(columns="wall_s"))
     # A sweep killed mid-way: one finished row and half a line. The rest runs.
     lines = log.read_text().splitlines()
     ok_line = next(line for line in lines if '"status": "ok"' in line)
     log.write_text(ok_line + "\n" + lines[-1][: len(lines[-1]) // 2])
     resumed = run_sweep(path, workers=1)
     assert (resumed.ran, resumed.skipped) == (2, 1)
-    assert resumed.frame["step_ns"].tolist()[::2] == [closed_form_step_ns(25.0, 500.0),
-                                                      closed_form_step_ns(50.0, 500.0)]
+    assert resumed.frame["step_ns"].tolist()[::2] == [
+        closed_form_step_ns(25.0, 500.0),
+        closed_form_step_ns(50.0, 500.0),
+    ]
     # A wider grid runs only its new points; --fresh runs everything.
     path.write_text(path.read_text().replace("- 50.0", "- 50.0\n  - 100.0"))
     wider = run_sweep(path, workers=1)
@@ -238,21 +272,28 @@ def test_resume_skips_finished_points_and_retries_failed_ones(tmp_path):
 def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths(tmp_path):
     sweep_dir = tmp_path / "a"
     sweep_dir.mkdir()
-    path = write_spec(sweep_dir, points=[{"network": "network.yml"}, {"network": "slow.yml"}],
-                      grid={"network.bandwidth[0]": [25.0, 50.0]})
+    path = write_spec(
+        sweep_dir,
+        points=[{"network": "network.yml"}, {"network": "slow.yml"}],
+        grid={"network.bandwidth[0]": [25.0, 50.0]},
+    )
     (sweep_dir / "slow.yml").write_text(
-        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [2000.0]\n")
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [2000.0]\n"
+    )
     first = run_sweep(path, workers=1)
     assert first.ran == 4
-    assert first.frame["step_ns"].tolist() == [closed_form_step_ns(b, lat) for lat in (500, 2000)
-                                               for b in (25.0, 50.0)]
+    assert first.frame["step_ns"].tolist() == [
+        closed_form_step_ns(b, lat) for lat in (500, 2000) for b in (25.0, 50.0)
+    ]
     # Editing one network file re-runs the points that read it, with its new values.
     (sweep_dir / "slow.yml").write_text(
-        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [3000.0]\n")
+        "topology: [Ring]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [3000.0]\n"
+    )
     edited = run_sweep(path, workers=1)
     assert (edited.ran, edited.skipped) == (2, 2)
-    assert edited.frame["step_ns"].tolist() == [closed_form_step_ns(b, lat) for lat in (500, 3000)
-                                                for b in (25.0, 50.0)]
+    assert edited.frame["step_ns"].tolist() == [
+        closed_form_step_ns(b, lat) for lat in (500, 3000) for b in (25.0, 50.0)
+    ]
     # So does editing a rank's trace: the same bytes at a smaller size.
     trace = sweep_dir / "trace"
     write_pair_trace(trace / "pair", nbytes=MIB // 2, tag=9, fwd_us=5, bwd_us=3)
@@ -267,7 +308,8 @@ def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths
 
 
 def test_a_backend_config_file_is_relative_to_the_spec_sweepable_and_part_of_the_identity(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     path = write_spec(tmp_path, grid={"backend_config.bandwidth_gbps": [25.0, 50.0]})
     data = yaml.safe_load(path.read_text())
     data["base"].update(backend="ideal", backend_config="ideal.toml")
@@ -282,8 +324,7 @@ def test_a_backend_config_file_is_relative_to_the_spec_sweepable_and_part_of_the
     (tmp_path / "ideal.toml").write_text("latency_ns = 300.0\n")
     edited = run_sweep(path, workers=1)
     assert edited.ran == 2
-    assert edited.frame["step_ns"].tolist() == [closed_form_step_ns(b, 300.0)
-                                                for b in (25.0, 50.0)]
+    assert edited.frame["step_ns"].tolist() == [closed_form_step_ns(b, 300.0) for b in (25.0, 50.0)]
 
 
 def test_a_torn_last_line_of_the_point_log_is_cut_off_not_appended_to(tmp_path):
@@ -300,8 +341,7 @@ def test_a_torn_last_line_of_the_point_log_is_cut_off_not_appended_to(tmp_path):
     assert log.read_text().endswith("\n")
     again = run_sweep(path, workers=1)  # the re-run point's row was kept
     assert (again.ran, again.skipped) == (0, 3)
-    assert again.frame["step_ns"].tolist() == [closed_form_step_ns(b, 500.0)
-                                               for b in (25.0, 50.0, 100.0)]
+    assert again.frame["step_ns"].tolist() == [closed_form_step_ns(b, 500.0) for b in (25.0, 50.0, 100.0)]
 
 
 def test_a_damaged_line_inside_the_point_log_is_named_in_a_warning(tmp_path):
@@ -310,8 +350,11 @@ def test_a_damaged_line_inside_the_point_log_is_named_in_a_warning(tmp_path):
     log = tmp_path / "sweep-results" / "points.jsonl"
     lines = log.read_text().splitlines()
     log.write_text("garbage\n" + "\n".join(lines) + "\n")
-    with pytest.warns(UserWarning, match=rf"^{re.escape(str(log))}: line 1 is not a point row; "
-                                         r"ignored \(its point runs again\)$"):
+    with pytest.warns(
+        UserWarning,
+        match=rf"^{re.escape(str(log))}: line 1 is not a point row; "
+        r"ignored \(its point runs again\)$",
+    ):
         again = run_sweep(path, workers=1)
     assert (again.ran, again.skipped) == (0, 2)
 
@@ -336,9 +379,14 @@ def test_sweep_over_system_values_and_workloads(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     write_pair(other)
-    spec = write_spec(tmp_path, grid={"system.preferred-dataset-splits": [1, 4],
-                                      "system.all-reduce-implementation[0]": ["ring", "direct"],
-                                      "workload": ["trace/pair", "other/trace/pair"]})
+    spec = write_spec(
+        tmp_path,
+        grid={
+            "system.preferred-dataset-splits": [1, 4],
+            "system.all-reduce-implementation[0]": ["ring", "direct"],
+            "workload": ["trace/pair", "other/trace/pair"],
+        },
+    )
     frame = astra.sweep(spec, workers=1)
     assert len(frame) == 8 and (frame["status"] == "ok").all()
     # Point-to-point only: neither chunks nor the all-reduce algorithm change the step.
@@ -348,15 +396,20 @@ def test_sweep_over_system_values_and_workloads(tmp_path):
     bad = write_spec(tmp_path, grid={"system.all-reduce-implementation[3]": ["ring"]})
     with pytest.raises(ConfigError) as err:
         astra.sweep(bad, workers=1, output=tmp_path / "bad")
-    assert str(err.value) == (f"{bad}: grid: system.all-reduce-implementation[3]: {SYSTEM}: "
-                              "all-reduce-implementation[3]: out of range (1 entries)")
+    assert str(err.value) == (
+        f"{bad}: grid: system.all-reduce-implementation[3]: {SYSTEM}: "
+        "all-reduce-implementation[3]: out of range (1 entries)"
+    )
     assert not (tmp_path / "bad").exists()
 
 
 # -- process pool and Ray -----------------------------------------------------------------------
 
-RAY_GRID = {"backend": BACKENDS, "network.bandwidth[0]": [25.0, 50.0, 100.0],
-            "network.latency[0]": [0.0, 1000.0]}
+RAY_GRID = {
+    "backend": BACKENDS,
+    "network.bandwidth[0]": [25.0, 50.0, 100.0],
+    "network.latency[0]": [0.0, 1000.0],
+}
 
 
 def png_ok(path: Path) -> bool:
@@ -376,13 +429,15 @@ def test_pool_and_ray_sweeps_give_the_same_table(tmp_path):
     assert result.exit_code == 0, result.output
     assert "12 points: 12 to run on Ray (local), 0 finished before" in result.output
     ray_frame = pd.read_parquet(tmp_path / "ray" / "results.parquet")
-    pd.testing.assert_frame_equal(ray_frame.drop(columns="wall_s"),
-                                  pool.frame.drop(columns="wall_s"), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        ray_frame.drop(columns="wall_s"), pool.frame.drop(columns="wall_s"), check_dtype=False
+    )
     assert png_ok(tmp_path / "ray" / "step_ns.png")
     assert (ray_frame["wall_s"] > 0).all()
 
 
 # -- the command line ----------------------------------------------------------------------
+
 
 def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
     spec = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0]})
@@ -395,7 +450,8 @@ def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
     assert result.stderr.splitlines() == [
         f"error: 1 of 2 points failed (point 1): point 1: {tmp_path / 'network.yml'}: "
         f"bandwidth[0]: must be > 0, got -1.0; every error in the 'error' column of "
-        f"{out / 'results.csv'}"]
+        f"{out / 'results.csv'}"
+    ]
     frame = pd.read_csv(out / "results.csv")
     assert frame["status"].tolist() == ["ok", "error"]
     assert frame["step_ns"].tolist()[0] == closed_form_step_ns(25.0, 500.0)
@@ -409,13 +465,15 @@ def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
 
 
 def test_failure_summary_names_the_first_three_failed_points_and_counts_the_rest(tmp_path):
-    spec = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0, -2.0],
-                                      "network.latency[0]": [0.0, 500.0]})
+    spec = write_spec(
+        tmp_path, grid={"network.bandwidth[0]": [25.0, -1.0, -2.0], "network.latency[0]": [0.0, 500.0]}
+    )
     outcome = run_sweep(spec, workers=1)
     assert outcome.failure_summary() == (
         f"4 of 6 points failed (points 2, 3, 4 and 1 more): point 2: "
         f"{tmp_path / 'network.yml'}: bandwidth[0]: must be > 0, got -1.0; every error in the "
-        f"'error' column of {tmp_path / 'sweep-results' / 'results.csv'}")
+        f"'error' column of {tmp_path / 'sweep-results' / 'results.csv'}"
+    )
 
 
 def test_cli_sweep_with_a_bad_spec_is_one_error_line_per_problem(tmp_path):
@@ -423,8 +481,8 @@ def test_cli_sweep_with_a_bad_spec_is_one_error_line_per_problem(tmp_path):
     result = CliRunner().invoke(main, ["sweep", str(spec)])
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f"error: {spec}: grid: network.bandwidth[0]: expected a non-empty list of values, "
-        "got 25.0"]
+        f"error: {spec}: grid: network.bandwidth[0]: expected a non-empty list of values, got 25.0"
+    ]
     missing = CliRunner().invoke(main, ["sweep", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 1
     assert missing.stderr.splitlines() == [f"error: {tmp_path / 'nope.yaml'}: file not found"]

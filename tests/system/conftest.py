@@ -14,18 +14,29 @@ from astra_core.workload.writer import write_rank_trace
 
 def network(kinds, npus, bandwidth_gbps, latency_ns) -> NetworkConfig:
     """A NetworkConfig from per-dimension lists."""
-    return NetworkConfig.from_dict({"topology": list(kinds), "npus_count": list(npus),
-                                    "bandwidth": list(bandwidth_gbps), "latency": list(latency_ns)})
+    return NetworkConfig.from_dict(
+        {
+            "topology": list(kinds),
+            "npus_count": list(npus),
+            "bandwidth": list(bandwidth_gbps),
+            "latency": list(latency_ns),
+        }
+    )
 
 
 def system(algorithm="ring", dims=1, **overrides) -> SystemConfig:
     """A SystemConfig like the reference ring_1d.json, with overrides (upstream keys)."""
     data = {
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware",
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "localBWAware",
         "local-mem-bw": 1600,
-        **{f"{c}-implementation": [algorithm] * dims
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+        **{
+            f"{c}-implementation": [algorithm] * dims
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
     }
     data.update(overrides)
     return SystemConfig.from_dict(data)

@@ -48,11 +48,15 @@ def test_every_send_has_a_matching_receive(name, comm_type, n):
 
 
 @pytest.mark.parametrize("name", ["ring", "direct", "halvingDoubling"])
-@pytest.mark.parametrize("comm_type, volume", [
-    (CommType.ALL_REDUCE, lambda n, d: 2 * (n - 1) * d // n),
-    (CommType.REDUCE_SCATTER, lambda n, d: (n - 1) * d // n),
-    (CommType.ALL_GATHER, lambda n, d: (n - 1) * d),
-], ids=["all-reduce", "reduce-scatter", "all-gather"])
+@pytest.mark.parametrize(
+    "comm_type, volume",
+    [
+        (CommType.ALL_REDUCE, lambda n, d: 2 * (n - 1) * d // n),
+        (CommType.REDUCE_SCATTER, lambda n, d: (n - 1) * d // n),
+        (CommType.ALL_GATHER, lambda n, d: (n - 1) * d),
+    ],
+    ids=["all-reduce", "reduce-scatter", "all-gather"],
+)
 def test_bytes_sent_per_rank(name, comm_type, volume):
     n, data = 8, 1 << 20
     for plan in _plans(name, comm_type, n, data):

@@ -8,7 +8,6 @@ h equal links takes h * int(L + B / bw); queueing adds waits only where links
 are shared; the congestion-unaware model charges int(h * L + B / bw).
 """
 
-
 from astra_core.api import simulate
 from astra_core.topology.logical import from_network
 from astra_core.topology.physical import PhysicalTopology
@@ -29,8 +28,12 @@ def test_incast_through_one_switch_serializes_on_the_downlink(workload):
     # All reach the switch at int(L + B/bw) = 20031; the downlink then serves them
     # one after another (int(B/bw) = 19531 each); the last lands 20031 after it starts:
     # 2 * 20031 + 7 * 19531 = 176779 ns, about N * B / bw.
-    nodes = {0: [make_node(i, f"recv{i}", pb.COMM_RECV_NODE, comm_src=i, comm_size=MIB,
-                           comm_tag=1) for i in range(1, 9)]}
+    nodes = {
+        0: [
+            make_node(i, f"recv{i}", pb.COMM_RECV_NODE, comm_src=i, comm_size=MIB, comm_tag=1)
+            for i in range(1, 9)
+        ]
+    }
     for i in range(1, 9):
         nodes[i] = [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=0, comm_size=MIB, comm_tag=1)]
     prefix = workload(nodes)
@@ -71,14 +74,23 @@ def test_two_all_reduces_sharing_a_link_take_twice_as_long(workload):
     # a group leaves the cable idle between steps and the other fills the gaps.)
     groups = {"1": [0, 1], "2": [2, 3]}
     busy = system(**{"active-chunks-per-dimension": 8, "preferred-dataset-splits": 8})
-    alone = {0: [_ar(4 * MIB, pg_name="1")], 1: [_ar(4 * MIB, pg_name="1")],
-             2: [make_node(1, "idle", pb.COMP_NODE, duration_micros=1)],
-             3: [make_node(1, "idle", pb.COMP_NODE, duration_micros=1)]}
-    one = simulate(workload(alone), busy, topology=_dumbbell(), comm_groups=groups,
-                   backend="analytical-congestion").ranks[0].finish_ns
+    alone = {
+        0: [_ar(4 * MIB, pg_name="1")],
+        1: [_ar(4 * MIB, pg_name="1")],
+        2: [make_node(1, "idle", pb.COMP_NODE, duration_micros=1)],
+        3: [make_node(1, "idle", pb.COMP_NODE, duration_micros=1)],
+    }
+    one = (
+        simulate(
+            workload(alone), busy, topology=_dumbbell(), comm_groups=groups, backend="analytical-congestion"
+        )
+        .ranks[0]
+        .finish_ns
+    )
     both = {r: [_ar(4 * MIB, pg_name="1" if r in (0, 1) else "2")] for r in range(4)}
-    two = simulate(workload(both), busy, topology=_dumbbell(), comm_groups=groups,
-                   backend="analytical-congestion")
+    two = simulate(
+        workload(both), busy, topology=_dumbbell(), comm_groups=groups, backend="analytical-congestion"
+    )
     # Each direction of the 12.5 B/ns cable carries both groups' messages: about 2x
     # for each group (FIFO order lets one finish a little earlier).
     for rank in (0, 2):
@@ -103,11 +115,25 @@ def test_multi_dimensional_differences_come_from_the_switch_hop_and_sharing(work
     x = 65536 / (50 * GB)
     assert max(aware.network.max_queue) == 0
     assert {a.finish_ns - u.finish_ns for a, u in zip(aware.ranks, unaware.ranks)} == {
-        24 * (2 * int(500 + x) - int(1000 + x))}
+        24 * (2 * int(500 + x) - int(1000 + x))
+    }
     # (3) direct all-to-all on the switch dimension: 3 messages share each uplink,
     # so queueing adds more than the store-and-forward term.
-    a2a = workload({r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                                  comm_size=MIB, involved_dim=[False, True])] for r in range(16)})
+    a2a = workload(
+        {
+            r: [
+                make_node(
+                    1,
+                    "a2a",
+                    pb.COMM_COLL_NODE,
+                    comm_type=pb.ALL_TO_ALL,
+                    comm_size=MIB,
+                    involved_dim=[False, True],
+                )
+            ]
+            for r in range(16)
+        }
+    )
     direct = system("direct", dims=2)
     aware = simulate(a2a, direct, net_path, backend="analytical-congestion")
     unaware = simulate(a2a, direct, net_path, backend="analytical")
@@ -127,8 +153,10 @@ def test_network_yml_topology_has_the_expected_links():
 
 
 def _run_both(prefix, sys_config, topology):
-    return [simulate(prefix, sys_config, topology=topology, backend=b)
-            for b in ("analytical-congestion", "analytical")]
+    return [
+        simulate(prefix, sys_config, topology=topology, backend=b)
+        for b in ("analytical-congestion", "analytical")
+    ]
 
 
 def test_fat_tree_results_differ_only_where_links_are_shared(workload):
@@ -146,8 +174,12 @@ def test_fat_tree_results_differ_only_where_links_are_shared(workload):
     assert [r.finish_ns for r in aware.ranks] == [r.finish_ns for r in unaware.ranks]
     # Direct all-to-all: every rank sends to 15 peers at once through its one
     # link to the edge switch, so messages queue and every rank takes longer.
-    a2a = workload({r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                                  comm_size=16 * MIB)] for r in range(16)})
+    a2a = workload(
+        {
+            r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=16 * MIB)]
+            for r in range(16)
+        }
+    )
     aware, unaware = _run_both(a2a, system("direct"), topo)
     host_links = [topo.out_links[h][0] for h in topo.hosts]
     assert min(aware.network.max_queue[link] for link in host_links) >= 14
@@ -161,8 +193,12 @@ def test_oversubscribed_leaf_spine_all_to_all_takes_about_twice_as_long(workload
     # one NPU link, 28 message times: 28 / 15 = 1.87x.
     from astra_core.topology.generators import leaf_spine
 
-    a2a = workload({r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL,
-                                  comm_size=64 * MIB)] for r in range(16)})
+    a2a = workload(
+        {
+            r: [make_node(1, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=64 * MIB)]
+            for r in range(16)
+        }
+    )
     times = {}
     for oversubscription in (1.0, 2.0):
         topo = leaf_spine(16, 8, 2, oversubscription=oversubscription)

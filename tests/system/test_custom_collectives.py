@@ -22,12 +22,18 @@ CHUNK = (1 << 20) // 8  # the example's 1 MiB over 8 chunks
 
 
 def configs(entry: str, local_mem_bw: float = 50):
-    network = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8],
-                                       "bandwidth": [BW], "latency": [LATENCY]})
-    system = SystemConfig.from_dict({
-        "scheduling-policy": "FIFO", "collective-optimization": "baseline",
-        "preferred-dataset-splits": 4, "local-mem-bw": local_mem_bw,
-        "all-reduce-implementation-custom": [entry]})
+    network = NetworkConfig.from_dict(
+        {"topology": ["Switch"], "npus_count": [8], "bandwidth": [BW], "latency": [LATENCY]}
+    )
+    system = SystemConfig.from_dict(
+        {
+            "scheduling-policy": "FIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 4,
+            "local-mem-bw": local_mem_bw,
+            "all-reduce-implementation-custom": [entry],
+        }
+    )
     return network, system
 
 
@@ -52,8 +58,10 @@ def test_chakra_et_ring_all_reduce(tmp_path):
 
 def test_chakra_et_sizes_are_the_ets(tmp_path):
     # upstream ignores the workload's size for a custom collective: the ETs carry theirs
-    assert run(tmp_path, str(DATA / "custom_allreduce"), size=64 << 20).step_ns == \
-        run(tmp_path, str(DATA / "custom_allreduce"), size=1 << 20).step_ns
+    assert (
+        run(tmp_path, str(DATA / "custom_allreduce"), size=64 << 20).step_ns
+        == run(tmp_path, str(DATA / "custom_allreduce"), size=1 << 20).step_ns
+    )
 
 
 def test_msccl_xml_ring_all_reduce(tmp_path):
@@ -72,7 +80,8 @@ def test_relative_paths_from_the_system_json_folder(tmp_path, monkeypatch):
     (folder / "system.json").write_text(
         '{"scheduling-policy": "FIFO", "collective-optimization": "baseline", '
         '"preferred-dataset-splits": 1, "local-mem-bw": 50, '
-        '"all-reduce-implementation-custom": ["algo/custom_allreduce.xml"]}')
+        '"all-reduce-implementation-custom": ["algo/custom_allreduce.xml"]}'
+    )
     network, _ = configs("x.xml")
     write_micro("all-reduce", 8 << 20, 8, tmp_path / "ar")
     monkeypatch.chdir(tmp_path)
@@ -92,13 +101,19 @@ def xml_variant(tmp_path: Path, old: str, new: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ('ngpus="8"', 'ngpus="4"', "the algorithm is for 4 GPUs; the collective has 8"),
-    ('type="rrc"', 'type="xyz"', "gpu 0 tb 0 step 1: unknown step type 'xyz'"),
-    ('<tb id="0" send="1"', '<tb id="0" send="9"', "gpu 0 tb 0 step 0: send peer 9 is not a GPU"),
-    ('depid="-1" deps="-1" hasdep="0"/>', 'depid="3" deps="0" hasdep="0"/>',
-     "gpu 0 tb 0 step 0: depends on tb 3 step 0, which gpu 0 does not have"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('ngpus="8"', 'ngpus="4"', "the algorithm is for 4 GPUs; the collective has 8"),
+        ('type="rrc"', 'type="xyz"', "gpu 0 tb 0 step 1: unknown step type 'xyz'"),
+        ('<tb id="0" send="1"', '<tb id="0" send="9"', "gpu 0 tb 0 step 0: send peer 9 is not a GPU"),
+        (
+            'depid="-1" deps="-1" hasdep="0"/>',
+            'depid="3" deps="0" hasdep="0"/>',
+            "gpu 0 tb 0 step 0: depends on tb 3 step 0, which gpu 0 does not have",
+        ),
+    ],
+)
 def test_bad_msccl_files_are_one_line(tmp_path, old, new, message):
     with pytest.raises(AstraError, match=message):
         run(tmp_path, xml_variant(tmp_path, old, new), size=8 << 20)

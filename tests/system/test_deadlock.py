@@ -20,13 +20,18 @@ def _comp(i, **kw):
 
 def test_receive_without_send(workload):
     # rank 1 waits for a message rank 0 never sends; ranks 2, 3 finish.
-    prefix = workload({
-        0: [_comp(1)],
-        1: [make_node(1, "recv_from_0", pb.COMM_RECV_NODE, comm_src=0, comm_dst=1,
-                      comm_size=1024, comm_tag=5)],
-        2: [_comp(1)],
-        3: [_comp(1)],
-    })
+    prefix = workload(
+        {
+            0: [_comp(1)],
+            1: [
+                make_node(
+                    1, "recv_from_0", pb.COMM_RECV_NODE, comm_src=0, comm_dst=1, comm_size=1024, comm_tag=5
+                )
+            ],
+            2: [_comp(1)],
+            3: [_comp(1)],
+        }
+    )
     with pytest.raises(SimulationDeadlock) as exc:
         simulate(prefix, system(), RING4)
     message = str(exc.value)
@@ -38,9 +43,11 @@ def test_receive_without_send(workload):
 
 def test_data_dependency_cycle(workload):
     # nodes 2 and 3 depend on each other through data deps on every rank.
-    nodes = [_comp(1),
-             make_node(2, "a", pb.COMP_NODE, duration_micros=1, data_deps=[1, 3]),
-             make_node(3, "b", pb.COMP_NODE, duration_micros=1, data_deps=[2])]
+    nodes = [
+        _comp(1),
+        make_node(2, "a", pb.COMP_NODE, duration_micros=1, data_deps=[1, 3]),
+        make_node(3, "b", pb.COMP_NODE, duration_micros=1, data_deps=[2]),
+    ]
     prefix = workload({r: nodes for r in range(4)})
     with pytest.raises(SimulationDeadlock) as exc:
         simulate(prefix, system(), RING4)
@@ -65,29 +72,37 @@ def test_send_never_received(workload):
     # rank 0 sends to 1, rank 1 never posts the receive: the send completes on
     # arrival (as upstream's analytical frontend), so no deadlock; the run ends
     # and warns once, naming sender, node, destination and tag.
-    prefix = workload({
-        0: [make_node(1, "send", pb.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=64,
-                      comm_tag=1)],
-        1: [_comp(1)], 2: [_comp(1)], 3: [_comp(1)],
-    })
+    prefix = workload(
+        {
+            0: [make_node(1, "send", pb.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=64, comm_tag=1)],
+            1: [_comp(1)],
+            2: [_comp(1)],
+            3: [_comp(1)],
+        }
+    )
     with pytest.warns(TraceWarning) as caught:
         result = simulate(prefix, system(), RING4)
     # 1 hop of 500 ns + 64 B / (50 * 2^30 / 1e9 B/ns) = 500 + 1.19 -> 501 ns (truncated)
     assert result.ranks[0].finish_ns == 501
     assert [str(w.message) for w in caught] == [
         "rank 0 node 1 (send) sent 64 bytes to rank 1 with tag 1 that no receive matched; "
-        "the send completed when the message arrived, as upstream's"]
+        "the send completed when the message arrived, as upstream's"
+    ]
 
 
 def _ring(tag_sent, tag_received, n=4, size=1024, received=True):
     """Rank r sends to r + 1 (tag ``tag_sent``) and receives from r - 1 (``tag_received``)."""
     per_rank = {}
     for r in range(n):
-        nodes = [make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=(r + 1) % n, comm_size=size,
-                           comm_tag=tag_sent)]
+        nodes = [
+            make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=(r + 1) % n, comm_size=size, comm_tag=tag_sent)
+        ]
         if received:
-            nodes.append(make_node(2, "recv", pb.COMM_RECV_NODE, comm_src=(r - 1) % n,
-                                   comm_size=size, comm_tag=tag_received))
+            nodes.append(
+                make_node(
+                    2, "recv", pb.COMM_RECV_NODE, comm_src=(r - 1) % n, comm_size=size, comm_tag=tag_received
+                )
+            )
         per_rank[r] = nodes
     return per_rank
 
@@ -102,7 +117,8 @@ def test_unreceived_sends_warn_once_with_real_ranks(workload, symmetry):
     assert result.symmetric is symmetry
     assert [str(w.message) for w in caught] == [
         "rank 0 node 1 (send) sent 1024 bytes to rank 1 with tag 7 that no receive matched "
-        "(+3 more such sends); the send completed when the message arrived, as upstream's"]
+        "(+3 more such sends); the send completed when the message arrived, as upstream's"
+    ]
 
 
 def _deadlock(prefix, sys_config, net, symmetry, monkeypatch):
@@ -134,10 +150,12 @@ def test_receive_matched_by_no_send_names_the_near_miss(workload, monkeypatch):
         "simulation cannot finish at t=519 ns: 4 rank(s) wait forever: "
         "rank 0: node 2 (recv) waits for a message from rank 3 (tag 2, 1024 bytes) that was "
         "never sent; rank 3 sent it 1 message(s) no receive matched (tag 1, 1024 bytes); "
-        "also rank 1: node 2 (recv), rank 2: node 2 (recv) (+1 more ranks)")
+        "also rank 1: node 2 (recv), rank 2: node 2 (recv) (+1 more ranks)"
+    )
     assert full.waiting[2] == [
         "node 2 (recv) waits for a message from rank 1 (tag 2, 1024 bytes) that was never sent; "
-        "rank 1 sent it 1 message(s) no receive matched (tag 1, 1024 bytes)"]
+        "rank 1 sent it 1 message(s) no receive matched (tag 1, 1024 bytes)"
+    ]
 
 
 @pytest.mark.parametrize("joined", [(4, 5, 6, 7), (0, 1, 2, 3), (1, 3, 5, 7)])
@@ -158,8 +176,10 @@ def test_collective_half_the_ranks_join_under_symmetry(workload, monkeypatch, jo
     first, second, third = joined[:3]
     assert f"rank {first}: node 1 (allreduce) collective never completed: chunk tag 0: " in message
     assert f"; also rank {second}: node 1 (allreduce), rank {third}: node 1 (allreduce) (+1" in message
-    assert all(lines[0].startswith("node 1 (allreduce) collective never completed")
-               for lines in full.waiting.values())
+    assert all(
+        lines[0].startswith("node 1 (allreduce) collective never completed")
+        for lines in full.waiting.values()
+    )
 
 
 def test_long_member_lists_are_shortened(workload):

@@ -24,6 +24,5 @@ def test_step_end_runs_once_per_instant_before_the_clock_moves():
     events.run()
     # The event step_end schedules at t = 5 still runs at t = 5; the quiet instant
     # (t = 9) calls no step_end.
-    assert log == [("a", 5), ("b", 5), ("step", 5), ("late", 5), ("quiet", 9), ("c", 12),
-                   ("step", 12)]
+    assert log == [("a", 5), ("b", 5), ("step", 5), ("late", 5), ("quiet", 9), ("c", 12), ("step", 12)]
     assert events.step_pending is False

@@ -36,6 +36,7 @@ def h100_4nodes() -> Machine:
 
 # -- NCCL's topology search ------------------------------------------------------------
 
+
 def test_search_on_one_h100_node():
     graphs = search_graphs(h100_node())
     # Ring: the fastest SM90 speed, 60 GB/s, fits floor(370.8 / 60) = 6 channels (360 GB/s);
@@ -154,23 +155,37 @@ def test_ring_all_reduce_sends_2_n_minus_1_over_n_of_the_buffer(proto):
 def test_nvls_and_all_to_all_bytes():
     n, nbytes = 8, 64 << 20
     # NVLS all-reduce: a rank's parts to the 7 other heads, its reduced part to 7 ranks
-    assert wire_bytes_sent("all-reduce", Algo.NVLS, Proto.SIMPLE, n, n, nbytes, 16) == \
-        pytest.approx(2 * (n - 1) / n * nbytes)
+    assert wire_bytes_sent("all-reduce", Algo.NVLS, Proto.SIMPLE, n, n, nbytes, 16) == pytest.approx(
+        2 * (n - 1) / n * nbytes
+    )
     # all-to-all: nbytes / n to each of the n - 1 others
     assert wire_bytes_sent("all-to-all", Algo.RING, Proto.SIMPLE, 16, 8, 16 * 10**6, 1) == 15 * 10**6
 
 
 # -- runs ----------------------------------------------------------------------------
 
+
 def h100_configs(gpus=8, nvlink_gbps=450.0, **nccl) -> tuple[NetworkConfig, SystemConfig]:
-    network = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [gpus],
-                                       "bandwidth": [nvlink_gbps * 1e9 / GIB], "latency": [300]})
-    system = SystemConfig.from_dict({
-        "scheduling-policy": "LIFO", "collective-optimization": "baseline",
-        "preferred-dataset-splits": 4,
-        **{f"{c}-implementation": ["nccl"]
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-        "nccl": {"gpu": "H100", **nccl}})
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch"],
+            "npus_count": [gpus],
+            "bandwidth": [nvlink_gbps * 1e9 / GIB],
+            "latency": [300],
+        }
+    )
+    system = SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 4,
+            **{
+                f"{c}-implementation": ["nccl"]
+                for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+            },
+            "nccl": {"gpu": "H100", **nccl},
+        }
+    )
     return network, system
 
 
@@ -192,8 +207,9 @@ def test_ring_all_reduce_takes_nccl_time_on_a_fast_fabric(tmp_path):
 def test_slow_fabric_bounds_the_time_by_bytes_over_link_rate(tmp_path):
     size = 256 << 20
     slow = 45.0  # GB/s per GPU, an eighth of an H100's NVLinks
-    result = run(tmp_path, "all-reduce", size, backend="analytical-congestion", nvlink_gbps=slow,
-                 NCCL_ALGO="Ring")
+    result = run(
+        tmp_path, "all-reduce", size, backend="analytical-congestion", nvlink_gbps=slow, NCCL_ALGO="Ring"
+    )
     # every rank sends 2 (n-1)/n of the buffer through its one link: a lower bound ...
     wire_ns = 2 * 7 / 8 * size / slow
     # ... and NCCL's own time on what its search finds there: 45 x 20.6/25 = 37.08 GB/s
@@ -221,28 +237,45 @@ def test_all_to_all_and_all_gather_finish(tmp_path):
 
 # -- configuration -------------------------------------------------------------------
 
+
 def test_nccl_needs_its_section():
-    with pytest.raises(ConfigError, match="needs a \"nccl\" section"):
-        SystemConfig.from_dict({"scheduling-policy": "LIFO", "collective-optimization": "baseline",
-                                "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"]})
+    with pytest.raises(ConfigError, match='needs a "nccl" section'):
+        SystemConfig.from_dict(
+            {
+                "scheduling-policy": "LIFO",
+                "collective-optimization": "baseline",
+                "preferred-dataset-splits": 1,
+                "all-reduce-implementation": ["nccl"],
+            }
+        )
 
 
-@pytest.mark.parametrize("section, message", [
-    ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200"),
-    ({"gpu": "H100", "NCCL_ALGO": "Rings"}, "nccl.NCCL_ALGO: NCCL_ALGO='Rings': unknown 'Rings'"),
-    ({"gpu": "H100", "nics": 8}, "unknown key 'nics'"),
-    ({}, "missing required key 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200"),
+        ({"gpu": "H100", "NCCL_ALGO": "Rings"}, "nccl.NCCL_ALGO: NCCL_ALGO='Rings': unknown 'Rings'"),
+        ({"gpu": "H100", "nics": 8}, "unknown key 'nics'"),
+        ({}, "missing required key 'gpu'"),
+    ],
+)
 def test_bad_sections_are_one_line(section, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        SystemConfig.from_dict({"scheduling-policy": "LIFO", "collective-optimization": "baseline",
-                                "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"],
-                                "nccl": section})
+        SystemConfig.from_dict(
+            {
+                "scheduling-policy": "LIFO",
+                "collective-optimization": "baseline",
+                "preferred-dataset-splits": 1,
+                "all-reduce-implementation": ["nccl"],
+                "nccl": section,
+            }
+        )
 
 
 def test_node_must_be_a_switch(tmp_path):
-    network = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [8],
-                                       "bandwidth": [400], "latency": [300]})
+    network = NetworkConfig.from_dict(
+        {"topology": ["Ring"], "npus_count": [8], "bandwidth": [400], "latency": [300]}
+    )
     _, system = h100_configs()
     write_micro("all-reduce", 1024, 8, tmp_path / "ar")
     with pytest.raises(ConfigError, match="dimension 0 to be a Switch"):
@@ -254,6 +287,7 @@ def test_presets_load():
     for name in ("hgx_h100", "hgx_h100_4nodes", "dgx_a100"):
         from astra_core.config.network import load_network
         from astra_core.config.system import load_system
+
         net = load_network(root / name / "network.yml")
         sysc = load_system(root / name / "system.json", dims=net.dims_count)
         assert sysc.nccl is not None and math.prod(net.npus_per_dim) in (8, 32)
@@ -275,12 +309,15 @@ def p2p_trace(tmp_path: Path, size: int, npus: int = 8) -> str:
     return str(prefix)
 
 
-@pytest.mark.parametrize("size, expected_us", [
-    # LL up to 16 KiB: 6.6 + 0.6 us, 16 bytes on the wire per 8 at 370.8 GB/s
-    (4096, 6.6 + 0.6 + 2 * 4096 / 370.8e3),
-    # Simple: 8.4 + 3.4 us, the bytes at 370.8 GB/s
-    (1 << 20, 8.4 + 3.4 + (1 << 20) / 370.8e3),
-])
+@pytest.mark.parametrize(
+    "size, expected_us",
+    [
+        # LL up to 16 KiB: 6.6 + 0.6 us, 16 bytes on the wire per 8 at 370.8 GB/s
+        (4096, 6.6 + 0.6 + 2 * 4096 / 370.8e3),
+        # Simple: 8.4 + 3.4 us, the bytes at 370.8 GB/s
+        (1 << 20, 8.4 + 3.4 + (1 << 20) / 370.8e3),
+    ],
+)
 def test_sends_take_nccl_p2p_cost(tmp_path, size, expected_us):
     network, system = h100_configs()
     result = astra.simulate(p2p_trace(tmp_path, size), system, network)
@@ -299,8 +336,10 @@ def test_broadcast_and_reduce_run_as_nccl_rings(tmp_path, collective, chakra):
     size = 64 << 20
     prefix = tmp_path / collective
     for rank in range(8):
-        write_rank_trace(f"{prefix}.{rank}.et", [make_node(1, collective, pb.COMM_COLL_NODE,
-                                                           comm_type=chakra, comm_size=size)])
+        write_rank_trace(
+            f"{prefix}.{rank}.et",
+            [make_node(1, collective, pb.COMM_COLL_NODE, comm_type=chakra, comm_size=size)],
+        )
     network, system = h100_configs()
     result = astra.simulate(str(prefix), system, network)
     # NCCL's time: Ring Simple, one hop of latency (same channels), the bus at 12 x 30 GB/s;
@@ -323,15 +362,25 @@ def test_nvls_all_reduce_moves_n_plus_1_over_n_per_gpu(tmp_path, gpus):
 
 
 def test_collnet_runs_where_the_network_reduces(tmp_path):
-    network = NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, 4],
-                                       "bandwidth": [450e9 / GIB, 50e9 / GIB],
-                                       "latency": [300, 1350]})
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 4],
+            "bandwidth": [450e9 / GIB, 50e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
     results = {}
     for algo in ("CollNetDirect", "CollNetChain"):
-        system = SystemConfig.from_dict({
-            "scheduling-policy": "LIFO", "collective-optimization": "baseline",
-            "preferred-dataset-splits": 1, "all-reduce-implementation": ["nccl"],
-            "nccl": {"gpu": "H100", "collnet": 1, "NCCL_ALGO": algo}})
+        system = SystemConfig.from_dict(
+            {
+                "scheduling-policy": "LIFO",
+                "collective-optimization": "baseline",
+                "preferred-dataset-splits": 1,
+                "all-reduce-implementation": ["nccl"],
+                "nccl": {"gpu": "H100", "collnet": 1, "NCCL_ALGO": algo},
+            }
+        )
         write_micro("all-reduce", 256 << 20, 32, tmp_path / "ar")
         results[algo] = astra.simulate(str(tmp_path / "ar"), system, network).step_ns
     comm = communicator(Machine(32, 8, GPUS["H100"], H100_NVLINK, 50.0, 8, collnet=True))
@@ -340,8 +389,10 @@ def test_collnet_runs_where_the_network_reduces(tmp_path):
     # SM 90; x 1/2 for an all-reduce (tuning.cc)
     bus = 8 * 48.0 * 0.85 * 0.5
     assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.COLLNET_DIRECT][Proto.SIMPLE] == pytest.approx(bus)
-    assert results["CollNetDirect"] >= t.time_us(Func.ALL_REDUCE, Algo.COLLNET_DIRECT, Proto.SIMPLE,
-                                                 256 << 20) * 1000 - 1
+    assert (
+        results["CollNetDirect"]
+        >= t.time_us(Func.ALL_REDUCE, Algo.COLLNET_DIRECT, Proto.SIMPLE, 256 << 20) * 1000 - 1
+    )
     assert results["CollNetChain"] > 0
 
 
@@ -371,12 +422,19 @@ def test_involved_dims_make_the_communicator(tmp_path, involved, members):
     from astra_core.workload.writer import make_node, write_rank_trace
 
     size = 64 << 20
-    network = NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, 2],
-                                       "bandwidth": [450e9 / GIB, 50e9 / GIB], "latency": [300, 1000]})
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 2],
+            "bandwidth": [450e9 / GIB, 50e9 / GIB],
+            "latency": [300, 1000],
+        }
+    )
     _, system = h100_configs()
     prefix = tmp_path / "dims"
-    node = make_node(0, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=size,
-                     involved_dim=involved)
+    node = make_node(
+        0, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=size, involved_dim=involved
+    )
     for rank in range(16):
         write_rank_trace(f"{prefix}.{rank}.et", [node])
     result = astra.simulate(str(prefix), system, network)

@@ -25,37 +25,60 @@ MODEL = ModelConfig("t", layers=4, hidden=1024, heads=16, ffn_hidden=4096, vocab
 
 def dgx(nodes: int) -> NetworkConfig:
     """DGX A100 nodes: NVSwitch (300 GB/s per GPU), one 25 GB/s rail NIC per GPU."""
-    return NetworkConfig.from_dict({"topology": ["Switch", "Switch"], "npus_count": [8, nodes],
-                                    "bandwidth": [300e9 / GIB, 25e9 / GIB], "latency": [300, 1350]})
+    return NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, nodes],
+            "bandwidth": [300e9 / GIB, 25e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
 
 
 def nccl_system(**nccl) -> SystemConfig:
-    return SystemConfig.from_dict({
-        "scheduling-policy": "LIFO", "collective-optimization": "baseline",
-        "preferred-dataset-splits": 1,
-        **{f"{c}-implementation": ["nccl"]
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
-        "nccl": {"gpu": "A100", **nccl}})
+    return SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 1,
+            **{
+                f"{c}-implementation": ["nccl"]
+                for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+            },
+            "nccl": {"gpu": "A100", **nccl},
+        }
+    )
 
 
 def runs(tmp_path, dp, tp, pp, dims, system=None, **options):
-    cfg = LLMConfig(MODEL, GPUS["a100"], dp=dp, tp=tp, pp=pp, micro_batch=1, global_batch=4 * dp,
-                    dims=dims, **options)
+    cfg = LLMConfig(
+        MODEL, GPUS["a100"], dp=dp, tp=tp, pp=pp, micro_batch=1, global_batch=4 * dp, dims=dims, **options
+    )
     _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
     network = dgx(dp * tp * pp // 8)
-    return [astra.simulate(str(tmp_path / "llm"), system or nccl_system(), network,
-                           comm_groups=str(groups) if groups else None, symmetry=flag)
-            for flag in (True, False)]
+    return [
+        astra.simulate(
+            str(tmp_path / "llm"),
+            system or nccl_system(),
+            network,
+            comm_groups=str(groups) if groups else None,
+            symmetry=flag,
+        )
+        for flag in (True, False)
+    ]
 
 
-@pytest.mark.parametrize("dp, tp, pp, dims, options, simulated", [
-    # TP on the node's NVSwitch ring, DP on the rails: one class
-    (4, 8, 1, [8, 4], {}, 1),
-    # the nodes dimension read as DP x PP: one class per stage
-    (2, 8, 2, [8, 4], {"recompute": "full", "overlap_grad_reduce": False}, 2),
-    (4, 2, 2, None, {"virtual_stages": 2}, 2),
-    (8, 1, 2, None, {"recompute": "selective"}, 2),
-])
+@pytest.mark.parametrize(
+    "dp, tp, pp, dims, options, simulated",
+    [
+        # TP on the node's NVSwitch ring, DP on the rails: one class
+        (4, 8, 1, [8, 4], {}, 1),
+        # the nodes dimension read as DP x PP: one class per stage
+        (2, 8, 2, [8, 4], {"recompute": "full", "overlap_grad_reduce": False}, 2),
+        (4, 2, 2, None, {"virtual_stages": 2}, 2),
+        (8, 1, 2, None, {"recompute": "selective"}, 2),
+    ],
+)
 def test_nccl_symmetry_is_exact(tmp_path, dp, tp, pp, dims, options, simulated):
     sym, full = runs(tmp_path, dp, tp, pp, dims, **options)
     assert sym.symmetric and not full.symmetric

@@ -41,7 +41,8 @@ def test_ring_all_reduce_on_one_nvlink_node():
     assert t.time_us(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, n) == pytest.approx(expected)
     # LL128: 120/128 of the wire, at most 36.7 GB/s per channel on Hopper
     assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.RING][Proto.LL128] == pytest.approx(
-        min(CH * BW * .92, CH * 36.7) * 8 / steps)
+        min(CH * BW * 0.92, CH * 36.7) * 8 / steps
+    )
 
 
 def test_all_gather_steps_and_broadcast_latency():
@@ -54,18 +55,22 @@ def test_all_gather_steps_and_broadcast_latency():
 
 
 def test_tree_all_reduce_across_nodes_with_size_correction():
-    graphs = {Algo.RING: Graph(8, 20.0, 20.0, latency_inter_us=1.0),
-              Algo.TREE: Graph(8, 20.0, 20.0, latency_inter_us=1.0)}
+    graphs = {
+        Algo.RING: Graph(8, 20.0, 20.0, latency_inter_us=1.0),
+        Algo.TREE: Graph(8, 20.0, 20.0, latency_inter_us=1.0),
+    }
     comm = Communicator(n_ranks=32, n_nodes=4, compcap=90, graphs=graphs)
     t = tune(comm)
     intra, inter = 4.0, 14 + 1.0 + 1.0  # NVLink tree Simple; NET tree Simple + latencyInter + flush
     assert t.latency_us[Func.ALL_REDUCE][Algo.TREE][Proto.SIMPLE] == pytest.approx(
-        8.4 + 2 * ((8 - 1) * intra + 2 * inter))
-    bus = min(8 * 20.0 * .92, 8 * 36.0)  # perChMaxTreeBw Hopper >2 nodes: 36
-    assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.TREE][Proto.SIMPLE] == pytest.approx(bus * .5)
+        8.4 + 2 * ((8 - 1) * intra + 2 * inter)
+    )
+    bus = min(8 * 20.0 * 0.92, 8 * 36.0)  # perChMaxTreeBw Hopper >2 nodes: 36
+    assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.TREE][Proto.SIMPLE] == pytest.approx(bus * 0.5)
     n = 1 << 20  # log2(n / 64) = 14: correction 0.5 for Simple
     assert t.time_us(Func.ALL_REDUCE, Algo.TREE, Proto.SIMPLE, n) == pytest.approx(
-        t.latency_us[Func.ALL_REDUCE][Algo.TREE][Proto.SIMPLE] + n / (1000 * bus * .5 * .5))
+        t.latency_us[Func.ALL_REDUCE][Algo.TREE][Proto.SIMPLE] + n / (1000 * bus * 0.5 * 0.5)
+    )
 
 
 def test_ring_all_reduce_across_nodes_pays_network_steps_and_the_plateau():
@@ -80,17 +85,20 @@ def test_ring_all_reduce_across_nodes_pays_network_steps_and_the_plateau():
     small, large = 8 * 32 * 63, 8 * 32 * 64  # the plateau starts at 64 bytes per channel and rank
     bw = 8 * 20.0 * 32 / steps
     assert t.time_us(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, small) == pytest.approx(
-        latency + small / (1000 * bw))
+        latency + small / (1000 * bw)
+    )
     assert t.time_us(Func.ALL_REDUCE, Algo.RING, Proto.SIMPLE, large) == pytest.approx(
-        latency * 1.4 + large / (1000 * bw))
+        latency * 1.4 + large / (1000 * bw)
+    )
 
 
 def test_nvls_bandwidth_and_usability():
     t = tune(one_node(nvls=True))
     # NVSwitch multicast: efficiency 0.85 on Hopper, one channel lost, all-reduce pipelines two ops
-    bus = CH * BW * .85 * (CH - 1) / CH * 2
+    bus = CH * BW * 0.85 * (CH - 1) / CH * 2
     assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.NVLS][Proto.SIMPLE] == pytest.approx(
-        min(bus / CH, BW) * CH * 8 / 14)
+        min(bus / CH, BW) * CH * 8 / 14
+    )
     assert t.latency_us[Func.ALL_REDUCE][Algo.NVLS][Proto.SIMPLE] == pytest.approx(25.0)
     assert t.bandwidth_gbps[Func.ALL_REDUCE][Algo.NVLS][Proto.LL] == 0
     assert not tune(one_node(nvls=False)).usable(Func.ALL_REDUCE, Algo.NVLS)
@@ -100,8 +108,9 @@ def test_choice_is_the_least_time_and_follows_nccl_algo_and_proto():
     t = tune(one_node())
     for n in (8, 1 << 16, 1 << 30):
         algo, proto, time = t.choose(Func.ALL_REDUCE, n)
-        every = [t.time_us(Func.ALL_REDUCE, a, p, n) for a in Algo for p in Proto
-                 if t.usable(Func.ALL_REDUCE, a)]
+        every = [
+            t.time_us(Func.ALL_REDUCE, a, p, n) for a in Algo for p in Proto if t.usable(Func.ALL_REDUCE, a)
+        ]
         assert time == min(x for x in every if x is not None)
     assert t.choose(Func.ALL_REDUCE, 8)[:2] == (Algo.RING, Proto.LL)  # 15 us: latency rules
     forced = tune(one_node(), nccl_algo="tree", nccl_proto="Simple")
@@ -116,8 +125,9 @@ def test_choice_is_the_least_time_and_follows_nccl_algo_and_proto():
 
 
 def test_env_lists_read_as_nccl_reads_them():
-    table = parse_env_list("ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring",
-                           FUNC_NAMES, ALGO_NAMES, "NCCL_ALGO")
+    table = parse_env_list(
+        "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring", FUNC_NAMES, ALGO_NAMES, "NCCL_ALGO"
+    )
     on = {FUNC_NAMES[f]: {ALGO_NAMES[a] for a, v in enumerate(row) if v} for f, row in enumerate(table)}
     assert on["AllReduce"] == {"Tree", "CollNetDirect"}
     assert on["Broadcast"] == {"Ring"}

@@ -9,8 +9,10 @@ import pytest
 
 from astra_core.api import simulate
 
-CASES = [("workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel", "analytical"),
-         ("workload/models/DLRM_HybridParallel_8npus/DLRM_HybridParallel", "analytical-congestion")]
+CASES = [
+    ("workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel", "analytical"),
+    ("workload/models/DLRM_HybridParallel_8npus/DLRM_HybridParallel", "analytical-congestion"),
+]
 
 
 @pytest.mark.parametrize("workload,backend", CASES, ids=["resnet50", "dlrm"])
@@ -39,11 +41,14 @@ def test_a_run_makes_no_cyclic_garbage(reference_dir, workload, backend):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = simulate(reference_dir / workload,
-                              reference_dir / "system/text_converter_system.json",
-                              reference_dir / "network/text_converter_network.yml",
-                              memory=reference_dir / "memory/text_converter_remote_memory.json",
-                              backend=backend, symmetry=False)
+            result = simulate(
+                reference_dir / workload,
+                reference_dir / "system/text_converter_system.json",
+                reference_dir / "network/text_converter_network.yml",
+                memory=reference_dir / "memory/text_converter_remote_memory.json",
+                backend=backend,
+                symmetry=False,
+            )
     finally:
         simulation.Simulation.run = run
     assert result.step_ns > 0 and len(result.collectives) > 0
@@ -63,9 +68,12 @@ def test_a_run_collects_rarely_and_restores_the_collector(reference_dir):
     before = gc.get_threshold()
     simulation.Simulation._start_and_drain = watched
     try:
-        simulate(reference_dir / CASES[0][0], reference_dir / "system/text_converter_system.json",
-                 reference_dir / "network/text_converter_network.yml",
-                 memory=reference_dir / "memory/text_converter_remote_memory.json")
+        simulate(
+            reference_dir / CASES[0][0],
+            reference_dir / "system/text_converter_system.json",
+            reference_dir / "network/text_converter_network.yml",
+            memory=reference_dir / "memory/text_converter_remote_memory.json",
+        )
     finally:
         simulation.Simulation._start_and_drain = drain
     assert seen == [simulation.RUN_GC_THRESHOLD]

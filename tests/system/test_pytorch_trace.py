@@ -18,8 +18,11 @@ def ddp_result(reference_dir, tmp_path_factory):
         os.symlink(reference_dir / "pytorch" / "ddp_step.0.et", folder / f"ddp.{rank}.et")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = simulate(folder / "ddp", reference_dir / "system/upstream_HGX-H100-validated.json",
-                          reference_dir / "network/upstream_HGX-H100-validated.yml")
+        result = simulate(
+            folder / "ddp",
+            reference_dir / "system/upstream_HGX-H100-validated.json",
+            reference_dir / "network/upstream_HGX-H100-validated.yml",
+        )
     return result, [w for w in caught if issubclass(w.category, TraceWarning)]
 
 
@@ -55,7 +58,12 @@ def test_collectives_ran_on_the_network(ddp_result):
     # 5 NCCL all-reduce kernels per rank go through the system layer.
     per_rank = [c for c in result.collectives if c.rank == 0]
     assert sorted(c.node.comm_size for c in per_rank if c.node.comm_type == 0) == [
-        8196000, 9724160, 26255360, 26550272, 31502336]
+        8196000,
+        9724160,
+        26255360,
+        26550272,
+        31502336,
+    ]
     assert result.messages > 0
 
 

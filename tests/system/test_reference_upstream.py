@@ -27,17 +27,27 @@ def _close(got: float, want: float) -> bool:
 def test_matches_upstream(case, reference_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = simulate(reference_dir / case["workload"], reference_dir / case["system"],
-                          reference_dir / case["network"], memory=reference_dir / case["memory"],
-                          backend=case["backend"])
+        result = simulate(
+            reference_dir / case["workload"],
+            reference_dir / case["system"],
+            reference_dir / case["network"],
+            memory=reference_dir / case["memory"],
+            backend=case["backend"],
+        )
     finish = [r.finish_ns for r in result.ranks]
     exposed = [r.exposed_comm_ns for r in result.ranks]
     assert len(finish) == len(case["finish_ns"])
-    bad = [(r, got, want) for r, (got, want) in enumerate(zip(finish, case["finish_ns"]))
-           if not _close(got, want)]
+    bad = [
+        (r, got, want)
+        for r, (got, want) in enumerate(zip(finish, case["finish_ns"]))
+        if not _close(got, want)
+    ]
     assert not bad, f"finish_ns (rank, got, upstream): {bad[:4]}"
-    bad = [(r, got, want) for r, (got, want) in enumerate(zip(exposed, case["exposed_comm_ns"]))
-           if not _close(got, want)]
+    bad = [
+        (r, got, want)
+        for r, (got, want) in enumerate(zip(exposed, case["exposed_comm_ns"]))
+        if not _close(got, want)
+    ]
     assert not bad, f"exposed_comm_ns (rank, got, upstream): {bad[:4]}"
 
 

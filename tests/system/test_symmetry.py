@@ -13,16 +13,24 @@ from tests.system.conftest import network, system
 
 _CASES = []
 if (REFERENCE_DIR / "expected.json").is_file():
-    _CASES = [c for c in json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
-              if c["backend"] == "analytical"]
+    _CASES = [
+        c
+        for c in json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
+        if c["backend"] == "analytical"
+    ]
 
 
 def _run(case, reference_dir, symmetry):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return simulate(reference_dir / case["workload"], reference_dir / case["system"],
-                        reference_dir / case["network"], memory=reference_dir / case["memory"],
-                        backend=case["backend"], symmetry=symmetry)
+        return simulate(
+            reference_dir / case["workload"],
+            reference_dir / case["system"],
+            reference_dir / case["network"],
+            memory=reference_dir / case["memory"],
+            backend=case["backend"],
+            symmetry=symmetry,
+        )
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[c["name"] for c in _CASES])
@@ -31,7 +39,8 @@ def test_symmetric_run_equals_full_run(case, reference_dir):
     full = _run(case, reference_dir, False)
     assert not full.symmetric
     assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in fast.ranks] == [
-        (r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in full.ranks]
+        (r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in full.ranks
+    ]
     assert (fast.messages, fast.message_bytes) == (full.messages, full.message_bytes)
 
 
@@ -44,13 +53,16 @@ def test_symmetry_is_used_where_it_applies(reference_dir):
     assert sum(used.values()) == len(used) - sum("doubleBinaryTree" in k for k in used)
 
 
-@pytest.mark.parametrize("dims, algorithm, symmetric", [
-    ([8], "ring", True),
-    ([8], "direct", True),
-    ([8], "halvingDoubling", True),   # XOR group on a power-of-two dimension
-    ([8], "doubleBinaryTree", False),
-    ([4, 4], "ring", True),
-])
+@pytest.mark.parametrize(
+    "dims, algorithm, symmetric",
+    [
+        ([8], "ring", True),
+        ([8], "direct", True),
+        ([8], "halvingDoubling", True),  # XOR group on a power-of-two dimension
+        ([8], "doubleBinaryTree", False),
+        ([4, 4], "ring", True),
+    ],
+)
 def test_symmetry_detection(workload, dims, algorithm, symmetric):
     node = make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=1 << 20)
     npus = 1
@@ -67,8 +79,9 @@ def test_symmetry_detection(workload, dims, algorithm, symmetric):
 def test_no_symmetry_on_the_congestion_aware_backend(workload):
     node = make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=1 << 20)
     prefix = workload({r: [node] for r in range(8)})
-    result = simulate(prefix, system(), network(["Switch"], [8], [50.0], [500.0]),
-                      backend="analytical-congestion")
+    result = simulate(
+        prefix, system(), network(["Switch"], [8], [50.0], [500.0]), backend="analytical-congestion"
+    )
     assert not result.symmetric and len(result.engines) == 8
 
 
@@ -76,28 +89,36 @@ def _both(prefix, sys_config, net, **kw):
     fast = simulate(prefix, sys_config, net, **kw)
     full = simulate(prefix, sys_config, net, symmetry=False, **kw)
     assert [(r.finish_ns, r.exposed_comm_ns, r.comm_ns) for r in fast.ranks] == [
-        (r.finish_ns, r.exposed_comm_ns, r.comm_ns) for r in full.ranks]
+        (r.finish_ns, r.exposed_comm_ns, r.comm_ns) for r in full.ranks
+    ]
     assert (fast.messages, fast.message_bytes) == (full.messages, full.message_bytes)
     return fast
 
 
 def _ar(size, pg=None, node_id=1, deps=()):
-    return make_node(node_id, f"ar{node_id}", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE,
-                     comm_size=size, pg_name=pg, data_deps=list(deps))
+    return make_node(
+        node_id,
+        f"ar{node_id}",
+        pb.COMM_COLL_NODE,
+        comm_type=pb.ALL_REDUCE,
+        comm_size=size,
+        pg_name=pg,
+        data_deps=list(deps),
+    )
 
 
 def test_group_of_every_npu_is_the_whole_network(workload):
     prefix = workload({r: [_ar(1 << 20, "1")] for r in range(4)})
-    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
-                   comm_groups={"1": [0, 1, 2, 3]})
+    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]), comm_groups={"1": [0, 1, 2, 3]})
     assert result.symmetric and len(result.engines) == 1
 
 
 def test_translated_groups_share_one_representative(workload):
     # Groups {0,1} and {2,3} are translates by 2: ranks 0 and 1 stand for all four.
     prefix = workload({r: [_ar(1 << 20, "1" if r < 2 else "2")] for r in range(4)})
-    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
-                   comm_groups={"1": [0, 1], "2": [2, 3]})
+    result = _both(
+        prefix, system(), network(["Ring"], [4], [50.0], [500.0]), comm_groups={"1": [0, 1], "2": [2, 3]}
+    )
     assert result.symmetric and [e.rank for e in result.engines] == [0, 1]
     assert result.representative == [0, 1, 0, 1]
 
@@ -114,8 +135,11 @@ def test_tensor_and_data_parallel_groups(workload):
     nodes = {}
     for r in range(16):
         tp, dp = r % 4, r // 4
-        nodes[r] = [_ar(1 << 20, str(1 + dp), 1), _ar(4 << 20, str(5 + tp), 2, deps=[1]),
-                    make_node(3, "k", pb.COMP_NODE, duration_micros=5, data_deps=[2])]
+        nodes[r] = [
+            _ar(1 << 20, str(1 + dp), 1),
+            _ar(4 << 20, str(5 + tp), 2, deps=[1]),
+            make_node(3, "k", pb.COMP_NODE, duration_micros=5, data_deps=[2]),
+        ]
     prefix = workload(nodes)
     net = network(["Switch", "Ring"], [4, 4], [200.0, 50.0], [100.0, 1000.0])
     result = _both(prefix, system(dims=2), net, comm_groups=groups)
@@ -123,11 +147,16 @@ def test_tensor_and_data_parallel_groups(workload):
 
 
 def test_no_symmetry_when_one_rank_differs(workload):
-    prefix = workload({r: [_ar(1 << 20, "1" if r < 2 else "2")] + (
-        [make_node(2, "extra", pb.COMP_NODE, duration_micros=3)] if r == 3 else [])
-        for r in range(4)})
-    result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]),
-                   comm_groups={"1": [0, 1], "2": [2, 3]})
+    prefix = workload(
+        {
+            r: [_ar(1 << 20, "1" if r < 2 else "2")]
+            + ([make_node(2, "extra", pb.COMP_NODE, duration_micros=3)] if r == 3 else [])
+            for r in range(4)
+        }
+    )
+    result = _both(
+        prefix, system(), network(["Ring"], [4], [50.0], [500.0]), comm_groups={"1": [0, 1], "2": [2, 3]}
+    )
     assert not result.symmetric
 
 
@@ -135,8 +164,12 @@ def test_a_whole_network_group_runs_the_configured_algorithm(workload):
     # A group of every NPU uses system.json's algorithms: with a double binary
     # tree the ranks play different roles, so every rank must run.
     prefix = workload({r: [_ar(1 << 20, "1")] for r in range(8)})
-    result = _both(prefix, system("doubleBinaryTree"), network(["Ring"], [8], [50.0], [500.0]),
-                   comm_groups={"1": list(range(8))})
+    result = _both(
+        prefix,
+        system("doubleBinaryTree"),
+        network(["Ring"], [8], [50.0], [500.0]),
+        comm_groups={"1": list(range(8))},
+    )
     assert not result.symmetric
     assert len({r.finish_ns for r in result.ranks}) > 1
 
@@ -148,11 +181,11 @@ def test_halving_doubling_with_point_to_point_simulates_every_rank(workload):
     nodes = {}
     for r in range(8):
         peer = r ^ 3
-        nodes[r] = [_ar(1 << 20),
-                    make_node(2, "send", pb.COMM_SEND_NODE, comm_dst=peer, comm_size=1 << 20,
-                              comm_tag=3),
-                    make_node(3, "recv", pb.COMM_RECV_NODE, comm_src=peer, comm_size=1 << 20,
-                              comm_tag=3)]
+        nodes[r] = [
+            _ar(1 << 20),
+            make_node(2, "send", pb.COMM_SEND_NODE, comm_dst=peer, comm_size=1 << 20, comm_tag=3),
+            make_node(3, "recv", pb.COMM_RECV_NODE, comm_src=peer, comm_size=1 << 20, comm_tag=3),
+        ]
     prefix = workload(nodes)
     result = _both(prefix, system("halvingDoubling"), network(["Ring"], [8], [50.0], [500.0]))
     assert not result.symmetric
@@ -162,11 +195,24 @@ def test_halving_doubling_with_point_to_point_simulates_every_rank(workload):
 def _ring_exchange(workload, tags, size=1024):
     """Rank r sends ``size`` bytes to r + 1 with tag ``tags[r]`` and receives from r - 1."""
     n = len(tags)
-    return workload({r: [
-        make_node(1, "send", pb.COMM_SEND_NODE, comm_dst=(r + 1) % n, comm_size=size,
-                  comm_tag=tags[r]),
-        make_node(2, "recv", pb.COMM_RECV_NODE, comm_src=(r - 1) % n, comm_size=size,
-                  comm_tag=tags[(r - 1) % n])] for r in range(n)})
+    return workload(
+        {
+            r: [
+                make_node(
+                    1, "send", pb.COMM_SEND_NODE, comm_dst=(r + 1) % n, comm_size=size, comm_tag=tags[r]
+                ),
+                make_node(
+                    2,
+                    "recv",
+                    pb.COMM_RECV_NODE,
+                    comm_src=(r - 1) % n,
+                    comm_size=size,
+                    comm_tag=tags[(r - 1) % n],
+                ),
+            ]
+            for r in range(n)
+        }
+    )
 
 
 def test_signatures_are_compared_not_hashed(workload):
@@ -178,7 +224,8 @@ def test_signatures_are_compared_not_hashed(workload):
     fast = _both(prefix, system(), net)
     full = simulate(prefix, system(), net, symmetry=False)
     assert [(r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns) for r in fast.ranks] == [
-        (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns) for r in full.ranks]
+        (r.finish_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns) for r in full.ranks
+    ]
     # 1 hop: 500 ns + 1024 B / (50 * 2^30 / 1e9 B/ns) = 519.07 -> 519 ns
     assert [r.finish_ns for r in fast.ranks] == [519] * 4
     assert fast.symmetric and [e.rank for e in fast.engines] == [0, 1]
@@ -191,15 +238,14 @@ def test_node_id_order_is_part_of_the_signature(workload):
     # rank 1 sends the small message first and rank 0's kernel after the small
     # receive starts 1 MiB later. Same nodes, not translates.
     def trace(big_id, small_id):
-        return [make_node(big_id, "big", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1 << 20,
-                          comm_tag=1),
-                make_node(small_id, "small", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1024,
-                          comm_tag=2),
-                make_node(3, "recv_big", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1 << 20,
-                          comm_tag=1),
-                make_node(4, "recv_small", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1024,
-                          comm_tag=2),
-                make_node(5, "kernel", pb.COMP_NODE, duration_micros=100, data_deps=[4])]
+        return [
+            make_node(big_id, "big", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1 << 20, comm_tag=1),
+            make_node(small_id, "small", pb.COMM_SEND_NODE, comm_dst=1 - r, comm_size=1024, comm_tag=2),
+            make_node(3, "recv_big", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1 << 20, comm_tag=1),
+            make_node(4, "recv_small", pb.COMM_RECV_NODE, comm_src=1 - r, comm_size=1024, comm_tag=2),
+            make_node(5, "kernel", pb.COMP_NODE, duration_micros=100, data_deps=[4]),
+        ]
+
     nodes = {}
     for r in range(2):
         nodes[r] = trace(1, 2) if r == 0 else trace(2, 1)
@@ -224,14 +270,14 @@ def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(work
         per_rank[r] = [
             make_node(1, "swap_send", pb.COMM_SEND_NODE, comm_dst=r ^ 2, comm_size=64, comm_tag=0),
             make_node(2, "swap_recv", pb.COMM_RECV_NODE, comm_src=r ^ 2, comm_size=64, comm_tag=0),
-            make_node(3, "big", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=1 << 20, comm_tag=5,
-                      data_deps=[1, 2]),
+            make_node(
+                3, "big", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=1 << 20, comm_tag=5, data_deps=[1, 2]
+            ),
             make_node(4, "small", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=4096, comm_tag=6),
-            make_node(5, "recv_big", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=1 << 20,
-                      comm_tag=5),
-            make_node(6, "recv_small", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=4096,
-                      comm_tag=6),
-            make_node(7, "kernel", pb.COMP_NODE, duration_micros=50, data_deps=[5])]
+            make_node(5, "recv_big", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=1 << 20, comm_tag=5),
+            make_node(6, "recv_small", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=4096, comm_tag=6),
+            make_node(7, "kernel", pb.COMP_NODE, duration_micros=50, data_deps=[5]),
+        ]
     net = network(["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
     result = _both(workload(per_rank), system(dims=2), net)
     assert not result.symmetric
@@ -243,11 +289,12 @@ def test_a_node_done_as_it_is_issued_is_no_race(workload):
     # A METADATA node completes while it is issued, readying an all-reduce that
     # then waits for the slot another all-reduce took in the same pass: one event,
     # in node id order on every rank, so the symmetric run stands.
-    nodes = [make_node(1, "meta", pb.METADATA_NODE),
-             _ar(1 << 20, node_id=2, deps=[1]),
-             _ar(1 << 16, node_id=3)]
-    result = _both(workload({r: nodes for r in range(4)}), system(),
-                   network(["Ring"], [4], [50.0], [500.0]))
+    nodes = [
+        make_node(1, "meta", pb.METADATA_NODE),
+        _ar(1 << 20, node_id=2, deps=[1]),
+        _ar(1 << 16, node_id=3),
+    ]
+    result = _both(workload({r: nodes for r in range(4)}), system(), network(["Ring"], [4], [50.0], [500.0]))
     assert result.symmetric and len(result.engines) == 1
 
 
@@ -271,10 +318,12 @@ def test_a_race_the_representative_wins_in_the_harmless_order(workload):
         peer = list(c)
         peer[dim] += 1 if c[dim] == 0 else -1
         if c[dim] == 0:
-            return make_node(node_id, "send_act", pb.COMM_SEND_NODE, comm_dst=rank(peer),
-                             comm_size=1024, comm_tag=0)
-        return make_node(node_id, "recv_act", pb.COMM_RECV_NODE, comm_src=rank(peer),
-                         comm_size=1024, comm_tag=0)
+            return make_node(
+                node_id, "send_act", pb.COMM_SEND_NODE, comm_dst=rank(peer), comm_size=1024, comm_tag=0
+            )
+        return make_node(
+            node_id, "recv_act", pb.COMM_RECV_NODE, comm_src=rank(peer), comm_size=1024, comm_tag=0
+        )
 
     per_rank = {}
     for r in range(8):
@@ -285,12 +334,20 @@ def test_a_race_the_representative_wins_in_the_harmless_order(workload):
             stage(r, 1, 2),
             make_node(3, "send", pb.COMM_SEND_NODE, comm_dst=peer, comm_size=64, comm_tag=0),
             make_node(4, "recv", pb.COMM_RECV_NODE, comm_src=peer, comm_size=64, comm_tag=0),
-            make_node(5, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=4096,
-                      involved_dim=[False, False, True], data_deps=[3, 4]),
-            stage(r, 0, 6)]
+            make_node(
+                5,
+                "ar",
+                pb.COMM_COLL_NODE,
+                comm_type=pb.ALL_REDUCE,
+                comm_size=4096,
+                involved_dim=[False, False, True],
+                data_deps=[3, 4],
+            ),
+            stage(r, 0, 6),
+        ]
     net = network(["Ring"] * 3, [2, 2, 2], [25.0] * 3, [100.0] * 3)
-    result = _both(workload(per_rank), system(dims=3, **{"endpoint-delay": 0,
-                                                        "preferred-dataset-splits": 1}), net)
+    result = _both(
+        workload(per_rank), system(dims=3, **{"endpoint-delay": 0, "preferred-dataset-splits": 1}), net
+    )
     assert not result.symmetric
-    assert [r.finish_ns for r in result.ranks] == [2100, 2100, 1962, 1962, 2100, 1962, 1962,
-                                                   1824]
+    assert [r.finish_ns for r in result.ranks] == [2100, 2100, 1962, 1962, 2100, 1962, 1962, 1824]

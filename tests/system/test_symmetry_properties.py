@@ -87,16 +87,23 @@ class Scenario:
                     deps.append(list(previous) if chained else [])
                 previous = list(range(first, len(specs)))
             count = len(specs)
-            ids = ([count - p for p in range(count)] if rank in self.reversed_ids
-                   else [p + 1 for p in range(count)])
-            nodes = [make_node(ids[p], name, kind, data_deps=[ids[d] for d in deps[p]], **attrs)
-                     for p, (name, kind, attrs) in enumerate(specs)]
+            ids = (
+                [count - p for p in range(count)]
+                if rank in self.reversed_ids
+                else [p + 1 for p in range(count)]
+            )
+            nodes = [
+                make_node(ids[p], name, kind, data_deps=[ids[d] for d in deps[p]], **attrs)
+                for p, (name, kind, attrs) in enumerate(specs)
+            ]
             write_rank_trace(f"{prefix}.{rank}.et", nodes)
 
     def __repr__(self) -> str:  # what hypothesis prints for a failing example
-        lines = [f"Scenario(sizes={self.grid.sizes}, kinds={self.kinds}, bw={self.bandwidth}, "
-                 f"lat={self.latency}, system={self.system}, groups={self.groups}, "
-                 f"reversed_ids={sorted(self.reversed_ids)})"]
+        lines = [
+            f"Scenario(sizes={self.grid.sizes}, kinds={self.kinds}, bw={self.bandwidth}, "
+            f"lat={self.latency}, system={self.system}, groups={self.groups}, "
+            f"reversed_ids={sorted(self.reversed_ids)})"
+        ]
         for i, (chained, per_rank) in enumerate(self.ops):
             lines.append(f"  op {i} chained={chained}:")
             for rank in sorted(per_rank):
@@ -126,8 +133,11 @@ def _pattern(draw, grid: Grid):
 @st.composite
 def _base(draw) -> Scenario:
     ndims = draw(st.integers(1, 3))
-    sizes = draw(st.lists(st.sampled_from([2, 3, 4]), min_size=ndims, max_size=ndims)
-                 .filter(lambda s: Grid(s).npus <= 16))
+    sizes = draw(
+        st.lists(st.sampled_from([2, 3, 4]), min_size=ndims, max_size=ndims).filter(
+            lambda s: Grid(s).npus <= 16
+        )
+    )
     grid = Grid(sizes)
     kinds = [draw(st.sampled_from(["Ring", "FullyConnected", "Switch"])) for _ in sizes]
     bandwidth = [draw(st.sampled_from([25.0, 50.0, 200.0])) for _ in sizes]
@@ -135,12 +145,17 @@ def _base(draw) -> Scenario:
     algorithms = []
     for size in sizes:
         options = ["ring", "direct", "direct1", "direct2"] + (
-            ["halvingDoubling", "doubleBinaryTree"] if size in _POW2 else [])
+            ["halvingDoubling", "doubleBinaryTree"] if size in _POW2 else []
+        )
         algorithms.append(draw(st.sampled_from(options)))
     if draw(st.integers(0, 5)) == 0:  # one ring / direct exchange over every NPU
-        algorithms = [draw(st.sampled_from(["oneRing", "oneDirect"]
-                                           + (["oneHalvingDoubling"] if grid.npus in _POW2
-                                              else [])))]
+        algorithms = [
+            draw(
+                st.sampled_from(
+                    ["oneRing", "oneDirect"] + (["oneHalvingDoubling"] if grid.npus in _POW2 else [])
+                )
+            )
+        ]
     system = {
         "scheduling-policy": draw(st.sampled_from(["LIFO", "FIFO"])),
         "endpoint-delay": draw(st.sampled_from([0, 10])),
@@ -151,8 +166,9 @@ def _base(draw) -> Scenario:
         "all-reduce-implementation": algorithms,
         "all-gather-implementation": algorithms,
         "reduce-scatter-implementation": algorithms,
-        "all-to-all-implementation": [a if "alving" not in a and a != "doubleBinaryTree"
-                                      else "ring" for a in algorithms],
+        "all-to-all-implementation": [
+            a if "alving" not in a and a != "doubleBinaryTree" else "ring" for a in algorithms
+        ],
     }
     scenario = Scenario(grid, kinds, bandwidth, latency, system)
     if draw(st.integers(0, 3)) == 0:
@@ -177,11 +193,14 @@ def _p2p_ring(draw, sc: Scenario) -> dict[int, list[tuple]]:
     for r in range(grid.npus):
         dst, src = grid.shift(r, offsets), grid.shift(r, offsets, -1)
         mine, theirs = key(r) % 4, key(src) % 4
-        out[r] = [("send", pb.COMM_SEND_NODE,
-                   dict(comm_dst=dst, comm_size=sizes[mine], comm_tag=tags[mine])),
-                  ("recv", pb.COMM_RECV_NODE,
-                   dict(comm_src=src, comm_size=sizes[theirs],
-                        comm_tag=tags[mine if own_tag else theirs]))]
+        out[r] = [
+            ("send", pb.COMM_SEND_NODE, dict(comm_dst=dst, comm_size=sizes[mine], comm_tag=tags[mine])),
+            (
+                "recv",
+                pb.COMM_RECV_NODE,
+                dict(comm_src=src, comm_size=sizes[theirs], comm_tag=tags[mine if own_tag else theirs]),
+            ),
+        ]
     return out
 
 
@@ -192,11 +211,11 @@ def _collective(draw, sc: Scenario) -> dict[int, list[tuple]]:
     size = draw(st.sampled_from([4096, 65536, 1 << 20]))
     involved = None
     if len(grid.sizes) > 1 and draw(st.booleans()):
-        involved = draw(st.lists(st.booleans(), min_size=len(grid.sizes),
-                                 max_size=len(grid.sizes)).filter(any))
+        involved = draw(
+            st.lists(st.booleans(), min_size=len(grid.sizes), max_size=len(grid.sizes)).filter(any)
+        )
     skip = draw(_pattern(grid)) if draw(st.integers(0, 9)) == 0 else None
-    node = ("coll", pb.COMM_COLL_NODE,
-            dict(comm_type=comm_type, comm_size=size, involved_dim=involved))
+    node = ("coll", pb.COMM_COLL_NODE, dict(comm_type=comm_type, comm_size=size, involved_dim=involved))
     return {r: [node] for r in range(grid.npus) if skip is None or skip(r) % 2 == 0}
 
 
@@ -227,8 +246,7 @@ def _group_family(draw, sc: Scenario) -> dict[int, str]:
         name = known.get(frozenset(members))
         if name is None:
             listed = list(members)
-            how = listing if listing != "mixed" else draw(st.sampled_from(["ascending",
-                                                                            "reversed"]))
+            how = listing if listing != "mixed" else draw(st.sampled_from(["ascending", "reversed"]))
             if how == "rotated":
                 k = draw(st.integers(0, len(listed) - 1))
                 listed = listed[k:] + listed[:k]
@@ -246,9 +264,10 @@ def _group_collective(draw, sc: Scenario) -> dict[int, list[tuple]]:
     names = _group_family(draw, sc)
     comm_type = draw(st.sampled_from(_COLLECTIVES))
     size = draw(st.sampled_from([4096, 65536, 1 << 20]))
-    return {r: [("group_coll", pb.COMM_COLL_NODE,
-                 dict(comm_type=comm_type, comm_size=size, pg_name=names[r]))]
-            for r in range(sc.grid.npus)}
+    return {
+        r: [("group_coll", pb.COMM_COLL_NODE, dict(comm_type=comm_type, comm_size=size, pg_name=names[r]))]
+        for r in range(sc.grid.npus)
+    }
 
 
 def _pipeline(draw, sc: Scenario) -> dict[int, list[tuple]]:
@@ -265,11 +284,21 @@ def _pipeline(draw, sc: Scenario) -> dict[int, list[tuple]]:
         stage = grid.coords(r)[dim]
         nodes = []
         if stage > 0:
-            nodes.append(("recv_act", pb.COMM_RECV_NODE,
-                          dict(comm_src=grid.shift(r, step, -1), comm_size=size, comm_tag=tag)))
+            nodes.append(
+                (
+                    "recv_act",
+                    pb.COMM_RECV_NODE,
+                    dict(comm_src=grid.shift(r, step, -1), comm_size=size, comm_tag=tag),
+                )
+            )
         if stage < grid.sizes[dim] - 1:
-            nodes.append(("send_act", pb.COMM_SEND_NODE,
-                          dict(comm_dst=grid.shift(r, step), comm_size=size, comm_tag=tag)))
+            nodes.append(
+                (
+                    "send_act",
+                    pb.COMM_SEND_NODE,
+                    dict(comm_dst=grid.shift(r, step), comm_size=size, comm_tag=tag),
+                )
+            )
         out[r] = nodes
     return out
 
@@ -279,17 +308,24 @@ def _compute(draw, sc: Scenario) -> dict[int, list[tuple]]:
     key = draw(_pattern(sc.grid))
     durations = draw(st.lists(st.integers(1, 5), min_size=4, max_size=4))
     cpu = draw(st.integers(0, 4)) == 0
-    return {r: [("kernel", pb.COMP_NODE,
-                 dict(duration_micros=durations[key(r) % 4], is_cpu_op=cpu or None))]
-            for r in range(sc.grid.npus)}
+    return {
+        r: [("kernel", pb.COMP_NODE, dict(duration_micros=durations[key(r) % 4], is_cpu_op=cpu or None))]
+        for r in range(sc.grid.npus)
+    }
 
 
-_OPS = {"p2p": _p2p_ring, "collective": _collective, "group": _group_collective,
-        "pipeline": _pipeline, "compute": _compute}
+_OPS = {
+    "p2p": _p2p_ring,
+    "collective": _collective,
+    "group": _group_collective,
+    "pipeline": _pipeline,
+    "compute": _compute,
+}
 
 
 def _scenarios(kinds: list[str], max_ops: int = 4):
     """Scenarios of 1..``max_ops`` operations drawn from ``kinds``."""
+
     @st.composite
     def build(draw):
         sc = draw(_base())
@@ -298,28 +334,29 @@ def _scenarios(kinds: list[str], max_ops: int = 4):
             chained = draw(st.integers(0, 3)) > 0
             sc.ops.append((chained, op(draw, sc)))
         return sc
+
     return build()
 
 
 def _outcome(sc: Scenario, prefix: str, symmetry: bool):
     """What a run gives: per-rank times, message counts and warnings; or the
     deadlock's message and ranks; or another error's class and message."""
-    network = NetworkConfig.from_dict({"topology": sc.kinds, "npus_count": sc.grid.sizes,
-                                       "bandwidth": sc.bandwidth, "latency": sc.latency})
+    network = NetworkConfig.from_dict(
+        {"topology": sc.kinds, "npus_count": sc.grid.sizes, "bandwidth": sc.bandwidth, "latency": sc.latency}
+    )
     system = SystemConfig.from_dict(sc.system)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = simulate(prefix, system, network, comm_groups=sc.groups,
-                              symmetry=symmetry)
+            result = simulate(prefix, system, network, comm_groups=sc.groups, symmetry=symmetry)
         except SimulationDeadlock as exc:
             return "deadlock", str(exc), sorted(exc.waiting)
         except AstraError as exc:
             return "error", type(exc).__name__, str(exc)
-    ranks = [(r.rank, r.finish_ns, r.compute_ns, r.cpu_ns, r.comm_ns, r.exposed_comm_ns)
-             for r in result.ranks]
-    return ("finished", ranks, result.messages, result.message_bytes,
-            [str(w.message) for w in caught])
+    ranks = [
+        (r.rank, r.finish_ns, r.compute_ns, r.cpu_ns, r.comm_ns, r.exposed_comm_ns) for r in result.ranks
+    ]
+    return ("finished", ranks, result.messages, result.message_bytes, [str(w.message) for w in caught])
 
 
 def _check(sc: Scenario) -> None:

@@ -48,11 +48,14 @@ def test_no_network_at_all_is_an_error(workload):
         resolve_network(None, None, None)
 
 
-@pytest.mark.parametrize("links, message", [
-    ([(0, 7, 12.5, 1.0)], "link 0 -> 7: unknown node id 7 (nodes are 0..2)"),
-    ([(0, 2, 0.0, 1.0)], "link 0 -> 2: bandwidth must be > 0, got 0.0"),
-    ([(0, 2, 12.5, 1.0), (2, 0, 12.5, 1.0)], "disconnected: NPU rank(s) 1 cannot be reached from rank 0"),
-])
+@pytest.mark.parametrize(
+    "links, message",
+    [
+        ([(0, 7, 12.5, 1.0)], "link 0 -> 7: unknown node id 7 (nodes are 0..2)"),
+        ([(0, 2, 0.0, 1.0)], "link 0 -> 2: bandwidth must be > 0, got 0.0"),
+        ([(0, 2, 12.5, 1.0), (2, 0, 12.5, 1.0)], "disconnected: NPU rank(s) 1 cannot be reached from rank 0"),
+    ],
+)
 def test_bad_links_are_one_line_errors(links, message):
     with pytest.raises(ConfigError) as exc:
         PhysicalTopology(3, [2], links, source="t.txt")

@@ -87,9 +87,15 @@ def test_fat_tree_needs_even_k(k):
 # -- leaf-spine --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("hosts, leaves, spines, over, host_gbps", [
-    (8, 2, 2, 1.0, 100.0), (16, 4, 3, 2.0, 100.0), (12, 3, 2, 3.0, 25.0), (4, 4, 1, 0.5, 400.0),
-])
+@pytest.mark.parametrize(
+    "hosts, leaves, spines, over, host_gbps",
+    [
+        (8, 2, 2, 1.0, 100.0),
+        (16, 4, 3, 2.0, 100.0),
+        (12, 3, 2, 3.0, 25.0),
+        (4, 4, 1, 0.5, 400.0),
+    ],
+)
 def test_leaf_spine_link_bandwidths(hosts, leaves, spines, over, host_gbps):
     t = leaf_spine(hosts, leaves, spines, oversubscription=over, host_gbps=host_gbps)
     per_leaf = hosts // leaves
@@ -109,11 +115,14 @@ def test_leaf_spine_link_bandwidths(hosts, leaves, spines, over, host_gbps):
         assert len(nodes) - 1 == (2 if a // per_leaf == b // per_leaf else 4)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((10, 3, 2), "10 hosts do not split evenly over 3 leaves"),
-    ((8, 2, 0), "spines must be an integer >= 1, got 0"),
-    ((8, 2, 2, 0.0), "oversubscription must be > 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((10, 3, 2), "10 hosts do not split evenly over 3 leaves"),
+        ((8, 2, 0), "spines must be an integer >= 1, got 0"),
+        ((8, 2, 2, 0.0), "oversubscription must be > 0"),
+    ],
+)
 def test_leaf_spine_errors(args, message):
     with pytest.raises(ConfigError, match=message):
         leaf_spine(*args)
@@ -147,8 +156,13 @@ def test_torus_3d_neighbours_and_ids():
     for x, y, z in itertools.product(range(4), range(3), range(2)):
         n = node(x, y, z)
         neighbours = {t.link_dst[i] for i in t.out_links[n]}
-        assert neighbours == {node((x + 1) % 4, y, z), node((x - 1) % 4, y, z),
-                              node(x, (y + 1) % 3, z), node(x, (y - 1) % 3, z), node(x, y, 1 - z)}
+        assert neighbours == {
+            node((x + 1) % 4, y, z),
+            node((x - 1) % 4, y, z),
+            node(x, (y + 1) % 3, z),
+            node(x, (y - 1) % 3, z),
+            node(x, y, 1 - z),
+        }
     assert len(route_nodes(t, node(0, 0, 0), node(2, 1, 1))) - 1 == 2 + 1 + 1
 
 
@@ -199,11 +213,14 @@ def test_gpu_cluster_routes_intra_node_on_nvswitch_inter_node_through_nics():
                 assert len(path) - 1 == (2 if a % g == b % g else 4)
 
 
-@pytest.mark.parametrize("nodes, g, leaves, leaf_of", [
-    (2, 4, 2, lambda n, gpu: gpu % 2),            # fewer leaves: rails share a leaf
-    (4, 2, 4, lambda n, gpu: gpu + 2 * (n // 2)),  # 2 leaves per rail: servers 0-1 and 2-3
-    (3, 2, 1, lambda n, gpu: 0),
-])
+@pytest.mark.parametrize(
+    "nodes, g, leaves, leaf_of",
+    [
+        (2, 4, 2, lambda n, gpu: gpu % 2),  # fewer leaves: rails share a leaf
+        (4, 2, 4, lambda n, gpu: gpu + 2 * (n // 2)),  # 2 leaves per rail: servers 0-1 and 2-3
+        (3, 2, 1, lambda n, gpu: 0),
+    ],
+)
 def test_gpu_cluster_leaf_choices(nodes, g, leaves, leaf_of):
     t = gpu_cluster(nodes, g, leaves=leaves, spines=2)
     leaf0 = nodes * g + nodes
@@ -213,11 +230,14 @@ def test_gpu_cluster_leaf_choices(nodes, g, leaves, leaf_of):
     assert route_nodes(t, 0, 1) == [0, nodes * g, 1]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(leaves=3), "leaves \\(3\\) must divide gpus_per_node \\(4\\) or be a multiple of it"),
-    (dict(leaves=12), "12 leaves make 3 leaves per rail; nodes \\(2\\) must be a multiple of it"),
-    (dict(nic_gbps=0), "nic_gbps must be > 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(leaves=3), "leaves \\(3\\) must divide gpus_per_node \\(4\\) or be a multiple of it"),
+        (dict(leaves=12), "12 leaves make 3 leaves per rail; nodes \\(2\\) must be a multiple of it"),
+        (dict(nic_gbps=0), "nic_gbps must be > 0"),
+    ],
+)
 def test_gpu_cluster_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         gpu_cluster(2, 4, **kwargs)

@@ -20,8 +20,11 @@ def test_mesh_4x3_links_ids_and_manhattan_routes():
     for x, y in itertools.product(range(4), range(3)):
         n = x + 4 * y
         neighbours = {t.link_dst[i] for i in t.out_links[n]}
-        expected = {x2 + 4 * y2 for x2, y2 in ((x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1))
-                    if 0 <= x2 < 4 and 0 <= y2 < 3}
+        expected = {
+            x2 + 4 * y2
+            for x2, y2 in ((x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1))
+            if 0 <= x2 < 4 and 0 <= y2 < 3
+        }
         assert neighbours == expected
     for a, b in itertools.permutations(range(12), 2):
         # no wrap-around: the hop count is the Manhattan distance

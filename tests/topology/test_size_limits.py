@@ -29,6 +29,7 @@ LIMITS = f"astra's limit is {MAX_NODES:,} nodes, {MAX_NPUS:,} NPUs and {MAX_LINK
 @pytest.fixture(autouse=True)
 def _deadline():
     """Fail (instead of hanging or eating the machine's memory) after 5 s."""
+
     def expire(signum, frame):
         raise TimeoutError("not refused quickly")
 
@@ -42,7 +43,11 @@ def _deadline():
 def test_the_limits_are_as_documented():
     assert (MAX_NPUS, MAX_NODES, MAX_LINKS) == (2**20, 2**21, 2**22)
     check_topology_size("x", MAX_NODES, MAX_LINKS, MAX_NPUS)  # at the limit: accepted
-    for nodes, links, npus in ((MAX_NODES + 1, 0, 1), (2, MAX_LINKS + 1, 2), (MAX_NPUS + 1,) * 2 + (MAX_NPUS + 1,)):
+    for nodes, links, npus in (
+        (MAX_NODES + 1, 0, 1),
+        (2, MAX_LINKS + 1, 2),
+        (MAX_NPUS + 1,) * 2 + (MAX_NPUS + 1,),
+    ):
         with pytest.raises(ConfigError, match="too large"):
             check_topology_size("x", nodes, links, npus)
 
@@ -52,24 +57,45 @@ def test_fat_tree_k_1000():
         generators.fat_tree(1000)
     assert str(info.value) == (
         "fat-tree k=1000: too large: 251,250,000 nodes (250,000,000 NPUs) and 1,500,000,000 "
-        f"directed links, about 600 GB of memory; {LIMITS}")
+        f"directed links, about 600 GB of memory; {LIMITS}"
+    )
 
 
-@pytest.mark.parametrize("build, name, nodes, npus, links", [
-    (lambda: generators.leaf_spine(1000, 1000, 100_000), "leaf-spine 1000 hosts/1000 leaves/100000 spines",
-     101_000 + 1000, 1000, 2 * (1000 + 1000 * 100_000)),
-    (lambda: generators.torus([100_000, 100_000]), "torus 100000x100000", 10**10, 10**10, 4 * 10**10),
-    (lambda: generators.torus([1024, 1024, 2]), "torus 1024x1024x2", 2**21, 2**21,
-     2 * (2**21 + 2**21 + 2**20)),
-    (lambda: generators.mesh([3000, 3000]), "mesh 3000x3000", 9 * 10**6, 9 * 10**6, 2 * 2 * 3000 * 2999),
-    (lambda: generators.gpu_cluster(1_000_000, 8), "gpu-cluster 1000000x8", 8 * 10**6 + 10**6 + 16,
-     8 * 10**6, 2 * (2 * 8 * 10**6 + 64)),
-])
+@pytest.mark.parametrize(
+    "build, name, nodes, npus, links",
+    [
+        (
+            lambda: generators.leaf_spine(1000, 1000, 100_000),
+            "leaf-spine 1000 hosts/1000 leaves/100000 spines",
+            101_000 + 1000,
+            1000,
+            2 * (1000 + 1000 * 100_000),
+        ),
+        (lambda: generators.torus([100_000, 100_000]), "torus 100000x100000", 10**10, 10**10, 4 * 10**10),
+        (
+            lambda: generators.torus([1024, 1024, 2]),
+            "torus 1024x1024x2",
+            2**21,
+            2**21,
+            2 * (2**21 + 2**21 + 2**20),
+        ),
+        (lambda: generators.mesh([3000, 3000]), "mesh 3000x3000", 9 * 10**6, 9 * 10**6, 2 * 2 * 3000 * 2999),
+        (
+            lambda: generators.gpu_cluster(1_000_000, 8),
+            "gpu-cluster 1000000x8",
+            8 * 10**6 + 10**6 + 16,
+            8 * 10**6,
+            2 * (2 * 8 * 10**6 + 64),
+        ),
+    ],
+)
 def test_other_generators(build, name, nodes, npus, links):
     with pytest.raises(ConfigError) as info:
         build()
     message = str(info.value)
-    assert message.startswith(f"{name}: too large: {nodes:,} nodes ({npus:,} NPUs) and {links:,} directed links")
+    assert message.startswith(
+        f"{name}: too large: {nodes:,} nodes ({npus:,} NPUs) and {links:,} directed links"
+    )
     assert message.endswith(LIMITS)
 
 
@@ -81,12 +107,16 @@ def test_topology_file_header_of_a_billion_nodes():
     with pytest.raises(ConfigError) as info:
         parse_ns3_topology("1000000000 0 0\n", "huge.txt")
     assert str(info.value) == (
-        f"huge.txt: line 1: too large: 1,000,000,000 nodes (1,000,000,000 NPUs) and 0 directed links; {LIMITS}")
+        f"huge.txt: line 1: too large: 1,000,000,000 nodes (1,000,000,000 NPUs) and 0 directed links; {LIMITS}"
+    )
 
 
 def test_topology_file_header_of_too_many_links():
-    with pytest.raises(ConfigError, match=r"^t.txt: line 1: too large: 10 nodes \(8 NPUs\) and "
-                                          r"20,000,000 directed links"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^t.txt: line 1: too large: 10 nodes \(8 NPUs\) and "
+        r"20,000,000 directed links",
+    ):
         parse_ns3_topology("10 2 10000000\n8 9\n", "t.txt")
 
 
@@ -96,16 +126,27 @@ def test_physical_topology_refuses_before_allocating_per_node_lists():
 
 
 def test_network_yml_fully_connected_dimension_too_large_for_physical_links():
-    net = NetworkConfig.from_dict({"topology": ["FullyConnected"], "npus_count": [4096],
-                                   "bandwidth": [50.0], "latency": [500.0]}, source="big.yml")
-    with pytest.raises(ConfigError, match=r"^big.yml: too large: 4,096 nodes \(4,096 NPUs\) and "
-                                          r"16,773,120 directed links"):
+    net = NetworkConfig.from_dict(
+        {"topology": ["FullyConnected"], "npus_count": [4096], "bandwidth": [50.0], "latency": [500.0]},
+        source="big.yml",
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^big.yml: too large: 4,096 nodes \(4,096 NPUs\) and "
+        r"16,773,120 directed links",
+    ):
         from_network(net)
 
 
-@pytest.mark.parametrize("args", [["fat-tree", "--k", "1000"], ["torus", "--dims", "100000x100000"],
-                                  ["gpu-cluster", "--nodes", "1000000", "--gpus", "8"],
-                                  ["leaf-spine", "--hosts", "1000", "--leaves", "1000", "--spines", "100000"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fat-tree", "--k", "1000"],
+        ["torus", "--dims", "100000x100000"],
+        ["gpu-cluster", "--nodes", "1000000", "--gpus", "8"],
+        ["leaf-spine", "--hosts", "1000", "--leaves", "1000", "--spines", "100000"],
+    ],
+)
 def test_cli_refuses_in_one_line(args):
     result = CliRunner().invoke(main, ["topology", *args])
     assert result.exit_code == 1
@@ -114,21 +155,27 @@ def test_cli_refuses_in_one_line(args):
     assert lines[0].endswith(LIMITS)
 
 
-@pytest.mark.parametrize("build, key", [
-    (lambda: generators.fat_tree(4, float("inf")), "bandwidth_gbps must be finite, got inf"),
-    (lambda: generators.torus([4, 4], 100.0, float("inf")), "latency_ns must be finite, got inf"),
-    (lambda: generators.fat_tree(4, "100"), "bandwidth_gbps must be a number, got '100'"),
-    (lambda: generators.fat_tree(True), "k must be an even integer >= 2, got True"),
-])
+@pytest.mark.parametrize(
+    "build, key",
+    [
+        (lambda: generators.fat_tree(4, float("inf")), "bandwidth_gbps must be finite, got inf"),
+        (lambda: generators.torus([4, 4], 100.0, float("inf")), "latency_ns must be finite, got inf"),
+        (lambda: generators.fat_tree(4, "100"), "bandwidth_gbps must be a number, got '100'"),
+        (lambda: generators.fat_tree(True), "k must be an even integer >= 2, got True"),
+    ],
+)
 def test_generator_numbers_must_be_finite_numbers(build, key):
     with pytest.raises(ConfigError, match=key):
         build()
 
 
-@pytest.mark.parametrize("rate, delay, problem", [
-    ("1e999Gbps", "1ns", "rate must be finite, got 1e999Gbps"),
-    ("100Gbps", "1e999s", "delay must be finite, got 1e999s"),
-])
+@pytest.mark.parametrize(
+    "rate, delay, problem",
+    [
+        ("1e999Gbps", "1ns", "rate must be finite, got 1e999Gbps"),
+        ("100Gbps", "1e999s", "delay must be finite, got 1e999s"),
+    ],
+)
 def test_topology_file_infinite_rate_or_delay(rate, delay, problem):
     with pytest.raises(ConfigError) as info:
         parse_ns3_topology(f"2 0 1\n0 1 {rate} {delay} 0\n", "inf.txt")

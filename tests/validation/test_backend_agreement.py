@@ -17,10 +17,16 @@ from tests.backends.ns3.conftest import require_ns3
 from tests.validation.conftest import validation_script
 
 
-@pytest.mark.parametrize("name, tolerance", [
-    ("p2p-fat-tree", 0.05), ("ring-switch", 0.05),
-    ("ring-fat-tree", 0.10), ("a2a-leaf-spine", 0.10), ("two-jobs", 0.10),
-])
+@pytest.mark.parametrize(
+    "name, tolerance",
+    [
+        ("p2p-fat-tree", 0.05),
+        ("ring-switch", 0.05),
+        ("ring-fat-tree", 0.10),
+        ("a2a-leaf-spine", 0.10),
+        ("two-jobs", 0.10),
+    ],
+)
 def test_flow_agrees_with_ns3(tmp_path: Path, name: str, tolerance: float):
     require_ns3()
     with validation_script("backends") as script:

@@ -46,5 +46,6 @@ def test_without_congestion_control_pfc_carries_the_load(rows):
     # Line-rate senders fill switch queues to PFC's threshold; every algorithm avoids it.
     table, _ = rows
     assert table["none"]["pfc_pauses"] > 0
-    assert table["none"]["queue_max_kb"] > max(table[cc]["queue_max_kb"]
-                                               for cc in ("dcqcn", "hpcc", "hpcc-pint", "dctcp"))
+    assert table["none"]["queue_max_kb"] > max(
+        table[cc]["queue_max_kb"] for cc in ("dcqcn", "hpcc", "hpcc-pint", "dctcp")
+    )

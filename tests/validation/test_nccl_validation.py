@@ -25,21 +25,23 @@ def test_a100_bus_bandwidth_at_4_gib_within_10_percent(nccl_validation, tmp_path
 
 
 def test_h100_peak_bus_bandwidths_within_5_percent(nccl_validation, tmp_path):
-    for name in ("HGX H100, 8 GPUs, NCCL defaults (NVLS), NVIDIA statement",
-                 "HGX H100, 8 GPUs, Ring, NVIDIA statement",
-                 "HGX H100, 4 GPUs, NVLS forced, user report"):
+    for name in (
+        "HGX H100, 8 GPUs, NCCL defaults (NVLS), NVIDIA statement",
+        "HGX H100, 8 GPUs, Ring, NVIDIA statement",
+        "HGX H100, 4 GPUs, NVLS forced, user report",
+    ):
         (error,) = errors(nccl_validation, name, tmp_path)
         assert abs(error) < 0.05, name
 
 
 def test_hopper_small_sizes(nccl_validation, tmp_path):
     # DeepEP issue #303: 8 x H20 (NVLink4, NVSwitch) all_reduce_perf, 8 B .. 4 KiB
-    found = errors(nccl_validation, "HGX H20 (Hopper, NVLink4 + NVSwitch), 8 GPUs, NCCL defaults, "
-                   "small sizes", tmp_path)
+    found = errors(
+        nccl_validation, "HGX H20 (Hopper, NVLink4 + NVSwitch), 8 GPUs, NCCL defaults, small sizes", tmp_path
+    )
     assert nccl_validation.geomean_abs(found) < 0.10 and max(abs(e) for e in found) < 0.25
 
 
 def test_report_names_every_source(nccl_validation, tmp_path):
-    text = nccl_validation.report([s for s in nccl_validation.SERIES if "A100" in s.name],
-                                  curves=False)
+    text = nccl_validation.report([s for s in nccl_validation.SERIES if "A100" in s.name], curves=False)
     assert "issue #175" in text and "| 4 GiB |" in text

@@ -22,14 +22,22 @@ from tests.conftest import REFERENCE_DIR
 
 _CASES = json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
 # one case of every workload family and both backends, and the 16-NPU and 1 GiB ones
-_PICKED = [c for c in _CASES if c["workload"].split("/")[1] in ("models", "custom")] + \
-    [c for c in _CASES if "16npus_1GB" in c["workload"] or "all_to_all" in c["workload"]][:6]
+_PICKED = [c for c in _CASES if c["workload"].split("/")[1] in ("models", "custom")] + [
+    c for c in _CASES if "16npus_1GB" in c["workload"] or "all_to_all" in c["workload"]
+][:6]
 
 
 def _graph_parts(graph) -> tuple:
-    return (list(graph.parent_counts), [list(c) for c in graph.children], graph.roots,
-            graph.missing_deps, graph.self_deps, graph.cycle_deps, graph.cyclic_ids,
-            {i: graph.index[i] for i in (graph.nodes[p].id for p in range(len(graph.nodes)))})
+    return (
+        list(graph.parent_counts),
+        [list(c) for c in graph.children],
+        graph.roots,
+        graph.missing_deps,
+        graph.self_deps,
+        graph.cycle_deps,
+        graph.cyclic_ids,
+        {i: graph.index[i] for i in (graph.nodes[p].id for p in range(len(graph.nodes)))},
+    )
 
 
 def _both_graphs(path) -> tuple:
@@ -38,8 +46,7 @@ def _both_graphs(path) -> tuple:
     for streamed in (False, True):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            trace = (scan_trace(path.read_bytes(), str(path)) if streamed
-                     else read_rank_trace(path))
+            trace = scan_trace(path.read_bytes(), str(path)) if streamed else read_rank_trace(path)
             graph = build_graph(trace)
         out.append((graph, [str(w.message) for w in caught]))
     return out
@@ -47,8 +54,7 @@ def _both_graphs(path) -> tuple:
 
 def test_a_pytorch_trace_streams_to_the_same_graph(reference_dir):
     # 3643 nodes with dependencies on missing ids and ctrl cycles to break
-    (whole, warned), (streamed, warned_streamed) = _both_graphs(
-        reference_dir / "pytorch" / "ddp_step.0.et")
+    (whole, warned), (streamed, warned_streamed) = _both_graphs(reference_dir / "pytorch" / "ddp_step.0.et")
     assert isinstance(streamed.nodes, StreamedNodes)
     assert warned and warned_streamed == warned
     assert _graph_parts(streamed) == _graph_parts(whole)
@@ -65,8 +71,16 @@ def test_random_traces_stream_to_the_same_graph(tmp_path):
         nodes = []
         for pos, node_id in enumerate(ids):
             pick = lambda: [rng.choice(ids + [5000]) for _ in range(rng.randint(0, 3))]  # noqa: E731, B023
-            nodes.append(make_node(node_id, f"n{pos}", pb.COMP_NODE, data_deps=pick(),
-                                   ctrl_deps=pick(), duration_micros=rng.randint(0, 9)))
+            nodes.append(
+                make_node(
+                    node_id,
+                    f"n{pos}",
+                    pb.COMP_NODE,
+                    data_deps=pick(),
+                    ctrl_deps=pick(),
+                    duration_micros=rng.randint(0, 9),
+                )
+            )
         path = write_rank_trace(tmp_path / f"r{trial}.0.et", nodes)
         (whole, warned), (streamed, warned_streamed) = _both_graphs(path)
         assert warned_streamed == warned
@@ -74,11 +88,13 @@ def test_random_traces_stream_to_the_same_graph(tmp_path):
 
 
 def test_duplicate_ids_and_bad_nodes_fail_as_when_read_whole(tmp_path):
-    dup = write_rank_trace(tmp_path / "d.0.et", [make_node(1, "a", pb.COMP_NODE),
-                                                 make_node(1, "b", pb.COMP_NODE)])
-    bad = write_rank_trace(tmp_path / "b.0.et", [
-        make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=0,
-                  is_cpu_op=False)])
+    dup = write_rank_trace(
+        tmp_path / "d.0.et", [make_node(1, "a", pb.COMP_NODE), make_node(1, "b", pb.COMP_NODE)]
+    )
+    bad = write_rank_trace(
+        tmp_path / "b.0.et",
+        [make_node(1, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=0, is_cpu_op=False)],
+    )
     for path in (dup, bad):
         with pytest.raises(TraceError) as whole:
             build_graph(read_rank_trace(path))
@@ -100,17 +116,22 @@ def test_streamed_runs_equal_whole_runs(case, reference_dir, monkeypatch):
     def run():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return simulate(reference_dir / case["workload"], reference_dir / case["system"],
-                            reference_dir / case["network"], memory=reference_dir / case["memory"],
-                            backend=case["backend"])
+            return simulate(
+                reference_dir / case["workload"],
+                reference_dir / case["system"],
+                reference_dir / case["network"],
+                memory=reference_dir / case["memory"],
+                backend=case["backend"],
+            )
 
     whole = run()
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
     streamed = run()
     assert isinstance(streamed.engines[0].nodes, StreamedNodes)
     assert streamed.symmetric == whole.symmetric
-    assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in streamed.ranks] == \
-        [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in whole.ranks]
+    assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in streamed.ranks] == [
+        (r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in whole.ranks
+    ]
     assert [list(e.records) for e in streamed.engines] == [list(e.records) for e in whole.engines]
     assert [r.finish_ns for r in streamed.ranks] == case["finish_ns"]  # upstream's numbers
 
@@ -119,20 +140,39 @@ def test_only_ready_and_running_nodes_are_held(tmp_path, monkeypatch):
     # A chain of compute kernels with an all-reduce every 10th node, on 4 ranks without
     # symmetry: a node is held from ready to done, so at most 2 a rank (a node and the
     # child it readies), 8 in all, whatever the length; none after the run.
-    nodes = [make_node(i, "k", pb.COMP_NODE, data_deps=[i - 1] if i else [], duration_micros=3)
-             if i % 10 else
-             make_node(i, "ar", pb.COMM_COLL_NODE, data_deps=[i - 1] if i else [],
-                       comm_type=pb.ALL_REDUCE, comm_size=1 << 16, is_cpu_op=False)
-             for i in range(400)]
+    nodes = [
+        make_node(i, "k", pb.COMP_NODE, data_deps=[i - 1] if i else [], duration_micros=3)
+        if i % 10
+        else make_node(
+            i,
+            "ar",
+            pb.COMM_COLL_NODE,
+            data_deps=[i - 1] if i else [],
+            comm_type=pb.ALL_REDUCE,
+            comm_size=1 << 16,
+            is_cpu_op=False,
+        )
+        for i in range(400)
+    ]
     write_rank_trace(tmp_path / "chain.0.et", nodes)
     for rank in range(1, 4):
         os.symlink(tmp_path / "chain.0.et", tmp_path / f"chain.{rank}.et")
-    (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\n"
-                                      "latency: [ 500 ]\n")
-    (tmp_path / "sys.json").write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 1, "collective-optimization": "baseline",
-        "local-mem-bw": 1600, "all-reduce-implementation": ["ring"]}))
+    (tmp_path / "net.yml").write_text(
+        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
+    )
+    (tmp_path / "sys.json").write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 10,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 1,
+                "collective-optimization": "baseline",
+                "local-mem-bw": 1600,
+                "all-reduce-implementation": ["ring"],
+            }
+        )
+    )
     traces = read_workload(tmp_path / "chain", 4, stream_min_bytes=0)
     streamed = traces[0].nodes
     most = []

@@ -29,19 +29,38 @@ def _error(path) -> str:
     return message
 
 
-@pytest.mark.parametrize("node, expected", [
-    (_coll(4, -1048576), "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got -1048576"),
-    (_coll(4, 0), "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got 0"),
-    (make_node(4, "ar", COLL, comm_type=pb.ALL_REDUCE), "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got none"),
-    (make_node(4, "s", SEND, comm_src=0, comm_dst=1, comm_tag=0, comm_size=-8),
-     "node 4: COMM_SEND_NODE needs comm_size > 0 bytes, got -8"),
-    (make_node(4, "r", RECV, comm_src=1, comm_dst=0, comm_tag=0),
-     "node 4: COMM_RECV_NODE needs comm_size > 0 bytes, got none"),
-    (make_node(4, "k", COMP, num_ops=-5, tensor_size=10), "node 4: num_ops must be a finite number >= 0, got -5"),
-    (make_node(4, "k", COMP, num_ops=float("nan"), tensor_size=10), "node 4: num_ops must be a finite number >= 0, got nan"),
-    (make_node(4, "k", COMP, num_ops=float("inf"), tensor_size=10), "node 4: num_ops must be a finite number >= 0, got inf"),
-    (make_node(4, "k", COMP, num_ops=-0.5), "node 4: num_ops must be a finite number >= 0, got -0.5"),
-])
+@pytest.mark.parametrize(
+    "node, expected",
+    [
+        (_coll(4, -1048576), "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got -1048576"),
+        (_coll(4, 0), "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got 0"),
+        (
+            make_node(4, "ar", COLL, comm_type=pb.ALL_REDUCE),
+            "node 4: COMM_COLL_NODE needs comm_size > 0 bytes, got none",
+        ),
+        (
+            make_node(4, "s", SEND, comm_src=0, comm_dst=1, comm_tag=0, comm_size=-8),
+            "node 4: COMM_SEND_NODE needs comm_size > 0 bytes, got -8",
+        ),
+        (
+            make_node(4, "r", RECV, comm_src=1, comm_dst=0, comm_tag=0),
+            "node 4: COMM_RECV_NODE needs comm_size > 0 bytes, got none",
+        ),
+        (
+            make_node(4, "k", COMP, num_ops=-5, tensor_size=10),
+            "node 4: num_ops must be a finite number >= 0, got -5",
+        ),
+        (
+            make_node(4, "k", COMP, num_ops=float("nan"), tensor_size=10),
+            "node 4: num_ops must be a finite number >= 0, got nan",
+        ),
+        (
+            make_node(4, "k", COMP, num_ops=float("inf"), tensor_size=10),
+            "node 4: num_ops must be a finite number >= 0, got inf",
+        ),
+        (make_node(4, "k", COMP, num_ops=-0.5), "node 4: num_ops must be a finite number >= 0, got -0.5"),
+    ],
+)
 def test_bad_values_name_file_and_node(tmp_path, node, expected):
     path = write_rank_trace(tmp_path / "w.0.et", [_coll(1, 1024), node])
     assert _error(path) == f"{path}: {expected}"
@@ -57,10 +76,12 @@ def test_negative_tensor_size(tmp_path):
 def test_valid_edge_values_are_kept(tmp_path):
     # A CPU-side collective (PyTorch host op) is replayed, so it needs no comm_size; zero num_ops
     # and tensor_size are upstream's "not given"; a fractional num_ops is fine.
-    nodes = [make_node(1, "c10d::allreduce_", COLL, is_cpu_op=True, duration_micros=5),
-             make_node(2, "k", COMP, num_ops=0, tensor_size=0),
-             make_node(3, "k2", COMP, num_ops=2.5e12, tensor_size=1 << 20),
-             make_node(4, "skip", pb.INVALID_NODE)]  # a named INVALID node: upstream skips it
+    nodes = [
+        make_node(1, "c10d::allreduce_", COLL, is_cpu_op=True, duration_micros=5),
+        make_node(2, "k", COMP, num_ops=0, tensor_size=0),
+        make_node(3, "k2", COMP, num_ops=2.5e12, tensor_size=1 << 20),
+        make_node(4, "skip", pb.INVALID_NODE),
+    ]  # a named INVALID node: upstream skips it
     trace = read_rank_trace(write_rank_trace(tmp_path / "w.0.et", nodes))
     assert [n.id for n in trace.nodes] == [1, 2, 3, 4] and trace.nodes[2].num_ops == 2.5e12
 
@@ -69,9 +90,11 @@ def test_many_bad_nodes_make_one_short_line(tmp_path):
     nodes = [_coll(i, -i - 1) for i in range(500)]
     path = write_rank_trace(tmp_path / "w.0.et", nodes)
     message = _error(path)
-    assert message == (f"{path}: node 0: COMM_COLL_NODE needs comm_size > 0 bytes, got -1; "
-                       "node 1: COMM_COLL_NODE needs comm_size > 0 bytes, got -2; "
-                       "node 2: COMM_COLL_NODE needs comm_size > 0 bytes, got -3; and 497 more bad nodes")
+    assert message == (
+        f"{path}: node 0: COMM_COLL_NODE needs comm_size > 0 bytes, got -1; "
+        "node 1: COMM_COLL_NODE needs comm_size > 0 bytes, got -2; "
+        "node 2: COMM_COLL_NODE needs comm_size > 0 bytes, got -3; and 497 more bad nodes"
+    )
 
 
 @pytest.mark.parametrize("data", [b"\x00\x00", b"\x00" * 64, b"\x00\x02\x08\x05"])
@@ -80,14 +103,18 @@ def test_bytes_that_decode_as_empty_nodes(tmp_path, data):
     # that sets only id 5. Protobuf accepts both; neither is a node.
     path = tmp_path / "w.0.et"
     path.write_bytes(data)
-    assert _error(path) == (f"{path}: node #0 (byte 1): decodes as an empty INVALID node "
-                            "(no type, name or attributes): not a Chakra ET file, or corrupt")
+    assert _error(path) == (
+        f"{path}: node #0 (byte 1): decodes as an empty INVALID node "
+        "(no type, name or attributes): not a Chakra ET file, or corrupt"
+    )
 
 
 def test_workload_names_the_bad_rank_file(tmp_path):
     for rank in range(4):
         write_rank_trace(tmp_path / f"w.{rank}.et", [_coll(0, 1024 if rank != 2 else -1024)])
-    with pytest.raises(TraceError, match=rf"^{tmp_path}/w\.2\.et: node 0: COMM_COLL_NODE needs comm_size > 0"):
+    with pytest.raises(
+        TraceError, match=rf"^{tmp_path}/w\.2\.et: node 0: COMM_COLL_NODE needs comm_size > 0"
+    ):
         read_workload(tmp_path / "w", 4)
 
 
@@ -99,7 +126,10 @@ def test_stray_rank_files_past_a_gap(tmp_path):
     prefix = tmp_path / "w"
     with pytest.raises(TraceError) as info:
         read_workload(prefix, 4)
-    assert str(info.value) == f"{prefix}: 4 NPUs need 4 trace files {prefix}.<rank>.et, found 5: extra {prefix}.6.et"
+    assert (
+        str(info.value)
+        == f"{prefix}: 4 NPUs need 4 trace files {prefix}.<rank>.et, found 5: extra {prefix}.6.et"
+    )
     for rank in (9, 12, 30):
         write_rank_trace(tmp_path / f"w.{rank}.et", [_coll(0, 1024)])
     with pytest.raises(TraceError) as info:

@@ -51,9 +51,12 @@ class DimTopology:
         return self.ring.nodes if self.ring is not None else self.trees.size
 
 
-def build_logical_dims(rank: int, dim_sizes: list[int],
-                       algorithms: Sequence[CollectiveAlgorithmName],
-                       source: str = "system.json") -> list[DimTopology]:
+def build_logical_dims(
+    rank: int,
+    dim_sizes: list[int],
+    algorithms: Sequence[CollectiveAlgorithmName],
+    source: str = "system.json",
+) -> list[DimTopology]:
     """Rank ``rank``'s logical dimensions for one collective type.
 
     Mirrors upstream ``GeneralComplexTopology``: one ring or double binary
@@ -78,8 +81,10 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
             return dims
         if base == "doubleBinaryTree":
             if size & (size - 1):
-                raise ConfigError(f"{source}: doubleBinaryTree needs a power-of-two "
-                                  f"dimension, dimension {d} has {size} NPUs")
+                raise ConfigError(
+                    f"{source}: doubleBinaryTree needs a power-of-two "
+                    f"dimension, dimension {d} has {size} NPUs"
+                )
             start = (rank - rank % (offset * size)) + rank % offset
             dims.append(DimTopology(base, trees=DoubleBinaryTreeTopology(size, start, offset)))
         else:
@@ -88,9 +93,15 @@ def build_logical_dims(rank: int, dim_sizes: list[int],
     return dims
 
 
-def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
-               direction: Direction = Direction.CLOCKWISE,
-               plugins: dict | None = None, nccl=None) -> CollectiveAlgorithm:
+def make_phase(
+    comm_type: CommType,
+    rank: int,
+    dim: DimTopology,
+    data_size: int,
+    direction: Direction = Direction.CLOCKWISE,
+    plugins: dict | None = None,
+    nccl=None,
+) -> CollectiveAlgorithm:
     """The algorithm object for one phase of one chunk (bytes in: ``data_size``).
 
     ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries);
@@ -99,12 +110,11 @@ def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
     """
     algorithm = dim.algorithm
     if algorithm.startswith("custom:"):
-        return custom_phase(comm_type, rank, tuple(dim.ring.members), data_size,
-                            algorithm[len("custom:"):])
+        return custom_phase(comm_type, rank, tuple(dim.ring.members), data_size, algorithm[len("custom:") :])
     if algorithm == "nccl":
         return nccl.phase(comm_type, rank, tuple(dim.ring.members), data_size)
     if algorithm.startswith("plugin:"):
-        name = algorithm[len("plugin:"):]
+        name = algorithm[len("plugin:") :]
         plan = plugins[name](comm_type, rank, dim.ring, data_size)
         return WindowedPhase(name, comm_type, rank, data_size, plan)
     if algorithm == "doubleBinaryTree":
@@ -119,6 +129,11 @@ def make_phase(comm_type: CommType, rank: int, dim: DimTopology, data_size: int,
 
 
 __all__ = [
-    "ALGORITHMS", "CollectiveAlgorithm", "DimTopology", "Direction", "Plan",
-    "build_logical_dims", "make_phase",
+    "ALGORITHMS",
+    "CollectiveAlgorithm",
+    "DimTopology",
+    "Direction",
+    "Plan",
+    "build_logical_dims",
+    "make_phase",
 ]

@@ -69,6 +69,7 @@ class Program:
 
 # -- Chakra ET ----------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=256)
 def chakra_program(prefix: str, position: int) -> Program:
     """The program of position ``position`` from ``<prefix>.<position>.et``."""
@@ -76,8 +77,10 @@ def chakra_program(prefix: str, position: int) -> Program:
 
     path = f"{prefix}.{position}.et"
     if not os.path.exists(path):
-        raise ConfigError(f"{path}: no such custom-collective ET (position {position} of the "
-                          f"communicator); *-implementation-custom names the prefix")
+        raise ConfigError(
+            f"{path}: no such custom-collective ET (position {position} of the "
+            f"communicator); *-implementation-custom names the prefix"
+        )
     trace = read_rank_trace(path)
     index = {node.id: i for i, node in enumerate(trace.nodes)}
     ops = []
@@ -85,23 +88,30 @@ def chakra_program(prefix: str, position: int) -> Program:
         deps = []
         for dep in tuple(node.data_deps) + tuple(node.ctrl_deps):
             if dep not in index:
-                raise TraceError(f"{path}: node {node.id} ({node.name}) depends on node {dep}, "
-                                 "which is not in the file")
+                raise TraceError(
+                    f"{path}: node {node.id} ({node.name}) depends on node {dep}, which is not in the file"
+                )
             deps.append(index[dep])
         if node.type == _COMM_SEND:
             if node.comm_dst is None:
                 raise TraceError(f"{path}: node {node.id} ({node.name}): COMM_SEND_NODE without comm_dst")
-            ops.append(Op(SEND, tuple(deps), node.comm_dst, int(node.comm_size or 0), int(node.comm_tag or 0)))
+            ops.append(
+                Op(SEND, tuple(deps), node.comm_dst, int(node.comm_size or 0), int(node.comm_tag or 0))
+            )
         elif node.type == _COMM_RECV:
             if node.comm_src is None:
                 raise TraceError(f"{path}: node {node.id} ({node.name}): COMM_RECV_NODE without comm_src")
-            ops.append(Op(RECV, tuple(deps), node.comm_src, int(node.comm_size or 0), int(node.comm_tag or 0)))
+            ops.append(
+                Op(RECV, tuple(deps), node.comm_src, int(node.comm_size or 0), int(node.comm_tag or 0))
+            )
         elif node.type == _COMP:
             micros = node.duration_micros or 0
             ops.append(Op(COMP, tuple(deps), duration_ns=int(micros * 1000) if micros else 1))
         else:
-            raise TraceError(f"{path}: node {node.id} ({node.name}): a custom collective has "
-                             "only COMM_SEND, COMM_RECV and COMP nodes")
+            raise TraceError(
+                f"{path}: node {node.id} ({node.name}): a custom collective has "
+                "only COMM_SEND, COMM_RECV and COMP nodes"
+            )
     return Program(_topological(ops, path), path)
 
 
@@ -149,8 +159,9 @@ def _int(element: ET.Element, name: str, path: str, where: str) -> int:
     try:
         return int(element.attrib[name])
     except (KeyError, ValueError):
-        raise ConfigError(f"{path}: {where}: needs an integer attribute {name!r}, got "
-                          f"{element.attrib.get(name)!r}") from None
+        raise ConfigError(
+            f"{path}: {where}: needs an integer attribute {name!r}, got {element.attrib.get(name)!r}"
+        ) from None
 
 
 def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Program:
@@ -166,7 +177,7 @@ def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Pro
         raise ConfigError(f"{path}: algo proto {root.attrib.get('proto')!r}: expected LL, LL128 or Simple")
     gpu = next((g for g in root.iter("gpu") if g.attrib.get("id") == str(position)), None)
     if gpu is None:
-        raise ConfigError(f"{path}: no <gpu id=\"{position}\">")
+        raise ConfigError(f'{path}: no <gpu id="{position}">')
     i_chunks = _int(gpu, "i_chunks", path, f"gpu {position}") or _int(root, "nchunksperloop", path, "algo")
     chunk = input_bytes / max(1, i_chunks)
     ops: list[Op] = []
@@ -209,8 +220,9 @@ def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Pro
     for index, depid, dep_step, where in pending:
         target = last_of_step.get((depid, dep_step))
         if target is None:
-            raise ConfigError(f"{path}: {where}: depends on tb {depid} step {dep_step}, which gpu "
-                              f"{position} does not have")
+            raise ConfigError(
+                f"{path}: {where}: depends on tb {depid} step {dep_step}, which gpu {position} does not have"
+            )
         op = ops[index]
         ops[index] = Op(op.kind, op.deps + (target,), op.peer, op.size, op.tag, op.duration_ns)
     return Program(_topological(ops, f"{path} gpu {position}"), path)
@@ -218,10 +230,13 @@ def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Pro
 
 def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None:
     if not 0 <= peer < ngpus:
-        raise ConfigError(f"{path}: {where}: {role} peer {peer} is not a GPU of the algorithm (0..{ngpus - 1})")
+        raise ConfigError(
+            f"{path}: {where}: {role} peer {peer} is not a GPU of the algorithm (0..{ngpus - 1})"
+        )
 
 
 # -- running ------------------------------------------------------------------------------
+
 
 class CustomPhase(CollectiveAlgorithm):
     """One rank's custom collective: runs its :class:`Program`'s operations as
@@ -259,11 +274,13 @@ class CustomPhase(CollectiveAlgorithm):
         op = self.program.ops[i]
         owner = self.stream.owner
         if op.kind == SEND:
-            owner.sim.matcher.send(self.rank, self.members[op.peer], op.size, self._tag + op.tag,
-                                   self._done, i, collective=True)
+            owner.sim.matcher.send(
+                self.rank, self.members[op.peer], op.size, self._tag + op.tag, self._done, i, collective=True
+            )
         elif op.kind == RECV:
-            owner.sim.matcher.recv(self.members[op.peer], self.rank, op.size, self._tag + op.tag,
-                                   self._done, i)
+            owner.sim.matcher.recv(
+                self.members[op.peer], self.rank, op.size, self._tag + op.tag, self._done, i
+            )
         elif op.kind == REDUCE:
             owner.register_event(owner.reduction_delay_ns(op.size), self._done, i)
         else:
@@ -280,11 +297,12 @@ class CustomPhase(CollectiveAlgorithm):
             self.exit()
 
     def waiting_for(self) -> str:
-        pending = [self.program.ops[i] for i in sorted(self._issued)
-                   if self.program.ops[i].kind == RECV]
+        pending = [self.program.ops[i] for i in sorted(self._issued) if self.program.ops[i].kind == RECV]
         peers = ", ".join(str(self.members[op.peer]) for op in pending[:4]) or "-"
-        return (f"custom {self.comm_type.label} ({Path(self.program.source).name}): "
-                f"{self._left} of {len(self.program.ops)} operations left; waiting for rank(s) {peers}")
+        return (
+            f"custom {self.comm_type.label} ({Path(self.program.source).name}): "
+            f"{self._left} of {len(self.program.ops)} operations left; waiting for rank(s) {peers}"
+        )
 
 
 def custom_phase(comm_type, rank: int, members: tuple[int, ...], data_size: int, source: str) -> CustomPhase:
@@ -315,12 +333,20 @@ def custom_sources(system) -> dict:
         candidates = [Path(entry)]
         if not Path(entry).is_absolute() and os.path.exists(os.path.dirname(system.source) or "."):
             candidates.append(Path(os.path.dirname(system.source)) / entry)
-        found = next((c for c in candidates
-                      if (c.is_file() if entry.endswith(".xml") else Path(f"{c}.0.et").is_file())), None)
+        found = next(
+            (
+                c
+                for c in candidates
+                if (c.is_file() if entry.endswith(".xml") else Path(f"{c}.0.et").is_file())
+            ),
+            None,
+        )
         if found is None:
             what = "file" if entry.endswith(".xml") else f"Chakra ET {entry}.0.et"
-            raise ConfigError(f"{system.source}: {comm_type.label}-implementation-custom: no {what} "
-                              "(relative paths are looked up from the working directory, then "
-                              "from the system.json's folder)")
+            raise ConfigError(
+                f"{system.source}: {comm_type.label}-implementation-custom: no {what} "
+                "(relative paths are looked up from the working directory, then "
+                "from the system.json's folder)"
+            )
         out[comm_type] = str(found)
     return out

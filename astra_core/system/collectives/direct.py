@@ -18,8 +18,14 @@ from astra_core.system.collectives.ring import message_sizes
 from astra_core.system.comm_types import CommType
 
 
-def direct_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: int,
-                direction: Direction = Direction.CLOCKWISE, window: int = -1) -> Plan:
+def direct_plan(
+    comm_type: CommType,
+    rank: int,
+    ring: RingTopology,
+    data_size: int,
+    direction: Direction = Direction.CLOCKWISE,
+    window: int = -1,
+) -> Plan:
     """Rank ``rank``'s plan for one direct phase; ``window`` < 0 means all peers."""
     n = ring.nodes
     count = 2 * (n - 1) if comm_type is CommType.ALL_REDUCE else n - 1
@@ -39,8 +45,12 @@ def direct_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: i
     # Upstream counts n - 1 "non-zero-latency" packets per cycle on a
     # communicator-group ring and one window's worth on a network dimension.
     per_cycle = (n - 1) * slots if ring.local else slots
-    return Plan(messages=messages, window=slots,
-                packets=packets(comm_type, count + slots, slots, per_cycle, msg),
-                final_data_size=final,
-                barrier=n - 1 if comm_type is CommType.ALL_REDUCE else None,
-                fast=ring.local, peers=tuple(ring.members))
+    return Plan(
+        messages=messages,
+        window=slots,
+        packets=packets(comm_type, count + slots, slots, per_cycle, msg),
+        final_data_size=final,
+        barrier=n - 1 if comm_type is CommType.ALL_REDUCE else None,
+        fast=ring.local,
+        peers=tuple(ring.members),
+    )

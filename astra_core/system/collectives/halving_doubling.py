@@ -31,15 +31,15 @@ def _partner(ring: RingTopology, rank: int, distance: int) -> int:
     return node
 
 
-def halving_doubling_plan(comm_type: CommType, rank: int, ring: RingTopology,
-                          data_size: int) -> Plan:
+def halving_doubling_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: int) -> Plan:
     """Rank ``rank``'s plan for one halving-doubling phase. Raises AstraError."""
     n = ring.nodes
     if n & (n - 1):
         raise AstraError(f"halvingDoubling needs a power-of-two group, got {n} ranks {ring.members}")
     if comm_type is CommType.ALL_TO_ALL:
-        raise AstraError("halvingDoubling has no all-to-all (as upstream); use ring or direct "
-                         "in all-to-all-implementation")
+        raise AstraError(
+            "halvingDoubling has no all-to-all (as upstream); use ring or direct in all-to-all-implementation"
+        )
     log2n = n.bit_length() - 1
     count = 2 * log2n if comm_type is CommType.ALL_REDUCE else log2n
     if comm_type is CommType.ALL_GATHER:
@@ -60,5 +60,11 @@ def halving_doubling_plan(comm_type: CommType, rank: int, ring: RingTopology,
             distance = int(distance * factor)
             size = int(size / factor)
     flags = upstream_packet_flags(count + 1, 1, log2n - 1, reduce_rule(comm_type))
-    return Plan(messages=messages[:count], window=1, packets=list(zip(flags, sizes)),
-                final_data_size=final, fast=ring.local, peers=tuple(ring.members))
+    return Plan(
+        messages=messages[:count],
+        window=1,
+        packets=list(zip(flags, sizes)),
+        final_data_size=final,
+        fast=ring.local,
+        peers=tuple(ring.members),
+    )

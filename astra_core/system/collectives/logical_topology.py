@@ -92,6 +92,7 @@ class BinaryTree:
         while tmp > 1:
             depth += 1
             tmp //= 2
+
         # Build the shape as nested [left, right] lists, then number in order.
         def shape(d: int):
             return [shape(d - 1), shape(d - 1)] if d > 1 else [None, None]
@@ -136,8 +137,10 @@ class DoubleBinaryTree:
 
     def __init__(self, size: int, start: int, stride: int):
         self.size = size
-        self.trees = (BinaryTree(size, start, stride, root_min=False),
-                      BinaryTree(size, start, stride, root_min=True))
+        self.trees = (
+            BinaryTree(size, start, stride, root_min=False),
+            BinaryTree(size, start, stride, root_min=True),
+        )
         self.counter = 0
 
     def next_tree(self) -> BinaryTree:

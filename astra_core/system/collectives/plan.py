@@ -45,16 +45,18 @@ class Plan:
 
 
 @lru_cache(maxsize=4096)
-def packets(comm_type: CommType, count: int, window: int, non_zero_per_cycle: int,
-            size: int) -> tuple[tuple[bool, int], ...]:
+def packets(
+    comm_type: CommType, count: int, window: int, non_zero_per_cycle: int, size: int
+) -> tuple[tuple[bool, int], ...]:
     """``count`` packets of ``size`` bytes with upstream's reduce flags (cached:
     every rank of a phase has the same)."""
     flags = upstream_packet_flags(count, window, non_zero_per_cycle, reduce_rule(comm_type))
     return tuple((flag, size) for flag in flags)
 
 
-def upstream_packet_flags(count: int, window: int, non_zero_per_cycle: int,
-                          reduces: Callable[[bool], bool]) -> list[bool]:
+def upstream_packet_flags(
+    count: int, window: int, non_zero_per_cycle: int, reduces: Callable[[bool], bool]
+) -> list[bool]:
     """Which of ``count`` packets reduce, in upstream's packet-cycle accounting.
 
     Packets come in cycles of ``window`` "zero-latency" ones (never reduced)
@@ -137,12 +139,17 @@ class WindowedPhase(CollectiveAlgorithm):
         reduce, size = plan.packets[self.inserted]
         self.inserted += 1
         owner = self.stream.owner  # send_bundle, inlined
-        owner.register_event(FAST_TRANSMISSION_NS if plan.fast else owner.endpoint_delay_ns,
-                             self._reduce if reduce else self.general, size)
+        owner.register_event(
+            FAST_TRANSMISSION_NS if plan.fast else owner.endpoint_delay_ns,
+            self._reduce if reduce else self.general,
+            size,
+        )
 
     def waiting_for(self) -> str:
         plan = self.plan
         left = len(plan.messages) - self.sent
-        expected = ", ".join(str(src) for _, src, _ in plan.messages[self.received_count:self.sent][:4])
-        return (f"{self.name} {self.comm_type.label} over ranks {list(plan.peers)}: {left} of "
-                f"{len(plan.messages)} messages not sent; waiting for rank(s) {expected or '-'}")
+        expected = ", ".join(str(src) for _, src, _ in plan.messages[self.received_count : self.sent][:4])
+        return (
+            f"{self.name} {self.comm_type.label} over ranks {list(plan.peers)}: {left} of "
+            f"{len(plan.messages)} messages not sent; waiting for rank(s) {expected or '-'}"
+        )

@@ -32,8 +32,13 @@ def message_sizes(comm_type: CommType, n: int, data_size: int) -> tuple[int, int
     return data_size // n, data_size  # all-reduce, all-to-all
 
 
-def ring_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: int,
-              direction: Direction = Direction.CLOCKWISE) -> Plan:
+def ring_plan(
+    comm_type: CommType,
+    rank: int,
+    ring: RingTopology,
+    data_size: int,
+    direction: Direction = Direction.CLOCKWISE,
+) -> Plan:
     """Rank ``rank``'s plan for one ring phase of a ``data_size``-byte chunk."""
     n = ring.nodes
     if comm_type is CommType.ALL_REDUCE:
@@ -44,6 +49,11 @@ def ring_plan(comm_type: CommType, rank: int, ring: RingTopology, data_size: int
         count = n - 1
     msg, final = message_sizes(comm_type, n, data_size)
     dst, src = ring.receiver(rank, direction), ring.sender(rank, direction)
-    return Plan(messages=((dst, src, msg),) * count, window=1,
-                packets=packets(comm_type, count + 1, 1, n - 1, msg), final_data_size=final,
-                fast=ring.local, peers=tuple(ring.members))
+    return Plan(
+        messages=((dst, src, msg),) * count,
+        window=1,
+        packets=packets(comm_type, count + 1, 1, n - 1, msg),
+        final_data_size=final,
+        fast=ring.local,
+        peers=tuple(ring.members),
+    )

@@ -195,15 +195,21 @@ def _seq_of(unit: _Unit) -> int | None:
 def _waited_seq(unit: _Unit) -> int | None:
     """The sequence number a top-level ``record_param_comms(..., "wait", ...)`` waits for."""
     args = unit.node.inputs
-    if unit.node.name == "record_param_comms" and isinstance(args, list) and "wait" in args[:5] \
-            and isinstance(args[0], int):
+    if (
+        unit.node.name == "record_param_comms"
+        and isinstance(args, list)
+        and "wait" in args[:5]
+        and isinstance(args[0], int)
+    ):
         return args[0]
     return None
 
 
 def _pg_of(unit: _Unit, trace: HostTrace) -> str | None:
     """The pg_name a collective names through record_param_comms (NCCL traces), else None."""
-    backend_ids = {g.get("backend_id"): str(g.get("pg_name")) for g in trace.process_groups if isinstance(g, dict)}
+    backend_ids = {
+        g.get("backend_id"): str(g.get("pg_name")) for g in trace.process_groups if isinstance(g, dict)
+    }
     stack = list(unit.node.children)
     while stack:
         n = stack.pop()
@@ -217,12 +223,14 @@ def _pg_of(unit: _Unit, trace: HostTrace) -> str | None:
     return None
 
 
-def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
-                       group_ids: dict[str, str]) -> tuple[list[pb.Node], dict]:
+def convert_host_trace(
+    trace: HostTrace, times: KinetoTimes | None, rank: int, group_ids: dict[str, str]
+) -> tuple[list[pb.Node], dict]:
     """Nodes of one rank and a summary dict. ``group_ids`` maps pg_name -> comm-group id."""
     units = _Units(trace, times).units()
     gpu_trace = bool(times and times.gpu_us) or any(
-        str(t[5]).startswith("cuda") for u in units for n in (u.node,) for t in tensors_in(n.inputs))
+        str(t[5]).startswith("cuda") for u in units for n in (u.node,) for t in tensors_in(n.inputs)
+    )
     groups = _group_names(trace)
     nodes: list[pb.Node] = []
     host_last = gpu_last = comm_last = None
@@ -233,8 +241,9 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
 
     def add(name, ntype, deps, **kw) -> int:
         nid = len(nodes)
-        nodes.append(make_node(nid, name, ntype, data_deps=[d for d in dict.fromkeys(deps) if d is not None],
-                               **kw))
+        nodes.append(
+            make_node(nid, name, ntype, data_deps=[d for d in dict.fromkeys(deps) if d is not None], **kw)
+        )
         return nid
 
     def waits(storages: frozenset) -> list[int]:
@@ -253,16 +262,29 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
             consumed = waits(u.storages) + waited
             waited = []
             if gpu_trace:
-                host_last = add(n.name, pb.COMP_NODE, [host_last], duration_micros=round(u.host_us),
-                                is_cpu_op=True)
+                host_last = add(
+                    n.name, pb.COMP_NODE, [host_last], duration_micros=round(u.host_us), is_cpu_op=True
+                )
                 if u.gpu_us:
-                    gpu_last = add(n.name + " [GPU]", pb.COMP_NODE, [host_last, gpu_last, *consumed],
-                                   duration_micros=round(u.gpu_us), is_cpu_op=False)
+                    gpu_last = add(
+                        n.name + " [GPU]",
+                        pb.COMP_NODE,
+                        [host_last, gpu_last, *consumed],
+                        duration_micros=round(u.gpu_us),
+                        is_cpu_op=False,
+                    )
                 elif consumed:
-                    nodes[host_last].data_deps.extend(c for c in consumed if c not in nodes[host_last].data_deps)
+                    nodes[host_last].data_deps.extend(
+                        c for c in consumed if c not in nodes[host_last].data_deps
+                    )
             else:
-                host_last = add(n.name, pb.COMP_NODE, [host_last, *consumed], duration_micros=round(u.host_us),
-                                is_cpu_op=False)
+                host_last = add(
+                    n.name,
+                    pb.COMP_NODE,
+                    [host_last, *consumed],
+                    duration_micros=round(u.host_us),
+                    is_cpu_op=False,
+                )
             summary["compute_us"] += u.host_us + u.gpu_us
             summary["compute_nodes"] += 1
             continue
@@ -274,20 +296,38 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
             try:
                 peer, tag = int(args[2]), int(args[3])
             except (IndexError, TypeError, ValueError):
-                raise TraceError(f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag") from None
+                raise TraceError(
+                    f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag"
+                ) from None
             size = _bytes(args[:1])
             src, dst = (rank, peer) if kind == pb.COMM_SEND_NODE else (peer, rank)
             if size > 0:
-                nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag, comm_size=size,
-                          is_cpu_op=False)
+                nid = add(
+                    n.name,
+                    kind,
+                    deps,
+                    comm_src=src,
+                    comm_dst=dst,
+                    comm_tag=tag,
+                    comm_size=size,
+                    is_cpu_op=False,
+                )
             else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
-                nid = add(n.name, kind, deps, comm_src=src, comm_dst=dst, comm_tag=tag,
-                          is_cpu_op=True, duration_micros=round(u.host_us))
+                nid = add(
+                    n.name,
+                    kind,
+                    deps,
+                    comm_src=src,
+                    comm_dst=dst,
+                    comm_tag=tag,
+                    is_cpu_op=True,
+                    duration_micros=round(u.host_us),
+                )
             summary["p2p"] += 1
         else:
             ctype, arg = _COLLECTIVES[op]
             args = n.inputs if isinstance(n.inputs, list) else []
-            size = _bytes(args[arg:arg + 1]) if len(args) > arg else 0
+            size = _bytes(args[arg : arg + 1]) if len(args) > arg else 0
             if size <= 0 and op == "barrier":
                 size = _BARRIER_BYTES
             pg = _pg_of(u, trace)
@@ -298,9 +338,12 @@ def convert_host_trace(trace: HostTrace, times: KinetoTimes | None, rank: int,
             if pg is not None and pg in group_ids:
                 attrs["pg_name"] = group_ids[pg]
             elif pg is None and groups and not summary.get("warned"):
-                warnings.warn(f"{trace.path}: the trace does not say which process group each "
-                              f"collective uses; assuming the default group of all ranks", TraceWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"{trace.path}: the trace does not say which process group each "
+                    f"collective uses; assuming the default group of all ranks",
+                    TraceWarning,
+                    stacklevel=2,
+                )
                 summary["warned"] = True
             if ctype == pb.BROADCAST or size <= 0:
                 attrs["duration_micros"] = round(u.host_us)
@@ -326,9 +369,12 @@ class PytorchConversion:
     stats: list[dict] = field(default_factory=list)
 
 
-def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list[str | os.PathLike] | None,
-                           prefix: str | os.PathLike,
-                           comm_groups_path: str | os.PathLike | None = None) -> PytorchConversion:
+def convert_pytorch_traces(
+    et_files: list[str | os.PathLike],
+    kineto_files: list[str | os.PathLike] | None,
+    prefix: str | os.PathLike,
+    comm_groups_path: str | os.PathLike | None = None,
+) -> PytorchConversion:
     """Convert one host trace per rank (rank = position in ``et_files``), each optionally
     joined with its Kineto trace, to ``<prefix>.<rank>.et``.
 
@@ -339,15 +385,19 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
     if not et_files:
         raise TraceError("no execution trace given (--et)")
     if kineto_files and len(kineto_files) != len(et_files):
-        raise TraceError(f"{len(et_files)} execution traces but {len(kineto_files)} Kineto traces: "
-                         f"give one --kineto per --et, in the same rank order")
+        raise TraceError(
+            f"{len(et_files)} execution traces but {len(kineto_files)} Kineto traces: "
+            f"give one --kineto per --et, in the same rank order"
+        )
     traces = [read_host_trace(p) for p in et_files]
     times = [read_kineto(p) for p in kineto_files] if kineto_files else [None] * len(traces)
     if not kineto_files:
-        warnings.warn("no Kineto trace (--kineto): the host traces carry no operator durations, "
-                      "so every compute node takes 0 ns and the step is communication alone; "
-                      "record a Kineto trace beside each execution trace for compute times",
-                      stacklevel=2)
+        warnings.warn(
+            "no Kineto trace (--kineto): the host traces carry no operator durations, "
+            "so every compute node takes 0 ns and the step is communication alone; "
+            "record a Kineto trace beside each execution trace for compute times",
+            stacklevel=2,
+        )
     names = sorted({name for t in traces for name in _group_names(t)}, key=lambda s: (len(s), s))
     group_ids, members = {}, {}
     for name in names:
@@ -370,7 +420,8 @@ def convert_pytorch_traces(et_files: list[str | os.PathLike], kineto_files: list
         result.summaries.append(
             f"{len(nodes)} nodes: {summary['compute_nodes']} compute ({summary['compute_us'] / 1e3:.3f} ms), "
             f"{summary['collectives']} collectives, {summary['p2p']} send/recv, "
-            f"{summary['comm_bytes']} bytes communicated")
+            f"{summary['comm_bytes']} bytes communicated"
+        )
     if members:
         result.comm_groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
         write_text(result.comm_groups_path, json.dumps(members, indent=1) + "\n")

@@ -60,8 +60,11 @@ class HostTrace:
 def tensors_in(value: Any):
     """Yield every tensor descriptor ``[id, storage, offset, numel, elem_size, device]`` in a value."""
     if isinstance(value, list):
-        if (len(value) == 6 and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:5])
-                and isinstance(value[5], str)):
+        if (
+            len(value) == 6
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:5])
+            and isinstance(value[5], str)
+        ):
             yield value
         else:
             for v in value:
@@ -86,10 +89,16 @@ def read_host_trace(path: str | os.PathLike) -> HostTrace:
     for index, raw in enumerate(data["nodes"]):
         try:
             attrs = {a["name"]: a.get("value") for a in raw.get("attrs", [])}
-            node = HostNode(int(raw["id"]), str(raw["name"]), int(raw.get("ctrl_deps", 0)),
-                            int(attrs.get("rf_id", raw["id"])), int(attrs.get("tid", 0)),
-                            raw.get("inputs", {}).get("values", []), raw.get("inputs", {}).get("types", []),
-                            raw.get("outputs", {}).get("values", []))
+            node = HostNode(
+                int(raw["id"]),
+                str(raw["name"]),
+                int(raw.get("ctrl_deps", 0)),
+                int(attrs.get("rf_id", raw["id"])),
+                int(attrs.get("tid", 0)),
+                raw.get("inputs", {}).get("values", []),
+                raw.get("inputs", {}).get("types", []),
+                raw.get("outputs", {}).get("values", []),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise TraceError(f"{path}: node #{index}: malformed ({exc})") from None
         if node.id in nodes:

@@ -127,8 +127,16 @@ class ConvertedText:
                     attrs["involved_dim"] = list(plan.dims)
                 elif plan.kind == "groups":
                     attrs["pg_name"] = plan.group_of[rank]
-            out.append(make_node(i + offset, t.name, t.type, data_deps=[d + offset for d in t.deps],
-                                 duration_micros=t.duration, **attrs))
+            out.append(
+                make_node(
+                    i + offset,
+                    t.name,
+                    t.type,
+                    data_deps=[d + offset for d in t.deps],
+                    duration_micros=t.duration,
+                    **attrs,
+                )
+            )
         return out
 
 
@@ -174,7 +182,9 @@ def _plan_groups(npus: int, mp: int | None, scopes: set[tuple[str, str]], dims, 
         k = _prefix_dims(dims, block)
         if k is not None:
             involved = tuple(i < k for i in range(len(dims)))
-            plans[(layout, role)] = GroupPlan("dims", involved if consecutive else tuple(not b for b in involved))
+            plans[(layout, role)] = GroupPlan(
+                "dims", involved if consecutive else tuple(not b for b in involved)
+            )
             continue
         group_of = []
         for rank in range(npus):
@@ -189,9 +199,15 @@ def _plan_groups(npus: int, mp: int | None, scopes: set[tuple[str, str]], dims, 
     return plans, groups
 
 
-def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: int | None = None,
-                          dims: Sequence[int] | None = None, passes: int = 1,
-                          chakra_ids: bool = False) -> ConvertedText:
+def convert_text_workload(
+    wl: TextWorkload,
+    npus: int,
+    *,
+    model_parallel_npus: int | None = None,
+    dims: Sequence[int] | None = None,
+    passes: int = 1,
+    chakra_ids: bool = False,
+) -> ConvertedText:
     """Convert a parsed text workload for ``npus`` NPUs (see the module docstring).
 
     ``model_parallel_npus`` (M) overrides/sets the model-parallel group size;
@@ -212,8 +228,10 @@ def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: i
         if mp < 1 or npus % mp:
             raise ConfigError(f"{src}: model-parallel group of {mp} NPUs does not divide {npus} NPUs")
     elif kind == "HYBRID_CUSTOMIZED" and any(layer.parallelism.startswith("HYBRID") for layer in wl.layers):
-        raise ConfigError(f"{src}: HYBRID_CUSTOMIZED with hybrid layers needs the model-parallel group "
-                          f"size (--model-parallel-npus M)")
+        raise ConfigError(
+            f"{src}: HYBRID_CUSTOMIZED with hybrid layers needs the model-parallel group "
+            f"size (--model-parallel-npus M)"
+        )
     if dims is not None:
         dims = list(dims)
         product = 1
@@ -236,8 +254,9 @@ def convert_text_workload(wl: TextWorkload, npus: int, *, model_parallel_npus: i
     return ConvertedText(wl, npus, g.nodes, plans, groups, chakra_ids, dims)
 
 
-def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
-                    comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+def write_converted(
+    conv: ConvertedText, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+) -> tuple[list[Path], Path | None]:
     """Write ``<prefix>.<rank>.et`` for every rank, and the comm-group JSON if needed.
 
     The comm groups go to ``comm_groups_path`` (default
@@ -253,8 +272,11 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
     for rank in range(conv.npus):
         path = Path(f"{prefix}.{rank}.et")
         # Ranks that differ only in nothing write the same bytes: serialize once.
-        key = None if conv.chakra_ids else tuple(p.group_of[rank] if p.kind == "groups" else None
-                                                  for p in conv.plans.values())
+        key = (
+            None
+            if conv.chakra_ids
+            else tuple(p.group_of[rank] if p.kind == "groups" else None for p in conv.plans.values())
+        )
         try:
             if key is not None and key in cache:
                 write_bytes(path, cache[key])
@@ -272,10 +294,17 @@ def write_converted(conv: ConvertedText, prefix: str | os.PathLike,
     return paths, groups_path
 
 
-def convert_text(path: str | os.PathLike, npus: int, prefix: str | os.PathLike, *,
-                 model_parallel_npus: int | None = None, dims: Sequence[int] | None = None,
-                 passes: int = 1, chakra_ids: bool = False,
-                 comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+def convert_text(
+    path: str | os.PathLike,
+    npus: int,
+    prefix: str | os.PathLike,
+    *,
+    model_parallel_npus: int | None = None,
+    dims: Sequence[int] | None = None,
+    passes: int = 1,
+    chakra_ids: bool = False,
+    comm_groups_path: str | os.PathLike | None = None,
+) -> tuple[list[Path], Path | None]:
     """Read a text workload file, convert it for ``npus`` NPUs and write the traces.
 
     Keyword arguments as :func:`convert_text_workload`; returns what
@@ -283,6 +312,12 @@ def convert_text(path: str | os.PathLike, npus: int, prefix: str | os.PathLike, 
     """
     from astra_core.workload.converters.text_format import read_text_workload
 
-    conv = convert_text_workload(read_text_workload(path), npus, model_parallel_npus=model_parallel_npus,
-                                 dims=dims, passes=passes, chakra_ids=chakra_ids)
+    conv = convert_text_workload(
+        read_text_workload(path),
+        npus,
+        model_parallel_npus=model_parallel_npus,
+        dims=dims,
+        passes=passes,
+        chakra_ids=chakra_ids,
+    )
     return write_converted(conv, prefix, comm_groups_path)

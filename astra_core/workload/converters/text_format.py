@@ -30,8 +30,14 @@ from pathlib import Path
 
 from astra_core.errors import ConfigError
 
-__all__ = ["COMM_TYPES", "PARALLELISMS", "TextLayer", "TextWorkload", "parse_text_workload",
-           "read_text_workload"]
+__all__ = [
+    "COMM_TYPES",
+    "PARALLELISMS",
+    "TextLayer",
+    "TextWorkload",
+    "parse_text_workload",
+    "read_text_workload",
+]
 
 #: Text comm type -> Chakra CollectiveCommType name (None: no collective).
 COMM_TYPES = {
@@ -142,7 +148,7 @@ def _parse_header(tokens: list[str], wl: TextWorkload, where: str) -> None:
             if i + 1 >= len(rest):
                 raise ConfigError(f"{where}: {key} needs a count")
             count = _int(rest[i + 1], where, key)
-            values = rest[i + 2:i + 2 + count]
+            values = rest[i + 2 : i + 2 + count]
             if count < 0 or len(values) != count:
                 raise ConfigError(f"{where}: {key} announces {count} layers, found {len(values)}")
             layers = [_int(v, where, key) for v in values]
@@ -170,15 +176,18 @@ def parse_text_workload(text: str, source: str = "<text>") -> TextWorkload:
     (n1, header), rest = lines[0], lines[1:]
     kind = header[0]
     if kind not in PARALLELISMS:
-        raise ConfigError(f"{source}:{n1}: unknown parallelism '{kind}' "
-                          f"(expected one of {', '.join(PARALLELISMS)})")
+        raise ConfigError(
+            f"{source}:{n1}: unknown parallelism '{kind}' (expected one of {', '.join(PARALLELISMS)})"
+        )
     wl = TextWorkload(kind, [], source, text)
     _parse_header(header, wl, f"{source}:{n1}")
     if not rest:
         raise ConfigError(f"{source}: missing the number of layers (line 2)")
     n2, count_tokens = rest[0]
     if len(count_tokens) != 1:
-        raise ConfigError(f"{source}:{n2}: expected the number of layers alone, got '{' '.join(count_tokens)}'")
+        raise ConfigError(
+            f"{source}:{n2}: expected the number of layers alone, got '{' '.join(count_tokens)}'"
+        )
     count = _int(count_tokens[0], f"{source}:{n2}", "number of layers")
     columns = 13 if kind == "HYBRID_CUSTOMIZED" else 12
     for n, tokens in rest[1:]:
@@ -187,33 +196,59 @@ def parse_text_workload(text: str, source: str = "<text>") -> TextWorkload:
             raise ConfigError(f"{where}: expected {columns} columns for {kind}, got {len(tokens)}")
         for col in (3, 6, 9):
             if tokens[col] not in COMM_TYPES:
-                raise ConfigError(f"{where}: layer {tokens[0]}: unknown comm type '{tokens[col]}' "
-                                  f"(expected one of {', '.join(COMM_TYPES)})")
-        nums = {col: _int(tokens[col], where, f"layer {tokens[0]} column {col + 1}")
-                for col in (2, 4, 5, 7, 8, 10, 11)}
+                raise ConfigError(
+                    f"{where}: layer {tokens[0]}: unknown comm type '{tokens[col]}' "
+                    f"(expected one of {', '.join(COMM_TYPES)})"
+                )
+        nums = {
+            col: _int(tokens[col], where, f"layer {tokens[0]} column {col + 1}")
+            for col in (2, 4, 5, 7, 8, 10, 11)
+        }
         for col in (2, 4, 5, 7, 8, 10):
             if nums[col] < 0:
-                raise ConfigError(f"{where}: layer {tokens[0]} column {col + 1}: must be >= 0, got {nums[col]}")
+                raise ConfigError(
+                    f"{where}: layer {tokens[0]} column {col + 1}: must be >= 0, got {nums[col]}"
+                )
         parallelism = None
         if columns == 13:
             parallelism = tokens[12]
             if parallelism not in LAYER_PARALLELISMS:
-                raise ConfigError(f"{where}: layer {tokens[0]}: unknown layer parallelism '{parallelism}' "
-                                  f"(expected one of {', '.join(LAYER_PARALLELISMS)})")
-        wl.layers.append(TextLayer(tokens[0], nums[2], tokens[3], nums[4], nums[5], tokens[6], nums[7],
-                                   nums[8], tokens[9], nums[10], nums[11], parallelism, n))
+                raise ConfigError(
+                    f"{where}: layer {tokens[0]}: unknown layer parallelism '{parallelism}' "
+                    f"(expected one of {', '.join(LAYER_PARALLELISMS)})"
+                )
+        wl.layers.append(
+            TextLayer(
+                tokens[0],
+                nums[2],
+                tokens[3],
+                nums[4],
+                nums[5],
+                tokens[6],
+                nums[7],
+                nums[8],
+                tokens[9],
+                nums[10],
+                nums[11],
+                parallelism,
+                n,
+            )
+        )
     if len(wl.layers) != count:
         raise ConfigError(f"{source}:{n2}: announces {count} layers, the file has {len(wl.layers)}")
     if count == 0:
         raise ConfigError(f"{source}:{n2}: a workload needs at least one layer")
     if wl.last_bottom_layer is not None and not 0 <= wl.last_bottom_layer < count - 1:
-        raise ConfigError(f"{source}:{n1}: last bottom layer {wl.last_bottom_layer} out of range "
-                          f"(0..{count - 2})")
+        raise ConfigError(
+            f"{source}:{n1}: last bottom layer {wl.last_bottom_layer} out of range (0..{count - 2})"
+        )
     for index in wl.checkpoints + wl.checkpoint_initiates:
         if not 0 <= index < count:
             raise ConfigError(f"{source}:{n1}: checkpoint layer {index} out of range (0..{count - 1})")
     for index in wl.checkpoint_initiates:
         if not any(c <= index for c in wl.checkpoints):
-            raise ConfigError(f"{source}:{n1}: layer {index} initiates a forward re-computation "
-                              f"but no checkpoint layer is at or below it")
+            raise ConfigError(
+                f"{source}:{n1}: layer {index} initiates a forward re-computation "
+                f"but no checkpoint layer is at or below it"
+            )
     return wl

@@ -63,8 +63,17 @@ class Graph:
         kind = COMM_TYPES[comm]
         if kind is None or size <= 0 or not self.present(scope):
             return self._deps(deps)
-        self.nodes.append(Template(f"COMM_COLL_NODE_{label}_{comm}", pb.COMM_COLL_NODE, 0, self._deps(deps),
-                                    pb.CollectiveCommType.Value(kind), size, scope))
+        self.nodes.append(
+            Template(
+                f"COMM_COLL_NODE_{label}_{comm}",
+                pb.COMM_COLL_NODE,
+                0,
+                self._deps(deps),
+                pb.CollectiveCommType.Value(kind),
+                size,
+                scope,
+            )
+        )
         return (len(self.nodes) - 1,)
 
 
@@ -147,8 +156,13 @@ def _transformer(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
                 start = max(c for c in checkpoints if c <= i)
                 for j in range(start, i):  # re-run the forward pass from the checkpoint
                     f = g.comp(layers[j].name, "FWD_RECOMPUTE", layers[j].fwd_compute, last)
-                    last = g.coll(layers[j].name + "_RECOMPUTE", layers[j].fwd_comm, layers[j].fwd_bytes,
-                                  scope(layers[j], 0), f)
+                    last = g.coll(
+                        layers[j].name + "_RECOMPUTE",
+                        layers[j].fwd_comm,
+                        layers[j].fwd_bytes,
+                        scope(layers[j], 0),
+                        f,
+                    )
             ig = g.comp(layer.name, "BWD_IG", layer.ig_compute, last)
             ig_comm = g.coll(layer.name + "_IG_COMM_", layer.ig_comm, layer.ig_bytes, scope(layer, 1), ig)
             wg = g.comp(layer.name, "BWD_WG", layer.wg_compute, ig_comm)
@@ -160,8 +174,10 @@ def _dlrm(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
     layers, n = wl.layers, len(wl.layers)
     bottom = wl.last_bottom_layer
     if layers[0].fwd_comm != "ALLTOALL":
-        raise ConfigError(f"{wl.source}:{layers[0].line}: {wl.parallelism}: the first layer (embedding) "
-                          f"must have an ALLTOALL forward collective")
+        raise ConfigError(
+            f"{wl.source}:{layers[0].line}: {wl.parallelism}: the first layer (embedding) "
+            f"must have an ALLTOALL forward collective"
+        )
     wg: list = [None] * n
     wg_comm: list = [None] * n
     embedding_ig_comm = None
@@ -186,8 +202,11 @@ def _dlrm(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
             else:
                 deps = (ig[i + 1], embedding_ig_comm if i == 0 else None)
             wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, *deps)
-            wg_comm[i] = g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg[i]) \
-                if layer.wg_comm != "NONE" else None
+            wg_comm[i] = (
+                g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg[i])
+                if layer.wg_comm != "NONE"
+                else None
+            )
             if idx != n - 1:
                 ig[i] = g.comp(layer.name, "BWD_IG", layer.ig_compute, wg[i])
             if i == bottom + 1:

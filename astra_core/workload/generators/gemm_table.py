@@ -60,7 +60,9 @@ def load_gemm_table(path: str | os.PathLike) -> GemmTable:
                     batch = float(row.get("batch") or 1)
                     us = float(row["time_us"])
                 except (TypeError, ValueError):
-                    raise ConfigError(f"{path}: row {line}: m, n, k, batch and time_us must be numbers") from None
+                    raise ConfigError(
+                        f"{path}: row {line}: m, n, k, batch and time_us must be numbers"
+                    ) from None
                 if not all(math.isfinite(v) and v > 0 for v in (m, n, k, batch, us)):
                     raise ConfigError(f"{path}: row {line}: m, n, k, batch and time_us must be positive")
                 rows.append((m, n, k, us * 1e3 / batch))

@@ -113,12 +113,18 @@ def _fa_rows(causal: bool, head_dim: int, tflops: tuple, scale: float = 1.0) -> 
 
 
 #: FlashAttention-2 forward + backward TFLOP/s (see the module docstring).
-_FA2_A100 = (_fa_rows(True, 64, (88, 119, 140, 156, 165, 171))
-             + _fa_rows(True, 128, (99, 133, 155, 173, 182, 189))
-             + _fa_rows(False, 64, (132, None, 162, 171, 175, 176))
-             + _fa_rows(False, 128, (None, 173, 187, 196, 201, 203)))
-_H100 = ((True, 64, (141, 192, 232, 257, 273, 284)), (True, 128, (163, 221, 265, 294, 308, 328)),
-         (False, 64, (215, 254, 274, 288, 294, 296)), (False, 128, (248, 294, 320, 326, 335, 338)))
+_FA2_A100 = (
+    _fa_rows(True, 64, (88, 119, 140, 156, 165, 171))
+    + _fa_rows(True, 128, (99, 133, 155, 173, 182, 189))
+    + _fa_rows(False, 64, (132, None, 162, 171, 175, 176))
+    + _fa_rows(False, 128, (None, 173, 187, 196, 201, 203))
+)
+_H100 = (
+    (True, 64, (141, 192, 232, 257, 273, 284)),
+    (True, 128, (163, 221, 265, 294, 308, 328)),
+    (False, 64, (215, 254, 274, 288, 294, 296)),
+    (False, 128, (248, 294, 320, 326, 335, 338)),
+)
 _FA2_H100 = sum((_fa_rows(*row) for row in _H100), ())
 _FA2_B200 = sum((_fa_rows(*row, scale=2250.0 / 989.0) for row in _H100), ())
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
@@ -126,46 +132,95 @@ _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _ELEMENTWISE = 40.3 / 41.7e-3 / 1555.0
 #: Apex fused layer norm forward, backward [GB/s] on GA100 (NVIDIA/apex PR #1037).
 _APEX_LAYERNORM = (895.8, 572.2)
-_KERNELS = ("framework kernels at 0.621 of HBM peak (FlashAttention, Figure 2); Apex layer norm "
-            "895.8 / 572.2 GB/s (apex #1037)")
+_KERNELS = (
+    "framework kernels at 0.621 of HBM peak (FlashAttention, Figure 2); Apex layer norm "
+    "895.8 / 572.2 GB/s (apex #1037)"
+)
 
-_H100_SPEC = GPUSpec("H100", 989.0, 3350.0, 80.0, sms=132, fp8_tflops=1979.0, gemm_efficiency=794.5 / 989.0,
-                     fp8_efficiency=1402.6 / 1979.0, memory_efficiency=2903.0 / 3350.0,
-                     elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_H100, launch_us=3.0,
-                     source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
-                            f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
-                            "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
-                            "framework-kernel fraction")
+_H100_SPEC = GPUSpec(
+    "H100",
+    989.0,
+    3350.0,
+    80.0,
+    sms=132,
+    fp8_tflops=1979.0,
+    gemm_efficiency=794.5 / 989.0,
+    fp8_efficiency=1402.6 / 1979.0,
+    memory_efficiency=2903.0 / 3350.0,
+    elementwise_efficiency=_ELEMENTWISE,
+    attention_tflops=_FA2_H100,
+    launch_us=3.0,
+    source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
+    f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
+    "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
+    "framework-kernel fraction",
+)
 
 GPUS: dict[str, GPUSpec] = {
     g.name.lower(): g
     for g in (
-        GPUSpec("A100", 312.0, 2039.0, 80.0, sms=108, gemm_efficiency=271.2 / 312.0,
-                memory_efficiency=1724.8 / 2039.0, elementwise_efficiency=_ELEMENTWISE,
-                layernorm_gbps=_APEX_LAYERNORM, attention_tflops=_FA2_A100, launch_us=3.5,
-                source="NVIDIA A100 datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s; "
-                       f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); {_KERNELS}; "
-                       "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
-        GPUSpec("A100-40GB", 312.0, 1555.0, 40.0, sms=108, gemm_efficiency=271.2 / 312.0,
-                memory_efficiency=1377.4 / 1555.0, elementwise_efficiency=_ELEMENTWISE,
-                layernorm_gbps=_APEX_LAYERNORM, attention_tflops=_FA2_A100, launch_us=3.5,
-                source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
-                       f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
-                       f"{_KERNELS}; FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)"),
+        GPUSpec(
+            "A100",
+            312.0,
+            2039.0,
+            80.0,
+            sms=108,
+            gemm_efficiency=271.2 / 312.0,
+            memory_efficiency=1724.8 / 2039.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            layernorm_gbps=_APEX_LAYERNORM,
+            attention_tflops=_FA2_A100,
+            launch_us=3.5,
+            source="NVIDIA A100 datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s; "
+            f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); {_KERNELS}; "
+            "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)",
+        ),
+        GPUSpec(
+            "A100-40GB",
+            312.0,
+            1555.0,
+            40.0,
+            sms=108,
+            gemm_efficiency=271.2 / 312.0,
+            memory_efficiency=1377.4 / 1555.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            layernorm_gbps=_APEX_LAYERNORM,
+            attention_tflops=_FA2_A100,
+            launch_us=3.5,
+            source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
+            f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
+            f"{_KERNELS}; FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)",
+        ),
         _H100_SPEC,
         # the H100 with HBM3e: the same SMs and clocks, so its GEMM, FlashAttention and
         # kernel-efficiency measurements
-        replace(_H100_SPEC, name="H200", memory_gbps=4800.0, memory_gb=141.0,
-                fp8_efficiency=1453.4 / 1979.0,
-                source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
-                       f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency; "
-                       "A100's framework-kernel fraction"),
-        GPUSpec("B200", 2250.0, 8000.0, 180.0, sms=148, fp8_tflops=4500.0, gemm_efficiency=1745.0 / 2250.0,
-                fp8_efficiency=3432.5 / 4500.0, memory_efficiency=2903.0 / 3350.0,
-                elementwise_efficiency=_ELEMENTWISE, attention_tflops=_FA2_B200, launch_us=3.0,
-                source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
-                       f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
-                       "A100's framework-kernel fraction"),
+        replace(
+            _H100_SPEC,
+            name="H200",
+            memory_gbps=4800.0,
+            memory_gb=141.0,
+            fp8_efficiency=1453.4 / 1979.0,
+            source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
+            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency; "
+            "A100's framework-kernel fraction",
+        ),
+        GPUSpec(
+            "B200",
+            2250.0,
+            8000.0,
+            180.0,
+            sms=148,
+            fp8_tflops=4500.0,
+            gemm_efficiency=1745.0 / 2250.0,
+            fp8_efficiency=3432.5 / 4500.0,
+            memory_efficiency=2903.0 / 3350.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            attention_tflops=_FA2_B200,
+            launch_us=3.0,
+            source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
+            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
+            "A100's framework-kernel fraction",
+        ),
     )
 }
 
@@ -180,8 +235,7 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
     ConfigError for an unknown name, an unreadable file or table, unknown keys,
     non-positive numbers or efficiencies above 1.
     """
-    data, path = read_spec(spec, GPUS, "--gpu", "GPU", GPUSpec,
-                           ", ".join(g.name for g in GPUS.values()))
+    data, path = read_spec(spec, GPUS, "--gpu", "GPU", GPUSpec, ", ".join(g.name for g in GPUS.values()))
     if path is None:
         return data
     for key in ("peak_tflops", "memory_gbps"):
@@ -197,18 +251,29 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         if data.get(key, 1.0) > 1:
             raise ConfigError(f"{path}: {key}: a fraction of peak must be <= 1, got {data[key]}")
     rates = data.get("layernorm_gbps", ())
-    if not isinstance(rates, (list, tuple)) or len(rates) not in (0, 2) or not all(
+    if (
+        not isinstance(rates, (list, tuple))
+        or len(rates) not in (0, 2)
+        or not all(
             not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
-            for v in rates):
-        raise ConfigError(f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive "
-                          f"numbers, got {rates!r}")
+            for v in rates
+        )
+    ):
+        raise ConfigError(
+            f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive numbers, got {rates!r}"
+        )
     rows = data.get("attention_tflops", ())
     if not isinstance(rows, (list, tuple)) or not all(
-            isinstance(r, (list, tuple)) and len(r) == 4 and isinstance(r[0], bool)
-            and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r[1:])
-            for r in rows):
-        raise ConfigError(f"{path}: attention_tflops: expected rows [causal (true/false), head_dim, "
-                          "seq_len, TFLOP/s] of positive numbers")
+        isinstance(r, (list, tuple))
+        and len(r) == 4
+        and isinstance(r[0], bool)
+        and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r[1:])
+        for r in rows
+    ):
+        raise ConfigError(
+            f"{path}: attention_tflops: expected rows [causal (true/false), head_dim, "
+            "seq_len, TFLOP/s] of positive numbers"
+        )
     table = data.get("gemm_table")
     if table is not None:
         if not isinstance(table, str):
@@ -221,5 +286,6 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
 def _number(path, key: str, value, positive: bool) -> None:
     bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
     if bad or value < 0 or (positive and value == 0):
-        raise ConfigError(f"{path}: {key}: must be a {'positive' if positive else 'non-negative'} number, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{path}: {key}: must be a {'positive' if positive else 'non-negative'} number, got {value!r}"
+        )

@@ -51,8 +51,7 @@ __all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns", "m
 #: efficient first (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
 #: "Typical Tile Dimensions In cuBLAS": 256x128 and 128x256, 128x128, 256x64 and 64x256,
 #: 128x64 and 64x128, 64x64); smaller tiles fill more SMs.
-TILES = (((256, 128), (128, 256)), ((128, 128),), ((256, 64), (64, 256)), ((128, 64), (64, 128)),
-         ((64, 64),))
+TILES = (((256, 128), (128, 256)), ((128, 128),), ((256, 64), (64, 256)), ((128, 64), (64, 128)), ((64, 64),))
 #: Training precisions: 16-bit tensor-core GEMMs, or FP8 GEMMs (Hopper and later).
 PRECISIONS = ("fp16", "bf16", "fp8")
 
@@ -75,8 +74,9 @@ def gemm_ns(gpu, batch: float, m: float, n: float, k: float, precision: str = "b
     if gpu.sms:
         for size in TILES:
             # the orientation of this tile size with the fewest tiles
-            tiles, tile_m, tile_n = min((batch * math.ceil(m / tm) * math.ceil(n / tn), tm, tn)
-                                        for tm, tn in size)
+            tiles, tile_m, tile_n = min(
+                (batch * math.ceil(m / tm) * math.ceil(n / tn), tm, tn) for tm, tn in size
+            )
             if tiles >= gpu.sms:
                 break
         waves = math.ceil(tiles / gpu.sms)

@@ -103,9 +103,13 @@ class Layout:
         return rank + (t + step) % self.tp - t
 
     def _stride_size(self, role: str) -> tuple[int, int]:
-        return {"tp": (1, self.tp), "cp": (self.tp, self.cp), "dp": (self.tp, self.dp * self.cp),
-                "ep": (self.tp * self.cp, self.ep),
-                "edp": (self.tp * self.cp * self.ep, self.dp // self.ep)}.get(role, (0, 0))
+        return {
+            "tp": (1, self.tp),
+            "cp": (self.tp, self.cp),
+            "dp": (self.tp, self.dp * self.cp),
+            "ep": (self.tp * self.cp, self.ep),
+            "edp": (self.tp * self.cp * self.ep, self.dp // self.ep),
+        }.get(role, (0, 0))
 
     def _dims_range(self, role: str) -> tuple[bool, ...] | None:
         stride, size = self._stride_size(role)

@@ -234,12 +234,20 @@ class _Program:
     def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
         """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`)."""
         ns = sum(self.gpu.op_time_ns(o, self.precision) for o in op_list)
-        node = _Node(name, pb.COMP_NODE, duration_ns=ns, flops=sum(o.flops for o in op_list),
-                     nbytes=sum(o.bytes for o in op_list), recompute=recompute)
+        node = _Node(
+            name,
+            pb.COMP_NODE,
+            duration_ns=ns,
+            flops=sum(o.flops for o in op_list),
+            nbytes=sum(o.bytes for o in op_list),
+            recompute=recompute,
+        )
         self.compute = self._add(node, (self.compute, *extra), chain=True)
         return self.compute
 
-    def coll(self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra) -> int | None:
+    def coll(
+        self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra
+    ) -> int | None:
         if size <= 0 or self.group_sizes[role] == 1:
             return None
         node = _Node(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role)
@@ -256,7 +264,9 @@ class _Program:
         per NPU, lowest node id first)."""
         if size <= 0 or self.group_sizes[role] == 1:
             return None
-        node = _Node(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, late=True)
+        node = _Node(
+            name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, late=True
+        )
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads
 
@@ -273,8 +283,18 @@ class _Program:
 def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each with its message
     """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option."""
     m = cfg.model
-    for key in ("dp", "tp", "pp", "ep", "cp", "micro_batch", "microbatches", "global_batch", "seq_len",
-                "virtual_stages"):
+    for key in (
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "micro_batch",
+        "microbatches",
+        "global_batch",
+        "seq_len",
+        "virtual_stages",
+    ):
         value = getattr(cfg, key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"--{key.replace('_', '-')}: must be an integer >= 1, got {value!r}")
@@ -286,8 +306,10 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
         if any(not isinstance(d, int) or d < 1 for d in cfg.dims):
             raise ConfigError(f"--dims {list(cfg.dims)}: every dimension size must be an integer >= 1")
         if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp * cfg.cp:
-            raise ConfigError(f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp x cp = "
-                              f"{cfg.dp * cfg.tp * cfg.pp * cfg.cp}")
+            raise ConfigError(
+                f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp x cp = "
+                f"{cfg.dp * cfg.tp * cfg.pp * cfg.cp}"
+            )
     if cfg.schedule not in SCHEDULES:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
@@ -298,17 +320,24 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
         raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, got '{cfg.precision}'")
     if cfg.cp > 1:
         if cfg.attention != "flash":
-            raise ConfigError(f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
-                              "(Transformer Engine); --attention unfused cannot be split")
+            raise ConfigError(
+                f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
+                "(Transformer Engine); --attention unfused cannot be split"
+            )
         if cfg.ep > 1 or m.experts:
-            raise ConfigError(f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers "
-                              "is not modelled")
+            raise ConfigError(
+                f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers is not modelled"
+            )
         if cfg.sequence_length % (2 * cfg.cp):
-            raise ConfigError(f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
-                              f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)")
+            raise ConfigError(
+                f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
+                f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)"
+            )
     if cfg.tp_comm_overlap and not (cfg.sequence_parallel or cfg.tp == 1):
-        raise ConfigError("--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
-                          "sequence-parallel all-gathers and reduce-scatters with GEMMs")
+        raise ConfigError(
+            "--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
+            "sequence-parallel all-gathers and reduce-scatters with GEMMs"
+        )
     if cfg.tp_comm_overlap and cfg.cp > 1:
         raise ConfigError("--tp-comm-overlap with --cp is not modelled")
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
@@ -316,29 +345,41 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
     if m.heads % cfg.tp or (m.kv % cfg.tp and cfg.tp % m.kv):
-        raise ConfigError(f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
-                          f"divided by the {m.kv} key/value heads of {m.name}")
+        raise ConfigError(
+            f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
+            f"divided by the {m.kv} key/value heads of {m.name}"
+        )
     if m.layers % cfg.pp:
         raise ConfigError(f"--pp {cfg.pp}: must divide the {m.layers} layers of {m.name}")
     if cfg.virtual_stages > 1:
         if cfg.pp == 1 or cfg.schedule != "1f1b":
-            raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: needs --pp > 1 and the 1f1b "
-                              "schedule (interleaved 1F1B)")
+            raise ConfigError(
+                f"--virtual-stages {cfg.virtual_stages}: needs --pp > 1 and the 1f1b "
+                "schedule (interleaved 1F1B)"
+            )
         if m.layers % (cfg.pp * cfg.virtual_stages):
-            raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: pp x virtual stages must divide "
-                              f"the {m.layers} layers of {m.name}")
+            raise ConfigError(
+                f"--virtual-stages {cfg.virtual_stages}: pp x virtual stages must divide "
+                f"the {m.layers} layers of {m.name}"
+            )
     if cfg.ep > 1 and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
-        raise ConfigError(f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
-                          f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)")
+        raise ConfigError(
+            f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
+            f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)"
+        )
     per_replica = cfg.micro_batch
     if cfg.global_batch is not None:
         if cfg.global_batch % (cfg.dp * per_replica):
-            raise ConfigError(f"--global-batch {cfg.global_batch}: must be a multiple of dp x micro-batch "
-                              f"= {cfg.dp * per_replica}")
+            raise ConfigError(
+                f"--global-batch {cfg.global_batch}: must be a multiple of dp x micro-batch "
+                f"= {cfg.dp * per_replica}"
+            )
         mb = cfg.global_batch // (cfg.dp * per_replica)
         if cfg.microbatches is not None and cfg.microbatches != mb:
-            raise ConfigError(f"--microbatches {cfg.microbatches} disagrees with --global-batch "
-                              f"{cfg.global_batch} / (dp {cfg.dp} x micro-batch {per_replica}) = {mb}")
+            raise ConfigError(
+                f"--microbatches {cfg.microbatches} disagrees with --global-batch "
+                f"{cfg.global_batch} / (dp {cfg.dp} x micro-batch {per_replica}) = {mb}"
+            )
         return mb
     return cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
 
@@ -368,8 +409,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     layers = [i for v in range(V) for i in chunk_layers(v)]
     first, last = p == 0, p == P - 1
     edp = cfg.dp // cfg.ep  # ranks holding the same experts
-    prog = _Program(gpu, cfg.precision, {"tp": T, "cp": C, "dp": cfg.dp * C, "ep": cfg.ep,
-                                         "edp": cfg.dp // cfg.ep, "emb": 2})
+    prog = _Program(
+        gpu,
+        cfg.precision,
+        {"tp": T, "cp": C, "dp": cfg.dp * C, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2},
+    )
     params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
     dense = sum(v[0] for v in params.values())
     expert = sum(v[1] for v in params.values())
@@ -377,9 +421,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     # of the embedding when tied and pipelined, none when tied on one stage)
     edge = 0.0
     if model.vocab:  # vocab 0: a bare stack of layers, no embedding or head
-        edge = (model.vocab * model.hidden / T if first else 0.0) + \
-            (model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
-             if last else 0.0)
+        edge = (model.vocab * model.hidden / T if first else 0.0) + (
+            model.hidden + (model.vocab * model.hidden / T if not model.tie_embeddings or P > 1 else 0.0)
+            if last
+            else 0.0
+        )
     dense += edge
     drop = cfg.dropout
     attn = O.attention_ops(model, b, s, T, sp, cfg.attention, drop)
@@ -464,8 +510,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         bucket_bytes, so one reduction never holds the NPU's communication for long."""
         while bucket[kind] >= cfg.bucket_bytes or (force and bucket[kind] > 0):
             size = min(bucket[kind], cfg.bucket_bytes)
-            h = prog.grad_coll(f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size,
-                               "dp" if kind == "dense" else "edp")
+            h = prog.grad_coll(
+                f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size, "dp" if kind == "dense" else "edp"
+            )
             if h is not None:
                 grad_handles.append(h)
             bucket[kind] -= size
@@ -487,8 +534,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         """Megatron's local DDP: one reduction of all gradients once the backward pass is done."""
         for kind in ("dense", "expert"):
             if bucket[kind] > 0:
-                h = prog.grad_coll(f"grads_{kind}_all", grad_kind, bucket[kind],
-                                   "dp" if kind == "dense" else "edp")
+                h = prog.grad_coll(
+                    f"grads_{kind}_all", grad_kind, bucket[kind], "dp" if kind == "dense" else "edp"
+                )
                 if h is not None:
                     grad_handles.append(h)
                 bucket[kind] = 0.0
@@ -498,12 +546,14 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     else:
         order = [(kind, m, 0) for kind, m in schedule(cfg.schedule, P, p, mb)]
     last_backward = max(i for i, (kind, _, _) in enumerate(order) if kind == "B")
-    chunk_done = {v: max(i for i, (kind, _, c) in enumerate(order) if kind == "B" and c == v)
-                  for v in range(V)}
+    chunk_done = {
+        v: max(i for i, (kind, _, c) in enumerate(order) if kind == "B" and c == v) for v in range(V)
+    }
 
     def tag(m: int, q: int, backward: bool) -> int:
         """Message tag of micro-batch ``m`` arriving at virtual stage ``q``."""
         return 2 * (m * P * V + q if V > 1 else m) + backward
+
     split = T > 1 and (sp or cfg.scatter_gather)
     p2p = act / T if split else act  # Megatron scatter-gather: 1/T of the activation per TP rank
     gather = split and not sp  # without sequence parallelism the stage needs the whole tensor
@@ -529,15 +579,25 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             arriving = None
             more = j + 1 < len(blocks)
             if gather and more:
-                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j,
-                          after=() if received is None else (received,))
+                prog.send(
+                    f"{prefix}{j + 1}_send",
+                    size,
+                    f"{role}_next",
+                    tags + j,
+                    after=() if received is None else (received,),
+                )
                 arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
             if gather and received is not None:
                 prog.pending.append(received)
             prog.comp(f"{prefix}{j}", [block], recompute=again)
             if not gather and more:
-                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j,
-                          after=(prog.compute,) if received is None else (prog.compute, received))
+                prog.send(
+                    f"{prefix}{j + 1}_send",
+                    size,
+                    f"{role}_next",
+                    tags + j,
+                    after=(prog.compute,) if received is None else (prog.compute, received),
+                )
                 arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
             received = arriving
         if received is not None:
@@ -601,14 +661,21 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
             batch, rows, n, k = ops[j].shape
             block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
-            ring(f"{name}_{'ag' if gather else 'rs'}_tp", [block] * T, act_shard, "tp",
-                 _TP_TAG + (2 * key + (not gather)) * (T + 1), gather, again)
-            if gather and ops[first + 1:last]:
-                prog.comp(f"{name}_mid", ops[first + 1:last], recompute=again)
+            ring(
+                f"{name}_{'ag' if gather else 'rs'}_tp",
+                [block] * T,
+                act_shard,
+                "tp",
+                _TP_TAG + (2 * key + (not gather)) * (T + 1),
+                gather,
+                again,
+            )
+            if gather and ops[first + 1 : last]:
+                prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
         if not forward:
             column_backward(name, ops[last:], extra)
-        elif ops[last + 1:] or extra:
-            prog.comp(f"{name}_post", ops[last + 1:] + list(extra), recompute=again)
+        elif ops[last + 1 :] or extra:
+            prog.comp(f"{name}_post", ops[last + 1 :] + list(extra), recompute=again)
 
     def attention_block(i: int, m: int, phase: str) -> None:
         """Layer ``i``'s attention block with its tensor-parallel communication."""
@@ -616,8 +683,14 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if overlap:
             name = f"L{i}_mb{m}_{phase}_attn"
             ops = attn if forward else O.backward(attn)
-            overlapped(name, ops, forward, phase == "recompute", 2 * phase_key(i, m, phase),
-                       () if forward else accumulate[i])
+            overlapped(
+                name,
+                ops,
+                forward,
+                phase == "recompute",
+                2 * phase_key(i, m, phase),
+                () if forward else accumulate[i],
+            )
             return
         tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
         if not forward and sp and T > 1 and C == 1:
@@ -641,10 +714,13 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
             prog.comp(f"{name}_out", O.backward(post))
             cp_ring(name, O.backward(core)[::-1], False, False, key)
             prog.comp(f"{name}_qkv", O.backward(pre) + accumulate[i])
+
     # local DDP adds every micro-batch's weight gradients into its buffer; PyTorch DDP
     # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
-    accumulate = {i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]), cfg.grad_bytes)]
-                  for i in layers}
+    accumulate = {
+        i: [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(sum(params[i]), cfg.grad_bytes)]
+        for i in layers
+    }
 
     def recompute_layer(i: int, m: int) -> None:
         """Megatron's activation recomputation just before layer ``i``'s backward."""
@@ -723,14 +799,20 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     """Build the step's per-stage programs (see the module docstring). Raises ConfigError."""
     mb = _check(cfg)
     if cfg.virtual_stages > 1 and mb % cfg.pp:
-        raise ConfigError(f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
-                          f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)")
+        raise ConfigError(
+            f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
+            f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)"
+        )
     if cfg.tp_comm_overlap and _TP_TAG + (mb * cfg.model.layers * 12 + 1) * (cfg.tp + 1) >= 1 << 30:
-        raise ConfigError(f"--tp-comm-overlap: {mb} micro-batches x {cfg.model.layers} layers need more "
-                          "tensor-parallel message tags than this generator numbers")
+        raise ConfigError(
+            f"--tp-comm-overlap: {mb} micro-batches x {cfg.model.layers} layers need more "
+            "tensor-parallel message tags than this generator numbers"
+        )
     if cfg.cp > 1 and _CP_TAG + (mb * cfg.model.layers * 3 + 1) * (cfg.cp + 1) >= 1 << 31:
-        raise ConfigError(f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
-                          "context-parallel message tags than Chakra's int32 comm_tag holds")
+        raise ConfigError(
+            f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
+            "context-parallel message tags than Chakra's int32 comm_tag holds"
+        )
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp)
     stages, grads, flops, model_flops = [], [], [], []
     for p in range(cfg.pp):
@@ -748,8 +830,9 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     return wl
 
 
-def write_llm(wl: LLMWorkload, prefix: str | os.PathLike,
-              comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+def write_llm(
+    wl: LLMWorkload, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+) -> tuple[list[Path], Path | None]:
     """Write the step's traces and comm groups (see :func:`.llm_writer.write_llm`)."""
     from astra_core.workload.generators.llm_writer import write_llm as _write
 

@@ -60,9 +60,14 @@ def _render(wl, rank: int, cache: dict) -> bytes:
             payload = cache.get((p, idx, "without peers"))
             if payload is None:
                 payload = cache[(p, idx, "without peers")] = make_node(
-                    ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
-                    duration_micros=int(round(n.duration_ns / 1000)), comm_tag=n.tag,
-                    comm_size=n.size).SerializeToString()
+                    ids[idx],
+                    n.name,
+                    n.type,
+                    data_deps=[ids[d] for d in n.deps],
+                    duration_micros=int(round(n.duration_ns / 1000)),
+                    comm_tag=n.tag,
+                    comm_size=n.size,
+                ).SerializeToString()
             payload += _peer_attr(cache, "comm_src", src) + _peer_attr(cache, "comm_dst", dst)
             parts.append(encode_varint(len(payload)) + payload)
             continue
@@ -77,8 +82,14 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                     attrs["involved_dim"] = list(place.value)
                 elif place.kind == "group":
                     attrs["pg_name"] = place.value
-            msg = make_node(ids[idx], n.name, n.type, data_deps=[ids[d] for d in n.deps],
-                            duration_micros=int(round(n.duration_ns / 1000)), **attrs)
+            msg = make_node(
+                ids[idx],
+                n.name,
+                n.type,
+                data_deps=[ids[d] for d in n.deps],
+                duration_micros=int(round(n.duration_ns / 1000)),
+                **attrs,
+            )
             payload = msg.SerializeToString()
             data = cache[key] = encode_varint(len(payload)) + payload
         parts.append(data)
@@ -93,8 +104,9 @@ def _peer_attr(cache: dict, name: str, rank: int) -> bytes:
     return data
 
 
-def write_llm(wl, prefix: str | os.PathLike,
-              comm_groups_path: str | os.PathLike | None = None) -> tuple[list[Path], Path | None]:
+def write_llm(
+    wl, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+) -> tuple[list[Path], Path | None]:
     """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
 
     Returns (trace paths, comm-group path or None). Raises ConfigError when
@@ -102,14 +114,31 @@ def write_llm(wl, prefix: str | os.PathLike,
     """
     prefix = os.fspath(prefix)
     cfg = wl.config
-    summary = {"generator": "astra gen llm", "model": cfg.model.name, "gpu": cfg.gpu.name, "dp": cfg.dp,
-               "tp": cfg.tp, "pp": cfg.pp, "ep": cfg.ep, "cp": cfg.cp, "tp_comm_overlap": cfg.tp_comm_overlap, "microbatches": wl.microbatches,
-               "micro_batch": cfg.micro_batch, "schedule": cfg.schedule, "zero": cfg.zero,
-               "sequence_parallel": cfg.sequence_parallel, "seq_len": cfg.sequence_length,
-               "recompute": cfg.recompute, "virtual_stages": cfg.virtual_stages, "attention": cfg.attention,
-               "precision": cfg.precision, "npus": wl.layout.npus,
-               "model_flops": sum(wl.model_flops.values()), "hardware_flops": sum(wl.flops.values()),
-               "peak_tflops": cfg.gpu.fp8_tflops if cfg.precision == "fp8" else cfg.gpu.peak_tflops}
+    summary = {
+        "generator": "astra gen llm",
+        "model": cfg.model.name,
+        "gpu": cfg.gpu.name,
+        "dp": cfg.dp,
+        "tp": cfg.tp,
+        "pp": cfg.pp,
+        "ep": cfg.ep,
+        "cp": cfg.cp,
+        "tp_comm_overlap": cfg.tp_comm_overlap,
+        "microbatches": wl.microbatches,
+        "micro_batch": cfg.micro_batch,
+        "schedule": cfg.schedule,
+        "zero": cfg.zero,
+        "sequence_parallel": cfg.sequence_parallel,
+        "seq_len": cfg.sequence_length,
+        "recompute": cfg.recompute,
+        "virtual_stages": cfg.virtual_stages,
+        "attention": cfg.attention,
+        "precision": cfg.precision,
+        "npus": wl.layout.npus,
+        "model_flops": sum(wl.model_flops.values()),
+        "hardware_flops": sum(wl.flops.values()),
+        "peak_tflops": cfg.gpu.fp8_tflops if cfg.precision == "fp8" else cfg.gpu.peak_tflops,
+    }
     meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
     if cfg.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
         meta.attr.append(make_attr(GENERATED_DIMS_ATTR, list(cfg.dims)))

@@ -32,8 +32,21 @@ COLLECTIVES = {
     "all-to-all": "ALL_TO_ALL",
 }
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+}
 _MAX_SIZE = 2**63 - 1  # comm_size is an int64 attribute in Chakra's generators
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*\Z")
 
@@ -56,8 +69,15 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.PathLike,
-                iterations: int = 1, pg_name: str | None = None, chakra_ids: bool = False) -> list[Path]:
+def write_micro(
+    collective: str,
+    size_bytes: int,
+    npus: int,
+    prefix: str | os.PathLike,
+    iterations: int = 1,
+    pg_name: str | None = None,
+    chakra_ids: bool = False,
+) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for ``npus`` ranks: ``iterations`` back-to-back collectives.
 
     ``collective`` is a key of :data:`COLLECTIVES` (or a Chakra name such as
@@ -67,15 +87,28 @@ def write_micro(collective: str, size_bytes: int, npus: int, prefix: str | os.Pa
     """
     kind = COLLECTIVES.get(collective.lower(), collective.upper())
     if kind not in COLLECTIVES.values():
-        raise ConfigError(f"--collective: unknown collective '{collective}' "
-                          f"(expected one of {', '.join(COLLECTIVES)})")
+        raise ConfigError(
+            f"--collective: unknown collective '{collective}' (expected one of {', '.join(COLLECTIVES)})"
+        )
     if npus < 1 or iterations < 1 or size_bytes < 1:
-        raise ConfigError(f"micro: npus, iterations and size must be >= 1, got {npus}, {iterations}, {size_bytes}")
+        raise ConfigError(
+            f"micro: npus, iterations and size must be >= 1, got {npus}, {iterations}, {size_bytes}"
+        )
+
     def nodes(first_id: int):
-        return [make_node(first_id + i, kind, pb.COMM_COLL_NODE, data_deps=[first_id + i - 1] if i else [],
-                          is_cpu_op=False, comm_type=pb.CollectiveCommType.Value(kind), comm_size=size_bytes,
-                          pg_name=pg_name)
-                for i in range(iterations)]
+        return [
+            make_node(
+                first_id + i,
+                kind,
+                pb.COMM_COLL_NODE,
+                data_deps=[first_id + i - 1] if i else [],
+                is_cpu_op=False,
+                comm_type=pb.CollectiveCommType.Value(kind),
+                comm_size=size_bytes,
+                pg_name=pg_name,
+            )
+            for i in range(iterations)
+        ]
 
     try:
         first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes(0))

@@ -103,7 +103,9 @@ class ModelConfig:
         for i in range(self.layers):
             total += self.attention_params() + self.norm_params()
             if self.is_moe_layer(i):
-                total += (self.top_k + self.shared_experts) * self.expert_params() + self.hidden * self.experts
+                total += (
+                    self.top_k + self.shared_experts
+                ) * self.expert_params() + self.hidden * self.experts
             else:
                 total += self.dense_mlp_params()
         return total
@@ -112,25 +114,86 @@ class ModelConfig:
 MODELS: dict[str, ModelConfig] = {
     m.name: m
     for m in (
-        ModelConfig("gpt3-175b", layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=50257,
-                    seq_len=2048, mlp="gelu", tie_embeddings=True,
-                    source="Brown et al., 'Language Models are Few-Shot Learners', 2020, Table 2.1"),
-        ModelConfig("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
-                    vocab=128256, seq_len=8192, mlp="swiglu",
-                    source="Meta Llama 3 8B config.json; Dubey et al., 'The Llama 3 Herd of Models', 2024, Table 3"),
-        ModelConfig("llama3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
-                    vocab=128256, seq_len=8192, mlp="swiglu",
-                    source="Meta Llama 3 70B config.json; 'The Llama 3 Herd of Models', Table 3"),
-        ModelConfig("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
-                    vocab=128256, seq_len=8192, mlp="swiglu",
-                    source="'The Llama 3 Herd of Models', 2024, Table 3 (Llama 3.1 405B)"),
-        ModelConfig("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
-                    vocab=32000, seq_len=4096, mlp="swiglu", experts=8, top_k=2, expert_ffn_hidden=14336,
-                    source="Jiang et al., 'Mixtral of Experts', 2024, Table 1; Mixtral-8x7B config.json"),
-        ModelConfig("deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432,
-                    vocab=129280, seq_len=4096, mlp="swiglu", experts=256, top_k=8,
-                    expert_ffn_hidden=2048, shared_experts=1, dense_layers=3,
-                    source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2 (MLA replaced by MHA)"),
+        ModelConfig(
+            "gpt3-175b",
+            layers=96,
+            hidden=12288,
+            heads=96,
+            ffn_hidden=4 * 12288,
+            vocab=50257,
+            seq_len=2048,
+            mlp="gelu",
+            tie_embeddings=True,
+            source="Brown et al., 'Language Models are Few-Shot Learners', 2020, Table 2.1",
+        ),
+        ModelConfig(
+            "llama3-8b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=128256,
+            seq_len=8192,
+            mlp="swiglu",
+            source="Meta Llama 3 8B config.json; Dubey et al., 'The Llama 3 Herd of Models', 2024, Table 3",
+        ),
+        ModelConfig(
+            "llama3-70b",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            ffn_hidden=28672,
+            vocab=128256,
+            seq_len=8192,
+            mlp="swiglu",
+            source="Meta Llama 3 70B config.json; 'The Llama 3 Herd of Models', Table 3",
+        ),
+        ModelConfig(
+            "llama3-405b",
+            layers=126,
+            hidden=16384,
+            heads=128,
+            kv_heads=8,
+            ffn_hidden=53248,
+            vocab=128256,
+            seq_len=8192,
+            mlp="swiglu",
+            source="'The Llama 3 Herd of Models', 2024, Table 3 (Llama 3.1 405B)",
+        ),
+        ModelConfig(
+            "mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn_hidden=14336,
+            vocab=32000,
+            seq_len=4096,
+            mlp="swiglu",
+            experts=8,
+            top_k=2,
+            expert_ffn_hidden=14336,
+            source="Jiang et al., 'Mixtral of Experts', 2024, Table 1; Mixtral-8x7B config.json",
+        ),
+        ModelConfig(
+            "deepseek-v3",
+            layers=61,
+            hidden=7168,
+            heads=128,
+            head_dim=128,
+            ffn_hidden=18432,
+            vocab=129280,
+            seq_len=4096,
+            mlp="swiglu",
+            experts=256,
+            top_k=8,
+            expert_ffn_hidden=2048,
+            shared_experts=1,
+            dense_layers=3,
+            source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2 (MLA replaced by MHA)",
+        ),
     )
 }
 
@@ -167,14 +230,18 @@ def check_model(model: ModelConfig, where: str) -> ModelConfig:
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where}: {key}: must be a positive integer (or absent), got {value!r}")
     if model.head_dim is None and model.hidden % model.heads:
-        raise ConfigError(f"{where}: heads: {model.heads} does not divide hidden {model.hidden} (give head_dim)")
+        raise ConfigError(
+            f"{where}: heads: {model.heads} does not divide hidden {model.hidden} (give head_dim)"
+        )
     if model.heads % model.kv:
         raise ConfigError(f"{where}: kv_heads: {model.kv} does not divide heads {model.heads}")
     if model.mlp not in ("gelu", "swiglu"):
         raise ConfigError(f"{where}: mlp: expected 'gelu' or 'swiglu', got {model.mlp!r}")
     if model.experts:
         if not 1 <= model.top_k <= model.experts or model.expert_ffn_hidden < 1:
-            raise ConfigError(f"{where}: experts: MoE models need 1 <= top_k <= experts and expert_ffn_hidden >= 1")
+            raise ConfigError(
+                f"{where}: experts: MoE models need 1 <= top_k <= experts and expert_ffn_hidden >= 1"
+            )
         if not 0 <= model.dense_layers < model.layers:
             raise ConfigError(f"{where}: dense_layers: must be in 0..{model.layers - 1}")
     return model

@@ -40,9 +40,28 @@ from dataclasses import dataclass
 
 from astra_core.workload.generators.models import ModelConfig
 
-__all__ = ["ATTENTION", "BYTES", "ELEMENTWISE", "GEMM", "KERNELS", "LAYERNORM", "LAYERNORM_BWD", "MEMORY",
-           "Op", "STREAM", "attention_core_ops", "attention_ops", "backward", "context_parallel_attention_ops",
-           "embedding_ops", "grad_accumulation_op", "head_ops", "mlp_ops", "moe_ops", "optimizer_op"]
+__all__ = [
+    "ATTENTION",
+    "BYTES",
+    "ELEMENTWISE",
+    "GEMM",
+    "KERNELS",
+    "LAYERNORM",
+    "LAYERNORM_BWD",
+    "MEMORY",
+    "Op",
+    "STREAM",
+    "attention_core_ops",
+    "attention_ops",
+    "backward",
+    "context_parallel_attention_ops",
+    "embedding_ops",
+    "grad_accumulation_op",
+    "head_ops",
+    "mlp_ops",
+    "moe_ops",
+    "optimizer_op",
+]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
 BYTES = 2
@@ -77,8 +96,9 @@ def _gemm(name: str, m: float, n: float, k: float, batch: float = 1) -> Op:
     return Op(name, 2.0 * batch * m * n * k, BYTES * batch * (m * k + k * n + m * n), GEMM, (batch, m, n, k))
 
 
-def _memory(name: str, elems: float, fwd: float, bwd: float, flops_per_elem: float = 1.0,
-            kernel: str = ELEMENTWISE) -> Op:
+def _memory(
+    name: str, elems: float, fwd: float, bwd: float, flops_per_elem: float = 1.0, kernel: str = ELEMENTWISE
+) -> Op:
     """A memory-bound kernel over ``elems`` elements moving ``fwd`` / ``bwd`` bytes per element."""
     return Op(name, flops_per_elem * elems, fwd * elems, MEMORY, (), bwd * elems, kernel)
 
@@ -98,9 +118,15 @@ def backward(ops: list[Op]) -> list[Op]:
         elif op.kind == ATTENTION:
             out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:5], True)))
         else:
-            out.append(Op(op.name + "_bwd", 2 * op.flops, op.bwd_bytes if op.bwd_bytes is not None
-                          else 2 * op.bytes, MEMORY,
-                          kernel=LAYERNORM_BWD if op.kernel == LAYERNORM else op.kernel))
+            out.append(
+                Op(
+                    op.name + "_bwd",
+                    2 * op.flops,
+                    op.bwd_bytes if op.bwd_bytes is not None else 2 * op.bytes,
+                    MEMORY,
+                    kernel=LAYERNORM_BWD if op.kernel == LAYERNORM else op.kernel,
+                )
+            )
     return out
 
 
@@ -117,8 +143,15 @@ def _residual(name: str, tokens: float, hidden: int, t: int, sp: bool, dropout: 
     return _memory(name, tokens * hidden / (t if sp else 1), fwd, bwd)
 
 
-def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: str = "flash",
-                       dropout: bool = False, causal: bool = True) -> list[Op]:
+def attention_core_ops(
+    model: ModelConfig,
+    b: int,
+    s: int,
+    t: int,
+    attention: str = "flash",
+    dropout: bool = False,
+    causal: bool = True,
+) -> list[Op]:
     """The attention core of one rank's ``heads / t`` heads (see the module docstring),
     causal unless ``causal`` is False (an encoder's, or a benchmark's without a mask).
 
@@ -126,16 +159,27 @@ def attention_core_ops(model: ModelConfig, b: int, s: int, t: int, attention: st
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
     tokens = b * s
     if attention == "flash":
-        return [Op("attention", 4.0 * b * s * s * heads * hd, BYTES * tokens * hd * (2 * heads + 2 * kv),
-                   ATTENTION, (b * heads, s, s, hd, causal, False))]
+        return [
+            Op(
+                "attention",
+                4.0 * b * s * s * heads * hd,
+                BYTES * tokens * hd * (2 * heads + 2 * kv),
+                ATTENTION,
+                (b * heads, s, s, hd, causal, False),
+            )
+        ]
     scores = b * heads * s * s  # elements of the score matrix
     lower = (s + 1) / (2 * s) if causal else 1.0  # share of it the softmax reads
-    ops = [_gemm("attention_scores", s, s, hd, b * heads),
-           _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0)]
+    ops = [
+        _gemm("attention_scores", s, s, hd, b * heads),
+        _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0),
+    ]
     if dropout:
         ops.append(_memory("attention_dropout", scores, 2 * BYTES + 1, 2 * BYTES + 1))
-    return ops + [_gemm("attention_values", s, hd, s, b * heads),
-                  _memory("attention_context_copy", tokens * heads * hd, 2 * BYTES, 2 * BYTES, 0.0)]
+    return ops + [
+        _gemm("attention_values", s, hd, s, b * heads),
+        _memory("attention_context_copy", tokens * heads * hd, 2 * BYTES, 2 * BYTES, 0.0),
+    ]
 
 
 def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, cp: int) -> list[Op]:
@@ -152,26 +196,42 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
     """
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
     q = s // cp
-    ops = [Op("attention_cp0", 4.0 * b * q * q * heads * hd, BYTES * b * q * hd * (2 * heads + 2 * kv),
-              ATTENTION, (b * heads, q, q, hd, True, False))]
+    ops = [
+        Op(
+            "attention_cp0",
+            4.0 * b * q * q * heads * hd,
+            BYTES * b * q * hd * (2 * heads + 2 * kv),
+            ATTENTION,
+            (b * heads, q, q, hd, True, False),
+        )
+    ]
     half = q // 2
     for step in range(1, cp):
-        ops.append(Op(f"attention_cp{step}", 2 * 4.0 * b * q * half * heads * hd,
-                      BYTES * b * hd * (2 * heads * q + 2 * kv * half), ATTENTION,
-                      (b * heads, q, half, hd, False, False)))
+        ops.append(
+            Op(
+                f"attention_cp{step}",
+                2 * 4.0 * b * q * half * heads * hd,
+                BYTES * b * hd * (2 * heads * q + 2 * kv * half),
+                ATTENTION,
+                (b * heads, q, half, hd, False, False),
+            )
+        )
     return ops
 
 
-def attention_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, attention: str = "flash",
-                  dropout: bool = False) -> list[Op]:
+def attention_ops(
+    model: ModelConfig, b: int, s: int, t: int, sp: bool, attention: str = "flash", dropout: bool = False
+) -> list[Op]:
     """Layer norm, QKV projection, attention core, output projection, residual add."""
     tokens = b * s
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
-    return [_norm("ln_attn", tokens, model.hidden, t, sp),
-            _gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden),
-            *attention_core_ops(model, b, s, t, attention, dropout),
-            _gemm("attn_out", tokens, model.hidden, heads * hd),
-            _residual("attn_residual", tokens, model.hidden, t, sp, dropout)]
+    return [
+        _norm("ln_attn", tokens, model.hidden, t, sp),
+        _gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden),
+        *attention_core_ops(model, b, s, t, attention, dropout),
+        _gemm("attn_out", tokens, model.hidden, heads * hd),
+        _residual("attn_residual", tokens, model.hidden, t, sp, dropout),
+    ]
 
 
 def _activation(name: str, tokens: float, f: float, gated: bool) -> Op:
@@ -183,8 +243,17 @@ def _activation(name: str, tokens: float, f: float, gated: bool) -> Op:
     return _memory(name, tokens * f, 2 * BYTES, 3 * BYTES, 4.0)
 
 
-def mlp_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, width: int | None = None,
-            count: int = 1, name: str = "mlp", dropout: bool = False) -> list[Op]:
+def mlp_ops(
+    model: ModelConfig,
+    b: int,
+    s: int,
+    t: int,
+    sp: bool,
+    width: int | None = None,
+    count: int = 1,
+    name: str = "mlp",
+    dropout: bool = False,
+) -> list[Op]:
     """Layer norm, a dense feed-forward block of ``width`` (default ``ffn_hidden``), residual add.
 
     ``count`` blocks side by side (several shared experts) run as batched GEMMs.
@@ -196,12 +265,18 @@ def mlp_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, width: int | N
     up = _gemm(f"{name}_up", tokens, ups * f, model.hidden, count)
     act = _activation(f"{name}_act", tokens * count, f, ups == 2)
     down = _gemm(f"{name}_down", tokens, model.hidden, f, count)
-    return [_norm(f"ln_{name}", tokens, model.hidden, t, sp), up, act, down,
-            _residual(f"{name}_residual", tokens, model.hidden, t, sp, dropout)]
+    return [
+        _norm(f"ln_{name}", tokens, model.hidden, t, sp),
+        up,
+        act,
+        down,
+        _residual(f"{name}_residual", tokens, model.hidden, t, sp, dropout),
+    ]
 
 
-def moe_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int,
-            dropout: bool = False) -> tuple[list[Op], list[Op]]:
+def moe_ops(
+    model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int, dropout: bool = False
+) -> tuple[list[Op], list[Op]]:
     """(router kernels, expert kernels) of a mixture-of-experts layer on one rank.
 
     Balanced routing: each of the ``ep`` expert-parallel ranks processes as
@@ -210,15 +285,19 @@ def moe_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int,
     expert); shared experts see every token.
     """
     tokens = b * s
-    router = [_norm("ln_moe", tokens, model.hidden, t, sp),
-              _gemm("router", tokens / t, model.experts, model.hidden)]
+    router = [
+        _norm("ln_moe", tokens, model.hidden, t, sp),
+        _gemm("router", tokens / t, model.experts, model.hidden),
+    ]
     local = model.experts / ep
     per_expert = tokens * model.top_k / t / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
-    experts = [_gemm("experts_up", per_expert, ups * f, model.hidden, local),
-               _activation("experts_act", per_expert * local, f, ups == 2),
-               _gemm("experts_down", per_expert, model.hidden, f, local)]
+    experts = [
+        _gemm("experts_up", per_expert, ups * f, model.hidden, local),
+        _activation("experts_act", per_expert * local, f, ups == 2),
+        _gemm("experts_down", per_expert, model.hidden, f, local),
+    ]
     if model.shared_experts:
         experts += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
     return router, experts + [_residual("moe_residual", tokens, model.hidden, t, sp, dropout)]
@@ -235,9 +314,11 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
     logits, writes the loss; backward writes the logits' gradient)."""
     tokens = b * s
     logits = tokens * model.vocab / t
-    return [_norm("ln_final", tokens, model.hidden, t, sp),
-            _gemm("lm_head", tokens, model.vocab / t, model.hidden),
-            _memory("cross_entropy", logits, 2 * BYTES, 2 * BYTES, 5.0)]
+    return [
+        _norm("ln_final", tokens, model.hidden, t, sp),
+        _gemm("lm_head", tokens, model.vocab / t, model.hidden),
+        _memory("cross_entropy", logits, 2 * BYTES, 2 * BYTES, 5.0),
+    ]
 
 
 def optimizer_op(params: float) -> Op:
@@ -245,7 +326,6 @@ def optimizer_op(params: float) -> Op:
     (read the 16-bit gradient, FP32 master weight and two FP32 moments: 14 B; write the
     master weight, the moments and the 16-bit weight: 14 B)."""
     return Op("optimizer", 18.0 * params, 28.0 * params, kernel=STREAM)
-
 
 
 def grad_accumulation_op(params: float, buffer_bytes: int = 4) -> Op:

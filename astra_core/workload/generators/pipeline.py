@@ -53,8 +53,10 @@ def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list
     if not 0 <= stage < stages or microbatches < 1 or chunks < 1:
         raise ValueError(f"stage {stage} of {stages} with {microbatches} micro-batches, {chunks} chunks")
     if microbatches % stages:
-        raise ValueError(f"interleaved 1F1B needs the micro-batches ({microbatches}) to be a multiple "
-                         f"of the pipeline stages ({stages})")
+        raise ValueError(
+            f"interleaved 1F1B needs the micro-batches ({microbatches}) to be a multiple "
+            f"of the pipeline stages ({stages})"
+        )
     group = stages * chunks
     total = microbatches * chunks
 

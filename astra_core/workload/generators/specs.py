@@ -13,8 +13,9 @@ import yaml
 from astra_core.errors import ConfigError
 
 
-def read_spec(spec: str | os.PathLike, presets: dict[str, Any], option: str, what: str,
-              cls: type, preset_names: str) -> tuple[Any, Path | None]:
+def read_spec(
+    spec: str | os.PathLike, presets: dict[str, Any], option: str, what: str, cls: type, preset_names: str
+) -> tuple[Any, Path | None]:
     """``(preset, None)`` for a preset name (any case), else ``(mapping, path)`` of a
     JSON/YAML file whose keys are all fields of ``cls`` (``name`` defaults to the
     file's stem).

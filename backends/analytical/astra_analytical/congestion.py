@@ -52,8 +52,17 @@ class CongestionAwareNetwork:
     def now(self) -> float:
         return self.events.now
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         self.messages += 1
         route = self.topology.route(src, dst, tag)
         if not route:

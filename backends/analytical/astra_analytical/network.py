@@ -59,8 +59,17 @@ class AnalyticalNetwork:
     def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
         self.events.schedule(delay_ns, callback, arg)
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         self.messages += 1
         self.bytes_sent += size_bytes
         if self.physical is not None:
@@ -97,8 +106,9 @@ class AnalyticalNetwork:
         """Zero-load store-and-forward time over the physical route, whole ns per hop."""
         physical = self.physical
         bandwidth, latency = physical.link_bandwidth, physical.link_latency
-        return sum(int(latency[link] + size_bytes / bandwidth[link])
-                   for link in physical.route(src, dst, tag))
+        return sum(
+            int(latency[link] + size_bytes / bandwidth[link]) for link in physical.route(src, dst, tag)
+        )
 
 
 def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:

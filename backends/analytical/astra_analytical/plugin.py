@@ -12,11 +12,11 @@ def astra_register_backends(register):
         "analytical-congestion",
         create_congestion,
         description="congestion-aware analytical model (upstream ASTRA-sim's, any topology): "
-                    "messages queue on shared links, store and forward",
+        "messages queue on shared links, store and forward",
     )
     register(
         "analytical",
         create,
         description="congestion-unaware analytical model (upstream ASTRA-sim): "
-                    "hops x latency + bytes / bandwidth per message",
+        "hops x latency + bytes / bandwidth per message",
     )

@@ -188,7 +188,8 @@ class MaxMinSolver:
             for link, share in bottlenecks.items():
                 top = share * (1 + _REL)
                 if link not in admitted and any(
-                        flow._mark != mark and flow.rate > top for flow in flows_on[link]):
+                    flow._mark != mark and flow.rate > top for flow in flows_on[link]
+                ):
                     admitted.add(link)
                     admit(link, False)
             if len(members) == before:
@@ -249,8 +250,9 @@ class MaxMinSolver:
         return True
 
     @staticmethod
-    def _fill_few(members: list[Flow], remaining: dict[int, float],
-                  load: dict[int, float]) -> tuple[dict[Flow, float], dict[int, float]]:
+    def _fill_few(
+        members: list[Flow], remaining: dict[int, float], load: dict[int, float]
+    ) -> tuple[dict[Flow, float], dict[int, float]]:
         """:meth:`_fill` for a few members: scan the links for the lowest level each
         round (a round per distinct bottleneck) instead of keeping a heap."""
         new_rate: dict[Flow, float] = {}
@@ -278,9 +280,14 @@ class MaxMinSolver:
             unfrozen = [f for f in unfrozen if f not in new_rate]
         return new_rate, bottlenecks
 
-    def _fill(self, members: list[Flow], left: dict[int, float], load: dict[int, float],
-              flows_on: list[dict[Flow, float]],
-              mark: int) -> tuple[dict[Flow, float], dict[int, float]]:
+    def _fill(
+        self,
+        members: list[Flow],
+        left: dict[int, float],
+        load: dict[int, float],
+        flows_on: list[dict[Flow, float]],
+        mark: int,
+    ) -> tuple[dict[Flow, float], dict[int, float]]:
         """Progressive filling of ``members`` (flows marked ``mark``) on the capacity
         ``left`` to them (their weight per link: ``load``); returns flow -> rate and
         link -> the level at which it froze members (their bottleneck)."""
@@ -322,8 +329,7 @@ class MaxMinSolver:
                     push(heap, (current, key))  # stale: the link's level rose since
                     continue
                 share = current
-                frozen = [flow for flow in flows_on[key]
-                          if flow._mark == mark and flow not in new_rate]
+                frozen = [flow for flow in flows_on[key] if flow._mark == mark and flow not in new_rate]
             for flow in frozen:
                 new_rate[flow] = share
                 flow.bottleneck = key if key >= 0 else -1

@@ -70,8 +70,19 @@ class QueuePair(Flow):
     ``wire_sent``: wire bytes drained since the flow became active.
     """
 
-    __slots__ = ("key", "messages", "remaining", "since", "version", "latency_ns",
-                 "bottleneck_ns_per_b", "terms", "route", "reverse", "wire_sent")
+    __slots__ = (
+        "key",
+        "messages",
+        "remaining",
+        "since",
+        "version",
+        "latency_ns",
+        "bottleneck_ns_per_b",
+        "terms",
+        "route",
+        "reverse",
+        "wire_sent",
+    )
 
 
 class FlowNetwork:
@@ -108,8 +119,17 @@ class FlowNetwork:
     def now(self) -> float:
         return self.events.now
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         self.messages += 1
         if src == dst:
             self.events.schedule(0, on_delivered, arg)
@@ -167,8 +187,13 @@ class FlowNetwork:
             links, shares = tuple(weights), tuple(weights.values())
         else:
             links, shares = route, (1.0,) * len(route)
-        return (links, shares, sum([latency[link] for link in route]), max(per_byte),
-                pipeline_terms(per_byte))
+        return (
+            links,
+            shares,
+            sum([latency[link] for link in route]),
+            max(per_byte),
+            pipeline_terms(per_byte),
+        )
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
         """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
@@ -189,8 +214,9 @@ class FlowNetwork:
         qp.since = now
         qp.version += 1
         events = self.events
-        events.schedule_at(_on_ps_grid(now, max(qp.remaining, 0.0) / qp.rate), self._drained,
-                           (qp, qp.version))
+        events.schedule_at(
+            _on_ps_grid(now, max(qp.remaining, 0.0) / qp.rate), self._drained, (qp, qp.version)
+        )
 
     def _drained(self, event: tuple[QueuePair, int]) -> None:
         qp, version = event
@@ -205,8 +231,7 @@ class FlowNetwork:
         if qp.messages:
             qp.remaining = self._wire_bytes(qp.messages[0][0])
             qp.since = now
-            events.schedule_at(_on_ps_grid(now, qp.remaining / qp.rate), self._drained,
-                               (qp, qp.version))
+            events.schedule_at(_on_ps_grid(now, qp.remaining / qp.rate), self._drained, (qp, qp.version))
             return
         del self._qps[qp.key]
         if len(self._idle) < _IDLE_QUEUE_PAIRS:

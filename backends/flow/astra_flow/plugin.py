@@ -14,5 +14,5 @@ def astra_register_backends(register):
         lazy_factory("astra_flow.network:create"),
         config_type="astra_flow.config:FlowConfig",
         description="flow-level model: messages are max-min fair flows over the physical routes "
-                    "(ECMP), pipelined across hops, with RoCE framing and ACK load",
+        "(ECMP), pipelined across hops, with RoCE framing and ACK load",
     )

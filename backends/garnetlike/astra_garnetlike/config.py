@@ -147,13 +147,21 @@ KEYS = tuple(f.name for f in fields(GarnetConfig) if f.name != "source")
 
 #: key -> (kind, (minimum, maximum)); kind is int, float, bool or a tuple of choices.
 _RULES: dict[str, tuple[Any, Any]] = {
-    "clock_ghz": (float, (1e-6, 1000)), "flit_bytes": (int, (1, 2**30)),
-    "packet_bytes": (int, (1, 2**40)), "virtual_networks": (int, (1, 64)),
-    "vcs_per_vnet": (int, (1, 64)), "buffer_depth_flits": (int, (1, 2**31 - 1)),
-    "buffers_cover_round_trip": (bool, None), "router_pipeline_cycles": (int, (1, 10**6)),
-    "credit_delay_cycles": (int, (0, 10**6)), "atomic_vc_allocation": (bool, None),
-    "ni_ports": (NI_PORTS, None), "routing": (ROUTING, None), "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
-    "deadlock_threshold_cycles": (int, (1, 10**12)), "up_down_root": (int, (0, 2**31 - 1)),
+    "clock_ghz": (float, (1e-6, 1000)),
+    "flit_bytes": (int, (1, 2**30)),
+    "packet_bytes": (int, (1, 2**40)),
+    "virtual_networks": (int, (1, 64)),
+    "vcs_per_vnet": (int, (1, 64)),
+    "buffer_depth_flits": (int, (1, 2**31 - 1)),
+    "buffers_cover_round_trip": (bool, None),
+    "router_pipeline_cycles": (int, (1, 10**6)),
+    "credit_delay_cycles": (int, (0, 10**6)),
+    "atomic_vc_allocation": (bool, None),
+    "ni_ports": (NI_PORTS, None),
+    "routing": (ROUTING, None),
+    "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
+    "deadlock_threshold_cycles": (int, (1, 10**12)),
+    "up_down_root": (int, (0, 2**31 - 1)),
     "max_flit_hops": (int, (0, 10**18)),
 }
 
@@ -207,10 +215,17 @@ def _checked(values: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
     if "flit_bytes" in out or "packet_bytes" in out:
         flit = out.get("flit_bytes", values.get("flit_bytes", 256))
         packet = out.get("packet_bytes", values.get("packet_bytes", 65536))
-        if isinstance(flit, int) and isinstance(packet, int) and flit >= 1 and \
-                -(-packet // flit) > MAX_PACKET_FLITS:
-            problems.add("packet_bytes", f"{packet} bytes is {-(-packet // flit)} flits of "
-                         f"{flit} bytes; at most {MAX_PACKET_FLITS} flits per packet")
+        if (
+            isinstance(flit, int)
+            and isinstance(packet, int)
+            and flit >= 1
+            and -(-packet // flit) > MAX_PACKET_FLITS
+        ):
+            problems.add(
+                "packet_bytes",
+                f"{packet} bytes is {-(-packet // flit)} flits of "
+                f"{flit} bytes; at most {MAX_PACKET_FLITS} flits per packet",
+            )
     return out
 
 
@@ -228,8 +243,9 @@ def load_config(config: Any = None, *, source: str | None = None) -> GarnetConfi
     if isinstance(config, (str, os.PathLike)):
         return _load_file(config)
     if not isinstance(config, Mapping):
-        raise ConfigError(f"garnetlike config: expected a file path or a mapping of keys, "
-                          f"got {type(config).__name__}")
+        raise ConfigError(
+            f"garnetlike config: expected a file path or a mapping of keys, got {type(config).__name__}"
+        )
     source = source or PYTHON_SOURCE
     problems = Problems(source)
     known = {}

@@ -42,8 +42,9 @@ class Watchdog:
 
     def __init__(self, net: GarnetNetwork):
         self.net = net
-        self.threshold_ps = max(net.config.deadlock_threshold_cycles * net.cycle_ps,
-                                4 * net.max_round_trip_ps)
+        self.threshold_ps = max(
+            net.config.deadlock_threshold_cycles * net.cycle_ps, 4 * net.max_round_trip_ps
+        )
         self.armed = False
         self._progress = -1
 
@@ -71,21 +72,27 @@ class Watchdog:
     def report(self, *, stopped: bool) -> None:
         """Raise SimulationDeadlock naming the routers and VCs that wait on each other."""
         net = self.net
-        stuck = [ivc for port in [*net.input_ports, *(ni.port for ni in net.nis)]
-                 for ivc in port.vcs if ivc.buf]
+        stuck = [
+            ivc for port in [*net.input_ports, *(ni.port for ni in net.nis)] for ivc in port.vcs if ivc.buf
+        ]
         cycle = _find_cycle(stuck)
         now_ns = net.clock.now_ps / PS_PER_NS
-        why = ("the event queue ran dry" if stopped else
-               f"no flit moved for {self.threshold_ps / PS_PER_NS:g} ns = "
-               f"{self.threshold_ps // net.cycle_ps} cycles")
+        why = (
+            "the event queue ran dry"
+            if stopped
+            else f"no flit moved for {self.threshold_ps / PS_PER_NS:g} ns = "
+            f"{self.threshold_ps // net.cycle_ps} cycles"
+        )
         shown = cycle or stuck
         parts = [_describe(net, ivc) for ivc in shown[:_SHOWN]]
         more = f"; and {len(shown) - _SHOWN} more" if len(shown) > _SHOWN else ""
         kind = "a cycle of VCs each waiting for the next" if cycle else "blocked VCs"
         undelivered = net.messages_sent - net.messages_delivered
-        message = (f"garnetlike: deadlock at {now_ns:g} ns ({why}; {undelivered} message(s) "
-                   f"undelivered, {sum(len(v.buf) for v in stuck)} flits in buffers); "
-                   f"{kind}: {'; '.join(parts)}{more}")
+        message = (
+            f"garnetlike: deadlock at {now_ns:g} ns ({why}; {undelivered} message(s) "
+            f"undelivered, {sum(len(v.buf) for v in stuck)} flits in buffers); "
+            f"{kind}: {'; '.join(parts)}{more}"
+        )
         waiting: dict[int, list[str]] = {}
         for ivc in stuck:
             waiting.setdefault(ivc.port.router, []).append(_describe(net, ivc))
@@ -125,7 +132,7 @@ def _find_cycle(stuck: list[InputVC]) -> list[InputVC]:
                 continue
             mark = state.get(id(child))
             if mark == 1:
-                return path[path.index(child):]
+                return path[path.index(child) :]
             if mark is None:
                 state[id(child)] = 1
                 stack.append((child, iter(_waits_for(child))))
@@ -149,5 +156,4 @@ def _describe(net: GarnetNetwork, ivc: InputVC) -> str:
         need = f"a free {vcs} on {link}"
     else:
         need = "ejection"
-    return (f"{where} holds packet {pkt.msg.src}->{pkt.msg.dst} ({len(ivc.buf)} flits) "
-            f"and waits for {need}")
+    return f"{where} holds packet {pkt.msg.src}->{pkt.msg.dst} ({len(ivc.buf)} flits) and waits for {need}"

@@ -88,6 +88,5 @@ def ns_to_ps(delay_ns: float) -> int:
     """A delay in ns as whole ps (rounded to nearest); raises ValueError if negative,
     infinite or NaN."""
     if not 0 <= delay_ns < INF:
-        raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite "
-                         "and >= 0)")
+        raise ValueError(f"cannot schedule with a delay of {delay_ns} ns (must be finite and >= 0)")
     return int(round(delay_ns * PS_PER_NS))

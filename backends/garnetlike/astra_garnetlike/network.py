@@ -61,12 +61,40 @@ from astra_garnetlike.routing import ANY, HIGH, LOW, Routing
 class Message:
     """One message between two NPUs, from send to delivery."""
 
-    __slots__ = ("src", "dst", "size", "on_delivered", "arg", "vnet", "route", "vcs",
-                 "packets", "packets_to_make", "bytes_left", "packets_left", "packets_out", "seq",
-                 "sent_ps", "injected_ps", "done_ps")
+    __slots__ = (
+        "src",
+        "dst",
+        "size",
+        "on_delivered",
+        "arg",
+        "vnet",
+        "route",
+        "vcs",
+        "packets",
+        "packets_to_make",
+        "bytes_left",
+        "packets_left",
+        "packets_out",
+        "seq",
+        "sent_ps",
+        "injected_ps",
+        "done_ps",
+    )
 
-    def __init__(self, src: int, dst: int, size: int, on_delivered, arg, vnet: int,
-                 route: tuple, vcs: tuple, packets: int, seq: int, sent_ps: int):
+    def __init__(
+        self,
+        src: int,
+        dst: int,
+        size: int,
+        on_delivered,
+        arg,
+        vnet: int,
+        route: tuple,
+        vcs: tuple,
+        packets: int,
+        seq: int,
+        sent_ps: int,
+    ):
         self.src = src
         self.dst = dst
         self.size = size
@@ -90,8 +118,17 @@ class NetworkInterface:
     """An NPU's NI (or, with ``ni_ports = "per_link"``, its NI port for one link):
     packetization into its injection VCs, one packet per VC at a time."""
 
-    __slots__ = ("rank", "port", "queues", "vcs_per_vnet", "flit_bytes", "packet_bytes",
-                 "pipeline_ps", "clock", "packets_sent")
+    __slots__ = (
+        "rank",
+        "port",
+        "queues",
+        "vcs_per_vnet",
+        "flit_bytes",
+        "packet_bytes",
+        "pipeline_ps",
+        "clock",
+        "packets_sent",
+    )
 
     def __init__(self, rank: int, port: InputPort, config: GarnetConfig, pipeline_ps: int, clock):
         self.rank = rank
@@ -109,7 +146,7 @@ class NetworkInterface:
         self.queues[msg.vnet].append(msg)
         base = msg.vnet * self.vcs_per_vnet
         now = self.clock.events.now
-        for ivc in self.port.vcs[base:base + self.vcs_per_vnet]:
+        for ivc in self.port.vcs[base : base + self.vcs_per_vnet]:
             if ivc.pkt is None:
                 self.refill(ivc, now)
                 if not self.queues[msg.vnet]:
@@ -159,8 +196,14 @@ class GarnetNetwork:
 
     name = "garnetlike"
 
-    def __init__(self, physical: PhysicalTopology, config: GarnetConfig | None = None, *,
-                 network: NetworkConfig | None = None, ordered: bool = True):
+    def __init__(
+        self,
+        physical: PhysicalTopology,
+        config: GarnetConfig | None = None,
+        *,
+        network: NetworkConfig | None = None,
+        ordered: bool = True,
+    ):
         self.config = config = config or GarnetConfig()
         self.ordered = ordered
         #: Called with each packet whose tail has reached its destination NI (or None).
@@ -168,13 +211,15 @@ class GarnetNetwork:
         self.physical = physical
         self.clock = Clock()
         self._queue = self.clock.events  # in ps: the backend API converts to ns
-        self.routing = Routing(physical, config.routing, config.deadlock_avoidance == "dateline",
-                               network, config.up_down_root)
+        self.routing = Routing(
+            physical, config.routing, config.deadlock_avoidance == "dateline", network, config.up_down_root
+        )
         if self.routing.uses_classes and config.vcs_per_vnet < 2:
             raise ConfigError(
                 f"{config.source}: vcs_per_vnet: the dateline scheme on the wrap-around links of "
                 f"{physical.source} needs >= 2 VCs per virtual network, got {config.vcs_per_vnet} "
-                "(or set deadlock_avoidance = 'none')")
+                "(or set deadlock_avoidance = 'none')"
+            )
         self.cycle_ps = config.cycle_ps
         self.pipeline_ps = config.router_pipeline_cycles * self.cycle_ps
         self._build()
@@ -189,8 +234,9 @@ class GarnetNetwork:
         self.packet_latency_ps = 0
         self.watchdog = Watchdog(self)
         #: Flit-hops the messages sent so far will take; a run past max_flit_hops is refused.
-        self.budget = WorkBudget("garnetlike", "flit-hops", FLIT_HOPS_PER_S, config.max_flit_hops,
-                                 "max_flit_hops", config.source)
+        self.budget = WorkBudget(
+            "garnetlike", "flit-hops", FLIT_HOPS_PER_S, config.max_flit_hops, "max_flit_hops", config.source
+        )
         self._packet_flits = -(-config.packet_bytes // config.flit_bytes)
 
     # -- construction ------------------------------------------------------------------------
@@ -213,9 +259,18 @@ class GarnetNetwork:
             if config.buffers_cover_round_trip:
                 depth = max(depth, -(-round_trip // ser_ps))
             port_in = InputPort(dst, f"in from {self.node_name(src)}", vcs, depth)
-            port_out = OutputPort(clock, src, f"out to {self.node_name(dst)}", link, port_in,
-                                  ser_ps, latency_ps, self.pipeline_ps, credit_delay_ps,
-                                  config.atomic_vc_allocation)
+            port_out = OutputPort(
+                clock,
+                src,
+                f"out to {self.node_name(dst)}",
+                link,
+                port_in,
+                ser_ps,
+                latency_ps,
+                self.pipeline_ps,
+                credit_delay_ps,
+                config.atomic_vc_allocation,
+            )
             port_in.upstream = port_out
             self.input_ports.append(port_in)
             self.link_ports.append(port_out)
@@ -233,14 +288,15 @@ class GarnetNetwork:
         for rank, node in enumerate(physical.hosts):
             outs = physical.out_links[node]
             ins = incoming[node] if per_link else []
-            for links in ([[link] for link in outs] if per_link else [outs]):
-                name = f"injection to {self.node_name(physical.link_dst[links[0]])}" \
-                    if per_link else "injection"
+            for links in [[link] for link in outs] if per_link else [outs]:
+                name = (
+                    f"injection to {self.node_name(physical.link_dst[links[0]])}" if per_link else "injection"
+                )
                 port = InputPort(node, name, vcs, packet_flits)
                 ni = port.ni = NetworkInterface(rank, port, config, self.pipeline_ps, clock)
                 self.nis.append(ni)
                 self._ni_of_link.update((link, ni) for link in links)
-            for links in ([[link] for link in ins] if per_link else [[]]):
+            for links in [[link] for link in ins] if per_link else [[]]:
                 eject = EjectionPort(clock, node, self.cycle_ps, self._on_packet)
                 self.eject_ports.append(eject)
                 self._eject_of_link.update((link, eject) for link in links)
@@ -261,8 +317,17 @@ class GarnetNetwork:
         """Run ``callback(arg)`` after ``delay_ns`` (resolution 1 ps)."""
         self.clock.call_in(ns_to_ps(delay_ns), callback, arg)
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         """Inject a message now; ``on_delivered(arg)`` runs when it has arrived, in order per pair."""
         npus = self.physical.npus_count
         if not (0 <= src < npus and 0 <= dst < npus):
@@ -281,10 +346,18 @@ class GarnetNetwork:
         packets = max(1, -(-size_bytes // packet_bytes))
         full, rest = divmod(size_bytes, packet_bytes)
         flits = full * self._packet_flits + (-(-rest // self.config.flit_bytes) if rest else 0)
-        self.budget.add(max(flits, 1) * (len(route) - 1), self._describe_send, src, dst,
-                        size_bytes, max(flits, 1), len(route) - 1)
-        msg = Message(src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq,
-                      self._queue.now)
+        self.budget.add(
+            max(flits, 1) * (len(route) - 1),
+            self._describe_send,
+            src,
+            dst,
+            size_bytes,
+            max(flits, 1),
+            len(route) - 1,
+        )
+        msg = Message(
+            src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq, self._queue.now
+        )
         self._ni_of_link[route[0].link].enqueue(msg)
 
     def run(self) -> None:
@@ -373,11 +446,15 @@ class GarnetNetwork:
             for vc, ivc in enumerate(down.vcs):
                 total = port.credits[vc] + len(port.credit_times[vc]) + len(ivc.buf)
                 if total != down.depth:
-                    problems.append(f"{self.node_name(port.router)} {port.name} VC {vc}: "
-                                    f"{total} credits+flits, depth {down.depth}")
+                    problems.append(
+                        f"{self.node_name(port.router)} {port.name} VC {vc}: "
+                        f"{total} credits+flits, depth {down.depth}"
+                    )
                 if ivc.peak > down.depth:
-                    problems.append(f"{self.node_name(down.router)} {down.name} VC {vc}: held "
-                                    f"{ivc.peak} flits, depth {down.depth}")
+                    problems.append(
+                        f"{self.node_name(down.router)} {down.name} VC {vc}: held "
+                        f"{ivc.peak} flits, depth {down.depth}"
+                    )
         return problems
 
     @property
@@ -385,8 +462,10 @@ class GarnetNetwork:
         """Totals of the run: messages, packets, flit-hops, average packet latency (ns)."""
         packets = self.packets_delivered
         return {
-            "messages": self.messages_delivered, "packets": packets,
-            "bytes": self.bytes_delivered, "flit_hops": self.flit_hops(),
+            "messages": self.messages_delivered,
+            "packets": packets,
+            "bytes": self.bytes_delivered,
+            "flit_hops": self.flit_hops(),
             "avg_packet_latency_ns": self.packet_latency_ps / packets / PS_PER_NS if packets else 0.0,
         }
 

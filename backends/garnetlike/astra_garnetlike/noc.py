@@ -45,10 +45,18 @@ TOPOLOGIES = ("mesh", "torus")
 #: vcs_per_vnet 4, buffers_per_data_vc 4) with 16-byte flits. A NoC that is not
 #: deadlocked moves some flit every few cycles, so 1000 still-cycles mean deadlock
 #: (Garnet waits 50000, longer than most runs here).
-NOC_CONFIG = {"flit_bytes": 16, "vcs_per_vnet": 4, "buffer_depth_flits": 4,
-              "router_pipeline_cycles": 1, "credit_delay_cycles": 1, "atomic_vc_allocation": True,
-              "virtual_networks": 1, "clock_ghz": 1.0, "deadlock_threshold_cycles": 1000,
-              "ni_ports": "single"}
+NOC_CONFIG = {
+    "flit_bytes": 16,
+    "vcs_per_vnet": 4,
+    "buffer_depth_flits": 4,
+    "router_pipeline_cycles": 1,
+    "credit_delay_cycles": 1,
+    "atomic_vc_allocation": True,
+    "virtual_networks": 1,
+    "clock_ghz": 1.0,
+    "deadlock_threshold_cycles": 1000,
+    "ni_ports": "single",
+}
 DEFAULT_PACKET_FLITS = 4
 #: A load point is saturated when the network accepts less than this share of the
 #: offered load, or its measured packets have not all arrived by the end of the drain.
@@ -101,8 +109,7 @@ def noc_config(config: Any = None, packet_flits: int = DEFAULT_PACKET_FLITS, **o
     return load_config(keys, source=source)
 
 
-def build_network(topology: str, dims: Sequence[int], config: GarnetConfig,
-                  link_latency_cycles: int = 1):
+def build_network(topology: str, dims: Sequence[int], config: GarnetConfig, link_latency_cycles: int = 1):
     """A GarnetNetwork of ``topology`` (mesh or torus) ``dims`` with one-flit-per-cycle links."""
     from astra_garnetlike.network import GarnetNetwork
 
@@ -119,11 +126,20 @@ def build_network(topology: str, dims: Sequence[int], config: GarnetConfig,
     return GarnetNetwork(physical, config, ordered=False)
 
 
-def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str = "uniform_random",
-            injection_rate: float = 0.1, cycles: int = 10000, warmup: int | None = None,
-            packet_flits: int = DEFAULT_PACKET_FLITS, config: Any = None,
-            link_latency_cycles: int = 1, seed: int = 1, drain_factor: float = 4.0,
-            **overrides) -> NocResult:
+def run_noc(
+    topology: str = "mesh",
+    dims: Sequence[int] = (8, 8),
+    pattern: str = "uniform_random",
+    injection_rate: float = 0.1,
+    cycles: int = 10000,
+    warmup: int | None = None,
+    packet_flits: int = DEFAULT_PACKET_FLITS,
+    config: Any = None,
+    link_latency_cycles: int = 1,
+    seed: int = 1,
+    drain_factor: float = 4.0,
+    **overrides,
+) -> NocResult:
     """Simulate one load point; see the module docstring. ``overrides`` are config keys.
 
     Raises ConfigError for bad parameters and SimulationDeadlock (with the
@@ -159,8 +175,9 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
             state["created"] += 1
         net.send(src, dst, packet_bytes, _ignore)
 
-    injector = Injector(nodes, make_pattern(pattern, dims), injection_rate, packet_flits, cycle,
-                        clock, send, seed)
+    injector = Injector(
+        nodes, make_pattern(pattern, dims), injection_rate, packet_flits, cycle, clock, send, seed
+    )
     net.watchdog.arm()
     clock.run_until(window[0])
     ejected_before = net.ejected_flits()
@@ -175,14 +192,22 @@ def run_noc(topology: str = "mesh", dims: Sequence[int] = (8, 8), pattern: str =
     offered = state["created"] * packet_flits / (nodes * cycles)
     accepted = ejected / (nodes * cycles)
     return NocResult(
-        topology=topology, dims=tuple(dims), pattern=pattern, injection_rate=injection_rate,
-        offered=offered, accepted=accepted,
+        topology=topology,
+        dims=tuple(dims),
+        pattern=pattern,
+        injection_rate=injection_rate,
+        offered=offered,
+        accepted=accepted,
         avg_packet_latency=state["latency"] / arrived / cycle if arrived else math.inf,
         avg_network_latency=state["network"] / arrived / cycle if arrived else math.inf,
-        packets_measured=state["created"], packets_arrived=arrived,
+        packets_measured=state["created"],
+        packets_arrived=arrived,
         saturated=arrived < state["created"] or accepted < SATURATED * offered,
-        cycles=cycles, warmup=warmup,
-        flit_hops=net.flit_hops(), wall_s=time.perf_counter() - started)
+        cycles=cycles,
+        warmup=warmup,
+        flit_hops=net.flit_hops(),
+        wall_s=time.perf_counter() - started,
+    )
 
 
 def _ignore(_arg) -> None:
@@ -197,8 +222,9 @@ def average_hops(topology: str, dims: Sequence[int]) -> float:
     return sum((k * k - 1) / (3 * k) for k in dims)
 
 
-def _check_work(cfg: GarnetConfig, topology: str, dims: Sequence[int], nodes: int, rate: float,
-                injected_cycles: int) -> None:
+def _check_work(
+    cfg: GarnetConfig, topology: str, dims: Sequence[int], nodes: int, rate: float, injected_cycles: int
+) -> None:
     """Refuse a load point whose injected traffic alone would pass ``max_flit_hops``
     (before simulating it): nodes x min(rate, 1) x cycles x average hops."""
     from astra_core.backend import WorkBudget
@@ -207,18 +233,22 @@ def _check_work(cfg: GarnetConfig, topology: str, dims: Sequence[int], nodes: in
     projected = int(nodes * min(rate, 1.0) * injected_cycles * average_hops(topology, dims))
     shape = "x".join(map(str, dims))
     where = "a --config file" if cfg.source == "noc" else cfg.source
-    WorkBudget("garnetlike", "flit-hops", FLIT_HOPS_PER_S, cfg.max_flit_hops, "max_flit_hops",
-               where).add(projected, lambda: (
-                   f"noc {topology} {shape} at {rate:g} flits/node/cycle for {injected_cycles} "
-                   f"cycles (warm-up included)"))
+    WorkBudget("garnetlike", "flit-hops", FLIT_HOPS_PER_S, cfg.max_flit_hops, "max_flit_hops", where).add(
+        projected,
+        lambda: (
+            f"noc {topology} {shape} at {rate:g} flits/node/cycle for {injected_cycles} "
+            f"cycles (warm-up included)"
+        ),
+    )
 
 
 def _run_point(kwargs: dict) -> NocResult:
     return run_noc(**kwargs)
 
 
-def sweep(rates: Sequence[float], jobs: int = 1, stop_after_saturation: bool = True,
-          **kwargs) -> list[NocResult]:
+def sweep(
+    rates: Sequence[float], jobs: int = 1, stop_after_saturation: bool = True, **kwargs
+) -> list[NocResult]:
     """Load points at each offered rate (ascending); with ``jobs > 1`` in worker processes.
 
     Sequentially, the sweep stops after the first saturated point when
@@ -250,8 +280,13 @@ def plot_sweep(results: Sequence[NocResult], path: str) -> None:
     ax1.plot([r.offered for r in ok], [r.avg_packet_latency for r in ok], "o-")
     sat = [r for r in results if r.saturated and math.isfinite(r.avg_packet_latency)]
     if sat:
-        ax1.plot([r.offered for r in sat], [r.avg_packet_latency for r in sat], "x",
-                 color="tab:red", label="saturated")
+        ax1.plot(
+            [r.offered for r in sat],
+            [r.avg_packet_latency for r in sat],
+            "x",
+            color="tab:red",
+            label="saturated",
+        )
         ax1.legend()
     ax1.set_xlabel("offered load (flits/node/cycle)")
     ax1.set_ylabel("average packet latency (cycles)")

@@ -14,7 +14,7 @@ def astra_register_backends(register):
         lazy_factory("astra_garnetlike.network:create"),
         config_type="astra_garnetlike.config:GarnetConfig",
         description="credit-based flow-control packet/flit model (Garnet-like): routers with "
-                    "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
+        "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
     )
 
 

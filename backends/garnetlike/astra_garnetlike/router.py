@@ -56,8 +56,7 @@ class Packet:
 
     __slots__ = ("msg", "flits", "route", "vcs", "created_ps", "payload")
 
-    def __init__(self, msg: Message, flits: int, payload: int, route: tuple, vcs: tuple,
-                 created_ps: int):
+    def __init__(self, msg: Message, flits: int, payload: int, route: tuple, vcs: tuple, created_ps: int):
         self.msg = msg
         self.flits = flits
         self.payload = payload
@@ -76,8 +75,19 @@ class InputVC:
     ``waiting`` as ``(packet, hop)``. ``peak`` is the most flits ever held.
     """
 
-    __slots__ = ("port", "index", "buf", "pkt", "hop", "left", "out", "out_vc", "waiting", "peak",
-                 "credit_times")
+    __slots__ = (
+        "port",
+        "index",
+        "buf",
+        "pkt",
+        "hop",
+        "left",
+        "out",
+        "out_vc",
+        "waiting",
+        "peak",
+        "credit_times",
+    )
 
     def __init__(self, port: InputPort, index: int):
         self.port = port
@@ -113,8 +123,15 @@ class InputPort:
 
     __slots__ = ("router", "name", "vcs", "depth", "upstream", "ni", "busy_until")
 
-    def __init__(self, router: int, name: str, vcs_count: int, depth: int,
-                 upstream: OutputPort | None = None, ni: Any = None):
+    def __init__(
+        self,
+        router: int,
+        name: str,
+        vcs_count: int,
+        depth: int,
+        upstream: OutputPort | None = None,
+        ni: Any = None,
+    ):
         self.router = router
         self.name = name
         self.depth = depth
@@ -136,14 +153,45 @@ class OutputPort:
     ``flits``: flits granted so far.
     """
 
-    __slots__ = ("clock", "events", "schedule", "router", "name", "link", "down", "down_vcs",
-                 "ser_ps", "hop_ps", "credit_ps", "atomic", "credits", "credit_times", "free_at",
-                 "requests", "rr", "busy_until", "wake_time", "blocked", "buckets", "run_bucket",
-                 "flits")
+    __slots__ = (
+        "clock",
+        "events",
+        "schedule",
+        "router",
+        "name",
+        "link",
+        "down",
+        "down_vcs",
+        "ser_ps",
+        "hop_ps",
+        "credit_ps",
+        "atomic",
+        "credits",
+        "credit_times",
+        "free_at",
+        "requests",
+        "rr",
+        "busy_until",
+        "wake_time",
+        "blocked",
+        "buckets",
+        "run_bucket",
+        "flits",
+    )
 
-    def __init__(self, clock, router: int, name: str, link: int, down: InputPort | None,
-                 ser_ps: int, latency_ps: int, pipeline_ps: int, credit_delay_ps: int,
-                 atomic: bool):
+    def __init__(
+        self,
+        clock,
+        router: int,
+        name: str,
+        link: int,
+        down: InputPort | None,
+        ser_ps: int,
+        latency_ps: int,
+        pipeline_ps: int,
+        credit_delay_ps: int,
+        atomic: bool,
+    ):
         self.clock = clock
         self.events = clock.events
         self.schedule = clock.events.schedule

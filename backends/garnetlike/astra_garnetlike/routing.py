@@ -143,8 +143,9 @@ def recognize_grid(physical: PhysicalTopology, max_dims: int = 4) -> Grid | None
     return None
 
 
-def _ring_links(physical: PhysicalTopology, sizes: Sequence[int], rings: Sequence[bool],
-                npus: int) -> dict[int, tuple[int, bool]]:
+def _ring_links(
+    physical: PhysicalTopology, sizes: Sequence[int], rings: Sequence[bool], npus: int
+) -> dict[int, tuple[int, bool]]:
     """link id -> (dimension, is the wrap-around link) for links along a ring dimension of >= 3.
 
     NPU node ids are their grid ids (< ``npus``); links touching other nodes
@@ -171,8 +172,10 @@ def _ring_links(physical: PhysicalTopology, sizes: Sequence[int], rings: Sequenc
 def _up_down_root(physical: PhysicalTopology, root: int | None) -> int:
     if root is not None:
         if not 0 <= root < physical.nodes_count:
-            raise ConfigError(f"garnetlike config: up_down_root: node {root} is not in "
-                              f"{physical.source} (nodes are 0..{physical.nodes_count - 1})")
+            raise ConfigError(
+                f"garnetlike config: up_down_root: node {root} is not in "
+                f"{physical.source} (nodes are 0..{physical.nodes_count - 1})"
+            )
         return root
     candidates = sorted(physical.switches) or list(range(physical.nodes_count))
     return max(candidates, key=lambda node: (len(physical.out_links[node]), -node))
@@ -187,9 +190,14 @@ class Routing:
     routing asked for does not fit the topology.
     """
 
-    def __init__(self, physical: PhysicalTopology, routing: str = "auto",
-                 dateline: bool = True, network: NetworkConfig | None = None,
-                 up_down_root: int | None = None):
+    def __init__(
+        self,
+        physical: PhysicalTopology,
+        routing: str = "auto",
+        dateline: bool = True,
+        network: NetworkConfig | None = None,
+        up_down_root: int | None = None,
+    ):
         self.physical = physical
         self.grid: Grid | None = None
         ring_links: dict[int, tuple[int, bool]] = {}
@@ -209,7 +217,8 @@ class Routing:
             raise ConfigError(
                 f"garnetlike config: routing: 'dimension_order' needs a ring, mesh or torus "
                 f"(network.yml dimensions, or a switchless topology laid out like astra's mesh/torus "
-                f"generators); {physical.source} is not one (use 'table' or 'up_down')")
+                f"generators); {physical.source} is not one (use 'table' or 'up_down')"
+            )
         self.mode = routing
         self.dateline = dateline and routing in ("dimension_order", "table") and bool(ring_links)
         self._ring_links = ring_links if self.dateline else {}
@@ -279,8 +288,10 @@ class Routing:
             table = self._up_down[src] = self._up_down_from(src)
         path = table.get(dst)
         if path is None:
-            raise ConfigError(f"{self.physical.source}: up_down routing: no up*/down* route from "
-                              f"NPU {src} to NPU {dst} (root node {self._root})")
+            raise ConfigError(
+                f"{self.physical.source}: up_down routing: no up*/down* route from "
+                f"NPU {src} to NPU {dst} (root node {self._root})"
+            )
         return path
 
     def _up_down_from(self, src: int) -> dict[int, tuple[int, ...]]:

@@ -71,8 +71,10 @@ def make_pattern(name: str, sizes: Sequence[int]) -> Pattern:
         return uniform
     if name in ("tornado", "neighbor"):
         shifts = [max(0, math.ceil(k / 2) - 1) if name == "tornado" else 1 for k in sizes]
-        table = [_node([(c + s) % k for c, s, k in zip(_coords(src, sizes), shifts, sizes)], sizes)
-                 for src in range(n)]
+        table = [
+            _node([(c + s) % k for c, s, k in zip(_coords(src, sizes), shifts, sizes)], sizes)
+            for src in range(n)
+        ]
         return lambda src, rng: table[src]
     if name == "transpose":
         if len(sizes) == 2 and sizes[0] == sizes[1]:
@@ -80,8 +82,9 @@ def make_pattern(name: str, sizes: Sequence[int]) -> Pattern:
             return lambda src, rng: table[src]
         bits = n.bit_length() - 1
         if n != 1 << bits or bits % 2:
-            raise ConfigError(f"transpose needs a square 2-D grid or 2^b nodes with b even; "
-                              f"got {'x'.join(map(str, sizes))}")
+            raise ConfigError(
+                f"transpose needs a square 2-D grid or 2^b nodes with b even; got {'x'.join(map(str, sizes))}"
+            )
         half, mask = bits // 2, n - 1
         return lambda src, rng: ((src << half) | (src >> half)) & mask
     if name == "bit_complement":
@@ -101,8 +104,17 @@ class Injector:
     cycle. ``send(src, dst)`` is called for each packet.
     """
 
-    def __init__(self, nodes: int, pattern: Pattern, rate_flits: float, packet_flits: int,
-                 cycle_ps: int, clock, send: Callable[[int, int], None], seed: int = 1):
+    def __init__(
+        self,
+        nodes: int,
+        pattern: Pattern,
+        rate_flits: float,
+        packet_flits: int,
+        cycle_ps: int,
+        clock,
+        send: Callable[[int, int], None],
+        seed: int = 1,
+    ):
         if not rate_flits > 0:
             raise ConfigError(f"--injection-rate must be > 0 flits/node/cycle, got {rate_flits}")
         self.p = min(1.0, rate_flits / packet_flits)

@@ -79,8 +79,9 @@ def source_texts() -> dict[str, str]:
 
 def library_key(cxx: str) -> str:
     """Hash of the sources, the ns3 version, the compiler and the flags."""
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
-                             check=False).stdout.splitlines()[:1]
+    version = subprocess.run(
+        [cxx, "--version"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()[:1]
     h = hashlib.sha256()
     for name, text in sorted(source_texts().items()):
         h.update(name.encode() + b"\0" + text.encode() + b"\0")
@@ -126,8 +127,12 @@ def _compile(cxx: str, include: Path, lib: Path, tmp: Path, target: Path) -> Non
 
     def one(name: str) -> Path:
         obj = tmp / (name + ".o")
-        run = subprocess.run([cxx, *flags, "-c", str(CPP_DIR / name), "-o", str(obj)],
-                             capture_output=True, text=True, check=False)
+        run = subprocess.run(
+            [cxx, *flags, "-c", str(CPP_DIR / name), "-o", str(obj)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if run.returncode != 0:
             raise BuildError(f"{cxx} failed on {name}:\n{run.stderr[-4000:]}")
         return obj
@@ -136,8 +141,12 @@ def _compile(cxx: str, include: Path, lib: Path, tmp: Path, target: Path) -> Non
         objects = list(pool.map(one, SOURCES))
     libs = [str(ns3_library(lib, m)) for m in NS3_MODULES]
     partial = tmp / target.name
-    link = subprocess.run([cxx, "-shared", "-o", str(partial), *map(str, objects), *libs,
-                           f"-Wl,-rpath,{lib}"], capture_output=True, text=True, check=False)
+    link = subprocess.run(
+        [cxx, "-shared", "-o", str(partial), *map(str, objects), *libs, f"-Wl,-rpath,{lib}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if link.returncode != 0:
         raise BuildError(f"{cxx} failed to link:\n{link.stderr[-4000:]}")
     os.replace(partial, target)

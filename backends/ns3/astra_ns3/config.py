@@ -128,22 +128,28 @@ class EcnConfig(BaseModel):
 
     model_config = STRICT
     enabled: bool = True
-    kmin_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-                  Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
-        {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
-    kmax_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-                  Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
-        {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
-    pmax: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-               Annotated[float, between(0, 1)]] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
+    kmin_kb: dict[
+        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
+    ] = {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
+    kmax_kb: dict[
+        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
+    ] = {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
+    pmax: dict[
+        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Annotated[float, between(0, 1)],
+    ] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
 
     def thresholds(self, gbps: float) -> tuple[float, float, float]:
         """(Kmin bytes, Kmax bytes, Pmax) for a link of ``gbps``; (0, 0, 0) if disabled."""
         if not self.enabled:
             return 0.0, 0.0, 0.0
-        return (_per_speed(self.kmin_kb, gbps, True) * 1000,
-                _per_speed(self.kmax_kb, gbps, True) * 1000,
-                _per_speed(self.pmax, gbps, False))
+        return (
+            _per_speed(self.kmin_kb, gbps, True) * 1000,
+            _per_speed(self.kmax_kb, gbps, True) * 1000,
+            _per_speed(self.pmax, gbps, False),
+        )
 
 
 def _per_speed(table: dict[float, float], gbps: float, scale: bool) -> float:
@@ -218,9 +224,10 @@ class DctcpConfig(BaseModel):
 
     model_config = STRICT
     g: Ratio = 1 / 16
-    k_kb: dict[Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
-               Annotated[float, between(0, MAX_BYTES / 1000, " KB")]] = \
-        {25: 75, 40: 120, 100: 300, 200: 600, 400: 1200}
+    k_kb: dict[
+        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
+    ] = {25: 75, 40: 120, 100: 300, 200: 600, 400: 1200}
 
     def thresholds(self, gbps: float) -> tuple[float, float, float]:
         """(K bytes, K bytes, 1.0): mark every packet above K."""
@@ -284,8 +291,10 @@ class Ns3Config(BaseModel):
             name = CC_MODES.get(int(value))
             if name in CC_CODES:
                 return name
-            raise ValueError(f"CC_MODE {int(value)} is not an upstream congestion control; use "
-                             "1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) or 10 (HPCC-PINT)")
+            raise ValueError(
+                f"CC_MODE {int(value)} is not an upstream congestion control; use "
+                "1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) or 10 (HPCC-PINT)"
+            )
         if isinstance(value, str):
             return value.lower()
         return value
@@ -294,21 +303,42 @@ class Ns3Config(BaseModel):
         """Key -> value for the C++ library (``astra_ns3_set``), in its units."""
         d, h, p, t = self.dcqcn, self.hpcc, self.pfc, self.timely
         return {
-            "cc": CC_CODES[self.cc], "payload": self.payload_bytes, "buffer": self.buffer_bytes,
-            "pfc": p.enabled, "pfc_alpha": p.alpha, "pfc_xoff": p.xoff_bytes,
-            "pfc_headroom": p.headroom_bytes, "pfc_xon_delta": p.xon_delta_bytes,
-            "ecn": self.ecn.enabled, "ack_interval": self.ack_interval, "rto_us": self.rto_us,
-            "seed": self.seed, "dcqcn_g": d.g, "cnp_interval_us": d.cnp_interval_us,
-            "alpha_timer_us": d.alpha_timer_us, "rate_timer_us": d.rate_increase_timer_us,
-            "byte_counter": d.byte_counter_bytes, "fast_recovery": d.fast_recovery_steps,
-            "rate_ai": d.rate_ai_mbps * 1e6, "rate_hai": d.rate_hai_mbps * 1e6,
-            "min_rate": d.min_rate_mbps * 1e6, "clamp_target": d.clamp_target_rate,
-            "hpcc_eta": h.eta, "hpcc_max_stage": h.max_stage, "hpcc_rate_ai": h.rate_ai_mbps * 1e6,
-            "pint_log_base": self.hpcc_pint.log_base, "pint_prob": self.hpcc_pint.probability,
-            "timely_alpha": t.alpha, "timely_beta": t.beta, "timely_t_low_us": t.t_low_us,
-            "timely_t_high_us": t.t_high_us, "timely_min_rtt_us": t.min_rtt_us,
-            "timely_rate_ai": t.rate_ai_mbps * 1e6, "timely_hai_after": t.hai_after,
-            "timely_hai_factor": t.hai_factor, "dctcp_g": self.dctcp.g,
+            "cc": CC_CODES[self.cc],
+            "payload": self.payload_bytes,
+            "buffer": self.buffer_bytes,
+            "pfc": p.enabled,
+            "pfc_alpha": p.alpha,
+            "pfc_xoff": p.xoff_bytes,
+            "pfc_headroom": p.headroom_bytes,
+            "pfc_xon_delta": p.xon_delta_bytes,
+            "ecn": self.ecn.enabled,
+            "ack_interval": self.ack_interval,
+            "rto_us": self.rto_us,
+            "seed": self.seed,
+            "dcqcn_g": d.g,
+            "cnp_interval_us": d.cnp_interval_us,
+            "alpha_timer_us": d.alpha_timer_us,
+            "rate_timer_us": d.rate_increase_timer_us,
+            "byte_counter": d.byte_counter_bytes,
+            "fast_recovery": d.fast_recovery_steps,
+            "rate_ai": d.rate_ai_mbps * 1e6,
+            "rate_hai": d.rate_hai_mbps * 1e6,
+            "min_rate": d.min_rate_mbps * 1e6,
+            "clamp_target": d.clamp_target_rate,
+            "hpcc_eta": h.eta,
+            "hpcc_max_stage": h.max_stage,
+            "hpcc_rate_ai": h.rate_ai_mbps * 1e6,
+            "pint_log_base": self.hpcc_pint.log_base,
+            "pint_prob": self.hpcc_pint.probability,
+            "timely_alpha": t.alpha,
+            "timely_beta": t.beta,
+            "timely_t_low_us": t.t_low_us,
+            "timely_t_high_us": t.t_high_us,
+            "timely_min_rtt_us": t.min_rtt_us,
+            "timely_rate_ai": t.rate_ai_mbps * 1e6,
+            "timely_hai_after": t.hai_after,
+            "timely_hai_factor": t.hai_factor,
+            "dctcp_g": self.dctcp.g,
             "monitor_interval_us": self.monitor.interval_us,
         }
 

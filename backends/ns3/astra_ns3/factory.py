@@ -17,11 +17,13 @@ def check_available() -> None:
     try:
         version = metadata.version("ns3")
     except metadata.PackageNotFoundError:
-        raise BackendUnavailable(f"the ns3 backend needs the 'ns3' package (ns-3 3.44): "
-                                 f"{INSTALL_HINT}") from None
+        raise BackendUnavailable(
+            f"the ns3 backend needs the 'ns3' package (ns-3 3.44): {INSTALL_HINT}"
+        ) from None
     if not version.startswith("3.44"):
-        raise BackendUnavailable(f"the ns3 backend is built for ns-3 3.44, found ns3 {version}: "
-                                 f"{INSTALL_HINT}")
+        raise BackendUnavailable(
+            f"the ns3 backend is built for ns-3 3.44, found ns3 {version}: {INSTALL_HINT}"
+        )
     if util.find_spec("cppyy") is None:
         raise BackendUnavailable(f"the ns3 backend needs the 'cppyy' package: {INSTALL_HINT}")
 

@@ -30,8 +30,16 @@ from astra_core.topology.physical import PhysicalTopology
 if TYPE_CHECKING:
     import pandas as pd
 
-_PORT_SUMS = ("tx_bytes", "tx_packets", "drops", "ecn_marks", "pauses_sent", "resumes_sent",
-              "pauses_received", "paused_ps")
+_PORT_SUMS = (
+    "tx_bytes",
+    "tx_packets",
+    "drops",
+    "ecn_marks",
+    "pauses_sent",
+    "resumes_sent",
+    "pauses_received",
+    "paused_ps",
+)
 
 
 class Ns3Results:
@@ -61,8 +69,9 @@ class Ns3Results:
         col = {name: k for k, name in enumerate(PORT_FIELDS)}
         for key in _PORT_SUMS:
             self._ports[key][: len(ports)] += ports[:, col[key]]
-        self._max_queue[: len(ports)] = np.maximum(self._max_queue[: len(ports)],
-                                                   ports[:, col["max_queue_bytes"]])
+        self._max_queue[: len(ports)] = np.maximum(
+            self._max_queue[: len(ports)], ports[:, col["max_queue_bytes"]]
+        )
         self._headroom[: len(ports)] = ports[:, col["headroom_bytes"]]
         self._max_buffer = np.maximum(self._max_buffer, raw["node_max_buffer"][: len(self._max_buffer)])
         self.misrouted += int(raw["misrouted"][0])
@@ -72,25 +81,49 @@ class Ns3Results:
         src, dst, size, tag, sent = (np.array(x) for x in zip(*meta)) if meta else [np.array([])] * 5
         start = offset_ns + f["start_ps"] / 1000
         finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
-        self._messages.append({
-            "run": np.full(len(flows), self.runs), "message": first + np.arange(len(flows)), "src": src, "dst": dst,
-            "bytes": size, "tag": tag, "start_ns": start, "finish_ns": finish,
-            "fct_ns": finish - start, "packets_sent": f["packets_sent"],
-            "retransmits": f["retransmits"], "timeouts": f["timeouts"], "cnps_sent": f["cnps_sent"],
-            "cnps_received": f["cnps_received"], "base_rtt_ns": f["base_rtt_ps"] / 1000,
-            "final_rate_gbps": f["final_rate_bps"] / 1e9})
+        self._messages.append(
+            {
+                "run": np.full(len(flows), self.runs),
+                "message": first + np.arange(len(flows)),
+                "src": src,
+                "dst": dst,
+                "bytes": size,
+                "tag": tag,
+                "start_ns": start,
+                "finish_ns": finish,
+                "fct_ns": finish - start,
+                "packets_sent": f["packets_sent"],
+                "retransmits": f["retransmits"],
+                "timeouts": f["timeouts"],
+                "cnps_sent": f["cnps_sent"],
+                "cnps_received": f["cnps_received"],
+                "base_rtt_ns": f["base_rtt_ps"] / 1000,
+                "final_rate_gbps": f["final_rate_bps"] / 1e9,
+            }
+        )
         if len(raw["queue_t_ps"]):
             link = raw["queue_port"]
-            self._queues.append({
-                "time_ns": offset_ns + raw["queue_t_ps"] / 1000, "link": link,
-                "node": np.asarray(self.physical.link_src)[link],
-                "peer": np.asarray(self.physical.link_dst)[link], "bytes": raw["queue_bytes"]})
+            self._queues.append(
+                {
+                    "time_ns": offset_ns + raw["queue_t_ps"] / 1000,
+                    "link": link,
+                    "node": np.asarray(self.physical.link_src)[link],
+                    "peer": np.asarray(self.physical.link_dst)[link],
+                    "bytes": raw["queue_bytes"],
+                }
+            )
         if len(raw["flow_t_ps"]):
             local = raw["flow_id"]
-            self._samples.append({
-                "time_ns": offset_ns + raw["flow_t_ps"] / 1000, "message": first + local,
-                "src": src[local], "dst": dst[local], "delivered_bytes": raw["flow_delivered"],
-                "rate_gbps": raw["flow_rate_bps"] / 1e9})
+            self._samples.append(
+                {
+                    "time_ns": offset_ns + raw["flow_t_ps"] / 1000,
+                    "message": first + local,
+                    "src": src[local],
+                    "dst": dst[local],
+                    "delivered_bytes": raw["flow_delivered"],
+                    "rate_gbps": raw["flow_rate_bps"] / 1e9,
+                }
+            )
         self.runs += 1
 
     # -- tables ------------------------------------------------------------------------
@@ -98,8 +131,14 @@ class Ns3Results:
         import pandas as pd
 
         p = self.physical
-        frame = pd.DataFrame({"link": np.arange(p.links_count), "node": p.link_src,
-                              "peer": p.link_dst, "gbps": np.asarray(p.link_bandwidth) * 8})
+        frame = pd.DataFrame(
+            {
+                "link": np.arange(p.links_count),
+                "node": p.link_src,
+                "peer": p.link_dst,
+                "gbps": np.asarray(p.link_bandwidth) * 8,
+            }
+        )
         for key in _PORT_SUMS:
             frame[key] = self._ports[key]
         frame["paused_ns"] = frame.pop("paused_ps") / 1000
@@ -108,8 +147,9 @@ class Ns3Results:
         return frame
 
     def messages(self) -> pd.DataFrame:
-        return _concat(self._messages, ["run", "message", "src", "dst", "bytes", "start_ns",
-                                        "finish_ns", "fct_ns"])
+        return _concat(
+            self._messages, ["run", "message", "src", "dst", "bytes", "start_ns", "finish_ns", "fct_ns"]
+        )
 
     def queues(self) -> pd.DataFrame:
         return _concat(self._queues, ["time_ns", "link", "node", "peer", "bytes"])
@@ -123,8 +163,9 @@ class Ns3Results:
             by = frame.groupby("message", sort=False)
             frame["throughput_gbps"] = by["delivered_bytes"].diff() * 8 / by["time_ns"].diff()
             frames.append(frame.sort_values(["time_ns", "message"], kind="stable"))
-        return _concat(frames, ["time_ns", "message", "src", "dst", "delivered_bytes",
-                                "rate_gbps", "throughput_gbps"])
+        return _concat(
+            frames, ["time_ns", "message", "src", "dst", "delivered_bytes", "rate_gbps", "throughput_gbps"]
+        )
 
     def node_max_buffer(self) -> np.ndarray:
         """Peak shared-buffer occupancy per node, bytes."""
@@ -132,17 +173,20 @@ class Ns3Results:
 
     def totals(self) -> dict[str, Any]:
         """Whole-network counters (``packet_hops``: packets sent over any link)."""
+
         def total(column: str) -> int:
             return int(sum(run[column].sum() for run in self._messages))
 
         return {
-            "runs": self.runs, "messages": sum(len(run["message"]) for run in self._messages),
+            "runs": self.runs,
+            "messages": sum(len(run["message"]) for run in self._messages),
             "packet_hops": int(self._ports["tx_packets"].sum()),
             "bytes_on_wire": int(self._ports["tx_bytes"].sum()),
             "drops": int(self._ports["drops"].sum()),
             "ecn_marks": int(self._ports["ecn_marks"].sum()),
             "pfc_pauses": int(self._ports["pauses_sent"].sum()),
-            "cnps": total("cnps_sent"), "retransmits": total("retransmits"),
+            "cnps": total("cnps_sent"),
+            "retransmits": total("retransmits"),
             "timeouts": total("timeouts"),
             "misrouted": self.misrouted,
         }
@@ -178,5 +222,4 @@ def _concat(frames: list, columns: list[str]) -> pd.DataFrame:
 
     if not frames:
         return pd.DataFrame(columns=columns)
-    return pd.concat([f if isinstance(f, pd.DataFrame) else _frame(f) for f in frames],
-                     ignore_index=True)
+    return pd.concat([f if isinstance(f, pd.DataFrame) else _frame(f) for f in frames], ignore_index=True)

@@ -18,10 +18,31 @@ import numpy as np
 from astra_ns3 import build
 
 #: Values per row of astra_ns3_port_stats / astra_ns3_flow_stats (api.cc).
-PORT_FIELDS = ("present", "node", "tx_bytes", "tx_packets", "drops", "ecn_marks", "pauses_sent",
-               "resumes_sent", "pauses_received", "max_queue_bytes", "paused_ps", "headroom_bytes")
-FLOW_FIELDS = ("start_ps", "finish_ps", "packets_sent", "retransmits", "timeouts", "cnps_sent",
-               "cnps_received", "base_rtt_ps", "final_rate_bps")
+PORT_FIELDS = (
+    "present",
+    "node",
+    "tx_bytes",
+    "tx_packets",
+    "drops",
+    "ecn_marks",
+    "pauses_sent",
+    "resumes_sent",
+    "pauses_received",
+    "max_queue_bytes",
+    "paused_ps",
+    "headroom_bytes",
+)
+FLOW_FIELDS = (
+    "start_ps",
+    "finish_ps",
+    "packets_sent",
+    "retransmits",
+    "timeouts",
+    "cnps_sent",
+    "cnps_received",
+    "base_rtt_ps",
+    "final_rate_bps",
+)
 
 _U32P = ctypes.POINTER(ctypes.c_uint32)
 _I64P = ctypes.POINTER(ctypes.c_int64)
@@ -33,10 +54,14 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "astra_ns3_create": (ctypes.c_int, []),
     "astra_ns3_error": (ctypes.c_char_p, []),
     "astra_ns3_add_node": (ctypes.c_int, [ctypes.c_int]),
-    "astra_ns3_add_cable": (ctypes.c_int, [ctypes.c_uint32] * 4 + [ctypes.c_double] * 2
-                            + [ctypes.c_int64] + [ctypes.c_double] * 6),
-    "astra_ns3_start_flow": (ctypes.c_int, [ctypes.c_uint32] * 4 + [ctypes.c_uint64, _U32P,
-                                                                     ctypes.c_int, _U32P, ctypes.c_int]),
+    "astra_ns3_add_cable": (
+        ctypes.c_int,
+        [ctypes.c_uint32] * 4 + [ctypes.c_double] * 2 + [ctypes.c_int64] + [ctypes.c_double] * 6,
+    ),
+    "astra_ns3_start_flow": (
+        ctypes.c_int,
+        [ctypes.c_uint32] * 4 + [ctypes.c_uint64, _U32P, ctypes.c_int, _U32P, ctypes.c_int],
+    ),
     "astra_ns3_run": (ctypes.c_int, [ctypes.c_int64]),
     "astra_ns3_now": (ctypes.c_int64, []),
     "astra_ns3_take_completions": (ctypes.c_int, [_U32P, ctypes.c_int]),
@@ -92,8 +117,17 @@ class Library:
     def start_flow(self, flow: int, qp: int, src: int, dst: int, size: int, fwd, rev) -> None:
         f = np.asarray(fwd, dtype=np.uint32)
         r = np.asarray(rev, dtype=np.uint32)
-        status = self._f["astra_ns3_start_flow"](flow, qp, src, dst, size, self._ptr(f, ctypes.c_uint32),
-                                                 len(f), self._ptr(r, ctypes.c_uint32), len(r))
+        status = self._f["astra_ns3_start_flow"](
+            flow,
+            qp,
+            src,
+            dst,
+            size,
+            self._ptr(f, ctypes.c_uint32),
+            len(f),
+            self._ptr(r, ctypes.c_uint32),
+            len(r),
+        )
         self._check(status, f"message {flow}")
 
     def run(self, until_ps: int) -> int:
@@ -131,12 +165,22 @@ class Library:
         if n_queue:
             self._f["astra_ns3_queue_samples"](*(self._ptr(a, ctypes.c_int64) for a in q))
         if n_flow_samples:
-            self._f["astra_ns3_flow_samples"](*(self._ptr(a, ctypes.c_int64) for a in s),
-                                              self._ptr(rate, ctypes.c_double))
-        return {"ports": ports, "flows": flows, "node_max_buffer": nodes,
-                "misrouted": np.array([misrouted]),
-                "queue_t_ps": q[0], "queue_port": q[1], "queue_bytes": q[2],
-                "flow_t_ps": s[0], "flow_id": s[1], "flow_delivered": s[2], "flow_rate_bps": rate}
+            self._f["astra_ns3_flow_samples"](
+                *(self._ptr(a, ctypes.c_int64) for a in s), self._ptr(rate, ctypes.c_double)
+            )
+        return {
+            "ports": ports,
+            "flows": flows,
+            "node_max_buffer": nodes,
+            "misrouted": np.array([misrouted]),
+            "queue_t_ps": q[0],
+            "queue_port": q[1],
+            "queue_bytes": q[2],
+            "flow_t_ps": s[0],
+            "flow_id": s[1],
+            "flow_delivered": s[2],
+            "flow_rate_bps": rate,
+        }
 
     def destroy(self) -> None:
         self._f["astra_ns3_destroy"]()
@@ -189,5 +233,6 @@ def load(mode: str = "auto") -> Library:
         try:
             return _load_jit()
         except Exception as jit_exc:  # noqa: BLE001 - report both reasons
-            raise NativeError(f"cannot compile the model ({exc}) nor JIT it with cppyy "
-                              f"({jit_exc})") from jit_exc
+            raise NativeError(
+                f"cannot compile the model ({exc}) nor JIT it with cppyy ({jit_exc})"
+            ) from jit_exc

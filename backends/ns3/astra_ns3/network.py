@@ -70,14 +70,18 @@ def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
         try:
             ba = physical.link(b, a)
         except KeyError:
-            raise ConfigError(f"{physical.source}: link {a} -> {b} has no link back; the ns3 "
-                              "backend models full-duplex cables") from None
+            raise ConfigError(
+                f"{physical.source}: link {a} -> {b} has no link back; the ns3 "
+                "backend models full-duplex cables"
+            ) from None
         if ab > ba:
             continue
         lat_ab, lat_ba = physical.link_latency[ab], physical.link_latency[ba]
         if lat_ab != lat_ba:
-            raise ConfigError(f"{physical.source}: cable {a} <-> {b} has latencies {lat_ab:g} and "
-                              f"{lat_ba:g} ns; the ns3 backend needs one latency per cable")
+            raise ConfigError(
+                f"{physical.source}: cable {a} <-> {b} has latencies {lat_ab:g} and "
+                f"{lat_ba:g} ns; the ns3 backend needs one latency per cable"
+            )
         rate_ab = physical.link_bandwidth[ab] * 8e9  # bytes/ns -> bit/s
         rate_ba = physical.link_bandwidth[ba] * 8e9
         ecn_ab = config.marking(rate_ab / 1e9)
@@ -96,8 +100,10 @@ def _say_if_compiling() -> None:
 
     if not _said_compiling and build.needs_compiling():
         _said_compiling = True
-        sys.stderr.write(f"ns3 backend: compiling the C++ model for this machine, once "
-                         f"(about 10 s; cached in {build.cache_dir()})\n")
+        sys.stderr.write(
+            f"ns3 backend: compiling the C++ model for this machine, once "
+            f"(about 10 s; cached in {build.cache_dir()})\n"
+        )
 
 
 def _describe_send(src: int, dst: int, size: int, packets: int, links: int) -> str:
@@ -109,8 +115,7 @@ class Ns3Network:
 
     name = "ns3"
 
-    def __init__(self, physical: PhysicalTopology, config: Ns3Config, *,
-                 config_source: str = "<python>"):
+    def __init__(self, physical: PhysicalTopology, config: Ns3Config, *, config_source: str = "<python>"):
         self.physical = physical
         self.config = config
         self._cables = cables_of(physical, config)
@@ -128,8 +133,9 @@ class Ns3Network:
         self.results = Ns3Results(physical)
         self.messages = 0
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
-        self.budget = WorkBudget("ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops,
-                                 "max_packet_hops", config_source)
+        self.budget = WorkBudget(
+            "ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops, "max_packet_hops", config_source
+        )
         _say_if_compiling()
         process.prestart()  # the worker loads the model while the caller sets up the run
 
@@ -137,8 +143,17 @@ class Ns3Network:
     def now(self) -> float:
         return self.events.now
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         self.messages += 1
         if src == dst:
             self.schedule(0, on_delivered, arg)
@@ -151,12 +166,20 @@ class Ns3Network:
             qp = self._qps[key] = len(self._qps)
         route = physical.route(src, dst, tag)
         packets = max(1, -(-size_bytes // self.config.payload_bytes))
-        self.budget.add(packets * len(route), _describe_send, src, dst, size_bytes, packets,
-                        len(route))
+        self.budget.add(packets * len(route), _describe_send, src, dst, size_bytes, packets, len(route))
         self._meta.append((src, dst, size_bytes, tag, self.events.now))
         self._undelivered[flow] = (on_delivered, arg)
-        self._new.append((flow, qp, physical.hosts[src], physical.hosts[dst], size_bytes,
-                          route, physical.route(dst, src, tag)))
+        self._new.append(
+            (
+                flow,
+                qp,
+                physical.hosts[src],
+                physical.hosts[dst],
+                size_bytes,
+                route,
+                physical.route(dst, src, tag),
+            )
+        )
 
     def run(self) -> None:
         events = self.events
@@ -187,16 +210,23 @@ class Ns3Network:
             worker = self._worker = process.acquire(self.config.watchdog_s)
             self._offset = events.now
             try:
-                worker.request(("setup", self._settings, self._switches, self._cables), "ok",
-                               offset_ns=self._offset, sent_ns=events.now)
+                worker.request(
+                    ("setup", self._settings, self._switches, self._cables),
+                    "ok",
+                    offset_ns=self._offset,
+                    sent_ns=events.now,
+                )
             except BaseException:
                 self._worker = None
                 raise
         due = events.next_time()
         until = self._ps(due) if due is not None else -1
-        _, status, now_ps, done = worker.request(("step", self._ps(events.now), until, self._new),
-                                                 "step", offset_ns=self._offset,
-                                                 sent_ns=events.now)
+        _, status, now_ps, done = worker.request(
+            ("step", self._ps(events.now), until, self._new),
+            "step",
+            offset_ns=self._offset,
+            sent_ns=events.now,
+        )
         self._new = []
         if status == _COMPLETIONS:
             t = self._offset + now_ps / 1000
@@ -209,8 +239,10 @@ class Ns3Network:
         elif status == _REACHED:
             events.run(until_ns=due)
         else:
-            raise AstraError(f"ns3 backend: the network went idle at t={events.now:.0f} ns with "
-                             f"{len(self._undelivered)} message(s) undelivered")
+            raise AstraError(
+                f"ns3 backend: the network went idle at t={events.now:.0f} ns with "
+                f"{len(self._undelivered)} message(s) undelivered"
+            )
 
     def _finish(self) -> None:
         worker, self._worker = self._worker, None

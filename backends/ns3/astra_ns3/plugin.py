@@ -15,5 +15,5 @@ def astra_register_backends(register):
         create,
         config_type="astra_ns3.config:Ns3Config",
         description="packet-level RoCE on ns-3: DCQCN / HPCC / line rate, PFC, ECN, per-flow ECMP "
-                    "(--backend-config FILE: TOML or YAML)",
+        "(--backend-config FILE: TOML or YAML)",
     )

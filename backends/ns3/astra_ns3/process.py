@@ -82,8 +82,12 @@ class WorkerProcess:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "astra_ns3.worker", str(child_end.fileno())],
-                pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self._log,
-                stderr=self._log, env=env)
+                pass_fds=(child_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                env=env,
+            )
         finally:
             child_end.close()
         self.conn = Connection(parent_end.detach())
@@ -105,8 +109,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, message: tuple | None, expect: str, *, offset_ns: float = 0.0,
-                sent_ns: float | None = None) -> tuple:
+    def request(
+        self, message: tuple | None, expect: str, *, offset_ns: float = 0.0, sent_ns: float | None = None
+    ) -> tuple:
         """Send ``message`` (if any) and return the reply tagged ``expect``.
 
         Raises WorkerDied, WorkerStalled (no progress for ``watchdog_s``; it
@@ -152,8 +157,9 @@ class WorkerProcess:
             else:
                 beats += 1
 
-    def _stalled(self, beats_without_progress: int, last_ps: int | None, offset_ns: float,
-                 sent_ns: float | None) -> WorkerStalled:
+    def _stalled(
+        self, beats_without_progress: int, last_ps: int | None, offset_ns: float, sent_ns: float | None
+    ) -> WorkerStalled:
         pid = self.proc.pid
         stopped = _process_state(pid) == "T"
         if stopped:
@@ -171,9 +177,11 @@ class WorkerProcess:
         self.proc.kill()  # SIGKILL ends a stopped process too
         self.proc.wait()
         self.close()
-        return WorkerStalled(f"ns3 backend: the ns-3 worker (pid {pid}) made no progress for "
-                             f"{self.watchdog_s:g} s of wall time: {how}; {when}; killed it "
-                             f"(watchdog_s in the backend config sets the limit)")
+        return WorkerStalled(
+            f"ns3 backend: the ns-3 worker (pid {pid}) made no progress for "
+            f"{self.watchdog_s:g} s of wall time: {how}; {when}; killed it "
+            f"(watchdog_s in the backend config sets the limit)"
+        )
 
     def _died(self) -> WorkerDied:
         try:
@@ -186,8 +194,7 @@ class WorkerProcess:
         lines = [ln.strip() for ln in self._log.read().decode(errors="replace").splitlines() if ln.strip()]
         last = f": {' | '.join(line[:200] for line in lines[-3:])}" if lines else ""
         self.close()
-        return WorkerDied(f"ns3 backend: the ns-3 worker process (pid {self.proc.pid}) died with "
-                          f"{how}{last}")
+        return WorkerDied(f"ns3 backend: the ns-3 worker process (pid {self.proc.pid}) died with {how}{last}")
 
     def close(self) -> None:
         """End the worker (politely, then by force) and free its resources."""

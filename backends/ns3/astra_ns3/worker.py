@@ -98,8 +98,7 @@ def serve(conn: Connection) -> None:
     except Exception as exc:  # noqa: BLE001 - anything here means "cannot run"
         send(("error", f"cannot load the ns-3 model: {exc}"))
         return
-    send(("ready", {"kind": lib.kind, "path": lib.path, "load_s": lib.load_s,
-                    "pid": os.getpid()}))
+    send(("ready", {"kind": lib.kind, "path": lib.path, "load_s": lib.load_s, "pid": os.getpid()}))
 
     def run(until_ps: int) -> int:
         with heart.run_lock:

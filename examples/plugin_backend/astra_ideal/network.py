@@ -58,8 +58,9 @@ def _check(values: Mapping[str, Any], problems: Problems) -> dict[str, float | N
         if value is None:
             out[key] = None
             continue
-        number, err = as_number(value, positive=key == "bandwidth_gbps",
-                                minimum=0 if key == "latency_ns" else None)
+        number, err = as_number(
+            value, positive=key == "bandwidth_gbps", minimum=0 if key == "latency_ns" else None
+        )
         if err:
             problems.add(key, err)
         else:
@@ -86,13 +87,15 @@ def load_config(config: Any) -> IdealConfig:
         elif suffix in (".yml", ".yaml"):
             data = read_yaml(config, problems)
         else:
-            raise ConfigError(f"{source}: the ideal backend's config must be TOML (.toml) or "
-                              "YAML (.yml, .yaml)")
+            raise ConfigError(
+                f"{source}: the ideal backend's config must be TOML (.toml) or YAML (.yml, .yaml)"
+            )
         config = expect_mapping(data, problems) or {}
         problems.raise_if_any()
     if not isinstance(config, Mapping):
-        raise ConfigError(f"ideal backend config: expected a file path or a mapping of keys, "
-                          f"got {type(config).__name__}")
+        raise ConfigError(
+            f"ideal backend config: expected a file path or a mapping of keys, got {type(config).__name__}"
+        )
     known = [f.name for f in fields(IdealConfig)]
     problems = Problems(source)
     for key in config:
@@ -119,8 +122,7 @@ class IdealNetwork:
         stride = 1
         for dim in topology.network.dims:
             gbps = config.bandwidth_gbps or dim.bandwidth_gbps
-            self._dims.append((stride, dim.npus, str(dim.kind), dim.latency_ns,
-                               gbps * BYTES_PER_GB / 1e9))
+            self._dims.append((stride, dim.npus, str(dim.kind), dim.latency_ns, gbps * BYTES_PER_GB / 1e9))
             stride *= dim.npus
         self._fixed_latency = config.latency_ns
         self._port_free_at: dict[tuple[int, int], float] = {}
@@ -132,8 +134,17 @@ class IdealNetwork:
     def run(self) -> None:
         self.events.run()
 
-    def send(self, src: int, dst: int, size_bytes: int, on_delivered: Callable[[Any], None],
-             arg: Any = None, *, tag: int = 0, dim: int | None = None) -> None:
+    def send(
+        self,
+        src: int,
+        dst: int,
+        size_bytes: int,
+        on_delivered: Callable[[Any], None],
+        arg: Any = None,
+        *,
+        tag: int = 0,
+        dim: int | None = None,
+    ) -> None:
         route = self._first_dim(src, dst)
         if route is None:  # to itself: nothing crosses the network
             self.events.schedule(0, on_delivered, arg)

@@ -12,7 +12,10 @@ from astra_core.plugins import lazy_factory
 
 @hookimpl
 def astra_register_backends(register):
-    register("ideal", lazy_factory("astra_ideal.network:create"),
-             config_type="astra_ideal.network:IdealConfig",
-             description="ideal non-blocking fabric (example plugin): no shared links; each NPU "
-                         "sends one message at a time per dimension at constant bandwidth")
+    register(
+        "ideal",
+        lazy_factory("astra_ideal.network:create"),
+        config_type="astra_ideal.network:IdealConfig",
+        description="ideal non-blocking fabric (example plugin): no shared links; each NPU "
+        "sends one message at a time per dimension at constant bandwidth",
+    )

@@ -22,15 +22,18 @@ def progressive_filling(capacity: list[float], flows: list[tuple]) -> list[float
     left = list(capacity)
     active = set(range(len(flows)))
     while active:
+
         def weight_on(link):
             return sum(flows[i][1][flows[i][0].index(link)] for i in active if link in flows[i][0])  # noqa: B023
 
-        levels = {link: left[link] / weight_on(link) for link in range(len(capacity))
-                  if weight_on(link) > 0}
+        levels = {link: left[link] / weight_on(link) for link in range(len(capacity)) if weight_on(link) > 0}
         level = min([*levels.values(), *(flows[i][2] for i in active if flows[i][2] > 0)])
-        done = {i for i in active
-                if 0 < flows[i][2] <= level * (1 + 1e-12)
-                or any(abs(levels[link] - level) <= 1e-12 * level for link in flows[i][0])}
+        done = {
+            i
+            for i in active
+            if 0 < flows[i][2] <= level * (1 + 1e-12)
+            or any(abs(levels[link] - level) <= 1e-12 * level for link in flows[i][0])
+        }
         for i in done:
             rates[i] = level
             for link, w in zip(flows[i][0], flows[i][1]):

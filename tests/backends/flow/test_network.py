@@ -57,8 +57,14 @@ def deliveries(network: FlowNetwork, sends: list[tuple]) -> dict:
 
 def test_lone_message_pipelines_across_a_slower_middle_link():
     # 0 -> switch 2 -> switch 3 -> 1: 100 Gbps, 50 Gbps (500 ns), 100 Gbps.
-    links = [(0, 2, C, L), (2, 0, C, L), (2, 3, C / 2, 500.0), (3, 2, C / 2, 500.0),
-             (3, 1, C, L), (1, 3, C, L)]
+    links = [
+        (0, 2, C, L),
+        (2, 0, C, L),
+        (2, 3, C / 2, 500.0),
+        (3, 2, C / 2, 500.0),
+        (3, 1, C, L),
+        (1, 3, C, L),
+    ]
     net = FlowNetwork(PhysicalTopology(4, [2, 3], links))
     size = 10_000  # 3 packets: 4096, 4096, 1808 bytes of payload
     full, last = 4096 + 82, last_packet(size)
@@ -107,21 +113,22 @@ def test_messages_of_a_queue_pair_go_one_after_the_other():
     arrived = deliveries(net, [(1, 0, MIB, 7, 0), (1, 0, 2 * MIB, 7, 0)])
     tail = 2 * L + last_packet(MIB) / C
     assert arrived[0] == pytest.approx(wire(MIB) / C + tail, abs=PS)
-    assert arrived[1] == pytest.approx(wire(MIB) / C + wire(2 * MIB) / C
-                                       + 2 * L + last_packet(2 * MIB) / C, abs=PS)
+    assert arrived[1] == pytest.approx(
+        wire(MIB) / C + wire(2 * MIB) / C + 2 * L + last_packet(2 * MIB) / C, abs=PS
+    )
 
 
 def test_flow_rate_cap_limits_a_lone_flow():
     net = FlowNetwork(star(2), FlowConfig(flow_rate_cap_gbps=25, ack_bytes=0))
     arrived = deliveries(net, [(0, 1, MIB, 0, 0)])
-    assert arrived[0] == pytest.approx(wire(MIB) / (25 * 0.125) + 2 * L + last_packet(MIB) / C,
-                                       abs=PS)
+    assert arrived[0] == pytest.approx(wire(MIB) / (25 * 0.125) + 2 * L + last_packet(MIB) / C, abs=PS)
 
 
 def test_network_yml_dimensions_build_their_links():
     # Without --topology the backend uses network.yml's links: Switch 4 at 50 GB/s.
-    network = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [4],
-                                       "bandwidth": [50.0], "latency": [500.0]})
+    network = NetworkConfig.from_dict(
+        {"topology": ["Switch"], "npus_count": [4], "bandwidth": [50.0], "latency": [500.0]}
+    )
     net = create(Topology(network))
     bw = 50 * 2**30 / 1e9
     arrived = deliveries(net, [(0, 3, MIB, 0, 0)])
@@ -134,8 +141,10 @@ def test_config_errors_are_one_line_each_naming_the_key(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(path)
     lines = str(err.value).splitlines()
-    assert lines == [f"{path}: payload_bytes: must be in [1, 1073741824] bytes, got 0",
-                     f"{path}: unknown key 'mtu'"]
+    assert lines == [
+        f"{path}: payload_bytes: must be in [1, 1073741824] bytes, got 0",
+        f"{path}: unknown key 'mtu'",
+    ]
     assert load_config({"payload_bytes": 1024}).payload_bytes == 1024
     with pytest.raises(ConfigError, match="flow backend config: expected a file path"):
         load_config(3)

@@ -44,8 +44,11 @@ def test_the_clock_refuses_a_wake_up_in_the_past():
 
 
 def test_random_traffic_runs_without_asking_for_the_past():
-    net = backend_registry().create("garnetlike", Topology(NetworkConfig.from_dict(SWITCH8)),
-                                    {"flit_bytes": 65536, "packet_bytes": 1 << 20})
+    net = backend_registry().create(
+        "garnetlike",
+        Topology(NetworkConfig.from_dict(SWITCH8)),
+        {"flit_bytes": 65536, "packet_bytes": 1 << 20},
+    )
     rng = random.Random(0)
     seen: list[float] = []
 

@@ -13,8 +13,9 @@ from astra_core.errors import ConfigError
 from astra_core.plugins import backend_registry
 from astra_garnetlike.config import KEYS, GarnetConfig, load_config
 
-RING8 = NetworkConfig.from_dict({"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0],
-                                 "latency": [500.0]})
+RING8 = NetworkConfig.from_dict(
+    {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+)
 
 
 def test_the_documented_defaults_are_the_defaults():
@@ -25,8 +26,11 @@ def test_the_documented_defaults_are_the_defaults():
     defaults = GarnetConfig().as_dict()
     for key, text in documented.items():
         value = defaults[key]
-        shown = {True: "true", False: "false", None: "(none)"}.get(value, str(value)) \
-            if isinstance(value, (bool, type(None))) else str(value)
+        shown = (
+            {True: "true", False: "false", None: "(none)"}.get(value, str(value))
+            if isinstance(value, (bool, type(None)))
+            else str(value)
+        )
         assert shown == text, key
 
 
@@ -43,8 +47,9 @@ def test_toml_and_yaml_files(tmp_path):
 
 def test_every_problem_is_reported_with_file_and_key(tmp_path):
     path = tmp_path / "bad.toml"
-    path.write_text('flit_byte = 64\nvcs_per_vnet = 0\nrouting = "xy"\nclock_ghz = -1\n'
-                    'buffers_cover_round_trip = 1\n')
+    path.write_text(
+        'flit_byte = 64\nvcs_per_vnet = 0\nrouting = "xy"\nclock_ghz = -1\nbuffers_cover_round_trip = 1\n'
+    )
     with pytest.raises(ConfigError) as info:
         load_config(path)
     lines = str(info.value).splitlines()

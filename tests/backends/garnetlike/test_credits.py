@@ -32,8 +32,9 @@ def _burst(net, nodes: int, messages: int, sizes, seed: int) -> tuple[int, int]:
         src, dst = rng.sample(range(nodes), 2)
         size = rng.choice(sizes)
         net.sent_sizes.append(size)
-        net.clock.call_in(rng.randrange(0, 200_000), lambda a, s=src, d=dst, b=size:
-                          net.send(s, d, b, delivered.append, b))
+        net.clock.call_in(
+            rng.randrange(0, 200_000), lambda a, s=src, d=dst, b=size: net.send(s, d, b, delivered.append, b)
+        )
     net.run()
     return len(delivered), sum(net.sent_sizes) - sum(delivered)
 
@@ -62,8 +63,15 @@ def _check_all_back(net) -> int:
 @pytest.mark.parametrize("atomic", [True, False])
 def test_mesh_under_heavy_random_traffic_conserves_credits(atomic):
     # 2-flit VCs (no round-trip sizing), 8-flit packets: every packet spans several routers.
-    net = noc_network("mesh", [4, 4], packet_flits=8, buffer_depth_flits=2, vcs_per_vnet=2,
-                      buffers_cover_round_trip=False, atomic_vc_allocation=atomic)
+    net = noc_network(
+        "mesh",
+        [4, 4],
+        packet_flits=8,
+        buffer_depth_flits=2,
+        vcs_per_vnet=2,
+        buffers_cover_round_trip=False,
+        atomic_vc_allocation=atomic,
+    )
     count, missing_bytes = _burst(net, 16, 600, [16, 128, 1024], seed=5)
     assert (count, missing_bytes) == (600, 0)
     assert {port.down.depth for port in net.link_ports} == {2}
@@ -77,8 +85,13 @@ def test_long_links_get_buffers_covering_the_credit_round_trip():
     # Ring 8 at 50 GB/s, 500 ns: a 256-byte flit takes 4769 ps; a buffer slot comes back
     # after s + 2L + P + credit delay = 4769 + 1e6 + 1000 + 1000 ps = 211.5 flit times,
     # so each VC holds 212 flits, and one VC keeps the link busy.
-    net = create(Topology(NetworkConfig.from_dict(
-        {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]})))
+    net = create(
+        Topology(
+            NetworkConfig.from_dict(
+                {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+            )
+        )
+    )
     assert {port.down.depth for port in net.link_ports} == {212}
     count, missing = _burst(net, 8, 60, [4096, 1 << 18], seed=11)
     assert (count, missing) == (60, 0)

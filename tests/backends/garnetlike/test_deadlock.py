@@ -43,8 +43,9 @@ def test_heavy_same_direction_traffic_completes_with_the_dateline(dims):
 def test_the_same_traffic_without_the_dateline_deadlocks_and_names_the_cycle(dims, vcs):
     k = dims[0]
     shift = 3 if k == 8 else 2
-    net = noc_network("torus", dims, packet_flits=8, vcs_per_vnet=vcs, buffer_depth_flits=2,
-                      deadlock_avoidance="none")
+    net = noc_network(
+        "torus", dims, packet_flits=8, vcs_per_vnet=vcs, buffer_depth_flits=2, deadlock_avoidance="none"
+    )
     _all_ahead(net, k, shift, 20, 128)
     with pytest.raises(SimulationDeadlock) as info:
         net.run()
@@ -66,19 +67,26 @@ def test_open_loop_overload_on_a_torus_runs_with_the_dateline_and_is_caught_with
     assert ok.accepted > 0.05 and ok.saturated  # overloaded, still moving
     # Without it the watchdog (injection never stops, so the queue never runs dry) sees
     # no flit move for 1000 cycles and reports the cycle.
-    with pytest.raises(SimulationDeadlock, match=r"no flit moved for 1000 ns = 1000 cycles.*"
-                                                 r"a cycle of VCs"):
+    with pytest.raises(
+        SimulationDeadlock,
+        match=r"no flit moved for 1000 ns = 1000 cycles.*"
+        r"a cycle of VCs",
+    ):
         run_noc("torus", (8,), "tornado", 0.9, vcs_per_vnet=2, deadlock_avoidance="none", **kw)
 
 
 def test_uniform_random_overload_on_a_4x4_torus_does_not_deadlock():
-    r = run_noc("torus", (4, 4), "uniform_random", 0.9, cycles=2000, warmup=200, drain_factor=1,
-                packet_flits=8)
+    r = run_noc(
+        "torus", (4, 4), "uniform_random", 0.9, cycles=2000, warmup=200, drain_factor=1, packet_flits=8
+    )
     assert 0.3 < r.accepted < 0.9
 
 
 def test_dateline_needs_two_vcs_per_vnet():
-    with pytest.raises(ConfigError, match=r"vcs_per_vnet: the dateline scheme on the wrap-around "
-                                          r"links of torus 4x4 needs >= 2 VCs per virtual network, got 1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"vcs_per_vnet: the dateline scheme on the wrap-around "
+        r"links of torus 4x4 needs >= 2 VCs per virtual network, got 1",
+    ):
         noc_network("torus", [4, 4], vcs_per_vnet=1)
     noc_network("mesh", [4, 4], vcs_per_vnet=1)  # no wrap-around links: one VC is fine

@@ -25,8 +25,9 @@ from astra_core.plugins import backend_registry
 
 MIB = 1 << 20
 BW = 50 * 2**30 / 1e9  # B/ns
-SW8 = NetworkConfig.from_dict({"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0],
-                               "latency": [500.0]})
+SW8 = NetworkConfig.from_dict(
+    {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+)
 REGISTRY = backend_registry()
 
 
@@ -85,8 +86,9 @@ def test_the_analytical_models_cannot_show_back_pressure():
     assert all(aware.max_queue[link] == 0 for link in uplinks)
 
 
-FC8 = NetworkConfig.from_dict({"topology": ["FullyConnected"], "npus_count": [8],
-                               "bandwidth": [50.0], "latency": [500.0]})
+FC8 = NetworkConfig.from_dict(
+    {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+)
 
 
 @pytest.mark.parametrize("ni_ports", ["per_link", "single"])

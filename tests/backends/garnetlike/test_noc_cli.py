@@ -21,8 +21,21 @@ def invoke(*args):
 
 def test_one_load_point_prints_latency_and_throughput(tmp_path):
     out = tmp_path / "point.json"
-    result = invoke("noc", "--topology", "mesh", "--dims", "4x4", "--pattern", "transpose",
-                    "--injection-rate", "0.05", "--cycles", "2000", "--json", out)
+    result = invoke(
+        "noc",
+        "--topology",
+        "mesh",
+        "--dims",
+        "4x4",
+        "--pattern",
+        "transpose",
+        "--injection-rate",
+        "0.05",
+        "--cycles",
+        "2000",
+        "--json",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("mesh 4x4, transpose, offered ")
     assert "average packet latency" in result.output and "accepted throughput" in result.output
@@ -36,8 +49,9 @@ def test_one_load_point_prints_latency_and_throughput(tmp_path):
 
 def test_sweep_draws_the_latency_load_curve(tmp_path):
     png = tmp_path / "curve.png"
-    result = invoke("noc", "--dims", "4x4", "--sweep", "--rates", "0.05,0.2,0.9", "--cycles", "600",
-                    "--plot", png)
+    result = invoke(
+        "noc", "--dims", "4x4", "--sweep", "--rates", "0.05,0.2,0.9", "--cycles", "600", "--plot", png
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert len([line for line in lines if line.startswith("mesh 4x4")]) == 3
@@ -48,13 +62,16 @@ def test_sweep_draws_the_latency_load_curve(tmp_path):
     assert f"wrote {png}" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--dims", "4xq"], "error: --dims: expected sizes joined by 'x' like 8x8, got '4xq'"),
-    (["--dims", "3x5", "--pattern", "transpose"], "error: transpose needs a square 2-D grid"),
-    (["--vcs", "0"], "error: noc: vcs_per_vnet: must be in [1, 64], got 0"),
-    (["--sweep", "--rates", "0.1,x"], "error: --rates: expected numbers"),
-    (["--injection-rate", "0"], "error: --injection-rate must be > 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dims", "4xq"], "error: --dims: expected sizes joined by 'x' like 8x8, got '4xq'"),
+        (["--dims", "3x5", "--pattern", "transpose"], "error: transpose needs a square 2-D grid"),
+        (["--vcs", "0"], "error: noc: vcs_per_vnet: must be in [1, 64], got 0"),
+        (["--sweep", "--rates", "0.1,x"], "error: --rates: expected numbers"),
+        (["--injection-rate", "0"], "error: --injection-rate must be > 0"),
+    ],
+)
 def test_bad_input_is_one_error_line(args, message):
     result = invoke("noc", "--cycles", "100", *args)
     assert result.exit_code == 1
@@ -65,9 +82,17 @@ def test_run_with_a_backend_config_file(tmp_path, reference_dir):
     cfg = tmp_path / "garnet.toml"
     cfg.write_text("flit_bytes = 4096\npacket_bytes = 131072\n")
     out = tmp_path / "r.json"
-    base = ["run", "--workload", reference_dir / "workload/all_reduce/8npus_1MB/all_reduce",
-            "--system", reference_dir / "system/upstream_Ring_4chunks.json",
-            "--network", reference_dir / "network/upstream_Ring_8npus.yml", "--backend", "garnetlike"]
+    base = [
+        "run",
+        "--workload",
+        reference_dir / "workload/all_reduce/8npus_1MB/all_reduce",
+        "--system",
+        reference_dir / "system/upstream_Ring_4chunks.json",
+        "--network",
+        reference_dir / "network/upstream_Ring_8npus.yml",
+        "--backend",
+        "garnetlike",
+    ]
     result = invoke(*base, "--backend-config", cfg, "--json", out)
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["backend"] == "garnetlike"
@@ -81,8 +106,10 @@ def test_noc_is_the_garnetlike_plugins_command_and_a_broken_one_is_named():
     # `astra noc` comes from astra-garnetlike's astra_register_commands hook (the core
     # names no backend). sys.modules[name] = None makes that import fail: the other
     # commands still load, a warning names the plugin, and `noc` is an unknown command.
-    code = ("import sys; sys.modules['astra_garnetlike.cli'] = None\n"
-            "from astra_core.cli import main\nmain(['noc', '--dims', '4x4'])")
+    code = (
+        "import sys; sys.modules['astra_garnetlike.cli'] = None\n"
+        "from astra_core.cli import main\nmain(['noc', '--dims', '4x4'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 2
     assert "astra_register_commands raised" in out.stderr and "garnetlike" in out.stderr

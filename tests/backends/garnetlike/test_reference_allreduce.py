@@ -19,9 +19,11 @@ from astra_core.api import simulate
 
 @pytest.mark.parametrize("network", ["upstream_Ring_8npus.yml", "fc8.yml", "sw8.yml"])
 def test_all_reduce_1mib_on_8_npus_matches_analytical(reference_dir, network):
-    args = (str(reference_dir / "workload/all_reduce/8npus_1MB/all_reduce"),
-            str(reference_dir / "system/upstream_Ring_4chunks.json"),
-            str(reference_dir / "network" / network))
+    args = (
+        str(reference_dir / "workload/all_reduce/8npus_1MB/all_reduce"),
+        str(reference_dir / "system/upstream_Ring_4chunks.json"),
+        str(reference_dir / "network" / network),
+    )
     analytical = simulate(*args, backend="analytical")
     garnet = simulate(*args, backend="garnetlike")
     assert analytical.step_ns > 0

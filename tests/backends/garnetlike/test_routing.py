@@ -44,7 +44,7 @@ def dependency_cycle(routing: Routing, npus: int) -> list | None:
                 stack.pop()
                 path.pop()
             elif state.get(child) == 1:
-                return path[path.index(child):]
+                return path[path.index(child) :]
             elif child not in state:
                 state[child] = 1
                 stack.append((child, iter(edges.get(child, ()))))
@@ -52,11 +52,17 @@ def dependency_cycle(routing: Routing, npus: int) -> list | None:
     return None
 
 
-@pytest.mark.parametrize("build, dims, wraps", [
-    (torus, [4, 4], [True, True]), (torus, [4, 3, 2], [True, True, False]),
-    (mesh, [8, 8], [False, False]), (mesh, [2, 3], [False, False]), (torus, [8], [True]),
-    (torus, [2, 6], [False, True]),
-])
+@pytest.mark.parametrize(
+    "build, dims, wraps",
+    [
+        (torus, [4, 4], [True, True]),
+        (torus, [4, 3, 2], [True, True, False]),
+        (mesh, [8, 8], [False, False]),
+        (mesh, [2, 3], [False, False]),
+        (torus, [8], [True]),
+        (torus, [2, 6], [False, True]),
+    ],
+)
 def test_mesh_and_torus_generators_are_recognised(build, dims, wraps):
     grid = recognize_grid(build(dims))
     assert grid is not None
@@ -68,8 +74,7 @@ def test_other_topologies_are_not_grids():
     # a 2x3 torus's links renumbered: the same graph, not the generators' layout
     t = torus([3, 3])
     perm = [0, 1, 2, 3, 4, 5, 6, 8, 7]
-    shuffled = PhysicalTopology(9, [], [(perm[s], perm[d], 1.0, 1.0)
-                                        for s, d in zip(t.link_src, t.link_dst)])
+    shuffled = PhysicalTopology(9, [], [(perm[s], perm[d], 1.0, 1.0) for s, d in zip(t.link_src, t.link_dst)])
     assert recognize_grid(shuffled) is None
 
 
@@ -88,8 +93,9 @@ def test_dimension_order_on_a_recognised_torus():
     assert r.classes(r.links(3, 1)) == (HIGH, HIGH)
 
 
-@pytest.mark.parametrize("dims, rings_close", [([4, 4], True), ([5, 3], True), ([6], True),
-                                                ([3, 3, 3], False)])
+@pytest.mark.parametrize(
+    "dims, rings_close", [([4, 4], True), ([5, 3], True), ([6], True), ([3, 3, 3], False)]
+)
 def test_dimension_order_with_datelines_has_no_dependency_cycle(dims, rings_close):
     topology = torus(dims)
     routing = Routing(topology)
@@ -102,8 +108,14 @@ def test_dimension_order_with_datelines_has_no_dependency_cycle(dims, rings_clos
 
 
 def test_network_yml_rings_get_datelines_and_switch_dims_do_not():
-    net = NetworkConfig.from_dict({"topology": ["Ring", "Switch"], "npus_count": [4, 4],
-                                   "bandwidth": [100.0, 50.0], "latency": [200.0, 500.0]})
+    net = NetworkConfig.from_dict(
+        {
+            "topology": ["Ring", "Switch"],
+            "npus_count": [4, 4],
+            "bandwidth": [100.0, 50.0],
+            "latency": [200.0, 500.0],
+        }
+    )
     routing = Routing(from_network(net), network=net)
     assert routing.mode == "dimension_order" and routing.uses_classes
     assert routing.classes(routing.links(0, 3)) == (HIGH,)  # ring 0 -> 3 is the wrap link
@@ -132,8 +144,7 @@ def test_up_down_routes_are_legal_and_acyclic_on_irregular_fabrics(seed):
     for a, b in itertools.permutations(range(16), 2):
         links = routing.links(a, b)
         assert t.link_src[links[0]] == a and t.link_dst[links[-1]] == b
-        ups = [(levels[t.link_dst[k]], t.link_dst[k]) < (levels[t.link_src[k]], t.link_src[k])
-               for k in links]
+        ups = [(levels[t.link_dst[k]], t.link_dst[k]) < (levels[t.link_src[k]], t.link_src[k]) for k in links]
         assert ups == sorted(ups, reverse=True), (a, b)  # all up links come before any down link
     assert dependency_cycle(routing, 16) is None
 

@@ -47,8 +47,9 @@ def torus_hops(a: int, b: int, k: int) -> int:
 
 @pytest.mark.parametrize("pipeline, link_latency, flits", [(1, 1, 1), (1, 1, 5), (3, 2, 4), (2, 4, 2)])
 def test_mesh_4x4_every_pair(pipeline, link_latency, flits):
-    net = noc_network("mesh", [4, 4], packet_flits=flits, link_latency=link_latency,
-                      router_pipeline_cycles=pipeline)
+    net = noc_network(
+        "mesh", [4, 4], packet_flits=flits, link_latency=link_latency, router_pipeline_cycles=pipeline
+    )
     pairs = list(itertools.permutations(range(16), 2))
     times = lone_times_ps(net, [(a, b, flits * 16) for a, b in pairs])
     for (a, b), t in zip(pairs, times):
@@ -59,8 +60,9 @@ def test_mesh_4x4_every_pair(pipeline, link_latency, flits):
 @pytest.mark.parametrize("pipeline, link_latency, flits", [(1, 1, 4), (2, 3, 3)])
 def test_torus_4x4_every_pair_takes_the_short_way_round(pipeline, link_latency, flits):
     # Wrap-around links make 0 -> 3 one hop; the dateline VC classes change no timing.
-    net = noc_network("torus", [4, 4], packet_flits=flits, link_latency=link_latency,
-                      router_pipeline_cycles=pipeline)
+    net = noc_network(
+        "torus", [4, 4], packet_flits=flits, link_latency=link_latency, router_pipeline_cycles=pipeline
+    )
     assert net.routing.uses_classes
     pairs = list(itertools.permutations(range(16), 2))
     times = lone_times_ps(net, [(a, b, flits * 16) for a, b in pairs])
@@ -92,8 +94,13 @@ def test_sw8_flit_time_is_the_link_bandwidth_rounded_up():
 
 @pytest.mark.parametrize("size, flits", [(0, 1), (1, 1), (256, 1), (257, 2), (4096, 16), (65536, 256)])
 def test_switch_single_packet(size, flits):
-    net = create(Topology(NetworkConfig.from_dict(
-        {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]})))
+    net = create(
+        Topology(
+            NetworkConfig.from_dict(
+                {"topology": ["Switch"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+            )
+        )
+    )
     times = lone_times_ps(net, [(0, 5, size), (7, 2, size)])
     h = 2
     expected = (h + 1) * 1000 + h * (S_SW8 + L_SW8) + 1000 + (flits - 1) * S_SW8
@@ -103,8 +110,13 @@ def test_switch_single_packet(size, flits):
 def test_a_multi_packet_message_streams_its_flits_back_to_back():
     # 1 MiB = 16 packets of 64 KiB = 4096 flits over one FullyConnected link (H = 1): the
     # packets share the link flit by flit, so the message is one train of 4096 flits.
-    net = create(Topology(NetworkConfig.from_dict(
-        {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]})))
+    net = create(
+        Topology(
+            NetworkConfig.from_dict(
+                {"topology": ["FullyConnected"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}
+            )
+        )
+    )
     (t,) = lone_times_ps(net, [(3, 6, 1 << 20)])
     assert t == 2 * 1000 + (S_SW8 + L_SW8) + 1000 + (4096 - 1) * S_SW8
     # ... which is the closed form of the analytical model (500 ns + 2^20 B / 53.687 B/ns =
@@ -121,5 +133,7 @@ def test_fat_tree_cross_pod_takes_six_links_of_the_table_routes():
     assert net.routing.mode == "table"
     times = lone_times_ps(net, [(0, 15, 3 * 256), (0, 1, 256)])
     s, L = 20480, 1_000_000
-    assert times == [7 * 1000 + 6 * (s + L) + 1000 + 2 * s,  # 3 flits, 6 links
-                     3 * 1000 + 2 * (s + L) + 1000]  # same edge switch: 2 links
+    assert times == [
+        7 * 1000 + 6 * (s + L) + 1000 + 2 * s,  # 3 flits, 6 links
+        3 * 1000 + 2 * (s + L) + 1000,
+    ]  # same edge switch: 2 links

@@ -51,5 +51,6 @@ def make_ns3(physical: PhysicalTopology, config=None):
 
 
 def network(kind: str, npus: int, gbs: float, latency: float) -> NetworkConfig:
-    return NetworkConfig.from_dict({"topology": [kind], "npus_count": [npus],
-                                    "bandwidth": [gbs], "latency": [latency]})
+    return NetworkConfig.from_dict(
+        {"topology": [kind], "npus_count": [npus], "bandwidth": [gbs], "latency": [latency]}
+    )

@@ -22,8 +22,7 @@ MONITOR_NS = 10_000  # queue samples every 10 us
 def incast(cc: str, **config):
     """The run's (per-sender finish ns, bottleneck queue samples, backend)."""
     physical = star(SENDERS + 1)
-    backend = make_ns3(physical, {"cc": cc, "monitor": {"interval_us": MONITOR_NS / 1000},
-                                  **config})
+    backend = make_ns3(physical, {"cc": cc, "monitor": {"interval_us": MONITOR_NS / 1000}, **config})
     finish = {}
     for src in range(1, SENDERS + 1):
         backend.send(src, 0, SIZE, lambda s: finish.setdefault(s, backend.now()), src)
@@ -92,8 +91,7 @@ def test_timely_cuts_above_t_high_and_bounds_the_queue_by_it():
     assert (rates < 100).all()  # every sender was cut below line rate
 
 
-@pytest.mark.parametrize("cc, header", [("none", 82), ("dcqcn", 82), ("timely", 82),
-                                        ("dctcp", 82)])
+@pytest.mark.parametrize("cc, header", [("none", 82), ("dcqcn", 82), ("timely", 82), ("dctcp", 82)])
 @pytest.mark.parametrize("size", [1, 4096, 4097, 1_000_000])
 def test_a_lone_flow_takes_the_store_and_forward_pipeline_time(cc, header, size):
     physical = star(3, bandwidth=GBPS_100)

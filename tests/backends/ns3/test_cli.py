@@ -22,12 +22,21 @@ def _run(args: list[str]):
 def test_microbenchmark_with_a_backend_config_and_monitor_files(reference_dir, tmp_path):
     config = tmp_path / "ns3.toml"
     out = tmp_path / "monitor"
-    config.write_text(f'cc = "hpcc"\n[monitor]\ninterval_us = 5\noutput_dir = "{out}"\n'
-                      'format = "parquet"\n')
-    result = _run(["--workload", str(reference_dir / "workload/micro/ALL_GATHER_8npus_1MB/ALL_GATHER"),
-                   "--system", str(reference_dir / "system/ring_1d.json"),
-                   "--network", str(reference_dir / "network/ring8.yml"),
-                   "--backend-config", str(config), "--json", str(tmp_path / "r.json")])
+    config.write_text(f'cc = "hpcc"\n[monitor]\ninterval_us = 5\noutput_dir = "{out}"\nformat = "parquet"\n')
+    result = _run(
+        [
+            "--workload",
+            str(reference_dir / "workload/micro/ALL_GATHER_8npus_1MB/ALL_GATHER"),
+            "--system",
+            str(reference_dir / "system/ring_1d.json"),
+            "--network",
+            str(reference_dir / "network/ring8.yml"),
+            "--backend-config",
+            str(config),
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["backend"] == "ns3" and report["step_ns"] > 0
@@ -41,9 +50,20 @@ def test_microbenchmark_with_a_backend_config_and_monitor_files(reference_dir, t
 
 
 def test_resnet50_example_at_8_npus_runs(tmp_path):
-    result = _run(["--workload", str(EXAMPLE / "workload/Resnet50_DataParallel"),
-                   "--system", str(EXAMPLE / "system.json"), "--network", str(EXAMPLE / "network.yml"),
-                   "--memory", str(EXAMPLE / "memory.json"), "--json", str(tmp_path / "r.json")])
+    result = _run(
+        [
+            "--workload",
+            str(EXAMPLE / "workload/Resnet50_DataParallel"),
+            "--system",
+            str(EXAMPLE / "system.json"),
+            "--network",
+            str(EXAMPLE / "network.yml"),
+            "--memory",
+            str(EXAMPLE / "memory.json"),
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "r.json").read_text())
     assert len(report["ranks"]) == 8
@@ -54,10 +74,18 @@ def test_resnet50_example_at_8_npus_runs(tmp_path):
 def test_a_bad_backend_config_is_one_error_line(reference_dir, tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("cc: swift\n")
-    result = _run(["--workload", str(reference_dir / "workload/micro/ALL_REDUCE_8npus_1MB/ALL_REDUCE"),
-                   "--system", str(reference_dir / "system/ring_1d.json"),
-                   "--network", str(reference_dir / "network/sw8.yml"),
-                   "--backend-config", str(config)])
+    result = _run(
+        [
+            "--workload",
+            str(reference_dir / "workload/micro/ALL_REDUCE_8npus_1MB/ALL_REDUCE"),
+            "--system",
+            str(reference_dir / "system/ring_1d.json"),
+            "--network",
+            str(reference_dir / "network/sw8.yml"),
+            "--backend-config",
+            str(config),
+        ]
+    )
     assert result.exit_code == 1
     assert result.output.strip().startswith(f"error: {config}: cc: ")
     assert len(result.output.strip().splitlines()) == 1

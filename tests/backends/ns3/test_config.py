@@ -20,8 +20,18 @@ def test_defaults_name_their_sources():
     assert kmax == pytest.approx(3_200_000 * 429.4967296 / 400) and pmax == 0.2
 
 
-@pytest.mark.parametrize("mode, name", [(1, "dcqcn"), (3, "hpcc"), (7, "timely"), (8, "dctcp"),
-                                        (10, "hpcc-pint"), ("HPCC", "hpcc"), ("none", "none")])
+@pytest.mark.parametrize(
+    "mode, name",
+    [
+        (1, "dcqcn"),
+        (3, "hpcc"),
+        (7, "timely"),
+        (8, "dctcp"),
+        (10, "hpcc-pint"),
+        ("HPCC", "hpcc"),
+        ("none", "none"),
+    ],
+)
 def test_upstream_cc_mode_numbers_are_accepted(mode, name):
     assert load_config({"cc": mode}).cc == name
     if not isinstance(mode, str):  # upstream's own key, as in its config.txt
@@ -43,9 +53,14 @@ def test_dctcp_marks_at_one_threshold_instead_of_the_red_maps():
 
 
 def test_new_algorithms_reach_the_native_settings_in_its_units():
-    cfg = load_config({"cc": "timely", "timely": {"t_low_us": 40, "rate_ai_mbps": 20},
-                       "dctcp": {"g": 0.125}, "hpcc_pint": {"log_base": 1.01,
-                                                             "probability": 0.0625}})
+    cfg = load_config(
+        {
+            "cc": "timely",
+            "timely": {"t_low_us": 40, "rate_ai_mbps": 20},
+            "dctcp": {"g": 0.125},
+            "hpcc_pint": {"log_base": 1.01, "probability": 0.0625},
+        }
+    )
     native = cfg.native_settings()
     assert native["cc"] == 7 and native["timely_t_low_us"] == 40
     assert native["timely_rate_ai"] == 20e6 and native["dctcp_g"] == 0.125
@@ -54,11 +69,13 @@ def test_new_algorithms_reach_the_native_settings_in_its_units():
 
 def test_toml_and_yaml_files_load_the_same(tmp_path):
     toml = tmp_path / "cc.toml"
-    toml.write_text('cc = "hpcc"\nseed = 3\n[pfc]\nenabled = false\n[ecn]\nkmax_kb = {100 = 800}\n'
-                    '[hpcc]\neta = 0.99\n')
+    toml.write_text(
+        'cc = "hpcc"\nseed = 3\n[pfc]\nenabled = false\n[ecn]\nkmax_kb = {100 = 800}\n[hpcc]\neta = 0.99\n'
+    )
     yaml = tmp_path / "cc.yaml"
-    yaml.write_text("cc: hpcc\nseed: 3\npfc: {enabled: false}\necn: {kmax_kb: {100: 800}}\n"
-                    "hpcc: {eta: 0.99}\n")
+    yaml.write_text(
+        "cc: hpcc\nseed: 3\npfc: {enabled: false}\necn: {kmax_kb: {100: 800}}\nhpcc: {eta: 0.99}\n"
+    )
     a, b = load_config(toml), load_config(yaml)
     assert a == b
     assert a.hpcc.eta == 0.99 and not a.pfc.enabled and a.ecn.kmax_kb == {100.0: 800.0}
@@ -66,7 +83,7 @@ def test_toml_and_yaml_files_load_the_same(tmp_path):
 
 def test_every_problem_is_one_line_naming_the_file_and_key(tmp_path):
     path = tmp_path / "bad.toml"
-    path.write_text('cc = 12\npayload_bytes = 10\nbufer_bytes = 5\n[dcqcn]\ng = 2\nrate_ai = 1\n')
+    path.write_text("cc = 12\npayload_bytes = 10\nbufer_bytes = 5\n[dcqcn]\ng = 2\nrate_ai = 1\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
     lines = str(err.value).splitlines()
@@ -96,33 +113,45 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
 # or 0 ps (static_cast of an out-of-range double; rounding) and the worker spun
 # forever at one instant; seed 1e23 overflowed the uint64 cast.
 
-@pytest.mark.parametrize("text, line", [
-    ("rto_us = inf", "rto_us: must be in [1, 1e+12] us, got inf"),
-    ("rto_us = 1e300", "rto_us: must be in [1, 1e+12] us, got 1e+300"),
-    ("rto_us = 1e-9", "rto_us: must be in [1, 1e+12] us, got 1e-09"),
-    ("seed = 1e23", "seed: must be in [0, 4294967294], got 1e+23"),
-    ("seed = 4294967295", "seed: must be in [0, 4294967294], got 4294967295"),
-    ("seed = -1", "seed: must be in [0, 4294967294], got -1"),
-    ("buffer_bytes = 1e20", "buffer_bytes: must be in [1, 9007199254740992] bytes, got 1e+20"),
-    ("ack_interval = 4294967296", "ack_interval: must be in [1, 4294967295], got 4294967296"),
-    ("watchdog_s = 0.5", "watchdog_s: must be in [1, 1e+06] s, got 0.5"),
-    ("max_packet_hops = -1", "max_packet_hops: must be in [0, 1e+18], got -1"),
-    ("[pfc]\nalpha = nan", "pfc.alpha: must be in (0, 1e+06], got nan"),
-    ("[pfc]\nheadroom_bytes = -5", "pfc.headroom_bytes: must be in [0, 9007199254740992] bytes, got -5"),
-    ("[dcqcn]\nalpha_timer_us = 1e-9", "dcqcn.alpha_timer_us: must be in [0.1, 1e+12] us, got 1e-09"),
-    ("[dcqcn]\nrate_increase_timer_us = inf",
-     "dcqcn.rate_increase_timer_us: must be in [0.1, 1e+12] us, got inf"),
-    ("[dcqcn]\ncnp_interval_us = -1", "dcqcn.cnp_interval_us: must be in [0, 1e+12] us, got -1"),
-    ("[dcqcn]\nbyte_counter_bytes = 0", "dcqcn.byte_counter_bytes: must be in [1, 9007199254740992] bytes, got 0"),
-    ("[dcqcn]\nfast_recovery_steps = 3e9", "dcqcn.fast_recovery_steps: must be in [0, 2147483647], got 3000000000.0"),
-    ("[dcqcn]\nrate_ai_mbps = 1e300", "dcqcn.rate_ai_mbps: must be in [0, 1e+09] Mbps, got 1e+300"),
-    ("[dcqcn]\nmin_rate_mbps = 0", "dcqcn.min_rate_mbps: must be in (0, 1e+09] Mbps, got 0"),
-    ("[hpcc]\neta = 0", "hpcc.eta: must be in (0, 1], got 0"),
-    ("[hpcc]\nmax_stage = -1", "hpcc.max_stage: must be in [0, 2147483647], got -1"),
-    ("[monitor]\ninterval_us = 1e-9", "monitor.interval_us: must be in [0.1, 1e+12] us or 0, got 1e-09"),
-    ("[ecn]\npmax = {100 = 1.5}", "ecn.pmax.100: must be in [0, 1], got 1.5"),
-    ("[ecn]\nkmax_kb = {0 = 10}", "ecn.kmax_kb.0.[key]: must be in (0, 1e+06] Gbps, got '0'"),
-])
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("rto_us = inf", "rto_us: must be in [1, 1e+12] us, got inf"),
+        ("rto_us = 1e300", "rto_us: must be in [1, 1e+12] us, got 1e+300"),
+        ("rto_us = 1e-9", "rto_us: must be in [1, 1e+12] us, got 1e-09"),
+        ("seed = 1e23", "seed: must be in [0, 4294967294], got 1e+23"),
+        ("seed = 4294967295", "seed: must be in [0, 4294967294], got 4294967295"),
+        ("seed = -1", "seed: must be in [0, 4294967294], got -1"),
+        ("buffer_bytes = 1e20", "buffer_bytes: must be in [1, 9007199254740992] bytes, got 1e+20"),
+        ("ack_interval = 4294967296", "ack_interval: must be in [1, 4294967295], got 4294967296"),
+        ("watchdog_s = 0.5", "watchdog_s: must be in [1, 1e+06] s, got 0.5"),
+        ("max_packet_hops = -1", "max_packet_hops: must be in [0, 1e+18], got -1"),
+        ("[pfc]\nalpha = nan", "pfc.alpha: must be in (0, 1e+06], got nan"),
+        ("[pfc]\nheadroom_bytes = -5", "pfc.headroom_bytes: must be in [0, 9007199254740992] bytes, got -5"),
+        ("[dcqcn]\nalpha_timer_us = 1e-9", "dcqcn.alpha_timer_us: must be in [0.1, 1e+12] us, got 1e-09"),
+        (
+            "[dcqcn]\nrate_increase_timer_us = inf",
+            "dcqcn.rate_increase_timer_us: must be in [0.1, 1e+12] us, got inf",
+        ),
+        ("[dcqcn]\ncnp_interval_us = -1", "dcqcn.cnp_interval_us: must be in [0, 1e+12] us, got -1"),
+        (
+            "[dcqcn]\nbyte_counter_bytes = 0",
+            "dcqcn.byte_counter_bytes: must be in [1, 9007199254740992] bytes, got 0",
+        ),
+        (
+            "[dcqcn]\nfast_recovery_steps = 3e9",
+            "dcqcn.fast_recovery_steps: must be in [0, 2147483647], got 3000000000.0",
+        ),
+        ("[dcqcn]\nrate_ai_mbps = 1e300", "dcqcn.rate_ai_mbps: must be in [0, 1e+09] Mbps, got 1e+300"),
+        ("[dcqcn]\nmin_rate_mbps = 0", "dcqcn.min_rate_mbps: must be in (0, 1e+09] Mbps, got 0"),
+        ("[hpcc]\neta = 0", "hpcc.eta: must be in (0, 1], got 0"),
+        ("[hpcc]\nmax_stage = -1", "hpcc.max_stage: must be in [0, 2147483647], got -1"),
+        ("[monitor]\ninterval_us = 1e-9", "monitor.interval_us: must be in [0.1, 1e+12] us or 0, got 1e-09"),
+        ("[ecn]\npmax = {100 = 1.5}", "ecn.pmax.100: must be in [0, 1], got 1.5"),
+        ("[ecn]\nkmax_kb = {0 = 10}", "ecn.kmax_kb.0.[key]: must be in (0, 1e+06] Gbps, got '0'"),
+    ],
+)
 def test_every_number_is_range_checked_with_the_allowed_range(tmp_path, text, line):
     path = tmp_path / "ns3.toml"
     path.write_text(text + "\n")
@@ -132,7 +161,14 @@ def test_every_number_is_range_checked_with_the_allowed_range(tmp_path, text, li
 
 
 def test_the_edges_of_the_ranges_are_accepted():
-    cfg = load_config({"seed": 4294967294, "rto_us": 1, "buffer_bytes": 2**53,
-                       "monitor": {"interval_us": 0}, "dcqcn": {"cnp_interval_us": 0},
-                       "max_packet_hops": 0})
+    cfg = load_config(
+        {
+            "seed": 4294967294,
+            "rto_us": 1,
+            "buffer_bytes": 2**53,
+            "monitor": {"interval_us": 0},
+            "dcqcn": {"cnp_interval_us": 0},
+            "max_packet_hops": 0,
+        }
+    )
     assert cfg.native_settings()["seed"] == 4294967294 and cfg.rto_us == 1.0

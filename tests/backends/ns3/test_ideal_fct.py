@@ -25,8 +25,9 @@ def line(rates: list[float], latencies=(1000.0, 500.0, 2000.0)) -> PhysicalTopol
     return PhysicalTopology(4, [2, 3], links, source="line")
 
 
-@pytest.mark.parametrize("rates", [[G100, G25, G100], [G100, G50, G25], [G25, G100, G100],
-                                   [G100, G100, G25], [G50, G100, G50]])
+@pytest.mark.parametrize(
+    "rates", [[G100, G25, G100], [G100, G50, G25], [G25, G100, G100], [G100, G100, G25], [G50, G100, G50]]
+)
 @pytest.mark.parametrize("size", [1, 4097, 123_457])
 def test_a_lone_flow_takes_the_ideal_fct(rates, size):
     physical = line(rates)
@@ -34,5 +35,4 @@ def test_a_lone_flow_takes_the_ideal_fct(rates, size):
     done = []
     backend.send(0, 1, size, lambda _: done.append(backend.now()), None, tag=1)
     backend.run()
-    assert done[0] == pytest.approx(ideal_fct_ns(physical, physical.route(0, 1, 1), size),
-                                    abs=1e-3)
+    assert done[0] == pytest.approx(ideal_fct_ns(physical, physical.route(0, 1, 1), size), abs=1e-3)

@@ -69,8 +69,10 @@ def test_dcqcn_two_to_one_converges_to_fair_share_at_line_rate(dcqcn_run):
 def test_hpcc_keeps_the_bottleneck_queue_far_below_dcqcn(dcqcn_run, hpcc_run, record_property):
     dcqcn_mean, dcqcn_peak = bottleneck_queue(dcqcn_run)
     hpcc_mean, hpcc_peak = bottleneck_queue(hpcc_run)
-    report = (f"bottleneck queue, steady mean / peak: DCQCN {dcqcn_mean / 1e3:.1f} / "
-              f"{dcqcn_peak / 1e3:.1f} KB, HPCC {hpcc_mean / 1e3:.1f} / {hpcc_peak / 1e3:.1f} KB")
+    report = (
+        f"bottleneck queue, steady mean / peak: DCQCN {dcqcn_mean / 1e3:.1f} / "
+        f"{dcqcn_peak / 1e3:.1f} KB, HPCC {hpcc_mean / 1e3:.1f} / {hpcc_peak / 1e3:.1f} KB"
+    )
     print(report)
     record_property("queues", report)
     # DCQCN holds the queue between Kmin (400 KB at 100 Gbps) and Kmax; HPCC

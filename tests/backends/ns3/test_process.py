@@ -48,11 +48,13 @@ def test_a_worker_killed_mid_run_is_reported(monkeypatch):
 
 
 def test_importing_the_plugin_and_listing_backends_loads_no_ns3():
-    code = ("import sys; from astra_core.plugins import backend_registry; "
-            "rows = backend_registry().availability(); "
-            "assert any(n == 'ns3' and ok for n, ok, _ in rows), rows; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('ns', 'ns3', 'cppyy')]; "
-            "assert not bad, bad; print('ok')")
+    code = (
+        "import sys; from astra_core.plugins import backend_registry; "
+        "rows = backend_registry().availability(); "
+        "assert any(n == 'ns3' and ok for n, ok, _ in rows), rows; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('ns', 'ns3', 'cppyy')]; "
+        "assert not bad, bad; print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
 
@@ -116,5 +118,6 @@ def test_a_run_that_will_compile_the_model_says_so(tmp_path, monkeypatch, capsys
     network._say_if_compiling()
     network._say_if_compiling()  # once per process
     err = capsys.readouterr().err
-    assert err == (f"ns3 backend: compiling the C++ model for this machine, once (about 10 s; "
-                   f"cached in {tmp_path})\n")
+    assert err == (
+        f"ns3 backend: compiling the C++ model for this machine, once (about 10 s; cached in {tmp_path})\n"
+    )

@@ -60,8 +60,9 @@ def test_bytes_on_the_wire_are_conserved():
 def test_a_later_message_counts_from_when_it_is_sent_and_zero_bytes_take_one_frame():
     backend = make_ns3(star(2))
     times = {}
-    backend.schedule(12_345, lambda _: backend.send(0, 1, 0, lambda _: times.setdefault(
-        "empty", backend.now())))
+    backend.schedule(
+        12_345, lambda _: backend.send(0, 1, 0, lambda _: times.setdefault("empty", backend.now()))
+    )
     backend.run()
     # A header-only packet: 82 bytes serialized on each of two links, two propagation delays.
     assert times["empty"] - 12_345 == pytest.approx(2 * (OVERHEAD / GBPS_100 + LINK_NS), abs=0.01)

@@ -38,7 +38,9 @@ def test_a_stopped_worker_is_an_error_within_the_watchdog_naming_the_last_time()
     assert re.fullmatch(
         r"ns3 backend: the ns-3 worker \(pid \d+\) made no progress for 1 s of wall time: it is "
         r"stopped \(SIGSTOP or a debugger\) and answers nothing; last simulated time 1000\.000 "
-        r"ns; killed it \(watchdog_s in the backend config sets the limit\)", str(err.value))
+        r"ns; killed it \(watchdog_s in the backend config sets the limit\)",
+        str(err.value),
+    )
     assert f"pid {stopped[0][0]})" in str(err.value)
     with pytest.raises(ProcessLookupError):
         os.kill(stopped[0][0], 0)  # killed and reaped
@@ -57,9 +59,12 @@ def test_a_model_spinning_at_one_instant_is_an_error_within_the_watchdog():
     backend.send(0, 1, 1_000_000, lambda _: None)
     backend.send(0, 1, 1_000_000, lambda _: None)
     started = time.monotonic()
-    with pytest.raises(process.WorkerStalled, match=r"made no progress for 1 s of wall time: it "
-                                                    r"is busy but its simulated time stands "
-                                                    r"still; last simulated time 0\.000 ns"):
+    with pytest.raises(
+        process.WorkerStalled,
+        match=r"made no progress for 1 s of wall time: it "
+        r"is busy but its simulated time stands "
+        r"still; last simulated time 0\.000 ns",
+    ):
         backend.run()
     # The limit, plus the worker's start-up (up to ~8 s when cppyy compiles the model).
     assert time.monotonic() - started < 1 + 15
@@ -89,12 +94,16 @@ def test_absurd_packet_counts_are_refused_at_once_with_the_estimate(tmp_path):
         "ns3 backend: message NPU 0 -> NPU 1 of 4611686018427387904 B: 1125899906842624 "
         "packets x 2 links; the run would move 2.25e+15 packet-hops (about 357 years at 2e+05 "
         "packet-hops/s), past the limit max_packet_hops = 1e+10 (raise it in --backend-config; "
-        "0 = no limit)")
+        "0 = no limit)"
+    )
     config = tmp_path / "ns3.toml"
     config.write_text("max_packet_hops = 10\n")
     small = make_ns3(star(2), str(config))
     small.send(0, 1, 5 * 4096, lambda _: None)  # 5 packets x 2 links = 10: at the limit
-    with pytest.raises(WorkLimitExceeded, match=rf"^ns3 backend: message NPU 1 -> NPU 0 of 1 B: "
-                                                rf"1 packets x 2 links; the run would move 12 "
-                                                rf"packet-hops .*\(raise it in {config}; "):
+    with pytest.raises(
+        WorkLimitExceeded,
+        match=rf"^ns3 backend: message NPU 1 -> NPU 0 of 1 B: "
+        rf"1 packets x 2 links; the run would move 12 "
+        rf"packet-hops .*\(raise it in {config}; ",
+    ):
         small.send(1, 0, 1, lambda _: None)

@@ -41,7 +41,9 @@ def run(rank: int, world: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
-    model = nn.parallel.DistributedDataParallel(nn.TransformerEncoder(layer, num_layers=1), bucket_cap_mb=0.25)
+    model = nn.parallel.DistributedDataParallel(
+        nn.TransformerEncoder(layer, num_layers=1), bucket_cap_mb=0.25
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(16, 32, 128)
 
@@ -66,9 +68,18 @@ def run(rank: int, world: int, out: str) -> None:
     prof.export_chrome_trace(os.path.join(out, f"kineto.{rank}.json"))
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     with open(os.path.join(out, f"meta.{rank}.json"), "w") as f:
-        json.dump({"step_s": wall, "unprofiled_step_s": unprofiled, "allreduce_small_s": ar_small,
-                   "allreduce_large_s": ar_large, "allreduce_large_bytes": LARGE, "grad_bytes": grad_bytes,
-                   "world_size": world}, f)
+        json.dump(
+            {
+                "step_s": wall,
+                "unprofiled_step_s": unprofiled,
+                "allreduce_small_s": ar_small,
+                "allreduce_large_s": ar_large,
+                "allreduce_large_bytes": LARGE,
+                "grad_bytes": grad_bytes,
+                "world_size": world,
+            },
+            f,
+        )
     dist.destroy_process_group()
 
 

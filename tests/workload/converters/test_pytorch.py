@@ -23,14 +23,27 @@ RECORDER = Path(__file__).with_name("record_ddp.py")
 
 def _ring(folder: Path, npus: int, bandwidth_gbps: float, latency_ns: float) -> tuple[Path, Path]:
     network = folder / "network.yml"
-    network.write_text(f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ {bandwidth_gbps} ]\n"
-                       f"latency: [ {latency_ns} ]\n")
+    network.write_text(
+        f"topology: [ Ring ]\nnpus_count: [ {npus} ]\nbandwidth: [ {bandwidth_gbps} ]\n"
+        f"latency: [ {latency_ns} ]\n"
+    )
     system = folder / "system.json"
-    system.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 0, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 1, "collective-optimization": "baseline", "local-mem-bw": 1600,
-        **{f"{c}-implementation": ["ring"] for c in ("all-reduce", "all-gather", "reduce-scatter",
-                                                      "all-to-all")}}))
+    system.write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 0,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 1,
+                "collective-optimization": "baseline",
+                "local-mem-bw": 1600,
+                **{
+                    f"{c}-implementation": ["ring"]
+                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+                },
+            }
+        )
+    )
     return network, system
 
 
@@ -85,9 +98,15 @@ def recorded(tmp_path_factory):
         pytest.skip("torch is not installed (pip install -e '.[pytorch]')")
     out = tmp_path_factory.mktemp("ddp")
     world, port = 2, str(_free_port())
-    procs = [subprocess.Popen([sys.executable, str(RECORDER), str(out), str(world), port, str(r)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(world)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(RECORDER), str(out), str(world), port, str(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
     for p in procs:
         output, _ = p.communicate(timeout=300)
         assert p.returncode == 0, output[-2000:]
@@ -97,8 +116,11 @@ def recorded(tmp_path_factory):
 def test_recorded_ddp_step(recorded, tmp_path):
     out, world = recorded
     meta = [json.loads((out / f"meta.{r}.json").read_text()) for r in range(world)]
-    result = convert_pytorch_traces([out / f"et.{r}.json" for r in range(world)],
-                                    [out / f"kineto.{r}.json" for r in range(world)], tmp_path / "ddp")
+    result = convert_pytorch_traces(
+        [out / f"et.{r}.json" for r in range(world)],
+        [out / f"kineto.{r}.json" for r in range(world)],
+        tmp_path / "ddp",
+    )
     computes, counts = [], []
     for r in range(world):
         nodes = read_rank_trace(result.paths[r]).nodes
@@ -127,10 +149,12 @@ def test_recorded_ddp_step(recorded, tmp_path):
     sim = simulate(tmp_path / "ddp", system, network)
     measured = max(m["step_s"] for m in meta) * 1e9
     ratio = sim.step_ns / measured
-    print(f"\nrecorded DDP step: measured {measured / 1e6:.3f} ms (unprofiled "
-          f"{max(m['unprofiled_step_s'] for m in meta) * 1e3:.3f} ms), simulated {sim.step_ns / 1e6:.3f} ms, "
-          f"ratio {ratio:.3f}; loopback latency {latency / 1e3:.1f} us, "
-          f"bandwidth {bytes_per_ns:.2f} GB/s")
+    print(
+        f"\nrecorded DDP step: measured {measured / 1e6:.3f} ms (unprofiled "
+        f"{max(m['unprofiled_step_s'] for m in meta) * 1e3:.3f} ms), simulated {sim.step_ns / 1e6:.3f} ms, "
+        f"ratio {ratio:.3f}; loopback latency {latency / 1e3:.1f} us, "
+        f"bandwidth {bytes_per_ns:.2f} GB/s"
+    )
     # every rank's compute runs in program order, so the step is at least the longest of them
     assert sim.step_ns >= max(computes)
     for r, rank in enumerate(sim.ranks):  # an operator measured at 0 us replays as 1 ns
@@ -140,19 +164,31 @@ def test_recorded_ddp_step(recorded, tmp_path):
 def _host_trace(path: Path, ops: list[dict], groups: list[dict]) -> Path:
     """A minimal execution trace: process and thread roots, the process-group node, then ``ops``
     (each {"name", "inputs"[, "children"]}) in order, with rf_ids increasing."""
-    nodes = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
-             {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
-             {"id": 3, "name": "## process_group:init ##", "ctrl_deps": 2,
-              "inputs": {"values": [json.dumps(groups)], "types": ["String"]}}]
+    nodes = [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
+        {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1},
+        {
+            "id": 3,
+            "name": "## process_group:init ##",
+            "ctrl_deps": 2,
+            "inputs": {"values": [json.dumps(groups)], "types": ["String"]},
+        },
+    ]
     next_id = 4
 
     def add(op, parent):
         nonlocal next_id
-        node = {"id": next_id, "name": op["name"], "ctrl_deps": parent,
-                "inputs": {"values": op.get("inputs", []), "types": []},
-                "outputs": {"values": op.get("outputs", []), "types": []},
-                "attrs": [{"name": "rf_id", "type": "uint64", "value": next_id},
-                          {"name": "tid", "type": "uint64", "value": 1}]}
+        node = {
+            "id": next_id,
+            "name": op["name"],
+            "ctrl_deps": parent,
+            "inputs": {"values": op.get("inputs", []), "types": []},
+            "outputs": {"values": op.get("outputs", []), "types": []},
+            "attrs": [
+                {"name": "rf_id", "type": "uint64", "value": next_id},
+                {"name": "tid", "type": "uint64", "value": 1},
+            ],
+        }
         nodes.append(node)
         next_id += 1
         for child in op.get("children", []):
@@ -172,7 +208,11 @@ def test_send_recv_and_sub_groups(tmp_path):
     # 4 ranks: rank 0 sends 4 KiB (1024 floats, tag 7) to rank 1; ranks 0 and 1 then all-reduce
     # 8 KiB in process group "1" = [0, 1] (named by NCCL's record_param_comms), ranks 2 and 3 in
     # group "2" = [2, 3]; the op reading the reduced tensor waits for it.
-    groups = [{"pg_name": "0", "ranks": []}, {"pg_name": "1", "ranks": [0, 1]}, {"pg_name": "2", "ranks": [2, 3]}]
+    groups = [
+        {"pg_name": "0", "ranks": []},
+        {"pg_name": "1", "ranks": [0, 1]},
+        {"pg_name": "2", "ranks": [2, 3]},
+    ]
     tensor = [10, 20, 0, 1024, 4, "cuda:0"]
     reduced = [11, 21, 0, 2048, 4, "cuda:0"]
 
@@ -182,9 +222,18 @@ def test_send_recv_and_sub_groups(tmp_path):
             name = "c10d::send" if rank == 0 else "c10d::recv_"
             out.append({"name": name, "inputs": [[tensor], "<Object>", 1 - rank, 7]})
         pg = "1" if rank < 2 else "2"
-        out.append({"name": "c10d::allreduce_", "inputs": [[reduced], "<Object>", "<Object>", "<None>", True, -1],
-                    "children": [{"name": "record_param_comms",
-                                  "inputs": [[reduced], 5, [pg, "tp"], rank, "allreduce", [], [], 2]}]})
+        out.append(
+            {
+                "name": "c10d::allreduce_",
+                "inputs": [[reduced], "<Object>", "<Object>", "<None>", True, -1],
+                "children": [
+                    {
+                        "name": "record_param_comms",
+                        "inputs": [[reduced], 5, [pg, "tp"], rank, "allreduce", [], [], 2],
+                    }
+                ],
+            }
+        )
         out.append({"name": "aten::relu", "inputs": [reduced]})
         return out
 
@@ -217,8 +266,11 @@ def test_barrier_and_empty_collectives(reference_dir, tmp_path):
     empty = [[19, 20, 0, 0, 4, "cuda:0"]]  # (id, storage, offset, 0 elements, 4 B, device)
     for node, name in ((gathers[0], "c10d::barrier"), (gathers[1], "c10d::allreduce_")):
         node["name"] = name
-        node["inputs"] = {"values": [empty, "<Object>", -1], "shapes": [[[0]], [], []],
-                          "types": ["GenericList[Tensor(float)]", "Object", "Int"]}
+        node["inputs"] = {
+            "values": [empty, "<Object>", -1],
+            "shapes": [[[0]], [], []],
+            "types": ["GenericList[Tensor(float)]", "Object", "Int"],
+        }
     et = tmp_path / "et.json"
     et.write_text(json.dumps(data))
     result = convert_pytorch_traces([et, et], None, tmp_path / "c")

@@ -13,8 +13,15 @@ from astra_core.workload.chakra import read_rank_trace
 from astra_core.workload.converters.text import convert_text, convert_text_workload, write_converted
 from astra_core.workload.converters.text_format import parse_text_workload, read_text_workload
 
-MODELS = ["DLRM_HybridParallel", "MLP_HybridParallel_Data_Model", "MLP_HybridParallel_Model_Data",
-          "MLP_ModelParallel", "Resnet50_DataParallel", "microAllReduce", "microAllToAll"]
+MODELS = [
+    "DLRM_HybridParallel",
+    "MLP_HybridParallel_Data_Model",
+    "MLP_HybridParallel_Model_Data",
+    "MLP_ModelParallel",
+    "Resnet50_DataParallel",
+    "microAllReduce",
+    "microAllToAll",
+]
 
 
 def _text_cases(reference_dir):
@@ -29,8 +36,10 @@ def test_chakra_ids_give_chakras_bytes(reference_dir, tmp_path, name):
     paths, groups = convert_text(reference_dir / "text" / f"{name}.txt", 8, tmp_path / name, chakra_ids=True)
     assert groups is None
     for rank, path in enumerate(paths):
-        assert path.read_bytes() == (reference_dir / "workload" / "models" / f"{name}_8npus" /
-                                     f"{name}.{rank}.et").read_bytes()
+        assert (
+            path.read_bytes()
+            == (reference_dir / "workload" / "models" / f"{name}_8npus" / f"{name}.{rank}.et").read_bytes()
+        )
 
 
 def test_reproduces_every_upstream_text_case(reference_dir, tmp_path):
@@ -43,8 +52,13 @@ def test_reproduces_every_upstream_text_case(reference_dir, tmp_path):
         name = case["workload"].rsplit("/", 1)[1]
         if name not in converted:
             converted[name] = convert_text(reference_dir / "text" / f"{name}.txt", 8, tmp_path / name)
-        result = simulate(tmp_path / name, reference_dir / case["system"], reference_dir / case["network"],
-                          memory=reference_dir / case["memory"], backend=case["backend"])
+        result = simulate(
+            tmp_path / name,
+            reference_dir / case["system"],
+            reference_dir / case["network"],
+            memory=reference_dir / case["memory"],
+            backend=case["backend"],
+        )
         for rank, expected in zip(result.ranks, case["finish_ns"]):
             assert rank.finish_ns == pytest.approx(expected, rel=0.005), case["name"]
         for rank, expected in zip(result.ranks, case["exposed_comm_ns"]):
@@ -53,28 +67,45 @@ def test_reproduces_every_upstream_text_case(reference_dir, tmp_path):
 
 def _network(tmp_path, dims, bandwidth=50.0):
     path = tmp_path / "network.yml"
-    path.write_text(f"topology: [ {', '.join(['Ring'] * len(dims))} ]\nnpus_count: [ {', '.join(map(str, dims))} ]\n"
-                    f"bandwidth: [ {', '.join([str(bandwidth)] * len(dims))} ]\n"
-                    f"latency: [ {', '.join(['500.0'] * len(dims))} ]\n")
+    path.write_text(
+        f"topology: [ {', '.join(['Ring'] * len(dims))} ]\nnpus_count: [ {', '.join(map(str, dims))} ]\n"
+        f"bandwidth: [ {', '.join([str(bandwidth)] * len(dims))} ]\n"
+        f"latency: [ {', '.join(['500.0'] * len(dims))} ]\n"
+    )
     system = tmp_path / "system.json"
-    system.write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-        **{f"{c}-implementation": ["ring"] * len(dims)
-           for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}))
+    system.write_text(
+        json.dumps(
+            {
+                "scheduling-policy": "LIFO",
+                "endpoint-delay": 10,
+                "active-chunks-per-dimension": 1,
+                "preferred-dataset-splits": 4,
+                "collective-optimization": "localBWAware",
+                "local-mem-bw": 1600,
+                **{
+                    f"{c}-implementation": ["ring"] * len(dims)
+                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+                },
+            }
+        )
+    )
     return path, system
 
 
 def _compute_us(wl, recompute=()) -> int:
-    return sum(x.fwd_compute + x.ig_compute + x.wg_compute for x in wl.layers) + \
-        sum(wl.layers[i].fwd_compute for i in recompute)
+    return sum(x.fwd_compute + x.ig_compute + x.wg_compute for x in wl.layers) + sum(
+        wl.layers[i].fwd_compute for i in recompute
+    )
 
 
-@pytest.mark.parametrize("name, recompute", [
-    ("Transformer_HybridParallel", ()),
-    # checkpoints 2 and 11, re-computation started at layers 19 and 10: forward of 11..18 and 2..9 again
-    ("Transformer_HybridParallel_Fwd_In_Bckwd", tuple(range(11, 19)) + tuple(range(2, 10))),
-])
+@pytest.mark.parametrize(
+    "name, recompute",
+    [
+        ("Transformer_HybridParallel", ()),
+        # checkpoints 2 and 11, re-computation started at layers 19 and 10: forward of 11..18 and 2..9 again
+        ("Transformer_HybridParallel_Fwd_In_Bckwd", tuple(range(11, 19)) + tuple(range(2, 10))),
+    ],
+)
 def test_transformer_with_model_parallel_groups(reference_dir, tmp_path, name, recompute):
     # model_parallel_NPU_group: 4 on 16 NPUs: forward/input-gradient collectives in the 4 groups
     # of 4 consecutive NPUs, weight-gradient ones in the 4 groups of every 4th NPU (ASTRA-sim 1.0).
@@ -83,7 +114,8 @@ def test_transformer_with_model_parallel_groups(reference_dir, tmp_path, name, r
     paths, groups_path = write_converted(conv, tmp_path / name)
     groups = json.loads(groups_path.read_text())
     assert sorted(map(tuple, groups.values())) == sorted(
-        [tuple(range(s, s + 4)) for s in range(0, 16, 4)] + [tuple(range(s, 16, 4)) for s in range(4)])
+        [tuple(range(s, s + 4)) for s in range(0, 16, 4)] + [tuple(range(s, 16, 4)) for s in range(4)]
+    )
     nodes = read_rank_trace(paths[5]).nodes
     by_id = {n.id: n for n in nodes}
     phases = set()
@@ -146,8 +178,10 @@ def test_resnet50_at_1024_npus(reference_dir, tmp_path):
     paths, groups = convert_text(reference_dir / "text" / "Resnet50_DataParallel.txt", 1024, tmp_path / "r")
     assert len(paths) == 1024 and groups is None
     network = tmp_path / "network.yml"
-    network.write_text("topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 8, 8, 16 ]\n"
-                       "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n")
+    network.write_text(
+        "topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 8, 8, 16 ]\n"
+        "bandwidth: [ 200.0, 100.0, 50.0 ]\nlatency: [ 100.0, 500.0, 1000.0 ]\n"
+    )
     system = json.loads((reference_dir / "system" / "text_converter_system.json").read_text())
     for key in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         system[f"{key}-implementation"] = ["ring"] * 3
@@ -160,16 +194,22 @@ def test_resnet50_at_1024_npus(reference_dir, tmp_path):
     assert result.step_ns > compute
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "empty workload"),
-    ("PIPELINE\n1\n", "unknown parallelism 'PIPELINE'"),
-    ("DATA\n2\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "announces 2 layers, the file has 1"),
-    ("DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 BROADCAST 8 5\n", "t.txt:3: layer l1: unknown comm type 'BROADCAST'"),
-    ("DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8\n", "t.txt:3: expected 12 columns"),
-    ("DATA\n1\nl1 -1 x NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "expected an integer, got 'x'"),
-    ("HYBRID_TRANSFORMER\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "model_parallel_NPU_group"),
-    ("HYBRID_DLRM 5\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "last bottom layer 5 out of range"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty workload"),
+        ("PIPELINE\n1\n", "unknown parallelism 'PIPELINE'"),
+        ("DATA\n2\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "announces 2 layers, the file has 1"),
+        (
+            "DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 BROADCAST 8 5\n",
+            "t.txt:3: layer l1: unknown comm type 'BROADCAST'",
+        ),
+        ("DATA\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8\n", "t.txt:3: expected 12 columns"),
+        ("DATA\n1\nl1 -1 x NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "expected an integer, got 'x'"),
+        ("HYBRID_TRANSFORMER\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "model_parallel_NPU_group"),
+        ("HYBRID_DLRM 5\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 5\n", "last bottom layer 5 out of range"),
+    ],
+)
 def test_bad_text_is_a_one_line_error(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_text_workload(text, "t.txt")
@@ -184,9 +224,10 @@ def test_group_size_must_divide_npus(reference_dir):
 def test_a_collective_of_zero_bytes_is_nothing_to_communicate(tmp_path):
     # A layer with a comm type but 0 bytes used to become a COMM_COLL node of comm_size 0, which
     # the reader rejects (no message to send); now it is left out like NONE, keeping the deps.
-    wl = parse_text_workload("DATA\n2\n"
-                             "a -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 0 10\n"
-                             "b -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n", "zero.txt")
+    wl = parse_text_workload(
+        "DATA\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 0 10\nb -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n",
+        "zero.txt",
+    )
     paths, _ = write_converted(convert_text_workload(wl, 4), tmp_path / "z")
     colls = [n for n in read_rank_trace(paths[0]).nodes if n.type == pb.COMM_COLL_NODE]
     assert [(n.name, n.comm_size) for n in colls] == [("COMM_COLL_NODE_b_ALLREDUCE", 1024)]

@@ -20,8 +20,18 @@ from .conftest import write_network, write_system
 def _run(tmp_path, prefix, dims):
     folder = tmp_path / "net"
     folder.mkdir(exist_ok=True)
-    return CliRunner().invoke(main, ["run", "--workload", str(prefix), "--system", str(write_system(folder, len(dims))),
-                                     "--network", str(write_network(folder, dims))])
+    return CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--workload",
+            str(prefix),
+            "--system",
+            str(write_system(folder, len(dims))),
+            "--network",
+            str(write_network(folder, dims)),
+        ],
+    )
 
 
 def test_llm_generated_for_other_dims(tmp_path, tiny_dense):
@@ -31,8 +41,9 @@ def test_llm_generated_for_other_dims(tmp_path, tiny_dense):
     assert read_rank_trace(paths[5]).metadata[GENERATED_DIMS_ATTR] == [4, 2, 2]
     out = _run(tmp_path, tmp_path / "llm", [2, 2, 4])
     assert out.exit_code == 1
-    assert out.output.splitlines() == [f"error: workload {tmp_path / 'llm'} was generated for dims 4x2x2, "
-                                       "network has [2, 2, 4]"]
+    assert out.output.splitlines() == [
+        f"error: workload {tmp_path / 'llm'} was generated for dims 4x2x2, network has [2, 2, 4]"
+    ]
     assert _run(tmp_path, tmp_path / "llm", [4, 2, 2]).exit_code == 0
 
 
@@ -43,10 +54,24 @@ def test_llm_without_dims_records_none(tmp_path, tiny_dense):
 
 
 def test_text_converted_for_other_dims(tmp_path, reference_dir):
-    out = CliRunner().invoke(main, ["convert", "text", str(reference_dir / "text" / "Transformer_HybridParallel.txt"),
-                                    "--npus", "8", "--dims", "4x2", "--output", str(tmp_path / "t")])
+    out = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            "text",
+            str(reference_dir / "text" / "Transformer_HybridParallel.txt"),
+            "--npus",
+            "8",
+            "--dims",
+            "4x2",
+            "--output",
+            str(tmp_path / "t"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert read_rank_trace(tmp_path / "t.0.et").metadata[GENERATED_DIMS_ATTR] == [4, 2]
     out = _run(tmp_path, tmp_path / "t", [2, 4])
     assert out.exit_code == 1
-    assert out.output.splitlines() == [f"error: workload {tmp_path / 't'} was generated for dims 4x2, network has [2, 4]"]
+    assert out.output.splitlines() == [
+        f"error: workload {tmp_path / 't'} was generated for dims 4x2, network has [2, 4]"
+    ]

@@ -37,7 +37,7 @@ def test_a_large_gemm_runs_at_the_best_measured_rate():
     k = 16384
     ns = gemm_ns(A100, 1, 16384, 16384, k)
     assert ns == pytest.approx(76 * 108 * 2.0 * 256 * 128 * k / best_rate(A100))
-    assert 2.0 * 16384 ** 3 / ns / 1e3 == pytest.approx(271.2 * 8192 / (76 * 108))  # TFLOP/s
+    assert 2.0 * 16384**3 / ns / 1e3 == pytest.approx(271.2 * 8192 / (76 * 108))  # TFLOP/s
 
 
 def test_a_thin_gemm_is_bound_by_its_traffic():
@@ -73,7 +73,7 @@ def test_flash_attention_throughput_between_measured_lengths():
     model = ModelConfig("m", layers=1, hidden=2048, heads=16, ffn_hidden=8192, vocab=0, seq_len=2048)
     fwd = O.attention_core_ops(model, 8, 2048, 1)
     bwd = O.backward(fwd)
-    work = 4.0 * 8 * 16 * 2048 ** 2 * 128 * 0.5
+    work = 4.0 * 8 * 16 * 2048**2 * 128 * 0.5
     total = kernel_ns(A100, fwd[0]) + kernel_ns(A100, bwd[0])
     assert total == pytest.approx(3.5 * work / (155 * 1e3))
 
@@ -97,23 +97,27 @@ def test_a_measured_gemm_table_replaces_the_model(tmp_path):
     table = tmp_path / "gemms.csv"
     table.write_text("m,n,k,time_us,batch\n4096,4096,4096,600,1\n1024,1024,1024,40,2\n")
     spec = tmp_path / "gpu.json"
-    spec.write_text(json.dumps({"name": "mine", "peak_tflops": 312, "memory_gbps": 2039,
-                                "gemm_table": "gemms.csv"}))
+    spec.write_text(
+        json.dumps({"name": "mine", "peak_tflops": 312, "memory_gbps": 2039, "gemm_table": "gemms.csv"})
+    )
     gpu = load_gpu(spec)
     gemm = O.Op("g", 0, 0, O.GEMM, (3, 4096, 4096, 4096))
     assert kernel_ns(gpu, gemm) == pytest.approx(3 * 600e3)  # a measured shape, per product
     # another shape at the rate of the nearest measured one (by |log| distance): 1024^3 at
     # 2 x 1024^3 / 20 us per product
     other = O.Op("g", 0, 0, O.GEMM, (1, 1024, 1024, 2048))
-    assert kernel_ns(gpu, other) == pytest.approx(2.0 * 1024 * 1024 * 2048 / (2.0 * 1024 ** 3 / 20e3))
+    assert kernel_ns(gpu, other) == pytest.approx(2.0 * 1024 * 1024 * 2048 / (2.0 * 1024**3 / 20e3))
 
 
-@pytest.mark.parametrize("content, message", [
-    ("m,n,time_us\n1,2,3\n", "missing column"),
-    ("m,n,k,time_us\n1,2,x,3\n", "row 2: m, n, k, batch and time_us must be numbers"),
-    ("m,n,k,time_us\n1,2,3,0\n", "row 2: .* must be positive"),
-    ("m,n,k,time_us\n", "has no rows"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("m,n,time_us\n1,2,3\n", "missing column"),
+        ("m,n,k,time_us\n1,2,x,3\n", "row 2: m, n, k, batch and time_us must be numbers"),
+        ("m,n,k,time_us\n1,2,3,0\n", "row 2: .* must be positive"),
+        ("m,n,k,time_us\n", "has no rows"),
+    ],
+)
 def test_bad_gemm_tables_are_one_line(tmp_path, content, message):
     (tmp_path / "t.csv").write_text(content)
     spec = tmp_path / "gpu.json"
@@ -122,12 +126,15 @@ def test_bad_gemm_tables_are_one_line(tmp_path, content, message):
         load_gpu(spec)
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"layernorm_gbps": [100]}, "layernorm_gbps: expected"),
-    ({"elementwise_efficiency": 1.5}, "fraction of peak must be <= 1"),
-    ({"attention_tflops": [[True, 64, 2048]]}, "attention_tflops: expected rows"),
-    ({"sms": 1.5}, "sms: must be an integer"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"layernorm_gbps": [100]}, "layernorm_gbps: expected"),
+        ({"elementwise_efficiency": 1.5}, "fraction of peak must be <= 1"),
+        ({"attention_tflops": [[True, 64, 2048]]}, "attention_tflops: expected rows"),
+        ({"sms": 1.5}, "sms: must be an integer"),
+    ],
+)
 def test_bad_gpu_files_are_one_line(tmp_path, extra, message):
     spec = tmp_path / "gpu.json"
     spec.write_text(json.dumps({"name": "x", "peak_tflops": 100, "memory_gbps": 1000, **extra}))

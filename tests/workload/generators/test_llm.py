@@ -70,22 +70,29 @@ def test_pipeline_bubble_closed_form(tmp_path, tiny_dense, schedule, stages, mic
 
 
 def _grad_bytes(path) -> int:
-    return sum(n.comm_size for n in read_rank_trace(path).nodes
-               if n.type == pb.COMM_COLL_NODE and n.name.startswith("grads_"))
+    return sum(
+        n.comm_size
+        for n in read_rank_trace(path).nodes
+        if n.type == pb.COMM_COLL_NODE and n.name.startswith("grads_")
+    )
 
 
-@pytest.mark.parametrize("precision, bf16_reduce, element", [
-    ("bf16", False, 4),  # Megatron-LM reduces BF16 training's gradients in FP32
-    ("bf16", True, 2),  # --grad-reduce-in-bf16
-    ("fp16", False, 2),  # FP16: the parameters' dtype
-])
+@pytest.mark.parametrize(
+    "precision, bf16_reduce, element",
+    [
+        ("bf16", False, 4),  # Megatron-LM reduces BF16 training's gradients in FP32
+        ("bf16", True, 2),  # --grad-reduce-in-bf16
+        ("fp16", False, 2),  # FP16: the parameters' dtype
+    ],
+)
 def test_data_parallel_gradient_bytes(tmp_path, precision, bf16_reduce, element):
     # A middle pipeline stage of a dense model holds L/P layers: each rank reduces its
     # T-th of the attention and MLP matrices plus its (replicated) layer norms.
     model = MODELS["gpt3-175b"]
     d, t, p = 2, 8, 4
-    cfg = LLMConfig(model, H100, dp=d, tp=t, pp=p, microbatches=1, precision=precision,
-                    grad_reduce_in_bf16=bf16_reduce)
+    cfg = LLMConfig(
+        model, H100, dp=d, tp=t, pp=p, microbatches=1, precision=precision, grad_reduce_in_bf16=bf16_reduce
+    )
     wl = generate_llm(cfg)
     paths, _ = write_llm(wl, tmp_path / "g")
     per_layer = (model.attention_params() + model.dense_mlp_params()) / t + 2 * model.hidden
@@ -111,8 +118,11 @@ def test_rank_count_and_comm_groups(tmp_path, tiny_moe, d, t, p, e):
     # of D ranks (stride T), and for MoE T x P x D/E expert-parallel groups of E and T x P x E
     # expert-data-parallel groups of D/E; a one-NPU group communicates nothing, a group of all
     # NPUs needs no entry, and two roles with the same NPUs share one group.
-    model = tiny_moe if e > 1 else tiny_moe.__class__(**{**tiny_moe.__dict__, "experts": 0, "top_k": 0,
-                                                          "expert_ffn_hidden": 0})
+    model = (
+        tiny_moe
+        if e > 1
+        else tiny_moe.__class__(**{**tiny_moe.__dict__, "experts": 0, "top_k": 0, "expert_ffn_hidden": 0})
+    )
     model = model.__class__(**{**model.__dict__, "layers": 3 * model.layers if p == 3 else model.layers})
     cfg = LLMConfig(model, H100, dp=d, tp=t, pp=p, ep=e, microbatches=2)
     paths, groups_path = write_llm(generate_llm(cfg), tmp_path / "m")
@@ -127,8 +137,12 @@ def test_rank_count_and_comm_groups(tmp_path, tiny_moe, d, t, p, e):
         expected |= {tuple(rank(i, dd, pp) for i in range(t)) for dd in range(d)}
         expected |= {tuple(rank(tt, i, pp) for i in range(d)) for tt in range(t)}
         if e > 1:
-            expected |= {tuple(rank(tt, b * e + i, pp) for i in range(e)) for tt in range(t) for b in range(d // e)}
-            expected |= {tuple(rank(tt, k + e * i, pp) for i in range(d // e)) for tt in range(t) for k in range(e)}
+            expected |= {
+                tuple(rank(tt, b * e + i, pp) for i in range(e)) for tt in range(t) for b in range(d // e)
+            }
+            expected |= {
+                tuple(rank(tt, k + e * i, pp) for i in range(d // e)) for tt in range(t) for k in range(e)
+            }
     expected = {g for g in expected if 1 < len(g) < n}
     groups = json.loads(groups_path.read_text()) if groups_path else {}
     assert {tuple(g) for g in groups.values()} == expected
@@ -149,16 +163,35 @@ def test_runs_every_plan_without_deadlock(tmp_path, tiny_moe):
     for schedule in ("gpipe", "1f1b"):
         for zero in (0, 1, 3):
             for sp in (False, True):
-                cfg = LLMConfig(tiny_moe, H100, dp=4, tp=2, pp=2, ep=2, microbatches=3, schedule=schedule,
-                                zero=zero, sequence_parallel=sp, dims=[2, 4, 2])
+                cfg = LLMConfig(
+                    tiny_moe,
+                    H100,
+                    dp=4,
+                    tp=2,
+                    pp=2,
+                    ep=2,
+                    microbatches=3,
+                    schedule=schedule,
+                    zero=zero,
+                    sequence_parallel=sp,
+                    dims=[2, 4, 2],
+                )
                 prefix = tmp_path / f"{schedule}{zero}{sp}"
                 paths, groups = write_llm(generate_llm(cfg), prefix)
                 result = simulate(prefix, system, network, comm_groups=groups)
                 steps[(schedule, zero, sp)] = result.step_ns
-                kinds = {n.comm_type for n in read_rank_trace(paths[0]).nodes if n.type == pb.COMM_COLL_NODE
-                         and n.name.startswith(("grads_", "params_"))}
-                assert kinds == ({pb.ALL_REDUCE} if zero == 0 else
-                                 {pb.REDUCE_SCATTER, pb.ALL_GATHER} if zero == 1 else {pb.REDUCE_SCATTER})
+                kinds = {
+                    n.comm_type
+                    for n in read_rank_trace(paths[0]).nodes
+                    if n.type == pb.COMM_COLL_NODE and n.name.startswith(("grads_", "params_"))
+                }
+                assert kinds == (
+                    {pb.ALL_REDUCE}
+                    if zero == 0
+                    else {pb.REDUCE_SCATTER, pb.ALL_GATHER}
+                    if zero == 1
+                    else {pb.REDUCE_SCATTER}
+                )
     assert all(s > 0 for s in steps.values())
 
 
@@ -177,15 +210,18 @@ def test_involved_dims_match_comm_groups(tmp_path, tiny_dense):
     assert runs[0] == pytest.approx(runs[1], rel=1e-9)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"tp": 3}, "--tp 3"),
-    ({"pp": 3}, "--pp 3"),
-    ({"ep": 2}, "--ep 2"),
-    ({"dp": 2, "global_batch": 3}, "--global-batch 3"),
-    ({"dp": 2, "global_batch": 8, "microbatches": 3}, "disagrees"),
-    ({"zero": 4}, "--zero"),
-    ({"schedule": "zigzag"}, "--schedule"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"tp": 3}, "--tp 3"),
+        ({"pp": 3}, "--pp 3"),
+        ({"ep": 2}, "--ep 2"),
+        ({"dp": 2, "global_batch": 3}, "--global-batch 3"),
+        ({"dp": 2, "global_batch": 8, "microbatches": 3}, "disagrees"),
+        ({"zero": 4}, "--zero"),
+        ({"schedule": "zigzag"}, "--schedule"),
+    ],
+)
 def test_bad_plans_are_one_line_errors(tiny_dense, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(tiny_dense, H100, **kwargs))

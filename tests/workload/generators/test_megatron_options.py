@@ -13,8 +13,7 @@ from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.models import ModelConfig
 
 A100 = GPUS["a100"]
-GPT = ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200,
-                  seq_len=2048)
+GPT = ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200, seq_len=2048)
 
 
 def stage(cfg: LLMConfig, p: int = 0):
@@ -29,7 +28,9 @@ def test_full_recompute_runs_every_forward_twice():
     wl1, nodes1 = stage(full)
     layers = GPT.layers // 2
     b, s, t = 1, GPT.seq_len, 2
-    layer_forward = sum(o.flops for o in O.attention_ops(GPT, b, s, t, False) + O.mlp_ops(GPT, b, s, t, False))
+    layer_forward = sum(
+        o.flops for o in O.attention_ops(GPT, b, s, t, False) + O.mlp_ops(GPT, b, s, t, False)
+    )
     # 4 micro-batches x 4 layers on stage 0 re-run their forward once more
     assert wl1.flops[0] - wl0.flops[0] == pytest.approx(4 * layers * layer_forward)
     # and with it the forward's two tensor-parallel all-reduces per layer
@@ -47,8 +48,7 @@ def test_selective_recompute_runs_the_attention_core_again():
 
 def test_gradients_reduced_once_after_the_backward_pass():
     overlap = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20)
-    local = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20,
-                      overlap_grad_reduce=False)
+    local = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20, overlap_grad_reduce=False)
     grads = lambda nodes: [n for n in nodes if n.late]  # noqa: E731
     many = grads(stage(overlap)[1])
     one = grads(stage(local)[1])
@@ -101,23 +101,29 @@ def test_interleaved_schedule_shrinks_the_bubble(tmp_path):
             assert bubble == pytest.approx((P - 1) / (V * M + P - 1), abs=0.005)
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"pp": 1, "virtual_stages": 2}, "needs --pp > 1"),
-    ({"pp": 4, "virtual_stages": 3}, "must divide the 8 layers"),
-    ({"pp": 2, "virtual_stages": 2, "microbatches": 3}, "multiple of --pp 2"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"pp": 1, "virtual_stages": 2}, "needs --pp > 1"),
+        ({"pp": 4, "virtual_stages": 3}, "must divide the 8 layers"),
+        ({"pp": 2, "virtual_stages": 2, "microbatches": 3}, "multiple of --pp 2"),
+    ],
+)
 def test_interleaving_needs_what_megatron_needs(kw, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(GPT, A100, **kw))
 
 
-@pytest.mark.parametrize("options", [
-    {"recompute": "full", "virtual_stages": 2},
-    {"recompute": "selective", "overlap_grad_reduce": False},
-    {"scatter_gather": False, "virtual_stages": 2, "overlap_grad_reduce": False},
-    {"dp": 1, "cp": 2, "recompute": "selective"},
-    {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"recompute": "full", "virtual_stages": 2},
+        {"recompute": "selective", "overlap_grad_reduce": False},
+        {"scatter_gather": False, "virtual_stages": 2, "overlap_grad_reduce": False},
+        {"dp": 1, "cp": 2, "recompute": "selective"},
+        {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
+    ],
+)
 def test_rank_symmetry_stays_exact(tmp_path, options):
     from astra_core.api import simulate
     from astra_core.workload.generators.llm import write_llm
@@ -128,8 +134,10 @@ def test_rank_symmetry_stays_exact(tmp_path, options):
     _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
     network = write_network(tmp_path, [2, 2, 2])
     system = write_system(tmp_path, 3)
-    runs = [simulate(tmp_path / "llm", system, network, comm_groups=groups, symmetry=flag)
-            for flag in (True, False)]
+    runs = [
+        simulate(tmp_path / "llm", system, network, comm_groups=groups, symmetry=flag)
+        for flag in (True, False)
+    ]
     assert runs[0].symmetric and not runs[1].symmetric
     assert [r.finish_ns for r in runs[0].ranks] == [r.finish_ns for r in runs[1].ranks]
     assert [r.exposed_comm_ns for r in runs[0].ranks] == [r.exposed_comm_ns for r in runs[1].ranks]
@@ -138,18 +146,20 @@ def test_rank_symmetry_stays_exact(tmp_path, options):
 @pytest.mark.parametrize("precision, per_param", [("bf16", 10), ("fp16", 6)])
 def test_local_ddp_accumulates_gradients_every_micro_batch(precision, per_param):
     overlapped = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4, precision=precision)
-    local = LLMConfig(GPT, A100, tp=2, pp=2, dp=2, microbatches=4, overlap_grad_reduce=False,
-                      precision=precision)
+    local = LLMConfig(
+        GPT, A100, tp=2, pp=2, dp=2, microbatches=4, overlap_grad_reduce=False, precision=precision
+    )
     compute = lambda cfg: sum(n.duration_ns for n in stage(cfg)[1] if n.type == pb.COMP_NODE)  # noqa: E731
     # per micro-batch and layer of stage 0: read the 16-bit gradient and the buffer (FP32 for
     # BF16: 10 B per local parameter; FP16: 6 B), write the buffer, at the framework-kernel rate
     # Q, K, V, output and the two MLP matrices split over TP 2; the two layer norms whole
-    params = (4 * GPT.hidden ** 2 + 2 * GPT.hidden * GPT.ffn_hidden) / 2 + 2 * GPT.hidden
+    params = (4 * GPT.hidden**2 + 2 * GPT.hidden * GPT.ffn_hidden) / 2 + 2 * GPT.hidden
     layer_ns = per_param * params / (A100.memory_gbps * A100.elementwise_efficiency)
     assert compute(local) - compute(overlapped) == pytest.approx(4 * (GPT.layers // 2) * layer_ns, rel=1e-9)
 
 
 # -- context parallelism ---------------------------------------------------------------
+
 
 def test_context_parallel_groups_follow_megatrons_order():
     from astra_core.workload.generators.layout import Layout
@@ -185,16 +195,20 @@ def test_context_parallel_ring_moves_keys_and_values():
     assert sent == M * GPT.layers * per_layer
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"cp": 2, "attention": "unfused"}, "--cp 2: context parallelism runs FlashAttention"),
-    ({"cp": 3}, r"must split into 2 x cp = 6 equal chunks"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"cp": 2, "attention": "unfused"}, "--cp 2: context parallelism runs FlashAttention"),
+        ({"cp": 3}, r"must split into 2 x cp = 6 equal chunks"),
+    ],
+)
 def test_context_parallelism_needs_what_megatron_needs(kw, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(GPT, A100, **kw))
 
 
 # -- tensor-parallel communication overlap ------------------------------------------------
+
 
 def test_tp_comm_overlap_moves_the_sequence_parallel_bytes_in_rings():
     T, M = 4, 2
@@ -208,10 +222,12 @@ def test_tp_comm_overlap_moves_the_sequence_parallel_bytes_in_rings():
     # reduce-scatter after their last (forward), and gather the output gradient beside the
     # first data-gradient GEMM (backward): 6 rings of T - 1 shares
     assert sent == M * GPT.layers * 6 * (T - 1) * shard
+
     # the collectives that remain are the backward's bulk overlaps of each block's first GEMM:
     # the input gathered again for the weight gradient, the data gradient reduce-scattered
-    blocks = lambda nodes: [n for n in nodes if n.type == pb.COMM_COLL_NODE  # noqa: E731
-                            and ("_attn" in n.name or "_mlp" in n.name)]
+    def blocks(nodes):
+        return [n for n in nodes if n.type == pb.COMM_COLL_NODE and ("_attn" in n.name or "_mlp" in n.name)]
+
     assert len(blocks(nodes1)) == M * GPT.layers * 4
     assert all(n.name.endswith(("_input_AG", "_in_RS")) for n in blocks(nodes1))
     # without the rings: forward AG + RS per block, backward AG of the output gradient,
@@ -230,8 +246,14 @@ def test_tp_comm_overlap_hides_communication(tmp_path):
     for overlap in (False, True):
         cfg = LLMConfig(GPT, A100, tp=4, microbatches=2, sequence_parallel=True, tp_comm_overlap=overlap)
         _, groups = write_llm(generate_llm(cfg), tmp_path / f"o{overlap}")
-        steps.append(simulate(tmp_path / f"o{overlap}", write_system(tmp_path, 1),
-                              write_network(tmp_path, [4], bandwidth=25.0), comm_groups=groups).step_ns)
+        steps.append(
+            simulate(
+                tmp_path / f"o{overlap}",
+                write_system(tmp_path, 1),
+                write_network(tmp_path, [4], bandwidth=25.0),
+                comm_groups=groups,
+            ).step_ns
+        )
     assert steps[1] < steps[0]
 
 

@@ -19,23 +19,27 @@ H100 = GPUS["h100"]
 
 def _gen_llm(tmp_path, *args):
     with wall_limit(20):
-        return CliRunner().invoke(main, ["gen", "llm", "--model", "llama3-8b", "--dp", "2",
-                                         "--output", str(tmp_path / "x"), *args])
+        return CliRunner().invoke(
+            main, ["gen", "llm", "--model", "llama3-8b", "--dp", "2", "--output", str(tmp_path / "x"), *args]
+        )
 
 
-@pytest.mark.parametrize("args, option", [
-    (["--bucket-mb", "-1"], "--bucket-mb"),  # looped forever
-    (["--bucket-mb", "0"], "--bucket-mb"),  # meant "use the default"
-    (["--seq-len", "0"], "--seq-len"),  # meant "use the default"
-    (["--seq-len", "-5"], "--seq-len"),
-    (["--global-batch", "0"], "--global-batch"),
-    (["--microbatches", "0"], "--microbatches"),
-    (["--micro-batch", "-1"], "--micro-batch"),
-    (["--dp", "0"], "--dp"),
-    (["--tp", "-2"], "--tp"),
-    (["--pp", "0"], "--pp"),
-    (["--ep", "0"], "--ep"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--bucket-mb", "-1"], "--bucket-mb"),  # looped forever
+        (["--bucket-mb", "0"], "--bucket-mb"),  # meant "use the default"
+        (["--seq-len", "0"], "--seq-len"),  # meant "use the default"
+        (["--seq-len", "-5"], "--seq-len"),
+        (["--global-batch", "0"], "--global-batch"),
+        (["--microbatches", "0"], "--microbatches"),
+        (["--micro-batch", "-1"], "--micro-batch"),
+        (["--dp", "0"], "--dp"),
+        (["--tp", "-2"], "--tp"),
+        (["--pp", "0"], "--pp"),
+        (["--ep", "0"], "--ep"),
+    ],
+)
 def test_llm_out_of_range_options_are_usage_errors(tmp_path, args, option):
     out = _gen_llm(tmp_path, *args)
     assert out.exit_code == 2, out.output
@@ -43,13 +47,22 @@ def test_llm_out_of_range_options_are_usage_errors(tmp_path, args, option):
     assert not (tmp_path / "x.0.et").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bucket-mb", "1e-9"], "--bucket-mb: must be a finite size of at least 1 byte"),  # 0 bytes: looped forever
-    (["--bucket-mb", "nan"], "--bucket-mb: must be a finite size"),  # was a ValueError traceback
-    (["--bucket-mb", "inf"], "--bucket-mb: must be a finite size"),  # was an OverflowError traceback
-    (["--dims=-1x-2"], "--dims: sizes must be >= 1, got '-1x-2'"),  # product 2: accepted
-    (["--global-batch", "4", "--dims", "3"], "--dims 3: must multiply to dp x tp x pp x cp = 2"),  # check skipped
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--bucket-mb", "1e-9"],
+            "--bucket-mb: must be a finite size of at least 1 byte",
+        ),  # 0 bytes: looped forever
+        (["--bucket-mb", "nan"], "--bucket-mb: must be a finite size"),  # was a ValueError traceback
+        (["--bucket-mb", "inf"], "--bucket-mb: must be a finite size"),  # was an OverflowError traceback
+        (["--dims=-1x-2"], "--dims: sizes must be >= 1, got '-1x-2'"),  # product 2: accepted
+        (
+            ["--global-batch", "4", "--dims", "3"],
+            "--dims 3: must multiply to dp x tp x pp x cp = 2",
+        ),  # check skipped
+    ],
+)
 def test_llm_bad_values_are_one_line_errors(tmp_path, args, message):
     out = _gen_llm(tmp_path, *args)
     assert out.exit_code == 1, out.output
@@ -57,15 +70,18 @@ def test_llm_bad_values_are_one_line_errors(tmp_path, args, message):
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), out.output
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"bucket_bytes": 0}, "--bucket-mb: the gradient bucket must hold at least 1 byte, got 0"),
-    ({"bucket_bytes": -5}, "--bucket-mb"),
-    ({"seq_len": 0}, "--seq-len: must be an integer >= 1, got 0"),
-    ({"global_batch": 0}, "--global-batch: must be an integer >= 1, got 0"),
-    ({"microbatches": 0, "dp": 2}, "--microbatches: must be an integer >= 1, got 0"),
-    ({"dims": [-2, -1]}, "--dims [-2, -1]: every dimension size must be an integer >= 1"),
-    ({"dims": [3], "global_batch": 4}, "--dims 3: must multiply"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"bucket_bytes": 0}, "--bucket-mb: the gradient bucket must hold at least 1 byte, got 0"),
+        ({"bucket_bytes": -5}, "--bucket-mb"),
+        ({"seq_len": 0}, "--seq-len: must be an integer >= 1, got 0"),
+        ({"global_batch": 0}, "--global-batch: must be an integer >= 1, got 0"),
+        ({"microbatches": 0, "dp": 2}, "--microbatches: must be an integer >= 1, got 0"),
+        ({"dims": [-2, -1]}, "--dims [-2, -1]: every dimension size must be an integer >= 1"),
+        ({"dims": [3], "global_batch": 4}, "--dims 3: must multiply"),
+    ],
+)
 def test_llm_config_rejects_what_the_cli_rejects(tiny_dense, kwargs, message):
     with wall_limit(20), pytest.raises(ConfigError) as info:
         generate_llm(LLMConfig(tiny_dense, H100, **kwargs))
@@ -80,8 +96,10 @@ def test_llm_seq_len_is_used_as_given(tiny_dense):
     assert default == same and half < default
 
 
-@pytest.mark.parametrize("field, value", [("kv_heads", -4), ("head_dim", -64), ("shared_experts", -1),
-                                          ("vocab", -1), ("dense_layers", -1)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("kv_heads", -4), ("head_dim", -64), ("shared_experts", -1), ("vocab", -1), ("dense_layers", -1)],
+)
 def test_model_file_negative_shapes(field, value):
     base = dict(name="m", layers=4, hidden=256, heads=4, ffn_hidden=1024, vocab=1000)
     model = ModelConfig(**{**base, field: value})
@@ -95,10 +113,24 @@ def test_micro_size_past_int64_is_an_error():
         parse_size(str(2**63))  # was a ValueError traceback from the writer
 
 
-@pytest.mark.parametrize("args, option", [(["--npus", "0"], "--npus"), (["--iterations", "0"], "--iterations")])
+@pytest.mark.parametrize(
+    "args, option", [(["--npus", "0"], "--npus"), (["--iterations", "0"], "--iterations")]
+)
 def test_micro_out_of_range_options(tmp_path, args, option):
     base = {"--npus": "4", "--iterations": "1"}
     base.update(dict(zip(args[::2], args[1::2])))
-    out = CliRunner().invoke(main, ["gen", "micro", "--collective", "all-reduce", "--size", "1MiB",
-                                    "--output", str(tmp_path / "m"), *[x for kv in base.items() for x in kv]])
+    out = CliRunner().invoke(
+        main,
+        [
+            "gen",
+            "micro",
+            "--collective",
+            "all-reduce",
+            "--size",
+            "1MiB",
+            "--output",
+            str(tmp_path / "m"),
+            *[x for kv in base.items() for x in kv],
+        ],
+    )
     assert out.exit_code == 2 and f"Invalid value for '{option}'" in out.output

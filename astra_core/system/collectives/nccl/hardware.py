@@ -56,16 +56,44 @@ class GpuModel:
 #: NVLink 5 runs 50 GB/s per link and direction (NVIDIA NVLink page: A100 600
 #: GB/s total over 12 links, H100 900 GB/s over 18, B200 1.8 TB/s over 18).
 GPUS: dict[str, GpuModel] = {
-    model.name: model for model in (
-        GpuModel("A100", 80, 12, 25.0, 20.0, False,
-                 "NVIDIA A100 datasheet (NVLink 3: 12 links, 600 GB/s); NCCL topo.h SM80_NVLINK_BW"),
-        GpuModel("H100", 90, 18, 25.0, 20.6, True,
-                 "NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW"),
-        GpuModel("H200", 90, 18, 25.0, 20.6, True,
-                 "NVIDIA H200 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW"),
-        GpuModel("B200", 100, 18, 50.0, 40.1, True,
-                 "NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); NCCL topo.h "
-                 "SM100_NVLINK_BW"),
+    model.name: model
+    for model in (
+        GpuModel(
+            "A100",
+            80,
+            12,
+            25.0,
+            20.0,
+            False,
+            "NVIDIA A100 datasheet (NVLink 3: 12 links, 600 GB/s); NCCL topo.h SM80_NVLINK_BW",
+        ),
+        GpuModel(
+            "H100",
+            90,
+            18,
+            25.0,
+            20.6,
+            True,
+            "NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+        ),
+        GpuModel(
+            "H200",
+            90,
+            18,
+            25.0,
+            20.6,
+            True,
+            "NVIDIA H200 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+        ),
+        GpuModel(
+            "B200",
+            100,
+            18,
+            50.0,
+            40.1,
+            True,
+            "NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); NCCL topo.h SM100_NVLINK_BW",
+        ),
     )
 }
 

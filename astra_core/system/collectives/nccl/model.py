@@ -38,15 +38,23 @@ from astra_core.system.collectives.nccl.tuning import (
 )
 from astra_core.system.comm_types import CommType
 
-_FUNCS = {CommType.ALL_REDUCE: Func.ALL_REDUCE, CommType.ALL_GATHER: Func.ALL_GATHER,
-          CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER, CommType.BROADCAST: Func.BROADCAST,
-          CommType.REDUCE: Func.REDUCE}
+_FUNCS = {
+    CommType.ALL_REDUCE: Func.ALL_REDUCE,
+    CommType.ALL_GATHER: Func.ALL_GATHER,
+    CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER,
+    CommType.BROADCAST: Func.BROADCAST,
+    CommType.REDUCE: Func.REDUCE,
+}
 #: NCCL's send/receive (and grouped all-to-all) has no entry in its cost model;
 #: its cost is taken as one ring step's: base latency plus one hop
 #: (tuning.cc baseLat / hwLat), keyed by (LL protocol, same node): LL 6.6 µs +
 #: 0.6 over NVLink or 2.7 over the network; Simple 8.4 + 3.4 or 8.4 + 14.
-P2P_LATENCY_US = {(True, True): 6.6 + 0.6, (True, False): 6.6 + 2.7,
-                  (False, True): 8.4 + 3.4, (False, False): 8.4 + 14.0}
+P2P_LATENCY_US = {
+    (True, True): 6.6 + 0.6,
+    (True, False): 6.6 + 2.7,
+    (False, True): 8.4 + 3.4,
+    (False, False): 8.4 + 14.0,
+}
 P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc): LL up to this size
 
 
@@ -67,17 +75,23 @@ class NcclModel:
         self.gpus_per_node = config.gpus_per_node or dims[0].npus
         total = network.npus_count
         if total % self.gpus_per_node:
-            raise ConfigError(f"{source}: nccl.gpus-per-node: {self.gpus_per_node} does not divide "
-                              f"the network's {total} NPUs")
+            raise ConfigError(
+                f"{source}: nccl.gpus-per-node: {self.gpus_per_node} does not divide "
+                f"the network's {total} NPUs"
+            )
         if self.gpus_per_node > 1 and dims[0].kind is not TopologyKind.SWITCH:
-            raise ConfigError(f"{source}: the NCCL model needs network dimension 0 to be a Switch "
-                              f"(the NVSwitches of a node), got {dims[0].kind.value}")
+            raise ConfigError(
+                f"{source}: the NCCL model needs network dimension 0 to be a Switch "
+                f"(the NVSwitches of a node), got {dims[0].kind.value}"
+            )
         # network.yml bandwidths are bytes/ns = GB/s with 1 GB = 1e9 B (NCCL's unit)
         self.nvlink_line_gbps = dims[0].bandwidth_bytes_per_ns if self.gpus_per_node > 1 else 0.0
         rail = dims[1] if len(dims) > 1 else (dims[0] if self.gpus_per_node == 1 else None)
         if rail is None and total > self.gpus_per_node:
-            raise ConfigError(f"{source}: the NCCL model needs a network dimension 1 for the NICs "
-                              f"between nodes ({total} NPUs, {self.gpus_per_node} per node)")
+            raise ConfigError(
+                f"{source}: the NCCL model needs a network dimension 1 for the NICs "
+                f"between nodes ({total} NPUs, {self.gpus_per_node} per node)"
+            )
         self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
         self._comms: dict[tuple[int, ...], tuple[Layout, object]] = {}
@@ -101,21 +115,30 @@ class NcclModel:
             nodes[m // L] = nodes.get(m // L, 0) + 1
         per_node = max(nodes.values())
         if any(count != per_node for count in nodes.values()):
-            raise ConfigError(f"{self.source}: the NCCL model needs as many members of a "
-                              f"communicator on every node; {sorted(nodes.items())[:4]} "
-                              "(node, members) differ")
+            raise ConfigError(
+                f"{self.source}: the NCCL model needs as many members of a "
+                f"communicator on every node; {sorted(nodes.items())[:4]} "
+                "(node, members) differ"
+            )
         ordered = tuple(sorted(members, key=lambda m: (m // L, m)))
         machine = Machine(
-            ranks=len(members), gpus_per_node=per_node, gpu=self.gpu, nvlink_gbps=self.nvlink_gbps,
+            ranks=len(members),
+            gpus_per_node=per_node,
+            gpu=self.gpu,
+            nvlink_gbps=self.nvlink_gbps,
             nic_gbps=self.nic_line_gbps,
             nics_per_node=max(1, self.nics_per_node * per_node // L),
-            nvls=self.config.nvls, collnet=self.config.collnet, cpu_vendor=self.config.cpu)
+            nvls=self.config.nvls,
+            collnet=self.config.collnet,
+            cpu_vendor=self.config.cpu,
+        )
         tuning = tune(communicator(machine), self.config.nccl_algo, self.config.nccl_proto)
         cached = self._comms[members] = (Layout(ordered, per_node), tuning)
         return cached
 
-    def choose(self, comm_type: CommType, members: tuple[int, ...], size: int
-               ) -> tuple[Algo, Proto, int, float, int]:
+    def choose(
+        self, comm_type: CommType, members: tuple[int, ...], size: int
+    ) -> tuple[Algo, Proto, int, float, int]:
         """(algorithm, protocol, channels, NCCL's time in µs, operation bytes) of
         one collective of ``size`` bytes (see the module docstring for sizes)."""
         layout, tuning = self.machine(members)
@@ -184,10 +207,16 @@ class NcclModel:
             algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
             schedule = schedule_for(comm_type.label, algo, proto, layout, rank, nbytes, channels)
             n = layout.n
-            final = size * n if comm_type is CommType.ALL_GATHER else (
-                size // n if comm_type is CommType.REDUCE_SCATTER else size)
-            label = ("p2p" if comm_type is CommType.ALL_TO_ALL
-                     else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}")
+            final = (
+                size * n
+                if comm_type is CommType.ALL_GATHER
+                else (size // n if comm_type is CommType.REDUCE_SCATTER else size)
+            )
+            label = (
+                "p2p"
+                if comm_type is CommType.ALL_TO_ALL
+                else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}"
+            )
             cached = self._phases[key] = (final, schedule, int(round(time_us * 1000)), label)
         final, schedule, floor_ns, label = cached
         return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label)

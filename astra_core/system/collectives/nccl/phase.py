@@ -37,11 +37,29 @@ class NcclPhase(CollectiveAlgorithm):
     """
 
     name = "nccl"
-    __slots__ = ("schedule", "floor_ns", "label", "_next", "_delivered", "_arrived", "_open",
-                 "_tag", "_waiters", "_blocked_on")
+    __slots__ = (
+        "schedule",
+        "floor_ns",
+        "label",
+        "_next",
+        "_delivered",
+        "_arrived",
+        "_open",
+        "_tag",
+        "_waiters",
+        "_blocked_on",
+    )
 
-    def __init__(self, comm_type, rank: int, data_size: int, final_data_size: int,
-                 schedule: Schedule, floor_ns: int, label: str):
+    def __init__(
+        self,
+        comm_type,
+        rank: int,
+        data_size: int,
+        final_data_size: int,
+        schedule: Schedule,
+        floor_ns: int,
+        label: str,
+    ):
         super().__init__(comm_type, rank, data_size)
         self.final_data_size = final_data_size
         self.schedule = schedule
@@ -112,9 +130,10 @@ class NcclPhase(CollectiveAlgorithm):
             self.exit()
 
     def waiting_for(self) -> str:
-        missing = sorted({src for j, (src, _, _) in enumerate(self.schedule.recvs)
-                          if not self._arrived[j]})
+        missing = sorted({src for j, (src, _, _) in enumerate(self.schedule.recvs) if not self._arrived[j]})
         unsent = sum(len(lane.sends) - k for lane, k in zip(self.schedule.lanes, self._next))
         shown = ", ".join(str(r) for r in missing[:4]) or "-"
-        return (f"NCCL {self.label} {self.comm_type.label}: {unsent} messages not sent; "
-                f"waiting for rank(s) {shown}")
+        return (
+            f"NCCL {self.label} {self.comm_type.label}: {unsent} messages not sent; "
+            f"waiting for rank(s) {shown}"
+        )

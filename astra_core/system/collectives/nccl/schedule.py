@@ -158,8 +158,7 @@ def ring_order(layout: Layout, rail: int) -> list[int]:
     return order
 
 
-def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto,
-         channels: int) -> None:
+def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int) -> None:
     """Ring steps for ``func`` in ``all-reduce``, ``all-gather``, ``reduce-scatter``;
     ``nbytes``: NCCL's operation size (all-gather and reduce-scatter: the
     whole buffer, ``n`` times one rank's part)."""
@@ -178,8 +177,7 @@ def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: 
         lane = out.lane(window)
         for chunk in chunks:
             piece = rail_channels * chunk
-            sizes = [_wire(piece // slices + (1 if s < piece % slices else 0), proto)
-                     for s in range(slices)]
+            sizes = [_wire(piece // slices + (1 if s < piece % slices else 0), proto) for s in range(slices)]
             got: list[int] = []
             for k in range(steps):
                 for s, size in enumerate(sizes):
@@ -187,8 +185,9 @@ def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: 
                     got.append(out.recv(prev, size, lane))
 
 
-def chain(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto,
-          channels: int) -> None:
+def chain(
+    out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: Proto, channels: int
+) -> None:
     """Broadcast (from position 0) or reduce (to position 0) along the ring:
     NCCL's ``PipelineFrom`` / ``PipelineTo`` patterns, one step per chunk
     (``BROADCAST_CHUNKSTEPS`` = ``REDUCE_CHUNKSTEPS`` = 1), every rank
@@ -243,8 +242,14 @@ def dtree(nranks: int, rank: int, tree: int) -> tuple[int, list[int]]:
     return (-1 if up == -1 else nranks - 1 - up), [nranks - 1 - d for d in down]
 
 
-def _up_down(out: Schedule, parent: int, children: list[int], pieces: list[int],
-             proto: Proto, first: list[tuple[int, ...]] | None = None) -> list[tuple[int, ...]]:
+def _up_down(
+    out: Schedule,
+    parent: int,
+    children: list[int],
+    pieces: list[int],
+    proto: Proto,
+    first: list[tuple[int, ...]] | None = None,
+) -> list[tuple[int, ...]]:
     """Reduce up then broadcast down, chunk by chunk, on an up lane and a down
     lane (``parent`` -1 at the root); chunk ``c`` also waits for receives
     ``first[c]`` before it goes up. Returns per chunk the receives after which
@@ -265,8 +270,14 @@ def _up_down(out: Schedule, parent: int, children: list[int], pieces: list[int],
     return done
 
 
-def _sharp(out: Schedule, lanes: tuple[int, int], rail: list[int], node: int, pieces: list[int],
-           first: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def _sharp(
+    out: Schedule,
+    lanes: tuple[int, int],
+    rail: list[int],
+    node: int,
+    pieces: list[int],
+    first: list[tuple[int, ...]],
+) -> list[tuple[int, ...]]:
     """The network's in-switch reduction (InfiniBand SHARP) of each chunk across
     the rail's GPUs ``rail[k]`` (one per node), as messages a network model
     without reducing switches can carry: every GPU sends its part to one GPU
@@ -384,13 +395,12 @@ def _nvls_chunk(layout: Layout, nbytes: int, channels: int, algo: Algo) -> int:
     return chunk
 
 
-def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: int,
-         channels: int) -> None:
+def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: int, channels: int) -> None:
     """NVLS (one node), NVLS-Tree or CollNet-Direct (all-reduce across nodes)."""
     L = layout.per_node
     index = layout.members.index(me)
     node = index // L
-    peers = [m for m in layout.members[node * L:(node + 1) * L] if m != me]
+    peers = [m for m in layout.members[node * L : (node + 1) * L] if m != me]
     if algo == Algo.COLLNET_DIRECT:
         chunk = SIMPLE_STEP
         for factor, floor in ((64, 131072), (8, 65536), (8, 32768)):
@@ -417,8 +427,9 @@ def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: 
             reduced = _sharp(out, (out.lane(), out.lane()), rail, node, parts, reduced)
         else:  # up the tree of its rail's GPUs
             up, down = dtree(layout.nodes, node, 0)
-            reduced = _up_down(out, rail[up] if up >= 0 else -1, [rail[d] for d in down], parts,
-                               Proto.SIMPLE, reduced)
+            reduced = _up_down(
+                out, rail[up] if up >= 0 else -1, [rail[d] for d in down], parts, Proto.SIMPLE, reduced
+            )
     if gather:
         lane = out.lane()
         for c, part in enumerate(parts):
@@ -450,8 +461,9 @@ def all_to_all(out: Schedule, layout: Layout, me: int, nbytes: int) -> None:
             out.recv(layout.members[src], size, lane)
 
 
-def schedule_for(func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbytes: int,
-                 channels: int) -> Schedule:
+def schedule_for(
+    func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbytes: int, channels: int
+) -> Schedule:
     """The :class:`Schedule` of ``me`` for one collective (NCCL's algorithm ``algo``)."""
     out = Schedule()
     if func == "all-to-all":

@@ -37,15 +37,57 @@ from dataclasses import dataclass
 from astra_core.system.collectives.nccl.hardware import GpuModel
 from astra_core.system.collectives.nccl.tuning import Algo, Communicator, Graph
 
-SPEEDS_INTRA = {80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
-                90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
-                100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)}
-SPEEDS_INTER = {80: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0,
-                     4.0, 3.0, 2.4, 1.2, 0.24, 0.12),
-                90: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
-                     2.4, 1.2, 0.24, 0.12),
-                100: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
-                      12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+SPEEDS_INTRA = {
+    80: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+}
+SPEEDS_INTER = {
+    80: (
+        48.0,
+        30.0,
+        28.0,
+        24.0,
+        20.0,
+        18.0,
+        15.0,
+        12.0,
+        10.0,
+        9.0,
+        7.0,
+        6.0,
+        5.0,
+        4.0,
+        3.0,
+        2.4,
+        1.2,
+        0.24,
+        0.12,
+    ),
+    90: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    100: (
+        96.0,
+        86.0,
+        80.0,
+        48.0,
+        45.1,
+        42.0,
+        40.0,
+        30.0,
+        24.0,
+        22.0,
+        20.0,
+        17.5,
+        15.0,
+        12.0,
+        6.0,
+        3.0,
+        2.4,
+        1.2,
+        0.24,
+        0.12,
+    ),
+}
 MAX_RING_CHANNELS = 32  # MAXCHANNELS / 2 (device.h MAXCHANNELS 64; init.cc)
 MAX_NVLS_ARITY = 32  # NCCL_MAX_NVLS_ARITY
 #: PCIe between a GPU and its NIC: Gen5 x16 as NCCL rates it (``width * speed / 80``
@@ -101,8 +143,9 @@ def _run(search: _Search, compcap: int) -> tuple[int, float]:
     """NCCL's two search passes: (channels, speed per channel); (0, 0) if none."""
     speeds = search.speeds
     index = 0
-    while index < len(speeds) - 1 and (speeds[index] > search.max_bw
-                                       or speeds[index] * search.min_channels > search.total_bw):
+    while index < len(speeds) - 1 and (
+        speeds[index] > search.max_bw or speeds[index] * search.min_channels > search.total_bw
+    ):
         index += 1
     best = (0, 0.0)
     while True:
@@ -114,7 +157,7 @@ def _run(search: _Search, compcap: int) -> tuple[int, float]:
                 best = (n, s)
             if n == search.max_channels or n * s >= search.total_bw:
                 break
-        if index >= len(speeds) - 1 or (best[0] and speeds[index + 1] / best[1] <= .49):
+        if index >= len(speeds) - 1 or (best[0] and speeds[index + 1] / best[1] <= 0.49):
             break
         index += 1
     n, s = best
@@ -205,8 +248,13 @@ def search_graphs(machine: Machine) -> dict[Algo, Graph]:
 def communicator(machine: Machine) -> Communicator:
     """NCCL's :class:`~astra_core.system.collectives.nccl.tuning.Communicator` for ``machine``."""
     return Communicator(
-        n_ranks=machine.ranks, n_nodes=machine.nodes, compcap=machine.gpu.compcap,
-        graphs=search_graphs(machine), cpu_vendor=machine.cpu_vendor,
-        collnet=machine.collnet, nvls=machine.nvls and machine.gpu.nvls,
+        n_ranks=machine.ranks,
+        n_nodes=machine.nodes,
+        compcap=machine.gpu.compcap,
+        graphs=search_graphs(machine),
+        cpu_vendor=machine.cpu_vendor,
+        collnet=machine.collnet,
+        nvls=machine.nvls and machine.gpu.nvls,
         nvswitch=machine.gpus_per_node > 1,
-        pat=False)  # PAT's message pattern is not modelled: NCCL's choice leaves it out
+        pat=False,
+    )  # PAT's message pattern is not modelled: NCCL's choice leaves it out

@@ -39,6 +39,7 @@ from astra_core.errors import ConfigError
 
 class Func(IntEnum):
     """NCCL's collective functions, in NCCL's order (``ncclFuncStr``)."""
+
     BROADCAST = 0
     REDUCE = 1
     ALL_GATHER = 2
@@ -48,6 +49,7 @@ class Func(IntEnum):
 
 class Algo(IntEnum):
     """NCCL's algorithms, in NCCL's order (``ncclAlgoStr``)."""
+
     TREE = 0
     RING = 1
     COLLNET_DIRECT = 2
@@ -59,6 +61,7 @@ class Algo(IntEnum):
 
 class Proto(IntEnum):
     """NCCL's protocols, in NCCL's order (``ncclProtoStr``)."""
+
     LL = 0
     LL128 = 1
     SIMPLE = 2
@@ -70,8 +73,15 @@ PROTO_NAMES = ("LL", "LL128", "Simple")
 
 # -- constants of ncclTunerConstantsDefaults (tuning.cc) ---------------------------------
 #: baseLatencies [algo][proto], µs.
-BASE_LATENCY_US = ((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0),
-                   (8.0, 8.0, 8.0))
+BASE_LATENCY_US = (
+    (6.8, 14.0, 8.4),
+    (6.6, 14.0, 8.4),
+    (0, 0, 0),
+    (0, 0, 0),
+    (0, 0, 0),
+    (0, 0, 0),
+    (8.0, 8.0, 8.0),
+)
 NVLINK, PCI, NET = 0, 1, 2
 #: hwLatencies [link kind][algo][proto], µs per step.
 HW_LATENCY_US = (
@@ -94,9 +104,84 @@ NVLS_TREE_MAX_BW = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (
 NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
 #: treeCorrectionFactor [proto][log2(bytes / 64)] for Tree all-reduce, 64 B to 256 MiB.
 TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.7,
+        0.7,
+        0.7,
+        0.7,
+        0.6,
+        0.5,
+        0.4,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+    ),
 )
 #: Network post overhead, µs (getNetOverhead: 1 on Intel and other CPUs, 2 on AMD).
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "other": 1.0}
@@ -176,8 +261,9 @@ class Communicator:
         return self.compcap >= 60 and self.n_nodes == self.n_ranks
 
 
-def parse_env_list(text: str, prefixes: tuple[str, ...], elems: tuple[str, ...],
-                   variable: str) -> list[list[bool] | None]:
+def parse_env_list(
+    text: str, prefixes: tuple[str, ...], elems: tuple[str, ...], variable: str
+) -> list[list[bool] | None]:
     """Which elements each prefix enables, as NCCL reads ``NCCL_ALGO`` / ``NCCL_PROTO``.
 
     ``"ring,tree;allreduce:^tree"``: entries separated by ``;``, each
@@ -194,11 +280,11 @@ def parse_env_list(text: str, prefixes: tuple[str, ...], elems: tuple[str, ...],
         if not sep:
             prefix = None
         if prefix is None and index:
-            raise ConfigError(f"{variable}={text!r}: every entry after the first needs a "
-                              "'function:' prefix")
+            raise ConfigError(f"{variable}={text!r}: every entry after the first needs a 'function:' prefix")
         if prefix is not None and prefix.lower() not in lowered_prefixes:
-            raise ConfigError(f"{variable}={text!r}: unknown function {prefix!r} "
-                              f"(one of {', '.join(prefixes)})")
+            raise ConfigError(
+                f"{variable}={text!r}: unknown function {prefix!r} (one of {', '.join(prefixes)})"
+            )
         negate = items.startswith("^")
         names = [n for n in items.lstrip("^").split(",") if n]
         chosen = set()
@@ -233,13 +319,22 @@ class Tuning:
         log_size = _log2i(nbytes >> 6)
         if algo == Algo.TREE and func == Func.ALL_REDUCE and 0 <= log_size < 23:
             bw *= TREE_CORRECTION[proto][log_size]
-        if (algo == Algo.NVLS_TREE and func == Func.ALL_REDUCE and 0 <= log_size < 24
-                and self.comm.compcap >= 100):
+        if (
+            algo == Algo.NVLS_TREE
+            and func == Func.ALL_REDUCE
+            and 0 <= log_size < 24
+            and self.comm.compcap >= 100
+        ):
             bw *= TREE_CORRECTION[proto][log_size]
         graph = self.comm.graphs.get(Algo.RING)
         channels = graph.n_channels if graph else 1
-        if (algo == Algo.RING and proto == Proto.SIMPLE and self.comm.n_nodes > 1
-                and func == Func.ALL_REDUCE and nbytes // (channels * self.comm.n_ranks) >= 64):
+        if (
+            algo == Algo.RING
+            and proto == Proto.SIMPLE
+            and self.comm.n_nodes > 1
+            and func == Func.ALL_REDUCE
+            and nbytes // (channels * self.comm.n_ranks) >= 64
+        ):
             latency *= 1.9 if self.comm.compcap < 80 else 1.4  # "plateau effect of ring"
         return latency + nbytes / (1000 * bw)
 
@@ -253,8 +348,13 @@ class Tuning:
         counts = [graphs[a].n_channels for a in (Algo.RING, Algo.TREE) if a in graphs]
         nc = min(64, 2 * min(counts)) if counts else 1
         ring = graphs.get(Algo.RING)
-        if (self.comm.compcap >= 90 and self.comm.n_nodes > 1 and ring is not None
-                and ring.bw_intra_gbps > 45.0 and nc < 16):
+        if (
+            self.comm.compcap >= 90
+            and self.comm.n_nodes > 1
+            and ring is not None
+            and ring.bw_intra_gbps > 45.0
+            and nc < 16
+        ):
             nc *= 2
         return nc
 
@@ -282,15 +382,20 @@ class Tuning:
             nc -= 1
         return nc
 
-    def time_with_channels_us(self, func: Func, algo: Algo, proto: Proto, nbytes: int,
-                              channels: int) -> float | None:
+    def time_with_channels_us(
+        self, func: Func, algo: Algo, proto: Proto, nbytes: int, channels: int
+    ) -> float | None:
         """:meth:`time_us` when NCCL launches ``channels`` of its
         :meth:`runtime_channels` (small buffers): the graph's bandwidth in
         proportion, before the per-protocol caps."""
         graph = self.comm.graphs.get(algo)
         full = self.runtime_channels()
-        if (graph is None or algo not in (Algo.RING, Algo.TREE) or channels >= full
-                or self.bandwidth_gbps[func][algo][proto] == 0):
+        if (
+            graph is None
+            or algo not in (Algo.RING, Algo.TREE)
+            or channels >= full
+            or self.bandwidth_gbps[func][algo][proto] == 0
+        ):
             return self.time_us(func, algo, proto, nbytes)
         key = (func, algo, proto, channels)
         fewer = self._fewer.get(key)
@@ -324,8 +429,10 @@ class Tuning:
                 if t is not None and (best is None or t < best[2]):
                     best = (algo, proto, t)
         if best is None:
-            raise ConfigError(f"NCCL has no algorithm and protocol enabled for {FUNC_NAMES[func]} "
-                              "(check NCCL_ALGO / NCCL_PROTO)")
+            raise ConfigError(
+                f"NCCL has no algorithm and protocol enabled for {FUNC_NAMES[func]} "
+                "(check NCCL_ALGO / NCCL_PROTO)"
+            )
         return best
 
 
@@ -340,8 +447,11 @@ def tune(comm: Communicator, nccl_algo: str | None = None, nccl_proto: str | Non
     ppn = comm.ranks_per_node
     tuning = Tuning(comm)
     for func in Func:
-        steps = 2 * (n - 1) if func == Func.ALL_REDUCE else (
-            n - 1 if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) else n)
+        steps = (
+            2 * (n - 1)
+            if func == Func.ALL_REDUCE
+            else (n - 1 if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) else n)
+        )
         lat_row, bw_row = [], []
         for algo in Algo:
             lat_cells, bw_cells = [], []
@@ -362,7 +472,11 @@ def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
     if func in (Func.BROADCAST, Func.REDUCE) and algo != Algo.RING:
         return False
     if func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) and algo not in (
-            Algo.PAT, Algo.RING, Algo.NVLS, Algo.COLLNET_DIRECT):
+        Algo.PAT,
+        Algo.RING,
+        Algo.NVLS,
+        Algo.COLLNET_DIRECT,
+    ):
         return False
     if func == Func.ALL_REDUCE and algo == Algo.PAT:
         return False
@@ -373,8 +487,17 @@ def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
     return True
 
 
-def _entry(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, gen: int,
-           node_index: int, ll_max_bw: float, ppn: float) -> tuple[float, float]:
+def _entry(
+    comm: Communicator,
+    func: Func,
+    algo: Algo,
+    proto: Proto,
+    steps: int,
+    gen: int,
+    node_index: int,
+    ll_max_bw: float,
+    ppn: float,
+) -> tuple[float, float]:
     """(latency µs, algorithm bandwidth GB/s) of one cell of NCCL's tables."""
     graph = comm.graphs.get(algo)
     if graph is None or not _applies(func, algo, proto, comm):
@@ -392,20 +515,21 @@ def _entry(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int,
     bus = graph.n_channels * bw
     channels = graph.n_channels
     if algo == Algo.RING and proto == Proto.LL:
-        bus = min(ll_max_bw, bus * .5)
+        bus = min(ll_max_bw, bus * 0.5)
     if algo == Algo.RING and proto == Proto.LL128:
-        bus = min(bus * .92, channels * RING_LL128_MAX_BW[gen][node_index])
+        bus = min(bus * 0.92, channels * RING_LL128_MAX_BW[gen][node_index])
     if algo == Algo.TREE and func == Func.ALL_REDUCE:
-        bus = min(bus * .92, channels * TREE_MAX_BW[gen][node_index])
+        bus = min(bus * 0.92, channels * TREE_MAX_BW[gen][node_index])
     if algo == Algo.TREE and proto == Proto.LL:
         bus = min(bus / 3.8, ll_max_bw)
     if algo == Algo.TREE and proto == Proto.LL128:
-        bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0),
-                  channels * TREE_LL128_MAX_BW[gen][node_index])
+        bus = min(
+            bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), channels * TREE_LL128_MAX_BW[gen][node_index]
+        )
     if algo == Algo.TREE and graph.tree_pattern:
-        bus *= .85
+        bus *= 0.85
     if algo == Algo.PAT:
-        bus *= .75
+        bus *= 0.75
     if collnet and proto != Proto.SIMPLE:
         bus = 0.0
     if algo == Algo.COLLNET_DIRECT and proto == Proto.SIMPLE:
@@ -416,17 +540,22 @@ def _entry(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int,
             factor -= (factor - 1) / 2
             bus /= factor
             if comm.compcap >= 90:
-                bus *= .85
-    if (algo in (Algo.NVLS, Algo.COLLNET_DIRECT) and proto == Proto.SIMPLE
-            and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER) and nodes > 1):
+                bus *= 0.85
+    if (
+        algo in (Algo.NVLS, Algo.COLLNET_DIRECT)
+        and proto == Proto.SIMPLE
+        and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)
+        and nodes > 1
+    ):
         bus = 0.0  # needs the fabric's all-gather/reduce-scatter offload, not modelled
     if not (algo != Algo.RING and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)):
-        bus *= n / steps if algo in (Algo.RING, Algo.NVLS, Algo.NVLS_TREE) else .5
+        bus *= n / steps if algo in (Algo.RING, Algo.NVLS, Algo.NVLS_TREE) else 0.5
     return _latency(comm, func, algo, proto, steps, graph, ppn), bus
 
 
-def _latency(comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, graph: Graph,
-             ppn: float) -> float:
+def _latency(
+    comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, graph: Graph, ppn: float
+) -> float:
     """NCCL's latency of one operation, µs."""
     n, nodes = comm.n_ranks, comm.n_nodes
     intra_kind = NVLINK if graph.nvlink else PCI
@@ -478,11 +607,18 @@ def _apply_enables(tuning: Tuning, nccl_algo: str | None, nccl_proto: str | None
     for func in Func:
         for algo in Algo:
             chosen = algos[func] if algos is not None else None
-            off = (chosen is not None and not chosen[algo]) \
-                or (comm.n_nodes == 1 and algo == Algo.NVLS_TREE) \
-                or (not comm.collnet and (algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
-                                          or (algo == Algo.NVLS and comm.n_nodes > 1))) \
+            off = (
+                (chosen is not None and not chosen[algo])
+                or (comm.n_nodes == 1 and algo == Algo.NVLS_TREE)
+                or (
+                    not comm.collnet
+                    and (
+                        algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
+                        or (algo == Algo.NVLS and comm.n_nodes > 1)
+                    )
+                )
                 or (not comm.nvswitch and algo == Algo.COLLNET_DIRECT)
+            )
             graph = comm.graphs.get(algo)
             named = protos[func] if protos is not None else None
             for proto in Proto:
