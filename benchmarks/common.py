@@ -13,23 +13,10 @@ from pathlib import Path
 
 
 def write_system(path: Path, algorithm: str, dims: int) -> Path:
-    """An upstream-style system.json: LIFO, localBWAware, 4 chunks, one active chunk."""
-    path.write_text(
-        json.dumps(
-            {
-                "scheduling-policy": "LIFO",
-                "endpoint-delay": 10,
-                "active-chunks-per-dimension": 1,
-                "preferred-dataset-splits": 4,
-                "collective-optimization": "localBWAware",
-                "local-mem-bw": 1600,
-                **{
-                    f"{c}-implementation": [algorithm] * dims
-                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-                },
-            }
-        )
-    )
+    """:func:`astra_core.config.system.upstream_system` written to ``path``."""
+    from astra_core.config.system import upstream_system
+
+    path.write_text(json.dumps(upstream_system(algorithm, dims)))
     return path
 
 

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, parse_args, write_system  # noqa: E402
+from common import in_child, measure, parse_args, write_system
 
 SIZE = 64 << 20
 

@@ -19,8 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "validation"))
+sys.path.insert(0, str(ROOT / "validation"))  # validation/megatron.py is a script, not a package
 from common import in_child, measure, parse_args  # noqa: E402
 
 

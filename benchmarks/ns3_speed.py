@@ -16,13 +16,11 @@ needed compiles) the model, so the times are the simulations' own.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_system  # noqa: E402
+from common import write_system
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "reference"
 TARGET_HOPS_PER_S = 150_000

@@ -14,13 +14,11 @@ Prints the conversion time, the simulation wall time and the step time.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_system  # noqa: E402
+from common import write_system
 
 TEXT = Path(__file__).resolve().parents[1] / "tests/data/reference/text/Resnet50_DataParallel.txt"
 SHAPES = {1024: [8, 8, 16], 128: [8, 4, 4], 64: [4, 4, 4]}

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, parse_args, warm_up, write_system, write_workload  # noqa: E402
+from common import in_child, measure, parse_args, warm_up, write_system, write_workload
 
 NETWORKS = {
     1024: [8, 8, 16],

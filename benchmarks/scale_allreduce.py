@@ -22,8 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, measure, parse_args, write_system  # noqa: E402
+from common import in_child, measure, parse_args, write_system
 
 CASES = {
     "1024": ([8, 8, 16], "1024 NPUs [Ring 8, FC 8, Switch 16]"),

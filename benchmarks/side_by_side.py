@@ -34,13 +34,11 @@ import os
 import re
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, parse_args, peak_rss_mib, warm_up, write_system, write_workload  # noqa: E402
+from common import in_child, parse_args, peak_rss_mib, warm_up, write_system, write_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_MEMORY = ROOT / "tests/data/reference/memory/no_memory_expansion.json"

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import in_child, parse_args, peak_rss_mib, write_system  # noqa: E402
+from common import in_child, parse_args, peak_rss_mib, write_system
 
 OPERATORS = [
     f"aten::{op}"

@@ -39,11 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from common import write_system  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from summary import emit  # noqa: E402
+from summary import emit
 
 MIB = 1 << 20
 LADDER = ("analytical", "analytical-congestion", "flow", "garnetlike", "ns3")
@@ -149,13 +145,14 @@ def cases(size: int = 4 * MIB) -> list[Case]:
 def run_case(case: Case, backends: list[str], folder: Path) -> dict[str, tuple[float, float]]:
     """backend -> (step ns, wall s) for one case."""
     from astra_core.api import simulate
+    from astra_core.config.system import upstream_system
     from astra_core.topology.ns3_format import write_ns3_topology
     from astra_core.workload.writer import write_rank_trace
 
     fabric = case.fabric()
     topo = folder / f"{case.name}.txt"
     write_ns3_topology(fabric, topo)
-    system = write_system(folder / f"{case.name}.json", case.algorithm, 1)
+    system = upstream_system(case.algorithm, 1)
     prefix = folder / case.name
     for rank, nodes in case.nodes(fabric.npus_count).items():
         write_rank_trace(f"{prefix}.{rank}.et", nodes)
@@ -164,7 +161,7 @@ def run_case(case: Case, backends: list[str], folder: Path) -> dict[str, tuple[f
         started = time.perf_counter()
         result = simulate(
             str(prefix),
-            str(system),
+            system,
             topology=str(topo),
             backend=backend,
             backend_config=CONFIGS.get(backend),

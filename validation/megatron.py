@@ -29,15 +29,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from summary import emit, geomean_abs
+
 import astra
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
 from astra_core.workload.generators.models import ModelConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from summary import emit, geomean_abs  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200  # all Table 1 models (paper section 5.1; run scripts' CONFIG)
 GIB = 1 << 30

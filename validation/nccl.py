@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from published_nccl import SERIES, Series
+from summary import emit, geomean_abs
 
 import astra
 from astra_core.config.network import NetworkConfig
@@ -31,9 +33,6 @@ from astra_core.config.system import SystemConfig
 from astra_core.workload.generators.micro import write_micro
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from published_nccl import SERIES, Series  # noqa: E402
-from summary import emit, geomean_abs  # noqa: E402
 
 PRESETS = ROOT / "examples" / "validation"
 

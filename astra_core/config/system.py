@@ -577,3 +577,23 @@ def load_system(path: str | os.PathLike[str], *, dims: int | None = None) -> Sys
     problems.raise_if_any()
     assert config is not None
     return config
+
+
+def upstream_system(algorithm: str, dims: int) -> dict[str, Any]:
+    """The system.json of upstream's examples, as a dict, with ``algorithm`` on each of
+    ``dims`` dimensions for every collective: LIFO scheduling, localBWAware, 4 chunks
+    per collective, one active chunk per dimension, 10 ns endpoint delay, 1600 GB/s
+    local memory (upstream's ``examples/system/native_collectives``). ``simulate``
+    takes it as ``system``; ``json.dumps`` of it is a valid system.json."""
+    return {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        **{
+            f"{c}-implementation": [algorithm] * dims
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+    }
