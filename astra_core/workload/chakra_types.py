@@ -12,8 +12,34 @@ from enum import IntEnum
 
 from astra_core.workload import et_def_pb2 as _pb
 
-NodeType = IntEnum("NodeType", dict(_pb.NodeType.items()), module=__name__)
-CollectiveType = IntEnum("CollectiveType", dict(_pb.CollectiveCommType.items()), module=__name__)
+
+class NodeType(IntEnum):
+    """Chakra's ``NodeType``; values from the generated module."""
+
+    INVALID_NODE = _pb.INVALID_NODE
+    METADATA_NODE = _pb.METADATA_NODE
+    MEM_LOAD_NODE = _pb.MEM_LOAD_NODE
+    MEM_STORE_NODE = _pb.MEM_STORE_NODE
+    COMP_NODE = _pb.COMP_NODE
+    COMM_SEND_NODE = _pb.COMM_SEND_NODE
+    COMM_RECV_NODE = _pb.COMM_RECV_NODE
+    COMM_COLL_NODE = _pb.COMM_COLL_NODE
+
+
+class CollectiveType(IntEnum):
+    """Chakra's ``CollectiveCommType``; values from the generated module."""
+
+    ALL_REDUCE = _pb.ALL_REDUCE
+    REDUCE = _pb.REDUCE
+    ALL_GATHER = _pb.ALL_GATHER
+    GATHER = _pb.GATHER
+    SCATTER = _pb.SCATTER
+    BROADCAST = _pb.BROADCAST
+    ALL_TO_ALL = _pb.ALL_TO_ALL
+    REDUCE_SCATTER = _pb.REDUCE_SCATTER
+    REDUCE_SCATTER_BLOCK = _pb.REDUCE_SCATTER_BLOCK
+    BARRIER = _pb.BARRIER
+
 
 #: NodeType value -> name, e.g. 7 -> "COMM_COLL_NODE".
 NODE_TYPE_NAMES: dict[int, str] = {t.value: t.name for t in NodeType}
