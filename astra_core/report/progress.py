@@ -1,11 +1,15 @@
-"""A live progress line for long runs: simulated time and events per second (rich).
+"""A live progress line for long runs: simulated time, events per second, ET nodes done
+and an estimate of the time left (rich).
 
 :class:`RunProgress` is a context manager and an observer plugin: register it
 on the plugin manager a run uses and it attaches to the run through the
 ``astra_run_started`` hook. Backends that keep their events in an
 :class:`~astra_core.events.EventQueue` named ``events`` report every
 :data:`~astra_core.events.PROGRESS_EVERY` events; other backends show the
-elapsed time only. The line is drawn only when the console is a terminal and
+elapsed time only. The ET nodes done over those the simulated ranks have give
+the fraction of the run behind, and the time left is estimated as elapsed x
+(1 / fraction - 1): a step's nodes are not equally long, so the estimate is
+rough early on. The line is drawn only when the console is a terminal and
 removed when the run ends (``transient``), so redirected output stays clean.
 """
 
@@ -21,6 +25,16 @@ from astra_core.backend import event_queue
 from astra_core.events import EventQueue
 from astra_core.hookspecs import hookimpl
 from astra_core.report.plots import time_unit
+
+
+def format_seconds(seconds: float) -> str:
+    """A wall-clock duration as ``42 s``, ``3 min 20 s`` or ``1 h 05 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def format_sim_time(ns: float) -> str:
@@ -44,6 +58,8 @@ class RunProgress:
         self._queue: EventQueue | None = None
         self._started = 0.0
         self._first_events = 0
+        self._engines: list[Any] = []
+        self._total_nodes = 0
 
     # -- context manager -------------------------------------------------------------
     def __enter__(self) -> RunProgress:
@@ -54,12 +70,16 @@ class RunProgress:
                 TextColumn("{task.fields[simulated]}"),
                 TextColumn("{task.fields[events]}"),
                 TextColumn("{task.fields[rate]}"),
+                TextColumn("{task.fields[nodes]}"),
                 TimeElapsedColumn(),
+                TextColumn("{task.fields[eta]}"),
                 console=self.console,
                 transient=True,
             )
             self._progress.start()
-            self._task = self._progress.add_task("run", total=None, simulated="t = 0 ns", events="", rate="")
+            self._task = self._progress.add_task(
+                "run", total=None, simulated="t = 0 ns", events="", rate="", nodes="", eta=""
+            )
         self._started = time.perf_counter()
         return self
 
@@ -74,6 +94,8 @@ class RunProgress:
     # -- observer hooks --------------------------------------------------------------
     @hookimpl
     def astra_run_started(self, run) -> None:
+        self._engines = list(run.engines)
+        self._total_nodes = sum(len(engine.graph) for engine in self._engines)
         queue = event_queue(run.backend)
         if queue is not None and self._progress is not None:
             self._queue = queue
@@ -96,9 +118,19 @@ class RunProgress:
             return
         events = events_processed - self._first_events
         wall = max(time.perf_counter() - self._started, 1e-9)
+        done, total = self.nodes_done()
+        eta = ""
+        if total and 0 < done < total:
+            eta = f"~{format_seconds(wall * (total / done - 1))} left"
         self._progress.update(
             self._task,
             simulated=f"t = {format_sim_time(now_ns)}",
             events=f"{events:,} events",
             rate=f"{events / wall:,.0f} events/s",
+            nodes=f"{done:,}/{total:,} ET nodes" if total else "",
+            eta=eta,
         )
+
+    def nodes_done(self) -> tuple[int, int]:
+        """(ET nodes completed, ET nodes) over the simulated ranks."""
+        return sum(engine.done for engine in self._engines), self._total_nodes

@@ -91,6 +91,19 @@ def test_progress_reports_on_a_terminal():
     assert display.updates == CONGESTION_EVENTS // PROGRESS_EVERY + 1
     assert report.network.events.progress is None  # detached after the run
     assert "simulating" in out.getvalue()
+    # The last report comes after the run: every ET node of the simulated ranks is done.
+    done, total = display.nodes_done()
+    assert done == total == sum(len(g) for g in report.graphs[:1]) * len(report.engines)
+    assert f"{total:,}/{total:,} ET nodes" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(0.4, "0 s"), (42.4, "42 s"), (200, "3 min 20 s"), (3900, "1 h 05 min")]
+)
+def test_time_left_is_written_for_people(seconds, text):
+    from astra_core.report.progress import format_seconds
+
+    assert format_seconds(seconds) == text
 
 
 def test_no_progress_without_a_terminal():
