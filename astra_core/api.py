@@ -137,7 +137,7 @@ def resolve_comm_groups(
     """
     if comm_groups is None:
         return {}
-    if _is_path(comm_groups):
+    if isinstance(comm_groups, (str, os.PathLike)):
         return load_comm_groups(comm_groups, npus_count)
     mapping = {
         key: list(members) if isinstance(members, (tuple, range)) else members
@@ -151,7 +151,7 @@ def load_graphs(workload: PathLike | Sequence[RankTrace], npus_count: int) -> li
 
     Raises TraceError when a list of traces does not have one trace per NPU.
     """
-    if _is_path(workload):
+    if isinstance(workload, (str, os.PathLike)):
         traces = read_workload(workload, npus_count)
     else:
         traces = list(workload)
@@ -212,9 +212,9 @@ def _background_flows(
         return []
     if physical is None:
         raise ConfigError("--background: background flows need a physical topology (--topology)")
-    if _is_path(background):
+    if isinstance(background, (str, os.PathLike)):
         return read_flows(background, physical.npus_count)
-    flows = list(background)
+    flows: list[FlowSpec] = list(background)
     expect(
         all(isinstance(f, FlowSpec) for f in flows),
         "background",
@@ -384,6 +384,7 @@ def run_simulation(
         )
     result = sim.run()
     if flows:
+        assert physical is not None  # _background_flows refused flows without one
         result.background = flow_results(flows, finish, physical, info.name, BACKGROUND_TAG_BASE)
     notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept
     return result

@@ -106,7 +106,7 @@ class EventQueue:
             while True:
                 if self.step_pending and (not heap or heap[0][0] > self.now):
                     self.step_pending = False
-                    step_end()
+                    step_end()  # type: ignore[misc]  # step_pending is only set with a step_end
                     continue
                 if not heap or (until_ns is not None and heap[0][0] > until_ns):
                     break

@@ -92,7 +92,7 @@ def _broken(pm: pluggy.PluginManager) -> dict[str, str]:
     if broken is None:  # a plain pluggy manager built by hand
         broken = {}
         try:
-            pm.broken = broken
+            pm.broken = broken  # type: ignore[attr-defined]  # astra's mark on the manager
         except AttributeError:  # pragma: no cover
             pass
     return broken
@@ -148,7 +148,7 @@ class BackendInfo:
         probe = getattr(self.plugin_factory, "check_available", None)
         if probe is not None:
             build = functools.partial(self.build)
-            build.check_available = probe
+            build.check_available = probe  # type: ignore[attr-defined]
         return build
 
     def build(self, topology: Any, config: Any = None) -> Any:
@@ -343,7 +343,7 @@ def _load_entry_points(pm: AstraPluginManager) -> None:
 def _call_register_hook(
     pm: pluggy.PluginManager,
     hook_name: str,
-    accept: Callable[[str, str, dict[str, Any]], None],
+    accept: Callable[[str, str, Any], None],
     make_register: Callable[[str, dict[str, Any]], Callable[..., None]],
 ) -> None:
     """Call each plugin's registration hook with its own ``register``; commit what it

@@ -113,5 +113,7 @@ def run(
             ", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}" for k, v in stats.items())
         )
     console.print(f"simulated in {result.wall_s:.2f} s")
-    for path in filter(None, (fct_path, plots_dir and str(directory / "fct_slowdown.png"))):
-        console.print(f"wrote {path}")
+    if fct_path:
+        console.print(f"wrote {fct_path}")
+    if directory is not None:
+        console.print(f"wrote {directory / 'fct_slowdown.png'}")

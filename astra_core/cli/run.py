@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 
@@ -130,14 +131,14 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
     for option, path in files.items():
         if path is not None:
             check_output_file(path, option)
-    files = dict(files)
+    paths: dict[str, str | os.PathLike | None] = dict(files)
     if plots_dir is not None:
         from astra_core.report.plots import PLOT_FILES
 
         directory = check_output_dir(plots_dir, "--plots")
         for name in PLOT_FILES:
-            files[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
-    check_distinct(files)
+            paths[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
+    check_distinct(paths)
 
 
 def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -73,7 +74,7 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
         if err.is_terminal
         else None
     )
-    state = {"task": None, "failed": 0, "finished": 0}
+    state: dict[str, Any] = {"task": None, "failed": 0, "finished": 0}
 
     def on_start(to_run: int, skipped: int) -> None:
         where = (

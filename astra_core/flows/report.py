@@ -40,17 +40,18 @@ def _label(low: float, high: float | None) -> str:
     def size(b: float) -> str:
         return f"{b / 1e6:g} MB" if b >= 1e6 else f"{b / 1e3:g} KB"
 
-    if low == 0:
-        return f"< {size(high)}"
-    return f">= {size(low)}" if high is None else f"{size(low)} - {size(high)}"
+    if high is None:
+        return f">= {size(low)}"
+    return f"< {size(high)}" if low == 0 else f"{size(low)} - {size(high)}"
 
 
 def by_size_bucket(table: pd.DataFrame) -> pd.DataFrame:
     """Per fixed size bucket (rows with flows only): ``bucket``, ``flows``, ``p50``,
     ``p95``, ``p99`` and ``max`` slowdown."""
-    edges = (0, *BUCKET_EDGES, None)
+    lows: tuple[int, ...] = (0, *BUCKET_EDGES)
+    highs: tuple[int | None, ...] = (*BUCKET_EDGES, None)
     rows = []
-    for low, high in zip(edges, edges[1:]):
+    for low, high in zip(lows, highs):
         size = table["size_bytes"]
         mask = (size >= low) & ((size < high) if high is not None else True)
         s = table.loc[mask, "slowdown"].to_numpy()

@@ -164,7 +164,7 @@ def flow_results(
             f.dst,
             f.size_bytes,
             f.start_ns,
-            finish[i] - f.start_ns,
+            finish[i] - f.start_ns,  # type: ignore[operator]  # None raised above
             ideal_fct_ns(
                 topology,
                 topology.route(f.src, f.dst, tag_base + i),

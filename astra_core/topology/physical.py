@@ -232,6 +232,7 @@ class PhysicalTopology:
         ``flow``: where several next hops are equally short, the flow's hash with the
         hop's node picks one, so each hop's choice is independent."""
         hosts_forward = False
+        dist: dict[int, tuple[float, int]] | _HostDistances
         if dst in self.switches:
             dist = self._distances_to(dst, False)
         else:  # as Dijkstra to dst would find, without running it once per host

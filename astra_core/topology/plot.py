@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.outputs import atomic_output
 from astra_core.topology.physical import PhysicalTopology
 
-NPU_STYLE = dict(marker="o", color="tab:blue", label="NPU")
-SWITCH_STYLE = dict(marker="s", color="tab:orange", label="switch")
+NPU_STYLE: dict[str, Any] = dict(marker="o", color="tab:blue", label="NPU")
+SWITCH_STYLE: dict[str, Any] = dict(marker="s", color="tab:orange", label="switch")
 
 
 def _levels(topology: PhysicalTopology) -> dict[int, int]:
