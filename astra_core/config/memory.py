@@ -179,11 +179,11 @@ def _check(raw: dict[str, Any], problems: Problems, given: set[str]) -> dict[str
             typed["memory-type"] = MemoryType(value)
     for key, maximum in _MAXIMA.items():
         if key in raw:
-            value, err = as_int(raw[key], minimum=0, maximum=maximum)
+            number, err = as_int(raw[key], minimum=0, maximum=maximum)
             if err:
                 problems.add(key, err + _INT_HINT if err.startswith("expected an integer") else err)
             else:
-                typed[key] = value
+                typed[key] = number
     kind = typed.get("memory-type")
     if kind is not None and kind is not MemoryType.NO_MEMORY_EXPANSION:
         _require_positive("remote-mem-bw", raw, typed, given, problems, f"GB/s; {kind.value} divides by it")

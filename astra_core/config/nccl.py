@@ -30,7 +30,7 @@ NCCL_PROTO         (all)     likewise: LL, LL128, Simple
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from astra_core.config.issues import Problems, as_choice, as_flag, as_int, as_str, show
 from astra_core.config.limits import MAX_NPUS
@@ -119,7 +119,7 @@ def parse_nccl(key: str, raw: Any, problems: Problems) -> NcclConfig | None:
                 continue
             names = ALGO_NAMES if name == "NCCL_ALGO" else PROTO_NAMES
             try:
-                parse_env_list(text, FUNC_NAMES, names, name)
+                parse_env_list(cast(str, text), FUNC_NAMES, names, name)  # no err: a string
             except ConfigError as exc:
                 problems.add(where, str(exc))
             values[name.lower()] = text

@@ -231,7 +231,7 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
         latencies = _parse_items("latency", raw, as_delay, problems)
     if npus is not None:
         problems.extend(_total_npus_problems(npus))
-    if problems or None in (kinds, npus, bandwidths, latencies):
+    if problems or kinds is None or npus is None or bandwidths is None or latencies is None:
         return None
     dims_tuple = tuple(
         Dimension(TopologyKind(k), n, b, lat) for k, n, b, lat in zip(kinds, npus, bandwidths, latencies)
@@ -242,7 +242,7 @@ def _parse(data: Any, problems: Problems) -> NetworkConfig | None:
 def _npus_check(value: Any) -> tuple[int | None, str | None]:
     # Upstream: "npus_count (...) should be larger than 1".
     npus, err = as_int(value, minimum=2)
-    if err is None and npus > MAX_NPUS:
+    if npus is not None and npus > MAX_NPUS:  # (npus is None exactly when err is not)
         if npus.bit_length() > 64:  # too long to print in full
             return None, f"must be <= {MAX_NPUS:,}, got {show(npus)}"
         return None, npus_limit_message(npus)
@@ -260,7 +260,7 @@ def _total_npus_problems(npus: list[int]) -> list[tuple[str, str]]:
 def _bandwidth_check(value: Any) -> tuple[float | None, str | None]:
     # GB/s; MIN_RATE keeps bytes / bandwidth finite, MAX_RATE keeps * 2^30 finite.
     bandwidth, err = as_number(value, positive=True, maximum=MAX_RATE)
-    if err is None and bandwidth < MIN_RATE:
+    if bandwidth is not None and bandwidth < MIN_RATE:  # (None exactly when err is not)
         return None, f"must be >= {MIN_RATE:g} GB/s, got {show(value)}"
     return bandwidth, err
 

@@ -231,7 +231,7 @@ def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
 
     def check(value: Any) -> tuple[float | None, str | None]:
         rate, err = as_number(value, minimum=0, maximum=MAX_RATE)
-        if err is None and 0 < rate < MIN_RATE:
+        if rate is not None and 0 < rate < MIN_RATE:  # (None exactly when err is not)
             return None, f"must be 0 (unset) or >= {MIN_RATE:g} {unit}, got {show(value)}"
         return rate, err
 

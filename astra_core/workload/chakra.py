@@ -22,13 +22,17 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from google.protobuf.message import DecodeError
 
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
+
+if TYPE_CHECKING:
+    from astra_core.workload.stream import StreamedNodes
 
 __all__ = [
     "COMM_TYPE_NAMES",
@@ -119,8 +123,8 @@ class ETNode:
         id: int,
         name: str,
         type: int,
-        data_deps: tuple[int, ...] = (),
-        ctrl_deps: tuple[int, ...] = (),
+        data_deps: Iterable[int] = (),  # stored as tuples
+        ctrl_deps: Iterable[int] = (),
         duration_micros: int = 0,
         is_cpu_op: bool = False,
         comm_type: int | None = None,
@@ -166,7 +170,7 @@ class ETNode:
             return NotImplemented
         return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
 
-    __hash__ = None  # mutable, compared by value
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (unhashable)
 
     def __repr__(self) -> str:
         parts = [f"id={self.id}", f"name={self.name!r}", f"type={self.type_name}"]
@@ -203,8 +207,9 @@ class RankTrace:
 
     ``path`` (str): the file; ``rank`` (int | None): from ``read_workload``;
     ``version`` (str): ``GlobalMetadata.version``; ``metadata`` (dict): the
-    GlobalMetadata attributes, name -> value; ``nodes`` (list[ETNode]) in file
-    order.
+    GlobalMetadata attributes, name -> value; ``nodes`` (list[ETNode], or a
+    :class:`~astra_core.workload.stream.StreamedNodes` for a streamed file) in
+    file order.
     """
 
     __slots__ = ("path", "rank", "version", "metadata", "nodes")
@@ -212,7 +217,7 @@ class RankTrace:
     def __init__(
         self,
         path: str,
-        nodes: list[ETNode],
+        nodes: list[ETNode] | StreamedNodes,
         version: str = "",
         metadata: dict[str, Any] | None = None,
         rank: int | None = None,
@@ -509,7 +514,8 @@ def _metadata_and_spans(data: bytes, fname: str):
 
     start, stop = message_bounds(0, "GlobalMetadata")
     try:
-        meta = pb.GlobalMetadata.FromString(memoryview(data)[start:stop])
+        # upb parses any buffer; the stubs say bytes (a slice of a memoryview copies nothing)
+        meta = pb.GlobalMetadata.FromString(cast(bytes, memoryview(data)[start:stop]))
     except DecodeError:
         raise TraceError(f"{fname}: GlobalMetadata: cannot decode (not a Chakra ET file?)") from None
 

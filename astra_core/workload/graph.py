@@ -31,6 +31,7 @@ import hashlib
 import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
@@ -98,7 +99,7 @@ class RankGraph:
         cyclic_ids=(),
         path="",
         metadata=None,
-    ):
+    ) -> None:
         self.nodes: list[ETNode] = nodes
         self.index: dict[int, int] = index
         self.parent_counts: list[int] = parent_counts
@@ -144,13 +145,14 @@ def build_graph(trace: RankTrace) -> RankGraph:
     nodes = trace.nodes
     fname = trace.path
     n = len(nodes)
-    streamed = isinstance(nodes, StreamedNodes)
-    if streamed:
+    if isinstance(nodes, StreamedNodes):
+        streamed = True
         ids: Sequence[int] = nodes.ids
         deps: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = zip(
             map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n))
         )
     else:
+        streamed = False
         ids = [node.id for node in nodes]
         deps = ((node.data_deps, node.ctrl_deps) for node in nodes)
     index = _index(ids, fname, streamed)
@@ -164,7 +166,7 @@ def build_graph(trace: RankTrace) -> RankGraph:
     get = index.get
     for pos, (data_deps, ctrl_deps) in enumerate(deps):
         if ctrl_deps:
-            parents = dict.fromkeys(data_deps + ctrl_deps)
+            parents: Iterable[int] = dict.fromkeys(data_deps + ctrl_deps)
         elif len(data_deps) > 1:
             parents = dict.fromkeys(data_deps)
         elif data_deps:
@@ -337,7 +339,8 @@ def _sharing_structure(graph: RankGraph, trace: RankTrace) -> RankGraph:
     out = RankGraph.__new__(RankGraph)
     for name in RankGraph.__slots__:
         setattr(out, name, getattr(graph, name))
-    out.nodes, out.path, out.metadata = trace.nodes, trace.path, trace.metadata
+    # ``nodes`` is declared a list; a streamed trace's is a StreamedNodes (class docstring)
+    out.nodes, out.path, out.metadata = cast("list[ETNode]", trace.nodes), trace.path, trace.metadata
     return out
 
 

@@ -22,6 +22,7 @@ import os
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from typing import BinaryIO
 
 from astra_core.errors import TraceError
 from astra_core.workload import chakra
@@ -97,7 +98,7 @@ class StreamedNodes(Sequence):
         self._data_starts, self._data = data_starts, data
         self._ctrl_starts, self._ctrl = ctrl_starts, ctrl
         self._held: dict[int, list] = {}  # pos -> [node, holds]
-        self._file = None
+        self._file: BinaryIO | None = None  # opened on the first decode
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -186,7 +187,7 @@ class SortedIds:
 
     __slots__ = ("ids",)
 
-    def __init__(self, ids: array):
+    def __init__(self, ids: Sequence[int]):  # the ids array
         self.ids = ids
 
     def get(self, node_id: int, default=None):
@@ -247,4 +248,4 @@ def _scan(data: bytes, path: str, rank: int | None) -> RankTrace:
     nodes = StreamedNodes(
         path, starts, lengths, ids, data_starts, deps, ctrl_starts, ctrl, notable, timings.digest()
     )
-    return RankTrace(path, nodes, meta.version, chakra._metadata_attrs(meta), rank)  # type: ignore[arg-type]
+    return RankTrace(path, nodes, meta.version, chakra._metadata_attrs(meta), rank)

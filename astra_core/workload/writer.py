@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
@@ -147,7 +147,7 @@ def make_node(
     node = pb.Node(
         id=id,
         name=name,
-        type=type,
+        type=cast("pb.NodeType", type),  # a NodeType value; the stubs want the enum type
         data_deps=list(data_deps),
         ctrl_deps=list(ctrl_deps),
         duration_micros=duration_micros,

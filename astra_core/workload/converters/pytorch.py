@@ -43,6 +43,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from astra_core.errors import TraceError
 from astra_core.outputs import write_text
@@ -145,6 +146,7 @@ class _Units:
             yield self._make(node, None)
 
     def _make(self, node: HostNode, comm: str | None) -> _Unit:
+        storages: set[int]  # storage ids of the tensors
         storages, gpu, stack = set(), 0.0, [node]
         while stack:
             n = stack.pop()
@@ -332,7 +334,7 @@ def convert_host_trace(
                 size = _BARRIER_BYTES
             pg = _pg_of(u, trace)
             if size > 0:
-                attrs = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
+                attrs: dict[str, Any] = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
             else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
                 attrs = {"comm_type": ctype, "is_cpu_op": True, "duration_micros": round(u.host_us)}
             if pg is not None and pg in group_ids:
@@ -399,7 +401,8 @@ def convert_pytorch_traces(
             stacklevel=2,
         )
     names = sorted({name for t in traces for name in _group_names(t)}, key=lambda s: (len(s), s))
-    group_ids, members = {}, {}
+    group_ids: dict[str, str] = {}  # pg_name -> comm-group id
+    members: dict[str, list[int]] = {}  # comm-group id -> global ranks
     for name in names:
         gid = name if name.isdigit() and int(name) > 0 else str(len(group_ids) + 1 + len(names))
         group_ids[name] = gid
@@ -408,8 +411,8 @@ def convert_pytorch_traces(
                 members[gid] = _group_names(t)[name]
     prefix = os.fspath(prefix)
     result = PytorchConversion([], None)
-    for rank, (trace, t) in enumerate(zip(traces, times)):
-        nodes, summary = convert_host_trace(trace, t, rank, group_ids)
+    for rank, (trace, kineto) in enumerate(zip(traces, times)):
+        nodes, summary = convert_host_trace(trace, kineto, rank, group_ids)
         path = Path(f"{prefix}.{rank}.et")
         try:
             write_rank_trace(path, nodes, {"source": os.fspath(et_files[rank]), "schema": trace.schema})

@@ -141,7 +141,10 @@ def read_kineto(path: str | os.PathLike) -> KinetoTimes:
     events = data.get("traceEvents") if isinstance(data, dict) else None
     if not isinstance(events, list):
         raise TraceError(f"{path}: not a Kineto trace (expected an object with 'traceEvents')")
-    host, start, by_external, kernels = {}, {}, {}, {}
+    host: dict[int, float] = {}
+    start: dict[int, float] = {}
+    by_external: dict[int, int] = {}  # External id -> the host operator's rf_id
+    kernels: dict[int, float] = {}
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -156,11 +159,11 @@ def read_kineto(path: str | os.PathLike) -> KinetoTimes:
         elif cat in ("kernel", "gpu_memcpy", "gpu_memset") and "External id" in args:
             ext = int(args["External id"])
             kernels[ext] = kernels.get(ext, 0.0) + float(e.get("dur", 0.0))
-    gpu = {}
+    gpu: dict[int, float] = {}
     for ext, us in kernels.items():
-        rf = by_external.get(ext)
-        if rf is not None:
-            gpu[rf] = gpu.get(rf, 0.0) + us
+        op_rf = by_external.get(ext)
+        if op_rf is not None:
+            gpu[op_rf] = gpu.get(op_rf, 0.0) + us
     info = data.get("distributedInfo") or {}
     rank = info.get("rank") if isinstance(info, dict) else None
     return KinetoTimes(host, start, gpu, rank if isinstance(rank, int) else None)

@@ -53,6 +53,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from astra_core.errors import ConfigError
 from astra_core.outputs import write_bytes, write_text
@@ -118,11 +119,11 @@ class ConvertedText:
         offset = rank * len(self.templates) if self.chakra_ids else 0
         out = []
         for i, t in enumerate(self.templates):
-            attrs = {}
+            attrs: dict[str, Any] = {}
             if t.type == pb.COMM_COLL_NODE:
                 attrs["comm_type"] = t.comm_type
                 attrs["comm_size"] = t.comm_size
-                plan = self.plans[t.scope]
+                plan = self.plans[cast("tuple[str, str]", t.scope)]  # collectives have a scope
                 if plan.kind == "dims":
                     attrs["involved_dim"] = list(plan.dims)
                 elif plan.kind == "groups":
@@ -227,7 +228,9 @@ def convert_text_workload(
     if mp is not None:
         if mp < 1 or npus % mp:
             raise ConfigError(f"{src}: model-parallel group of {mp} NPUs does not divide {npus} NPUs")
-    elif kind == "HYBRID_CUSTOMIZED" and any(layer.parallelism.startswith("HYBRID") for layer in wl.layers):
+    elif kind == "HYBRID_CUSTOMIZED" and any(  # its layers all have a parallelism column
+        cast(str, layer.parallelism).startswith("HYBRID") for layer in wl.layers
+    ):
         raise ConfigError(
             f"{src}: HYBRID_CUSTOMIZED with hybrid layers needs the model-parallel group "
             f"size (--model-parallel-npus M)"
@@ -264,7 +267,7 @@ def write_converted(
     None). Raises ConfigError if the output folder cannot be written.
     """
     prefix = os.fspath(prefix)
-    meta = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
+    meta: dict[str, Any] = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
     if conv.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
         meta[GENERATED_DIMS_ATTR] = list(conv.dims)
     paths = []

@@ -12,7 +12,9 @@ gradient).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
@@ -37,7 +39,7 @@ class Template:
 class Graph:
     """Builds the template list; handles are tuples of node indices."""
 
-    def __init__(self, present: callable):
+    def __init__(self, present: Callable[[tuple[str, str]], bool]):
         self.nodes: list[Template] = []
         self.present = present  # scope -> False when its collectives are left out
 
@@ -172,7 +174,7 @@ def _transformer(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
 
 def _dlrm(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
     layers, n = wl.layers, len(wl.layers)
-    bottom = wl.last_bottom_layer
+    bottom = cast(int, wl.last_bottom_layer)  # a DLRM header always sets it (text_format)
     if layers[0].fwd_comm != "ALLTOALL":
         raise ConfigError(
             f"{wl.source}:{layers[0].line}: {wl.parallelism}: the first layer (embedding) "
@@ -198,10 +200,10 @@ def _dlrm(wl: TextWorkload, g: Graph, passes: int, scope) -> None:
         for idx, i in enumerate(range(n - 1, -1, -1)):
             layer = layers[i]
             if idx == 0:
-                deps = (fwd[n - 1],)
+                bwd_deps: tuple[Any, ...] = (fwd[n - 1],)
             else:
-                deps = (ig[i + 1], embedding_ig_comm if i == 0 else None)
-            wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, *deps)
+                bwd_deps = (ig[i + 1], embedding_ig_comm if i == 0 else None)
+            wg[i] = g.comp(layer.name, "BWD_WG", layer.wg_compute, *bwd_deps)
             wg_comm[i] = (
                 g.coll(layer.name, layer.wg_comm, layer.wg_bytes, scope(layer, 2), wg[i])
                 if layer.wg_comm != "NONE"

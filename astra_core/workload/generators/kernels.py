@@ -34,6 +34,7 @@ dimension) streams the way the framework's other kernels do.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from astra_core.workload.generators.ops import (
     ATTENTION,
@@ -135,7 +136,11 @@ def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
     """
     if op.kind == GEMM:
         table = gpu.measured_gemms()
-        ns = table.time_ns(*op.shape) if table is not None else gemm_ns(gpu, *op.shape, precision)
+        ns = (
+            table.time_ns(*op.shape)
+            if table is not None
+            else gemm_ns(gpu, *cast("tuple[float, float, float, float]", op.shape), precision)
+        )
     elif op.kind == ATTENTION:
         ns = _attention_ns(gpu, op)
     else:

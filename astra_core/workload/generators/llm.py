@@ -49,6 +49,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
@@ -508,8 +509,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
     def flush(kind: str, force: bool = False) -> None:
         """Reduce full buckets (and with ``force`` the rest): a bucket never exceeds
         bucket_bytes, so one reduction never holds the NPU's communication for long."""
-        while bucket[kind] >= cfg.bucket_bytes or (force and bucket[kind] > 0):
-            size = min(bucket[kind], cfg.bucket_bytes)
+        limit = cast(int, cfg.bucket_bytes)  # an int >= 1 (_check)
+        while bucket[kind] >= limit or (force and bucket[kind] > 0):
+            size = min(bucket[kind], limit)
             h = prog.grad_coll(
                 f"grads_{kind}_bucket{len(grad_handles)}", grad_kind, size, "dp" if kind == "dense" else "edp"
             )
@@ -626,7 +628,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
         return gemms[0], gemms[-1]
 
-    def column_backward(name: str, ops: list, extra: list = ()) -> None:
+    def column_backward(name: str, ops: list, extra: Sequence[O.Op] = ()) -> None:
         """The backward of a block's first (column-parallel) GEMM under sequence parallelism,
         ``ops`` = [data gradient, weight gradient, the rest]: Megatron-LM all-gathers the
         block's input again for the weight gradient while the data gradient runs, then
@@ -642,14 +644,16 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         if ops[2:] or extra:
             prog.comp(f"{name}_post", ops[2:] + list(extra))
 
-    def sp_backward(name: str, ops: list, extra: list = ()) -> None:
+    def sp_backward(name: str, ops: list, extra: Sequence[O.Op] = ()) -> None:
         """A dense block's backward kernels under sequence parallelism (the output gradient
         already gathered): up to the first GEMM's, then :func:`column_backward`."""
         _, last = gemm_positions(ops, False)
         prog.comp(name, ops[:last])
         column_backward(name, ops[last:], extra)
 
-    def overlapped(name: str, ops: list, forward: bool, again: bool, key: int, extra: list = ()) -> None:
+    def overlapped(
+        name: str, ops: list, forward: bool, again: bool, key: int, extra: Sequence[O.Op] = ()
+    ) -> None:
         """A dense block's kernels with its tensor-parallel communication in rings of T steps
         (:func:`ring`), each beside one GEMM split into T row blocks: forward an all-gather
         before the first GEMM and a reduce-scatter after the last; backward an all-gather of

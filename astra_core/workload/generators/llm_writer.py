@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.outputs import write_bytes, write_text
@@ -39,9 +40,10 @@ def _render(wl, rank: int, cache: dict) -> bytes:
         ids = cache[("ids", p)] = {idx: new for new, idx in enumerate(order)}
     parts = []
     places: dict = {}  # role -> this rank's placement
+    place: Any  # a collective's placement: set below before its attributes use it
     for idx, n in enumerate(wl.stages[p]):
         if n.type == pb.COMP_NODE:
-            key = (p, idx)
+            key: tuple = (p, idx)
         elif n.type == pb.COMM_COLL_NODE:
             place = places.get(n.role)
             if place is None:
@@ -73,7 +75,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
             continue
         data = cache.get(key)
         if data is None:
-            attrs = {}
+            attrs: dict[str, Any] = {}
             if n.type == pb.COMP_NODE:
                 attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
             elif n.type == pb.COMM_COLL_NODE:
