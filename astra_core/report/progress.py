@@ -16,10 +16,10 @@ removed when the run ends (``transient``), so redirected output stays clean.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from astra_core.backend import event_queue
 from astra_core.events import EventQueue
@@ -54,7 +54,7 @@ class RunProgress:
         self.enabled = self.console.is_terminal if enabled is None else enabled
         self.updates = 0
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         self._queue: EventQueue | None = None
         self._started = 0.0
         self._first_events = 0
@@ -123,7 +123,7 @@ class RunProgress:
         if total and 0 < done < total:
             eta = f"~{format_seconds(wall * (total / done - 1))} left"
         self._progress.update(
-            self._task,
+            cast(TaskID, self._task),  # added with self._progress
             simulated=f"t = {format_sim_time(now_ns)}",
             events=f"{events:,} events",
             rate=f"{events / wall:,.0f} events/s",

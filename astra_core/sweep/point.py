@@ -105,7 +105,11 @@ def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
             edited[root] = raw_config(run, root)
         data, source = edited[root]
         apply_override(data, source, root, key, index, value)
-    kinds = {"system": SystemConfig, "network": NetworkConfig, "memory": MemoryConfig}
+    kinds: dict[str, type[SystemConfig] | type[NetworkConfig] | type[MemoryConfig]] = {
+        "system": SystemConfig,
+        "network": NetworkConfig,
+        "memory": MemoryConfig,
+    }
     for root, (data, source) in edited.items():
         args[root] = data if root == "backend_config" else kinds[root].from_dict(data, source=source)
     if isinstance(args.get("dims"), str):

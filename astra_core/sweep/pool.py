@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from astra_core.errors import AstraError
 from astra_core.sweep.point import failed_row
@@ -158,7 +158,7 @@ def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
             worker.give(pending.popleft())
         while any(w.task is not None for w in pool):
             busy = {w.rows: w for w in pool if w.task is not None}
-            for conn in wait(list(busy)):
+            for conn in cast("list[Connection]", wait(list(busy))):  # of those given
                 _collect(busy[conn], pool, pending, on_row)
     finally:
         for worker in pool:
@@ -180,7 +180,13 @@ def _collect(worker: _Worker, pool: list[_Worker], pending: deque, on_row: OnRow
         task, worker.task = worker.task, None
         worker.stop()
         pool.remove(worker)
-        on_row(failed_row(task, f"worker process died while running this point ({describe_exit(code)})"))
+        # a task: only workers holding one are waited on
+        on_row(
+            failed_row(
+                cast("dict[str, Any]", task),
+                f"worker process died while running this point ({describe_exit(code)})",
+            )
+        )
         if pending:
             worker = _Worker()
             pool.append(worker)

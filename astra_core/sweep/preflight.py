@@ -141,7 +141,7 @@ def check_inputs(
     parameters: dict[str, Any],
     where: dict[str, str],
     path_keys: tuple[str, ...],
-    backend_check: Callable[[str | None], None] | None,
+    backend_check: Callable[[str | None], object] | None,
 ) -> None:
     """Note every problem of the points (``points[i]`` resolved is ``runs[i]``) in ``problems``.
 
@@ -164,8 +164,9 @@ def check_inputs(
         backend = run.get("backend")
         if backend is None or isinstance(backend, str):
             backends.setdefault(backend, checker.location("backend", point))
-    for name, key in backends.items() if backend_check is not None else ():
-        try:
-            backend_check(name)
-        except AstraError as exc:
-            checker.note(key, str(exc))
+    if backend_check is not None:
+        for backend_name, key in backends.items():
+            try:
+                backend_check(backend_name)
+            except AstraError as exc:
+                checker.note(key, str(exc))

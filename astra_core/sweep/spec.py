@@ -44,7 +44,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from astra_core.config.files import expect_mapping, read_yaml, source_name
 from astra_core.config.issues import Problems, show
@@ -135,7 +135,7 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     }
     edits = []
     for name, value in overrides.items():
-        param, _ = parse_parameter(name)
+        param = cast(Parameter, parse_parameter(name)[0])  # the spec's names parse
         if param.key is None:
             run[param.root] = _resolve_path(value, spec.directory) if param.root in PATH_KEYS else value
         else:
@@ -168,7 +168,7 @@ def _check_metric(problems: Problems, metric: Any) -> None:
         problems.add("metric", f"{metric!r} is not a numeric results column{hint}")
 
 
-def _backend_check() -> Callable[[str | None], None]:
+def _backend_check() -> Callable[[str | None], object]:
     """A function that raises AstraError for a backend name no plugin registered."""
     from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
 

@@ -29,7 +29,7 @@ time.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from astra_core.errors import TraceError
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
@@ -40,13 +40,15 @@ from astra_core.workload.graph import RankGraph
 from astra_core.workload.stream import StreamedNodes
 
 if TYPE_CHECKING:
+    from array import array
+
     from astra_core.system.simulation import Simulation
 
 # Chakra NodeType values (et_def.proto).
 INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL = range(8)
 _COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
-_COLLECTIVES = {c.value: c for c in CommType}
+_COLLECTIVES: dict[int | None, CommType] = {c.value: c for c in CommType}  # None: no comm_type
 CPU, GPU_COMP, GPU_COMM = 0, 1, 2
 
 
@@ -141,12 +143,13 @@ class RankEngine:
         self.graph = graph
         self.sim = sim
         self.sys = RankSystem(rank, sim)
-        self.nodes = nodes = graph.nodes
+        self.nodes: list[ETNode] | StreamedNodes = graph.nodes
+        nodes = self.nodes
         self.pending_parents = graph.parent_counts[:]
         # A streamed trace: nodes are held decoded from ready to complete (and ids
         # read without decoding); otherwise every node is in memory.
         self._streamed = streamed = isinstance(nodes, StreamedNodes)
-        self._ids = nodes.ids if streamed else None
+        self._ids: array | None = cast(StreamedNodes, nodes).ids if streamed else None
         self.ready: list[tuple[int, int]] = []  # (id, position)
         for pos in graph.roots:
             self._readied(pos)
@@ -265,7 +268,8 @@ class RankEngine:
                 runtime = node.duration_micros * 1000 if node.duration_micros else 1
                 self.sys.register_event(runtime, self.complete, pos)
                 return
-            name = CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, f"code {node.comm_type}")
+            names = cast("dict[int | None, str]", CHAKRA_COLLECTIVE_NAMES)  # None (no comm_type) misses
+            name = names.get(node.comm_type, f"code {node.comm_type}")
             raise TraceError(
                 f"rank {self.rank}: node {node.id} ({node.name}): collective "
                 f"{name} is not supported (supported: ALL_REDUCE, ALL_GATHER, "
@@ -379,14 +383,16 @@ class RankEngine:
                 if ties is not None:
                     ties.readied(child, _slot(nodes[child]))
         if self._streamed:
-            nodes.release(pos)
+            # self._streamed: nodes is a StreamedNodes (no cast: a call per node)
+            nodes.release(pos)  # type: ignore[union-attr]
         self.issue_ready()
         self._check_finished()
 
     def _readied(self, pos: int) -> None:
         if self._streamed:
-            self.nodes.hold(pos)
-            self.ready.append((self._ids[pos], pos))
+            # self._streamed: nodes is a StreamedNodes and _ids its ids (no cast: a call per node)
+            self.nodes.hold(pos)  # type: ignore[union-attr]
+            self.ready.append((self._ids[pos], pos))  # type: ignore[index]
         else:
             self.ready.append((self.nodes[pos].id, pos))
 

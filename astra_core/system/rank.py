@@ -23,7 +23,7 @@ One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from astra_core.backend import event_queue
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
@@ -34,6 +34,7 @@ from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
+    from astra_core.system.collectives.base import CollectiveAlgorithm
     from astra_core.system.simulation import Simulation
     from astra_core.workload.chakra import ETNode
 
@@ -213,7 +214,7 @@ class RankSystem:
         self,
         comm_type: CommType,
         size: int,
-        involved_dims: list[bool] | None,
+        involved_dims: Sequence[bool] | None,
         group: CommGroup | None,
         node: ETNode | None = None,
     ) -> DataSet:
@@ -347,8 +348,14 @@ class RankSystem:
         previous_queue = stream.current_queue_id
         now = self.now()
         if stream.phase is not None:
+            # stream.algorithm is the phase's (set and cleared with it)
             stream.dataset.phase_times.append(
-                (stream.phase.dim, stream.algorithm.comm_type.label, stream.phase_start_ns, now)
+                (
+                    stream.phase.dim,
+                    cast("CollectiveAlgorithm", stream.algorithm).comm_type.label,
+                    stream.phase_start_ns,
+                    now,
+                )
             )
         if not stream.phases_to_go:
             stream.dataset.stream_finished(now)
@@ -391,7 +398,9 @@ class RankSystem:
         for queue in self.active_streams:
             for stream in queue:
                 state = (
-                    stream.algorithm.waiting_for() if stream.initialized else "queued behind another chunk"
+                    cast("CollectiveAlgorithm", stream.algorithm).waiting_for()  # on a queue: set
+                    if stream.initialized
+                    else "queued behind another chunk"
                 )
                 lines.append(f"chunk tag {stream.stream_id}: {state}")
         return lines

@@ -15,7 +15,7 @@ import gc
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from astra_core.backend import event_queue
 from astra_core.config.memory import MemoryConfig, MemoryType
@@ -34,6 +34,9 @@ from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_un
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
 from astra_core.workload.network_fit import check_network_fit
+
+if TYPE_CHECKING:
+    from astra_core.config.nccl import NcclConfig
 
 
 class Simulation:
@@ -75,11 +78,12 @@ class Simulation:
         self.collective_plugins = dict(collective_plugins or {})
         self._check_plugin_algorithms()
         self.custom = custom_sources(system)
-        self.nccl = None
+        self.nccl: NcclModel | None = None
         if any(str(a) == "nccl" for algorithms in self.implementations.values() for a in algorithms):
-            self.nccl = NcclModel(system.nccl, network, system.source)
+            # the config's validation requires the nccl section when an implementation is "nccl"
+            self.nccl = NcclModel(cast("NcclConfig", system.nccl), network, system.source)
         # the trace's own sends and receives at NCCL's cost (nccl.p2p, on by default)
-        self.nccl_p2p = self.nccl if self.nccl is not None and system.nccl.p2p else None
+        self.nccl_p2p = self.nccl if self.nccl is not None and self.nccl.config.p2p else None
         check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
         self.collectives: list[CollectiveRecord] = []
         self._finished = 0
@@ -110,7 +114,7 @@ class Simulation:
         """One engine per rank, or per class representative under rank symmetry."""
         if self.symmetry is not None:
             # Representatives stand for their classes (astra_core.system.symmetry).
-            self.matcher = MirroredMatcher(self.backend, self.symmetry)
+            self.matcher: MessageMatcher = MirroredMatcher(self.backend, self.symmetry)
             self.engines = [RankEngine(r, self.graphs[r], self) for r in self.symmetry.representatives()]
         else:
             self.matcher = MessageMatcher(self.backend)
@@ -160,7 +164,8 @@ class Simulation:
 
     def _fall_back(self, reason: str) -> None:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
-        old, self.backend = self.backend, self._fresh_backend()
+        # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
+        old, self.backend = self.backend, cast("Callable[[], Any]", self._fresh_backend)()
         # A progress observer hooked the first backend's event queue: move it over.
         old_events, events = event_queue(old), event_queue(self.backend)
         if old_events is not None and events is not None:
@@ -205,7 +210,8 @@ class Simulation:
     def _rank_result(engine: RankEngine) -> RankResult:
         comm_intervals = sorted(engine.comm_intervals)
         comm_ns = 0.0
-        cur_start = cur_end = None
+        cur_start: float = 0.0  # read only once cur_end is set
+        cur_end: float | None = None
         for start, end in comm_intervals:
             if cur_end is None or start > cur_end:
                 if cur_end is not None:

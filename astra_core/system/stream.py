@@ -10,7 +10,7 @@ when the last one finishes. Mirrors upstream ``StreamBaseline``/``DataSet``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from astra_core.system.collectives.base import CollectiveAlgorithm
 
@@ -93,4 +93,4 @@ class Stream:
         """The stream got a slot on its queue: start the current phase."""
         self.initialized = True
         self.phase_start_ns = self.owner.now()
-        self.algorithm.start()
+        cast("CollectiveAlgorithm", self.algorithm).start()  # set: the stream is on a queue

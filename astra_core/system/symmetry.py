@@ -55,13 +55,14 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from astra_core.backend import is_symmetric
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.rank import group_algorithm
-from astra_core.workload.graph import RankGraph
+from astra_core.workload.graph import Children, RankGraph
 from astra_core.workload.stream import StreamedNodes, timing_item
 
 # Chakra node types (et_def.proto)
@@ -85,6 +86,10 @@ class Symmetry:
     kinds: tuple[str, ...]
     steps: tuple[int, ...]
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    if TYPE_CHECKING:  # set by __post_init__; not fields (only type checkers see these lines)
+        _strides: tuple[int, ...] = field(init=False)
+        _group_of: dict[frozenset[int], int] = field(init=False)
+        _shift_cache: dict[tuple[int, tuple[int, ...]], int] = field(init=False)
 
     def __post_init__(self) -> None:
         strides, s = [], 1
@@ -233,12 +238,12 @@ def _kinds(
     return kinds, set(used)
 
 
-def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, list[int]]]:
+def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, tuple[int, ...]]]:
     """Per rank: :func:`_base_signature` (interned among the ranks), computed once per graph."""
     interned: dict[tuple, int] = {}
     items: dict[int, tuple] = {}
     structures: dict[tuple, tuple] = {}
-    base: dict[int, tuple[int, list[int]]] = {}
+    base: dict[int, tuple[int, tuple[int, ...]]] = {}
     out = []
     for graph in graphs:
         entry = base.get(id(graph))
@@ -250,7 +255,7 @@ def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, list[int]]]
 
 def _signatures(
     graphs: Sequence[RankGraph],
-    bases: list[tuple[int, list[int]]],
+    bases: list[tuple[int, tuple[int, ...]]],
     sym: Symmetry,
     groups: dict[str, tuple[int, ...]],
 ) -> list[int]:
@@ -282,11 +287,11 @@ def _signatures(
             rel = []
             for pos in relative:
                 node = graph.nodes[pos]
-                ring = node.pg_name
+                ring: tuple | str | None = node.pg_name
                 if ring:
                     ring = rings.get(node.pg_name)
                     if ring is None:
-                        members = groups.get(_group_key(node.pg_name))
+                        members = groups.get(_group_key(cast(str, node.pg_name)))  # a name: ring held it
                         ring = rings[node.pg_name] = (
                             _ring(offset(m) for m in members) if members else node.pg_name
                         )
@@ -298,7 +303,7 @@ def _signatures(
 
 def _base_signature(
     graph: RankGraph, interned: dict[tuple, int], items_of: dict[int, tuple], structures: dict[tuple, tuple]
-) -> tuple[int, list[int]]:
+) -> tuple[int, tuple[int, ...]]:
     """(interned id of everything in ``graph`` that times a rank except its peers
     and groups, positions of the nodes that name peers or groups).
 
@@ -342,12 +347,13 @@ def _names_peers(node) -> bool:
 
 def _streamed_signature(
     graph: RankGraph, interned: dict[tuple, int], structures: dict[tuple, tuple]
-) -> tuple[int, list[int]]:
+) -> tuple[int, tuple[int, ...]]:
     """:func:`_base_signature` of a streamed trace's graph, with 256-bit BLAKE2b
     digests in place of the tuples (which would hold the whole trace): of every
     node's timing item (made by the scan) and of the structure. Only its notable
     nodes are decoded, for the ones that name peers or groups."""
-    nodes = graph.nodes
+    # a streamed graph's parts: StreamedNodes, Children and an array of parent counts
+    nodes = cast(StreamedNodes, graph.nodes)
     parts = (graph.index, graph.children, graph.parent_counts)
     known = structures.get(tuple(map(id, parts)))
     if known is None:  # as _base_signature's: id order, children and parent counts
@@ -356,7 +362,8 @@ def _streamed_signature(
         for order, pos in enumerate(sorted(range(len(ids)), key=ids.__getitem__)):
             id_order[pos] = order
         digest = hashlib.blake2b(digest_size=32)
-        for part in (id_order, graph.children.starts, graph.children.values, graph.parent_counts):
+        children = cast(Children, graph.children)
+        for part in (id_order, children.starts, children.values, cast(array, graph.parent_counts)):
             digest.update(part.tobytes())
         known = structures[tuple(map(id, parts))] = (digest.digest(), parts)
     key = ("streamed", nodes.timing_digest, known[0])
@@ -429,9 +436,9 @@ def find_symmetry(
     for d, split in _splits(sizes, kinds, splittable, groups):
         sub_sizes = (*sizes[:d], *split, *sizes[d + 1 :])
         sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1 :])
-        found = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives)
-        if len(found.representatives()) < len(best.representatives()):
-            best = found
+        candidate = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives)
+        if len(candidate.representatives()) < len(best.representatives()):
+            best = candidate
     if all(step == size for step, size in zip(best.steps, best.sizes)):
         return None, "no translation maps the ranks' traces onto each other"
     return best, ""

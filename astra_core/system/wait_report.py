@@ -17,7 +17,7 @@ import re
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from astra_core.errors import SimulationDeadlock
 from astra_core.workload.graph import TraceWarning
@@ -85,7 +85,7 @@ def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) 
             f"waits for a message from rank {node.comm_src} (tag {tag}, {node.comm_size} "
             "bytes) that was never sent"
         )
-        others = _unreceived_from(sim, engine, rank, node.comm_src)
+        others = _unreceived_from(sim, engine, rank, cast(int, node.comm_src))  # a receive names its source
         if others:
             shown = ", ".join(f"tag {t}, {s} bytes" for t, s in others[:2])
             more = f" and {len(others) - 2} more" if len(others) > 2 else ""

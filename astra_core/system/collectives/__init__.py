@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 from astra_core.errors import ConfigError
@@ -43,12 +44,12 @@ class DimTopology:
 
     algorithm: str
     window: int = -1
-    ring: RingTopology | None = None
-    trees: DoubleBinaryTreeTopology | None = None
+    ring: RingTopology | None = None  # None for a double binary tree
+    trees: DoubleBinaryTreeTopology | None = None  # set for a double binary tree
 
     @property
     def nodes(self) -> int:
-        return self.ring.nodes if self.ring is not None else self.trees.size
+        return self.ring.nodes if self.ring is not None else cast(DoubleBinaryTreeTopology, self.trees).size
 
 
 def build_logical_dims(
@@ -108,23 +109,33 @@ def make_phase(
     ``nccl`` is the run's :class:`~astra_core.system.collectives.nccl.model.NcclModel`
     (``nccl`` entries).
     """
+    # every algorithm but doubleBinaryTree runs on dim.ring (not None there)
     algorithm = dim.algorithm
     if algorithm.startswith("custom:"):
-        return custom_phase(comm_type, rank, tuple(dim.ring.members), data_size, algorithm[len("custom:") :])
+        return custom_phase(
+            comm_type,
+            rank,
+            tuple(cast(RingTopology, dim.ring).members),
+            data_size,
+            algorithm[len("custom:") :],
+        )
     if algorithm == "nccl":
-        return nccl.phase(comm_type, rank, tuple(dim.ring.members), data_size)
+        return nccl.phase(comm_type, rank, tuple(cast(RingTopology, dim.ring).members), data_size)
     if algorithm.startswith("plugin:"):
         name = algorithm[len("plugin:") :]
-        plan = plugins[name](comm_type, rank, dim.ring, data_size)
+        # plugins: the run's registered plugins, given whenever one is named
+        plan = cast(dict, plugins)[name](comm_type, rank, dim.ring, data_size)
         return WindowedPhase(name, comm_type, rank, data_size, plan)
     if algorithm == "doubleBinaryTree":
-        return DoubleBinaryTree(comm_type, rank, dim.trees.next_tree(), data_size)
+        return DoubleBinaryTree(
+            comm_type, rank, cast(DoubleBinaryTreeTopology, dim.trees).next_tree(), data_size
+        )
     if algorithm == "ring":
-        plan = ring_plan(comm_type, rank, dim.ring, data_size, direction)
+        plan = ring_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, direction)
     elif algorithm == "direct":
-        plan = direct_plan(comm_type, rank, dim.ring, data_size, direction, dim.window)
+        plan = direct_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, direction, dim.window)
     else:
-        plan = halving_doubling_plan(comm_type, rank, dim.ring, data_size)
+        plan = halving_doubling_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
     return WindowedPhase(algorithm, comm_type, rank, data_size, plan)
 
 

@@ -19,7 +19,7 @@ sum; upstream ``PacketBundle::call``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from astra_core.system.stream import Stream
@@ -50,7 +50,8 @@ class CollectiveAlgorithm:
         self.rank = rank
         self.data_size = data_size
         self.final_data_size = data_size
-        self.stream: Stream | None = None
+        # None until the Stream binds itself, before the first event (every use is after)
+        self.stream: Stream = cast("Stream", None)
 
     def run(self, event: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

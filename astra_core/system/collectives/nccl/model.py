@@ -19,6 +19,8 @@ reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
 
 from __future__ import annotations
 
+from typing import cast
+
 from astra_core.config.nccl import NcclConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
@@ -33,6 +35,7 @@ from astra_core.system.collectives.nccl.tuning import (
     Algo,
     Func,
     Proto,
+    Tuning,
     generation,
     tune,
 )
@@ -94,7 +97,7 @@ class NcclModel:
             )
         self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
-        self._comms: dict[tuple[int, ...], tuple[Layout, object]] = {}
+        self._comms: dict[tuple[int, ...], tuple[Layout, Tuning]] = {}
         # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
         # repeat the same collective many times (the schedules are read, never changed)
         self._phases: dict[tuple, tuple] = {}
@@ -104,7 +107,7 @@ class NcclModel:
         """One GPU's NVLinks as NCCL rates them (line rate x the GPU's NCCL efficiency)."""
         return self.nvlink_line_gbps * self.gpu.nvlink_efficiency
 
-    def machine(self, members: tuple[int, ...]) -> tuple[Layout, object]:
+    def machine(self, members: tuple[int, ...]) -> tuple[Layout, Tuning]:
         """(layout, NCCL tuning) of the communicator over ``members``, cached."""
         cached = self._comms.get(members)
         if cached is not None:
@@ -150,7 +153,8 @@ class NcclModel:
         nbytes = size * n if comm_type is CommType.ALL_GATHER else size
         algo, proto, _ = tuning.choose(func, nbytes)
         channels = tuning.channels(func, algo, proto, nbytes)
-        time_us = tuning.time_with_channels_us(func, algo, proto, nbytes, channels)
+        # a time: NCCL's pick has one (its bandwidth is not 0, with fewer channels too)
+        time_us = cast(float, tuning.time_with_channels_us(func, algo, proto, nbytes, channels))
         if algo == Algo.NVLS and func == Func.ALL_REDUCE and layout.nodes == 1:
             time_us = tuning.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
         return algo, proto, channels, time_us, nbytes

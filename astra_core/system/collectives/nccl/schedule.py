@@ -151,7 +151,7 @@ def ring_order(layout: Layout, rail: int) -> list[int]:
     ``rail - 1`` and enters at local rank ``rail`` (its NIC, with the NVLink
     hop in front: NCCL's PXN)."""
     L = layout.per_node
-    order = []
+    order: list[int] = []
     for node in range(layout.nodes):
         base = node * L
         order.extend(layout.members[base + (rail + i) % L] for i in range(L))
@@ -326,6 +326,7 @@ def collnet_chain(out: Schedule, layout: Layout, me: int, nbytes: int, channels:
         up, down, net_up, net_down = (out.lane() for _ in range(4))
         below = [chain_[pos + 1]] if pos + 1 < L else []
         ups = [tuple(out.recv(child, p, up) for child in below) for p in pieces]
+        ready: list[tuple[int, ...]]
         if pos > 0:  # a chain member: up to the previous GPU, the result back from it
             for c, p in enumerate(pieces):
                 out.send(up, chain_[pos - 1], p, ups[c])

@@ -32,6 +32,7 @@ nodes, NICs shared through PCI switches slower than the NIC, cross-NIC rings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from astra_core.system.collectives.nccl.hardware import GpuModel
@@ -135,7 +136,7 @@ class _Search:
     total_bw: float
     min_channels: int
     max_channels: int
-    fits: object  # callable speed -> channels
+    fits: Callable[[float], int]  # speed -> channels
     nvls: bool = False
 
 
@@ -168,7 +169,7 @@ def _run(search: _Search, compcap: int) -> tuple[int, float]:
     return n, s
 
 
-def _raise_speed(n: int, s: float, speeds: tuple[float, ...], fits) -> float:
+def _raise_speed(n: int, s: float, speeds: tuple[float, ...], fits: Callable[[float], int]) -> float:
     """Pass 2: the fastest speed above ``s`` at which ``n`` channels still fit."""
     for faster in sorted(v for v in speeds if v > s):
         if fits(faster) >= n:
@@ -186,11 +187,11 @@ def search_graphs(machine: Machine) -> dict[Algo, Graph]:
         if L == 1:
             return graphs
         speeds = _speeds(SPEEDS_INTRA, cc)
-        ring_fits = lambda s: int(B / s + 1e-9)  # noqa: E731
-        n, s = _run(_Search(speeds, B, B, 1, MAX_RING_CHANNELS, ring_fits), cc)
-        s = _raise_speed(n, s, speeds, ring_fits)
+        one_node_ring_fits = lambda s: int(B / s + 1e-9)  # noqa: E731
+        n, s = _run(_Search(speeds, B, B, 1, MAX_RING_CHANNELS, one_node_ring_fits), cc)
+        s = _raise_speed(n, s, speeds, one_node_ring_fits)
         graphs[Algo.RING] = Graph(n, s, s)
-        tn, ts = _run(_Search(speeds, B, B, n, n, ring_fits), cc)
+        tn, ts = _run(_Search(speeds, B, B, n, n, one_node_ring_fits), cc)
         graphs[Algo.TREE] = Graph(tn, ts, ts)
         if m.nvls and m.gpu.nvls:
             heads = min(MAX_NVLS_ARITY, L)

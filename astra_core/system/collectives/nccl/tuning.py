@@ -275,6 +275,7 @@ def parse_env_list(
     table: list[list[bool] | None] = [None for _ in prefixes]
     lowered_prefixes = [p.lower() for p in prefixes]
     lowered_elems = [e.lower() for e in elems]
+    prefix: str | None
     for index, entry in enumerate(text.split(";")):
         prefix, sep, items = entry.rpartition(":")
         if not sep:
@@ -400,7 +401,8 @@ class Tuning:
         key = (func, algo, proto, channels)
         fewer = self._fewer.get(key)
         if fewer is None:
-            share = replace(graph, n_channels=graph.n_channels * channels / full)
+            # a fractional channel count on purpose: the graph's bandwidth in proportion
+            share = replace(graph, n_channels=graph.n_channels * channels / full)  # type: ignore[arg-type]
             comm = replace(self.comm, graphs={**self.comm.graphs, algo: share})
             fewer = self._fewer[key] = tune(comm)
         return fewer.time_us(func, algo, proto, nbytes)
