@@ -1,5 +1,5 @@
 # make demo   set up a virtualenv and simulate the bundled ResNet-50 example
-# make test   set up a virtualenv and run the test suite
+# make test   set up a virtualenv, lint, type-check, build the docs and run the test suite
 # make docs   build the user guide (mkdocs, warnings are errors) into build/site
 # make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree, ns3 speed and a 320-host CC study, flow backend at scale, Megatron Table 1 rows, a 1M-node trace's memory
 PYTHON ?= python3
@@ -29,6 +29,7 @@ demo: setup
 test: setup docs
 	$(BIN)/ruff check --quiet astra astra_core backends examples benchmarks scripts tests validation
 	$(BIN)/ruff format --check --quiet astra astra_core backends examples benchmarks scripts tests validation
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests
 
 docs: setup
