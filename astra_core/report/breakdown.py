@@ -1,23 +1,29 @@
-"""Where each rank's time goes: compute, exposed and overlapped communication, idle.
+"""Where each rank's time goes: compute, exposed and overlapped communication,
+point-to-point waits (pipeline bubbles), idle.
 
 Every ET node a rank ran is an interval ``[start, end)`` (ns). Compute nodes
 (GPU kernels and CPU ops) form the *compute* set; collectives, sends,
-receives and remote-memory accesses form the *communication* set. Over
-``[0, finish)`` each instant is in exactly one of four disjoint parts:
+receives and remote-memory accesses form the *communication* set, of which
+sends and receives are the *point-to-point* set. Over ``[0, finish)`` each
+instant is in exactly one of five disjoint parts:
 
 =====================  =================================================
 ``compute_only_ns``    compute running, no communication in flight
 ``overlapped_comm_ns`` communication in flight while compute runs
                        (hidden behind compute)
-``comm_only_ns``       communication in flight, no compute: the
-                       *exposed* communication, strictly
-``idle_ns``            neither (waiting on dependencies, nothing issued)
+``comm_only_ns``       a collective or memory access in flight, no
+                       compute: the *exposed* communication, strictly
+``p2p_only_ns``        only sends and receives in flight: with pipeline
+                       parallelism, a stage waiting for its neighbour's
+                       activations or gradients (the pipeline *bubble*)
+``idle_ns``            none of these (waiting on dependencies, nothing issued)
 =====================  =================================================
 
-so the four add up to the rank's finish time. Upstream ASTRA-sim reports
+so the five add up to the rank's finish time. Upstream ASTRA-sim reports
 "exposed communication" as ``finish - compute`` (``RankResult.exposed_comm_ns``),
-which is ``comm_only_ns + idle_ns`` here; the split tells waiting on the
-network apart from waiting on nothing.
+which is ``comm_only_ns + p2p_only_ns + idle_ns`` here; the split tells
+waiting on collectives, waiting on a pipeline neighbour and waiting on
+nothing apart.
 
 A symmetric run (:mod:`astra_core.system.symmetry`) simulated rank 0 only;
 every rank then has rank 0's intervals (see :func:`rank_tracks`).
@@ -26,7 +32,7 @@ every rank then has rank 0's intervals (see :func:`rank_tracks`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from astra_core.report.results import RunResult
@@ -44,6 +50,7 @@ _MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
     )
 )
 _COMM_TYPES = frozenset((_MEM_LOAD, _MEM_STORE, _COMM_SEND, _COMM_RECV, _COMM_COLL))
+_P2P_TYPES = frozenset((_COMM_SEND, _COMM_RECV))
 
 Interval = tuple[float, float]
 
@@ -109,31 +116,46 @@ def overlap(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return length
 
 
-def busy_intervals(records, nodes) -> tuple[list[Interval], list[Interval]]:
-    """(compute, communication) unions of one rank's node intervals.
+def node_intervals(records, nodes) -> tuple[list[Interval], list[Interval], list[Interval]]:
+    """(compute, collective and memory, point-to-point) intervals of one rank's nodes,
+    each list in record order (not merged).
 
     A communication node flagged ``is_cpu_op`` (PyTorch's host-side ``c10d::``
     launch, replayed on the CPU) counts as compute, as the engine runs it.
     """
-    compute, comm = [], []
+    compute: list[Interval] = []
+    collective: list[Interval] = []
+    p2p: list[Interval] = []
     for pos, start, end in records:
         node = nodes[pos]
-        if node.type == _COMP or node.is_cpu_op:
+        kind = node.type
+        if kind == _COMP or node.is_cpu_op:
             compute.append((start, end))
-        elif node.type in _COMM_TYPES:
-            comm.append((start, end))
-    return union(compute), union(comm)
+        elif kind in _P2P_TYPES:
+            p2p.append((start, end))
+        elif kind in _COMM_TYPES:
+            collective.append((start, end))
+    return compute, collective, p2p
+
+
+def busy_intervals(records, nodes) -> tuple[list[Interval], list[Interval]]:
+    """(compute, communication) unions of one rank's node intervals (see
+    :func:`node_intervals`; communication includes sends and receives)."""
+    compute, collective, p2p = node_intervals(records, nodes)
+    return union(compute), union(collective + p2p)
 
 
 @dataclass(frozen=True)
 class Breakdown:
-    """One rank's time split into four disjoint parts (ns) that add up to ``finish_ns``."""
+    """One rank's time split into five disjoint parts (ns) that add up to ``finish_ns``
+    (module docstring)."""
 
     rank: int
     finish_ns: float
     compute_only_ns: float
     overlapped_comm_ns: float
     comm_only_ns: float
+    p2p_only_ns: float
     idle_ns: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,16 +164,21 @@ class Breakdown:
 
 def rank_breakdown(rank: int, finish_ns: float, records, nodes) -> Breakdown:
     """The :class:`Breakdown` of one rank from its engine records."""
-    compute, comm = busy_intervals(records, nodes)
-    both = overlap(compute, comm)
-    compute_ns, comm_ns = total(compute), total(comm)
-    busy = compute_ns + comm_ns - both
+    compute_iv, collective_iv, p2p_iv = node_intervals(records, nodes)
+    compute, collective, p2p = union(compute_iv), union(collective_iv), union(p2p_iv)
+    comm = union(collective_iv + p2p_iv)
+    hidden = overlap(compute, comm)  # communication behind compute
+    compute_ns = total(compute)
+    comm_only = total(collective) - overlap(collective, compute)
+    p2p_only = total(p2p) - overlap(p2p, union(compute_iv + collective_iv))
+    busy = compute_ns + comm_only + p2p_only
     return Breakdown(
         rank=rank,
         finish_ns=finish_ns,
-        compute_only_ns=compute_ns - both,
-        overlapped_comm_ns=both,
-        comm_only_ns=comm_ns - both,
+        compute_only_ns=compute_ns - hidden,
+        overlapped_comm_ns=hidden,
+        comm_only_ns=comm_only,
+        p2p_only_ns=p2p_only,
         idle_ns=max(finish_ns - busy, 0.0),
     )
 
@@ -166,16 +193,5 @@ def breakdowns(result: RunResult) -> list[Breakdown]:
         base = cache.get(key)
         if base is None or base.finish_ns != finish[rank]:
             base = cache[key] = rank_breakdown(rank, finish[rank], records, nodes)
-        out.append(
-            base
-            if base.rank == rank
-            else Breakdown(
-                rank,
-                base.finish_ns,
-                base.compute_only_ns,
-                base.overlapped_comm_ns,
-                base.comm_only_ns,
-                base.idle_ns,
-            )
-        )
+        out.append(base if base.rank == rank else replace(base, rank=rank))
     return sorted(out, key=lambda b: b.rank)

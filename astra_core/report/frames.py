@@ -6,7 +6,7 @@ write neither pay nothing for them.
 * :func:`rank_frame`: one row per rank: ``rank, finish_ns, compute_ns,
   cpu_ns, comm_ns, exposed_comm_ns`` (upstream's definitions, see
   :class:`~astra_core.report.results.RankResult`) and the disjoint breakdown
-  ``compute_only_ns, overlapped_comm_ns, comm_only_ns, idle_ns`` (they add up
+  ``compute_only_ns, overlapped_comm_ns, comm_only_ns, p2p_only_ns, idle_ns`` (they add up
   to ``finish_ns``; :mod:`astra_core.report.breakdown`).
 * :func:`collective_frame`: one row per collective per rank
   (:mod:`astra_core.report.collectives`).
@@ -40,6 +40,7 @@ RANK_COLUMNS = (
     "compute_only_ns",
     "overlapped_comm_ns",
     "comm_only_ns",
+    "p2p_only_ns",
     "idle_ns",
 )
 _INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue", "peak_flows")
@@ -70,6 +71,7 @@ def rank_frame(result: RunResult) -> pd.DataFrame:
             compute_only_ns=b.compute_only_ns if b else float("nan"),
             overlapped_comm_ns=b.overlapped_comm_ns if b else float("nan"),
             comm_only_ns=b.comm_only_ns if b else float("nan"),
+            p2p_only_ns=b.p2p_only_ns if b else float("nan"),
             idle_ns=b.idle_ns if b else float("nan"),
         )
         rows.append(row)

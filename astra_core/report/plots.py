@@ -29,7 +29,13 @@ PLOT_FILES = ("breakdown.png", "timeline.png", "links.png")
 MAX_BARS = 64
 MAX_TIMELINE_RANKS = 32
 MAX_LINK_BARS = 256
-COLORS = {"compute": "tab:blue", "overlapped": "tab:cyan", "exposed": "tab:red", "idle": "lightgray"}
+COLORS = {
+    "compute": "tab:blue",
+    "overlapped": "tab:cyan",
+    "exposed": "tab:red",
+    "bubble": "tab:orange",
+    "idle": "lightgray",
+}
 LINK_COLORS = {
     "npu-switch": "tab:blue",
     "switch-npu": "tab:green",
@@ -74,7 +80,8 @@ def bar_groups(parts: list) -> tuple[list[list], list[str]]:
 
 
 def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
-    """Per-rank stacked bars of compute / overlapped comm / exposed comm / idle."""
+    """Per-rank stacked bars of compute / overlapped comm / exposed comm / pipeline
+    point-to-point waits / idle; the legend gives each part's mean over the ranks."""
     plt = _pyplot()
     parts = breakdowns(result)
     groups, labels = bar_groups(parts)
@@ -90,10 +97,12 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
         ("compute_only_ns", "compute", "compute"),
         ("overlapped_comm_ns", "overlapped", "overlapped communication"),
         ("comm_only_ns", "exposed", "exposed communication"),
+        ("p2p_only_ns", "bubble", "pipeline send/recv wait"),
         ("idle_ns", "idle", "idle"),
     ):
         widths = [mean(g, attr) / divisor for g in groups]
-        ax.barh(ys, widths, left=left, color=COLORS[key], label=label, height=0.8)
+        overall = mean(parts, attr) / divisor
+        ax.barh(ys, widths, left=left, color=COLORS[key], label=f"{label} {overall:,.3g} {unit}", height=0.8)
         left = [a + b for a, b in zip(left, widths)]
     ax.set_yticks(list(ys))
     ax.set_yticklabels(labels, fontsize=8 if len(groups) > 16 else 10)
@@ -105,7 +114,9 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
         f"step {result.step_ns / divisor:,.3f} {unit}",
         pad=24,
     )
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, frameon=False, borderaxespad=0.2)
+    ax.legend(
+        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, borderaxespad=0.2, fontsize=8
+    )
     return _save(fig, Path(path))
 
 

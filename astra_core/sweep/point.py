@@ -14,6 +14,7 @@ exposed_comm_ns    upstream's exposed communication (finish - compute), most of 
 compute_only_ns,   the disjoint breakdown (astra_core.report.breakdown),
 overlapped_comm_ns mean over ranks
 comm_only_ns,
+p2p_only_ns,
 idle_ns
 npus               NPU count
 messages,          messages and bytes the network carried
@@ -42,6 +43,7 @@ METRICS = (
     "compute_only_ns",
     "overlapped_comm_ns",
     "comm_only_ns",
+    "p2p_only_ns",
     "idle_ns",
     "npus",
     "messages",
@@ -136,6 +138,7 @@ def metrics(result) -> dict[str, Any]:
         "compute_only_ns": mean("compute_only_ns"),
         "overlapped_comm_ns": mean("overlapped_comm_ns"),
         "comm_only_ns": mean("comm_only_ns"),
+        "p2p_only_ns": mean("p2p_only_ns"),
         "idle_ns": mean("idle_ns"),
         "npus": len(ranks),
         "messages": int(result.messages),

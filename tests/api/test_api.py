@@ -110,17 +110,19 @@ def test_rank_frame_has_every_rank_and_a_breakdown_that_adds_up(report):
         "compute_only_ns",
         "overlapped_comm_ns",
         "comm_only_ns",
+        "p2p_only_ns",
         "idle_ns",
     ]
     assert frame["rank"].tolist() == list(range(NPUS))
     assert (frame["finish_ns"] == UPSTREAM_FINISH_NS).all()
-    parts = frame[["compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "idle_ns"]]
+    parts = frame[["compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "p2p_only_ns", "idle_ns"]]
     assert (parts >= 0).all().all()
     assert (parts.sum(axis=1) == frame["finish_ns"]).all()
     # No CPU ops and one GPU compute slot: compute = compute_only + overlapped, and
-    # upstream's exposed communication (finish - compute) = comm_only + idle.
+    # upstream's exposed communication (finish - compute) = comm_only + p2p_only + idle.
     assert (frame["compute_only_ns"] + frame["overlapped_comm_ns"] == frame["compute_ns"]).all()
-    assert (frame["comm_only_ns"] + frame["idle_ns"] == UPSTREAM_EXPOSED_NS).all()
+    exposed = frame["comm_only_ns"] + frame["p2p_only_ns"] + frame["idle_ns"]
+    assert (exposed == UPSTREAM_EXPOSED_NS).all()
     # Compute time = the sum of the trace's COMP durations (µs -> ns).
     comp_ns = sum(n.duration_micros * 1000 for n in example_nodes(0) if n.type == pb.COMP_NODE)
     assert (frame["compute_ns"] == comp_ns).all()
@@ -198,7 +200,8 @@ def test_breakdown_of_a_two_rank_trace_is_the_closed_form(tmp_path):
             "finish_ns": 25031,
             "compute_only_ns": 5000,
             "overlapped_comm_ns": 0,
-            "comm_only_ns": 20031,
+            "comm_only_ns": 0,
+            "p2p_only_ns": 20031,  # point-to-point only: a pipeline-style wait
             "idle_ns": 0,
         },
         {
@@ -206,7 +209,8 @@ def test_breakdown_of_a_two_rank_trace_is_the_closed_form(tmp_path):
             "finish_ns": 28031,
             "compute_only_ns": 3000,
             "overlapped_comm_ns": 10000,
-            "comm_only_ns": 15031,
+            "comm_only_ns": 0,
+            "p2p_only_ns": 15031,
             "idle_ns": 0,
         },
     ]

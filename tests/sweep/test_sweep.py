@@ -188,8 +188,14 @@ def check_closed_form(frame: pd.DataFrame) -> None:
         # Most of any rank of finish - compute: rank 1, step - its 3 µs (rank 0: step - 8 µs).
         assert row["exposed_comm_ns"] == expected - 3000
         assert row["messages"] == 1 and row["message_bytes"] == MIB and row["npus"] == 2
-        parts = row["compute_only_ns"] + row["overlapped_comm_ns"] + row["comm_only_ns"] + row["idle_ns"]
-        # The mean over both ranks of their four parts is the mean finish time:
+        parts = (
+            row["compute_only_ns"]
+            + row["overlapped_comm_ns"]
+            + row["comm_only_ns"]
+            + row["p2p_only_ns"]
+            + row["idle_ns"]
+        )
+        # The mean over both ranks of their five parts is the mean finish time:
         # rank 0 finishes when its send is done (step - 3000), rank 1 at step.
         assert parts == pytest.approx(expected - 1500)
 
