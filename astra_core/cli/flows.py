@@ -1,11 +1,11 @@
-"""``astra flows``: flow workloads for congestion-control studies (generate, run)."""
+"""``astra flows``: flow workloads for congestion-control studies (generate, run).
+
+An ``AstraError`` is printed by the command group's error boundary
+(:class:`astra_core.cli.common.AstraGroup`)."""
 
 from __future__ import annotations
 
 import click
-
-from astra_core.cli.common import fail as _fail
-from astra_core.errors import AstraError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,15 +36,12 @@ def gen(cdf, load, duration_ms, topology, seed, output) -> None:
     from astra_core.outputs import check_output_file, write_text
     from astra_core.topology.ns3_format import read_ns3_topology
 
-    try:
-        check_output_file(output, "--output")
-        distribution = load_cdf(cdf)
-        fabric = read_ns3_topology(topology)
-        gbps = host_link_gbps(fabric)
-        drawn = poisson_flows(distribution, fabric.npus_count, gbps, load, round(duration_ms * 1e6), seed)
-        write_text(output, format_flows(drawn), "--output")
-    except AstraError as exc:
-        _fail(exc)
+    check_output_file(output, "--output")
+    distribution = load_cdf(cdf)
+    fabric = read_ns3_topology(topology)
+    gbps = host_link_gbps(fabric)
+    drawn = poisson_flows(distribution, fabric.npus_count, gbps, load, round(duration_ms * 1e6), seed)
+    write_text(output, format_flows(drawn), "--output")
     total = sum(f.size_bytes for f in drawn)
     click.echo(
         f"{len(drawn)} flows, {total / 1e6:.1f} MB, mean {distribution.mean_bytes:,.0f} B "
@@ -87,24 +84,21 @@ def run(
     from astra_core.outputs import check_output_dir, check_output_file, write_text
     from astra_core.topology.ns3_format import read_ns3_topology
 
-    try:
-        if fct_path:
-            check_output_file(fct_path, "--fct")
-        directory = check_output_dir(plots_dir, "--plots") if plots_dir else None
-        if directory is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-        fabric = read_ns3_topology(topology)
-        specs = read_flows(flow_file, fabric.npus_count)
-        result = run_flows(
-            specs, fabric, backend, backend_config, payload_bytes=payload_bytes, header_bytes=header_bytes
-        )
-        table = flow_table(result.flows)
-        if fct_path:
-            write_text(fct_path, table.to_csv(index=False), "--fct")
-        if directory is not None:
-            plot_slowdown({result.backend_name: table}, directory / "fct_slowdown.png")
-    except AstraError as exc:
-        _fail(exc)
+    if fct_path:
+        check_output_file(fct_path, "--fct")
+    directory = check_output_dir(plots_dir, "--plots") if plots_dir else None
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    fabric = read_ns3_topology(topology)
+    specs = read_flows(flow_file, fabric.npus_count)
+    result = run_flows(
+        specs, fabric, backend, backend_config, payload_bytes=payload_bytes, header_bytes=header_bytes
+    )
+    table = flow_table(result.flows)
+    if fct_path:
+        write_text(fct_path, table.to_csv(index=False), "--fct")
+    if directory is not None:
+        plot_slowdown({result.backend_name: table}, directory / "fct_slowdown.png")
     console = Console()
     console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend {result.backend_name}"))
     stats = counters(result.backend)
