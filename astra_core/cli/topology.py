@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import click
 
-from astra_core.cli.common import fail as _fail
 from astra_core.cli.common import parse_dims
-from astra_core.errors import AstraError
 from astra_core.topology import generators
 from astra_core.topology.physical import PhysicalTopology
 
@@ -53,18 +51,15 @@ def _run(build, output, plot, grid=None) -> None:
     """Check the output paths, build the topology, summarize and write it; AstraError -> one line."""
     from astra_core.outputs import check_distinct, check_output_file
 
-    try:
-        for option, path in (("--output", output), ("--plot", plot)):
-            if path is not None:
-                check_output_file(path, option)
-        check_distinct({"--output": output, "--plot": plot})
-        if plot is not None:
-            from astra_core.topology.plot import image_format
+    for option, path in (("--output", output), ("--plot", plot)):
+        if path is not None:
+            check_output_file(path, option)
+    check_distinct({"--output": output, "--plot": plot})
+    if plot is not None:
+        from astra_core.topology.plot import image_format
 
-            image_format(plot)
-        _finish(build(), output, plot, grid)
-    except AstraError as exc:
-        _fail(exc)
+        image_format(plot)
+    _finish(build(), output, plot, grid)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,12 +111,7 @@ def leaf_spine(hosts, leaves, spines, oversubscription, host_gbps, latency_ns, o
 @_outputs
 def torus(dims, gbps, latency_ns, output, plot) -> None:
     """A 2-D or 3-D torus of NPUs (no switches)."""
-    try:
-        sizes = parse_dims(
-            dims, counts=(2, 3), example="4x4 or 4x4x4", count_rule="a torus here is 2-D or 3-D"
-        )
-    except AstraError as exc:
-        _fail(exc)
+    sizes = parse_dims(dims, counts=(2, 3), example="4x4 or 4x4x4", count_rule="a torus here is 2-D or 3-D")
     _run(lambda: generators.torus(sizes, gbps, latency_ns), output, plot, grid=sizes)
 
 

@@ -15,7 +15,7 @@ import click
 from astra_core.cli.common import POSITIVE as _POSITIVE
 from astra_core.cli.common import fail as _fail
 from astra_core.cli.common import parse_dims
-from astra_core.errors import AstraError, ConfigError
+from astra_core.errors import ConfigError
 
 
 def _dims(text: str | None) -> list[int] | None:
@@ -69,19 +69,16 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
     from astra_core.workload.converters.text import convert_text_workload, write_converted
     from astra_core.workload.converters.text_format import read_text_workload
 
-    try:
-        wl = read_text_workload(file)
-        conv = convert_text_workload(
-            wl,
-            npus,
-            model_parallel_npus=model_parallel_npus,
-            dims=_dims(dims),
-            passes=passes,
-            chakra_ids=chakra_ids,
-        )
-        paths, groups = write_converted(conv, output, comm_groups)
-    except AstraError as exc:
-        _fail(exc)
+    wl = read_text_workload(file)
+    conv = convert_text_workload(
+        wl,
+        npus,
+        model_parallel_npus=model_parallel_npus,
+        dims=_dims(dims),
+        passes=passes,
+        chakra_ids=chakra_ids,
+    )
+    paths, groups = write_converted(conv, output, comm_groups)
     click.echo(
         f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
         f"({len(conv.templates)} nodes each)"
@@ -117,10 +114,7 @@ def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
     """Convert PyTorch execution traces (one per rank) to Chakra traces."""
     from astra_core.workload.converters.pytorch import convert_pytorch_traces
 
-    try:
-        result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
-    except AstraError as exc:
-        _fail(exc)
+    result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
     for rank, summary in enumerate(result.summaries):
         click.echo(f"rank {rank}: {summary}")
     if result.comm_groups_path:
@@ -152,11 +146,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     """A single-collective microbenchmark on NPUS NPUs."""
     from astra_core.workload.generators.micro import parse_size, write_micro
 
-    try:
-        nbytes = parse_size(size)
-        paths = write_micro(collective, nbytes, npus, output, iterations, chakra_ids=chakra_ids)
-    except AstraError as exc:
-        _fail(exc)
+    nbytes = parse_size(size)
+    paths = write_micro(collective, nbytes, npus, output, iterations, chakra_ids=chakra_ids)
     click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")
 
 
@@ -317,38 +308,35 @@ def gen_llm(
         if zero not in (0, 1):
             _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
         zero = 1
-    try:
-        cfg = LLMConfig(
-            load_model(model),
-            load_gpu(gpu),
-            dp=dp,
-            tp=tp,
-            pp=pp,
-            ep=ep,
-            microbatches=microbatches,
-            micro_batch=micro_batch,
-            global_batch=global_batch,
-            schedule=schedule,
-            zero=zero,
-            seq_len=seq_len,
-            sequence_parallel=sequence_parallel,
-            bucket_bytes=_bucket_bytes(bucket_mb),
-            dims=_dims(dims),
-            recompute=recompute,
-            overlap_grad_reduce=overlap_grad_reduce,
-            scatter_gather=scatter_gather,
-            virtual_stages=virtual_stages,
-            attention=attention,
-            dropout=dropout,
-            precision=precision,
-            cp=cp,
-            tp_comm_overlap=tp_comm_overlap,
-            grad_reduce_in_bf16=grad_reduce_in_bf16,
-        )
-        wl = generate_llm(cfg)
-        paths, groups = write_llm(wl, output, comm_groups)
-    except AstraError as exc:
-        _fail(exc)
+    cfg = LLMConfig(
+        load_model(model),
+        load_gpu(gpu),
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        microbatches=microbatches,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        schedule=schedule,
+        zero=zero,
+        seq_len=seq_len,
+        sequence_parallel=sequence_parallel,
+        bucket_bytes=_bucket_bytes(bucket_mb),
+        dims=_dims(dims),
+        recompute=recompute,
+        overlap_grad_reduce=overlap_grad_reduce,
+        scatter_gather=scatter_gather,
+        virtual_stages=virtual_stages,
+        attention=attention,
+        dropout=dropout,
+        precision=precision,
+        cp=cp,
+        tp_comm_overlap=tp_comm_overlap,
+        grad_reduce_in_bf16=grad_reduce_in_bf16,
+    )
+    wl = generate_llm(cfg)
+    paths, groups = write_llm(wl, output, comm_groups)
     m = cfg.model
     click.echo(
         f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
