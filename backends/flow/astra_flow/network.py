@@ -67,7 +67,8 @@ class QueuePair(Flow):
     ``latency_ns``: the route's total latency; ``bottleneck_ns_per_b``: 1 /
     its slowest link's rate; ``terms``: its :func:`pipeline_terms`;
     ``route``/``reverse``: link ids;
-    ``wire_sent``: wire bytes drained since the flow became active.
+    ``wire_sent``: wire bytes drained since the flow became active; ``tail_size``,
+    ``tail_ns``: the last message size whose pipeline tail was computed, and that tail.
     """
 
     __slots__ = (
@@ -82,6 +83,8 @@ class QueuePair(Flow):
         "route",
         "reverse",
         "wire_sent",
+        "tail_size",
+        "tail_ns",
     )
 
 
@@ -174,6 +177,8 @@ class FlowNetwork:
         qp.reverse = reverse
         qp.wire_sent = 0
         qp.latency_ns, qp.bottleneck_ns_per_b, qp.terms = path[2:]
+        qp.tail_size = -1  # the last message size whose tail was computed, and that tail
+        qp.tail_ns = 0.0
         return qp
 
     def _path(self, route: tuple[int, ...], reverse: tuple[int, ...]) -> tuple:
@@ -196,9 +201,13 @@ class FlowNetwork:
         )
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
-        """Pipeline tail of a message of ``size`` payload bytes (module docstring)."""
-        lone = pipeline_ns(qp.terms, size, self._payload, self._header)
-        return qp.latency_ns + lone - self._wire_bytes(size) * qp.bottleneck_ns_per_b
+        """Pipeline tail of a message of ``size`` payload bytes (module docstring); a queue
+        pair's messages mostly repeat one size, so the last tail is kept."""
+        if size != qp.tail_size:
+            lone = pipeline_ns(qp.terms, size, self._payload, self._header)
+            qp.tail_ns = qp.latency_ns + lone - self._wire_bytes(size) * qp.bottleneck_ns_per_b
+            qp.tail_size = size
+        return qp.tail_ns
 
     def _reallocate(self, _: Any) -> None:
         self._reallocation_due = False
