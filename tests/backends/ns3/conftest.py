@@ -54,3 +54,19 @@ def network(kind: str, npus: int, gbs: float, latency: float) -> NetworkConfig:
     return NetworkConfig.from_dict(
         {"topology": [kind], "npus_count": [npus], "bandwidth": [gbs], "latency": [latency]}
     )
+
+
+def incast(cc: str, senders: int, size: int, monitor_us: float = 100, **config):
+    """``senders`` NPUs (1..senders) of a star each send ``size`` bytes to NPU 0; returns
+    the backend after the run, with queue and flow monitors every ``monitor_us``,
+    ``finish_ns`` (sender -> arrival ns) and ``bottleneck`` (the switch -> NPU 0 link)."""
+    physical = star(senders + 1)
+    backend = make_ns3(physical, {"cc": cc, "monitor": {"interval_us": monitor_us}, **config})
+    finish: dict[int, float] = {}
+    for src in range(1, senders + 1):
+        backend.send(src, 0, size, lambda s: finish.setdefault(s, backend.now()), src)
+    backend.run()
+    assert sorted(finish) == list(range(1, senders + 1))
+    backend.finish_ns = finish
+    backend.bottleneck = physical.link(senders + 1, 0)
+    return backend

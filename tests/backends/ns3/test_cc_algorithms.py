@@ -14,6 +14,7 @@ import pytest
 
 from astra_core.flows.run import ideal_fct_ns
 from tests.backends.ns3.conftest import GBPS_100, make_ns3, star
+from tests.backends.ns3.conftest import incast as run_incast
 
 SENDERS, SIZE = 8, 4_000_000
 MONITOR_NS = 10_000  # queue samples every 10 us
@@ -21,16 +22,9 @@ MONITOR_NS = 10_000  # queue samples every 10 us
 
 def incast(cc: str, **config):
     """The run's (per-sender finish ns, bottleneck queue samples, backend)."""
-    physical = star(SENDERS + 1)
-    backend = make_ns3(physical, {"cc": cc, "monitor": {"interval_us": MONITOR_NS / 1000}, **config})
-    finish = {}
-    for src in range(1, SENDERS + 1):
-        backend.send(src, 0, SIZE, lambda s: finish.setdefault(s, backend.now()), src)
-    backend.run()
-    assert sorted(finish) == list(range(1, SENDERS + 1))
+    backend = run_incast(cc, SENDERS, SIZE, monitor_us=MONITOR_NS / 1000, **config)
     queues = backend.results.queues()
-    bottleneck = physical.link(SENDERS + 1, 0)
-    return finish, queues[queues.link == bottleneck], backend
+    return backend.finish_ns, queues[queues.link == backend.bottleneck], backend
 
 
 def middle_queue(finish: dict, queue) -> tuple[float, float]:

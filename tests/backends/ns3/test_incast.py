@@ -6,26 +6,11 @@ import math
 
 import pytest
 
-from tests.backends.ns3.conftest import GBPS_100, LINK_NS, make_ns3, star
+from tests.backends.ns3.conftest import GBPS_100, LINK_NS, incast
 
 PAYLOAD, OVERHEAD = 4096, 82  # bytes per data packet and its Ethernet + RoCEv2 framing
 LINE_GBPS = GBPS_100 * 8
 WINDOW_NS = (10e6, 20e6)  # steady state: after DCQCN's first cuts settle
-
-
-def incast(cc: str, senders: int, size: int, **config):
-    """``senders`` NPUs (1..senders) each send ``size`` bytes to NPU 0; returns the
-    backend after the run, with queue and flow monitors every 100 us."""
-    physical = star(senders + 1)
-    backend = make_ns3(physical, {"cc": cc, "monitor": {"interval_us": 100}, **config})
-    finish = {}
-    for src in range(1, senders + 1):
-        backend.send(src, 0, size, lambda s: finish.setdefault(s, backend.now()), src)
-    backend.run()
-    assert sorted(finish) == list(range(1, senders + 1))
-    backend.finish_ns = finish
-    backend.bottleneck = physical.link(senders + 1, 0)  # switch -> NPU 0
-    return backend
 
 
 def steady_throughput_gbps(backend) -> list[float]:
