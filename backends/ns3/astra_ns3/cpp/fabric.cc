@@ -24,7 +24,8 @@ namespace astra_ns3
 
 Fabric::Fabric(const Config& c)
     : cfg(c),
-      rng(c.seed)
+      rng(c.seed),
+      data_extra(c.DataExtra())
 {
 }
 
@@ -116,7 +117,7 @@ Fabric::AddCable(uint32_t link_ab, uint32_t link_ba, uint32_t a, uint32_t b,
         made[k] = port;
     }
     // Headroom at each end for what its peer sends after an XOFF.
-    uint32_t frame = cfg.payload + kDataOverhead + cfg.DataExtra();
+    uint32_t frame = cfg.payload + kDataOverhead + data_extra;
     for (int k = 0; k < 2; ++k)
     {
         Port* port = made[k];

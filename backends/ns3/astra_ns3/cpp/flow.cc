@@ -430,8 +430,8 @@ Flow::Start()
     if (!qp->port)
     {
         // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
-        uint32_t data_frame = cfg.payload + kDataOverhead + cfg.DataExtra();
-        uint32_t ack_frame = kAckOverhead + cfg.DataExtra();
+        uint32_t data_frame = cfg.payload + kDataOverhead + fab->data_extra;
+        uint32_t ack_frame = kAckOverhead + fab->data_extra;
         int64_t rtt = 0;
         for (uint32_t link : fwd)
         {
@@ -462,7 +462,7 @@ Flow::MakePacket()
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(payload);
     RoceHeader h;
     h.kind = kData;
-    h.size = kDataOverhead - kPppBytes + cfg.DataExtra();
+    h.size = kDataOverhead - kPppBytes + fab->data_extra;
     h.src = src;
     h.dst = dst;
     h.flow = id;
@@ -495,7 +495,7 @@ Flow::SendBack(uint8_t kind, uint32_t psn, ns3::Ptr<ns3::Packet> data)
     ns3::Ptr<ns3::Packet> p = ns3::Create<ns3::Packet>(0);
     RoceHeader h;
     h.kind = kind;
-    h.size = (kind == kCnp ? kCnpOverhead : kAckOverhead) + (data ? cfg.DataExtra() : 0) - kPppBytes;
+    h.size = (kind == kCnp ? kCnpOverhead : kAckOverhead) + (data ? fab->data_extra : 0) - kPppBytes;
     h.src = dst;
     h.dst = src;
     h.flow = id;

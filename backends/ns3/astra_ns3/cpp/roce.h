@@ -419,6 +419,7 @@ class Fabric
     std::mt19937_64 rng;
     std::string error;
     uint64_t misrouted = 0;
+    uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
     int64_t max_base_rtt = 0; // ps, the longest base RTT of any flow so far (PINT's T)
 
     std::vector<QueueSample> queue_samples;
