@@ -90,16 +90,20 @@ def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
     return cables
 
 
-_said_compiling = False
+_compile_checked = False
 
 
 def _say_if_compiling() -> None:
-    """On the first run that compiles the C++ model, say so on stderr (it takes a while)."""
-    global _said_compiling
+    """If the first backend of this process will compile the C++ model, say so on stderr
+    (it takes a while). Checked once per process: the check runs the compiler for its
+    version and hashes the sources."""
+    global _compile_checked
     from astra_ns3 import build
 
-    if not _said_compiling and build.needs_compiling():
-        _said_compiling = True
+    if _compile_checked:
+        return
+    _compile_checked = True
+    if build.needs_compiling():
         sys.stderr.write(
             f"ns3 backend: compiling the C++ model for this machine, once "
             f"(about 10 s; cached in {build.cache_dir()})\n"

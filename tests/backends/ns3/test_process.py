@@ -114,7 +114,7 @@ def test_a_run_that_will_compile_the_model_says_so(tmp_path, monkeypatch, capsys
     assert not build.needs_compiling()
     monkeypatch.setenv("ASTRA_NS3_CACHE", str(tmp_path))  # an empty cache: the next run compiles
     assert build.needs_compiling()
-    monkeypatch.setattr(network, "_said_compiling", False)
+    monkeypatch.setattr(network, "_compile_checked", False)
     network._say_if_compiling()
     network._say_if_compiling()  # once per process
     err = capsys.readouterr().err
