@@ -32,22 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from astra_core.config.system import upstream_system
+
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = "9 1 8\n8\n" + "".join(f"8 {h} 400Gbps 0.0005ms 0\n" for h in range(8))
 CONFIG = 'cc = "none"\npayload_bytes = 1000\n'
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-    "boost-mode": 0,
-}
+SYSTEM = upstream_system("ring", 1)  # boost-mode off, its default
 CASES = {"ar": "all-reduce", "a2a": "all-to-all"}
 #: Upstream's wall s (three runs), user+sys CPU s, peak MiB and step (ns), measured here.
 MEASURED = {

@@ -61,11 +61,6 @@ class LinkStat:
         return asdict(self)
 
 
-def has_link_stats(network: Any) -> bool:
-    """Whether a backend offers :class:`~astra_core.backend.LinkStatistics`."""
-    return link_statistics(network) is not None
-
-
 def link_stats(result: RunResult) -> list[LinkStat] | None:
     """Statistics of every directed link, or None if the backend keeps none."""
     network = link_statistics(result.network)

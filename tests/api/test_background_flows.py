@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from astra.api import simulate
 from astra_core.cli import main
+from astra_core.config.system import upstream_system
 from astra_core.errors import ConfigError
 from astra_core.flows.flowfile import FlowSpec, format_flows
 from astra_core.flows.run import run_flows
@@ -16,19 +17,7 @@ from astra_core.topology.generators import fat_tree
 from astra_core.topology.ns3_format import write_ns3_topology
 from astra_core.workload.generators.micro import write_micro
 
-SYSTEM = {
-    "scheduling-policy": "LIFO",
-    "endpoint-delay": 10,
-    "active-chunks-per-dimension": 1,
-    "preferred-dataset-splits": 4,
-    "all-reduce-implementation": ["ring"],
-    "all-gather-implementation": ["ring"],
-    "reduce-scatter-implementation": ["ring"],
-    "all-to-all-implementation": ["ring"],
-    "collective-optimization": "localBWAware",
-    "local-mem-bw": 1600,
-    "boost-mode": 0,
-}
+SYSTEM = upstream_system("ring", 1)  # boost-mode off, its default
 FLOWS = [
     FlowSpec(0, 5, 3_000_000, 0),
     FlowSpec(7, 2, 40_000, 1_000),
