@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError
 
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra_types import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 
 if TYPE_CHECKING:
     from astra_core.workload.stream import StreamedNodes
@@ -44,10 +45,9 @@ __all__ = [
     "trace_path",
 ]
 
-from astra_core.workload.chakra_types import NODE_TYPE_NAMES  # noqa: E402 - re-exported
 
 #: CollectiveCommType value -> name, e.g. 0 -> "ALL_REDUCE".
-COMM_TYPE_NAMES: dict[int, str] = {v: k for k, v in pb.CollectiveCommType.items()}
+COMM_TYPE_NAMES = COLLECTIVE_NAMES
 
 _INT_CASES = frozenset(
     (
