@@ -1,33 +1,137 @@
-"""Backend configs as pydantic models, reported the house way (one line per problem).
+"""Configs as pydantic models, reported the house way (one line per problem).
 
-A backend describes its config file as a pydantic model with :data:`STRICT`
-(unknown keys, inf and NaN refused) and range checks made with
-:func:`between`; :func:`load_model` reads it from None (defaults), a model
-instance, a mapping, or a TOML/YAML path, and turns every validation error
-into one line of one :class:`~astra_core.errors.ConfigError` naming the file
-and key, as :mod:`astra_core.config.issues` does for the core's own files::
+Every config astra reads (system.json, network.yml, the memory and
+communicator-group files, sweep specs, each backend's own file) is a pydantic
+model derived from :class:`ConfigModel` (unknown keys, inf and NaN refused).
+Field checks come in three kinds:
+
+* the house checks of :mod:`astra_core.config.issues` as pydantic types —
+  :data:`Flag`, :func:`Integer`, :func:`Number`, :func:`Choice`, or any
+  ``as_*``-shaped function through :func:`checked` — whose messages are the
+  house's own ("expected an integer, got 'x'");
+* range checks with :func:`between`;
+* pydantic's own types (``str``, ``dict[...]``, nested models), whose errors
+  :func:`validate_mapping` rewords ("expected a mapping, got 3").
+
+Checks across keys live in a ``model_validator(mode="after")`` that ends with
+:func:`raise_problems` (several keyed lines at once).  :func:`validate_mapping`
+and :func:`load_model` turn every validation error into one line of one
+:class:`~astra_core.errors.ConfigError` naming the file and key; an unknown key
+gets a suggestion when a known one is close, and a misspelt required key is
+one problem, not two::
 
     flow.toml: payload_bytes: must be in [1, 1073741824] bytes, got 0
-    flow.toml: unknown key 'mtu'
+    system.json: unknown key 'endpoint-dlay'; did you mean 'endpoint-delay'?
+    ns3.toml: dcqcn: unknown key 'gg'; did you mean 'g'?
+
+The file name reaches validators as ``info.context["source"]`` and is kept
+on the model as :attr:`ConfigModel.source`.
 """
 
 from __future__ import annotations
 
+import difflib
+import enum
+import functools
 import math
 import os
+import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PrivateAttr, ValidationError, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
-from astra_core.config.issues import PYTHON_SOURCE, Problems
+from astra_core.config.issues import (
+    PYTHON_SOURCE,
+    Problems,
+    as_choice,
+    as_flag,
+    as_int,
+    as_number,
+    kind_of,
+    show,
+)
 from astra_core.errors import ConfigError
 
-#: The model config of every backend config: unknown keys, inf and NaN are errors.
+#: The model config of every config: unknown keys, inf and NaN are errors.
 STRICT = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 Model = TypeVar("Model", bound=BaseModel)
+
+#: pydantic error type of a house message (kept as written, with its own "got ...").
+_HOUSE = "astra"
+#: pydantic error type of several ``key: message`` lines from a cross-key check.
+_LINES = "astra_lines"
+
+
+class ConfigModel(BaseModel):
+    """Base of every config model: :data:`STRICT`, plus the name of the file it
+    came from (:attr:`source`, ``"<python>"`` when built in Python), which
+    messages raised after loading (e.g. a check against the network) start with."""
+
+    model_config = STRICT
+    _source: str = PrivateAttr(default=PYTHON_SOURCE)
+
+    @property
+    def source(self) -> str:
+        """The file this config was read from, as the user named it."""
+        return self._source
+
+
+def source_of(info: ValidationInfo) -> str:
+    """The file name a validator's messages should start with."""
+    context = info.context
+    return context.get("source", PYTHON_SOURCE) if isinstance(context, dict) else PYTHON_SOURCE
+
+
+def checked(check: Callable[[Any], tuple[Any, str | None]]) -> BeforeValidator:
+    """A pydantic check from a house check (``value -> (typed, None)`` or
+    ``(None, error sentence)``, as :func:`astra_core.config.issues.as_int`)."""
+
+    def validate(value: Any) -> Any:
+        typed, error = check(value)
+        if error:
+            raise PydanticCustomError(_HOUSE, error)
+        return typed
+
+    return BeforeValidator(validate)
+
+
+#: An on/off switch written 0/1 (upstream's form) or false/true.
+Flag = typing.Annotated[bool, checked(as_flag)]
+
+
+def Integer(minimum: int | None = None, maximum: int | None = None) -> Any:  # noqa: N802 (a type)
+    """An integer (``10`` or ``10.0``; never a boolean or a string) in [minimum, maximum]."""
+    return typing.Annotated[int, checked(functools.partial(as_int, minimum=minimum, maximum=maximum))]
+
+
+def Number(  # noqa: N802 (a type)
+    minimum: float | None = None, maximum: float | None = None, positive: bool = False
+) -> Any:
+    """A finite number (never a boolean or a string); ``positive``: > 0."""
+    check = functools.partial(as_number, minimum=minimum, maximum=maximum, positive=positive)
+    return typing.Annotated[float, checked(check)]
+
+
+def Choice(enum_or_names: Any) -> Any:  # noqa: N802 (a type)
+    """One of an Enum's values, or of a list of names (case-sensitive; a
+    different case gets a hint). An Enum field holds the Enum member."""
+    is_enum = isinstance(enum_or_names, type) and issubclass(enum_or_names, enum.Enum)
+    names = [e.value for e in enum_or_names] if is_enum else list(enum_or_names)
+    base = enum_or_names if is_enum else str
+    return typing.Annotated[base, checked(functools.partial(as_choice, choices=names))]
+
+
+def raise_problems(pairs: Iterable[tuple[str | None, str]]) -> None:
+    """End a cross-key check: raise every ``(key, message)`` (key None for the
+    whole file) at once, if there are any. For a ``model_validator``."""
+    lines = [f"{key}: {message}" if key else message for key, message in pairs]
+    if lines:
+        raise PydanticCustomError(_LINES, "\n".join(lines).replace("{", "{{").replace("}", "}}"))
 
 
 def _show_bound(value: float) -> str:
@@ -55,23 +159,101 @@ def between(
         if zero_ok and number == 0:
             return value
         if not math.isfinite(number) or number < low or (low_open and number == low) or number > high:
-            raise ValueError(f"must be in {allowed}")
+            raise PydanticCustomError(_HOUSE, f"must be in {allowed}, got {show(value)}")
         return value
 
     return BeforeValidator(check)
 
 
-def _problems_from(exc: ValidationError, problems: Problems) -> None:
-    for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or None
+#: pydantic error types reworded the house way: type -> the sentence before ", got ...".
+_REWORDED = {
+    "int_type": "expected an integer",
+    "int_parsing": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_type": "expected a number",
+    "float_parsing": "expected a number",
+    "finite_number": "expected a finite number",
+    "bool_type": "expected true or false",
+    "bool_parsing": "expected true or false",
+    "string_type": "expected a string",
+    "dict_type": "expected a mapping",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "list_type": "expected a list",
+    "tuple_type": "expected a list",
+}
+
+
+def _key(loc: tuple[int | str, ...]) -> str | None:
+    """``('bandwidth', 1)`` -> ``bandwidth[1]``; ``('dcqcn', 'g')`` -> ``dcqcn.g``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or None
+
+
+def _section_model(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model of the section at ``loc`` (nested models only), for suggestions."""
+    for part in loc:
+        fields = {(f.alias or name): f for name, f in model.model_fields.items()}
+        field = fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _known_keys(model: type[BaseModel] | None) -> list[str]:
+    if model is None:
+        return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseModel]) -> None:
+    """One problem per validation error, in the house wording."""
+    errors = exc.errors(include_url=False)
+    unknown: dict[int, str] = {}
+    suggested: set[tuple[tuple[int | str, ...], str]] = set()
+    for index, err in enumerate(errors):  # first: which missing keys are misspellings
         if err["type"] == "extra_forbidden":
-            problems.add(None, f"unknown key {key!r}")
+            loc, name = err["loc"][:-1], str(err["loc"][-1])
+            known = _known_keys(_section_model(model, loc))
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            suggested.update((loc, c) for c in close)
+            unknown[index] = f"unknown key {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+    for index, err in enumerate(errors):
+        kind, loc, given = err["type"], err["loc"], err.get("input")
+        if index in unknown:
+            problems.add(_key(loc[:-1]), unknown[index])
             continue
-        message = err["msg"].removeprefix("Value error, ")
-        given = err.get("input")
-        if err["type"] not in ("missing",) and not isinstance(given, (dict, list)):
-            message += f", got {given!r}"
-        problems.add(key, message)
+        if kind == "missing":
+            if (loc[:-1], str(loc[-1])) not in suggested:
+                problems.add(_key(loc[:-1]), f"missing required key {str(loc[-1])!r}")
+            continue
+        if kind == _LINES:
+            prefix = _key(loc)
+            for line in err["msg"].splitlines():
+                problems.add(prefix, line)
+            continue
+        if kind == _HOUSE:
+            message = err["msg"]
+        elif kind in _REWORDED:
+            message = f"{_REWORDED[kind]}, got {show(given)}"
+        elif kind in ("literal_error", "enum"):
+            message = f"expected {err.get('ctx', {}).get('expected', 'one of the allowed values')}, got {show(given)}"
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            message = err["msg"]
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            if not isinstance(given, (dict, list)):
+                message += f", got {show(given)}"
+            else:
+                message += f", got {kind_of(given)}"
+        problems.add(_key(loc), message)
 
 
 def validate_mapping(model: type[Model], data: Any, source: str = PYTHON_SOURCE) -> Model:
@@ -81,11 +263,14 @@ def validate_mapping(model: type[Model], data: Any, source: str = PYTHON_SOURCE)
     mapping = expect_mapping(data, problems) if not isinstance(data, dict) else data
     problems.raise_if_any()
     try:
-        return model.model_validate(mapping or {})
+        config = model.model_validate(mapping or {}, context={"source": source})
     except ValidationError as exc:
-        _problems_from(exc, problems)
-    problems.raise_if_any()
-    raise AssertionError("unreachable")
+        _problems_from(exc, problems, model)
+        problems.raise_if_any()
+        raise  # pragma: no cover (every error becomes a problem)
+    if isinstance(config, ConfigModel):
+        config._source = source
+    return config
 
 
 def load_model(model: type[Model], config: Any, what: str) -> Model:

@@ -93,7 +93,7 @@ def test_every_problem_is_one_line_naming_the_file_and_key(tmp_path):
     assert "payload_bytes: must be in [64, 65000] bytes, got 10" in text
     assert "unknown key 'bufer_bytes'" in text
     assert "dcqcn.g: must be in (0, 1], got 2" in text
-    assert "unknown key 'dcqcn.rate_ai'" in text
+    assert "dcqcn: unknown key 'rate_ai'" in text
     assert len(lines) == 5
 
 
