@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from astra_core.errors import SimulationDeadlock
+from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.workload.graph import TraceWarning
 
 if TYPE_CHECKING:
@@ -161,7 +162,58 @@ def raise_deadlock(sim: Simulation) -> None:
         f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
         f"rank(s) wait forever: {text}" + (f" (+{rest} more ranks)" if rest else "")
     )
+    cause = queue_order_conflict(sim) if sym is None else None
+    if cause:
+        message += f"; cause: {cause}"
     raise SimulationDeadlock(message, waiting)
+
+
+def queue_order_conflict(sim: Simulation) -> str | None:
+    """Why ranks wait on each other at a dimension's queue, if they do.
+
+    Upstream's system layer runs at most ``active-chunks-per-dimension``
+    chunks per dimension and starts the queued ones in arrival order
+    (``Sys::insert_stream``). When the ranks' timing differs (any backend that
+    times ranks apart: contention, unequal paths), two ranks can start two
+    chunks in opposite orders: rank A runs chunk x and holds chunk y queued,
+    rank B the reverse, and each waits for the other's messages. Found by
+    comparing the ranks' queues; None when no pair of ranks disagrees.
+    A symmetric run times every rank alike and cannot disagree.
+    """
+    running: dict[tuple[int, int], set[int]] = {}  # (rank, dim) -> chunk tags running
+    queued: dict[tuple[int, int], set[int]] = {}  # (rank, dim) -> chunk tags waiting for the queue
+    queued_by: dict[tuple[int, int], list[int]] = {}  # (dim, tag) -> ranks holding it queued
+    for engine in sim.engines:
+        if engine.finish_ns is not None:
+            continue
+        for dim, queue in enumerate(engine.sys.active_streams):
+            for stream in queue:
+                into = running if stream.initialized else queued
+                into.setdefault((engine.rank, dim), set()).add(stream.stream_id)
+                if not stream.initialized:
+                    queued_by.setdefault((dim, stream.stream_id), []).append(engine.rank)
+    sizes = [d.npus for d in sim.network.dims]
+    for (rank, dim), tags in sorted(running.items()):
+        if dim >= len(sizes):
+            continue
+        peers = set(involved_members(rank, sizes, [d == dim for d in range(len(sizes))]))
+        for tag in sorted(tags):
+            for other in queued_by.get((dim, tag), ()):
+                if other not in peers:
+                    continue  # not a partner on this dimension (or a communicator group's own dims)
+                crossed = sorted(running.get((other, dim), set()) & queued.get((rank, dim), set()))
+                if crossed:
+                    limit = sim.system.active_chunks_per_dimension
+                    return (
+                        f"ranks {rank} and {other} started chunks in opposite orders on dimension {dim}: "
+                        f"rank {rank} runs chunk tag {tag} and holds chunk tag {crossed[0]} queued, rank "
+                        f"{other} the reverse, and active-chunks-per-dimension ({limit}) lets no more run; "
+                        "upstream's per-dimension queues start chunks in arrival order, which differs "
+                        "between ranks whose timing differs. Set active-chunks-per-dimension to "
+                        f"preferred-dataset-splits ({sim.system.preferred_dataset_splits}) or "
+                        "preferred-dataset-splits to 1"
+                    )
+    return None
 
 
 def _node_only(line: str) -> str:

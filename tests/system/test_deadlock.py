@@ -1,12 +1,18 @@
 """A run that cannot finish stops with SimulationDeadlock naming ranks and nodes."""
 
+import re
+
 import pytest
 
 from astra_core.api import simulate
+from astra_core.config.system import upstream_system
 from astra_core.errors import SimulationDeadlock
 from astra_core.system import simulation as simulation_module
+from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.wait_report import raise_deadlock
+from astra_core.topology.generators import gpu_cluster
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.generators.micro import write_micro
 from astra_core.workload.graph import TraceWarning
 from astra_core.workload.writer import make_node
 from tests.system.conftest import network, system
@@ -191,3 +197,29 @@ def test_long_member_lists_are_shortened(workload):
     message = str(exc.value)
     assert "over ranks [0, 1, 2, 3, 4, 5, 6, ..., 15]" in message
     assert message.endswith("(+12 more ranks)") and len(exc.value.waiting) == 15
+
+
+def test_chunks_started_in_opposite_orders_name_the_pair_and_the_fix(tmp_path):
+    # 64 GPUs, 8 per server, rail leaves split in two groups: the flow backend times
+    # ranks apart, so partner ranks start a 1 GiB all-reduce's chunks on a dimension
+    # in different orders; with one active chunk per dimension each waits for the other.
+    write_micro("all-reduce", 1 << 30, 64, str(tmp_path / "ar"))
+    topology, dims = gpu_cluster(8, 8, leaves=16, spines=16), (8, 4, 2)
+    system_json = upstream_system("ring", 3)
+    with pytest.raises(SimulationDeadlock) as exc:
+        simulate(str(tmp_path / "ar"), system_json, topology=topology, dims=dims, backend="flow")
+    cause = re.search(
+        r"cause: ranks (\d+) and (\d+) started chunks in opposite orders on dimension (\d+): "
+        r"rank \1 runs chunk tag (\d+) and holds chunk tag (\d+) queued",
+        str(exc.value),
+    )
+    assert cause, str(exc.value)
+    a, b, dim, running, held = map(int, cause.groups())
+    assert running != held
+    partners = involved_members(a, dims, [d == dim for d in range(len(dims))])
+    assert b in partners and a != b
+    assert "active-chunks-per-dimension (1)" in str(exc.value) and "\n" not in str(exc.value)
+    # The fix the message gives: every chunk may run at once on a dimension.
+    system_json["active-chunks-per-dimension"] = system_json["preferred-dataset-splits"]
+    result = simulate(str(tmp_path / "ar"), system_json, topology=topology, dims=dims, backend="flow")
+    assert len(result.ranks) == 64 and all(r.finish_ns > 0 for r in result.ranks)
