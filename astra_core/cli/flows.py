@@ -79,7 +79,7 @@ def run(
 
     from astra_core.backend import counters
     from astra_core.flows.flowfile import read_flows
-    from astra_core.flows.report import flow_table, plot_slowdown, summary_table
+    from astra_core.flows.report import fct_csv, flow_table, plot_slowdown, summary_table
     from astra_core.flows.run import run_flows
     from astra_core.outputs import check_output_dir, check_output_file, write_text
     from astra_core.topology.ns3_format import read_ns3_topology
@@ -96,7 +96,7 @@ def run(
     )
     table = flow_table(result.flows)
     if fct_path:
-        write_text(fct_path, table.to_csv(index=False), "--fct")
+        write_text(fct_path, fct_csv(table), "--fct")
     if directory is not None:
         plot_slowdown({result.backend_name: table}, directory / "fct_slowdown.png")
     console = Console()

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from astra_core.report.breakdown import total, union
-from astra_core.report.results import CollectiveRecord, RunResult
+from astra_core.report.results import CollectiveRecord, RunResult, whole_ns
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
 
 BASE_COLUMNS = (
@@ -101,9 +101,9 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             "bytes": node.comm_size,
             "group": node.pg_name or "",
             "chunks": ds.total_streams,
-            "start_ns": float(ds.start_ns),
-            "end_ns": float("nan") if end is None else float(end),
-            "duration_ns": float("nan") if end is None else float(end - ds.start_ns),
+            "start_ns": whole_ns(ds.start_ns),
+            "end_ns": None if end is None else whole_ns(end),
+            "duration_ns": None if end is None else whole_ns(end) - whole_ns(ds.start_ns),
         }
         for t, d in kinds:
             column = phase_column(t, d)
@@ -124,9 +124,9 @@ def phase_rows(result: RunResult) -> list[dict[str, Any]]:
                     "node_id": node.id,
                     "dim": d,
                     "phase": t,
-                    "start_ns": float(start),
-                    "end_ns": float(end),
-                    "duration_ns": float(end - start),
+                    "start_ns": whole_ns(start),
+                    "end_ns": whole_ns(end),
+                    "duration_ns": whole_ns(end) - whole_ns(start),
                 }
             )
     rows.sort(key=lambda row: (row["rank"], row["start_ns"], row["node_id"], row["dim"]))

@@ -13,6 +13,9 @@ write neither pay nothing for them.
 * :func:`phase_frame`: one row per phase of every chunk.
 * :func:`link_frame`: one row per directed link, for backends that keep link
   statistics (:mod:`astra_core.report.links`); None otherwise.
+
+Every time column (``*_ns``, but a link's ``latency_ns``) holds whole ns (pandas ``Int64``, empty where a time is
+unknown, e.g. a collective that never finished).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ RANK_COLUMNS = (
     "p2p_only_ns",
     "idle_ns",
 )
+#: Link columns kept as given (not times of the run): parameters and a ratio.
+_LINK_PARAMETERS = ("latency_ns", "bandwidth_bytes_per_ns", "utilization")
 _INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue", "peak_flows")
 
 
@@ -53,8 +58,10 @@ def _frame(rows: list[dict], columns) -> pd.DataFrame:
     for column in frame.columns:
         if column in _INT_COLUMNS:
             frame[column] = frame[column].astype("int64")
-        elif column.endswith("_ns") or column in ("utilization", "bandwidth_bytes_per_ns"):
+        elif column in _LINK_PARAMETERS:
             frame[column] = frame[column].astype("float64")
+        elif column.endswith("_ns"):  # times: whole ns, empty where unknown
+            frame[column] = frame[column].astype("float64").round().astype("Int64")
         else:
             frame[column] = frame[column].astype(str)
     return frame

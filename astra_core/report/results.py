@@ -1,4 +1,10 @@
-"""Results of a run: per-rank times and per-collective records (all times in ns)."""
+"""Results of a run: per-rank times and per-collective records (all times in ns).
+
+In Python the times keep the backend's resolution (fractions of a ns from the
+flow and ns3 backends); what is written out (``to_dict``, ``--json``, the
+CSV and Parquet tables) gives every ``*_ns`` field as a whole number of ns
+(:func:`whole_ns`), so that a field has one type whatever the backend.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
+
+
+def whole_ns(time_ns: float) -> int:
+    """A time for output: the nearest whole ns (ties to even), as an int."""
+    return round(time_ns)
 
 
 @dataclass
@@ -29,11 +40,11 @@ class RankResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "rank": self.rank,
-            "finish_ns": self.finish_ns,
-            "compute_ns": self.compute_ns,
-            "cpu_ns": self.cpu_ns,
-            "comm_ns": self.comm_ns,
-            "exposed_comm_ns": self.exposed_comm_ns,
+            "finish_ns": whole_ns(self.finish_ns),
+            "compute_ns": whole_ns(self.compute_ns),
+            "cpu_ns": whole_ns(self.cpu_ns),
+            "comm_ns": whole_ns(self.comm_ns),
+            "exposed_comm_ns": whole_ns(self.exposed_comm_ns),
         }
 
 
@@ -56,9 +67,12 @@ class CollectiveRecord:
             "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
             "bytes": node.comm_size,
             "group": node.pg_name or "",
-            "start_ns": ds.start_ns,
-            "end_ns": ds.finish_ns,
-            "phases": [{"dim": d, "type": t, "start_ns": s, "end_ns": e} for d, t, s, e in ds.phase_times],
+            "start_ns": whole_ns(ds.start_ns),
+            "end_ns": None if ds.finish_ns is None else whole_ns(ds.finish_ns),
+            "phases": [
+                {"dim": d, "type": t, "start_ns": whole_ns(s), "end_ns": whole_ns(e)}
+                for d, t, s, e in ds.phase_times
+            ],
         }
 
 
@@ -93,7 +107,7 @@ class RunResult:
 
         out = {
             "backend": self.backend,
-            "step_ns": self.step_ns,
+            "step_ns": whole_ns(self.step_ns),
             "ranks": [r.to_dict() for r in self.ranks],
             "messages": self.messages,
             "message_bytes": self.message_bytes,
@@ -107,9 +121,9 @@ class RunResult:
                     "src": f.src,
                     "dst": f.dst,
                     "size_bytes": f.size_bytes,
-                    "start_ns": f.start_ns,
-                    "fct_ns": f.fct_ns,
-                    "ideal_fct_ns": f.ideal_fct_ns,
+                    "start_ns": whole_ns(f.start_ns),
+                    "fct_ns": whole_ns(f.fct_ns),
+                    "ideal_fct_ns": whole_ns(f.ideal_fct_ns),
                     "slowdown": f.slowdown,
                 }
                 for f in self.background

@@ -17,8 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from astra_core.api import simulate
 from astra_core.cli import main
+from astra_core.config.system import upstream_system
+from astra_core.report.results import whole_ns
+from astra_core.topology.generators import leaf_spine
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.generators.micro import write_micro
 from tests.conftest import isolate_plugins, read_et_nodes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,10 +58,10 @@ ARROW_TYPES = {
     "node_id": pa.int64(),
     "bytes": pa.int64(),
     "chunks": pa.int64(),
-    "start_ns": pa.float64(),
-    "end_ns": pa.float64(),
-    "duration_ns": pa.float64(),
-    "all_reduce_dim0_ns": pa.float64(),
+    "start_ns": pa.int64(),
+    "end_ns": pa.int64(),
+    "duration_ns": pa.int64(),
+    "all_reduce_dim0_ns": pa.int64(),
 }
 STRING_COLUMNS = ("name", "type", "group")
 
@@ -212,3 +217,23 @@ def test_many_ranks_are_grouped_in_the_breakdown_plot(tmp_path):
     for path in paths:
         width, height = png_size(path)
         assert width >= 600 and height >= 250
+
+
+def test_json_and_tables_give_times_as_whole_ns_on_a_fractional_backend(tmp_path):
+    # The flow backend times messages in fractions of a ns; the outputs round each
+    # time to the nearest ns, and a duration is its rounded end minus its rounded start.
+    write_micro("all-reduce", 3_000_001, 8, str(tmp_path / "ar"))
+    result = simulate(
+        str(tmp_path / "ar"), upstream_system("ring", 1), topology=leaf_spine(8, 2, 2), backend="flow"
+    )
+    assert any(r.finish_ns != int(r.finish_ns) for r in result.ranks)  # the case is fractional
+    out = json.loads(json.dumps(result.to_dict()))
+    assert type(out["step_ns"]) is int and out["step_ns"] == round(result.step_ns)
+    for row, rank in zip(out["ranks"], result.ranks):
+        for key in ("finish_ns", "compute_ns", "cpu_ns", "comm_ns", "exposed_comm_ns"):
+            assert type(row[key]) is int and abs(row[key] - getattr(rank, key)) <= 0.5, key
+    frame = result.collective_frame()
+    for column in ("start_ns", "end_ns", "duration_ns", "all_reduce_dim0_ns"):
+        assert str(frame[column].dtype) == "Int64", column
+    assert (frame["duration_ns"] == frame["end_ns"] - frame["start_ns"]).all()
+    assert sorted(frame["end_ns"]) == sorted(whole_ns(r.dataset.finish_ns) for r in result.collectives)
