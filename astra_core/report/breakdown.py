@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from astra_core.report.results import RunResult
+from astra_core.report.results import RankTrace, RunResult
 from astra_core.workload.chakra_types import NodeType
 
 _MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
@@ -55,29 +55,27 @@ _P2P_TYPES = frozenset((_COMM_SEND, _COMM_RECV))
 Interval = tuple[float, float]
 
 
-def rank_tracks(result: RunResult) -> list[tuple[int, list[tuple[int, float, float]], Sequence[Any]]]:
-    """``(rank, records, nodes)`` per rank, every rank of the run.
+def rank_tracks(result: RunResult) -> list[RankTrace]:
+    """The :class:`RankTrace` of every rank of the run, in rank order.
 
-    ``records`` are the engine's ``(node position, start_ns, end_ns)``;
-    ``nodes[position]`` is the ET node. In a symmetric run every rank gets its
+    In a symmetric run every rank gets its
     representative's records with its own nodes (same positions) when the run
     kept every rank's graph, else the representative's nodes.
     """
-    if getattr(result, "symmetric", False) and result.engines:
-        engines = {e.rank: e for e in result.engines}
-        graphs = getattr(result, "graphs", None) or []
+    if result.symmetric and result.traces:
+        traces = {t.rank: t for t in result.traces}
+        graphs = result.graphs
         tracks = []
         for r in result.ranks:
-            engine = engines[_representative(result, r.rank)]
-            tracks.append(
-                (r.rank, engine.records, graphs[r.rank].nodes if r.rank < len(graphs) else engine.nodes)
-            )
+            trace = traces[_representative(result, r.rank)]
+            nodes = graphs[r.rank].nodes if r.rank < len(graphs) else trace.nodes
+            tracks.append(RankTrace(r.rank, trace.records, nodes))
         return tracks
-    return [(e.rank, e.records, e.nodes) for e in result.engines]
+    return sorted(result.traces, key=lambda t: t.rank)
 
 
 def _representative(result: RunResult, rank: int) -> int:
-    mapping = getattr(result, "representative", None)
+    mapping = result.representative
     return mapping[rank] if mapping else 0
 
 
@@ -188,10 +186,11 @@ def breakdowns(result: RunResult) -> list[Breakdown]:
     finish = {r.rank: r.finish_ns for r in result.ranks}
     cache: dict[int, Breakdown] = {}
     out = []
-    for rank, records, nodes in rank_tracks(result):
-        key = id(records)  # symmetric runs share rank 0's records: compute once
+    for trace in rank_tracks(result):
+        rank = trace.rank
+        key = id(trace.records)  # symmetric runs share rank 0's records: compute once
         base = cache.get(key)
         if base is None or base.finish_ns != finish[rank]:
-            base = cache[key] = rank_breakdown(rank, finish[rank], records, nodes)
+            base = cache[key] = rank_breakdown(rank, finish[rank], trace.records, trace.nodes)
         out.append(base if base.rank == rank else replace(base, rank=rank))
     return sorted(out, key=lambda b: b.rank)

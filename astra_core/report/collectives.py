@@ -51,16 +51,16 @@ def phase_column(phase_type: str, dim: int) -> str:
 
 def _records(result: RunResult) -> Iterator[tuple[int, Any, CollectiveRecord]]:
     """(rank, ET node, record) per collective, mirrored over ranks in symmetric runs."""
-    if not getattr(result, "symmetric", False):
+    if not result.symmetric:
         for record in result.collectives:
             yield record.rank, record.node, record
         return
-    graphs = getattr(result, "graphs", None) or []
-    mapping = getattr(result, "representative", None)
+    graphs = result.graphs
+    mapping = result.representative
     by_rep: dict[int, list[CollectiveRecord]] = {}
     for record in result.collectives:
         by_rep.setdefault(record.rank, []).append(record)
-    positions = {e.rank: {id(node): pos for pos, node in enumerate(e.nodes)} for e in result.engines}
+    positions = {t.rank: {id(node): pos for pos, node in enumerate(t.nodes)} for t in result.traces}
     for r in result.ranks:
         rep = mapping[r.rank] if mapping else 0
         position = positions.get(rep, {})

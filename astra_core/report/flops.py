@@ -12,15 +12,19 @@ appendix B) and hardware FLOPs utilization (HFU; Korthikanti et al. 2022).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from astra_core.report.results import RunResult
 
 __all__ = ["llm_utilization"]
 
 
-def llm_utilization(result) -> dict | None:
+def llm_utilization(result: RunResult) -> dict | None:
     """``{model_flops, hardware_flops, tflops_per_gpu, mfu, hfu}`` of a generated LLM step
     (FLOPs per step; TFLOP/s per GPU of model FLOPs; fractions of peak), or None when the
     traces are not ``astra gen llm``'s or the step took no time."""
-    graphs = getattr(result, "graphs", None) or []
+    graphs = result.graphs
     raw = graphs[0].metadata.get("astra_llm") if graphs else None
     if not raw or result.step_ns <= 0:
         return None

@@ -129,8 +129,8 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
         tracks = [tracks[round(i * step)] for i in range(MAX_TIMELINE_RANKS)]
     divisor, unit = time_unit(result.step_ns)
     fig, ax = plt.subplots(figsize=(11, max(2.5, 0.4 * len(tracks) + 1.2)))
-    for row, (_rank, records, nodes) in enumerate(tracks):
-        compute, comm = busy_intervals(records, nodes)
+    for row, trace in enumerate(tracks):
+        compute, comm = busy_intervals(trace.records, trace.nodes)
         # An edge of the bar's own colour keeps intervals narrower than a pixel visible
         # (a ResNet-50 step's all-reduces are microseconds in a one-second step).
         ax.broken_barh(
@@ -150,7 +150,7 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
             label="communication" if row == 0 else None,
         )
     ax.set_yticks(range(len(tracks)))
-    ax.set_yticklabels([str(t[0]) for t in tracks], fontsize=8 if len(tracks) > 16 else 10)
+    ax.set_yticklabels([str(t.rank) for t in tracks], fontsize=8 if len(tracks) > 16 else 10)
     ax.set_ylim(len(tracks) - 0.5, -0.5)
     ax.set_xlim(0, result.step_ns / divisor if result.step_ns else 1)
     ax.set_xlabel(f"simulated time ({unit})")

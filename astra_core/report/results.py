@@ -8,6 +8,7 @@ CSV and Parquet tables) gives every ``*_ns`` field as a whole number of ns
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,21 @@ class RankResult:
         }
 
 
+@dataclass(frozen=True)
+class RankTrace:
+    """The ET nodes one simulated rank ran and when.
+
+    ``records`` yields ``(position, start_ns, end_ns)`` per finished node, in
+    finishing order (``len`` and indexing work too); ``nodes[position]`` is
+    the ET node (a list, or a streamed view of a large trace that reads a
+    node back from the file).
+    """
+
+    rank: int
+    records: Iterable[tuple[int, float, float]]
+    nodes: Sequence[Any]
+
+
 class CollectiveRecord:
     """One collective on one rank: its node, size, group and timing."""
 
@@ -80,7 +96,7 @@ class CollectiveRecord:
 class RunResult:
     """Everything a run produced. ``step_ns`` is the slowest rank's finish time.
 
-    ``ranks`` and ``graphs`` have every rank; ``engines`` and ``collectives``
+    ``ranks`` and ``graphs`` have every rank; ``traces`` and ``collectives``
     only the ranks that were simulated: when ``symmetric``, the
     representatives, ``representative[r]`` standing for rank ``r``.
     """
@@ -88,7 +104,7 @@ class RunResult:
     backend: str
     ranks: list[RankResult]
     collectives: list[CollectiveRecord] = field(default_factory=list)
-    engines: list[Any] = field(default_factory=list, repr=False)
+    traces: list[RankTrace] = field(default_factory=list, repr=False)
     network: Any = field(default=None, repr=False)  # the backend, for its own statistics
     messages: int = 0
     message_bytes: int = 0

@@ -44,8 +44,8 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
             f"{llm['hardware_flops']:.3e} (recomputation included); "
             f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}"
         )
-    if getattr(result, "symmetric", False):
+    if result.symmetric:
         console.print(
-            f"rank symmetry: {len(result.engines)} of {len(ranks)} ranks simulated, "
+            f"rank symmetry: {len(result.traces)} of {len(ranks)} ranks simulated, "
             "each standing for its class"
         )

@@ -35,7 +35,8 @@ def timeline_events(result: RunResult) -> list[dict]:
     events: list[dict] = []
     # A symmetric run simulated rank 0 only: every rank runs rank 0's timing on
     # its own nodes (same positions, its own ids and names).
-    for rank, records, nodes in rank_tracks(result):
+    for trace in rank_tracks(result):
+        rank, records, nodes = trace.rank, trace.records, trace.nodes
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
         # lane -> [(thread id, end of its last slice)], filled first-fit by start time

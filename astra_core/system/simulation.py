@@ -22,7 +22,7 @@ from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
-from astra_core.report.results import CollectiveRecord, RankResult, RunResult
+from astra_core.report.results import CollectiveRecord, RankResult, RankTrace, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
@@ -197,7 +197,7 @@ class Simulation:
             backend=self.backend_name,
             ranks=ranks,
             collectives=self.collectives,
-            engines=self.engines,
+            traces=[RankTrace(e.rank, e.records, e.nodes) for e in self.engines],
             network=self.backend,
             graphs=self.graphs,
             messages=messages,

@@ -93,7 +93,7 @@ def test_progress_reports_on_a_terminal():
     assert "simulating" in out.getvalue()
     # The last report comes after the run: every ET node of the simulated ranks is done.
     done, total = display.nodes_done()
-    assert done == total == sum(len(g) for g in report.graphs[:1]) * len(report.engines)
+    assert done == total == sum(len(g) for g in report.graphs[:1]) * len(report.traces)
     assert f"{total:,}/{total:,} ET nodes" in out.getvalue()
 
 

@@ -82,7 +82,7 @@ def runs(tmp_path, dp, tp, pp, dims, system=None, **options):
 def test_nccl_symmetry_is_exact(tmp_path, dp, tp, pp, dims, options, simulated):
     sym, full = runs(tmp_path, dp, tp, pp, dims, **options)
     assert sym.symmetric and not full.symmetric
-    assert len(sym.engines) == simulated
+    assert len(sym.traces) == simulated
     assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
     assert [r.exposed_comm_ns for r in sym.ranks] == [r.exposed_comm_ns for r in full.ranks]
 
@@ -92,7 +92,7 @@ def test_trees_keep_their_roots(tmp_path):
     between positions of a tree; the run stays exact with fewer classes merged."""
     sym, full = runs(tmp_path, 4, 8, 1, [8, 4], system=nccl_system(NCCL_ALGO="Tree"))
     assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
-    assert not sym.symmetric or len(sym.engines) > 1
+    assert not sym.symmetric or len(sym.traces) > 1
 
 
 def collectives(algo: str, members, size=64 << 20) -> NcclCollectives:

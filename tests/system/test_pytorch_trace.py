@@ -28,17 +28,17 @@ def ddp_result(reference_dir, tmp_path_factory):
 
 def test_every_node_runs_on_every_rank(ddp_result):
     result, _ = ddp_result
-    for engine in result.engines:
-        assert len(engine.records) == len(engine.nodes) == 3664
-        assert engine.finish_ns == max(end for _, _, end in engine.records)
+    for trace in result.traces:
+        assert len(trace.records) == len(trace.nodes) == 3664
+        assert result.ranks[trace.rank].finish_ns == max(end for _, _, end in trace.records)
 
 
 def test_compute_time_is_the_durations_of_the_kernels_that_ran(ddp_result):
     result, _ = ddp_result
-    engine = result.engines[0]
+    trace = result.traces[0]
     gpu = cpu = 0
-    for pos, start, end in engine.records:
-        node = engine.nodes[pos]
+    for pos, start, end in trace.records:
+        node = trace.nodes[pos]
         runtime = node.duration_micros * 1000 if node.duration_micros else 1  # upstream: >= 1 ns
         if node.type == 4 and not node.is_cpu_op:
             gpu += runtime

@@ -82,7 +82,7 @@ def test_no_symmetry_on_the_congestion_aware_backend(workload):
     result = simulate(
         prefix, system(), network(["Switch"], [8], [50.0], [500.0]), backend="analytical-congestion"
     )
-    assert not result.symmetric and len(result.engines) == 8
+    assert not result.symmetric and len(result.traces) == 8
 
 
 def _both(prefix, sys_config, net, **kw):
@@ -110,7 +110,7 @@ def _ar(size, pg=None, node_id=1, deps=()):
 def test_group_of_every_npu_is_the_whole_network(workload):
     prefix = workload({r: [_ar(1 << 20, "1")] for r in range(4)})
     result = _both(prefix, system(), network(["Ring"], [4], [50.0], [500.0]), comm_groups={"1": [0, 1, 2, 3]})
-    assert result.symmetric and len(result.engines) == 1
+    assert result.symmetric and len(result.traces) == 1
 
 
 def test_translated_groups_share_one_representative(workload):
@@ -119,7 +119,7 @@ def test_translated_groups_share_one_representative(workload):
     result = _both(
         prefix, system(), network(["Ring"], [4], [50.0], [500.0]), comm_groups={"1": [0, 1], "2": [2, 3]}
     )
-    assert result.symmetric and [e.rank for e in result.engines] == [0, 1]
+    assert result.symmetric and [e.rank for e in result.traces] == [0, 1]
     assert result.representative == [0, 1, 0, 1]
 
 
@@ -143,7 +143,7 @@ def test_tensor_and_data_parallel_groups(workload):
     prefix = workload(nodes)
     net = network(["Switch", "Ring"], [4, 4], [200.0, 50.0], [100.0, 1000.0])
     result = _both(prefix, system(dims=2), net, comm_groups=groups)
-    assert len(result.engines) == 1
+    assert len(result.traces) == 1
 
 
 def test_no_symmetry_when_one_rank_differs(workload):
@@ -228,7 +228,7 @@ def test_signatures_are_compared_not_hashed(workload):
     ]
     # 1 hop: 500 ns + 1024 B / (50 * 2^30 / 1e9 B/ns) = 519.07 -> 519 ns
     assert [r.finish_ns for r in fast.ranks] == [519] * 4
-    assert fast.symmetric and [e.rank for e in fast.engines] == [0, 1]
+    assert fast.symmetric and [e.rank for e in fast.traces] == [0, 1]
 
 
 def test_node_id_order_is_part_of_the_signature(workload):
@@ -295,7 +295,7 @@ def test_a_node_done_as_it_is_issued_is_no_race(workload):
         _ar(1 << 16, node_id=3),
     ]
     result = _both(workload({r: nodes for r in range(4)}), system(), network(["Ring"], [4], [50.0], [500.0]))
-    assert result.symmetric and len(result.engines) == 1
+    assert result.symmetric and len(result.traces) == 1
 
 
 def test_a_race_the_representative_wins_in_the_harmless_order(workload):

@@ -127,12 +127,12 @@ def test_streamed_runs_equal_whole_runs(case, reference_dir, monkeypatch):
     whole = run()
     monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
     streamed = run()
-    assert isinstance(streamed.engines[0].nodes, StreamedNodes)
+    assert isinstance(streamed.traces[0].nodes, StreamedNodes)
     assert streamed.symmetric == whole.symmetric
     assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in streamed.ranks] == [
         (r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in whole.ranks
     ]
-    assert [list(e.records) for e in streamed.engines] == [list(e.records) for e in whole.engines]
+    assert [list(e.records) for e in streamed.traces] == [list(e.records) for e in whole.traces]
     assert [r.finish_ns for r in streamed.ranks] == case["finish_ns"]  # upstream's numbers
 
 
