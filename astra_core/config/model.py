@@ -158,7 +158,12 @@ def between(
             return value
         if zero_ok and number == 0:
             return value
-        if not math.isfinite(number) or number < low or (low_open and number == low) or number > high:
+        if (
+            (isinstance(number, float) and not math.isfinite(number))
+            or number < low
+            or (low_open and number == low)
+            or number > high
+        ):
             raise PydanticCustomError(_HOUSE, f"must be in {allowed}, got {show(value)}")
         return value
 

@@ -181,7 +181,7 @@ def test_the_ideal_example_validates_its_config_file(tmp_path, pair, network_yml
     # 4096 B at 25 GB/s: 4096e9 / (25 * 2^30) = 152.6 -> 152 ns, no latency.
     assert [r["finish_ns"] for r in json.loads(out_json.read_text())["ranks"]] == [2152, 5152]
     bad = tmp_path / "bad.yml"
-    bad.write_text("speed: 1\nlatency_ns: .inf\n")
+    bad.write_text("speed: 1\nlatency_ns: .inf\nbandwidth_gbps: 1" + "0" * 400 + "\n")
     out = cli(
         "run",
         "--workload",
@@ -197,8 +197,9 @@ def test_the_ideal_example_validates_its_config_file(tmp_path, pair, network_yml
     )
     assert out.exit_code == 1
     assert out.stderr.splitlines() == [
+        f"error: {bad}: bandwidth_gbps: must be in (0, 1e+09] GB/s, got an integer of about 401 digits",
+        f"error: {bad}: latency_ns: must be in [0, 1e+12] ns, got inf",
         f"error: {bad}: unknown key 'speed'",
-        f"error: {bad}: latency_ns: expected a finite number, got inf",
     ]
 
 

@@ -111,7 +111,9 @@ def test_backend_config_sets_one_bandwidth_and_latency(tmp_path):
         backend_config={"bandwidth_gbps": 25, "latency_ns": 0},
     )
     assert [r.finish_ns for r in report.ranks] == [5000 + 39062, 5000 + 39062 + 3000]
-    with pytest.raises(ConfigError, match=r"^<python>: bandwidth_gbps: must be > 0, got 0$"):
+    with pytest.raises(
+        ConfigError, match=r"^<python>: bandwidth_gbps: must be in \(0, 1e\+09\] GB/s, got 0$"
+    ):
         astra.simulate(
             pair_trace(tmp_path),
             RESNET / "system.json",

@@ -1,10 +1,12 @@
 """Configuration of the garnetlike backend: keys, documented defaults, one loader.
 
-A config is a TOML or YAML file (or a mapping) of flat keys; every key is
-optional, an unknown key is an error (with a suggestion for a misspelling), and
-all problems are reported at once, one line each naming the file and key::
+A config is a TOML or YAML file (or a mapping) of flat keys, read into the
+pydantic model :class:`GarnetConfig` (through :mod:`astra_core.config.model`).
+Every key is optional, an unknown key is an error (with a suggestion for a
+misspelling), and all problems are reported at once, one line each naming the
+file and key::
 
-    garnet.toml: vcs_per_vnet: must be >= 1, got 0
+    garnet.toml: vcs_per_vnet: must be in [1, 64], got 0
     garnet.toml: unknown key 'flit_byte'; did you mean 'flit_bytes'?
 
 =============================  ===========  ============================================================
@@ -59,12 +61,14 @@ key                            default      meaning
 Ranges of the numbers (an error names the file, the key and the range): the
 clock 1e-6 .. 1000 GHz (a cycle of 1 ms .. 1 ps: time is whole ps); flits of
 1 .. 2^30 bytes; packets of 1 .. 2^40 bytes and at most 65536 flits (an
-injection VC holds a whole packet, one entry per flit); 1 .. 64 virtual
-networks and VCs per vnet (every input port builds each VC); VC buffers of
-1 .. 2^31 - 1 flits; a router pipeline of 1 .. 10^6 cycles and a credit
-delay of 0 .. 10^6 (no router is slower); a deadlock threshold of 1 .. 10^12
-cycles; an up*/down* root of 0 .. 2^31 - 1; a work limit of 0 .. 10^18
-flit-hops.
+injection VC holds a whole packet, one entry per flit; checked once every
+key is valid); 1 .. 64 virtual networks and VCs per vnet (every input port
+builds each VC); VC buffers of 1 .. 2^31 - 1 flits; a router pipeline of
+1 .. 10^6 cycles and a credit delay of 0 .. 10^6 (no router is slower); a
+deadlock threshold of 1 .. 10^12 cycles; an up*/down* root of 0 .. 2^31 - 1;
+a work limit of 0 .. 10^18 flit-hops. Integers may be written ``64.0``; the
+switches are TOML/YAML booleans (``true``/``false``, not 1/0); the names are
+case-sensitive.
 
 Flit and packet sizes trade fidelity for speed: the model's cost is one event
 per flit per hop, so a message of B bytes costs about ``B / flit_bytes x
@@ -82,12 +86,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ConfigDict, StrictBool, model_validator
 
 from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems, as_choice, as_int, as_number, show
+from astra_core.config.model import ConfigModel, checked, load_model, raise_problems, validate_mapping
 from astra_core.errors import ConfigError
 
 ROUTING = ("auto", "dimension_order", "table", "up_down")
@@ -101,72 +107,9 @@ FLIT_HOPS_PER_S = 4e5
 MAX_PACKET_FLITS = 65536
 
 
-@dataclass(frozen=True)
-class GarnetConfig:
-    """Parameters of the garnetlike model; see the module docstring for each key."""
-
-    clock_ghz: float = 1.0
-    flit_bytes: int = 256
-    packet_bytes: int = 65536
-    virtual_networks: int = 1
-    vcs_per_vnet: int = 4
-    buffer_depth_flits: int = 4
-    buffers_cover_round_trip: bool = True
-    router_pipeline_cycles: int = 1
-    credit_delay_cycles: int = 1
-    atomic_vc_allocation: bool = False
-    ni_ports: str = "per_link"
-    routing: str = "auto"
-    deadlock_avoidance: str = "dateline"
-    deadlock_threshold_cycles: int = 50000
-    up_down_root: int | None = None
-    max_flit_hops: int = MAX_FLIT_HOPS
-    source: str = PYTHON_SOURCE
-
-    def __post_init__(self) -> None:
-        problems = Problems(self.source)
-        for key, value in _checked(self.as_dict(), problems).items():
-            object.__setattr__(self, key, value)
-        problems.raise_if_any()
-
-    @property
-    def cycle_ps(self) -> int:
-        """One clock cycle in whole ps."""
-        return max(1, round(1000.0 / self.clock_ghz))
-
-    def as_dict(self) -> dict[str, Any]:
-        """The keys and values as a config file would hold them."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "source"}
-
-    def replace(self, **changes: Any) -> GarnetConfig:
-        """A copy with some keys changed (validated like a file)."""
-        return load_config({**self.as_dict(), **changes}, source=self.source)
-
-
-KEYS = tuple(f.name for f in fields(GarnetConfig) if f.name != "source")
-
-#: key -> (kind, (minimum, maximum)); kind is int, float, bool or a tuple of choices.
-_RULES: dict[str, tuple[Any, Any]] = {
-    "clock_ghz": (float, (1e-6, 1000)),
-    "flit_bytes": (int, (1, 2**30)),
-    "packet_bytes": (int, (1, 2**40)),
-    "virtual_networks": (int, (1, 64)),
-    "vcs_per_vnet": (int, (1, 64)),
-    "buffer_depth_flits": (int, (1, 2**31 - 1)),
-    "buffers_cover_round_trip": (bool, None),
-    "router_pipeline_cycles": (int, (1, 10**6)),
-    "credit_delay_cycles": (int, (0, 10**6)),
-    "atomic_vc_allocation": (bool, None),
-    "ni_ports": (NI_PORTS, None),
-    "routing": (ROUTING, None),
-    "deadlock_avoidance": (DEADLOCK_AVOIDANCE, None),
-    "deadlock_threshold_cycles": (int, (1, 10**12)),
-    "up_down_root": (int, (0, 2**31 - 1)),
-    "max_flit_hops": (int, (0, 10**18)),
-}
-
-
 def _range_text(low: float, high: float) -> str:
+    """``[1, 2^30]``, ``[0, 10^6]``, ``[1e-06, 1000]``: a range as the module docstring writes it."""
+
     def show_bound(x: float) -> str:
         if x >= 1e6 and float(x).is_integer():
             exponent = round(math.log2(x + 1))
@@ -181,86 +124,110 @@ def _range_text(low: float, high: float) -> str:
     return f"[{show_bound(low)}, {show_bound(high)}]"
 
 
-def _checked(values: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
-    """Typed values of the known keys; every problem noted with its key."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        kind, bounds = _RULES[key]
-        if key == "up_down_root" and value is None:
-            out[key] = None
-            continue
-        if kind is bool:
-            if isinstance(value, bool):
-                out[key] = value
-            else:
-                problems.add(key, f"expected true or false, got {show(value)}")
-            continue
-        raw = value
-        if isinstance(kind, tuple):
-            value, err = as_choice(value, kind)
-        elif kind is int:
-            value, err = as_int(value)
-        else:
-            value, err = as_number(value)
-        if bounds is not None and (err or "").startswith("expected a finite number"):
-            err = f"must be in {_range_text(*bounds)}, got {show(raw)}"
-        elif not err and bounds is not None:
-            low, high = bounds
-            if not low <= value <= high:
-                err = f"must be in {_range_text(low, high)}, got {show(raw)}"
-        if err:
-            problems.add(key, err)
-        else:
-            out[key] = value
-    if "flit_bytes" in out or "packet_bytes" in out:
-        flit = out.get("flit_bytes", values.get("flit_bytes", 256))
-        packet = out.get("packet_bytes", values.get("packet_bytes", 65536))
-        if (
-            isinstance(flit, int)
-            and isinstance(packet, int)
-            and flit >= 1
-            and -(-packet // flit) > MAX_PACKET_FLITS
-        ):
-            problems.add(
-                "packet_bytes",
-                f"{packet} bytes is {-(-packet // flit)} flits of "
-                f"{flit} bytes; at most {MAX_PACKET_FLITS} flits per packet",
+def _within(kind: type, low: float, high: float) -> BeforeValidator:
+    """A pydantic check: an integer (``kind`` int: ``10`` or ``10.0``) or a finite
+    number (``kind`` float), never a boolean or a string, in [low, high]. A value
+    out of range, or not finite, is ``must be in [low, high], got ...``."""
+    parse = as_int if kind is int else as_number
+
+    def check(value: Any) -> tuple[Any, str | None]:
+        number, error = parse(value)
+        if number is not None and low <= number <= high:
+            return number, None
+        if number is not None or (error or "").startswith("expected a finite number"):
+            return None, f"must be in {_range_text(low, high)}, got {show(value)}"
+        return None, error
+
+    return checked(check)
+
+
+def _one_of(names: tuple[str, ...]) -> BeforeValidator:
+    """A pydantic check: one of ``names`` (case-sensitive; another case gets a hint)."""
+    return checked(lambda value: as_choice(value, names))
+
+
+class GarnetConfig(ConfigModel):
+    """Parameters of the garnetlike model; see the module docstring for each key,
+    its unit and range. Immutable (hashable); :meth:`replace` makes a changed copy.
+
+    Build it with :func:`load_config` (errors are one
+    :class:`~astra_core.errors.ConfigError`); ``GarnetConfig(**keys)`` validates
+    too, but raises pydantic's ``ValidationError``. :attr:`source` is the file
+    it was read from (``"<python>"`` for a mapping).
+    """
+
+    model_config = ConfigDict(frozen=True, validate_assignment=False)
+
+    clock_ghz: Annotated[float, _within(float, 1e-6, 1000)] = 1.0
+    flit_bytes: Annotated[int, _within(int, 1, 2**30)] = 256
+    packet_bytes: Annotated[int, _within(int, 1, 2**40)] = 65536
+    virtual_networks: Annotated[int, _within(int, 1, 64)] = 1
+    vcs_per_vnet: Annotated[int, _within(int, 1, 64)] = 4
+    buffer_depth_flits: Annotated[int, _within(int, 1, 2**31 - 1)] = 4
+    buffers_cover_round_trip: StrictBool = True
+    router_pipeline_cycles: Annotated[int, _within(int, 1, 10**6)] = 1
+    credit_delay_cycles: Annotated[int, _within(int, 0, 10**6)] = 1
+    atomic_vc_allocation: StrictBool = False
+    ni_ports: Annotated[str, _one_of(NI_PORTS)] = "per_link"
+    routing: Annotated[str, _one_of(ROUTING)] = "auto"
+    deadlock_avoidance: Annotated[str, _one_of(DEADLOCK_AVOIDANCE)] = "dateline"
+    deadlock_threshold_cycles: Annotated[int, _within(int, 1, 10**12)] = 50000
+    up_down_root: Annotated[int, _within(int, 0, 2**31 - 1)] | None = None
+    max_flit_hops: Annotated[int, _within(int, 0, 10**18)] = MAX_FLIT_HOPS
+
+    @model_validator(mode="after")
+    def _packet_fits_a_vc(self) -> GarnetConfig:
+        """An injection VC holds a whole packet: at most MAX_PACKET_FLITS flits."""
+        flits = -(-self.packet_bytes // self.flit_bytes)
+        if flits > MAX_PACKET_FLITS:
+            raise_problems(
+                [
+                    (
+                        "packet_bytes",
+                        f"{self.packet_bytes} bytes is {flits} flits of {self.flit_bytes} bytes; "
+                        f"at most {MAX_PACKET_FLITS} flits per packet",
+                    )
+                ]
             )
-    return out
+        return self
+
+    @property
+    def cycle_ps(self) -> int:
+        """One clock cycle in whole ps."""
+        return max(1, round(1000.0 / self.clock_ghz))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys and values as a config file would hold them (every key, in :data:`KEYS` order)."""
+        return self.model_dump()
+
+    def replace(self, **changes: Any) -> GarnetConfig:
+        """A copy with some keys changed, validated like a file (same :attr:`source`).
+        Raises ConfigError naming the source and key."""
+        return load_config({**self.as_dict(), **changes}, source=self.source)
+
+
+#: Every key of a config file, in the module docstring's order.
+KEYS = tuple(GarnetConfig.model_fields)
 
 
 def load_config(config: Any = None, *, source: str | None = None) -> GarnetConfig:
     """A :class:`GarnetConfig` from None (defaults), a GarnetConfig, a mapping or a file path.
 
-    Files: ``.toml`` (TOML) or ``.yml``/``.yaml`` (YAML), flat keys. Raises
+    Files: ``.toml`` (TOML) or ``.yml``/``.yaml`` (YAML), flat keys; a mapping's
+    messages name ``source`` (default ``<python>``). Raises
     :class:`~astra_core.errors.ConfigError` listing every problem, each line
     naming the file and key.
     """
-    if config is None:
-        return GarnetConfig()
-    if isinstance(config, GarnetConfig):
-        return config
     if isinstance(config, (str, os.PathLike)):
-        return _load_file(config)
-    if not isinstance(config, Mapping):
-        raise ConfigError(
-            f"garnetlike config: expected a file path or a mapping of keys, got {type(config).__name__}"
-        )
-    source = source or PYTHON_SOURCE
-    problems = Problems(source)
-    known = {}
-    for key, value in config.items():
-        if key in KEYS:
-            known[key] = value
-        else:
-            problems.unknown(str(key), KEYS)
-    checked = _checked(known, problems)
-    problems.raise_if_any()
-    return GarnetConfig(**checked, source=source)
+        config, source = read_config_file(config), source_name(config)
+    if isinstance(config, Mapping):
+        return validate_mapping(GarnetConfig, dict(config), source or PYTHON_SOURCE)
+    return load_model(GarnetConfig, config, "garnetlike config")
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The raw keys of a TOML or YAML config file (unchecked). Raises ConfigError."""
+    """The raw keys of a TOML or YAML config file (unchecked: ``astra noc`` lays
+    them over its own defaults). Raises ConfigError naming the file."""
     name = source_name(path)
     suffix = Path(path).suffix.lower()
     problems = Problems(name)
@@ -272,8 +239,4 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"{name}: garnetlike config must be TOML (.toml) or YAML (.yml, .yaml)")
     mapping = expect_mapping(data, problems)
     problems.raise_if_any()
-    return dict(mapping)
-
-
-def _load_file(path: str | os.PathLike) -> GarnetConfig:
-    return load_config(read_config_file(path), source=source_name(path))
+    return dict(mapping or {})

@@ -20,90 +20,47 @@ once (a direct all-to-all) pays for its single port.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, StrictFloat
 
 from astra_core.backend import Topology
-from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
-from astra_core.config.issues import PYTHON_SOURCE, Problems, as_number
-from astra_core.errors import ConfigError
+from astra_core.config.model import ConfigModel, between, load_model
 from astra_core.events import EventQueue
 
 BYTES_PER_GB = 1 << 30  # network.yml's GB (upstream ASTRA-sim)
-HOPS = {"Ring": None, "FullyConnected": 1, "Switch": 2}
+HOPS = {"FullyConnected": 1, "Switch": 2}  # a Ring's hops are counted the shorter way round
 
 
-@dataclass(frozen=True)
-class IdealConfig:
-    """Constants for every dimension: ``bandwidth_gbps`` (GB/s, 1 GB = 2^30 B) and
-    ``latency_ns`` (ns per message). None keeps network.yml's per-dimension values."""
+class IdealConfig(ConfigModel):
+    """Constants for every dimension; None (the default) keeps network.yml's
+    per-dimension values.
 
-    bandwidth_gbps: float | None = None
-    latency_ns: float | None = None
+    ``bandwidth_gbps``: GB/s (1 GB = 2^30 B), in (0, 1e9]. ``latency_ns``: ns
+    per message, in [0, 1e12] (event times are float ns: whole ns stay exact).
+    Numbers only (a string or a boolean is an error); an unknown key is an
+    error. :func:`load_config` reads it from a file or a mapping.
+    """
 
-    def __post_init__(self) -> None:
-        problems = Problems("ideal backend")
-        _check(vars(self), problems)
-        problems.raise_if_any()
+    # ConfigModel: unknown keys, inf and NaN are errors; frozen: a config never changes.
+    model_config = ConfigDict(frozen=True, validate_assignment=False)
 
-
-def _check(values: Mapping[str, Any], problems: Problems) -> dict[str, float | None]:
-    """The known keys as numbers; every problem noted with its key. Both must be
-    finite: an infinite latency would never deliver, an infinite bandwidth is no model."""
-    out: dict[str, float | None] = {}
-    for key, value in values.items():
-        if value is None:
-            out[key] = None
-            continue
-        number, err = as_number(
-            value, positive=key == "bandwidth_gbps", minimum=0 if key == "latency_ns" else None
-        )
-        if err:
-            problems.add(key, err)
-        else:
-            out[key] = number
-    return out
+    bandwidth_gbps: Annotated[StrictFloat | None, between(0, 1e9, " GB/s", low_open=True)] = None
+    latency_ns: Annotated[StrictFloat | None, between(0, 1e12, " ns")] = None
 
 
 def load_config(config: Any) -> IdealConfig:
-    """An :class:`IdealConfig` from None, an IdealConfig, a mapping of its keys, or
-    a TOML (``.toml``) or YAML (``.yml``/``.yaml``) file of them.
+    """An :class:`IdealConfig` from None (defaults), an IdealConfig, a mapping of
+    its keys, or a TOML (``.toml``) or YAML (any other name) file of them.
 
-    Raises ConfigError, one line per problem naming the file (``<python>``
-    for a mapping) and the key: unknown keys, non-numbers, bandwidth <= 0,
-    negative latency."""
-    if config is None or isinstance(config, IdealConfig):
-        return config or IdealConfig()
-    source = PYTHON_SOURCE
-    if isinstance(config, (str, os.PathLike)):
-        source = source_name(config)
-        problems = Problems(source)
-        suffix = Path(config).suffix.lower()
-        if suffix == ".toml":
-            data = read_toml(config)
-        elif suffix in (".yml", ".yaml"):
-            data = read_yaml(config, problems)
-        else:
-            raise ConfigError(
-                f"{source}: the ideal backend's config must be TOML (.toml) or YAML (.yml, .yaml)"
-            )
-        config = expect_mapping(data, problems) or {}
-        problems.raise_if_any()
-    if not isinstance(config, Mapping):
-        raise ConfigError(
-            f"ideal backend config: expected a file path or a mapping of keys, got {type(config).__name__}"
-        )
-    known = [f.name for f in fields(IdealConfig)]
-    problems = Problems(source)
-    for key in config:
-        if key not in known:
-            problems.unknown(str(key), known)
-    values = _check({k: v for k, v in config.items() if k in known}, problems)
-    problems.raise_if_any()
-    return IdealConfig(**values)
+    Raises ConfigError, one line per problem naming the file (``<python>`` for a
+    mapping) and the key::
+
+        ideal.yml: latency_ns: must be in [0, 1e+12] ns, got -5
+        ideal.yml: unknown key 'bandwidth'; did you mean 'bandwidth_gbps'?
+    """
+    return load_model(IdealConfig, config, "ideal backend config")
 
 
 class IdealNetwork:
