@@ -70,10 +70,29 @@ _LINES = "astra_lines"
 class ConfigModel(BaseModel):
     """Base of every config model: :data:`STRICT`, plus the name of the file it
     came from (:attr:`source`, ``"<python>"`` when built in Python), which
-    messages raised after loading (e.g. a check against the network) start with."""
+    messages raised after loading (e.g. a check against the network) start with.
+
+    Built in Python (``Model(key=value)``), a bad value raises the same
+    one-line-per-problem :class:`~astra_core.errors.ConfigError` as a file
+    would, naming ``<python>``.
+    """
 
     model_config = STRICT
     _source: str = PrivateAttr(default=PYTHON_SOURCE)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = Problems(PYTHON_SOURCE)
+            _problems_from(exc, problems, type(self))
+            problems.raise_if_any()
+            raise
+
+    # Marks this __init__ as pydantic's own (as pydantic's RootModel does), so that
+    # validation (model_validate, nested sections) does not call it: only a
+    # construction in Python is reported as "<python>".
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @property
     def source(self) -> str:

@@ -131,3 +131,12 @@ def test_load_model_reads_toml_and_yaml_and_refuses_other_types(tmp_path):
         ConfigError, match=r"^section config: expected a file path, a mapping or a Section, got int$"
     ):
         load_model(Section, 3, "section config")
+
+
+def test_a_model_built_in_python_reports_like_a_file():
+    with pytest.raises(ConfigError) as info:
+        Section(rate_gbps=-1, enabled="yes")
+    assert str(info.value).splitlines() == [
+        "<python>: rate_gbps: must be > 0, got -1",
+        "<python>: enabled: expected 0 or 1, got 'yes'",
+    ]
