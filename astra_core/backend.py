@@ -13,7 +13,7 @@ says so (1 GB = 2^30 bytes, as upstream ASTRA-sim's network.yml).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from astra_core.config.network import NetworkConfig
@@ -49,14 +49,12 @@ class NetworkBackend(Protocol):
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         """Start moving ``size_bytes`` from NPU ``src`` to NPU ``dst`` now.
 
         ``on_delivered(arg)`` runs when the message has fully arrived. ``tag``
-        identifies the stream for models that track flows; ``dim`` is the
-        logical network dimension the system layer meant the message for
-        (``None`` when unknown, e.g. point-to-point).
+        identifies the stream for models that track flows. A backend finds
+        the route (and the dimension it crosses) from ``src`` and ``dst``.
         """
 
     def run(self) -> None:
@@ -141,12 +139,11 @@ class Topology:
     ``network`` holds the logical dimensions from network.yml (dimension 0
     varies fastest in an NPU id, as upstream). ``physical`` is a physical
     topology (from ``--topology``) for backends that model links; NPU rank
-    ``r`` is its ``r``-th host. ``extra`` carries further optional inputs.
+    ``r`` is its ``r``-th host.
     """
 
     network: NetworkConfig
     physical: PhysicalTopology | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def npus_count(self) -> int:

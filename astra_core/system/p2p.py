@@ -68,7 +68,6 @@ class MessageMatcher:
         tag: int,
         on_sent: Callback | None,
         arg: Any,
-        dim: int | None = None,
         collective: bool = False,
         not_before_ns: float | None = None,
     ) -> None:
@@ -85,7 +84,7 @@ class MessageMatcher:
         entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
-        self.backend.send(src, dst, size, self._arrived, entry, tag=tag, dim=dim)
+        self.backend.send(src, dst, size, self._arrived, entry, tag=tag)
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
         """Post a receive; ``on_received(arg)`` runs when the matching message is in."""
@@ -144,7 +143,6 @@ class MirroredMatcher(MessageMatcher):
         tag: int,
         on_sent: Callback | None,
         arg: Any,
-        dim: int | None = None,
         collective: bool = False,
         not_before_ns: float | None = None,
     ) -> None:
@@ -160,7 +158,7 @@ class MirroredMatcher(MessageMatcher):
         self.messages += 1
         self.bytes += size
         self.backend.send(
-            src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns), tag=tag, dim=dim
+            src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns), tag=tag
         )
 
     def _mirrored_arrival(self, payload: tuple) -> None:

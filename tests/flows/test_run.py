@@ -259,7 +259,7 @@ class Recorder:
     def schedule(self, delay, callback, arg=None):
         self.scheduled.append((delay, callback, arg))
 
-    def send(self, src, dst, size, on_delivered, arg=None, *, tag=0, dim=None):
+    def send(self, src, dst, size, on_delivered, arg=None, *, tag=0):
         self.sent.append((src, dst, size, arg, tag))
 
 
@@ -288,7 +288,7 @@ class SizeDelay:
         self.count += 1
         heapq.heappush(self.events, (self.time + delay, self.count, callback, arg))
 
-    def send(self, src, dst, size, on_delivered, arg=None, *, tag=0, dim=None):
+    def send(self, src, dst, size, on_delivered, arg=None, *, tag=0):
         if tag not in self.lost:
             self.schedule(size, on_delivered, arg)
 

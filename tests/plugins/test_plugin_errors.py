@@ -60,7 +60,7 @@ class Network:
     def schedule(self, delay_ns, callback, arg=None):
         self.events.schedule(delay_ns, callback, arg)
 
-    def send(self, src, dst, size_bytes, on_delivered, arg=None, *, tag=0, dim=None):
+    def send(self, src, dst, size_bytes, on_delivered, arg=None, *, tag=0):
         self.events.schedule(100, on_delivered, arg)
 
     def run(self):

@@ -61,7 +61,6 @@ class CongestionAwareNetwork:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         self.messages += 1
         route = self.topology.route(src, dst, tag)

@@ -68,7 +68,6 @@ class AnalyticalNetwork:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         self.messages += 1
         self.bytes_sent += size_bytes

@@ -131,7 +131,6 @@ class FlowNetwork:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         self.messages += 1
         if src == dst:

@@ -326,7 +326,6 @@ class GarnetNetwork:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         """Inject a message now; ``on_delivered(arg)`` runs when it has arrived, in order per pair."""
         npus = self.physical.npus_count

@@ -156,7 +156,6 @@ class Ns3Network:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         self.messages += 1
         if src == dst:

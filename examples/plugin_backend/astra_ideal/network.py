@@ -100,7 +100,6 @@ class IdealNetwork:
         arg: Any = None,
         *,
         tag: int = 0,
-        dim: int | None = None,
     ) -> None:
         route = self._first_dim(src, dst)
         if route is None:  # to itself: nothing crosses the network
