@@ -14,7 +14,36 @@ others (see :mod:`astra_core.plugins`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
 import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from astra_core.report.results import RunResult
+    from astra_core.system.simulation import Simulation
+
+
+class RegisterBackend(Protocol):
+    """The ``register`` an ``astra_register_backends`` hook is given."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        *,
+        config_type: type | str | None = None,
+        description: str = "",
+    ) -> None: ...
+
+
+class RegisterCollective(Protocol):
+    """The ``register`` an ``astra_register_collectives`` hook is given."""
+
+    def __call__(self, name: str, plan_builder: Callable[..., Any], *, description: str = "") -> None: ...
+
 
 hookspec = pluggy.HookspecMarker("astra")
 hookimpl = pluggy.HookimplMarker("astra")
@@ -22,7 +51,7 @@ hookimpl = pluggy.HookimplMarker("astra")
 
 # -- contributions -------------------------------------------------------------
 @hookspec
-def astra_register_backends(register):
+def astra_register_backends(register: RegisterBackend) -> None:
     """Register network backends.
 
     Called once when the plugin manager is built. Call
@@ -42,7 +71,7 @@ def astra_register_backends(register):
 
 
 @hookspec
-def astra_register_collectives(register):
+def astra_register_collectives(register: RegisterCollective) -> None:
     """Register extra collective algorithms, as data.
 
     Call ``register(name, plan_builder, *, description="")`` once per
@@ -59,7 +88,7 @@ def astra_register_collectives(register):
 
 
 @hookspec
-def astra_register_commands(cli):
+def astra_register_commands(cli: click.Group) -> None:
     """Add commands to the ``astra`` command line.
 
     ``cli`` is the top-level click group: call ``cli.add_command(command)``
@@ -72,14 +101,14 @@ def astra_register_commands(cli):
 
 # -- observers -------------------------------------------------------------------
 @hookspec
-def astra_run_started(run):
+def astra_run_started(run: Simulation) -> None:
     """A simulation is about to start; ``run`` is the Simulation (ranks built).
 
     If it raises, the run does not start: one error line names the plugin."""
 
 
 @hookspec
-def astra_run_finished(run, report):
+def astra_run_finished(run: Simulation, report: RunResult) -> None:
     """A simulation finished; ``report`` is its RunResult (times in ns).
 
     If it raises, the result is still returned (and written by the CLI); the
