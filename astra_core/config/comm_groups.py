@@ -162,8 +162,8 @@ class CommGroups(RootModel[dict[str, tuple[int, ...]]]):
 def comm_groups_model(npus_count: int) -> type[CommGroups]:
     """:class:`CommGroups` of a network of ``npus_count`` NPUs (NPU ids below it)."""
     npu_id = Annotated[int, checked(functools.partial(_as_npu_id, npus_count=npus_count))]
-    members = Annotated[tuple[npu_id, ...], checked(_as_members)]  # type: ignore[valid-type]
-    return create_model(f"CommGroups{npus_count}", __base__=CommGroups, root=(dict[GroupId, members], ...))  # type: ignore[valid-type]
+    members = Annotated[tuple[npu_id, ...], checked(_as_members)]
+    return create_model(f"CommGroups{npus_count}", __base__=CommGroups, root=(dict[GroupId, members], ...))
 
 
 def parse_comm_groups(data: Any, npus_count: int, source: str = PYTHON_SOURCE) -> dict[str, tuple[int, ...]]:
