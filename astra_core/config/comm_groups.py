@@ -23,18 +23,37 @@ Semantics (upstream ``Workload::initialize_comm_groups`` /
   order of ids is kept, not sorted.
 * Upstream treats a path containing "empty" as "no groups"; that is the
   caller's business, not this loader's.
+
+Validation (:class:`CommGroups`, a pydantic root model; one
+:class:`~astra_core.errors.ConfigError` line per problem, named by group):
+
+=========================== ==============================================================
+group id (key)              decimal, 1 .. 2,147,483,647 (upstream ``stoi`` into an int);
+                            "07" is group 7, and two keys naming one id are an error
+members (value)             a non-empty list of NPU ids, each an integer in
+                            0 .. npus_count - 1 (the network's NPUs), none twice
+=========================== ==============================================================
+
+e.g. ``comm_group.json: group 1[2]: NPU 0 listed twice``,
+``comm_group.json: group 'tp': group id must be a non-negative decimal integer (...)``.
+An NPU listed twice and an id defined twice are checked once every id and
+NPU id is valid.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from astra_core.config.files import expect_mapping, read_json, source_name
+from pydantic import ConfigDict, RootModel, create_model, model_validator
+
+from astra_core.config.files import read_json, source_name
 from astra_core.config.issues import PYTHON_SOURCE, Problems, show
 from astra_core.config.limits import MAX_INT32
+from astra_core.config.model import checked, raise_problems, validate_mapping
 
 _GROUP_ID = re.compile(r"[0-9]+\Z")
 
@@ -42,88 +61,130 @@ _GROUP_ID = re.compile(r"[0-9]+\Z")
 DEFAULT_GROUP_NAMES = ("", "0")
 
 
-def parse_comm_groups(data: Any, npus_count: int, source: str = PYTHON_SOURCE) -> dict[str, tuple[int, ...]]:
-    """Validate a comm-group mapping; raise one ConfigError listing all problems."""
-    problems = Problems(source)
-    groups = _parse(data, npus_count, problems)
-    problems.raise_if_any()
-    return groups
+def _too_large(key: str) -> bool:
+    """A decimal group id past upstream's int (``int()`` refuses > 4300 digits)."""
+    return len(key.lstrip("0")) > 10 or int(key) > MAX_INT32
 
 
-def _parse(data: Any, npus_count: int, problems: Problems) -> dict[str, tuple[int, ...]]:
-    mapping = expect_mapping(data, problems)
-    if mapping is None:
-        return {}
-    groups: dict[str, tuple[int, ...]] = {}
-    ids_seen: set[str] = set()
-    for name, members in mapping.items():
-        key = str(name)
-        where = f"group {key}" if _GROUP_ID.match(key) else f"group {key!r}"
-        if not _GROUP_ID.match(key):
-            problems.add(
-                where,
-                "group id must be a non-negative decimal integer "
-                "(collective nodes name it in their pg_name attribute)",
-            )
-            continue
-        if len(key.lstrip("0")) > 10 or int(key) > MAX_INT32:  # int() refuses > 4300 digits
-            shown = key if len(key) <= 12 else f"{key[:12]}..."
-            problems.add(
-                f"group {shown}",
-                f"group id must be <= {MAX_INT32:,} (upstream reads it with stoi into an int)",
-            )
-            continue
-        if int(key) == 0:
-            problems.add(
-                where,
-                "group id 0 is reserved for the default group of all NPUs "
-                "(pg_name '0' is PyTorch's default process group; upstream asserts id > 0)",
-            )
-            continue
-        if not isinstance(members, list):
-            problems.add(where, f"expected a list of NPU ids, got {show(members)}")
-            continue
-        if not members:
-            problems.add(where, "group is empty (expected at least one NPU id)")
-            continue
-        ok = True
-        seen: set[int] = set()
-        for index, npu in enumerate(members):
-            if isinstance(npu, bool) or not isinstance(npu, int):
-                problems.add(f"{where}[{index}]", f"expected an NPU id (an integer), got {show(npu)}")
-                ok = False
-            elif not 0 <= npu < npus_count:
-                problems.add(
-                    f"{where}[{index}]",
-                    f"NPU id {npu} out of range (the network has NPUs 0..{npus_count - 1})",
-                )
-                ok = False
-            elif npu in seen:
-                problems.add(f"{where}[{index}]", f"NPU {npu} listed twice")
-                ok = False
-            else:
+def _group_name(key: Any) -> str:
+    """How messages name a group: ``group 7``, ``group 'tp'``, ``group 111111111111...``."""
+    text = str(key)
+    if not _GROUP_ID.match(text):
+        return f"group {show(text)}"
+    if _too_large(text) and len(text) > 12:
+        return f"group {text[:12]}..."
+    return f"group {text}"
+
+
+def _as_group_id(value: Any) -> tuple[str | None, str | None]:
+    """A group id as written (a key of the file): decimal, > 0, within upstream's int."""
+    key = str(value)
+    if not _GROUP_ID.match(key):
+        return None, (
+            "group id must be a non-negative decimal integer "
+            "(collective nodes name it in their pg_name attribute)"
+        )
+    if _too_large(key):
+        return None, f"group id must be <= {MAX_INT32:,} (upstream reads it with stoi into an int)"
+    if int(key) == 0:
+        return None, (
+            "group id 0 is reserved for the default group of all NPUs "
+            "(pg_name '0' is PyTorch's default process group; upstream asserts id > 0)"
+        )
+    return key, None
+
+
+def _as_members(value: Any) -> tuple[list[Any] | None, str | None]:
+    """A group's members: a non-empty list (its items are checked as NPU ids)."""
+    if not isinstance(value, list):
+        return None, f"expected a list of NPU ids, got {show(value)}"
+    if not value:
+        return None, "group is empty (expected at least one NPU id)"
+    return value, None
+
+
+def _as_npu_id(value: Any, npus_count: int) -> tuple[int | None, str | None]:
+    """An NPU id of a network of ``npus_count`` NPUs: an integer in [0, npus_count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None, f"expected an NPU id (an integer), got {show(value)}"
+    if not 0 <= value < npus_count:
+        return None, f"NPU id {value} out of range (the network has NPUs 0..{npus_count - 1})"
+    return value, None
+
+
+#: A key of the file: a group id as written (see :class:`CommGroups`).
+GroupId = Annotated[str, checked(_as_group_id)]
+
+
+class CommGroups(RootModel[dict[str, tuple[int, ...]]]):
+    """A comm-group file: ``{group id: (NPU ids...)}``, ids as written, in file order.
+
+    Build it with :func:`parse_comm_groups` / :func:`load_comm_groups` (or
+    ``comm_groups_model(npus_count)``), which check each NPU id against the
+    network; :attr:`groups` has the ids normalised. Messages name a group
+    ``group <id>`` and a member ``group <id>[<index>]``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def config_key(cls, loc: tuple[int | str, ...]) -> str | None:
+        """``('1', 2)`` -> ``group 1[2]``; a bad id (``('tp', '[key]')``) -> ``group 'tp'``."""
+        if not loc:
+            return None
+        return _group_name(loc[0]) + "".join(f"[{part}]" for part in loc[1:] if part != "[key]")
+
+    @model_validator(mode="after")
+    def _each_npu_and_id_once(self) -> CommGroups:
+        problems: list[tuple[str | None, str]] = []
+        ids: set[str] = set()
+        for key, members in self.root.items():
+            where = _group_name(key)
+            seen: set[int] = set()
+            for index, npu in enumerate(members):
+                if npu in seen:
+                    problems.append((f"{where}[{index}]", f"NPU {npu} listed twice"))
                 seen.add(npu)
-        group_id = str(int(key))  # upstream stoi: "07" is group 7
-        if group_id in ids_seen:
-            problems.add(where, f"group id {group_id} defined twice")
-        elif ok:
-            groups[group_id] = tuple(members)
-        ids_seen.add(group_id)
-    return groups
+            group_id = str(int(key))  # upstream stoi: "07" is group 7
+            if group_id in ids:
+                problems.append((where, f"group id {group_id} defined twice"))
+            ids.add(group_id)
+        raise_problems(problems)
+        return self
+
+    @property
+    def groups(self) -> dict[str, tuple[int, ...]]:
+        """``{group id: (NPU ids...)}`` in file order, ids as plain decimals ("07" -> "7")."""
+        return {str(int(key)): members for key, members in self.root.items()}
+
+
+@functools.lru_cache(maxsize=16)
+def comm_groups_model(npus_count: int) -> type[CommGroups]:
+    """:class:`CommGroups` of a network of ``npus_count`` NPUs (NPU ids below it)."""
+    npu_id = Annotated[int, checked(functools.partial(_as_npu_id, npus_count=npus_count))]
+    members = Annotated[tuple[npu_id, ...], checked(_as_members)]
+    return create_model(f"CommGroups{npus_count}", __base__=CommGroups, root=(dict[GroupId, members], ...))
+
+
+def parse_comm_groups(data: Any, npus_count: int, source: str = PYTHON_SOURCE) -> dict[str, tuple[int, ...]]:
+    """Validate a comm-group mapping (shaped like the file) for a network of
+    ``npus_count`` NPUs: ``{group id: (npu ids...)}`` as :attr:`CommGroups.groups`.
+    Raises one ConfigError, one line per problem, each naming ``source``."""
+    return validate_mapping(comm_groups_model(npus_count), data, source).groups
 
 
 def load_comm_groups(path: str | os.PathLike[str], npus_count: int) -> dict[str, tuple[int, ...]]:
     """Read a comm-group JSON: ``{group id: (npu ids...)}`` in file order.
 
     Group ids are normalised to plain decimal strings ("07" -> "7").
-
     ``npus_count`` is the network's NPU count (ids must be below it).
+    Raises ConfigError naming the file: unreadable or invalid JSON, duplicate
+    keys, then one line per problem of the groups.
     """
     problems = Problems(source_name(path))
     data = read_json(path, problems)
-    groups = _parse(data, npus_count, problems)
     problems.raise_if_any()
-    return groups
+    return parse_comm_groups(data, npus_count, source_name(path))
 
 
 def group_members(

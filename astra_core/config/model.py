@@ -25,7 +25,9 @@ one problem, not two::
     ns3.toml: dcqcn: unknown key 'gg'; did you mean 'g'?
 
 The file name reaches validators as ``info.context["source"]`` and is kept
-on the model as :attr:`ConfigModel.source`.
+on the model as :attr:`ConfigModel.source`.  A model whose keys are data
+rather than names (the group ids of a comm-group file) says how a message names
+a location with a ``config_key`` classmethod (:meth:`ConfigModel.config_key`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,13 @@ class ConfigModel(BaseModel):
     def source(self) -> str:
         """The file this config was read from, as the user named it."""
         return self._source
+
+    @classmethod
+    def config_key(cls, loc: tuple[int | str, ...]) -> str | None:
+        """The key at pydantic's error location ``loc`` as messages name it:
+        ``bandwidth[1]``, ``dcqcn.g``; None for the whole file. A model whose
+        keys are data (ids, parameter names) may name them its own way."""
+        return _key(loc)
 
 
 def source_of(info: ValidationInfo) -> str:
@@ -238,7 +247,9 @@ def _known_keys(model: type[BaseModel] | None) -> list[str]:
 
 
 def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseModel]) -> None:
-    """One problem per validation error, in the house wording."""
+    """One problem per validation error, in the house wording; keys named by
+    ``model.config_key`` where the model has one (a root model may)."""
+    key_of: Callable[[tuple[int | str, ...]], str | None] = getattr(model, "config_key", _key)
     errors = exc.errors(include_url=False)
     unknown: dict[int, str] = {}
     suggested: set[tuple[tuple[int | str, ...], str]] = set()
@@ -252,14 +263,14 @@ def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseMod
     for index, err in enumerate(errors):
         kind, loc, given = err["type"], err["loc"], err.get("input")
         if index in unknown:
-            problems.add(_key(loc[:-1]), unknown[index])
+            problems.add(key_of(loc[:-1]), unknown[index])
             continue
         if kind == "missing":
             if (loc[:-1], str(loc[-1])) not in suggested:
-                problems.add(_key(loc[:-1]), f"missing required key {str(loc[-1])!r}")
+                problems.add(key_of(loc[:-1]), f"missing required key {str(loc[-1])!r}")
             continue
         if kind == _LINES:
-            prefix = _key(loc)
+            prefix = key_of(loc)
             for line in err["msg"].splitlines():
                 problems.add(prefix, line)
             continue
@@ -277,7 +288,7 @@ def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseMod
                 message += f", got {show(given)}"
             else:
                 message += f", got {kind_of(given)}"
-        problems.add(_key(loc), message)
+        problems.add(key_of(loc), message)
 
 
 def validate_mapping(model: type[Model], data: Any, source: str = PYTHON_SOURCE) -> Model:

@@ -7,11 +7,12 @@
 * a path that names nothing: a config file that does not exist, a workload
   prefix with no ``<prefix>.<rank>.et`` file, a config file that cannot be
   read or parsed (any point that reads it would fail);
-* a parameter naming a key its config does not have
-  (``network.bandwith[0]``), an entry of something that is not a list, an
-  index past the end of the list in the file a point uses, a config key
-  swept with no config to set it in;
+* an entry of something that is not a list, an index past the end of the
+  list in the file a point uses, a config key swept with no config to set it in;
 * a backend that is not registered.
+
+A parameter naming a key its config does not have (``network.bandwith[0]``)
+is a problem of the spec itself (:func:`astra_core.sweep.spec.parse_parameter`).
 
 A value that is wrong for its key (a negative bandwidth) is not checked here:
 the config's own validation fails that point alone when it runs.
@@ -20,7 +21,6 @@ the config's own validation fails that point alone when it runs.
 from __future__ import annotations
 
 import copy
-import difflib
 import glob
 import os
 import re
@@ -28,14 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from astra_core.config.issues import Problems
-from astra_core.config.memory import KNOWN_KEYS as MEMORY_KEYS
-from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
-from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep.point import apply_override, raw_config
 
-#: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
-CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS), "memory": tuple(MEMORY_KEYS)}
 _RANK_FILE = re.compile(r"\.(\d+)\.et")
 
 
@@ -57,15 +52,6 @@ def _path_problem(name: str, path: str) -> str | None:
     if os.path.isdir(path):
         return f"{path}: is a directory, not a file"
     return None
-
-
-def _unknown_key(root: str, key: str) -> str | None:
-    known = CONFIG_KEYS.get(root)
-    if known is None or key in known:
-        return None
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-    hint = f"; did you mean {root}.{close[0]}?" if close else f" (known: {', '.join(known)})"
-    return f"{root} config has no key {key!r}{hint}"
 
 
 class _Checker:
@@ -111,12 +97,12 @@ class _Checker:
         data, source = self.raw[cache_key]
         return copy.deepcopy(data), source
 
-    def overrides(self, point: dict[str, Any], run: dict[str, Any], skip: set[str]) -> None:
+    def overrides(self, point: dict[str, Any], run: dict[str, Any]) -> None:
         """Apply the point's config overrides to copies of its raw configs, noting failures."""
         edited: dict[str, tuple[Any, str]] = {}
         for name, value in point.items():
             param = self.parameters[name]
-            if param.key is None or name in skip:
+            if param.key is None:
                 continue
             here = f"{self.where[name]}: {name}"
             if param.root not in edited:
@@ -152,15 +138,10 @@ def check_inputs(
     used (None: not checked).
     """
     checker = _Checker(problems, parameters, where)
-    unknown = set()
-    for name, param in parameters.items():
-        if param.key is not None and (why := _unknown_key(param.root, param.key)):
-            checker.note(f"{where[name]}: {name}", why)
-            unknown.add(name)
     backends: dict[str | None, str] = {}
     for point, run in zip(points, runs):
         checker.paths(point, run, path_keys)
-        checker.overrides(point, run, unknown)
+        checker.overrides(point, run)
         backend = run.get("backend")
         if backend is None or isinstance(backend, str):
             backends.setdefault(backend, checker.location("backend", point))

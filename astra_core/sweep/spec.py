@@ -30,9 +30,32 @@ A *parameter* names a config value:
 Relative paths (in ``base`` and in path-valued parameters, a
 ``backend_config`` file included) are relative to the spec file. Points are
 the product of ``points`` (or one empty point) and ``grid``, in order, the
-last grid key varying fastest. :func:`parse_spec` checks the spec and what
-it names (:mod:`astra_core.sweep.preflight`) and raises one ConfigError
-listing every problem.
+last grid key varying fastest.
+
+The file is a pydantic model (:class:`SpecFile`, through
+:mod:`astra_core.config.model`):
+
+========== ============================================================ =================
+key        value                                                        default
+========== ============================================================ =================
+base       a mapping of run keys (:class:`RunBase`); ``workload`` and   required
+           ``system`` required, the values checked when a point runs
+grid       a mapping of parameter names to non-empty lists of values    none
+points     a non-empty list of mappings of parameter names to values    one empty point
+metric     a numeric results column (:data:`PLOTTABLE`)                 ``step_ns``
+x          a swept parameter                                            the first grid key
+                                                                        (else the first name)
+output     the results directory, relative to the spec                  ``<spec name>-results``
+========== ============================================================ =================
+
+At least one of ``grid`` and ``points`` must be given. A parameter name must
+parse and, for ``system``, ``network`` and ``memory``, name a key its config
+has (``network.bandwith`` is refused with a suggestion). :func:`parse_spec`
+raises one ConfigError listing every problem of the spec, one line each
+naming the spec and the key at fault (``sweep.yaml: grid: colour: unknown
+run key ...``); once the spec itself is valid, it checks what the points
+name (:mod:`astra_core.sweep.preflight`: files, list entries, backends) and
+raises one ConfigError listing every problem of those.
 """
 
 from __future__ import annotations
@@ -44,32 +67,60 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
-from astra_core.config.files import expect_mapping, read_yaml, source_name
+from pydantic import model_validator
+
+from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems, show
+from astra_core.config.memory import KNOWN_KEYS as MEMORY_KEYS
+from astra_core.config.model import ConfigModel, checked, raise_problems, validate_mapping
+from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
+from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.preflight import check_inputs
 
+
+def _as_run_mapping(value: Any) -> tuple[Any, str | None]:
+    """``base``: a mapping (its keys are checked by :class:`RunBase`)."""
+    if not isinstance(value, dict):
+        return None, f"expected a mapping of run keys, got {show(value)}"
+    return value, None
+
+
+class RunBase(ConfigModel):
+    """``base``: the run every point starts from, as ``astra.simulate``'s arguments.
+
+    Only the keys are checked here: a value (a path, an inline config mapping,
+    ``dims`` such as ``8x16``) is checked by the run, and a path by
+    :mod:`astra_core.sweep.preflight`.
+    """
+
+    workload: Any
+    system: Any
+    network: Any = None
+    topology: Any = None
+    dims: Any = None
+    memory: Any = None
+    comm_groups: Any = None
+    backend: Any = None
+    backend_config: Any = None
+    symmetry: Any = None
+
+    def run(self) -> dict[str, Any]:
+        """The keys the spec gave (an explicit null included), in :data:`RUN_KEYS` order."""
+        return {name: getattr(self, name) for name in RUN_KEYS if name in self.model_fields_set}
+
+
 #: Run keys a point may set directly (``astra.simulate``'s arguments).
-RUN_KEYS = (
-    "workload",
-    "system",
-    "network",
-    "topology",
-    "dims",
-    "memory",
-    "comm_groups",
-    "backend",
-    "backend_config",
-    "symmetry",
-)
+RUN_KEYS = tuple(RunBase.model_fields)
 #: Run keys whose string values are file paths (or trace prefixes).
 PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups", "backend_config")
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
-SPEC_KEYS = ("base", "grid", "points", "metric", "x", "output")
+#: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
+CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS), "memory": tuple(MEMORY_KEYS)}
 #: Results columns ``metric`` may name (numbers to plot).
 PLOTTABLE = tuple(m for m in METRICS if m != "backend") + ("wall_s",)
 
@@ -86,8 +137,20 @@ class Parameter:
     index: int | None = None
 
 
-def parse_parameter(name: str) -> tuple[Parameter | None, str | None]:
-    """(Parameter, None) or (None, why it is not a parameter name)."""
+def _unknown_key(root: str, key: str) -> str | None:
+    """Why config ``root`` has no key ``key`` (None if it has, or its keys are the backend's)."""
+    known = CONFIG_KEYS.get(root)
+    if known is None or key in known:
+        return None
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    hint = f"; did you mean {root}.{close[0]}?" if close else f" (known: {', '.join(known)})"
+    return f"{root} config has no key {key!r}{hint}"
+
+
+def parse_parameter(name: Any) -> tuple[Parameter | None, str | None]:
+    """(Parameter, None) or (None, why it is not a parameter name): not of the
+    form ``root[.key][[i]]``, an unknown run key, a key inside something that
+    is not a config, or a key the system, network or memory config does not have."""
     match = _PARAM.match(str(name))
     if not match:
         return None, "not a parameter name (expected e.g. backend, network.bandwidth[1])"
@@ -99,12 +162,125 @@ def parse_parameter(name: str) -> tuple[Parameter | None, str | None]:
         return None, f"only {', '.join(CONFIG_ROOTS)} have keys inside them"
     elif key is None:
         return None, "an index needs a key, e.g. network.bandwidth[1]"
+    elif why := _unknown_key(root, key):
+        return None, why
     return Parameter(str(name), root, key, int(index) if index is not None else None), None
+
+
+def _as_parameter_name(value: Any) -> tuple[str | None, str | None]:
+    """A key of ``grid`` or of a point: a parameter name (:func:`parse_parameter`)."""
+    param, why = parse_parameter(value)
+    return (param.name, None) if param is not None else (None, why)
+
+
+def _as_parameter_mapping(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, dict):
+        return None, f"expected a mapping of parameter names to values, got {show(value)}"
+    return value, None
+
+
+def _as_values(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, list) or not value:
+        return None, f"expected a non-empty list of values, got {show(value)}"
+    return value, None
+
+
+def _as_point_list(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, list) or not value:
+        return None, f"expected a non-empty list of mappings, got {show(value)}"
+    return value, None
+
+
+def _as_metric(value: Any) -> tuple[str | None, str | None]:
+    if not isinstance(value, str):
+        return None, f"expected a results column name, got {show(value)}"
+    if value not in PLOTTABLE:
+        close = difflib.get_close_matches(value, PLOTTABLE, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(PLOTTABLE)})"
+        return None, f"{value!r} is not a numeric results column{hint}"
+    return value, None
+
+
+ParameterName = Annotated[str, checked(_as_parameter_name)]
+#: ``grid``: parameter name -> the values it takes.
+Grid = Annotated[
+    dict[ParameterName, Annotated[list[Any], checked(_as_values)]], checked(_as_parameter_mapping)
+]
+#: One entry of ``points``: parameter name -> its value.
+Point = Annotated[dict[ParameterName, Any], checked(_as_parameter_mapping)]
+
+
+class SpecFile(ConfigModel):
+    """A sweep spec file as written (keys and defaults: the module's table).
+
+    Messages name a parameter after its place: ``grid: network.bandwith``,
+    ``points[0]: latency``. :func:`parse_spec` turns it into a :class:`SweepSpec`.
+    """
+
+    base: Annotated[RunBase, checked(_as_run_mapping)]
+    grid: Grid = {}
+    points: Annotated[list[Point], checked(_as_point_list)] = [{}]
+    metric: Annotated[str, checked(_as_metric)] = "step_ns"
+    x: str | None = None
+    output: str | None = None
+
+    @classmethod
+    def config_key(cls, loc: tuple[int | str, ...]) -> str | None:
+        """``('grid', 'colour', '[key]')`` -> ``grid: colour``; ``('points', 0, 'latency')``
+        -> ``points[0]: latency``; other keys as usual (``base``, ``metric``)."""
+        parts = tuple(part for part in loc if part != "[key]")
+        for section, depth in (("grid", 1), ("points", 2)):
+            if parts[:1] == (section,) and len(parts) > depth:
+                return f"{super().config_key(parts[:depth])}: {parts[depth]}"
+        return super().config_key(parts)
+
+    @model_validator(mode="after")
+    def _something_to_plot(self) -> SpecFile:
+        problems: list[tuple[str | None, str]] = []
+        if not {"grid", "points"} & self.model_fields_set:
+            problems.append((None, "nothing to sweep: give 'grid' and/or 'points'"))
+        x, names = self.plot_x, self.parameters
+        if x is not None and x not in names:
+            problems.append(("x", f"{x!r} is not a swept parameter ({', '.join(names)})"))
+        raise_problems(problems)
+        return self
+
+    @property
+    def parameters(self) -> list[str]:
+        """The swept names: those of ``points`` in order, then the grid's."""
+        return list(dict.fromkeys([*(name for point in self.points for name in point), *self.grid]))
+
+    @property
+    def plot_x(self) -> str | None:
+        """``x``, else the first grid key, else the first swept name (None: nothing swept)."""
+        names = self.parameters
+        return self.x or next(iter(self.grid), None) or (names[0] if names else None)
+
+    @property
+    def locations(self) -> dict[str, str]:
+        """Where each swept name is in the spec: ``grid``, else the first ``points[i]`` naming it."""
+        where = {name: "grid" for name in self.grid}
+        for index, point in enumerate(self.points):
+            for name in point:
+                where.setdefault(name, f"points[{index}]")
+        return where
+
+    def design_points(self) -> list[dict[str, Any]]:
+        """The override dicts, one per design point: each entry of ``points`` x the
+        grid's product (last grid key fastest)."""
+        return [
+            {**point, **dict(zip(self.grid, combo))}
+            for point in self.points
+            for combo in itertools.product(*self.grid.values())
+        ]
 
 
 @dataclass
 class SweepSpec:
-    """A validated sweep spec. ``points`` are the override dicts, one per design point."""
+    """A validated sweep spec, ready to run. ``points`` are the override dicts,
+    one per design point; ``base`` the run keys the spec gave; ``directory``
+    the spec's folder (relative paths start there); ``output`` the results
+    directory (absolute)."""
 
     source: str
     directory: Path
@@ -144,30 +320,6 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-def _check_values(problems: Problems, where: str, mapping: Any) -> dict[str, Any]:
-    """The entries of a mapping of parameter names whose names parse (the others noted)."""
-    if not isinstance(mapping, dict):
-        problems.add(where, f"expected a mapping of parameter names to values, got {show(mapping)}")
-        return {}
-    valid = {}
-    for name, value in mapping.items():
-        _, why = parse_parameter(name)
-        if why:
-            problems.add(f"{where}: {name}", why)
-        else:
-            valid[name] = value
-    return valid
-
-
-def _check_metric(problems: Problems, metric: Any) -> None:
-    if not isinstance(metric, str):
-        problems.add("metric", f"expected a results column name, got {show(metric)}")
-    elif metric not in PLOTTABLE:
-        close = difflib.get_close_matches(metric, PLOTTABLE, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(PLOTTABLE)})"
-        problems.add("metric", f"{metric!r} is not a numeric results column{hint}")
-
-
 def _backend_check() -> Callable[[str | None], object]:
     """A function that raises AstraError for a backend name no plugin registered."""
     from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
@@ -186,86 +338,44 @@ def _backend_check() -> Callable[[str | None], object]:
 
 
 def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
-    """Validate a spec mapping and what it names; one ConfigError listing every problem.
+    """Validate a spec mapping (:class:`SpecFile`), then what it names.
 
-    Each problem is one line naming the spec and the key at fault: the
-    spec's own keys, parameter names and values, ``metric`` and ``x``, and
-    (:mod:`astra_core.sweep.preflight`) the files, config keys, list entries
-    and backends the points use. Nothing has run when this raises.
+    ``source`` names the spec in messages; relative paths start at
+    ``directory``. Raises one ConfigError listing every problem of the spec
+    (its keys, parameter names, values, ``metric`` and ``x``), each line naming
+    the spec and the key at fault; if the spec is valid, one listing every
+    problem of the files, list entries and backends the points use
+    (:mod:`astra_core.sweep.preflight`). Nothing has run when this raises.
     """
-    problems = Problems(source)
-    mapping = expect_mapping(data, problems) or {}
-    for key in mapping:
-        if key not in SPEC_KEYS:
-            problems.unknown(str(key), SPEC_KEYS)
-    base = mapping.get("base")
-    if base is None:
-        problems.missing("base", "the run every point starts from")
-        base = {}
-    elif not isinstance(base, dict):
-        problems.add("base", f"expected a mapping of run keys, got {show(base)}")
-        base = {}
-    for key in base:
-        if key not in RUN_KEYS:
-            problems.add("base", f"unknown run key {key!r} (known: {', '.join(RUN_KEYS)})")
-    base = {k: v for k, v in base.items() if k in RUN_KEYS}
-    for key in ("workload", "system"):
-        if base and key not in base:
-            problems.add("base", f"missing required key {key!r}")
-    grid = _check_values(problems, "grid", mapping.get("grid", {}))
-    for name, values in list(grid.items()):
-        if not isinstance(values, list) or not values:
-            problems.add(f"grid: {name}", f"expected a non-empty list of values, got {show(values)}")
-            del grid[name]
-    listed = mapping.get("points", [{}])
-    if not isinstance(listed, list) or not listed:
-        problems.add("points", f"expected a non-empty list of mappings, got {show(listed)}")
-        listed = [{}]
-    listed = [_check_values(problems, f"points[{i}]", point) for i, point in enumerate(listed)]
-    if "grid" not in mapping and "points" not in mapping:
-        problems.add(None, "nothing to sweep: give 'grid' and/or 'points'")
-
-    names = list(dict.fromkeys([*(k for p in listed for k in p), *grid]))
-    where = {name: "grid" for name in grid}
-    for i, point in enumerate(listed):
-        for name in point:
-            where.setdefault(name, f"points[{i}]")
-    points = []
-    for point in listed:
-        for combo in itertools.product(*grid.values()):
-            points.append({**point, **dict(zip(grid, combo))})
-    x = mapping.get("x") or (next(iter(grid), None) or (names[0] if names else None))
-    if x is not None and x not in names:
-        problems.add("x", f"{x!r} is not a swept parameter ({', '.join(names)})")
-    metric = mapping.get("metric", "step_ns")
-    _check_metric(problems, metric)
-    output = mapping.get("output") or f"{Path(source).stem}-results"
+    spec_file = validate_mapping(SpecFile, data, source)
+    points = spec_file.design_points()
+    names = spec_file.parameters
     spec = SweepSpec(
         source=source,
         directory=directory,
-        base=base,
+        base=spec_file.base.run(),
         parameters=names,
         points=points,
-        metric=metric,
-        x=x,
-        output=(directory / str(output)).resolve(),
+        metric=spec_file.metric,
+        x=spec_file.plot_x,
+        output=(directory / (spec_file.output or f"{Path(source).stem}-results")).resolve(),
     )
-    if "workload" in base and "system" in base:
-        check_inputs(
-            problems,
-            points,
-            [resolve_point(spec, p) for p in points],
-            {name: parse_parameter(name)[0] for name in names},
-            where,
-            PATH_KEYS,
-            _backend_check(),
-        )
+    problems = Problems(source)
+    check_inputs(
+        problems,
+        points,
+        [resolve_point(spec, p) for p in points],
+        {name: parse_parameter(name)[0] for name in names},
+        spec_file.locations,
+        PATH_KEYS,
+        _backend_check(),
+    )
     problems.raise_if_any()
     return spec
 
 
 def load_spec(path: str | os.PathLike) -> SweepSpec:
-    """Read and validate a sweep spec file. Raises ConfigError naming the file."""
+    """Read and validate a sweep spec file (:func:`parse_spec`). Raises ConfigError naming the file."""
     problems = Problems(source_name(path))
     data = read_yaml(path, problems)
     problems.raise_if_any()

@@ -69,3 +69,20 @@ def test_invalid_json(write):
     with pytest.raises(ConfigError) as info:
         load_comm_groups(path, npus_count=8)
     assert str(info.value).startswith(f"{path}: invalid JSON at line 1")
+
+
+def test_ids_are_normalised_and_a_bad_id_with_bad_members_is_two_lines():
+    assert parse_comm_groups({"07": [1, 0], 3: [2]}, 4) == {"7": (1, 0), "3": (2,)}
+    with pytest.raises(ConfigError) as info:
+        parse_comm_groups({"tp": 3, "2": [0, 0]}, 4, source="<dict>")
+    assert str(info.value).splitlines() == [
+        "<dict>: group 'tp': group id must be a non-negative decimal integer "
+        "(collective nodes name it in their pg_name attribute)",
+        "<dict>: group 'tp': expected a list of NPU ids, got 3",
+    ]
+    with pytest.raises(ConfigError) as info:  # checked once every id and member is valid
+        parse_comm_groups({"2": [0, 0], "02": [1]}, 4, source="<dict>")
+    assert str(info.value).splitlines() == [
+        "<dict>: group 2[1]: NPU 0 listed twice",
+        "<dict>: group 02: group id 2 defined twice",
+    ]

@@ -108,50 +108,73 @@ def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
     )
     with pytest.raises(ConfigError) as err:
         load_spec(path)
+    # pydantic's order: the keys in the spec's field order, then the unknown ones.
     assert str(err.value).splitlines() == [
-        f"{path}: unknown key 'outptu'; did you mean 'output'?",
+        f"{path}: grid: network.bandwidth[0]: expected a non-empty list of values, got []",
+        f"{path}: grid: network.bandwith: network config has no key 'bandwith'; did you mean "
+        "network.bandwidth?",
         f"{path}: grid: sytem.foo: only system, network, memory, backend_config have keys inside them",
         f"{path}: grid: colour: unknown run key (known: workload, system, network, topology, "
         "dims, memory, comm_groups, backend, backend_config, symmetry)",
-        f"{path}: grid: network.bandwidth[0]: expected a non-empty list of values, got []",
         f"{path}: points[0]: latency: unknown run key (known: workload, system, network, "
         "topology, dims, memory, comm_groups, backend, backend_config, symmetry)",
-        f"{path}: grid: network.bandwith: network config has no key 'bandwith'; did you mean "
-        "network.bandwidth?",
+        f"{path}: unknown key 'outptu'; did you mean 'output'?",
     ]
 
 
-def test_the_files_keys_list_entries_backends_and_metric_a_spec_names_are_checked_first(tmp_path):
-    # Every problem that would fail points (or the plot) at run time, in one error,
-    # each line naming the spec key at fault; nothing runs.
+def test_the_spec_itself_must_be_valid_before_its_files_are_checked(tmp_path):
     path = write_spec(
         tmp_path,
-        grid={
-            "network.latency[3]": [1.0],
-            "system.all-reduce-implementation[0]": ["ring"],
-            "system.preferred-dataset-splits[0]": [2],
-            "memory.remote-mem-bw": [5],
-            "system.collective-optimisation": ["baseline"],
-        },
-        points=[
-            {"backend": "analyticl"},
-            {"network": "missing.yml", "backend": "analytical"},
-            {"workload": "trace/nope"},
-        ],
-        metric="step_time",
-        output="out",
+        base={"workload": "trace/pair", "netwrk": "network.yml", "dims": "2"},
+        points=[{"workload": "trace/nope"}],
+        metric=3,
+        x="backend",
     )
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: base: missing required key 'system'",
+        f"{path}: base: unknown key 'netwrk'; did you mean 'network'?",
+        f"{path}: metric: expected a results column name, got 3",
+    ]
+    path = write_spec(tmp_path, points=[{"workload": "trace/nope"}], x="backend")
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value) == f"{path}: x: 'backend' is not a swept parameter (workload)"
+
+
+def test_the_files_keys_list_entries_backends_and_metric_a_spec_names_are_checked_first(tmp_path):
+    # Every problem that would fail points (or the plot) at run time, in one error per
+    # round (the spec's own, then the files and backends it names), each line naming
+    # the spec key at fault; nothing runs.
+    grid = {
+        "network.latency[3]": [1.0],
+        "system.all-reduce-implementation[0]": ["ring"],
+        "system.preferred-dataset-splits[0]": [2],
+        "memory.remote-mem-bw": [5],
+        "system.collective-optimisation": ["baseline"],
+    }
+    points = [
+        {"backend": "analyticl"},
+        {"network": "missing.yml", "backend": "analytical"},
+        {"workload": "trace/nope"},
+    ]
+    path = write_spec(tmp_path, grid=grid, points=points, metric="step_time", output="out")
+    with pytest.raises(ConfigError) as err:
+        run_sweep(path, workers=1)
+    assert str(err.value).splitlines() == [
+        f"{path}: grid: system.collective-optimisation: system config "
+        "has no key 'collective-optimisation'; did you mean "
+        "system.collective-optimization?",
+        f"{path}: metric: 'step_time' is not a numeric results column; did you mean 'step_ns'?",
+    ]
+    del grid["system.collective-optimisation"]
+    path = write_spec(tmp_path, grid=grid, points=points, output="out")
     with pytest.raises(ConfigError) as err:
         run_sweep(path, workers=1)
     network, system = tmp_path / "network.yml", SYSTEM
     lines = str(err.value).splitlines()
-    assert lines[0] == f"{path}: metric: 'step_time' is not a numeric results column; did you mean 'step_ns'?"
-    assert lines[1].startswith(
-        f"{path}: grid: system.collective-optimisation: system config "
-        "has no key 'collective-optimisation'; did you mean "
-        "system.collective-optimization?"
-    )
-    assert lines[2:-1] == [
+    assert lines[:-1] == [
         f"{path}: grid: network.latency[3]: {network}: latency[3]: out of range (1 entries)",
         f"{path}: grid: system.preferred-dataset-splits[0]: {system}: preferred-dataset-splits: "
         "is not a list, so [0] cannot be swept",
@@ -171,10 +194,11 @@ def test_a_spec_without_anything_to_sweep_or_base_is_an_error(tmp_path):
     path.write_text("metric: step_ns\n")
     with pytest.raises(ConfigError) as err:
         load_spec(path)
-    assert str(err.value).splitlines() == [
-        f"{path}: missing required key 'base' (the run every point starts from)",
-        f"{path}: nothing to sweep: give 'grid' and/or 'points'",
-    ]
+    assert str(err.value).splitlines() == [f"{path}: missing required key 'base'"]
+    path.write_text(f"base: {{workload: trace/pair, system: {SYSTEM}}}\nmetric: step_ns\n")
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [f"{path}: nothing to sweep: give 'grid' and/or 'points'"]
 
 
 # -- running -----------------------------------------------------------------------------------
