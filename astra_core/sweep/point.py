@@ -4,7 +4,8 @@
 :func:`~astra_core.sweep.spec.resolve_point`) and always returns a row dict:
 never raises, so one bad point cannot stop a sweep. A row has ``point``
 (index), ``key``, ``status`` (``ok`` or ``error``), ``error`` (one line, ""
-when ok), ``wall_s`` and the metrics of :data:`METRICS` (NaN on error):
+when ok), ``wall_s`` and the metrics of :data:`METRICS` (null on error;
+times as whole ns, the nearest, as in every astra output):
 
 ================== =========================================================
 step_ns            slowest rank's finish time (the step time)
@@ -26,7 +27,6 @@ backend            the backend that ran (resolved default)
 from __future__ import annotations
 
 import copy
-import math
 import time
 import traceback
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
+from astra_core.report.results import whole_ns
 
 METRICS = (
     "step_ns",
@@ -127,14 +128,17 @@ def metrics(result) -> dict[str, Any]:
     ranks = result.ranks
     parts = result.breakdown()
 
-    def mean(attr: str) -> float:
-        return sum(getattr(b, attr) for b in parts) / len(parts) if parts else math.nan
+    def mean(attr: str) -> int | None:
+        return whole_ns(sum(getattr(b, attr) for b in parts) / len(parts)) if parts else None
+
+    def most(attr: str) -> int | None:
+        return whole_ns(max(getattr(r, attr) for r in ranks)) if ranks else None
 
     return {
-        "step_ns": float(result.step_ns),
-        "compute_ns": float(max((r.compute_ns for r in ranks), default=math.nan)),
-        "comm_ns": float(max((r.comm_ns for r in ranks), default=math.nan)),
-        "exposed_comm_ns": float(max((r.exposed_comm_ns for r in ranks), default=math.nan)),
+        "step_ns": whole_ns(result.step_ns),
+        "compute_ns": most("compute_ns"),
+        "comm_ns": most("comm_ns"),
+        "exposed_comm_ns": most("exposed_comm_ns"),
         "compute_only_ns": mean("compute_only_ns"),
         "overlapped_comm_ns": mean("overlapped_comm_ns"),
         "comm_only_ns": mean("comm_only_ns"),
@@ -149,8 +153,8 @@ def metrics(result) -> dict[str, Any]:
 
 def failed_row(task: dict[str, Any], error: str) -> dict[str, Any]:
     """The row of a point that did not produce results."""
-    row = {"point": task["index"], "key": task["key"], "status": "error", "error": error, "wall_s": math.nan}
-    row.update({m: math.nan for m in METRICS})
+    row = {"point": task["index"], "key": task["key"], "status": "error", "error": error, "wall_s": None}
+    row.update({m: None for m in METRICS})
     row["backend"] = ""
     return row
 

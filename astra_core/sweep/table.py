@@ -112,8 +112,10 @@ def results_frame(spec: SweepSpec, keys: list[str], rows: dict[str, dict[str, An
     found = [rows.get(key) for key in keys]
     columns["status"] = [row["status"] if row else "not run" for row in found]
     for name in (*METRICS, "wall_s"):
-        default = "" if name == "backend" else math.nan
+        default = "" if name == "backend" else None
         values = [row.get(name, default) if row else default for row in found]
+        if name != "backend":  # null (a failed point) is NaN in the table
+            values = [math.nan if v is None else v for v in values]
         if name in columns:  # also a swept parameter (backend): keep what a failed point asked for
             values = [v if v not in ("", None) else p for v, p in zip(values, columns[name])]
         columns[name] = values
@@ -123,6 +125,9 @@ def results_frame(spec: SweepSpec, keys: list[str], rows: dict[str, dict[str, An
     for name in ("npus", "messages", "message_bytes"):
         if frame[name].notna().all():
             frame[name] = frame[name].astype("int64")
+    for name in METRICS:
+        if name.endswith("_ns"):  # whole ns, empty for a point without results
+            frame[name] = frame[name].astype("float64").round().astype("Int64")
     return frame
 
 

@@ -157,5 +157,5 @@ def test_a_script_without_a_main_guard_can_sweep_on_a_pool(tmp_path):
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    steps = [float(closed_form_step_ns(b, 500.0)) for b in (25.0, 50.0, 100.0)]
+    steps = [closed_form_step_ns(b, 500.0) for b in (25.0, 50.0, 100.0)]
     assert done.stdout.strip() == f"{['ok'] * 3} {steps}"

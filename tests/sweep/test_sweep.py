@@ -262,7 +262,7 @@ def test_results_table_schema_in_parquet_and_csv(tmp_path):
     csv = pd.read_csv(out / "results.csv", keep_default_na=False)
     assert list(parquet.columns) == list(csv.columns) == list(outcome.frame.columns) == expected
     assert str(parquet["network.bandwidth[0]"].dtype) == "float64"
-    assert str(parquet["step_ns"].dtype) == "float64" and str(parquet["npus"].dtype) == "int64"
+    assert str(parquet["step_ns"].dtype) == "Int64" and str(parquet["npus"].dtype) == "int64"
     assert parquet["backend"].tolist() == ["analytical", "analytical", "ideal", "ideal"]
     assert (
         parquet["step_ns"].tolist()
