@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from typing import Any
 
 
 class AlgorithmKind(str, Enum):
@@ -159,3 +160,12 @@ def parse_algorithm(text: object) -> tuple[AlgorithmKind, int | None]:
     if text.lower() in lowered:
         hint = f" (names are case-sensitive: use {lowered[text.lower()]!r})"
     raise ValueError(f"expected one of {', '.join(ACCEPTED_NAMES)}, got {text!r}{hint}")
+
+
+def as_algorithm(value: Any) -> tuple[CollectiveAlgorithm | None, str | None]:
+    """A house check (:mod:`astra_core.config.issues`): ``value`` as a
+    :class:`CollectiveAlgorithm`, or None and :func:`parse_algorithm`'s sentence."""
+    try:
+        return CollectiveAlgorithm(value), None
+    except ValueError as exc:
+        return None, str(exc)

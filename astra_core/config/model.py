@@ -159,7 +159,7 @@ def raise_problems(pairs: Iterable[tuple[str | None, str]]) -> None:
     whole file) at once, if there are any. For a ``model_validator``."""
     lines = [f"{key}: {message}" if key else message for key, message in pairs]
     if lines:
-        raise PydanticCustomError(_LINES, "\n".join(lines).replace("{", "{{").replace("}", "}}"))
+        raise PydanticCustomError(_LINES, "\n".join(lines))  # no context: the text is kept as written
 
 
 def _show_bound(value: float) -> str:

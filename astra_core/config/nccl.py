@@ -25,106 +25,84 @@ NCCL_ALGO          (all)     as the environment variable: e.g. "Ring",
                              "^NVLS", "allreduce:tree;allgather:ring"
 NCCL_PROTO         (all)     likewise: LL, LL128, Simple
 =================  ========  ===============================================
+
+Problems are reported as ``system.json: nccl.<key>: ...`` lines (unknown
+keys as ``nccl: unknown key ...``); NCCL_ALGO and NCCL_PROTO are parsed as
+NCCL parses the environment variables, so a misspelt algorithm or protocol
+fails when the file is read, not when the first collective runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Annotated, Any
 
-from astra_core.config.issues import Problems, as_choice, as_flag, as_int, as_str, show
+from pydantic import ConfigDict, Field
+
+from astra_core.config.issues import as_choice, as_int, as_str
 from astra_core.config.limits import MAX_NPUS
+from astra_core.config.model import ConfigModel, Flag, checked
+from astra_core.errors import ConfigError
 
 CPU_VENDORS = ("intel", "amd", "other")
-KEYS = ("gpu", "gpus-per-node", "nics-per-node", "nvls", "cpu", "p2p", "collnet", "NCCL_ALGO", "NCCL_PROTO")
 
 
-@dataclass(frozen=True)
-class NcclConfig:
-    """The parsed ``nccl`` section (see the module docstring); None fields take
-    their defaults from the network."""
+def as_gpu(value: Any) -> tuple[str | None, str | None]:
+    """A GPU model astra knows (``astra_core.system.collectives.nccl.hardware.GPUS``)."""
+    from astra_core.system.collectives.nccl.hardware import GPUS  # the NCCL model loads only when used
 
-    gpu: str
-    gpus_per_node: int | None = None
-    nics_per_node: int | None = None
-    nvls: bool = True
-    cpu: str = "intel"
-    p2p: bool = True
-    collnet: bool = False
-    nccl_algo: str | None = None
-    nccl_proto: str | None = None
+    return as_choice(value, list(GPUS))
+
+
+def _as_env(variable: str) -> Any:
+    """The check of ``NCCL_ALGO`` / ``NCCL_PROTO``: a string NCCL would accept."""
+
+    def check(value: Any) -> tuple[str | None, str | None]:
+        from astra_core.system.collectives.nccl.tuning import (
+            ALGO_NAMES,
+            FUNC_NAMES,
+            PROTO_NAMES,
+            parse_env_list,
+        )
+
+        text, error = as_str(value)
+        if text is None:
+            return None, error
+        try:
+            parse_env_list(text, FUNC_NAMES, ALGO_NAMES if variable == "NCCL_ALGO" else PROTO_NAMES, variable)
+        except ConfigError as exc:
+            return None, str(exc)
+        return text, None
+
+    return checked(check)
+
+
+def _as_count(value: Any) -> tuple[int | None, str | None]:
+    return as_int(value, minimum=1, maximum=MAX_NPUS)
+
+
+class NcclConfig(ConfigModel):
+    """The ``nccl`` section of system.json (see the module docstring); None
+    fields take their defaults from the network. Built by
+    :class:`~astra_core.config.system.SystemConfig` from the section's keys
+    (``gpus-per-node``, ``NCCL_ALGO``, ...); from Python,
+    ``NcclConfig.model_validate({"gpu": "H100", "gpus-per-node": 8})``.
+    Invalid values are pydantic errors, reported by the loaders as one
+    ``nccl.<key>: ...`` line each."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)  # STRICT, frozen
+
+    gpu: Annotated[str, checked(as_gpu)]
+    gpus_per_node: Annotated[int | None, checked(_as_count)] = Field(None, alias="gpus-per-node")
+    nics_per_node: Annotated[int | None, checked(_as_count)] = Field(None, alias="nics-per-node")
+    nvls: Flag = True
+    cpu: Annotated[str, checked(lambda value: as_choice(value, CPU_VENDORS))] = "intel"
+    p2p: Flag = True
+    collnet: Flag = False
+    nccl_algo: Annotated[str | None, _as_env("NCCL_ALGO")] = Field(None, alias="NCCL_ALGO")
+    nccl_proto: Annotated[str | None, _as_env("NCCL_PROTO")] = Field(None, alias="NCCL_PROTO")
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"gpu": self.gpu}
-        for key, value in (
-            ("gpus-per-node", self.gpus_per_node),
-            ("nics-per-node", self.nics_per_node),
-            ("NCCL_ALGO", self.nccl_algo),
-            ("NCCL_PROTO", self.nccl_proto),
-        ):
-            if value is not None:
-                out[key] = value
-        if not self.nvls:
-            out["nvls"] = 0
-        if not self.p2p:
-            out["p2p"] = 0
-        if self.collnet:
-            out["collnet"] = 1
-        if self.cpu != "intel":
-            out["cpu"] = self.cpu
-        return out
-
-
-def parse_nccl(key: str, raw: Any, problems: Problems) -> NcclConfig | None:
-    """Parse the section; note every problem under ``key.<name>``; None if any."""
-    from astra_core.errors import ConfigError
-    from astra_core.system.collectives.nccl.hardware import GPUS
-    from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
-
-    if isinstance(raw, NcclConfig):
-        return raw
-    if not isinstance(raw, dict):
-        problems.add(key, f"expected a mapping of NCCL settings, got {show(raw)}")
-        return None
-    before = len(problems.items)
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        where = f"{key}.{name}"
-        if name not in KEYS:
-            problems.add(key, f"unknown key {name!r}; known: {', '.join(KEYS)}")
-        elif name == "gpu":
-            text, err = as_choice(value, list(GPUS))
-            values["gpu"] = text
-            if err:
-                problems.add(where, err)
-        elif name in ("gpus-per-node", "nics-per-node"):
-            number, err = as_int(value, minimum=1, maximum=MAX_NPUS)
-            values[name.replace("-", "_")] = number
-            if err:
-                problems.add(where, err)
-        elif name in ("nvls", "p2p", "collnet"):
-            flag, err = as_flag(value)
-            values[name] = flag
-            if err:
-                problems.add(where, err)
-        elif name == "cpu":
-            text, err = as_choice(value, CPU_VENDORS)
-            values["cpu"] = text
-            if err:
-                problems.add(where, err)
-        else:
-            text, err = as_str(value)
-            if err:
-                problems.add(where, err)
-                continue
-            names = ALGO_NAMES if name == "NCCL_ALGO" else PROTO_NAMES
-            try:
-                parse_env_list(cast(str, text), FUNC_NAMES, names, name)  # no err: a string
-            except ConfigError as exc:
-                problems.add(where, str(exc))
-            values[name.lower()] = text
-    if "gpu" not in raw:
-        problems.add(key, f"missing required key 'gpu' (one of {', '.join(GPUS)})")
-    if len(problems.items) > before:
-        return None
-    return NcclConfig(**values)
+        """The section as system.json writes it: ``gpu`` plus every non-default
+        value, switches as 0/1."""
+        values = self.model_dump(by_alias=True, exclude_defaults=True)
+        return {key: int(value) if isinstance(value, bool) else value for key, value in values.items()}

@@ -70,6 +70,12 @@ local-reduction-delay, L, o, g, G) at most 1e12 ns; peak-perf and
 local-mem-bw 0 (unset) or in [1e-6, 1e12]; active-chunks-per-dimension at most
 2^31 - 1 (upstream's int).
 
+Checks: :class:`SystemConfig` is a pydantic model through
+:mod:`astra_core.config.model`, one field per key (the key is its alias), so
+every problem of a file is one line ``system.json: key: message``
+(``all-reduce-implementation[1]: ...`` for a list entry, ``nccl.gpu: ...``
+in the NCCL section); a key written ``null`` is an error, not a default.
+
 A collective whose ``<coll>-implementation`` is absent fails when a trace
 first issues it (upstream ``CollectiveImplLookup::get_collective_impl``
 throws "No collective implementation found"), naming the rank and ET node.
@@ -84,13 +90,22 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
-from astra_core.config.collective_impl import CollectiveAlgorithm
-from astra_core.config.files import expect_mapping, read_json, source_name
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from astra_core.config.collective_impl import CollectiveAlgorithm, as_algorithm
+from astra_core.config.files import read_json, source_name
 from astra_core.config.issues import (
     PYTHON_SOURCE,
     ConfigWarning,
@@ -103,7 +118,8 @@ from astra_core.config.issues import (
     show,
 )
 from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
-from astra_core.config.nccl import NcclConfig, parse_nccl
+from astra_core.config.model import ConfigModel, Flag, checked, raise_problems, source_of, validate_mapping
+from astra_core.config.nccl import NcclConfig
 
 #: TFLOP/s -> FLOP/s (upstream Sys.cc: ``peak_perf * 1000000000000``).
 FLOPS_PER_TFLOPS = 1e12
@@ -112,6 +128,8 @@ BYTES_PER_GB_LOCAL = 1e9
 
 
 class SchedulingPolicy(str, Enum):
+    """scheduling-policy: which waiting collective a queue serves first."""
+
     LIFO = "LIFO"
     FIFO = "FIFO"
     EXPLICIT = "EXPLICIT"
@@ -121,6 +139,9 @@ class SchedulingPolicy(str, Enum):
 
 
 class CollectiveOptimization(str, Enum):
+    """collective-optimization: localBWAware runs a multi-dimension all-reduce
+    as reduce-scatters, an all-reduce on the last dimension, then all-gathers."""
+
     BASELINE = "baseline"
     LOCAL_BW_AWARE = "localBWAware"
 
@@ -131,112 +152,24 @@ class CollectiveOptimization(str, Enum):
 #: The four collectives that have an ``<name>-implementation`` key.
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
-_INVALID = object()
-Parser = Callable[[str, Any, Problems], Any]
-
-
-def _checked(check: Callable[[Any], tuple[Any, str | None]]) -> Parser:
-    def parse(key: str, raw: Any, problems: Problems) -> Any:
-        value, err = check(raw)
-        if err:
-            problems.add(key, err)
-            return _INVALID
-        return value
-
-    return parse
-
-
-def _enum(enum: type[Enum]) -> Parser:
-    def parse(key: str, raw: Any, problems: Problems) -> Any:
-        value, err = as_choice(raw, [e.value for e in enum])
-        if err:
-            problems.add(key, err)
-            return _INVALID
-        return enum(value)
-
-    return parse
-
-
-def _algorithms(key: str, raw: Any, problems: Problems) -> Any:
-    if not isinstance(raw, (list, tuple)):
-        problems.add(key, f"expected a list of algorithm names (one per dimension), got {show(raw)}")
-        return _INVALID
-    if not raw:
-        problems.add(key, "needs at least one algorithm name (one per dimension)")
-        return _INVALID
-    algorithms = []
-    for index, item in enumerate(raw):
-        try:
-            algorithms.append(CollectiveAlgorithm(item))
-        except ValueError as exc:
-            problems.add(f"{key}[{index}]", str(exc))
-            return _INVALID
-    spanning = [a for a in algorithms if a.kind.spans_all_dims]
-    if spanning and len(algorithms) > 1:
-        # Upstream builds one all-NPU dimension for a one* entry and stops
-        # reading the list there, so anything else in it is silently unused.
-        problems.add(
-            key,
-            f"{str(spanning[0])!r} spans all dimensions and must be the only entry, got {len(algorithms)} entries",
-        )
-        return _INVALID
-    return tuple(algorithms)
-
-
-def _custom(key: str, raw: Any, problems: Problems) -> Any:
-    # Upstream: "There should be 1 Chakra ET only. In multi-dim collectives,
-    # that 1 ET file covers all dimensions" (CollectiveImplLookup.cc).
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, (list, tuple)) or len(raw) != 1:
-        got = f"{len(raw)} entries" if isinstance(raw, (list, tuple)) else show(raw)
-        problems.add(key, f"expected a list with exactly one Chakra ET prefix, got {got}")
-        return _INVALID
-    value, err = as_str(raw[0])
-    if err:
-        problems.add(f"{key}[0]", err)
-        return _INVALID
-    return value
-
-
 #: Keys only ASTRA-sim 1.0 read; upstream 2.0 ignores them (Sys::Sys hard-codes
 #: intra-dimension FIFO and inter-dimension ascending scheduling).  Accepted so
 #: that existing files load, with 1.0's values (Sys::parse_var); no effect.
-LEGACY_KEYS: dict[str, Parser] = {
-    "boost-mode": _checked(as_flag),
-    "intra-dimension-scheduling": _checked(
-        lambda v: as_choice(v, ("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst"))
-    ),
-    "inter-dimension-scheduling": _checked(
-        lambda v: as_choice(
-            v,
-            (
-                "baseline",
-                "ascending",
-                "themis",
-                "offlineGreedy",
-                "themisFlex",
-                "offlineGreedyFlex",
-                "roundRobin",
-            ),
-        )
-    ),
-    "seprate-log": _checked(as_flag),  # sic, 1.0's spelling
-    "gap-denominator": _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32)),
+LEGACY_KEYS = (
+    "boost-mode",
+    "intra-dimension-scheduling",
+    "inter-dimension-scheduling",
+    "seprate-log",  # sic, 1.0's spelling
+    "gap-denominator",
+)
+
+#: Legacy values that mean what 2.0 does anyway (Sys::Sys: intra-dimension
+#: FIFO, inter-dimension ascending, no boost mode); others draw a warning.
+_LEGACY_AS_2_0 = {
+    "boost-mode": (False,),
+    "intra-dimension-scheduling": ("FIFO",),
+    "inter-dimension-scheduling": ("baseline", "ascending"),
 }
-
-
-def _rate(unit: str) -> Callable[[Any], tuple[float | None, str | None]]:
-    """0 (unset, upstream's default) or a rate in [MIN_RATE, MAX_RATE] ``unit``."""
-
-    def check(value: Any) -> tuple[float | None, str | None]:
-        rate, err = as_number(value, minimum=0, maximum=MAX_RATE)
-        if rate is not None and 0 < rate < MIN_RATE:  # (None exactly when err is not)
-            return None, f"must be 0 (unset) or >= {MIN_RATE:g} {unit}, got {show(value)}"
-        return rate, err
-
-    return check
-
 
 #: Upstream features astra does not model: key -> (what it is upstream, what
 #: to do instead).  The key's default value (0 / absent) loads; any other
@@ -251,133 +184,257 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
     "track-local-mem": ("upstream's local memory usage tracker", "remove the key or set 0"),
 }
 
-
-#: Legacy values that mean what 2.0 does anyway (Sys::Sys: intra-dimension
-#: FIFO, inter-dimension ascending, no boost mode); others draw a warning.
-_LEGACY_AS_2_0 = {
-    "boost-mode": (False,),
-    "intra-dimension-scheduling": ("FIFO",),
-    "inter-dimension-scheduling": ("baseline", "ascending"),
-}
+Check = Callable[[Any], tuple[Any, str | None]]
 
 
-@dataclass(frozen=True)
-class _Key:
-    name: str  # system.json key
-    attr: str  # SystemConfig attribute
-    parse: Parser
+def _one_of(*names: str) -> BeforeValidator:
+    """One of ``names`` (case-sensitive, as upstream compares strings)."""
+    return checked(lambda value: as_choice(value, names))
 
 
-_KEYS: tuple[_Key, ...] = (
-    _Key("scheduling-policy", "scheduling_policy", _enum(SchedulingPolicy)),
-    _Key("collective-optimization", "collective_optimization", _enum(CollectiveOptimization)),
-    _Key(
-        "preferred-dataset-splits",
-        "preferred_dataset_splits",
-        _checked(lambda v: as_int(v, minimum=1, maximum=MAX_CHUNKS)),
-    ),
-    _Key("endpoint-delay", "endpoint_delay_ns", _checked(as_int_delay)),
-    _Key("local-reduction-delay", "local_reduction_delay_ns", _checked(as_int_delay)),
-    _Key(
-        "active-chunks-per-dimension",
-        "active_chunks_per_dimension",
-        _checked(lambda v: as_int(v, minimum=1, maximum=MAX_INT32)),
-    ),
-    *(_Key(f"{c}-implementation", f"{c.replace('-', '_')}_implementation", _algorithms) for c in COLLECTIVES),
-    *(
-        _Key(f"{c}-implementation-custom", f"{c.replace('-', '_')}_implementation_custom", _custom)
-        for c in COLLECTIVES
-    ),
-    _Key("nccl", "nccl", parse_nccl),
-    _Key("per-node-custom-implementation", "per_node_custom_implementation", _checked(as_str)),
-    _Key("roofline-enabled", "roofline_enabled", _checked(as_flag)),
-    _Key("peak-perf", "peak_perf_tflops", _checked(_rate("TFLOP/s"))),
-    _Key("local-mem-bw", "local_mem_bw_gbps", _checked(_rate("GB/s"))),
-    _Key("model-shared-bus", "model_shared_bus", _checked(as_flag)),
-    _Key("L", "L", _checked(as_delay)),
-    _Key("o", "o", _checked(as_delay)),
-    _Key("g", "g", _checked(as_delay)),
-    _Key("G", "G", _checked(as_delay)),
-    _Key("trace-enabled", "trace_enabled", _checked(as_flag)),
-    _Key("replay-only", "replay_only", _checked(as_flag)),
-    _Key("track-local-mem", "track_local_mem", _checked(as_flag)),
-    _Key("local-mem-trace-filename", "local_mem_trace_filename", _checked(as_str)),
-)
-_BY_NAME = {k.name: k for k in _KEYS}
-_REQUIRED = ("scheduling-policy", "collective-optimization", "preferred-dataset-splits")
-KNOWN_KEYS = tuple(_BY_NAME) + tuple(LEGACY_KEYS)
+def _int_in(minimum: int, maximum: int) -> BeforeValidator:
+    """An integer in [minimum, maximum]."""
+    return checked(lambda value: as_int(value, minimum=minimum, maximum=maximum))
 
 
-@dataclass(frozen=True)
-class SystemConfig:
-    """The parsed system.json.  Attribute names carry their unit.
+def _rate(unit: str) -> BeforeValidator:
+    """0 (unset, upstream's default) or a rate in [MIN_RATE, MAX_RATE] ``unit``."""
+
+    def check(value: Any) -> tuple[float | None, str | None]:
+        rate, err = as_number(value, minimum=0, maximum=MAX_RATE)
+        if rate is not None and 0 < rate < MIN_RATE:  # (None exactly when err is not)
+            return None, f"must be 0 (unset) or >= {MIN_RATE:g} {unit}, got {show(value)}"
+        return rate, err
+
+    return checked(check)
+
+
+def _off_only(key: str, check: Check) -> BeforeValidator:
+    """``check``, then refuse any value that switches on an :data:`UNSUPPORTED` feature."""
+    feature, instead = UNSUPPORTED[key]
+
+    def refuse(value: Any) -> tuple[Any, str | None]:
+        typed, err = check(value)
+        if typed:  # True, or a YAML path
+            shown = show(int(value) if isinstance(value, bool) else value)
+            return None, f"{shown} is not supported by astra ({feature}); {instead}"
+        return typed, err
+
+    return checked(refuse)
+
+
+def _as_algorithm_list(value: Any) -> tuple[Any, str | None]:
+    """The shape of an ``*-implementation`` list; its entries are then checked
+    one by one (``all-reduce-implementation[1]: ...``)."""
+    if not isinstance(value, (list, tuple)):
+        return None, f"expected a list of algorithm names (one per dimension), got {show(value)}"
+    if not value:
+        return None, "needs at least one algorithm name (one per dimension)"
+    parsed = [as_algorithm(item)[0] for item in value]
+    spanning = [a for a in parsed if a is not None and a.kind.spans_all_dims]
+    if spanning and len(value) > 1 and None not in parsed:
+        # Upstream builds one all-NPU dimension for a one* entry and stops
+        # reading the list there, so anything else in it is silently unused.
+        return None, (
+            f"{str(spanning[0])!r} spans all dimensions and must be the only entry, got {len(value)} entries"
+        )
+    return value, None
+
+
+def _as_custom(value: Any) -> tuple[str | None, str | None]:
+    """A one-entry list naming a Chakra ET prefix (or an MSCCL .xml file); a
+    bare string is that entry."""
+    # Upstream: "There should be 1 Chakra ET only. In multi-dim collectives,
+    # that 1 ET file covers all dimensions" (CollectiveImplLookup.cc).
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, (list, tuple)) or len(entries) != 1:
+        got = f"{len(entries)} entries" if isinstance(entries, (list, tuple)) else show(value)
+        return None, f"expected a list with exactly one Chakra ET prefix, got {got}"
+    return as_str(entries[0])
+
+
+def _as_nccl(value: Any) -> tuple[Any, str | None]:
+    """The ``nccl`` section is a mapping (its keys are NcclConfig's to check)."""
+    if isinstance(value, (dict, NcclConfig)):
+        return value, None
+    return None, f"expected a mapping of NCCL settings, got {show(value)}"
+
+
+#: One ``*-implementation`` list: an algorithm per dimension.
+Algorithms = Annotated[
+    tuple[Annotated[InstanceOf[CollectiveAlgorithm], checked(as_algorithm)], ...],
+    checked(_as_algorithm_list),
+]
+#: One ``*-implementation-custom`` entry (None: absent).
+Custom = Annotated[str | None, checked(_as_custom)]
+#: A LogGP bus parameter, ns (or ns per byte).
+Delay = Annotated[float, checked(as_delay)]
+#: A 0/1 switch of an ASTRA-sim 1.0 key (None: absent).
+LegacyFlag = Annotated[bool | None, checked(as_flag)]
+
+#: The three values ``SystemConfig(...)`` takes positionally (upstream's required keys).
+_POSITIONAL = ("scheduling_policy", "collective_optimization", "preferred_dataset_splits")
+
+
+class SystemConfig(ConfigModel):
+    """The parsed system.json.  Attribute names carry their unit; the module
+    docstring gives each key's default and meaning.
 
     Algorithm lists are tuples of :class:`CollectiveAlgorithm` (strings with
     ``.kind`` and ``.window``); an empty tuple means the key was absent, and a
     collective of that type then has no native implementation (upstream fails
-    when such a collective is issued).  ``legacy`` holds the ASTRA-sim 1.0
-    keys that were present, as ``(key, value)`` pairs; they have no effect.
-    Construct from a file (:func:`load_system`), a dict (:meth:`from_dict`) or
-    directly; strings are accepted for the enums and algorithm names.
+    when such a collective is issued).  The ASTRA-sim 1.0 keys (boost_mode,
+    ...: None when absent) have no effect; :attr:`legacy` lists those present.
+
+    Built from a file (:func:`load_system`), a system.json-shaped mapping
+    (:meth:`from_dict`) or directly, with attribute names: the three required
+    values may be positional, strings are accepted for the enums and algorithm
+    names, lists for tuples, and ``legacy`` takes ``(key, value)`` pairs or a
+    mapping of the 1.0 keys.  Each way checks everything and raises one
+    :class:`~astra_core.errors.ConfigError` naming the file (``<python>`` when
+    built directly) and the system.json key of each problem; values that
+    change nothing are one :class:`ConfigWarning` line each.  Frozen; two
+    configs are equal when their values are, wherever they came from.
     """
 
-    scheduling_policy: SchedulingPolicy
-    collective_optimization: CollectiveOptimization
-    preferred_dataset_splits: int
-    endpoint_delay_ns: int = 10  # Sys::Sys: communication_delay = 10
-    local_reduction_delay_ns: int = 1  # Sys::Sys: local_reduction_delay = 1
-    active_chunks_per_dimension: int = 1  # Sys::Sys
-    all_reduce_implementation: tuple[CollectiveAlgorithm, ...] = ()
-    all_gather_implementation: tuple[CollectiveAlgorithm, ...] = ()
-    reduce_scatter_implementation: tuple[CollectiveAlgorithm, ...] = ()
-    all_to_all_implementation: tuple[CollectiveAlgorithm, ...] = ()
-    all_reduce_implementation_custom: str | None = None  # Chakra ET prefix
-    all_gather_implementation_custom: str | None = None
-    reduce_scatter_implementation_custom: str | None = None
-    all_to_all_implementation_custom: str | None = None
-    per_node_custom_implementation: str | None = None  # YAML path
-    nccl: NcclConfig | None = None  # the NCCL model's section
-    roofline_enabled: bool = False
-    peak_perf_tflops: float = 0.0  # Sys::Sys: peak_perf = 0
-    local_mem_bw_gbps: float = 0.0  # Sys::Sys: local_mem_bw = 0; 1 GB = 1e9 B
-    model_shared_bus: bool = False
-    L: float = 0.0  # ns
-    o: float = 0.0  # ns
-    g: float = 0.0  # ns
-    G: float = 0.0  # ns per byte
-    trace_enabled: bool = False
-    replay_only: bool = False
-    track_local_mem: bool = False
-    local_mem_trace_filename: str = "local_mem_trace"
-    legacy: tuple[tuple[str, Any], ...] = ()
-    source: str = field(default=PYTHON_SOURCE, compare=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)  # STRICT, frozen
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if isinstance(getattr(self, f.name), list):
-                object.__setattr__(self, f.name, tuple(getattr(self, f.name)))
-        problems = Problems(self.source)
-        raw: dict[str, Any] = {}
-        for key in _KEYS:
-            value = getattr(self, key.attr)
-            if value is None or (isinstance(value, (tuple, list)) and not value):
-                continue  # absent key (empty algorithm list, no custom path)
-            raw[key.name] = _to_raw(value)
-        legacy = dict(self.legacy.items() if isinstance(self.legacy, Mapping) else self.legacy)
-        for name in legacy:
-            if name not in LEGACY_KEYS:
-                problems.unknown(str(name), KNOWN_KEYS)
-        raw.update({k: v for k, v in legacy.items() if k in LEGACY_KEYS})
-        typed = _check(raw, problems)
+    scheduling_policy: Annotated[SchedulingPolicy, _one_of(*(e.value for e in SchedulingPolicy))] = Field(
+        alias="scheduling-policy"
+    )
+    collective_optimization: Annotated[
+        CollectiveOptimization, _one_of(*(e.value for e in CollectiveOptimization))
+    ] = Field(alias="collective-optimization")
+    preferred_dataset_splits: Annotated[int, _int_in(1, MAX_CHUNKS)] = Field(alias="preferred-dataset-splits")
+    # Sys::Sys: communication_delay = 10, local_reduction_delay = 1, active_chunks_per_dimension = 1
+    endpoint_delay_ns: Annotated[int, checked(as_int_delay)] = Field(10, alias="endpoint-delay")
+    local_reduction_delay_ns: Annotated[int, checked(as_int_delay)] = Field(1, alias="local-reduction-delay")
+    active_chunks_per_dimension: Annotated[int, _int_in(1, MAX_INT32)] = Field(
+        1, alias="active-chunks-per-dimension"
+    )
+    all_reduce_implementation: Algorithms = Field((), alias="all-reduce-implementation")
+    all_gather_implementation: Algorithms = Field((), alias="all-gather-implementation")
+    reduce_scatter_implementation: Algorithms = Field((), alias="reduce-scatter-implementation")
+    all_to_all_implementation: Algorithms = Field((), alias="all-to-all-implementation")
+    all_reduce_implementation_custom: Custom = Field(None, alias="all-reduce-implementation-custom")
+    all_gather_implementation_custom: Custom = Field(None, alias="all-gather-implementation-custom")
+    reduce_scatter_implementation_custom: Custom = Field(None, alias="reduce-scatter-implementation-custom")
+    all_to_all_implementation_custom: Custom = Field(None, alias="all-to-all-implementation-custom")
+    nccl: Annotated[NcclConfig | None, checked(_as_nccl)] = None
+    per_node_custom_implementation: Annotated[
+        str | None, _off_only("per-node-custom-implementation", as_str)
+    ] = Field(None, alias="per-node-custom-implementation")
+    roofline_enabled: Flag = Field(False, alias="roofline-enabled")
+    peak_perf_tflops: Annotated[float, _rate("TFLOP/s")] = Field(0.0, alias="peak-perf")  # Sys::Sys: 0
+    local_mem_bw_gbps: Annotated[float, _rate("GB/s")] = Field(0.0, alias="local-mem-bw")  # 1 GB = 1e9 B
+    model_shared_bus: Annotated[bool, _off_only("model-shared-bus", as_flag)] = Field(
+        False, alias="model-shared-bus"
+    )
+    L: Delay = 0.0  # ns
+    o: Delay = 0.0  # ns
+    g: Delay = 0.0  # ns
+    G: Delay = 0.0  # ns per byte
+    trace_enabled: Annotated[bool, _off_only("trace-enabled", as_flag)] = Field(False, alias="trace-enabled")
+    replay_only: Flag = Field(False, alias="replay-only")
+    track_local_mem: Annotated[bool, _off_only("track-local-mem", as_flag)] = Field(
+        False, alias="track-local-mem"
+    )
+    local_mem_trace_filename: Annotated[str, checked(as_str)] = Field(
+        "local_mem_trace", alias="local-mem-trace-filename"
+    )
+    # ASTRA-sim 1.0 (LEGACY_KEYS), with 1.0's values (Sys::parse_var)
+    boost_mode: LegacyFlag = Field(None, alias="boost-mode")
+    intra_dimension_scheduling: Annotated[
+        str | None, _one_of("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst")
+    ] = Field(None, alias="intra-dimension-scheduling")
+    inter_dimension_scheduling: Annotated[
+        str | None,
+        _one_of(
+            "baseline",
+            "ascending",
+            "themis",
+            "offlineGreedy",
+            "themisFlex",
+            "offlineGreedyFlex",
+            "roundRobin",
+        ),
+    ] = Field(None, alias="inter-dimension-scheduling")
+    seprate_log: LegacyFlag = Field(None, alias="seprate-log")
+    gap_denominator: Annotated[int | None, _int_in(1, MAX_INT32)] = Field(None, alias="gap-denominator")
+
+    def __init__(
+        self,
+        *args: Any,
+        legacy: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+        **values: Any,
+    ) -> None:
+        """``SystemConfig(scheduling_policy, collective_optimization,
+        preferred_dataset_splits, **attributes, legacy=...)``; raises
+        ConfigError (source ``<python>``) naming the system.json key of each
+        problem, TypeError for a call Python would refuse."""
+        if len(args) > len(_POSITIONAL):
+            raise TypeError(
+                f"SystemConfig takes at most {len(_POSITIONAL)} positional arguments, got {len(args)}"
+            )
+        twice = sorted(set(_POSITIONAL[: len(args)]) & set(values))
+        if twice:
+            raise TypeError(f"SystemConfig got multiple values for {', '.join(twice)}")
+        fields = type(self).model_fields
+        named = {**dict(zip(_POSITIONAL, args)), **values}
+        data = {(fields[name].alias or name) if name in fields else name: v for name, v in named.items()}
+        problems = Problems(PYTHON_SOURCE)
+        for key, value in legacy.items() if isinstance(legacy, Mapping) else legacy:
+            if key in LEGACY_KEYS:
+                data[key] = value
+            else:
+                problems.unknown(str(key), LEGACY_KEYS)
         problems.raise_if_any()
-        for key in _KEYS:
-            if key.name in typed:
-                object.__setattr__(self, key.attr, typed[key.name])
-        object.__setattr__(self, "legacy", tuple((k, typed[k]) for k in LEGACY_KEYS if k in typed))
-        for line in self._no_effect():
-            warnings.warn(line, ConfigWarning, stacklevel=3)
+        try:
+            super().__init__(**data)
+        except ValidationError:
+            validate_mapping(type(self), data)  # the same problems as one ConfigError
+            raise
 
-    def _no_effect(self) -> list[str]:
+    # Files go through model_validate, not this: pydantic calls a model's own
+    # __init__ while validating unless it is marked as its base one (as RootModel's).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SystemConfig):
+            return NotImplemented
+        return self.__dict__ == other.__dict__  # the values; not the source file
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
+    @model_validator(mode="after")
+    def _check_across_keys(self, info: ValidationInfo) -> SystemConfig:
+        """The NCCL section when an algorithm list names nccl; peak-perf and
+        local-mem-bw for the roofline; then a warning for each value that
+        changes nothing."""
+        problems: list[tuple[str | None, str]] = []
+        uses_nccl = [f"{c}-implementation" for c in COLLECTIVES if "nccl" in self.algorithms(c)]
+        if uses_nccl and self.nccl is None:
+            problems.append(
+                (
+                    uses_nccl[0],
+                    '"nccl" needs a "nccl" section naming the machine, e.g. "nccl": {"gpu": "H100"}',
+                )
+            )
+        if self.roofline_enabled:
+            for name, key, unit in (
+                ("peak_perf_tflops", "peak-perf", "TFLOP/s"),
+                ("local_mem_bw_gbps", "local-mem-bw", "GB/s"),
+            ):
+                if not getattr(self, name):
+                    got = "0" if name in self.model_fields_set else "nothing"
+                    problems.append((key, f"must be > 0 ({unit}) when roofline-enabled is 1, got {got}"))
+        raise_problems(problems)
+        for line in self._no_effect(source_of(info)):
+            warnings.warn(line, ConfigWarning, stacklevel=2)
+        return self
+
+    def _no_effect(self, source: str) -> list[str]:
         """Lines for values that are valid but change nothing, as upstream 2.0:
         the LogGP bus parameters and local-reduction-delay (read only by the
         bus model, model-shared-bus 1), a memory-trace name without
@@ -388,25 +445,32 @@ class SystemConfig:
             bus.append("local-reduction-delay")
         if bus:
             lines.append(
-                f"{self.source}: {', '.join(bus)}: no effect; upstream reads "
+                f"{source}: {', '.join(bus)}: no effect; upstream reads "
                 f"{'it' if len(bus) == 1 else 'them'} only in its LogGP bus model "
                 "(model-shared-bus 1), which astra does not model"
             )
         if self.local_mem_trace_filename != "local_mem_trace" and not self.track_local_mem:
-            lines.append(f"{self.source}: local-mem-trace-filename: no effect without track-local-mem 1")
+            lines.append(f"{source}: local-mem-trace-filename: no effect without track-local-mem 1")
         legacy = dict(self.legacy)
         changed = [
             name for name, same in _LEGACY_AS_2_0.items() if name in legacy and legacy[name] not in same
         ]
         if changed:
             lines.append(
-                f"{self.source}: {', '.join(changed)}: no effect; ASTRA-sim 2.0 "
+                f"{source}: {', '.join(changed)}: no effect; ASTRA-sim 2.0 "
                 "schedules FIFO within and in ascending order across dimensions, "
                 "without boost mode"
             )
         return lines
 
     # -- queries ------------------------------------------------------------
+    @property
+    def legacy(self) -> tuple[tuple[str, Any], ...]:
+        """The ASTRA-sim 1.0 keys present, as ``(key, value)`` pairs in
+        :data:`LEGACY_KEYS` order; they have no effect."""
+        values = (getattr(self, key.replace("-", "_")) for key in LEGACY_KEYS)
+        return tuple((key, value) for key, value in zip(LEGACY_KEYS, values) if value is not None)
+
     def algorithms(self, collective: str) -> tuple[CollectiveAlgorithm, ...]:
         """Per-dimension algorithms of 'all-reduce', 'all-gather', 'reduce-scatter'
         or 'all-to-all' (empty if not configured)."""
@@ -446,123 +510,56 @@ class SystemConfig:
         Each non-empty list needs one entry per dimension, except a sole
         ``one*`` entry, which spans all dimensions.  Upstream asserts
         ``len <= dims`` and silently accepts a shorter list (collectives then
-        use only the first dimensions); both are errors here.
+        use only the first dimensions); both are errors here, raised as one
+        ConfigError naming :attr:`source`.
         """
         problems = Problems(self.source)
-        problems.extend(_dims_problems(self, dims_count))
+        for collective in COLLECTIVES:
+            algorithms = self.algorithms(collective)
+            if algorithms and not algorithms[0].kind.spans_all_dims and len(algorithms) != dims_count:
+                problems.add(
+                    f"{collective}-implementation",
+                    f"expected {dims_count} entries (one per dimension), got {len(algorithms)}",
+                )
         problems.raise_if_any()
 
     def to_dict(self) -> dict[str, Any]:
-        """The system.json mapping: required keys plus every non-default value."""
+        """The system.json mapping: required keys plus every non-default value,
+        written as upstream reads them (switches 0/1, custom entries as one-entry
+        lists)."""
         out: dict[str, Any] = {}
-        defaults = {f.name: f.default for f in fields(self)}
-        for key in _KEYS:
-            value = getattr(self, key.attr)
-            if key.name in _REQUIRED or value != defaults[key.attr]:
-                raw = _to_raw(value)
-                if isinstance(value, bool):
-                    raw = int(value)  # upstream's 0/1 form
-                elif key.parse is _custom:
-                    raw = [raw]  # upstream reads a one-entry list
-                out[key.name] = raw
-        for name, value in self.legacy:
-            out[name] = int(value) if isinstance(value, bool) else value
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if not field.is_required() and value == field.default:
+                continue
+            if isinstance(value, NcclConfig):
+                value = value.to_dict()
+            elif isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, bool):
+                value = int(value)  # upstream's 0/1 form
+            elif isinstance(value, tuple):
+                value = [str(algorithm) for algorithm in value]
+            elif name.endswith("_implementation_custom"):
+                value = [value]  # upstream reads a one-entry list
+            out[field.alias or name] = value
         return out
 
     @classmethod
     def from_dict(cls, data: Any, source: str = PYTHON_SOURCE, *, dims: int | None = None) -> SystemConfig:
-        """Validate a system.json-shaped mapping; raise one ConfigError if bad.
+        """Validate a system.json-shaped mapping read from ``source``; raise one
+        ConfigError (one line per problem) if bad.
 
         With ``dims``, also check the algorithm lists (see :meth:`check_dims`).
         """
-        problems = Problems(source)
-        config = _parse(data, problems, dims)
-        problems.raise_if_any()
-        assert config is not None
+        config = validate_mapping(cls, data, source)
+        if dims is not None:
+            config.check_dims(dims)
         return config
 
 
-def _to_raw(value: Any) -> Any:
-    """A typed attribute back in system.json form (for shared validation)."""
-    if isinstance(value, NcclConfig):
-        return value.to_dict()
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, (tuple, list)):
-        return [str(v) if isinstance(v, str) else v for v in value]
-    return value
-
-
-def _check(raw: Mapping[str, Any], problems: Problems) -> dict[str, Any]:
-    """Parse every known key of ``raw`` and run the cross-key checks."""
-    typed: dict[str, Any] = {}
-    for name, value in raw.items():
-        parser = _BY_NAME[name].parse if name in _BY_NAME else LEGACY_KEYS[name]
-        parsed = parser(name, value, problems)
-        if parsed is not _INVALID:
-            typed[name] = parsed
-    for name, (feature, instead) in UNSUPPORTED.items():
-        if typed.get(name):  # True, or a custom path / YAML name
-            value = raw[name]
-            shown = show(int(value) if isinstance(value, bool) else value)
-            problems.add(name, f"{shown} is not supported by astra ({feature}); {instead}")
-    uses_nccl = [
-        f"{c}-implementation"
-        for c in COLLECTIVES
-        if any(str(a) == "nccl" for a in typed.get(f"{c}-implementation", ()))
-    ]
-    if uses_nccl and "nccl" not in raw:
-        problems.add(
-            uses_nccl[0], '"nccl" needs a "nccl" section naming the machine, e.g. "nccl": {"gpu": "H100"}'
-        )
-    if typed.get("roofline-enabled"):
-        for name, unit in (("peak-perf", "TFLOP/s"), ("local-mem-bw", "GB/s")):
-            if name in raw and name not in typed:
-                continue  # already reported
-            if not typed.get(name):
-                got = show(raw[name]) if name in raw else "nothing"
-                problems.add(name, f"must be > 0 ({unit}) when roofline-enabled is 1, got {got}")
-    return typed
-
-
-def _parse(data: Any, problems: Problems, dims: int | None) -> SystemConfig | None:
-    mapping = expect_mapping(data, problems)
-    if mapping is None:
-        return None
-    raw: dict[str, Any] = {}
-    for name, value in mapping.items():
-        if name in _BY_NAME or name in LEGACY_KEYS:
-            raw[name] = value
-        else:
-            problems.unknown(str(name), KNOWN_KEYS)
-    for name in _REQUIRED:
-        if name not in mapping:
-            problems.missing(name)
-    typed = _check(raw, problems)
-    if problems:
-        return None
-    kwargs = {_BY_NAME[k].attr: v for k, v in typed.items() if k in _BY_NAME}
-    legacy = tuple((k, typed[k]) for k in LEGACY_KEYS if k in typed)
-    config = SystemConfig(**kwargs, legacy=legacy, source=problems.source)
-    if dims is not None:
-        problems.extend(_dims_problems(config, dims))
-    return None if problems else config
-
-
-def _dims_problems(config: SystemConfig, dims_count: int) -> list[tuple[str, str]]:
-    out = []
-    for collective in COLLECTIVES:
-        algorithms = config.algorithms(collective)
-        if not algorithms or algorithms[0].kind.spans_all_dims:
-            continue
-        if len(algorithms) != dims_count:
-            out.append(
-                (
-                    f"{collective}-implementation",
-                    f"expected {dims_count} entries (one per dimension), got {len(algorithms)}",
-                )
-            )
-    return out
+#: Every key system.json may have: upstream's and the ASTRA-sim 1.0 ones.
+KNOWN_KEYS = tuple(field.alias or name for name, field in SystemConfig.model_fields.items())
 
 
 def load_system(path: str | os.PathLike[str], *, dims: int | None = None) -> SystemConfig:
@@ -573,10 +570,8 @@ def load_system(path: str | os.PathLike[str], *, dims: int | None = None) -> Sys
     """
     problems = Problems(source_name(path))
     data = read_json(path, problems)
-    config = _parse(data, problems, dims)
-    problems.raise_if_any()
-    assert config is not None
-    return config
+    problems.raise_if_any()  # duplicate keys
+    return SystemConfig.from_dict(data, problems.source, dims=dims)
 
 
 def upstream_system(algorithm: str, dims: int) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from astra_core.config.collective_impl import AlgorithmKind, CollectiveAlgorithm, parse_algorithm
 from astra_core.config.issues import ConfigWarning
@@ -202,6 +203,19 @@ def test_algorithm_names(text, kind, window):
             "intra-dimension-scheduling: expected one of FIFO, RG, SCF, smallestFirst, lessRemainingPhaseFirst, got 'fastest'",
         ),
         ([1, 2], "expected a mapping of keys to values, got a list"),
+        (
+            {**BASE, "all-reduce-implementation": ["nccl"]},
+            'all-reduce-implementation: "nccl" needs a "nccl" section naming the machine, '
+            'e.g. "nccl": {"gpu": "H100"}',
+        ),
+        ({**BASE, "nccl": None}, "nccl: expected a mapping of NCCL settings, got null"),
+        (
+            {**BASE, "all-gather-implementation-custom": None},
+            "all-gather-implementation-custom: expected a list with exactly one Chakra ET prefix, got null",
+        ),
+        # attribute names are Python's; the file has upstream's keys
+        ({**BASE, "endpoint_delay_ns": 5}, "unknown key 'endpoint_delay_ns'; did you mean 'endpoint-delay'?"),
+        ({**BASE, "legacy": []}, "unknown key 'legacy'"),
     ],
 )
 def test_each_mistake_is_one_line(write, data, expected):
@@ -244,10 +258,10 @@ def test_duplicate_key(write):
 def test_several_mistakes_give_one_line_each(write):
     data = {**BASE, "foo": 1, "active-chunks-per-dimension": 0, "scheduling-policy": "X"}
     path, message = error_of(write, data)
-    assert message.splitlines() == [
-        f"{path}: unknown key 'foo'",
+    assert message.splitlines() == [  # the keys in the table's order, unknown keys last
         f"{path}: scheduling-policy: expected one of LIFO, FIFO, EXPLICIT, got 'X'",
         f"{path}: active-chunks-per-dimension: must be >= 1, got 0",
+        f"{path}: unknown key 'foo'",
     ]
 
 
@@ -308,3 +322,34 @@ def test_direct_construction():
     with pytest.raises(ConfigError) as info:
         SystemConfig("LIFO", "baseline", 0)
     assert str(info.value) == "<python>: preferred-dataset-splits: must be >= 1, got 0"
+    with pytest.raises(ConfigError) as info:
+        SystemConfig("LIFO", "baseline", 4, endpoint_delay=5)
+    assert str(info.value) == "<python>: unknown key 'endpoint_delay'; did you mean 'endpoint-delay'?"
+    with pytest.raises(TypeError, match="multiple values for scheduling_policy"):
+        SystemConfig("LIFO", "baseline", 4, scheduling_policy="FIFO")
+
+
+def test_legacy_from_python_takes_pairs_or_a_mapping():
+    pairs = SystemConfig("LIFO", "baseline", 4, legacy=[("gap-denominator", 2), ("boost-mode", 0)])
+    mapping = SystemConfig("LIFO", "baseline", 4, legacy={"boost-mode": False, "gap-denominator": 2.0})
+    assert pairs.legacy == mapping.legacy == (("boost-mode", False), ("gap-denominator", 2))
+    assert pairs == mapping and hash(pairs) == hash(mapping)
+    assert pairs != SystemConfig("LIFO", "baseline", 4)
+    with pytest.raises(ConfigError) as info:
+        SystemConfig("LIFO", "baseline", 4, legacy={"boost-mode": 2, "seprate-log": "x"})
+    assert str(info.value).splitlines() == [
+        "<python>: boost-mode: expected 0 or 1, got 2",
+        "<python>: seprate-log: expected 0 or 1, got 'x'",
+    ]
+    with pytest.raises(ConfigError) as info:
+        SystemConfig("LIFO", "baseline", 4, legacy={"boost_mode": 1})
+    assert str(info.value) == "<python>: unknown key 'boost_mode'; did you mean 'boost-mode'?"
+
+
+def test_configs_from_different_files_are_equal_when_their_values_are(write):
+    first = load_system(write("a.json", json.dumps(BASE)))
+    second = SystemConfig.from_dict(BASE, "b.json")
+    assert first.source != second.source
+    assert first == second and hash(first) == hash(second)
+    with pytest.raises(ValidationError):  # frozen
+        first.endpoint_delay_ns = 5
