@@ -70,10 +70,45 @@ _LINES = "astra_lines"
 class ConfigModel(BaseModel):
     """Base of every config model: :data:`STRICT`, plus the name of the file it
     came from (:attr:`source`, ``"<python>"`` when built in Python), which
-    messages raised after loading (e.g. a check against the network) start with."""
+    messages raised after loading (e.g. a check against the network) start with.
+
+    Built in Python (its constructor, or a subclass's own ``__init__`` with
+    friendlier arguments), a config is checked as a file is and raises one
+    ConfigError naming ``<python>``. Two configs with equal values are equal
+    whichever files they came from."""
 
     model_config = STRICT
     _source: str = PrivateAttr(default=PYTHON_SOURCE)
+
+    def __init__(self, /, **data: Any) -> None:
+        """A config built in Python is checked as a file would be: raises one
+        ConfigError, one line per problem, each naming ``<python>``."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = Problems(PYTHON_SOURCE)
+            _problems_from(exc, problems, type(self))
+            problems.raise_if_any()
+            raise  # pragma: no cover (every error becomes a problem)
+
+    # pydantic calls a model's own __init__ from model_validate too (a second
+    # validation, without the context that names the file) unless it is marked
+    # as its base __init__: these constructors are for Python callers only.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass may have its own ``__init__`` (positional arguments, other
+        names) that ends in ``super().__init__(**keys)``; model_validate skips it."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            init.__pydantic_base_init__ = True
+
+    def __eq__(self, other: object) -> bool:
+        """Configs are equal when their values are; the file each came from does not count."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
 
     @property
     def source(self) -> str:
