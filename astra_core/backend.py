@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
 from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
+
+if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
+    from astra_core.config.network import NetworkConfig
 
 
 @runtime_checkable

@@ -74,27 +74,43 @@ class ConfigModel(BaseModel):
     came from (:attr:`source`, ``"<python>"`` when built in Python), which
     messages raised after loading (e.g. a check against the network) start with.
 
-    Built in Python (``Model(key=value)``), a bad value raises the same
-    one-line-per-problem :class:`~astra_core.errors.ConfigError` as a file
-    would, naming ``<python>``.
+    Built in Python (its constructor, or a subclass's own ``__init__`` with
+    friendlier arguments), a config is checked as a file is and raises one
+    ConfigError, one line per problem, naming ``<python>``. Two configs with
+    equal values are equal whichever files they came from.
     """
 
     model_config = STRICT
     _source: str = PrivateAttr(default=PYTHON_SOURCE)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, /, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
             problems = Problems(PYTHON_SOURCE)
             _problems_from(exc, problems, type(self))
             problems.raise_if_any()
-            raise
+            raise  # pragma: no cover (every error becomes a problem)
 
-    # Marks this __init__ as pydantic's own (as pydantic's RootModel does), so that
-    # validation (model_validate, nested sections) does not call it: only a
-    # construction in Python is reported as "<python>".
+    # pydantic calls a model's own __init__ from model_validate too (a second
+    # validation, without the context that names the file) unless it is marked
+    # as its base __init__ (as pydantic's RootModel does): these constructors are
+    # for Python callers only.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass may have its own ``__init__`` (positional arguments, other
+        names) that ends in ``super().__init__(**keys)``; model_validate skips it."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            init.__pydantic_base_init__ = True
+
+    def __eq__(self, other: object) -> bool:
+        """Configs are equal when their values are; the file each came from does not count."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in type(self).model_fields)
 
     @property
     def source(self) -> str:

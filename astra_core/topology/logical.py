@@ -18,10 +18,14 @@ switch (astra-network-analytical ``Ring::route``, ``Switch::route``).
 
 from __future__ import annotations
 
-from astra_core.config.network import NetworkConfig
+from typing import TYPE_CHECKING
+
 from astra_core.errors import ConfigError
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.size import check_topology_size
+
+if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
+    from astra_core.config.network import NetworkConfig
 
 
 def from_network(network: NetworkConfig) -> PhysicalTopology:
@@ -127,6 +131,8 @@ def logical_dims(physical: PhysicalTopology, sizes: list[int] | None = None) -> 
     timing). Raises ConfigError when the sizes do not multiply to the NPU count
     or the topology has a single NPU.
     """
+    from astra_core.config.network import NetworkConfig
+
     npus = physical.npus_count
     if npus < 2:  # network.yml dimensions have >= 2 NPUs each; a lone NPU has no links either
         raise ConfigError(f"{physical.source}: 1 NPU; a simulated network needs at least 2")

@@ -92,8 +92,8 @@ def test_a_bad_dict_config_is_one_config_error_naming_it():
     with pytest.raises(ConfigError) as err:
         astra.simulate(PREFIX, SYSTEM, network)
     assert str(err.value).splitlines() == [
-        "network: unknown key 'latencyy'; did you mean 'latency'?",
         "network: bandwidth[0]: must be > 0, got -1.0",
+        "network: unknown key 'latencyy'; did you mean 'latency'?",
     ]
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from astra_core.config.issues import ConfigWarning
 from astra_core.config.memory import MemoryConfig, MemoryType, load_memory
 from astra_core.errors import ConfigError
 
@@ -107,3 +108,50 @@ def test_direct_construction_is_validated():
         str(info.value)
         == "<python>: remote-mem-bw: must be >= 1 (GB/s; PER_NPU_MEMORY_EXPANSION divides by it), got 0"
     )
+
+
+def test_type_errors_come_first_then_what_the_type_needs(write):
+    # The keys a memory type needs are checked once every given key is valid on its own.
+    path = write(
+        "memory.json", json.dumps({"memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-bw": "5"})
+    )
+    with pytest.raises(ConfigError) as info:
+        load_memory(path)
+    assert str(info.value) == (
+        f"{path}: remote-mem-bw: expected an integer, got '5' (upstream stores it as an unsigned integer)"
+    )
+    path = write("memory.json", json.dumps({"memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-bw": 5}))
+    with pytest.raises(ConfigError) as info:
+        load_memory(path)
+    assert str(info.value).splitlines() == [
+        f"{path}: missing required key 'num-nodes' (needed by PER_NODE_MEMORY_EXPANSION)",
+        f"{path}: missing required key 'num-npus-per-node' (needed by PER_NODE_MEMORY_EXPANSION)",
+    ]
+
+
+def test_a_misspelt_needed_key_is_one_mistake(write):
+    path = write("memory.json", json.dumps({"memory-type": "MEMORY_POOL", "remote-mem-bww": 5}))
+    with pytest.raises(ConfigError) as info:
+        load_memory(path)
+    assert str(info.value) == f"{path}: unknown key 'remote-mem-bww'; did you mean 'remote-mem-bw'?"
+
+
+def test_only_the_files_keys_are_read(write):
+    path = write("memory.json", json.dumps({"memory-type": "MEMORY_POOL", "remote_mem_bw_gbps": 5}))
+    with pytest.raises(ConfigError) as info:
+        load_memory(path)
+    assert str(info.value) == f"{path}: unknown key 'remote_mem_bw_gbps'"
+
+
+def test_a_config_built_in_python_warns_once_naming_python():
+    with pytest.warns(ConfigWarning) as caught:
+        config = MemoryConfig("NO_MEMORY_EXPANSION", remote_mem_latency_ns=5)
+    assert [str(w.message) for w in caught] == [
+        "<python>: remote-mem-latency: no effect with memory-type NO_MEMORY_EXPANSION"
+    ]
+    with pytest.warns(ConfigWarning, match="^<dict>: remote-mem-latency: no effect"):
+        same = MemoryConfig.from_dict(
+            {"memory-type": "NO_MEMORY_EXPANSION", "remote-mem-latency": 5}, "<dict>"
+        )
+    assert config == same and same.source == "<dict>"
+    assert config.source == "<python>"

@@ -141,11 +141,11 @@ def test_several_mistakes_give_one_line_each(write):
         load_network(path)
     lines = str(info.value).splitlines()
     assert lines == [
-        f"{path}: unknown key 'foo'",
         f"{path}: topology[1]: expected one of Ring, FullyConnected, Switch, got 'ring' (names are case-sensitive: use 'Ring')",
         f"{path}: npus_count: expected 2 entries (one per dimension), got 1",
         f"{path}: bandwidth[0]: must be > 0, got 0",
         f"{path}: latency[0]: must be >= 0, got -1",
+        f"{path}: unknown key 'foo'",
     ]
 
 
@@ -154,3 +154,54 @@ def test_missing_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_network(path)
     assert str(info.value) == f"{path}: file not found"
+
+
+def test_the_npu_product_is_checked_with_the_other_keys_problems(write):
+    path = write(
+        "network.yml",
+        "topology: [ Ring, Ring ]\nnpus_count: [ 2048, 1024 ]\nbandwidth: [ 0, 1 ]\nlatency: [ 1, 1 ]\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_network(path)
+    assert str(info.value).splitlines() == [
+        f"{path}: npus_count: [2048, 1024] is 2,097,152 NPUs, more than astra's limit of 1,048,576 "
+        "(2^20); that run would read 2,097,152 trace files and keep a rank engine for each",
+        f"{path}: bandwidth[0]: must be > 0, got 0",
+    ]
+
+
+def test_only_the_files_keys_are_read(write):
+    # The Python names of the fields, and the constructor's dims, are no network.yml keys.
+    path = write("network.yml", GOOD + "npus_per_dim: [ 4, 4 ]\ndims: []\n")
+    with pytest.raises(ConfigError) as info:
+        load_network(path)
+    assert str(info.value).splitlines() == [
+        f"{path}: unknown key 'npus_per_dim'",
+        f"{path}: unknown key 'dims'",
+    ]
+
+
+def test_direct_construction_refuses_what_is_not_a_dimension():
+    with pytest.raises(ConfigError) as info:
+        NetworkConfig([Dimension("Ring", 4, 1.0, 1.0), (TopologyKind.RING, 4, 1.0, 1.0)])
+    assert str(info.value) == '<python>: dims[1]: expected a Dimension, got ["Ring", 4, 1.0, 1.0]'
+    with pytest.raises(ConfigError) as info:
+        NetworkConfig(dims=())
+    assert str(info.value) == "<python>: topology: needs at least one dimension"
+
+
+def test_configs_are_immutable_values(write):
+    import pickle
+
+    from pydantic import ValidationError
+
+    loaded = load_network(write("network.yml", GOOD))
+    built = NetworkConfig.from_dict(loaded.to_dict())
+    assert loaded.source.endswith("network.yml") and built.source == "<python>"
+    assert loaded == built and hash(loaded) == hash(built) and len({loaded, built}) == 1
+    assert loaded != NetworkConfig.from_dict({**loaded.to_dict(), "latency": [200.0, 501.0]})
+    assert loaded.npus_per_dim == (4, 4) and loaded.dims_count == 2
+    with pytest.raises(ValidationError, match="frozen"):
+        loaded.npus_per_dim = (2, 2)  # type: ignore[misc]
+    again = pickle.loads(pickle.dumps(loaded))
+    assert again == loaded and again.source == loaded.source and again.dims == loaded.dims

@@ -20,12 +20,14 @@ backends differ exactly where messages share links.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_core.backend import Topology
-from astra_core.config.network import NetworkConfig
 from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
+
+if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
+    from astra_core.config.network import NetworkConfig
 
 
 class AnalyticalNetwork:
