@@ -395,18 +395,6 @@ class SystemConfig(ConfigModel):
             validate_mapping(type(self), data)  # the same problems as one ConfigError
             raise
 
-    # Files go through model_validate, not this: pydantic calls a model's own
-    # __init__ while validating unless it is marked as its base one (as RootModel's).
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SystemConfig):
-            return NotImplemented
-        return self.__dict__ == other.__dict__  # the values; not the source file
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.__dict__.values()))
-
     @model_validator(mode="after")
     def _check_across_keys(self, info: ValidationInfo) -> SystemConfig:
         """The NCCL section when an algorithm list names nccl; peak-perf and
