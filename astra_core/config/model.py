@@ -6,7 +6,7 @@ model derived from :class:`ConfigModel` (unknown keys, inf and NaN refused).
 Field checks come in three kinds:
 
 * the house checks of :mod:`astra_core.config.issues` as pydantic types —
-  :data:`Flag`, :func:`Integer`, :func:`Number`, :func:`Choice`, or any
+  :data:`Flag`, :func:`int_in`, :func:`number_in`, :func:`one_of`, or any
   ``as_*``-shaped function through :func:`checked` — whose messages are the
   house's own ("expected an integer, got 'x'");
 * range checks with :func:`between`;
@@ -33,7 +33,6 @@ a location with a ``config_key`` classmethod (:meth:`ConfigModel.config_key`).
 from __future__ import annotations
 
 import difflib
-import enum
 import functools
 import math
 import os
@@ -148,26 +147,25 @@ def checked(check: Callable[[Any], tuple[Any, str | None]]) -> BeforeValidator:
 Flag = typing.Annotated[bool, checked(as_flag)]
 
 
-def Integer(minimum: int | None = None, maximum: int | None = None) -> Any:  # noqa: N802 (a type)
-    """An integer (``10`` or ``10.0``; never a boolean or a string) in [minimum, maximum]."""
-    return typing.Annotated[int, checked(functools.partial(as_int, minimum=minimum, maximum=maximum))]
+def int_in(minimum: int | None = None, maximum: int | None = None) -> BeforeValidator:
+    """An integer (``10`` or ``10.0``; never a boolean or a string) in [minimum, maximum]:
+    ``Annotated[int, int_in(1, 1024)]``."""
+    return checked(functools.partial(as_int, minimum=minimum, maximum=maximum))
 
 
-def Number(  # noqa: N802 (a type)
+def number_in(
     minimum: float | None = None, maximum: float | None = None, positive: bool = False
-) -> Any:
-    """A finite number (never a boolean or a string); ``positive``: > 0."""
-    check = functools.partial(as_number, minimum=minimum, maximum=maximum, positive=positive)
-    return typing.Annotated[float, checked(check)]
+) -> BeforeValidator:
+    """A finite number (never a boolean or a string); ``positive``: > 0:
+    ``Annotated[float, number_in(positive=True)]``."""
+    return checked(functools.partial(as_number, minimum=minimum, maximum=maximum, positive=positive))
 
 
-def Choice(enum_or_names: Any) -> Any:  # noqa: N802 (a type)
-    """One of an Enum's values, or of a list of names (case-sensitive; a
-    different case gets a hint). An Enum field holds the Enum member."""
-    is_enum = isinstance(enum_or_names, type) and issubclass(enum_or_names, enum.Enum)
-    names = [e.value for e in enum_or_names] if is_enum else list(enum_or_names)
-    base = enum_or_names if is_enum else str
-    return typing.Annotated[base, checked(functools.partial(as_choice, choices=names))]
+def one_of(*names: str) -> BeforeValidator:
+    """One of ``names`` (case-sensitive, as upstream compares strings; a different
+    case gets a hint): ``Annotated[Policy, one_of(*(p.value for p in Policy))]``
+    (pydantic then makes the Enum member)."""
+    return checked(functools.partial(as_choice, choices=names))
 
 
 def raise_problems(pairs: Iterable[tuple[str | None, str]]) -> None:

@@ -110,15 +110,22 @@ from astra_core.config.issues import (
     PYTHON_SOURCE,
     ConfigWarning,
     Problems,
-    as_choice,
     as_flag,
-    as_int,
     as_number,
     as_str,
     show,
 )
 from astra_core.config.limits import MAX_CHUNKS, MAX_INT32, MAX_RATE, MIN_RATE, as_delay, as_int_delay
-from astra_core.config.model import ConfigModel, Flag, checked, raise_problems, source_of, validate_mapping
+from astra_core.config.model import (
+    ConfigModel,
+    Flag,
+    checked,
+    int_in,
+    one_of,
+    raise_problems,
+    source_of,
+    validate_mapping,
+)
 from astra_core.config.nccl import NcclConfig
 
 #: TFLOP/s -> FLOP/s (upstream Sys.cc: ``peak_perf * 1000000000000``).
@@ -185,16 +192,6 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
 }
 
 Check = Callable[[Any], tuple[Any, str | None]]
-
-
-def _one_of(*names: str) -> BeforeValidator:
-    """One of ``names`` (case-sensitive, as upstream compares strings)."""
-    return checked(lambda value: as_choice(value, names))
-
-
-def _int_in(minimum: int, maximum: int) -> BeforeValidator:
-    """An integer in [minimum, maximum]."""
-    return checked(lambda value: as_int(value, minimum=minimum, maximum=maximum))
 
 
 def _rate(unit: str) -> BeforeValidator:
@@ -299,17 +296,17 @@ class SystemConfig(ConfigModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)  # STRICT, frozen
 
-    scheduling_policy: Annotated[SchedulingPolicy, _one_of(*(e.value for e in SchedulingPolicy))] = Field(
+    scheduling_policy: Annotated[SchedulingPolicy, one_of(*(e.value for e in SchedulingPolicy))] = Field(
         alias="scheduling-policy"
     )
     collective_optimization: Annotated[
-        CollectiveOptimization, _one_of(*(e.value for e in CollectiveOptimization))
+        CollectiveOptimization, one_of(*(e.value for e in CollectiveOptimization))
     ] = Field(alias="collective-optimization")
-    preferred_dataset_splits: Annotated[int, _int_in(1, MAX_CHUNKS)] = Field(alias="preferred-dataset-splits")
+    preferred_dataset_splits: Annotated[int, int_in(1, MAX_CHUNKS)] = Field(alias="preferred-dataset-splits")
     # Sys::Sys: communication_delay = 10, local_reduction_delay = 1, active_chunks_per_dimension = 1
     endpoint_delay_ns: Annotated[int, checked(as_int_delay)] = Field(10, alias="endpoint-delay")
     local_reduction_delay_ns: Annotated[int, checked(as_int_delay)] = Field(1, alias="local-reduction-delay")
-    active_chunks_per_dimension: Annotated[int, _int_in(1, MAX_INT32)] = Field(
+    active_chunks_per_dimension: Annotated[int, int_in(1, MAX_INT32)] = Field(
         1, alias="active-chunks-per-dimension"
     )
     all_reduce_implementation: Algorithms = Field((), alias="all-reduce-implementation")
@@ -345,11 +342,11 @@ class SystemConfig(ConfigModel):
     # ASTRA-sim 1.0 (LEGACY_KEYS), with 1.0's values (Sys::parse_var)
     boost_mode: LegacyFlag = Field(None, alias="boost-mode")
     intra_dimension_scheduling: Annotated[
-        str | None, _one_of("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst")
+        str | None, one_of("FIFO", "RG", "SCF", "smallestFirst", "lessRemainingPhaseFirst")
     ] = Field(None, alias="intra-dimension-scheduling")
     inter_dimension_scheduling: Annotated[
         str | None,
-        _one_of(
+        one_of(
             "baseline",
             "ascending",
             "themis",
@@ -360,7 +357,7 @@ class SystemConfig(ConfigModel):
         ),
     ] = Field(None, alias="inter-dimension-scheduling")
     seprate_log: LegacyFlag = Field(None, alias="seprate-log")
-    gap_denominator: Annotated[int | None, _int_in(1, MAX_INT32)] = Field(None, alias="gap-denominator")
+    gap_denominator: Annotated[int | None, int_in(1, MAX_INT32)] = Field(None, alias="gap-denominator")
 
     def __init__(
         self,

@@ -10,13 +10,13 @@ from pydantic import Field, model_validator
 
 from astra_core.config.model import (
     STRICT,
-    Choice,
     ConfigModel,
     Flag,
-    Integer,
-    Number,
     between,
+    int_in,
     load_model,
+    number_in,
+    one_of,
     raise_problems,
     validate_mapping,
 )
@@ -29,16 +29,16 @@ class Policy(str, Enum):
 
 
 class Section(ConfigModel):
-    rate_gbps: Number(positive=True) = 1.0
+    rate_gbps: Annotated[float, number_in(positive=True)] = 1.0
     enabled: Flag = True
 
 
 class Example(ConfigModel):
     model_config = {**STRICT, "validate_by_name": True, "validate_by_alias": True}
-    policy: Choice(Policy) = Field(alias="scheduling-policy")
-    chunks: Integer(minimum=1, maximum=1024) = Field(default=4, alias="preferred-dataset-splits")
+    policy: Annotated[Policy, one_of(*(p.value for p in Policy))] = Field(alias="scheduling-policy")
+    chunks: Annotated[int, int_in(1, 1024)] = Field(default=4, alias="preferred-dataset-splits")
     delay_ns: int = Field(default=10, alias="endpoint-delay")
-    bandwidth: list[Number(positive=True)] = [1.0]
+    bandwidth: list[Annotated[float, number_in(positive=True)]] = [1.0]
     section: Section = Section()
     window: int = 0
 
