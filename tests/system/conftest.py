@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from astra_core.config.network import NetworkConfig
-from astra_core.config.system import SystemConfig
+from astra_core.config.system import SystemConfig, upstream_system
 from astra_core.workload import et_def_pb2 as pb  # noqa: F401 - re-exported for tests
 from astra_core.workload.writer import write_rank_trace
 
@@ -26,18 +26,7 @@ def network(kinds, npus, bandwidth_gbps, latency_ns) -> NetworkConfig:
 
 def system(algorithm="ring", dims=1, **overrides) -> SystemConfig:
     """A SystemConfig like the reference ring_1d.json, with overrides (upstream keys)."""
-    data = {
-        "scheduling-policy": "LIFO",
-        "endpoint-delay": 10,
-        "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4,
-        "collective-optimization": "localBWAware",
-        "local-mem-bw": 1600,
-        **{
-            f"{c}-implementation": [algorithm] * dims
-            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-        },
-    }
+    data = upstream_system(algorithm, dims)
     data.update(overrides)
     return SystemConfig.from_dict(data)
 

@@ -13,6 +13,7 @@ import warnings
 import pytest
 
 from astra_core.api import simulate
+from astra_core.config.system import upstream_system
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_workload
@@ -33,23 +34,7 @@ def _network(tmp_path, dims) -> str:
 
 def _system(tmp_path, n, **extra) -> str:
     path = tmp_path / "system.json"
-    path.write_text(
-        json.dumps(
-            {
-                "scheduling-policy": "LIFO",
-                "endpoint-delay": 10,
-                "active-chunks-per-dimension": 1,
-                "preferred-dataset-splits": 4,
-                "collective-optimization": "localBWAware",
-                "local-mem-bw": 1600,
-                **{
-                    f"{c}-implementation": ["ring"] * n
-                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-                },
-                **extra,
-            }
-        )
-    )
+    path.write_text(json.dumps({**upstream_system("ring", n), **extra}))
     return str(path)
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from astra_core.api import simulate
+from astra_core.config.system import upstream_system
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_rank_trace
@@ -73,22 +74,7 @@ def _network(tmp_path, dims, bandwidth=50.0):
         f"latency: [ {', '.join(['500.0'] * len(dims))} ]\n"
     )
     system = tmp_path / "system.json"
-    system.write_text(
-        json.dumps(
-            {
-                "scheduling-policy": "LIFO",
-                "endpoint-delay": 10,
-                "active-chunks-per-dimension": 1,
-                "preferred-dataset-splits": 4,
-                "collective-optimization": "localBWAware",
-                "local-mem-bw": 1600,
-                **{
-                    f"{c}-implementation": ["ring"] * len(dims)
-                    for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-                },
-            }
-        )
-    )
+    system.write_text(json.dumps(upstream_system("ring", len(dims))))
     return path, system
 
 
