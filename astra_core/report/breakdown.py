@@ -143,6 +143,10 @@ def busy_intervals(records, nodes) -> tuple[list[Interval], list[Interval]]:
     return union(compute), union(collective + p2p)
 
 
+#: The five disjoint parts of a rank's time, in the order tables show them.
+PARTS = ("compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "p2p_only_ns", "idle_ns")
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """One rank's time split into five disjoint parts (ns) that add up to ``finish_ns``

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_core.outputs import atomic_output
-from astra_core.report.breakdown import breakdowns
+from astra_core.report.breakdown import PARTS, breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
 from astra_core.report.results import RunResult
@@ -40,11 +40,7 @@ RANK_COLUMNS = (
     "cpu_ns",
     "comm_ns",
     "exposed_comm_ns",
-    "compute_only_ns",
-    "overlapped_comm_ns",
-    "comm_only_ns",
-    "p2p_only_ns",
-    "idle_ns",
+    *PARTS,
 )
 #: Link columns kept as given (not times of the run): parameters and a ratio.
 _LINK_PARAMETERS = ("latency_ns", "bandwidth_bytes_per_ns", "utilization")
@@ -74,13 +70,7 @@ def rank_frame(result: RunResult) -> pd.DataFrame:
     for r in result.ranks:
         row = r.to_dict()
         b = split.get(r.rank)
-        row.update(
-            compute_only_ns=b.compute_only_ns if b else float("nan"),
-            overlapped_comm_ns=b.overlapped_comm_ns if b else float("nan"),
-            comm_only_ns=b.comm_only_ns if b else float("nan"),
-            p2p_only_ns=b.p2p_only_ns if b else float("nan"),
-            idle_ns=b.idle_ns if b else float("nan"),
-        )
+        row.update({part: getattr(b, part) if b else float("nan") for part in PARTS})
         rows.append(row)
     return _frame(rows, RANK_COLUMNS)
 

@@ -34,6 +34,7 @@ from typing import Any
 from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
+from astra_core.report.breakdown import PARTS
 from astra_core.report.results import whole_ns
 
 METRICS = (
@@ -41,11 +42,7 @@ METRICS = (
     "compute_ns",
     "comm_ns",
     "exposed_comm_ns",
-    "compute_only_ns",
-    "overlapped_comm_ns",
-    "comm_only_ns",
-    "p2p_only_ns",
-    "idle_ns",
+    *PARTS,
     "npus",
     "messages",
     "message_bytes",
@@ -139,11 +136,7 @@ def metrics(result) -> dict[str, Any]:
         "compute_ns": most("compute_ns"),
         "comm_ns": most("comm_ns"),
         "exposed_comm_ns": most("exposed_comm_ns"),
-        "compute_only_ns": mean("compute_only_ns"),
-        "overlapped_comm_ns": mean("overlapped_comm_ns"),
-        "comm_only_ns": mean("comm_only_ns"),
-        "p2p_only_ns": mean("p2p_only_ns"),
-        "idle_ns": mean("idle_ns"),
+        **{part: mean(part) for part in PARTS},
         "npus": len(ranks),
         "messages": int(result.messages),
         "message_bytes": int(result.message_bytes),
