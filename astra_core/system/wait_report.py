@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast
 
 from astra_core.errors import SimulationDeadlock
 from astra_core.system.collectives.logical_topology import involved_members
+from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.graph import TraceWarning
 
 if TYPE_CHECKING:
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
     from astra_core.system.simulation import Simulation
     from astra_core.workload.chakra import ETNode
 
-# Chakra node types (et_def.proto)
-_COMM_SEND, _COMM_RECV, _COMM_COLL = 5, 6, 7
+_COMM_SEND, _COMM_RECV, _COMM_COLL = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE
 SHOWN_RANKS = 3  # ranks described in a deadlock message
 SHOWN_MEMBERS = 8  # members listed for a ring or group before "..."
 
