@@ -99,7 +99,6 @@ from pydantic import (
     ConfigDict,
     Field,
     InstanceOf,
-    ValidationError,
     ValidationInfo,
     model_validator,
 )
@@ -386,11 +385,7 @@ class SystemConfig(ConfigModel):
             else:
                 problems.unknown(str(key), LEGACY_KEYS)
         problems.raise_if_any()
-        try:
-            super().__init__(**data)
-        except ValidationError:
-            validate_mapping(type(self), data)  # the same problems as one ConfigError
-            raise
+        super().__init__(**data)  # ConfigModel: bad values raise one ConfigError naming <python>
 
     @model_validator(mode="after")
     def _check_across_keys(self, info: ValidationInfo) -> SystemConfig:
