@@ -42,7 +42,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from astra_core.errors import ConfigError
+from astra_core.errors import AstraError, ConfigError
 
 #: The output path that means standard output.
 STDOUT = "-"
@@ -324,3 +324,34 @@ def write_bytes(path: PathArg, data: bytes, what: str | None = None) -> Path:
     with atomic_output(path, what) as temporary:
         temporary.write_bytes(data)
     return Path(path)
+
+
+#: The longest time an int64 ns column (``--csv``, ``--parquet``, ``--fct``, sweep tables)
+#: holds: 2^63 - 1 ns, about 292 years.
+INT64_MAX_NS = 2**63 - 1
+
+
+def whole_ns(values, column: str):
+    """Times in ns (a pandas Series of floats, NaN where unknown) as pandas ``Int64`` whole ns.
+
+    Raises :class:`~astra_core.errors.AstraError` naming ``column`` and the largest value
+    when a time does not fit an int64 (beyond :data:`INT64_MAX_NS`, or infinite).
+
+    Why refuse rather than write such a time some other way: every table astra writes
+    promises whole ns in an int64 column, so that a reader (pandas, Arrow, a database)
+    gets one schema whatever the run. A float column would lose the exact ns and a text
+    or decimal column would change the schema for these runs only; and a time past
+    292 years is the mark of a misplaced unit (0.000001 GB/s, a 2^60-byte message), not
+    a result anyone plots. The callers check before writing *any* output, so a run never
+    ends with some files written and the others missing; ``--json`` alone, whose
+    integers have no limit, still writes such times exactly.
+    """
+    floats = values.astype("float64").round()
+    outside = ~floats.isna() & ((floats >= 2.0**63) | (floats < -(2.0**63)))
+    if outside.any():
+        worst = floats[outside].abs().max()
+        raise AstraError(
+            f"{column}: {worst:.4g} ns is beyond what an int64 ns column holds "
+            f"({INT64_MAX_NS} ns, about 292 years)"
+        )
+    return floats.astype("Int64")

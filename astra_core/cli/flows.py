@@ -27,16 +27,17 @@ def flows() -> None:
 @click.option("--duration-ms", type=float, required=True, help="flows start in [0, duration)")
 @click.option("--topology", type=click.Path(), required=True, help="physical topology (ns-3 format)")
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--output", "-o", type=click.Path(), required=True, help="flow file to write")
+@click.option("--output", "-o", type=click.Path(), required=True, help="flow file to write ('-': stdout)")
 def gen(cdf, load, duration_ms, topology, seed, output) -> None:
     """Draw Poisson flow arrivals between random host pairs (HPCC artifact's format)."""
     from astra_core.flows.cdf import load_cdf
     from astra_core.flows.flowfile import format_flows
     from astra_core.flows.generate import host_link_gbps, poisson_flows
-    from astra_core.outputs import check_output_file, write_text
+    from astra_core.outputs import check_not_input, check_output_file, is_stdout, write_text
     from astra_core.topology.ns3_format import read_ns3_topology
 
     check_output_file(output, "--output")
+    check_not_input({"--output": output}, {"--topology": topology, "--cdf": cdf})
     distribution = load_cdf(cdf)
     fabric = read_ns3_topology(topology)
     gbps = host_link_gbps(fabric)
@@ -46,7 +47,8 @@ def gen(cdf, load, duration_ms, topology, seed, output) -> None:
     click.echo(
         f"{len(drawn)} flows, {total / 1e6:.1f} MB, mean {distribution.mean_bytes:,.0f} B "
         f"drawn; {fabric.npus_count} hosts at {gbps:g} Gbps x {load:g} load over "
-        f"{duration_ms:g} ms; wrote {output}"
+        f"{duration_ms:g} ms; wrote {'standard output' if is_stdout(output) else output}",
+        err=is_stdout(output),  # the flows themselves are on standard output
     )
 
 
@@ -55,7 +57,7 @@ def gen(cdf, load, duration_ms, topology, seed, output) -> None:
 @click.option("--topology", type=click.Path(), required=True, help="physical topology (ns-3 format)")
 @click.option("--backend", help="network backend that models links (ns3, flow, garnetlike, ...)")
 @click.option("--backend-config", type=click.Path(), help="the backend's own config file")
-@click.option("--fct", "fct_path", type=click.Path(), help="write one CSV row per flow")
+@click.option("--fct", "fct_path", type=click.Path(), help="write one CSV row per flow ('-': stdout)")
 @click.option("--plots", "plots_dir", type=click.Path(), help="write fct_slowdown.png here")
 @click.option(
     "--payload-bytes",
@@ -81,12 +83,28 @@ def run(
     from astra_core.flows.flowfile import read_flows
     from astra_core.flows.report import fct_csv, flow_table, plot_slowdown, summary_table
     from astra_core.flows.run import run_flows
-    from astra_core.outputs import check_output_dir, check_output_file, write_text
+    from astra_core.outputs import (
+        check_distinct,
+        check_not_input,
+        check_output_dir,
+        check_output_file,
+        is_stdout,
+        write_text,
+    )
     from astra_core.topology.ns3_format import read_ns3_topology
 
+    outputs = {"--fct": fct_path}
     if fct_path:
         check_output_file(fct_path, "--fct")
     directory = check_output_dir(plots_dir, "--plots") if plots_dir else None
+    if directory is not None:
+        outputs["--plots (fct_slowdown.png)"] = str(
+            check_output_file(directory / "fct_slowdown.png", "--plots")
+        )
+    check_distinct(outputs)
+    check_not_input(
+        outputs, {"--flows": flow_file, "--topology": topology, "--backend-config": backend_config}
+    )
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
     fabric = read_ns3_topology(topology)
@@ -99,7 +117,7 @@ def run(
         write_text(fct_path, fct_csv(table), "--fct")
     if directory is not None:
         plot_slowdown({result.backend_name: table}, directory / "fct_slowdown.png")
-    console = Console()
+    console = Console(stderr=is_stdout(fct_path))  # the CSV alone on standard output
     console.print(summary_table(table, f"FCT slowdown, {len(table)} flows on backend {result.backend_name}"))
     stats = counters(result.backend)
     if stats:
@@ -107,7 +125,7 @@ def run(
             ", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}" for k, v in stats.items())
         )
     console.print(f"simulated in {result.wall_s:.2f} s")
-    if fct_path:
+    if fct_path and not is_stdout(fct_path):
         console.print(f"wrote {fct_path}")
     if directory is not None:
         console.print(f"wrote {directory / 'fct_slowdown.png'}")

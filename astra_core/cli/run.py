@@ -6,11 +6,14 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import click
 from rich.console import Console
 
 from astra_core.cli.common import parse_dims
+from astra_core.outputs import any_stdout
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -88,9 +91,22 @@ def run(
 
     warnings.showwarning = _show_warning
     started = time.perf_counter()
-    # Outputs are checked before the run, so that no result is lost after it.
+    files = {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}
+    # Outputs are checked before the run, so that no result is lost after it and no input
+    # is destroyed by it.
     _check_outputs(
-        {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}, plots_dir
+        files,
+        plots_dir,
+        {
+            "--workload": _trace_files(workload),
+            "--system": system,
+            "--network": network,
+            "--topology": topology,
+            "--memory": memory,
+            "--comm-groups": comm_groups,
+            "--backend-config": backend_config,
+            "--background": background,
+        },
     )
     sizes = parse_dims(dims) if dims is not None else None
     # A progress line on stderr while it is a terminal, none otherwise.
@@ -109,7 +125,8 @@ def run(
         background=background,
     )
     wall = time.perf_counter() - started
-    console = Console()
+    # With an output on standard output ("-"), the table and messages go to stderr.
+    console = Console(stderr=any_stdout(files.values()))
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
     if result.background is not None:
         from astra_core.flows.report import flow_table, summary_table
@@ -124,9 +141,23 @@ def run(
     _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
 
 
-def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
-    """Raise ConfigError when an output file or the plot directory cannot be written."""
-    from astra_core.outputs import check_distinct, check_output_dir, check_output_file
+def _trace_files(prefix: str) -> Iterator[str]:
+    """The existing ``<prefix>.<rank>.et`` files (one directory listing, made lazily)."""
+    folder, base = os.path.split(prefix)
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return
+    for name in names:
+        middle = name[len(base) + 1 : -3]
+        if name.startswith(base + ".") and name.endswith(".et") and middle.isdigit():
+            yield os.path.join(folder, name)
+
+
+def _check_outputs(files: dict[str, str | None], plots_dir: str | None, inputs: Mapping[str, Any]) -> None:
+    """Raise ConfigError when an output file or the plot directory cannot be written, when
+    two outputs name one file, or when an output is one of the ``inputs``."""
+    from astra_core.outputs import check_distinct, check_not_input, check_output_dir, check_output_file
 
     for option, path in files.items():
         if path is not None:
@@ -139,23 +170,40 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None) -> None:
         for name in PLOT_FILES:
             paths[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
     check_distinct(paths)
+    check_not_input(paths, inputs)
 
 
 def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir) -> None:
-    """Write every requested output file (each atomically) and say where."""
+    """Write every requested output file and say where.
+
+    The per-collective table is built first: a time it cannot hold (past int64 ns, see
+    :func:`astra_core.outputs.whole_ns`) is one error line before any file is written.
+    """
+    from astra_core.errors import AstraError, ConfigError
     from astra_core.outputs import write_text
 
+    tables = [(path, kind) for path, kind in ((csv_path, "csv"), (parquet_path, "parquet")) if path]
+    frame = None
+    if tables:
+        from astra_core.report.frames import collective_frame
+
+        try:
+            frame = collective_frame(result)
+        except AstraError as exc:
+            options = " and ".join(f"--{kind}" for _, kind in tables)
+            raise ConfigError(
+                f"{options}: {exc}; nothing was written (--json keeps such times exactly)"
+            ) from None
     if json_path:
         write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")
     if timeline:
         from astra_core.report.timeline import write_timeline
 
         write_timeline(result, timeline)
-    for path, kind in ((csv_path, "csv"), (parquet_path, "parquet")):
-        if path:
-            from astra_core.report.frames import write_collectives
+    for path, kind in tables:
+        from astra_core.report.frames import write_frame
 
-            write_collectives(result, path, kind)
+        write_frame(frame, path, kind, f"--{kind}")
     if plots_dir:
         for png in result.write_plots(plots_dir):
             console.print(f"wrote {png}")

@@ -29,32 +29,40 @@ def summary(topology: PhysicalTopology) -> str:
 def _finish(
     topology: PhysicalTopology, output: str | None, plot: str | None, grid: list[int] | None = None
 ) -> None:
+    from astra_core.outputs import any_stdout
     from astra_core.topology.ns3_format import write_ns3_topology
 
-    click.echo(f"{topology.source}: {summary(topology)}")
+    err = any_stdout((output, plot))  # "-": the file alone on standard output, messages on stderr
+    click.echo(f"{topology.source}: {summary(topology)}", err=err)
     if output:
         write_ns3_topology(topology, output)
-        click.echo(f"wrote {output}")
+        click.echo(f"wrote {output}", err=err)
     if plot:
         from astra_core.topology.plot import plot_topology
 
         plot_topology(topology, plot, grid=grid)
-        click.echo(f"wrote {plot}")
+        click.echo(f"wrote {plot}", err=err)
 
 
 def _outputs(command):
-    command = click.option("--plot", type=click.Path(), help="draw the topology to a PNG")(command)
-    return click.option("--output", "-o", type=click.Path(), help="write the ns-3 topology file")(command)
+    command = click.option("--plot", type=click.Path(), help="draw the topology to a PNG ('-': stdout)")(
+        command
+    )
+    return click.option(
+        "--output", "-o", type=click.Path(), help="write the ns-3 topology file ('-': stdout)"
+    )(command)
 
 
-def _run(build, output, plot, grid=None) -> None:
-    """Check the output paths, build the topology, summarize and write it; AstraError -> one line."""
-    from astra_core.outputs import check_distinct, check_output_file
+def _run(build, output, plot, grid=None, inputs=None) -> None:
+    """Check the output paths (not one of ``inputs``, ``{"FILE": path}``), build the topology,
+    summarize and write it; AstraError -> one line."""
+    from astra_core.outputs import check_distinct, check_not_input, check_output_file
 
     for option, path in (("--output", output), ("--plot", plot)):
         if path is not None:
             check_output_file(path, option)
     check_distinct({"--output": output, "--plot": plot})
+    check_not_input({"--output": output, "--plot": plot}, inputs or {})
     if plot is not None:
         from astra_core.topology.plot import image_format
 
@@ -156,4 +164,4 @@ def show(file, output, plot) -> None:
     """Summarize an ns-3 topology FILE (and rewrite or draw it)."""
     from astra_core.topology.ns3_format import read_ns3_topology
 
-    _run(lambda: read_ns3_topology(file), output, plot)
+    _run(lambda: read_ns3_topology(file), output, plot, inputs={"FILE": file})

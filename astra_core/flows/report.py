@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from astra_core.flows.run import FlowResult
+from astra_core.outputs import atomic_output, whole_ns
 
 #: Upper edges of the fixed size buckets, bytes (the last bucket is open).
 BUCKET_EDGES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -40,7 +41,7 @@ def fct_csv(table: pd.DataFrame) -> str:
     """The ``--fct`` CSV of a :func:`flow_table`: times as whole ns, as every astra output."""
     out = table.copy()
     for column in ("start_ns", "fct_ns", "ideal_fct_ns"):
-        out[column] = out[column].round().astype("int64")
+        out[column] = whole_ns(out[column], column)
     return out.to_csv(index=False)
 
 
@@ -114,7 +115,8 @@ def plot_slowdown(
     tables: dict[str, pd.DataFrame], path_png: str | os.PathLike, title: str = "FCT slowdown by flow size"
 ) -> None:
     """Median and 99th percentile slowdown per equal-count size bin against flow size,
-    one pair of lines per labelled table (e.g. one per congestion control)."""
+    one pair of lines per labelled table (e.g. one per congestion control). Written as PNG
+    through :func:`astra_core.outputs.atomic_output` (ConfigError naming the path if it cannot be)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,5 +136,8 @@ def plot_slowdown(
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path_png, dpi=120)
-    plt.close(fig)
+    try:  # through astra_core.outputs: atomic for a file, written through a FIFO
+        with atomic_output(path_png, "plot") as temporary:
+            fig.savefig(temporary, dpi=120, format="png")
+    finally:
+        plt.close(fig)

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astra_core.outputs import atomic_output
+from astra_core.outputs import atomic_output, whole_ns
 from astra_core.report.breakdown import PARTS, breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
@@ -56,8 +56,8 @@ def _frame(rows: list[dict], columns) -> pd.DataFrame:
             frame[column] = frame[column].astype("int64")
         elif column in _LINK_PARAMETERS:
             frame[column] = frame[column].astype("float64")
-        elif column.endswith("_ns"):  # times: whole ns, empty where unknown
-            frame[column] = frame[column].astype("float64").round().astype("Int64")
+        elif column.endswith("_ns"):  # times: whole ns, empty where unknown; AstraError past int64
+            frame[column] = whole_ns(frame[column], column)
         else:
             frame[column] = frame[column].astype(str)
     return frame
@@ -94,16 +94,16 @@ def link_frame(result: RunResult) -> pd.DataFrame | None:
     return _frame([s.to_dict() for s in stats], LINK_COLUMNS)
 
 
-def write_frame(frame: pd.DataFrame, path: str | os.PathLike, kind: str) -> Path:
-    """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path``, atomically; parent dirs
-    are created.
+def write_frame(frame: pd.DataFrame, path: str | os.PathLike, kind: str, what: str | None = None) -> Path:
+    """Write ``frame`` as ``kind`` ("csv" or "parquet") to ``path`` through
+    :func:`astra_core.outputs.atomic_output` (atomic for a file; parent dirs are created).
 
-    Raises ConfigError naming the path when it cannot be written, ValueError
-    for an unknown ``kind``.
+    Raises ConfigError naming ``what`` (default ``kind``) and the path when it cannot be
+    written, ValueError for an unknown ``kind``.
     """
     if kind not in ("csv", "parquet"):
         raise ValueError(f"unknown table format {kind!r}")
-    with atomic_output(path, kind) as temporary:
+    with atomic_output(path, what or kind) as temporary:
         if kind == "csv":
             frame.to_csv(temporary, index=False)
         else:

@@ -9,6 +9,7 @@ Nothing heavy is imported until the command runs.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import click
 
@@ -125,9 +126,24 @@ def noc(
     the accepted throughput (flits/node/cycle) of one offered load, or with
     --sweep of many, and draws the latency-load curve.
     """
+    from astra_core.outputs import (
+        any_stdout,
+        check_distinct,
+        check_not_input,
+        check_output_file,
+        write_text,
+    )
     from astra_garnetlike.noc import plot_sweep, run_noc, sweep
 
+    echo = partial(click.echo, err=any_stdout((json_path, plot)))  # "-": the file alone on stdout
     try:
+        # Outputs are checked before the run: none is lost after it, none replaces --config.
+        outputs = {"--json": json_path, "--plot": (plot or "noc_sweep.png") if do_sweep else None}
+        for option, path in outputs.items():
+            if path is not None:
+                check_output_file(path, option)
+        check_distinct(outputs)
+        check_not_input(outputs, {"--config": config_path})
         params = dict(
             topology=topology,
             dims=_dims(dims),
@@ -145,22 +161,18 @@ def noc(
         )
         if not do_sweep:
             results = [run_noc(injection_rate=injection_rate, **params)]
-            click.echo(_line(results[0]))
+            echo(_line(results[0]))
         else:
             results = sweep(_rates(rates), jobs=jobs, **params)
             for r in results:
-                click.echo(_line(r))
-            path = plot or "noc_sweep.png"
+                echo(_line(r))
+            path = outputs["--plot"]
             plot_sweep(results, path)
-            click.echo(f"wrote {path}")
+            echo(f"wrote {path}")
         wall = sum(r.wall_s for r in results)
         hops = sum(r.flit_hops for r in results)
-        click.echo(f"simulated {hops:,} flit-hops in {wall:.2f} s")
+        echo(f"simulated {hops:,} flit-hops in {wall:.2f} s")
         if json_path:
-            try:
-                with open(json_path, "w") as f:
-                    json.dump([r.to_dict() for r in results], f, indent=1)
-            except OSError as exc:
-                raise ConfigError(f"{json_path}: cannot write: {exc.strerror or exc}") from None
+            write_text(json_path, json.dumps([r.to_dict() for r in results], indent=1), "--json")
     except AstraError as exc:
         _fail(exc)

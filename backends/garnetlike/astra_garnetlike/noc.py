@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from astra_core.errors import ConfigError
+from astra_core.outputs import atomic_output
 from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, mesh, torus
 from astra_garnetlike.config import GarnetConfig, load_config, read_config_file
 from astra_garnetlike.traffic import Injector, make_pattern
@@ -268,7 +269,8 @@ def sweep(
 
 
 def plot_sweep(results: Sequence[NocResult], path: str) -> None:
-    """Latency-load curve and accepted throughput to a PNG at ``path``."""
+    """Latency-load curve and accepted throughput to a PNG at ``path`` (through
+    :func:`astra_core.outputs.atomic_output`; ConfigError naming it if it cannot be written)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -300,9 +302,8 @@ def plot_sweep(results: Sequence[NocResult], path: str) -> None:
     ax2.grid(True, alpha=0.3)
     fig.suptitle(f"{first.topology} {'x'.join(map(str, first.dims))}, {first.pattern}")
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:  # through astra_core.outputs: atomic for a file, written through a FIFO, "-" is stdout
+        with atomic_output(path, "--plot") as temporary:
+            fig.savefig(temporary, dpi=110, format="png")
     finally:
         plt.close(fig)

@@ -192,8 +192,11 @@ class Ns3Results:
         }
 
     def write(self, directory: str | Path, kind: str = "csv") -> list[Path]:
-        """Write ``ports``, ``messages``, ``queues`` and ``flow_samples`` tables."""
-        out = Path(directory)
+        """Write ``ports``, ``messages``, ``queues`` and ``flow_samples`` tables, each through
+        :func:`astra_core.outputs.atomic_output` (ConfigError naming a path it cannot write)."""
+        from astra_core.outputs import atomic_output, check_output_dir
+
+        out = check_output_dir(directory, "monitor output_dir")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -202,10 +205,11 @@ class Ns3Results:
         for name in ("ports", "messages", "queues", "flow_samples"):
             frame = getattr(self, name)()
             path = out / f"{name}.{kind}"
-            if kind == "parquet":
-                frame.to_parquet(path, index=False)
-            else:
-                frame.to_csv(path, index=False)
+            with atomic_output(path, "monitor output_dir") as temporary:
+                if kind == "parquet":
+                    frame.to_parquet(temporary, index=False)
+                else:
+                    frame.to_csv(temporary, index=False)
             written.append(path)
         return written
 
