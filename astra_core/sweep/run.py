@@ -12,8 +12,8 @@ from astra_core.errors import AstraError
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
 from astra_core.sweep.identity import InputDigests
 from astra_core.sweep.pool import sigterm_raises
-from astra_core.sweep.spec import SweepSpec, load_spec, parse_spec, resolve_point
-from astra_core.sweep.table import PointLog, plot_results, results_frame, write_results
+from astra_core.sweep.spec import PATH_KEYS, SweepSpec, load_spec, parse_spec, resolve_point
+from astra_core.sweep.table import LOG_NAME, PointLog, plot_results, results_frame, write_results
 
 #: Failed points a summary names before it counts the rest.
 NAMED_FAILURES = 3
@@ -64,6 +64,24 @@ def as_spec(spec: SweepSpec | str | os.PathLike | dict) -> SweepSpec:
     return load_spec(spec)
 
 
+def _check_not_inputs(spec: SweepSpec, directory: Path) -> None:
+    """Raise ConfigError when a file the sweep writes in ``directory`` is the spec or a file a
+    point reads (its system, network, ... given by path): it would be destroyed."""
+    from astra_core.outputs import check_not_input
+
+    names = (LOG_NAME, "results.parquet", "results.csv", f"{spec.metric}.png")
+    outputs = {f"--output ({name})": directory / name for name in names}
+
+    def paths(key: str):  # made only when some output exists already
+        for overrides in spec.points:
+            value = resolve_point(spec, overrides).get(key)
+            if isinstance(value, str):
+                yield value
+
+    inputs: dict[str, Any] = {"spec": spec.source, **{key: paths(key) for key in PATH_KEYS}}
+    check_not_input(outputs, inputs)
+
+
 def run_sweep(
     spec: SweepSpec | str | os.PathLike | dict,
     *,
@@ -88,6 +106,7 @@ def run_sweep(
     """
     spec = as_spec(spec)
     directory = Path(output).resolve() if output is not None else spec.output
+    _check_not_inputs(spec, directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

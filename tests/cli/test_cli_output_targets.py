@@ -387,3 +387,27 @@ def test_noc_json_through_a_fifo_and_checked_before_the_run(tmp_path, monkeypatc
     assert line == (
         f"error: --json {tmp_path / 'afile' / 'r.json'}: cannot write: {tmp_path / 'afile'} is a file, not a directory"
     )
+
+
+# -- astra sweep ------------------------------------------------------------------------------
+
+
+def test_sweep_refuses_a_results_file_that_is_an_input_before_any_point(tmp_path, monkeypatch):
+    import astra_core.sweep.run
+    from astra_core.errors import ConfigError
+    from astra_core.sweep import run_sweep
+    from tests.sweep.test_sweep import write_spec
+
+    path = write_spec(tmp_path)
+    network = tmp_path / "results.csv"  # the network file, named as the sweep's table
+    network.write_text(RING2)
+    spec = path.read_text().replace("network.yml", "results.csv")
+    path.write_text(spec + "grid:\n  network.latency[0]: [100.0, 200.0]\n")
+    monkeypatch.setattr(astra_core.sweep.run, "run_serial", lambda *a: pytest.fail("ran before checking"))
+    with pytest.raises(ConfigError) as info:
+        run_sweep(path, output=tmp_path, workers=1)
+    assert str(info.value) == (
+        f"--output (results.csv) {network} is the network input; writing it would destroy that input: "
+        "give --output (results.csv) another file"
+    )
+    assert network.read_text() == RING2
