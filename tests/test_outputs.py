@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
 from astra_core.errors import ConfigError
-from astra_core.outputs import atomic_output, check_output_dir, check_output_file, write_text
+from astra_core.outputs import (
+    atomic_output,
+    check_distinct,
+    check_output_dir,
+    check_output_file,
+    write_bytes,
+    write_text,
+)
 from astra_core.report.results import RankResult, RunResult
 
 
@@ -97,3 +105,111 @@ def test_a_symbolic_link_is_written_through(tmp_path):
     link.symlink_to(target)
     write_text(link, "new")
     assert link.is_symlink() and target.read_text() == "new"
+
+
+# -- destinations that are not regular files (issue 27) -------------------------------------
+
+
+def test_atomic_output_writes_through_a_fifo_and_leaves_it(tmp_path):
+    import threading
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with atomic_output(fifo, "--json") as temporary:
+        assert temporary.parent != tmp_path  # not beside a device or FIFO (think of /dev)
+        temporary.write_text("through")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    reader.join(timeout=60)  # a guard against a hang only
+    assert got == [b"through"]
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_a_write_error_on_a_device_is_one_line_and_the_device_stays(tmp_path):
+    full = tmp_path / "full"
+    try:
+        os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # /dev/full's numbers
+    except OSError as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    with pytest.raises(ConfigError) as info:
+        write_text(full, "x" * 10, "--csv")
+    assert str(info.value) == f"--csv {full}: cannot write: No space left on device"
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_dash_is_standard_output(capfdbinary):
+    write_bytes("-", b"to stdout\n", "--json")
+    assert capfdbinary.readouterr().out == b"to stdout\n"
+    assert check_output_file("-", "--json") == Path("-")
+
+
+def test_link_loops_are_one_line(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for check in (check_output_file, check_output_dir):
+        with pytest.raises(ConfigError, match=r"^--x .*/loop: cannot write: a symbolic link loop"):
+            check(loop, "--x")
+    check_distinct({"--a": loop, "--b": tmp_path / "other"})  # before: RuntimeError in resolve()
+    with pytest.raises(ConfigError, match="both write"):
+        check_distinct({"--a": loop, "--b": loop})
+
+
+def test_check_distinct_sees_hard_links_and_standard_output_but_lets_devices_repeat(tmp_path):
+    (tmp_path / "a").write_text("")
+    os.link(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(ConfigError, match=f"^--b and --a both write {tmp_path / 'b'};"):
+        check_distinct({"--a": tmp_path / "a", "--b": tmp_path / "b"})
+    with pytest.raises(ConfigError, match=r"both write standard output \(-\)"):
+        check_distinct({"--a": "-", "--b": "-"})
+    check_distinct({"--a": "/dev/null", "--b": "/dev/null", "--c": "./-", "--d": "-"})
+
+
+def test_check_not_input_names_both_options_and_sees_links(tmp_path):
+    from astra_core.outputs import check_not_input
+
+    system = tmp_path / "system.json"
+    system.write_text("{}")
+    (tmp_path / "link").symlink_to(system)
+    with pytest.raises(ConfigError) as info:
+        check_not_input({"--json": tmp_path / "link", "--csv": None}, {"--system": system})
+    assert str(info.value) == (
+        f"--json {tmp_path / 'link'} is the --system input ({system}); writing it would destroy "
+        "that input: give --json another file"
+    )
+    listed: list[str] = []
+
+    def traces():
+        listed.append("listed")
+        yield str(system)
+
+    check_not_input({"--json": tmp_path / "new.json"}, {"--workload": traces()})
+    assert listed == []  # no output exists: the inputs are not even listed
+    check_not_input({"--json": "-"}, {"--system": system})
+
+
+def test_whole_ns_refuses_times_past_int64_naming_the_column():
+    import pandas as pd
+
+    from astra_core.errors import AstraError
+    from astra_core.outputs import INT64_MAX_NS, whole_ns
+
+    assert whole_ns(pd.Series([1.4, 2.6, float("nan")]), "end_ns").tolist() == [1, 3, pd.NA]
+    assert whole_ns(pd.Series([float(2**62)]), "end_ns").tolist() == [2**62]
+    for bad in (2.0**63, float("inf"), -(2.0**64)):
+        with pytest.raises(AstraError) as info:
+            whole_ns(pd.Series([0.0, bad]), "end_ns")
+        assert str(info.value) == (
+            f"end_ns: {abs(bad):.4g} ns is beyond what an int64 ns column holds "
+            f"({INT64_MAX_NS} ns, about 292 years)"
+        )
+
+
+def test_result_writers_refuse_times_past_int64_in_one_line(tmp_path):
+    from astra_core.errors import AstraError
+
+    huge = float(2**70)
+    result = RunResult(backend="analytical", ranks=[RankResult(0, huge, 4.0, 0.0, huge, huge)])
+    with pytest.raises(AstraError, match="^finish_ns: 1.181e\\+21 ns is beyond what an int64 ns column"):
+        result.rank_frame()  # before: TypeError: cannot safely cast non-equivalent float64 to int64
