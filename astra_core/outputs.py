@@ -229,8 +229,15 @@ def check_not_input(
                 also = "" if os.fspath(out_path) == os.fspath(path) else f" ({os.fspath(path)})"
                 raise ConfigError(
                     f"{out_option} {os.fspath(out_path)} is the {in_option} input{also}; "
-                    f"writing it would destroy that input: give {out_option} another file"
+                    f"writing it would destroy that input: give {out_option.split(' (')[0]} another path"
                 )
+
+
+def trace_outputs(prefix: PathArg, npus_count: int, option: str = "--output") -> dict[str, str]:
+    """The files a trace prefix names for :func:`check_not_input`: ``{"--output (rank r)":
+    "<prefix>.<r>.et"}`` for every rank (the naming of
+    :func:`astra_core.workload.chakra.trace_path`)."""
+    return {f"{option} (rank {r})": f"{os.fspath(prefix)}.{r}.et" for r in range(npus_count)}
 
 
 def _new_file_mode(path: Path) -> int:

@@ -176,7 +176,7 @@ def test_check_not_input_names_both_options_and_sees_links(tmp_path):
         check_not_input({"--json": tmp_path / "link", "--csv": None}, {"--system": system})
     assert str(info.value) == (
         f"--json {tmp_path / 'link'} is the --system input ({system}); writing it would destroy "
-        "that input: give --json another file"
+        "that input: give --json another path"
     )
     listed: list[str] = []
 

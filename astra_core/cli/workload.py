@@ -66,9 +66,12 @@ def convert() -> None:
 )
 def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_ids, comm_groups) -> None:
     """Convert an ASTRA-sim 1.0 text workload FILE for NPUS NPUs."""
+    from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.converters.text import convert_text_workload, write_converted
     from astra_core.workload.converters.text_format import read_text_workload
 
+    groups_path = comm_groups or f"{output}.comm_groups.json"
+    check_not_input({**trace_outputs(output, npus), "--comm-groups": groups_path}, {"FILE": file})
     wl = read_text_workload(file)
     conv = convert_text_workload(
         wl,
@@ -112,8 +115,14 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
 )
 def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
     """Convert PyTorch execution traces (one per rank) to Chakra traces."""
+    from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.converters.pytorch import convert_pytorch_traces
 
+    groups_path = comm_groups or f"{output}.comm_groups.json"
+    check_not_input(
+        {**trace_outputs(output, len(et_files)), "--comm-groups": groups_path},
+        {"--et": et_files, "--kineto": kineto_files},
+    )
     result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
     for rank, summary in enumerate(result.summaries):
         click.echo(f"rank {rank}: {summary}")

@@ -208,7 +208,7 @@ def test_json_onto_the_system_file_is_refused_before_the_run(tmp_path, no_simula
     line = one_error_line(invoke(*run_args(tmp_path, system), "--json", system))
     assert line == (
         f"error: --json {system} is the --system input; writing it would destroy that input: "
-        "give --json another file"
+        "give --json another path"
     )
     assert system.read_text() == original and no_simulation == []
 
@@ -220,7 +220,7 @@ def test_csv_onto_a_rank_trace_is_refused_before_the_run(tmp_path, no_simulation
     line = one_error_line(invoke(*args, "--csv", trace))
     assert line == (
         f"error: --csv {trace} is the --workload input; writing it would destroy that input: "
-        "give --csv another file"
+        "give --csv another path"
     )
     assert trace.read_bytes() == original and no_simulation == []
 
@@ -322,7 +322,7 @@ def test_flows_gen_onto_its_topology_is_refused(fabric):
     line = one_error_line(flows_gen(fabric, fabric))
     assert line == (
         f"error: --output {fabric} is the --topology input; writing it would destroy that input: "
-        "give --output another file"
+        "give --output another path"
     )
     assert fabric.read_text() == original
 
@@ -408,6 +408,28 @@ def test_sweep_refuses_a_results_file_that_is_an_input_before_any_point(tmp_path
         run_sweep(path, output=tmp_path, workers=1)
     assert str(info.value) == (
         f"--output (results.csv) {network} is the network input; writing it would destroy that input: "
-        "give --output (results.csv) another file"
+        "give --output another path"
     )
     assert network.read_text() == RING2
+
+
+# -- astra convert ----------------------------------------------------------------------------
+
+
+def test_convert_text_refuses_outputs_onto_its_input(reference_dir, tmp_path):
+    source = (reference_dir / "text" / "Transformer_HybridParallel.txt").read_text()
+    text = tmp_path / "t.3.et"  # the text workload, named as rank 3's output trace would be
+    text.write_text(source)
+    line = one_error_line(invoke("convert", "text", text, "--npus", 8, "--output", tmp_path / "t"))
+    assert line == (
+        f"error: --output (rank 3) {text} is the FILE input; writing it would destroy that input: "
+        "give --output another path"
+    )
+    other = tmp_path / "w.txt"
+    other.write_text(source)
+    line = one_error_line(
+        invoke("convert", "text", other, "--npus", 8, "--output", tmp_path / "o", "--comm-groups", other)
+    )
+    assert line.startswith(f"error: --comm-groups {other} is the FILE input;")
+    assert text.read_text() == other.read_text() == source
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".et") == ["t.3.et"]
