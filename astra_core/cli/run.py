@@ -100,6 +100,7 @@ def run(
         {
             "--workload": _trace_files(workload),
             "--system": system,
+            "--system's *-implementation-custom": _custom_collective_files(system),
             "--network": network,
             "--topology": topology,
             "--memory": memory,
@@ -152,6 +153,25 @@ def _trace_files(prefix: str) -> Iterator[str]:
         middle = name[len(base) + 1 : -3]
         if name.startswith(base + ".") and name.endswith(".et") and middle.isdigit():
             yield os.path.join(folder, name)
+
+
+def _custom_collective_files(system: str) -> Iterator[str]:
+    """The files the system's ``*-implementation-custom`` entries read (an MSCCL XML file, or
+    a Chakra ET prefix's ``.et`` files); nothing when the system file does not load (the run
+    reports that). Loaded lazily: only when some output exists already."""
+    from astra_core.config.system import load_system
+    from astra_core.errors import AstraError
+    from astra_core.system.collectives.custom import custom_sources
+
+    try:
+        sources = custom_sources(load_system(system))
+    except AstraError:
+        return
+    for source in sources.values():
+        if str(source).endswith(".xml"):
+            yield str(source)
+        else:
+            yield from _trace_files(str(source))
 
 
 def _check_outputs(files: dict[str, str | None], plots_dir: str | None, inputs: Mapping[str, Any]) -> None:

@@ -433,3 +433,18 @@ def test_convert_text_refuses_outputs_onto_its_input(reference_dir, tmp_path):
     assert line.startswith(f"error: --comm-groups {other} is the FILE input;")
     assert text.read_text() == other.read_text() == source
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".et") == ["t.3.et"]
+
+
+def test_an_output_onto_a_custom_collective_of_the_system_is_refused(tmp_path, no_simulation):
+    repo = Path(__file__).resolve().parents[2]
+    xml = tmp_path / "ring.xml"
+    xml.write_text((repo / "tests" / "data" / "custom" / "custom_allreduce.xml").read_text())
+    system = json.loads((EXAMPLE / "system.json").read_text())
+    system["all-reduce-implementation-custom"] = [str(xml)]
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    line = one_error_line(invoke(*run_args(tmp_path, tmp_path / "system.json"), "--timeline", xml))
+    assert line == (
+        f"error: --timeline {xml} is the --system's *-implementation-custom input; "
+        "writing it would destroy that input: give --timeline another path"
+    )
+    assert xml.read_text().startswith("<") and no_simulation == []
