@@ -34,16 +34,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 @click.option(
     "--backend-config", type=click.Path(), help="the backend's own config file (e.g. garnetlike: TOML/YAML)"
 )
-@click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON")
-@click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace")
+@click.option("--json", "json_path", type=click.Path(), help="write per-rank results as JSON ('-': stdout)")
+@click.option("--timeline", type=click.Path(), help="write a Chrome/Perfetto trace ('-': stdout)")
 @click.option(
-    "--csv", "csv_path", type=click.Path(), help="write per-collective records (with per-phase times) as CSV"
+    "--csv",
+    "csv_path",
+    type=click.Path(),
+    help="write per-collective records (with per-phase times) as CSV ('-': stdout)",
 )
 @click.option(
     "--parquet",
     "parquet_path",
     type=click.Path(),
-    help="write per-collective records (with per-phase times) as Parquet",
+    help="write per-collective records (with per-phase times) as Parquet ('-': stdout)",
 )
 @click.option(
     "--plots",
