@@ -141,7 +141,12 @@ def run_sweep(
             run_serial(tasks, record)
         else:
             run_pool(tasks, record, workers)
-    frame = results_frame(spec, keys, done)
+    try:  # a time past int64 ns (astra_core.outputs.whole_ns): no table, the points are kept
+        frame = results_frame(spec, keys, done)
+    except AstraError as exc:
+        raise AstraError(
+            f"{directory}: cannot write the results table: {exc} (every point is kept in {LOG_NAME})"
+        ) from None
     files = write_results(frame, directory)
     plot = plot_results(frame, spec, directory / f"{spec.metric}.png")
     if plot is not None:

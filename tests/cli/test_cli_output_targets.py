@@ -448,3 +448,37 @@ def test_an_output_onto_a_custom_collective_of_the_system_is_refused(tmp_path, n
         "writing it would destroy that input: give --timeline another path"
     )
     assert xml.read_text().startswith("<") and no_simulation == []
+
+
+def test_a_sweep_with_times_past_int64_is_one_line_and_keeps_its_points(tmp_path):
+    # Before: TypeError: cannot safely cast non-equivalent float64 to int64, with a traceback.
+    result = invoke(
+        "gen",
+        "micro",
+        "--collective",
+        "all-reduce",
+        "--size",
+        2**60,
+        "--npus",
+        4,
+        "--output",
+        tmp_path / "ar",
+    )
+    assert result.exit_code == 0, result.output
+    (tmp_path / "slow.yml").write_text(
+        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0.000001 ]\nlatency: [ 500.0 ]\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        f"base:\n  workload: ar\n  system: {EXAMPLE / 'system.json'}\n  network: slow.yml\n"
+        "grid:\n  network.latency[0]: [100.0, 200.0]\n"
+    )
+    result = invoke("sweep", spec, "--workers", 1)
+    out = tmp_path / "s-results"
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        f"error: {out}: cannot write the results table: step_ns: 1.611e+24 ns is beyond what an int64 "
+        "ns column holds (9223372036854775807 ns, about 292 years) (every point is kept in points.jsonl)"
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["points.jsonl"]
+    assert len((out / "points.jsonl").read_text().splitlines()) == 2
