@@ -11,9 +11,10 @@ according to what the destination is (links followed, as the shell's ``>`` does)
   replaces it with :func:`os.replace`. A reader never sees half a file, and a failed or
   interrupted write leaves the old file untouched. A symbolic link keeps being a link: the
   file it points to is replaced. Missing parent directories are created on demand;
-* a **FIFO** or a **character device** (``/dev/null``, ``/dev/stdout`` on a terminal): the
-  content is written *through* it, as ``open(path, "w")`` would, and the node itself is left
-  in place (replacing it would hand a reader waiting on the FIFO nothing and turn
+* a **FIFO** or a **character device** (``/dev/null``, ``/dev/stdout`` on a terminal or a
+  pipe), or a file reached through ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N``:
+  the content is written *through* it, as ``open(path, "w")`` would, and the node itself is
+  left in place (replacing it would hand a reader waiting on the FIFO nothing and turn
   ``/dev/null`` into a regular file). Opening a FIFO waits for its reader;
 * ``"-"`` (the string, as a command line gives it): **standard output**. A file named ``-``
   is ``./-``. A command that writes to standard output prints its own messages on
@@ -49,6 +50,8 @@ STDOUT = "-"
 
 PathArg = str | os.PathLike
 _LOOP = "a symbolic link loop (a link that leads back to itself)"
+#: Names of a process's open files (Linux): written through whatever they lead to.
+_DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/")
 
 
 def is_stdout(path: object) -> bool:
@@ -106,6 +109,10 @@ def _destination(path: Path, label: str) -> tuple[str, Path]:
     if stat.S_ISDIR(mode):
         raise ConfigError(f"{label}: cannot write: is a directory, not a file")
     if stat.S_ISREG(mode):
+        if os.path.abspath(path).startswith(_DESCRIPTOR_PATHS):
+            # /dev/stdout of a command run with "> out.txt" is the shell's open file: write
+            # through it (as ">" would), never rename a new file over the name it had.
+            return "stream", path
         return "file", Path(os.path.realpath(path))
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
         return "stream", path
@@ -289,7 +296,11 @@ def atomic_output(path: PathArg, what: str | None = None) -> Iterator[Path]:
         elif stdout:
             _to_stdout(temporary)
         else:
-            with open(temporary, "rb") as source, open(target, "wb") as sink:
+            # Appending: a FIFO or device is not truncated anyway, and a file reached through
+            # /dev/stdout keeps what the command printed there before (as with ">").
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+            with open(temporary, "rb") as source, open(target, "ab") as sink:
                 shutil.copyfileobj(source, sink)
     except OSError as exc:
         raise ConfigError(f"{label}: cannot write: {exc.strerror or exc}") from None

@@ -213,3 +213,16 @@ def test_result_writers_refuse_times_past_int64_in_one_line(tmp_path):
     result = RunResult(backend="analytical", ranks=[RankResult(0, huge, 4.0, 0.0, huge, huge)])
     with pytest.raises(AstraError, match="^finish_ns: 1.181e\\+21 ns is beyond what an int64 ns column"):
         result.rank_frame()  # before: TypeError: cannot safely cast non-equivalent float64 to int64
+
+
+def test_dev_stdout_redirected_to_a_file_is_written_through_not_renamed_over(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "redirected.txt"
+    script = (
+        "from astra_core.outputs import write_text\nprint('table')\nwrite_text('/dev/stdout', 'json\\n')\n"
+    )
+    with open(out, "w") as sink:
+        subprocess.run([sys.executable, "-c", script], stdout=sink, check=True)
+    assert out.read_text() == "table\njson\n"  # before: "json\n" alone, renamed over the shell's file
