@@ -27,7 +27,7 @@ from astra_core.config.nccl import NcclConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.hardware import gpu_model
-from astra_core.system.collectives.nccl.phase import NcclPhase
+from astra_core.system.collectives.nccl.phase import NcclChoice, NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import (
@@ -267,6 +267,14 @@ class NcclModel:
                 if comm_type is CommType.ALL_TO_ALL
                 else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}"
             )
-            cached = self._phases[key] = (final, schedule, int(round(time_us * 1000)), label)
-        final, schedule, floor_ns, label = cached
-        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label)
+            floor_ns = int(round(time_us * 1000))
+            choice = NcclChoice(
+                "SendRecv" if comm_type is CommType.ALL_TO_ALL else ALGO_NAMES[algo],
+                PROTO_NAMES[proto],
+                channels,
+                floor_ns,
+                n,
+            )
+            cached = self._phases[key] = (final, schedule, floor_ns, label, choice)
+        final, schedule, floor_ns, label, choice = cached
+        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label, choice)
