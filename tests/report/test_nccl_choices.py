@@ -20,7 +20,7 @@ from astra_core.cli import main
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.report.collectives import NCCL_COLUMNS
-from astra_core.report.nccl import nccl_choices, tuning_line
+from astra_core.report.nccl import nccl_choices, tuning_line, tuning_lines
 from astra_core.system.collectives.nccl.hardware import GPUS
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, Func, tune
@@ -142,10 +142,30 @@ def test_the_terminal_line_reads_like_nccls_tuning_log():
         "calls": 3,
     }
     # NCCL logs count x type size: a reduce-scatter's receive count, one rank's part
-    assert tuning_line(entry) == (
+    assert tuning_line([entry]) == (
         "NCCL ReduceScatter: 1048576 Bytes -> Algo Ring proto LL128 channel{Lo..Hi}={0..23} "
         "comm tp [nranks=8] x3 calls; NCCL predicts 41.2 µs"
     )
+    # communicators of the same shape and sizes of one class share a line
+    others = [
+        {**entry, "group": str(g), "bytes": (8 << 20) + 64 * g, "nccl_predicted_ns": 41_250 + g, "calls": 1}
+        for g in range(1, 6)
+    ]
+    assert tuning_line(others) == (
+        "NCCL ReduceScatter: 1048584..1048616 Bytes -> Algo Ring proto LL128 channel{Lo..Hi}={0..23} "
+        "comm 1, 2, ..., 5 (5 comms) [nranks=8] x5 calls; NCCL predicts 41.3 µs"
+    )
+
+
+def test_one_line_per_collective_communicator_size_and_size_class(tmp_path):
+    network, system = h100()
+    result = astra.simulate(mixed_trace(tmp_path), system, network)
+    lines = tuning_lines(result)
+    assert [line.split(" -> ")[0] for line in lines] == [
+        f"NCCL AllReduce: {SIZE} Bytes",
+        f"NCCL AllGather: {1 << 20} Bytes",
+    ]
+    assert " x2 calls;" in lines[0]
 
 
 def test_astra_run_prints_one_line_per_communicator_and_size(tmp_path):
@@ -183,3 +203,22 @@ def test_all_to_all_is_nccls_send_receive(tmp_path, collective):
     write_micro(collective, SIZE, 8, tmp_path / "a2a")
     frame = astra.simulate(str(tmp_path / "a2a"), system, network).collective_frame()
     assert set(frame["nccl_algorithm"]) == {"SendRecv"} and set(frame["nccl_protocol"]) == {"Simple"}
+
+
+def test_a_communicator_of_involved_dimensions_is_named_so(tmp_path):
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 2],
+            "bandwidth": [450e9 / GIB, 50e9 / GIB],
+            "latency": [300, 1000],
+        }
+    )
+    _, system = h100()
+    node = make_node(
+        0, "ar", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=SIZE, involved_dim=[True, False]
+    )
+    for rank in range(16):
+        write_rank_trace(f"{tmp_path / 'dims'}.{rank}.et", [node])
+    lines = tuning_lines(astra.simulate(str(tmp_path / "dims"), system, network))
+    assert len(lines) == 1 and " comm of-involved-dims [nranks=8] x1 call;" in lines[0]
