@@ -169,11 +169,34 @@ def report(selected: list[Series], curves: bool = True) -> str:
     return "\n".join(lines + summary + [""] + body + tail)
 
 
+SWEEP_SIZES = [1 << exp for exp in range(3, 34)]  # 8 B .. 8 GiB
+
+
+def sweep_heading(preset: str, gpus: int, nccl_algo: str | None) -> str:
+    """The heading ``--sweep`` prints above its table: preset, GPU model and count,
+    NCCL_ALGO, backend, the sizes and the units of every column."""
+    from astra_core.plugins import backend_registry
+
+    _, system = configs(preset, gpus, nccl_algo)
+    gpu = system.nccl.gpu if system.nccl is not None else "?"
+    algo = f"NCCL_ALGO={nccl_algo}" if nccl_algo else "NCCL defaults"
+    return "\n".join(
+        [
+            f"## NCCL all-reduce on preset {preset} (examples/validation/{preset}): "
+            f"{gpus} x {gpu}, {algo}, backend {backend_registry().default}",
+            "",
+            f"Sizes {size_label(SWEEP_SIZES[0])} .. {size_label(SWEEP_SIZES[-1])} in powers of two "
+            "(the whole buffer, as nccl-tests counts it); astra µs: predicted time in µs; "
+            "astra busbw: bus bandwidth in GB/s (1e9 B/s; nccl-tests: 2(n-1)/n x bytes / time).",
+            "",
+        ]
+    )
+
+
 def sweep(preset: str, gpus: int, nccl_algo: str | None) -> str:
     rows = ["| size | astra µs | astra busbw |", "|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
-        for exp in range(3, 34):
-            size = 1 << exp
+        for size in SWEEP_SIZES:
             t = predict_us(preset, gpus, nccl_algo, size, Path(tmp))
             rows.append(f"| {size_label(size)} | {t:,.1f} | {busbw(size, gpus, t):.1f} |")
     return "\n".join(rows)
@@ -192,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sweep:
         net = yaml.safe_load((PRESETS / args.sweep / "network.yml").read_text())
-        print(sweep(args.sweep, args.gpus or math.prod(net["npus_count"]), args.nccl_algo))
+        gpus = args.gpus or math.prod(net["npus_count"])
+        print(sweep_heading(args.sweep, gpus, args.nccl_algo))
+        print(sweep(args.sweep, gpus, args.nccl_algo))
         return 0
     selected = [s for s in SERIES if not args.series or args.series in s.name]
     return emit(report(selected, curves=not args.no_curves), args.markdown)

@@ -141,6 +141,10 @@ def run(
                 f"background flows: FCT slowdown, {len(result.background)} flows",
             )
         )
+    from astra_core.report.nccl import tuning_lines
+
+    for line in tuning_lines(result):  # as NCCL_DEBUG=INFO's tuning lines
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"simulated in {wall:.2f} s")
     _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
 

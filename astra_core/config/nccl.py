@@ -9,8 +9,9 @@ key                default   meaning
 gpu                required  GPU model: A100, H100, H200, B200 (its compute
                              capability and NVLink generation; see
                              ``astra_core.system.collectives.nccl.hardware``)
-gpus-per-node      dim 0     GPUs of one node (one NVSwitch domain); by
-                             default network dimension 0
+gpus-per-node      dim 0     GPUs of one node (one NVSwitch domain): network
+                             dimension 0, which it must equal when the
+                             network has a dimension 1 (the rails)
 nics-per-node      gpus      NICs (rails) per node, each at the bandwidth of
                              network dimension 1
 nvls               1         NVLink SHARP (NCCL_NVLS_ENABLE), where the GPU
@@ -25,6 +26,12 @@ NCCL_ALGO          (all)     as the environment variable: e.g. "Ring",
                              "^NVLS", "allreduce:tree;allgather:ring"
 NCCL_PROTO         (all)     likewise: LL, LL128, Simple
 =================  ========  ===============================================
+
+A section that no ``*-implementation`` list names is a warning (it changes
+nothing); facts that contradict the network (``gpus-per-node``, a dimension
+0 faster than ``gpu``'s NVLinks, a dimension beyond the rails) are checked
+when the run builds the model
+(:class:`~astra_core.system.collectives.nccl.model.NcclModel`).
 
 Problems are reported as ``system.json: nccl.<key>: ...`` lines (unknown
 keys as ``nccl: unknown key ...``); NCCL_ALGO and NCCL_PROTO are parsed as

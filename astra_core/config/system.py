@@ -418,8 +418,15 @@ class SystemConfig(ConfigModel):
         """Lines for values that are valid but change nothing, as upstream 2.0:
         the LogGP bus parameters and local-reduction-delay (read only by the
         bus model, model-shared-bus 1), a memory-trace name without
-        track-local-mem, and ASTRA-sim 1.0 scheduling choices."""
+        track-local-mem, ASTRA-sim 1.0 scheduling choices, and an ``nccl``
+        section that no ``*-implementation`` list uses (only a ``["nccl"]``
+        list reads it)."""
         lines = []
+        if self.nccl is not None and not any("nccl" in self.algorithms(c) for c in COLLECTIVES):
+            lines.append(
+                f'{source}: nccl: no effect; no *-implementation list names "nccl", '
+                "so no collective runs on the NCCL model"
+            )
         bus = [name for name in ("L", "o", "g", "G") if getattr(self, name)]
         if self.local_reduction_delay_ns != 1:  # Sys::Sys default
             bus.append("local-reduction-delay")

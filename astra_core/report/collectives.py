@@ -15,6 +15,14 @@ order (times in ns, sizes in bytes):
     ``all_reduce_dim1_ns``; empty (NaN) where a collective has no such phase.
     Time a chunk waits for its turn on a dimension is not phase time, so the
     phases of a collective may add up to less than its duration.
+``nccl_algorithm, nccl_protocol, nccl_channels, nccl_predicted_ns`` (last; in a run where the NCCL model ran a collective)
+    what the NCCL model chose for the collective, as ``NCCL_DEBUG=INFO``
+    reports it: the algorithm as ``NCCL_ALGO`` spells it (``Ring``,
+    ``Tree``, ``NVLS``, ``NVLSTree``, ``CollNetDirect``, ``CollNetChain``;
+    ``SendRecv`` for an all-to-all), the protocol (``LL``, ``LL128``,
+    ``Simple``), the channels it launches, and NCCL's own predicted time
+    (its cost model, the floor of the collective's time); empty for a
+    collective the NCCL model did not run.
 
 :func:`phase_rows` has every phase of every chunk, one row each.
 """
@@ -40,6 +48,7 @@ BASE_COLUMNS = (
     "end_ns",
     "duration_ns",
 )
+NCCL_COLUMNS = ("nccl_algorithm", "nccl_protocol", "nccl_channels", "nccl_predicted_ns")
 PHASE_COLUMNS = ("rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns")
 _PHASE_ORDER = {"reduce-scatter": 0, "all-reduce": 1, "all-gather": 2, "all-to-all": 3}
 
@@ -80,6 +89,9 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
     """(rows, column names): one dict per collective per rank; see the module docstring."""
     kinds = phase_kinds(result)
     columns = list(BASE_COLUMNS) + [phase_column(t, d) for t, d in kinds]
+    nccl = any(record.dataset.nccl_choice is not None for record in result.collectives)
+    if nccl:
+        columns += NCCL_COLUMNS
     per_record: dict[int, dict[str, float]] = {}
     rows = []
     for rank, node, record in _records(result):
@@ -108,9 +120,25 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
         for t, d in kinds:
             column = phase_column(t, d)
             row[column] = phases.get(column, float("nan"))
+        if nccl:
+            row.update(nccl_fields(ds.nccl_choice))
         rows.append(row)
     rows.sort(key=lambda row: (row["rank"], row["start_ns"], row["node_id"]))
     return rows, columns
+
+
+def nccl_fields(choice: Any) -> dict[str, Any]:
+    """The :data:`NCCL_COLUMNS` of one collective: its
+    :class:`~astra_core.system.collectives.nccl.phase.NcclChoice`, or empty
+    values (``""``, None) when the NCCL model did not run it."""
+    if choice is None:
+        return {"nccl_algorithm": "", "nccl_protocol": "", "nccl_channels": None, "nccl_predicted_ns": None}
+    return {
+        "nccl_algorithm": choice.algorithm,
+        "nccl_protocol": choice.protocol,
+        "nccl_channels": choice.channels,
+        "nccl_predicted_ns": choice.predicted_ns,
+    }
 
 
 def phase_rows(result: RunResult) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ write neither pay nothing for them.
   ``compute_only_ns, overlapped_comm_ns, comm_only_ns, p2p_only_ns, idle_ns`` (they add up
   to ``finish_ns``; :mod:`astra_core.report.breakdown`).
 * :func:`collective_frame`: one row per collective per rank
-  (:mod:`astra_core.report.collectives`).
+  (:mod:`astra_core.report.collectives`), with the NCCL model's choice
+  (``nccl_algorithm``, ``nccl_protocol``, ``nccl_channels``,
+  ``nccl_predicted_ns``; empty where it did not run the collective).
 * :func:`phase_frame`: one row per phase of every chunk.
 * :func:`link_frame`: one row per directed link, for backends that keep link
   statistics (:mod:`astra_core.report.links`); None otherwise.
@@ -45,6 +47,8 @@ RANK_COLUMNS = (
 #: Link columns kept as given (not times of the run): parameters and a ratio.
 _LINK_PARAMETERS = ("latency_ns", "bandwidth_bytes_per_ns", "utilization")
 _INT_COLUMNS = ("rank", "node_id", "bytes", "chunks", "dim", "link", "src", "dst", "max_queue", "peak_flows")
+#: Counts that are empty where they do not apply (pandas ``Int64``).
+_NULLABLE_INT_COLUMNS = ("nccl_channels",)
 
 
 def _frame(rows: list[dict], columns) -> pd.DataFrame:
@@ -54,6 +58,8 @@ def _frame(rows: list[dict], columns) -> pd.DataFrame:
     for column in frame.columns:
         if column in _INT_COLUMNS:
             frame[column] = frame[column].astype("int64")
+        elif column in _NULLABLE_INT_COLUMNS:
+            frame[column] = frame[column].astype("Float64").astype("Int64")
         elif column in _LINK_PARAMETERS:
             frame[column] = frame[column].astype("float64")
         elif column.endswith("_ns"):  # times: whole ns, empty where unknown; AstraError past int64

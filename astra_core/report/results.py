@@ -131,6 +131,11 @@ class RunResult:
         llm = llm_utilization(self)
         if llm:
             out["llm"] = llm
+        from astra_core.report.nccl import nccl_choices
+
+        nccl = nccl_choices(self)
+        if nccl:  # what the NCCL model chose, per communicator and size
+            out["nccl"] = nccl
         if self.background is not None:
             out["background_flows"] = [
                 {

@@ -294,6 +294,8 @@ class RankSystem:
                 group.next_stream_id += 1
             streams.append(Stream(self, dataset, stream_id, phases, priority))
         dataset.total_streams = len(streams)
+        if dims[0].algorithm == "nccl":  # one stream: NCCL chunks its buffer itself
+            dataset.nccl_choice = getattr(streams[0].phases_to_go[0].algorithm, "choice", None)
         for stream in streams:
             self._insert_stream(self.ready_list, stream)
             self._schedule_ready()

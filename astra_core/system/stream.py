@@ -33,9 +33,20 @@ class DataSet:
 
     ``on_finished(dataset)`` is called synchronously when the last stream
     leaves its last phase (upstream ``DataSet::notify_stream_finished``).
+    ``nccl_choice``: the NCCL model's algorithm, protocol and channels
+    (:class:`~astra_core.system.collectives.nccl.phase.NcclChoice`) when the
+    collective runs on it, else None.
     """
 
-    __slots__ = ("total_streams", "finished_streams", "on_finished", "start_ns", "finish_ns", "phase_times")
+    __slots__ = (
+        "total_streams",
+        "finished_streams",
+        "on_finished",
+        "start_ns",
+        "finish_ns",
+        "phase_times",
+        "nccl_choice",
+    )
 
     def __init__(self, total_streams: int, start_ns: float):
         self.total_streams = total_streams
@@ -44,6 +55,8 @@ class DataSet:
         self.start_ns = start_ns
         self.finish_ns: float | None = None
         self.phase_times: list[tuple[int, str, float, float]] = []  # (dim, type, start, end)
+        # what the NCCL model chose (nccl.phase.NcclChoice), for an NCCL collective
+        self.nccl_choice = None
 
     def stream_finished(self, now: float) -> None:
         self.finished_streams += 1

@@ -124,3 +124,56 @@ def test_cyclic_dependencies_are_refused(tmp_path):
     path = xml_variant(tmp_path, 'depid="-1" deps="-1" hasdep="0"/>', 'depid="0" deps="1" hasdep="0"/>')
     with pytest.raises(AstraError, match="depends on itself"):
         run(tmp_path, path, size=8 << 20)
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        # counts beyond MSCCL's bounds (msccl_struct.h: MSCCL_MAX_COUNT 72, MAXCHANNELS 32)
+        (
+            'cnt="1"',
+            'cnt="1000000000000000"',
+            "gpu 0 tb 0 step 0: attribute 'cnt' must be in 1..8, got 1000000000000000",
+        ),
+        ('cnt="1"', 'cnt="0"', "gpu 0 tb 0 step 0: attribute 'cnt' must be in 1..8, got 0"),
+        ('cnt="1"', 'cnt="-3"', "gpu 0 tb 0 step 0: attribute 'cnt' must be in 1..8, got -3"),
+        ('i_chunks="8"', 'i_chunks="0"', "gpu 0: attribute 'i_chunks' must be >= 1, got 0"),
+        (
+            'i_chunks="8"',
+            'i_chunks="1000000000000"',
+            "gpu 0: attribute 'i_chunks' 1000000000000 splits the 8388608-byte input buffer "
+            "into chunks smaller than 1 byte",
+        ),
+        ('chan="0"', 'chan="x"', "gpu 0 tb 0: needs an integer attribute 'chan', got 'x'"),
+        ('chan="0"', 'chan="1"', "gpu 0 tb 0: attribute 'chan' must be in 0..0, got 1"),
+        ('nchannels="1"', 'nchannels="33"', "algo: attribute 'nchannels' must be in 1..32, got 33"),
+        ('<step s="0"', '<step s="-1"', "gpu 0 tb 0: attribute 's' must be >= 0, got -1"),
+        ('send="1"', 'send="-2"', "gpu 0 tb 0: attribute 'send' must be >= -1, got -2"),
+        ('deps="-1"', 'deps="-5"', "gpu 0 tb 0 step 0: attribute 'deps' must be >= -1, got -5"),
+    ],
+)
+def test_msccl_counts_are_checked(tmp_path, old, new, message):
+    """Every numeric attribute of an MSCCL XML is an integer in MSCCL's range, a step
+    moves no more chunks than a buffer has, and a chunk is at least a byte; each
+    problem is one line naming the file, the element and the attribute."""
+    path = xml_variant(tmp_path, old, new)
+    if not message:  # i_chunks absent: nchunksperloop (8) chunks, the same run
+        assert (
+            run(tmp_path, path, size=8 << 20).step_ns
+            == run(tmp_path, str(DATA / "custom_allreduce.xml"), size=8 << 20).step_ns
+        )
+        return
+    with pytest.raises(ConfigError) as caught:
+        run(tmp_path, path, size=8 << 20)
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text == f"{path}: {message}"
+
+
+def test_msccl_loop_chunks_are_checked(tmp_path):
+    text = (DATA / "custom_allreduce.xml").read_text()
+    text = text.replace('nchunksperloop="8"', 'nchunksperloop="0"')
+    path = tmp_path / "loop.xml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"algo: attribute 'nchunksperloop' must be >= 1, got 0$"):
+        run(tmp_path, str(path), size=8 << 20)

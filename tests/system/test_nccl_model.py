@@ -441,3 +441,92 @@ def test_involved_dims_make_the_communicator(tmp_path, involved, members):
     # a ring all-reduce of a communicator of n ranks sends 2 (n - 1) / n of the buffer per rank
     # (NCCL's Simple protocol moves data bytes on the wire; chunks are whole 16-byte grains)
     assert result.message_bytes == pytest.approx(16 * 2 * (members - 1) / members * size, rel=1e-3)
+
+
+# -- the network NCCL can place (issue 27) -------------------------------------------------
+
+
+def _two_dims(npus, bandwidths_gbps, latencies=(300, 1350), kinds=("Switch", "Switch")) -> NetworkConfig:
+    return NetworkConfig.from_dict(
+        {
+            "topology": list(kinds),
+            "npus_count": list(npus),
+            "bandwidth": [b * 1e9 / GIB for b in bandwidths_gbps],
+            "latency": list(latencies),
+        }
+    )
+
+
+def test_a_dimension_beyond_the_rails_is_refused(tmp_path):
+    """NCCL's topology ends at the NIC (the network is one NET vertex per port): a third
+    network dimension has no place in the model, so a run on one is refused, not timed as
+    if the dimension were not there (it was: 1,382.916 µs on [2, 2, 2], the [2, 4] time)."""
+    network = _two_dims([2, 2, 2], [450.0, 50.0, 1.1e-6], latencies=(300, 1350, 1e9), kinds=("Switch",) * 3)
+    _, system = h100_configs()
+    write_micro("all-reduce", 64 << 20, 8, tmp_path / "ar")
+    with pytest.raises(ConfigError) as caught:
+        astra.simulate(str(tmp_path / "ar"), system, network)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("<python>: nccl: the NCCL model places 2 network dimensions")
+    assert "npus_count [2, 2, 2] has dimension 2 beyond them" in message
+
+
+def test_gpus_per_node_must_be_the_node_dimension(tmp_path):
+    network = _two_dims([4, 2], [450.0, 50.0])
+    _, system = h100_configs()
+    system = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "H100", "gpus-per-node": 2}})
+    write_micro("all-reduce", 1 << 20, 8, tmp_path / "ar")
+    with pytest.raises(
+        ConfigError,
+        match=r"^<python>: nccl.gpus-per-node: 2 contradicts the network: "
+        r"a node is network dimension 0, which has 4 NPUs; leave gpus-per-node out or make it 4$",
+    ):
+        astra.simulate(str(tmp_path / "ar"), system, network)
+    # the same number as dimension 0 is what the default gives
+    same = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "H100", "gpus-per-node": 4}})
+    default = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "H100"}})
+    assert (
+        astra.simulate(str(tmp_path / "ar"), same, network).step_ns
+        == astra.simulate(str(tmp_path / "ar"), default, network).step_ns
+    )
+
+
+def test_nvlink_faster_than_the_gpu_warns(tmp_path):
+    """An A100 has 12 NVLink 3 links x 25 GB/s = 300 GB/s per direction (NVIDIA A100
+    datasheet: 600 GB/s bidirectional); a 450 GB/s dimension 0 is an H100's, not an A100's."""
+    from astra_core.config.issues import ConfigWarning
+
+    write_micro("all-reduce", 64 << 20, 8, tmp_path / "ar")
+    network, system = h100_configs(nvlink_gbps=450.0, **{})
+    a100 = SystemConfig.from_dict({**system.to_dict(), "nccl": {"gpu": "A100"}})
+    with pytest.warns(ConfigWarning) as caught:
+        astra.simulate(str(tmp_path / "ar"), a100, network)
+    lines = [str(w.message) for w in caught if "nccl.gpu" in str(w.message)]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith("<python>: nccl.gpu: A100 has 12 NVLinks x 25 GB/s = 300 GB/s per GPU")
+    assert "gives 450.0 GB/s" in lines[0]
+    # at the A100's own rate there is nothing to say
+    network_300, _ = h100_configs(nvlink_gbps=300.0)
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error", ConfigWarning)
+        astra.simulate(str(tmp_path / "ar"), a100, network_300)
+
+
+def test_an_unused_nccl_section_warns():
+    from astra_core.config.issues import ConfigWarning
+
+    with pytest.warns(
+        ConfigWarning, match=r'^<python>: nccl: no effect; no \*-implementation list names "nccl"'
+    ):
+        SystemConfig.from_dict(
+            {
+                "scheduling-policy": "LIFO",
+                "collective-optimization": "baseline",
+                "preferred-dataset-splits": 1,
+                "all-reduce-implementation": ["ring"],
+                "nccl": {"gpu": "H100"},
+            }
+        )

@@ -45,3 +45,18 @@ def test_hopper_small_sizes(nccl_validation, tmp_path):
 def test_report_names_every_source(nccl_validation, tmp_path):
     text = nccl_validation.report([s for s in nccl_validation.SERIES if "A100" in s.name], curves=False)
     assert "issue #175" in text and "| 4 GiB |" in text
+
+
+def test_sweep_prints_a_heading_naming_preset_gpu_sizes_and_units(nccl_validation, monkeypatch, capsys):
+    monkeypatch.setattr(
+        nccl_validation, "sweep", lambda preset, gpus, algo: "| size | astra µs | astra busbw |"
+    )
+    assert nccl_validation.main(["--sweep", "hgx_h100_4nodes", "--nccl-algo", "Ring"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "## NCCL all-reduce on preset hgx_h100_4nodes (examples/validation/hgx_h100_4nodes): "
+        "32 x H100, NCCL_ALGO=Ring, backend analytical"
+    )
+    assert lines[2].startswith("Sizes 8 B .. 8 GiB in powers of two")
+    assert "µs" in lines[2] and "GB/s" in lines[2]
+    assert lines[-1] == "| size | astra µs | astra busbw |"

@@ -155,50 +155,97 @@ def _msccl_tree(path: str) -> ET.Element:
         raise ConfigError(f"{path}: not a readable MSCCL algorithm XML file ({exc})") from None
 
 
-def _int(element: ET.Element, name: str, path: str, where: str) -> int:
+#: Bounds of the MSCCL runtime (microsoft/msccl ``src/include/msccl/msccl_struct.h``):
+#: a step moves at most ``MSCCL_MAX_COUNT`` = 72 chunks (``mscclTransmission::count``
+#: is a uint8_t); channels ``chan`` are below ``MAXCHANNELS`` = 32.
+MSCCL_MAX_COUNT = 72
+MSCCL_MAX_CHANNELS = 32
+_NO_LIMIT = 1 << 62
+
+
+def _int(
+    element: ET.Element,
+    name: str,
+    path: str,
+    where: str,
+    minimum: int = -(1 << 62),
+    maximum: int = _NO_LIMIT,
+    default: int | None = None,
+) -> int:
+    """Attribute ``name`` of ``element`` as an integer in ``[minimum, maximum]``
+    (``default`` when absent and a default is given). ConfigError naming the
+    file, the element (``where``) and the attribute otherwise."""
+    raw = element.attrib.get(name)
+    if raw is None and default is not None:
+        return default
     try:
-        return int(element.attrib[name])
-    except (KeyError, ValueError):
-        raise ConfigError(
-            f"{path}: {where}: needs an integer attribute {name!r}, got {element.attrib.get(name)!r}"
-        ) from None
+        value = int(raw) if raw is not None else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ConfigError(f"{path}: {where}: needs an integer attribute {name!r}, got {raw!r}")
+    if not minimum <= value <= maximum:
+        bound = f">= {minimum}" if maximum == _NO_LIMIT else f"in {minimum}..{maximum}"
+        raise ConfigError(f"{path}: {where}: attribute {name!r} must be {bound}, got {value}")
+    return value
 
 
 def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Program:
     """The program of GPU ``position`` in MSCCL XML ``path`` for an input buffer of
-    ``input_bytes`` per rank. Raises ConfigError naming the file and the
-    GPU, thread block or step at fault."""
+    ``input_bytes`` per rank. Raises ConfigError naming the file, the
+    element (algo, GPU, thread block or step) and the attribute at fault:
+    every count is an integer in its range (``ngpus``, ``nchunksperloop``,
+    ``i_chunks``, ``nchannels`` >= 1, ``cnt`` too but for a ``nop``; ``cnt`` at most
+    :data:`MSCCL_MAX_COUNT` and the chunks of the GPU's largest buffer;
+    ``chan`` below ``nchannels`` and :data:`MSCCL_MAX_CHANNELS`; ``s``, ``id``
+    >= 0; ``send``, ``recv``, ``depid``, ``deps`` >= -1), and a chunk (the
+    input buffer over ``i_chunks``) is at least 1 byte."""
     root = _msccl_tree(path)
-    ngpus = _int(root, "ngpus", path, "algo")
+    ngpus = _int(root, "ngpus", path, "algo", minimum=1)
     if ngpus != ranks:
         raise ConfigError(f"{path}: the algorithm is for {ngpus} GPUs; the collective has {ranks}")
     wire = _WIRE.get(root.attrib.get("proto", "Simple"))
     if wire is None:
         raise ConfigError(f"{path}: algo proto {root.attrib.get('proto')!r}: expected LL, LL128 or Simple")
+    nchannels = _int(root, "nchannels", path, "algo", 1, MSCCL_MAX_CHANNELS, default=MSCCL_MAX_CHANNELS)
     gpu = next((g for g in root.iter("gpu") if g.attrib.get("id") == str(position)), None)
     if gpu is None:
         raise ConfigError(f'{path}: no <gpu id="{position}">')
-    i_chunks = _int(gpu, "i_chunks", path, f"gpu {position}") or _int(root, "nchunksperloop", path, "algo")
-    chunk = input_bytes / max(1, i_chunks)
+    here = f"gpu {position}"
+    _int(root, "nchunksperloop", path, "algo", minimum=1, default=1)  # MSCCL's loop; checked only
+    i_chunks = _int(gpu, "i_chunks", path, here, minimum=1)
+    if input_bytes < i_chunks:
+        raise ConfigError(
+            f"{path}: {here}: attribute 'i_chunks' {i_chunks} splits the {input_bytes}-byte "
+            "input buffer into chunks smaller than 1 byte"
+        )
+    buffer_chunks = max(
+        [i_chunks] + [_int(gpu, key, path, here, minimum=0, default=0) for key in ("o_chunks", "s_chunks")]
+    )
+    max_count = min(MSCCL_MAX_COUNT, buffer_chunks)
+    chunk = input_bytes / i_chunks
     ops: list[Op] = []
     last_of_step: dict[tuple[int, int], int] = {}
     pending: list[tuple[int, int, int, str]] = []  # (op index, depid, deps, where)
     for tb in gpu.iter("tb"):
-        tb_id = _int(tb, "id", path, f"gpu {position}")
-        send_peer = _int(tb, "send", path, f"gpu {position} tb {tb_id}")
-        recv_peer = _int(tb, "recv", path, f"gpu {position} tb {tb_id}")
+        tb_id = _int(tb, "id", path, here, minimum=0)
+        tb_where = f"{here} tb {tb_id}"
+        send_peer = _int(tb, "send", path, tb_where, minimum=-1)
+        recv_peer = _int(tb, "recv", path, tb_where, minimum=-1)
         # a message goes from a thread block to the peer's thread block of the same channel
-        channel = int(tb.attrib.get("chan", 0))
+        channel = _int(tb, "chan", path, tb_where, 0, nchannels - 1, default=0)
         previous = -1
         for step in tb.iter("step"):
-            s = _int(step, "s", path, f"gpu {position} tb {tb_id}")
-            where = f"gpu {position} tb {tb_id} step {s}"
+            s = _int(step, "s", path, tb_where, minimum=0)
+            where = f"{tb_where} step {s}"
             kind = step.attrib.get("type", "")
             if kind not in _KNOWN:
                 raise ConfigError(f"{path}: {where}: unknown step type {kind!r}")
-            size = int(_int(step, "cnt", path, where) * chunk)
+            # a nop moves nothing: its count does not matter
+            size = int(_int(step, "cnt", path, where, int(kind != "nop"), max_count) * chunk)
             deps = (previous,) if previous >= 0 else ()
-            depid, dep_step = _int(step, "depid", path, where), _int(step, "deps", path, where)
+            depid = _int(step, "depid", path, where, minimum=-1)
+            dep_step = _int(step, "deps", path, where, minimum=-1)
             first = len(ops)
             if kind in _RECEIVES:
                 _check_peer(recv_peer, ngpus, path, where, "recv")

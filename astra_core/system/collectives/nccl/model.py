@@ -19,13 +19,15 @@ reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
 
 from __future__ import annotations
 
+import warnings
 from typing import cast
 
+from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import NcclConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.hardware import gpu_model
-from astra_core.system.collectives.nccl.phase import NcclPhase
+from astra_core.system.collectives.nccl.phase import NcclChoice, NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import (
@@ -61,12 +63,45 @@ P2P_LATENCY_US = {
 P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc): LL up to this size
 
 
+def _check_placement(config: NcclConfig, network: NetworkConfig, source: str) -> None:
+    """Refuse (ConfigError naming ``source`` and the key) a network the NCCL model
+    cannot place: NCCL's topology (``ncclTopoCompute``) knows a node's GPUs,
+    their NVLinks / NVSwitches and PCI, and its NICs; the network beyond a NIC is
+    one ``NET`` vertex per port, rated at the port's speed (``topo.cc``:
+    ``net.bw = speed / 8000``), a flat non-blocking fabric. So the model places
+    network dimension 0 (a node: ``gpus-per-node`` GPUs on NVSwitches) and
+    dimension 1 (the NIC rails joining nodes) and nothing else: a third
+    dimension, or a node that is not dimension 0, has no
+    place in NCCL's model (and the ``analytical`` backend, which times a message
+    on the first dimension its ends differ in, would not see it either)."""
+    dims = network.dims
+    if len(dims) > 2:
+        sizes = [d.npus for d in dims]
+        raise ConfigError(
+            f"{source}: nccl: the NCCL model places 2 network dimensions, a node's NVSwitch (0) "
+            f"and the NIC rails between nodes (1); network npus_count {sizes} has dimension "
+            f"2 beyond them: give the fabric past the NICs as dimension 1, or as a "
+            "--topology on a backend that routes links"
+        )
+    per_node = config.gpus_per_node
+    if per_node is not None and len(dims) > 1 and per_node != dims[0].npus:
+        raise ConfigError(
+            f"{source}: nccl.gpus-per-node: {per_node} contradicts the network: a node is "
+            f"network dimension 0, which has {dims[0].npus} NPUs; leave gpus-per-node out "
+            f"or make it {dims[0].npus}"
+        )
+
+
 class NcclModel:
     """NCCL for one run (see the module docstring).
 
     Raises ConfigError (naming ``source``) when the network does not fit the
     model: a node is network dimension 0 and must be a ``Switch`` (NVSwitch)
-    unless a node has one GPU; several nodes need a dimension 1 (the rails).
+    unless a node has one GPU; several nodes need a dimension 1 (the rails);
+    nothing may lie beyond dimension 1, and ``gpus-per-node`` must be dimension
+    0's size (:func:`_check_placement`). Warns (:class:`ConfigWarning`) when
+    dimension 0 is faster than the named GPU's NVLinks (its datasheet rate,
+    :mod:`.hardware`).
     """
 
     def __init__(self, config: NcclConfig, network: NetworkConfig, source: str = "system.json"):
@@ -75,6 +110,7 @@ class NcclModel:
         self.source = source
         self.gpu = gpu_model(config.gpu, source)
         dims = network.dims
+        _check_placement(config, network, source)
         self.gpus_per_node = config.gpus_per_node or dims[0].npus
         total = network.npus_count
         if total % self.gpus_per_node:
@@ -96,6 +132,16 @@ class NcclModel:
                 f"between nodes ({total} NPUs, {self.gpus_per_node} per node)"
             )
         self.nic_line_gbps = rail.bandwidth_bytes_per_ns if rail is not None else 0.0
+        if self.gpus_per_node > 1 and self.nvlink_line_gbps > self.gpu.nvlink_gbps * (1 + 1e-3):
+            warnings.warn(
+                f"{source}: nccl.gpu: {self.gpu.name} has {self.gpu.nvlinks} NVLinks x "
+                f"{self.gpu.nvlink_line_gbps:g} GB/s = {self.gpu.nvlink_gbps:g} GB/s per GPU and "
+                f"direction ({self.gpu.source.split(';')[0]}), but network dimension 0 (bandwidth[0]) gives "
+                f"{self.nvlink_line_gbps:.1f} GB/s: NCCL's search finds more channels than an "
+                f"{self.gpu.name} has; lower bandwidth[0] or name a faster GPU",
+                ConfigWarning,
+                stacklevel=2,
+            )
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
         self._comms: dict[tuple[int, ...], tuple[Layout, Tuning]] = {}
         # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
@@ -221,6 +267,14 @@ class NcclModel:
                 if comm_type is CommType.ALL_TO_ALL
                 else f"{ALGO_NAMES[algo]}/{PROTO_NAMES[proto]} x{channels}"
             )
-            cached = self._phases[key] = (final, schedule, int(round(time_us * 1000)), label)
-        final, schedule, floor_ns, label = cached
-        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label)
+            floor_ns = int(round(time_us * 1000))
+            choice = NcclChoice(
+                "SendRecv" if comm_type is CommType.ALL_TO_ALL else ALGO_NAMES[algo],
+                PROTO_NAMES[proto],
+                channels,
+                floor_ns,
+                n,
+            )
+            cached = self._phases[key] = (final, schedule, floor_ns, label, choice)
+        final, schedule, floor_ns, label, choice = cached
+        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label, choice)

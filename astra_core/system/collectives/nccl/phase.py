@@ -20,6 +20,8 @@ fabric shows through the first.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from astra_core.system.collectives.base import CollectiveAlgorithm
 from astra_core.system.collectives.nccl.schedule import Schedule
 
@@ -29,11 +31,31 @@ TAG_BASE = 1 << 48
 LANES_PER_TAG = 4096
 
 
+@dataclass(frozen=True)
+class NcclChoice:
+    """What the NCCL model chose for one collective, as NCCL_DEBUG=INFO reports it.
+
+    ``algorithm``: NCCL's name as ``NCCL_ALGO`` spells it (``Ring``, ``Tree``,
+    ``NVLS``, ``NVLSTree``, ``CollNetDirect``, ``CollNetChain``; ``SendRecv``
+    for an all-to-all, NCCL's grouped send/receive); ``protocol``: ``LL``,
+    ``LL128`` or ``Simple``; ``channels``: the channels it launches for this
+    size; ``predicted_ns``: NCCL's own predicted time of the operation
+    (``ncclTopoGetAlgoTime``), ns; ``ranks``: the communicator's size.
+    """
+
+    algorithm: str
+    protocol: str
+    channels: int
+    predicted_ns: int
+    ranks: int
+
+
 class NcclPhase(CollectiveAlgorithm):
     """One rank's part of one NCCL collective (see the module docstring).
 
     ``schedule``: its :class:`~.schedule.Schedule`; ``floor_ns``: NCCL's
-    predicted duration; ``label``: algorithm, protocol and channels, for reports.
+    predicted duration; ``label``: algorithm, protocol and channels, for
+    messages; ``choice``: the same as data (:class:`NcclChoice`), for reports.
     """
 
     name = "nccl"
@@ -41,6 +63,7 @@ class NcclPhase(CollectiveAlgorithm):
         "schedule",
         "floor_ns",
         "label",
+        "choice",
         "_next",
         "_delivered",
         "_arrived",
@@ -59,12 +82,14 @@ class NcclPhase(CollectiveAlgorithm):
         schedule: Schedule,
         floor_ns: int,
         label: str,
+        choice: NcclChoice | None = None,
     ):
         super().__init__(comm_type, rank, data_size)
         self.final_data_size = final_data_size
         self.schedule = schedule
         self.floor_ns = floor_ns
         self.label = label
+        self.choice = choice
         lanes = schedule.lanes
         self._next = [0] * len(lanes)
         self._delivered = [0] * len(lanes)
