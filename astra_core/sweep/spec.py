@@ -48,7 +48,11 @@ x          a swept parameter                                            the firs
 output     the results directory, relative to the spec                  ``<spec name>-results``
 ========== ============================================================ =================
 
-At least one of ``grid`` and ``points`` must be given. A parameter name must
+At least one of ``grid`` and ``points`` must be given; together they make at
+most :data:`MAX_POINTS` (100,000) design points, counted as ``len(points)``
+times the product of the grid's list lengths before anything is expanded. The
+file may not use YAML aliases (``*name``: a few lines of them stand for
+billions of values). A parameter name must
 parse and, for ``system``, ``network`` and ``memory``, name a key its config
 has (``network.bandwith`` is refused with a suggestion). :func:`parse_spec`
 raises one ConfigError listing every problem of the spec, one line each
@@ -62,6 +66,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import os
 import re
 from collections.abc import Callable
@@ -121,6 +126,10 @@ PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
 CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS), "memory": tuple(MEMORY_KEYS)}
+#: Most design points one spec may make. Each point is a whole simulation (seconds
+#: to minutes), so a larger sweep is a typo or a product that grew by accident, and
+#: expanding it first would take gigabytes (10^9 points: 4 GB in 18 s).
+MAX_POINTS = 100_000
 #: Results columns ``metric`` may name (numbers to plot).
 PLOTTABLE = tuple(m for m in METRICS if m != "backend") + ("wall_s",)
 
@@ -239,11 +248,27 @@ class SpecFile(ConfigModel):
         problems: list[tuple[str | None, str]] = []
         if not {"grid", "points"} & self.model_fields_set:
             problems.append((None, "nothing to sweep: give 'grid' and/or 'points'"))
+        count = self.point_count
+        if count > MAX_POINTS:
+            factors = [f"{len(self.points)} points"] if "points" in self.model_fields_set else []
+            if self.grid:
+                factors.append("grid " + " x ".join(str(len(v)) for v in self.grid.values()))
+            where = " x ".join(factors)
+            problems.append(
+                (None, f"{count:,} design points ({where}); a sweep runs at most {MAX_POINTS:,}: split it")
+            )
+            raise_problems(problems)
         x, names = self.plot_x, self.parameters
         if x is not None and x not in names:
             problems.append(("x", f"{x!r} is not a swept parameter ({', '.join(names)})"))
         raise_problems(problems)
         return self
+
+    @property
+    def point_count(self) -> int:
+        """How many design points the spec makes: ``len(points)`` times the product of
+        the grid's list lengths (computed without expanding them)."""
+        return len(self.points) * math.prod(len(values) for values in self.grid.values())
 
     @property
     def parameters(self) -> list[str]:
@@ -377,6 +402,6 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
 def load_spec(path: str | os.PathLike) -> SweepSpec:
     """Read and validate a sweep spec file (:func:`parse_spec`). Raises ConfigError naming the file."""
     problems = Problems(source_name(path))
-    data = read_yaml(path, problems)
+    data = read_yaml(path, problems, aliases=False)
     problems.raise_if_any()
     return parse_spec(data, source_name(path), Path(path).resolve().parent)
