@@ -340,20 +340,43 @@ def _load_entry_points(pm: AstraPluginManager) -> None:
             pm.broken[name] = f"cannot be loaded: {describe(exc)}"
 
 
+def hook_callers(
+    pm: pluggy.PluginManager, hook_name: str, *, call_order: bool = True
+) -> list[tuple[str, Callable[..., Any]]]:
+    """(plugin name, caller) per plugin implementing ``hook_name``: the caller calls the
+    hook through the manager for that plugin alone (``pm.subset_hook_caller``).
+
+    pluggy then does what it does for any call (passes each implementation only
+    the arguments it names, runs the plugin's wrappers), and a caller can catch
+    one plugin's error without stopping the others. Order: pluggy's call order
+    (last registered first), or registration order with ``call_order=False``."""
+    plugins = list(dict.fromkeys(impl.plugin for impl in getattr(pm.hook, hook_name).get_hookimpls()))
+    if call_order:
+        plugins.reverse()
+    everyone = pm.get_plugins()
+    return [
+        (
+            pm.get_name(plugin) or "?",
+            pm.subset_hook_caller(hook_name, remove_plugins=[p for p in everyone if p is not plugin]),
+        )
+        for plugin in plugins
+    ]
+
+
 def _call_register_hook(
     pm: pluggy.PluginManager,
     hook_name: str,
     accept: Callable[[str, str, Any], None],
     make_register: Callable[[str, dict[str, Any]], Callable[..., None]],
 ) -> None:
-    """Call each plugin's registration hook with its own ``register``; commit what it
-    registered only if the hook returned normally (else note the plugin as broken)."""
+    """Call each plugin's registration hook with its own ``register`` (registration
+    order); commit what it registered only if the hook returned normally (else note
+    the plugin as broken)."""
     broken = _broken(pm)
-    for impl in getattr(pm.hook, hook_name).get_hookimpls():
-        plugin_name = pm.get_name(impl.plugin) or "?"
+    for plugin_name, call in hook_callers(pm, hook_name, call_order=False):
         staged: dict[str, Any] = {}
         try:
-            impl.function(register=make_register(plugin_name, staged))
+            call(register=make_register(plugin_name, staged))
         except _Duplicate:
             raise
         except Exception as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
@@ -489,12 +512,6 @@ def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any
 # -- observers ---------------------------------------------------------------------------------
 
 
-def _observers(pm: pluggy.PluginManager, hook_name: str):
-    """(plugin name, hook function) in pluggy's call order (last registered first)."""
-    for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
-        yield pm.get_name(impl.plugin) or "?", impl.function
-
-
 def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     """Warn about every broken plugin (one :class:`PluginWarning` line each: a
     run without an observer the user installed may lack an output they expect),
@@ -502,7 +519,7 @@ def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     the first plugin whose hook raised (nothing has been simulated yet)."""
     for plugin, reason in _broken(pm).items():
         warnings.warn(f"plugin '{plugin}' is broken and was not used: {reason}", PluginWarning, stacklevel=2)
-    for plugin, hook in _observers(pm, "astra_run_started"):
+    for plugin, hook in hook_callers(pm, "astra_run_started"):
         try:
             hook(run=run)
         except Exception as exc:
@@ -515,7 +532,7 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
     An observer's error never throws the finished result away: each is one
     :class:`PluginWarning` line naming the plugin. Returns those lines."""
     problems = []
-    for plugin, hook in _observers(pm, "astra_run_finished"):
+    for plugin, hook in hook_callers(pm, "astra_run_finished"):
         try:
             hook(run=run, report=report)
         except Exception as exc:  # noqa: BLE001 - report it, keep the result
