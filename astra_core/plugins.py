@@ -54,6 +54,13 @@ _REASON_CHARS = 200
 _HOST_PACKAGES = frozenset({"astra_core", "astra", "pluggy"})
 
 
+#: What a plugin may raise that the host reports as that plugin's failure (one line
+#: naming it) instead of letting it through: SystemExit too, since a plugin calling
+#: ``sys.exit()`` would otherwise end astra silently (``astra backends`` printed
+#: nothing and exited 0). KeyboardInterrupt still stops astra.
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
 class PluginError(AstraError):
     """A plugin raised where the host called it: while loading or registering,
     in a backend factory, in a backend's ``run()`` or in an observer hook.
@@ -166,7 +173,7 @@ class BackendInfo:
             backend = self.plugin_factory(topology, config)
         except AstraError:
             raise
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(
                 f"plugin '{self.plugin}': backend '{self.name}' could not be built: {describe(exc)}"
             ) from exc
@@ -228,7 +235,7 @@ def _guarded_run(
             return run(*args, **kwargs)
         except AstraError:
             raise
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             if _raised_in(exc, packages):
                 raise PluginError(
                     f"plugin '{plugin}': backend '{backend}' failed in run(): {describe(exc)}"
@@ -312,7 +319,7 @@ def make_plugin_manager(
             continue
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - missing, or its own import failed
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - missing, or its own import failed
             pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
             continue
         if not pm.is_registered(module):  # already loaded through its entry point
@@ -336,7 +343,7 @@ def _load_entry_points(pm: AstraPluginManager) -> None:
             continue
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
-        except Exception as exc:  # noqa: BLE001 - anything a plugin raises while loading
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - anything a plugin raises while loading
             pm.broken[name] = f"cannot be loaded: {describe(exc)}"
 
 
@@ -379,7 +386,7 @@ def _call_register_hook(
             call(register=make_register(plugin_name, staged))
         except _Duplicate:
             raise
-        except Exception as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
             broken[plugin_name] = f"{hook_name} raised {describe(exc)}"
             continue
         for name, item in staged.items():
@@ -469,7 +476,7 @@ class BackendRegistry:
                 rows.append((name, True, info.description))
             except BackendUnavailable as exc:
                 rows.append((name, False, str(exc)))
-            except Exception as exc:  # noqa: BLE001 - a broken probe must not break the listing
+            except PLUGIN_FAILURES as exc:  # noqa: BLE001 - a broken probe must not break the listing
                 rows.append(
                     (
                         name,
@@ -522,7 +529,7 @@ def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     for plugin, hook in hook_callers(pm, "astra_run_started"):
         try:
             hook(run=run)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"plugin '{plugin}': astra_run_started raised {describe(exc)}") from exc
 
 
@@ -535,7 +542,7 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
     for plugin, hook in hook_callers(pm, "astra_run_finished"):
         try:
             hook(run=run, report=report)
-        except Exception as exc:  # noqa: BLE001 - report it, keep the result
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - report it, keep the result
             line = f"plugin '{plugin}': astra_run_finished raised {describe(exc)} (the run's result is kept)"
             problems.append(line)
             warnings.warn(line, PluginWarning, stacklevel=2)
