@@ -1,4 +1,5 @@
-# make demo   set up a virtualenv and simulate the bundled ResNet-50 example
+# make demo   set up a virtualenv, simulate the bundled ResNet-50 example (compute-bound) and compare
+#             backends on a communication-bound all-reduce (examples/comm_bound_allreduce)
 # make test   set up a virtualenv, lint, type-check, build the docs and run the test suite
 # make docs   build the user guide (mkdocs, warnings are errors) into build/site
 # make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree, ns3 speed and a 320-host CC study, flow backend at scale, Megatron Table 1 rows, a 1M-node trace's memory
@@ -20,11 +21,16 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 
 setup: $(STAMP)
 
+# The ResNet-50 step is compute-bound: every backend gives it within 0.33 µs. The
+# 64 MiB all-reduce on a k = 4 fat-tree is communication-bound: there they differ 3.3x.
 demo: setup
 	$(BIN)/astra run --workload examples/resnet50_dp/workload/Resnet50_DataParallel \
 		--system examples/resnet50_dp/system.json \
 		--network examples/resnet50_dp/network.yml \
 		--memory examples/resnet50_dp/memory.json
+	@echo "This step is compute-bound (30 µs of 1,082,480 µs is exposed communication): all six"
+	@echo "backends give it within 0.33 µs. A communication-bound step, on three backends:"
+	$(BIN)/python examples/comm_bound_allreduce/compare.py
 
 test: setup docs
 	$(BIN)/ruff check --quiet astra astra_core backends examples benchmarks scripts tests validation
