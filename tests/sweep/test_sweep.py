@@ -227,6 +227,33 @@ def test_a_grid_past_the_point_bound_is_refused_before_it_is_expanded(tmp_path, 
     ]
 
 
+def test_values_that_expand_past_the_byte_bound_are_refused_before_expanding(tmp_path, monkeypatch):
+    from astra_core.sweep import spec as spec_module
+
+    # the bound is computed without expanding: each value times the points it is in
+    grid = {
+        "network.latency[0]": [0.0, 500.0, 1000.0],
+        "system.all-reduce-implementation[0]": ["ring", "direct"],
+    }
+    points = [{"backend": b} for b in BACKENDS]
+    spec_file = spec_module.SpecFile.model_validate(
+        {"base": {"workload": "w", "system": "s"}, "grid": grid, "points": points}
+    )
+    expanded = sum(len(json.dumps(v)) for point in spec_file.design_points() for v in point.values())
+    # "analytical" and "ideal" in 6 points each, 3 latencies in 4, 2 algorithms in 6
+    assert spec_file.expanded_bytes == expanded == 6 * (12 + 7) + 4 * (3 + 5 + 6) + 6 * (6 + 8)
+    monkeypatch.setattr(spec_module, "MAX_EXPANDED_BYTES", expanded - 1)
+    path = write_spec(tmp_path, grid=grid, points=points)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: the 12 design points' values come to 254 bytes as JSON; "
+        "a sweep takes at most 253 bytes: fewer or smaller values"
+    ]
+    monkeypatch.setattr(spec_module, "MAX_EXPANDED_BYTES", expanded)
+    assert len(load_spec(path).points) == 12
+
+
 def test_yaml_aliases_in_a_spec_are_refused_naming_the_line(tmp_path):
     # Even a harmless alias is refused: nested ones (eight levels of nine, from ten
     # lines) stand for 9^8 values, which json.dumps (the point identity) once
