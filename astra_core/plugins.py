@@ -54,6 +54,13 @@ _REASON_CHARS = 200
 _HOST_PACKAGES = frozenset({"astra_core", "astra", "pluggy"})
 
 
+#: What a plugin may raise that the host reports as that plugin's failure (one line
+#: naming it) instead of letting it through: SystemExit too, since a plugin calling
+#: ``sys.exit()`` would otherwise end astra silently (``astra backends`` printed
+#: nothing and exited 0). KeyboardInterrupt still stops astra.
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
 class PluginError(AstraError):
     """A plugin raised where the host called it: while loading or registering,
     in a backend factory, in a backend's ``run()`` or in an observer hook.
@@ -166,7 +173,7 @@ class BackendInfo:
             backend = self.plugin_factory(topology, config)
         except AstraError:
             raise
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(
                 f"plugin '{self.plugin}': backend '{self.name}' could not be built: {describe(exc)}"
             ) from exc
@@ -228,7 +235,7 @@ def _guarded_run(
             return run(*args, **kwargs)
         except AstraError:
             raise
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             if _raised_in(exc, packages):
                 raise PluginError(
                     f"plugin '{plugin}': backend '{backend}' failed in run(): {describe(exc)}"
@@ -312,7 +319,7 @@ def make_plugin_manager(
             continue
         try:
             module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - missing, or its own import failed
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - missing, or its own import failed
             pm.broken[module_name] = f"cannot be imported: {describe(exc)}"
             continue
         if not pm.is_registered(module):  # already loaded through its entry point
@@ -336,8 +343,31 @@ def _load_entry_points(pm: AstraPluginManager) -> None:
             continue
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
-        except Exception as exc:  # noqa: BLE001 - anything a plugin raises while loading
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - anything a plugin raises while loading
             pm.broken[name] = f"cannot be loaded: {describe(exc)}"
+
+
+def hook_callers(
+    pm: pluggy.PluginManager, hook_name: str, *, call_order: bool = True
+) -> list[tuple[str, Callable[..., Any]]]:
+    """(plugin name, caller) per plugin implementing ``hook_name``: the caller calls the
+    hook through the manager for that plugin alone (``pm.subset_hook_caller``).
+
+    pluggy then does what it does for any call (passes each implementation only
+    the arguments it names, runs the plugin's wrappers), and a caller can catch
+    one plugin's error without stopping the others. Order: pluggy's call order
+    (last registered first), or registration order with ``call_order=False``."""
+    plugins = list(dict.fromkeys(impl.plugin for impl in getattr(pm.hook, hook_name).get_hookimpls()))
+    if call_order:
+        plugins.reverse()
+    everyone = pm.get_plugins()
+    return [
+        (
+            pm.get_name(plugin) or "?",
+            pm.subset_hook_caller(hook_name, remove_plugins=[p for p in everyone if p is not plugin]),
+        )
+        for plugin in plugins
+    ]
 
 
 def _call_register_hook(
@@ -346,17 +376,17 @@ def _call_register_hook(
     accept: Callable[[str, str, Any], None],
     make_register: Callable[[str, dict[str, Any]], Callable[..., None]],
 ) -> None:
-    """Call each plugin's registration hook with its own ``register``; commit what it
-    registered only if the hook returned normally (else note the plugin as broken)."""
+    """Call each plugin's registration hook with its own ``register`` (registration
+    order); commit what it registered only if the hook returned normally (else note
+    the plugin as broken)."""
     broken = _broken(pm)
-    for impl in getattr(pm.hook, hook_name).get_hookimpls():
-        plugin_name = pm.get_name(impl.plugin) or "?"
+    for plugin_name, call in hook_callers(pm, hook_name, call_order=False):
         staged: dict[str, Any] = {}
         try:
-            impl.function(register=make_register(plugin_name, staged))
+            call(register=make_register(plugin_name, staged))
         except _Duplicate:
             raise
-        except Exception as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
             broken[plugin_name] = f"{hook_name} raised {describe(exc)}"
             continue
         for name, item in staged.items():
@@ -446,7 +476,7 @@ class BackendRegistry:
                 rows.append((name, True, info.description))
             except BackendUnavailable as exc:
                 rows.append((name, False, str(exc)))
-            except Exception as exc:  # noqa: BLE001 - a broken probe must not break the listing
+            except PLUGIN_FAILURES as exc:  # noqa: BLE001 - a broken probe must not break the listing
                 rows.append(
                     (
                         name,
@@ -489,12 +519,6 @@ def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any
 # -- observers ---------------------------------------------------------------------------------
 
 
-def _observers(pm: pluggy.PluginManager, hook_name: str):
-    """(plugin name, hook function) in pluggy's call order (last registered first)."""
-    for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
-        yield pm.get_name(impl.plugin) or "?", impl.function
-
-
 def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     """Warn about every broken plugin (one :class:`PluginWarning` line each: a
     run without an observer the user installed may lack an output they expect),
@@ -502,10 +526,10 @@ def notify_run_started(pm: pluggy.PluginManager, run: Any) -> None:
     the first plugin whose hook raised (nothing has been simulated yet)."""
     for plugin, reason in _broken(pm).items():
         warnings.warn(f"plugin '{plugin}' is broken and was not used: {reason}", PluginWarning, stacklevel=2)
-    for plugin, hook in _observers(pm, "astra_run_started"):
+    for plugin, hook in hook_callers(pm, "astra_run_started"):
         try:
             hook(run=run)
-        except Exception as exc:
+        except PLUGIN_FAILURES as exc:
             raise PluginError(f"plugin '{plugin}': astra_run_started raised {describe(exc)}") from exc
 
 
@@ -515,10 +539,10 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
     An observer's error never throws the finished result away: each is one
     :class:`PluginWarning` line naming the plugin. Returns those lines."""
     problems = []
-    for plugin, hook in _observers(pm, "astra_run_finished"):
+    for plugin, hook in hook_callers(pm, "astra_run_finished"):
         try:
             hook(run=run, report=report)
-        except Exception as exc:  # noqa: BLE001 - report it, keep the result
+        except PLUGIN_FAILURES as exc:  # noqa: BLE001 - report it, keep the result
             line = f"plugin '{plugin}': astra_run_finished raised {describe(exc)} (the run's result is kept)"
             problems.append(line)
             warnings.warn(line, PluginWarning, stacklevel=2)

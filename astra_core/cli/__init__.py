@@ -44,16 +44,13 @@ def _plugin_commands() -> None:
     except AstraError as exc:  # a bad plugins.toml: the core commands still work
         warnings.warn(f"plugin commands not loaded: {exc}", stacklevel=1)
         return
-    from astra_core.plugins import describe
+    from astra_core.plugins import PLUGIN_FAILURES, describe, hook_callers
 
-    for impl in manager.hook.astra_register_commands.get_hookimpls():
+    for plugin, call in hook_callers(manager, "astra_register_commands"):
         try:
-            impl.function(cli=main)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin breaks no other command
-            warnings.warn(
-                f"plugin '{manager.get_name(impl.plugin)}': astra_register_commands raised {describe(exc)}",
-                stacklevel=1,
-            )
+            call(cli=main)
+        except PLUGIN_FAILURES as exc:  # a broken plugin breaks no other command
+            warnings.warn(f"plugin '{plugin}': astra_register_commands raised {describe(exc)}", stacklevel=1)
 
 
 _plugin_commands()

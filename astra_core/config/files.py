@@ -107,9 +107,22 @@ def _unbuildable(path: str | os.PathLike[str], kind: str, exc: Exception) -> Con
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that records duplicate mapping keys instead of dropping them."""
+    """SafeLoader that records duplicate mapping keys instead of dropping them
+    and, unless ``aliases``, refuses aliases as it meets them."""
 
     duplicates: list[str]
+    aliases: bool = True
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if not self.aliases and self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"alias *{event.anchor} (aliases are not allowed in this file; write the values out)",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
@@ -135,13 +148,19 @@ _StrictLoader.add_implicit_resolver(
 )
 
 
-def read_yaml(path: str | os.PathLike[str], problems: Problems) -> Any:
-    """Parse a YAML file (safe subset); duplicate keys are noted in ``problems``."""
+def read_yaml(path: str | os.PathLike[str], problems: Problems, *, aliases: bool = True) -> Any:
+    """Parse a YAML file (safe subset); duplicate keys are noted in ``problems``.
+
+    ``aliases=False`` refuses any alias (``*name``): a few lines of nested
+    aliases stand for billions of values (an "alias bomb"), which whoever walks
+    the result (``json.dumps``, a grid product) then expands. Raises ConfigError
+    naming the file, line and column."""
     text = read_bounded_text(path)
     loader = None
     try:
         loader = _StrictLoader(text)  # its reader refuses control characters already here
         loader.duplicates = []
+        loader.aliases = aliases
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -48,7 +48,13 @@ x          a swept parameter                                            the firs
 output     the results directory, relative to the spec                  ``<spec name>-results``
 ========== ============================================================ =================
 
-At least one of ``grid`` and ``points`` must be given. A parameter name must
+At least one of ``grid`` and ``points`` must be given; together they make at
+most :data:`MAX_POINTS` (100,000) design points, counted as ``len(points)``
+times the product of the grid's list lengths before anything is expanded,
+whose values come to at most :data:`MAX_EXPANDED_BYTES` (256 MiB) of JSON all
+together (a long value is copied into every point it is in). The
+file may not use YAML aliases (``*name``: a few lines of them stand for
+billions of values). A parameter name must
 parse and, for ``system``, ``network`` and ``memory``, name a key its config
 has (``network.bandwith`` is refused with a suggestion). :func:`parse_spec`
 raises one ConfigError listing every problem of the spec, one line each
@@ -62,6 +68,8 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -121,6 +129,14 @@ PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
 CONFIG_KEYS = {"system": tuple(SYSTEM_KEYS), "network": tuple(NETWORK_KEYS), "memory": tuple(MEMORY_KEYS)}
+#: Most design points one spec may make. Each point is a whole simulation (seconds
+#: to minutes), so a larger sweep is a typo or a product that grew by accident, and
+#: expanding it first would take gigabytes (10^9 points: 4 GB in 18 s).
+MAX_POINTS = 100_000
+#: Most bytes the design points' values may come to as JSON, all points together
+#: (:attr:`SpecFile.expanded_bytes`): a long value in a big grid is copied into
+#: every point's identity.
+MAX_EXPANDED_BYTES = 256 << 20
 #: Results columns ``metric`` may name (numbers to plot).
 PLOTTABLE = tuple(m for m in METRICS if m != "backend") + ("wall_s",)
 
@@ -191,6 +207,16 @@ def _as_point_list(value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
+def _json_bytes(value: Any) -> int:
+    """Length of ``value`` as JSON (as a point's identity serializes it)."""
+    return len(json.dumps(value, default=str))
+
+
+def _size(n: int) -> str:
+    """``n`` bytes for a message: ``286.1 MiB``, or ``254 bytes`` below a MiB."""
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
 def _as_metric(value: Any) -> tuple[str | None, str | None]:
     if not isinstance(value, str):
         return None, f"expected a results column name, got {show(value)}"
@@ -239,11 +265,50 @@ class SpecFile(ConfigModel):
         problems: list[tuple[str | None, str]] = []
         if not {"grid", "points"} & self.model_fields_set:
             problems.append((None, "nothing to sweep: give 'grid' and/or 'points'"))
+        count = self.point_count
+        if count > MAX_POINTS:
+            factors = [f"{len(self.points)} points"] if "points" in self.model_fields_set else []
+            if self.grid:
+                factors.append("grid " + " x ".join(str(len(v)) for v in self.grid.values()))
+            where = " x ".join(factors)
+            problems.append(
+                (None, f"{count:,} design points ({where}); a sweep runs at most {MAX_POINTS:,}: split it")
+            )
+            raise_problems(problems)
+        if (size := self.expanded_bytes) > MAX_EXPANDED_BYTES:
+            problems.append(
+                (
+                    None,
+                    f"the {count:,} design points' values come to {_size(size)} as JSON; "
+                    f"a sweep takes at most {_size(MAX_EXPANDED_BYTES)}: fewer or smaller values",
+                )
+            )
+            raise_problems(problems)
         x, names = self.plot_x, self.parameters
         if x is not None and x not in names:
             problems.append(("x", f"{x!r} is not a swept parameter ({', '.join(names)})"))
         raise_problems(problems)
         return self
+
+    @property
+    def point_count(self) -> int:
+        """How many design points the spec makes: ``len(points)`` times the product of
+        the grid's list lengths (computed without expanding them)."""
+        return len(self.points) * math.prod(len(values) for values in self.grid.values())
+
+    @property
+    def expanded_bytes(self) -> int:
+        """Bytes of JSON the design points' values come to once expanded (each point's
+        values are serialized for its identity), computed from each value's size
+        without expanding: a grid value appears in ``point_count / len(its list)`` points."""
+        count = self.point_count
+        if not count:
+            return 0
+        grid_points = count // len(self.points)
+        total = grid_points * sum(_json_bytes(v) for point in self.points for v in point.values())
+        for values in self.grid.values():
+            total += count // len(values) * sum(_json_bytes(v) for v in values)
+        return total
 
     @property
     def parameters(self) -> list[str]:
@@ -377,6 +442,6 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
 def load_spec(path: str | os.PathLike) -> SweepSpec:
     """Read and validate a sweep spec file (:func:`parse_spec`). Raises ConfigError naming the file."""
     problems = Problems(source_name(path))
-    data = read_yaml(path, problems)
+    data = read_yaml(path, problems, aliases=False)
     problems.raise_if_any()
     return parse_spec(data, source_name(path), Path(path).resolve().parent)

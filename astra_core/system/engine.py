@@ -302,7 +302,10 @@ class RankEngine:
         return group
 
     def _define_groups(self, node: ETNode) -> None:
-        """PyTorch process groups carried by a METADATA node (upstream issue_metadata)."""
+        """PyTorch process groups carried by a METADATA node (upstream issue_metadata).
+
+        Raises TraceError naming the trace, node and rank when a group names a
+        rank that is not one of the run's NPUs (upstream indexes past its NPU table)."""
         text = node.inputs_values
         if not text or len(text) < 4:
             return
@@ -310,12 +313,20 @@ class RankEngine:
             entries = json.loads(text[2:-2])
         except ValueError:
             return
+        npus = self.sim.npus_count
         for entry in entries if isinstance(entries, list) else []:
             try:
                 pg = int(entry["pg_name"])
-                ranks = list(entry["ranks"]) or list(range(self.sim.npus_count))
+                ranks = list(entry["ranks"]) or list(range(npus))
             except (KeyError, TypeError, ValueError):
                 continue
+            bad = next((r for r in ranks if type(r) is not int or not 0 <= r < npus), None)
+            if bad is not None:
+                trace = self.graph.path or f"rank {self.rank}'s trace"
+                raise TraceError(
+                    f"{trace}: rank {self.rank}: node {node.id} ({node.name}): METADATA process group "
+                    f"'{pg}' names rank {bad!r}, not one of the {npus} NPUs (0..{npus - 1})"
+                )
             self.groups[str(pg)] = CommGroup(pg + 1, ranks)
 
     def _issue_send(self, pos: int, node: ETNode) -> None:

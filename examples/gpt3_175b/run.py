@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the per-rank results here")
     args = parser.parse_args()
 
-    from astra_core.api import simulate
+    from astra import simulate
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import MODELS

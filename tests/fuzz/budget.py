@@ -10,11 +10,15 @@ from __future__ import annotations
 import math
 import os
 import signal
+import warnings
 from contextlib import contextmanager
 
 from hypothesis import HealthCheck, settings
 
+from astra_core.config.issues import ConfigWarning
 from astra_core.errors import AstraError, ConfigError
+from astra_core.plugins import PluginWarning
+from astra_core.workload.graph import TraceWarning
 
 _HUNT = os.environ.get("ASTRA_FUZZ_EXAMPLES")
 
@@ -76,16 +80,38 @@ def check_error_text(exc: AstraError) -> list[str]:
     return lines
 
 
+#: What astra warns with about input that is valid but suspicious (a dependency on
+#: a node id missing from the trace, a key whose value changes nothing).
+ASTRA_WARNINGS = (ConfigWarning, TraceWarning, PluginWarning)
+
+
+def check_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """Every warning is one of astra's own (:data:`ASTRA_WARNINGS`), one short
+    line each: random input is expected to be suspicious, but a warning from
+    Python or a library (a numpy overflow, a deprecation) is a bug."""
+    for warning in caught:
+        text = str(warning.message)
+        assert issubclass(warning.category, ASTRA_WARNINGS), f"{warning.category.__name__}: {text[:300]}"
+        assert "\n" not in text.strip(), f"a warning of several lines: {text[:300]!r}"
+        assert len(text) <= MAX_LINE, f"warning of {len(text)} characters: {text[:200]!r}..."
+
+
 def answer_or_one_line_error(call, *args, limit_s: int = 20, **kwargs):
     """``call(*args, **kwargs)``: its value, or None when it raised an
     :class:`AstraError` with short lines (:func:`check_error_text`). Any other
-    exception (a traceback for the user) or a hang fails the test."""
-    with wall_limit(limit_s):
+    exception (a traceback for the user) or a hang fails the test. The call's
+    warnings are caught and checked (:func:`check_warnings`), not printed: a
+    fuzzed input warns by design, and hundreds of expected warnings would
+    bury the one that matters in the test report."""
+    with wall_limit(limit_s), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
-            return call(*args, **kwargs)
+            answer = call(*args, **kwargs)
         except AstraError as exc:
             check_error_text(exc)
-            return None
+            answer = None
+    check_warnings(caught)
+    return answer
 
 
 def assert_sane_times(result) -> None:

@@ -423,6 +423,91 @@ def test_error_lines_are_short_and_keep_the_reason_of_a_traceback():
     assert len(long) == 200 and long.endswith("...")
 
 
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        # sys.exit() in a plugin once ended `astra backends` with nothing printed, exit 0
+        ("def astra_register_backends(register):\n    sys.exit()\n", "SystemExit"),
+        ("def astra_register_backends(register):\n    sys.exit(3)\n", "SystemExit: 3"),
+        # a hook naming no argument was called with register= (its TypeError was the reason)
+        ("def astra_register_backends():\n    raise OSError('no licence')\n", "OSError: no licence"),
+    ],
+)
+def test_astra_backends_lists_a_plugin_whose_register_hook_raises(plugin, monkeypatch, body, reason):
+    module = plugin("import sys\nfrom astra_core.hookspecs import hookimpl\n\n@hookimpl\n" + body)
+    monkeypatch.setenv("ASTRA_PLUGINS", module)
+    out = cli("backends")
+    assert out.exit_code == 0
+    lines = out.stdout.splitlines()
+    assert lines[-1] == f"{module}: unavailable — broken plugin: astra_register_backends raised {reason}"
+    assert any(line.startswith("analytical (default): usable") for line in lines)
+    # the same through the Python API
+    pm = make_plugin_manager(modules=[module], settings=PluginSettings())
+    assert BackendRegistry(pm).broken == {module: f"astra_register_backends raised {reason}"}
+
+
+def test_an_observer_that_calls_sys_exit_is_one_line_naming_it(plugin, pair):
+    module = plugin(
+        "import sys\nfrom astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
+        "def astra_run_started(run):\n    sys.exit(2)\n"
+    )
+    pm = make_plugin_manager(modules=[module], settings=PluginSettings())
+    with pytest.raises(PluginError) as err:
+        run_pair(pair, plugin_manager=pm)
+    assert str(err.value) == f"plugin '{module}': astra_run_started raised SystemExit: 2"
+
+
+HOOKS_AS_PLUGGY_CALLS_THEM = (
+    BACKEND
+    + """
+SEEN = []
+
+
+def create(topology, config=None):
+    return Network(topology)
+
+
+@hookimpl(wrapper=True)
+def astra_register_backends(register):
+    register("wrapped", create, description="registered by a hook wrapper")
+    return (yield)
+
+
+@hookimpl
+def astra_register_collectives():  # pluggy passes a hook only the arguments it names
+    SEEN.append("collectives")
+
+
+@hookimpl(wrapper=True)
+def astra_run_finished(report):
+    SEEN.append(report.step_ns)
+    return (yield)
+"""
+)
+
+
+def test_hooks_are_called_through_the_manager_as_pluggy_calls_them(plugin, pair, monkeypatch):
+    # Walking get_hookimpls() and calling each function by hand ran a wrapper's
+    # generator without starting it (its backend and observer silently missing)
+    # and called a hook naming fewer arguments with all of them (a TypeError,
+    # so a working plugin was listed as broken).
+    module = plugin(HOOKS_AS_PLUGGY_CALLS_THEM)
+    pm = make_plugin_manager(modules=[module], settings=PluginSettings())
+    registry = BackendRegistry(pm)
+    assert collective_registry(pm) == {}
+    assert pm.broken == {}
+    assert "wrapped" in registry.names()
+    assert sys.modules[module].SEEN == ["collectives"]
+    # the message takes the plugin's 100 ns: rank 0 at 2 us + 100 ns, rank 1 3 us later
+    result = run_pair(pair, plugin_manager=pm, backend="wrapped")
+    assert [r.finish_ns for r in result.ranks] == [2100, 5100]
+    assert [seen for seen in sys.modules[module].SEEN if seen != "collectives"] == [5100]
+    monkeypatch.setenv("ASTRA_PLUGINS", module)
+    out = cli("backends")
+    assert out.exit_code == 0
+    assert "wrapped: usable — registered by a hook wrapper" in out.stdout.splitlines()
+
+
 def test_an_availability_check_that_raises_is_listed_as_broken(plugin, monkeypatch):
     module = plugin(
         BACKEND + "\ndef create(topology, config=None):\n    return Network(topology)\n\n"

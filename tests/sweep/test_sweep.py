@@ -201,6 +201,81 @@ def test_a_spec_without_anything_to_sweep_or_base_is_an_error(tmp_path):
     assert str(err.value).splitlines() == [f"{path}: nothing to sweep: give 'grid' and/or 'points'"]
 
 
+def test_a_grid_past_the_point_bound_is_refused_before_it_is_expanded(tmp_path, monkeypatch):
+    from astra_core.sweep import spec as spec_module
+
+    # points multiply the grid; exactly the bound is allowed
+    monkeypatch.setattr(spec_module, "MAX_POINTS", 12)  # first: today's code has no bound
+    path = write_spec(tmp_path, points=[{"backend": b} for b in BACKENDS], grid=GRID)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: 24 design points (2 points x grid 4 x 3); a sweep runs at most 12: split it"
+    ]
+    assert len(load_spec(write_spec(tmp_path, grid=GRID)).points) == 12
+    monkeypatch.undo()
+    # 10^9 points (nine axes of 10) once took 4 GB in 18 s to expand; the bound is
+    # the product of the list lengths, so the refusal costs nothing.
+    axes = ["network.bandwidth[0]", "network.latency[0]", "system.preferred-dataset-splits"]
+    axes += [f"network.{key}[{i}]" for i in (1, 2, 3) for key in ("bandwidth", "latency")]
+    path = write_spec(tmp_path, grid={name: list(range(1, 11)) for name in axes})
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: 1,000,000,000 design points (grid {' x '.join(['10'] * 9)}); "
+        "a sweep runs at most 100,000: split it"
+    ]
+
+
+def test_values_that_expand_past_the_byte_bound_are_refused_before_expanding(tmp_path, monkeypatch):
+    from astra_core.sweep import spec as spec_module
+
+    # the bound is computed without expanding: each value times the points it is in
+    grid = {
+        "network.latency[0]": [0.0, 500.0, 1000.0],
+        "system.all-reduce-implementation[0]": ["ring", "direct"],
+    }
+    points = [{"backend": b} for b in BACKENDS]
+    spec_file = spec_module.SpecFile.model_validate(
+        {"base": {"workload": "w", "system": "s"}, "grid": grid, "points": points}
+    )
+    expanded = sum(len(json.dumps(v)) for point in spec_file.design_points() for v in point.values())
+    # "analytical" and "ideal" in 6 points each, 3 latencies in 4, 2 algorithms in 6
+    assert spec_file.expanded_bytes == expanded == 6 * (12 + 7) + 4 * (3 + 5 + 6) + 6 * (6 + 8)
+    monkeypatch.setattr(spec_module, "MAX_EXPANDED_BYTES", expanded - 1)
+    path = write_spec(tmp_path, grid=grid, points=points)
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: the 12 design points' values come to 254 bytes as JSON; "
+        "a sweep takes at most 253 bytes: fewer or smaller values"
+    ]
+    monkeypatch.setattr(spec_module, "MAX_EXPANDED_BYTES", expanded)
+    assert len(load_spec(path).points) == 12
+
+
+def test_yaml_aliases_in_a_spec_are_refused_naming_the_line(tmp_path):
+    # Even a harmless alias is refused: nested ones (eight levels of nine, from ten
+    # lines) stand for 9^8 values, which json.dumps (the point identity) once
+    # expanded to 2.3 GB before it was killed.
+    write_pair(tmp_path)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        f"base: {{workload: trace/pair, system: {SYSTEM}, network: network.yml}}\n"
+        "grid:\n"
+        "  network.bandwidth[0]: &values [25, 50]\n"
+        "  network.latency[0]: *values\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: invalid YAML at line 4 column 23: alias *values "
+        "(aliases are not allowed in this file; write the values out)"
+    ]
+    path.write_text(path.read_text().replace("&values ", "").replace("*values", "[25, 50]"))
+    assert len(load_spec(path).points) == 4
+
+
 # -- running -----------------------------------------------------------------------------------
 
 
