@@ -101,6 +101,8 @@ class FlowNetwork:
     def __init__(self, physical: PhysicalTopology, config: FlowConfig | None = None):
         self.config = config = config or FlowConfig()
         self.topology = physical
+        #: Flows share links max-min fairly (astra_core.backend.LinkSharing).
+        self.shares_links = True
         self.events = EventQueue()
         self.events.step_end = self._solve
         self.schedule = self.events.schedule  # hot path: no wrapper call
@@ -151,6 +153,16 @@ class FlowNetwork:
 
     def run(self) -> None:
         self.events.run()
+
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):
+        the route's latencies plus its packets' store-and-forward pipeline in this
+        config's framing, less 1 ps, since the drain and the tail are each rounded to the
+        nearest ps (:func:`_on_ps_grid`: at most 0.5 ps early each). 0 to itself."""
+        if src == dst:
+            return 0.0
+        _, _, latency, _, terms = self._path(self.topology.route(src, dst, tag), ())
+        return latency + pipeline_ns(terms, size_bytes, self._payload, self._header) - 1e-3
 
     @property
     def link_busy_ns(self) -> list[float]:
