@@ -5,7 +5,14 @@ An ``AstraError`` is printed by the command group's error boundary
 
 from __future__ import annotations
 
+import warnings
+
 import click
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (a config key that changes nothing, ...) as one ``warning:`` line."""
+    click.echo(f"warning: {message}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,6 +108,7 @@ def run(
     )
     from astra_core.topology.ns3_format import read_ns3_topology
 
+    warnings.showwarning = _show_warning
     check_framing(payload_bytes, header_bytes)
     outputs = {"--fct": fct_path}
     if fct_path:
