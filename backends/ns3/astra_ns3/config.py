@@ -292,7 +292,7 @@ class Ns3Config(BaseModel):
     def _check_across_keys(self, info: ValidationInfo) -> Ns3Config:
         """Refuse inverted pairs (TIMELY's t_low_us above t_high_us, ECN's Kmin above
         Kmax at a link speed), one line each naming both keys; then warn (one line) about
-        algorithm sections the selected ``cc`` does not read."""
+        algorithm sections the selected ``cc`` does not read (:meth:`unused_sections`)."""
         problems: list[tuple[str | None, str]] = []
         t = self.timely
         if t.t_low_us > t.t_high_us:
@@ -319,18 +319,26 @@ class Ns3Config(BaseModel):
         return self
 
     def unused_sections(self) -> list[str]:
-        """The algorithm sections (``[timely]``) or keys (``dcqcn.g``) given in the
-        config that the selected ``cc`` does not read (:data:`CC_SECTIONS`)."""
+        """The algorithm sections (``[timely]``) or keys (``dcqcn.g``) that the config
+        sets to other than their defaults but the selected ``cc`` does not read
+        (:data:`CC_SECTIONS`); a section that restates the defaults changes nothing
+        either way (so one file may list every algorithm's section)."""
         reads = CC_SECTIONS[self.cc]
         unused = []
         for name in ("dcqcn", "hpcc", "hpcc_pint", "timely", "dctcp"):
-            if name not in self.model_fields_set or name in reads:
+            if name in reads:
                 continue
-            keys = getattr(self, name).model_fields_set
-            partly = [k for k in sorted(keys) if f"{name}.{k}" not in reads]
-            if keys and len(partly) < len(keys):  # some keys are read
-                unused += [f"{name}.{k}" for k in partly]
-            elif partly or not keys:
+            section = getattr(self, name)
+            fields = type(section).model_fields
+            changed = [
+                k for k in sorted(section.model_fields_set) if getattr(section, k) != fields[k].default
+            ]
+            ignored = [k for k in changed if f"{name}.{k}" not in reads]
+            if not ignored:
+                continue
+            if any(f"{name}.{k}" in reads for k in fields):  # a section partly read: name the keys
+                unused += [f"{name}.{k}" for k in ignored]
+            else:
                 unused.append(f"[{name}]")
         return unused
 

@@ -254,13 +254,13 @@ def test_ecn_kmin_above_kmax_is_refused_naming_both(tmp_path):
     [
         (
             'cc = "timely"\n[dcqcn]\ng = 0.5\n[hpcc_pint]\nlog_base = 1.1\n',
-            "[dcqcn], [hpcc_pint] not used with cc = 'timely' (it reads [timely], dcqcn.min_rate_mbps)",
+            "dcqcn.g, [hpcc_pint] not used with cc = 'timely' (it reads [timely], dcqcn.min_rate_mbps)",
         ),
         (
             'cc = "dctcp"\n[dcqcn]\ng = 0.5\nmin_rate_mbps = 10\n',
             "dcqcn.g not used with cc = 'dctcp' (it reads [dctcp], dcqcn.min_rate_mbps)",
         ),
-        ("[timely]\n[hpcc]\neta = 0.9\n", "[hpcc], [timely] not used with cc = 'dcqcn' (it reads [dcqcn])"),
+        ("[timely]\n[hpcc]\neta = 0.9\n", "[hpcc] not used with cc = 'dcqcn' (it reads [dcqcn])"),
         (
             'cc = "none"\n[dcqcn]\ng = 0.5\n',
             "[dcqcn] not used with cc = 'none' (it reads no algorithm section)",
@@ -282,6 +282,7 @@ def test_sections_of_algorithms_not_selected_are_one_warning(tmp_path, text, lin
         {"cc": "dcqcn", "dcqcn": {"g": 0.5}},
         {"cc": "hpcc-pint", "hpcc_pint": {"log_base": 1.1}, "hpcc": {"eta": 0.9}},
         {"cc": "timely", "timely": {"beta": 0.5}, "dcqcn": {"min_rate_mbps": 10}},
+        {"cc": "hpcc", "timely": {"t_low_us": 50.0, "beta": 0.8}},  # the defaults, restated
     ],
 )
 def test_sections_the_selected_algorithm_reads_give_no_warning(config):
