@@ -16,7 +16,7 @@ from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
 from astra_core.errors import ConfigError, TraceError
 from astra_core.flows.flowfile import FlowSpec, read_flows
-from astra_core.flows.run import BACKGROUND_TAG_BASE, flow_results, start_flows
+from astra_core.flows.run import BACKGROUND_TAG_BASE, check_link_sharing, flow_results, start_flows
 from astra_core.plugins import (
     BackendRegistry,
     collective_registry,
@@ -345,7 +345,8 @@ def run_simulation(
     list) run on the same fabric alongside the step (start times from the
     step's start; needs ``topology``): every rank is simulated, and
     ``result.background`` holds each flow's FCT, ideal FCT and slowdown
-    (:mod:`astra_core.flows.run`). Raises ConfigError without a topology.
+    (:mod:`astra_core.flows.run`). Raises ConfigError without a topology or on a
+    backend that does not model link sharing (the flows would change nothing).
     """
     check_arguments(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
@@ -376,6 +377,8 @@ def run_simulation(
         collective_plugins=collective_registry(pm),
         fresh_backend=build_backend,
     )
+    if flows:
+        check_link_sharing(sim.backend, info.name, "--background")
     notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
     finish: list[float | None] = [None] * len(flows)
     if flows:
@@ -385,6 +388,8 @@ def run_simulation(
     result = sim.run()
     if flows:
         assert physical is not None  # _background_flows refused flows without one
-        result.background = flow_results(flows, finish, physical, info.name, BACKGROUND_TAG_BASE)
+        result.background = flow_results(
+            flows, finish, physical, info.name, BACKGROUND_TAG_BASE, backend=sim.backend
+        )
     notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept
     return result

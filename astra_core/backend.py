@@ -101,6 +101,28 @@ class LinkStatistics(Protocol):
 
 
 @runtime_checkable
+class LinkSharing(Protocol):
+    """``shares_links``: True when messages that cross a common link at the same time
+    slow each other (the model divides or queues each link's capacity); False when
+    every message sees an idle network whatever else is in flight (congestion-unaware
+    models). Flow completion-time studies and background traffic need True."""
+
+    shares_links: bool
+
+
+@runtime_checkable
+class LoneMessageTime(Protocol):
+    """``lone_message_ns(src, dst, size_bytes, tag)``: a lower bound (ns) on the time
+    a message of ``size_bytes`` from NPU ``src`` to NPU ``dst`` on queue pair ``tag``
+    takes on this model, reached when it is alone on the idle network, in the model's
+    own framing (packet and header sizes, flits, rounding). Flow studies divide each
+    flow's completion time by it (the FCT slowdown), so it must never exceed what
+    the model gives."""
+
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float: ...
+
+
+@runtime_checkable
 class Counters(Protocol):
     """``stats``: whole-run counters by name (messages, packets, drops, ...)."""
 
@@ -124,6 +146,21 @@ def link_statistics(backend: Any) -> LinkStatistics | None:
     else None."""
     if isinstance(backend, LinkStatistics) and isinstance(backend.topology, PhysicalTopology):
         return backend
+    return None
+
+
+def shares_links(backend: Any) -> bool | None:
+    """Whether ``backend`` models link sharing (:class:`LinkSharing`); None when it
+    does not say."""
+    if isinstance(backend, LinkSharing) and isinstance(backend.shares_links, bool):
+        return backend.shares_links
+    return None
+
+
+def lone_message_time(backend: Any) -> Callable[[int, int, int, int], float] | None:
+    """The backend's :meth:`LoneMessageTime.lone_message_ns`, or None."""
+    if isinstance(backend, LoneMessageTime):
+        return backend.lone_message_ns
     return None
 
 

@@ -181,15 +181,25 @@ def _show_bound(value: float) -> str:
 
 
 def between(
-    low: float, high: float, unit: str = "", low_open: bool = False, zero_ok: bool = False
+    low: float,
+    high: float,
+    unit: str = "",
+    low_open: bool = False,
+    zero_ok: bool = False,
+    text_ok: bool = False,
 ) -> BeforeValidator:
     """A pydantic check, before conversion (so that 1e23 for an int, or inf, is
     reported as out of range): ``low <= value <= high`` (``low < value`` if
-    ``low_open``; 0 also allowed if ``zero_ok``). Its error states the range."""
+    ``low_open``; 0 also allowed if ``zero_ok``). Its error states the range.
+    A boolean is never a number (``payload_bytes = true`` is not 1), nor is a
+    string (``"64"``) unless ``text_ok`` (a TOML table's keys, which are always
+    strings)."""
     opening = "(" if low_open else "["
     allowed = f"{opening}{_show_bound(low)}, {_show_bound(high)}]{unit}" + (" or 0" if zero_ok else "")
 
     def check(value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, str) and not text_ok):
+            raise PydanticCustomError(_HOUSE, f"expected a number, got {show(value)}")
         number = value
         if isinstance(value, str):
             try:

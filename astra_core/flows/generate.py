@@ -36,6 +36,13 @@ def host_link_gbps(topology: PhysicalTopology) -> float:
     return max(rates)
 
 
+def duration_ns(duration_ms: float) -> int:
+    """``--duration-ms`` as whole ns; raises ConfigError unless it is a finite number > 0."""
+    if isinstance(duration_ms, bool) or not (math.isfinite(duration_ms) and duration_ms > 0):
+        raise ConfigError(f"--duration-ms: must be a finite number > 0, got {duration_ms:g}")
+    return round(duration_ms * 1e6)
+
+
 def poisson_flows(
     cdf: FlowSizeCdf, hosts: int, link_gbps: float, load: float, duration_ns: int, seed: int = 1
 ) -> list[FlowSpec]:
@@ -43,8 +50,9 @@ def poisson_flows(
 
     ``hosts`` NPUs each offer ``load`` (0 < load <= 1) x ``link_gbps`` of
     traffic. Raises ConfigError for fewer than two hosts, a load outside
-    (0, 1], a duration that is not positive, or more than :data:`MAX_FLOWS`
-    flows expected."""
+    (0, 1], a duration that is not positive, more than :data:`MAX_FLOWS`
+    flows expected, or no flow drawn at all (a window too short for the load:
+    a flow file with no flows is of no use to any run)."""
     if hosts < 2:
         raise ConfigError(f"flows need at least two hosts, the topology has {hosts}")
     if not 0 < load <= 1:
@@ -75,4 +83,9 @@ def poisson_flows(
         dst += dst >= src  # uniform over the other hosts
         flows.append(FlowSpec(src, dst, cdf.draw(rng), start))
         heapq.heapreplace(due, (start + gap(), src))
+    if not flows:
+        raise ConfigError(
+            f"--duration-ms: no flow starts in {duration_ns / 1e6:g} ms (about {expected:.3g} "
+            "expected at this load): lengthen --duration-ms or raise --load"
+        )
     return flows

@@ -114,9 +114,23 @@ def summary_table(table: pd.DataFrame, title: str):
 def plot_slowdown(
     tables: dict[str, pd.DataFrame], path_png: str | os.PathLike, title: str = "FCT slowdown by flow size"
 ) -> None:
+    """:func:`slowdown_figure` written as a PNG (1320 x 480 px) through
+    :func:`astra_core.outputs.atomic_output` (ConfigError naming the path if it cannot be)."""
+    import matplotlib.pyplot as plt
+
+    fig = slowdown_figure(tables, title)
+    try:  # through astra_core.outputs: atomic for a file, written through a FIFO
+        with atomic_output(path_png, "plot") as temporary:
+            fig.savefig(temporary, dpi=120, format="png")
+    finally:
+        plt.close(fig)
+
+
+def slowdown_figure(tables: dict[str, pd.DataFrame], title: str = "FCT slowdown by flow size"):
     """Median and 99th percentile slowdown per equal-count size bin against flow size,
-    one pair of lines per labelled table (e.g. one per congestion control). Written as PNG
-    through :func:`astra_core.outputs.atomic_output` (ConfigError naming the path if it cannot be)."""
+    one pair of lines per labelled table (e.g. one per congestion control), with one
+    legend for both panels to their right, off the data. Tables without flows are
+    left out."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,6 +138,8 @@ def plot_slowdown(
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
     for label, table in tables.items():
+        if table.empty:
+            continue
         bins = by_size_bins(table)
         for ax, column in zip(axes, ("p50", "p99")):
             ax.plot(bins["max_size_bytes"], bins[column], marker=".", label=label)
@@ -133,11 +149,9 @@ def plot_slowdown(
         ax.set_xlabel("flow size (bytes, largest in each 5 % bin)")
         ax.set_ylabel(f"{name} FCT slowdown")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
     fig.suptitle(title)
-    fig.tight_layout()
-    try:  # through astra_core.outputs: atomic for a file, written through a FIFO
-        with atomic_output(path_png, "plot") as temporary:
-            fig.savefig(temporary, dpi=120, format="png")
-    finally:
-        plt.close(fig)
+    fig.tight_layout(rect=(0, 0, 0.88, 1))  # the right 12 % holds the legend
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.88, 0.5))
+    return fig

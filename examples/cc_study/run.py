@@ -105,38 +105,64 @@ def run(pattern: str, cc: str, out: Path) -> dict:
     }
 
 
+#: Panels per row of the figures: six congestion controls make a 2 x 3 grid.
+COLUMNS = 3
+
+
+def grid(count: int):
+    """A figure with one panel per run, COLUMNS to a row, sharing both axes; unused
+    panels are hidden. Returns the figure and the panels in reading order."""
+    rows = -(-count // COLUMNS)
+    fig, axes = plt.subplots(
+        rows, COLUMNS, figsize=(4 * COLUMNS, 3 * rows), sharex=True, sharey=True, squeeze=False
+    )
+    panels = list(axes.flat)
+    for ax in panels[count:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.tick_params(labelleft=True)
+    return fig, axes, panels[:count]
+
+
 def plot(pattern: str, runs: list[dict], out: Path) -> list[Path]:
-    fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.4), sharey=True)
-    for ax, r in zip(axes, runs):
+    """Two PNGs in a grid of one panel per congestion control: the most loaded queue
+    (its link is in each title) and per-message throughput, whose legend (the same
+    messages in every panel) sits once to the right of the grid, off the data."""
+    fig, axes, panels = grid(len(runs))
+    for ax, r in zip(panels, runs):
         q = r["queues"]
         q = q[q.link == r["busiest_link"]]
-        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9, label=f"link {r['busiest_link']}")
-        ax.legend(fontsize=7, loc="upper right")
-        ax.set_title(f"{r['cc']}: link {r['busiest_link']} (peak {r['peak_queue_kb']:.0f} KB)")
+        ax.step(q.time_ns / 1e3, q.bytes / 1e3, where="post", lw=0.9)
+        ax.set_title(f"{r['cc']}: link {r['busiest_link']} (peak {r['peak_queue_kb']:.0f} KB)", fontsize=9)
+    for ax in axes[-1]:
         ax.set_xlabel("time (us)")
-    axes[0].set_ylabel("queue (KB)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("queue (KB)")
     fig.suptitle(f"{pattern}: the most loaded egress queue")
     fig.tight_layout()
     queues_png = out / f"{pattern}_queues.png"
     fig.savefig(queues_png, dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.4), sharey=True)
-    for ax, r in zip(axes, runs):
+    fig, axes, panels = grid(len(runs))
+    for ax, r in zip(panels, runs):
         s = r["samples"]
         shown = sorted(s.message.unique())[:8]
         for message in shown:
             m = s[s.message == message]
             gbps = m.delivered_bytes.diff(SMOOTH) * 8 / m.time_ns.diff(SMOOTH)
             ax.plot(m.time_ns / 1e3, gbps, lw=0.9, label=f"{int(m.src.iloc[0])}->{int(m.dst.iloc[0])}")
-        ax.set_title(f"{r['cc']}: done at {r['finish_us']:.0f} us")
+        ax.set_title(f"{r['cc']}: done at {r['finish_us']:.0f} us", fontsize=9)
+    for ax in axes[-1]:
         ax.set_xlabel("time (us)")
-        ax.legend(fontsize=6, loc="upper right", ncol=2)
-    axes[0].set_ylabel(f"throughput (Gbps, {MONITOR_US * SMOOTH} us window)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"Gbps ({MONITOR_US * SMOOTH} us window)")
+    handles, labels = panels[0].get_legend_handles_labels()
     fig.suptitle(
         f"{pattern}: per-message throughput" + ("" if pattern == "incast" else " (first 8 messages)")
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.88, 1))  # the right 12 % holds the legend
+    fig.legend(handles, labels, title="message", loc="center left", bbox_to_anchor=(0.88, 0.5), fontsize=8)
     throughput_png = out / f"{pattern}_throughput.png"
     fig.savefig(throughput_png, dpi=110)
     plt.close(fig)

@@ -356,3 +356,31 @@ def test_declared_capabilities_keep_their_promises(backend_name):
     if isinstance(backend, Counters):
         stats = counters(backend)
         assert stats and all(isinstance(v, (int, float)) and math.isfinite(v) for v in stats.values())
+
+
+def test_a_declared_lone_message_time_is_a_lower_bound_and_sharing_is_as_declared(backend_name):
+    """LoneMessageTime: never above what the model gives a message alone (flow studies
+    divide by it). LinkSharing: two messages over one link at once slow each other
+    exactly when the backend says it models sharing."""
+    from astra_core.backend import LinkSharing, lone_message_time, shares_links
+
+    for size in (1, 4097, 3 * MIB):
+        backend = make(backend_name, "sw8")
+        lone = lone_message_time(backend)
+        measured = lone_message_ns(backend, 1, 6, size)
+        if lone is not None:
+            bound = lone(1, 6, size, 3)  # lone_message_ns above sends on tag 3
+            assert 0 < bound <= measured + 1e-6, (size, bound, measured)
+    if not isinstance(backend, LinkSharing):
+        return
+    assert shares_links(backend) is backend.shares_links
+    alone = lone_message_ns(make(backend_name, "sw8"), 1, 6, 3 * MIB)
+    backend = make(backend_name, "sw8")
+    arrivals = []
+    for src in (1, 2):  # both into NPU 6 through its one link from the switch
+        backend.send(src, 6, 3 * MIB, lambda _: arrivals.append(backend.now()), tag=src)
+    backend.run()
+    if backend.shares_links:  # one of them waits about a serialization of the other
+        assert max(arrivals) - alone >= 0.9 * 3 * MIB / (50 * 2**30 / 1e9)
+    else:
+        assert arrivals == [alone, alone]

@@ -125,3 +125,37 @@ def test_plot_slowdown_writes_a_png_of_the_figure_size(tmp_path):
     assert data[12:16] == b"IHDR"
     # figsize (11, 4) inches at 120 dpi
     assert struct.unpack(">II", data[16:24]) == (11 * 120, 4 * 120)
+
+
+def test_the_legend_sits_beside_the_panels_not_over_the_data():
+    # Issue 27: each panel had its own legend over its lines (upper right, where the
+    # 99th percentile of "none" runs); now one figure legend right of both panels.
+    import matplotlib.pyplot as plt
+
+    from astra_core.flows.report import slowdown_figure
+
+    rng = random.Random(2)
+    sizes = [rng.randrange(1, 10**6) for _ in range(200)]
+    tables = {
+        cc: flow_table(results(sizes, [k + rng.random() for _ in sizes]))
+        for k, cc in enumerate(["none", "dcqcn", "hpcc", "hpcc-pint", "timely", "dctcp"], 1)
+    }
+    fig = slowdown_figure(tables)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert [t.get_text() for t in legend.get_texts()] == list(tables)
+    for ax in fig.axes:
+        assert ax.get_legend() is None
+        assert box.x0 > ax.get_window_extent(renderer).x1  # wholly to the right of every panel
+    assert box.x1 <= fig.bbox.x1  # and inside the figure
+    plt.close(fig)
+
+
+def test_a_table_without_flows_is_left_out_of_the_plot(tmp_path):
+    # Before: KeyError: 'max_size_bytes' (flows run of a 0-flow file with --plots).
+    table = flow_table(results([1000, 2000], [1.0, 2.0]))
+    path = tmp_path / "fct.png"
+    plot_slowdown({"empty": flow_table([]), "two": table}, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

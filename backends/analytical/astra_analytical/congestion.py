@@ -39,6 +39,8 @@ class CongestionAwareNetwork:
         self.events = EventQueue()
         self.schedule = self.events.schedule  # hot path: no wrapper call
         self.topology = physical
+        #: Messages queue on shared links (astra_core.backend.LinkSharing).
+        self.shares_links = True
         links = physical.links_count
         self._bandwidth = physical.link_bandwidth
         self._latency = physical.link_latency
@@ -72,6 +74,14 @@ class CongestionAwareNetwork:
 
     def run(self) -> None:
         self.events.run()
+
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):
+        the whole message store-and-forwarded, ``int(latency + B / bandwidth)`` ns per link
+        of its route (0 from an NPU to itself)."""
+        bandwidth, latency = self._bandwidth, self._latency
+        route = self.topology.route(src, dst, tag) if src != dst else ()
+        return sum(int(latency[link] + size_bytes / bandwidth[link]) for link in route)
 
     # -- links ---------------------------------------------------------------------
     def _enqueue(self, link: int, message: list) -> None:

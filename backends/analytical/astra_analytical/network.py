@@ -41,6 +41,8 @@ class AnalyticalNetwork:
         # Message times depend only on the offset between NPUs (not on a physical
         # route's shared state), so rank symmetry applies (astra_core.system.symmetry).
         self.symmetric = physical is None
+        #: Links are never shared (astra_core.backend.LinkSharing): no flow studies here.
+        self.shares_links = False
         # The hot path: bind the queue's method directly (saves a call per event).
         self.schedule = self.events.schedule
         self._dims = []

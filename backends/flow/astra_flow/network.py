@@ -44,6 +44,7 @@ from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 from astra_flow.config import FlowConfig, load_config
 from astra_flow.maxmin import Flow, MaxMinSolver
 
+_INF = float("inf")
 #: Gbps (10^9 bit/s) in bytes/ns.
 _BYTES_PER_NS_PER_GBPS = 0.125
 #: Idle queue pairs kept for their next message (a ring reuses its pairs step after
@@ -63,7 +64,9 @@ class QueuePair(Flow):
 
     ``messages``: (payload bytes, callback, arg), the head draining;
     ``remaining``: wire bytes of the head left at time ``since``;
-    ``version``: bumps whenever its drain event is replaced;
+    ``version``: bumps whenever its drain event is replaced; ``drain_at``: when the
+    head finishes draining at the current rate; ``event_at``: the time of its live
+    drain event (inf: none), never after ``drain_at``;
     ``latency_ns``: the route's total latency; ``bottleneck_ns_per_b``: 1 /
     its slowest link's rate; ``terms``: its :func:`pipeline_terms`;
     ``route``/``reverse``: link ids;
@@ -77,6 +80,8 @@ class QueuePair(Flow):
         "remaining",
         "since",
         "version",
+        "drain_at",
+        "event_at",
         "latency_ns",
         "bottleneck_ns_per_b",
         "terms",
@@ -101,6 +106,8 @@ class FlowNetwork:
     def __init__(self, physical: PhysicalTopology, config: FlowConfig | None = None):
         self.config = config = config or FlowConfig()
         self.topology = physical
+        #: Flows share links max-min fairly (astra_core.backend.LinkSharing).
+        self.shares_links = True
         self.events = EventQueue()
         self.events.step_end = self._solve
         self.schedule = self.events.schedule  # hot path: no wrapper call
@@ -152,6 +159,16 @@ class FlowNetwork:
     def run(self) -> None:
         self.events.run()
 
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):
+        the route's latencies plus its packets' store-and-forward pipeline in this
+        config's framing, less 1 ps, since the drain and the tail are each rounded to the
+        nearest ps (:func:`_on_ps_grid`: at most 0.5 ps early each). 0 to itself."""
+        if src == dst:
+            return 0.0
+        _, _, latency, _, terms = self._path(self.topology.route(src, dst, tag), ())
+        return latency + pipeline_ns(terms, size_bytes, self._payload, self._header) - 1e-3
+
     @property
     def link_busy_ns(self) -> list[float]:
         """Per link: ns it was busy (its wire bytes at its rate)."""
@@ -172,6 +189,8 @@ class FlowNetwork:
         qp.key = key
         qp.messages = deque()
         qp.version = 0
+        qp.drain_at = 0.0
+        qp.event_at = _INF
         qp.route = route
         qp.reverse = reverse
         qp.wire_sent = 0
@@ -220,26 +239,41 @@ class FlowNetwork:
         if old_rate:
             qp.remaining -= old_rate * (now - qp.since)
         qp.since = now
+        self._drain_at(qp, _on_ps_grid(now, max(qp.remaining, 0.0) / qp.rate))
+
+    def _drain_at(self, qp: QueuePair, when: float) -> None:
+        """The head of ``qp`` drains at ``when`` (ns). A drain event is queued only when it
+        must come sooner than the live one: a later drain (the rate fell, as it does for
+        every flow on a link each time another joins) is found when the live event fires
+        (:meth:`_drained` moves it on). So a queue pair holds one event per rise of its
+        rate, not one per change: a link with n flows starting one after the other would
+        otherwise queue n^2 / 2 stale events (about 1 GB for 20,000 flows)."""
+        qp.drain_at = when
+        if qp.event_at <= when:
+            return
+        qp.event_at = when
         qp.version += 1
-        events = self.events
-        events.schedule_at(
-            _on_ps_grid(now, max(qp.remaining, 0.0) / qp.rate), self._drained, (qp, qp.version)
-        )
+        self.events.schedule_at(when, self._drained, (qp, qp.version))
 
     def _drained(self, event: tuple[QueuePair, int]) -> None:
         qp, version = event
         if version != qp.version:
-            return  # the rate changed since this drain was scheduled
-        size, on_delivered, arg = qp.messages.popleft()
+            return  # a sooner drain event replaced this one
         events = self.events
         now = events.now
+        if qp.drain_at > now:  # the rate fell since this event was queued
+            qp.event_at = _INF
+            self._drain_at(qp, qp.drain_at)
+            return
+        qp.event_at = _INF
+        size, on_delivered, arg = qp.messages.popleft()
         events.schedule_at(_on_ps_grid(now, self._tail_ns(qp, size)), on_delivered, arg)
         qp.wire_sent += self._wire_bytes(size)
         qp.version += 1
         if qp.messages:
             qp.remaining = self._wire_bytes(qp.messages[0][0])
             qp.since = now
-            events.schedule_at(_on_ps_grid(now, qp.remaining / qp.rate), self._drained, (qp, qp.version))
+            self._drain_at(qp, _on_ps_grid(now, qp.remaining / qp.rate))
             return
         del self._qps[qp.key]
         if len(self._idle) < _IDLE_QUEUE_PAIRS:

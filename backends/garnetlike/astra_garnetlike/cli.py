@@ -27,14 +27,19 @@ def _dims(text: str) -> list[int]:
 
 
 def _rates(text: str | None) -> list[float]:
+    from astra_garnetlike.traffic import MAX_INJECTION_RATE
+
     if not text:
         return list(DEFAULT_RATES)
     try:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"--rates: expected numbers like 0.1,0.2,0.3, got '{text}'") from None
-    if not rates or any(not r > 0 for r in rates):
-        raise ConfigError(f"--rates: offered loads must be > 0 flits/node/cycle, got '{text}'")
+    if not rates or any(not 0 < r <= MAX_INJECTION_RATE for r in rates):
+        raise ConfigError(
+            "--rates: offered loads must be in (0, 1] flits/node/cycle (a node's injection port "
+            f"takes one flit per cycle), got '{text}'"
+        )
     return rates
 
 

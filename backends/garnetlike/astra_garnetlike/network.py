@@ -209,6 +209,8 @@ class GarnetNetwork:
         #: Called with each packet whose tail has reached its destination NI (or None).
         self.packet_hook: Callable[[Packet], None] | None = None
         self.physical = physical
+        #: Flits compete for links, VCs and credits (astra_core.backend.LinkSharing).
+        self.shares_links = True
         self.clock = Clock()
         self._queue = self.clock.events  # in ps: the backend API converts to ns
         self.routing = Routing(
@@ -358,6 +360,25 @@ class GarnetNetwork:
             src, dst, size_bytes, on_delivered, arg, vnet, route, vcs, packets, seq, self._queue.now
         )
         self._ni_of_link[route[0].link].enqueue(msg)
+
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A lower bound on a message's time alone on the idle network
+        (:class:`~astra_core.backend.LoneMessageTime`): one flit's zero-load latency
+        over its ``H`` links (``(H + 1)`` router pipelines, each link's serialization
+        and latency, one ejection cycle; tests/backends/garnetlike/test_zero_load.py)
+        plus ``F - 1`` periods of its slowest stage (link or ejection port) for the
+        message's other flits, all in whole ps. Exact for one packet on equal links;
+        packets waiting for injection VCs or credits only add to it. 0 to itself."""
+        if src == dst:
+            return 0.0
+        config = self.config
+        ports = [self.link_ports[link] for link in self.routing.links(src, dst, tag)]
+        full, rest = divmod(size_bytes, config.packet_bytes)
+        flits = max(1, full * self._packet_flits + (-(-rest // config.flit_bytes) if rest else 0))
+        period = max([port.ser_ps for port in ports] + [self.cycle_ps])
+        # hop_ps: a flit's serialization, the link's latency and the next router's pipeline
+        head = self.pipeline_ps + sum(port.hop_ps for port in ports) + self.cycle_ps
+        return (head + (flits - 1) * period) / PS_PER_NS
 
     def run(self) -> None:
         """Process events until none remain; SimulationDeadlock if messages are stuck."""

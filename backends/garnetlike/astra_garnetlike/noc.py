@@ -38,7 +38,7 @@ from astra_core.errors import ConfigError
 from astra_core.outputs import atomic_output
 from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, mesh, torus
 from astra_garnetlike.config import GarnetConfig, load_config, read_config_file
-from astra_garnetlike.traffic import Injector, make_pattern
+from astra_garnetlike.traffic import Injector, check_injection_rate, make_pattern
 
 TOPOLOGIES = ("mesh", "torus")
 
@@ -147,6 +147,7 @@ def run_noc(
     routers and VCs involved) when flits stop moving.
     """
     started = time.perf_counter()
+    check_injection_rate(injection_rate)
     if not isinstance(cycles, int) or cycles < 1:
         raise ConfigError(f"--cycles must be an integer >= 1, got {cycles!r}")
     warmup = cycles // 10 if warmup is None else warmup

@@ -35,6 +35,19 @@ PATTERNS = ("uniform_random", "transpose", "tornado", "bit_complement", "neighbo
 #: A pattern: (source node, random generator) -> destination node.
 Pattern = Callable[[int, random.Random], int]
 
+#: Most flits a node can offer per cycle: its injection port takes one flit per cycle
+#: (Garnet's NI; Dally & Towles, ch. 23: offered load as a fraction of injection capacity).
+MAX_INJECTION_RATE = 1.0
+
+
+def check_injection_rate(rate_flits: float) -> None:
+    """Raise ConfigError unless ``rate_flits`` (flits/node/cycle) is in (0, 1]."""
+    if not 0 < rate_flits <= MAX_INJECTION_RATE:
+        raise ConfigError(
+            f"--injection-rate must be in (0, 1] flits/node/cycle (a node's injection port "
+            f"takes one flit per cycle), got {rate_flits:g}"
+        )
+
 
 def _coords(node: int, sizes: Sequence[int]) -> list[int]:
     out = []
@@ -115,8 +128,7 @@ class Injector:
         send: Callable[[int, int], None],
         seed: int = 1,
     ):
-        if not rate_flits > 0:
-            raise ConfigError(f"--injection-rate must be > 0 flits/node/cycle, got {rate_flits}")
+        check_injection_rate(rate_flits)
         self.p = min(1.0, rate_flits / packet_flits)
         self.pattern = pattern
         self.cycle_ps = cycle_ps

@@ -87,12 +87,13 @@ its estimate (0 = no limit; the model runs ~0.2 M packet-hops per second).
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, field_validator, model_validator
+from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
-from astra_core.config.issues import PYTHON_SOURCE
-from astra_core.config.model import STRICT, between, load_model, validate_mapping
+from astra_core.config.issues import PYTHON_SOURCE, ConfigWarning
+from astra_core.config.model import STRICT, between, load_model, raise_problems, source_of, validate_mapping
 
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
 CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
@@ -115,8 +116,20 @@ MAX_SEED = 2**32 - 2
 MAX_RATE_MBPS = 1e9
 #: Default limit on the work of one run, packets x hops (~14 h at 0.2 M packet-hops/s).
 MAX_PACKET_HOPS = 10**10
+#: The algorithm sections each ``cc`` reads (C++ roce: PINT's window rule is HPCC's;
+#: TIMELY and DCTCP floor their rates at [dcqcn]'s min_rate_mbps, and only that key).
+CC_SECTIONS = {
+    "none": (),
+    "dcqcn": ("dcqcn",),
+    "hpcc": ("hpcc",),
+    "hpcc-pint": ("hpcc_pint", "hpcc"),
+    "timely": ("timely", "dcqcn.min_rate_mbps"),
+    "dctcp": ("dctcp", "dcqcn.min_rate_mbps"),
+}
 
 Bytes = Annotated[int, between(0, MAX_BYTES, " bytes")]
+#: A link speed as a key of a per-speed table (TOML's keys are strings: "100").
+Gbps = Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True, text_ok=True)]
 PositiveBytes = Annotated[int, between(1, MAX_BYTES, " bytes")]
 RateMbps = Annotated[float, between(0, MAX_RATE_MBPS, " Mbps")]
 Ratio = Annotated[float, between(0, 1, low_open=True)]
@@ -129,15 +142,15 @@ class EcnConfig(BaseModel):
     model_config = STRICT
     enabled: bool = True
     kmin_kb: dict[
-        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Gbps,
         Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
     ] = {25: 100, 40: 200, 100: 400, 200: 600, 400: 800}
     kmax_kb: dict[
-        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Gbps,
         Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
     ] = {25: 400, 40: 800, 100: 1600, 200: 2400, 400: 3200}
     pmax: dict[
-        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Gbps,
         Annotated[float, between(0, 1)],
     ] = {25: 0.2, 40: 0.2, 100: 0.2, 200: 0.2, 400: 0.2}
 
@@ -225,7 +238,7 @@ class DctcpConfig(BaseModel):
     model_config = STRICT
     g: Ratio = 1 / 16
     k_kb: dict[
-        Annotated[float, between(0, MAX_RATE_MBPS / 1000, " Gbps", low_open=True)],
+        Gbps,
         Annotated[float, between(0, MAX_BYTES / 1000, " KB")],
     ] = {25: 75, 40: 120, 100: 300, 200: 600, 400: 1200}
 
@@ -274,6 +287,60 @@ class Ns3Config(BaseModel):
                 raise ValueError("give cc or CC_MODE, not both")
             data = {("cc" if k == "CC_MODE" else k): v for k, v in data.items()}
         return data
+
+    @model_validator(mode="after")
+    def _check_across_keys(self, info: ValidationInfo) -> Ns3Config:
+        """Refuse inverted pairs (TIMELY's t_low_us above t_high_us, ECN's Kmin above
+        Kmax at a link speed), one line each naming both keys; then warn (one line) about
+        algorithm sections the selected ``cc`` does not read (:meth:`unused_sections`)."""
+        problems: list[tuple[str | None, str]] = []
+        t = self.timely
+        if t.t_low_us > t.t_high_us:
+            problems.append(
+                ("timely.t_low_us", f"{t.t_low_us:g} us is above timely.t_high_us {t.t_high_us:g} us")
+            )
+        ecn = self.ecn
+        for gbps in sorted(set(ecn.kmin_kb) & set(ecn.kmax_kb)):  # the speeds both name
+            kmin, kmax = _per_speed(ecn.kmin_kb, gbps, True), _per_speed(ecn.kmax_kb, gbps, True)
+            if kmin > kmax:
+                problems.append(
+                    ("ecn.kmin_kb", f"{kmin:g} KB at {gbps:g} Gbps is above ecn.kmax_kb's {kmax:g} KB there")
+                )
+        raise_problems(problems)
+        unused = self.unused_sections()
+        if unused:
+            used = [s if "." in s else f"[{s}]" for s in CC_SECTIONS[self.cc]]
+            warnings.warn(
+                f"{source_of(info)}: {', '.join(unused)} not used with cc = {self.cc!r} "
+                f"(it reads {', '.join(used) if used else 'no algorithm section'})",
+                ConfigWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def unused_sections(self) -> list[str]:
+        """The algorithm sections (``[timely]``) or keys (``dcqcn.g``) that the config
+        sets to other than their defaults but the selected ``cc`` does not read
+        (:data:`CC_SECTIONS`); a section that restates the defaults changes nothing
+        either way (so one file may list every algorithm's section)."""
+        reads = CC_SECTIONS[self.cc]
+        unused = []
+        for name in ("dcqcn", "hpcc", "hpcc_pint", "timely", "dctcp"):
+            if name in reads:
+                continue
+            section = getattr(self, name)
+            fields = type(section).model_fields
+            changed = [
+                k for k in sorted(section.model_fields_set) if getattr(section, k) != fields[k].default
+            ]
+            ignored = [k for k in changed if f"{name}.{k}" not in reads]
+            if not ignored:
+                continue
+            if any(f"{name}.{k}" in reads for k in fields):  # a section partly read: name the keys
+                unused += [f"{name}.{k}" for k in ignored]
+            else:
+                unused.append(f"[{name}]")
+        return unused
 
     def marking(self, gbps: float) -> tuple[float, float, float]:
         """(Kmin bytes, Kmax bytes, Pmax) of ECN marking on a link of ``gbps``: DCTCP's

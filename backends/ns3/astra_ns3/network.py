@@ -48,6 +48,7 @@ from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
 from astra_core.events import EventQueue
 from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 from astra_ns3 import process
 from astra_ns3.config import Ns3Config
 from astra_ns3.monitors import Ns3Results
@@ -56,6 +57,9 @@ from astra_ns3.monitors import Ns3Results
 _COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
 #: The model's typical speed, packet-hops per wall second (../shared/NS3-NOTES.md: 0.17-0.2 M).
 PACKET_HOPS_PER_S = 2e5
+#: Wire bytes of a data packet besides its payload (cpp/roce.h kDataOverhead: Ethernet with
+#: preamble, inter-frame gap and FCS 38, IPv4 20, UDP 8, BTH 12, ICRC 4).
+DATA_OVERHEAD_BYTES = 82
 
 
 def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
@@ -122,6 +126,8 @@ class Ns3Network:
     def __init__(self, physical: PhysicalTopology, config: Ns3Config, *, config_source: str = "<python>"):
         self.physical = physical
         self.config = config
+        #: Packets queue at shared switch ports (astra_core.backend.LinkSharing).
+        self.shares_links = True
         self._cables = cables_of(physical, config)
         self._switches = [node in physical.switches for node in range(physical.nodes_count)]
         self._settings = config.native_settings()
@@ -183,6 +189,24 @@ class Ns3Network:
                 physical.route(dst, src, tag),
             )
         )
+
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A message alone on the idle fabric (:class:`~astra_core.backend.LoneMessageTime`):
+        the route's latencies plus its data packets (``payload_bytes`` each, with
+        :data:`DATA_OVERHEAD_BYTES`) store-and-forwarded at line rate, which the model
+        gives a lone flow to the picosecond (tests/flows/test_run.py) where each packet's
+        serialization is a whole number of ps; ns-3 keeps every serialization in whole
+        ps, so 1 ps per packet and per link is taken off (at most 1 ppm of a message of
+        full packets). HPCC's INT and PINT's digest only add to it. 0 to itself."""
+        if src == dst:
+            return 0.0
+        physical = self.physical
+        route = physical.route(src, dst, tag)
+        latency = sum(physical.link_latency[link] for link in route)
+        terms = pipeline_terms([1 / physical.link_bandwidth[link] for link in route])
+        payload = self.config.payload_bytes
+        rounding = (max(1, -(-size_bytes // payload)) + len(route)) * 1e-3
+        return latency + pipeline_ns(terms, size_bytes, payload, DATA_OVERHEAD_BYTES) - rounding
 
     def run(self) -> None:
         events = self.events

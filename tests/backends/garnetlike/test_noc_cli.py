@@ -69,7 +69,18 @@ def test_sweep_draws_the_latency_load_curve(tmp_path):
         (["--dims", "3x5", "--pattern", "transpose"], "error: transpose needs a square 2-D grid"),
         (["--vcs", "0"], "error: noc: vcs_per_vnet: must be in [1, 64], got 0"),
         (["--sweep", "--rates", "0.1,x"], "error: --rates: expected numbers"),
-        (["--injection-rate", "0"], "error: --injection-rate must be > 0"),
+        (["--injection-rate", "0"], "error: --injection-rate must be in (0, 1] flits/node/cycle"),
+        # issue 27: 5 flits/node/cycle was accepted (more than a node's port can take)
+        (
+            ["--injection-rate", "5"],
+            "error: --injection-rate must be in (0, 1] flits/node/cycle (a node's injection port "
+            "takes one flit per cycle), got 5",
+        ),
+        (["--injection-rate", "nan"], "error: --injection-rate must be in (0, 1] flits/node/cycle"),
+        (
+            ["--sweep", "--rates", "0.1,1.5"],
+            "error: --rates: offered loads must be in (0, 1] flits/node/cycle",
+        ),
     ],
 )
 def test_bad_input_is_one_error_line(args, message):

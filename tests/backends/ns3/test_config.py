@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import typing
+import warnings
 
+import pytest
+from pydantic import BaseModel
+
+from astra_core.config.issues import ConfigWarning
 from astra_core.errors import ConfigError
 from astra_ns3.config import Ns3Config, load_config
 
@@ -53,14 +58,15 @@ def test_dctcp_marks_at_one_threshold_instead_of_the_red_maps():
 
 
 def test_new_algorithms_reach_the_native_settings_in_its_units():
-    cfg = load_config(
-        {
-            "cc": "timely",
-            "timely": {"t_low_us": 40, "rate_ai_mbps": 20},
-            "dctcp": {"g": 0.125},
-            "hpcc_pint": {"log_base": 1.01, "probability": 0.0625},
-        }
-    )
+    with pytest.warns(ConfigWarning, match=r"\[hpcc_pint\], \[dctcp\] not used with cc = 'timely'"):
+        cfg = load_config(
+            {
+                "cc": "timely",
+                "timely": {"t_low_us": 40, "rate_ai_mbps": 20},
+                "dctcp": {"g": 0.125},
+                "hpcc_pint": {"log_base": 1.01, "probability": 0.0625},
+            }
+        )
     native = cfg.native_settings()
     assert native["cc"] == 7 and native["timely_t_low_us"] == 40
     assert native["timely_rate_ai"] == 20e6 and native["dctcp_g"] == 0.125
@@ -172,3 +178,114 @@ def test_the_edges_of_the_ranges_are_accepted():
         }
     )
     assert cfg.native_settings()["seed"] == 4294967294 and cfg.rto_us == 1.0
+
+
+# -- issue 27: booleans and strings are not numbers; inverted pairs; unused sections ---------
+
+
+def numeric_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every int or float key of ``model`` and its sections, dotted (``timely.t_low_us``)."""
+    keys = []
+    for name, field in model.model_fields.items():
+        kind = typing.get_origin(field.annotation) or field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            keys += numeric_keys(kind, f"{prefix}{name}.")
+        elif kind in (int, float):
+            keys.append(prefix + name)
+    return keys
+
+
+def nested(key: str, value) -> dict:
+    head, _, rest = key.partition(".")
+    return {head: nested(rest, value) if rest else value}
+
+
+NUMERIC_KEYS = numeric_keys(Ns3Config)
+
+
+def test_the_numeric_keys_are_all_found():
+    assert len(NUMERIC_KEYS) == 35 and "timely.t_low_us" in NUMERIC_KEYS and "dcqcn.g" in NUMERIC_KEYS
+
+
+@pytest.mark.parametrize("value, shown", [(True, "true"), (False, "false"), ("64", "'64'")])
+@pytest.mark.parametrize("key", NUMERIC_KEYS)
+def test_a_boolean_or_a_string_is_not_a_number(key, value, shown):
+    # Before: true became 1 and "64" became 64 (pydantic's lax int and float).
+    with pytest.raises(ConfigError) as err, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        load_config(nested(key, value))
+    assert str(err.value) == f"<python>: {key}: expected a number, got {shown}"
+
+
+@pytest.mark.parametrize("table", ["kmin_kb", "kmax_kb", "pmax"])
+def test_a_boolean_in_a_per_speed_table_is_not_a_number(tmp_path, table):
+    path = tmp_path / "ns3.toml"
+    path.write_text(f"[ecn.{table}]\n100 = true\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: ecn.{table}.100: expected a number, got true"
+
+
+def test_per_speed_tables_still_take_toml_keys_which_are_strings(tmp_path):
+    path = tmp_path / "ns3.toml"
+    path.write_text("[ecn.kmin_kb]\n100 = 300\n[ecn.kmax_kb]\n100 = 900\n")
+    assert load_config(path).ecn.thresholds(100.0) == (300_000, 900_000, 0.2)
+
+
+def test_timely_t_low_above_t_high_is_refused_naming_both(tmp_path):
+    path = tmp_path / "ns3.toml"
+    path.write_text('cc = "timely"\n[timely]\nt_low_us = 900\nt_high_us = 100\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: timely.t_low_us: 900 us is above timely.t_high_us 100 us"
+    assert load_config({"cc": "timely", "timely": {"t_low_us": 100, "t_high_us": 100}}).timely.t_low_us == 100
+
+
+def test_ecn_kmin_above_kmax_is_refused_naming_both(tmp_path):
+    path = tmp_path / "ns3.toml"
+    path.write_text("[ecn]\nkmin_kb = {100 = 2000, 25 = 100}\nkmax_kb = {100 = 1600, 25 = 400}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: ecn.kmin_kb: 2000 KB at 100 Gbps is above ecn.kmax_kb's 1600 KB there"
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (
+            'cc = "timely"\n[dcqcn]\ng = 0.5\n[hpcc_pint]\nlog_base = 1.1\n',
+            "dcqcn.g, [hpcc_pint] not used with cc = 'timely' (it reads [timely], dcqcn.min_rate_mbps)",
+        ),
+        (
+            'cc = "dctcp"\n[dcqcn]\ng = 0.5\nmin_rate_mbps = 10\n',
+            "dcqcn.g not used with cc = 'dctcp' (it reads [dctcp], dcqcn.min_rate_mbps)",
+        ),
+        ("[timely]\n[hpcc]\neta = 0.9\n", "[hpcc] not used with cc = 'dcqcn' (it reads [dcqcn])"),
+        (
+            'cc = "none"\n[dcqcn]\ng = 0.5\n',
+            "[dcqcn] not used with cc = 'none' (it reads no algorithm section)",
+        ),
+    ],
+)
+def test_sections_of_algorithms_not_selected_are_one_warning(tmp_path, text, line):
+    path = tmp_path / "ns3.toml"
+    path.write_text(text)
+    with pytest.warns(ConfigWarning) as caught:
+        load_config(path)
+    assert [str(w.message) for w in caught] == [f"{path}: {line}"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"cc": "dcqcn", "dcqcn": {"g": 0.5}},
+        {"cc": "hpcc-pint", "hpcc_pint": {"log_base": 1.1}, "hpcc": {"eta": 0.9}},
+        {"cc": "timely", "timely": {"beta": 0.5}, "dcqcn": {"min_rate_mbps": 10}},
+        {"cc": "hpcc", "timely": {"t_low_us": 50.0, "beta": 0.8}},  # the defaults, restated
+    ],
+)
+def test_sections_the_selected_algorithm_reads_give_no_warning(config):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(config)
