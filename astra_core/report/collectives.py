@@ -9,6 +9,12 @@ order (times in ns, sizes in bytes):
     communicator group ("" for all NPUs); ``chunks`` how many chunks
     (``preferred-dataset-splits``) it was split into; ``start_ns`` when the
     rank issued it, ``end_ns`` when its last chunk finished.
+``in_flight_ns, wait_ns``
+    of ``duration_ns``, the time during which at least one of this rank's
+    messages was on the network (:attr:`RankTrace.in_flight`; a message of
+    another collective or a send/receive running beside it counts too), and
+    the rest: the collective open with nothing of this rank moving (blocked
+    on a peer, or its local steps). They add up to ``duration_ns``.
 ``<phase>_dim<d>_ns`` (one column per phase kind in the run)
     wall time during which at least one chunk of this collective was in that
     phase on that network dimension, e.g. ``reduce_scatter_dim0_ns``,
@@ -24,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from astra_core.report.breakdown import total, union
+from astra_core.report.breakdown import covered, flight_pairs, total, union
 from astra_core.report.results import CollectiveRecord, RunResult, whole_ns
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
 
@@ -39,6 +45,8 @@ BASE_COLUMNS = (
     "start_ns",
     "end_ns",
     "duration_ns",
+    "in_flight_ns",
+    "wait_ns",
 )
 PHASE_COLUMNS = ("rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns")
 _PHASE_ORDER = {"reduce-scatter": 0, "all-reduce": 1, "all-gather": 2, "all-to-all": 3}
@@ -81,6 +89,8 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
     kinds = phase_kinds(result)
     columns = list(BASE_COLUMNS) + [phase_column(t, d) for t, d in kinds]
     per_record: dict[int, dict[str, float]] = {}
+    flights = {t.rank: flight_pairs(t.in_flight) for t in result.traces}
+    flight_starts = {rank: [s for s, _ in pairs] for rank, pairs in flights.items()}
     rows = []
     for rank, node, record in _records(result):
         ds = record.dataset
@@ -93,6 +103,13 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
                 phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()
             }
         end = ds.finish_ns
+        duration = None if end is None else whole_ns(end) - whole_ns(ds.start_ns)
+        in_flight = None
+        if duration is not None:
+            moving = covered(
+                flights.get(record.rank, []), flight_starts.get(record.rank, []), ds.start_ns, end
+            )
+            in_flight = min(whole_ns(moving), duration)  # whole ns each: never above the duration
         row = {
             "rank": rank,
             "node_id": node.id,
@@ -103,7 +120,9 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             "chunks": ds.total_streams,
             "start_ns": whole_ns(ds.start_ns),
             "end_ns": None if end is None else whole_ns(end),
-            "duration_ns": None if end is None else whole_ns(end) - whole_ns(ds.start_ns),
+            "duration_ns": duration,
+            "in_flight_ns": in_flight,
+            "wait_ns": None if duration is None or in_flight is None else duration - in_flight,
         }
         for t, d in kinds:
             column = phase_column(t, d)

@@ -5,10 +5,18 @@ messages with that key: the k-th send matches the k-th receive. When a
 message arrives, the sender's callback runs, then the receiver's if a receive
 was posted; otherwise the arrival is remembered and a later receive completes
 after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
+
+The matcher also keeps, per rank, when at least one of its messages was on
+the network (:attr:`MessageMatcher.in_flight`): a message is in flight, for
+its sender and its receiver alike, from the moment it is handed to the
+backend (its first byte leaves) until it counts as arrived, whether or not
+the receiver has posted its receive yet. A receive posted before its message
+was sent is therefore *waiting*, not in flight, until the sender sends.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +25,10 @@ Callback = Callable[[Any], None]
 
 
 class _Entry:
-    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before")
+    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before", "src", "dst")
 
     def __init__(self) -> None:
+        self.src = self.dst = 0  # the ranks whose in-flight time this message counts in
         self.not_before: float | None = None
         self.send_cb: Callback | None = None
         self.send_arg: Any = None
@@ -38,11 +47,61 @@ class MessageMatcher:
     so memory follows the messages in flight, not all messages ever sent.
     """
 
-    def __init__(self, backend) -> None:
+    def __init__(self, backend, npus: int = 0) -> None:
         self.backend = backend
         self._waiting: dict[tuple, deque[_Entry]] = {}
         self.messages = 0
         self.bytes = 0
+        # Per rank: messages of it on the network now, and since when (ns); the list
+        # grows on demand, so ``npus`` only saves the growing.
+        self._busy = [0] * npus
+        self._since = [0.0] * npus
+        #: rank -> ``array('d')`` of start, end, start, end, ... (ns): the disjoint,
+        #: time-ordered intervals in which at least one message the rank sends or
+        #: receives was in flight (module docstring).
+        self.in_flight: dict[int, array] = {}
+
+    def _grow(self, rank: int) -> None:
+        more = rank + 1 - len(self._busy)
+        self._busy.extend([0] * more)
+        self._since.extend([0.0] * more)
+
+    def _took_off(self, src: int, dst: int, entry: _Entry) -> None:
+        """``entry``'s message is on the network from now: count it for ``src`` and ``dst``."""
+        # On the per-message path: two list updates per rank, the clock read once.
+        entry.src = src
+        entry.dst = dst
+        busy = self._busy
+        if src >= len(busy) or dst >= len(busy):
+            self._grow(max(src, dst))
+        if not busy[src] or not busy[dst]:
+            now = self.backend.now()
+            if not busy[src]:
+                self._since[src] = now
+            if not busy[dst]:
+                self._since[dst] = now
+        busy[src] += 1
+        busy[dst] += 1
+
+    def _landed(self, entry: _Entry) -> None:
+        """``entry``'s message has arrived: close the ranks' in-flight intervals it ended."""
+        busy = self._busy
+        src, dst = entry.src, entry.dst
+        busy[src] -= 1
+        busy[dst] -= 1
+        if not busy[src] or not busy[dst]:
+            now = self.backend.now()
+            for rank in (src, dst) if src != dst else (src,):
+                if not busy[rank]:
+                    log = self.in_flight.get(rank)
+                    if log is None:
+                        log = self.in_flight[rank] = array("d")
+                    since = self._since[rank]
+                    if log and log[-1] == since:  # touching the previous interval: extend it
+                        log[-1] = now
+                    else:
+                        log.append(since)
+                        log.append(now)
 
     def _entry(self, key: tuple, sending: bool) -> _Entry:
         """The entry of the next send (``sending``) or receive with ``key``: the
@@ -84,6 +143,7 @@ class MessageMatcher:
         entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
+        self._took_off(src, dst, entry)
         self.backend.send(src, dst, size, self._arrived, entry, tag=tag)
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
@@ -102,6 +162,7 @@ class MessageMatcher:
             if wait > 0:
                 self.backend.schedule(wait, self._arrived, entry)
                 return
+        self._landed(entry)
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
@@ -130,8 +191,8 @@ class MirroredMatcher(MessageMatcher):
     group's chunk tag is translated with it.
     """
 
-    def __init__(self, backend, symmetry) -> None:
-        super().__init__(backend)
+    def __init__(self, backend, symmetry, npus: int = 0) -> None:
+        super().__init__(backend, npus)
         self.symmetry = symmetry
         self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
 
@@ -157,6 +218,8 @@ class MirroredMatcher(MessageMatcher):
         entry.sent = True
         self.messages += 1
         self.bytes += size
+        # dst's representative receives the mirrored message at the same times
+        self._took_off(src, rep, entry)
         self.backend.send(
             src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns), tag=tag
         )
