@@ -21,14 +21,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from astra_core.system.clock import clock_of
+
 Callback = Callable[[Any], None]
 
 
 class _Entry:
     __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before", "src", "dst")
+    # the ranks whose in-flight time the message counts in: set when it is sent
+    src: int
+    dst: int
 
     def __init__(self) -> None:
-        self.src = self.dst = 0  # the ranks whose in-flight time this message counts in
         self.not_before: float | None = None
         self.send_cb: Callback | None = None
         self.send_arg: Any = None
@@ -47,61 +51,56 @@ class MessageMatcher:
     so memory follows the messages in flight, not all messages ever sent.
     """
 
-    def __init__(self, backend, npus: int = 0) -> None:
+    def __init__(self, backend, npus: int) -> None:
+        """``npus``: ranks are ``0 .. npus - 1``; raises IndexError on the first message
+        of a rank beyond them."""
         self.backend = backend
+        self._clock = clock_of(backend)
         self._waiting: dict[tuple, deque[_Entry]] = {}
         self.messages = 0
         self.bytes = 0
-        # Per rank: messages of it on the network now, and since when (ns); the list
-        # grows on demand, so ``npus`` only saves the growing.
+        # Per rank: how many of its messages are on the network now, and since when (ns).
         self._busy = [0] * npus
         self._since = [0.0] * npus
-        #: rank -> ``array('d')`` of start, end, start, end, ... (ns): the disjoint,
-        #: time-ordered intervals in which at least one message the rank sends or
-        #: receives was in flight (module docstring).
-        self.in_flight: dict[int, array] = {}
-
-    def _grow(self, rank: int) -> None:
-        more = rank + 1 - len(self._busy)
-        self._busy.extend([0] * more)
-        self._since.extend([0.0] * more)
+        # Per rank: start, end, start, end, ... of its closed in-flight intervals (None: none yet)
+        self._logs: list[array | None] = [None] * npus
 
     def _took_off(self, src: int, dst: int, entry: _Entry) -> None:
-        """``entry``'s message is on the network from now: count it for ``src`` and ``dst``."""
-        # On the per-message path: two list updates per rank, the clock read once.
+        """``entry``'s message is on the network from now: count it for ``src`` and ``dst``.
+
+        On the per-message path: two list reads and writes per rank; the clock is
+        read only where a rank had nothing in flight."""
         entry.src = src
         entry.dst = dst
         busy = self._busy
-        if src >= len(busy) or dst >= len(busy):
-            self._grow(max(src, dst))
-        if not busy[src] or not busy[dst]:
-            now = self.backend.now()
-            if not busy[src]:
-                self._since[src] = now
-            if not busy[dst]:
-                self._since[dst] = now
-        busy[src] += 1
-        busy[dst] += 1
+        count = busy[src]
+        if not count:
+            self._since[src] = self._clock.now
+        busy[src] = count + 1
+        count = busy[dst]
+        if not count:
+            self._since[dst] = self._clock.now
+        busy[dst] = count + 1
 
-    def _landed(self, entry: _Entry) -> None:
-        """``entry``'s message has arrived: close the ranks' in-flight intervals it ended."""
-        busy = self._busy
-        src, dst = entry.src, entry.dst
-        busy[src] -= 1
-        busy[dst] -= 1
-        if not busy[src] or not busy[dst]:
-            now = self.backend.now()
-            for rank in (src, dst) if src != dst else (src,):
-                if not busy[rank]:
-                    log = self.in_flight.get(rank)
-                    if log is None:
-                        log = self.in_flight[rank] = array("d")
-                    since = self._since[rank]
-                    if log and log[-1] == since:  # touching the previous interval: extend it
-                        log[-1] = now
-                    else:
-                        log.append(since)
-                        log.append(now)
+    @property
+    def in_flight(self) -> dict[int, array]:
+        """rank -> ``array('d')`` of start, end, start, end, ... (ns): the disjoint,
+        time-ordered intervals in which at least one message the rank sends or receives
+        was in flight (module docstring); touching intervals merged."""
+        return {rank: log for rank, log in enumerate(self._logs) if log is not None}
+
+    def _close(self, rank: int) -> None:
+        """``rank`` has nothing in flight from now: log its interval (merged with the
+        previous one when they touch)."""
+        now = self._clock.now
+        log = self._logs[rank]
+        if log is None:
+            log = self._logs[rank] = array("d")
+        elif log[-1] == self._since[rank]:
+            log[-1] = now
+            return
+        log.append(self._since[rank])
+        log.append(now)
 
     def _entry(self, key: tuple, sending: bool) -> _Entry:
         """The entry of the next send (``sending``) or receive with ``key``: the
@@ -162,7 +161,16 @@ class MessageMatcher:
             if wait > 0:
                 self.backend.schedule(wait, self._arrived, entry)
                 return
-        self._landed(entry)
+        # entry's message is in: close the in-flight intervals it ends
+        busy = self._busy
+        src = entry.src
+        busy[src] -= 1
+        if not busy[src]:
+            self._close(src)
+        dst = entry.dst
+        busy[dst] -= 1
+        if not busy[dst]:
+            self._close(dst)
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
@@ -191,7 +199,7 @@ class MirroredMatcher(MessageMatcher):
     group's chunk tag is translated with it.
     """
 
-    def __init__(self, backend, symmetry, npus: int = 0) -> None:
+    def __init__(self, backend, symmetry, npus: int) -> None:
         super().__init__(backend, npus)
         self.symmetry = symmetry
         self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
