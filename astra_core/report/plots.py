@@ -107,9 +107,14 @@ def legend_label(part: str, mean_ns: float, step_ns: float) -> str:
 
 
 def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
+    """Write :func:`breakdown_figure` to ``path`` (PNG)."""
+    return _save(breakdown_figure(result), Path(path))
+
+
+def breakdown_figure(result: RunResult):
     """Per-rank stacked bars of the six disjoint parts
     (:data:`~astra_core.report.breakdown.PARTS`); the legend gives each part's mean
-    over the ranks (µs)."""
+    over the ranks (the breakdown table's row ``mean``). A matplotlib Figure."""
     plt = _pyplot()
     parts = breakdowns(result)
     groups, labels = bar_groups(parts)
@@ -150,11 +155,17 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
         title=f"mean over the {len(parts)} ranks (the breakdown table's row 'mean')",
         title_fontsize=8,
     )
-    return _save(fig, Path(path))
+    return fig
 
 
 def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
-    """When each rank computed, had messages in flight and waited, one row per rank."""
+    """Write :func:`timeline_figure` to ``path`` (PNG)."""
+    return _save(timeline_figure(result), Path(path))
+
+
+def timeline_figure(result: RunResult):
+    """When each rank computed, had messages in flight and waited, one row per rank
+    (a matplotlib Figure)."""
     plt = _pyplot()
     tracks = activities(result)
     if len(tracks) > MAX_TIMELINE_RANKS:
@@ -191,11 +202,19 @@ def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
     shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
     ax.set_title(f"Timeline — backend {result.backend}{shown}")
     fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=9)
-    return _save(fig, Path(path))
+    return fig
 
 
 def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
-    """Utilization of every link (None, and no file, if the backend keeps no link stats)."""
+    """Write :func:`links_figure` to ``path`` (None, and no file, if the backend keeps no
+    link statistics)."""
+    fig = links_figure(result)
+    return None if fig is None else _save(fig, Path(path))
+
+
+def links_figure(result: RunResult):
+    """Utilization of every link, a matplotlib Figure (None if the backend keeps no
+    link statistics)."""
     stats = link_stats(result)
     if not stats:
         return None
@@ -233,7 +252,7 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
         f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%"
     )
     ax.legend(frameon=False, title="link kind", fontsize=8, title_fontsize=8)
-    return _save(fig, Path(path))
+    return fig
 
 
 def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:

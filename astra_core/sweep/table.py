@@ -145,7 +145,26 @@ def write_results(frame, directory: Path) -> list[Path]:
 
 
 def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
-    """The swept metric against ``spec.x`` (None if there is no x or no such metric).
+    """Write :func:`results_figure` to ``path`` (None, and no file, if there is no x or
+    no such metric). Raises AstraError naming ``path`` when it cannot be written."""
+    fig = results_figure(frame, spec)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_output(path, "sweep plot") as temporary:
+            fig.savefig(temporary, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def results_figure(frame, spec: SweepSpec):
+    """The swept metric against ``spec.x``, a matplotlib Figure (None if there is no x or
+    no such metric).
 
     The y-axis of a non-negative metric starts at zero, so that a change of a
     few parts in ten thousand looks like one; the title's second line gives
@@ -196,11 +215,4 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
     if any(name for name, _ in groups[:MAX_LINES]) and others:
         ax.legend(fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
-    try:
-        with atomic_output(path, "sweep plot") as temporary:
-            fig.savefig(temporary, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-    return path
+    return fig
