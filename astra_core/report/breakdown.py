@@ -39,7 +39,7 @@ every rank then has its representative's intervals (see :func:`rank_tracks`).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -143,17 +143,20 @@ def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
     return out
 
 
-def covered(intervals: Sequence[Interval], starts: Sequence[float], start: float, end: float) -> float:
-    """How much of ``[start, end)`` the sorted disjoint ``intervals`` cover (ns);
-    ``starts`` is their start times, for a binary search."""
-    i = max(bisect_right(starts, start) - 1, 0)
-    length = 0.0
-    while i < len(intervals) and intervals[i][0] < end:
-        s, e = intervals[i]
-        if e > start:
-            length += min(e, end) - max(s, start)
-        i += 1
-    return length
+def flat_covered(flat: Sequence[float], start: float, end: float) -> float:
+    """How much of ``[start, end)`` the intervals ``flat`` (``s0, e0, s1, e1, ...``, sorted
+    and disjoint, as :attr:`RankTrace.in_flight`) cover (ns). Two binary searches and
+    two slice sums: cheap on the hundreds of thousands of intervals of a large run."""
+    if end <= start:
+        return 0.0
+    i = bisect_right(flat, start)
+    j = bisect_left(flat, end)
+    points = list(flat[i:j])
+    if i % 2:  # start lies inside an interval
+        points.insert(0, start)
+    if j % 2:  # so does end
+        points.append(end)
+    return sum(points[1::2]) - sum(points[0::2])
 
 
 def coarsen(intervals: Sequence[Interval], gap_ns: float) -> list[Interval]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from astra_core.report.breakdown import covered, flight_pairs, total, union
+from astra_core.report.breakdown import flat_covered, total, union
 from astra_core.report.results import CollectiveRecord, RunResult, whole_ns
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
 
@@ -89,8 +89,7 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
     kinds = phase_kinds(result)
     columns = list(BASE_COLUMNS) + [phase_column(t, d) for t, d in kinds]
     per_record: dict[int, dict[str, float]] = {}
-    flights = {t.rank: flight_pairs(t.in_flight) for t in result.traces}
-    flight_starts = {rank: [s for s, _ in pairs] for rank, pairs in flights.items()}
+    flights = {t.rank: t.in_flight for t in result.traces}
     rows = []
     for rank, node, record in _records(result):
         ds = record.dataset
@@ -106,9 +105,7 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
         duration = None if end is None else whole_ns(end) - whole_ns(ds.start_ns)
         in_flight = None
         if duration is not None:
-            moving = covered(
-                flights.get(record.rank, []), flight_starts.get(record.rank, []), ds.start_ns, end
-            )
+            moving = flat_covered(flights.get(record.rank, ()), ds.start_ns, end)
             in_flight = min(whole_ns(moving), duration)  # whole ns each: never above the duration
         row = {
             "rank": rank,

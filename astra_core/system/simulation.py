@@ -22,7 +22,7 @@ from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
-from astra_core.report.breakdown import flight_pairs, subtract, total, union
+from astra_core.report.breakdown import flat_covered, flight_pairs, subtract, total, union
 from astra_core.report.results import CollectiveRecord, RankResult, RankTrace, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
@@ -212,20 +212,26 @@ class Simulation:
 
     def _rank_result(self, engine: RankEngine) -> RankResult:
         finish = engine.finish_ns or 0
-        flight = [
-            (s, min(e, finish))
-            for s, e in union(
-                flight_pairs(self.matcher.in_flight.get(engine.rank, ())) + engine.memory_intervals
-            )
-            if s < finish
-        ]
+        log = self.matcher.in_flight.get(engine.rank, ())
+        comm = union(engine.comm_intervals)
+        if engine.memory_intervals:  # remote-memory accesses count as in flight too
+            flight = [
+                (s, min(e, finish))
+                for s, e in union(flight_pairs(log) + engine.memory_intervals)
+                if s < finish
+            ]
+            comm_ns = total(flight)
+            waiting = total(subtract(comm, flight))
+        else:  # the matcher's intervals are sorted and disjoint already
+            comm_ns = flat_covered(log, 0.0, finish)
+            waiting = sum(e - s - flat_covered(log, s, e) for s, e in comm)
         return RankResult(
             rank=engine.rank,
             finish_ns=finish,
             compute_ns=engine.gpu_compute_ns,
             cpu_ns=engine.cpu_compute_ns,
-            comm_ns=total(flight),
-            comm_wait_ns=total(subtract(union(engine.comm_intervals), flight)),
+            comm_ns=comm_ns,
+            comm_wait_ns=waiting,
             exposed_comm_ns=finish - engine.gpu_compute_ns,
         )
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import astra
-from astra_core.report.breakdown import PARTS
+from astra_core.report.breakdown import PARTS, flat_covered
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, ModelConfig, generate_llm, write_llm
@@ -160,3 +160,19 @@ def test_six_parts_add_up_to_the_finish_time_on_every_backend(pipeline, tmp_path
     first = parts[0]
     assert first.p2p_wait_ns > 0
     assert result.ranks[0].comm_wait_ns > result.ranks[0].comm_ns
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (0, 100, 40),  # both intervals [10, 30) and [50, 70)
+        (20, 60, 20),  # from inside the first to inside the second
+        (30, 50, 0),  # exactly the gap
+        (10, 30, 20),  # exactly the first
+        (25, 26, 1),  # inside one
+        (70, 90, 0),  # after both
+        (60, 60, 0),  # empty
+    ],
+)
+def test_flat_covered_is_the_overlap(start, end, expected):
+    assert flat_covered([10.0, 30.0, 50.0, 70.0], start, end) == expected
