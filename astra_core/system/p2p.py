@@ -142,7 +142,18 @@ class MessageMatcher:
         entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
-        self._took_off(src, dst, entry)
+        # _took_off(src, dst, entry), inlined: this runs once per message
+        entry.src = src
+        entry.dst = dst
+        busy = self._busy
+        count = busy[src]
+        if not count:
+            self._since[src] = self._clock.now
+        busy[src] = count + 1
+        count = busy[dst]
+        if not count:
+            self._since[dst] = self._clock.now
+        busy[dst] = count + 1
         self.backend.send(src, dst, size, self._arrived, entry, tag=tag)
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
