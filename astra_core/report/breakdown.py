@@ -1,36 +1,45 @@
-"""Where each rank's time goes: compute, exposed and overlapped communication,
-point-to-point waits (pipeline bubbles), idle.
+"""Where each rank's time goes: compute, communication in flight, waiting, idle.
 
-Every ET node a rank ran is an interval ``[start, end)`` (ns). Compute nodes
-(GPU kernels and CPU ops) form the *compute* set; collectives, sends,
-receives and remote-memory accesses form the *communication* set, of which
-sends and receives are the *point-to-point* set. Over ``[0, finish)`` each
-instant is in exactly one of five disjoint parts:
+Every ET node a rank ran is an interval ``[start, end)`` (ns): compute nodes
+(GPU kernels and CPU ops), collectives, sends and receives (point-to-point),
+remote-memory accesses. Beside them the system layer records when this rank's
+messages were on the network (:attr:`RankTrace.in_flight`, kept by
+:class:`~astra_core.system.p2p.MessageMatcher`): a message is *in flight* for
+its sender and its receiver from the moment it is handed to the network
+until it arrives. A communication node that is open while none of this
+rank's messages moves is *waiting*: a receive posted before its sender sent
+(a pipeline stage waiting for its neighbour), a collective blocked on a peer
+that has not reached it yet, a collective's local steps between messages
+(reductions, endpoint delays).
 
-=====================  =================================================
-``compute_only_ns``    compute running, no communication in flight
-``overlapped_comm_ns`` communication in flight while compute runs
-                       (hidden behind compute)
-``comm_only_ns``       a collective or memory access in flight, no
-                       compute: the *exposed* communication, strictly
-``p2p_only_ns``        only sends and receives in flight: with pipeline
-                       parallelism, a stage waiting for its neighbour's
-                       activations or gradients (the pipeline *bubble*)
-``idle_ns``            none of these (waiting on dependencies, nothing issued)
-=====================  =================================================
+Over ``[0, finish)`` each instant is in exactly one of six disjoint parts,
+taken in this order of precedence:
 
-so the five add up to the rank's finish time. Upstream ASTRA-sim reports
-"exposed communication" as ``finish - compute`` (``RankResult.exposed_comm_ns``),
-which is ``comm_only_ns + p2p_only_ns + idle_ns`` here; the split tells
-waiting on collectives, waiting on a pipeline neighbour and waiting on
-nothing apart.
+======================  =================================================
+``compute_only_ns``     compute running, none of this rank's messages in flight
+``overlapped_comm_ns``  compute running while this rank's messages (or a
+                        remote-memory access) are in flight: hidden communication
+``comm_only_ns``        messages in flight (or a remote-memory access), no
+                        compute: exposed communication that moves data
+``collective_wait_ns``  a collective open, nothing in flight, no compute
+``p2p_wait_ns``         only sends and receives open, nothing in flight, no
+                        compute: with pipeline parallelism the pipeline *bubble*
+``idle_ns``             none of these (waiting on dependencies, nothing issued)
+======================  =================================================
+
+so the six add up to the rank's finish time (the conservation law the tests
+check on every backend). Upstream ASTRA-sim reports "exposed
+communication" as ``finish - compute`` (``RankResult.exposed_comm_ns``),
+which is ``comm_only_ns + collective_wait_ns + p2p_wait_ns + idle_ns`` here
+(when CPU ops do not overlap GPU kernels).
 
 A symmetric run (:mod:`astra_core.system.symmetry`) simulated rank 0 only;
-every rank then has rank 0's intervals (see :func:`rank_tracks`).
+every rank then has its representative's intervals (see :func:`rank_tracks`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -49,7 +58,7 @@ _MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
         NodeType.COMM_COLL_NODE,
     )
 )
-_COMM_TYPES = frozenset((_MEM_LOAD, _MEM_STORE, _COMM_SEND, _COMM_RECV, _COMM_COLL))
+_MEMORY_TYPES = frozenset((_MEM_LOAD, _MEM_STORE))
 _P2P_TYPES = frozenset((_COMM_SEND, _COMM_RECV))
 
 Interval = tuple[float, float]
@@ -59,8 +68,9 @@ def rank_tracks(result: RunResult) -> list[RankTrace]:
     """The :class:`RankTrace` of every rank of the run, in rank order.
 
     In a symmetric run every rank gets its
-    representative's records with its own nodes (same positions) when the run
-    kept every rank's graph, else the representative's nodes.
+    representative's records (and in-flight intervals) with its own nodes
+    (same positions) when the run kept every rank's graph, else the
+    representative's nodes.
     """
     if result.symmetric and result.traces:
         traces = {t.rank: t for t in result.traces}
@@ -69,7 +79,7 @@ def rank_tracks(result: RunResult) -> list[RankTrace]:
         for r in result.ranks:
             trace = traces[_representative(result, r.rank)]
             nodes = graphs[r.rank].nodes if r.rank < len(graphs) else trace.nodes
-            tracks.append(RankTrace(r.rank, trace.records, nodes))
+            tracks.append(RankTrace(r.rank, trace.records, nodes, trace.in_flight))
         return tracks
     return sorted(result.traces, key=lambda t: t.rank)
 
@@ -114,42 +124,182 @@ def overlap(a: Sequence[Interval], b: Sequence[Interval]) -> float:
     return length
 
 
-def node_intervals(records, nodes) -> tuple[list[Interval], list[Interval], list[Interval]]:
-    """(compute, collective and memory, point-to-point) intervals of one rank's nodes,
-    each list in record order (not merged).
+def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The instants of ``a`` not in ``b`` (both sorted and disjoint), sorted and disjoint."""
+    out: list[Interval] = []
+    j = 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k = j
+        cursor = start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                out.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
+def flat_covered(flat: Sequence[float], start: float, end: float) -> float:
+    """How much of ``[start, end)`` the intervals ``flat`` (``s0, e0, s1, e1, ...``, sorted
+    and disjoint, as :attr:`RankTrace.in_flight`) cover (ns). Two binary searches and
+    two slice sums: cheap on the hundreds of thousands of intervals of a large run."""
+    if end <= start:
+        return 0.0
+    i = bisect_right(flat, start)
+    j = bisect_left(flat, end)
+    points = list(flat[i:j])
+    if i % 2:  # start lies inside an interval
+        points.insert(0, start)
+    if j % 2:  # so does end
+        points.append(end)
+    return sum(points[1::2]) - sum(points[0::2])
+
+
+def coarsen(intervals: Sequence[Interval], gap_ns: float) -> list[Interval]:
+    """Sorted disjoint ``intervals`` with every gap shorter than ``gap_ns`` closed: what a
+    plot or a trace viewer shows at a resolution of ``gap_ns`` (ns)."""
+    out: list[list[float]] = []
+    for start, end in intervals:
+        if out and start - out[-1][1] < gap_ns:
+            out[-1][1] = end
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
+def flight_pairs(flat: Sequence[float]) -> list[Interval]:
+    """``[s0, e0, s1, e1, ...]`` (a :attr:`RankTrace.in_flight`) as ``[(s0, e0), (s1, e1), ...]``."""
+    return list(zip(flat[0::2], flat[1::2]))
+
+
+@dataclass(frozen=True)
+class NodeIntervals:
+    """One rank's node intervals by kind (ns, each list in record order, not merged).
 
     A communication node flagged ``is_cpu_op`` (PyTorch's host-side ``c10d::``
     launch, replayed on the CPU) counts as compute, as the engine runs it.
     """
-    compute: list[Interval] = []
-    collective: list[Interval] = []
-    p2p: list[Interval] = []
+
+    compute: list[Interval]
+    collective: list[Interval]
+    memory: list[Interval]
+    p2p: list[Interval]
+
+
+def node_intervals(records, nodes) -> NodeIntervals:
+    """The :class:`NodeIntervals` of one rank's ``(position, start, end)`` records."""
+    out = NodeIntervals([], [], [], [])
     for pos, start, end in records:
         node = nodes[pos]
         kind = node.type
         if kind == _COMP or node.is_cpu_op:
-            compute.append((start, end))
+            out.compute.append((start, end))
         elif kind in _P2P_TYPES:
-            p2p.append((start, end))
-        elif kind in _COMM_TYPES:
-            collective.append((start, end))
-    return compute, collective, p2p
+            out.p2p.append((start, end))
+        elif kind == _COMM_COLL:
+            out.collective.append((start, end))
+        elif kind in _MEMORY_TYPES:
+            out.memory.append((start, end))
+    return out
 
 
-def busy_intervals(records, nodes) -> tuple[list[Interval], list[Interval]]:
-    """(compute, communication) unions of one rank's node intervals (see
-    :func:`node_intervals`; communication includes sends and receives)."""
-    compute, collective, p2p = node_intervals(records, nodes)
-    return union(compute), union(collective + p2p)
+@dataclass(frozen=True)
+class Activity:
+    """One rank's time as disjoint, sorted interval lists (ns), clipped to ``[0, finish)``.
+
+    ``compute``: compute running. ``in_flight``: this rank's messages on the
+    network (or a remote-memory access), whether or not compute runs.
+    ``waiting``: a communication node open with nothing of this rank in
+    flight, whether or not compute runs. ``collective_wait`` and ``p2p_wait``:
+    the parts of ``waiting`` without compute, a collective open or only
+    sends/receives (module docstring).
+    """
+
+    compute: list[Interval]
+    in_flight: list[Interval]
+    waiting: list[Interval]
+    collective_wait: list[Interval]
+    p2p_wait: list[Interval]
 
 
-#: The five disjoint parts of a rank's time, in the order tables show them.
-PARTS = ("compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "p2p_only_ns", "idle_ns")
+def _clip(intervals: list[Interval], finish_ns: float) -> list[Interval]:
+    return [(max(s, 0.0), min(e, finish_ns)) for s, e in intervals if e > 0 and s < finish_ns]
+
+
+def rank_activity(trace: RankTrace, finish_ns: float) -> Activity:
+    """The :class:`Activity` of one rank from its records and in-flight intervals."""
+    iv = node_intervals(trace.records, trace.nodes)
+    compute = _clip(union(iv.compute), finish_ns)
+    flight = _clip(union(flight_pairs(trace.in_flight) + iv.memory), finish_ns)
+    collective = _clip(union(iv.collective), finish_ns)
+    p2p = _clip(union(iv.p2p), finish_ns)
+    waiting = subtract(union(collective + p2p), flight)
+    busy = union(compute + flight)
+    collective_wait = subtract(collective, busy)
+    p2p_wait = subtract(subtract(p2p, busy), collective)
+    return Activity(compute, flight, waiting, collective_wait, p2p_wait)
+
+
+def activities(result: RunResult) -> list[tuple[RankTrace, Activity]]:
+    """Every rank's trace and :class:`Activity`, in rank order (ranks that share their
+    representative's records and finish time share one Activity)."""
+    finish = {r.rank: r.finish_ns for r in result.ranks}
+    cache: dict[tuple[int, float], Activity] = {}
+    out = []
+    for trace in rank_tracks(result):
+        key = (id(trace.records), finish[trace.rank])
+        act = cache.get(key)
+        if act is None:
+            act = cache[key] = rank_activity(trace, finish[trace.rank])
+        out.append((trace, act))
+    return out
+
+
+#: The six disjoint parts of a rank's time, in the order tables and plots show them.
+PARTS = (
+    "compute_only_ns",
+    "overlapped_comm_ns",
+    "comm_only_ns",
+    "collective_wait_ns",
+    "p2p_wait_ns",
+    "idle_ns",
+)
+
+#: What each part is called in the terminal table and in the plots' legends.
+PART_LABELS = {
+    "compute_only_ns": "compute only",
+    "overlapped_comm_ns": "comm in flight under compute",
+    "comm_only_ns": "exposed comm in flight",
+    "collective_wait_ns": "waiting in a collective",
+    "p2p_wait_ns": "waiting on send/recv",
+    "idle_ns": "idle",
+}
+
+
+def format_us(ns: float) -> str:
+    """A time in ns as µs with three decimals and thousands separators (``1,234.567``)."""
+    return f"{ns / 1000:,.3f}"
+
+
+def breakdown_unit(step_ns: float) -> tuple[float, str]:
+    """(divisor, name) the breakdown table and ``breakdown.png``'s legend print times in:
+    ms for a step of 1 ms or more, else µs (three decimals either way, so at most
+    1 µs is rounded away and seven columns fit an 80-column terminal)."""
+    return (1e6, "ms") if step_ns >= 1e6 else (1e3, "µs")
+
+
+def format_time(ns: float, divisor: float) -> str:
+    """``ns`` divided by ``divisor`` with three decimals and thousands separators."""
+    return f"{ns / divisor:,.3f}"
 
 
 @dataclass(frozen=True)
 class Breakdown:
-    """One rank's time split into five disjoint parts (ns) that add up to ``finish_ns``
+    """One rank's time split into six disjoint parts (ns) that add up to ``finish_ns``
     (module docstring)."""
 
     rank: int
@@ -157,30 +307,31 @@ class Breakdown:
     compute_only_ns: float
     overlapped_comm_ns: float
     comm_only_ns: float
-    p2p_only_ns: float
+    collective_wait_ns: float
+    p2p_wait_ns: float
     idle_ns: float
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def rank_breakdown(rank: int, finish_ns: float, records, nodes) -> Breakdown:
-    """The :class:`Breakdown` of one rank from its engine records."""
-    compute_iv, collective_iv, p2p_iv = node_intervals(records, nodes)
-    compute, collective, p2p = union(compute_iv), union(collective_iv), union(p2p_iv)
-    comm = union(collective_iv + p2p_iv)
-    hidden = overlap(compute, comm)  # communication behind compute
-    compute_ns = total(compute)
-    comm_only = total(collective) - overlap(collective, compute)
-    p2p_only = total(p2p) - overlap(p2p, union(compute_iv + collective_iv))
-    busy = compute_ns + comm_only + p2p_only
+def rank_breakdown(trace: RankTrace, finish_ns: float) -> Breakdown:
+    """The :class:`Breakdown` of one rank."""
+    act = rank_activity(trace, finish_ns)
+    compute_ns = total(act.compute)
+    hidden = overlap(act.compute, act.in_flight)  # communication behind compute
+    comm_only = total(act.in_flight) - hidden
+    collective_wait = total(act.collective_wait)
+    p2p_wait = total(act.p2p_wait)
+    busy = compute_ns + comm_only + collective_wait + p2p_wait
     return Breakdown(
-        rank=rank,
+        rank=trace.rank,
         finish_ns=finish_ns,
         compute_only_ns=compute_ns - hidden,
         overlapped_comm_ns=hidden,
         comm_only_ns=comm_only,
-        p2p_only_ns=p2p_only,
+        collective_wait_ns=collective_wait,
+        p2p_wait_ns=p2p_wait,
         idle_ns=max(finish_ns - busy, 0.0),
     )
 
@@ -195,6 +346,12 @@ def breakdowns(result: RunResult) -> list[Breakdown]:
         key = id(trace.records)  # symmetric runs share rank 0's records: compute once
         base = cache.get(key)
         if base is None or base.finish_ns != finish[rank]:
-            base = cache[key] = rank_breakdown(rank, finish[rank], trace.records, trace.nodes)
+            base = cache[key] = rank_breakdown(trace, finish[rank])
         out.append(base if base.rank == rank else replace(base, rank=rank))
     return sorted(out, key=lambda b: b.rank)
+
+
+def mean_parts(parts: Sequence[Breakdown]) -> dict[str, float]:
+    """Each part's mean over ``parts`` (ns), and ``finish_ns``'s; zeros for no ranks."""
+    n = len(parts) or 1
+    return {attr: sum(getattr(b, attr) for b in parts) / n for attr in (*PARTS, "finish_ns")}

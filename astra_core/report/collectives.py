@@ -9,6 +9,12 @@ order (times in ns, sizes in bytes):
     communicator group ("" for all NPUs); ``chunks`` how many chunks
     (``preferred-dataset-splits``) it was split into; ``start_ns`` when the
     rank issued it, ``end_ns`` when its last chunk finished.
+``in_flight_ns, wait_ns``
+    of ``duration_ns``, the time during which at least one of this rank's
+    messages was on the network (:attr:`RankTrace.in_flight`; a message of
+    another collective or a send/receive running beside it counts too), and
+    the rest: the collective open with nothing of this rank moving (blocked
+    on a peer, or its local steps). They add up to ``duration_ns``.
 ``<phase>_dim<d>_ns`` (one column per phase kind in the run)
     wall time during which at least one chunk of this collective was in that
     phase on that network dimension, e.g. ``reduce_scatter_dim0_ns``,
@@ -32,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from astra_core.report.breakdown import total, union
+from astra_core.report.breakdown import flat_covered, total, union
 from astra_core.report.results import CollectiveRecord, RunResult, whole_ns
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
 
@@ -47,6 +53,8 @@ BASE_COLUMNS = (
     "start_ns",
     "end_ns",
     "duration_ns",
+    "in_flight_ns",
+    "wait_ns",
 )
 NCCL_COLUMNS = ("nccl_algorithm", "nccl_protocol", "nccl_channels", "nccl_predicted_ns")
 PHASE_COLUMNS = ("rank", "node_id", "dim", "phase", "start_ns", "end_ns", "duration_ns")
@@ -93,6 +101,7 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
     if nccl:
         columns += NCCL_COLUMNS
     per_record: dict[int, dict[str, float]] = {}
+    flights = {t.rank: t.in_flight for t in result.traces}
     rows = []
     for rank, node, record in _records(result):
         ds = record.dataset
@@ -105,6 +114,11 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
                 phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()
             }
         end = ds.finish_ns
+        duration = None if end is None else whole_ns(end) - whole_ns(ds.start_ns)
+        in_flight = None
+        if duration is not None:
+            moving = flat_covered(flights.get(record.rank, ()), ds.start_ns, end)
+            in_flight = min(whole_ns(moving), duration)  # whole ns each: never above the duration
         row = {
             "rank": rank,
             "node_id": node.id,
@@ -115,7 +129,9 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             "chunks": ds.total_streams,
             "start_ns": whole_ns(ds.start_ns),
             "end_ns": None if end is None else whole_ns(end),
-            "duration_ns": None if end is None else whole_ns(end) - whole_ns(ds.start_ns),
+            "duration_ns": duration,
+            "in_flight_ns": in_flight,
+            "wait_ns": None if duration is None or in_flight is None else duration - in_flight,
         }
         for t, d in kinds:
             column = phase_column(t, d)

@@ -4,9 +4,10 @@ pandas (and pyarrow, for Parquet) are imported on first use, so runs that
 write neither pay nothing for them.
 
 * :func:`rank_frame`: one row per rank: ``rank, finish_ns, compute_ns,
-  cpu_ns, comm_ns, exposed_comm_ns`` (upstream's definitions, see
-  :class:`~astra_core.report.results.RankResult`) and the disjoint breakdown
-  ``compute_only_ns, overlapped_comm_ns, comm_only_ns, p2p_only_ns, idle_ns`` (they add up
+  cpu_ns, comm_ns, comm_wait_ns, exposed_comm_ns`` (see
+  :class:`~astra_core.report.results.RankResult`: communication in flight,
+  communication waiting, upstream's exposed communication) and the six
+  disjoint parts of :data:`~astra_core.report.breakdown.PARTS` (they add up
   to ``finish_ns``; :mod:`astra_core.report.breakdown`).
 * :func:`collective_frame`: one row per collective per rank
   (:mod:`astra_core.report.collectives`), with the NCCL model's choice
@@ -41,6 +42,7 @@ RANK_COLUMNS = (
     "compute_ns",
     "cpu_ns",
     "comm_ns",
+    "comm_wait_ns",
     "exposed_comm_ns",
     *PARTS,
 )

@@ -1,17 +1,23 @@
 """PNG plots of a run (``astra run --plots DIR``), drawn with matplotlib's Agg backend.
 
-* ``breakdown.png``: per rank, a stacked bar of compute, overlapped
-  communication, exposed communication and idle time (the disjoint parts of
-  :mod:`astra_core.report.breakdown`, adding up to the rank's finish time).
+* ``breakdown.png``: per rank, a stacked bar of the six disjoint parts of
+  :mod:`astra_core.report.breakdown` (adding up to the rank's finish time);
+  the legend gives each part's mean over the ranks, the very numbers (µs) of
+  the terminal's breakdown table (:func:`~astra_core.report.table.breakdown_table`).
   Runs with more than :data:`MAX_BARS` ranks show groups of consecutive ranks
   (their mean).
-* ``timeline.png``: per rank, when compute ran (upper half of its row) and
-  when communication was in flight (lower half); up to :data:`MAX_TIMELINE_RANKS`
-  ranks, evenly spaced, for larger runs.
-* ``links.png``: utilization (busy time / step time) of every directed link,
-  coloured by link kind, for backends that keep link statistics
-  (:mod:`astra_core.report.links`); one bar per link up to
-  :data:`MAX_LINK_BARS` links, the sorted utilization curve beyond.
+* ``timeline.png``: per rank, when compute ran (upper half of its row) and,
+  in the lower half, when its messages were in flight and when a
+  communication node waited with nothing in flight; up to
+  :data:`MAX_TIMELINE_RANKS` ranks, evenly spaced, for larger runs.
+* ``links.png``: utilization (busy time / step time, %) of every directed
+  link, coloured by link kind, for backends that keep link statistics
+  (:mod:`astra_core.report.links`); one bar per link (``src→dst``, in link
+  id order) up to :data:`MAX_LINK_BARS` links, beyond that each kind's
+  utilizations sorted busiest first.
+
+Titles go above the axes and legends below them (constrained layout), so
+neither covers the other.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ import os
 from pathlib import Path
 
 from astra_core.outputs import atomic_output, check_output_dir, check_output_file
-from astra_core.report.breakdown import breakdowns, busy_intervals, rank_tracks
+from astra_core.report.breakdown import (
+    PART_LABELS,
+    PARTS,
+    activities,
+    breakdown_unit,
+    breakdowns,
+    coarsen,
+    format_time,
+    mean_parts,
+)
 from astra_core.report.links import link_stats
 from astra_core.report.results import RunResult
 
@@ -28,13 +43,18 @@ from astra_core.report.results import RunResult
 PLOT_FILES = ("breakdown.png", "timeline.png", "links.png")
 MAX_BARS = 64
 MAX_TIMELINE_RANKS = 32
+#: timeline.png closes gaps shorter than step time / this (about a pixel of its 11-inch axis)
+TIMELINE_PIXELS = 2000
 MAX_LINK_BARS = 256
+#: Links up to which every bar gets its ``src→dst`` tick label.
+MAX_LINK_LABELS = 48
 COLORS = {
-    "compute": "tab:blue",
-    "overlapped": "tab:cyan",
-    "exposed": "tab:red",
-    "bubble": "tab:orange",
-    "idle": "lightgray",
+    "compute_only_ns": "tab:blue",
+    "overlapped_comm_ns": "tab:cyan",
+    "comm_only_ns": "tab:red",
+    "collective_wait_ns": "tab:pink",
+    "p2p_wait_ns": "tab:orange",
+    "idle_ns": "lightgray",
 }
 LINK_COLORS = {
     "npu-switch": "tab:blue",
@@ -79,30 +99,44 @@ def bar_groups(parts: list) -> tuple[list[list], list[str]]:
     return groups, [f"{g[0].rank}-{g[-1].rank}" for g in groups]
 
 
+def legend_label(part: str, mean_ns: float, step_ns: float) -> str:
+    """The legend entry of one part of ``breakdown.png``: its name and its mean over the
+    ranks, as the breakdown table's ``mean`` row prints it (same unit, same digits)."""
+    divisor, unit = breakdown_unit(step_ns)
+    return f"{PART_LABELS[part]}: {format_time(mean_ns, divisor)} {unit}"
+
+
 def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
-    """Per-rank stacked bars of compute / overlapped comm / exposed comm / pipeline
-    point-to-point waits / idle; the legend gives each part's mean over the ranks."""
+    """Write :func:`breakdown_figure` to ``path`` (PNG)."""
+    return _save(breakdown_figure(result), Path(path))
+
+
+def breakdown_figure(result: RunResult):
+    """Per-rank stacked bars of the six disjoint parts
+    (:data:`~astra_core.report.breakdown.PARTS`); the legend gives each part's mean
+    over the ranks (the breakdown table's row ``mean``). A matplotlib Figure."""
     plt = _pyplot()
     parts = breakdowns(result)
     groups, labels = bar_groups(parts)
+    means = mean_parts(parts)
 
     def mean(group, attr):
         return sum(getattr(b, attr) for b in group) / len(group)
 
     divisor, unit = time_unit(result.step_ns)
-    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.28 * len(groups) + 1.5)))
+    fig, ax = plt.subplots(figsize=(9, max(3.2, 0.28 * len(groups) + 2.2)), layout="constrained")
     left = [0.0] * len(groups)
     ys = range(len(groups))
-    for attr, key, label in (
-        ("compute_only_ns", "compute", "compute"),
-        ("overlapped_comm_ns", "overlapped", "overlapped communication"),
-        ("comm_only_ns", "exposed", "exposed communication"),
-        ("p2p_only_ns", "bubble", "pipeline send/recv wait"),
-        ("idle_ns", "idle", "idle"),
-    ):
+    for attr in PARTS:
         widths = [mean(g, attr) / divisor for g in groups]
-        overall = mean(parts, attr) / divisor
-        ax.barh(ys, widths, left=left, color=COLORS[key], label=f"{label} {overall:,.3g} {unit}", height=0.8)
+        ax.barh(
+            ys,
+            widths,
+            left=left,
+            color=COLORS[attr],
+            label=legend_label(attr, means[attr], result.step_ns),
+            height=0.8,
+        )
         left = [a + b for a, b in zip(left, widths)]
     ax.set_yticks(list(ys))
     ax.set_yticklabels(labels, fontsize=8 if len(groups) > 16 else 10)
@@ -111,63 +145,81 @@ def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
     ax.set_ylabel("rank" if len(parts) <= MAX_BARS else "ranks (mean of each group)")
     ax.set_title(
         f"Where the time goes — {len(parts)} NPUs, backend {result.backend}, "
-        f"step {result.step_ns / divisor:,.3f} {unit}",
-        pad=24,
+        f"step {result.step_ns / divisor:,.3f} {unit}"
     )
-    ax.legend(
-        loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, borderaxespad=0.2, fontsize=8
+    fig.legend(
+        loc="outside lower center",
+        ncol=2,
+        frameon=False,
+        fontsize=8,
+        title=f"mean over the {len(parts)} ranks (the breakdown table's row 'mean')",
+        title_fontsize=8,
     )
-    return _save(fig, Path(path))
+    return fig
 
 
 def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
-    """When each rank computed and communicated, one row per rank."""
+    """Write :func:`timeline_figure` to ``path`` (PNG)."""
+    return _save(timeline_figure(result), Path(path))
+
+
+def timeline_figure(result: RunResult):
+    """When each rank computed, had messages in flight and waited, one row per rank
+    (a matplotlib Figure)."""
     plt = _pyplot()
-    tracks = rank_tracks(result)
+    tracks = activities(result)
     if len(tracks) > MAX_TIMELINE_RANKS:
         step = (len(tracks) - 1) / (MAX_TIMELINE_RANKS - 1)
         tracks = [tracks[round(i * step)] for i in range(MAX_TIMELINE_RANKS)]
+    pixel = result.step_ns / TIMELINE_PIXELS
     divisor, unit = time_unit(result.step_ns)
-    fig, ax = plt.subplots(figsize=(11, max(2.5, 0.4 * len(tracks) + 1.2)))
-    for row, trace in enumerate(tracks):
-        compute, comm = busy_intervals(trace.records, trace.nodes)
-        # An edge of the bar's own colour keeps intervals narrower than a pixel visible
-        # (a ResNet-50 step's all-reduces are microseconds in a one-second step).
-        ax.broken_barh(
-            [(s / divisor, (e - s) / divisor) for s, e in compute],
-            (row - 0.4, 0.4),
-            facecolors=COLORS["compute"],
-            edgecolors=COLORS["compute"],
-            linewidth=0.6,
-            label="compute" if row == 0 else None,
-        )
-        ax.broken_barh(
-            [(s / divisor, (e - s) / divisor) for s, e in comm],
-            (row, 0.4),
-            facecolors=COLORS["exposed"],
-            edgecolors=COLORS["exposed"],
-            linewidth=0.6,
-            label="communication" if row == 0 else None,
-        )
+    fig, ax = plt.subplots(figsize=(11, max(2.8, 0.4 * len(tracks) + 1.6)), layout="constrained")
+    rows = (
+        ("compute", "compute", COLORS["compute_only_ns"], -0.4),
+        # waiting before in flight: at a pixel where both alternate (a pipeline of chunk
+        # messages), the data moving is what shows
+        ("waiting", "waiting (a receive or collective open, nothing in flight)", COLORS["p2p_wait_ns"], 0.0),
+        ("in_flight", "communication in flight", COLORS["comm_only_ns"], 0.0),
+    )
+    for row, (_, activity) in enumerate(tracks):
+        for attr, label, color, offset in rows:
+            # An edge of the bar's own colour keeps intervals narrower than a pixel visible
+            # (a ResNet-50 step's all-reduces are microseconds in a one-second step).
+            ax.broken_barh(
+                [(s / divisor, (e - s) / divisor) for s, e in coarsen(getattr(activity, attr), pixel)],
+                (row + offset, 0.4),
+                facecolors=color,
+                edgecolors=color,
+                linewidth=0.6,
+                label=label if row == 0 else None,
+            )
     ax.set_yticks(range(len(tracks)))
-    ax.set_yticklabels([str(t.rank) for t in tracks], fontsize=8 if len(tracks) > 16 else 10)
+    ax.set_yticklabels([str(t.rank) for t, _ in tracks], fontsize=8 if len(tracks) > 16 else 10)
     ax.set_ylim(len(tracks) - 0.5, -0.5)
     ax.set_xlim(0, result.step_ns / divisor if result.step_ns else 1)
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_ylabel("rank")
     shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
-    ax.set_title(f"Timeline — backend {result.backend}{shown}", pad=24)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, borderaxespad=0.2)
-    return _save(fig, Path(path))
+    ax.set_title(f"Timeline — backend {result.backend}{shown}")
+    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=9)
+    return fig
 
 
 def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
-    """Utilization of every link (None, and no file, if the backend keeps no link stats)."""
+    """Write :func:`links_figure` to ``path`` (None, and no file, if the backend keeps no
+    link statistics)."""
+    fig = links_figure(result)
+    return None if fig is None else _save(fig, Path(path))
+
+
+def links_figure(result: RunResult):
+    """Utilization of every link, a matplotlib Figure (None if the backend keeps no
+    link statistics)."""
     stats = link_stats(result)
     if not stats:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")
     kinds = [k for k in LINK_COLORS if any(s.kind == k for s in stats)]
     if len(stats) <= MAX_LINK_BARS:
         for kind in kinds:
@@ -179,20 +231,28 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
                 color=LINK_COLORS[kind],
                 label=kind,
             )
-        ax.set_xlabel("link id")
+        every = -(-len(stats) // MAX_LINK_LABELS)  # label every link, or every k-th
+        ticked = stats[::every]
+        ax.set_xticks([s.link for s in ticked])
+        ax.set_xticklabels([f"{s.src}→{s.dst}" for s in ticked], rotation=90, fontsize=7)
+        ax.set_xlabel(
+            "directed link src→dst (NPU and switch ids), in link-id order"
+            + ("" if every == 1 else f"; every {every}th labelled")
+        )
+        ax.set_xlim(-0.6, len(stats) - 0.4)
     else:
         for kind in kinds:
             values = sorted((100 * s.utilization for s in stats if s.kind == kind), reverse=True)
             ax.plot(range(len(values)), values, color=LINK_COLORS[kind], label=kind)
-        ax.set_xlabel("links of a kind, busiest first")
+        ax.set_xlabel("directed links of each kind, sorted by utilization, busiest first (rank in its kind)")
     busiest = max(stats, key=lambda s: s.utilization)
     ax.set_ylabel("utilization (% of step time busy)")
     ax.set_title(
         f"Link utilization — backend {result.backend}, {len(stats)} links; busiest: "
         f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%"
     )
-    ax.legend(frameon=False)
-    return _save(fig, Path(path))
+    ax.legend(frameon=False, title="link kind", fontsize=8, title_fontsize=8)
+    return fig
 
 
 def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:

@@ -26,9 +26,15 @@ class RankResult:
 
     ``finish_ns``: when its last node finished. ``compute_ns``: GPU compute
     time (sum of kernel durations). ``cpu_ns``: CPU op time. ``comm_ns``: time
-    during which at least one communication node was in flight.
+    during which at least one of this rank's messages (sent or received) was
+    on the network, or a remote-memory access ran: communication *in flight*.
+    ``comm_wait_ns``: time during which a communication node (collective,
+    send, receive) was open but nothing of this rank was in flight: *waiting*
+    (a posted receive whose sender has not sent, a collective blocked on a
+    peer), with or without compute beside it.
     ``exposed_comm_ns``: ``finish_ns - compute_ns``, upstream's definition
     (communication not hidden behind compute, idle time included).
+    See :mod:`astra_core.report.breakdown` for the disjoint split.
     """
 
     rank: int
@@ -37,6 +43,7 @@ class RankResult:
     cpu_ns: float
     comm_ns: float
     exposed_comm_ns: float
+    comm_wait_ns: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +52,7 @@ class RankResult:
             "compute_ns": whole_ns(self.compute_ns),
             "cpu_ns": whole_ns(self.cpu_ns),
             "comm_ns": whole_ns(self.comm_ns),
+            "comm_wait_ns": whole_ns(self.comm_wait_ns),
             "exposed_comm_ns": whole_ns(self.exposed_comm_ns),
         }
 
@@ -56,12 +64,16 @@ class RankTrace:
     ``records`` yields ``(position, start_ns, end_ns)`` per finished node, in
     finishing order (``len`` and indexing work too); ``nodes[position]`` is
     the ET node (a list, or a streamed view of a large trace that reads a
-    node back from the file).
+    node back from the file). ``in_flight``: ``start, end, start, end, ...``
+    (ns), the disjoint time-ordered intervals in which at least one message
+    this rank sends or receives was on the network
+    (:class:`~astra_core.system.p2p.MessageMatcher`).
     """
 
     rank: int
     records: Iterable[tuple[int, float, float]]
     nodes: Sequence[Any]
+    in_flight: Sequence[float] = ()
 
 
 class CollectiveRecord:

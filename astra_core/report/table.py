@@ -1,39 +1,106 @@
-"""The per-rank table printed in the terminal (rich)."""
+"""The per-rank tables printed in the terminal (rich).
+
+:func:`rank_table`: finish, GPU compute, communication in flight, communication
+and upstream's exposed communication per rank (µs).
+:func:`breakdown_table`: the six disjoint parts of
+:mod:`astra_core.report.breakdown` per rank and their mean over all ranks,
+which is what ``breakdown.png``'s legend prints.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
+from astra_core.report.breakdown import (
+    PART_LABELS,
+    PARTS,
+    breakdown_unit,
+    breakdowns,
+    format_time,
+    format_us,
+    mean_parts,
+)
 from astra_core.report.flops import llm_utilization
 from astra_core.report.results import RunResult
 
 _MAX_ROWS = 16
+_us = format_us
+
+RANK_HEADERS = (
+    "rank",
+    "finish (µs)",
+    "compute (µs)",
+    "comm in flight (µs)",
+    "exposed comm (µs)",
+)
 
 
-def _us(ns: float) -> str:
-    return f"{ns / 1000:,.3f}"
+def _shown(items: Sequence) -> list:
+    """All rows, or the first and last ``_MAX_ROWS / 2`` with None between them."""
+    if len(items) <= _MAX_ROWS:
+        return list(items)
+    return [*items[: _MAX_ROWS // 2], None, *items[-_MAX_ROWS // 2 :]]
+
+
+def rank_table(result: RunResult, title: str = "") -> Table:
+    """Per rank: finish, GPU compute, comm in flight, exposed comm (µs; see
+    :class:`~astra_core.report.results.RankResult`)."""
+    table = Table(title=title or f"astra — backend {result.backend}", title_justify="left")
+    for column in RANK_HEADERS:
+        table.add_column(column, justify="right")
+    ranks = result.ranks
+    for r in _shown(ranks):
+        if r is None:
+            table.add_row("…", f"({len(ranks) - _MAX_ROWS} ranks not shown)", *[""] * (len(RANK_HEADERS) - 2))
+            continue
+        table.add_row(
+            str(r.rank),
+            _us(r.finish_ns),
+            _us(r.compute_ns),
+            _us(r.comm_ns),
+            _us(r.exposed_comm_ns),
+        )
+    return table
+
+
+def breakdown_table(result: RunResult) -> Table:
+    """Per rank the six disjoint parts (adding up to the finish time), and a last row
+    ``mean`` over every rank: the numbers ``breakdown.png``'s legend shows. In the unit
+    of :func:`~astra_core.report.breakdown.breakdown_unit`."""
+    parts = breakdowns(result)
+    divisor, unit = breakdown_unit(result.step_ns)
+    table = Table(
+        title=f"where the time goes ({unit}; the six parts of a rank add up to its finish time)",
+        title_justify="left",
+    )
+    table.add_column("rank", justify="right")
+    for part in PARTS:
+        table.add_column(PART_LABELS[part], justify="right")
+    for b in _shown(parts):
+        if b is None:
+            table.add_row("…", *[""] * len(PARTS))
+            continue
+        table.add_row(str(b.rank), *(format_time(getattr(b, part), divisor) for part in PARTS))
+    mean = mean_parts(parts)
+    table.add_row("mean", *(format_time(mean[part], divisor) for part in PARTS))
+    return table
 
 
 def print_summary(result: RunResult, console: Console | None = None, title: str = "") -> None:
-    """Print finish, compute, communication and exposed communication per rank (µs).
+    """Print :func:`rank_table`, :func:`breakdown_table` (when the run kept its traces)
+    and the step's totals.
 
     Runs with many ranks show the first and last ranks and say how many are
     elided; identical rows are the rule in data-parallel runs.
     """
     console = console or Console()
-    table = Table(title=title or f"astra — backend {result.backend}", title_justify="left")
-    for column in ("rank", "finish (µs)", "compute (µs)", "comm (µs)", "exposed comm (µs)"):
-        table.add_column(column, justify="right")
     ranks = result.ranks
-    shown = ranks if len(ranks) <= _MAX_ROWS else ranks[: _MAX_ROWS // 2] + ranks[-_MAX_ROWS // 2 :]
-    for i, r in enumerate(shown):
-        if len(ranks) > _MAX_ROWS and i == _MAX_ROWS // 2:
-            table.add_row("…", f"({len(ranks) - _MAX_ROWS} ranks not shown)", "", "", "")
-        table.add_row(
-            str(r.rank), _us(r.finish_ns), _us(r.compute_ns), _us(r.comm_ns), _us(r.exposed_comm_ns)
-        )
-    console.print(table)
+    console.print(rank_table(result, title))
+    if result.traces:
+        console.print(breakdown_table(result))
     console.print(
         f"step time: [bold]{_us(result.step_ns)} µs[/bold] ({len(ranks)} NPUs, {result.messages:,} messages)"
     )

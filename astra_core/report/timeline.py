@@ -4,8 +4,15 @@ Open the file in https://ui.perfetto.dev or chrome://tracing. Each rank is a
 process named ``rank N`` with threads per hardware lane (CPU, GPU compute,
 GPU comm, receive, memory); nodes that run at once on one lane (receives take
 no hardware slot) get extra threads of that lane (``receive 2``, ...), so
-slices on a thread never overlap. Times in the file are microseconds (the
-format's unit), from simulated ns.
+slices on a thread never overlap. Two more threads per rank come from the
+breakdown (:func:`~astra_core.report.breakdown.rank_activity`): ``in flight``,
+one slice per interval in which this rank's messages were on the network
+(or a remote-memory access ran), and ``waiting``, one slice per interval in
+which a communication node was open with nothing of this rank in flight;
+both with gaps shorter than :data:`RESOLUTION` of the step time closed (a
+pipeline of chunk messages alternates every few µs; the exact totals are in
+``--json``).
+Times in the file are microseconds (the format's unit), from simulated ns.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ import json
 import os
 
 from astra_core.outputs import atomic_output
-from astra_core.report.breakdown import rank_tracks
+from astra_core.report.breakdown import activities, coarsen
 from astra_core.report.results import RunResult
 
+#: The in-flight and waiting threads close gaps shorter than step time x this.
+RESOLUTION = 1e-5
 _LANES = {4: "GPU compute", 7: "GPU comm", 5: "GPU comm", 6: "receive", 2: "memory", 3: "memory"}
 _NODE_TYPES = {
     0: "INVALID",
@@ -33,9 +42,10 @@ _NODE_TYPES = {
 def timeline_events(result: RunResult) -> list[dict]:
     """Trace-event dicts (``ph: X`` slices plus process/thread names)."""
     events: list[dict] = []
+    gap = result.step_ns * RESOLUTION
     # A symmetric run simulated rank 0 only: every rank runs rank 0's timing on
     # its own nodes (same positions, its own ids and names).
-    for trace in rank_tracks(result):
+    for trace, activity in activities(result):
         rank, records, nodes = trace.rank, trace.records, trace.nodes
         events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
@@ -68,6 +78,24 @@ def timeline_events(result: RunResult) -> list[dict]:
                     "dur": (end - start) / 1000.0,
                     "args": args,
                 }
+            )
+        tid = sum(len(v) for v in threads.values())
+        for offset, (name, intervals) in enumerate(
+            (("in flight", activity.in_flight), ("waiting", activity.waiting))
+        ):
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": rank, "tid": tid + offset, "args": {"name": name}}
+            )
+            events.extend(
+                {
+                    "ph": "X",
+                    "name": name,
+                    "pid": rank,
+                    "tid": tid + offset,
+                    "ts": start / 1000.0,
+                    "dur": (end - start) / 1000.0,
+                }
+                for start, end in coarsen(intervals, gap)
             )
     return events
 

@@ -10,12 +10,13 @@ times as whole ns, the nearest, as in every astra output):
 ================== =========================================================
 step_ns            slowest rank's finish time (the step time)
 compute_ns         GPU compute time, most of any rank
-comm_ns            time with communication in flight, most of any rank
+comm_ns            time with this rank's messages in flight, most of any rank
 exposed_comm_ns    upstream's exposed communication (finish - compute), most of any rank
-compute_only_ns,   the disjoint breakdown (astra_core.report.breakdown),
-overlapped_comm_ns mean over ranks
+compute_only_ns,   the six disjoint parts of the breakdown
+overlapped_comm_ns (astra_core.report.breakdown), mean over ranks
 comm_only_ns,
-p2p_only_ns,
+collective_wait_ns,
+p2p_wait_ns,
 idle_ns
 npus               NPU count
 messages,          messages and bytes the network carried

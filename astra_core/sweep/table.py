@@ -145,7 +145,31 @@ def write_results(frame, directory: Path) -> list[Path]:
 
 
 def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
-    """The swept metric against ``spec.x`` (None if there is no x or no such metric)."""
+    """Write :func:`results_figure` to ``path`` (None, and no file, if there is no x or
+    no such metric). Raises AstraError naming ``path`` when it cannot be written."""
+    fig = results_figure(frame, spec)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_output(path, "sweep plot") as temporary:
+            fig.savefig(temporary, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def results_figure(frame, spec: SweepSpec):
+    """The swept metric against ``spec.x``, a matplotlib Figure (None if there is no x or
+    no such metric).
+
+    The y-axis of a non-negative metric starts at zero, so that a change of a
+    few parts in ten thousand looks like one; the title's second line gives
+    the smallest and largest value and their relative spread.
+    """
     metric, x = spec.metric, spec.x
     if x is None or metric not in frame.columns:
         return None
@@ -171,21 +195,24 @@ def plot_results(frame, spec: SweepSpec, path: Path) -> Path | None:
     if numeric_x and len(ok) and (ok[x] > 0).all() and ok[x].max() >= 8 * ok[x].min():
         ax.set_xscale("log", base=2)
     ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+    values = [float(v) for v in ok[metric].dropna()]
+    spread = ""
+    if values and min(values) >= 0:
+        ax.set_ylim(bottom=0, top=max(values) / scale * 1.08 or 1.0)
+        low, high = min(values), max(values)
+        change = f"{100 * (high - low) / low:+.3g} %" if low > 0 else "n/a"
+        spread = f"\nrange {low / scale:,.6g}–{high / scale:,.6g} {unit}".rstrip() + f" (max vs min {change})"
     ax.set_xlabel(x)
     ax.set_ylabel(f"{metric.removesuffix('_ns').replace('_', ' ')} ({unit})" if unit else metric)
     failed = int((frame["status"] != "ok").sum())
     shown = "" if len(groups) <= MAX_LINES else f", first {MAX_LINES} of {len(groups)} lines"
     ax.set_title(
-        f"{metric} vs {x} — {len(ok)} points" + (f" ({failed} failed, not shown)" if failed else "") + shown
+        f"{metric} vs {x} — {len(ok)} points"
+        + (f" ({failed} failed, not shown)" if failed else "")
+        + shown
+        + spread
     )
     if any(name for name, _ in groups[:MAX_LINES]) and others:
         ax.legend(fontsize=8, frameon=False)
     ax.grid(True, alpha=0.3)
-    try:
-        with atomic_output(path, "sweep plot") as temporary:
-            fig.savefig(temporary, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-    return path
+    return fig

@@ -158,6 +158,7 @@ class RankEngine:
         self.started: dict[int, float] = {}  # position -> start time of running nodes
         self.records = NodeRecords()  # (position, start, end) per completed node
         self.comm_intervals: list[tuple[float, float]] = []  # (start, end) of comm nodes
+        self.memory_intervals: list[tuple[float, float]] = []  # (start, end) of remote-memory accesses
         self.gpu_compute_ns = 0
         self.cpu_compute_ns = 0
         self.finish_ns: float | None = None
@@ -377,6 +378,8 @@ class RankEngine:
         self.records.add(pos, start, now)
         if node.type in _COMM_NODES:
             self.comm_intervals.append((start, now))
+        elif node.type == MEM_LOAD or node.type == MEM_STORE:
+            self.memory_intervals.append((start, now))
         self.done += 1
         counts = self.pending_parents
         nodes = self.nodes

@@ -5,19 +5,32 @@ messages with that key: the k-th send matches the k-th receive. When a
 message arrives, the sender's callback runs, then the receiver's if a receive
 was posted; otherwise the arrival is remembered and a later receive completes
 after zero delay (``schedule(0, ...)``), as upstream's ``sim_recv``.
+
+The matcher also keeps, per rank, when at least one of its messages was on
+the network (:attr:`MessageMatcher.in_flight`): a message is in flight, for
+its sender and its receiver alike, from the moment it is handed to the
+backend (its first byte leaves) until it counts as arrived, whether or not
+the receiver has posted its receive yet. A receive posted before its message
+was sent is therefore *waiting*, not in flight, until the sender sends.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from astra_core.system.clock import clock_of
 
 Callback = Callable[[Any], None]
 
 
 class _Entry:
-    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before")
+    __slots__ = ("send_cb", "send_arg", "recv_cb", "recv_arg", "arrived", "sent", "not_before", "src", "dst")
+    # the ranks whose in-flight time the message counts in: set when it is sent
+    src: int
+    dst: int
 
     def __init__(self) -> None:
         self.not_before: float | None = None
@@ -38,11 +51,56 @@ class MessageMatcher:
     so memory follows the messages in flight, not all messages ever sent.
     """
 
-    def __init__(self, backend) -> None:
+    def __init__(self, backend, npus: int) -> None:
+        """``npus``: ranks are ``0 .. npus - 1``; raises IndexError on the first message
+        of a rank beyond them."""
         self.backend = backend
+        self._clock = clock_of(backend)
         self._waiting: dict[tuple, deque[_Entry]] = {}
         self.messages = 0
         self.bytes = 0
+        # Per rank: how many of its messages are on the network now, and since when (ns).
+        self._busy = [0] * npus
+        self._since = [0.0] * npus
+        # Per rank: start, end, start, end, ... of its closed in-flight intervals (None: none yet)
+        self._logs: list[array | None] = [None] * npus
+
+    def _took_off(self, src: int, dst: int, entry: _Entry) -> None:
+        """``entry``'s message is on the network from now: count it for ``src`` and ``dst``.
+
+        On the per-message path: two list reads and writes per rank; the clock is
+        read only where a rank had nothing in flight."""
+        entry.src = src
+        entry.dst = dst
+        busy = self._busy
+        count = busy[src]
+        if not count:
+            self._since[src] = self._clock.now
+        busy[src] = count + 1
+        count = busy[dst]
+        if not count:
+            self._since[dst] = self._clock.now
+        busy[dst] = count + 1
+
+    @property
+    def in_flight(self) -> dict[int, array]:
+        """rank -> ``array('d')`` of start, end, start, end, ... (ns): the disjoint,
+        time-ordered intervals in which at least one message the rank sends or receives
+        was in flight (module docstring); touching intervals merged."""
+        return {rank: log for rank, log in enumerate(self._logs) if log is not None}
+
+    def _close(self, rank: int) -> None:
+        """``rank`` has nothing in flight from now: log its interval (merged with the
+        previous one when they touch)."""
+        now = self._clock.now
+        log = self._logs[rank]
+        if log is None:
+            log = self._logs[rank] = array("d")
+        elif log[-1] == self._since[rank]:
+            log[-1] = now
+            return
+        log.append(self._since[rank])
+        log.append(now)
 
     def _entry(self, key: tuple, sending: bool) -> _Entry:
         """The entry of the next send (``sending``) or receive with ``key``: the
@@ -84,6 +142,18 @@ class MessageMatcher:
         entry.not_before = not_before_ns
         self.messages += 1
         self.bytes += size
+        # _took_off(src, dst, entry), inlined: this runs once per message
+        entry.src = src
+        entry.dst = dst
+        busy = self._busy
+        count = busy[src]
+        if not count:
+            self._since[src] = self._clock.now
+        busy[src] = count + 1
+        count = busy[dst]
+        if not count:
+            self._since[dst] = self._clock.now
+        busy[dst] = count + 1
         self.backend.send(src, dst, size, self._arrived, entry, tag=tag)
 
     def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None:
@@ -102,6 +172,16 @@ class MessageMatcher:
             if wait > 0:
                 self.backend.schedule(wait, self._arrived, entry)
                 return
+        # entry's message is in: close the in-flight intervals it ends
+        busy = self._busy
+        src = entry.src
+        busy[src] -= 1
+        if not busy[src]:
+            self._close(src)
+        dst = entry.dst
+        busy[dst] -= 1
+        if not busy[dst]:
+            self._close(dst)
         if entry.send_cb is not None:
             entry.send_cb(entry.send_arg)
         if entry.recv_cb is not None:
@@ -130,8 +210,8 @@ class MirroredMatcher(MessageMatcher):
     group's chunk tag is translated with it.
     """
 
-    def __init__(self, backend, symmetry) -> None:
-        super().__init__(backend)
+    def __init__(self, backend, symmetry, npus: int) -> None:
+        super().__init__(backend, npus)
         self.symmetry = symmetry
         self._to_rep: dict[int, tuple[int, tuple[int, ...]]] = {}
 
@@ -157,6 +237,8 @@ class MirroredMatcher(MessageMatcher):
         entry.sent = True
         self.messages += 1
         self.bytes += size
+        # dst's representative receives the mirrored message at the same times
+        self._took_off(src, rep, entry)
         self.backend.send(
             src, dst, size, self._mirrored_arrival, (entry, on_sent, arg, not_before_ns), tag=tag
         )

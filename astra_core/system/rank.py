@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from astra_core.backend import event_queue
 from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
 from astra_core.errors import ConfigError
+from astra_core.system.clock import clock_of
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
@@ -41,29 +41,6 @@ if TYPE_CHECKING:
 #: Upstream reads comm_priority as uint32 and passes it on as a C int
 #: (Workload::issue_comm -> Sys::generate_*), so values >= 2^31 wrap negative.
 _INT32_WRAP = 1 << 32
-
-
-class _BackendClock:
-    """``now`` and ``schedule`` of any backend, as the event queue spells them."""
-
-    __slots__ = ("_backend", "schedule")
-
-    def __init__(self, backend):
-        self._backend = backend
-        self.schedule = backend.schedule
-
-    @property
-    def now(self) -> float:
-        return self._backend.now()
-
-
-def _clock_of(backend):
-    """The backend's EventQueue when it schedules straight into one (a fast
-    path: attribute reads instead of calls), else an adapter."""
-    events = event_queue(backend)
-    if events is not None and getattr(backend, "schedule", None) == events.schedule:
-        return events
-    return _BackendClock(backend)
 
 
 def group_algorithm(algorithms: Sequence[CollectiveAlgorithmName]) -> str:
@@ -139,7 +116,7 @@ class RankSystem:
         self.sim = sim
         backend = sim.backend
         self.backend = backend
-        self._clock = _clock_of(backend)
+        self._clock = clock_of(backend)
         system = sim.system
         self.endpoint_delay_ns = int(system.endpoint_delay_ns)
         bw = system.local_mem_bw_gbps  # GB/s, 1 GB = 1e9 B (upstream Sys.cc) = bytes/ns

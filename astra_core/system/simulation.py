@@ -22,6 +22,7 @@ from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
+from astra_core.report.breakdown import flat_covered, flight_pairs, subtract, total, union
 from astra_core.report.results import CollectiveRecord, RankResult, RankTrace, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
@@ -114,10 +115,10 @@ class Simulation:
         """One engine per rank, or per class representative under rank symmetry."""
         if self.symmetry is not None:
             # Representatives stand for their classes (astra_core.system.symmetry).
-            self.matcher: MessageMatcher = MirroredMatcher(self.backend, self.symmetry)
+            self.matcher: MessageMatcher = MirroredMatcher(self.backend, self.symmetry, self.npus_count)
             self.engines = [RankEngine(r, self.graphs[r], self) for r in self.symmetry.representatives()]
         else:
-            self.matcher = MessageMatcher(self.backend)
+            self.matcher = MessageMatcher(self.backend, self.npus_count)
             self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(self.graphs)]
 
     def _check_plugin_algorithms(self) -> None:
@@ -197,7 +198,10 @@ class Simulation:
             backend=self.backend_name,
             ranks=ranks,
             collectives=self.collectives,
-            traces=[RankTrace(e.rank, e.records, e.nodes) for e in self.engines],
+            traces=[
+                RankTrace(e.rank, e.records, e.nodes, self.matcher.in_flight.get(e.rank, ()))
+                for e in self.engines
+            ],
             network=self.backend,
             graphs=self.graphs,
             messages=messages,
@@ -206,28 +210,28 @@ class Simulation:
             representative=representative,
         )
 
-    @staticmethod
-    def _rank_result(engine: RankEngine) -> RankResult:
-        comm_intervals = sorted(engine.comm_intervals)
-        comm_ns = 0.0
-        cur_start: float = 0.0  # read only once cur_end is set
-        cur_end: float | None = None
-        for start, end in comm_intervals:
-            if cur_end is None or start > cur_end:
-                if cur_end is not None:
-                    comm_ns += cur_end - cur_start
-                cur_start, cur_end = start, end
-            else:
-                cur_end = max(cur_end, end)
-        if cur_end is not None:
-            comm_ns += cur_end - cur_start
+    def _rank_result(self, engine: RankEngine) -> RankResult:
         finish = engine.finish_ns or 0
+        log = self.matcher.in_flight.get(engine.rank, ())
+        comm = union(engine.comm_intervals)
+        if engine.memory_intervals:  # remote-memory accesses count as in flight too
+            flight = [
+                (s, min(e, finish))
+                for s, e in union(flight_pairs(log) + engine.memory_intervals)
+                if s < finish
+            ]
+            comm_ns = total(flight)
+            waiting = total(subtract(comm, flight))
+        else:  # the matcher's intervals are sorted and disjoint already
+            comm_ns = flat_covered(log, 0.0, finish)
+            waiting = sum(e - s - flat_covered(log, s, e) for s, e in comm)
         return RankResult(
             rank=engine.rank,
             finish_ns=finish,
             compute_ns=engine.gpu_compute_ns,
             cpu_ns=engine.cpu_compute_ns,
             comm_ns=comm_ns,
+            comm_wait_ns=waiting,
             exposed_comm_ns=finish - engine.gpu_compute_ns,
         )
 

@@ -19,6 +19,7 @@ import pytest
 import astra
 from astra_core.config import load_network, load_system
 from astra_core.errors import ConfigError
+from astra_core.report.breakdown import PARTS
 from astra_core.report.results import RunResult
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
@@ -106,22 +107,24 @@ def test_rank_frame_has_every_rank_and_a_breakdown_that_adds_up(report):
         "compute_ns",
         "cpu_ns",
         "comm_ns",
+        "comm_wait_ns",
         "exposed_comm_ns",
         "compute_only_ns",
         "overlapped_comm_ns",
         "comm_only_ns",
-        "p2p_only_ns",
+        "collective_wait_ns",
+        "p2p_wait_ns",
         "idle_ns",
     ]
     assert frame["rank"].tolist() == list(range(NPUS))
     assert (frame["finish_ns"] == UPSTREAM_FINISH_NS).all()
-    parts = frame[["compute_only_ns", "overlapped_comm_ns", "comm_only_ns", "p2p_only_ns", "idle_ns"]]
+    parts = frame[list(PARTS)]
     assert (parts >= 0).all().all()
     assert (parts.sum(axis=1) == frame["finish_ns"]).all()
     # No CPU ops and one GPU compute slot: compute = compute_only + overlapped, and
-    # upstream's exposed communication (finish - compute) = comm_only + p2p_only + idle.
+    # upstream's exposed communication (finish - compute) = the four parts without compute.
     assert (frame["compute_only_ns"] + frame["overlapped_comm_ns"] == frame["compute_ns"]).all()
-    exposed = frame["comm_only_ns"] + frame["p2p_only_ns"] + frame["idle_ns"]
+    exposed = frame["comm_only_ns"] + frame["collective_wait_ns"] + frame["p2p_wait_ns"] + frame["idle_ns"]
     assert (exposed == UPSTREAM_EXPOSED_NS).all()
     # Compute time = the sum of the trace's COMP durations (µs -> ns).
     comp_ns = sum(n.duration_micros * 1000 for n in example_nodes(0) if n.type == pb.COMP_NODE)
@@ -177,6 +180,8 @@ def test_breakdown_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     # leaving at 5000 ns and in at 25031 ns.
     # rank 0: compute [0, 5000], send [5000, 25031]          -> finish 25031
     # rank 1: recv [0, 25031], compute [0, 10000] and [25031, 28031] -> finish 28031
+    # The message is in flight [5000, 25031] for both ranks: rank 1's receive waits
+    # [0, 5000], under its own compute.
     prefix = tmp_path / "pair"
     write_rank_trace(
         f"{prefix}.0.et",
@@ -200,17 +205,19 @@ def test_breakdown_of_a_two_rank_trace_is_the_closed_form(tmp_path):
             "finish_ns": 25031,
             "compute_only_ns": 5000,
             "overlapped_comm_ns": 0,
-            "comm_only_ns": 0,
-            "p2p_only_ns": 20031,  # point-to-point only: a pipeline-style wait
+            "comm_only_ns": 20031,  # the message moving, nothing else
+            "collective_wait_ns": 0,
+            "p2p_wait_ns": 0,
             "idle_ns": 0,
         },
         {
             "rank": 1,
             "finish_ns": 28031,
-            "compute_only_ns": 3000,
-            "overlapped_comm_ns": 10000,
-            "comm_only_ns": 0,
-            "p2p_only_ns": 15031,
+            "compute_only_ns": 8000,  # [0, 5000] and [25031, 28031]
+            "overlapped_comm_ns": 5000,  # the message arriving under [5000, 10000]
+            "comm_only_ns": 15031,
+            "collective_wait_ns": 0,
+            "p2p_wait_ns": 0,
             "idle_ns": 0,
         },
     ]

@@ -51,6 +51,8 @@ COLUMNS = [
     "start_ns",
     "end_ns",
     "duration_ns",
+    "in_flight_ns",
+    "wait_ns",
     "all_reduce_dim0_ns",
 ]
 ARROW_TYPES = {
@@ -61,6 +63,8 @@ ARROW_TYPES = {
     "start_ns": pa.int64(),
     "end_ns": pa.int64(),
     "duration_ns": pa.int64(),
+    "in_flight_ns": pa.int64(),
+    "wait_ns": pa.int64(),
     "all_reduce_dim0_ns": pa.int64(),
 }
 STRING_COLUMNS = ("name", "type", "group")
@@ -119,6 +123,9 @@ def test_csv_schema_and_rows(outputs):
     assert sorted(rank3["node_id"]) == sorted(sizes)
     assert set(rank3["name"]) == {n.name for n in sizes.values()}
     assert (frame["end_ns"] - frame["start_ns"] == frame["duration_ns"]).all()
+    # a collective's time is its messages moving or it waiting, nothing else
+    assert (frame["in_flight_ns"] + frame["wait_ns"] == frame["duration_ns"]).all()
+    assert (frame["in_flight_ns"] > 0).all() and (frame["wait_ns"] >= 0).all()
 
 
 def test_parquet_schema_and_same_rows_as_csv(outputs):

@@ -40,6 +40,11 @@ def slices(trace: dict) -> list[dict]:
     return [e for e in trace["traceEvents"] if e["ph"] == "X"]
 
 
+def node_slices(trace: dict) -> list[dict]:
+    """The slices of ET nodes (not the in-flight and waiting threads)."""
+    return [e for e in slices(trace) if "node_id" in e.get("args", {})]
+
+
 def process_names(trace: dict) -> dict[int, str]:
     return {
         e["pid"]: e["args"]["name"]
@@ -97,7 +102,7 @@ def test_one_named_process_per_rank(resnet):
 def test_one_slice_per_et_node_that_ran(resnet):
     _, trace = resnet
     by_rank: dict[int, list[dict]] = defaultdict(list)
-    for e in slices(trace):
+    for e in node_slices(trace):
         by_rank[e["pid"]].append(e)
     for rank in range(NPUS):
         nodes = read_et_nodes(PREFIX.with_name(f"{PREFIX.name}.{rank}.et"))
@@ -145,8 +150,17 @@ def test_timeline_of_a_two_rank_trace_is_the_closed_form(tmp_path):
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert process_names(trace) == {0: "rank 0", 1: "rank 1"}
     got = sorted((e["pid"], e["name"], e["ts"], e["dur"]) for e in slices(trace))
+    # The message is in flight for both ranks from 5 µs; rank 1's receive waits before that.
     want = sorted(
-        [(0, "fwd", 0.0, 5.0), (0, "send", 5.0, 20.031), (1, "recv", 0.0, 25.031), (1, "bwd", 25.031, 3.0)]
+        [
+            (0, "fwd", 0.0, 5.0),
+            (0, "send", 5.0, 20.031),
+            (0, "in flight", 5.0, 20.031),
+            (1, "recv", 0.0, 25.031),
+            (1, "bwd", 25.031, 3.0),
+            (1, "in flight", 5.0, 20.031),
+            (1, "waiting", 0.0, 5.0),
+        ]
     )
     assert [g[:2] for g in got] == [w[:2] for w in want]
     for g, w in zip(got, want):
@@ -180,5 +194,10 @@ def test_concurrent_receives_do_not_overlap_on_one_lane(tmp_path):
     assert [r.finish_ns for r in result.ranks] == [20550, 20550]
     write_timeline(result, tmp_path / "trace.json")
     trace = json.loads((tmp_path / "trace.json").read_text())
-    assert len(slices(trace)) == 4
+    assert len(node_slices(trace)) == 4
+    # the two messages back to back: one in-flight slice per rank, nothing waiting
+    flights = [
+        (e["pid"], e["name"], e["ts"], e["dur"]) for e in slices(trace) if "node_id" not in e.get("args", {})
+    ]
+    assert flights == [(0, "in flight", 0.0, 20.55), (1, "in flight", 0.0, 20.55)]
     assert overlaps(trace) == []

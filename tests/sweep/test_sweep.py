@@ -291,10 +291,11 @@ def check_closed_form(frame: pd.DataFrame) -> None:
             row["compute_only_ns"]
             + row["overlapped_comm_ns"]
             + row["comm_only_ns"]
-            + row["p2p_only_ns"]
+            + row["collective_wait_ns"]
+            + row["p2p_wait_ns"]
             + row["idle_ns"]
         )
-        # The mean over both ranks of their five parts is the mean finish time:
+        # The mean over both ranks of their six parts is the mean finish time:
         # rank 0 finishes when its send is done (step - 3000), rank 1 at step.
         assert parts == pytest.approx(expected - 1500)
 
