@@ -3,11 +3,15 @@
 ``convert text``: ASTRA-sim 1.0 text workloads; ``convert pytorch``: PyTorch
 execution traces (+ Kineto); ``gen llm``: Megatron-style LLM training;
 ``gen micro``: single-collective microbenchmarks. Errors are one line
-(``error: ...``) and exit 1, like ``astra run``.
+(``error: ...``) and exit 1, like ``astra run``. A trace set past astra's
+limits is refused before anything is written
+(:mod:`astra_core.workload.trace_size`), and a set is written all or nothing
+(:mod:`astra_core.workload.trace_set`; SIGTERM counts as Ctrl-C here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import click
@@ -16,6 +20,28 @@ from astra_core.cli.common import POSITIVE as _POSITIVE
 from astra_core.cli.common import fail as _fail
 from astra_core.cli.common import parse_dims
 from astra_core.errors import ConfigError
+
+
+def _check_paths(output: str, npus: int, comm_groups: str | None, inputs: dict, counted: str) -> None:
+    """Before anything is read or written: ``npus`` (from option ``counted``) within
+    astra's limit, no input (``{"--model": path}``) among the files the command writes,
+    and ``--comm-groups`` not one of the rank traces ``--output`` writes (ConfigError,
+    one line)."""
+    from astra_core.outputs import check_not_input, trace_outputs
+    from astra_core.workload.trace_set import check_not_a_trace
+    from astra_core.workload.trace_size import check_npus
+
+    check_npus(counted, npus)  # first: trace_outputs lists every rank's file
+    check_not_a_trace(comm_groups, "--comm-groups", output, npus)
+    groups_path = comm_groups or f"{output}.comm_groups.json"
+    check_not_input({**trace_outputs(output, npus), "--comm-groups": groups_path}, inputs)
+
+
+def _interruptible() -> contextlib.AbstractContextManager:
+    """Within: SIGTERM raises like Ctrl-C, so a half-written trace set is removed."""
+    from astra_core.sweep.pool import sigterm_raises
+
+    return sigterm_raises()
 
 
 def _dims(text: str | None) -> list[int] | None:
@@ -66,12 +92,10 @@ def convert() -> None:
 )
 def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_ids, comm_groups) -> None:
     """Convert an ASTRA-sim 1.0 text workload FILE for NPUS NPUs."""
-    from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.converters.text import convert_text_workload, write_converted
     from astra_core.workload.converters.text_format import read_text_workload
 
-    groups_path = comm_groups or f"{output}.comm_groups.json"
-    check_not_input({**trace_outputs(output, npus), "--comm-groups": groups_path}, {"FILE": file})
+    _check_paths(output, npus, comm_groups, {"FILE": file}, "--npus")
     wl = read_text_workload(file)
     conv = convert_text_workload(
         wl,
@@ -81,7 +105,8 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
         passes=passes,
         chakra_ids=chakra_ids,
     )
-    paths, groups = write_converted(conv, output, comm_groups)
+    with _interruptible():
+        paths, groups = write_converted(conv, output, comm_groups)
     click.echo(
         f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
         f"({len(conv.templates)} nodes each)"
@@ -115,15 +140,11 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
 )
 def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
     """Convert PyTorch execution traces (one per rank) to Chakra traces."""
-    from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.converters.pytorch import convert_pytorch_traces
 
-    groups_path = comm_groups or f"{output}.comm_groups.json"
-    check_not_input(
-        {**trace_outputs(output, len(et_files)), "--comm-groups": groups_path},
-        {"--et": et_files, "--kineto": kineto_files},
-    )
-    result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
+    _check_paths(output, len(et_files), comm_groups, {"--et": et_files, "--kineto": kineto_files}, "--et")
+    with _interruptible():
+        result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
     for rank, summary in enumerate(result.summaries):
         click.echo(f"rank {rank}: {summary}")
     if result.comm_groups_path:
@@ -156,7 +177,8 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     from astra_core.workload.generators.micro import parse_size, write_micro
 
     nbytes = parse_size(size)
-    paths = write_micro(collective, nbytes, npus, output, iterations, chakra_ids=chakra_ids)
+    with _interruptible():
+        paths = write_micro(collective, nbytes, npus, output, iterations, chakra_ids=chakra_ids)
     click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")
 
 
@@ -313,6 +335,13 @@ def gen_llm(
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import load_model
 
+    _check_paths(
+        output,
+        dp * tp * pp * cp,
+        comm_groups,
+        {"--model": model, "--gpu": gpu},
+        f"dp {dp} x tp {tp} x pp {pp} x cp {cp}",
+    )
     if distributed_optimizer:
         if zero not in (0, 1):
             _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
@@ -344,8 +373,9 @@ def gen_llm(
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_in_bf16=grad_reduce_in_bf16,
     )
-    wl = generate_llm(cfg)
-    paths, groups = write_llm(wl, output, comm_groups)
+    with _interruptible():
+        wl = generate_llm(cfg)
+        paths, groups = write_llm(wl, output, comm_groups)
     m = cfg.model
     click.echo(
         f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "

@@ -24,7 +24,15 @@ from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import ETNode
 
-__all__ = ["CHAKRA_VERSION", "encode_varint", "make_attr", "make_node", "node_to_proto", "write_rank_trace"]
+__all__ = [
+    "CHAKRA_VERSION",
+    "encode_varint",
+    "make_attr",
+    "make_node",
+    "node_to_proto",
+    "trace_bytes",
+    "write_rank_trace",
+]
 
 #: GlobalMetadata.version that Chakra's generator writes.
 CHAKRA_VERSION = "0.0.4"
@@ -205,19 +213,16 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def write_rank_trace(
-    path: str | os.PathLike,
+def trace_bytes(
     nodes: Iterable[pb.Node | ETNode],
     metadata_attrs: Mapping[str, Any] | None = None,
     version: str = CHAKRA_VERSION,
-) -> Path:
-    """Write one ``.et`` file: GlobalMetadata, then ``nodes`` in the given order.
+) -> bytes:
+    """The bytes of one ``.et`` file: GlobalMetadata, then ``nodes`` in the given order.
 
     ``nodes`` are ``Node`` messages (e.g. from :func:`make_node`) or
     :class:`ETNode` objects; ``metadata_attrs`` become GlobalMetadata
-    attributes (encoded by :func:`make_attr`). Returns the path written.
-    Written atomically (:func:`astra_core.outputs.write_bytes`); raises
-    ConfigError if the file cannot be written.
+    attributes (encoded by :func:`make_attr`).
     """
     meta = pb.GlobalMetadata(version=version)
     if metadata_attrs:
@@ -229,4 +234,17 @@ def write_rank_trace(
         payload = message.SerializeToString()
         chunks.append(encode_varint(len(payload)))
         chunks.append(payload)
-    return write_bytes(path, b"".join(chunks))
+    return b"".join(chunks)
+
+
+def write_rank_trace(
+    path: str | os.PathLike,
+    nodes: Iterable[pb.Node | ETNode],
+    metadata_attrs: Mapping[str, Any] | None = None,
+    version: str = CHAKRA_VERSION,
+) -> Path:
+    """Write one ``.et`` file of :func:`trace_bytes`. Returns the path written.
+    Written atomically (:func:`astra_core.outputs.write_bytes`); raises
+    ConfigError if the file cannot be written.
+    """
+    return write_bytes(path, trace_bytes(nodes, metadata_attrs, version))

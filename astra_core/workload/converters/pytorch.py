@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from astra_core.errors import TraceError
-from astra_core.outputs import write_text
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.pytorch_trace import (
     HostNode,
@@ -57,6 +56,8 @@ from astra_core.workload.converters.pytorch_trace import (
     tensors_in,
 )
 from astra_core.workload.graph import TraceWarning
+from astra_core.workload.trace_set import staged_trace_set
+from astra_core.workload.trace_size import check_npus
 from astra_core.workload.writer import make_node, write_rank_trace
 
 __all__ = ["PytorchConversion", "convert_host_trace", "convert_pytorch_traces"]
@@ -381,7 +382,9 @@ def convert_pytorch_traces(
     joined with its Kineto trace, to ``<prefix>.<rank>.et``.
 
     Raises TraceError for unreadable or malformed traces and for a Kineto
-    list whose length differs from the host-trace list. Warns without Kineto
+    list whose length differs from the host-trace list, ConfigError for more
+    ranks than astra's limit or an output that cannot be written. All files or
+    none are written (:func:`~astra_core.workload.trace_set.staged_trace_set`). Warns without Kineto
     traces: compute nodes then take 0 ns.
     """
     if not et_files:
@@ -410,22 +413,22 @@ def convert_pytorch_traces(
             if name in _group_names(t):
                 members[gid] = _group_names(t)[name]
     prefix = os.fspath(prefix)
+    check_npus("--et", len(et_files))
     result = PytorchConversion([], None)
-    for rank, (trace, kineto) in enumerate(zip(traces, times)):
-        nodes, summary = convert_host_trace(trace, kineto, rank, group_ids)
-        path = Path(f"{prefix}.{rank}.et")
-        try:
-            write_rank_trace(path, nodes, {"source": os.fspath(et_files[rank]), "schema": trace.schema})
-        except OSError as exc:
-            raise TraceError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        result.paths.append(path)
-        result.stats.append(summary)
-        result.summaries.append(
-            f"{len(nodes)} nodes: {summary['compute_nodes']} compute ({summary['compute_us'] / 1e3:.3f} ms), "
-            f"{summary['collectives']} collectives, {summary['p2p']} send/recv, "
-            f"{summary['comm_bytes']} bytes communicated"
-        )
-    if members:
-        result.comm_groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-        write_text(result.comm_groups_path, json.dumps(members, indent=1) + "\n")
+    with staged_trace_set(prefix) as stage:
+        for rank, (trace, kineto) in enumerate(zip(traces, times)):
+            nodes, summary = convert_host_trace(trace, kineto, rank, group_ids)
+            write_rank_trace(
+                stage.trace(rank), nodes, {"source": os.fspath(et_files[rank]), "schema": trace.schema}
+            )
+            result.paths.append(Path(f"{prefix}.{rank}.et"))
+            result.stats.append(summary)
+            result.summaries.append(
+                f"{len(nodes)} nodes: {summary['compute_nodes']} compute ({summary['compute_us'] / 1e3:.3f} ms), "
+                f"{summary['collectives']} collectives, {summary['p2p']} send/recv, "
+                f"{summary['comm_bytes']} bytes communicated"
+            )
+        if members:
+            result.comm_groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
+            stage.later(result.comm_groups_path, (json.dumps(members, indent=1) + "\n").encode())
     return result

@@ -56,12 +56,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from astra_core.errors import ConfigError
-from astra_core.outputs import write_bytes, write_text
+from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.converters.text_format import TextLayer, TextWorkload
 from astra_core.workload.converters.text_loops import LOOPS, Graph, Template
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
-from astra_core.workload.writer import make_node, write_rank_trace
+from astra_core.workload.trace_set import staged_trace_set
+from astra_core.workload.trace_size import TraceSetSize, check_npus, check_rank_nodes, check_trace_set
+from astra_core.workload.writer import make_node, trace_bytes
 
 __all__ = ["ConvertedText", "GroupPlan", "convert_text", "convert_text_workload", "write_converted"]
 
@@ -216,13 +218,17 @@ def convert_text_workload(
     place whole-dimension groups with ``involved_dim``; ``passes`` training
     iterations; ``chakra_ids`` numbers nodes with one counter across ranks.
     Raises ConfigError for an M that does not divide ``npus``, a missing M
-    where the parallelism needs one, or bad ``dims``.
+    where the parallelism needs one, bad ``dims``, or more NPUs or nodes per
+    rank than astra's limits (:mod:`astra_core.workload.trace_size`).
     """
     src = wl.source
     if npus < 1:
         raise ConfigError(f"{src}: --npus must be >= 1, got {npus}")
     if passes < 1:
         raise ConfigError(f"{src}: passes must be >= 1, got {passes}")
+    check_npus(f"{src}: --npus", npus)
+    # every layer has at least one node per pass (a MICRO layer: its collective)
+    check_rank_nodes(src, passes * len(wl.layers), f"{passes:,} passes x {len(wl.layers):,} layers")
     mp = model_parallel_npus if model_parallel_npus is not None else wl.model_parallel_npus
     kind = wl.parallelism
     if mp is not None:
@@ -264,37 +270,41 @@ def write_converted(
 
     The comm groups go to ``comm_groups_path`` (default
     ``<prefix>.comm_groups.json``). Returns (trace paths, comm-group path or
-    None). Raises ConfigError if the output folder cannot be written.
+    None). Raises ConfigError for a set past astra's limits
+    (:func:`~astra_core.workload.trace_size.check_trace_set`, before anything is
+    written) or an output folder that cannot be written. All files or none are
+    written (:func:`~astra_core.workload.trace_set.staged_trace_set`).
     """
     prefix = os.fspath(prefix)
     meta: dict[str, Any] = {"schema": CHAKRA_TEXT_SCHEMA, "input_file": conv.workload.text}
     if conv.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
         meta[GENERATED_DIMS_ATTR] = list(conv.dims)
-    paths = []
-    cache: dict[tuple, bytes] = {}
-    for rank in range(conv.npus):
-        path = Path(f"{prefix}.{rank}.et")
-        # Ranks that differ only in nothing write the same bytes: serialize once.
-        key = (
-            None
-            if conv.chakra_ids
-            else tuple(p.group_of[rank] if p.kind == "groups" else None for p in conv.plans.values())
-        )
-        try:
-            if key is not None and key in cache:
-                write_bytes(path, cache[key])
-            else:
-                write_rank_trace(path, conv.rank_nodes(rank), meta, version="")
-                if key is not None:
-                    cache[key] = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        paths.append(path)
-    groups_path = None
-    if conv.comm_groups:
-        groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-        write_text(groups_path, json.dumps(conv.comm_groups, indent=1) + "\n")
-    return paths, groups_path
+
+    def key(rank: int) -> tuple:
+        """Ranks of equal keys write the same bytes (serialized once); with Chakra's ids each
+        rank its own."""
+        if conv.chakra_ids:
+            return (rank,)
+        return tuple(p.group_of[rank] if p.kind == "groups" else None for p in conv.plans.values())
+
+    first = trace_bytes(conv.rank_nodes(0), meta, version="")
+    cache: dict[tuple, bytes] = {key(0): first}
+    size = TraceSetSize(
+        conv.npus, conv.npus * len(conv.templates), len(conv.templates), conv.npus * len(first)
+    )
+    check_trace_set(f"{conv.workload.source}: {conv.npus:,} NPUs", size, prefix)
+    groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if conv.comm_groups else None
+    with staged_trace_set(prefix) as stage:
+        for rank in range(conv.npus):
+            data = cache.get(key(rank))
+            if data is None:
+                data = trace_bytes(conv.rank_nodes(rank), meta, version="")
+                if not conv.chakra_ids:
+                    cache[key(rank)] = data
+            write_bytes(stage.trace(rank), data)
+        if groups_path is not None:
+            stage.later(groups_path, (json.dumps(conv.comm_groups, indent=1) + "\n").encode())
+    return [Path(f"{prefix}.{rank}.et") for rank in range(conv.npus)], groups_path
 
 
 def convert_text(

@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from astra_core.config.issues import show
 from astra_core.errors import ConfigError
 
 __all__ = [
@@ -60,6 +61,22 @@ PARALLELISMS = (
     "HYBRID_CUSTOMIZED",
     "MICRO",
 )
+
+#: What each numeric column of a layer line means (0-based column index).
+_COLUMNS = {
+    2: "forward compute",
+    4: "forward comm bytes",
+    5: "input-gradient compute",
+    7: "input-gradient comm bytes",
+    8: "weight-gradient compute",
+    10: "weight-gradient comm bytes",
+}
+#: The Chakra field each column becomes and the most it holds: compute times go to
+#: ``duration_micros`` (uint64), sizes to ``comm_size`` (int64), as Chakra's converter writes.
+_FIELDS = {
+    col: ("int64 comm_size", 2**63 - 1) if "bytes" in what else ("uint64 duration_micros", 2**64 - 1)
+    for col, what in _COLUMNS.items()
+}
 
 #: Parallelisms a HYBRID_CUSTOMIZED layer may name (ASTRA-sim 1.0 decode_parallelsim).
 LAYER_PARALLELISMS = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA")
@@ -208,6 +225,12 @@ def parse_text_workload(text: str, source: str = "<text>") -> TextWorkload:
             if nums[col] < 0:
                 raise ConfigError(
                     f"{where}: layer {tokens[0]} column {col + 1}: must be >= 0, got {nums[col]}"
+                )
+            field, most = _FIELDS[col]
+            if nums[col] > most:
+                raise ConfigError(
+                    f"{where}: layer {tokens[0]} column {col + 1} ({_COLUMNS[col]}): {show(nums[col])} "
+                    f"is more than a Chakra {field} holds ({most:,})"
                 )
         parallelism = None
         if columns == 13:

@@ -57,8 +57,10 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import PRECISIONS
 from astra_core.workload.generators.layout import Layout
+from astra_core.workload.generators.llm_size import check_plan, check_values
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import SCHEDULES, interleaved, schedule
+from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
@@ -214,8 +216,9 @@ class LLMWorkload:
 class _Program:
     """One stage's node list: a compute chain and a communication chain."""
 
-    def __init__(self, gpu: GPUSpec, precision: str, group_sizes: dict[str, int]):
+    def __init__(self, gpu: GPUSpec, precision: str, group_sizes: dict[str, int], budget: int):
         self.nodes: list[_Node] = []
+        self.budget = budget  # most nodes this stage may have (trace_size.MAX_RANK_NODES in all)
         self.gpu = gpu
         self.precision = precision
         self.group_sizes = group_sizes  # role -> members; a one-NPU group communicates nothing
@@ -229,6 +232,11 @@ class _Program:
             deps = (*deps, *self.pending)
             self.pending = []
         node.deps = tuple(dict.fromkeys(d for d in deps if d is not None))
+        if len(self.nodes) >= self.budget:
+            raise ConfigError(
+                f"gen llm: the pipeline stages together pass astra's limit of {MAX_RANK_NODES:,} "
+                "nodes (2^22, about 10 GB to simulate one rank); use fewer micro-batches, layers or ring steps"
+            )
         self.nodes.append(node)
         return len(self.nodes) - 1
 
@@ -394,7 +402,7 @@ def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[floa
     return dense + model.dense_mlp_params() / t, 0.0
 
 
-def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float, float]:  # noqa: C901 - Megatron's schedule, in order
+def _stage_program(cfg: LLMConfig, mb: int, p: int, budget: int) -> tuple[list[_Node], float, float]:  # noqa: C901 - Megatron's schedule, in order
     """Build stage ``p``'s nodes; return them with this rank's dense and expert gradient bytes."""
     model, T, P, C, gpu = cfg.model, cfg.tp, cfg.pp, cfg.cp, cfg.gpu
     b, s_all, sp = cfg.micro_batch, cfg.sequence_length, cfg.sequence_parallel
@@ -414,6 +422,7 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         gpu,
         cfg.precision,
         {"tp": T, "cp": C, "dp": cfg.dp * C, "ep": cfg.ep, "edp": cfg.dp // cfg.ep, "emb": 2},
+        budget,
     )
     params = {i: _layer_params(model, i, T, cfg.ep) for i in layers}
     dense = sum(v[0] for v in params.values())
@@ -510,6 +519,9 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
         """Reduce full buckets (and with ``force`` the rest): a bucket never exceeds
         bucket_bytes, so one reduction never holds the NPU's communication for long."""
         limit = cast(int, cfg.bucket_bytes)  # an int >= 1 (_check)
+        if prog.group_sizes["dp" if kind == "dense" else "edp"] == 1:
+            bucket[kind] = 0.0  # nothing to reduce (and no loop over countless buckets)
+            return
         while bucket[kind] >= limit or (force and bucket[kind] > 0):
             size = min(bucket[kind], limit)
             h = prog.grad_coll(
@@ -800,8 +812,11 @@ def _stage_program(cfg: LLMConfig, mb: int, p: int) -> tuple[list[_Node], float,
 
 
 def generate_llm(cfg: LLMConfig) -> LLMWorkload:
-    """Build the step's per-stage programs (see the module docstring). Raises ConfigError."""
+    """Build the step's per-stage programs (see the module docstring). Raises ConfigError,
+    also for a step past astra's size limits, before building it where the inputs
+    tell (:mod:`.llm_size`), else as soon as a stage passes them."""
     mb = _check(cfg)
+    check_plan(cfg, mb)
     if cfg.virtual_stages > 1 and mb % cfg.pp:
         raise ConfigError(
             f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
@@ -818,13 +833,15 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
             "context-parallel message tags than Chakra's int32 comm_tag holds"
         )
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp)
-    stages, grads, flops, model_flops = [], [], [], []
+    stages: list[list[_Node]] = []
+    grads, flops, model_flops = [], [], []
     for p in range(cfg.pp):
-        nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p)
+        nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p, MAX_RANK_NODES - sum(map(len, stages)))
         stages.append(nodes)
         grads.append(int(dense_bytes + expert_bytes))
         flops.append(sum(n.flops for n in nodes if n.name != "optimizer"))
         model_flops.append(sum(n.flops for n in nodes if n.name != "optimizer" and not n.recompute))
+    check_values(cfg, stages)
     wl = LLMWorkload(cfg, layout, mb, stages)
     for rank in range(layout.npus):
         p = layout.coords(rank)[2]

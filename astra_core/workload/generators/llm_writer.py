@@ -15,10 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from astra_core.errors import ConfigError
-from astra_core.outputs import write_bytes, write_text
+from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
+from astra_core.workload.trace_set import staged_trace_set
+from astra_core.workload.trace_size import TraceSetSize, check_trace_set
 from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
 
 __all__ = ["write_llm"]
@@ -111,8 +112,11 @@ def write_llm(
 ) -> tuple[list[Path], Path | None]:
     """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
 
-    Returns (trace paths, comm-group path or None). Raises ConfigError when
-    the output cannot be written.
+    Returns (trace paths, comm-group path or None). Raises ConfigError when the
+    set passes astra's limits (:func:`~astra_core.workload.trace_size.check_trace_set`,
+    estimated from one rendered rank per pipeline stage, before anything is
+    written) or the output cannot be written. All files or none are written
+    (:func:`~astra_core.workload.trace_set.staged_trace_set`).
     """
     prefix = os.fspath(prefix)
     cfg = wl.config
@@ -147,16 +151,20 @@ def write_llm(
     head = meta.SerializeToString()
     head = encode_varint(len(head)) + head
     cache: dict = {}
-    paths = []
-    try:
+    stride = wl.layout.tp * wl.layout.cp * wl.layout.dp  # ranks of one pipeline stage
+    firsts = {p * stride: head + _render(wl, p * stride, cache) for p in range(cfg.pp)}
+    size = TraceSetSize(
+        wl.layout.npus,
+        stride * sum(map(len, wl.stages)),
+        max(map(len, wl.stages)),
+        stride * sum(map(len, firsts.values())),
+    )
+    check_trace_set(f"gen llm: {wl.layout.npus:,} NPUs", size, prefix)
+    groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if wl.layout.groups else None
+    with staged_trace_set(prefix) as stage:
         for rank in range(wl.layout.npus):
-            path = Path(f"{prefix}.{rank}.et")
-            write_bytes(path, head + _render(wl, rank, cache))
-            paths.append(path)
-        groups_path = None
-        if wl.layout.groups:
-            groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json")
-            write_text(groups_path, json.dumps(wl.layout.groups) + "\n")
-    except OSError as exc:
-        raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
-    return paths, groups_path
+            data = firsts.pop(rank, None)
+            write_bytes(stage.trace(rank), data if data is not None else head + _render(wl, rank, cache))
+        if groups_path is not None:
+            stage.later(groups_path, (json.dumps(wl.layout.groups) + "\n").encode())
+    return [Path(f"{prefix}.{rank}.et") for rank in range(wl.layout.npus)], groups_path

@@ -20,7 +20,9 @@ from pathlib import Path
 from astra_core.errors import ConfigError
 from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.writer import make_node, write_rank_trace
+from astra_core.workload.trace_set import staged_trace_set
+from astra_core.workload.trace_size import TraceSetSize, check_npus, check_rank_nodes, check_trace_set
+from astra_core.workload.writer import make_node, trace_bytes
 
 __all__ = ["COLLECTIVES", "parse_size", "write_micro"]
 
@@ -95,32 +97,29 @@ def write_micro(
             f"micro: npus, iterations and size must be >= 1, got {npus}, {iterations}, {size_bytes}"
         )
 
-    def nodes(first_id: int):
-        return [
-            make_node(
-                first_id + i,
-                kind,
-                pb.COMM_COLL_NODE,
-                data_deps=[first_id + i - 1] if i else [],
-                is_cpu_op=False,
-                comm_type=pb.CollectiveCommType.Value(kind),
-                comm_size=size_bytes,
-                pg_name=pg_name,
-            )
-            for i in range(iterations)
-        ]
+    def node(first_id: int, i: int) -> pb.Node:
+        return make_node(
+            first_id + i,
+            kind,
+            pb.COMM_COLL_NODE,
+            data_deps=[first_id + i - 1] if i else [],
+            is_cpu_op=False,
+            comm_type=pb.CollectiveCommType.Value(kind),
+            comm_size=size_bytes,
+            pg_name=pg_name,
+        )
 
-    try:
-        first = write_rank_trace(f"{os.fspath(prefix)}.0.et", nodes(0))
-        data = first.read_bytes()
-        paths = [first]
-        for rank in range(1, npus):
-            path = Path(f"{os.fspath(prefix)}.{rank}.et")
-            if chakra_ids:
-                write_rank_trace(path, nodes(rank * iterations))
-            else:
-                write_bytes(path, data)
-            paths.append(path)
-    except OSError as exc:
-        raise ConfigError(f"{prefix}: cannot write the traces: {exc.strerror or exc}") from None
-    return paths
+    def nodes(first_id: int):
+        return (node(first_id, i) for i in range(iterations))
+
+    check_npus("--npus", npus)
+    check_rank_nodes("--iterations", iterations)
+    data = trace_bytes(nodes(0))  # every rank's file, unless numbered as Chakra does
+    size = TraceSetSize(npus, npus * iterations, iterations, npus * len(data))
+    check_trace_set(f"micro: {npus:,} NPUs x {iterations:,} iterations", size, prefix)
+    with staged_trace_set(prefix) as stage:
+        for rank in range(npus):
+            write_bytes(
+                stage.trace(rank), trace_bytes(nodes(rank * iterations)) if chakra_ids and rank else data
+            )
+    return [Path(f"{os.fspath(prefix)}.{rank}.et") for rank in range(npus)]

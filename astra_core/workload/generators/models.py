@@ -18,8 +18,11 @@ A user file (JSON or YAML) holds the same keys.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
+from astra_core.config.issues import Problems, as_choice, as_flag, as_int, show
+from astra_core.config.limits import MAX_INT32
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.specs import read_spec
 
@@ -215,28 +218,62 @@ def load_model(spec: str | os.PathLike) -> ModelConfig:
     return check_model(model, str(path))
 
 
+#: Integer keys of a model file and their least value (None: may be absent).
+_INT_KEYS = {
+    "layers": 1,
+    "hidden": 1,
+    "heads": 1,
+    "ffn_hidden": 1,
+    "seq_len": 1,
+    "vocab": 0,
+    "experts": 0,
+    "top_k": 0,
+    "expert_ffn_hidden": 0,
+    "shared_experts": 0,
+    "dense_layers": 0,
+    "kv_heads": None,
+    "head_dim": None,
+}
+
+
+def _checked_keys(model: ModelConfig, where: str) -> ModelConfig:
+    """Every key's type and range, with the house checks (:mod:`astra_core.config.issues`),
+    all problems at once. Integers (``10`` or ``10.0``, never ``true``) are at most
+    :data:`~astra_core.config.limits.MAX_INT32`: Megatron-LM and Hugging Face configs
+    keep these sizes in C ints, and sizes past them only overflow Chakra's
+    int64 FLOP and byte counts. Returns the model with integral floats made ints."""
+    problems = Problems(where)
+    typed: dict[str, Any] = {}
+    for key, least in _INT_KEYS.items():
+        value = getattr(model, key)
+        if value is None and least is None:
+            continue
+        value, error = as_int(value, minimum=1 if least is None else least, maximum=MAX_INT32)
+        if error:
+            problems.add(key, error)
+        typed[key] = value
+    tied, error = as_flag(model.tie_embeddings)
+    if error:
+        problems.add("tie_embeddings", error)
+    mlp, error = as_choice(model.mlp, ["gelu", "swiglu"])
+    if error:
+        problems.add("mlp", error)
+    if not isinstance(model.name, str):
+        problems.add("name", f"expected a string, got {show(model.name)}")
+    problems.raise_if_any()
+    return replace(model, **typed, tie_embeddings=bool(tied), mlp=str(mlp))
+
+
 def check_model(model: ModelConfig, where: str) -> ModelConfig:
-    """Validate shapes; raise ConfigError naming ``where`` and the key."""
-    for key in ("layers", "hidden", "heads", "ffn_hidden", "seq_len"):
-        value = getattr(model, key)
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{where}: {key}: must be a positive integer, got {value!r}")
-    for key in ("vocab", "experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers"):
-        value = getattr(model, key)
-        if not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{where}: {key}: must be an integer >= 0, got {value!r}")
-    for key in ("kv_heads", "head_dim"):
-        value = getattr(model, key)
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ConfigError(f"{where}: {key}: must be a positive integer (or absent), got {value!r}")
+    """Validate keys and shapes; raise ConfigError naming ``where`` and the key (one
+    line per bad key). Returns the model (integral floats as ints)."""
+    model = _checked_keys(model, where)
     if model.head_dim is None and model.hidden % model.heads:
         raise ConfigError(
             f"{where}: heads: {model.heads} does not divide hidden {model.hidden} (give head_dim)"
         )
     if model.heads % model.kv:
         raise ConfigError(f"{where}: kv_heads: {model.kv} does not divide heads {model.heads}")
-    if model.mlp not in ("gelu", "swiglu"):
-        raise ConfigError(f"{where}: mlp: expected 'gelu' or 'swiglu', got {model.mlp!r}")
     if model.experts:
         if not 1 <= model.top_k <= model.experts or model.expert_ffn_hidden < 1:
             raise ConfigError(

@@ -1,0 +1,90 @@
+"""A trace set is written all or nothing: a generation that fails half way leaves the folder as it was."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from astra_core.workload.generators import llm_writer, micro
+from astra_core.workload.generators.gpus import load_gpu
+from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+
+
+def _fail_on_call(monkeypatch, module, n: int, exc: BaseException):
+    """Make ``module.write_bytes`` write the first ``n - 1`` files, then raise ``exc``."""
+    real, calls = module.write_bytes, []
+
+    def write(path, data, *a):
+        calls.append(path)
+        if len(calls) == n:
+            raise exc
+        return real(path, data, *a)
+
+    monkeypatch.setattr(module, "write_bytes", write)
+    return calls
+
+
+@pytest.fixture
+def user_folder(tmp_path):
+    """A folder with a user's file and an old rank-0 trace of the same prefix."""
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "t.0.et").write_bytes(b"old")
+    return tmp_path
+
+
+def _left(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("disk on fire"), KeyboardInterrupt()])
+def test_gen_micro_failing_midway_leaves_the_folder_as_it_was(user_folder, monkeypatch, exc):
+    calls = _fail_on_call(monkeypatch, micro, 3, exc)
+    with pytest.raises(type(exc)):
+        micro.write_micro("all-reduce", 1024, 8, user_folder / "t")
+    assert len(calls) == 3  # two ranks were written before the failure
+    assert _left(user_folder) == ["notes.txt", "t.0.et"]
+    assert (user_folder / "t.0.et").read_bytes() == b"old"
+
+
+def test_sigterm_under_the_cli_removes_the_partial_set(user_folder, monkeypatch):
+    from astra_core.cli.workload import _interruptible
+    from astra_core.sweep.pool import Interrupted
+
+    real = micro.write_bytes
+
+    def write(path, data, *a):
+        if path.name == "t.2.et":
+            signal.raise_signal(signal.SIGTERM)
+        return real(path, data, *a)
+
+    monkeypatch.setattr(micro, "write_bytes", write)
+    with pytest.raises(Interrupted), _interruptible():
+        micro.write_micro("all-reduce", 1024, 8, user_folder / "t")
+    assert _left(user_folder) == ["notes.txt", "t.0.et"]
+
+
+def test_gen_llm_failing_midway_removes_the_folders_it_made(tmp_path, tiny_dense, monkeypatch):
+    wl = generate_llm(LLMConfig(tiny_dense, load_gpu("H100"), dp=2, tp=2, pp=2))
+    _fail_on_call(monkeypatch, llm_writer, 6, RuntimeError("disk on fire"))
+    with pytest.raises(RuntimeError):
+        write_llm(wl, tmp_path / "a" / "b" / "t", tmp_path / "a" / "groups.json")
+    assert _left(tmp_path) == []
+
+
+def test_a_finished_set_is_all_in_place_and_nothing_else(user_folder, tiny_dense):
+    wl = generate_llm(LLMConfig(tiny_dense, load_gpu("H100"), dp=2, tp=2, dims=[2, 2]))
+    paths, groups = write_llm(wl, user_folder / "t")
+    assert groups is None  # whole-dimension groups: no comm-group file
+    assert _left(user_folder) == ["notes.txt", "t.0.et", "t.1.et", "t.2.et", "t.3.et"]
+    assert paths == [user_folder / f"t.{r}.et" for r in range(4)]
+    assert (user_folder / "t.0.et").read_bytes() != b"old"
+
+
+def test_convert_text_failing_midway_leaves_the_folder_as_it_was(reference_dir, user_folder, monkeypatch):
+    from astra_core.workload.converters import text
+
+    _fail_on_call(monkeypatch, text, 4, RuntimeError("disk on fire"))
+    with pytest.raises(RuntimeError):
+        text.convert_text(reference_dir / "text" / "Transformer_HybridParallel.txt", 8, user_folder / "t")
+    assert _left(user_folder) == ["notes.txt", "t.0.et"]
