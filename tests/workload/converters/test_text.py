@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 
 from astra_core.api import simulate
+from astra_core.cli import main
 from astra_core.config.system import upstream_system
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_rank_trace
 from astra_core.workload.converters.text import convert_text, convert_text_workload, write_converted
 from astra_core.workload.converters.text_format import parse_text_workload, read_text_workload
+from tests.conftest import one_error_line
 
 MODELS = [
     "DLRM_HybridParallel",
@@ -217,3 +220,55 @@ def test_a_collective_of_zero_bytes_is_nothing_to_communicate(tmp_path):
     paths, _ = write_converted(convert_text_workload(wl, 4), tmp_path / "z")
     colls = [n for n in read_rank_trace(paths[0]).nodes if n.type == pb.COMM_COLL_NODE]
     assert [(n.name, n.comm_size) for n in colls] == [("COMM_COLL_NODE_b_ALLREDUCE", 1024)]
+
+
+@pytest.mark.parametrize(
+    "line, column, what, field",
+    [
+        ("a -1 5 NONE 0 5 NONE 0 5 ALLREDUCE {big} 10", 11, "weight-gradient comm bytes", "int64 comm_size"),
+        ("a -1 {big} NONE 0 5 NONE 0 5 ALLREDUCE 8 10", 3, "forward compute", "uint64 duration_micros"),
+    ],
+)
+def test_a_value_past_its_chakra_field_names_file_line_and_column(tmp_path, line, column, what, field):
+    """A 40-digit comm size was a ValueError traceback from the ET writer."""
+    big = "1234567890123456789012345678901234567890"
+    text = tmp_path / "big.txt"
+    text.write_text(f"DATA\n1\n{line.format(big=big)}\n")
+    most = f"{2**63 - 1:,}" if "comm" in field else f"{2**64 - 1:,}"
+    result = CliRunner().invoke(
+        main, ["convert", "text", str(text), "--npus", "4", "--output", str(tmp_path / "o")]
+    )
+    assert one_error_line(result) == (
+        f"error: {text}:3: layer a column {column} ({what}): an integer of about 40 digits "
+        f"is more than a Chakra {field} holds ({most})"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt"]
+
+
+def test_the_largest_comm_size_chakra_holds_is_kept(tmp_path):
+    wl = parse_text_workload(f"DATA\n1\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE {2**63 - 1} 10\n", "max.txt")
+    paths, _ = write_converted(convert_text_workload(wl, 2), tmp_path / "m")
+    colls = [n for n in read_rank_trace(paths[0]).nodes if n.type == pb.COMM_COLL_NODE]
+    assert [n.comm_size for n in colls] == [2**63 - 1]
+
+
+def test_comm_groups_onto_a_rank_trace_is_refused(reference_dir, tmp_path):
+    result = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            "text",
+            str(reference_dir / "text" / "Transformer_HybridParallel.txt"),
+            "--npus",
+            "8",
+            "--output",
+            str(tmp_path / "t"),
+            "--comm-groups",
+            str(tmp_path / "t.7.et"),
+        ],
+    )
+    assert one_error_line(result) == (
+        f"error: --comm-groups {tmp_path / 't.7.et'}: is rank 7's trace of --output {tmp_path / 't'}; "
+        "give another file"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,8 @@ or a run that does not end."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -11,7 +13,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.micro import parse_size
-from astra_core.workload.generators.models import ModelConfig, check_model
+from astra_core.workload.generators.models import ModelConfig, check_model, load_model
 from tests.fuzz.budget import wall_limit
 
 H100 = GPUS["h100"]
@@ -134,3 +136,71 @@ def test_micro_out_of_range_options(tmp_path, args, option):
         ],
     )
     assert out.exit_code == 2 and f"Invalid value for '{option}'" in out.output
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (True, "expected an integer, got true"),  # was one layer
+        ("8", "expected an integer, got '8'"),
+        (8.5, "expected an integer, got 8.5"),
+        (2**31, "must be <= 2,147,483,647, got 2147483648"),
+    ],
+)
+@pytest.mark.parametrize("key", ["layers", "hidden", "seq_len", "vocab", "experts", "kv_heads"])
+def test_model_file_integer_keys_are_integers(tmp_path, key, value, message):
+    base = {"layers": 4, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 1000}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**base, key: value}))
+    with pytest.raises(ConfigError) as err:
+        load_model(path)
+    assert str(err.value) == f"{path}: {key}: {message}"
+
+
+def test_model_file_problems_are_all_reported_at_once(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(
+        json.dumps(
+            {"layers": True, "hidden": 256.0, "heads": 4, "ffn_hidden": 1024, "vocab": 0, "mlp": "relu"}
+        )
+    )
+    with pytest.raises(ConfigError) as err:
+        load_model(path)
+    assert str(err.value).splitlines() == [
+        f"{path}: layers: expected an integer, got true",
+        f"{path}: mlp: expected one of gelu, swiglu, got 'relu'",
+    ]
+    path.write_text(json.dumps({"layers": 4.0, "hidden": 256.0, "heads": 4, "ffn_hidden": 1024, "vocab": 0}))
+    model = load_model(path)
+    assert (model.layers, model.hidden) == (4, 256) and isinstance(model.layers, int)
+
+
+def test_a_sequence_whose_flops_pass_int64_names_the_node_and_field(tiny_dense):
+    """seq_len 2^30 fits the file's range but its attention FLOPs pass Chakra's int64
+    num_ops (was a ValueError traceback from the ET writer)."""
+    model = ModelConfig("m", layers=1, hidden=256, heads=4, ffn_hidden=1024, vocab=0, seq_len=2**30)
+    with pytest.raises(ConfigError) as err:
+        generate_llm(LLMConfig(model, H100))
+    assert str(err.value) == (
+        "--model m: seq_len 1,073,741,824, hidden 256, ffn_hidden 1,024, micro-batch 1: node "
+        "L0_mb0_fwd_attn would need num_ops 1.181e+21, more than Chakra's int64 num_ops holds "
+        "(9.223e+18); use smaller sizes"
+    )
+
+
+def test_gen_llm_comm_groups_onto_a_rank_trace_is_refused(tmp_path):
+    from tests.conftest import one_error_line
+
+    out = tmp_path / "O" / "t"
+    args = ["gen", "llm", "--model", "llama3-8b", "--dp", "2", "--tp", "2", "--output", str(out)]
+    line = one_error_line(CliRunner().invoke(main, [*args, "--comm-groups", str(tmp_path / "O" / "t.0.et")]))
+    assert (
+        line
+        == f"error: --comm-groups {tmp_path / 'O' / 't.0.et'}: is rank 0's trace of --output {out}; give another file"
+    )
+    assert not (tmp_path / "O").exists()
+    # rank 4 is past the 4 ranks: not one of this set's traces
+    ok = CliRunner().invoke(
+        main, [*args, "--seq-len", "1024", "--comm-groups", str(tmp_path / "O" / "t.4.et")]
+    )
+    assert ok.exit_code == 0, ok.output
