@@ -30,6 +30,7 @@ from typing import Any
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep.point import apply_override, raw_config
+from astra_core.workload.prefix import suggest_prefix
 
 _RANK_FILE = re.compile(r"\.(\d+)\.et")
 
@@ -46,7 +47,10 @@ def rank_files(prefix: str) -> list[tuple[int, str]]:
 
 def _path_problem(name: str, path: str) -> str | None:
     if name == "workload":
-        return None if rank_files(path) else f"{path}: no trace files {path}.<rank>.et"
+        if rank_files(path):
+            return None
+        hint = suggest_prefix(path)
+        return f"{path}: no trace files {path}.<rank>.et{f'; {hint}' if hint else ''}"
     if not os.path.exists(path):
         return f"{path}: file not found"
     if os.path.isdir(path):

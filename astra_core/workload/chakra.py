@@ -594,8 +594,12 @@ def read_workload(
     latter is an error, not a warning: the prefix then describes a bigger
     job (traces made for another network, or left from an earlier
     generation), whose first ranks alone would run to a plausible but wrong
-    step time. Also whatever :func:`read_rank_trace` raises for a bad file.
+    step time. With no file at all, the message suggests the prefix a rank's
+    file or a folder of traces given instead stands for
+    (:func:`~astra_core.workload.prefix.suggest_prefix`). Also whatever
+    :func:`read_rank_trace` raises for a bad file.
     """
+    from astra_core.workload.prefix import suggest_prefix
     from astra_core.workload.stream import STREAM_MIN_BYTES, scan_trace
 
     prefix = os.fspath(prefix)
@@ -642,9 +646,10 @@ def read_workload(
         if extra:
             problems.append(f"extra {_files_text(prefix, extra)}")
         found = npus_count - len(missing) + len(extra)
+        hint = suggest_prefix(prefix) if found == 0 else None
         raise TraceError(
             f"{prefix}: {npus_count} NPUs need {npus_count} trace files {prefix}.<rank>.et, "
-            f"found {found}: {'; '.join(problems)}"
+            f"found {found}: {'; '.join(problems)}{f'; {hint}' if hint else ''}"
         )
     return traces
 
