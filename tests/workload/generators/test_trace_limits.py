@@ -188,3 +188,13 @@ def test_convert_text_with_a_billion_passes_is_refused_at_once(reference_dir, tm
         "more than astra's limit of 4,194,304 (2^22, about 10 GB to simulate one rank)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_convert_text_past_the_npu_limit_is_refused_before_listing_ranks(
+    reference_dir, tmp_path, no_building
+):
+    text = reference_dir / "text" / "Resnet50_DataParallel.txt"
+    args = ["convert", "text", str(text), "--npus", str(10**8), "--output", str(tmp_path / "t")]
+    line = one_error_line(CliRunner().invoke(main, args))
+    assert line == f"error: --npus: {npus_limit_message(10**8)}"
+    assert list(tmp_path.iterdir()) == []
