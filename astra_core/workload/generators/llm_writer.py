@@ -10,8 +10,10 @@ their rank (issued last among ready nodes, see ``llm._Program.grad_coll``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,19 @@ def _peer_attr(cache: dict, name: str, rank: int) -> bytes:
     return data
 
 
+def _size(wl, head_bytes: int) -> TraceSetSize:
+    """The trace set's size: each pipeline stage's first rank rendered, times the ranks of
+    a stage (they differ only in group ids and peers). Rendered on a copy of the layout,
+    so that comm-group ids are still numbered in rank order when the files are written."""
+    stride = wl.layout.tp * wl.layout.cp * wl.layout.dp  # ranks of one pipeline stage
+    copy = dataclasses.replace(wl, layout=deepcopy(wl.layout))
+    cache: dict = {}
+    nbytes = sum(head_bytes + len(_render(copy, p * stride, cache)) for p in range(wl.config.pp))
+    return TraceSetSize(
+        wl.layout.npus, stride * sum(map(len, wl.stages)), max(map(len, wl.stages)), stride * nbytes
+    )
+
+
 def write_llm(
     wl, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
 ) -> tuple[list[Path], Path | None]:
@@ -150,21 +165,12 @@ def write_llm(
         meta.attr.append(make_attr(GENERATED_DIMS_ATTR, list(cfg.dims)))
     head = meta.SerializeToString()
     head = encode_varint(len(head)) + head
+    check_trace_set(f"gen llm: {wl.layout.npus:,} NPUs", _size(wl, len(head)), prefix)
     cache: dict = {}
-    stride = wl.layout.tp * wl.layout.cp * wl.layout.dp  # ranks of one pipeline stage
-    firsts = {p * stride: head + _render(wl, p * stride, cache) for p in range(cfg.pp)}
-    size = TraceSetSize(
-        wl.layout.npus,
-        stride * sum(map(len, wl.stages)),
-        max(map(len, wl.stages)),
-        stride * sum(map(len, firsts.values())),
-    )
-    check_trace_set(f"gen llm: {wl.layout.npus:,} NPUs", size, prefix)
-    groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if wl.layout.groups else None
     with staged_trace_set(prefix) as stage:
         for rank in range(wl.layout.npus):
-            data = firsts.pop(rank, None)
-            write_bytes(stage.trace(rank), data if data is not None else head + _render(wl, rank, cache))
+            write_bytes(stage.trace(rank), head + _render(wl, rank, cache))
+        groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if wl.layout.groups else None
         if groups_path is not None:
             stage.later(groups_path, (json.dumps(wl.layout.groups) + "\n").encode())
     return [Path(f"{prefix}.{rank}.et") for rank in range(wl.layout.npus)], groups_path

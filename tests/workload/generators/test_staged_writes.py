@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -88,3 +89,15 @@ def test_convert_text_failing_midway_leaves_the_folder_as_it_was(reference_dir, 
     with pytest.raises(RuntimeError):
         text.convert_text(reference_dir / "text" / "Transformer_HybridParallel.txt", 8, user_folder / "t")
     assert _left(user_folder) == ["notes.txt", "t.0.et"]
+
+
+def test_the_size_estimate_does_not_renumber_comm_groups(tmp_path, tiny_dense):
+    """The estimate renders each stage's first rank before rank 1 is written; the files
+    still number comm groups in rank order, as when nothing was estimated."""
+    config = LLMConfig(tiny_dense, load_gpu("H100"), dp=2, tp=2, pp=2)
+    paths, groups = write_llm(generate_llm(config), tmp_path / "t")
+    plain = generate_llm(config)
+    cache: dict = {}
+    rendered = [llm_writer._render(plain, rank, cache) for rank in range(plain.layout.npus)]
+    assert [p.read_bytes().endswith(r) for p, r in zip(paths, rendered)] == [True] * 8
+    assert json.loads(groups.read_text()) == plain.layout.groups
