@@ -238,7 +238,8 @@ def test_send_recv_and_sub_groups(tmp_path):
         return out
 
     ets = [_host_trace(tmp_path / f"et.{r}.json", ops(r), groups) for r in range(4)]
-    result = convert_pytorch_traces(ets, None, tmp_path / "p")
+    with pytest.warns(UserWarning, match="no Kineto trace"):
+        result = convert_pytorch_traces(ets, None, tmp_path / "p")
     assert json.loads(result.comm_groups_path.read_text()) == {"1": [0, 1], "2": [2, 3]}
     n0 = read_rank_trace(result.paths[0]).nodes
     send = [n for n in n0 if n.type == pb.COMM_SEND_NODE][0]
@@ -273,7 +274,8 @@ def test_barrier_and_empty_collectives(reference_dir, tmp_path):
         }
     et = tmp_path / "et.json"
     et.write_text(json.dumps(data))
-    result = convert_pytorch_traces([et, et], None, tmp_path / "c")
+    with pytest.warns(UserWarning, match="no Kineto trace"):
+        result = convert_pytorch_traces([et, et], None, tmp_path / "c")
     by_name = {}
     for n in read_rank_trace(result.paths[0]).nodes:
         by_name.setdefault(n.name, n)
