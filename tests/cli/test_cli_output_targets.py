@@ -250,8 +250,10 @@ def test_a_plot_onto_an_input_is_refused(tmp_path, no_simulation):
 # -- times past int64 ns ---------------------------------------------------------------------
 
 
-def test_times_past_int64_are_one_line_before_any_output(tmp_path):
-    # 2^60 bytes all-reduced on a 4-ring at 1e-6 GB/s: a 1.6e24 ns step (valid inputs).
+@pytest.fixture
+def exabyte_ring(tmp_path):
+    """Valid inputs whose step passes int64 ns: 2^60 bytes all-reduced on a 4-ring at
+    1e-6 GB/s (a 1.6e24 ns step); writes ``ar.<r>.et`` and ``slow.yml`` into tmp_path."""
     result = invoke(
         "gen",
         "micro",
@@ -265,8 +267,15 @@ def test_times_past_int64_are_one_line_before_any_output(tmp_path):
         tmp_path / "ar",
     )
     assert result.exit_code == 0, result.output
+    (tmp_path / "slow.yml").write_text(
+        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0.000001 ]\nlatency: [ 500.0 ]\n"
+    )
+    return tmp_path
+
+
+def test_times_past_int64_are_one_line_before_any_output(tmp_path, exabyte_ring):
+    # 2^60 bytes all-reduced on a 4-ring at 1e-6 GB/s: a 1.6e24 ns step (valid inputs).
     network = tmp_path / "slow.yml"
-    network.write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0.000001 ]\nlatency: [ 500.0 ]\n")
     args = ["run", "--workload", tmp_path / "ar", "--system", EXAMPLE / "system.json", "--network", network]
     outputs = [
         "--json",
@@ -450,24 +459,8 @@ def test_an_output_onto_a_custom_collective_of_the_system_is_refused(tmp_path, n
     assert xml.read_text().startswith("<") and no_simulation == []
 
 
-def test_a_sweep_with_times_past_int64_is_one_line_and_keeps_its_points(tmp_path):
+def test_a_sweep_with_times_past_int64_is_one_line_and_keeps_its_points(tmp_path, exabyte_ring):
     # Before: TypeError: cannot safely cast non-equivalent float64 to int64, with a traceback.
-    result = invoke(
-        "gen",
-        "micro",
-        "--collective",
-        "all-reduce",
-        "--size",
-        2**60,
-        "--npus",
-        4,
-        "--output",
-        tmp_path / "ar",
-    )
-    assert result.exit_code == 0, result.output
-    (tmp_path / "slow.yml").write_text(
-        "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0.000001 ]\nlatency: [ 500.0 ]\n"
-    )
     spec = tmp_path / "s.yaml"
     spec.write_text(
         f"base:\n  workload: ar\n  system: {EXAMPLE / 'system.json'}\n  network: slow.yml\n"
