@@ -180,7 +180,8 @@ class Simulation:
         if self._finished < len(self.engines):
             raise_deadlock(self)
         warn_unreceived_sends(self)
-        ranks = [self._rank_result(e) for e in self.engines]
+        flights = self.matcher.in_flight  # built once: a dict over every rank
+        ranks = [self._rank_result(e, flights.get(e.rank, ())) for e in self.engines]
         messages, message_bytes = self.matcher.messages, self.matcher.bytes
         representative = None
         if self.symmetry is not None:
@@ -198,10 +199,7 @@ class Simulation:
             backend=self.backend_name,
             ranks=ranks,
             collectives=self.collectives,
-            traces=[
-                RankTrace(e.rank, e.records, e.nodes, self.matcher.in_flight.get(e.rank, ()))
-                for e in self.engines
-            ],
+            traces=[RankTrace(e.rank, e.records, e.nodes, flights.get(e.rank, ())) for e in self.engines],
             network=self.backend,
             graphs=self.graphs,
             messages=messages,
@@ -210,9 +208,10 @@ class Simulation:
             representative=representative,
         )
 
-    def _rank_result(self, engine: RankEngine) -> RankResult:
+    @staticmethod
+    def _rank_result(engine: RankEngine, log: Sequence[float]) -> RankResult:
+        """``engine``'s times; ``log``: its in-flight intervals (``MessageMatcher.in_flight``)."""
         finish = engine.finish_ns or 0
-        log = self.matcher.in_flight.get(engine.rank, ())
         comm = union(engine.comm_intervals)
         if engine.memory_intervals:  # remote-memory accesses count as in flight too
             flight = [
