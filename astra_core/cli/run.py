@@ -151,15 +151,9 @@ def run(
 
 def _trace_files(prefix: str) -> Iterator[str]:
     """The existing ``<prefix>.<rank>.et`` files (one directory listing, made lazily)."""
-    folder, base = os.path.split(prefix)
-    try:
-        names = os.listdir(folder or ".")
-    except OSError:
-        return
-    for name in names:
-        middle = name[len(base) + 1 : -3]
-        if name.startswith(base + ".") and name.endswith(".et") and middle.isdigit():
-            yield os.path.join(folder, name)
+    from astra_core.workload.chakra import rank_trace_files
+
+    yield from rank_trace_files(prefix).values()
 
 
 def _custom_collective_files(system: str) -> Iterator[str]:

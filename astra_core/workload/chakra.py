@@ -654,31 +654,33 @@ def read_workload(
     return traces
 
 
+def rank_trace_files(prefix: str | os.PathLike) -> dict[int, str]:
+    """rank -> path of every existing ``<prefix>.<rank>.et`` regular file (rank written
+    canonically: ``p.7.et``, not ``p.07.et``), from one directory listing; empty when the
+    folder cannot be listed."""
+    folder, base = os.path.split(os.fspath(prefix))
+    head = base + "."
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return {}
+    found = {}
+    for name in entries:
+        if name.startswith(head) and name.endswith(".et"):
+            middle = name[len(head) : -3]
+            path = os.path.join(folder, name)
+            if middle.isdigit() and middle.isascii() and str(int(middle)) == middle and os.path.isfile(path):
+                found[int(middle)] = path
+    return found
+
+
 def _extra_ranks(prefix: str, npus_count: int) -> list[int]:
     """Ranks >= ``npus_count`` that have a ``<prefix>.<rank>.et`` file, ascending.
 
     One directory listing: a stray file is found even past a gap (``.9.et``
     without ``.8.et``).
     """
-    folder, base = os.path.split(prefix)
-    head = base + "."
-    extra = []
-    try:
-        entries = os.listdir(folder or ".")
-    except OSError:
-        return []
-    for name in entries:
-        if name.startswith(head) and name.endswith(".et"):
-            middle = name[len(head) : -3]
-            if (
-                middle.isdigit()
-                and middle.isascii()
-                and int(middle) >= npus_count
-                and str(int(middle)) == middle
-                and os.path.isfile(os.path.join(folder, name))
-            ):
-                extra.append(int(middle))
-    return sorted(extra)
+    return sorted(rank for rank in rank_trace_files(prefix) if rank >= npus_count)
 
 
 def _files_text(prefix: str, ranks: list[int]) -> str:
