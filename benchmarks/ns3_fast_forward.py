@@ -269,7 +269,7 @@ def measure(
             {"bucket": b.bucket, "flows": int(b.flows), "p50": float(b.p50), "p99": float(b.p99)}
             for b in buckets.itertuples()
         ],
-        **{k: int(v) for k, v in network.stats.items()},
+        **network.stats,
     }
 
 
@@ -392,13 +392,13 @@ def report(rows: dict[tuple, dict], order: list[tuple[str, str, str]]) -> str:
         (k, rows[(*k, True)], rows[(*k, False)]) for k in order if (*k, True) in rows and (*k, False) in rows
     ]
     lines = [
-        "| case | size | cc | step off µs | step on µs | step err | wire bytes err | "
+        "| case | size | cc | step off µs | step on µs | step err | wire bytes err | skipped | "
         "sim s off | sim s on | off / on | peak MiB caller / worker (off; on) | targets |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     details = [
         "",
-        "FCT slowdown per size bucket (p50 and p99, off -> on, error):",
+        "FCT slowdown per size bucket (p50 and p99, off and on, and the error on / off - 1):",
         "",
         "| case | size | cc | bucket | flows | p50 off | p50 on | p50 err | p99 off | p99 on | p99 err |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -410,9 +410,11 @@ def report(rows: dict[tuple, dict], order: list[tuple[str, str, str]]) -> str:
             f"{on.get('caller_peak_mib', 0):.0f} / {on.get('worker_peak_mib', 0):.0f}"
         )
         verdict = "! " + ", ".join(c["flags"]) if c["flags"] else "met"
+        skipped = f"{on.get('fast_forward_ns', 0) / on['step_ns']:.0%} in {on.get('fast_forwards', 0)}"
         lines.append(
             f"| {case} | {size} | {cc} | {off['step_ns'] / 1e3:.1f} | {on['step_ns'] / 1e3:.1f} | "
-            f"{c['step']:+.2%} | {c['wire_bytes']:+.2%} | {off['sim_wall_s']:.2f} | {on['sim_wall_s']:.2f} | "
+            f"{c['step']:+.2%} | {c['wire_bytes']:+.2%} | {skipped} | "
+            f"{off['sim_wall_s']:.2f} | {on['sim_wall_s']:.2f} | "
             f"{c['speedup']:.1f}x | {mem} | {verdict} |"
         )
         for b in c["fct"]:
@@ -430,36 +432,33 @@ def report(rows: dict[tuple, dict], order: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines + details + tail)
 
 
-def selected(args: argparse.Namespace) -> list[tuple[str, dict[str, str]]]:
-    """(case, child size arguments) of every case the command line selects, in order."""
+def selected(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """(case, size MiB) of every run the command line selects, in order (size 0 for the
+    flow cases, which ``--duration-ms`` and ``--incast-bytes`` size). Exits with one
+    line naming an unknown case or group."""
     names: list[str] = []
     for item in args.cases.split(","):
         group = [n for n, c in CASES.items() if c.group == item]
-        if group:
-            names += group
-        elif item in CASES:
-            names.append(item)
-        else:
+        if not group and item not in CASES:
             raise SystemExit(
                 f"ns3_fast_forward: unknown case or group {item!r}; cases: {', '.join(CASES)}; "
                 "groups: validation, speed, incast, websearch"
             )
-    out = []
+        names += group or [item]
+    out: list[tuple[str, float]] = []
     for name in dict.fromkeys(names):
-        kind = CASES[name]
-        sizes = args.sizes.split(",") if kind.group == "validation" else [str(args.speed_mib)]
-        for size in sizes if kind.kind == "trace" else [str(args.sizes.split(",")[0])]:
-            out.append(
-                (
-                    name,
-                    {
-                        "size": size,
-                        "duration_ms": str(args.duration_ms),
-                        "incast_bytes": str(args.incast_bytes),
-                    },
-                )
-            )
+        case = CASES[name]
+        if case.kind == "flows":
+            out.append((name, 0.0))
+        elif case.group == "validation":
+            out += [(name, float(size)) for size in args.sizes.split(",")]
+        else:
+            out.append((name, args.speed_mib))
     return out
+
+
+def _say(name: str, label: str, cc: str, ff: bool, text: str) -> None:
+    print(f"{name} {label} {cc} fast_forward={'on' if ff else 'off'}: {text}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -482,40 +481,45 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = load_rows(args.results)
     order = []
-    for name, sizes in selected(args):
+    for name, size in selected(args):
+        label = size_label(name, size, args.duration_ms, args.incast_bytes)
         for cc in args.ccs.split(","):
-            label = size_label(name, float(sizes["size"]), args.duration_ms, args.incast_bytes)
             order.append((name, label, cc))
             for ff in (False, True):
-                if (name, label, cc, ff) in rows and not args.fresh or args.report_only:
+                if args.report_only or ((name, label, cc, ff) in rows and not args.fresh):
                     continue
+                started = time.perf_counter()
                 child = [
                     name,
                     cc,
                     "on" if ff else "off",
-                    sizes["size"],
-                    sizes["duration_ms"],
-                    sizes["incast_bytes"],
+                    str(size),
+                    str(args.duration_ms),
+                    str(args.incast_bytes),
                 ]
-                started = time.perf_counter()
                 row = _in_child(child, args.timeout_s)
                 if isinstance(row, str):
-                    print(f"{name} {label} {cc} fast_forward={'on' if ff else 'off'}: {row}", file=sys.stderr)
+                    _say(name, label, cc, ff, row)
                     continue
                 rows[_key(row)] = row
                 args.results.parent.mkdir(parents=True, exist_ok=True)
                 with args.results.open("a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(
-                    f"{name} {label} {cc} fast_forward={'on' if ff else 'off'}: step {row['step_ns'] / 1e3:.1f} us, "
-                    f"simulated in {row['sim_wall_s']:.2f} s ({time.perf_counter() - started:.1f} s with start-up)",
-                    file=sys.stderr,
-                    flush=True,
+                _say(
+                    name,
+                    label,
+                    cc,
+                    ff,
+                    f"step {row['step_ns'] / 1e3:.1f} us, simulated in {row['sim_wall_s']:.2f} s "
+                    f"({time.perf_counter() - started:.1f} s with start-up)",
                 )
-    text = report(rows, order)
+    return _emit(report(rows, order), args.markdown)
+
+
+def _emit(text: str, markdown: str | None) -> int:
     print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+    if markdown:
+        Path(markdown).write_text(text + "\n")
     return 0
 
 
