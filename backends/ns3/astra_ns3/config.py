@@ -17,7 +17,7 @@ Top level
     taken): steady-state fast-forward, skipping the packets of flows whose
     rates and queues hold still until the next change (``cpp/fastforward.cc``;
     false simulates every packet, exactly as before the option existed).
-    ``fast_forward_tolerance`` (0.02, in (0, 0.5]): how far (relative) rates and
+    ``fast_forward_tolerance`` (0.01, in (0, 0.5]): how far (relative) rates and
     queue depths may move between two measurement windows and still count as
     steady; smaller is stricter and fast-forwards less.
 ``[ecn]``
@@ -287,7 +287,7 @@ class Ns3Config(BaseModel):
     watchdog_s: Annotated[float, between(1, 1e6, " s")] = 60.0
     max_packet_hops: Annotated[int, between(0, 1e18)] = MAX_PACKET_HOPS
     fast_forward: Flag = True
-    fast_forward_tolerance: Annotated[float, between(0, MAX_FF_TOLERANCE, low_open=True)] = 0.02
+    fast_forward_tolerance: Annotated[float, between(0, MAX_FF_TOLERANCE, low_open=True)] = 0.01
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()
     dcqcn: DcqcnConfig = DcqcnConfig()

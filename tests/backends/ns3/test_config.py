@@ -76,7 +76,7 @@ def test_new_algorithms_reach_the_native_settings_in_its_units():
 def test_fast_forward_is_on_by_default_and_reaches_the_native_settings():
     # Issue 28: the C++ model reads fast_forward (1/0) and ff_tolerance (relative).
     native = Ns3Config().native_settings()
-    assert (native["fast_forward"], native["ff_tolerance"]) == (1.0, 0.02)
+    assert (native["fast_forward"], native["ff_tolerance"]) == (1.0, 0.01)
     native = load_config({"fast_forward": False, "fast_forward_tolerance": 0.5}).native_settings()
     assert (native["fast_forward"], native["ff_tolerance"]) == (0.0, 0.5)
     assert load_config({"fast_forward": 0}).fast_forward is False  # upstream's 0/1 form
