@@ -60,6 +60,18 @@ NowPs()
     return ns3::Simulator::Now().GetPicoSeconds();
 }
 
+// Packets per ps of a window's count packets between the first's and the last's
+// times; -1 when too few to trust.
+double
+WindowRate(uint64_t count, int64_t first, int64_t last)
+{
+    if (count < kFfMinPackets || last <= first)
+    {
+        return -1;
+    }
+    return static_cast<double>(count - 1) / static_cast<double>(last - first);
+}
+
 // Whether q's rate may change without a new event: HPCC, PINT, TIMELY and
 // DCTCP adjust on every ACK or window; DCQCN only after a CNP (it then
 // recovers by timers until back at line rate); no CC never.
@@ -191,7 +203,9 @@ Fabric::FfCheck()
         for (Qp* q : ff_qps_)
         {
             q->ff_count = 0;
+            q->ff_rx_count = 0;
             q->ff_prev_rate = -1;
+            q->ff_drift = 0;
             q->ff_cnps_start = q->cnps_received;
         }
         // A pattern seen steady before: its rates and queues stand for the
@@ -302,6 +316,7 @@ Fabric::FfQuickJump()
     {
         ff_qps_[k]->ff_prev_rate = seen->second.rates[k];
         ff_qps_[k]->ff_cnps_window = 0;
+        ff_qps_[k]->ff_drift = 0;
     }
     ff_window_ = 1000; // jumps shorter than 1 ns are not worth it
     uint64_t before = ff_jumps;
@@ -339,15 +354,16 @@ Fabric::FfSteady()
         {
             steady = false; // its last packets are out: a message is about to end
         }
-        double rate = -1;
-        if (q->ff_count >= kFfMinPackets && q->ff_last > q->ff_first)
-        {
-            rate = static_cast<double>(q->ff_count - 1) / static_cast<double>(q->ff_last - q->ff_first);
-        }
+        double rate = WindowRate(q->ff_count, q->ff_first, q->ff_last);
+        double rx_rate = WindowRate(q->ff_rx_count, q->ff_rx_first, q->ff_rx_last);
         if (rate < 0 || q->ff_prev_rate < 0 ||
             std::fabs(rate - q->ff_prev_rate) > tol * std::max(rate, q->ff_prev_rate))
         {
             steady = false;
+        }
+        else if (rx_rate < 0 || std::fabs(rx_rate - rate) > tol * std::max(rate, rx_rate))
+        {
+            steady = false; // delivered slower or faster than sent: a queue on its way moves
         }
         else if (CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt))
         {
@@ -355,7 +371,13 @@ Fabric::FfSteady()
             // windows that span several of its cycles.
             steady = false;
         }
-        else if (q->ff_prev_rate > 0 && ff_prev_length_ > 0)
+        if (rate > 0 && q->ff_prev_rate > 0)
+        {
+            // Between the windows' midpoints.
+            double apart = (length + static_cast<double>(ff_prev_length_)) / 2;
+            q->ff_drift = std::fabs(rate - q->ff_prev_rate) / std::max(rate, q->ff_prev_rate) / apart;
+        }
+        if (steady && q->ff_prev_rate > 0 && ff_prev_length_ > 0)
         {
             // The jump's rate: the mean over both windows.
             double before = static_cast<double>(ff_prev_length_);
@@ -363,6 +385,7 @@ Fabric::FfSteady()
         }
         q->ff_prev_rate = rate;
         q->ff_count = 0;
+        q->ff_rx_count = 0;
         q->ff_cnps_window = q->cnps_received - q->ff_cnps_start;
         q->ff_cnps_start = q->cnps_received;
 
@@ -389,6 +412,7 @@ Fabric::FfJump()
         double packets = std::floor(unsent - static_cast<double>(kFfMarginPackets));
         dt = std::min(dt, packets / q->ff_prev_rate);
 
+
     }
     if (run_until_ >= 0)
     {
@@ -397,6 +421,16 @@ Fabric::FfJump()
     if (!(dt >= static_cast<double>(ff_window_)) || !std::isfinite(dt))
     {
         return; // too short to be worth it
+    }
+    for (Qp* q : ff_qps_)
+    {
+        if (q->ff_drift * dt > cfg.ff_tolerance)
+        {
+            // A rate that drifts (within the tolerance per window) would move
+            // past it before the jump ends: its congestion control is still
+            // converging, and a jump would hold it back.
+            return;
+        }
     }
     int64_t jump = static_cast<int64_t>(dt);
     double scale = static_cast<double>(jump) / static_cast<double>(ff_window_);

@@ -551,6 +551,11 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
     }
     if (h.psn == expected)
     {
+        if (qp->ff_rx_count++ == 0)
+        {
+            qp->ff_rx_first = now;
+        }
+        qp->ff_rx_last = now;
         ++expected;
         delivered_bytes += Payload(h.psn);
         nack_pending = false;

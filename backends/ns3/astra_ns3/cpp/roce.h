@@ -347,10 +347,14 @@ struct Qp
     int64_t ff_first = 0, ff_last = 0;
     uint64_t ff_count = 0;
     double ff_prev_rate = -1;
+    // ... and of the data packets delivered in order at the receiver (ns-3 ps).
+    int64_t ff_rx_first = 0, ff_rx_last = 0;
+    uint64_t ff_rx_count = 0;
     uint64_t ff_cnps_start = 0, ff_cnps_window = 0; // CNPs: at the window's start, in the last window
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
+    double ff_drift = 0;            // relative change of the rate between the windows, per ps
 
     void Init(Port* first, int64_t rtt);
     void Add(Flow* f);
