@@ -197,10 +197,12 @@ Fabric::Run(int64_t until)
     {
         until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
     }
+    run_until_ = until;
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
+    run_until_ = -1;
     until_event.Cancel();
     stop_event_.Cancel();
     stop_pending_ = false;
@@ -221,26 +223,6 @@ Fabric::Run(int64_t until)
 
 void
 Fabric::Complete(Flow* f)
-{
-    if (f->ff_hold > 0)
-    {
-        // Its last packets ran early by the time fast-forward skipped.
-        int64_t now = ns3::Simulator::Now().GetPicoSeconds();
-        int64_t release = now + f->ff_hold;
-        f->finish = release;
-        f->qp->ff_owed_until = std::max(f->qp->ff_owed_until, release - f->qp->base_rtt / 2);
-        for (uint32_t link : f->fwd)
-        {
-            ports[link]->ff_owed_until = std::max(ports[link]->ff_owed_until, release);
-        }
-        ns3::Simulator::Schedule(ns3::PicoSeconds(f->ff_hold), &Fabric::Release, this, f);
-        return;
-    }
-    Release(f);
-}
-
-void
-Fabric::Release(Flow* f)
 {
     completed.push_back(f->id);
     if (!stop_pending_)
