@@ -27,6 +27,12 @@ Fabric::Fabric(const Config& c)
       rng(c.seed),
       data_extra(c.DataExtra())
 {
+    // Monitors sample every packet's effect on queues and rates over time;
+    // a fast-forward would show as a pause there. They get every packet.
+    if (cfg.monitor_interval > 0)
+    {
+        cfg.fast_forward = false;
+    }
 }
 
 Fabric::~Fabric()
@@ -393,8 +399,7 @@ Fabric::Sample()
     size_t keep = 0;
     for (Flow* f : active)
     {
-        // Skipped bytes count as delivered at the jump.
-        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes + f->ff_bytes, f->qp->rate});
+        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes, f->qp->rate});
         if (!(f->delivered && f->sender_done))
         {
             active[keep++] = f;

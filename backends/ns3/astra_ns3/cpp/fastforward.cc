@@ -593,8 +593,10 @@ Fabric::FfJump(FfPart& part, int64_t window)
     {
         Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
-        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump) + 0.5);
+        // Whole packets: the queue pair waits exactly as long as they take.
+        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump));
         skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
+        int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
         uint64_t cnps = static_cast<uint64_t>(static_cast<double>(q->ff_cnps_window) * scale + 0.5);
         f->ff_cnps_received += cnps;
         f->ff_cnps_sent += cnps;
@@ -613,13 +615,13 @@ Fabric::FfJump(FfPart& part, int64_t window)
             ports[link]->ff_tx_bytes += acks * ack_wire + cnps * kCnpOverhead;
             ports[link]->ff_tx_packets += acks + cnps;
         }
-        q->Hold(jump);
-        q->ff_due = now + jump + q->base_rtt; // measure again once it is back
+        q->Hold(wait);
+        q->ff_due = now + wait + q->base_rtt; // measure again once it is back
         q->ff_phase = kSettling;
-    }
-    for (Port* port : part.ports)
-    {
-        port->ff_paused_until = now + jump;
+        for (uint32_t link : f->fwd)
+        {
+            ports[link]->ff_paused_until = std::max(ports[link]->ff_paused_until, now + wait);
+        }
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {
