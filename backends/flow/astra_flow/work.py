@@ -1,0 +1,52 @@
+"""What a run costs the flow backend, message by message, before simulating it.
+
+The flow model's work is one flow (a message draining on its queue pair,
+re-solved with the flows it shares links with) per message between two
+different NPUs, whatever its size and route length: a message to itself is
+delivered at once. The projection divides the messages by
+:data:`MESSAGES_PER_S`, measured on the 128-GPU Llama-3-8B step of issue 28
+(2.55 M messages), whose flows are typical of LLM training traffic; a
+workload that keeps many more flows sharing links at once runs slower per
+flow (every start and end re-solves the flows it can affect).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from astra_core.backend import Topology
+
+#: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of issue 28 (2,552,448
+#: messages) on this 2-core machine (docs/backends.md's estimate paragraph has the command).
+MESSAGES_PER_S = 5e4
+RATE_SOURCE = "astra run on the 128-GPU Llama-3-8B step of issue 28 (docs/backends.md)"
+
+
+class FlowWork:
+    """:class:`~astra_core.backend.WorkModel` of the flow backend: one unit per message
+    between different NPUs."""
+
+    unit = "flows"
+    rate = MESSAGES_PER_S
+    rate_source = RATE_SOURCE
+    limit = None
+    limit_key = ""
+    message_s = 0.0
+    fast_forward = False
+
+    def per_link(self, size_bytes: int) -> tuple[int, int]:
+        """(1, 1): a message is one flow whatever its size."""
+        return 1, 1
+
+    def hops(self, src: int, dst: int) -> int:
+        """1 between different NPUs (one flow, whatever its route), 0 to itself."""
+        return 0 if src == dst else 1
+
+
+def work_model(topology: Topology, config: Any = None) -> FlowWork:
+    """The flow backend's work model; ``config`` is checked as the backend checks it
+    (ConfigError naming the file and key)."""
+    from astra_flow.config import load_config
+
+    load_config(config)
+    return FlowWork()
