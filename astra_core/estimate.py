@@ -184,14 +184,14 @@ def tally_work(
 
 def flows_work(flows: Sequence[Any], model: WorkModel | None) -> tuple[int, int, int, int]:
     """(messages, bytes, budgeted units, all units) of background flows
-    (:class:`~astra_core.flows.flowfile.FlowSpec`: ``src``, ``dst``, ``size``)."""
+    (:class:`~astra_core.flows.flowfile.FlowSpec`: ``src``, ``dst``, ``size_bytes``)."""
     messages = len(flows)
-    size_total = sum(f.size for f in flows)
+    size_total = sum(f.size_bytes for f in flows)
     if model is None:
         return messages, size_total, 0, 0
     budgeted = work = 0
     for f in flows:
-        units, hops = model.per_link(f.size), model.hops(f.src, f.dst)
+        units, hops = model.per_link(f.size_bytes), model.hops(f.src, f.dst)
         budgeted += units[0] * hops
         work += units[1] * hops
     return messages, size_total, budgeted, work
