@@ -234,6 +234,11 @@ class WorkModel(Protocol):
     limit: int | None
     limit_key: str
 
+    def peak_memory_bytes(self, messages: int) -> int | None:
+        """The run's peak resident memory (bytes) for ``messages`` messages, or None when
+        the model cannot tell."""
+        ...
+
     def per_link(self, size_bytes: int) -> tuple[int, int]:
         """(units the backend's :class:`WorkBudget` counts, units the model moves in all,
         e.g. data packets and data + ACK packets) per link a message of ``size_bytes``

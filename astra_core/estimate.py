@@ -79,7 +79,7 @@ class Estimate:
     speed (units per wall s, measured where ``rate_source`` says),
     ``message_s`` its cost per message (s), ``wall_s`` the projected wall
     time (s) and, where the model fast-forwards steady flows, ``floor_s`` the
-    per-message floor (s). ``pass_s``: wall seconds this estimate took;
+    per-message floor (s); ``peak_memory_bytes`` where the model can tell. ``pass_s``: wall seconds this estimate took;
     ``symmetric``: its pass ran one rank per class.
     """
 
@@ -94,6 +94,7 @@ class Estimate:
     message_s: float = 0.0
     wall_s: float | None = None
     floor_s: float | None = None
+    peak_memory_bytes: int | None = None
     limit: int | None = None
     limit_key: str = ""
     pass_s: float = 0.0
@@ -119,6 +120,8 @@ class Estimate:
                 f" packet by packet (an upper bound: fast-forward skips steady packets; "
                 f"at least {wall_time_text(self.floor_s)} for the messages alone)"
             )
+        if self.peak_memory_bytes is not None:
+            text += f", peak memory about {self.peak_memory_bytes / 2**30:.2g} GiB"
         return text
 
     def lines(self) -> list[str]:
@@ -228,6 +231,7 @@ def estimate(
         message_s=model.message_s,
         wall_s=wall,
         floor_s=messages * model.message_s if model.fast_forward else None,
+        peak_memory_bytes=model.peak_memory_bytes(messages),
         limit=model.limit,
         limit_key=model.limit_key,
         pass_s=passed,

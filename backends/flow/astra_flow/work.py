@@ -34,6 +34,10 @@ class FlowWork:
     message_s = 0.0
     fast_forward = False
 
+    def peak_memory_bytes(self, messages: int) -> int | None:
+        """None: the model's memory follows the flits (flows) in flight, not the messages."""
+        return None
+
     def per_link(self, size_bytes: int) -> tuple[int, int]:
         """(1, 1): a message is one flow whatever its size."""
         return 1, 1

@@ -20,8 +20,15 @@ from astra_core.topology.physical import PhysicalTopology
 from astra_garnetlike.config import FLIT_HOPS_PER_S, GarnetConfig, load_config
 from astra_garnetlike.routing import Routing
 
-#: Where :data:`astra_garnetlike.config.FLIT_HOPS_PER_S` was measured.
-RATE_SOURCE = "benchmarks/garnet_noc.py (0.4-0.5 M flit-hops/s on one core)"
+# On this project's 2-core machine under load (4.5-4.7): a 64 MiB ring all-reduce on 8
+# NPUs of a switch (448 messages, 7.34 M flit-hops) ran 20.0 s, i.e. 0.37 M flit-hops/s
+# (FLIT_HOPS_PER_S is 0.4 M; benchmarks/garnet_noc.py: 0.53 M idle, 0.26 M CPU under
+# load on an 8x8 mesh); the 16-GPU Llama-shaped step of benchmarks/ns3_message_cost.py
+# at sequence length 64 (143,872 messages, 4.97 M flit-hops) ran 17.65 s: 13.5 s of
+# flit-hops and 29 us per message.
+RATE_SOURCE = "astra run on a 64 MiB all-reduce and a 16-GPU LLM step, this 2-core machine under load"
+#: Wall seconds a message costs the run besides its flits (the system layer, the NIs).
+MESSAGE_S = 30e-6
 
 
 class GarnetWork:
@@ -32,7 +39,7 @@ class GarnetWork:
     rate = FLIT_HOPS_PER_S
     rate_source = RATE_SOURCE
     limit_key = "max_flit_hops"
-    message_s = 0.0
+    message_s = MESSAGE_S
     fast_forward = False
 
     def __init__(
@@ -45,6 +52,10 @@ class GarnetWork:
         self.routing = Routing(
             physical, config.routing, config.deadlock_avoidance == "dateline", network, config.up_down_root
         )
+
+    def peak_memory_bytes(self, messages: int) -> int | None:
+        """None: the model's memory follows the flits (flows) in flight, not the messages."""
+        return None
 
     def per_link(self, size_bytes: int) -> tuple[int, int]:
         """(flits, flits) of a message of ``size_bytes``: every flit crosses every link."""

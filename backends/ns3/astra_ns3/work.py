@@ -12,9 +12,12 @@ PFC frames, NACKs or retransmissions it is exactly ``(P + ceil(P /
 ack_interval)) x H`` summed over the messages
 (tests/backends/ns3/test_work.py).
 
-Speed: the projection divides by :data:`PACKET_HOPS_PER_S`; the per-message
-cost is :data:`MESSAGE_S` (both measured, sources
-there).
+Speed and memory: the projection is ``messages x`` :data:`MESSAGE_S` ``+
+packet-hops /`` :data:`PACKET_HOPS_PER_S`, the peak memory ``messages x``
+:data:`MEMORY_PER_MESSAGE_BYTES` ``+`` :data:`MEMORY_BASE_BYTES`, all fitted on
+runs of this model (sources there). With the steady-state fast-forward, most
+packets of long flows are never simulated: the packet-hops are then an upper
+bound and ``messages x MESSAGE_S`` the floor.
 """
 
 from __future__ import annotations
@@ -24,15 +27,26 @@ from typing import Any
 from astra_core.backend import Topology
 from astra_core.topology.physical import PhysicalTopology
 from astra_ns3.config import Ns3Config
-from astra_ns3.network import PACKET_HOPS_PER_S
 
-#: Where the model's speed (:data:`astra_ns3.network.PACKET_HOPS_PER_S`, packet-hops of
-#: data, ACK, CNP and PFC frames per wall second on one core) was measured.
-RATE_SOURCE = "benchmarks/ns3_speed.py (0.2-0.9 M packet-hops/s on one core; the low end)"
-#: Wall seconds a message costs the run whatever its size: the system layer's work for
-#: it, the caller's send, the worker's flow set-up and completion, and the lock-step
-#: round trips (benchmarks/ns3_message_cost.py).
-MESSAGE_S = 20e-6
+# Fitted by benchmarks/ns3_message_cost.py on this project's 2-core machine with other
+# work on it (load 3.6-4.4): wall = 77.4 us x messages + packet-hops / 0.37 M over a
+# 16-GPU Llama-shaped step at two sequence lengths (144 k messages, 0.62 M and 4.65 M
+# packet-hops: 12.8 s and 23.7 s) and a 64 MiB all-reduce (0.92 M packet-hops: 2.3 s).
+# benchmarks/ns3_speed.py gave 0.45 M packet-hops/s for a 1 GiB all-reduce at load 1.6;
+# ../shared/NS3-NOTES.md 0.17-0.2 M (astra_ns3.network.PACKET_HOPS_PER_S, the figure in
+# max_packet_hops's refusal); docs/cc-studies.md 0.36 M.
+#: Packet-hops (data, ACK, CNP and PFC frames over one link) per wall second.
+PACKET_HOPS_PER_S = 3.7e5
+#: Wall seconds a message costs the run whatever its size: the system layer's work for it
+#: (every rank is simulated on ns3), the send, the worker's flow set-up and completion,
+#: and the lock-step round trips.
+MESSAGE_S = 77e-6
+RATE_SOURCE = "benchmarks/ns3_message_cost.py, a fit on this 2-core machine under load"
+#: Peak resident memory of the caller and the ns-3 worker together, as fitted by the same
+#: runs: 52 + 51 MiB at 448 messages, 124 + 139 MiB at 143,872 (the per-message tables
+#: and flow records both keep until the run ends).
+MEMORY_BASE_BYTES = 100 << 20
+MEMORY_PER_MESSAGE_BYTES = 1180
 
 
 class Ns3Work:
@@ -54,6 +68,10 @@ class Ns3Work:
         fast = getattr(config, "fast_forward", None)
         enabled = getattr(fast, "enabled", fast)
         self.fast_forward = enabled not in (None, False)
+
+    def peak_memory_bytes(self, messages: int) -> int:
+        """Peak resident memory (bytes) of a run of ``messages`` messages, caller and worker."""
+        return MEMORY_BASE_BYTES + messages * MEMORY_PER_MESSAGE_BYTES
 
     def per_link(self, size_bytes: int) -> tuple[int, int]:
         """(data packets, data packets + ACKs) of a message of ``size_bytes``."""

@@ -116,3 +116,30 @@ def test_the_estimate_builds_no_ns3_fabric_and_starts_no_worker(reference_dir, m
         backend="ns3",
     )
     assert est.unit == "packet-hops" and est.budgeted == 448 * 8 * 2
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_floor(fast_forward):
+    from astra_core.estimate import estimate as price
+    from astra_ns3.config import load_config
+    from astra_ns3.work import (
+        MEMORY_BASE_BYTES,
+        MEMORY_PER_MESSAGE_BYTES,
+        MESSAGE_S,
+        PACKET_HOPS_PER_S,
+        Ns3Work,
+    )
+    from tests.backends.ns3.conftest import star
+
+    # 1000 messages of 40 KiB (10 packets) from NPU 1 to NPU 2 of a star: 2 links each.
+    config = load_config({"ack_interval": 2}).model_copy(update={"fast_forward": fast_forward})
+    model = Ns3Work(star(3), config)
+    est = price("ns3", model, lambda: ({(1, 2, 40 << 10): 1000}, None))
+    assert (est.budgeted, est.work) == (1000 * 10 * 2, 1000 * (10 + 5) * 2)
+    assert est.wall_s == pytest.approx(1000 * MESSAGE_S + est.work / PACKET_HOPS_PER_S)
+    assert est.peak_memory_bytes == MEMORY_BASE_BYTES + 1000 * MEMORY_PER_MESSAGE_BYTES
+    if fast_forward:
+        assert est.floor_s == pytest.approx(1000 * MESSAGE_S)
+        assert "packet by packet (an upper bound: fast-forward skips steady packets; at least " in est.line()
+    else:
+        assert est.floor_s is None and "upper bound" not in est.line()
