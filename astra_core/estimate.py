@@ -128,10 +128,8 @@ class Estimate:
         """:meth:`line` and how it was found (for ``astra run --estimate``)."""
         out = [self.line()]
         if self.unit is not None:
-            out.append(
-                f"speed: {self.rate:.3g} {self.unit}/s and {self.message_s * 1e6:.3g} µs per message "
-                f"({self.rate_source})"
-            )
+            per_message = f" and {self.message_s * 1e6:.3g} µs per message" if self.message_s else ""
+            out.append(f"speed: {self.rate:.3g} {self.unit}/s{per_message} ({self.rate_source})")
             if self.over_limit:
                 out.append(
                     f"the run is past the limit {self.limit_key} = {self.limit:.3g}: it would be refused"

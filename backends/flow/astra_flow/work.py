@@ -5,9 +5,11 @@ re-solved with the flows it shares links with) per message between two
 different NPUs, whatever its size and route length: a message to itself is
 delivered at once. The projection divides the messages by
 :data:`MESSAGES_PER_S`, measured on the 128-GPU Llama-3-8B step of issue 28
-(2.55 M messages), whose flows are typical of LLM training traffic; a
-workload that keeps many more flows sharing links at once runs slower per
-flow (every start and end re-solves the flows it can affect).
+(2.55 M messages), whose flows are typical of LLM training traffic. Runs that
+keep many more flows sharing links at once cost more per flow (every start
+and end re-solves the flows it can affect): ``benchmarks/flow_scale.py``'s
+4096-GPU ring all-reduce ran 14.7 k and its 1024-host all-to-all 10.8 k
+messages per second (docs/backends.md, "Scale").
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Any
 from astra_core.backend import Topology
 
 #: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of issue 28 (2,552,448
-#: messages) on this 2-core machine (docs/backends.md's estimate paragraph has the command).
-MESSAGES_PER_S = 5e4
-RATE_SOURCE = "astra run on the 128-GPU Llama-3-8B step of issue 28 (docs/backends.md)"
+#: messages) ran 77.1 s (44 s of CPU) on this 2-core machine with other work on it (load
+#: 4.8-5.2); the command is in docs/backends.md, "Before a run: the estimate".
+MESSAGES_PER_S = 3.3e4
+RATE_SOURCE = "astra run on issue 28's 128-GPU Llama-3-8B step, this 2-core machine under load"
 
 
 class FlowWork:
