@@ -15,7 +15,7 @@ from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
-from astra_core.errors import ConfigError, TraceError
+from astra_core.errors import ConfigError, SimulationDeadlock, TraceError
 from astra_core.estimate import Estimate, MessageTally
 from astra_core.estimate import estimate as price_run
 from astra_core.flows.flowfile import FlowSpec, read_flows
@@ -259,13 +259,16 @@ class RunInputs:
         self.graphs = load_graphs(workload, self.network.npus_count)
         self.settings = load_settings()
 
-    def estimate(self, pm, info: BackendInfo, backend_config: Any, symmetry: bool) -> Estimate:
+    def estimate(
+        self, pm, registry: BackendRegistry, info: BackendInfo, model: Any, symmetry: bool
+    ) -> Estimate:
         """What the run would cost backend ``info`` (:mod:`astra_core.estimate`): the
-        system layer on the ``analytical`` backend, priced by ``info``'s work model.
-        Raises ConfigError for a bad backend config, AstraError when the analytical
-        backend is not loaded, and SimulationDeadlock where the run would deadlock."""
-        model = info.work_model(Topology(self.network, self.physical), backend_config)
-        cheap = BackendRegistry(pm, ESTIMATE_BACKEND).get(ESTIMATE_BACKEND)
+        system layer on the ``analytical`` backend of ``registry``, priced by ``model``
+        (``info``'s :class:`~astra_core.backend.WorkModel`, or None: messages and bytes
+        only). Raises AstraError when the analytical backend is not loaded, and
+        SimulationDeadlock (saying it was found on the analytical model) where the
+        step cannot finish."""
+        cheap = registry.get(ESTIMATE_BACKEND)
         tallies: list[MessageTally] = []
 
         def fresh() -> MessageTally:
@@ -287,10 +290,31 @@ class RunInputs:
             )
             with warnings.catch_warnings():  # the run itself will warn, once
                 warnings.simplefilter("ignore")
-                sim.run()
+                try:
+                    sim.run()
+                except SimulationDeadlock as exc:
+                    raise SimulationDeadlock(
+                        f"estimate (the system layer on the analytical model): {exc}", exc.waiting
+                    ) from exc
             return tallies[-1].counts, sim.symmetry
 
         return price_run(info.name, model, run_pass, self.flows)
+
+
+def _estimate_first(
+    inputs: RunInputs, pm, registry: BackendRegistry, info: BackendInfo, backend_config: Any, symmetry: bool
+) -> Estimate | None:
+    """The estimate made before a run, or None where none is made: the backend prices no
+    work (the pass would only repeat the run), the analytical model is not loaded, or
+    the step cannot finish (the run itself reports that, with its own times). Raises
+    ConfigError for a bad backend config, as building the backend would."""
+    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
+    if model is None or ESTIMATE_BACKEND not in registry.backends:
+        return None
+    try:
+        return inputs.estimate(pm, registry, info, model, symmetry)
+    except SimulationDeadlock:
+        return None
 
 
 def limit_text(est: Estimate, backend_config: Any) -> str:
@@ -414,8 +438,10 @@ def estimate(
     )
     inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
-    info = BackendRegistry(pm, inputs.settings.default_backend).get(backend)
-    return inputs.estimate(pm, info, backend_config, symmetry)
+    registry = BackendRegistry(pm, inputs.settings.default_backend)
+    info = registry.get(backend)
+    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
+    return inputs.estimate(pm, registry, info, model, symmetry)
 
 
 def run_simulation(
@@ -468,13 +494,15 @@ def run_simulation(
     )
     inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
-    info = BackendRegistry(pm, inputs.settings.default_backend).get(backend)
+    registry = BackendRegistry(pm, inputs.settings.default_backend)
+    info = registry.get(backend)
     net, physical, flows = inputs.network, inputs.physical, inputs.flows
     if on_estimate is not None:
-        est = inputs.estimate(pm, info, backend_config, symmetry)
-        on_estimate(est)
-        if est.over_limit:
-            raise WorkLimitExceeded(limit_text(est, backend_config))
+        est = _estimate_first(inputs, pm, registry, info, backend_config, symmetry)
+        if est is not None:
+            on_estimate(est)
+            if est.over_limit:
+                raise WorkLimitExceeded(limit_text(est, backend_config))
 
     def build_backend():
         return info.build(Topology(net, physical), backend_config)

@@ -207,3 +207,47 @@ def test_a_work_model_that_raises_is_one_line_naming_the_plugin(tmp_path, monkey
     assert str(err.value) == (
         f"plugin '{module}': backend 'priced': its work model could not be built: KeyError: 'missing'"
     )
+
+
+def test_a_run_on_a_backend_that_prices_nothing_makes_no_estimate_pass(reference_dir, built):
+    out = cli(*inputs(reference_dir), "--backend", "analytical")
+    assert out.exit_code == 0
+    assert built == ["analytical"]  # the run's own backend, once
+
+
+def test_without_the_analytical_model_a_run_goes_on_without_an_estimate(reference_dir, built, monkeypatch):
+    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "analytical")
+    monkeypatch.setattr("astra_core.estimate.SHOW_ESTIMATE_S", 0.0)
+    out = cli(*inputs(reference_dir), "--backend", "garnetlike")
+    assert out.exit_code == 0, out.output
+    assert built == ["garnetlike"] and "estimate" not in out.stderr
+    est = cli(*inputs(reference_dir), "--backend", "garnetlike", "--estimate")
+    assert est.exit_code == 1
+    assert est.stderr.startswith("error: unknown backend 'analytical'; available: ")
+
+
+def test_a_step_that_cannot_finish_is_reported_by_the_run_or_by_the_estimate(tmp_path, reference_dir):
+    from astra_core.errors import SimulationDeadlock
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    # Rank 1 of 8 waits for a message rank 0 never sends.
+    recv = make_node(1, "recv", pb.COMM_RECV_NODE, comm_src=0, comm_dst=1, comm_size=1024, comm_tag=5)
+    comp = make_node(1, "comp", pb.COMP_NODE, duration_micros=1)
+    for rank in range(8):
+        write_rank_trace(f"{tmp_path}/w.{rank}.et", [recv if rank == 1 else comp])
+    case = dict(
+        workload=f"{tmp_path}/w",
+        system=reference_dir / "system/ring_1d.json",
+        network=reference_dir / "network/sw8.yml",
+        backend="garnetlike",
+    )
+    with pytest.raises(SimulationDeadlock) as err:
+        estimate(**case)
+    assert str(err.value).startswith(
+        "estimate (the system layer on the analytical model): simulation cannot finish at t=1000 ns: "
+        "1 rank(s) wait forever: rank 1: node 1 (recv)"
+    )
+    with pytest.raises(SimulationDeadlock) as err:  # the run's own report, its own times
+        simulate(**case, on_estimate=print)
+    assert str(err.value).startswith("simulation cannot finish at t=")
