@@ -485,9 +485,10 @@ def run_simulation(
     backend that does not model link sharing (the flows would change nothing).
 
     ``on_estimate``: first estimate what the run will cost the backend
-    (:func:`estimate`; the system layer on the analytical model, no packets)
-    and call ``on_estimate(estimate)``; a run past the backend's work limit is
-    then refused (:class:`~astra_core.backend.WorkLimitExceeded`) before it starts.
+    (:func:`estimate`; the system layer on the analytical model, no packets):
+    a run past the backend's work limit is refused before it starts
+    (:class:`~astra_core.backend.WorkLimitExceeded`, with the estimate), any
+    other is given to ``on_estimate(estimate)`` and run.
     """
     check_arguments(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
@@ -500,9 +501,9 @@ def run_simulation(
     if on_estimate is not None:
         est = _estimate_first(inputs, pm, registry, info, backend_config, symmetry)
         if est is not None:
-            on_estimate(est)
-            if est.over_limit:
+            if est.over_limit:  # the error says the estimate
                 raise WorkLimitExceeded(limit_text(est, backend_config))
+            on_estimate(est)
 
     def build_backend():
         return info.build(Topology(net, physical), backend_config)
