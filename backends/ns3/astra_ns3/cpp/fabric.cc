@@ -179,6 +179,7 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
     f.fwd.assign(fwd, fwd + nfwd);
     f.rev.assign(rev, rev + nrev);
     f.Start();
+    Changed();
     if (cfg.monitor_interval > 0 && !monitor_event_.IsPending())
     {
         monitor_event_ = ns3::Simulator::ScheduleNow(&Fabric::Sample, this);
@@ -189,19 +190,19 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
 int
 Fabric::Run(int64_t until)
 {
-    // Returns 1: completions are waiting; 0: reached `until`; 2: no events
-    // left; 3: failed (see error).
-    ns3::EventId until_event;
-    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
+    // `until`: ps on the fabric's clock (-1: none). Returns 1: completions are
+    // waiting; 0: reached `until`; 2: no events left; 3: failed (see error).
+    run_until_ = until;
     if (until >= 0)
     {
-        until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
+        until_event_ = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - Clock(), 0)));
     }
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
-    until_event.Cancel();
+    until_event_.Cancel();
+    run_until_ = -1;
     stop_event_.Cancel();
     stop_pending_ = false;
     if (!error.empty())
@@ -212,7 +213,7 @@ Fabric::Run(int64_t until)
     {
         return 1;
     }
-    if (until >= 0 && ns3::Simulator::Now().GetPicoSeconds() >= until)
+    if (until >= 0 && Clock() >= until)
     {
         return 0;
     }
@@ -223,6 +224,7 @@ void
 Fabric::Complete(Flow* f)
 {
     completed.push_back(f->id);
+    Changed();
     if (!stop_pending_)
     {
         // Stop after every event already due now: completions at the same
@@ -319,6 +321,7 @@ Fabric::Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h,
     if (n.buffer_used + size > cfg.buffer)
     {
         ++in->drops;
+        Changed();
         return;
     }
     n.buffer_used += size;
@@ -371,10 +374,38 @@ Fabric::SendPfc(Port* port, bool pause)
     port->SendControl(p);
 }
 
+int64_t
+Fabric::Clock() const
+{
+    return ns3::Simulator::Now().GetPicoSeconds() + skipped;
+}
+
 void
 Fabric::Sample()
 {
-    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
+    SampleAt(Clock(), 0);
+    size_t keep = 0;
+    for (Flow* f : active)
+    {
+        if (!(f->delivered && f->sender_done))
+        {
+            active[keep++] = f;
+        }
+    }
+    active.resize(keep);
+    if (!active.empty())
+    {
+        monitor_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.monitor_interval),
+                                                  &Fabric::Sample, this);
+    }
+}
+
+void
+Fabric::SampleAt(int64_t now, double behind)
+{
+    // One sample of every port's queue and every active flow at `now` (the
+    // fabric's clock). `behind` (0..1): the fraction of the flows' skipped
+    // bytes not yet delivered at `now` (a sample inside a fast-forward).
     for (Port* port : ports)
     {
         if (!port)
@@ -387,20 +418,11 @@ Fabric::Sample()
             port->sampled_nonzero = port->data_bytes > 0;
         }
     }
-    size_t keep = 0;
     for (Flow* f : active)
     {
-        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes, f->qp->rate});
-        if (!(f->delivered && f->sender_done))
-        {
-            active[keep++] = f;
-        }
-    }
-    active.resize(keep);
-    if (!active.empty())
-    {
-        monitor_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.monitor_interval),
-                                                  &Fabric::Sample, this);
+        uint64_t delivered = f->delivered_bytes + f->ff_bytes;
+        delivered -= static_cast<uint64_t>(behind * static_cast<double>(f->ff_last_jump_bytes));
+        flow_samples.push_back(FlowSample{now, f->id, delivered, f->qp->rate});
     }
 }
 

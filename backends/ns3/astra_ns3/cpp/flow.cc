@@ -78,6 +78,7 @@ Qp::Add(Flow* f)
     {
         in_port = true;
         port->qps.push_back(this);
+        fab->FfAdd(this);
     }
     port->Pump();
 }
@@ -137,6 +138,14 @@ Qp::MakePacket(int64_t start_at)
         to_send.pop_front();
     }
     ++sent_total;
+    if (ff_count++ == 0)
+    {
+        ff_first = start_at;
+        ff_cc_min = ff_cc_max = rate;
+    }
+    ff_cc_min = std::min(ff_cc_min, rate);
+    ff_cc_max = std::max(ff_cc_max, rate);
+    ff_last = start_at;
     uint32_t wire = p->GetSize() + kPppBytes;
     // Pace at the current rate from when this packet starts on the wire.
     next_send = std::max(next_send, start_at) +
@@ -158,6 +167,7 @@ void
 Qp::OnCnp()
 {
     const Config& cfg = fab->cfg;
+    ++cnps_received;
     if (cfg.clamp_target || t_stage > 0 || b_stage > 0 || target >= line_rate)
     {
         target = rate;
@@ -424,8 +434,8 @@ void
 Flow::Start()
 {
     const Config& cfg = fab->cfg;
-    start = Now();
-    last_progress = start;
+    start = fab->Clock();
+    last_progress = Now();
     npkts = size == 0 ? 1 : static_cast<uint32_t>((size + cfg.payload - 1) / cfg.payload);
     if (!qp->port)
     {
@@ -548,7 +558,7 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
         if (last && !delivered)
         {
             delivered = true;
-            finish = now;
+            finish = fab->Clock();
             fab->Complete(this);
         }
         if (++since_ack >= cfg.ack_interval || last)
@@ -637,6 +647,7 @@ Flow::GoBack(uint32_t psn)
 {
     retransmits += snd_nxt - psn;
     snd_nxt = psn;
+    fab->Changed();
     last_progress = Now();
     qp->Resend(this);
 }
@@ -645,6 +656,7 @@ void
 Flow::Finish()
 {
     sender_done = true;
+    fab->Changed();
     rto_event.Cancel();
     qp->Close(this);
     qp->port->Pump();

@@ -39,6 +39,7 @@
 #include <deque>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace astra_ns3
@@ -138,6 +139,9 @@ struct Config
     double PintDecode(int power) const;
     // Monitors
     int64_t monitor_interval = 0;         // ps; 0 = off
+    // Steady-state fast-forward (fastforward.cc)
+    bool fast_forward = true;
+    double ff_tolerance = 0.01;           // relative change of a rate or queue between windows
 };
 
 class RoceHeader : public ns3::Header
@@ -255,6 +259,17 @@ class Port
     int64_t paused_since = 0, paused_ps = 0;
     bool sampled_nonzero = false;
 
+    // Fast-forward: the time integral of data_bytes (byte x ps) up to q_last (ps, ns-3
+    // time), the window's starting integral and the previous window's mean queue
+    // (bytes, -1: none), and the data and ACK traffic skipped over this port.
+    double q_area = 0, q_area_start = 0, q_prev_mean = -1;
+    int64_t q_last = 0;
+    uint64_t ff_tx_bytes = 0, ff_tx_packets = 0, ff_marks = 0;
+    uint64_t marks_start = 0, marks_window = 0; // ECN marks: at the window's start, in the last window
+    uint64_t ff_stamp = 0;             // the check that last listed this port
+    int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
+    void AccountQueue(); // before data_bytes changes
+
     // HPCC-PINT: this port's utilization estimate, updated per data packet.
     double pint_u = 0;
     int64_t pint_last_ts = -1;
@@ -326,6 +341,16 @@ struct Qp
     uint64_t window_acks = 0, window_marks = 0;
     bool cwr = false;               // a cut was made in this window
     uint64_t cwr_until = 0;         // sequence that ends it
+    // Fast-forward: wire start times (ns-3 ps) of the first and last data packet
+    // of the current window, their count, and the previous window's rate
+    // (packets per ps, -1: none).
+    int64_t ff_first = 0, ff_last = 0;
+    uint64_t ff_count = 0;
+    double ff_prev_rate = -1;
+    uint64_t ff_cnps_start = 0, ff_cnps_window = 0; // CNPs: at the window's start, in the last window
+    uint64_t cnps_received = 0;     // CNPs received on this queue pair
+    bool ff_listed = false;         // in Fabric::ff_qps_
+    double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
 
     void Init(Port* first, int64_t rtt);
     void Add(Flow* f);
@@ -355,7 +380,7 @@ struct Flow
     uint64_t size = 0;
     uint32_t npkts = 1;
     std::vector<uint32_t> fwd, rev; // port ids of the route src->dst and of dst->src
-    int64_t start = 0, finish = -1; // ps
+    int64_t start = 0, finish = -1; // ps, the fabric's clock (ns-3 time + skipped)
     uint64_t qp_base = 0;           // the QP's sequence number of this message's PSN 0
 
     // Sender.
@@ -373,6 +398,12 @@ struct Flow
     int64_t last_cnp = INT64_MIN / 2;
     uint64_t delivered_bytes = 0, cnps_sent = 0;
     bool delivered = false;
+
+    // Fast-forward: data packets (and their payload bytes) skipped rather than
+    // simulated; counted as sent and delivered.
+    uint64_t ff_packets = 0, ff_bytes = 0, ff_cnps_sent = 0, ff_cnps_received = 0;
+    uint64_t ff_last_jump_bytes = 0;
+    uint64_t ff_cnps_sent_start = 0;
 
     uint32_t Payload(uint32_t psn) const;
     ns3::Ptr<ns3::Packet> MakePacket();
@@ -420,6 +451,8 @@ class Fabric
     std::string error;
     uint64_t misrouted = 0;
     uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
+    int64_t skipped = 0;      // ps of simulated time fast-forwarded (the clock = ns-3 time + skipped)
+    uint64_t ff_jumps = 0;    // fast-forwards made
     int64_t max_base_rtt = 0; // ps, the longest base RTT of any flow so far (PINT's T)
 
     std::vector<QueueSample> queue_samples;
@@ -442,11 +475,43 @@ class Fabric
     uint64_t XoffThreshold(const NodeState& n) const;
     uint64_t XonDelta() const;
     double Uniform();
+    int64_t Clock() const;    // ps: ns-3's time plus the fast-forwarded time
+    void Changed();           // a flow started or ended, a pause, a drop, a retransmission
+    void FfAdd(Qp* q);        // q has messages again
 
   private:
     void Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h, const std::vector<uint32_t>& route);
     void SendPfc(Port* port, bool pause);
     void Sample();
+    void SampleAt(int64_t t, double fraction);
+    // Fast-forward (fastforward.cc).
+    void FfSchedule(int64_t delay);
+    void FfCheck();
+    bool FfSteady();
+    void FfJump();
+    struct FfPattern
+    {
+        std::vector<double> rates;       // packets per ps, per queue pair in ff_qps_ order
+        std::vector<double> queue_means; // bytes, per port in ff_ports_ order
+        bool quiet = false;              // no CNP, ECN mark or pause, no CC that may move
+    };
+    bool FfQuickJump();
+    void FfGather();
+    std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port), by id
+    std::vector<Port*> ff_ports_; // the ports their routes cross
+    uint64_t ff_stamp_ = 0;
+    uint64_t ff_signature_ = 0;   // of the current contention pattern (the sending queue pairs)
+    std::unordered_map<uint64_t, FfPattern> ff_memo_;
+    int64_t ff_base_window_ = 0; // ps
+    int64_t ff_window_ = 0;      // ps, the current window's length
+    int64_t ff_window_start_ = 0;
+    int64_t ff_prev_length_ = 0; // ps, the previous window's length
+    bool ff_changed_ = false;
+    bool ff_settling_ = false;   // the first RTT after a change, before the windows
+    bool ff_memo_hit_ = false;   // the current pattern's rates are the memo's
+    ns3::EventId ff_event_;
+    int64_t run_until_ = -1;     // ps on the fabric's clock, of the Run in progress
+    ns3::EventId until_event_;
     bool stop_pending_ = false;
     ns3::EventId stop_event_;
     ns3::EventId monitor_event_;
