@@ -1,8 +1,9 @@
 """What a message and a packet-hop cost the ns3 backend: the speeds ``astra run --estimate``
 projects with (astra_ns3.work).
 
-Each case runs in a fresh process on ``ns3`` with its default config (after a
-warm-up run that loads the model) and is estimated first (``astra.estimate``:
+Each case runs in a fresh process on ``ns3`` with its default config but
+packet by packet (``fast_forward = false``; ``--fast-forward`` keeps it on),
+after a warm-up run that loads the model, and is estimated first (``astra.estimate``:
 messages and packet-hops, no packets). The wall time of the run's simulation
 (``simulate()``, inputs loaded) is fitted as ``messages x message_s +
 packet_hops / rate`` by least squares over the cases:
@@ -16,7 +17,7 @@ packet_hops / rate`` by least squares over the cases:
 
 Also prints each run's peak resident memory (the caller and the ns-3 worker).
 
-    python benchmarks/ns3_message_cost.py [--only CASE]
+    python benchmarks/ns3_message_cost.py [--only CASE] [--fast-forward]
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def inputs(case: str, folder: Path) -> dict:
     return {"workload": str(prefix), "system": str(SYSTEM), "network": str(network)}
 
 
-def child(case: str) -> None:
+def child(case: str, fast_forward: bool) -> None:
     """One case in this process: prints a JSON row."""
     from astra_core.api import estimate, simulate
     from astra_ns3 import process
@@ -84,9 +85,10 @@ def child(case: str) -> None:
     simulate(**warm, backend="ns3")  # loads (or compiles) the model in a worker
     with tempfile.TemporaryDirectory() as tmp:
         args = inputs(case, Path(tmp))
-        est = estimate(**args, backend="ns3")
+        config = {"fast_forward": fast_forward}
+        est = estimate(**args, backend="ns3", backend_config=config)
         started = time.perf_counter()
-        result = simulate(**args, backend="ns3")
+        result = simulate(**args, backend="ns3", backend_config=config)
         wall = time.perf_counter() - started
     stats = result.network.stats
     process.close_idle()  # the worker ends: its peak memory is counted in RUSAGE_CHILDREN
@@ -105,15 +107,19 @@ def child(case: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=CASES)
+    parser.add_argument("--fast-forward", action="store_true", help="keep ns3's fast-forward on")
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.fast_forward)
         return
     rows = []
     for case in [args.only] if args.only else CASES:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", case], check=True, capture_output=True, text=True
+            [sys.executable, __file__, "--child", case, *(["--fast-forward"] if args.fast_forward else [])],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         row = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(row)

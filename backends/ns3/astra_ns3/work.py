@@ -31,7 +31,9 @@ from astra_ns3.config import Ns3Config
 # Fitted by benchmarks/ns3_message_cost.py on this project's 2-core machine with other
 # work on it (load 3.6-4.4): wall = 77.4 us x messages + packet-hops / 0.37 M over a
 # 16-GPU Llama-shaped step at two sequence lengths (144 k messages, 0.62 M and 4.65 M
-# packet-hops: 12.8 s and 23.7 s) and a 64 MiB all-reduce (0.92 M packet-hops: 2.3 s).
+# packet-hops: 12.8 s and 23.7 s) and a 64 MiB all-reduce (0.92 M packet-hops: 2.3 s),
+# packet by packet. At load 5.1-5.4 the same fit gave 121 us and 0.30 M: a projection on
+# a busy machine is optimistic, on an idle one pessimistic.
 # benchmarks/ns3_speed.py gave 0.45 M packet-hops/s for a 1 GiB all-reduce at load 1.6;
 # ../shared/NS3-NOTES.md 0.17-0.2 M (astra_ns3.network.PACKET_HOPS_PER_S, the figure in
 # max_packet_hops's refusal); docs/cc-studies.md 0.36 M.

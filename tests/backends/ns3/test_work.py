@@ -143,3 +143,24 @@ def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_flo
         assert "packet by packet (an upper bound: fast-forward skips steady packets; at least " in est.line()
     else:
         assert est.floor_s is None and "upper bound" not in est.line()
+
+
+def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(reference_dir):
+    # 64 MiB ring all-reduce on 8 NPUs: 448 messages of 2 MiB (512 packets) over 2 links,
+    # long steady flows that the default config fast-forwards.
+    case = dict(
+        workload=reference_dir / "workload/micro/ALL_REDUCE_8npus_64MB/ALL_REDUCE",
+        system=reference_dir / "system/ring_1d.json",
+        network=reference_dir / "network/sw8.yml",
+        backend="ns3",
+    )
+    est = estimate(**case)
+    assert (est.budgeted, est.work) == (448 * 512 * 2, 448 * 1024 * 2)
+    assert est.floor_s is not None  # fast-forward is on by default
+    run = simulate(**case)
+    stats = run.network.stats
+    skipped = stats["fast_forward_packet_hops"]
+    assert skipped > stats["packet_hops"] / 2  # most packets were never simulated ...
+    assert est.budgeted == run.network.budget.total  # ... but every one is counted
+    assert_packets_as_counted_in_cpp(est, run.network, last_messages=8, acks=512)
+    assert stats["packet_hops"] - skipped < est.work  # the packets simulated: fewer
