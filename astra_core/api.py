@@ -6,17 +6,19 @@ The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from astra_core import estimate as estimating
 from astra_core.backend import Topology, WorkLimitExceeded, wall_time_text
 from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
 from astra_core.errors import ConfigError, SimulationDeadlock, TraceError
-from astra_core.estimate import Estimate, MessageTally
+from astra_core.estimate import Estimate, MessageTally, PassStopped
 from astra_core.estimate import estimate as price_run
 from astra_core.flows.flowfile import FlowSpec, read_flows
 from astra_core.flows.run import BACKGROUND_TAG_BASE, check_link_sharing, flow_results, start_flows
@@ -260,19 +262,27 @@ class RunInputs:
         self.settings = load_settings()
 
     def estimate(
-        self, pm, registry: BackendRegistry, info: BackendInfo, model: Any, symmetry: bool
+        self,
+        pm,
+        registry: BackendRegistry,
+        info: BackendInfo,
+        model: Any,
+        symmetry: bool,
+        budget_s: float | None = None,
     ) -> Estimate:
         """What the run would cost backend ``info`` (:mod:`astra_core.estimate`): the
         system layer on the ``analytical`` backend of ``registry``, priced by ``model``
         (``info``'s :class:`~astra_core.backend.WorkModel`, or None: messages and bytes
         only). Raises AstraError when the analytical backend is not loaded, and
         SimulationDeadlock (saying it was found on the analytical model) where the
-        step cannot finish."""
+        step cannot finish. ``budget_s``: stop the pass after this many wall seconds
+        and give lower bounds (:data:`~astra_core.estimate.PRE_RUN_PASS_S`)."""
         cheap = registry.get(ESTIMATE_BACKEND)
         tallies: list[MessageTally] = []
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
 
         def fresh() -> MessageTally:
-            tallies.append(MessageTally(cheap.build(Topology(self.network, None))))
+            tallies.append(MessageTally(cheap.build(Topology(self.network, None)), deadline))
             return tallies[-1]
 
         def run_pass():
@@ -292,11 +302,13 @@ class RunInputs:
                 warnings.simplefilter("ignore")
                 try:
                     sim.run()
+                except PassStopped:
+                    return tallies[-1].counts, sim.symmetry, True
                 except SimulationDeadlock as exc:
                     raise SimulationDeadlock(
                         f"estimate (the system layer on the analytical model): {exc}", exc.waiting
                     ) from exc
-            return tallies[-1].counts, sim.symmetry
+            return tallies[-1].counts, sim.symmetry, False
 
         return price_run(info.name, model, run_pass, self.flows)
 
@@ -312,7 +324,7 @@ def _estimate_first(
     if model is None or ESTIMATE_BACKEND not in registry.backends:
         return None
     try:
-        return inputs.estimate(pm, registry, info, model, symmetry)
+        return inputs.estimate(pm, registry, info, model, symmetry, budget_s=estimating.PRE_RUN_PASS_S)
     except SimulationDeadlock:
         return None
 

@@ -30,6 +30,18 @@ from astra_core.backend import WorkModel, event_queue, is_symmetric, wall_time_t
 
 #: A run projected to take longer than this (wall seconds) says so before it starts.
 SHOW_ESTIMATE_S = 30.0
+#: The estimate made before a run stops after this many wall seconds and gives what it
+#: counted by then, a lower bound: where rank symmetry does not apply the pass costs
+#: about what the analytical model's run does (tens of us per message), which would be
+#: a sizable share of a message-bound garnetlike or ns3 run. ``astra run --estimate``
+#: has no such limit.
+PRE_RUN_PASS_S = 10.0
+#: Messages between two looks at the clock while a pass has a deadline.
+CHECK_EVERY = 4096
+
+
+class PassStopped(Exception):
+    """The estimate's pass ran past its deadline (:data:`PRE_RUN_PASS_S`)."""
 
 
 class MessageTally:
@@ -37,10 +49,14 @@ class MessageTally:
     counts them by (source, destination, bytes): the messages a step sends.
 
     It keeps ``inner``'s clock, its event queue (the system layer's fast path) and
-    its rank symmetry."""
+    its rank symmetry. With a ``deadline`` (a :func:`time.perf_counter` value), a
+    send past it raises :class:`PassStopped` (the clock is read every
+    :data:`CHECK_EVERY` messages)."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, deadline: float | None = None):
         self.inner = inner
+        self.deadline = deadline
+        self._until_check = CHECK_EVERY
         self.symmetric = is_symmetric(inner)
         events = event_queue(inner)
         if events is not None:
@@ -65,6 +81,11 @@ class MessageTally:
         key = (src, dst, size_bytes)
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
+        self._until_check -= 1
+        if not self._until_check:
+            self._until_check = CHECK_EVERY
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                raise PassStopped
         self._send(src, dst, size_bytes, on_delivered, arg, tag=tag)
 
 
@@ -80,7 +101,8 @@ class Estimate:
     ``message_s`` its cost per message (s), ``wall_s`` the projected wall
     time (s) and, where the model fast-forwards steady flows, ``floor_s`` the
     per-message floor (s); ``peak_memory_bytes`` where the model can tell. ``pass_s``: wall seconds this estimate took;
-    ``symmetric``: its pass ran one rank per class.
+    ``symmetric``: its pass ran one rank per class. ``partial``: the pass was
+    stopped at its deadline, so every figure is a lower bound.
     """
 
     backend: str
@@ -99,6 +121,7 @@ class Estimate:
     limit_key: str = ""
     pass_s: float = 0.0
     symmetric: bool = False
+    partial: bool = False
 
     @property
     def over_limit(self) -> bool:
@@ -109,6 +132,11 @@ class Estimate:
         """One line: ``ns3 estimate: 2,552,448 messages, 1.2e+11 B, 3.1e+07 packet-hops ->
         about 2.6 min (...)``."""
         text = f"{self.backend} estimate: {self.messages:,} messages, {self.bytes:.3g} B"
+        if self.partial:
+            text = (
+                f"{self.backend} estimate (its pass stopped after {self.pass_s:.0f} s: lower bounds): "
+                f"at least {self.messages:,} messages, {self.bytes:.3g} B"
+            )
         if self.unit is None or self.wall_s is None:
             return text + " (the backend gives no work model: no wall time projected)"
         text += f", {self.work:.3g} {self.unit}"
@@ -201,21 +229,24 @@ def flows_work(flows: Sequence[Any], model: WorkModel | None) -> tuple[int, int,
 def estimate(
     backend: str,
     model: WorkModel | None,
-    run_pass: Callable[[], tuple[dict[tuple[int, int, int], int], Any]],
+    run_pass: Callable[[], tuple[dict[tuple[int, int, int], int], Any, bool]],
     flows: Sequence[Any] = (),
 ) -> Estimate:
     """The :class:`Estimate` of a run on ``backend`` priced by ``model`` (None: messages and
     bytes only). ``run_pass()`` runs the system layer on a :class:`MessageTally` and
-    returns its counts and the run's symmetry (None: every rank ran)."""
+    returns its counts, the run's symmetry (None: every rank ran) and whether it was
+    stopped before the end (then every figure is a lower bound)."""
     started = time.perf_counter()
-    counts, symmetry = run_pass()
+    counts, symmetry, partial = run_pass()
     messages, size_total, budgeted, work = tally_work(counts, symmetry, model)
     extra = flows_work(flows, model)
     messages, size_total = messages + extra[0], size_total + extra[1]
     budgeted, work = budgeted + extra[2], work + extra[3]
     passed = time.perf_counter() - started
     if model is None:
-        return Estimate(backend, messages, size_total, pass_s=passed, symmetric=symmetry is not None)
+        return Estimate(
+            backend, messages, size_total, pass_s=passed, symmetric=symmetry is not None, partial=partial
+        )
     wall = messages * model.message_s + work / model.rate
     return Estimate(
         backend,
@@ -234,4 +265,5 @@ def estimate(
         limit_key=model.limit_key,
         pass_s=passed,
         symmetric=symmetry is not None,
+        partial=partial,
     )

@@ -251,3 +251,21 @@ def test_a_step_that_cannot_finish_is_reported_by_the_run_or_by_the_estimate(tmp
     with pytest.raises(SimulationDeadlock) as err:  # the run's own report, its own times
         simulate(**case, on_estimate=print)
     assert str(err.value).startswith("simulation cannot finish at t=")
+
+
+def test_the_estimate_before_a_run_stops_at_its_deadline_and_says_it_gives_lower_bounds(
+    reference_dir, monkeypatch
+):
+    monkeypatch.setattr("astra_core.estimate.SHOW_ESTIMATE_S", 0.0)
+    monkeypatch.setattr("astra_core.estimate.PRE_RUN_PASS_S", 0.0)  # stops at its first look
+    monkeypatch.setattr("astra_core.estimate.CHECK_EVERY", 5)
+    seen = []
+    simulate(**ring_2d(reference_dir), backend="garnetlike", symmetry=False, on_estimate=seen.append)
+    (first,) = seen
+    full = estimate(**ring_2d(reference_dir), backend="garnetlike", symmetry=False)
+    assert first.partial and not full.partial
+    assert first.messages == 5 < full.messages and 0 < first.work < full.work
+    assert first.line().startswith(
+        f"garnetlike estimate (its pass stopped after 0 s: lower bounds): at least 5 messages, "
+        f"{first.bytes:.3g} B, {first.work:.3g} flit-hops -> about "
+    )
