@@ -254,12 +254,30 @@ class WorkModel(Protocol):
 def work_model(factory: Any, topology: Topology, config: Any = None) -> WorkModel | None:
     """The :class:`WorkModel` a backend factory offers for ``topology`` and ``config``
     (its ``work_model`` attribute), or None when it offers none. Raises what the
-    plugin's config loading raises (ConfigError naming the file and key)."""
+    plugin's config loading raises (ConfigError naming the file and key), and
+    TypeError naming the members missing from what it returns."""
     make = getattr(factory, "work_model", None)
     if make is None:
         return None
     model = make(topology, config)
-    return model if isinstance(model, WorkModel) else None
+    if not isinstance(model, WorkModel):
+        missing = [name for name in _WORK_MODEL_MEMBERS if not hasattr(model, name)]
+        raise TypeError(f"work_model returned {type(model).__name__}, which lacks {', '.join(missing)}")
+    return model
+
+
+_WORK_MODEL_MEMBERS = (
+    "unit",
+    "rate",
+    "rate_source",
+    "message_s",
+    "fast_forward",
+    "limit",
+    "limit_key",
+    "peak_memory_bytes",
+    "per_link",
+    "hops",
+)
 
 
 class WorkBudget:

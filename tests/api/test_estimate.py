@@ -269,3 +269,26 @@ def test_the_estimate_before_a_run_stops_at_its_deadline_and_says_it_gives_lower
         f"garnetlike estimate (its pass stopped after 0 s: lower bounds): at least 5 messages, "
         f"{first.bytes:.3g} B, {first.work:.3g} flit-hops -> about "
     )
+
+
+def test_a_work_model_missing_members_is_one_line_naming_the_plugin_and_them(
+    tmp_path, monkeypatch, reference_dir
+):
+    module = f"astra_test_plugin_{uuid.uuid4().hex[:12]}"
+    (tmp_path / f"{module}.py").write_text(
+        "from astra_core.hookspecs import hookimpl\n"
+        "from astra_analytical.network import create\n\n"
+        "class Half:\n    unit = 'hops'\n    rate = 1.0\n\n"
+        "def create_half(topology, config=None):\n    return create(topology, config)\n\n"
+        "create_half.work_model = lambda topology, config=None: Half()\n\n"
+        "@hookimpl\ndef astra_register_backends(register):\n    register('half', create_half)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm = make_plugin_manager(modules=[module], settings=PluginSettings())
+    with pytest.raises(PluginError) as err:
+        estimate(**ring_2d(reference_dir), backend="half", plugin_manager=pm)
+    assert str(err.value) == (
+        f"plugin '{module}': backend 'half': its work model could not be built: TypeError: work_model "
+        "returned Half, which lacks rate_source, message_s, fast_forward, limit, limit_key, "
+        "peak_memory_bytes, per_link, hops"
+    )
