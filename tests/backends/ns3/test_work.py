@@ -134,7 +134,7 @@ def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_flo
     # 1000 messages of 40 KiB (10 packets) from NPU 1 to NPU 2 of a star: 2 links each.
     config = load_config({"ack_interval": 2}).model_copy(update={"fast_forward": fast_forward})
     model = Ns3Work(star(3), config)
-    est = price("ns3", model, lambda: ({(1, 2, 40 << 10): 1000}, None))
+    est = price("ns3", model, lambda: ({(1, 2, 40 << 10): 1000}, None, False))
     assert (est.budgeted, est.work) == (1000 * 10 * 2, 1000 * (10 + 5) * 2)
     assert est.wall_s == pytest.approx(1000 * MESSAGE_S + est.work / PACKET_HOPS_PER_S)
     assert est.peak_memory_bytes == MEMORY_BASE_BYTES + 1000 * MEMORY_PER_MESSAGE_BYTES
