@@ -55,7 +55,7 @@
 // last window are extrapolated over dt into the counters.
 //
 // Memo. A part found steady leaves its rates and queues under its signature
-// (its queue pairs); when the same pattern returns, its first window is
+// (its queue pairs' routes); when the same pattern returns, its first window is
 // compared with them rather than with a window of its own, and a quiet one (no
 // CNP, no mark, rate-based queue pairs at line rate) jumps at once, before its
 // first packets are out: the pipeline's filling is then simulated after the
@@ -281,12 +281,21 @@ Fabric::FfCheck()
         {
             ++end;
         }
+        // Within a part, by route: the pattern is the routes that contend, not
+        // which queue pairs (streams) happen to use them.
+        std::stable_sort(ff_qps_.begin() + static_cast<std::ptrdiff_t>(begin),
+                         ff_qps_.begin() + static_cast<std::ptrdiff_t>(end),
+                         [](const Qp* a, const Qp* b) { return a->route < b->route; });
         FfPart part{&ff_qps_[begin], end - begin, {}, 1469598103934665603ull};
         bool dirty = false;
         for (size_t k = 0; k < part.nqps; ++k)
         {
             Qp* q = part.qps[k];
-            part.signature = (part.signature ^ q->id) * 1099511628211ull;
+            for (uint32_t link : q->route)
+            {
+                part.signature = (part.signature ^ link) * 1099511628211ull;
+            }
+            part.signature = (part.signature ^ 0xffffffffull) * 1099511628211ull;
             dirty = dirty || q->ff_dirty;
             for (uint32_t link : q->route)
             {

@@ -515,7 +515,7 @@ class Fabric
         Qp** qps;          // by id
         size_t nqps;
         std::vector<Port*> ports;
-        uint64_t signature; // FNV-1a of the queue pair ids
+        uint64_t signature; // FNV-1a of the queue pairs' routes
     };
     struct FfPattern
     {
