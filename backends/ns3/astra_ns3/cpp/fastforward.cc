@@ -4,8 +4,8 @@
 // contention patterns; partition the network and jump each part's flows to
 // their next change).
 //
-// Parts. The queue pairs with messages, joined where their routes share a
-// port (directly or through others), form the fabric's parts; each part is
+// Parts. The queue pairs with messages, joined where their routes (data or
+// ACKs) share a port (directly or through others), form the fabric's parts; each part is
 // measured and fast-forwarded on its own, so that the NVLink islands of an LLM
 // job and its inter-node traffic do not wait for one another.
 //
@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace astra_ns3
@@ -171,9 +172,12 @@ Fabric::Changed(Qp* q)
         return;
     }
     q->ff_dirty = true;
-    for (uint32_t link : q->route) // the part it leaves, if it has no messages left
+    for (const std::vector<uint32_t>* links : {&q->route, &q->ack_route}) // the part it leaves
     {
-        ports[link]->ff_dirty = true;
+        for (uint32_t link : *links)
+        {
+            ports[link]->ff_dirty = true;
+        }
     }
     FfSchedule(0); // look at the part at this instant, after the events due now
 }
@@ -234,23 +238,29 @@ Fabric::FfCheck()
     {
         ff_parent_[k] = k;
     }
+    // A queue pair's ACKs join it to the queue pairs whose data shares their
+    // ports: waiting out a jump stops its ACKs too.
     for (size_t k = 0; k < n; ++k)
     {
-        for (uint32_t link : ff_qps_[k]->route)
+        for (const std::vector<uint32_t>* links : {&ff_qps_[k]->route, &ff_qps_[k]->ack_route})
         {
-            Port* port = ports[link];
-            if (port->ff_stamp != ff_stamp_)
+            int64_t data = links == &ff_qps_[k]->route ? 1 : 0;
+            for (uint32_t link : *links)
             {
-                port->ff_stamp = ff_stamp_;
-                port->ff_owner = k;
-                port->ff_sharing = 1;
-                continue;
-            }
-            ++port->ff_sharing;
-            size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
-            if (a != b)
-            {
-                ff_parent_[std::max(a, b)] = std::min(a, b);
+                Port* port = ports[link];
+                if (port->ff_stamp != ff_stamp_)
+                {
+                    port->ff_stamp = ff_stamp_;
+                    port->ff_owner = k;
+                    port->ff_sharing = data;
+                    continue;
+                }
+                port->ff_sharing += data;
+                size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
+                if (a != b)
+                {
+                    ff_parent_[std::max(a, b)] = std::min(a, b);
+                }
             }
         }
     }
@@ -297,14 +307,17 @@ Fabric::FfCheck()
             }
             part.signature = (part.signature ^ 0xffffffffull) * 1099511628211ull;
             dirty = dirty || q->ff_dirty;
-            for (uint32_t link : q->route)
+            for (const std::vector<uint32_t>* links : {&q->route, &q->ack_route})
             {
-                Port* port = ports[link];
-                if (port->ff_stamp != ff_stamp_)
+                for (uint32_t link : *links)
                 {
-                    port->ff_stamp = ff_stamp_;
-                    part.ports.push_back(port);
-                    dirty = dirty || port->ff_dirty;
+                    Port* port = ports[link];
+                    if (port->ff_stamp != ff_stamp_)
+                    {
+                        port->ff_stamp = ff_stamp_;
+                        part.ports.push_back(port);
+                        dirty = dirty || port->ff_dirty;
+                    }
                 }
             }
         }
@@ -593,8 +606,10 @@ Fabric::FfJump(FfPart& part, int64_t window)
     for (Port* port : part.ports)
     {
         // Its queue drains while the part waits: what is queued then arrives
-        // up to its depth over the rate early, which must be small beside dt.
-        if (port->q_prev_mean > 0 && port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > cfg.ff_tolerance * dt)
+        // up to its depth over the rate early, which must be small beside dt
+        // (a tenth of the tolerance: the jumps of a message add up).
+        if (port->q_prev_mean > 0 &&
+            port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > 0.1 * cfg.ff_tolerance * dt)
         {
             return false;
         }

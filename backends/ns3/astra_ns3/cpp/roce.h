@@ -361,6 +361,7 @@ struct Qp
     double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
     int64_t ff_base_time = 0;       // ps: that window's midpoint
     std::vector<uint32_t> route;    // port ids of its messages' route
+    std::vector<uint32_t> ack_route; // ... and of their ACKs' route
     // Its part of the fabric (the queue pairs sharing ports with it) is being
     // measured: all of that part's queue pairs carry the same values.
     int ff_phase = 0;               // 0 settling, 1 measuring
