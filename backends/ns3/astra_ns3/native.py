@@ -64,6 +64,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "astra_ns3_run": (ctypes.c_int, [ctypes.c_int64]),
     "astra_ns3_now": (ctypes.c_int64, []),
+    "astra_ns3_progress": (None, [_I64P]),
     "astra_ns3_take_completions": (ctypes.c_int, [_U32P, ctypes.c_int]),
     "astra_ns3_pending_completions": (ctypes.c_int, []),
     "astra_ns3_sizes": (None, [_I64P]),
@@ -135,6 +136,15 @@ class Library:
 
     def now_ps(self) -> int:
         return int(self._f["astra_ns3_now"]())
+
+    def progress(self) -> tuple[int, int, int, int]:
+        """(simulated time ps, ns-3 events executed, messages started, messages
+        completed) of the fabric; safe to call from another thread while :meth:`run`
+        runs (the worker's heartbeat does)."""
+        out = np.zeros(4, dtype=np.int64)
+        self._f["astra_ns3_progress"](self._ptr(out, ctypes.c_int64))
+        now_ps, events, started, completed = (int(x) for x in out)
+        return now_ps, events, started, completed
 
     def take_completions(self) -> list[int]:
         n = self._f["astra_ns3_pending_completions"]()
