@@ -30,9 +30,11 @@ estimate and its projected wall time), before ns-3 spends hours on it. Every
 request to the worker is watched: no progress for ``watchdog_s`` wall
 seconds (a livelock at one instant, a stopped worker) is an error naming the
 simulated time (:class:`astra_ns3.process.WorkerStalled`); heavy work at one
-instant is not. With a progress hook on ``events`` (a progress line), the
-worker's heartbeats are forwarded to it while a step runs: the simulated
-time, ns-3's events and, while the time stands still, what the worker does.
+instant is not. With a progress hook (``progress``,
+:class:`~astra_core.backend.ReportsProgress`: a progress line), the worker's
+heartbeats are forwarded to it while a step runs: the simulated time, the
+events (the system layer's plus ns-3's) and, while the time stands still,
+what the worker does.
 
 A worker is taken when ``run()`` has messages to move and given back when
 ``run()`` returns, with every message delivered; the next ``run()`` builds
@@ -50,7 +52,7 @@ from typing import Any
 
 from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
-from astra_core.events import EventQueue
+from astra_core.events import EventQueue, ProgressHook
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 from astra_ns3 import process
@@ -151,6 +153,7 @@ class Ns3Network:
         self._events_before = 0
         self._fabric_events = 0
         self._report_at = 0.0  # wall time (monotonic) of the next progress report between beats
+        self._progress: ProgressHook | None = None
         self.results = Ns3Results(physical)
         self.messages = 0
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
@@ -264,11 +267,11 @@ class Ns3Network:
             "step",
             offset_ns=self._offset,
             sent_ns=events.now,
-            on_beat=self._on_beat if events.progress is not None else None,
+            on_beat=self._on_beat if self._progress is not None else None,
             context=self._oldest_undelivered,
         )
         self._new = []
-        if events.progress is not None and time.monotonic() >= self._report_at:
+        if self._progress is not None and time.monotonic() >= self._report_at:
             self._report(self._offset + now_ps / 1000, self._fabric_events)
         if status == _COMPLETIONS:
             t = self._offset + now_ps / 1000
@@ -313,7 +316,27 @@ class Ns3Network:
             f"of {size} B (tag {tag}) sent at t = {sent:.3f} ns"
         )
 
-    # -- progress ---------------------------------------------------------------------------
+    # -- progress (ReportsProgress) ---------------------------------------------------------
+    @property
+    def progress(self) -> ProgressHook | None:
+        """The progress hook: called on the worker's beats, between steps (every
+        :data:`REPORT_EVERY_S` wall seconds) and every
+        :data:`~astra_core.events.PROGRESS_EVERY` events of the system layer."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, hook: ProgressHook | None) -> None:
+        self._progress = hook
+        self.events.progress = None if hook is None else self._on_events
+
+    def report_progress(self) -> None:
+        """Report the time and every event run so far, now."""
+        self._report(self.events.now, self._fabric_events)
+
+    def _on_events(self, now_ns: float, events: int, note: str = "") -> None:
+        """The system layer's event queue reports: add ns-3's events."""
+        self._report(now_ns, self._fabric_events, note)
+
     def _on_beat(self, watchdog: Watchdog) -> None:
         """A heartbeat of the worker inside its event loop: forward it to the progress line."""
         beat = watchdog.last
@@ -321,7 +344,7 @@ class Ns3Network:
             self._report(self._offset + beat.now_ps / 1000, beat.events, watchdog.note())
 
     def _report(self, now_ns: float, fabric_events: int, note: str = "") -> None:
-        progress = self.events.progress
+        progress = self._progress
         if progress is not None:
             self._report_at = time.monotonic() + REPORT_EVERY_S
             progress(now_ns, self.events.events_processed + self._events_before + fabric_events, note)
