@@ -48,8 +48,9 @@ MAX_IDLE = 1
 WATCHDOG_S = 60.0
 #: Least wall time allowed for a new worker's first word (Python start-up, before it beats).
 START_GRACE_S = 30.0
-#: Wall seconds without a beat after which a worker "answers nothing" (it beats every 0.1 s).
-SILENT_S = 1.0
+#: Heartbeat intervals without a beat after which a worker "answers nothing" (at most half
+#: the watchdog's limit): a livelocked or busy worker still beats.
+SILENT_BEATS = 10
 
 
 class WorkerDied(AstraError):
@@ -65,13 +66,23 @@ class WorkerStalled(AstraError):
     livelock at one simulated instant, or inside one event); it has been killed."""
 
 
-def _process_state(pid: int) -> str:
-    """The kernel's one-letter state of ``pid`` ('T' stopped, 'R' running, ...), or '?'."""
+def _process_stat(pid: int) -> tuple[str, float | None]:
+    """The kernel's one-letter state of ``pid`` ('T' stopped, 'R' running, ...; '?' if
+    unknown) and the CPU seconds it has used (user + system; None if unknown)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return "?", None
+
+
+def _silent_s(watchdog_s: float) -> float:
+    """Wall seconds without a beat that make a worker silent (:data:`SILENT_BEATS`)."""
+    from astra_ns3.worker import BEAT_S  # the worker reads the same variable
+
+    beat_s = float(os.environ.get("ASTRA_NS3_BEAT_S", BEAT_S))
+    return min(SILENT_BEATS * beat_s, watchdog_s / 2)
 
 
 class WorkerProcess:
@@ -162,21 +173,25 @@ class WorkerProcess:
         (:class:`astra_ns3.liveness.Watchdog`); each beat is also handed to ``on_beat``."""
         conn = self.conn
         watchdog = Watchdog(self.watchdog_s)
+        cpu_s = _process_stat(self.proc.pid)[1]  # at the last beat
         while True:
             left = watchdog.left_s()
-            if left <= 0:
-                raise self._stalled(watchdog, offset_ns, sent_ns, context() if context else "")
-            if not conn.poll(min(left, 1.0)):
+            if not conn.poll(min(max(left, 0.0), 1.0)):
+                if left <= 0:
+                    # Judged only once everything the worker sent is read: the caller may
+                    # itself have been held up (a starved machine) with beats waiting.
+                    raise self._stalled(watchdog, cpu_s, offset_ns, sent_ns, context() if context else "")
                 continue
             reply = conn.recv()
             if reply[0] != "beat":
                 return reply
             watchdog.beat(reply[1])
+            cpu_s = _process_stat(self.proc.pid)[1]
             if on_beat is not None:
                 on_beat(watchdog)
 
     def _stalled(
-        self, watchdog: Watchdog, offset_ns: float, sent_ns: float | None, context: str
+        self, watchdog: Watchdog, cpu_s: float | None, offset_ns: float, sent_ns: float | None, context: str
     ) -> WorkerStalled:
         pid = self.proc.pid
         last = watchdog.last
@@ -186,10 +201,17 @@ class WorkerProcess:
             when = f"; last simulated time {sent_ns:.3f} ns"
         else:
             when = "; while starting"
-        if _process_state(pid) == "T":
+        state, cpu_now = _process_stat(pid)
+        silent_s = watchdog.silent_s()
+        if state == "T":
             how = "it is stopped (SIGSTOP or a debugger) and answers nothing"
-        elif watchdog.silent_s() >= SILENT_S or watchdog.state not in (LIVELOCK, STUCK):
-            how = "it answers nothing"
+        elif silent_s >= _silent_s(self.watchdog_s) or watchdog.state not in (LIVELOCK, STUCK):
+            # Silence is not a livelock: a livelocked worker still beats. Its CPU time
+            # tells a worker the machine starved (memory, CPU) from one busy without beating.
+            used = ""
+            if cpu_now is not None and cpu_s is not None:
+                used = f", in which it used {cpu_now - cpu_s:.2f} s of CPU"
+            how = f"it answers nothing (no heartbeat for {silent_s:.1f} s{used})"
         else:
             how, when = watchdog.diagnosis(offset_ns), ""  # the diagnosis names the time
         self.proc.kill()  # SIGKILL ends a stopped process too

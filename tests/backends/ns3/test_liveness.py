@@ -153,15 +153,17 @@ def fake_worker(monkeypatch):
     worker_end.close()
 
 
-def serve_beats(conn, beats, reply: tuple) -> threading.Thread:
-    """Answer the first request with ``beats``, then ``reply`` (until the caller hangs up)."""
+def serve_beats(conn, beats, reply: tuple | None) -> threading.Thread:
+    """Answer the first request with ``beats``, then ``reply`` (None: fall silent), until
+    the caller hangs up."""
 
     def serve():
         conn.recv()
         try:
             for beat in beats:
                 conn.send(("beat", beat))
-            conn.send(reply)
+            if reply is not None:
+                conn.send(reply)
         except OSError:
             pass
 
@@ -196,3 +198,45 @@ def test_the_caller_kills_a_livelock_and_says_so(fake_worker):
     ):
         worker.request(("step",), "step", offset_ns=500.0, context=lambda: "the oldest waits")
     assert not worker.alive()
+
+
+def test_a_worker_that_falls_silent_is_not_called_spinning(fake_worker, monkeypatch):
+    # Before: one repeated beat, then silence (a worker starved of CPU or memory, its
+    # heartbeat thread included), was reported as "busy but its simulated time stands
+    # still", the message of issue 28's killed run. Now silence is named as such, with
+    # the CPU the worker used meanwhile (a sleeping stand-in here: none).
+    worker, other_end = fake_worker
+    monkeypatch.setattr(process, "Watchdog", Watchdog)  # the real clock: silence is wall time
+    worker.watchdog_s = 0.3
+    serve_beats(other_end, [run_beat(2_835_238_940, 500), run_beat(2_835_238_940, 500)], None)
+    with pytest.raises(
+        process.WorkerStalled,
+        match=r"^ns3 backend: the ns-3 worker \(pid \d+\) made no progress for 0\.3 s of wall time: "
+        r"it answers nothing \(no heartbeat for 0\.\d s, in which it used \d+\.\d\d s of CPU\); "
+        r"last simulated time 2835238\.940 ns; killed it",
+    ):
+        worker.request(("step",), "step")
+
+
+class HeldUpClock:
+    """The caller is held up (descheduled) right after it starts waiting: every reading
+    after the first is 100 s later."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        return 0.0 if self.readings == 1 else 100.0 + self.readings
+
+
+def test_a_held_up_caller_reads_the_waiting_beats_before_judging_the_worker(fake_worker, monkeypatch):
+    # Before: the caller checked its clock before reading, so a caller starved for longer
+    # than the limit killed a worker whose beats (and reply) were waiting in the socket.
+    worker, other_end = fake_worker
+    monkeypatch.setattr(process, "Watchdog", lambda limit_s: Watchdog(limit_s, HeldUpClock()))
+    for k in range(3):
+        other_end.send(("beat", run_beat(1000 * (k + 1), 10 * (k + 1))))
+    other_end.send(("step", 1, 3000, [0], (3000, 30, 1, 1)))
+    assert worker.request(None, "step")[:4] == ("step", 1, 3000, [0])
+    assert worker.alive()
