@@ -21,6 +21,7 @@ redirected output stays clean.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, NamedTuple, cast
 
@@ -40,6 +41,12 @@ def format_seconds(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60:02d} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def format_percent(part: int, whole: int) -> str:
+    """``part / whole`` as a percentage rounded down to 0.1 %, so that only a whole
+    reads ``100.0%`` (``99.9%`` for 1,835,776 of 1,836,032)."""
+    return f"{math.floor(1000 * part / whole) / 10:.1f}%"
 
 
 def format_sim_time(ns: float) -> str:
@@ -162,7 +169,7 @@ class RunProgress:
         self._progress.update(
             cast(TaskID, self._task),  # added with self._progress
             simulated=f"t = {format_sim_time(now_ns)}",
-            messages=f"{delivered:,}/{sent:,} messages ({self.last.delivered_fraction:.1%})" if sent else "",
+            messages=f"{delivered:,}/{sent:,} messages ({format_percent(delivered, sent)})" if sent else "",
             events=f"{events:,} events",
             rate=f"{events / wall:,.0f} events/s",
             nodes=f"{done:,}/{total:,} ET nodes" if total else "",

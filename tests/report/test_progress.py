@@ -203,3 +203,12 @@ def test_every_backend_reports_time_messages_and_events(backend, reference_dir):
     assert last.now_ns >= report.step_ns > 0
     assert last.events > 0
     assert f"{last.sent:,}/{last.sent:,} messages (100.0%)" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "part, whole, text", [(1_835_776, 1_836_032, "99.9%"), (7, 7, "100.0%"), (0, 8, "0.0%"), (1, 3, "33.3%")]
+)
+def test_the_delivered_percentage_reads_100_only_when_all_are_delivered(part, whole, text):
+    from astra_core.report.progress import format_percent
+
+    assert format_percent(part, whole) == text
