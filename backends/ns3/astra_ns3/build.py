@@ -24,7 +24,7 @@ from pathlib import Path
 
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
 HEADERS = ("roce.h",)
-SOURCES = ("header.cc", "port.cc", "flow.cc", "fabric.cc", "api.cc")
+SOURCES = ("header.cc", "port.cc", "flow.cc", "fabric.cc", "fastforward.cc", "api.cc")
 #: ns-3 libraries the model links against (the rest of ns-3 is never loaded).
 NS3_MODULES = ("core", "network", "point-to-point")
 DEFINES = ("NS3_BUILD_PROFILE_RELEASE", "NS3_LOG_ENABLE", "NS3_ASSERT_ENABLE", "__LINUX__")

@@ -13,7 +13,13 @@ Top level
     packet. ``buffer_bytes`` (32 MiB, upstream's ``BUFFER_SIZE 32``): the
     shared buffer of every node. ``ack_interval`` (1, upstream's
     ``L2_ACK_INTERVAL``): ACK every n in-order packets. ``rto_us`` (1000):
-    retransmission timeout of go-back-N.
+    retransmission timeout of go-back-N. ``fast_forward`` (true; 0/1 also
+    taken): steady-state fast-forward, skipping the packets of flows whose
+    rates and queues hold still until the next change (``cpp/fastforward.cc``;
+    false simulates every packet, exactly as before the option existed).
+    ``fast_forward_tolerance`` (0.01, in (0, 0.5]): how far (relative) rates and
+    queue depths may move between two measurement windows and still count as
+    steady; smaller is stricter and fast-forwards less.
 ``[ecn]``
     ``enabled`` (true). ``kmin_kb``, ``kmax_kb``, ``pmax``: per link speed in
     Gbps, upstream's ``KMIN_MAP``/``KMAX_MAP``/``PMAX_MAP`` (KB = 1000 B):
@@ -93,7 +99,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
 from astra_core.config.issues import PYTHON_SOURCE, ConfigWarning
-from astra_core.config.model import STRICT, between, load_model, raise_problems, source_of, validate_mapping
+from astra_core.config.model import (
+    STRICT,
+    Flag,
+    between,
+    load_model,
+    raise_problems,
+    source_of,
+    validate_mapping,
+)
 
 #: Upstream CC_MODE numbers (astra-sim's ns-3 config.txt) and what they name.
 CC_MODES = {1: "dcqcn", 3: "hpcc", 7: "timely", 8: "dctcp", 10: "hpcc-pint"}
@@ -116,6 +130,9 @@ MAX_SEED = 2**32 - 2
 MAX_RATE_MBPS = 1e9
 #: Default limit on the work of one run, packets x hops (~14 h at 0.2 M packet-hops/s).
 MAX_PACKET_HOPS = 10**10
+#: Largest fast_forward_tolerance: rates or queues moving by half between two windows are
+#: not a steady state.
+MAX_FF_TOLERANCE = 0.5
 #: The algorithm sections each ``cc`` reads (C++ roce: PINT's window rule is HPCC's;
 #: TIMELY and DCTCP floor their rates at [dcqcn]'s min_rate_mbps, and only that key).
 CC_SECTIONS = {
@@ -269,6 +286,8 @@ class Ns3Config(BaseModel):
     rto_us: Annotated[float, between(MIN_RTO_US, MAX_TIME_US, " us")] = 1000.0
     watchdog_s: Annotated[float, between(1, 1e6, " s")] = 60.0
     max_packet_hops: Annotated[int, between(0, 1e18)] = MAX_PACKET_HOPS
+    fast_forward: Flag = True
+    fast_forward_tolerance: Annotated[float, between(0, MAX_FF_TOLERANCE, low_open=True)] = 0.01
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()
     dcqcn: DcqcnConfig = DcqcnConfig()
@@ -407,6 +426,8 @@ class Ns3Config(BaseModel):
             "timely_hai_factor": t.hai_factor,
             "dctcp_g": self.dctcp.g,
             "monitor_interval_us": self.monitor.interval_us,
+            "fast_forward": 1.0 if self.fast_forward else 0.0,
+            "ff_tolerance": self.fast_forward_tolerance,
         }
 
 

@@ -59,6 +59,14 @@ class Ns3Results:
         self._queues: list[dict[str, Any]] = []
         self._samples: list[dict[str, Any]] = []
         self.misrouted = 0
+        #: Time skipped by the model's steady-state fast-forward (ns, summed over the parts of
+        #: the fabric that jumped), and its jumps.
+        self.fast_forward_ns = 0.0
+        self.fast_forwards = 0
+        self.fast_forward_packet_hops = 0
+        #: Messages started on a port whose queue pairs waited out a jump, and the ns left of it.
+        self.fast_forward_conflicts = 0
+        self.fast_forward_conflict_ns = 0.0
 
     def add_run(self, raw: dict[str, np.ndarray], meta: list[tuple], offset_ns: float) -> None:
         """Fold in one run's raw arrays (astra_ns3.native.Library.results)."""
@@ -75,6 +83,11 @@ class Ns3Results:
         self._headroom[: len(ports)] = ports[:, col["headroom_bytes"]]
         self._max_buffer = np.maximum(self._max_buffer, raw["node_max_buffer"][: len(self._max_buffer)])
         self.misrouted += int(raw["misrouted"][0])
+        self.fast_forward_ns += int(raw["fast_forward"][0]) / 1000
+        self.fast_forwards += int(raw["fast_forward"][1])
+        self.fast_forward_packet_hops += int(raw["fast_forward"][2])
+        self.fast_forward_conflicts += int(raw["fast_forward"][3])
+        self.fast_forward_conflict_ns += int(raw["fast_forward"][4]) / 1000
         first = sum(len(m["message"]) for m in self._messages)
         flows = raw["flows"]
         f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
@@ -189,6 +202,12 @@ class Ns3Results:
             "retransmits": total("retransmits"),
             "timeouts": total("timeouts"),
             "misrouted": self.misrouted,
+            "fast_forward_ns": self.fast_forward_ns,
+            "fast_forwards": self.fast_forwards,
+            # of packet_hops, those skipped rather than simulated
+            "fast_forward_packet_hops": self.fast_forward_packet_hops,
+            "fast_forward_conflicts": self.fast_forward_conflicts,
+            "fast_forward_conflict_ns": self.fast_forward_conflict_ns,
         }
 
     def write(self, directory: str | Path, kind: str = "csv") -> list[Path]:

@@ -68,6 +68,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "astra_ns3_take_completions": (ctypes.c_int, [_U32P, ctypes.c_int]),
     "astra_ns3_pending_completions": (ctypes.c_int, []),
     "astra_ns3_sizes": (None, [_I64P]),
+    "astra_ns3_fast_forward": (None, [_I64P]),
     "astra_ns3_port_stats": (None, [_I64P]),
     "astra_ns3_node_stats": (None, [_I64P]),
     "astra_ns3_flow_stats": (None, [_I64P]),
@@ -171,6 +172,8 @@ class Library:
         q = [np.zeros(n_queue, dtype=np.int64) for _ in range(3)]
         s = [np.zeros(n_flow_samples, dtype=np.int64) for _ in range(3)]
         rate = np.zeros(n_flow_samples, dtype=np.float64)
+        fast_forward = np.zeros(5, dtype=np.int64)
+        self._f["astra_ns3_fast_forward"](self._ptr(fast_forward, ctypes.c_int64))
         # (cppyy cannot pass an empty array as a pointer: skip what is empty.)
         if n_ports:
             self._f["astra_ns3_port_stats"](self._ptr(ports, ctypes.c_int64))
@@ -196,6 +199,7 @@ class Library:
             "flow_id": s[1],
             "flow_delivered": s[2],
             "flow_rate_bps": rate,
+            "fast_forward": fast_forward,  # astra_ns3_fast_forward (api.cc)
         }
 
     def destroy(self) -> None:

@@ -73,6 +73,15 @@ def test_new_algorithms_reach_the_native_settings_in_its_units():
     assert native["pint_log_base"] == 1.01 and native["pint_prob"] == 0.0625
 
 
+def test_fast_forward_is_on_by_default_and_reaches_the_native_settings():
+    # Issue 28: the C++ model reads fast_forward (1/0) and ff_tolerance (relative).
+    native = Ns3Config().native_settings()
+    assert (native["fast_forward"], native["ff_tolerance"]) == (1.0, 0.01)
+    native = load_config({"fast_forward": False, "fast_forward_tolerance": 0.5}).native_settings()
+    assert (native["fast_forward"], native["ff_tolerance"]) == (0.0, 0.5)
+    assert load_config({"fast_forward": 0}).fast_forward is False  # upstream's 0/1 form
+
+
 def test_toml_and_yaml_files_load_the_same(tmp_path):
     toml = tmp_path / "cc.toml"
     toml.write_text(
@@ -156,6 +165,12 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
         ("[monitor]\ninterval_us = 1e-9", "monitor.interval_us: must be in [0.1, 1e+12] us or 0, got 1e-09"),
         ("[ecn]\npmax = {100 = 1.5}", "ecn.pmax.100: must be in [0, 1], got 1.5"),
         ("[ecn]\nkmax_kb = {0 = 10}", "ecn.kmax_kb.0.[key]: must be in (0, 1e+06] Gbps, got '0'"),
+        # issue 28: fast-forward's switch and tolerance
+        ('fast_forward = "false"', "fast_forward: expected 0 or 1, got 'false'"),
+        ("fast_forward = 2", "fast_forward: expected 0 or 1, got 2"),
+        ("fast_forward_tolerance = 0", "fast_forward_tolerance: must be in (0, 0.5], got 0"),
+        ("fast_forward_tolerance = 0.6", "fast_forward_tolerance: must be in (0, 0.5], got 0.6"),
+        ("fast_forward_tolerance = true", "fast_forward_tolerance: expected a number, got true"),
     ],
 )
 def test_every_number_is_range_checked_with_the_allowed_range(tmp_path, text, line):
@@ -204,7 +219,12 @@ NUMERIC_KEYS = numeric_keys(Ns3Config)
 
 
 def test_the_numeric_keys_are_all_found():
-    assert len(NUMERIC_KEYS) == 35 and "timely.t_low_us" in NUMERIC_KEYS and "dcqcn.g" in NUMERIC_KEYS
+    assert (
+        len(NUMERIC_KEYS) == 36
+        and "fast_forward_tolerance" in NUMERIC_KEYS
+        and "timely.t_low_us" in NUMERIC_KEYS
+        and "dcqcn.g" in NUMERIC_KEYS
+    )
 
 
 @pytest.mark.parametrize("value, shown", [(True, "true"), (False, "false"), ("64", "'64'")])

@@ -23,7 +23,8 @@ def test_the_progress_hook_sees_the_simulated_time_move_while_one_step_runs(monk
     # Beats every 10 ms: a fresh worker reads the interval when it starts.
     process.close_idle()
     monkeypatch.setenv("ASTRA_NS3_BEAT_S", "0.01")
-    backend = make_ns3(star(2), {"cc": "none"})
+    # Packet by packet (a lone flow would otherwise be fast-forwarded in a few events).
+    backend = make_ns3(star(2), {"cc": "none", "fast_forward": False})
     reports = []
     assert set_progress(backend, lambda now_ns, events, note="": reports.append((now_ns, events, note)))
     arrived = []

@@ -62,6 +62,8 @@ SetKey(Config& c, const std::string& key, double v)
     else if (key == "pint_log_base") c.pint_log_base = v;
     else if (key == "pint_prob") c.pint_prob = v;
     else if (key == "monitor_interval_us") c.monitor_interval = ps(v);
+    else if (key == "fast_forward") c.fast_forward = v != 0;
+    else if (key == "ff_tolerance") c.ff_tolerance = v;
     else return false;
     return true;
 }
@@ -177,6 +179,23 @@ astra_ns3_progress(int64_t* out)
     out[3] = g_taken + static_cast<int64_t>(g_fabric->completed.size());
 }
 
+// out[0..4]: ps fast-forwarded (summed over the parts of the fabric that
+// jumped), fast-forwards made, packet-hops skipped, messages started on a port
+// whose queue pairs were waiting out a jump, and the ps left of those waits.
+void
+astra_ns3_fast_forward(int64_t* out)
+{
+    out[0] = g_fabric->ff_skipped;
+    out[1] = static_cast<int64_t>(g_fabric->ff_jumps);
+    out[3] = static_cast<int64_t>(g_fabric->ff_conflicts);
+    out[4] = g_fabric->ff_conflict_ps;
+    out[2] = 0;
+    for (const astra_ns3::Port* p : g_fabric->ports)
+    {
+        out[2] += p ? static_cast<int64_t>(p->ff_tx_packets) : 0;
+    }
+}
+
 int
 astra_ns3_take_completions(uint32_t* out, int capacity)
 {
@@ -222,10 +241,10 @@ astra_ns3_port_stats(int64_t* out)
         }
         row[0] = 1;
         row[1] = p->node;
-        row[2] = static_cast<int64_t>(p->tx_bytes);
-        row[3] = static_cast<int64_t>(p->tx_packets);
+        row[2] = static_cast<int64_t>(p->tx_bytes + p->ff_tx_bytes);
+        row[3] = static_cast<int64_t>(p->tx_packets + p->ff_tx_packets);
         row[4] = static_cast<int64_t>(p->drops);
-        row[5] = static_cast<int64_t>(p->marks);
+        row[5] = static_cast<int64_t>(p->marks + p->ff_marks);
         row[6] = static_cast<int64_t>(p->pauses_sent);
         row[7] = static_cast<int64_t>(p->resumes_sent);
         row[8] = static_cast<int64_t>(p->pauses_received);
@@ -256,11 +275,11 @@ astra_ns3_flow_stats(int64_t* out)
         int64_t* row = out + 9 * k++;
         row[0] = f.start;
         row[1] = f.finish;
-        row[2] = static_cast<int64_t>(f.packets_sent);
+        row[2] = static_cast<int64_t>(f.packets_sent + f.ff_packets);
         row[3] = static_cast<int64_t>(f.retransmits);
         row[4] = static_cast<int64_t>(f.timeouts);
-        row[5] = static_cast<int64_t>(f.cnps_sent);
-        row[6] = static_cast<int64_t>(f.cnps_received);
+        row[5] = static_cast<int64_t>(f.cnps_sent + f.ff_cnps_sent);
+        row[6] = static_cast<int64_t>(f.cnps_received + f.ff_cnps_received);
         row[7] = f.qp->base_rtt;
         row[8] = static_cast<int64_t>(f.qp->rate + 0.5);
     }

@@ -27,6 +27,12 @@ Fabric::Fabric(const Config& c)
       rng(c.seed),
       data_extra(c.DataExtra())
 {
+    // Monitors sample every packet's effect on queues and rates over time;
+    // a fast-forward would show as a pause there. They get every packet.
+    if (cfg.monitor_interval > 0)
+    {
+        cfg.fast_forward = false;
+    }
 }
 
 Fabric::~Fabric()
@@ -178,7 +184,7 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
     f.size = size;
     f.fwd.assign(fwd, fwd + nfwd);
     f.rev.assign(rev, rev + nrev);
-    f.Start();
+    FfStart(&f);
     if (cfg.monitor_interval > 0 && !monitor_event_.IsPending())
     {
         monitor_event_ = ns3::Simulator::ScheduleNow(&Fabric::Sample, this);
@@ -197,10 +203,12 @@ Fabric::Run(int64_t until)
     {
         until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
     }
+    run_until_ = until;
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
+    run_until_ = -1;
     until_event.Cancel();
     stop_event_.Cancel();
     stop_pending_ = false;
@@ -319,6 +327,7 @@ Fabric::Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h,
     if (n.buffer_used + size > cfg.buffer)
     {
         ++in->drops;
+        Changed(out);
         return;
     }
     n.buffer_used += size;

@@ -69,6 +69,26 @@ Qp::Init(Port* first, int64_t rtt)
 }
 
 void
+Qp::Hold(int64_t ps)
+{
+    // The next packet goes when it would have after the skipped ones; DCQCN's
+    // timers resume where they stood (the state is steady: nothing of it moves).
+    next_send = std::max(next_send, Now()) + ps;
+    if (rate_event.IsPending())
+    {
+        int64_t left = ns3::Simulator::GetDelayLeft(rate_event).GetPicoSeconds();
+        rate_event.Cancel();
+        rate_event = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), &Qp::OnRateTimer, this);
+    }
+    if (alpha_event.IsPending())
+    {
+        int64_t left = ns3::Simulator::GetDelayLeft(alpha_event).GetPicoSeconds();
+        alpha_event.Cancel();
+        alpha_event = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), &Qp::OnAlphaTimer, this);
+    }
+}
+
+void
 Qp::Add(Flow* f)
 {
     f->qp_base = sent_total;
@@ -78,6 +98,7 @@ Qp::Add(Flow* f)
     {
         in_port = true;
         port->qps.push_back(this);
+        fab->FfAdd(this);
     }
     port->Pump();
 }
@@ -137,6 +158,14 @@ Qp::MakePacket(int64_t start_at)
         to_send.pop_front();
     }
     ++sent_total;
+    if (ff_count++ == 0)
+    {
+        ff_first = start_at;
+        ff_cc_min = ff_cc_max = rate;
+    }
+    ff_cc_min = std::min(ff_cc_min, rate);
+    ff_cc_max = std::max(ff_cc_max, rate);
+    ff_last = start_at;
     uint32_t wire = p->GetSize() + kPppBytes;
     // Pace at the current rate from when this packet starts on the wire.
     next_send = std::max(next_send, start_at) +
@@ -158,6 +187,7 @@ void
 Qp::OnCnp()
 {
     const Config& cfg = fab->cfg;
+    ++cnps_received;
     if (cfg.clamp_target || t_stage > 0 || b_stage > 0 || target >= line_rate)
     {
         target = rate;
@@ -442,6 +472,7 @@ Flow::Start()
             rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(ack_frame);
         }
         qp->Init(fab->ports[fwd[0]], rtt);
+        qp->route = fwd;
         fab->max_base_rtt = std::max(fab->max_base_rtt, rtt);
     }
     fab->active.push_back(this);
@@ -541,6 +572,11 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
     }
     if (h.psn == expected)
     {
+        if (qp->ff_rx_count++ == 0)
+        {
+            qp->ff_rx_first = now;
+        }
+        qp->ff_rx_last = now;
         ++expected;
         delivered_bytes += Payload(h.psn);
         nack_pending = false;
@@ -637,6 +673,7 @@ Flow::GoBack(uint32_t psn)
 {
     retransmits += snd_nxt - psn;
     snd_nxt = psn;
+    fab->Changed(qp);
     last_progress = Now();
     qp->Resend(this);
 }
@@ -645,6 +682,7 @@ void
 Flow::Finish()
 {
     sender_done = true;
+    fab->Changed(qp);
     rto_event.Cancel();
     qp->Close(this);
     qp->port->Pump();

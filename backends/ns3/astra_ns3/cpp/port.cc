@@ -28,6 +28,7 @@ Port::SendControl(ns3::Ptr<ns3::Packet> p)
 void
 Port::EnqueueTransit(ns3::Ptr<ns3::Packet> p, uint32_t size, uint16_t ingress)
 {
+    AccountQueue();
     data.push_back(Transit{p, size, ingress});
     data_bytes += size;
     if (data_bytes > max_queue)
@@ -47,6 +48,7 @@ Port::SetPaused(bool pause)
         if (!paused)
         {
             paused_since = now;
+            fab->Changed(this);
         }
         paused = true;
         return;
@@ -54,6 +56,7 @@ Port::SetPaused(bool pause)
     if (paused)
     {
         paused_ps += now - paused_since;
+        fab->Changed(this);
     }
     paused = false;
     Pump();
@@ -78,6 +81,14 @@ Port::RemoveQp(Qp* q)
     {
         rr = 0;
     }
+}
+
+void
+Port::AccountQueue()
+{
+    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
+    q_area += static_cast<double>(data_bytes) * static_cast<double>(now - q_last);
+    q_last = now;
 }
 
 void
@@ -176,6 +187,7 @@ Port::DequeueTransit()
 {
     Transit t = data.front();
     data.pop_front();
+    AccountQueue();
     data_bytes -= t.size;
     fab->ReleaseBuffer(this, t);
     const Config& cfg = fab->cfg;

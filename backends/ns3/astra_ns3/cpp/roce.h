@@ -39,6 +39,7 @@
 #include <deque>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace astra_ns3
@@ -138,6 +139,9 @@ struct Config
     double PintDecode(int power) const;
     // Monitors
     int64_t monitor_interval = 0;         // ps; 0 = off
+    // Steady-state fast-forward (fastforward.cc)
+    bool fast_forward = true;
+    double ff_tolerance = 0.01;           // relative change of a rate or queue between windows
 };
 
 class RoceHeader : public ns3::Header
@@ -255,6 +259,20 @@ class Port
     int64_t paused_since = 0, paused_ps = 0;
     bool sampled_nonzero = false;
 
+    // Fast-forward: the time integral of data_bytes (byte x ps) up to q_last (ps, ns-3
+    // time), the window's starting integral and the previous window's mean queue
+    // (bytes, -1: none), and the data and ACK traffic skipped over this port.
+    double q_area = 0, q_area_start = 0, q_prev_mean = -1;
+    int64_t q_last = 0;
+    uint64_t ff_tx_bytes = 0, ff_tx_packets = 0, ff_marks = 0;
+    uint64_t marks_start = 0, marks_window = 0; // ECN marks: at the window's start, in the last window
+    uint64_t ff_stamp = 0;             // the check that last listed this port
+    int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
+    size_t ff_owner = 0;               // the first of them (an index into the check's list)
+    bool ff_dirty = false;             // a pause, resume or drop since the last check
+    int64_t ff_paused_until = 0;       // ps: the queue pairs sending through it wait out a jump until then
+    void AccountQueue(); // before data_bytes changes
+
     // HPCC-PINT: this port's utilization estimate, updated per data packet.
     double pint_u = 0;
     int64_t pint_last_ts = -1;
@@ -326,8 +344,36 @@ struct Qp
     uint64_t window_acks = 0, window_marks = 0;
     bool cwr = false;               // a cut was made in this window
     uint64_t cwr_until = 0;         // sequence that ends it
+    // Fast-forward: wire start times (ns-3 ps) of the first and last data packet
+    // of the current window, their count, and the previous window's rate
+    // (packets per ps, -1: none).
+    int64_t ff_first = 0, ff_last = 0;
+    uint64_t ff_count = 0;
+    double ff_prev_rate = -1;
+    // ... and of the data packets delivered in order at the receiver (ns-3 ps).
+    int64_t ff_rx_first = 0, ff_rx_last = 0;
+    uint64_t ff_rx_count = 0;
+    uint64_t ff_cnps_start = 0, ff_cnps_window = 0; // CNPs: at the window's start, in the last window
+    uint64_t cnps_received = 0;     // CNPs received on this queue pair
+    bool ff_listed = false;         // in Fabric::ff_qps_
+    double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
+    double ff_drift = 0;            // relative change of the rate since ff_base_rate, per ps
+    double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
+    int64_t ff_base_time = 0;       // ps: that window's midpoint
+    std::vector<uint32_t> route;    // port ids of its messages' route
+    // Its part of the fabric (the queue pairs sharing ports with it) is being
+    // measured: all of that part's queue pairs carry the same values.
+    int ff_phase = 0;               // 0 settling, 1 measuring
+    bool ff_dirty = false;          // a message started or ended, a retransmission
+    bool ff_memo_hit = false;       // the previous window's rates came from the memo
+    int64_t ff_due = 0;             // ps: the end of the settling or of the window
+    int64_t ff_window = 0;          // ps: the window's length
+    int64_t ff_window_cap = 0;      // ps: the longest it may grow
+    int64_t ff_window_start = 0;    // ps
+    int64_t ff_prev_length = 0;     // ps: the previous window's length
 
     void Init(Port* first, int64_t rtt);
+    void Hold(int64_t ps); // a fast-forward: wait, with the CC's timers, as if no time passed
     void Add(Flow* f);
     void Resend(Flow* f);
     void Close(Flow* f);
@@ -373,6 +419,11 @@ struct Flow
     int64_t last_cnp = INT64_MIN / 2;
     uint64_t delivered_bytes = 0, cnps_sent = 0;
     bool delivered = false;
+
+    // Fast-forward: data packets (and their payload bytes) skipped rather than
+    // simulated; counted as sent and delivered.
+    uint64_t ff_packets = 0, ff_bytes = 0, ff_cnps_sent = 0, ff_cnps_received = 0;
+
 
     uint32_t Payload(uint32_t psn) const;
     ns3::Ptr<ns3::Packet> MakePacket();
@@ -420,6 +471,12 @@ class Fabric
     std::string error;
     uint64_t misrouted = 0;
     uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
+    // Fast-forward counters: ps skipped (summed over the parts of the fabric
+    // that jumped), jumps, messages started on a port whose queue pairs were
+    // waiting out a jump, and the ps left of those waits then.
+    int64_t ff_skipped = 0;
+    uint64_t ff_jumps = 0, ff_conflicts = 0;
+    int64_t ff_conflict_ps = 0;
     int64_t max_base_rtt = 0; // ps, the longest base RTT of any flow so far (PINT's T)
 
     std::vector<QueueSample> queue_samples;
@@ -442,11 +499,45 @@ class Fabric
     uint64_t XoffThreshold(const NodeState& n) const;
     uint64_t XonDelta() const;
     double Uniform();
+    void Changed(Qp* q);      // a message started or ended, a retransmission
+    void Changed(Port* p);    // a pause, a resume, a drop
+    void FfAdd(Qp* q);        // q has messages again
+    void FfStart(Flow* f);    // starts f, counting a conflict with a jump in progress
 
   private:
     void Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h, const std::vector<uint32_t>& route);
     void SendPfc(Port* port, bool pause);
     void Sample();
+    // Fast-forward (fastforward.cc): one part of the fabric, the queue pairs
+    // sharing ports (directly or through others), at a time.
+    struct FfPart
+    {
+        Qp** qps;          // by id
+        size_t nqps;
+        std::vector<Port*> ports;
+        uint64_t signature; // FNV-1a of the queue pair ids
+    };
+    struct FfPattern
+    {
+        std::vector<double> rates;       // packets per ps, per queue pair of the part
+        std::vector<double> queue_means; // bytes, per port of the part
+        bool quiet = false;              // no CNP, ECN mark or pause, no CC that may move
+    };
+    void FfSchedule(int64_t delay);
+    void FfCheck();
+    void FfRestart(FfPart& part);
+    void FfStartWindows(FfPart& part);
+    bool FfQuickJump(FfPart& part);
+    bool FfSteady(FfPart& part);
+    void FfRemember(FfPart& part);
+    bool FfJump(FfPart& part, int64_t window);
+    std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port)
+    std::vector<size_t> ff_parent_;
+    uint64_t ff_stamp_ = 0;
+    std::unordered_map<uint64_t, FfPattern> ff_memo_;
+    ns3::EventId ff_event_;
+    int64_t ff_event_due_ = -1;
+    int64_t run_until_ = -1;      // ps, Run's `until`: the caller's next event
     bool stop_pending_ = false;
     ns3::EventId stop_event_;
     ns3::EventId monitor_event_;

@@ -1,0 +1,649 @@
+// Steady-state fast-forward: skip the packets of the parts of the fabric whose
+// flows have converged, as Wormhole does (Long et al., NSDI 2026, arXiv
+// 2602.10615: LLM traffic spends most of its packets in steady states of a few
+// contention patterns; partition the network and jump each part's flows to
+// their next change).
+//
+// Parts. The queue pairs with messages, joined where their routes share a
+// port (directly or through others), form the fabric's parts; each part is
+// measured and fast-forwarded on its own, so that the NVLink islands of an LLM
+// job and its inter-node traffic do not wait for one another.
+//
+// A jump of dt ps removes, from the message each of a part's queue pairs is
+// working on, the packets it would have sent in dt at its measured rate, and
+// holds the queue pairs' next packets back by dt (their rate limiters'
+// next-send time). ns-3's clock runs on: the packets already on their way
+// arrive, and dt later the queue pairs go on where they would have been, so
+// that everything after the jump happens when it would have. Congestion
+// control state and timers run on as they would have; what the jump gets
+// wrong is the part's queues, which drain while it waits (a steady queue's
+// bytes then arrive up to its depth over the rate early) and, for a
+// congestion control fed by ACKs, the ACK-less wait. The skipped packets count
+// as sent and delivered (Flow's ff_packets and ff_bytes, the ports'
+// ff_tx_bytes with their ACKs and CNPs), so traffic counters add up as if
+// simulated.
+//
+// A jump ends no later than the caller's next event (Run's `until`: a timer
+// of the system layer may start messages anywhere). A message that starts on
+// one of a waiting part's ports (after a delivery elsewhere) finds it quieter
+// than it would have been; that is counted (ff_conflicts, ff_conflict_ps). A
+// message on a waiting queue pair queues behind its messages, as it would.
+//
+// Steady. A part, after any change (a message starts or ends on it, a pause,
+// a drop, a retransmission: Fabric::Changed), settles for its longest base
+// RTT, then is measured in windows:
+//  * every queue pair sent at least kFfMinPackets packets in the window, and
+//    its rate (packets between the first's and the last's wire start) is
+//    within `ff_tolerance` of the previous window's; its receiver took them at
+//    the same rate (no queue on its way grows or drains);
+//  * every port's time-averaged data queue is within `ff_tolerance` (plus an
+//    eighth of a frame) of the previous window's, and no port is paused;
+//  * a congestion control that may move on its own (HPCC, PINT, TIMELY,
+//    DCTCP; DCQCN below line rate) is judged only over windows of at least
+//    kFfCycleRtts base RTTs, so that its cycles average out; and no rate may
+//    drift by more than the tolerance before the jump would end;
+//  * no queue pair is in its tail (all sent, waiting for ACKs).
+// The first window is long enough for every queue pair to send kFfMinPackets
+// frames where it shares a port with the most others; it doubles after every
+// unsteady check, up to kFfMaxWindows times. Where a state never holds (PFC
+// storms, a CC that keeps moving, a queue pair paced too slowly to measure)
+// the part keeps simulating packets.
+//
+// The jump. dt is the largest time in which no sending message of the part
+// comes within kFfMarginPackets packets of its end: the end of a message and
+// what follows is simulated packet by packet. CNPs and ECN marks seen in the
+// last window are extrapolated over dt into the counters.
+//
+// Memo. A part found steady leaves its rates and queues under its signature
+// (its queue pairs); when the same pattern returns, its first window is
+// compared with them rather than with a window of its own, and a quiet one (no
+// CNP, no mark, rate-based queue pairs at line rate) jumps at once, before its
+// first packets are out: the pipeline's filling is then simulated after the
+// jump instead of before it.
+#include "roce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace astra_ns3
+{
+
+namespace
+{
+constexpr uint64_t kFfMinPackets = 8;    // packets per queue pair per window to trust its rate
+constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
+constexpr uint64_t kFfMarginPackets = 4; // left to simulate at the end of a message
+constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
+constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
+constexpr int kSettling = 0, kMeasuring = 1;
+
+int64_t
+NowPs()
+{
+    return ns3::Simulator::Now().GetPicoSeconds();
+}
+
+// Packets per ps of a window's `count` packets between the first's and the
+// last's times; -1 when too few to trust.
+double
+WindowRate(uint64_t count, int64_t first, int64_t last)
+{
+    if (count < kFfMinPackets || last <= first)
+    {
+        return -1;
+    }
+    return static_cast<double>(count - 1) / static_cast<double>(last - first);
+}
+
+// Whether q's rate may change without a new event: HPCC, PINT, TIMELY and
+// DCTCP adjust on every ACK or window; DCQCN only after a CNP (it then
+// recovers by timers until back at line rate); no CC never.
+bool
+CcMayMove(const Qp& q)
+{
+    int cc = q.fab->cfg.cc;
+    if (cc == kCcNone)
+    {
+        return false;
+    }
+    if (cc == kCcDcqcn)
+    {
+        return q.ff_cc_min < q.line_rate || q.ff_cc_max < q.line_rate || q.rate < q.line_rate;
+    }
+    return true;
+}
+
+size_t
+Root(std::vector<size_t>& parent, size_t k)
+{
+    while (parent[k] != k)
+    {
+        parent[k] = parent[parent[k]];
+        k = parent[k];
+    }
+    return k;
+}
+} // namespace
+
+void
+Fabric::FfAdd(Qp* q)
+{
+    if (cfg.fast_forward && !q->ff_listed)
+    {
+        q->ff_listed = true;
+        ff_qps_.push_back(q);
+    }
+}
+
+void
+Fabric::FfStart(Flow* f)
+{
+    if (cfg.fast_forward)
+    {
+        int64_t now = NowPs();
+        int64_t waits = 0;
+        for (uint32_t link : f->fwd)
+        {
+            waits = std::max(waits, ports[link]->ff_paused_until - now);
+        }
+        if (waits > 0 && !(f->qp->port && f->qp->next_send > now))
+        {
+            ++ff_conflicts;
+            ff_conflict_ps += waits;
+        }
+    }
+    f->Start();
+    Changed(f->qp);
+}
+
+void
+Fabric::Changed(Qp* q)
+{
+    if (!cfg.fast_forward)
+    {
+        return;
+    }
+    q->ff_dirty = true;
+    for (uint32_t link : q->route) // the part it leaves, if it has no messages left
+    {
+        ports[link]->ff_dirty = true;
+    }
+    FfSchedule(0); // look at the part at this instant, after the events due now
+}
+
+void
+Fabric::Changed(Port* p)
+{
+    if (!cfg.fast_forward)
+    {
+        return;
+    }
+    p->ff_dirty = true;
+    FfSchedule(0);
+}
+
+void
+Fabric::FfSchedule(int64_t delay)
+{
+    int64_t due = NowPs() + delay;
+    if (ff_event_.IsPending() && ff_event_due_ <= due)
+    {
+        return;
+    }
+    ff_event_.Cancel();
+    ff_event_due_ = due;
+    ff_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(delay), &Fabric::FfCheck, this);
+}
+
+void
+Fabric::FfCheck()
+{
+    int64_t now = NowPs();
+    ff_event_due_ = -1;
+    // The queue pairs with messages, by id.
+    size_t keep = 0;
+    for (Qp* q : ff_qps_)
+    {
+        if (q->in_port)
+        {
+            ff_qps_[keep++] = q;
+        }
+        else
+        {
+            q->ff_listed = false;
+        }
+    }
+    ff_qps_.resize(keep);
+    if (ff_qps_.empty())
+    {
+        return; // idle: the next message restarts the checks
+    }
+    std::sort(ff_qps_.begin(), ff_qps_.end(), [](const Qp* a, const Qp* b) { return a->id < b->id; });
+    // Parts: queue pairs joined by the ports their routes share.
+    ++ff_stamp_;
+    size_t n = ff_qps_.size();
+    ff_parent_.resize(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        ff_parent_[k] = k;
+    }
+    for (size_t k = 0; k < n; ++k)
+    {
+        for (uint32_t link : ff_qps_[k]->route)
+        {
+            Port* port = ports[link];
+            if (port->ff_stamp != ff_stamp_)
+            {
+                port->ff_stamp = ff_stamp_;
+                port->ff_owner = k;
+                port->ff_sharing = 1;
+                continue;
+            }
+            ++port->ff_sharing;
+            size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
+            if (a != b)
+            {
+                ff_parent_[std::max(a, b)] = std::min(a, b);
+            }
+        }
+    }
+    // Order by part (its root), then by id: each part is a run of ff_qps_.
+    std::vector<size_t> order(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        order[k] = k;
+    }
+    std::vector<size_t> root(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        root[k] = Root(ff_parent_, k);
+    }
+    std::stable_sort(order.begin(), order.end(), [&root](size_t a, size_t b) { return root[a] < root[b]; });
+    std::vector<Qp*> sorted(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        sorted[k] = ff_qps_[order[k]];
+    }
+    ff_qps_.swap(sorted);
+    int64_t next = std::numeric_limits<int64_t>::max();
+    ++ff_stamp_;
+    for (size_t begin = 0; begin < n;)
+    {
+        size_t end = begin + 1;
+        while (end < n && root[order[end]] == root[order[begin]])
+        {
+            ++end;
+        }
+        FfPart part{&ff_qps_[begin], end - begin, {}, 1469598103934665603ull};
+        bool dirty = false;
+        for (size_t k = 0; k < part.nqps; ++k)
+        {
+            Qp* q = part.qps[k];
+            part.signature = (part.signature ^ q->id) * 1099511628211ull;
+            dirty = dirty || q->ff_dirty;
+            for (uint32_t link : q->route)
+            {
+                Port* port = ports[link];
+                if (port->ff_stamp != ff_stamp_)
+                {
+                    port->ff_stamp = ff_stamp_;
+                    part.ports.push_back(port);
+                    dirty = dirty || port->ff_dirty;
+                }
+            }
+        }
+        Qp* lead = part.qps[0];
+        if (dirty)
+        {
+            FfRestart(part);
+        }
+        else if (now >= lead->ff_due)
+        {
+            if (lead->ff_phase == kSettling)
+            {
+                FfStartWindows(part);
+            }
+            else if (FfSteady(part))
+            {
+                FfRemember(part);
+                if (!FfJump(part, lead->ff_window))
+                {
+                    for (size_t k = 0; k < part.nqps; ++k)
+                    {
+                        part.qps[k]->ff_due = now + lead->ff_window;
+                    }
+                }
+            }
+            else
+            {
+                int64_t window = std::min(lead->ff_window * 2, lead->ff_window_cap);
+                for (size_t k = 0; k < part.nqps; ++k)
+                {
+                    part.qps[k]->ff_window = window;
+                    part.qps[k]->ff_due = now + window;
+                }
+            }
+        }
+        next = std::min(next, std::max(lead->ff_due, now + 1));
+        begin = end;
+    }
+    FfSchedule(next - now);
+}
+
+void
+Fabric::FfRestart(FfPart& part)
+{
+    // After a change: forget the part's windows, settle for its longest base
+    // RTT. A quiet pattern seen before jumps at once.
+    int64_t now = NowPs();
+    int64_t settle = 0;
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_dirty = false;
+        settle = std::max(settle, q->base_rtt);
+    }
+    for (Port* port : part.ports)
+    {
+        port->ff_dirty = false;
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_phase = kSettling;
+        q->ff_due = now + settle;
+    }
+    FfQuickJump(part);
+}
+
+void
+Fabric::FfStartWindows(FfPart& part)
+{
+    // The first window lasts long enough for every queue pair to send
+    // kFfMinPackets frames where it shares a port with the most others. A
+    // pattern seen steady before lends its rates and queues as the previous
+    // window.
+    int64_t now = NowPs();
+    int64_t frame = cfg.payload + kDataOverhead + data_extra;
+    int64_t window = 1000;
+    for (Port* port : part.ports)
+    {
+        window = std::max(window, static_cast<int64_t>(kFfMinPackets + 1) * port->ff_sharing * port->TxTime(frame));
+        port->AccountQueue();
+        port->q_area_start = port->q_area;
+        port->q_prev_mean = -1;
+        port->marks_start = port->marks;
+    }
+    auto seen = ff_memo_.find(part.signature);
+    bool hit = seen != ff_memo_.end() && seen->second.rates.size() == part.nqps &&
+               seen->second.queue_means.size() == part.ports.size();
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_count = 0;
+        q->ff_rx_count = 0;
+        q->ff_prev_rate = hit ? seen->second.rates[k] : -1;
+        q->ff_drift = 0;
+        q->ff_base_rate = -1;
+        q->ff_cnps_start = q->cnps_received;
+        q->ff_phase = kMeasuring;
+        q->ff_memo_hit = hit;
+        q->ff_window = window;
+        q->ff_window_cap = window * kFfMaxWindows;
+        q->ff_window_start = now;
+        q->ff_prev_length = 0;
+        q->ff_due = now + window;
+    }
+    if (hit)
+    {
+        for (size_t k = 0; k < part.ports.size(); ++k)
+        {
+            part.ports[k]->q_prev_mean = seen->second.queue_means[k];
+        }
+    }
+}
+
+bool
+Fabric::FfQuickJump(FfPart& part)
+{
+    // A quiet pattern seen before: its rates hold from the messages' first
+    // packets, so jump now rather than after a window.
+    auto seen = ff_memo_.find(part.signature);
+    if (seen == ff_memo_.end() || !seen->second.quiet || seen->second.rates.size() != part.nqps)
+    {
+        return false;
+    }
+    for (Port* port : part.ports)
+    {
+        if (port->paused)
+        {
+            return false;
+        }
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_cc_min = q->ff_cc_max = q->rate;
+        if (q->to_send.empty() || CcMayMove(*q))
+        {
+            return false;
+        }
+    }
+    for (Port* port : part.ports)
+    {
+        port->marks_window = 0;
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_prev_rate = seen->second.rates[k];
+        q->ff_cnps_window = 0;
+        q->ff_drift = 0;
+    }
+    return FfJump(part, 1000); // jumps shorter than 1 ns are not worth it
+}
+
+bool
+Fabric::FfSteady(FfPart& part)
+{
+    // Compares this window with the previous one and starts the next window.
+    int64_t now = NowPs();
+    Qp* lead = part.qps[0];
+    double length = static_cast<double>(std::max<int64_t>(now - lead->ff_window_start, 1));
+    double before = static_cast<double>(lead->ff_prev_length);
+    double tol = cfg.ff_tolerance;
+    double slack = (cfg.payload + kDataOverhead + data_extra) / 8.0;
+    bool steady = true;
+    for (Port* port : part.ports)
+    {
+        steady = steady && !port->paused;
+        port->AccountQueue();
+        double mean = (port->q_area - port->q_area_start) / length;
+        if (port->q_prev_mean < 0 ||
+            std::fabs(mean - port->q_prev_mean) > tol * std::max(mean, port->q_prev_mean) + slack)
+        {
+            steady = false;
+        }
+        port->q_prev_mean = mean;
+        port->q_area_start = port->q_area;
+        port->marks_window = port->marks - port->marks_start;
+        port->marks_start = port->marks;
+        steady = steady && port->marks_window == 0; // quiet: no congestion signal
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        if (q->to_send.empty())
+        {
+            steady = false; // its last packets are out: a message is about to end
+        }
+        double rate = WindowRate(q->ff_count, q->ff_first, q->ff_last);
+        double rx_rate = WindowRate(q->ff_rx_count, q->ff_rx_first, q->ff_rx_last);
+        bool ok = rate > 0 && q->ff_prev_rate > 0 &&
+                  std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && rx_rate > 0 &&
+                  std::fabs(rx_rate - rate) <= tol * std::max(rate, rx_rate) &&
+                  !(CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt));
+        int64_t middle = now - static_cast<int64_t>(length / 2);
+        if (rate > 0 && q->ff_base_rate < 0)
+        {
+            q->ff_base_rate = rate;
+            q->ff_base_time = middle;
+        }
+        else if (rate > 0 && middle > q->ff_base_time)
+        {
+            // The trend: the change since the first window, per ps (noise
+            // between windows does not add up; a drift does).
+            q->ff_drift = std::fabs(rate - q->ff_base_rate) / std::max(rate, q->ff_base_rate) /
+                          static_cast<double>(middle - q->ff_base_time);
+        }
+        if (ok && before > 0 && !q->ff_memo_hit)
+        {
+            // The jump's rate: the mean over both windows.
+            rate = (rate * length + q->ff_prev_rate * before) / (length + before);
+        }
+        else if (ok && q->ff_memo_hit)
+        {
+            rate = q->ff_prev_rate; // the memo's, measured over a longer steady time
+        }
+        steady = steady && ok && q->cnps_received == q->ff_cnps_start;
+        q->ff_prev_rate = rate;
+        q->ff_count = 0;
+        q->ff_rx_count = 0;
+        q->ff_cnps_window = q->cnps_received - q->ff_cnps_start;
+        q->ff_cnps_start = q->cnps_received;
+        q->ff_window_start = now;
+        q->ff_prev_length = static_cast<int64_t>(length);
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        part.qps[k]->ff_memo_hit = false;
+    }
+    return steady;
+}
+
+void
+Fabric::FfRemember(FfPart& part)
+{
+    if (ff_memo_.size() >= kFfMemoMax)
+    {
+        ff_memo_.clear();
+    }
+    FfPattern& pattern = ff_memo_[part.signature];
+    pattern.rates.clear();
+    pattern.queue_means.clear();
+    pattern.quiet = true;
+    for (Port* port : part.ports)
+    {
+        pattern.queue_means.push_back(port->q_prev_mean);
+        pattern.quiet = pattern.quiet && port->marks_window == 0;
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        pattern.rates.push_back(q->ff_prev_rate);
+        pattern.quiet = pattern.quiet && q->ff_cnps_window == 0 && !CcMayMove(*q);
+    }
+}
+
+bool
+Fabric::FfJump(FfPart& part, int64_t window)
+{
+    // Every queue pair's ff_prev_rate is its rate (packets per ps), its
+    // ff_cnps_window and the ports' marks_window the last window's CNPs and
+    // ECN marks (of `window` ps). The queue pair whose message is nearest its
+    // end bounds the jump.
+    double dt = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        Flow* f = q->to_send.front();
+        double unsent = static_cast<double>(f->npkts - f->snd_nxt);
+        dt = std::min(dt, std::floor(unsent - static_cast<double>(kFfMarginPackets)) / q->ff_prev_rate);
+    }
+    if (run_until_ >= 0)
+    {
+        // Back, with its pipeline full again, before the caller's next event.
+        int64_t refill = 0;
+        for (size_t k = 0; k < part.nqps; ++k)
+        {
+            refill = std::max(refill, 2 * part.qps[k]->base_rtt);
+        }
+        dt = std::min(dt, static_cast<double>(run_until_ - NowPs() - refill));
+    }
+    if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
+    {
+        return false; // too short to be worth it
+    }
+    for (Port* port : part.ports)
+    {
+        // Its queue drains while the part waits: what is queued then arrives
+        // up to its depth over the rate early, which must be small beside dt.
+        if (port->q_prev_mean > 0 && port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > cfg.ff_tolerance * dt)
+        {
+            return false;
+        }
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        if (part.qps[k]->ff_drift * dt > cfg.ff_tolerance)
+        {
+            // A rate that drifts (within the tolerance per window) would move
+            // past it before the jump ends: its congestion control is still
+            // converging, and a jump would hold it back.
+            return false;
+        }
+    }
+    int64_t now = NowPs();
+    int64_t jump = static_cast<int64_t>(dt);
+    double scale = static_cast<double>(jump) / static_cast<double>(window);
+    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
+    uint64_t ack_wire = kAckOverhead + data_extra;
+    for (Port* port : part.ports)
+    {
+        port->ff_marks += static_cast<uint64_t>(static_cast<double>(port->marks_window) * scale + 0.5);
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        Flow* f = q->to_send.front();
+        // Whole packets: the queue pair waits exactly as long as they take.
+        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump));
+        skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
+        int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
+        uint64_t cnps = static_cast<uint64_t>(static_cast<double>(q->ff_cnps_window) * scale + 0.5);
+        f->ff_cnps_received += cnps;
+        f->ff_cnps_sent += cnps;
+        f->npkts -= static_cast<uint32_t>(skip);
+        f->size -= skip * cfg.payload;
+        f->ff_packets += skip;
+        f->ff_bytes += skip * cfg.payload;
+        for (uint32_t link : f->fwd)
+        {
+            ports[link]->ff_tx_bytes += skip * data_wire;
+            ports[link]->ff_tx_packets += skip;
+        }
+        uint64_t acks = skip / cfg.ack_interval;
+        for (uint32_t link : f->rev)
+        {
+            ports[link]->ff_tx_bytes += acks * ack_wire + cnps * kCnpOverhead;
+            ports[link]->ff_tx_packets += acks + cnps;
+        }
+        q->Hold(wait);
+        q->ff_due = now + wait + q->base_rtt; // measure again once it is back
+        q->ff_phase = kSettling;
+        for (uint32_t link : f->fwd)
+        {
+            ports[link]->ff_paused_until = std::max(ports[link]->ff_paused_until, now + wait);
+        }
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        part.qps[k]->port->Pump(); // wakes when the wait ends
+    }
+    ff_skipped += jump;
+    ++ff_jumps;
+    return true;
+}
+
+} // namespace astra_ns3

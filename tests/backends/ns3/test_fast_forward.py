@@ -1,0 +1,156 @@
+"""The ns3 backend's steady-state fast-forward against packet-by-packet runs (issue 28).
+
+Small versions of every comparison of ``benchmarks/ns3_fast_forward.py`` (the
+cases of ``validation/backends.py`` at 2 MiB, the 8-host ring all-reduce and
+all-to-all at 4 MiB, ``examples/cc_study``'s incast at 1.25 MB per sender,
+``validation/cc_fct.py``'s WebSearch study over 2 ms of arrivals), each under
+DCQCN, HPCC and no congestion control, run with ``fast_forward`` on and off:
+
+* the targets: the step within 1 %, FCT slowdown p50 and p99 within 5 % in
+  every size bucket;
+* conservation: the same bytes delivered, and every port's bytes and packets
+  sent within 1 % (fast-forward moves bytes without packets but must count
+  them where they would have gone);
+* ``fast_forward = false`` is today's model, bit for bit: its step and counters
+  equal ``tests/data/ns3_fast_forward_golden.json``, recorded at main's commit
+  6605f6f (before fast-forward existed; the key left out of the config) with::
+
+      .venv/bin/python -m tests.backends.ns3.test_fast_forward
+
+No wall-clock time is asserted: the speed-up is the benchmark's to report.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.backends.ns3.conftest import require_ns3
+
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "tests" / "data" / "ns3_fast_forward_golden.json"
+CCS = ("dcqcn", "hpcc", "none")
+#: Case -> measure() keywords: a few MiB, a second or less each.
+SMALL = {
+    **{
+        name: {"size_mib": 2}
+        for name in (
+            "p2p-fat-tree",
+            "p2p-gpu-cluster",
+            "ring-switch",
+            "ring-fat-tree",
+            "a2a-fat-tree",
+            "ring-leaf-spine",
+            "a2a-leaf-spine",
+            "incast",
+            "two-jobs",
+        )
+    },
+    "ring-switch8": {"size_mib": 4},
+    "a2a-switch8": {"size_mib": 4},
+    "cc-study-incast": {"incast_bytes": 1_250_000},
+    "websearch-50": {"duration_ms": 2},
+}
+#: The counters fast_forward = false must reproduce exactly.
+GOLDEN_KEYS = (
+    "step_ns",
+    "bytes_on_wire",
+    "packet_hops",
+    "ecn_marks",
+    "cnps",
+    "pfc_pauses",
+    "delivered_bytes",
+)
+PORT_TOLERANCE = 0.01
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "_ns3_fast_forward", ROOT / "benchmarks" / "ns3_fast_forward.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _benchmark()
+
+
+@functools.cache
+def run(case: str, cc: str, fast_forward: bool | None) -> dict:
+    """One small run (cached: each serves several tests)."""
+    return bench.measure(case, cc, fast_forward, **SMALL[case])
+
+
+CASES = [pytest.param(case, cc, id=f"{case}-{cc}") for case in SMALL for cc in CCS]
+
+
+@pytest.fixture(autouse=True)
+def _ns3():
+    require_ns3()
+
+
+@pytest.mark.parametrize("case, cc", CASES)
+def test_fast_forward_agrees_with_the_packet_run(case, cc):
+    on, off = run(case, cc, True), run(case, cc, False)
+    errors = bench.compare(on, off)
+    assert abs(errors["step"]) <= bench.STEP_TOLERANCE, (on["step_ns"], off["step_ns"])
+    assert [b["bucket"] for b in on["fct"]] == [b["bucket"] for b in off["fct"]]
+    for b in errors["fct"]:
+        assert abs(b["p50_err"]) <= bench.FCT_TOLERANCE, b
+        assert abs(b["p99_err"]) <= bench.FCT_TOLERANCE, b
+
+
+@pytest.mark.parametrize("case, cc", CASES)
+def test_fast_forward_conserves_bytes_and_counts_them_on_every_port(case, cc):
+    on, off = run(case, cc, True), run(case, cc, False)
+    assert on["delivered_bytes"] == off["delivered_bytes"] > 0
+    assert on["messages"] == off["messages"]
+    assert on["drops"] == off["drops"] == 0
+    for key in ("port_tx_bytes", "port_tx_packets"):
+        for port, (a, b) in enumerate(zip(on[key], off[key])):
+            assert abs(a - b) <= PORT_TOLERANCE * max(b, 1), (key, port, a, b)
+
+
+@pytest.mark.parametrize("case, cc", CASES)
+def test_fast_forward_off_is_the_packet_model_of_before(case, cc):
+    golden = json.loads(GOLDEN.read_text())["runs"][f"{case}/{cc}"]
+    off = run(case, cc, False)
+    assert {k: off[k] for k in GOLDEN_KEYS} == golden
+
+
+def record_golden() -> None:
+    """Write GOLDEN from this checkout's model, the fast_forward key left out; refuses a
+    checkout whose model sources differ from its commit."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+
+    if git("diff", "--quiet", "HEAD", "--", "astra_core", "backends").returncode != 0:
+        raise SystemExit(
+            "record_golden: astra_core/ or backends/ differ from HEAD; record from a clean commit"
+        )
+    runs = {}
+    for case in SMALL:
+        for cc in CCS:
+            row = run(case, cc, None)
+            runs[f"{case}/{cc}"] = {k: row[k] for k in GOLDEN_KEYS}
+            print(case, cc, runs[f"{case}/{cc}"], flush=True)
+    record = {
+        "command": "python -m tests.backends.ns3.test_fast_forward  # at the commit below",
+        "commit": git("rev-parse", "HEAD").stdout.strip(),
+        "runs": runs,
+    }
+    GOLDEN.write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    record_golden()
