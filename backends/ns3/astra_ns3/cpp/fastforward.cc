@@ -153,8 +153,14 @@ Fabric::FfStart(Flow* f)
             ff_conflict_ps += waits;
         }
     }
+    bool joins = !f->qp->in_port || f->qp->to_send.empty();
     f->Start();
-    Changed(f->qp);
+    if (joins)
+    {
+        // A queue pair that starts sending changes the pattern; one more
+        // message behind those it is sending does not.
+        Changed(f->qp);
+    }
 }
 
 void
