@@ -142,13 +142,14 @@ astra_ns3_start_flow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint6
     if (status == 0)
     {
         ++g_started;
-        // Room for every completion: `completed` then never reallocates inside Run(),
-        // so astra_ns3_progress may read its size from another thread. Doubling keeps
-        // this amortized O(1) per message.
+        // Room for every message not yet taken to complete: `completed` then never
+        // reallocates inside Run(), so astra_ns3_progress may read its size from
+        // another thread. Doubling keeps this amortized O(1) per message.
         std::vector<uint32_t>& done = g_fabric->completed;
-        if (done.capacity() < static_cast<size_t>(g_started))
+        size_t pending = static_cast<size_t>(g_started - g_taken);
+        if (done.capacity() < pending)
         {
-            done.reserve(2 * static_cast<size_t>(g_started));
+            done.reserve(2 * pending);
         }
     }
     return status;
