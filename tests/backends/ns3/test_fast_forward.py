@@ -67,6 +67,12 @@ GOLDEN_KEYS = (
     "delivered_bytes",
 )
 PORT_TOLERANCE = 0.01
+#: ACK frames on the wire at once, at most: a base RTT over a data frame's time on the
+#: longest route of these cases (6 hops of the k = 4 fat-tree at 100 Gbps, 1 us links:
+#: 6 x (1 + 0.33424 + 1 + 0.00688) us / 0.33424 us = 42.0 for 4096 B payloads).
+ACKS_IN_FLIGHT = 43
+#: An ACK's bytes on the wire (cpp/roce.h kAckOverhead: 82 B of headers + 4 B AETH).
+ACK_FRAME_BYTES = 86
 
 
 def _benchmark():
@@ -114,9 +120,15 @@ def test_fast_forward_conserves_bytes_and_counts_them_on_every_port(case, cc):
     assert on["delivered_bytes"] == off["delivered_bytes"] > 0
     assert on["messages"] == off["messages"]
     assert on["drops"] == off["drops"] == 0
-    for key in ("port_tx_bytes", "port_tx_packets"):
+    # A part waiting out a jump drains its pipeline, so fewer ACKs are on the wire when
+    # the last message is delivered (and the run ends) than packet by packet: at most
+    # one base RTT of them per port.
+    for key, slack in (
+        ("port_tx_bytes", ACKS_IN_FLIGHT * ACK_FRAME_BYTES),
+        ("port_tx_packets", ACKS_IN_FLIGHT),
+    ):
         for port, (a, b) in enumerate(zip(on[key], off[key])):
-            assert abs(a - b) <= PORT_TOLERANCE * max(b, 1), (key, port, a, b)
+            assert abs(a - b) <= max(PORT_TOLERANCE * b, slack), (key, port, a, b)
 
 
 @pytest.mark.parametrize("case, cc", CASES)
