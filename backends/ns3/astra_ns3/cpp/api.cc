@@ -245,7 +245,7 @@ astra_ns3_port_stats(int64_t* out)
         row[2] = static_cast<int64_t>(p->tx_bytes + p->ff_tx_bytes);
         row[3] = static_cast<int64_t>(p->tx_packets + p->ff_tx_packets);
         row[4] = static_cast<int64_t>(p->drops);
-        row[5] = static_cast<int64_t>(p->marks + p->ff_marks);
+        row[5] = static_cast<int64_t>(p->marks);
         row[6] = static_cast<int64_t>(p->pauses_sent);
         row[7] = static_cast<int64_t>(p->resumes_sent);
         row[8] = static_cast<int64_t>(p->pauses_received);
@@ -279,8 +279,8 @@ astra_ns3_flow_stats(int64_t* out)
         row[2] = static_cast<int64_t>(f.packets_sent + f.ff_packets);
         row[3] = static_cast<int64_t>(f.retransmits);
         row[4] = static_cast<int64_t>(f.timeouts);
-        row[5] = static_cast<int64_t>(f.cnps_sent + f.ff_cnps_sent);
-        row[6] = static_cast<int64_t>(f.cnps_received + f.ff_cnps_received);
+        row[5] = static_cast<int64_t>(f.cnps_sent);
+        row[6] = static_cast<int64_t>(f.cnps_received);
         row[7] = f.qp->base_rtt;
         row[8] = static_cast<int64_t>(f.qp->rate + 0.5);
     }
