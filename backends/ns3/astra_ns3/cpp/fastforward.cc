@@ -511,9 +511,12 @@ Fabric::FfSteady(FfPart& part)
         }
         double rate = WindowRate(q->ff_count, q->ff_first, q->ff_last);
         double rx_rate = WindowRate(q->ff_rx_count, q->ff_rx_first, q->ff_rx_last);
+        // (Against the memo's rates, measured where the receivers took them at
+        // the same rate, the senders' rates suffice: a first window need not
+        // outlast the path's latency.)
+        bool received = q->ff_memo_hit || (rx_rate > 0 && std::fabs(rx_rate - rate) <= tol * std::max(rate, rx_rate));
         bool ok = rate > 0 && q->ff_prev_rate > 0 &&
-                  std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && rx_rate > 0 &&
-                  std::fabs(rx_rate - rate) <= tol * std::max(rate, rx_rate) &&
+                  std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && received &&
                   !(CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt));
         int64_t middle = now - static_cast<int64_t>(length / 2);
         if (rate > 0 && q->ff_base_rate < 0)
@@ -651,7 +654,7 @@ Fabric::FfJump(FfPart& part, int64_t window)
             ports[link]->ff_tx_packets += acks;
         }
         q->Hold(wait);
-        q->ff_due = now + wait + q->base_rtt; // measure again once it is back
+        q->ff_due = now + wait + q->base_rtt; // measured again once it is back in full flow
         q->ff_phase = kSettling;
         for (uint32_t link : f->fwd)
         {
