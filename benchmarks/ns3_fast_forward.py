@@ -31,9 +31,11 @@ targets: step within 1 %, FCT p50 and p99 within 5 % per bucket, and at least
 100x less simulation time on the 8-host cases at 256 MiB and the fat-tree
 cases at 64 MiB.
 
-Each run is one child process (so its peak memory is its own) and appends a
-JSON line to ``--results``; a run already there is not run again (``--fresh``
-starts over), so the matrix can be filled in parts:
+The ``skipped`` column is the share of the step the model jumped over and its
+number of jumps. Each run is one child process (so its peak memory is its own)
+and appends a JSON line to ``--results`` (with the checkout's commit); a run
+already there is not run again (``--fresh`` runs it again, the last line of a
+run counting), so the matrix can be filled in parts:
 
     python benchmarks/ns3_fast_forward.py [--cases validation,speed,incast,websearch|NAME,...]
         [--ccs dcqcn,hpcc,none] [--sizes 4,64] [--speed-mib 256] [--duration-ms 10]
@@ -364,7 +366,7 @@ def compare(on: dict, off: dict) -> dict[str, Any]:
         )
     out = {
         "step": rel(on["step_ns"], off["step_ns"]),
-        "wire_bytes": rel(sum(on["port_tx_bytes"]), sum(off["port_tx_bytes"])),
+        "wire_bytes": rel(on["bytes_on_wire"], off["bytes_on_wire"]),
         "delivered_equal": on["delivered_bytes"] == off["delivered_bytes"],
         "fct": fct,
         "speedup": off["sim_wall_s"] / on["sim_wall_s"] if on["sim_wall_s"] > 0 else float("inf"),
@@ -480,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         _child(*args.child)
         return 0
     rows = load_rows(args.results)
+    commit = _commit()
     order = []
     for name, size in selected(args):
         label = size_label(name, size, args.duration_ms, args.incast_bytes)
@@ -501,10 +504,11 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(row, str):
                     _say(name, label, cc, ff, row)
                     continue
+                row["commit"] = commit
                 rows[_key(row)] = row
                 args.results.parent.mkdir(parents=True, exist_ok=True)
-                with args.results.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                with args.results.open("a") as f:  # per-port counters stay out of the record
+                    f.write(json.dumps({k: v for k, v in row.items() if not k.startswith("port_")}) + "\n")
                 _say(
                     name,
                     label,
@@ -514,6 +518,19 @@ def main(argv: list[str] | None = None) -> int:
                     f"({time.perf_counter() - started:.1f} s with start-up)",
                 )
     return _emit(report(rows, order), args.markdown)
+
+
+def _commit() -> str:
+    """The checkout's commit, with ``+`` if its model or benchmark differ from it."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short", "HEAD").stdout.strip() or "unknown"
+    dirty = git(
+        "diff", "--quiet", "HEAD", "--", "astra_core", "backends", "benchmarks", "validation"
+    ).returncode
+    return head + ("+" if dirty else "")
 
 
 def _emit(text: str, markdown: str | None) -> int:
