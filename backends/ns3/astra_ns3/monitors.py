@@ -59,10 +59,14 @@ class Ns3Results:
         self._queues: list[dict[str, Any]] = []
         self._samples: list[dict[str, Any]] = []
         self.misrouted = 0
-        #: Simulated time skipped by the model's steady-state fast-forward (ns), and its jumps.
+        #: Time skipped by the model's steady-state fast-forward (ns, summed over the parts of
+        #: the fabric that jumped), and its jumps.
         self.fast_forward_ns = 0.0
         self.fast_forwards = 0
         self.fast_forward_packet_hops = 0
+        #: Messages started on a port or queue pair still owed skipped time, and the ns owed then.
+        self.fast_forward_conflicts = 0
+        self.fast_forward_conflict_ns = 0.0
 
     def add_run(self, raw: dict[str, np.ndarray], meta: list[tuple], offset_ns: float) -> None:
         """Fold in one run's raw arrays (astra_ns3.native.Library.results)."""
@@ -82,6 +86,8 @@ class Ns3Results:
         self.fast_forward_ns += int(raw["fast_forward"][0]) / 1000
         self.fast_forwards += int(raw["fast_forward"][1])
         self.fast_forward_packet_hops += int(raw["fast_forward"][2])
+        self.fast_forward_conflicts += int(raw["fast_forward"][3])
+        self.fast_forward_conflict_ns += int(raw["fast_forward"][4]) / 1000
         first = sum(len(m["message"]) for m in self._messages)
         flows = raw["flows"]
         f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
@@ -200,6 +206,8 @@ class Ns3Results:
             "fast_forwards": self.fast_forwards,
             # of packet_hops, those skipped rather than simulated
             "fast_forward_packet_hops": self.fast_forward_packet_hops,
+            "fast_forward_conflicts": self.fast_forward_conflicts,
+            "fast_forward_conflict_ns": self.fast_forward_conflict_ns,
         }
 
     def write(self, directory: str | Path, kind: str = "csv") -> list[Path]:

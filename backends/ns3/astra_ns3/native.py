@@ -156,7 +156,7 @@ class Library:
         q = [np.zeros(n_queue, dtype=np.int64) for _ in range(3)]
         s = [np.zeros(n_flow_samples, dtype=np.int64) for _ in range(3)]
         rate = np.zeros(n_flow_samples, dtype=np.float64)
-        fast_forward = np.zeros(3, dtype=np.int64)
+        fast_forward = np.zeros(5, dtype=np.int64)
         self._f["astra_ns3_fast_forward"](self._ptr(fast_forward, ctypes.c_int64))
         # (cppyy cannot pass an empty array as a pointer: skip what is empty.)
         if n_ports:
@@ -183,7 +183,7 @@ class Library:
             "flow_id": s[1],
             "flow_delivered": s[2],
             "flow_rate_bps": rate,
-            "fast_forward": fast_forward,  # [ps skipped, fast-forwards made, packet-hops skipped]
+            "fast_forward": fast_forward,  # astra_ns3_fast_forward (api.cc)
         }
 
     def destroy(self) -> None:

@@ -145,16 +145,19 @@ astra_ns3_run(int64_t until_ps)
 int64_t
 astra_ns3_now()
 {
-    // The fabric's clock: ns-3's time plus what fast-forward skipped.
-    return g_fabric ? g_fabric->Clock() : ns3::Simulator::Now().GetPicoSeconds();
+    return ns3::Simulator::Now().GetPicoSeconds();
 }
 
-// out[0..2]: simulated ps fast-forwarded, fast-forwards made, packet-hops skipped.
+// out[0..4]: ps fast-forwarded (summed over the parts of the fabric that
+// jumped), fast-forwards made, packet-hops skipped, messages started where
+// skipped packets were still owed, and the ps owed then.
 void
 astra_ns3_fast_forward(int64_t* out)
 {
-    out[0] = g_fabric->skipped;
+    out[0] = g_fabric->ff_skipped;
     out[1] = static_cast<int64_t>(g_fabric->ff_jumps);
+    out[3] = static_cast<int64_t>(g_fabric->ff_conflicts);
+    out[4] = g_fabric->ff_conflict_ps;
     out[2] = 0;
     for (const astra_ns3::Port* p : g_fabric->ports)
     {

@@ -178,8 +178,7 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
     f.size = size;
     f.fwd.assign(fwd, fwd + nfwd);
     f.rev.assign(rev, rev + nrev);
-    f.Start();
-    Changed();
+    FfStart(&f);
     if (cfg.monitor_interval > 0 && !monitor_event_.IsPending())
     {
         monitor_event_ = ns3::Simulator::ScheduleNow(&Fabric::Sample, this);
@@ -190,19 +189,19 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
 int
 Fabric::Run(int64_t until)
 {
-    // `until`: ps on the fabric's clock (-1: none). Returns 1: completions are
-    // waiting; 0: reached `until`; 2: no events left; 3: failed (see error).
-    run_until_ = until;
+    // Returns 1: completions are waiting; 0: reached `until`; 2: no events
+    // left; 3: failed (see error).
+    ns3::EventId until_event;
+    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
     if (until >= 0)
     {
-        until_event_ = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - Clock(), 0)));
+        until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
     }
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
-    until_event_.Cancel();
-    run_until_ = -1;
+    until_event.Cancel();
     stop_event_.Cancel();
     stop_pending_ = false;
     if (!error.empty())
@@ -213,7 +212,7 @@ Fabric::Run(int64_t until)
     {
         return 1;
     }
-    if (until >= 0 && Clock() >= until)
+    if (until >= 0 && ns3::Simulator::Now().GetPicoSeconds() >= until)
     {
         return 0;
     }
@@ -223,8 +222,27 @@ Fabric::Run(int64_t until)
 void
 Fabric::Complete(Flow* f)
 {
+    if (f->ff_hold > 0)
+    {
+        // Its last packets ran early by the time fast-forward skipped.
+        int64_t now = ns3::Simulator::Now().GetPicoSeconds();
+        int64_t release = now + f->ff_hold;
+        f->finish = release;
+        f->qp->ff_owed_until = std::max(f->qp->ff_owed_until, release - f->qp->base_rtt / 2);
+        for (uint32_t link : f->fwd)
+        {
+            ports[link]->ff_owed_until = std::max(ports[link]->ff_owed_until, release);
+        }
+        ns3::Simulator::Schedule(ns3::PicoSeconds(f->ff_hold), &Fabric::Release, this, f);
+        return;
+    }
+    Release(f);
+}
+
+void
+Fabric::Release(Flow* f)
+{
     completed.push_back(f->id);
-    Changed();
     if (!stop_pending_)
     {
         // Stop after every event already due now: completions at the same
@@ -321,7 +339,7 @@ Fabric::Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h,
     if (n.buffer_used + size > cfg.buffer)
     {
         ++in->drops;
-        Changed();
+        Changed(out);
         return;
     }
     n.buffer_used += size;
@@ -374,38 +392,10 @@ Fabric::SendPfc(Port* port, bool pause)
     port->SendControl(p);
 }
 
-int64_t
-Fabric::Clock() const
-{
-    return ns3::Simulator::Now().GetPicoSeconds() + skipped;
-}
-
 void
 Fabric::Sample()
 {
-    SampleAt(Clock(), 0);
-    size_t keep = 0;
-    for (Flow* f : active)
-    {
-        if (!(f->delivered && f->sender_done))
-        {
-            active[keep++] = f;
-        }
-    }
-    active.resize(keep);
-    if (!active.empty())
-    {
-        monitor_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.monitor_interval),
-                                                  &Fabric::Sample, this);
-    }
-}
-
-void
-Fabric::SampleAt(int64_t now, double behind)
-{
-    // One sample of every port's queue and every active flow at `now` (the
-    // fabric's clock). `behind` (0..1): the fraction of the flows' skipped
-    // bytes not yet delivered at `now` (a sample inside a fast-forward).
+    int64_t now = ns3::Simulator::Now().GetPicoSeconds();
     for (Port* port : ports)
     {
         if (!port)
@@ -418,11 +408,21 @@ Fabric::SampleAt(int64_t now, double behind)
             port->sampled_nonzero = port->data_bytes > 0;
         }
     }
+    size_t keep = 0;
     for (Flow* f : active)
     {
-        uint64_t delivered = f->delivered_bytes + f->ff_bytes;
-        delivered -= static_cast<uint64_t>(behind * static_cast<double>(f->ff_last_jump_bytes));
-        flow_samples.push_back(FlowSample{now, f->id, delivered, f->qp->rate});
+        // Skipped bytes count as delivered at the jump.
+        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes + f->ff_bytes, f->qp->rate});
+        if (!(f->delivered && f->sender_done))
+        {
+            active[keep++] = f;
+        }
+    }
+    active.resize(keep);
+    if (!active.empty())
+    {
+        monitor_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(cfg.monitor_interval),
+                                                  &Fabric::Sample, this);
     }
 }
 

@@ -1,42 +1,62 @@
-// Steady-state fast-forward: skip the packets of a fabric whose flows have
-// converged, as Wormhole does (Long et al., NSDI 2026, arXiv 2602.10615: LLM
-// traffic spends most of its packets in steady states of a few contention
-// patterns; jump every flow to the next change).
+// Steady-state fast-forward: skip the packets of the parts of the fabric whose
+// flows have converged, as Wormhole does (Long et al., NSDI 2026, arXiv
+// 2602.10615: LLM traffic spends most of its packets in steady states of a few
+// contention patterns; partition the network and jump each part's flows to
+// their next change).
 //
-// The fabric keeps a clock, ns-3's time plus `skipped`; every time the model
-// hands out (flow start and finish, monitor samples, Run's `until`) is on that
-// clock. A fast-forward of dt ps removes, from the message each sending queue
-// pair is working on, the packets it would have sent in dt at its measured
-// rate, and adds dt to `skipped`. Nothing else moves: queues, packets on the
-// wires, congestion-control state and timers stay as they are, which is what
-// "steady" means (the state at t + dt is the state at t, with every message
-// further along). The skipped packets count as sent and delivered (Flow's
-// ff_packets and ff_bytes, the ports' ff_tx_bytes with their ACKs), so
-// traffic counters add up as if the packets had been simulated.
+// Parts. The queue pairs with messages, joined where their routes share a
+// port (directly or through others), form the fabric's parts; each part is
+// measured and fast-forwarded on its own, so that the NVLink islands of an LLM
+// job and its inter-node traffic do not wait for one another.
 //
-// Steady. A check runs at the end of every measurement window (ns-3 time):
-//  * every queue pair with data queued sent at least kFfMinPackets packets in
-//    the window, and its rate (packets between the first and the last one's
-//    wire start) is within `ff_tolerance` of the previous window's;
+// A jump of dt ps removes, from the message each of a part's queue pairs is
+// working on, the packets it would have sent in dt at its measured rate. ns-3's
+// clock does not move: the part's remaining packets simply run dt early, and
+// every message of the part whose packets ran early has its delivery reported
+// dt later (Flow::ff_hold, Fabric::Complete), at the time it would have
+// arrived. Queues, packets on the wires, congestion-control state and timers
+// stay as they are, which is what "steady" means. The skipped packets count as
+// sent and delivered (Flow's ff_packets and ff_bytes, the ports' ff_tx_bytes
+// with their ACKs and CNPs), so traffic counters add up as if simulated.
+//
+// Until those deliveries are reported, the part's ports and queue pairs are
+// owed the skipped time. A message started on an owed queue pair waits until
+// the skipped packets would have been sent (the RC queue pair sends its
+// messages in order); one started on an owed port (another queue pair)
+// starts at once, which is counted (ff_conflicts, ff_conflict_ps) because it
+// meets less traffic there than it would have.
+//
+// Steady. A part, after any change (a message starts or ends on it, a pause,
+// a drop, a retransmission: Fabric::Changed), settles for its longest base
+// RTT, then is measured in windows:
+//  * every queue pair sent at least kFfMinPackets packets in the window, and
+//    its rate (packets between the first's and the last's wire start) is
+//    within `ff_tolerance` of the previous window's; its receiver took them at
+//    the same rate (no queue on its way grows or drains);
 //  * every port's time-averaged data queue is within `ff_tolerance` (plus an
-//    eighth of a frame) of the previous window's: no queue grows or drains;
-//  * no port is paused, and since the windows began no message started or
-//    ended, no PFC pause or resume, no drop and no retransmission happened
-//    (Fabric::Changed restarts the windows);
+//    eighth of a frame) of the previous window's, and no port is paused;
+//  * a congestion control that may move on its own (HPCC, PINT, TIMELY,
+//    DCTCP; DCQCN below line rate) is judged only over windows of at least
+//    kFfCycleRtts base RTTs, so that its cycles average out; and no rate may
+//    drift by more than the tolerance before the jump would end;
 //  * no queue pair is in its tail (all sent, waiting for ACKs).
-// A window starts at one base RTT of the fabric's longest route, longer where
-// a port's queue pairs share it (each should send kFfMinPackets), and doubles
-// after every unsteady check (up to kFfMaxWindows base windows), so that a
-// congestion control that oscillates is compared over its cycle. Where a
-// state never holds (PFC storms, a CC that keeps moving, a queue pair paced
-// too slowly to measure) the model keeps simulating packets.
+// The first window is long enough for every queue pair to send kFfMinPackets
+// frames where it shares a port with the most others; it doubles after every
+// unsteady check, up to kFfMaxWindows times. Where a state never holds (PFC
+// storms, a CC that keeps moving, a queue pair paced too slowly to measure)
+// the part keeps simulating packets.
 //
-// The jump. dt is the largest time in which no sending message comes within
-// kFfMarginRtts base RTTs (and kFfMarginPackets packets) of its last packet,
-// bounded by the caller's next event (Run's `until`): the end of a message
-// and everything after it is simulated packet by packet. Every queue pair
-// then skips floor(rate x dt) packets. CNPs and ECN marks seen in the last
-// window are extrapolated over dt into the counters.
+// The jump. dt is the largest time in which no sending message of the part
+// comes within kFfMarginPackets packets of its end: the end of a message and
+// what follows is simulated packet by packet. CNPs and ECN marks seen in the
+// last window are extrapolated over dt into the counters.
+//
+// Memo. A part found steady leaves its rates and queues under its signature
+// (its queue pairs); when the same pattern returns, its first window is
+// compared with them rather than with a window of its own, and a quiet one (no
+// CNP, no mark, rate-based queue pairs at line rate) jumps at once, before its
+// first packets are out: the pipeline's filling is then simulated after the
+// jump instead of before it.
 #include "roce.h"
 
 #include <algorithm>
@@ -48,16 +68,29 @@ namespace astra_ns3
 
 namespace
 {
-constexpr uint64_t kFfMinPackets = 8;  // packets per queue pair per window to trust its rate
-constexpr int64_t kFfMaxWindows = 64;  // the longest window, in first windows
+constexpr uint64_t kFfMinPackets = 8;    // packets per queue pair per window to trust its rate
+constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
 constexpr uint64_t kFfMarginPackets = 4; // left to simulate at the end of a message
-constexpr size_t kFfMemoMax = 1 << 16; // contention patterns remembered
-constexpr double kFfCycleRtts = 32;    // the shortest window over which a moving CC rate is averaged
+constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
+constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
+constexpr int kSettling = 0, kMeasuring = 1;
 
 int64_t
 NowPs()
 {
     return ns3::Simulator::Now().GetPicoSeconds();
+}
+
+// Packets per ps of a window's `count` packets between the first's and the
+// last's times; -1 when too few to trust.
+double
+WindowRate(uint64_t count, int64_t first, int64_t last)
+{
+    if (count < kFfMinPackets || last <= first)
+    {
+        return -1;
+    }
+    return static_cast<double>(count - 1) / static_cast<double>(last - first);
 }
 
 // Whether q's rate may change without a new event: HPCC, PINT, TIMELY and
@@ -77,6 +110,17 @@ CcMayMove(const Qp& q)
     }
     return true;
 }
+
+size_t
+Root(std::vector<size_t>& parent, size_t k)
+{
+    while (parent[k] != k)
+    {
+        parent[k] = parent[parent[k]];
+        k = parent[k];
+    }
+    return k;
+}
 } // namespace
 
 void
@@ -90,28 +134,86 @@ Fabric::FfAdd(Qp* q)
 }
 
 void
-Fabric::Changed()
+Fabric::FfStart(Flow* f)
 {
-    if (!cfg.fast_forward || ff_changed_)
+    // A queue pair whose skipped packets are still owed sends this message
+    // after them; a port that is owed is a conflict, counted.
+    Qp* q = f->qp;
+    int64_t now = NowPs();
+    if (cfg.fast_forward)
+    {
+        int64_t owed = q->ff_owed_until;
+        for (uint32_t link : f->fwd)
+        {
+            owed = std::max(owed, ports[link]->ff_owed_until);
+        }
+        if (owed > now)
+        {
+            ++ff_conflicts;
+            ff_conflict_ps += owed - now;
+        }
+        if ((q->ff_owed_until > now && !q->in_port) || q->ff_delayed > 0)
+        {
+            ++q->ff_delayed;
+            int64_t at = std::max(q->ff_owed_until, now);
+            ns3::Simulator::Schedule(ns3::PicoSeconds(at - now), [this, f, now]() {
+                --f->qp->ff_delayed;
+                f->Start();
+                f->start = now; // when it was sent: the wait counts in its completion time
+                Changed(f->qp);
+            });
+            return;
+        }
+    }
+    f->Start();
+    Changed(q);
+}
+
+void
+Fabric::Changed(Qp* q)
+{
+    if (!cfg.fast_forward)
     {
         return;
     }
-    ff_changed_ = true;
-    FfSchedule(0); // restart the windows at this instant, after the events due now
+    q->ff_dirty = true;
+    for (uint32_t link : q->route) // the part it leaves, if it has no messages left
+    {
+        ports[link]->ff_dirty = true;
+    }
+    FfSchedule(0); // look at the part at this instant, after the events due now
+}
+
+void
+Fabric::Changed(Port* p)
+{
+    if (!cfg.fast_forward)
+    {
+        return;
+    }
+    p->ff_dirty = true;
+    FfSchedule(0);
 }
 
 void
 Fabric::FfSchedule(int64_t delay)
 {
+    int64_t due = NowPs() + delay;
+    if (ff_event_.IsPending() && ff_event_due_ <= due)
+    {
+        return;
+    }
     ff_event_.Cancel();
+    ff_event_due_ = due;
     ff_event_ = ns3::Simulator::Schedule(ns3::PicoSeconds(delay), &Fabric::FfCheck, this);
 }
 
 void
-Fabric::FfGather()
+Fabric::FfCheck()
 {
-    // The queue pairs with messages, by id, and the ports their routes cross;
-    // the contention pattern's signature (FNV-1a over the queue pair ids).
+    int64_t now = NowPs();
+    ff_event_due_ = -1;
+    // The queue pairs with messages, by id.
     size_t keep = 0;
     for (Qp* q : ff_qps_)
     {
@@ -125,200 +227,243 @@ Fabric::FfGather()
         }
     }
     ff_qps_.resize(keep);
-    std::sort(ff_qps_.begin(), ff_qps_.end(), [](const Qp* a, const Qp* b) { return a->id < b->id; });
-    ++ff_stamp_;
-    ff_ports_.clear();
-    uint64_t h = 1469598103934665603ull;
-    for (Qp* q : ff_qps_)
+    if (ff_qps_.empty())
     {
-        h = (h ^ q->id) * 1099511628211ull;
-        for (uint32_t link : q->open.front()->fwd)
+        return; // idle: the next message restarts the checks
+    }
+    std::sort(ff_qps_.begin(), ff_qps_.end(), [](const Qp* a, const Qp* b) { return a->id < b->id; });
+    // Parts: queue pairs joined by the ports their routes share.
+    ++ff_stamp_;
+    size_t n = ff_qps_.size();
+    ff_parent_.resize(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        ff_parent_[k] = k;
+    }
+    for (size_t k = 0; k < n; ++k)
+    {
+        for (uint32_t link : ff_qps_[k]->route)
         {
             Port* port = ports[link];
             if (port->ff_stamp != ff_stamp_)
             {
                 port->ff_stamp = ff_stamp_;
-                port->ff_sharing = 0;
-                ff_ports_.push_back(port);
+                port->ff_owner = k;
+                port->ff_sharing = 1;
+                continue;
             }
             ++port->ff_sharing;
+            size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
+            if (a != b)
+            {
+                ff_parent_[std::max(a, b)] = std::min(a, b);
+            }
         }
     }
-    ff_signature_ = h;
+    // Order by part (its root), then by id: each part is a run of ff_qps_.
+    std::vector<size_t> order(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        order[k] = k;
+    }
+    std::vector<size_t> root(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        root[k] = Root(ff_parent_, k);
+    }
+    std::stable_sort(order.begin(), order.end(), [&root](size_t a, size_t b) { return root[a] < root[b]; });
+    std::vector<Qp*> sorted(n);
+    for (size_t k = 0; k < n; ++k)
+    {
+        sorted[k] = ff_qps_[order[k]];
+    }
+    ff_qps_.swap(sorted);
+    int64_t next = std::numeric_limits<int64_t>::max();
+    ++ff_stamp_;
+    for (size_t begin = 0; begin < n;)
+    {
+        size_t end = begin + 1;
+        while (end < n && root[order[end]] == root[order[begin]])
+        {
+            ++end;
+        }
+        FfPart part{&ff_qps_[begin], end - begin, {}, 1469598103934665603ull};
+        bool dirty = false;
+        for (size_t k = 0; k < part.nqps; ++k)
+        {
+            Qp* q = part.qps[k];
+            part.signature = (part.signature ^ q->id) * 1099511628211ull;
+            dirty = dirty || q->ff_dirty;
+            for (uint32_t link : q->route)
+            {
+                Port* port = ports[link];
+                if (port->ff_stamp != ff_stamp_)
+                {
+                    port->ff_stamp = ff_stamp_;
+                    part.ports.push_back(port);
+                    dirty = dirty || port->ff_dirty;
+                }
+            }
+        }
+        Qp* lead = part.qps[0];
+        if (dirty)
+        {
+            FfRestart(part);
+        }
+        else if (now >= lead->ff_due)
+        {
+            if (lead->ff_phase == kSettling)
+            {
+                FfStartWindows(part);
+            }
+            else if (FfSteady(part))
+            {
+                FfRemember(part);
+                FfJump(part, lead->ff_window);
+                lead->ff_due = now + lead->ff_window;
+            }
+            else
+            {
+                int64_t window = std::min(lead->ff_window * 2, lead->ff_window_cap);
+                for (size_t k = 0; k < part.nqps; ++k)
+                {
+                    part.qps[k]->ff_window = window;
+                    part.qps[k]->ff_due = now + window;
+                }
+            }
+        }
+        next = std::min(next, std::max(lead->ff_due, now + 1));
+        begin = end;
+    }
+    FfSchedule(next - now);
 }
 
 void
-Fabric::FfCheck()
+Fabric::FfRestart(FfPart& part)
 {
-    if (ff_changed_)
+    // After a change: forget the part's windows, settle for its longest base
+    // RTT. A quiet pattern seen before jumps at once.
+    int64_t now = NowPs();
+    int64_t settle = 0;
+    for (size_t k = 0; k < part.nqps; ++k)
     {
-        // Let one base RTT of the longest route pass (the new messages' first
-        // packets and ACKs reach their ends) before the windows start.
-        ff_changed_ = false;
-        ff_settling_ = true;
-        FfGather();
-        if (ff_qps_.empty())
-        {
-            ff_settling_ = false;
-            return; // idle: the next message restarts the checks
-        }
-        int64_t settle = 0;
-        for (Qp* q : ff_qps_)
-        {
-            settle = std::max(settle, q->base_rtt);
-        }
-        FfQuickJump();
-        FfSchedule(settle);
-        return;
+        Qp* q = part.qps[k];
+        q->ff_dirty = false;
+        settle = std::max(settle, q->base_rtt);
     }
-    if (ff_settling_)
+    for (Port* port : part.ports)
     {
-        // Restart every window now. The first window lasts long enough for
-        // every queue pair to send kFfMinPackets frames where it shares a
-        // port with the most others.
-        ff_settling_ = false;
-        int64_t frame = cfg.payload + kDataOverhead + data_extra;
-        ff_base_window_ = 1000;
-        for (Port* port : ff_ports_)
-        {
-            int64_t share = static_cast<int64_t>(kFfMinPackets + 1) * port->ff_sharing * port->TxTime(frame);
-            ff_base_window_ = std::max(ff_base_window_, share);
-            port->AccountQueue();
-            port->q_area_start = port->q_area;
-            port->q_prev_mean = -1;
-            port->marks_start = port->marks;
-        }
-        for (Qp* q : ff_qps_)
-        {
-            q->ff_count = 0;
-            q->ff_prev_rate = -1;
-            q->ff_cnps_start = q->cnps_received;
-        }
-        // A pattern seen steady before: its rates and queues stand for the
-        // previous window, so one window that agrees with them suffices.
-        ff_memo_hit_ = false;
-        auto seen = ff_memo_.find(ff_signature_);
-        if (seen != ff_memo_.end() && seen->second.rates.size() == ff_qps_.size() &&
-            seen->second.queue_means.size() == ff_ports_.size())
-        {
-            for (size_t k = 0; k < ff_qps_.size(); ++k)
-            {
-                ff_qps_[k]->ff_prev_rate = seen->second.rates[k];
-            }
-            for (size_t k = 0; k < ff_ports_.size(); ++k)
-            {
-                ff_ports_[k]->q_prev_mean = seen->second.queue_means[k];
-            }
-            ff_memo_hit_ = true;
-        }
-        ff_window_ = ff_base_window_;
-        ff_window_start_ = NowPs();
-        ff_prev_length_ = 0;
-        FfSchedule(ff_window_);
-        return;
+        port->ff_dirty = false;
     }
-    std::vector<double> previous;
-    if (ff_memo_hit_)
+    FfQuickJump(part);
+    for (size_t k = 0; k < part.nqps; ++k)
     {
-        for (Qp* q : ff_qps_)
+        Qp* q = part.qps[k];
+        q->ff_phase = kSettling;
+        q->ff_due = now + settle;
+    }
+}
+
+void
+Fabric::FfStartWindows(FfPart& part)
+{
+    // The first window lasts long enough for every queue pair to send
+    // kFfMinPackets frames where it shares a port with the most others. A
+    // pattern seen steady before lends its rates and queues as the previous
+    // window.
+    int64_t now = NowPs();
+    int64_t frame = cfg.payload + kDataOverhead + data_extra;
+    int64_t window = 1000;
+    for (Port* port : part.ports)
+    {
+        window = std::max(window, static_cast<int64_t>(kFfMinPackets + 1) * port->ff_sharing * port->TxTime(frame));
+        port->AccountQueue();
+        port->q_area_start = port->q_area;
+        port->q_prev_mean = -1;
+        port->marks_start = port->marks;
+    }
+    auto seen = ff_memo_.find(part.signature);
+    bool hit = seen != ff_memo_.end() && seen->second.rates.size() == part.nqps &&
+               seen->second.queue_means.size() == part.ports.size();
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_count = 0;
+        q->ff_rx_count = 0;
+        q->ff_prev_rate = hit ? seen->second.rates[k] : -1;
+        q->ff_drift = 0;
+        q->ff_cnps_start = q->cnps_received;
+        q->ff_phase = kMeasuring;
+        q->ff_memo_hit = hit;
+        q->ff_window = window;
+        q->ff_window_cap = window * kFfMaxWindows;
+        q->ff_window_start = now;
+        q->ff_prev_length = 0;
+        q->ff_due = now + window;
+    }
+    if (hit)
+    {
+        for (size_t k = 0; k < part.ports.size(); ++k)
         {
-            previous.push_back(q->ff_prev_rate);
+            part.ports[k]->q_prev_mean = seen->second.queue_means[k];
         }
     }
-    if (FfSteady())
-    {
-        if (ff_memo_hit_)
-        {
-            // Jump at the memo's rates, measured over a longer steady time.
-            for (size_t k = 0; k < ff_qps_.size(); ++k)
-            {
-                ff_qps_[k]->ff_prev_rate = previous[k];
-            }
-        }
-        else
-        {
-            if (ff_memo_.size() >= kFfMemoMax)
-            {
-                ff_memo_.clear();
-            }
-            FfPattern& pattern = ff_memo_[ff_signature_];
-            pattern.rates.clear();
-            pattern.queue_means.clear();
-            for (Qp* q : ff_qps_)
-            {
-                pattern.rates.push_back(q->ff_prev_rate);
-            }
-            pattern.quiet = true;
-            for (Port* port : ff_ports_)
-            {
-                pattern.queue_means.push_back(port->q_prev_mean);
-                pattern.quiet = pattern.quiet && port->marks_window == 0;
-            }
-            for (Qp* q : ff_qps_)
-            {
-                pattern.quiet = pattern.quiet && q->ff_cnps_window == 0 && !CcMayMove(*q);
-            }
-        }
-        FfJump();
-    }
-    else
-    {
-        ff_window_ = std::min(ff_window_ * 2, ff_base_window_ * kFfMaxWindows);
-    }
-    ff_memo_hit_ = false;
-    FfSchedule(ff_window_);
 }
 
 bool
-Fabric::FfQuickJump()
+Fabric::FfQuickJump(FfPart& part)
 {
-    // A quiet pattern seen before (rate-based queue pairs at line rate, no
-    // congestion signal): its rates hold from the messages' first packets, so
-    // jump at once rather than after a window. The first round trip's
-    // pipeline fill is then simulated after the jump instead of before it.
-    auto seen = ff_memo_.find(ff_signature_);
-    if (seen == ff_memo_.end() || !seen->second.quiet || seen->second.rates.size() != ff_qps_.size())
+    // A quiet pattern seen before: its rates hold from the messages' first
+    // packets, so jump now rather than after a window.
+    auto seen = ff_memo_.find(part.signature);
+    if (seen == ff_memo_.end() || !seen->second.quiet || seen->second.rates.size() != part.nqps)
     {
         return false;
     }
-    for (Port* port : ff_ports_)
+    for (Port* port : part.ports)
     {
         if (port->paused)
         {
             return false;
         }
-        port->marks_window = 0;
     }
-    for (size_t k = 0; k < ff_qps_.size(); ++k)
+    for (size_t k = 0; k < part.nqps; ++k)
     {
-        Qp* q = ff_qps_[k];
+        Qp* q = part.qps[k];
         q->ff_cc_min = q->ff_cc_max = q->rate;
         if (q->to_send.empty() || CcMayMove(*q))
         {
             return false;
         }
     }
-    for (size_t k = 0; k < ff_qps_.size(); ++k)
+    for (Port* port : part.ports)
     {
-        ff_qps_[k]->ff_prev_rate = seen->second.rates[k];
-        ff_qps_[k]->ff_cnps_window = 0;
+        port->marks_window = 0;
     }
-    ff_window_ = 1000; // jumps shorter than 1 ns are not worth it
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        q->ff_prev_rate = seen->second.rates[k];
+        q->ff_cnps_window = 0;
+        q->ff_drift = 0;
+    }
     uint64_t before = ff_jumps;
-    FfJump();
+    FfJump(part, 1000); // jumps shorter than 1 ns are not worth it
     return ff_jumps > before;
 }
 
 bool
-Fabric::FfSteady()
+Fabric::FfSteady(FfPart& part)
 {
     // Compares this window with the previous one and starts the next window.
     int64_t now = NowPs();
-    double length = static_cast<double>(std::max<int64_t>(now - ff_window_start_, 1));
+    Qp* lead = part.qps[0];
+    double length = static_cast<double>(std::max<int64_t>(now - lead->ff_window_start, 1));
+    double before = static_cast<double>(lead->ff_prev_length);
     double tol = cfg.ff_tolerance;
     double slack = (cfg.payload + kDataOverhead + data_extra) / 8.0;
     bool steady = true;
-    for (Port* port : ff_ports_)
+    for (Port* port : part.ports)
     {
         steady = steady && !port->paused;
         port->AccountQueue();
@@ -333,128 +478,144 @@ Fabric::FfSteady()
         port->marks_window = port->marks - port->marks_start;
         port->marks_start = port->marks;
     }
-    for (Qp* q : ff_qps_)
+    for (size_t k = 0; k < part.nqps; ++k)
     {
+        Qp* q = part.qps[k];
         if (q->to_send.empty())
         {
             steady = false; // its last packets are out: a message is about to end
         }
-        double rate = -1;
-        if (q->ff_count >= kFfMinPackets && q->ff_last > q->ff_first)
+        double rate = WindowRate(q->ff_count, q->ff_first, q->ff_last);
+        double rx_rate = WindowRate(q->ff_rx_count, q->ff_rx_first, q->ff_rx_last);
+        bool ok = rate > 0 && q->ff_prev_rate > 0 &&
+                  std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && rx_rate > 0 &&
+                  std::fabs(rx_rate - rate) <= tol * std::max(rate, rx_rate) &&
+                  !(CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt));
+        if (rate > 0 && q->ff_prev_rate > 0)
         {
-            rate = static_cast<double>(q->ff_count - 1) / static_cast<double>(q->ff_last - q->ff_first);
+            // Relative change per ps, between the windows' midpoints.
+            double apart = (length + (before > 0 ? before : length)) / 2;
+            q->ff_drift = std::fabs(rate - q->ff_prev_rate) / std::max(rate, q->ff_prev_rate) / apart;
         }
-        if (rate < 0 || q->ff_prev_rate < 0 ||
-            std::fabs(rate - q->ff_prev_rate) > tol * std::max(rate, q->ff_prev_rate))
-        {
-            steady = false;
-        }
-        else if (CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt))
-        {
-            // A congestion control that may move: trust mean rates only over
-            // windows that span several of its cycles.
-            steady = false;
-        }
-        else if (q->ff_prev_rate > 0 && ff_prev_length_ > 0)
+        if (ok && before > 0 && !q->ff_memo_hit)
         {
             // The jump's rate: the mean over both windows.
-            double before = static_cast<double>(ff_prev_length_);
             rate = (rate * length + q->ff_prev_rate * before) / (length + before);
         }
+        else if (ok && q->ff_memo_hit)
+        {
+            rate = q->ff_prev_rate; // the memo's, measured over a longer steady time
+        }
+        steady = steady && ok;
         q->ff_prev_rate = rate;
         q->ff_count = 0;
+        q->ff_rx_count = 0;
         q->ff_cnps_window = q->cnps_received - q->ff_cnps_start;
         q->ff_cnps_start = q->cnps_received;
-
+        q->ff_window_start = now;
+        q->ff_prev_length = static_cast<int64_t>(length);
     }
-    ff_window_start_ = now;
-    ff_prev_length_ = static_cast<int64_t>(length);
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        part.qps[k]->ff_memo_hit = false;
+    }
     return steady;
 }
 
 void
-Fabric::FfJump()
+Fabric::FfRemember(FfPart& part)
 {
-    // Called right after FfSteady: every queue pair's ff_prev_rate is its
-    // rate over the window just ended (packets per ps), its ff_cnps_window and
-    // the ports' marks_window that window's CNPs and ECN marks.
-    int64_t clock = Clock();
-    // The queue pair whose message is nearest its end bounds the jump, which
-    // is a whole number of its packet times so that its phase is kept.
-    double dt = std::numeric_limits<double>::infinity();
-    for (Qp* q : ff_qps_)
+    if (ff_memo_.size() >= kFfMemoMax)
     {
+        ff_memo_.clear();
+    }
+    FfPattern& pattern = ff_memo_[part.signature];
+    pattern.rates.clear();
+    pattern.queue_means.clear();
+    pattern.quiet = true;
+    for (Port* port : part.ports)
+    {
+        pattern.queue_means.push_back(port->q_prev_mean);
+        pattern.quiet = pattern.quiet && port->marks_window == 0;
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
+        pattern.rates.push_back(q->ff_prev_rate);
+        pattern.quiet = pattern.quiet && q->ff_cnps_window == 0 && !CcMayMove(*q);
+    }
+}
+
+void
+Fabric::FfJump(FfPart& part, int64_t window)
+{
+    // Every queue pair's ff_prev_rate is its rate (packets per ps), its
+    // ff_cnps_window and the ports' marks_window the last window's CNPs and
+    // ECN marks (of `window` ps). The queue pair whose message is nearest its
+    // end bounds the jump.
+    double dt = std::numeric_limits<double>::infinity();
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
         double unsent = static_cast<double>(f->npkts - f->snd_nxt);
-        double packets = std::floor(unsent - static_cast<double>(kFfMarginPackets));
-        dt = std::min(dt, packets / q->ff_prev_rate);
-
+        dt = std::min(dt, std::floor(unsent - static_cast<double>(kFfMarginPackets)) / q->ff_prev_rate);
     }
-    if (run_until_ >= 0)
-    {
-        dt = std::min(dt, static_cast<double>(run_until_ - clock));
-    }
-    if (!(dt >= static_cast<double>(ff_window_)) || !std::isfinite(dt))
+    if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
     {
         return; // too short to be worth it
     }
-    int64_t jump = static_cast<int64_t>(dt);
-    double scale = static_cast<double>(jump) / static_cast<double>(ff_window_);
-    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
-    uint64_t ack_wire = kAckOverhead + data_extra;
-    if (cfg.monitor_interval > 0)
+    for (size_t k = 0; k < part.nqps; ++k)
     {
-        for (Flow* f : active) // the monitor's list
+        if (part.qps[k]->ff_drift * dt > cfg.ff_tolerance)
         {
-            f->ff_last_jump_bytes = 0;
+            // A rate that drifts (within the tolerance per window) would move
+            // past it before the jump ends: its congestion control is still
+            // converging, and a jump would hold it back.
+            return;
         }
     }
-    for (Port* port : ff_ports_)
+    int64_t jump = static_cast<int64_t>(dt);
+    double scale = static_cast<double>(jump) / static_cast<double>(window);
+    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
+    uint64_t ack_wire = kAckOverhead + data_extra;
+    for (Port* port : part.ports)
     {
         port->ff_marks += static_cast<uint64_t>(static_cast<double>(port->marks_window) * scale + 0.5);
     }
-    for (Qp* q : ff_qps_)
+    for (size_t k = 0; k < part.nqps; ++k)
     {
+        Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
-        double exact = q->ff_prev_rate * static_cast<double>(jump);
-        uint64_t k = static_cast<uint64_t>(exact + 0.5);
-        k = std::min<uint64_t>(k, f->npkts - f->snd_nxt - 1);
+        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump) + 0.5);
+        skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
         uint64_t cnps = static_cast<uint64_t>(static_cast<double>(q->ff_cnps_window) * scale + 0.5);
         f->ff_cnps_received += cnps;
         f->ff_cnps_sent += cnps;
-        f->npkts -= static_cast<uint32_t>(k);
-        f->size -= k * cfg.payload;
-        f->ff_packets += k;
-        f->ff_bytes += k * cfg.payload;
-        f->ff_last_jump_bytes = k * cfg.payload;
+        f->npkts -= static_cast<uint32_t>(skip);
+        f->size -= skip * cfg.payload;
+        f->ff_packets += skip;
+        f->ff_bytes += skip * cfg.payload;
         for (uint32_t link : f->fwd)
         {
-            ports[link]->ff_tx_bytes += k * data_wire;
-            ports[link]->ff_tx_packets += k;
+            ports[link]->ff_tx_bytes += skip * data_wire;
+            ports[link]->ff_tx_packets += skip;
         }
-        uint64_t acks = k / cfg.ack_interval;
+        uint64_t acks = skip / cfg.ack_interval;
         for (uint32_t link : f->rev)
         {
             ports[link]->ff_tx_bytes += acks * ack_wire + cnps * kCnpOverhead;
             ports[link]->ff_tx_packets += acks + cnps;
         }
-    }
-    if (cfg.monitor_interval > 0)
-    {
-        // The monitor's samples inside the skipped time: queues as they stand,
-        // every jumped message's bytes delivered at its steady rate.
-        for (int64_t t = cfg.monitor_interval; t < jump; t += cfg.monitor_interval)
+        // The queue pair's packets from here on run `jump` early: so do the
+        // deliveries of the messages still to send.
+        for (Flow* later : q->to_send)
         {
-            SampleAt(clock + t, 1.0 - static_cast<double>(t) / static_cast<double>(jump));
+            later->ff_hold += jump;
         }
     }
-    skipped += jump;
+    ff_skipped += jump;
     ++ff_jumps;
-    if (run_until_ >= 0)
-    {
-        until_event_.Cancel();
-        until_event_ = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(run_until_ - Clock(), 0)));
-    }
 }
 
 } // namespace astra_ns3

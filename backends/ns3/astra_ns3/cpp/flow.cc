@@ -434,8 +434,8 @@ void
 Flow::Start()
 {
     const Config& cfg = fab->cfg;
-    start = fab->Clock();
-    last_progress = Now();
+    start = Now();
+    last_progress = start;
     npkts = size == 0 ? 1 : static_cast<uint32_t>((size + cfg.payload - 1) / cfg.payload);
     if (!qp->port)
     {
@@ -452,6 +452,7 @@ Flow::Start()
             rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(ack_frame);
         }
         qp->Init(fab->ports[fwd[0]], rtt);
+        qp->route = fwd;
         fab->max_base_rtt = std::max(fab->max_base_rtt, rtt);
     }
     fab->active.push_back(this);
@@ -551,6 +552,11 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
     }
     if (h.psn == expected)
     {
+        if (qp->ff_rx_count++ == 0)
+        {
+            qp->ff_rx_first = now;
+        }
+        qp->ff_rx_last = now;
         ++expected;
         delivered_bytes += Payload(h.psn);
         nack_pending = false;
@@ -558,7 +564,7 @@ Flow::OnData(ns3::Ptr<ns3::Packet> p, const RoceHeader& h)
         if (last && !delivered)
         {
             delivered = true;
-            finish = fab->Clock();
+            finish = now;
             fab->Complete(this);
         }
         if (++since_ack >= cfg.ack_interval || last)
@@ -647,7 +653,7 @@ Flow::GoBack(uint32_t psn)
 {
     retransmits += snd_nxt - psn;
     snd_nxt = psn;
-    fab->Changed();
+    fab->Changed(qp);
     last_progress = Now();
     qp->Resend(this);
 }
@@ -656,7 +662,7 @@ void
 Flow::Finish()
 {
     sender_done = true;
-    fab->Changed();
+    fab->Changed(qp);
     rto_event.Cancel();
     qp->Close(this);
     qp->port->Pump();

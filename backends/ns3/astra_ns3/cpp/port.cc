@@ -48,7 +48,7 @@ Port::SetPaused(bool pause)
         if (!paused)
         {
             paused_since = now;
-            fab->Changed();
+            fab->Changed(this);
         }
         paused = true;
         return;
@@ -56,7 +56,7 @@ Port::SetPaused(bool pause)
     if (paused)
     {
         paused_ps += now - paused_since;
-        fab->Changed();
+        fab->Changed(this);
     }
     paused = false;
     Pump();

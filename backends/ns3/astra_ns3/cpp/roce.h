@@ -268,6 +268,9 @@ class Port
     uint64_t marks_start = 0, marks_window = 0; // ECN marks: at the window's start, in the last window
     uint64_t ff_stamp = 0;             // the check that last listed this port
     int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
+    size_t ff_owner = 0;               // the first of them (an index into the check's list)
+    bool ff_dirty = false;             // a pause, resume or drop since the last check
+    int64_t ff_owed_until = 0;         // ps: a message whose packets were skipped uses it until then
     void AccountQueue(); // before data_bytes changes
 
     // HPCC-PINT: this port's utilization estimate, updated per data packet.
@@ -347,10 +350,27 @@ struct Qp
     int64_t ff_first = 0, ff_last = 0;
     uint64_t ff_count = 0;
     double ff_prev_rate = -1;
+    // ... and of the data packets delivered in order at the receiver (ns-3 ps).
+    int64_t ff_rx_first = 0, ff_rx_last = 0;
+    uint64_t ff_rx_count = 0;
     uint64_t ff_cnps_start = 0, ff_cnps_window = 0; // CNPs: at the window's start, in the last window
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
+    double ff_drift = 0;            // relative change of the rate between the windows, per ps
+    std::vector<uint32_t> route;    // port ids of its messages' route
+    // Its part of the fabric (the queue pairs sharing ports with it) is being
+    // measured: all of that part's queue pairs carry the same values.
+    int ff_phase = 0;               // 0 settling, 1 measuring
+    bool ff_dirty = false;          // a message started or ended, a retransmission
+    bool ff_memo_hit = false;       // the previous window's rates came from the memo
+    int64_t ff_due = 0;             // ps: the end of the settling or of the window
+    int64_t ff_window = 0;          // ps: the window's length
+    int64_t ff_window_cap = 0;      // ps: the longest it may grow
+    int64_t ff_window_start = 0;    // ps
+    int64_t ff_prev_length = 0;     // ps: the previous window's length
+    int64_t ff_owed_until = 0;      // ps: its skipped packets would have been sent until then
+    int ff_delayed = 0;             // messages waiting for ff_owed_until to start
 
     void Init(Port* first, int64_t rtt);
     void Add(Flow* f);
@@ -380,7 +400,7 @@ struct Flow
     uint64_t size = 0;
     uint32_t npkts = 1;
     std::vector<uint32_t> fwd, rev; // port ids of the route src->dst and of dst->src
-    int64_t start = 0, finish = -1; // ps, the fabric's clock (ns-3 time + skipped)
+    int64_t start = 0, finish = -1; // ps
     uint64_t qp_base = 0;           // the QP's sequence number of this message's PSN 0
 
     // Sender.
@@ -402,8 +422,7 @@ struct Flow
     // Fast-forward: data packets (and their payload bytes) skipped rather than
     // simulated; counted as sent and delivered.
     uint64_t ff_packets = 0, ff_bytes = 0, ff_cnps_sent = 0, ff_cnps_received = 0;
-    uint64_t ff_last_jump_bytes = 0;
-    uint64_t ff_cnps_sent_start = 0;
+    int64_t ff_hold = 0; // ps the message's remaining packets run early: its delivery is reported that late
 
     uint32_t Payload(uint32_t psn) const;
     ns3::Ptr<ns3::Packet> MakePacket();
@@ -451,8 +470,12 @@ class Fabric
     std::string error;
     uint64_t misrouted = 0;
     uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
-    int64_t skipped = 0;      // ps of simulated time fast-forwarded (the clock = ns-3 time + skipped)
-    uint64_t ff_jumps = 0;    // fast-forwards made
+    // Fast-forward counters: ps skipped (summed over the parts of the fabric
+    // that jumped), jumps, messages started on a port or queue pair whose
+    // skipped packets were still owed, and the ps owed then.
+    int64_t ff_skipped = 0;
+    uint64_t ff_jumps = 0, ff_conflicts = 0;
+    int64_t ff_conflict_ps = 0;
     int64_t max_base_rtt = 0; // ps, the longest base RTT of any flow so far (PINT's T)
 
     std::vector<QueueSample> queue_samples;
@@ -475,43 +498,45 @@ class Fabric
     uint64_t XoffThreshold(const NodeState& n) const;
     uint64_t XonDelta() const;
     double Uniform();
-    int64_t Clock() const;    // ps: ns-3's time plus the fast-forwarded time
-    void Changed();           // a flow started or ended, a pause, a drop, a retransmission
+    void Changed(Qp* q);      // a message started or ended, a retransmission
+    void Changed(Port* p);    // a pause, a resume, a drop
     void FfAdd(Qp* q);        // q has messages again
+    void FfStart(Flow* f);    // starts f now, or later if its queue pair's skipped packets are owed
 
   private:
     void Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h, const std::vector<uint32_t>& route);
     void SendPfc(Port* port, bool pause);
     void Sample();
-    void SampleAt(int64_t t, double fraction);
-    // Fast-forward (fastforward.cc).
-    void FfSchedule(int64_t delay);
-    void FfCheck();
-    bool FfSteady();
-    void FfJump();
+    void Release(Flow* f);
+    // Fast-forward (fastforward.cc): one part of the fabric, the queue pairs
+    // sharing ports (directly or through others), at a time.
+    struct FfPart
+    {
+        Qp** qps;          // by id
+        size_t nqps;
+        std::vector<Port*> ports;
+        uint64_t signature; // FNV-1a of the queue pair ids
+    };
     struct FfPattern
     {
-        std::vector<double> rates;       // packets per ps, per queue pair in ff_qps_ order
-        std::vector<double> queue_means; // bytes, per port in ff_ports_ order
+        std::vector<double> rates;       // packets per ps, per queue pair of the part
+        std::vector<double> queue_means; // bytes, per port of the part
         bool quiet = false;              // no CNP, ECN mark or pause, no CC that may move
     };
-    bool FfQuickJump();
-    void FfGather();
-    std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port), by id
-    std::vector<Port*> ff_ports_; // the ports their routes cross
+    void FfSchedule(int64_t delay);
+    void FfCheck();
+    void FfRestart(FfPart& part);
+    void FfStartWindows(FfPart& part);
+    bool FfQuickJump(FfPart& part);
+    bool FfSteady(FfPart& part);
+    void FfRemember(FfPart& part);
+    void FfJump(FfPart& part, int64_t window);
+    std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port)
+    std::vector<size_t> ff_parent_;
     uint64_t ff_stamp_ = 0;
-    uint64_t ff_signature_ = 0;   // of the current contention pattern (the sending queue pairs)
     std::unordered_map<uint64_t, FfPattern> ff_memo_;
-    int64_t ff_base_window_ = 0; // ps
-    int64_t ff_window_ = 0;      // ps, the current window's length
-    int64_t ff_window_start_ = 0;
-    int64_t ff_prev_length_ = 0; // ps, the previous window's length
-    bool ff_changed_ = false;
-    bool ff_settling_ = false;   // the first RTT after a change, before the windows
-    bool ff_memo_hit_ = false;   // the current pattern's rates are the memo's
     ns3::EventId ff_event_;
-    int64_t run_until_ = -1;     // ps on the fabric's clock, of the Run in progress
-    ns3::EventId until_event_;
+    int64_t ff_event_due_ = -1;
     bool stop_pending_ = false;
     ns3::EventId stop_event_;
     ns3::EventId monitor_event_;
