@@ -31,8 +31,8 @@ targets: step within 1 %, FCT p50 and p99 within 5 % per bucket, and at least
 100x less simulation time on the 8-host cases at 256 MiB and the fat-tree
 cases at 64 MiB.
 
-The ``skipped`` column is the share of the step the model jumped over and its
-number of jumps. Each run is one child process (so its peak memory is its own)
+The ``skipped`` column is the share of the run's packet-hops that the model
+jumped over rather than simulated, and its number of jumps. Each run is one child process (so its peak memory is its own)
 and appends a JSON line to ``--results`` (with the checkout's commit); a run
 already there is not run again (``--fresh`` runs it again, the last line of a
 run counting), so the matrix can be filled in parts:
@@ -412,7 +412,7 @@ def report(rows: dict[tuple, dict], order: list[tuple[str, str, str]]) -> str:
             f"{on.get('caller_peak_mib', 0):.0f} / {on.get('worker_peak_mib', 0):.0f}"
         )
         verdict = "! " + ", ".join(c["flags"]) if c["flags"] else "met"
-        skipped = f"{on.get('fast_forward_ns', 0) / on['step_ns']:.0%} in {on.get('fast_forwards', 0)}"
+        skipped = f"{on['fast_forward_packet_hops'] / on['packet_hops']:.0%} in {on['fast_forwards']}"
         lines.append(
             f"| {case} | {size} | {cc} | {off['step_ns'] / 1e3:.1f} | {on['step_ns'] / 1e3:.1f} | "
             f"{c['step']:+.2%} | {c['wire_bytes']:+.2%} | {skipped} | "

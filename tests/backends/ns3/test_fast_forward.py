@@ -133,8 +133,8 @@ def assert_agreement(on: dict, off: dict) -> None:
 )
 def test_fast_forward_jumps_and_agrees_with_the_packet_run(case, size, cc):
     on, off = run(case, cc, True, **size), run(case, cc, False, **size)
-    assert on["fast_forwards"] >= 1 and 0 < on["fast_forward_ns"] < on["step_ns"]
-    assert off["fast_forwards"] == 0 and off["fast_forward_ns"] == 0
+    assert on["fast_forwards"] >= 1 and 0 < on["fast_forward_packet_hops"] < on["packet_hops"]
+    assert off["fast_forwards"] == off["fast_forward_packet_hops"] == off["fast_forward_ns"] == 0
     assert_agreement(on, off)
 
 
