@@ -64,7 +64,7 @@ class Ns3Results:
         self.fast_forward_ns = 0.0
         self.fast_forwards = 0
         self.fast_forward_packet_hops = 0
-        #: Messages started on a port or queue pair still owed skipped time, and the ns owed then.
+        #: Messages started on a port whose queue pairs waited out a jump, and the ns left of it.
         self.fast_forward_conflicts = 0
         self.fast_forward_conflict_ns = 0.0
 

@@ -149,8 +149,8 @@ astra_ns3_now()
 }
 
 // out[0..4]: ps fast-forwarded (summed over the parts of the fabric that
-// jumped), fast-forwards made, packet-hops skipped, messages started where
-// skipped packets were still owed, and the ps owed then.
+// jumped), fast-forwards made, packet-hops skipped, messages started on a port
+// whose queue pairs were waiting out a jump, and the ps left of those waits.
 void
 astra_ns3_fast_forward(int64_t* out)
 {

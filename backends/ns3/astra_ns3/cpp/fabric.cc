@@ -27,6 +27,12 @@ Fabric::Fabric(const Config& c)
       rng(c.seed),
       data_extra(c.DataExtra())
 {
+    // Monitors sample every packet's effect on queues and rates over time;
+    // a fast-forward would show as a pause there. They get every packet.
+    if (cfg.monitor_interval > 0)
+    {
+        cfg.fast_forward = false;
+    }
 }
 
 Fabric::~Fabric()
@@ -197,10 +203,12 @@ Fabric::Run(int64_t until)
     {
         until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
     }
+    run_until_ = until;
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
+    run_until_ = -1;
     until_event.Cancel();
     stop_event_.Cancel();
     stop_pending_ = false;
@@ -221,26 +229,6 @@ Fabric::Run(int64_t until)
 
 void
 Fabric::Complete(Flow* f)
-{
-    if (f->ff_hold > 0)
-    {
-        // Its last packets ran early by the time fast-forward skipped.
-        int64_t now = ns3::Simulator::Now().GetPicoSeconds();
-        int64_t release = now + f->ff_hold;
-        f->finish = release;
-        f->qp->ff_owed_until = std::max(f->qp->ff_owed_until, release - f->qp->base_rtt / 2);
-        for (uint32_t link : f->fwd)
-        {
-            ports[link]->ff_owed_until = std::max(ports[link]->ff_owed_until, release);
-        }
-        ns3::Simulator::Schedule(ns3::PicoSeconds(f->ff_hold), &Fabric::Release, this, f);
-        return;
-    }
-    Release(f);
-}
-
-void
-Fabric::Release(Flow* f)
 {
     completed.push_back(f->id);
     if (!stop_pending_)
@@ -411,8 +399,7 @@ Fabric::Sample()
     size_t keep = 0;
     for (Flow* f : active)
     {
-        // Skipped bytes count as delivered at the jump.
-        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes + f->ff_bytes, f->qp->rate});
+        flow_samples.push_back(FlowSample{now, f->id, f->delivered_bytes, f->qp->rate});
         if (!(f->delivered && f->sender_done))
         {
             active[keep++] = f;

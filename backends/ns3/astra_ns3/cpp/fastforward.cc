@@ -10,21 +10,24 @@
 // job and its inter-node traffic do not wait for one another.
 //
 // A jump of dt ps removes, from the message each of a part's queue pairs is
-// working on, the packets it would have sent in dt at its measured rate. ns-3's
-// clock does not move: the part's remaining packets simply run dt early, and
-// every message of the part whose packets ran early has its delivery reported
-// dt later (Flow::ff_hold, Fabric::Complete), at the time it would have
-// arrived. Queues, packets on the wires, congestion-control state and timers
-// stay as they are, which is what "steady" means. The skipped packets count as
-// sent and delivered (Flow's ff_packets and ff_bytes, the ports' ff_tx_bytes
-// with their ACKs and CNPs), so traffic counters add up as if simulated.
+// working on, the packets it would have sent in dt at its measured rate, and
+// holds the queue pairs' next packets back by dt (their rate limiters'
+// next-send time). ns-3's clock runs on: the packets already on their way
+// arrive, and dt later the queue pairs go on where they would have been, so
+// that everything after the jump happens when it would have. Congestion
+// control state and timers run on as they would have; what the jump gets
+// wrong is the part's queues, which drain while it waits (a steady queue's
+// bytes then arrive up to its depth over the rate early) and, for a
+// congestion control fed by ACKs, the ACK-less wait. The skipped packets count
+// as sent and delivered (Flow's ff_packets and ff_bytes, the ports'
+// ff_tx_bytes with their ACKs and CNPs), so traffic counters add up as if
+// simulated.
 //
-// Until those deliveries are reported, the part's ports and queue pairs are
-// owed the skipped time. A message started on an owed queue pair waits until
-// the skipped packets would have been sent (the RC queue pair sends its
-// messages in order); one started on an owed port (another queue pair)
-// starts at once, which is counted (ff_conflicts, ff_conflict_ps) because it
-// meets less traffic there than it would have.
+// A jump ends no later than the caller's next event (Run's `until`: a timer
+// of the system layer may start messages anywhere). A message that starts on
+// one of a waiting part's ports (after a delivery elsewhere) finds it quieter
+// than it would have been; that is counted (ff_conflicts, ff_conflict_ps). A
+// message on a waiting queue pair queues behind its messages, as it would.
 //
 // Steady. A part, after any change (a message starts or ends on it, a pause,
 // a drop, a retransmission: Fabric::Changed), settles for its longest base
@@ -73,6 +76,7 @@ constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
 constexpr uint64_t kFfMarginPackets = 4; // left to simulate at the end of a message
 constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
 constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
+constexpr double kFfQueueFrames = 4;     // the deepest mean queue on a part that may jump, frames
 constexpr int kSettling = 0, kMeasuring = 1;
 
 int64_t
@@ -136,37 +140,22 @@ Fabric::FfAdd(Qp* q)
 void
 Fabric::FfStart(Flow* f)
 {
-    // A queue pair whose skipped packets are still owed sends this message
-    // after them; a port that is owed is a conflict, counted.
-    Qp* q = f->qp;
-    int64_t now = NowPs();
     if (cfg.fast_forward)
     {
-        int64_t owed = q->ff_owed_until;
+        int64_t now = NowPs();
+        int64_t waits = 0;
         for (uint32_t link : f->fwd)
         {
-            owed = std::max(owed, ports[link]->ff_owed_until);
+            waits = std::max(waits, ports[link]->ff_paused_until - now);
         }
-        if (owed > now)
+        if (waits > 0 && !(f->qp->port && f->qp->next_send > now))
         {
             ++ff_conflicts;
-            ff_conflict_ps += owed - now;
-        }
-        if ((q->ff_owed_until > now && !q->in_port) || q->ff_delayed > 0)
-        {
-            ++q->ff_delayed;
-            int64_t at = std::max(q->ff_owed_until, now);
-            ns3::Simulator::Schedule(ns3::PicoSeconds(at - now), [this, f, now]() {
-                --f->qp->ff_delayed;
-                f->Start();
-                f->start = now; // when it was sent: the wait counts in its completion time
-                Changed(f->qp);
-            });
-            return;
+            ff_conflict_ps += waits;
         }
     }
     f->Start();
-    Changed(q);
+    Changed(f->qp);
 }
 
 void
@@ -319,8 +308,13 @@ Fabric::FfCheck()
             else if (FfSteady(part))
             {
                 FfRemember(part);
-                FfJump(part, lead->ff_window);
-                lead->ff_due = now + lead->ff_window;
+                if (!FfJump(part, lead->ff_window))
+                {
+                    for (size_t k = 0; k < part.nqps; ++k)
+                    {
+                        part.qps[k]->ff_due = now + lead->ff_window;
+                    }
+                }
             }
             else
             {
@@ -355,13 +349,13 @@ Fabric::FfRestart(FfPart& part)
     {
         port->ff_dirty = false;
     }
-    FfQuickJump(part);
     for (size_t k = 0; k < part.nqps; ++k)
     {
         Qp* q = part.qps[k];
         q->ff_phase = kSettling;
         q->ff_due = now + settle;
     }
+    FfQuickJump(part);
 }
 
 void
@@ -447,9 +441,7 @@ Fabric::FfQuickJump(FfPart& part)
         q->ff_cnps_window = 0;
         q->ff_drift = 0;
     }
-    uint64_t before = ff_jumps;
-    FfJump(part, 1000); // jumps shorter than 1 ns are not worth it
-    return ff_jumps > before;
+    return FfJump(part, 1000); // jumps shorter than 1 ns are not worth it
 }
 
 bool
@@ -477,6 +469,9 @@ Fabric::FfSteady(FfPart& part)
         port->q_area_start = port->q_area;
         port->marks_window = port->marks - port->marks_start;
         port->marks_start = port->marks;
+        // Quiet: no congestion signal, and a queue short enough that its
+        // draining while the part waits out a jump does not matter.
+        steady = steady && port->marks_window == 0 && mean <= kFfQueueFrames * 8 * slack;
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {
@@ -506,7 +501,7 @@ Fabric::FfSteady(FfPart& part)
         {
             rate = q->ff_prev_rate; // the memo's, measured over a longer steady time
         }
-        steady = steady && ok;
+        steady = steady && ok && q->cnps_received == q->ff_cnps_start;
         q->ff_prev_rate = rate;
         q->ff_count = 0;
         q->ff_rx_count = 0;
@@ -546,7 +541,7 @@ Fabric::FfRemember(FfPart& part)
     }
 }
 
-void
+bool
 Fabric::FfJump(FfPart& part, int64_t window)
 {
     // Every queue pair's ff_prev_rate is its rate (packets per ps), its
@@ -561,9 +556,19 @@ Fabric::FfJump(FfPart& part, int64_t window)
         double unsent = static_cast<double>(f->npkts - f->snd_nxt);
         dt = std::min(dt, std::floor(unsent - static_cast<double>(kFfMarginPackets)) / q->ff_prev_rate);
     }
+    if (run_until_ >= 0)
+    {
+        // Back, with its pipeline full again, before the caller's next event.
+        int64_t refill = 0;
+        for (size_t k = 0; k < part.nqps; ++k)
+        {
+            refill = std::max(refill, 2 * part.qps[k]->base_rtt);
+        }
+        dt = std::min(dt, static_cast<double>(run_until_ - NowPs() - refill));
+    }
     if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
     {
-        return; // too short to be worth it
+        return false; // too short to be worth it
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {
@@ -572,9 +577,10 @@ Fabric::FfJump(FfPart& part, int64_t window)
             // A rate that drifts (within the tolerance per window) would move
             // past it before the jump ends: its congestion control is still
             // converging, and a jump would hold it back.
-            return;
+            return false;
         }
     }
+    int64_t now = NowPs();
     int64_t jump = static_cast<int64_t>(dt);
     double scale = static_cast<double>(jump) / static_cast<double>(window);
     uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
@@ -587,8 +593,10 @@ Fabric::FfJump(FfPart& part, int64_t window)
     {
         Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
-        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump) + 0.5);
+        // Whole packets: the queue pair waits exactly as long as they take.
+        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump));
         skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
+        int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
         uint64_t cnps = static_cast<uint64_t>(static_cast<double>(q->ff_cnps_window) * scale + 0.5);
         f->ff_cnps_received += cnps;
         f->ff_cnps_sent += cnps;
@@ -607,15 +615,21 @@ Fabric::FfJump(FfPart& part, int64_t window)
             ports[link]->ff_tx_bytes += acks * ack_wire + cnps * kCnpOverhead;
             ports[link]->ff_tx_packets += acks + cnps;
         }
-        // The queue pair's packets from here on run `jump` early: so do the
-        // deliveries of the messages still to send.
-        for (Flow* later : q->to_send)
+        q->Hold(wait);
+        q->ff_due = now + wait + q->base_rtt; // measure again once it is back
+        q->ff_phase = kSettling;
+        for (uint32_t link : f->fwd)
         {
-            later->ff_hold += jump;
+            ports[link]->ff_paused_until = std::max(ports[link]->ff_paused_until, now + wait);
         }
+    }
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        part.qps[k]->port->Pump(); // wakes when the wait ends
     }
     ff_skipped += jump;
     ++ff_jumps;
+    return true;
 }
 
 } // namespace astra_ns3

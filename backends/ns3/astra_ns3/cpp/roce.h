@@ -270,7 +270,7 @@ class Port
     int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
     size_t ff_owner = 0;               // the first of them (an index into the check's list)
     bool ff_dirty = false;             // a pause, resume or drop since the last check
-    int64_t ff_owed_until = 0;         // ps: a message whose packets were skipped uses it until then
+    int64_t ff_paused_until = 0;       // ps: the queue pairs sending through it wait out a jump until then
     void AccountQueue(); // before data_bytes changes
 
     // HPCC-PINT: this port's utilization estimate, updated per data packet.
@@ -369,10 +369,9 @@ struct Qp
     int64_t ff_window_cap = 0;      // ps: the longest it may grow
     int64_t ff_window_start = 0;    // ps
     int64_t ff_prev_length = 0;     // ps: the previous window's length
-    int64_t ff_owed_until = 0;      // ps: its skipped packets would have been sent until then
-    int ff_delayed = 0;             // messages waiting for ff_owed_until to start
 
     void Init(Port* first, int64_t rtt);
+    void Hold(int64_t ps); // a fast-forward: wait, with the CC's timers, as if no time passed
     void Add(Flow* f);
     void Resend(Flow* f);
     void Close(Flow* f);
@@ -422,7 +421,7 @@ struct Flow
     // Fast-forward: data packets (and their payload bytes) skipped rather than
     // simulated; counted as sent and delivered.
     uint64_t ff_packets = 0, ff_bytes = 0, ff_cnps_sent = 0, ff_cnps_received = 0;
-    int64_t ff_hold = 0; // ps the message's remaining packets run early: its delivery is reported that late
+
 
     uint32_t Payload(uint32_t psn) const;
     ns3::Ptr<ns3::Packet> MakePacket();
@@ -471,8 +470,8 @@ class Fabric
     uint64_t misrouted = 0;
     uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
     // Fast-forward counters: ps skipped (summed over the parts of the fabric
-    // that jumped), jumps, messages started on a port or queue pair whose
-    // skipped packets were still owed, and the ps owed then.
+    // that jumped), jumps, messages started on a port whose queue pairs were
+    // waiting out a jump, and the ps left of those waits then.
     int64_t ff_skipped = 0;
     uint64_t ff_jumps = 0, ff_conflicts = 0;
     int64_t ff_conflict_ps = 0;
@@ -501,13 +500,12 @@ class Fabric
     void Changed(Qp* q);      // a message started or ended, a retransmission
     void Changed(Port* p);    // a pause, a resume, a drop
     void FfAdd(Qp* q);        // q has messages again
-    void FfStart(Flow* f);    // starts f now, or later if its queue pair's skipped packets are owed
+    void FfStart(Flow* f);    // starts f, counting a conflict with a jump in progress
 
   private:
     void Forward(Port* in, ns3::Ptr<ns3::Packet> p, const RoceHeader& h, const std::vector<uint32_t>& route);
     void SendPfc(Port* port, bool pause);
     void Sample();
-    void Release(Flow* f);
     // Fast-forward (fastforward.cc): one part of the fabric, the queue pairs
     // sharing ports (directly or through others), at a time.
     struct FfPart
@@ -530,13 +528,14 @@ class Fabric
     bool FfQuickJump(FfPart& part);
     bool FfSteady(FfPart& part);
     void FfRemember(FfPart& part);
-    void FfJump(FfPart& part, int64_t window);
+    bool FfJump(FfPart& part, int64_t window);
     std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port)
     std::vector<size_t> ff_parent_;
     uint64_t ff_stamp_ = 0;
     std::unordered_map<uint64_t, FfPattern> ff_memo_;
     ns3::EventId ff_event_;
     int64_t ff_event_due_ = -1;
+    int64_t run_until_ = -1;      // ps, Run's `until`: the caller's next event
     bool stop_pending_ = false;
     ns3::EventId stop_event_;
     ns3::EventId monitor_event_;
