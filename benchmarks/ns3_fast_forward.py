@@ -233,7 +233,8 @@ def measure(
     counters, every port's bytes and packets sent, bytes delivered and FCT slowdown p50
     and p99 per size bucket. ``size_mib``: the collectives' (and transfers') size of a
     trace case; ``duration_ms``: websearch-50's arrivals; ``incast_bytes``:
-    cc-study-incast's per sender. Raises KeyError for an unknown case."""
+    cc-study-incast's per sender. Also every port's speed (Gbps) and the longest base
+    RTT of any message (ns). Raises KeyError for an unknown case."""
     from astra_core.flows.report import by_size_bucket, flow_table
     from astra_core.flows.run import run_flows
 
@@ -267,6 +268,8 @@ def measure(
         "delivered_bytes": int(messages["bytes"][messages.finish_ns.notna()].sum()),
         "port_tx_bytes": [int(x) for x in ports.tx_bytes],
         "port_tx_packets": [int(x) for x in ports.tx_packets],
+        "port_gbps": [float(x) for x in ports.gbps],
+        "max_base_rtt_ns": float(messages.base_rtt_ns.max()),
         "fct": [
             {"bucket": b.bucket, "flows": int(b.flows), "p50": float(b.p50), "p99": float(b.p99)}
             for b in buckets.itertuples()
