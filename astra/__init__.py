@@ -15,11 +15,14 @@ The Python API in one screen::
 
     results = astra.sweep("sweep.yaml")   # a grid of design points -> pandas DataFrame
 
+    cost = astra.estimate(..., backend="ns3")  # no simulation: messages, packet-hops, wall time
+    cost.wall_s, cost.work, cost.line()
+
 Configs are paths, config objects (:mod:`astra_core.config`) or plain dicts
 shaped like the files. The ``astra`` command line is a thin layer over this.
 """
 
-from astra.api import Report, simulate
+from astra.api import Estimate, Report, estimate, simulate
 from astra.sweeps import sweep
 
-__all__ = ["Report", "simulate", "sweep"]
+__all__ = ["Estimate", "Report", "estimate", "simulate", "sweep"]

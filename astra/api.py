@@ -1,11 +1,13 @@
-"""``astra.simulate``: one simulation from paths, config objects or dicts.
+"""``astra.simulate``: one simulation from paths, config objects or dicts; ``astra.estimate``:
+what it would cost a backend, without simulating it.
 
-It is :func:`astra_core.api.simulate` (one function, re-exported here).
+They are :func:`astra_core.api.simulate` and :func:`astra_core.api.estimate`, re-exported here.
 """
 
 from __future__ import annotations
 
-from astra_core.api import simulate
+from astra_core.api import estimate, simulate
+from astra_core.estimate import Estimate
 from astra_core.report.results import RunResult
 
 #: What :func:`simulate` returns: per-rank and per-collective results of one run,
@@ -13,4 +15,4 @@ from astra_core.report.results import RunResult
 #: (``write_csv``, ``write_parquet``, ``write_plots``, ``write_timeline``).
 Report = RunResult
 
-__all__ = ["Report", "simulate"]
+__all__ = ["Estimate", "Report", "estimate", "simulate"]

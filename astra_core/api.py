@@ -6,18 +6,24 @@ The CLI is a thin layer over this module.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from astra_core.backend import Topology
+from astra_core import estimate as estimating
+from astra_core.backend import Topology, WorkLimitExceeded, wall_time_text
 from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
-from astra_core.errors import ConfigError, TraceError
+from astra_core.errors import ConfigError, SimulationDeadlock, TraceError
+from astra_core.estimate import Estimate, MessageTally, PassStopped
+from astra_core.estimate import estimate as price_run
 from astra_core.flows.flowfile import FlowSpec, read_flows
 from astra_core.flows.run import BACKGROUND_TAG_BASE, check_link_sharing, flow_results, start_flows
 from astra_core.plugins import (
+    BackendInfo,
     BackendRegistry,
     collective_registry,
     load_settings,
@@ -33,6 +39,8 @@ from astra_core.workload.chakra import RankTrace, read_workload
 from astra_core.workload.graph import RankGraph, build_graphs
 
 PathLike = str | os.PathLike
+#: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`).
+ESTIMATE_BACKEND = "analytical"
 
 
 def _got(value: Any) -> str:
@@ -237,6 +245,102 @@ def _config(value: Any, kind, name: str, expected: str, optional: bool):
     return value
 
 
+class RunInputs:
+    """A run's inputs, loaded and checked once: the logical ``network`` and ``physical``
+    topology, background ``flows``, ``system``, ``memory``, communicator ``groups``,
+    per-rank ``graphs`` and the plugin ``settings`` (see :func:`run_simulation` for the
+    arguments). Raises what the loaders raise (ConfigError, TraceError)."""
+
+    def __init__(self, workload, system, network, topology, dims, memory, comm_groups, background):
+        self.network, self.physical = resolve_network(network, topology, dims)
+        self.flows = _background_flows(background, self.physical)
+        self.system = system if isinstance(system, SystemConfig) else load_system(system)
+        self.system.check_dims(self.network.dims_count)
+        self.memory = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
+        self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
+        self.graphs = load_graphs(workload, self.network.npus_count)
+        self.settings = load_settings()
+
+    def estimate(
+        self,
+        pm,
+        registry: BackendRegistry,
+        info: BackendInfo,
+        model: Any,
+        symmetry: bool,
+        budget_s: float | None = None,
+    ) -> Estimate:
+        """What the run would cost backend ``info`` (:mod:`astra_core.estimate`): the
+        system layer on the ``analytical`` backend of ``registry``, priced by ``model``
+        (``info``'s :class:`~astra_core.backend.WorkModel`, or None: messages and bytes
+        only). Raises AstraError when the analytical backend is not loaded, and
+        SimulationDeadlock (saying it was found on the analytical model) where the
+        step cannot finish. ``budget_s``: stop the pass after this many wall seconds
+        and give lower bounds (:data:`~astra_core.estimate.PRE_RUN_PASS_S`)."""
+        cheap = registry.get(ESTIMATE_BACKEND)
+        tallies: list[MessageTally] = []
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+
+        def fresh() -> MessageTally:
+            tallies.append(MessageTally(cheap.build(Topology(self.network, None)), deadline))
+            return tallies[-1]
+
+        def run_pass():
+            sim = Simulation(
+                self.graphs,
+                self.network,
+                self.system,
+                fresh(),
+                memory=self.memory,
+                comm_groups=self.groups,
+                backend_name=cheap.name,
+                symmetry=symmetry,
+                collective_plugins=collective_registry(pm),
+                fresh_backend=fresh,
+            )
+            with warnings.catch_warnings():  # the run itself will warn, once
+                warnings.simplefilter("ignore")
+                try:
+                    sim.run()
+                except PassStopped:
+                    return tallies[-1].counts, sim.symmetry, True
+                except SimulationDeadlock as exc:
+                    raise SimulationDeadlock(
+                        f"estimate (the system layer on the analytical model): {exc}", exc.waiting
+                    ) from exc
+            return tallies[-1].counts, sim.symmetry, False
+
+        return price_run(info.name, model, run_pass, self.flows)
+
+
+def _estimate_first(
+    inputs: RunInputs, pm, registry: BackendRegistry, info: BackendInfo, backend_config: Any, symmetry: bool
+) -> Estimate | None:
+    """The estimate made before a run, or None where none is made: the backend prices no
+    work (the pass would only repeat the run), the analytical model is not loaded, or
+    the step cannot finish (the run itself reports that, with its own times). Raises
+    ConfigError for a bad backend config, as building the backend would."""
+    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
+    if model is None or ESTIMATE_BACKEND not in registry.backends:
+        return None
+    try:
+        return inputs.estimate(pm, registry, info, model, symmetry, budget_s=estimating.PRE_RUN_PASS_S)
+    except SimulationDeadlock:
+        return None
+
+
+def limit_text(est: Estimate, backend_config: Any) -> str:
+    """The error of a run whose estimate is past its backend's work limit."""
+    where = (
+        os.fspath(backend_config) if isinstance(backend_config, (str, os.PathLike)) else "--backend-config"
+    )
+    return (
+        f"{est.backend} backend: the run would move {est.budgeted:.3g} {est.unit} "
+        f"(about {wall_time_text(est.wall_s or 0.0)} of wall time), past the limit "
+        f"{est.limit_key} = {est.limit:.3g} (raise it in {where}; 0 = no limit)"
+    )
+
+
 def simulate(
     workload: PathLike | Sequence[RankTrace],
     system: Any,
@@ -252,6 +356,7 @@ def simulate(
     plugin_manager=None,
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
+    on_estimate: Callable[[Estimate], None] | None = None,
 ) -> RunResult:
     """Simulate one training step and return its :class:`RunResult`.
 
@@ -281,6 +386,7 @@ def simulate(
         backend_config=backend_config,
         symmetry=symmetry,
         background=background,
+        on_estimate=on_estimate,
     )
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
@@ -309,6 +415,47 @@ def simulate(
         pm.unregister(display)
 
 
+def estimate(
+    workload: PathLike | Sequence[RankTrace],
+    system: Any,
+    network: Any = None,
+    *,
+    backend: str | None = None,
+    topology: PathLike | PhysicalTopology | None = None,
+    dims: Sequence[int] | None = None,
+    memory: Any = None,
+    comm_groups: PathLike | Mapping | None = None,
+    backend_config: Any = None,
+    plugin_manager=None,
+    symmetry: bool = True,
+    background: PathLike | Sequence[FlowSpec] | None = None,
+) -> Estimate:
+    """What simulating this step on ``backend`` would cost, without simulating it:
+    messages, bytes, the backend's units of work (packet-hops, flit-hops, flows) and
+    the projected wall time (:class:`~astra_core.estimate.Estimate`; seconds).
+
+    The system layer runs on the ``analytical`` backend (rank symmetry where it
+    applies) and the backend's work model prices every message
+    (:mod:`astra_core.estimate`). Arguments as :func:`simulate`'s. Raises
+    AstraError subclasses as :func:`simulate` does for bad input, and
+    SimulationDeadlock where the step cannot finish. ``astra.estimate`` is this
+    function.
+    """
+    check_workload(workload)
+    system = _config(system, SystemConfig, "system", "a path, a SystemConfig or a dict", False)
+    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None", True)
+    memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
+    check_arguments(
+        workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
+    )
+    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
+    pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
+    registry = BackendRegistry(pm, inputs.settings.default_backend)
+    info = registry.get(backend)
+    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
+    return inputs.estimate(pm, registry, info, model, symmetry)
+
+
 def run_simulation(
     workload: PathLike | Sequence[RankTrace],
     system: PathLike | SystemConfig,
@@ -323,6 +470,7 @@ def run_simulation(
     plugin_manager=None,
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
+    on_estimate: Callable[[Estimate], None] | None = None,
 ) -> RunResult:
     """Simulate one training step (:func:`simulate` without dicts or progress).
 
@@ -347,31 +495,38 @@ def run_simulation(
     ``result.background`` holds each flow's FCT, ideal FCT and slowdown
     (:mod:`astra_core.flows.run`). Raises ConfigError without a topology or on a
     backend that does not model link sharing (the flows would change nothing).
+
+    ``on_estimate``: first estimate what the run will cost the backend
+    (:func:`estimate`; the system layer on the analytical model, no packets):
+    a run past the backend's work limit is refused before it starts
+    (:class:`~astra_core.backend.WorkLimitExceeded`, with the estimate), any
+    other is given to ``on_estimate(estimate)`` and run.
     """
     check_arguments(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
     )
-    net, physical = resolve_network(network, topology, dims)
-    flows = _background_flows(background, physical)
-    sysc = system if isinstance(system, SystemConfig) else load_system(system)
-    sysc.check_dims(net.dims_count)
-    mem = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
-    groups = resolve_comm_groups(comm_groups, net.npus_count)
-    graphs = load_graphs(workload, net.npus_count)
-    settings = load_settings()
-    pm = plugin_manager or make_plugin_manager(settings=settings)
-    info = BackendRegistry(pm, settings.default_backend).get(backend)
+    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
+    pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
+    registry = BackendRegistry(pm, inputs.settings.default_backend)
+    info = registry.get(backend)
+    net, physical, flows = inputs.network, inputs.physical, inputs.flows
+    if on_estimate is not None:
+        est = _estimate_first(inputs, pm, registry, info, backend_config, symmetry)
+        if est is not None:
+            if est.over_limit:  # the error says the estimate
+                raise WorkLimitExceeded(limit_text(est, backend_config))
+            on_estimate(est)
 
     def build_backend():
         return info.build(Topology(net, physical), backend_config)
 
     sim = Simulation(
-        graphs,
+        inputs.graphs,
         net,
-        sysc,
+        inputs.system,
         build_backend(),
-        memory=mem,
-        comm_groups=groups,
+        memory=inputs.memory,
+        comm_groups=inputs.groups,
         backend_name=info.name,
         symmetry=symmetry and not flows,
         collective_plugins=collective_registry(pm),

@@ -207,6 +207,79 @@ def wall_time_text(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
+@runtime_checkable
+class WorkModel(Protocol):
+    """What a run would cost a backend, message by message, without simulating it.
+
+    A backend's factory offers one as its ``work_model(topology, config)``
+    attribute (as it offers ``check_available``); :mod:`astra_core.estimate`
+    runs the system layer on a cheap model and adds up, for every message,
+    ``per_link(size)`` x ``hops(src, dst)``.
+
+    ``unit`` names the work (``"packet-hops"``), ``rate`` is the model's
+    measured speed in units per wall second and ``rate_source`` says where it
+    was measured (a benchmark command). ``message_s``: wall seconds each
+    message costs besides its units (set-up, completion, round trips with a
+    worker; 0 where negligible). ``fast_forward``: the model skips most units
+    of long steady flows, so ``messages x message_s`` is a floor and the units
+    an upper bound. ``limit``/``limit_key``: the config's work limit (None:
+    none), against the budgeted units.
+    """
+
+    unit: str
+    rate: float
+    rate_source: str
+    message_s: float
+    fast_forward: bool
+    limit: int | None
+    limit_key: str
+
+    def peak_memory_bytes(self, messages: int) -> int | None:
+        """The run's peak resident memory (bytes) for ``messages`` messages, or None when
+        the model cannot tell."""
+        ...
+
+    def per_link(self, size_bytes: int) -> tuple[int, int]:
+        """(units the backend's :class:`WorkBudget` counts, units the model moves in all,
+        e.g. data packets and data + ACK packets) per link a message of ``size_bytes``
+        crosses."""
+        ...
+
+    def hops(self, src: int, dst: int) -> int:
+        """Links a message from NPU ``src`` to NPU ``dst`` crosses (0 to itself); the same
+        for every tag (every ECMP choice of a pair is equally long)."""
+        ...
+
+
+def work_model(factory: Any, topology: Topology, config: Any = None) -> WorkModel | None:
+    """The :class:`WorkModel` a backend factory offers for ``topology`` and ``config``
+    (its ``work_model`` attribute), or None when it offers none. Raises what the
+    plugin's config loading raises (ConfigError naming the file and key), and
+    TypeError naming the members missing from what it returns."""
+    make = getattr(factory, "work_model", None)
+    if make is None:
+        return None
+    model = make(topology, config)
+    if not isinstance(model, WorkModel):
+        missing = [name for name in _WORK_MODEL_MEMBERS if not hasattr(model, name)]
+        raise TypeError(f"work_model returned {type(model).__name__}, which lacks {', '.join(missing)}")
+    return model
+
+
+_WORK_MODEL_MEMBERS = (
+    "unit",
+    "rate",
+    "rate_source",
+    "message_s",
+    "fast_forward",
+    "limit",
+    "limit_key",
+    "peak_memory_bytes",
+    "per_link",
+    "hops",
+)
+
+
 class WorkBudget:
     """Counts a packet-level backend's projected work (flit-hops, packet-hops) as
     messages are sent, and refuses a run past ``limit`` before simulating it.

@@ -158,6 +158,27 @@ class BackendInfo:
             build.check_available = probe  # type: ignore[attr-defined]
         return build
 
+    def work_model(self, topology: Any, config: Any = None) -> Any:
+        """The backend's :class:`~astra_core.backend.WorkModel` for ``topology`` and
+        ``config`` (its factory's ``work_model`` attribute), or None when it offers none.
+
+        Raises ConfigError for a config a backend without ``config_type`` would
+        ignore, AstraErrors as the plugin raises them (a bad config: its file and
+        key), and PluginError naming the plugin for any other exception."""
+        from astra_core.backend import work_model
+
+        if self.config_type is None and not _is_empty_config(config):
+            raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
+        try:
+            return work_model(self.plugin_factory, topology, config)
+        except AstraError:
+            raise
+        except PLUGIN_FAILURES as exc:
+            raise PluginError(
+                f"plugin '{self.plugin}': backend '{self.name}': its work model could not be built: "
+                f"{describe(exc)}"
+            ) from exc
+
     def build(self, topology: Any, config: Any = None) -> Any:
         """A backend instance for ``topology`` with ``config`` (None: defaults).
 

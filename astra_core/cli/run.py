@@ -62,6 +62,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     type=click.Path(),
     help="flow file (`astra flows gen`) run on the same --topology alongside the step",
 )
+@click.option(
+    "--estimate",
+    "estimate_only",
+    is_flag=True,
+    help="print what the run would cost the backend (messages, bytes, packet- or flit-hops, "
+    "expected wall time) and exit without simulating it (--json: write it as JSON)",
+)
 def run(
     workload,
     system,
@@ -79,6 +86,7 @@ def run(
     plots_dir,
     no_symmetry,
     background,
+    estimate_only,
 ) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
 
@@ -88,6 +96,12 @@ def run(
     multiplying to its NPU count) or --network. With --background, a flow
     workload shares the fabric with the step; its FCT slowdowns are printed
     after the step's table (and written with --json).
+
+    On a backend that prices its work (ns3, garnetlike, flow), the run is first
+    estimated without simulating it (the system layer on the analytical model);
+    a run expected to take more than 30 s says so on stderr before it starts, and
+    one past the backend's work limit is refused. --estimate prints the estimate
+    and stops there.
     """
     from astra.api import simulate
     from astra_core.report.table import print_summary
@@ -113,6 +127,19 @@ def run(
         },
     )
     sizes = parse_dims(dims) if dims is not None else None
+    options = dict(
+        topology=topology,
+        dims=sizes,
+        memory=memory,
+        comm_groups=comm_groups,
+        backend=backend,
+        symmetry=not no_symmetry,
+        backend_config=backend_config,
+        background=background,
+    )
+    if estimate_only:
+        _estimate(workload, system, network, options, files, plots_dir)
+        return
     # A progress line on stderr while it is a terminal, none otherwise.
     result = simulate(
         workload,
@@ -127,6 +154,7 @@ def run(
         symmetry=not no_symmetry,
         backend_config=backend_config,
         background=background,
+        on_estimate=_say_if_long,
     )
     wall = time.perf_counter() - started
     # With an output on standard output ("-"), the table and messages go to stderr.
@@ -147,6 +175,37 @@ def run(
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"simulated in {wall:.2f} s")
     _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
+
+
+def _say_if_long(estimate) -> None:
+    """Before a run: its estimate on stderr when it should take more than
+    :data:`~astra_core.estimate.SHOW_ESTIMATE_S` of wall time."""
+    from astra_core.estimate import SHOW_ESTIMATE_S
+
+    if estimate.wall_s is not None and estimate.wall_s > SHOW_ESTIMATE_S:
+        click.echo(estimate.line(), err=True)
+
+
+def _estimate(workload, system, network, options, files, plots_dir) -> None:
+    """``astra run --estimate``: print the run's estimate (and write it with --json);
+    nothing is simulated. Raises ConfigError for an output only a run can write."""
+    from astra.api import estimate
+    from astra_core.errors import ConfigError
+
+    unused = [option for option, path in files.items() if path is not None and option != "--json"]
+    if plots_dir is not None:
+        unused.append("--plots")
+    if unused:
+        raise ConfigError(f"--estimate simulates nothing: {', '.join(unused)} would have nothing to write")
+    result = estimate(workload, system, network, **options)
+    json_path = files["--json"]
+    console = Console(stderr=json_path == "-")
+    for line in result.lines():
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if json_path is not None:
+        from astra_core.outputs import write_text
+
+        write_text(json_path, json.dumps(result.as_dict(), indent=1), "--json")
 
 
 def _trace_files(prefix: str) -> Iterator[str]:

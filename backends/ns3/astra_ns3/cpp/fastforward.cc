@@ -76,7 +76,6 @@ constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
 constexpr uint64_t kFfMarginPackets = 4; // left to simulate at the end of a message
 constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
 constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
-constexpr double kFfQueueFrames = 4;     // the deepest mean queue on a part that may jump, frames
 constexpr int kSettling = 0, kMeasuring = 1;
 
 int64_t
@@ -154,8 +153,14 @@ Fabric::FfStart(Flow* f)
             ff_conflict_ps += waits;
         }
     }
+    bool joins = !f->qp->in_port || f->qp->to_send.empty();
     f->Start();
-    Changed(f->qp);
+    if (joins)
+    {
+        // A queue pair that starts sending changes the pattern; one more
+        // message behind those it is sending does not.
+        Changed(f->qp);
+    }
 }
 
 void
@@ -386,6 +391,7 @@ Fabric::FfStartWindows(FfPart& part)
         q->ff_rx_count = 0;
         q->ff_prev_rate = hit ? seen->second.rates[k] : -1;
         q->ff_drift = 0;
+        q->ff_base_rate = -1;
         q->ff_cnps_start = q->cnps_received;
         q->ff_phase = kMeasuring;
         q->ff_memo_hit = hit;
@@ -469,9 +475,7 @@ Fabric::FfSteady(FfPart& part)
         port->q_area_start = port->q_area;
         port->marks_window = port->marks - port->marks_start;
         port->marks_start = port->marks;
-        // Quiet: no congestion signal, and a queue short enough that its
-        // draining while the part waits out a jump does not matter.
-        steady = steady && port->marks_window == 0 && mean <= kFfQueueFrames * 8 * slack;
+        steady = steady && port->marks_window == 0; // quiet: no congestion signal
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {
@@ -486,11 +490,18 @@ Fabric::FfSteady(FfPart& part)
                   std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && rx_rate > 0 &&
                   std::fabs(rx_rate - rate) <= tol * std::max(rate, rx_rate) &&
                   !(CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt));
-        if (rate > 0 && q->ff_prev_rate > 0)
+        int64_t middle = now - static_cast<int64_t>(length / 2);
+        if (rate > 0 && q->ff_base_rate < 0)
         {
-            // Relative change per ps, between the windows' midpoints.
-            double apart = (length + (before > 0 ? before : length)) / 2;
-            q->ff_drift = std::fabs(rate - q->ff_prev_rate) / std::max(rate, q->ff_prev_rate) / apart;
+            q->ff_base_rate = rate;
+            q->ff_base_time = middle;
+        }
+        else if (rate > 0 && middle > q->ff_base_time)
+        {
+            // The trend: the change since the first window, per ps (noise
+            // between windows does not add up; a drift does).
+            q->ff_drift = std::fabs(rate - q->ff_base_rate) / std::max(rate, q->ff_base_rate) /
+                          static_cast<double>(middle - q->ff_base_time);
         }
         if (ok && before > 0 && !q->ff_memo_hit)
         {
@@ -569,6 +580,15 @@ Fabric::FfJump(FfPart& part, int64_t window)
     if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
     {
         return false; // too short to be worth it
+    }
+    for (Port* port : part.ports)
+    {
+        // Its queue drains while the part waits: what is queued then arrives
+        // up to its depth over the rate early, which must be small beside dt.
+        if (port->q_prev_mean > 0 && port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > cfg.ff_tolerance * dt)
+        {
+            return false;
+        }
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {

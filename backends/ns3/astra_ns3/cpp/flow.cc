@@ -682,9 +682,12 @@ void
 Flow::Finish()
 {
     sender_done = true;
-    fab->Changed(qp);
     rto_event.Cancel();
     qp->Close(this);
+    if (qp->to_send.empty())
+    {
+        fab->Changed(qp); // the queue pair stops sending: the contention pattern changes
+    }
     qp->port->Pump();
 }
 

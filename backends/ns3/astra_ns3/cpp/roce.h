@@ -357,7 +357,9 @@ struct Qp
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
-    double ff_drift = 0;            // relative change of the rate between the windows, per ps
+    double ff_drift = 0;            // relative change of the rate since ff_base_rate, per ps
+    double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
+    int64_t ff_base_time = 0;       // ps: that window's midpoint
     std::vector<uint32_t> route;    // port ids of its messages' route
     // Its part of the fabric (the queue pairs sharing ports with it) is being
     // measured: all of that part's queue pairs carry the same values.

@@ -1,0 +1,59 @@
+"""What a run costs the flow backend, message by message, before simulating it.
+
+The flow model's work is one flow (a message draining on its queue pair,
+re-solved with the flows it shares links with) per message between two
+different NPUs, whatever its size and route length: a message to itself is
+delivered at once. The projection divides the messages by
+:data:`MESSAGES_PER_S`, measured on the 128-GPU Llama-3-8B step of issue 28
+(2.55 M messages), whose flows are typical of LLM training traffic. Runs that
+keep many more flows sharing links at once cost more per flow (every start
+and end re-solves the flows it can affect): ``benchmarks/flow_scale.py``'s
+4096-GPU ring all-reduce ran 14.7 k and its 1024-host all-to-all 10.8 k
+messages per second (docs/backends.md, "Scale").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from astra_core.backend import Topology
+
+#: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of issue 28 (2,552,448
+#: messages) ran 77.1 s (44 s of CPU) on this 2-core machine with other work on it (load
+#: 4.8-5.2); the command is in docs/backends.md, "Before a run: the estimate".
+MESSAGES_PER_S = 3.3e4
+RATE_SOURCE = "astra run on issue 28's 128-GPU Llama-3-8B step, this 2-core machine under load"
+
+
+class FlowWork:
+    """:class:`~astra_core.backend.WorkModel` of the flow backend: one unit per message
+    between different NPUs."""
+
+    unit = "flows"
+    rate = MESSAGES_PER_S
+    rate_source = RATE_SOURCE
+    limit = None
+    limit_key = ""
+    message_s = 0.0
+    fast_forward = False
+
+    def peak_memory_bytes(self, messages: int) -> int | None:
+        """None: the model's memory follows the flits (flows) in flight, not the messages."""
+        return None
+
+    def per_link(self, size_bytes: int) -> tuple[int, int]:
+        """(1, 1): a message is one flow whatever its size."""
+        return 1, 1
+
+    def hops(self, src: int, dst: int) -> int:
+        """1 between different NPUs (one flow, whatever its route), 0 to itself."""
+        return 0 if src == dst else 1
+
+
+def work_model(topology: Topology, config: Any = None) -> FlowWork:
+    """The flow backend's work model; ``config`` is checked as the backend checks it
+    (ConfigError naming the file and key)."""
+    from astra_flow.config import load_config
+
+    load_config(config)
+    return FlowWork()
