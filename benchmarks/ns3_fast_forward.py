@@ -530,9 +530,8 @@ def _commit() -> str:
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
 
     head = git("rev-parse", "--short", "HEAD").stdout.strip() or "unknown"
-    dirty = git(
-        "diff", "--quiet", "HEAD", "--", "astra_core", "backends", "benchmarks", "validation"
-    ).returncode
+    code = ("astra_core", "backends", "validation", "benchmarks/ns3_fast_forward.py")
+    dirty = git("diff", "--quiet", "HEAD", "--", *code).returncode
     return head + ("+" if dirty else "")
 
 
