@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from astra_core.errors import ConfigError
-from astra_core.events import EventQueue
+from astra_core.events import EventQueue, ProgressHook
 from astra_core.topology.physical import PhysicalTopology
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
@@ -89,6 +89,19 @@ class OwnsEventQueue(Protocol):
 
 
 @runtime_checkable
+class ReportsProgress(Protocol):
+    """A backend that reports its own progress, for one whose clock is not an
+    :class:`OwnsEventQueue` queue in ns (garnetlike counts ps) or whose work runs
+    elsewhere (ns3's worker): it calls ``progress``, a
+    :class:`~astra_core.events.ProgressHook` (None: off), while it runs, and
+    ``report_progress()`` calls it once now (at the end of a run)."""
+
+    progress: ProgressHook | None
+
+    def report_progress(self) -> None: ...
+
+
+@runtime_checkable
 class LinkStatistics(Protocol):
     """Per directed link of ``topology`` after a run: ``link_bytes`` (bytes that
     crossed it) and ``link_busy_ns`` (time it was sending). Optionally
@@ -139,6 +152,38 @@ def event_queue(backend: Any) -> EventQueue | None:
     if isinstance(backend, OwnsEventQueue) and isinstance(backend.events, EventQueue):
         return backend.events
     return None
+
+
+def progress_hook(backend: Any) -> ProgressHook | None:
+    """The progress hook installed on ``backend`` (:func:`set_progress`), or None."""
+    if isinstance(backend, ReportsProgress):
+        return backend.progress
+    queue = event_queue(backend)
+    return queue.progress if queue is not None else None
+
+
+def set_progress(backend: Any, hook: ProgressHook | None) -> bool:
+    """Have ``backend`` call ``hook`` as it runs (:class:`ReportsProgress`, else its
+    :class:`OwnsEventQueue` queue every :data:`~astra_core.events.PROGRESS_EVERY`
+    events); None detaches it. False when the backend cannot report progress."""
+    if isinstance(backend, ReportsProgress):
+        backend.progress = hook
+        return True
+    queue = event_queue(backend)
+    if queue is None:
+        return False
+    queue.progress = hook
+    return True
+
+
+def report_progress(backend: Any) -> None:
+    """Call ``backend``'s progress hook once now, if it has one (the run's last report)."""
+    if isinstance(backend, ReportsProgress):
+        backend.report_progress()
+        return
+    queue = event_queue(backend)
+    if queue is not None and queue.progress is not None:
+        queue.progress(queue.now, queue.events_processed)
 
 
 def link_statistics(backend: Any) -> LinkStatistics | None:

@@ -13,9 +13,19 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 Callback = Callable[[Any], None]
+
+
+class ProgressHook(Protocol):
+    """What ``EventQueue.progress`` holds: called with the simulated time ``now_ns``
+    (ns), the events the backend has executed so far, and a short ``note`` on what the
+    backend is doing when its time stands still ('' otherwise). Backends that run
+    their work elsewhere (ns3's worker) call it too, from their own heartbeat."""
+
+    def __call__(self, now_ns: float, events: int, note: str = "", /) -> None: ...
+
 
 #: Events between two calls of ``EventQueue.progress`` (a power of two: a mask test).
 PROGRESS_EVERY = 1 << 16
@@ -49,7 +59,7 @@ class EventQueue:
         self._seq = 0
         self.now: float = 0
         self.events_processed = 0
-        self.progress: Callable[[float, int], None] | None = None
+        self.progress: ProgressHook | None = None
         self.step_end: Callable[[], None] | None = None
         self.step_pending = False
 

@@ -83,6 +83,12 @@ class MessageMatcher:
         busy[dst] = count + 1
 
     @property
+    def delivered(self) -> int:
+        """Messages sent so far that have arrived (the progress line's fraction): each
+        message in flight counts once at its sender and once at its receiver."""
+        return self.messages - sum(self._busy) // 2
+
+    @property
     def in_flight(self) -> dict[int, array]:
         """rank -> ``array('d')`` of start, end, start, end, ... (ns): the disjoint,
         time-ordered intervals in which at least one message the rank sends or receives

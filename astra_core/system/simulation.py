@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from astra_core.backend import event_queue
+from astra_core.backend import progress_hook, set_progress
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
@@ -167,10 +167,11 @@ class Simulation:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
         # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
         old, self.backend = self.backend, cast("Callable[[], Any]", self._fresh_backend)()
-        # A progress observer hooked the first backend's event queue: move it over.
-        old_events, events = event_queue(old), event_queue(self.backend)
-        if old_events is not None and events is not None:
-            events.progress = old_events.progress
+        # A progress observer hooked the first backend: move it over.
+        hook = progress_hook(old)
+        if hook is not None:
+            set_progress(old, None)
+            set_progress(self.backend, hook)
         self.symmetry, self.symmetry_reason = None, reason
         self.collectives = []
         self._finished = 0

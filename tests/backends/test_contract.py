@@ -358,6 +358,29 @@ def test_declared_capabilities_keep_their_promises(backend_name):
         assert stats and all(isinstance(v, (int, float)) and math.isfinite(v) for v in stats.values())
 
 
+def test_progress_reports_move_forward_and_end_at_the_backends_time(backend_name):
+    """set_progress: a backend that can report (OwnsEventQueue or ReportsProgress) calls
+    the hook with its time in ns and its events, never going back; report_progress
+    reports once more, at the backend's own time."""
+    from astra_core.backend import report_progress, set_progress
+
+    backend = make(backend_name, "ring4_sw4")
+    reports: list[tuple[float, int, str]] = []
+    if not set_progress(backend, lambda now_ns, events, note="": reports.append((now_ns, events, note))):
+        pytest.skip(f"{backend_name} does not report progress")
+    for k in range(40):
+        backend.send(k % 16, (5 * k + 3) % 16, 256 * 1024, lambda _: None, tag=k)
+    backend.run()
+    report_progress(backend)
+    set_progress(backend, None)
+    assert reports and reports[-1][0] == backend.now() > 0
+    assert [r[0] for r in reports] == sorted(r[0] for r in reports)
+    assert [r[1] for r in reports] == sorted(r[1] for r in reports) and reports[-1][1] > 0
+    count = len(reports)
+    report_progress(backend)  # detached: nothing more
+    assert len(reports) == count
+
+
 def test_a_declared_lone_message_time_is_a_lower_bound_and_sharing_is_as_declared(backend_name):
     """LoneMessageTime: never above what the model gives a message alone (flow studies
     divide by it). LinkSharing: two messages over one link at once slow each other

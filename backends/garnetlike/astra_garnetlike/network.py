@@ -49,6 +49,7 @@ from typing import Any
 from astra_core.backend import Topology, WorkBudget
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import ConfigError
+from astra_core.events import ProgressHook
 from astra_core.topology.logical import from_network
 from astra_core.topology.physical import PhysicalTopology
 from astra_garnetlike.config import FLIT_HOPS_PER_S, GarnetConfig, load_config
@@ -213,6 +214,7 @@ class GarnetNetwork:
         self.shares_links = True
         self.clock = Clock()
         self._queue = self.clock.events  # in ps: the backend API converts to ns
+        self._progress: ProgressHook | None = None
         self.routing = Routing(
             physical, config.routing, config.deadlock_avoidance == "dateline", network, config.up_down_root
         )
@@ -379,6 +381,27 @@ class GarnetNetwork:
         # hop_ps: a flit's serialization, the link's latency and the next router's pipeline
         head = self.pipeline_ps + sum(port.hop_ps for port in ports) + self.cycle_ps
         return (head + (flits - 1) * period) / PS_PER_NS
+
+    # -- progress (astra_core.backend.ReportsProgress) ---------------------------------------
+    @property
+    def progress(self) -> ProgressHook | None:
+        """The progress hook, called every :data:`~astra_core.events.PROGRESS_EVERY`
+        events with the time in ns (the clock counts ps)."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, hook: ProgressHook | None) -> None:
+        self._progress = hook
+        self._queue.progress = None if hook is None else self._on_events
+
+    def _on_events(self, now_ps: float, events: int, note: str = "") -> None:
+        if self._progress is not None:
+            self._progress(now_ps / PS_PER_NS, events, note)
+
+    def report_progress(self) -> None:
+        """Report the time and the events run so far, now."""
+        if self._progress is not None:
+            self._progress(self.now(), self._queue.events_processed)
 
     def run(self) -> None:
         """Process events until none remain; SimulationDeadlock if messages are stuck."""

@@ -64,6 +64,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "astra_ns3_run": (ctypes.c_int, [ctypes.c_int64]),
     "astra_ns3_now": (ctypes.c_int64, []),
+    "astra_ns3_progress": (None, [_I64P]),
     "astra_ns3_take_completions": (ctypes.c_int, [_U32P, ctypes.c_int]),
     "astra_ns3_pending_completions": (ctypes.c_int, []),
     "astra_ns3_sizes": (None, [_I64P]),
@@ -90,6 +91,7 @@ class Library:
         self.kind = kind  # "compiled" or "jit"
         self.path = path
         self.load_s = load_s
+        self._routes: dict[tuple[int, ...], Any] = {}  # route -> its C array (start_flow)
 
     def _ptr(self, array: np.ndarray, ctype):
         return array.ctypes.data_as(ctypes.POINTER(ctype)) if self.kind == "compiled" else array
@@ -116,26 +118,40 @@ class Library:
         self._check(self._f["astra_ns3_add_cable"](*args), "cable")
 
     def start_flow(self, flow: int, qp: int, src: int, dst: int, size: int, fwd, rev) -> None:
-        f = np.asarray(fwd, dtype=np.uint32)
-        r = np.asarray(rev, dtype=np.uint32)
-        status = self._f["astra_ns3_start_flow"](
-            flow,
-            qp,
-            src,
-            dst,
-            size,
-            self._ptr(f, ctypes.c_uint32),
-            len(f),
-            self._ptr(r, ctypes.c_uint32),
-            len(r),
-        )
+        """Start message ``flow`` of ``size`` bytes on queue pair ``qp`` from node ``src``
+        to ``dst`` over the links ``fwd`` (ACKs over ``rev``); raises NativeError."""
+        route = self._route
+        f, r = route(fwd), route(rev)
+        status = self._f["astra_ns3_start_flow"](flow, qp, src, dst, size, f, len(fwd), r, len(rev))
         self._check(status, f"message {flow}")
+
+    def _route(self, links) -> Any:
+        """``links`` as the C array the model takes, one per distinct route (a run has
+        few: ctypes builds one in ~1 us, numpy's ctypes view in ~10 us, per message)."""
+        key = tuple(links)
+        array = self._routes.get(key)
+        if array is None:
+            if self.kind == "compiled":
+                array = (ctypes.c_uint32 * len(key))(*key)
+            else:
+                array = np.asarray(key, dtype=np.uint32)
+            self._routes[key] = array
+        return array
 
     def run(self, until_ps: int) -> int:
         return self._f["astra_ns3_run"](until_ps)
 
     def now_ps(self) -> int:
         return int(self._f["astra_ns3_now"]())
+
+    def progress(self) -> tuple[int, int, int, int]:
+        """(simulated time ps, ns-3 events executed, messages started, messages
+        completed) of the fabric; safe to call from another thread while :meth:`run`
+        runs (the worker's heartbeat does)."""
+        out = np.zeros(4, dtype=np.int64)
+        self._f["astra_ns3_progress"](self._ptr(out, ctypes.c_int64))
+        now_ps, events, started, completed = (int(x) for x in out)
+        return now_ps, events, started, completed
 
     def take_completions(self) -> list[int]:
         n = self._f["astra_ns3_pending_completions"]()

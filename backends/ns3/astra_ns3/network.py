@@ -28,8 +28,13 @@ x its route's links to the run's packet-hops; a run past the config's
 ``max_packet_hops`` is refused at the send that crosses it (with the
 estimate and its projected wall time), before ns-3 spends hours on it. Every
 request to the worker is watched: no progress for ``watchdog_s`` wall
-seconds is an error naming the last simulated time
-(:class:`astra_ns3.process.WorkerStalled`).
+seconds (a livelock at one instant, a stopped worker) is an error naming the
+simulated time (:class:`astra_ns3.process.WorkerStalled`); heavy work at one
+instant is not. With a progress hook (``progress``,
+:class:`~astra_core.backend.ReportsProgress`: a progress line), the worker's
+heartbeats are forwarded to it while a step runs: the simulated time, the
+events (the system layer's plus ns-3's) and, while the time stands still,
+what the worker does.
 
 A worker is taken when ``run()`` has messages to move and given back when
 ``run()`` returns, with every message delivered; the next ``run()`` builds
@@ -41,16 +46,18 @@ so far (:class:`astra_ns3.monitors.Ns3Results`).
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
-from astra_core.events import EventQueue
+from astra_core.events import EventQueue, ProgressHook
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 from astra_ns3 import process
 from astra_ns3.config import Ns3Config
+from astra_ns3.liveness import Watchdog
 from astra_ns3.monitors import Ns3Results
 
 #: Worker step status codes (astra_ns3.worker).
@@ -60,6 +67,8 @@ PACKET_HOPS_PER_S = 2e5
 #: Wire bytes of a data packet besides its payload (cpp/roce.h kDataOverhead: Ethernet with
 #: preamble, inter-frame gap and FCS 38, IPv4 20, UDP 8, BTH 12, ICRC 4).
 DATA_OVERHEAD_BYTES = 82
+#: Wall seconds between progress reports from step replies (beats report while a step runs).
+REPORT_EVERY_S = 0.25
 
 
 def cables_of(physical: PhysicalTopology, config: Ns3Config) -> list[tuple]:
@@ -140,6 +149,11 @@ class Ns3Network:
         self._qps: dict[tuple[int, int, int], int] = {}  # (src, dst, tag) -> queue pair, this run
         self._worker: process.WorkerProcess | None = None
         self._offset = 0.0
+        # ns-3 events of finished fabrics, and of the current one at its last reply
+        self._events_before = 0
+        self._fabric_events = 0
+        self._report_at = 0.0  # wall time (monotonic) of the next progress report between beats
+        self._progress: ProgressHook | None = None
         self.results = Ns3Results(physical)
         self.messages = 0
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
@@ -248,13 +262,17 @@ class Ns3Network:
                 raise
         due = events.next_time()
         until = self._ps(due) if due is not None else -1
-        _, status, now_ps, done = worker.request(
+        _, status, now_ps, done, (_, self._fabric_events, _, _) = worker.request(
             ("step", self._ps(events.now), until, self._new),
             "step",
             offset_ns=self._offset,
             sent_ns=events.now,
+            on_beat=self._on_beat if self._progress is not None else None,
+            context=self._oldest_undelivered,
         )
         self._new = []
+        if self._progress is not None and time.monotonic() >= self._report_at:
+            self._report(self._offset + now_ps / 1000, self._fabric_events)
         if status == _COMPLETIONS:
             t = self._offset + now_ps / 1000
             if t > events.now:
@@ -277,12 +295,59 @@ class Ns3Network:
             return
         _, raw = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self.events.now)
         process.release(worker)
+        self._events_before += self._fabric_events
+        self._fabric_events = 0
         self.results.add_run(raw, self._meta, self._offset)
         self._meta = []
         self._qps = {}
         monitor = self.config.monitor
         if monitor.output_dir:
             self.results.write(monitor.output_dir, monitor.format)
+
+    def _oldest_undelivered(self) -> str:
+        """The message that has waited longest, for a stalled worker's error."""
+        if not self._undelivered:
+            return "no message undelivered"
+        flow = min(self._undelivered)  # ids count up in the order of sending
+        src, dst, size, tag, sent = self._meta[flow]
+        count = len(self._undelivered)
+        return (
+            f"{count:,} message{'s' if count != 1 else ''} undelivered, the oldest NPU {src} -> NPU {dst} "
+            f"of {size} B (tag {tag}) sent at t = {sent:.3f} ns"
+        )
+
+    # -- progress (ReportsProgress) ---------------------------------------------------------
+    @property
+    def progress(self) -> ProgressHook | None:
+        """The progress hook: called on the worker's beats, between steps (every
+        :data:`REPORT_EVERY_S` wall seconds) and every
+        :data:`~astra_core.events.PROGRESS_EVERY` events of the system layer."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, hook: ProgressHook | None) -> None:
+        self._progress = hook
+        self.events.progress = None if hook is None else self._on_events
+
+    def report_progress(self) -> None:
+        """Report the time and every event run so far, now."""
+        self._report(self.events.now, self._fabric_events)
+
+    def _on_events(self, now_ns: float, events: int, note: str = "") -> None:
+        """The system layer's event queue reports: add ns-3's events."""
+        self._report(now_ns, self._fabric_events, note)
+
+    def _on_beat(self, watchdog: Watchdog) -> None:
+        """A heartbeat of the worker inside its event loop: forward it to the progress line."""
+        beat = watchdog.last
+        if beat is not None:
+            self._report(self._offset + beat.now_ps / 1000, beat.events, watchdog.note())
+
+    def _report(self, now_ns: float, fabric_events: int, note: str = "") -> None:
+        progress = self._progress
+        if progress is not None:
+            self._report_at = time.monotonic() + REPORT_EVERY_S
+            progress(now_ns, self.events.events_processed + self._events_before + fabric_events, note)
 
     def _abandon(self) -> None:
         """After an error mid-run: the worker's state is unknown, end it."""

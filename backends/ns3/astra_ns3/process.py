@@ -6,11 +6,14 @@ dies any other way, the caller's next read sees end-of-file at once and
 :class:`WorkerDied` names the exit status and the worker's last output; the
 caller never hangs on a dead worker (the failure mode of a
 ``multiprocessing.Pool`` whose worker aborts). Nor on a live one that makes no
-progress: a busy worker beats several times a second with its simulated time
-(:mod:`astra_ns3.worker`), and a worker that sends nothing (stopped, e.g. by
-SIGSTOP) or whose simulated time stands still (a model spinning at one
-instant) for ``watchdog_s`` wall seconds is killed and reported as
-:class:`WorkerStalled`, naming the last simulated time. A worker serves one simulation
+progress: a busy worker beats several times a second with its simulated time,
+events and messages (:mod:`astra_ns3.worker`), and a worker that sends
+nothing (stopped, e.g. by SIGSTOP), that spins at one simulated instant
+without any message starting or completing (a livelock), or that stays
+inside one event, for ``watchdog_s`` wall seconds is killed and reported as
+:class:`WorkerStalled`, saying which and naming the simulated time
+(:mod:`astra_ns3.liveness`). Heavy work at one instant (messages completing
+one after the other) is progress: the watchdog waits. A worker serves one simulation
 at a time and destroys it afterwards (``Simulator::Destroy``); a worker that
 finished cleanly waits, idle, for the next simulation of the same caller, so
 tens of small simulations do not each pay the start-up (``ASTRA_NS3_REUSE=0``
@@ -28,12 +31,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from astra_core.errors import AstraError
+from astra_ns3.liveness import LIVELOCK, STUCK, Watchdog
+
+#: What ``WorkerProcess.request`` calls on each heartbeat.
+BeatHook = Callable[[Watchdog], None]
 
 #: Idle workers kept per caller process.
 MAX_IDLE = 1
@@ -41,6 +48,9 @@ MAX_IDLE = 1
 WATCHDOG_S = 60.0
 #: Least wall time allowed for a new worker's first word (Python start-up, before it beats).
 START_GRACE_S = 30.0
+#: Heartbeat intervals without a beat after which a worker "answers nothing" (at most half
+#: the watchdog's limit): a livelocked or busy worker still beats.
+SILENT_BEATS = 10
 
 
 class WorkerDied(AstraError):
@@ -52,17 +62,27 @@ class ModelError(AstraError):
 
 
 class WorkerStalled(AstraError):
-    """The ns-3 worker made no progress for the watchdog's wall time (stopped, or
-    spinning without advancing simulated time); it has been killed."""
+    """The ns-3 worker made no progress for the watchdog's wall time (stopped, in a
+    livelock at one simulated instant, or inside one event); it has been killed."""
 
 
-def _process_state(pid: int) -> str:
-    """The kernel's one-letter state of ``pid`` ('T' stopped, 'R' running, ...), or '?'."""
+def _process_stat(pid: int) -> tuple[str, float | None]:
+    """The kernel's one-letter state of ``pid`` ('T' stopped, 'R' running, ...; '?' if
+    unknown) and the CPU seconds it has used (user + system; None if unknown)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return "?", None
+
+
+def _silent_s(watchdog_s: float) -> float:
+    """Wall seconds without a beat that make a worker silent (:data:`SILENT_BEATS`)."""
+    from astra_ns3.worker import BEAT_S  # the worker reads the same variable
+
+    beat_s = float(os.environ.get("ASTRA_NS3_BEAT_S", BEAT_S))
+    return min(SILENT_BEATS * beat_s, watchdog_s / 2)
 
 
 class WorkerProcess:
@@ -110,19 +130,29 @@ class WorkerProcess:
         return self.proc.poll() is None
 
     def request(
-        self, message: tuple | None, expect: str, *, offset_ns: float = 0.0, sent_ns: float | None = None
+        self,
+        message: tuple | None,
+        expect: str,
+        *,
+        offset_ns: float = 0.0,
+        sent_ns: float | None = None,
+        on_beat: BeatHook | None = None,
+        context: Callable[[], str] | None = None,
     ) -> tuple:
         """Send ``message`` (if any) and return the reply tagged ``expect``.
 
-        Raises WorkerDied, WorkerStalled (no progress for ``watchdog_s``; it
-        names the last simulated time: the worker's clock plus ``offset_ns``,
-        or ``sent_ns``, the caller's time when it sent the request), ModelError
-        (the model's error line), or RuntimeError (a bug in the worker, with
-        its traceback)."""
+        ``on_beat(watchdog)`` runs on each heartbeat while the worker is busy
+        (progress lines read ``watchdog.last``); ``context()`` adds a clause to
+        a WorkerStalled error (the caller's messages). Raises WorkerDied,
+        WorkerStalled (no progress for ``watchdog_s``, see
+        :mod:`astra_ns3.liveness`; it says which kind and names the simulated
+        time: the worker's clock plus ``offset_ns``, or ``sent_ns``, the
+        caller's time when it sent the request), ModelError (the model's error
+        line), or RuntimeError (a bug in the worker, with its traceback)."""
         try:
             if message is not None:
                 self.conn.send(message)
-            reply = self._await_reply(offset_ns, sent_ns)
+            reply = self._await_reply(offset_ns, sent_ns, on_beat, context)
         except (EOFError, OSError, BrokenPipeError):
             raise self._died() from None
         if reply[0] == expect:
@@ -132,54 +162,64 @@ class WorkerProcess:
             raise ModelError(f"ns3 backend: {reply[1]}")
         raise RuntimeError(f"ns3 worker failed:\n{reply[1]}")
 
-    def _await_reply(self, offset_ns: float, sent_ns: float | None) -> tuple:
-        """The next reply that is not a heartbeat, watching for progress."""
-        conn, limit = self.conn, self.watchdog_s
-        progress_at = time.monotonic()
-        last_mark: Any = None
-        last_ps: int | None = None
-        beats = 0
+    def _await_reply(
+        self,
+        offset_ns: float,
+        sent_ns: float | None,
+        on_beat: BeatHook | None,
+        context: Callable[[], str] | None,
+    ) -> tuple:
+        """The next reply that is not a heartbeat, watching for progress
+        (:class:`astra_ns3.liveness.Watchdog`); each beat is also handed to ``on_beat``."""
+        conn = self.conn
+        watchdog = Watchdog(self.watchdog_s)
+        cpu_s = _process_stat(self.proc.pid)[1]  # at the last beat
         while True:
-            left = limit - (time.monotonic() - progress_at)
-            if left <= 0:
-                raise self._stalled(beats, last_ps, offset_ns, sent_ns)
-            if not conn.poll(min(left, 1.0)):
+            left = watchdog.left_s()
+            if not conn.poll(min(max(left, 0.0), 1.0)):
+                if left <= 0:
+                    # Judged only once everything the worker sent is read: the caller may
+                    # itself have been held up (a starved machine) with beats waiting.
+                    raise self._stalled(watchdog, cpu_s, offset_ns, sent_ns, context() if context else "")
                 continue
             reply = conn.recv()
             if reply[0] != "beat":
                 return reply
-            mark = reply[1]
-            if mark[0] == "run":
-                last_ps = mark[1]
-            if mark != last_mark:
-                last_mark, beats = mark, 0
-                progress_at = time.monotonic()
-            else:
-                beats += 1
+            watchdog.beat(reply[1])
+            cpu_s = _process_stat(self.proc.pid)[1]
+            if on_beat is not None:
+                on_beat(watchdog)
 
     def _stalled(
-        self, beats_without_progress: int, last_ps: int | None, offset_ns: float, sent_ns: float | None
+        self, watchdog: Watchdog, cpu_s: float | None, offset_ns: float, sent_ns: float | None, context: str
     ) -> WorkerStalled:
         pid = self.proc.pid
-        stopped = _process_state(pid) == "T"
-        if stopped:
-            how = "it is stopped (SIGSTOP or a debugger) and answers nothing"
-        elif beats_without_progress:
-            how = "it is busy but its simulated time stands still"
-        else:
-            how = "it answers nothing"
-        if last_ps is not None:
-            when = f"last simulated time {offset_ns + last_ps / 1000:.3f} ns"
+        last = watchdog.last
+        if last is not None:
+            when = f"; last simulated time {offset_ns + last.now_ps / 1000:.3f} ns"
         elif sent_ns is not None:
-            when = f"last simulated time {sent_ns:.3f} ns"
+            when = f"; last simulated time {sent_ns:.3f} ns"
         else:
-            when = "while starting"
+            when = "; while starting"
+        state, cpu_now = _process_stat(pid)
+        silent_s = watchdog.silent_s()
+        if state == "T":
+            how = "it is stopped (SIGSTOP or a debugger) and answers nothing"
+        elif silent_s >= _silent_s(self.watchdog_s) or watchdog.state not in (LIVELOCK, STUCK):
+            # Silence is not a livelock: a livelocked worker still beats. Its CPU time
+            # tells a worker the machine starved (memory, CPU) from one busy without beating.
+            used = ""
+            if cpu_now is not None and cpu_s is not None:
+                used = f", in which it used {cpu_now - cpu_s:.2f} s of CPU"
+            how = f"it answers nothing (no heartbeat for {silent_s:.1f} s{used})"
+        else:
+            how, when = watchdog.diagnosis(offset_ns), ""  # the diagnosis names the time
         self.proc.kill()  # SIGKILL ends a stopped process too
         self.proc.wait()
         self.close()
         return WorkerStalled(
             f"ns3 backend: the ns-3 worker (pid {pid}) made no progress for "
-            f"{self.watchdog_s:g} s of wall time: {how}; {when}; killed it "
+            f"{self.watchdog_s:g} s of wall time: {how}{when}{'; ' + context if context else ''}; killed it "
             f"(watchdog_s in the backend config sets the limit)"
         )
 

@@ -16,8 +16,10 @@ simulation at a time (messages are pickled tuples):
     rev_links)``)
     there, and run until messages complete (all those completing at the same
     instant) or until ``until_ps`` (-1: no limit). Reply ``("step", status,
-    now_ps, completed_ids)``; status 1 completions, 0 reached ``until_ps``,
-    2 no events left.
+    now_ps, completed_ids, progress)``; status 1 completions, 0 reached
+    ``until_ps``, 2 no events left; progress is
+    :meth:`astra_ns3.native.Library.progress` (time, events, messages
+    started and completed).
 ``("finish",)``
     reply ``("finish", results)`` (counters and monitor samples as numpy
     arrays), then destroy the simulator so the next setup starts clean.
@@ -29,11 +31,13 @@ traceback)``. End of input ends the process.
 
 Liveness. While the worker loads the model or serves a command, a heartbeat
 thread sends ``("beat", mark)`` every ``$ASTRA_NS3_BEAT_S`` seconds (0.1):
-inside the C++ event loop ``mark`` is ``("run", now_ps)``, the simulated time
-(read while the loop runs: ctypes releases the GIL), elsewhere ``("busy",
-n)`` with n counting up. The caller's watchdog (:mod:`astra_ns3.process`)
-sees a stopped worker (no beats) and a spinning one (simulated time standing
-still) and ends it. No beat follows a reply, so an idle worker sends nothing.
+inside the C++ event loop ``mark`` is ``("run", now_ps, events, started,
+completed)`` (:meth:`astra_ns3.native.Library.progress`, read while the loop
+runs: ctypes releases the GIL), elsewhere ``("busy", n)`` with n counting up.
+The caller's watchdog (:mod:`astra_ns3.liveness`) tells heavy work at one
+instant from a livelock and a stopped worker, and ends the latter two; the
+caller's progress line shows the beats. No beat follows a reply, so an idle
+worker sends nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 #: Seconds between heartbeats while busy (the caller's watchdog allows >= 1 s).
@@ -58,11 +63,11 @@ class Heartbeat:
         self.interval = interval
         self.lock = threading.Lock()
         self.busy = True  # loading the model
-        # While the C++ event loop runs, the simulated-time reader; set and cleared
-        # under run_lock, so the clock is never read once the loop has returned
-        # (a later Simulator::Destroy would make the read rebuild a simulator).
+        # While the C++ event loop runs, the progress reader (Library.progress); set
+        # and cleared under run_lock, so the model is never read once the loop has
+        # returned (a later Simulator::Destroy would make the read rebuild a simulator).
         self.run_lock = threading.Lock()
-        self.now_ps = None
+        self.probe: Callable[[], tuple[int, int, int, int]] | None = None
         self.beats = 0
         threading.Thread(target=self._beat, name="astra-ns3-heartbeat", daemon=True).start()
 
@@ -76,8 +81,8 @@ class Heartbeat:
         while True:
             time.sleep(self.interval)
             with self.run_lock:
-                now_ps = self.now_ps
-                mark = ("run", now_ps()) if now_ps is not None else ("busy", self.beats)
+                probe = self.probe
+                mark = ("run", *probe()) if probe is not None else ("busy", self.beats)
             self.beats += 1
             with self.lock:
                 if not self.busy:
@@ -102,12 +107,12 @@ def serve(conn: Connection) -> None:
 
     def run(until_ps: int) -> int:
         with heart.run_lock:
-            heart.now_ps = lib.now_ps
+            heart.probe = lib.progress
         try:
             return lib.run(until_ps)
         finally:
             with heart.run_lock:
-                heart.now_ps = None
+                heart.probe = None
 
     live = False
     while True:
@@ -128,7 +133,7 @@ def serve(conn: Connection) -> None:
                 if status == 3:
                     send(("error", lib.error()))
                     continue
-                send(("step", status, lib.now_ps(), lib.take_completions()))
+                send(("step", status, lib.now_ps(), lib.take_completions(), lib.progress()))
             elif command == "setup":
                 _, settings, switches, cables = message
                 if live:

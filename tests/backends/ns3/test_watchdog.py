@@ -38,7 +38,8 @@ def test_a_stopped_worker_is_an_error_within_the_watchdog_naming_the_last_time()
     assert re.fullmatch(
         r"ns3 backend: the ns-3 worker \(pid \d+\) made no progress for 1 s of wall time: it is "
         r"stopped \(SIGSTOP or a debugger\) and answers nothing; last simulated time 1000\.000 "
-        r"ns; killed it \(watchdog_s in the backend config sets the limit\)",
+        r"ns; 1 message undelivered, the oldest NPU 0 -> NPU 1 of 50000000 B \(tag 0\) sent at "
+        r"t = 0\.000 ns; killed it \(watchdog_s in the backend config sets the limit\)",
         str(err.value),
     )
     assert f"pid {stopped[0][0]})" in str(err.value)
@@ -51,19 +52,23 @@ def test_a_stopped_worker_is_an_error_within_the_watchdog_naming_the_last_time()
     assert arrived == ["again"]
 
 
-def test_a_model_spinning_at_one_instant_is_an_error_within_the_watchdog():
+def test_a_model_spinning_at_one_instant_is_named_a_livelock_within_the_watchdog():
     # An RTO of 1e-9 us is 0 ps in the model: a message waiting behind another on
     # its queue pair re-arms its timer at the same instant forever. The config
-    # refuses it; built unchecked here to reach the model as before.
+    # refuses it; built unchecked here to reach the model as before. The error says
+    # livelock (events run at one instant, no message starts or completes: the beats
+    # carry ns-3's event count) and names the message that waits.
     backend = make_ns3(star(2), Ns3Config.model_construct(rto_us=1e-9, watchdog_s=1.0))
     backend.send(0, 1, 1_000_000, lambda _: None)
     backend.send(0, 1, 1_000_000, lambda _: None)
     started = time.monotonic()
     with pytest.raises(
         process.WorkerStalled,
-        match=r"made no progress for 1 s of wall time: it "
-        r"is busy but its simulated time stands "
-        r"still; last simulated time 0\.000 ns",
+        match=r"^ns3 backend: the ns-3 worker \(pid \d+\) made no progress for 1 s of wall time: "
+        r"livelock at t = 0\.000 ns: [1-9][\d,]* events ran at that instant and no message "
+        r"started or completed \(2 messages started, 0 completed in this fabric\); 2 messages "
+        r"undelivered, the oldest NPU 0 -> NPU 1 of 1000000 B \(tag 0\) sent at t = 0\.000 ns; "
+        r"killed it \(watchdog_s in the backend config sets the limit\)$",
     ):
         backend.run()
     # The limit, plus the worker's start-up (up to ~8 s when cppyy compiles the model).

@@ -16,6 +16,9 @@ namespace
 Config g_config;
 Fabric* g_fabric = nullptr;
 std::string g_error;
+// Messages started, and completions the caller has taken, in this fabric (astra_ns3_progress).
+int64_t g_started = 0;
+int64_t g_taken = 0;
 
 bool
 SetKey(Config& c, const std::string& key, double v)
@@ -101,6 +104,8 @@ astra_ns3_create()
     ns3::RngSeedManager::ResetNextStreamIndex();
     g_fabric = new Fabric(g_config);
     g_config = Config();
+    g_started = 0;
+    g_taken = 0;
     return 0;
 }
 
@@ -133,7 +138,21 @@ int
 astra_ns3_start_flow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t size,
                      const uint32_t* fwd, int nfwd, const uint32_t* rev, int nrev)
 {
-    return g_fabric->StartFlow(id, qp, src, dst, size, fwd, nfwd, rev, nrev);
+    int status = g_fabric->StartFlow(id, qp, src, dst, size, fwd, nfwd, rev, nrev);
+    if (status == 0)
+    {
+        ++g_started;
+        // Room for every message not yet taken to complete: `completed` then never
+        // reallocates inside Run(), so astra_ns3_progress may read its size from
+        // another thread. Doubling keeps this amortized O(1) per message.
+        std::vector<uint32_t>& done = g_fabric->completed;
+        size_t pending = static_cast<size_t>(g_started - g_taken);
+        if (done.capacity() < pending)
+        {
+            done.reserve(2 * pending);
+        }
+    }
+    return status;
 }
 
 int
@@ -146,6 +165,19 @@ int64_t
 astra_ns3_now()
 {
     return ns3::Simulator::Now().GetPicoSeconds();
+}
+
+// For the worker's heartbeat, read from another thread while Run() executes (the
+// reads are of single words the event loop writes): out[0] the simulated time
+// (astra_ns3_now), out[1] the events ns-3 has executed, out[2] the messages
+// started, out[3] the messages completed, in this fabric.
+void
+astra_ns3_progress(int64_t* out)
+{
+    out[0] = astra_ns3_now();
+    out[1] = static_cast<int64_t>(ns3::Simulator::GetEventCount());
+    out[2] = g_started;
+    out[3] = g_taken + static_cast<int64_t>(g_fabric->completed.size());
 }
 
 // out[0..4]: ps fast-forwarded (summed over the parts of the fabric that
@@ -171,6 +203,7 @@ astra_ns3_take_completions(uint32_t* out, int capacity)
     int n = static_cast<int>(std::min<size_t>(g_fabric->completed.size(), capacity));
     std::memcpy(out, g_fabric->completed.data(), n * sizeof(uint32_t));
     g_fabric->completed.erase(g_fabric->completed.begin(), g_fabric->completed.begin() + n);
+    g_taken += n;
     return n;
 }
 
@@ -212,7 +245,7 @@ astra_ns3_port_stats(int64_t* out)
         row[2] = static_cast<int64_t>(p->tx_bytes + p->ff_tx_bytes);
         row[3] = static_cast<int64_t>(p->tx_packets + p->ff_tx_packets);
         row[4] = static_cast<int64_t>(p->drops);
-        row[5] = static_cast<int64_t>(p->marks + p->ff_marks);
+        row[5] = static_cast<int64_t>(p->marks);
         row[6] = static_cast<int64_t>(p->pauses_sent);
         row[7] = static_cast<int64_t>(p->resumes_sent);
         row[8] = static_cast<int64_t>(p->pauses_received);
@@ -246,8 +279,8 @@ astra_ns3_flow_stats(int64_t* out)
         row[2] = static_cast<int64_t>(f.packets_sent + f.ff_packets);
         row[3] = static_cast<int64_t>(f.retransmits);
         row[4] = static_cast<int64_t>(f.timeouts);
-        row[5] = static_cast<int64_t>(f.cnps_sent + f.ff_cnps_sent);
-        row[6] = static_cast<int64_t>(f.cnps_received + f.ff_cnps_received);
+        row[5] = static_cast<int64_t>(f.cnps_sent);
+        row[6] = static_cast<int64_t>(f.cnps_received);
         row[7] = f.qp->base_rtt;
         row[8] = static_cast<int64_t>(f.qp->rate + 0.5);
     }

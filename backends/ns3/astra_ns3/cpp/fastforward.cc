@@ -4,66 +4,69 @@
 // contention patterns; partition the network and jump each part's flows to
 // their next change).
 //
-// Parts. The queue pairs with messages, joined where their routes share a
-// port (directly or through others), form the fabric's parts; each part is
-// measured and fast-forwarded on its own, so that the NVLink islands of an LLM
-// job and its inter-node traffic do not wait for one another.
+// Parts. The queue pairs with messages, joined where their routes (data or
+// ACKs) share a port, directly or through others, form the fabric's parts;
+// each part is measured and fast-forwarded on its own, so that the NVLink
+// islands of an LLM job and its inter-node traffic do not wait for one another.
 //
 // A jump of dt ps removes, from the message each of a part's queue pairs is
-// working on, the packets it would have sent in dt at its measured rate, and
-// holds the queue pairs' next packets back by dt (their rate limiters'
-// next-send time). ns-3's clock runs on: the packets already on their way
-// arrive, and dt later the queue pairs go on where they would have been, so
-// that everything after the jump happens when it would have. Congestion
-// control state and timers run on as they would have; what the jump gets
-// wrong is the part's queues, which drain while it waits (a steady queue's
-// bytes then arrive up to its depth over the rate early) and, for a
-// congestion control fed by ACKs, the ACK-less wait. The skipped packets count
-// as sent and delivered (Flow's ff_packets and ff_bytes, the ports'
-// ff_tx_bytes with their ACKs and CNPs), so traffic counters add up as if
-// simulated.
+// working on, the whole packets it would have sent in dt at its measured rate,
+// and holds the queue pair back for exactly their time (Qp::Hold: its rate
+// limiter's next send, and DCQCN's timers, which resume where they stood).
+// ns-3's clock runs on: the packets already on their way arrive, and then the
+// queue pairs go on where they would have been, so that everything after the
+// jump happens when it would have. What the jump gets wrong is the part's
+// queues, which drain while it waits (their bytes then arrive up to the
+// queue's depth over the rate early; a jump is made only when that is under a
+// tenth of the tolerance of dt), and the pipeline, empty when the part
+// resumes. The skipped packets count as sent (Flow's ff_packets, the ports'
+// ff_tx_bytes and ff_tx_packets with their ACKs), so traffic counters add up
+// as if simulated.
 //
-// A jump ends no later than the caller's next event (Run's `until`: a timer
-// of the system layer may start messages anywhere). A message that starts on
-// one of a waiting part's ports (after a delivery elsewhere) finds it quieter
-// than it would have been; that is counted (ff_conflicts, ff_conflict_ps). A
-// message on a waiting queue pair queues behind its messages, as it would.
+// A jump ends two base RTTs before the caller's next event (Run's `until`: a
+// timer of the system layer may start messages anywhere), so that the part
+// is back in full flow when it comes. A message that starts on one of a
+// waiting part's ports (after a delivery elsewhere) finds it quieter than it
+// would have been; that is counted (ff_conflicts, ff_conflict_ps). A message
+// on a waiting queue pair queues behind its messages, as it would.
 //
-// Steady. A part, after any change (a message starts or ends on it, a pause,
-// a drop, a retransmission: Fabric::Changed), settles for its longest base
-// RTT, then is measured in windows:
+// Steady. A part, after a change (a queue pair starts or stops sending, a
+// pause, a drop, a retransmission: Fabric::Changed), settles for its longest
+// base RTT, then is measured in windows:
 //  * every queue pair sent at least kFfMinPackets packets in the window, and
 //    its rate (packets between the first's and the last's wire start) is
 //    within `ff_tolerance` of the previous window's; its receiver took them at
-//    the same rate (no queue on its way grows or drains);
+//    the same rate (no queue on its way grows or drains); it received no CNP;
 //  * every port's time-averaged data queue is within `ff_tolerance` (plus an
-//    eighth of a frame) of the previous window's, and no port is paused;
+//    eighth of a frame) of the previous window's; no port marked ECN or is
+//    paused;
 //  * a congestion control that may move on its own (HPCC, PINT, TIMELY,
 //    DCTCP; DCQCN below line rate) is judged only over windows of at least
-//    kFfCycleRtts base RTTs, so that its cycles average out; and no rate may
-//    drift by more than the tolerance before the jump would end;
+//    kFfCycleRtts base RTTs, so that its cycles average out; and no rate's
+//    trend (its change since the first window) may move it by more than the
+//    tolerance before the jump would end;
 //  * no queue pair is in its tail (all sent, waiting for ACKs).
 // The first window is long enough for every queue pair to send kFfMinPackets
 // frames where it shares a port with the most others; it doubles after every
-// unsteady check, up to kFfMaxWindows times. Where a state never holds (PFC
-// storms, a CC that keeps moving, a queue pair paced too slowly to measure)
-// the part keeps simulating packets.
+// unsteady check, up to kFfMaxWindows times. Where a state never holds
+// (congestion signals, PFC, a CC that keeps moving, a queue pair paced too
+// slowly to measure) the part keeps simulating packets.
 //
 // The jump. dt is the largest time in which no sending message of the part
 // comes within kFfMarginPackets packets of its end: the end of a message and
-// what follows is simulated packet by packet. CNPs and ECN marks seen in the
-// last window are extrapolated over dt into the counters.
+// what follows is simulated packet by packet.
 //
 // Memo. A part found steady leaves its rates and queues under its signature
-// (its queue pairs); when the same pattern returns, its first window is
-// compared with them rather than with a window of its own, and a quiet one (no
-// CNP, no mark, rate-based queue pairs at line rate) jumps at once, before its
-// first packets are out: the pipeline's filling is then simulated after the
-// jump instead of before it.
+// (its queue pairs' routes); when the same pattern returns, its first window is
+// compared with them rather than with a window of its own, and a quiet one
+// (rate-based queue pairs at line rate) jumps at once, before its first
+// packets are out: the pipeline's filling is then simulated after the jump
+// instead of before it.
 #include "roce.h"
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 namespace astra_ns3
@@ -171,9 +174,12 @@ Fabric::Changed(Qp* q)
         return;
     }
     q->ff_dirty = true;
-    for (uint32_t link : q->route) // the part it leaves, if it has no messages left
+    for (const std::vector<uint32_t>* links : {&q->route, &q->ack_route}) // the part it leaves
     {
-        ports[link]->ff_dirty = true;
+        for (uint32_t link : *links)
+        {
+            ports[link]->ff_dirty = true;
+        }
     }
     FfSchedule(0); // look at the part at this instant, after the events due now
 }
@@ -234,23 +240,29 @@ Fabric::FfCheck()
     {
         ff_parent_[k] = k;
     }
+    // A queue pair's ACKs join it to the queue pairs whose data shares their
+    // ports: waiting out a jump stops its ACKs too.
     for (size_t k = 0; k < n; ++k)
     {
-        for (uint32_t link : ff_qps_[k]->route)
+        for (const std::vector<uint32_t>* links : {&ff_qps_[k]->route, &ff_qps_[k]->ack_route})
         {
-            Port* port = ports[link];
-            if (port->ff_stamp != ff_stamp_)
+            int64_t data = links == &ff_qps_[k]->route ? 1 : 0;
+            for (uint32_t link : *links)
             {
-                port->ff_stamp = ff_stamp_;
-                port->ff_owner = k;
-                port->ff_sharing = 1;
-                continue;
-            }
-            ++port->ff_sharing;
-            size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
-            if (a != b)
-            {
-                ff_parent_[std::max(a, b)] = std::min(a, b);
+                Port* port = ports[link];
+                if (port->ff_stamp != ff_stamp_)
+                {
+                    port->ff_stamp = ff_stamp_;
+                    port->ff_owner = k;
+                    port->ff_sharing = data;
+                    continue;
+                }
+                port->ff_sharing += data;
+                size_t a = Root(ff_parent_, k), b = Root(ff_parent_, port->ff_owner);
+                if (a != b)
+                {
+                    ff_parent_[std::max(a, b)] = std::min(a, b);
+                }
             }
         }
     }
@@ -281,21 +293,33 @@ Fabric::FfCheck()
         {
             ++end;
         }
+        // Within a part, by route: the pattern is the routes that contend, not
+        // which queue pairs (streams) happen to use them.
+        std::stable_sort(ff_qps_.begin() + static_cast<std::ptrdiff_t>(begin),
+                         ff_qps_.begin() + static_cast<std::ptrdiff_t>(end),
+                         [](const Qp* a, const Qp* b) { return a->route < b->route; });
         FfPart part{&ff_qps_[begin], end - begin, {}, 1469598103934665603ull};
         bool dirty = false;
         for (size_t k = 0; k < part.nqps; ++k)
         {
             Qp* q = part.qps[k];
-            part.signature = (part.signature ^ q->id) * 1099511628211ull;
-            dirty = dirty || q->ff_dirty;
             for (uint32_t link : q->route)
             {
-                Port* port = ports[link];
-                if (port->ff_stamp != ff_stamp_)
+                part.signature = (part.signature ^ link) * 1099511628211ull;
+            }
+            part.signature = (part.signature ^ 0xffffffffull) * 1099511628211ull;
+            dirty = dirty || q->ff_dirty;
+            for (const std::vector<uint32_t>* links : {&q->route, &q->ack_route})
+            {
+                for (uint32_t link : *links)
                 {
-                    port->ff_stamp = ff_stamp_;
-                    part.ports.push_back(port);
-                    dirty = dirty || port->ff_dirty;
+                    Port* port = ports[link];
+                    if (port->ff_stamp != ff_stamp_)
+                    {
+                        port->ff_stamp = ff_stamp_;
+                        part.ports.push_back(port);
+                        dirty = dirty || port->ff_dirty;
+                    }
                 }
             }
         }
@@ -436,15 +460,10 @@ Fabric::FfQuickJump(FfPart& part)
             return false;
         }
     }
-    for (Port* port : part.ports)
-    {
-        port->marks_window = 0;
-    }
     for (size_t k = 0; k < part.nqps; ++k)
     {
         Qp* q = part.qps[k];
         q->ff_prev_rate = seen->second.rates[k];
-        q->ff_cnps_window = 0;
         q->ff_drift = 0;
     }
     return FfJump(part, 1000); // jumps shorter than 1 ns are not worth it
@@ -516,7 +535,6 @@ Fabric::FfSteady(FfPart& part)
         q->ff_prev_rate = rate;
         q->ff_count = 0;
         q->ff_rx_count = 0;
-        q->ff_cnps_window = q->cnps_received - q->ff_cnps_start;
         q->ff_cnps_start = q->cnps_received;
         q->ff_window_start = now;
         q->ff_prev_length = static_cast<int64_t>(length);
@@ -542,23 +560,21 @@ Fabric::FfRemember(FfPart& part)
     for (Port* port : part.ports)
     {
         pattern.queue_means.push_back(port->q_prev_mean);
-        pattern.quiet = pattern.quiet && port->marks_window == 0;
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {
         Qp* q = part.qps[k];
         pattern.rates.push_back(q->ff_prev_rate);
-        pattern.quiet = pattern.quiet && q->ff_cnps_window == 0 && !CcMayMove(*q);
+        pattern.quiet = pattern.quiet && !CcMayMove(*q); // (steady parts have no mark or CNP)
     }
 }
 
 bool
 Fabric::FfJump(FfPart& part, int64_t window)
 {
-    // Every queue pair's ff_prev_rate is its rate (packets per ps), its
-    // ff_cnps_window and the ports' marks_window the last window's CNPs and
-    // ECN marks (of `window` ps). The queue pair whose message is nearest its
-    // end bounds the jump.
+    // Every queue pair's ff_prev_rate is its rate (packets per ps); jumps
+    // shorter than `window` ps are not made. The queue pair whose message is
+    // nearest its end bounds the jump.
     double dt = std::numeric_limits<double>::infinity();
     for (size_t k = 0; k < part.nqps; ++k)
     {
@@ -584,8 +600,10 @@ Fabric::FfJump(FfPart& part, int64_t window)
     for (Port* port : part.ports)
     {
         // Its queue drains while the part waits: what is queued then arrives
-        // up to its depth over the rate early, which must be small beside dt.
-        if (port->q_prev_mean > 0 && port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > cfg.ff_tolerance * dt)
+        // up to its depth over the rate early, which must be small beside dt
+        // (a tenth of the tolerance: the jumps of a message add up).
+        if (port->q_prev_mean > 0 &&
+            port->TxTime(static_cast<uint64_t>(port->q_prev_mean)) > 0.1 * cfg.ff_tolerance * dt)
         {
             return false;
         }
@@ -602,13 +620,8 @@ Fabric::FfJump(FfPart& part, int64_t window)
     }
     int64_t now = NowPs();
     int64_t jump = static_cast<int64_t>(dt);
-    double scale = static_cast<double>(jump) / static_cast<double>(window);
     uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
     uint64_t ack_wire = kAckOverhead + data_extra;
-    for (Port* port : part.ports)
-    {
-        port->ff_marks += static_cast<uint64_t>(static_cast<double>(port->marks_window) * scale + 0.5);
-    }
     for (size_t k = 0; k < part.nqps; ++k)
     {
         Qp* q = part.qps[k];
@@ -617,13 +630,9 @@ Fabric::FfJump(FfPart& part, int64_t window)
         uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump));
         skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
         int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
-        uint64_t cnps = static_cast<uint64_t>(static_cast<double>(q->ff_cnps_window) * scale + 0.5);
-        f->ff_cnps_received += cnps;
-        f->ff_cnps_sent += cnps;
         f->npkts -= static_cast<uint32_t>(skip);
         f->size -= skip * cfg.payload;
         f->ff_packets += skip;
-        f->ff_bytes += skip * cfg.payload;
         for (uint32_t link : f->fwd)
         {
             ports[link]->ff_tx_bytes += skip * data_wire;
@@ -632,8 +641,8 @@ Fabric::FfJump(FfPart& part, int64_t window)
         uint64_t acks = skip / cfg.ack_interval;
         for (uint32_t link : f->rev)
         {
-            ports[link]->ff_tx_bytes += acks * ack_wire + cnps * kCnpOverhead;
-            ports[link]->ff_tx_packets += acks + cnps;
+            ports[link]->ff_tx_bytes += acks * ack_wire;
+            ports[link]->ff_tx_packets += acks;
         }
         q->Hold(wait);
         q->ff_due = now + wait + q->base_rtt; // measure again once it is back

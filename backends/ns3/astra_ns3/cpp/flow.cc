@@ -473,6 +473,7 @@ Flow::Start()
         }
         qp->Init(fab->ports[fwd[0]], rtt);
         qp->route = fwd;
+        qp->ack_route = rev;
         fab->max_base_rtt = std::max(fab->max_base_rtt, rtt);
     }
     fab->active.push_back(this);

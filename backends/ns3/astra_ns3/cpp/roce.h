@@ -264,7 +264,7 @@ class Port
     // (bytes, -1: none), and the data and ACK traffic skipped over this port.
     double q_area = 0, q_area_start = 0, q_prev_mean = -1;
     int64_t q_last = 0;
-    uint64_t ff_tx_bytes = 0, ff_tx_packets = 0, ff_marks = 0;
+    uint64_t ff_tx_bytes = 0, ff_tx_packets = 0;
     uint64_t marks_start = 0, marks_window = 0; // ECN marks: at the window's start, in the last window
     uint64_t ff_stamp = 0;             // the check that last listed this port
     int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
@@ -353,7 +353,7 @@ struct Qp
     // ... and of the data packets delivered in order at the receiver (ns-3 ps).
     int64_t ff_rx_first = 0, ff_rx_last = 0;
     uint64_t ff_rx_count = 0;
-    uint64_t ff_cnps_start = 0, ff_cnps_window = 0; // CNPs: at the window's start, in the last window
+    uint64_t ff_cnps_start = 0;     // CNPs received before the window
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
@@ -361,6 +361,7 @@ struct Qp
     double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
     int64_t ff_base_time = 0;       // ps: that window's midpoint
     std::vector<uint32_t> route;    // port ids of its messages' route
+    std::vector<uint32_t> ack_route; // ... and of their ACKs' route
     // Its part of the fabric (the queue pairs sharing ports with it) is being
     // measured: all of that part's queue pairs carry the same values.
     int ff_phase = 0;               // 0 settling, 1 measuring
@@ -420,9 +421,8 @@ struct Flow
     uint64_t delivered_bytes = 0, cnps_sent = 0;
     bool delivered = false;
 
-    // Fast-forward: data packets (and their payload bytes) skipped rather than
-    // simulated; counted as sent and delivered.
-    uint64_t ff_packets = 0, ff_bytes = 0, ff_cnps_sent = 0, ff_cnps_received = 0;
+    // Fast-forward: data packets skipped rather than simulated; counted as sent.
+    uint64_t ff_packets = 0;
 
 
     uint32_t Payload(uint32_t psn) const;
@@ -515,7 +515,7 @@ class Fabric
         Qp** qps;          // by id
         size_t nqps;
         std::vector<Port*> ports;
-        uint64_t signature; // FNV-1a of the queue pair ids
+        uint64_t signature; // FNV-1a of the queue pairs' routes
     };
     struct FfPattern
     {
