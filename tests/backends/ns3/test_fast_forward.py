@@ -137,9 +137,18 @@ def assert_agreement(on: dict, off: dict) -> None:
             assert abs(a - b) <= PORT_TOLERANCE * b + slack, (key, port, a, b)
 
 
+#: HPCC does not jump with the model of 8fee46d (0 % skipped on every case of
+#: benchmarks/results/ns3_fast_forward.md); issue 28 asks fast-forward of it too.
+HPCC_DOES_NOT_JUMP = pytest.mark.xfail(strict=True, reason="the model never finds HPCC steady (8fee46d)")
+
+
 @pytest.mark.parametrize(
     "case, size, cc",
-    [pytest.param(case, size, cc, id=f"{case}-{cc}") for case, size, ccs in JUMPING for cc in ccs],
+    [
+        pytest.param(case, size, cc, id=f"{case}-{cc}", marks=HPCC_DOES_NOT_JUMP if cc == "hpcc" else ())
+        for case, size, ccs in JUMPING
+        for cc in ccs
+    ],
 )
 def test_fast_forward_jumps_and_agrees_with_the_packet_run(case, size, cc):
     on, off = run(case, cc, True, **size), run(case, cc, False, **size)
