@@ -141,21 +141,7 @@ def run(
         _estimate(workload, system, network, options, files, plots_dir)
         return
     # A progress line on stderr while it is a terminal, none otherwise.
-    result = simulate(
-        workload,
-        system,
-        network,
-        topology=topology,
-        dims=sizes,
-        memory=memory,
-        comm_groups=comm_groups,
-        backend=backend,
-        progress=True,
-        symmetry=not no_symmetry,
-        backend_config=backend_config,
-        background=background,
-        on_estimate=_say_if_long,
-    )
+    result = simulate(workload, system, network, progress=True, on_estimate=_say_if_long, **options)
     wall = time.perf_counter() - started
     # With an output on standard output ("-"), the table and messages go to stderr.
     console = Console(stderr=any_stdout(files.values()))

@@ -365,7 +365,10 @@ void
 Fabric::FfRestart(FfPart& part)
 {
     // After a change: forget the part's windows, settle for its longest base
-    // RTT. A quiet pattern seen before jumps at once.
+    // RTT. A quiet pattern seen before jumps at once; any pattern seen before
+    // is measured at once (its rates stand for the previous window, and rates
+    // are timed from first to last packet, which the pipeline's filling does
+    // not bend).
     int64_t now = NowPs();
     int64_t settle = 0;
     for (size_t k = 0; k < part.nqps; ++k)
@@ -384,7 +387,10 @@ Fabric::FfRestart(FfPart& part)
         q->ff_phase = kSettling;
         q->ff_due = now + settle;
     }
-    FfQuickJump(part);
+    if (!FfQuickJump(part) && ff_memo_.count(part.signature))
+    {
+        FfStartWindows(part);
+    }
 }
 
 void
