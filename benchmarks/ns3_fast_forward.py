@@ -31,9 +31,11 @@ targets: step within 1 %, FCT p50 and p99 within 5 % per bucket, and at least
 100x less simulation time on the 8-host cases at 256 MiB and the fat-tree
 cases at 64 MiB.
 
-Each run is one child process (so its peak memory is its own) and appends a
-JSON line to ``--results``; a run already there is not run again (``--fresh``
-starts over), so the matrix can be filled in parts:
+The ``skipped`` column is the share of the run's packet-hops that the model
+jumped over rather than simulated, and its number of jumps. Each run is one child process (so its peak memory is its own)
+and appends a JSON line to ``--results`` (with the checkout's commit); a run
+already there is not run again (``--fresh`` runs it again, the last line of a
+run counting), so the matrix can be filled in parts:
 
     python benchmarks/ns3_fast_forward.py [--cases validation,speed,incast,websearch|NAME,...]
         [--ccs dcqcn,hpcc,none] [--sizes 4,64] [--speed-mib 256] [--duration-ms 10]
@@ -231,7 +233,8 @@ def measure(
     counters, every port's bytes and packets sent, bytes delivered and FCT slowdown p50
     and p99 per size bucket. ``size_mib``: the collectives' (and transfers') size of a
     trace case; ``duration_ms``: websearch-50's arrivals; ``incast_bytes``:
-    cc-study-incast's per sender. Raises KeyError for an unknown case."""
+    cc-study-incast's per sender. Also every port's speed (Gbps) and the longest base
+    RTT of any message (ns). Raises KeyError for an unknown case."""
     from astra_core.flows.report import by_size_bucket, flow_table
     from astra_core.flows.run import run_flows
 
@@ -265,6 +268,8 @@ def measure(
         "delivered_bytes": int(messages["bytes"][messages.finish_ns.notna()].sum()),
         "port_tx_bytes": [int(x) for x in ports.tx_bytes],
         "port_tx_packets": [int(x) for x in ports.tx_packets],
+        "port_gbps": [float(x) for x in ports.gbps],
+        "max_base_rtt_ns": float(messages.base_rtt_ns.max()),
         "fct": [
             {"bucket": b.bucket, "flows": int(b.flows), "p50": float(b.p50), "p99": float(b.p99)}
             for b in buckets.itertuples()
@@ -364,7 +369,7 @@ def compare(on: dict, off: dict) -> dict[str, Any]:
         )
     out = {
         "step": rel(on["step_ns"], off["step_ns"]),
-        "wire_bytes": rel(sum(on["port_tx_bytes"]), sum(off["port_tx_bytes"])),
+        "wire_bytes": rel(on["bytes_on_wire"], off["bytes_on_wire"]),
         "delivered_equal": on["delivered_bytes"] == off["delivered_bytes"],
         "fct": fct,
         "speedup": off["sim_wall_s"] / on["sim_wall_s"] if on["sim_wall_s"] > 0 else float("inf"),
@@ -410,7 +415,7 @@ def report(rows: dict[tuple, dict], order: list[tuple[str, str, str]]) -> str:
             f"{on.get('caller_peak_mib', 0):.0f} / {on.get('worker_peak_mib', 0):.0f}"
         )
         verdict = "! " + ", ".join(c["flags"]) if c["flags"] else "met"
-        skipped = f"{on.get('fast_forward_ns', 0) / on['step_ns']:.0%} in {on.get('fast_forwards', 0)}"
+        skipped = f"{on['fast_forward_packet_hops'] / on['packet_hops']:.0%} in {on['fast_forwards']}"
         lines.append(
             f"| {case} | {size} | {cc} | {off['step_ns'] / 1e3:.1f} | {on['step_ns'] / 1e3:.1f} | "
             f"{c['step']:+.2%} | {c['wire_bytes']:+.2%} | {skipped} | "
@@ -480,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         _child(*args.child)
         return 0
     rows = load_rows(args.results)
+    commit = _commit()
     order = []
     for name, size in selected(args):
         label = size_label(name, size, args.duration_ms, args.incast_bytes)
@@ -501,10 +507,11 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(row, str):
                     _say(name, label, cc, ff, row)
                     continue
+                row["commit"] = commit
                 rows[_key(row)] = row
                 args.results.parent.mkdir(parents=True, exist_ok=True)
-                with args.results.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                with args.results.open("a") as f:  # per-port counters stay out of the record
+                    f.write(json.dumps({k: v for k, v in row.items() if not k.startswith("port_")}) + "\n")
                 _say(
                     name,
                     label,
@@ -514,6 +521,18 @@ def main(argv: list[str] | None = None) -> int:
                     f"({time.perf_counter() - started:.1f} s with start-up)",
                 )
     return _emit(report(rows, order), args.markdown)
+
+
+def _commit() -> str:
+    """The checkout's commit, with ``+`` if its model or benchmark differ from it."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short", "HEAD").stdout.strip() or "unknown"
+    code = ("astra_core", "backends", "validation", "benchmarks/ns3_fast_forward.py")
+    dirty = git("diff", "--quiet", "HEAD", "--", *code).returncode
+    return head + ("+" if dirty else "")
 
 
 def _emit(text: str, markdown: str | None) -> int:

@@ -4,13 +4,17 @@ Small versions of every comparison of ``benchmarks/ns3_fast_forward.py`` (the
 cases of ``validation/backends.py`` at 2 MiB, the 8-host ring all-reduce and
 all-to-all at 4 MiB, ``examples/cc_study``'s incast at 1.25 MB per sender,
 ``validation/cc_fct.py``'s WebSearch study over 2 ms of arrivals), each under
-DCQCN, HPCC and no congestion control, run with ``fast_forward`` on and off:
+DCQCN, HPCC and no congestion control, run with ``fast_forward`` on and off,
+and larger ones (JUMPING) in which the model is checked to jump:
 
 * the targets: the step within 1 %, FCT slowdown p50 and p99 within 5 % in
   every size bucket;
 * conservation: the same bytes delivered, and every port's bytes and packets
-  sent within 1 % (fast-forward moves bytes without packets but must count
-  them where they would have gone);
+  sent within 1 % and a round trip of ACKs (fast-forward moves bytes without
+  packets but must count them where they would have gone; the run stops at
+  the last delivery with ACKs still on their way);
+* a run in which the model never jumps (most small ones: their messages end
+  before a steady state is proven) is the packet run exactly;
 * ``fast_forward = false`` is today's model, bit for bit: its step and counters
   equal ``tests/data/ns3_fast_forward_golden.json``, recorded at main's commit
   6605f6f (before fast-forward existed; the key left out of the config) with::
@@ -25,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -67,12 +72,9 @@ GOLDEN_KEYS = (
     "delivered_bytes",
 )
 PORT_TOLERANCE = 0.01
-#: ACK frames on the wire at once, at most: a base RTT over a data frame's time on the
-#: longest route of these cases (6 hops of the k = 4 fat-tree at 100 Gbps, 1 us links:
-#: 6 x (1 + 0.33424 + 1 + 0.00688) us / 0.33424 us = 42.0 for 4096 B payloads).
-ACKS_IN_FLIGHT = 43
-#: An ACK's bytes on the wire (cpp/roce.h kAckOverhead: 82 B of headers + 4 B AETH).
-ACK_FRAME_BYTES = 86
+#: The shortest data frame and the longest ACK on the wire, bytes (cpp/roce.h: 4096 of
+#: payload + kDataOverhead 82; kAckOverhead 86 + HPCC's kIntBytes 42).
+DATA_FRAME_BYTES, ACK_FRAME_BYTES = 4096 + 82, 86 + 42
 
 
 def _benchmark():
@@ -90,11 +92,21 @@ bench = _benchmark()
 
 
 @functools.cache
-def run(case: str, cc: str, fast_forward: bool | None) -> dict:
-    """One small run (cached: each serves several tests)."""
-    return bench.measure(case, cc, fast_forward, **SMALL[case])
+def run(case: str, cc: str, fast_forward: bool | None, **size) -> dict:
+    """One run of a case of the benchmark (cached: each serves several tests); ``size``:
+    measure()'s keywords, SMALL's if none."""
+    return bench.measure(case, cc, fast_forward, **(size or SMALL[case]))
 
 
+#: Runs in which the model does jump (checked), each a few seconds with fast-forward
+#: off: a lone flow, rings and all-to-alls of one queue pair per link, two jobs.
+JUMPING = [
+    ("p2p-fat-tree", {"size_mib": 2}, ("dcqcn", "none")),
+    ("p2p-gpu-cluster", {"size_mib": 2}, ("dcqcn", "none")),
+    ("ring-switch8", {"size_mib": 16}, ("dcqcn", "none")),
+    ("two-jobs", {"size_mib": 16}, ("dcqcn", "none")),
+    ("a2a-switch8", {"size_mib": 64}, CCS),
+]
 CASES = [pytest.param(case, cc, id=f"{case}-{cc}") for case in SMALL for cc in CCS]
 
 
@@ -103,32 +115,56 @@ def _ns3():
     require_ns3()
 
 
-@pytest.mark.parametrize("case, cc", CASES)
-def test_fast_forward_agrees_with_the_packet_run(case, cc):
-    on, off = run(case, cc, True), run(case, cc, False)
+def assert_agreement(on: dict, off: dict) -> None:
+    """Issue 28's targets and conservation, fast-forward on against off."""
     errors = bench.compare(on, off)
     assert abs(errors["step"]) <= bench.STEP_TOLERANCE, (on["step_ns"], off["step_ns"])
     assert [b["bucket"] for b in on["fct"]] == [b["bucket"] for b in off["fct"]]
     for b in errors["fct"]:
         assert abs(b["p50_err"]) <= bench.FCT_TOLERANCE, b
         assert abs(b["p99_err"]) <= bench.FCT_TOLERANCE, b
-
-
-@pytest.mark.parametrize("case, cc", CASES)
-def test_fast_forward_conserves_bytes_and_counts_them_on_every_port(case, cc):
-    on, off = run(case, cc, True), run(case, cc, False)
+    # Every byte arrives; the skipped packets are counted on every port they would cross.
     assert on["delivered_bytes"] == off["delivered_bytes"] > 0
     assert on["messages"] == off["messages"]
     assert on["drops"] == off["drops"] == 0
-    # A part waiting out a jump drains its pipeline, so fewer ACKs are on the wire when
-    # the last message is delivered (and the run ends) than packet by packet: at most
-    # one base RTT of them per port.
-    for key, slack in (
-        ("port_tx_bytes", ACKS_IN_FLIGHT * ACK_FRAME_BYTES),
-        ("port_tx_packets", ACKS_IN_FLIGHT),
-    ):
-        for port, (a, b) in enumerate(zip(on[key], off[key])):
-            assert abs(a - b) <= max(PORT_TOLERANCE * b, slack), (key, port, a, b)
+    for port, gbps in enumerate(off["port_gbps"]):
+        # A part waiting out a jump drains its pipeline, so fewer ACKs are on the wire
+        # when the last message is delivered (and the run ends) than packet by packet:
+        # at most one base RTT of them per port, at the port's speed.
+        acks = math.ceil(off["max_base_rtt_ns"] * gbps / 8 / DATA_FRAME_BYTES)
+        for key, slack in (("port_tx_bytes", acks * ACK_FRAME_BYTES), ("port_tx_packets", acks)):
+            a, b = on[key][port], off[key][port]
+            assert abs(a - b) <= PORT_TOLERANCE * b + slack, (key, port, a, b)
+
+
+#: HPCC does not jump with the model of 8fee46d (0 % skipped on every case of
+#: benchmarks/results/ns3_fast_forward.md); issue 28 asks fast-forward of it too.
+HPCC_DOES_NOT_JUMP = pytest.mark.xfail(strict=True, reason="the model never finds HPCC steady (8fee46d)")
+
+
+@pytest.mark.parametrize(
+    "case, size, cc",
+    [
+        pytest.param(case, size, cc, id=f"{case}-{cc}", marks=HPCC_DOES_NOT_JUMP if cc == "hpcc" else ())
+        for case, size, ccs in JUMPING
+        for cc in ccs
+    ],
+)
+def test_fast_forward_jumps_and_agrees_with_the_packet_run(case, size, cc):
+    on, off = run(case, cc, True, **size), run(case, cc, False, **size)
+    assert on["fast_forwards"] >= 1 and 0 < on["fast_forward_packet_hops"] < on["packet_hops"]
+    assert off["fast_forwards"] == off["fast_forward_packet_hops"] == off["fast_forward_ns"] == 0
+    assert_agreement(on, off)
+
+
+@pytest.mark.parametrize("case, cc", CASES)
+def test_fast_forward_agrees_with_the_packet_run_and_without_a_jump_is_it(case, cc):
+    on, off = run(case, cc, True), run(case, cc, False)
+    assert_agreement(on, off)
+    if on["fast_forwards"] == 0:  # the steadiness checks alone change nothing
+        assert {k: on[k] for k in (*GOLDEN_KEYS, "port_tx_bytes", "port_tx_packets")} == {
+            k: off[k] for k in (*GOLDEN_KEYS, "port_tx_bytes", "port_tx_packets")
+        }
 
 
 @pytest.mark.parametrize("case, cc", CASES)
