@@ -122,7 +122,7 @@ def main() -> None:
     simulated = ns3["packet_hops"] - ns3["fast_forward_packet_hops"]
     print(
         f"ns3 (fast-forward {'off' if args.no_fast_forward else 'on'}): step {ns3['step_ns'] / 1e6:.3f} ms in "
-        f"{ns3['wall_s']:.1f} s, peak {ns3['peak_mib']:.0f} MiB, {ns3['messages']:,} messages, "
+        f"{ns3['wall_s']:.1f} s, caller peak {ns3['peak_mib']:.0f} MiB (the ns-3 worker apart), {ns3['messages']:,} messages, "
         f"{ns3['packet_hops'] / 1e6:.1f} M packet-hops of which {simulated / 1e6:.1f} M simulated "
         f"({ns3['fast_forwards']:,} fast-forwards, {ns3['fast_forward_conflicts']:,} conflicts)"
     )
