@@ -55,15 +55,13 @@ from astra_core.errors import AstraError, ConfigError
 from astra_core.events import EventQueue, ProgressHook
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
-from astra_ns3 import process
+from astra_ns3 import process, work
 from astra_ns3.config import Ns3Config
 from astra_ns3.liveness import Watchdog
 from astra_ns3.monitors import Ns3Results
 
 #: Worker step status codes (astra_ns3.worker).
 _COMPLETIONS, _REACHED, _IDLE = 1, 0, 2
-#: The model's typical speed, packet-hops per wall second (../shared/NS3-NOTES.md: 0.17-0.2 M).
-PACKET_HOPS_PER_S = 2e5
 #: Wire bytes of a data packet besides its payload (cpp/roce.h kDataOverhead: Ethernet with
 #: preamble, inter-frame gap and FCS 38, IPv4 20, UDP 8, BTH 12, ICRC 4).
 DATA_OVERHEAD_BYTES = 82
@@ -158,7 +156,12 @@ class Ns3Network:
         self.messages = 0
         #: Packet-hops of the messages sent so far; a run past max_packet_hops is refused.
         self.budget = WorkBudget(
-            "ns3", "packet-hops", PACKET_HOPS_PER_S, config.max_packet_hops, "max_packet_hops", config_source
+            "ns3",
+            "packet-hops",
+            work.PACKET_HOPS_PER_S,
+            config.max_packet_hops,
+            "max_packet_hops",
+            config_source,
         )
         _say_if_compiling()
         process.prestart()  # the worker loads the model while the caller sets up the run

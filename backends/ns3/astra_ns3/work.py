@@ -35,9 +35,9 @@ from astra_ns3.config import Ns3Config
 # packet by packet. At load 5.1-5.4 the same fit gave 121 us and 0.30 M: a projection on
 # a busy machine is optimistic, on an idle one pessimistic.
 # benchmarks/ns3_speed.py gave 0.45 M packet-hops/s for a 1 GiB all-reduce at load 1.6;
-# ../shared/NS3-NOTES.md 0.17-0.2 M (astra_ns3.network.PACKET_HOPS_PER_S, the figure in
-# max_packet_hops's refusal); docs/cc-studies.md 0.36 M.
-#: Packet-hops (data, ACK, CNP and PFC frames over one link) per wall second.
+# ../shared/NS3-NOTES.md 0.17-0.2 M; docs/cc-studies.md 0.36 M.
+#: Packet-hops (data, ACK, CNP and PFC frames over one link) per wall second; also the
+#: figure in max_packet_hops's refusal at a send (astra_ns3.network).
 PACKET_HOPS_PER_S = 3.7e5
 #: Wall seconds a message costs the run whatever its size: the system layer's work for it
 #: (every rank is simulated on ns3), the send, the worker's flow set-up and completion,
