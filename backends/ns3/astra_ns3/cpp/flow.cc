@@ -156,6 +156,11 @@ Qp::MakePacket(int64_t start_at)
     if (f->snd_nxt >= f->npkts)
     {
         to_send.pop_front();
+        if (!to_send.empty())
+        {
+            // The next message starts: a pattern seen before may jump it at once.
+            fab->Changed(this);
+        }
     }
     ++sent_total;
     if (ff_count++ == 0)
