@@ -40,22 +40,25 @@ from tests.backends.ns3.conftest import require_ns3
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "data" / "ns3_fast_forward_golden.json"
 CCS = ("dcqcn", "hpcc", "none")
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "_ns3_fast_forward", ROOT / "benchmarks" / "ns3_fast_forward.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _benchmark()
+
+
 #: Case -> measure() keywords: a few MiB, a second or less each.
 SMALL = {
-    **{
-        name: {"size_mib": 2}
-        for name in (
-            "p2p-fat-tree",
-            "p2p-gpu-cluster",
-            "ring-switch",
-            "ring-fat-tree",
-            "a2a-fat-tree",
-            "ring-leaf-spine",
-            "a2a-leaf-spine",
-            "incast",
-            "two-jobs",
-        )
-    },
+    **{name: {"size_mib": 2} for name in bench.VALIDATION_CASES},
     "ring-switch8": {"size_mib": 4},
     "a2a-switch8": {"size_mib": 4},
     "cc-study-incast": {"incast_bytes": 1_250_000},
@@ -75,20 +78,6 @@ PORT_TOLERANCE = 0.01
 #: The shortest data frame and the longest ACK on the wire, bytes (cpp/roce.h: 4096 of
 #: payload + kDataOverhead 82; kAckOverhead 86 + HPCC's kIntBytes 42).
 DATA_FRAME_BYTES, ACK_FRAME_BYTES = 4096 + 82, 86 + 42
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location(
-        "_ns3_fast_forward", ROOT / "benchmarks" / "ns3_fast_forward.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _benchmark()
 
 
 @functools.cache
