@@ -74,18 +74,16 @@ Qp::Hold(int64_t ps)
     // The next packet goes when it would have after the skipped ones; DCQCN's
     // timers resume where they stood (the state is steady: nothing of it moves).
     next_send = std::max(next_send, Now()) + ps;
-    if (rate_event.IsPending())
-    {
-        int64_t left = ns3::Simulator::GetDelayLeft(rate_event).GetPicoSeconds();
-        rate_event.Cancel();
-        rate_event = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), &Qp::OnRateTimer, this);
-    }
-    if (alpha_event.IsPending())
-    {
-        int64_t left = ns3::Simulator::GetDelayLeft(alpha_event).GetPicoSeconds();
-        alpha_event.Cancel();
-        alpha_event = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), &Qp::OnAlphaTimer, this);
-    }
+    auto postpone = [this, ps](ns3::EventId& timer, void (Qp::*fire)()) {
+        if (timer.IsPending())
+        {
+            int64_t left = ns3::Simulator::GetDelayLeft(timer).GetPicoSeconds();
+            timer.Cancel();
+            timer = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), fire, this);
+        }
+    };
+    postpone(rate_event, &Qp::OnRateTimer);
+    postpone(alpha_event, &Qp::OnAlphaTimer);
 }
 
 void
