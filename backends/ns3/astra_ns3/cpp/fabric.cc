@@ -203,12 +203,10 @@ Fabric::Run(int64_t until)
     {
         until_event = ns3::Simulator::Stop(ns3::PicoSeconds(std::max<int64_t>(until - now, 0)));
     }
-    run_until_ = until;
     if (completed.empty() && error.empty())
     {
         ns3::Simulator::Run();
     }
-    run_until_ = -1;
     until_event.Cancel();
     stop_event_.Cancel();
     stop_pending_ = false;

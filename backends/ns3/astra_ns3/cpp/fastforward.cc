@@ -23,12 +23,14 @@
 // ff_tx_bytes and ff_tx_packets with their ACKs), so traffic counters add up
 // as if simulated.
 //
-// A jump ends two base RTTs before the caller's next event (Run's `until`: a
-// timer of the system layer may start messages anywhere), so that the part
-// is back in full flow when it comes. A message that starts on one of a
-// waiting part's ports (after a delivery elsewhere) finds it quieter than it
-// would have been; that is counted (ff_conflicts, ff_conflict_ps). A message
-// on a waiting queue pair queues behind its messages, as it would.
+// A jump runs past the caller's next event (Run's `until`): the system
+// layer's timers rarely start messages where a part is waiting. When one
+// does (a message whose data or ACKs cross a port of a waiting part), the
+// part takes back the packets of the rest of its wait and sends them from
+// then on (FfGiveBack), so that the newcomer meets the part's traffic; only
+// the part's pipeline is empty for a round trip. Each is counted
+// (ff_conflicts, and the wait taken back in ff_conflict_ps). A message on a
+// waiting queue pair queues behind its messages, as it would.
 //
 // Steady. A part, after a change (a queue pair starts or stops sending, a
 // pause, a drop, a retransmission: Fabric::Changed), settles for its longest
@@ -144,16 +146,18 @@ Fabric::FfStart(Flow* f)
 {
     if (cfg.fast_forward)
     {
-        int64_t now = NowPs();
-        int64_t waits = 0;
-        for (uint32_t link : f->fwd)
+        // A message on a port of a part that waits out a jump: the part takes
+        // back the packets of the rest of its wait and sends them from now on.
+        for (const std::vector<uint32_t>* links : {&f->fwd, &f->rev})
         {
-            waits = std::max(waits, ports[link]->ff_paused_until - now);
-        }
-        if (waits > 0 && !(f->qp->port && f->qp->next_send > now))
-        {
-            ++ff_conflicts;
-            ff_conflict_ps += waits;
+            for (uint32_t link : *links)
+            {
+                uint64_t hold = ports[link]->ff_hold;
+                if (hold != 0 && f->qp->ff_hold != hold)
+                {
+                    FfGiveBack(hold);
+                }
+            }
         }
     }
     bool joins = !f->qp->in_port || f->qp->to_send.empty();
@@ -163,6 +167,60 @@ Fabric::FfStart(Flow* f)
         // A queue pair that starts sending changes the pattern; one more
         // message behind those it is sending does not.
         Changed(f->qp);
+    }
+}
+
+void
+Fabric::FfGiveBack(uint64_t hold)
+{
+    auto found = ff_holds_.find(hold);
+    if (found == ff_holds_.end())
+    {
+        return;
+    }
+    FfHold h = std::move(found->second);
+    ff_holds_.erase(found);
+    int64_t now = NowPs();
+    if (h.end <= now)
+    {
+        return;
+    }
+    ++ff_conflicts;
+    ff_conflict_ps += h.end - now;
+    ff_skipped -= h.end - now;
+    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
+    uint64_t ack_wire = kAckOverhead + data_extra;
+    for (Qp* q : h.qps)
+    {
+        if (q->ff_hold != hold || q->ff_hold_end <= now)
+        {
+            continue;
+        }
+        q->ff_hold = 0;
+        Flow* f = q->ff_hold_flow;
+        double left = static_cast<double>(q->ff_hold_end - now) * q->ff_hold_rate;
+        uint64_t back = std::min<uint64_t>(q->ff_hold_skip, static_cast<uint64_t>(left));
+        if (back > 0)
+        {
+            uint64_t acks = q->ff_hold_skip / cfg.ack_interval - (q->ff_hold_skip - back) / cfg.ack_interval;
+            f->npkts += static_cast<uint32_t>(back);
+            f->size += back * cfg.payload;
+            f->ff_packets -= back;
+            for (uint32_t link : f->fwd)
+            {
+                ports[link]->ff_tx_bytes -= back * data_wire;
+                ports[link]->ff_tx_packets -= back;
+            }
+            for (uint32_t link : f->rev)
+            {
+                ports[link]->ff_tx_bytes -= acks * ack_wire;
+                ports[link]->ff_tx_packets -= acks;
+            }
+            q->ff_hold_skip -= back;
+            q->Shift(-static_cast<int64_t>(static_cast<double>(back) / q->ff_hold_rate + 0.5));
+        }
+        Changed(q);
+        q->port->Pump();
     }
 }
 
@@ -227,6 +285,10 @@ Fabric::FfCheck()
         }
     }
     ff_qps_.resize(keep);
+    for (auto hold = ff_holds_.begin(); hold != ff_holds_.end();)
+    {
+        hold = hold->second.end <= now ? ff_holds_.erase(hold) : std::next(hold);
+    }
     if (ff_qps_.empty())
     {
         return; // idle: the next message restarts the checks
@@ -592,16 +654,6 @@ Fabric::FfJump(FfPart& part, int64_t window)
         double unsent = static_cast<double>(f->npkts - f->snd_nxt);
         dt = std::min(dt, std::floor(unsent - static_cast<double>(kFfMarginPackets)) / q->ff_prev_rate);
     }
-    if (run_until_ >= 0)
-    {
-        // Back, with its pipeline full again, before the caller's next event.
-        int64_t refill = 0;
-        for (size_t k = 0; k < part.nqps; ++k)
-        {
-            refill = std::max(refill, 2 * part.qps[k]->base_rtt);
-        }
-        dt = std::min(dt, static_cast<double>(run_until_ - NowPs() - refill));
-    }
     if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
     {
         return false; // too short to be worth it
@@ -631,6 +683,9 @@ Fabric::FfJump(FfPart& part, int64_t window)
     int64_t jump = static_cast<int64_t>(dt);
     uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
     uint64_t ack_wire = kAckOverhead + data_extra;
+    uint64_t id = ff_jumps + 1;
+    FfHold& hold = ff_holds_[id];
+    hold.end = now;
     for (size_t k = 0; k < part.nqps; ++k)
     {
         Qp* q = part.qps[k];
@@ -656,10 +711,17 @@ Fabric::FfJump(FfPart& part, int64_t window)
         q->Hold(wait);
         q->ff_due = now + wait + q->base_rtt; // measured again once it is back in full flow
         q->ff_phase = kSettling;
-        for (uint32_t link : f->fwd)
-        {
-            ports[link]->ff_paused_until = std::max(ports[link]->ff_paused_until, now + wait);
-        }
+        q->ff_hold = id;
+        q->ff_hold_flow = f;
+        q->ff_hold_skip = skip;
+        q->ff_hold_rate = q->ff_prev_rate;
+        q->ff_hold_end = now + wait;
+        hold.qps.push_back(q);
+        hold.end = std::max(hold.end, now + wait);
+    }
+    for (Port* port : part.ports)
+    {
+        port->ff_hold = id;
     }
     for (size_t k = 0; k < part.nqps; ++k)
     {

@@ -73,17 +73,24 @@ Qp::Hold(int64_t ps)
 {
     // The next packet goes when it would have after the skipped ones; DCQCN's
     // timers resume where they stood (the state is steady: nothing of it moves).
-    next_send = std::max(next_send, Now()) + ps;
-    auto postpone = [this, ps](ns3::EventId& timer, void (Qp::*fire)()) {
+    next_send = std::max(next_send, Now());
+    Shift(ps);
+}
+
+void
+Qp::Shift(int64_t ps)
+{
+    next_send += ps;
+    auto move = [this, ps](ns3::EventId& timer, void (Qp::*fire)()) {
         if (timer.IsPending())
         {
             int64_t left = ns3::Simulator::GetDelayLeft(timer).GetPicoSeconds();
             timer.Cancel();
-            timer = ns3::Simulator::Schedule(ns3::PicoSeconds(left + ps), fire, this);
+            timer = ns3::Simulator::Schedule(ns3::PicoSeconds(std::max<int64_t>(left + ps, 0)), fire, this);
         }
     };
-    postpone(rate_event, &Qp::OnRateTimer);
-    postpone(alpha_event, &Qp::OnAlphaTimer);
+    move(rate_event, &Qp::OnRateTimer);
+    move(alpha_event, &Qp::OnAlphaTimer);
 }
 
 void

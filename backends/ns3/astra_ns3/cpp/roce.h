@@ -270,7 +270,7 @@ class Port
     int64_t ff_sharing = 0;            // sending queue pairs whose route crosses this port
     size_t ff_owner = 0;               // the first of them (an index into the check's list)
     bool ff_dirty = false;             // a pause, resume or drop since the last check
-    int64_t ff_paused_until = 0;       // ps: the queue pairs sending through it wait out a jump until then
+    uint64_t ff_hold = 0;              // the jump whose queue pairs wait on this port's part (0: none)
     void AccountQueue(); // before data_bytes changes
 
     // HPCC-PINT: this port's utilization estimate, updated per data packet.
@@ -372,9 +372,17 @@ struct Qp
     int64_t ff_window_cap = 0;      // ps: the longest it may grow
     int64_t ff_window_start = 0;    // ps
     int64_t ff_prev_length = 0;     // ps: the previous window's length
+    // The jump it waits out: its number (0: none), the message it skipped
+    // packets of, how many, at what rate (packets per ps) and until when (ps).
+    uint64_t ff_hold = 0;
+    Flow* ff_hold_flow = nullptr;
+    uint64_t ff_hold_skip = 0;
+    double ff_hold_rate = 0;
+    int64_t ff_hold_end = 0;
 
     void Init(Port* first, int64_t rtt);
-    void Hold(int64_t ps); // a fast-forward: wait, with the CC's timers, as if no time passed
+    void Hold(int64_t ps);  // a fast-forward: wait, with the CC's timers, as if no time passed
+    void Shift(int64_t ps); // moves the next send and the CC's timers by ps (< 0: earlier)
     void Add(Flow* f);
     void Resend(Flow* f);
     void Close(Flow* f);
@@ -531,13 +539,19 @@ class Fabric
     bool FfSteady(FfPart& part);
     void FfRemember(FfPart& part);
     bool FfJump(FfPart& part, int64_t window);
+    void FfGiveBack(uint64_t hold);
+    struct FfHold
+    {
+        std::vector<Qp*> qps;
+        int64_t end; // ps: the longest wait's end
+    };
+    std::unordered_map<uint64_t, FfHold> ff_holds_; // jumps still waited out, by number
     std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port)
     std::vector<size_t> ff_parent_;
     uint64_t ff_stamp_ = 0;
     std::unordered_map<uint64_t, FfPattern> ff_memo_;
     ns3::EventId ff_event_;
     int64_t ff_event_due_ = -1;
-    int64_t run_until_ = -1;      // ps, Run's `until`: the caller's next event
     bool stop_pending_ = false;
     ns3::EventId stop_event_;
     ns3::EventId monitor_event_;
