@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,8 +69,9 @@ class Ns3Results:
         self.fast_forward_conflicts = 0
         self.fast_forward_conflict_ns = 0.0
 
-    def add_run(self, raw: dict[str, np.ndarray], meta: list[tuple], offset_ns: float) -> None:
-        """Fold in one run's raw arrays (astra_ns3.native.Library.results)."""
+    def add_run(self, raw: dict[str, np.ndarray], sent: Sequence[int], offset_ns: float) -> None:
+        """Fold in one run's raw arrays (astra_ns3.native.Library.results) and its
+        messages' ``(src NPU, dst NPU, bytes, tag)``, flat (4 per message, by id)."""
         from astra_ns3.native import FLOW_FIELDS, PORT_FIELDS
 
         links = self.physical.links_count
@@ -91,7 +93,7 @@ class Ns3Results:
         first = sum(len(m["message"]) for m in self._messages)
         flows = raw["flows"]
         f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
-        src, dst, size, tag, sent = (np.array(x) for x in zip(*meta)) if meta else [np.array([])] * 5
+        src, dst, size, tag = np.frombuffer(sent, dtype=np.int64).reshape(-1, 4).T.copy()
         start = offset_ns + f["start_ps"] / 1000
         finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
         self._messages.append(

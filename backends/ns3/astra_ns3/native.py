@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,10 +59,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ctypes.c_int,
         [ctypes.c_uint32] * 4 + [ctypes.c_double] * 2 + [ctypes.c_int64] + [ctypes.c_double] * 6,
     ),
-    "astra_ns3_start_flow": (
+    "astra_ns3_add_qp": (
         ctypes.c_int,
-        [ctypes.c_uint32] * 4 + [ctypes.c_uint64, _U32P, ctypes.c_int, _U32P, ctypes.c_int],
+        [ctypes.c_uint32] * 3 + [_U32P, ctypes.c_int, _U32P, ctypes.c_int],
     ),
+    "astra_ns3_start_flows": (ctypes.c_int, [_I64P, ctypes.c_int]),
     "astra_ns3_run": (ctypes.c_int, [ctypes.c_int64]),
     "astra_ns3_now": (ctypes.c_int64, []),
     "astra_ns3_progress": (None, [_I64P]),
@@ -91,7 +93,6 @@ class Library:
         self.kind = kind  # "compiled" or "jit"
         self.path = path
         self.load_s = load_s
-        self._routes: dict[tuple[int, ...], Any] = {}  # route -> its C array (start_flow)
 
     def _ptr(self, array: np.ndarray, ctype):
         return array.ctypes.data_as(ctypes.POINTER(ctype)) if self.kind == "compiled" else array
@@ -117,26 +118,21 @@ class Library:
     def add_cable(self, *args) -> None:
         self._check(self._f["astra_ns3_add_cable"](*args), "cable")
 
-    def start_flow(self, flow: int, qp: int, src: int, dst: int, size: int, fwd, rev) -> None:
-        """Start message ``flow`` of ``size`` bytes on queue pair ``qp`` from node ``src``
-        to ``dst`` over the links ``fwd`` (ACKs over ``rev``); raises NativeError."""
-        route = self._route
-        f, r = route(fwd), route(rev)
-        status = self._f["astra_ns3_start_flow"](flow, qp, src, dst, size, f, len(fwd), r, len(rev))
-        self._check(status, f"message {flow}")
+    def add_qp(self, qp: int, src: int, dst: int, fwd: Sequence[int], rev: Sequence[int]) -> None:
+        """Queue pair ``qp`` (ids dense from 0) from node ``src`` to ``dst``: its messages
+        cross the links ``fwd``, their ACKs ``rev``; raises NativeError."""
+        f, r = (np.asarray(links, dtype=np.uint32) for links in (fwd, rev))
+        status = self._f["astra_ns3_add_qp"](
+            qp, src, dst, self._ptr(f, ctypes.c_uint32), len(f), self._ptr(r, ctypes.c_uint32), len(r)
+        )
+        self._check(status, f"queue pair {qp}")
 
-    def _route(self, links) -> Any:
-        """``links`` as the C array the model takes, one per distinct route (a run has
-        few: ctypes builds one in ~1 us, numpy's ctypes view in ~10 us, per message)."""
-        key = tuple(links)
-        array = self._routes.get(key)
-        if array is None:
-            if self.kind == "compiled":
-                array = (ctypes.c_uint32 * len(key))(*key)
-            else:
-                array = np.asarray(key, dtype=np.uint32)
-            self._routes[key] = array
-        return array
+    def start_flows(self, rows: bytes) -> None:
+        """Start messages now: ``rows`` holds native int64 triples (message id, dense from
+        0; queue pair; bytes). Raises NativeError naming the first it refuses."""
+        flows = np.frombuffer(rows, dtype=np.int64)
+        if len(flows):
+            self._check(self._f["astra_ns3_start_flows"](self._ptr(flows, ctypes.c_int64), len(flows) // 3), "start")
 
     def run(self, until_ps: int) -> int:
         return self._f["astra_ns3_run"](until_ps)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import sys
 import time
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -142,9 +143,15 @@ class Ns3Network:
         self.events = EventQueue()
         self.schedule = self.events.schedule  # NetworkBackend.schedule, the hot path
         self._undelivered: dict[int, tuple[Callable[[Any], None], Any]] = {}
-        self._new: list[tuple] = []
-        self._meta: list[tuple[int, int, int, int, float]] = []  # per message of this run
-        self._qps: dict[tuple[int, int, int], int] = {}  # (src, dst, tag) -> queue pair, this run
+        # The next step's new queue pairs (id, src host, dst host, route, ACK route) and
+        # messages (id, queue pair, bytes: int64 triples).
+        self._new_qps: list[tuple] = []
+        self._new = array("q")
+        # Per message of this run: (src NPU, dst NPU, bytes, tag) and the time it was sent.
+        self._sent = array("q")
+        self._sent_ns = array("d")
+        # (src, dst, tag) -> (queue pair, links of its route), this run
+        self._qps: dict[tuple[int, int, int], tuple[int, int]] = {}
         self._worker: process.WorkerProcess | None = None
         self._offset = 0.0
         # ns-3 events of finished fabrics, and of the current one at its last reply
@@ -184,28 +191,23 @@ class Ns3Network:
         if src == dst:
             self.schedule(0, on_delivered, arg)
             return
-        physical = self.physical
-        flow = len(self._meta)
+        flow = len(self._sent_ns)
         key = (src, dst, tag)
-        qp = self._qps.get(key)
-        if qp is None:
-            qp = self._qps[key] = len(self._qps)
-        route = physical.route(src, dst, tag)
-        packets = max(1, -(-size_bytes // self.config.payload_bytes))
-        self.budget.add(packets * len(route), _describe_send, src, dst, size_bytes, packets, len(route))
-        self._meta.append((src, dst, size_bytes, tag, self.events.now))
-        self._undelivered[flow] = (on_delivered, arg)
-        self._new.append(
-            (
-                flow,
-                qp,
-                physical.hosts[src],
-                physical.hosts[dst],
-                size_bytes,
-                route,
-                physical.route(dst, src, tag),
+        known = self._qps.get(key)
+        if known is None:
+            physical = self.physical
+            route = physical.route(src, dst, tag)
+            known = self._qps[key] = (len(self._qps), len(route))
+            self._new_qps.append(
+                (known[0], physical.hosts[src], physical.hosts[dst], route, physical.route(dst, src, tag))
             )
-        )
+        qp, hops = known
+        packets = max(1, -(-size_bytes // self.config.payload_bytes))
+        self.budget.add(packets * hops, _describe_send, src, dst, size_bytes, packets, hops)
+        self._sent.extend((src, dst, size_bytes, tag))
+        self._sent_ns.append(self.events.now)
+        self._undelivered[flow] = (on_delivered, arg)
+        self._new.extend((flow, qp, size_bytes))
 
     def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
         """A message alone on the idle fabric (:class:`~astra_core.backend.LoneMessageTime`):
@@ -266,14 +268,15 @@ class Ns3Network:
         due = events.next_time()
         until = self._ps(due) if due is not None else -1
         _, status, now_ps, done, (_, self._fabric_events, _, _) = worker.request(
-            ("step", self._ps(events.now), until, self._new),
+            ("step", self._ps(events.now), until, self._new_qps, self._new.tobytes()),
             "step",
             offset_ns=self._offset,
             sent_ns=events.now,
             on_beat=self._on_beat if self._progress is not None else None,
             context=self._oldest_undelivered,
         )
-        self._new = []
+        self._new_qps = []
+        del self._new[:]
         if self._progress is not None and time.monotonic() >= self._report_at:
             self._report(self._offset + now_ps / 1000, self._fabric_events)
         if status == _COMPLETIONS:
@@ -300,8 +303,9 @@ class Ns3Network:
         process.release(worker)
         self._events_before += self._fabric_events
         self._fabric_events = 0
-        self.results.add_run(raw, self._meta, self._offset)
-        self._meta = []
+        self.results.add_run(raw, self._sent, self._offset)
+        self._sent = array("q")
+        self._sent_ns = array("d")
         self._qps = {}
         monitor = self.config.monitor
         if monitor.output_dir:
@@ -312,7 +316,8 @@ class Ns3Network:
         if not self._undelivered:
             return "no message undelivered"
         flow = min(self._undelivered)  # ids count up in the order of sending
-        src, dst, size, tag, sent = self._meta[flow]
+        src, dst, size, tag = self._sent[4 * flow : 4 * flow + 4]
+        sent = self._sent_ns[flow]
         count = len(self._undelivered)
         return (
             f"{count:,} message{'s' if count != 1 else ''} undelivered, the oldest NPU {src} -> NPU {dst} "
@@ -355,9 +360,11 @@ class Ns3Network:
     def _abandon(self) -> None:
         """After an error mid-run: the worker's state is unknown, end it."""
         worker, self._worker = self._worker, None
-        self._new = []
+        self._new_qps = []
+        self._new = array("q")
         self._undelivered.clear()
-        self._meta = []
+        self._sent = array("q")
+        self._sent_ns = array("d")
         self._qps = {}
         if worker is not None:
             worker.close()

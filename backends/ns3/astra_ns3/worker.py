@@ -10,11 +10,11 @@ simulation at a time (messages are pickled tuples):
     a fresh fabric: model settings, one is-switch flag per node, and per
     cable ``(link_ab, link_ba, a, b, rate_ab, rate_ba, delay_ps, kmin_ab,
     kmax_ab, pmax_ab, kmin_ba, kmax_ba, pmax_ba)``. Reply ``("ok",)``.
-``("step", start_ps, until_ps, flows)``
-    advance to ``start_ps`` (no message can complete before it), start
-    ``flows`` (``(id, queue_pair, src_node, dst_node, bytes, fwd_links,
-    rev_links)``)
-    there, and run until messages complete (all those completing at the same
+``("step", start_ps, until_ps, qps, flows)``
+    advance to ``start_ps`` (no message can complete before it), add the
+    queue pairs ``qps`` (``(id, src_node, dst_node, fwd_links, rev_links)``)
+    and start the messages ``flows`` (bytes: native int64 triples ``(id,
+    queue_pair, bytes)``) there, and run until messages complete (all those completing at the same
     instant) or until ``until_ps`` (-1: no limit). Reply ``("step", status,
     now_ps, completed_ids, progress)``; status 1 completions, 0 reached
     ``until_ps``, 2 no events left; progress is
@@ -124,11 +124,12 @@ def serve(conn: Connection) -> None:
         command = message[0]
         try:
             if command == "step":
-                _, start_ps, until_ps, flows = message
+                _, start_ps, until_ps, qps, flows = message
                 if start_ps > lib.now_ps():
                     run(start_ps)
-                for flow in flows:
-                    lib.start_flow(*flow)
+                for qp in qps:
+                    lib.add_qp(*qp)
+                lib.start_flows(flows)
                 status = run(until_ps)
                 if status == 3:
                     send(("error", lib.error()))

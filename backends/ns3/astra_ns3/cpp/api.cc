@@ -135,24 +135,41 @@ astra_ns3_add_cable(uint32_t link_ab, uint32_t link_ba, uint32_t a, uint32_t b, 
 }
 
 int
-astra_ns3_start_flow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t size,
-                     const uint32_t* fwd, int nfwd, const uint32_t* rev, int nrev)
+astra_ns3_add_qp(uint32_t id, uint32_t src, uint32_t dst, const uint32_t* fwd, int nfwd,
+                 const uint32_t* rev, int nrev)
 {
-    int status = g_fabric->StartFlow(id, qp, src, dst, size, fwd, nfwd, rev, nrev);
-    if (status == 0)
+    return g_fabric->AddQp(id, src, dst, fwd, nfwd, rev, nrev);
+}
+
+// Starts n messages now: rows[3k..3k+2] = (message id, queue pair, bytes).
+int
+astra_ns3_start_flows(const int64_t* rows, int n)
+{
+    for (int k = 0; k < n; ++k)
     {
-        ++g_started;
-        // Room for every message not yet taken to complete: `completed` then never
-        // reallocates inside Run(), so astra_ns3_progress may read its size from
-        // another thread. Doubling keeps this amortized O(1) per message.
-        std::vector<uint32_t>& done = g_fabric->completed;
-        size_t pending = static_cast<size_t>(g_started - g_taken);
-        if (done.capacity() < pending)
+        const int64_t* row = rows + 3 * k;
+        if (row[0] < 0 || row[1] < 0 || row[2] < 0)
         {
-            done.reserve(2 * pending);
+            g_fabric->error = "message " + std::to_string(row[0]) + ": negative id, queue pair or size";
+            return -1;
         }
+        if (g_fabric->StartFlow(static_cast<uint32_t>(row[0]), static_cast<uint32_t>(row[1]),
+                                static_cast<uint64_t>(row[2])) != 0)
+        {
+            return -1;
+        }
+        ++g_started;
     }
-    return status;
+    // Room for every message not yet taken to complete: `completed` then never
+    // reallocates inside Run(), so astra_ns3_progress may read its size from
+    // another thread. Doubling keeps this amortized O(1) per message.
+    std::vector<uint32_t>& done = g_fabric->completed;
+    size_t pending = static_cast<size_t>(g_started - g_taken);
+    if (done.capacity() < pending)
+    {
+        done.reserve(2 * pending);
+    }
+    return 0;
 }
 
 int

@@ -140,18 +140,18 @@ Fabric::AddCable(uint32_t link_ab, uint32_t link_ba, uint32_t a, uint32_t b,
 }
 
 int
-Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t size,
-                  const uint32_t* fwd, int nfwd, const uint32_t* rev, int nrev)
+Fabric::AddQp(uint32_t id, uint32_t src, uint32_t dst, const uint32_t* fwd, int nfwd,
+              const uint32_t* rev, int nrev)
 {
-    if (id != flows.size())
+    if (id != qps.size())
     {
-        error = "message ids must be dense: got " + std::to_string(id) + ", expected " +
-                std::to_string(flows.size());
+        error = "queue pair ids must be dense: got " + std::to_string(id) + ", expected " +
+                std::to_string(qps.size());
         return -1;
     }
     if (nfwd < 1 || nrev < 1)
     {
-        error = "message " + std::to_string(id) + " has no route";
+        error = "queue pair " + std::to_string(id) + " has no route";
         return -1;
     }
     for (int k = 0; k < nfwd + nrev; ++k)
@@ -159,31 +159,57 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t
         uint32_t link = k < nfwd ? fwd[k] : rev[k - nfwd];
         if (link >= ports.size() || !ports[link])
         {
-            error = "message " + std::to_string(id) + " routed over unknown link " + std::to_string(link);
+            error = "queue pair " + std::to_string(id) + " routed over unknown link " + std::to_string(link);
             return -1;
         }
     }
-    if (qp > qps.size())
+    qps.emplace_back();
+    Qp& q = qps.back();
+    q.fab = this;
+    q.id = id;
+    q.src = src;
+    q.dst = dst;
+    q.route.assign(fwd, fwd + nfwd);
+    q.ack_route.assign(rev, rev + nrev);
+    // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
+    uint32_t data_frame = cfg.payload + kDataOverhead + data_extra;
+    uint32_t ack_frame = kAckOverhead + data_extra;
+    int64_t rtt = 0;
+    for (uint32_t link : q.route)
     {
-        error = "queue pair ids must be dense: got " + std::to_string(qp);
+        rtt += ports[link]->delay + ports[link]->TxTime(data_frame);
+    }
+    for (uint32_t link : q.ack_route)
+    {
+        rtt += ports[link]->delay + ports[link]->TxTime(ack_frame);
+    }
+    q.Init(ports[q.route[0]], rtt);
+    max_base_rtt = std::max(max_base_rtt, rtt);
+    return 0;
+}
+
+int
+Fabric::StartFlow(uint32_t id, uint32_t qp, uint64_t size)
+{
+    if (id != flows.size())
+    {
+        error = "message ids must be dense: got " + std::to_string(id) + ", expected " +
+                std::to_string(flows.size());
         return -1;
     }
-    if (qp == qps.size())
+    if (qp >= qps.size())
     {
-        qps.emplace_back();
-        qps.back().fab = this;
-        qps.back().id = qp;
+        error = "message " + std::to_string(id) + " on unknown queue pair " + std::to_string(qp);
+        return -1;
     }
     flows.emplace_back();
     Flow& f = flows.back();
     f.fab = this;
     f.qp = &qps[qp];
     f.id = id;
-    f.src = src;
-    f.dst = dst;
+    f.src = f.qp->src;
+    f.dst = f.qp->dst;
     f.size = size;
-    f.fwd.assign(fwd, fwd + nfwd);
-    f.rev.assign(rev, rev + nrev);
     FfStart(&f);
     if (cfg.monitor_interval > 0 && !monitor_event_.IsPending())
     {
@@ -294,7 +320,7 @@ Fabric::OnPacket(Port* in, ns3::Ptr<ns3::Packet> p)
         }
         return;
     }
-    Forward(in, p, h, h.kind == kData ? f.fwd : f.rev);
+    Forward(in, p, h, h.kind == kData ? f.qp->route : f.qp->ack_route);
 }
 
 void

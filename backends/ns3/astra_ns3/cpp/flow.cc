@@ -467,25 +467,6 @@ Flow::Start()
     start = Now();
     last_progress = start;
     npkts = size == 0 ? 1 : static_cast<uint32_t>((size + cfg.payload - 1) / cfg.payload);
-    if (!qp->port)
-    {
-        // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
-        uint32_t data_frame = cfg.payload + kDataOverhead + fab->data_extra;
-        uint32_t ack_frame = kAckOverhead + fab->data_extra;
-        int64_t rtt = 0;
-        for (uint32_t link : fwd)
-        {
-            rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(data_frame);
-        }
-        for (uint32_t link : rev)
-        {
-            rtt += fab->ports[link]->delay + fab->ports[link]->TxTime(ack_frame);
-        }
-        qp->Init(fab->ports[fwd[0]], rtt);
-        qp->route = fwd;
-        qp->ack_route = rev;
-        fab->max_base_rtt = std::max(fab->max_base_rtt, rtt);
-    }
     fab->active.push_back(this);
     ArmRto();
     qp->Add(this);
@@ -567,7 +548,7 @@ Flow::SendBack(uint8_t kind, uint32_t psn, ns3::Ptr<ns3::Packet> data)
             p->AddPacketTag(ts_tag);
         }
     }
-    fab->ports[rev[0]]->SendControl(p);
+    fab->ports[qp->ack_route[0]]->SendControl(p);
 }
 
 void

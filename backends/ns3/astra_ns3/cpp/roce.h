@@ -360,8 +360,9 @@ struct Qp
     double ff_drift = 0;            // relative change of the rate since ff_base_rate, per ps
     double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
     int64_t ff_base_time = 0;       // ps: that window's midpoint
-    std::vector<uint32_t> route;    // port ids of its messages' route
-    std::vector<uint32_t> ack_route; // ... and of their ACKs' route
+    uint32_t src = 0, dst = 0;      // nodes
+    std::vector<uint32_t> route;    // port ids of its messages' route, src -> dst
+    std::vector<uint32_t> ack_route; // ... and of their ACKs' route, dst -> src
     // Its part of the fabric (the queue pairs sharing ports with it) is being
     // measured: all of that part's queue pairs carry the same values.
     int ff_phase = 0;               // 0 settling, 1 measuring
@@ -409,7 +410,6 @@ struct Flow
     uint32_t id = 0, src = 0, dst = 0;
     uint64_t size = 0;
     uint32_t npkts = 1;
-    std::vector<uint32_t> fwd, rev; // port ids of the route src->dst and of dst->src
     int64_t start = 0, finish = -1; // ps
     uint64_t qp_base = 0;           // the QP's sequence number of this message's PSN 0
 
@@ -495,8 +495,9 @@ class Fabric
                  double rate_ab, double rate_ba, int64_t delay,
                  double kmin_ab, double kmax_ab, double pmax_ab,
                  double kmin_ba, double kmax_ba, double pmax_ba);
-    int StartFlow(uint32_t id, uint32_t qp, uint32_t src, uint32_t dst, uint64_t size,
-                  const uint32_t* fwd, int nfwd, const uint32_t* rev, int nrev);
+    int AddQp(uint32_t id, uint32_t src, uint32_t dst, const uint32_t* fwd, int nfwd,
+              const uint32_t* rev, int nrev);
+    int StartFlow(uint32_t id, uint32_t qp, uint64_t size);
     int Run(int64_t until);
 
     // Called by ports and flows.
