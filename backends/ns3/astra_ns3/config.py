@@ -385,6 +385,12 @@ class Ns3Config(BaseModel):
             return value.lower()
         return value
 
+    @property
+    def fast_forwards(self) -> bool:
+        """Whether the model fast-forwards: ``fast_forward`` on and no monitor sampling
+        (a monitor gets every packet: cpp/fabric.cc)."""
+        return bool(self.fast_forward) and not self.monitor.interval_us
+
     def native_settings(self) -> dict[str, float]:
         """Key -> value for the C++ library (``astra_ns3_set``), in its units."""
         d, h, p, t = self.dcqcn, self.hpcc, self.pfc, self.timely

@@ -173,10 +173,14 @@ class WorkerProcess:
         (:class:`astra_ns3.liveness.Watchdog`); each beat is also handed to ``on_beat``."""
         conn = self.conn
         watchdog = Watchdog(self.watchdog_s)
-        cpu_s = _process_stat(self.proc.pid)[1]  # at the last beat
+        # The worker's CPU seconds at its last beat, or once the reply is a second late
+        # (not read per request: most replies come within microseconds).
+        cpu_s: float | None = None
         while True:
             left = watchdog.left_s()
             if not conn.poll(min(max(left, 0.0), 1.0)):
+                if cpu_s is None:
+                    cpu_s = _process_stat(self.proc.pid)[1]
                 if left <= 0:
                     # Judged only once everything the worker sent is read: the caller may
                     # itself have been held up (a starved machine) with beats waiting.

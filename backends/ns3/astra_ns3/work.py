@@ -65,11 +65,8 @@ class Ns3Work:
         self.payload = config.payload_bytes
         self.ack_interval = config.ack_interval
         self.limit = config.max_packet_hops or None
-        # The steady-state fast-forward, where the config has it (key ``fast_forward``: a
-        # switch, or a section with ``enabled``), skips most packets of long flows.
-        fast = getattr(config, "fast_forward", None)
-        enabled = getattr(fast, "enabled", fast)
-        self.fast_forward = enabled not in (None, False)
+        # The steady-state fast-forward skips most packets of long flows.
+        self.fast_forward = config.fast_forwards
 
     def peak_memory_bytes(self, messages: int) -> int:
         """Peak resident memory (bytes) of a run of ``messages`` messages, caller and worker."""
