@@ -56,17 +56,17 @@ def measure(run) -> dict:
     return out
 
 
-def peak_rss_mib() -> float:
-    """This process's peak RSS in MiB (Linux VmHWM). Not ``getrusage``'s ru_maxrss
-    alone: a child started by a process that once held more reports the parent's
-    peak there."""
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """The peak RSS in MiB (Linux VmHWM) of this process or ``pid``. Not ``getrusage``'s
+    ru_maxrss alone: a child started by a process that once held more reports the
+    parent's peak there."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if pid == "self" else float("nan")
 
 
 def child_env() -> dict:

@@ -19,8 +19,8 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,7 +56,8 @@ class Ns3Results:
         self._max_buffer = np.zeros(physical.nodes_count, dtype=np.int64)
         # One dict of numpy columns per run; pandas tables are built when asked for
         # (importing pandas would cost the caller a third of a second per process).
-        self._messages: list[dict[str, Any]] = []
+        self._messages: list[dict[str, Any]] = []  # per run: raw counters (add_run)
+        self._message_count = 0
         self._queues: list[dict[str, Any]] = []
         self._samples: list[dict[str, Any]] = []
         self.misrouted = 0
@@ -69,10 +70,10 @@ class Ns3Results:
         self.fast_forward_conflicts = 0
         self.fast_forward_conflict_ns = 0.0
 
-    def add_run(self, raw: dict[str, np.ndarray], sent: Sequence[int], offset_ns: float) -> None:
+    def add_run(self, raw: dict[str, np.ndarray], sent: array, offset_ns: float) -> None:
         """Fold in one run's raw arrays (astra_ns3.native.Library.results) and its
         messages' ``(src NPU, dst NPU, bytes, tag)``, flat (4 per message, by id)."""
-        from astra_ns3.native import FLOW_FIELDS, PORT_FIELDS
+        from astra_ns3.native import PORT_FIELDS
 
         links = self.physical.links_count
         ports = raw["ports"][:links]
@@ -90,32 +91,16 @@ class Ns3Results:
         self.fast_forward_packet_hops += int(raw["fast_forward"][2])
         self.fast_forward_conflicts += int(raw["fast_forward"][3])
         self.fast_forward_conflict_ns += int(raw["fast_forward"][4]) / 1000
-        first = sum(len(m["message"]) for m in self._messages)
+        first = self._message_count
         flows = raw["flows"]
-        f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
-        src, dst, size, tag = np.frombuffer(sent, dtype=np.int64).reshape(-1, 4).T.copy()
-        start = offset_ns + f["start_ps"] / 1000
-        finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
+        # (src, dst, bytes, tag) per message, in the caller's int64 buffer (no copy).
+        per = np.frombuffer(sent, dtype=np.int64).reshape(-1, 4) if len(sent) else np.zeros((0, 4), np.int64)
+        src, dst = per[:, 0], per[:, 1]
+        # Kept as the worker sent them (9 int64 a message): the table is built when asked.
         self._messages.append(
-            {
-                "run": np.full(len(flows), self.runs),
-                "message": first + np.arange(len(flows)),
-                "src": src,
-                "dst": dst,
-                "bytes": size,
-                "tag": tag,
-                "start_ns": start,
-                "finish_ns": finish,
-                "fct_ns": finish - start,
-                "packets_sent": f["packets_sent"],
-                "retransmits": f["retransmits"],
-                "timeouts": f["timeouts"],
-                "cnps_sent": f["cnps_sent"],
-                "cnps_received": f["cnps_received"],
-                "base_rtt_ns": f["base_rtt_ps"] / 1000,
-                "final_rate_gbps": f["final_rate_bps"] / 1e9,
-            }
+            {"run": self.runs, "first": first, "offset_ns": offset_ns, "flows": flows, "sent": per}
         )
+        self._message_count += len(flows)
         if len(raw["queue_t_ps"]):
             link = raw["queue_port"]
             self._queues.append(
@@ -163,7 +148,8 @@ class Ns3Results:
 
     def messages(self) -> pd.DataFrame:
         return _concat(
-            self._messages, ["run", "message", "src", "dst", "bytes", "start_ns", "finish_ns", "fct_ns"]
+            [_message_columns(run) for run in self._messages],
+            ["run", "message", "src", "dst", "bytes", "start_ns", "finish_ns", "fct_ns"],
         )
 
     def queues(self) -> pd.DataFrame:
@@ -189,12 +175,15 @@ class Ns3Results:
     def totals(self) -> dict[str, Any]:
         """Whole-network counters (``packet_hops``: packets sent over any link)."""
 
+        from astra_ns3.native import FLOW_FIELDS
+
         def total(column: str) -> int:
-            return int(sum(run[column].sum() for run in self._messages))
+            k = FLOW_FIELDS.index(column)
+            return int(sum(run["flows"][:, k].sum() for run in self._messages))
 
         return {
             "runs": self.runs,
-            "messages": sum(len(run["message"]) for run in self._messages),
+            "messages": self._message_count,
             "packet_hops": int(self._ports["tx_packets"].sum()),
             "bytes_on_wire": int(self._ports["tx_bytes"].sum()),
             "drops": int(self._ports["drops"].sum()),
@@ -233,6 +222,34 @@ class Ns3Results:
                     frame.to_csv(temporary, index=False)
             written.append(path)
         return written
+
+
+def _message_columns(run: dict[str, Any]) -> dict[str, Any]:
+    """The messages table's columns of one run (Ns3Results.add_run's record)."""
+    from astra_ns3.native import FLOW_FIELDS
+
+    flows, sent, offset_ns = run["flows"], run["sent"], run["offset_ns"]
+    f = {name: flows[:, k] for k, name in enumerate(FLOW_FIELDS)}
+    start = offset_ns + f["start_ps"] / 1000
+    finish = np.where(f["finish_ps"] >= 0, offset_ns + f["finish_ps"] / 1000, np.nan)
+    return {
+        "run": np.full(len(flows), run["run"]),
+        "message": run["first"] + np.arange(len(flows)),
+        "src": sent[:, 0],
+        "dst": sent[:, 1],
+        "bytes": sent[:, 2],
+        "tag": sent[:, 3],
+        "start_ns": start,
+        "finish_ns": finish,
+        "fct_ns": finish - start,
+        "packets_sent": f["packets_sent"],
+        "retransmits": f["retransmits"],
+        "timeouts": f["timeouts"],
+        "cnps_sent": f["cnps_sent"],
+        "cnps_received": f["cnps_received"],
+        "base_rtt_ns": f["base_rtt_ps"] / 1000,
+        "final_rate_gbps": f["final_rate_bps"] / 1e9,
+    }
 
 
 def _frame(columns: dict[str, Any]) -> pd.DataFrame:

@@ -132,7 +132,9 @@ class Library:
         0; queue pair; bytes). Raises NativeError naming the first it refuses."""
         flows = np.frombuffer(rows, dtype=np.int64)
         if len(flows):
-            self._check(self._f["astra_ns3_start_flows"](self._ptr(flows, ctypes.c_int64), len(flows) // 3), "start")
+            self._check(
+                self._f["astra_ns3_start_flows"](self._ptr(flows, ctypes.c_int64), len(flows) // 3), "start"
+            )
 
     def run(self, until_ps: int) -> int:
         return self._f["astra_ns3_run"](until_ps)

@@ -51,6 +51,8 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
 from astra_core.events import EventQueue, ProgressHook
@@ -299,7 +301,8 @@ class Ns3Network:
         worker, self._worker = self._worker, None
         if worker is None:
             return
-        _, raw = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self.events.now)
+        _, raw, shape = worker.request(("finish",), "finish", offset_ns=self._offset, sent_ns=self.events.now)
+        raw["flows"] = np.frombuffer(worker.receive_raw(), dtype=np.int64).reshape(shape)
         process.release(worker)
         self._events_before += self._fabric_events
         self._fabric_events = 0

@@ -162,6 +162,14 @@ class WorkerProcess:
             raise ModelError(f"ns3 backend: {reply[1]}")
         raise RuntimeError(f"ns3 worker failed:\n{reply[1]}")
 
+    def receive_raw(self) -> bytes:
+        """The raw bytes the worker sends after some replies (``"finish"``); raises
+        WorkerDied."""
+        try:
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            raise self._died() from None
+
     def _await_reply(
         self,
         offset_ns: float,

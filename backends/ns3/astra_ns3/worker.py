@@ -21,8 +21,11 @@ simulation at a time (messages are pickled tuples):
     :meth:`astra_ns3.native.Library.progress` (time, events, messages
     started and completed).
 ``("finish",)``
-    reply ``("finish", results)`` (counters and monitor samples as numpy
-    arrays), then destroy the simulator so the next setup starts clean.
+    destroy the simulator so the next setup starts clean and reply
+    ``("finish", results, shape)`` (counters and monitor samples as numpy
+    arrays), then the per-message counters (``flows`` of
+    :meth:`astra_ns3.native.Library.results`, int64 of ``shape``) as raw
+    bytes: a pickle would copy them (72 bytes a message) on both sides.
 ``("crash",)``
     abort as a failed ns-3 assertion would (tests of the isolation).
 
@@ -49,6 +52,7 @@ import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any
 
 #: Seconds between heartbeats while busy (the caller's watchdog allows >= 1 s).
 BEAT_S = 0.1
@@ -71,11 +75,14 @@ class Heartbeat:
         self.beats = 0
         threading.Thread(target=self._beat, name="astra-ns3-heartbeat", daemon=True).start()
 
-    def send(self, reply: tuple) -> None:
-        """Send a reply; no beat follows it until the next command."""
+    def send(self, reply: tuple, raw: Any = None) -> None:
+        """Send a reply, and then ``raw`` (a buffer: a numpy array) unpickled if given; no
+        beat follows them until the next command."""
         with self.lock:
             self.busy = False
             self.conn.send(reply)
+            if raw is not None:
+                self.conn.send_bytes(raw)
 
     def _beat(self) -> None:
         while True:
@@ -148,9 +155,10 @@ def serve(conn: Connection) -> None:
                 send(("ok",))
             elif command == "finish":
                 results = lib.results()
+                flows = results.pop("flows")
                 lib.destroy()
                 live = False
-                send(("finish", results))
+                send(("finish", results, flows.shape), raw=flows)
             elif command == "crash":
                 lib.abort()
             elif command == "quit":

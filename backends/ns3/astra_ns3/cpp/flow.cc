@@ -115,7 +115,7 @@ Qp::Resend(Flow* f)
     // of every message queued after it.
     if (std::find(to_send.begin(), to_send.end(), f) == to_send.end())
     {
-        to_send.push_front(f);
+        to_send.insert(to_send.begin(), f);
     }
     port->Pump();
 }
@@ -160,7 +160,7 @@ Qp::MakePacket(int64_t start_at)
     ns3::Ptr<ns3::Packet> p = f->MakePacket();
     if (f->snd_nxt >= f->npkts)
     {
-        to_send.pop_front();
+        to_send.erase(to_send.begin());
         if (!to_send.empty())
         {
             // The next message starts: a pattern seen before may jump it at once.

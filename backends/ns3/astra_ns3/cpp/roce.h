@@ -317,7 +317,9 @@ struct Qp
     Port* port = nullptr;
     double line_rate = 0;           // bit/s of the first link
     int64_t base_rtt = 0;           // ps
-    std::deque<Flow*> to_send;      // messages with packets to (re)send, oldest first
+    // Messages with packets to (re)send, oldest first: a few at a time (a vector, as an
+    // empty std::deque allocates some 600 bytes, for each of the run's queue pairs).
+    std::vector<Flow*> to_send;
     std::vector<Flow*> open;        // messages not yet fully acknowledged
     bool in_port = false;
 
