@@ -55,7 +55,7 @@
 // slowly to measure) the part keeps simulating packets.
 //
 // The jump. dt is the largest time in which no sending message of the part
-// comes within kFfMarginPackets packets of its end: the end of a message and
+// comes within MarginPackets() packets of its end: the end of a message and
 // what follows is simulated packet by packet.
 //
 // Memo. A part found steady leaves its rates and queues under its signature
@@ -78,12 +78,18 @@ namespace
 {
 constexpr uint64_t kFfMinPackets = 8;    // packets per queue pair per window to trust its rate
 constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
-// Left to simulate at the end of a message: its last packet, which may be
-// shorter than the rest, and the one before it, behind which it queues at
-// every hop of a store-and-forward route (with only the last left, a lone
-// 1 MB flow on two 100 Gb/s hops ends 281.6 ns early: a full frame's time
-// less the last frame's).
-constexpr uint64_t kFfMarginPackets = 2;
+// Packets left to simulate at the end of a message: its last, and the one
+// before it where the last is shorter than a full payload. At every hop of a
+// store-and-forward route a short last packet waits for the full one ahead
+// of it (without it, a lone 1,000,000 B message over two 100 Gb/s hops ends
+// 281.6 ns early: a full frame's time less the last frame's); a full one
+// arrives as that one leaves, and waits for nothing (where a later hop is
+// slower, a queue builds up there, which the jump's drain check bounds).
+uint64_t
+MarginPackets(const Flow& f)
+{
+    return f.size % f.fab->cfg.payload == 0 ? 1 : 2;
+}
 constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
 constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
 constexpr int kSettling = 0, kMeasuring = 1;
@@ -657,7 +663,7 @@ Fabric::FfJump(FfPart& part, int64_t window)
         Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
         double unsent = static_cast<double>(f->npkts - f->snd_nxt);
-        dt = std::min(dt, std::floor(unsent - static_cast<double>(kFfMarginPackets)) / q->ff_prev_rate);
+        dt = std::min(dt, std::floor(unsent - static_cast<double>(MarginPackets(*f))) / q->ff_prev_rate);
     }
     if (!(dt >= static_cast<double>(window)) || !std::isfinite(dt))
     {
