@@ -171,6 +171,11 @@ Fabric::AddQp(uint32_t id, uint32_t src, uint32_t dst, const uint32_t* fwd, int 
     q.dst = dst;
     q.route.assign(fwd, fwd + nfwd);
     q.ack_route.assign(rev, rev + nrev);
+    q.route_hash = 1469598103934665603ull;
+    for (uint32_t link : q.route)
+    {
+        q.route_hash = (q.route_hash ^ link) * 1099511628211ull;
+    }
     // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
     uint32_t data_frame = cfg.payload + kDataOverhead + data_extra;
     uint32_t ack_frame = kAckOverhead + data_extra;

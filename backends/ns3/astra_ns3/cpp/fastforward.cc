@@ -171,13 +171,21 @@ Fabric::FfStart(Flow* f)
             }
         }
     }
-    bool joins = !f->qp->in_port || f->qp->to_send.empty();
+    Qp* q = f->qp;
+    bool joins = !q->in_port || q->to_send.empty();
+    // A queue pair that starts sending changes the pattern (one more message
+    // behind those it is sending does not). Where its route is in a quiet
+    // pattern seen before, its first packets wait for this instant's check,
+    // which may jump it before they go.
+    q->ff_deferred = joins && cfg.fast_forward && ff_quiet_routes_.count(q->route_hash) > 0;
     f->Start();
     if (joins)
     {
-        // A queue pair that starts sending changes the pattern; one more
-        // message behind those it is sending does not.
-        Changed(f->qp);
+        Changed(q);
+    }
+    if (q->ff_deferred)
+    {
+        ff_deferred_.push_back(q);
     }
 }
 
@@ -279,6 +287,23 @@ Fabric::FfSchedule(int64_t delay)
 
 void
 Fabric::FfCheck()
+{
+    FfCheckParts();
+    // The queue pairs that started at this instant send now, unless a jump holds them.
+    std::vector<Qp*> deferred;
+    deferred.swap(ff_deferred_);
+    for (Qp* q : deferred)
+    {
+        if (q->ff_deferred)
+        {
+            q->ff_deferred = false;
+            q->port->Pump();
+        }
+    }
+}
+
+void
+Fabric::FfCheckParts()
 {
     int64_t now = NowPs();
     ff_event_due_ = -1;
@@ -634,6 +659,7 @@ Fabric::FfRemember(FfPart& part)
     if (ff_memo_.size() >= kFfMemoMax)
     {
         ff_memo_.clear();
+        ff_quiet_routes_.clear();
     }
     FfPattern& pattern = ff_memo_[part.signature];
     pattern.rates.clear();
@@ -648,6 +674,10 @@ Fabric::FfRemember(FfPart& part)
         Qp* q = part.qps[k];
         pattern.rates.push_back(q->ff_prev_rate);
         pattern.quiet = pattern.quiet && !CcMayMove(*q); // (steady parts have no mark or CNP)
+    }
+    for (size_t k = 0; pattern.quiet && k < part.nqps; ++k)
+    {
+        ff_quiet_routes_.insert(part.qps[k]->route_hash);
     }
 }
 

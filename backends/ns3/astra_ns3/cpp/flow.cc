@@ -105,7 +105,10 @@ Qp::Add(Flow* f)
         port->qps.push_back(this);
         fab->FfAdd(this);
     }
-    port->Pump();
+    if (!ff_deferred)
+    {
+        port->Pump();
+    }
 }
 
 void

@@ -40,6 +40,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace astra_ns3
@@ -358,6 +359,8 @@ struct Qp
     uint64_t ff_cnps_start = 0;     // CNPs received before the window
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
+    bool ff_deferred = false;       // starts sending after this instant's check (Fabric::FfStart)
+    uint64_t route_hash = 0;        // FNV-1a of route
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
     double ff_drift = 0;            // relative change of the rate since ff_base_rate, per ps
     double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
@@ -536,6 +539,7 @@ class Fabric
     };
     void FfSchedule(int64_t delay);
     void FfCheck();
+    void FfCheckParts();
     void FfRestart(FfPart& part);
     void FfStartWindows(FfPart& part);
     bool FfQuickJump(FfPart& part);
@@ -550,6 +554,8 @@ class Fabric
     };
     std::unordered_map<uint64_t, FfHold> ff_holds_; // jumps still waited out, by number
     std::vector<Qp*> ff_qps_;     // queue pairs with messages (in_port)
+    std::vector<Qp*> ff_deferred_; // queue pairs that start sending once the check has run
+    std::unordered_set<uint64_t> ff_quiet_routes_; // routes (route_hash) of the memo's quiet patterns
     std::vector<size_t> ff_parent_;
     uint64_t ff_stamp_ = 0;
     std::unordered_map<uint64_t, FfPattern> ff_memo_;
