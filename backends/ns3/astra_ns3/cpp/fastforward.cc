@@ -501,6 +501,11 @@ Fabric::FfStartWindows(FfPart& part)
     int64_t now = NowPs();
     int64_t frame = cfg.payload + kDataOverhead + data_extra;
     int64_t window = 1000;
+    int64_t rtt = 0;
+    for (size_t k = 0; k < part.nqps; ++k)
+    {
+        rtt = std::max(rtt, part.qps[k]->base_rtt);
+    }
     for (Port* port : part.ports)
     {
         window = std::max(window, static_cast<int64_t>(kFfMinPackets + 1) * port->ff_sharing * port->TxTime(frame));
@@ -524,7 +529,9 @@ Fabric::FfStartWindows(FfPart& part)
         q->ff_phase = kMeasuring;
         q->ff_memo_hit = hit;
         q->ff_window = window;
-        q->ff_window_cap = window * kFfMaxWindows;
+        // (A congestion control that may move is judged over kFfCycleRtts base RTTs:
+        // the windows may grow that long.)
+        q->ff_window_cap = std::max(window * kFfMaxWindows, static_cast<int64_t>(2 * kFfCycleRtts) * rtt);
         q->ff_window_start = now;
         q->ff_prev_length = 0;
         q->ff_due = now + window;
@@ -617,15 +624,18 @@ Fabric::FfSteady(FfPart& part)
                   std::fabs(rate - q->ff_prev_rate) <= tol * std::max(rate, q->ff_prev_rate) && received &&
                   !(CcMayMove(*q) && length < kFfCycleRtts * static_cast<double>(q->base_rtt));
         int64_t middle = now - static_cast<int64_t>(length / 2);
-        if (rate > 0 && q->ff_base_rate < 0)
+        if (rate > 0 && (q->ff_base_rate < 0 || !ok))
         {
+            // The first window of a run of steady ones (a transient before it
+            // is not a trend).
             q->ff_base_rate = rate;
             q->ff_base_time = middle;
+            q->ff_drift = 0;
         }
         else if (rate > 0 && middle > q->ff_base_time)
         {
-            // The trend: the change since the first window, per ps (noise
-            // between windows does not add up; a drift does).
+            // The trend: the change since that window, per ps (noise between
+            // windows does not add up; a drift does).
             q->ff_drift = std::fabs(rate - q->ff_base_rate) / std::max(rate, q->ff_base_rate) /
                           static_cast<double>(middle - q->ff_base_time);
         }
