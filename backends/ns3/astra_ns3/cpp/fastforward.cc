@@ -742,8 +742,11 @@ Fabric::FfJump(FfPart& part, int64_t window)
         Qp* q = part.qps[k];
         Flow* f = q->to_send.front();
         // Whole packets: the queue pair waits exactly as long as they take.
-        uint64_t skip = static_cast<uint64_t>(q->ff_prev_rate * static_cast<double>(jump));
-        skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - 1);
+        // (Rounded, not truncated: dt of the bounding queue pair is a whole
+        // number of its packets, which truncation after the division would
+        // lose one of. The wait below is the skipped packets' own time.)
+        uint64_t skip = static_cast<uint64_t>(std::llround(q->ff_prev_rate * static_cast<double>(jump)));
+        skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - MarginPackets(*f));
         int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
         f->npkts -= static_cast<uint32_t>(skip);
         f->size -= skip * cfg.payload;
