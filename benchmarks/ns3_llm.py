@@ -81,7 +81,17 @@ def child(prefix: str, network: str, backend: str, fast_forward: str, max_hops: 
     stats = getattr(result.network, "stats", None)
     if backend == "ns3" and stats:
         out.update(
-            {k: stats[k] for k in ("messages", "packet_hops", "fast_forward_packet_hops", "fast_forwards")}
+            {
+                k: stats[k]
+                for k in (
+                    "messages",
+                    "packet_hops",
+                    "fast_forward_packet_hops",
+                    "fast_forwards",
+                    "ecn_marks",
+                    "pfc_pauses",
+                )
+            }
         )
         out["fast_forward_conflicts"] = stats.get("fast_forward_conflicts", 0)
         out["worker_peak_mib"] = max((peak_rss_mib(pid) for pid in _workers()), default=float("nan"))
@@ -147,7 +157,8 @@ def main() -> None:
         f"{ns3['wall_s']:.1f} s, caller peak {ns3['peak_mib']:.0f} MiB, "
         f"ns-3 worker peak {ns3['worker_peak_mib']:.0f} MiB, {ns3['messages']:,} messages, "
         f"{ns3['packet_hops'] / 1e6:.1f} M packet-hops of which {simulated / 1e6:.1f} M simulated "
-        f"({ns3['fast_forwards']:,} fast-forwards, {ns3['fast_forward_conflicts']:,} conflicts)"
+        f"({ns3['fast_forwards']:,} fast-forwards, {ns3['fast_forward_conflicts']:,} conflicts, "
+        f"{ns3['ecn_marks']:,} ECN marks, {ns3['pfc_pauses']:,} PFC pauses)"
     )
 
 

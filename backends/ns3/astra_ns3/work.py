@@ -28,27 +28,29 @@ from astra_core.backend import Topology
 from astra_core.topology.physical import PhysicalTopology
 from astra_ns3.config import Ns3Config
 
-# Fitted by benchmarks/ns3_message_cost.py on this project's 2-core machine with other
-# work on it (load 3.6-4.4): wall = 77.4 us x messages + packet-hops / 0.37 M over a
-# 16-GPU Llama-shaped step at two sequence lengths (144 k messages, 0.62 M and 4.65 M
-# packet-hops: 12.8 s and 23.7 s) and a 64 MiB all-reduce (0.92 M packet-hops: 2.3 s),
-# packet by packet. At load 5.1-5.4 the same fit gave 121 us and 0.30 M: a projection on
-# a busy machine is optimistic, on an idle one pessimistic.
+# Fitted by benchmarks/ns3_message_cost.py on this project's 2-core machine, otherwise idle
+# (2026-11-26, model of 8a91dbb): wall = 44.0 us x messages + packet-hops / 0.34 M over a
+# 16-GPU Llama-shaped step at two sequence lengths (143,872 messages, 0.62 M and 4.65 M
+# packet-hops: 8.0 s and 20.2 s) and a 64 MiB all-reduce (0.92 M packet-hops: 2.1 s),
+# packet by packet. (Before the messages of a step crossed to the worker as one buffer
+# the same fit gave 77 us a message, under load 3.6-4.4.) A projection on a busy machine
+# is optimistic, on an idle one about right.
 # benchmarks/ns3_speed.py gave 0.45 M packet-hops/s for a 1 GiB all-reduce at load 1.6;
 # ../shared/NS3-NOTES.md 0.17-0.2 M; docs/cc-studies.md 0.36 M.
 #: Packet-hops (data, ACK, CNP and PFC frames over one link) per wall second; also the
 #: figure in max_packet_hops's refusal at a send (astra_ns3.network).
-PACKET_HOPS_PER_S = 3.7e5
+PACKET_HOPS_PER_S = 3.4e5
 #: Wall seconds a message costs the run whatever its size: the system layer's work for it
 #: (every rank is simulated on ns3), the send, the worker's flow set-up and completion,
 #: and the lock-step round trips.
-MESSAGE_S = 77e-6
-RATE_SOURCE = "benchmarks/ns3_message_cost.py, a fit on this 2-core machine under load"
+MESSAGE_S = 44e-6
+RATE_SOURCE = "benchmarks/ns3_message_cost.py, a fit on this 2-core machine"
 #: Peak resident memory of the caller and the ns-3 worker together, as fitted by the same
-#: runs: 52 + 51 MiB at 448 messages, 124 + 139 MiB at 143,872 (the per-message tables
-#: and flow records both keep until the run ends).
+#: runs: 52 + 51 MiB at 448 messages, 108 + 119 MiB at 143,872 (the per-message counters
+#: and flow records both keep until the run ends). Issue 28's Llama-3-8B steps peaked
+#: lower per message: 585 + 1,193 MiB at 2.55 M messages (128 GPUs).
 MEMORY_BASE_BYTES = 100 << 20
-MEMORY_PER_MESSAGE_BYTES = 1180
+MEMORY_PER_MESSAGE_BYTES = 906
 
 
 class Ns3Work:

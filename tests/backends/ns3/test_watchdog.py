@@ -94,11 +94,11 @@ def test_absurd_packet_counts_are_refused_at_once_with_the_estimate(tmp_path):
     backend = make_ns3(star(2))
     with pytest.raises(WorkLimitExceeded) as err:
         backend.send(0, 1, 2**62, lambda _: None)
-    # 2^62 / 4096 = 2^50 packets x 2 links (host - switch - host); at 3.7e5 packet-hops/s
-    # (astra_ns3.work) 2^51 packet-hops take 6.09e9 s = 193 years.
+    # 2^62 / 4096 = 2^50 packets x 2 links (host - switch - host); at 3.4e5 packet-hops/s
+    # (astra_ns3.work) 2^51 packet-hops take 6.62e9 s = 210 years.
     assert str(err.value) == (
         "ns3 backend: message NPU 0 -> NPU 1 of 4611686018427387904 B: 1125899906842624 "
-        "packets x 2 links; the run would move 2.25e+15 packet-hops (about 193 years at 3.7e+05 "
+        "packets x 2 links; the run would move 2.25e+15 packet-hops (about 210 years at 3.4e+05 "
         "packet-hops/s), past the limit max_packet_hops = 1e+10 (raise it in --backend-config; "
         "0 = no limit)"
     )
