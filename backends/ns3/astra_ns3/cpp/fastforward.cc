@@ -61,9 +61,11 @@
 // Memo. A part found steady leaves its rates and queues under its signature
 // (its queue pairs' routes); when the same pattern returns, its first window is
 // compared with them rather than with a window of its own, and a quiet one
-// (rate-based queue pairs at line rate) jumps at once, before its first
-// packets are out: the pipeline's filling is then simulated after the jump
-// instead of before it.
+// (rate-based queue pairs at line rate) jumps at once. A queue pair that
+// starts on a route of a quiet pattern, where no port ever marked ECN or
+// paused, sends its first packets only after that instant's check, so that
+// it can jump before they go: the pipeline's filling is then simulated after
+// the jump instead of before it.
 #include "roce.h"
 
 #include <algorithm>
@@ -78,13 +80,10 @@ namespace
 {
 constexpr uint64_t kFfMinPackets = 8;    // packets per queue pair per window to trust its rate
 constexpr int64_t kFfMaxWindows = 64;    // the longest window, in first windows
-// Packets left to simulate at the end of a message: its last, and the one
-// before it where the last is shorter than a full payload. At every hop of a
-// store-and-forward route a short last packet waits for the full one ahead
-// of it (without it, a lone 1,000,000 B message over two 100 Gb/s hops ends
-// 281.6 ns early: a full frame's time less the last frame's); a full one
-// arrives as that one leaves, and waits for nothing (where a later hop is
-// slower, a queue builds up there, which the jump's drain check bounds).
+constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
+constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
+constexpr int kSettling = 0, kMeasuring = 1;
+
 // Whether no port on q's routes (data and ACKs) ever marked ECN or was paused.
 bool
 NeverCongested(const Qp& q)
@@ -103,14 +102,18 @@ NeverCongested(const Qp& q)
     return true;
 }
 
+// Packets left to simulate at the end of a message: its last, and the one
+// before it where the last is shorter than a full payload. At every hop of a
+// store-and-forward route a short last packet waits for the full one ahead
+// of it (without it, a lone 1,000,000 B message over two 100 Gb/s hops ends
+// 281.6 ns early: a full frame's time less the last frame's); a full one
+// arrives as that one leaves, and waits for nothing (where a later hop is
+// slower, a queue builds up there, which the jump's drain check bounds).
 uint64_t
 MarginPackets(const Flow& f)
 {
     return f.size % f.fab->cfg.payload == 0 ? 1 : 2;
 }
-constexpr size_t kFfMemoMax = 1 << 16;   // contention patterns remembered
-constexpr double kFfCycleRtts = 32;      // the shortest window over which a moving CC is judged
-constexpr int kSettling = 0, kMeasuring = 1;
 
 int64_t
 NowPs()
