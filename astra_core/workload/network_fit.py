@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Sequence
 
 from astra_core.errors import TraceError
-from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.graph import RankGraph, TraceWarning
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
@@ -40,8 +40,8 @@ GENERATED_DIMS_ATTR = "astra_network_dims"
 
 _SHOWN = 3  # nodes named in one error line
 _RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
-_COMM_COLL = pb.COMM_COLL_NODE
-_COMP = pb.COMP_NODE
+_COMM_COLL = int(NodeType.COMM_COLL_NODE)
+_COMP = int(NodeType.COMP_NODE)
 _NO_GROUP = (None, "", "0")  # pg_name values that name no comm group (the engine's reading)
 
 

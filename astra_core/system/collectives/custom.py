@@ -38,10 +38,13 @@ from pathlib import Path
 
 from astra_core.errors import ConfigError, TraceError
 from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.workload.chakra_types import NodeType
 
 SEND, RECV, COMP, REDUCE = 0, 1, 2, 3
 TAG_BASE = 1 << 56  # above NCCL's tags (phase.TAG_BASE = 2^48)
-_COMM_SEND, _COMM_RECV, _COMP = 5, 6, 4  # Chakra NodeType
+_COMM_SEND, _COMM_RECV, _COMP = (
+    int(t) for t in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMP_NODE)
+)
 _WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0, "SIMPLE": 1.0}
 
 
