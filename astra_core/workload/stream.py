@@ -25,9 +25,15 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from astra_core.errors import TraceError
-from astra_core.workload import chakra
-from astra_core.workload.chakra import ETNode, RankTrace
 from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.et_decode import (
+    ETNode,
+    RankTrace,
+    bad_nodes_error,
+    decode_node,
+    metadata_and_spans,
+    metadata_attrs,
+)
 
 __all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace", "timing_item"]
 
@@ -164,7 +170,7 @@ class StreamedNodes(Sequence):
             raise TraceError(f"{self.path}: changed while it was simulated (node #{pos} is cut off)")
         bad: list[tuple[int, str]] = []
         try:
-            node = chakra._decode_node(payload, self.path, pos, start, bad)
+            node = decode_node(payload, self.path, pos, start, bad)
         except TraceError:
             node = None
         if node is None or bad or node.id != self.ids[pos]:
@@ -214,7 +220,7 @@ def scan_trace(data: bytes, path: str, rank: int | None = None) -> RankTrace:
     span, id and dependencies are kept. Raises TraceError as
     :func:`~astra_core.workload.chakra.read_rank_trace` does."""
     gc_was_enabled = gc.isenabled()
-    gc.disable()  # many short-lived objects, no cycles (as chakra._parse)
+    gc.disable()  # many short-lived objects, no cycles (as chakra._parse does)
     try:
         return _scan(data, path, rank)
     finally:
@@ -223,9 +229,9 @@ def scan_trace(data: bytes, path: str, rank: int | None = None) -> RankTrace:
 
 
 def _scan(data: bytes, path: str, rank: int | None) -> RankTrace:
-    meta, spans = chakra._metadata_and_spans(data, path)
+    meta, spans = metadata_and_spans(data, path)
     view = memoryview(data)
-    decode = chakra._decode_node
+    decode = decode_node
     starts, lengths, ids = array("Q"), array("I"), array("q")
     data_starts, deps, ctrl_starts, ctrl = array("Q", [0]), array("q"), array("Q", [0]), array("q")
     notable = array("q")
@@ -244,8 +250,8 @@ def _scan(data: bytes, path: str, rank: int | None) -> RankTrace:
         ctrl.extend(node.ctrl_deps)
         ctrl_starts.append(len(ctrl))
     if bad:
-        raise chakra._bad_nodes_error(path, bad)
+        raise bad_nodes_error(path, bad)
     nodes = StreamedNodes(
         path, starts, lengths, ids, data_starts, deps, ctrl_starts, ctrl, notable, timings.digest()
     )
-    return RankTrace(path, nodes, meta.version, chakra._metadata_attrs(meta), rank)
+    return RankTrace(path, nodes, meta.version, metadata_attrs(meta), rank)
