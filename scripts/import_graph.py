@@ -70,12 +70,14 @@ def _type_checking_block(node: ast.If) -> bool:
 
 def runtime_imports(
     tree: ast.Module, module: str, is_package: bool, type_checking: bool = False
-) -> Iterator[tuple[str, int, bool]]:
-    """(imported module, line, inside a function) for each runtime import in ``tree``
+) -> Iterator[tuple[tuple[str, ...], int, bool]]:
+    """(what is imported, line, inside a function) for each runtime import in ``tree``
     (with ``type_checking``, those under ``if TYPE_CHECKING:`` too); relative imports
-    resolved against ``module``."""
+    resolved against ``module``. What is imported is a module name, or for ``from a
+    import b`` the candidates ``("a.b", "a")``: the submodule ``a.b`` where there is
+    one, else a name of ``a``."""
 
-    def visit(node: ast.AST, in_function: bool) -> Iterator[tuple[str, int, bool]]:
+    def visit(node: ast.AST, in_function: bool) -> Iterator[tuple[tuple[str, ...], int, bool]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _type_checking_block(child) and not type_checking:
                 for other in child.orelse:
@@ -83,7 +85,7 @@ def runtime_imports(
                 continue
             if isinstance(child, ast.Import):
                 for alias in child.names:
-                    yield alias.name, child.lineno, in_function
+                    yield (alias.name,), child.lineno, in_function
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -91,9 +93,7 @@ def runtime_imports(
                     parts = parts[: len(parts) - child.level + (1 if is_package else 0)]
                     base = ".".join([*parts, base] if base else parts)
                 for alias in child.names:
-                    # "from pkg import mod" imports the module pkg.mod where there is one
-                    yield f"{base}.{alias.name}", child.lineno, in_function
-                    yield base, child.lineno, in_function
+                    yield (f"{base}.{alias.name}", base), child.lineno, in_function
             else:
                 inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 yield from visit(child, inside)
@@ -112,10 +112,11 @@ def import_graph(
     deferred = []
     for name, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for target, line, in_function in runtime_imports(
+        for candidates, line, in_function in runtime_imports(
             tree, name, path.name == "__init__.py", type_checking
         ):
-            if target in files and target != name:
+            target = next((c for c in candidates if c in files), None)
+            if target is not None and target != name:
                 graph[name].add(target)
                 if in_function:
                     deferred.append((name, target, line))
