@@ -3,7 +3,7 @@
 Every ET node a rank ran is an interval ``[start, end)`` (ns): compute nodes
 (GPU kernels and CPU ops), collectives, sends and receives (point-to-point),
 remote-memory accesses. Beside them the system layer records when this rank's
-messages were on the network (:attr:`RankTrace.in_flight`, kept by
+messages were on the network (:attr:`RankTimeline.in_flight`, kept by
 :class:`~astra_core.system.p2p.MessageMatcher`): a message is *in flight* for
 its sender and its receiver from the moment it is handed to the network
 until it arrives. A communication node that is open while none of this
@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from astra_core.report.results import RankTrace, RunResult
+from astra_core.report.results import RankTimeline, RunResult
 from astra_core.workload.chakra_types import NodeType
 
 _MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
@@ -64,8 +64,8 @@ _P2P_TYPES = frozenset((_COMM_SEND, _COMM_RECV))
 Interval = tuple[float, float]
 
 
-def rank_tracks(result: RunResult) -> list[RankTrace]:
-    """The :class:`RankTrace` of every rank of the run, in rank order.
+def rank_tracks(result: RunResult) -> list[RankTimeline]:
+    """The :class:`RankTimeline` of every rank of the run, in rank order.
 
     In a symmetric run every rank gets its
     representative's records (and in-flight intervals) with its own nodes
@@ -79,7 +79,7 @@ def rank_tracks(result: RunResult) -> list[RankTrace]:
         for r in result.ranks:
             trace = traces[_representative(result, r.rank)]
             nodes = graphs[r.rank].nodes if r.rank < len(graphs) else trace.nodes
-            tracks.append(RankTrace(r.rank, trace.records, nodes, trace.in_flight))
+            tracks.append(RankTimeline(r.rank, trace.records, nodes, trace.in_flight))
         return tracks
     return sorted(result.traces, key=lambda t: t.rank)
 
@@ -145,7 +145,7 @@ def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
 
 def flat_covered(flat: Sequence[float], start: float, end: float) -> float:
     """How much of ``[start, end)`` the intervals ``flat`` (``s0, e0, s1, e1, ...``, sorted
-    and disjoint, as :attr:`RankTrace.in_flight`) cover (ns). Two binary searches and
+    and disjoint, as :attr:`RankTimeline.in_flight`) cover (ns). Two binary searches and
     two slice sums: cheap on the hundreds of thousands of intervals of a large run."""
     if end <= start:
         return 0.0
@@ -172,7 +172,7 @@ def coarsen(intervals: Sequence[Interval], gap_ns: float) -> list[Interval]:
 
 
 def flight_pairs(flat: Sequence[float]) -> list[Interval]:
-    """``[s0, e0, s1, e1, ...]`` (a :attr:`RankTrace.in_flight`) as ``[(s0, e0), (s1, e1), ...]``."""
+    """``[s0, e0, s1, e1, ...]`` (a :attr:`RankTimeline.in_flight`) as ``[(s0, e0), (s1, e1), ...]``."""
     return list(zip(flat[0::2], flat[1::2]))
 
 
@@ -230,7 +230,7 @@ def _clip(intervals: list[Interval], finish_ns: float) -> list[Interval]:
     return [(max(s, 0.0), min(e, finish_ns)) for s, e in intervals if e > 0 and s < finish_ns]
 
 
-def rank_activity(trace: RankTrace, finish_ns: float) -> Activity:
+def rank_activity(trace: RankTimeline, finish_ns: float) -> Activity:
     """The :class:`Activity` of one rank from its records and in-flight intervals."""
     iv = node_intervals(trace.records, trace.nodes)
     compute = _clip(union(iv.compute), finish_ns)
@@ -244,7 +244,7 @@ def rank_activity(trace: RankTrace, finish_ns: float) -> Activity:
     return Activity(compute, flight, waiting, collective_wait, p2p_wait)
 
 
-def activities(result: RunResult) -> list[tuple[RankTrace, Activity]]:
+def activities(result: RunResult) -> list[tuple[RankTimeline, Activity]]:
     """Every rank's trace and :class:`Activity`, in rank order (ranks that share their
     representative's records and finish time share one Activity)."""
     finish = {r.rank: r.finish_ns for r in result.ranks}
@@ -315,7 +315,7 @@ class Breakdown:
         return asdict(self)
 
 
-def rank_breakdown(trace: RankTrace, finish_ns: float) -> Breakdown:
+def rank_breakdown(trace: RankTimeline, finish_ns: float) -> Breakdown:
     """The :class:`Breakdown` of one rank."""
     act = rank_activity(trace, finish_ns)
     compute_ns = total(act.compute)

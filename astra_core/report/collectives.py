@@ -11,7 +11,7 @@ order (times in ns, sizes in bytes):
     rank issued it, ``end_ns`` when its last chunk finished.
 ``in_flight_ns, wait_ns``
     of ``duration_ns``, the time during which at least one of this rank's
-    messages was on the network (:attr:`RankTrace.in_flight`; a message of
+    messages was on the network (:attr:`RankTimeline.in_flight`; a message of
     another collective or a send/receive running beside it counts too), and
     the rest: the collective open with nothing of this rank moving (blocked
     on a peer, or its local steps). They add up to ``duration_ns``.

@@ -58,7 +58,7 @@ class RankResult:
 
 
 @dataclass(frozen=True)
-class RankTrace:
+class RankTimeline:
     """The ET nodes one simulated rank ran and when.
 
     ``records`` yields ``(position, start_ns, end_ns)`` per finished node, in
@@ -116,7 +116,7 @@ class RunResult:
     backend: str
     ranks: list[RankResult]
     collectives: list[CollectiveRecord] = field(default_factory=list)
-    traces: list[RankTrace] = field(default_factory=list, repr=False)
+    traces: list[RankTimeline] = field(default_factory=list, repr=False)
     network: Any = field(default=None, repr=False)  # the backend, for its own statistics
     messages: int = 0
     message_bytes: int = 0

@@ -23,7 +23,7 @@ from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.report.breakdown import flat_covered, flight_pairs, subtract, total, union
-from astra_core.report.results import CollectiveRecord, RankResult, RankTrace, RunResult
+from astra_core.report.results import CollectiveRecord, RankResult, RankTimeline, RunResult
 from astra_core.system.collectives.custom import custom_sources
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.comm_types import CommType
@@ -200,7 +200,7 @@ class Simulation:
             backend=self.backend_name,
             ranks=ranks,
             collectives=self.collectives,
-            traces=[RankTrace(e.rank, e.records, e.nodes, flights.get(e.rank, ())) for e in self.engines],
+            traces=[RankTimeline(e.rank, e.records, e.nodes, flights.get(e.rank, ())) for e in self.engines],
             network=self.backend,
             graphs=self.graphs,
             messages=messages,
