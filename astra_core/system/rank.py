@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
+from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.errors import ConfigError
 from astra_core.system.clock import clock_of
 from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
@@ -34,7 +34,7 @@ from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
-    from astra_core.system.collectives.base import CollectiveAlgorithm
+    from astra_core.system.collectives.base import CollectivePhase
     from astra_core.system.simulation import Simulation
     from astra_core.workload.chakra import ETNode
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 _INT32_WRAP = 1 << 32
 
 
-def group_algorithm(algorithms: Sequence[CollectiveAlgorithmName]) -> str:
+def group_algorithm(algorithms: Sequence[CollectiveAlgorithm]) -> str:
     """The algorithm a communicator group smaller than the network runs on the
     ring of its members: the configured one when system.json lists one
     algorithm (a ``one*`` form runs its base algorithm), else ring (upstream
@@ -76,7 +76,7 @@ class CommGroup:
         self,
         rank: int,
         comm_type: CommType = CommType.ALL_REDUCE,
-        algorithms: Sequence[CollectiveAlgorithmName] = (),
+        algorithms: Sequence[CollectiveAlgorithm] = (),
         source: str = "system.json",
     ) -> list[DimTopology]:
         """The one logical dimension ``comm_type`` runs on for ``rank``.
@@ -331,7 +331,7 @@ class RankSystem:
             stream.dataset.phase_times.append(
                 (
                     stream.phase.dim,
-                    cast("CollectiveAlgorithm", stream.algorithm).comm_type.label,
+                    cast("CollectivePhase", stream.algorithm).comm_type.label,
                     stream.phase_start_ns,
                     now,
                 )
@@ -377,7 +377,7 @@ class RankSystem:
         for queue in self.active_streams:
             for stream in queue:
                 state = (
-                    cast("CollectiveAlgorithm", stream.algorithm).waiting_for()  # on a queue: set
+                    cast("CollectivePhase", stream.algorithm).waiting_for()  # on a queue: set
                     if stream.initialized
                     else "queued behind another chunk"
                 )

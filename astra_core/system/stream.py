@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.base import CollectivePhase
 
 if TYPE_CHECKING:
     from astra_core.system.rank import RankSystem
@@ -23,7 +23,7 @@ class Phase:
 
     __slots__ = ("dim", "algorithm")
 
-    def __init__(self, dim: int, algorithm: CollectiveAlgorithm):
+    def __init__(self, dim: int, algorithm: CollectivePhase):
         self.dim = dim
         self.algorithm = algorithm
 
@@ -97,7 +97,7 @@ class Stream:
         for phase in phases:
             phase.algorithm.stream = self
         self.phase: Phase | None = None
-        self.algorithm: CollectiveAlgorithm | None = None
+        self.algorithm: CollectivePhase | None = None
         self.current_queue_id = -1
         self.initialized = False
         self.phase_start_ns = 0.0
@@ -106,4 +106,4 @@ class Stream:
         """The stream got a slot on its queue: start the current phase."""
         self.initialized = True
         self.phase_start_ns = self.owner.now()
-        cast("CollectiveAlgorithm", self.algorithm).start()  # set: the stream is on a queue
+        cast("CollectivePhase", self.algorithm).start()  # set: the stream is on a queue

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from astra_core.config.collective_impl import CollectiveAlgorithm as CollectiveAlgorithmName
+from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.errors import ConfigError
-from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.base import CollectivePhase
 from astra_core.system.collectives.custom import custom_phase
 from astra_core.system.collectives.direct import direct_plan
 from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
@@ -55,7 +55,7 @@ class DimTopology:
 def build_logical_dims(
     rank: int,
     dim_sizes: list[int],
-    algorithms: Sequence[CollectiveAlgorithmName],
+    algorithms: Sequence[CollectiveAlgorithm],
     source: str = "system.json",
 ) -> list[DimTopology]:
     """Rank ``rank``'s logical dimensions for one collective type.
@@ -102,7 +102,7 @@ def make_phase(
     direction: Direction = Direction.CLOCKWISE,
     plugins: dict | None = None,
     nccl=None,
-) -> CollectiveAlgorithm:
+) -> CollectivePhase:
     """The algorithm object for one phase of one chunk (bytes in: ``data_size``).
 
     ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries);
@@ -141,7 +141,7 @@ def make_phase(
 
 __all__ = [
     "ALGORITHMS",
-    "CollectiveAlgorithm",
+    "CollectivePhase",
     "DimTopology",
     "Direction",
     "Plan",

@@ -9,7 +9,7 @@ with three events, exactly as upstream ASTRA-sim's ``Algorithm::run``:
 * ``GENERAL``: a packet bundle finished its local NPU<->memory transfer (and
   reduction, if any), so one more packet may be sent.
 
-:meth:`CollectiveAlgorithm.send_bundle` models upstream's ``PacketBundle`` +
+:meth:`CollectivePhase.send_bundle` models upstream's ``PacketBundle`` +
 ``MemBus`` without a shared-bus model: the transfer between the NPU and its
 memory takes the system's ``endpoint-delay`` (10 ns for a communicator-group
 ring, upstream's ``Transmition::Fast``); a bundle that needs processing then
@@ -33,7 +33,7 @@ GENERAL = 2
 FAST_TRANSMISSION_NS = 10
 
 
-class CollectiveAlgorithm:
+class CollectivePhase:
     """Base class of one collective phase of one chunk on one rank.
 
     Subclasses set ``comm_type`` (a :class:`~astra_core.system.comm_types.CommType`),

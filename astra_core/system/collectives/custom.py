@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from astra_core.errors import ConfigError, TraceError
-from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.base import CollectivePhase
 from astra_core.workload.chakra_types import NodeType
 
 SEND, RECV, COMP, REDUCE = 0, 1, 2, 3
@@ -288,7 +288,7 @@ def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None
 # -- running ------------------------------------------------------------------------------
 
 
-class CustomPhase(CollectiveAlgorithm):
+class CustomPhase(CollectivePhase):
     """One rank's custom collective: runs its :class:`Program`'s operations as
     their dependencies finish. ``members[p]`` is the rank at position ``p``."""
 

@@ -10,14 +10,14 @@ docs.
 
 from __future__ import annotations
 
-from astra_core.system.collectives.base import GENERAL, PACKET_RECEIVED, CollectiveAlgorithm
+from astra_core.system.collectives.base import GENERAL, PACKET_RECEIVED, CollectivePhase
 from astra_core.system.collectives.logical_topology import BinaryTree
 
 BEGIN, SENDING_TO_PARENT, WAITING_FROM_PARENT, END = 0, 1, 2, 3
 WAITING_TWO_CHILDREN, WAITING_ONE_CHILD, SENDING_TO_CHILDREN = 4, 5, 6
 
 
-class DoubleBinaryTree(CollectiveAlgorithm):
+class DoubleBinaryTree(CollectivePhase):
     """One tree all-reduce of one chunk on one rank. Sizes in bytes."""
 
     name = "doubleBinaryTree"

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from astra_core.system.collectives.base import FAST_TRANSMISSION_NS, CollectiveAlgorithm
+from astra_core.system.collectives.base import FAST_TRANSMISSION_NS, CollectivePhase
 from astra_core.system.comm_types import CommType
 
 
@@ -89,7 +89,7 @@ def reduce_rule(comm_type: CommType) -> Callable[[bool], bool]:
     return lambda toggle: False
 
 
-class WindowedPhase(CollectiveAlgorithm):
+class WindowedPhase(CollectivePhase):
     """Executes a :class:`Plan` on one rank (ring, direct, halving-doubling)."""
 
     __slots__ = ("plan", "name", "sent", "received_count", "inserted", "free")

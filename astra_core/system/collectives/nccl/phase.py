@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_core.system.collectives.base import CollectiveAlgorithm
+from astra_core.system.collectives.base import CollectivePhase
 from astra_core.system.collectives.nccl.schedule import Schedule
 
 #: Tags of NCCL messages: above every chunk tag of the native algorithms
@@ -50,7 +50,7 @@ class NcclChoice:
     ranks: int
 
 
-class NcclPhase(CollectiveAlgorithm):
+class NcclPhase(CollectivePhase):
     """One rank's part of one NCCL collective (see the module docstring).
 
     ``schedule``: its :class:`~.schedule.Schedule`; ``floor_ns``: NCCL's
