@@ -45,21 +45,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from astra_core.report.results import RankTimeline, RunResult
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, MEM_LOAD, MEM_STORE
 
-_MEM_LOAD, _MEM_STORE, _COMP, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
-    int(t)
-    for t in (
-        NodeType.MEM_LOAD_NODE,
-        NodeType.MEM_STORE_NODE,
-        NodeType.COMP_NODE,
-        NodeType.COMM_SEND_NODE,
-        NodeType.COMM_RECV_NODE,
-        NodeType.COMM_COLL_NODE,
-    )
-)
-_MEMORY_TYPES = frozenset((_MEM_LOAD, _MEM_STORE))
-_P2P_TYPES = frozenset((_COMM_SEND, _COMM_RECV))
+_MEMORY_TYPES = frozenset((MEM_LOAD, MEM_STORE))
+_P2P_TYPES = frozenset((COMM_SEND, COMM_RECV))
 
 Interval = tuple[float, float]
 
@@ -196,11 +185,11 @@ def node_intervals(records, nodes) -> NodeIntervals:
     for pos, start, end in records:
         node = nodes[pos]
         kind = node.type
-        if kind == _COMP or node.is_cpu_op:
+        if kind == COMP or node.is_cpu_op:
             out.compute.append((start, end))
         elif kind in _P2P_TYPES:
             out.p2p.append((start, end))
-        elif kind == _COMM_COLL:
+        elif kind == COMM_COLL:
             out.collective.append((start, end))
         elif kind in _MEMORY_TYPES:
             out.memory.append((start, end))

@@ -36,7 +36,15 @@ from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommTy
 from astra_core.system.rank import CommGroup, RankSystem
 from astra_core.system.records import NodeRecords
 from astra_core.workload.chakra import ETNode
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import (
+    COMM_COLL,
+    COMM_RECV,
+    COMM_SEND,
+    COMP,
+    MEM_LOAD,
+    MEM_STORE,
+    METADATA,
+)
 from astra_core.workload.graph import RankGraph
 from astra_core.workload.stream import StreamedNodes
 
@@ -45,21 +53,6 @@ if TYPE_CHECKING:
 
     from astra_core.system.simulation import Simulation
 
-# Chakra NodeType values (et_def.proto).
-# Chakra node types as plain ints (compared once per node on the hot path).
-INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL = (
-    int(t)
-    for t in (
-        NodeType.INVALID_NODE,
-        NodeType.METADATA_NODE,
-        NodeType.MEM_LOAD_NODE,
-        NodeType.MEM_STORE_NODE,
-        NodeType.COMP_NODE,
-        NodeType.COMM_SEND_NODE,
-        NodeType.COMM_RECV_NODE,
-        NodeType.COMM_COLL_NODE,
-    )
-)
 _COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
 _COLLECTIVES: dict[int | None, CommType] = {c.value: c for c in CommType}  # None: no comm_type

@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import COMM_COLL
 from astra_core.workload.graph import RankGraph
 
-_COMM_COLL = int(NodeType.COMM_COLL_NODE)
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
 __all__ = ["NcclCollectives"]
@@ -63,7 +62,7 @@ class NcclCollectives:
                 continue
             found = kinds[id(graph)] = set()
             for node, key in graph.notable_nodes():
-                if node.type != _COMM_COLL:
+                if node.type != COMM_COLL:
                     continue
                 if key in of_node:
                     entry = of_node[key]

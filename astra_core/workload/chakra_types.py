@@ -41,6 +41,22 @@ class CollectiveType(IntEnum):
     BARRIER = _pb.BARRIER
 
 
+#: The node types as plain ints, for the loops that test every node's type (an
+#: ``IntEnum`` compares several times slower than an ``int``).
+INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL = (
+    int(t)
+    for t in (
+        NodeType.INVALID_NODE,
+        NodeType.METADATA_NODE,
+        NodeType.MEM_LOAD_NODE,
+        NodeType.MEM_STORE_NODE,
+        NodeType.COMP_NODE,
+        NodeType.COMM_SEND_NODE,
+        NodeType.COMM_RECV_NODE,
+        NodeType.COMM_COLL_NODE,
+    )
+)
+
 #: NodeType value -> name, e.g. 7 -> "COMM_COLL_NODE".
 NODE_TYPE_NAMES: dict[int, str] = {t.value: t.name for t in NodeType}
 #: CollectiveType value -> name, e.g. 6 -> "ALL_TO_ALL".

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Sequence
 
 from astra_core.errors import TraceError
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import COMM_COLL, COMP
 from astra_core.workload.graph import RankGraph, TraceWarning
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
@@ -40,8 +40,6 @@ GENERATED_DIMS_ATTR = "astra_network_dims"
 
 _SHOWN = 3  # nodes named in one error line
 _RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
-_COMM_COLL = int(NodeType.COMM_COLL_NODE)
-_COMP = int(NodeType.COMP_NODE)
 _NO_GROUP = (None, "", "0")  # pg_name values that name no comm group (the engine's reading)
 
 
@@ -103,7 +101,7 @@ def check_network_fit(
     for graph in distinct.values():
         for node in graph.nodes:
             kind = node.type
-            if kind == _COMM_COLL:
+            if kind == COMM_COLL:
                 involved = node.involved_dim
                 if involved is None or node.is_cpu_op or node.pg_name not in _NO_GROUP:
                     continue  # CPU-side collectives are replayed; a comm group overrides involved_dim
@@ -114,7 +112,7 @@ def check_network_fit(
                         short = (graph, node.id, len(involved))
                 elif idle is None and not any(involved):
                     idle = (graph, node.id, involved)
-            elif kind == _COMP and roofline and not node.num_ops and node.tensor_size and not node.is_cpu_op:
+            elif kind == COMP and roofline and not node.num_ops and node.tensor_size and not node.is_cpu_op:
                 roofline_bad.append((graph, node.id))
     if too_long:
         involved = too_long[0][2]

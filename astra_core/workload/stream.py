@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from astra_core.errors import TraceError
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import COMP
 from astra_core.workload.et_decode import (
     ETNode,
     RankTrace,
@@ -37,7 +37,6 @@ from astra_core.workload.et_decode import (
 
 __all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace", "timing_item"]
 
-_COMP = int(NodeType.COMP_NODE)
 
 #: Files this large or larger are streamed (about 450,000 nodes of a PyTorch step).
 STREAM_MIN_BYTES = 32 << 20
@@ -63,7 +62,7 @@ def is_notable(node: ETNode) -> bool:
     """Not a plain compute node: it communicates, carries metadata, or names peers
     or a group (what rank symmetry and NCCL's model look at besides timings)."""
     return (
-        node.type != _COMP
+        node.type != COMP
         or node.pg_name not in (None, "", "0")
         or node.comm_src is not None
         or node.comm_dst is not None
