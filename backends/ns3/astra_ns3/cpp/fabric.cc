@@ -123,7 +123,7 @@ Fabric::AddCable(uint32_t link_ab, uint32_t link_ba, uint32_t a, uint32_t b,
         made[k] = port;
     }
     // Headroom at each end for what its peer sends after an XOFF.
-    uint32_t frame = cfg.payload + kDataOverhead + data_extra;
+    uint32_t frame = DataWire();
     for (int k = 0; k < 2; ++k)
     {
         Port* port = made[k];
@@ -177,8 +177,8 @@ Fabric::AddQp(uint32_t id, uint32_t src, uint32_t dst, const uint32_t* fwd, int 
         q.route_hash = (q.route_hash ^ link) * 1099511628211ull;
     }
     // Base RTT: a full data frame store-and-forward on every hop out, an ACK back.
-    uint32_t data_frame = cfg.payload + kDataOverhead + data_extra;
-    uint32_t ack_frame = kAckOverhead + data_extra;
+    uint32_t data_frame = DataWire();
+    uint32_t ack_frame = AckWire();
     int64_t rtt = 0;
     for (uint32_t link : q.route)
     {
@@ -212,8 +212,6 @@ Fabric::StartFlow(uint32_t id, uint32_t qp, uint64_t size)
     f.fab = this;
     f.qp = &qps[qp];
     f.id = id;
-    f.src = f.qp->src;
-    f.dst = f.qp->dst;
     f.size = size;
     FfStart(&f);
     if (cfg.monitor_interval > 0 && !monitor_event_.IsPending())

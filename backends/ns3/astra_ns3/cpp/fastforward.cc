@@ -214,6 +214,26 @@ Fabric::FfStart(Flow* f)
 }
 
 void
+Fabric::FfSkip(Flow* f, int64_t packets, int64_t acks)
+{
+    // `packets` of f's data packets (< 0: taken back) leave the message to be
+    // counted as sent, with `acks` ACKs, on every port of their routes.
+    f->npkts = static_cast<uint32_t>(static_cast<int64_t>(f->npkts) - packets);
+    f->size = static_cast<uint64_t>(static_cast<int64_t>(f->size) - packets * cfg.payload);
+    f->ff_packets = static_cast<uint64_t>(static_cast<int64_t>(f->ff_packets) + packets);
+    for (uint32_t link : f->qp->route)
+    {
+        ports[link]->ff_tx_bytes += static_cast<uint64_t>(packets * DataWire());
+        ports[link]->ff_tx_packets += static_cast<uint64_t>(packets);
+    }
+    for (uint32_t link : f->qp->ack_route)
+    {
+        ports[link]->ff_tx_bytes += static_cast<uint64_t>(acks * AckWire());
+        ports[link]->ff_tx_packets += static_cast<uint64_t>(acks);
+    }
+}
+
+void
 Fabric::FfGiveBack(uint64_t hold)
 {
     auto found = ff_holds_.find(hold);
@@ -231,8 +251,6 @@ Fabric::FfGiveBack(uint64_t hold)
     ++ff_conflicts;
     ff_conflict_ps += h.end - now;
     ff_skipped -= h.end - now;
-    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
-    uint64_t ack_wire = kAckOverhead + data_extra;
     for (Qp* q : h.qps)
     {
         if (q->ff_hold != hold || q->ff_hold_end <= now)
@@ -246,19 +264,7 @@ Fabric::FfGiveBack(uint64_t hold)
         if (back > 0)
         {
             uint64_t acks = q->ff_hold_skip / cfg.ack_interval - (q->ff_hold_skip - back) / cfg.ack_interval;
-            f->npkts += static_cast<uint32_t>(back);
-            f->size += back * cfg.payload;
-            f->ff_packets -= back;
-            for (uint32_t link : f->qp->route)
-            {
-                ports[link]->ff_tx_bytes -= back * data_wire;
-                ports[link]->ff_tx_packets -= back;
-            }
-            for (uint32_t link : f->qp->ack_route)
-            {
-                ports[link]->ff_tx_bytes -= acks * ack_wire;
-                ports[link]->ff_tx_packets -= acks;
-            }
+            FfSkip(f, -static_cast<int64_t>(back), -static_cast<int64_t>(acks));
             q->ff_hold_skip -= back;
             q->Shift(-static_cast<int64_t>(static_cast<double>(back) / q->ff_hold_rate + 0.5));
         }
@@ -425,11 +431,7 @@ Fabric::FfCheckParts()
         for (size_t k = 0; k < part.nqps; ++k)
         {
             Qp* q = part.qps[k];
-            for (uint32_t link : q->route)
-            {
-                part.signature = (part.signature ^ link) * 1099511628211ull;
-            }
-            part.signature = (part.signature ^ 0xffffffffull) * 1099511628211ull;
+            part.signature = (part.signature ^ q->route_hash) * 1099511628211ull;
             dirty = dirty || q->ff_dirty;
             for (const std::vector<uint32_t>* links : {&q->route, &q->ack_route})
             {
@@ -523,7 +525,7 @@ Fabric::FfStartWindows(FfPart& part)
     // pattern seen steady before lends its rates and queues as the previous
     // window.
     int64_t now = NowPs();
-    int64_t frame = cfg.payload + kDataOverhead + data_extra;
+    int64_t frame = DataWire();
     int64_t window = 1000;
     int64_t rtt = 0;
     for (size_t k = 0; k < part.nqps; ++k)
@@ -613,7 +615,7 @@ Fabric::FfSteady(FfPart& part)
     double length = static_cast<double>(std::max<int64_t>(now - lead->ff_window_start, 1));
     double before = static_cast<double>(lead->ff_prev_length);
     double tol = cfg.ff_tolerance;
-    double slack = (cfg.payload + kDataOverhead + data_extra) / 8.0;
+    double slack = DataWire() / 8.0;
     bool steady = true;
     for (Port* port : part.ports)
     {
@@ -756,8 +758,6 @@ Fabric::FfJump(FfPart& part, int64_t window)
     }
     int64_t now = NowPs();
     int64_t jump = static_cast<int64_t>(dt);
-    uint64_t data_wire = cfg.payload + kDataOverhead + data_extra;
-    uint64_t ack_wire = kAckOverhead + data_extra;
     uint64_t id = ff_jumps + 1;
     FfHold& hold = ff_holds_[id];
     hold.end = now;
@@ -772,20 +772,7 @@ Fabric::FfJump(FfPart& part, int64_t window)
         uint64_t skip = static_cast<uint64_t>(std::llround(q->ff_prev_rate * static_cast<double>(jump)));
         skip = std::min<uint64_t>(skip, f->npkts - f->snd_nxt - MarginPackets(*f));
         int64_t wait = static_cast<int64_t>(static_cast<double>(skip) / q->ff_prev_rate + 0.5);
-        f->npkts -= static_cast<uint32_t>(skip);
-        f->size -= skip * cfg.payload;
-        f->ff_packets += skip;
-        for (uint32_t link : f->qp->route)
-        {
-            ports[link]->ff_tx_bytes += skip * data_wire;
-            ports[link]->ff_tx_packets += skip;
-        }
-        uint64_t acks = skip / cfg.ack_interval;
-        for (uint32_t link : f->qp->ack_route)
-        {
-            ports[link]->ff_tx_bytes += acks * ack_wire;
-            ports[link]->ff_tx_packets += acks;
-        }
+        FfSkip(f, static_cast<int64_t>(skip), static_cast<int64_t>(skip / cfg.ack_interval));
         q->Hold(wait);
         q->ff_due = now + wait + q->base_rtt; // measured again once it is back in full flow
         q->ff_phase = kSettling;

@@ -489,8 +489,8 @@ Flow::MakePacket()
     RoceHeader h;
     h.kind = kData;
     h.size = kDataOverhead - kPppBytes + fab->data_extra;
-    h.src = src;
-    h.dst = dst;
+    h.src = qp->src;
+    h.dst = qp->dst;
     h.flow = id;
     h.psn = psn;
     p->AddHeader(h);
@@ -522,8 +522,8 @@ Flow::SendBack(uint8_t kind, uint32_t psn, ns3::Ptr<ns3::Packet> data)
     RoceHeader h;
     h.kind = kind;
     h.size = (kind == kCnp ? kCnpOverhead : kAckOverhead) + (data ? fab->data_extra : 0) - kPppBytes;
-    h.src = dst;
-    h.dst = src;
+    h.src = qp->dst;
+    h.dst = qp->src;
     h.flow = id;
     h.psn = psn;
     if (data && cfg.cc == kCcDctcp)
@@ -709,8 +709,8 @@ Flow::OnRto()
     {
         if (++timeouts_in_row > fab->cfg.max_timeouts)
         {
-            fab->Fail("message " + std::to_string(id) + " from node " + std::to_string(src) +
-                      " to node " + std::to_string(dst) + " made no progress after " +
+            fab->Fail("message " + std::to_string(id) + " from node " + std::to_string(qp->src) +
+                      " to node " + std::to_string(qp->dst) + " made no progress after " +
                       std::to_string(fab->cfg.max_timeouts) + " retransmission timeouts");
             return;
         }

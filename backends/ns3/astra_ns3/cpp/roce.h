@@ -360,7 +360,7 @@ struct Qp
     uint64_t cnps_received = 0;     // CNPs received on this queue pair
     bool ff_listed = false;         // in Fabric::ff_qps_
     bool ff_deferred = false;       // starts sending after this instant's check (Fabric::FfStart)
-    uint64_t route_hash = 0;        // FNV-1a of route
+    uint64_t route_hash = 0;        // FNV-1a of route (a part's signature combines them)
     double ff_cc_min = 0, ff_cc_max = 0; // the congestion control's rate in the window, bit/s
     double ff_drift = 0;            // relative change of the rate since ff_base_rate, per ps
     double ff_base_rate = -1;       // packets per ps: the first window's rate since the windows began
@@ -412,7 +412,7 @@ struct Flow
 {
     Fabric* fab = nullptr;
     Qp* qp = nullptr;
-    uint32_t id = 0, src = 0, dst = 0;
+    uint32_t id = 0;
     uint64_t size = 0;
     uint32_t npkts = 1;
     int64_t start = 0, finish = -1; // ps
@@ -484,6 +484,9 @@ class Fabric
     std::string error;
     uint64_t misrouted = 0;
     uint32_t data_extra = 0;  // cfg.DataExtra(), once: every data packet and ACK reads it
+    // Bytes on the wire of a full data frame and of an ACK (cpp/roce.h overheads).
+    uint32_t DataWire() const { return cfg.payload + kDataOverhead + data_extra; }
+    uint32_t AckWire() const { return kAckOverhead + data_extra; }
     // Fast-forward counters: ps skipped (summed over the parts of the fabric
     // that jumped), jumps, messages started on a port whose queue pairs were
     // waiting out a jump, and the ps left of those waits then.
@@ -546,6 +549,7 @@ class Fabric
     bool FfSteady(FfPart& part);
     void FfRemember(FfPart& part);
     bool FfJump(FfPart& part, int64_t window);
+    void FfSkip(Flow* f, int64_t packets, int64_t acks);
     void FfGiveBack(uint64_t hold);
     struct FfHold
     {
