@@ -32,10 +32,11 @@ targets: step within 1 %, FCT p50 and p99 within 5 % per bucket, and at least
 cases at 64 MiB.
 
 The ``skipped`` column is the share of the run's packet-hops that the model
-jumped over rather than simulated, and its number of jumps. Each run is one child process (so its peak memory is its own)
-and appends a JSON line to ``--results`` (with the checkout's commit); a run
-already there is not run again (``--fresh`` runs it again, the last line of a
-run counting), so the matrix can be filled in parts:
+jumped over rather than simulated, and its number of jumps. Each run is one
+child process (so its peak memory is its own) and appends a JSON line to
+``--results`` (with the checkout's commit); a run already there is not run
+again (``--fresh`` runs it again, the last line of a run counting), so the
+matrix can be filled in parts:
 
     python benchmarks/ns3_fast_forward.py [--cases validation,speed,incast,websearch|NAME,...]
         [--ccs dcqcn,hpcc,none] [--sizes 4,64] [--speed-mib 256] [--duration-ms 10]

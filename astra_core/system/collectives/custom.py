@@ -38,13 +38,12 @@ from pathlib import Path
 
 from astra_core.errors import ConfigError, TraceError
 from astra_core.system.collectives.base import CollectivePhase
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import COMM_RECV as _COMM_RECV
+from astra_core.workload.chakra_types import COMM_SEND as _COMM_SEND
+from astra_core.workload.chakra_types import COMP as _COMP
 
 SEND, RECV, COMP, REDUCE = 0, 1, 2, 3
 TAG_BASE = 1 << 56  # above NCCL's tags (phase.TAG_BASE = 2^48)
-_COMM_SEND, _COMM_RECV, _COMP = (
-    int(t) for t in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMP_NODE)
-)
 _WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0, "SIMPLE": 1.0}
 
 

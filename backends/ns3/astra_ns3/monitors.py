@@ -94,7 +94,7 @@ class Ns3Results:
         first = self._message_count
         flows = raw["flows"]
         # (src, dst, bytes, tag) per message, in the caller's int64 buffer (no copy).
-        per = np.frombuffer(sent, dtype=np.int64).reshape(-1, 4) if len(sent) else np.zeros((0, 4), np.int64)
+        per = np.frombuffer(sent, dtype=np.int64).reshape(-1, 4)
         src, dst = per[:, 0], per[:, 1]
         # Kept as the worker sent them (9 int64 a message): the table is built when asked.
         self._messages.append(

@@ -14,8 +14,8 @@ simulation at a time (messages are pickled tuples):
     advance to ``start_ps`` (no message can complete before it), add the
     queue pairs ``qps`` (``(id, src_node, dst_node, fwd_links, rev_links)``)
     and start the messages ``flows`` (bytes: native int64 triples ``(id,
-    queue_pair, bytes)``) there, and run until messages complete (all those completing at the same
-    instant) or until ``until_ps`` (-1: no limit). Reply ``("step", status,
+    queue_pair, bytes)``) there, and run until messages complete (all those
+    completing at the same instant) or until ``until_ps`` (-1: no limit). Reply ``("step", status,
     now_ps, completed_ids, progress)``; status 1 completions, 0 reached
     ``until_ps``, 2 no events left; progress is
     :meth:`astra_ns3.native.Library.progress` (time, events, messages
