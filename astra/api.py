@@ -8,11 +8,6 @@ from __future__ import annotations
 
 from astra_core.api import estimate, simulate
 from astra_core.estimate import Estimate
-from astra_core.report.results import RunResult
-
-#: What :func:`simulate` returns: per-rank and per-collective results of one run,
-#: with pandas views (``rank_frame()``, ``collective_frame()``, ...) and writers
-#: (``write_csv``, ``write_parquet``, ``write_plots``, ``write_timeline``).
-Report = RunResult
+from astra_core.report import Report
 
 __all__ = ["Estimate", "Report", "estimate", "simulate"]

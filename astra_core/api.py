@@ -30,8 +30,9 @@ from astra_core.plugins import (
     make_plugin_manager,
     notify_run_finished,
     notify_run_started,
+    progress_observers,
 )
-from astra_core.report.results import RunResult
+from astra_core.report import Report
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
@@ -357,8 +358,8 @@ def simulate(
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
-) -> RunResult:
-    """Simulate one training step and return its :class:`RunResult`.
+) -> Report:
+    """Simulate one training step and return its :class:`~astra_core.report.Report`.
 
     ``workload``: a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``) or
     a list of :class:`RankTrace`. ``system``, ``network`` and ``memory``: a
@@ -366,7 +367,7 @@ def simulate(
     the remote-memory JSON (errors then name ``system``, ``network`` or
     ``memory`` as the source). ``progress``: True for a progress line on
     stderr when it is a terminal, or a
-    :class:`~astra_core.report.progress.RunProgress`. The other keywords are
+    :class:`~astra_core.progress.RunProgress`. The other keywords are
     :func:`run_simulation`'s. Raises AstraError subclasses; an argument of
     the wrong type is a ConfigError naming it, e.g. ``simulate: workload must
     be a path or a list of rank traces, got int``. ``astra.simulate`` is
@@ -390,7 +391,7 @@ def simulate(
     )
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
-        from astra_core.report.progress import RunProgress
+        from astra_core.progress import RunProgress
 
         expect(
             isinstance(progress, (bool, RunProgress)), "progress", "True, False or a RunProgress", progress
@@ -471,7 +472,7 @@ def run_simulation(
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
-) -> RunResult:
+) -> Report:
     """Simulate one training step (:func:`simulate` without dicts or progress).
 
     ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
@@ -509,13 +510,19 @@ def run_simulation(
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
     info = registry.get(backend)
-    net, physical, flows = inputs.network, inputs.physical, inputs.flows
     if on_estimate is not None:
         est = _estimate_first(inputs, pm, registry, info, backend_config, symmetry)
         if est is not None:
             if est.over_limit:  # the error says the estimate
                 raise WorkLimitExceeded(limit_text(est, backend_config))
             on_estimate(est)
+    return _run(inputs, pm, info, backend_config, symmetry)
+
+
+def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry: bool) -> Report:
+    """Build the run of ``inputs`` on backend ``info``, tell the observers, run it with
+    its background flows, and return its Report (see :func:`run_simulation`)."""
+    net, physical, flows = inputs.network, inputs.physical, inputs.flows
 
     def build_backend():
         return info.build(Topology(net, physical), backend_config)
@@ -532,19 +539,22 @@ def run_simulation(
         collective_plugins=collective_registry(pm),
         fresh_backend=build_backend,
     )
+    view = sim.view
+    sim.on_progress = progress_observers(pm, view)
     if flows:
         check_link_sharing(sim.backend, info.name, "--background")
-    notify_run_started(pm, sim)  # a failing observer: one line naming the plugin
+    notify_run_started(pm, view)  # a failing observer: one line naming the plugin
     finish: list[float | None] = [None] * len(flows)
     if flows:
         start_flows(
             sim.backend, flows, lambda i: finish.__setitem__(i, sim.backend.now()), BACKGROUND_TAG_BASE
         )
-    result = sim.run()
+    report = Report.of(sim.run())
     if flows:
         assert physical is not None  # _background_flows refused flows without one
-        result.background = flow_results(
+        background = flow_results(
             flows, finish, physical, info.name, BACKGROUND_TAG_BASE, backend=sim.backend
         )
-    notify_run_finished(pm, sim, result)  # an observer's error is a warning; the result is kept
-    return result
+        report = Report.of(report, background=background)
+    notify_run_finished(pm, view, report)  # an observer's error is a warning; the result is kept
+    return report

@@ -22,8 +22,8 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from astra_core.report.results import RunResult
-    from astra_core.system.simulation import Simulation
+    from astra_core.results import RunResult
+    from astra_core.system.view import ProgressSample, RunView
 
 
 class RegisterBackend(Protocol):
@@ -101,15 +101,30 @@ def astra_register_commands(cli: click.Group) -> None:
 
 # -- observers -------------------------------------------------------------------
 @hookspec
-def astra_run_started(run: Simulation) -> None:
-    """A simulation is about to start; ``run`` is the Simulation (ranks built).
+def astra_run_started(run: RunView) -> None:
+    """A simulation is about to start; ``run`` is a read-only
+    :class:`~astra_core.system.view.RunView` of it (ranks built, clock at 0).
 
     If it raises, the run does not start: one error line names the plugin."""
 
 
 @hookspec
-def astra_run_finished(run: Simulation, report: RunResult) -> None:
-    """A simulation finished; ``report`` is its RunResult (times in ns).
+def astra_run_progress(run: RunView, progress: ProgressSample) -> None:
+    """The backend reported progress; ``progress`` is a
+    :class:`~astra_core.system.view.ProgressSample` (simulated time in ns, events,
+    messages sent and delivered, ET nodes done). Called every
+    :data:`~astra_core.events.PROGRESS_EVERY` events of an event-queue backend,
+    on each heartbeat of the ns3 worker, and once when the run ends; only while
+    some plugin implements it. Keep it cheap: it runs inside the simulation.
+
+    If it raises, a warning line names the plugin, which gets no more progress
+    calls in that run; the run goes on."""
+
+
+@hookspec
+def astra_run_finished(run: RunView, report: RunResult) -> None:
+    """A simulation finished; ``report`` is its frozen
+    :class:`~astra_core.results.RunResult` (times in ns).
 
     If it raises, the result is still returned (and written by the CLI); the
     error is a warning line naming the plugin, and later observers still run."""

@@ -3,7 +3,7 @@
 Every file astra writes (``astra run --json/--csv/--parquet/--timeline/--plots``, traces and
 comm groups from ``astra gen``/``astra convert``, ``astra flows gen/run``, sweep tables and
 plots, ``astra topology --output/--plot``, ``astra noc --json/--plot``, the
-:class:`~astra_core.report.results.RunResult` writers) goes through :func:`atomic_output`,
+:class:`~astra_core.results.RunResult` writers) goes through :func:`atomic_output`,
 which writes the content to a temporary file first and then puts it where it belongs,
 according to what the destination is (links followed, as the shell's ``>`` does):
 

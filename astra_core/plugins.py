@@ -570,6 +570,34 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
     return problems
 
 
+def progress_observers(pm: pluggy.PluginManager, run: Any) -> Callable[[Any], None] | None:
+    """A callback ``report(sample)`` that calls every ``astra_run_progress`` observer
+    with ``run`` and ``sample``, or None when no plugin implements the hook (the
+    simulation then asks its backend for no progress at all).
+
+    An observer that raises is dropped for the rest of the run, with one
+    :class:`PluginWarning` line naming it; the run and the other observers go on."""
+    callers = hook_callers(pm, "astra_run_progress")
+    if not callers:
+        return None
+
+    def report(sample: Any) -> None:
+        for entry in list(callers):
+            plugin, hook = entry
+            try:
+                hook(run=run, progress=sample)
+            except PLUGIN_FAILURES as exc:  # noqa: BLE001 - drop it, keep the run
+                callers.remove(entry)
+                warnings.warn(
+                    f"plugin '{plugin}': astra_run_progress raised {describe(exc)} (no more progress "
+                    "reports to it in this run)",
+                    PluginWarning,
+                    stacklevel=2,
+                )
+
+    return report
+
+
 def backend_registry(
     pm: pluggy.PluginManager | None = None, settings: PluginSettings | None = None
 ) -> BackendRegistry:

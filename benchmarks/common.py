@@ -50,7 +50,7 @@ def measure(run) -> dict:
     result = run()
     wall = time.perf_counter() - started
     out = {"wall_s": wall, "peak_mib": peak_rss_mib(), "step_ns": result.step_ns, "messages": result.messages}
-    queues = getattr(result.network, "max_queue", None)
+    queues = result.links.max_queue if result.links is not None else None
     if queues is not None:
         out["max_queue"] = max(queues)
     return out

@@ -78,7 +78,7 @@ def child(prefix: str, network: str, backend: str, fast_forward: str, max_hops: 
     started = time.perf_counter()
     result = simulate(prefix, str(SYSTEM), network, backend=backend, backend_config=config)
     out = {"wall_s": time.perf_counter() - started, "peak_mib": peak_rss_mib(), "step_ns": result.step_ns}
-    stats = getattr(result.network, "stats", None)
+    stats = result.counters
     if backend == "ns3" and stats:
         out.update(
             {

@@ -90,7 +90,7 @@ def child(case: str, fast_forward: bool) -> None:
         started = time.perf_counter()
         result = simulate(**args, backend="ns3", backend_config=config)
         wall = time.perf_counter() - started
-    stats = result.network.stats
+    stats = result.counters
     process.close_idle()  # the worker ends: its peak memory is counted in RUSAGE_CHILDREN
     row = {
         "case": case,

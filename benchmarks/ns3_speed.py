@@ -51,7 +51,7 @@ def timed(label: str, cc: str, **case) -> dict:
     started = time.perf_counter()
     result = simulate(backend="ns3", backend_config={"cc": cc}, **case)
     wall = time.perf_counter() - started
-    stats = result.network.stats
+    stats = result.counters
     hops = stats["packet_hops"]
     row = {
         "case": label,

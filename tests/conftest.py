@@ -92,3 +92,22 @@ def one_error_line(result) -> str:
     assert lines[0].startswith("error: ")
     assert result.stdout == ""
     return lines[0]
+
+
+@pytest.fixture
+def built_backends(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every network backend the host builds during the test, in order: a result holds
+    no live backend, so a test that checks a backend's own state after a run reads it
+    here (the last one built ran the step)."""
+    from astra_core.plugins import BackendInfo
+
+    built: list = []
+    build = BackendInfo.build
+
+    def recording(self, topology, config=None):
+        backend = build(self, topology, config)
+        built.append(backend)
+        return backend
+
+    monkeypatch.setattr(BackendInfo, "build", recording)
+    return built

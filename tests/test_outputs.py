@@ -17,7 +17,8 @@ from astra_core.outputs import (
     write_bytes,
     write_text,
 )
-from astra_core.report.results import RankResult, RunResult
+from astra_core.report import Report
+from astra_core.results import RankResult
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -73,7 +74,7 @@ def test_checks_name_the_option_and_the_path(tmp_path):
 
 
 def test_result_writers_create_directories_and_write_atomically(tmp_path):
-    result = RunResult(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
+    result = Report(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
     result.write_timeline(tmp_path / "a" / "trace.json")
     assert '"step_ns": 10.0' in (tmp_path / "a" / "trace.json").read_text()
     with pytest.raises(ConfigError, match="timeline .*: cannot write: is a directory"):
@@ -89,7 +90,7 @@ def test_result_writers_create_directories_and_write_atomically(tmp_path):
     ],
 )
 def test_result_writers_name_a_bad_path_argument(path, message):
-    result = RunResult(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
+    result = Report(backend="analytical", ranks=[RankResult(0, 10.0, 4.0, 0.0, 6.0, 6.0)])
     with pytest.raises(ConfigError) as info:
         result.write_plots(path)
     assert str(info.value) == message
@@ -210,7 +211,7 @@ def test_result_writers_refuse_times_past_int64_in_one_line(tmp_path):
     from astra_core.errors import AstraError
 
     huge = float(2**70)
-    result = RunResult(backend="analytical", ranks=[RankResult(0, huge, 4.0, 0.0, huge, huge)])
+    result = Report(backend="analytical", ranks=[RankResult(0, huge, 4.0, 0.0, huge, huge)])
     with pytest.raises(AstraError, match="^finish_ns: 1.181e\\+21 ns is beyond what an int64 ns column"):
         result.rank_frame()  # before: TypeError: cannot safely cast non-equivalent float64 to int64
 

@@ -38,9 +38,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from astra_core.report.breakdown import flat_covered, total, union
-from astra_core.report.results import CollectiveRecord, RunResult, whole_ns
-from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
+from astra_core.intervals import flat_covered, total, union
+from astra_core.results import CollectiveRecord, RunResult, whole_ns
+from astra_core.workload.chakra_types import COLLECTIVE_NAMES as CHAKRA_COLLECTIVE_NAMES
 
 BASE_COLUMNS = (
     "rank",
@@ -89,7 +89,7 @@ def _records(result: RunResult) -> Iterator[tuple[int, Any, CollectiveRecord]]:
 
 def phase_kinds(result: RunResult) -> list[tuple[str, int]]:
     """The (phase type, dimension) pairs that occur in the run, in execution order."""
-    kinds = {(t, d) for record in result.collectives for d, t, _, _ in record.dataset.phase_times}
+    kinds = {(t, d) for record in result.collectives for d, t, _, _ in record.phase_times}
     return sorted(kinds, key=lambda k: (_PHASE_ORDER.get(k[0], 9), k[0], k[1]))
 
 
@@ -97,14 +97,14 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
     """(rows, column names): one dict per collective per rank; see the module docstring."""
     kinds = phase_kinds(result)
     columns = list(BASE_COLUMNS) + [phase_column(t, d) for t, d in kinds]
-    nccl = any(record.dataset.nccl_choice is not None for record in result.collectives)
+    nccl = any(record.nccl_choice is not None for record in result.collectives)
     if nccl:
         columns += NCCL_COLUMNS
     per_record: dict[int, dict[str, float]] = {}
     flights = {t.rank: t.in_flight for t in result.traces}
     rows = []
     for rank, node, record in _records(result):
-        ds = record.dataset
+        ds = record
         phases = per_record.get(id(record))
         if phases is None:
             grouped: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -113,11 +113,11 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             phases = per_record[id(record)] = {
                 phase_column(t, d): float(total(union(spans))) for (t, d), spans in grouped.items()
             }
-        end = ds.finish_ns
-        duration = None if end is None else whole_ns(end) - whole_ns(ds.start_ns)
-        in_flight = None
-        if duration is not None:
-            moving = flat_covered(flights.get(record.rank, ()), ds.start_ns, end)
+        finish = ds.finish_ns
+        duration = in_flight = None
+        if finish is not None:
+            duration = whole_ns(finish) - whole_ns(ds.start_ns)
+            moving = flat_covered(flights.get(record.rank, ()), ds.start_ns, finish)
             in_flight = min(whole_ns(moving), duration)  # whole ns each: never above the duration
         row = {
             "rank": rank,
@@ -126,9 +126,9 @@ def collective_rows(result: RunResult) -> tuple[list[dict[str, Any]], list[str]]
             "type": CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type)),
             "bytes": node.comm_size,
             "group": node.pg_name or "",
-            "chunks": ds.total_streams,
+            "chunks": ds.chunks,
             "start_ns": whole_ns(ds.start_ns),
-            "end_ns": None if end is None else whole_ns(end),
+            "end_ns": None if finish is None else whole_ns(finish),
             "duration_ns": duration,
             "in_flight_ns": in_flight,
             "wait_ns": None if duration is None or in_flight is None else duration - in_flight,
@@ -161,7 +161,7 @@ def phase_rows(result: RunResult) -> list[dict[str, Any]]:
     """One row per phase of every chunk: rank, node_id, dim, phase, start_ns, end_ns, duration_ns."""
     rows = []
     for rank, node, record in _records(result):
-        for d, t, start, end in record.dataset.phase_times:
+        for d, t, start, end in record.phase_times:
             rows.append(
                 {
                     "rank": rank,

@@ -5,7 +5,7 @@ write neither pay nothing for them.
 
 * :func:`rank_frame`: one row per rank: ``rank, finish_ns, compute_ns,
   cpu_ns, comm_ns, comm_wait_ns, exposed_comm_ns`` (see
-  :class:`~astra_core.report.results.RankResult`: communication in flight,
+  :class:`~astra_core.results.RankResult`: communication in flight,
   communication waiting, upstream's exposed communication) and the six
   disjoint parts of :data:`~astra_core.report.breakdown.PARTS` (they add up
   to ``finish_ns``; :mod:`astra_core.report.breakdown`).
@@ -31,7 +31,7 @@ from astra_core.outputs import atomic_output, whole_ns
 from astra_core.report.breakdown import PARTS, breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
-from astra_core.report.results import RunResult
+from astra_core.results import RunResult
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from astra_core.backend import link_statistics
-from astra_core.report.results import RunResult
+from astra_core.results import RunResult
 
 LINK_COLUMNS = (
     "link",
@@ -63,14 +62,17 @@ class LinkStat:
 
 def link_stats(result: RunResult) -> list[LinkStat] | None:
     """Statistics of every directed link, or None if the backend keeps none."""
-    network = link_statistics(result.network)
-    if network is None:
+    links = result.links
+    if links is None:
         return None
-    topo = network.topology
+    topo = links.topology
     switches = topo.switches
-    busy_ns, link_bytes = network.link_busy_ns, network.link_bytes  # once: may be computed
-    queues = getattr(network, "max_queue", None)  # optional (LinkStatistics)
-    flows = getattr(network, "peak_flows", None)
+    busy_ns, link_bytes, queues, flows = (
+        links.link_busy_ns,
+        links.link_bytes,
+        links.max_queue,
+        links.peak_flows,
+    )
     step = result.step_ns
     stats = []
     for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astra_core.report.results import RunResult
-from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES
+from astra_core.results import RunResult, nccl_choice_entries
 
 #: NCCL's function names (``ncclFuncToString``); all-to-all is NCCL's grouped send/receive.
 NCCL_FUNCS = {
@@ -43,32 +42,7 @@ def nccl_choices(result: RunResult) -> list[dict[str, Any]]:
     ``protocol``, ``channels``, ``nccl_predicted_ns`` and ``calls`` (how many
     such collectives the lowest simulated rank that ran one issued). Empty when
     no collective ran on the NCCL model."""
-    entries: dict[tuple, dict[str, Any]] = {}
-    first_rank: dict[tuple, int] = {}
-    for record in sorted(result.collectives, key=lambda r: (r.rank, r.dataset.start_ns)):
-        choice = record.dataset.nccl_choice
-        if choice is None:
-            continue
-        node = record.node
-        kind = CHAKRA_COLLECTIVE_NAMES.get(node.comm_type, str(node.comm_type))
-        key = (node.pg_name or "", kind, node.comm_size, choice)
-        entry = entries.get(key)
-        if entry is None:
-            first_rank[key] = record.rank
-            entries[key] = {
-                "type": kind,
-                "group": node.pg_name or "",
-                "ranks": choice.ranks,
-                "bytes": node.comm_size,
-                "algorithm": choice.algorithm,
-                "protocol": choice.protocol,
-                "channels": choice.channels,
-                "nccl_predicted_ns": choice.predicted_ns,
-                "calls": 1,
-            }
-        elif first_rank[key] == record.rank:
-            entry["calls"] += 1
-    return list(entries.values())
+    return nccl_choice_entries(result.collectives)
 
 
 def nccl_bytes(entry: dict[str, Any]) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from astra_core.intervals import coarsen
 from astra_core.outputs import atomic_output, check_output_dir, check_output_file
 from astra_core.report.breakdown import (
     PART_LABELS,
@@ -32,12 +33,11 @@ from astra_core.report.breakdown import (
     activities,
     breakdown_unit,
     breakdowns,
-    coarsen,
     format_time,
     mean_parts,
 )
 from astra_core.report.links import link_stats
-from astra_core.report.results import RunResult
+from astra_core.results import RunResult
 
 #: The files :func:`write_plots` may write into its directory.
 PLOT_FILES = ("breakdown.png", "timeline.png", "links.png")

@@ -23,8 +23,8 @@ from astra_core.report.breakdown import (
     format_us,
     mean_parts,
 )
-from astra_core.report.flops import llm_utilization
-from astra_core.report.results import RunResult
+from astra_core.results import RunResult
+from astra_core.workload.flops import llm_utilization
 
 _MAX_ROWS = 16
 _us = format_us
@@ -47,7 +47,7 @@ def _shown(items: Sequence) -> list:
 
 def rank_table(result: RunResult, title: str = "") -> Table:
     """Per rank: finish, GPU compute, comm in flight, exposed comm (µs; see
-    :class:`~astra_core.report.results.RankResult`)."""
+    :class:`~astra_core.results.RankResult`)."""
     table = Table(title=title or f"astra — backend {result.backend}", title_justify="left")
     for column in RANK_HEADERS:
         table.add_column(column, justify="right")
@@ -104,7 +104,7 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     console.print(
         f"step time: [bold]{_us(result.step_ns)} µs[/bold] ({len(ranks)} NPUs, {result.messages:,} messages)"
     )
-    llm = llm_utilization(result)
+    llm = llm_utilization(result.graphs, result.step_ns)
     if llm:
         console.print(
             f"LLM step: model FLOPs {llm['model_flops']:.3e}, hardware FLOPs "

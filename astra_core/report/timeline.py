@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import os
 
+from astra_core.intervals import coarsen
 from astra_core.outputs import atomic_output
-from astra_core.report.breakdown import activities, coarsen
-from astra_core.report.results import RunResult
+from astra_core.report.breakdown import activities
+from astra_core.results import RunResult
 
 #: The in-flight and waiting threads close gaps shorter than step time x this.
 RESOLUTION = 1e-5

@@ -36,7 +36,7 @@ from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
 from astra_core.report.breakdown import PARTS
-from astra_core.report.results import whole_ns
+from astra_core.results import whole_ns
 
 METRICS = (
     "step_ns",

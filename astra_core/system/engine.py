@@ -29,7 +29,7 @@ time.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from astra_core.errors import TraceError
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
@@ -51,7 +51,10 @@ from astra_core.workload.stream import StreamedNodes
 if TYPE_CHECKING:
     from array import array
 
-    from astra_core.system.simulation import Simulation
+    from astra_core.backend import NetworkBackend
+    from astra_core.system.context import RunContext
+    from astra_core.system.p2p import MessageMatcher
+    from astra_core.system.stream import DataSet
 
 _COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
@@ -142,14 +145,46 @@ class _TieWatch:
             self.race = slot
 
 
-class RankEngine:
-    """Runs one rank's trace on its :class:`RankSystem`. Times in ns."""
+class EngineListener(Protocol):
+    """What a :class:`RankEngine` tells the code that runs it (the Simulation)."""
 
-    def __init__(self, rank: int, graph: RankGraph, sim: Simulation):
+    def rank_finished(self, rank: int) -> None:
+        """Rank ``rank`` finished its last node."""
+
+    def record_collective(self, rank: int, node: ETNode, dataset: DataSet) -> None:
+        """Rank ``rank`` issued collective ``node``; ``dataset`` times its chunks."""
+
+    def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
+        """What running ``node`` of ``rank`` (``engine`` runs it, or under rank
+        symmetry its representative) waits on, for a deadlock report."""
+
+
+class RankEngine:
+    """Runs one rank's trace on its :class:`RankSystem`. Times in ns.
+
+    ``context``: the run's shared inputs and models; ``backend`` and ``matcher``:
+    the network and the message matcher of this attempt at the run; ``listener``
+    hears of finished ranks and issued collectives; ``symmetric``: this engine
+    stands for a class of ranks (it then watches for ties whose order matters).
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        graph: RankGraph,
+        context: RunContext,
+        backend: NetworkBackend,
+        matcher: MessageMatcher,
+        listener: EngineListener,
+        *,
+        symmetric: bool = False,
+    ):
         self.rank = rank
         self.graph = graph
-        self.sim = sim
-        self.sys = RankSystem(rank, sim)
+        self.context = context
+        self.matcher = matcher
+        self.listener = listener
+        self.sys = RankSystem(rank, context, backend, matcher)
         self.nodes: list[ETNode] | StreamedNodes = graph.nodes
         nodes = self.nodes
         self.pending_parents = graph.parent_counts[:]
@@ -173,9 +208,9 @@ class RankEngine:
         self._issue_again = False
         self._blocked: list[int] | None = None  # deadlock report: positions never issued
         # Under rank symmetry: watch for slot races between same-time completions.
-        self._ties = _TieWatch() if sim.symmetry is not None else None
+        self._ties = _TieWatch() if symmetric else None
         self.groups: dict[str, CommGroup] = {}
-        for name, members in sim.comm_groups.items():
+        for name, members in context.comm_groups.items():
             self.groups[name] = CommGroup(int(name), list(members))
 
     # -- issuing --------------------------------------------------------------
@@ -236,7 +271,7 @@ class RankEngine:
         if (
             kind == COMP
             or (node.is_cpu_op and kind in (COMM_COLL, COMM_SEND, COMM_RECV))
-            or self.sim.system.replay_only
+            or self.context.system.replay_only
         ):  # replay-only: every node (issue_replay)
             self._issue_compute(pos, node)
         elif kind == COMM_COLL:
@@ -253,7 +288,7 @@ class RankEngine:
             self.complete(pos)
 
     def _issue_compute(self, pos: int, node: ETNode) -> None:
-        system = self.sim.system
+        system = self.context.system
         if system.roofline_enabled and not node.is_cpu_op and not system.replay_only:
             if not node.tensor_size:
                 self.complete(pos)  # upstream: tensor_size 0 under roofline = invalid node
@@ -269,7 +304,7 @@ class RankEngine:
 
     def _issue_collective(self, pos: int, node: ETNode) -> None:
         comm_type = _COLLECTIVES.get(node.comm_type)
-        if comm_type in ROOTED and self.sim.nccl is None:
+        if comm_type in ROOTED and self.context.nccl is None:
             comm_type = None  # only the NCCL model runs broadcast and reduce
         if comm_type is None:
             if node.comm_type == BROADCAST:
@@ -287,7 +322,7 @@ class RankEngine:
         group = self._group_of(node)
         dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group, node=node)
         dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
-        self.sim.record_collective(self.rank, node, dataset)
+        self.listener.record_collective(self.rank, node, dataset)
 
     def _group_of(self, node: ETNode) -> CommGroup | None:
         name = node.pg_name
@@ -321,7 +356,7 @@ class RankEngine:
             entries = json.loads(text[2:-2])
         except ValueError:
             return
-        npus = self.sim.npus_count
+        npus = self.context.npus_count
         for entry in entries if isinstance(entries, list) else []:
             try:
                 pg = int(entry["pg_name"])
@@ -339,15 +374,15 @@ class RankEngine:
 
     def _issue_send(self, pos: int, node: ETNode) -> None:
         dst = self._p2p_peer(node, sending=True)
-        nccl = self.sim.nccl_p2p
+        nccl = self.context.nccl_p2p
         not_before = None if nccl is None else self.sys.now() + nccl.p2p_ns(self.rank, dst, node.comm_size)
-        self.sim.matcher.send(
+        self.matcher.send(
             self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos, not_before_ns=not_before
         )
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
         src = self._p2p_peer(node, sending=False)
-        self.sim.matcher.recv(src, self.rank, node.comm_size, node.comm_tag or 0, self.complete, pos)
+        self.matcher.recv(src, self.rank, node.comm_size, node.comm_tag or 0, self.complete, pos)
 
     def _p2p_peer(self, node: ETNode, sending: bool) -> int:
         """The other rank of a send/receive node, checked. Raises TraceError."""
@@ -360,12 +395,12 @@ class RankEngine:
             raise TraceError(f"{where} has no {peer_key}")
         if own is not None and own != self.rank:
             raise TraceError(f"{where} with {own_key} {own} found in rank {self.rank}'s trace")
-        if not 0 <= peer < self.sim.npus_count or peer == self.rank:
-            raise TraceError(f"{where}: peer rank {peer} is not another NPU of the {self.sim.npus_count}")
+        if not 0 <= peer < self.context.npus_count or peer == self.rank:
+            raise TraceError(f"{where}: peer rank {peer} is not another NPU of the {self.context.npus_count}")
         return peer
 
     def _issue_memory(self, pos: int, node: ETNode) -> None:
-        memory = self.sim.memory
+        memory = self.context.memory
         if not memory.enabled:
             raise TraceError(
                 f"rank {self.rank}: node {node.id} ({node.name}): remote memory "
@@ -429,7 +464,7 @@ class RankEngine:
     def _check_finished(self) -> None:
         if self.finish_ns is None and self.done == len(self.nodes):
             self.finish_ns = self.sys.now()
-            self.sim.rank_finished(self.rank)
+            self.listener.rank_finished(self.rank)
 
     # -- diagnostics --------------------------------------------------------------
     def waiting(self, rank: int | None = None) -> list[str]:
@@ -441,12 +476,12 @@ class RankEngine:
         :meth:`Simulation.describe_wait`). Default: this engine's rank.
         """
         rank = self.rank if rank is None else rank
-        graph = self.graph if rank == self.rank else self.sim.graphs[rank]
+        graph = self.graph if rank == self.rank else self.context.graphs[rank]
         nodes = graph.nodes
         lines = []
         for pos in sorted(self.started):
             node = nodes[pos]
-            what = self.sim.describe_wait(self, rank, node)
+            what = self.listener.describe_wait(self, rank, node)
             lines.append(f"node {node.id} ({node.name}) {what}")
         if not self.started:
             if self._blocked is None:  # the same for every rank this engine stands for

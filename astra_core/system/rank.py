@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any, cast
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.errors import ConfigError
 from astra_core.system.clock import clock_of
-from astra_core.system.collectives import DimTopology, build_logical_dims, make_phase
+from astra_core.system.collectives import DimTopology, build_logical_dims
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
+    from astra_core.backend import NetworkBackend
     from astra_core.system.collectives.base import CollectivePhase
-    from astra_core.system.simulation import Simulation
+    from astra_core.system.context import RunContext
+    from astra_core.system.p2p import MessageMatcher
     from astra_core.workload.chakra import ETNode
 
 #: Upstream reads comm_priority as uint32 and passes it on as a C int
@@ -111,13 +113,15 @@ class RankSystem:
     Times in ns (integers, as upstream ticks), sizes in bytes.
     """
 
-    def __init__(self, rank: int, sim: Simulation):
+    def __init__(self, rank: int, context: RunContext, backend: NetworkBackend, matcher: MessageMatcher):
         self.id = rank
-        self.sim = sim
-        backend = sim.backend
+        self.context = context
+        #: The port a phase sends and receives its chunk's messages through
+        #: (``send(src, dst, size, tag, ...)``, ``recv(src, dst, size, tag, ...)``).
+        self.matcher = matcher
         self.backend = backend
         self._clock = clock_of(backend)
-        system = sim.system
+        system = context.system
         self.endpoint_delay_ns = int(system.endpoint_delay_ns)
         bw = system.local_mem_bw_gbps  # GB/s, 1 GB = 1e9 B (upstream Sys.cc) = bytes/ns
         self.local_mem_bytes_per_ns = float(bw) if bw else 0.0
@@ -126,9 +130,9 @@ class RankSystem:
         self.splits = max(1, int(system.preferred_dataset_splits))
         self.queue_threshold = max(1, int(system.active_chunks_per_dimension))
         self.local_bw_aware = system.collective_optimization == "localBWAware"
-        dim_sizes = [d.npus for d in sim.network.dims]
+        dim_sizes = context.dim_sizes
         self.dims_by_type: dict[CommType, list[DimTopology]] = {
-            comm_type: build_logical_dims(rank, dim_sizes, sim.implementations[comm_type], system.source)
+            comm_type: build_logical_dims(rank, dim_sizes, context.implementations[comm_type], system.source)
             for comm_type in CONFIGURABLE
         }
         queues = len(dim_sizes)
@@ -180,11 +184,11 @@ class RankSystem:
     # -- messages -------------------------------------------------------------
     def send_collective(self, dst: int, size: int, tag: int) -> None:
         """Send ``size`` bytes of the chunk tagged ``tag`` to rank ``dst``."""
-        self.sim.matcher.send(self.id, dst, size, tag, None, None, collective=True)
+        self.matcher.send(self.id, dst, size, tag, None, None, collective=True)
 
     def recv_collective(self, src: int, size: int, tag: int, on_received: Callable[[Any], None]) -> None:
         """Expect ``size`` bytes of chunk ``tag`` from ``src``; ``on_received(None)`` on arrival."""
-        self.sim.matcher.recv(src, self.id, size, tag, on_received, None)
+        self.matcher.recv(src, self.id, size, tag, on_received, None)
 
     # -- collectives ------------------------------------------------------------
     def generate_collective(
@@ -209,54 +213,88 @@ class RankSystem:
         system.json has no ``<type>-implementation`` for this collective, as
         upstream's ``CollectiveImplLookup::get_collective_impl`` throws.
         """
-        custom = self.sim.custom.get(comm_type)
-        if comm_type in ROOTED:  # NCCL's broadcast / reduce (the engine checks NCCL is on)
-            members = list(group.members) if group is not None else list(range(self.sim.npus_count))
-            dims = [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))]
-            involved_dims = None
-        elif custom is not None:
-            members = list(group.members) if group is not None else list(range(self.sim.npus_count))
-            dims = [DimTopology(f"custom:{custom}", ring=RingTopology(self.id, members, local=True))]
-            involved_dims = None
-        elif not self.sim.implementations[comm_type]:
-            self._no_implementation(comm_type, node)
-        elif group is None:
-            dims = self.dims_by_type[comm_type]
-            if dims[0].algorithm == "nccl" and involved_dims is not None:
-                # NCCL's communicator is the ranks that differ from this one only on the
-                # involved dimensions, not the whole network its one logical ring spans
-                members = involved_members(self.id, [d.npus for d in self.sim.network.dims], involved_dims)
-                dims = [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))]
-                involved_dims = None
-        elif len(group.members) == self.sim.npus_count:
-            dims, involved_dims = self.dims_by_type[comm_type], None
-        else:
-            dims, involved_dims = (
-                group.dims(self.id, comm_type, self.sim.implementations[comm_type], self.sim.system.source),
-                None,
-            )
+        dims, involved_dims = self._collective_dims(comm_type, involved_dims, group, node)
         active = [
             d
             for d in range(len(dims))
             if dims[d].nodes > 1 and (involved_dims is None or d >= len(involved_dims) or involved_dims[d])
         ]
-        # NCCL and custom collectives chunk their buffer themselves (upstream: one
-        # stream for a custom collective, Sys::generate_collective)
-        own = dims[0].algorithm == "nccl" or dims[0].algorithm.startswith("custom:")
-        splits = 1 if own else self.splits
-        chunk = size // splits if size >= splits else size
         dataset = DataSet(0, self.now())
         if size <= 0 or not active:
             dataset.total_streams = 1
             self.register_event(0, lambda _: dataset.stream_finished(self.now()))
             return dataset
+        # NCCL and custom collectives chunk their buffer themselves (upstream: one
+        # stream for a custom collective, Sys::generate_collective)
+        splits = 1 if self.context.phases[dims[0].algorithm].whole_buffer else self.splits
+        streams = self._streams(comm_type, size, splits, dims, active, group, dataset, self._priority(node))
+        dataset.total_streams = len(streams)
+        # an algorithm that chose among options says what it chose (the NCCL model)
+        dataset.nccl_choice = getattr(streams[0].phases_to_go[0].algorithm, "choice", None)
+        for stream in streams:
+            self._insert_stream(self.ready_list, stream)
+            self._schedule_ready()
+        return dataset
+
+    def _collective_dims(
+        self,
+        comm_type: CommType,
+        involved_dims: Sequence[bool] | None,
+        group: CommGroup | None,
+        node: ETNode | None,
+    ) -> tuple[list[DimTopology], Sequence[bool] | None]:
+        """The logical dimensions a collective runs on and which of them take part
+        (None: all): the network's, its communicator group's ring, or one ring of
+        the communicator's members for NCCL, rooted and custom collectives."""
+        context = self.context
+        custom = context.custom.get(comm_type)
+        if comm_type in ROOTED:  # NCCL's broadcast / reduce (the engine checks NCCL is on)
+            return [self._members_ring("nccl", group)], None
+        if custom is not None:
+            return [self._members_ring(custom, group)], None
+        if not context.implementations[comm_type]:
+            self._no_implementation(comm_type, node)
+        if group is None:
+            dims = self.dims_by_type[comm_type]
+            if dims[0].algorithm == "nccl" and involved_dims is not None:
+                # NCCL's communicator is the ranks that differ from this one only on the
+                # involved dimensions, not the whole network its one logical ring spans
+                members = involved_members(self.id, context.dim_sizes, involved_dims)
+                return [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))], None
+            return dims, involved_dims
+        if len(group.members) == context.npus_count:
+            return self.dims_by_type[comm_type], None
+        return group.dims(self.id, comm_type, context.implementations[comm_type], context.system.source), None
+
+    def _members_ring(self, algorithm: str, group: CommGroup | None) -> DimTopology:
+        """One dimension running ``algorithm`` on the ring of ``group``'s members
+        (every NPU without a group)."""
+        members = list(group.members) if group is not None else list(range(self.context.npus_count))
+        return DimTopology(algorithm, ring=RingTopology(self.id, members, local=True))
+
+    def _priority(self, node: ETNode | None) -> int:
+        """The next collective's chunk priority (see the module's scheduling notes)."""
         if self.explicit:
             priority = node.comm_priority if node is not None else 0
-            if priority >= _INT32_WRAP // 2:
-                priority -= _INT32_WRAP
-        else:
-            priority = self.priority_counter
-            self.priority_counter += 1 if self.lifo else -1
+            return priority - _INT32_WRAP if priority >= _INT32_WRAP // 2 else priority
+        priority = self.priority_counter
+        self.priority_counter += 1 if self.lifo else -1
+        return priority
+
+    def _streams(
+        self,
+        comm_type: CommType,
+        size: int,
+        splits: int,
+        dims: list[DimTopology],
+        active: list[int],
+        group: CommGroup | None,
+        dataset: DataSet,
+        priority: int,
+    ) -> list[Stream]:
+        """``size`` bytes in ``splits`` chunks (a smaller last one when they do not
+        divide), each a stream with one phase per active dimension."""
+        chunk = size // splits if size >= splits else size
         streams = []
         remaining = size
         while remaining > 0:
@@ -270,19 +308,13 @@ class RankSystem:
                 stream_id = group.next_stream_id
                 group.next_stream_id += 1
             streams.append(Stream(self, dataset, stream_id, phases, priority))
-        dataset.total_streams = len(streams)
-        if dims[0].algorithm == "nccl":  # one stream: NCCL chunks its buffer itself
-            dataset.nccl_choice = getattr(streams[0].phases_to_go[0].algorithm, "choice", None)
-        for stream in streams:
-            self._insert_stream(self.ready_list, stream)
-            self._schedule_ready()
-        return dataset
+        return streams
 
     def _no_implementation(self, comm_type: CommType, node: ETNode | None) -> None:
         label = comm_type.label
         where = f"rank {self.id}" + (f" node {node.id} ({node.name})" if node is not None else "")
         raise ConfigError(
-            f"{self.sim.system.source}: no {label}-implementation, but {where} "
+            f"{self.context.system.source}: no {label}-implementation, but {where} "
             f'issues collective {comm_type.name}; add "{label}-implementation" '
             "with one algorithm per network dimension"
         )
@@ -301,10 +333,9 @@ class RankSystem:
             )
         phases = []
         data = chunk
+        build = self.context.phases.build
         for phase_type, d in plan:
-            algorithm = make_phase(
-                phase_type, self.id, dims[d], data, plugins=self.sim.collective_plugins, nccl=self.sim.nccl
-            )
+            algorithm = build(phase_type, self.id, dims[d], data)
             phases.append(Phase(d, algorithm))
             data = algorithm.final_data_size
         return phases

@@ -2,7 +2,7 @@
 
 Builds a :class:`~astra_core.system.engine.RankEngine` per NPU, starts them all
 at time 0, lets the backend drain its events, and turns what happened into a
-:class:`~astra_core.report.results.RunResult`. If the events run out while a
+:class:`~astra_core.results.RunResult`. If the events run out while a
 rank still has unfinished nodes, the run is a deadlock and
 :class:`~astra_core.errors.SimulationDeadlock` says which ranks wait on what;
 a run that finishes with sends no receive matched warns
@@ -15,29 +15,30 @@ import gc
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from astra_core.backend import progress_hook, set_progress
-from astra_core.config.memory import MemoryConfig, MemoryType
+from astra_core.backend import report_progress, set_progress
+from astra_core.config.memory import MemoryConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
-from astra_core.errors import ConfigError
-from astra_core.report.breakdown import flat_covered, flight_pairs, subtract, total, union
-from astra_core.report.results import CollectiveRecord, RankResult, RankTimeline, RunResult
-from astra_core.system.collectives.custom import custom_sources
-from astra_core.system.collectives.nccl.model import NcclModel
-from astra_core.system.comm_types import CommType
+from astra_core.intervals import flat_covered, flight_pairs, subtract, total, union
+from astra_core.results import (
+    CollectiveRecord,
+    LinkSnapshot,
+    RankResult,
+    RankTimeline,
+    RunResult,
+    backend_counters,
+)
+from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
-from astra_core.system.memory import RemoteMemory
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
+from astra_core.system.stream import DataSet
 from astra_core.system.symmetry import find_symmetry
+from astra_core.system.view import ProgressSample, RunView
 from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_unreceived_sends
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
-from astra_core.workload.network_fit import check_network_fit
-
-if TYPE_CHECKING:
-    from astra_core.config.nccl import NcclConfig
 
 
 class Simulation:
@@ -47,6 +48,12 @@ class Simulation:
     exact (:mod:`astra_core.system.symmetry`); it needs ``fresh_backend``, a
     function building another backend like ``backend``, to run every rank
     instead if the classes turn out not to hold (see :meth:`run`).
+    ``view``: a read-only :class:`~astra_core.system.view.RunView` of the run
+    (what observer plugins get). ``on_progress(sample)``: called with a
+    :class:`~astra_core.system.view.ProgressSample` whenever the backend reports
+    progress (:func:`astra_core.backend.set_progress`) and once when it has run;
+    None: the backend is asked for no progress reports. Raises what :func:`~astra_core.system.context.build_context`
+    raises for inputs that cannot run.
     """
 
     def __init__(
@@ -62,48 +69,37 @@ class Simulation:
         symmetry: bool = True,
         collective_plugins: dict | None = None,
         fresh_backend: Callable[[], Any] | None = None,
+        on_progress: Callable[[ProgressSample], None] | None = None,
     ):
-        self.network = network
-        self.system = system
+        self.context = context = build_context(
+            graphs,
+            network,
+            system,
+            memory=memory,
+            comm_groups=comm_groups,
+            collective_plugins=collective_plugins,
+        )
         self.backend = backend
         self.backend_name = backend_name
         self.npus_count = network.npus_count
-        self.memory = RemoteMemory(memory or MemoryConfig(MemoryType.NO_MEMORY_EXPANSION))
-        self.comm_groups = dict(comm_groups or {})
-        self.implementations = {
-            CommType.ALL_REDUCE: system.algorithms("all-reduce"),
-            CommType.ALL_GATHER: system.algorithms("all-gather"),
-            CommType.REDUCE_SCATTER: system.algorithms("reduce-scatter"),
-            CommType.ALL_TO_ALL: system.algorithms("all-to-all"),
-        }
-        self.collective_plugins = dict(collective_plugins or {})
-        self._check_plugin_algorithms()
-        self.custom = custom_sources(system)
-        self.nccl: NcclModel | None = None
-        if any(str(a) == "nccl" for algorithms in self.implementations.values() for a in algorithms):
-            # the config's validation requires the nccl section when an implementation is "nccl"
-            self.nccl = NcclModel(cast("NcclConfig", system.nccl), network, system.source)
-        # the trace's own sends and receives at NCCL's cost (nccl.p2p, on by default)
-        self.nccl_p2p = self.nccl if self.nccl is not None and self.nccl.config.p2p else None
-        check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
-        self.collectives: list[CollectiveRecord] = []
+        self.on_progress = on_progress
+        self.collectives: list[tuple[int, ETNode, DataSet]] = []
         self._finished = 0
-        if symmetry and self.custom:
+        if symmetry and context.custom:
             self.symmetry, self.symmetry_reason = None, "custom collectives give ranks their own programs"
         elif symmetry:
             self.symmetry, self.symmetry_reason = find_symmetry(
-                graphs,
-                [d.npus for d in network.dims],
-                self.implementations,
-                self.comm_groups,
-                self.memory.config.memory_type,
+                context.graphs,
+                context.dim_sizes,
+                context.implementations,
+                context.comm_groups,
+                context.memory.config.memory_type,
                 backend,
-                self.nccl,
+                context.nccl,
                 [d.kind is not TopologyKind.RING for d in network.dims],
             )
         else:
             self.symmetry, self.symmetry_reason = None, "turned off"
-        self.graphs = list(graphs)
         # The full run to fall back on if the ranks of a class part ways
         # (engine.TieOrderMatters) needs a backend no event has touched.
         self._fresh_backend = fresh_backend
@@ -111,35 +107,44 @@ class Simulation:
             self.symmetry, self.symmetry_reason = None, "no fresh backend to fall back on"
         self._build_engines()
 
+    @property
+    def view(self) -> RunView:
+        """A read-only view of this run (a new one each time: the simulation keeps
+        no reference to it, so that it makes no reference cycle)."""
+        return RunView(self)
+
+    @property
+    def graphs(self) -> tuple[RankGraph, ...]:
+        return self.context.graphs
+
     def _build_engines(self) -> None:
         """One engine per rank, or per class representative under rank symmetry."""
-        if self.symmetry is not None:
+        context, backend, symmetry = self.context, self.backend, self.symmetry
+        if symmetry is not None:
             # Representatives stand for their classes (astra_core.system.symmetry).
-            self.matcher: MessageMatcher = MirroredMatcher(self.backend, self.symmetry, self.npus_count)
-            self.engines = [RankEngine(r, self.graphs[r], self) for r in self.symmetry.representatives()]
+            self.matcher: MessageMatcher = MirroredMatcher(backend, symmetry, self.npus_count)
+            ranks: Sequence[int] = symmetry.representatives()
         else:
-            self.matcher = MessageMatcher(self.backend, self.npus_count)
-            self.engines = [RankEngine(rank, graph, self) for rank, graph in enumerate(self.graphs)]
+            self.matcher = MessageMatcher(backend, self.npus_count)
+            ranks = range(self.npus_count)
+        self.engines = [
+            RankEngine(
+                r, context.graphs[r], context, backend, self.matcher, self, symmetric=symmetry is not None
+            )
+            for r in ranks
+        ]
 
-    def _check_plugin_algorithms(self) -> None:
-        """Every ``plugin:NAME`` in system.json must be registered (ConfigError)."""
-        for comm_type, algorithms in self.implementations.items():
-            for index, name in enumerate(algorithms):
-                plugin = name.plugin_name
-                if plugin is not None and plugin not in self.collective_plugins:
-                    known = ", ".join(sorted(self.collective_plugins)) or "none"
-                    raise ConfigError(
-                        f"{self.system.source}: {comm_type.label}-implementation"
-                        f"[{index}]: no plugin registered collective algorithm "
-                        f"'{plugin}' (registered: {known})"
-                    )
-
-    # -- callbacks from the engines ------------------------------------------
+    # -- callbacks from the engines (engine.EngineListener) ---------------------------
     def rank_finished(self, rank: int) -> None:
         self._finished += 1
 
-    def record_collective(self, rank: int, node: ETNode, dataset) -> None:
-        self.collectives.append(CollectiveRecord(rank, node, dataset))
+    def record_collective(self, rank: int, node: ETNode, dataset: DataSet) -> None:
+        self.collectives.append((rank, node, dataset))
+
+    def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
+        """What ``node`` of ``rank`` waits on; ``engine`` runs ``rank`` or, under
+        rank symmetry, its representative (see :mod:`astra_core.system.wait_report`)."""
+        return describe_wait(self, engine, rank, node)
 
     # -- running ----------------------------------------------------------------
     def run(self) -> RunResult:
@@ -159,19 +164,25 @@ class Simulation:
         return self._result()
 
     def _start_and_drain(self) -> None:
+        progress = self.on_progress is not None and set_progress(self.backend, self._progress)
         for engine in self.engines:
             engine.start()
-        self.backend.run()
+        try:
+            self.backend.run()
+            if progress:
+                report_progress(self.backend)  # the run's last report
+        finally:
+            if progress:
+                set_progress(self.backend, None)
+
+    def _progress(self, now_ns: float, events: int, note: str = "") -> None:
+        """The backend's :class:`~astra_core.events.ProgressHook`: a sample to ``on_progress``."""
+        cast("Callable[[ProgressSample], None]", self.on_progress)(self.view.sample(events, note, now_ns))
 
     def _fall_back(self, reason: str) -> None:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
         # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
-        old, self.backend = self.backend, cast("Callable[[], Any]", self._fresh_backend)()
-        # A progress observer hooked the first backend: move it over.
-        hook = progress_hook(old)
-        if hook is not None:
-            set_progress(old, None)
-            set_progress(self.backend, hook)
+        self.backend = cast("Callable[[], Any]", self._fresh_backend)()
         self.symmetry, self.symmetry_reason = None, reason
         self.collectives = []
         self._finished = 0
@@ -199,10 +210,11 @@ class Simulation:
         return RunResult(
             backend=self.backend_name,
             ranks=ranks,
-            collectives=self.collectives,
+            collectives=[_collective_record(*entry) for entry in self.collectives],
             traces=[RankTimeline(e.rank, e.records, e.nodes, flights.get(e.rank, ())) for e in self.engines],
-            network=self.backend,
-            graphs=self.graphs,
+            links=LinkSnapshot.of(self.backend),
+            counters=backend_counters(self.backend),
+            graphs=self.context.graphs,
             messages=messages,
             message_bytes=message_bytes,
             symmetric=self.symmetry is not None,
@@ -235,11 +247,18 @@ class Simulation:
             exposed_comm_ns=finish - engine.gpu_compute_ns,
         )
 
-    # -- what a run left undone -------------------------------------------------------
-    def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
-        """What ``node`` of ``rank`` waits on; ``engine`` runs ``rank`` or, under
-        rank symmetry, its representative (see :mod:`astra_core.system.wait_report`)."""
-        return describe_wait(self, engine, rank, node)
+
+def _collective_record(rank: int, node: ETNode, dataset: DataSet) -> CollectiveRecord:
+    """What ``dataset`` measured of collective ``node`` on ``rank``, copied."""
+    return CollectiveRecord(
+        rank,
+        node,
+        dataset.start_ns,
+        dataset.finish_ns,
+        tuple(dataset.phase_times),
+        dataset.total_streams,
+        dataset.nccl_choice,
+    )
 
 
 #: Allocations between two young-generation passes of the cyclic garbage collector

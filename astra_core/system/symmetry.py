@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -389,7 +389,7 @@ def find_symmetry(
     graphs: Sequence[RankGraph],
     sizes: Sequence[int],
     implementations,
-    comm_groups: dict,
+    comm_groups: Mapping,
     memory_type: MemoryType,
     backend,
     nccl=None,

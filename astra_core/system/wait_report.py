@@ -192,7 +192,7 @@ def queue_order_conflict(sim: Simulation) -> str | None:
                 into.setdefault((engine.rank, dim), set()).add(stream.stream_id)
                 if not stream.initialized:
                     queued_by.setdefault((dim, stream.stream_id), []).append(engine.rank)
-    sizes = [d.npus for d in sim.network.dims]
+    sizes = [d.npus for d in sim.context.network.dims]
     for (rank, dim), tags in sorted(running.items()):
         if dim >= len(sizes):
             continue
@@ -203,14 +203,14 @@ def queue_order_conflict(sim: Simulation) -> str | None:
                     continue  # not a partner on this dimension (or a communicator group's own dims)
                 crossed = sorted(running.get((other, dim), set()) & queued.get((rank, dim), set()))
                 if crossed:
-                    limit = sim.system.active_chunks_per_dimension
+                    limit = sim.context.system.active_chunks_per_dimension
                     return (
                         f"ranks {rank} and {other} started chunks in opposite orders on dimension {dim}: "
                         f"rank {rank} runs chunk tag {tag} and holds chunk tag {crossed[0]} queued, rank "
                         f"{other} the reverse, and active-chunks-per-dimension ({limit}) lets no more run; "
                         "upstream's per-dimension queues start chunks in arrival order, which differs "
                         "between ranks whose timing differs. Set active-chunks-per-dimension to "
-                        f"preferred-dataset-splits ({sim.system.preferred_dataset_splits}) or "
+                        f"preferred-dataset-splits ({sim.context.system.preferred_dataset_splits}) or "
                         "preferred-dataset-splits to 1"
                     )
     return None

@@ -19,8 +19,8 @@ import pytest
 import astra
 from astra_core.config import load_network, load_system
 from astra_core.errors import ConfigError
+from astra_core.report import Report
 from astra_core.report.breakdown import PARTS
-from astra_core.report.results import RunResult
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
 from tests.conftest import isolate_plugins, read_et_nodes
@@ -61,7 +61,7 @@ def attr(node: pb.Node, name: str):
 
 
 def test_simulate_returns_a_report_with_upstream_times(report):
-    assert astra.Report is RunResult and isinstance(report, astra.Report)
+    assert astra.Report is Report and isinstance(report, astra.Report)
     assert report.backend == "analytical"
     assert report.step_ns == UPSTREAM_FINISH_NS
     assert [r.rank for r in report.ranks] == list(range(NPUS))

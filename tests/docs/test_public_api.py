@@ -1,7 +1,7 @@
 """One public Python API, advertised everywhere: the ``astra`` package.
 
 ``astra.simulate`` is ``astra_core.api.simulate`` and ``astra.Report`` is
-``RunResult`` (the façade re-exports the core); the README once showed both
+``astra_core.report.Report`` (the façade re-exports the core); the README once showed both
 ``from astra_core.api import simulate`` and ``astra.simulate``.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 import astra
 from astra_core.api import simulate as core_simulate
-from astra_core.report.results import RunResult
+from astra_core.report import Report
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where users read how to call astra from Python.
@@ -24,7 +24,7 @@ _CORE_ENTRY = re.compile(r"astra_core\.api|\bRunResult\b")
 
 def test_the_public_api_is_the_core_re_exported():
     assert astra.simulate is core_simulate
-    assert astra.Report is RunResult
+    assert astra.Report is Report
     assert set(astra.__all__) >= {"simulate", "Report", "sweep"}
 
 

@@ -320,12 +320,12 @@ CALLS = []
 
 @hookimpl
 def astra_run_started(run):
-    CALLS.append(("started", run.backend.now(), run.npus_count))
+    CALLS.append(("started", run.now_ns, run.npus_count))
 
 
 @hookimpl
 def astra_run_finished(run, report):
-    CALLS.append(("finished", run.backend.now(), report.step_ns,
+    CALLS.append(("finished", run.now_ns, report.step_ns,
                   [r.finish_ns for r in report.ranks]))
 """
 

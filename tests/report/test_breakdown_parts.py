@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import astra
-from astra_core.report.breakdown import PARTS, flat_covered
+from astra_core.intervals import flat_covered
+from astra_core.report.breakdown import PARTS
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, ModelConfig, generate_llm, write_llm

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from astra_core.api import simulate
 from astra_core.cli import main
 from astra_core.config.system import upstream_system
-from astra_core.report.results import whole_ns
+from astra_core.results import whole_ns
 from astra_core.topology.generators import leaf_spine
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators.micro import write_micro
@@ -243,4 +243,4 @@ def test_json_and_tables_give_times_as_whole_ns_on_a_fractional_backend(tmp_path
     for column in ("start_ns", "end_ns", "duration_ns", "all_reduce_dim0_ns"):
         assert str(frame[column].dtype) == "Int64", column
     assert (frame["duration_ns"] == frame["end_ns"] - frame["start_ns"]).all()
-    assert sorted(frame["end_ns"]) == sorted(whole_ns(r.dataset.finish_ns) for r in result.collectives)
+    assert sorted(frame["end_ns"]) == sorted(whole_ns(r.finish_ns) for r in result.collectives)

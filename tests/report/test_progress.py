@@ -21,7 +21,7 @@ from rich.console import Console
 import astra
 from astra_core.cli import main
 from astra_core.events import PROGRESS_EVERY, EventQueue
-from astra_core.report.progress import RunProgress
+from astra_core.progress import RunProgress
 from tests.conftest import isolate_plugins
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +76,7 @@ def test_event_queue_with_progress_runs_the_same_events_in_the_same_order():
     assert a == b and plain.events_processed == reporting.events_processed == 1000
 
 
-def test_progress_reports_on_a_terminal():
+def test_progress_reports_on_a_terminal(built_backends):
     out = io.StringIO()
     display = RunProgress(Console(file=out, force_terminal=True, width=120))
     assert display.enabled
@@ -87,12 +87,13 @@ def test_progress_reports_on_a_terminal():
         backend="analytical-congestion",
         progress=display,
     )
-    assert report.network.events.events_processed == CONGESTION_EVENTS
+    events = built_backends[-1].events
+    assert events.events_processed == CONGESTION_EVENTS
     assert display.updates == CONGESTION_EVENTS // PROGRESS_EVERY + 1
-    assert report.network.events.progress is None  # detached after the run
+    assert events.progress is None  # detached after the run
     assert "simulating" in out.getvalue()
     # The last report comes after the run: every ET node of the simulated ranks is done.
-    done, total = display.nodes_done()
+    done, total = display.last.nodes_done, display.last.nodes_total
     assert done == total == sum(len(g) for g in report.graphs[:1]) * len(report.traces)
     assert f"{total:,}/{total:,} ET nodes" in out.getvalue()
 
@@ -101,22 +102,22 @@ def test_progress_reports_on_a_terminal():
     "seconds, text", [(0.4, "0 s"), (42.4, "42 s"), (200, "3 min 20 s"), (3900, "1 h 05 min")]
 )
 def test_time_left_is_written_for_people(seconds, text):
-    from astra_core.report.progress import format_seconds
+    from astra_core.progress import format_seconds
 
     assert format_seconds(seconds) == text
 
 
-def test_no_progress_without_a_terminal():
+def test_no_progress_without_a_terminal(built_backends):
     display = RunProgress(Console(file=io.StringIO()))
     assert not display.enabled
-    report = astra.simulate(
+    astra.simulate(
         PREFIX,
         EXAMPLE / "system.json",
         EXAMPLE / "network.yml",
         backend="analytical-congestion",
         progress=display,
     )
-    assert display.updates == 0 and report.network.events.progress is None
+    assert display.updates == 0 and built_backends[-1].events.progress is None
     # The CLI under a test runner (not a terminal) prints the table and nothing else.
     result = CliRunner().invoke(main, ["run", *ARGS, "--backend", "analytical-congestion"])
     assert result.exit_code == 0
@@ -179,8 +180,8 @@ def test_every_backend_reports_time_messages_and_events(backend, reference_dir):
     samples = []
 
     class Recording(RunProgress):
-        def update(self, now_ns, events_processed, note=""):
-            super().update(now_ns, events_processed, note)
+        def update(self, progress):
+            super().update(progress)
             samples.append(self.last)
 
     out = io.StringIO()
@@ -209,6 +210,6 @@ def test_every_backend_reports_time_messages_and_events(backend, reference_dir):
     "part, whole, text", [(1_835_776, 1_836_032, "99.9%"), (7, 7, "100.0%"), (0, 8, "0.0%"), (1, 3, "33.3%")]
 )
 def test_the_delivered_percentage_reads_100_only_when_all_are_delivered(part, whole, text):
-    from astra_core.report.progress import format_percent
+    from astra_core.progress import format_percent
 
     assert format_percent(part, whole) == text

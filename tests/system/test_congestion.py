@@ -46,8 +46,8 @@ def test_incast_through_one_switch_serializes_on_the_downlink(workload):
     assert abs(aware.ranks[0].finish_ns - 8 * MIB / (50 * GB)) / (8 * MIB / (50 * GB)) < 0.2
     # The unaware model has no queue: every message takes 2L + B/bw.
     assert unaware.ranks[0].finish_ns == int(1000 + MIB / (50 * GB))
-    downlink = aware.network.topology.link(9, 0)
-    assert aware.network.max_queue[downlink] == 7
+    downlink = aware.links.topology.link(9, 0)
+    assert aware.links.max_queue[downlink] == 7
 
 
 def test_ring_all_reduce_on_a_ring_never_queues(workload):
@@ -56,7 +56,7 @@ def test_ring_all_reduce_on_a_ring_never_queues(workload):
     aware = simulate(prefix, system(), net, backend="analytical-congestion")
     unaware = simulate(prefix, system(), net, backend="analytical")
     assert [r.finish_ns for r in aware.ranks] == [r.finish_ns for r in unaware.ranks] == [2326112] * 8
-    assert max(aware.network.max_queue) == 0
+    assert max(aware.links.max_queue) == 0
 
 
 def _dumbbell() -> PhysicalTopology:
@@ -104,7 +104,7 @@ def test_multi_dimensional_differences_come_from_the_switch_hop_and_sharing(work
     sys2 = reference_dir / "system/ring_2d.json"
     aware = simulate(ag, sys2, net_path, backend="analytical-congestion")
     assert {r.finish_ns for r in aware.ranks} == {31852}  # upstream's unaware number
-    assert max(aware.network.max_queue) == 0
+    assert max(aware.links.max_queue) == 0
     # (2) ring all-reduce on the switch dimension only: no link is shared, so the
     # only difference is store and forward: 2 * int(500 + x) vs int(1000 + x) per
     # message, x = 65536 B / 50 GB/s, 6 messages x 4 chunks.
@@ -113,7 +113,7 @@ def test_multi_dimensional_differences_come_from_the_switch_hop_and_sharing(work
     aware = simulate(prefix, ring, net_path, backend="analytical-congestion")
     unaware = simulate(prefix, ring, net_path, backend="analytical")
     x = 65536 / (50 * GB)
-    assert max(aware.network.max_queue) == 0
+    assert max(aware.links.max_queue) == 0
     assert {a.finish_ns - u.finish_ns for a, u in zip(aware.ranks, unaware.ranks)} == {
         24 * (2 * int(500 + x) - int(1000 + x))
     }
@@ -137,8 +137,8 @@ def test_multi_dimensional_differences_come_from_the_switch_hop_and_sharing(work
     direct = system("direct", dims=2)
     aware = simulate(a2a, direct, net_path, backend="analytical-congestion")
     unaware = simulate(a2a, direct, net_path, backend="analytical")
-    uplinks = [aware.network.topology.link(r, 16 + r % 4) for r in range(16)]
-    assert min(aware.network.max_queue[link] for link in uplinks) == 2
+    uplinks = [aware.links.topology.link(r, 16 + r % 4) for r in range(16)]
+    assert min(aware.links.max_queue[link] for link in uplinks) == 2
     assert all(a.finish_ns > u.finish_ns for a, u in zip(aware.ranks, unaware.ranks))
 
 
@@ -170,7 +170,7 @@ def test_fat_tree_results_differ_only_where_links_are_shared(workload):
     # of a step share a directed link, so the backends agree exactly.
     ring = workload({r: [_ar(16 * MIB)] for r in range(16)})
     aware, unaware = _run_both(ring, system(), topo)
-    assert max(aware.network.max_queue) == 0
+    assert max(aware.links.max_queue) == 0
     assert [r.finish_ns for r in aware.ranks] == [r.finish_ns for r in unaware.ranks]
     # Direct all-to-all: every rank sends to 15 peers at once through its one
     # link to the edge switch, so messages queue and every rank takes longer.
@@ -182,7 +182,7 @@ def test_fat_tree_results_differ_only_where_links_are_shared(workload):
     )
     aware, unaware = _run_both(a2a, system("direct"), topo)
     host_links = [topo.out_links[h][0] for h in topo.hosts]
-    assert min(aware.network.max_queue[link] for link in host_links) >= 14
+    assert min(aware.links.max_queue[link] for link in host_links) >= 14
     assert all(a.finish_ns > 1.5 * u.finish_ns for a, u in zip(aware.ranks, unaware.ranks))
 
 

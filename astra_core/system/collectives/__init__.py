@@ -1,10 +1,11 @@
-"""Collective algorithms, one small module each, and how a name becomes a phase.
+"""Collective algorithms, one small module each, and each rank's logical dimensions.
 
 Implementation names are upstream's (system.json ``*-implementation`` lists):
 ``ring``, ``direct``, ``halvingDoubling``, ``doubleBinaryTree``, the
 whole-network variants ``oneRing``, ``oneDirect``, ``oneHalvingDoubling`` (one
 logical ring over every NPU instead of one per dimension), and ``direct<W>`` /
 ``oneDirect<W>`` with a window of ``W`` messages in flight.
+How a name becomes a chunk's phase: :mod:`astra_core.system.collectives.registry`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from typing import cast
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.base import CollectivePhase
-from astra_core.system.collectives.custom import custom_phase
-from astra_core.system.collectives.direct import direct_plan
-from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
-from astra_core.system.collectives.halving_doubling import halving_doubling_plan
 from astra_core.system.collectives.logical_topology import (
     Direction,
     RingTopology,
@@ -27,9 +24,7 @@ from astra_core.system.collectives.logical_topology import (
 from astra_core.system.collectives.logical_topology import (
     DoubleBinaryTree as DoubleBinaryTreeTopology,
 )
-from astra_core.system.collectives.plan import Plan, WindowedPhase
-from astra_core.system.collectives.ring import ring_plan
-from astra_core.system.comm_types import CommType
+from astra_core.system.collectives.plan import Plan
 
 ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "nccl")
 
@@ -38,7 +33,9 @@ ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "nccl")
 class DimTopology:
     """One logical dimension of a rank's collective topology.
 
-    ``algorithm`` is one of :data:`ALGORITHMS`; ``window`` the direct
+    ``algorithm`` names its entry in the run's phase registry
+    (:mod:`astra_core.system.collectives.registry`): one of :data:`ALGORITHMS`,
+    ``custom:<path>`` or ``plugin:<name>``; ``window`` the direct
     algorithm's in-flight limit (-1 = all peers).
     """
 
@@ -94,51 +91,6 @@ def build_logical_dims(
     return dims
 
 
-def make_phase(
-    comm_type: CommType,
-    rank: int,
-    dim: DimTopology,
-    data_size: int,
-    direction: Direction = Direction.CLOCKWISE,
-    plugins: dict | None = None,
-    nccl=None,
-) -> CollectivePhase:
-    """The algorithm object for one phase of one chunk (bytes in: ``data_size``).
-
-    ``plugins`` maps registered names to plan builders (``plugin:NAME`` entries);
-    ``nccl`` is the run's :class:`~astra_core.system.collectives.nccl.model.NcclModel`
-    (``nccl`` entries).
-    """
-    # every algorithm but doubleBinaryTree runs on dim.ring (not None there)
-    algorithm = dim.algorithm
-    if algorithm.startswith("custom:"):
-        return custom_phase(
-            comm_type,
-            rank,
-            tuple(cast(RingTopology, dim.ring).members),
-            data_size,
-            algorithm[len("custom:") :],
-        )
-    if algorithm == "nccl":
-        return nccl.phase(comm_type, rank, tuple(cast(RingTopology, dim.ring).members), data_size)
-    if algorithm.startswith("plugin:"):
-        name = algorithm[len("plugin:") :]
-        # plugins: the run's registered plugins, given whenever one is named
-        plan = cast(dict, plugins)[name](comm_type, rank, dim.ring, data_size)
-        return WindowedPhase(name, comm_type, rank, data_size, plan)
-    if algorithm == "doubleBinaryTree":
-        return DoubleBinaryTree(
-            comm_type, rank, cast(DoubleBinaryTreeTopology, dim.trees).next_tree(), data_size
-        )
-    if algorithm == "ring":
-        plan = ring_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, direction)
-    elif algorithm == "direct":
-        plan = direct_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, direction, dim.window)
-    else:
-        plan = halving_doubling_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
-    return WindowedPhase(algorithm, comm_type, rank, data_size, plan)
-
-
 __all__ = [
     "ALGORITHMS",
     "CollectivePhase",
@@ -146,5 +98,4 @@ __all__ = [
     "Direction",
     "Plan",
     "build_logical_dims",
-    "make_phase",
 ]

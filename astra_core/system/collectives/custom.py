@@ -323,13 +323,11 @@ class CustomPhase(CollectivePhase):
         op = self.program.ops[i]
         owner = self.stream.owner
         if op.kind == SEND:
-            owner.sim.matcher.send(
+            owner.matcher.send(
                 self.rank, self.members[op.peer], op.size, self._tag + op.tag, self._done, i, collective=True
             )
         elif op.kind == RECV:
-            owner.sim.matcher.recv(
-                self.members[op.peer], self.rank, op.size, self._tag + op.tag, self._done, i
-            )
+            owner.matcher.recv(self.members[op.peer], self.rank, op.size, self._tag + op.tag, self._done, i)
         elif op.kind == REDUCE:
             owner.register_event(owner.reduction_delay_ns(op.size), self._done, i)
         else:

@@ -124,7 +124,7 @@ class WindowedPhase(CollectivePhase):
             # message instead of three).
             stream = self.stream
             owner = stream.owner
-            matcher, rank, tag, received = owner.sim.matcher, owner.id, stream.stream_id, self.received
+            matcher, rank, tag, received = owner.matcher, owner.id, stream.stream_id, self.received
             while self.free and self.sent < len(messages) and self.sent < self.inserted:
                 dst, src, size = messages[self.sent]
                 matcher.send(rank, dst, size, tag, None, None, collective=True)

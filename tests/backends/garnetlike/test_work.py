@@ -22,7 +22,7 @@ from astra_core.topology.physical import PhysicalTopology
     "network, hops",
     [("ring8.yml", 1), ("sw8.yml", 2)],  # a ring step goes to the next NPU; a switch is 2 links
 )
-def test_flit_hops_of_the_estimate_are_the_ones_the_links_count(reference_dir, network, hops):
+def test_flit_hops_of_the_estimate_are_the_ones_the_links_count(reference_dir, network, hops, built_backends):
     # 1 MiB ring all-reduce on 8 NPUs: 448 messages of 32 KiB, 128 flits of 256 B each.
     case = dict(
         workload=reference_dir / "workload/micro/ALL_REDUCE_8npus_1MB/ALL_REDUCE",
@@ -38,7 +38,8 @@ def test_flit_hops_of_the_estimate_are_the_ones_the_links_count(reference_dir, n
         448 * 128 * hops,
     )
     run = simulate(**case)
-    assert est.work == run.network.budget.total == run.network.flit_hops() == sum(run.network.link_flits)
+    backend = built_backends[-1]
+    assert est.work == backend.budget.total == run.counters["flit_hops"] == sum(backend.link_flits)
 
 
 def switch_ring(switches: int, hosts: int) -> PhysicalTopology:
@@ -53,7 +54,9 @@ def switch_ring(switches: int, hosts: int) -> PhysicalTopology:
     return PhysicalTopology(npus + switches, range(npus, npus + switches), links, source="switch ring")
 
 
-def test_flit_hops_follow_the_backends_own_routes_even_where_they_are_not_the_shortest(tmp_path):
+def test_flit_hops_follow_the_backends_own_routes_even_where_they_are_not_the_shortest(
+    tmp_path, built_backends
+):
     from astra_core.config.system import upstream_system
     from astra_core.topology.ns3_format import write_ns3_topology
     from astra_core.workload import et_def_pb2 as pb
@@ -81,6 +84,6 @@ def test_flit_hops_follow_the_backends_own_routes_even_where_they_are_not_the_sh
         )
         est = estimate(**case)
         run = simulate(**case)
-        assert est.work == run.network.budget.total == run.network.flit_hops()
+        assert est.work == built_backends[-1].budget.total == run.counters["flit_hops"]
         work[routing] = est.work
     assert work["up_down"] > work["table"]

@@ -29,7 +29,7 @@ def test_8npu_64mib_ring_all_reduce_within_5_percent_of_analytical(reference_dir
     ns3 = simulate(workload, system, network, backend="ns3")
     ratio = ns3.step_ns / analytical.step_ns
     assert 1.0 <= ratio < 1.05, (ns3.step_ns, analytical.step_ns)
-    stats = ns3.network.stats
+    stats = ns3.counters
     assert stats["drops"] == 0 and stats["messages"] == 448
 
 

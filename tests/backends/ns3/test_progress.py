@@ -14,7 +14,7 @@ from rich.console import Console
 
 import astra
 from astra_core.backend import set_progress
-from astra_core.report.progress import RunProgress
+from astra_core.progress import RunProgress
 from astra_ns3 import process
 from tests.backends.ns3.conftest import make_ns3, require_ns3, star
 
@@ -50,8 +50,8 @@ def test_an_ns3_run_reports_the_fraction_of_messages_delivered_up_to_one(referen
     samples = []
 
     class Recording(RunProgress):
-        def update(self, now_ns, events_processed, note=""):
-            super().update(now_ns, events_processed, note)
+        def update(self, progress):
+            super().update(progress)
             samples.append(self.last)
 
     display = Recording(Console(file=out, force_terminal=True, width=200))

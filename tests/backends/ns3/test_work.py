@@ -43,7 +43,7 @@ def assert_packets_as_counted_in_cpp(est, backend, last_messages: int, acks: int
 
 @pytest.mark.parametrize("ack_interval", [1, 3])
 def test_packet_hops_of_the_estimate_are_the_ones_ns3_counts_on_a_ring_all_reduce(
-    reference_dir, ack_interval
+    built_backends, reference_dir, ack_interval
 ):
     # 1 MiB ring all-reduce on 8 NPUs of one switch: 448 messages of 32 KiB (8 packets of
     # 4096 B), each over 2 links (up to the switch and down).
@@ -58,12 +58,12 @@ def test_packet_hops_of_the_estimate_are_the_ones_ns3_counts_on_a_ring_all_reduc
     acks = -(-8 // ack_interval)
     assert (est.messages, est.budgeted, est.work) == (448, 448 * 8 * 2, 448 * (8 + acks) * 2)
     run = simulate(**case)
-    assert est.budgeted == run.network.budget.total  # counted at send
-    assert est.messages == run.network.stats["messages"] == run.messages
-    assert_packets_as_counted_in_cpp(est, run.network, last_messages=8, acks=acks)
+    assert est.budgeted == built_backends[-1].budget.total  # counted at send
+    assert est.messages == run.counters["messages"] == run.messages
+    assert_packets_as_counted_in_cpp(est, built_backends[-1], last_messages=8, acks=acks)
 
 
-def test_packet_hops_of_the_estimate_match_ns3_on_a_fat_tree_with_ecmp(tmp_path):
+def test_packet_hops_of_the_estimate_match_ns3_on_a_fat_tree_with_ecmp(tmp_path, built_backends):
     from astra_core.config.system import upstream_system
     from astra_core.topology.generators import fat_tree
     from astra_core.topology.ns3_format import write_ns3_topology
@@ -96,9 +96,9 @@ def test_packet_hops_of_the_estimate_match_ns3_on_a_fat_tree_with_ecmp(tmp_path)
     packets = -(-(48 << 10) // 16 // chunks // 4096)
     assert est.budgeted == 16 * per_rank * packets
     assert est.work == 2 * est.budgeted  # one ACK per packet
-    run = simulate(**case)
-    assert est.budgeted == run.network.budget.total
-    assert_packets_as_counted_in_cpp(est, run.network, last_messages=16 * 15, acks=packets)
+    simulate(**case)
+    assert est.budgeted == built_backends[-1].budget.total
+    assert_packets_as_counted_in_cpp(est, built_backends[-1], last_messages=16 * 15, acks=packets)
 
 
 def test_the_estimate_builds_no_ns3_fabric_and_starts_no_worker(reference_dir, monkeypatch):
@@ -145,7 +145,7 @@ def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_flo
         assert est.floor_s is None and "upper bound" not in est.line()
 
 
-def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(reference_dir):
+def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(reference_dir, built_backends):
     # 64 MiB ring all-reduce on 8 NPUs: 448 messages of 2 MiB (512 packets) over 2 links,
     # long steady flows that the default config fast-forwards.
     case = dict(
@@ -158,9 +158,9 @@ def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(refere
     assert (est.budgeted, est.work) == (448 * 512 * 2, 448 * 1024 * 2)
     assert est.floor_s is not None  # fast-forward is on by default
     run = simulate(**case)
-    stats = run.network.stats
+    stats = run.counters
     skipped = stats["fast_forward_packet_hops"]
     assert skipped > stats["packet_hops"] / 2  # most packets were never simulated ...
-    assert est.budgeted == run.network.budget.total  # ... but every one is counted
-    assert_packets_as_counted_in_cpp(est, run.network, last_messages=8, acks=512)
+    assert est.budgeted == built_backends[-1].budget.total  # ... but every one is counted
+    assert_packets_as_counted_in_cpp(est, built_backends[-1], last_messages=8, acks=512)
     assert stats["packet_hops"] - skipped < est.work  # the packets simulated: fewer

@@ -39,7 +39,7 @@ def test_sequence_parallel_gather_and_scatter_take_the_same_time(tmp_path, tiny_
     took = {}
     for rec in simulate(tmp_path / "sp", system, network).collectives:
         if rec.rank == 0:
-            took[rec.node.name] = rec.dataset.finish_ns - rec.dataset.start_ns
+            took[rec.node.name] = rec.finish_ns - rec.start_ns
     ag_ns, rs_ns = took["L0_mb0_fwd_attn_in_AG"], took["L0_mb0_fwd_attn_out_RS"]
     # Same messages (4 chunks x 3 ring steps of act / 16); the reduce-scatter alone reduces each
     # one it receives: 1 write + 2 reads of act / 16 at local-mem-bw 1600 B/ns, whole ns each.

@@ -103,7 +103,7 @@ class NcclPhase(CollectivePhase):
     def start(self) -> None:
         owner = self.stream.owner
         self._tag = TAG_BASE + self.stream.stream_id * LANES_PER_TAG
-        matcher = owner.sim.matcher
+        matcher = owner.matcher
         for j, (src, size, lane) in enumerate(self.schedule.recvs):
             matcher.recv(src, self.rank, size, self._tag + lane, self._received, j)
         owner.register_event(self.floor_ns, self._floor)
@@ -115,7 +115,7 @@ class NcclPhase(CollectivePhase):
         sends = lane.sends
         k = self._next[i]
         arrived = self._arrived
-        matcher = self.stream.owner.sim.matcher
+        matcher = self.stream.owner.matcher
         tag = self._tag + i
         while k < len(sends) and k - self._delivered[i] < lane.window:
             dst, size, needs = sends[k]

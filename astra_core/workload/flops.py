@@ -12,21 +12,19 @@ appendix B) and hardware FLOPs utilization (HFU; Korthikanti et al. 2022).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from astra_core.report.results import RunResult
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["llm_utilization"]
 
 
-def llm_utilization(result: RunResult) -> dict | None:
+def llm_utilization(graphs: Sequence[Any], step_ns: float) -> dict | None:
     """``{model_flops, hardware_flops, tflops_per_gpu, mfu, hfu}`` of a generated LLM step
-    (FLOPs per step; TFLOP/s per GPU of model FLOPs; fractions of peak), or None when the
-    traces are not ``astra gen llm``'s or the step took no time."""
-    graphs = result.graphs
+    of ``step_ns`` ns run from ``graphs`` (the ranks' RankGraphs) (FLOPs per step;
+    TFLOP/s per GPU of model FLOPs; fractions of peak), or None when the traces are
+    not ``astra gen llm``'s or the step took no time."""
     raw = graphs[0].metadata.get("astra_llm") if graphs else None
-    if not raw or result.step_ns <= 0:
+    if not raw or step_ns <= 0:
         return None
     try:
         meta = json.loads(raw)
@@ -34,7 +32,7 @@ def llm_utilization(result: RunResult) -> dict | None:
         peak, npus = float(meta["peak_tflops"]), int(meta["npus"])
     except (TypeError, ValueError, KeyError):
         return None  # traces of an older generator: no FLOP counts
-    seconds = result.step_ns * 1e-9
+    seconds = step_ns * 1e-9
     per_gpu = model / seconds / npus / 1e12
     return {
         "model_flops": model,
