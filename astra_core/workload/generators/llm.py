@@ -289,21 +289,38 @@ class _Program:
         return self._add(_Node(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
 
 
-def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each with its message
-    """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option."""
-    m = cfg.model
-    for key in (
-        "dp",
-        "tp",
-        "pp",
-        "ep",
-        "cp",
-        "micro_batch",
-        "microbatches",
-        "global_batch",
-        "seq_len",
-        "virtual_stages",
-    ):
+#: Options that must be integers >= 1 where given (None: the default applies).
+_COUNT_OPTIONS = (
+    "dp",
+    "tp",
+    "pp",
+    "ep",
+    "cp",
+    "micro_batch",
+    "microbatches",
+    "global_batch",
+    "seq_len",
+    "virtual_stages",
+)
+
+
+def _check(cfg: LLMConfig) -> int:
+    """Validate the plan; return the number of micro-batches. Raises ConfigError naming the option.
+
+    The checks run in a fixed order and the first failing one raises, so that a plan with
+    several faults always reports the same one."""
+    _check_counts(cfg)
+    _check_dims(cfg)
+    _check_choices(cfg)
+    _check_context_parallel(cfg)
+    _check_features(cfg)
+    _check_model_split(cfg)
+    return _microbatches(cfg)
+
+
+def _check_counts(cfg: LLMConfig) -> None:
+    """The sizes and counts (integers >= 1) and the gradient bucket (bytes >= 1)."""
+    for key in _COUNT_OPTIONS:
         value = getattr(cfg, key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"--{key.replace('_', '-')}: must be an integer >= 1, got {value!r}")
@@ -311,14 +328,23 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
     if not isinstance(bucket, int) or isinstance(bucket, bool) or bucket < 1:
         # a bucket of 0 bytes would never fill: the gradient loop would not end
         raise ConfigError(f"--bucket-mb: the gradient bucket must hold at least 1 byte, got {bucket!r} bytes")
-    if cfg.dims is not None:
-        if any(not isinstance(d, int) or d < 1 for d in cfg.dims):
-            raise ConfigError(f"--dims {list(cfg.dims)}: every dimension size must be an integer >= 1")
-        if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp * cfg.cp:
-            raise ConfigError(
-                f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp x cp = "
-                f"{cfg.dp * cfg.tp * cfg.pp * cfg.cp}"
-            )
+
+
+def _check_dims(cfg: LLMConfig) -> None:
+    """The network's dimension sizes, if given: integers >= 1 whose product is the NPU count."""
+    if cfg.dims is None:
+        return
+    if any(not isinstance(d, int) or d < 1 for d in cfg.dims):
+        raise ConfigError(f"--dims {list(cfg.dims)}: every dimension size must be an integer >= 1")
+    if math.prod(cfg.dims) != cfg.dp * cfg.tp * cfg.pp * cfg.cp:
+        raise ConfigError(
+            f"--dims {'x'.join(map(str, cfg.dims))}: must multiply to dp x tp x pp x cp = "
+            f"{cfg.dp * cfg.tp * cfg.pp * cfg.cp}"
+        )
+
+
+def _check_choices(cfg: LLMConfig) -> None:
+    """The options with a fixed set of values: schedule, ZeRO stage, attention, precision."""
     if cfg.schedule not in SCHEDULES:
         raise ConfigError(f"--schedule: expected one of {', '.join(SCHEDULES)}, got '{cfg.schedule}'")
     if cfg.zero not in (0, 1, 2, 3):
@@ -327,21 +353,30 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
         raise ConfigError(f"--attention: expected one of {', '.join(ATTENTIONS)}, got '{cfg.attention}'")
     if cfg.precision not in PRECISIONS:
         raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, got '{cfg.precision}'")
-    if cfg.cp > 1:
-        if cfg.attention != "flash":
-            raise ConfigError(
-                f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
-                "(Transformer Engine); --attention unfused cannot be split"
-            )
-        if cfg.ep > 1 or m.experts:
-            raise ConfigError(
-                f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers is not modelled"
-            )
-        if cfg.sequence_length % (2 * cfg.cp):
-            raise ConfigError(
-                f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
-                f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)"
-            )
+
+
+def _check_context_parallel(cfg: LLMConfig) -> None:
+    """Context parallelism: FlashAttention only, no experts, and a sequence of 2C equal chunks."""
+    if cfg.cp == 1:
+        return
+    if cfg.attention != "flash":
+        raise ConfigError(
+            f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
+            "(Transformer Engine); --attention unfused cannot be split"
+        )
+    if cfg.ep > 1 or cfg.model.experts:
+        raise ConfigError(
+            f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers is not modelled"
+        )
+    if cfg.sequence_length % (2 * cfg.cp):
+        raise ConfigError(
+            f"--cp {cfg.cp}: the sequence ({cfg.sequence_length} tokens) must split "
+            f"into 2 x cp = {2 * cfg.cp} equal chunks (Megatron-Core)"
+        )
+
+
+def _check_features(cfg: LLMConfig) -> None:
+    """Options that need another one or the GPU: --tp-comm-overlap, FP8, recomputation."""
     if cfg.tp_comm_overlap and not (cfg.sequence_parallel or cfg.tp == 1):
         raise ConfigError(
             "--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
@@ -353,6 +388,11 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
+
+
+def _check_model_split(cfg: LLMConfig) -> None:
+    """The model divides over the plan: heads over T, layers over P (x V), experts over E."""
+    m = cfg.model
     if m.heads % cfg.tp or (m.kv % cfg.tp and cfg.tp % m.kv):
         raise ConfigError(
             f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
@@ -376,6 +416,11 @@ def _check(cfg: LLMConfig) -> int:  # noqa: C901 - one check per option, each wi
             f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
             f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)"
         )
+
+
+def _microbatches(cfg: LLMConfig) -> int:
+    """Micro-batches per step: from --global-batch (which must agree with --microbatches),
+    else --microbatches, else 2P (1 without pipelining)."""
     per_replica = cfg.micro_batch
     if cfg.global_batch is not None:
         if cfg.global_batch % (cfg.dp * per_replica):
