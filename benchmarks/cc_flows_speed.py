@@ -22,7 +22,7 @@ import numpy as np
 
 from astra_core.flows.cdf import load_cdf
 from astra_core.flows.generate import poisson_flows
-from astra_core.flows.run import run_flows
+from astra_core.flows_api import run_flows
 from astra_core.topology.physical import PhysicalTopology
 
 HOST_GBPS, FABRIC_GBPS, LATENCY_NS = 100.0, 400.0, 1000.0

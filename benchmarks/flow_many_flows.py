@@ -28,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from astra_core.flows.flowfile import FlowSpec
-    from astra_core.flows.run import run_flows
+    from astra_core.flows_api import run_flows
     from astra_core.topology.generators import fat_tree
 
     rng = random.Random(args.seed)

@@ -261,7 +261,7 @@ def measure(
     cc-study-incast's per sender. Also every port's speed (Gbps) and the longest base
     RTT of any message (ns). Raises KeyError for an unknown case."""
     from astra_core.flows.report import by_size_bucket, flow_table
-    from astra_core.flows.run import run_flows
+    from astra_core.flows_api import run_flows
 
     case = CASES[name]
     config = ns3_config(cc, fast_forward)

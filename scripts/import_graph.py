@@ -50,7 +50,7 @@ LAYERS = (
     ("report",),
     ("plugins", "hookspecs"),
     ("progress",),
-    ("api",),
+    ("api", "flows_api"),
     ("sweep",),
     ("cli",),
 )

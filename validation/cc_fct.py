@@ -35,7 +35,7 @@ import numpy as np
 from astra_core.flows.cdf import load_cdf
 from astra_core.flows.generate import host_link_gbps, poisson_flows
 from astra_core.flows.report import flow_table, plot_slowdown
-from astra_core.flows.run import run_flows
+from astra_core.flows_api import run_flows
 from astra_core.topology.generators import fat_tree
 
 CCS = ("none", "dcqcn", "hpcc", "hpcc-pint", "timely", "dctcp")

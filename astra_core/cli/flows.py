@@ -97,7 +97,8 @@ def run(
     from astra_core.errors import ConfigError
     from astra_core.flows.flowfile import read_flows
     from astra_core.flows.report import fct_csv, flow_table, plot_slowdown, summary_table
-    from astra_core.flows.run import check_framing, run_flows
+    from astra_core.flows.run import check_framing
+    from astra_core.flows_api import run_flows
     from astra_core.outputs import (
         check_distinct,
         check_not_input,

@@ -8,7 +8,7 @@ key                default   meaning
 =================  ========  ===============================================
 gpu                required  GPU model: A100, H100, H200, B200 (its compute
                              capability and NVLink generation; see
-                             ``astra_core.system.collectives.nccl.hardware``)
+                             ``astra_core.config.gpus``)
 gpus-per-node      dim 0     GPUs of one node (one NVSwitch domain): network
                              dimension 0, which it must equal when the
                              network has a dimension 1 (the rails)
@@ -45,18 +45,18 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
+from astra_core.config.gpus import GPUS
 from astra_core.config.issues import as_choice, as_int, as_str
 from astra_core.config.limits import MAX_NPUS
 from astra_core.config.model import ConfigModel, Flag, checked
+from astra_core.config.nccl_env import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
 from astra_core.errors import ConfigError
 
 CPU_VENDORS = ("intel", "amd", "other")
 
 
 def as_gpu(value: Any) -> tuple[str | None, str | None]:
-    """A GPU model astra knows (``astra_core.system.collectives.nccl.hardware.GPUS``)."""
-    from astra_core.system.collectives.nccl.hardware import GPUS  # the NCCL model loads only when used
-
+    """A GPU model astra knows (``astra_core.config.gpus.GPUS``)."""
     return as_choice(value, list(GPUS))
 
 
@@ -64,13 +64,6 @@ def _as_env(variable: str) -> Any:
     """The check of ``NCCL_ALGO`` / ``NCCL_PROTO``: a string NCCL would accept."""
 
     def check(value: Any) -> tuple[str | None, str | None]:
-        from astra_core.system.collectives.nccl.tuning import (
-            ALGO_NAMES,
-            FUNC_NAMES,
-            PROTO_NAMES,
-            parse_env_list,
-        )
-
         text, error = as_str(value)
         if text is None:
             return None, error

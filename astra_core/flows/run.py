@@ -33,16 +33,14 @@ sees an idle fabric and a slowdown measures only its framing, so
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from astra_core.backend import Topology, lone_message_time, shares_links
+from astra_core.backend import lone_message_time, shares_links
 from astra_core.errors import AstraError, ConfigError
 from astra_core.flows.flowfile import FlowSpec
-from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
 
@@ -151,54 +149,6 @@ def start_flows(
     now = backend.now()
     for i, f in enumerate(flows):
         backend.schedule(f.start_ns - now if f.start_ns > now else 0, start, i)
-
-
-def run_flows(
-    flows: Sequence[FlowSpec],
-    topology: PhysicalTopology,
-    backend: str | None = None,
-    backend_config: Any = None,
-    *,
-    payload_bytes: int | None = None,
-    header_bytes: int | None = None,
-    plugin_manager=None,
-) -> FlowRun:
-    """Simulate ``flows`` on ``topology`` with the named backend (default from
-    plugins.toml) and return each flow's FCT and ideal FCT (the backend's own
-    lone-message time unless ``payload_bytes`` or ``header_bytes`` fix a framing;
-    see the module docstring).
-
-    Raises ConfigError for a backend that does not model link sharing
-    (:func:`check_link_sharing`), a bad framing (:func:`check_framing`), a flow
-    naming an NPU the topology lacks or from an NPU to itself, and
-    AstraError when flows are left undelivered (naming the first few)."""
-    from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
-
-    check_framing(payload_bytes, header_bytes)
-    npus = topology.npus_count
-    for k, f in enumerate(flows):
-        if not (0 <= f.src < npus and 0 <= f.dst < npus):
-            raise ConfigError(
-                f"flow {k}: NPUs {f.src} -> {f.dst}, but {topology.source} has {npus} NPUs (0 .. {npus - 1})"
-            )
-        if f.src == f.dst:
-            raise ConfigError(f"flow {k}: from NPU {f.src} to itself")
-    settings = load_settings()
-    pm = plugin_manager or make_plugin_manager(settings=settings)
-    info = BackendRegistry(pm, settings.default_backend).get(backend)
-    net = info.build(Topology(logical_dims(topology), topology), backend_config)
-    check_link_sharing(net, info.name, "flows run")
-    finish: list[float | None] = [None] * len(flows)
-
-    def done(i: int) -> None:
-        finish[i] = net.now()
-
-    started = time.perf_counter()
-    start_flows(net, flows, done)
-    net.run()
-    wall = time.perf_counter() - started
-    results = flow_results(flows, finish, topology, info.name, 0, payload_bytes, header_bytes, net)
-    return FlowRun(info.name, results, wall, net)
 
 
 def flow_results(

@@ -12,7 +12,7 @@ from astra_core.cli import main
 from astra_core.config.system import upstream_system
 from astra_core.errors import ConfigError
 from astra_core.flows.flowfile import FlowSpec, format_flows
-from astra_core.flows.run import run_flows
+from astra_core.flows_api import run_flows
 from astra_core.topology.generators import fat_tree
 from astra_core.topology.ns3_format import write_ns3_topology
 from astra_core.workload.generators.micro import write_micro

@@ -18,9 +18,9 @@ from astra_core.flows.run import (
     HEADER_BYTES,
     PAYLOAD_BYTES,
     ideal_fct_ns,
-    run_flows,
     start_flows,
 )
+from astra_core.flows_api import run_flows
 from astra_core.hookspecs import hookimpl
 from astra_core.plugins import PluginSettings, make_plugin_manager
 from astra_core.topology.generators import fat_tree

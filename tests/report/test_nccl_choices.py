@@ -17,11 +17,11 @@ from click.testing import CliRunner
 
 import astra
 from astra_core.cli import main
+from astra_core.config.gpus import GPUS
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.report.collectives import NCCL_COLUMNS
 from astra_core.report.nccl import nccl_choices, tuning_line, tuning_lines
-from astra_core.system.collectives.nccl.hardware import GPUS
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import ALGO_NAMES, PROTO_NAMES, Func, tune
 from astra_core.workload import et_def_pb2 as pb

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import astra
+from astra_core.config.gpus import GPUS
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
-from astra_core.system.collectives.nccl.hardware import GPUS
 from astra_core.system.collectives.nccl.schedule import WIRE, Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator, search_graphs
 from astra_core.system.collectives.nccl.tuning import Algo, Func, Proto, tune

@@ -156,7 +156,7 @@ def test_flows_joining_one_by_one_queue_one_drain_event_per_rate_rise_not_per_ch
     # processed for these 400; 20,000 flows of 1,000 B took 1.66 GB). A fall in rate
     # now moves the live event on when it fires.
     from astra_core.flows.flowfile import FlowSpec
-    from astra_core.flows.run import run_flows
+    from astra_core.flows_api import run_flows
     from tests.flows.conftest import GBPS_100, LINK_NS, star
 
     n = 400

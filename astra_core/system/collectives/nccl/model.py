@@ -22,11 +22,11 @@ from __future__ import annotations
 import warnings
 from typing import cast
 
+from astra_core.config.gpus import gpu_model
 from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import NcclConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
-from astra_core.system.collectives.nccl.hardware import gpu_model
 from astra_core.system.collectives.nccl.phase import NcclChoice, NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator

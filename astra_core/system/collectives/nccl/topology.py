@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from astra_core.system.collectives.nccl.hardware import GpuModel
+from astra_core.config.gpus import GpuModel
 from astra_core.system.collectives.nccl.tuning import Algo, Communicator, Graph
 
 SPEEDS_INTRA = {

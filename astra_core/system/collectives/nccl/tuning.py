@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+from astra_core.config.nccl_env import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
 from astra_core.errors import ConfigError
 
 
@@ -66,10 +67,6 @@ class Proto(IntEnum):
     LL128 = 1
     SIMPLE = 2
 
-
-FUNC_NAMES = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
-ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-PROTO_NAMES = ("LL", "LL128", "Simple")
 
 # -- constants of ncclTunerConstantsDefaults (tuning.cc) ---------------------------------
 #: baseLatencies [algo][proto], µs.
@@ -259,44 +256,6 @@ class Communicator:
         if self.pat is not None:
             return self.pat
         return self.compcap >= 60 and self.n_nodes == self.n_ranks
-
-
-def parse_env_list(
-    text: str, prefixes: tuple[str, ...], elems: tuple[str, ...], variable: str
-) -> list[list[bool] | None]:
-    """Which elements each prefix enables, as NCCL reads ``NCCL_ALGO`` / ``NCCL_PROTO``.
-
-    ``"ring,tree;allreduce:^tree"``: entries separated by ``;``, each
-    ``[prefix:]elem,elem``; ``^`` enables all but the listed; only the first
-    entry may omit the prefix (it then applies to every prefix); names are
-    case-insensitive. Returns ``[prefix][elem]``; None for a prefix the
-    string never names (NCCL's defaults stay in force there).
-    """
-    table: list[list[bool] | None] = [None for _ in prefixes]
-    lowered_prefixes = [p.lower() for p in prefixes]
-    lowered_elems = [e.lower() for e in elems]
-    prefix: str | None
-    for index, entry in enumerate(text.split(";")):
-        prefix, sep, items = entry.rpartition(":")
-        if not sep:
-            prefix = None
-        if prefix is None and index:
-            raise ConfigError(f"{variable}={text!r}: every entry after the first needs a 'function:' prefix")
-        if prefix is not None and prefix.lower() not in lowered_prefixes:
-            raise ConfigError(
-                f"{variable}={text!r}: unknown function {prefix!r} (one of {', '.join(prefixes)})"
-            )
-        negate = items.startswith("^")
-        names = [n for n in items.lstrip("^").split(",") if n]
-        chosen = set()
-        for name in names:
-            if name.lower() not in lowered_elems:
-                raise ConfigError(f"{variable}={text!r}: unknown {name!r} (one of {', '.join(elems)})")
-            chosen.add(lowered_elems.index(name.lower()))
-        rows = range(len(prefixes)) if prefix is None else [lowered_prefixes.index(prefix.lower())]
-        for row in rows:
-            table[row] = [(e in chosen) != negate for e in range(len(elems))]
-    return table
 
 
 @dataclass
