@@ -256,8 +256,8 @@ def wall_time_text(seconds: float) -> str:
 class WorkModel(Protocol):
     """What a run would cost a backend, message by message, without simulating it.
 
-    A backend's factory offers one as its ``work_model(topology, config)``
-    attribute (as it offers ``check_available``); :mod:`astra_core.estimate`
+    A backend offers one by registering ``work_model=`` (a function
+    ``work_model(topology, config)``, see :mod:`astra_core.hookspecs`); :mod:`astra_core.estimate`
     runs the system layer on a cheap model and adds up, for every message,
     ``per_link(size)`` x ``hops(src, dst)``.
 
@@ -296,12 +296,11 @@ class WorkModel(Protocol):
         ...
 
 
-def work_model(factory: Any, topology: Topology, config: Any = None) -> WorkModel | None:
-    """The :class:`WorkModel` a backend factory offers for ``topology`` and ``config``
-    (its ``work_model`` attribute), or None when it offers none. Raises what the
-    plugin's config loading raises (ConfigError naming the file and key), and
-    TypeError naming the members missing from what it returns."""
-    make = getattr(factory, "work_model", None)
+def work_model(make: Callable[..., Any] | None, topology: Topology, config: Any = None) -> WorkModel | None:
+    """The :class:`WorkModel` ``make(topology, config)`` builds (the ``work_model`` a
+    backend registered), or None when ``make`` is None. Raises what the plugin's
+    config loading raises (ConfigError naming the file and key), and TypeError
+    naming the members missing from what it returns."""
     if make is None:
         return None
     model = make(topology, config)

@@ -36,6 +36,8 @@ class RegisterBackend(Protocol):
         *,
         config_type: type | str | None = None,
         description: str = "",
+        check_available: Callable[[], None] | None = None,
+        work_model: Callable[..., Any] | None = None,
     ) -> None: ...
 
 
@@ -64,9 +66,13 @@ def astra_register_backends(register: RegisterBackend) -> None:
     ``"module:Class"`` string naming it; a backend registered without one
     takes no config (the host refuses ``--backend-config`` for it), so a
     backend with one must validate what it gets (ConfigError naming the file
-    and key). If the hook raises, nothing it registered is kept. Import
-    nothing heavy here or at module level: every run loads every installed
-    plugin.
+    and key). ``check_available()`` raises BackendUnavailable (with an install
+    hint) when the backend cannot run here; ``astra backends`` calls it without
+    building anything. ``work_model(topology, config)`` returns the backend's
+    :class:`astra_core.backend.WorkModel` (what a run would cost it, for
+    ``astra run --estimate`` and the pre-run check of a work limit). If the hook
+    raises, nothing it registered is kept. Import nothing heavy here or at
+    module level: every run loads every installed plugin.
     """
 
 

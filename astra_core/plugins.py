@@ -25,7 +25,6 @@ warning: the result is kept).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.metadata
 import os
@@ -132,7 +131,11 @@ class BackendInfo:
     """A registered network backend.
 
     ``factory(topology, config)`` is the host's guarded call of the plugin's
-    factory (see :meth:`build`); ``plugin_factory`` is the plugin's own."""
+    factory (see :meth:`build`); ``plugin_factory`` is the plugin's own.
+    ``check_available()`` raises BackendUnavailable when the backend cannot run
+    here (None: it always can); ``work_model(topology, config)`` builds its
+    :class:`~astra_core.backend.WorkModel` (None: it prices no work). Both are
+    given at registration."""
 
     name: str
     plugin_factory: Callable[..., Any]
@@ -140,6 +143,8 @@ class BackendInfo:
     description: str = ""
     plugin: str = "?"
     packages: frozenset[str] = frozenset()  # top-level packages whose errors are the plugin's
+    check_available: Callable[[], None] | None = None
+    work_model_factory: Callable[..., Any] | None = None
 
     def config_class(self) -> Any:
         """The backend's config class (importing it if it was named as a string)."""
@@ -149,18 +154,12 @@ class BackendInfo:
 
     @property
     def factory(self) -> Callable[..., Any]:
-        """``factory(topology, config=None)``: :meth:`build`, with the plugin's
-        ``check_available`` probe (if any) as an attribute."""
-        build = self.build
-        probe = getattr(self.plugin_factory, "check_available", None)
-        if probe is not None:
-            build = functools.partial(self.build)
-            build.check_available = probe  # type: ignore[attr-defined]
-        return build
+        """``factory(topology, config=None)``: :meth:`build`."""
+        return self.build
 
     def work_model(self, topology: Any, config: Any = None) -> Any:
         """The backend's :class:`~astra_core.backend.WorkModel` for ``topology`` and
-        ``config`` (its factory's ``work_model`` attribute), or None when it offers none.
+        ``config`` (built by the ``work_model`` it registered), or None when it offers none.
 
         Raises ConfigError for a config a backend without ``config_type`` would
         ignore, AstraErrors as the plugin raises them (a bad config: its file and
@@ -170,7 +169,7 @@ class BackendInfo:
         if self.config_type is None and not _is_empty_config(config):
             raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
         try:
-            return work_model(self.plugin_factory, topology, config)
+            return work_model(self.work_model_factory, topology, config)
         except AstraError:
             raise
         except PLUGIN_FAILURES as exc:
@@ -186,8 +185,9 @@ class BackendInfo:
         ``config_type`` and a non-empty config is given (it would be ignored),
         BackendUnavailable and other AstraErrors as the plugin raises them, and
         PluginError naming the plugin for any other exception of the factory.
-        The instance's ``run()`` is guarded the same way (errors raised in the
-        plugin's own code become PluginError; the host's keep their type)."""
+        Returns the instance wrapped in a :class:`GuardedBackend`, whose ``run()``
+        is guarded the same way (errors raised in the plugin's own code become
+        PluginError; the host's keep their type)."""
         if self.config_type is None and not _is_empty_config(config):
             raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
         try:
@@ -205,11 +205,7 @@ class BackendInfo:
                 f"returned {type(backend).__name__}, which has no run()"
             )
         packages = self.packages | {_top_package(type(backend).__module__)}
-        try:
-            backend.run = _guarded_run(run, self.plugin, self.name, packages - _HOST_PACKAGES)
-        except (AttributeError, TypeError):  # __slots__ or a read-only attribute: leave it
-            pass
-        return backend
+        return GuardedBackend(backend, self.plugin, self.name, packages - _HOST_PACKAGES)
 
 
 def _is_empty_config(config: Any) -> bool:
@@ -247,23 +243,50 @@ def _raised_in(exc: BaseException, packages: frozenset[str] | set[str]) -> bool:
     return False
 
 
-def _guarded_run(
-    run: Callable[..., Any], plugin: str, backend: str, packages: frozenset[str] | set[str]
-) -> Callable[..., Any]:
-    @functools.wraps(run)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+class GuardedBackend:
+    """A plugin's backend as the host holds it: a proxy whose every attribute is the
+    backend's own (read and written through), except ``run()``, which turns an
+    exception raised in the plugin's code (``packages``) into a one-line
+    :class:`PluginError` naming ``plugin`` and ``backend_name``; an AstraError, or an
+    exception of the host's code that the backend called back, keeps its type.
+
+    The per-message calls (``now``, ``schedule``, ``send``) are the backend's own
+    bound methods, set on the proxy once: the hot path pays no extra call. The
+    backend itself is ``wrapped``."""
+
+    __slots__ = ("wrapped", "_plugin", "_backend_name", "_packages", "now", "schedule", "send")
+
+    def __init__(self, backend: Any, plugin: str, backend_name: str, packages: frozenset[str] | set[str]):
+        own = object.__setattr__
+        own(self, "wrapped", backend)
+        own(self, "_plugin", plugin)
+        own(self, "_backend_name", backend_name)
+        own(self, "_packages", frozenset(packages))
+        for name in ("now", "schedule", "send"):
+            own(self, name, getattr(backend, name, None))
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """The backend's ``run()``, guarded (see the class)."""
         try:
-            return run(*args, **kwargs)
+            return self.wrapped.run(*args, **kwargs)
         except AstraError:
             raise
         except PLUGIN_FAILURES as exc:
-            if _raised_in(exc, packages):
+            if _raised_in(exc, self._packages):
                 raise PluginError(
-                    f"plugin '{plugin}': backend '{backend}' failed in run(): {describe(exc)}"
+                    f"plugin '{self._plugin}': backend '{self._backend_name}' failed in run(): "
+                    f"{describe(exc)}"
                 ) from exc
             raise  # the host's bug (e.g. in a callback the backend ran): keep its traceback
 
-    return guarded
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.wrapped, name, value)
+
+    def __repr__(self) -> str:
+        return f"GuardedBackend({self.wrapped!r})"
 
 
 @dataclass
@@ -442,15 +465,27 @@ class BackendRegistry:
             module = pm.get_plugin(plugin_name)
             plugin_package = _top_package(getattr(module, "__name__", None) or type(module).__module__)
 
-            def register(name, factory, *, config_type=None, description=""):
+            def register(
+                name, factory, *, config_type=None, description="", check_available=None, work_model=None
+            ):
                 _check_registration(name, factory, "factory")
+                for key, hook in (("check_available", check_available), ("work_model", work_model)):
+                    if hook is not None and not callable(hook):
+                        raise TypeError(f"register({name!r}, ...): {key} is not callable")
                 owner = self.backends.get(name)
                 if owner is not None or name in staged:
                     first = owner.plugin if owner is not None else plugin_name
                     raise _Duplicate(f"backend '{name}' registered twice (by {first} and {plugin_name})")
                 packages = frozenset({plugin_package, _top_package(getattr(factory, "__module__", None))})
                 staged[name] = BackendInfo(
-                    name, factory, config_type, str(description), plugin_name, packages - _HOST_PACKAGES
+                    name,
+                    factory,
+                    config_type,
+                    str(description),
+                    plugin_name,
+                    packages - _HOST_PACKAGES,
+                    check_available,
+                    work_model,
                 )
 
             return register
@@ -490,7 +525,7 @@ class BackendRegistry:
         rows = []
         for name in self.names():
             info = self.backends[name]
-            probe = getattr(info.plugin_factory, "check_available", None)
+            probe = info.check_available
             try:
                 if probe is not None:
                     probe()

@@ -197,8 +197,8 @@ def test_a_work_model_that_raises_is_one_line_naming_the_plugin(tmp_path, monkey
         "from astra_analytical.network import create\n\n"
         "def create_bad(topology, config=None):\n    return create(topology, config)\n\n"
         "def work_model(topology, config=None):\n    return {}['missing']\n\n"
-        "create_bad.work_model = work_model\n\n"
-        "@hookimpl\ndef astra_register_backends(register):\n    register('priced', create_bad)\n"
+        "@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('priced', create_bad, work_model=work_model)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())
@@ -280,8 +280,8 @@ def test_a_work_model_missing_members_is_one_line_naming_the_plugin_and_them(
         "from astra_analytical.network import create\n\n"
         "class Half:\n    unit = 'hops'\n    rate = 1.0\n\n"
         "def create_half(topology, config=None):\n    return create(topology, config)\n\n"
-        "create_half.work_model = lambda topology, config=None: Half()\n\n"
-        "@hookimpl\ndef astra_register_backends(register):\n    register('half', create_half)\n"
+        "@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('half', create_half, work_model=lambda topology, config=None: Half())\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     pm = make_plugin_manager(modules=[module], settings=PluginSettings())

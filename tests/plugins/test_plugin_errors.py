@@ -325,6 +325,26 @@ def test_a_backend_run_that_raises_is_one_line_naming_the_plugin(plugin, pair):
     )
 
 
+def test_a_backend_with_slots_is_guarded_too_and_left_untouched(plugin, pair):
+    # Before: the host replaced run() on the instance, which a __slots__ class refuses,
+    # so such a backend's errors escaped as raw tracebacks. The host now wraps it.
+    module = plugin(
+        BACKEND.replace("class Network:\n", "class Network:\n    __slots__ = ('events',)\n\n").replace(
+            "self.events.run()", "self.events.run()\n        1 / 0"
+        )
+        + "\n@hookimpl\ndef astra_register_backends(register):\n"
+        "    register('slotted', Network)\n"
+    )
+    pm = make_plugin_manager(modules=[module], settings=PluginSettings())
+    backend = BackendRegistry(pm).create("slotted", Topology(NetworkConfig.from_dict(RING2)))
+    assert backend.wrapped.run.__func__ is type(backend.wrapped).run  # the plugin's own, not replaced
+    with pytest.raises(PluginError) as err:
+        run_pair(pair, backend="slotted", plugin_manager=pm)
+    assert str(err.value) == (
+        f"plugin '{module}': backend 'slotted' failed in run(): ZeroDivisionError: division by zero"
+    )
+
+
 def test_an_error_of_the_host_inside_a_plugin_run_keeps_its_type(plugin):
     # The plugin's run() drives the host's callbacks: their bugs are not the plugin's.
     module = plugin(
@@ -512,9 +532,8 @@ def test_an_availability_check_that_raises_is_listed_as_broken(plugin, monkeypat
     module = plugin(
         BACKEND + "\ndef create(topology, config=None):\n    return Network(topology)\n\n"
         "def probe():\n    raise OSError('no /dev/fabric')\n\n"
-        "create.check_available = probe\n\n"
         "@hookimpl\ndef astra_register_backends(register):\n"
-        "    register('probed', create, description='d')\n"
+        "    register('probed', create, description='d', check_available=probe)\n"
     )
     monkeypatch.setenv("ASTRA_PLUGINS", module)
     out = cli("backends")

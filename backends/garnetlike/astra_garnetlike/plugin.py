@@ -7,22 +7,15 @@ from astra_core.hookspecs import hookimpl
 from astra_core.plugins import lazy_factory
 
 
-def _factory():
-    """The lazy backend factory, with the lazy work model for estimates
-    (:class:`astra_core.backend.WorkModel`) as its ``work_model`` attribute."""
-    factory = lazy_factory("astra_garnetlike.network:create")
-    factory.work_model = lazy_factory("astra_garnetlike.work:work_model")  # type: ignore[attr-defined]
-    return factory
-
-
 @hookimpl
 def astra_register_backends(register):
     register(
         "garnetlike",
-        _factory(),
+        lazy_factory("astra_garnetlike.network:create"),
         config_type="astra_garnetlike.config:GarnetConfig",
         description="credit-based flow-control packet/flit model (Garnet-like): routers with "
         "VCs, credits, pipeline, switch allocation; finite buffers, back-pressure",
+        work_model=lazy_factory("astra_garnetlike.work:work_model"),
     )
 
 

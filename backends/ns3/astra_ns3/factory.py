@@ -44,15 +44,9 @@ def create(topology: Topology, config: Any = None):
     return Ns3Network(physical, load_config(config), config_source=source)
 
 
-create.check_available = check_available
-
-
 def work_model(topology: Topology, config: Any = None):
     """The run's :class:`~astra_core.backend.WorkModel` (:mod:`astra_ns3.work`), built
     without ns-3: packets x links per message, for ``astra run --estimate``."""
     from astra_ns3.work import work_model as build
 
     return build(topology, config)
-
-
-create.work_model = work_model

@@ -8,7 +8,7 @@ from astra_core.hookspecs import hookimpl
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_ns3.factory import create  # light: imports no ns-3, cppyy or pydantic
+    from astra_ns3.factory import check_available, create, work_model  # light: no ns-3, cppyy, pydantic
 
     register(
         "ns3",
@@ -16,4 +16,6 @@ def astra_register_backends(register):
         config_type="astra_ns3.config:Ns3Config",
         description="packet-level RoCE on ns-3: DCQCN / HPCC / line rate, PFC, ECN, per-flow ECMP "
         "(--backend-config FILE: TOML or YAML)",
+        check_available=check_available,
+        work_model=work_model,
     )
