@@ -224,57 +224,87 @@ def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Pro
     buffer_chunks = max(
         [i_chunks] + [_int(gpu, key, path, here, minimum=0, default=0) for key in ("o_chunks", "s_chunks")]
     )
-    max_count = min(MSCCL_MAX_COUNT, buffer_chunks)
-    chunk = input_bytes / i_chunks
-    ops: list[Op] = []
-    last_of_step: dict[tuple[int, int], int] = {}
-    pending: list[tuple[int, int, int, str]] = []  # (op index, depid, deps, where)
+    reader = _MscclGpu(
+        path, here, ngpus, nchannels, min(MSCCL_MAX_COUNT, buffer_chunks), input_bytes / i_chunks, wire
+    )
     for tb in gpu.iter("tb"):
-        tb_id = _int(tb, "id", path, here, minimum=0)
-        tb_where = f"{here} tb {tb_id}"
-        send_peer = _int(tb, "send", path, tb_where, minimum=-1)
-        recv_peer = _int(tb, "recv", path, tb_where, minimum=-1)
+        reader.thread_block(tb)
+    return Program(_topological(reader.linked_ops(), f"{path} {here}"), path)
+
+
+class _MscclGpu:
+    """The operations of one GPU of an MSCCL algorithm, read thread block by thread
+    block: ``chunk`` bytes per chunk, ``wire`` bytes on the wire per byte of data
+    (the protocol), counts up to ``max_count`` chunks, channels below ``nchannels``."""
+
+    def __init__(
+        self, path: str, here: str, ngpus: int, nchannels: int, max_count: int, chunk: float, wire: float
+    ):
+        self.path, self.here, self.ngpus, self.nchannels = path, here, ngpus, nchannels
+        self.max_count, self.chunk, self.wire = max_count, chunk, wire
+        self.ops: list[Op] = []
+        self.last_of_step: dict[tuple[int, int], int] = {}
+        self.pending: list[tuple[int, int, int, str]] = []  # (op index, depid, deps, where)
+
+    def thread_block(self, tb: ET.Element) -> None:
+        """Append the ops of ``tb``'s steps, each after the one before it."""
+        path = self.path
+        tb_id = _int(tb, "id", path, self.here, minimum=0)
+        where = f"{self.here} tb {tb_id}"
+        peers = (_int(tb, "send", path, where, minimum=-1), _int(tb, "recv", path, where, minimum=-1))
         # a message goes from a thread block to the peer's thread block of the same channel
-        channel = _int(tb, "chan", path, tb_where, 0, nchannels - 1, default=0)
+        channel = _int(tb, "chan", path, where, 0, self.nchannels - 1, default=0)
         previous = -1
         for step in tb.iter("step"):
-            s = _int(step, "s", path, tb_where, minimum=0)
-            where = f"{tb_where} step {s}"
-            kind = step.attrib.get("type", "")
-            if kind not in _KNOWN:
-                raise ConfigError(f"{path}: {where}: unknown step type {kind!r}")
-            # a nop moves nothing: its count does not matter
-            size = int(_int(step, "cnt", path, where, int(kind != "nop"), max_count) * chunk)
-            deps = (previous,) if previous >= 0 else ()
-            depid = _int(step, "depid", path, where, minimum=-1)
-            dep_step = _int(step, "deps", path, where, minimum=-1)
-            first = len(ops)
-            if kind in _RECEIVES:
-                _check_peer(recv_peer, ngpus, path, where, "recv")
-                ops.append(Op(RECV, deps, recv_peer, max(1, round(size * wire)), channel))
-                deps = (len(ops) - 1,)
-            if kind in _REDUCES:
-                ops.append(Op(REDUCE, deps, size=size))
-                deps = (len(ops) - 1,)
-            if kind in _SENDS:
-                _check_peer(send_peer, ngpus, path, where, "send")
-                ops.append(Op(SEND, deps, send_peer, max(1, round(size * wire)), channel))
-                deps = (len(ops) - 1,)
-            if len(ops) == first:  # cpy, nop: a point in the order
-                ops.append(Op(COMP, deps))
-            if depid >= 0:
-                pending.append((first, depid, dep_step, where))
-            previous = len(ops) - 1
-            last_of_step[(tb_id, s)] = previous
-    for index, depid, dep_step, where in pending:
-        target = last_of_step.get((depid, dep_step))
-        if target is None:
-            raise ConfigError(
-                f"{path}: {where}: depends on tb {depid} step {dep_step}, which gpu {position} does not have"
-            )
-        op = ops[index]
-        ops[index] = Op(op.kind, op.deps + (target,), op.peer, op.size, op.tag, op.duration_ns)
-    return Program(_topological(ops, f"{path} gpu {position}"), path)
+            s = _int(step, "s", path, where, minimum=0)
+            previous = self._step(step, f"{where} step {s}", peers, channel, previous)
+            self.last_of_step[(tb_id, s)] = previous
+
+    def _step(self, step: ET.Element, where: str, peers: tuple[int, int], channel: int, previous: int) -> int:
+        """Append one step's ops (receive, reduce, send, or a point in the order);
+        returns the index of its last."""
+        path, ops = self.path, self.ops
+        kind = step.attrib.get("type", "")
+        if kind not in _KNOWN:
+            raise ConfigError(f"{path}: {where}: unknown step type {kind!r}")
+        # a nop moves nothing: its count does not matter
+        size = int(_int(step, "cnt", path, where, int(kind != "nop"), self.max_count) * self.chunk)
+        deps = (previous,) if previous >= 0 else ()
+        depid = _int(step, "depid", path, where, minimum=-1)
+        dep_step = _int(step, "deps", path, where, minimum=-1)
+        first = len(ops)
+        send_peer, recv_peer = peers
+        if kind in _RECEIVES:
+            _check_peer(recv_peer, self.ngpus, path, where, "recv")
+            ops.append(Op(RECV, deps, recv_peer, max(1, round(size * self.wire)), channel))
+            deps = (len(ops) - 1,)
+        if kind in _REDUCES:
+            ops.append(Op(REDUCE, deps, size=size))
+            deps = (len(ops) - 1,)
+        if kind in _SENDS:
+            _check_peer(send_peer, self.ngpus, path, where, "send")
+            ops.append(Op(SEND, deps, send_peer, max(1, round(size * self.wire)), channel))
+            deps = (len(ops) - 1,)
+        if len(ops) == first:  # cpy, nop: a point in the order
+            ops.append(Op(COMP, deps))
+        if depid >= 0:
+            self.pending.append((first, depid, dep_step, where))
+        return len(ops) - 1
+
+    def linked_ops(self) -> list[Op]:
+        """The ops with each cross-thread-block dependency (``depid``/``deps``) added.
+        Raises ConfigError for a dependency on a step this GPU does not have."""
+        ops = self.ops
+        for index, depid, dep_step, where in self.pending:
+            target = self.last_of_step.get((depid, dep_step))
+            if target is None:
+                raise ConfigError(
+                    f"{self.path}: {where}: depends on tb {depid} step {dep_step}, which "
+                    f"{self.here} does not have"
+                )
+            op = ops[index]
+            ops[index] = Op(op.kind, op.deps + (target,), op.peer, op.size, op.tag, op.duration_ns)
+        return ops
 
 
 def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None:
