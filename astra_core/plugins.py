@@ -30,7 +30,8 @@ import importlib.metadata
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,7 +206,27 @@ class BackendInfo:
                 f"returned {type(backend).__name__}, which has no run()"
             )
         packages = self.packages | {_top_package(type(backend).__module__)}
-        return GuardedBackend(backend, self.plugin, self.name, packages - _HOST_PACKAGES)
+        guarded = GuardedBackend(backend, self.plugin, self.name, packages - _HOST_PACKAGES)
+        for built in _RECORDINGS:
+            built.append(guarded)
+        return guarded
+
+
+#: The lists of the open :func:`backends_built` blocks.
+_RECORDINGS: list[list[Any]] = []
+
+
+@contextmanager
+def backends_built() -> Iterator[list[Any]]:
+    """The backends astra builds inside the block (:meth:`BackendInfo.build`), in order:
+    a run's result holds no live backend, so a test or a tool that reads a backend's
+    own state after a run takes it from here (the last one built ran the step)."""
+    built: list[Any] = []
+    _RECORDINGS.append(built)
+    try:
+        yield built
+    finally:
+        _RECORDINGS.remove(built)
 
 
 def _is_empty_config(config: Any) -> bool:

@@ -55,8 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,28 +80,6 @@ SPEED_TARGETS = {
 #: examples/cc_study's incast: 8 senders of 12.5 MB each.
 INCAST_SENDERS, INCAST_BYTES = 8, 12_500_000
 RESULTS = ROOT / "benchmarks" / "results" / "ns3_fast_forward.jsonl"
-
-
-@contextmanager
-def built_backends() -> Iterator[list]:
-    """The network backends astra builds inside the block, in order (the last one built
-    ran the step): a result holds no live backend, and a benchmark that reads a
-    backend's own tables after a run takes it from here."""
-    from astra_core.plugins import BackendInfo
-
-    built: list = []
-    build = BackendInfo.build
-
-    def recording(self, topology, config=None):
-        backend = build(self, topology, config)
-        built.append(backend)
-        return backend
-
-    BackendInfo.build = recording  # type: ignore[method-assign]
-    try:
-        yield built
-    finally:
-        BackendInfo.build = build  # type: ignore[method-assign]
 
 
 def _validation(name: str):
@@ -220,7 +197,9 @@ def _run_trace_case(name: str, size: int, config: dict, folder: Path) -> tuple[A
         write_rank_trace(f"{prefix}.{rank}.et", nodes)
     system = upstream_system(case.algorithm, 1)
     started = time.perf_counter()
-    with built_backends() as built:
+    from astra_core.plugins import backends_built
+
+    with backends_built() as built:
         result = simulate(
             str(prefix),
             system,

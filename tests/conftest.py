@@ -95,19 +95,10 @@ def one_error_line(result) -> str:
 
 
 @pytest.fixture
-def built_backends(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Every network backend the host builds during the test, in order: a result holds
-    no live backend, so a test that checks a backend's own state after a run reads it
-    here (the last one built ran the step)."""
-    from astra_core.plugins import BackendInfo
+def built_backends():
+    """Every network backend the host builds during the test, in order (the last one
+    built ran the step; :func:`astra_core.plugins.backends_built`)."""
+    from astra_core.plugins import backends_built
 
-    built: list = []
-    build = BackendInfo.build
-
-    def recording(self, topology, config=None):
-        backend = build(self, topology, config)
-        built.append(backend)
-        return backend
-
-    monkeypatch.setattr(BackendInfo, "build", recording)
-    return built
+    with backends_built() as built:
+        yield built
