@@ -29,6 +29,7 @@ from astra_core.backend import Topology
 from astra_core.cli import main
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import AstraError, ConfigError
+from astra_core.hookspecs import hookimpl
 from astra_core.plugins import (
     BackendRegistry,
     PluginError,
@@ -543,3 +544,40 @@ def test_an_availability_check_that_raises_is_listed_as_broken(plugin, monkeypat
         "OSError: no /dev/fabric" in out.stdout.splitlines()
     )
     assert any(line.startswith("analytical (default): usable") for line in out.stdout.splitlines())
+
+
+def test_a_progress_observer_that_raises_is_dropped_with_one_warning_and_the_run_goes_on():
+    example = Path(__file__).resolve().parents[2] / "examples" / "resnet50_dp"
+    inputs = (
+        str(example / "workload" / "Resnet50_DataParallel"),
+        example / "system.json",
+        example / "network.yml",
+    )
+
+    class Failing:
+        calls = 0
+
+        @hookimpl
+        def astra_run_progress(self, run, progress):
+            Failing.calls += 1
+            raise RuntimeError("no terminal")
+
+    class Recording:
+        @hookimpl
+        def astra_run_progress(self, run, progress):
+            reports.append(progress)
+
+    reports: list = []
+    plain = simulate(*inputs, backend="analytical-congestion")
+    pm = make_plugin_manager(settings=PluginSettings())
+    pm.register(Failing(), name="failing")
+    pm.register(Recording(), name="recording")
+    with pytest.warns(PluginWarning) as caught:
+        result = simulate(*inputs, backend="analytical-congestion", plugin_manager=pm)
+    lines = [str(w.message) for w in caught if "astra_run_progress" in str(w.message)]
+    assert lines == [
+        "plugin 'failing': astra_run_progress raised RuntimeError: no terminal "
+        "(no more progress reports to it in this run)"
+    ]
+    assert Failing.calls == 1 and len(reports) >= 2  # the other observer got every report
+    assert result.step_ns == plain.step_ns and reports[-1].now_ns == result.step_ns
