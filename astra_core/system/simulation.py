@@ -30,11 +30,12 @@ from astra_core.results import (
     RunResult,
     backend_counters,
 )
+from astra_core.system.attempt import build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
-from astra_core.system.p2p import MessageMatcher, MirroredMatcher
+from astra_core.system.p2p import MessageMatcher
 from astra_core.system.stream import DataSet
-from astra_core.system.symmetry import find_symmetry
+from astra_core.system.symmetry import Symmetry, find_symmetry
 from astra_core.system.view import ProgressSample, RunView
 from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_unreceived_sends
 from astra_core.workload.chakra import ETNode
@@ -79,16 +80,16 @@ class Simulation:
             comm_groups=comm_groups,
             collective_plugins=collective_plugins,
         )
-        self.backend = backend
         self.backend_name = backend_name
         self.npus_count = network.npus_count
         self.on_progress = on_progress
         self.collectives: list[tuple[int, ETNode, DataSet]] = []
         self._finished = 0
+        classes: Symmetry | None
         if symmetry and context.custom:
-            self.symmetry, self.symmetry_reason = None, "custom collectives give ranks their own programs"
+            classes, self.symmetry_reason = None, "custom collectives give ranks their own programs"
         elif symmetry:
-            self.symmetry, self.symmetry_reason = find_symmetry(
+            classes, self.symmetry_reason = find_symmetry(
                 context.graphs,
                 context.dim_sizes,
                 context.implementations,
@@ -99,13 +100,13 @@ class Simulation:
                 [d.kind is not TopologyKind.RING for d in network.dims],
             )
         else:
-            self.symmetry, self.symmetry_reason = None, "turned off"
+            classes, self.symmetry_reason = None, "turned off"
         # The full run to fall back on if the ranks of a class part ways
         # (engine.TieOrderMatters) needs a backend no event has touched.
         self._fresh_backend = fresh_backend
-        if self.symmetry is not None and fresh_backend is None:
-            self.symmetry, self.symmetry_reason = None, "no fresh backend to fall back on"
-        self._build_engines()
+        if classes is not None and fresh_backend is None:
+            classes, self.symmetry_reason = None, "no fresh backend to fall back on"
+        self.attempt = build_attempt(context, backend, classes, self)
 
     @property
     def view(self) -> RunView:
@@ -117,22 +118,22 @@ class Simulation:
     def graphs(self) -> tuple[RankGraph, ...]:
         return self.context.graphs
 
-    def _build_engines(self) -> None:
-        """One engine per rank, or per class representative under rank symmetry."""
-        context, backend, symmetry = self.context, self.backend, self.symmetry
-        if symmetry is not None:
-            # Representatives stand for their classes (astra_core.system.symmetry).
-            self.matcher: MessageMatcher = MirroredMatcher(backend, symmetry, self.npus_count)
-            ranks: Sequence[int] = symmetry.representatives()
-        else:
-            self.matcher = MessageMatcher(backend, self.npus_count)
-            ranks = range(self.npus_count)
-        self.engines = [
-            RankEngine(
-                r, context.graphs[r], context, backend, self.matcher, self, symmetric=symmetry is not None
-            )
-            for r in ranks
-        ]
+    # the attempt's parts, read-only
+    @property
+    def backend(self) -> Any:
+        return self.attempt.backend
+
+    @property
+    def matcher(self) -> MessageMatcher:
+        return self.attempt.matcher
+
+    @property
+    def symmetry(self) -> Symmetry | None:
+        return self.attempt.symmetry
+
+    @property
+    def engines(self) -> list[RankEngine]:
+        return self.attempt.engines
 
     # -- callbacks from the engines (engine.EngineListener) ---------------------------
     def rank_finished(self, rank: int) -> None:
@@ -144,7 +145,7 @@ class Simulation:
     def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
         """What ``node`` of ``rank`` waits on; ``engine`` runs ``rank`` or, under
         rank symmetry, its representative (see :mod:`astra_core.system.wait_report`)."""
-        return describe_wait(self, engine, rank, node)
+        return describe_wait(self.attempt, engine, rank, node)
 
     # -- running ----------------------------------------------------------------
     def run(self) -> RunResult:
@@ -182,16 +183,16 @@ class Simulation:
     def _fall_back(self, reason: str) -> None:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
         # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
-        self.backend = cast("Callable[[], Any]", self._fresh_backend)()
-        self.symmetry, self.symmetry_reason = None, reason
+        backend = cast("Callable[[], Any]", self._fresh_backend)()
+        self.symmetry_reason = reason
         self.collectives = []
         self._finished = 0
-        self._build_engines()
+        self.attempt = build_attempt(self.context, backend, None, self)
 
     def _result(self) -> RunResult:
         if self._finished < len(self.engines):
-            raise_deadlock(self)
-        warn_unreceived_sends(self)
+            raise_deadlock(self.attempt)
+        warn_unreceived_sends(self.attempt)
         flights = self.matcher.in_flight  # built once: a dict over every rank
         ranks = [self._rank_result(e, flights.get(e.rank, ())) for e in self.engines]
         messages, message_bytes = self.matcher.messages, self.matcher.bytes

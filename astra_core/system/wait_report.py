@@ -25,8 +25,8 @@ from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.graph import TraceWarning
 
 if TYPE_CHECKING:
+    from astra_core.system.attempt import RunAttempt
     from astra_core.system.engine import RankEngine
-    from astra_core.system.simulation import Simulation
     from astra_core.workload.chakra import ETNode
 
 _COMM_SEND, _COMM_RECV, _COMM_COLL = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE
@@ -40,14 +40,14 @@ _CHUNK_TAG = re.compile(r"\bchunk tag (\d+)")
 
 
 def rank_view(
-    sim: Simulation, engine: RankEngine, rank: int
+    run: RunAttempt, engine: RankEngine, rank: int
 ) -> tuple[Callable[[int], int], Callable[[int], int]]:
     """(rank renamer, chunk-tag renamer) from ``engine``'s frame to ``rank``'s.
 
     Identity without symmetry; otherwise the translation taking the
     representative ``engine.rank`` to ``rank``.
     """
-    sym = sim.symmetry
+    sym = run.symmetry
     if sym is None or rank == engine.rank:
         return (lambda r: r), (lambda t: t)
     _, delta = sym.from_representative(rank)
@@ -75,7 +75,7 @@ def as_seen_by(text: str, rename: Callable[[int], int], retag: Callable[[int], i
     return _CHUNK_TAG.sub(lambda m: f"chunk tag {retag(int(m.group(1)))}", text)
 
 
-def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) -> str:
+def describe_wait(run: RunAttempt, engine: RankEngine, rank: int, node: ETNode) -> str:
     """What ``node`` of ``rank`` (run by ``engine``) waits on, in ``rank``'s terms.
 
     ``node`` is ``rank``'s own node: its peers are already ``rank``'s.
@@ -86,7 +86,7 @@ def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) 
             f"waits for a message from rank {node.comm_src} (tag {tag}, {node.comm_size} "
             "bytes) that was never sent"
         )
-        others = _unreceived_from(sim, engine, rank, cast(int, node.comm_src))  # a receive names its source
+        others = _unreceived_from(run, engine, rank, cast(int, node.comm_src))  # a receive names its source
         if others:
             shown = ", ".join(f"tag {t}, {s} bytes" for t, s in others[:2])
             more = f" and {len(others) - 2} more" if len(others) > 2 else ""
@@ -102,21 +102,21 @@ def describe_wait(sim: Simulation, engine: RankEngine, rank: int, node: ETNode) 
         streams = engine.sys.waiting_streams()
         if not streams:
             return "collective never completed: no chunk running"
-        rename, retag = rank_view(sim, engine, rank)
+        rename, retag = rank_view(run, engine, rank)
         detail = as_seen_by(streams[0], rename, retag)
         more = f" (+{len(streams) - 1} more chunks)" if len(streams) > 1 else ""
         return f"collective never completed: {detail}{more}"
     return "never completed"
 
 
-def _unreceived_from(sim: Simulation, engine: RankEngine, rank: int, src: int) -> list[tuple[int, int]]:
+def _unreceived_from(run: RunAttempt, engine: RankEngine, rank: int, src: int) -> list[tuple[int, int]]:
     """(tag, bytes) of the messages ``src`` sent to ``rank`` that arrived and
     no receive matched (the matcher keys them in ``engine.rank``'s frame)."""
-    sym = sim.symmetry
+    sym = run.symmetry
     if sym is not None and rank != engine.rank:
         _, delta = sym.to_representative(rank)
         src = sym.shift(src, delta)
-    matcher = sim.matcher
+    matcher = run.matcher
     index = _ARRIVED_INDEX.get(matcher)
     if index is None:  # one pass over the matcher per report, not one per rank
         index = _ARRIVED_INDEX[matcher] = {}
@@ -130,7 +130,7 @@ def _unreceived_from(sim: Simulation, engine: RankEngine, rank: int, src: int) -
 _ARRIVED_INDEX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def raise_deadlock(sim: Simulation) -> None:
+def raise_deadlock(run: RunAttempt) -> None:
     """Raise :class:`SimulationDeadlock` naming the ranks that cannot finish.
 
     One line: the time, how many ranks wait, what the first rank's first
@@ -138,14 +138,16 @@ def raise_deadlock(sim: Simulation) -> None:
     and how many more ranks.
     ``SimulationDeadlock.waiting`` maps every waiting rank to all its lines.
     """
-    _ARRIVED_INDEX.pop(sim.matcher, None)  # index the matcher as the run left it
-    stuck = {e.rank: e for e in sim.engines if e.finish_ns is None}
-    sym = sim.symmetry
+    _ARRIVED_INDEX.pop(run.matcher, None)  # index the matcher as the run left it
+    stuck = {e.rank: e for e in run.engines if e.finish_ns is None}
+    sym = run.symmetry
     if sym is None:
         owners = {rank: stuck[rank] for rank in sorted(stuck)}
     else:
         owners = {
-            rank: stuck[rep] for rank in range(sim.npus_count) if (rep := sym.representative(rank)) in stuck
+            rank: stuck[rep]
+            for rank in range(run.context.npus_count)
+            if (rep := sym.representative(rank)) in stuck
         }
     waiting = {
         rank: engine.waiting(rank) or ["nothing running, nodes left unissued"]
@@ -159,16 +161,16 @@ def raise_deadlock(sim: Simulation) -> None:
         text += "; also " + ", ".join(f"rank {r}: {_node_only(waiting[r][0])}" for r in shown[1:])
     rest = len(waiting) - len(shown)
     message = (
-        f"simulation cannot finish at t={sim.backend.now():.0f} ns: {len(waiting)} "
+        f"simulation cannot finish at t={run.backend.now():.0f} ns: {len(waiting)} "
         f"rank(s) wait forever: {text}" + (f" (+{rest} more ranks)" if rest else "")
     )
-    cause = queue_order_conflict(sim) if sym is None else None
+    cause = queue_order_conflict(run) if sym is None else None
     if cause:
         message += f"; cause: {cause}"
     raise SimulationDeadlock(message, waiting)
 
 
-def queue_order_conflict(sim: Simulation) -> str | None:
+def queue_order_conflict(run: RunAttempt) -> str | None:
     """Why ranks wait on each other at a dimension's queue, if they do.
 
     Upstream's system layer runs at most ``active-chunks-per-dimension``
@@ -183,7 +185,7 @@ def queue_order_conflict(sim: Simulation) -> str | None:
     running: dict[tuple[int, int], set[int]] = {}  # (rank, dim) -> chunk tags running
     queued: dict[tuple[int, int], set[int]] = {}  # (rank, dim) -> chunk tags waiting for the queue
     queued_by: dict[tuple[int, int], list[int]] = {}  # (dim, tag) -> ranks holding it queued
-    for engine in sim.engines:
+    for engine in run.engines:
         if engine.finish_ns is not None:
             continue
         for dim, queue in enumerate(engine.sys.active_streams):
@@ -192,7 +194,7 @@ def queue_order_conflict(sim: Simulation) -> str | None:
                 into.setdefault((engine.rank, dim), set()).add(stream.stream_id)
                 if not stream.initialized:
                     queued_by.setdefault((dim, stream.stream_id), []).append(engine.rank)
-    sizes = [d.npus for d in sim.context.network.dims]
+    sizes = [d.npus for d in run.context.network.dims]
     for (rank, dim), tags in sorted(running.items()):
         if dim >= len(sizes):
             continue
@@ -203,14 +205,14 @@ def queue_order_conflict(sim: Simulation) -> str | None:
                     continue  # not a partner on this dimension (or a communicator group's own dims)
                 crossed = sorted(running.get((other, dim), set()) & queued.get((rank, dim), set()))
                 if crossed:
-                    limit = sim.context.system.active_chunks_per_dimension
+                    limit = run.context.system.active_chunks_per_dimension
                     return (
                         f"ranks {rank} and {other} started chunks in opposite orders on dimension {dim}: "
                         f"rank {rank} runs chunk tag {tag} and holds chunk tag {crossed[0]} queued, rank "
                         f"{other} the reverse, and active-chunks-per-dimension ({limit}) lets no more run; "
                         "upstream's per-dimension queues start chunks in arrival order, which differs "
                         "between ranks whose timing differs. Set active-chunks-per-dimension to "
-                        f"preferred-dataset-splits ({sim.context.system.preferred_dataset_splits}) or "
+                        f"preferred-dataset-splits ({run.context.system.preferred_dataset_splits}) or "
                         "preferred-dataset-splits to 1"
                     )
     return None
@@ -223,11 +225,11 @@ def _node_only(line: str) -> str:
     return line if len(line) <= 60 else line[:57] + "..."
 
 
-def unreceived_sends(sim: Simulation) -> list[tuple[int, int, int, int]]:
+def unreceived_sends(run: RunAttempt) -> list[tuple[int, int, int, int]]:
     """(src, dst, tag, bytes) of every message that arrived and that no receive
     matched, per real rank, ascending."""
-    leftovers = sim.matcher.arrived_unreceived()
-    sym = sim.symmetry
+    leftovers = run.matcher.arrived_unreceived()
+    sym = run.symmetry
     if sym is None or not leftovers:
         return sorted(leftovers)
     classes = sym.classes()
@@ -239,7 +241,7 @@ def unreceived_sends(sim: Simulation) -> list[tuple[int, int, int, int]]:
     return sorted(out)
 
 
-def warn_unreceived_sends(sim: Simulation) -> None:
+def warn_unreceived_sends(run: RunAttempt) -> None:
     """Warn (:class:`TraceWarning`, one line) about sends no receive matched.
 
     Upstream's analytical frontend completes a send when its message arrives,
@@ -247,14 +249,14 @@ def warn_unreceived_sends(sim: Simulation) -> None:
     (``CommonNetworkApi::process_chunk_arrival``), so the run still finishes;
     a trace that sends what nobody receives is suspicious, though.
     """
-    sends = unreceived_sends(sim)
+    sends = unreceived_sends(run)
     if not sends:
         return
     src, dst, tag, size = sends[0]
     node = next(
         (
             n
-            for n in sim.graphs[src].nodes
+            for n in run.context.graphs[src].nodes
             if n.type == _COMM_SEND and n.comm_dst == dst and (n.comm_tag or 0) == tag and n.comm_size == size
         ),
         None,
