@@ -104,32 +104,17 @@ def run(
     and stops there.
     """
     from astra.api import simulate
-    from astra_core.report.table import print_summary
 
     warnings.showwarning = _show_warning
     started = time.perf_counter()
     files = {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}
     # Outputs are checked before the run, so that no result is lost after it and no input
     # is destroyed by it.
-    _check_outputs(
-        files,
-        plots_dir,
-        {
-            "--workload": _trace_files(workload),
-            "--system": system,
-            "--system's *-implementation-custom": _custom_collective_files(system),
-            "--network": network,
-            "--topology": topology,
-            "--memory": memory,
-            "--comm-groups": comm_groups,
-            "--backend-config": backend_config,
-            "--background": background,
-        },
-    )
-    sizes = parse_dims(dims) if dims is not None else None
+    inputs = _inputs(workload, system, network, topology, memory, comm_groups, backend_config, background)
+    _check_outputs(files, plots_dir, inputs)
     options = dict(
         topology=topology,
-        dims=sizes,
+        dims=parse_dims(dims) if dims is not None else None,
         memory=memory,
         comm_groups=comm_groups,
         backend=backend,
@@ -145,6 +130,33 @@ def run(
     wall = time.perf_counter() - started
     # With an output on standard output ("-"), the table and messages go to stderr.
     console = Console(stderr=any_stdout(files.values()))
+    _print_run(result, console, workload, wall)
+    _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
+
+
+def _inputs(
+    workload, system, network, topology, memory, comm_groups, backend_config, background
+) -> dict[str, Any]:
+    """The run's input files by option, for :func:`_check_outputs` (the trace and
+    custom-collective files are listed lazily)."""
+    return {
+        "--workload": _trace_files(workload),
+        "--system": system,
+        "--system's *-implementation-custom": _custom_collective_files(system),
+        "--network": network,
+        "--topology": topology,
+        "--memory": memory,
+        "--comm-groups": comm_groups,
+        "--backend-config": backend_config,
+        "--background": background,
+    }
+
+
+def _print_run(result, console: Console, workload: str, wall: float) -> None:
+    """The per-rank table, the background flows' slowdowns, NCCL's tuning lines and the wall time."""
+    from astra_core.report.nccl import tuning_lines
+    from astra_core.report.table import print_summary
+
     print_summary(result, console, title=f"astra — {workload} on backend {result.backend}")
     if result.background is not None:
         from astra_core.flows.report import flow_table, summary_table
@@ -155,12 +167,9 @@ def run(
                 f"background flows: FCT slowdown, {len(result.background)} flows",
             )
         )
-    from astra_core.report.nccl import tuning_lines
-
     for line in tuning_lines(result):  # as NCCL_DEBUG=INFO's tuning lines
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"simulated in {wall:.2f} s")
-    _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
 
 
 def _say_if_long(estimate) -> None:

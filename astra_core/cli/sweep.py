@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -56,45 +56,11 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
     from astra_core.sweep.table import LOG_NAME
 
     console = Console()
-    err = Console(stderr=True)
     try:
         parsed = load_spec(spec)
     except AstraError as exc:
         _fail(exc)
-    progress = (
-        Progress(
-            TextColumn("[bold]sweep"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]}"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        )
-        if err.is_terminal
-        else None
-    )
-    state: dict[str, Any] = {"task": None, "failed": 0, "finished": 0}
-
-    def on_start(to_run: int, skipped: int) -> None:
-        where = (
-            f"Ray ({ray_address})"
-            if ray_address
-            else ("this process" if workers == 1 else f"{workers or 'one per CPU'} worker processes")
-        )
-        console.print(f"{len(parsed.points)} points: {to_run} to run on {where}, {skipped} finished before")
-        if progress is not None:
-            progress.start()
-            state["task"] = progress.add_task("points", total=to_run, failed="")
-
-    def on_row(row: dict) -> None:
-        state["finished"] += 1
-        if row["status"] != "ok":
-            state["failed"] += 1
-        if progress is not None:
-            failed = f"{state['failed']} failed" if state["failed"] else ""
-            progress.update(state["task"], advance=1, failed=failed)
-
+    shown = _Progress(console, Console(stderr=True), len(parsed.points), _where(ray_address, workers))
     try:
         outcome = run_sweep(
             parsed,
@@ -102,25 +68,17 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
             workers=workers,
             fresh=fresh,
             ray=(True if ray_address == "local" else ray_address),
-            on_start=on_start,
-            on_row=on_row,
+            on_start=shown.on_start,
+            on_row=shown.on_row,
         )
     except AstraError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (pool.Interrupted)
-        signum = getattr(exc, "signum", signal.SIGINT)
-        if progress is not None:
-            progress.stop()
+        shown.stop()
         log = (Path(output).resolve() if output is not None else parsed.output) / LOG_NAME
-        click.echo(
-            f"error: sweep interrupted by {signal.Signals(signum).name}: "
-            f"{state['finished']} points finished (kept in {log}; run again to resume)",
-            err=True,
-        )
-        sys.exit(128 + signum)
+        _exit_interrupted(getattr(exc, "signum", signal.SIGINT), shown.finished, log)
     finally:
-        if progress is not None:
-            progress.stop()
+        shown.stop()
     _print_table(console, parsed, outcome.frame)
     for path in outcome.files:
         console.print(f"wrote {path}")
@@ -128,6 +86,69 @@ def sweep(spec, output, workers, ray_address, fresh) -> None:
     if summary:
         click.echo(f"error: {summary}", err=True)
         sys.exit(1)
+
+
+def _where(ray_address: str | None, workers: int | None) -> str:
+    """Where the points run, as the first line says."""
+    if ray_address:
+        return f"Ray ({ray_address})"
+    return "this process" if workers == 1 else f"{workers or 'one per CPU'} worker processes"
+
+
+class _Progress:
+    """The sweep's first line, then a progress bar on stderr while it is a terminal
+    (``run_sweep``'s ``on_start`` and ``on_row``), counting finished and failed points."""
+
+    def __init__(self, console: Console, err: Console, points: int, where: str):
+        self.console = console
+        self.points = points
+        self.where = where
+        self.finished = 0
+        self.failed = 0
+        self.task: Any = None
+        self.bar = (
+            Progress(
+                TextColumn("[bold]sweep"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[failed]}"),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            )
+            if err.is_terminal
+            else None
+        )
+
+    def on_start(self, to_run: int, skipped: int) -> None:
+        self.console.print(
+            f"{self.points} points: {to_run} to run on {self.where}, {skipped} finished before"
+        )
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task("points", total=to_run, failed="")
+
+    def on_row(self, row: dict) -> None:
+        self.finished += 1
+        if row["status"] != "ok":
+            self.failed += 1
+        if self.bar is not None:
+            failed = f"{self.failed} failed" if self.failed else ""
+            self.bar.update(self.task, advance=1, failed=failed)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _exit_interrupted(signum: int, finished: int, log: Path) -> NoReturn:
+    """Say how far an interrupted sweep got, and exit 128 + the signal number."""
+    click.echo(
+        f"error: sweep interrupted by {signal.Signals(signum).name}: "
+        f"{finished} points finished (kept in {log}; run again to resume)",
+        err=True,
+    )
+    sys.exit(128 + signum)
 
 
 def _print_table(console: Console, spec, frame) -> None:

@@ -335,17 +335,9 @@ def gen_llm(
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import load_model
 
-    _check_paths(
-        output,
-        dp * tp * pp * cp,
-        comm_groups,
-        {"--model": model, "--gpu": gpu},
-        f"dp {dp} x tp {tp} x pp {pp} x cp {cp}",
-    )
-    if distributed_optimizer:
-        if zero not in (0, 1):
-            _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
-        zero = 1
+    plan = f"dp {dp} x tp {tp} x pp {pp} x cp {cp}"
+    _check_paths(output, dp * tp * pp * cp, comm_groups, {"--model": model, "--gpu": gpu}, plan)
+    zero = _zero_stage(zero, distributed_optimizer)
     cfg = LLMConfig(
         load_model(model),
         load_gpu(gpu),
@@ -376,10 +368,23 @@ def gen_llm(
     with _interruptible():
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
-    m = cfg.model
+    _say_llm_written(cfg.model, wl, paths, groups, f"{plan}, ep {ep}", schedule, zero, output)
+
+
+def _zero_stage(zero: int, distributed_optimizer: bool) -> int:
+    """--zero, or 1 with --distributed-optimizer (which is ZeRO 1: another stage fails)."""
+    if distributed_optimizer:
+        if zero not in (0, 1):
+            _fail(ConfigError(f"--distributed-optimizer is ZeRO 1; it cannot be combined with --zero {zero}"))
+        zero = 1
+    return zero
+
+
+def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: int, output: str) -> None:
+    """What ``astra gen llm`` wrote: the model and plan, nodes and FLOPs, the comm-group file."""
     click.echo(
-        f"{m.name}: {m.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
-        f"(dp {dp} x tp {tp} x pp {pp} x cp {cp}, ep {ep}), {wl.microbatches} micro-batches, {schedule}, "
+        f"{model.name}: {model.params() / 1e9:.1f} B parameters, {wl.layout.npus} NPUs "
+        f"({plan}), {wl.microbatches} micro-batches, {schedule}, "
         f"ZeRO {zero} -> {len(paths)} traces {output}.<rank>.et"
     )
     click.echo(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterator
 from decimal import Decimal, DecimalException
 
 from astra_core.config.files import read_bounded_text
@@ -82,7 +83,8 @@ _QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(.*)")
 
 
 class _Reader:
-    """Turns numbered lines into checked values; every error names file and line."""
+    """Reads the file's sections (header, switch ids, links) from its numbered lines
+    into checked values; every error names file and line."""
 
     def __init__(self, source: str):
         self.source = source
@@ -119,6 +121,100 @@ class _Reader:
         except DecimalException:  # an exponent past the decimal context's range
             raise self.fail(f"{what} {word!r} is out of range") from None
 
+    def header(self, rows: Iterator[tuple[int, list[str]]]) -> tuple[int, int, int]:
+        """``(nodes, switches, links)`` from the first row, checked against each other
+        and against astra's size limits."""
+        header = next(rows, None)
+        if header is None:
+            raise self.fail("empty file; expected the header '<nodes> <switches> <links>'", 1)
+        self.line, words = header
+        if len(words) != 3:
+            raise self.fail(f"header must be '<nodes> <switches> <links>', got {len(words)} fields")
+        nodes = self.integer(words[0], "node count")
+        switch_count = self.integer(words[1], "switch count")
+        link_count = self.integer(words[2], "link count")
+        if nodes < 1:
+            raise self.fail(f"node count must be >= 1, got {nodes}")
+        if not 0 <= switch_count < nodes:
+            raise self.fail(f"switch count must be 0..{nodes - 1} (at least one NPU), got {switch_count}")
+        if link_count < 0:
+            raise self.fail(f"link count must be >= 0, got {link_count}")
+        try:
+            check_topology_size(self.source, nodes, 2 * link_count, nodes - switch_count)
+        except ConfigError as exc:
+            raise self.fail(str(exc).removeprefix(f"{self.source}: ")) from None
+        return nodes, switch_count, link_count
+
+    def switches(
+        self, rows: Iterator[tuple[int, list[str]]], switch_count: int, nodes: int, header_line: int
+    ) -> list[int]:
+        """The switch id line: ``switch_count`` distinct node ids."""
+        row = next(rows, None)
+        if row is None:
+            raise self.fail(
+                f"header says {switch_count} switches but the switch id line is missing", header_line
+            )
+        self.line, words = row
+        if len(words) != switch_count:
+            raise self.fail(f"header says {switch_count} switches, this line lists {len(words)} ids")
+        switches: list[int] = []
+        for word in words:
+            switch = self.node(word, "switch id", nodes)
+            if switch in switches:
+                raise self.fail(f"switch id {switch} listed twice")
+            switches.append(switch)
+        return switches
+
+    def links(
+        self, rows: Iterator[tuple[int, list[str]]], nodes: int, link_count: int, header_line: int
+    ) -> list[tuple[int, int, float, float]]:
+        """The ``link_count`` link lines, each cable as two directed links."""
+        links: list[tuple[int, int, float, float]] = []
+        seen: dict[tuple[int, int], int] = {}  # cable -> its line
+        for self.line, words in rows:
+            if len(seen) == link_count:
+                raise self.fail(
+                    f"more link lines than the {link_count} the header (line {header_line}) declares"
+                )
+            if len(words) != 5:
+                raise self.fail(
+                    f"a link is '<src> <dst> <rate> <delay> <error rate>', got {len(words)} fields"
+                )
+            src = self.node(words[0], "link source", nodes)
+            dst = self.node(words[1], "link destination", nodes)
+            if src == dst:
+                raise self.fail(f"link from node {src} to itself")
+            cable = (min(src, dst), max(src, dst))
+            if cable in seen:
+                raise self.fail(f"nodes {src} and {dst} are already linked on line {seen[cable]}")
+            seen[cable] = self.line
+            bandwidth, delay_ns = self.cable_properties(words)
+            links.append((src, dst, bandwidth, delay_ns))
+            links.append((dst, src, bandwidth, delay_ns))
+        if len(seen) < link_count:
+            raise self.fail(f"header says {link_count} links, the file has {len(seen)}", header_line)
+        return links
+
+    def cable_properties(self, words: list[str]) -> tuple[float, float]:
+        """A link line's ``(bytes/ns, delay ns)``, with its error rate checked."""
+        bandwidth = self.quantity(words[2], "rate", RATE_UNITS, _BITS_PER_S_PER_BYTE_PER_NS, "100Gbps")
+        if not bandwidth > 0:
+            raise self.fail(f"rate must be > 0, got {words[2]}")
+        if bandwidth == math.inf:
+            raise self.fail(f"rate must be finite, got {words[2]}")
+        delay_ns = self.quantity(words[3], "delay", TIME_UNITS, _PS_PER_NS, "0.001ms or 1000ns")
+        if delay_ns < 0:
+            raise self.fail(f"delay must be >= 0, got {words[3]}")
+        if delay_ns == math.inf:
+            raise self.fail(f"delay must be finite, got {words[3]}")
+        try:
+            error_rate = float(words[4])
+        except ValueError:
+            raise self.fail(f"error rate must be a number, got {words[4]!r}") from None
+        if not 0 <= error_rate <= 1:
+            raise self.fail(f"error rate must be in [0, 1], got {words[4]}")
+        return bandwidth, delay_ns
+
 
 def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
     """A :class:`PhysicalTopology` from the text of an ns-3 topology file.
@@ -129,79 +225,10 @@ def parse_ns3_topology(text: str, source: str = "topology") -> PhysicalTopology:
     r = _Reader(source)
     lines = [(number, line.split()) for number, line in enumerate(text.splitlines(), 1)]
     rows = iter([(number, words) for number, words in lines if words])
-
-    header = next(rows, None)
-    if header is None:
-        raise r.fail("empty file; expected the header '<nodes> <switches> <links>'", 1)
-    r.line, words = header
-    if len(words) != 3:
-        raise r.fail(f"header must be '<nodes> <switches> <links>', got {len(words)} fields")
-    nodes = r.integer(words[0], "node count")
-    switch_count = r.integer(words[1], "switch count")
-    link_count = r.integer(words[2], "link count")
-    if nodes < 1:
-        raise r.fail(f"node count must be >= 1, got {nodes}")
-    if not 0 <= switch_count < nodes:
-        raise r.fail(f"switch count must be 0..{nodes - 1} (at least one NPU), got {switch_count}")
-    if link_count < 0:
-        raise r.fail(f"link count must be >= 0, got {link_count}")
+    nodes, switch_count, link_count = r.header(rows)
     header_line = r.line
-    try:
-        check_topology_size(source, nodes, 2 * link_count, nodes - switch_count)
-    except ConfigError as exc:
-        raise r.fail(str(exc).removeprefix(f"{source}: ")) from None
-
-    switches: list[int] = []
-    if switch_count:
-        row = next(rows, None)
-        if row is None:
-            raise r.fail(
-                f"header says {switch_count} switches but the switch id line is missing", header_line
-            )
-        r.line, words = row
-        if len(words) != switch_count:
-            raise r.fail(f"header says {switch_count} switches, this line lists {len(words)} ids")
-        for word in words:
-            switch = r.node(word, "switch id", nodes)
-            if switch in switches:
-                raise r.fail(f"switch id {switch} listed twice")
-            switches.append(switch)
-
-    links: list[tuple[int, int, float, float]] = []
-    seen: dict[tuple[int, int], int] = {}
-    for r.line, words in rows:
-        if len(seen) == link_count:
-            raise r.fail(f"more link lines than the {link_count} the header (line {header_line}) declares")
-        if len(words) != 5:
-            raise r.fail(f"a link is '<src> <dst> <rate> <delay> <error rate>', got {len(words)} fields")
-        src = r.node(words[0], "link source", nodes)
-        dst = r.node(words[1], "link destination", nodes)
-        if src == dst:
-            raise r.fail(f"link from node {src} to itself")
-        cable = (min(src, dst), max(src, dst))
-        if cable in seen:
-            raise r.fail(f"nodes {src} and {dst} are already linked on line {seen[cable]}")
-        seen[cable] = r.line
-        bandwidth = r.quantity(words[2], "rate", RATE_UNITS, _BITS_PER_S_PER_BYTE_PER_NS, "100Gbps")
-        if not bandwidth > 0:
-            raise r.fail(f"rate must be > 0, got {words[2]}")
-        if bandwidth == math.inf:
-            raise r.fail(f"rate must be finite, got {words[2]}")
-        delay_ns = r.quantity(words[3], "delay", TIME_UNITS, _PS_PER_NS, "0.001ms or 1000ns")
-        if delay_ns < 0:
-            raise r.fail(f"delay must be >= 0, got {words[3]}")
-        if delay_ns == math.inf:
-            raise r.fail(f"delay must be finite, got {words[3]}")
-        try:
-            error_rate = float(words[4])
-        except ValueError:
-            raise r.fail(f"error rate must be a number, got {words[4]!r}") from None
-        if not 0 <= error_rate <= 1:
-            raise r.fail(f"error rate must be in [0, 1], got {words[4]}")
-        links.append((src, dst, bandwidth, delay_ns))
-        links.append((dst, src, bandwidth, delay_ns))
-    if len(seen) < link_count:
-        raise r.fail(f"header says {link_count} links, the file has {len(seen)}", header_line)
+    switches = r.switches(rows, switch_count, nodes, header_line) if switch_count else []
+    links = r.links(rows, nodes, link_count, header_line)
     return PhysicalTopology(nodes, switches, links, source=source)
 
 

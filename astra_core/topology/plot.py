@@ -100,18 +100,50 @@ def plot_topology(
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+
+    pos = _positions(topology, grid)
+    many = topology.nodes_count > 64
+    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
+    _draw_cables(ax, topology, pos, grid, width=0.4 if many else 0.9)
+    _draw_nodes(ax, topology, pos, many)
+    ax.set_title(
+        title
+        or f"{topology.source}: {topology.npus_count} NPUs, "
+        f"{len(topology.switches)} switches, {topology.links_count // 2} cables"
+    )
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
+    ax.margins(0.06)
+    ax.set_aspect("auto")
+    ax.axis("off")
+    fig.tight_layout()
+    try:
+        with atomic_output(path_png, "plot") as temporary:
+            fig.savefig(temporary, format=fmt)
+    finally:
+        plt.close(fig)
+
+
+def _positions(topology: PhysicalTopology, grid: Sequence[int] | None) -> dict[int, tuple[float, float]]:
+    """Each node's place: in layers with switches, else on the grid, else on a circle."""
+    if topology.switches:
+        return _layered(topology)
+    if grid is not None and 1 <= len(grid) <= 3:
+        return _grid(grid)
+    return _circle(topology.nodes_count)
+
+
+def _draw_cables(
+    ax,
+    topology: PhysicalTopology,
+    pos: dict[int, tuple[float, float]],
+    grid: Sequence[int] | None,
+    width: float,
+) -> None:
+    """One line per cable (a pair of links); on a grid, cables between positions that
+    are not neighbours as dashed arcs."""
     from matplotlib.collections import LineCollection
     from matplotlib.patches import FancyArrowPatch
 
-    if topology.switches:
-        pos = _layered(topology)
-    elif grid is not None and 1 <= len(grid) <= 3:
-        pos = _grid(grid)
-    else:
-        pos = _circle(topology.nodes_count)
-    many = topology.nodes_count > 64
-    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
-    width = 0.4 if many else 0.9
     drawn = set()
     segments = []  # straight cables, drawn as one collection: one artist per cable is
     # about half a millisecond each, minutes for a large fat-tree
@@ -135,6 +167,10 @@ def plot_topology(
         else:
             segments.append(((x0, y0), (x1, y1)))
     ax.add_collection(LineCollection(segments, colors="0.6", linewidths=width, zorder=1))
+
+
+def _draw_nodes(ax, topology: PhysicalTopology, pos: dict[int, tuple[float, float]], many: bool) -> None:
+    """NPUs and switches as markers, numbered unless there are many."""
     for nodes, style in ((topology.hosts, NPU_STYLE), (sorted(topology.switches), SWITCH_STYLE)):
         if nodes:
             ax.scatter(
@@ -158,18 +194,3 @@ def plot_topology(
                 xytext=(0, 9),
                 textcoords="offset points",
             )
-    ax.set_title(
-        title
-        or f"{topology.source}: {topology.npus_count} NPUs, "
-        f"{len(topology.switches)} switches, {topology.links_count // 2} cables"
-    )
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
-    ax.margins(0.06)
-    ax.set_aspect("auto")
-    ax.axis("off")
-    fig.tight_layout()
-    try:
-        with atomic_output(path_png, "plot") as temporary:
-            fig.savefig(temporary, format=fmt)
-    finally:
-        plt.close(fig)

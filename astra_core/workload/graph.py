@@ -143,26 +143,55 @@ def build_graph(trace: RankTrace) -> RankGraph:
     an id.
     """
     nodes = trace.nodes
-    fname = trace.path
-    n = len(nodes)
-    if isinstance(nodes, StreamedNodes):
-        streamed = True
-        ids: Sequence[int] = nodes.ids
-        deps: Iterable[tuple[tuple[int, ...], tuple[int, ...]]] = zip(
-            map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n))
-        )
-    else:
-        streamed = False
-        ids = [node.id for node in nodes]
-        deps = ((node.data_deps, node.ctrl_deps) for node in nodes)
-    index = _index(ids, fname, streamed)
+    streamed = isinstance(nodes, StreamedNodes)
+    ids, deps = _ids_and_deps(nodes)
+    index = _index(ids, trace.path, streamed)
+    counts, children, missing_refs, missing_ids, self_deps, forward = _resolve(deps, index, len(nodes))
+    if missing_refs:
+        _warn_missing(trace.path, missing_refs, missing_ids)
+    cycle_deps, cyclic_ids = _break_cycles(ids, counts, children, forward) if forward else ([], [])
+    if self_deps or cycle_deps:
+        _warn_dropped(trace.path, self_deps, cycle_deps)
+    # a streamed trace's graph is compact: 4-byte counts, children in two arrays
+    return RankGraph(
+        nodes,
+        index,
+        array("I", counts) if streamed else counts,
+        Children(children) if streamed else children,
+        missing_refs,
+        self_deps,
+        cycle_deps,
+        cyclic_ids,
+        trace.path,
+        trace.metadata,
+    )
 
+
+def _ids_and_deps(nodes) -> tuple[Sequence[int], Iterable[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """The nodes' ids, and their ``(data_deps, ctrl_deps)`` in file order (read
+    from a streamed trace's arrays without decoding its nodes)."""
+    if isinstance(nodes, StreamedNodes):
+        n = len(nodes)
+        return nodes.ids, zip(map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n)))
+    return [node.id for node in nodes], ((node.data_deps, node.ctrl_deps) for node in nodes)
+
+
+def _resolve(
+    deps: Iterable[tuple[tuple[int, ...], tuple[int, ...]]], index, n: int
+) -> tuple[list[int], list[list[int]], int, dict[int, None], int, list[tuple[int, int, bool]]]:
+    """Resolve every node's dependencies to positions: ``(parent counts, children,
+    dependencies on missing ids, those ids, self-dependencies, forward deps)``.
+
+    Each dependency on a later node is listed in ``forward`` as ``(parent pos,
+    child pos, is a data dep)``: only those can close a cycle. This loop runs
+    over every node of every distinct file, so it stays one flat loop.
+    """
     children: list[list[int]] = [[] for _ in range(n)]
     counts = [0] * n
     missing_refs = 0
     missing_ids: dict[int, None] = {}  # insertion-ordered set, for examples
     self_deps = 0
-    forward: list[tuple[int, int, bool]] = []  # (parent pos, child pos, is data dep)
+    forward: list[tuple[int, int, bool]] = []
     get = index.get
     for pos, (data_deps, ctrl_deps) in enumerate(deps):
         if ctrl_deps:
@@ -187,74 +216,56 @@ def build_graph(trace: RankTrace) -> RankGraph:
                 children[parent].append(pos)
                 count += 1
         counts[pos] = count
+    return counts, children, missing_refs, missing_ids, self_deps, forward
 
-    if missing_refs:
-        examples = ", ".join(str(i) for i in list(missing_ids)[:_EXAMPLES])
-        warnings.warn(
-            f"{fname}: {missing_refs} dependencies on {len(missing_ids)} node ids not in "
-            f"the file, treated as satisfied (e.g. ids {examples})",
-            TraceWarning,
-            stacklevel=2,
-        )
 
+def _break_cycles(
+    ids: Sequence[int], counts: list[int], children: list[list[int]], forward: list[tuple[int, int, bool]]
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """Drop the forward ctrl deps inside cycles, in place: ``(cycle_deps, cyclic_ids)``.
+
+    Only a dependency on a later node can close a cycle, and every cycle keeps one
+    while it exists, so dropping the ctrl ones inside strongly connected components
+    breaks every cycle they close. Cycles of data dependencies are real errors in
+    the trace: they are kept, and the run reports them as a deadlock (``cyclic_ids``).
+    """
     cycle_deps: list[tuple[int, int]] = []
-    # Only a dependency on a later node can close a cycle: without one, skip the
-    # search. Every cycle keeps one while it exists, so dropping the ctrl ones
-    # inside strongly connected components breaks every cycle they close.
-    # Cycles of data dependencies are real errors in the trace: they are kept,
-    # and the run reports them as a deadlock (see ``cyclic_ids``).
-    cyclic_ids: list[int] = []
-    if forward:
-        in_cycle = _cyclic_components(counts, children)
-        if in_cycle:
-            get_component = in_cycle.get
-            for parent, child, is_data in forward:
-                if not is_data and get_component(parent, -1) == get_component(child, -2):
-                    children[parent].remove(child)
-                    counts[child] -= 1
-                    cycle_deps.append((ids[child], ids[parent]))
-            in_cycle = _cyclic_components(counts, children) if cycle_deps else in_cycle
-            cyclic_ids = sorted(ids[p] for p in in_cycle)
+    in_cycle = _cyclic_components(counts, children)
+    if not in_cycle:
+        return cycle_deps, []
+    get_component = in_cycle.get
+    for parent, child, is_data in forward:
+        if not is_data and get_component(parent, -1) == get_component(child, -2):
+            children[parent].remove(child)
+            counts[child] -= 1
+            cycle_deps.append((ids[child], ids[parent]))
+    in_cycle = _cyclic_components(counts, children) if cycle_deps else in_cycle
+    return cycle_deps, sorted(ids[p] for p in in_cycle)
 
-    if self_deps or cycle_deps:
-        parts = []
-        if self_deps:
-            parts.append(f"{self_deps} self-dependencies")
-        if cycle_deps:
-            examples = ", ".join(f"{c} on {p}" for c, p in cycle_deps[:_EXAMPLES])
-            parts.append(
-                f"{len(cycle_deps)} ctrl dependencies on later nodes that closed cycles "
-                f"(e.g. node {examples})"
-            )
-        warnings.warn(
-            f"{fname}: dropped {' and '.join(parts)}, which would deadlock",
-            TraceWarning,
-            stacklevel=2,
+
+def _warn_missing(fname: str, missing_refs: int, missing_ids: dict[int, None]) -> None:
+    examples = ", ".join(str(i) for i in list(missing_ids)[:_EXAMPLES])
+    warnings.warn(
+        f"{fname}: {missing_refs} dependencies on {len(missing_ids)} node ids not in "
+        f"the file, treated as satisfied (e.g. ids {examples})",
+        TraceWarning,
+        stacklevel=3,  # build_graph's caller
+    )
+
+
+def _warn_dropped(fname: str, self_deps: int, cycle_deps: list[tuple[int, int]]) -> None:
+    parts = []
+    if self_deps:
+        parts.append(f"{self_deps} self-dependencies")
+    if cycle_deps:
+        examples = ", ".join(f"{c} on {p}" for c, p in cycle_deps[:_EXAMPLES])
+        parts.append(
+            f"{len(cycle_deps)} ctrl dependencies on later nodes that closed cycles (e.g. node {examples})"
         )
-    if streamed:  # compact: 4-byte counts, children in two arrays
-        return RankGraph(
-            nodes,
-            index,
-            array("I", counts),
-            Children(children),
-            missing_refs,
-            self_deps,
-            cycle_deps,
-            cyclic_ids,
-            trace.path,
-            trace.metadata,
-        )
-    return RankGraph(
-        nodes,
-        index,
-        counts,
-        children,
-        missing_refs,
-        self_deps,
-        cycle_deps,
-        cyclic_ids,
-        trace.path,
-        trace.metadata,
+    warnings.warn(
+        f"{fname}: dropped {' and '.join(parts)}, which would deadlock",
+        TraceWarning,
+        stacklevel=3,  # build_graph's caller
     )
 
 

@@ -41,6 +41,7 @@ GENERATED_DIMS_ATTR = "astra_network_dims"
 _SHOWN = 3  # nodes named in one error line
 _RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
 _NO_GROUP = (None, "", "0")  # pg_name values that name no comm group (the engine's reading)
+_Involved = tuple[RankGraph, int, tuple[bool, ...]]  # (graph, node id, involved_dim)
 
 
 def generated_dims(graph: RankGraph) -> list[int] | None:
@@ -81,24 +82,59 @@ def check_network_fit(
     ``involved_dim``) are not checked for ``involved_dim``.
     """
     dims = list(npus_per_dim)
-    ndims = len(dims)
+    distinct, ranks = _distinct(graphs)
+    _check_generated_for(distinct, dims)
+    too_long, roofline_bad, short, idle = _misfits(distinct, len(dims), roofline)
+    if too_long:
+        raise TraceError(_too_long_line(too_long, ranks, dims))
+    if roofline_bad:
+        raise TraceError(
+            _nodes_line(
+                roofline_bad,
+                ranks,
+                "roofline compute node has tensor_size but no num_ops "
+                "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)",
+            )
+        )
+    if short is not None:
+        _warn_short(*short, dims)
+    if idle is not None:
+        _warn_idle(*idle)
+
+
+def _distinct(graphs: Sequence[RankGraph]) -> tuple[list[RankGraph], dict[int, int]]:
+    """The distinct graphs in rank order, and how many ranks share each (by graph id)."""
     distinct: dict[int, RankGraph] = {}
     ranks: dict[int, int] = {}  # graph id -> ranks sharing it
     for graph in graphs:
         distinct.setdefault(id(graph), graph)
         ranks[id(graph)] = ranks.get(id(graph), 0) + 1
-    for graph in distinct.values():
+    return list(distinct.values()), ranks
+
+
+def _check_generated_for(graphs: list[RankGraph], dims: list[int]) -> None:
+    """Raise TraceError for the first trace generated for other dimensions than ``dims``."""
+    for graph in graphs:
         made_for = generated_dims(graph)
         if made_for is not None and made_for != dims:
             raise TraceError(
                 f"workload {_prefix(graph.path)} was generated for dims {_dims_text(made_for)}, "
                 f"network has {dims}"
             )
-    too_long: list[tuple[RankGraph, int, tuple[bool, ...]]] = []
+
+
+def _misfits(
+    graphs: list[RankGraph], ndims: int, roofline: bool
+) -> tuple[list[_Involved], list[tuple[RankGraph, int]], tuple[RankGraph, int, int] | None, _Involved | None]:
+    """One pass over every node: ``(too_long, roofline_bad, short, idle)``, the
+    collectives whose involved_dim names a dimension past ``ndims`` and the
+    roofline nodes without num_ops (all, in file order), then the first
+    collective with a short involved_dim and the first involving no dimension."""
+    too_long: list[_Involved] = []
     roofline_bad: list[tuple[RankGraph, int]] = []
-    short: tuple[RankGraph, int, int] | None = None
-    idle: tuple[RankGraph, int, tuple[bool, ...]] | None = None
-    for graph in distinct.values():
+    short: tuple[RankGraph, int, int] | None = None  # (graph, node id, entries)
+    idle: _Involved | None = None
+    for graph in graphs:
         for node in graph.nodes:
             kind = node.type
             if kind == COMM_COLL:
@@ -114,42 +150,37 @@ def check_network_fit(
                     idle = (graph, node.id, involved)
             elif kind == COMP and roofline and not node.num_ops and node.tensor_size and not node.is_cpu_op:
                 roofline_bad.append((graph, node.id))
-    if too_long:
-        involved = too_long[0][2]
-        highest = max(d for d, on in enumerate(involved) if on)
-        raise TraceError(
-            _nodes_line(
-                too_long,
-                ranks,
-                f"involved_dim {_bits(involved)} names dimension {highest}, "
-                f"the network has {ndims} dimension{'s' if ndims > 1 else ''} {dims}",
-            )
-        )
-    if roofline_bad:
-        raise TraceError(
-            _nodes_line(
-                roofline_bad,
-                ranks,
-                "roofline compute node has tensor_size but no num_ops "
-                "(operational intensity 0: no roofline time; give num_ops, or a duration with roofline-enabled 0)",
-            )
-        )
-    if short is not None:
-        graph, node_id, length = short
-        warnings.warn(
-            f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entr{'y' if length == 1 else 'ies'}, the network "
-            f"has {ndims} dimensions {dims}: the missing ones count as involved",
-            TraceWarning,
-            stacklevel=2,
-        )
-    if idle is not None:
-        graph, node_id, involved = idle
-        warnings.warn(
-            f"{graph.path or 'trace'}: node {node_id}: involved_dim {_bits(involved)} involves no "
-            "dimension: the collective moves no data",
-            TraceWarning,
-            stacklevel=2,
-        )
+    return too_long, roofline_bad, short, idle
+
+
+def _too_long_line(too_long: list[_Involved], ranks: dict[int, int], dims: list[int]) -> str:
+    ndims = len(dims)
+    involved = too_long[0][2]
+    highest = max(d for d, on in enumerate(involved) if on)
+    return _nodes_line(
+        too_long,
+        ranks,
+        f"involved_dim {_bits(involved)} names dimension {highest}, "
+        f"the network has {ndims} dimension{'s' if ndims > 1 else ''} {dims}",
+    )
+
+
+def _warn_short(graph: RankGraph, node_id: int, length: int, dims: list[int]) -> None:
+    warnings.warn(
+        f"{graph.path or 'trace'}: node {node_id}: involved_dim has {length} entr{'y' if length == 1 else 'ies'}, the network "
+        f"has {len(dims)} dimensions {dims}: the missing ones count as involved",
+        TraceWarning,
+        stacklevel=3,  # check_network_fit's caller
+    )
+
+
+def _warn_idle(graph: RankGraph, node_id: int, involved: tuple[bool, ...]) -> None:
+    warnings.warn(
+        f"{graph.path or 'trace'}: node {node_id}: involved_dim {_bits(involved)} involves no "
+        "dimension: the collective moves no data",
+        TraceWarning,
+        stacklevel=3,  # check_network_fit's caller
+    )
 
 
 def _nodes_line(items: list[tuple], ranks: dict[int, int], problem: str) -> str:

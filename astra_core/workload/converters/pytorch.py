@@ -232,134 +232,147 @@ def convert_host_trace(
     """Nodes of one rank and a summary dict. ``group_ids`` maps pg_name -> comm-group id."""
     units = _Units(trace, times).units()
     gpu_trace = bool(times and times.gpu_us) or any(
-        str(t[5]).startswith("cuda") for u in units for n in (u.node,) for t in tensors_in(n.inputs)
+        str(t[5]).startswith("cuda") for u in units for t in tensors_in(u.node.inputs)
     )
-    groups = _group_names(trace)
-    nodes: list[pb.Node] = []
-    host_last = gpu_last = comm_last = None
-    pending: list[tuple[int, frozenset]] = []  # (comm node id, storages) not yet waited for
-    by_seq: dict[int, int] = {}  # NCCL sequence number -> collective node id
-    waited: list[int] = []  # collectives an explicit wait makes the next compute wait for
-    summary = {"compute_us": 0.0, "collectives": 0, "p2p": 0, "comm_bytes": 0, "compute_nodes": 0}
+    rank_nodes = _RankNodes(trace, rank, group_ids, gpu_trace)
+    for u in units:
+        if u.comm is None:
+            rank_nodes.add_compute(u)
+        else:
+            rank_nodes.add_comm(u, u.comm)
+    return rank_nodes.nodes, rank_nodes.summary
 
-    def add(name, ntype, deps, **kw) -> int:
-        nid = len(nodes)
-        nodes.append(
+
+class _RankNodes:
+    """One rank's Chakra nodes, built unit by unit (:func:`convert_host_trace`),
+    with the last host, GPU and communication node each new node follows and the
+    communication nodes still to be waited for."""
+
+    def __init__(self, trace: HostTrace, rank: int, group_ids: dict[str, str], gpu_trace: bool):
+        self.trace = trace
+        self.rank = rank
+        self.group_ids = group_ids
+        self.gpu_trace = gpu_trace
+        self.groups = _group_names(trace)
+        self.nodes: list[pb.Node] = []
+        self.host_last: int | None = None
+        self.gpu_last: int | None = None
+        self.comm_last: int | None = None
+        self.pending: list[tuple[int, frozenset]] = []  # (comm node id, storages) not yet waited for
+        self.by_seq: dict[int, int] = {}  # NCCL sequence number -> collective node id
+        self.waited: list[int] = []  # collectives an explicit wait makes the next compute wait for
+        self.warned = False  # about collectives that name no process group
+        self.summary = {"compute_us": 0.0, "collectives": 0, "p2p": 0, "comm_bytes": 0, "compute_nodes": 0}
+
+    def add(self, name, ntype, deps, **kw) -> int:
+        nid = len(self.nodes)
+        self.nodes.append(
             make_node(nid, name, ntype, data_deps=[d for d in dict.fromkeys(deps) if d is not None], **kw)
         )
         return nid
 
-    def waits(storages: frozenset) -> list[int]:
-        hit = [nid for nid, st in pending if st & storages]
+    def waits(self, storages: frozenset) -> list[int]:
+        """The pending communication nodes that touch ``storages``, no longer pending."""
+        hit = [nid for nid, st in self.pending if st & storages]
         if hit:
-            pending[:] = [(nid, st) for nid, st in pending if nid not in hit]
+            self.pending[:] = [(nid, st) for nid, st in self.pending if nid not in hit]
         return hit
 
-    for u in units:
+    def add_compute(self, u: _Unit) -> None:
+        """A compute unit: a host node, and on GPU traces its kernels' GPU node."""
         n = u.node
-        if u.comm is None:
-            seq = _waited_seq(u)
-            if seq is not None and seq in by_seq:
-                waited.append(by_seq[seq])
-                pending[:] = [(nid, st) for nid, st in pending if nid != by_seq[seq]]
-            consumed = waits(u.storages) + waited
-            waited = []
-            if gpu_trace:
-                host_last = add(
-                    n.name, pb.COMP_NODE, [host_last], duration_micros=round(u.host_us), is_cpu_op=True
-                )
-                if u.gpu_us:
-                    gpu_last = add(
-                        n.name + " [GPU]",
-                        pb.COMP_NODE,
-                        [host_last, gpu_last, *consumed],
-                        duration_micros=round(u.gpu_us),
-                        is_cpu_op=False,
-                    )
-                elif consumed:
-                    nodes[host_last].data_deps.extend(
-                        c for c in consumed if c not in nodes[host_last].data_deps
-                    )
-            else:
-                host_last = add(
-                    n.name,
+        seq = _waited_seq(u)
+        if seq is not None and seq in self.by_seq:
+            self.waited.append(self.by_seq[seq])
+            self.pending[:] = [(nid, st) for nid, st in self.pending if nid != self.by_seq[seq]]
+        consumed = self.waits(u.storages) + self.waited
+        self.waited = []
+        if self.gpu_trace:
+            self.host_last = self.add(
+                n.name, pb.COMP_NODE, [self.host_last], duration_micros=round(u.host_us), is_cpu_op=True
+            )
+            if u.gpu_us:
+                self.gpu_last = self.add(
+                    n.name + " [GPU]",
                     pb.COMP_NODE,
-                    [host_last, *consumed],
-                    duration_micros=round(u.host_us),
+                    [self.host_last, self.gpu_last, *consumed],
+                    duration_micros=round(u.gpu_us),
                     is_cpu_op=False,
                 )
-            summary["compute_us"] += u.host_us + u.gpu_us
-            summary["compute_nodes"] += 1
-            continue
-        op = u.comm
-        deps = [host_last, gpu_last, comm_last]
-        if op in _P2P:
-            kind = _P2P[op]
-            args = n.inputs if isinstance(n.inputs, list) else []
-            try:
-                peer, tag = int(args[2]), int(args[3])
-            except (IndexError, TypeError, ValueError):
-                raise TraceError(
-                    f"{trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag"
-                ) from None
-            size = _bytes(args[:1])
-            src, dst = (rank, peer) if kind == pb.COMM_SEND_NODE else (peer, rank)
-            if size > 0:
-                nid = add(
-                    n.name,
-                    kind,
-                    deps,
-                    comm_src=src,
-                    comm_dst=dst,
-                    comm_tag=tag,
-                    comm_size=size,
-                    is_cpu_op=False,
-                )
-            else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
-                nid = add(
-                    n.name,
-                    kind,
-                    deps,
-                    comm_src=src,
-                    comm_dst=dst,
-                    comm_tag=tag,
-                    is_cpu_op=True,
-                    duration_micros=round(u.host_us),
-                )
-            summary["p2p"] += 1
+            elif consumed:
+                host_deps = self.nodes[self.host_last].data_deps
+                host_deps.extend(c for c in consumed if c not in host_deps)
         else:
-            ctype, arg = _COLLECTIVES[op]
-            args = n.inputs if isinstance(n.inputs, list) else []
-            size = _bytes(args[arg : arg + 1]) if len(args) > arg else 0
-            if size <= 0 and op == "barrier":
-                size = _BARRIER_BYTES
-            pg = _pg_of(u, trace)
-            if size > 0:
-                attrs: dict[str, Any] = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
-            else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
-                attrs = {"comm_type": ctype, "is_cpu_op": True, "duration_micros": round(u.host_us)}
-            if pg is not None and pg in group_ids:
-                attrs["pg_name"] = group_ids[pg]
-            elif pg is None and groups and not summary.get("warned"):
-                warnings.warn(
-                    f"{trace.path}: the trace does not say which process group each "
-                    f"collective uses; assuming the default group of all ranks",
-                    TraceWarning,
-                    stacklevel=2,
-                )
-                summary["warned"] = True
-            if ctype == pb.BROADCAST or size <= 0:
-                attrs["duration_micros"] = round(u.host_us)
-            nid = add(n.name, pb.COMM_COLL_NODE, deps, **attrs)
-            summary["collectives"] += 1
-            seq = _seq_of(u)
-            if seq is not None:
-                by_seq[seq] = nid
-        comm_last = nid
-        summary["comm_bytes"] += size
-        pending.append((nid, u.storages))
-    summary.pop("warned", None)
-    return nodes, summary
+            self.host_last = self.add(
+                n.name,
+                pb.COMP_NODE,
+                [self.host_last, *consumed],
+                duration_micros=round(u.host_us),
+                is_cpu_op=False,
+            )
+        self.summary["compute_us"] += u.host_us + u.gpu_us
+        self.summary["compute_nodes"] += 1
+
+    def add_comm(self, u: _Unit, op: str) -> None:
+        """A send, receive or collective, after the last node of each kind."""
+        deps = [self.host_last, self.gpu_last, self.comm_last]
+        if op in _P2P:
+            nid, size = self._add_p2p(u, _P2P[op], deps)
+        else:
+            nid, size = self._add_collective(u, op, deps)
+        self.comm_last = nid
+        self.summary["comm_bytes"] += size
+        self.pending.append((nid, u.storages))
+
+    def _add_p2p(self, u: _Unit, kind: int, deps: list[int | None]) -> tuple[int, int]:
+        n = u.node
+        args = n.inputs if isinstance(n.inputs, list) else []
+        try:
+            peer, tag = int(args[2]), int(args[3])
+        except (IndexError, TypeError, ValueError):
+            raise TraceError(
+                f"{self.trace.path}: node {n.id} ({n.name}): cannot read the peer rank and tag"
+            ) from None
+        size = _bytes(args[:1])
+        src, dst = (self.rank, peer) if kind == pb.COMM_SEND_NODE else (peer, self.rank)
+        ends = {"comm_src": src, "comm_dst": dst, "comm_tag": tag}
+        if size > 0:
+            nid = self.add(n.name, kind, deps, **ends, comm_size=size, is_cpu_op=False)
+        else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
+            nid = self.add(n.name, kind, deps, **ends, is_cpu_op=True, duration_micros=round(u.host_us))
+        self.summary["p2p"] += 1
+        return nid, size
+
+    def _add_collective(self, u: _Unit, op: str, deps: list[int | None]) -> tuple[int, int]:
+        n = u.node
+        ctype, arg = _COLLECTIVES[op]
+        args = n.inputs if isinstance(n.inputs, list) else []
+        size = _bytes(args[arg : arg + 1]) if len(args) > arg else 0
+        if size <= 0 and op == "barrier":
+            size = _BARRIER_BYTES
+        pg = _pg_of(u, self.trace)
+        if size > 0:
+            attrs: dict[str, Any] = {"comm_type": ctype, "comm_size": size, "is_cpu_op": False}
+        else:  # an empty tensor moves nothing: replay the host time (see _ZERO_BYTES)
+            attrs = {"comm_type": ctype, "is_cpu_op": True, "duration_micros": round(u.host_us)}
+        if pg is not None and pg in self.group_ids:
+            attrs["pg_name"] = self.group_ids[pg]
+        elif pg is None and self.groups and not self.warned:
+            warnings.warn(
+                f"{self.trace.path}: the trace does not say which process group each "
+                f"collective uses; assuming the default group of all ranks",
+                TraceWarning,
+                stacklevel=4,  # convert_host_trace's caller
+            )
+            self.warned = True
+        if ctype == pb.BROADCAST or size <= 0:
+            attrs["duration_micros"] = round(u.host_us)
+        nid = self.add(n.name, pb.COMM_COLL_NODE, deps, **attrs)
+        self.summary["collectives"] += 1
+        seq = _seq_of(u)
+        if seq is not None:
+            self.by_seq[seq] = nid
+        return nid, size
 
 
 @dataclass

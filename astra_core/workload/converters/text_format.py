@@ -208,70 +208,75 @@ def parse_text_workload(text: str, source: str = "<text>") -> TextWorkload:
     count = _int(count_tokens[0], f"{source}:{n2}", "number of layers")
     columns = 13 if kind == "HYBRID_CUSTOMIZED" else 12
     for n, tokens in rest[1:]:
-        where = f"{source}:{n}"
-        if len(tokens) != columns:
-            raise ConfigError(f"{where}: expected {columns} columns for {kind}, got {len(tokens)}")
-        for col in (3, 6, 9):
-            if tokens[col] not in COMM_TYPES:
-                raise ConfigError(
-                    f"{where}: layer {tokens[0]}: unknown comm type '{tokens[col]}' "
-                    f"(expected one of {', '.join(COMM_TYPES)})"
-                )
-        nums = {
-            col: _int(tokens[col], where, f"layer {tokens[0]} column {col + 1}")
-            for col in (2, 4, 5, 7, 8, 10, 11)
-        }
-        for col in (2, 4, 5, 7, 8, 10):
-            if nums[col] < 0:
-                raise ConfigError(
-                    f"{where}: layer {tokens[0]} column {col + 1}: must be >= 0, got {nums[col]}"
-                )
-            field, most = _FIELDS[col]
-            if nums[col] > most:
-                raise ConfigError(
-                    f"{where}: layer {tokens[0]} column {col + 1} ({_COLUMNS[col]}): {show(nums[col])} "
-                    f"is more than a Chakra {field} holds ({most:,})"
-                )
-        parallelism = None
-        if columns == 13:
-            parallelism = tokens[12]
-            if parallelism not in LAYER_PARALLELISMS:
-                raise ConfigError(
-                    f"{where}: layer {tokens[0]}: unknown layer parallelism '{parallelism}' "
-                    f"(expected one of {', '.join(LAYER_PARALLELISMS)})"
-                )
-        wl.layers.append(
-            TextLayer(
-                tokens[0],
-                nums[2],
-                tokens[3],
-                nums[4],
-                nums[5],
-                tokens[6],
-                nums[7],
-                nums[8],
-                tokens[9],
-                nums[10],
-                nums[11],
-                parallelism,
-                n,
+        wl.layers.append(_parse_layer(tokens, n, f"{source}:{n}", kind, columns))
+    _check_layer_count(wl, count, f"{source}:{n1}", f"{source}:{n2}")
+    return wl
+
+
+def _parse_layer(tokens: list[str], line: int, where: str, kind: str, columns: int) -> TextLayer:
+    """One layer line, checked column by column."""
+    if len(tokens) != columns:
+        raise ConfigError(f"{where}: expected {columns} columns for {kind}, got {len(tokens)}")
+    for col in (3, 6, 9):
+        if tokens[col] not in COMM_TYPES:
+            raise ConfigError(
+                f"{where}: layer {tokens[0]}: unknown comm type '{tokens[col]}' "
+                f"(expected one of {', '.join(COMM_TYPES)})"
             )
-        )
+    nums = {
+        col: _int(tokens[col], where, f"layer {tokens[0]} column {col + 1}")
+        for col in (2, 4, 5, 7, 8, 10, 11)
+    }
+    for col in (2, 4, 5, 7, 8, 10):
+        if nums[col] < 0:
+            raise ConfigError(f"{where}: layer {tokens[0]} column {col + 1}: must be >= 0, got {nums[col]}")
+        field, most = _FIELDS[col]
+        if nums[col] > most:
+            raise ConfigError(
+                f"{where}: layer {tokens[0]} column {col + 1} ({_COLUMNS[col]}): {show(nums[col])} "
+                f"is more than a Chakra {field} holds ({most:,})"
+            )
+    parallelism = None
+    if columns == 13:
+        parallelism = tokens[12]
+        if parallelism not in LAYER_PARALLELISMS:
+            raise ConfigError(
+                f"{where}: layer {tokens[0]}: unknown layer parallelism '{parallelism}' "
+                f"(expected one of {', '.join(LAYER_PARALLELISMS)})"
+            )
+    return TextLayer(
+        tokens[0],
+        nums[2],
+        tokens[3],
+        nums[4],
+        nums[5],
+        tokens[6],
+        nums[7],
+        nums[8],
+        tokens[9],
+        nums[10],
+        nums[11],
+        parallelism,
+        line,
+    )
+
+
+def _check_layer_count(wl: TextWorkload, count: int, header_where: str, count_where: str) -> None:
+    """The layers against line 2's count, and the header's layer indices against the layers."""
     if len(wl.layers) != count:
-        raise ConfigError(f"{source}:{n2}: announces {count} layers, the file has {len(wl.layers)}")
+        raise ConfigError(f"{count_where}: announces {count} layers, the file has {len(wl.layers)}")
     if count == 0:
-        raise ConfigError(f"{source}:{n2}: a workload needs at least one layer")
+        raise ConfigError(f"{count_where}: a workload needs at least one layer")
     if wl.last_bottom_layer is not None and not 0 <= wl.last_bottom_layer < count - 1:
         raise ConfigError(
-            f"{source}:{n1}: last bottom layer {wl.last_bottom_layer} out of range (0..{count - 2})"
+            f"{header_where}: last bottom layer {wl.last_bottom_layer} out of range (0..{count - 2})"
         )
     for index in wl.checkpoints + wl.checkpoint_initiates:
         if not 0 <= index < count:
-            raise ConfigError(f"{source}:{n1}: checkpoint layer {index} out of range (0..{count - 1})")
+            raise ConfigError(f"{header_where}: checkpoint layer {index} out of range (0..{count - 1})")
     for index in wl.checkpoint_initiates:
         if not any(c <= index for c in wl.checkpoints):
             raise ConfigError(
-                f"{source}:{n1}: layer {index} initiates a forward re-computation "
+                f"{header_where}: layer {index} initiates a forward re-computation "
                 f"but no checkpoint layer is at or below it"
             )
-    return wl
