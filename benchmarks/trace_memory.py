@@ -115,7 +115,7 @@ def write_trace(path: Path, nodes: int) -> int:
 
 def child(prefix: str, system: str, network: str, stream: str) -> None:
     from astra_core.api import simulate
-    from astra_core.workload import stream as streaming
+    from astra_core.workload import streaming
 
     if stream == "off":  # every file read whole, as before streaming
         streaming.STREAM_MIN_BYTES = 1 << 62

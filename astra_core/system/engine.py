@@ -46,7 +46,7 @@ from astra_core.workload.chakra_types import (
     METADATA,
 )
 from astra_core.workload.graph import RankGraph
-from astra_core.workload.stream import StreamedNodes
+from astra_core.workload.streaming import StreamedNodes
 
 if TYPE_CHECKING:
     from array import array

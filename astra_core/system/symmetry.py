@@ -63,7 +63,7 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import Children, RankGraph
-from astra_core.workload.stream import StreamedNodes, timing_item
+from astra_core.workload.streaming import StreamedNodes, timing_item
 
 # Chakra node types (et_def.proto)
 _METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload import stream
+from astra_core.workload import streaming
 from astra_core.workload.chakra_types import COLLECTIVE_NAMES, NODE_TYPE_NAMES
 from astra_core.workload.et_decode import (
     ETNode,
@@ -141,9 +141,9 @@ def read_workload(
     """Read ``<prefix>.<r>.et`` for every rank ``r`` in ``range(npus_count)``.
 
     Files of at least ``stream_min_bytes`` (default
-    :data:`~astra_core.workload.stream.STREAM_MIN_BYTES`, 32 MiB) are streamed:
+    :data:`~astra_core.workload.streaming.STREAM_MIN_BYTES`, 32 MiB) are streamed:
     checked whole here, then decoded node by node as the engine needs them
-    (:mod:`astra_core.workload.stream`).
+    (:mod:`astra_core.workload.streaming`).
 
     Ranks whose files are byte-identical share one parsed node list (and
     :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
@@ -169,7 +169,7 @@ def read_workload(
     if npus_count < 1:
         raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
     if stream_min_bytes is None:
-        stream_min_bytes = stream.STREAM_MIN_BYTES
+        stream_min_bytes = streaming.STREAM_MIN_BYTES
     # One open() per file (no separate existence checks): thousands of ranks load fast.
     # files by (size, BLAKE2b digest), confirmed byte for byte on a match: the
     # bytes of thousands of differing files are not kept
@@ -193,7 +193,7 @@ def read_workload(
             same = None  # a digest collision (never seen): parse the file on its own
         if same is None:
             if len(data) >= stream_min_bytes:
-                trace = stream.scan_trace(data, path, r)
+                trace = streaming.scan_trace(data, path, r)
             else:
                 trace = _parse(data, path, r, shared)
             by_digest.setdefault(key, trace)

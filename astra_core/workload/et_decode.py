@@ -1,7 +1,7 @@
 """Decode Chakra execution-trace messages into :class:`ETNode` and :class:`RankTrace`.
 
 The one decoder that both readers share: :func:`astra_core.workload.chakra.read_rank_trace`
-(a whole file at once) and :mod:`astra_core.workload.stream` (a large file node by node).
+(a whole file at once) and :mod:`astra_core.workload.streaming` (a large file node by node).
 Attributes are looked up by name the way upstream ASTRA-sim's Chakra feeder (FeederV3)
 does (see :mod:`astra_core.workload.chakra`); every problem is a one-line
 :class:`~astra_core.errors.TraceError` naming the file and the node.
@@ -19,7 +19,7 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra_types import NODE_TYPE_NAMES
 
 if TYPE_CHECKING:
-    from astra_core.workload.stream import StreamedNodes
+    from astra_core.workload.streaming import StreamedNodes
 
 __all__ = [
     "ETNode",
@@ -189,7 +189,7 @@ class RankTrace:
     ``path`` (str): the file; ``rank`` (int | None): from ``read_workload``;
     ``version`` (str): ``GlobalMetadata.version``; ``metadata`` (dict): the
     GlobalMetadata attributes, name -> value; ``nodes`` (list[ETNode], or a
-    :class:`~astra_core.workload.stream.StreamedNodes` for a streamed file) in
+    :class:`~astra_core.workload.streaming.StreamedNodes` for a streamed file) in
     file order.
     """
 

@@ -35,7 +35,7 @@ from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
-from astra_core.workload.stream import SortedIds, StreamedNodes
+from astra_core.workload.streaming import SortedIds, StreamedNodes
 
 __all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs"]
 
@@ -64,9 +64,9 @@ class RankGraph:
     - ``metadata`` (dict): its GlobalMetadata attributes (see
       :class:`~astra_core.workload.chakra.RankTrace`).
 
-    A streamed trace's graph (:mod:`astra_core.workload.stream`) holds the same
-    in compact form: ``nodes`` a :class:`~astra_core.workload.stream.StreamedNodes`,
-    ``index`` a :class:`~astra_core.workload.stream.SortedIds` where ids rise in
+    A streamed trace's graph (:mod:`astra_core.workload.streaming`) holds the same
+    in compact form: ``nodes`` a :class:`~astra_core.workload.streaming.StreamedNodes`,
+    ``index`` a :class:`~astra_core.workload.streaming.SortedIds` where ids rise in
     file order, ``parent_counts`` an ``array('I')``, ``children`` a
     :class:`Children`.
 
@@ -118,7 +118,7 @@ class RankGraph:
     def notable_nodes(self) -> Iterator[tuple[ETNode, int | None]]:
         """``(node, key)`` for every node that may not be a plain compute node (all
         of them, unless the trace is streamed: then only those
-        :func:`~astra_core.workload.stream.is_notable` picks, decoded one by one).
+        :func:`~astra_core.workload.streaming.is_notable` picks, decoded one by one).
         ``key`` is equal for one node object shared by several graphs (to look
         at it once), None for a streamed node (a fresh object every time)."""
         nodes = self.nodes

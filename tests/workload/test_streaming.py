@@ -13,10 +13,10 @@ import pytest
 from astra_core.api import simulate
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload import stream
+from astra_core.workload import streaming
 from astra_core.workload.chakra import read_rank_trace, read_workload
 from astra_core.workload.graph import build_graph
-from astra_core.workload.stream import StreamedNodes, scan_trace
+from astra_core.workload.streaming import StreamedNodes, scan_trace
 from astra_core.workload.writer import make_node, write_rank_trace
 from tests.conftest import REFERENCE_DIR
 
@@ -125,7 +125,7 @@ def test_streamed_runs_equal_whole_runs(case, reference_dir, monkeypatch):
             )
 
     whole = run()
-    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
     streamed = run()
     assert isinstance(streamed.traces[0].nodes, StreamedNodes)
     assert streamed.symmetric == whole.symmetric
