@@ -10,12 +10,9 @@ when the last one finishes. Mirrors upstream ``StreamBaseline``/``DataSet``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
-from astra_core.system.collectives.base import CollectivePhase
-
-if TYPE_CHECKING:
-    from astra_core.system.rank import RankSystem
+from astra_core.system.collectives.base import CollectivePhase, PhasePort
 
 
 class Phase:
@@ -87,7 +84,7 @@ class Stream:
     )
 
     def __init__(
-        self, owner: RankSystem, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int
+        self, owner: PhasePort, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int
     ):
         self.owner = owner
         self.dataset = dataset

@@ -19,9 +19,11 @@ sum; upstream ``PacketBundle::call``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
+    from astra_core.system.p2p import MessageMatcher
     from astra_core.system.stream import Stream
 
 STREAM_INIT = 0
@@ -31,6 +33,32 @@ GENERAL = 2
 # Upstream's Transmition::Fast (communicator-group rings): a fixed 10 ns
 # NPU<->memory hop, whatever endpoint-delay says (MemBus.cc).
 FAST_TRANSMISSION_NS = 10
+
+
+class PhasePort(Protocol):
+    """All a phase may use of the rank that runs it (its stream's ``owner``, a
+    :class:`~astra_core.system.rank.RankSystem`): the rank's ``id``, the run's
+    message ``matcher`` (``send`` and ``recv``, the hot path) or the
+    ``send_collective`` / ``recv_collective`` shorthands, the rank's clock (``now``,
+    ``register_event``, batched per tick as upstream's ``Sys``), the local-memory
+    model (``endpoint_delay_ns``, ``reduction_delay_ns``) and the hand-over of the
+    stream to its next phase. Nothing else of the run is in a phase's reach."""
+
+    id: int
+    matcher: MessageMatcher
+    endpoint_delay_ns: int
+
+    def now(self) -> float: ...
+
+    def register_event(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None: ...
+
+    def reduction_delay_ns(self, size: int) -> int: ...
+
+    def send_collective(self, dst: int, size: int, tag: int) -> None: ...
+
+    def recv_collective(self, src: int, size: int, tag: int, on_received: Callable[[Any], None]) -> None: ...
+
+    def proceed_to_next_phase(self, stream: Stream) -> None: ...
 
 
 class CollectivePhase:
