@@ -49,28 +49,20 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from astra_core.errors import ConfigError
-from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import PRECISIONS
 from astra_core.workload.generators.layout import Layout
 from astra_core.workload.generators.llm_size import check_plan, check_values
+from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilder, StageNode
 from astra_core.workload.generators.models import ModelConfig
-from astra_core.workload.generators.pipeline import SCHEDULES, interleaved, schedule
+from astra_core.workload.generators.pipeline import SCHEDULES
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
 
-_AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO_ALL
-#: Tags of context-parallel ring messages start here, above the pipeline's (Chakra's
-#: comm_tag is an int32).
-_CP_TAG = 1 << 30
-#: Tags of tensor-parallel ring messages (--tp-comm-overlap) start here.
-_TP_TAG = 1 << 29
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
 #: Attention implementations (see :mod:`.ops`).
@@ -177,22 +169,6 @@ class LLMConfig:
 
 
 @dataclass
-class _Node:
-    name: str
-    type: int
-    deps: tuple[int, ...] = ()
-    duration_ns: float = 0.0
-    flops: float = 0.0
-    nbytes: float = 0.0
-    comm_type: int | None = None
-    size: int = 0
-    role: str | None = None  # collective group role, or "prev"/"next" peer stage for send/recv
-    tag: int = 0
-    late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
-    recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
-
-
-@dataclass
 class LLMWorkload:
     """Generated step: per-stage node templates, the layout, and summary numbers.
 
@@ -204,89 +180,13 @@ class LLMWorkload:
     config: LLMConfig
     layout: Layout
     microbatches: int
-    stages: list[list[_Node]]
+    stages: list[list[StageNode]]
     dp_grad_bytes: dict[int, int] = field(default_factory=dict)
     flops: dict[int, float] = field(default_factory=dict)
     model_flops: dict[int, float] = field(default_factory=dict)
 
     def stage_of(self, rank: int) -> int:
         return self.layout.coords(rank)[2]
-
-
-class _Program:
-    """One stage's node list: a compute chain and a communication chain."""
-
-    def __init__(self, gpu: GPUSpec, precision: str, group_sizes: dict[str, int], budget: int):
-        self.nodes: list[_Node] = []
-        self.budget = budget  # most nodes this stage may have (trace_size.MAX_RANK_NODES in all)
-        self.gpu = gpu
-        self.precision = precision
-        self.group_sizes = group_sizes  # role -> members; a one-NPU group communicates nothing
-        self.compute: int | None = None
-        self.comm: int | None = None
-        self.pending: list[int | None] = []  # extra parents of the next compute-chain node
-        self.grads: int | None = None  # last gradient-reduction collective (their own chain)
-
-    def _add(self, node: _Node, deps, chain: bool = False) -> int:
-        if chain:
-            deps = (*deps, *self.pending)
-            self.pending = []
-        node.deps = tuple(dict.fromkeys(d for d in deps if d is not None))
-        if len(self.nodes) >= self.budget:
-            raise ConfigError(
-                f"gen llm: the pipeline stages together pass astra's limit of {MAX_RANK_NODES:,} "
-                "nodes (2^22, about 10 GB to simulate one rank); use fewer micro-batches, layers or ring steps"
-            )
-        self.nodes.append(node)
-        return len(self.nodes) - 1
-
-    def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
-        """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`)."""
-        ns = sum(self.gpu.op_time_ns(o, self.precision) for o in op_list)
-        node = _Node(
-            name,
-            pb.COMP_NODE,
-            duration_ns=ns,
-            flops=sum(o.flops for o in op_list),
-            nbytes=sum(o.bytes for o in op_list),
-            recompute=recompute,
-        )
-        self.compute = self._add(node, (self.compute, *extra), chain=True)
-        return self.compute
-
-    def coll(
-        self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra
-    ) -> int | None:
-        if size <= 0 or self.group_sizes[role] == 1:
-            return None
-        node = _Node(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role)
-        idx = self._add(node, (self.compute, self.comm, *extra), chain=blocking)
-        self.comm = idx
-        if blocking:
-            self.compute = idx
-        return idx
-
-    def grad_coll(self, name: str, ctype: int, size: float, role: str) -> int | None:
-        """A gradient reduction: after the compute that produced it and the previous reduction,
-        off the communication chain and numbered last, so tensor-parallel collectives and
-        pipeline sends that become ready at the same time go first (one collective at a time
-        per NPU, lowest node id first)."""
-        if size <= 0 or self.group_sizes[role] == 1:
-            return None
-        node = _Node(
-            name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, late=True
-        )
-        self.grads = self._add(node, (self.compute, self.grads))
-        return self.grads
-
-    def send(self, name: str, size: float, peer: str, tag: int, after: tuple = ()) -> None:
-        """A send on the communication chain, once the nodes ``after`` (default: the latest
-        compute) are done."""
-        node = _Node(name, pb.COMM_SEND_NODE, size=int(size), role=peer, tag=tag)
-        self.comm = self._add(node, (*(after or (self.compute,)), self.comm))
-
-    def recv(self, name: str, size: float, peer: str, tag: int) -> int:
-        return self._add(_Node(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
 
 
 #: Options that must be integers >= 1 where given (None: the default applies).
@@ -438,523 +338,10 @@ def _microbatches(cfg: LLMConfig) -> int:
     return cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
 
 
-def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one rank: sharded matrices / t, norms whole."""
-    dense = model.attention_params() / t + model.norm_params()
-    if model.is_moe_layer(layer):
-        dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
-        return dense, model.experts / ep * model.expert_params() / t
-    return dense + model.dense_mlp_params() / t, 0.0
-
-
-def _stage_program(cfg: LLMConfig, mb: int, p: int, budget: int) -> tuple[list[_Node], float, float]:
-    """Build stage ``p``'s nodes; return them with this rank's dense and expert gradient bytes."""
-    return _StageBuilder(cfg, mb, p, budget).build()
-
-
-def _gemm_positions(ops: list[O.Op], forward: bool) -> tuple[int, int]:
-    """Positions of a dense block's first and last GEMM (backward: data-gradient GEMM)."""
-    gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
-    return gemms[0], gemms[-1]
-
-
-class _GradBuckets:
-    """A stage's data-parallel gradient reduction: gradients [bytes] collect in a dense and an
-    expert bucket, reduced over the ``dp`` and ``edp`` groups (all-reduce for ZeRO 0, else
-    reduce-scatter) off the communication chain (:meth:`_Program.grad_coll`)."""
-
-    def __init__(self, prog: _Program, cfg: LLMConfig):
-        self.prog = prog
-        self.cfg = cfg
-        self.bytes = {"dense": 0.0, "expert": 0.0}  # gradients not yet reduced
-        self.handles: list[int] = []  # every reduction, for the optimizer to wait on
-        self.ctype = _AR if cfg.zero == 0 else _RS
-
-    @staticmethod
-    def _role(kind: str) -> str:
-        return "dp" if kind == "dense" else "edp"
-
-    def flush(self, kind: str, force: bool = False) -> None:
-        """Reduce full buckets (and with ``force`` the rest): a bucket never exceeds
-        bucket_bytes, so one reduction never holds the NPU's communication for long."""
-        limit = cast(int, self.cfg.bucket_bytes)  # an int >= 1 (_check)
-        if self.prog.group_sizes[self._role(kind)] == 1:
-            self.bytes[kind] = 0.0  # nothing to reduce (and no loop over countless buckets)
-            return
-        while self.bytes[kind] >= limit or (force and self.bytes[kind] > 0):
-            size = min(self.bytes[kind], limit)
-            h = self.prog.grad_coll(
-                f"grads_{kind}_bucket{len(self.handles)}", self.ctype, size, self._role(kind)
-            )
-            if h is not None:
-                self.handles.append(h)
-            self.bytes[kind] -= size
-
-    def add(self, dense_elems: float, expert_elems: float) -> None:
-        """Gradients [elements] whose backward pass is done: a layer's (its last micro-batch's)
-        or, after the last backward pass, the embedding's and output head's."""
-        if self.cfg.zero == 3:  # FSDP: per-layer reduce-scatter
-            for kind, elems in (("dense", dense_elems), ("expert", expert_elems)):
-                if elems:
-                    self.bytes[kind] += elems * self.cfg.grad_bytes
-                    self.flush(kind, force=True)
-            return
-        self.bytes["dense"] += dense_elems * self.cfg.grad_bytes
-        self.bytes["expert"] += expert_elems * self.cfg.grad_bytes
-        if self.cfg.overlap_grad_reduce:
-            self.flush("dense")
-            self.flush("expert")
-
-    def finish(self) -> None:
-        """After the last backward pass: reduce what is left in the buckets, or, for
-        Megatron's local DDP, all gradients in one reduction per group."""
-        if self.cfg.overlap_grad_reduce or self.cfg.zero == 3:
-            self.flush("dense", True)
-            self.flush("expert", True)
-            return
-        for kind in ("dense", "expert"):
-            if self.bytes[kind] > 0:
-                h = self.prog.grad_coll(f"grads_{kind}_all", self.ctype, self.bytes[kind], self._role(kind))
-                if h is not None:
-                    self.handles.append(h)
-                self.bytes[kind] = 0.0
-
-
-class _StageBuilder:
-    """Pipeline stage ``p``'s program (:meth:`build`): its passes in Megatron's schedule
-    order, each layer's blocks with their tensor-, context- and expert-parallel
-    communication, the pipeline's sends and receives, the gradient reduction and the
-    optimizer.
-
-    Shapes of one micro-batch on one rank: ``b`` sequences of ``s`` tokens (1/C of each
-    sequence); sizes in bytes, parameter counts in elements. T, P, C, V: tensor-parallel,
-    pipeline and context-parallel sizes, model chunks per stage.
-    """
-
-    def __init__(self, cfg: LLMConfig, mb: int, p: int, budget: int):
-        model = cfg.model
-        self.cfg, self.model, self.p = cfg, model, p
-        self.T, self.P, self.C, self.V = cfg.tp, cfg.pp, cfg.cp, cfg.virtual_stages
-        self.b, self.sp = cfg.micro_batch, cfg.sequence_parallel
-        self.s = cfg.sequence_length // self.C  # this rank's tokens of each sequence (context parallelism)
-        self.act = self.b * self.s * model.hidden * O.BYTES  # one activation tensor [B]
-        self.act_shard = self.act / self.T  # one rank's share of an activation (sequence parallelism)
-        self.per = model.layers // (self.P * self.V)  # layers per model chunk
-        self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
-        self.first, self.last = p == 0, p == self.P - 1
-        self.edp = cfg.dp // cfg.ep  # ranks holding the same experts
-        self.prog = _Program(
-            cfg.gpu,
-            cfg.precision,
-            {"tp": self.T, "cp": self.C, "dp": cfg.dp * self.C, "ep": cfg.ep, "edp": self.edp, "emb": 2},
-            budget,
-        )
-        self.grads = _GradBuckets(self.prog, cfg)
-        self._init_params()
-        self._init_kernels()
-        self._init_schedule(mb)
-        split = self.T > 1 and (self.sp or cfg.scatter_gather)
-        # Megatron scatter-gather: 1/T of the activation per TP rank
-        self.p2p = self.act / self.T if split else self.act
-        # without sequence parallelism the receiving stage needs the whole tensor
-        self.p2p_gather = split and not self.sp
-
-    def _init_params(self) -> None:
-        """Parameters of this stage's layers, ``params[layer]`` = (dense, expert), and the
-        stage's totals ``dense`` (``edge`` included) and ``expert``."""
-        model, T = self.model, self.T
-        self.params = {i: _layer_params(model, i, T, self.cfg.ep) for i in self.layers}
-        dense = sum(v[0] for v in self.params.values())
-        self.expert = sum(v[1] for v in self.params.values())
-        # embedding on the first stage; final norm and output projection on the last (a copy
-        # of the embedding when tied and pipelined, none when tied on one stage)
-        self.edge = 0.0
-        if model.vocab:  # vocab 0: a bare stack of layers, no embedding or head
-            self.edge = (model.vocab * model.hidden / T if self.first else 0.0) + (
-                model.hidden
-                + (model.vocab * model.hidden / T if not model.tie_embeddings or self.P > 1 else 0.0)
-                if self.last
-                else 0.0
-            )
-        self.dense = dense + self.edge
-
-    def _init_kernels(self) -> None:
-        """The kernels of one layer's blocks for one micro-batch (:mod:`.ops`)."""
-        cfg, model, b, s, T, sp = self.cfg, self.model, self.b, self.s, self.T, self.sp
-        drop = cfg.dropout
-        self.attn = O.attention_ops(model, b, s, T, sp, cfg.attention, drop)
-        self.dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
-        self.router, self.experts = O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [])
-        self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
-        self.pre: list[O.Op] = []
-        self.post: list[O.Op] = []
-        self.kv_block = 0.0
-        if self.C > 1:  # the block's kernels before and after the attention core, and the ring's steps
-            self.pre, self.post = self.attn[:2], self.attn[-2:]
-            self.core = O.context_parallel_attention_ops(model, b, cfg.sequence_length, T, self.C)
-            self.kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
-        self.overlap = cfg.tp_comm_overlap and T > 1
-        # local DDP adds every micro-batch's weight gradients into its buffer; PyTorch DDP
-        # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
-        self.accumulate = {
-            i: []
-            if cfg.overlap_grad_reduce
-            else [O.grad_accumulation_op(sum(self.params[i]), cfg.grad_bytes)]
-            for i in self.layers
-        }
-
-    def _init_schedule(self, mb: int) -> None:
-        """The stage's passes ``order`` = [(F or B, micro-batch, chunk)], the step of its
-        last backward pass, and ``chunk_done[v]``, the step of chunk v's last one."""
-        P, V = self.P, self.V
-        if V > 1:
-            self.order = interleaved(P, self.p, mb, V)
-        else:
-            self.order = [(kind, m, 0) for kind, m in schedule(self.cfg.schedule, P, self.p, mb)]
-        self.last_backward = max(i for i, (kind, _, _) in enumerate(self.order) if kind == "B")
-        self.chunk_done = {
-            v: max(i for i, (kind, _, c) in enumerate(self.order) if kind == "B" and c == v) for v in range(V)
-        }
-
-    def chunk_layers(self, v: int) -> range:
-        """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
-        q = v * self.P + self.p
-        return range(q * self.per, (q + 1) * self.per)
-
-    def build(self) -> tuple[list[_Node], float, float]:
-        """The stage's nodes, with this rank's dense and expert gradient bytes."""
-        for step, (kind, m, v) in enumerate(self.order):
-            if kind == "F":
-                self._forward(m, v)
-            else:
-                self._backward(step, m, v)
-        self._tied_embedding_grads()
-        return self._optimizer()
-
-    # -- passes -----------------------------------------------------------------------
-    def _forward(self, m: int, v: int) -> None:
-        """Micro-batch ``m``'s forward pass through model chunk ``v``: from the previous
-        stage (or the embedding) to the next stage (or the output head)."""
-        prog, model, sp, T = self.prog, self.model, self.sp, self.T
-        q = v * self.P + self.p  # virtual stage
-        chunk = self.chunk_layers(v)
-        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
-        if q != 0:
-            self._receive(f"{tm}_act_recv", "prev", self._p2p_tag(m, q, False))
-        elif model.vocab:
-            prog.comp(f"mb{m}_embedding", O.embedding_ops(model, self.b, self.s, T, sp))
-            if T > 1:
-                prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, self.act, "tp")
-        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd")
-        for i in chunk:
-            prog.pending.append(gathered)
-            gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
-            self._attention_block(i, m, "fwd")
-            self._mlp(i, m, True)
-        tail_chunk = q == self.P * self.V - 1
-        if tail_chunk and model.vocab:
-            prog.comp(f"mb{m}_lm_head", O.head_ops(model, self.b, self.s, T, sp))
-        elif not tail_chunk:
-            prog.send(f"{tm}_act_send", self.p2p, "next", self._p2p_tag(m, q + 1, False))
-
-    def _backward(self, step: int, m: int, v: int) -> None:
-        """Micro-batch ``m``'s backward pass (schedule step ``step``) through model chunk ``v``,
-        reducing each layer's gradients once its last micro-batch is through."""
-        prog, model, sp, T = self.prog, self.model, self.sp, self.T
-        q = v * self.P + self.p  # virtual stage
-        chunk = self.chunk_layers(v)
-        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
-        tail_chunk = q == self.P * self.V - 1
-        if tail_chunk and model.vocab:
-            prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, self.b, self.s, T, sp)))
-        elif not tail_chunk:
-            self._receive(f"{tm}_grad_recv", "next", self._p2p_tag(m, q, True))
-        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd")
-        for i in reversed(chunk):
-            prog.pending.append(gathered)
-            gathered = self._zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
-            self._recompute_layer(i, m)
-            self._mlp(i, m, False)
-            self._attention_block(i, m, "bwd")
-            if step == self.chunk_done[v]:
-                self.grads.add(*self.params[i])
-        if q == 0 and model.vocab:
-            prog.comp(f"mb{m}_embedding_bwd", O.backward(O.embedding_ops(model, self.b, self.s, T, sp)))
-        elif q != 0:
-            prog.send(f"{tm}_grad_send", self.p2p, "prev", self._p2p_tag(m, q - 1, True))
-        if step == self.last_backward:
-            self.grads.add(self.edge, 0.0)
-            self.grads.finish()
-
-    def _recompute_layer(self, i: int, m: int) -> None:
-        """Megatron's activation recomputation just before layer ``i``'s backward."""
-        if self.cfg.recompute == "full":
-            self._attention_block(i, m, "recompute")
-            self._mlp(i, m, True, "recompute")
-        elif self.cfg.recompute == "selective" and self.C == 1:
-            self.prog.comp(f"L{i}_mb{m}_recompute_core", self.core, recompute=True)
-        elif self.cfg.recompute == "selective":
-            self._cp_ring(
-                f"L{i}_mb{m}_recompute_core", self.core, True, True, self._phase_key(i, m, "recompute")
-            )
-
-    def _phase_key(self, i: int, m: int, phase: str) -> int:
-        """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""
-        return (m * self.model.layers + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
-
-    # -- attention ----------------------------------------------------------------------
-    def _attention_block(self, i: int, m: int, phase: str) -> None:
-        """Layer ``i``'s attention block with its tensor-parallel communication."""
-        forward = phase != "bwd"
-        if self.overlap:
-            name = f"L{i}_mb{m}_{phase}_attn"
-            ops = self.attn if forward else O.backward(self.attn)
-            self._overlapped(
-                name,
-                ops,
-                forward,
-                phase == "recompute",
-                2 * self._phase_key(i, m, phase),
-                () if forward else self.accumulate[i],
-            )
-            return
-        self._tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
-        if not forward and self.sp and self.T > 1 and self.C == 1:
-            self._sp_backward(f"L{i}_mb{m}_bwd_attn", O.backward(self.attn), self.accumulate[i])
-            return
-        self._attention(i, m, phase)
-        self._tp_comm(f"L{i}_mb{m}_{phase}_attn_{'out' if forward else 'in'}", forward, not forward)
-
-    def _attention(self, i: int, m: int, phase: str) -> None:
-        """Layer ``i``'s attention block of micro-batch ``m`` (phase fwd, recompute or bwd)."""
-        prog = self.prog
-        name, again = f"L{i}_mb{m}_{phase}_attn", phase == "recompute"
-        if self.C == 1:
-            ops = O.backward(self.attn) + self.accumulate[i] if phase == "bwd" else self.attn
-            prog.comp(name, ops, recompute=again)
-            return
-        key = self._phase_key(i, m, phase)
-        if phase != "bwd":
-            prog.comp(f"{name}_qkv", self.pre, recompute=again)
-            self._cp_ring(name, self.core, True, again, key)
-            prog.comp(f"{name}_out", self.post, recompute=again)
-        else:
-            prog.comp(f"{name}_out", O.backward(self.post))
-            self._cp_ring(name, O.backward(self.core)[::-1], False, False, key)
-            prog.comp(f"{name}_qkv", O.backward(self.pre) + self.accumulate[i])
-
-    def _cp_ring(self, name: str, steps: list[O.Op], forward: bool, again: bool, key: int) -> None:
-        """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
-        step j computes with the block received at step j - 1 while the next block is on
-        its way; backward blocks carry the keys' and values' gradients too, and a last
-        hop returns each gradient block to its owner."""
-        C, kv_block = self.C, self.kv_block
-        tags = _CP_TAG + key * (C + 1)
-        self._ring(f"{name}_cp", steps, kv_block if forward else 2 * kv_block, "cp", tags, True, again)
-        if not forward:
-            self.prog.send(f"{name}_dkv_send", kv_block, "cp_next", tags + C)
-            self.prog.pending.append(self.prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tags + C))
-
-    # -- MLP and mixture of experts -------------------------------------------------------
-    def _mlp(self, layer: int, m: int, forward: bool, phase: str | None = None) -> None:
-        """Layer ``layer``'s MLP (or MoE) block of micro-batch ``m``; ``phase`` (default fwd
-        or bwd by ``forward``) recompute for a forward pass run again."""
-        phase = phase or ("fwd" if forward else "bwd")
-        tag = f"L{layer}_mb{m}_{phase}"
-        again = phase == "recompute"
-        if self.model.is_moe_layer(layer):
-            self._moe(tag, forward, again)
-            return
-        ops = self.dense_mlp if forward else O.backward(self.dense_mlp)
-        if self.overlap:
-            self._overlapped(f"{tag}_mlp", ops, forward, again, 2 * self._phase_key(layer, m, phase) + 1)
-        elif forward:
-            self._tp_comm(f"{tag}_mlp_in", True, True)
-            self.prog.comp(f"{tag}_mlp", ops, recompute=again)
-            self._tp_comm(f"{tag}_mlp_out", True, False)
-        elif self.sp and self.T > 1:
-            self._tp_comm(f"{tag}_mlp_out", False, False)
-            self._sp_backward(f"{tag}_mlp", ops)
-        else:
-            self._tp_comm(f"{tag}_mlp_out", False, False)
-            self.prog.comp(f"{tag}_mlp", ops)
-            self._tp_comm(f"{tag}_mlp_in", False, True)
-
-    def _moe(self, tag: str, forward: bool, again: bool) -> None:
-        """A mixture-of-experts block (node names ``tag``_...): router, then the experts
-        between the all-to-alls that dispatch the tokens to their experts' ranks and
-        combine the results (E > 1); backward in reverse."""
-        prog, model = self.prog, self.model
-        dispatch = self.b * self.s * model.top_k * model.hidden * O.BYTES / self.T
-        a2a = self.cfg.ep > 1
-        if forward:
-            self._tp_comm(f"{tag}_moe_in", True, True)
-            prog.comp(f"{tag}_router", self.router, recompute=again)
-            if a2a:
-                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_experts", self.experts, recompute=again)
-            if a2a:
-                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
-            self._tp_comm(f"{tag}_moe_out", True, False)
-        else:
-            self._tp_comm(f"{tag}_moe_out", False, False)
-            if a2a:
-                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_experts", O.backward(self.experts))
-            if a2a:
-                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_router", O.backward(self.router))
-            self._tp_comm(f"{tag}_moe_in", False, True)
-
-    # -- tensor parallelism -----------------------------------------------------------------
-    def _tp_comm(self, name: str, forward: bool, at_input: bool) -> None:
-        """Tensor-parallel communication at a block's input or output.
-
-        Sizes follow upstream's comm_size semantics (``Ring.cc``): an all-gather's
-        is each rank's input (its 1/T sequence shard of the activation), a
-        reduce-scatter's the whole input (the full activation); both then move
-        (T - 1)/T of the activation per rank."""
-        T = self.T
-        if T == 1:
-            return
-        if self.sp:
-            if at_input == forward:
-                self.prog.coll(f"{name}_AG", _AG, self.act / T, "tp")
-            else:
-                self.prog.coll(f"{name}_RS", _RS, self.act, "tp")
-        elif forward != at_input:  # Megatron's g (forward output) and f (backward input) all-reduces
-            self.prog.coll(f"{name}_AR", _AR, self.act, "tp")
-
-    def _column_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:
-        """The backward of a block's first (column-parallel) GEMM under sequence parallelism,
-        ``ops`` = [data gradient, weight gradient, the rest]: Megatron-LM all-gathers the
-        block's input again for the weight gradient while the data gradient runs, then
-        reduce-scatters the data gradient while the weight gradient runs
-        (``LinearWithGradAccumulationAndAsyncCommunication``; Transformer Engine's bulk
-        overlaps); the rest (the layer norm's backward) needs the scattered gradient."""
-        prog = self.prog
-        gathered = prog.coll(f"{name}_input_AG", _AG, self.act_shard, "tp", False)
-        prog.comp(f"{name}_dgrad", ops[:1])
-        scattered = prog.coll(f"{name}_in_RS", _RS, self.act, "tp", False)
-        prog.pending.append(gathered)
-        prog.comp(f"{name}_wgrad", ops[1:2])
-        prog.pending.append(scattered)
-        if ops[2:] or extra:
-            prog.comp(f"{name}_post", ops[2:] + list(extra))
-
-    def _sp_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:
-        """A dense block's backward kernels under sequence parallelism (the output gradient
-        already gathered): up to the first GEMM's, then :meth:`_column_backward`."""
-        _, last = _gemm_positions(ops, False)
-        self.prog.comp(name, ops[:last])
-        self._column_backward(name, ops[last:], extra)
-
-    def _overlapped(
-        self, name: str, ops: list[O.Op], forward: bool, again: bool, key: int, extra: Sequence[O.Op] = ()
-    ) -> None:
-        """A dense block's kernels with its tensor-parallel communication in rings of T steps
-        (:meth:`_ring`), each beside one GEMM split into T row blocks: forward an all-gather
-        before the first GEMM and a reduce-scatter after the last; backward an all-gather of
-        the output gradient beside the first data-gradient GEMM, then
-        :meth:`_column_backward`. ``extra`` kernels run at the end."""
-        prog, T = self.prog, self.T
-        first, last = _gemm_positions(ops, forward)
-        if ops[:first]:
-            prog.comp(f"{name}_pre", ops[:first], recompute=again)
-        for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
-            batch, rows, n, k = ops[j].shape
-            block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
-            self._ring(
-                f"{name}_{'ag' if gather else 'rs'}_tp",
-                [block] * T,
-                self.act_shard,
-                "tp",
-                _TP_TAG + (2 * key + (not gather)) * (T + 1),
-                gather,
-                again,
-            )
-            if gather and ops[first + 1 : last]:
-                prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
-        if not forward:
-            self._column_backward(name, ops[last:], extra)
-        elif ops[last + 1 :] or extra:
-            prog.comp(f"{name}_post", ops[last + 1 :] + list(extra), recompute=again)
-
-    def _ring(
-        self, prefix: str, blocks: list[O.Op], size: float, role: str, tags: int, gather: bool, again: bool
-    ) -> None:
-        """Kernels ``blocks`` overlapped with a ring of as many steps over the ``role`` group.
-        ``gather``: each step computes with what arrived at the step before while it sends
-        that on (an all-gather beside the kernels); otherwise each step's result goes on once
-        computed, with what came in added (a reduce-scatter). Tags ``tags`` + step."""
-        prog = self.prog
-        received = None
-        for j, block in enumerate(blocks):
-            arriving = None
-            more = j + 1 < len(blocks)
-            if gather and more:
-                after: tuple[int | None, ...] = () if received is None else (received,)
-                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j, after=after)
-                arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
-            if gather and received is not None:
-                prog.pending.append(received)
-            prog.comp(f"{prefix}{j}", [block], recompute=again)
-            if not gather and more:
-                after = (prog.compute,) if received is None else (prog.compute, received)
-                prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j, after=after)
-                arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
-            received = arriving
-        if received is not None:
-            prog.pending.append(received)
-
-    # -- pipeline and ZeRO-3 ------------------------------------------------------------------
-    def _p2p_tag(self, m: int, q: int, backward: bool) -> int:
-        """Message tag of micro-batch ``m`` arriving at virtual stage ``q``."""
-        return 2 * (m * self.P * self.V + q if self.V > 1 else m) + backward
-
-    def _receive(self, name: str, peer: str, tag: int) -> None:
-        """A pipeline receive from stage ``peer`` that the next compute waits for (all-gathered
-        over the T ranks where the sender scattered it)."""
-        self.prog.pending.append(self.prog.recv(name, self.p2p, peer, tag))
-        if self.p2p_gather:
-            self.prog.coll(f"{name}_AG", _AG, self.p2p, "tp")
-
-    def _zero3_gather(self, layer: int, phase: str) -> int | None:
-        """FSDP: gather a layer's weights; each rank contributes its 1/D (1/(D/E)) shard."""
-        if self.cfg.zero != 3:
-            return None
-        d, e = self.params[layer]
-        h = self.prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES / self.cfg.dp, "dp", False)
-        if e:
-            h = self.prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES / self.edp, "edp", False) or h
-        return h
-
-    # -- after the backward passes -------------------------------------------------------------
-    def _tied_embedding_grads(self) -> None:
-        """Tied embeddings with P > 1: the first and last stage all-reduce the embedding
-        gradient (Megatron's embedding group)."""
-        model = self.model
-        if model.tie_embeddings and model.vocab and self.P > 1 and (self.first or self.last):
-            size = model.vocab * model.hidden / self.T * self.cfg.grad_bytes
-            h = self.prog.grad_coll("embedding_grads_AR", _AR, size, "emb")
-            if h is not None:
-                self.grads.handles.append(h)
-
-    def _optimizer(self) -> tuple[list[_Node], float, float]:
-        """The optimizer step once every gradient is reduced (on a 1/D shard with ZeRO >= 1,
-        whose updated weights ZeRO 1-2 then all-gather); return the nodes and this rank's
-        dense and expert gradient bytes."""
-        cfg, prog, dense, expert, edp = self.cfg, self.prog, self.dense, self.expert, self.edp
-        shard = cfg.dp if cfg.zero >= 1 else 1
-        eshard = edp if cfg.zero >= 1 else 1
-        prog.comp("optimizer", [O.optimizer_op(dense / shard + expert / eshard)], *self.grads.handles)
-        if cfg.zero in (1, 2):  # each rank updated its 1/D shard: all-gather input = the shard
-            prog.coll("params_AG", _AG, dense * O.BYTES / cfg.dp, "dp")
-            if expert:
-                prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
-        dense_bytes = dense * cfg.grad_bytes if cfg.dp > 1 else 0
-        expert_bytes = expert * cfg.grad_bytes if cfg.dp // cfg.ep > 1 else 0
-        return prog.nodes, dense_bytes, expert_bytes
+def _stage_program(cfg: LLMConfig, mb: int, p: int, budget: int) -> tuple[list[StageNode], float, float]:
+    """Build stage ``p``'s nodes (at most ``budget``); return them with this rank's dense and
+    expert gradient bytes (:class:`.llm_stage.StageBuilder`)."""
+    return StageBuilder(cfg, mb, p, budget, MAX_RANK_NODES).build()
 
 
 def generate_llm(cfg: LLMConfig) -> LLMWorkload:
@@ -968,18 +355,18 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
             f"--virtual-stages {cfg.virtual_stages}: interleaved 1F1B needs the "
             f"micro-batches ({mb}) to be a multiple of --pp {cfg.pp} (Megatron-LM)"
         )
-    if cfg.tp_comm_overlap and _TP_TAG + (mb * cfg.model.layers * 12 + 1) * (cfg.tp + 1) >= 1 << 30:
+    if cfg.tp_comm_overlap and TP_TAG + (mb * cfg.model.layers * 12 + 1) * (cfg.tp + 1) >= 1 << 30:
         raise ConfigError(
             f"--tp-comm-overlap: {mb} micro-batches x {cfg.model.layers} layers need more "
             "tensor-parallel message tags than this generator numbers"
         )
-    if cfg.cp > 1 and _CP_TAG + (mb * cfg.model.layers * 3 + 1) * (cfg.cp + 1) >= 1 << 31:
+    if cfg.cp > 1 and CP_TAG + (mb * cfg.model.layers * 3 + 1) * (cfg.cp + 1) >= 1 << 31:
         raise ConfigError(
             f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
             "context-parallel message tags than Chakra's int32 comm_tag holds"
         )
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp)
-    stages: list[list[_Node]] = []
+    stages: list[list[StageNode]] = []
     grads, flops, model_flops = [], [], []
     for p in range(cfg.pp):
         nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p, MAX_RANK_NODES - sum(map(len, stages)))

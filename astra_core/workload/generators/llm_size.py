@@ -23,7 +23,8 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.trace_size import check_npus, check_rank_nodes
 
 if TYPE_CHECKING:
-    from astra_core.workload.generators.llm import LLMConfig, _Node
+    from astra_core.workload.generators.llm import LLMConfig
+    from astra_core.workload.generators.llm_stage import StageNode
 
 __all__ = ["check_plan", "check_values"]
 
@@ -73,13 +74,13 @@ _FIELDS = (
 )
 
 
-def _values(node: _Node) -> tuple[float, float, float, float]:
+def _values(node: StageNode) -> tuple[float, float, float, float]:
     if node.type == pb.COMP_NODE:
         return node.flops, node.nbytes, 0, node.duration_ns / 1000
     return 0, 0, node.size, node.duration_ns / 1000
 
 
-def check_values(cfg: LLMConfig, stages: list[list[_Node]]) -> None:
+def check_values(cfg: LLMConfig, stages: list[list[StageNode]]) -> None:
     """Raise ConfigError naming the first node, the Chakra field and the sizes it came
     from when a value is past what the field holds (a ``seq_len`` of 2^30 makes an
     attention node's FLOPs pass int64)."""

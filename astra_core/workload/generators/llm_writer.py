@@ -5,7 +5,7 @@ their collectives' group (``pg_name`` or ``involved_dim``, from the
 :class:`~astra_core.workload.generators.layout.Layout`) and their send/receive
 peers, so every node is serialized once per distinct value and the framed
 bytes are joined per rank. Gradient reductions get the highest node ids of
-their rank (issued last among ready nodes, see ``llm._Program.grad_coll``).
+their rank (issued last among ready nodes, see ``llm_stage.StageProgram.grad_coll``).
 """
 
 from __future__ import annotations
