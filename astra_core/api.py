@@ -538,9 +538,9 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
         symmetry=symmetry and not flows,
         collective_plugins=collective_registry(pm),
         fresh_backend=build_backend,
+        on_progress=progress_observers(pm),
     )
     view = sim.view
-    sim.on_progress = progress_observers(pm, view)
     if flows:
         check_link_sharing(sim.backend, info.name, "--background")
     notify_run_started(pm, view)  # a failing observer: one line naming the plugin

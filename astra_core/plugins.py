@@ -626,10 +626,10 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
     return problems
 
 
-def progress_observers(pm: pluggy.PluginManager, run: Any) -> Callable[[Any], None] | None:
-    """A callback ``report(sample)`` that calls every ``astra_run_progress`` observer
-    with ``run`` and ``sample``, or None when no plugin implements the hook (the
-    simulation then asks its backend for no progress at all).
+def progress_observers(pm: pluggy.PluginManager) -> Callable[[Any, Any], None] | None:
+    """A callback ``report(run, sample)`` that calls every ``astra_run_progress``
+    observer with them, or None when no plugin implements the hook (the simulation
+    then asks its backend for no progress at all).
 
     An observer that raises is dropped for the rest of the run, with one
     :class:`PluginWarning` line naming it; the run and the other observers go on."""
@@ -637,7 +637,7 @@ def progress_observers(pm: pluggy.PluginManager, run: Any) -> Callable[[Any], No
     if not callers:
         return None
 
-    def report(sample: Any) -> None:
+    def report(run: Any, sample: Any) -> None:
         for entry in list(callers):
             plugin, hook = entry
             try:

@@ -50,8 +50,8 @@ class Simulation:
     function building another backend like ``backend``, to run every rank
     instead if the classes turn out not to hold (see :meth:`run`).
     ``view``: a read-only :class:`~astra_core.system.view.RunView` of the run
-    (what observer plugins get). ``on_progress(sample)``: called with a
-    :class:`~astra_core.system.view.ProgressSample` whenever the backend reports
+    (what observer plugins get). ``on_progress(view, sample)``: called with the view
+    and a :class:`~astra_core.system.view.ProgressSample` whenever the backend reports
     progress (:func:`astra_core.backend.set_progress`) and once when it has run;
     None: the backend is asked for no progress reports. Raises what :func:`~astra_core.system.context.build_context`
     raises for inputs that cannot run.
@@ -70,7 +70,7 @@ class Simulation:
         symmetry: bool = True,
         collective_plugins: dict | None = None,
         fresh_backend: Callable[[], Any] | None = None,
-        on_progress: Callable[[ProgressSample], None] | None = None,
+        on_progress: Callable[[RunView, ProgressSample], None] | None = None,
     ):
         self.context = context = build_context(
             graphs,
@@ -178,7 +178,10 @@ class Simulation:
 
     def _progress(self, now_ns: float, events: int, note: str = "") -> None:
         """The backend's :class:`~astra_core.events.ProgressHook`: a sample to ``on_progress``."""
-        cast("Callable[[ProgressSample], None]", self.on_progress)(self.view.sample(events, note, now_ns))
+        view = self.view
+        cast("Callable[[RunView, ProgressSample], None]", self.on_progress)(
+            view, view.sample(events, note, now_ns)
+        )
 
     def _fall_back(self, reason: str) -> None:
         """Drop the symmetric attempt: every rank runs, on the spare backend."""
