@@ -8,9 +8,12 @@ with an all-reduce after every 64 kernels, names from a set of 40 operators,
 Python process simulates it on 8 NPUs (every rank reads the same file) and
 reports its wall time and peak RSS (its own VmHWM).
 
-    python benchmarks/trace_memory.py [--nodes 1000000] [--no-stream]
+    python benchmarks/trace_memory.py [--nodes 1000000] [--no-stream] [--compact] [--npus 8]
 
-Target (issue 15): a 1,000,000-node rank in at most 300 MB.
+Target (issue 15): a 1,000,000-node rank in at most 300 MB. ``--compact`` writes
+the smallest such rank instead, 1,000,000 compute nodes in one chain (a name and
+a duration each: 18.7 MB, under the 32 MiB size at which files always stream),
+issue 30's case with ``--npus 2``: at most 300 MB whatever the file's size.
 """
 
 from __future__ import annotations
@@ -70,10 +73,14 @@ OPERATORS = [
 ]
 
 
-def write_trace(path: Path, nodes: int) -> int:
+def write_trace(path: Path, nodes: int, compact: bool = False) -> int:
     """One rank's trace of ``nodes`` ET nodes (module docstring); returns its size in bytes."""
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.writer import make_node, write_rank_trace
+
+    def chain():
+        for i in range(nodes):
+            yield make_node(i, f"k{i % 40}", pb.COMP_NODE, data_deps=(i - 1,) if i else (), duration_micros=1)
 
     def generate():
         previous = None
@@ -109,7 +116,7 @@ def write_trace(path: Path, nodes: int) -> int:
             previous = i
             yield node
 
-    write_rank_trace(path, generate())
+    write_rank_trace(path, chain() if compact else generate())
     return path.stat().st_size
 
 
@@ -119,6 +126,7 @@ def child(prefix: str, system: str, network: str, stream: str) -> None:
 
     if stream == "off":  # every file read whole, as before streaming
         streaming.STREAM_MIN_BYTES = 1 << 62
+        streaming.MAX_DECODED_NODES = 1 << 62
 
     started = time.perf_counter()
     result = simulate(prefix, system, network, backend="analytical")
@@ -133,17 +141,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--no-stream", action="store_true", help="read the trace whole")
+    parser.add_argument("--compact", action="store_true", help="compute nodes in one chain, nothing else")
+    parser.add_argument("--npus", type=int, default=8)
     args = parse_args(parser, child, 4)
     if args is None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        size = write_trace(folder / "step.0.et", args.nodes)
-        for rank in range(1, 8):
+        size = write_trace(folder / "step.0.et", args.nodes, args.compact)
+        for rank in range(1, args.npus):
             (folder / f"step.{rank}.et").symlink_to(folder / "step.0.et")
         network = folder / "network.yml"
         network.write_text(
-            "topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 100.0 ]\nlatency: [ 500.0 ]\n"
+            f"topology: [ Ring ]\nnpus_count: [ {args.npus} ]\nbandwidth: [ 100.0 ]\nlatency: [ 500.0 ]\n"
         )
         system = write_system(folder / "system.json", "ring", 1)
         started = time.perf_counter()

@@ -23,6 +23,7 @@ import gc
 import hashlib
 import os
 from pathlib import Path
+from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
@@ -72,7 +73,7 @@ def read_rank_trace(path: str | os.PathLike, rank: int | None = None) -> RankTra
         data = Path(path).read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return _parse(data, str(path), rank)
+    return cast(RankTrace, _parse(data, str(path), rank))  # no node limit: never None
 
 
 def _share_values(node: ETNode, shared: dict) -> None:
@@ -88,25 +89,36 @@ def _share_values(node: ETNode, shared: dict) -> None:
             setattr(node, field, shared.setdefault(("int", value), value))
 
 
-def _parse(data: bytes, fname: str, rank: int | None, shared: dict | None = None) -> RankTrace:
+def _parse(
+    data: bytes, fname: str, rank: int | None, shared: dict | None = None, max_nodes: int | None = None
+) -> RankTrace | None:
     """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`).
 
     ``shared`` maps a node's encoded bytes to the node already decoded from
     them (in another rank's file): equal bytes decode to one shared, read-only
-    :class:`ETNode`; sends and receives share their values (:func:`_share_values`)."""
+    :class:`ETNode`; sends and receives share their values (:func:`_share_values`).
+    None, before any node is decoded, when the file has more than ``max_nodes``."""
     # Parsing allocates many small objects and no reference cycles, so the
     # cyclic garbage collector's passes are pure overhead (~10% measured).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_messages(data, fname, rank, shared)
+        return _parse_messages(data, fname, rank, shared, max_nodes)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _parse_messages(data: bytes, fname: str, rank: int | None, shared: dict | None) -> RankTrace:
+def _parse_messages(
+    data: bytes, fname: str, rank: int | None, shared: dict | None, max_nodes: int | None
+) -> RankTrace | None:
     meta, spans = metadata_and_spans(data, fname)
+    # A node takes at least a byte (its length prefix): only a file of more bytes than
+    # max_nodes can have more nodes, and only there are they counted first.
+    if max_nodes is not None and len(data) > max_nodes:
+        if sum(1 for _ in spans) > max_nodes:
+            return None
+        meta, spans = metadata_and_spans(data, fname)
     view = memoryview(data)
     nodes: list[ETNode] = []
     append = nodes.append
@@ -143,7 +155,10 @@ def read_workload(
     Files of at least ``stream_min_bytes`` (default
     :data:`~astra_core.workload.streaming.STREAM_MIN_BYTES`, 32 MiB) are streamed:
     checked whole here, then decoded node by node as the engine needs them
-    (:mod:`astra_core.workload.streaming`).
+    (:mod:`astra_core.workload.streaming`). So is every file whose nodes, decoded,
+    would take the distinct files' decoded nodes past
+    :data:`~astra_core.workload.streaming.MAX_DECODED_NODES`: a decoded node
+    costs about 1 KB, a streamed one about a tenth of that.
 
     Ranks whose files are byte-identical share one parsed node list (and
     :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
@@ -175,6 +190,7 @@ def read_workload(
     # bytes of thousands of differing files are not kept
     by_digest: dict[tuple[int, bytes], RankTrace] = {}
     shared: dict = {}
+    decodable = streaming.MAX_DECODED_NODES  # nodes the distinct files may still hold decoded
     traces = []
     missing = []
     for r in range(npus_count):
@@ -192,10 +208,12 @@ def read_workload(
         if same is not None and Path(same.path).read_bytes() != data:
             same = None  # a digest collision (never seen): parse the file on its own
         if same is None:
-            if len(data) >= stream_min_bytes:
+            parsed = None if len(data) >= stream_min_bytes else _parse(data, path, r, shared, decodable)
+            if parsed is None:
                 trace = streaming.scan_trace(data, path, r)
             else:
-                trace = _parse(data, path, r, shared)
+                trace = parsed
+                decodable -= len(trace.nodes)
             by_digest.setdefault(key, trace)
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)

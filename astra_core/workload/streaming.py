@@ -35,11 +35,24 @@ from astra_core.workload.et_decode import (
     metadata_attrs,
 )
 
-__all__ = ["STREAM_MIN_BYTES", "SortedIds", "StreamedNodes", "is_notable", "scan_trace", "timing_item"]
+__all__ = [
+    "MAX_DECODED_NODES",
+    "STREAM_MIN_BYTES",
+    "SortedIds",
+    "StreamedNodes",
+    "is_notable",
+    "scan_trace",
+    "timing_item",
+]
 
 
 #: Files this large or larger are streamed (about 450,000 nodes of a PyTorch step).
 STREAM_MIN_BYTES = 32 << 20
+#: Nodes the distinct trace files of a run may hold decoded (about 1 KB each); a file
+#: that would take them past this is streamed (about 120 bytes a node held: a rank of
+#: 1,000,000 chained compute nodes, 18.7 MB of file, ran in 1,074 MiB decoded and
+#: 243 MiB streamed, ``benchmarks/trace_memory.py --compact``).
+MAX_DECODED_NODES = 1 << 18
 
 
 def timing_item(node: ETNode) -> tuple:
