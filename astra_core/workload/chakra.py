@@ -155,10 +155,9 @@ def read_workload(
     Files of at least ``stream_min_bytes`` (default
     :data:`~astra_core.workload.streaming.STREAM_MIN_BYTES`, 32 MiB) are streamed:
     checked whole here, then decoded node by node as the engine needs them
-    (:mod:`astra_core.workload.streaming`). So is every file whose nodes, decoded,
-    would take the distinct files' decoded nodes past
-    :data:`~astra_core.workload.streaming.MAX_DECODED_NODES`: a decoded node
-    costs about 1 KB, a streamed one about a tenth of that.
+    (:mod:`astra_core.workload.streaming`). So is a smaller file of more than
+    :data:`~astra_core.workload.streaming.MAX_DECODED_NODES` nodes: a decoded
+    node costs about 1 KB, a streamed one about a tenth of that.
 
     Ranks whose files are byte-identical share one parsed node list (and
     :func:`~astra_core.workload.graph.build_graphs` one graph), so thousands of
@@ -190,7 +189,7 @@ def read_workload(
     # bytes of thousands of differing files are not kept
     by_digest: dict[tuple[int, bytes], RankTrace] = {}
     shared: dict = {}
-    decodable = streaming.MAX_DECODED_NODES  # nodes the distinct files may still hold decoded
+    most_nodes = streaming.MAX_DECODED_NODES
     traces = []
     missing = []
     for r in range(npus_count):
@@ -208,12 +207,8 @@ def read_workload(
         if same is not None and Path(same.path).read_bytes() != data:
             same = None  # a digest collision (never seen): parse the file on its own
         if same is None:
-            parsed = None if len(data) >= stream_min_bytes else _parse(data, path, r, shared, decodable)
-            if parsed is None:
-                trace = streaming.scan_trace(data, path, r)
-            else:
-                trace = parsed
-                decodable -= len(trace.nodes)
+            parsed = None if len(data) >= stream_min_bytes else _parse(data, path, r, shared, most_nodes)
+            trace = streaming.scan_trace(data, path, r) if parsed is None else parsed
             by_digest.setdefault(key, trace)
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)

@@ -48,10 +48,10 @@ __all__ = [
 
 #: Files this large or larger are streamed (about 450,000 nodes of a PyTorch step).
 STREAM_MIN_BYTES = 32 << 20
-#: Nodes the distinct trace files of a run may hold decoded (about 1 KB each); a file
-#: that would take them past this is streamed (about 120 bytes a node held: a rank of
-#: 1,000,000 chained compute nodes, 18.7 MB of file, ran in 1,074 MiB decoded and
-#: 243 MiB streamed, ``benchmarks/trace_memory.py --compact``).
+#: A file of more nodes than this is streamed whatever its size: decoded, a node costs
+#: about 1 KB; streamed, about 120 bytes (a rank of 1,000,000 chained compute nodes,
+#: an 18.7 MB file, ran in 1,069 MiB decoded and 244 MiB streamed,
+#: ``benchmarks/trace_memory.py --compact --npus 2``).
 MAX_DECODED_NODES = 1 << 18
 
 

@@ -190,25 +190,25 @@ def test_only_ready_and_running_nodes_are_held(tmp_path, monkeypatch):
     assert len({r.finish_ns for r in result.ranks}) == 1 and result.ranks[0].finish_ns > 0
 
 
-def test_files_whose_decoded_nodes_would_pass_the_budget_are_streamed(tmp_path, monkeypatch):
+def test_a_small_file_of_many_nodes_is_streamed(tmp_path, monkeypatch):
     # Issue 30: a decoded node costs about 1 KB, so a small file of many small nodes
-    # (1,000,000 chained kernels: 18.7 MB) took 1 GB read whole. The distinct files of
-    # a run may hold MAX_DECODED_NODES decoded; a file that would pass it streams.
+    # (1,000,000 chained kernels: 18.7 MB) took 1 GB read whole. A file of more than
+    # MAX_DECODED_NODES nodes streams, whatever its size.
     def chain(n: int, duration_us: int) -> list:
         return [
             make_node(i, "k", pb.COMP_NODE, data_deps=[i - 1] if i else [], duration_micros=duration_us)
             for i in range(n)
         ]
 
-    write_rank_trace(tmp_path / "t.0.et", chain(6, 1))  # 6 decoded: 4 left
-    write_rank_trace(tmp_path / "t.1.et", chain(6, 2))  # 6 more would pass 10: streamed
+    write_rank_trace(tmp_path / "t.0.et", chain(6, 1))  # 6: decoded
+    write_rank_trace(tmp_path / "t.1.et", chain(7, 2))  # 7: streamed
     write_rank_trace(tmp_path / "t.2.et", chain(6, 1))  # rank 0's bytes: shares its nodes
-    write_rank_trace(tmp_path / "t.3.et", chain(4, 3))  # exactly the 4 left: decoded
-    monkeypatch.setattr(streaming, "MAX_DECODED_NODES", 10)
+    write_rank_trace(tmp_path / "t.3.et", chain(6, 3))  # 6 again, other bytes: decoded
+    monkeypatch.setattr(streaming, "MAX_DECODED_NODES", 6)
     traces = read_workload(tmp_path / "t", 4)
     kinds = [type(t.nodes).__name__ for t in traces]
     assert kinds == ["list", "StreamedNodes", "list", "list"]
     assert traces[2].nodes is traces[0].nodes
     assert all(os.path.getsize(tmp_path / f"t.{r}.et") < streaming.STREAM_MIN_BYTES for r in range(4))
     # Streamed or not, each rank's nodes are the file's, in order.
-    assert [[n.duration_micros for n in t.nodes] for t in traces] == [[1] * 6, [2] * 6, [1] * 6, [3] * 4]
+    assert [[n.duration_micros for n in t.nodes] for t in traces] == [[1] * 6, [2] * 7, [1] * 6, [3] * 6]
