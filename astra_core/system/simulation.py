@@ -12,6 +12,7 @@ a run that finishes with sends no receive matched warns
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -33,6 +34,7 @@ from astra_core.results import (
 from astra_core.system.attempt import build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
+from astra_core.system.fallback import announce_fallback, full_run
 from astra_core.system.p2p import MessageMatcher
 from astra_core.system.stream import DataSet
 from astra_core.system.symmetry import Symmetry, find_symmetry
@@ -157,10 +159,11 @@ class Simulation:
         backend.
         """
         with _rare_collections():
+            started = time.perf_counter()
             try:
                 self._start_and_drain()
             except TieOrderMatters as why:
-                self._fall_back(f"ranks of a class part ways ({why})")
+                self._fall_back(f"ranks of a class part ways: {why}", time.perf_counter() - started)
                 self._start_and_drain()
         return self._result()
 
@@ -183,8 +186,13 @@ class Simulation:
             view, view.sample(events, note, now_ns)
         )
 
-    def _fall_back(self, reason: str) -> None:
-        """Drop the symmetric attempt: every rank runs, on the spare backend."""
+    def _fall_back(self, reason: str, attempt_wall_s: float) -> None:
+        """Drop the symmetric attempt: every rank runs, on the spare backend. Announced
+        with what the full run will take (:mod:`astra_core.system.fallback`); raises
+        RunTooLarge when it cannot fit the machine."""
+        done = sum(engine.done for engine in self.engines)
+        nodes = sum(len(graph) for graph in self.context.graphs)
+        announce_fallback(reason, full_run(self.npus_count, nodes, done, attempt_wall_s))
         # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
         backend = cast("Callable[[], Any]", self._fresh_backend)()
         self.symmetry_reason = reason

@@ -6,6 +6,7 @@ import warnings
 import pytest
 
 from astra_core.api import simulate
+from astra_core.system.fallback import SymmetryFallbackWarning
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node
 from tests.conftest import REFERENCE_DIR
@@ -256,15 +257,14 @@ def test_node_id_order_is_part_of_the_signature(workload):
     assert [r.finish_ns for r in result.ranks] == [100519, 120550]
 
 
-def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(workload):
-    # 4 NPUs [Ring 2, Ring 2]. Rank r exchanges 64 B with r ^ 2 (nodes 1, 2), then
-    # sends 1 MiB to r ^ 1 (node 3, after both); node 4, 4 KiB to r ^ 1, is ready
-    # from the start but waits for the communication slot. At t = 102 ns rank r's
-    # send and receive complete in the same instant, in the order their senders
-    # were scheduled: rank 0 frees its slot first and issues node 4, rank 2
-    # readies node 3 first and issues it (lower id). The ranks are translates of
-    # each other, yet ranks 1 and 3 receive the 1 MiB at different times: the
-    # symmetric attempt sees the race and every rank runs.
+def _racing_ranks() -> dict:
+    """4 NPUs [Ring 2, Ring 2]. Rank r exchanges 64 B with r ^ 2 (nodes 1, 2), then
+    sends 1 MiB to r ^ 1 (node 3, after both); node 4, 4 KiB to r ^ 1, is ready
+    from the start but waits for the communication slot. At t = 102 ns rank r's
+    send and receive complete in the same instant, in the order their senders
+    were scheduled: rank 0 frees its slot first and issues node 4, rank 2
+    readies node 3 first and issues it (lower id). The ranks are translates of
+    each other, yet ranks 1 and 3 receive the 1 MiB at different times."""
     per_rank = {}
     for r in range(4):
         per_rank[r] = [
@@ -278,11 +278,42 @@ def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(work
             make_node(6, "recv_small", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=4096, comm_tag=6),
             make_node(7, "kernel", pb.COMP_NODE, duration_micros=50, data_deps=[5]),
         ]
-    net = network(["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
-    result = _both(workload(per_rank), system(dims=2), net)
+    return per_rank
+
+
+_RACE_NETWORK = (["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
+
+
+def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(workload):
+    # The symmetric attempt sees the race (_racing_ranks) and every rank runs.
+    with pytest.warns(SymmetryFallbackWarning) as caught:
+        result = _both(workload(_racing_ranks()), system(dims=2), network(*_RACE_NETWORK))
     assert not result.symmetric
     finish = [r.finish_ns for r in result.ranks]
     assert finish[1] != finish[3] and finish[0] != finish[2]
+    # Announced once, in one line, with its reason and the full run's size: 4 ranks of
+    # 7 nodes (too few done to project a time).
+    (line,) = [str(w.message) for w in caught]
+    assert line.startswith("rank symmetry given up (ranks of a class part ways: rank ")
+    assert "): simulating all 4 ranks (28 ET nodes; about " in line and line.endswith(" MiB)")
+
+
+def test_a_fall_back_that_cannot_fit_the_machine_is_refused_in_one_line(workload, monkeypatch):
+    # Issue 30: the full run of an 8,192-GPU step was killed by the OOM killer without
+    # a word. The estimate is FULL_RUN_BYTES_PER_NODE per ET node plus what the
+    # process holds; past what the machine has available, the run stops at once.
+    from astra_core.system import fallback
+
+    monkeypatch.setattr(fallback, "available_bytes", lambda: 4 << 20)
+    monkeypatch.setattr(fallback, "resident_bytes", lambda: 4 << 20)
+    with pytest.raises(fallback.RunTooLarge) as err:
+        simulate(workload(_racing_ranks()), system(dims=2), network(*_RACE_NETWORK))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("rank symmetry cannot hold (ranks of a class part ways: rank ")
+    need = (4 << 20) + 28 * fallback.FULL_RUN_BYTES_PER_NODE  # 28 ET nodes on 4 ranks
+    assert f"simulating all 4 ranks (28 ET nodes) needs about {need / 2**20:,.0f} MiB of memory, " in message
+    assert "more than the 4 MiB available" in message
 
 
 def test_a_node_done_as_it_is_issued_is_no_race(workload):
