@@ -177,8 +177,6 @@ def read_workload(
     (:func:`~astra_core.workload.prefix.suggest_prefix`). Also whatever
     :func:`read_rank_trace` raises for a bad file.
     """
-    from astra_core.workload.prefix import suggest_prefix
-
     prefix = os.fspath(prefix)
     if npus_count < 1:
         raise TraceError(f"{prefix}: npus_count must be >= 1, got {npus_count}")
@@ -214,20 +212,29 @@ def read_workload(
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)
         del data  # a streamed file's bytes are not kept
         traces.append(trace)
-    extra = _extra_ranks(prefix, npus_count)
-    if missing or extra:
-        problems = []
-        if missing:
-            problems.append(f"missing {_ranks_text(missing)}")
-        if extra:
-            problems.append(f"extra {_files_text(prefix, extra)}")
-        found = npus_count - len(missing) + len(extra)
-        hint = suggest_prefix(prefix) if found == 0 else None
-        raise TraceError(
-            f"{prefix}: {npus_count} NPUs need {npus_count} trace files {prefix}.<rank>.et, "
-            f"found {found}: {'; '.join(problems)}{f'; {hint}' if hint else ''}"
-        )
+    _check_file_count(prefix, npus_count, missing)
     return traces
+
+
+def _check_file_count(prefix: str, npus_count: int, missing: list[int]) -> None:
+    """Raise TraceError (see :func:`read_workload`) when rank files are ``missing`` or a
+    file of a rank past ``npus_count`` exists."""
+    from astra_core.workload.prefix import suggest_prefix
+
+    extra = _extra_ranks(prefix, npus_count)
+    if not (missing or extra):
+        return
+    problems = []
+    if missing:
+        problems.append(f"missing {_ranks_text(missing)}")
+    if extra:
+        problems.append(f"extra {_files_text(prefix, extra)}")
+    found = npus_count - len(missing) + len(extra)
+    hint = suggest_prefix(prefix) if found == 0 else None
+    raise TraceError(
+        f"{prefix}: {npus_count} NPUs need {npus_count} trace files {prefix}.<rank>.et, "
+        f"found {found}: {'; '.join(problems)}{f'; {hint}' if hint else ''}"
+    )
 
 
 def rank_trace_files(prefix: str | os.PathLike) -> dict[int, str]:
