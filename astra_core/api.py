@@ -33,6 +33,7 @@ from astra_core.plugins import (
     progress_observers,
 )
 from astra_core.report import Report
+from astra_core.system.context import check_network_models
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
@@ -257,6 +258,7 @@ class RunInputs:
         self.flows = _background_flows(background, self.physical)
         self.system = system if isinstance(system, SystemConfig) else load_system(system)
         self.system.check_dims(self.network.dims_count)
+        check_network_models(self.system, self.network)  # before minutes of trace reading
         self.memory = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
         self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
         self.graphs = load_graphs(workload, self.network.npus_count)

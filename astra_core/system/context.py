@@ -11,6 +11,7 @@ sees the :class:`~astra_core.system.simulation.Simulation` that drives them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -87,7 +88,7 @@ def build_context(
     system.json and the list entry) and what :func:`check_network_fit` and the NCCL
     model raise for a workload the network cannot run.
     """
-    implementations = {t: tuple(system.algorithms(t.label)) for t in CONFIGURABLE}
+    implementations = _implementations(system)
     plugins = dict(collective_plugins or {})
     _check_plugin_algorithms(system, implementations, plugins)
     phases = builtin_phases()
@@ -96,10 +97,8 @@ def build_context(
     custom = {t: f"custom:{path}" for t, path in custom_sources(system).items()}
     for name in set(custom.values()):
         phases.register(name, _custom_factory(name[len("custom:") :]), whole_buffer=True)
-    nccl = None
-    if any(str(a) == "nccl" for algorithms in implementations.values() for a in algorithms):
-        # the config's validation requires the nccl section when an implementation is "nccl"
-        nccl = NcclModel(cast("NcclConfig", system.nccl), network, system.source)
+    nccl = _nccl_model(system, network, implementations)
+    if nccl is not None:
         phases.register("nccl", _nccl_factory(nccl), whole_buffer=True)
     check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
     return RunContext(
@@ -115,6 +114,31 @@ def build_context(
         memory=RemoteMemory(memory or MemoryConfig(MemoryType.NO_MEMORY_EXPANSION)),
         comm_groups=MappingProxyType({k: tuple(v) for k, v in (comm_groups or {}).items()}),
     )
+
+
+def check_network_models(system: SystemConfig, network: NetworkConfig) -> None:
+    """Raise what building the run's network-dependent models raises (the NCCL model's
+    ConfigError for a network it cannot place), before the traces are read: a job of
+    thousands of ranks takes minutes to load. Its warnings come when the run builds it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _nccl_model(system, network, _implementations(system))
+
+
+def _implementations(system: SystemConfig) -> dict[CommType, tuple[CollectiveAlgorithm, ...]]:
+    return {t: tuple(system.algorithms(t.label)) for t in CONFIGURABLE}
+
+
+def _nccl_model(
+    system: SystemConfig,
+    network: NetworkConfig,
+    implementations: Mapping[CommType, Sequence[CollectiveAlgorithm]],
+) -> NcclModel | None:
+    """The NCCL model when an implementation is ``nccl`` (None otherwise)."""
+    if not any(str(a) == "nccl" for algorithms in implementations.values() for a in algorithms):
+        return None
+    # the config's validation requires the nccl section when an implementation is "nccl"
+    return NcclModel(cast("NcclConfig", system.nccl), network, system.source)
 
 
 def _check_plugin_algorithms(

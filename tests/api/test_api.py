@@ -261,3 +261,16 @@ def test_link_frame_only_for_backends_with_link_statistics(report):
     assert (links["busy_ns"] <= links["bytes"] / links["bandwidth_bytes_per_ns"]).all()
     assert ((links["utilization"] - links["busy_ns"] / congested.step_ns).abs() < 1e-12).all()
     assert links["utilization"].between(0, 1).all()
+
+
+def test_a_network_the_nccl_model_cannot_place_is_refused_before_the_traces_are_read(tmp_path):
+    # Issue 30: an 8,192-rank job read its traces for 265 s before this error. The
+    # trace files here do not even exist: the config's error comes first.
+    network = {
+        "topology": ["Switch"] * 3,
+        "npus_count": [8, 64, 16],
+        "bandwidth": [400.0] * 3,
+        "latency": [300] * 3,
+    }
+    with pytest.raises(ConfigError, match=r"system\.json: nccl: the NCCL model places 2 network dimensions"):
+        astra.simulate(str(tmp_path / "absent"), REPO / "examples/validation/hgx_h100/system.json", network)
