@@ -86,7 +86,7 @@ class RankTimeline:
     in_flight: Sequence[float] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveRecord:
     """One collective on one rank: its ET ``node`` (size, group, type), when it
     started and finished (``finish_ns`` None: it never did), ``phase_times``

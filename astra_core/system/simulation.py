@@ -222,7 +222,7 @@ class Simulation:
         return RunResult(
             backend=self.backend_name,
             ranks=ranks,
-            collectives=[_collective_record(*entry) for entry in self.collectives],
+            collectives=self._collective_records(),
             traces=[RankTimeline(e.rank, e.records, e.nodes, flights.get(e.rank, ())) for e in self.engines],
             links=LinkSnapshot.of(self.backend),
             counters=backend_counters(self.backend),
@@ -232,6 +232,16 @@ class Simulation:
             symmetric=self.symmetry is not None,
             representative=representative,
         )
+
+    def _collective_records(self) -> list[CollectiveRecord]:
+        """The collectives' frozen records; each DataSet is let go as soon as it is
+        copied, so that the run's peak memory does not hold both at once."""
+        entries, self.collectives = self.collectives, []
+        records = []
+        for i, entry in enumerate(entries):
+            records.append(_collective_record(*entry))
+            entries[i] = None  # type: ignore[call-overload]  # the last reference to its DataSet
+        return records
 
     @staticmethod
     def _rank_result(engine: RankEngine, log: Sequence[float]) -> RankResult:
