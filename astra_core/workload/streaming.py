@@ -48,6 +48,8 @@ __all__ = [
 
 #: Files this large or larger are streamed (about 450,000 nodes of a PyTorch step).
 STREAM_MIN_BYTES = 32 << 20
+#: Bytes a streamed file is read in (one read serves the nodes decoded after it).
+READ_BLOCK_BYTES = 1 << 14
 #: A file of more nodes than this is streamed whatever its size: decoded, a node costs
 #: about 1 KB; streamed, about 120 bytes (a rank of 1,000,000 chained compute nodes,
 #: an 18.7 MB file, ran in 1,069 MiB decoded and 244 MiB streamed,
@@ -117,6 +119,8 @@ class StreamedNodes(Sequence):
         self._ctrl_starts, self._ctrl = ctrl_starts, ctrl
         self._held: dict[int, list] = {}  # pos -> [node, holds]
         self._file: BinaryIO | None = None  # opened on the first decode
+        self._block = b""  # the file's bytes last read, from _block_start on
+        self._block_start = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -170,12 +174,24 @@ class StreamedNodes(Sequence):
         """How many nodes are decoded and held now."""
         return len(self._held)
 
+    def _read(self, start: int, length: int) -> bytes:
+        """``length`` bytes of the file from ``start``: from the block read last when it
+        holds them, else from a fresh block of :data:`READ_BLOCK_BYTES` (nodes are
+        mostly decoded in file order: one read serves hundreds of them)."""
+        offset = start - self._block_start
+        block = self._block
+        if offset >= 0 and offset + length <= len(block):
+            return block[offset : offset + length]
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 (kept open for the run)
+        block = os.pread(self._file.fileno(), max(length, READ_BLOCK_BYTES), start)
+        self._block, self._block_start = block, start
+        return block[:length]
+
     def _decode(self, pos: int) -> ETNode:
         start, length = self._starts[pos], self._lengths[pos]
         try:
-            if self._file is None:
-                self._file = open(self.path, "rb")  # noqa: SIM115 (kept open for the run)
-            payload = os.pread(self._file.fileno(), length, start)
+            payload = self._read(start, length)
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
         if len(payload) != length:
@@ -196,6 +212,7 @@ class StreamedNodes(Sequence):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_file"] = None
+        state["_block"], state["_block_start"] = b"", 0
         return state
 
 
