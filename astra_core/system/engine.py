@@ -29,6 +29,7 @@ time.
 from __future__ import annotations
 
 import json
+from array import array
 from typing import TYPE_CHECKING, Protocol, cast
 
 from astra_core.errors import TraceError
@@ -49,8 +50,6 @@ from astra_core.workload.graph import RankGraph
 from astra_core.workload.streaming import StreamedNodes
 
 if TYPE_CHECKING:
-    from array import array
-
     from astra_core.backend import NetworkBackend
     from astra_core.system.context import RunContext
     from astra_core.system.p2p import MessageMatcher
@@ -199,7 +198,7 @@ class RankEngine:
         self.done = 0
         self.started: dict[int, float] = {}  # position -> start time of running nodes
         self.records = NodeRecords()  # (position, start, end) per completed node
-        self.comm_intervals: list[tuple[float, float]] = []  # (start, end) of comm nodes
+        self.comm_intervals = array("d")  # start, end, start, end, ... of comm nodes
         self.memory_intervals: list[tuple[float, float]] = []  # (start, end) of remote-memory accesses
         self.gpu_compute_ns = 0
         self.cpu_compute_ns = 0
@@ -419,7 +418,7 @@ class RankEngine:
         start = self.started.pop(pos)
         self.records.add(pos, start, now)
         if node.type in _COMM_NODES:
-            self.comm_intervals.append((start, now))
+            self.comm_intervals.extend((start, now))
         elif node.type == MEM_LOAD or node.type == MEM_STORE:
             self.memory_intervals.append((start, now))
         self.done += 1

@@ -247,7 +247,7 @@ class Simulation:
     def _rank_result(engine: RankEngine, log: Sequence[float]) -> RankResult:
         """``engine``'s times; ``log``: its in-flight intervals (``MessageMatcher.in_flight``)."""
         finish = engine.finish_ns or 0
-        comm = union(engine.comm_intervals)
+        comm = union(flight_pairs(engine.comm_intervals))
         if engine.memory_intervals:  # remote-memory accesses count as in flight too
             flight = [
                 (s, min(e, finish))

@@ -59,8 +59,9 @@ class DataSet:
         self.finished_streams += 1
         if self.finished_streams == self.total_streams:
             self.finish_ns = now
-            if self.on_finished is not None:
-                self.on_finished(self)
+            on_finished, self.on_finished = self.on_finished, None  # called once: let it go
+            if on_finished is not None:
+                on_finished(self)
 
 
 class Stream:
