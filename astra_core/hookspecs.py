@@ -120,8 +120,8 @@ def astra_run_progress(run: RunView, progress: ProgressSample) -> None:
     :class:`~astra_core.system.view.ProgressSample` (simulated time in ns, events,
     messages sent and delivered, ET nodes done). Called every
     :data:`~astra_core.events.PROGRESS_EVERY` events of an event-queue backend,
-    on each heartbeat of the ns3 worker, and once when the run ends; only while
-    some plugin implements it. Keep it cheap: it runs inside the simulation.
+    on each heartbeat of the ns3 worker, and once when the run ends. Keep it
+    cheap: it runs inside the simulation.
 
     If it raises, a warning line names the plugin, which gets no more progress
     calls in that run; the run goes on."""

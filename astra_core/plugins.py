@@ -628,8 +628,7 @@ def notify_run_finished(pm: pluggy.PluginManager, run: Any, report: Any) -> list
 
 def progress_observers(pm: pluggy.PluginManager) -> Callable[[Any, Any], None] | None:
     """A callback ``report(run, sample)`` that calls every ``astra_run_progress``
-    observer with them, or None when no plugin implements the hook (the simulation
-    then asks its backend for no progress at all).
+    observer with them, or None when no plugin implements the hook.
 
     An observer that raises is dropped for the rest of the run, with one
     :class:`PluginWarning` line naming it; the run and the other observers go on."""

@@ -208,9 +208,10 @@ class RankEngine:
         self._blocked: list[int] | None = None  # deadlock report: positions never issued
         # Under rank symmetry: watch for slot races between same-time completions.
         self._ties = _TieWatch() if symmetric else None
+        # This rank's view of the communicator groups it uses (METADATA nodes add more),
+        # made on first use: a job of 8,192 ranks has thousands of groups, and one
+        # CommGroup of each for every rank took more memory than the machine had.
         self.groups: dict[str, CommGroup] = {}
-        for name, members in context.comm_groups.items():
-            self.groups[name] = CommGroup(int(name), list(members))
 
     # -- issuing --------------------------------------------------------------
     def start(self) -> None:
@@ -331,6 +332,10 @@ class RankEngine:
         if key.isdigit():
             key = str(int(key))
         group = self.groups.get(key)
+        if group is None:
+            members = self.context.comm_groups.get(key)
+            if members is not None:
+                group = self.groups[key] = CommGroup(int(key), list(members))
         if group is None:
             raise TraceError(
                 f"rank {self.rank}: node {node.id} ({node.name}): communicator "

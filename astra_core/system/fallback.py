@@ -17,12 +17,11 @@ the attempt did enough nodes to measure it.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 
 from astra_core.backend import wall_time_text
-from astra_core.errors import AstraError
+from astra_core.system.memory_guard import RunTooLarge, available_bytes, gib_text, resident_bytes
 
 #: Memory a run without symmetry holds per ET node of all its ranks (engine state,
 #: node records, matched messages, collective records): measured with
@@ -34,10 +33,6 @@ FULL_RUN_BYTES_PER_NODE = 340
 #: The symmetric attempt must have completed this many ET nodes for its rate to
 #: project the full run's time.
 MIN_MEASURED_NODES = 1000
-
-
-class RunTooLarge(AstraError):
-    """A run would need more memory than the machine has available."""
 
 
 class SymmetryFallbackWarning(UserWarning):
@@ -71,12 +66,12 @@ def announce_fallback(reason: str, run: FullRun, available: int | None = None) -
     when ``run.memory_bytes`` exceeds ``available`` (default :func:`available_bytes`;
     None: unknown, never refused)."""
     available = available_bytes() if available is None else available
-    need = _gib(run.memory_bytes)
+    need = gib_text(run.memory_bytes)
     if available is not None and run.memory_bytes > available:
         raise RunTooLarge(
             f"rank symmetry cannot hold ({reason}), and simulating all {run.ranks:,} ranks "
             f"({run.nodes:,} ET nodes) needs about {need} of memory, more than the "
-            f"{_gib(available)} available; simulate fewer ranks, or change what makes the ranks "
+            f"{gib_text(available)} available; simulate fewer ranks, or change what makes the ranks "
             "of a class part ways (ties between same-time events)"
         )
     took = f", about {wall_time_text(run.wall_s)}" if run.wall_s is not None else ""
@@ -86,29 +81,3 @@ def announce_fallback(reason: str, run: FullRun, available: int | None = None) -
         SymmetryFallbackWarning,
         stacklevel=2,
     )
-
-
-def resident_bytes() -> int | None:
-    """This process's resident memory now (Linux ``/proc/self/statm``), or None."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def available_bytes() -> int | None:
-    """Memory the kernel can give this process now (Linux ``MemAvailable`` of
-    ``/proc/meminfo``), or None where it does not say."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _gib(size: int) -> str:
-    return f"{size / 2**30:,.1f} GiB" if size >= 2**30 else f"{size / 2**20:,.0f} MiB"

@@ -35,6 +35,7 @@ from astra_core.system.attempt import build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
+from astra_core.system.memory_guard import check_memory_left
 from astra_core.system.p2p import MessageMatcher
 from astra_core.system.stream import DataSet
 from astra_core.system.symmetry import Symmetry, find_symmetry
@@ -168,7 +169,9 @@ class Simulation:
         return self._result()
 
     def _start_and_drain(self) -> None:
-        progress = self.on_progress is not None and set_progress(self.backend, self._progress)
+        # Progress reports also guard the machine's memory (memory_guard), so every
+        # backend that can report is asked to.
+        progress = set_progress(self.backend, self._progress)
         for engine in self.engines:
             engine.start()
         try:
@@ -180,11 +183,14 @@ class Simulation:
                 set_progress(self.backend, None)
 
     def _progress(self, now_ns: float, events: int, note: str = "") -> None:
-        """The backend's :class:`~astra_core.events.ProgressHook`: a sample to ``on_progress``."""
+        """The backend's :class:`~astra_core.events.ProgressHook`: stop a run the machine's
+        memory cannot hold (:func:`~astra_core.system.memory_guard.check_memory_left`),
+        and give ``on_progress`` a sample."""
         view = self.view
-        cast("Callable[[RunView, ProgressSample], None]", self.on_progress)(
-            view, view.sample(events, note, now_ns)
-        )
+        sample = view.sample(events, note, now_ns)
+        check_memory_left(now_ns, sample.nodes_done, sample.nodes_total)
+        if self.on_progress is not None:
+            self.on_progress(view, sample)
 
     def _fall_back(self, reason: str, attempt_wall_s: float) -> None:
         """Drop the symmetric attempt: every rank runs, on the spare backend. Announced
