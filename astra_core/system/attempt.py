@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from astra_core.system.engine import EngineListener, RankEngine
+from astra_core.system.memory_guard import check_memory_left
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
+
+#: Engines built (or started) between two checks of the memory left.
+GUARD_EVERY_ENGINES = 64
 
 if TYPE_CHECKING:
     from astra_core.system.context import RunContext
@@ -48,8 +52,11 @@ def build_attempt(
         matcher = MessageMatcher(backend, npus)
         ranks = range(npus)
     symmetric = symmetry is not None
-    engines = [
-        RankEngine(r, context.graphs[r], context, backend, matcher, listener, symmetric=symmetric)
-        for r in ranks
-    ]
+    engines = []
+    for r in ranks:
+        engines.append(
+            RankEngine(r, context.graphs[r], context, backend, matcher, listener, symmetric=symmetric)
+        )
+        if len(engines) % GUARD_EVERY_ENGINES == 0:
+            check_memory_left(0.0, 0, len(ranks))  # thousands of engines can outgrow the machine
     return RunAttempt(context, backend, matcher, symmetry, engines)

@@ -69,20 +69,20 @@ def memory_floor() -> int:
 def check_memory_left(now_ns: float, nodes_done: int, nodes_total: int) -> None:
     """Raise :class:`RunTooLarge` (one line) when the machine's available memory is
     under :func:`memory_floor`; ``nodes_done`` of ``nodes_total`` ET nodes of the
-    simulated ranks are done at simulated time ``now_ns``. Does nothing where the
-    available memory is unknown."""
+    simulated ranks are done at simulated time ``now_ns`` (``nodes_done`` 0: the run
+    is being built or started, and ``nodes_total`` counts its ranks). Does nothing
+    where the available memory is unknown."""
     available = available_bytes()
     if available is None or available >= memory_floor():
         return
     held = resident_bytes() or 0
-    need = (
-        f"; at its rate so far it would need about {gib_text(held * nodes_total // nodes_done)}"
-        if nodes_done
-        else ""
-    )
+    left = f"the machine has {gib_text(available)} of memory left and this run holds {gib_text(held)}"
+    if not nodes_done:
+        raise RunTooLarge(f"stopped while building or starting {nodes_total:,} ranks: {left}")
+    need = gib_text(held * nodes_total // nodes_done)
     raise RunTooLarge(
-        f"stopped at t = {now_ns:,.0f} ns with {nodes_done:,} of {nodes_total:,} ET nodes done: "
-        f"the machine has {gib_text(available)} of memory left and this run holds {gib_text(held)}{need}"
+        f"stopped at t = {now_ns:,.0f} ns with {nodes_done:,} of {nodes_total:,} ET nodes done: {left}; "
+        f"at its rate so far it would need about {need}"
     )
 
 

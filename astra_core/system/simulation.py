@@ -31,7 +31,7 @@ from astra_core.results import (
     RunResult,
     backend_counters,
 )
-from astra_core.system.attempt import build_attempt
+from astra_core.system.attempt import GUARD_EVERY_ENGINES, build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
@@ -172,8 +172,10 @@ class Simulation:
         # Progress reports also guard the machine's memory (memory_guard), so every
         # backend that can report is asked to.
         progress = set_progress(self.backend, self._progress)
-        for engine in self.engines:
+        for i, engine in enumerate(self.engines, 1):
             engine.start()
+            if i % GUARD_EVERY_ENGINES == 0:
+                check_memory_left(0.0, 0, len(self.engines))
         try:
             self.backend.run()
             if progress:
