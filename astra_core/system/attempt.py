@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from astra_core.system.engine import EngineListener, RankEngine
-from astra_core.system.memory_guard import check_memory_left
+from astra_core.system.memory_guard import check_memory_building
 from astra_core.system.p2p import MessageMatcher, MirroredMatcher
 
 #: Engines built (or started) between two checks of the memory left.
@@ -58,5 +58,5 @@ def build_attempt(
             RankEngine(r, context.graphs[r], context, backend, matcher, listener, symmetric=symmetric)
         )
         if len(engines) % GUARD_EVERY_ENGINES == 0:
-            check_memory_left(0.0, 0, len(ranks))  # thousands of engines can outgrow the machine
+            check_memory_building(len(ranks))  # thousands of engines can outgrow the machine
     return RunAttempt(context, backend, matcher, symmetry, engines)

@@ -60,12 +60,11 @@ def full_run(ranks: int, nodes: int, attempt_nodes_done: int, attempt_wall_s: fl
     return FullRun(ranks, nodes, memory, wall)
 
 
-def announce_fallback(reason: str, run: FullRun, available: int | None = None) -> None:
+def announce_fallback(reason: str, run: FullRun) -> None:
     """Warn (:class:`SymmetryFallbackWarning`, one line) that every rank is simulated
     from now on, why, and what it will take. Raises :class:`RunTooLarge` (one line)
-    when ``run.memory_bytes`` exceeds ``available`` (default :func:`available_bytes`;
-    None: unknown, never refused)."""
-    available = available_bytes() if available is None else available
+    when ``run.memory_bytes`` exceeds :func:`available_bytes` (unknown: never refused)."""
+    available = available_bytes()
     need = gib_text(run.memory_bytes)
     if available is not None and run.memory_bytes > available:
         raise RunTooLarge(

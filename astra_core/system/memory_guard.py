@@ -2,7 +2,8 @@
 kernel's OOM killer ends the process without a word.
 
 :func:`check_memory_left` runs with every progress report of a run (every
-:data:`~astra_core.events.PROGRESS_EVERY` events of an event-queue backend):
+:data:`~astra_core.events.PROGRESS_EVERY` events of an event-queue backend), and
+:func:`check_memory_building` every few engines built or started:
 when the memory the machine has available falls under :func:`memory_floor`,
 the run stops with :class:`RunTooLarge`, one line saying how far it got, what
 it holds and what it would need at its rate so far.
@@ -31,22 +32,20 @@ def resident_bytes() -> int | None:
 def available_bytes() -> int | None:
     """Memory the kernel can give this process now (Linux ``MemAvailable`` of
     ``/proc/meminfo``), or None where it does not say."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return _meminfo_bytes("MemAvailable:")
 
 
 def total_bytes() -> int | None:
     """The machine's memory (``MemTotal`` of ``/proc/meminfo``), or None."""
+    return _meminfo_bytes("MemTotal:")
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    """``field`` of ``/proc/meminfo`` (kB there) in bytes, or None."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
@@ -69,21 +68,38 @@ def memory_floor() -> int:
 def check_memory_left(now_ns: float, nodes_done: int, nodes_total: int) -> None:
     """Raise :class:`RunTooLarge` (one line) when the machine's available memory is
     under :func:`memory_floor`; ``nodes_done`` of ``nodes_total`` ET nodes of the
-    simulated ranks are done at simulated time ``now_ns`` (``nodes_done`` 0: the run
-    is being built or started, and ``nodes_total`` counts its ranks). Does nothing
-    where the available memory is unknown."""
+    simulated ranks are done at simulated time ``now_ns``. Does nothing where the
+    available memory is unknown."""
+    left = _memory_left_text()
+    if left is None:
+        return
+    need = ""
+    if nodes_done:
+        need = f"; at its rate so far it would need about {gib_text(_held() * nodes_total // nodes_done)}"
+    raise RunTooLarge(
+        f"stopped at t = {now_ns:,.0f} ns with {nodes_done:,} of {nodes_total:,} ET nodes done: {left}{need}"
+    )
+
+
+def check_memory_building(ranks: int) -> None:
+    """:func:`check_memory_left` while the engines of ``ranks`` ranks are built or
+    started, before the first event."""
+    left = _memory_left_text()
+    if left is not None:
+        raise RunTooLarge(f"stopped while building or starting {ranks:,} ranks: {left}")
+
+
+def _memory_left_text() -> str | None:
+    """What the machine has left and this run holds, when the memory left is under
+    :func:`memory_floor`; else (or unknown) None."""
     available = available_bytes()
     if available is None or available >= memory_floor():
-        return
-    held = resident_bytes() or 0
-    left = f"the machine has {gib_text(available)} of memory left and this run holds {gib_text(held)}"
-    if not nodes_done:
-        raise RunTooLarge(f"stopped while building or starting {nodes_total:,} ranks: {left}")
-    need = gib_text(held * nodes_total // nodes_done)
-    raise RunTooLarge(
-        f"stopped at t = {now_ns:,.0f} ns with {nodes_done:,} of {nodes_total:,} ET nodes done: {left}; "
-        f"at its rate so far it would need about {need}"
-    )
+        return None
+    return f"the machine has {gib_text(available)} of memory left and this run holds {gib_text(_held())}"
+
+
+def _held() -> int:
+    return resident_bytes() or 0
 
 
 def gib_text(size: int) -> str:

@@ -35,7 +35,7 @@ from astra_core.system.attempt import GUARD_EVERY_ENGINES, build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
-from astra_core.system.memory_guard import check_memory_left
+from astra_core.system.memory_guard import check_memory_building, check_memory_left
 from astra_core.system.p2p import MessageMatcher
 from astra_core.system.stream import DataSet
 from astra_core.system.symmetry import Symmetry, find_symmetry
@@ -55,9 +55,10 @@ class Simulation:
     ``view``: a read-only :class:`~astra_core.system.view.RunView` of the run
     (what observer plugins get). ``on_progress(view, sample)``: called with the view
     and a :class:`~astra_core.system.view.ProgressSample` whenever the backend reports
-    progress (:func:`astra_core.backend.set_progress`) and once when it has run;
-    None: the backend is asked for no progress reports. Raises what :func:`~astra_core.system.context.build_context`
-    raises for inputs that cannot run.
+    progress (:func:`astra_core.backend.set_progress`) and once when it has run
+    (the same reports guard the machine's memory,
+    :mod:`astra_core.system.memory_guard`). Raises what
+    :func:`~astra_core.system.context.build_context` raises for inputs that cannot run.
     """
 
     def __init__(
@@ -175,7 +176,7 @@ class Simulation:
         for i, engine in enumerate(self.engines, 1):
             engine.start()
             if i % GUARD_EVERY_ENGINES == 0:
-                check_memory_left(0.0, 0, len(self.engines))
+                check_memory_building(len(self.engines))
         try:
             self.backend.run()
             if progress:
