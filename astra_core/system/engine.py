@@ -73,7 +73,7 @@ def _slot(node: ETNode) -> int | None:
 
 class TieOrderMatters(Exception):
     """Raised inside a rank-symmetric run when a rank's choice of what to issue
-    depends on the order of events at the same simulated time.
+    may depend on the order of events at the same simulated time.
 
     The full run orders such events by when they were scheduled, which is
     not the same for every rank of a class (senders are processed in rank
@@ -83,65 +83,36 @@ class TieOrderMatters(Exception):
 
 
 class _TieWatch:
-    """Per rank, the events at the current simulated time and what they did to
-    each slot: a race is a slot given to one of two or more candidates at a
-    time when two or more different completions freed it or readied them (a
-    node is readied by every parent that completed at that time: in another
-    order any of them could be the last). Events that cannot race (one
-    completion, one candidate, or nothing issued) keep a symmetric run
-    symmetric."""
+    """Per rank, which node got each slot at the current simulated time.
 
-    __slots__ = ("time", "events", "touched", "parents", "candidates", "given", "race")
+    A rank chooses what to issue once per instant, after every event already
+    queued for that instant (:meth:`RankEngine.complete` defers the pass), so
+    the order of those events cannot change its choice. What can is an event
+    of the same instant that comes *after* a pass gave a slot away (a message
+    of zero delay sent in that instant, a receive matched at once): had it
+    come first, a node it readied with a lower id would have taken the slot,
+    or the slot it freed would have gone to a node still waiting. Only such a
+    late event is a race; anything else keeps a symmetric run symmetric."""
+
+    __slots__ = ("time", "given")
 
     def __init__(self) -> None:
         self.time: float | None = None
-        self.events = 0
-        self.touched: dict[int, set[int]] = {}  # slot -> events that freed it or readied for it
-        self.parents: dict[int, set[int]] = {}  # position -> events that completed a parent
-        self.candidates: dict[int, set[int]] = {}  # slot -> positions considered for it
-        self.given: set[int] = set()  # slots that got a node at this time
-        self.race: int | None = None  # the slot of the first race seen
+        self.given: dict[int, int] = {}  # slot -> id of the node that got it at this time
 
     def event(self, now: float) -> None:
         if now != self.time:
             self.time = now
-            self.events = 0
-            self.touched.clear()
-            self.parents.clear()
-            self.candidates.clear()
             self.given.clear()
-        self.events += 1
 
-    def touch(self, slot: int | None) -> None:
-        if slot is not None:
-            self.touched.setdefault(slot, set()).add(self.events)
-            self._check(slot)
+    def issued(self, slot: int, node_id: int) -> None:
+        self.given[slot] = node_id
 
-    def parent_done(self, pos: int) -> None:
-        self.parents.setdefault(pos, set()).add(self.events)
-
-    def readied(self, pos: int, slot: int | None) -> None:
-        events = self.parents.pop(pos, ())
-        if slot is not None:
-            self.touched.setdefault(slot, set()).update(events)
-            self._check(slot)
-
-    def candidate(self, slot: int, pos: int) -> None:
-        self.candidates.setdefault(slot, set()).add(pos)
-        self._check(slot)
-
-    def issued(self, slot: int) -> None:
-        self.given.add(slot)
-        self._check(slot)
-
-    def _check(self, slot: int) -> None:
-        if (
-            slot in self.given
-            and len(self.touched.get(slot, ())) > 1
-            and len(self.candidates.get(slot, ())) > 1
-            and self.race is None
-        ):
-            self.race = slot
+    def late(self, slot: int | None, node_id: int | None = None) -> bool:
+        """Could this event, had it come before the pass, have changed who got
+        ``slot``? ``node_id``: the node it readied (None: it freed the slot)."""
+        given = None if slot is None else self.given.get(slot)
+        return given is not None and (node_id is None or node_id < given)
 
 
 class EngineListener(Protocol):
@@ -205,6 +176,7 @@ class RankEngine:
         self.finish_ns: float | None = None
         self._issuing = False
         self._issue_again = False
+        self._pass_due = False  # an issue pass is queued for the current instant
         self._blocked: list[int] | None = None  # deadlock report: positions never issued
         # Under rank symmetry: watch for slot races between same-time completions.
         self._ties = _TieWatch() if symmetric else None
@@ -215,16 +187,18 @@ class RankEngine:
 
     # -- issuing --------------------------------------------------------------
     def start(self) -> None:
-        ties = self._ties
-        if ties is not None:
-            ties.event(self.sys.now())
-            for _, pos in self.ready:
-                ties.touch(_slot(self.nodes[pos]))
+        if self._ties is not None:
+            self._ties.event(self.sys.now())
         self.issue_ready()
         self._check_finished()
 
     def issue_ready(self) -> None:
         """Issue every ready node whose slot is free, lowest id first.
+
+        Runs at start and once per instant in which nodes complete, after
+        every event already queued for that instant (:meth:`complete`).
+        Upstream issues after each completion instead, so its choice can hang
+        on the order of same-time events; no reference case differs.
 
         Not re-entrant: a node that completes at once (METADATA) marks the
         pass for a repeat instead of starting a nested one, so nodes are always
@@ -247,17 +221,13 @@ class RankEngine:
                 for item in candidates:
                     pos = item[1]
                     slot = _slot(nodes[pos])
-                    if ties is not None and slot is not None:
-                        ties.candidate(slot, pos)
                     if slot is not None and slots[slot]:
                         ready.append(item)
                     else:
                         if ties is not None and slot is not None:
-                            ties.issued(slot)
+                            ties.issued(slot, item[0])
                         self.issue(pos, slot)
                 again = self._issue_again
-                if ties is not None and ties.race is not None:
-                    self._order_matters(ties.race)
         finally:
             self._issuing = False
 
@@ -415,6 +385,10 @@ class RankEngine:
 
     # -- completion -------------------------------------------------------------
     def complete(self, pos: int) -> None:
+        """Node ``pos`` is done: free its slot, ready its children, and queue one
+        issue pass for this instant behind the events already queued for it
+        (a rank's choice then does not depend on the order of same-time events,
+        which follows rank numbers; see :mod:`astra_core.system.symmetry`)."""
         node = self.nodes[pos]
         slot = _slot(node)
         if slot is not None:
@@ -429,24 +403,30 @@ class RankEngine:
         self.done += 1
         counts = self.pending_parents
         nodes = self.nodes
-        ties = self._ties
+        ties = None if self._issuing else self._ties  # completing as it is issued: part of the pass
         if ties is not None:
-            if not self._issuing:  # a node completing as it is issued is part of that event
-                ties.event(now)
-            ties.touch(slot)
+            ties.event(now)
+            if ties.late(slot) and any(_slot(nodes[p]) == slot for _, p in self.ready):
+                self._order_matters(cast(int, slot))
         for child in self.graph.children[pos]:
             counts[child] -= 1
-            if ties is not None:
-                ties.parent_done(child)
             if counts[child] == 0:
                 self._readied(child)
-                if ties is not None:
-                    ties.readied(child, _slot(nodes[child]))
+                if ties is not None and ties.late(_slot(nodes[child]), self.ready[-1][0]):
+                    self._order_matters(cast(int, _slot(nodes[child])))
         if self._streamed:
             # self._streamed: nodes is a StreamedNodes (no cast: a call per node)
             nodes.release(pos)  # type: ignore[union-attr]
-        self.issue_ready()
+        if self._issuing:  # completed as it was issued: the pass under way looks again
+            self._issue_again = True
+        elif not self._pass_due:
+            self._pass_due = True
+            self.sys.schedule_last(self._deferred_pass)
         self._check_finished()
+
+    def _deferred_pass(self, _: object = None) -> None:
+        self._pass_due = False
+        self.issue_ready()
 
     def _readied(self, pos: int) -> None:
         if self._streamed:
@@ -460,9 +440,8 @@ class RankEngine:
         """Stop a symmetric run whose outcome may hang on the order of same-time events."""
         names = {CPU: "CPU", GPU_COMP: "GPU compute", GPU_COMM: "GPU communication"}
         raise TieOrderMatters(
-            f"rank {self.rank} at t={self.sys.now():.0f} ns: nodes that "
-            f"became ready through different events competed for its "
-            f"{names[slot]} slot"
+            f"rank {self.rank} at t={self.sys.now():.0f} ns: an event came after its "
+            f"{names[slot]} slot was given in the same instant and could have changed who got it"
         )
 
     def _check_finished(self) -> None:

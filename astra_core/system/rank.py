@@ -158,6 +158,12 @@ class RankSystem:
         else:
             bucket.append((callback, arg))
 
+    def schedule_last(self, callback: Callable[[Any], None]) -> None:
+        """Run ``callback(None)`` at the current time, after every event already
+        queued for it (the backend's queue runs same-time events in the order
+        they were scheduled)."""
+        self._clock.schedule(0, callback, None)
+
     def _call_events(self, tick: int) -> None:
         bucket = self.buckets[tick]
         i = 0

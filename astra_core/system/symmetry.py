@@ -41,12 +41,13 @@ random traces (``tests/system/test_symmetry_properties.py``).
 
 Two things the static check cannot see are caught while running. Signatures
 are compared as values (interned into class ids), never by ``hash()``, which
-collides (``hash(-1) == hash(-2)``). And the full run orders events of the
-same instant by when they were scheduled, which follows rank numbers, not
-offsets: when a rank's choice of what to issue hangs on that order (a slot
-given while two same-time completions freed it or readied rivals), the ranks
-of a class may part ways, so the symmetric attempt stops and every rank runs
-(``engine.TieOrderMatters``).
+collides (``hash(-1) == hash(-2)``). And events of one instant run in the
+order they were scheduled, which follows rank numbers, not offsets: a rank
+therefore chooses what to issue once per instant, after every event already
+queued for it (:meth:`~astra_core.system.engine.RankEngine.complete`), so that
+order cannot change its choice. An event of the same instant that comes
+after the choice (a message of zero delay) still could; then the symmetric
+attempt stops and every rank runs (``engine.TieOrderMatters``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ ARGS = [
     "--network",
     str(EXAMPLE / "network.yml"),
 ]
-CONGESTION_EVENTS = 87_240
+# every event of the run: messages, kernels, and one issue pass per rank per instant
+# in which its nodes complete (RankEngine.complete)
+CONGESTION_EVENTS = 88_960
 
 
 @pytest.fixture(autouse=True)

@@ -262,9 +262,7 @@ def _racing_ranks() -> dict:
     sends 1 MiB to r ^ 1 (node 3, after both); node 4, 4 KiB to r ^ 1, is ready
     from the start but waits for the communication slot. At t = 102 ns rank r's
     send and receive complete in the same instant, in the order their senders
-    were scheduled: rank 0 frees its slot first and issues node 4, rank 2
-    readies node 3 first and issues it (lower id). The ranks are translates of
-    each other, yet ranks 1 and 3 receive the 1 MiB at different times."""
+    were scheduled: rank 0's send completes first, rank 2's receive."""
     per_rank = {}
     for r in range(4):
         per_rank[r] = [
@@ -284,18 +282,57 @@ def _racing_ranks() -> dict:
 _RACE_NETWORK = (["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
 
 
-def test_same_time_completions_that_race_for_a_slot_fall_back_to_every_rank(workload):
-    # The symmetric attempt sees the race (_racing_ranks) and every rank runs.
-    with pytest.warns(SymmetryFallbackWarning) as caught:
+def test_same_time_completions_are_issued_in_id_order_whatever_their_order(workload):
+    # Issue 30: a rank chooses what to issue once per instant, after all of that
+    # instant's events, so the order of same-time completions (which follows rank
+    # numbers) cannot part the ranks of a class. Every rank sends node 3 (lower id
+    # than node 4) at t = 102 ns; its 1 MiB arrives one hop later, then the 50 us kernel.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SymmetryFallbackWarning)
         result = _both(workload(_racing_ranks()), system(dims=2), network(*_RACE_NETWORK))
+    assert result.symmetric
+    bytes_per_ns = 25 * 2**30 / 1e9
+    swap = int(100 + 64 / bytes_per_ns)  # 102 ns
+    big = int(100 + (1 << 20) / bytes_per_ns)  # 39,162 ns
+    assert [r.finish_ns for r in result.ranks] == [swap + big + 50_000] * 4
+
+
+def _late_ranks() -> dict:
+    """4 NPUs [Ring 2, Ring 2] with no latency, so 1 B arrives in the instant it is
+    sent. Rank r's 1 us kernel ends and its pass gives the communication slot to
+    node 10, a 1 B ping to r ^ 1; the partner's ping then completes node 3 in the
+    same instant, readying node 5 (lower id) for the slot already given: in
+    another order of those events node 5 would have gone first."""
+    per_rank = {}
+    for r in range(4):
+        per_rank[r] = [
+            make_node(1, "kernel", pb.COMP_NODE, duration_micros=1),
+            make_node(3, "recv_ping", pb.COMM_RECV_NODE, comm_src=r ^ 1, comm_size=1, comm_tag=0),
+            make_node(
+                5, "big", pb.COMM_SEND_NODE, comm_dst=r ^ 2, comm_size=1 << 20, comm_tag=1, data_deps=[3]
+            ),
+            make_node(6, "recv_big", pb.COMM_RECV_NODE, comm_src=r ^ 2, comm_size=1 << 20, comm_tag=1),
+            make_node(10, "ping", pb.COMM_SEND_NODE, comm_dst=r ^ 1, comm_size=1, comm_tag=0, data_deps=[1]),
+        ]
+    return per_rank
+
+
+_LATE_SYSTEM = {"endpoint-delay": 0}
+_LATE_NETWORK = (["Ring", "Ring"], [2, 2], [25.0, 25.0], [0.0, 0.0])
+
+
+def test_an_event_after_the_pass_in_the_same_instant_falls_back_to_every_rank(workload):
+    # The symmetric attempt sees the late event (_late_ranks) and every rank runs.
+    with pytest.warns(SymmetryFallbackWarning) as caught:
+        result = _both(workload(_late_ranks()), system(dims=2, **_LATE_SYSTEM), network(*_LATE_NETWORK))
     assert not result.symmetric
-    finish = [r.finish_ns for r in result.ranks]
-    assert finish[1] != finish[3] and finish[0] != finish[2]
+    # 1 us kernel, the ping in no time, then 1 MiB at 25 GiB/s with no latency
+    assert [r.finish_ns for r in result.ranks] == [1000 + int((1 << 20) / (25 * 2**30 / 1e9))] * 4
     # Announced once, in one line, with its reason and the full run's size: 4 ranks of
-    # 7 nodes (too few done to project a time).
+    # 5 nodes (too few done to project a time).
     (line,) = [str(w.message) for w in caught]
     assert line.startswith("rank symmetry given up (ranks of a class part ways: rank ")
-    assert "): simulating all 4 ranks (28 ET nodes; about " in line and line.endswith(" MiB)")
+    assert "): simulating all 4 ranks (20 ET nodes; about " in line and line.endswith(" MiB)")
 
 
 def test_a_fall_back_that_cannot_fit_the_machine_is_refused_in_one_line(workload, monkeypatch):
@@ -307,12 +344,12 @@ def test_a_fall_back_that_cannot_fit_the_machine_is_refused_in_one_line(workload
     monkeypatch.setattr(fallback, "available_bytes", lambda: 4 << 20)
     monkeypatch.setattr(fallback, "resident_bytes", lambda: 4 << 20)
     with pytest.raises(fallback.RunTooLarge) as err:
-        simulate(workload(_racing_ranks()), system(dims=2), network(*_RACE_NETWORK))
+        simulate(workload(_late_ranks()), system(dims=2, **_LATE_SYSTEM), network(*_LATE_NETWORK))
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith("rank symmetry cannot hold (ranks of a class part ways: rank ")
-    need = (4 << 20) + 28 * fallback.FULL_RUN_BYTES_PER_NODE  # 28 ET nodes on 4 ranks
-    assert f"simulating all 4 ranks (28 ET nodes) needs about {need / 2**20:,.0f} MiB of memory, " in message
+    need = (4 << 20) + 20 * fallback.FULL_RUN_BYTES_PER_NODE  # 20 ET nodes on 4 ranks
+    assert f"simulating all 4 ranks (20 ET nodes) needs about {need / 2**20:,.0f} MiB of memory, " in message
     assert "more than the 4 MiB available" in message
 
 
@@ -329,15 +366,14 @@ def test_a_node_done_as_it_is_issued_is_no_race(workload):
     assert result.symmetric and len(result.traces) == 1
 
 
-def test_a_race_the_representative_wins_in_the_harmless_order(workload):
+def test_a_race_on_event_order_is_gone(workload):
     # 8 NPUs [Ring 2, Ring 2, Ring 2] (found by the property test). Node 3 sends to
     # and node 4 receives from rank r + (1, 0, 1); node 5 follows both; node 6
     # (a stage send or receive along dimension 0) waits for the slot since t = 0.
-    # Both complete at t = 1607 ns. Where the receive completes first, node 5
-    # becomes ready in the same event that frees the slot and wins (lower id);
-    # where the send completes first, node 6 takes the slot before node 5 is
-    # ready. The representative sees the first order and its translate the
-    # second: the watch must count the receive as readying node 5 too.
+    # Both complete at t = 1607 ns, the send first on some ranks and the receive
+    # first on others. Node 6 took the slot on the ranks where the send came
+    # first, until the pass waited for the whole instant: now node 5 (lower id)
+    # wins on every rank, and the translates along dimensions 0 and 2 agree.
     def coords(r):
         return [r % 2, r // 2 % 2, r // 4]
 
@@ -380,5 +416,6 @@ def test_a_race_the_representative_wins_in_the_harmless_order(workload):
     result = _both(
         workload(per_rank), system(dims=3, **{"endpoint-delay": 0, "preferred-dataset-splits": 1}), net
     )
-    assert not result.symmetric
-    assert [r.finish_ns for r in result.ranks] == [2100, 2100, 1962, 1962, 2100, 1962, 1962, 1824]
+    assert result.symmetric
+    finish = [r.finish_ns for r in result.ranks]
+    assert all(finish[r] == finish[r ^ 1] == finish[r ^ 4] for r in range(8))
