@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch]' -e backends/analytical \
 		-e backends/garnetlike -e backends/flow -e backends/ns3 -e examples/plugin_backend
+	$(BIN)/python -c 'from astra_flow.maxmin import library; library()'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # The demo needs only the core and the analytical and flow backends: about a minute to
@@ -26,7 +27,8 @@ $(DEMO_STAMP): pyproject.toml backends/analytical/pyproject.toml backends/flow/p
 	if [ ! -f $(STAMP) ]; then \
 		$(PYTHON) -m venv $(VENV) && \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
-		$(BIN)/python -m pip install --quiet -e . -e backends/analytical -e backends/flow; \
+		$(BIN)/python -m pip install --quiet -e . -e backends/analytical -e backends/flow && \
+		$(BIN)/python -c 'from astra_flow.maxmin import library; library()'; \
 	fi
 	touch $(DEMO_STAMP)
 
@@ -48,6 +50,8 @@ test: setup docs
 	$(BIN)/ruff format --check --quiet astra astra_core backends examples benchmarks scripts tests validation
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests
+	# where no C++ compiler works, cppyy's JIT builds the native code: the same tests pass
+	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 tests/backends/flow tests/test_native.py
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Low to high; a module may import its own layer and those before it.
 LAYERS = (
     ("errors",),
+    ("native",),
     ("intervals",),
     ("outputs",),
     ("events",),

@@ -30,36 +30,58 @@ flow on the link each fills (then no other rate changes); and a single member
 (its tightest link). ``tests/backends/flow/test_maxmin.py`` checks the rates
 against progressive filling from scratch after every change.
 
+The solver is C++ (``cpp/maxmin.cc``, built on first use by
+:func:`astra_core.native.load`: compiled and cached, or JIT-compiled by cppyy
+where no compiler works); this module holds its Python face. Its iteration
+orders are the insertion orders the method defines (a link's flows in the
+order they joined, changed links ascending), so rates never depend on hashing.
+
 Units are the caller's (bytes/ns here); capacities must be positive.
 """
 
 from __future__ import annotations
 
-import heapq
+import weakref
+from array import array
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
-#: Members up to which a fill scans links instead of keeping a heap.
-_FEW = 16
-#: Relative slack when comparing rates: levels computed through different
-#: sums of the same numbers differ in their last bits.
-_REL = 1e-9
+from astra_core.native import NativeLibrary, load
+
+SOURCES = (Path(__file__).resolve().parent / "cpp" / "maxmin.cc",)
+#: The C functions of cpp/maxmin.cc: name -> (result, arguments).
+SIGNATURES = {
+    "astra_maxmin_create": ("int64", ("int", "int64")),
+    "astra_maxmin_destroy": ("void", ("int64",)),
+    "astra_maxmin_new_flow": ("int", ("int64", "int", "int64", "int64", "double")),
+    "astra_maxmin_free_flow": ("void", ("int64", "int")),
+    "astra_maxmin_add": ("void", ("int64", "int")),
+    "astra_maxmin_remove": ("void", ("int64", "int")),
+    "astra_maxmin_solve": ("int", ("int64", "int64", "int64", "int64")),
+    "astra_maxmin_bottleneck": ("int", ("int64", "int")),
+    "astra_maxmin_flows_solved": ("int64", ("int64",)),
+    "astra_maxmin_links": ("void", ("int64", "int64", "int64")),
+}
+
+
+def library() -> NativeLibrary:
+    """The solver's C++ library, built on first use (raises NativeUnavailable)."""
+    return load("astra_maxmin", SOURCES, SIGNATURES)
 
 
 class Flow:
     """A flow of the solver: ``links`` with ``weights`` (same length; a link
     appears once), an optional ``cap`` (same unit as rates; 0 = none), and its
-    current ``rate`` (0 until solved, > 0 after) and ``bottleneck``, the link
-    whose filling set that rate (-1 for its cap). Subclass it to carry payload."""
+    current ``rate`` (0 until solved, > 0 after). Subclass it to carry payload."""
 
-    __slots__ = ("links", "weights", "cap", "rate", "_mark", "bottleneck")
+    __slots__ = ("links", "weights", "cap", "rate", "_id")
 
     def __init__(self, links: tuple[int, ...], weights: tuple[float, ...], cap: float = 0.0):
         self.links = links
         self.weights = weights
         self.cap = cap
         self.rate = 0.0
-        self._mark = 0
-        self.bottleneck = -1  # the link it filled at its last solve (-1: its cap, or none)
+        self._id = -1  # the solver's number for it, from its first add
 
 
 class MaxMinSolver:
@@ -68,276 +90,88 @@ class MaxMinSolver:
     ``add(flow)`` and ``remove(flow)`` record changes; ``solve(on_rate)``
     re-solves the flows those changes can affect and calls
     ``on_rate(flow, old_rate)`` for every flow whose rate changed (new flows
-    have ``old_rate`` 0). Per link: ``flows_on[l]`` maps its active flows to
-    their weights, ``used[l]`` is the capacity they
-    take (sum of weight x rate), ``weight[l]`` the sum of their weights,
-    ``count[l]`` how many there are and ``peak_flows[l]`` the most at once.
-    ``flows_solved`` counts refilled flows over all solves (the work done).
+    have ``old_rate`` 0), with ``flow.rate`` already the new rate. A flow
+    belongs to the first solver it is added to; ``release(flow)`` lets the
+    solver reuse its slot once it is removed for good. Per link: ``used`` is
+    the capacity its flows take (sum of weight x rate) and ``peak_flows`` the
+    most flows at once; ``flows_solved`` counts refilled flows over all solves
+    (the work done). Raises NativeUnavailable when the C++ cannot be built.
     """
 
     def __init__(self, capacities: Iterable[float]):
         self.capacity = list(capacities)
-        links = len(self.capacity)
-        self.flows_on: list[dict[Flow, float]] = [{} for _ in range(links)]
-        self.used = [0.0] * links
-        self.weight = [0.0] * links
-        self.count = [0] * links
-        self.peak_flows = [0] * links
-        self.flows_solved = 0
-        self._changed_links: set[int] = set()
-        self._added: list[Flow] = []
-        self._level = float("inf")  # s0: flows slower than this keep their rates
-        self._marks = 0
+        self._lib = lib = library()
+        self._capacity = array("d", self.capacity)
+        self._h = h = lib.astra_maxmin_create(len(self.capacity), self._capacity.buffer_info()[0])
+        weakref.finalize(self, lib.astra_maxmin_destroy, h)
+        self._add = lib.astra_maxmin_add
+        self._remove = lib.astra_maxmin_remove
+        self._flows: list[Flow | None] = []  # by the solver's number
+        self._grow(64)
+
+    def _grow(self, size: int) -> None:
+        """Result buffers for ``size`` flows (a solve reports each flow at most twice:
+        placed at once, then refilled)."""
+        size *= 2
+        self._ids = array("i", bytes(4 * size))
+        self._old = array("d", bytes(8 * size))
+        self._new = array("d", bytes(8 * size))
+        self._buffers = tuple(b.buffer_info()[0] for b in (self._ids, self._old, self._new))
 
     # -- changes --------------------------------------------------------------------------
     def add(self, flow: Flow) -> None:
         """Start ``flow`` (rate 0 until the next ``solve``)."""
+        if flow._id < 0:
+            links, weights = array("i", flow.links), array("d", flow.weights)
+            flow._id = n = self._lib.astra_maxmin_new_flow(
+                self._h, len(links), links.buffer_info()[0], weights.buffer_info()[0], flow.cap
+            )
+            if n == len(self._flows):
+                self._flows.append(flow)
+                if 2 * n >= len(self._ids):
+                    self._grow(len(self._ids))
+            else:
+                self._flows[n] = flow
         flow.rate = 0.0
-        flows_on, weight, count, peak = self.flows_on, self.weight, self.count, self.peak_flows
-        for link, w in zip(flow.links, flow.weights):
-            flows_on[link][flow] = w
-            weight[link] += w
-            count[link] += 1
-            if count[link] > peak[link]:
-                peak[link] = count[link]
-        self._added.append(flow)
+        self._add(self._h, flow._id)
 
     def remove(self, flow: Flow) -> None:
         """Stop ``flow``; the capacity it used is free from the next ``solve``."""
-        rate = flow.rate
-        flows_on, used, weight, count = self.flows_on, self.used, self.weight, self.count
-        changed = self._changed_links
-        for link, w in zip(flow.links, flow.weights):
-            del flows_on[link][flow]
-            used[link] -= w * rate
-            weight[link] -= w
-            count[link] -= 1
-            changed.add(link)
-        if rate < self._level:
-            self._level = rate
-        if rate == 0.0:  # removed before it was ever solved
-            self._added.remove(flow)
+        self._remove(self._h, flow._id)
+
+    def release(self, flow: Flow) -> None:
+        """Forget a removed ``flow`` (its number may go to another flow)."""
+        self._lib.astra_maxmin_free_flow(self._h, flow._id)
+        self._flows[flow._id] = None
+        flow._id = -1
 
     # -- solving --------------------------------------------------------------------------
     def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
         """Re-solve after the recorded changes (see the module docstring)."""
-        if self._added and self._place_new(on_rate):
-            self._added = []
-        capacity, flows_on, used, weight = self.capacity, self.flows_on, self.used, self.weight
-        level = self._level
-        changed = self._changed_links
-        bounded: set[int] = set()
-        for flow in self._added:
-            for link in flow.links:
-                if link not in bounded:
-                    bounded.add(link)
-                    bound = capacity[link] / weight[link]
-                    if bound < level:
-                        level = bound
-        changed |= bounded
-        self._added = []
-        self._level = float("inf")
-        if not changed:
-            return
-        self._changed_links = set()
-        self._marks += 1
-        mark = self._marks
-        threshold = level * (1 - _REL)
+        n = self._lib.astra_maxmin_solve(self._h, *self._buffers)
+        flows, ids, old, new = self._flows, self._ids, self._old, self._new
+        for i in range(n):
+            flow = flows[ids[i]]
+            flow.rate = new[i]  # type: ignore[union-attr]  # a reported flow is known
+            on_rate(flow, old[i])  # type: ignore[arg-type]
 
-        # The refilled flows: new ones (rate 0) and those at or above the level on an
-        # admitted link; every other flow keeps its rate and its share of each link.
-        left: dict[int, float] = {}  # link -> capacity left to the members
-        load: dict[int, float] = {}  # link -> weight of the members on it
-        members: list[Flow] = []
+    def bottleneck(self, flow: Flow) -> int:
+        """The link whose filling set ``flow``'s rate at its last solve (-1: its cap)."""
+        return self._lib.astra_maxmin_bottleneck(self._h, flow._id)
 
-        def admit(link: int, held_here_only: bool) -> None:
-            for flow in flows_on[link]:
-                rate = flow.rate
-                if (rate < threshold and rate != 0.0) or flow._mark == mark:
-                    continue
-                if held_here_only and rate != 0.0 and flow.bottleneck != link:
-                    continue  # held at another link: moves only if that one does
-                flow._mark = mark
-                members.append(flow)
-                for other, w in zip(flow.links, flow.weights):
-                    if other in left:
-                        left[other] += w * rate
-                        load[other] += w
-                    else:
-                        left[other] = capacity[other] - used[other] + w * rate
-                        load[other] = w
+    @property
+    def flows_solved(self) -> int:
+        return self._lib.astra_maxmin_flows_solved(self._h)
 
-        for link in changed:
-            admit(link, True)
-        held = set(changed)  # links whose flows held there are members
-        admitted: set[int] = set()  # links all of whose flows at or above the level are members
-        while True:
-            new_rate, bottlenecks = self._fill(members, left, load, flows_on, mark)
-            # Refill with more flows where the fixed ones could be wrong: those held at a
-            # link that a member whose rate moved crosses, and every flow on a member's
-            # bottleneck link if a fixed one there is faster than the member (max-min
-            # lets no flow be faster there).
-            before = len(members)
-            for flow in members[:before]:
-                old, rate = flow.rate, new_rate[flow]
-                if abs(rate - old) > _REL * rate:
-                    for link in flow.links:
-                        if link not in held:
-                            held.add(link)
-                            admit(link, True)
-            for link, share in bottlenecks.items():
-                top = share * (1 + _REL)
-                if link not in admitted and any(
-                    flow._mark != mark and flow.rate > top for flow in flows_on[link]
-                ):
-                    admitted.add(link)
-                    admit(link, False)
-            if len(members) == before:
-                break
-        self.flows_solved += len(members)
+    def _links(self) -> tuple[array, array]:
+        used, peak = array("d", bytes(8 * len(self.capacity))), array("q", bytes(8 * len(self.capacity)))
+        self._lib.astra_maxmin_links(self._h, used.buffer_info()[0], peak.buffer_info()[0])
+        return used, peak
 
-        # Commit: account every flow whose rate changed, then report it.
-        for flow, rate in new_rate.items():
-            old = flow.rate
-            if rate != old:
-                self._set_rate(flow, rate)
-                on_rate(flow, old)
+    @property
+    def used(self) -> list[float]:
+        return list(self._links()[0])
 
-    def _set_rate(self, flow: Flow, rate: float) -> None:
-        """Set ``flow``'s rate and the capacity it uses on every link."""
-        delta = rate - flow.rate
-        used = self.used
-        for link, w in zip(flow.links, flow.weights):
-            used[link] += w * delta
-        flow.rate = rate
-
-    def _place_new(self, on_rate: Callable[[Flow, float], None]) -> bool:
-        """Give the new flows the capacity their links have spare, split by weight
-        among the new flows of each link, if that is max-min: it slows no other flow,
-        and every new flow fills a link on which no flow is faster (the bottleneck
-        condition), so every other rate stays as it was. Returns whether it did (if
-        not, nothing changed)."""
-        capacity, used, flows_on, added = self.capacity, self.used, self.flows_on, self._added
-        new_weight: dict[int, float] = {}
-        for flow in added:
-            for link, w in zip(flow.links, flow.weights):
-                new_weight[link] = new_weight.get(link, 0.0) + w
-        share = {link: (capacity[link] - used[link]) / w for link, w in new_weight.items()}
-        rates = []
-        for flow in added:
-            rate, tightest = min((share[link], link) for link in flow.links)
-            if not rate > 0:
-                return False
-            if 0 < flow.cap < rate:
-                rate, tightest = flow.cap, -1
-            rates.append((rate, tightest))
-        filled = dict.fromkeys(new_weight, 0.0)
-        for flow, (rate, _) in zip(added, rates):
-            for link, w in zip(flow.links, flow.weights):
-                filled[link] += w * rate
-        for _flow, (rate, tightest) in zip(added, rates):
-            if tightest < 0:
-                continue
-            top = rate * (1 + _REL)
-            if filled[tightest] < (capacity[tightest] - used[tightest]) * (1 - _REL):
-                return False  # another new flow there is slower: the link is not full
-            if any(other.rate > top for other in flows_on[tightest]):
-                return False  # a flow there is faster
-        for flow, (rate, tightest) in zip(added, rates):
-            flow.bottleneck = tightest
-            self._set_rate(flow, rate)
-            on_rate(flow, 0.0)
-        return True
-
-    @staticmethod
-    def _fill_few(
-        members: list[Flow], remaining: dict[int, float], load: dict[int, float]
-    ) -> tuple[dict[Flow, float], dict[int, float]]:
-        """:meth:`_fill` for a few members: scan the links for the lowest level each
-        round (a round per distinct bottleneck) instead of keeping a heap."""
-        new_rate: dict[Flow, float] = {}
-        bottlenecks: dict[int, float] = {}
-        unfrozen = list(members)
-        while unfrozen:
-            share, key = min((remaining[link] / w, link) for link, w in load.items() if w > 1e-12)
-            share = max(share, 0.0)
-            capped = [f for f in unfrozen if 0 < f.cap <= share]
-            if capped:
-                share = min(f.cap for f in capped)
-                frozen = [f for f in capped if f.cap == share]
-                key = -1
-            else:
-                frozen = [f for f in unfrozen if key in f.links]
-                bottlenecks[key] = share
-            for flow in frozen:
-                new_rate[flow] = share
-                flow.bottleneck = key
-                for other, w in zip(flow.links, flow.weights):
-                    remaining[other] -= w * share
-                    load[other] -= w
-            if key >= 0:
-                load[key] = 0.0
-            unfrozen = [f for f in unfrozen if f not in new_rate]
-        return new_rate, bottlenecks
-
-    def _fill(
-        self,
-        members: list[Flow],
-        left: dict[int, float],
-        load: dict[int, float],
-        flows_on: list[dict[Flow, float]],
-        mark: int,
-    ) -> tuple[dict[Flow, float], dict[int, float]]:
-        """Progressive filling of ``members`` (flows marked ``mark``) on the capacity
-        ``left`` to them (their weight per link: ``load``); returns flow -> rate and
-        link -> the level at which it froze members (their bottleneck)."""
-        if len(members) == 1:  # alone among flows that keep their rates
-            flow = members[0]
-            rate, link = min((left[link] / w, link) for link, w in zip(flow.links, flow.weights))
-            if 0 < flow.cap < rate:
-                flow.bottleneck = -1
-                return {flow: flow.cap}, {}
-            rate = max(rate, 0.0)
-            flow.bottleneck = link
-            return {flow: rate}, {link: rate}
-        if len(members) <= _FEW:
-            return self._fill_few(members, left.copy(), load.copy())
-        remaining = left.copy()
-        load = load.copy()
-        # A heap of link fill levels (lower bounds: a link's level only rises as flows
-        # freeze below it) and flow caps.
-        heap: list[tuple[float, int]] = [(remaining[link] / w, link) for link, w in load.items() if w > 0]
-        capped = [flow for flow in members if flow.cap > 0]
-        heap.extend((flow.cap, -1 - i) for i, flow in enumerate(capped))
-        heapq.heapify(heap)
-        pop, push = heapq.heappop, heapq.heappush
-        new_rate: dict[Flow, float] = {}
-        bottlenecks: dict[int, float] = {}
-        todo = len(members)
-        while heap and len(new_rate) < todo:
-            share, key = pop(heap)
-            if key < 0:
-                frozen = [capped[-1 - key]]
-                if frozen[0] in new_rate:
-                    continue
-            else:
-                w = load[key]
-                if w <= 1e-12:
-                    continue
-                current = max(remaining[key], 0.0) / w
-                if current > share * (1 + _REL):
-                    push(heap, (current, key))  # stale: the link's level rose since
-                    continue
-                share = current
-                frozen = [flow for flow in flows_on[key] if flow._mark == mark and flow not in new_rate]
-            for flow in frozen:
-                new_rate[flow] = share
-                flow.bottleneck = key if key >= 0 else -1
-                for other, w in zip(flow.links, flow.weights):
-                    remaining[other] -= w * share
-                    load[other] -= w
-            if key >= 0:
-                load[key] = 0.0
-                if frozen:
-                    bottlenecks[key] = share
-        return new_rate, bottlenecks
+    @property
+    def peak_flows(self) -> list[int]:
+        return list(self._links()[1])

@@ -112,7 +112,6 @@ class FlowNetwork:
         self.events.step_end = self._solve
         self.schedule = self.events.schedule  # hot path: no wrapper call
         self.solver = MaxMinSolver(physical.link_bandwidth)
-        self.peak_flows = self.solver.peak_flows
         links = physical.links_count
         self.link_bytes = [0.0] * links
         self.messages = 0
@@ -168,6 +167,11 @@ class FlowNetwork:
             return 0.0
         _, _, latency, _, terms = self._path(self.topology.route(src, dst, tag), ())
         return latency + pipeline_ns(terms, size_bytes, self._payload, self._header) - 1e-3
+
+    @property
+    def peak_flows(self) -> list[int]:
+        """Per link: the most flows that crossed it at once."""
+        return self.solver.peak_flows
 
     @property
     def link_busy_ns(self) -> list[float]:
@@ -276,9 +280,11 @@ class FlowNetwork:
             self._drain_at(qp, _on_ps_grid(now, qp.remaining / qp.rate))
             return
         del self._qps[qp.key]
+        self.solver.remove(qp)
         if len(self._idle) < _IDLE_QUEUE_PAIRS:
             self._idle[qp.key] = qp
-        self.solver.remove(qp)
+        else:
+            self.solver.release(qp)
         if not self._reallocation_delay:
             events.step_pending = True
         elif not self._reallocation_due:

@@ -1,7 +1,7 @@
 """The incremental max-min solver against progressive filling from scratch.
 
 The reference below is the textbook algorithm (Bertsekas and Gallager, Data
-Networks, section 6.5.2), written independently of astra_flow.maxmin: raise
+Networks, section 6.5.2), written independently of the C++ solver: raise
 every unfrozen flow's rate together, freeze the flows of the first link to
 fill (and any flow that reaches its cap), repeat. After every batch of random
 additions and removals, the incremental solver must give the same rates.
@@ -115,12 +115,15 @@ def test_every_re_solve_of_a_fat_tree_all_to_all_is_max_min():
 
     net = FlowNetwork(fat_tree(4), FlowConfig(ack_bytes=86, reallocation_delay_ns=0))
     solver = net.solver
-    incremental = solver.solve
+    incremental, add, remove = solver.solve, solver.add, solver.remove
+    active: dict[int, Flow] = {}
+    solver.add = lambda flow: (active.__setitem__(id(flow), flow), add(flow))
+    solver.remove = lambda flow: (active.pop(id(flow)), remove(flow))
     checked = []
 
     def solve_and_check(on_rate):
         incremental(on_rate)
-        flows = list({id(f): f for on in solver.flows_on for f in on}.values())
+        flows = list(active.values())
         fresh = MaxMinSolver(solver.capacity)
         copies = [Flow(f.links, f.weights, f.cap) for f in flows]
         for copy in copies:

@@ -1,0 +1,155 @@
+"""C++ built from source on the user's machine, loaded once per process.
+
+A backend or model that ships C++ sources (as package data) gets them as a
+:class:`NativeLibrary` with :func:`load`: compiled by the C++ compiler
+(``$CXX``, else ``g++``) into a shared library cached under a name keyed by
+a hash of the sources, the compiler and the flags (``$ASTRA_NATIVE_CACHE``,
+else ``$XDG_CACHE_HOME/astra/native``, else ``~/.cache/astra/native``) and
+loaded with ctypes; where no compiler works, compiled just in time by cppyy
+(the ``cppyy`` package) from the same sources. A file lock makes concurrent
+first runs compile once.
+
+The sources export ``extern "C"`` functions whose arguments and results are
+integers and doubles only; a buffer travels as its address (an ``int64``,
+e.g. ``array.buffer_info()[0]``), so both paths call them alike.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from astra_core.errors import AstraError
+
+#: Flags of every compiled library (C++17, optimised, position-independent, no fused
+#: multiply-add, so that results do not depend on the CPU; a JIT-compiled source turns
+#: contraction off itself).
+CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-ffp-contract=off")
+#: C types of the exported functions' arguments and results, by name.
+C_TYPES = {"int": ctypes.c_int, "int64": ctypes.c_int64, "double": ctypes.c_double, "void": None}
+
+_LOADED: dict[str, NativeLibrary] = {}
+
+
+class NativeUnavailable(AstraError):
+    """Neither a C++ compiler nor cppyy could build the library (one line)."""
+
+
+class NativeLibrary:
+    """The functions of one loaded library as attributes; ``how`` is ``"compiled"``
+    (ctypes, cached library at ``path``) or ``"jit"`` (cppyy)."""
+
+    def __init__(self, how: str, functions: Mapping[str, Any], path: Path | None = None):
+        self.how = how
+        self.path = path
+        self.__dict__.update(functions)
+
+
+def compiler() -> str | None:
+    """The C++ compiler (``$CXX`` or ``g++`` on the PATH), or None when there is none."""
+    return shutil.which(os.environ.get("CXX", "g++"))
+
+
+def cache_dir() -> Path:
+    """Where compiled libraries are kept (never inside the repository)."""
+    explicit = os.environ.get("ASTRA_NATIVE_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "astra" / "native"
+
+
+def library_path(name: str, sources: Sequence[Path], cxx: str) -> Path:
+    """The cached library's path: ``lib<name>-<hash of sources, compiler, flags>.so``."""
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+    h = hashlib.sha256()
+    for source in sources:
+        h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    for part in (cxx, version.partition("\n")[0], *CXXFLAGS):
+        h.update(part.encode() + b"\0")
+    return cache_dir() / f"lib{name}-{h.hexdigest()[:20]}.so"
+
+
+def compile_library(name: str, sources: Sequence[Path], cxx: str) -> Path:
+    """The cached library, compiling it first if needed. Raises NativeUnavailable
+    with the compiler's first error line."""
+    target = library_path(name, sources, cxx)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(target) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():  # another process built it while we waited
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            partial = Path(tmp) / target.name
+            run = subprocess.run(
+                [cxx, *CXXFLAGS, "-shared", "-o", str(partial), *map(str, sources)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if run.returncode != 0:
+                errors = [line for line in run.stderr.splitlines() if "error" in line] or ["(no output)"]
+                raise NativeUnavailable(f"{cxx} could not compile {name}: {errors[0].strip()}")
+            os.replace(partial, target)
+    return target
+
+
+def load(
+    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]]
+) -> NativeLibrary:
+    """Library ``name`` built from ``sources``, with the functions of ``signatures``
+    (function name -> (result type, argument types), types from :data:`C_TYPES`).
+
+    Compiled and loaded with ctypes when a compiler works; else JIT-compiled by
+    cppyy. Loaded once per process. Raises NativeUnavailable when neither works.
+    """
+    loaded = _LOADED.get(name)
+    if loaded is not None:
+        return loaded
+    cxx = compiler()
+    why = "no C++ compiler (set CXX or install g++)"
+    if cxx is not None:
+        try:
+            loaded = _load_compiled(compile_library(name, sources, cxx), signatures)
+        except NativeUnavailable as err:
+            why = str(err)
+            print(f"warning: {why}; trying cppyy's JIT", file=sys.stderr)
+    if loaded is None:
+        loaded = _load_jit(name, sources, signatures, why)
+    _LOADED[name] = loaded
+    return loaded
+
+
+def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]]]) -> NativeLibrary:
+    library = ctypes.CDLL(str(path))
+    functions = {}
+    for function, (result, arguments) in signatures.items():
+        f = getattr(library, function)
+        f.restype = C_TYPES[result]
+        f.argtypes = [C_TYPES[a] for a in arguments]
+        functions[function] = f
+    return NativeLibrary("compiled", functions, path)
+
+
+def _load_jit(
+    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]], why: str
+) -> NativeLibrary:
+    try:
+        import cppyy
+    except ImportError:
+        raise NativeUnavailable(f"{name} needs C++: {why}, and the cppyy package is not installed") from None
+    for source in sources:
+        if not cppyy.cppdef(source.read_text(encoding="utf-8")):
+            raise NativeUnavailable(f"cppyy could not compile {source.name} ({name})")
+    return NativeLibrary("jit", {function: getattr(cppyy.gbl, function) for function in signatures})

@@ -1,0 +1,530 @@
+// Weighted max-min fair rates by progressive filling, re-solved incrementally.
+//
+// The model and the incremental method are described in astra_flow/maxmin.py
+// (Bertsekas and Gallager, Data Networks, 2nd ed., section 6.5.2). This file is
+// the one implementation; Python reaches it through the C functions at the end
+// (compiled and loaded with ctypes, or JIT-compiled by cppyy), passing buffers
+// as integer addresses.
+//
+// Iteration orders follow the insertion orders the method defines (a link's
+// flows in the order they joined it, members in the order they were admitted,
+// changed links in ascending order), so that floating-point sums, and hence
+// rates, do not depend on hashing.
+
+// No fused multiply-add: the compiled library (-ffp-contract=off) and cppyy's JIT
+// (clang) must round every product and sum alike, so that both give the same rates.
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <utility>
+#include <vector>
+
+namespace astra_maxmin {
+
+constexpr double kRel = 1e-9;   // relative slack when comparing rates
+constexpr size_t kFew = 16;     // members up to which a fill scans links
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Entry {
+  int flow;   // -1: removed (a tombstone, compacted away later)
+  int k;      // index of this link in the flow's links
+  double w;
+};
+
+struct Flow {
+  std::vector<int> links;
+  std::vector<double> weights;
+  std::vector<int> pos;  // per link: index of its entry in that link's list (-1: not on it)
+  double cap = 0.0;
+  double rate = 0.0;
+  int bottleneck = -1;
+  uint64_t mark = 0;
+  uint64_t rated = 0;    // fill epoch in which new_rate was set
+  double new_rate = 0.0;
+  bool active = false;
+  bool live = false;     // allocated
+};
+
+struct Link {
+  std::vector<Entry> flows;
+  int dead = 0;
+};
+
+struct Solver {
+  std::vector<double> capacity, used, weight;
+  std::vector<int64_t> count, peak;
+  std::vector<Link> on;
+  std::vector<Flow> flows;
+  std::vector<int> free_ids;
+  std::vector<char> changed_flag;
+  std::vector<int> changed;
+  std::vector<int> added;
+  double level = kInf;
+  uint64_t marks = 0, epochs = 0;
+  int64_t flows_solved = 0;
+  // per solve: capacity left to the members and their weight, per link (stamped)
+  std::vector<double> left, load, rem, ld;
+  std::vector<uint64_t> in_left, in_new, held, admitted, bounded;
+  std::vector<int> left_order;  // links in the order they entered `left`
+  std::vector<int> members;
+  std::vector<int> frozen_order;                 // members in the order they froze
+  std::vector<std::pair<int, double>> bottlenecks;  // (link, level), in order
+  // results: flows whose rate changed, in order
+  std::vector<int> out_ids;
+  std::vector<double> out_old, out_new;
+
+  explicit Solver(int n, const double* cap)
+      : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), on(n),
+        changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
+        in_new(n, 0), held(n, 0), admitted(n, 0), bounded(n, 0) {}
+
+  int new_flow(int n, const int* links, const double* weights, double cap) {
+    int id;
+    if (!free_ids.empty()) {
+      id = free_ids.back();
+      free_ids.pop_back();
+    } else {
+      id = static_cast<int>(flows.size());
+      flows.emplace_back();
+    }
+    Flow& f = flows[id];
+    f.links.assign(links, links + n);
+    f.weights.assign(weights, weights + n);
+    f.pos.assign(n, -1);
+    f.cap = cap;
+    f.rate = 0.0;
+    f.bottleneck = -1;
+    f.mark = f.rated = 0;
+    f.active = false;
+    f.live = true;
+    return id;
+  }
+
+  void free_flow(int id) {
+    flows[id].live = false;
+    free_ids.push_back(id);
+  }
+
+  void add(int id) {
+    Flow& f = flows[id];
+    f.rate = 0.0;
+    f.active = true;
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      int link = f.links[k];
+      double w = f.weights[k];
+      f.pos[k] = static_cast<int>(on[link].flows.size());
+      on[link].flows.push_back({id, static_cast<int>(k), w});
+      weight[link] += w;
+      if (++count[link] > peak[link]) peak[link] = count[link];
+    }
+    added.push_back(id);
+  }
+
+  void remove(int id) {
+    Flow& f = flows[id];
+    double rate = f.rate;
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      int link = f.links[k];
+      double w = f.weights[k];
+      Link& l = on[link];
+      l.flows[f.pos[k]].flow = -1;
+      f.pos[k] = -1;
+      if (++l.dead * 2 > static_cast<int>(l.flows.size())) compact(l);
+      used[link] -= w * rate;
+      weight[link] -= w;
+      --count[link];
+      if (!changed_flag[link]) {
+        changed_flag[link] = 1;
+        changed.push_back(link);
+      }
+    }
+    f.active = false;
+    if (rate < level) level = rate;
+    if (rate == 0.0) {  // removed before it was ever solved
+      auto it = std::find(added.begin(), added.end(), id);
+      if (it != added.end()) added.erase(it);
+    }
+  }
+
+  void compact(Link& l) {
+    size_t j = 0;
+    for (size_t i = 0; i < l.flows.size(); ++i) {
+      const Entry& e = l.flows[i];
+      if (e.flow < 0) continue;
+      flows[e.flow].pos[e.k] = static_cast<int>(j);
+      l.flows[j++] = e;
+    }
+    l.flows.resize(j);
+    l.dead = 0;
+  }
+
+  void set_rate(int id, double rate) {
+    Flow& f = flows[id];
+    double delta = rate - f.rate;
+    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * delta;
+    f.rate = rate;
+  }
+
+  void report(int id, double old) {
+    out_ids.push_back(id);
+    out_old.push_back(old);
+    out_new.push_back(flows[id].rate);
+  }
+
+  // New flows take the capacity their links have spare, split by weight among
+  // the new flows of each link, when that is max-min (no other rate changes).
+  bool place_new() {
+    ++epochs;
+    uint64_t epoch = epochs;
+    std::vector<int> touched;
+    for (int id : added) {
+      const Flow& f = flows[id];
+      for (size_t k = 0; k < f.links.size(); ++k) {
+        int link = f.links[k];
+        if (in_new[link] != epoch) {
+          in_new[link] = epoch;
+          ld[link] = 0.0;
+          touched.push_back(link);
+        }
+        ld[link] += f.weights[k];
+      }
+    }
+    for (int link : touched) rem[link] = (capacity[link] - used[link]) / ld[link];  // share
+    std::vector<std::pair<double, int>> rates;
+    rates.reserve(added.size());
+    for (int id : added) {
+      const Flow& f = flows[id];
+      double rate = kInf;
+      int tightest = -1;
+      for (int link : f.links) {
+        double s = rem[link];
+        if (s < rate || (s == rate && link < tightest)) {
+          rate = s;
+          tightest = link;
+        }
+      }
+      if (!(rate > 0)) return false;
+      if (0 < f.cap && f.cap < rate) {
+        rate = f.cap;
+        tightest = -1;
+      }
+      rates.emplace_back(rate, tightest);
+    }
+    for (int link : touched) left[link] = 0.0;  // filled
+    for (size_t i = 0; i < added.size(); ++i) {
+      const Flow& f = flows[added[i]];
+      for (size_t k = 0; k < f.links.size(); ++k) left[f.links[k]] += f.weights[k] * rates[i].first;
+    }
+    for (size_t i = 0; i < added.size(); ++i) {
+      auto [rate, tightest] = rates[i];
+      if (tightest < 0) continue;
+      double top = rate * (1 + kRel);
+      if (left[tightest] < (capacity[tightest] - used[tightest]) * (1 - kRel)) return false;
+      for (const Entry& e : on[tightest].flows)
+        if (e.flow >= 0 && flows[e.flow].rate > top) return false;
+    }
+    for (size_t i = 0; i < added.size(); ++i) {
+      int id = added[i];
+      flows[id].bottleneck = rates[i].second;
+      set_rate(id, rates[i].first);
+      report(id, 0.0);
+    }
+    return true;
+  }
+
+  void admit(int link, bool held_here_only, uint64_t mark, double threshold) {
+    for (size_t i = 0; i < on[link].flows.size(); ++i) {
+      const Entry e = on[link].flows[i];
+      if (e.flow < 0) continue;
+      Flow& f = flows[e.flow];
+      double rate = f.rate;
+      if ((rate < threshold && rate != 0.0) || f.mark == mark) continue;
+      if (held_here_only && rate != 0.0 && f.bottleneck != link) continue;
+      f.mark = mark;
+      members.push_back(e.flow);
+      for (size_t k = 0; k < f.links.size(); ++k) {
+        int other = f.links[k];
+        double w = f.weights[k];
+        if (in_left[other] == mark) {
+          left[other] += w * rate;
+          load[other] += w;
+        } else {
+          in_left[other] = mark;
+          left_order.push_back(other);
+          left[other] = capacity[other] - used[other] + w * rate;
+          load[other] = w;
+        }
+      }
+    }
+  }
+
+  void freeze(int id, double share, int key, uint64_t epoch) {
+    Flow& f = flows[id];
+    f.new_rate = share;
+    f.rated = epoch;
+    f.bottleneck = key;
+    frozen_order.push_back(id);
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      rem[f.links[k]] -= f.weights[k] * share;
+      ld[f.links[k]] -= f.weights[k];
+    }
+  }
+
+  void fill(uint64_t mark) {
+    uint64_t epoch = ++epochs;
+    frozen_order.clear();
+    bottlenecks.clear();
+    if (members.size() == 1) {
+      int id = members[0];
+      Flow& f = flows[id];
+      double rate = kInf;
+      int link = -1;
+      for (size_t k = 0; k < f.links.size(); ++k) {
+        double s = left[f.links[k]] / f.weights[k];
+        if (s < rate || (s == rate && f.links[k] < link)) {
+          rate = s;
+          link = f.links[k];
+        }
+      }
+      f.rated = epoch;
+      frozen_order.push_back(id);
+      if (0 < f.cap && f.cap < rate) {
+        f.bottleneck = -1;
+        f.new_rate = f.cap;
+        return;
+      }
+      rate = std::max(rate, 0.0);
+      f.bottleneck = link;
+      f.new_rate = rate;
+      bottlenecks.emplace_back(link, rate);
+      return;
+    }
+    for (int link : left_order) {
+      rem[link] = left[link];
+      ld[link] = load[link];
+    }
+    if (members.size() <= kFew) {
+      fill_few(epoch);
+      return;
+    }
+    using Item = std::pair<double, int>;
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+    for (int link : left_order)
+      if (ld[link] > 0) heap.emplace(rem[link] / ld[link], link);
+    std::vector<int> capped;
+    for (int id : members)
+      if (flows[id].cap > 0) capped.push_back(id);
+    for (size_t i = 0; i < capped.size(); ++i)
+      heap.emplace(flows[capped[i]].cap, -1 - static_cast<int>(i));
+    size_t todo = members.size();
+    std::vector<int> frozen;
+    while (!heap.empty() && frozen_order.size() < todo) {
+      auto [share, key] = heap.top();
+      heap.pop();
+      frozen.clear();
+      if (key < 0) {
+        int id = capped[-1 - key];
+        if (flows[id].rated == epoch) continue;
+        frozen.push_back(id);
+      } else {
+        double w = ld[key];
+        if (w <= 1e-12) continue;
+        double current = std::max(rem[key], 0.0) / w;
+        if (current > share * (1 + kRel)) {
+          heap.emplace(current, key);  // stale: the link's level rose since
+          continue;
+        }
+        share = current;
+        for (const Entry& e : on[key].flows)
+          if (e.flow >= 0 && flows[e.flow].mark == mark && flows[e.flow].rated != epoch)
+            frozen.push_back(e.flow);
+      }
+      for (int id : frozen) freeze(id, share, key >= 0 ? key : -1, epoch);
+      if (key >= 0) {
+        ld[key] = 0.0;
+        if (!frozen.empty()) bottlenecks.emplace_back(key, share);
+      }
+    }
+  }
+
+  void fill_few(uint64_t epoch) {
+    std::vector<int> unfrozen(members), frozen;
+    while (!unfrozen.empty()) {
+      double share = kInf;
+      int key = -1;
+      for (int link : left_order) {
+        double w = ld[link];
+        if (!(w > 1e-12)) continue;
+        double s = rem[link] / w;
+        if (s < share || (s == share && link < key)) {
+          share = s;
+          key = link;
+        }
+      }
+      share = std::max(share, 0.0);
+      frozen.clear();
+      double cap_level = kInf;
+      for (int id : unfrozen) {
+        double c = flows[id].cap;
+        if (0 < c && c <= share && c < cap_level) cap_level = c;
+      }
+      if (cap_level < kInf) {
+        share = cap_level;
+        key = -1;
+        for (int id : unfrozen)
+          if (flows[id].cap == share) frozen.push_back(id);
+      } else {
+        for (int id : unfrozen) {
+          const auto& ls = flows[id].links;
+          if (std::find(ls.begin(), ls.end(), key) != ls.end()) frozen.push_back(id);
+        }
+        bottlenecks.emplace_back(key, share);
+      }
+      for (int id : frozen) freeze(id, share, key, epoch);
+      if (key >= 0) ld[key] = 0.0;
+      size_t j = 0;
+      for (int id : unfrozen)
+        if (flows[id].rated != epoch) unfrozen[j++] = id;
+      unfrozen.resize(j);
+    }
+  }
+
+  int solve() {
+    out_ids.clear();
+    out_old.clear();
+    out_new.clear();
+    if (!added.empty() && place_new()) added.clear();
+    double lvl = level;
+    ++epochs;
+    uint64_t bound_epoch = epochs;
+    for (int id : added) {
+      for (int link : flows[id].links) {
+        if (bounded[link] == bound_epoch) continue;
+        bounded[link] = bound_epoch;
+        double bound = capacity[link] / weight[link];
+        if (bound < lvl) lvl = bound;
+        if (!changed_flag[link]) {
+          changed_flag[link] = 1;
+          changed.push_back(link);
+        }
+      }
+    }
+    added.clear();
+    level = kInf;
+    if (changed.empty()) return static_cast<int>(out_ids.size());
+    std::vector<int> links(changed);
+    std::sort(links.begin(), links.end());
+    for (int link : changed) changed_flag[link] = 0;
+    changed.clear();
+    uint64_t mark = ++marks;
+    double threshold = lvl * (1 - kRel);
+    members.clear();
+    left_order.clear();
+    for (int link : links) admit(link, true, mark, threshold);
+    for (int link : links) held[link] = mark;
+    while (true) {
+      fill(mark);
+      size_t before = members.size();
+      for (size_t i = 0; i < before; ++i) {
+        const Flow& f = flows[members[i]];
+        double old = f.rate, rate = f.new_rate;
+        if (std::fabs(rate - old) > kRel * rate) {
+          for (size_t k = 0; k < f.links.size(); ++k) {
+            int link = flows[members[i]].links[k];
+            if (held[link] != mark) {
+              held[link] = mark;
+              admit(link, true, mark, threshold);
+            }
+          }
+        }
+      }
+      for (size_t b = 0; b < bottlenecks.size(); ++b) {
+        auto [link, share] = bottlenecks[b];
+        if (admitted[link] == mark) continue;
+        double top = share * (1 + kRel);
+        bool faster = false;
+        for (const Entry& e : on[link].flows)
+          if (e.flow >= 0 && flows[e.flow].mark != mark && flows[e.flow].rate > top) {
+            faster = true;
+            break;
+          }
+        if (faster) {
+          admitted[link] = mark;
+          admit(link, false, mark, threshold);
+        }
+      }
+      if (members.size() == before) break;
+    }
+    flows_solved += static_cast<int64_t>(members.size());
+    for (int id : frozen_order) {
+      double old = flows[id].rate, rate = flows[id].new_rate;
+      if (rate != old) {
+        set_rate(id, rate);
+        report(id, old);
+      }
+    }
+    return static_cast<int>(out_ids.size());
+  }
+};
+
+}  // namespace astra_maxmin
+
+using astra_maxmin::Solver;
+
+extern "C" {
+
+int astra_maxmin_abi() { return 1; }
+
+int64_t astra_maxmin_create(int links, int64_t capacity) {
+  return reinterpret_cast<int64_t>(new Solver(links, reinterpret_cast<const double*>(capacity)));
+}
+
+void astra_maxmin_destroy(int64_t h) { delete reinterpret_cast<Solver*>(h); }
+
+int astra_maxmin_new_flow(int64_t h, int n, int64_t links, int64_t weights, double cap) {
+  return reinterpret_cast<Solver*>(h)->new_flow(n, reinterpret_cast<const int*>(links),
+                                                reinterpret_cast<const double*>(weights), cap);
+}
+
+void astra_maxmin_free_flow(int64_t h, int id) { reinterpret_cast<Solver*>(h)->free_flow(id); }
+
+void astra_maxmin_add(int64_t h, int id) { reinterpret_cast<Solver*>(h)->add(id); }
+
+void astra_maxmin_remove(int64_t h, int id) { reinterpret_cast<Solver*>(h)->remove(id); }
+
+// Re-solves; writes the changed flows' ids, old and new rates (in the order they
+// changed; a new flow placed at once and refilled later is reported twice) to the
+// three buffers, which hold at least twice as many entries as there are flows.
+int astra_maxmin_solve(int64_t h, int64_t ids, int64_t old_rates, int64_t new_rates) {
+  Solver* s = reinterpret_cast<Solver*>(h);
+  int n = s->solve();
+  int* out = reinterpret_cast<int*>(ids);
+  double* old = reinterpret_cast<double*>(old_rates);
+  double* now = reinterpret_cast<double*>(new_rates);
+  for (int i = 0; i < n; ++i) {
+    out[i] = s->out_ids[i];
+    old[i] = s->out_old[i];
+    now[i] = s->out_new[i];
+  }
+  return n;
+}
+
+int astra_maxmin_bottleneck(int64_t h, int id) { return reinterpret_cast<Solver*>(h)->flows[id].bottleneck; }
+
+int64_t astra_maxmin_flows_solved(int64_t h) { return reinterpret_cast<Solver*>(h)->flows_solved; }
+
+// Per link: used capacity (doubles) and the most flows at once (int64) into buffers.
+void astra_maxmin_links(int64_t h, int64_t used, int64_t peak) {
+  Solver* s = reinterpret_cast<Solver*>(h);
+  std::copy(s->used.begin(), s->used.end(), reinterpret_cast<double*>(used));
+  std::copy(s->peak.begin(), s->peak.end(), reinterpret_cast<int64_t*>(peak));
+}
+
+}  // extern "C"

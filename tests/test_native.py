@@ -1,0 +1,103 @@
+"""C++ built on the user's machine (astra_core.native): compiled and cached, or
+JIT-compiled by cppyy where no compiler works; the two builds agree bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from astra_core import native
+
+# A random sequence of flows joining and leaving a max-min solver; prints every rate
+# reported, as the exact decimal repr of its double, and how the library was built.
+_SOLVER_RUN = """
+import json, random
+from astra_flow.maxmin import Flow, MaxMinSolver, library
+rng = random.Random(5)
+links = 24
+solver = MaxMinSolver([rng.choice([1.0, 2.0, 3.5, 10.0]) for _ in range(links)])
+live, reported = [], []
+for step in range(40):
+    for _ in range(rng.randint(0, 25)):
+        chosen = tuple(rng.sample(range(links), rng.randint(1, 5)))
+        flow = Flow(chosen, tuple(rng.choice([1.0, 1.0, 0.05]) for _ in chosen), rng.choice([0, 0, 0.7]))
+        solver.add(flow)
+        live.append(flow)
+    for flow in list(live):
+        if rng.random() < 0.3:
+            solver.remove(flow)
+            live.remove(flow)
+    solver.solve(lambda f, old: reported.append((repr(f.rate), repr(old))))
+print(json.dumps([library().how, reported, [repr(u) for u in solver.used]]))
+"""
+
+
+def _solver_run(**env: str) -> tuple[str, list, list]:
+    out = subprocess.run(
+        [sys.executable, "-c", _SOLVER_RUN],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    how, reported, used = json.loads(out.stdout)
+    return how, reported, used
+
+
+def test_the_compiled_and_the_jit_build_give_the_same_rates():
+    if native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    compiled = _solver_run()
+    jit = _solver_run(CXX="/nonexistent")  # no compiler: cppyy's JIT
+    assert compiled[0] == "compiled" and jit[0] == "jit"
+    assert len(compiled[1]) > 500
+    assert compiled[1:] == jit[1:]
+
+
+def test_a_source_that_does_not_compile_fails_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "broken.cc"
+    source.write_text('extern "C" int f() { return undefined_name; }\n')
+    cxx = native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    with pytest.raises(native.NativeUnavailable) as err:
+        native.compile_library("broken", [source], cxx)
+    message = str(err.value)
+    assert "\n" not in message and "could not compile broken" in message and "undefined_name" in message
+    assert not list((tmp_path / "cache").glob("*.so"))  # nothing half-built is kept
+
+
+def test_no_compiler_and_no_cppyy_says_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent")
+    monkeypatch.setitem(sys.modules, "cppyy", None)  # import cppyy raises ImportError
+    source = tmp_path / "one.cc"
+    source.write_text('extern "C" int one() { return 1; }\n')
+    with pytest.raises(native.NativeUnavailable) as err:
+        native.load("test_one_no_cppyy", [source], {"one": ("int", ())})
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == (
+        "test_one_no_cppyy needs C++: no C++ compiler (set CXX or install g++), "
+        "and the cppyy package is not installed"
+    )
+
+
+def test_a_compiled_library_is_cached_by_the_hash_of_its_sources(tmp_path, monkeypatch):
+    cxx = native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path))
+    source = tmp_path / "answer.cc"
+    source.write_text('extern "C" int answer(int x) { return 40 + x; }\n')
+    first = native.compile_library("answer", [source], cxx)
+    assert native.compile_library("answer", [source], cxx) == first  # found, not rebuilt
+    source.write_text('extern "C" int answer(int x) { return 41 + x; }\n')
+    second = native.compile_library("answer", [source], cxx)
+    assert second != first and second.is_file()
+    library = native.load("test_answer", [source], {"answer": ("int", ("int",))})
+    assert library.how == "compiled" and library.answer(1) == 42
