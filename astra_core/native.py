@@ -22,8 +22,8 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,10 @@ _LOADED: dict[str, NativeLibrary] = {}
 
 class NativeUnavailable(AstraError):
     """Neither a C++ compiler nor cppyy could build the library (one line)."""
+
+
+class NativeBuildWarning(UserWarning):
+    """The compiler failed on a library; cppyy's JIT is tried instead."""
 
 
 class NativeLibrary:
@@ -124,7 +128,7 @@ def load(
             loaded = _load_compiled(compile_library(name, sources, cxx), signatures)
         except NativeUnavailable as err:
             why = str(err)
-            print(f"warning: {why}; trying cppyy's JIT", file=sys.stderr)
+            warnings.warn(f"{why}; trying cppyy's JIT", NativeBuildWarning, stacklevel=2)
     if loaded is None:
         loaded = _load_jit(name, sources, signatures, why)
     _LOADED[name] = loaded
@@ -150,6 +154,10 @@ def _load_jit(
     except ImportError:
         raise NativeUnavailable(f"{name} needs C++: {why}, and the cppyy package is not installed") from None
     for source in sources:
-        if not cppyy.cppdef(source.read_text(encoding="utf-8")):
-            raise NativeUnavailable(f"cppyy could not compile {source.name} ({name})")
+        try:
+            cppyy.cppdef(source.read_text(encoding="utf-8"))
+        except SyntaxError as err:  # cppyy's word for a compile error
+            lines = str(err).splitlines() or ["(no output)"]
+            first = next((line for line in lines if "error" in line), lines[0]).strip()
+            raise NativeUnavailable(f"cppyy could not compile {source.name} ({name}): {first}") from None
     return NativeLibrary("jit", {function: getattr(cppyy.gbl, function) for function in signatures})

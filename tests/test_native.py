@@ -101,3 +101,17 @@ def test_a_compiled_library_is_cached_by_the_hash_of_its_sources(tmp_path, monke
     assert second != first and second.is_file()
     library = native.load("test_answer", [source], {"answer": ("int", ("int",))})
     assert library.how == "compiled" and library.answer(1) == 42
+
+
+def test_a_failed_compile_warns_and_tries_the_jit(tmp_path, monkeypatch):
+    if native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    pytest.importorskip("cppyy")
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "broken_twice.cc"
+    source.write_text('extern "C" int g() { return also_undefined; }\n')
+    with (
+        pytest.warns(native.NativeBuildWarning, match="could not compile broken_twice"),
+        pytest.raises(native.NativeUnavailable, match=r"^cppyy could not compile broken_twice\.cc"),
+    ):
+        native.load("broken_twice", [source], {"g": ("int", ())})

@@ -178,7 +178,7 @@ class RankEngine:
         self._issue_again = False
         self._pass_due = False  # an issue pass is queued for the current instant
         self._blocked: list[int] | None = None  # deadlock report: positions never issued
-        # Under rank symmetry: watch for slot races between same-time completions.
+        # Under rank symmetry: watch for an event that comes after an issue pass in its instant.
         self._ties = _TieWatch() if symmetric else None
         # This rank's view of the communicator groups it uses (METADATA nodes add more),
         # made on first use: a job of 8,192 ranks has thousands of groups, and one
