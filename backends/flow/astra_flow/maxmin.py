@@ -53,7 +53,7 @@ SOURCES = (Path(__file__).resolve().parent / "cpp" / "maxmin.cc",)
 SIGNATURES = {
     "astra_maxmin_create": ("int64", ("int", "int64")),
     "astra_maxmin_destroy": ("void", ("int64",)),
-    "astra_maxmin_new_flow": ("int", ("int64", "int", "int64", "int64", "double")),
+    "astra_maxmin_add_new": ("int", ("int64", "int", "int64", "int64", "double")),
     "astra_maxmin_free_flow": ("void", ("int64", "int")),
     "astra_maxmin_add": ("void", ("int64", "int")),
     "astra_maxmin_remove": ("void", ("int64", "int")),
@@ -105,6 +105,7 @@ class MaxMinSolver:
         self._h = h = lib.astra_maxmin_create(len(self.capacity), self._capacity.buffer_info()[0])
         weakref.finalize(self, lib.astra_maxmin_destroy, h)
         self._add = lib.astra_maxmin_add
+        self._add_new = lib.astra_maxmin_add_new
         self._remove = lib.astra_maxmin_remove
         self._flows: list[Flow | None] = []  # by the solver's number
         self._grow(64)
@@ -121,19 +122,20 @@ class MaxMinSolver:
     # -- changes --------------------------------------------------------------------------
     def add(self, flow: Flow) -> None:
         """Start ``flow`` (rate 0 until the next ``solve``)."""
-        if flow._id < 0:
-            links, weights = array("i", flow.links), array("d", flow.weights)
-            flow._id = n = self._lib.astra_maxmin_new_flow(
-                self._h, len(links), links.buffer_info()[0], weights.buffer_info()[0], flow.cap
-            )
-            if n == len(self._flows):
-                self._flows.append(flow)
-                if 2 * n >= len(self._ids):
-                    self._grow(len(self._ids))
-            else:
-                self._flows[n] = flow
         flow.rate = 0.0
-        self._add(self._h, flow._id)
+        if flow._id >= 0:
+            self._add(self._h, flow._id)
+            return
+        links, weights = array("i", flow.links), array("d", flow.weights)
+        flow._id = n = self._add_new(
+            self._h, len(links), links.buffer_info()[0], weights.buffer_info()[0], flow.cap
+        )
+        if n < len(self._flows):
+            self._flows[n] = flow
+            return
+        self._flows.append(flow)
+        if 2 * n >= len(self._ids):
+            self._grow(len(self._ids))
 
     def remove(self, flow: Flow) -> None:
         """Stop ``flow``; the capacity it used is free from the next ``solve``."""

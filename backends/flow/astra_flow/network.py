@@ -119,6 +119,9 @@ class FlowNetwork:
         self._header = config.header_bytes
         self._ack_weight = config.ack_weight if config.ack_bytes else 0.0
         self._cap = config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS
+        self._ns_per_byte = [1 / bw for bw in physical.link_bandwidth]
+        #: per sequence of link speeds (ns per byte) along a route: (bottleneck, pipeline terms)
+        self._speeds: dict[tuple[float, ...], tuple[float, tuple]] = {}
         self._qps: dict[tuple[int, int, int], QueuePair] = {}  # active queue pairs
         self._idle: dict[tuple[int, int, int], QueuePair] = {}  # kept for reuse
         self._reallocation_delay = config.reallocation_delay_ns
@@ -204,9 +207,15 @@ class FlowNetwork:
         return qp
 
     def _path(self, route: tuple[int, ...], reverse: tuple[int, ...]) -> tuple:
-        """(links, weights, latency ns, bottleneck ns/byte, pipeline terms) of a route."""
-        bandwidth, latency = self.topology.link_bandwidth, self.topology.link_latency
-        per_byte = [1 / bandwidth[link] for link in route]
+        """(links, weights, latency ns, bottleneck ns/byte, pipeline terms) of a route.
+
+        Routes of one fabric share a few sequences of link speeds (a fat-tree's
+        by hop count): their bottleneck and pipeline terms are computed once each."""
+        ns_per_byte, latency = self._ns_per_byte, self.topology.link_latency
+        per_byte = tuple([ns_per_byte[link] for link in route])
+        speeds = self._speeds.get(per_byte)
+        if speeds is None:
+            speeds = self._speeds[per_byte] = (max(per_byte), pipeline_terms(per_byte))
         if reverse:
             weights = dict.fromkeys(route, 1.0)
             for link in reverse:
@@ -214,13 +223,7 @@ class FlowNetwork:
             links, shares = tuple(weights), tuple(weights.values())
         else:
             links, shares = route, (1.0,) * len(route)
-        return (
-            links,
-            shares,
-            sum([latency[link] for link in route]),
-            max(per_byte),
-            pipeline_terms(per_byte),
-        )
+        return (links, shares, sum([latency[link] for link in route]), *speeds)
 
     def _tail_ns(self, qp: QueuePair, size: int) -> float:
         """Pipeline tail of a message of ``size`` payload bytes (module docstring); a queue

@@ -488,9 +488,12 @@ int64_t astra_maxmin_create(int links, int64_t capacity) {
 
 void astra_maxmin_destroy(int64_t h) { delete reinterpret_cast<Solver*>(h); }
 
-int astra_maxmin_new_flow(int64_t h, int n, int64_t links, int64_t weights, double cap) {
-  return reinterpret_cast<Solver*>(h)->new_flow(n, reinterpret_cast<const int*>(links),
-                                                reinterpret_cast<const double*>(weights), cap);
+// A new flow, started at once (new_flow then add): returns its number.
+int astra_maxmin_add_new(int64_t h, int n, int64_t links, int64_t weights, double cap) {
+  Solver* s = reinterpret_cast<Solver*>(h);
+  int id = s->new_flow(n, reinterpret_cast<const int*>(links), reinterpret_cast<const double*>(weights), cap);
+  s->add(id);
+  return id;
 }
 
 void astra_maxmin_free_flow(int64_t h, int id) { reinterpret_cast<Solver*>(h)->free_flow(id); }
