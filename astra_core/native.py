@@ -89,6 +89,15 @@ def compile_library(name: str, sources: Sequence[Path], cxx: str) -> Path:
     target = library_path(name, sources, cxx)
     if target.is_file():
         return target
+    try:
+        return _compile_once(name, sources, cxx, target)
+    except OSError as err:  # an unwritable cache, a full disk
+        raise NativeUnavailable(f"cannot build {name} in {target.parent}: {err.strerror or err}") from None
+
+
+def _compile_once(name: str, sources: Sequence[Path], cxx: str, target: Path) -> Path:
+    """Compile ``sources`` into ``target`` under a file lock (concurrent first runs
+    compile once)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(str(target) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -136,7 +145,10 @@ def load(
 
 
 def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]]]) -> NativeLibrary:
-    library = ctypes.CDLL(str(path))
+    try:
+        library = ctypes.CDLL(str(path))
+    except OSError as err:  # a damaged cached library
+        raise NativeUnavailable(f"cannot load {path}: {err}") from None
     functions = {}
     for function, (result, arguments) in signatures.items():
         f = getattr(library, function)

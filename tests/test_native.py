@@ -115,3 +115,17 @@ def test_a_failed_compile_warns_and_tries_the_jit(tmp_path, monkeypatch):
         pytest.raises(native.NativeUnavailable, match=r"^cppyy could not compile broken_twice\.cc"),
     ):
         native.load("broken_twice", [source], {"g": ("int", ())})
+
+
+def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
+    cxx = native.compiler()
+    if cxx is None:
+        pytest.skip("no C++ compiler here")
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(blocker / "cache"))  # under a regular file
+    source = tmp_path / "two.cc"
+    source.write_text('extern "C" int two() { return 2; }\n')
+    with pytest.raises(native.NativeUnavailable) as err:
+        native.compile_library("two", [source], cxx)
+    assert str(err.value) == f"cannot build two in {blocker / 'cache'}: Not a directory"
