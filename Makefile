@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch]' -e backends/analytical \
-		-e backends/garnetlike -e backends/flow -e backends/ns3 -e examples/plugin_backend
+		-e backends/garnetlike -e 'backends/flow[jit]' -e backends/ns3 -e examples/plugin_backend
 	$(BIN)/python -c 'from astra_flow.maxmin import library; library()'
 	touch $(STAMP) $(DEMO_STAMP)
 

@@ -164,7 +164,9 @@ def _load_jit(
     try:
         import cppyy
     except ImportError:
-        raise NativeUnavailable(f"{name} needs C++: {why}, and the cppyy package is not installed") from None
+        raise NativeUnavailable(
+            f"{name} needs C++: {why}, and cppyy, which could compile it instead, is not installed"
+        ) from None
     for source in sources:
         try:
             cppyy.cppdef(source.read_text(encoding="utf-8"))

@@ -83,7 +83,7 @@ def test_no_compiler_and_no_cppyy_says_so_in_one_line(tmp_path, monkeypatch):
     assert "\n" not in message
     assert message == (
         "test_one_no_cppyy needs C++: no C++ compiler (set CXX or install g++), "
-        "and the cppyy package is not installed"
+        "and cppyy, which could compile it instead, is not installed"
     )
 
 
