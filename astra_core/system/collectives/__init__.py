@@ -75,7 +75,7 @@ def build_logical_dims(
         base = name.kind.base.value if name.plugin_name is None else str(name)
         window = -1 if name.window is None else name.window
         if name.kind.spans_all_dims:
-            dims.append(DimTopology(base, window, ring=RingTopology(rank, list(range(total)))))
+            dims.append(DimTopology(base, window, ring=RingTopology(rank, range(total))))
             return dims
         if base == "doubleBinaryTree":
             if size & (size - 1):

@@ -35,7 +35,7 @@ def halving_doubling_plan(comm_type: CommType, rank: int, ring: RingTopology, da
     """Rank ``rank``'s plan for one halving-doubling phase. Raises AstraError."""
     n = ring.nodes
     if n & (n - 1):
-        raise AstraError(f"halvingDoubling needs a power-of-two group, got {n} ranks {ring.members}")
+        raise AstraError(f"halvingDoubling needs a power-of-two group, got {n} ranks {list(ring.members)}")
     if comm_type is CommType.ALL_TO_ALL:
         raise AstraError(
             "halvingDoubling has no all-to-all (as upstream); use ring or direct in all-to-all-implementation"
