@@ -84,3 +84,28 @@ def test_direct_round_two_waits_for_round_one():
     plan = _plans("direct", CommType.ALL_REDUCE, 8, 1 << 20)[0]
     assert [m[0] for m in plan.messages] == [1, 2, 3, 4, 5, 6, 7] * 2
     assert plan.barrier == 7 and plan.window == 7
+
+
+def test_a_dimension_ring_holds_no_list_of_its_members():
+    # Issue 30: every rank holds a ring per collective type and dimension; as a list of
+    # members with an index they took 3.3 MB a rank on [8, 1024] NPUs (27 GB for 8,192
+    # ranks). A dimension's ring is arithmetic: a few hundred bytes whether it has 16 or
+    # 4,096 NPUs (a list of 4,096 members alone is 32 KiB), and the same neighbours as the
+    # list ring.
+    import tracemalloc
+
+    from astra_core.system.collectives.logical_topology import Direction
+
+    def held(size: int) -> int:
+        tracemalloc.start()
+        ring = RingTopology.for_dimension(5 * 8 + 3, size, 8)  # dimension 1, stride 8
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert ring.index_in_ring == 5 and ring.nodes == size
+        listed = RingTopology(ring.rank, list(ring.members))
+        for direction in Direction:
+            assert ring.receiver(43, direction) == listed.receiver(43, direction)
+            assert ring.sender(43, direction) == listed.sender(43, direction)
+        return used
+
+    assert held(16) < 1024 and held(4096) < 1024
