@@ -87,7 +87,9 @@ class Simulation:
         self.backend_name = backend_name
         self.npus_count = network.npus_count
         self.on_progress = on_progress
-        self.collectives: list[tuple[int, ETNode, DataSet]] = []
+        # per collective issued: (rank, node, its DataSet) while it runs, its frozen
+        # CollectiveRecord once it finished (the DataSet is then let go)
+        self.collectives: list[tuple[int, ETNode, DataSet] | CollectiveRecord] = []
         self._finished = 0
         classes: Symmetry | None
         if symmetry and context.custom:
@@ -144,7 +146,18 @@ class Simulation:
         self._finished += 1
 
     def record_collective(self, rank: int, node: ETNode, dataset: DataSet) -> None:
-        self.collectives.append((rank, node, dataset))
+        collectives, i = self.collectives, len(self.collectives)
+        collectives.append((rank, node, dataset))
+        done = dataset.on_finished
+        if done is None:  # finished as it was issued
+            collectives[i] = _collective_record(rank, node, dataset)
+            return
+
+        def finished(dataset: DataSet) -> None:
+            collectives[i] = _collective_record(rank, node, dataset)  # its DataSet goes
+            done(dataset)
+
+        dataset.on_finished = finished
 
     def describe_wait(self, engine: RankEngine, rank: int, node: ETNode) -> str:
         """What ``node`` of ``rank`` waits on; ``engine`` runs ``rank`` or, under
@@ -243,14 +256,11 @@ class Simulation:
         )
 
     def _collective_records(self) -> list[CollectiveRecord]:
-        """The collectives' frozen records; each DataSet is let go as soon as it is
-        copied, so that the run's peak memory does not hold both at once."""
+        """The collectives' frozen records: made as each finished (its DataSet then
+        let go, so that a run holds no DataSet of a finished collective), and now for
+        those that never did."""
         entries, self.collectives = self.collectives, []
-        records = []
-        for i, entry in enumerate(entries):
-            records.append(_collective_record(*entry))
-            entries[i] = None  # type: ignore[call-overload]  # the last reference to its DataSet
-        return records
+        return [e if isinstance(e, CollectiveRecord) else _collective_record(*e) for e in entries]
 
     @staticmethod
     def _rank_result(engine: RankEngine, log: Sequence[float]) -> RankResult:
