@@ -16,6 +16,25 @@ def reference_dir() -> Path:
     return REFERENCE_DIR
 
 
+def run_reference_case(case: dict, **options):
+    """Simulate one case of ``expected.json`` on its inputs in :data:`REFERENCE_DIR`
+    (warnings silenced); ``options`` go to ``simulate`` (e.g. ``symmetry``)."""
+    import warnings
+
+    from astra_core.api import simulate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return simulate(
+            REFERENCE_DIR / case["workload"],
+            REFERENCE_DIR / case["system"],
+            REFERENCE_DIR / case["network"],
+            memory=REFERENCE_DIR / case["memory"],
+            backend=case["backend"],
+            **options,
+        )
+
+
 PLUGIN_ENV = ("ASTRA_PLUGINS", "ASTRA_DISABLE_PLUGINS", "ASTRA_DEFAULT_BACKEND", "ASTRA_PLUGINS_TOML")
 
 

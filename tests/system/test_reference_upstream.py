@@ -7,12 +7,10 @@ exposed communication (the issue's bar; in practice the match is exact).
 """
 
 import json
-import warnings
 
 import pytest
 
-from astra_core.api import simulate
-from tests.conftest import REFERENCE_DIR
+from tests.conftest import REFERENCE_DIR, run_reference_case
 
 _CASES = []
 if (REFERENCE_DIR / "expected.json").is_file():
@@ -25,15 +23,7 @@ def _close(got: float, want: float) -> bool:
 
 @pytest.mark.parametrize("case", _CASES, ids=[c["name"] for c in _CASES])
 def test_matches_upstream(case, reference_dir):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = simulate(
-            reference_dir / case["workload"],
-            reference_dir / case["system"],
-            reference_dir / case["network"],
-            memory=reference_dir / case["memory"],
-            backend=case["backend"],
-        )
+    result = run_reference_case(case)
     finish = [r.finish_ns for r in result.ranks]
     exposed = [r.exposed_comm_ns for r in result.ranks]
     assert len(finish) == len(case["finish_ns"])

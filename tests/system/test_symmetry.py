@@ -9,7 +9,7 @@ from astra_core.api import simulate
 from astra_core.system.fallback import SymmetryFallbackWarning
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node
-from tests.conftest import REFERENCE_DIR
+from tests.conftest import REFERENCE_DIR, run_reference_case
 from tests.system.conftest import network, system
 
 _CASES = []
@@ -21,23 +21,10 @@ if (REFERENCE_DIR / "expected.json").is_file():
     ]
 
 
-def _run(case, reference_dir, symmetry):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return simulate(
-            reference_dir / case["workload"],
-            reference_dir / case["system"],
-            reference_dir / case["network"],
-            memory=reference_dir / case["memory"],
-            backend=case["backend"],
-            symmetry=symmetry,
-        )
-
-
 @pytest.mark.parametrize("case", _CASES, ids=[c["name"] for c in _CASES])
 def test_symmetric_run_equals_full_run(case, reference_dir):
-    fast = _run(case, reference_dir, True)
-    full = _run(case, reference_dir, False)
+    fast = run_reference_case(case, symmetry=True)
+    full = run_reference_case(case, symmetry=False)
     assert not full.symmetric
     assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in fast.ranks] == [
         (r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in full.ranks
@@ -46,7 +33,7 @@ def test_symmetric_run_equals_full_run(case, reference_dir):
 
 
 def test_symmetry_is_used_where_it_applies(reference_dir):
-    used = {c["name"]: _run(c, reference_dir, True).symmetric for c in _CASES}
+    used = {c["name"]: run_reference_case(c, symmetry=True).symmetric for c in _CASES}
     # Double binary trees give ranks different roles: every rank runs.
     assert not any(v for k, v in used.items() if "doubleBinaryTree" in k)
     # A ring shift (rank r sends to r + 1) is the same for every rank.

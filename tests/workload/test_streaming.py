@@ -18,7 +18,7 @@ from astra_core.workload.chakra import read_rank_trace, read_workload
 from astra_core.workload.graph import build_graph
 from astra_core.workload.streaming import StreamedNodes, scan_trace
 from astra_core.workload.writer import make_node, write_rank_trace
-from tests.conftest import REFERENCE_DIR
+from tests.conftest import REFERENCE_DIR, run_reference_case
 
 _CASES = json.loads((REFERENCE_DIR / "expected.json").read_text())["cases"]
 # one case of every workload family and both backends, and the 16-NPU and 1 GiB ones
@@ -113,20 +113,9 @@ def test_a_file_changed_during_the_run_is_named(tmp_path):
 
 @pytest.mark.parametrize("case", _PICKED, ids=[c["name"] for c in _PICKED])
 def test_streamed_runs_equal_whole_runs(case, reference_dir, monkeypatch):
-    def run():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return simulate(
-                reference_dir / case["workload"],
-                reference_dir / case["system"],
-                reference_dir / case["network"],
-                memory=reference_dir / case["memory"],
-                backend=case["backend"],
-            )
-
-    whole = run()
+    whole = run_reference_case(case)
     monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
-    streamed = run()
+    streamed = run_reference_case(case)
     assert isinstance(streamed.traces[0].nodes, StreamedNodes)
     assert streamed.symmetric == whole.symmetric
     assert [(r.finish_ns, r.exposed_comm_ns, r.compute_ns, r.comm_ns) for r in streamed.ranks] == [
