@@ -58,7 +58,6 @@ SIGNATURES = {
     "astra_maxmin_add": ("void", ("int64", "int")),
     "astra_maxmin_remove": ("void", ("int64", "int")),
     "astra_maxmin_solve": ("int", ("int64", "int64", "int64", "int64")),
-    "astra_maxmin_bottleneck": ("int", ("int64", "int")),
     "astra_maxmin_flows_solved": ("int64", ("int64",)),
     "astra_maxmin_links": ("void", ("int64", "int64", "int64")),
 }
@@ -156,10 +155,6 @@ class MaxMinSolver:
             flow = flows[ids[i]]
             flow.rate = new[i]  # type: ignore[union-attr]  # a reported flow is known
             on_rate(flow, old[i])  # type: ignore[arg-type]
-
-    def bottleneck(self, flow: Flow) -> int:
-        """The link whose filling set ``flow``'s rate at its last solve (-1: its cap)."""
-        return self._lib.astra_maxmin_bottleneck(self._h, flow._id)
 
     @property
     def flows_solved(self) -> int:

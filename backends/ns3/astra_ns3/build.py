@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+
+from astra_core.native import compiler
 
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
 HEADERS = ("roce.h",)
@@ -65,11 +66,6 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "astra-ns3"
-
-
-def compiler() -> str | None:
-    """The C++ compiler (``$CXX`` or ``g++``), or None when there is none."""
-    return shutil.which(os.environ.get("CXX", "g++"))
 
 
 def source_texts() -> dict[str, str]:

@@ -519,8 +519,6 @@ int astra_maxmin_solve(int64_t h, int64_t ids, int64_t old_rates, int64_t new_ra
   return n;
 }
 
-int astra_maxmin_bottleneck(int64_t h, int id) { return reinterpret_cast<Solver*>(h)->flows[id].bottleneck; }
-
 int64_t astra_maxmin_flows_solved(int64_t h) { return reinterpret_cast<Solver*>(h)->flows_solved; }
 
 // Per link: used capacity (doubles) and the most flows at once (int64) into buffers.
