@@ -147,15 +147,16 @@ class Simulation:
 
     def record_collective(self, rank: int, node: ETNode, dataset: DataSet) -> None:
         collectives, i = self.collectives, len(self.collectives)
+        if dataset.finish_ns is not None:  # finished as it was issued
+            collectives.append(_collective_record(rank, node, dataset))
+            return
         collectives.append((rank, node, dataset))
         done = dataset.on_finished
-        if done is None:  # finished as it was issued
-            collectives[i] = _collective_record(rank, node, dataset)
-            return
 
         def finished(dataset: DataSet) -> None:
             collectives[i] = _collective_record(rank, node, dataset)  # its DataSet goes
-            done(dataset)
+            if done is not None:
+                done(dataset)
 
         dataset.on_finished = finished
 
