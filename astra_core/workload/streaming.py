@@ -11,7 +11,8 @@ is ready until it completes, so peak memory grows with the nodes that are ready
 or running, not with the trace.
 
 :func:`~astra_core.workload.chakra.read_workload` streams every file of at
-least ``stream_min_bytes`` (default :data:`STREAM_MIN_BYTES`).
+least ``stream_min_bytes`` (default :data:`STREAM_MIN_BYTES`), and every file
+of more than :data:`MAX_DECODED_NODES` nodes whatever its size.
 """
 
 from __future__ import annotations
