@@ -16,9 +16,9 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 		backends/flow/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch]' -e backends/analytical \
+	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch,jit]' -e backends/analytical \
 		-e backends/garnetlike -e 'backends/flow[jit]' -e backends/ns3 -e examples/plugin_backend
-	$(BIN)/python -c 'from astra_flow.maxmin import library; library()'
+	$(BIN)/python -c 'from astra_core.events import kernel; from astra_flow.maxmin import library; library()'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # The demo needs only the core and the analytical and flow backends: about a minute to
@@ -28,7 +28,7 @@ $(DEMO_STAMP): pyproject.toml backends/analytical/pyproject.toml backends/flow/p
 		$(PYTHON) -m venv $(VENV) && \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
 		$(BIN)/python -m pip install --quiet -e . -e backends/analytical -e backends/flow && \
-		$(BIN)/python -c 'from astra_flow.maxmin import library; library()'; \
+		$(BIN)/python -c 'from astra_core.events import kernel; from astra_flow.maxmin import library; library()'; \
 	fi
 	touch $(DEMO_STAMP)
 
@@ -51,7 +51,8 @@ test: setup docs
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n 2 tests
 	# where no C++ compiler works, cppyy's JIT builds the native code: the same tests pass
-	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 tests/backends/flow tests/test_native.py
+	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 tests/backends/flow tests/test_native.py \
+		tests/system/test_event_queue.py tests/system/test_reference_upstream.py tests/plugins/test_plugin_errors.py
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -12,6 +12,11 @@ first runs compile once.
 The sources export ``extern "C"`` functions whose arguments and results are
 integers and doubles only; a buffer travels as its address (an ``int64``,
 e.g. ``array.buffer_info()[0]``), so both paths call them alike.
+
+A source that is a CPython extension module (``#include <Python.h>`` and an
+``extern "C" PyObject* PyInit_<name>()``) is built the same way by
+:func:`load_extension`, against the running interpreter's headers: compiled
+and imported, or JIT-compiled by cppyy, which then calls its ``PyInit_``.
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from astra_core.errors import AstraError
@@ -38,6 +48,7 @@ CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-ffp-contract=off")
 C_TYPES = {"int": ctypes.c_int, "int64": ctypes.c_int64, "double": ctypes.c_double, "void": None}
 
 _LOADED: dict[str, NativeLibrary] = {}
+_EXTENSIONS: dict[str, ModuleType] = {}
 
 
 class NativeUnavailable(AstraError):
@@ -72,30 +83,30 @@ def cache_dir() -> Path:
     return Path(base) / "astra" / "native"
 
 
-def library_path(name: str, sources: Sequence[Path], cxx: str) -> Path:
+def library_path(name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = ()) -> Path:
     """The cached library's path: ``lib<name>-<hash of sources, compiler, flags>.so``."""
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
     h = hashlib.sha256()
     for source in sources:
         h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-    for part in (cxx, version.partition("\n")[0], *CXXFLAGS):
+    for part in (cxx, version.partition("\n")[0], *CXXFLAGS, *flags):
         h.update(part.encode() + b"\0")
     return cache_dir() / f"lib{name}-{h.hexdigest()[:20]}.so"
 
 
-def compile_library(name: str, sources: Sequence[Path], cxx: str) -> Path:
-    """The cached library, compiling it first if needed. Raises NativeUnavailable
-    with the compiler's first error line."""
-    target = library_path(name, sources, cxx)
+def compile_library(name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = ()) -> Path:
+    """The cached library, compiling it first if needed (``flags`` after
+    :data:`CXXFLAGS`). Raises NativeUnavailable with the compiler's first error line."""
+    target = library_path(name, sources, cxx, flags)
     if target.is_file():
         return target
     try:
-        return _compile_once(name, sources, cxx, target)
+        return _compile_once(name, sources, cxx, target, flags)
     except OSError as err:  # an unwritable cache, a full disk
         raise NativeUnavailable(f"cannot build {name} in {target.parent}: {err.strerror or err}") from None
 
 
-def _compile_once(name: str, sources: Sequence[Path], cxx: str, target: Path) -> Path:
+def _compile_once(name: str, sources: Sequence[Path], cxx: str, target: Path, flags: Sequence[str]) -> Path:
     """Compile ``sources`` into ``target`` under a file lock (concurrent first runs
     compile once)."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +117,7 @@ def _compile_once(name: str, sources: Sequence[Path], cxx: str, target: Path) ->
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             partial = Path(tmp) / target.name
             run = subprocess.run(
-                [cxx, *CXXFLAGS, "-shared", "-o", str(partial), *map(str, sources)],
+                [cxx, *CXXFLAGS, *flags, "-shared", "-o", str(partial), *map(str, sources)],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -158,15 +169,61 @@ def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]
     return NativeLibrary("compiled", functions, path)
 
 
-def _load_jit(
-    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]], why: str
-) -> NativeLibrary:
+def load_extension(name: str, sources: Sequence[Path]) -> ModuleType:
+    """The CPython extension module ``name`` built from ``sources`` (which define
+    ``PyInit_<name>``) against this interpreter's headers.
+
+    Compiled, cached (the key includes the interpreter's ABI) and imported when a
+    compiler works; else JIT-compiled by cppyy, which calls ``PyInit_<name>``.
+    Loaded once per process. Raises NativeUnavailable when neither works.
+    """
+    loaded = _EXTENSIONS.get(name)
+    if loaded is not None:
+        return loaded
+    include = sysconfig.get_paths()["include"]
+    flags = (f"-I{include}", f"-DASTRA_ABI={sys.implementation.cache_tag}")
+    cxx = compiler()
+    why = "no C++ compiler (set CXX or install g++)"
+    if cxx is not None:
+        try:
+            loaded = _import_compiled(name, compile_library(name, sources, cxx, flags))
+        except NativeUnavailable as err:
+            why = str(err)
+            warnings.warn(f"{why}; trying cppyy's JIT", NativeBuildWarning, stacklevel=2)
+    if loaded is None:
+        cppyy = _cppyy(name, why)
+        cppyy.add_include_path(include)
+        _jit_sources(cppyy, name, sources)
+        loaded = getattr(cppyy.gbl, f"PyInit_{name}")()
+    _EXTENSIONS[name] = loaded
+    return loaded
+
+
+def _import_compiled(name: str, path: Path) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    if spec is None:  # pragma: no cover - a path with the loader always gives a spec
+        raise NativeUnavailable(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        loader.exec_module(module)
+    except ImportError as err:  # a damaged cached library
+        raise NativeUnavailable(f"cannot load {path}: {err}") from None
+    return module
+
+
+def _cppyy(name: str, why: str) -> Any:
+    """The cppyy module; NativeUnavailable saying why ``name`` cannot be built without it."""
     try:
         import cppyy
     except ImportError:
         raise NativeUnavailable(
             f"{name} needs C++: {why}, and cppyy, which could compile it instead, is not installed"
         ) from None
+    return cppyy
+
+
+def _jit_sources(cppyy: Any, name: str, sources: Sequence[Path]) -> None:
     for source in sources:
         try:
             cppyy.cppdef(source.read_text(encoding="utf-8"))
@@ -174,4 +231,11 @@ def _load_jit(
             lines = str(err).splitlines() or ["(no output)"]
             first = next((line for line in lines if "error" in line), lines[0]).strip()
             raise NativeUnavailable(f"cppyy could not compile {source.name} ({name}): {first}") from None
+
+
+def _load_jit(
+    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]], why: str
+) -> NativeLibrary:
+    cppyy = _cppyy(name, why)
+    _jit_sources(cppyy, name, sources)
     return NativeLibrary("jit", {function: getattr(cppyy.gbl, function) for function in signatures})
