@@ -19,6 +19,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <deque>
+#include <new>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace astra_kernel {
@@ -26,12 +30,58 @@ namespace astra_kernel {
 // ---------------------------------------------------------------------------------
 // Event queue
 
+// What an event (or an entry of a rank's tick bucket) does when it comes due. CALL_PY
+// calls obj(arg), a Python callable; the others are the kernel's own steps, whose obj
+// is the kernel object they act on. A Call owns its references.
+enum CallKind : uint8_t {
+  CALL_NONE = 0,
+  CALL_PY,        // obj(arg)
+  CALL_BUCKET,    // RankEvents obj runs its bucket of tick v.d
+  CALL_ARRIVED,   // MessageMatcher obj: the message of entry v.i is in
+  CALL_RECEIVED,  // WindowedPhase obj: a message it receives is in
+  CALL_GENERAL,   // WindowedPhase obj: a packet is through local memory
+  CALL_REDUCE,    // WindowedPhase obj: a packet of v.i bytes is in memory; reduce it
+};
+
+struct Call {
+  uint8_t kind;
+  PyObject* obj;
+  PyObject* arg;
+  union {
+    double d;
+    int64_t i;
+  } v;
+};
+
+static inline Call py_call(PyObject* callback, PyObject* arg) {
+  Py_INCREF(callback);
+  Py_INCREF(arg);
+  Call c{CALL_PY, callback, arg, {0}};
+  return c;
+}
+
+static inline Call kernel_call(uint8_t kind, PyObject* obj, int64_t value) {
+  Py_INCREF(obj);
+  Call c{kind, obj, nullptr, {0}};
+  c.v.i = value;
+  return c;
+}
+
+static inline void release(Call& c) {
+  Py_CLEAR(c.obj);
+  Py_CLEAR(c.arg);
+  c.kind = CALL_NONE;
+}
+
+// Runs a call; false with a Python error set when it raised. Defined after the
+// kernel's objects.
+static bool fire(const Call& c);
+
 struct Event {
   double time;
   uint64_t seq;
-  bool integral;   // the time is a Python int
-  PyObject* callback;  // owned reference
-  PyObject* arg;       // owned reference
+  bool integral;  // the time is a Python int
+  Call call;
 };
 
 // std heap helpers build a max-heap: "less" here means "runs later".
@@ -150,10 +200,9 @@ static bool bind_args(const char* function, const char* const* names, int count,
   return true;
 }
 
-static void push_event(EventQueue* q, double time, bool integral, PyObject* callback, PyObject* arg) {
-  Py_INCREF(callback);
-  Py_INCREF(arg);
-  heap_push(*q->heap, Event{time, ++q->seq, integral, callback, arg});
+// Queues ``call`` (its references move to the queue) at ``time``.
+static inline void push_call(EventQueue* q, double time, bool integral, const Call& call) {
+  heap_push(*q->heap, Event{time, ++q->seq, integral, call});
 }
 
 static PyObject* EventQueue_new(PyTypeObject* type, PyObject*, PyObject*) {
@@ -177,8 +226,8 @@ static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
   Py_VISIT(q->step_end);
   if (q->heap != nullptr) {
     for (const Event& e : *q->heap) {
-      Py_VISIT(e.callback);
-      Py_VISIT(e.arg);
+      Py_VISIT(e.call.obj);
+      Py_VISIT(e.call.arg);
     }
   }
   return 0;
@@ -188,10 +237,7 @@ static void clear_heap(EventQueue* q) {
   if (q->heap == nullptr) return;
   std::vector<Event> events;
   events.swap(*q->heap);
-  for (Event& e : events) {
-    Py_DECREF(e.callback);
-    Py_DECREF(e.arg);
-  }
+  for (Event& e : events) release(e.call);
 }
 
 static int EventQueue_clear(EventQueue* q) {
@@ -229,7 +275,7 @@ static PyObject* EventQueue_schedule(EventQueue* q, PyObject* const* args, Py_ss
   bool integral;
   if (!read_number(args[0], &delay, &integral)) return nullptr;
   if (!(delay >= 0 && delay < INFINITY)) return bad_delay(args[0]);
-  push_event(q, q->now + delay, integral && q->now_integral, args[1], args[2]);
+  push_call(q, q->now + delay, integral && q->now_integral, py_call(args[1], args[2]));
   Py_RETURN_NONE;
 }
 
@@ -252,7 +298,7 @@ static PyObject* EventQueue_schedule_at(EventQueue* q, PyObject* const* args, Py
     Py_XDECREF(now);
     return nullptr;
   }
-  push_event(q, time, integral, args[1], args[2]);
+  push_call(q, time, integral, py_call(args[1], args[2]));
   Py_RETURN_NONE;
 }
 
@@ -262,12 +308,9 @@ static inline bool run_one(EventQueue* q) {
   heap_pop(*q->heap, e);
   q->now = e.time;
   q->now_integral = e.integral;
-  PyObject* result = PyObject_CallOneArg(e.callback, e.arg);
-  Py_DECREF(e.callback);
-  Py_DECREF(e.arg);
-  if (result == nullptr) return false;
-  Py_DECREF(result);
-  return true;
+  bool ok = fire(e.call);
+  release(e.call);
+  return ok;
 }
 
 // The kernel's own entry in the traceback of an exception that an event's callback
@@ -475,6 +518,1291 @@ static void init_event_queue_type() {
 }
 
 // ---------------------------------------------------------------------------------
+// A kernel step as a Python callable, for clocks and backends written in Python
+// (they schedule and deliver through Python calls).
+
+struct KernelCall {
+  PyObject_HEAD
+  Call call;
+};
+
+static PyTypeObject KernelCallType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static PyObject* KernelCall_call(KernelCall* self, PyObject*, PyObject*) {
+  if (!fire(self->call)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static int KernelCall_traverse(KernelCall* self, visitproc visit, void* arg) {
+  Py_VISIT(self->call.obj);
+  Py_VISIT(self->call.arg);
+  return 0;
+}
+
+static int KernelCall_clear(KernelCall* self) {
+  release(self->call);
+  return 0;
+}
+
+static void KernelCall_dealloc(KernelCall* self) {
+  PyObject_GC_UnTrack(self);
+  release(self->call);
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// A callable that runs ``call`` (whose references it takes).
+static PyObject* as_callable(const Call& call) {
+  KernelCall* self = PyObject_GC_New(KernelCall, &KernelCallType);
+  if (self == nullptr) {
+    Call c = call;
+    release(c);
+    return nullptr;
+  }
+  self->call = call;
+  PyObject_GC_Track(self);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+static void init_kernel_call_type() {
+  PyTypeObject& t = KernelCallType;
+  t.tp_name = "_astra_kernel.KernelCall";
+  t.tp_basicsize = sizeof(KernelCall);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "One step of the kernel, called by a Python clock or backend (any arguments are ignored).";
+  t.tp_call = reinterpret_cast<ternaryfunc>(KernelCall_call);
+  t.tp_dealloc = reinterpret_cast<destructor>(KernelCall_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(KernelCall_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(KernelCall_clear);
+}
+
+// ---------------------------------------------------------------------------------
+// A clock: the kernel's EventQueue (native events), or any Python object with
+// ``now`` and ``schedule(delay, callback, arg)`` (a backend that keeps its own time).
+
+struct Clock {
+  EventQueue* queue = nullptr;  // borrowed: the owner keeps `object`
+  PyObject* object = nullptr;   // owned
+
+  bool set(PyObject* clock) {
+    Py_INCREF(clock);
+    Py_XSETREF(object, clock);
+    queue = PyObject_TypeCheck(clock, &EventQueueType) ? reinterpret_cast<EventQueue*>(clock) : nullptr;
+    return true;
+  }
+
+  // The time (ns); false with an error set when a Python clock failed.
+  bool now(double* t, bool* integral) const {
+    if (queue != nullptr) {
+      *t = queue->now;
+      *integral = queue->now_integral;
+      return true;
+    }
+    PyObject* value = PyObject_GetAttrString(object, "now");
+    if (value == nullptr) return false;
+    bool ok = read_number(value, t, integral);
+    Py_DECREF(value);
+    return ok;
+  }
+
+  // Runs ``call`` (its references move here) after ``delay`` ns; false with an error set.
+  bool schedule(double delay, bool integral, const Call& call) const {
+    if (queue != nullptr) {
+      push_call(queue, queue->now + delay, integral && queue->now_integral, call);
+      return true;
+    }
+    PyObject* callable = as_callable(call);
+    if (callable == nullptr) return false;
+    PyObject* number = time_object(delay, integral);
+    PyObject* r = number == nullptr ? nullptr : PyObject_CallMethod(object, "schedule", "OOO", number, callable, Py_None);
+    Py_XDECREF(number);
+    Py_DECREF(callable);
+    if (r == nullptr) return false;
+    Py_DECREF(r);
+    return true;
+  }
+};
+
+// ---------------------------------------------------------------------------------
+// RankEvents: one rank's events batched per tick (upstream Sys::register_event and
+// call_events). The first event registered for a tick queues one event that runs
+// the tick's whole bucket, in registration order, including entries registered for
+// the same tick while the bucket runs. Also the rank's local-memory timing, which
+// the windowed phases read.
+
+struct RankEvents {
+  PyObject_HEAD
+  Clock clock;
+  std::unordered_map<double, std::vector<Call>>* buckets;
+  long long rank;
+  long long endpoint_delay_ns;
+  double local_mem_bytes_per_ns;
+};
+
+static PyTypeObject RankEventsType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// Registers ``call`` (its references move here) ``delay`` ns from now.
+static bool register_call(RankEvents* self, double delay, bool integral, const Call& call) {
+  double now;
+  bool now_integral;
+  if (!self->clock.now(&now, &now_integral)) {
+    Call c = call;
+    release(c);
+    return false;
+  }
+  double tick = now + delay;
+  auto found = self->buckets->find(tick);
+  if (found != self->buckets->end()) {
+    found->second.push_back(call);
+    return true;
+  }
+  (*self->buckets)[tick].push_back(call);
+  Call run;
+  run.kind = CALL_BUCKET;
+  run.obj = reinterpret_cast<PyObject*>(self);
+  Py_INCREF(run.obj);
+  run.arg = nullptr;
+  run.v.d = tick;
+  return self->clock.schedule(delay, integral, run);
+}
+
+// Time to reduce ``size`` received bytes: one write and two reads, each bytes /
+// local-mem-bw truncated to whole ns, or upstream's 10 ns each without a bandwidth
+// (PacketBundle::call with Sys::mem_read / mem_write).
+static inline int64_t reduction_delay_ns(const RankEvents* self, int64_t size) {
+  double bw = self->local_mem_bytes_per_ns;
+  if (bw <= 0) return 30;
+  return 3 * static_cast<int64_t>(static_cast<double>(size) / bw);
+}
+
+static bool call_bucket(RankEvents* self, double tick) {
+  auto found = self->buckets->find(tick);
+  if (found == self->buckets->end()) return true;
+  std::vector<Call>& bucket = found->second;  // a node of the map: stable while it grows
+  bool ok = true;
+  size_t i = 0;
+  for (; i < bucket.size(); ++i) {
+    Call c = bucket[i];  // a copy: the vector may grow (and move) while c runs
+    bucket[i].kind = CALL_NONE;
+    bucket[i].obj = bucket[i].arg = nullptr;
+    ok = fire(c);
+    release(c);
+    if (!ok) break;
+  }
+  for (; i < bucket.size(); ++i) release(bucket[i]);
+  self->buckets->erase(tick);
+  return ok;
+}
+
+static int RankEvents_init(RankEvents* self, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"rank", "clock", "endpoint_delay_ns", "local_mem_bytes_per_ns", nullptr};
+  long long rank, endpoint;
+  PyObject* clock;
+  double bw;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "LOLd", const_cast<char**>(names), &rank, &clock, &endpoint, &bw))
+    return -1;
+  self->rank = rank;
+  self->clock.set(clock);
+  self->endpoint_delay_ns = endpoint;
+  self->local_mem_bytes_per_ns = bw;
+  return 0;
+}
+
+static PyObject* RankEvents_new(PyTypeObject* type, PyObject*, PyObject*) {
+  RankEvents* self = reinterpret_cast<RankEvents*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  new (&self->clock) Clock();
+  self->buckets = new std::unordered_map<double, std::vector<Call>>();
+  return reinterpret_cast<PyObject*>(self);
+}
+
+static int RankEvents_traverse(RankEvents* self, visitproc visit, void* arg) {
+  Py_VISIT(self->clock.object);
+  if (self->buckets != nullptr) {
+    for (auto& entry : *self->buckets) {
+      for (Call& c : entry.second) {
+        Py_VISIT(c.obj);
+        Py_VISIT(c.arg);
+      }
+    }
+  }
+  return 0;
+}
+
+static int RankEvents_clear(RankEvents* self) {
+  if (self->buckets != nullptr) {
+    std::unordered_map<double, std::vector<Call>> buckets;
+    buckets.swap(*self->buckets);
+    for (auto& entry : buckets)
+      for (Call& c : entry.second) release(c);
+  }
+  self->clock.queue = nullptr;
+  Py_CLEAR(self->clock.object);
+  return 0;
+}
+
+static void RankEvents_dealloc(RankEvents* self) {
+  PyObject_GC_UnTrack(self);
+  RankEvents_clear(self);
+  delete self->buckets;
+  self->clock.~Clock();
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// register_event(delay_ns, callback, arg=None)
+static PyObject* RankEvents_register_event(RankEvents* self, PyObject* const* args, Py_ssize_t nargs,
+                                           PyObject* kwnames) {
+  PyObject* bound[3];
+  if (kwnames != nullptr || nargs != 3) {
+    static const char* const names[] = {"delay_ns", "callback", "arg"};
+    if (!bind_args("register_event", names, 3, 2, args, nargs, kwnames, bound)) return nullptr;
+    args = bound;
+  }
+  double delay;
+  bool integral;
+  if (!read_number(args[0], &delay, &integral)) return nullptr;
+  if (!(delay >= 0 && delay < INFINITY)) return bad_delay(args[0]);
+  if (!register_call(self, delay, integral, py_call(args[1], args[2]))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* RankEvents_reduction_delay_ns(RankEvents* self, PyObject* size) {
+  long long n = PyLong_AsLongLong(size);
+  if (n == -1 && PyErr_Occurred()) return nullptr;
+  return PyLong_FromLongLong(reduction_delay_ns(self, n));
+}
+
+static PyObject* RankEvents_pending(RankEvents* self, PyObject*) {
+  size_t n = 0;
+  for (auto& entry : *self->buckets) n += entry.second.size();
+  return PyLong_FromSize_t(n);
+}
+
+static PyMethodDef RankEvents_methods[] = {
+    {"register_event", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(RankEvents_register_event)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "register_event(delay_ns, callback, arg=None): run callback(arg) after delay_ns, batched per tick "
+     "(upstream Sys)."},
+    {"reduction_delay_ns", reinterpret_cast<PyCFunction>(RankEvents_reduction_delay_ns), METH_O,
+     "reduction_delay_ns(size): ns to reduce size received bytes (one write, two reads)."},
+    {"pending", reinterpret_cast<PyCFunction>(RankEvents_pending), METH_NOARGS,
+     "The number of registered events not yet run."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef RankEvents_members[] = {
+    {"rank", T_LONGLONG, offsetof(RankEvents, rank), READONLY, "the rank"},
+    {"endpoint_delay_ns", T_LONGLONG, offsetof(RankEvents, endpoint_delay_ns), READONLY,
+     "NPU<->memory time of a packet (ns)"},
+    {"local_mem_bytes_per_ns", T_DOUBLE, offsetof(RankEvents, local_mem_bytes_per_ns), READONLY,
+     "local memory bandwidth (bytes/ns, 0: none given)"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static void init_rank_events_type() {
+  PyTypeObject& t = RankEventsType;
+  t.tp_name = "_astra_kernel.RankEvents";
+  t.tp_basicsize = sizeof(RankEvents);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc =
+      "RankEvents(rank, clock, endpoint_delay_ns, local_mem_bytes_per_ns): one rank's events batched per tick "
+      "(upstream Sys::register_event), and its local-memory timing.";
+  t.tp_new = RankEvents_new;
+  t.tp_init = reinterpret_cast<initproc>(RankEvents_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(RankEvents_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(RankEvents_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(RankEvents_clear);
+  t.tp_methods = RankEvents_methods;
+  t.tp_members = RankEvents_members;
+}
+// ---------------------------------------------------------------------------------
+// AnalyticalLinks: upstream's congestion-unaware analytical model
+// (astra-network-analytical BasicTopology): a message of B bytes between NPUs that
+// first differ in dimension d takes hops * latency_d + B / bandwidth_d ns, truncated
+// to whole ns; hops: Ring the shorter way round, Switch 2, FullyConnected 1.
+
+struct LinkDim {
+  long long stride;
+  long long npus;
+  int kind;  // 0 Ring, 1 Switch, 2 FullyConnected
+  double latency_ns;
+  double bytes_per_ns;
+};
+
+struct AnalyticalLinks {
+  PyObject_HEAD
+  EventQueue* queue;  // owned
+  std::vector<LinkDim>* dims;
+  long long messages;
+  long long bytes_sent;
+};
+
+static PyTypeObject AnalyticalLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// Whole ns as a double: past int64 (a nonsense input) the run's times must stay
+// large, for the reports to refuse them, as Python's ints did.
+static inline double analytical_delay_ns(const AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size) {
+  for (const LinkDim& d : *self->dims) {
+    int64_t a = (src / d.stride) % d.npus;
+    int64_t b = (dst / d.stride) % d.npus;
+    if (a == b) continue;
+    int64_t hops;
+    if (d.kind == 0) {
+      int64_t clockwise = ((b - a) % d.npus + d.npus) % d.npus;
+      hops = clockwise < d.npus - clockwise ? clockwise : d.npus - clockwise;
+    } else if (d.kind == 1) {
+      hops = 2;
+    } else {
+      hops = 1;
+    }
+    return std::trunc(static_cast<double>(hops) * d.latency_ns + static_cast<double>(size) / d.bytes_per_ns);
+  }
+  return 0;
+}
+
+// Times a message and queues ``call`` (its references move here) for its arrival.
+static inline void analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, const Call& call) {
+  ++self->messages;
+  self->bytes_sent += size;
+  EventQueue* q = self->queue;
+  push_call(q, q->now + analytical_delay_ns(self, src, dst, size), q->now_integral, call);
+}
+
+static PyObject* AnalyticalLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
+  AnalyticalLinks* self = reinterpret_cast<AnalyticalLinks*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->dims = new std::vector<LinkDim>();
+  return reinterpret_cast<PyObject*>(self);
+}
+
+static int AnalyticalLinks_init(AnalyticalLinks* self, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"events", "dims", nullptr};
+  PyObject *events, *dims;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O", const_cast<char**>(names), &EventQueueType, &events, &dims))
+    return -1;
+  PyObject* seq = PySequence_Fast(dims, "dims: a sequence of (stride, npus, kind, latency_ns, bytes_per_ns)");
+  if (seq == nullptr) return -1;
+  self->dims->clear();
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    LinkDim d;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "LLidd", &d.stride, &d.npus, &d.kind, &d.latency_ns,
+                          &d.bytes_per_ns)) {
+      Py_DECREF(seq);
+      return -1;
+    }
+    self->dims->push_back(d);
+  }
+  Py_DECREF(seq);
+  Py_INCREF(events);
+  Py_XSETREF(self->queue, reinterpret_cast<EventQueue*>(events));
+  return 0;
+}
+
+static int AnalyticalLinks_traverse(AnalyticalLinks* self, visitproc visit, void* arg) {
+  Py_VISIT(self->queue);
+  return 0;
+}
+
+static int AnalyticalLinks_clear(AnalyticalLinks* self) {
+  Py_CLEAR(self->queue);
+  return 0;
+}
+
+static void AnalyticalLinks_dealloc(AnalyticalLinks* self) {
+  PyObject_GC_UnTrack(self);
+  AnalyticalLinks_clear(self);
+  delete self->dims;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0)
+static PyObject* AnalyticalLinks_send(AnalyticalLinks* self, PyObject* const* args, Py_ssize_t nargs,
+                                      PyObject* kwnames) {
+  PyObject* bound[6];
+  static const char* const names[] = {"src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
+  if (!bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
+  long long src = PyLong_AsLongLong(bound[0]), dst = PyLong_AsLongLong(bound[1]);
+  long long size = PyLong_AsLongLong(bound[2]);
+  if (PyErr_Occurred()) return nullptr;
+  analytical_send(self, src, dst, size, py_call(bound[3], bound[4]));
+  Py_RETURN_NONE;
+}
+
+static PyObject* AnalyticalLinks_delay_ns(AnalyticalLinks* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "delay_ns(src, dst, size_bytes)");
+    return nullptr;
+  }
+  long long src = PyLong_AsLongLong(args[0]), dst = PyLong_AsLongLong(args[1]), size = PyLong_AsLongLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  return PyLong_FromDouble(analytical_delay_ns(self, src, dst, size));
+}
+
+static PyMethodDef AnalyticalLinks_methods[] = {
+    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in."},
+    {"delay_ns", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_delay_ns)),
+     METH_FASTCALL, "delay_ns(src, dst, size_bytes): latency + serialization, whole ns (0 to itself)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef AnalyticalLinks_members[] = {
+    {"messages", T_LONGLONG, offsetof(AnalyticalLinks, messages), READONLY, "messages sent"},
+    {"bytes_sent", T_LONGLONG, offsetof(AnalyticalLinks, bytes_sent), READONLY, "bytes sent"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static void init_analytical_links_type() {
+  PyTypeObject& t = AnalyticalLinksType;
+  t.tp_name = "_astra_kernel.AnalyticalLinks";
+  t.tp_basicsize = sizeof(AnalyticalLinks);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc =
+      "AnalyticalLinks(events, dims): upstream's congestion-unaware analytical delays on the EventQueue events; "
+      "dims: (stride, npus, kind 0 Ring / 1 Switch / 2 FullyConnected, latency_ns, bytes_per_ns) per dimension.";
+  t.tp_new = AnalyticalLinks_new;
+  t.tp_init = reinterpret_cast<initproc>(AnalyticalLinks_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(AnalyticalLinks_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(AnalyticalLinks_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(AnalyticalLinks_clear);
+  t.tp_methods = AnalyticalLinks_methods;
+  t.tp_members = AnalyticalLinks_members;
+}
+// ---------------------------------------------------------------------------------
+// MessageMatcher: sends meet receives (upstream analytical CallbackTracker). A
+// message is keyed by (tag, src, dst, size) and its order among messages with that
+// key: the k-th send matches the k-th receive. When a message arrives, the sender's
+// callback runs, then the receiver's if its receive is posted; else the arrival is
+// kept and a later receive completes after zero delay (upstream sim_recv).
+//
+// Per rank it keeps when at least one of its messages was on the network: from the
+// send until arrival, for sender and receiver alike.
+//
+// With a ``symmetry`` (rank symmetry: representatives stand for classes of ranks) a
+// message to ``dst`` is timed as sent, and is delivered to dst's representative as
+// if from the sender translated the same way (astra_core.system.symmetry); a
+// communicator group's chunk tag is translated with it.
+
+struct MatchKey {
+  int64_t tag, src, dst, size;
+  bool operator==(const MatchKey& o) const { return tag == o.tag && src == o.src && dst == o.dst && size == o.size; }
+};
+
+struct MatchKeyHash {
+  size_t operator()(const MatchKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.tag) * 0x9E3779B97F4A7C15ULL;
+    h ^= static_cast<uint64_t>(k.src) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.dst) + 0x85EBCA77C2B2AE63ULL + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.size) + 0xC2B2AE3D27D4EB4FULL + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+struct MatchEntry {
+  Call on_sent;      // the sender's callback (CALL_NONE: none)
+  Call on_received;  // the receiver's (CALL_NONE: not posted yet)
+  double not_before;  // NaN: none
+  int64_t src, dst;   // the ranks whose in-flight time it counts in
+  bool not_before_integral, sent, arrived, mirrored, in_map, in_network;
+};
+
+struct MessageMatcher {
+  PyObject_HEAD
+  Clock clock;
+  PyObject* backend;      // owned
+  PyObject* send;         // owned: backend.send
+  AnalyticalLinks* links;  // borrowed from `send`: the native model, or nullptr
+  PyObject* symmetry;     // owned, or nullptr
+  std::unordered_map<MatchKey, std::deque<uint32_t>, MatchKeyHash>* waiting;
+  std::vector<MatchEntry>* entries;
+  std::vector<uint32_t>* free_entries;
+  std::vector<int64_t>* busy;
+  std::vector<double>* since;
+  std::vector<std::vector<double>>* logs;
+  std::unordered_map<int64_t, std::pair<int64_t, PyObject*>>* to_rep;  // dst -> (rep, delta), delta owned
+  long long messages;
+  long long bytes;
+  PyObject* weakrefs;
+};
+
+static PyTypeObject MessageMatcherType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static uint32_t new_entry(MessageMatcher* m, bool sending) {
+  uint32_t i;
+  if (!m->free_entries->empty()) {
+    i = m->free_entries->back();
+    m->free_entries->pop_back();
+  } else {
+    i = static_cast<uint32_t>(m->entries->size());
+    m->entries->emplace_back();
+  }
+  MatchEntry& e = (*m->entries)[i];
+  e.on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
+  e.on_received = Call{CALL_NONE, nullptr, nullptr, {0}};
+  e.not_before = NAN;
+  e.src = e.dst = 0;
+  e.sent = sending;
+  e.arrived = e.mirrored = e.in_network = false;
+  e.in_map = true;
+  return i;
+}
+
+static void free_entry_if_done(MessageMatcher* m, uint32_t i) {
+  MatchEntry& e = (*m->entries)[i];
+  if (e.in_map || e.in_network) return;
+  release(e.on_sent);
+  release(e.on_received);
+  m->free_entries->push_back(i);
+}
+
+// The entry of the next send (``sending``) or receive with ``key``: the oldest one
+// only the other side has reached, else a new one that waits.
+static uint32_t match_entry(MessageMatcher* m, const MatchKey& key, bool sending) {
+  auto found = m->waiting->find(key);
+  if (found != m->waiting->end()) {
+    std::deque<uint32_t>& queue = found->second;
+    uint32_t head = queue.front();
+    if ((*m->entries)[head].sent != sending) {
+      queue.pop_front();
+      if (queue.empty()) m->waiting->erase(found);
+      (*m->entries)[head].in_map = false;
+      return head;
+    }
+    uint32_t i = new_entry(m, sending);
+    queue.push_back(i);
+    return i;
+  }
+  uint32_t i = new_entry(m, sending);
+  (*m->waiting)[key].push_back(i);
+  return i;
+}
+
+static bool took_off(MessageMatcher* m, int64_t src, int64_t dst) {
+  std::vector<int64_t>& busy = *m->busy;
+  if (src < 0 || dst < 0 || src >= static_cast<int64_t>(busy.size()) || dst >= static_cast<int64_t>(busy.size())) {
+    PyErr_Format(PyExc_IndexError, "message between ranks %lld and %lld: the run has ranks 0 .. %lld",
+                 static_cast<long long>(src), static_cast<long long>(dst), static_cast<long long>(busy.size()) - 1);
+    return false;
+  }
+  for (int64_t r : {src, dst}) {
+    if (busy[r]++ == 0) {
+      double t;
+      bool integral;
+      if (!m->clock.now(&t, &integral)) return false;
+      (*m->since)[r] = t;
+    }
+  }
+  return true;
+}
+
+static bool close_flight(MessageMatcher* m, int64_t rank) {
+  if (--(*m->busy)[rank] != 0) return true;
+  double now;
+  bool integral;
+  if (!m->clock.now(&now, &integral)) return false;
+  std::vector<double>& log = (*m->logs)[rank];
+  if (!log.empty() && log.back() == (*m->since)[rank]) {
+    log.back() = now;
+    return true;
+  }
+  log.push_back((*m->since)[rank]);
+  log.push_back(now);
+  return true;
+}
+
+// Hands the message of entry ``i`` to the backend.
+static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
+  MatchEntry& e = (*m->entries)[i];
+  e.in_network = true;
+  if (m->links != nullptr) {
+    analytical_send(m->links, src, dst, size, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
+    return true;
+  }
+  PyObject* callable = as_callable(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
+  if (callable == nullptr) return false;
+  PyObject* r = nullptr;
+  PyObject* s = PyLong_FromLongLong(src);
+  PyObject* d = PyLong_FromLongLong(dst);
+  PyObject* n = PyLong_FromLongLong(size);
+  PyObject* t = PyLong_FromLongLong(tag);
+  PyObject* kw = t == nullptr ? nullptr : Py_BuildValue("(s)", "tag");
+  if (s && d && n && t && kw) {
+    PyObject* call_args[6] = {s, d, n, callable, Py_None, t};
+    r = PyObject_Vectorcall(m->send, call_args, 5, kw);
+  }
+  Py_XDECREF(s);
+  Py_XDECREF(d);
+  Py_XDECREF(n);
+  Py_XDECREF(t);
+  Py_XDECREF(kw);
+  Py_DECREF(callable);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+// A rank translated by a symmetry's delta (Python calls: symmetric runs are small).
+static bool shift_rank(MessageMatcher* m, int64_t rank, PyObject* delta, int64_t* out) {
+  PyObject* r = PyObject_CallMethod(m->symmetry, "shift", "LO", static_cast<long long>(rank), delta);
+  if (r == nullptr) return false;
+  *out = PyLong_AsLongLong(r);
+  Py_DECREF(r);
+  return !(*out == -1 && PyErr_Occurred());
+}
+
+// Sends ``size`` bytes now; ``on_sent`` (references move here) runs when they arrive.
+static bool matcher_send(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, const Call& on_sent,
+                         bool collective, double not_before, bool not_before_integral) {
+  if (m->symmetry == nullptr) {
+    uint32_t i = match_entry(m, MatchKey{tag, src, dst, size}, true);
+    MatchEntry& e = (*m->entries)[i];
+    e.on_sent = on_sent;
+    e.sent = true;
+    e.not_before = not_before;
+    e.not_before_integral = not_before_integral;
+    e.src = src;
+    e.dst = dst;
+    ++m->messages;
+    m->bytes += size;
+    if (!took_off(m, src, dst)) return false;
+    return transmit(m, src, dst, size, tag, i);
+  }
+  Call held = on_sent;
+  auto found = m->to_rep->find(dst);
+  if (found == m->to_rep->end()) {
+    PyObject* r = PyObject_CallMethod(m->symmetry, "to_representative", "L", static_cast<long long>(dst));
+    long long rep;
+    PyObject* delta;
+    if (r == nullptr || !PyArg_ParseTuple(r, "LO", &rep, &delta)) {
+      Py_XDECREF(r);
+      release(held);
+      return false;
+    }
+    Py_INCREF(delta);
+    Py_DECREF(r);
+    found = m->to_rep->emplace(dst, std::make_pair(static_cast<int64_t>(rep), delta)).first;
+  }
+  int64_t rep = found->second.first;
+  PyObject* delta = found->second.second;
+  if (collective) {
+    PyObject* r = PyObject_CallMethod(m->symmetry, "shift_tag", "LO", static_cast<long long>(tag), delta);
+    if (r == nullptr) {
+      release(held);
+      return false;
+    }
+    tag = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+  }
+  int64_t shifted;
+  if (!shift_rank(m, src, delta, &shifted)) {
+    release(held);
+    return false;
+  }
+  uint32_t i = match_entry(m, MatchKey{tag, shifted, rep, size}, true);
+  MatchEntry& e = (*m->entries)[i];
+  e.sent = true;
+  e.mirrored = true;
+  e.on_sent = held;
+  e.not_before = not_before;
+  e.not_before_integral = not_before_integral;
+  e.src = src;
+  e.dst = rep;
+  ++m->messages;
+  m->bytes += size;
+  if (!took_off(m, src, rep)) return false;
+  return transmit(m, src, dst, size, tag, i);
+}
+
+// Posts a receive; ``on_received`` (references move here) runs when the message is in.
+static bool matcher_recv(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag,
+                         const Call& on_received) {
+  uint32_t i = match_entry(m, MatchKey{tag, src, dst, size}, false);
+  MatchEntry& e = (*m->entries)[i];
+  if (e.arrived) {
+    bool ok = m->clock.schedule(0, true, on_received);
+    free_entry_if_done(m, i);
+    return ok;
+  }
+  e.on_received = on_received;
+  return true;
+}
+
+static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
+  MatchEntry* e = &(*m->entries)[i];
+  if (!std::isnan(e->not_before)) {
+    double now;
+    bool integral;
+    if (!m->clock.now(&now, &integral)) return false;
+    double wait = e->not_before - now;
+    e->not_before = NAN;
+    if (wait > 0)
+      return m->clock.schedule(wait, integral && e->not_before_integral,
+                               kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
+  }
+  bool ok = true;
+  if (e->mirrored && e->on_sent.kind != CALL_NONE) {  // a mirrored message: the sender first
+    Call c = e->on_sent;
+    e->on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
+    ok = fire(c);
+    release(c);
+    e = &(*m->entries)[i];  // the callback may have grown the pool
+    if (!ok) return false;
+  }
+  if (!close_flight(m, e->src) || !close_flight(m, e->dst)) return false;
+  if (e->on_sent.kind != CALL_NONE) {
+    Call c = e->on_sent;
+    e->on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
+    ok = fire(c);
+    release(c);
+    e = &(*m->entries)[i];
+    if (!ok) return false;
+  }
+  e->in_network = false;
+  if (e->on_received.kind != CALL_NONE) {
+    Call c = e->on_received;
+    e->on_received = Call{CALL_NONE, nullptr, nullptr, {0}};
+    free_entry_if_done(m, i);
+    ok = fire(c);
+    release(c);
+    return ok;
+  }
+  e->arrived = true;
+  free_entry_if_done(m, i);
+  return true;
+}
+
+static int MessageMatcher_init(MessageMatcher* m, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"backend", "clock", "npus", "symmetry", nullptr};
+  PyObject *backend, *clock, *symmetry = Py_None;
+  Py_ssize_t npus;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|O", const_cast<char**>(names), &backend, &clock, &npus,
+                                   &symmetry))
+    return -1;
+  PyObject* send = PyObject_GetAttrString(backend, "send");
+  if (send == nullptr) return -1;
+  Py_INCREF(backend);
+  Py_XSETREF(m->backend, backend);
+  Py_XSETREF(m->send, send);
+  m->clock.set(clock);
+  m->links = nullptr;
+  if (PyCFunction_Check(send)) {
+    PyObject* owner = PyCFunction_GET_SELF(send);
+    if (owner != nullptr && PyObject_TypeCheck(owner, &AnalyticalLinksType) &&
+        reinterpret_cast<AnalyticalLinks*>(owner)->queue == m->clock.queue)
+      m->links = reinterpret_cast<AnalyticalLinks*>(owner);
+  }
+  if (symmetry != Py_None) {
+    Py_INCREF(symmetry);
+    Py_XSETREF(m->symmetry, symmetry);
+  }
+  m->busy->assign(npus, 0);
+  m->since->assign(npus, 0.0);
+  m->logs->assign(npus, std::vector<double>());
+  return 0;
+}
+
+static PyObject* MessageMatcher_new(PyTypeObject* type, PyObject*, PyObject*) {
+  MessageMatcher* m = reinterpret_cast<MessageMatcher*>(type->tp_alloc(type, 0));
+  if (m == nullptr) return nullptr;
+  new (&m->clock) Clock();
+  m->waiting = new std::unordered_map<MatchKey, std::deque<uint32_t>, MatchKeyHash>();
+  m->entries = new std::vector<MatchEntry>();
+  m->free_entries = new std::vector<uint32_t>();
+  m->busy = new std::vector<int64_t>();
+  m->since = new std::vector<double>();
+  m->logs = new std::vector<std::vector<double>>();
+  m->to_rep = new std::unordered_map<int64_t, std::pair<int64_t, PyObject*>>();
+  return reinterpret_cast<PyObject*>(m);
+}
+
+static int MessageMatcher_traverse(MessageMatcher* m, visitproc visit, void* arg) {
+  Py_VISIT(m->clock.object);
+  Py_VISIT(m->backend);
+  Py_VISIT(m->send);
+  Py_VISIT(m->symmetry);
+  if (m->entries != nullptr) {
+    for (MatchEntry& e : *m->entries) {
+      Py_VISIT(e.on_sent.obj);
+      Py_VISIT(e.on_sent.arg);
+      Py_VISIT(e.on_received.obj);
+      Py_VISIT(e.on_received.arg);
+    }
+  }
+  if (m->to_rep != nullptr)
+    for (auto& entry : *m->to_rep) Py_VISIT(entry.second.second);
+  return 0;
+}
+
+static int MessageMatcher_clear(MessageMatcher* m) {
+  if (m->entries != nullptr) {
+    for (MatchEntry& e : *m->entries) {
+      release(e.on_sent);
+      release(e.on_received);
+    }
+  }
+  if (m->to_rep != nullptr) {
+    for (auto& entry : *m->to_rep) Py_CLEAR(entry.second.second);
+    m->to_rep->clear();
+  }
+  m->clock.queue = nullptr;
+  Py_CLEAR(m->clock.object);
+  Py_CLEAR(m->backend);
+  Py_CLEAR(m->send);
+  Py_CLEAR(m->symmetry);
+  m->links = nullptr;
+  return 0;
+}
+
+static void MessageMatcher_dealloc(MessageMatcher* m) {
+  PyObject_GC_UnTrack(m);
+  if (m->weakrefs != nullptr) PyObject_ClearWeakRefs(reinterpret_cast<PyObject*>(m));
+  MessageMatcher_clear(m);
+  delete m->waiting;
+  delete m->entries;
+  delete m->free_entries;
+  delete m->busy;
+  delete m->since;
+  delete m->logs;
+  delete m->to_rep;
+  m->clock.~Clock();
+  Py_TYPE(m)->tp_free(reinterpret_cast<PyObject*>(m));  // a Python subclass's type: its dealloc lets go
+}
+
+static bool read_int64(PyObject* value, int64_t* out) {
+  long long v = PyLong_AsLongLong(value);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = v;
+  return true;
+}
+
+// send(src, dst, size, tag, on_sent, arg, collective=False, not_before_ns=None)
+static PyObject* MessageMatcher_send(MessageMatcher* m, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* bound[8];
+  static const char* const names[] = {"src", "dst", "size", "tag", "on_sent", "arg", "collective", "not_before_ns"};
+  if (!bind_args("send", names, 8, 6, args, nargs, kwnames, bound)) return nullptr;
+  int64_t src, dst, size, tag;
+  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size) ||
+      !read_int64(bound[3], &tag))
+    return nullptr;
+  int collective = PyObject_IsTrue(bound[6]);
+  if (collective < 0) return nullptr;
+  double not_before = NAN;
+  bool integral = false;
+  if (bound[7] != Py_None && !read_number(bound[7], &not_before, &integral)) return nullptr;
+  Call on_sent = bound[4] == Py_None ? Call{CALL_NONE, nullptr, nullptr, {0}} : py_call(bound[4], bound[5]);
+  if (!matcher_send(m, src, dst, size, tag, on_sent, collective != 0, not_before, integral)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// recv(src, dst, size, tag, on_received, arg)
+static PyObject* MessageMatcher_recv(MessageMatcher* m, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* bound[6];
+  static const char* const names[] = {"src", "dst", "size", "tag", "on_received", "arg"};
+  if (!bind_args("recv", names, 6, 6, args, nargs, kwnames, bound)) return nullptr;
+  int64_t src, dst, size, tag;
+  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size) ||
+      !read_int64(bound[3], &tag))
+    return nullptr;
+  if (!matcher_recv(m, src, dst, size, tag, py_call(bound[4], bound[5]))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* MessageMatcher_arrived_unreceived(MessageMatcher* m, PyObject*) {
+  PyObject* out = PyList_New(0);
+  if (out == nullptr) return nullptr;
+  for (auto& entry : *m->waiting) {
+    for (uint32_t i : entry.second) {
+      const MatchEntry& e = (*m->entries)[i];
+      if (!(e.sent && e.arrived)) continue;
+      const MatchKey& k = entry.first;
+      PyObject* item = Py_BuildValue("(LLLL)", static_cast<long long>(k.src), static_cast<long long>(k.dst),
+                                     static_cast<long long>(k.tag), static_cast<long long>(k.size));
+      if (item == nullptr || PyList_Append(out, item) < 0) {
+        Py_XDECREF(item);
+        Py_DECREF(out);
+        return nullptr;
+      }
+      Py_DECREF(item);
+    }
+  }
+  return out;
+}
+
+static PyObject* MessageMatcher_get_delivered(MessageMatcher* m, void*) {
+  long long in_flight = 0;
+  for (int64_t b : *m->busy) in_flight += b;
+  return PyLong_FromLongLong(m->messages - in_flight / 2);
+}
+
+static PyObject* array_type = nullptr;  // array.array
+
+static PyObject* MessageMatcher_get_in_flight(MessageMatcher* m, void*) {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  for (size_t rank = 0; rank < m->logs->size(); ++rank) {
+    const std::vector<double>& log = (*m->logs)[rank];
+    if (log.empty()) continue;
+    PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(log.data()),
+                                                static_cast<Py_ssize_t>(log.size() * sizeof(double)));
+    PyObject* array = bytes == nullptr ? nullptr : PyObject_CallFunction(array_type, "sO", "d", bytes);
+    Py_XDECREF(bytes);
+    PyObject* key = PyLong_FromSize_t(rank);
+    if (array == nullptr || key == nullptr || PyDict_SetItem(out, key, array) < 0) {
+      Py_XDECREF(array);
+      Py_XDECREF(key);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(array);
+    Py_DECREF(key);
+  }
+  return out;
+}
+
+static PyMethodDef MessageMatcher_methods[] = {
+    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(MessageMatcher_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "send(src, dst, size, tag, on_sent, arg, collective=False, not_before_ns=None): send size bytes now; "
+     "on_sent(arg) when they arrive (None: nothing); not_before_ns: arrival at both ends no earlier."},
+    {"recv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(MessageMatcher_recv)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "recv(src, dst, size, tag, on_received, arg): on_received(arg) when the matching message is in."},
+    {"arrived_unreceived", reinterpret_cast<PyCFunction>(MessageMatcher_arrived_unreceived), METH_NOARGS,
+     "(src, dst, tag, bytes) of messages that arrived and no receive matched (representatives' frame)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef MessageMatcher_members[] = {
+    {"messages", T_LONGLONG, offsetof(MessageMatcher, messages), READONLY, "messages sent"},
+    {"bytes", T_LONGLONG, offsetof(MessageMatcher, bytes), READONLY, "bytes sent"},
+    {"backend", T_OBJECT, offsetof(MessageMatcher, backend), READONLY, "the network backend"},
+    {"symmetry", T_OBJECT, offsetof(MessageMatcher, symmetry), READONLY, "the rank symmetry, or None"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static PyGetSetDef MessageMatcher_getset[] = {
+    {"delivered", reinterpret_cast<getter>(MessageMatcher_get_delivered), nullptr,
+     "messages sent so far that have arrived", nullptr},
+    {"in_flight", reinterpret_cast<getter>(MessageMatcher_get_in_flight), nullptr,
+     "rank -> array('d') of start, end, ... (ns) when at least one of its messages was in flight", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_message_matcher_type() {
+  PyTypeObject& t = MessageMatcherType;
+  t.tp_name = "_astra_kernel.MessageMatcher";
+  t.tp_basicsize = sizeof(MessageMatcher);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
+  t.tp_doc =
+      "MessageMatcher(backend, clock, npus, symmetry=None): sends meet receives (the k-th send of a key meets "
+      "the k-th receive) and go to the backend; see astra_core.system.p2p.";
+  t.tp_new = MessageMatcher_new;
+  t.tp_init = reinterpret_cast<initproc>(MessageMatcher_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(MessageMatcher_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(MessageMatcher_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(MessageMatcher_clear);
+  t.tp_methods = MessageMatcher_methods;
+  t.tp_members = MessageMatcher_members;
+  t.tp_getset = MessageMatcher_getset;
+  t.tp_weaklistoffset = offsetof(MessageMatcher, weakrefs);
+}
+// ---------------------------------------------------------------------------------
+// WindowedPhase: one rank's phase of one chunk run from its plan exactly as
+// upstream's Ring family does (Ring.cc, AllToAll.cc, HalvingDoubling.cc); see
+// astra_core.system.collectives.plan. ``window`` packets go through local memory at
+// the start and one per received message; each packet, once through (and reduced
+// where its flag says), frees a send slot; a freed slot sends the oldest unsent
+// message and posts its receive; messages from index ``barrier`` on wait until that
+// many messages have been received. The phase ends when every message is sent and
+// every slot is free again: the stream's owner moves it to its next phase.
+
+struct PlanMessage {
+  int64_t dst, src, size;
+};
+
+struct PlanPacket {
+  bool reduce;
+  int64_t size;
+};
+
+// Item ``i`` of a plan's tuple of integer triples or pairs (the plans are tuples of
+// tuples of ints; anything else raises TypeError).
+static bool read_ints(PyObject* items, long long i, int count, long long* out) {
+  PyObject* item = PyTuple_GET_ITEM(items, i);
+  if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != count) {
+    PyErr_Format(PyExc_TypeError, "a plan's entry %lld is not a tuple of %d", i, count);
+    return false;
+  }
+  for (int k = 0; k < count; ++k) {
+    out[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(item, k));
+    if (out[k] == -1 && PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+static bool read_message(PyObject* messages, long long i, PlanMessage* out) {
+  long long v[3];
+  if (!read_ints(messages, i, 3, v)) return false;
+  *out = PlanMessage{v[0], v[1], v[2]};
+  return true;
+}
+
+static bool read_packet(PyObject* packets, long long i, PlanPacket* out) {
+  long long v[2];
+  if (!read_ints(packets, i, 2, v)) return false;  // a bool is an int
+  *out = PlanPacket{v[0] != 0, v[1]};
+  return true;
+}
+
+// Upstream's Transmition::Fast (communicator-group rings): a fixed 10 ns NPU<->memory hop.
+static const int64_t FAST_TRANSMISSION_NS = 10;
+
+struct WindowedPhase {
+  PyObject_HEAD
+  PyObject* comm_type;
+  PyObject* stream;
+  long long rank, data_size, final_data_size;
+  PyObject* messages;  // tuple of (dst, src, bytes): shared, as the plans share them
+  PyObject* packets;   // tuple of (reduce, bytes)
+  long long window, barrier;  // barrier -1: none
+  int fast;
+  long long sent, received_count, inserted, free;
+  RankEvents* events;        // owned, bound at start
+  MessageMatcher* matcher;   // owned, bound at start
+  long long tag;
+};
+
+static PyTypeObject WindowedPhaseType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static bool phase_insert(WindowedPhase* p) {
+  if (p->inserted >= PyTuple_GET_SIZE(p->packets)) {
+    PyErr_Format(PyExc_IndexError, "windowed phase of rank %lld: packet %lld of %zd", p->rank, p->inserted,
+                 PyTuple_GET_SIZE(p->packets));
+    return false;
+  }
+  PlanPacket packet;
+  if (!read_packet(p->packets, p->inserted++, &packet)) return false;
+  int64_t delay = p->fast ? FAST_TRANSMISSION_NS : p->events->endpoint_delay_ns;
+  return register_call(p->events, static_cast<double>(delay), true,
+                       kernel_call(packet.reduce ? CALL_REDUCE : CALL_GENERAL, reinterpret_cast<PyObject*>(p),
+                                   packet.size));
+}
+
+static bool phase_reduce(WindowedPhase* p, int64_t size) {
+  return register_call(p->events, static_cast<double>(reduction_delay_ns(p->events, size)), true,
+                       kernel_call(CALL_GENERAL, reinterpret_cast<PyObject*>(p), 0));
+}
+
+static bool phase_received(WindowedPhase* p) {
+  ++p->received_count;
+  return phase_insert(p);
+}
+
+static bool phase_exit(WindowedPhase* p) {
+  PyObject* owner = PyObject_GetAttrString(p->stream, "owner");
+  if (owner == nullptr) return false;
+  PyObject* r = PyObject_CallMethod(owner, "proceed_to_next_phase", "O", p->stream);
+  Py_DECREF(owner);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+static bool phase_general(WindowedPhase* p) {
+  ++p->free;
+  if (p->barrier >= 0 && p->sent >= p->barrier && p->received_count < p->barrier) return true;  // banked
+  const long long n = PyTuple_GET_SIZE(p->messages);
+  while (p->free && p->sent < n && p->sent < p->inserted) {
+    PlanMessage msg;
+    if (!read_message(p->messages, p->sent, &msg)) return false;
+    if (!matcher_send(p->matcher, p->events->rank, msg.dst, msg.size, p->tag, Call{CALL_NONE, nullptr, nullptr, {0}},
+                      true, NAN, false))
+      return false;
+    if (!matcher_recv(p->matcher, msg.src, p->events->rank, msg.size, p->tag,
+                      kernel_call(CALL_RECEIVED, reinterpret_cast<PyObject*>(p), 0)))
+      return false;
+    ++p->sent;
+    --p->free;
+  }
+  if (p->sent == n && p->free == p->window) return phase_exit(p);
+  return true;
+}
+
+static bool phase_start(WindowedPhase* p) {
+  if (p->stream == nullptr || p->stream == Py_None) {
+    PyErr_SetString(PyExc_RuntimeError, "a windowed phase started before its stream was bound");
+    return false;
+  }
+  PyObject* owner = PyObject_GetAttrString(p->stream, "owner");
+  if (owner == nullptr) return false;
+  PyObject* events = PyObject_GetAttrString(owner, "events");
+  PyObject* matcher = events == nullptr ? nullptr : PyObject_GetAttrString(owner, "matcher");
+  PyObject* tag = matcher == nullptr ? nullptr : PyObject_GetAttrString(p->stream, "stream_id");
+  Py_DECREF(owner);
+  bool ok = tag != nullptr;
+  if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, &MessageMatcherType))) {
+    PyErr_SetString(PyExc_TypeError, "a windowed phase runs on a rank whose events and matcher are the kernel's");
+    ok = false;
+  }
+  if (ok) {
+    p->tag = PyLong_AsLongLong(tag);
+    ok = !(p->tag == -1 && PyErr_Occurred());
+  }
+  if (ok) {
+    Py_XSETREF(p->events, reinterpret_cast<RankEvents*>(events));
+    Py_XSETREF(p->matcher, reinterpret_cast<MessageMatcher*>(matcher));
+    events = matcher = nullptr;
+  }
+  Py_XDECREF(events);
+  Py_XDECREF(matcher);
+  Py_XDECREF(tag);
+  for (long long i = 0; ok && i < p->window; ++i) ok = phase_insert(p);
+  return ok;
+}
+
+static PyObject* WindowedPhase_new(PyTypeObject* type, PyObject*, PyObject*) {
+  WindowedPhase* p = reinterpret_cast<WindowedPhase*>(type->tp_alloc(type, 0));
+  if (p == nullptr) return nullptr;
+  p->messages = PyTuple_New(0);
+  p->packets = PyTuple_New(0);
+  p->barrier = -1;
+  Py_INCREF(Py_None);
+  p->stream = Py_None;
+  Py_INCREF(Py_None);
+  p->comm_type = Py_None;
+  return reinterpret_cast<PyObject*>(p);
+}
+
+// WindowedPhase(comm_type, rank, data_size, messages, window, packets, final_data_size, barrier=None, fast=False)
+static int WindowedPhase_init(WindowedPhase* p, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"comm_type", "rank",           "data_size", "messages", "window",
+                                "packets",   "final_data_size", "barrier",   "fast",     nullptr};
+  PyObject *comm_type, *messages, *packets, *barrier = Py_None;
+  long long rank, data_size, window, final_size;
+  int fast = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OLLOLOL|Op", const_cast<char**>(names), &comm_type, &rank, &data_size,
+                                   &messages, &window, &packets, &final_size, &barrier, &fast))
+    return -1;
+  PyObject* message_tuple = PySequence_Tuple(messages);  // a tuple is kept, not copied
+  if (message_tuple == nullptr) return -1;
+  Py_XSETREF(p->messages, message_tuple);
+  PyObject* packet_tuple = PySequence_Tuple(packets);
+  if (packet_tuple == nullptr) return -1;
+  Py_XSETREF(p->packets, packet_tuple);
+  if (barrier != Py_None) {
+    p->barrier = PyLong_AsLongLong(barrier);
+    if (p->barrier == -1 && PyErr_Occurred()) return -1;
+  }
+  Py_INCREF(comm_type);
+  Py_XSETREF(p->comm_type, comm_type);
+  p->rank = rank;
+  p->data_size = data_size;
+  p->window = window;
+  p->final_data_size = final_size;
+  p->fast = fast;
+  return 0;
+}
+
+static int WindowedPhase_traverse(WindowedPhase* p, visitproc visit, void* arg) {
+  Py_VISIT(p->comm_type);
+  Py_VISIT(p->stream);
+  Py_VISIT(p->messages);
+  Py_VISIT(p->packets);
+  Py_VISIT(p->events);
+  Py_VISIT(p->matcher);
+  return 0;
+}
+
+static int WindowedPhase_clear(WindowedPhase* p) {
+  Py_CLEAR(p->comm_type);
+  Py_CLEAR(p->stream);
+  Py_CLEAR(p->messages);
+  Py_CLEAR(p->packets);
+  Py_CLEAR(p->events);
+  Py_CLEAR(p->matcher);
+  return 0;
+}
+
+static void WindowedPhase_dealloc(WindowedPhase* p) {
+  PyObject_GC_UnTrack(p);
+  WindowedPhase_clear(p);
+  Py_TYPE(p)->tp_free(reinterpret_cast<PyObject*>(p));  // a Python subclass's type: its dealloc lets go
+}
+
+static PyObject* WindowedPhase_start(WindowedPhase* p, PyObject*) {
+  if (!phase_start(p)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* WindowedPhase_received(WindowedPhase* p, PyObject* const*, Py_ssize_t) {
+  if (!phase_received(p)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* WindowedPhase_general(WindowedPhase* p, PyObject* const*, Py_ssize_t) {
+  if (!phase_general(p)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef WindowedPhase_methods[] = {
+    {"start", reinterpret_cast<PyCFunction>(WindowedPhase_start), METH_NOARGS,
+     "STREAM_INIT: the phase got its queue slot; its first window of packets go through local memory."},
+    {"received", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(WindowedPhase_received)),
+     METH_FASTCALL, "PACKET_RECEIVED: a message this phase posted a receive for arrived (any argument ignored)."},
+    {"general", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(WindowedPhase_general)),
+     METH_FASTCALL, "GENERAL: a packet is through local memory (any argument ignored)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef WindowedPhase_members[] = {
+    {"comm_type", T_OBJECT, offsetof(WindowedPhase, comm_type), READONLY, "the collective (CommType)"},
+    {"stream", T_OBJECT, offsetof(WindowedPhase, stream), 0, "the stream this phase belongs to"},
+    {"rank", T_LONGLONG, offsetof(WindowedPhase, rank), READONLY, "the rank"},
+    {"data_size", T_LONGLONG, offsetof(WindowedPhase, data_size), READONLY, "bytes entering the phase"},
+    {"final_data_size", T_LONGLONG, offsetof(WindowedPhase, final_data_size), READONLY, "bytes leaving it"},
+    {"window", T_LONGLONG, offsetof(WindowedPhase, window), READONLY, "packets in flight at once"},
+    {"sent", T_LONGLONG, offsetof(WindowedPhase, sent), READONLY, "messages sent so far"},
+    {"received_count", T_LONGLONG, offsetof(WindowedPhase, received_count), READONLY, "messages received so far"},
+    {"inserted", T_LONGLONG, offsetof(WindowedPhase, inserted), READONLY, "packets into local memory so far"},
+    {"free", T_LONGLONG, offsetof(WindowedPhase, free), READONLY, "free send slots"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static void init_windowed_phase_type() {
+  PyTypeObject& t = WindowedPhaseType;
+  t.tp_name = "_astra_kernel.WindowedPhase";
+  t.tp_basicsize = sizeof(WindowedPhase);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
+  t.tp_doc =
+      "WindowedPhase(comm_type, rank, data_size, messages, window, packets, final_data_size, barrier=None, "
+      "fast=False): one rank's phase of one chunk, run from its plan (astra_core.system.collectives.plan).";
+  t.tp_new = WindowedPhase_new;
+  t.tp_init = reinterpret_cast<initproc>(WindowedPhase_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(WindowedPhase_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(WindowedPhase_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(WindowedPhase_clear);
+  t.tp_methods = WindowedPhase_methods;
+  t.tp_members = WindowedPhase_members;
+}
+
+// ---------------------------------------------------------------------------------
+// The dispatch of a call
+
+static bool fire(const Call& c) {
+  switch (c.kind) {
+    case CALL_PY: {
+      PyObject* r = PyObject_CallOneArg(c.obj, c.arg);
+      if (r == nullptr) return false;
+      Py_DECREF(r);
+      return true;
+    }
+    case CALL_BUCKET:
+      return call_bucket(reinterpret_cast<RankEvents*>(c.obj), c.v.d);
+    case CALL_ARRIVED:
+      return matcher_arrived(reinterpret_cast<MessageMatcher*>(c.obj), static_cast<uint32_t>(c.v.i));
+    case CALL_RECEIVED:
+      return phase_received(reinterpret_cast<WindowedPhase*>(c.obj));
+    case CALL_GENERAL:
+      return phase_general(reinterpret_cast<WindowedPhase*>(c.obj));
+    case CALL_REDUCE:
+      return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
+    default:
+      return true;
+  }
+}
+
+// ---------------------------------------------------------------------------------
 // Module
 
 static PyModuleDef kernel_module = {PyModuleDef_HEAD_INIT, "_astra_kernel",
@@ -485,14 +1813,35 @@ static PyModuleDef kernel_module = {PyModuleDef_HEAD_INIT, "_astra_kernel",
 extern "C" PyObject* PyInit__astra_kernel() {
   using namespace astra_kernel;
   init_event_queue_type();
-  if (PyType_Ready(&EventQueueType) < 0) return nullptr;
+  init_kernel_call_type();
+  init_rank_events_type();
+  init_analytical_links_type();
+  init_message_matcher_type();
+  init_windowed_phase_type();
+  struct {
+    const char* name;
+    PyTypeObject* type;
+  } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
+               {"RankEvents", &RankEventsType},         {"AnalyticalLinks", &AnalyticalLinksType},
+               {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType}};
+  for (auto& t : types)
+    if (PyType_Ready(t.type) < 0) return nullptr;
+  if (array_type == nullptr) {
+    PyObject* array_module = PyImport_ImportModule("array");
+    if (array_module == nullptr) return nullptr;
+    array_type = PyObject_GetAttrString(array_module, "array");
+    Py_DECREF(array_module);
+    if (array_type == nullptr) return nullptr;
+  }
   PyObject* module = PyModule_Create(&kernel_module);
   if (module == nullptr) return nullptr;
-  Py_INCREF(&EventQueueType);
-  if (PyModule_AddObject(module, "EventQueue", reinterpret_cast<PyObject*>(&EventQueueType)) < 0) {
-    Py_DECREF(&EventQueueType);
-    Py_DECREF(module);
-    return nullptr;
+  for (auto& t : types) {
+    Py_INCREF(t.type);
+    if (PyModule_AddObject(module, t.name, reinterpret_cast<PyObject*>(t.type)) < 0) {
+      Py_DECREF(t.type);
+      Py_DECREF(module);
+      return nullptr;
+    }
   }
   PyModule_AddIntConstant(module, "PROGRESS_EVERY", PROGRESS_EVERY);
   return module;

@@ -34,7 +34,7 @@ from astra_core.workload.network_fit import check_network_fit
 
 if TYPE_CHECKING:
     from astra_core.config.nccl import NcclConfig
-    from astra_core.system.collectives.base import CollectivePhase
+    from astra_core.system.collectives.base import PhaseAlgorithm
 
 
 @dataclass(frozen=True)
@@ -163,15 +163,15 @@ def _members(dim: DimTopology) -> tuple[int, ...]:
     return tuple(cast(RingTopology, dim.ring).members)
 
 
-def _custom_factory(source: str) -> Callable[[CommType, int, DimTopology, int], CollectivePhase]:
-    def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
+def _custom_factory(source: str) -> Callable[[CommType, int, DimTopology, int], PhaseAlgorithm]:
+    def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
         return custom_phase(comm_type, rank, _members(dim), data_size, source)
 
     return factory
 
 
-def _nccl_factory(nccl: NcclModel) -> Callable[[CommType, int, DimTopology, int], CollectivePhase]:
-    def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
+def _nccl_factory(nccl: NcclModel) -> Callable[[CommType, int, DimTopology, int], PhaseAlgorithm]:
+    def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
         return nccl.phase(comm_type, rank, _members(dim), data_size)
 
     return factory

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from astra_core.config.collective_impl import CollectiveAlgorithm
 from astra_core.errors import ConfigError
+from astra_core.events import kernel
 from astra_core.system.clock import clock_of
 from astra_core.system.collectives import DimTopology, build_logical_dims
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
@@ -35,7 +36,7 @@ from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
     from astra_core.backend import NetworkBackend
-    from astra_core.system.collectives.base import CollectivePhase
+    from astra_core.system.collectives.base import PhaseAlgorithm
     from astra_core.system.context import RunContext
     from astra_core.system.p2p import MessageMatcher
     from astra_core.workload.chakra import ETNode
@@ -141,38 +142,26 @@ class RankSystem:
         self.ready_list: list[Stream] = []
         self.active_streams: list[list[Stream]] = [[] for _ in range(queues)]
         self.running_streams = [0] * queues
-        self.buckets: dict[int, list[tuple[Callable[[Any], None], Any]]] = {}
+        #: The rank's events batched per tick and its local-memory timing, in the kernel
+        #: (upstream ``Sys::register_event`` / ``call_events``).
+        self.events = kernel().RankEvents(
+            rank, self._clock, self.endpoint_delay_ns, self.local_mem_bytes_per_ns
+        )
+        #: ``register_event(delay_ns, callback, arg=None)``: run ``callback(arg)`` after
+        #: ``delay_ns``, batched per tick: the first event of a tick queues one event that runs
+        #: the tick's events in the order they were registered, also those registered for the
+        #: tick while they run (upstream ``Sys``).
+        self.register_event: Callable[..., None] = self.events.register_event
 
     # -- clock --------------------------------------------------------------
     def now(self) -> float:
         return self._clock.now
-
-    def register_event(self, delay_ns: int, callback: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``callback(arg)`` after ``delay_ns``, batched per tick (upstream Sys)."""
-        clock = self._clock
-        tick = clock.now + delay_ns
-        bucket = self.buckets.get(tick)
-        if bucket is None:
-            self.buckets[tick] = [(callback, arg)]
-            clock.schedule(delay_ns, self._call_events, tick)
-        else:
-            bucket.append((callback, arg))
 
     def schedule_last(self, callback: Callable[[Any], None]) -> None:
         """Run ``callback(None)`` at the current time, after every event already
         queued for it (the backend's queue runs same-time events in the order
         they were scheduled)."""
         self._clock.schedule(0, callback, None)
-
-    def _call_events(self, tick: int) -> None:
-        bucket = self.buckets[tick]
-        i = 0
-        # The bucket may grow while it runs (zero-delay registrations).
-        while i < len(bucket):
-            callback, arg = bucket[i]
-            callback(arg)
-            i += 1
-        del self.buckets[tick]
 
     # -- local memory ---------------------------------------------------------
     def reduction_delay_ns(self, size: int) -> int:
@@ -182,10 +171,7 @@ class RankSystem:
         (upstream ``PacketBundle::call`` with ``Sys::mem_read/mem_write``);
         without a local-mem-bw each access costs upstream's fallback 10 ns.
         """
-        bw = self.local_mem_bytes_per_ns
-        if bw <= 0:
-            return 30
-        return 3 * int(size / bw)
+        return self.events.reduction_delay_ns(size)
 
     # -- messages -------------------------------------------------------------
     def send_collective(self, dst: int, size: int, tag: int) -> None:
@@ -368,7 +354,7 @@ class RankSystem:
             stream.dataset.phase_times.append(
                 (
                     stream.phase.dim,
-                    cast("CollectivePhase", stream.algorithm).comm_type.label,
+                    cast("PhaseAlgorithm", stream.algorithm).comm_type.label,
                     stream.phase_start_ns,
                     now,
                 )
@@ -414,7 +400,7 @@ class RankSystem:
         for queue in self.active_streams:
             for stream in queue:
                 state = (
-                    cast("CollectivePhase", stream.algorithm).waiting_for()  # on a queue: set
+                    cast("PhaseAlgorithm", stream.algorithm).waiting_for()  # on a queue: set
                     if stream.initialized
                     else "queued behind another chunk"
                 )

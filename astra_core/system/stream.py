@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from astra_core.system.collectives.base import CollectivePhase, PhasePort
+from astra_core.system.collectives.base import PhaseAlgorithm, PhasePort
 
 
 class Phase:
@@ -20,7 +20,7 @@ class Phase:
 
     __slots__ = ("dim", "algorithm")
 
-    def __init__(self, dim: int, algorithm: CollectivePhase):
+    def __init__(self, dim: int, algorithm: PhaseAlgorithm):
         self.dim = dim
         self.algorithm = algorithm
 
@@ -95,7 +95,7 @@ class Stream:
         for phase in phases:
             phase.algorithm.stream = self
         self.phase: Phase | None = None
-        self.algorithm: CollectivePhase | None = None
+        self.algorithm: PhaseAlgorithm | None = None
         self.current_queue_id = -1
         self.initialized = False
         self.phase_start_ns = 0.0
@@ -104,4 +104,4 @@ class Stream:
         """The stream got a slot on its queue: start the current phase."""
         self.initialized = True
         self.phase_start_ns = self.owner.now()
-        cast("CollectivePhase", self.algorithm).start()  # set: the stream is on a queue
+        cast("PhaseAlgorithm", self.algorithm).start()  # set: the stream is on a queue

@@ -37,14 +37,17 @@ FAST_TRANSMISSION_NS = 10
 
 class PhasePort(Protocol):
     """All a phase may use of the rank that runs it (its stream's ``owner``, a
-    :class:`~astra_core.system.rank.RankSystem`): the rank's ``id``, the run's
-    message ``matcher`` (``send`` and ``recv``, the hot path) or the
+    :class:`~astra_core.system.rank.RankSystem`): the rank's ``id``, its kernel
+    ``events`` (tick buckets and local-memory timing, which the kernel's windowed
+    phases use), the run's message ``matcher`` (``send`` and ``recv``, the hot
+    path) or the
     ``send_collective`` / ``recv_collective`` shorthands, the rank's clock (``now``,
     ``register_event``, batched per tick as upstream's ``Sys``), the local-memory
     model (``endpoint_delay_ns``, ``reduction_delay_ns``) and the hand-over of the
     stream to its next phase. Nothing else of the run is in a phase's reach."""
 
     id: int
+    events: Any
     matcher: MessageMatcher
     endpoint_delay_ns: int
 
@@ -59,6 +62,20 @@ class PhasePort(Protocol):
     def recv_collective(self, src: int, size: int, tag: int, on_received: Callable[[Any], None]) -> None: ...
 
     def proceed_to_next_phase(self, stream: Stream) -> None: ...
+
+
+class PhaseAlgorithm(Protocol):
+    """What the system layer uses of a phase: a :class:`CollectivePhase` (the
+    Python base of NCCL, custom, double-binary-tree and plugin phases), or the
+    kernel's :class:`~astra_core.system.collectives.plan.WindowedPhase`."""
+
+    comm_type: Any
+    final_data_size: int
+    stream: Stream
+
+    def start(self) -> None: ...
+
+    def waiting_for(self) -> str: ...
 
 
 class CollectivePhase:

@@ -18,7 +18,9 @@ A :class:`Plan` says what one rank does in one phase of one chunk:
 :class:`WindowedPhase` executes a plan exactly as upstream ASTRA-sim's ``Ring``
 family does (``Ring.cc``, ``AllToAll.cc``, ``HalvingDoubling.cc``): a freed slot
 sends the oldest unsent message; the phase ends when every message is sent and
-every slot is free again. The algorithm modules only build plans.
+every slot is free again. The executor is the simulation kernel's
+(``astra_core/cpp/kernel.cc``): its messages, packets and local-memory steps run
+without a Python call; the algorithm modules only build plans.
 """
 
 from __future__ import annotations
@@ -26,9 +28,47 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from astra_core.system.collectives.base import FAST_TRANSMISSION_NS, CollectivePhase
+from astra_core.events import kernel
 from astra_core.system.comm_types import CommType
+
+if TYPE_CHECKING:
+    from astra_core.system.stream import Stream
+
+    class _KernelPhase:
+        comm_type: CommType
+        stream: Stream
+        rank: int
+        data_size: int
+        final_data_size: int
+        window: int
+        sent: int
+        received_count: int
+        inserted: int
+        free: int
+
+        def __init__(
+            self,
+            comm_type: CommType,
+            rank: int,
+            data_size: int,
+            messages: Sequence[tuple[int, int, int]],
+            window: int,
+            packets: Sequence[tuple[bool, int]],
+            final_data_size: int,
+            barrier: int | None = None,
+            fast: bool = False,
+        ) -> None: ...
+
+        def start(self) -> None: ...
+
+        def received(self, _arg: Any = None) -> None: ...
+
+        def general(self, _arg: Any = None) -> None: ...
+
+else:
+    _KernelPhase = kernel().WindowedPhase
 
 
 @dataclass
@@ -89,63 +129,32 @@ def reduce_rule(comm_type: CommType) -> Callable[[bool], bool]:
     return lambda toggle: False
 
 
-class WindowedPhase(CollectivePhase):
-    """Executes a :class:`Plan` on one rank (ring, direct, halving-doubling)."""
+class WindowedPhase(_KernelPhase):
+    """Executes a :class:`Plan` on one rank (ring, direct, halving-doubling): the
+    kernel's executor with the plan and the algorithm's ``name`` kept for reports.
+    A :class:`~astra_core.system.collectives.base.CollectivePhase` in all but its
+    class: ``start()`` (STREAM_INIT), then the kernel drives it; ``received()`` and
+    ``general()`` are its PACKET_RECEIVED and GENERAL events."""
 
-    __slots__ = ("plan", "name", "sent", "received_count", "inserted", "free")
+    __slots__ = ("plan", "name")
 
     def __init__(self, name: str, comm_type: CommType, rank: int, data_size: int, plan: Plan):
-        super().__init__(comm_type, rank, data_size)
+        super().__init__(
+            comm_type,
+            rank,
+            data_size,
+            plan.messages,
+            plan.window,
+            plan.packets,
+            plan.final_data_size,
+            plan.barrier,
+            plan.fast,
+        )
         self.name = name
         self.plan = plan
-        self.final_data_size = plan.final_data_size
-        self.sent = 0
-        self.received_count = 0
-        self.inserted = 0
-        self.free = 0
-
-    def start(self) -> None:
-        for _ in range(self.plan.window):
-            self._insert()
-
-    def received(self, _arg=None) -> None:
-        self.received_count += 1
-        self._insert()
-
-    def general(self, _arg=None) -> None:
-        self.free += 1
-        plan = self.plan
-        barrier = plan.barrier
-        if barrier is not None and self.sent >= barrier and self.received_count < barrier:
-            return  # slot banked until the first round is complete
-        messages = plan.messages
-        if self.free and self.sent < len(messages) and self.sent < self.inserted:
-            # The hot path: :meth:`send` and :meth:`recv` inlined (one call each per
-            # message instead of three).
-            stream = self.stream
-            owner = stream.owner
-            matcher, rank, tag, received = owner.matcher, owner.id, stream.stream_id, self.received
-            while self.free and self.sent < len(messages) and self.sent < self.inserted:
-                dst, src, size = messages[self.sent]
-                matcher.send(rank, dst, size, tag, None, None, collective=True)
-                matcher.recv(src, rank, size, tag, received, None)
-                self.sent += 1
-                self.free -= 1
-        if self.sent == len(messages) and self.free == plan.window:
-            self.exit()
-
-    def _insert(self) -> None:
-        plan = self.plan
-        reduce, size = plan.packets[self.inserted]
-        self.inserted += 1
-        owner = self.stream.owner  # send_bundle, inlined
-        owner.register_event(
-            FAST_TRANSMISSION_NS if plan.fast else owner.endpoint_delay_ns,
-            self._reduce if reduce else self.general,
-            size,
-        )
 
     def waiting_for(self) -> str:
+        """What the phase waits on, in one line (deadlock reports)."""
         plan = self.plan
         left = len(plan.messages) - self.sent
         expected = ", ".join(str(src) for _, src, _ in plan.messages[self.received_count : self.sent][:4])

@@ -14,6 +14,7 @@ come from, and building a phase is one dict lookup and one call.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from astra_core.system.collectives.direct import direct_plan
@@ -27,11 +28,11 @@ from astra_core.system.comm_types import CommType
 
 if TYPE_CHECKING:
     from astra_core.system.collectives import DimTopology
-    from astra_core.system.collectives.base import CollectivePhase
+    from astra_core.system.collectives.base import PhaseAlgorithm
 
 #: ``factory(comm_type, rank, dim, data_size)``: rank ``rank``'s phase of one chunk of
 #: ``data_size`` bytes on logical dimension ``dim`` (a DimTopology).
-PhaseFactory = Callable[[CommType, int, "DimTopology", int], "CollectivePhase"]
+PhaseFactory = Callable[[CommType, int, "DimTopology", int], "PhaseAlgorithm"]
 #: ``plan_builder(comm_type, rank, ring, data_size) -> Plan`` (``astra_register_collectives``).
 PlanBuilder = Callable[[CommType, int, RingTopology, int], Plan]
 
@@ -66,7 +67,7 @@ class PhaseRegistry:
         """Add ``name`` as a plan builder run by the windowed executor on the
         dimension's ring (what a ``plugin:`` algorithm is)."""
 
-        def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
+        def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
             plan = plan_builder(comm_type, rank, cast(RingTopology, dim.ring), data_size)
             return WindowedPhase(name, comm_type, rank, data_size, plan)
 
@@ -81,27 +82,34 @@ class PhaseRegistry:
     def __iter__(self) -> Iterator[str]:
         return iter(self._kinds)
 
-    def build(self, comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
+    def build(self, comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
         """The phase of ``dim.algorithm`` for one chunk (see :data:`PhaseFactory`)."""
         return self._kinds[dim.algorithm].factory(comm_type, rank, dim, data_size)
 
 
-def _ring(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
-    plan = ring_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
+# A collective's chunks on one rank and dimension share one plan (plans are read-only
+# data; a rank's rings live as long as the rank): built once for the chunks of a size.
+_ring_plan = lru_cache(maxsize=256)(ring_plan)
+_direct_plan = lru_cache(maxsize=256)(direct_plan)
+_halving_doubling_plan = lru_cache(maxsize=256)(halving_doubling_plan)
+
+
+def _ring(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
+    plan = _ring_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
     return WindowedPhase("ring", comm_type, rank, data_size, plan)
 
 
-def _direct(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
-    plan = direct_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, window=dim.window)
+def _direct(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
+    plan = _direct_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, window=dim.window)
     return WindowedPhase("direct", comm_type, rank, data_size, plan)
 
 
-def _halving_doubling(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
-    plan = halving_doubling_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
+def _halving_doubling(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
+    plan = _halving_doubling_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
     return WindowedPhase("halvingDoubling", comm_type, rank, data_size, plan)
 
 
-def _double_binary_tree(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> CollectivePhase:
+def _double_binary_tree(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
     trees = cast(DoubleBinaryTreeTopology, dim.trees)
     return DoubleBinaryTree(comm_type, rank, trees.next_tree(), data_size)
 

@@ -23,11 +23,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from astra_core.backend import Topology
-from astra_core.events import EventQueue
+from astra_core.events import EventQueue, kernel
 from astra_core.topology.physical import PhysicalTopology
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
     from astra_core.config.network import NetworkConfig
+
+
+#: network.yml's topology names as the kernel's model numbers them.
+_KINDS = {"Ring": 0, "Switch": 1, "FullyConnected": 2}
 
 
 class AnalyticalNetwork:
@@ -45,16 +49,18 @@ class AnalyticalNetwork:
         self.shares_links = False
         # The hot path: bind the queue's method directly (saves a call per event).
         self.schedule = self.events.schedule
-        self._dims = []
+        dims = []
         stride = 1
         for dim in network.dims:
-            kind = str(dim.kind)
-            self._dims.append((stride, dim.npus, kind, dim.latency_ns, dim.bandwidth_bytes_per_ns))
+            dims.append((stride, dim.npus, _KINDS[str(dim.kind)], dim.latency_ns, dim.bandwidth_bytes_per_ns))
             stride *= dim.npus
         self.npus_count = stride
-        self._delays: dict[tuple[int, int, int], int] = {}  # (src, dst, bytes) -> ns
-        self.bytes_sent = 0
-        self.messages = 0
+        #: The model in the kernel: the system layer's matcher times a message on it
+        #: without a Python call.
+        self._links = kernel().AnalyticalLinks(self.events, dims)
+        self._route_messages = self._route_bytes = 0
+        if physical is None:
+            self.send = self._links.send
 
     # -- NetworkBackend ---------------------------------------------------------
     def now(self) -> float:
@@ -73,16 +79,21 @@ class AnalyticalNetwork:
         *,
         tag: int = 0,
     ) -> None:
-        self.messages += 1
-        self.bytes_sent += size_bytes
-        if self.physical is not None:
-            delay = self.route_delay_ns(src, dst, size_bytes, tag)
-        else:
-            key = (src, dst, size_bytes)
-            delay = self._delays.get(key)
-            if delay is None:
-                delay = self._delays[key] = self.delay_ns(src, dst, size_bytes)
-        self.events.schedule(delay, on_delivered, arg)
+        """Time a message over the physical route (without one, the kernel's model's
+        ``send`` stands in for this method)."""
+        self._route_messages += 1
+        self._route_bytes += size_bytes
+        self.events.schedule(self.route_delay_ns(src, dst, size_bytes, tag), on_delivered, arg)
+
+    @property
+    def messages(self) -> int:
+        """Messages sent so far."""
+        return self._links.messages + self._route_messages
+
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes sent so far."""
+        return self._links.bytes_sent + self._route_bytes
 
     def run(self) -> None:
         self.events.run()
@@ -90,20 +101,7 @@ class AnalyticalNetwork:
     # -- the model ------------------------------------------------------------------
     def delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
         """Latency + serialization of one message, whole ns (0 if src == dst)."""
-        for stride, npus, kind, latency, bandwidth in self._dims:
-            a = (src // stride) % npus
-            b = (dst // stride) % npus
-            if a == b:
-                continue
-            if kind == "Ring":
-                clockwise = (b - a) % npus
-                hops = min(clockwise, npus - clockwise)
-            elif kind == "Switch":
-                hops = 2
-            else:
-                hops = 1
-            return int(hops * latency + size_bytes / bandwidth)
-        return 0
+        return self._links.delay_ns(src, dst, size_bytes)
 
     def route_delay_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> int:
         """Zero-load store-and-forward time over the physical route, whole ns per hop."""
