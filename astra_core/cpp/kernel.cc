@@ -28,6 +28,93 @@
 namespace astra_kernel {
 
 // ---------------------------------------------------------------------------------
+// FlatMap: a hash map in one array (open addressing, linear probing, power-of-two
+// capacity, deletion by backward shift), for the per-message tables: no node per entry
+// and no pointer to chase. A value's address holds until the next insert.
+
+static inline uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x;
+}
+
+template <class Key, class Value, class Hash>
+class FlatMap {
+ public:
+  FlatMap() : slots_(16), size_(0) {}
+
+  size_t size() const { return size_; }
+
+  Value* find(const Key& key) {
+    size_t mask = slots_.size() - 1;
+    for (size_t i = Hash()(key) & mask; slots_[i].used; i = (i + 1) & mask)
+      if (slots_[i].key == key) return &slots_[i].value;
+    return nullptr;
+  }
+
+  // Adds ``key`` (which must be absent).
+  Value& insert(const Key& key, const Value& value) {
+    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+    size_t mask = slots_.size() - 1;
+    size_t i = Hash()(key) & mask;
+    while (slots_[i].used) i = (i + 1) & mask;
+    slots_[i].key = key;
+    slots_[i].value = value;
+    slots_[i].used = true;
+    ++size_;
+    return slots_[i].value;
+  }
+
+  void erase(const Key& key) {
+    size_t mask = slots_.size() - 1;
+    size_t i = Hash()(key) & mask;
+    while (!(slots_[i].key == key)) i = (i + 1) & mask;  // present: the caller found it
+    for (size_t j = (i + 1) & mask; slots_[j].used; j = (j + 1) & mask) {
+      size_t home = Hash()(slots_[j].key) & mask;
+      // slot j may move to the hole at i when its home is not in (i, j] cyclically
+      bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+      if (stays) continue;
+      slots_[i] = slots_[j];
+      i = j;
+    }
+    slots_[i].used = false;
+    --size_;
+  }
+
+  template <class F>
+  void for_each(F f) {
+    for (Slot& slot : slots_)
+      if (slot.used) f(slot.key, slot.value);
+  }
+
+  void clear() {
+    std::vector<Slot>(16).swap(slots_);
+    size_ = 0;
+  }
+
+ private:
+  struct Slot {
+    Key key{};
+    Value value{};
+    bool used = false;
+  };
+
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    size_ = 0;
+    for (Slot& slot : old)
+      if (slot.used) insert(slot.key, slot.value);
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_;
+};
+
+// ---------------------------------------------------------------------------------
 // Event queue
 
 // What an event (or an entry of a rank's tick bucket) does when it comes due. CALL_PY
@@ -41,6 +128,8 @@ enum CallKind : uint8_t {
   CALL_RECEIVED,  // WindowedPhase obj: a message it receives is in
   CALL_GENERAL,   // WindowedPhase obj: a packet is through local memory
   CALL_REDUCE,    // WindowedPhase obj: a packet of v.i bytes is in memory; reduce it
+  CALL_HOP_ARRIVED,  // CongestionLinks obj: message v.i is at the far end of its link
+  CALL_LINK_FREE,    // CongestionLinks obj: link v.i is free
 };
 
 struct Call {
@@ -166,6 +255,13 @@ static bool read_number(PyObject* value, double* out, bool* integral) {
   *out = PyFloat_AsDouble(value);
   *integral = false;
   return !(*out == -1.0 && PyErr_Occurred());
+}
+
+static bool read_int64(PyObject* value, int64_t* out) {
+  long long v = PyLong_AsLongLong(value);
+  if (v == -1 && PyErr_Occurred()) return false;
+  *out = v;
+  return true;
 }
 
 // Binds fast-call positional and keyword arguments to ``names`` (``required`` of them
@@ -965,6 +1061,353 @@ static void init_analytical_links_type() {
   t.tp_members = AnalyticalLinks_members;
 }
 // ---------------------------------------------------------------------------------
+// CongestionLinks: upstream's congestion-aware analytical model (astra-network-
+// analytical congestion_aware). A message crosses its route link by link, store and
+// forward; a link serves one message at a time, first come first served. Serving B
+// bytes keeps a link busy int(B / bandwidth) ns, and the message is at the link's far
+// end int(latency + B / bandwidth) ns after it started (both truncated as upstream's
+// Link). Routes come from a Python callable: route(src, dst, tag) -> link ids, or, with
+// route_buckets > 0, route(src, dst, flow_hash(src, dst, tag) % route_buckets), asked
+// once per bucket and kept here.
+
+// Deterministic 32-bit hash of a flow (src, dst, tag): astra_core.topology.physical's
+// flow_hash (this is its implementation), which picks among equal-cost paths.
+static inline uint64_t flow_hash(int64_t src, int64_t dst, int64_t tag) {
+  uint64_t h = (static_cast<uint64_t>(src) * 0x9E3779B1ULL) ^ (static_cast<uint64_t>(dst) * 0x85EBCA77ULL) ^
+               (static_cast<uint64_t>(tag) * 0xC2B2AE3DULL);
+  h &= 0xFFFFFFFFULL;
+  h ^= h >> 16;
+  h = (h * 0x7FEB352DULL) & 0xFFFFFFFFULL;
+  h ^= h >> 15;
+  return h;
+}
+
+static PyObject* kernel_flow_hash(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "flow_hash(src, dst, tag)");
+    return nullptr;
+  }
+  int64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    long long x = PyLong_AsLongLong(args[i]);
+    if (x == -1 && PyErr_Occurred()) return nullptr;
+    v[i] = x;
+  }
+  return PyLong_FromUnsignedLongLong(flow_hash(v[0], v[1], v[2]));
+}
+
+struct RouteKey {
+  int64_t src, dst;
+  uint64_t bucket;
+  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
+};
+
+struct RouteKeyHash {
+  size_t operator()(const RouteKey& k) const {
+    return static_cast<size_t>(mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
+                                     mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
+  }
+};
+
+struct CongestionMessage {
+  PyObject* route;  // owned tuple of link ids
+  Py_ssize_t hop;
+  int64_t size;
+  Call on_delivered;
+};
+
+struct CongestionLink {
+  double bytes_per_ns;
+  double latency_ns;
+  bool busy;
+  std::deque<uint32_t> queue;
+  long long bytes;
+  long long busy_ns;
+  long long max_queue;
+};
+
+struct CongestionLinks {
+  PyObject_HEAD
+  EventQueue* queue;  // owned
+  PyObject* route;    // owned: route(src, dst, tag)
+  long long route_buckets;  // > 0: a route depends on (src, dst, flow_hash % buckets) only: cached
+  // owned tuples of ints, which no reference cycle can pass: not visited by the GC
+  FlatMap<RouteKey, PyObject*, RouteKeyHash>* routes;
+  std::vector<CongestionLink>* links;
+  std::vector<CongestionMessage>* messages_in_flight;
+  std::vector<uint32_t>* free_messages;
+  long long messages;
+};
+
+static PyTypeObject CongestionLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static bool congestion_transmit(CongestionLinks* self, Py_ssize_t link_id, uint32_t m) {
+  CongestionLink& link = (*self->links)[link_id];
+  link.busy = true;
+  int64_t size = (*self->messages_in_flight)[m].size;
+  double serialization = static_cast<double>(size) / link.bytes_per_ns;
+  link.bytes += size;
+  double busy = std::trunc(serialization);
+  link.busy_ns += static_cast<long long>(busy);
+  EventQueue* q = self->queue;
+  PyObject* me = reinterpret_cast<PyObject*>(self);
+  // Arrival first, then the link free: upstream's order for same-time events.
+  push_call(q, q->now + std::trunc(link.latency_ns + serialization), q->now_integral,
+            kernel_call(CALL_HOP_ARRIVED, me, m));
+  push_call(q, q->now + busy, q->now_integral, kernel_call(CALL_LINK_FREE, me, link_id));
+  return true;
+}
+
+static bool congestion_enqueue(CongestionLinks* self, uint32_t m) {
+  CongestionMessage& msg = (*self->messages_in_flight)[m];
+  Py_ssize_t link_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(msg.route, msg.hop));
+  if (link_id == -1 && PyErr_Occurred()) return false;
+  if (link_id < 0 || link_id >= static_cast<Py_ssize_t>(self->links->size())) {
+    PyErr_Format(PyExc_IndexError, "a route crosses link %zd of %zu", link_id, self->links->size());
+    return false;
+  }
+  CongestionLink& link = (*self->links)[link_id];
+  if (!link.busy) return congestion_transmit(self, link_id, m);
+  link.queue.push_back(m);
+  if (static_cast<long long>(link.queue.size()) > link.max_queue) link.max_queue = link.queue.size();
+  return true;
+}
+
+// Routes a message and starts it on its first link; ``call`` (references move here)
+// runs when it has crossed its last.
+static bool congestion_send(CongestionLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
+                            const Call& call) {
+  ++self->messages;
+  PyObject* hops = nullptr;
+  RouteKey key{src, dst, 0};
+  if (self->route_buckets > 0) {
+    key.bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(self->route_buckets);
+    PyObject** found = self->routes->find(key);
+    if (found != nullptr) {
+      hops = *found;
+      Py_INCREF(hops);
+    }
+  }
+  if (hops == nullptr) {
+    long long third = self->route_buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
+    PyObject* route = PyObject_CallFunction(self->route, "LLL", static_cast<long long>(src),
+                                            static_cast<long long>(dst), third);
+    hops = route == nullptr ? nullptr : PySequence_Tuple(route);
+    Py_XDECREF(route);
+    if (hops == nullptr) {
+      Call c = call;
+      release(c);
+      return false;
+    }
+    if (self->route_buckets > 0) {
+      Py_INCREF(hops);
+      self->routes->insert(key, hops);
+    }
+  }
+  if (PyTuple_GET_SIZE(hops) == 0) {
+    Py_DECREF(hops);
+    EventQueue* q = self->queue;
+    push_call(q, q->now, q->now_integral, call);
+    return true;
+  }
+  uint32_t m;
+  if (!self->free_messages->empty()) {
+    m = self->free_messages->back();
+    self->free_messages->pop_back();
+  } else {
+    m = static_cast<uint32_t>(self->messages_in_flight->size());
+    self->messages_in_flight->emplace_back();
+  }
+  (*self->messages_in_flight)[m] = CongestionMessage{hops, 0, size, call};
+  return congestion_enqueue(self, m);
+}
+
+static bool congestion_hop_arrived(CongestionLinks* self, uint32_t m) {
+  CongestionMessage& msg = (*self->messages_in_flight)[m];
+  if (++msg.hop < PyTuple_GET_SIZE(msg.route)) return congestion_enqueue(self, m);
+  Call c = msg.on_delivered;
+  msg.on_delivered = Call{CALL_NONE, nullptr, nullptr, {0}};
+  Py_CLEAR(msg.route);
+  self->free_messages->push_back(m);
+  bool ok = fire(c);
+  release(c);
+  return ok;
+}
+
+static bool congestion_link_free(CongestionLinks* self, Py_ssize_t link_id) {
+  CongestionLink& link = (*self->links)[link_id];
+  link.busy = false;
+  if (link.queue.empty()) return true;
+  uint32_t m = link.queue.front();
+  link.queue.pop_front();
+  return congestion_transmit(self, link_id, m);
+}
+
+static PyObject* CongestionLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
+  CongestionLinks* self = reinterpret_cast<CongestionLinks*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->links = new std::vector<CongestionLink>();
+  self->routes = new FlatMap<RouteKey, PyObject*, RouteKeyHash>();
+  self->messages_in_flight = new std::vector<CongestionMessage>();
+  self->free_messages = new std::vector<uint32_t>();
+  return reinterpret_cast<PyObject*>(self);
+}
+
+static int CongestionLinks_init(CongestionLinks* self, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"events", "route", "bytes_per_ns", "latency_ns", "route_buckets", nullptr};
+  PyObject *events, *route, *bandwidth, *latency;
+  long long buckets = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO|L", const_cast<char**>(names), &EventQueueType, &events,
+                                   &route, &bandwidth, &latency, &buckets))
+    return -1;
+  self->route_buckets = buckets;
+  PyObject* bw = PySequence_Fast(bandwidth, "bytes_per_ns: a sequence of numbers");
+  PyObject* lat = bw == nullptr ? nullptr : PySequence_Fast(latency, "latency_ns: a sequence of numbers");
+  if (lat == nullptr || PySequence_Fast_GET_SIZE(bw) != PySequence_Fast_GET_SIZE(lat)) {
+    if (lat != nullptr) PyErr_SetString(PyExc_ValueError, "one bandwidth and one latency per link");
+    Py_XDECREF(bw);
+    Py_XDECREF(lat);
+    return -1;
+  }
+  self->links->clear();
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(bw); ++i) {
+    CongestionLink link{};
+    link.bytes_per_ns = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bw, i));
+    link.latency_ns = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(lat, i));
+    if (PyErr_Occurred()) {
+      Py_DECREF(bw);
+      Py_DECREF(lat);
+      return -1;
+    }
+    self->links->push_back(link);
+  }
+  Py_DECREF(bw);
+  Py_DECREF(lat);
+  Py_INCREF(events);
+  Py_XSETREF(self->queue, reinterpret_cast<EventQueue*>(events));
+  Py_INCREF(route);
+  Py_XSETREF(self->route, route);
+  return 0;
+}
+
+static int CongestionLinks_traverse(CongestionLinks* self, visitproc visit, void* arg) {
+  Py_VISIT(self->queue);
+  Py_VISIT(self->route);
+  if (self->messages_in_flight != nullptr) {
+    for (CongestionMessage& m : *self->messages_in_flight) {
+      Py_VISIT(m.route);
+      Py_VISIT(m.on_delivered.obj);
+      Py_VISIT(m.on_delivered.arg);
+    }
+  }
+  return 0;
+}
+
+static int CongestionLinks_clear(CongestionLinks* self) {
+  Py_CLEAR(self->queue);
+  Py_CLEAR(self->route);
+  if (self->routes != nullptr) {
+    self->routes->for_each([](const RouteKey&, PyObject*& route) { Py_CLEAR(route); });
+    self->routes->clear();
+  }
+  if (self->messages_in_flight != nullptr) {
+    for (CongestionMessage& m : *self->messages_in_flight) {
+      Py_CLEAR(m.route);
+      release(m.on_delivered);
+    }
+  }
+  return 0;
+}
+
+static void CongestionLinks_dealloc(CongestionLinks* self) {
+  PyObject_GC_UnTrack(self);
+  CongestionLinks_clear(self);
+  delete self->links;
+  delete self->routes;
+  delete self->messages_in_flight;
+  delete self->free_messages;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0)
+static PyObject* CongestionLinks_send(CongestionLinks* self, PyObject* const* args, Py_ssize_t nargs,
+                                      PyObject* kwnames) {
+  PyObject* bound[6];
+  static const char* const names[] = {"src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
+  if (!bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
+  int64_t src, dst, size, tag = 0;
+  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size)) return nullptr;
+  if (bound[5] != Py_None && !read_int64(bound[5], &tag)) return nullptr;
+  if (!congestion_send(self, src, dst, size, tag, py_call(bound[3], bound[4]))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// A per-link counter as a list of ints.
+static PyObject* link_counter(CongestionLinks* self, long long CongestionLink::*field) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(self->links->size()));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < self->links->size(); ++i) {
+    PyObject* value = PyLong_FromLongLong((*self->links)[i].*field);
+    if (value == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, i, value);
+  }
+  return out;
+}
+
+static PyObject* CongestionLinks_get_bytes(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::bytes);
+}
+static PyObject* CongestionLinks_get_busy(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::busy_ns);
+}
+static PyObject* CongestionLinks_get_max_queue(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::max_queue);
+}
+
+static PyMethodDef CongestionLinks_methods[] = {
+    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(CongestionLinks_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message has "
+     "crossed its route."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef CongestionLinks_members[] = {
+    {"messages", T_LONGLONG, offsetof(CongestionLinks, messages), READONLY, "messages sent"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static PyGetSetDef CongestionLinks_getset[] = {
+    {"link_bytes", reinterpret_cast<getter>(CongestionLinks_get_bytes), nullptr, "bytes that crossed each link",
+     nullptr},
+    {"link_busy_ns", reinterpret_cast<getter>(CongestionLinks_get_busy), nullptr, "ns each link transmitted",
+     nullptr},
+    {"max_queue", reinterpret_cast<getter>(CongestionLinks_get_max_queue), nullptr,
+     "the most messages that waited for each link", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_congestion_links_type() {
+  PyTypeObject& t = CongestionLinksType;
+  t.tp_name = "_astra_kernel.CongestionLinks";
+  t.tp_basicsize = sizeof(CongestionLinks);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc =
+      "CongestionLinks(events, route, bytes_per_ns, latency_ns, route_buckets=0): upstream's congestion-aware "
+      "analytical links (store and forward, one message at a time per link, FIFO) on the EventQueue events; "
+      "route(src, dst, tag) gives a message's link ids; with route_buckets > 0, route(src, dst, bucket) gives "
+      "those of flow bucket flow_hash(src, dst, tag) % route_buckets, asked for once.";
+  t.tp_new = CongestionLinks_new;
+  t.tp_init = reinterpret_cast<initproc>(CongestionLinks_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(CongestionLinks_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(CongestionLinks_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(CongestionLinks_clear);
+  t.tp_methods = CongestionLinks_methods;
+  t.tp_members = CongestionLinks_members;
+  t.tp_getset = CongestionLinks_getset;
+}
+
+// ---------------------------------------------------------------------------------
 // MessageMatcher: sends meet receives (upstream analytical CallbackTracker). A
 // message is keyed by (tag, src, dst, size) and its order among messages with that
 // key: the k-th send matches the k-th receive. When a message arrives, the sender's
@@ -986,12 +1429,17 @@ struct MatchKey {
 
 struct MatchKeyHash {
   size_t operator()(const MatchKey& k) const {
-    uint64_t h = static_cast<uint64_t>(k.tag) * 0x9E3779B97F4A7C15ULL;
-    h ^= static_cast<uint64_t>(k.src) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
-    h ^= static_cast<uint64_t>(k.dst) + 0x85EBCA77C2B2AE63ULL + (h << 6) + (h >> 2);
-    h ^= static_cast<uint64_t>(k.size) + 0xC2B2AE3D27D4EB4FULL + (h << 6) + (h >> 2);
+    uint64_t h = mix64(static_cast<uint64_t>(k.tag) ^ (static_cast<uint64_t>(k.size) << 29));
+    h = mix64(h ^ static_cast<uint64_t>(k.src) ^ (static_cast<uint64_t>(k.dst) << 32));
     return static_cast<size_t>(h);
   }
+};
+
+static const uint32_t NO_ENTRY = 0xFFFFFFFFu;
+
+// The entries of one key that only one side has reached: a list through MatchEntry::next.
+struct Waiting {
+  uint32_t head = NO_ENTRY, tail = NO_ENTRY;
 };
 
 struct MatchEntry {
@@ -999,6 +1447,7 @@ struct MatchEntry {
   Call on_received;  // the receiver's (CALL_NONE: not posted yet)
   double not_before;  // NaN: none
   int64_t src, dst;   // the ranks whose in-flight time it counts in
+  uint32_t next;      // the next entry waiting with the same key
   bool not_before_integral, sent, arrived, mirrored, in_map, in_network;
 };
 
@@ -1007,9 +1456,10 @@ struct MessageMatcher {
   Clock clock;
   PyObject* backend;      // owned
   PyObject* send;         // owned: backend.send
-  AnalyticalLinks* links;  // borrowed from `send`: the native model, or nullptr
+  AnalyticalLinks* links;  // borrowed from `send`: the kernel's model, or nullptr
+  CongestionLinks* congestion;  // borrowed from `send`: the kernel's congestion-aware model, or nullptr
   PyObject* symmetry;     // owned, or nullptr
-  std::unordered_map<MatchKey, std::deque<uint32_t>, MatchKeyHash>* waiting;
+  FlatMap<MatchKey, Waiting, MatchKeyHash>* waiting;
   std::vector<MatchEntry>* entries;
   std::vector<uint32_t>* free_entries;
   std::vector<int64_t>* busy;
@@ -1037,6 +1487,7 @@ static uint32_t new_entry(MessageMatcher* m, bool sending) {
   e.on_received = Call{CALL_NONE, nullptr, nullptr, {0}};
   e.not_before = NAN;
   e.src = e.dst = 0;
+  e.next = NO_ENTRY;
   e.sent = sending;
   e.arrived = e.mirrored = e.in_network = false;
   e.in_map = true;
@@ -1054,22 +1505,27 @@ static void free_entry_if_done(MessageMatcher* m, uint32_t i) {
 // The entry of the next send (``sending``) or receive with ``key``: the oldest one
 // only the other side has reached, else a new one that waits.
 static uint32_t match_entry(MessageMatcher* m, const MatchKey& key, bool sending) {
-  auto found = m->waiting->find(key);
-  if (found != m->waiting->end()) {
-    std::deque<uint32_t>& queue = found->second;
-    uint32_t head = queue.front();
-    if ((*m->entries)[head].sent != sending) {
-      queue.pop_front();
-      if (queue.empty()) m->waiting->erase(found);
-      (*m->entries)[head].in_map = false;
+  Waiting* waiting = m->waiting->find(key);
+  if (waiting != nullptr) {
+    uint32_t head = waiting->head;
+    MatchEntry& first = (*m->entries)[head];
+    if (first.sent != sending) {
+      if (first.next == NO_ENTRY) {
+        m->waiting->erase(key);
+      } else {
+        waiting->head = first.next;
+      }
+      first.next = NO_ENTRY;
+      first.in_map = false;
       return head;
     }
-    uint32_t i = new_entry(m, sending);
-    queue.push_back(i);
+    uint32_t i = new_entry(m, sending);  // the pool may move; the map does not
+    (*m->entries)[waiting->tail].next = i;
+    waiting->tail = i;
     return i;
   }
   uint32_t i = new_entry(m, sending);
-  (*m->waiting)[key].push_back(i);
+  m->waiting->insert(key, Waiting{i, i});
   return i;
 }
 
@@ -1114,6 +1570,8 @@ static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, 
     analytical_send(m->links, src, dst, size, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
     return true;
   }
+  if (m->congestion != nullptr)
+    return congestion_send(m->congestion, src, dst, size, tag, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
   PyObject* callable = as_callable(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
   if (callable == nullptr) return false;
   PyObject* r = nullptr;
@@ -1281,11 +1739,15 @@ static int MessageMatcher_init(MessageMatcher* m, PyObject* args, PyObject* kwds
   Py_XSETREF(m->send, send);
   m->clock.set(clock);
   m->links = nullptr;
-  if (PyCFunction_Check(send)) {
+  m->congestion = nullptr;
+  if (PyCFunction_Check(send) && m->clock.queue != nullptr) {  // the kernel's own model on its clock
     PyObject* owner = PyCFunction_GET_SELF(send);
     if (owner != nullptr && PyObject_TypeCheck(owner, &AnalyticalLinksType) &&
         reinterpret_cast<AnalyticalLinks*>(owner)->queue == m->clock.queue)
       m->links = reinterpret_cast<AnalyticalLinks*>(owner);
+    if (owner != nullptr && PyObject_TypeCheck(owner, &CongestionLinksType) &&
+        reinterpret_cast<CongestionLinks*>(owner)->queue == m->clock.queue)
+      m->congestion = reinterpret_cast<CongestionLinks*>(owner);
   }
   if (symmetry != Py_None) {
     Py_INCREF(symmetry);
@@ -1301,7 +1763,7 @@ static PyObject* MessageMatcher_new(PyTypeObject* type, PyObject*, PyObject*) {
   MessageMatcher* m = reinterpret_cast<MessageMatcher*>(type->tp_alloc(type, 0));
   if (m == nullptr) return nullptr;
   new (&m->clock) Clock();
-  m->waiting = new std::unordered_map<MatchKey, std::deque<uint32_t>, MatchKeyHash>();
+  m->waiting = new FlatMap<MatchKey, Waiting, MatchKeyHash>();
   m->entries = new std::vector<MatchEntry>();
   m->free_entries = new std::vector<uint32_t>();
   m->busy = new std::vector<int64_t>();
@@ -1346,6 +1808,7 @@ static int MessageMatcher_clear(MessageMatcher* m) {
   Py_CLEAR(m->send);
   Py_CLEAR(m->symmetry);
   m->links = nullptr;
+  m->congestion = nullptr;
   return 0;
 }
 
@@ -1362,13 +1825,6 @@ static void MessageMatcher_dealloc(MessageMatcher* m) {
   delete m->to_rep;
   m->clock.~Clock();
   Py_TYPE(m)->tp_free(reinterpret_cast<PyObject*>(m));  // a Python subclass's type: its dealloc lets go
-}
-
-static bool read_int64(PyObject* value, int64_t* out) {
-  long long v = PyLong_AsLongLong(value);
-  if (v == -1 && PyErr_Occurred()) return false;
-  *out = v;
-  return true;
 }
 
 // send(src, dst, size, tag, on_sent, arg, collective=False, not_before_ns=None)
@@ -1406,20 +1862,20 @@ static PyObject* MessageMatcher_recv(MessageMatcher* m, PyObject* const* args, P
 static PyObject* MessageMatcher_arrived_unreceived(MessageMatcher* m, PyObject*) {
   PyObject* out = PyList_New(0);
   if (out == nullptr) return nullptr;
-  for (auto& entry : *m->waiting) {
-    for (uint32_t i : entry.second) {
+  bool ok = true;
+  m->waiting->for_each([&](const MatchKey& k, Waiting& waiting) {
+    for (uint32_t i = waiting.head; ok && i != NO_ENTRY; i = (*m->entries)[i].next) {
       const MatchEntry& e = (*m->entries)[i];
       if (!(e.sent && e.arrived)) continue;
-      const MatchKey& k = entry.first;
       PyObject* item = Py_BuildValue("(LLLL)", static_cast<long long>(k.src), static_cast<long long>(k.dst),
                                      static_cast<long long>(k.tag), static_cast<long long>(k.size));
-      if (item == nullptr || PyList_Append(out, item) < 0) {
-        Py_XDECREF(item);
-        Py_DECREF(out);
-        return nullptr;
-      }
-      Py_DECREF(item);
+      ok = item != nullptr && PyList_Append(out, item) == 0;
+      Py_XDECREF(item);
     }
+  });
+  if (!ok) {
+    Py_DECREF(out);
+    return nullptr;
   }
   return out;
 }
@@ -1797,6 +2253,10 @@ static bool fire(const Call& c) {
       return phase_general(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_REDUCE:
       return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
+    case CALL_HOP_ARRIVED:
+      return congestion_hop_arrived(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<uint32_t>(c.v.i));
+    case CALL_LINK_FREE:
+      return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
     default:
       return true;
   }
@@ -1805,8 +2265,13 @@ static bool fire(const Call& c) {
 // ---------------------------------------------------------------------------------
 // Module
 
+static PyMethodDef kernel_functions[] = {
+    {"flow_hash", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(kernel_flow_hash)), METH_FASTCALL,
+     "flow_hash(src, dst, tag): deterministic 32-bit hash of a flow (not Python's salted hash)."},
+    {nullptr, nullptr, 0, nullptr}};
+
 static PyModuleDef kernel_module = {PyModuleDef_HEAD_INIT, "_astra_kernel",
-                                    "astra's simulation kernel (astra_core/cpp/kernel.cc)", -1, nullptr};
+                                    "astra's simulation kernel (astra_core/cpp/kernel.cc)", -1, kernel_functions};
 
 }  // namespace astra_kernel
 
@@ -1816,6 +2281,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_kernel_call_type();
   init_rank_events_type();
   init_analytical_links_type();
+  init_congestion_links_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   struct {
@@ -1823,6 +2289,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},         {"AnalyticalLinks", &AnalyticalLinksType},
+               {"CongestionLinks", &CongestionLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType}};
   for (auto& t : types)
     if (PyType_Ready(t.type) < 0) return nullptr;

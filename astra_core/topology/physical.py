@@ -20,20 +20,22 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from astra_core.errors import ConfigError
+from astra_core.events import kernel
 from astra_core.topology.size import check_topology_size
 
 #: A router maps (src node, dst node, flow hash) to the node path [src, ..., dst].
 Router = Callable[[int, int, int], list[int]]
 
 
-def flow_hash(src: int, dst: int, tag: int) -> int:
-    """Deterministic 32-bit hash of a flow (not Python's salted ``hash``)."""
-    h = (src * 0x9E3779B1) ^ (dst * 0x85EBCA77) ^ (tag * 0xC2B2AE3D)
-    h &= 0xFFFFFFFF
-    h ^= h >> 16
-    h = (h * 0x7FEB352D) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h
+#: ``flow_hash(src, dst, tag)``: deterministic 32-bit hash of a flow (not Python's salted
+#: ``hash``): ``(src * 0x9E3779B1) ^ (dst * 0x85EBCA77) ^ (tag * 0xC2B2AE3D)`` to 32 bits,
+#: then xor-shift 16, times ``0x7FEB352D`` to 32 bits, xor-shift 15. The kernel's
+#: (``astra_core/cpp/kernel.cc``), which also caches routes by it.
+flow_hash: Callable[[int, int, int], int] = kernel().flow_hash
+
+#: The flow buckets of a pair of NPUs: a route depends on ``flow_hash(src, dst, tag)``
+#: modulo this only.
+ROUTE_BUCKETS = 1024
 
 
 class PhysicalTopology:
@@ -162,19 +164,25 @@ class PhysicalTopology:
 
     def route(self, src_rank: int, dst_rank: int, tag: int = 0) -> tuple[int, ...]:
         """Link indices a message from NPU ``src_rank`` to ``dst_rank`` crosses, in order."""
-        h = flow_hash(src_rank, dst_rank, tag) & 0x3FF  # 1024 flow buckets per pair
+        h = flow_hash(src_rank, dst_rank, tag) & (ROUTE_BUCKETS - 1)
         key = (src_rank * len(self.hosts) + dst_rank) << 10 | h
         path = self._routes.get(key)
         if path is None:
-            src, dst = self.hosts[src_rank], self.hosts[dst_rank]
-            if self._router is None:
-                path = self._shortest_links(src, dst, h)
-            else:
-                nodes = self._router(src, dst, h)
-                path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
-            # Flows of a pair share a few paths: keep one copy of each.
-            path = self._routes[key] = self._path_copies.setdefault(path, path)
+            path = self._routes[key] = self.bucket_route(src_rank, dst_rank, h)
         return path
+
+    def bucket_route(self, src_rank: int, dst_rank: int, bucket: int) -> tuple[int, ...]:
+        """The links of the path of flow bucket ``bucket`` (``flow_hash`` modulo
+        :data:`ROUTE_BUCKETS`) from NPU ``src_rank`` to ``dst_rank``, computed (not
+        cached: the kernel's congestion-aware links keep their own routes)."""
+        src, dst = self.hosts[src_rank], self.hosts[dst_rank]
+        if self._router is None:
+            path = self._shortest_links(src, dst, bucket)
+        else:
+            nodes = self._router(src, dst, bucket)
+            path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
+        # Flows of a pair share a few paths: keep one copy of each.
+        return self._path_copies.setdefault(path, path)
 
     # -- default routing: shortest paths with per-hop ECMP ---------------------------------
     def _distances_to(self, dst: int, hosts_forward: bool) -> dict[int, tuple[float, int]]:

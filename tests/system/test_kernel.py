@@ -152,3 +152,14 @@ def test_a_windowed_phase_needs_its_stream_and_a_plan_of_int_tuples():
     with pytest.raises(TypeError, match="entry 0 is not a tuple of 3"):
         backend.run()
     assert backend.now() == 10
+
+
+@pytest.mark.parametrize("src,dst,tag", [(0, 1, 0), (5, 3, 1_000_017), (1023, 4095, 2**40 + 3), (7, 7, 7)])
+def test_flow_hash_is_the_documented_32_bit_mix(src, dst, tag):
+    from astra_core.topology.physical import flow_hash
+
+    h = ((src * 0x9E3779B1) ^ (dst * 0x85EBCA77) ^ (tag * 0xC2B2AE3D)) & 0xFFFFFFFF
+    h ^= h >> 16
+    h = (h * 0x7FEB352D) & 0xFFFFFFFF
+    h ^= h >> 15
+    assert flow_hash(src, dst, tag) == h

@@ -16,21 +16,21 @@ and any physical topology work.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from astra_core.backend import Topology
-from astra_core.events import EventQueue
+from astra_core.events import EventQueue, kernel
 from astra_core.topology.logical import from_network
-from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.physical import ROUTE_BUCKETS, PhysicalTopology
 
 
 class CongestionAwareNetwork:
     """:class:`~astra_core.backend.NetworkBackend` where messages queue on shared links.
 
-    After a run, ``link_bytes[i]`` and ``link_busy_ns[i]`` give each link's
-    traffic and busy time, ``max_queue[i]`` the most messages that waited for it.
+    The links are the simulation kernel's (``CongestionLinks``): the system layer's
+    matcher hands a message to them without a Python call but the route's. After a
+    run, ``link_bytes[i]`` and ``link_busy_ns[i]`` give each link's traffic and busy
+    time, ``max_queue[i]`` the most messages that waited for it.
     """
 
     name = "analytical-congestion"
@@ -41,39 +41,38 @@ class CongestionAwareNetwork:
         self.topology = physical
         #: Messages queue on shared links (astra_core.backend.LinkSharing).
         self.shares_links = True
-        links = physical.links_count
         self._bandwidth = physical.link_bandwidth
         self._latency = physical.link_latency
-        self._busy = [False] * links
-        self._queues: list[deque | None] = [None] * links
-        self.link_bytes = [0] * links
-        self.link_busy_ns = [0] * links
-        self.max_queue = [0] * links
-        self.messages = 0
+        self._links = kernel().CongestionLinks(
+            self.events, physical.bucket_route, self._bandwidth, self._latency, ROUTE_BUCKETS
+        )
+        self.send = self._links.send
 
     def now(self) -> float:
         return self.events.now
 
-    def send(
-        self,
-        src: int,
-        dst: int,
-        size_bytes: int,
-        on_delivered: Callable[[Any], None],
-        arg: Any = None,
-        *,
-        tag: int = 0,
-    ) -> None:
-        self.messages += 1
-        route = self.topology.route(src, dst, tag)
-        if not route:
-            self.events.schedule(0, on_delivered, arg)
-            return
-        # [route, next hop index, bytes, callback, arg]
-        self._enqueue(route[0], [route, 0, size_bytes, on_delivered, arg])
-
     def run(self) -> None:
         self.events.run()
+
+    @property
+    def messages(self) -> int:
+        """Messages sent so far."""
+        return self._links.messages
+
+    @property
+    def link_bytes(self) -> list[int]:
+        """Bytes that crossed each link."""
+        return self._links.link_bytes
+
+    @property
+    def link_busy_ns(self) -> list[int]:
+        """ns during which each link was transmitting."""
+        return self._links.link_busy_ns
+
+    @property
+    def max_queue(self) -> list[int]:
+        """The most messages that waited for each link."""
+        return self._links.max_queue
 
     def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
         """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):
@@ -82,44 +81,6 @@ class CongestionAwareNetwork:
         bandwidth, latency = self._bandwidth, self._latency
         route = self.topology.route(src, dst, tag) if src != dst else ()
         return sum(int(latency[link] + size_bytes / bandwidth[link]) for link in route)
-
-    # -- links ---------------------------------------------------------------------
-    def _enqueue(self, link: int, message: list) -> None:
-        if self._busy[link]:
-            queue = self._queues[link]
-            if queue is None:
-                queue = self._queues[link] = deque()
-            queue.append(message)
-            if len(queue) > self.max_queue[link]:
-                self.max_queue[link] = len(queue)
-        else:
-            self._transmit(link, message)
-
-    def _transmit(self, link: int, message: list) -> None:
-        self._busy[link] = True
-        size = message[2]
-        serialization = size / self._bandwidth[link]
-        self.link_bytes[link] += size
-        busy = int(serialization)
-        self.link_busy_ns[link] += busy
-        schedule = self.events.schedule
-        # Arrival first, then link free: upstream's order for same-time events.
-        schedule(int(self._latency[link] + serialization), self._arrived, message)
-        schedule(busy, self._free, link)
-
-    def _arrived(self, message: list) -> None:
-        message[1] += 1
-        route = message[0]
-        if message[1] == len(route):
-            message[3](message[4])
-        else:
-            self._enqueue(route[message[1]], message)
-
-    def _free(self, link: int) -> None:
-        self._busy[link] = False
-        queue = self._queues[link]
-        if queue:
-            self._transmit(link, queue.popleft())
 
 
 def create(topology: Topology, config: Any = None) -> CongestionAwareNetwork:
