@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from astra_core.backend import WorkModel, event_queue, is_symmetric, wall_time_text
 
@@ -45,18 +45,19 @@ class PassStopped(Exception):
 
 
 class MessageTally:
-    """A :class:`~astra_core.backend.NetworkBackend` that times messages on ``inner`` and
-    counts them by (source, destination, bytes): the messages a step sends.
+    """A :class:`~astra_core.backend.NetworkBackend` that times messages on ``inner``, the
+    analytical backend, and counts them by (source, destination, bytes): the messages a
+    step sends. The counting is the kernel's model's own (``start_tally``), so a
+    message still costs no Python call.
 
     It keeps ``inner``'s clock, its event queue (the system layer's fast path) and
-    its rank symmetry. With a ``deadline`` (a :func:`time.perf_counter` value), a
-    send past it raises :class:`PassStopped` (the clock is read every
+    its rank symmetry. With a ``deadline`` (a :func:`time.perf_counter` value), the
+    pass raises :class:`PassStopped` once past it (the clock is read every
     :data:`CHECK_EVERY` messages)."""
 
     def __init__(self, inner: Any, deadline: float | None = None):
         self.inner = inner
         self.deadline = deadline
-        self._until_check = CHECK_EVERY
         self.symmetric = is_symmetric(inner)
         events = event_queue(inner)
         if events is not None:
@@ -64,29 +65,17 @@ class MessageTally:
         self.schedule = inner.schedule
         self.now = inner.now
         self.run = inner.run
-        self._send = inner.send
-        #: (src, dst, bytes) -> messages
-        self.counts: dict[tuple[int, int, int], int] = {}
+        inner.start_tally(CHECK_EVERY, None if deadline is None else self._check)
+        self.send = inner.send
 
-    def send(
-        self,
-        src: int,
-        dst: int,
-        size_bytes: int,
-        on_delivered: Callable[[Any], None],
-        arg: Any = None,
-        *,
-        tag: int = 0,
-    ) -> None:
-        key = (src, dst, size_bytes)
-        counts = self.counts
-        counts[key] = counts.get(key, 0) + 1
-        self._until_check -= 1
-        if not self._until_check:
-            self._until_check = CHECK_EVERY
-            if self.deadline is not None and time.perf_counter() > self.deadline:
-                raise PassStopped
-        self._send(src, dst, size_bytes, on_delivered, arg, tag=tag)
+    def _check(self) -> None:
+        if time.perf_counter() > cast(float, self.deadline):
+            raise PassStopped
+
+    @property
+    def counts(self) -> dict[tuple[int, int, int], int]:
+        """(src, dst, bytes) -> messages sent so far."""
+        return self.inner.tally()
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,9 @@ enum CallKind : uint8_t {
   CALL_REDUCE,    // WindowedPhase obj: a packet of v.i bytes is in memory; reduce it
   CALL_HOP_ARRIVED,  // CongestionLinks obj: message v.i is at the far end of its link
   CALL_LINK_FREE,    // CongestionLinks obj: link v.i is free
+  CALL_NCCL_SENT,      // NcclPhase obj: a send of lane v.i was delivered
+  CALL_NCCL_RECEIVED,  // NcclPhase obj: receive v.i arrived
+  CALL_NCCL_FLOOR,     // NcclPhase obj: NCCL's predicted time has passed
 };
 
 struct Call {
@@ -922,12 +925,28 @@ struct LinkDim {
   double bytes_per_ns;
 };
 
+// A message's (source, destination, bytes), as the estimate counts them.
+struct TallyKey {
+  int64_t src, dst, size;
+  bool operator==(const TallyKey& o) const { return src == o.src && dst == o.dst && size == o.size; }
+};
+
+struct TallyKeyHash {
+  size_t operator()(const TallyKey& k) const {
+    return static_cast<size_t>(mix64(static_cast<uint64_t>(k.size) ^
+                                     mix64(static_cast<uint64_t>(k.src) ^ (static_cast<uint64_t>(k.dst) << 32))));
+  }
+};
+
 struct AnalyticalLinks {
   PyObject_HEAD
   EventQueue* queue;  // owned
   std::vector<LinkDim>* dims;
   long long messages;
   long long bytes_sent;
+  FlatMap<TallyKey, long long, TallyKeyHash>* tally;  // nullptr: not counting
+  long long check_every, until_check;
+  PyObject* on_check;  // owned, or nullptr
 };
 
 static PyTypeObject AnalyticalLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -953,12 +972,37 @@ static inline double analytical_delay_ns(const AnalyticalLinks* self, int64_t sr
   return 0;
 }
 
-// Times a message and queues ``call`` (its references move here) for its arrival.
-static inline void analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, const Call& call) {
+// Counts a message for the estimate, and every check_every messages calls on_check()
+// (which raises to stop the pass); false with that error set.
+static bool tally_message(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size) {
+  TallyKey key{src, dst, size};
+  long long* count = self->tally->find(key);
+  if (count != nullptr) {
+    ++*count;
+  } else {
+    self->tally->insert(key, 1);
+  }
+  if (--self->until_check > 0 || self->on_check == nullptr) return true;
+  self->until_check = self->check_every;
+  PyObject* r = PyObject_CallNoArgs(self->on_check);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+// Times a message and queues ``call`` (its references move here) for its arrival;
+// false with an error set (the estimate's check stopped it).
+static inline bool analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, const Call& call) {
+  if (self->tally != nullptr && !tally_message(self, src, dst, size)) {
+    Call c = call;
+    release(c);
+    return false;
+  }
   ++self->messages;
   self->bytes_sent += size;
   EventQueue* q = self->queue;
   push_call(q, q->now + analytical_delay_ns(self, src, dst, size), q->now_integral, call);
+  return true;
 }
 
 static PyObject* AnalyticalLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
@@ -993,11 +1037,13 @@ static int AnalyticalLinks_init(AnalyticalLinks* self, PyObject* args, PyObject*
 
 static int AnalyticalLinks_traverse(AnalyticalLinks* self, visitproc visit, void* arg) {
   Py_VISIT(self->queue);
+  Py_VISIT(self->on_check);
   return 0;
 }
 
 static int AnalyticalLinks_clear(AnalyticalLinks* self) {
   Py_CLEAR(self->queue);
+  Py_CLEAR(self->on_check);
   return 0;
 }
 
@@ -1005,6 +1051,7 @@ static void AnalyticalLinks_dealloc(AnalyticalLinks* self) {
   PyObject_GC_UnTrack(self);
   AnalyticalLinks_clear(self);
   delete self->dims;
+  delete self->tally;
   Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
 }
 
@@ -1017,7 +1064,7 @@ static PyObject* AnalyticalLinks_send(AnalyticalLinks* self, PyObject* const* ar
   long long src = PyLong_AsLongLong(bound[0]), dst = PyLong_AsLongLong(bound[1]);
   long long size = PyLong_AsLongLong(bound[2]);
   if (PyErr_Occurred()) return nullptr;
-  analytical_send(self, src, dst, size, py_call(bound[3], bound[4]));
+  if (!analytical_send(self, src, dst, size, py_call(bound[3], bound[4]))) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -1031,7 +1078,52 @@ static PyObject* AnalyticalLinks_delay_ns(AnalyticalLinks* self, PyObject* const
   return PyLong_FromDouble(analytical_delay_ns(self, src, dst, size));
 }
 
+// start_tally(check_every, on_check=None)
+static PyObject* AnalyticalLinks_start_tally(AnalyticalLinks* self, PyObject* args) {
+  long long every;
+  PyObject* on_check = Py_None;
+  if (!PyArg_ParseTuple(args, "L|O", &every, &on_check)) return nullptr;
+  if (every < 1) {
+    PyErr_SetString(PyExc_ValueError, "check_every must be at least 1");
+    return nullptr;
+  }
+  if (self->tally == nullptr) self->tally = new FlatMap<TallyKey, long long, TallyKeyHash>();
+  self->check_every = self->until_check = every;
+  Py_XDECREF(self->on_check);
+  self->on_check = nullptr;
+  if (on_check != Py_None) {
+    Py_INCREF(on_check);
+    self->on_check = on_check;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject* AnalyticalLinks_tally(AnalyticalLinks* self, PyObject*) {
+  PyObject* out = PyDict_New();
+  if (out == nullptr || self->tally == nullptr) return out;
+  bool ok = true;
+  self->tally->for_each([&](const TallyKey& k, long long& count) {
+    if (!ok) return;
+    PyObject* key = Py_BuildValue("(LLL)", static_cast<long long>(k.src), static_cast<long long>(k.dst),
+                                  static_cast<long long>(k.size));
+    PyObject* value = PyLong_FromLongLong(count);
+    ok = key != nullptr && value != nullptr && PyDict_SetItem(out, key, value) == 0;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+  });
+  if (!ok) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  return out;
+}
+
 static PyMethodDef AnalyticalLinks_methods[] = {
+    {"start_tally", reinterpret_cast<PyCFunction>(AnalyticalLinks_start_tally), METH_VARARGS,
+     "start_tally(check_every, on_check=None): count every message sent from now by (src, dst, bytes); "
+     "on_check() every check_every messages, which may raise to stop the run."},
+    {"tally", reinterpret_cast<PyCFunction>(AnalyticalLinks_tally), METH_NOARGS,
+     "{(src, dst, bytes): messages} counted since start_tally ({} before it)."},
     {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_send)),
      METH_FASTCALL | METH_KEYWORDS,
      "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in."},
@@ -1566,10 +1658,8 @@ static bool close_flight(MessageMatcher* m, int64_t rank) {
 static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
   MatchEntry& e = (*m->entries)[i];
   e.in_network = true;
-  if (m->links != nullptr) {
-    analytical_send(m->links, src, dst, size, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
-    return true;
-  }
+  if (m->links != nullptr)
+    return analytical_send(m->links, src, dst, size, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
   if (m->congestion != nullptr)
     return congestion_send(m->congestion, src, dst, size, tag, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
   PyObject* callable = as_callable(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
@@ -2077,36 +2167,43 @@ static bool phase_general(WindowedPhase* p) {
   return true;
 }
 
-static bool phase_start(WindowedPhase* p) {
-  if (p->stream == nullptr || p->stream == Py_None) {
-    PyErr_SetString(PyExc_RuntimeError, "a windowed phase started before its stream was bound");
+// Binds the phase to its stream's rank (events and matcher) and tag; false with an error.
+static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMatcher** matcher_out, long long* id) {
+  if (stream == nullptr || stream == Py_None) {
+    PyErr_SetString(PyExc_RuntimeError, "a phase started before its stream was bound");
     return false;
   }
-  PyObject* owner = PyObject_GetAttrString(p->stream, "owner");
+  PyObject* owner = PyObject_GetAttrString(stream, "owner");
   if (owner == nullptr) return false;
   PyObject* events = PyObject_GetAttrString(owner, "events");
   PyObject* matcher = events == nullptr ? nullptr : PyObject_GetAttrString(owner, "matcher");
-  PyObject* tag = matcher == nullptr ? nullptr : PyObject_GetAttrString(p->stream, "stream_id");
+  PyObject* tag = matcher == nullptr ? nullptr : PyObject_GetAttrString(stream, "stream_id");
   Py_DECREF(owner);
   bool ok = tag != nullptr;
   if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, &MessageMatcherType))) {
-    PyErr_SetString(PyExc_TypeError, "a windowed phase runs on a rank whose events and matcher are the kernel's");
+    PyErr_SetString(PyExc_TypeError, "a kernel phase runs on a rank whose events and matcher are the kernel's");
     ok = false;
   }
   if (ok) {
-    p->tag = PyLong_AsLongLong(tag);
-    ok = !(p->tag == -1 && PyErr_Occurred());
+    *id = PyLong_AsLongLong(tag);
+    ok = !(*id == -1 && PyErr_Occurred());
   }
   if (ok) {
-    Py_XSETREF(p->events, reinterpret_cast<RankEvents*>(events));
-    Py_XSETREF(p->matcher, reinterpret_cast<MessageMatcher*>(matcher));
+    Py_XSETREF(*events_out, reinterpret_cast<RankEvents*>(events));
+    Py_XSETREF(*matcher_out, reinterpret_cast<MessageMatcher*>(matcher));
     events = matcher = nullptr;
   }
   Py_XDECREF(events);
   Py_XDECREF(matcher);
   Py_XDECREF(tag);
-  for (long long i = 0; ok && i < p->window; ++i) ok = phase_insert(p);
   return ok;
+}
+
+static bool phase_start(WindowedPhase* p) {
+  if (!bind_to_stream(p->stream, &p->events, &p->matcher, &p->tag)) return false;
+  for (long long i = 0; i < p->window; ++i)
+    if (!phase_insert(p)) return false;
+  return true;
 }
 
 static PyObject* WindowedPhase_new(PyTypeObject* type, PyObject*, PyObject*) {
@@ -2233,6 +2330,282 @@ static void init_windowed_phase_type() {
 }
 
 // ---------------------------------------------------------------------------------
+// NcclPhase: one rank's part of one NCCL collective, run from its schedule
+// (astra_core.system.collectives.nccl: schedule and phase). Lanes send in order, each
+// send once the receives it forwards have arrived and with no more than the lane's
+// window in flight; the rank also expects its receives, and NCCL's predicted time
+// must pass. The phase ends when every send was delivered, every receive arrived and
+// the predicted time is over.
+
+struct NcclPhase {
+  PyObject_HEAD
+  PyObject* comm_type;
+  PyObject* stream;
+  long long rank, data_size, final_data_size, floor_ns;
+  PyObject* lanes;  // tuple of (sends, window); sends: tuple of (dst, bytes, needs tuple)
+  PyObject* recvs;  // tuple of (src, bytes, lane)
+  std::vector<long long>* next;        // per lane: its next send
+  std::vector<long long>* delivered;   // per lane: sends delivered
+  std::vector<long long>* blocked_on;  // per lane: the receive its next send waits for (-1: none)
+  std::vector<char>* arrived;          // per receive
+  std::unordered_map<long long, std::vector<long long>>* waiters;  // receive -> lanes waiting for it
+  long long open;  // sends to issue and deliver, receives to arrive, and the floor; -1: done
+  long long tag;
+  RankEvents* events;       // owned, bound at start
+  MessageMatcher* matcher;  // owned, bound at start
+};
+
+static PyTypeObject NcclPhaseType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static const long long NCCL_TAG_BASE = 1LL << 48;
+static const long long NCCL_LANES_PER_TAG = 4096;
+
+static bool nccl_check(NcclPhase* p) {
+  if (p->open != 0) return true;
+  p->open = -1;
+  PyObject* owner = PyObject_GetAttrString(p->stream, "owner");
+  if (owner == nullptr) return false;
+  PyObject* r = PyObject_CallMethod(owner, "proceed_to_next_phase", "O", p->stream);
+  Py_DECREF(owner);
+  if (r == nullptr) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+static bool nccl_issue(NcclPhase* p, long long i) {
+  PyObject* lane = PyTuple_GET_ITEM(p->lanes, i);
+  PyObject* sends = PyTuple_GET_ITEM(lane, 0);
+  long long window = PyLong_AsLongLong(PyTuple_GET_ITEM(lane, 1));
+  if (window == -1 && PyErr_Occurred()) return false;
+  long long n = PyTuple_GET_SIZE(sends);
+  long long k = (*p->next)[i];
+  while (k < n && k - (*p->delivered)[i] < window) {
+    PyObject* send = PyTuple_GET_ITEM(sends, k);
+    long long dst = PyLong_AsLongLong(PyTuple_GET_ITEM(send, 0));
+    long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(send, 1));
+    if (PyErr_Occurred()) return false;
+    PyObject* needs = PyTuple_GET_ITEM(send, 2);
+    long long missing = -1;
+    for (Py_ssize_t x = 0; x < PyTuple_GET_SIZE(needs); ++x) {
+      long long j = PyLong_AsLongLong(PyTuple_GET_ITEM(needs, x));
+      if (j == -1 && PyErr_Occurred()) return false;
+      if (!(*p->arrived)[j]) {
+        missing = j;
+        break;
+      }
+    }
+    if (missing >= 0) {
+      if ((*p->blocked_on)[i] != missing) {
+        (*p->blocked_on)[i] = missing;
+        (*p->waiters)[missing].push_back(i);
+      }
+      break;
+    }
+    ++k;
+    (*p->next)[i] = k;
+    --p->open;
+    if (!matcher_send(p->matcher, p->rank, dst, size, p->tag + i,
+                      kernel_call(CALL_NCCL_SENT, reinterpret_cast<PyObject*>(p), i), true, NAN, false))
+      return false;
+  }
+  (*p->next)[i] = k;
+  return true;
+}
+
+static bool nccl_sent(NcclPhase* p, long long i) {
+  ++(*p->delivered)[i];
+  --p->open;
+  return nccl_issue(p, i) && nccl_check(p);
+}
+
+static bool nccl_received(NcclPhase* p, long long j) {
+  (*p->arrived)[j] = 1;
+  --p->open;
+  auto found = p->waiters->find(j);
+  if (found != p->waiters->end()) {
+    std::vector<long long> lanes;
+    lanes.swap(found->second);
+    p->waiters->erase(found);
+    for (long long i : lanes) {
+      (*p->blocked_on)[i] = -1;
+      if (!nccl_issue(p, i)) return false;
+    }
+  }
+  return nccl_check(p);
+}
+
+static bool nccl_floor(NcclPhase* p) {
+  --p->open;
+  return nccl_check(p);
+}
+
+static bool nccl_start(NcclPhase* p) {
+  long long stream_id;
+  if (!bind_to_stream(p->stream, &p->events, &p->matcher, &stream_id)) return false;
+  p->tag = NCCL_TAG_BASE + stream_id * NCCL_LANES_PER_TAG;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(p->recvs); ++j) {
+    PyObject* recv = PyTuple_GET_ITEM(p->recvs, j);
+    long long src = PyLong_AsLongLong(PyTuple_GET_ITEM(recv, 0));
+    long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(recv, 1));
+    long long lane = PyLong_AsLongLong(PyTuple_GET_ITEM(recv, 2));
+    if (PyErr_Occurred()) return false;
+    if (!matcher_recv(p->matcher, src, p->rank, size, p->tag + lane,
+                      kernel_call(CALL_NCCL_RECEIVED, reinterpret_cast<PyObject*>(p), j)))
+      return false;
+  }
+  if (!register_call(p->events, static_cast<double>(p->floor_ns), true,
+                     kernel_call(CALL_NCCL_FLOOR, reinterpret_cast<PyObject*>(p), 0)))
+    return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(p->lanes); ++i)
+    if (!nccl_issue(p, i)) return false;
+  return true;
+}
+
+static PyObject* NcclPhase_new(PyTypeObject* type, PyObject*, PyObject*) {
+  NcclPhase* p = reinterpret_cast<NcclPhase*>(type->tp_alloc(type, 0));
+  if (p == nullptr) return nullptr;
+  p->next = new std::vector<long long>();
+  p->delivered = new std::vector<long long>();
+  p->blocked_on = new std::vector<long long>();
+  p->arrived = new std::vector<char>();
+  p->waiters = new std::unordered_map<long long, std::vector<long long>>();
+  p->lanes = PyTuple_New(0);
+  p->recvs = PyTuple_New(0);
+  Py_INCREF(Py_None);
+  p->stream = Py_None;
+  Py_INCREF(Py_None);
+  p->comm_type = Py_None;
+  return reinterpret_cast<PyObject*>(p);
+}
+
+// NcclPhase(comm_type, rank, data_size, final_data_size, lanes, recvs, floor_ns)
+static int NcclPhase_init(NcclPhase* p, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"comm_type", "rank", "data_size", "final_data_size", "lanes", "recvs", "floor_ns",
+                                nullptr};
+  PyObject *comm_type, *lanes, *recvs;
+  long long rank, data_size, final_size, floor_ns;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OLLLO!O!L", const_cast<char**>(names), &comm_type, &rank, &data_size,
+                                   &final_size, &PyTuple_Type, &lanes, &PyTuple_Type, &recvs, &floor_ns))
+    return -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(lanes); ++i) {
+    PyObject* lane = PyTuple_GET_ITEM(lanes, i);
+    if (!PyTuple_Check(lane) || PyTuple_GET_SIZE(lane) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(lane, 0))) {
+      PyErr_SetString(PyExc_TypeError, "lanes: a tuple of (sends tuple, window)");
+      return -1;
+    }
+  }
+  Py_INCREF(comm_type);
+  Py_XSETREF(p->comm_type, comm_type);
+  Py_INCREF(lanes);
+  Py_XSETREF(p->lanes, lanes);
+  Py_INCREF(recvs);
+  Py_XSETREF(p->recvs, recvs);
+  p->rank = rank;
+  p->data_size = data_size;
+  p->final_data_size = final_size;
+  p->floor_ns = floor_ns;
+  size_t n = PyTuple_GET_SIZE(lanes);
+  p->next->assign(n, 0);
+  p->delivered->assign(n, 0);
+  p->blocked_on->assign(n, -1);
+  p->arrived->assign(PyTuple_GET_SIZE(recvs), 0);
+  long long open = PyTuple_GET_SIZE(recvs) + 1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(lanes); ++i)
+    open += 2 * PyTuple_GET_SIZE(PyTuple_GET_ITEM(PyTuple_GET_ITEM(lanes, i), 0));
+  p->open = open;
+  return 0;
+}
+
+static int NcclPhase_traverse(NcclPhase* p, visitproc visit, void* arg) {
+  Py_VISIT(p->comm_type);
+  Py_VISIT(p->stream);
+  Py_VISIT(p->lanes);
+  Py_VISIT(p->recvs);
+  Py_VISIT(p->events);
+  Py_VISIT(p->matcher);
+  return 0;
+}
+
+static int NcclPhase_clear(NcclPhase* p) {
+  Py_CLEAR(p->comm_type);
+  Py_CLEAR(p->stream);
+  Py_CLEAR(p->lanes);
+  Py_CLEAR(p->recvs);
+  Py_CLEAR(p->events);
+  Py_CLEAR(p->matcher);
+  return 0;
+}
+
+static void NcclPhase_dealloc(NcclPhase* p) {
+  PyObject_GC_UnTrack(p);
+  NcclPhase_clear(p);
+  delete p->next;
+  delete p->delivered;
+  delete p->blocked_on;
+  delete p->arrived;
+  delete p->waiters;
+  Py_TYPE(p)->tp_free(reinterpret_cast<PyObject*>(p));  // a Python subclass's type: its dealloc lets go
+}
+
+static PyObject* NcclPhase_start(NcclPhase* p, PyObject*) {
+  if (!nccl_start(p)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* NcclPhase_get_next(NcclPhase* p, void*) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(p->next->size()));
+  for (size_t i = 0; out != nullptr && i < p->next->size(); ++i)
+    PyList_SET_ITEM(out, i, PyLong_FromLongLong((*p->next)[i]));
+  return out;
+}
+
+static PyObject* NcclPhase_get_arrived(NcclPhase* p, void*) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(p->arrived->size()));
+  for (size_t j = 0; out != nullptr && j < p->arrived->size(); ++j)
+    PyList_SET_ITEM(out, j, PyBool_FromLong((*p->arrived)[j]));
+  return out;
+}
+
+static PyMethodDef NcclPhase_methods[] = {
+    {"start", reinterpret_cast<PyCFunction>(NcclPhase_start), METH_NOARGS,
+     "STREAM_INIT: post the receives, start NCCL's predicted time and issue every lane."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef NcclPhase_members[] = {
+    {"comm_type", T_OBJECT, offsetof(NcclPhase, comm_type), READONLY, "the collective (CommType)"},
+    {"stream", T_OBJECT, offsetof(NcclPhase, stream), 0, "the stream this phase belongs to"},
+    {"rank", T_LONGLONG, offsetof(NcclPhase, rank), READONLY, "the rank"},
+    {"data_size", T_LONGLONG, offsetof(NcclPhase, data_size), READONLY, "bytes entering the phase"},
+    {"final_data_size", T_LONGLONG, offsetof(NcclPhase, final_data_size), READONLY, "bytes leaving it"},
+    {"floor_ns", T_LONGLONG, offsetof(NcclPhase, floor_ns), READONLY, "NCCL's predicted time (ns)"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static PyGetSetDef NcclPhase_getset[] = {
+    {"next_sends", reinterpret_cast<getter>(NcclPhase_get_next), nullptr, "per lane: the index of its next send",
+     nullptr},
+    {"arrived", reinterpret_cast<getter>(NcclPhase_get_arrived), nullptr, "per receive: whether it arrived",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_nccl_phase_type() {
+  PyTypeObject& t = NcclPhaseType;
+  t.tp_name = "_astra_kernel.NcclPhase";
+  t.tp_basicsize = sizeof(NcclPhase);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
+  t.tp_doc =
+      "NcclPhase(comm_type, rank, data_size, final_data_size, lanes, recvs, floor_ns): one rank's part of one "
+      "NCCL collective (astra_core.system.collectives.nccl.phase).";
+  t.tp_new = NcclPhase_new;
+  t.tp_init = reinterpret_cast<initproc>(NcclPhase_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(NcclPhase_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(NcclPhase_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(NcclPhase_clear);
+  t.tp_methods = NcclPhase_methods;
+  t.tp_members = NcclPhase_members;
+  t.tp_getset = NcclPhase_getset;
+}
+
+// ---------------------------------------------------------------------------------
 // The dispatch of a call
 
 static bool fire(const Call& c) {
@@ -2255,6 +2628,12 @@ static bool fire(const Call& c) {
       return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
     case CALL_HOP_ARRIVED:
       return congestion_hop_arrived(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<uint32_t>(c.v.i));
+    case CALL_NCCL_SENT:
+      return nccl_sent(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
+    case CALL_NCCL_RECEIVED:
+      return nccl_received(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
+    case CALL_NCCL_FLOOR:
+      return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
     case CALL_LINK_FREE:
       return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
     default:
@@ -2284,13 +2663,15 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_congestion_links_type();
   init_message_matcher_type();
   init_windowed_phase_type();
+  init_nccl_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},         {"AnalyticalLinks", &AnalyticalLinksType},
                {"CongestionLinks", &CongestionLinksType},
-               {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType}};
+               {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
+               {"NcclPhase", &NcclPhaseType}};
   for (auto& t : types)
     if (PyType_Ready(t.type) < 0) return nullptr;
   if (array_type == nullptr) {
@@ -2311,5 +2692,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
     }
   }
   PyModule_AddIntConstant(module, "PROGRESS_EVERY", PROGRESS_EVERY);
+  PyModule_AddObject(module, "NCCL_TAG_BASE", PyLong_FromLongLong(NCCL_TAG_BASE));
+  PyModule_AddObject(module, "NCCL_LANES_PER_TAG", PyLong_FromLongLong(NCCL_LANES_PER_TAG));
   return module;
 }

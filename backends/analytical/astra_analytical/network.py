@@ -61,6 +61,10 @@ class AnalyticalNetwork:
         self._route_messages = self._route_bytes = 0
         if physical is None:
             self.send = self._links.send
+        #: ``start_tally(check_every, on_check=None)`` and ``tally()``: the messages sent,
+        #: counted by (src, dst, bytes) (what :mod:`astra_core.estimate` prices).
+        self.start_tally = self._links.start_tally
+        self.tally = self._links.tally
 
     # -- NetworkBackend ---------------------------------------------------------
     def now(self) -> float:

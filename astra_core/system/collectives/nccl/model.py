@@ -275,6 +275,6 @@ class NcclModel:
                 floor_ns,
                 n,
             )
-            cached = self._phases[key] = (final, schedule, floor_ns, label, choice)
-        final, schedule, floor_ns, label, choice = cached
-        return NcclPhase(comm_type, rank, size, final, schedule, floor_ns, label, choice)
+            cached = self._phases[key] = (final, schedule, schedule.frozen(), floor_ns, label, choice)
+        final, schedule, (lanes, recvs), floor_ns, label, choice = cached
+        return NcclPhase(comm_type, rank, size, final, schedule, lanes, recvs, floor_ns, label, choice)

@@ -21,14 +21,46 @@ fabric shows through the first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from astra_core.system.collectives.base import CollectivePhase
+from astra_core.events import kernel
 from astra_core.system.collectives.nccl.schedule import Schedule
+from astra_core.system.comm_types import CommType
 
-#: Tags of NCCL messages: above every chunk tag of the native algorithms
-#: (stream ids, or group id x 1e6 + k), room for 4096 lanes per stream.
-TAG_BASE = 1 << 48
-LANES_PER_TAG = 4096
+if TYPE_CHECKING:
+    from astra_core.system.stream import Stream
+
+    class _KernelNcclPhase:
+        comm_type: CommType
+        stream: Stream
+        rank: int
+        data_size: int
+        final_data_size: int
+        floor_ns: int
+        next_sends: list[int]
+        arrived: list[bool]
+
+        def __init__(
+            self,
+            comm_type: CommType,
+            rank: int,
+            data_size: int,
+            final_data_size: int,
+            lanes: tuple,
+            recvs: tuple,
+            floor_ns: int,
+        ) -> None: ...
+
+        def start(self) -> None: ...
+
+else:
+    _KernelNcclPhase = kernel().NcclPhase
+
+#: Tags of NCCL messages (the kernel's): ``TAG_BASE + stream id x LANES_PER_TAG + lane``,
+#: 2^48 up, above every chunk tag of the native algorithms (stream ids, or group id x
+#: 1e6 + k), room for 4096 lanes per stream.
+TAG_BASE: int = kernel().NCCL_TAG_BASE
+LANES_PER_TAG: int = kernel().NCCL_LANES_PER_TAG
 
 
 @dataclass(frozen=True)
@@ -50,113 +82,42 @@ class NcclChoice:
     ranks: int
 
 
-class NcclPhase(CollectivePhase):
-    """One rank's part of one NCCL collective (see the module docstring).
+class NcclPhase(_KernelNcclPhase):
+    """One rank's part of one NCCL collective (see the module docstring), run by the
+    kernel (``astra_core/cpp/kernel.cc``).
 
-    ``schedule``: its :class:`~.schedule.Schedule`; ``floor_ns``: NCCL's
+    ``schedule``: its :class:`~.schedule.Schedule` (``lanes`` and ``recvs``: the same,
+    frozen into tuples, :meth:`~.schedule.Schedule.frozen`); ``floor_ns``: NCCL's
     predicted duration; ``label``: algorithm, protocol and channels, for
     messages; ``choice``: the same as data (:class:`NcclChoice`), for reports.
     """
 
     name = "nccl"
-    __slots__ = (
-        "schedule",
-        "floor_ns",
-        "label",
-        "choice",
-        "_next",
-        "_delivered",
-        "_arrived",
-        "_open",
-        "_tag",
-        "_waiters",
-        "_blocked_on",
-    )
+    __slots__ = ("schedule", "label", "choice")
 
     def __init__(
         self,
-        comm_type,
+        comm_type: CommType,
         rank: int,
         data_size: int,
         final_data_size: int,
         schedule: Schedule,
+        lanes: tuple,
+        recvs: tuple,
         floor_ns: int,
         label: str,
         choice: NcclChoice | None = None,
     ):
-        super().__init__(comm_type, rank, data_size)
-        self.final_data_size = final_data_size
+        super().__init__(comm_type, rank, data_size, final_data_size, lanes, recvs, floor_ns)
         self.schedule = schedule
-        self.floor_ns = floor_ns
         self.label = label
         self.choice = choice
-        lanes = schedule.lanes
-        self._next = [0] * len(lanes)
-        self._delivered = [0] * len(lanes)
-        self._arrived = [False] * len(schedule.recvs)
-        self._open = sum(2 * len(lane.sends) for lane in lanes) + len(schedule.recvs) + 1
-        self._tag = 0
-        # receive index -> lanes whose next send waits for it; each lane waits on one at most
-        self._waiters: dict[int, list[int]] = {}
-        self._blocked_on = [-1] * len(lanes)
-
-    def start(self) -> None:
-        owner = self.stream.owner
-        self._tag = TAG_BASE + self.stream.stream_id * LANES_PER_TAG
-        matcher = owner.matcher
-        for j, (src, size, lane) in enumerate(self.schedule.recvs):
-            matcher.recv(src, self.rank, size, self._tag + lane, self._received, j)
-        owner.register_event(self.floor_ns, self._floor)
-        for i in range(len(self.schedule.lanes)):
-            self._issue(i)
-
-    def _issue(self, i: int) -> None:
-        lane = self.schedule.lanes[i]
-        sends = lane.sends
-        k = self._next[i]
-        arrived = self._arrived
-        matcher = self.stream.owner.matcher
-        tag = self._tag + i
-        while k < len(sends) and k - self._delivered[i] < lane.window:
-            dst, size, needs = sends[k]
-            missing = next((j for j in needs if not arrived[j]), -1)
-            if missing >= 0:
-                if self._blocked_on[i] != missing:
-                    self._blocked_on[i] = missing
-                    self._waiters.setdefault(missing, []).append(i)
-                break
-            k += 1
-            self._next[i] = k
-            self._open -= 1
-            matcher.send(self.rank, dst, size, tag, self._sent, i, collective=True)
-        self._next[i] = k
-
-    def _sent(self, i: int) -> None:
-        self._delivered[i] += 1
-        self._open -= 1
-        self._issue(i)
-        self._check()
-
-    def _received(self, j: int) -> None:
-        self._arrived[j] = True
-        self._open -= 1
-        for i in self._waiters.pop(j, ()):
-            self._blocked_on[i] = -1
-            self._issue(i)
-        self._check()
-
-    def _floor(self, _arg=None) -> None:
-        self._open -= 1
-        self._check()
-
-    def _check(self) -> None:
-        if self._open == 0:
-            self._open = -1
-            self.exit()
 
     def waiting_for(self) -> str:
-        missing = sorted({src for j, (src, _, _) in enumerate(self.schedule.recvs) if not self._arrived[j]})
-        unsent = sum(len(lane.sends) - k for lane, k in zip(self.schedule.lanes, self._next))
+        """What the phase waits on, in one line (deadlock reports)."""
+        arrived = self.arrived
+        missing = sorted({src for j, (src, _, _) in enumerate(self.schedule.recvs) if not arrived[j]})
+        unsent = sum(len(lane.sends) - k for lane, k in zip(self.schedule.lanes, self.next_sends))
         shown = ", ".join(str(r) for r in missing[:4]) or "-"
         return (
             f"NCCL {self.label} {self.comm_type.label}: {unsent} messages not sent; "

@@ -100,6 +100,11 @@ class Schedule:
         self.recvs.append((src, size, lane))
         return len(self.recvs) - 1
 
+    def frozen(self) -> tuple[tuple[tuple[tuple[tuple[int, int, tuple[int, ...]], ...], int], ...], tuple]:
+        """(lanes as ``(sends, window)``, receives), all tuples: what the kernel's
+        :class:`~.phase.NcclPhase` runs."""
+        return tuple((tuple(lane.sends), lane.window) for lane in self.lanes), tuple(self.recvs)
+
 
 @dataclass(frozen=True)
 class Layout:
