@@ -136,12 +136,8 @@ class RankSystem:
             comm_type: build_logical_dims(rank, dim_sizes, context.implementations[comm_type], system.source)
             for comm_type in CONFIGURABLE
         }
-        queues = len(dim_sizes)
         self.priority_counter = 0
         self.next_stream_id = 0
-        self.ready_list: list[Stream] = []
-        self.active_streams: list[list[Stream]] = [[] for _ in range(queues)]
-        self.running_streams = [0] * queues
         #: The rank's events batched per tick and its local-memory timing, in the kernel
         #: (upstream ``Sys::register_event`` / ``call_events``).
         self.events = kernel().RankEvents(
@@ -152,6 +148,11 @@ class RankSystem:
         #: the tick's events in the order they were registered, also those registered for the
         #: tick while they run (upstream ``Sys``).
         self.register_event: Callable[..., None] = self.events.register_event
+        # The stream queues, one per dimension, in the kernel (see the module docstring).
+        self.events.configure_queues(len(dim_sizes), self.queue_threshold)
+        #: ``proceed_to_next_phase(stream)``: finish the stream's current phase and queue its
+        #: next one, or retire it (upstream ``Sys::proceed_to_next_vnet_baseline``).
+        self.proceed_to_next_phase: Callable[[Stream], None] = self.events.proceed_to_next_phase
 
     # -- clock --------------------------------------------------------------
     def now(self) -> float:
@@ -223,9 +224,7 @@ class RankSystem:
         dataset.total_streams = len(streams)
         # an algorithm that chose among options says what it chose (the NCCL model)
         dataset.nccl_choice = getattr(streams[0].phases_to_go[0].algorithm, "choice", None)
-        for stream in streams:
-            self._insert_stream(self.ready_list, stream)
-            self._schedule_ready()
+        self.events.add_streams(streams)
         return dataset
 
     def _collective_dims(
@@ -332,66 +331,10 @@ class RankSystem:
             data = algorithm.final_data_size
         return phases
 
-    # -- scheduling (upstream Sys::insert_stream / schedule / proceed_to_next_vnet_baseline)
-    @staticmethod
-    def _insert_stream(queue: list[Stream], stream: Stream) -> None:
-        i = 0
-        n = len(queue)
-        while i < n and (queue[i].initialized or queue[i].priority >= stream.priority):
-            i += 1
-        queue.insert(i, stream)
-
-    def _schedule_ready(self) -> None:
-        while self.ready_list:
-            self.proceed_to_next_phase(self.ready_list.pop(0))
-
-    def proceed_to_next_phase(self, stream: Stream) -> None:
-        """Finish the stream's current phase and queue its next one (or retire it)."""
-        previous_queue = stream.current_queue_id
-        now = self.now()
-        if stream.phase is not None:
-            # stream.algorithm is the phase's (set and cleared with it)
-            stream.dataset.phase_times.append(
-                (
-                    stream.phase.dim,
-                    cast("PhaseAlgorithm", stream.algorithm).comm_type.label,
-                    stream.phase_start_ns,
-                    now,
-                )
-            )
-        if not stream.phases_to_go:
-            stream.dataset.stream_finished(now)
-        if previous_queue >= 0:
-            self.active_streams[previous_queue].remove(stream)
-        if not stream.phases_to_go:
-            # Retired: unlink its last phase (whose algorithm points back at the
-            # stream) so that reference counting frees them, without the cyclic GC.
-            stream.phase = stream.algorithm = None
-            if previous_queue >= 0:
-                self._stream_removed(previous_queue)
-            return
-        phase = stream.phases_to_go.pop(0)
-        stream.phase = phase
-        stream.algorithm = phase.algorithm
-        stream.current_queue_id = phase.dim
-        stream.initialized = False
-        self._insert_stream(self.active_streams[phase.dim], stream)
-        if previous_queue >= 0:
-            self._stream_removed(previous_queue)
-        self._stream_added(phase.dim)
-
-    def _stream_added(self, queue_id: int) -> None:
-        queue = self.active_streams[queue_id]
-        i = self.running_streams[queue_id]
-        while i < len(queue) and self.running_streams[queue_id] < self.queue_threshold:
-            queue[i].init()
-            self.running_streams[queue_id] += 1
-            i += 1
-
-    def _stream_removed(self, queue_id: int) -> None:
-        self.running_streams[queue_id] -= 1
-        self._schedule_ready()
-        self._stream_added(queue_id)
+    @property
+    def active_streams(self) -> list[list[Stream]]:
+        """Per dimension: the streams on its queue, running ones first."""
+        return self.events.active_streams()
 
     # -- diagnostics ---------------------------------------------------------------
     def waiting_streams(self) -> list[str]:

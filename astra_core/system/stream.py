@@ -5,13 +5,16 @@ A collective of ``S`` bytes is split into chunks; each chunk is a
 reduce-scatter on dim 0, all-reduce on dim 1, all-gather on dim 0) one after
 another. A :class:`DataSet` counts its streams and notifies the rank engine
 when the last one finishes. Mirrors upstream ``StreamBaseline``/``DataSet``.
+The stream is the kernel's (``astra_core/cpp/kernel.cc``), as are the queues
+that schedule it (:class:`~astra_core.system.rank.RankSystem`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from typing import TYPE_CHECKING
 
+from astra_core.events import kernel
 from astra_core.system.collectives.base import PhaseAlgorithm, PhasePort
 
 
@@ -64,44 +67,32 @@ class DataSet:
                 on_finished(self)
 
 
-class Stream:
-    """One chunk of a collective moving through its phases on one rank.
+if TYPE_CHECKING:
 
-    ``stream_id`` is the message tag shared by all ranks for this chunk.
-    ``priority`` orders streams waiting for the same queue (higher first).
-    """
+    class Stream:
+        """One chunk of a collective moving through its phases on one rank.
 
-    __slots__ = (
-        "owner",
-        "dataset",
-        "stream_id",
-        "priority",
-        "phases_to_go",
-        "phase",
-        "algorithm",
-        "current_queue_id",
-        "initialized",
-        "phase_start_ns",
-    )
+        ``stream_id`` is the message tag shared by all ranks for this chunk.
+        ``priority`` orders streams waiting for the same queue (higher first).
+        """
 
-    def __init__(
-        self, owner: PhasePort, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int
-    ):
-        self.owner = owner
-        self.dataset = dataset
-        self.stream_id = stream_id
-        self.priority = priority
-        self.phases_to_go = phases
-        for phase in phases:
-            phase.algorithm.stream = self
-        self.phase: Phase | None = None
-        self.algorithm: PhaseAlgorithm | None = None
-        self.current_queue_id = -1
-        self.initialized = False
-        self.phase_start_ns = 0.0
+        owner: PhasePort
+        dataset: DataSet
+        stream_id: int
+        priority: int
+        phases_to_go: list[Phase]
+        phase: Phase | None
+        algorithm: PhaseAlgorithm | None
+        current_queue_id: int
+        initialized: bool
+        phase_start_ns: float
 
-    def init(self) -> None:
-        """The stream got a slot on its queue: start the current phase."""
-        self.initialized = True
-        self.phase_start_ns = self.owner.now()
-        cast("PhaseAlgorithm", self.algorithm).start()  # set: the stream is on a queue
+        def __init__(
+            self, owner: PhasePort, dataset: DataSet, stream_id: int, phases: list[Phase], priority: int
+        ) -> None: ...
+
+        def init(self) -> None:
+            """The stream got a slot on its queue: start the current phase."""
+
+else:
+    Stream = kernel().Stream
