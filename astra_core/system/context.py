@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -66,10 +67,10 @@ class RunContext:
     def npus_count(self) -> int:
         return self.network.npus_count
 
-    @property
-    def dim_sizes(self) -> list[int]:
-        """NPUs per network dimension, dimension 0 first."""
-        return [d.npus for d in self.network.dims]
+    @cached_property
+    def dim_sizes(self) -> tuple[int, ...]:
+        """NPUs per network dimension, dimension 0 first (read per collective: kept)."""
+        return tuple(d.npus for d in self.network.dims)
 
 
 def build_context(

@@ -51,7 +51,7 @@ class DimTopology:
 
 def build_logical_dims(
     rank: int,
-    dim_sizes: list[int],
+    dim_sizes: Sequence[int],
     algorithms: Sequence[CollectiveAlgorithm],
     source: str = "system.json",
 ) -> list[DimTopology]:

@@ -153,7 +153,8 @@ class FlowNetwork:
         qp = self._idle.pop(key, None) or self._queue_pair(key)
         self._qps[key] = qp
         qp.messages.append((size_bytes, on_delivered, arg))
-        qp.remaining = self._wire_bytes(size_bytes)
+        payload = self._payload  # _wire_bytes, inlined (once per message)
+        qp.remaining = size_bytes + max(1, -(-size_bytes // payload)) * self._header
         qp.since = self.events.now
         self.solver.add(qp)
         self.events.step_pending = True
@@ -274,13 +275,19 @@ class FlowNetwork:
             return
         qp.event_at = _INF
         size, on_delivered, arg = qp.messages.popleft()
-        events.schedule_at(_on_ps_grid(now, self._tail_ns(qp, size)), on_delivered, arg)
-        qp.wire_sent += self._wire_bytes(size)
+        tail = qp.tail_ns if size == qp.tail_size else self._tail_ns(qp, size)
+        # _on_ps_grid and _wire_bytes, inlined (once per message each)
+        due = round(now + tail, 3)
+        events.schedule_at(due if due >= now else now, on_delivered, arg)
+        payload, header = self._payload, self._header
+        qp.wire_sent += size + max(1, -(-size // payload)) * header
         qp.version += 1
         if qp.messages:
-            qp.remaining = self._wire_bytes(qp.messages[0][0])
+            size = qp.messages[0][0]
+            qp.remaining = size + max(1, -(-size // payload)) * header
             qp.since = now
-            self._drain_at(qp, _on_ps_grid(now, qp.remaining / qp.rate))
+            due = round(now + qp.remaining / qp.rate, 3)
+            self._drain_at(qp, due if due >= now else now)
             return
         del self._qps[qp.key]
         self.solver.remove(qp)
