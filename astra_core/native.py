@@ -83,21 +83,26 @@ def cache_dir() -> Path:
     return Path(base) / "astra" / "native"
 
 
-def library_path(name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = ()) -> Path:
-    """The cached library's path: ``lib<name>-<hash of sources, compiler, flags>.so``."""
+def library_path(
+    name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = (), headers: Sequence[Path] = ()
+) -> Path:
+    """The cached library's path: ``lib<name>-<hash of sources, headers, compiler, flags>.so``."""
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
     h = hashlib.sha256()
-    for source in sources:
+    for source in (*sources, *headers):
         h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
     for part in (cxx, version.partition("\n")[0], *CXXFLAGS, *flags):
         h.update(part.encode() + b"\0")
     return cache_dir() / f"lib{name}-{h.hexdigest()[:20]}.so"
 
 
-def compile_library(name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = ()) -> Path:
+def compile_library(
+    name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = (), headers: Sequence[Path] = ()
+) -> Path:
     """The cached library, compiling it first if needed (``flags`` after
-    :data:`CXXFLAGS`). Raises NativeUnavailable with the compiler's first error line."""
-    target = library_path(name, sources, cxx, flags)
+    :data:`CXXFLAGS`; ``headers``, which the sources include, are part of its key).
+    Raises NativeUnavailable with the compiler's first error line."""
+    target = library_path(name, sources, cxx, flags, headers)
     if target.is_file():
         return target
     try:
@@ -169,9 +174,10 @@ def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]
     return NativeLibrary("compiled", functions, path)
 
 
-def load_extension(name: str, sources: Sequence[Path]) -> ModuleType:
+def load_extension(name: str, sources: Sequence[Path], headers: Sequence[Path] = ()) -> ModuleType:
     """The CPython extension module ``name`` built from ``sources`` (which define
-    ``PyInit_<name>``) against this interpreter's headers.
+    ``PyInit_<name>``) against this interpreter's headers; ``headers`` are the files
+    the sources include (their folders are searched, and they are part of the key).
 
     Compiled, cached (the key includes the interpreter's ABI) and imported when a
     compiler works; else JIT-compiled by cppyy, which calls ``PyInit_<name>``.
@@ -180,19 +186,20 @@ def load_extension(name: str, sources: Sequence[Path]) -> ModuleType:
     loaded = _EXTENSIONS.get(name)
     if loaded is not None:
         return loaded
-    include = sysconfig.get_paths()["include"]
-    flags = (f"-I{include}", f"-DASTRA_ABI={sys.implementation.cache_tag}")
+    includes = [sysconfig.get_paths()["include"], *dict.fromkeys(str(h.parent) for h in headers)]
+    flags = (*(f"-I{i}" for i in includes), f"-DASTRA_ABI={sys.implementation.cache_tag}")
     cxx = compiler()
     why = "no C++ compiler (set CXX or install g++)"
     if cxx is not None:
         try:
-            loaded = _import_compiled(name, compile_library(name, sources, cxx, flags))
+            loaded = _import_compiled(name, compile_library(name, sources, cxx, flags, headers))
         except NativeUnavailable as err:
             why = str(err)
             warnings.warn(f"{why}; trying cppyy's JIT", NativeBuildWarning, stacklevel=2)
     if loaded is None:
         cppyy = _cppyy(name, why)
-        cppyy.add_include_path(include)
+        for folder in includes:
+            cppyy.add_include_path(folder)
         _jit_sources(cppyy, name, sources)
         loaded = getattr(cppyy.gbl, f"PyInit_{name}")()
     _EXTENSIONS[name] = loaded

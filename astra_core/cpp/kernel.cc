@@ -17,7 +17,10 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+#include "astra_kernel_api.h"
+
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <new>
@@ -133,6 +136,7 @@ enum CallKind : uint8_t {
   CALL_NCCL_SENT,      // NcclPhase obj: a send of lane v.i was delivered
   CALL_NCCL_RECEIVED,  // NcclPhase obj: receive v.i arrived
   CALL_NCCL_FLOOR,     // NcclPhase obj: NCCL's predicted time has passed
+  CALL_C_FN,           // a compiled model's step: fn(ctx, v.i), fn and ctx (not Python objects) in obj, arg
 };
 
 struct Call {
@@ -160,10 +164,23 @@ static inline Call kernel_call(uint8_t kind, PyObject* obj, int64_t value) {
 }
 
 static inline void release(Call& c) {
-  Py_CLEAR(c.obj);
-  Py_CLEAR(c.arg);
+  if (c.kind == CALL_C_FN) {  // raw pointers, no references
+    c.obj = c.arg = nullptr;
+  } else {
+    Py_CLEAR(c.obj);
+    Py_CLEAR(c.arg);
+  }
   c.kind = CALL_NONE;
 }
+
+// Visits a call's Python objects (a compiled model's step holds none).
+#define VISIT_CALL(c)              \
+  do {                             \
+    if ((c).kind != CALL_C_FN) {   \
+      Py_VISIT((c).obj);           \
+      Py_VISIT((c).arg);           \
+    }                              \
+  } while (0)
 
 // Runs a call; false with a Python error set when it raised. Defined after the
 // kernel's objects.
@@ -325,8 +342,7 @@ static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
   Py_VISIT(q->step_end);
   if (q->heap != nullptr) {
     for (const Event& e : *q->heap) {
-      Py_VISIT(e.call.obj);
-      Py_VISIT(e.call.arg);
+      VISIT_CALL(e.call);
     }
   }
   return 0;
@@ -633,8 +649,7 @@ static PyObject* KernelCall_call(KernelCall* self, PyObject*, PyObject*) {
 }
 
 static int KernelCall_traverse(KernelCall* self, visitproc visit, void* arg) {
-  Py_VISIT(self->call.obj);
-  Py_VISIT(self->call.arg);
+  VISIT_CALL(self->call);
   return 0;
 }
 
@@ -851,8 +866,7 @@ static int RankEvents_traverse(RankEvents* self, visitproc visit, void* arg) {
   if (self->buckets != nullptr) {
     for (auto& entry : *self->buckets) {
       for (Call& c : entry.second) {
-        Py_VISIT(c.obj);
-        Py_VISIT(c.arg);
+        VISIT_CALL(c);
       }
     }
   }
@@ -1570,6 +1584,13 @@ static PyMemberDef AnalyticalLinks_members[] = {
     {"bytes_sent", T_LONGLONG, offsetof(AnalyticalLinks, bytes_sent), READONLY, "bytes sent"},
     {nullptr, 0, 0, 0, nullptr}};
 
+static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*);
+
+static PyGetSetDef AnalyticalLinks_getset[] = {
+    {"native_send", reinterpret_cast<getter>(AnalyticalLinks_get_native_send), nullptr,
+     "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
 static void init_analytical_links_type() {
   PyTypeObject& t = AnalyticalLinksType;
   t.tp_name = "_astra_kernel.AnalyticalLinks";
@@ -1585,6 +1606,7 @@ static void init_analytical_links_type() {
   t.tp_clear = reinterpret_cast<inquiry>(AnalyticalLinks_clear);
   t.tp_methods = AnalyticalLinks_methods;
   t.tp_members = AnalyticalLinks_members;
+  t.tp_getset = AnalyticalLinks_getset;
 }
 // ---------------------------------------------------------------------------------
 // CongestionLinks: upstream's congestion-aware analytical model (astra-network-
@@ -1822,8 +1844,7 @@ static int CongestionLinks_traverse(CongestionLinks* self, visitproc visit, void
   if (self->messages_in_flight != nullptr) {
     for (CongestionMessage& m : *self->messages_in_flight) {
       Py_VISIT(m.route);
-      Py_VISIT(m.on_delivered.obj);
-      Py_VISIT(m.on_delivered.arg);
+      VISIT_CALL(m.on_delivered);
     }
   }
   return 0;
@@ -1904,7 +1925,11 @@ static PyMemberDef CongestionLinks_members[] = {
     {"messages", T_LONGLONG, offsetof(CongestionLinks, messages), READONLY, "messages sent"},
     {nullptr, 0, 0, 0, nullptr}};
 
+static PyObject* CongestionLinks_get_native_send(CongestionLinks* self, void*);
+
 static PyGetSetDef CongestionLinks_getset[] = {
+    {"native_send", reinterpret_cast<getter>(CongestionLinks_get_native_send), nullptr,
+     "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
     {"link_bytes", reinterpret_cast<getter>(CongestionLinks_get_bytes), nullptr, "bytes that crossed each link",
      nullptr},
     {"link_busy_ns", reinterpret_cast<getter>(CongestionLinks_get_busy), nullptr, "ns each link transmitted",
@@ -1931,6 +1956,109 @@ static void init_congestion_links_type() {
   t.tp_methods = CongestionLinks_methods;
   t.tp_members = CongestionLinks_members;
   t.tp_getset = CongestionLinks_getset;
+}
+
+// ---------------------------------------------------------------------------------
+// The C API of compiled network models (docs/plugins.md, "A compiled network model").
+// A backend offers ``native_send``, a capsule "astra.native_send" holding an
+// AstraNativeSend; the matcher then hands it each message with a token, which the
+// model delivers (exactly once) through the kernel's API, a capsule
+// "_astra_kernel.C_API" holding an AstraKernelApi. The kernel's own models use it too.
+
+static_assert(sizeof(Call) <= sizeof(AstraToken), "a token holds a call");
+
+static inline AstraToken token_of(const Call& call) {
+  AstraToken token;
+  memset(&token, 0, sizeof token);
+  memcpy(&token, &call, sizeof call);
+  return token;
+}
+
+static inline Call call_of(const AstraToken& token) {
+  Call call;
+  memcpy(&call, &token, sizeof call);
+  return call;
+}
+
+static EventQueue* api_queue(PyObject* events) {
+  if (events == nullptr || !PyObject_TypeCheck(events, &EventQueueType)) {
+    PyErr_SetString(PyExc_TypeError, "a compiled model's events must be the kernel's EventQueue");
+    return nullptr;
+  }
+  return reinterpret_cast<EventQueue*>(events);
+}
+
+static double api_now(PyObject* events) {
+  EventQueue* q = api_queue(events);
+  return q == nullptr ? -1.0 : q->now;
+}
+
+static int api_schedule(PyObject* events, double delay_ns, int integral, AstraStepFn fn, void* ctx, long long arg) {
+  EventQueue* q = api_queue(events);
+  if (q == nullptr) return -1;
+  if (!(delay_ns >= 0 && delay_ns < INFINITY)) {
+    PyErr_Format(PyExc_ValueError, "a compiled model scheduled a delay of %R ns", PyFloat_FromDouble(delay_ns));
+    return -1;
+  }
+  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
+  c.v.i = arg;
+  push_call(q, q->now + delay_ns, integral && q->now_integral, c);
+  return 0;
+}
+
+static int api_deliver(AstraToken token) {
+  Call c = call_of(token);
+  bool ok = fire(c);
+  release(c);
+  return ok ? 0 : -1;
+}
+
+static int api_deliver_after(PyObject* events, double delay_ns, int integral, AstraToken token) {
+  EventQueue* q = api_queue(events);
+  Call c = call_of(token);
+  if (q == nullptr || !(delay_ns >= 0 && delay_ns < INFINITY)) {
+    if (q != nullptr) PyErr_SetString(PyExc_ValueError, "a compiled model delivered with a bad delay");
+    release(c);
+    return -1;
+  }
+  push_call(q, q->now + delay_ns, integral && q->now_integral, c);
+  return 0;
+}
+
+static void api_discard(AstraToken token) {
+  Call c = call_of(token);
+  release(c);
+}
+
+static AstraKernelApi kernel_api = {1, api_now, api_schedule, api_deliver, api_deliver_after, api_discard};
+
+// The kernel's own models through the same interface.
+static int analytical_native_send(void* model, long long src, long long dst, long long size, long long,
+                                  AstraToken token) {
+  return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, call_of(token)) ? 0 : -1;
+}
+
+static int congestion_native_send(void* model, long long src, long long dst, long long size, long long tag,
+                                  AstraToken token) {
+  return congestion_send(reinterpret_cast<CongestionLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
+}
+
+static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, long long, long long, long long,
+                                                              AstraToken)) {
+  AstraNativeSend* native = new AstraNativeSend{send, model};
+  PyObject* capsule = PyCapsule_New(native, "astra.native_send", [](PyObject* c) {
+    delete reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(c, "astra.native_send"));
+  });
+  if (capsule == nullptr) delete native;
+  return capsule;
+}
+
+static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*) {
+  return native_send_capsule(self, analytical_native_send);
+}
+
+static PyObject* CongestionLinks_get_native_send(CongestionLinks* self, void*) {
+  return native_send_capsule(self, congestion_native_send);
 }
 
 // ---------------------------------------------------------------------------------
@@ -1982,8 +2110,8 @@ struct MessageMatcher {
   Clock clock;
   PyObject* backend;      // owned
   PyObject* send;         // owned: backend.send
-  AnalyticalLinks* links;  // borrowed from `send`: the kernel's model, or nullptr
-  CongestionLinks* congestion;  // borrowed from `send`: the kernel's congestion-aware model, or nullptr
+  PyObject* native;        // owned: the backend's native_send capsule, or nullptr
+  AstraNativeSend* native_send;  // its contents
   PyObject* symmetry;     // owned, or nullptr
   FlatMap<MatchKey, Waiting, MatchKeyHash>* waiting;
   std::vector<MatchEntry>* entries;
@@ -2092,10 +2220,9 @@ static bool close_flight(MessageMatcher* m, int64_t rank) {
 static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
   MatchEntry& e = (*m->entries)[i];
   e.in_network = true;
-  if (m->links != nullptr)
-    return analytical_send(m->links, src, dst, size, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
-  if (m->congestion != nullptr)
-    return congestion_send(m->congestion, src, dst, size, tag, kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
+  if (m->native_send != nullptr)
+    return m->native_send->send(m->native_send->model, src, dst, size, tag,
+                                token_of(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i))) == 0;
   PyObject* callable = as_callable(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
   if (callable == nullptr) return false;
   PyObject* r = nullptr;
@@ -2262,16 +2389,19 @@ static int MessageMatcher_init(MessageMatcher* m, PyObject* args, PyObject* kwds
   Py_XSETREF(m->backend, backend);
   Py_XSETREF(m->send, send);
   m->clock.set(clock);
-  m->links = nullptr;
-  m->congestion = nullptr;
-  if (PyCFunction_Check(send) && m->clock.queue != nullptr) {  // the kernel's own model on its clock
-    PyObject* owner = PyCFunction_GET_SELF(send);
-    if (owner != nullptr && PyObject_TypeCheck(owner, &AnalyticalLinksType) &&
-        reinterpret_cast<AnalyticalLinks*>(owner)->queue == m->clock.queue)
-      m->links = reinterpret_cast<AnalyticalLinks*>(owner);
-    if (owner != nullptr && PyObject_TypeCheck(owner, &CongestionLinksType) &&
-        reinterpret_cast<CongestionLinks*>(owner)->queue == m->clock.queue)
-      m->congestion = reinterpret_cast<CongestionLinks*>(owner);
+  Py_CLEAR(m->native);
+  m->native_send = nullptr;
+  if (m->clock.queue != nullptr) {  // a compiled model on the kernel's clock: no Python call per message
+    PyObject* native = PyObject_GetAttrString(backend, "native_send");
+    PyObject* events = native == nullptr ? nullptr : PyObject_GetAttrString(backend, "events");
+    if (events == reinterpret_cast<PyObject*>(m->clock.queue) && PyCapsule_IsValid(native, "astra.native_send")) {
+      m->native = native;
+      m->native_send = reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(native, "astra.native_send"));
+      native = nullptr;
+    }
+    Py_XDECREF(native);
+    Py_XDECREF(events);
+    PyErr_Clear();  // no native_send or events: the Python path
   }
   if (symmetry != Py_None) {
     Py_INCREF(symmetry);
@@ -2302,12 +2432,11 @@ static int MessageMatcher_traverse(MessageMatcher* m, visitproc visit, void* arg
   Py_VISIT(m->backend);
   Py_VISIT(m->send);
   Py_VISIT(m->symmetry);
+  Py_VISIT(m->native);
   if (m->entries != nullptr) {
     for (MatchEntry& e : *m->entries) {
-      Py_VISIT(e.on_sent.obj);
-      Py_VISIT(e.on_sent.arg);
-      Py_VISIT(e.on_received.obj);
-      Py_VISIT(e.on_received.arg);
+      VISIT_CALL(e.on_sent);
+      VISIT_CALL(e.on_received);
     }
   }
   if (m->to_rep != nullptr)
@@ -2331,8 +2460,8 @@ static int MessageMatcher_clear(MessageMatcher* m) {
   Py_CLEAR(m->backend);
   Py_CLEAR(m->send);
   Py_CLEAR(m->symmetry);
-  m->links = nullptr;
-  m->congestion = nullptr;
+  Py_CLEAR(m->native);
+  m->native_send = nullptr;
   return 0;
 }
 
@@ -3065,6 +3194,8 @@ static bool fire(const Call& c) {
       return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
     case CALL_LINK_FREE:
       return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
+    case CALL_C_FN:
+      return reinterpret_cast<AstraStepFn>(reinterpret_cast<void*>(c.obj))(reinterpret_cast<void*>(c.arg), c.v.i) == 0;
     default:
       return true;
   }
@@ -3123,6 +3254,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
     }
   }
   PyModule_AddIntConstant(module, "PROGRESS_EVERY", PROGRESS_EVERY);
+  PyModule_AddObject(module, "C_API", PyCapsule_New(&kernel_api, "_astra_kernel.C_API", nullptr));
   PyModule_AddObject(module, "NCCL_TAG_BASE", PyLong_FromLongLong(NCCL_TAG_BASE));
   PyModule_AddObject(module, "NCCL_LANES_PER_TAG", PyLong_FromLongLong(NCCL_LANES_PER_TAG));
   return module;

@@ -47,6 +47,9 @@ class CongestionAwareNetwork:
             self.events, physical.bucket_route, self._bandwidth, self._latency, ROUTE_BUCKETS
         )
         self.send = self._links.send
+        #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network
+        #: model"): a message costs no Python call but its route's first one.
+        self.native_send = self._links.native_send
 
     def now(self) -> float:
         return self.events.now

@@ -61,6 +61,9 @@ class AnalyticalNetwork:
         self._route_messages = self._route_bytes = 0
         if physical is None:
             self.send = self._links.send
+            #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled
+            #: network model"): a message costs no Python call.
+            self.native_send = self._links.native_send
         #: ``start_tally(check_every, on_check=None)`` and ``tally()``: the messages sent,
         #: counted by (src, dst, bytes) (what :mod:`astra_core.estimate` prices).
         self.start_tally = self._links.start_tally
