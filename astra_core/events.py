@@ -32,17 +32,20 @@ class ProgressHook(Protocol):
     def __call__(self, now_ns: float, events: int, note: str = "", /) -> None: ...
 
 
-#: The kernel's one source, and its header: the C API of compiled network models
-#: (docs/plugins.md), which their own sources include (:data:`KERNEL_API_HEADER`).
-KERNEL_SOURCES = (Path(__file__).resolve().parent / "cpp" / "kernel.cc",)
-KERNEL_API_HEADER = Path(__file__).resolve().parent / "cpp" / "astra_kernel_api.h"
+_CPP = Path(__file__).resolve().parent / "cpp"
+#: The kernel's one translation unit, the parts it includes (``cpp/kernel/``), and
+#: its C API for compiled network models (docs/plugins.md), which their own sources
+#: include (:data:`KERNEL_API_HEADER`).
+KERNEL_SOURCES = (_CPP / "kernel.cc",)
+KERNEL_API_HEADER = _CPP / "astra_kernel_api.h"
+KERNEL_PARTS = tuple(sorted((_CPP / "kernel").glob("*.h")))
 
 
 def kernel() -> ModuleType:
     """The simulation kernel's extension module (built on first use, then cached).
     Raises :class:`~astra_core.native.NativeUnavailable` when neither a C++
     compiler nor cppyy can build it."""
-    return load_extension("_astra_kernel", KERNEL_SOURCES, (KERNEL_API_HEADER,))
+    return load_extension("_astra_kernel", KERNEL_SOURCES, (KERNEL_API_HEADER, *KERNEL_PARTS))
 
 
 #: Events between two calls of ``EventQueue.progress`` (a power of two: a mask test).

@@ -129,3 +129,37 @@ def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(native.NativeUnavailable) as err:
         native.compile_library("two", [source], cxx)
     assert str(err.value) == f"cannot build two in {blocker / 'cache'}: Not a directory"
+
+
+_EXTENSION = """
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "answer_base.h"
+static PyObject* answer(PyObject*, PyObject* arg) { return PyLong_FromLong(ANSWER_BASE + PyLong_AsLong(arg)); }
+static PyMethodDef methods[] = {{"answer", answer, METH_O, nullptr}, {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef definition = {PyModuleDef_HEAD_INIT, "%s", nullptr, -1, methods};
+extern "C" PyObject* PyInit_%s() { return PyModule_Create(&definition); }
+"""
+
+
+@pytest.mark.parametrize("how", ["compiled", "jit"])
+def test_an_extension_is_built_against_its_headers_and_keyed_by_them(tmp_path, monkeypatch, how):
+    if how == "compiled" and native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    if how == "jit":
+        pytest.importorskip("cppyy")
+        monkeypatch.setenv("CXX", "/nonexistent")
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path / "cache"))
+    name = f"_answer_{how}"
+    source = tmp_path / "answer.cc"
+    source.write_text(_EXTENSION % (name, name))
+    header = tmp_path / "include" / "answer_base.h"
+    header.parent.mkdir()
+    header.write_text("#define ANSWER_BASE 40\n")
+    module = native.load_extension(name, [source], [header])
+    assert module.answer(2) == 42
+    if how == "compiled":  # a changed header is a new library
+        cxx = native.compiler()
+        before = native.library_path(name, [source], cxx, headers=[header])
+        header.write_text("#define ANSWER_BASE 41\n")
+        assert native.library_path(name, [source], cxx, headers=[header]) != before

@@ -1,0 +1,352 @@
+// Part of the simulation kernel's one translation unit: included by kernel.cc inside
+// namespace astra_kernel, after the parts before it; not compiled on its own.
+
+// ---------------------------------------------------------------------------------
+// CongestionLinks: upstream's congestion-aware analytical model (astra-network-
+// analytical congestion_aware). A message crosses its route link by link, store and
+// forward; a link serves one message at a time, first come first served. Serving B
+// bytes keeps a link busy int(B / bandwidth) ns, and the message is at the link's far
+// end int(latency + B / bandwidth) ns after it started (both truncated as upstream's
+// Link). Routes come from a Python callable: route(src, dst, tag) -> link ids, or, with
+// route_buckets > 0, route(src, dst, flow_hash(src, dst, tag) % route_buckets), asked
+// once per bucket and kept here.
+
+// Deterministic 32-bit hash of a flow (src, dst, tag): astra_core.topology.physical's
+// flow_hash (this is its implementation), which picks among equal-cost paths.
+static inline uint64_t flow_hash(int64_t src, int64_t dst, int64_t tag) {
+  uint64_t h = (static_cast<uint64_t>(src) * 0x9E3779B1ULL) ^ (static_cast<uint64_t>(dst) * 0x85EBCA77ULL) ^
+               (static_cast<uint64_t>(tag) * 0xC2B2AE3DULL);
+  h &= 0xFFFFFFFFULL;
+  h ^= h >> 16;
+  h = (h * 0x7FEB352DULL) & 0xFFFFFFFFULL;
+  h ^= h >> 15;
+  return h;
+}
+
+static PyObject* kernel_flow_hash(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "flow_hash(src, dst, tag)");
+    return nullptr;
+  }
+  int64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    long long x = PyLong_AsLongLong(args[i]);
+    if (x == -1 && PyErr_Occurred()) return nullptr;
+    v[i] = x;
+  }
+  return PyLong_FromUnsignedLongLong(flow_hash(v[0], v[1], v[2]));
+}
+
+struct RouteKey {
+  int64_t src, dst;
+  uint64_t bucket;
+  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
+};
+
+struct RouteKeyHash {
+  size_t operator()(const RouteKey& k) const {
+    return static_cast<size_t>(mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
+                                     mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
+  }
+};
+
+struct CongestionMessage {
+  PyObject* route;  // owned tuple of link ids
+  Py_ssize_t hop;
+  int64_t size;
+  Call on_delivered;
+};
+
+struct CongestionLink {
+  double bytes_per_ns;
+  double latency_ns;
+  bool busy;
+  std::deque<uint32_t> queue;
+  long long bytes;
+  long long busy_ns;
+  long long max_queue;
+};
+
+struct CongestionLinks {
+  PyObject_HEAD
+  EventQueue* queue;  // owned
+  PyObject* route;    // owned: route(src, dst, tag)
+  long long route_buckets;  // > 0: a route depends on (src, dst, flow_hash % buckets) only: cached
+  // owned tuples of ints, which no reference cycle can pass: not visited by the GC
+  FlatMap<RouteKey, PyObject*, RouteKeyHash>* routes;
+  std::vector<CongestionLink>* links;
+  std::vector<CongestionMessage>* messages_in_flight;
+  std::vector<uint32_t>* free_messages;
+  long long messages;
+};
+
+static PyTypeObject CongestionLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+static bool congestion_transmit(CongestionLinks* self, Py_ssize_t link_id, uint32_t m) {
+  CongestionLink& link = (*self->links)[link_id];
+  link.busy = true;
+  int64_t size = (*self->messages_in_flight)[m].size;
+  double serialization = static_cast<double>(size) / link.bytes_per_ns;
+  link.bytes += size;
+  double busy = std::trunc(serialization);
+  link.busy_ns += static_cast<long long>(busy);
+  EventQueue* q = self->queue;
+  PyObject* me = reinterpret_cast<PyObject*>(self);
+  // Arrival first, then the link free: upstream's order for same-time events.
+  push_call(q, q->now + std::trunc(link.latency_ns + serialization), q->now_integral,
+            kernel_call(CALL_HOP_ARRIVED, me, m));
+  push_call(q, q->now + busy, q->now_integral, kernel_call(CALL_LINK_FREE, me, link_id));
+  return true;
+}
+
+static bool congestion_enqueue(CongestionLinks* self, uint32_t m) {
+  CongestionMessage& msg = (*self->messages_in_flight)[m];
+  Py_ssize_t link_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(msg.route, msg.hop));
+  if (link_id == -1 && PyErr_Occurred()) return false;
+  if (link_id < 0 || link_id >= static_cast<Py_ssize_t>(self->links->size())) {
+    PyErr_Format(PyExc_IndexError, "a route crosses link %zd of %zu", link_id, self->links->size());
+    return false;
+  }
+  CongestionLink& link = (*self->links)[link_id];
+  if (!link.busy) return congestion_transmit(self, link_id, m);
+  link.queue.push_back(m);
+  if (static_cast<long long>(link.queue.size()) > link.max_queue) link.max_queue = link.queue.size();
+  return true;
+}
+
+// Routes a message and starts it on its first link; ``call`` (references move here)
+// runs when it has crossed its last.
+static bool congestion_send(CongestionLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
+                            const Call& call) {
+  ++self->messages;
+  PyObject* hops = nullptr;
+  RouteKey key{src, dst, 0};
+  if (self->route_buckets > 0) {
+    key.bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(self->route_buckets);
+    PyObject** found = self->routes->find(key);
+    if (found != nullptr) {
+      hops = *found;
+      Py_INCREF(hops);
+    }
+  }
+  if (hops == nullptr) {
+    long long third = self->route_buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
+    PyObject* route = PyObject_CallFunction(self->route, "LLL", static_cast<long long>(src),
+                                            static_cast<long long>(dst), third);
+    hops = route == nullptr ? nullptr : PySequence_Tuple(route);
+    Py_XDECREF(route);
+    if (hops == nullptr) {
+      Call c = call;
+      release(c);
+      return false;
+    }
+    if (self->route_buckets > 0) {
+      Py_INCREF(hops);
+      self->routes->insert(key, hops);
+    }
+  }
+  if (PyTuple_GET_SIZE(hops) == 0) {
+    Py_DECREF(hops);
+    EventQueue* q = self->queue;
+    push_call(q, q->now, q->now_integral, call);
+    return true;
+  }
+  uint32_t m;
+  if (!self->free_messages->empty()) {
+    m = self->free_messages->back();
+    self->free_messages->pop_back();
+  } else {
+    m = static_cast<uint32_t>(self->messages_in_flight->size());
+    self->messages_in_flight->emplace_back();
+  }
+  (*self->messages_in_flight)[m] = CongestionMessage{hops, 0, size, call};
+  return congestion_enqueue(self, m);
+}
+
+static bool congestion_hop_arrived(CongestionLinks* self, uint32_t m) {
+  CongestionMessage& msg = (*self->messages_in_flight)[m];
+  if (++msg.hop < PyTuple_GET_SIZE(msg.route)) return congestion_enqueue(self, m);
+  Call c = msg.on_delivered;
+  msg.on_delivered = Call{CALL_NONE, nullptr, nullptr, {0}};
+  Py_CLEAR(msg.route);
+  self->free_messages->push_back(m);
+  bool ok = fire(c);
+  release(c);
+  return ok;
+}
+
+static bool congestion_link_free(CongestionLinks* self, Py_ssize_t link_id) {
+  CongestionLink& link = (*self->links)[link_id];
+  link.busy = false;
+  if (link.queue.empty()) return true;
+  uint32_t m = link.queue.front();
+  link.queue.pop_front();
+  return congestion_transmit(self, link_id, m);
+}
+
+static PyObject* CongestionLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
+  CongestionLinks* self = reinterpret_cast<CongestionLinks*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->links = new std::vector<CongestionLink>();
+  self->routes = new FlatMap<RouteKey, PyObject*, RouteKeyHash>();
+  self->messages_in_flight = new std::vector<CongestionMessage>();
+  self->free_messages = new std::vector<uint32_t>();
+  return reinterpret_cast<PyObject*>(self);
+}
+
+static int CongestionLinks_init(CongestionLinks* self, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"events", "route", "bytes_per_ns", "latency_ns", "route_buckets", nullptr};
+  PyObject *events, *route, *bandwidth, *latency;
+  long long buckets = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO|L", const_cast<char**>(names), &EventQueueType, &events,
+                                   &route, &bandwidth, &latency, &buckets))
+    return -1;
+  self->route_buckets = buckets;
+  PyObject* bw = PySequence_Fast(bandwidth, "bytes_per_ns: a sequence of numbers");
+  PyObject* lat = bw == nullptr ? nullptr : PySequence_Fast(latency, "latency_ns: a sequence of numbers");
+  if (lat == nullptr || PySequence_Fast_GET_SIZE(bw) != PySequence_Fast_GET_SIZE(lat)) {
+    if (lat != nullptr) PyErr_SetString(PyExc_ValueError, "one bandwidth and one latency per link");
+    Py_XDECREF(bw);
+    Py_XDECREF(lat);
+    return -1;
+  }
+  self->links->clear();
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(bw); ++i) {
+    CongestionLink link{};
+    link.bytes_per_ns = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bw, i));
+    link.latency_ns = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(lat, i));
+    if (PyErr_Occurred()) {
+      Py_DECREF(bw);
+      Py_DECREF(lat);
+      return -1;
+    }
+    self->links->push_back(link);
+  }
+  Py_DECREF(bw);
+  Py_DECREF(lat);
+  Py_INCREF(events);
+  Py_XSETREF(self->queue, reinterpret_cast<EventQueue*>(events));
+  Py_INCREF(route);
+  Py_XSETREF(self->route, route);
+  return 0;
+}
+
+static int CongestionLinks_traverse(CongestionLinks* self, visitproc visit, void* arg) {
+  Py_VISIT(self->queue);
+  Py_VISIT(self->route);
+  if (self->messages_in_flight != nullptr) {
+    for (CongestionMessage& m : *self->messages_in_flight) {
+      Py_VISIT(m.route);
+      VISIT_CALL(m.on_delivered);
+    }
+  }
+  return 0;
+}
+
+static int CongestionLinks_clear(CongestionLinks* self) {
+  Py_CLEAR(self->queue);
+  Py_CLEAR(self->route);
+  if (self->routes != nullptr) {
+    self->routes->for_each([](const RouteKey&, PyObject*& route) { Py_CLEAR(route); });
+    self->routes->clear();
+  }
+  if (self->messages_in_flight != nullptr) {
+    for (CongestionMessage& m : *self->messages_in_flight) {
+      Py_CLEAR(m.route);
+      release(m.on_delivered);
+    }
+  }
+  return 0;
+}
+
+static void CongestionLinks_dealloc(CongestionLinks* self) {
+  PyObject_GC_UnTrack(self);
+  CongestionLinks_clear(self);
+  delete self->links;
+  delete self->routes;
+  delete self->messages_in_flight;
+  delete self->free_messages;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0)
+static PyObject* CongestionLinks_send(CongestionLinks* self, PyObject* const* args, Py_ssize_t nargs,
+                                      PyObject* kwnames) {
+  PyObject* bound[6];
+  static const char* const names[] = {"src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
+  if (!bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
+  int64_t src, dst, size, tag = 0;
+  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size)) return nullptr;
+  if (bound[5] != Py_None && !read_int64(bound[5], &tag)) return nullptr;
+  if (!congestion_send(self, src, dst, size, tag, py_call(bound[3], bound[4]))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// A per-link counter as a list of ints.
+static PyObject* link_counter(CongestionLinks* self, long long CongestionLink::*field) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(self->links->size()));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < self->links->size(); ++i) {
+    PyObject* value = PyLong_FromLongLong((*self->links)[i].*field);
+    if (value == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyList_SET_ITEM(out, i, value);
+  }
+  return out;
+}
+
+static PyObject* CongestionLinks_get_bytes(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::bytes);
+}
+static PyObject* CongestionLinks_get_busy(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::busy_ns);
+}
+static PyObject* CongestionLinks_get_max_queue(CongestionLinks* self, void*) {
+  return link_counter(self, &CongestionLink::max_queue);
+}
+
+static PyMethodDef CongestionLinks_methods[] = {
+    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(CongestionLinks_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message has "
+     "crossed its route."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyMemberDef CongestionLinks_members[] = {
+    {"messages", T_LONGLONG, offsetof(CongestionLinks, messages), READONLY, "messages sent"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+static PyObject* CongestionLinks_get_native_send(CongestionLinks* self, void*);
+
+static PyGetSetDef CongestionLinks_getset[] = {
+    {"native_send", reinterpret_cast<getter>(CongestionLinks_get_native_send), nullptr,
+     "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
+    {"link_bytes", reinterpret_cast<getter>(CongestionLinks_get_bytes), nullptr, "bytes that crossed each link",
+     nullptr},
+    {"link_busy_ns", reinterpret_cast<getter>(CongestionLinks_get_busy), nullptr, "ns each link transmitted",
+     nullptr},
+    {"max_queue", reinterpret_cast<getter>(CongestionLinks_get_max_queue), nullptr,
+     "the most messages that waited for each link", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_congestion_links_type() {
+  PyTypeObject& t = CongestionLinksType;
+  t.tp_name = "_astra_kernel.CongestionLinks";
+  t.tp_basicsize = sizeof(CongestionLinks);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc =
+      "CongestionLinks(events, route, bytes_per_ns, latency_ns, route_buckets=0): upstream's congestion-aware "
+      "analytical links (store and forward, one message at a time per link, FIFO) on the EventQueue events; "
+      "route(src, dst, tag) gives a message's link ids; with route_buckets > 0, route(src, dst, bucket) gives "
+      "those of flow bucket flow_hash(src, dst, tag) % route_buckets, asked for once.";
+  t.tp_new = CongestionLinks_new;
+  t.tp_init = reinterpret_cast<initproc>(CongestionLinks_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(CongestionLinks_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(CongestionLinks_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(CongestionLinks_clear);
+  t.tp_methods = CongestionLinks_methods;
+  t.tp_members = CongestionLinks_members;
+  t.tp_getset = CongestionLinks_getset;
+}
