@@ -195,23 +195,32 @@ static bool shift_rank(MessageMatcher* m, int64_t rank, PyObject* delta, int64_t
   return !(*out == -1 && PyErr_Occurred());
 }
 
+// Records a send under ``key`` and hands it to the backend (to ``dst``); it counts in
+// the in-flight time of ``src`` and ``flight_dst`` (the receiver, or its representative).
+static bool post_send(MessageMatcher* m, const MatchKey& key, int64_t src, int64_t flight_dst, int64_t dst,
+                      int64_t size, int64_t tag, const Call& on_sent, bool mirrored, double not_before,
+                      bool not_before_integral) {
+  uint32_t i = match_entry(m, key, true);
+  MatchEntry& e = (*m->entries)[i];
+  e.on_sent = on_sent;
+  e.sent = true;
+  e.mirrored = mirrored;
+  e.not_before = not_before;
+  e.not_before_integral = not_before_integral;
+  e.src = src;
+  e.dst = flight_dst;
+  ++m->messages;
+  m->bytes += size;
+  if (!took_off(m, src, flight_dst)) return false;
+  return transmit(m, src, dst, size, tag, i);
+}
+
 // Sends ``size`` bytes now; ``on_sent`` (references move here) runs when they arrive.
 static bool matcher_send(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, const Call& on_sent,
                          bool collective, double not_before, bool not_before_integral) {
-  if (m->symmetry == nullptr) {
-    uint32_t i = match_entry(m, MatchKey{tag, src, dst, size}, true);
-    MatchEntry& e = (*m->entries)[i];
-    e.on_sent = on_sent;
-    e.sent = true;
-    e.not_before = not_before;
-    e.not_before_integral = not_before_integral;
-    e.src = src;
-    e.dst = dst;
-    ++m->messages;
-    m->bytes += size;
-    if (!took_off(m, src, dst)) return false;
-    return transmit(m, src, dst, size, tag, i);
-  }
+  if (m->symmetry == nullptr)
+    return post_send(m, MatchKey{tag, src, dst, size}, src, dst, dst, size, tag, on_sent, false, not_before,
+                     not_before_integral);
   Call held = on_sent;
   auto found = m->to_rep->find(dst);
   if (found == m->to_rep->end()) {
@@ -243,19 +252,8 @@ static bool matcher_send(MessageMatcher* m, int64_t src, int64_t dst, int64_t si
     release(held);
     return false;
   }
-  uint32_t i = match_entry(m, MatchKey{tag, shifted, rep, size}, true);
-  MatchEntry& e = (*m->entries)[i];
-  e.sent = true;
-  e.mirrored = true;
-  e.on_sent = held;
-  e.not_before = not_before;
-  e.not_before_integral = not_before_integral;
-  e.src = src;
-  e.dst = rep;
-  ++m->messages;
-  m->bytes += size;
-  if (!took_off(m, src, rep)) return false;
-  return transmit(m, src, dst, size, tag, i);
+  return post_send(m, MatchKey{tag, shifted, rep, size}, src, rep, dst, size, tag, held, true, not_before,
+                   not_before_integral);
 }
 
 // Posts a receive; ``on_received`` (references move here) runs when the message is in.
