@@ -163,3 +163,24 @@ def test_flow_hash_is_the_documented_32_bit_mix(src, dst, tag):
     h = (h * 0x7FEB352D) & 0xFFFFFFFF
     h ^= h >> 15
     assert flow_hash(src, dst, tag) == h
+
+
+def test_reading_the_in_flight_times_mid_run_changes_nothing_at_the_end():
+    def run(read_at: int | None) -> dict:
+        backend = AnalyticalNetwork(NetworkConfig.from_dict(RING4))
+        matcher = MessageMatcher(backend, 4)
+
+        def again(_):
+            matcher.send(0, 1, 0, 2, None, None)  # leaves as the first lands: touching
+
+        matcher.send(0, 1, 0, 1, again, None)  # [0, 100], then [100, 200]
+        backend.schedule(500, lambda _: matcher.send(0, 1, 0, 3, None, None))  # [500, 600]
+        if read_at is not None:
+            backend.schedule(read_at, lambda _: matcher.in_flight)
+        backend.run()
+        return {rank: list(times) for rank, times in matcher.in_flight.items()}
+
+    whole = run(None)
+    assert whole[0] == [0.0, 200.0, 500.0, 600.0] == whole[1]
+    for read_at in (50, 100, 150, 550, 700):
+        assert run(read_at) == whole

@@ -58,7 +58,8 @@ struct MessageMatcher {
   std::vector<uint32_t>* free_entries;
   std::vector<int64_t>* busy;
   std::vector<double>* since;
-  std::vector<std::vector<double>>* logs;
+  std::vector<std::vector<double>>* logs;  // per rank: intervals closed since in_flight was last read
+  PyObject* flights;  // rank -> array('d'): the intervals in_flight has handed out (owned), or nullptr
   std::unordered_map<int64_t, std::pair<int64_t, PyObject*>>* to_rep;  // dst -> (rep, delta), delta owned
   long long messages;
   long long bytes;
@@ -371,6 +372,7 @@ static int MessageMatcher_traverse(MessageMatcher* m, visitproc visit, void* arg
   Py_VISIT(m->send);
   Py_VISIT(m->symmetry);
   Py_VISIT(m->native);
+  Py_VISIT(m->flights);
   if (m->entries != nullptr) {
     for (MatchEntry& e : *m->entries) {
       VISIT_CALL(e.on_sent);
@@ -399,6 +401,7 @@ static int MessageMatcher_clear(MessageMatcher* m) {
   Py_CLEAR(m->send);
   Py_CLEAR(m->symmetry);
   Py_CLEAR(m->native);
+  Py_CLEAR(m->flights);
   m->native_send = nullptr;
   return 0;
 }
@@ -479,27 +482,62 @@ static PyObject* MessageMatcher_get_delivered(MessageMatcher* m, void*) {
 
 static PyObject* array_type = nullptr;  // array.array
 
-static PyObject* MessageMatcher_get_in_flight(MessageMatcher* m, void*) {
-  PyObject* out = PyDict_New();
-  if (out == nullptr) return nullptr;
-  for (size_t rank = 0; rank < m->logs->size(); ++rank) {
-    const std::vector<double>& log = (*m->logs)[rank];
-    if (log.empty()) continue;
-    PyObject* bytes = PyBytes_FromStringAndSize(reinterpret_cast<const char*>(log.data()),
-                                                static_cast<Py_ssize_t>(log.size() * sizeof(double)));
-    PyObject* array = bytes == nullptr ? nullptr : PyObject_CallFunction(array_type, "sO", "d", bytes);
-    Py_XDECREF(bytes);
-    PyObject* key = PyLong_FromSize_t(rank);
-    if (array == nullptr || key == nullptr || PyDict_SetItem(out, key, array) < 0) {
-      Py_XDECREF(array);
-      Py_XDECREF(key);
-      Py_DECREF(out);
-      return nullptr;
+// Moves ``log`` onto the end of ``array`` (joining a touching interval) and frees it.
+static bool flush_log(std::vector<double>& log, PyObject* array) {
+  size_t start = 0;
+  Py_ssize_t n = PySequence_Size(array);
+  if (n < 0) return false;
+  if (n > 0) {
+    PyObject* last = PySequence_GetItem(array, n - 1);
+    if (last == nullptr) return false;
+    bool touching = PyFloat_AsDouble(last) == log[0];
+    Py_DECREF(last);
+    if (touching) {  // the interval closed at the last read goes on
+      PyObject* end = PyFloat_FromDouble(log[1]);
+      if (end == nullptr || PySequence_SetItem(array, n - 1, end) < 0) {
+        Py_XDECREF(end);
+        return false;
+      }
+      Py_DECREF(end);
+      start = 2;
     }
-    Py_DECREF(array);
-    Py_DECREF(key);
   }
-  return out;
+  if (start < log.size()) {
+    PyObject* view = PyMemoryView_FromMemory(reinterpret_cast<char*>(log.data() + start),
+                                             static_cast<Py_ssize_t>((log.size() - start) * sizeof(double)),
+                                             PyBUF_READ);
+    PyObject* r = view == nullptr ? nullptr : PyObject_CallMethod(array, "frombytes", "O", view);
+    Py_XDECREF(view);
+    if (r == nullptr) return false;
+    Py_DECREF(r);
+  }
+  std::vector<double>().swap(log);
+  return true;
+}
+
+// The in-flight intervals per rank. The logs move into the arrays handed out (no copy
+// kept: a run's last read costs no second copy of them), which later reads extend.
+static PyObject* MessageMatcher_get_in_flight(MessageMatcher* m, void*) {
+  if (m->flights == nullptr && (m->flights = PyDict_New()) == nullptr) return nullptr;
+  for (size_t rank = 0; rank < m->logs->size(); ++rank) {
+    std::vector<double>& log = (*m->logs)[rank];
+    if (log.empty()) continue;
+    PyObject* key = PyLong_FromSize_t(rank);
+    if (key == nullptr) return nullptr;
+    PyObject* array = PyDict_GetItemWithError(m->flights, key);  // borrowed
+    if (array == nullptr) {
+      array = PyErr_Occurred() ? nullptr : PyObject_CallFunction(array_type, "s", "d");
+      if (array == nullptr || PyDict_SetItem(m->flights, key, array) < 0) {
+        Py_XDECREF(array);
+        Py_DECREF(key);
+        return nullptr;
+      }
+      Py_DECREF(array);  // the dict holds it
+    }
+    Py_DECREF(key);
+    if (!flush_log(log, array)) return nullptr;
+  }
+  return PyDict_Copy(m->flights);
 }
 
 static PyMethodDef MessageMatcher_methods[] = {
