@@ -137,6 +137,9 @@ struct EventQueue {
 };
 
 static const long long PROGRESS_EVERY = 1LL << 16;
+// Events between two looks at pending signals: a stretch of the kernel's own events
+// runs no Python, which would otherwise leave Ctrl-C (SIGINT) and handlers waiting.
+static const long long SIGNAL_CHECK_MASK = (1LL << 10) - 1;
 
 static PyObject* time_object(double t, bool integral) {
   if (integral) return PyLong_FromDouble(t);
@@ -360,7 +363,7 @@ static PyObject* EventQueue_run(EventQueue* q, PyObject* const* args, Py_ssize_t
   if (progress == Py_None && step_end == Py_None) {
     while (!heap.empty() && heap.front().time <= until) {
       ++q->events_processed;
-      if (!run_one(q)) {
+      if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) {
         ok = false;
         break;
       }
@@ -380,7 +383,7 @@ static PyObject* EventQueue_run(EventQueue* q, PyObject* const* args, Py_ssize_t
       }
       if (heap.empty() || heap.front().time > until) break;
       ++q->events_processed;
-      if (!run_one(q)) {
+      if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) {
         ok = false;
         break;
       }
