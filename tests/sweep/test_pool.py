@@ -121,6 +121,10 @@ def _wait_for(predicate, timeout_s: float) -> bool:
     return predicate()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
     path = write_spec(tmp_path, points=[{"backend": "slow"}, {"backend": "slow"}])
@@ -132,6 +136,9 @@ def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=err_file,
+            # a shell's background job inherits SIGINT ignored, and Python then never
+            # raises KeyboardInterrupt: the sweep gets Ctrl-C as a terminal would give it
+            preexec_fn=_default_sigint,
         )
     try:
         pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
