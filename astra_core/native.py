@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -83,11 +84,17 @@ def cache_dir() -> Path:
     return Path(base) / "astra" / "native"
 
 
+@functools.cache
+def _compiler_version(cxx: str) -> str:
+    """``cxx --version``'s output, asked once per process (every library's key has it)."""
+    return subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+
+
 def library_path(
     name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = (), headers: Sequence[Path] = ()
 ) -> Path:
     """The cached library's path: ``lib<name>-<hash of sources, headers, compiler, flags>.so``."""
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+    version = _compiler_version(cxx)
     h = hashlib.sha256()
     for source in (*sources, *headers):
         h.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")

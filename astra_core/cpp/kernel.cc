@@ -94,5 +94,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
   PyModule_AddObject(module, "C_API", PyCapsule_New(&kernel_api, "_astra_kernel.C_API", nullptr));
   PyModule_AddObject(module, "NCCL_TAG_BASE", PyLong_FromLongLong(NCCL_TAG_BASE));
   PyModule_AddObject(module, "NCCL_LANES_PER_TAG", PyLong_FromLongLong(NCCL_LANES_PER_TAG));
+  PyModule_AddObject(module, "FAST_TRANSMISSION_NS", PyLong_FromLongLong(FAST_TRANSMISSION_NS));
   return module;
 }

@@ -16,9 +16,10 @@ was sent is therefore *waiting*, not in flight, until the sender sends.
 The matcher is the simulation kernel's (``astra_core/cpp/kernel.cc``): per key,
 the messages only one side has reached wait in a queue, oldest first, and a
 key's queue goes when it empties, so memory follows the messages in flight.
-A message to the congestion-unaware analytical model on the kernel's clock is
-timed without a Python call; any other backend gets ``backend.send(src, dst,
-size, on_delivered, arg, tag=tag)``.
+A backend that offers ``native_send`` on the kernel's clock (both analytical
+models, or a compiled third-party model: docs/plugins.md) gets a message without
+a Python call; any other backend gets ``backend.send(src, dst, size,
+on_delivered, arg, tag=tag)``.
 """
 
 from __future__ import annotations

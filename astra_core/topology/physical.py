@@ -165,7 +165,7 @@ class PhysicalTopology:
     def route(self, src_rank: int, dst_rank: int, tag: int = 0) -> tuple[int, ...]:
         """Link indices a message from NPU ``src_rank`` to ``dst_rank`` crosses, in order."""
         h = flow_hash(src_rank, dst_rank, tag) & (ROUTE_BUCKETS - 1)
-        key = (src_rank * len(self.hosts) + dst_rank) << 10 | h
+        key = (src_rank * len(self.hosts) + dst_rank) * ROUTE_BUCKETS + h
         path = self._routes.get(key)
         if path is None:
             path = self._routes[key] = self.bucket_route(src_rank, dst_rank, h)

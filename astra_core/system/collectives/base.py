@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from astra_core.events import kernel
+
 if TYPE_CHECKING:
     from astra_core.system.p2p import MessageMatcher
     from astra_core.system.stream import Stream
@@ -30,9 +32,10 @@ STREAM_INIT = 0
 PACKET_RECEIVED = 1
 GENERAL = 2
 
-# Upstream's Transmition::Fast (communicator-group rings): a fixed 10 ns
-# NPU<->memory hop, whatever endpoint-delay says (MemBus.cc).
-FAST_TRANSMISSION_NS = 10
+#: Upstream's Transmition::Fast (communicator-group rings): a fixed 10 ns NPU<->memory
+#: hop, whatever endpoint-delay says (MemBus.cc); the kernel's, which its windowed
+#: phases use.
+FAST_TRANSMISSION_NS: int = kernel().FAST_TRANSMISSION_NS
 
 
 class PhasePort(Protocol):
