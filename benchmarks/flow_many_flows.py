@@ -46,7 +46,7 @@ def main() -> None:
     print(
         f"{args.flows} flows of 1000 B, one every {args.spacing_ns} ns: {wall:.2f} s, peak RSS "
         f"{peak_mb:.0f} MB, {run.backend.events.events_processed:,} events, "
-        f"{run.backend.solver.flows_solved:,} flows refilled, last arrival {last:,.3f} ns"
+        f"{run.backend.flows_solved:,} flows refilled, last arrival {last:,.3f} ns"
     )
 
 

@@ -12,11 +12,13 @@ import pytest
 
 from astra_core import native
 
-# A random sequence of flows joining and leaving a max-min solver; prints every rate
-# reported, as the exact decimal repr of its double, and how the library was built.
+# A random sequence of flows joining and leaving the kernel's max-min solver; prints
+# every rate reported, as the exact decimal repr of its double, and how the kernel was
+# built (a compiled extension has a file; cppyy's has none).
 _SOLVER_RUN = """
 import json, random
-from astra_flow.maxmin import Flow, MaxMinSolver, library
+from astra_core.events import kernel
+from astra_flow.maxmin import Flow, MaxMinSolver
 rng = random.Random(5)
 links = 24
 solver = MaxMinSolver([rng.choice([1.0, 2.0, 3.5, 10.0]) for _ in range(links)])
@@ -32,7 +34,8 @@ for step in range(40):
             solver.remove(flow)
             live.remove(flow)
     solver.solve(lambda f, old: reported.append((repr(f.rate), repr(old))))
-print(json.dumps([library().how, reported, [repr(u) for u in solver.used]]))
+how = "compiled" if getattr(kernel(), "__file__", None) else "jit"
+print(json.dumps([how, reported, [repr(u) for u in solver.used]]))
 """
 
 

@@ -7,6 +7,12 @@
 // kernel/, each a section of the kernel, in the order they build on each other.
 
 
+// No fused multiply-add: the compiled kernel (-ffp-contract=off) and cppyy's JIT
+// (clang) must round every product and sum alike (the flow model's rates and times).
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
@@ -14,11 +20,17 @@
 
 #include "astra_kernel_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <limits>
+#include <map>
 #include <new>
+#include <queue>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -32,6 +44,8 @@ namespace astra_kernel {
 #include "streams.h"
 #include "analytical.h"
 #include "congestion.h"
+#include "maxmin.h"
+#include "flow.h"
 #include "native_api.h"
 #include "matcher.h"
 #include "windowed_phase.h"
@@ -59,6 +73,8 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_stream_type();
   init_analytical_links_type();
   init_congestion_links_type();
+  init_maxmin_type();
+  init_flow_links_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -68,7 +84,8 @@ extern "C" PyObject* PyInit__astra_kernel() {
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
-               {"CongestionLinks", &CongestionLinksType},
+               {"CongestionLinks", &CongestionLinksType}, {"MaxMin", &MaxMinType},
+               {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}};
   for (auto& t : types)

@@ -50,6 +50,40 @@ struct RouteKeyHash {
   }
 };
 
+typedef FlatMap<RouteKey, PyObject*, RouteKeyHash> RouteCache;
+
+// The route of a message (src, dst, tag) as a new reference to a tuple of link ids:
+// route(src, dst, tag), or with buckets > 0 route(src, dst, flow_hash(src, dst, tag) %
+// buckets), kept in ``cache`` (owned tuples) per bucket. nullptr with an error set.
+static PyObject* find_route(PyObject* route, long long buckets, RouteCache* cache, int64_t src, int64_t dst,
+                            int64_t tag) {
+  RouteKey key{src, dst, 0};
+  if (buckets > 0) {
+    key.bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(buckets);
+    PyObject** found = cache->find(key);
+    if (found != nullptr) {
+      Py_INCREF(*found);
+      return *found;
+    }
+  }
+  long long third = buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
+  PyObject* links = PyObject_CallFunction(route, "LLL", static_cast<long long>(src), static_cast<long long>(dst), third);
+  PyObject* hops = links == nullptr ? nullptr : PySequence_Tuple(links);
+  Py_XDECREF(links);
+  if (hops != nullptr && buckets > 0) {
+    Py_INCREF(hops);
+    cache->insert(key, hops);
+  }
+  return hops;
+}
+
+// Releases the tuples of a route cache and empties it.
+static void clear_routes(RouteCache* cache) {
+  if (cache == nullptr) return;
+  cache->for_each([](const RouteKey&, PyObject*& route) { Py_CLEAR(route); });
+  cache->clear();
+}
+
 struct CongestionMessage {
   PyObject* route;  // owned tuple of link ids
   Py_ssize_t hop;
@@ -73,7 +107,7 @@ struct CongestionLinks {
   PyObject* route;    // owned: route(src, dst, tag)
   long long route_buckets;  // > 0: a route depends on (src, dst, flow_hash % buckets) only: cached
   // owned tuples of ints, which no reference cycle can pass: not visited by the GC
-  FlatMap<RouteKey, PyObject*, RouteKeyHash>* routes;
+  RouteCache* routes;
   std::vector<CongestionLink>* links;
   std::vector<CongestionMessage>* messages_in_flight;
   std::vector<uint32_t>* free_messages;
@@ -119,31 +153,11 @@ static bool congestion_enqueue(CongestionLinks* self, uint32_t m) {
 static bool congestion_send(CongestionLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
                             const Call& call) {
   ++self->messages;
-  PyObject* hops = nullptr;
-  RouteKey key{src, dst, 0};
-  if (self->route_buckets > 0) {
-    key.bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(self->route_buckets);
-    PyObject** found = self->routes->find(key);
-    if (found != nullptr) {
-      hops = *found;
-      Py_INCREF(hops);
-    }
-  }
+  PyObject* hops = find_route(self->route, self->route_buckets, self->routes, src, dst, tag);
   if (hops == nullptr) {
-    long long third = self->route_buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
-    PyObject* route = PyObject_CallFunction(self->route, "LLL", static_cast<long long>(src),
-                                            static_cast<long long>(dst), third);
-    hops = route == nullptr ? nullptr : PySequence_Tuple(route);
-    Py_XDECREF(route);
-    if (hops == nullptr) {
-      Call c = call;
-      release(c);
-      return false;
-    }
-    if (self->route_buckets > 0) {
-      Py_INCREF(hops);
-      self->routes->insert(key, hops);
-    }
+    Call c = call;
+    release(c);
+    return false;
   }
   if (PyTuple_GET_SIZE(hops) == 0) {
     Py_DECREF(hops);
@@ -188,7 +202,7 @@ static PyObject* CongestionLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
   CongestionLinks* self = reinterpret_cast<CongestionLinks*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
   self->links = new std::vector<CongestionLink>();
-  self->routes = new FlatMap<RouteKey, PyObject*, RouteKeyHash>();
+  self->routes = new RouteCache();
   self->messages_in_flight = new std::vector<CongestionMessage>();
   self->free_messages = new std::vector<uint32_t>();
   return reinterpret_cast<PyObject*>(self);
@@ -246,10 +260,7 @@ static int CongestionLinks_traverse(CongestionLinks* self, visitproc visit, void
 static int CongestionLinks_clear(CongestionLinks* self) {
   Py_CLEAR(self->queue);
   Py_CLEAR(self->route);
-  if (self->routes != nullptr) {
-    self->routes->for_each([](const RouteKey&, PyObject*& route) { Py_CLEAR(route); });
-    self->routes->clear();
-  }
+  clear_routes(self->routes);
   if (self->messages_in_flight != nullptr) {
     for (CongestionMessage& m : *self->messages_in_flight) {
       Py_CLEAR(m.route);

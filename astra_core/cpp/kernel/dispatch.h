@@ -32,6 +32,10 @@ static bool fire(const Call& c) {
       return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
     case CALL_LINK_FREE:
       return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
+    case CALL_FLOW_DRAINED:
+      return flow_drained(reinterpret_cast<FlowLinks*>(c.obj), c.v.i);
+    case CALL_FLOW_REALLOCATE:
+      return flow_reallocate(reinterpret_cast<FlowLinks*>(c.obj));
     case CALL_C_FN:
       return reinterpret_cast<AstraStepFn>(reinterpret_cast<void*>(c.obj))(reinterpret_cast<void*>(c.arg), c.v.i) == 0;
     default:

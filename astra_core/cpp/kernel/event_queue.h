@@ -27,6 +27,8 @@ enum CallKind : uint8_t {
   CALL_NCCL_SENT,      // NcclPhase obj: a send of lane v.i was delivered
   CALL_NCCL_RECEIVED,  // NcclPhase obj: receive v.i arrived
   CALL_NCCL_FLOOR,     // NcclPhase obj: NCCL's predicted time has passed
+  CALL_FLOW_DRAINED,    // FlowLinks obj: the drain event v.i (queue pair << 32 | version)
+  CALL_FLOW_REALLOCATE,  // FlowLinks obj: re-solve the rates after flows stopped
   CALL_C_FN,           // a compiled model's step: fn(ctx, v.i), fn and ctx (not Python objects) in obj, arg
 };
 

@@ -86,6 +86,11 @@ static int congestion_native_send(void* model, long long src, long long dst, lon
   return congestion_send(reinterpret_cast<CongestionLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
+static int flow_native_send(void* model, long long src, long long dst, long long size, long long tag,
+                            AstraToken token) {
+  return flow_send(reinterpret_cast<FlowLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
+}
+
 static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, long long, long long, long long,
                                                               AstraToken)) {
   AstraNativeSend* native = new AstraNativeSend{send, model};
@@ -102,4 +107,8 @@ static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*) {
 
 static PyObject* CongestionLinks_get_native_send(CongestionLinks* self, void*) {
   return native_send_capsule(self, congestion_native_send);
+}
+
+static PyObject* FlowLinks_get_native_send(FlowLinks* self, void*) {
+  return native_send_capsule(self, flow_native_send);
 }

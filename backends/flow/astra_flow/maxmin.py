@@ -30,42 +30,21 @@ flow on the link each fills (then no other rate changes); and a single member
 (its tightest link). ``tests/backends/flow/test_maxmin.py`` checks the rates
 against progressive filling from scratch after every change.
 
-The solver is C++ (``cpp/maxmin.cc``, built on first use by
-:func:`astra_core.native.load`: compiled and cached, or JIT-compiled by cppyy
-where no compiler works); this module holds its Python face. Its iteration
-orders are the insertion orders the method defines (a link's flows in the
-order they joined, changed links ascending), so rates never depend on hashing.
+The solver is C++, part of the simulation kernel (``astra_core/cpp/kernel/
+maxmin.h``, built by :func:`astra_core.events.kernel`), where the flow model
+(:mod:`astra_flow.network`) calls it without Python; this module is its
+Python face for the tests and for other models. Its iteration orders are the
+insertion orders the method defines (a link's flows in the order they joined,
+changed links ascending), so rates never depend on hashing.
 
 Units are the caller's (bytes/ns here); capacities must be positive.
 """
 
 from __future__ import annotations
 
-import weakref
-from array import array
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-from astra_core.native import NativeLibrary, load
-
-SOURCES = (Path(__file__).resolve().parent / "cpp" / "maxmin.cc",)
-#: The C functions of cpp/maxmin.cc: name -> (result, arguments).
-SIGNATURES = {
-    "astra_maxmin_create": ("int64", ("int", "int64")),
-    "astra_maxmin_destroy": ("void", ("int64",)),
-    "astra_maxmin_add_new": ("int", ("int64", "int", "int64", "int64", "double")),
-    "astra_maxmin_free_flow": ("void", ("int64", "int")),
-    "astra_maxmin_add": ("void", ("int64", "int")),
-    "astra_maxmin_remove": ("void", ("int64", "int")),
-    "astra_maxmin_solve": ("int", ("int64", "int64", "int64", "int64")),
-    "astra_maxmin_flows_solved": ("int64", ("int64",)),
-    "astra_maxmin_links": ("void", ("int64", "int64", "int64")),
-}
-
-
-def library() -> NativeLibrary:
-    """The solver's C++ library, built on first use (raises NativeUnavailable)."""
-    return load("astra_maxmin", SOURCES, SIGNATURES)
+from astra_core.events import kernel
 
 
 class Flow:
@@ -94,81 +73,55 @@ class MaxMinSolver:
     solver reuse its slot once it is removed for good. Per link: ``used`` is
     the capacity its flows take (sum of weight x rate) and ``peak_flows`` the
     most flows at once; ``flows_solved`` counts refilled flows over all solves
-    (the work done). Raises NativeUnavailable when the C++ cannot be built.
+    (the work done). Raises NativeUnavailable when the kernel cannot be built,
+    ValueError for a capacity that is not positive.
     """
 
     def __init__(self, capacities: Iterable[float]):
         self.capacity = list(capacities)
-        self._lib = lib = library()
-        self._capacity = array("d", self.capacity)
-        self._h = h = lib.astra_maxmin_create(len(self.capacity), self._capacity.buffer_info()[0])
-        weakref.finalize(self, lib.astra_maxmin_destroy, h)
-        self._add = lib.astra_maxmin_add
-        self._add_new = lib.astra_maxmin_add_new
-        self._remove = lib.astra_maxmin_remove
+        self._solver = kernel().MaxMin(self.capacity)
         self._flows: list[Flow | None] = []  # by the solver's number
-        self._grow(64)
-
-    def _grow(self, size: int) -> None:
-        """Result buffers for ``size`` flows (a solve reports each flow at most twice:
-        placed at once, then refilled)."""
-        size *= 2
-        self._ids = array("i", bytes(4 * size))
-        self._old = array("d", bytes(8 * size))
-        self._new = array("d", bytes(8 * size))
-        self._buffers = tuple(b.buffer_info()[0] for b in (self._ids, self._old, self._new))
 
     # -- changes --------------------------------------------------------------------------
     def add(self, flow: Flow) -> None:
         """Start ``flow`` (rate 0 until the next ``solve``)."""
         flow.rate = 0.0
         if flow._id >= 0:
-            self._add(self._h, flow._id)
+            self._solver.add(flow._id)
             return
-        links, weights = array("i", flow.links), array("d", flow.weights)
-        flow._id = n = self._add_new(
-            self._h, len(links), links.buffer_info()[0], weights.buffer_info()[0], flow.cap
-        )
+        flow._id = n = self._solver.add_new(flow.links, flow.weights, flow.cap)
         if n < len(self._flows):
             self._flows[n] = flow
-            return
-        self._flows.append(flow)
-        if 2 * n >= len(self._ids):
-            self._grow(len(self._ids))
+        else:
+            self._flows.append(flow)
 
     def remove(self, flow: Flow) -> None:
         """Stop ``flow``; the capacity it used is free from the next ``solve``."""
-        self._remove(self._h, flow._id)
+        self._solver.remove(flow._id)
 
     def release(self, flow: Flow) -> None:
         """Forget a removed ``flow`` (its number may go to another flow)."""
-        self._lib.astra_maxmin_free_flow(self._h, flow._id)
+        self._solver.free(flow._id)
         self._flows[flow._id] = None
         flow._id = -1
 
     # -- solving --------------------------------------------------------------------------
     def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
         """Re-solve after the recorded changes (see the module docstring)."""
-        n = self._lib.astra_maxmin_solve(self._h, *self._buffers)
-        flows, ids, old, new = self._flows, self._ids, self._old, self._new
-        for i in range(n):
-            flow = flows[ids[i]]
-            flow.rate = new[i]  # type: ignore[union-attr]  # a reported flow is known
-            on_rate(flow, old[i])  # type: ignore[arg-type]
+        flows = self._flows
+        for n, old, new in self._solver.solve():
+            flow = flows[n]
+            flow.rate = new  # type: ignore[union-attr]  # a reported flow is known
+            on_rate(flow, old)  # type: ignore[arg-type]
 
     @property
     def flows_solved(self) -> int:
-        return self._lib.astra_maxmin_flows_solved(self._h)
-
-    def _links(self) -> tuple[array, array]:
-        used, peak = array("d", bytes(8 * len(self.capacity))), array("q", bytes(8 * len(self.capacity)))
-        self._lib.astra_maxmin_links(self._h, used.buffer_info()[0], peak.buffer_info()[0])
-        return used, peak
+        return self._solver.flows_solved
 
     @property
     def used(self) -> list[float]:
-        return list(self._links()[0])
+        return self._solver.used
 
     @property
     def peak_flows(self) -> list[int]:
-        return list(self._links()[1])
+        return self._solver.peak_flows

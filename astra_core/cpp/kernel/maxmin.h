@@ -1,32 +1,19 @@
-// Weighted max-min fair rates by progressive filling, re-solved incrementally.
+// Part of the simulation kernel's one translation unit: included by kernel.cc inside
+// namespace astra_kernel, after the parts before it; not compiled on its own.
+
+// ---------------------------------------------------------------------------------
+// Weighted max-min fair rates by progressive filling, re-solved incrementally: the
+// flow model's solver (flow.h). The model and the incremental method are described in
+// backends/flow/astra_flow/maxmin.py (Bertsekas and Gallager, Data Networks, 2nd ed.,
+// section 6.5.2). Python reaches the solver alone through MaxMin (end of this part),
+// for the tests against progressive filling from scratch.
 //
-// The model and the incremental method are described in astra_flow/maxmin.py
-// (Bertsekas and Gallager, Data Networks, 2nd ed., section 6.5.2). This file is
-// the one implementation; Python reaches it through the C functions at the end
-// (compiled and loaded with ctypes, or JIT-compiled by cppyy), passing buffers
-// as integer addresses.
-//
-// Iteration orders follow the insertion orders the method defines (a link's
-// flows in the order they joined it, members in the order they were admitted,
-// changed links in ascending order), so that floating-point sums, and hence
-// rates, do not depend on hashing.
+// Iteration orders follow the insertion orders the method defines (a link's flows in
+// the order they joined it, members in the order they were admitted, changed links in
+// ascending order), so that floating-point sums, and hence rates, do not depend on
+// hashing.
 
-// No fused multiply-add: the compiled library (-ffp-contract=off) and cppyy's JIT
-// (clang) must round every product and sum alike, so that both give the same rates.
-#ifdef __clang__
-#pragma STDC FP_CONTRACT OFF
-#endif
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <functional>
-#include <limits>
-#include <queue>
-#include <utility>
-#include <vector>
-
-namespace astra_maxmin {
+namespace maxmin {
 
 constexpr double kRel = 1e-9;   // relative slack when comparing rates
 constexpr size_t kFew = 16;     // members up to which a fill scans links
@@ -474,58 +461,189 @@ struct Solver {
   }
 };
 
-}  // namespace astra_maxmin
+}  // namespace maxmin
 
-using astra_maxmin::Solver;
+// MaxMin(capacities): the solver alone, for Python (astra_flow.maxmin.MaxMinSolver).
+// add_new(links, weights, cap) -> id starts a new flow; add(id), remove(id) and
+// free(id) as the solver's; solve() -> [(id, old_rate, new_rate)] in the order the
+// rates changed (a new flow placed at once and refilled later is there twice).
+struct MaxMin {
+  PyObject_HEAD
+  maxmin::Solver* solver;
+};
 
-extern "C" {
+static PyTypeObject MaxMinType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-int astra_maxmin_abi() { return 1; }
-
-int64_t astra_maxmin_create(int links, int64_t capacity) {
-  return reinterpret_cast<int64_t>(new Solver(links, reinterpret_cast<const double*>(capacity)));
-}
-
-void astra_maxmin_destroy(int64_t h) { delete reinterpret_cast<Solver*>(h); }
-
-// A new flow, started at once (new_flow then add): returns its number.
-int astra_maxmin_add_new(int64_t h, int n, int64_t links, int64_t weights, double cap) {
-  Solver* s = reinterpret_cast<Solver*>(h);
-  int id = s->new_flow(n, reinterpret_cast<const int*>(links), reinterpret_cast<const double*>(weights), cap);
-  s->add(id);
-  return id;
-}
-
-void astra_maxmin_free_flow(int64_t h, int id) { reinterpret_cast<Solver*>(h)->free_flow(id); }
-
-void astra_maxmin_add(int64_t h, int id) { reinterpret_cast<Solver*>(h)->add(id); }
-
-void astra_maxmin_remove(int64_t h, int id) { reinterpret_cast<Solver*>(h)->remove(id); }
-
-// Re-solves; writes the changed flows' ids, old and new rates (in the order they
-// changed; a new flow placed at once and refilled later is reported twice) to the
-// three buffers, which hold at least twice as many entries as there are flows.
-int astra_maxmin_solve(int64_t h, int64_t ids, int64_t old_rates, int64_t new_rates) {
-  Solver* s = reinterpret_cast<Solver*>(h);
-  int n = s->solve();
-  int* out = reinterpret_cast<int*>(ids);
-  double* old = reinterpret_cast<double*>(old_rates);
-  double* now = reinterpret_cast<double*>(new_rates);
-  for (int i = 0; i < n; ++i) {
-    out[i] = s->out_ids[i];
-    old[i] = s->out_old[i];
-    now[i] = s->out_new[i];
+// Reads a sequence of numbers into ``out``; false with a Python error set otherwise.
+template <class T>
+static bool read_numbers(PyObject* seq, const char* what, std::vector<T>* out) {
+  PyObject* fast = PySequence_Fast(seq, what);
+  if (fast == nullptr) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  out->resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
+    if constexpr (std::is_integral<T>::value)
+      (*out)[i] = static_cast<T>(PyLong_AsLongLong(item));
+    else
+      (*out)[i] = static_cast<T>(PyFloat_AsDouble(item));
+    if (PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return false;
+    }
   }
-  return n;
+  Py_DECREF(fast);
+  return true;
 }
 
-int64_t astra_maxmin_flows_solved(int64_t h) { return reinterpret_cast<Solver*>(h)->flows_solved; }
-
-// Per link: used capacity (doubles) and the most flows at once (int64) into buffers.
-void astra_maxmin_links(int64_t h, int64_t used, int64_t peak) {
-  Solver* s = reinterpret_cast<Solver*>(h);
-  std::copy(s->used.begin(), s->used.end(), reinterpret_cast<double*>(used));
-  std::copy(s->peak.begin(), s->peak.end(), reinterpret_cast<int64_t*>(peak));
+static int MaxMin_init(MaxMin* self, PyObject* args, PyObject*) {
+  PyObject* capacities;
+  if (!PyArg_ParseTuple(args, "O", &capacities)) return -1;
+  std::vector<double> cap;
+  if (!read_numbers(capacities, "capacities: a sequence of numbers", &cap)) return -1;
+  for (double c : cap)
+    if (!(c > 0 && c < INFINITY)) {
+      PyErr_SetString(PyExc_ValueError, "every link's capacity must be positive and finite");
+      return -1;
+    }
+  delete self->solver;
+  self->solver = new maxmin::Solver(static_cast<int>(cap.size()), cap.data());
+  return 0;
 }
 
-}  // extern "C"
+static void MaxMin_dealloc(MaxMin* self) {
+  delete self->solver;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+static bool maxmin_ready(MaxMin* self) {
+  if (self->solver != nullptr) return true;
+  PyErr_SetString(PyExc_RuntimeError, "MaxMin.__init__ was not called");
+  return false;
+}
+
+// A flow number the solver knows (and, with ``active``, one whose state fits the call).
+static bool maxmin_flow(MaxMin* self, PyObject* arg, int* id) {
+  if (!maxmin_ready(self)) return false;
+  long long v = PyLong_AsLongLong(arg);
+  if (v == -1 && PyErr_Occurred()) return false;
+  if (v < 0 || v >= static_cast<long long>(self->solver->flows.size()) || !self->solver->flows[v].live) {
+    PyErr_Format(PyExc_ValueError, "no flow %lld", v);
+    return false;
+  }
+  *id = static_cast<int>(v);
+  return true;
+}
+
+static PyObject* MaxMin_add_new(MaxMin* self, PyObject* args) {
+  PyObject *links, *weights;
+  double cap = 0.0;
+  if (!maxmin_ready(self) || !PyArg_ParseTuple(args, "OO|d", &links, &weights, &cap)) return nullptr;
+  std::vector<int> l;
+  std::vector<double> w;
+  if (!read_numbers(links, "links: a sequence of link ids", &l) ||
+      !read_numbers(weights, "weights: a sequence of numbers", &w))
+    return nullptr;
+  if (l.size() != w.size() || l.empty()) {
+    PyErr_SetString(PyExc_ValueError, "a flow needs one weight per link and at least one link");
+    return nullptr;
+  }
+  for (int link : l)
+    if (link < 0 || link >= static_cast<int>(self->solver->capacity.size())) {
+      PyErr_Format(PyExc_ValueError, "a flow crosses link %d of %zu", link, self->solver->capacity.size());
+      return nullptr;
+    }
+  int id = self->solver->new_flow(static_cast<int>(l.size()), l.data(), w.data(), cap);
+  self->solver->add(id);
+  return PyLong_FromLong(id);
+}
+
+static PyObject* MaxMin_add(MaxMin* self, PyObject* arg) {
+  int id;
+  if (!maxmin_flow(self, arg, &id)) return nullptr;
+  if (self->solver->flows[id].active) return PyErr_Format(PyExc_ValueError, "flow %d is already active", id);
+  self->solver->add(id);
+  Py_RETURN_NONE;
+}
+
+static PyObject* MaxMin_remove(MaxMin* self, PyObject* arg) {
+  int id;
+  if (!maxmin_flow(self, arg, &id)) return nullptr;
+  if (!self->solver->flows[id].active) return PyErr_Format(PyExc_ValueError, "flow %d is not active", id);
+  self->solver->remove(id);
+  Py_RETURN_NONE;
+}
+
+static PyObject* MaxMin_free(MaxMin* self, PyObject* arg) {
+  int id;
+  if (!maxmin_flow(self, arg, &id)) return nullptr;
+  if (self->solver->flows[id].active) return PyErr_Format(PyExc_ValueError, "flow %d is still active", id);
+  self->solver->free_flow(id);
+  Py_RETURN_NONE;
+}
+
+static PyObject* MaxMin_solve(MaxMin* self, PyObject*) {
+  if (!maxmin_ready(self)) return nullptr;
+  maxmin::Solver& s = *self->solver;
+  int n = s.solve();
+  PyObject* out = PyList_New(n);
+  for (int i = 0; out != nullptr && i < n; ++i) {
+    PyObject* item = Py_BuildValue("(idd)", s.out_ids[i], s.out_old[i], s.out_new[i]);
+    if (item == nullptr) Py_CLEAR(out);
+    else PyList_SET_ITEM(out, i, item);
+  }
+  return out;
+}
+
+static PyObject* MaxMin_get_used(MaxMin* self, void*) {
+  if (!maxmin_ready(self)) return nullptr;
+  const std::vector<double>& used = self->solver->used;
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(used.size()));
+  for (size_t i = 0; out != nullptr && i < used.size(); ++i) PyList_SET_ITEM(out, i, PyFloat_FromDouble(used[i]));
+  return out;
+}
+
+// Per link: the most flows at once, as a list of ints.
+static PyObject* peak_flows_list(const maxmin::Solver& s) {
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(s.peak.size()));
+  for (size_t i = 0; out != nullptr && i < s.peak.size(); ++i) PyList_SET_ITEM(out, i, PyLong_FromLongLong(s.peak[i]));
+  return out;
+}
+
+static PyObject* MaxMin_get_peak(MaxMin* self, void*) {
+  return maxmin_ready(self) ? peak_flows_list(*self->solver) : nullptr;
+}
+
+static PyObject* MaxMin_get_solved(MaxMin* self, void*) {
+  return maxmin_ready(self) ? PyLong_FromLongLong(self->solver->flows_solved) : nullptr;
+}
+
+static PyMethodDef MaxMin_methods[] = {
+    {"add_new", reinterpret_cast<PyCFunction>(MaxMin_add_new), METH_VARARGS,
+     "add_new(links, weights, cap=0.0) -> id: a new flow, started (rate 0 until the next solve)"},
+    {"add", reinterpret_cast<PyCFunction>(MaxMin_add), METH_O, "add(id): start a known flow again"},
+    {"remove", reinterpret_cast<PyCFunction>(MaxMin_remove), METH_O, "remove(id): stop a flow"},
+    {"free", reinterpret_cast<PyCFunction>(MaxMin_free), METH_O, "free(id): forget a stopped flow (its id is reused)"},
+    {"solve", reinterpret_cast<PyCFunction>(MaxMin_solve), METH_NOARGS,
+     "solve() -> [(id, old_rate, new_rate)]: re-solve after the changes, in the order the rates changed"},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyGetSetDef MaxMin_getset[] = {
+    {"used", reinterpret_cast<getter>(MaxMin_get_used), nullptr, "per link: the capacity its flows take", nullptr},
+    {"peak_flows", reinterpret_cast<getter>(MaxMin_get_peak), nullptr, "per link: the most flows at once", nullptr},
+    {"flows_solved", reinterpret_cast<getter>(MaxMin_get_solved), nullptr, "flows refilled over all solves",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_maxmin_type() {
+  PyTypeObject& t = MaxMinType;
+  t.tp_name = "_astra_kernel.MaxMin";
+  t.tp_basicsize = sizeof(MaxMin);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "MaxMin(capacities): weighted max-min fair rates on links of these capacities, re-solved incrementally";
+  t.tp_new = PyType_GenericNew;
+  t.tp_init = reinterpret_cast<initproc>(MaxMin_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(MaxMin_dealloc);
+  t.tp_methods = MaxMin_methods;
+  t.tp_getset = MaxMin_getset;
+}

@@ -1,0 +1,577 @@
+// Part of the simulation kernel's one translation unit: included by kernel.cc inside
+// namespace astra_kernel, after the parts before it; not compiled on its own.
+
+// ---------------------------------------------------------------------------------
+// FlowLinks: the flow backend's model (backends/flow/astra_flow/network.py describes
+// it): messages drain on RDMA queue pairs (src, dst, tag), one after the other; a queue
+// pair with messages is one flow over its route, at the max-min fair rate (maxmin.h)
+// re-solved at the end of every instant at which flows start, and a reallocation delay
+// after flows stop; a message is delivered a pipeline tail after its last byte drained
+// (its lone store-and-forward time less the time its wire bytes take at the route's
+// bottleneck). Event times are rounded to whole ps, as Python's round(t, 3), so that
+// instants that exact arithmetic makes equal stay equal whatever the rates' rounding.
+
+// A lone message's store-and-forward pipeline over a route (astra_core/topology/
+// pipeline.py gives the closed form): per link j, (P(j), max t up to j, t_j + ... +
+// t_last) in ns per byte.
+struct PipelineTerm {
+  double prefix, slowest, suffix;
+};
+
+static std::vector<PipelineTerm> pipeline_terms(const std::vector<double>& ns_per_byte) {
+  std::vector<PipelineTerm> terms;
+  double prefix = 0.0, slowest = 0.0, suffix = 0.0;
+  for (double t : ns_per_byte) suffix += t;
+  for (double t : ns_per_byte) {
+    prefix += t;
+    slowest = std::max(slowest, t);
+    terms.push_back({prefix, slowest, suffix});
+    suffix -= t;
+  }
+  return terms;
+}
+
+static inline int64_t packets_of(int64_t size, int64_t payload) {
+  int64_t packets = size > 0 ? (size + payload - 1) / payload : 0;
+  return packets > 1 ? packets : 1;
+}
+
+// The transmission part (ns, latencies excluded) of a lone message of ``size`` payload
+// bytes in packets of ``payload`` + ``header`` bytes.
+static double pipeline_ns(const std::vector<PipelineTerm>& terms, int64_t size, int64_t payload, int64_t header) {
+  int64_t packets = packets_of(size, payload);
+  double last = static_cast<double>(size - (packets - 1) * payload + header);
+  if (packets == 1) return last * terms[0].suffix;
+  double full = static_cast<double>(payload + header);
+  double middle = static_cast<double>((packets - 2) * (payload + header));
+  double best = -INFINITY;
+  for (const PipelineTerm& t : terms) {
+    double v = full * t.prefix + middle * t.slowest + last * t.suffix;
+    if (v > best) best = v;
+  }
+  return best;
+}
+
+// Python's round(x, 3): the double nearest the decimal that x rounds to (half to even
+// on x's exact value). Where x * 1000 is not within its rounding error of a half, the
+// nearest integer to it is that decimal's thousandfold and one division gives the
+// double; near a half (rarely) the decimal is worked out as Python does.
+static double round_ps(double x) {
+  double y = x * 1000.0;
+  if (std::fabs(y) < 1e15) {
+    double r = std::nearbyint(y);
+    if (std::fabs(std::fabs(y - r) - 0.5) > std::fabs(y) * 0x1p-51 + 0x1p-60) return r / 1000.0;
+  }
+  char* text = PyOS_double_to_string(x, 'f', 3, 0, nullptr);
+  if (text == nullptr) {
+    PyErr_Clear();
+    return x;
+  }
+  double r = PyOS_string_to_double(text, nullptr, nullptr);
+  PyMem_Free(text);
+  return r;
+}
+
+struct FlowMessage {
+  int64_t size;
+  int32_t next;  // the queue pair's next message (-1: none)
+  Call on_delivered;
+};
+
+// A queue pair (src, dst, tag): one flow of the solver, whose number indexes it.
+struct FlowQueuePair {
+  int64_t src = 0, dst = 0, tag = 0;
+  int32_t head = -1, tail = -1;  // its messages, the head draining
+  double remaining = 0.0;        // wire bytes of the head left at ``since``
+  double since = 0.0;
+  double drain_at = 0.0;     // when the head drains at the current rate
+  double event_at = INFINITY;  // the live drain event's time (never after drain_at)
+  double rate = 0.0;
+  uint32_t version = 0;  // bumps whenever the live drain event is replaced or spent
+  double latency_ns = 0.0;
+  int32_t speeds = -1;  // its route's bottleneck and pipeline terms (FlowModel::speeds)
+  std::vector<int32_t> route, reverse;  // link ids; reverse: the ACKs' (with ack_weight)
+  int64_t wire_sent = 0;  // wire bytes drained since the flow became active
+  int64_t tail_size = -1;  // the last message size whose pipeline tail was worked out
+  double tail_ns = 0.0;
+  bool active = false, live = false;
+};
+
+struct FlowSpeeds {
+  double bottleneck_ns_per_byte;
+  std::vector<PipelineTerm> terms;
+};
+
+// Idle queue pairs kept for their next message (a ring reuses its pairs step after
+// step); past this many, idle ones are dropped (an all-to-all has a million).
+static const long long IDLE_QUEUE_PAIRS = 1LL << 16;
+
+struct FlowModel {
+  maxmin::Solver solver;
+  long long route_buckets;
+  RouteCache routes;
+  std::vector<FlowQueuePair> qps;                  // by the solver's flow number
+  FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
+  std::vector<FlowMessage> pool;
+  std::vector<int32_t> free_messages;
+  std::vector<double> ns_per_byte, latency, link_bytes;
+  std::map<std::vector<double>, int32_t> speeds_index;  // per sequence of link speeds
+  std::vector<FlowSpeeds> speeds;
+  int64_t payload, header;
+  double ack_weight, cap, reallocation_delay;
+  bool reallocation_integral, reallocation_due = false;
+  long long idle = 0, messages = 0;
+
+  FlowModel(const std::vector<double>& bytes_per_ns, std::vector<double> latency_ns)
+      : solver(static_cast<int>(bytes_per_ns.size()), bytes_per_ns.data()),
+        latency(std::move(latency_ns)),
+        link_bytes(bytes_per_ns.size(), 0.0) {
+    for (double bw : bytes_per_ns) ns_per_byte.push_back(1 / bw);
+  }
+
+  int64_t wire_bytes(int64_t size) const { return size + packets_of(size, payload) * header; }
+};
+
+struct FlowLinks {
+  PyObject_HEAD
+  EventQueue* queue;  // owned
+  PyObject* route;    // owned: route(src, dst, bucket)
+  FlowModel* m;
+};
+
+static PyTypeObject FlowLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// The links of route (src, dst, tag) into ``out``; false with an error set.
+static bool flow_route(FlowLinks* self, int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
+  FlowModel& m = *self->m;
+  PyObject* hops = find_route(self->route, m.route_buckets, &m.routes, src, dst, tag);
+  if (hops == nullptr) return false;
+  out->clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); ++i) {
+    long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops, i));
+    if (link == -1 && PyErr_Occurred()) break;
+    if (link < 0 || link >= static_cast<long long>(m.latency.size())) {
+      PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %lld of %zu", static_cast<long long>(src),
+                   static_cast<long long>(dst), link, m.latency.size());
+      break;
+    }
+    out->push_back(static_cast<int32_t>(link));
+  }
+  Py_DECREF(hops);
+  if (PyErr_Occurred()) return false;
+  if (out->empty()) {
+    PyErr_Format(PyExc_ValueError, "no route from NPU %lld to NPU %lld", static_cast<long long>(src),
+                 static_cast<long long>(dst));
+    return false;
+  }
+  return true;
+}
+
+// The index of a route's speeds (bottleneck, pipeline terms), shared by the routes of
+// one sequence of link speeds (a fat-tree's by hop count).
+static int32_t flow_speeds(FlowModel& m, const std::vector<int32_t>& route) {
+  std::vector<double> per_byte;
+  for (int32_t link : route) per_byte.push_back(m.ns_per_byte[link]);
+  auto found = m.speeds_index.find(per_byte);
+  if (found != m.speeds_index.end()) return found->second;
+  int32_t index = static_cast<int32_t>(m.speeds.size());
+  m.speeds.push_back({*std::max_element(per_byte.begin(), per_byte.end()), pipeline_terms(per_byte)});
+  m.speeds_index.emplace(std::move(per_byte), index);
+  return index;
+}
+
+static double route_latency(const FlowModel& m, const std::vector<int32_t>& route) {
+  double latency = 0.0;
+  for (int32_t link : route) latency += m.latency[link];
+  return latency;
+}
+
+// A new queue pair's flow on the solver (started): its number, or -1 with an error set.
+static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_t tag) {
+  FlowModel& m = *self->m;
+  std::vector<int32_t> route, reverse;
+  if (!flow_route(self, src, dst, tag, &route)) return -1;
+  if (m.ack_weight && !flow_route(self, dst, src, tag, &reverse)) return -1;
+  // data at weight 1 on the route; ACKs at ack_weight on the reverse route
+  std::vector<int> links(route.begin(), route.end());
+  std::vector<double> weights(route.size(), 1.0);
+  for (int32_t link : reverse) {
+    auto at = std::find(links.begin(), links.end(), link);
+    if (at == links.end()) {
+      links.push_back(link);
+      weights.push_back(0.0 + m.ack_weight);
+    } else {
+      weights[at - links.begin()] += m.ack_weight;
+    }
+  }
+  int id = m.solver.new_flow(static_cast<int>(links.size()), links.data(), weights.data(), m.cap);
+  if (id >= static_cast<int>(m.qps.size())) m.qps.resize(id + 1);
+  FlowQueuePair& qp = m.qps[id];
+  uint32_t version = qp.version;  // a reused number: stale events of its last pair stay stale
+  qp = FlowQueuePair();
+  qp.version = version;
+  qp.src = src;
+  qp.dst = dst;
+  qp.tag = tag;
+  qp.latency_ns = route_latency(m, route);
+  qp.speeds = flow_speeds(m, route);
+  qp.route = std::move(route);
+  qp.reverse = std::move(reverse);
+  qp.live = true;
+  m.keys.insert(RouteKey{src, dst, static_cast<uint64_t>(tag)}, id);
+  return id;
+}
+
+static void flow_drain_at(FlowLinks* self, int id, double when) {
+  FlowQueuePair& qp = self->m->qps[id];
+  qp.drain_at = when;
+  if (qp.event_at <= when) return;  // found when the live event fires (network.py, _drain_at)
+  qp.event_at = when;
+  ++qp.version;
+  int64_t arg = (static_cast<int64_t>(id) << 32) | qp.version;
+  push_call(self->queue, when, false, kernel_call(CALL_FLOW_DRAINED, reinterpret_cast<PyObject*>(self), arg));
+}
+
+// ``now + delay`` on the ps grid, never before now.
+static inline double on_ps_grid(double now, double delay) {
+  double t = round_ps(now + delay);
+  return now > t ? now : t;
+}
+
+// Routes a message onto its queue pair; ``call`` (references move here) runs when the
+// message is in. False with an error set (the call released).
+static bool flow_send(FlowLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag, const Call& call) {
+  FlowModel& m = *self->m;
+  EventQueue* q = self->queue;
+  ++m.messages;
+  if (src == dst) {
+    push_call(q, q->now, q->now_integral, call);
+    return true;
+  }
+  int32_t* found = m.keys.find(RouteKey{src, dst, static_cast<uint64_t>(tag)});
+  int id;
+  if (found != nullptr) {
+    id = *found;
+  } else {
+    id = flow_new_queue_pair(self, src, dst, tag);
+    if (id < 0) {
+      Call c = call;
+      release(c);
+      return false;
+    }
+  }
+  int32_t message;
+  if (!m.free_messages.empty()) {
+    message = m.free_messages.back();
+    m.free_messages.pop_back();
+  } else {
+    message = static_cast<int32_t>(m.pool.size());
+    m.pool.emplace_back();
+  }
+  m.pool[message] = FlowMessage{size, -1, call};
+  FlowQueuePair& qp = m.qps[id];
+  if (qp.tail >= 0) m.pool[qp.tail].next = message;
+  else qp.head = message;
+  qp.tail = message;
+  if (qp.active) return true;
+  if (found != nullptr) --m.idle;  // an idle pair again
+  qp.active = true;
+  qp.remaining = static_cast<double>(m.wire_bytes(size));
+  qp.since = q->now;
+  qp.rate = 0.0;
+  m.solver.add(id);
+  q->step_pending = true;
+  return true;
+}
+
+// The rates of the flows the last changes affect, and their drains moved.
+static bool flow_solve(FlowLinks* self) {
+  FlowModel& m = *self->m;
+  int n = m.solver.solve();
+  double now = self->queue->now;
+  for (int i = 0; i < n; ++i) {
+    int id = m.solver.out_ids[i];
+    FlowQueuePair& qp = m.qps[id];
+    double old_rate = m.solver.out_old[i];
+    qp.rate = m.solver.out_new[i];
+    if (old_rate != 0.0) qp.remaining -= old_rate * (now - qp.since);
+    qp.since = now;
+    flow_drain_at(self, id, on_ps_grid(now, std::max(qp.remaining, 0.0) / qp.rate));
+  }
+  return true;
+}
+
+static bool flow_reallocate(FlowLinks* self) {
+  self->m->reallocation_due = false;
+  self->queue->step_pending = true;
+  return true;
+}
+
+// The drain event ``arg`` (number << 32 | version) of a queue pair.
+static bool flow_drained(FlowLinks* self, int64_t arg) {
+  FlowModel& m = *self->m;
+  EventQueue* q = self->queue;
+  int id = static_cast<int>(arg >> 32);
+  FlowQueuePair& qp = m.qps[id];
+  if (static_cast<uint32_t>(arg) != qp.version) return true;  // a sooner drain replaced it
+  double now = q->now;
+  qp.event_at = INFINITY;
+  if (qp.drain_at > now) {  // the rate fell since this event was queued
+    flow_drain_at(self, id, qp.drain_at);
+    return true;
+  }
+  int32_t message = qp.head;
+  FlowMessage& head = m.pool[message];
+  int64_t size = head.size;
+  Call call = head.on_delivered;
+  head.on_delivered = Call{CALL_NONE, nullptr, nullptr, {0}};
+  qp.head = head.next;
+  if (qp.head < 0) qp.tail = -1;
+  m.free_messages.push_back(message);
+  if (size != qp.tail_size) {
+    const FlowSpeeds& speeds = m.speeds[qp.speeds];
+    double lone = pipeline_ns(speeds.terms, size, m.payload, m.header);
+    qp.tail_ns = qp.latency_ns + lone - static_cast<double>(m.wire_bytes(size)) * speeds.bottleneck_ns_per_byte;
+    qp.tail_size = size;
+  }
+  double due = round_ps(now + qp.tail_ns);
+  if (due >= now) push_call(q, due, false, call);
+  else push_call(q, now, q->now_integral, call);
+  qp.wire_sent += m.wire_bytes(size);
+  ++qp.version;
+  if (qp.head >= 0) {
+    qp.remaining = static_cast<double>(m.wire_bytes(m.pool[qp.head].size));
+    qp.since = now;
+    due = round_ps(now + qp.remaining / qp.rate);
+    flow_drain_at(self, id, due >= now ? due : now);
+    return true;
+  }
+  for (int32_t link : qp.route) m.link_bytes[link] += static_cast<double>(qp.wire_sent);
+  if (!qp.reverse.empty()) {
+    double acks = static_cast<double>(qp.wire_sent) * m.ack_weight;
+    for (int32_t link : qp.reverse) m.link_bytes[link] += acks;
+  }
+  qp.wire_sent = 0;
+  qp.active = false;
+  m.solver.remove(id);
+  if (m.idle < IDLE_QUEUE_PAIRS) {
+    ++m.idle;
+  } else {
+    m.keys.erase(RouteKey{qp.src, qp.dst, static_cast<uint64_t>(qp.tag)});
+    m.solver.free_flow(id);
+    qp.live = false;
+    std::vector<int32_t>().swap(qp.route);
+    std::vector<int32_t>().swap(qp.reverse);
+  }
+  if (m.reallocation_delay == 0) {
+    q->step_pending = true;
+  } else if (!m.reallocation_due) {
+    m.reallocation_due = true;
+    push_call(q, now + m.reallocation_delay, m.reallocation_integral && q->now_integral,
+              kernel_call(CALL_FLOW_REALLOCATE, reinterpret_cast<PyObject*>(self), 0));
+  }
+  return true;
+}
+
+static PyObject* FlowLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
+  return type->tp_alloc(type, 0);
+}
+
+static int FlowLinks_init(FlowLinks* self, PyObject* args, PyObject* kwds) {
+  static const char* names[] = {"events",        "route",        "bytes_per_ns", "latency_ns",
+                                "route_buckets", "payload_bytes", "header_bytes", "ack_weight",
+                                "cap_bytes_per_ns", "reallocation_delay_ns", nullptr};
+  PyObject *events, *route, *bandwidth, *latency, *delay;
+  long long buckets, payload, header;
+  double ack_weight, cap;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOLLLddO", const_cast<char**>(names), &EventQueueType, &events,
+                                   &route, &bandwidth, &latency, &buckets, &payload, &header, &ack_weight, &cap,
+                                   &delay))
+    return -1;
+  std::vector<double> bw, lat;
+  if (!read_numbers(bandwidth, "bytes_per_ns: a sequence of numbers", &bw) ||
+      !read_numbers(latency, "latency_ns: a sequence of numbers", &lat))
+    return -1;
+  double delay_ns;
+  bool delay_integral;
+  if (!read_number(delay, &delay_ns, &delay_integral)) return -1;
+  if (bw.size() != lat.size()) {
+    PyErr_SetString(PyExc_ValueError, "one bandwidth and one latency per link");
+    return -1;
+  }
+  for (double b : bw)
+    if (!(b > 0 && b < INFINITY)) {
+      PyErr_SetString(PyExc_ValueError, "every link's bandwidth must be positive and finite");
+      return -1;
+    }
+  if (payload <= 0 || header < 0 || !(delay_ns >= 0 && delay_ns < INFINITY) || !(ack_weight >= 0) || !(cap >= 0)) {
+    PyErr_SetString(PyExc_ValueError, "payload_bytes must be > 0; header_bytes, ack_weight, cap and delay >= 0");
+    return -1;
+  }
+  FlowModel* m = new FlowModel(bw, std::move(lat));
+  m->route_buckets = buckets;
+  m->payload = payload;
+  m->header = header;
+  m->ack_weight = ack_weight;
+  m->cap = cap;
+  m->reallocation_delay = delay_ns;
+  m->reallocation_integral = delay_integral;
+  delete self->m;
+  self->m = m;
+  Py_INCREF(events);
+  Py_XSETREF(self->queue, reinterpret_cast<EventQueue*>(events));
+  Py_INCREF(route);
+  Py_XSETREF(self->route, route);
+  return 0;
+}
+
+static int FlowLinks_traverse(FlowLinks* self, visitproc visit, void* arg) {
+  Py_VISIT(self->queue);
+  Py_VISIT(self->route);
+  if (self->m != nullptr)
+    for (FlowMessage& message : self->m->pool) VISIT_CALL(message.on_delivered);
+  return 0;
+}
+
+static int FlowLinks_clear(FlowLinks* self) {
+  Py_CLEAR(self->queue);
+  Py_CLEAR(self->route);
+  if (self->m != nullptr) {
+    clear_routes(&self->m->routes);
+    for (FlowMessage& message : self->m->pool) release(message.on_delivered);
+  }
+  return 0;
+}
+
+static void FlowLinks_dealloc(FlowLinks* self) {
+  PyObject_GC_UnTrack(self);
+  FlowLinks_clear(self);
+  delete self->m;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+static bool flow_ready(FlowLinks* self) {
+  if (self->m != nullptr && self->queue != nullptr) return true;
+  PyErr_SetString(PyExc_RuntimeError, "FlowLinks.__init__ was not called");
+  return false;
+}
+
+// send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0)
+static PyObject* FlowLinks_send(FlowLinks* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* bound[6];
+  static const char* const names[] = {"src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
+  if (!flow_ready(self) || !bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
+  int64_t src, dst, size, tag = 0;
+  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size)) return nullptr;
+  if (bound[5] != Py_None && !read_int64(bound[5], &tag)) return nullptr;
+  if (size < 0) return PyErr_Format(PyExc_ValueError, "a message of %lld bytes", static_cast<long long>(size));
+  if (!flow_send(self, src, dst, size, tag, py_call(bound[3], bound[4]))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+static PyObject* FlowLinks_solve(FlowLinks* self, PyObject*) {
+  if (!flow_ready(self) || !flow_solve(self)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// lone_message_ns(src, dst, size_bytes, tag=0)
+static PyObject* FlowLinks_lone_message_ns(FlowLinks* self, PyObject* args) {
+  long long src, dst, size, tag = 0;
+  if (!flow_ready(self) || !PyArg_ParseTuple(args, "LLL|L", &src, &dst, &size, &tag)) return nullptr;
+  if (src == dst) return PyFloat_FromDouble(0.0);
+  std::vector<int32_t> route;
+  if (!flow_route(self, src, dst, tag, &route)) return nullptr;
+  FlowModel& m = *self->m;
+  const FlowSpeeds& speeds = m.speeds[flow_speeds(m, route)];
+  return PyFloat_FromDouble(route_latency(m, route) + pipeline_ns(speeds.terms, size, m.payload, m.header) - 1e-3);
+}
+
+static PyObject* FlowLinks_get_link_bytes(FlowLinks* self, void*) {
+  if (!flow_ready(self)) return nullptr;
+  const std::vector<double>& bytes = self->m->link_bytes;
+  PyObject* out = PyList_New(static_cast<Py_ssize_t>(bytes.size()));
+  for (size_t i = 0; out != nullptr && i < bytes.size(); ++i) PyList_SET_ITEM(out, i, PyFloat_FromDouble(bytes[i]));
+  return out;
+}
+
+static PyObject* FlowLinks_get_peak_flows(FlowLinks* self, void*) {
+  return flow_ready(self) ? peak_flows_list(self->m->solver) : nullptr;
+}
+
+static PyObject* FlowLinks_get_flows_solved(FlowLinks* self, void*) {
+  return flow_ready(self) ? PyLong_FromLongLong(self->m->solver.flows_solved) : nullptr;
+}
+
+static PyObject* FlowLinks_get_messages(FlowLinks* self, void*) {
+  return flow_ready(self) ? PyLong_FromLongLong(self->m->messages) : nullptr;
+}
+
+// The active flows as (links, weights, cap, rate), by queue pair number.
+static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
+  if (!flow_ready(self)) return nullptr;
+  FlowModel& m = *self->m;
+  PyObject* out = PyList_New(0);
+  for (size_t id = 0; out != nullptr && id < m.qps.size(); ++id) {
+    if (!m.qps[id].active) continue;
+    const maxmin::Flow& f = m.solver.flows[id];
+    PyObject* links = PyTuple_New(static_cast<Py_ssize_t>(f.links.size()));
+    PyObject* weights = PyTuple_New(static_cast<Py_ssize_t>(f.links.size()));
+    for (size_t k = 0; links != nullptr && weights != nullptr && k < f.links.size(); ++k) {
+      PyTuple_SET_ITEM(links, k, PyLong_FromLong(f.links[k]));
+      PyTuple_SET_ITEM(weights, k, PyFloat_FromDouble(f.weights[k]));
+    }
+    PyObject* item = links == nullptr || weights == nullptr
+                         ? nullptr
+                         : Py_BuildValue("(OOdd)", links, weights, f.cap, m.qps[id].rate);
+    Py_XDECREF(links);
+    Py_XDECREF(weights);
+    if (item == nullptr || PyList_Append(out, item) < 0) Py_CLEAR(out);
+    Py_XDECREF(item);
+  }
+  return out;
+}
+
+static PyObject* FlowLinks_get_native_send(FlowLinks* self, void*);
+
+static PyMethodDef FlowLinks_methods[] = {
+    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(FlowLinks_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in"},
+    {"solve", reinterpret_cast<PyCFunction>(FlowLinks_solve), METH_NOARGS,
+     "solve(): re-solve the rates after this instant's changes (the queue's step_end)"},
+    {"lone_message_ns", reinterpret_cast<PyCFunction>(FlowLinks_lone_message_ns), METH_VARARGS,
+     "lone_message_ns(src, dst, size_bytes, tag=0): a message alone on the idle network, less 1 ps"},
+    {nullptr, nullptr, 0, nullptr}};
+
+static PyGetSetDef FlowLinks_getset[] = {
+    {"native_send", reinterpret_cast<getter>(FlowLinks_get_native_send), nullptr,
+     "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
+    {"link_bytes", reinterpret_cast<getter>(FlowLinks_get_link_bytes), nullptr,
+     "per link: data and ACK wire bytes that crossed it (counted when a flow goes idle)", nullptr},
+    {"peak_flows", reinterpret_cast<getter>(FlowLinks_get_peak_flows), nullptr, "per link: the most flows at once",
+     nullptr},
+    {"flows_solved", reinterpret_cast<getter>(FlowLinks_get_flows_solved), nullptr,
+     "flows refilled over all re-solves", nullptr},
+    {"messages", reinterpret_cast<getter>(FlowLinks_get_messages), nullptr, "messages sent", nullptr},
+    {"flows", reinterpret_cast<getter>(FlowLinks_get_flows), nullptr,
+     "the active flows as (links, weights, cap, rate): a queue pair's data and ACK links", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+static void init_flow_links_type() {
+  PyTypeObject& t = FlowLinksType;
+  t.tp_name = "_astra_kernel.FlowLinks";
+  t.tp_basicsize = sizeof(FlowLinks);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc =
+      "FlowLinks(events, route, bytes_per_ns, latency_ns, route_buckets, payload_bytes, header_bytes, ack_weight, "
+      "cap_bytes_per_ns, reallocation_delay_ns): the flow backend's max-min fair queue pairs on the EventQueue "
+      "events (astra_flow.network); route(src, dst, bucket) gives the link ids of flow bucket flow_hash(src, dst, "
+      "tag) % route_buckets, asked for once. Set events.step_end to its solve.";
+  t.tp_new = FlowLinks_new;
+  t.tp_init = reinterpret_cast<initproc>(FlowLinks_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(FlowLinks_dealloc);
+  t.tp_traverse = reinterpret_cast<traverseproc>(FlowLinks_traverse);
+  t.tp_clear = reinterpret_cast<inquiry>(FlowLinks_clear);
+  t.tp_methods = FlowLinks_methods;
+  t.tp_getset = FlowLinks_getset;
+}
