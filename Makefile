@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_back
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,ray,docs,pytorch,jit]' -e backends/analytical \
 		-e backends/garnetlike -e 'backends/flow[jit]' -e backends/ns3 -e examples/plugin_backend
-	$(BIN)/python -c 'from astra_core.events import kernel; from astra_flow.maxmin import library; library()'
+	$(BIN)/python -c 'from astra_core.events import kernel; kernel()'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # The demo needs only the core and the analytical and flow backends: about a minute to
@@ -28,7 +28,7 @@ $(DEMO_STAMP): pyproject.toml backends/analytical/pyproject.toml backends/flow/p
 		$(PYTHON) -m venv $(VENV) && \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
 		$(BIN)/python -m pip install --quiet -e . -e backends/analytical -e backends/flow && \
-		$(BIN)/python -c 'from astra_core.events import kernel; from astra_flow.maxmin import library; library()'; \
+		$(BIN)/python -c 'from astra_core.events import kernel; kernel()'; \
 	fi
 	touch $(DEMO_STAMP)
 

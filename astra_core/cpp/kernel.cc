@@ -28,8 +28,10 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <new>
 #include <queue>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +45,7 @@ namespace astra_kernel {
 #include "rank_events.h"
 #include "streams.h"
 #include "analytical.h"
+#include "routing.h"
 #include "congestion.h"
 #include "maxmin.h"
 #include "flow.h"
@@ -73,6 +76,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_stream_type();
   init_analytical_links_type();
   init_congestion_links_type();
+  init_shortest_paths_type();
   init_maxmin_type();
   init_flow_links_type();
   init_message_matcher_type();
@@ -85,6 +89,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
                {"RankEvents", &RankEventsType},
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
                {"CongestionLinks", &CongestionLinksType}, {"MaxMin", &MaxMinType},
+               {"ShortestPaths", &ShortestPathsType},
                {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}};

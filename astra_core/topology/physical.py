@@ -15,7 +15,6 @@ instead (:mod:`astra_core.topology.logical`).
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -83,13 +82,9 @@ class PhysicalTopology:
         self._link_id: dict[tuple[int, int], int] = {}
         for src, dst, bandwidth, latency in links:
             self._add_link(src, dst, bandwidth, latency)
-        self._router = router  # None: shortest paths with ECMP (_shortest_links)
-        self._dist: dict[int, dict[int, tuple[float, int]]] = {}
-        self._host_dist: dict[int, _HostDistances] = {}
+        self._router = router  # None: the kernel's shortest paths with ECMP (kernel_route)
         self._routes: dict[int, tuple[int, ...]] = {}  # (pair, flow bucket) -> links
         self._path_copies: dict[tuple[int, ...], tuple[int, ...]] = {}
-        # dst -> node -> (link, next node) of each equally short first hop
-        self._next_hops: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
         if check_connected:
             self._check_connected()
 
@@ -174,141 +169,29 @@ class PhysicalTopology:
     def bucket_route(self, src_rank: int, dst_rank: int, bucket: int) -> tuple[int, ...]:
         """The links of the path of flow bucket ``bucket`` (``flow_hash`` modulo
         :data:`ROUTE_BUCKETS`) from NPU ``src_rank`` to ``dst_rank``, computed (not
-        cached: the kernel's congestion-aware links keep their own routes)."""
-        src, dst = self.hosts[src_rank], self.hosts[dst_rank]
+        cached: the kernel's models keep their own routes)."""
         if self._router is None:
-            path = self._shortest_links(src, dst, bucket)
+            path = self.kernel_route(src_rank, dst_rank, bucket)
         else:
+            src, dst = self.hosts[src_rank], self.hosts[dst_rank]
             nodes = self._router(src, dst, bucket)
             path = tuple(self._link_id[(a, b)] for a, b in zip(nodes, nodes[1:]))
         # Flows of a pair share a few paths: keep one copy of each.
         return self._path_copies.setdefault(path, path)
 
-    # -- default routing: shortest paths with per-hop ECMP ---------------------------------
-    def _distances_to(self, dst: int, hosts_forward: bool) -> dict[int, tuple[float, int]]:
-        """(latency, hops) of the best path from each node to ``dst`` (Dijkstra).
-
-        Without ``hosts_forward`` only switches relay traffic; with it any
-        node does (tori and other switchless fabrics).
-        """
-        key = dst if not hosts_forward else -1 - dst
-        dist = self._dist.get(key)
-        if dist is not None:
-            return dist
-        incoming = self._incoming
-        switches = self.switches
-        dist = {dst: (0.0, 0)}
-        heap = [(0.0, 0, dst)]
-        while heap:
-            lat, hops, node = heapq.heappop(heap)
-            if dist[node] < (lat, hops):
-                continue
-            if node != dst and not hosts_forward and node not in switches:
-                continue  # a host is a path's end, not a relay
-            for link in incoming[node]:
-                prev = self.link_src[link]
-                cand = (lat + self.link_latency[link], hops + 1)
-                if cand < dist.get(prev, (float("inf"), 0)):
-                    dist[prev] = cand
-                    heapq.heappush(heap, (cand[0], cand[1], prev))
-        self._dist[key] = dist
-        return dist
-
     @functools.cached_property
-    def _incoming(self) -> list[list[int]]:
-        """Per node, the links that end at it."""
-        incoming: list[list[int]] = [[] for _ in range(self.nodes_count)]
-        for index, dst in enumerate(self.link_dst):
-            incoming[dst].append(index)
-        return incoming
+    def kernel_route(self) -> Callable[[int, int, int], tuple[int, ...]]:
+        """What the kernel's network models ask for a route, ``(src_rank, dst_rank,
+        bucket) -> link ids``: the kernel's own ``ShortestPaths`` (no Python call) for the
+        default routing, else :meth:`bucket_route` (a router given at construction).
 
-    def _host_distances(self, dst: int) -> _HostDistances:
-        """Distances to host ``dst`` through switches, from the switches it hangs on."""
-        dist = self._host_dist.get(dst)
-        if dist is None:
-            incoming = self._incoming
-            attachments = []
-            for link in incoming[dst]:
-                prev = self.link_src[link]
-                if prev in self.switches:
-                    attachments.append((self._distances_to(prev, False), self.link_latency[link]))
-            dist = self._host_dist[dst] = _HostDistances(dst, attachments, self)
-        return dist
-
-    def _shortest_links(self, src: int, dst: int, flow: int) -> tuple[int, ...]:
-        """Links of the shortest path from node ``src`` to node ``dst`` for flow bucket
-        ``flow``: where several next hops are equally short, the flow's hash with the
-        hop's node picks one, so each hop's choice is independent."""
-        hosts_forward = False
-        dist: dict[int, tuple[float, int]] | _HostDistances
-        if dst in self.switches:
-            dist = self._distances_to(dst, False)
-        else:  # as Dijkstra to dst would find, without running it once per host
-            dist = self._host_distances(dst)
-        if dist.get(src) is None:
-            hosts_forward = True
-            dist = self._distances_to(dst, True)
-        hops = self._next_hops.setdefault(-1 - dst if hosts_forward else dst, {})
-        path = []
-        node = src
-        while node != dst:
-            choices = hops.get(node)
-            if choices is None:
-                choices = hops[node] = self._equal_next_hops(node, dst, dist, hosts_forward)
-            link, node = choices[0] if len(choices) == 1 else choices[flow_hash(flow, node, 0) % len(choices)]
-            path.append(link)
-        return tuple(path)
-
-    def _equal_next_hops(self, node: int, dst: int, dist, hosts_forward: bool) -> tuple[tuple[int, int], ...]:
-        """(link, next node) of every first hop of a shortest path from ``node`` to ``dst``."""
-        best = dist[node]
-        found = []
-        for link in self.out_links[node]:
-            nxt = self.link_dst[link]
-            d = dist.get(nxt)
-            if d is None or (not hosts_forward and nxt != dst and nxt not in self.switches):
-                continue
-            if (d[0] + self.link_latency[link], d[1] + 1) == best:
-                found.append((link, nxt))
-        return tuple(found)
-
-
-class _HostDistances:
-    """(latency, hops) from each node to host ``dst`` relaying through switches only, as
-    Dijkstra to ``dst`` gives: through a switch it hangs on (that switch's distances
-    plus its link to ``dst``), or over a direct link (from another host, which may
-    only start a path). Computed per node on demand (``get``), so a host costs a
-    look-up per switch it hangs on instead of a Dijkstra over the whole fabric."""
-
-    __slots__ = ("dst", "attachments", "topology", "_cache")
-
-    def __init__(self, dst: int, attachments: list[tuple[dict, float]], topology: PhysicalTopology):
-        self.dst = dst
-        self.attachments = attachments
-        self.topology = topology
-        self._cache: dict[int, tuple[float, int] | None] = {dst: (0.0, 0)}
-
-    def get(self, node: int) -> tuple[float, int] | None:
-        if node in self._cache:
-            return self._cache[node]
-        best = None
-        for dist, latency in self.attachments:
-            d = dist.get(node)
-            if d is not None:
-                cand = (d[0] + latency, d[1] + 1)
-                if best is None or cand < best:
-                    best = cand
-        topology = self.topology
-        link = topology._link_id.get((node, self.dst))
-        if link is not None and node not in topology.switches:
-            cand = (topology.link_latency[link], 1)
-            if best is None or cand < best:
-                best = cand
-        self._cache[node] = best
-        return best
-
-    def __getitem__(self, node: int) -> tuple[float, int]:
-        value = self.get(node)
-        if value is None:
-            raise KeyError(node)
-        return value
+        The default routing: shortest paths by total latency, then by hop count,
+        relaying through switches only (through any node where no such path exists:
+        tori and other switchless fabrics); where several next hops are equally
+        short, ``flow_hash(bucket, node, 0)`` picks one at every hop, so each hop's
+        choice is independent (``astra_core/cpp/kernel/routing.h``)."""
+        if self._router is not None:
+            return self.bucket_route
+        return kernel().ShortestPaths(
+            self.nodes_count, sorted(self.switches), self.link_src, self.link_dst, self.link_latency
+        )

@@ -7,35 +7,9 @@
 // forward; a link serves one message at a time, first come first served. Serving B
 // bytes keeps a link busy int(B / bandwidth) ns, and the message is at the link's far
 // end int(latency + B / bandwidth) ns after it started (both truncated as upstream's
-// Link). Routes come from a Python callable: route(src, dst, tag) -> link ids, or, with
-// route_buckets > 0, route(src, dst, flow_hash(src, dst, tag) % route_buckets), asked
-// once per bucket and kept here.
-
-// Deterministic 32-bit hash of a flow (src, dst, tag): astra_core.topology.physical's
-// flow_hash (this is its implementation), which picks among equal-cost paths.
-static inline uint64_t flow_hash(int64_t src, int64_t dst, int64_t tag) {
-  uint64_t h = (static_cast<uint64_t>(src) * 0x9E3779B1ULL) ^ (static_cast<uint64_t>(dst) * 0x85EBCA77ULL) ^
-               (static_cast<uint64_t>(tag) * 0xC2B2AE3DULL);
-  h &= 0xFFFFFFFFULL;
-  h ^= h >> 16;
-  h = (h * 0x7FEB352DULL) & 0xFFFFFFFFULL;
-  h ^= h >> 15;
-  return h;
-}
-
-static PyObject* kernel_flow_hash(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "flow_hash(src, dst, tag)");
-    return nullptr;
-  }
-  int64_t v[3];
-  for (int i = 0; i < 3; ++i) {
-    long long x = PyLong_AsLongLong(args[i]);
-    if (x == -1 && PyErr_Occurred()) return nullptr;
-    v[i] = x;
-  }
-  return PyLong_FromUnsignedLongLong(flow_hash(v[0], v[1], v[2]));
-}
+// Link). Routes come from a callable (the kernel's ShortestPaths, routing.h, or Python's):
+// route(src, dst, tag) -> link ids, or, with route_buckets > 0, route(src, dst,
+// flow_hash(src, dst, tag) % route_buckets), asked once per bucket and kept here.
 
 struct RouteKey {
   int64_t src, dst;
@@ -67,9 +41,16 @@ static PyObject* find_route(PyObject* route, long long buckets, RouteCache* cach
     }
   }
   long long third = buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
-  PyObject* links = PyObject_CallFunction(route, "LLL", static_cast<long long>(src), static_cast<long long>(dst), third);
-  PyObject* hops = links == nullptr ? nullptr : PySequence_Tuple(links);
-  Py_XDECREF(links);
+  PyObject* hops;
+  if (Py_TYPE(route) == &ShortestPathsType) {  // the kernel's own routing: no Python call
+    std::vector<int32_t> links;
+    ShortestPaths* paths = reinterpret_cast<ShortestPaths*>(route);
+    hops = shortest_route(paths, src, dst, static_cast<uint64_t>(third), &links) ? links_tuple(links) : nullptr;
+  } else {
+    PyObject* links = PyObject_CallFunction(route, "LLL", static_cast<long long>(src), static_cast<long long>(dst), third);
+    hops = links == nullptr ? nullptr : PySequence_Tuple(links);
+    Py_XDECREF(links);
+  }
   if (hops != nullptr && buckets > 0) {
     Py_INCREF(hops);
     cache->insert(key, hops);

@@ -180,6 +180,28 @@ static bool read_int64(PyObject* value, int64_t* out) {
   return true;
 }
 
+// Reads a sequence of numbers into ``out``; false with a Python error set otherwise.
+template <class T>
+static bool read_numbers(PyObject* seq, const char* what, std::vector<T>* out) {
+  PyObject* fast = PySequence_Fast(seq, what);
+  if (fast == nullptr) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  out->resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
+    if constexpr (std::is_integral<T>::value)
+      (*out)[i] = static_cast<T>(PyLong_AsLongLong(item));
+    else
+      (*out)[i] = static_cast<T>(PyFloat_AsDouble(item));
+    if (PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return false;
+    }
+  }
+  Py_DECREF(fast);
+  return true;
+}
+
 // Binds fast-call positional and keyword arguments to ``names`` (``required`` of them
 // needed, the rest default to None) in ``out``; false with TypeError set otherwise.
 static bool bind_args(const char* function, const char* const* names, int count, int required,

@@ -117,6 +117,7 @@ struct FlowModel {
   std::vector<double> ns_per_byte, latency, link_bytes;
   std::map<std::vector<double>, int32_t> speeds_index;  // per sequence of link speeds
   std::vector<FlowSpeeds> speeds;
+  std::vector<double> scratch_speeds;
   int64_t payload, header;
   double ack_weight, cap, reallocation_delay;
   bool reallocation_integral, reallocation_due = false;
@@ -144,6 +145,15 @@ static PyTypeObject FlowLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // The links of route (src, dst, tag) into ``out``; false with an error set.
 static bool flow_route(FlowLinks* self, int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
   FlowModel& m = *self->m;
+  if (Py_TYPE(self->route) == &ShortestPathsType && m.route_buckets > 0) {  // no Python call, nothing kept
+    uint64_t bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(m.route_buckets);
+    if (!shortest_route(reinterpret_cast<ShortestPaths*>(self->route), src, dst, bucket, out)) return false;
+    for (int32_t link : *out)
+      if (link >= static_cast<int32_t>(m.latency.size()))
+        return PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %d of %zu",
+                            static_cast<long long>(src), static_cast<long long>(dst), link, m.latency.size()) != nullptr;
+    return true;
+  }
   PyObject* hops = find_route(self->route, m.route_buckets, &m.routes, src, dst, tag);
   if (hops == nullptr) return false;
   out->clear();
@@ -170,13 +180,14 @@ static bool flow_route(FlowLinks* self, int64_t src, int64_t dst, int64_t tag, s
 // The index of a route's speeds (bottleneck, pipeline terms), shared by the routes of
 // one sequence of link speeds (a fat-tree's by hop count).
 static int32_t flow_speeds(FlowModel& m, const std::vector<int32_t>& route) {
-  std::vector<double> per_byte;
+  std::vector<double>& per_byte = m.scratch_speeds;
+  per_byte.clear();
   for (int32_t link : route) per_byte.push_back(m.ns_per_byte[link]);
   auto found = m.speeds_index.find(per_byte);
   if (found != m.speeds_index.end()) return found->second;
   int32_t index = static_cast<int32_t>(m.speeds.size());
   m.speeds.push_back({*std::max_element(per_byte.begin(), per_byte.end()), pipeline_terms(per_byte)});
-  m.speeds_index.emplace(std::move(per_byte), index);
+  m.speeds_index.emplace(per_byte, index);
   return index;
 }
 

@@ -63,6 +63,9 @@ struct Solver {
   std::vector<int> members;
   std::vector<int> frozen_order;                 // members in the order they froze
   std::vector<std::pair<int, double>> bottlenecks;  // (link, level), in order
+  // scratch space of one solve, kept between solves (no allocation per solve)
+  std::vector<int> scratch_links, scratch_capped, scratch_frozen, scratch_unfrozen;
+  std::vector<std::pair<double, int>> scratch_rates, scratch_heap;
   // results: flows whose rate changed, in order
   std::vector<int> out_ids;
   std::vector<double> out_old, out_new;
@@ -170,7 +173,8 @@ struct Solver {
   bool place_new() {
     ++epochs;
     uint64_t epoch = epochs;
-    std::vector<int> touched;
+    std::vector<int>& touched = scratch_links;
+    touched.clear();
     for (int id : added) {
       const Flow& f = flows[id];
       for (size_t k = 0; k < f.links.size(); ++k) {
@@ -184,8 +188,8 @@ struct Solver {
       }
     }
     for (int link : touched) rem[link] = (capacity[link] - used[link]) / ld[link];  // share
-    std::vector<std::pair<double, int>> rates;
-    rates.reserve(added.size());
+    std::vector<std::pair<double, int>>& rates = scratch_rates;
+    rates.clear();
     for (int id : added) {
       const Flow& f = flows[id];
       double rate = kInf;
@@ -301,20 +305,25 @@ struct Solver {
       fill_few(epoch);
       return;
     }
-    using Item = std::pair<double, int>;
-    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+    // a min-heap of (share, link; or cap, -1 - capped index)
+    std::vector<std::pair<double, int>>& heap = scratch_heap;
+    std::greater<std::pair<double, int>> later;
+    heap.clear();
     for (int link : left_order)
-      if (ld[link] > 0) heap.emplace(rem[link] / ld[link], link);
-    std::vector<int> capped;
+      if (ld[link] > 0) heap.emplace_back(rem[link] / ld[link], link);
+    std::vector<int>& capped = scratch_capped;
+    capped.clear();
     for (int id : members)
       if (flows[id].cap > 0) capped.push_back(id);
     for (size_t i = 0; i < capped.size(); ++i)
-      heap.emplace(flows[capped[i]].cap, -1 - static_cast<int>(i));
+      heap.emplace_back(flows[capped[i]].cap, -1 - static_cast<int>(i));
+    std::make_heap(heap.begin(), heap.end(), later);
     size_t todo = members.size();
-    std::vector<int> frozen;
+    std::vector<int>& frozen = scratch_frozen;
     while (!heap.empty() && frozen_order.size() < todo) {
-      auto [share, key] = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), later);
+      auto [share, key] = heap.back();
+      heap.pop_back();
       frozen.clear();
       if (key < 0) {
         int id = capped[-1 - key];
@@ -325,7 +334,8 @@ struct Solver {
         if (w <= 1e-12) continue;
         double current = std::max(rem[key], 0.0) / w;
         if (current > share * (1 + kRel)) {
-          heap.emplace(current, key);  // stale: the link's level rose since
+          heap.emplace_back(current, key);  // stale: the link's level rose since
+          std::push_heap(heap.begin(), heap.end(), later);
           continue;
         }
         share = current;
@@ -342,7 +352,9 @@ struct Solver {
   }
 
   void fill_few(uint64_t epoch) {
-    std::vector<int> unfrozen(members), frozen;
+    std::vector<int>& unfrozen = scratch_unfrozen;
+    std::vector<int>& frozen = scratch_frozen;
+    unfrozen.assign(members.begin(), members.end());
     while (!unfrozen.empty()) {
       double share = kInf;
       int key = -1;
@@ -406,7 +418,8 @@ struct Solver {
     added.clear();
     level = kInf;
     if (changed.empty()) return static_cast<int>(out_ids.size());
-    std::vector<int> links(changed);
+    std::vector<int>& links = scratch_links;
+    links.assign(changed.begin(), changed.end());
     std::sort(links.begin(), links.end());
     for (int link : changed) changed_flag[link] = 0;
     changed.clear();
@@ -473,28 +486,6 @@ struct MaxMin {
 };
 
 static PyTypeObject MaxMinType = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
-// Reads a sequence of numbers into ``out``; false with a Python error set otherwise.
-template <class T>
-static bool read_numbers(PyObject* seq, const char* what, std::vector<T>* out) {
-  PyObject* fast = PySequence_Fast(seq, what);
-  if (fast == nullptr) return false;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-  out->resize(n);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
-    if constexpr (std::is_integral<T>::value)
-      (*out)[i] = static_cast<T>(PyLong_AsLongLong(item));
-    else
-      (*out)[i] = static_cast<T>(PyFloat_AsDouble(item));
-    if (PyErr_Occurred()) {
-      Py_DECREF(fast);
-      return false;
-    }
-  }
-  Py_DECREF(fast);
-  return true;
-}
 
 static int MaxMin_init(MaxMin* self, PyObject* args, PyObject*) {
   PyObject* capacities;

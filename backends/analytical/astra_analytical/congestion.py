@@ -44,7 +44,7 @@ class CongestionAwareNetwork:
         self._bandwidth = physical.link_bandwidth
         self._latency = physical.link_latency
         self._links = kernel().CongestionLinks(
-            self.events, physical.bucket_route, self._bandwidth, self._latency, ROUTE_BUCKETS
+            self.events, physical.kernel_route, self._bandwidth, self._latency, ROUTE_BUCKETS
         )
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network

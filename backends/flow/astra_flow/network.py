@@ -68,7 +68,7 @@ class FlowNetwork:
         self.schedule = self.events.schedule  # hot path: no wrapper call
         self._links = kernel().FlowLinks(
             self.events,
-            physical.bucket_route,
+            physical.kernel_route,
             physical.link_bandwidth,
             physical.link_latency,
             ROUTE_BUCKETS,

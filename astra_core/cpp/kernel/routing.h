@@ -1,0 +1,259 @@
+// Part of the simulation kernel's one translation unit: included by kernel.cc inside
+// namespace astra_kernel, after the parts before it; not compiled on its own.
+
+// ---------------------------------------------------------------------------------
+// ShortestPaths: the physical topology's default routing (astra_core/topology/
+// physical.py): shortest paths by total latency, then by hop count, relaying through
+// switches only (through any node where no such path exists: tori and other switchless
+// fabrics); where several next hops are equally short, flow_hash(bucket, node, 0)
+// picks one at every hop, so each hop's choice is independent and a flow keeps one
+// path. Distances to a switch come from one Dijkstra per switch (on demand, kept);
+// distances to a host are those of the switches it hangs on plus the last link, as a
+// Dijkstra to the host would find them, without running one per host.
+
+// Deterministic 32-bit hash of a flow (src, dst, tag): astra_core.topology.physical's
+// flow_hash (this is its implementation), which picks among equal-cost paths.
+static inline uint64_t flow_hash(int64_t src, int64_t dst, int64_t tag) {
+  uint64_t h = (static_cast<uint64_t>(src) * 0x9E3779B1ULL) ^ (static_cast<uint64_t>(dst) * 0x85EBCA77ULL) ^
+               (static_cast<uint64_t>(tag) * 0xC2B2AE3DULL);
+  h &= 0xFFFFFFFFULL;
+  h ^= h >> 16;
+  h = (h * 0x7FEB352DULL) & 0xFFFFFFFFULL;
+  h ^= h >> 15;
+  return h;
+}
+
+static PyObject* kernel_flow_hash(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "flow_hash(src, dst, tag)");
+    return nullptr;
+  }
+  int64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    long long x = PyLong_AsLongLong(args[i]);
+    if (x == -1 && PyErr_Occurred()) return nullptr;
+    v[i] = x;
+  }
+  return PyLong_FromUnsignedLongLong(flow_hash(v[0], v[1], v[2]));
+}
+
+struct Distance {
+  double latency;
+  int64_t hops;  // -1: unreachable
+  bool operator==(const Distance& o) const { return latency == o.latency && hops == o.hops; }
+  bool operator<(const Distance& o) const { return latency < o.latency || (latency == o.latency && hops < o.hops); }
+};
+
+static const Distance UNREACHABLE = {INFINITY, -1};
+
+struct RoutingGraph {
+  int nodes;
+  std::vector<char> is_switch;
+  std::vector<int32_t> hosts;  // node of each rank
+  std::vector<int32_t> link_src, link_dst;
+  std::vector<double> latency;
+  std::vector<std::vector<int32_t>> out_links, in_links;  // in link-id order
+  std::unordered_map<int64_t, std::vector<Distance>> to;  // key dst (relay: switches) or -1 - dst (any node)
+  std::vector<std::pair<int32_t, int32_t>> scratch;       // a hop's equal choices: (link, next node)
+
+  // Distances of every node to ``dst`` (Dijkstra over the reversed links, ties in
+  // (latency, hops, node) order); with ``relay_any`` any node relays, else switches.
+  const std::vector<Distance>& distances_to(int32_t dst, bool relay_any) {
+    int64_t key = relay_any ? -1 - static_cast<int64_t>(dst) : dst;
+    auto found = to.find(key);
+    if (found != to.end()) return found->second;
+    std::vector<Distance> dist(nodes, UNREACHABLE);
+    dist[dst] = Distance{0.0, 0};
+    typedef std::tuple<double, int64_t, int32_t> Item;
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+    heap.emplace(0.0, 0, dst);
+    while (!heap.empty()) {
+      auto [lat, hops, node] = heap.top();
+      heap.pop();
+      if (dist[node] < Distance{lat, hops}) continue;
+      if (node != dst && !relay_any && !is_switch[node]) continue;  // a host ends a path, never relays
+      for (int32_t link : in_links[node]) {
+        int32_t prev = link_src[link];
+        Distance cand{lat + latency[link], hops + 1};
+        if (dist[prev].hops < 0 || cand < dist[prev]) {
+          dist[prev] = cand;
+          heap.emplace(cand.latency, cand.hops, prev);
+        }
+      }
+    }
+    return to.emplace(key, std::move(dist)).first->second;
+  }
+
+  // What the distances to one node need: its own table (a switch, or any node relaying),
+  // or those of the switches a host hangs on with the links from them.
+  struct Target {
+    int32_t dst;
+    bool relay_any;
+    const std::vector<Distance>* table;
+    std::vector<std::pair<const std::vector<Distance>*, int32_t>> via;  // (switch's table, its link to dst)
+  };
+
+  Target target(int32_t dst, bool relay_any) {
+    Target t{dst, relay_any, nullptr, {}};
+    if (relay_any || is_switch[dst]) {
+      t.table = &distances_to(dst, relay_any);
+      return t;
+    }
+    for (int32_t link : in_links[dst])
+      if (is_switch[link_src[link]]) t.via.emplace_back(&distances_to(link_src[link], false), link);
+    return t;
+  }
+
+  // The distance from ``node`` to the target, as a Dijkstra to it would find it.
+  Distance distance(const Target& t, int32_t node) const {
+    if (t.table != nullptr) return (*t.table)[node];
+    if (node == t.dst) return Distance{0.0, 0};
+    Distance best = UNREACHABLE;
+    for (const auto& [table, link] : t.via) {  // through a switch dst hangs on
+      const Distance& d = (*table)[node];
+      if (d.hops < 0) continue;
+      Distance cand{d.latency + latency[link], d.hops + 1};
+      if (best.hops < 0 || cand < best) best = cand;
+    }
+    if (!is_switch[node]) {  // over a direct link from a host, which may only start a path
+      for (int32_t link : out_links[node])
+        if (link_dst[link] == t.dst) {
+          Distance cand{latency[link], 1};
+          if (best.hops < 0 || cand < best) best = cand;
+        }
+    }
+    return best;
+  }
+
+  // The links of the shortest path of flow bucket ``bucket`` from node src to node
+  // dst into ``out``; false when none exists.
+  bool route(int32_t src, int32_t dst, uint64_t bucket, std::vector<int32_t>* out) {
+    out->clear();
+    Target t = target(dst, false);
+    if (distance(t, src).hops < 0) {
+      t = target(dst, true);
+      if (distance(t, src).hops < 0) return false;
+    }
+    std::vector<std::pair<int32_t, int32_t>>& choices = scratch;
+    int32_t node = src;
+    while (node != dst) {
+      Distance best = distance(t, node);
+      choices.clear();
+      for (int32_t link : out_links[node]) {
+        int32_t next = link_dst[link];
+        if (!t.relay_any && next != dst && !is_switch[next]) continue;
+        Distance d = distance(t, next);
+        if (d.hops >= 0 && Distance{d.latency + latency[link], d.hops + 1} == best) choices.emplace_back(link, next);
+      }
+      if (choices.empty()) return false;
+      const auto& hop = choices[choices.size() == 1 ? 0 : flow_hash(static_cast<int64_t>(bucket), node, 0) % choices.size()];
+      out->push_back(hop.first);
+      node = hop.second;
+    }
+    return true;
+  }
+};
+
+struct ShortestPaths {
+  PyObject_HEAD
+  RoutingGraph* graph;
+};
+
+static PyTypeObject ShortestPathsType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// The path of flow bucket ``bucket`` from rank src to rank dst; false with an error set.
+static bool shortest_route(ShortestPaths* self, int64_t src, int64_t dst, uint64_t bucket,
+                           std::vector<int32_t>* out) {
+  RoutingGraph* g = self->graph;
+  if (g == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "ShortestPaths.__init__ was not called");
+    return false;
+  }
+  int64_t ranks = static_cast<int64_t>(g->hosts.size());
+  if (src < 0 || src >= ranks || dst < 0 || dst >= ranks) {
+    PyErr_Format(PyExc_IndexError, "no NPU rank %lld (ranks are 0..%lld)",
+                 static_cast<long long>(src < 0 || src >= ranks ? src : dst), static_cast<long long>(ranks - 1));
+    return false;
+  }
+  if (g->route(g->hosts[src], g->hosts[dst], bucket, out)) return true;
+  PyErr_Format(PyExc_ValueError, "no path from NPU %lld to NPU %lld", static_cast<long long>(src),
+               static_cast<long long>(dst));
+  return false;
+}
+
+static PyObject* links_tuple(const std::vector<int32_t>& links) {
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(links.size()));
+  for (size_t i = 0; out != nullptr && i < links.size(); ++i) {
+    PyObject* link = PyLong_FromLong(links[i]);
+    if (link == nullptr) Py_CLEAR(out);
+    else PyTuple_SET_ITEM(out, i, link);
+  }
+  return out;
+}
+
+static int ShortestPaths_init(ShortestPaths* self, PyObject* args, PyObject*) {
+  int nodes;
+  PyObject *switches, *src, *dst, *latency;
+  if (!PyArg_ParseTuple(args, "iOOOO", &nodes, &switches, &src, &dst, &latency)) return -1;
+  auto g = std::make_unique<RoutingGraph>();
+  std::vector<int32_t> switch_ids;
+  if (!read_numbers(switches, "switches: node ids", &switch_ids) ||
+      !read_numbers(src, "link_src: node ids", &g->link_src) || !read_numbers(dst, "link_dst: node ids", &g->link_dst) ||
+      !read_numbers(latency, "link_latency: ns", &g->latency))
+    return -1;
+  size_t links = g->link_src.size();
+  bool ok = nodes > 0 && g->link_dst.size() == links && g->latency.size() == links;
+  g->nodes = nodes;
+  g->is_switch.assign(nodes > 0 ? nodes : 0, 0);
+  for (int32_t s : switch_ids) ok = ok && 0 <= s && s < nodes && (g->is_switch[s] = 1);
+  g->out_links.resize(g->is_switch.size());
+  g->in_links.resize(g->is_switch.size());
+  for (size_t i = 0; ok && i < links; ++i) {
+    ok = 0 <= g->link_src[i] && g->link_src[i] < nodes && 0 <= g->link_dst[i] && g->link_dst[i] < nodes;
+    if (!ok) break;
+    g->out_links[g->link_src[i]].push_back(static_cast<int32_t>(i));
+    g->in_links[g->link_dst[i]].push_back(static_cast<int32_t>(i));
+  }
+  if (!ok) {
+    PyErr_SetString(PyExc_ValueError, "ShortestPaths: node ids must be in 0..nodes-1, one source, end and latency per link");
+    return -1;
+  }
+  for (int32_t n = 0; n < nodes; ++n)
+    if (!g->is_switch[n]) g->hosts.push_back(n);
+  delete self->graph;
+  self->graph = g.release();
+  return 0;
+}
+
+static void ShortestPaths_dealloc(ShortestPaths* self) {
+  delete self->graph;
+  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
+}
+
+// paths(src_rank, dst_rank, bucket) -> tuple of link ids
+static PyObject* ShortestPaths_call(ShortestPaths* self, PyObject* args, PyObject* kwds) {
+  long long src, dst;
+  unsigned long long bucket;
+  if (kwds != nullptr || !PyArg_ParseTuple(args, "LLK", &src, &dst, &bucket)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "ShortestPaths(src_rank, dst_rank, bucket)");
+    return nullptr;
+  }
+  std::vector<int32_t> links;
+  if (!shortest_route(self, src, dst, bucket, &links)) return nullptr;
+  return links_tuple(links);
+}
+
+static void init_shortest_paths_type() {
+  PyTypeObject& t = ShortestPathsType;
+  t.tp_name = "_astra_kernel.ShortestPaths";
+  t.tp_basicsize = sizeof(ShortestPaths);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc =
+      "ShortestPaths(nodes_count, switches, link_src, link_dst, link_latency_ns): the default routing of a "
+      "physical topology; paths(src_rank, dst_rank, bucket) gives the link ids of flow bucket bucket's shortest "
+      "path (ECMP: flow_hash(bucket, node, 0) picks among equal next hops).";
+  t.tp_new = PyType_GenericNew;
+  t.tp_init = reinterpret_cast<initproc>(ShortestPaths_init);
+  t.tp_dealloc = reinterpret_cast<destructor>(ShortestPaths_dealloc);
+  t.tp_call = reinterpret_cast<ternaryfunc>(ShortestPaths_call);
+}
