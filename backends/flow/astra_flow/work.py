@@ -8,8 +8,8 @@ delivered at once. The projection divides the messages by
 (2.55 M messages), whose flows are typical of LLM training traffic. Runs that
 keep many more flows sharing links at once cost more per flow (every start
 and end re-solves the flows it can affect): ``benchmarks/flow_scale.py``'s
-4096-GPU ring all-reduce ran 14.7 k and its 1024-host all-to-all 10.8 k
-messages per second (docs/backends.md, "Scale").
+1024-host all-to-all ran 90 k messages per second, its 4096-GPU ring
+all-reduce 165 k (docs/backends.md, "Scale").
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 from astra_core.backend import Topology
 
 #: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of issue 28 (2,552,448
-#: messages) ran 77.1 s (44 s of CPU) on this 2-core machine with other work on it (load
-#: 4.8-5.2); the command is in docs/backends.md, "Before a run: the estimate".
-MESSAGES_PER_S = 3.3e4
-RATE_SOURCE = "astra run on issue 28's 128-GPU Llama-3-8B step, this 2-core machine under load"
+#: messages) ran 9.1-10.4 s (median of 3: 9.97 s) in ``astra run`` on this 2-core machine
+#: with the flow model in the simulation kernel; the command is in docs/backends.md,
+#: "Before a run: the estimate".
+MESSAGES_PER_S = 2.56e5
+RATE_SOURCE = "astra run on issue 28's 128-GPU Llama-3-8B step, this 2-core machine (kernel flow model)"
 
 
 class FlowWork:
