@@ -52,5 +52,5 @@ def direct_plan(
         final_data_size=final,
         barrier=n - 1 if comm_type is CommType.ALL_REDUCE else None,
         fast=ring.local,
-        peers=tuple(ring.members),
+        peers=ring.members,
     )

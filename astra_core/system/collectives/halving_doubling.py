@@ -66,5 +66,5 @@ def halving_doubling_plan(comm_type: CommType, rank: int, ring: RingTopology, da
         packets=list(zip(flags, sizes)),
         final_data_size=final,
         fast=ring.local,
-        peers=tuple(ring.members),
+        peers=ring.members,
     )

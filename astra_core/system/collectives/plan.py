@@ -81,7 +81,7 @@ class Plan:
     final_data_size: int
     barrier: int | None = None
     fast: bool = False
-    peers: tuple[int, ...] = ()
+    peers: Sequence[int] = ()  # the ring's members (a range along a dimension), not copied
 
 
 @lru_cache(maxsize=4096)

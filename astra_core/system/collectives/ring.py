@@ -55,5 +55,5 @@ def ring_plan(
         packets=packets(comm_type, count + 1, 1, n - 1, msg),
         final_data_size=final,
         fast=ring.local,
-        peers=tuple(ring.members),
+        peers=ring.members,
     )
