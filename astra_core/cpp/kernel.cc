@@ -53,6 +53,7 @@ namespace astra_kernel {
 #include "matcher.h"
 #include "windowed_phase.h"
 #include "nccl_phase.h"
+#include "tree_phase.h"
 #include "dispatch.h"
 
 // ---------------------------------------------------------------------------------
@@ -82,6 +83,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
+  init_tree_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
@@ -92,7 +94,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
                {"ShortestPaths", &ShortestPathsType},
                {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
-               {"NcclPhase", &NcclPhaseType}};
+               {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType}};
   for (auto& t : types)
     if (PyType_Ready(t.type) < 0) return nullptr;
   if (array_type == nullptr) {

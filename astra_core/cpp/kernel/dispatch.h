@@ -32,6 +32,12 @@ static bool fire(const Call& c) {
       return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
     case CALL_LINK_FREE:
       return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
+    case CALL_TREE_RECEIVED:
+      return tree_received(reinterpret_cast<TreePhase*>(c.obj));
+    case CALL_TREE_GENERAL:
+      return tree_general(reinterpret_cast<TreePhase*>(c.obj));
+    case CALL_TREE_REDUCE:
+      return tree_reduce(reinterpret_cast<TreePhase*>(c.obj), c.v.i);
     case CALL_FLOW_DRAINED:
       return flow_drained(reinterpret_cast<FlowLinks*>(c.obj), c.v.i);
     case CALL_FLOW_REALLOCATE:

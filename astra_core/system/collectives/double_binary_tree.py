@@ -10,85 +10,75 @@ docs.
 
 from __future__ import annotations
 
-from astra_core.system.collectives.base import GENERAL, PACKET_RECEIVED, CollectivePhase
+from typing import TYPE_CHECKING, Any
+
+from astra_core.events import kernel
 from astra_core.system.collectives.logical_topology import BinaryTree
 
-BEGIN, SENDING_TO_PARENT, WAITING_FROM_PARENT, END = 0, 1, 2, 3
-WAITING_TWO_CHILDREN, WAITING_ONE_CHILD, SENDING_TO_CHILDREN = 4, 5, 6
+if TYPE_CHECKING:
+    from astra_core.system.stream import Stream
+
+    class _KernelTreePhase:
+        comm_type: Any
+        stream: Stream
+        rank: int
+        data_size: int
+        final_data_size: int
+        parent: int
+        left: int
+        right: int
+        state: int
+
+        def __init__(
+            self, comm_type: Any, rank: int, data_size: int, kind: int, parent: int, left: int, right: int
+        ) -> None: ...
+
+        def start(self) -> None: ...
+
+        def received(self, _arg: Any = None) -> None: ...
+
+        def general(self, _arg: Any = None) -> None: ...
+
+else:
+    _KernelTreePhase = kernel().TreePhase
+
+#: The kernel's numbers for a rank's place in a tree.
+_KINDS = {BinaryTree.LEAF: 0, BinaryTree.INTERMEDIATE: 1, BinaryTree.ROOT: 2}
+#: Upstream's states, by the kernel's numbers (for reports).
+STATES = (
+    "begin",
+    "sending to parent",
+    "waiting from parent",
+    "end",
+    "waiting for two children",
+    "waiting for one child",
+    "sending to children",
+)
 
 
-class DoubleBinaryTree(CollectivePhase):
-    """One tree all-reduce of one chunk on one rank. Sizes in bytes."""
+class DoubleBinaryTree(_KernelTreePhase):
+    """One tree all-reduce of one chunk on one rank (sizes in bytes): the kernel's
+    ``TreePhase`` (``astra_core/cpp/kernel/tree_phase.h``, upstream's state table),
+    with the tree kept for reports. ``start()`` (STREAM_INIT), then the kernel
+    drives it; ``received()`` and ``general()`` are its PACKET_RECEIVED and GENERAL
+    events."""
 
     name = "doubleBinaryTree"
-    __slots__ = ("tree", "kind", "parent", "left", "right", "state", "reductions")
+    __slots__ = ("tree", "kind")
 
     def __init__(self, comm_type, rank: int, tree: BinaryTree, data_size: int):
-        super().__init__(comm_type, rank, data_size)
+        kind = tree.kind(rank)
+        super().__init__(
+            comm_type,
+            rank,
+            data_size,
+            _KINDS[kind],
+            tree.parent.get(rank, -1),
+            tree.left.get(rank, -1),
+            tree.right.get(rank, -1),
+        )
         self.tree = tree
-        self.kind = tree.kind(rank)
-        self.parent = tree.parent.get(rank, -1)
-        self.left = tree.left.get(rank, -1)
-        self.right = tree.right.get(rank, -1)
-        self.state = BEGIN
-        self.reductions = 0
-
-    def _send(self, dst: int) -> None:
-        self.send(dst, self.data_size)
-
-    def _recv(self, src: int) -> None:
-        self.recv(src, self.data_size)
-
-    def run(self, event: int) -> None:  # noqa: C901 - one upstream state table
-        kind, state = self.kind, self.state
-        leaf = kind == BinaryTree.LEAF
-        inter = kind == BinaryTree.INTERMEDIATE
-        root = kind == BinaryTree.ROOT
-        size = self.data_size
-        if leaf and state == BEGIN:
-            self.send_bundle(size, False, False)
-            self.state = SENDING_TO_PARENT
-        elif leaf and state == SENDING_TO_PARENT:
-            self._send(self.parent)
-            self._recv(self.parent)
-            self.state = WAITING_FROM_PARENT
-        elif leaf and state == WAITING_FROM_PARENT:
-            self.send_bundle(size, False, False)
-            self.state = END
-        elif leaf and state == END:
-            self.exit()
-        elif inter and state == BEGIN:
-            self.state = WAITING_TWO_CHILDREN
-            self._recv(self.left)
-            self._recv(self.right)
-        elif inter and state == WAITING_TWO_CHILDREN and event == PACKET_RECEIVED:
-            self.send_bundle(size, True, False)
-            self.state = WAITING_ONE_CHILD
-        elif inter and state == WAITING_ONE_CHILD and event == PACKET_RECEIVED:
-            self.send_bundle(size, True, False)
-            self.state = SENDING_TO_PARENT
-        elif inter and self.reductions < 1 and event == GENERAL:
-            self.reductions += 1
-        elif inter and state == SENDING_TO_PARENT:
-            self.state = WAITING_FROM_PARENT
-            self._send(self.parent)
-            self._recv(self.parent)
-        elif inter and state == WAITING_FROM_PARENT and event == PACKET_RECEIVED:
-            self.send_bundle(size, True, False)
-            self.state = SENDING_TO_CHILDREN
-        elif inter and state == SENDING_TO_CHILDREN:
-            self._send(self.left)
-            self._send(self.right)
-            self.exit()
-        elif root and state == BEGIN:
-            self.state = WAITING_ONE_CHILD
-            self._recv(self.left if self.left >= 0 else self.right)
-        elif root and state == WAITING_ONE_CHILD:
-            self.send_bundle(size, True, False)
-            self.state = SENDING_TO_CHILDREN
-        elif root and state == SENDING_TO_CHILDREN:
-            self._send(self.left if self.left >= 0 else self.right)
-            self.exit()
+        self.kind = kind
 
     def waiting_for(self) -> str:
-        return f"doubleBinaryTree ({self.kind}) waiting, state {self.state}"
+        return f"doubleBinaryTree ({self.kind}) waiting, state {STATES[self.state]}"
