@@ -54,6 +54,7 @@ namespace astra_kernel {
 #include "windowed_phase.h"
 #include "nccl_phase.h"
 #include "tree_phase.h"
+#include "program_phase.h"
 #include "dispatch.h"
 
 // ---------------------------------------------------------------------------------
@@ -84,6 +85,8 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_windowed_phase_type();
   init_nccl_phase_type();
   init_tree_phase_type();
+  init_op_program_type();
+  init_program_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
@@ -94,7 +97,8 @@ extern "C" PyObject* PyInit__astra_kernel() {
                {"ShortestPaths", &ShortestPathsType},
                {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
-               {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType}};
+               {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},
+               {"OpProgram", &OpProgramType}, {"ProgramPhase", &ProgramPhaseType}};
   for (auto& t : types)
     if (PyType_Ready(t.type) < 0) return nullptr;
   if (array_type == nullptr) {

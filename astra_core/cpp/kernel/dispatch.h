@@ -38,6 +38,8 @@ static bool fire(const Call& c) {
       return tree_general(reinterpret_cast<TreePhase*>(c.obj));
     case CALL_TREE_REDUCE:
       return tree_reduce(reinterpret_cast<TreePhase*>(c.obj), c.v.i);
+    case CALL_PROGRAM_DONE:
+      return program_done(reinterpret_cast<ProgramPhase*>(c.obj), c.v.i);
     case CALL_FLOW_DRAINED:
       return flow_drained(reinterpret_cast<FlowLinks*>(c.obj), c.v.i);
     case CALL_FLOW_REALLOCATE:

@@ -32,18 +32,19 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from astra_core.errors import ConfigError, TraceError
-from astra_core.system.collectives.base import CollectivePhase
+from astra_core.events import kernel
 from astra_core.workload.chakra_types import COMM_RECV as _COMM_RECV
 from astra_core.workload.chakra_types import COMM_SEND as _COMM_SEND
 from astra_core.workload.chakra_types import COMP as _COMP
 
+#: Operation kinds (the kernel's numbers).
 SEND, RECV, COMP, REDUCE = 0, 1, 2, 3
-TAG_BASE = 1 << 56  # above NCCL's tags (phase.TAG_BASE = 2^48)
 _WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0, "SIMPLE": 1.0}
 
 
@@ -63,10 +64,18 @@ class Op:
 
 @dataclass(frozen=True)
 class Program:
-    """One rank's operations for one collective (topologically ordered)."""
+    """One rank's operations for one collective (checked acyclic); ``compiled`` is
+    the kernel's ``OpProgram`` of them, which the phases of every chunk share."""
 
     ops: tuple[Op, ...]
     source: str
+    compiled: Any = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        compiled = kernel().OpProgram(
+            [(op.kind, op.peer, op.size, op.tag, op.duration_ns, op.deps) for op in self.ops]
+        )
+        object.__setattr__(self, "compiled", compiled)
 
 
 # -- Chakra ET ----------------------------------------------------------------------------
@@ -192,6 +201,7 @@ def _int(
     return value
 
 
+@lru_cache(maxsize=256)
 def msccl_program(path: str, position: int, ranks: int, input_bytes: int) -> Program:
     """The program of GPU ``position`` in MSCCL XML ``path`` for an input buffer of
     ``input_bytes`` per rank. Raises ConfigError naming the file, the
@@ -317,68 +327,51 @@ def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None
 # -- running ------------------------------------------------------------------------------
 
 
-class CustomPhase(CollectivePhase):
-    """One rank's custom collective: runs its :class:`Program`'s operations as
-    their dependencies finish. ``members[p]`` is the rank at position ``p``."""
+if TYPE_CHECKING:
+    from astra_core.system.stream import Stream
+
+    class _KernelProgramPhase:
+        comm_type: Any
+        stream: Stream
+        rank: int
+        data_size: int
+        final_data_size: int
+        members: tuple[int, ...]
+        left: int
+
+        def __init__(
+            self, comm_type: Any, rank: int, data_size: int, program: Any, members: tuple[int, ...]
+        ) -> None: ...
+
+        def start(self) -> None: ...
+
+        def pending(self) -> list[int]: ...
+
+else:
+    _KernelProgramPhase = kernel().ProgramPhase
+
+
+class CustomPhase(_KernelProgramPhase):
+    """One rank's custom collective for one chunk: the kernel's ``ProgramPhase``
+    (``astra_core/cpp/kernel/program_phase.h``) runs its :class:`Program`'s
+    operations as their dependencies finish, each in index order; ``members[p]``
+    is the rank at position ``p``. Message tags are ``2^56 + stream id * 2^24 +``
+    the operation's tag, above NCCL's."""
 
     name = "custom"
-    __slots__ = ("program", "members", "_waiting", "_children", "_left", "_tag", "_issued")
+    __slots__ = ("program",)
 
     def __init__(self, comm_type, rank: int, data_size: int, program: Program, members: tuple[int, ...]):
-        super().__init__(comm_type, rank, data_size)
+        super().__init__(comm_type, rank, data_size, program.compiled, tuple(members))
         self.program = program
-        self.members = members
-        ops = program.ops
-        self._waiting = [len(op.deps) for op in ops]
-        children: list[list[int]] = [[] for _ in ops]
-        for i, op in enumerate(ops):
-            for d in op.deps:
-                children[d].append(i)
-        self._children = children
-        self._left = len(ops)
-        self._tag = 0
-        self._issued: set[int] = set()
-
-    def start(self) -> None:
-        self._tag = TAG_BASE + self.stream.stream_id * (1 << 24)
-        if not self._left:
-            self.exit()
-            return
-        for i, waiting in enumerate(self._waiting):
-            if waiting == 0:
-                self._issue(i)
-
-    def _issue(self, i: int) -> None:
-        self._issued.add(i)
-        op = self.program.ops[i]
-        owner = self.stream.owner
-        if op.kind == SEND:
-            owner.matcher.send(
-                self.rank, self.members[op.peer], op.size, self._tag + op.tag, self._done, i, collective=True
-            )
-        elif op.kind == RECV:
-            owner.matcher.recv(self.members[op.peer], self.rank, op.size, self._tag + op.tag, self._done, i)
-        elif op.kind == REDUCE:
-            owner.register_event(owner.reduction_delay_ns(op.size), self._done, i)
-        else:
-            owner.register_event(op.duration_ns, self._done, i)
-
-    def _done(self, i: int) -> None:
-        self._issued.discard(i)
-        self._left -= 1
-        for child in self._children[i]:
-            self._waiting[child] -= 1
-            if self._waiting[child] == 0:
-                self._issue(child)
-        if self._left == 0:
-            self.exit()
 
     def waiting_for(self) -> str:
-        pending = [self.program.ops[i] for i in sorted(self._issued) if self.program.ops[i].kind == RECV]
+        ops = self.program.ops
+        pending = [ops[i] for i in self.pending() if ops[i].kind == RECV]
         peers = ", ".join(str(self.members[op.peer]) for op in pending[:4]) or "-"
         return (
             f"custom {self.comm_type.label} ({Path(self.program.source).name}): "
-            f"{self._left} of {len(self.program.ops)} operations left; waiting for rank(s) {peers}"
+            f"{self.left} of {len(ops)} operations left; waiting for rank(s) {peers}"
         )
 
 
