@@ -60,7 +60,7 @@ def test_the_ring_crosses_2_4_or_6_links_and_analytical_pays_each_one_whole(buil
     per_link = int(1000 + MIB / 12.5)
     assert per_link == 84_886
     for rank, links in enumerate(RING_LINKS):
-        assert built_backends[-1].route_delay_ns(rank, (rank + 1) % 16, MIB) == links * per_link
+        assert built_backends[-1].delay_ns(rank, (rank + 1) % 16, MIB) == links * per_link
     # flow's lone 1 MiB message: one serialization plus a packet per extra hop
     for links, expected in ((2, 87_900), (6, 93_237)):
         lone = pipeline_ns(pipeline_terms([1 / 12.5] * links), MIB, 4096, 82) + links * 1000

@@ -5,7 +5,9 @@
 // AnalyticalLinks: upstream's congestion-unaware analytical model
 // (astra-network-analytical BasicTopology): a message of B bytes between NPUs that
 // first differ in dimension d takes hops * latency_d + B / bandwidth_d ns, truncated
-// to whole ns; hops: Ring the shorter way round, Switch 2, FullyConnected 1.
+// to whole ns; hops: Ring the shorter way round, Switch 2, FullyConnected 1. On a
+// physical topology (``route`` given) a message takes the sum over its route of
+// int(latency + B / bandwidth) per link: analytical-congestion's hops without queueing.
 
 struct LinkDim {
   long long stride;
@@ -37,6 +39,13 @@ struct AnalyticalLinks {
   FlatMap<TallyKey, long long, TallyKeyHash>* tally;  // nullptr: not counting
   long long check_every, until_check;
   PyObject* on_check;  // owned, or nullptr
+  // a physical topology: route(src, dst, bucket) (owned, or nullptr: the dims above),
+  // its routes kept per flow bucket, and each link's speed and latency
+  PyObject* route;
+  long long route_buckets;
+  RouteCache* routes;
+  std::vector<double>* link_bytes_per_ns;
+  std::vector<double>* link_latency_ns;
 };
 
 static PyTypeObject AnalyticalLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -80,18 +89,44 @@ static bool tally_message(AnalyticalLinks* self, int64_t src, int64_t dst, int64
   return true;
 }
 
+// The store-and-forward time over the physical route of (src, dst, tag), whole ns per
+// hop, into ``out``; false with an error set (a route that cannot be had).
+static bool analytical_route_delay_ns(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
+                                      double* out) {
+  *out = 0;
+  if (src == dst) return true;
+  PyObject* hops = find_route(self->route, self->route_buckets, self->routes, src, dst, tag);
+  if (hops == nullptr) return false;
+  const std::vector<double>& bw = *self->link_bytes_per_ns;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); ++i) {
+    long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops, i));
+    if (link < 0 || link >= static_cast<long long>(bw.size())) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_IndexError, "a route crosses link %lld of %zu", link, bw.size());
+      Py_DECREF(hops);
+      return false;
+    }
+    *out += std::trunc((*self->link_latency_ns)[link] + static_cast<double>(size) / bw[link]);
+  }
+  Py_DECREF(hops);
+  return true;
+}
+
 // Times a message and queues ``call`` (its references move here) for its arrival;
-// false with an error set (the estimate's check stopped it).
-static inline bool analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, const Call& call) {
-  if (self->tally != nullptr && !tally_message(self, src, dst, size)) {
+// false with an error set (the estimate's check stopped it, or a route failed).
+static inline bool analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
+                                   const Call& call) {
+  double delay = 0;
+  if ((self->tally != nullptr && !tally_message(self, src, dst, size)) ||
+      (self->route != nullptr && !analytical_route_delay_ns(self, src, dst, size, tag, &delay))) {
     Call c = call;
     release(c);
     return false;
   }
   ++self->messages;
   self->bytes_sent += size;
+  if (self->route == nullptr) delay = analytical_delay_ns(self, src, dst, size);
   EventQueue* q = self->queue;
-  push_call(q, q->now + analytical_delay_ns(self, src, dst, size), q->now_integral, call);
+  push_call(q, q->now + delay, q->now_integral, call);
   return true;
 }
 
@@ -99,14 +134,31 @@ static PyObject* AnalyticalLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
   AnalyticalLinks* self = reinterpret_cast<AnalyticalLinks*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
   self->dims = new std::vector<LinkDim>();
+  self->routes = new RouteCache();
+  self->link_bytes_per_ns = new std::vector<double>();
+  self->link_latency_ns = new std::vector<double>();
   return reinterpret_cast<PyObject*>(self);
 }
 
 static int AnalyticalLinks_init(AnalyticalLinks* self, PyObject* args, PyObject* kwds) {
-  static const char* names[] = {"events", "dims", nullptr};
-  PyObject *events, *dims;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O", const_cast<char**>(names), &EventQueueType, &events, &dims))
+  static const char* names[] = {"events", "dims", "route", "bytes_per_ns", "latency_ns", "route_buckets", nullptr};
+  PyObject *events, *dims, *route = Py_None, *bandwidth = nullptr, *latency = nullptr;
+  long long buckets = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O|OOOL", const_cast<char**>(names), &EventQueueType, &events, &dims,
+                                   &route, &bandwidth, &latency, &buckets))
     return -1;
+  if (route != Py_None) {
+    if (bandwidth == nullptr || latency == nullptr ||
+        !read_numbers(bandwidth, "bytes_per_ns: a sequence of numbers", self->link_bytes_per_ns) ||
+        !read_numbers(latency, "latency_ns: a sequence of numbers", self->link_latency_ns) ||
+        self->link_bytes_per_ns->size() != self->link_latency_ns->size()) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a route needs one bandwidth and one latency per link");
+      return -1;
+    }
+    Py_INCREF(route);
+    Py_XSETREF(self->route, route);
+    self->route_buckets = buckets;
+  }
   PyObject* seq = PySequence_Fast(dims, "dims: a sequence of (stride, npus, kind, latency_ns, bytes_per_ns)");
   if (seq == nullptr) return -1;
   self->dims->clear();
@@ -128,12 +180,15 @@ static int AnalyticalLinks_init(AnalyticalLinks* self, PyObject* args, PyObject*
 static int AnalyticalLinks_traverse(AnalyticalLinks* self, visitproc visit, void* arg) {
   Py_VISIT(self->queue);
   Py_VISIT(self->on_check);
+  Py_VISIT(self->route);
   return 0;
 }
 
 static int AnalyticalLinks_clear(AnalyticalLinks* self) {
   Py_CLEAR(self->queue);
   Py_CLEAR(self->on_check);
+  Py_CLEAR(self->route);
+  clear_routes(self->routes);
   return 0;
 }
 
@@ -142,6 +197,9 @@ static void AnalyticalLinks_dealloc(AnalyticalLinks* self) {
   AnalyticalLinks_clear(self);
   delete self->dims;
   delete self->tally;
+  delete self->routes;
+  delete self->link_bytes_per_ns;
+  delete self->link_latency_ns;
   Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
 }
 
@@ -153,8 +211,9 @@ static PyObject* AnalyticalLinks_send(AnalyticalLinks* self, PyObject* const* ar
   if (!bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
   long long src = PyLong_AsLongLong(bound[0]), dst = PyLong_AsLongLong(bound[1]);
   long long size = PyLong_AsLongLong(bound[2]);
+  long long tag = bound[5] == Py_None ? 0 : PyLong_AsLongLong(bound[5]);
   if (PyErr_Occurred()) return nullptr;
-  if (!analytical_send(self, src, dst, size, py_call(bound[3], bound[4]))) return nullptr;
+  if (!analytical_send(self, src, dst, size, tag, py_call(bound[3], bound[4]))) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -165,7 +224,10 @@ static PyObject* AnalyticalLinks_delay_ns(AnalyticalLinks* self, PyObject* const
   }
   long long src = PyLong_AsLongLong(args[0]), dst = PyLong_AsLongLong(args[1]), size = PyLong_AsLongLong(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  return PyLong_FromDouble(analytical_delay_ns(self, src, dst, size));
+  if (self->route == nullptr) return PyLong_FromDouble(analytical_delay_ns(self, src, dst, size));
+  double delay;
+  if (!analytical_route_delay_ns(self, src, dst, size, 0, &delay)) return nullptr;
+  return PyLong_FromDouble(delay);
 }
 
 // start_tally(check_every, on_check=None)
@@ -218,7 +280,7 @@ static PyMethodDef AnalyticalLinks_methods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in."},
     {"delay_ns", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_delay_ns)),
-     METH_FASTCALL, "delay_ns(src, dst, size_bytes): latency + serialization, whole ns (0 to itself)."},
+     METH_FASTCALL, "delay_ns(src, dst, size_bytes): latency + serialization, whole ns (0 to itself; tag 0 on a route)."},
     {nullptr, nullptr, 0, nullptr}};
 
 static PyMemberDef AnalyticalLinks_members[] = {
@@ -239,8 +301,10 @@ static void init_analytical_links_type() {
   t.tp_basicsize = sizeof(AnalyticalLinks);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
   t.tp_doc =
-      "AnalyticalLinks(events, dims): upstream's congestion-unaware analytical delays on the EventQueue events; "
-      "dims: (stride, npus, kind 0 Ring / 1 Switch / 2 FullyConnected, latency_ns, bytes_per_ns) per dimension.";
+      "AnalyticalLinks(events, dims, route=None, bytes_per_ns=(), latency_ns=(), route_buckets=0): upstream's "
+      "congestion-unaware analytical delays on the EventQueue events; dims: (stride, npus, kind 0 Ring / 1 Switch / "
+      "2 FullyConnected, latency_ns, bytes_per_ns) per dimension; with route (as CongestionLinks takes it), the "
+      "sum over a message's route of int(latency + bytes / bandwidth) per link instead.";
   t.tp_new = AnalyticalLinks_new;
   t.tp_init = reinterpret_cast<initproc>(AnalyticalLinks_init);
   t.tp_dealloc = reinterpret_cast<destructor>(AnalyticalLinks_dealloc);

@@ -76,9 +76,9 @@ static void api_discard(AstraToken token) {
 static AstraKernelApi kernel_api = {1, api_now, api_schedule, api_deliver, api_deliver_after, api_discard};
 
 // The kernel's own models through the same interface.
-static int analytical_native_send(void* model, long long src, long long dst, long long size, long long,
+static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,
                                   AstraToken token) {
-  return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, call_of(token)) ? 0 : -1;
+  return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
 static int congestion_native_send(void* model, long long src, long long dst, long long size, long long tag,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
-from astra_core.topology.physical import PhysicalTopology
+from astra_core.topology.physical import ROUTE_BUCKETS, PhysicalTopology
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
     from astra_core.config.network import NetworkConfig
@@ -56,14 +56,23 @@ class AnalyticalNetwork:
             stride *= dim.npus
         self.npus_count = stride
         #: The model in the kernel: the system layer's matcher times a message on it
-        #: without a Python call.
-        self._links = kernel().AnalyticalLinks(self.events, dims)
-        self._route_messages = self._route_bytes = 0
+        #: without a Python call, on the dimensions or on the physical routes.
         if physical is None:
-            self.send = self._links.send
-            #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled
-            #: network model"): a message costs no Python call.
-            self.native_send = self._links.native_send
+            self._links = kernel().AnalyticalLinks(self.events, dims)
+        else:
+            self._links = kernel().AnalyticalLinks(
+                self.events,
+                dims,
+                physical.kernel_route,
+                physical.link_bandwidth,
+                physical.link_latency,
+                ROUTE_BUCKETS,
+            )
+        self.send = self._links.send
+        #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled
+        #: network model"): a message costs no Python call (on a physical topology
+        #: with its own router, a route's first one).
+        self.native_send = self._links.native_send
         #: ``start_tally(check_every, on_check=None)`` and ``tally()``: the messages sent,
         #: counted by (src, dst, bytes) (what :mod:`astra_core.estimate` prices).
         self.start_tally = self._links.start_tally
@@ -76,47 +85,24 @@ class AnalyticalNetwork:
     def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
         self.events.schedule(delay_ns, callback, arg)
 
-    def send(
-        self,
-        src: int,
-        dst: int,
-        size_bytes: int,
-        on_delivered: Callable[[Any], None],
-        arg: Any = None,
-        *,
-        tag: int = 0,
-    ) -> None:
-        """Time a message over the physical route (without one, the kernel's model's
-        ``send`` stands in for this method)."""
-        self._route_messages += 1
-        self._route_bytes += size_bytes
-        self.events.schedule(self.route_delay_ns(src, dst, size_bytes, tag), on_delivered, arg)
-
     @property
     def messages(self) -> int:
         """Messages sent so far."""
-        return self._links.messages + self._route_messages
+        return self._links.messages
 
     @property
     def bytes_sent(self) -> int:
         """Bytes sent so far."""
-        return self._links.bytes_sent + self._route_bytes
+        return self._links.bytes_sent
 
     def run(self) -> None:
         self.events.run()
 
     # -- the model ------------------------------------------------------------------
     def delay_ns(self, src: int, dst: int, size_bytes: int) -> int:
-        """Latency + serialization of one message, whole ns (0 if src == dst)."""
+        """Latency + serialization of one message, whole ns (0 if src == dst); on a
+        physical topology, its route's (tag 0) store-and-forward hops, whole ns each."""
         return self._links.delay_ns(src, dst, size_bytes)
-
-    def route_delay_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> int:
-        """Zero-load store-and-forward time over the physical route, whole ns per hop."""
-        physical = self.physical
-        bandwidth, latency = physical.link_bandwidth, physical.link_latency
-        return sum(
-            int(latency[link] + size_bytes / bandwidth[link]) for link in physical.route(src, dst, tag)
-        )
 
 
 def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:
