@@ -35,11 +35,7 @@ static const long long NCCL_LANES_PER_TAG = 4096;
 static bool nccl_check(NcclPhase* p) {
   if (p->open != 0) return true;
   p->open = -1;
-  PyObject* stream = p->stream;
-  Py_INCREF(stream);
-  bool ok = phase_done(stream);
-  Py_DECREF(stream);
-  return ok;
+  return finish_phase(p->stream);
 }
 
 static bool nccl_issue(NcclPhase* p, long long i) {

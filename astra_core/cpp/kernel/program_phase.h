@@ -161,14 +161,6 @@ static bool program_issue(ProgramPhase* p, int32_t i) {
   }
 }
 
-static bool program_exit(ProgramPhase* p) {
-  PyObject* stream = p->stream;
-  Py_INCREF(stream);
-  bool ok = phase_done(stream);
-  Py_DECREF(stream);
-  return ok;
-}
-
 static bool program_done(ProgramPhase* p, int64_t i) {
   (*p->issued)[i] = 0;
   --p->left;
@@ -177,7 +169,7 @@ static bool program_done(ProgramPhase* p, int64_t i) {
     int32_t child = (*p->program->children)[k];
     if (--(*p->waiting)[child] == 0 && !program_issue(p, child)) return false;
   }
-  if (p->left == 0) return program_exit(p);
+  if (p->left == 0) return finish_phase(p->stream);
   return true;
 }
 
@@ -185,7 +177,7 @@ static bool program_start(ProgramPhase* p) {
   long long stream_id;
   if (!bind_to_stream(p->stream, &p->events, &p->matcher, &stream_id)) return false;
   p->tag_base = CUSTOM_TAG_BASE + stream_id * (1LL << 24);
-  if (p->left == 0) return program_exit(p);
+  if (p->left == 0) return finish_phase(p->stream);
   for (size_t i = 0; i < p->waiting->size(); ++i)
     if ((*p->waiting)[i] == 0 && !program_issue(p, static_cast<int32_t>(i))) return false;
   return true;

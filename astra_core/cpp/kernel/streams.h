@@ -306,6 +306,15 @@ static bool phase_done(PyObject* stream) {
   return true;
 }
 
+// A kernel phase is done: its stream moves on, a reference to the stream held meanwhile
+// (the move may drop the phase's own).
+static bool finish_phase(PyObject* stream) {
+  Py_INCREF(stream);
+  bool ok = phase_done(stream);
+  Py_DECREF(stream);
+  return ok;
+}
+
 // -- RankEvents: the stream queues
 
 static void visit_queues(RankEvents* self, visitproc visit, void* arg) {

@@ -54,14 +54,6 @@ static bool tree_recv(TreePhase* p, long long src) {
                       kernel_call(CALL_TREE_RECEIVED, reinterpret_cast<PyObject*>(p), 0));
 }
 
-static bool tree_exit(TreePhase* p) {
-  PyObject* stream = p->stream;
-  Py_INCREF(stream);
-  bool ok = phase_done(stream);
-  Py_DECREF(stream);
-  return ok;
-}
-
 // Sets the state after the step, as the Python table it replaces did (a step only queues
 // events, so the order is never seen; it is kept all the same).
 static inline bool then_state(TreePhase* p, bool ok, int state) {
@@ -78,7 +70,7 @@ static bool tree_run(TreePhase* p, int event) {
   if (leaf && state == TREE_SENDING_TO_PARENT)
     return then_state(p, tree_send(p, p->parent) && tree_recv(p, p->parent), TREE_WAITING_FROM_PARENT);
   if (leaf && state == TREE_WAITING_FROM_PARENT) return then_state(p, tree_bundle(p, false), TREE_END);
-  if (leaf && state == TREE_END) return tree_exit(p);
+  if (leaf && state == TREE_END) return finish_phase(p->stream);
   if (inter && state == TREE_BEGIN) {
     p->state = TREE_WAITING_TWO_CHILDREN;
     return tree_recv(p, p->left) && tree_recv(p, p->right);
@@ -97,13 +89,15 @@ static bool tree_run(TreePhase* p, int event) {
   }
   if (inter && state == TREE_WAITING_FROM_PARENT && received)
     return then_state(p, tree_bundle(p, true), TREE_SENDING_TO_CHILDREN);
-  if (inter && state == TREE_SENDING_TO_CHILDREN) return tree_send(p, p->left) && tree_send(p, p->right) && tree_exit(p);
+  if (inter && state == TREE_SENDING_TO_CHILDREN)
+    return tree_send(p, p->left) && tree_send(p, p->right) && finish_phase(p->stream);
   if (root && state == TREE_BEGIN) {
     p->state = TREE_WAITING_ONE_CHILD;
     return tree_recv(p, p->left >= 0 ? p->left : p->right);
   }
   if (root && state == TREE_WAITING_ONE_CHILD) return then_state(p, tree_bundle(p, true), TREE_SENDING_TO_CHILDREN);
-  if (root && state == TREE_SENDING_TO_CHILDREN) return tree_send(p, p->left >= 0 ? p->left : p->right) && tree_exit(p);
+  if (root && state == TREE_SENDING_TO_CHILDREN)
+    return tree_send(p, p->left >= 0 ? p->left : p->right) && finish_phase(p->stream);
   return true;
 }
 

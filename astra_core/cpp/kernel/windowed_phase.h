@@ -88,14 +88,6 @@ static bool phase_received(WindowedPhase* p) {
   return phase_insert(p);
 }
 
-static bool phase_exit(WindowedPhase* p) {
-  PyObject* stream = p->stream;
-  Py_INCREF(stream);
-  bool ok = phase_done(stream);
-  Py_DECREF(stream);
-  return ok;
-}
-
 static bool phase_general(WindowedPhase* p) {
   ++p->free;
   if (p->barrier >= 0 && p->sent >= p->barrier && p->received_count < p->barrier) return true;  // banked
@@ -115,7 +107,7 @@ static bool phase_general(WindowedPhase* p) {
     ++p->sent;
     --p->free;
   }
-  if (p->sent == n && p->free == p->window) return phase_exit(p);
+  if (p->sent == n && p->free == p->window) return finish_phase(p->stream);
   return true;
 }
 
