@@ -26,6 +26,7 @@ from astra_core.intervals import flat_covered, flight_pairs, subtract, total, un
 from astra_core.results import (
     CollectiveRecord,
     LinkSnapshot,
+    PhaseTimes,
     RankResult,
     RankTimeline,
     RunResult,
@@ -297,7 +298,7 @@ def _collective_record(rank: int, node: ETNode, dataset: DataSet) -> CollectiveR
         node,
         dataset.start_ns,
         dataset.finish_ns,
-        tuple(dataset.phase_times),
+        PhaseTimes(bytes(dataset.phase_times)),
         dataset.total_streams,
         dataset.nccl_choice,
     )

@@ -54,7 +54,9 @@ class DataSet:
         self.on_finished: Callable[[DataSet], None] | None = None
         self.start_ns = start_ns
         self.finish_ns: float | None = None
-        self.phase_times: list[tuple[int, str, float, float]] = []  # (dim, type, start, end)
+        # per phase of every chunk: (dim, type, start, end) as the kernel logs it
+        # (results.PhaseTimes reads it)
+        self.phase_times = bytearray()
         # what the NCCL model chose (nccl.phase.NcclChoice), for an NCCL collective
         self.nccl_choice = None
 

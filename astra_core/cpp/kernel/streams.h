@@ -92,6 +92,37 @@ static bool stream_removed(RankEvents* self, long long queue_id) {
   return schedule_ready(self) && stream_added(self, queue_id);
 }
 
+// One phase's span in its collective's log (DataSet.phase_times, a bytearray; astra_core.
+// results.PhaseTimes reads it): a record of PHASE_RECORD_BYTES, int32 dimension, int32
+// collective (Chakra's number), float64 start and end ns, in native byte order.
+static const size_t PHASE_RECORD_BYTES = 24;
+
+static bool log_phase(Stream* s, double end_ns) {
+  PyObject* dim = PyObject_GetAttrString(s->phase, "dim");
+  PyObject* comm_type = dim == nullptr ? nullptr : PyObject_GetAttrString(s->algorithm, "comm_type");
+  PyObject* value = comm_type == nullptr ? nullptr : PyObject_GetAttrString(comm_type, "value");
+  PyObject* times = value == nullptr ? nullptr : PyObject_GetAttrString(s->dataset, "phase_times");
+  bool ok = false;
+  if (times != nullptr && !PyByteArray_Check(times)) {
+    PyErr_SetString(PyExc_TypeError, "a DataSet's phase_times must be a bytearray");
+  } else if (times != nullptr) {
+    int32_t head[2] = {static_cast<int32_t>(PyLong_AsLong(dim)), static_cast<int32_t>(PyLong_AsLong(value))};
+    double span[2] = {PyFloat_AsDouble(s->phase_start_ns), end_ns};
+    Py_ssize_t size = PyByteArray_GET_SIZE(times);
+    if (!PyErr_Occurred() && PyByteArray_Resize(times, size + PHASE_RECORD_BYTES) == 0) {
+      char* at = PyByteArray_AS_STRING(times) + size;
+      memcpy(at, head, sizeof head);
+      memcpy(at + sizeof head, span, sizeof span);
+      ok = true;
+    }
+  }
+  Py_XDECREF(times);
+  Py_XDECREF(value);
+  Py_XDECREF(comm_type);
+  Py_XDECREF(dim);
+  return ok;
+}
+
 static bool proceed_to_next_phase(RankEvents* self, PyObject* stream_object) {
   Stream* s = as_stream(stream_object);
   StreamQueues& q = *self->queues;
@@ -102,19 +133,7 @@ static bool proceed_to_next_phase(RankEvents* self, PyObject* stream_object) {
   PyObject* now = time_object(t, integral);
   if (now == nullptr) return false;
   bool ok = true;
-  if (s->phase != Py_None) {  // the phase's span, for the collective's record
-    PyObject* dim = PyObject_GetAttrString(s->phase, "dim");
-    PyObject* comm_type = dim == nullptr ? nullptr : PyObject_GetAttrString(s->algorithm, "comm_type");
-    PyObject* label = comm_type == nullptr ? nullptr : PyObject_GetAttrString(comm_type, "label");
-    PyObject* times = label == nullptr ? nullptr : PyObject_GetAttrString(s->dataset, "phase_times");
-    PyObject* item = times == nullptr ? nullptr : PyTuple_Pack(4, dim, label, s->phase_start_ns, now);
-    ok = item != nullptr && PyList_Append(times, item) == 0;
-    Py_XDECREF(item);
-    Py_XDECREF(times);
-    Py_XDECREF(label);
-    Py_XDECREF(comm_type);
-    Py_XDECREF(dim);
-  }
+  if (s->phase != Py_None) ok = log_phase(s, t);  // the phase's span, for the collective's record
   Py_ssize_t left = ok ? PyList_GET_SIZE(s->phases_to_go) : 0;
   if (ok && left == 0) {
     PyObject* r = PyObject_CallMethod(s->dataset, "stream_finished", "O", now);
