@@ -101,6 +101,7 @@ def from_network(network: NetworkConfig) -> PhysicalTopology:
         links,
         source=network.source if hasattr(network, "source") else "network.yml",
         router=route,
+        router_uses_flow=False,
     )
 
 

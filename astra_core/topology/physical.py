@@ -42,6 +42,8 @@ class PhysicalTopology:
 
     ``links`` are ``(src, dst, bandwidth_bytes_per_ns, latency_ns)``.
     ``source`` names where the topology came from, for error messages.
+    ``router`` replaces the default routing; ``router_uses_flow`` False says it
+    ignores its flow argument (one path per pair), so routes are kept per pair.
     Raises :class:`ConfigError` (one line naming ``source``) for a node id out
     of range, a bandwidth that is not positive and finite, a negative or
     infinite latency, a duplicate link, no NPU at all, NPUs that cannot reach
@@ -56,6 +58,7 @@ class PhysicalTopology:
         *,
         source: str = "topology",
         router: Router | None = None,
+        router_uses_flow: bool = True,
         check_connected: bool = True,
     ):
         self.source = source
@@ -83,6 +86,9 @@ class PhysicalTopology:
         for src, dst, bandwidth, latency in links:
             self._add_link(src, dst, bandwidth, latency)
         self._router = router  # None: the kernel's shortest paths with ECMP (kernel_route)
+        #: The flow buckets a pair's routes are kept by: ROUTE_BUCKETS, or 1 for a router
+        #: that ignores its flow argument (one path per pair, as network.yml's).
+        self.route_buckets = ROUTE_BUCKETS if router is None or router_uses_flow else 1
         self._routes: dict[int, tuple[int, ...]] = {}  # (pair, flow bucket) -> links
         self._path_copies: dict[tuple[int, ...], tuple[int, ...]] = {}
         if check_connected:
@@ -159,8 +165,9 @@ class PhysicalTopology:
 
     def route(self, src_rank: int, dst_rank: int, tag: int = 0) -> tuple[int, ...]:
         """Link indices a message from NPU ``src_rank`` to ``dst_rank`` crosses, in order."""
-        h = flow_hash(src_rank, dst_rank, tag) & (ROUTE_BUCKETS - 1)
-        key = (src_rank * len(self.hosts) + dst_rank) * ROUTE_BUCKETS + h
+        buckets = self.route_buckets
+        h = flow_hash(src_rank, dst_rank, tag) % buckets
+        key = (src_rank * len(self.hosts) + dst_rank) * buckets + h
         path = self._routes.get(key)
         if path is None:
             path = self._routes[key] = self.bucket_route(src_rank, dst_rank, h)

@@ -21,7 +21,7 @@ from typing import Any
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
 from astra_core.topology.logical import from_network
-from astra_core.topology.physical import ROUTE_BUCKETS, PhysicalTopology
+from astra_core.topology.physical import PhysicalTopology
 
 
 class CongestionAwareNetwork:
@@ -44,7 +44,7 @@ class CongestionAwareNetwork:
         self._bandwidth = physical.link_bandwidth
         self._latency = physical.link_latency
         self._links = kernel().CongestionLinks(
-            self.events, physical.kernel_route, self._bandwidth, self._latency, ROUTE_BUCKETS
+            self.events, physical.kernel_route, self._bandwidth, self._latency, physical.route_buckets
         )
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
-from astra_core.topology.physical import ROUTE_BUCKETS, PhysicalTopology
+from astra_core.topology.physical import PhysicalTopology
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
     from astra_core.config.network import NetworkConfig
@@ -66,7 +66,7 @@ class AnalyticalNetwork:
                 physical.kernel_route,
                 physical.link_bandwidth,
                 physical.link_latency,
-                ROUTE_BUCKETS,
+                physical.route_buckets,
             )
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled

@@ -42,7 +42,7 @@ from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
-from astra_core.topology.physical import ROUTE_BUCKETS, PhysicalTopology
+from astra_core.topology.physical import PhysicalTopology
 from astra_flow.config import FlowConfig, load_config
 
 #: Gbps (10^9 bit/s) in bytes/ns.
@@ -71,7 +71,7 @@ class FlowNetwork:
             physical.kernel_route,
             physical.link_bandwidth,
             physical.link_latency,
-            ROUTE_BUCKETS,
+            physical.route_buckets,
             config.payload_bytes,
             config.header_bytes,
             config.ack_weight if config.ack_bytes else 0.0,
