@@ -90,12 +90,16 @@ struct Event {
   Call call;
 };
 
-// std heap helpers build a max-heap: "less" here means "runs later".
+// The heap order: "less" means "runs later" (a max-heap of the earliest).
 struct Later {
   bool operator()(const Event& a, const Event& b) const {
     return a.time > b.time || (a.time == b.time && a.seq > b.seq);
   }
 };
+
+// The heap is 4-ary (children of i: 4i+1 .. 4i+4): half the levels of a binary heap,
+// so an event (56 bytes) moves half as often; the order is (time, sequence) either way.
+static const size_t HEAP_ARITY = 4;
 
 // One event less on a heap kept by hand (sift-down from the root), the hot path.
 static inline void heap_pop(std::vector<Event>& heap, Event& out) {
@@ -107,12 +111,14 @@ static inline void heap_pop(std::vector<Event>& heap, Event& out) {
   size_t i = 0;
   Later later;
   for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && later(heap[child], heap[child + 1])) ++child;
-    if (!later(last, heap[child])) break;
-    heap[i] = heap[child];
-    i = child;
+    size_t first = HEAP_ARITY * i + 1;
+    if (first >= n) break;
+    size_t best = first, end = first + HEAP_ARITY < n ? first + HEAP_ARITY : n;
+    for (size_t c = first + 1; c < end; ++c)
+      if (later(heap[best], heap[c])) best = c;
+    if (!later(last, heap[best])) break;
+    heap[i] = heap[best];
+    i = best;
   }
   heap[i] = last;
 }
@@ -122,7 +128,7 @@ static inline void heap_push(std::vector<Event>& heap, const Event& e) {
   size_t i = heap.size() - 1;
   Later later;
   while (i > 0) {
-    size_t parent = (i - 1) / 2;
+    size_t parent = (i - 1) / HEAP_ARITY;
     if (!later(heap[parent], e)) break;
     heap[i] = heap[parent];
     i = parent;
