@@ -15,13 +15,11 @@ CSV and Parquet tables) gives every ``*_ns`` field as a whole number of ns
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 from astra_core.backend import counters, link_statistics
-from astra_core.system.comm_types import CommType
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload.chakra_types import COLLECTIVE_NAMES
 from astra_core.workload.flops import llm_utilization
@@ -88,61 +86,8 @@ class RankTimeline:
     in_flight: Sequence[float] = ()
 
 
-#: One phase's span as the kernel logs it (``astra_core/cpp/kernel/streams.h``): int32
-#: dimension, int32 collective (Chakra's number), float64 start and end ns, native order.
-_PHASE_RECORD = struct.Struct("=iidd")
-_LABELS = {t.value: t.label for t in CommType}
-
+#: ``(dim, type label, start_ns, end_ns)``: one phase of one chunk of a collective.
 PhaseSpan = tuple[int, str, float, float]
-
-
-class PhaseTimes(Sequence[PhaseSpan]):
-    """``(dim, type label, start_ns, end_ns)`` per phase of every chunk of one
-    collective on one rank, in the order the phases ended, kept as the kernel's
-    24-byte records (a tuple per phase took about 150 bytes: ResNet-50 on 1,024
-    NPUs held 140 MB of them). Equal when the records are."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: bytes = b""):
-        if len(data) % _PHASE_RECORD.size:
-            raise ValueError(f"phase records are {_PHASE_RECORD.size} bytes each, got {len(data)} bytes")
-        self._data = bytes(data)
-
-    def __len__(self) -> int:
-        return len(self._data) // _PHASE_RECORD.size
-
-    @overload
-    def __getitem__(self, index: int) -> PhaseSpan: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[PhaseSpan]: ...
-
-    def __getitem__(self, index: int | slice) -> PhaseSpan | list[PhaseSpan]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("phase index out of range")
-        dim, kind, start, end = _PHASE_RECORD.unpack_from(self._data, index * _PHASE_RECORD.size)
-        return dim, _LABELS[kind], start, end
-
-    def __iter__(self) -> Iterator[PhaseSpan]:
-        labels = _LABELS
-        for dim, kind, start, end in _PHASE_RECORD.iter_unpack(self._data):
-            yield dim, labels[kind], start, end
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, PhaseTimes):
-            return self._data == other._data
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __hash__(self) -> int:
-        return hash(self._data)
-
-    def __repr__(self) -> str:
-        return f"PhaseTimes({list(self)!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ from astra_core.intervals import flat_covered, flight_pairs, subtract, total, un
 from astra_core.results import (
     CollectiveRecord,
     LinkSnapshot,
-    PhaseTimes,
     RankResult,
     RankTimeline,
     RunResult,
@@ -38,6 +37,7 @@ from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
 from astra_core.system.memory_guard import check_memory_building, check_memory_left
 from astra_core.system.p2p import MessageMatcher
+from astra_core.system.records import PhaseTimes
 from astra_core.system.stream import DataSet
 from astra_core.system.symmetry import Symmetry, find_symmetry
 from astra_core.system.view import ProgressSample, RunView

@@ -55,7 +55,7 @@ class DataSet:
         self.start_ns = start_ns
         self.finish_ns: float | None = None
         # per phase of every chunk: (dim, type, start, end) as the kernel logs it
-        # (results.PhaseTimes reads it)
+        # (system.records.PhaseTimes reads it)
         self.phase_times = bytearray()
         # what the NCCL model chose (nccl.phase.NcclChoice), for an NCCL collective
         self.nccl_choice = None

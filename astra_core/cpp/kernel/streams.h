@@ -93,7 +93,7 @@ static bool stream_removed(RankEvents* self, long long queue_id) {
 }
 
 // One phase's span in its collective's log (DataSet.phase_times, a bytearray; astra_core.
-// results.PhaseTimes reads it): a record of PHASE_RECORD_BYTES, int32 dimension, int32
+// system.records.PhaseTimes reads it): a record of PHASE_RECORD_BYTES, int32 dimension, int32
 // collective (Chakra's number), float64 start and end ns, in native byte order.
 static const size_t PHASE_RECORD_BYTES = 24;
 
