@@ -72,6 +72,12 @@ static double round_ps(double x) {
   return r;
 }
 
+static PyObject* kernel_round_ps(PyObject*, PyObject* arg) {
+  double x = PyFloat_AsDouble(arg);
+  if (x == -1.0 && PyErr_Occurred()) return nullptr;
+  return PyFloat_FromDouble(round_ps(x));
+}
+
 struct FlowMessage {
   int64_t size;
   int32_t next;  // the queue pair's next message (-1: none)
