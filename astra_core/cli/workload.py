@@ -208,6 +208,18 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     "--num-layers-per-virtual-pipeline-stage = layers / (pp x V))",
 )
 @click.option(
+    "--decoder-first-pipeline-num-layers",
+    "first_stage_layers",
+    type=_POSITIVE,
+    help="layers on the first pipeline stage (Megatron-LM's option; the rest split evenly over the other stages)",
+)
+@click.option(
+    "--decoder-last-pipeline-num-layers",
+    "last_stage_layers",
+    type=_POSITIVE,
+    help="layers on the last pipeline stage (Megatron-LM's option; the rest split evenly over the other stages)",
+)
+@click.option(
     "--zero",
     type=click.IntRange(0, 3),
     default=0,
@@ -311,6 +323,8 @@ def gen_llm(
     global_batch,
     schedule,
     virtual_stages,
+    first_stage_layers,
+    last_stage_layers,
     zero,
     seq_len,
     sequence_parallel,
@@ -358,6 +372,8 @@ def gen_llm(
         overlap_grad_reduce=overlap_grad_reduce,
         scatter_gather=scatter_gather,
         virtual_stages=virtual_stages,
+        first_stage_layers=first_stage_layers,
+        last_stage_layers=last_stage_layers,
         attention=attention,
         dropout=dropout,
         precision=precision,

@@ -13,7 +13,8 @@ context parallelism (:class:`LLMConfig`):
   the data gradient reduce-scattered beside the weight gradient (Megatron-LM's
   asynchronous communication in its linear layers). The vocabulary-parallel embedding
   all-reduces (reduce-scatters) its output.
-* **Pipeline parallelism**: layers split evenly over P stages; activations
+* **Pipeline parallelism**: layers split evenly over P stages (or with given
+  counts on the first and last, :func:`.pipeline.stage_layers`); activations
   go forward and gradients backward with send/receive pairs (1/T of them with
   sequence parallelism), in the GPipe or 1F1B order (:mod:`.pipeline`).
 * **Data parallelism**: gradients of the last micro-batch's backward pass
@@ -97,6 +98,11 @@ class LLMConfig:
       interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
       = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
       virtual stage ``v P + p``.
+    * ``first_stage_layers``, ``last_stage_layers``: layers on the first and the
+      last pipeline stage (``--decoder-first-pipeline-num-layers``,
+      ``--decoder-last-pipeline-num-layers``), the rest evenly over the stages
+      between; the first stage also holds the embedding and the last the output
+      layer. Not with ``virtual_stages`` (Megatron-core refuses it too).
     * ``scatter_gather``: a pipeline send carries 1/T of the activation from
       each tensor-parallel rank and the receiving stage all-gathers it over
       its T ranks (``--scatter-gather-tensors-in-pipeline``, on by default in
@@ -140,6 +146,8 @@ class LLMConfig:
     overlap_grad_reduce: bool = True
     scatter_gather: bool = True
     virtual_stages: int = 1
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
     attention: str = "flash"
     dropout: bool = False
     precision: str = "bf16"
@@ -201,6 +209,8 @@ _COUNT_OPTIONS = (
     "global_batch",
     "seq_len",
     "virtual_stages",
+    "first_stage_layers",
+    "last_stage_layers",
 )
 
 
@@ -298,7 +308,10 @@ def _check_model_split(cfg: LLMConfig) -> None:
             f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
             f"divided by the {m.kv} key/value heads of {m.name}"
         )
-    if m.layers % cfg.pp:
+    uneven = [(flag, n) for flag, n in _uneven_options(cfg) if n is not None]
+    if uneven:
+        _check_uneven_stages(cfg, uneven)
+    elif m.layers % cfg.pp:
         raise ConfigError(f"--pp {cfg.pp}: must divide the {m.layers} layers of {m.name}")
     if cfg.virtual_stages > 1:
         if cfg.pp == 1 or cfg.schedule != "1f1b":
@@ -315,6 +328,30 @@ def _check_model_split(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
             f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)"
+        )
+
+
+def _uneven_options(cfg: LLMConfig) -> list[tuple[str, int | None]]:
+    return [
+        ("--decoder-first-pipeline-num-layers", cfg.first_stage_layers),
+        ("--decoder-last-pipeline-num-layers", cfg.last_stage_layers),
+    ]
+
+
+def _check_uneven_stages(cfg: LLMConfig, given: list[tuple[str, int]]) -> None:
+    """First and last stage layer counts: with P > 1 stages and no virtual pipeline,
+    leaving the stages between an equal share of the rest (Megatron-LM's rule)."""
+    m, flags = cfg.model, " and ".join(f"{flag} {n}" for flag, n in given)
+    if cfg.pp < len(given) or cfg.pp == 1:
+        raise ConfigError(f"{flags}: needs --pp of at least {max(2, len(given))} stages, got {cfg.pp}")
+    if cfg.virtual_stages > 1:
+        raise ConfigError(f"{flags}: not with --virtual-stages (Megatron-core refuses uneven stages there)")
+    rest, others = m.layers - sum(n for _, n in given), cfg.pp - len(given)
+    if rest < 0 or (others == 0 and rest) or (others and (rest < others or rest % others)):
+        between = f"the other {others} stages" if others else "no other stage"
+        raise ConfigError(
+            f"{flags}: the remaining {rest} of the {m.layers} layers of {m.name} must split evenly "
+            f"over {between}, at least one layer each"
         )
 
 

@@ -20,7 +20,7 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.models import ModelConfig
-from astra_core.workload.generators.pipeline import interleaved, schedule
+from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -222,7 +222,8 @@ class StageBuilder:
         self.s = cfg.sequence_length // self.C  # this rank's tokens of each sequence (context parallelism)
         self.act = self.b * self.s * model.hidden * O.BYTES  # one activation tensor [B]
         self.act_shard = self.act / self.T  # one rank's share of an activation (sequence parallelism)
-        self.per = model.layers // (self.P * self.V)  # layers per model chunk
+        counts = stage_layers(model.layers, self.P, self.V, cfg.first_stage_layers, cfg.last_stage_layers)
+        self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
         self.edp = cfg.dp // cfg.ep  # ranks holding the same experts
@@ -303,7 +304,7 @@ class StageBuilder:
     def chunk_layers(self, v: int) -> range:
         """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
         q = v * self.P + self.p
-        return range(q * self.per, (q + 1) * self.per)
+        return range(self.starts[q], self.starts[q + 1])
 
     def build(self) -> tuple[list[StageNode], float, float]:
         """The stage's nodes, with this rank's dense and expert gradient bytes."""

@@ -153,6 +153,8 @@ def write_llm(
         "seq_len": cfg.sequence_length,
         "recompute": cfg.recompute,
         "virtual_stages": cfg.virtual_stages,
+        "first_stage_layers": cfg.first_stage_layers,
+        "last_stage_layers": cfg.last_stage_layers,
         "attention": cfg.attention,
         "precision": cfg.precision,
         "npus": wl.layout.npus,

@@ -15,11 +15,17 @@ plus backward slots, so the idle (bubble) fraction is ``(P - 1) / (M + P - 1)``.
   reverse order going backward) of micro-batch ``(k // (P V)) P + k % P``;
   stage ``p`` warms up with ``2 (P - p - 1) + (V - 1) P`` forwards, then
   alternates, then drains. The bubble shrinks to ``(P - 1) / (V M + P - 1)``.
+
+Layers split evenly over the ``P V`` virtual stages, or, without interleaving,
+with given layer counts on the first and the last stage and the rest evenly over
+the stages between (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
+``--decoder-last-pipeline-num-layers``; Megatron-core's ``get_num_layers_to_build``
+refuses them with a virtual pipeline).
 """
 
 from __future__ import annotations
 
-__all__ = ["SCHEDULES", "interleaved", "schedule"]
+__all__ = ["SCHEDULES", "interleaved", "schedule", "stage_layers"]
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -75,3 +81,23 @@ def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list
         order += [pass_of("F", warmup + i), pass_of("B", i)]
     order += [pass_of("B", k) for k in range(total - warmup, total)]
     return order
+
+
+def stage_layers(
+    layers: int, stages: int, chunks: int = 1, first: int | None = None, last: int | None = None
+) -> list[int]:
+    """Layers of each of the ``stages x chunks`` virtual stages, in order (virtual stage
+    ``v P + p`` is chunk ``v`` of stage ``p``): ``first`` and ``last`` (None: not given)
+    on the first and last stage, the rest evenly over the others. The caller checks that
+    they divide (``chunks`` 1 where ``first`` or ``last`` is given)."""
+    if first is None and last is None:
+        return [layers // (stages * chunks)] * (stages * chunks)
+    given = [count for count in (first, last) if count is not None]
+    others = stages - len(given)
+    each = (layers - sum(given)) // others if others else 0
+    counts = [each] * stages
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return counts

@@ -135,6 +135,11 @@ def test_errors_are_one_line(tmp_path):
             ["convert", "pytorch", "--et", str(tmp_path / "none.json"), "--output", str(tmp_path / "x")],
             "none.json: cannot read",
         ),
+        (
+            ["gen", "llm", "--model", "llama3-8b", "--pp", "4", "--decoder-first-pipeline-num-layers", "3"]
+            + ["--output", str(tmp_path / "x")],
+            "--decoder-first-pipeline-num-layers 3: the remaining 29 of the 32 layers",
+        ),
     ]
     for args, message in cases:
         out = runner.invoke(main, args)

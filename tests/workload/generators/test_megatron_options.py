@@ -122,6 +122,7 @@ def test_interleaving_needs_what_megatron_needs(kw, message):
         {"scatter_gather": False, "virtual_stages": 2, "overlap_grad_reduce": False},
         {"dp": 1, "cp": 2, "recompute": "selective"},
         {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
+        {"first_stage_layers": 3},
     ],
 )
 def test_rank_symmetry_stays_exact(tmp_path, options):
@@ -260,3 +261,48 @@ def test_tp_comm_overlap_hides_communication(tmp_path):
 def test_tp_comm_overlap_needs_sequence_parallelism():
     with pytest.raises(ConfigError, match="--tp-comm-overlap needs --sequence-parallel"):
         generate_llm(LLMConfig(GPT, A100, tp=2, tp_comm_overlap=True))
+
+
+def _layers_on(stage_nodes) -> set[int]:
+    """The transformer layers whose forward attention a stage runs."""
+    return {int(n.name[1:].split("_")[0]) for n in stage_nodes if n.name.endswith("_fwd_attn")}
+
+
+@pytest.mark.parametrize(
+    "layers, P, first, last, expected",
+    [
+        (10, 4, 1, 1, [1, 4, 4, 1]),  # the rest evenly over the two middle stages
+        (11, 4, 2, None, [2, 3, 3, 3]),  # only the first given
+        (9, 3, None, 1, [4, 4, 1]),  # only the last given
+        (5, 2, 2, 3, [2, 3]),  # both given, no stage between
+    ],
+)
+def test_uneven_first_and_last_stages_hold_their_layers_in_order(layers, P, first, last, expected):
+    model = ModelConfig("stack", layers=layers, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200)
+    cfg = LLMConfig(model, A100, pp=P, microbatches=P, first_stage_layers=first, last_stage_layers=last)
+    wl = generate_llm(cfg)
+    held = [sorted(_layers_on(nodes)) for nodes in wl.stages]
+    assert [len(h) for h in held] == expected
+    assert [i for h in held for i in h] == list(range(layers))  # every layer once, in stage order
+    # the embedding stays on the first stage and the output layer on the last
+    assert any("embedding" in n.name for n in wl.stages[0]) and any(
+        "lm_head" in n.name for n in wl.stages[-1]
+    )
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"pp": 1, "first_stage_layers": 2}, "needs --pp of at least 2"),
+        ({"pp": 2, "virtual_stages": 2, "first_stage_layers": 2}, "not with --virtual-stages"),
+        (
+            {"pp": 4, "first_stage_layers": 1},
+            "remaining 7 of the 8 layers .* must split evenly over the other 3",
+        ),
+        ({"pp": 2, "first_stage_layers": 3, "last_stage_layers": 3}, "remaining 2 of the 8 layers"),
+        ({"pp": 3, "first_stage_layers": 4, "last_stage_layers": 4}, "at least one layer each"),
+    ],
+)
+def test_uneven_stages_need_what_megatron_needs(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        generate_llm(LLMConfig(GPT, A100, microbatches=4, **kw))
