@@ -63,6 +63,9 @@ namespace astra_kernel {
 static PyMethodDef kernel_functions[] = {
     {"flow_hash", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(kernel_flow_hash)), METH_FASTCALL,
      "flow_hash(src, dst, tag): deterministic 32-bit hash of a flow (not Python's salted hash)."},
+    {"pipeline_ns", reinterpret_cast<PyCFunction>(kernel_pipeline_ns), METH_VARARGS,
+     "pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes): a lone message's store-and-forward "
+     "transmission over links of these speeds (astra_core.topology.pipeline)."},
     {"round_ps", reinterpret_cast<PyCFunction>(kernel_round_ps), METH_O,
      "round_ps(t_ns): t rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
     {nullptr, nullptr, 0, nullptr}};

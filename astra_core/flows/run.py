@@ -42,7 +42,7 @@ from astra_core.backend import lone_message_time, shares_links
 from astra_core.errors import AstraError, ConfigError
 from astra_core.flows.flowfile import FlowSpec
 from astra_core.topology.physical import PhysicalTopology
-from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
+from astra_core.topology.pipeline import pipeline_ns
 
 #: Tags of background flows under a training step start here, clear of the
 #: step's own tags (chunk ids: communicator group x 10^6 + k; ET node tags).
@@ -104,8 +104,8 @@ def ideal_fct_ns(
     """Lone-flow completion time (ns) of ``size_bytes`` over ``route`` (link ids, at
     least one): latencies plus :func:`~astra_core.topology.pipeline.pipeline_ns`."""
     latency = sum(topology.link_latency[link] for link in route)
-    terms = pipeline_terms([1 / topology.link_bandwidth[link] for link in route])
-    return latency + pipeline_ns(terms, size_bytes, payload_bytes, header_bytes)
+    ns_per_byte = [1 / topology.link_bandwidth[link] for link in route]
+    return latency + pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes)
 
 
 @dataclass

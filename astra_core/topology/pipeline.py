@@ -27,28 +27,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-#: Per link of a route: (P(j), max t up to j, t_j + ... + t_last), ns per byte.
-Terms = tuple[tuple[float, float, float], ...]
+from astra_core.events import kernel
 
 
-def pipeline_terms(ns_per_byte: Sequence[float]) -> Terms:
-    """The per-route sums :func:`pipeline_ns` needs, from each link's ns per byte (>= 1 link)."""
-    terms = []
-    prefix, slowest, suffix = 0.0, 0.0, sum(ns_per_byte)
-    for t in ns_per_byte:
-        prefix += t
-        slowest = max(slowest, t)
-        terms.append((prefix, slowest, suffix))
-        suffix -= t
-    return tuple(terms)
-
-
-def pipeline_ns(terms: Terms, size_bytes: int, payload_bytes: int, header_bytes: int) -> float:
-    """Transmission part (ns, latencies excluded) of a lone ``size_bytes`` message."""
-    packets = max(1, -(-size_bytes // payload_bytes))
-    last = size_bytes - (packets - 1) * payload_bytes + header_bytes
-    if packets == 1:
-        return last * terms[0][2]
-    full = payload_bytes + header_bytes
-    middle = (packets - 2) * full
-    return max(full * prefix + middle * slowest + last * suffix for prefix, slowest, suffix in terms)
+def pipeline_ns(
+    ns_per_byte: Sequence[float], size_bytes: int, payload_bytes: int, header_bytes: int
+) -> float:
+    """Transmission part (ns, latencies excluded) of a lone ``size_bytes`` message over
+    links of ``ns_per_byte`` each (>= 1 link), in packets of ``payload_bytes`` +
+    ``header_bytes``: the closed form above, computed by the simulation kernel
+    (``astra_core/cpp/kernel/flow.h``, which the flow model uses too). Raises
+    ValueError for no link, a payload that is not positive or a negative size."""
+    return kernel().pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes)

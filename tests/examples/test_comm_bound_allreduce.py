@@ -20,7 +20,7 @@ import pytest
 import astra
 from astra_core.config.system import load_system
 from astra_core.topology.ns3_format import read_ns3_topology
-from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
+from astra_core.topology.pipeline import pipeline_ns
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_rank_trace
 
@@ -63,7 +63,7 @@ def test_the_ring_crosses_2_4_or_6_links_and_analytical_pays_each_one_whole(buil
         assert built_backends[-1].delay_ns(rank, (rank + 1) % 16, MIB) == links * per_link
     # flow's lone 1 MiB message: one serialization plus a packet per extra hop
     for links, expected in ((2, 87_900), (6, 93_237)):
-        lone = pipeline_ns(pipeline_terms([1 / 12.5] * links), MIB, 4096, 82) + links * 1000
+        lone = pipeline_ns([1 / 12.5] * links, MIB, 4096, 82) + links * 1000
         assert lone == pytest.approx(4178 * (256 + links - 1) / 12.5 + links * 1000)
         assert round(lone) == expected
     # per ring step on average: 3.5 store-and-forward serializations against about one

@@ -52,6 +52,20 @@ static double pipeline_ns(const std::vector<PipelineTerm>& terms, int64_t size, 
   return best;
 }
 
+// pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes): the above for Python
+// (astra_core.topology.pipeline), so that the ns3 backend and flow workloads time a lone
+// message with this one implementation.
+static PyObject* kernel_pipeline_ns(PyObject*, PyObject* args) {
+  PyObject* speeds;
+  long long size, payload, header;
+  if (!PyArg_ParseTuple(args, "OLLL", &speeds, &size, &payload, &header)) return nullptr;
+  std::vector<double> ns_per_byte;
+  if (!read_numbers(speeds, "ns_per_byte: a sequence of numbers", &ns_per_byte)) return nullptr;
+  if (ns_per_byte.empty() || payload <= 0 || header < 0 || size < 0)
+    return PyErr_Format(PyExc_ValueError, "pipeline_ns needs a link, payload_bytes > 0 and sizes >= 0");
+  return PyFloat_FromDouble(pipeline_ns(pipeline_terms(ns_per_byte), size, payload, header));
+}
+
 // Python's round(x, 3): the double nearest the decimal that x rounds to (half to even
 // on x's exact value). Where x * 1000 is not within its rounding error of a half, the
 // nearest integer to it is that decimal's thousandfold and one division gives the
@@ -151,30 +165,27 @@ static PyTypeObject FlowLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // The links of route (src, dst, tag) into ``out``; false with an error set.
 static bool flow_route(FlowLinks* self, int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
   FlowModel& m = *self->m;
+  out->clear();
   if (Py_TYPE(self->route) == &ShortestPathsType && m.route_buckets > 0) {  // no Python call, nothing kept
     uint64_t bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(m.route_buckets);
     if (!shortest_route(reinterpret_cast<ShortestPaths*>(self->route), src, dst, bucket, out)) return false;
-    for (int32_t link : *out)
-      if (link >= static_cast<int32_t>(m.latency.size()))
-        return PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %d of %zu",
-                            static_cast<long long>(src), static_cast<long long>(dst), link, m.latency.size()) != nullptr;
-    return true;
-  }
-  PyObject* hops = find_route(self->route, m.route_buckets, &m.routes, src, dst, tag);
-  if (hops == nullptr) return false;
-  out->clear();
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); ++i) {
-    long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops, i));
-    if (link == -1 && PyErr_Occurred()) break;
-    if (link < 0 || link >= static_cast<long long>(m.latency.size())) {
-      PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %lld of %zu", static_cast<long long>(src),
-                   static_cast<long long>(dst), link, m.latency.size());
-      break;
+  } else {
+    PyObject* hops = find_route(self->route, m.route_buckets, &m.routes, src, dst, tag);
+    if (hops == nullptr) return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); ++i) {
+      long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops, i));
+      if (link == -1 && PyErr_Occurred()) break;
+      out->push_back(link < 0 || link > INT32_MAX ? -1 : static_cast<int32_t>(link));
     }
-    out->push_back(static_cast<int32_t>(link));
+    Py_DECREF(hops);
+    if (PyErr_Occurred()) return false;
   }
-  Py_DECREF(hops);
-  if (PyErr_Occurred()) return false;
+  for (int32_t link : *out)
+    if (link < 0 || link >= static_cast<int32_t>(m.latency.size())) {
+      PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %d of %zu", static_cast<long long>(src),
+                   static_cast<long long>(dst), link, m.latency.size());
+      return false;
+    }
   if (out->empty()) {
     PyErr_Format(PyExc_ValueError, "no route from NPU %lld to NPU %lld", static_cast<long long>(src),
                  static_cast<long long>(dst));
@@ -505,14 +516,11 @@ static PyObject* FlowLinks_lone_message_ns(FlowLinks* self, PyObject* args) {
 
 static PyObject* FlowLinks_get_link_bytes(FlowLinks* self, void*) {
   if (!flow_ready(self)) return nullptr;
-  const std::vector<double>& bytes = self->m->link_bytes;
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(bytes.size()));
-  for (size_t i = 0; out != nullptr && i < bytes.size(); ++i) PyList_SET_ITEM(out, i, PyFloat_FromDouble(bytes[i]));
-  return out;
+  return number_list(self->m->link_bytes);
 }
 
 static PyObject* FlowLinks_get_peak_flows(FlowLinks* self, void*) {
-  return flow_ready(self) ? peak_flows_list(self->m->solver) : nullptr;
+  return flow_ready(self) ? number_list(self->m->solver.peak) : nullptr;
 }
 
 static PyObject* FlowLinks_get_flows_solved(FlowLinks* self, void*) {

@@ -588,21 +588,11 @@ static PyObject* MaxMin_solve(MaxMin* self, PyObject*) {
 
 static PyObject* MaxMin_get_used(MaxMin* self, void*) {
   if (!maxmin_ready(self)) return nullptr;
-  const std::vector<double>& used = self->solver->used;
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(used.size()));
-  for (size_t i = 0; out != nullptr && i < used.size(); ++i) PyList_SET_ITEM(out, i, PyFloat_FromDouble(used[i]));
-  return out;
-}
-
-// Per link: the most flows at once, as a list of ints.
-static PyObject* peak_flows_list(const maxmin::Solver& s) {
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(s.peak.size()));
-  for (size_t i = 0; out != nullptr && i < s.peak.size(); ++i) PyList_SET_ITEM(out, i, PyLong_FromLongLong(s.peak[i]));
-  return out;
+  return number_list(self->solver->used);
 }
 
 static PyObject* MaxMin_get_peak(MaxMin* self, void*) {
-  return maxmin_ready(self) ? peak_flows_list(*self->solver) : nullptr;
+  return maxmin_ready(self) ? number_list(self->solver->peak) : nullptr;
 }
 
 static PyObject* MaxMin_get_solved(MaxMin* self, void*) {

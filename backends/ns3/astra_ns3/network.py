@@ -57,7 +57,7 @@ from astra_core.backend import WorkBudget
 from astra_core.errors import AstraError, ConfigError
 from astra_core.events import EventQueue, ProgressHook
 from astra_core.topology.physical import PhysicalTopology
-from astra_core.topology.pipeline import pipeline_ns, pipeline_terms
+from astra_core.topology.pipeline import pipeline_ns
 from astra_ns3 import process, work
 from astra_ns3.config import Ns3Config
 from astra_ns3.liveness import Watchdog
@@ -224,10 +224,10 @@ class Ns3Network:
         physical = self.physical
         route = physical.route(src, dst, tag)
         latency = sum(physical.link_latency[link] for link in route)
-        terms = pipeline_terms([1 / physical.link_bandwidth[link] for link in route])
+        ns_per_byte = [1 / physical.link_bandwidth[link] for link in route]
         payload = self.config.payload_bytes
         rounding = (max(1, -(-size_bytes // payload)) + len(route)) * 1e-3
-        return latency + pipeline_ns(terms, size_bytes, payload, DATA_OVERHEAD_BYTES) - rounding
+        return latency + pipeline_ns(ns_per_byte, size_bytes, payload, DATA_OVERHEAD_BYTES) - rounding
 
     def run(self) -> None:
         events = self.events
