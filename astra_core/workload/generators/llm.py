@@ -308,7 +308,14 @@ def _check_model_split(cfg: LLMConfig) -> None:
             f"--tp {cfg.tp}: must divide the {m.heads} attention heads and divide or be "
             f"divided by the {m.kv} key/value heads of {m.name}"
         )
-    uneven = [(flag, n) for flag, n in _uneven_options(cfg) if n is not None]
+    uneven = [
+        (flag, n)
+        for flag, n in (
+            ("--decoder-first-pipeline-num-layers", cfg.first_stage_layers),
+            ("--decoder-last-pipeline-num-layers", cfg.last_stage_layers),
+        )
+        if n is not None
+    ]
     if uneven:
         _check_uneven_stages(cfg, uneven)
     elif m.layers % cfg.pp:
@@ -331,19 +338,12 @@ def _check_model_split(cfg: LLMConfig) -> None:
         )
 
 
-def _uneven_options(cfg: LLMConfig) -> list[tuple[str, int | None]]:
-    return [
-        ("--decoder-first-pipeline-num-layers", cfg.first_stage_layers),
-        ("--decoder-last-pipeline-num-layers", cfg.last_stage_layers),
-    ]
-
-
 def _check_uneven_stages(cfg: LLMConfig, given: list[tuple[str, int]]) -> None:
     """First and last stage layer counts: with P > 1 stages and no virtual pipeline,
     leaving the stages between an equal share of the rest (Megatron-LM's rule)."""
     m, flags = cfg.model, " and ".join(f"{flag} {n}" for flag, n in given)
-    if cfg.pp < len(given) or cfg.pp == 1:
-        raise ConfigError(f"{flags}: needs --pp of at least {max(2, len(given))} stages, got {cfg.pp}")
+    if cfg.pp == 1:
+        raise ConfigError(f"{flags}: needs --pp of at least 2 stages, got 1")
     if cfg.virtual_stages > 1:
         raise ConfigError(f"{flags}: not with --virtual-stages (Megatron-core refuses uneven stages there)")
     rest, others = m.layers - sum(n for _, n in given), cfg.pp - len(given)
