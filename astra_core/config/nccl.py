@@ -25,6 +25,10 @@ collnet            0         the network's switches reduce (InfiniBand SHARP;
 NCCL_ALGO          (all)     as the environment variable: e.g. "Ring",
                              "^NVLS", "allreduce:tree;allgather:ring"
 NCCL_PROTO         (all)     likewise: LL, LL128, Simple
+profile            (none)    a calibrated profile (``astra calibrate nccl``;
+                             :mod:`astra_core.config.nccl_profile`): path
+                             looked up from the working directory, then from
+                             the system.json's folder
 =================  ========  ===============================================
 
 A section that no ``*-implementation`` list names is a warning (it changes
@@ -100,6 +104,7 @@ class NcclConfig(ConfigModel):
     collnet: Flag = False
     nccl_algo: Annotated[str | None, _as_env("NCCL_ALGO")] = Field(None, alias="NCCL_ALGO")
     nccl_proto: Annotated[str | None, _as_env("NCCL_PROTO")] = Field(None, alias="NCCL_PROTO")
+    profile: Annotated[str | None, checked(as_str)] = None
 
     def to_dict(self) -> dict[str, Any]:
         """The section as system.json writes it: ``gpu`` plus every non-default

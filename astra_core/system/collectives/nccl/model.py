@@ -20,11 +20,13 @@ reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import cast
 
 from astra_core.config.gpus import gpu_model
 from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import NcclConfig
+from astra_core.config.nccl_profile import read_profile
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.phase import NcclChoice, NcclPhase
@@ -32,14 +34,16 @@ from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import (
     ALGO_NAMES,
-    NVLS_EFFICIENCY,
+    DEFAULT_CONSTANTS,
     PROTO_NAMES,
     Algo,
     Func,
     Proto,
+    TunerConstants,
     Tuning,
     generation,
     tune,
+    with_profile,
 )
 from astra_core.system.comm_types import CommType
 
@@ -49,16 +53,6 @@ _FUNCS = {
     CommType.REDUCE_SCATTER: Func.REDUCE_SCATTER,
     CommType.BROADCAST: Func.BROADCAST,
     CommType.REDUCE: Func.REDUCE,
-}
-#: NCCL's send/receive (and grouped all-to-all) has no entry in its cost model;
-#: its cost is taken as one ring step's: base latency plus one hop
-#: (tuning.cc baseLat / hwLat), keyed by (LL protocol, same node): LL 6.6 µs +
-#: 0.6 over NVLink or 2.7 over the network; Simple 8.4 + 3.4 or 8.4 + 14.
-P2P_LATENCY_US = {
-    (True, True): 6.6 + 0.6,
-    (True, False): 6.6 + 2.7,
-    (False, True): 8.4 + 3.4,
-    (False, False): 8.4 + 14.0,
 }
 P2P_LL_THRESHOLD = 16384  # NCCL_P2P_LL_THRESHOLD (enqueue.cc): LL up to this size
 
@@ -101,10 +95,17 @@ class NcclModel:
     nothing may lie beyond dimension 1, and ``gpus-per-node`` must be dimension
     0's size (:func:`_check_placement`). Warns (:class:`ConfigWarning`) when
     dimension 0 is faster than the named GPU's NVLinks (its datasheet rate,
-    :mod:`.hardware`).
+    :mod:`.hardware`). ``constants``, if given, replace NCCL's constants and
+    the ``profile`` as what a collective costs (the calibration's fit uses it).
     """
 
-    def __init__(self, config: NcclConfig, network: NetworkConfig, source: str = "system.json"):
+    def __init__(
+        self,
+        config: NcclConfig,
+        network: NetworkConfig,
+        source: str = "system.json",
+        constants: TunerConstants | None = None,
+    ):
         self.config = config
         self.network = network
         self.source = source
@@ -143,18 +144,52 @@ class NcclModel:
                 stacklevel=2,
             )
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
-        self._comms: dict[tuple[int, ...], tuple[Layout, Tuning]] = {}
+        #: NCCL's own constants, with which it chooses (its version's)
+        self.nccl_constants = DEFAULT_CONSTANTS
+        #: what a collective costs: NCCL's constants with a profile's corrections
+        self.constants = constants if constants is not None else self._constants()
+        self._comms: dict[tuple[int, ...], tuple[Layout, Tuning, Tuning]] = {}
         # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
         # repeat the same collective many times (the schedules are read, never changed)
         self._phases: dict[tuple, tuple] = {}
+
+    def _constants(self) -> TunerConstants:
+        """NCCL's constants, with the ``profile``'s corrections if one is named
+        (looked up from the working directory, then from the system.json's folder;
+        ConfigError naming ``nccl.profile`` if neither has it). A profile fitted
+        on another GPU is a warning."""
+        constants = self.nccl_constants
+        entry = self.config.profile
+        if entry is None:
+            return constants
+        candidates = [Path(entry)]
+        if not Path(entry).is_absolute():
+            candidates.append(Path(self.source).parent / entry)
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            raise ConfigError(
+                f"{self.source}: nccl.profile: no file {entry} (relative paths are looked up from "
+                "the working directory, then from the system.json's folder)"
+            )
+        profile = read_profile(found)
+        if profile.gpu is not None and profile.gpu != self.gpu.name:
+            warnings.warn(
+                f"{self.source}: nccl.profile: {found} was fitted on {profile.gpu} GPUs, "
+                f"this run has {self.gpu.name}",
+                ConfigWarning,
+                stacklevel=3,
+            )
+        return with_profile(constants, profile)
 
     @property
     def nvlink_gbps(self) -> float:
         """One GPU's NVLinks as NCCL rates them (line rate x the GPU's NCCL efficiency)."""
         return self.nvlink_line_gbps * self.gpu.nvlink_efficiency
 
-    def machine(self, members: tuple[int, ...]) -> tuple[Layout, Tuning]:
-        """(layout, NCCL tuning) of the communicator over ``members``, cached."""
+    def machine(self, members: tuple[int, ...]) -> tuple[Layout, Tuning, Tuning]:
+        """(layout, NCCL's tuning, the timing) of the communicator over ``members``,
+        cached: NCCL chooses with its own tables (:attr:`nccl_constants`); a
+        calibrated profile changes what the choice costs, not the choice."""
         cached = self._comms.get(members)
         if cached is not None:
             return cached
@@ -181,8 +216,10 @@ class NcclModel:
             collnet=self.config.collnet,
             cpu_vendor=self.config.cpu,
         )
-        tuning = tune(communicator(machine), self.config.nccl_algo, self.config.nccl_proto)
-        cached = self._comms[members] = (Layout(ordered, per_node), tuning)
+        comm = communicator(machine)
+        tuning = tune(comm, self.config.nccl_algo, self.config.nccl_proto, self.nccl_constants)
+        timing = tuning if self.constants is self.nccl_constants else tune(comm, constants=self.constants)
+        cached = self._comms[members] = (Layout(ordered, per_node), tuning, timing)
         return cached
 
     def choose(
@@ -190,20 +227,21 @@ class NcclModel:
     ) -> tuple[Algo, Proto, int, float, int]:
         """(algorithm, protocol, channels, NCCL's time in µs, operation bytes) of
         one collective of ``size`` bytes (see the module docstring for sizes)."""
-        layout, tuning = self.machine(members)
+        layout, tuning, timing = self.machine(members)
         n = layout.n
+        overhead = self.constants.call_overhead_us
         if comm_type is CommType.ALL_TO_ALL:
-            latency = P2P_LATENCY_US[(False, layout.nodes == 1)]
-            return Algo.RING, Proto.SIMPLE, 1, latency + self._all_to_all_us(layout, size), size
+            latency = self.p2p_latency_us(False, layout.nodes == 1)
+            return Algo.RING, Proto.SIMPLE, 1, overhead + latency + self._all_to_all_us(layout, size), size
         func = _FUNCS[comm_type]
         nbytes = size * n if comm_type is CommType.ALL_GATHER else size
         algo, proto, _ = tuning.choose(func, nbytes)
         channels = tuning.channels(func, algo, proto, nbytes)
         # a time: NCCL's pick has one (its bandwidth is not 0, with fewer channels too)
-        time_us = cast(float, tuning.time_with_channels_us(func, algo, proto, nbytes, channels))
+        time_us = cast(float, timing.time_with_channels_us(func, algo, proto, nbytes, channels))
         if algo == Algo.NVLS and func == Func.ALL_REDUCE and layout.nodes == 1:
-            time_us = tuning.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
-        return algo, proto, channels, time_us, nbytes
+            time_us = timing.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
+        return algo, proto, channels, time_us + overhead, nbytes
 
     def _nvls_gbps(self, n: int) -> float:
         """Algorithm bandwidth of an NVLS all-reduce on ``n`` GPUs of one node, GB/s.
@@ -216,7 +254,9 @@ class NcclModel:
         (NCCL's ``nvlsEfficiency``, 0.85 on SM 90): ``B x eff x n / (n + 1)``.
         Checked, not fitted, against NVIDIA/nccl issue #1455 (4 to 8 GPUs,
         validation/nccl.py)."""
-        return self.nvlink_gbps * NVLS_EFFICIENCY[generation(self.gpu.compcap)] * n / (n + 1)
+        c = self.constants
+        efficiency = c.nvls_efficiency[generation(self.gpu.compcap)] * c.bw_efficiency[0][Algo.NVLS][Proto.SIMPLE]
+        return self.nvlink_gbps * efficiency * n / (n + 1)
 
     def _all_to_all_us(self, layout: Layout, size: int) -> float:
         """Bandwidth time of an all-to-all: each rank's bytes to its node's other
@@ -232,6 +272,17 @@ class NcclModel:
             t = max(t, inter / (1e3 * nics)) if nics else float("inf")
         return t
 
+    def p2p_latency_us(self, ll: bool, same_node: bool) -> float:
+        """NCCL's latency of one send/receive (or grouped all-to-all), µs. NCCL's cost
+        model has no entry for it; it is taken as one ring step's: the ring's base
+        latency plus one hop (tuning.cc ``baseLat`` / ``hwLat``: LL 6.6 + 0.6 µs over
+        NVLink or 2.7 over the network; Simple 8.4 + 3.4 or 8.4 + 14), from the
+        calibrated constants when a profile is named."""
+        proto = Proto.LL if ll else Proto.SIMPLE
+        c = self.constants
+        link = 0 if same_node else 2  # NVLINK, NET
+        return c.base_latency_us[Algo.RING][proto] + c.hw_latency_us[link][Algo.RING][proto]
+
     def p2p_ns(self, src: int, dst: int, size: int) -> int:
         """NCCL's cost of one send/receive of ``size`` bytes between two ranks, ns:
         LL up to ``NCCL_P2P_LL_THRESHOLD`` (16 KiB per channel; one channel
@@ -242,10 +293,10 @@ class NcclModel:
         its NIC across nodes."""
         same_node = src // self.gpus_per_node == dst // self.gpus_per_node
         ll = size <= P2P_LL_THRESHOLD
-        latency = P2P_LATENCY_US[(ll, same_node)]
+        latency = self.p2p_latency_us(ll, same_node)
         rate = self.nvlink_gbps if same_node else self.nic_line_gbps
         wire = 2 * size if ll else size  # LL: 8 flag bytes per 8 of data
-        time_us = latency + (wire / (1e3 * rate) if rate > 0 else 0.0)
+        time_us = self.constants.call_overhead_us + latency + (wire / (1e3 * rate) if rate > 0 else 0.0)
         return int(round(time_us * 1000))
 
     def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
@@ -253,7 +304,7 @@ class NcclModel:
         key = (comm_type, members, size, rank)
         cached = self._phases.get(key)
         if cached is None:
-            layout, _ = self.machine(members)
+            layout = self.machine(members)[0]
             algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
             schedule = schedule_for(comm_type.label, algo, proto, layout, rank, nbytes, channels)
             n = layout.n

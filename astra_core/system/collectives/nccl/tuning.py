@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from astra_core.config.nccl_env import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
+from astra_core.config.nccl_profile import NcclProfile
 from astra_core.errors import ConfigError
 
 
@@ -186,6 +187,45 @@ NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "other": 1.0}
 MAX_NVLS_ARITY, MAX_DIRECT_ARITY = 32, 7
 
 
+def _table(value: float) -> tuple[tuple[float, ...], ...]:
+    return tuple((value,) * 3 for _ in range(7))
+
+
+@dataclass(frozen=True)
+class TunerConstants:
+    """The constants of NCCL's cost model for one NCCL version, and a calibrated
+    profile's corrections (:mod:`astra_core.calibrate.nccl_profile`).
+
+    The first fields are NCCL's own tables, named as in ``ncclTunerConstants``
+    (NCCL 2.25 on, which a tuner plugin may override; file-level arrays of
+    ``tuning.cc`` before): ``base_latency_us`` [algo][proto] (``baseLatencies``),
+    ``hw_latency_us`` [NVLINK, PCI, NET][algo][proto] (``hwLatencies``), the
+    per-protocol bandwidth caps (``llMaxBws``, ``perChMax*Bws``) and
+    ``nvls_efficiency`` per GPU generation. Their defaults are the values at
+    the top of this module.
+
+    ``bw_efficiency`` [one node, several nodes][algo][proto] multiplies the bus
+    bandwidth NCCL's model gives (1: NCCL's own figure); ``call_overhead_us``
+    is added to every collective's time. Both are 1 and 0 unless a profile
+    fitted to a user's measurements sets them.
+    """
+
+    base_latency_us: tuple[tuple[float, ...], ...] = BASE_LATENCY_US
+    hw_latency_us: tuple[tuple[tuple[float, ...], ...], ...] = HW_LATENCY_US
+    ll_max_bw: tuple[tuple[float, ...], ...] = LL_MAX_BW
+    ring_ll128_max_bw: tuple[tuple[float, ...], ...] = RING_LL128_MAX_BW
+    tree_ll128_max_bw: tuple[tuple[float, ...], ...] = TREE_LL128_MAX_BW
+    tree_max_bw: tuple[tuple[float, ...], ...] = TREE_MAX_BW
+    nvls_tree_max_bw: tuple[tuple[float, ...], ...] = NVLS_TREE_MAX_BW
+    nvls_efficiency: tuple[float, ...] = NVLS_EFFICIENCY
+    bw_efficiency: tuple[tuple[tuple[float, ...], ...], ...] = (_table(1.0), _table(1.0))
+    call_overhead_us: float = 0.0
+
+
+#: NCCL's constants at commit 5067397c, no corrections.
+DEFAULT_CONSTANTS = TunerConstants()
+
+
 def generation(compcap: int) -> int:
     """NCCL's compute-capability index (``compCapIndex``): SM 100+, 90+, 80+, else Volta."""
     return BLACKWELL if compcap >= 100 else HOPPER if compcap >= 90 else AMPERE if compcap >= 80 else VOLTA
@@ -265,6 +305,7 @@ class Tuning:
     will not use that combination."""
 
     comm: Communicator
+    constants: TunerConstants = DEFAULT_CONSTANTS
     latency_us: list[list[list[float]]] = field(default_factory=list)
     bandwidth_gbps: list[list[list[float]]] = field(default_factory=list)
     _fewer: dict = field(default_factory=dict, repr=False, compare=False)
@@ -363,7 +404,7 @@ class Tuning:
             # a fractional channel count on purpose: the graph's bandwidth in proportion
             share = replace(graph, n_channels=graph.n_channels * channels / full)  # type: ignore[arg-type]
             comm = replace(self.comm, graphs={**self.comm.graphs, algo: share})
-            fewer = self._fewer[key] = tune(comm)
+            fewer = self._fewer[key] = tune(comm, constants=self.constants)
         return fewer.time_us(func, algo, proto, nbytes)
 
     def usable(self, func: Func, algo: Algo) -> bool:
@@ -397,16 +438,22 @@ class Tuning:
         return best
 
 
-def tune(comm: Communicator, nccl_algo: str | None = None, nccl_proto: str | None = None) -> Tuning:
+def tune(
+    comm: Communicator,
+    nccl_algo: str | None = None,
+    nccl_proto: str | None = None,
+    constants: TunerConstants = DEFAULT_CONSTANTS,
+) -> Tuning:
     """NCCL's tables for ``comm`` (``ncclTopoTuneModel``), with ``NCCL_ALGO`` /
-    ``NCCL_PROTO`` given as NCCL reads them (None: NCCL's defaults)."""
+    ``NCCL_PROTO`` given as NCCL reads them (None: NCCL's defaults), from the
+    ``constants`` of one NCCL version (and a profile's corrections)."""
     n, nodes = comm.n_ranks, comm.n_nodes
     gen = generation(comm.compcap)
     node_index = min(nodes, 3) - 1
     ll_row = gen if nodes == 1 else (1 if comm.cpu_vendor == "amd" else 0)
-    ll_max_bw = LL_MAX_BW[ll_row][node_index]
+    ll_max_bw = constants.ll_max_bw[ll_row][node_index]
     ppn = comm.ranks_per_node
-    tuning = Tuning(comm)
+    tuning = Tuning(comm, constants)
     for func in Func:
         steps = (
             2 * (n - 1)
@@ -417,7 +464,7 @@ def tune(comm: Communicator, nccl_algo: str | None = None, nccl_proto: str | Non
         for algo in Algo:
             lat_cells, bw_cells = [], []
             for proto in Proto:
-                lat, bw = _entry(comm, func, algo, proto, steps, gen, node_index, ll_max_bw, ppn)
+                lat, bw = _entry(comm, constants, func, algo, proto, steps, node_index, ll_max_bw)
                 lat_cells.append(lat)
                 bw_cells.append(bw)
             lat_row.append(lat_cells)
@@ -450,42 +497,43 @@ def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
 
 def _entry(
     comm: Communicator,
+    c: TunerConstants,
     func: Func,
     algo: Algo,
     proto: Proto,
     steps: int,
-    gen: int,
     node_index: int,
     ll_max_bw: float,
-    ppn: float,
 ) -> tuple[float, float]:
     """(latency µs, algorithm bandwidth GB/s) of one cell of NCCL's tables."""
     graph = comm.graphs.get(algo)
     if graph is None or not _applies(func, algo, proto, comm):
         return 0.0, 0.0
     n, nodes = comm.n_ranks, comm.n_nodes
+    gen = generation(comm.compcap)
+    ppn = comm.ranks_per_node
     collnet = algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
     bw = graph.bw_intra_gbps if nodes <= 2 or collnet else graph.bw_inter_gbps
     if algo in (Algo.NVLS, Algo.NVLS_TREE):
         if graph.n_channels < 2:
             return 0.0, 0.0
-        intra = graph.bw_intra_gbps * NVLS_EFFICIENCY[gen] * (graph.n_channels - 1) / graph.n_channels
+        intra = graph.bw_intra_gbps * c.nvls_efficiency[gen] * (graph.n_channels - 1) / graph.n_channels
         intra *= 2.0 if func == Func.ALL_REDUCE else (ppn - 1) / ppn  # all-reduce pipelines two ops
         inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == Algo.NVLS_TREE else 1)
-        bw = min(intra, inter, NVLS_TREE_MAX_BW[gen][node_index] if algo == Algo.NVLS_TREE else math.inf)
+        bw = min(intra, inter, c.nvls_tree_max_bw[gen][node_index] if algo == Algo.NVLS_TREE else math.inf)
     bus = graph.n_channels * bw
     channels = graph.n_channels
     if algo == Algo.RING and proto == Proto.LL:
         bus = min(ll_max_bw, bus * 0.5)
     if algo == Algo.RING and proto == Proto.LL128:
-        bus = min(bus * 0.92, channels * RING_LL128_MAX_BW[gen][node_index])
+        bus = min(bus * 0.92, channels * c.ring_ll128_max_bw[gen][node_index])
     if algo == Algo.TREE and func == Func.ALL_REDUCE:
-        bus = min(bus * 0.92, channels * TREE_MAX_BW[gen][node_index])
+        bus = min(bus * 0.92, channels * c.tree_max_bw[gen][node_index])
     if algo == Algo.TREE and proto == Proto.LL:
         bus = min(bus / 3.8, ll_max_bw)
     if algo == Algo.TREE and proto == Proto.LL128:
         bus = min(
-            bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), channels * TREE_LL128_MAX_BW[gen][node_index]
+            bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), channels * c.tree_ll128_max_bw[gen][node_index]
         )
     if algo == Algo.TREE and graph.tree_pattern:
         bus *= 0.85
@@ -511,30 +559,39 @@ def _entry(
         bus = 0.0  # needs the fabric's all-gather/reduce-scatter offload, not modelled
     if not (algo != Algo.RING and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)):
         bus *= n / steps if algo in (Algo.RING, Algo.NVLS, Algo.NVLS_TREE) else 0.5
-    return _latency(comm, func, algo, proto, steps, graph, ppn), bus
+    bus *= c.bw_efficiency[0 if nodes == 1 else 1][algo][proto]
+    return _latency(comm, c, func, algo, proto, steps, graph, ppn), bus
 
 
 def _latency(
-    comm: Communicator, func: Func, algo: Algo, proto: Proto, steps: int, graph: Graph, ppn: float
+    comm: Communicator,
+    c: TunerConstants,
+    func: Func,
+    algo: Algo,
+    proto: Proto,
+    steps: int,
+    graph: Graph,
+    ppn: float,
 ) -> float:
     """NCCL's latency of one operation, µs."""
     n, nodes = comm.n_ranks, comm.n_nodes
     intra_kind = NVLINK if graph.nvlink else PCI
     kind = intra_kind if nodes == 1 else NET
-    latency = BASE_LATENCY_US[algo][proto]
-    intra = HW_LATENCY_US[intra_kind][algo][proto]
+    hw = c.hw_latency_us
+    latency = c.base_latency_us[algo][proto]
+    intra = hw[intra_kind][algo][proto]
     # with one GPU per node every step is exposed: NCCL takes the tree's network latency
-    inter = HW_LATENCY_US[NET][Algo.TREE if ppn == 1 else algo][proto] + graph.latency_inter_us
+    inter = hw[NET][Algo.TREE if ppn == 1 else algo][proto] + graph.latency_inter_us
     if proto == Proto.SIMPLE:
         inter += graph.latency_inter_us  # the flush
     local = n // nodes
     if algo == Algo.RING:
-        hop = HW_LATENCY_US[kind][algo][proto]
+        hop = hw[kind][algo][proto]
         if func in (Func.REDUCE, Func.BROADCAST):
             if graph.same_channels:
                 return latency + hop
             if proto == Proto.SIMPLE:
-                hop = HW_LATENCY_US[kind][Algo.TREE][proto]
+                hop = hw[kind][Algo.TREE][proto]
             return latency + steps * hop
         overhead = 0.0
         if nodes > 1:
@@ -590,3 +647,30 @@ def _apply_enables(tuning: Tuning, nccl_algo: str | None, nccl_proto: str | None
                     enabled = enabled and graph is not None and graph.ll128_ok and comm.compcap >= 70
                 if off or not enabled:
                     tuning.bandwidth_gbps[func][algo][proto] = 0.0
+
+
+def with_profile(constants: TunerConstants, profile: NcclProfile) -> TunerConstants:
+    """``constants`` with a calibrated profile's cells replaced
+    (:mod:`astra_core.config.nccl_profile`): base and hardware latencies,
+    bandwidth efficiencies, the per-call overhead."""
+
+    def put(table: tuple, index: tuple[int, ...], value: float) -> tuple:
+        if len(index) == 1:
+            return table[: index[0]] + (value,) + table[index[0] + 1 :]
+        inner = put(table[index[0]], index[1:], value)
+        return table[: index[0]] + (inner,) + table[index[0] + 1 :]
+
+    base, hw, eff = constants.base_latency_us, constants.hw_latency_us, constants.bw_efficiency
+    for cell, value in profile.base_latency_us.items():
+        base = put(base, cell, value)
+    for cell3, value in profile.hw_latency_us.items():
+        hw = put(hw, cell3, value)
+    for cell3, value in profile.bw_efficiency.items():
+        eff = put(eff, cell3, value)
+    return replace(
+        constants,
+        base_latency_us=base,
+        hw_latency_us=hw,
+        bw_efficiency=eff,
+        call_overhead_us=constants.call_overhead_us + profile.call_overhead_us,
+    )

@@ -1,0 +1,173 @@
+"""A calibrated NCCL profile: corrections of NCCL's cost model fitted to a user's
+nccl-tests measurements (``astra calibrate nccl``), used with system.json's
+``"nccl": {"profile": "profile.json"}``.
+
+The file is JSON::
+
+    {
+      "format": "astra-nccl-profile/1",
+      "nccl-version": "2.24.3",
+      "gpu": "H100",
+      "call-overhead-us": 0.0,
+      "base-latency-us": {"Ring/LL": 7.9, "Ring/Simple": 9.1},
+      "hw-latency-us": {"NVLINK": {"Ring/LL": 0.71}, "NET": {"Tree/LL": 5.3}},
+      "bw-efficiency": {"one-node": {"NVLS/Simple": 0.97}, "multi-node": {"Ring/Simple": 0.91}},
+      "fitted-on": [{"log": "ar_1node.txt", "collective": "all-reduce", "ranks": 8, "nodes": 1,
+                     "points": 31, "geomean-error-before": 0.31, "geomean-error-after": 0.06}]
+    }
+
+``base-latency-us`` and ``hw-latency-us`` replace the cells of NCCL's
+``baseLatencies`` and ``hwLatencies`` tables (µs; links ``NVLINK``, ``PCI``,
+``NET``) that the fit could see; ``bw-efficiency`` multiplies the bus
+bandwidth NCCL's model gives an algorithm and protocol on one node or on
+several; ``call-overhead-us`` is added to every collective. Cells are named
+``Algorithm/Protocol`` with NCCL's names (``Ring/LL128``, ``NVLSTree/Simple``).
+Anything not named keeps the NCCL version's own value. ``fitted-on`` records
+what the profile was fitted on; the model does not read it.
+
+:func:`read_profile` raises :class:`~astra_core.errors.ConfigError` naming
+the file and key of anything else.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from astra_core.config.files import read_json, source_name
+from astra_core.config.issues import Problems, show
+from astra_core.config.nccl_env import ALGO_NAMES, PROTO_NAMES
+
+FORMAT = "astra-nccl-profile/1"
+LINKS = ("NVLINK", "PCI", "NET")
+SCOPES = ("one-node", "multi-node")
+
+#: (algorithm index, protocol index) of a cell name such as ``Ring/LL128``.
+Cell = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class NcclProfile:
+    """A profile as the NCCL model applies it (see the module docstring);
+    cells are ``(algorithm, protocol)`` indices in NCCL's order
+    (:data:`~astra_core.config.nccl_env.ALGO_NAMES`, ``PROTO_NAMES``)."""
+
+    source: str = "<python>"
+    nccl_version: str | None = None
+    gpu: str | None = None
+    call_overhead_us: float = 0.0
+    base_latency_us: dict[Cell, float] = field(default_factory=dict)
+    hw_latency_us: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    bw_efficiency: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    fitted_on: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The profile as its file holds it."""
+
+        def cells(values: dict[Cell, float]) -> dict[str, float]:
+            return {cell_name(cell): round(value, 6) for cell, value in sorted(values.items())}
+
+        def nested(values: dict[tuple[int, int, int], float], names: tuple[str, ...]) -> dict:
+            out: dict[str, dict[str, float]] = {}
+            for (outer, algo, proto), value in sorted(values.items()):
+                out.setdefault(names[outer], {})[cell_name((algo, proto))] = round(value, 6)
+            return out
+
+        return {
+            "format": FORMAT,
+            "nccl-version": self.nccl_version,
+            "gpu": self.gpu,
+            "call-overhead-us": round(self.call_overhead_us, 6),
+            "base-latency-us": cells(self.base_latency_us),
+            "hw-latency-us": nested(self.hw_latency_us, LINKS),
+            "bw-efficiency": nested(self.bw_efficiency, SCOPES),
+            "fitted-on": list(self.fitted_on),
+        }
+
+
+def cell_name(cell: Cell) -> str:
+    """``(1, 0)`` -> ``Ring/LL``."""
+    return f"{ALGO_NAMES[cell[0]]}/{PROTO_NAMES[cell[1]]}"
+
+
+def _cell(name: Any, where: str, problems: Problems) -> Cell | None:
+    algo, _, proto = str(name).partition("/")
+    if algo in ALGO_NAMES and proto in PROTO_NAMES:
+        return ALGO_NAMES.index(algo), PROTO_NAMES.index(proto)
+    problems.add(
+        where,
+        f"unknown cell {show(name)}: Algorithm/Protocol with NCCL's names "
+        f"({', '.join(ALGO_NAMES)} / {', '.join(PROTO_NAMES)})",
+    )
+    return None
+
+
+def _value(value: Any, where: str, problems: Problems, *, zero_ok: bool) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        problems.add(where, f"expected a finite number, got {show(value)}")
+        return None
+    if value < 0 or (value == 0 and not zero_ok):
+        problems.add(where, f"must be {'>= 0' if zero_ok else '> 0'}, got {show(value)}")
+        return None
+    return float(value)
+
+
+def _cells(data: Any, key: str, problems: Problems, *, zero_ok: bool) -> dict[Cell, float]:
+    out: dict[Cell, float] = {}
+    if not isinstance(data, dict):
+        problems.add(key, f"expected a mapping of Algorithm/Protocol to numbers, got {show(data)}")
+        return out
+    for name, value in data.items():
+        cell = _cell(name, f"{key}.{name}", problems)
+        number = _value(value, f"{key}.{name}", problems, zero_ok=zero_ok)
+        if cell is not None and number is not None:
+            out[cell] = number
+    return out
+
+
+def _nested(
+    data: Any, key: str, names: tuple[str, ...], problems: Problems, *, zero_ok: bool
+) -> dict[tuple[int, int, int], float]:
+    out: dict[tuple[int, int, int], float] = {}
+    if not isinstance(data, dict):
+        problems.add(key, f"expected a mapping with keys {', '.join(names)}, got {show(data)}")
+        return out
+    for outer, cells in data.items():
+        if outer not in names:
+            problems.add(f"{key}.{outer}", f"unknown key (one of {', '.join(names)})")
+            continue
+        for cell, value in _cells(cells, f"{key}.{outer}", problems, zero_ok=zero_ok).items():
+            out[(names.index(outer), *cell)] = value
+    return out
+
+
+def read_profile(path: str | os.PathLike[str]) -> NcclProfile:
+    """Read and check a profile file (see the module docstring)."""
+    problems = Problems(source_name(path))
+    data = read_json(path, problems)
+    if not isinstance(data, dict):
+        problems.add(None, f"expected a JSON object, got {show(data)}")
+        problems.raise_if_any()
+    known = {"format", "nccl-version", "gpu", "call-overhead-us", "base-latency-us", "hw-latency-us"}
+    known |= {"bw-efficiency", "fitted-on"}
+    for key in data:
+        if key not in known:
+            problems.unknown(key, sorted(known))
+    if data.get("format") != FORMAT:
+        problems.add("format", f"expected {FORMAT!r}, got {show(data.get('format'))}")
+    overhead = _value(data.get("call-overhead-us", 0.0), "call-overhead-us", problems, zero_ok=True)
+    fitted = data.get("fitted-on", [])
+    profile = NcclProfile(
+        source=problems.source,
+        nccl_version=data.get("nccl-version"),
+        gpu=data.get("gpu"),
+        call_overhead_us=overhead or 0.0,
+        base_latency_us=_cells(data.get("base-latency-us", {}), "base-latency-us", problems, zero_ok=True),
+        hw_latency_us=_nested(data.get("hw-latency-us", {}), "hw-latency-us", LINKS, problems, zero_ok=True),
+        bw_efficiency=_nested(data.get("bw-efficiency", {}), "bw-efficiency", SCOPES, problems, zero_ok=False),
+        fitted_on=tuple(fitted) if isinstance(fitted, list) else (),
+    )
+    problems.raise_if_any()
+    return profile
