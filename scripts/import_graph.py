@@ -50,6 +50,7 @@ LAYERS = (
     ("plugins", "hookspecs"),
     ("progress",),
     ("api", "flows_api"),
+    ("calibrate",),
     ("sweep",),
     ("cli",),
 )

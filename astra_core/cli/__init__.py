@@ -2,7 +2,8 @@
 
 Commands, one module each: ``run`` and ``backends`` (:mod:`.run`),
 ``topology`` (:mod:`.topology`), ``gen`` and ``convert`` (:mod:`.workload`),
-``sweep`` (:mod:`.sweep`), ``flows`` (:mod:`.flows`); plugins add their own
+``sweep`` (:mod:`.sweep`), ``flows`` (:mod:`.flows`), ``calibrate``
+(:mod:`.calibrate`); plugins add their own
 through the ``astra_register_commands`` hook (``astra noc`` comes from
 astra-garnetlike). :mod:`.common` holds the one error boundary (an
 :class:`~astra_core.errors.AstraError` is ``error:`` lines and exit 1) and
@@ -15,6 +16,7 @@ import warnings
 
 import click
 
+from astra_core.cli.calibrate import calibrate
 from astra_core.cli.common import AstraGroup
 from astra_core.cli.flows import flows
 from astra_core.cli.run import backends, run
@@ -30,7 +32,7 @@ def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
 
 
-for _command in (run, backends, topology, convert, gen, sweep, flows):
+for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate):
     main.add_command(_command)
 
 

@@ -139,7 +139,7 @@ def _nested(
             problems.add(f"{key}.{outer}", f"unknown key (one of {', '.join(names)})")
             continue
         for cell, value in _cells(cells, f"{key}.{outer}", problems, zero_ok=zero_ok).items():
-            out[(names.index(outer), *cell)] = value
+            out[(names.index(outer), cell[0], cell[1])] = value
     return out
 
 
@@ -166,7 +166,9 @@ def read_profile(path: str | os.PathLike[str]) -> NcclProfile:
         call_overhead_us=overhead or 0.0,
         base_latency_us=_cells(data.get("base-latency-us", {}), "base-latency-us", problems, zero_ok=True),
         hw_latency_us=_nested(data.get("hw-latency-us", {}), "hw-latency-us", LINKS, problems, zero_ok=True),
-        bw_efficiency=_nested(data.get("bw-efficiency", {}), "bw-efficiency", SCOPES, problems, zero_ok=False),
+        bw_efficiency=_nested(
+            data.get("bw-efficiency", {}), "bw-efficiency", SCOPES, problems, zero_ok=False
+        ),
         fitted_on=tuple(fitted) if isinstance(fitted, list) else (),
     )
     problems.raise_if_any()

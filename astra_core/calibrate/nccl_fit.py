@@ -1,0 +1,280 @@
+"""Fitting a calibrated NCCL profile to a user's nccl-tests logs.
+
+For every row of every log the NCCL model decides what NCCL would run (the
+algorithm, protocol and channels, from NCCL's own tables, as NCCL decides at
+run time); the fit changes only what those choices cost. Its parameters are
+few and shared, so that a profile says something about the rows it was not
+fitted on (another collective, another node count):
+
+* per protocol (LL, LL128, Simple), a factor on the latencies inside a node:
+  every algorithm's base latency (NCCL's ``baseLatencies``) and its NVLink and
+  PCI step latencies (``hwLatencies``) with that protocol;
+* per protocol, a factor on the network step latencies (``hwLatencies[NET]``),
+  when a log spans several nodes;
+* per scope (one node, several nodes), an efficiency on the bus bandwidth
+  NCCL's model gives every algorithm and protocol;
+* a per-call overhead (µs), the same for every call: what a default
+  nccl-tests loop adds beyond NCCL's kernel (the host's launch of each call;
+  the loop times ``iters`` calls back to back and divides, so a call costs at
+  least its launch).
+
+A parameter no row depends on is left out (a one-node log leaves the network
+latencies and the several-node efficiency at NCCL's values). The residual of
+a row is ``log(predicted / measured)`` (a row of 8 B weighs as much as one of
+8 GiB); a prior adds ``prior x log(factor)`` per factor and ``prior x
+overhead / 10 µs``, so that what the rows cannot tell apart stays near NCCL's
+values. Solved with ``scipy.optimize.least_squares`` (trust-region
+reflective), each factor between 1/20 and 20, the overhead between 0 and
+1000 µs. The profile lists every table cell a factor changed.
+
+Predicted times are the NCCL model's (:meth:`NcclModel.choose`; NCCL's
+``p2p`` cost of the slowest pair for ``sendrecv_perf``), which is what astra
+reports on a fabric as fast as NCCL's rating.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from astra_core.calibrate.nccl_tests import NcclTestsLog
+from astra_core.config.nccl_profile import NcclProfile
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.errors import ConfigError
+from astra_core.system.collectives.nccl.model import NcclModel
+from astra_core.system.collectives.nccl.tuning import DEFAULT_CONSTANTS, Algo, Proto, with_profile
+from astra_core.system.comm_types import CommType
+
+_COMM_TYPES = {
+    "all-reduce": CommType.ALL_REDUCE,
+    "all-gather": CommType.ALL_GATHER,
+    "reduce-scatter": CommType.REDUCE_SCATTER,
+    "all-to-all": CommType.ALL_TO_ALL,
+}
+NVLINK, PCI, NET = 0, 1, 2
+#: Each parameter stays within this factor of NCCL's value.
+BOUND = 20.0
+
+#: A parameter: ("lat", proto), ("net", proto), ("eff", scope) or ("overhead",).
+Param = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """One log row (``log``: the log's label): measured and predicted time (µs)
+    before and after the fit,
+    and what NCCL runs (``Ring/LL``; ``p2p/Simple`` for send/receive rows)."""
+
+    log: str
+    size_bytes: int
+    measured_us: float
+    before_us: float
+    after_us: float
+    choice: str
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The fitted profile and every row's times."""
+
+    profile: NcclProfile
+    rows: tuple[FitRow, ...]
+
+    def geomean_error(self, log: str | None = None, *, after: bool = True) -> float:
+        """Geometric mean of ``|predicted / measured - 1|`` over the rows (of the log
+        labelled ``log``)."""
+        rows = [r for r in self.rows if log is None or r.log == log]
+        errors = [abs((r.after_us if after else r.before_us) / r.measured_us - 1) for r in rows]
+        return math.exp(sum(math.log(max(e, 1e-9)) for e in errors) / len(errors))
+
+
+def log_machine(log: NcclTestsLog, system: SystemConfig, network: NetworkConfig) -> NetworkConfig:
+    """The part of ``network`` the log ran on: one node's
+    dimension 0 cut to the log's GPUs, or ``nodes`` of dimension 0's nodes.
+    ConfigError naming the log when the network cannot hold it."""
+    data = network.to_dict()
+    per_node = data["npus_count"][0]
+    if log.nodes == 1:
+        if log.ranks > per_node:
+            raise ConfigError(f"{log.path}: {log.ranks} GPUs on one host, but a node has {per_node}")
+        data = {key: value[:1] for key, value in data.items()}
+        data["npus_count"] = [log.ranks]
+    else:
+        if len(data["npus_count"]) < 2 or log.gpus_per_node != per_node:
+            raise ConfigError(
+                f"{log.path}: {log.nodes} nodes of {log.gpus_per_node} GPUs; the network needs "
+                f"a dimension 0 of {log.gpus_per_node} GPUs and a dimension 1 of NICs (it has "
+                f"{data['npus_count']})"
+            )
+        data = {key: value[:2] for key, value in data.items()}
+        data["npus_count"] = [per_node, log.nodes]
+    if system.nccl is None:
+        raise ConfigError(f'{system.source}: calibrating NCCL needs an "nccl" section naming the GPU')
+    return NetworkConfig.from_dict(data, source=f"the network of {log.path}")
+
+
+def predict_us(model: NcclModel, log: NcclTestsLog, size: int) -> tuple[float, str]:
+    """The model's time of one row (µs) and what NCCL runs for it."""
+    n = log.ranks
+    if log.collective == "send-recv":  # rank r sends to r + 1 and receives from r - 1
+        ll = size <= 16384
+        worst = max(model.p2p_ns(r, (r + 1) % n, size) for r in range(n))
+        return worst / 1000.0, "p2p/LL" if ll else "p2p/Simple"
+    comm_type = _COMM_TYPES[log.collective]
+    per_rank = size // n if comm_type is CommType.ALL_GATHER else size
+    algo, proto, _, time_us, _ = model.choose(comm_type, tuple(range(n)), max(per_rank, 1))
+    if comm_type is CommType.ALL_TO_ALL:
+        return time_us, "p2p/Simple"
+    return time_us, f"{Algo(algo).name}/{Proto(proto).name}"
+
+
+def _cell(choice: str) -> tuple[int, int]:
+    algo, proto = choice.split("/")
+    return (Algo.RING if algo == "p2p" else Algo[algo]), Proto[proto]
+
+
+#: Overhead parameters are in units of this many µs (the prior's scale).
+OVERHEAD_SCALE_US = 10.0
+
+
+def _profile(params: Sequence[Param], x: np.ndarray, gpu: str, version: str | None) -> NcclProfile:
+    """The profile of parameter values ``x`` (log factors; the overhead in
+    units of :data:`OVERHEAD_SCALE_US`), every affected cell listed."""
+    base: dict[tuple[int, int], float] = {}
+    hw: dict[tuple[int, int, int], float] = {}
+    eff: dict[tuple[int, int, int], float] = {}
+    overhead = 0.0
+    c = DEFAULT_CONSTANTS
+    for param, value in zip(params, x, strict=True):
+        if param[0] == "overhead":
+            overhead = float(value) * OVERHEAD_SCALE_US
+            continue
+        factor = math.exp(float(value))
+        for algo in Algo:
+            if param[0] == "eff":
+                for proto in Proto:
+                    eff[(param[1], algo, proto)] = factor
+                continue
+            proto = param[1]
+            links = (NVLINK, PCI) if param[0] == "lat" else (NET,)
+            if param[0] == "lat" and c.base_latency_us[algo][proto]:
+                base[(algo, proto)] = c.base_latency_us[algo][proto] * factor
+            for link in links:
+                if c.hw_latency_us[link][algo][proto]:
+                    hw[(link, algo, proto)] = c.hw_latency_us[link][algo][proto] * factor
+    return NcclProfile(
+        gpu=gpu,
+        nccl_version=version,
+        call_overhead_us=overhead,
+        base_latency_us=base,
+        hw_latency_us=hw,
+        bw_efficiency=eff,
+    )
+
+
+class _Problem:
+    """The logs with their machines, and the rows' predictions for a parameter vector."""
+
+    def __init__(self, logs: Sequence[NcclTestsLog], system: SystemConfig, network: NetworkConfig):
+        self.logs = logs
+        self.system = system
+        self.machines = [log_machine(log, system, network) for log in logs]
+        assert system.nccl is not None
+        self.gpu = system.nccl.gpu
+        versions = {log.nccl_version for log in logs if log.nccl_version}
+        self.version = versions.pop() if len(versions) == 1 else None
+
+    def predict(self, profile: NcclProfile | None) -> list[tuple[float, str]]:
+        constants = DEFAULT_CONSTANTS if profile is None else with_profile(DEFAULT_CONSTANTS, profile)
+        assert self.system.nccl is not None
+        out: list[tuple[float, str]] = []
+        for log, net in zip(self.logs, self.machines, strict=True):
+            model = NcclModel(self.system.nccl, net, self.system.source, constants)
+            out.extend(predict_us(model, log, point.size_bytes) for point in log.points)
+        return out
+
+    def candidates(self, choices: list[str]) -> list[Param]:
+        """Every parameter some row's cost could depend on."""
+        found: list[Param] = [("overhead",)]
+        rows = [(log, point) for log in self.logs for point in log.points]
+        for (log, _), choice in zip(rows, choices, strict=True):
+            proto = _cell(choice)[1]
+            scope = 0 if log.nodes == 1 else 1
+            for param in (("lat", proto), ("net", proto), ("eff", scope)):
+                if param not in found and not (param[0] == "net" and scope == 0):
+                    found.append(param)
+        return found
+
+
+def fit(
+    logs: Sequence[NcclTestsLog], system: SystemConfig, network: NetworkConfig, prior: float = 0.1
+) -> FitResult:
+    """Fit a profile to ``logs`` on the machine of ``system`` (its ``nccl``
+    section) and ``network`` (see the module docstring). ConfigError naming a
+    log that does not fit the machine."""
+    problem = _Problem(logs, system, network)
+    measured = np.array([point.time_us for log in logs for point in log.points])
+    before = problem.predict(None)
+    choices = [choice for _, choice in before]
+    params = problem.candidates(choices)
+    # keep the parameters some row's time moves with
+    base_times = np.array([t for t, _ in before])
+    kept = []
+    for k, param in enumerate(params):
+        u = np.zeros(len(params))
+        u[k] = 0.05
+        moved = np.array([t for t, _ in problem.predict(_profile(params, u, problem.gpu, None))])
+        if np.any(np.abs(moved / base_times - 1) > 1e-9):
+            kept.append(param)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        times = np.array([t for t, _ in problem.predict(_profile(kept, x, problem.gpu, None))])
+        return np.concatenate([np.log(times / measured), prior * x])
+
+    bound = math.log(BOUND)
+    low = [0.0 if p[0] == "overhead" else -bound for p in kept]
+    high = [1000.0 / OVERHEAD_SCALE_US if p[0] == "overhead" else bound for p in kept]
+    start = np.array([0.1 if p[0] == "overhead" else 0.0 for p in kept])
+    solution = least_squares(residuals, start, bounds=(low, high), diff_step=1e-4)
+    profile = _profile(kept, solution.x, problem.gpu, problem.version)
+    result = _compare(problem, profile, before)
+    fitted_on = tuple(
+        {
+            "log": log.path,
+            "collective": log.collective,
+            "ranks": log.ranks,
+            "nodes": log.nodes,
+            "points": len(log.points),
+            "geomean-error-before": round(result.geomean_error(log.label, after=False), 4),
+            "geomean-error-after": round(result.geomean_error(log.label), 4),
+        }
+        for log in logs
+    )
+    return replace(result, profile=replace(profile, fitted_on=fitted_on))
+
+
+def compare(
+    logs: Sequence[NcclTestsLog], system: SystemConfig, network: NetworkConfig, profile: NcclProfile
+) -> FitResult:
+    """Every row of ``logs`` predicted with NCCL's own constants (``before_us``)
+    and with ``profile`` (``after_us``): how well a profile predicts logs it was
+    not fitted on."""
+    problem = _Problem(logs, system, network)
+    return _compare(problem, profile, problem.predict(None))
+
+
+def _compare(problem: _Problem, profile: NcclProfile, before: list[tuple[float, str]]) -> FitResult:
+    after = problem.predict(profile)
+    rows = [
+        FitRow(log.label, point.size_bytes, point.time_us, old[0], new[0], old[1])
+        for (log, point), old, new in zip(
+            [(log, point) for log in problem.logs for point in log.points], before, after, strict=True
+        )
+    ]
+    return FitResult(profile, tuple(rows))

@@ -1,0 +1,193 @@
+"""The NCCL profile: fitted to nccl-tests logs (astra_core.calibrate.nccl_fit), read from
+its file (astra_core.config.nccl_profile) and applied by the NCCL model."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import astra
+from astra_core.calibrate.nccl_fit import _Problem, _profile, compare, fit
+from astra_core.calibrate.nccl_tests import read_logs
+from astra_core.cli import main
+from astra_core.config.nccl_profile import read_profile
+from astra_core.config.network import load_network
+from astra_core.config.system import SystemConfig, load_system
+from astra_core.errors import ConfigError
+from astra_core.system.collectives.nccl.tuning import Proto
+from astra_core.workload.generators.micro import write_micro
+
+REPO = Path(__file__).resolve().parents[2]
+PRESET = REPO / "examples" / "validation" / "hgx_h100_4nodes"
+DATA = REPO / "tests" / "data" / "nccl_tests"
+SIZES = [8 * 4**k for k in range(15)]  # 8 B .. 2 GiB
+
+
+def _machine():
+    return load_system(PRESET / "system.json"), load_network(PRESET / "network.yml")
+
+
+def _write_log(path: Path, binary: str, hosts: list[str], rows: list[tuple[int, float]]) -> Path:
+    """An nccl-tests log as all_reduce_perf prints it (rows of size, time in µs)."""
+    lines = ["# nccl-tests version 2.17.9 nccl-headers=22403 nccl-library=22403"]
+    lines.append(f"# Collective test starting: {binary}")
+    for rank, host in enumerate(hosts):
+        lines.append(
+            f"#  Rank {rank:2d} Group  0 Pid {100 + rank} on {host} device {rank % 8} [0x1b] NVIDIA H100 80GB HBM3"
+        )
+    for size, time_us in rows:
+        lines.append(
+            f"{size:12d} {size // 4:12d} float sum -1 {time_us:.6f} 0.00 0.00 0 {time_us:.6f} 0.00 0.00 0"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _synthetic(tmp_path: Path, truth, problem_logs) -> list:
+    """Logs whose times are the model's with the profile ``truth``."""
+    system, network = _machine()
+    problem = _Problem(problem_logs, system, network)
+    times = iter(problem.predict(truth))
+    written = []
+    for k, log in enumerate(problem_logs):
+        rows = [(p.size_bytes, next(times)[0]) for p in log.points]
+        binary = {"all-reduce": "all_reduce_perf", "all-gather": "all_gather_perf"}[log.collective]
+        hosts = [f"node{r // log.gpus_per_node}" for r in range(log.ranks)]
+        written += read_logs(_write_log(tmp_path / f"truth{k}.txt", binary, hosts, rows))
+    return written
+
+
+def test_the_fit_recovers_the_profile_that_made_the_logs(tmp_path):
+    """Logs made by the model with known corrections (a 4 µs call overhead, LL
+    latencies x 1.6, Simple latencies x 1.3, bandwidth x 0.9 on one node and x 0.8
+    across nodes) are fitted back to those corrections, every row to 1e-4."""
+    seed = []
+    for binary, hosts in (
+        ("all_reduce_perf", ["a"] * 8),
+        ("all_gather_perf", ["a"] * 8),
+        ("all_reduce_perf", [f"n{r // 8}" for r in range(32)]),
+    ):
+        seed += read_logs(
+            _write_log(tmp_path / f"seed_{binary}_{len(hosts)}.txt", binary, hosts, [(s, 1.0) for s in SIZES])
+        )
+    params = [("overhead",), ("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0), ("eff", 1)]
+    x = np.array([0.4, math.log(1.6), math.log(1.3), math.log(0.9), math.log(0.8)])
+    truth = _profile(params, x, "H100", None)
+    logs = _synthetic(tmp_path, truth, seed)
+    system, network = _machine()
+    result = fit(logs, system, network, prior=0.0)
+    assert max(abs(r.after_us / r.measured_us - 1) for r in result.rows) < 1e-4
+    profile = result.profile
+    assert profile.call_overhead_us == pytest.approx(4.0, rel=1e-3)
+    assert profile.base_latency_us[(1, 0)] == pytest.approx(6.6 * 1.6, rel=1e-3)  # Ring/LL
+    assert profile.bw_efficiency[(0, 4, 2)] == pytest.approx(0.9, rel=1e-3)  # one node, NVLS/Simple
+    assert profile.bw_efficiency[(1, 0, 0)] == pytest.approx(0.8, rel=1e-3)  # several nodes, Tree/LL
+    assert profile.nccl_version == "2.24.3"
+    assert [entry["points"] for entry in profile.fitted_on] == [15, 15, 15]
+
+
+def test_a_profile_fitted_on_one_log_predicts_another_through_what_they_share(tmp_path):
+    """Fitted on one node's all-reduce only, the corrections shared with a one-node
+    all-gather (the call overhead, LL and Simple latency factors, the one-node
+    efficiency) predict it exactly; the several-node factors stay NCCL's."""
+    params = [("overhead",), ("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0)]
+    truth = _profile(params, np.array([0.3, math.log(1.5), math.log(1.2), math.log(0.92)]), "H100", None)
+    seed = [
+        read_logs(_write_log(tmp_path / f"s_{b}.txt", b, ["a"] * 8, [(s, 1.0) for s in SIZES]))[0]
+        for b in ("all_reduce_perf", "all_gather_perf")
+    ]
+    reduce_log, gather_log = _synthetic(tmp_path, truth, seed)
+    system, network = _machine()
+    fitted = fit([reduce_log, gather_log], system, network, prior=0.0).profile
+    assert fitted.call_overhead_us == pytest.approx(3.0, rel=1e-3)
+    assert not any(scope == 1 for scope, _, _ in fitted.bw_efficiency)
+    checked = compare([gather_log], system, network, fitted)
+    assert checked.geomean_error() < 1e-4 < checked.geomean_error(after=False)
+
+
+def _simulate_us(tmp_path: Path, system: dict, size: int) -> float:
+    prefix = tmp_path / f"ar_{size}"
+    write_micro("all-reduce", size, 8, prefix)
+    net = {"topology": ["Switch"], "npus_count": [8], "bandwidth": [419.095], "latency": [300]}
+    result = astra.simulate(str(prefix), SystemConfig.from_dict(system, str(tmp_path / "system.json")), net)
+    return result.step_ns / 1000.0
+
+
+def test_system_json_names_a_profile_and_a_collective_costs_what_it_says(tmp_path):
+    """A profile adding 5 µs to each call and halving the one-node bandwidth of
+    NVLS: an 8 B all-reduce (Ring/LL, NCCL's time) takes exactly 5 µs more; a 1 GiB
+    one (NVLS) takes latency + 5 µs + twice the bandwidth time."""
+    system = json.loads((REPO / "examples" / "validation" / "hgx_h100" / "system.json").read_text())
+    plain_small, plain_big = (_simulate_us(tmp_path, system, s) for s in (8, 2**30))
+    (tmp_path / "profile.json").write_text(
+        json.dumps(
+            {
+                "format": "astra-nccl-profile/1",
+                "call-overhead-us": 5.0,
+                "bw-efficiency": {"one-node": {"NVLS/Simple": 0.5}},
+            }
+        )
+    )
+    system["nccl"]["profile"] = "profile.json"  # found beside system.json
+    small, big = (_simulate_us(tmp_path, system, s) for s in (8, 2**30))
+    assert small == pytest.approx(plain_small + 5.0, abs=1e-3)
+    nvls_latency = 25.0  # hwLat[NVLINK][NVLS][Simple], one node
+    assert big - 5.0 - nvls_latency == pytest.approx(2 * (plain_big - nvls_latency), rel=1e-6)
+
+
+def test_profile_files_with_mistakes_are_one_line_each_naming_file_and_key(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "format": "astra-nccl-profile/1",
+                "call-overhead-us": -1,
+                "base-latency-us": {"Ring/LL9": 1.0},
+                "hw-latency-us": {"NVLINK": {"Tree/LL": "x"}, "IB": {}},
+                "bw-efficiency": {"one-node": {"Ring/Simple": 0}},
+                "fited-on": [],
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as info:
+        read_profile(bad)
+    lines = str(info.value).splitlines()
+    assert lines == [
+        f"{bad}: unknown key 'fited-on'; did you mean 'fitted-on'?",
+        f"{bad}: call-overhead-us: must be >= 0, got -1",
+        f"{bad}: base-latency-us.Ring/LL9: unknown cell 'Ring/LL9': Algorithm/Protocol with NCCL's names "
+        "(Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT / LL, LL128, Simple)",
+        f"{bad}: hw-latency-us.NVLINK.Tree/LL: expected a finite number, got 'x'",
+        f"{bad}: hw-latency-us.IB: unknown key (one of NVLINK, PCI, NET)",
+        f"{bad}: bw-efficiency.one-node.Ring/Simple: must be > 0, got 0",
+    ]
+    system = json.loads((REPO / "examples" / "validation" / "hgx_h100" / "system.json").read_text())
+    system["nccl"]["profile"] = "nowhere.json"
+    with pytest.raises(ConfigError, match=r"nccl.profile: no file nowhere.json"):
+        _simulate_us(tmp_path, system, 8)
+
+
+def test_astra_calibrate_nccl_writes_a_profile_that_system_json_can_name(tmp_path):
+    log = tmp_path / "h100_1node_5colls.txt"
+    shutil.copy(DATA / "h100_1node_5colls.txt", log)
+    out = tmp_path / "profile.json"
+    args = ["calibrate", "nccl", str(log), "--collective", "all-reduce", "-o", str(out)]
+    args += ["--system", str(PRESET / "system.json"), "--network", str(PRESET / "network.yml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "fitted" in result.output and "profile ->" in result.output
+    profile = read_profile(out)
+    assert profile.nccl_version == "2.29.2" and profile.gpu == "H100"
+    (entry,) = profile.fitted_on
+    assert entry["geomean-error-after"] < entry["geomean-error-before"]
+    missing = CliRunner().invoke(main, [*args[:2], str(tmp_path / "nope.txt"), *args[3:]])
+    assert missing.exit_code == 1
+    assert missing.output.strip().splitlines() == [
+        f"error: {tmp_path / 'nope.txt'}: cannot read: No such file or directory"
+    ]
