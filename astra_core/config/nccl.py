@@ -29,6 +29,10 @@ profile            (none)    a calibrated profile (``astra calibrate nccl``;
                              :mod:`astra_core.config.nccl_profile`): path
                              looked up from the working directory, then from
                              the system.json's folder
+version            2.30.7    the NCCL release whose cost model chooses the
+                             algorithm and protocol and prices them:
+                             "2.24.3" or "2.24" (:data:`NCCL_RELEASES`; see
+                             :func:`nccl_release`)
 =================  ========  ===============================================
 
 A section that no ``*-implementation`` list names is a warning (it changes
@@ -45,6 +49,7 @@ fails when the file is read, not when the first collective runs.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
@@ -57,6 +62,61 @@ from astra_core.config.nccl_env import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, pars
 from astra_core.errors import ConfigError
 
 CPU_VENDORS = ("intel", "amd", "other")
+
+#: The NCCL releases whose cost model astra transcribes, oldest first
+#: (``astra_core.system.collectives.nccl.tuning.NCCL_VERSIONS`` holds their
+#: constants). The last, the default, is NCCL commit 5067397c (master after
+#: v2.30.7-1, June 2026), whose ``src/graph/tuning.cc`` is v2.30.7-1's.
+NCCL_RELEASES = (
+    "2.19.3",
+    "2.20.5",
+    "2.21.5",
+    "2.22.3",
+    "2.23.4",
+    "2.24.3",
+    "2.25.1",
+    "2.26.2",
+    "2.27.3",
+    "2.28.3",
+    "2.28.7",
+    "2.28.9",
+    "2.29.2",
+    "2.29.7",
+    "2.30.7",
+)
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?")
+
+
+def _parts(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def nccl_release(value: Any) -> tuple[str | None, str | None]:
+    """The modelled release (one of :data:`NCCL_RELEASES`) an NCCL version names:
+    ``"2.24.3"``, ``"2.24"`` (the newest modelled 2.24 release) or NCCL's tag
+    ``"v2.24.3-1"``. A patch release not in the list takes the modelled release
+    of its minor at or before it (``2.28.8`` is ``2.28.7``; tuning.cc changes
+    with patch releases, never back), or its minor's first when it is older
+    than all of them (``2.19.1`` is ``2.19.3``). Else ``(None, error)``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (
+            None,
+            f'expected a string such as "2.24" or "2.24.3", got the number {value!r}: write it in quotes',
+        )
+    text, error = as_str(value)
+    if text is None:
+        return None, error
+    match = _VERSION.fullmatch(text.strip())
+    same_minor = []
+    if match:
+        major, minor, patch = match.groups()
+        same_minor = [r for r in NCCL_RELEASES if _parts(r)[:2] == (int(major), int(minor))]
+    if not same_minor:
+        return None, f"unknown or unmodelled NCCL version {text!r}; modelled: {', '.join(NCCL_RELEASES)}"
+    if patch is None:
+        return same_minor[-1], None
+    earlier = [r for r in same_minor if _parts(r)[2] <= int(patch)]
+    return (earlier[-1] if earlier else same_minor[0]), None
 
 
 def as_gpu(value: Any) -> tuple[str | None, str | None]:
@@ -78,6 +138,12 @@ def _as_env(variable: str) -> Any:
         return text, None
 
     return checked(check)
+
+
+def _as_version(value: Any) -> tuple[str | None, str | None]:
+    """An NCCL version :func:`nccl_release` knows, kept as written."""
+    release, error = nccl_release(value)
+    return (value if release is not None else None), error
 
 
 def _as_count(value: Any) -> tuple[int | None, str | None]:
@@ -105,6 +171,7 @@ class NcclConfig(ConfigModel):
     nccl_algo: Annotated[str | None, _as_env("NCCL_ALGO")] = Field(None, alias="NCCL_ALGO")
     nccl_proto: Annotated[str | None, _as_env("NCCL_PROTO")] = Field(None, alias="NCCL_PROTO")
     profile: Annotated[str | None, checked(as_str)] = None
+    version: Annotated[str | None, checked(_as_version)] = None
 
     def to_dict(self) -> dict[str, Any]:
         """The section as system.json writes it: ``gpu`` plus every non-default

@@ -34,13 +34,13 @@ from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import (
     ALGO_NAMES,
-    DEFAULT_CONSTANTS,
     PROTO_NAMES,
     Algo,
     Func,
     Proto,
     TunerConstants,
     Tuning,
+    constants_for,
     generation,
     tune,
     with_profile,
@@ -95,8 +95,10 @@ class NcclModel:
     nothing may lie beyond dimension 1, and ``gpus-per-node`` must be dimension
     0's size (:func:`_check_placement`). Warns (:class:`ConfigWarning`) when
     dimension 0 is faster than the named GPU's NVLinks (its datasheet rate,
-    :mod:`.hardware`). ``constants``, if given, replace NCCL's constants and
-    the ``profile`` as what a collective costs (the calibration's fit uses it).
+    :mod:`.hardware`). NCCL chooses with the constants of the release
+    ``version`` names (:func:`~.tuning.constants_for`). ``constants``, if
+    given, replace NCCL's constants and the ``profile`` as what a collective
+    costs (the calibration's fit uses it).
     """
 
     def __init__(
@@ -144,8 +146,9 @@ class NcclModel:
                 stacklevel=2,
             )
         self.nics_per_node = config.nics_per_node or self.gpus_per_node
-        #: NCCL's own constants, with which it chooses (its version's)
-        self.nccl_constants = DEFAULT_CONSTANTS
+        #: NCCL's own constants, with which it chooses: those of the release
+        #: ``nccl.version`` names (the newest modelled, 5067397c = 2.30.7, by default)
+        self.nccl_constants = constants_for(config.version)
         #: what a collective costs: NCCL's constants with a profile's corrections
         self.constants = constants if constants is not None else self._constants()
         self._comms: dict[tuple[int, ...], tuple[Layout, Tuning, Tuning]] = {}
@@ -255,7 +258,9 @@ class NcclModel:
         Checked, not fitted, against NVIDIA/nccl issue #1455 (4 to 8 GPUs,
         validation/nccl.py)."""
         c = self.constants
-        efficiency = c.nvls_efficiency[generation(self.gpu.compcap)] * c.bw_efficiency[0][Algo.NVLS][Proto.SIMPLE]
+        efficiency = (
+            c.nvls_efficiency[generation(self.gpu.compcap)] * c.bw_efficiency[0][Algo.NVLS][Proto.SIMPLE]
+        )
         return self.nvlink_gbps * efficiency * n / (n + 1)
 
     def _all_to_all_us(self, layout: Layout, size: int) -> float:

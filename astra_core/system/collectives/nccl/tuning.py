@@ -4,10 +4,12 @@ bus bandwidth, the time of an operation of ``n`` bytes, and NCCL's choice.
 This is the model NCCL itself uses to pick an algorithm and a protocol for
 every collective call (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` in
 ``src/graph/tuning.cc``, ``topoGetAlgoInfo`` in ``src/enqueue.cc``; NCCL
-commit 5067397c, June 2026). Every constant below is a value of that file,
-cited by the name NCCL gives it. What NCCL derives from its topology search
-(channels and per-channel bandwidths of each algorithm's graph) is an input
-here: :class:`Graph`.
+commit 5067397c, June 2026, whose tuning.cc is v2.30.7-1's). Every constant
+below is a value of that file, cited by the name NCCL gives it. Older
+releases, 2.19 to 2.29, are :data:`NCCL_VERSIONS`: the same model with the
+values and the few rules that changed since (:class:`TunerConstants`). What
+NCCL derives from its topology search (channels and per-channel bandwidths of
+each algorithm's graph) is an input here: :class:`Graph`.
 
 Units: latencies in µs, bandwidths in GB/s (1 GB = 1e9 bytes, NCCL's unit:
 ``time_us = latency_us + bytes / (1000 * bw_GBps)``), sizes in bytes.
@@ -33,7 +35,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Literal
 
+from astra_core.config.nccl import nccl_release
 from astra_core.config.nccl_env import ALGO_NAMES, FUNC_NAMES, PROTO_NAMES, parse_env_list
 from astra_core.config.nccl_profile import NcclProfile
 from astra_core.errors import ConfigError
@@ -204,6 +208,11 @@ class TunerConstants:
     ``nvls_efficiency`` per GPU generation. Their defaults are the values at
     the top of this module.
 
+    The fields after ``nvls_efficiency`` are the rules of NCCL's model that
+    changed between releases (:data:`NCCL_VERSIONS`); each says, in its
+    comment, what it was and where (file, function, release). Their defaults
+    are 5067397c's.
+
     ``bw_efficiency`` [one node, several nodes][algo][proto] multiplies the bus
     bandwidth NCCL's model gives (1: NCCL's own figure); ``call_overhead_us``
     is added to every collective's time. Both are 1 and 0 unless a profile
@@ -218,6 +227,56 @@ class TunerConstants:
     tree_max_bw: tuple[tuple[float, ...], ...] = TREE_MAX_BW
     nvls_tree_max_bw: tuple[tuple[float, ...], ...] = NVLS_TREE_MAX_BW
     nvls_efficiency: tuple[float, ...] = NVLS_EFFICIENCY
+    #: Ring/LL bus bandwidth factor (tuning.cc ``ncclTopoTuneModel``): (an
+    #: all-reduce or reduce, or several nodes; an all-gather, reduce-scatter or
+    #: broadcast on one node). 0.5 for both from 2.21; (1/4, 1/3) before.
+    ring_ll_factor: tuple[float, float] = (0.5, 0.5)
+    #: Ring/LL128 bus bandwidth factor with one GPU per node (``ppn < 2``); 0.92
+    #: (120/128) with more. The same 0.92 from 2.23; 0.7 before.
+    ring_ll128_ppn1_factor: float = 0.92
+    #: NVLS and NVLSTree bandwidth per channel (tuning.cc): ``"efficiency"``
+    #: (2.28 on): the graph's bwIntra x ``nvls_efficiency`` x (c-1)/c, x 2 for an
+    #: all-reduce, x (ppn-1)/ppn otherwise, capped by bwInter (x 2 for NVLSTree
+    #: on up to 2 nodes) and ``nvls_tree_max_bw``; ``"min"`` (2.19 to 2.26):
+    #: NVLS min(bwIntra, bwInter), NVLSTree min(bwIntra, bwInter, halved beyond
+    #: 2 nodes); ``"min-gather"`` (2.27): as ``"min"``, but an NVLS all-gather or
+    #: reduce-scatter min(bwIntra x (ppn-1)/ppn, bwInter x 0.9).
+    nvls_bw_rule: Literal["efficiency", "min", "min-gather"] = "efficiency"
+    #: NVLS and NVLSTree bus-to-algorithm bandwidth ratio: None, ranks / steps as
+    #: a ring's (2.28 on); 5/6 before.
+    nvls_ratio: float | None = None
+    #: That ratio applies to NVLS all-gather and reduce-scatter too (2.19 to
+    #: 2.22); from 2.23 a non-ring all-gather or reduce-scatter has none.
+    nvls_gather_ratio: bool = False
+    #: A ring all-reduce across nodes crosses the network ``2 * nodes`` times
+    #: in NCCL's latency (``nInterSteps``, 2.19 to 2.22); ``2 * (nodes - 1)`` from 2.23.
+    ring_inter_steps_2n: bool = False
+    #: With one GPU per node the inter-node latency is the tree's network one
+    #: (2.23 on); before, each algorithm's own.
+    ppn1_tree_net_latency: bool = True
+    #: treeCorrectionFactor below 64 bytes: ``log2i(0)`` was 0 until 2.21, so
+    #: the first column applied (``ncclTopoGetAlgoTime``); from 2.22 none applies.
+    tree_correction_below_64b: bool = False
+    #: treeCorrectionFactor also for NVLSTree all-reduce on SM 100 (2.29 on).
+    nvls_tree_correction: bool = True
+    #: ``comm->nChannels`` doubles across nodes on SM 90 while it is below this
+    #: (connect.cc ``ncclTopoPostset``): 16 from 2.20; 2.19's ``2 * nChannels
+    #: <= MAXCHANNELS`` is 33.
+    double_channels_below: int = 16
+    #: NVLS needs this many GPUs of the communicator on a node (nvls.cc
+    #: ``ncclNvlsInit``: ``gpuCount < 2`` is off from 2.28.9, ``<= 2`` before).
+    nvls_min_gpus: int = 2
+    #: The release knows Blackwell (2.25 on). Before, SM 100 took Hopper's rows
+    #: (``compCapIndex``), the channel doubling needed SM 90 exactly, and NVLS
+    #: ran ``NCCL_NVLS_NCHANNELS``' 16.
+    blackwell: bool = True
+    #: NVLS channels on SM 100 (nvls.cc): (one node, several). (24, 32) from
+    #: 2.27 (``NVLS_NCHANNELS_SM100_NVL``, ``NVLS_NCHANNELS_SM100``); 32 in 2.25 and 2.26.
+    nvls_channels_sm100: tuple[int, int] = (24, 32)
+    #: The release has PAT (2.23 on), and PAT's bandwidth factor: 0.75 from
+    #: 2.24, 0.85 in 2.23.
+    pat: bool = True
+    pat_bw_factor: float = 0.75
     bw_efficiency: tuple[tuple[tuple[float, ...], ...], ...] = (_table(1.0), _table(1.0))
     call_overhead_us: float = 0.0
 
@@ -226,9 +285,116 @@ class TunerConstants:
 DEFAULT_CONSTANTS = TunerConstants()
 
 
-def generation(compcap: int) -> int:
-    """NCCL's compute-capability index (``compCapIndex``): SM 100+, 90+, 80+, else Volta."""
-    return BLACKWELL if compcap >= 100 else HOPPER if compcap >= 90 else AMPERE if compcap >= 80 else VOLTA
+def generation(compcap: int, c: TunerConstants = DEFAULT_CONSTANTS) -> int:
+    """NCCL's compute-capability index (``compCapIndex``): SM 100+, 90+, 80+, else
+    Volta; SM 100 is Hopper's in a release before Blackwell's rows (2.25)."""
+    if compcap >= 100 and c.blackwell:
+        return BLACKWELL
+    return HOPPER if compcap >= 90 else AMPERE if compcap >= 80 else VOLTA
+
+
+def _put(table: tuple, index: tuple[int, ...], value: object) -> tuple:
+    """``table`` (nested tuples) with the cell at ``index`` set to ``value``."""
+    if len(index) == 1:
+        return table[: index[0]] + (value,) + table[index[0] + 1 :]
+    inner = _put(table[index[0]], index[1:], value)
+    return table[: index[0]] + (inner,) + table[index[0] + 1 :]
+
+
+# -- NCCL releases ----------------------------------------------------------------------
+# Each release is the next newer one with what that release changed undone, read from
+# NCCL's src/graph/tuning.cc (ncclTopoTuneModel, ncclTopoGetAlgoTime), src/enqueue.cc,
+# src/graph/connect.cc and src/transport/nvls.cc at its tag (v2.19.3-1 ... v2.30.7-1).
+_S = Proto.SIMPLE
+_2_30_7 = DEFAULT_CONSTANTS  # 5067397c: tuning.cc as at v2.30.7-1
+_2_29_7 = replace(_2_30_7, nvls_tree_max_bw=_put(_2_30_7.nvls_tree_max_bw, (BLACKWELL, 2), 43.8))
+_2_29_2 = replace(
+    _2_29_7, ring_ll128_max_bw=_put(_2_29_7.ring_ll128_max_bw, (BLACKWELL,), (34.5, 34.6, 34.5))
+)
+_2_28_9 = replace(
+    _2_29_2,
+    ring_ll128_max_bw=_put(_2_29_2.ring_ll128_max_bw, (BLACKWELL,), (73.4, 34.6, 73.4)),
+    nvls_tree_correction=False,
+)
+_2_28_7 = replace(
+    _2_28_9,
+    hw_latency_us=_put(_2_28_9.hw_latency_us, (NET, Algo.NVLS_TREE, _S), 14.0),  # 20.9 from 2.28.9
+    nvls_tree_max_bw=_put(_2_28_9.nvls_tree_max_bw, (BLACKWELL, 2), 43.1),
+    nvls_min_gpus=3,
+)
+_2_28_3 = replace(_2_28_7, ring_ll128_max_bw=_put(_2_28_7.ring_ll128_max_bw, (BLACKWELL,), (73.4,) * 3))
+# 2.28.3 brought ncclTunerConstants, nvlsEfficiency and perChMaxNVLSTreeBws
+_2_27_3 = replace(
+    _2_28_3,
+    nvls_bw_rule="min-gather",
+    nvls_ratio=5.0 / 6.0,
+    tree_ll128_max_bw=_put(_2_28_3.tree_ll128_max_bw, (BLACKWELL,), (73.4, 73.4, 58.0)),
+    tree_max_bw=_put(_2_28_3.tree_max_bw, (BLACKWELL,), (77.4, 82.8, 72.0)),
+)
+_2_26_2 = replace(_2_27_3, nvls_bw_rule="min", nvls_channels_sm100=(32, 32))
+_2_25_1 = _2_26_2  # 2.26 changed nothing this model reads
+_2_24_3 = replace(_2_25_1, blackwell=False)  # Blackwell's rows came with 2.25
+_2_23_4 = replace(_2_24_3, pat_bw_factor=0.85)
+_2_22_3 = replace(
+    _2_23_4,
+    base_latency_us=_put(_2_23_4.base_latency_us, (Algo.TREE, _S), 0.0),
+    hw_latency_us=_put(
+        _put(_put(_2_23_4.hw_latency_us, (NVLINK, Algo.TREE, _S), 28.0), (PCI, Algo.TREE, _S), 28.0),
+        (NET, Algo.TREE, _S),
+        28.0,
+    ),
+    ring_ll128_ppn1_factor=0.7,
+    nvls_gather_ratio=True,
+    ring_inter_steps_2n=True,
+    ppn1_tree_net_latency=False,
+    pat=False,
+)
+_2_21_5 = replace(_2_22_3, tree_correction_below_64b=True)
+_2_20_5 = replace(
+    _2_21_5,
+    hw_latency_us=_put(
+        _put(_2_21_5.hw_latency_us, (NVLINK, Algo.NVLS, _S), 23.0), (NVLINK, Algo.NVLS_TREE, _S), 23.0
+    ),
+    ll_max_bw=_put(_2_21_5.ll_max_bw, (HOPPER,), (87.7, 22.5, 19.0)),
+    ring_ll_factor=(0.25, 1.0 / 3.0),
+)
+_2_19_3 = replace(_2_20_5, double_channels_below=33)
+
+#: NCCL's constants per release (:data:`astra_core.config.nccl.NCCL_RELEASES`), oldest
+#: first; the last is :data:`DEFAULT_CONSTANTS`. What differs on an H100 machine:
+#: docs/nccl.md, "NCCL versions".
+NCCL_VERSIONS: dict[str, TunerConstants] = {
+    "2.19.3": _2_19_3,
+    "2.20.5": _2_20_5,
+    "2.21.5": _2_21_5,
+    "2.22.3": _2_22_3,
+    "2.23.4": _2_23_4,
+    "2.24.3": _2_24_3,
+    "2.25.1": _2_25_1,
+    "2.26.2": _2_26_2,
+    "2.27.3": _2_27_3,
+    "2.28.3": _2_28_3,
+    "2.28.7": _2_28_7,
+    "2.28.9": _2_28_9,
+    "2.29.2": _2_29_2,
+    "2.29.7": _2_29_7,
+    "2.30.7": _2_30_7,
+}
+
+
+def constants_for(version: str | None) -> TunerConstants:
+    """NCCL's constants for the release ``version`` names (system.json's
+    ``nccl.version``): ``"2.24.3"``, ``"2.24"`` (that minor's newest modelled
+    release); a patch release not modelled takes its minor's modelled release at
+    or before it (:func:`astra_core.config.nccl.nccl_release`). None: the newest,
+    :data:`DEFAULT_CONSTANTS`. Raises ConfigError naming ``nccl.version`` and the
+    modelled releases for any other."""
+    if version is None:
+        return DEFAULT_CONSTANTS
+    release, error = nccl_release(version)
+    if release is None:
+        raise ConfigError(f"nccl.version: {error}")
+    return NCCL_VERSIONS[release]
 
 
 def _log2i(n: int) -> int:
@@ -317,7 +483,10 @@ class Tuning:
         if bw == 0:
             return None
         latency = self.latency_us[func][algo][proto]
+        c = self.constants
         log_size = _log2i(nbytes >> 6)
+        if log_size < 0 and c.tree_correction_below_64b:
+            log_size = 0  # NCCL's log2i(0) was 0 until 2.21
         if algo == Algo.TREE and func == Func.ALL_REDUCE and 0 <= log_size < 23:
             bw *= TREE_CORRECTION[proto][log_size]
         if (
@@ -325,6 +494,8 @@ class Tuning:
             and func == Func.ALL_REDUCE
             and 0 <= log_size < 24
             and self.comm.compcap >= 100
+            and c.nvls_tree_correction
+            and c.blackwell
         ):
             bw *= TREE_CORRECTION[proto][log_size]
         graph = self.comm.graphs.get(Algo.RING)
@@ -344,17 +515,20 @@ class Tuning:
         ring and tree graphs' smaller count (init.cc), doubled when rings are
         connected (connect.cc ``connectRings``; up to ``MAXCHANNELS`` 64), and
         doubled again on SM 90+ across nodes when a ring channel runs above 45
-        GB/s on fewer than 16 channels."""
+        GB/s on fewer than 16 channels (the release's
+        :attr:`TunerConstants.double_channels_below`)."""
+        c = self.constants
         graphs = self.comm.graphs
         counts = [graphs[a].n_channels for a in (Algo.RING, Algo.TREE) if a in graphs]
         nc = min(64, 2 * min(counts)) if counts else 1
         ring = graphs.get(Algo.RING)
+        compcap = self.comm.compcap
         if (
-            self.comm.compcap >= 90
+            (compcap >= 90 if c.blackwell else compcap == 90)
             and self.comm.n_nodes > 1
             and ring is not None
             and ring.bw_intra_gbps > 45.0
-            and nc < 16
+            and nc < c.double_channels_below
         ):
             nc *= 2
         return nc
@@ -366,11 +540,12 @@ class Tuning:
         LL, 640 for LL128; threshold per thread: ``NCCL_SIMPLE_THREAD_THRESHOLD``
         64 bytes, ``NCCL_LL_THREAD_THRESHOLD`` 8 (x ranks on a ring),
         ``NCCL_LL128_THREAD_THRESHOLD`` 8); NVLS runs ``NVLS_NCHANNELS`` (16 on
-        SM 90, 24 on one SM 100 node, 32 on several)."""
+        SM 90, 24 on one SM 100 node, 32 on several; as the release has them:
+        :attr:`TunerConstants.nvls_channels_sm100`)."""
         comm = self.comm
         if algo in (Algo.NVLS, Algo.NVLS_TREE):
-            if comm.compcap >= 100:
-                return 32 if comm.n_nodes > 1 else 24
+            if comm.compcap >= 100 and self.constants.blackwell:
+                return self.constants.nvls_channels_sm100[1 if comm.n_nodes > 1 else 0]
             return 16
         if algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN):
             return comm.graphs[algo].n_channels  # the search's channels (heads for Direct)
@@ -448,11 +623,10 @@ def tune(
     ``NCCL_PROTO`` given as NCCL reads them (None: NCCL's defaults), from the
     ``constants`` of one NCCL version (and a profile's corrections)."""
     n, nodes = comm.n_ranks, comm.n_nodes
-    gen = generation(comm.compcap)
+    gen = generation(comm.compcap, constants)
     node_index = min(nodes, 3) - 1
     ll_row = gen if nodes == 1 else (1 if comm.cpu_vendor == "amd" else 0)
     ll_max_bw = constants.ll_max_bw[ll_row][node_index]
-    ppn = comm.ranks_per_node
     tuning = Tuning(comm, constants)
     for func in Func:
         steps = (
@@ -475,7 +649,7 @@ def tune(
     return tuning
 
 
-def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
+def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator, c: TunerConstants) -> bool:
     """The (function, algorithm, protocol) combinations NCCL implements."""
     if func in (Func.BROADCAST, Func.REDUCE) and algo != Algo.RING:
         return False
@@ -490,7 +664,7 @@ def _applies(func: Func, algo: Algo, proto: Proto, comm: Communicator) -> bool:
         return False
     if algo in (Algo.NVLS, Algo.NVLS_TREE) and proto != Proto.SIMPLE:
         return False
-    if algo == Algo.PAT and (proto != Proto.SIMPLE or not comm.pat_enabled):
+    if algo == Algo.PAT and (proto != Proto.SIMPLE or not comm.pat_enabled or not c.pat):
         return False
     return True
 
@@ -507,38 +681,38 @@ def _entry(
 ) -> tuple[float, float]:
     """(latency µs, algorithm bandwidth GB/s) of one cell of NCCL's tables."""
     graph = comm.graphs.get(algo)
-    if graph is None or not _applies(func, algo, proto, comm):
+    if graph is None or not _applies(func, algo, proto, comm, c):
         return 0.0, 0.0
     n, nodes = comm.n_ranks, comm.n_nodes
-    gen = generation(comm.compcap)
+    gen = generation(comm.compcap, c)
     ppn = comm.ranks_per_node
     collnet = algo in (Algo.COLLNET_DIRECT, Algo.COLLNET_CHAIN)
     bw = graph.bw_intra_gbps if nodes <= 2 or collnet else graph.bw_inter_gbps
     if algo in (Algo.NVLS, Algo.NVLS_TREE):
-        if graph.n_channels < 2:
+        if graph.n_channels < 2 and c.nvls_bw_rule == "efficiency":
             return 0.0, 0.0
-        intra = graph.bw_intra_gbps * c.nvls_efficiency[gen] * (graph.n_channels - 1) / graph.n_channels
-        intra *= 2.0 if func == Func.ALL_REDUCE else (ppn - 1) / ppn  # all-reduce pipelines two ops
-        inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == Algo.NVLS_TREE else 1)
-        bw = min(intra, inter, c.nvls_tree_max_bw[gen][node_index] if algo == Algo.NVLS_TREE else math.inf)
+        bw = _nvls_bw(comm, c, func, algo, graph, node_index)
     bus = graph.n_channels * bw
     channels = graph.n_channels
     if algo == Algo.RING and proto == Proto.LL:
-        bus = min(ll_max_bw, bus * 0.5)
+        wide = nodes > 1 or func in (Func.ALL_REDUCE, Func.REDUCE)
+        bus = min(ll_max_bw, bus * c.ring_ll_factor[0 if wide else 1])
     if algo == Algo.RING and proto == Proto.LL128:
-        bus = min(bus * 0.92, channels * c.ring_ll128_max_bw[gen][node_index])
+        factor = c.ring_ll128_ppn1_factor if ppn < 2 else 0.92
+        bus = min(bus * factor, channels * c.ring_ll128_max_bw[gen][node_index])
     if algo == Algo.TREE and func == Func.ALL_REDUCE:
         bus = min(bus * 0.92, channels * c.tree_max_bw[gen][node_index])
     if algo == Algo.TREE and proto == Proto.LL:
         bus = min(bus / 3.8, ll_max_bw)
     if algo == Algo.TREE and proto == Proto.LL128:
         bus = min(
-            bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0), channels * c.tree_ll128_max_bw[gen][node_index]
+            bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0),
+            channels * c.tree_ll128_max_bw[gen][node_index],
         )
     if algo == Algo.TREE and graph.tree_pattern:
         bus *= 0.85
     if algo == Algo.PAT:
-        bus *= 0.75
+        bus *= c.pat_bw_factor
     if collnet and proto != Proto.SIMPLE:
         bus = 0.0
     if algo == Algo.COLLNET_DIRECT and proto == Proto.SIMPLE:
@@ -557,10 +731,43 @@ def _entry(
         and nodes > 1
     ):
         bus = 0.0  # needs the fabric's all-gather/reduce-scatter offload, not modelled
-    if not (algo != Algo.RING and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)):
-        bus *= n / steps if algo in (Algo.RING, Algo.NVLS, Algo.NVLS_TREE) else 0.5
+    bus *= _alg_ratio(c, func, algo, n, steps)
     bus *= c.bw_efficiency[0 if nodes == 1 else 1][algo][proto]
     return _latency(comm, c, func, algo, proto, steps, graph, ppn), bus
+
+
+def _nvls_bw(
+    comm: Communicator, c: TunerConstants, func: Func, algo: Algo, graph: Graph, node_index: int
+) -> float:
+    """NVLS / NVLSTree bandwidth per channel, GB/s, by the release's rule
+    (:attr:`TunerConstants.nvls_bw_rule`)."""
+    nodes, ppn = comm.n_nodes, comm.ranks_per_node
+    if c.nvls_bw_rule == "efficiency":
+        gen = generation(comm.compcap, c)
+        intra = graph.bw_intra_gbps * c.nvls_efficiency[gen] * (graph.n_channels - 1) / graph.n_channels
+        intra *= 2.0 if func == Func.ALL_REDUCE else (ppn - 1) / ppn  # all-reduce pipelines two ops
+        inter = graph.bw_inter_gbps * (2 if nodes <= 2 and algo == Algo.NVLS_TREE else 1)
+        return min(intra, inter, c.nvls_tree_max_bw[gen][node_index] if algo == Algo.NVLS_TREE else math.inf)
+    if algo == Algo.NVLS_TREE:
+        return min(graph.bw_intra_gbps, graph.bw_inter_gbps if nodes <= 2 else graph.bw_inter_gbps / 2)
+    if c.nvls_bw_rule == "min-gather" and func in (Func.ALL_GATHER, Func.REDUCE_SCATTER):
+        return min(graph.bw_intra_gbps * (ppn - 1) / ppn, graph.bw_inter_gbps * 0.9)
+    return min(graph.bw_intra_gbps, graph.bw_inter_gbps)
+
+
+def _alg_ratio(c: TunerConstants, func: Func, algo: Algo, n: int, steps: int) -> float:
+    """Bus bandwidth to algorithm bandwidth: ranks / steps for a ring, NVLS's by
+    the release (:attr:`TunerConstants.nvls_ratio`), 1/2 for the others; none
+    for a non-ring all-gather or reduce-scatter (but NVLS's up to 2.22)."""
+    nvls = algo in (Algo.NVLS, Algo.NVLS_TREE)
+    gather = func in (Func.ALL_GATHER, Func.REDUCE_SCATTER)
+    if algo != Algo.RING and gather and not (nvls and c.nvls_gather_ratio):
+        return 1.0
+    if algo == Algo.RING:
+        return n / steps
+    if nvls:
+        return n / steps if c.nvls_ratio is None else c.nvls_ratio
+    return 0.5
 
 
 def _latency(
@@ -581,7 +788,9 @@ def _latency(
     latency = c.base_latency_us[algo][proto]
     intra = hw[intra_kind][algo][proto]
     # with one GPU per node every step is exposed: NCCL takes the tree's network latency
-    inter = hw[NET][Algo.TREE if ppn == 1 else algo][proto] + graph.latency_inter_us
+    inter = (
+        hw[NET][Algo.TREE if ppn == 1 and c.ppn1_tree_net_latency else algo][proto] + graph.latency_inter_us
+    )
     if proto == Proto.SIMPLE:
         inter += graph.latency_inter_us  # the flush
     local = n // nodes
@@ -598,6 +807,8 @@ def _latency(
             overhead = NET_OVERHEAD_US.get(comm.cpu_vendor, 1.0) * (3 if proto == Proto.SIMPLE else 1)
         intra = max(intra, overhead)
         inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if func == Func.ALL_REDUCE else nodes - 1
+        if c.ring_inter_steps_2n and nodes > 1 and func == Func.ALL_REDUCE:
+            inter_steps = 2 * nodes
         return latency + (steps - inter_steps) * intra + inter_steps * inter
     if algo == Algo.TREE:
         if func == Func.ALL_REDUCE:
@@ -636,6 +847,7 @@ def _apply_enables(tuning: Tuning, nccl_algo: str | None, nccl_proto: str | None
                     )
                 )
                 or (not comm.nvswitch and algo == Algo.COLLNET_DIRECT)
+                or (algo in (Algo.NVLS, Algo.NVLS_TREE) and comm.local_ranks < tuning.constants.nvls_min_gpus)
             )
             graph = comm.graphs.get(algo)
             named = protos[func] if protos is not None else None
@@ -654,19 +866,13 @@ def with_profile(constants: TunerConstants, profile: NcclProfile) -> TunerConsta
     (:mod:`astra_core.config.nccl_profile`): base and hardware latencies,
     bandwidth efficiencies, the per-call overhead."""
 
-    def put(table: tuple, index: tuple[int, ...], value: float) -> tuple:
-        if len(index) == 1:
-            return table[: index[0]] + (value,) + table[index[0] + 1 :]
-        inner = put(table[index[0]], index[1:], value)
-        return table[: index[0]] + (inner,) + table[index[0] + 1 :]
-
     base, hw, eff = constants.base_latency_us, constants.hw_latency_us, constants.bw_efficiency
     for cell, value in profile.base_latency_us.items():
-        base = put(base, cell, value)
+        base = _put(base, cell, value)
     for cell3, value in profile.hw_latency_us.items():
-        hw = put(hw, cell3, value)
+        hw = _put(hw, cell3, value)
     for cell3, value in profile.bw_efficiency.items():
-        eff = put(eff, cell3, value)
+        eff = _put(eff, cell3, value)
     return replace(
         constants,
         base_latency_us=base,
