@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from nccl_calibration import section as calibration_section
 from published_nccl import SERIES, Series
 from summary import emit, geomean_abs
 
@@ -166,7 +167,7 @@ def report(selected: list[Series], curves: bool = True) -> str:
         for preset in ("hgx_h100", "hgx_h100_4nodes", "dgx_a100"):
             net = yaml.safe_load((PRESETS / preset / "network.yml").read_text())
             tail += [f"### {preset}", "", sweep(preset, math.prod(net["npus_count"]), None), ""]
-    return "\n".join(lines + summary + [""] + body + tail)
+    return "\n".join(lines + summary + [""] + body + tail + ["", calibration_section()])
 
 
 SWEEP_SIZES = [1 << exp for exp in range(3, 34)]  # 8 B .. 8 GiB

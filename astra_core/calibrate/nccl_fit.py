@@ -2,7 +2,10 @@
 
 For every row of every log the NCCL model decides what NCCL would run (the
 algorithm, protocol and channels, from NCCL's own tables, as NCCL decides at
-run time); the fit changes only what those choices cost. Its parameters are
+run time: those of the release the log's header names where astra models it,
+else system.json's ``nccl.version``); the fit changes only what those choices
+cost. The profile's cells are absolute values, the newest release's times the
+fitted factors. Its parameters are
 few and shared, so that a profile says something about the rows it was not
 fitted on (another collective, another node count):
 
@@ -13,19 +16,19 @@ fitted on (another collective, another node count):
   when a log spans several nodes;
 * per scope (one node, several nodes), an efficiency on the bus bandwidth
   NCCL's model gives every algorithm and protocol;
-* a per-call overhead (µs), the same for every call: what a default
-  nccl-tests loop adds beyond NCCL's kernel (the host's launch of each call;
-  the loop times ``iters`` calls back to back and divides, so a call costs at
-  least its launch).
+* the host's time to launch one NCCL call (µs), when a log's thread drives
+  several GPUs (``-g 8``): nccl-tests times ``iters`` iterations back to back
+  and divides, so a row costs at least the ``g`` launches of an iteration
+  (the floor of small sizes).
 
 A parameter no row depends on is left out (a one-node log leaves the network
 latencies and the several-node efficiency at NCCL's values). The residual of
 a row is ``log(predicted / measured)`` (a row of 8 B weighs as much as one of
 8 GiB); a prior adds ``prior x log(factor)`` per factor and ``prior x
-overhead / 10 µs``, so that what the rows cannot tell apart stays near NCCL's
+(launch - NCCL's) / 10 µs``, so that what the rows cannot tell apart stays near NCCL's
 values. Solved with ``scipy.optimize.least_squares`` (trust-region
-reflective), each factor between 1/20 and 20, the overhead between 0 and
-1000 µs. The profile lists every table cell a factor changed.
+reflective), each factor between 1/20 and 20, the launch time between 0
+and 100 µs. The profile lists every table cell a factor changed.
 
 Predicted times are the NCCL model's (:meth:`NcclModel.choose`; NCCL's
 ``p2p`` cost of the slowest pair for ``sendrecv_perf``), which is what astra
@@ -43,12 +46,19 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from astra_core.calibrate.nccl_tests import NcclTestsLog
+from astra_core.config.nccl import nccl_release
 from astra_core.config.nccl_profile import NcclProfile
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.model import NcclModel
-from astra_core.system.collectives.nccl.tuning import DEFAULT_CONSTANTS, Algo, Proto, with_profile
+from astra_core.system.collectives.nccl.tuning import (
+    DEFAULT_CONSTANTS,
+    Algo,
+    Proto,
+    constants_for,
+    with_profile,
+)
 from astra_core.system.comm_types import CommType
 
 _COMM_TYPES = {
@@ -61,7 +71,7 @@ NVLINK, PCI, NET = 0, 1, 2
 #: Each parameter stays within this factor of NCCL's value.
 BOUND = 20.0
 
-#: A parameter: ("lat", proto), ("net", proto), ("eff", scope) or ("overhead",).
+#: A parameter: ("lat", proto), ("net", proto), ("eff", scope) or ("launch",).
 Param = tuple[Any, ...]
 
 
@@ -120,17 +130,24 @@ def log_machine(log: NcclTestsLog, system: SystemConfig, network: NetworkConfig)
 
 
 def predict_us(model: NcclModel, log: NcclTestsLog, size: int) -> tuple[float, str]:
-    """The model's time of one row (µs) and what NCCL runs for it."""
+    """The model's time of one row (µs) and what NCCL runs for it: at least the
+    launches of the calls the log's thread makes per iteration."""
+    floor = log.gpus_per_thread * model.constants.launch_us
+    time_us, choice = _kernel_us(model, log, size)
+    return max(floor, time_us), choice
+
+
+def _kernel_us(model: NcclModel, log: NcclTestsLog, size: int) -> tuple[float, str]:
     n = log.ranks
     if log.collective == "send-recv":  # rank r sends to r + 1 and receives from r - 1
         ll = size <= 16384
         worst = max(model.p2p_ns(r, (r + 1) % n, size) for r in range(n))
-        return worst / 1000.0, "p2p/LL" if ll else "p2p/Simple"
+        return worst / 1000.0, "p2p/LL" if ll else "p2p/SIMPLE"
     comm_type = _COMM_TYPES[log.collective]
     per_rank = size // n if comm_type is CommType.ALL_GATHER else size
     algo, proto, _, time_us, _ = model.choose(comm_type, tuple(range(n)), max(per_rank, 1))
     if comm_type is CommType.ALL_TO_ALL:
-        return time_us, "p2p/Simple"
+        return time_us, "p2p/SIMPLE"
     return time_us, f"{Algo(algo).name}/{Proto(proto).name}"
 
 
@@ -139,21 +156,21 @@ def _cell(choice: str) -> tuple[int, int]:
     return (Algo.RING if algo == "p2p" else Algo[algo]), Proto[proto]
 
 
-#: Overhead parameters are in units of this many µs (the prior's scale).
-OVERHEAD_SCALE_US = 10.0
+#: The launch parameter is in units of this many µs (the prior's scale).
+LAUNCH_SCALE_US = 10.0
 
 
 def _profile(params: Sequence[Param], x: np.ndarray, gpu: str, version: str | None) -> NcclProfile:
-    """The profile of parameter values ``x`` (log factors; the overhead in
-    units of :data:`OVERHEAD_SCALE_US`), every affected cell listed."""
+    """The profile of parameter values ``x`` (log factors; the launch time's
+    change in units of :data:`LAUNCH_SCALE_US`), every affected cell listed."""
     base: dict[tuple[int, int], float] = {}
     hw: dict[tuple[int, int, int], float] = {}
     eff: dict[tuple[int, int, int], float] = {}
-    overhead = 0.0
+    launch = None
     c = DEFAULT_CONSTANTS
     for param, value in zip(params, x, strict=True):
-        if param[0] == "overhead":
-            overhead = float(value) * OVERHEAD_SCALE_US
+        if param[0] == "launch":
+            launch = c.launch_us + float(value) * LAUNCH_SCALE_US
             continue
         factor = math.exp(float(value))
         for algo in Algo:
@@ -171,7 +188,7 @@ def _profile(params: Sequence[Param], x: np.ndarray, gpu: str, version: str | No
     return NcclProfile(
         gpu=gpu,
         nccl_version=version,
-        call_overhead_us=overhead,
+        launch_us=launch,
         base_latency_us=base,
         hw_latency_us=hw,
         bw_efficiency=eff,
@@ -189,19 +206,34 @@ class _Problem:
         self.gpu = system.nccl.gpu
         versions = {log.nccl_version for log in logs if log.nccl_version}
         self.version = versions.pop() if len(versions) == 1 else None
+        assert system.nccl is not None
+        self.releases = [self._release(log, system.nccl.version) for log in logs]
+
+    @staticmethod
+    def _release(log: NcclTestsLog, configured: str | None) -> str | None:
+        """The NCCL release whose tables choose for ``log``: the one its header
+        names where astra models it, else system.json's ``nccl.version``."""
+        if log.nccl_version is not None:
+            release, _ = nccl_release(log.nccl_version)
+            if release is not None:
+                return release
+        return configured
 
     def predict(self, profile: NcclProfile | None) -> list[tuple[float, str]]:
-        constants = DEFAULT_CONSTANTS if profile is None else with_profile(DEFAULT_CONSTANTS, profile)
         assert self.system.nccl is not None
         out: list[tuple[float, str]] = []
-        for log, net in zip(self.logs, self.machines, strict=True):
-            model = NcclModel(self.system.nccl, net, self.system.source, constants)
+        for log, net, release in zip(self.logs, self.machines, self.releases, strict=True):
+            config = self.system.nccl.model_copy(update={"version": release})
+            constants = constants_for(release)
+            if profile is not None:
+                constants = with_profile(constants, profile)
+            model = NcclModel(config, net, self.system.source, constants)
             out.extend(predict_us(model, log, point.size_bytes) for point in log.points)
         return out
 
     def candidates(self, choices: list[str]) -> list[Param]:
         """Every parameter some row's cost could depend on."""
-        found: list[Param] = [("overhead",)]
+        found: list[Param] = [("launch",)]
         rows = [(log, point) for log in self.logs for point in log.points]
         for (log, _), choice in zip(rows, choices, strict=True):
             proto = _cell(choice)[1]
@@ -238,9 +270,10 @@ def fit(
         return np.concatenate([np.log(times / measured), prior * x])
 
     bound = math.log(BOUND)
-    low = [0.0 if p[0] == "overhead" else -bound for p in kept]
-    high = [1000.0 / OVERHEAD_SCALE_US if p[0] == "overhead" else bound for p in kept]
-    start = np.array([0.1 if p[0] == "overhead" else 0.0 for p in kept])
+    launch = DEFAULT_CONSTANTS.launch_us / LAUNCH_SCALE_US
+    low = [-launch if p[0] == "launch" else -bound for p in kept]
+    high = [100.0 / LAUNCH_SCALE_US - launch if p[0] == "launch" else bound for p in kept]
+    start = np.zeros(len(kept))
     solution = least_squares(residuals, start, bounds=(low, high), diff_step=1e-4)
     profile = _profile(kept, solution.x, problem.gpu, problem.version)
     result = _compare(problem, profile, before)

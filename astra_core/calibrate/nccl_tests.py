@@ -8,8 +8,9 @@ of ``#`` lines and one row per size. The lines read here:
   tests print none);
 * ``# Collective test starting: all_reduce_perf``: the collective (older
   tests print none; the file name then tells, e.g. ``all_gather_perf.log``);
-* ``# nThread 1 nGpus 8 minBytes 8 ... graph: 0``: ``graph: N`` > 0 means
-  CUDA graphs (``-G``), which take the launch cost out;
+* ``# nThread 1 nGpus 8 minBytes 8 ... graph: 0``: ``nGpus`` GPUs per thread
+  (``-g``: one thread launches that many calls per iteration); ``graph: N`` > 0
+  means CUDA graphs (``-G``), which take the launch cost out;
 * ``#  Rank  0 Group  0 Pid 1234 on host-a device  0 [0x18] NVIDIA H100 80GB
   HBM3``: one line per rank, giving the ranks, the nodes (distinct hosts) and
   the GPU;
@@ -43,6 +44,7 @@ COLLECTIVES = {
 _VERSION = re.compile(r"nccl-tests version (\S+)(?:.*?nccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\w+)")
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
+_GPUS = re.compile(r"\bnGpus\s+(\d+)")
 _RANK = re.compile(r"#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 
 
@@ -67,7 +69,8 @@ class NcclTestsLog:
     ``all-to-all`` or ``send-recv``; ``ranks`` and ``nodes``: GPUs and hosts;
     ``device``: the GPU name of rank 0's line (None if unknown);
     ``nccl_version``: e.g. ``2.24.3`` (None if the test did not say);
-    ``cuda_graph``: the run timed CUDA graphs (``-G``).
+    ``cuda_graph``: the run timed CUDA graphs (``-G``); ``gpus_per_thread``:
+    ``-g`` (NCCL calls one thread launches per timed iteration).
     """
 
     path: str
@@ -78,6 +81,7 @@ class NcclTestsLog:
     nccl_version: str | None
     tests_version: str | None
     cuda_graph: bool
+    gpus_per_thread: int
     points: tuple[NcclTestsPoint, ...]
 
     @property
@@ -134,6 +138,7 @@ class _Section:
     tests_version: str | None = None
     library: str | None = None
     graph: bool = False
+    gpus: int = 1
     hosts: dict[int, str] = field(default_factory=dict)
     device: str | None = None
     points: list[NcclTestsPoint] = field(default_factory=list)
@@ -193,6 +198,8 @@ def _header(line: str, section: _Section, version: re.Match | None, starting: re
         section.starting = starting.group(1)
     if match := _GRAPH.search(line):
         section.graph = int(match.group(1)) > 0
+    if match := _GPUS.search(line):
+        section.gpus = int(match.group(1))
     if match := _RANK.search(line):
         section.hosts[int(match.group(1))] = match.group(2)
         section.device = section.device or match.group(3)
@@ -225,6 +232,7 @@ def _log(
         nccl_version(int(section.library)) if section.library else None,
         section.tests_version,
         section.graph,
+        section.gpus,
         tuple(section.points),
     )
 

@@ -8,7 +8,7 @@ The file is JSON::
       "format": "astra-nccl-profile/1",
       "nccl-version": "2.24.3",
       "gpu": "H100",
-      "call-overhead-us": 0.0,
+      "launch-us": 4.1,
       "base-latency-us": {"Ring/LL": 7.9, "Ring/Simple": 9.1},
       "hw-latency-us": {"NVLINK": {"Ring/LL": 0.71}, "NET": {"Tree/LL": 5.3}},
       "bw-efficiency": {"one-node": {"NVLS/Simple": 0.97}, "multi-node": {"Ring/Simple": 0.91}},
@@ -20,7 +20,9 @@ The file is JSON::
 ``baseLatencies`` and ``hwLatencies`` tables (µs; links ``NVLINK``, ``PCI``,
 ``NET``) that the fit could see; ``bw-efficiency`` multiplies the bus
 bandwidth NCCL's model gives an algorithm and protocol on one node or on
-several; ``call-overhead-us`` is added to every collective. Cells are named
+several; ``launch-us`` is the host's time to launch one NCCL call, which no
+collective beats (and an nccl-tests thread driving ``g`` GPUs pays ``g`` times
+per row). Cells are named
 ``Algorithm/Protocol`` with NCCL's names (``Ring/LL128``, ``NVLSTree/Simple``).
 Anything not named keeps the NCCL version's own value. ``fitted-on`` records
 what the profile was fitted on; the model does not read it.
@@ -57,7 +59,7 @@ class NcclProfile:
     source: str = "<python>"
     nccl_version: str | None = None
     gpu: str | None = None
-    call_overhead_us: float = 0.0
+    launch_us: float | None = None
     base_latency_us: dict[Cell, float] = field(default_factory=dict)
     hw_latency_us: dict[tuple[int, int, int], float] = field(default_factory=dict)
     bw_efficiency: dict[tuple[int, int, int], float] = field(default_factory=dict)
@@ -79,7 +81,7 @@ class NcclProfile:
             "format": FORMAT,
             "nccl-version": self.nccl_version,
             "gpu": self.gpu,
-            "call-overhead-us": round(self.call_overhead_us, 6),
+            "launch-us": None if self.launch_us is None else round(self.launch_us, 6),
             "base-latency-us": cells(self.base_latency_us),
             "hw-latency-us": nested(self.hw_latency_us, LINKS),
             "bw-efficiency": nested(self.bw_efficiency, SCOPES),
@@ -150,20 +152,21 @@ def read_profile(path: str | os.PathLike[str]) -> NcclProfile:
     if not isinstance(data, dict):
         problems.add(None, f"expected a JSON object, got {show(data)}")
         problems.raise_if_any()
-    known = {"format", "nccl-version", "gpu", "call-overhead-us", "base-latency-us", "hw-latency-us"}
+    known = {"format", "nccl-version", "gpu", "launch-us", "base-latency-us", "hw-latency-us"}
     known |= {"bw-efficiency", "fitted-on"}
     for key in data:
         if key not in known:
             problems.unknown(key, sorted(known))
     if data.get("format") != FORMAT:
         problems.add("format", f"expected {FORMAT!r}, got {show(data.get('format'))}")
-    overhead = _value(data.get("call-overhead-us", 0.0), "call-overhead-us", problems, zero_ok=True)
+    launch = data.get("launch-us")
+    launch = None if launch is None else _value(launch, "launch-us", problems, zero_ok=True)
     fitted = data.get("fitted-on", [])
     profile = NcclProfile(
         source=problems.source,
         nccl_version=data.get("nccl-version"),
         gpu=data.get("gpu"),
-        call_overhead_us=overhead or 0.0,
+        launch_us=launch,
         base_latency_us=_cells(data.get("base-latency-us", {}), "base-latency-us", problems, zero_ok=True),
         hw_latency_us=_nested(data.get("hw-latency-us", {}), "hw-latency-us", LINKS, problems, zero_ok=True),
         bw_efficiency=_nested(

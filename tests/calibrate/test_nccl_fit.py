@@ -33,10 +33,13 @@ def _machine():
     return load_system(PRESET / "system.json"), load_network(PRESET / "network.yml")
 
 
-def _write_log(path: Path, binary: str, hosts: list[str], rows: list[tuple[int, float]]) -> Path:
+def _write_log(
+    path: Path, binary: str, hosts: list[str], rows: list[tuple[int, float]], gpus_per_thread: int = 1
+) -> Path:
     """An nccl-tests log as all_reduce_perf prints it (rows of size, time in µs)."""
-    lines = ["# nccl-tests version 2.17.9 nccl-headers=22403 nccl-library=22403"]
+    lines = ["# nccl-tests version 2.17.9 nccl-headers=23007 nccl-library=23007"]
     lines.append(f"# Collective test starting: {binary}")
+    lines.append(f"# nThread 1 nGpus {gpus_per_thread} minBytes 8 maxBytes 8 step: 4(factor) graph: 0")
     for rank, host in enumerate(hosts):
         lines.append(
             f"#  Rank {rank:2d} Group  0 Pid {100 + rank} on {host} device {rank % 8} [0x1b] NVIDIA H100 80GB HBM3"
@@ -59,45 +62,55 @@ def _synthetic(tmp_path: Path, truth, problem_logs) -> list:
         rows = [(p.size_bytes, next(times)[0]) for p in log.points]
         binary = {"all-reduce": "all_reduce_perf", "all-gather": "all_gather_perf"}[log.collective]
         hosts = [f"node{r // log.gpus_per_node}" for r in range(log.ranks)]
-        written += read_logs(_write_log(tmp_path / f"truth{k}.txt", binary, hosts, rows))
+        written += read_logs(_write_log(tmp_path / f"truth{k}.txt", binary, hosts, rows, log.gpus_per_thread))
     return written
 
 
 def test_the_fit_recovers_the_profile_that_made_the_logs(tmp_path):
-    """Logs made by the model with known corrections (a 4 µs call overhead, LL
-    latencies x 1.6, Simple latencies x 1.3, bandwidth x 0.9 on one node and x 0.8
-    across nodes) are fitted back to those corrections, every row to 1e-4."""
+    """Logs made by the model with known corrections (a 5 µs launch, which an
+    8-GPU thread pays 8 times per row; LL latencies x 1.6, Simple latencies x 1.3,
+    bandwidth x 0.9 on one node and x 0.8 across nodes) are fitted back to those
+    corrections, every row to 1e-4."""
     seed = []
-    for binary, hosts in (
-        ("all_reduce_perf", ["a"] * 8),
-        ("all_gather_perf", ["a"] * 8),
-        ("all_reduce_perf", [f"n{r // 8}" for r in range(32)]),
+    for binary, hosts, per_thread in (
+        ("all_reduce_perf", ["a"] * 8, 8),
+        ("all_gather_perf", ["a"] * 8, 1),
+        ("all_reduce_perf", [f"n{r // 8}" for r in range(32)], 1),
     ):
         seed += read_logs(
-            _write_log(tmp_path / f"seed_{binary}_{len(hosts)}.txt", binary, hosts, [(s, 1.0) for s in SIZES])
+            _write_log(
+                tmp_path / f"seed_{binary}_{len(hosts)}.txt",
+                binary,
+                hosts,
+                [(s, 1.0) for s in SIZES],
+                per_thread,
+            )
         )
-    params = [("overhead",), ("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0), ("eff", 1)]
-    x = np.array([0.4, math.log(1.6), math.log(1.3), math.log(0.9), math.log(0.8)])
+    params = [("launch",), ("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0), ("eff", 1)]
+    x = np.array([0.1, math.log(1.6), math.log(1.3), math.log(0.9), math.log(0.8)])  # launch 4 + 1 µs
     truth = _profile(params, x, "H100", None)
     logs = _synthetic(tmp_path, truth, seed)
     system, network = _machine()
     result = fit(logs, system, network, prior=0.0)
     assert max(abs(r.after_us / r.measured_us - 1) for r in result.rows) < 1e-4
     profile = result.profile
-    assert profile.call_overhead_us == pytest.approx(4.0, rel=1e-3)
+    assert profile.launch_us == pytest.approx(5.0, rel=1e-3)
+    floor = [r for r in result.rows if r.measured_us == pytest.approx(40.0)]
+    assert len(floor) >= 3  # the small rows of the 8-GPU thread: 8 launches of 5 µs
     assert profile.base_latency_us[(1, 0)] == pytest.approx(6.6 * 1.6, rel=1e-3)  # Ring/LL
     assert profile.bw_efficiency[(0, 4, 2)] == pytest.approx(0.9, rel=1e-3)  # one node, NVLS/Simple
     assert profile.bw_efficiency[(1, 0, 0)] == pytest.approx(0.8, rel=1e-3)  # several nodes, Tree/LL
-    assert profile.nccl_version == "2.24.3"
+    assert profile.nccl_version == "2.30.7"  # the newest modelled: the profile cells are its tables x factors
     assert [entry["points"] for entry in profile.fitted_on] == [15, 15, 15]
 
 
 def test_a_profile_fitted_on_one_log_predicts_another_through_what_they_share(tmp_path):
     """Fitted on one node's all-reduce only, the corrections shared with a one-node
-    all-gather (the call overhead, LL and Simple latency factors, the one-node
-    efficiency) predict it exactly; the several-node factors stay NCCL's."""
-    params = [("overhead",), ("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0)]
-    truth = _profile(params, np.array([0.3, math.log(1.5), math.log(1.2), math.log(0.92)]), "H100", None)
+    all-gather (LL and Simple latency factors, the one-node efficiency) predict it
+    exactly; the several-node factors and the launch (one process per GPU: never
+    the floor) stay NCCL's."""
+    params = [("lat", Proto.LL), ("lat", Proto.SIMPLE), ("eff", 0)]
+    truth = _profile(params, np.array([math.log(1.5), math.log(1.2), math.log(0.92)]), "H100", None)
     seed = [
         read_logs(_write_log(tmp_path / f"s_{b}.txt", b, ["a"] * 8, [(s, 1.0) for s in SIZES]))[0]
         for b in ("all_reduce_perf", "all_gather_perf")
@@ -105,7 +118,8 @@ def test_a_profile_fitted_on_one_log_predicts_another_through_what_they_share(tm
     reduce_log, gather_log = _synthetic(tmp_path, truth, seed)
     system, network = _machine()
     fitted = fit([reduce_log, gather_log], system, network, prior=0.0).profile
-    assert fitted.call_overhead_us == pytest.approx(3.0, rel=1e-3)
+    assert fitted.launch_us is None
+    assert fitted.base_latency_us[(1, 0)] == pytest.approx(6.6 * 1.5, rel=1e-3)  # Ring/LL
     assert not any(scope == 1 for scope, _, _ in fitted.bw_efficiency)
     checked = compare([gather_log], system, network, fitted)
     assert checked.geomean_error() < 1e-4 < checked.geomean_error(after=False)
@@ -120,25 +134,26 @@ def _simulate_us(tmp_path: Path, system: dict, size: int) -> float:
 
 
 def test_system_json_names_a_profile_and_a_collective_costs_what_it_says(tmp_path):
-    """A profile adding 5 µs to each call and halving the one-node bandwidth of
-    NVLS: an 8 B all-reduce (Ring/LL, NCCL's time) takes exactly 5 µs more; a 1 GiB
-    one (NVLS) takes latency + 5 µs + twice the bandwidth time."""
+    """A profile with a 20 µs launch and half the one-node bandwidth of NVLS: an
+    8 B all-reduce (Ring/LL, 15 µs in NCCL's model) takes the launch, 20 µs; a 1 GiB
+    one (NVLS) takes its latency and twice the bandwidth time."""
     system = json.loads((REPO / "examples" / "validation" / "hgx_h100" / "system.json").read_text())
     plain_small, plain_big = (_simulate_us(tmp_path, system, s) for s in (8, 2**30))
     (tmp_path / "profile.json").write_text(
         json.dumps(
             {
                 "format": "astra-nccl-profile/1",
-                "call-overhead-us": 5.0,
+                "launch-us": 20.0,
                 "bw-efficiency": {"one-node": {"NVLS/Simple": 0.5}},
             }
         )
     )
     system["nccl"]["profile"] = "profile.json"  # found beside system.json
     small, big = (_simulate_us(tmp_path, system, s) for s in (8, 2**30))
-    assert small == pytest.approx(plain_small + 5.0, abs=1e-3)
+    assert plain_small == pytest.approx(6.6 + 14 * 0.6, abs=0.1)  # Ring/LL: baseLat + 2(n-1) hwLat
+    assert small == pytest.approx(20.0, abs=1e-3)
     nvls_latency = 25.0  # hwLat[NVLINK][NVLS][Simple], one node
-    assert big - 5.0 - nvls_latency == pytest.approx(2 * (plain_big - nvls_latency), rel=1e-6)
+    assert big - nvls_latency == pytest.approx(2 * (plain_big - nvls_latency), rel=1e-6)
 
 
 def test_profile_files_with_mistakes_are_one_line_each_naming_file_and_key(tmp_path):
@@ -147,7 +162,7 @@ def test_profile_files_with_mistakes_are_one_line_each_naming_file_and_key(tmp_p
         json.dumps(
             {
                 "format": "astra-nccl-profile/1",
-                "call-overhead-us": -1,
+                "launch-us": -1,
                 "base-latency-us": {"Ring/LL9": 1.0},
                 "hw-latency-us": {"NVLINK": {"Tree/LL": "x"}, "IB": {}},
                 "bw-efficiency": {"one-node": {"Ring/Simple": 0}},
@@ -160,7 +175,7 @@ def test_profile_files_with_mistakes_are_one_line_each_naming_file_and_key(tmp_p
     lines = str(info.value).splitlines()
     assert lines == [
         f"{bad}: unknown key 'fited-on'; did you mean 'fitted-on'?",
-        f"{bad}: call-overhead-us: must be >= 0, got -1",
+        f"{bad}: launch-us: must be >= 0, got -1",
         f"{bad}: base-latency-us.Ring/LL9: unknown cell 'Ring/LL9': Algorithm/Protocol with NCCL's names "
         "(Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT / LL, LL128, Simple)",
         f"{bad}: hw-latency-us.NVLINK.Tree/LL: expected a finite number, got 'x'",

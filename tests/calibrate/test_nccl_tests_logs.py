@@ -101,3 +101,15 @@ def test_unreadable_logs_are_one_line_naming_the_file(tmp_path):
         read_logs(bad, ranks=2, nodes=1)
     with pytest.raises(ConfigError, match=r"missing.txt: cannot read"):
         read_logs(tmp_path / "missing.txt")
+
+
+def test_the_launch_constant_is_the_floor_of_an_eight_gpu_thread_over_its_eight_calls():
+    """LAUNCH_US's source: all_reduce_perf -t 1 -g 8 on 8 A100 is flat from 64 B to
+    32 KiB; one thread launches 8 calls per iteration."""
+    from astra_core.system.collectives.nccl.tuning import LAUNCH_US
+
+    (log,) = read_logs(DATA / "a100_1node_g8_all_reduce.txt")
+    assert (log.collective, log.ranks, log.nodes, log.gpus_per_thread) == ("all-reduce", 8, 1, 8)
+    flat = [p.time_us for p in log.points if p.size_bytes <= 32768]
+    assert len(flat) == 10 and max(flat) - min(flat) < 1.0
+    assert sorted(flat)[len(flat) // 2] / 8 == pytest.approx(LAUNCH_US, rel=0.01)

@@ -232,10 +232,10 @@ class NcclModel:
         one collective of ``size`` bytes (see the module docstring for sizes)."""
         layout, tuning, timing = self.machine(members)
         n = layout.n
-        overhead = self.constants.call_overhead_us
+        launch = self.constants.launch_us
         if comm_type is CommType.ALL_TO_ALL:
             latency = self.p2p_latency_us(False, layout.nodes == 1)
-            return Algo.RING, Proto.SIMPLE, 1, overhead + latency + self._all_to_all_us(layout, size), size
+            return Algo.RING, Proto.SIMPLE, 1, max(launch, latency + self._all_to_all_us(layout, size)), size
         func = _FUNCS[comm_type]
         nbytes = size * n if comm_type is CommType.ALL_GATHER else size
         algo, proto, _ = tuning.choose(func, nbytes)
@@ -244,7 +244,7 @@ class NcclModel:
         time_us = cast(float, timing.time_with_channels_us(func, algo, proto, nbytes, channels))
         if algo == Algo.NVLS and func == Func.ALL_REDUCE and layout.nodes == 1:
             time_us = timing.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
-        return algo, proto, channels, time_us + overhead, nbytes
+        return algo, proto, channels, max(launch, time_us), nbytes
 
     def _nvls_gbps(self, n: int) -> float:
         """Algorithm bandwidth of an NVLS all-reduce on ``n`` GPUs of one node, GB/s.
@@ -301,7 +301,7 @@ class NcclModel:
         latency = self.p2p_latency_us(ll, same_node)
         rate = self.nvlink_gbps if same_node else self.nic_line_gbps
         wire = 2 * size if ll else size  # LL: 8 flag bytes per 8 of data
-        time_us = self.constants.call_overhead_us + latency + (wire / (1e3 * rate) if rate > 0 else 0.0)
+        time_us = max(self.constants.launch_us, latency + (wire / (1e3 * rate) if rate > 0 else 0.0))
         return int(round(time_us * 1000))
 
     def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:

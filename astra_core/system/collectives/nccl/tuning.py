@@ -191,6 +191,16 @@ NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "other": 1.0}
 MAX_NVLS_ARITY, MAX_DIRECT_ARITY = 32, 7
 
 
+#: The host's time to launch one NCCL call (enqueue and kernel launch), µs: a
+#: collective takes at least this long, and an nccl-tests loop whose thread drives
+#: ``g`` GPUs (``-g g``: ``g`` calls per iteration from one thread, common.cu
+#: ``startColl``) at least ``g`` times it per row. Measured, not fitted: an
+#: all_reduce_perf ``-t 1 -g 8`` on one node of 8 A100 (OCI BM.GPU4.8; the log in
+#: tests/data/nccl_tests/a100_1node_g8_all_reduce.txt) is flat at 32.0 µs from 64 B
+#: to 32 KiB, where NCCL's own model gives 15 µs: 32.0 / 8 calls.
+LAUNCH_US = 4.0
+
+
 def _table(value: float) -> tuple[tuple[float, ...], ...]:
     return tuple((value,) * 3 for _ in range(7))
 
@@ -214,9 +224,9 @@ class TunerConstants:
     are 5067397c's.
 
     ``bw_efficiency`` [one node, several nodes][algo][proto] multiplies the bus
-    bandwidth NCCL's model gives (1: NCCL's own figure); ``call_overhead_us``
-    is added to every collective's time. Both are 1 and 0 unless a profile
-    fitted to a user's measurements sets them.
+    bandwidth NCCL's model gives (1: NCCL's own figure; a profile fitted to a
+    user's measurements sets it). ``launch_us`` is the host's time to launch
+    one NCCL call, which no collective beats (:data:`LAUNCH_US`).
     """
 
     base_latency_us: tuple[tuple[float, ...], ...] = BASE_LATENCY_US
@@ -278,7 +288,7 @@ class TunerConstants:
     pat: bool = True
     pat_bw_factor: float = 0.75
     bw_efficiency: tuple[tuple[tuple[float, ...], ...], ...] = (_table(1.0), _table(1.0))
-    call_overhead_us: float = 0.0
+    launch_us: float = LAUNCH_US
 
 
 #: NCCL's constants at commit 5067397c, no corrections.
@@ -864,7 +874,7 @@ def _apply_enables(tuning: Tuning, nccl_algo: str | None, nccl_proto: str | None
 def with_profile(constants: TunerConstants, profile: NcclProfile) -> TunerConstants:
     """``constants`` with a calibrated profile's cells replaced
     (:mod:`astra_core.config.nccl_profile`): base and hardware latencies,
-    bandwidth efficiencies, the per-call overhead."""
+    bandwidth efficiencies, the launch time."""
 
     base, hw, eff = constants.base_latency_us, constants.hw_latency_us, constants.bw_efficiency
     for cell, value in profile.base_latency_us.items():
@@ -878,5 +888,5 @@ def with_profile(constants: TunerConstants, profile: NcclProfile) -> TunerConsta
         base_latency_us=base,
         hw_latency_us=hw,
         bw_efficiency=eff,
-        call_overhead_us=constants.call_overhead_us + profile.call_overhead_us,
+        launch_us=constants.launch_us if profile.launch_us is None else profile.launch_us,
     )
