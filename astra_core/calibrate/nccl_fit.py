@@ -51,7 +51,7 @@ from astra_core.config.nccl_profile import NcclProfile
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
-from astra_core.system.collectives.nccl.model import NcclModel
+from astra_core.system.collectives.nccl.model import P2P_LL_THRESHOLD, NcclModel
 from astra_core.system.collectives.nccl.tuning import (
     DEFAULT_CONSTANTS,
     Algo,
@@ -140,7 +140,7 @@ def predict_us(model: NcclModel, log: NcclTestsLog, size: int) -> tuple[float, s
 def _kernel_us(model: NcclModel, log: NcclTestsLog, size: int) -> tuple[float, str]:
     n = log.ranks
     if log.collective == "send-recv":  # rank r sends to r + 1 and receives from r - 1
-        ll = size <= 16384
+        ll = size <= P2P_LL_THRESHOLD
         worst = max(model.p2p_ns(r, (r + 1) % n, size) for r in range(n))
         return worst / 1000.0, "p2p/LL" if ll else "p2p/SIMPLE"
     comm_type = _COMM_TYPES[log.collective]
