@@ -1,0 +1,380 @@
+"""Published training runs on 1,024 to 16,384 H100s: astra's step time against the measured one.
+
+Usage::
+
+    .venv/bin/python validation/h100_scale.py --rows 4-7        # the rows to run (1..7)
+    .venv/bin/python validation/h100_scale.py --rows 1-7 --jobs 2 --markdown docs/validation-h100.md
+
+Two sources, one table each; every row is generated with ``astra gen llm``'s
+generator from the run's published plan and simulated with the NCCL model on H100
+servers of 8 GPUs on NVSwitch (NVLink4: 450 GB/s per GPU and direction, H100
+datasheet) and one 400 Gb/s port per GPU across servers (dimension 0 the NVSwitch,
+dimension 1 the rails, as ``examples/validation/hgx_h100_4nodes``; latencies as
+there). Error = predicted throughput / published - 1 (= published step time /
+predicted step time - 1, whatever the FLOP count).
+
+**Rows 1-3, Llama 3 405B** (Meta): A. Dubey et al., "The Llama 3 Herd of Models",
+arXiv 2407.21783 (https://arxiv.org/abs/2407.21783), Table 4: GPUs, TP, CP, PP, DP,
+sequence length, batch size per DP group, 16M tokens per batch, TFLOP/s per GPU (430,
+400, 380). Section 3.3.1: Grand Teton servers of 8 H100 SXM 80 GB on NVLink, "400 Gbps
+interconnects between GPUs" (RoCE). Section 3.3.2 gives the rest of the plan:
+
+* groups in the order [TP, CP, PP, DP], TP inside a server;
+* FSDP that shards optimizer states and gradients and keeps the gathered weights
+  from forward to backward: a reduce-scatter of the gradients and an all-gather of
+  the weights per step (``zero=2``), gradients accumulated and reduce-scattered in FP32;
+* interleaved 1F1B "with V pipeline stages on one pipeline rank", one Transformer
+  layer taken from the first and the last stage so that "the first model chunk on the
+  first stage has only the embedding, and the last model chunk on the last stage has
+  only output projection and loss": 126 layers + an embedding chunk + an output chunk
+  = 128 chunks of one layer, V = 128 / 16 = 8;
+* no activation recomputation at 8K tokens ("we could pre-train Llama 3 on sequences
+  of 8K tokens without activation checkpointing"), and none assumed at 128K;
+* context parallelism over 2 x CP chunks of the sequence, rank i holding chunks i and
+  2 CP - 1 - i; tensor parallelism with sequence parallelism (Korthikanti et al.).
+
+astra's generator does not split 126 layers over 16 x 8 virtual stages with an
+embedding-only first chunk and an output-only last chunk (uneven stages are refused
+with a virtual pipeline), so these rows simulate the balanced pipeline the paper
+describes: 128 one-layer chunks of Llama 3 405B's layer (the ``llama3-405b`` preset
+with 128 layers and ``vocab`` 0). The first and last chunk then hold a full layer
+where the run held the embedding (almost no compute) and the output projection and
+loss (about 2/3 of a layer's FLOPs); every other chunk is the run's. TFLOP/s per GPU
+counts the real model's FLOPs, never the surrogate's: the paper reports MFU after
+Chowdhery et al. (PaLM, 2022, appendix B), ``6 N + 12 L H Q T`` per token (N
+parameters, L layers, H Q the hidden size, T the sequence length; attention without
+the causal mask's saving). The paper does not state its count; the report's `causal`
+column gives the same prediction counted with ``6 L H Q T``, which matters only at
+131,072 tokens. Table 4 prints DP 4 for the 131K row; its 16,384 GPUs and 16M tokens
+need DP 8 (8 x 16 x 16 x 8 = 16,384; 8 x 16 sequences x 131,072 = 16M), used here.
+
+**Rows 4-7, Nemotron-4 340B** (NVIDIA DGX Cloud benchmarking recipe "Nemotron4 340b
+24.11", NVIDIA/dgxc-benchmarking ``nemotron/README_340b.md``, commit 143b90dd,
+https://github.com/NVIDIA/dgxc-benchmarking): measured seconds per step on 1,024 and
+2,048 H100s in BF16 and FP8, TP 8, PP 8, VP 12, micro-batch 1, global batch 2 per
+node, sequence 4,096. The model and the rest of the plan are NeMo's configuration
+that the recipe names (NVIDIA/NeMo-Framework-Launcher
+``launcher_scripts/conf/training/nemotron/nemotron_340b.yaml``, commit 3be81fc1): 96
+layers, hidden 18,432, 96 heads in 8 query groups, FFN 4h with squared ReLU (two
+matrices: astra's non-gated MLP), vocabulary 256,000, untied embeddings, no dropout,
+no recomputation, sequence parallelism, ``ub_tp_comm_overlap`` (Transformer Engine's
+userbuffers: ``tp_comm_overlap``), Megatron-Core's distributed optimizer
+(``zero=1``) with BF16 gradient reduction (``grad_sync_dtype: bf16``) overlapped
+with the backward pass. DGX H100 nodes: 8 x 400 Gb/s NDR InfiniBand per node (DGX
+H100 datasheet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from summary import emit, geomean_abs
+
+import astra
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.models import MODELS, ModelConfig
+
+GIB = 1 << 30
+LLAMA3 = (
+    "A. Dubey et al. (Llama Team, AI @ Meta), 'The Llama 3 Herd of Models', arXiv 2407.21783 "
+    "(https://arxiv.org/abs/2407.21783), Table 4 and section 3.3"
+)
+NEMOTRON = (
+    "NVIDIA DGX Cloud benchmarking, 'Nemotron4 340b 24.11' (NVIDIA/dgxc-benchmarking "
+    "nemotron/README_340b.md, commit 143b90dd): training step time; model and plan from "
+    "NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_340b.yaml"
+)
+LLAMA3_405B = MODELS["llama3-405b"]
+#: Llama 3's pipeline: 126 layers + an embedding chunk + an output chunk = 16 stages x 8
+#: one-layer chunks (section 3.3.2), simulated as 128 equal layers (module docstring).
+LLAMA3_CHUNKS = replace(LLAMA3_405B, name="llama3-405b-128-chunks", layers=128, vocab=0, source=LLAMA3)
+NEMOTRON4_340B = ModelConfig(
+    "nemotron4-340b",
+    layers=96,
+    hidden=18432,
+    heads=96,
+    kv_heads=8,
+    ffn_hidden=4 * 18432,
+    vocab=256000,
+    seq_len=4096,
+    mlp="gelu",  # squared ReLU: two matrices and an element-wise activation, as GELU
+    source=NEMOTRON,
+)
+LLAMA3_TOKENS = 16 * 2**20  # Table 4: "16M" tokens per batch = 2,048 x 8,192 = 128 x 131,072
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published run: its plan and its measured result.
+
+    ``published`` is TFLOP/s per GPU (Llama 3) or seconds per step (Nemotron-4)."""
+
+    source: str  # "llama3" or "nemotron4"
+    gpus: int
+    tp: int
+    cp: int
+    pp: int
+    seq: int
+    global_batch: int
+    virtual_stages: int
+    precision: str
+    published: float
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.cp * self.pp)
+
+    @property
+    def microbatches(self) -> int:
+        return self.global_batch // self.dp
+
+    @property
+    def name(self) -> str:
+        return f"{self.gpus:,} GPUs, {self.seq // 1024}K, {self.precision.upper()}"
+
+    def llama3_flops(self, causal: bool = False) -> float:
+        """Llama 3 405B FLOPs of one step by PaLM's count (appendix B), or with causal attention."""
+        m = LLAMA3_405B
+        attention = (6 if causal else 12) * m.layers * m.hidden * self.seq
+        return (6 * m.params() + attention) * self.global_batch * self.seq
+
+    def plan(self) -> LLMConfig:
+        """The run's plan for astra's generator (see the module docstring)."""
+        llama = self.source == "llama3"
+        return LLMConfig(
+            model=LLAMA3_CHUNKS if llama else NEMOTRON4_340B,
+            gpu=GPUS["h100"],
+            dp=self.dp,
+            tp=self.tp,
+            pp=self.pp,
+            cp=self.cp,
+            micro_batch=1,
+            global_batch=self.global_batch,
+            seq_len=self.seq,
+            dims=[8, self.gpus // 8],
+            virtual_stages=self.virtual_stages,
+            sequence_parallel=True,
+            tp_comm_overlap=not llama,  # NeMo's ub_tp_comm_overlap; Llama 3's paper is silent
+            recompute="none",
+            zero=2 if llama else 1,  # Llama 3: FSDP; NeMo: distributed optimizer
+            overlap_grad_reduce=True,
+            grad_reduce_in_bf16=not llama,  # Llama 3: FP32; NeMo: grad_sync_dtype bf16
+            attention="flash",
+            dropout=False,
+            precision=self.precision,
+        )
+
+
+ROWS = (
+    # Llama 3 Table 4: GPUs, TP, CP, PP, sequence, DP x batch per DP, TFLOP/s per GPU
+    Row("llama3", 8192, 8, 1, 16, 8192, 64 * 32, 8, "bf16", 430.0),
+    Row("llama3", 16384, 8, 1, 16, 8192, 128 * 16, 8, "bf16", 400.0),
+    Row("llama3", 16384, 8, 16, 16, 131072, 8 * 16, 8, "bf16", 380.0),
+    # dgxc-benchmarking Nemotron4 340b 24.11: GBS = 2 x nodes, seconds per step
+    Row("nemotron4", 1024, 8, 1, 8, 4096, 256, 12, "bf16", 4.73),
+    Row("nemotron4", 2048, 8, 1, 8, 4096, 512, 12, "bf16", 4.84),
+    Row("nemotron4", 1024, 8, 1, 8, 4096, 256, 12, "fp8", 3.34),
+    Row("nemotron4", 2048, 8, 1, 8, 4096, 512, 12, "fp8", 3.49),
+)
+
+
+def network(nodes: int) -> NetworkConfig:
+    """Servers of 8 H100 on NVSwitch (450 GB/s per GPU and direction), one 400 Gb/s port per
+    GPU across servers (network.yml counts GB as 2^30 bytes); latencies as in
+    examples/validation/hgx_h100_4nodes (half of NCCL's smallest per-step latency)."""
+    return NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, nodes],
+            "bandwidth": [450e9 / GIB, 50e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
+
+
+SYSTEM = SystemConfig.from_dict(
+    {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "baseline",
+        "preferred-dataset-splits": 1,
+        **{
+            f"{c}-implementation": ["nccl"]
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+        "nccl": {"gpu": "H100"},
+    }
+)
+
+
+def predict(row: Row, workdir: Path) -> float:
+    """Step time [s] of one row."""
+    prefix = workdir / f"{row.source}_{row.gpus}_{row.seq}_{row.precision}"
+    _, groups = write_llm(generate_llm(row.plan()), prefix)
+    result = astra.simulate(
+        str(prefix), SYSTEM, network(row.gpus // 8), comm_groups=str(groups) if groups else None
+    )
+    return result.step_ns * 1e-9
+
+
+def peak_rss_gib() -> float:
+    """Peak resident memory of this process so far [GiB] (Linux counts ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+#: What the runs did that the simulations leave out, per source.
+LEFT_OUT = {
+    "llama3": (
+        "Not modelled: the 1:7 oversubscription between 3,072-GPU pods of the paper's "
+        "three-layer Clos and NCCLX's changes to NCCL (the network is one non-blocking "
+        "400 Gb/s port per GPU, NCCL's cost model); the tunable number N of consecutive "
+        "micro-batches of Llama 3's schedule (astra runs Megatron's interleaved 1F1B); the "
+        "all-gather-based context parallelism of the 131K row (astra runs a ring that "
+        "overlaps each step's keys and values with the previous block); the document mask "
+        "(attention is causal over the whole sequence); the embedding-only first chunk and "
+        "output-only last chunk (a full layer each in the surrogate)."
+    ),
+    "nemotron4": (
+        "Not modelled: the overlap of the distributed optimizer's weight all-gather with the "
+        "next step's forward pass (`overlap_param_sync`; astra gathers after the optimizer), "
+        "the deferred embedding weight gradient (`defer_embedding_wgrad_compute`), NeMo's "
+        "gradient bucket of 50 MB (astra: Megatron's default of max(40M, 1M x DP) elements), "
+        "FP8 scaling-factor (amax) reductions and casts, and the DGX Cloud fabric beyond one "
+        "non-blocking 400 Gb/s port per GPU."
+    ),
+}
+TAIL = (
+    "`run s` is the wall time of generating and simulating the run in its own process "
+    "(two at a time on a 2-core machine shared with other work), `peak GiB` that "
+    "process's peak resident memory.\n\n"
+    "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 1-7 --jobs 2 "
+    "--markdown docs/validation-h100.md`."
+)
+
+
+def parse_rows(text: str) -> list[Row]:
+    chosen = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        chosen.update(range(int(a), int(b or a) + 1))
+    return [ROWS[i - 1] for i in sorted(chosen) if 1 <= i <= len(ROWS)]
+
+
+def _header(source: str) -> list[str]:
+    if source == "llama3":
+        return [
+            "## Llama 3 405B on 8K and 16K H100s (TFLOP/s per GPU)",
+            "",
+            f"Published: {LLAMA3}. Plan: the paper's TP, CP, PP, DP, sequence length and "
+            "batch per DP group (= micro-batches M of one sequence); interleaved 1F1B with 8 "
+            "one-layer chunks per pipeline rank (the paper's balanced 126 + 2 chunks, "
+            "simulated as 128 layers), FSDP (reduce-scatter of FP32 gradients, all-gather "
+            "of the weights), no recomputation, sequence parallelism, FlashAttention, BF16. "
+            "TFLOP/s per GPU by PaLM's count (6 N + 12 L H Q T per token, 16,777,216 tokens "
+            "per step); `causal`: the same prediction counted with 6 L H Q T.",
+            "",
+            "| run | GPUs | TP | CP | PP | DP | M | step s | astra TFLOP/s | published "
+            "| error | causal | run s | peak GiB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    return [
+        "## Nemotron-4 340B on 1K and 2K H100s (seconds per step)",
+        "",
+        f"Published: {NEMOTRON}. Plan: TP 8, PP 8, 12 one-layer chunks per pipeline rank "
+        "(interleaved 1F1B), micro-batch 1, global batch 2 per node (M micro-batches per "
+        "DP rank), sequence 4,096, sequence parallelism with tensor-parallel communication "
+        "overlap, distributed optimizer with BF16 gradient reduction, no recomputation, "
+        "FlashAttention.",
+        "",
+        "| run | GPUs | TP | PP | DP | M | astra step s | published step s | error | run s | peak GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+
+def _line(row: Row, seconds: float, wall: float, peak: float) -> tuple[str, float]:
+    """The row's table line and its error."""
+    if row.source == "llama3":
+        tflops = row.llama3_flops() / (seconds * row.gpus) / 1e12
+        causal = row.llama3_flops(causal=True) / (seconds * row.gpus) / 1e12
+        err = tflops / row.published - 1
+        return (
+            f"| {row.name} | {row.gpus:,} | {row.tp} | {row.cp} | {row.pp} | {row.dp} "
+            f"| {row.microbatches} | {seconds:.2f} | {tflops:.1f} | {row.published:.0f} "
+            f"| {err:+.1%} | {causal:.1f} | {wall:.0f} | {peak:.1f} |"
+        ), err
+    err = row.published / seconds - 1
+    return (
+        f"| {row.name} | {row.gpus:,} | {row.tp} | {row.pp} | {row.dp} | {row.microbatches} "
+        f"| {seconds:.2f} | {row.published:.2f} | {err:+.1%} | {wall:.0f} | {peak:.1f} |"
+    ), err
+
+
+def _run(index: int) -> tuple[float, float, float]:
+    """Row ``index`` of :data:`ROWS` in a fresh process: (step s, wall s, peak resident GiB)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds = predict(ROWS[index], Path(tmp))
+    return seconds, time.perf_counter() - start, peak_rss_gib()
+
+
+def report(rows: list[Row], jobs: int = 1) -> str:
+    """The report of ``rows``, each simulated in its own process, ``jobs`` at a time."""
+    # one process per row (maxtasksperchild): each row's peak memory is its own
+    # the largest first, so that the last to finish is a small one
+    order = sorted(rows, key=lambda row: -row.gpus * row.seq)
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
+        results = dict(zip(order, pool.map(_run, [ROWS.index(row) for row in order], chunksize=1)))
+    lines = [
+        "# Published H100 training runs at scale: predicted vs measured",
+        "",
+        "Network: 8 H100 SXM per server on NVSwitch (450 GB/s per GPU and direction), one "
+        "400 Gb/s port per GPU across servers on a non-blocking switch, NCCL model, default "
+        "backend. Error = predicted throughput / published - 1 (= published step time / "
+        "predicted step time - 1). `validation/h100_scale.py` cites the source of every "
+        "number of each plan.",
+    ]
+    errors = []
+    for source in ("llama3", "nemotron4"):
+        chosen = [row for row in rows if row.source == source]
+        if not chosen:
+            continue
+        lines += ["", *_header(source)]
+        for row in chosen:
+            line, err = _line(row, *results[row])
+            lines.append(line)
+            errors.append(err)
+        lines += ["", LEFT_OUT[source]]
+    if errors:
+        lines += [
+            "",
+            "## Summary",
+            "",
+            f"Geometric mean of |error| over {len(errors)} runs: {geomean_abs(errors):.1%}; "
+            f"largest: {max(abs(e) for e in errors):.1%}; within 10 %: "
+            f"{sum(abs(e) <= 0.10 for e in errors)} of {len(errors)}.",
+            "",
+            TAIL,
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="4-7", help="runs, e.g. 1-7 or 1,4 (1-3 Llama 3, 4-7 Nemotron-4)")
+    parser.add_argument("--markdown", help="also write the report to this file")
+    parser.add_argument("--jobs", type=int, default=1, help="rows simulated at once (one process each)")
+    args = parser.parse_args(argv)
+    return emit(report(parse_rows(args.rows), max(1, args.jobs)), args.markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
