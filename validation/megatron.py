@@ -160,6 +160,7 @@ def predict(row: Row, workdir: Path) -> tuple[float, float]:
         dims=[8, row.nodes] if row.nodes > 1 else [8],
         recompute="full",
         overlap_grad_reduce=row.ddp == "torch",
+        ddp="torch" if row.ddp == "torch" else "megatron",
         scatter_gather=True,
         virtual_stages=row.virtual_stages,
         attention="unfused",
@@ -177,10 +178,15 @@ def predict(row: Row, workdir: Path) -> tuple[float, float]:
 
 #: What the runs did that the generator and the compute model leave out.
 LEFT_OUT = (
-    "Not modelled: FP16 loss scaling, gradient-norm clipping and the copy of the FP32 "
-    "master weights to the FP16 model (memory-bound, about 18 B per parameter and step); "
-    "PyTorch DDP's 16-bit gradient accumulation from the second micro-batch on (row 4); "
-    "the data loader and host-side gaps between kernels beyond one launch each. "
+    "Modelled around the passes (docs/llm.md, 'The step around the passes'): the run "
+    "script's FP16 optimizer step kernel by kernel (FP16 gradients copied to FP32, "
+    "unscaled and checked for overflow under its --loss-scale 8192, their norm for "
+    "--clip-grad 1.0, Adam, the FP32 master weights copied to FP16, the local DDP's "
+    "buffer zeroed), PyTorch DDP's accumulation from the second micro-batch and its "
+    "bucket copies (rows 1-4, 25 MiB buckets), and the FP32 cross-entropy "
+    "(no --fp16-lm-cross-entropy). Not modelled: the 4-byte all-reduces of the overflow "
+    "flag and of the gradient norm, the device synchronisations of Megatron's 2021 "
+    "timers around every pass and pipeline transfer, and the data loader. "
     "`run s` is the wall time of generating and simulating the row on one core.\n\n"
     "Regenerate with `.venv/bin/python validation/megatron.py --rows 1-10 --markdown "
     "docs/validation-megatron.md` (about 15 minutes on 2 cores)."

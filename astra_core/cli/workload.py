@@ -244,6 +244,15 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     "Megatron's local DDP)",
 )
 @click.option(
+    "--ddp",
+    type=click.Choice(["megatron", "torch"]),
+    default="megatron",
+    show_default=True,
+    help="data-parallel implementation: Megatron's (one gradient buffer) or PyTorch DDP "
+    "(Megatron's --DDP-impl torch of 2021: 25 MiB buckets copied in and out, gradients in "
+    "the parameters' dtype)",
+)
+@click.option(
     "--scatter-gather/--no-scatter-gather",
     default=True,
     show_default=True,
@@ -330,6 +339,7 @@ def gen_llm(
     sequence_parallel,
     recompute,
     overlap_grad_reduce,
+    ddp,
     scatter_gather,
     cp,
     tp_comm_overlap,
@@ -380,6 +390,7 @@ def gen_llm(
         cp=cp,
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_in_bf16=grad_reduce_in_bf16,
+        ddp=ddp,
     )
     with _interruptible():
         wl = generate_llm(cfg)

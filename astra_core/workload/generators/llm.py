@@ -58,6 +58,7 @@ from astra_core.workload.generators.layout import Layout
 from astra_core.workload.generators.llm_size import check_plan, check_values
 from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilder, StageNode
 from astra_core.workload.generators.models import ModelConfig
+from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
@@ -92,6 +93,12 @@ class LLMConfig:
       all gradients after it (Megatron's ``local`` DDP of SC'21), whose
       backward also adds each micro-batch's gradients into its gradient
       buffer (:func:`.ops.grad_accumulation_op`, :attr:`grad_bytes`).
+    * ``ddp``: ``megatron`` (Megatron's DDP with one contiguous gradient buffer,
+      zeroed every step: the ``local`` DDP of 2021 and Megatron-core's since) or
+      ``torch`` (``--DDP-impl torch`` of 2021: PyTorch DistributedDataParallel,
+      always overlapped, gradients in the parameters' dtype accumulating in
+      ``.grad`` from the second micro-batch on and copied into and out of
+      buckets of 25 MiB, its ``bucket_cap_mb`` default; see :func:`.ops.optimizer_ops`).
     * ``grad_reduce_in_bf16``: BF16 gradient buffers and reductions
       (``--grad-reduce-in-bf16``) instead of Megatron's FP32 for BF16 training.
     * ``virtual_stages``: V model chunks per pipeline stage, run with the
@@ -154,11 +161,14 @@ class LLMConfig:
     cp: int = 1
     tp_comm_overlap: bool = False
     grad_reduce_in_bf16: bool = False
+    ddp: str = "megatron"
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
-            # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
-            self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * self.grad_bytes
+            if self.ddp == "torch":  # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25)
+                self.bucket_bytes = 25 << 20
+            else:  # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
+                self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * self.grad_bytes
 
     @property
     def grad_bytes(self) -> int:
@@ -167,8 +177,8 @@ class LLMConfig:
         Megatron-LM keeps them in the parameters' dtype for FP16 and in FP32 for BF16
         (and FP8, whose parameters are BF16): ``--accumulate-allreduce-grads-in-fp32``
         is forced on for BF16 (megatron/training/arguments.py); ``--grad-reduce-in-bf16``
-        reduces them in BF16."""
-        return 2 if self.precision == "fp16" or self.grad_reduce_in_bf16 else 4
+        reduces them in BF16. PyTorch DDP keeps them in the parameters' 16-bit dtype."""
+        return 2 if self.precision == "fp16" or self.grad_reduce_in_bf16 or self.ddp == "torch" else 4
 
     @property
     def sequence_length(self) -> int:
@@ -296,6 +306,14 @@ def _check_features(cfg: LLMConfig) -> None:
         raise ConfigError("--tp-comm-overlap with --cp is not modelled")
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
+    if cfg.ddp not in DDP_IMPLS:
+        raise ConfigError(f"--ddp: expected one of {', '.join(DDP_IMPLS)}, got '{cfg.ddp}'")
+    if cfg.ddp == "torch" and (not cfg.overlap_grad_reduce or cfg.zero or cfg.grad_reduce_in_bf16):
+        raise ConfigError(
+            "--ddp torch: PyTorch DDP always overlaps its all-reduce with the backward pass, "
+            "in the parameters' dtype, without ZeRO; drop --no-overlap-grad-reduce, --zero "
+            "and --grad-reduce-in-bf16"
+        )
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
 

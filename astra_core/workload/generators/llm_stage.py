@@ -279,14 +279,7 @@ class StageBuilder:
             self.core = O.context_parallel_attention_ops(model, b, cfg.sequence_length, T, self.C)
             self.kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
         self.overlap = cfg.tp_comm_overlap and T > 1
-        # local DDP adds every micro-batch's weight gradients into its buffer; PyTorch DDP
-        # and Megatron's --overlap-grad-reduce with gradient-accumulation fusion accumulate in place
-        self.accumulate = {
-            i: []
-            if cfg.overlap_grad_reduce
-            else [O.grad_accumulation_op(sum(self.params[i]), cfg.grad_bytes)]
-            for i in self.layers
-        }
+        self.accumulate: dict[int, list[O.Op]] = {}  # per layer, set by each backward pass
 
     def _init_schedule(self, mb: int) -> None:
         """The stage's passes ``order`` = [(F or B, micro-batch, chunk)], the step of its
@@ -297,9 +290,11 @@ class StageBuilder:
         else:
             self.order = [(kind, m, 0) for kind, m in schedule(self.cfg.schedule, P, self.p, mb)]
         self.last_backward = max(i for i, (kind, _, _) in enumerate(self.order) if kind == "B")
-        self.chunk_done = {
-            v: max(i for i, (kind, _, c) in enumerate(self.order) if kind == "B" and c == v) for v in range(V)
+        backward = {
+            v: [i for i, (kind, _, c) in enumerate(self.order) if kind == "B" and c == v] for v in range(V)
         }
+        self.chunk_first = {v: steps[0] for v, steps in backward.items()}
+        self.chunk_done = {v: steps[-1] for v, steps in backward.items()}
 
     def chunk_layers(self, v: int) -> range:
         """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
@@ -354,6 +349,8 @@ class StageBuilder:
             prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, self.b, self.s, T, sp)))
         elif not tail_chunk:
             self._receive(f"{tm}_grad_recv", "next", self._p2p_tag(m, q, True))
+        first, last = step == self.chunk_first[v], step == self.chunk_done[v]
+        self.accumulate = {i: self._gradient_ops(i, first, last) for i in chunk}
         gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd")
         for i in reversed(chunk):
             prog.pending.append(gathered)
@@ -370,6 +367,19 @@ class StageBuilder:
         if step == self.last_backward:
             self.grads.add(self.edge, 0.0)
             self.grads.finish()
+
+    def _gradient_ops(self, i: int, first: bool, last: bool) -> list[O.Op]:
+        """What a backward pass does with layer ``i``'s weight gradients besides computing
+        them, on the chunk's ``first`` and ``last`` micro-batch: Megatron's local DDP adds
+        every micro-batch's into its buffer; PyTorch DDP adds them into ``.grad`` from the
+        second on and copies them into its buckets on the last; Megatron's
+        --overlap-grad-reduce (gradient-accumulation fusion) accumulates in the GEMM."""
+        cfg, params = self.cfg, sum(self.params[i])
+        if cfg.ddp == "torch":
+            return ([] if first else [O.grad_accumulation_op(params, O.BYTES)]) + (
+                [O.ddp_bucket_copy_op(params)] if last else []
+            )
+        return [] if cfg.overlap_grad_reduce else [O.grad_accumulation_op(params, cfg.grad_bytes)]
 
     def _recompute_layer(self, i: int, m: int) -> None:
         """Megatron's activation recomputation just before layer ``i``'s backward."""
@@ -632,7 +642,10 @@ class StageBuilder:
         cfg, prog, dense, expert, edp = self.cfg, self.prog, self.dense, self.expert, self.edp
         shard = cfg.dp if cfg.zero >= 1 else 1
         eshard = edp if cfg.zero >= 1 else 1
-        prog.comp("optimizer", [O.optimizer_op(dense / shard + expert / eshard)], *self.grads.handles)
+        local = dense / shard + expert / eshard
+        buffer = dense + expert if cfg.zero < 2 else local  # ZeRO 2-3 keep only their gradient shard
+        ops = O.optimizer_ops(local, buffer, cfg.precision, cfg.grad_bytes, cfg.ddp)
+        prog.comp("optimizer", ops, *self.grads.handles)
         if cfg.zero in (1, 2):  # each rank updated its 1/D shard: all-gather input = the shard
             prog.coll("params_AG", _AG, dense * O.BYTES / cfg.dp, "dp")
             if expert:

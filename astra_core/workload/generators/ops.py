@@ -43,6 +43,7 @@ from astra_core.workload.generators.models import ModelConfig
 __all__ = [
     "ATTENTION",
     "BYTES",
+    "CROSS_ENTROPY_BYTES",
     "ELEMENTWISE",
     "GEMM",
     "KERNELS",
@@ -54,13 +55,15 @@ __all__ = [
     "attention_core_ops",
     "attention_ops",
     "backward",
+    "DDP_IMPLS",
     "context_parallel_attention_ops",
+    "ddp_bucket_copy_op",
     "embedding_ops",
     "grad_accumulation_op",
     "head_ops",
     "mlp_ops",
     "moe_ops",
-    "optimizer_op",
+    "optimizer_ops",
 ]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
@@ -309,28 +312,102 @@ def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[
     return [_memory("embedding", b * s * model.hidden, 2 * BYTES, 2 * BYTES, 0.0)]
 
 
+#: Bytes per logit of Megatron-LM's vocabulary-parallel cross-entropy on FP32 logits
+#: (``vocab_parallel_cross_entropy(output.float(), labels)``, megatron/model/gpt_model.py of
+#: 2021 and megatron/core/tensor_parallel/cross_entropy.py since, without
+#: ``--fp16-lm-cross-entropy`` or ``--cross-entropy-loss-fusion``), kernel by kernel.
+#: Forward: ``.float()`` (2 + 4), the row max (4), subtracting it (4 + 4), ``exp`` in place
+#: (4 + 4), the row sum (4), dividing by it to keep the softmax for backward (4 + 4): 38.
+#: Backward: multiplying the softmax by the loss gradient in place (4 + 4) and the cast
+#: back to 16 bits (4 + 2): 14.
+CROSS_ENTROPY_BYTES = (38.0, 14.0)
+
+
 def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
-    """Final norm, output projection (vocabulary split over ``t``) and cross-entropy (reads the
-    logits, writes the loss; backward writes the logits' gradient)."""
+    """Final norm, output projection (vocabulary split over ``t``) and Megatron-LM's
+    cross-entropy on the FP32 logits (:data:`CROSS_ENTROPY_BYTES`)."""
     tokens = b * s
     logits = tokens * model.vocab / t
     return [
         _norm("ln_final", tokens, model.hidden, t, sp),
         _gemm("lm_head", tokens, model.vocab / t, model.hidden),
-        _memory("cross_entropy", logits, 2 * BYTES, 2 * BYTES, 5.0),
+        _memory("cross_entropy", logits, *CROSS_ENTROPY_BYTES, 5.0),
     ]
 
 
-def optimizer_op(params: float) -> Op:
-    """Mixed-precision Adam over ``params`` local parameters: ~18 FLOP and 28 B each
-    (read the 16-bit gradient, FP32 master weight and two FP32 moments: 14 B; write the
-    master weight, the moments and the 16-bit weight: 14 B)."""
-    return Op("optimizer", 18.0 * params, 28.0 * params, kernel=STREAM)
+#: Megatron-LM's data-parallel implementations: its own (a contiguous gradient buffer,
+#: the ``local`` DDP of 2021 and Megatron-core's DDP since) and PyTorch's
+#: DistributedDataParallel (``--DDP-impl torch`` of 2021).
+DDP_IMPLS = ("megatron", "torch")
+
+
+def optimizer_ops(
+    shard_params: float, buffer_params: float, precision: str, grad_bytes: int, ddp: str = "megatron"
+) -> list[Op]:
+    """Megatron-LM's mixed-precision optimizer step, kernel by kernel, over this rank's
+    ``shard_params`` parameters (all of its parameters; a 1/D shard with the distributed
+    optimizer) and its gradient buffer of ``buffer_params`` elements of ``grad_bytes`` B.
+
+    The order of ``MixedPrecisionOptimizer.step`` (megatron/core/optimizer/optimizer.py;
+    ``Float16OptimizerWithFloat16Params.step`` of 2021, megatron/optimizer/optimizer.py),
+    bytes per parameter:
+
+    * PyTorch DDP only: its reducer copies each reduced bucket back into the
+      gradient (``copy_bucket_to_grad``, torch/csrc/distributed/c10d/reducer.cpp): 2 x grad.
+    * ``main_grad_copy``: ``_copy_model_grads_to_main_grads`` makes FP32 main gradients
+      with ``.float()``, a copy when the gradients are 16-bit (grad + 4), none when
+      the buffer is FP32 already.
+    * ``unscale``: FP16 only (BF16 and FP8 run without a loss scaler):
+      ``torch._amp_foreach_non_finite_check_and_unscale_`` divides by the loss
+      scale and checks for inf/NaN (4 + 4).
+    * ``grad_norm``: ``clip_grad_norm_fp32`` takes the gradients' L2 norm
+      (apex ``multi_tensor_l2norm``, 4); the rescale runs only when the norm
+      passes the clip value and is not counted.
+    * ``adam``: apex / Transformer Engine ``FusedAdam`` on FP32 master weights,
+      gradients and both moments (read 16, write 12; ~18 FLOP).
+    * ``param_copy``: ``_copy_main_params_to_model_params`` writes the 16-bit
+      model weights (``multi_tensor_scale``, 4 + 2).
+    * ``zero_grad_buffer``: Megatron's DDP clears its whole gradient buffer for the
+      next step (``zero_grad_buffer``, a memset: grad); PyTorch DDP sets the
+      gradients to None instead.
+
+    The found-inf flag's and the norm's 4-byte all-reduces over the model-parallel
+    group and their host synchronisation are latency only (tens of us a step) and
+    are left out. Every kernel but the copies runs at the multi-tensor streaming rate;
+    ``.float()`` and the bucket copy are framework element-wise kernels.
+    Raises ValueError for an unknown ``ddp``.
+    """
+    if ddp not in DDP_IMPLS:
+        raise ValueError(f"ddp must be one of {DDP_IMPLS}, got {ddp!r}")
+    ops = []
+    if ddp == "torch":
+        ops.append(_memory("ddp_bucket_copy_out", buffer_params, 2.0 * grad_bytes, 0.0, 0.0))
+    if grad_bytes < 4:
+        ops.append(_memory("main_grad_copy", shard_params, grad_bytes + 4.0, 0.0, 0.0))
+    if precision == "fp16":
+        ops.append(_memory("unscale", shard_params, 8.0, 0.0, 2.0, STREAM))
+    ops += [
+        _memory("grad_norm", shard_params, 4.0, 0.0, 2.0, STREAM),
+        _memory("adam", shard_params, 28.0, 0.0, 18.0, STREAM),
+        _memory("param_copy", shard_params, 6.0, 0.0, 0.0, STREAM),
+    ]
+    if ddp == "megatron":
+        ops.append(_memory("zero_grad_buffer", buffer_params, float(grad_bytes), 0.0, 0.0, STREAM))
+    return ops
 
 
 def grad_accumulation_op(params: float, buffer_bytes: int = 4) -> Op:
-    """Megatron-LM's local DDP: each micro-batch's 16-bit weight gradients are added into
-    the gradient buffer (``param.main_grad.add_(param.grad)``, megatron/model/distributed.py)
-    of ``buffer_bytes`` per element (FP32 for BF16, the parameters' FP16 for FP16): read the
-    gradient and the buffer, write the buffer."""
+    """One micro-batch's 16-bit weight gradients added into where they accumulate:
+    Megatron-LM's local DDP buffer (``param.main_grad.add_(param.grad)``,
+    megatron/model/distributed.py) of ``buffer_bytes`` per element (FP32 for BF16, the
+    parameters' FP16 for FP16), or, under PyTorch DDP, the parameter's ``.grad``
+    from the second micro-batch on (autograd's AccumulateGrad, in place, 2 B): read
+    the gradient and the buffer, write the buffer."""
     return _memory("grad_accumulation", params, BYTES + 2.0 * buffer_bytes, 0.0)
+
+
+def ddp_bucket_copy_op(params: float, grad_bytes: int = BYTES) -> Op:
+    """PyTorch DDP's reducer copying a ready gradient into its bucket, divided by the
+    group size on the way (``copy_grad_to_bucket``: ``at::mul_out``, reducer.cpp), on
+    the last micro-batch's backward pass: read and write ``grad_bytes`` per element."""
+    return _memory("ddp_bucket_copy", params, 2.0 * grad_bytes, 0.0, 1.0)
