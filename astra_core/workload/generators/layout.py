@@ -74,7 +74,7 @@ class Layout:
         return t + self.tp * (c + self.cp * (d + self.dp * p))
 
     def members(self, role: str, rank: int) -> tuple[int, ...]:
-        """The ranks of ``rank``'s group of ``role`` (tp, cp, dp, ep, edp, emb), in ring order."""
+        """The ranks of ``rank``'s group of ``role`` (tp, cp, dp, ep, edp, emb, amax), in ring order."""
         t, d, p = self.coords(rank)
         c = self.context(rank)
         if role == "tp":
@@ -90,6 +90,10 @@ class Layout:
             return tuple(self.rank(t, d % self.ep + self.ep * i, p, c) for i in range(self.dp // self.ep))
         if role == "emb":
             return (self.rank(t, d, 0, c), self.rank(t, d, self.pp - 1, c))
+        if role == "amax":  # every rank of the pipeline stage (Megatron's amax reduction group)
+            return tuple(
+                self.rank(i, j, p, k) for j in range(self.dp) for k in range(self.cp) for i in range(self.tp)
+            )
         raise ValueError(f"unknown group role {role!r}")
 
     def cp_peer(self, rank: int, step: int) -> int:
@@ -109,6 +113,7 @@ class Layout:
             "dp": (self.tp, self.dp * self.cp),
             "ep": (self.tp * self.cp, self.ep),
             "edp": (self.tp * self.cp * self.ep, self.dp // self.ep),
+            "amax": (1, self.tp * self.cp * self.dp),
         }.get(role, (0, 0))
 
     def _dims_range(self, role: str) -> tuple[bool, ...] | None:

@@ -119,7 +119,10 @@ class LLMConfig:
     * ``dropout``: attention and hidden dropout on (Megatron's default 0.1 of
       ``--attention-dropout`` / ``--hidden-dropout``): their kernels and masks run.
     * ``precision``: ``fp16`` / ``bf16`` (16-bit tensor-core GEMMs) or ``fp8``
-      (FP8 GEMMs, Transformer Engine; needs a GPU with FP8).
+      (Transformer Engine's delayed scaling; needs a GPU with FP8): the layers'
+      linear GEMMs in FP8 with their casts (:func:`.ops.fp8_cast_op`), the weights
+      cast once a step, and the amax all-reduces over each stage's ranks after every
+      forward and backward pass of a model chunk.
     * ``cp``: context parallelism (``--context-parallel-size``): each of C
       ranks holds s / C tokens of every sequence; attention goes round the C
       ranks' ring, each step sending its keys and values on while the next

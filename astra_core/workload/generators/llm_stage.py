@@ -78,8 +78,11 @@ class StageProgram:
         return len(self.nodes) - 1
 
     def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
-        """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`)."""
-        ns = sum(self.gpu.op_time_ns(o, self.precision) for o in op_list)
+        """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`);
+        under FP8 with Transformer Engine's casts (:func:`.ops.fp8_kernels`)."""
+        if self.precision == "fp8":
+            op_list = O.fp8_kernels(op_list)
+        ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
         node = StageNode(
             name,
             pb.COMP_NODE,
@@ -230,7 +233,15 @@ class StageBuilder:
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,
-            {"tp": self.T, "cp": self.C, "dp": cfg.dp * self.C, "ep": cfg.ep, "edp": self.edp, "emb": 2},
+            {
+                "tp": self.T,
+                "cp": self.C,
+                "dp": cfg.dp * self.C,
+                "ep": cfg.ep,
+                "edp": self.edp,
+                "emb": 2,
+                "amax": self.T * self.C * cfg.dp,
+            },
             budget,
             limit,
         )
@@ -331,6 +342,7 @@ class StageBuilder:
             gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
             self._attention_block(i, m, "fwd")
             self._mlp(i, m, True)
+        self._amax_reduction(f"{tm}_fwd_amax_AR", chunk, True)
         tail_chunk = q == self.P * self.V - 1
         if tail_chunk and model.vocab:
             prog.comp(f"mb{m}_lm_head", O.head_ops(model, self.b, self.s, T, sp))
@@ -360,6 +372,7 @@ class StageBuilder:
             self._attention_block(i, m, "bwd")
             if step == self.chunk_done[v]:
                 self.grads.add(*self.params[i])
+        self._amax_reduction(f"{tm}_bwd_amax_AR", chunk, False)
         if q == 0 and model.vocab:
             prog.comp(f"mb{m}_embedding_bwd", O.backward(O.embedding_ops(model, self.b, self.s, T, sp)))
         elif q != 0:
@@ -367,6 +380,21 @@ class StageBuilder:
         if step == self.last_backward:
             self.grads.add(self.edge, 0.0)
             self.grads.finish()
+
+    def _amax_reduction(self, name: str, chunk: range, forward: bool) -> None:
+        """FP8 delayed scaling: Transformer Engine all-reduces (MAX) the amaxes of every
+        FP8 GEMM of the chunk over Megatron's amax group (tensor x data x context
+        parallel ranks of the stage) when the forward pass leaves its ``fp8_autocast``
+        and when the backward pass is through, synchronously (``async_op=False``,
+        ``reduce_and_update_fp8_tensors``): FP32 amaxes of 3 tensors per GEMM forward
+        (input, weight, output) and 2 backward (output and input gradients)."""
+        if self.cfg.precision != "fp8":
+            return
+        gemms = 0
+        for i in chunk:
+            ops = self.attn + (self.experts if self.model.is_moe_layer(i) else self.dense_mlp)
+            gemms += sum(o.shape[0] for o in ops if o.kind == O.GEMM and o.name in O.FP8_GEMMS)
+        self.prog.coll(name, _AR, 4 * (3 if forward else 2) * gemms, "amax")
 
     def _gradient_ops(self, i: int, first: bool, last: bool) -> list[O.Op]:
         """What a backward pass does with layer ``i``'s weight gradients besides computing

@@ -56,11 +56,15 @@ __all__ = [
     "attention_ops",
     "backward",
     "DDP_IMPLS",
+    "FP8_GEMMS",
     "context_parallel_attention_ops",
     "ddp_bucket_copy_op",
     "embedding_ops",
+    "fp8_cast_op",
+    "fp8_kernels",
     "grad_accumulation_op",
     "head_ops",
+    "kernel_precision",
     "mlp_ops",
     "moe_ops",
     "optimizer_ops",
@@ -335,6 +339,68 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
     ]
 
 
+#: The GEMMs Transformer Engine runs in FP8 under Megatron-core's ``--fp8-format``: the
+#: transformer layers' linear layers (TE modules). The embedding, the output layer
+#: (``tensor_parallel.ColumnParallelLinear``), the MoE router and attention's own
+#: products stay BF16.
+FP8_GEMMS = frozenset(
+    {"qkv", "attn_out", "mlp_up", "mlp_down", "shared_up", "shared_down", "experts_up", "experts_down"}
+)
+#: FP8 GEMMs whose activation operand the kernel before them writes in FP8 already:
+#: LayerNormLinear's and LayerNormMLP's fused norm (qkv, fc1) and activation (fc2).
+_FP8_FROM_PRODUCER = frozenset({"qkv", "mlp_up", "mlp_down"})
+#: ... and whose output gradient the kernel before them does: fc1's, from the fused
+#: dGELU/dSwiGLU + cast-transpose of LayerNormMLP's backward.
+_FP8_GRAD_FROM_PRODUCER = frozenset({"mlp_up"})
+
+
+def _gemm_pass(name: str) -> tuple[str, str]:
+    """(the forward GEMM's name, the pass: "" forward, "dgrad" or "wgrad")."""
+    for suffix in ("_dgrad", "_wgrad"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)], suffix[1:]
+    return name, ""
+
+
+def kernel_precision(op: Op, precision: str) -> str:
+    """The precision ``op`` runs at in a run of ``precision``: under FP8 only the
+    :data:`FP8_GEMMS` (and their gradients) are FP8 GEMMs, everything else BF16."""
+    if precision != "fp8":
+        return precision
+    return "fp8" if op.kind == GEMM and _gemm_pass(op.name)[0] in FP8_GEMMS else "bf16"
+
+
+def fp8_cast_op(op: Op) -> Op | None:
+    """The Transformer Engine (delayed scaling) cast in front of an FP8 GEMM, or None.
+
+    The forward GEMM's activation ``(m x k)`` and the data-gradient GEMM's output
+    gradient ``(m x k)`` of its shape are cast to FP8 together with their transpose
+    for the weight gradient (``fp8_cast_transpose_fused``: read 2 B, write 1 + 1 B per
+    element); where the kernel before already wrote FP8 (:data:`_FP8_FROM_PRODUCER`,
+    :data:`_FP8_GRAD_FROM_PRODUCER`) only the transpose remains (read 1, write 1).
+    The weight-gradient GEMM reads those transposes and casts nothing.
+    """
+    if op.kind != GEMM:
+        return None
+    base, kind = _gemm_pass(op.name)
+    if base not in FP8_GEMMS or kind == "wgrad":
+        return None
+    batch, m, _, k = op.shape
+    fused = base in (_FP8_GRAD_FROM_PRODUCER if kind else _FP8_FROM_PRODUCER)
+    return _memory(f"{op.name}_fp8_cast", batch * m * k, 2.0 if fused else 4.0, 0.0, 1.0)
+
+
+def fp8_kernels(ops: list[Op]) -> list[Op]:
+    """``ops`` with the FP8 cast of each FP8 GEMM (:func:`fp8_cast_op`) in front of it."""
+    out = []
+    for op in ops:
+        cast = fp8_cast_op(op)
+        if cast is not None:
+            out.append(cast)
+        out.append(op)
+    return out
+
+
 #: Megatron-LM's data-parallel implementations: its own (a contiguous gradient buffer,
 #: the ``local`` DDP of 2021 and Megatron-core's DDP since) and PyTorch's
 #: DistributedDataParallel (``--DDP-impl torch`` of 2021).
@@ -374,7 +440,9 @@ def optimizer_ops(
     The found-inf flag's and the norm's 4-byte all-reduces over the model-parallel
     group and their host synchronisation are latency only (tens of us a step) and
     are left out. Every kernel but the copies runs at the multi-tensor streaming rate;
-    ``.float()`` and the bucket copy are framework element-wise kernels.
+    ``.float()`` and the bucket copy are framework element-wise kernels. Under FP8,
+    Transformer Engine casts the updated weights to FP8 with their transpose once a step,
+    on the first micro-batch (``is_first_microbatch``; read 2, write 1 + 1), counted here.
     Raises ValueError for an unknown ``ddp``.
     """
     if ddp not in DDP_IMPLS:
@@ -393,6 +461,8 @@ def optimizer_ops(
     ]
     if ddp == "megatron":
         ops.append(_memory("zero_grad_buffer", buffer_params, float(grad_bytes), 0.0, 0.0, STREAM))
+    if precision == "fp8":
+        ops.append(_memory("fp8_weight_cast", buffer_params, 4.0, 0.0, 1.0))
     return ops
 
 
