@@ -33,12 +33,14 @@ from astra_core.plugins import (
     progress_observers,
 )
 from astra_core.report import Report
+from astra_core.report.iterations import measure_iterations
 from astra_core.system.context import check_network_models
 from astra_core.system.simulation import Simulation
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload.chakra import RankTrace, read_workload
 from astra_core.workload.graph import RankGraph, build_graphs
+from astra_core.workload.iterations import repeat_traces
 
 PathLike = str | os.PathLike
 #: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`).
@@ -136,6 +138,14 @@ def check_arguments(
     expect(isinstance(symmetry, bool), "symmetry", "True or False", symmetry)
 
 
+def _check_iterations(iterations: Any) -> None:
+    """ConfigError unless ``iterations`` is an integer >= 1."""
+    ok = isinstance(iterations, int) and not isinstance(iterations, bool)
+    expect(ok, "iterations", "an integer >= 1", iterations)
+    if iterations < 1:
+        raise ConfigError(f"simulate: iterations must be an integer >= 1, got {iterations}")
+
+
 def resolve_comm_groups(
     comm_groups: PathLike | Mapping | None, npus_count: int
 ) -> dict[str, tuple[int, ...]]:
@@ -156,10 +166,14 @@ def resolve_comm_groups(
     return parse_comm_groups(mapping, npus_count, source="comm_groups")
 
 
-def load_graphs(workload: PathLike | Sequence[RankTrace], npus_count: int) -> list[RankGraph]:
-    """Per-rank dependency graphs from a trace prefix or from already read traces.
+def load_graphs(
+    workload: PathLike | Sequence[RankTrace], npus_count: int, iterations: int = 1
+) -> list[RankGraph]:
+    """Per-rank dependency graphs from a trace prefix or from already read traces,
+    each repeated ``iterations`` times (:mod:`astra_core.workload.iterations`).
 
-    Raises TraceError when a list of traces does not have one trace per NPU.
+    Raises TraceError when a list of traces does not have one trace per NPU, and
+    ConfigError for ``iterations`` < 1 or a streamed trace repeated.
     """
     if isinstance(workload, (str, os.PathLike)):
         traces = read_workload(workload, npus_count)
@@ -170,6 +184,8 @@ def load_graphs(workload: PathLike | Sequence[RankTrace], npus_count: int) -> li
                 f"simulate: workload has {len(traces)} rank traces, but the network "
                 f"has {npus_count} NPUs (one trace per NPU)"
             )
+    if iterations != 1:
+        traces = repeat_traces(traces, iterations)
     return build_graphs(traces)
 
 
@@ -250,10 +266,12 @@ def _config(value: Any, kind, name: str, expected: str, optional: bool):
 class RunInputs:
     """A run's inputs, loaded and checked once: the logical ``network`` and ``physical``
     topology, background ``flows``, ``system``, ``memory``, communicator ``groups``,
-    per-rank ``graphs`` and the plugin ``settings`` (see :func:`run_simulation` for the
-    arguments). Raises what the loaders raise (ConfigError, TraceError)."""
+    per-rank ``graphs`` (each trace repeated ``iterations`` times) and the plugin
+    ``settings`` (see :func:`run_simulation` for the arguments). Raises what the loaders raise (ConfigError, TraceError)."""
 
-    def __init__(self, workload, system, network, topology, dims, memory, comm_groups, background):
+    def __init__(
+        self, workload, system, network, topology, dims, memory, comm_groups, background, iterations=1
+    ):
         self.network, self.physical = resolve_network(network, topology, dims)
         self.flows = _background_flows(background, self.physical)
         self.system = system if isinstance(system, SystemConfig) else load_system(system)
@@ -261,7 +279,8 @@ class RunInputs:
         check_network_models(self.system, self.network)  # before minutes of trace reading
         self.memory = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
         self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
-        self.graphs = load_graphs(workload, self.network.npus_count)
+        self.iterations = iterations
+        self.graphs = load_graphs(workload, self.network.npus_count, iterations)
         self.settings = load_settings()
 
     def estimate(
@@ -360,6 +379,7 @@ def simulate(
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
+    iterations: int = 1,
 ) -> Report:
     """Simulate one training step and return its :class:`~astra_core.report.Report`.
 
@@ -390,6 +410,7 @@ def simulate(
         symmetry=symmetry,
         background=background,
         on_estimate=on_estimate,
+        iterations=iterations,
     )
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
@@ -432,6 +453,7 @@ def estimate(
     plugin_manager=None,
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
+    iterations: int = 1,
 ) -> Estimate:
     """What simulating this step on ``backend`` would cost, without simulating it:
     messages, bytes, the backend's units of work (packet-hops, flit-hops, flows) and
@@ -451,7 +473,8 @@ def estimate(
     check_arguments(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
     )
-    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
+    _check_iterations(iterations)
+    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background, iterations)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
     info = registry.get(backend)
@@ -474,6 +497,7 @@ def run_simulation(
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
+    iterations: int = 1,
 ) -> Report:
     """Simulate one training step (:func:`simulate` without dicts or progress).
 
@@ -499,6 +523,11 @@ def run_simulation(
     (:mod:`astra_core.flows.run`). Raises ConfigError without a topology or on a
     backend that does not model link sharing (the flows would change nothing).
 
+    ``iterations``: run every rank's trace that many times back to back, iteration
+    i + 1 of a rank starting when its iteration i has finished
+    (:mod:`astra_core.workload.iterations`); ``result.iterations`` then has each
+    iteration's times. ConfigError unless it is an integer >= 1.
+
     ``on_estimate``: first estimate what the run will cost the backend
     (:func:`estimate`; the system layer on the analytical model, no packets):
     a run past the backend's work limit is refused before it starts
@@ -508,7 +537,8 @@ def run_simulation(
     check_arguments(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
     )
-    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background)
+    _check_iterations(iterations)
+    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background, iterations)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
     info = registry.get(backend)
@@ -558,5 +588,7 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
             flows, finish, physical, info.name, BACKGROUND_TAG_BASE, backend=sim.backend
         )
         report = Report.of(report, background=background)
+    if inputs.iterations != 1:
+        report = Report.of(report, iterations=measure_iterations(report, inputs.iterations))
     notify_run_finished(pm, view, report)  # an observer's error is a warning; the result is kept
     return report

@@ -157,8 +157,41 @@ class LinkSnapshot:
 
 
 @dataclass(frozen=True)
+class IterationTimes:
+    """The iterations of a run of ``--iterations N`` (:mod:`astra_core.workload.iterations`).
+
+    ``rank_end_ns[r][i]``: when iteration ``i`` ended on rank ``r`` [ns];
+    ``end_ns[i]``: on its slowest rank; ``step_ns[i]``: ``end_ns[i] - end_ns[i - 1]``
+    (iteration 0 from the start), so the step times add up to the run's finish.
+    """
+
+    rank_end_ns: tuple[tuple[float, ...], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.rank_end_ns[0]) if self.rank_end_ns else 0
+
+    @property
+    def end_ns(self) -> tuple[float, ...]:
+        return tuple(max(ends[i] for ends in self.rank_end_ns) for i in range(self.count))
+
+    @property
+    def step_ns(self) -> tuple[float, ...]:
+        ends = self.end_ns
+        return tuple(e - (ends[i - 1] if i else 0.0) for i, e in enumerate(ends))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "step_ns": [whole_ns(t) for t in self.step_ns],
+            "end_ns": [whole_ns(t) for t in self.end_ns],
+        }
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """Everything a run produced. ``step_ns`` is the slowest rank's finish time.
+    """Everything a run produced. ``step_ns`` is the slowest rank's finish time (with
+    ``iterations``, when the last iteration ended: the whole run).
 
     ``ranks`` and ``graphs`` have every rank; ``traces`` and ``collectives``
     only the ranks that were simulated: when ``symmetric``, the
@@ -166,7 +199,8 @@ class RunResult:
     the backend's per-link statistics (None: it keeps none); ``counters``: its
     whole-run counters by name (:class:`~astra_core.backend.Counters`; None:
     none). ``background``: the flows run beside the step
-    (:class:`astra_core.flows.run.FlowResult`), if any.
+    (:class:`astra_core.flows.run.FlowResult`), if any. ``iterations``: each
+    iteration's times in a run of several (:class:`IterationTimes`).
     """
 
     backend: str
@@ -181,6 +215,7 @@ class RunResult:
     representative: list[int] | None = None  # rank -> the simulated rank standing for it
     graphs: Sequence[Any] = field(default=(), repr=False)  # every rank's dependency graph
     background: list[Any] | None = None
+    iterations: IterationTimes | None = None  # a run of several iterations (--iterations)
 
     @property
     def step_ns(self) -> float:
@@ -200,6 +235,8 @@ class RunResult:
         llm = llm_utilization(self.graphs, self.step_ns)
         if llm:
             out["llm"] = llm
+        if self.iterations is not None:
+            out["iterations"] = self.iterations.to_dict()
         nccl = nccl_choice_entries(self.collectives)
         if nccl:  # what the NCCL model chose, per communicator and size
             out["nccl"] = nccl

@@ -63,6 +63,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     help="flow file (`astra flows gen`) run on the same --topology alongside the step",
 )
 @click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="run the step N times back to back, each rank's iteration i+1 starting when its "
+    "iteration i has finished; prints and writes (--json) each iteration's time",
+)
+@click.option(
     "--estimate",
     "estimate_only",
     is_flag=True,
@@ -86,6 +94,7 @@ def run(
     plots_dir,
     no_symmetry,
     background,
+    iterations,
     estimate_only,
 ) -> None:
     """Simulate one step of WORKLOAD and print a per-rank table.
@@ -121,6 +130,7 @@ def run(
         symmetry=not no_symmetry,
         backend_config=backend_config,
         background=background,
+        iterations=iterations,
     )
     if estimate_only:
         _estimate(workload, system, network, options, files, plots_dir)
@@ -167,6 +177,9 @@ def _print_run(result, console: Console, workload: str, wall: float) -> None:
                 f"background flows: FCT slowdown, {len(result.background)} flows",
             )
         )
+    if result.iterations is not None:
+        steps = ", ".join(f"{t / 1e3:,.3f}" for t in result.iterations.step_ns)
+        console.print(f"iterations: {result.iterations.count}, each (µs): {steps}", highlight=False)
     for line in tuning_lines(result):  # as NCCL_DEBUG=INFO's tuning lines
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(f"simulated in {wall:.2f} s")
