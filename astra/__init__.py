@@ -15,6 +15,7 @@ The Python API in one screen::
 
     results = astra.sweep("sweep.yaml")   # a grid of design points -> pandas DataFrame
 
+    jobs = astra.simulate_cluster("cluster.yaml")  # several jobs on one network: slowdowns
     cost = astra.estimate(..., backend="ns3")  # no simulation: messages, packet-hops, wall time
     cost.wall_s, cost.work, cost.line()
 
@@ -24,5 +25,6 @@ shaped like the files. The ``astra`` command line is a thin layer over this.
 
 from astra.api import Estimate, Report, estimate, simulate
 from astra.sweeps import sweep
+from astra_core.cluster import simulate_cluster
 
-__all__ = ["Estimate", "Report", "estimate", "simulate", "sweep"]
+__all__ = ["Estimate", "Report", "estimate", "simulate", "simulate_cluster", "sweep"]

@@ -50,6 +50,7 @@ LAYERS = (
     ("plugins", "hookspecs"),
     ("progress",),
     ("api", "flows_api"),
+    ("cluster",),
     ("calibrate",),
     ("sweep",),
     ("cli",),

@@ -17,6 +17,7 @@ import warnings
 import click
 
 from astra_core.cli.calibrate import calibrate
+from astra_core.cli.cluster import cluster
 from astra_core.cli.common import AstraGroup
 from astra_core.cli.flows import flows
 from astra_core.cli.run import backends, run
@@ -32,7 +33,7 @@ def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
 
 
-for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate):
+for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster):
     main.add_command(_command)
 
 

@@ -1,0 +1,212 @@
+"""Several jobs' traces as one run's: every job rank on its NPU, talking to its own NPUs.
+
+:func:`compose` turns each job's per-rank traces (rank ``r`` of the job runs on
+NPU ``placement[r]`` of the cluster) into the cluster's per-NPU traces:
+
+* a send's and a receive's peers become the peers' NPUs;
+* every collective gets an explicit communicator group of NPUs: its comm group
+  (``pg_name``) mapped through the placement, the ranks sharing its position on
+  the dimensions it does not span (``involved_dim``, over the job's own ``dims``),
+  or all of the job's ranks. A group of every NPU runs on the full logical
+  topology, any other on its members (:class:`~astra_core.system.rank.CommGroup`;
+  the NCCL model places them on their nodes);
+* a job of every NPU in rank order runs its traces and comm groups unchanged, so
+  alone on the cluster it gives exactly its ``astra run`` result;
+* ``iterations`` repeat the trace (:mod:`astra_core.workload.iterations`) and a
+  start time ``start_us`` becomes a CPU node of that duration every node without
+  a parent waits for, appended last (the iteration ends keep their positions);
+* NPUs no job holds get an empty trace.
+
+Raises ConfigError naming the job for what cannot be mapped: a comm group the
+job does not define, a collective over dimensions without the job's ``dims``, or
+process groups defined inside the traces (PyTorch's METADATA nodes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from astra_core.errors import ConfigError
+from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, METADATA
+from astra_core.workload.et_decode import ETNode, RankTrace
+from astra_core.workload.iterations import repeat_traces
+
+__all__ = ["GroupIds", "JobTraces", "compose", "job_dims"]
+
+
+@dataclass
+class JobTraces:
+    """One job as :func:`compose` takes it: ``traces[r]`` of job rank ``r``, its comm
+    groups (id -> job ranks), the logical ``dims`` its traces were made for (None:
+    not given), its NPUs (``placement[r]``), ``iterations`` and ``start_us``."""
+
+    name: str
+    traces: list[RankTrace]
+    groups: Mapping[str, Sequence[int]]
+    dims: list[int] | None
+    placement: list[int]
+    iterations: int = 1
+    start_us: int = 0
+
+
+def _copy(node: ETNode, **changes) -> ETNode:
+    out = ETNode.__new__(ETNode)
+    for slot in ETNode.__slots__:
+        setattr(out, slot, changes.get(slot, getattr(node, slot)))
+    return out
+
+
+class GroupIds:
+    """Communicator group ids of a cluster: NPU tuples numbered "1", "2", ... as first seen.
+
+    One numbering serves the run of all jobs and each job's run alone, so a group
+    has the same id, its streams the same tags and its flows the same ECMP routes
+    (``flow_hash(src, dst, tag)``) in both: a job's messages take the same links
+    with or without the others.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[tuple[int, ...], str] = {}
+
+    def id_of(self, npus: tuple[int, ...], used: dict[str, tuple[int, ...]]) -> str:
+        gid = self.ids.get(npus)
+        if gid is None:
+            gid = self.ids[npus] = str(len(self.ids) + 1)
+        used[gid] = npus
+        return gid
+
+
+def _dim_members(rank: int, involved: Sequence[bool], dims: Sequence[int]) -> list[int]:
+    """The job ranks in ``rank``'s group over the ``involved`` dimensions (dimension 0
+    varies fastest, as network.yml numbers NPUs)."""
+    coords, rest = [], rank
+    for size in dims:
+        coords.append(rest % size)
+        rest //= size
+    members = [0]
+    stride = 1
+    for k, size in enumerate(dims):
+        if involved[k]:
+            members = [m + stride * c for c in range(size) for m in members]
+        else:
+            members = [m + stride * coords[k] for m in members]
+        stride *= size
+    return sorted(members)
+
+
+def _collective_members(job: JobTraces, rank: int, node: ETNode) -> list[int]:
+    """The job ranks a collective of job rank ``rank`` runs over."""
+    if node.pg_name:
+        members = job.groups.get(node.pg_name)
+        if members is None:
+            raise ConfigError(
+                f"job {job.name}: rank {rank}'s collective node {node.id} ({node.name}) uses comm group "
+                f"{node.pg_name!r}, which its comm_groups do not define"
+            )
+        return list(members)
+    involved = node.involved_dim
+    if involved is None or all(involved):
+        return list(range(len(job.traces)))
+    if job.dims is None:
+        raise ConfigError(
+            f"job {job.name}: rank {rank}'s collective node {node.id} ({node.name}) spans some network "
+            "dimensions (involved_dim); give the job's dims (the dimensions its traces were made for)"
+        )
+    if len(involved) != len(job.dims):
+        raise ConfigError(
+            f"job {job.name}: rank {rank}'s collective node {node.id} ({node.name}) names "
+            f"{len(involved)} dimensions, but the job's dims have {len(job.dims)}"
+        )
+    return _dim_members(rank, involved, job.dims)
+
+
+def _mapped_nodes(
+    job: JobTraces, rank: int, nodes: list[ETNode], ids: GroupIds, used: dict[str, tuple[int, ...]]
+) -> list[ETNode]:
+    """Job rank ``rank``'s nodes with peers and groups on the cluster's NPUs."""
+    where = job.placement
+    out = []
+    for node in nodes:
+        kind = node.type
+        if kind == COMM_COLL:
+            npus = tuple(where[m] for m in _collective_members(job, rank, node))
+            node = _copy(node, pg_name=ids.id_of(npus, used), involved_dim=None)
+        elif kind in (COMM_SEND, COMM_RECV):
+            src = None if node.comm_src is None else where[node.comm_src]
+            dst = None if node.comm_dst is None else where[node.comm_dst]
+            node = _copy(node, comm_src=src, comm_dst=dst)
+        elif kind == METADATA and node.inputs_values:
+            raise ConfigError(
+                f"job {job.name}: rank {rank}'s node {node.id} defines process groups (PyTorch "
+                "METADATA); a cluster run needs them as a comm_groups file"
+            )
+        out.append(node)
+    return out
+
+
+def _delayed(nodes: list[ETNode], start_us: int) -> list[ETNode]:
+    """``nodes`` with a CPU node of ``start_us`` appended that every parentless node waits for."""
+    if not start_us or not nodes:
+        return nodes
+    ids = {n.id for n in nodes}
+    start = max(ids) + 1
+    out = [
+        n
+        if any(d in ids for d in (*n.data_deps, *n.ctrl_deps))
+        else _copy(n, ctrl_deps=(*n.ctrl_deps, start))
+        for n in nodes
+    ]
+    out.append(ETNode(start, "astra.job_start", COMP, duration_micros=start_us, is_cpu_op=True))
+    return out
+
+
+def _whole_cluster(job: JobTraces, npus: int) -> bool:
+    return len(job.placement) == npus and job.placement == list(range(npus))
+
+
+def _job_traces(
+    job: JobTraces, npus: int, ids: GroupIds, used: dict[str, tuple[int, ...]]
+) -> list[RankTrace]:
+    """The job's traces on its NPUs (``RankTrace.rank`` = the NPU)."""
+    repeated = repeat_traces(job.traces, job.iterations) if job.iterations > 1 else job.traces
+    unchanged = _whole_cluster(job, npus)
+    out = []
+    for rank, trace in enumerate(repeated):
+        nodes = trace.nodes if unchanged else _mapped_nodes(job, rank, list(trace.nodes), ids, used)
+        if job.start_us:
+            nodes = _delayed(list(nodes), job.start_us)
+        out.append(RankTrace(trace.path, nodes, trace.version, trace.metadata, job.placement[rank]))
+    return out
+
+
+def compose(
+    jobs: Sequence[JobTraces], npus: int, ids: GroupIds | None = None
+) -> tuple[list[RankTrace], dict[str, tuple[int, ...]]]:
+    """The cluster's ``npus`` per-NPU traces and the communicator groups they use
+    (module doc), group ids from ``ids`` (one :class:`GroupIds` for every run of
+    the same cluster)."""
+    if len(jobs) == 1 and _whole_cluster(jobs[0], npus):  # traces and groups as they are
+        job = jobs[0]
+        return _job_traces(job, npus, GroupIds(), {}), {gid: tuple(m) for gid, m in job.groups.items()}
+    ids = ids or GroupIds()
+    used: dict[str, tuple[int, ...]] = {}
+    traces = [RankTrace("(no job)", [], rank=n) for n in range(npus)]
+    for job in jobs:
+        for trace in _job_traces(job, npus, ids, used):
+            traces[trace.rank or 0] = trace
+    return traces, used
+
+
+def job_dims(text: str | list[int] | None, ranks: int, name: str) -> list[int] | None:
+    """A job's ``dims`` (``"8x4"`` or a list) checked against its rank count."""
+    if text is None:
+        return None
+    try:
+        dims = [int(x) for x in text.lower().split("x")] if isinstance(text, str) else list(text)
+    except ValueError:
+        raise ConfigError(f"job {name}: dims: expected sizes such as 8x4, got {text!r}") from None
+    if math.prod(dims) != ranks or any(d < 1 for d in dims):
+        raise ConfigError(f"job {name}: dims {text} do not multiply to its {ranks} ranks")
+    return dims

@@ -1,0 +1,258 @@
+"""``astra cluster`` / ``astra.simulate_cluster``: several jobs on one network, and what
+each costs the others.
+
+The jobs of a spec (:mod:`.spec`) are placed (:mod:`.placement`), composed into
+one run (:mod:`.compose`) and simulated together on the spec's backend; then each
+job again *alone* on the same placement (the other NPUs idle), once per job per
+call. Per job: each iteration's time (from its start, or the previous
+iteration's end, to when its slowest rank ended it), its completion time (JCT,
+from its start to its last iteration's end) and the slowdowns against running
+alone. Per link, each job's bytes are its alone run's: the same messages cross
+the same routes whether or not the other jobs run (static routes; an adaptive
+backend may route differently when the links are busy).
+
+On a backend that does not model link sharing (``analytical``) jobs cannot slow
+each other: the result says so (:attr:`ClusterResult.note`) and every slowdown
+is 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from astra_core.api import resolve_network, simulate
+from astra_core.backend import Topology, shares_links
+from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
+from astra_core.cluster.placement import place_jobs
+from astra_core.cluster.spec import ClusterFile, JobSpec, load_cluster_spec
+from astra_core.config.comm_groups import load_comm_groups
+from astra_core.config.system import load_system
+from astra_core.errors import ConfigError
+from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
+from astra_core.report import Report
+from astra_core.results import whole_ns
+from astra_core.workload.chakra import read_workload
+from astra_core.workload.iterations import iteration_end_positions, iteration_ends
+
+__all__ = ["ClusterResult", "JobResult", "simulate_cluster"]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job of a cluster run (times in ns, from the run's start).
+
+    ``npus``: its NPU per rank; ``iteration_ns``: each iteration's time (slowest
+    rank); ``end_ns``: when its last iteration ended; ``alone_iteration_ns``,
+    ``alone_end_ns``: the same run alone on the same NPUs; ``link_bytes``: bytes
+    it moved over each directed link of the topology (None: the backend keeps no
+    link statistics).
+    """
+
+    name: str
+    npus: tuple[int, ...]
+    start_ns: float
+    iteration_ns: tuple[float, ...]
+    end_ns: float
+    alone_iteration_ns: tuple[float, ...]
+    alone_end_ns: float
+    link_bytes: tuple[float, ...] | None = None
+
+    @property
+    def jct_ns(self) -> float:
+        """Job completion time: its start to its last iteration's end."""
+        return self.end_ns - self.start_ns
+
+    @property
+    def slowdown(self) -> float:
+        """JCT over the JCT alone on the same NPUs."""
+        alone = self.alone_end_ns - self.start_ns
+        return self.jct_ns / alone if alone else 1.0
+
+    @property
+    def iteration_slowdowns(self) -> tuple[float, ...]:
+        return tuple(t / a if a else 1.0 for t, a in zip(self.iteration_ns, self.alone_iteration_ns))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "npus": list(self.npus),
+            "start_ns": whole_ns(self.start_ns),
+            "iteration_ns": [whole_ns(t) for t in self.iteration_ns],
+            "jct_ns": whole_ns(self.jct_ns),
+            "alone_iteration_ns": [whole_ns(t) for t in self.alone_iteration_ns],
+            "alone_jct_ns": whole_ns(self.alone_end_ns - self.start_ns),
+            "slowdown": self.slowdown,
+            "iteration_slowdowns": list(self.iteration_slowdowns),
+        }
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """A cluster run: ``jobs`` (:class:`JobResult`, spec order), the combined run's
+    ``report``, and ``note``: one line when the backend cannot make jobs interfere."""
+
+    backend: str
+    jobs: list[JobResult]
+    report: Report = field(repr=False)
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document: per job, and per link the bytes of each job."""
+        out: dict[str, Any] = {
+            "backend": self.backend,
+            "makespan_ns": whole_ns(max(j.end_ns for j in self.jobs)),
+            "jobs": [j.to_dict() for j in self.jobs],
+        }
+        links = self.report.links
+        if links is not None:  # links no byte crossed are left out
+            topo = links.topology
+            out["links"] = [
+                {
+                    "link": i,
+                    "src": topo.link_src[i],
+                    "dst": topo.link_dst[i],
+                    "bytes": round(links.link_bytes[i]),
+                    "bytes_by_job": {j.name: round(j.link_bytes[i]) for j in self.jobs if j.link_bytes},
+                }
+                for i in range(len(links.link_bytes))
+                if links.link_bytes[i]
+            ]
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _rank_count(prefix: str, job: str) -> int:
+    """How many ``<prefix>.<r>.et`` files there are (read_workload checks they are 0..n-1)."""
+    folder, base = os.path.split(prefix)
+    pattern = re.compile(re.escape(base) + r"\.(\d+)\.et$")
+    try:
+        ranks = [int(m.group(1)) for f in os.listdir(folder or ".") if (m := pattern.match(f))]
+    except OSError as exc:
+        raise ConfigError(f"job {job}: workload: cannot list {folder or '.'}: {exc.strerror}") from None
+    if not ranks:
+        raise ConfigError(f"job {job}: workload: no trace files {prefix}.<rank>.et")
+    return max(ranks) + 1
+
+
+class _Cluster:
+    """A spec's inputs, read once: network, system, backend, and each job's traces."""
+
+    def __init__(self, spec: ClusterFile, plugin_manager: Any):
+        self.spec = spec
+        dims = _cluster_dims(spec.dims)
+        self.network, self.physical = resolve_network(spec.network, spec.topology, dims)
+        self.dims = dims
+        npus, per_node = self.network.npus_count, self.network.npus_per_dim[0]
+        self.npus = npus
+        systems = [load_system(cast(str, job.system or spec.system)) for job in spec.jobs]  # spec checked
+        for job, system in zip(spec.jobs, systems):
+            if system != systems[0]:
+                raise ConfigError(
+                    f"job {job.name}: system: differs from job {spec.jobs[0].name}'s; a cluster run "
+                    "has one system.json for all its jobs"
+                )
+        self.system = systems[0]
+        ranks = [_rank_count(job.workload, job.name) for job in spec.jobs]
+        placements = place_jobs(
+            [(j.name, r, j.placement, j.seed) for j, r in zip(spec.jobs, ranks)], npus, per_node
+        )
+        self.jobs = [self._job(job, r, p) for job, r, p in zip(spec.jobs, ranks, placements)]
+        self.group_ids = GroupIds()  # one numbering for every run: the same routes together and alone
+        self.pm = plugin_manager or make_plugin_manager(settings=load_settings())
+        registry = BackendRegistry(self.pm, load_settings().default_backend)
+        self.backend = registry.get(spec.backend)
+
+    def _job(self, job: JobSpec, ranks: int, npus: list[int]) -> JobTraces:
+        groups = load_comm_groups(job.comm_groups, ranks) if job.comm_groups else {}
+        return JobTraces(
+            job.name,
+            read_workload(job.workload, ranks),
+            groups,
+            job_dims(job.dims, ranks, job.name),
+            npus,
+            job.iterations,
+            job.start_us,
+        )
+
+    def run(self, jobs: list[JobTraces]) -> Report:
+        traces, groups = compose(jobs, self.npus, self.group_ids)
+        return simulate(
+            traces,
+            self.system,
+            self.network if self.physical is None or self.spec.network else None,
+            topology=self.physical,
+            dims=self.dims if self.spec.network is None else None,
+            comm_groups=groups,
+            backend=self.backend.name,
+            backend_config=self.spec.backend_config,
+            plugin_manager=self.pm,
+        )
+
+    def sharing_note(self) -> str | None:
+        """One line when the backend does not model link sharing."""
+        backend = self.backend.build(Topology(self.network, self.physical), self.spec.backend_config)
+        if shares_links(backend) is False:
+            return (
+                f"backend {self.backend.name} does not model link sharing: jobs cannot slow each other "
+                "there (use flow, ns3, garnetlike or analytical-congestion)"
+            )
+        return None
+
+
+def _cluster_dims(dims: str | list[int] | None) -> list[int] | None:
+    if dims is None or isinstance(dims, list):
+        return dims
+    try:
+        return [int(x) for x in dims.lower().split("x")]
+    except ValueError:
+        raise ConfigError(f"dims: expected sizes such as 8x16, got {dims!r}") from None
+
+
+def _ends(report: Report, job: JobTraces) -> tuple[tuple[float, ...], float]:
+    """(each iteration's time, the last iteration's end) of ``job`` in ``report``."""
+    start = job.start_us * 1000.0
+    if job.iterations == 1:
+        end = max(report.ranks[n].finish_ns for n in job.placement)
+        return (end - start,), end
+    timelines = {t.rank: t for t in report.traces}
+    stand_in = report.representative or list(range(len(report.ranks)))
+    per_rank: list[list[float]] = []
+    for rank, npu in enumerate(job.placement):
+        positions = iteration_end_positions(len(job.traces[rank].nodes), job.iterations)
+        found = iteration_ends(timelines[stand_in[npu]].records, positions)
+        per_rank.append([e if e is not None else float("nan") for e in found])  # a run that ends has all
+    ends = [max(r[i] for r in per_rank) for i in range(job.iterations)]
+    return tuple(e - (ends[i - 1] if i else start) for i, e in enumerate(ends)), ends[-1]
+
+
+def simulate_cluster(spec: str | os.PathLike | ClusterFile, *, plugin_manager: Any = None) -> ClusterResult:
+    """Run the jobs of ``spec`` (a cluster spec file or a :class:`ClusterFile`) on one
+    network, then each alone on its NPUs (module doc). Raises ConfigError (one line
+    naming the job and key) for a bad spec, and what :func:`astra.simulate` raises."""
+    if not isinstance(spec, ClusterFile):
+        spec = load_cluster_spec(spec)
+    cluster = _Cluster(spec, plugin_manager)
+    together = cluster.run(cluster.jobs)
+    results = []
+    for job in cluster.jobs:
+        alone = together if len(cluster.jobs) == 1 else cluster.run([job])
+        iteration_ns, end = _ends(together, job)
+        alone_iteration_ns, alone_end = _ends(alone, job)
+        links = alone.links
+        results.append(
+            JobResult(
+                job.name,
+                tuple(job.placement),
+                job.start_us * 1000.0,
+                iteration_ns,
+                end,
+                alone_iteration_ns,
+                alone_end,
+                None if links is None else links.link_bytes,
+            )
+        )
+    return ClusterResult(together.backend, results, together, cluster.sharing_note())

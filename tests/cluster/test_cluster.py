@@ -1,0 +1,144 @@
+"""Several jobs on one network: a job alone is its plain run, jobs on disjoint links do not
+slow each other, jobs sharing a bottleneck both slow down, and bytes are conserved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import astra
+from astra_core.cli import main
+from astra_core.topology.generators import leaf_spine
+from astra_core.topology.ns3_format import write_ns3_topology
+from astra_core.workload.generators.micro import write_micro
+
+SYSTEM = Path(__file__).parents[1] / "data" / "reference" / "system" / "ring_1d.json"
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """cluster(jobs, **keys) -> spec path: 16 hosts on 4 leaves (2:1 oversubscribed, 2
+    spines), logical dims 4x4 (a leaf's hosts first), jobs of 8-rank all-to-alls."""
+    write_ns3_topology(leaf_spine(16, 4, 2, oversubscription=2.0, host_gbps=100.0), tmp_path / "fabric.txt")
+    system = json.loads(SYSTEM.read_text())
+    for key in [k for k in system if k.endswith("-implementation")]:
+        system[key] = system[key] * 2
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    write_micro("all-to-all", 4 << 20, 8, tmp_path / "a2a")
+
+    def spec(jobs, **keys) -> Path:
+        data = {"topology": "fabric.txt", "dims": "4x4", "backend": "flow", "system": "system.json", **keys}
+        data["jobs"] = [{"workload": "a2a", **job} for job in jobs]
+        path = tmp_path / "cluster.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return spec
+
+
+def test_a_job_on_every_npu_is_its_plain_run(tmp_path, cluster):
+    write_micro("all-reduce", 8 << 20, 16, tmp_path / "ar")
+    spec = cluster([{"name": "solo", "workload": "ar", "iterations": 2}])
+    result = astra.simulate_cluster(spec)
+    plain = astra.simulate(
+        str(tmp_path / "ar"),
+        tmp_path / "system.json",
+        topology=tmp_path / "fabric.txt",
+        dims=[4, 4],
+        backend="flow",
+        iterations=2,
+    )
+    job = result.jobs[0]
+    assert job.iteration_ns == plain.iterations.step_ns
+    assert job.end_ns == plain.step_ns
+    assert [r.finish_ns for r in result.report.ranks] == [r.finish_ns for r in plain.ranks]
+    assert job.slowdown == 1.0
+
+
+def test_jobs_on_disjoint_links_do_not_slow_each_other(cluster):
+    # packed: job a on leaves 0-1, job b on leaves 2-3; no link carries both
+    result = astra.simulate_cluster(cluster([{"name": "a"}, {"name": "b", "iterations": 2}]))
+    a, b = result.jobs
+    assert a.npus == tuple(range(8)) and b.npus == tuple(range(8, 16))
+    assert a.iteration_ns == a.alone_iteration_ns and b.iteration_ns == b.alone_iteration_ns
+    assert a.slowdown == b.slowdown == 1.0
+    assert result.note is None
+
+
+def test_jobs_sharing_the_spine_both_slow_down_and_links_carry_the_sum_of_their_bytes(cluster):
+    result = astra.simulate_cluster(
+        cluster([{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread"}])
+    )
+    for job in result.jobs:
+        assert job.slowdown > 1.2, job
+        assert job.jct_ns > job.alone_end_ns
+    # the same messages over the same routes, together or alone: per link, the bytes add up
+    total = result.report.links.link_bytes
+    a, b = (job.link_bytes for job in result.jobs)
+    assert any(x and y for x, y in zip(a, b))  # some link carries both jobs
+    assert list(total) == pytest.approx([x + y for x, y in zip(a, b)])
+
+
+def test_a_later_start_is_measured_from_the_job_s_start(cluster):
+    result = astra.simulate_cluster(cluster([{"name": "a"}, {"name": "b", "start_us": 500}]))
+    a, b = result.jobs
+    assert b.start_ns == 500_000 and b.end_ns > 500_000
+    assert b.jct_ns == a.jct_ns  # the same job on a mirror-image place, never sharing a link
+
+
+def test_a_backend_without_link_sharing_says_jobs_cannot_interfere(cluster):
+    result = astra.simulate_cluster(
+        cluster(
+            [{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread"}], backend="analytical"
+        )
+    )
+    assert "does not model link sharing: jobs cannot slow each other" in result.note
+    assert [j.slowdown for j in result.jobs] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "jobs, message",
+    [
+        (
+            [
+                {"name": "a", "placement": [0, 1, 2, 3, 4, 5, 6, 7]},
+                {"name": "b", "placement": [7, 8, 9, 10, 11, 12, 13, 14]},
+            ],
+            "job b: placement: NPU 7 is also placed for job a",
+        ),
+        (
+            [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+            "job c: placement: 8 ranks, but only 0 of the cluster's 16 NPUs are free",
+        ),
+        ([{"name": "a", "dims": "3x3"}], "job a: dims 3x3 do not multiply to its 8 ranks"),
+        (
+            [{"name": "a", "placement": "tight"}],
+            "cluster.yaml: jobs[0] (a): placement: expected one of packed, spread",
+        ),
+        ([{"name": "a", "placement": [0, 1, 2]}], "job a: placement: lists 3 NPUs for its 8 ranks"),
+        ([{"name": "a", "workload": "nothing"}], "job a: workload: no trace files"),
+    ],
+)
+def test_bad_specs_are_one_line_errors_naming_the_job(cluster, jobs, message):
+    out = CliRunner().invoke(main, ["cluster", str(cluster(jobs))])
+    assert out.exit_code == 1, out.output
+    lines = [line for line in out.output.splitlines() if line]
+    assert len(lines) == 1 and message in lines[0], out.output
+
+
+def test_the_cli_prints_each_job_and_writes_json(cluster, tmp_path):
+    spec = cluster(
+        [{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread", "iterations": 2}]
+    )
+    out = CliRunner().invoke(main, ["cluster", str(spec), "--json", str(tmp_path / "r.json")])
+    assert out.exit_code == 0, out.output
+    assert "slowdown" in out.output and "│ b " in out.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [j["name"] for j in data["jobs"]] == ["a", "b"]
+    assert len(data["jobs"][1]["iteration_ns"]) == 2
+    link = next(entry for entry in data["links"] if all(entry["bytes_by_job"].values()))
+    assert link["bytes"] == pytest.approx(sum(link["bytes_by_job"].values()), abs=2)
