@@ -32,6 +32,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, METADATA
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.iterations import repeat_traces
+from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 
 __all__ = ["GroupIds", "JobTraces", "compose", "job_dims"]
 
@@ -177,7 +178,10 @@ def _job_traces(
         nodes = trace.nodes if unchanged else _mapped_nodes(job, rank, list(trace.nodes), ids, used)
         if job.start_us:
             nodes = _delayed(list(nodes), job.start_us)
-        out.append(RankTrace(trace.path, nodes, trace.version, trace.metadata, job.placement[rank]))
+        metadata = trace.metadata
+        if not unchanged:  # made for the job's dims, not the cluster's
+            metadata = {k: v for k, v in metadata.items() if k != GENERATED_DIMS_ATTR}
+        out.append(RankTrace(trace.path, nodes, trace.version, metadata, job.placement[rank]))
     return out
 
 
@@ -199,14 +203,21 @@ def compose(
     return traces, used
 
 
-def job_dims(text: str | list[int] | None, ranks: int, name: str) -> list[int] | None:
-    """A job's ``dims`` (``"8x4"`` or a list) checked against its rank count."""
+def job_dims(text: str | list[int] | None, traces: Sequence[RankTrace], name: str) -> list[int] | None:
+    """A job's ``dims`` (``"8x4"`` or a list; default: the dims its traces say they were
+    generated for, ``astra gen llm --dims``), checked against its rank count and
+    against those."""
+    ranks = len(traces)
+    made_for = traces[0].metadata.get(GENERATED_DIMS_ATTR) if traces else None
     if text is None:
-        return None
+        return list(made_for) if isinstance(made_for, list) else None
     try:
         dims = [int(x) for x in text.lower().split("x")] if isinstance(text, str) else list(text)
     except ValueError:
         raise ConfigError(f"job {name}: dims: expected sizes such as 8x4, got {text!r}") from None
     if math.prod(dims) != ranks or any(d < 1 for d in dims):
         raise ConfigError(f"job {name}: dims {text} do not multiply to its {ranks} ranks")
+    if isinstance(made_for, list) and made_for != dims:
+        shown = "x".join(str(d) for d in made_for)
+        raise ConfigError(f"job {name}: dims {text}, but its traces were generated for {shown}")
     return dims

@@ -168,11 +168,12 @@ class _Cluster:
 
     def _job(self, job: JobSpec, ranks: int, npus: list[int]) -> JobTraces:
         groups = load_comm_groups(job.comm_groups, ranks) if job.comm_groups else {}
+        traces = read_workload(job.workload, ranks)
         return JobTraces(
             job.name,
-            read_workload(job.workload, ranks),
+            traces,
             groups,
-            job_dims(job.dims, ranks, job.name),
+            job_dims(job.dims, traces, job.name),
             npus,
             job.iterations,
             job.start_us,
