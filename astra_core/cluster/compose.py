@@ -50,6 +50,9 @@ class JobTraces:
     placement: list[int]
     iterations: int = 1
     start_us: int = 0
+    #: its traces on the cluster and the groups they use, once composed (the run of all
+    #: jobs and its run alone share them)
+    composed: tuple[list[RankTrace], dict[str, tuple[int, ...]]] | None = None
 
 
 def _copy(node: ETNode, **changes) -> ETNode:
@@ -198,8 +201,12 @@ def compose(
     used: dict[str, tuple[int, ...]] = {}
     traces = [RankTrace("(no job)", [], rank=n) for n in range(npus)]
     for job in jobs:
-        for trace in _job_traces(job, npus, ids, used):
+        if job.composed is None:
+            mine: dict[str, tuple[int, ...]] = {}
+            job.composed = (_job_traces(job, npus, ids, mine), mine)
+        for trace in job.composed[0]:
             traces[trace.rank or 0] = trace
+        used.update(job.composed[1])
     return traces, used
 
 
