@@ -12,6 +12,7 @@ NPU ``placement[r]`` of the cluster) into the cluster's per-NPU traces:
   the NCCL model places them on their nodes);
 * a job of every NPU in rank order runs its traces and comm groups unchanged, so
   alone on the cluster it gives exactly its ``astra run`` result;
+* GPU compute nodes take longer on slow NPUs and stragglers (:mod:`.hardware`);
 * ``iterations`` repeat the trace (:mod:`astra_core.workload.iterations`) and a
   start time ``start_us`` becomes a CPU node of that duration every node without
   a parent waits for, appended last (the iteration ends keep their positions);
@@ -28,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from astra_core.cluster.hardware import ComputeSlowness
 from astra_core.errors import ConfigError
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, METADATA
 from astra_core.workload.et_decode import ETNode, RankTrace
@@ -166,12 +168,25 @@ def _delayed(nodes: list[ETNode], start_us: int) -> list[ETNode]:
     return out
 
 
+def _slowed(nodes: list[ETNode], npu: int, per_iteration: int, slow: ComputeSlowness) -> list[ETNode]:
+    """``nodes`` (a trace repeated from ``per_iteration`` nodes) with each GPU compute node's
+    time multiplied by NPU ``npu``'s factor in its iteration (:mod:`.hardware`)."""
+    out = []
+    for pos, node in enumerate(nodes):
+        if node.type == COMP and not node.is_cpu_op and node.duration_micros:
+            factor = slow.factor(npu, pos // (per_iteration + 1))
+            if factor != 1.0:
+                node = _copy(node, duration_micros=node.duration_micros * factor)
+        out.append(node)
+    return out
+
+
 def _whole_cluster(job: JobTraces, npus: int) -> bool:
     return len(job.placement) == npus and job.placement == list(range(npus))
 
 
 def _job_traces(
-    job: JobTraces, npus: int, ids: GroupIds, used: dict[str, tuple[int, ...]]
+    job: JobTraces, npus: int, ids: GroupIds, used: dict[str, tuple[int, ...]], slow: ComputeSlowness | None
 ) -> list[RankTrace]:
     """The job's traces on its NPUs (``RankTrace.rank`` = the NPU)."""
     repeated = repeat_traces(job.traces, job.iterations) if job.iterations > 1 else job.traces
@@ -179,6 +194,8 @@ def _job_traces(
     out = []
     for rank, trace in enumerate(repeated):
         nodes = trace.nodes if unchanged else _mapped_nodes(job, rank, list(trace.nodes), ids, used)
+        if slow is not None:
+            nodes = _slowed(list(nodes), job.placement[rank], len(job.traces[rank].nodes), slow)
         if job.start_us:
             nodes = _delayed(list(nodes), job.start_us)
         metadata = trace.metadata
@@ -189,21 +206,22 @@ def _job_traces(
 
 
 def compose(
-    jobs: Sequence[JobTraces], npus: int, ids: GroupIds | None = None
+    jobs: Sequence[JobTraces], npus: int, ids: GroupIds | None = None, slow: ComputeSlowness | None = None
 ) -> tuple[list[RankTrace], dict[str, tuple[int, ...]]]:
     """The cluster's ``npus`` per-NPU traces and the communicator groups they use
     (module doc), group ids from ``ids`` (one :class:`GroupIds` for every run of
-    the same cluster)."""
+    the same cluster), GPU compute slowed by ``slow`` (:mod:`.hardware`)."""
     if len(jobs) == 1 and _whole_cluster(jobs[0], npus):  # traces and groups as they are
         job = jobs[0]
-        return _job_traces(job, npus, GroupIds(), {}), {gid: tuple(m) for gid, m in job.groups.items()}
+        groups = {gid: tuple(m) for gid, m in job.groups.items()}
+        return _job_traces(job, npus, GroupIds(), {}, slow), groups
     ids = ids or GroupIds()
     used: dict[str, tuple[int, ...]] = {}
     traces = [RankTrace("(no job)", [], rank=n) for n in range(npus)]
     for job in jobs:
         if job.composed is None:
             mine: dict[str, tuple[int, ...]] = {}
-            job.composed = (_job_traces(job, npus, ids, mine), mine)
+            job.composed = (_job_traces(job, npus, ids, mine, slow), mine)
         for trace in job.composed[0]:
             traces[trace.rank or 0] = trace
         used.update(job.composed[1])

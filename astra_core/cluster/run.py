@@ -26,6 +26,7 @@ from typing import Any, cast
 from astra_core.api import resolve_network, simulate
 from astra_core.backend import Topology, shares_links
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
+from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
 from astra_core.cluster.spec import ClusterFile, JobSpec, load_cluster_spec
 from astra_core.config.comm_groups import load_comm_groups
@@ -162,6 +163,7 @@ class _Cluster:
         )
         self.jobs = [self._job(job, r, p) for job, r, p in zip(spec.jobs, ranks, placements)]
         self.group_ids = GroupIds()  # one numbering for every run: the same routes together and alone
+        self.slow = slowness(spec.compute_speed, spec.stragglers, npus, max(j.iterations for j in spec.jobs))
         self.pm = plugin_manager or make_plugin_manager(settings=load_settings())
         registry = BackendRegistry(self.pm, load_settings().default_backend)
         self.backend = registry.get(spec.backend)
@@ -180,7 +182,7 @@ class _Cluster:
         )
 
     def run(self, jobs: list[JobTraces]) -> Report:
-        traces, groups = compose(jobs, self.npus, self.group_ids)
+        traces, groups = compose(jobs, self.npus, self.group_ids, self.slow)
         return simulate(
             traces,
             self.system,

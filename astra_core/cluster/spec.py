@@ -8,6 +8,9 @@
     backend: flow               # network backend (default: plugins.toml's)
     backend_config: flow.toml   # the backend's own file
     system: system.json         # every job's system.json unless the job gives its own
+    compute_speed:              # NPUs slower than timed (astra_core/cluster/hardware.py)
+      factors: {12: 0.8}        #   NPU 12 at 0.8x; or normal: {mean: 1, std: 0.05, seed: 3}
+    stragglers: {fraction: 0.01, slowdown: [1.5, 3], seed: 7}  # per iteration
     jobs:
       - name: llm-a
         workload: traces/gpt    # trace prefix: rank r reads traces/gpt.r.et
@@ -33,6 +36,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from astra_core.cluster.hardware import ComputeSpeed, Stragglers
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
 from astra_core.config.model import ConfigModel, int_in, raise_problems, validate_mapping
@@ -82,6 +86,8 @@ class ClusterFile(ConfigModel):
     backend: str | None = None
     backend_config: str | None = None
     system: str | None = None
+    compute_speed: ComputeSpeed | None = None
+    stragglers: Stragglers | None = None
     jobs: list[JobSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
