@@ -17,7 +17,13 @@ from astra_core.outputs import any_stdout
 @click.option(
     "--json", "json_path", type=click.Path(), help="write per-job and per-link results as JSON ('-': stdout)"
 )
-def cluster(spec, json_path) -> None:
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(),
+    help="write jobs.png (iterations over time, together and alone) and links.png (bytes by job) here",
+)
+def cluster(spec, json_path, plots_dir) -> None:
     """Run the jobs of SPEC (a cluster spec, YAML) together on one network, then each alone
     on the same NPUs, and print per job its iteration times, completion time (JCT) and
     slowdown.
@@ -30,11 +36,13 @@ def cluster(spec, json_path) -> None:
     and the run says so.
     """
     from astra_core.cluster import simulate_cluster
-    from astra_core.outputs import check_output_file, write_text
+    from astra_core.outputs import check_output_dir, check_output_file, write_text
 
     started = time.perf_counter()
     if json_path:
         check_output_file(json_path, "--json")
+    if plots_dir:
+        check_output_dir(plots_dir, "--plots")
     result = simulate_cluster(spec)
     console = Console(stderr=any_stdout([json_path]))
     console.print(_job_table(result, spec))
@@ -43,6 +51,11 @@ def cluster(spec, json_path) -> None:
     console.print(f"simulated in {time.perf_counter() - started:.2f} s (together, then each job alone)")
     if json_path:
         write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")
+    if plots_dir:
+        from astra_core.cluster.plots import write_cluster_plots
+
+        for path in write_cluster_plots(result, plots_dir):
+            console.print(f"--plots: wrote {path}", highlight=False)
 
 
 def _job_table(result, spec) -> Table:

@@ -142,3 +142,14 @@ def test_the_cli_prints_each_job_and_writes_json(cluster, tmp_path):
     assert len(data["jobs"][1]["iteration_ns"]) == 2
     link = next(entry for entry in data["links"] if all(entry["bytes_by_job"].values()))
     assert link["bytes"] == pytest.approx(sum(link["bytes_by_job"].values()), abs=2)
+
+
+def test_plots_show_the_jobs_and_the_links_bytes_by_job(cluster, tmp_path):
+    spec = cluster([{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread"}])
+    out = CliRunner().invoke(main, ["cluster", str(spec), "--plots", str(tmp_path / "plots")])
+    assert out.exit_code == 0, out.output
+    for name in ("jobs.png", "links.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "file").write_text("")
+    bad = CliRunner().invoke(main, ["cluster", str(spec), "--plots", str(tmp_path / "file")])
+    assert bad.exit_code == 1 and "--plots" in bad.output and "not a directory" in bad.output
