@@ -26,6 +26,7 @@ from typing import Any, cast
 from astra_core.api import resolve_network, simulate
 from astra_core.backend import Topology, shares_links
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
+from astra_core.cluster.faults import apply_faults, check_reachable
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
 from astra_core.cluster.spec import ClusterFile, JobSpec, load_cluster_spec
@@ -146,6 +147,8 @@ class _Cluster:
         self.spec = spec
         dims = _cluster_dims(spec.dims)
         self.network, self.physical = resolve_network(spec.network, spec.topology, dims)
+        if spec.faults and self.physical is not None:
+            self.physical = apply_faults(self.physical, spec.faults)
         self.dims = dims
         npus, per_node = self.network.npus_count, self.network.npus_per_dim[0]
         self.npus = npus
@@ -161,6 +164,9 @@ class _Cluster:
         placements = place_jobs(
             [(j.name, r, j.placement, j.seed) for j, r in zip(spec.jobs, ranks)], npus, per_node
         )
+        if spec.faults and self.physical is not None:
+            for job, npus_of in zip(spec.jobs, placements):
+                check_reachable(self.physical, job.name, npus_of, spec.faults)
         self.jobs = [self._job(job, r, p) for job, r, p in zip(spec.jobs, ranks, placements)]
         self.group_ids = GroupIds()  # one numbering for every run: the same routes together and alone
         self.slow = slowness(spec.compute_speed, spec.stragglers, npus, max(j.iterations for j in spec.jobs))

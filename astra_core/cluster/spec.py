@@ -11,6 +11,9 @@
     compute_speed:              # NPUs slower than timed (astra_core/cluster/hardware.py)
       factors: {12: 0.8}        #   NPU 12 at 0.8x; or normal: {mean: 1, std: 0.05, seed: 3}
     stragglers: {fraction: 0.01, slowdown: [1.5, 3], seed: 7}  # per iteration
+    faults:                     # cables of the topology file (astra_core/cluster/faults.py)
+      - {link: [64, 72], bandwidth: 0.5}   # both directions at half bandwidth
+      - {link: [65, 73], down: true}       # gone: routes go round it
     jobs:
       - name: llm-a
         workload: traces/gpt    # trace prefix: rank r reads traces/gpt.r.et
@@ -36,6 +39,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from astra_core.cluster.faults import LinkFault
 from astra_core.cluster.hardware import ComputeSpeed, Stragglers
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
@@ -88,6 +92,7 @@ class ClusterFile(ConfigModel):
     system: str | None = None
     compute_speed: ComputeSpeed | None = None
     stragglers: Stragglers | None = None
+    faults: list[LinkFault] = Field(default_factory=list)
     jobs: list[JobSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -95,6 +100,8 @@ class ClusterFile(ConfigModel):
         problems: list[tuple[str | None, str]] = []
         if self.network is None and self.topology is None:
             problems.append((None, "give network (network.yml) or topology (a physical topology file)"))
+        if self.faults and self.topology is None:
+            problems.append(("faults", "faulty cables need a physical topology (topology)"))
         names: dict[str, int] = {}
         for i, job in enumerate(self.jobs):
             if job.name in names:
