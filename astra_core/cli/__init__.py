@@ -21,6 +21,7 @@ from astra_core.cli.cluster import cluster
 from astra_core.cli.common import AstraGroup
 from astra_core.cli.flows import flows
 from astra_core.cli.run import backends, run
+from astra_core.cli.scale import scale
 from astra_core.cli.sweep import sweep
 from astra_core.cli.topology import topology
 from astra_core.cli.workload import convert, gen
@@ -33,7 +34,7 @@ def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
 
 
-for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster):
+for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster, scale):
     main.add_command(_command)
 
 

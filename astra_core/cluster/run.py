@@ -19,7 +19,6 @@ is 1.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -38,6 +37,7 @@ from astra_core.report import Report
 from astra_core.results import whole_ns
 from astra_core.workload.chakra import read_workload
 from astra_core.workload.iterations import iteration_end_positions, iteration_ends
+from astra_core.workload.prefix import rank_count
 
 __all__ = ["ClusterResult", "JobResult", "simulate_cluster"]
 
@@ -128,16 +128,11 @@ class ClusterResult:
 
 
 def _rank_count(prefix: str, job: str) -> int:
-    """How many ``<prefix>.<r>.et`` files there are (read_workload checks they are 0..n-1)."""
-    folder, base = os.path.split(prefix)
-    pattern = re.compile(re.escape(base) + r"\.(\d+)\.et$")
-    try:
-        ranks = [int(m.group(1)) for f in os.listdir(folder or ".") if (m := pattern.match(f))]
-    except OSError as exc:
-        raise ConfigError(f"job {job}: workload: cannot list {folder or '.'}: {exc.strerror}") from None
+    """How many ranks the job's trace set has (read_workload checks they are 0..n-1)."""
+    ranks = rank_count(prefix)
     if not ranks:
         raise ConfigError(f"job {job}: workload: no trace files {prefix}.<rank>.et")
-    return max(ranks) + 1
+    return ranks
 
 
 class _Cluster:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["suggest_prefix"]
+__all__ = ["rank_count", "suggest_prefix"]
 
 _RANK_FILE = re.compile(r"(.+)\.(0|[1-9][0-9]*)\.et")
 #: Prefixes listed at most in one suggestion.
@@ -27,6 +27,19 @@ def _prefixes_in(folder: str) -> list[str]:
         return []
     found = {m.group(1) for name in names if (m := _RANK_FILE.fullmatch(name))}
     return sorted(os.path.join(folder, name) for name in found)
+
+
+def rank_count(prefix: str | os.PathLike) -> int:
+    """How many ranks the trace set ``prefix`` has: one more than the highest ``r`` of
+    its ``<prefix>.<r>.et`` files (0 when there is none; reading them checks that
+    every rank's file is there)."""
+    folder, base = os.path.split(os.fspath(prefix))
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return 0
+    ranks = [int(m.group(2)) for name in names if (m := _RANK_FILE.fullmatch(name)) and m.group(1) == base]
+    return max(ranks) + 1 if ranks else 0
 
 
 def suggest_prefix(path: str | os.PathLike) -> str | None:

@@ -1,0 +1,80 @@
+"""``astra scale``: a job's traces for a larger data-parallel degree (:mod:`astra_core.workload.scale`)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from astra_core.cli.common import parse_dims
+
+
+@click.command()
+@click.option("--workload", required=True, help="trace prefix: rank r reads PREFIX.r.et")
+@click.option(
+    "--comm-groups", type=click.Path(), help="its communicator-group JSON (if its traces use groups)"
+)
+@click.option(
+    "--dp-to", "new_dp", required=True, type=click.IntRange(min=1), help="data-parallel replicas to write"
+)
+@click.option("--output", required=True, help="trace prefix to write: rank r writes PREFIX.r.et")
+@click.option(
+    "--tp", type=click.IntRange(min=1), help="tensor-parallel size (default: from astra gen llm's metadata)"
+)
+@click.option("--pp", type=click.IntRange(min=1), help="pipeline stages (default: from the metadata)")
+@click.option(
+    "--cp", type=click.IntRange(min=1), help="context-parallel size (default: from the metadata, else 1)"
+)
+@click.option("--dims", help="network dimensions of the larger job, e.g. 8x8 (traces generated with --dims)")
+def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
+    """Write WORKLOAD's traces for --dp-to data-parallel replicas (weak scaling: each rank
+    keeps its micro-batches), with its comm groups, sends and receives and data-parallel
+    all-gathers resized.
+
+    Ranks are in Megatron's order (tensor, context, data, pipeline; astra gen llm's):
+    new rank (t, c, d', p) runs old rank (t, c, d' mod dp, p)'s trace. The layout
+    comes from astra gen llm's metadata, or from --tp, --pp and --cp (the data-parallel
+    size is then the ranks over their product).
+    """
+    from astra_core.config.comm_groups import load_comm_groups
+    from astra_core.errors import ConfigError
+    from astra_core.outputs import check_not_input, trace_outputs, write_text
+    from astra_core.workload.chakra import read_workload
+    from astra_core.workload.prefix import rank_count
+    from astra_core.workload.scale import LLM_METADATA, scale_dp
+    from astra_core.workload.writer import write_rank_trace
+
+    ranks = rank_count(workload)
+    if not ranks:
+        raise ConfigError(f"--workload: no trace files {workload}.<rank>.et")
+    traces = read_workload(workload, ranks)
+    groups = load_comm_groups(comm_groups, ranks) if comm_groups else {}
+    layout = _layout(traces[0].metadata.get(LLM_METADATA), ranks, tp, pp, cp)
+    scaled, new_groups = scale_dp(traces, groups, layout, new_dp, parse_dims(dims) if dims else None)
+    groups_path = f"{output}.comm_groups.json"
+    inputs = {"--workload": [f"{workload}.{r}.et" for r in range(ranks)], "--comm-groups": comm_groups}
+    check_not_input({**trace_outputs(output, len(scaled)), "--comm-groups": groups_path}, inputs)
+    for trace in scaled:
+        write_rank_trace(f"{output}.{trace.rank}.et", trace.nodes, trace.metadata, trace.version)
+    if new_groups:
+        write_text(groups_path, json.dumps(new_groups), "--output")
+    click.echo(
+        f"{ranks} ranks (dp {layout.dp}) -> {len(scaled)} ranks (dp {new_dp}): {output}.<rank>.et"
+        + (f"; comm groups: {groups_path} (pass it to astra run --comm-groups)" if new_groups else "")
+    )
+
+
+def _layout(llm: object, ranks: int, tp: int | None, pp: int | None, cp: int | None):
+    """The traces' layout: astra gen llm's metadata, the options where given."""
+    from astra_core.errors import ConfigError
+    from astra_core.workload.scale import Layout
+
+    info = json.loads(llm) if isinstance(llm, str) else {}
+    sizes = {"tp": tp or info.get("tp"), "pp": pp or info.get("pp"), "cp": cp or info.get("cp", 1)}
+    missing = [f"--{k}" for k, v in sizes.items() if not v]
+    if missing:
+        raise ConfigError(f"astra scale: the traces do not say their layout; give {' and '.join(missing)}")
+    product = sizes["tp"] * sizes["pp"] * sizes["cp"]
+    if ranks % product:
+        raise ConfigError(f"astra scale: {ranks} ranks do not divide into tp x pp x cp = {product}")
+    return Layout(sizes["tp"], sizes["cp"], ranks // product, sizes["pp"])
