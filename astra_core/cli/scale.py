@@ -74,7 +74,7 @@ def _layout(llm: object, ranks: int, tp: int | None, pp: int | None, cp: int | N
     missing = [f"--{k}" for k, v in sizes.items() if not v]
     if missing:
         raise ConfigError(f"astra scale: the traces do not say their layout; give {' and '.join(missing)}")
-    product = sizes["tp"] * sizes["pp"] * sizes["cp"]
-    if ranks % product:
-        raise ConfigError(f"astra scale: {ranks} ranks do not divide into tp x pp x cp = {product}")
-    return Layout(sizes["tp"], sizes["cp"], ranks // product, sizes["pp"])
+    t, p, c = int(sizes["tp"] or 1), int(sizes["pp"] or 1), int(sizes["cp"] or 1)
+    if ranks % (t * p * c):
+        raise ConfigError(f"astra scale: {ranks} ranks do not divide into tp x pp x cp = {t * p * c}")
+    return Layout(t, c, ranks // (t * p * c), p)
