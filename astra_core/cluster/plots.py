@@ -15,8 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from astra_core.outputs import atomic_output
-from astra_core.report.plots import time_unit
+from astra_core.report.plots import pyplot, save_figure, time_unit
 
 __all__ = ["MAX_LINKS", "write_cluster_plots"]
 
@@ -24,32 +23,14 @@ __all__ = ["MAX_LINKS", "write_cluster_plots"]
 MAX_LINKS = 48
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> Path:
-    try:
-        with atomic_output(path, "plot") as temporary:
-            fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        _pyplot().close(fig)
-    return path
-
-
 def _colors(count: int) -> list:
-    cmap = _pyplot().get_cmap("tab20" if count > 10 else "tab10")
+    cmap = pyplot().get_cmap("tab20" if count > 10 else "tab10")
     return [cmap(i % cmap.N) for i in range(count)]
 
 
 def jobs_figure(result):
     """Each job's iterations over time, together and alone (a matplotlib Figure)."""
-    plt = _pyplot()
+    plt = pyplot()
     jobs = result.jobs
     end = max(max(j.end_ns, j.alone_end_ns) for j in jobs)
     divisor, unit = time_unit(end)
@@ -77,7 +58,7 @@ def links_figure(result):
     jobs = [j for j in result.jobs if j.link_bytes is not None]
     if links is None or not jobs:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     busiest = sorted(range(len(links.link_bytes)), key=lambda i: -links.link_bytes[i])[:MAX_LINKS]
     busiest = [i for i in busiest if links.link_bytes[i]]
     topo = links.topology
@@ -100,8 +81,8 @@ def write_cluster_plots(result, directory: str | os.PathLike) -> list[Path]:
     """Write jobs.png (and links.png) into ``directory`` (created); their paths."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    written = [_save(jobs_figure(result), folder / "jobs.png")]
+    written = [save_figure(jobs_figure(result), folder / "jobs.png")]
     figure = links_figure(result)
     if figure is not None:
-        written.append(_save(figure, folder / "links.png"))
+        written.append(save_figure(figure, folder / "links.png"))
     return written

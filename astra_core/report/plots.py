@@ -72,7 +72,8 @@ def time_unit(ns: float) -> tuple[float, str]:
     return 1.0, "ns"
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (imported on first use)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -81,12 +82,13 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as PNG (atomically; through links and FIFOs) and close it."""
     try:
         with atomic_output(path, "plot") as temporary:
             fig.savefig(temporary, dpi=110, bbox_inches="tight", format="png")
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
     return path
 
 
@@ -108,14 +110,14 @@ def legend_label(part: str, mean_ns: float, step_ns: float) -> str:
 
 def plot_breakdown(result: RunResult, path: str | os.PathLike) -> Path:
     """Write :func:`breakdown_figure` to ``path`` (PNG)."""
-    return _save(breakdown_figure(result), Path(path))
+    return save_figure(breakdown_figure(result), Path(path))
 
 
 def breakdown_figure(result: RunResult):
     """Per-rank stacked bars of the six disjoint parts
     (:data:`~astra_core.report.breakdown.PARTS`); the legend gives each part's mean
     over the ranks (the breakdown table's row ``mean``). A matplotlib Figure."""
-    plt = _pyplot()
+    plt = pyplot()
     parts = breakdowns(result)
     groups, labels = bar_groups(parts)
     means = mean_parts(parts)
@@ -160,13 +162,13 @@ def breakdown_figure(result: RunResult):
 
 def plot_timeline(result: RunResult, path: str | os.PathLike) -> Path:
     """Write :func:`timeline_figure` to ``path`` (PNG)."""
-    return _save(timeline_figure(result), Path(path))
+    return save_figure(timeline_figure(result), Path(path))
 
 
 def timeline_figure(result: RunResult):
     """When each rank computed, had messages in flight and waited, one row per rank
     (a matplotlib Figure)."""
-    plt = _pyplot()
+    plt = pyplot()
     tracks = activities(result)
     if len(tracks) > MAX_TIMELINE_RANKS:
         step = (len(tracks) - 1) / (MAX_TIMELINE_RANKS - 1)
@@ -209,7 +211,7 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
     """Write :func:`links_figure` to ``path`` (None, and no file, if the backend keeps no
     link statistics)."""
     fig = links_figure(result)
-    return None if fig is None else _save(fig, Path(path))
+    return None if fig is None else save_figure(fig, Path(path))
 
 
 def links_figure(result: RunResult):
@@ -218,7 +220,7 @@ def links_figure(result: RunResult):
     stats = link_stats(result)
     if not stats:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")
     kinds = [k for k in LINK_COLORS if any(s.kind == k for s in stats)]
     if len(stats) <= MAX_LINK_BARS:
