@@ -254,7 +254,7 @@ LEFT_OUT = {
 }
 TAIL = (
     "`run s` is the wall time of generating and simulating the run in its own process "
-    "(two at a time on a 2-core machine shared with other work), `peak GiB` that "
+    "(`--jobs` at a time, on a 2-core machine shared with other work), `peak GiB` that "
     "process's peak resident memory.\n\n"
     "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 1-7 --jobs 2 "
     "--markdown docs/validation-h100.md`."
