@@ -248,7 +248,7 @@ LEFT_OUT = {
         "next step's forward pass (`overlap_param_sync`; astra gathers after the optimizer), "
         "the deferred embedding weight gradient (`defer_embedding_wgrad_compute`), NeMo's "
         "gradient bucket of 50 MB (astra: Megatron's default of max(40M, 1M x DP) elements), "
-        "FP8 scaling-factor (amax) reductions and casts, and the DGX Cloud fabric beyond one "
+        "and the DGX Cloud fabric beyond one "
         "non-blocking 400 Gb/s port per GPU."
     ),
 }
