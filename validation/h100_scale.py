@@ -75,11 +75,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from summary import emit, geomean_abs
+from summary import emit, geomean_abs, gpu_servers, nccl_system
 
 import astra
 from astra_core.config.network import NetworkConfig
-from astra_core.config.system import SystemConfig
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
 from astra_core.workload.generators.models import MODELS, ModelConfig
@@ -190,30 +189,11 @@ ROWS = (
 
 def network(nodes: int) -> NetworkConfig:
     """Servers of 8 H100 on NVSwitch (450 GB/s per GPU and direction), one 400 Gb/s port per
-    GPU across servers (network.yml counts GB as 2^30 bytes); latencies as in
-    examples/validation/hgx_h100_4nodes (half of NCCL's smallest per-step latency)."""
-    return NetworkConfig.from_dict(
-        {
-            "topology": ["Switch", "Switch"],
-            "npus_count": [8, nodes],
-            "bandwidth": [450e9 / GIB, 50e9 / GIB],
-            "latency": [300, 1350],
-        }
-    )
+    GPU across servers."""
+    return gpu_servers(nodes, 450.0, 50.0)
 
 
-SYSTEM = SystemConfig.from_dict(
-    {
-        "scheduling-policy": "LIFO",
-        "collective-optimization": "baseline",
-        "preferred-dataset-splits": 1,
-        **{
-            f"{c}-implementation": ["nccl"]
-            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-        },
-        "nccl": {"gpu": "H100"},
-    }
-)
+SYSTEM = nccl_system("H100")
 
 
 def predict(row: Row, workdir: Path) -> float:

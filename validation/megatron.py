@@ -29,11 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from summary import emit, geomean_abs
+from summary import emit, geomean_abs, gpu_servers, nccl_system
 
 import astra
 from astra_core.config.network import NetworkConfig
-from astra_core.config.system import SystemConfig
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
 from astra_core.workload.generators.models import ModelConfig
@@ -104,33 +103,11 @@ ROWS = (
 
 def network(nodes: int) -> NetworkConfig:
     """DGX A100 nodes on rails: dimension 0 the NVSwitch (300 GB/s per GPU), dimension
-    1 one 200 Gb/s HDR port per GPU (network.yml counts GB as 2^30 bytes)."""
-    if nodes == 1:
-        return NetworkConfig.from_dict(
-            {"topology": ["Switch"], "npus_count": [8], "bandwidth": [300e9 / GIB], "latency": [300]}
-        )
-    return NetworkConfig.from_dict(
-        {
-            "topology": ["Switch", "Switch"],
-            "npus_count": [8, nodes],
-            "bandwidth": [300e9 / GIB, 25e9 / GIB],
-            "latency": [300, 1350],
-        }
-    )
+    1 one 200 Gb/s HDR port per GPU."""
+    return gpu_servers(nodes, 300.0, 25.0)
 
 
-SYSTEM = SystemConfig.from_dict(
-    {
-        "scheduling-policy": "LIFO",
-        "collective-optimization": "baseline",
-        "preferred-dataset-splits": 1,
-        **{
-            f"{c}-implementation": ["nccl"]
-            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-        },
-        "nccl": {"gpu": "A100"},
-    }
-)
+SYSTEM = nccl_system("A100")
 
 
 def predict(row: Row, workdir: Path) -> tuple[float, float]:

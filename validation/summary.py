@@ -1,9 +1,15 @@
-"""What the validation scripts share: the error summary and the report output."""
+"""What the validation scripts share: the error summary, the report output, and the GPU
+servers and NCCL system their runs simulate."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+
+GIB = 1 << 30
 
 
 def geomean_abs(errors: list[float]) -> float:
@@ -18,3 +24,44 @@ def emit(text: str, markdown: str | None) -> int:
     if markdown:
         Path(markdown).write_text(text + "\n")
     return 0
+
+
+def gpu_servers(nodes: int, nvlink_gbps: float, nic_gbps: float) -> NetworkConfig:
+    """Servers of 8 GPUs: dimension 0 their NVSwitch (``nvlink_gbps`` GB/s per GPU and
+    direction), dimension 1 one NIC of ``nic_gbps`` GB/s per GPU across ``nodes`` servers
+    (network.yml counts GB as 2^30 bytes); latencies 300 and 1350 ns per link, half of
+    NCCL's smallest per-step latency (LL) on NVLink (0.6 us) and the network (2.7 us),
+    as examples/validation/dgx_a100 and hgx_h100_4nodes. One server: dimension 0 only."""
+    if nodes == 1:
+        return NetworkConfig.from_dict(
+            {
+                "topology": ["Switch"],
+                "npus_count": [8],
+                "bandwidth": [nvlink_gbps * 1e9 / GIB],
+                "latency": [300],
+            }
+        )
+    return NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, nodes],
+            "bandwidth": [nvlink_gbps * 1e9 / GIB, nic_gbps * 1e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
+
+
+def nccl_system(gpu: str) -> SystemConfig:
+    """Every collective on the NCCL model of ``gpu`` (system.json's ``nccl.gpu``), LIFO."""
+    return SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 1,
+            **{
+                f"{c}-implementation": ["nccl"]
+                for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+            },
+            "nccl": {"gpu": gpu},
+        }
+    )
