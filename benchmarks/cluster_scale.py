@@ -5,11 +5,13 @@ rail-optimized leaf-spine whose spines carry half of what the leaves take in,
 2:1), 16 jobs of 64 GPUs placed packed, 3 iterations each: 8 LLM jobs (a
 1.2 B-parameter GPT, tensor parallel 8 x data parallel 8, 4 micro-batches) and
 8 ResNet-50 data-parallel jobs (ASTRA-sim 1.0's text workload, converted), the
-ResNet jobs starting 1 ms after the LLM jobs. Runs ``astra.simulate_cluster``
+ResNet jobs starting 1 ms after the LLM jobs. ``--placement spread`` spreads every
+job over all servers instead (its tensor-parallel groups then cross the spines,
+which every job shares). Runs ``astra.simulate_cluster``
 (all jobs together, then each alone) and prints the wall time, the peak memory
 and the per-job slowdowns.
 
-    python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16]
+    python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16] [--placement spread]
 
 Targets: under 10 minutes on flow, under 2 minutes on analytical-congestion.
 """
@@ -23,13 +25,12 @@ import time
 from pathlib import Path
 
 import yaml
-
 from common import write_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prepare(folder: Path, jobs: int) -> Path:
+def prepare(folder: Path, jobs: int, placement: str = "packed") -> Path:
     from astra_core.topology.generators import gpu_cluster
     from astra_core.topology.ns3_format import write_ns3_topology
     from astra_core.workload.generators.gpus import GPUS
@@ -50,9 +51,15 @@ def prepare(folder: Path, jobs: int) -> Path:
         "dims": f"8x{servers}",
         "system": str(ROOT / "examples" / "validation" / "hgx_h100_4nodes" / "system.json"),
         "jobs": [
-            {"name": f"llm-{i}", "workload": "llm", "iterations": 3}
+            {"name": f"llm-{i}", "workload": "llm", "iterations": 3, "placement": placement}
             if i % 2 == 0
-            else {"name": f"resnet-{i}", "workload": "resnet", "iterations": 3, "start_us": 1000}
+            else {
+                "name": f"resnet-{i}",
+                "workload": "resnet",
+                "iterations": 3,
+                "start_us": 1000,
+                "placement": placement,
+            }
             for i in range(jobs)
         ],
     }
@@ -65,11 +72,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="flow")
     parser.add_argument("--jobs", type=int, default=16, help="jobs of 64 GPUs (the cluster has 64 x jobs)")
+    parser.add_argument("--placement", default="packed", help="every job's placement policy")
     args = parser.parse_args()
     import astra
 
     with tempfile.TemporaryDirectory() as tmp:
-        spec = prepare(Path(tmp), args.jobs)
+        spec = prepare(Path(tmp), args.jobs, args.placement)
         data = yaml.safe_load(spec.read_text())
         data["backend"] = args.backend
         spec.write_text(yaml.safe_dump(data, sort_keys=False))
