@@ -11,7 +11,8 @@ which every job shares). Runs ``astra.simulate_cluster``
 (all jobs together, then each alone) and prints the wall time, the peak memory
 and the per-job slowdowns.
 
-    python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16] [--placement spread]
+    python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16]
+        [--placement spread|random --collectives ring]
 
 Targets: under 10 minutes on flow, under 2 minutes on analytical-congestion.
 """
@@ -25,12 +26,12 @@ import time
 from pathlib import Path
 
 import yaml
-from common import write_workload
+from common import write_system, write_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prepare(folder: Path, jobs: int, placement: str = "packed") -> Path:
+def prepare(folder: Path, jobs: int, placement: str = "packed", collectives: str = "nccl") -> Path:
     from astra_core.topology.generators import gpu_cluster
     from astra_core.topology.ns3_format import write_ns3_topology
     from astra_core.workload.generators.gpus import GPUS
@@ -49,7 +50,11 @@ def prepare(folder: Path, jobs: int, placement: str = "packed") -> Path:
     spec = {
         "topology": "fabric.txt",
         "dims": f"8x{servers}",
-        "system": str(ROOT / "examples" / "validation" / "hgx_h100_4nodes" / "system.json"),
+        "system": str(
+            ROOT / "examples" / "validation" / "hgx_h100_4nodes" / "system.json"
+            if collectives == "nccl"
+            else write_system(folder / "system.json", collectives, 2)
+        ),
         "jobs": [
             {"name": f"llm-{i}", "workload": "llm", "iterations": 3, "placement": placement}
             if i % 2 == 0
@@ -73,11 +78,17 @@ def main() -> None:
     parser.add_argument("--backend", default="flow")
     parser.add_argument("--jobs", type=int, default=16, help="jobs of 64 GPUs (the cluster has 64 x jobs)")
     parser.add_argument("--placement", default="packed", help="every job's placement policy")
+    parser.add_argument(
+        "--collectives",
+        default="nccl",
+        help="nccl (the H100 NCCL model) or an upstream algorithm on both dimensions (ring, direct, ...); "
+        "random placements need the latter",
+    )
     args = parser.parse_args()
     import astra
 
     with tempfile.TemporaryDirectory() as tmp:
-        spec = prepare(Path(tmp), args.jobs, args.placement)
+        spec = prepare(Path(tmp), args.jobs, args.placement, args.collectives)
         data = yaml.safe_load(spec.read_text())
         data["backend"] = args.backend
         spec.write_text(yaml.safe_dump(data, sort_keys=False))
