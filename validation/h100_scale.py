@@ -75,7 +75,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from summary import emit, geomean_abs, gpu_servers, nccl_system
+from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows
 
 import astra
 from astra_core.config.network import NetworkConfig
@@ -241,14 +241,6 @@ TAIL = (
 )
 
 
-def parse_rows(text: str) -> list[Row]:
-    chosen = set()
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        chosen.update(range(int(a), int(b or a) + 1))
-    return [ROWS[i - 1] for i in sorted(chosen) if 1 <= i <= len(ROWS)]
-
-
 def _header(source: str) -> list[str]:
     if source == "llama3":
         return [
@@ -353,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", help="also write the report to this file")
     parser.add_argument("--jobs", type=int, default=1, help="rows simulated at once (one process each)")
     args = parser.parse_args(argv)
-    return emit(report(parse_rows(args.rows), max(1, args.jobs)), args.markdown)
+    return emit(report(parse_rows(args.rows, ROWS), max(1, args.jobs)), args.markdown)
 
 
 if __name__ == "__main__":

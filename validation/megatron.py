@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from summary import emit, geomean_abs, gpu_servers, nccl_system
+from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows
 
 import astra
 from astra_core.config.network import NetworkConfig
@@ -170,14 +170,6 @@ LEFT_OUT = (
 )
 
 
-def parse_rows(text: str) -> list[Row]:
-    chosen = set()
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        chosen.update(range(int(a), int(b or a) + 1))
-    return [ROWS[i - 1] for i in sorted(chosen) if 1 <= i <= len(ROWS)]
-
-
 def report(rows: list[Row]) -> str:
     lines = [
         "# Megatron-LM Table 1: predicted vs published TFLOP/s per GPU",
@@ -218,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="1-4", help="rows of Table 1, e.g. 1-4 or 1,3,5")
     parser.add_argument("--markdown", help="also write the report to this file")
     args = parser.parse_args(argv)
-    return emit(report(parse_rows(args.rows)), args.markdown)
+    return emit(report(parse_rows(args.rows, ROWS)), args.markdown)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,15 @@ def geomean_abs(errors: list[float]) -> float:
     return math.exp(sum(math.log(max(abs(e), 1e-4)) for e in errors) / len(errors))
 
 
+def parse_rows(text: str, rows: tuple):
+    """The rows ``--rows`` names (``1-4``, ``1,3,5``; 1-based) of ``rows``, in order."""
+    chosen: set[int] = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        chosen.update(range(int(a), int(b or a) + 1))
+    return [rows[i - 1] for i in sorted(chosen) if 1 <= i <= len(rows)]
+
+
 def emit(text: str, markdown: str | None) -> int:
     """Print a report and, with ``markdown``, write it there too; exit status 0."""
     print(text)

@@ -36,7 +36,7 @@ from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.iterations import repeat_traces
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 
-__all__ = ["GroupIds", "JobTraces", "compose", "job_dims"]
+__all__ = ["GroupIds", "JobTraces", "compose", "job_dims", "parse_dims"]
 
 
 @dataclass
@@ -55,13 +55,6 @@ class JobTraces:
     #: its traces on the cluster and the groups they use, once composed (the run of all
     #: jobs and its run alone share them)
     composed: tuple[list[RankTrace], dict[str, tuple[int, ...]]] | None = None
-
-
-def _copy(node: ETNode, **changes) -> ETNode:
-    out = ETNode.__new__(ETNode)
-    for slot in ETNode.__slots__:
-        setattr(out, slot, changes.get(slot, getattr(node, slot)))
-    return out
 
 
 class GroupIds:
@@ -138,11 +131,11 @@ def _mapped_nodes(
         kind = node.type
         if kind == COMM_COLL:
             npus = tuple(where[m] for m in _collective_members(job, rank, node))
-            node = _copy(node, pg_name=ids.id_of(npus, used), involved_dim=None)
+            node = node.replaced(pg_name=ids.id_of(npus, used), involved_dim=None)
         elif kind in (COMM_SEND, COMM_RECV):
             src = None if node.comm_src is None else where[node.comm_src]
             dst = None if node.comm_dst is None else where[node.comm_dst]
-            node = _copy(node, comm_src=src, comm_dst=dst)
+            node = node.replaced(comm_src=src, comm_dst=dst)
         elif kind == METADATA and node.inputs_values:
             raise ConfigError(
                 f"job {job.name}: rank {rank}'s node {node.id} defines process groups (PyTorch "
@@ -161,7 +154,7 @@ def _delayed(nodes: list[ETNode], start_us: int) -> list[ETNode]:
     out = [
         n
         if any(d in ids for d in (*n.data_deps, *n.ctrl_deps))
-        else _copy(n, ctrl_deps=(*n.ctrl_deps, start))
+        else n.replaced(ctrl_deps=(*n.ctrl_deps, start))
         for n in nodes
     ]
     out.append(ETNode(start, "astra.job_start", COMP, duration_micros=start_us, is_cpu_op=True))
@@ -176,7 +169,7 @@ def _slowed(nodes: list[ETNode], npu: int, per_iteration: int, slow: ComputeSlow
         if node.type == COMP and not node.is_cpu_op and node.duration_micros:
             factor = slow.factor(npu, pos // (per_iteration + 1))
             if factor != 1.0:
-                node = _copy(node, duration_micros=node.duration_micros * factor)
+                node = node.replaced(duration_micros=node.duration_micros * factor)
         out.append(node)
     return out
 
@@ -228,6 +221,16 @@ def compose(
     return traces, used
 
 
+def parse_dims(dims: str | list[int], what: str) -> list[int]:
+    """``"8x4"`` (or a list) -> ``[8, 4]``. Raises ConfigError starting with ``what``."""
+    if isinstance(dims, list):
+        return list(dims)
+    try:
+        return [int(x) for x in dims.lower().split("x")]
+    except ValueError:
+        raise ConfigError(f"{what}: expected sizes such as 8x4, got {dims!r}") from None
+
+
 def job_dims(text: str | list[int] | None, traces: Sequence[RankTrace], name: str) -> list[int] | None:
     """A job's ``dims`` (``"8x4"`` or a list; default: the dims its traces say they were
     generated for, ``astra gen llm --dims``), checked against its rank count and
@@ -236,10 +239,7 @@ def job_dims(text: str | list[int] | None, traces: Sequence[RankTrace], name: st
     made_for = traces[0].metadata.get(GENERATED_DIMS_ATTR) if traces else None
     if text is None:
         return list(made_for) if isinstance(made_for, list) else None
-    try:
-        dims = [int(x) for x in text.lower().split("x")] if isinstance(text, str) else list(text)
-    except ValueError:
-        raise ConfigError(f"job {name}: dims: expected sizes such as 8x4, got {text!r}") from None
+    dims = parse_dims(text, f"job {name}: dims")
     if math.prod(dims) != ranks or any(d < 1 for d in dims):
         raise ConfigError(f"job {name}: dims {text} do not multiply to its {ranks} ranks")
     if isinstance(made_for, list) and made_for != dims:

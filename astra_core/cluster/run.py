@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from astra_core.api import resolve_network, simulate
 from astra_core.backend import Topology, shares_links
-from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
+from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims, parse_dims
 from astra_core.cluster.faults import apply_faults, check_reachable
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
@@ -140,7 +140,7 @@ class _Cluster:
 
     def __init__(self, spec: ClusterFile, plugin_manager: Any):
         self.spec = spec
-        dims = _cluster_dims(spec.dims)
+        dims = None if spec.dims is None else parse_dims(spec.dims, "dims")
         self.network, self.physical = resolve_network(spec.network, spec.topology, dims)
         if spec.faults and self.physical is not None:
             self.physical = apply_faults(self.physical, spec.faults)
@@ -205,15 +205,6 @@ class _Cluster:
                 "there (use flow, ns3, garnetlike or analytical-congestion)"
             )
         return None
-
-
-def _cluster_dims(dims: str | list[int] | None) -> list[int] | None:
-    if dims is None or isinstance(dims, list):
-        return dims
-    try:
-        return [int(x) for x in dims.lower().split("x")]
-    except ValueError:
-        raise ConfigError(f"dims: expected sizes such as 8x16, got {dims!r}") from None
 
 
 def _ends(report: Report, job: JobTraces) -> tuple[tuple[float, ...], float]:

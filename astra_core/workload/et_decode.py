@@ -141,6 +141,14 @@ class ETNode:
         self.inputs_values = inputs_values
         self.attrs = {} if attrs is None else attrs
 
+    def replaced(self, **changes: Any) -> ETNode:
+        """A copy of this node with the fields named in ``changes`` set to their values
+        (nodes are shared and read-only: a change makes a new node)."""
+        copy = ETNode.__new__(ETNode)
+        for slot in ETNode.__slots__:
+            setattr(copy, slot, changes[slot] if slot in changes else getattr(self, slot))
+        return copy
+
     @property
     def type_name(self) -> str:
         """The NodeType name, e.g. ``"COMP_NODE"``."""

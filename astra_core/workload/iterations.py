@@ -45,11 +45,7 @@ def _shifted(node: ETNode, offset: int, ids: set[int], start: tuple[int, ...]) -
     ctrl = tuple(d + offset for d in node.ctrl_deps if d in ids)
     if not data and not ctrl:
         ctrl = start
-    copy = ETNode.__new__(ETNode)
-    for slot in ETNode.__slots__:
-        setattr(copy, slot, getattr(node, slot))
-    copy.id, copy.data_deps, copy.ctrl_deps = node.id + offset, data, ctrl
-    return copy
+    return node.replaced(id=node.id + offset, data_deps=data, ctrl_deps=ctrl)
 
 
 def repeat_trace(trace: RankTrace, iterations: int) -> RankTrace:

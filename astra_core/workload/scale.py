@@ -149,12 +149,7 @@ def _scaled_nodes(
             changes["pg_name"] = groups.new_id(node.pg_name, d_new)
             if node.comm_type == _ALL_GATHER and groups.spans_replicas(node.pg_name):
                 changes["comm_size"] = node.comm_size * old.dp // new.dp
-        if changes:
-            copy = ETNode.__new__(ETNode)
-            for slot in ETNode.__slots__:
-                setattr(copy, slot, changes.get(slot, getattr(node, slot)))
-            node = copy
-        out.append(node)
+        out.append(node.replaced(**changes) if changes else node)
     return out
 
 
