@@ -43,7 +43,7 @@ def cluster(spec, json_path, plots_dir) -> None:
         check_output_file(json_path, "--json")
     if plots_dir:
         check_output_dir(plots_dir, "--plots")
-    result = simulate_cluster(spec)
+    result = simulate_cluster(spec, on_run=lambda what: click.echo(f"simulating {what}", err=True))
     console = Console(stderr=any_stdout([json_path]))
     console.print(_job_table(result, spec))
     if result.note:

@@ -19,6 +19,7 @@ is 1.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -224,17 +225,30 @@ def _ends(report: Report, job: JobTraces) -> tuple[tuple[float, ...], float]:
     return tuple(e - (ends[i - 1] if i else start) for i, e in enumerate(ends)), ends[-1]
 
 
-def simulate_cluster(spec: str | os.PathLike | ClusterFile, *, plugin_manager: Any = None) -> ClusterResult:
+def simulate_cluster(
+    spec: str | os.PathLike | ClusterFile,
+    *,
+    plugin_manager: Any = None,
+    on_run: Callable[[str], None] | None = None,
+) -> ClusterResult:
     """Run the jobs of ``spec`` (a cluster spec file or a :class:`ClusterFile`) on one
-    network, then each alone on its NPUs (module doc). Raises ConfigError (one line
-    naming the job and key) for a bad spec, and what :func:`astra.simulate` raises."""
+    network, then each alone on its NPUs (module doc). ``on_run(what)`` is told before
+    each of these runs starts (``"all 3 jobs together (run 1 of 4)"``). Raises
+    ConfigError (one line naming the job and key) for a bad spec, and what
+    :func:`astra.simulate` raises."""
     if not isinstance(spec, ClusterFile):
         spec = load_cluster_spec(spec)
     cluster = _Cluster(spec, plugin_manager)
+    count = len(cluster.jobs)
+    runs = 1 if count == 1 else count + 1
+    if on_run is not None:
+        on_run(f"all {count} jobs together (run 1 of {runs})")
     together = cluster.run(cluster.jobs)
     results = []
-    for job in cluster.jobs:
-        alone = together if len(cluster.jobs) == 1 else cluster.run([job])
+    for i, job in enumerate(cluster.jobs):
+        if count > 1 and on_run is not None:
+            on_run(f"job {job.name} alone (run {i + 2} of {runs})")
+        alone = together if count == 1 else cluster.run([job])
         iteration_ns, end = _ends(together, job)
         alone_iteration_ns, alone_end = _ends(alone, job)
         links = alone.links

@@ -113,6 +113,8 @@ def test_the_cli_prints_each_job_and_writes_json(cluster, tmp_path):
     out = CliRunner().invoke(main, ["cluster", str(spec), "--json", str(tmp_path / "r.json")])
     assert out.exit_code == 0, out.output
     assert "slowdown" in out.output and "│ b " in out.output
+    for line in ("all 2 jobs together (run 1 of 3)", "job a alone (run 2 of 3)", "job b alone (run 3 of 3)"):
+        assert f"simulating {line}" in out.output
     data = json.loads((tmp_path / "r.json").read_text())
     assert [j["name"] for j in data["jobs"]] == ["a", "b"]
     assert len(data["jobs"][1]["iteration_ns"]) == 2
