@@ -35,9 +35,9 @@ from astra_core.config.system import load_system
 from astra_core.errors import ConfigError
 from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
 from astra_core.report import Report
+from astra_core.report.iterations import ends_on_rank, timelines_by_rank
 from astra_core.results import whole_ns
 from astra_core.workload.chakra import read_workload
-from astra_core.workload.iterations import iteration_end_positions, iteration_ends
 from astra_core.workload.prefix import rank_count
 
 __all__ = ["ClusterResult", "JobResult", "simulate_cluster"]
@@ -145,7 +145,6 @@ class _Cluster:
         self.network, self.physical = resolve_network(spec.network, spec.topology, dims)
         if spec.faults and self.physical is not None:
             self.physical = apply_faults(self.physical, spec.faults)
-        self.dims = dims
         npus, per_node = self.network.npus_count, self.network.npus_per_dim[0]
         self.npus = npus
         systems = [load_system(cast(str, job.system or spec.system)) for job in spec.jobs]  # spec checked
@@ -188,9 +187,8 @@ class _Cluster:
         return simulate(
             traces,
             self.system,
-            self.network if self.physical is None or self.spec.network else None,
+            self.network,
             topology=self.physical,
-            dims=self.dims if self.spec.network is None else None,
             comm_groups=groups,
             backend=self.backend.name,
             backend_config=self.spec.backend_config,
@@ -214,13 +212,11 @@ def _ends(report: Report, job: JobTraces) -> tuple[tuple[float, ...], float]:
     if job.iterations == 1:
         end = max(report.ranks[n].finish_ns for n in job.placement)
         return (end - start,), end
-    timelines = {t.rank: t for t in report.traces}
-    stand_in = report.representative or list(range(len(report.ranks)))
-    per_rank: list[list[float]] = []
-    for rank, npu in enumerate(job.placement):
-        positions = iteration_end_positions(len(job.traces[rank].nodes), job.iterations)
-        found = iteration_ends(timelines[stand_in[npu]].records, positions)
-        per_rank.append([e if e is not None else float("nan") for e in found])  # a run that ends has all
+    timelines = timelines_by_rank(report)
+    per_rank = [
+        ends_on_rank(timelines[npu], len(job.traces[rank].nodes), job.iterations)
+        for rank, npu in enumerate(job.placement)
+    ]
     ends = [max(r[i] for r in per_rank) for i in range(job.iterations)]
     return tuple(e - (ends[i - 1] if i else start) for i, e in enumerate(ends)), ends[-1]
 

@@ -192,10 +192,14 @@ def scale_dp(
     new = Layout(layout.tp, layout.cp, new_dp, layout.pp)
     numbering = _Groups(groups, layout, new)
     out = []
+    metadata_of: dict[int, dict] = {}  # ranks that share their metadata share the new one
     for rank in range(new.npus):
         t, c, d, p = new.coords(rank)
         source = traces[layout.rank(t, c, d % layout.dp, p)]
         nodes = _scaled_nodes(list(source.nodes), layout, new, rank, numbering)
-        meta = _metadata(source.metadata, layout, new, dims)
+        key = id(source.metadata)
+        if key not in metadata_of:
+            metadata_of[key] = _metadata(source.metadata, layout, new, dims)
+        meta = metadata_of[key]
         out.append(RankTrace(source.path, nodes, source.version, meta, rank))
     return out, {gid: list(members) for members, gid in numbering.ids.items()}
