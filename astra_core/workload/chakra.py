@@ -37,6 +37,7 @@ from astra_core.workload.et_decode import (
     metadata_and_spans,
     metadata_attrs,
 )
+from astra_core.workload.et_peers import PeerPlan, peer_key, split_peers, with_peers
 
 __all__ = [
     "COMM_TYPE_NAMES",
@@ -90,27 +91,39 @@ def _share_values(node: ETNode, shared: dict) -> None:
 
 
 def _parse(
-    data: bytes, fname: str, rank: int | None, shared: dict | None = None, max_nodes: int | None = None
+    data: bytes,
+    fname: str,
+    rank: int | None,
+    shared: dict | None = None,
+    max_nodes: int | None = None,
+    slots: list[tuple[int, int]] | None = None,
 ) -> RankTrace | None:
     """Parse the bytes of one ``.et`` file (see :func:`read_rank_trace`).
 
     ``shared`` maps a node's encoded bytes to the node already decoded from
     them (in another rank's file): equal bytes decode to one shared, read-only
-    :class:`ETNode`; sends and receives share their values (:func:`_share_values`).
+    :class:`ETNode`; sends and receives share their values (:func:`_share_values`),
+    and one of the same bytes but for its peer ranks is copied from the first
+    (:mod:`~astra_core.workload.et_peers`).
     None, before any node is decoded, when the file has more than ``max_nodes``."""
     # Parsing allocates many small objects and no reference cycles, so the
     # cyclic garbage collector's passes are pure overhead (~10% measured).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_messages(data, fname, rank, shared, max_nodes)
+        return _parse_messages(data, fname, rank, shared, max_nodes, slots)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _parse_messages(
-    data: bytes, fname: str, rank: int | None, shared: dict | None, max_nodes: int | None
+    data: bytes,
+    fname: str,
+    rank: int | None,
+    shared: dict | None,
+    max_nodes: int | None,
+    slots: list[tuple[int, int]] | None,
 ) -> RankTrace | None:
     meta, spans = metadata_and_spans(data, fname)
     # A node takes at least a byte (its length prefix): only a file of more bytes than
@@ -124,22 +137,66 @@ def _parse_messages(
     append = nodes.append
     bad: list[tuple[int, str]] = []  # (node id, problem): reported together, first few named
     for index, pos, start, stop in spans:
+        peers = None
         if shared is not None:
             payload = data[start:stop]
             node = shared.get(payload)
             if node is not None:  # decoded and checked in an earlier file
                 append(node)
                 continue
+            peers = peer_key(payload)
+            if peers is not None:
+                template = shared.get(("peers", peers[0]))
+                if template is not None:  # the same node but for its peer ranks
+                    append(with_peers(template, peers[1], peers[2]))
+                    if slots is not None:
+                        slots.append((index, peers[3]))
+                    continue
         node = decode_node(view[start:stop], fname, index, pos, bad)
         if shared is not None and not bad:
             if node.type not in _PEER_TYPES:
                 shared[payload] = node
             else:  # each rank's own, but most of their values repeat from rank to rank
                 _share_values(node, shared)
+                if peers is not None and (node.comm_src, node.comm_dst) == peers[1:3]:
+                    shared[("peers", peers[0])] = node
+                    if slots is not None:
+                        slots.append((index, peers[3]))
         append(node)
     if bad:
         raise bad_nodes_error(fname, bad)
     return RankTrace(fname, nodes, meta.version, metadata_attrs(meta), rank)
+
+
+def _parse_like(
+    data: bytes, fname: str, rank: int, shared: dict, max_nodes: int, templates: dict
+) -> RankTrace:
+    """Parse one file of :func:`read_workload`: as a template's nodes with other peers
+    when its bytes equal but for the peer values a file parsed before (``templates``:
+    bytes without peer values -> :class:`~astra_core.workload.et_peers.PeerPlan`, trace),
+    else in full (and streamed when it has more than ``max_nodes`` nodes)."""
+    rest, values = split_peers(data)
+    known = templates.get(rest)
+    if known is not None and known[0].values == len(values):
+        plan, template = known
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # as in _parse: many small objects, no cycles
+        try:
+            nodes = plan.nodes_with(values)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        return RankTrace(fname, nodes, template.version, template.metadata, rank)
+    slots: list[tuple[int, int]] = []
+    parsed = _parse(data, fname, rank, shared, max_nodes, slots)
+    if parsed is None:
+        return streaming.scan_trace(data, fname, rank)
+    plan = PeerPlan(cast(list, parsed.nodes), slots)
+    # every value split_peers cut out is one the decoder read (and no other): then a file
+    # of the same other bytes has its values in the same places
+    if values and plan.values == len(values):
+        templates[rest] = (plan, parsed)
+    return parsed
 
 
 def trace_path(prefix: str | os.PathLike, rank: int) -> Path:
@@ -164,7 +221,10 @@ def read_workload(
     symmetric ranks load quickly; nodes are read-only. Chakra's own tools
     number nodes with one counter across ranks, so their files differ. Within
     differing files, nodes of equal bytes (a generator's compute nodes, a
-    group's collectives) are decoded once and shared.
+    group's collectives) are decoded once and shared, and a file equal to one
+    read before but for its peer ranks (a tensor-parallel ring's sends and
+    receives) is that file's nodes with its own peers
+    (:mod:`~astra_core.workload.et_peers`).
 
     Raises :class:`TraceError` naming the prefix and the counts when the
     number of trace files differs from ``npus_count``: a rank's file is
@@ -187,6 +247,7 @@ def read_workload(
     # bytes of thousands of differing files are not kept
     by_digest: dict[tuple[int, bytes], RankTrace] = {}
     shared: dict = {}
+    templates: dict[bytes, tuple[PeerPlan, RankTrace]] = {}  # see _parse_like
     most_nodes = streaming.MAX_DECODED_NODES
     traces = []
     missing = []
@@ -204,9 +265,11 @@ def read_workload(
         same = by_digest.get(key)
         if same is not None and Path(same.path).read_bytes() != data:
             same = None  # a digest collision (never seen): parse the file on its own
-        if same is None:
-            parsed = None if len(data) >= stream_min_bytes else _parse(data, path, r, shared, most_nodes)
-            trace = streaming.scan_trace(data, path, r) if parsed is None else parsed
+        if same is None and len(data) < stream_min_bytes:
+            trace = _parse_like(data, path, r, shared, most_nodes, templates)
+            by_digest.setdefault(key, trace)
+        elif same is None:
+            trace = streaming.scan_trace(data, path, r)
             by_digest.setdefault(key, trace)
         else:
             trace = RankTrace(path, same.nodes, same.version, same.metadata, r)

@@ -1,0 +1,186 @@
+"""Decode a rank's sends and receives once per shape, not once per rank.
+
+A send or receive differs from its counterparts on other ranks only in its peer
+ranks (``comm_src``, ``comm_dst``). :func:`peer_key` finds those two values in a
+Node message's bytes without decoding it and returns the bytes with them cut out;
+nodes of one key decode to one template (checked once), and each rank's node is the
+template with its own peers (:func:`with_peers`). On a trace of Megatron's
+tensor-parallel overlap (sends and receives are 56 % of its nodes) this reads
+files about 2x faster.
+
+Wire format (protobuf encoding, ``et_def.proto``): an attribute is field 10 of
+Node, a length-delimited ``AttributeProto`` whose field 1 is its name; a peer
+attribute written by Chakra's tools or astra's generators is
+``0x52 LEN 0x0a 0x08 "comm_src" TAG VARINT`` with TAG an unsigned-varint case
+(int32, int64, uint32, uint64). Anything else (zigzag or fixed encodings,
+negative values, a name that merely appears inside another field) gives no key,
+and the node is decoded in full.
+"""
+
+from __future__ import annotations
+
+import re
+
+from astra_core.workload.et_decode import ETNode
+
+__all__ = ["PeerPlan", "peer_key", "split_peers", "with_peers"]
+
+#: The order of a node's peer values in its bytes (:func:`peer_key`).
+SRC_ONLY, DST_ONLY, SRC_FIRST, DST_FIRST = range(4)
+_SRC = b"\n\x08comm_src"  # field 1 (name), 8 bytes
+_DST = b"\n\x08comm_dst"
+# int32_val (7), int64_val (9), uint32_val (11), uint64_val (13): wire type 0 (varint)
+_VARINT_TAGS = frozenset(field << 3 for field in (7, 9, 11, 13))
+
+
+def _varint(data: bytes) -> int:
+    """The value of the base-128 varint ``data`` (little-endian groups of 7 bits)."""
+    value = 0
+    for shift, byte in enumerate(data):
+        value |= (byte & 0x7F) << (7 * shift)
+    return value
+
+
+def _value(payload: bytes, at: int) -> tuple[int, int] | None:
+    """(value, end of the varint) of the peer attribute whose name starts at ``at``, or
+    None when it is not one attribute of a name and a non-negative 32-bit varint value."""
+    # the attribute: 0x52 (field 10, length-delimited), its length, the name, the value
+    tag = at + 10
+    if at < 2 or payload[at - 2] != 0x52 or tag >= len(payload) or payload[tag] not in _VARINT_TAGS:
+        return None
+    value = 0
+    pos = tag + 1
+    for shift in (0, 7, 14, 21, 28):  # at most 5 bytes (2**35 > any rank)
+        if pos >= len(payload):
+            return None
+        byte = payload[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            # the attribute's one-byte length covers exactly its name and this value
+            return (value, pos) if payload[at - 1] == pos - at and value < 1 << 31 else None
+    return None
+
+
+def peer_key(payload: bytes) -> tuple[bytes, int | None, int | None, int] | None:
+    """(the bytes without the peer values, ``comm_src``, ``comm_dst``, the values' order:
+    ``SRC_ONLY``, ``DST_ONLY``, ``SRC_FIRST`` or ``DST_FIRST``) of one encoded Node
+    message, or None when it names no peer or names one in a form not read here (another
+    encoding, a negative value, an attribute name given twice).
+
+    A peer that is absent is None in the result, as :class:`ETNode` has it. Nodes of
+    equal keys decode alike but for their peers; the caller checks the template it
+    decodes against the values returned here before sharing it."""
+    at_src = payload.find(_SRC)
+    at_dst = payload.find(_DST)
+    src = dst = None
+    if at_src >= 0:
+        found = _value(payload, at_src)
+        if found is None or payload.find(_SRC, at_src + 1) >= 0:
+            return None
+        src, src_stop = found
+    if at_dst >= 0:
+        found = _value(payload, at_dst)
+        if found is None or payload.find(_DST, at_dst + 1) >= 0:
+            return None
+        dst, dst_stop = found
+    if at_dst < 0:
+        if at_src < 0:
+            return None
+        return payload[: at_src + 11] + payload[src_stop:], src, dst, SRC_ONLY
+    if at_src < 0:
+        return payload[: at_dst + 11] + payload[dst_stop:], src, dst, DST_ONLY
+    if at_src < at_dst:
+        return (
+            payload[: at_src + 11] + payload[src_stop : at_dst + 11] + payload[dst_stop:],
+            src,
+            dst,
+            SRC_FIRST,
+        )
+    return payload[: at_dst + 11] + payload[dst_stop : at_src + 11] + payload[src_stop:], src, dst, DST_FIRST
+
+
+def with_peers(template: ETNode, src: int | None, dst: int | None) -> ETNode:
+    """A copy of ``template`` (shared values, read-only) with its own peer ranks."""
+    node = ETNode.__new__(ETNode)
+    node.id = template.id
+    node.name = template.name
+    node.type = template.type
+    node.data_deps = template.data_deps
+    node.ctrl_deps = template.ctrl_deps
+    node.duration_micros = template.duration_micros
+    node.is_cpu_op = template.is_cpu_op
+    node.comm_type = template.comm_type
+    node.comm_size = template.comm_size
+    node.comm_src = src
+    node.comm_dst = dst
+    node.comm_tag = template.comm_tag
+    node.comm_priority = template.comm_priority
+    node.involved_dim = template.involved_dim
+    node.pg_name = template.pg_name
+    node.num_ops = template.num_ops
+    node.tensor_size = template.tensor_size
+    node.inputs_values = template.inputs_values
+    node.attrs = template.attrs
+    return node
+
+
+# --- whole files ---------------------------------------------------------------------
+
+# A peer attribute's name and value tag (group 1) and its varint value (group 2).
+_PEER_VALUE = re.compile(rb"(\n\x08comm_(?:src|dst)[\x38\x48\x58\x68])([\x80-\xff]{0,4}[\x00-\x7f])")
+
+
+def split_peers(data: bytes) -> tuple[bytes, list[bytes]]:
+    """(the bytes of a trace file without its peer values, those values' varint bytes in
+    file order). Ranks whose files differ only in their peers get equal first parts."""
+    parts = _PEER_VALUE.split(data)
+    values = parts[2::3]
+    del parts[2::3]
+    return b"".join(parts), values
+
+
+class PeerPlan:
+    """Where the peer values of one parsed file (the template) go in its node list, so
+    that a file equal to it but for those values is its nodes with other peers.
+
+    ``nodes``: the template's nodes; ``slots``: (node index, order) of every node whose
+    peers :func:`peer_key` read and the decoder confirmed, in file order; ``values``:
+    how many values they hold. The caller makes sure that :func:`split_peers` finds
+    exactly these values in the template (no other match of the pattern)."""
+
+    __slots__ = ("nodes", "slots", "values", "_ints")
+
+    def __init__(self, nodes: list[ETNode], slots: list[tuple[int, int]]):
+        self.nodes = nodes
+        self.slots = slots
+        self.values = sum(1 if order in (SRC_ONLY, DST_ONLY) else 2 for _, order in slots)
+        self._ints: dict[bytes, int] = {}
+
+    def nodes_with(self, values: list[bytes]) -> list[ETNode]:
+        """The template's nodes with the peer values ``values`` (from :func:`split_peers`
+        of a file whose other bytes equal the template's)."""
+        ints = self._ints
+        nodes = self.nodes.copy()
+        at = 0
+        for index, order in self.slots:
+            node = nodes[index]
+            src, dst = node.comm_src, node.comm_dst
+            raw = values[at]
+            value = ints.get(raw)
+            if value is None:
+                value = ints[raw] = _varint(raw)
+            at += 1
+            if order == SRC_ONLY:
+                src = value
+            elif order == DST_ONLY:
+                dst = value
+            else:
+                raw = values[at]
+                other = ints.get(raw)
+                if other is None:
+                    other = ints[raw] = _varint(raw)
+                at += 1
+                src, dst = (value, other) if order == SRC_FIRST else (other, value)
+            nodes[index] = with_peers(node, src, dst)
+        return nodes

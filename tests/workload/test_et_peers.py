@@ -1,0 +1,154 @@
+"""Sends and receives decoded once per shape (astra_core.workload.et_peers): whatever the
+shortcut reads must be what the full decoder reads, node for node."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_core.workload import chakra
+from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra import read_rank_trace, read_workload
+from astra_core.workload.et_decode import ETNode, decode_node
+from astra_core.workload.et_peers import DST_FIRST, SRC_FIRST, SRC_ONLY, peer_key, split_peers, with_peers
+from astra_core.workload.writer import make_node, write_rank_trace
+
+
+def _send(src, dst, case="int64_val", node_id=3, tag=7, extra=()):
+    node = pb.Node(id=node_id, name="L0_send", type=pb.COMM_SEND_NODE, data_deps=[1, 2])
+    attrs = [("comm_size", 4096), ("comm_tag", tag), ("comm_src", src), ("comm_dst", dst), *extra]
+    for name, value in attrs:
+        if value is not None:
+            node.attr.append(
+                pb.AttributeProto(
+                    name=name, **{case if name in ("comm_src", "comm_dst") else "int64_val": value}
+                )
+            )
+    return node
+
+
+def test_the_key_leaves_out_exactly_the_peer_values():
+    a = peer_key(_send(0, 1).SerializeToString())
+    b = peer_key(_send(300, 70000).SerializeToString())  # 2- and 3-byte varints
+    assert a is not None and b is not None
+    assert a[1:] == (0, 1, SRC_FIRST) and b[1:] == (300, 70000, SRC_FIRST)
+    assert a[0] != b[0]  # the attributes' lengths differ with the varints' lengths
+    assert peer_key(_send(5, 6).SerializeToString())[0] == a[0]  # one-byte values: one key
+    assert peer_key(_send(0, 1, tag=8).SerializeToString())[0] != a[0]  # any other byte counts
+
+
+def test_key_orders_and_absent_peers():
+    node = pb.Node(id=1, name="r", type=pb.COMM_RECV_NODE)
+    node.attr.append(pb.AttributeProto(name="comm_dst", int32_val=4))
+    node.attr.append(pb.AttributeProto(name="comm_src", uint64_val=9))
+    assert peer_key(node.SerializeToString())[1:] == (9, 4, DST_FIRST)
+    only = pb.Node(id=1, name="r", type=pb.COMM_RECV_NODE)
+    only.attr.append(pb.AttributeProto(name="comm_src", uint32_val=2))
+    assert peer_key(only.SerializeToString())[1:] == (2, None, SRC_ONLY)
+    assert peer_key(pb.Node(id=1, name="comm_src", type=pb.COMP_NODE).SerializeToString()) is None
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        _send(3, 4, case="sint64_val"),  # zigzag: not read here
+        _send(3, 4, case="fixed32_val"),
+        _send(-1, 4, case="int32_val"),  # a 10-byte varint
+        _send(3, 4, extra=[("comm_src", 5)]),  # a name twice: the decoder takes the first
+    ],
+)
+def test_forms_not_read_give_no_key(node):
+    assert peer_key(node.SerializeToString()) is None
+
+
+def test_with_peers_copies_every_other_field():
+    template = ETNode(
+        5,
+        "n",
+        pb.COMM_SEND_NODE,
+        (1,),
+        (2,),
+        3,
+        True,
+        4,
+        4096,
+        0,
+        1,
+        7,
+        2,
+        (True, False),
+        "g",
+        9,
+        10,
+        "v",
+        {"x": 1},
+    )
+    assert with_peers(template, 8, 9) == template.replaced(comm_src=8, comm_dst=9)
+
+
+def _ring_files(tmp_path, ranks: int, odd: dict[int, pb.Node] | None = None):
+    """``ranks`` files of a ring shift whose bytes differ only in their peers (a compute
+    node, then a send to the next rank and a receive from the previous one), with
+    ``odd[rank]`` in place of a rank's send."""
+    for rank in range(ranks):
+        send = (odd or {}).get(rank) or _send(rank, (rank + 1) % ranks)
+        recv = make_node(
+            4,
+            "L0_recv",
+            pb.COMM_RECV_NODE,
+            comm_size=4096,
+            comm_tag=7,
+            comm_src=(rank - 1) % ranks,
+            comm_dst=rank,
+        )
+        comp = make_node(1, "gemm", pb.COMP_NODE, num_ops=10**9, tensor_size=1 << 20)
+        write_rank_trace(tmp_path / f"t.{rank}.et", [comp, send, recv])
+    return tmp_path / "t"
+
+
+def _same_as_full_decode(prefix, ranks):
+    traces = read_workload(prefix, ranks)
+    for rank, trace in enumerate(traces):
+        assert trace.nodes == read_rank_trace(f"{prefix}.{rank}.et").nodes, rank
+    return traces
+
+
+def test_files_equal_but_for_peers_read_as_the_full_decoder_reads_them(tmp_path, monkeypatch):
+    decoded = []
+
+    def counted(*args):
+        decoded.append(args[2])
+        return decode_node(*args)
+
+    monkeypatch.setattr(chakra, "decode_node", counted)
+    # 300 ranks: peers past 127 take two bytes, so some files differ in more than values
+    prefix = _ring_files(tmp_path, 300)
+    traces = read_workload(prefix, 300)
+    assert 3 <= len(decoded) <= 3 * 4  # each shape of node once, not 900 nodes
+    monkeypatch.undo()
+    for rank, trace in enumerate(traces):
+        assert trace.nodes == read_rank_trace(f"{prefix}.{rank}.et").nodes, rank
+    assert [(t.nodes[1].comm_src, t.nodes[1].comm_dst) for t in traces[126:129]] == [
+        (126, 127),
+        (127, 128),
+        (128, 129),
+    ]
+    assert traces[5].nodes[0] is traces[6].nodes[0]  # the compute node is shared
+    assert traces[5].nodes[1].name is traces[6].nodes[1].name
+
+
+def test_odd_encodings_among_equal_files(tmp_path):
+    odd = {
+        3: _send(3, 4, case="sint64_val"),
+        4: _send(4, 5, extra=[("comm_dst", 9)]),  # the second comm_dst is ignored
+        5: _send(5, 6, case="uint32_val"),
+        6: _send(6, 6),  # to itself
+    }
+    _same_as_full_decode(_ring_files(tmp_path, 9, odd), 9)
+
+
+def test_split_peers_cuts_the_values_in_file_order(tmp_path):
+    prefix = _ring_files(tmp_path, 4)
+    rest, values = split_peers((tmp_path / "t.2.et").read_bytes())
+    assert values == [b"\x02", b"\x03", b"\x01", b"\x02"]  # send 2 -> 3, receive 1 -> 2
+    assert rest == split_peers((tmp_path / "t.1.et").read_bytes())[0]
+    assert prefix.name == "t"
