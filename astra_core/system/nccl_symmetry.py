@@ -31,7 +31,7 @@ from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.workload.chakra_types import COMM_COLL
-from astra_core.workload.graph import RankGraph
+from astra_core.workload.graph import RankGraph, distinct_shapes, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
@@ -57,10 +57,8 @@ class NcclCollectives:
         # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
         kinds: dict[int, set] = {}
         of_node: dict[int, tuple | None] = {}  # nodes are shared between ranks' graphs
-        for graph in graphs:
-            if id(graph) in kinds:
-                continue
-            found = kinds[id(graph)] = set()
+        for graph in distinct_shapes(graphs):
+            found = kinds[shape_key(graph.nodes)] = set()
             for node, key in graph.notable_nodes():
                 if node.type != COMM_COLL:
                     continue
@@ -83,7 +81,7 @@ class NcclCollectives:
         self.collectives: set[tuple[CommType, tuple[int, ...], int]] = set()
         whole = tuple(range(npus))
         for rank, graph in enumerate(graphs):
-            for comm_type, size, pg, involved in kinds[id(graph)]:
+            for comm_type, size, pg, involved in kinds[shape_key(graph.nodes)]:
                 if pg is not None:
                     key = pg.strip()
                     members = tuple(sorted(groups.get(str(int(key)) if key.isdigit() else key, whole)))

@@ -23,7 +23,7 @@ import re
 
 from astra_core.workload.et_decode import ETNode
 
-__all__ = ["PeerPlan", "peer_key", "split_peers", "with_peers"]
+__all__ = ["PeerNodes", "PeerPlan", "peer_key", "split_peers", "with_peers"]
 
 #: The order of a node's peer values in its bytes (:func:`peer_key`).
 SRC_ONLY, DST_ONLY, SRC_FIRST, DST_FIRST = range(4)
@@ -140,6 +140,19 @@ def split_peers(data: bytes) -> tuple[bytes, list[bytes]]:
     return b"".join(parts), values
 
 
+class PeerNodes(list):
+    """A rank's node list made from a template's (:meth:`PeerPlan.nodes_with`): equal,
+    node for node, to ``template`` (a list) but for the peer ranks of some nodes. What
+    does not look at peers (graph structure, timings, collectives) can be read from the
+    template once for all the ranks made from it."""
+
+    __slots__ = ("template",)
+
+    def __init__(self, nodes: list[ETNode], template: list[ETNode]):
+        super().__init__(nodes)
+        self.template = template
+
+
 class PeerPlan:
     """Where the peer values of one parsed file (the template) go in its node list, so
     that a file equal to it but for those values is its nodes with other peers.
@@ -157,11 +170,11 @@ class PeerPlan:
         self.values = sum(1 if order in (SRC_ONLY, DST_ONLY) else 2 for _, order in slots)
         self._ints: dict[bytes, int] = {}
 
-    def nodes_with(self, values: list[bytes]) -> list[ETNode]:
+    def nodes_with(self, values: list[bytes]) -> PeerNodes:
         """The template's nodes with the peer values ``values`` (from :func:`split_peers`
         of a file whose other bytes equal the template's)."""
         ints = self._ints
-        nodes = self.nodes.copy()
+        nodes = PeerNodes(self.nodes, self.nodes)
         at = 0
         for index, order in self.slots:
             node = nodes[index]

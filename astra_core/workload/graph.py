@@ -35,9 +35,10 @@ from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
+from astra_core.workload.et_peers import PeerNodes
 from astra_core.workload.streaming import SortedIds, StreamedNodes
 
-__all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs"]
+__all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs", "distinct_shapes", "shape_key"]
 
 _EXAMPLES = 5  # ids quoted in a warning
 
@@ -308,6 +309,23 @@ class Children(Sequence):
         return self.values[self.starts[pos] : self.starts[pos + 1]]
 
 
+def shape_key(nodes) -> int:
+    """Equal for node lists that are one list, or were made from one template and differ
+    only in peer ranks (:class:`~astra_core.workload.et_peers.PeerNodes`): whatever does
+    not look at peers (structure, timings, collectives) is the same for them. Valid
+    while the lists are alive (an object id)."""
+    return id(nodes.template) if isinstance(nodes, PeerNodes) else id(nodes)
+
+
+def distinct_shapes(graphs: Iterable[RankGraph]) -> list[RankGraph]:
+    """One graph of each :func:`shape_key` among ``graphs``, first come: what looks at a
+    run's nodes but not their peers (collectives, node kinds) reads these only."""
+    first: dict[int, RankGraph] = {}
+    for graph in graphs:
+        first.setdefault(shape_key(graph.nodes), graph)
+    return list(first.values())
+
+
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     """:func:`build_graph` for each rank; ranks sharing a node list share a graph.
 
@@ -316,7 +334,8 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     Ranks whose nodes have the same ids and dependencies in the same order
     (a pipeline stage of a generated step, whose ranks differ in peers and
     groups) share the graph's structure (index, parent counts, children,
-    roots): it is resolved, and warned about, for the first of them.
+    roots): it is resolved, and warned about, for the first of them; ranks
+    made from one template (:func:`shape_key`) are not even compared.
     """
     built: dict[int, RankGraph] = {}
     structures: dict[tuple, RankGraph] = {}
@@ -324,11 +343,13 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     for trace in traces:
         graph = built.get(id(trace.nodes))
         if graph is None:
-            key = _structure_key(trace.nodes)
-            same = structures.get(key)
+            same = built.get(shape_key(trace.nodes))  # its template's graph, built before
             if same is None:
-                graph = structures[key] = build_graph(trace)
-            else:
+                key = _structure_key(trace.nodes)
+                same = structures.get(key)
+                if same is None:
+                    same = graph = structures[key] = build_graph(trace)
+            if graph is None:
                 graph = _sharing_structure(same, trace)
             built[id(trace.nodes)] = graph
         out.append(graph)

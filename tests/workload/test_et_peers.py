@@ -152,3 +152,32 @@ def test_split_peers_cuts_the_values_in_file_order(tmp_path):
     assert values == [b"\x02", b"\x03", b"\x01", b"\x02"]  # send 2 -> 3, receive 1 -> 2
     assert rest == split_peers((tmp_path / "t.1.et").read_bytes())[0]
     assert prefix.name == "t"
+
+
+def test_a_generated_step_runs_the_same_read_either_way(tmp_path, monkeypatch):
+    """Megatron's tensor-parallel overlap (sends and receives in rings) on 2 x 2 x 2 ranks:
+    the run read through templates (rank symmetry then compares ranks through them) gives
+    every rank the times of the run read node by node in full."""
+    from astra_core.api import simulate
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import ModelConfig
+    from tests.workload.generators.conftest import write_network, write_system
+
+    cfg = LLMConfig(
+        ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200, seq_len=2048), GPUS["a100"], dp=2, tp=2, pp=2, microbatches=4, dims=[2, 2, 2],
+        sequence_parallel=True, tp_comm_overlap=True,
+    )  # fmt: skip
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    network, system = write_network(tmp_path, [2, 2, 2]), write_system(tmp_path, 3)
+    traces = read_workload(tmp_path / "llm", 8)
+    assert sum(type(t.nodes).__name__ == "PeerNodes" for t in traces) >= 4
+    runs = [simulate(tmp_path / "llm", system, network, comm_groups=groups)]
+    monkeypatch.setattr(chakra, "split_peers", lambda data: (data, []))
+    monkeypatch.setattr(chakra, "peer_key", lambda payload: None)
+    assert not any(type(t.nodes).__name__ == "PeerNodes" for t in read_workload(tmp_path / "llm", 8))
+    runs.append(simulate(tmp_path / "llm", system, network, comm_groups=groups))
+    assert runs[0].symmetric and runs[1].symmetric
+    assert [(r.finish_ns, r.exposed_comm_ns) for r in runs[0].ranks] == [
+        (r.finish_ns, r.exposed_comm_ns) for r in runs[1].ranks
+    ]
