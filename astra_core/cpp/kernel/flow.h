@@ -141,6 +141,16 @@ struct FlowModel {
   int64_t payload, header;
   double ack_weight, cap, reallocation_delay;
   bool reallocation_integral, reallocation_due = false;
+  // Stopped flows whose links wait for their re-solve, in the order they stopped (so by
+  // due time): (due, links of the flow, its rate). Re-solves fall on the multiples of
+  // ``reallocation_delay`` (the next after the stop): a fixed clock, as NICs' periodic
+  // rate-update timers, so that flows that share no link never move each other's.
+  struct Stopped {
+    double due;
+    std::vector<int32_t> links;
+    double rate;
+  };
+  std::deque<Stopped> stopped;
   long long idle = 0, messages = 0;
 
   FlowModel(const std::vector<double>& bytes_per_ns, std::vector<double> latency_ns)
@@ -329,9 +339,23 @@ static bool flow_solve(FlowLinks* self) {
   return true;
 }
 
+// Stopped flows' reallocation is due (a multiple of the delay): the links of every flow
+// that stopped in the period before are re-solved at the end of this instant.
 static bool flow_reallocate(FlowLinks* self) {
-  self->m->reallocation_due = false;
-  self->queue->step_pending = true;
+  FlowModel& m = *self->m;
+  EventQueue* q = self->queue;
+  m.reallocation_due = false;
+  while (!m.stopped.empty() && m.stopped.front().due <= q->now) {
+    FlowModel::Stopped& done = m.stopped.front();
+    for (int32_t link : done.links) m.solver.touch(link, done.rate);
+    m.stopped.pop_front();
+  }
+  q->step_pending = true;
+  if (!m.stopped.empty()) {
+    m.reallocation_due = true;
+    push_call(q, m.stopped.front().due, m.reallocation_integral && q->now_integral,
+              kernel_call(CALL_FLOW_REALLOCATE, reinterpret_cast<PyObject*>(self), 0));
+  }
   return true;
 }
 
@@ -381,7 +405,12 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   }
   qp.wire_sent = 0;
   qp.active = false;
-  m.solver.remove(id);
+  if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
+    std::vector<int32_t> links(m.solver.flows[id].links.begin(), m.solver.flows[id].links.end());
+    double due = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
+    m.stopped.push_back({due, std::move(links), m.solver.flows[id].rate});
+  }
+  m.solver.remove(id, m.reallocation_delay == 0);
   if (m.idle < IDLE_QUEUE_PAIRS) {
     ++m.idle;
   } else {
@@ -395,7 +424,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     q->step_pending = true;
   } else if (!m.reallocation_due) {
     m.reallocation_due = true;
-    push_call(q, now + m.reallocation_delay, m.reallocation_integral && q->now_integral,
+    push_call(q, m.stopped.front().due, m.reallocation_integral && q->now_integral,
               kernel_call(CALL_FLOW_REALLOCATE, reinterpret_cast<PyObject*>(self), 0));
   }
   return true;

@@ -117,7 +117,10 @@ struct Solver {
     added.push_back(id);
   }
 
-  void remove(int id) {
+  // Stops a flow. ``now`` (the default): its links are re-solved at the next solve.
+  // Otherwise the caller marks them with touch() when their reallocation is due; a
+  // solve before that re-solves them only as far as other changes reach them.
+  void remove(int id, bool now = true) {
     Flow& f = flows[id];
     double rate = f.rate;
     for (size_t k = 0; k < f.links.size(); ++k) {
@@ -130,17 +133,27 @@ struct Solver {
       used[link] -= w * rate;
       weight[link] -= w;
       --count[link];
-      if (!changed_flag[link]) {
+      if (now && !changed_flag[link]) {
         changed_flag[link] = 1;
         changed.push_back(link);
       }
     }
     f.active = false;
-    if (rate < level) level = rate;
+    if (now && rate < level) level = rate;
     if (rate == 0.0) {  // removed before it was ever solved
       auto it = std::find(added.begin(), added.end(), id);
       if (it != added.end()) added.erase(it);
     }
+  }
+
+  // A link of a flow that stopped at ``rate`` (remove(id, false)): re-solved at the next
+  // solve, as remove(id) would have it.
+  void touch(int link, double rate) {
+    if (!changed_flag[link]) {
+      changed_flag[link] = 1;
+      changed.push_back(link);
+    }
+    if (rate < level) level = rate;
   }
 
   void compact(Link& l) {

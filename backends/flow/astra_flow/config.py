@@ -26,14 +26,20 @@ does, so the two agree where congestion control keeps links full:
     Data packets per ACK (the ns3 backend's and upstream's
     ``L2_ACK_INTERVAL``).
 ``reallocation_delay_ns`` (1000)
-    How long after a flow ends the others take up the bandwidth it freed
-    (sooner if a flow starts meanwhile: a start re-solves at once). No
-    transport learns of freed bandwidth before the news has crossed at least
-    one link, so this stays below the reaction of any real congestion
-    control on links of 1 µs; it lets the flows that end within it share one
-    re-solve (an all-to-all of 128 hosts: 59 re-solves instead of 13,959,
-    20x faster, the step 0.25 % longer). 0 re-solves at every instant (exact
-    max-min at all times).
+    The period of the clock on which the others take up the bandwidth of
+    flows that ended: at the first multiple of it after a flow ends, its
+    links are re-solved (sooner where a flow starting meanwhile on a link
+    it shares reaches them: a start re-solves at once). No transport learns
+    of freed bandwidth before the news has crossed at least one link, so
+    this stays below the reaction of any real congestion control on links
+    of 1 µs; it lets the flows that end within one period share one
+    re-solve (an all-to-all of 128 hosts, measured with the earlier timer
+    set by the first flow to end: 59 re-solves instead of 13,959, 20x
+    faster, the step 0.25 % longer). A fixed clock, as NICs' periodic
+    rate-update timers, rather than one set by the first flow to end, so
+    that flows that share no link (two jobs on their own leaves) never move
+    each other's re-solves. 0 re-solves at every instant (exact max-min at
+    all times).
 ``flow_rate_cap_gbps`` (0 = none)
     The fastest one flow (a queue pair) may inject, in Gbps (10^9 bit/s of
     wire bytes): a NIC's per-queue-pair limit, or its line rate where it is

@@ -8,8 +8,10 @@ send is one flow over the route :meth:`PhysicalTopology.route` gives for
 
 Rates. Active flows share every link max-min fairly
 (:mod:`astra_flow.maxmin`), re-solved once per instant at which flows start,
-and ``reallocation_delay_ns`` after flows stop (sooner if one starts), only
-for the flows the change can affect. A flow uses its
+and after flows stop at the next multiple of ``reallocation_delay_ns`` (a
+fixed clock; sooner where a flow starting on a link they shared reaches
+them), only for the flows the change can affect: flows that share no link
+do not move each other's re-solve times. A flow uses its
 route's links at its rate and, if ``ack_bytes`` > 0, the links of the
 reverse route ``(dst, src, tag)`` at ``ack_weight`` times its rate (its
 ACKs). An optional ``flow_rate_cap_gbps`` caps every flow.

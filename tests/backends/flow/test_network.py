@@ -10,6 +10,8 @@ rounded to whole picoseconds.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from astra_core.backend import Topology
@@ -95,13 +97,15 @@ def test_incast_shares_the_receivers_link_and_counts_every_byte():
 @pytest.mark.parametrize("delay", [0.0, 1000.0, 50_000.0])
 def test_a_finished_flow_frees_its_share_after_the_reallocation_delay(delay):
     # Two senders to NPU 0, 1 MiB and 4 MiB: C/2 each until the small one drains at
-    # t1 = 2 W1 / C; the large one runs at C from t1 + delay (or goes on at C/2 if
-    # it drains before that).
+    # t1 = 2 W1 / C; the large one runs at C from the first multiple of the delay after
+    # t1 (the fixed reallocation clock), or from t1 with no delay.
     net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=delay, ack_bytes=86))
     arrived = deliveries(net, [(1, 0, MIB, 0, 0), (2, 0, 4 * MIB, 0, 0)])
     t1 = 2 * wire(MIB) / C
-    left = wire(4 * MIB) - (t1 + delay) * C / 2
-    t2 = t1 + delay + left / C
+    freed = (math.floor(t1 / delay) + 1) * delay if delay else t1
+    assert freed == t1 if not delay else t1 < freed <= t1 + delay
+    left = wire(4 * MIB) - freed * C / 2
+    t2 = freed + left / C
     tail = 2 * L + last_packet(MIB) / C
     assert arrived[0] == pytest.approx(t1 + tail, abs=PS)
     assert arrived[1] == pytest.approx(t2 + 2 * L + last_packet(4 * MIB) / C, abs=PS)
