@@ -23,10 +23,16 @@ from astra_core.outputs import any_stdout
     type=click.Path(),
     help="write jobs.png (iterations over time, together and alone) and links.png (bytes by job) here",
 )
-def cluster(spec, json_path, plots_dir) -> None:
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="simulate every job alone again, even where an earlier call kept that run "
+    "($XDG_CACHE_HOME/astra/cluster)",
+)
+def cluster(spec, json_path, plots_dir, no_cache) -> None:
     """Run the jobs of SPEC (a cluster spec, YAML) together on one network, then each alone
-    on the same NPUs, and print per job its iteration times, completion time (JCT) and
-    slowdown.
+    on the same NPUs (or read that run from an earlier call with the same inputs), and
+    print per job its iteration times, completion time (JCT) and slowdown.
 
     The spec names the network (network.yml or a --topology file with dims), the
     backend, a system.json and the jobs: each a trace prefix with its comm groups,
@@ -43,7 +49,9 @@ def cluster(spec, json_path, plots_dir) -> None:
         check_output_file(json_path, "--json")
     if plots_dir:
         check_output_dir(plots_dir, "--plots")
-    result = simulate_cluster(spec, on_run=lambda what: click.echo(f"simulating {what}", err=True))
+    result = simulate_cluster(
+        spec, on_run=lambda what: click.echo(f"simulating {what}", err=True), cache=not no_cache
+    )
     console = Console(stderr=any_stdout([json_path]))
     console.print(_job_table(result, spec))
     if result.note:

@@ -3,8 +3,8 @@ each costs the others.
 
 The jobs of a spec (:mod:`.spec`) are placed (:mod:`.placement`), composed into
 one run (:mod:`.compose`) and simulated together on the spec's backend; then each
-job again *alone* on the same placement (the other NPUs idle), once per job per
-call. Per job: each iteration's time (from its start, or the previous
+job again *alone* on the same placement (the other NPUs idle), or that run is read
+from an earlier call with the same inputs (:mod:`.cache`). Per job: each iteration's time (from its start, or the previous
 iteration's end, to when its slowest rank ended it), its completion time (JCT,
 from its start to its last iteration's end) and the slowdowns against running
 alone. Per link, each job's bytes are its alone run's: the same messages cross
@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from astra_core.api import resolve_network, simulate
 from astra_core.backend import Topology, shares_links
+from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alone
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims, parse_dims
 from astra_core.cluster.faults import apply_faults, check_reachable
 from astra_core.cluster.hardware import slowness
@@ -195,6 +196,35 @@ class _Cluster:
             plugin_manager=self.pm,
         )
 
+    def alone_key(self, job: JobTraces, spec: JobSpec) -> str:
+        """The name of ``job``'s alone run in the cache (:mod:`.cache`), once the run of
+        all jobs has composed its traces."""
+        used = job.composed[1] if job.composed is not None else {}
+        parts = {
+            "npus": self.npus,
+            "cluster": self.spec.model_dump(exclude={"jobs", "compute_speed", "stragglers"}),
+            "backend": self.backend.name,
+            "job": {
+                "groups": {k: list(v) for k, v in job.groups.items()},
+                "dims": job.dims,
+                "placement": job.placement,
+                "iterations": job.iterations,
+                "start_us": job.start_us,
+                "communicators": sorted((k, list(v)) for k, v in used.items()),
+                "speed": [self.slow.factor(n, i) for n in job.placement for i in range(job.iterations)]
+                if self.slow is not None
+                else None,
+            },
+        }
+        files = [
+            self.spec.topology,
+            self.spec.network,
+            self.spec.backend_config,
+            spec.system or self.spec.system,
+        ]
+        files += [f"{spec.workload}.{r}.et" for r in range(len(job.traces))]
+        return alone_key(parts, files, self.backend.plugin_factory.__module__)
+
     def sharing_note(self) -> str | None:
         """One line when the backend does not model link sharing."""
         backend = self.backend.build(Topology(self.network, self.physical), self.spec.backend_config)
@@ -226,10 +256,13 @@ def simulate_cluster(
     *,
     plugin_manager: Any = None,
     on_run: Callable[[str], None] | None = None,
+    cache: bool = True,
 ) -> ClusterResult:
     """Run the jobs of ``spec`` (a cluster spec file or a :class:`ClusterFile`) on one
-    network, then each alone on its NPUs (module doc). ``on_run(what)`` is told before
-    each of these runs starts (``"all 3 jobs together (run 1 of 4)"``). Raises
+    network, then each alone on its NPUs (module doc), or read its alone run from an
+    earlier call with the same inputs (:mod:`.cache`; not with ``cache=False``).
+    ``on_run(what)`` is told before each of these runs starts (``"all 3 jobs together
+    (run 1 of 4)"``). Raises
     ConfigError (one line naming the job and key) for a bad spec, and what
     :func:`astra.simulate` raises."""
     if not isinstance(spec, ClusterFile):
@@ -241,13 +274,22 @@ def simulate_cluster(
         on_run(f"all {count} jobs together (run 1 of {runs})")
     together = cluster.run(cluster.jobs)
     results = []
-    for i, job in enumerate(cluster.jobs):
-        if count > 1 and on_run is not None:
-            on_run(f"job {job.name} alone (run {i + 2} of {runs})")
-        alone = together if count == 1 else cluster.run([job])
+    for i, (job, job_spec) in enumerate(zip(cluster.jobs, spec.jobs)):
+        what = f"job {job.name} alone (run {i + 2} of {runs})"
+        if count == 1:
+            alone = _alone(together, job)
+        else:
+            key = cluster.alone_key(job, job_spec) if cache else None
+            kept = None if key is None else load_alone(key)
+            if on_run is not None:
+                on_run(what if kept is None else f"{what}: kept from an earlier call")
+            if kept is None:
+                kept = _alone(cluster.run([job]), job)
+                if key is not None:
+                    store_alone(key, kept)
+            alone = kept
         iteration_ns, end = _ends(together, job)
-        alone_iteration_ns, alone_end = _ends(alone, job)
-        links = alone.links
+        alone_iteration_ns, alone_end, links = alone
         results.append(
             JobResult(
                 job.name,
@@ -257,7 +299,13 @@ def simulate_cluster(
                 end,
                 alone_iteration_ns,
                 alone_end,
-                None if links is None else links.link_bytes,
+                links,
             )
         )
     return ClusterResult(together.backend, results, together, cluster.sharing_note())
+
+
+def _alone(report: Report, job: JobTraces) -> AloneRun:
+    """What a cluster run keeps of ``job``'s run alone (``report``)."""
+    iteration_ns, end = _ends(report, job)
+    return iteration_ns, end, None if report.links is None else tuple(report.links.link_bytes)

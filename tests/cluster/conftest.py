@@ -15,6 +15,14 @@ from astra_core.workload.generators.micro import write_micro
 SYSTEM = Path(__file__).parents[1] / "data" / "reference" / "system" / "ring_1d.json"
 
 
+@pytest.fixture(autouse=True)
+def alone_cache(tmp_path, monkeypatch):
+    """Each test keeps its alone runs in a cache of its own (never the user's)."""
+    folder = tmp_path / "alone-cache"
+    monkeypatch.setenv("ASTRA_CLUSTER_CACHE", str(folder))
+    return folder
+
+
 @pytest.fixture
 def cluster(tmp_path):
     """cluster(jobs, **keys) -> spec path: 16 hosts on 4 leaves (2:1 oversubscribed, 2
