@@ -75,13 +75,19 @@ def compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "g++"))
 
 
-def cache_dir() -> Path:
-    """Where compiled libraries are kept (never inside the repository)."""
-    explicit = os.environ.get("ASTRA_NATIVE_CACHE")
+def cache_root(kind: str, override: str) -> Path:
+    """astra's cache folder for ``kind``: ``$<override>`` if set, else
+    ``$XDG_CACHE_HOME/astra/<kind>``, else ``~/.cache/astra/<kind>``."""
+    explicit = os.environ.get(override)
     if explicit:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "astra" / "native"
+    return Path(base) / "astra" / kind
+
+
+def cache_dir() -> Path:
+    """Where compiled libraries are kept (never inside the repository)."""
+    return cache_root("native", "ASTRA_NATIVE_CACHE")
 
 
 @functools.cache

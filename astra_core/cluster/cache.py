@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from astra_core.native import cache_root
+
 __all__ = ["AloneRun", "alone_key", "cache_dir", "load_alone", "store_alone"]
 
 #: (each iteration's time [ns], the last iteration's end [ns], bytes per directed link
@@ -37,11 +39,7 @@ AloneRun = tuple[tuple[float, ...], float, tuple[float, ...] | None]
 
 def cache_dir() -> Path:
     """Where alone runs are kept (module doc)."""
-    explicit = os.environ.get("ASTRA_CLUSTER_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "astra" / "cluster"
+    return cache_root("cluster", "ASTRA_CLUSTER_CACHE")
 
 
 @functools.cache
