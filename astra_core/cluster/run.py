@@ -202,7 +202,18 @@ class _Cluster:
         used = job.composed[1] if job.composed is not None else {}
         parts = {
             "npus": self.npus,
-            "cluster": self.spec.model_dump(exclude={"jobs", "compute_speed", "stragglers"}),
+            # the files' bytes are hashed (below), not where they are
+            "cluster": self.spec.model_dump(
+                exclude={
+                    "jobs",
+                    "compute_speed",
+                    "stragglers",
+                    "topology",
+                    "network",
+                    "system",
+                    "backend_config",
+                }
+            ),
             "backend": self.backend.name,
             "job": {
                 "groups": {k: list(v) for k, v in job.groups.items()},

@@ -74,3 +74,15 @@ def test_an_unreadable_entry_is_simulated_again(cluster, runs, alone_cache):
         entry.write_text("{not json")
     second = astra.simulate_cluster(spec)
     assert runs == ["a", "b", "a", "b"] and _results(second) == _results(first)
+
+
+def test_the_same_files_elsewhere_are_the_same_runs(tmp_path, cluster, runs):
+    spec = cluster([{"name": "a"}, {"name": "b"}])
+    first = astra.simulate_cluster(spec)
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for path in tmp_path.iterdir():
+        if path.is_file():
+            (moved / path.name).write_bytes(path.read_bytes())
+    second = astra.simulate_cluster(moved / spec.name)
+    assert runs == ["a", "b"] and _results(second) == _results(first)
