@@ -79,6 +79,7 @@ from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows
 
 import astra
 from astra_core.config.network import NetworkConfig
+from astra_core.errors import AstraError
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
 from astra_core.workload.generators.models import MODELS, ModelConfig
@@ -236,24 +237,22 @@ TAIL = (
     "`run s` is the wall time of generating (`astra gen llm`'s generator, traces written "
     "to disk) and simulating the run in its own process (`--jobs` at a time, on a 2-core "
     "machine shared with other work), `peak GiB` that process's peak resident memory.\n\n"
-    "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 4-6 --jobs 1 "
+    "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 1,2,4-6 --jobs 1 "
     "--markdown docs/validation-h100.md` (one row at a time: the 2,048-GPU row takes "
     "about 7.4 GiB)."
 )
-#: The rows a report leaves out, and why (printed under the tables when they are left out).
-NOT_RUN = (
-    "## Runs not in the tables\n\n"
-    "* Run 7, Nemotron-4 340B on 2,048 H100s in FP8: the amax all-reduces over each stage's "
-    "256 ranks run NCCL's tree, whose roots no translation keeps, so rank symmetry cannot "
-    "fold the run and every one of its 2,048 ranks is simulated (about 61 M nodes); alone "
-    "it passed 16 GiB after 22 minutes (2026-11-26) and was stopped (the machine has 24 GiB). "
-    "Run 6, the same plan on 1,024 GPUs, is simulated rank by rank for the same reason.\n"
-    "* Runs 1-3, Llama 3 405B on 8,192 and 16,384 GPUs: run 1 was measured once by an "
-    "earlier form of this script (2026-11-26, same plan): 554.3 TFLOP/s per GPU against 430 "
-    "published (+28.9 %; 533.0 with the causal count), 400 s and 3.1 GiB; without "
-    "interleaving, with the real 126 layers, -28 %. Runs 2 and 3 (16,384 GPUs) have no "
-    "measured prediction yet. `--rows 1` (or 2, 3) runs one alone."
-)
+#: Why a run cannot be in the report, by run number (1-7), for the runs a report leaves out.
+NOT_RUN = {
+    3: "Llama 3 405B on 16,384 GPUs with 131,072-token sequences (CP 16): `astra gen llm` "
+    "refuses the trace set, 244,547,584 nodes (about 22.5 GB) past astra's limit of 17.2 GB "
+    "(2^34 bytes) for one trace set.",
+    7: "Nemotron-4 340B on 2,048 H100s in FP8: the amax all-reduces over each stage's 256 "
+    "ranks run NCCL's tree (Tree/LL, `NcclModel.choose`), whose roots no translation keeps, so "
+    "rank symmetry cannot fold the run and every one of its 2,048 ranks is simulated (about "
+    "61 M nodes); alone it passed 16 GiB after 22 minutes (2026-11-26) and was stopped (the "
+    "machine has 24 GiB). Run 6, the same plan on 1,024 GPUs, is simulated rank by rank for "
+    "the same reason.",
+}
 
 
 def _header(source: str) -> list[str]:
@@ -305,12 +304,17 @@ def _line(row: Row, seconds: float, wall: float, peak: float) -> tuple[str, floa
     ), err
 
 
-def _run(index: int) -> tuple[float, float, float]:
-    """Row ``index`` of :data:`ROWS` in a fresh process: (step s, wall s, peak resident GiB)."""
+def _run(index: int) -> tuple[float | None, float, float, str | None]:
+    """Row ``index`` of :data:`ROWS` in a fresh process: (step s, wall s, peak resident GiB,
+    None), or (None, wall s, peak GiB, astra's one-line refusal) when astra refuses it."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        seconds = predict(ROWS[index], Path(tmp))
-    return seconds, time.perf_counter() - start, peak_rss_gib()
+        try:
+            seconds: float | None = predict(ROWS[index], Path(tmp))
+            refusal = None
+        except AstraError as exc:  # e.g. a trace set past astra's size limit
+            seconds, refusal = None, str(exc)
+    return seconds, time.perf_counter() - start, peak_rss_gib(), refusal
 
 
 def report(rows: list[Row], jobs: int = 1) -> str:
@@ -320,6 +324,11 @@ def report(rows: list[Row], jobs: int = 1) -> str:
     order = sorted(rows, key=lambda row: -row.gpus * row.seq)
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
         results = dict(zip(order, pool.map(_run, [ROWS.index(row) for row in order], chunksize=1)))
+    return render(rows, results)
+
+
+def render(rows: list[Row], results: dict[Row, tuple[float | None, float, float, str | None]]) -> str:
+    """The report's markdown from each row's :func:`_run` result."""
     lines = [
         "# Published H100 training runs at scale: predicted vs measured",
         "",
@@ -336,7 +345,11 @@ def report(rows: list[Row], jobs: int = 1) -> str:
             continue
         lines += ["", *_header(source)]
         for row in chosen:
-            line, err = _line(row, *results[row])
+            seconds, wall, peak, refusal = results[row]
+            if seconds is None:
+                lines.append(f"| {row.name} | {row.gpus:,} | not run: {refusal} |")
+                continue
+            line, err = _line(row, seconds, wall, peak)
             lines.append(line)
             errors.append(err)
         lines += ["", LEFT_OUT[source]]
@@ -351,8 +364,13 @@ def report(rows: list[Row], jobs: int = 1) -> str:
             "",
             TAIL,
         ]
-    if any(row not in rows for row in ROWS):
-        lines += ["", NOT_RUN]
+    left_out = [i for i, row in enumerate(ROWS, 1) if row not in rows]
+    if left_out:
+        lines += ["", "## Runs not in the tables", ""]
+        lines += [
+            f"* Run {i}: {NOT_RUN.get(i, f'not in this report (`--rows {i}` runs it alone).')}"
+            for i in left_out
+        ]
     return "\n".join(lines)
 
 
