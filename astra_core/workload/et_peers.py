@@ -102,26 +102,9 @@ def peer_key(payload: bytes) -> tuple[bytes, int | None, int | None, int] | None
 
 def with_peers(template: ETNode, src: int | None, dst: int | None) -> ETNode:
     """A copy of ``template`` (shared values, read-only) with its own peer ranks."""
-    node = ETNode.__new__(ETNode)
-    node.id = template.id
-    node.name = template.name
-    node.type = template.type
-    node.data_deps = template.data_deps
-    node.ctrl_deps = template.ctrl_deps
-    node.duration_micros = template.duration_micros
-    node.is_cpu_op = template.is_cpu_op
-    node.comm_type = template.comm_type
-    node.comm_size = template.comm_size
+    node = template.copy()
     node.comm_src = src
     node.comm_dst = dst
-    node.comm_tag = template.comm_tag
-    node.comm_priority = template.comm_priority
-    node.involved_dim = template.involved_dim
-    node.pg_name = template.pg_name
-    node.num_ops = template.num_ops
-    node.tensor_size = template.tensor_size
-    node.inputs_values = template.inputs_values
-    node.attrs = template.attrs
     return node
 
 
@@ -173,27 +156,21 @@ class PeerPlan:
     def nodes_with(self, values: list[bytes]) -> PeerNodes:
         """The template's nodes with the peer values ``values`` (from :func:`split_peers`
         of a file whose other bytes equal the template's)."""
-        ints = self._ints
+        ints = self._ints  # a rank's varint bytes -> its number, decoded once
+        numbers = [ints[raw] if raw in ints else ints.setdefault(raw, _varint(raw)) for raw in values]
         nodes = PeerNodes(self.nodes, self.nodes)
         at = 0
         for index, order in self.slots:
             node = nodes[index]
             src, dst = node.comm_src, node.comm_dst
-            raw = values[at]
-            value = ints.get(raw)
-            if value is None:
-                value = ints[raw] = _varint(raw)
-            at += 1
             if order == SRC_ONLY:
-                src = value
+                src = numbers[at]
             elif order == DST_ONLY:
-                dst = value
+                dst = numbers[at]
             else:
-                raw = values[at]
-                other = ints.get(raw)
-                if other is None:
-                    other = ints[raw] = _varint(raw)
+                first, second = numbers[at], numbers[at + 1]
+                src, dst = (first, second) if order == SRC_FIRST else (second, first)
                 at += 1
-                src, dst = (value, other) if order == SRC_FIRST else (other, value)
+            at += 1
             nodes[index] = with_peers(node, src, dst)
         return nodes

@@ -61,7 +61,8 @@ def test_forms_not_read_give_no_key(node):
 
 
 def test_with_peers_copies_every_other_field():
-    template = ETNode(
+    # every field other than its default, so that a field the copy left out shows
+    fields = (
         5,
         "n",
         pb.COMM_SEND_NODE,
@@ -82,7 +83,12 @@ def test_with_peers_copies_every_other_field():
         "v",
         {"x": 1},
     )
-    assert with_peers(template, 8, 9) == template.replaced(comm_src=8, comm_dst=9)
+    template = ETNode(*fields)
+    assert len(fields) == len(ETNode.__slots__)
+    copy = with_peers(template, 8, 9)
+    assert copy == ETNode(*fields[:9], 8, 9, *fields[11:])  # comm_src, comm_dst: slots 9, 10
+    assert template.copy() == template and template.copy() is not template
+    assert (template.comm_src, template.comm_dst) == (0, 1)
 
 
 def _ring_files(tmp_path, ranks: int, odd: dict[int, pb.Node] | None = None):
