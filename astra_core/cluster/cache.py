@@ -109,11 +109,13 @@ def store_alone(key: str, run: AloneRun) -> None:
         }
     )
     folder = cache_dir()
+    written: Path | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
+            written = Path(f.name)
             f.write(text)
-        os.replace(f.name, folder / f"{key}.json")
+        os.replace(written, folder / f"{key}.json")
     except OSError:
-        if "f" in locals():
-            Path(f.name).unlink(missing_ok=True)
+        if written is not None:
+            written.unlink(missing_ok=True)

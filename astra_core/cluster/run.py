@@ -4,10 +4,10 @@ each costs the others.
 The jobs of a spec (:mod:`.spec`) are placed (:mod:`.placement`), composed into
 one run (:mod:`.compose`) and simulated together on the spec's backend; then each
 job again *alone* on the same placement (the other NPUs idle), or that run is read
-from an earlier call with the same inputs (:mod:`.cache`). Per job: each iteration's time (from its start, or the previous
-iteration's end, to when its slowest rank ended it), its completion time (JCT,
-from its start to its last iteration's end) and the slowdowns against running
-alone. Per link, each job's bytes are its alone run's: the same messages cross
+from an earlier call with the same inputs (:mod:`.cache`). Per job: each
+iteration's time (from its start, or the previous iteration's end, to when its
+slowest rank ended it), its completion time (JCT, from its start to its last
+iteration's end) and the slowdowns against running alone. Per link, each job's bytes are its alone run's: the same messages cross
 the same routes whether or not the other jobs run (static routes; an adaptive
 backend may route differently when the links are busy).
 
@@ -273,9 +273,8 @@ def simulate_cluster(
     network, then each alone on its NPUs (module doc), or read its alone run from an
     earlier call with the same inputs (:mod:`.cache`; not with ``cache=False``).
     ``on_run(what)`` is told before each of these runs starts (``"all 3 jobs together
-    (run 1 of 4)"``). Raises
-    ConfigError (one line naming the job and key) for a bad spec, and what
-    :func:`astra.simulate` raises."""
+    (run 1 of 4)"``). Raises ConfigError (one line naming the job and key) for a bad
+    spec, and what :func:`astra.simulate` raises."""
     if not isinstance(spec, ClusterFile):
         spec = load_cluster_spec(spec)
     cluster = _Cluster(spec, plugin_manager)
