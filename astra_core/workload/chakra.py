@@ -19,7 +19,6 @@ one-line message names the file and the node, never a protobuf traceback.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 from pathlib import Path
@@ -34,6 +33,7 @@ from astra_core.workload.et_decode import (
     RankTrace,
     bad_nodes_error,
     decode_node,
+    gc_paused,
     metadata_and_spans,
     metadata_attrs,
 )
@@ -106,15 +106,8 @@ def _parse(
     and one of the same bytes but for its peer ranks is copied from the first
     (:mod:`~astra_core.workload.et_peers`).
     None, before any node is decoded, when the file has more than ``max_nodes``."""
-    # Parsing allocates many small objects and no reference cycles, so the
-    # cyclic garbage collector's passes are pure overhead (~10% measured).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _parse_messages(data, fname, rank, shared, max_nodes, slots)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _parse_messages(
@@ -179,13 +172,8 @@ def _parse_like(
     known = templates.get(rest)
     if known is not None and known[0].values == len(values):
         plan, template = known
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # as in _parse: many small objects, no cycles
-        try:
+        with gc_paused():
             nodes = plan.nodes_with(values)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         return RankTrace(fname, nodes, template.version, template.metadata, rank)
     slots: list[tuple[int, int]] = []
     parsed = _parse(data, fname, rank, shared, max_nodes, slots)

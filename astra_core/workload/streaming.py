@@ -17,7 +17,6 @@ of more than :data:`MAX_DECODED_NODES` nodes whatever its size.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 from array import array
@@ -32,6 +31,7 @@ from astra_core.workload.et_decode import (
     RankTrace,
     bad_nodes_error,
     decode_node,
+    gc_paused,
     metadata_and_spans,
     metadata_attrs,
 )
@@ -249,13 +249,8 @@ def scan_trace(data: bytes, path: str, rank: int | None = None) -> RankTrace:
     :class:`StreamedNodes`: every node is decoded and checked here, then only its
     span, id and dependencies are kept. Raises TraceError as
     :func:`~astra_core.workload.chakra.read_rank_trace` does."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # many short-lived objects, no cycles (as chakra._parse does)
-    try:
+    with gc_paused():
         return _scan(data, path, rank)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _scan(data: bytes, path: str, rank: int | None) -> RankTrace:
