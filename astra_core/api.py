@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from astra_core import estimate as estimating
-from astra_core.backend import Topology, WorkLimitExceeded, wall_time_text
+from astra_core.backend import Topology, WorkLimitExceeded, require_link_changes, wall_time_text
 from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
@@ -36,6 +36,8 @@ from astra_core.report import Report
 from astra_core.report.iterations import measure_iterations
 from astra_core.system.context import check_network_models
 from astra_core.system.simulation import Simulation
+from astra_core.topology.faults import LinkChange, LinkFault, apply_faults, check_reachable, load_faults
+from astra_core.topology.faults import link_changes as fault_changes
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload.chakra import RankTrace, read_workload
@@ -266,13 +268,34 @@ def _config(value: Any, kind, name: str, expected: str, optional: bool):
 class RunInputs:
     """A run's inputs, loaded and checked once: the logical ``network`` and ``physical``
     topology, background ``flows``, ``system``, ``memory``, communicator ``groups``,
-    per-rank ``graphs`` (each trace repeated ``iterations`` times) and the plugin
-    ``settings`` (see :func:`run_simulation` for the arguments). Raises what the loaders raise (ConfigError, TraceError)."""
+    per-rank ``graphs`` (each trace repeated ``iterations`` times), the plugin
+    ``settings``, and the ``link_changes`` of timed ``faults`` (whole-run faults are
+    applied to ``physical``) (see :func:`run_simulation` for the arguments). Raises what
+    the loaders raise (ConfigError, TraceError)."""
+
+    link_changes: list[LinkChange]
 
     def __init__(
-        self, workload, system, network, topology, dims, memory, comm_groups, background, iterations=1
+        self,
+        workload,
+        system,
+        network,
+        topology,
+        dims,
+        memory,
+        comm_groups,
+        background,
+        iterations=1,
+        faults=None,
     ):
         self.network, self.physical = resolve_network(network, topology, dims)
+        fault_list = load_faults(faults)
+        self.link_changes = []
+        if fault_list:
+            if self.physical is None:
+                raise ConfigError("faults: link faults need a physical topology (--topology)")
+            self.physical = apply_faults(self.physical, fault_list)
+            self.link_changes = fault_changes(self.physical, fault_list)
         self.flows = _background_flows(background, self.physical)
         self.system = system if isinstance(system, SystemConfig) else load_system(system)
         self.system.check_dims(self.network.dims_count)
@@ -281,6 +304,10 @@ class RunInputs:
         self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
         self.iterations = iterations
         self.graphs = load_graphs(workload, self.network.npus_count, iterations)
+        if fault_list:  # NPUs with work must reach each other whatever is down
+            assert self.physical is not None
+            busy = [rank for rank, graph in enumerate(self.graphs) if len(graph.nodes)]
+            check_reachable(self.physical, "faults", busy, fault_list)
         self.settings = load_settings()
 
     def estimate(
@@ -380,6 +407,7 @@ def simulate(
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
     iterations: int = 1,
+    faults: PathLike | Sequence[LinkFault | Mapping[str, Any]] | None = None,
 ) -> Report:
     """Simulate one training step and return its :class:`~astra_core.report.Report`.
 
@@ -411,6 +439,7 @@ def simulate(
         background=background,
         on_estimate=on_estimate,
         iterations=iterations,
+        faults=faults,
     )
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
@@ -454,6 +483,7 @@ def estimate(
     symmetry: bool = True,
     background: PathLike | Sequence[FlowSpec] | None = None,
     iterations: int = 1,
+    faults: PathLike | Sequence[LinkFault | Mapping[str, Any]] | None = None,
 ) -> Estimate:
     """What simulating this step on ``backend`` would cost, without simulating it:
     messages, bytes, the backend's units of work (packet-hops, flit-hops, flows) and
@@ -474,7 +504,9 @@ def estimate(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
     )
     _check_iterations(iterations)
-    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background, iterations)
+    inputs = RunInputs(
+        workload, system, network, topology, dims, memory, comm_groups, background, iterations, faults
+    )
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
     info = registry.get(backend)
@@ -498,6 +530,7 @@ def run_simulation(
     background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
     iterations: int = 1,
+    faults: PathLike | Sequence[LinkFault | Mapping[str, Any]] | None = None,
 ) -> Report:
     """Simulate one training step (:func:`simulate` without dicts or progress).
 
@@ -528,6 +561,15 @@ def run_simulation(
     (:mod:`astra_core.workload.iterations`); ``result.iterations`` then has each
     iteration's times. ConfigError unless it is an integer >= 1.
 
+    ``faults``: degraded and failed cables of ``topology`` (a YAML file with a
+    ``faults:`` list, or a list of :class:`~astra_core.topology.faults.LinkFault`
+    or mappings; :mod:`astra_core.topology.faults`). Those for the whole run are
+    taken out of the topology (every backend); those with ``at_us`` or ``until_us``
+    change the links during the run, on a backend that can
+    (:class:`~astra_core.backend.LinkChanges`), and turn rank symmetry off.
+    ConfigError for a bad fault, faults without a topology, a backend that cannot
+    change links, or NPUs with work that the cables down cut apart at some time.
+
     ``on_estimate``: first estimate what the run will cost the backend
     (:func:`estimate`; the system layer on the analytical model, no packets):
     a run past the backend's work limit is refused before it starts
@@ -538,7 +580,9 @@ def run_simulation(
         workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
     )
     _check_iterations(iterations)
-    inputs = RunInputs(workload, system, network, topology, dims, memory, comm_groups, background, iterations)
+    inputs = RunInputs(
+        workload, system, network, topology, dims, memory, comm_groups, background, iterations, faults
+    )
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
     info = registry.get(backend)
@@ -549,6 +593,14 @@ def run_simulation(
                 raise WorkLimitExceeded(limit_text(est, backend_config))
             on_estimate(est)
     return _run(inputs, pm, info, backend_config, symmetry)
+
+
+def _schedule_link_changes(backend: Any, name: str, changes: Sequence[LinkChange]) -> None:
+    """Have ``backend`` change its links at each change's time. Raises ConfigError for a
+    backend that cannot (:class:`~astra_core.backend.LinkChanges`)."""
+    change = require_link_changes(backend, name)
+    for step in changes:
+        backend.schedule(step.at_ns - backend.now(), change, step.bytes_per_ns)
 
 
 def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry: bool) -> Report:
@@ -567,7 +619,7 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
         memory=inputs.memory,
         comm_groups=inputs.groups,
         backend_name=info.name,
-        symmetry=symmetry and not flows,
+        symmetry=symmetry and not flows and not inputs.link_changes,
         collective_plugins=collective_registry(pm),
         fresh_backend=build_backend,
         on_progress=progress_observers(pm),
@@ -575,6 +627,8 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
     view = sim.view
     if flows:
         check_link_sharing(sim.backend, info.name, "--background")
+    if inputs.link_changes:
+        _schedule_link_changes(sim.backend, info.name, inputs.link_changes)
     notify_run_started(pm, view)  # a failing observer: one line naming the plugin
     finish: list[float | None] = [None] * len(flows)
     if flows:

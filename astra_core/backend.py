@@ -124,6 +124,17 @@ class LinkSharing(Protocol):
 
 
 @runtime_checkable
+class LinkChanges(Protocol):
+    """``change_links(bytes_per_ns)``: directed links of ``topology`` change now:
+    ``bytes_per_ns[link]`` is link ``link``'s bandwidth from now on (0: down; routes
+    then go round it over the links up, and a link given its bandwidth back carries
+    routes again). The backend says in its ``change_links`` docstring what happens to
+    messages in flight. Timed link faults (:mod:`astra_core.topology.faults`) need it."""
+
+    def change_links(self, bytes_per_ns: Mapping[int, float]) -> None: ...
+
+
+@runtime_checkable
 class LoneMessageTime(Protocol):
     """``lone_message_ns(src, dst, size_bytes, tag)``: a lower bound (ns) on the time
     a message of ``size_bytes`` from NPU ``src`` to NPU ``dst`` on queue pair ``tag``
@@ -200,6 +211,25 @@ def shares_links(backend: Any) -> bool | None:
     if isinstance(backend, LinkSharing) and isinstance(backend.shares_links, bool):
         return backend.shares_links
     return None
+
+
+def link_changes(backend: Any) -> Callable[[Mapping[int, float]], None] | None:
+    """The backend's :meth:`LinkChanges.change_links`, or None."""
+    if isinstance(backend, LinkChanges):
+        return backend.change_links
+    return None
+
+
+def require_link_changes(backend: Any, name: str) -> Callable[[Mapping[int, float]], None]:
+    """The backend's :meth:`LinkChanges.change_links`; ConfigError (one line naming the
+    backend ``name``) when it has none, for timed link faults."""
+    change = link_changes(backend)
+    if change is None:
+        raise ConfigError(
+            f"faults: backend {name} cannot change links during a run (faults with at_us or until_us); "
+            "use flow or analytical-congestion, or faults for the whole run"
+        )
+    return change
 
 
 def lone_message_time(backend: Any) -> Callable[[int, int, int, int], float] | None:

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from astra_core.api import resolve_network, simulate
-from astra_core.backend import Topology, shares_links
+from astra_core.backend import Topology, require_link_changes, shares_links
 from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alone
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims, parse_dims
-from astra_core.cluster.faults import apply_faults, check_reachable
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
 from astra_core.cluster.spec import ClusterFile, JobSpec, load_cluster_spec
@@ -38,6 +37,7 @@ from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manag
 from astra_core.report import Report
 from astra_core.report.iterations import ends_on_rank, timelines_by_rank
 from astra_core.results import whole_ns
+from astra_core.topology.faults import apply_faults, check_reachable, timed_faults
 from astra_core.workload.chakra import read_workload
 from astra_core.workload.prefix import rank_count
 
@@ -162,13 +162,15 @@ class _Cluster:
         )
         if spec.faults and self.physical is not None:
             for job, npus_of in zip(spec.jobs, placements):
-                check_reachable(self.physical, job.name, npus_of, spec.faults)
+                check_reachable(self.physical, f"job {job.name}", npus_of, spec.faults)
         self.jobs = [self._job(job, r, p) for job, r, p in zip(spec.jobs, ranks, placements)]
         self.group_ids = GroupIds()  # one numbering for every run: the same routes together and alone
         self.slow = slowness(spec.compute_speed, spec.stragglers, npus, max(j.iterations for j in spec.jobs))
         self.pm = plugin_manager or make_plugin_manager(settings=load_settings())
         registry = BackendRegistry(self.pm, load_settings().default_backend)
         self.backend = registry.get(spec.backend)
+        if timed_faults(spec.faults):  # before any run starts
+            require_link_changes(self._build(), self.backend.name)
 
     def _job(self, job: JobSpec, ranks: int, npus: list[int]) -> JobTraces:
         groups = load_comm_groups(job.comm_groups, ranks) if job.comm_groups else {}
@@ -194,6 +196,7 @@ class _Cluster:
             backend=self.backend.name,
             backend_config=self.spec.backend_config,
             plugin_manager=self.pm,
+            faults=timed_faults(self.spec.faults),  # those for the whole run are in physical
         )
 
     def alone_key(self, job: JobTraces, spec: JobSpec) -> str:
@@ -236,10 +239,13 @@ class _Cluster:
         files += [f"{spec.workload}.{r}.et" for r in range(len(job.traces))]
         return alone_key(parts, files, self.backend.plugin_factory.__module__)
 
+    def _build(self) -> Any:
+        """A backend of the spec's kind on its network (to ask what it can do)."""
+        return self.backend.build(Topology(self.network, self.physical), self.spec.backend_config)
+
     def sharing_note(self) -> str | None:
         """One line when the backend does not model link sharing."""
-        backend = self.backend.build(Topology(self.network, self.physical), self.spec.backend_config)
-        if shares_links(backend) is False:
+        if shares_links(self._build()) is False:
             return (
                 f"backend {self.backend.name} does not model link sharing: jobs cannot slow each other "
                 "there (use flow, ns3, garnetlike or analytical-congestion)"

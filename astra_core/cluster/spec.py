@@ -11,9 +11,11 @@
     compute_speed:              # NPUs slower than timed (astra_core/cluster/hardware.py)
       factors: {12: 0.8}        #   NPU 12 at 0.8x; or normal: {mean: 1, std: 0.05, seed: 3}
     stragglers: {fraction: 0.01, slowdown: [1.5, 3], seed: 7}  # per iteration
-    faults:                     # cables of the topology file (astra_core/cluster/faults.py)
+    faults:                     # cables of the topology file (astra_core/topology/faults.py)
       - {link: [64, 72], bandwidth: 0.5}   # both directions at half bandwidth
       - {link: [65, 73], down: true}       # gone: routes go round it
+      - {link: [66, 74], down: true, at_us: 2000, until_us: 9000}  # during the run (flow,
+                                           #   analytical-congestion)
     jobs:
       - name: llm-a
         workload: traces/gpt    # trace prefix: rank r reads traces/gpt.r.et
@@ -39,12 +41,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from astra_core.cluster.faults import LinkFault
 from astra_core.cluster.hardware import ComputeSpeed, Stragglers
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
 from astra_core.config.model import ConfigModel, int_in, raise_problems, validate_mapping
 from astra_core.errors import ConfigError
+from astra_core.topology.faults import LinkFault
 
 __all__ = ["POLICIES", "ClusterFile", "JobSpec", "load_cluster_spec"]
 

@@ -159,6 +159,19 @@ class PhysicalTopology:
     def links_count(self) -> int:
         return len(self.link_src)
 
+    @property
+    def default_routing(self) -> bool:
+        """Whether routes are the default shortest paths (no router given)."""
+        return self._router is None
+
+    @functools.cached_property
+    def in_links(self) -> list[list[int]]:
+        """Per node, the ids of the links into it."""
+        into: list[list[int]] = [[] for _ in range(self.nodes_count)]
+        for link, dst in enumerate(self.link_dst):
+            into[dst].append(link)
+        return into
+
     def link(self, src: int, dst: int) -> int:
         """Index of the directed link src -> dst. Raises KeyError."""
         return self._link_id[(src, dst)]

@@ -70,6 +70,8 @@ struct CongestionMessage {
   Py_ssize_t hop;
   int64_t size;
   Call on_delivered;
+  int64_t src, dst, tag;
+  bool resend;  // sent again from its source when its current hop ends (set_links)
 };
 
 struct CongestionLink {
@@ -80,6 +82,7 @@ struct CongestionLink {
   long long bytes;
   long long busy_ns;
   long long max_queue;
+  bool down;
 };
 
 struct CongestionLinks {
@@ -154,12 +157,24 @@ static bool congestion_send(CongestionLinks* self, int64_t src, int64_t dst, int
     m = static_cast<uint32_t>(self->messages_in_flight->size());
     self->messages_in_flight->emplace_back();
   }
-  (*self->messages_in_flight)[m] = CongestionMessage{hops, 0, size, call};
+  (*self->messages_in_flight)[m] = CongestionMessage{hops, 0, size, call, src, dst, tag, false};
+  return congestion_enqueue(self, m);
+}
+
+// Message ``m`` starts again from its source, on the route the routing gives now.
+static bool congestion_resend(CongestionLinks* self, uint32_t m) {
+  CongestionMessage& msg = (*self->messages_in_flight)[m];
+  PyObject* hops = find_route(self->route, self->route_buckets, self->routes, msg.src, msg.dst, msg.tag);
+  if (hops == nullptr) return false;
+  Py_SETREF(msg.route, hops);
+  msg.hop = 0;
+  msg.resend = false;
   return congestion_enqueue(self, m);
 }
 
 static bool congestion_hop_arrived(CongestionLinks* self, uint32_t m) {
   CongestionMessage& msg = (*self->messages_in_flight)[m];
+  if (msg.resend) return congestion_resend(self, m);
   if (++msg.hop < PyTuple_GET_SIZE(msg.route)) return congestion_enqueue(self, m);
   Call c = msg.on_delivered;
   msg.on_delivered = Call{CALL_NONE, nullptr, nullptr, {0}};
@@ -177,6 +192,64 @@ static bool congestion_link_free(CongestionLinks* self, Py_ssize_t link_id) {
   uint32_t m = link.queue.front();
   link.queue.pop_front();
   return congestion_transmit(self, link_id, m);
+}
+
+// Whether the rest of a message's route (the link it is on or waits for, and after)
+// crosses a link that is down; -1 with an error set.
+static int congestion_crosses_down(CongestionLinks* self, const CongestionMessage& msg) {
+  for (Py_ssize_t h = msg.hop; h < PyTuple_GET_SIZE(msg.route); ++h) {
+    Py_ssize_t link = PyLong_AsSsize_t(PyTuple_GET_ITEM(msg.route, h));
+    if (link == -1 && PyErr_Occurred()) return -1;
+    if (link >= 0 && link < static_cast<Py_ssize_t>(self->links->size()) && (*self->links)[link].down) return 1;
+  }
+  return 0;
+}
+
+// Links change now (set_links): ``bandwidth[i]`` bytes/ns for link ``changed[i]`` (0:
+// down), and with ``route`` (not None) the routing over the links up now, which every
+// message sent from now on takes. A message transmitting keeps its times. One whose
+// route ahead crosses a link that went down is sent again from its source on its new
+// route (RoCE's go-back-N retransmission): at once if it waits in a link's queue,
+// else when its current hop ends (a message on the link that went down is lost there).
+static bool congestion_set_links(CongestionLinks* self, const std::vector<int32_t>& changed,
+                                 const std::vector<double>& bandwidth, PyObject* route) {
+  std::vector<CongestionLink>& links = *self->links;
+  bool went_down = false;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    CongestionLink& link = links[changed[i]];
+    went_down = went_down || (bandwidth[i] == 0.0 && !link.down);
+    link.down = bandwidth[i] == 0.0;
+    if (bandwidth[i] > 0.0) link.bytes_per_ns = bandwidth[i];
+  }
+  if (route != Py_None) {
+    Py_INCREF(route);
+    Py_SETREF(self->route, route);
+    clear_routes(self->routes);
+  }
+  if (!went_down) return true;
+  std::vector<CongestionMessage>& messages = *self->messages_in_flight;
+  std::vector<char> queued(messages.size(), 0);
+  std::vector<uint32_t> resend;
+  for (CongestionLink& link : links) {
+    std::deque<uint32_t> kept;
+    for (uint32_t m : link.queue) {
+      queued[m] = 1;
+      int crosses = congestion_crosses_down(self, messages[m]);
+      if (crosses < 0) return false;
+      if (crosses) resend.push_back(m);
+      else kept.push_back(m);
+    }
+    link.queue.swap(kept);
+  }
+  for (size_t m = 0; m < messages.size(); ++m) {
+    if (messages[m].route == nullptr || queued[m]) continue;
+    int crosses = congestion_crosses_down(self, messages[m]);
+    if (crosses < 0) return false;
+    messages[m].resend = crosses == 1;
+  }
+  for (uint32_t m : resend)
+    if (!congestion_resend(self, m)) return false;
+  return true;
 }
 
 static PyObject* CongestionLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
@@ -299,11 +372,53 @@ static PyObject* CongestionLinks_get_max_queue(CongestionLinks* self, void*) {
   return link_counter(self, &CongestionLink::max_queue);
 }
 
+// The arguments of a model's set_links(links, bytes_per_ns, route=None) over ``n_links``
+// links: false with an error set for a link id out of range or a bandwidth that is
+// negative or not finite.
+static bool read_link_changes(PyObject* args, size_t n_links, std::vector<int32_t>* changed,
+                              std::vector<double>* bandwidth, PyObject** route) {
+  PyObject *links_obj, *bandwidth_obj;
+  *route = Py_None;
+  if (!PyArg_ParseTuple(args, "OO|O", &links_obj, &bandwidth_obj, route) ||
+      !read_numbers(links_obj, "links: link ids", changed) ||
+      !read_numbers(bandwidth_obj, "bytes_per_ns: a sequence of numbers", bandwidth))
+    return false;
+  if (changed->size() != bandwidth->size()) {
+    PyErr_SetString(PyExc_ValueError, "set_links: one bandwidth per link");
+    return false;
+  }
+  for (size_t i = 0; i < changed->size(); ++i) {
+    int32_t link = (*changed)[i];
+    if (link < 0 || static_cast<size_t>(link) >= n_links) {
+      PyErr_Format(PyExc_IndexError, "set_links: no link %d (links are 0..%zu)", link, n_links - 1);
+      return false;
+    }
+    if (!((*bandwidth)[i] >= 0 && (*bandwidth)[i] < INFINITY)) {
+      PyErr_Format(PyExc_ValueError, "set_links: link %d: bandwidth must be >= 0 and finite", link);
+      return false;
+    }
+  }
+  return true;
+}
+
+static PyObject* CongestionLinks_set_links(CongestionLinks* self, PyObject* args) {
+  std::vector<int32_t> changed;
+  std::vector<double> bandwidth;
+  PyObject* route;
+  if (!read_link_changes(args, self->links->size(), &changed, &bandwidth, &route) ||
+      !congestion_set_links(self, changed, bandwidth, route))
+    return nullptr;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef CongestionLinks_methods[] = {
     {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(CongestionLinks_send)),
      METH_FASTCALL | METH_KEYWORDS,
      "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message has "
      "crossed its route."},
+    {"set_links", reinterpret_cast<PyCFunction>(CongestionLinks_set_links), METH_VARARGS,
+     "set_links(links, bytes_per_ns, route=None): links change bandwidth now (0: down); with route, the routing "
+     "over the links up, which messages sent from now take (those whose route ahead went down are sent again)"},
     {nullptr, nullptr, 0, nullptr}};
 
 static PyMemberDef CongestionLinks_members[] = {

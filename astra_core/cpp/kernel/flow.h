@@ -111,7 +111,7 @@ struct FlowQueuePair {
   double latency_ns = 0.0;
   int32_t speeds = -1;  // its route's bottleneck and pipeline terms (FlowModel::speeds)
   std::vector<int32_t> route, reverse;  // link ids; reverse: the ACKs' (with ack_weight)
-  int64_t wire_sent = 0;  // wire bytes drained since the flow became active
+  double wire_sent = 0.0;  // wire bytes drained since the flow became active (or moved)
   int64_t tail_size = -1;  // the last message size whose pipeline tail was worked out
   double tail_ns = 0.0;
   bool active = false, live = false;
@@ -134,7 +134,8 @@ struct FlowModel {
   FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
   std::vector<FlowMessage> pool;
   std::vector<int32_t> free_messages;
-  std::vector<double> ns_per_byte, latency, link_bytes;
+  std::vector<double> ns_per_byte, latency, link_bytes, link_busy;
+  std::vector<char> down;  // per link: out of service (set_links)
   std::map<std::vector<double>, int32_t> speeds_index;  // per sequence of link speeds
   std::vector<FlowSpeeds> speeds;
   std::vector<double> scratch_speeds;
@@ -156,7 +157,9 @@ struct FlowModel {
   FlowModel(const std::vector<double>& bytes_per_ns, std::vector<double> latency_ns)
       : solver(static_cast<int>(bytes_per_ns.size()), bytes_per_ns.data()),
         latency(std::move(latency_ns)),
-        link_bytes(bytes_per_ns.size(), 0.0) {
+        link_bytes(bytes_per_ns.size(), 0.0),
+        link_busy(bytes_per_ns.size(), 0.0),
+        down(bytes_per_ns.size(), 0) {
     for (double bw : bytes_per_ns) ns_per_byte.push_back(1 / bw);
   }
 
@@ -190,12 +193,18 @@ static bool flow_route(FlowLinks* self, int64_t src, int64_t dst, int64_t tag, s
     Py_DECREF(hops);
     if (PyErr_Occurred()) return false;
   }
-  for (int32_t link : *out)
+  for (int32_t link : *out) {
+    if (link >= 0 && link < static_cast<int32_t>(m.latency.size()) && m.down[link]) {
+      PyErr_Format(PyExc_ValueError, "the route of %lld -> %lld crosses link %d, which is down",
+                   static_cast<long long>(src), static_cast<long long>(dst), link);
+      return false;
+    }
     if (link < 0 || link >= static_cast<int32_t>(m.latency.size())) {
       PyErr_Format(PyExc_IndexError, "the route of %lld -> %lld crosses link %d of %zu", static_cast<long long>(src),
                    static_cast<long long>(dst), link, m.latency.size());
       return false;
     }
+  }
   if (out->empty()) {
     PyErr_Format(PyExc_ValueError, "no route from NPU %lld to NPU %lld", static_cast<long long>(src),
                  static_cast<long long>(dst));
@@ -224,24 +233,32 @@ static double route_latency(const FlowModel& m, const std::vector<int32_t>& rout
   return latency;
 }
 
+// A queue pair's links on the solver: data at weight 1 on its route, ACKs at ack_weight
+// on the reverse route.
+static void solver_links(const FlowModel& m, const std::vector<int32_t>& route, const std::vector<int32_t>& reverse,
+                         std::vector<int>* links, std::vector<double>* weights) {
+  links->assign(route.begin(), route.end());
+  weights->assign(route.size(), 1.0);
+  for (int32_t link : reverse) {
+    auto at = std::find(links->begin(), links->end(), link);
+    if (at == links->end()) {
+      links->push_back(link);
+      weights->push_back(0.0 + m.ack_weight);
+    } else {
+      (*weights)[at - links->begin()] += m.ack_weight;
+    }
+  }
+}
+
 // A new queue pair's flow on the solver (started): its number, or -1 with an error set.
 static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_t tag) {
   FlowModel& m = *self->m;
   std::vector<int32_t> route, reverse;
   if (!flow_route(self, src, dst, tag, &route)) return -1;
   if (m.ack_weight && !flow_route(self, dst, src, tag, &reverse)) return -1;
-  // data at weight 1 on the route; ACKs at ack_weight on the reverse route
-  std::vector<int> links(route.begin(), route.end());
-  std::vector<double> weights(route.size(), 1.0);
-  for (int32_t link : reverse) {
-    auto at = std::find(links.begin(), links.end(), link);
-    if (at == links.end()) {
-      links.push_back(link);
-      weights.push_back(0.0 + m.ack_weight);
-    } else {
-      weights[at - links.begin()] += m.ack_weight;
-    }
-  }
+  std::vector<int> links;
+  std::vector<double> weights;
+  solver_links(m, route, reverse, &links, &weights);
   int id = m.solver.new_flow(static_cast<int>(links.size()), links.data(), weights.data(), m.cap);
   if (id >= static_cast<int>(m.qps.size())) m.qps.resize(id + 1);
   FlowQueuePair& qp = m.qps[id];
@@ -359,6 +376,19 @@ static bool flow_reallocate(FlowLinks* self) {
   return true;
 }
 
+// ``bytes`` wire bytes of a queue pair onto its route's links, their ACKs onto the
+// reverse's, and the time they keep each link busy at its bandwidth now.
+static void count_wire_bytes(FlowModel& m, const FlowQueuePair& qp, double bytes) {
+  for (int32_t link : qp.route) {
+    m.link_bytes[link] += bytes;
+    m.link_busy[link] += bytes * m.ns_per_byte[link];
+  }
+  for (int32_t link : qp.reverse) {
+    m.link_bytes[link] += bytes * m.ack_weight;
+    m.link_busy[link] += bytes * m.ack_weight * m.ns_per_byte[link];
+  }
+}
+
 // The drain event ``arg`` (number << 32 | version) of a queue pair.
 static bool flow_drained(FlowLinks* self, int64_t arg) {
   FlowModel& m = *self->m;
@@ -389,7 +419,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   double due = round_ps(now + qp.tail_ns);
   if (due >= now) push_call(q, due, false, call);
   else push_call(q, now, q->now_integral, call);
-  qp.wire_sent += m.wire_bytes(size);
+  qp.wire_sent += static_cast<double>(m.wire_bytes(size));
   ++qp.version;
   if (qp.head >= 0) {
     qp.remaining = static_cast<double>(m.wire_bytes(m.pool[qp.head].size));
@@ -398,12 +428,8 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     flow_drain_at(self, id, due >= now ? due : now);
     return true;
   }
-  for (int32_t link : qp.route) m.link_bytes[link] += static_cast<double>(qp.wire_sent);
-  if (!qp.reverse.empty()) {
-    double acks = static_cast<double>(qp.wire_sent) * m.ack_weight;
-    for (int32_t link : qp.reverse) m.link_bytes[link] += acks;
-  }
-  qp.wire_sent = 0;
+  count_wire_bytes(m, qp, qp.wire_sent);
+  qp.wire_sent = 0.0;
   qp.active = false;
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
     std::vector<int32_t> links(m.solver.flows[id].links.begin(), m.solver.flows[id].links.end());
@@ -427,6 +453,115 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     push_call(q, m.stopped.front().due, m.reallocation_integral && q->now_integral,
               kernel_call(CALL_FLOW_REALLOCATE, reinterpret_cast<PyObject*>(self), 0));
   }
+  return true;
+}
+
+// Links change at this instant (set_links): ``bandwidth[i]`` bytes/ns for link
+// ``changed[i]`` (0: down), and with ``route`` (not None) the routing over the links up
+// now. Every live queue pair takes the path that routing gives it (switches rehash
+// their flows over the next hops left, as ECMP without resilient hashing does), so the
+// routes are always those of the links up, and a link that comes back carries its
+// flows again. An active flow that moves keeps the bytes it drained (counted on its old
+// links) and drains the rest on its new path: the fluid model loses no byte, as RoCE's
+// retransmission would resend them. Flows whose rates the change can reach (those
+// linked to the changed links and moved flows through shared links) are re-solved
+// from scratch at the end of the instant; the others keep their rates and drains.
+static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed, const std::vector<double>& bandwidth,
+                           PyObject* route) {
+  FlowModel& m = *self->m;
+  EventQueue* q = self->queue;
+  double now = q->now;
+  size_t n_links = m.latency.size();
+  std::vector<char> touched(n_links, 0);
+  for (size_t i = 0; i < changed.size(); ++i) {
+    int32_t link = changed[i];
+    touched[link] = 1;
+    m.down[link] = bandwidth[i] == 0.0;
+    if (bandwidth[i] > 0.0) m.ns_per_byte[link] = 1 / bandwidth[i];
+  }
+  if (route != Py_None) {
+    Py_INCREF(route);
+    Py_SETREF(self->route, route);
+    clear_routes(&m.routes);
+  }
+  // the queue pairs that move, with their new paths
+  struct Move {
+    int id;
+    std::vector<int32_t> route, reverse;
+  };
+  std::vector<Move> moves;
+  std::vector<char> moving(m.qps.size(), 0);
+  for (size_t id = 0; route != Py_None && id < m.qps.size(); ++id) {
+    FlowQueuePair& qp = m.qps[id];
+    if (!qp.live) continue;
+    Move move{static_cast<int>(id), {}, {}};
+    if (!flow_route(self, qp.src, qp.dst, qp.tag, &move.route)) return false;
+    if (m.ack_weight && !flow_route(self, qp.dst, qp.src, qp.tag, &move.reverse)) return false;
+    if (move.route == qp.route && move.reverse == qp.reverse) continue;
+    moving[id] = 1;
+    moves.push_back(std::move(move));
+  }
+  // the active flows the changes reach: linked to a changed link or a moved flow's links
+  std::vector<int> reached, frontier;
+  std::vector<char> seen(m.qps.size(), 0), link_seen(n_links, 0);
+  auto reach_link = [&](int link) {
+    if (link_seen[link]) return;
+    link_seen[link] = 1;
+    frontier.push_back(link);
+  };
+  for (size_t link = 0; link < n_links; ++link)
+    if (touched[link]) reach_link(static_cast<int>(link));
+  for (const Move& move : moves) {
+    if (!m.qps[move.id].active) continue;
+    for (int link : m.solver.flows[move.id].links) reach_link(link);
+    for (int32_t link : move.route) reach_link(link);
+    for (int32_t link : move.reverse) reach_link(link);
+  }
+  while (!frontier.empty()) {
+    int link = frontier.back();
+    frontier.pop_back();
+    for (const maxmin::Entry& e : m.solver.on[link].flows) {
+      if (e.flow < 0 || seen[e.flow]) continue;
+      seen[e.flow] = 1;
+      reached.push_back(e.flow);
+      for (int other : m.solver.flows[e.flow].links) reach_link(other);
+    }
+  }
+  std::sort(reached.begin(), reached.end());
+  for (int id : reached) {  // their progress so far, at the rates they had
+    FlowQueuePair& qp = m.qps[id];
+    qp.remaining -= m.solver.flows[id].rate * (now - qp.since);
+    qp.since = now;
+    m.solver.remove(id, true);
+  }
+  for (size_t i = 0; i < changed.size(); ++i)
+    if (bandwidth[i] > 0.0) m.solver.capacity[changed[i]] = bandwidth[i];
+  std::vector<int> links;
+  std::vector<double> weights;
+  for (Move& move : moves) {
+    FlowQueuePair& qp = m.qps[move.id];
+    if (qp.active) {  // bytes drained so far on the old path; the rest on the new
+      double drained = static_cast<double>(m.wire_bytes(m.pool[qp.head].size)) - std::max(qp.remaining, 0.0);
+      count_wire_bytes(m, qp, qp.wire_sent + drained);
+      qp.wire_sent = -drained;
+    }
+    solver_links(m, move.route, move.reverse, &links, &weights);
+    m.solver.set_links(move.id, static_cast<int>(links.size()), links.data(), weights.data());
+    qp.route = std::move(move.route);
+    qp.reverse = std::move(move.reverse);
+  }
+  for (int id : reached) m.solver.add(id);
+  for (size_t id = 0; id < m.qps.size(); ++id) {  // latencies and pipeline tails of the paths changed
+    FlowQueuePair& qp = m.qps[id];
+    if (!qp.live) continue;
+    bool crosses = moving[id];
+    for (int32_t link : qp.route) crosses = crosses || touched[link];
+    if (!crosses) continue;
+    qp.latency_ns = route_latency(m, qp.route);
+    qp.speeds = flow_speeds(m, qp.route);
+    qp.tail_size = -1;
+  }
+  q->step_pending = true;
   return true;
 }
 
@@ -548,6 +683,11 @@ static PyObject* FlowLinks_get_link_bytes(FlowLinks* self, void*) {
   return number_list(self->m->link_bytes);
 }
 
+static PyObject* FlowLinks_get_link_busy_ns(FlowLinks* self, void*) {
+  if (!flow_ready(self)) return nullptr;
+  return number_list(self->m->link_busy);
+}
+
 static PyObject* FlowLinks_get_peak_flows(FlowLinks* self, void*) {
   return flow_ready(self) ? number_list(self->m->solver.peak) : nullptr;
 }
@@ -585,6 +725,17 @@ static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
   return out;
 }
 
+// set_links(links, bytes_per_ns, route=None) (read_link_changes, congestion.h)
+static PyObject* FlowLinks_set_links(FlowLinks* self, PyObject* args) {
+  std::vector<int32_t> changed;
+  std::vector<double> bandwidth;
+  PyObject* route;
+  if (!flow_ready(self) || !read_link_changes(args, self->m->latency.size(), &changed, &bandwidth, &route) ||
+      !flow_set_links(self, changed, bandwidth, route))
+    return nullptr;
+  Py_RETURN_NONE;
+}
+
 static PyObject* FlowLinks_get_native_send(FlowLinks* self, void*);
 
 static PyMethodDef FlowLinks_methods[] = {
@@ -593,6 +744,9 @@ static PyMethodDef FlowLinks_methods[] = {
      "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in"},
     {"solve", reinterpret_cast<PyCFunction>(FlowLinks_solve), METH_NOARGS,
      "solve(): re-solve the rates after this instant's changes (the queue's step_end)"},
+    {"set_links", reinterpret_cast<PyCFunction>(FlowLinks_set_links), METH_VARARGS,
+     "set_links(links, bytes_per_ns, route=None): links change bandwidth now (0: down); with route, the routing "
+     "over the links up, which every queue pair's path follows from now"},
     {"lone_message_ns", reinterpret_cast<PyCFunction>(FlowLinks_lone_message_ns), METH_VARARGS,
      "lone_message_ns(src, dst, size_bytes, tag=0): a message alone on the idle network, less 1 ps"},
     {nullptr, nullptr, 0, nullptr}};
@@ -602,6 +756,8 @@ static PyGetSetDef FlowLinks_getset[] = {
      "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
     {"link_bytes", reinterpret_cast<getter>(FlowLinks_get_link_bytes), nullptr,
      "per link: data and ACK wire bytes that crossed it (counted when a flow goes idle)", nullptr},
+    {"link_busy_ns", reinterpret_cast<getter>(FlowLinks_get_link_busy_ns), nullptr,
+     "per link: ns its wire bytes took at its bandwidth when they were counted", nullptr},
     {"peak_flows", reinterpret_cast<getter>(FlowLinks_get_peak_flows), nullptr, "per link: the most flows at once",
      nullptr},
     {"flows_solved", reinterpret_cast<getter>(FlowLinks_get_flows_solved), nullptr,

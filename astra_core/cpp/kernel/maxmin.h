@@ -97,6 +97,15 @@ struct Solver {
     return id;
   }
 
+  // A stopped flow's new links and their weights (a reroute); it keeps its number.
+  void set_links(int id, int n, const int* links, const double* weights) {
+    Flow& f = flows[id];
+    f.links.assign(links, links + n);
+    f.weights.assign(weights, weights + n);
+    f.pos.assign(n, -1);
+    f.bottleneck = -1;
+  }
+
   void free_flow(int id) {
     flows[id].live = false;
     free_ids.push_back(id);

@@ -193,16 +193,19 @@ static PyObject* links_tuple(const std::vector<int32_t>& links) {
 
 static int ShortestPaths_init(ShortestPaths* self, PyObject* args, PyObject*) {
   int nodes;
-  PyObject *switches, *src, *dst, *latency;
-  if (!PyArg_ParseTuple(args, "iOOOO", &nodes, &switches, &src, &dst, &latency)) return -1;
+  PyObject *switches, *src, *dst, *latency, *down = nullptr;
+  if (!PyArg_ParseTuple(args, "iOOOO|O", &nodes, &switches, &src, &dst, &latency, &down)) return -1;
   auto g = std::make_unique<RoutingGraph>();
-  std::vector<int32_t> switch_ids;
+  std::vector<int32_t> switch_ids, down_ids;
   if (!read_numbers(switches, "switches: node ids", &switch_ids) ||
       !read_numbers(src, "link_src: node ids", &g->link_src) || !read_numbers(dst, "link_dst: node ids", &g->link_dst) ||
-      !read_numbers(latency, "link_latency: ns", &g->latency))
+      !read_numbers(latency, "link_latency: ns", &g->latency) ||
+      (down != nullptr && !read_numbers(down, "down: link ids", &down_ids)))
     return -1;
   size_t links = g->link_src.size();
   bool ok = nodes > 0 && g->link_dst.size() == links && g->latency.size() == links;
+  std::vector<char> is_down(links, 0);
+  for (int32_t link : down_ids) ok = ok && 0 <= link && static_cast<size_t>(link) < links && (is_down[link] = 1);
   g->nodes = nodes;
   g->is_switch.assign(nodes > 0 ? nodes : 0, 0);
   for (int32_t s : switch_ids) ok = ok && 0 <= s && s < nodes && (g->is_switch[s] = 1);
@@ -211,11 +214,14 @@ static int ShortestPaths_init(ShortestPaths* self, PyObject* args, PyObject*) {
   for (size_t i = 0; ok && i < links; ++i) {
     ok = 0 <= g->link_src[i] && g->link_src[i] < nodes && 0 <= g->link_dst[i] && g->link_dst[i] < nodes;
     if (!ok) break;
+    if (is_down[i]) continue;  // a link down keeps its id but carries no path
     g->out_links[g->link_src[i]].push_back(static_cast<int32_t>(i));
     g->in_links[g->link_dst[i]].push_back(static_cast<int32_t>(i));
   }
   if (!ok) {
-    PyErr_SetString(PyExc_ValueError, "ShortestPaths: node ids must be in 0..nodes-1, one source, end and latency per link");
+    PyErr_SetString(PyExc_ValueError,
+                    "ShortestPaths: node ids must be in 0..nodes-1, one source, end and latency per link, and links "
+                    "down must be link ids");
     return -1;
   }
   for (int32_t n = 0; n < nodes; ++n)
@@ -249,9 +255,10 @@ static void init_shortest_paths_type() {
   t.tp_basicsize = sizeof(ShortestPaths);
   t.tp_flags = Py_TPFLAGS_DEFAULT;
   t.tp_doc =
-      "ShortestPaths(nodes_count, switches, link_src, link_dst, link_latency_ns): the default routing of a "
-      "physical topology; paths(src_rank, dst_rank, bucket) gives the link ids of flow bucket bucket's shortest "
-      "path (ECMP: flow_hash(bucket, node, 0) picks among equal next hops).";
+      "ShortestPaths(nodes_count, switches, link_src, link_dst, link_latency_ns, down=()): the default routing of "
+      "a physical topology, over its links but those in down (which keep their ids); paths(src_rank, dst_rank, "
+      "bucket) gives the link ids of flow bucket bucket's shortest path (ECMP: flow_hash(bucket, node, 0) picks "
+      "among equal next hops).";
   t.tp_new = PyType_GenericNew;
   t.tp_init = reinterpret_cast<initproc>(ShortestPaths_init);
   t.tp_dealloc = reinterpret_cast<destructor>(ShortestPaths_dealloc);

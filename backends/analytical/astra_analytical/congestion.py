@@ -16,10 +16,12 @@ and any physical topology work.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
+from astra_core.topology.faults import set_kernel_links
 from astra_core.topology.logical import from_network
 from astra_core.topology.physical import PhysicalTopology
 
@@ -46,6 +48,7 @@ class CongestionAwareNetwork:
         self._links = kernel().CongestionLinks(
             self.events, physical.kernel_route, self._bandwidth, self._latency, physical.route_buckets
         )
+        self._down: set[int] = set()  # links down now (change_links)
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network
         #: model"): a message costs no Python call but its route's first one.
@@ -76,6 +79,19 @@ class CongestionAwareNetwork:
     def max_queue(self) -> list[int]:
         """The most messages that waited for each link."""
         return self._links.max_queue
+
+    def change_links(self, bytes_per_ns: Mapping[int, float]) -> None:
+        """Links change bandwidth now (:class:`~astra_core.backend.LinkChanges`; 0: down).
+
+        A message a link is serving keeps its times; the next it serves takes the new
+        bandwidth. When links go down or come back, messages sent from now take the
+        routing over the links up; a message whose route ahead crosses a link that went
+        down is sent again from its source on its new route (go-back-N
+        retransmission, as RoCE's): at once if it waits in a link's queue, else when its
+        current hop ends (one on the failed link is lost there). Raises IndexError for
+        an unknown link, ValueError for a negative bandwidth or a pair of NPUs left
+        without a path."""
+        set_kernel_links(self._links, self.topology, self._down, bytes_per_ns)
 
     def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
         """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):

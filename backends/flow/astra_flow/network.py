@@ -40,10 +40,12 @@ for a route it has not seen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from astra_core.backend import Topology
 from astra_core.events import EventQueue, kernel
+from astra_core.topology.faults import set_kernel_links
 from astra_core.topology.physical import PhysicalTopology
 from astra_flow.config import FlowConfig, load_config
 
@@ -80,6 +82,7 @@ class FlowNetwork:
             config.flow_rate_cap_gbps * _BYTES_PER_NS_PER_GBPS,
             config.reallocation_delay_ns,
         )
+        self._down: set[int] = set()  # links down now (change_links)
         self.events.step_end = self._links.solve
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network
@@ -91,6 +94,21 @@ class FlowNetwork:
 
     def run(self) -> None:
         self.events.run()
+
+    def change_links(self, bytes_per_ns: Mapping[int, float]) -> None:
+        """Links change bandwidth now (:class:`~astra_core.backend.LinkChanges`; 0: down).
+
+        Rates are re-solved at the end of the instant for every flow the change can
+        reach (the flows linked to the changed links through shared links). When links
+        go down or come back, every queue pair takes the path the routing over the links
+        up gives it (switches rehash their flows over the next hops left, as ECMP
+        without resilient hashing does); an active flow that moves keeps the bytes it
+        drained and drains the rest on its new path, so no byte is lost or sent twice
+        (RoCE would resend the packets in flight: at most a bandwidth-delay product,
+        not modelled). A message that has drained keeps its pipeline tail. Raises
+        IndexError for an unknown link, ValueError for a negative bandwidth or a pair of
+        NPUs left without a path."""
+        set_kernel_links(self._links, self.topology, self._down, bytes_per_ns)
 
     def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
         """A message alone on the idle network (:class:`~astra_core.backend.LoneMessageTime`):
@@ -121,8 +139,9 @@ class FlowNetwork:
 
     @property
     def link_busy_ns(self) -> list[float]:
-        """Per link: ns it was busy (its wire bytes at its rate)."""
-        return [b / bw for b, bw in zip(self.link_bytes, self.topology.link_bandwidth)]
+        """Per link: ns it was busy (its wire bytes at its bandwidth when they were
+        counted, as a flow went idle or moved)."""
+        return self._links.link_busy_ns
 
 
 def create(topology: Topology, config: Any = None) -> FlowNetwork:
