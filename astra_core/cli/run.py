@@ -63,6 +63,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     help="flow file (`astra flows gen`) run on the same --topology alongside the step",
 )
 @click.option(
+    "--faults",
+    type=click.Path(),
+    help="YAML file of degraded and failed cables of --topology (faults: [{link: [a, b], "
+    "bandwidth: 0.5 | down: true, at_us, until_us}]); docs/cluster.md",
+)
+@click.option(
     "--iterations",
     type=click.IntRange(min=1),
     default=1,
@@ -94,6 +100,7 @@ def run(
     plots_dir,
     no_symmetry,
     background,
+    faults,
     iterations,
     estimate_only,
 ) -> None:
@@ -104,7 +111,9 @@ def run(
     logical dimensions the collectives run over given by --dims (sizes
     multiplying to its NPU count) or --network. With --background, a flow
     workload shares the fabric with the step; its FCT slowdowns are printed
-    after the step's table (and written with --json).
+    after the step's table (and written with --json). --faults slows or removes
+    cables of the topology, for the whole run or from a time on (the latter on
+    flow and analytical-congestion).
 
     On a backend that prices its work (ns3, garnetlike, flow), the run is first
     estimated without simulating it (the system layer on the analytical model);
@@ -119,7 +128,9 @@ def run(
     files = {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}
     # Outputs are checked before the run, so that no result is lost after it and no input
     # is destroyed by it.
-    inputs = _inputs(workload, system, network, topology, memory, comm_groups, backend_config, background)
+    inputs = _inputs(
+        workload, system, network, topology, memory, comm_groups, backend_config, background, faults
+    )
     _check_outputs(files, plots_dir, inputs)
     options = dict(
         topology=topology,
@@ -131,6 +142,7 @@ def run(
         backend_config=backend_config,
         background=background,
         iterations=iterations,
+        faults=faults,
     )
     if estimate_only:
         _estimate(workload, system, network, options, files, plots_dir)
@@ -145,7 +157,7 @@ def run(
 
 
 def _inputs(
-    workload, system, network, topology, memory, comm_groups, backend_config, background
+    workload, system, network, topology, memory, comm_groups, backend_config, background, faults
 ) -> dict[str, Any]:
     """The run's input files by option, for :func:`_check_outputs` (the trace and
     custom-collective files are listed lazily)."""
@@ -159,6 +171,7 @@ def _inputs(
         "--comm-groups": comm_groups,
         "--backend-config": backend_config,
         "--background": background,
+        "--faults": faults,
     }
 
 

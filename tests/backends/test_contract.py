@@ -407,3 +407,25 @@ def test_a_declared_lone_message_time_is_a_lower_bound_and_sharing_is_as_declare
         assert max(arrivals) - alone >= 0.9 * 3 * MIB / (50 * 2**30 / 1e9)
     else:
         assert arrivals == [alone, alone]
+
+
+def test_declared_link_changes_slow_a_message_and_give_its_time_back(backend_name):
+    """LinkChanges: every link at half its bandwidth slows a lone message by at least
+    most of a serialization; the bandwidths given back, it takes its time alone again."""
+    from astra_core.backend import link_changes, link_statistics
+
+    backend = make(backend_name, "sw8")
+    change = link_changes(backend)
+    if change is None:
+        pytest.skip(f"{backend_name} does not change links during a run")
+    stats = link_statistics(backend)
+    assert stats is not None  # link ids are those of its topology
+    bandwidth = stats.topology.link_bandwidth
+    alone = lone_message_ns(make(backend_name, "sw8"), 1, 6, 3 * MIB)
+    change({link: bw / 2 for link, bw in enumerate(bandwidth)})
+    assert lone_message_ns(backend, 1, 6, 3 * MIB) >= alone + 0.9 * 3 * MIB / (50 * 2**30 / 1e9)
+    again = make(backend_name, "sw8")
+    change = link_changes(again)
+    change({link: bw / 2 for link, bw in enumerate(bandwidth)})
+    change(dict(enumerate(bandwidth)))
+    assert lone_message_ns(again, 1, 6, 3 * MIB) == alone
