@@ -8,7 +8,8 @@
 // re-solved at the end of every instant at which flows start, and a reallocation delay
 // after flows stop; a message is delivered a pipeline tail after its last byte drained
 // (its lone store-and-forward time less the time its wire bytes take at the route's
-// bottleneck). Event times are rounded to whole ps, as Python's round(t, 3), so that
+// bottleneck), less a packet time for each flow behind it in the last round at its
+// bottleneck (last_round_lead). Event times are rounded to whole ps, as Python's round(t, 3), so that
 // instants that exact arithmetic makes equal stay equal whatever the rates' rounding.
 
 // A lone message's store-and-forward pipeline over a route (astra_core/topology/
@@ -104,6 +105,7 @@ struct FlowQueuePair {
   int32_t head = -1, tail = -1;  // its messages, the head draining
   double remaining = 0.0;        // wire bytes of the head left at ``since``
   double since = 0.0;
+  double head_start = 0.0;  // when the head message started draining
   double drain_at = 0.0;     // when the head drains at the current rate
   double event_at = INFINITY;  // the live drain event's time (never after drain_at)
   double rate = 0.0;
@@ -333,6 +335,7 @@ static bool flow_send(FlowLinks* self, int64_t src, int64_t dst, int64_t size, i
   qp.active = true;
   qp.remaining = static_cast<double>(m.wire_bytes(size));
   qp.since = q->now;
+  qp.head_start = q->now;
   qp.rate = 0.0;
   m.solver.add(id);
   q->step_pending = true;
@@ -389,6 +392,31 @@ static void count_wire_bytes(FlowModel& m, const FlowQueuePair& qp, double bytes
   }
 }
 
+// How much sooner than its fluid drain (ns) the last packet of queue pair ``id``'s head,
+// ``wire`` bytes, leaves its bottleneck at ``now``. Flows backlogged at a link send in
+// rounds of one packet each (switch and NIC round-robin; a FIFO port interleaves
+// senders at line rate alike), and a flow that started its message sooner has its
+// packet first in each round. The fluid model ends a message when the whole last round
+// has gone out; its last packet left before the full packets of the flows behind it
+// in that round: the flows bottlenecked at the same link that started their messages
+// later (before now), or at the same time and numbered higher. Never more than the
+// time the message took beyond its own bytes at the link's bandwidth.
+static double last_round_lead(const FlowModel& m, int id, double wire, double now) {
+  int b = m.solver.flows[id].bottleneck;
+  if (b < 0) return 0.0;
+  const FlowQueuePair& qp = m.qps[id];
+  int behind = 0;
+  for (const maxmin::Entry& e : m.solver.on[b].flows) {
+    if (e.flow < 0 || e.flow == id || m.solver.flows[e.flow].bottleneck != b) continue;
+    double start = m.qps[e.flow].head_start;
+    if (start < now && (start > qp.head_start || (start == qp.head_start && e.flow > id))) ++behind;
+  }
+  if (behind == 0) return 0.0;
+  double lead = behind * static_cast<double>(m.payload + m.header) * m.ns_per_byte[b];
+  double spare = now - qp.head_start - wire * m.ns_per_byte[b];
+  return std::max(0.0, std::min(lead, spare));
+}
+
 // The drain event ``arg`` (number << 32 | version) of a queue pair.
 static bool flow_drained(FlowLinks* self, int64_t arg) {
   FlowModel& m = *self->m;
@@ -416,7 +444,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     qp.tail_ns = qp.latency_ns + lone - static_cast<double>(m.wire_bytes(size)) * speeds.bottleneck_ns_per_byte;
     qp.tail_size = size;
   }
-  double due = round_ps(now + qp.tail_ns);
+  double due = round_ps(now + qp.tail_ns - last_round_lead(m, id, static_cast<double>(m.wire_bytes(size)), now));
   if (due >= now) push_call(q, due, false, call);
   else push_call(q, now, q->now_integral, call);
   qp.wire_sent += static_cast<double>(m.wire_bytes(size));
@@ -424,6 +452,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   if (qp.head >= 0) {
     qp.remaining = static_cast<double>(m.wire_bytes(m.pool[qp.head].size));
     qp.since = now;
+    qp.head_start = now;
     due = round_ps(now + qp.remaining / qp.rate);
     flow_drain_at(self, id, due >= now ? due : now);
     return true;

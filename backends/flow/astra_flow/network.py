@@ -27,6 +27,17 @@ through the links) less the ``W / r_b`` it would drain in at the
 bottleneck ``b`` (the slowest link). A lone message therefore takes exactly
 the packet-level pipeline time, as the ``ns3`` backend gives it.
 
+Last rounds. Flows that share their bottleneck send there in rounds of one
+packet each (NIC round-robin over queue pairs; a switch FIFO interleaves
+senders at line rate alike), the flow that started its message sooner first
+in every round. A message's last packet therefore leaves ``k (P + H) / c_b``
+before its fluid drain ends, ``k`` the flows behind it in that round (those
+bottlenecked at the same link ``b`` that started their messages later, or at
+the same instant and sent after it), at most the time the message took beyond
+its own ``W / c_b``; it is delivered that much sooner. Without it, flows that
+collide step after step (a collective's rings) stay in lockstep, where
+packets let the one ahead gain a packet per collision (docs/backends.md).
+
 Statistics for ``--plots`` (:mod:`astra_core.report.links`): per directed
 link, ``link_bytes`` (data and ACK wire bytes that crossed it),
 ``link_busy_ns`` (those bytes at the link's rate: the time it was busy) and

@@ -4,8 +4,12 @@ Framing (the ns3 backend's): a message of B payload bytes is n = max(1,
 ceil(B / 4096)) packets and W = B + 82 n wire bytes; an ACK of 86 bytes per
 data packet goes back on the reverse route where a test sets ack_bytes = 86. A lone message takes
 sum(latency) + W / r_b + sum over the other links of one packet / r_i (the
-first packet before the bottleneck b, the last one after it). Event times are
-rounded to whole picoseconds.
+first packet before the bottleneck b, the last one after it). Flows that share
+their bottleneck send there in rounds of one packet each, a flow that started its
+message sooner (or at the same time and numbered lower: sent first) first in each
+round: a message's last packet leaves one full packet (Q = 4096 + 82 bytes) at the
+bottleneck's rate before the fluid drain ends for each flow behind it. Event times
+are rounded to whole picoseconds.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from astra_flow.network import FlowNetwork, create
 MIB = 1 << 20
 PS = 2e-3  # ns: event times are rounded to whole ps, at most twice per message
 C = 12.5  # bytes/ns: 100 Gbps
+Q = 4096 + 82  # wire bytes of a full packet
 L = 1000.0  # ns per link
 
 
@@ -79,11 +84,12 @@ def test_lone_message_pipelines_across_a_slower_middle_link():
 
 def test_incast_shares_the_receivers_link_and_counts_every_byte():
     # Four senders to NPU 0: each gets C/4 of the switch->0 link (the ACKs go the other
-    # way), so all four drain together at 4W/C and land 2L + one packet later.
+    # way), so all four drain together at 4W/C and land 2L + one packet later, each
+    # sooner by a full packet per sender behind it in the last round.
     net = FlowNetwork(star(5), FlowConfig(ack_bytes=86))
     arrived = deliveries(net, [(s, 0, MIB, 0, 0) for s in range(1, 5)])
-    expected = 4 * wire(MIB) / C + 2 * L + last_packet(MIB) / C
-    assert all(t == pytest.approx(expected, abs=PS) for t in arrived.values())
+    fluid = 4 * wire(MIB) / C + 2 * L + last_packet(MIB) / C
+    assert arrived == pytest.approx({i: fluid - (3 - i) * Q / C for i in range(4)}, abs=PS)
     down, up = net.topology.link(5, 0), net.topology.link(0, 5)
     assert net.link_bytes[down] == 4 * wire(MIB)
     ack_weight = 86 / (4096 + 82)
@@ -98,7 +104,8 @@ def test_incast_shares_the_receivers_link_and_counts_every_byte():
 def test_a_finished_flow_frees_its_share_after_the_reallocation_delay(delay):
     # Two senders to NPU 0, 1 MiB and 4 MiB: C/2 each until the small one drains at
     # t1 = 2 W1 / C; the large one runs at C from the first multiple of the delay after
-    # t1 (the fixed reallocation clock), or from t1 with no delay.
+    # t1 (the fixed reallocation clock), or from t1 with no delay. The small one's last
+    # packet leaves a full packet before t1, ahead of the large one's in the last round.
     net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=delay, ack_bytes=86))
     arrived = deliveries(net, [(1, 0, MIB, 0, 0), (2, 0, 4 * MIB, 0, 0)])
     t1 = 2 * wire(MIB) / C
@@ -107,7 +114,7 @@ def test_a_finished_flow_frees_its_share_after_the_reallocation_delay(delay):
     left = wire(4 * MIB) - freed * C / 2
     t2 = freed + left / C
     tail = 2 * L + last_packet(MIB) / C
-    assert arrived[0] == pytest.approx(t1 + tail, abs=PS)
+    assert arrived[0] == pytest.approx(t1 + tail - Q / C, abs=PS)
     assert arrived[1] == pytest.approx(t2 + 2 * L + last_packet(4 * MIB) / C, abs=PS)
 
 
@@ -175,3 +182,15 @@ def test_flows_joining_one_by_one_queue_one_drain_event_per_rate_rise_not_per_ch
     last = max(f.start_ns + f.fct_ns for f in run.flows)
     assert last >= n * 1082 / GBPS_100 + 2 * LINK_NS
     assert min(f.slowdown for f in run.flows) >= 1
+
+
+def test_the_flow_that_started_sooner_leads_the_last_round():
+    # Two 1 MiB messages to NPU 0, the second sent 3 us later: the first runs alone for
+    # 3 us, then both at C/2; the first drains at 2W/C - 3 us with its last packet a full
+    # packet ahead of the second's last round; the second drains alone at 2W/C.
+    net = FlowNetwork(star(3), FlowConfig(reallocation_delay_ns=0.0))
+    later = 3000.0
+    arrived = deliveries(net, [(2, 0, MIB, 0, later), (1, 0, MIB, 0, 0)])
+    tail = 2 * L + last_packet(MIB) / C
+    assert arrived[1] == pytest.approx(2 * wire(MIB) / C - later + tail - Q / C, abs=PS)
+    assert arrived[0] == pytest.approx(2 * wire(MIB) / C + tail, abs=PS)
