@@ -29,7 +29,14 @@ from astra_core.outputs import any_stdout
     help="simulate every job alone again, even where an earlier call kept that run "
     "($XDG_CACHE_HOME/astra/cluster)",
 )
-def cluster(spec, json_path, plots_dir, no_cache) -> None:
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="simulate the jobs alone beside the run of all jobs, in this many processes in all "
+    "[default: one per CPU; 1: one run after the other]",
+)
+def cluster(spec, json_path, plots_dir, no_cache, processes) -> None:
     """Run the jobs of SPEC (a cluster spec, YAML) together on one network, then each alone
     on the same NPUs (or read that run from an earlier call with the same inputs), and
     print per job its iteration times, completion time (JCT) and slowdown.
@@ -50,13 +57,16 @@ def cluster(spec, json_path, plots_dir, no_cache) -> None:
     if plots_dir:
         check_output_dir(plots_dir, "--plots")
     result = simulate_cluster(
-        spec, on_run=lambda what: click.echo(f"simulating {what}", err=True), cache=not no_cache
+        spec,
+        on_run=lambda what: click.echo(f"simulating {what}", err=True),
+        cache=not no_cache,
+        processes=processes,
     )
     console = Console(stderr=any_stdout([json_path]))
     console.print(_job_table(result, spec))
     if result.note:
         console.print(f"note: {result.note}", highlight=False)
-    console.print(f"simulated in {time.perf_counter() - started:.2f} s (together, then each job alone)")
+    console.print(f"simulated in {time.perf_counter() - started:.2f} s (together and each job alone)")
     if json_path:
         write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")
     if plots_dir:

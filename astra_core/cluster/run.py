@@ -2,9 +2,10 @@
 each costs the others.
 
 The jobs of a spec (:mod:`.spec`) are placed (:mod:`.placement`), composed into
-one run (:mod:`.compose`) and simulated together on the spec's backend; then each
-job again *alone* on the same placement (the other NPUs idle), or that run is read
-from an earlier call with the same inputs (:mod:`.cache`). Per job: each
+one run (:mod:`.compose`) and simulated together on the spec's backend, and each
+job again *alone* on the same placement (the other NPUs idle), beside it in worker
+processes (:mod:`.processes`), or that run is read from an earlier call with the
+same inputs (:mod:`.cache`). Per job: each
 iteration's time (from its start, or the previous iteration's end, to when its
 slowest rank ended it), its completion time (JCT, from its start to its last
 iteration's end) and the slowdowns against running alone. Per link, each job's bytes are its alone run's: the same messages cross
@@ -29,6 +30,7 @@ from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alon
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims, parse_dims
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
+from astra_core.cluster.processes import available_processes, run_beside
 from astra_core.cluster.spec import ClusterFile, JobSpec, load_cluster_spec
 from astra_core.config.comm_groups import load_comm_groups
 from astra_core.config.system import load_system
@@ -185,8 +187,17 @@ class _Cluster:
             job.start_us,
         )
 
-    def run(self, jobs: list[JobTraces]) -> Report:
-        traces, groups = compose(jobs, self.npus, self.group_ids, self.slow)
+    def compose(self, jobs: list[JobTraces]) -> tuple[list, dict[str, tuple[int, ...]]]:
+        """The per-NPU traces and communicator groups of ``jobs`` run together."""
+        return compose(jobs, self.npus, self.group_ids, self.slow)
+
+    def alone(self, index: int) -> AloneRun:
+        """What job ``index``'s run alone keeps (:func:`_alone`)."""
+        job = self.jobs[index]
+        return _alone(self.simulate(*self.compose([job])), job)
+
+    def simulate(self, traces: list, groups: dict[str, tuple[int, ...]]) -> Report:
+        """One simulation of composed traces on the spec's network and backend."""
         return simulate(
             traces,
             self.system,
@@ -274,38 +285,57 @@ def simulate_cluster(
     plugin_manager: Any = None,
     on_run: Callable[[str], None] | None = None,
     cache: bool = True,
+    processes: int | None = None,
 ) -> ClusterResult:
     """Run the jobs of ``spec`` (a cluster spec file or a :class:`ClusterFile`) on one
     network, then each alone on its NPUs (module doc), or read its alone run from an
     earlier call with the same inputs (:mod:`.cache`; not with ``cache=False``).
-    ``on_run(what)`` is told before each of these runs starts (``"all 3 jobs together
-    (run 1 of 4)"``). Raises ConfigError (one line naming the job and key) for a bad
-    spec, and what :func:`astra.simulate` raises."""
+
+    The runs alone go on beside the run of all jobs in up to ``processes`` processes in
+    all (default: one per CPU this process may use; 1: one after the other in this
+    process; :mod:`.processes`); results do not depend on it. ``on_run(what)`` is told
+    of each run before they start (``"all 3 jobs together (run 1 of 4)"``). Raises
+    ConfigError (one line naming the job and key) for a bad spec or ``processes`` < 1,
+    and what :func:`astra.simulate` raises."""
     if not isinstance(spec, ClusterFile):
         spec = load_cluster_spec(spec)
+    if processes is not None and (
+        isinstance(processes, bool) or not isinstance(processes, int) or processes < 1
+    ):
+        raise ConfigError(f"processes: expected an integer >= 1, got {processes!r}")
     cluster = _Cluster(spec, plugin_manager)
     count = len(cluster.jobs)
     runs = 1 if count == 1 else count + 1
+    composed = cluster.compose(cluster.jobs)  # before the keys: they name its communicators
+    keys: dict[int, str | None] = {}
+    kept: dict[int, AloneRun] = {}
+    for i, (job, job_spec) in enumerate(zip(cluster.jobs, spec.jobs)):
+        if count > 1:
+            keys[i] = cluster.alone_key(job, job_spec) if cache else None
+            found = None if keys[i] is None else load_alone(cast(str, keys[i]))
+            if found is not None:
+                kept[i] = found
+    todo = [i for i in keys if i not in kept]
     if on_run is not None:
         on_run(f"all {count} jobs together (run 1 of {runs})")
-    together = cluster.run(cluster.jobs)
+        for i in keys:
+            what = f"job {cluster.jobs[i].name} alone (run {i + 2} of {runs})"
+            on_run(what if i not in kept else f"{what}: kept from an earlier call")
+    together, fresh = run_beside(
+        lambda: cluster.simulate(*composed),
+        cluster.alone,
+        todo,
+        available_processes() if processes is None else processes,
+        lambda i: f"job {cluster.jobs[i].name} alone",
+    )
+    for i, run in fresh.items():
+        if keys[i] is not None:
+            store_alone(cast(str, keys[i]), run)
+    alone_runs = {**kept, **fresh}
     results = []
-    for i, (job, job_spec) in enumerate(zip(cluster.jobs, spec.jobs)):
-        what = f"job {job.name} alone (run {i + 2} of {runs})"
-        if count == 1:
-            alone = _alone(together, job)
-        else:
-            key = cluster.alone_key(job, job_spec) if cache else None
-            kept = None if key is None else load_alone(key)
-            if on_run is not None:
-                on_run(what if kept is None else f"{what}: kept from an earlier call")
-            if kept is None:
-                kept = _alone(cluster.run([job]), job)
-                if key is not None:
-                    store_alone(key, kept)
-            alone = kept
+    for i, job in enumerate(cluster.jobs):
         iteration_ns, end = _ends(together, job)
-        alone_iteration_ns, alone_end, links = alone
+        alone_iteration_ns, alone_end, links = alone_runs[i] if count > 1 else _alone(together, job)
         results.append(
             JobResult(
                 job.name,

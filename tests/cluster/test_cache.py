@@ -14,16 +14,17 @@ from astra_core.workload.generators.micro import write_micro
 
 @pytest.fixture
 def runs(monkeypatch):
-    """The jobs simulated alone, by name, in order (the run of all jobs is not counted)."""
+    """The jobs simulated alone, by name, in order (the run of all jobs is not counted);
+    every run in this process, so that it can count them."""
     done: list[str] = []
-    original = cluster_run._Cluster.run
+    original = cluster_run._Cluster.alone
 
-    def counted(self, jobs):
-        if len(jobs) == 1 and len(self.jobs) > 1:
-            done.append(jobs[0].name)
-        return original(self, jobs)
+    def counted(self, index):
+        done.append(self.jobs[index].name)
+        return original(self, index)
 
-    monkeypatch.setattr(cluster_run._Cluster, "run", counted)
+    monkeypatch.setattr(cluster_run._Cluster, "alone", counted)
+    monkeypatch.setattr(cluster_run, "available_processes", lambda: 1)
     return done
 
 
