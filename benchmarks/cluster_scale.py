@@ -8,11 +8,12 @@ rail-optimized leaf-spine whose spines carry half of what the leaves take in,
 ResNet jobs starting 1 ms after the LLM jobs. ``--placement spread`` spreads every
 job over all servers instead (its tensor-parallel groups then cross the spines,
 which every job shares). Runs ``astra.simulate_cluster``
-(all jobs together, then each alone) and prints the wall time, the peak memory
-and the per-job slowdowns.
+(all jobs together and each alone, beside it in worker processes: one per CPU
+in all, or ``--processes N``) and prints the wall time, the peak memory of this
+process and of the largest worker, and the per-job slowdowns.
 
     python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16]
-        [--placement spread|random --collectives ring]
+        [--placement spread|random --collectives ring] [--processes N]
 
 Targets: under 10 minutes on flow, under 2 minutes on analytical-congestion.
 """
@@ -79,6 +80,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=16, help="jobs of 64 GPUs (the cluster has 64 x jobs)")
     parser.add_argument("--placement", default="packed", help="every job's placement policy")
     parser.add_argument(
+        "--processes", type=int, default=None, help="processes in all (default: one per CPU; 1: one run at a time)"
+    )
+    parser.add_argument(
         "--collectives",
         default="nccl",
         help="nccl (the H100 NCCL model) or an upstream algorithm on both dimensions (ring, direct, ...); "
@@ -93,11 +97,13 @@ def main() -> None:
         data["backend"] = args.backend
         spec.write_text(yaml.safe_dump(data, sort_keys=False))
         started = time.perf_counter()
-        result = astra.simulate_cluster(spec)
+        result = astra.simulate_cluster(spec, processes=args.processes)
         wall = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
         f"{args.jobs} jobs on {64 * args.jobs} GPUs, backend {result.backend}: {wall:.1f} s, peak {peak:.0f} MiB"
+        + (f" (a worker process: {workers:.0f} MiB)" if args.processes != 1 else "")
     )
     for job in result.jobs:
         steps = ", ".join(f"{t / 1e6:.2f}" for t in job.iteration_ns)

@@ -9,8 +9,9 @@
 // after flows stop; a message is delivered a pipeline tail after its last byte drained
 // (its lone store-and-forward time less the time its wire bytes take at the route's
 // bottleneck), less a packet time for each flow behind it in the last round at its
-// bottleneck (last_round_lead). Event times are rounded to whole ps, as Python's round(t, 3), so that
-// instants that exact arithmetic makes equal stay equal whatever the rates' rounding.
+// bottleneck (last_round_lead). Event times are rounded to whole ps, as Python's
+// round(t, 3), so that instants that exact arithmetic makes equal stay equal whatever
+// the rates' rounding.
 
 // A lone message's store-and-forward pipeline over a route (astra_core/topology/
 // pipeline.py gives the closed form): per link j, (P(j), max t up to j, t_j + ... +
