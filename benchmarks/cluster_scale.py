@@ -80,7 +80,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=16, help="jobs of 64 GPUs (the cluster has 64 x jobs)")
     parser.add_argument("--placement", default="packed", help="every job's placement policy")
     parser.add_argument(
-        "--processes", type=int, default=None, help="processes in all (default: one per CPU; 1: one run at a time)"
+        "--processes",
+        type=int,
+        default=None,
+        help="processes in all (default: one per CPU; 1: one run at a time)",
     )
     parser.add_argument(
         "--collectives",
