@@ -288,7 +288,7 @@ def simulate_cluster(
     processes: int | None = None,
 ) -> ClusterResult:
     """Run the jobs of ``spec`` (a cluster spec file or a :class:`ClusterFile`) on one
-    network, then each alone on its NPUs (module doc), or read its alone run from an
+    network, and each alone on its NPUs (module doc), or read its alone run from an
     earlier call with the same inputs (:mod:`.cache`; not with ``cache=False``).
 
     The runs alone go on beside the run of all jobs in up to ``processes`` processes in
@@ -309,10 +309,10 @@ def simulate_cluster(
     composed = cluster.compose(cluster.jobs)  # before the keys: they name its communicators
     keys: dict[int, str | None] = {}
     kept: dict[int, AloneRun] = {}
-    for i, (job, job_spec) in enumerate(zip(cluster.jobs, spec.jobs)):
-        if count > 1:
-            keys[i] = cluster.alone_key(job, job_spec) if cache else None
-            found = None if keys[i] is None else load_alone(cast(str, keys[i]))
+    if count > 1:  # a job on its own is its run alone
+        for i, (job, job_spec) in enumerate(zip(cluster.jobs, spec.jobs)):
+            key = keys[i] = cluster.alone_key(job, job_spec) if cache else None
+            found = None if key is None else load_alone(key)
             if found is not None:
                 kept[i] = found
     todo = [i for i in keys if i not in kept]
@@ -329,8 +329,9 @@ def simulate_cluster(
         lambda i: f"job {cluster.jobs[i].name} alone",
     )
     for i, run in fresh.items():
-        if keys[i] is not None:
-            store_alone(cast(str, keys[i]), run)
+        key = keys[i]
+        if key is not None:
+            store_alone(key, run)
     alone_runs = {**kept, **fresh}
     results = []
     for i, job in enumerate(cluster.jobs):

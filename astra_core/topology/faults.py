@@ -195,7 +195,8 @@ def link_changes(topology: PhysicalTopology, faults: Sequence[LinkFault]) -> lis
     with the whole-run faults applied: :func:`apply_faults`), in time order; the changes
     of one instant are one :class:`LinkChange`. Raises ConfigError naming ``faults[i]``
     for a bad fault or a timed fault of a cable a whole-run fault already removed."""
-    by_time: dict[float, dict[int, float]] = {}
+    ends: list[tuple[float, int, float]] = []  # (ns, link, bandwidth)
+    starts: list[tuple[float, int, float]] = []
     for i, fault in enumerate(faults):
         if fault.whole_run:
             continue
@@ -206,9 +207,12 @@ def link_changes(topology: PhysicalTopology, faults: Sequence[LinkFault]) -> lis
             )
         for link in links:
             bandwidth = topology.link_bandwidth[link]
-            by_time.setdefault(fault.at_us * 1000.0, {})[link] = bandwidth * fault.factor
+            starts.append((fault.at_us * 1000.0, link, bandwidth * fault.factor))
             if fault.until_us is not None:
-                by_time.setdefault(fault.until_us * 1000.0, {})[link] = bandwidth
+                ends.append((fault.until_us * 1000.0, link, bandwidth))
+    by_time: dict[float, dict[int, float]] = {}
+    for at, link, bandwidth in ends + starts:  # a fault starting as another ends wins
+        by_time.setdefault(at, {})[link] = bandwidth
     return [LinkChange(t, by_time[t]) for t in sorted(by_time)]
 
 

@@ -170,3 +170,14 @@ def test_a_backend_that_cannot_change_links_says_so(cluster, backend):
         f"error: faults: backend {backend} cannot change links during a run (faults with at_us or "
         "until_us); use flow or analytical-congestion, or faults for the whole run"
     )
+
+
+def test_a_fault_that_starts_as_another_ends_holds_whatever_their_order():
+    from astra_core.topology.faults import link_changes
+
+    first = LinkFault(link=[16, 20], down=True, at_us=10, until_us=20)
+    second = LinkFault(link=[20, 16], bandwidth=0.5, at_us=20, until_us=30)
+    full = FABRIC.link_bandwidth[FABRIC.link(16, 20)]
+    for faults in ([first, second], [second, first]):
+        at_20 = {c.at_ns: c.bytes_per_ns for c in link_changes(FABRIC, faults)}[20_000.0]
+        assert at_20 == {FABRIC.link(16, 20): full / 2, FABRIC.link(20, 16): full / 2}
