@@ -13,7 +13,7 @@ in all, or ``--processes N``) and prints the wall time, the peak memory of this
 process and of the largest worker, and the per-job slowdowns.
 
     python benchmarks/cluster_scale.py [--backend flow|analytical-congestion] [--jobs 16]
-        [--placement spread|random --collectives ring] [--processes N]
+        [--placement spread|random --collectives ring] [--processes N] [--failed-cables N]
 
 Targets: under 10 minutes on flow, under 2 minutes on analytical-congestion.
 """
@@ -74,11 +74,30 @@ def prepare(folder: Path, jobs: int, placement: str = "packed", collectives: str
     return path
 
 
+def failed_cables(fabric: Path, count: int) -> list[dict]:
+    """Faults taking the first ``count`` switch-to-switch cables of ``fabric`` down from
+    20 ms to 120 ms."""
+    from astra_core.topology.ns3_format import read_ns3_topology
+
+    topology = read_ns3_topology(fabric)
+    switches = topology.switches
+    cables = sorted(
+        {tuple(sorted(pair)) for pair in zip(topology.link_src, topology.link_dst) if set(pair) <= switches}
+    )
+    return [{"link": list(c), "down": True, "at_us": 20_000, "until_us": 120_000} for c in cables[:count]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="flow")
     parser.add_argument("--jobs", type=int, default=16, help="jobs of 64 GPUs (the cluster has 64 x jobs)")
     parser.add_argument("--placement", default="packed", help="every job's placement policy")
+    parser.add_argument(
+        "--failed-cables",
+        type=int,
+        default=0,
+        help="this many leaf-spine cables (the first in node order) down from 20 ms to 120 ms",
+    )
     parser.add_argument(
         "--processes",
         type=int,
@@ -98,6 +117,8 @@ def main() -> None:
         spec = prepare(Path(tmp), args.jobs, args.placement, args.collectives)
         data = yaml.safe_load(spec.read_text())
         data["backend"] = args.backend
+        if args.failed_cables:
+            data["faults"] = failed_cables(Path(tmp) / data["topology"], args.failed_cables)
         spec.write_text(yaml.safe_dump(data, sort_keys=False))
         started = time.perf_counter()
         result = astra.simulate_cluster(spec, processes=args.processes)
