@@ -5,12 +5,12 @@ The jobs of a spec (:mod:`.spec`) are placed (:mod:`.placement`), composed into
 one run (:mod:`.compose`) and simulated together on the spec's backend, and each
 job again *alone* on the same placement (the other NPUs idle), beside it in worker
 processes (:mod:`.processes`), or that run is read from an earlier call with the
-same inputs (:mod:`.cache`). Per job: each
-iteration's time (from its start, or the previous iteration's end, to when its
-slowest rank ended it), its completion time (JCT, from its start to its last
-iteration's end) and the slowdowns against running alone. Per link, each job's bytes are its alone run's: the same messages cross
-the same routes whether or not the other jobs run (static routes; an adaptive
-backend may route differently when the links are busy).
+same inputs (:mod:`.cache`). Per job: each iteration's time (from its start, or
+the previous iteration's end, to when its slowest rank ended it), its completion
+time (JCT, from its start to its last iteration's end) and the slowdowns against
+running alone. Per link, each job's bytes are its alone run's: the same messages
+cross the same routes whether or not the other jobs run (static routes; an
+adaptive backend, or a cable failing during the run, may route differently).
 
 On a backend that does not model link sharing (``analytical``) jobs cannot slow
 each other: the result says so (:attr:`ClusterResult.note`) and every slowdown

@@ -278,10 +278,10 @@ def check_reachable(
     down: set[int] = set()
     whole = [f"{f.link[0]}-{f.link[1]}" for f in whole_run_faults(faults) if f.down]
     timed = [f for f in timed_faults(faults) if f.down]
+    nodes = [topology.hosts[n] for n in npus]
     for change in [LinkChange(0.0, {})] + link_changes(topology, timed):
         for link, bandwidth in change.bytes_per_ns.items():
             (down.add if bandwidth == 0 else down.discard)(link)
-        nodes = [topology.hosts[n] for n in npus]
         cut = _cut(topology, nodes, down)
         if cut is None:
             continue
