@@ -201,6 +201,9 @@ class RunResult:
     none). ``background``: the flows run beside the step
     (:class:`astra_core.flows.run.FlowResult`), if any. ``iterations``: each
     iteration's times in a run of several (:class:`IterationTimes`).
+    ``folded``: NCCL collectives (one per communicator and call) that rank symmetry
+    ran at NCCL's predicted time and replayed (:mod:`astra_core.system.floor_fold`);
+    ``symmetry_off``: why every rank was simulated ("" when symmetric or turned off).
     """
 
     backend: str
@@ -216,6 +219,8 @@ class RunResult:
     graphs: Sequence[Any] = field(default=(), repr=False)  # every rank's dependency graph
     background: list[Any] | None = None
     iterations: IterationTimes | None = None  # a run of several iterations (--iterations)
+    folded: int = 0
+    symmetry_off: str = ""
 
     @property
     def step_ns(self) -> float:

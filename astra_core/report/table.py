@@ -112,7 +112,15 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
             f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}"
         )
     if result.symmetric:
+        folded = (
+            f"; {result.folded:,} NCCL collectives whose members play different parts (a tree's root and leaves) "
+            "folded: each ends at NCCL's predicted time on every rank (checked), its messages replayed"
+            if result.folded
+            else ""
+        )
         console.print(
             f"rank symmetry: {len(result.traces)} of {len(ranks)} ranks simulated, "
-            "each standing for its class"
+            f"each standing for its class{folded}"
         )
+    elif result.symmetry_off and len(ranks) > 1:
+        console.print(f"rank symmetry: off, every rank simulated ({result.symmetry_off})")

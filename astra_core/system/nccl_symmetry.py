@@ -14,7 +14,16 @@ for ``C`` and ``M'`` for ``T(C)``:
   relative to their neighbours, and each rail's ring (node after node from
   one local rank) maps onto the same rail's ring;
 * otherwise (a tree's root or a chain's ends move, a node is split) the
-  translation is refused.
+  members play other parts after the translation. That is still exact where
+  the part does not change when the collective ends: on a congestion-unaware
+  network (``message_ns`` given), a collective whose messages, replayed with
+  every member starting at once (:func:`~.collectives.nccl.replay.replay`),
+  are all over before NCCL's predicted time ends on every member at that
+  time. Such a collective is *folded*: the representatives run it at NCCL's
+  time and the run checks afterwards, from the members' real start times,
+  that it still ends there on each (:mod:`.floor_fold`). The small
+  all-reduces of FP8 scaling factors over a pipeline stage (NCCL's tree) are
+  the case in point. Any other collective refuses the translation.
 
 NCCL's choice (algorithm, protocol, channels, its time) depends on the
 communicator's shape only, which ``T`` keeps when it maps nodes onto nodes:
@@ -25,9 +34,10 @@ Point-to-point costs depend on whether both ends share a node, which such a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from astra_core.system.collectives.logical_topology import involved_members
+from astra_core.system.collectives.nccl.replay import replay
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.workload.chakra_types import COMM_COLL
@@ -35,7 +45,12 @@ from astra_core.workload.graph import RankGraph, distinct_shapes, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
-__all__ = ["NcclCollectives"]
+__all__ = ["NcclCollectives", "Collective"]
+
+#: One NCCL collective of a run: (comm type, members, bytes).
+Collective = tuple[CommType, tuple[int, ...], int]
+#: Messages a collective may have for the folding check to replay it (more: not folded).
+REPLAY_MESSAGES_MAX = 200_000
 
 
 class NcclCollectives:
@@ -43,13 +58,22 @@ class NcclCollectives:
 
     ``graphs``: per-rank graphs; ``sizes``: network dimension sizes;
     ``groups``: comm-group name -> members; ``nccl``: the run's
-    :class:`~.collectives.nccl.model.NcclModel`.
+    :class:`~.collectives.nccl.model.NcclModel`; ``message_ns(src, dst, bytes)``:
+    the congestion-unaware backend's message time, which lets collectives be folded
+    (module docstring; None: never).
     """
 
     def __init__(
-        self, graphs: Sequence[RankGraph], sizes: Sequence[int], groups: dict[str, tuple[int, ...]], nccl
+        self,
+        graphs: Sequence[RankGraph],
+        sizes: Sequence[int],
+        groups: dict[str, tuple[int, ...]],
+        nccl,
+        message_ns: Callable[[int, int, int], float] | None = None,
     ):
         self.nccl = nccl
+        self.message_ns = message_ns
+        self._ends_in_time: dict[Collective, bool] = {}
         self.sizes = tuple(sizes)
         npus = 1
         for n in sizes:
@@ -78,7 +102,7 @@ class NcclCollectives:
                         of_node[key] = entry
                 if entry is not None:
                     found.add(entry)
-        self.collectives: set[tuple[CommType, tuple[int, ...], int]] = set()
+        self.collectives: set[Collective] = set()
         whole = tuple(range(npus))
         for rank, graph in enumerate(graphs):
             for comm_type, size, pg, involved in kinds[shape_key(graph.nodes)]:
@@ -96,23 +120,59 @@ class NcclCollectives:
         return self.nccl.gpus_per_node in (1, self.sizes[0])
 
     def preserved_by(self, shift) -> bool:
-        """Does the translation ``shift`` (rank -> rank) keep every NCCL collective (module
-        docstring)?"""
+        """Does the translation ``shift`` (rank -> rank) keep every NCCL collective, or
+        move only collectives that can be folded (module docstring)?"""
+        return self.moved_by(shift) is not None
+
+    def moved_by(self, shift) -> frozenset[Collective] | None:
+        """The collectives the translation ``shift`` (rank -> rank) keeps only by folding
+        them (module docstring); None if it breaks one that cannot be folded."""
         L = self.nccl.gpus_per_node
-        for comm_type, members, size in self.collectives:
+        folded = set()
+        for collective in self.collectives:
+            comm_type, members, size = collective
             order = self.nccl.machine(members)[0].members
             moved = [shift(m) for m in order]
             image = tuple(sorted(moved, key=lambda m: (m // L, m)))
-            if tuple(moved) == image:
+            if tuple(moved) == image or self._turns_a_ring(comm_type, members, size, moved, image):
                 continue
-            if comm_type is CommType.ALL_TO_ALL or self.nccl.choose(comm_type, members, size)[0] != Algo.RING:
-                return False
-            nodes = len({m // L for m in members})
-            start = image.index(moved[0])
-            if (
-                nodes > 1
-                and start % (len(members) // nodes)
-                or tuple(image[start:] + image[:start]) != tuple(moved)
-            ):
-                return False
-        return True
+            if not self.ends_at_nccl_time(collective):
+                return None
+            folded.add(collective)
+        return frozenset(folded)
+
+    def _turns_a_ring(self, comm_type: CommType, members, size: int, moved: list[int], image: tuple) -> bool:
+        """Is ``moved`` NCCL's order ``image`` turned, by whole nodes, on a ring?"""
+        if comm_type is CommType.ALL_TO_ALL or self.nccl.choose(comm_type, members, size)[0] != Algo.RING:
+            return False
+        L = self.nccl.gpus_per_node
+        nodes = len({m // L for m in members})
+        start = image.index(moved[0])
+        return not (nodes > 1 and start % (len(members) // nodes)) and tuple(
+            image[start:] + image[:start]
+        ) == tuple(moved)
+
+    def ends_at_nccl_time(self, collective: Collective) -> bool:
+        """With every member starting at once, are all the collective's messages over by
+        NCCL's predicted time (module docstring)? False without ``message_ns``, and for
+        a collective of more than :data:`REPLAY_MESSAGES_MAX` messages."""
+        known = self._ends_in_time.get(collective)
+        if known is None:
+            known = self._ends_in_time[collective] = self._replays_in_time(collective)
+        return known
+
+    def _replays_in_time(self, collective: Collective) -> bool:
+        if self.message_ns is None:
+            return False
+        comm_type, members, size = collective
+        parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
+        if (
+            sum(len(lane.sends) for schedule, _ in parts.values() for lane in schedule.lanes)
+            > REPLAY_MESSAGES_MAX
+        ):
+            return False
+        try:
+            ends = replay({m: s for m, (s, _) in parts.items()}, dict.fromkeys(members, 0.0), self.message_ns)
+        except ValueError:
+            return False
+        return all(ends.ends_ns[m] <= floor_ns for m, (_, floor_ns) in parts.items())

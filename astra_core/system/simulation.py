@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
-from astra_core.backend import report_progress, set_progress
+from astra_core.backend import lone_message_time, report_progress, set_progress
 from astra_core.config.memory import MemoryConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
@@ -35,6 +35,7 @@ from astra_core.system.attempt import GUARD_EVERY_ENGINES, build_attempt
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
+from astra_core.system.floor_fold import FloorFold, FoldedTraffic, merged_log, with_traffic
 from astra_core.system.memory_guard import check_memory_building, check_memory_left
 from astra_core.system.p2p import MessageMatcher
 from astra_core.system.records import PhaseTimes
@@ -114,6 +115,19 @@ class Simulation:
         if classes is not None and fresh_backend is None:
             classes, self.symmetry_reason = None, "no fresh backend to fall back on"
         self.attempt = build_attempt(context, backend, classes, self)
+        self._fold = self._start_folding(classes, backend)
+        self._folded: FoldedTraffic | None = None
+
+    def _start_folding(self, classes: Symmetry | None, backend) -> FloorFold | None:
+        """The record of the folded NCCL collectives' starts (:mod:`.floor_fold`),
+        if the classes fold some; the NCCL model then builds them folded."""
+        nccl = self.context.nccl
+        lone = lone_message_time(backend)
+        if classes is None or not classes.folded or nccl is None or lone is None:
+            return None
+        fold = FloorFold(classes, nccl, lambda src, dst, size: lone(src, dst, size, 0))
+        nccl.folding = (classes.folded, fold.started)
+        return fold
 
     @property
     def view(self) -> RunView:
@@ -179,10 +193,24 @@ class Simulation:
             started = time.perf_counter()
             try:
                 self._start_and_drain()
-            except TieOrderMatters as why:
+                why = self._settle_folded()
+            except TieOrderMatters as tie:
+                why = str(tie)
+            if why:
                 self._fall_back(f"ranks of a class part ways: {why}", time.perf_counter() - started)
                 self._start_and_drain()
         return self._result()
+
+    def _settle_folded(self) -> str:
+        """Check the folded collectives (:meth:`.floor_fold.FloorFold.settle`): why the
+        symmetric run is not the full run's, or "" (their messages then kept)."""
+        if self._fold is None:
+            return ""
+        settled = self._fold.settle()
+        if isinstance(settled, str):
+            return settled
+        self._folded = settled
+        return ""
 
     def _start_and_drain(self) -> None:
         # Progress reports also guard the machine's memory (memory_guard), so every
@@ -220,6 +248,9 @@ class Simulation:
         # a symmetric run has a fresh backend (__init__ turns symmetry off without one)
         backend = cast("Callable[[], Any]", self._fresh_backend)()
         self.symmetry_reason = reason
+        if self._fold is not None:
+            self._fold.nccl.folding = None
+            self._fold = None
         self.collectives = []
         self._finished = 0
         self.attempt = build_attempt(self.context, backend, None, self)
@@ -228,9 +259,10 @@ class Simulation:
         if self._finished < len(self.engines):
             raise_deadlock(self.attempt)
         warn_unreceived_sends(self.attempt)
-        flights = self.matcher.in_flight  # built once: a dict over every rank
+        flights: Mapping[int, Sequence[float]] = self.matcher.in_flight  # built once: a dict over every rank
         ranks = [self._rank_result(e, flights.get(e.rank, ())) for e in self.engines]
         messages, message_bytes = self.matcher.messages, self.matcher.bytes
+        folded = self._folded
         representative = None
         if self.symmetry is not None:
             by_rank = {result.rank: result for result in ranks}
@@ -243,6 +275,14 @@ class Simulation:
             class_size = self.npus_count // len(self.engines)
             messages *= class_size
             message_bytes *= class_size
+            if folded is not None:
+                ranks = self._with_folded(ranks, representative, flights, folded)
+                messages += folded.messages
+                message_bytes += folded.message_bytes
+                flights = {
+                    e.rank: merged_log(flights.get(e.rank, ()), folded.in_flight.get(e.rank, []))
+                    for e in self.engines
+                }
         return RunResult(
             backend=self.backend_name,
             ranks=ranks,
@@ -255,7 +295,25 @@ class Simulation:
             message_bytes=message_bytes,
             symmetric=self.symmetry is not None,
             representative=representative,
+            folded=folded.collectives if folded is not None else 0,
+            symmetry_off=""
+            if self.symmetry is not None or self.symmetry_reason == "turned off"
+            else self.symmetry_reason,
         )
+
+    def _with_folded(
+        self, ranks: list[RankResult], representative: list[int], flights, folded: FoldedTraffic
+    ) -> list[RankResult]:
+        """Every rank's result with the folded collectives' messages in flight
+        (remote memory, which changes how the in-flight time is summed, turns rank
+        symmetry off)."""
+        comm = {e.rank: union(flight_pairs(e.comm_intervals)) for e in self.engines}
+        return [
+            with_traffic(r, flights.get(rep, ()), comm[rep], folded.in_flight[r.rank])
+            if r.rank in folded.in_flight
+            else r
+            for r, rep in zip(ranks, representative)
+        ]
 
     def _collective_records(self) -> list[CollectiveRecord]:
         """The collectives' frozen records: made as each finished (its DataSet then

@@ -21,8 +21,10 @@ communicator group's chunk, the translated group's tag).
 * Double binary trees give ranks different roles: no symmetry along their
   dimensions. A whole-network ring over several dimensions: no symmetry.
 * NCCL collectives: a translation is kept only if it keeps every NCCL
-  communicator's order, or turns it where NCCL runs a ring
-  (:mod:`.nccl_symmetry`).
+  communicator's order, turns it where NCCL runs a ring, or moves only
+  collectives that end at NCCL's predicted time whatever part a member
+  plays, which the run then *folds* and checks (:mod:`.nccl_symmetry`,
+  :mod:`.floor_fold`).
 * A Switch or FullyConnected dimension on which no native algorithm runs may
   be read as two (``a x b`` NPUs, ``a`` from a communicator group's extent):
   message times there do not depend on the offset, so a rotation within
@@ -58,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from astra_core.backend import is_symmetric
+from astra_core.backend import is_symmetric, lone_message_time
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
@@ -81,12 +83,16 @@ class Symmetry:
     ``steps[d]`` is ``k_d``: ranks whose coordinates agree modulo ``k_d`` in
     every dimension are one class (``k_d = sizes[d]``: no symmetry along ``d``).
     ``groups`` maps a communicator group id to its members (for tags).
+    ``folded``: the NCCL collectives (comm type, members, bytes) that the
+    translations keep only by running them at NCCL's predicted time
+    (:mod:`.floor_fold`).
     """
 
     sizes: tuple[int, ...]
     kinds: tuple[str, ...]
     steps: tuple[int, ...]
     groups: dict[int, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    folded: frozenset = field(default_factory=frozenset, compare=False)
     if TYPE_CHECKING:  # set by __post_init__; not fields (only type checkers see these lines)
         _strides: tuple[int, ...] = field(init=False)
         _group_of: dict[frozenset[int], int] = field(init=False)
@@ -260,9 +266,12 @@ def _signatures(
     bases: list[tuple[int, tuple[int, ...]]],
     sym: Symmetry,
     groups: dict[str, tuple[int, ...]],
+    orderless: frozenset[int] = frozenset(),
 ) -> list[int]:
     """Per rank: a class id of its trace with groups and peers as offsets from the rank
-    (``bases``: :func:`_base_signatures`).
+    (``bases``: :func:`_base_signatures`). A group is its members' offsets in ring
+    order, or as a set for the comm types in ``orderless`` (those NCCL runs: it
+    orders a communicator itself, and :mod:`.nccl_symmetry` checks that order).
 
     Two ranks get the same id exactly when their canonical signatures are
     equal: the signatures are interned (compared element by element), never
@@ -289,14 +298,19 @@ def _signatures(
             rel = []
             for pos in relative:
                 node = graph.nodes[pos]
-                ring: tuple | str | None = node.pg_name
+                ring: tuple | frozenset | str | None = node.pg_name
                 if ring:
-                    ring = rings.get(node.pg_name)
+                    as_set = node.comm_type in orderless
+                    ring = rings.get((node.pg_name, as_set))
                     if ring is None:
                         members = groups.get(_group_key(cast(str, node.pg_name)))  # a name: ring held it
-                        ring = rings[node.pg_name] = (
-                            _ring(offset(m) for m in members) if members else node.pg_name
-                        )
+                        if not members:
+                            ring = node.pg_name
+                        elif as_set:
+                            ring = frozenset(offset(m) for m in members)
+                        else:
+                            ring = _ring(offset(m) for m in members)
+                        rings[(node.pg_name, as_set)] = ring
                 rel.append((offset(node.comm_src), offset(node.comm_dst), ring))
             class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
         out.append(class_id)
@@ -429,16 +443,23 @@ def find_symmetry(
         return None, "two communicator groups have the same members"
     collectives = None
     if nccl is not None:
-        collectives = NcclCollectives(graphs, sizes, groups, nccl)
+        lone = lone_message_time(backend)
+        message_ns = None if lone is None else (lambda src, dst, size: lone(src, dst, size, 0))
+        collectives = NcclCollectives(graphs, sizes, groups, nccl, message_ns)
         if not collectives.nodes_preserved():
             return None, "NCCL's nodes are not network dimension 0"
     bases = _base_signatures(graphs)
-    best = _steps(graphs, bases, tuple(sizes), tuple(kinds), ids, groups, collectives)
+    orderless = frozenset(
+        c.value
+        for c in CONFIGURABLE
+        if collectives is not None and group_algorithm(implementations[c]) == "nccl"
+    )
+    best = _steps(graphs, bases, tuple(sizes), tuple(kinds), ids, groups, collectives, orderless)
     splittable = [bool(distance_free and distance_free[d]) and d not in native for d in range(len(sizes))]
     for d, split in _splits(sizes, kinds, splittable, groups):
         sub_sizes = (*sizes[:d], *split, *sizes[d + 1 :])
         sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1 :])
-        candidate = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives)
+        candidate = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives, orderless)
         if len(candidate.representatives()) < len(best.representatives()):
             best = candidate
     if all(step == size for step, size in zip(best.steps, best.sizes)):
@@ -486,13 +507,15 @@ def _steps(
     ids: dict[int, tuple[int, ...]],
     groups: dict[str, tuple[int, ...]],
     collectives: NcclCollectives | None,
+    orderless: frozenset[int] = frozenset(),
 ) -> Symmetry:
     """Per dimension the smallest step whose translation maps every rank's trace onto
-    its image's (and keeps every NCCL collective)."""
+    its image's (and keeps every NCCL collective); ``orderless``: as :func:`_signatures`."""
     probe = Symmetry(sizes, tuple(k if k != "none" else "rotation" for k in kinds), sizes, ids)
-    signatures = _signatures(graphs, bases, probe, groups)
+    signatures = _signatures(graphs, bases, probe, groups, orderless)
     uniform = len(set(signatures)) == 1  # every translation maps the traces onto each other
     steps = []
+    folded: set = set()
     for d, (size, kind) in enumerate(zip(sizes, kinds)):
         if uniform and kind != "none" and collectives is None:
             steps.append(1)
@@ -500,19 +523,23 @@ def _steps(
         step = size
         if kind == "rotation":
             for k in range(1, size):
-                if (
-                    size % k == 0
-                    and (uniform or _invariant(signatures, probe, d, k))
-                    and (collectives is None or collectives.preserved_by(_translation(probe, d, k)))
-                ):
+                if size % k or not (uniform or _invariant(signatures, probe, d, k)):
+                    continue
+                moved = (
+                    collectives.moved_by(_translation(probe, d, k))
+                    if collectives is not None
+                    else frozenset()
+                )
+                if moved is not None:
                     step = k
+                    folded |= moved
                     break
         elif kind == "xor":
             bits = [1 << b for b in range(size.bit_length() - 1)]
             if all(_invariant(signatures, probe, d, b) for b in bits):
                 step = 1
         steps.append(step)
-    return Symmetry(sizes, probe.kinds, tuple(steps), ids)
+    return Symmetry(sizes, probe.kinds, tuple(steps), ids, frozenset(folded))
 
 
 def _translation(sym: Symmetry, dim: int, step: int):

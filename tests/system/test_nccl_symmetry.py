@@ -87,10 +87,39 @@ def test_nccl_symmetry_is_exact(tmp_path, dp, tp, pp, dims, options, simulated):
     assert [r.exposed_comm_ns for r in sym.ranks] == [r.exposed_comm_ns for r in full.ranks]
 
 
-def test_trees_keep_their_roots(tmp_path):
-    """NCCL_ALGO=Tree: a tree's root and leaves differ, so no translation moves ranks
-    between positions of a tree; the run stays exact with fewer classes merged."""
+def test_trees_fold_where_nccl_time_decides(tmp_path):
+    """NCCL_ALGO=Tree: a tree's root and leaves differ, but on this fabric every tree
+    collective's messages are over before NCCL's predicted time, which then decides
+    when it ends on every member: the run folds into one class and stays exact in
+    times, message counts and time in flight (the members' messages replayed)."""
     sym, full = runs(tmp_path, 4, 8, 1, [8, 4], system=nccl_system(NCCL_ALGO="Tree"))
+    assert sym.symmetric and len(sym.traces) == 1
+    assert {c.nccl_choice.algorithm for c in full.collectives if c.nccl_choice} == {"Tree"}
+    assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
+    assert (sym.messages, sym.message_bytes) == (full.messages, full.message_bytes)
+    for a, b in zip(sym.ranks, full.ranks):
+        assert a.comm_ns == pytest.approx(b.comm_ns, abs=1e-3)
+        assert a.comm_wait_ns == pytest.approx(b.comm_wait_ns, abs=1e-3)
+
+
+def test_trees_keep_their_roots_where_messages_decide(tmp_path):
+    """With 100 µs per hop between nodes (NCCL's cost model counts 2.7 µs) a tree's
+    messages outlast NCCL's predicted time, so the leaves end later than the root: no
+    translation moves a tree's members, and the run is exact with fewer classes merged."""
+    cfg = LLMConfig(MODEL, GPUS["a100"], dp=4, tp=8, pp=1, micro_batch=1, global_batch=16, dims=[8, 4])
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 4],
+            "bandwidth": [300e9 / GIB, 25e9 / GIB],
+            "latency": [300, 100_000],
+        }
+    )
+    sym, full = (
+        astra.simulate(str(tmp_path / "llm"), nccl_system(NCCL_ALGO="Tree"), network, symmetry=flag)
+        for flag in (True, False)
+    )
     assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
     assert not sym.symmetric or len(sym.traces) > 1
 

@@ -11,7 +11,7 @@ reduction in buckets; :class:`StageNode` is one node before it is written
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -431,14 +431,16 @@ class StageBuilder:
         forward = phase != "bwd"
         if self.overlap:
             name = f"L{i}_mb{m}_{phase}_attn"
-            ops = self.attn if forward else O.backward(self.attn)
+            again, key = phase == "recompute", self._phase_key(i, m, phase)
+            attn = self.attn if self.C == 1 else self.pre + self.core + self.post
             self._overlapped(
                 name,
-                ops,
+                attn if forward else O.backward(attn),
                 forward,
-                phase == "recompute",
-                2 * self._phase_key(i, m, phase),
+                again,
+                2 * key,
                 () if forward else self.accumulate[i],
+                None if self.C == 1 else lambda mid: self._cp_middle(name, mid, forward, again, key),
             )
             return
         self._tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
@@ -465,6 +467,18 @@ class StageBuilder:
             prog.comp(f"{name}_out", O.backward(self.post))
             self._cp_ring(name, O.backward(self.core)[::-1], False, False, key)
             prog.comp(f"{name}_qkv", O.backward(self.pre) + self.accumulate[i])
+
+    def _cp_middle(self, name: str, mid: list[O.Op], forward: bool, again: bool, key: int) -> None:
+        """What runs between the attention block's two tensor-parallel rings
+        (--tp-comm-overlap) under context parallelism: backward, the output projection's
+        weight gradient, then the attention core's context-parallel ring (Megatron-Core
+        overlaps the two independently: Transformer Engine's userbuffers for the linear
+        layers, its KV P2P ring for the core)."""
+        head = [o for o in mid if o.kind != O.ATTENTION]
+        if head:
+            self.prog.comp(f"{name}_mid", head, recompute=again)
+        core = self.core if forward else O.backward(self.core)[::-1]
+        self._cp_ring(name, core, forward, again, key)
 
     def _cp_ring(self, name: str, steps: list[O.Op], forward: bool, again: bool, key: int) -> None:
         """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
@@ -573,13 +587,21 @@ class StageBuilder:
         self._column_backward(name, ops[last:], extra)
 
     def _overlapped(
-        self, name: str, ops: list[O.Op], forward: bool, again: bool, key: int, extra: Sequence[O.Op] = ()
+        self,
+        name: str,
+        ops: list[O.Op],
+        forward: bool,
+        again: bool,
+        key: int,
+        extra: Sequence[O.Op] = (),
+        middle: Callable[[list[O.Op]], None] | None = None,
     ) -> None:
         """A dense block's kernels with its tensor-parallel communication in rings of T steps
         (:meth:`_ring`), each beside one GEMM split into T row blocks: forward an all-gather
         before the first GEMM and a reduce-scatter after the last; backward an all-gather of
         the output gradient beside the first data-gradient GEMM, then
-        :meth:`_column_backward`. ``extra`` kernels run at the end."""
+        :meth:`_column_backward`. ``extra`` kernels run at the end; ``middle(ops)`` runs
+        the kernels between the rings (default: one compute node)."""
         prog, T = self.prog, self.T
         first, last = _gemm_positions(ops, forward)
         if ops[:first]:
@@ -597,7 +619,10 @@ class StageBuilder:
                 again,
             )
             if gather and ops[first + 1 : last]:
-                prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
+                if middle is None:
+                    prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
+                else:
+                    middle(ops[first + 1 : last])
         if not forward:
             self._column_backward(name, ops[last:], extra)
         elif ops[last + 1 :] or extra:

@@ -104,6 +104,11 @@ class AnalyticalNetwork:
         physical topology, its route's (tag 0) store-and-forward hops, whole ns each."""
         return self._links.delay_ns(src, dst, size_bytes)
 
+    def lone_message_ns(self, src: int, dst: int, size_bytes: int, tag: int = 0) -> float:
+        """A message alone on the network (:class:`~astra_core.backend.LoneMessageTime`):
+        :meth:`delay_ns`, which here is every message's time whatever else is in flight."""
+        return self._links.delay_ns(src, dst, size_bytes)
+
 
 def create(topology: Topology, config: Any = None) -> AnalyticalNetwork:
     """Backend factory (see :func:`astra_core.hookspecs.astra_register_backends`)."""

@@ -20,6 +20,7 @@ reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -29,8 +30,8 @@ from astra_core.config.nccl import NcclConfig
 from astra_core.config.nccl_profile import read_profile
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
-from astra_core.system.collectives.nccl.phase import NcclChoice, NcclPhase
-from astra_core.system.collectives.nccl.schedule import Layout, schedule_for
+from astra_core.system.collectives.nccl.phase import FoldedNcclPhase, NcclChoice, NcclPhase
+from astra_core.system.collectives.nccl.schedule import Layout, Schedule, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
 from astra_core.system.collectives.nccl.tuning import (
     ALGO_NAMES,
@@ -155,6 +156,9 @@ class NcclModel:
         # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
         # repeat the same collective many times (the schedules are read, never changed)
         self._phases: dict[tuple, tuple] = {}
+        #: Under rank symmetry: the collectives (comm type, members, bytes) run folded and
+        #: what is told when one starts (:class:`~.phase.FoldedNcclPhase`); set by the run.
+        self.folding: tuple[frozenset, Callable[[FoldedNcclPhase], None]] | None = None
 
     def _constants(self) -> TunerConstants:
         """NCCL's constants, with the ``profile``'s corrections if one is named
@@ -304,8 +308,27 @@ class NcclModel:
         time_us = max(self.constants.launch_us, latency + (wire / (1e3 * rate) if rate > 0 else 0.0))
         return int(round(time_us * 1000))
 
+    def schedule(
+        self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int
+    ) -> tuple[Schedule, int]:
+        """(rank ``rank``'s messages, NCCL's predicted time in ns) of a collective of
+        ``size`` bytes: what :meth:`phase` runs, folded or not."""
+        cached = self._phase_data(comm_type, rank, members, size)
+        return cached[1], cached[3]
+
     def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
-        """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes."""
+        """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes (a
+        :class:`FoldedNcclPhase` if :attr:`folding` names the collective)."""
+        final, schedule, (lanes, recvs), floor_ns, label, choice = self._phase_data(
+            comm_type, rank, members, size
+        )
+        if self.folding is not None and (comm_type, tuple(sorted(members)), size) in self.folding[0]:
+            return FoldedNcclPhase(
+                comm_type, rank, size, final, members, floor_ns, label, choice, self.folding[1]
+            )
+        return NcclPhase(comm_type, rank, size, final, schedule, lanes, recvs, floor_ns, label, choice)
+
+    def _phase_data(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> tuple:
         key = (comm_type, members, size, rank)
         cached = self._phases.get(key)
         if cached is None:
@@ -332,5 +355,4 @@ class NcclModel:
                 n,
             )
             cached = self._phases[key] = (final, schedule, schedule.frozen(), floor_ns, label, choice)
-        final, schedule, (lanes, recvs), floor_ns, label, choice = cached
-        return NcclPhase(comm_type, rank, size, final, schedule, lanes, recvs, floor_ns, label, choice)
+        return cached

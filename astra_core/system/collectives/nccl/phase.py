@@ -123,3 +123,38 @@ class NcclPhase(_KernelNcclPhase):
             f"NCCL {self.label} {self.comm_type.label}: {unsent} messages not sent; "
             f"waiting for rank(s) {shown}"
         )
+
+
+class FoldedNcclPhase(NcclPhase):
+    """A rank's part of an NCCL collective that rank symmetry *folds*
+    (:mod:`astra_core.system.floor_fold`): it sends and receives nothing and ends
+    when NCCL's predicted time has passed; ``on_start(phase)`` is told when it
+    starts (the run checks afterwards that the members' messages would have been
+    over by then). ``members``: the communicator's ranks."""
+
+    __slots__ = ("members", "on_start")
+
+    def __init__(
+        self,
+        comm_type: CommType,
+        rank: int,
+        data_size: int,
+        final_data_size: int,
+        members: tuple[int, ...],
+        floor_ns: int,
+        label: str,
+        choice: NcclChoice | None,
+        on_start,
+    ):
+        super().__init__(
+            comm_type, rank, data_size, final_data_size, Schedule(), (), (), floor_ns, label, choice
+        )
+        self.members = members
+        self.on_start = on_start
+
+    def start(self) -> None:
+        self.on_start(self)
+        super().start()
+
+    def waiting_for(self) -> str:
+        return f"NCCL {self.label} {self.comm_type.label} (folded): waiting for NCCL's predicted time"

@@ -1,0 +1,171 @@
+"""Folded NCCL collectives: rank symmetry over collectives whose members play different parts.
+
+A translation that moves a tree's root (or a chain's ends) onto another
+member cannot map one member's messages onto another's. It can still map
+their timelines onto each other where the collective ends at the same point
+on every member whatever its part: when all its messages are over before
+NCCL's predicted time has passed since the member started, the member ends
+at that time (:mod:`.collectives.nccl.phase`). :mod:`.nccl_symmetry` admits
+such translations for collectives that do so with every member starting at
+once; the representatives then run those collectives *folded*
+(:class:`~.collectives.nccl.phase.FoldedNcclPhase`: NCCL's time, no
+messages), and :class:`FloorFold` records when each started.
+
+After the run, :meth:`FloorFold.settle` gives every member of every folded
+collective its start (its representative's, translated, as the classes
+promise), replays the collective's messages from those starts on the
+backend's message times (:func:`~.collectives.nccl.replay.replay`: exact on a
+congestion-unaware network) and checks that each member's messages are over
+by its start plus NCCL's time. If so the folded run is what the full run
+gives, and the replayed messages are added to each rank's message counts and
+in-flight times. If not (members that started far apart, or one that never
+did), the run is done again without symmetry. By induction over time, the
+first collective that would end later than NCCL's time started at the times
+the full run has, so the check finds it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from astra_core.intervals import Interval, flight_pairs, overlap, total, union
+from astra_core.system.collectives.nccl.phase import FoldedNcclPhase
+from astra_core.system.collectives.nccl.replay import Replay, replay
+
+
+@dataclass
+class FoldedTraffic:
+    """The messages the folded collectives would have sent: ``collectives`` (one
+    per communicator and call), ``messages`` and ``message_bytes`` over all ranks,
+    and per rank the intervals (ns) in which one of its messages was in flight."""
+
+    collectives: int = 0
+    messages: int = 0
+    message_bytes: int = 0
+    in_flight: dict[int, list[Interval]] = field(default_factory=lambda: defaultdict(list))
+
+
+class FloorFold:
+    """Start times of the folded collectives of a rank-symmetric run, and the check
+    (module docstring). ``symmetry``: the run's
+    :class:`~.symmetry.Symmetry` (its ``folded`` collectives); ``nccl``: the NCCL
+    model; ``message_ns(src, dst, bytes)``: the backend's message time."""
+
+    def __init__(self, symmetry, nccl, message_ns: Callable[[int, int, int], float]):
+        self.symmetry = symmetry
+        self.nccl = nccl
+        self.message_ns = message_ns
+        # (representative, comm type, members, bytes, stream id, start ns)
+        self.starts: list[tuple] = []
+        self._replays: dict[tuple, tuple[Replay, int]] = {}
+
+    def started(self, phase: FoldedNcclPhase) -> None:
+        """A representative's folded phase starts now."""
+        stream = phase.stream
+        self.starts.append(
+            (
+                phase.rank,
+                phase.comm_type,
+                phase.members,
+                phase.data_size,
+                stream.stream_id,
+                stream.phase_start_ns,
+            )
+        )
+
+    def settle(self) -> FoldedTraffic | str:
+        """The folded collectives' messages over every rank, or why the folded run is
+        not the full run's (one line)."""
+        sym = self.symmetry
+        classes = sym.classes()
+        deltas = {m: sym.from_representative(m)[1] for ranks in classes.values() for m in ranks}
+        instances: dict[tuple, dict[int, float]] = defaultdict(dict)
+        for rep, comm_type, members, size, stream_id, start in self.starts:
+            for m in classes[rep]:
+                delta = deltas[m]
+                moved = tuple(sorted(sym.shift(x, delta) for x in members))
+                instances[(comm_type, moved, size, sym.shift_tag(stream_id, delta))][m] = start
+        traffic = FoldedTraffic(collectives=len(instances))
+        for (comm_type, members, size, _), starts in instances.items():
+            missing = [m for m in members if m not in starts]
+            if missing:
+                return (
+                    f"rank {missing[0]} never starts a folded NCCL {comm_type.label} that "
+                    f"rank {next(iter(starts))} started"
+                )
+            first = min(starts.values())
+            found, floor_ns = self._replay(
+                comm_type, members, size, tuple(starts[m] - first for m in members)
+            )
+            for m in members:
+                if found.ends_ns[m] + first > starts[m] + floor_ns:
+                    return (
+                        f"a folded NCCL {comm_type.label} of {size:,} B on {len(members)} ranks "
+                        f"ends on rank {m} after NCCL's predicted time: its members start "
+                        f"{max(starts.values()) - first:,.0f} ns apart"
+                    )
+            for src, dst, nbytes, sent, arrived in found.messages:
+                traffic.messages += 1
+                traffic.message_bytes += nbytes
+                span = (sent + first, arrived + first)
+                traffic.in_flight[src].append(span)
+                traffic.in_flight[dst].append(span)
+        return traffic
+
+    def _replay(
+        self, comm_type, members: tuple[int, ...], size: int, offsets: tuple[float, ...]
+    ) -> tuple[Replay, int]:
+        """The collective replayed from starts ``offsets`` (ns after the first), and
+        NCCL's time; one replay per pattern of starts."""
+        key = (comm_type, members, size, offsets)
+        found = self._replays.get(key)
+        if found is None:
+            parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
+            floor_ns = parts[members[0]][1]
+            schedules = {m: schedule for m, (schedule, _) in parts.items()}
+            found = self._replays[key] = (
+                replay(schedules, dict(zip(members, offsets)), self.message_ns),
+                floor_ns,
+            )
+        return found
+
+
+def uncovered(flat: Sequence[float], intervals: list[Interval]) -> list[Interval]:
+    """The parts of ``intervals`` outside ``flat`` (sorted disjoint intervals as
+    start, end, start, end, ...), as disjoint sorted intervals."""
+    out: list[Interval] = []
+    for start, end in union(intervals):
+        i = bisect_right(flat, start)
+        if i % 2:  # inside one of flat's intervals
+            start = max(start, flat[i])
+            i += 1
+        while start < end:
+            if i >= len(flat) or flat[i] >= end:
+                out.append((start, end))
+                break
+            if flat[i] > start:
+                out.append((start, flat[i]))
+            start = max(start, flat[i + 1])
+            i += 2
+    return out
+
+
+def with_traffic(result, log: Sequence[float], comm: list[Interval], extra: list[Interval]):
+    """``result`` (a rank's :class:`~astra_core.results.RankResult`, its in-flight
+    ``log`` as flat start, end pairs, ``comm`` its communication nodes' merged
+    intervals) with the folded messages ``extra`` in flight too."""
+    finish = result.finish_ns
+    added = [(s, min(e, finish)) for s, e in uncovered(log, extra) if s < finish]
+    return replace(
+        result,
+        comm_ns=result.comm_ns + total(added),
+        comm_wait_ns=result.comm_wait_ns - overlap(comm, added),
+    )
+
+
+def merged_log(log: Sequence[float], extra: list[Interval]) -> list[float]:
+    """A flat in-flight log (start, end, ...) with the intervals ``extra`` added."""
+    return [t for span in union(flight_pairs(log) + extra) for t in span]

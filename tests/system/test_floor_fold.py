@@ -1,0 +1,121 @@
+"""Folded NCCL collectives: the replay of one collective's messages, and the check that
+a folded run is the full run's (closed forms; the end-to-end runs are in
+test_nccl_symmetry.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_core.config.network import NetworkConfig
+from astra_core.config.system import SystemConfig
+from astra_core.system.collectives.nccl.model import NcclModel
+from astra_core.system.collectives.nccl.replay import replay
+from astra_core.system.collectives.nccl.schedule import Schedule
+from astra_core.system.comm_types import CommType
+from astra_core.system.floor_fold import FloorFold, uncovered
+from astra_core.system.symmetry import Symmetry
+
+GIB = 1 << 30
+
+
+def chain(window: int = 8) -> dict[int, Schedule]:
+    """0 -> 1 -> 2, 8 bytes; rank 1 forwards what it received."""
+    s = {r: Schedule() for r in range(3)}
+    s[0].send(s[0].lane(window), 1, 8)
+    got = s[1].recv(0, 8, 0)
+    s[1].send(s[1].lane(window), 2, 8, (got,))
+    s[2].recv(1, 8, 0)
+    return s
+
+
+def test_replay_forwards_and_waits_for_a_late_receiver():
+    # a message takes 100 ns per rank apart plus 1 ns per byte; rank 2 starts at 500
+    found = replay(chain(), {0: 0, 1: 0, 2: 500}, lambda a, b, size: 100 * abs(a - b) + size)
+    assert found.messages == [(0, 1, 8, 0, 108), (1, 2, 8, 108, 216)]
+    # 0: its send delivered; 1: its send delivered; 2: its receive, once it started
+    assert found.ends_ns == {0: 108, 1: 216, 2: 500}
+
+
+def test_replay_keeps_a_lane_within_its_window():
+    s = {0: Schedule(), 1: Schedule()}
+    lane = s[0].lane(window=2)
+    for _ in range(3):
+        s[0].send(lane, 1, 4)
+        s[1].recv(0, 4, 0)
+    found = replay(s, {0: 0, 1: 0}, lambda a, b, size: 10)
+    # two sends at 0, the third when the first is delivered (10), in at 20
+    assert [m[3] for m in found.messages] == [0, 0, 10]
+    assert found.ends_ns == {0: 20, 1: 20}
+
+
+def test_replay_refuses_a_send_no_one_receives():
+    s = chain()
+    s[2] = Schedule()
+    with pytest.raises(ValueError, match="no receive expects"):
+        replay(s, dict.fromkeys(range(3), 0), lambda a, b, size: 1)
+
+
+def test_uncovered_parts():
+    log = [10.0, 20.0, 30.0, 40.0]
+    assert uncovered(log, [(0, 50)]) == [(0, 10), (20, 30), (40, 50)]
+    assert uncovered(log, [(12, 18), (35, 45)]) == [(40, 45)]
+    assert uncovered(log, [(20, 30)]) == [(20, 30)]
+
+
+def tree_fold(steps: tuple[int, int]) -> tuple[FloorFold, tuple[int, ...]]:
+    """A 256-byte tree all-reduce over 4 DGX A100 nodes, ranks folded by ``steps``."""
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 4],
+            "bandwidth": [300e9 / GIB, 25e9 / GIB],
+            "latency": [300, 1350],
+        }
+    )
+    system = SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 1,
+            "all-reduce-implementation": ["nccl"],
+            "nccl": {"gpu": "A100", "NCCL_ALGO": "Tree"},
+        }
+    )
+    nccl = NcclModel(system.nccl, network)
+    members = tuple(range(32))
+
+    def message_ns(src: int, dst: int, size: int) -> float:
+        same_node = src // 8 == dst // 8
+        return 2 * (300 if same_node else 1350) + size / (300 if same_node else 25)
+
+    symmetry = Symmetry((8, 4), ("rotation", "rotation"), steps, folded=frozenset())
+    return FloorFold(symmetry, nccl, message_ns), members
+
+
+def test_members_that_start_together_end_at_nccls_time_with_every_message_counted():
+    fold, members = tree_fold((1, 1))  # one class: every member starts when rank 0 does
+    fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7, 1000.0))
+    traffic = fold.settle()
+    assert not isinstance(traffic, str)
+    schedules = [fold.nccl.schedule(CommType.ALL_REDUCE, m, members, 256)[0] for m in members]
+    sends = [send for s in schedules for lane in s.lanes for send in lane.sends]
+    assert traffic.messages == len(sends)
+    assert traffic.message_bytes == sum(size for _, size, _ in sends)
+    # every message is in flight for its sender and its receiver, after the start
+    assert sorted(traffic.in_flight) == list(members)
+    assert min(s for spans in traffic.in_flight.values() for s, _ in spans) == 1000.0
+
+
+def test_members_that_start_far_apart_undo_the_fold():
+    fold, members = tree_fold((1, 2))  # nodes 0, 2 and nodes 1, 3: two classes
+    fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7, 0.0))
+    fold.starts.append((8, CommType.ALL_REDUCE, members, 256, 7, 1e6))
+    why = fold.settle()
+    assert isinstance(why, str) and "1,000,000 ns apart" in why
+
+
+def test_a_member_that_never_starts_undoes_the_fold():
+    fold, members = tree_fold((1, 2))
+    fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7, 0.0))
+    why = fold.settle()
+    assert isinstance(why, str) and "never starts" in why
