@@ -122,6 +122,7 @@ def test_interleaving_needs_what_megatron_needs(kw, message):
         {"scatter_gather": False, "virtual_stages": 2, "overlap_grad_reduce": False},
         {"dp": 1, "cp": 2, "recompute": "selective"},
         {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
+        {"dp": 1, "cp": 2, "sequence_parallel": True, "tp_comm_overlap": True},
         {"first_stage_layers": 3},
     ],
 )
@@ -256,6 +257,29 @@ def test_tp_comm_overlap_hides_communication(tmp_path):
             ).step_ns
         )
     assert steps[1] < steps[0]
+
+
+def test_tp_comm_overlap_runs_beside_the_context_parallel_ring():
+    """Megatron-Core with --tp-comm-overlap and --context-parallel-size: the attention
+    block's tensor-parallel rings wrap the attention core's context-parallel ring; each
+    ring moves what it moves alone."""
+    C, T, M = 2, 4, 2
+    cfg = LLMConfig(
+        GPT, A100, tp=T, cp=C, microbatches=M, sequence_parallel=True, tp_comm_overlap=True, recompute="full"
+    )
+    wl, nodes = stage(cfg)
+    tp_sent = sum(n.size for n in nodes if n.type == pb.COMM_SEND_NODE and n.role == "tp_next")
+    cp_sent = sum(n.size for n in nodes if n.type == pb.COMM_SEND_NODE and n.role == "cp_next")
+    shard = GPT.seq_len // C * GPT.hidden * 2 // T  # one rank's share of its s / C tokens [B]
+    kv = 2 * GPT.seq_len // C * GPT.kv // T * GPT.hd * 2
+    # rings of T - 1 shares: forward 4 (AG and RS per block), its recomputation 4, backward 2
+    assert tp_sent == M * GPT.layers * 10 * (T - 1) * shard
+    # as test_context_parallel_ring_moves_keys_and_values
+    assert cp_sent == M * GPT.layers * (2 * (C - 1) * kv + (C - 1) * 2 * kv + kv)
+    plain = generate_llm(
+        LLMConfig(GPT, A100, tp=T, cp=C, microbatches=M, sequence_parallel=True, recompute="full")
+    )
+    assert wl.flops[0] == pytest.approx(plain.flops[0], rel=1e-12)  # the same kernels, in blocks
 
 
 def test_tp_comm_overlap_needs_sequence_parallelism():
