@@ -182,6 +182,15 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
     click.echo(f"{collective} of {nbytes} bytes x {iterations} -> {len(paths)} traces {output}.<rank>.et")
 
 
+def _layout_chunks(layout: str | None, pp: int) -> int:
+    """Model chunks per pipeline stage that ``--pipeline-layout`` spells (1 without one,
+    or where it does not parse: the generator then says why)."""
+    from astra_core.workload.generators.pipeline import layout_stages
+
+    parts = layout_stages(layout) if layout is not None else 1
+    return parts // pp if parts % pp == 0 and parts >= pp else 1
+
+
 @gen.command("llm")
 @click.option(
     "--model",
@@ -202,10 +211,27 @@ def gen_micro(collective, size, npus, output, iterations, chakra_ids) -> None:
 @click.option(
     "--virtual-stages",
     type=_POSITIVE,
-    default=1,
-    show_default=True,
     help="model chunks per pipeline stage: interleaved 1F1B (Megatron's "
-    "--num-layers-per-virtual-pipeline-stage = layers / (pp x V))",
+    "--num-layers-per-virtual-pipeline-stage = layers / (pp x V)); default 1, or "
+    "those of --pipeline-layout",
+)
+@click.option(
+    "--pipeline-layout",
+    help="every virtual stage's layers, Megatron-core's --pipeline-model-parallel-layout: "
+    "stages v x pp + p split by '|', E embedding, t layer, L loss, x*n and (..)*n repeat "
+    "(e.g. 'Et|(tt|)*62tL')",
+)
+@click.option(
+    "--account-for-embedding-in-pipeline-split",
+    "account_for_embedding",
+    is_flag=True,
+    help="the embedding counts as a layer in the pipeline split (Megatron-core)",
+)
+@click.option(
+    "--account-for-loss-in-pipeline-split",
+    "account_for_loss",
+    is_flag=True,
+    help="the loss counts as a layer in the pipeline split (Megatron-core)",
 )
 @click.option(
     "--decoder-first-pipeline-num-layers",
@@ -332,6 +358,9 @@ def gen_llm(
     global_batch,
     schedule,
     virtual_stages,
+    pipeline_layout,
+    account_for_embedding,
+    account_for_loss,
     first_stage_layers,
     last_stage_layers,
     zero,
@@ -381,7 +410,10 @@ def gen_llm(
         recompute=recompute,
         overlap_grad_reduce=overlap_grad_reduce,
         scatter_gather=scatter_gather,
-        virtual_stages=virtual_stages,
+        virtual_stages=virtual_stages or _layout_chunks(pipeline_layout, pp),
+        pipeline_layout=pipeline_layout,
+        account_for_embedding=account_for_embedding,
+        account_for_loss=account_for_loss,
         first_stage_layers=first_stage_layers,
         last_stage_layers=last_stage_layers,
         attention=attention,

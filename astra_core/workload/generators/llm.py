@@ -59,7 +59,7 @@ from astra_core.workload.generators.llm_size import check_plan, check_values
 from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilder, StageNode
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.ops import DDP_IMPLS
-from astra_core.workload.generators.pipeline import SCHEDULES
+from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
@@ -110,6 +110,15 @@ class LLMConfig:
       ``--decoder-last-pipeline-num-layers``), the rest evenly over the stages
       between; the first stage also holds the embedding and the last the output
       layer. Not with ``virtual_stages`` (Megatron-core refuses it too).
+    * ``account_for_embedding``, ``account_for_loss``: the embedding and the
+      loss each count as one layer in the pipeline split, with or without
+      ``virtual_stages`` (Megatron-core's ``--account-for-embedding-in-pipeline-split``
+      and ``--account-for-loss-in-pipeline-split``: ``L + 2`` layers over the
+      ``P V`` virtual stages, the first and the last building one layer less).
+    * ``pipeline_layout``: every virtual stage's layers spelled out
+      (Megatron-core's ``--pipeline-model-parallel-layout``, e.g.
+      ``"Et|(tt|)*62tL"``; :func:`.pipeline.parse_layout`); ``virtual_stages``
+      must be its virtual stages over P.
     * ``scatter_gather``: a pipeline send carries 1/T of the activation from
       each tensor-parallel rank and the receiving stage all-gathers it over
       its T ranks (``--scatter-gather-tensors-in-pipeline``, on by default in
@@ -161,6 +170,9 @@ class LLMConfig:
     virtual_stages: int = 1
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
+    pipeline_layout: str | None = None
     attention: str = "flash"
     dropout: bool = False
     precision: str = "bf16"
@@ -338,7 +350,10 @@ def _check_model_split(cfg: LLMConfig) -> None:
         )
         if n is not None
     ]
-    if uneven:
+    flexible = cfg.pipeline_layout is not None or cfg.account_for_embedding or cfg.account_for_loss
+    if flexible:
+        _check_flexible_split(cfg, uneven)
+    elif uneven:
         _check_uneven_stages(cfg, uneven)
     elif m.layers % cfg.pp:
         raise ConfigError(f"--pp {cfg.pp}: must divide the {m.layers} layers of {m.name}")
@@ -348,7 +363,7 @@ def _check_model_split(cfg: LLMConfig) -> None:
                 f"--virtual-stages {cfg.virtual_stages}: needs --pp > 1 and the 1f1b "
                 "schedule (interleaved 1F1B)"
             )
-        if m.layers % (cfg.pp * cfg.virtual_stages):
+        if not flexible and m.layers % (cfg.pp * cfg.virtual_stages):
             raise ConfigError(
                 f"--virtual-stages {cfg.virtual_stages}: pp x virtual stages must divide "
                 f"the {m.layers} layers of {m.name}"
@@ -357,6 +372,44 @@ def _check_model_split(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
             f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)"
+        )
+
+
+def _check_flexible_split(cfg: LLMConfig, uneven: list[tuple[str, int]]) -> None:
+    """--pipeline-layout or the embedding and loss counted in the split (Megatron-core's
+    rules): alone, not with first and last stage layer counts, dividing as they say."""
+    m, P, V = cfg.model, cfg.pp, cfg.virtual_stages
+    flags = [
+        flag
+        for flag, on in (
+            ("--pipeline-layout", cfg.pipeline_layout is not None),
+            ("--account-for-embedding-in-pipeline-split", cfg.account_for_embedding),
+            ("--account-for-loss-in-pipeline-split", cfg.account_for_loss),
+        )
+        if on
+    ]
+    if uneven or (cfg.pipeline_layout is not None and len(flags) > 1):
+        others = [flag for flag, _ in uneven] + flags[1:]
+        raise ConfigError(
+            f"{flags[0]}: not with {' or '.join(others)} (Megatron-core takes one way to split)"
+        )
+    if cfg.pipeline_layout is None:
+        units = m.layers + cfg.account_for_embedding + cfg.account_for_loss
+        if units % (P * V) or units // (P * V) < 1:
+            raise ConfigError(
+                f"{' and '.join(flags)}: {m.name}'s {m.layers} layers + {units - m.layers} for the "
+                f"{' and '.join(n for n, on in (('embedding', cfg.account_for_embedding), ('loss', cfg.account_for_loss)) if on)}"
+                f" = {units} must split evenly over pp {P} x {V} virtual stages"
+            )
+        return
+    try:
+        counts = parse_layout(cfg.pipeline_layout, P, m.layers)
+    except ValueError as why:
+        raise ConfigError(f"--pipeline-layout {cfg.pipeline_layout!r}: {why}") from None
+    if len(counts) != P * V:
+        raise ConfigError(
+            f"--pipeline-layout: its {len(counts)} virtual stages are {len(counts) // P} per pipeline "
+            f"stage, but --virtual-stages is {V}"
         )
 
 

@@ -225,7 +225,16 @@ class StageBuilder:
         self.s = cfg.sequence_length // self.C  # this rank's tokens of each sequence (context parallelism)
         self.act = self.b * self.s * model.hidden * O.BYTES  # one activation tensor [B]
         self.act_shard = self.act / self.T  # one rank's share of an activation (sequence parallelism)
-        counts = stage_layers(model.layers, self.P, self.V, cfg.first_stage_layers, cfg.last_stage_layers)
+        counts = stage_layers(
+            model.layers,
+            self.P,
+            self.V,
+            cfg.first_stage_layers,
+            cfg.last_stage_layers,
+            embedding=cfg.account_for_embedding,
+            loss=cfg.account_for_loss,
+            layout=cfg.pipeline_layout,
+        )
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
@@ -336,7 +345,7 @@ class StageBuilder:
             prog.comp(f"mb{m}_embedding", O.embedding_ops(model, self.b, self.s, T, sp))
             if T > 1:
                 prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, self.act, "tp")
-        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd")
+        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd") if chunk else None  # a chunk may be empty
         for i in chunk:
             prog.pending.append(gathered)
             gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
@@ -363,7 +372,7 @@ class StageBuilder:
             self._receive(f"{tm}_grad_recv", "next", self._p2p_tag(m, q, True))
         first, last = step == self.chunk_first[v], step == self.chunk_done[v]
         self.accumulate = {i: self._gradient_ops(i, first, last) for i in chunk}
-        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd")
+        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd") if chunk else None
         for i in reversed(chunk):
             prog.pending.append(gathered)
             gathered = self._zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
@@ -388,7 +397,7 @@ class StageBuilder:
         and when the backward pass is through, synchronously (``async_op=False``,
         ``reduce_and_update_fp8_tensors``): FP32 amaxes of 3 tensors per GEMM forward
         (input, weight, output) and 2 backward (output and input gradients)."""
-        if self.cfg.precision != "fp8":
+        if self.cfg.precision != "fp8" or not chunk:  # a chunk of no layers has no FP8 GEMM
             return
         gemms = 0
         for i in chunk:

@@ -20,12 +20,22 @@ Layers split evenly over the ``P V`` virtual stages, or, without interleaving,
 with given layer counts on the first and the last stage and the rest evenly over
 the stages between (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
 ``--decoder-last-pipeline-num-layers``; Megatron-core's ``get_num_layers_to_build``
-refuses them with a virtual pipeline).
+refuses them with a virtual pipeline). Two ways give the embedding and the loss a
+share of the split, with or without interleaving:
+
+* Megatron-core's ``--account-for-embedding-in-pipeline-split`` and
+  ``--account-for-loss-in-pipeline-split``: each counts as one more layer, the
+  ``L (+1) (+1)`` layers split evenly over the ``P V`` virtual stages, and the
+  first (last) virtual stage builds one layer less;
+* Megatron-core's ``--pipeline-model-parallel-layout`` (:func:`parse_layout`):
+  the layers of every virtual stage spelled out.
 """
 
 from __future__ import annotations
 
-__all__ = ["SCHEDULES", "interleaved", "schedule", "stage_layers"]
+import re
+
+__all__ = ["SCHEDULES", "interleaved", "layout_stages", "parse_layout", "schedule", "stage_layers"]
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -84,12 +94,30 @@ def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list
 
 
 def stage_layers(
-    layers: int, stages: int, chunks: int = 1, first: int | None = None, last: int | None = None
+    layers: int,
+    stages: int,
+    chunks: int = 1,
+    first: int | None = None,
+    last: int | None = None,
+    *,
+    embedding: bool = False,
+    loss: bool = False,
+    layout: str | None = None,
 ) -> list[int]:
     """Layers of each of the ``stages x chunks`` virtual stages, in order (virtual stage
     ``v P + p`` is chunk ``v`` of stage ``p``): ``first`` and ``last`` (None: not given)
-    on the first and last stage, the rest evenly over the others. The caller checks that
-    they divide (``chunks`` 1 where ``first`` or ``last`` is given)."""
+    on the first and last stage, the rest evenly over the others; ``embedding`` /
+    ``loss``: the embedding / the loss counted as a layer (module docstring);
+    ``layout``: a pipeline layout (:func:`parse_layout`). The caller checks that they
+    divide (``chunks`` 1 where ``first`` or ``last`` is given)."""
+    if layout is not None:
+        return parse_layout(layout, stages, layers)
+    if embedding or loss:
+        each = (layers + embedding + loss) // (stages * chunks)
+        counts = [each] * (stages * chunks)
+        counts[0] -= embedding
+        counts[-1] -= loss
+        return counts
     if first is None and last is None:
         return [layers // (stages * chunks)] * (stages * chunks)
     given = [count for count in (first, last) if count is not None]
@@ -101,3 +129,44 @@ def stage_layers(
     if last is not None:
         counts[-1] = last
     return counts
+
+
+def parse_layout(layout: str, stages: int, layers: int) -> list[int]:
+    """Transformer layers of each virtual stage of a pipeline layout as Megatron-core's
+    ``--pipeline-model-parallel-layout`` writes it (``PipelineParallelLayerLayout``):
+    virtual stages in order (``v P + p``) separated by ``|``, each a string of ``E``
+    (the embedding), ``t`` (a transformer layer) and ``L`` (the loss); ``x*n`` repeats
+    a letter and ``(...)*n`` a group, commas are ignored. ``"Et|(tt|)*62tL"`` puts 126
+    layers on 64 virtual stages, the embedding and the loss with one layer each.
+
+    Raises ValueError (one line) unless the virtual stages are a multiple of
+    ``stages``, the embedding is the first entry and the loss the last (once each), and
+    ``layers`` transformer layers are placed; multi-token prediction (``m``) is not
+    modelled."""
+    text = _unrolled(layout)
+    unknown = sorted(set(text) - set("EtmL|"))
+    if unknown:
+        raise ValueError(f"unknown layer letters {''.join(unknown)!r} (E embedding, t layer, L loss)")
+    if "m" in text:
+        raise ValueError("multi-token prediction layers (m) are not modelled")
+    parts = text.split("|")
+    if len(parts) % stages:
+        raise ValueError(f"{len(parts)} virtual stages are not a multiple of the {stages} pipeline stages")
+    flat = text.replace("|", "")
+    if flat.count("E") != 1 or flat.count("L") != 1 or not flat.startswith("E") or not flat.endswith("L"):
+        raise ValueError("the embedding (E) must come first and the loss (L) last, once each")
+    if flat.count("t") != layers:
+        raise ValueError(f"it places {flat.count('t')} transformer layers; the model has {layers}")
+    return [part.count("t") for part in parts]
+
+
+def layout_stages(layout: str) -> int:
+    """Virtual stages (all pipeline stages' together) that a pipeline layout spells."""
+    return _unrolled(layout).count("|") + 1
+
+
+def _unrolled(layout: str) -> str:
+    """A layout with its repeats written out and its commas dropped."""
+    text = layout.replace(",", "")
+    text = re.sub(r"\(([^()]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)

@@ -11,6 +11,7 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.models import ModelConfig
+from astra_core.workload.generators.pipeline import layout_stages, parse_layout, stage_layers
 
 A100 = GPUS["a100"]
 GPT = ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200, seq_len=2048)
@@ -123,6 +124,7 @@ def test_interleaving_needs_what_megatron_needs(kw, message):
         {"dp": 1, "cp": 2, "recompute": "selective"},
         {"sequence_parallel": True, "tp_comm_overlap": True, "recompute": "full"},
         {"dp": 1, "cp": 2, "sequence_parallel": True, "tp_comm_overlap": True},
+        {"virtual_stages": 2, "pipeline_layout": "Et|ttt|ttt|tL"},
         {"first_stage_layers": 3},
     ],
 )
@@ -330,3 +332,73 @@ def test_uneven_first_and_last_stages_hold_their_layers_in_order(layers, P, firs
 def test_uneven_stages_need_what_megatron_needs(kw, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(GPT, A100, microbatches=4, **kw))
+
+
+# -- the embedding and the loss in the pipeline split; pipeline layouts --------------------
+
+
+@pytest.mark.parametrize(
+    "layout, P, layers, expected",
+    [
+        # Llama 3.1 405B's 2025 recipe: 126 layers, embedding and loss each in a chunk's place
+        ("Et|(tt|)*62tL", 8, 126, [1] + [2] * 62 + [1]),
+        # an embedding-only first chunk and a loss-only last one (Llama 3 paper, section 3.3.2)
+        ("E|(t|)*6L", 4, 6, [0, 1, 1, 1, 1, 1, 1, 0]),
+        ("Et*6|t*6|t*6|t*5|t*5|t*5|t*5|t*5L", 8, 43, [6, 6, 6, 5, 5, 5, 5, 5]),
+        ("E,ttt|ttt,L", 2, 6, [3, 3]),  # commas are cosmetic
+    ],
+)
+def test_a_pipeline_layout_spells_each_virtual_stage(layout, P, layers, expected):
+    assert parse_layout(layout, P, layers) == expected
+    assert layout_stages(layout) == len(expected)
+
+
+def test_counting_embedding_and_loss_is_the_layout_that_gives_them_a_layer_each():
+    assert stage_layers(126, 8, 8, embedding=True, loss=True) == parse_layout("Et|(tt|)*62tL", 8, 126)
+    assert stage_layers(7, 4, 1, embedding=True) == [1, 2, 2, 2]
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ("Ettt|(tt|)*2,m|L", r"multi-token prediction layers \(m\) are not modelled"),
+        ("Ett|tt|tt|ttL", "places 8 transformer layers; the model has 6"),
+        ("tEtt|tttL", r"embedding \(E\) must come first"),
+        ("Ettt|tt|tL", "3 virtual stages are not a multiple of the 2"),
+        ("Ett|tx|ttL", "unknown layer letters 'x'"),
+    ],
+)
+def test_a_bad_pipeline_layout_is_one_line(layout, message):
+    with pytest.raises(ValueError, match=message):
+        parse_layout(layout, 2, 6)
+
+
+def test_a_pipeline_layout_places_layers_with_virtual_stages():
+    """'E|tttt|tttt|L' on 2 stages x 2 chunks: chunk 0 of stage 0 holds only the
+    embedding, chunk 1 of stage 1 only the output layer and loss; the model's FLOPs are
+    the even split's."""
+    cfg = LLMConfig(GPT, A100, pp=2, microbatches=4, virtual_stages=2, pipeline_layout="E|tttt|tttt|L")
+    wl = generate_llm(cfg)
+    assert sorted(_layers_on(wl.stages[0])) == [4, 5, 6, 7]  # virtual stage 2 = chunk 1 of stage 0
+    assert sorted(_layers_on(wl.stages[1])) == [0, 1, 2, 3]  # virtual stage 1 = chunk 0 of stage 1
+    assert any("embedding" in n.name for n in wl.stages[0])
+    assert any("lm_head" in n.name for n in wl.stages[1])
+    even = generate_llm(LLMConfig(GPT, A100, pp=2, microbatches=4, virtual_stages=2))
+    assert sum(wl.model_flops.values()) == pytest.approx(sum(even.model_flops.values()), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"pipeline_layout": "Ett|tt|tt|ttL"}, "--virtual-stages is 1"),
+        ({"pipeline_layout": "Ettt|tttttL", "first_stage_layers": 3}, "not with --decoder-first"),
+        (
+            {"pipeline_layout": "Ettt|tttttL", "account_for_loss": True},
+            "--pipeline-layout: not with --account-for-loss",
+        ),
+        ({"account_for_embedding": True, "virtual_stages": 2}, r"8 layers \+ 1 for the embedding = 9"),
+    ],
+)
+def test_flexible_splits_need_what_megatron_needs(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        generate_llm(LLMConfig(GPT, A100, pp=2, microbatches=4, **kw))
