@@ -83,10 +83,13 @@ class FloorFold:
         classes = sym.classes()
         deltas = {m: sym.from_representative(m)[1] for ranks in classes.values() for m in ranks}
         instances: dict[tuple, dict[int, float]] = defaultdict(dict)
+        images: dict[tuple, tuple[int, ...]] = {}  # (members, translation) -> moved members
         for rep, comm_type, members, size, stream_id, start in self.starts:
             for m in classes[rep]:
                 delta = deltas[m]
-                moved = tuple(sorted(sym.shift(x, delta) for x in members))
+                moved = images.get((members, delta))
+                if moved is None:
+                    moved = images[(members, delta)] = tuple(sorted(sym.shift(x, delta) for x in members))
                 instances[(comm_type, moved, size, sym.shift_tag(stream_id, delta))][m] = start
         traffic = FoldedTraffic(collectives=len(instances))
         for (comm_type, members, size, _), starts in instances.items():
