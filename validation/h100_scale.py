@@ -33,20 +33,16 @@ interconnects between GPUs" (RoCE). Section 3.3.2 gives the rest of the plan:
 * context parallelism over 2 x CP chunks of the sequence, rank i holding chunks i and
   2 CP - 1 - i; tensor parallelism with sequence parallelism (Korthikanti et al.).
 
-astra's generator does not split 126 layers over 16 x 8 virtual stages with an
-embedding-only first chunk and an output-only last chunk (uneven stages are refused
-with a virtual pipeline), so these rows simulate the balanced pipeline the paper
-describes: 128 one-layer chunks of Llama 3 405B's layer (the ``llama3-405b`` preset
-with 128 layers and ``vocab`` 0). The first and last chunk then hold a full layer
-where the run held the embedding (almost no compute) and the output projection and
-loss (about 2/3 of a layer's FLOPs); every other chunk is the run's. TFLOP/s per GPU
-counts the real model's FLOPs, never the surrogate's: the paper reports MFU after
-Chowdhery et al. (PaLM, 2022, appendix B), ``6 N + 12 L H Q T`` per token (N
-parameters, L layers, H Q the hidden size, T the sequence length; attention without
-the causal mask's saving). The paper does not state its count; the report's `causal`
-column gives the same prediction counted with ``6 L H Q T``, which matters only at
-131,072 tokens. Table 4 prints DP 4 for the 131K row; its 16,384 GPUs and 16M tokens
-need DP 8 (8 x 16 x 16 x 8 = 16,384; 8 x 16 sequences x 131,072 = 16M), used here.
+The rows run that pipeline as written: 126 layers of Llama 3 405B one per chunk, the
+first chunk of the first stage the embedding alone and the last chunk of the last stage
+the output projection and loss alone (``astra gen llm --pipeline-layout``). TFLOP/s per
+GPU counts the model's FLOPs after Chowdhery et al. (PaLM, 2022, appendix B), ``6 N +
+12 L H Q T`` per token (N parameters, L layers, H Q the hidden size, T the sequence
+length; attention without the causal mask's saving). The paper does not state its
+count; the report's `causal` column gives the same prediction counted with ``6 L H Q T``,
+which matters only at 131,072 tokens. Table 4 prints DP 4 for the 131K row; its 16,384
+GPUs and 16M tokens need DP 8 (8 x 16 x 16 x 8 = 16,384; 8 x 16 sequences x 131,072 =
+16M), used here.
 
 **Rows 4-7, Nemotron-4 340B** (NVIDIA DGX Cloud benchmarking recipe "Nemotron4 340b
 24.11", NVIDIA/dgxc-benchmarking ``nemotron/README_340b.md``, commit 143b90dd,
@@ -94,10 +90,11 @@ NEMOTRON = (
     "nemotron/README_340b.md, commit 143b90dd): training step time; model and plan from "
     "NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/nemotron/nemotron_340b.yaml"
 )
-LLAMA3_405B = MODELS["llama3-405b"]
-#: Llama 3's pipeline: 126 layers + an embedding chunk + an output chunk = 16 stages x 8
-#: one-layer chunks (section 3.3.2), simulated as 128 equal layers (module docstring).
-LLAMA3_CHUNKS = replace(LLAMA3_405B, name="llama3-405b-128-chunks", layers=128, vocab=0, source=LLAMA3)
+LLAMA3_405B = replace(MODELS["llama3-405b"], source=LLAMA3)
+#: Llama 3's pipeline (section 3.3.2): 16 stages x 8 chunks, the first chunk the embedding
+#: alone, then the 126 layers one per chunk, the last chunk the output layer and loss alone
+#: (Megatron-core's pipeline layout notation).
+LLAMA3_LAYOUT = "E|" + "t|" * 126 + "L"
 NEMOTRON4_340B = ModelConfig(
     "nemotron4-340b",
     layers=96,
@@ -152,7 +149,8 @@ class Row:
         """The run's plan for astra's generator (see the module docstring)."""
         llama = self.source == "llama3"
         return LLMConfig(
-            model=LLAMA3_CHUNKS if llama else NEMOTRON4_340B,
+            model=LLAMA3_405B if llama else NEMOTRON4_340B,
+            pipeline_layout=LLAMA3_LAYOUT if llama else None,
             gpu=GPUS["h100"],
             dp=self.dp,
             tp=self.tp,
@@ -221,8 +219,7 @@ LEFT_OUT = {
         "micro-batches of Llama 3's schedule (astra runs Megatron's interleaved 1F1B); the "
         "all-gather-based context parallelism of the 131K row (astra runs a ring that "
         "overlaps each step's keys and values with the previous block); the document mask "
-        "(attention is causal over the whole sequence); the embedding-only first chunk and "
-        "output-only last chunk (a full layer each in the surrogate)."
+        "(attention is causal over the whole sequence)."
     ),
     "nemotron4": (
         "Not modelled: the overlap of the distributed optimizer's weight all-gather with the "
@@ -262,8 +259,8 @@ def _header(source: str) -> list[str]:
             "",
             f"Published: {LLAMA3}. Plan: the paper's TP, CP, PP, DP, sequence length and "
             "batch per DP group (= micro-batches M of one sequence); interleaved 1F1B with 8 "
-            "one-layer chunks per pipeline rank (the paper's balanced 126 + 2 chunks, "
-            "simulated as 128 layers), FSDP (reduce-scatter of FP32 gradients, all-gather "
+            "chunks per pipeline rank: the embedding alone, the 126 layers one per chunk, the "
+            "output layer and loss alone (`--pipeline-layout`), FSDP (reduce-scatter of FP32 gradients, all-gather "
             "of the weights), no recomputation, sequence parallelism, FlashAttention, BF16. "
             "TFLOP/s per GPU by PaLM's count (6 N + 12 L H Q T per token, 16,777,216 tokens "
             "per step); `causal`: the same prediction counted with 6 L H Q T.",

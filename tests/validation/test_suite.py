@@ -1,0 +1,42 @@
+"""validation/suite.py and validation/megatron_bridge.py: the rows that run in seconds.
+
+Published figures: NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container
+(docs/performance-summary.md, commit 00b7660b): Llama 3 8B on one DGX H100 in FP8,
+14,451 tokens/s/GPU; on one DGX B200, 30,624 tokens/s/GPU (GBS 128, sequence 8,192)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import validation_script
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    with validation_script("megatron_bridge") as module:
+        yield module
+
+
+@pytest.mark.parametrize("row", [1, 4])
+def test_llama3_8b_on_one_dgx_within_10_percent(bridge, tmp_path, row):
+    chosen = bridge.ROWS[row - 1]
+    # the published step: 128 sequences x 8,192 tokens over 8 GPUs at the measured rate
+    assert chosen.published_step_s == pytest.approx(128 * 8192 / (8 * chosen.tokens_per_gpu_s))
+    seconds = bridge.predict(chosen, tmp_path)
+    assert abs(chosen.published_step_s / seconds - 1) < 0.10
+
+
+def test_the_suite_page_gives_bias_worst_and_per_group_means(bridge):
+    with validation_script("suite") as suite:
+        chosen = [c for c in suite.cases(("megatron-bridge",)) if c.gpus == 8]
+        assert [c.gpu for c in chosen] == ["H100", "B200"]
+        # two made-up predictions, one 10 % fast and one 20 % slow: bias -5 %, worst -20 %
+        results = {
+            chosen[0]: (chosen[0].published_step_s / 1.10, 1.0, 0.5, None),
+            chosen[1]: (chosen[1].published_step_s / 0.80, 1.0, 0.5, None),
+        }
+        page = suite.render(chosen, results)
+    assert "mean signed error (bias): -5.0%" in page
+    assert "worst: -20.0%" in page
+    assert "Per GPU generation: H100 10.0% (1), B200 20.0% (1)" in page
+    assert "NVL72" in page  # the runs astra cannot express are listed with why

@@ -1,0 +1,262 @@
+"""The validation suite: astra's step time against independently published training runs.
+
+Usage::
+
+    .venv/bin/python validation/suite.py                    # every source, one row at a time
+    .venv/bin/python validation/suite.py --sources megatron-bridge,nemotron4 --markdown docs/validation-suite.md
+
+Every row comes from a source script that cites its numbers to the file and commit
+they were read from, and builds the run's plan with ``astra gen llm``'s generator:
+
+* ``sc21``: Megatron-LM's Table 1 (Narayanan et al., SC'21), DGX A100 (:mod:`megatron`);
+* ``llama3``: the Llama 3 paper's Table 4, 8,192 and 16,384 H100s (:mod:`h100_scale`);
+* ``nemotron4``: NVIDIA DGX Cloud benchmarking's Nemotron-4 340B recipe (:mod:`h100_scale`);
+* ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 performance summary, DGX H100 and
+  DGX B200 (:mod:`megatron_bridge`).
+
+No constant of astra is fitted to any row. Each row is generated and simulated in its own
+process (its wall time and peak resident memory are its own). Error = published step
+time / predicted step time - 1 (= predicted throughput / published - 1: positive means
+astra predicts the run faster than it ran). The report gives per row the source, plan,
+published and predicted step, signed error, wall time and peak memory; overall the
+geometric mean of |error|, the worst, the mean signed error (bias), and the geometric
+means per source and per GPU generation; and the rows astra refuses or cannot express,
+with why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import multiprocessing
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from summary import emit, geomean_abs
+
+from astra_core.errors import AstraError
+
+SOURCES = ("sc21", "llama3", "nemotron4", "megatron-bridge")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One suite row: row ``index`` of ``module``'s ``ROWS``, and what the report prints."""
+
+    source: str
+    module: str
+    index: int
+    label: str
+    gpu: str
+    gpus: int
+    precision: str
+    moe: bool
+    published_step_s: float
+    plan: str
+
+
+def _sc21() -> list[Case]:
+    import megatron
+
+    return [
+        Case(
+            "sc21",
+            "megatron",
+            i,
+            f"GPT {row.name}",
+            "A100",
+            row.gpus,
+            "fp16",
+            False,
+            row.paper_flops() / (row.published_tflops * 1e12 * row.gpus),
+            f"TP {row.tp}, PP {row.pp}, DP {row.dp}, V {row.virtual_stages}, GBS {row.global_batch}",
+        )
+        for i, row in enumerate(megatron.ROWS)
+    ]
+
+
+def _h100(source: str) -> list[Case]:
+    import h100_scale
+
+    cases = []
+    for i, row in enumerate(h100_scale.ROWS):
+        if row.source != source:
+            continue
+        llama = source == "llama3"
+        published = row.llama3_flops() / (row.published * 1e12 * row.gpus) if llama else row.published
+        name = "Llama 3 405B" if llama else "Nemotron-4 340B"
+        cases.append(
+            Case(
+                source,
+                "h100_scale",
+                i,
+                f"{name}, {row.seq // 1024}K",
+                "H100",
+                row.gpus,
+                row.precision,
+                False,
+                published,
+                f"TP {row.tp}, CP {row.cp}, PP {row.pp}, DP {row.dp}, V {row.virtual_stages}, "
+                f"GBS {row.global_batch}",
+            )
+        )
+    return cases
+
+
+def _megatron_bridge() -> list[Case]:
+    import megatron_bridge
+
+    return [
+        Case(
+            "megatron-bridge",
+            "megatron_bridge",
+            i,
+            row.model,
+            row.gpu,
+            row.gpus,
+            row.precision,
+            False,
+            row.published_step_s,
+            f"TP {row.tp}, CP {row.cp}, PP {row.pp}, DP {row.dp}, V {row.vp}, GBS {row.gbs}, "
+            f"MBS {row.mbs}{', FSDP' if row.fsdp else ''}",
+        )
+        for i, row in enumerate(megatron_bridge.ROWS)
+    ]
+
+
+def cases(sources: tuple[str, ...] = SOURCES) -> list[Case]:
+    """The rows of ``sources``, in source order."""
+    make = {
+        "sc21": _sc21,
+        "llama3": lambda: _h100("llama3"),
+        "nemotron4": lambda: _h100("nemotron4"),
+        "megatron-bridge": _megatron_bridge,
+    }
+    return [case for source in sources for case in make[source]()]
+
+
+def citations() -> dict[str, str]:
+    """Each source's citation, as its script gives it."""
+    import h100_scale
+    import megatron
+    import megatron_bridge
+
+    return {
+        "sc21": f"{megatron.PAPER}; plans from {megatron.RUN_SCRIPT}",
+        "llama3": h100_scale.LLAMA3,
+        "nemotron4": h100_scale.NEMOTRON,
+        "megatron-bridge": megatron_bridge.SOURCE,
+    }
+
+
+def not_expressible() -> list[tuple[str, str, str]]:
+    """(source, runs, why) of the published runs astra cannot express yet."""
+    import megatron_bridge
+
+    return [("megatron-bridge", runs, why) for runs, why in megatron_bridge.NOT_EXPRESSIBLE]
+
+
+def run_case(case: Case) -> tuple[float | None, float, float, str | None]:
+    """``case`` in this process: (predicted step s or None, wall s, peak resident GiB,
+    astra's one-line refusal or None)."""
+    module = importlib.import_module(case.module)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            found = module.predict(module.ROWS[case.index], Path(tmp))
+            seconds, refusal = (found[0] if isinstance(found, tuple) else found), None
+        except AstraError as exc:
+            seconds, refusal = None, str(exc)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return seconds, time.perf_counter() - start, peak, refusal
+
+
+def run(chosen: list[Case], jobs: int = 1) -> dict[Case, tuple]:
+    """Every case in its own process, ``jobs`` at a time, the largest first."""
+    order = sorted(chosen, key=lambda case: -case.gpus)
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
+        return dict(zip(order, pool.map(run_case, order, chunksize=1)))
+
+
+def _geomeans(errors: list[tuple[Case, float]], key) -> str:
+    groups: dict[str, list[float]] = {}
+    for case, err in errors:
+        groups.setdefault(key(case), []).append(err)
+    return ", ".join(f"{name} {geomean_abs(errs):.1%} ({len(errs)})" for name, errs in groups.items())
+
+
+def render(chosen: list[Case], results: dict[Case, tuple]) -> str:
+    """The suite's page (module docstring)."""
+    lines = [
+        "# Validation suite: published training runs, predicted vs measured",
+        "",
+        "Generated by `validation/suite.py`. Error = published step time / predicted - 1 "
+        "(positive: astra predicts the run faster than it ran). No constant is fitted to a row.",
+        "",
+        "| source | run | GPUs | GPU | precision | plan | published s | astra s | error | run s | peak GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    errors: list[tuple[Case, float]] = []
+    refused = []
+    for case in chosen:
+        seconds, wall, peak, refusal = results[case]
+        if seconds is None:
+            refused.append((case, refusal))
+            continue
+        err = case.published_step_s / seconds - 1
+        errors.append((case, err))
+        lines.append(
+            f"| {case.source} | {case.label} | {case.gpus:,} | {case.gpu} | {case.precision.upper()} "
+            f"| {case.plan} | {case.published_step_s:.3f} | {seconds:.3f} | {err:+.1%} "
+            f"| {wall:.0f} | {peak:.1f} |"
+        )
+    lines += ["", "## Summary", ""]
+    if errors:
+        values = [err for _, err in errors]
+        worst_case, worst = max(errors, key=lambda item: abs(item[1]))
+        lines += [
+            f"* {len(errors)} rows from {len({c.source for c, _ in errors})} sources on "
+            f"{len({c.gpu for c, _ in errors})} GPU generations; "
+            f"{sum(c.precision == 'fp8' for c, _ in errors)} FP8, "
+            f"{sum(c.moe for c, _ in errors)} MoE, {sum(c.gpus >= 1024 for c, _ in errors)} of "
+            "1,024 GPUs or more.",
+            f"* Geometric mean of |error|: {geomean_abs(values):.1%}; worst: {worst:+.1%} "
+            f"({worst_case.source}, {worst_case.label}, {worst_case.gpus:,} GPUs); mean signed "
+            f"error (bias): {sum(values) / len(values):+.1%}; within 10 %: "
+            f"{sum(abs(e) <= 0.10 for e in values)} of {len(values)}.",
+            f"* Per source: {_geomeans(errors, lambda c: c.source)}.",
+            f"* Per GPU generation: {_geomeans(errors, lambda c: c.gpu)}.",
+            f"* Slowest row: {max(results[c][1] for c, _ in errors):.0f} s; largest peak memory: "
+            f"{max(results[c][2] for c, _ in errors):.1f} GiB.",
+        ]
+    if refused:
+        lines += ["", "## Rows astra refuses", ""]
+        lines += [f"* {c.source}, {c.label}, {c.gpus:,} GPUs: {why}" for c, why in refused]
+    lines += ["", "## Published runs astra cannot express yet", ""]
+    lines += [f"* {source}: {runs}: {why}." for source, runs, why in not_expressible()]
+    lines += ["", "## Sources", ""]
+    cited = citations()
+    lines += [f"* `{source}`: {cited[source]}." for source in dict.fromkeys(c.source for c in chosen)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated: {', '.join(SOURCES)}")
+    parser.add_argument("--jobs", type=int, default=1, help="rows simulated at once (one process each)")
+    parser.add_argument("--markdown", help="also write the page to this file")
+    args = parser.parse_args(argv)
+    sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown:
+        parser.error(f"unknown source {unknown[0]!r} (known: {', '.join(SOURCES)})")
+    chosen = cases(sources)
+    return emit(render(chosen, run(chosen, max(1, args.jobs))), args.markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
