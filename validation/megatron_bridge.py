@@ -1,10 +1,12 @@
-"""NVIDIA Megatron-Bridge's published pre-training throughput (NeMo 25.11 container).
+"""NVIDIA Megatron-Bridge's published pre-training throughput (NeMo 25.11 and 26.02 containers).
 
-Source: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` (commit 00b7660b),
-section "25.11 NeMo Container", tables "System: DGX-H100" and "System: DGX-B200":
-per run the GPUs, precision, global batch (GBS), micro-batch (MBS), sequence length,
-FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU. The published
-step time is GBS x sequence / (tokens/s/GPU x GPUs).
+Sources: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` (commit 00b7660b),
+section "25.11 NeMo Container", tables "System: DGX-H100" and "System: DGX-B200"; and
+``docs/performance-summary-archive.md`` (commit 0a25f911), section "26.02 NeMo
+Container", the DGX-H100 rows of its Llama 3 tables that change the plan (global batch
+256 and 1,536). Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
+sequence length, FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU.
+The published step time is GBS x sequence / (tokens/s/GPU x GPUs).
 
 What the tables do not print comes from the recipes they name
 (``scripts/performance/configs/llama/llama3_llm_pretrain.py`` and
@@ -41,7 +43,8 @@ from astra_core.workload.generators.models import MODELS
 
 SOURCE = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
-    "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, commit 00b7660b); recipes "
+    "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, commit 00b7660b) and 26.02 "
+    "(docs/performance-summary-archive.md, commit 0a25f911); recipes "
     "scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py "
     "(commit 0013c9a8)"
 )
@@ -66,6 +69,7 @@ class Row:
     cp: int
     vp: int
     tokens_per_gpu_s: float
+    release: str = "25.11"
 
     @property
     def dp(self) -> int:
@@ -73,7 +77,7 @@ class Row:
 
     @property
     def name(self) -> str:
-        return f"{self.model}, {self.gpus:,} {self.gpu}, {self.precision.upper()}"
+        return f"{self.model}, {self.gpus:,} {self.gpu}, {self.precision.upper()}, GBS {self.gbs} ({self.release})"
 
     @property
     def published_step_s(self) -> float:
@@ -112,6 +116,9 @@ ROWS = (
     # DGX-B200
     Row("B200", "llama3-8b", 8, "fp8", 128, 2, 8192, 0, 1, 1, 1, 1, 30624.0),
     Row("B200", "llama3-405b", 128, "fp8", 64, 1, 8192, 0, 4, 8, 2, 8, 661.0),
+    # 26.02, DGX-H100: the same plans at larger global batches
+    Row("H100", "llama3-70b", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1621.0, "26.02"),
+    Row("H100", "llama3-405b", 1024, "fp8", 1536, 1, 8192, 0, 8, 8, 2, 8, 311.0, "26.02"),
 )
 
 #: The table's other rows, and why astra cannot run them yet.

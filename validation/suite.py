@@ -11,8 +11,8 @@ they were read from, and builds the run's plan with ``astra gen llm``'s generato
 * ``sc21``: Megatron-LM's Table 1 (Narayanan et al., SC'21), DGX A100 (:mod:`megatron`);
 * ``llama3``: the Llama 3 paper's Table 4, 8,192 and 16,384 H100s (:mod:`h100_scale`);
 * ``nemotron4``: NVIDIA DGX Cloud benchmarking's Nemotron-4 340B recipe (:mod:`h100_scale`);
-* ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 performance summary, DGX H100 and
-  DGX B200 (:mod:`megatron_bridge`).
+* ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 and 26.02 performance summaries, DGX
+  H100 and DGX B200 (:mod:`megatron_bridge`).
 
 No constant of astra is fitted to any row. Each row is generated and simulated in its own
 process (its wall time and peak resident memory are its own). Error = published step
@@ -115,7 +115,7 @@ def _megatron_bridge() -> list[Case]:
             "megatron-bridge",
             "megatron_bridge",
             i,
-            row.model,
+            f"{row.model} ({row.release})",
             row.gpu,
             row.gpus,
             row.precision,
