@@ -320,6 +320,14 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     help="GEMM precision: 16-bit tensor cores, or FP8 (Hopper and later)",
 )
 @click.option(
+    "--fp8-recipe",
+    type=click.Choice(["delayed", "tensorwise"]),
+    default="delayed",
+    show_default=True,
+    help="Transformer Engine's FP8 scaling (Megatron-core's --fp8-recipe): delayed, or "
+    "tensorwise current scaling",
+)
+@click.option(
     "--grad-reduce-in-bf16",
     is_flag=True,
     help="BF16 gradient buffers and reductions (Megatron keeps them in FP32 for BF16 "
@@ -375,6 +383,7 @@ def gen_llm(
     attention,
     dropout,
     precision,
+    fp8_recipe,
     grad_reduce_in_bf16,
     distributed_optimizer,
     gpu,
@@ -419,6 +428,7 @@ def gen_llm(
         attention=attention,
         dropout=dropout,
         precision=precision,
+        fp8_recipe=fp8_recipe,
         cp=cp,
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_in_bf16=grad_reduce_in_bf16,

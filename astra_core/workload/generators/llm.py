@@ -64,6 +64,9 @@ from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
+#: Transformer Engine's FP8 scaling recipes, as Megatron-core's ``--fp8-recipe`` names them.
+FP8_RECIPES = ("delayed", "tensorwise")
+
 
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
@@ -132,6 +135,11 @@ class LLMConfig:
       linear GEMMs in FP8 with their casts (:func:`.ops.fp8_cast_op`), the weights
       cast once a step, and the amax all-reduces over each stage's ranks after every
       forward and backward pass of a model chunk.
+    * ``fp8_recipe``: Transformer Engine's scaling under ``fp8`` (Megatron-core's
+      ``--fp8-recipe``): ``delayed`` (above) or ``tensorwise`` (current scaling:
+      each operand's amax computed before its cast, no amax history, and under
+      sequence parallelism the amax of a tensor all-gathered in FP8 all-reduced over
+      the tensor-parallel ranks; :func:`.ops.fp8_cast_op`).
     * ``cp``: context parallelism (``--context-parallel-size``): each of C
       ranks holds s / C tokens of every sequence; attention goes round the C
       ranks' ring, each step sending its keys and values on while the next
@@ -176,6 +184,7 @@ class LLMConfig:
     attention: str = "flash"
     dropout: bool = False
     precision: str = "bf16"
+    fp8_recipe: str = "delayed"
     cp: int = 1
     tp_comm_overlap: bool = False
     grad_reduce_in_bf16: bool = False
@@ -291,6 +300,8 @@ def _check_choices(cfg: LLMConfig) -> None:
         raise ConfigError(f"--attention: expected one of {', '.join(ATTENTIONS)}, got '{cfg.attention}'")
     if cfg.precision not in PRECISIONS:
         raise ConfigError(f"--precision: expected one of {', '.join(PRECISIONS)}, got '{cfg.precision}'")
+    if cfg.fp8_recipe not in FP8_RECIPES:
+        raise ConfigError(f"--fp8-recipe: expected one of {', '.join(FP8_RECIPES)}, got '{cfg.fp8_recipe}'")
 
 
 def _check_context_parallel(cfg: LLMConfig) -> None:

@@ -52,8 +52,17 @@ class StageNode:
 class StageProgram:
     """One stage's node list: a compute chain and a communication chain."""
 
-    def __init__(self, gpu: GPUSpec, precision: str, group_sizes: dict[str, int], budget: int, limit: int):
+    def __init__(
+        self,
+        gpu: GPUSpec,
+        precision: str,
+        group_sizes: dict[str, int],
+        budget: int,
+        limit: int,
+        fp8_recipe: str = "delayed",
+    ):
         self.nodes: list[StageNode] = []
+        self.fp8_recipe = fp8_recipe  # Transformer Engine's scaling (:func:`.ops.fp8_cast_op`)
         self.budget = budget  # most nodes this stage may have (``limit`` over all stages)
         self.limit = limit
         self.gpu = gpu
@@ -81,7 +90,7 @@ class StageProgram:
         """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`);
         under FP8 with Transformer Engine's casts (:func:`.ops.fp8_kernels`)."""
         if self.precision == "fp8":
-            op_list = O.fp8_kernels(op_list)
+            op_list = O.fp8_kernels(op_list, self.fp8_recipe)
         ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
         node = StageNode(
             name,
@@ -253,6 +262,7 @@ class StageBuilder:
             },
             budget,
             limit,
+            cfg.fp8_recipe,
         )
         self.grads = GradBuckets(self.prog, cfg)
         self._init_params()
@@ -397,8 +407,8 @@ class StageBuilder:
         and when the backward pass is through, synchronously (``async_op=False``,
         ``reduce_and_update_fp8_tensors``): FP32 amaxes of 3 tensors per GEMM forward
         (input, weight, output) and 2 backward (output and input gradients)."""
-        if self.cfg.precision != "fp8" or not chunk:  # a chunk of no layers has no FP8 GEMM
-            return
+        if self.cfg.precision != "fp8" or self.cfg.fp8_recipe != "delayed" or not chunk:
+            return  # current scaling reduces no amax history; a chunk of no layers has no FP8 GEMM
         gemms = 0
         for i in chunk:
             ops = self.attn + (self.experts if self.model.is_moe_layer(i) else self.dense_mlp)
@@ -565,11 +575,22 @@ class StageBuilder:
             return
         if self.sp:
             if at_input == forward:
+                self._tp_amax(name)
                 self.prog.coll(f"{name}_AG", _AG, self.act / T, "tp")
             else:
                 self.prog.coll(f"{name}_RS", _RS, self.act, "tp")
         elif forward != at_input:  # Megatron's g (forward output) and f (backward input) all-reduces
             self.prog.coll(f"{name}_AR", _AR, self.act, "tp")
+
+    def _tp_amax(self, name: str) -> None:
+        """FP8 current scaling under sequence parallelism: the tensor all-gathered in FP8
+        over the tensor-parallel ranks (a column-parallel GEMM's input forward, a
+        row-parallel GEMM's output gradient backward) needs one scale on all of them, so
+        Transformer Engine all-reduces (MAX) its FP32 amax over the group first and waits
+        for it (``with_amax_reduction``, ``amax_reduction_group = tp_group`` in
+        ``module/linear.py``; ``->wait()`` in ``quantizer.cpp``)."""
+        if self.cfg.precision == "fp8" and self.cfg.fp8_recipe == "tensorwise":
+            self.prog.coll(f"{name}_amax_AR", _AR, 4, "tp")
 
     def _column_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:
         """The backward of a block's first (column-parallel) GEMM under sequence parallelism,
@@ -616,6 +637,8 @@ class StageBuilder:
         if ops[:first]:
             prog.comp(f"{name}_pre", ops[:first], recompute=again)
         for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
+            if gather:
+                self._tp_amax(name)
             batch, rows, n, k = ops[j].shape
             block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
             self._ring(

@@ -160,6 +160,7 @@ def write_llm(
         "pipeline_layout": cfg.pipeline_layout,
         "attention": cfg.attention,
         "precision": cfg.precision,
+        "fp8_recipe": cfg.fp8_recipe,
         "npus": wl.layout.npus,
         "model_flops": sum(wl.model_flops.values()),
         "hardware_flops": sum(wl.flops.values()),

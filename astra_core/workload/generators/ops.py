@@ -370,33 +370,47 @@ def kernel_precision(op: Op, precision: str) -> str:
     return "fp8" if op.kind == GEMM and _gemm_pass(op.name)[0] in FP8_GEMMS else "bf16"
 
 
-def fp8_cast_op(op: Op) -> Op | None:
-    """The Transformer Engine (delayed scaling) cast in front of an FP8 GEMM, or None.
+def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
+    """Transformer Engine's kernels that quantize an FP8 GEMM's operand, in order (none
+    for a GEMM that is not FP8, or for a weight-gradient GEMM).
 
     The forward GEMM's activation ``(m x k)`` and the data-gradient GEMM's output
     gradient ``(m x k)`` of its shape are cast to FP8 together with their transpose
     for the weight gradient (``fp8_cast_transpose_fused``: read 2 B, write 1 + 1 B per
-    element); where the kernel before already wrote FP8 (:data:`_FP8_FROM_PRODUCER`,
-    :data:`_FP8_GRAD_FROM_PRODUCER`) only the transpose remains (read 1, write 1).
-    The weight-gradient GEMM reads those transposes and casts nothing.
+    element). The weight-gradient GEMM reads those transposes and casts nothing.
+
+    * ``delayed`` (TE's ``DelayedScaling``): the scale is known before the tensor is;
+      where the kernel before already wrote FP8 (:data:`_FP8_FROM_PRODUCER`,
+      :data:`_FP8_GRAD_FROM_PRODUCER`) only the transpose remains (read 1, write 1).
+    * ``tensorwise`` (TE's ``Float8CurrentScaling``, Megatron-core's ``--fp8-recipe
+      tensorwise``): ``Float8CurrentScalingQuantizer::quantize_impl`` (TE
+      ``pytorch/csrc/quantizer.cpp``) first computes the tensor's amax
+      (``nvte_compute_amax``: read 2 B per element), then the scale from it
+      (``nvte_compute_scale_from_amax``, one tiny kernel), then casts with the
+      transpose (read 2, write 1 + 1 B). A fused norm or activation before the GEMM
+      computes the amax as it writes, but writes its output in BF16 (2 B, 1 more than
+      FP8), which the cast then reads: 1 + 4 B per element, no amax pass.
     """
     if op.kind != GEMM:
-        return None
+        return []
     base, kind = _gemm_pass(op.name)
     if base not in FP8_GEMMS or kind == "wgrad":
-        return None
+        return []
     batch, m, _, k = op.shape
+    elems = batch * m * k
     fused = base in (_FP8_GRAD_FROM_PRODUCER if kind else _FP8_FROM_PRODUCER)
-    return _memory(f"{op.name}_fp8_cast", batch * m * k, 2.0 if fused else 4.0, 0.0, 1.0)
+    if recipe == "delayed":
+        return [_memory(f"{op.name}_fp8_cast", elems, 2.0 if fused else 4.0, 0.0, 1.0)]
+    amax = [] if fused else [_memory(f"{op.name}_fp8_amax", elems, 2.0, 0.0, 1.0)]
+    scale = _memory(f"{op.name}_fp8_scale", 1, 8.0, 0.0, 1.0)
+    return [*amax, scale, _memory(f"{op.name}_fp8_cast", elems, 5.0 if fused else 4.0, 0.0, 1.0)]
 
 
-def fp8_kernels(ops: list[Op]) -> list[Op]:
-    """``ops`` with the FP8 cast of each FP8 GEMM (:func:`fp8_cast_op`) in front of it."""
+def fp8_kernels(ops: list[Op], recipe: str = "delayed") -> list[Op]:
+    """``ops`` with the FP8 quantization of each FP8 GEMM (:func:`fp8_cast_op`) in front of it."""
     out = []
     for op in ops:
-        cast = fp8_cast_op(op)
-        if cast is not None:
-            out.append(cast)
+        out += fp8_cast_op(op, recipe)
         out.append(op)
     return out
 

@@ -38,7 +38,7 @@ def test_each_fp8_gemm_casts_its_activation_operand_with_its_transpose():
     h, f = GPT.hidden, GPT.ffn_hidden
     attn = {o.name: o for o in O.attention_ops(GPT, 2, 1024, 1, False, "unfused")}
     mlp = {o.name: o for o in O.mlp_ops(GPT, 2, 1024, 1, False)}
-    cast = lambda op: O.fp8_cast_op(op).bytes  # noqa: E731
+    cast = lambda op: sum(k.bytes for k in O.fp8_cast_op(op))  # noqa: E731
     # the fused layer norm writes qkv's input in FP8: only its transpose (read 1, write 1)
     assert cast(attn["qkv"]) == TOKENS * h * 2
     # the attention output is BF16: cast and transpose (read 2, write 1 + 1)
@@ -48,10 +48,10 @@ def test_each_fp8_gemm_casts_its_activation_operand_with_its_transpose():
     # backward: the output gradient of each data-gradient GEMM, from BF16 (4) or, for fc1,
     # from the fused dGELU + cast-transpose (2); the weight gradient casts nothing
     out_dgrad, out_wgrad = O.backward([attn["attn_out"]])
-    assert cast(out_dgrad) == TOKENS * h * 4 and O.fp8_cast_op(out_wgrad) is None
+    assert cast(out_dgrad) == TOKENS * h * 4 and O.fp8_cast_op(out_wgrad) == []
     up_dgrad, _ = O.backward([mlp["mlp_up"]])
     assert cast(up_dgrad) == TOKENS * f * 2
-    assert O.fp8_cast_op(attn["attention_scores"]) is None
+    assert O.fp8_cast_op(attn["attention_scores"]) == []
 
 
 def _node_bytes(precision: str, name: str) -> float:
@@ -97,3 +97,41 @@ def test_amaxes_are_all_reduced_over_the_stage_after_every_forward_and_backward(
         for n in generate_llm(LLMConfig(GPT, H100, dp=2, tp=2, pp=pp, microbatches=m)).stages[0]
         if "amax" in n.name
     ]
+
+
+# -- current scaling (Transformer Engine's Float8CurrentScaling, --fp8-recipe tensorwise) ------
+
+
+def test_current_scaling_computes_each_amax_before_its_cast():
+    h = GPT.hidden
+    attn = {o.name: o for o in O.attention_ops(GPT, 2, 1024, 1, False, "unfused")}
+
+    def kernels(op):
+        return [(k.name.rsplit("_", 1)[-1], k.bytes) for k in O.fp8_cast_op(op, "tensorwise")]
+
+    # the attention output is BF16: an amax pass (read 2 B), the scale, then the cast (2 + 1 + 1)
+    assert kernels(attn["attn_out"]) == [("amax", TOKENS * h * 2), ("scale", 8), ("cast", TOKENS * h * 4)]
+    # the fused layer norm finds the amax as it writes, but in BF16 (1 B more than FP8)
+    assert kernels(attn["qkv"]) == [("scale", 8), ("cast", TOKENS * h * 5)]
+
+
+def test_current_scaling_all_reduces_the_amaxes_of_what_tensor_parallelism_gathers():
+    m, tp = 2, 2
+    cfg = LLMConfig(
+        GPT,
+        H100,
+        dp=2,
+        tp=tp,
+        microbatches=m,
+        sequence_parallel=True,
+        precision="fp8",
+        fp8_recipe="tensorwise",
+    )
+    nodes = generate_llm(cfg).stages[0]
+    amax = [n for n in nodes if "amax" in n.name]
+    # per layer and micro-batch: the inputs of qkv and fc1 forward, the output gradients
+    # of the projection and fc2 backward; 4 FP32 bytes over the tensor-parallel pair
+    assert len(amax) == m * GPT.layers * 4
+    assert {(n.comm_type, n.size, n.role) for n in amax} == {(pb.ALL_REDUCE, 4, "tp")}
+    # and none of delayed scaling's per-chunk reductions over the stage
+    assert not [n for n in amax if n.role == "amax"]
