@@ -119,3 +119,57 @@ def test_a_member_that_never_starts_undoes_the_fold():
     fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7, 0.0))
     why = fold.settle()
     assert isinstance(why, str) and "never starts" in why
+
+
+def test_the_report_says_what_was_folded_and_why_every_rank_ran(tmp_path):
+    """The summary's symmetry line: how many collectives were folded (FP8's amax trees
+    over a stage of 16 H100s); where symmetry is off for a reason, not by request, why."""
+    import io
+
+    from rich.console import Console
+
+    import astra
+    from astra_core.report.table import print_summary
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import ModelConfig
+
+    model = ModelConfig("t", layers=2, hidden=1024, heads=16, ffn_hidden=4096, vocab=1000, seq_len=512)
+    cfg = LLMConfig(
+        model, GPUS["h100"], dp=2, tp=8, micro_batch=1, global_batch=4, dims=[8, 2], precision="fp8"
+    )
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [8, 2],
+            "bandwidth": [419.0, 46.6],
+            "latency": [300, 1350],
+        }
+    )
+    system = SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "collective-optimization": "baseline",
+            "preferred-dataset-splits": 1,
+            **{f"{c}-implementation": ["nccl"] for c in ("all-reduce", "all-gather", "reduce-scatter")},
+            "nccl": {"gpu": "H100"},
+        }
+    )
+    lines = []
+    for backend in ("analytical", "analytical-congestion"):
+        result = astra.simulate(
+            str(tmp_path / "llm"),
+            system,
+            network,
+            comm_groups=str(groups) if groups else None,
+            backend=backend,
+        )
+        out = io.StringIO()
+        print_summary(result, Console(file=out, width=400))
+        lines.append(next(line for line in out.getvalue().splitlines() if "rank symmetry" in line))
+    assert "1 of 16 ranks simulated" in lines[0] and "NCCL collectives whose members play" in lines[0]
+    assert (
+        lines[1]
+        == "rank symmetry: off, every rank simulated (the backend's timing is not the same for every rank)"
+    )
