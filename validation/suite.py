@@ -15,7 +15,8 @@ they were read from, and builds the run's plan with ``astra gen llm``'s generato
   H100 and DGX B200 (:mod:`megatron_bridge`).
 
 No constant of astra is fitted to any row. Each row is generated and simulated in its own
-process (its wall time and peak resident memory are its own). Error = published step
+process (its wall time and peak resident memory are its own), stopped and reported if
+it passes ``--max-gib`` of address space or ``--max-minutes``. Error = published step
 time / predicted step time - 1 (= predicted throughput / published - 1: positive means
 astra predicts the run faster than it ran). The report gives per row the source, plan,
 published and predicted step, signed error, wall time and peak memory; overall the
@@ -30,9 +31,12 @@ import argparse
 import importlib
 import multiprocessing
 import resource
+import signal
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,9 +164,15 @@ def not_expressible() -> list[tuple[str, str, str]]:
     return [("megatron-bridge", runs, why) for runs, why in megatron_bridge.NOT_EXPRESSIBLE]
 
 
-def run_case(case: Case) -> tuple[float | None, float, float, str | None]:
+def run_case(case: Case, max_gib: float = 12.0, max_minutes: float = 20.0) -> tuple:
     """``case`` in this process: (predicted step s or None, wall s, peak resident GiB,
-    astra's one-line refusal or None)."""
+    astra's one-line refusal or why the row was stopped, or None). The process may
+    address at most ``max_gib`` GiB and run ``max_minutes`` (a row past either is
+    stopped and reported, the machine stays usable)."""
+    limit = int(max_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.alarm(int(max_minutes * 60))
     module = importlib.import_module(case.module)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,15 +181,44 @@ def run_case(case: Case) -> tuple[float | None, float, float, str | None]:
             seconds, refusal = (found[0] if isinstance(found, tuple) else found), None
         except AstraError as exc:
             seconds, refusal = None, str(exc)
+        except MemoryError:
+            seconds, refusal = (
+                None,
+                f"stopped: it needs more than the suite's {max_gib:g} GiB of address space",
+            )
+        except _OutOfTime:
+            seconds, refusal = None, f"stopped: it runs longer than the suite's {max_minutes:g} minutes"
+    signal.alarm(0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return seconds, time.perf_counter() - start, peak, refusal
 
 
-def run(chosen: list[Case], jobs: int = 1) -> dict[Case, tuple]:
+class _OutOfTime(BaseException):
+    """A row past its time (not an OSError, which astra's writers catch as I/O errors)."""
+
+
+def _out_of_time(signum, frame) -> None:
+    raise _OutOfTime
+
+
+def _in_child(case: Case, max_gib: float, max_minutes: float) -> tuple:
+    """``case`` in a fresh process (spawned: its memory is its own); a process that
+    dies is a row stopped with its exit."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(run_case, case, max_gib, max_minutes).result()
+        except BrokenProcessPool:
+            return None, 0.0, 0.0, "stopped: its process died (out of memory?)"
+
+
+def run(
+    chosen: list[Case], jobs: int = 1, max_gib: float = 12.0, max_minutes: float = 20.0
+) -> dict[Case, tuple]:
     """Every case in its own process, ``jobs`` at a time, the largest first."""
     order = sorted(chosen, key=lambda case: -case.gpus)
-    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1) as pool:
-        return dict(zip(order, pool.map(run_case, order, chunksize=1)))
+    with ThreadPoolExecutor(jobs) as threads:
+        results = threads.map(lambda case: _in_child(case, max_gib, max_minutes), order)
+        return dict(zip(order, results))
 
 
 def _geomeans(errors: list[tuple[Case, float]], key) -> str:
@@ -231,10 +270,11 @@ def render(chosen: list[Case], results: dict[Case, tuple]) -> str:
             f"* Per source: {_geomeans(errors, lambda c: c.source)}.",
             f"* Per GPU generation: {_geomeans(errors, lambda c: c.gpu)}.",
             f"* Slowest row: {max(results[c][1] for c, _ in errors):.0f} s; largest peak memory: "
-            f"{max(results[c][2] for c, _ in errors):.1f} GiB.",
+            f"{max(results[c][2] for c, _ in errors):.1f} GiB; within 10 minutes and 8 GiB: "
+            f"{sum(results[c][1] <= 600 and results[c][2] <= 8 for c, _ in errors)} of {len(errors)}.",
         ]
     if refused:
-        lines += ["", "## Rows astra refuses", ""]
+        lines += ["", "## Rows astra refuses or the suite stopped", ""]
         lines += [f"* {c.source}, {c.label}, {c.gpus:,} GPUs: {why}" for c, why in refused]
     lines += ["", "## Published runs astra cannot express yet", ""]
     lines += [f"* {source}: {runs}: {why}." for source, runs, why in not_expressible()]
@@ -249,13 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated: {', '.join(SOURCES)}")
     parser.add_argument("--jobs", type=int, default=1, help="rows simulated at once (one process each)")
     parser.add_argument("--markdown", help="also write the page to this file")
+    parser.add_argument("--max-gib", type=float, default=12.0, help="address space per row [GiB]")
+    parser.add_argument("--max-minutes", type=float, default=20.0, help="wall time per row [min]")
     args = parser.parse_args(argv)
     sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         parser.error(f"unknown source {unknown[0]!r} (known: {', '.join(SOURCES)})")
     chosen = cases(sources)
-    return emit(render(chosen, run(chosen, max(1, args.jobs))), args.markdown)
+    results = run(chosen, max(1, args.jobs), args.max_gib, args.max_minutes)
+    return emit(render(chosen, results), args.markdown)
 
 
 if __name__ == "__main__":
