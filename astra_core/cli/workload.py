@@ -361,45 +361,28 @@ def gen_llm(
     tp,
     pp,
     ep,
-    microbatches,
-    micro_batch,
-    global_batch,
+    cp,
     schedule,
     virtual_stages,
     pipeline_layout,
-    account_for_embedding,
-    account_for_loss,
-    first_stage_layers,
-    last_stage_layers,
     zero,
-    seq_len,
-    sequence_parallel,
-    recompute,
-    overlap_grad_reduce,
-    ddp,
-    scatter_gather,
-    cp,
-    tp_comm_overlap,
-    attention,
-    dropout,
-    precision,
-    fp8_recipe,
-    grad_reduce_in_bf16,
     distributed_optimizer,
     gpu,
     bucket_mb,
     dims,
     output,
     comm_groups,
+    **plan,
 ) -> None:
     """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import load_model
 
-    plan = f"dp {dp} x tp {tp} x pp {pp} x cp {cp}"
-    _check_paths(output, dp * tp * pp * cp, comm_groups, {"--model": model, "--gpu": gpu}, plan)
+    sizes = f"dp {dp} x tp {tp} x pp {pp} x cp {cp}"
+    _check_paths(output, dp * tp * pp * cp, comm_groups, {"--model": model, "--gpu": gpu}, sizes)
     zero = _zero_stage(zero, distributed_optimizer)
+    # every other option has its LLMConfig field's name
     cfg = LLMConfig(
         load_model(model),
         load_gpu(gpu),
@@ -407,37 +390,19 @@ def gen_llm(
         tp=tp,
         pp=pp,
         ep=ep,
-        microbatches=microbatches,
-        micro_batch=micro_batch,
-        global_batch=global_batch,
+        cp=cp,
         schedule=schedule,
         zero=zero,
-        seq_len=seq_len,
-        sequence_parallel=sequence_parallel,
         bucket_bytes=_bucket_bytes(bucket_mb),
         dims=_dims(dims),
-        recompute=recompute,
-        overlap_grad_reduce=overlap_grad_reduce,
-        scatter_gather=scatter_gather,
         virtual_stages=virtual_stages or _layout_chunks(pipeline_layout, pp),
         pipeline_layout=pipeline_layout,
-        account_for_embedding=account_for_embedding,
-        account_for_loss=account_for_loss,
-        first_stage_layers=first_stage_layers,
-        last_stage_layers=last_stage_layers,
-        attention=attention,
-        dropout=dropout,
-        precision=precision,
-        fp8_recipe=fp8_recipe,
-        cp=cp,
-        tp_comm_overlap=tp_comm_overlap,
-        grad_reduce_in_bf16=grad_reduce_in_bf16,
-        ddp=ddp,
+        **plan,
     )
     with _interruptible():
         wl = generate_llm(cfg)
         paths, groups = write_llm(wl, output, comm_groups)
-    _say_llm_written(cfg.model, wl, paths, groups, f"{plan}, ep {ep}", schedule, zero, output)
+    _say_llm_written(cfg.model, wl, paths, groups, f"{sizes}, ep {ep}", schedule, zero, output)
 
 
 def _zero_stage(zero: int, distributed_optimizer: bool) -> int:
