@@ -84,6 +84,27 @@ def flat_covered(flat: Sequence[float], start: float, end: float) -> float:
     return sum(points[1::2]) - sum(points[0::2])
 
 
+def flat_uncovered(flat: Sequence[float], intervals: Iterable[Interval]) -> list[Interval]:
+    """The parts of ``intervals`` (any order, may overlap) outside the intervals ``flat``
+    (as :func:`flat_covered`'s), sorted and disjoint: :func:`subtract` by binary search,
+    for a few intervals against a long log."""
+    out: list[Interval] = []
+    for start, end in union(intervals):
+        i = bisect_right(flat, start)
+        if i % 2:  # inside one of flat's intervals
+            start = max(start, flat[i])
+            i += 1
+        while start < end:
+            if i >= len(flat) or flat[i] >= end:
+                out.append((start, end))
+                break
+            if flat[i] > start:
+                out.append((start, flat[i]))
+            start = max(start, flat[i + 1])
+            i += 2
+    return out
+
+
 def coarsen(intervals: Sequence[Interval], gap_ns: float) -> list[Interval]:
     """Sorted disjoint ``intervals`` with every gap shorter than ``gap_ns`` closed: what a
     plot or a trace viewer shows at a resolution of ``gap_ns`` (ns)."""

@@ -26,12 +26,11 @@ the full run has, so the check finds it.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from astra_core.intervals import Interval, flight_pairs, overlap, total, union
+from astra_core.intervals import Interval, flat_uncovered, flight_pairs, overlap, total, union
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase
 from astra_core.system.collectives.nccl.replay import Replay, replay
 
@@ -136,32 +135,12 @@ class FloorFold:
         return found
 
 
-def uncovered(flat: Sequence[float], intervals: list[Interval]) -> list[Interval]:
-    """The parts of ``intervals`` outside ``flat`` (sorted disjoint intervals as
-    start, end, start, end, ...), as disjoint sorted intervals."""
-    out: list[Interval] = []
-    for start, end in union(intervals):
-        i = bisect_right(flat, start)
-        if i % 2:  # inside one of flat's intervals
-            start = max(start, flat[i])
-            i += 1
-        while start < end:
-            if i >= len(flat) or flat[i] >= end:
-                out.append((start, end))
-                break
-            if flat[i] > start:
-                out.append((start, flat[i]))
-            start = max(start, flat[i + 1])
-            i += 2
-    return out
-
-
 def with_traffic(result, log: Sequence[float], comm: list[Interval], extra: list[Interval]):
     """``result`` (a rank's :class:`~astra_core.results.RankResult`, its in-flight
     ``log`` as flat start, end pairs, ``comm`` its communication nodes' merged
     intervals) with the folded messages ``extra`` in flight too."""
     finish = result.finish_ns
-    added = [(s, min(e, finish)) for s, e in uncovered(log, extra) if s < finish]
+    added = [(s, min(e, finish)) for s, e in flat_uncovered(log, extra) if s < finish]
     return replace(
         result,
         comm_ns=result.comm_ns + total(added),
