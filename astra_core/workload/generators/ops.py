@@ -386,7 +386,8 @@ def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
       tensorwise``): ``Float8CurrentScalingQuantizer::quantize_impl`` (TE
       ``pytorch/csrc/quantizer.cpp``) first computes the tensor's amax
       (``nvte_compute_amax``: read 2 B per element), then the scale from it
-      (``nvte_compute_scale_from_amax``, one tiny kernel), then casts with the
+      (``nvte_compute_scale_from_amax``: one thread reads the FP32 amax and writes the
+      FP32 scale, 8 B, a kernel launch), then casts with the
       transpose (read 2, write 1 + 1 B). A fused norm or activation before the GEMM
       computes the amax as it writes, but writes its output in BF16 (2 B, 1 more than
       FP8), which the cast then reads: 1 + 4 B per element, no amax pass.
