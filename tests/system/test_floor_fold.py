@@ -8,11 +8,12 @@ import pytest
 
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
+from astra_core.intervals import flat_uncovered
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.collectives.nccl.replay import replay
 from astra_core.system.collectives.nccl.schedule import Schedule
 from astra_core.system.comm_types import CommType
-from astra_core.system.floor_fold import FloorFold, uncovered
+from astra_core.system.floor_fold import FloorFold
 from astra_core.system.symmetry import Symmetry
 
 GIB = 1 << 30
@@ -55,11 +56,11 @@ def test_replay_refuses_a_send_no_one_receives():
         replay(s, dict.fromkeys(range(3), 0), lambda a, b, size: 1)
 
 
-def test_uncovered_parts():
+def test_flat_uncovered_parts():
     log = [10.0, 20.0, 30.0, 40.0]
-    assert uncovered(log, [(0, 50)]) == [(0, 10), (20, 30), (40, 50)]
-    assert uncovered(log, [(12, 18), (35, 45)]) == [(40, 45)]
-    assert uncovered(log, [(20, 30)]) == [(20, 30)]
+    assert flat_uncovered(log, [(0, 50)]) == [(0, 10), (20, 30), (40, 50)]
+    assert flat_uncovered(log, [(12, 18), (35, 45)]) == [(40, 45)]
+    assert flat_uncovered(log, [(20, 30)]) == [(20, 30)]
 
 
 def tree_fold(steps: tuple[int, int]) -> tuple[FloorFold, tuple[int, ...]]:
@@ -130,39 +131,15 @@ def test_the_report_says_what_was_folded_and_why_every_rank_ran(tmp_path):
 
     import astra
     from astra_core.report.table import print_summary
-    from astra_core.workload.generators.gpus import GPUS
-    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
-    from astra_core.workload.generators.models import ModelConfig
 
-    model = ModelConfig("t", layers=2, hidden=1024, heads=16, ffn_hidden=4096, vocab=1000, seq_len=512)
-    cfg = LLMConfig(
-        model, GPUS["h100"], dp=2, tp=8, micro_batch=1, global_batch=4, dims=[8, 2], precision="fp8"
-    )
-    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
-    network = NetworkConfig.from_dict(
-        {
-            "topology": ["Switch", "Switch"],
-            "npus_count": [8, 2],
-            "bandwidth": [419.0, 46.6],
-            "latency": [300, 1350],
-        }
-    )
-    system = SystemConfig.from_dict(
-        {
-            "scheduling-policy": "LIFO",
-            "collective-optimization": "baseline",
-            "preferred-dataset-splits": 1,
-            **{f"{c}-implementation": ["nccl"] for c in ("all-reduce", "all-gather", "reduce-scatter")},
-            "nccl": {"gpu": "H100"},
-        }
-    )
+    groups, system, network = fp8_on_h100(tmp_path, layers=2, dp=2, tp=8, global_batch=4)
     lines = []
     for backend in ("analytical", "analytical-congestion"):
         result = astra.simulate(
             str(tmp_path / "llm"),
             system,
             network,
-            comm_groups=str(groups) if groups else None,
+            comm_groups=groups,
             backend=backend,
         )
         out = io.StringIO()
@@ -181,20 +158,38 @@ def test_an_fp8_step_folds_to_its_stages_and_matches_the_full_run(tmp_path):
     gives every rank's finish, time in flight and waiting, and the message counts of the
     run of every rank."""
     import astra
+
+    groups, system, network = fp8_on_h100(
+        tmp_path, layers=4, dp=2, tp=8, pp=2, cp=2, global_batch=8, sequence_parallel=True
+    )
+    sym, full = (
+        astra.simulate(str(tmp_path / "llm"), system, network, comm_groups=groups, symmetry=flag)
+        for flag in (True, False)
+    )
+    assert sym.symmetric and sym.folded > 0 and len(sym.traces) < 64
+    assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
+    assert (sym.messages, sym.message_bytes) == (full.messages, full.message_bytes)
+    for a, b in zip(sym.ranks, full.ranks):
+        assert a.comm_ns == pytest.approx(b.comm_ns, abs=1e-3)
+        assert a.comm_wait_ns == pytest.approx(b.comm_wait_ns, abs=1e-3)
+
+
+def fp8_on_h100(tmp_path, layers: int, **plan):
+    """A small FP8 step written to ``tmp_path / "llm"`` for H100 servers of 8 GPUs (NVLink4
+    and one 400 Gb/s NIC per GPU, in network.yml's GiB/s): its comm groups, an all-NCCL
+    system and the network."""
     from astra_core.workload.generators.gpus import GPUS
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
     from astra_core.workload.generators.models import ModelConfig
 
-    model = ModelConfig("t", layers=4, hidden=1024, heads=16, ffn_hidden=4096, vocab=1000, seq_len=1024)
-    cfg = LLMConfig(
-        model, GPUS["h100"], dp=2, tp=8, pp=2, cp=2, micro_batch=1, global_batch=8, dims=[8, 8],
-        sequence_parallel=True, precision="fp8",
-    )  # fmt: skip
+    model = ModelConfig("t", layers=layers, hidden=1024, heads=16, ffn_hidden=4096, vocab=1000, seq_len=1024)
+    npus = plan["dp"] * plan["tp"] * plan.get("pp", 1) * plan.get("cp", 1)
+    cfg = LLMConfig(model, GPUS["h100"], micro_batch=1, dims=[8, npus // 8], precision="fp8", **plan)
     _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
     network = NetworkConfig.from_dict(
         {
             "topology": ["Switch", "Switch"],
-            "npus_count": [8, 8],
+            "npus_count": [8, npus // 8],
             "bandwidth": [419.0, 46.6],
             "latency": [300, 1350],
         }
@@ -208,13 +203,4 @@ def test_an_fp8_step_folds_to_its_stages_and_matches_the_full_run(tmp_path):
             "nccl": {"gpu": "H100"},
         }
     )
-    sym, full = (
-        astra.simulate(str(tmp_path / "llm"), system, network, comm_groups=str(groups), symmetry=flag)
-        for flag in (True, False)
-    )
-    assert sym.symmetric and sym.folded > 0 and len(sym.traces) < 64
-    assert [r.finish_ns for r in sym.ranks] == [r.finish_ns for r in full.ranks]
-    assert (sym.messages, sym.message_bytes) == (full.messages, full.message_bytes)
-    for a, b in zip(sym.ranks, full.ranks):
-        assert a.comm_ns == pytest.approx(b.comm_ns, abs=1e-3)
-        assert a.comm_wait_ns == pytest.approx(b.comm_wait_ns, abs=1e-3)
+    return str(groups) if groups else None, system, network
