@@ -321,11 +321,11 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
 )
 @click.option(
     "--fp8-recipe",
-    type=click.Choice(["delayed", "tensorwise"]),
+    type=click.Choice(["delayed", "tensorwise", "mxfp8"]),
     default="delayed",
     show_default=True,
-    help="Transformer Engine's FP8 scaling (Megatron-core's --fp8-recipe): delayed, or "
-    "tensorwise current scaling",
+    help="Transformer Engine's FP8 scaling (Megatron-core's --fp8-recipe): delayed, "
+    "tensorwise current scaling, or mxfp8 block scaling (Blackwell)",
 )
 @click.option(
     "--grad-reduce-in-bf16",
@@ -343,7 +343,7 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "--gpu",
     default="H100",
     show_default=True,
-    help="A100, A100-40GB, H100, H200, B200 or a JSON/YAML file (kernel model constants)",
+    help="A100, A100-40GB, H100, H200, B200, GB200, GB300 or a JSON/YAML file (kernel model constants)",
 )
 @click.option(
     "--bucket-mb",

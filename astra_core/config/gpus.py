@@ -94,6 +94,26 @@ GPUS: dict[str, GpuModel] = {
             True,
             "NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); NCCL topo.h SM100_NVLINK_BW",
         ),
+        GpuModel(
+            "GB200",
+            100,
+            18,
+            50.0,
+            40.1,
+            True,
+            "NVIDIA GB200 NVL72 specification (NVLink 5: 1.8 TB/s per GPU, 72 GPUs on NVLink "
+            "switch trays); NCCL topo.h SM100_NVLINK_BW",
+        ),
+        GpuModel(
+            "GB300",
+            103,
+            18,
+            50.0,
+            40.1,
+            True,
+            "NVIDIA GB300 NVL72 specification (NVLink 5: 1.8 TB/s per GPU, 72 GPUs on NVLink "
+            "switch trays); NCCL topo.h SM100_NVLINK_BW",
+        ),
     )
 }
 

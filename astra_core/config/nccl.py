@@ -6,12 +6,15 @@ upstream has no NCCL model). Keys:
 =================  ========  ===============================================
 key                default   meaning
 =================  ========  ===============================================
-gpu                required  GPU model: A100, H100, H200, B200 (its compute
-                             capability and NVLink generation; see
-                             ``astra_core.config.gpus``)
+gpu                required  GPU model: A100, H100, H200, B200, GB200,
+                             GB300 (its compute capability and NVLink
+                             generation; see ``astra_core.config.gpus``)
 gpus-per-node      dim 0     GPUs of one node (one NVSwitch domain): network
                              dimension 0, which it must equal when the
-                             network has a dimension 1 (the rails)
+                             network has a dimension 1 (the rails). A
+                             multi-node NVLink domain (GB200 NVL72) is one
+                             node: NCCL fuses its trays' topologies into
+                             one (MNNVL, ``graph/topo.cc``)
 nics-per-node      gpus      NICs (rails) per node, each at the bandwidth of
                              network dimension 1
 nvls               1         NVLink SHARP (NCCL_NVLS_ENABLE), where the GPU

@@ -71,6 +71,20 @@ def test_search_across_four_h100_nodes():
     assert (nvls.n_channels, nvls.bw_intra_gbps, nvls.bw_inter_gbps) == (8, 40.0, 48.0)
 
 
+def test_search_on_one_gb200_nvl72_domain():
+    """A GB200 NVL72 rack is one node to NCCL (MNNVL fuses its trays' topologies)."""
+    graphs = search_graphs(Machine(72, 72, GPUS["GB200"], 18 * 40.1))
+    # Ring: SM100 speeds 90, 80, 70, 60, 50, 45: floor(721.8 / 45) = 16 channels = 720 GB/s;
+    # not duplicated (45 < 50 GB/s with more than 4 channels beyond SM 80)
+    assert (graphs[Algo.RING].n_channels, graphs[Algo.RING].bw_intra_gbps) == (16, 45.0)
+    # NVLS: at most NCCL_MAX_NVLS_ARITY = 32 heads; (32 + 1) s <= 721.8 -> 20 GB/s
+    assert (graphs[Algo.NVLS].n_channels, graphs[Algo.NVLS].bw_intra_gbps) == (32, 20.0)
+    t = tune(communicator(Machine(72, 72, GPUS["GB200"], 18 * 40.1)))
+    # NVLS serves only all-reduce beyond 32 local ranks (enqueue.cc)
+    assert t.choose(Func.ALL_REDUCE, 8 * GIB)[0] == Algo.NVLS
+    assert t.choose(Func.ALL_GATHER, 8 * GIB)[0] == t.choose(Func.REDUCE_SCATTER, 8 * GIB)[0] == Algo.RING
+
+
 def test_nccl_choices_on_h100():
     one = tune(communicator(h100_node()))
     assert one.choose(Func.ALL_REDUCE, 8)[:2] == (Algo.RING, Proto.LL)
@@ -253,7 +267,7 @@ def test_nccl_needs_its_section():
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200"),
+        ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200, GB200, GB300"),
         ({"gpu": "H100", "NCCL_ALGO": "Rings"}, "nccl.NCCL_ALGO: NCCL_ALGO='Rings': unknown 'Rings'"),
         ({"gpu": "H100", "nics": 8}, "unknown key 'nics'"),
         ({}, "missing required key 'gpu'"),
