@@ -8,13 +8,14 @@ kernel benchmarks reached on the part:
   (S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md,
   commit 744d01e: A100 SXM BF16 271.2, H100 SXM BF16 794.5 ("H200 is the
   same"), B200 SXM BF16 1745.0, H100 FP8 1402.6, H200 FP8 1453.4, B200 FP8
-  3432.5 TFLOP/s).
+  3432.5 TFLOP/s; the later revision b9e29720 adds GB200 SXM BF16 1822.0 and
+  FP8 3615.6 TFLOP/s of the GB200 NVL72 specification's 2,500 and 5,000).
 * HBM: measured streaming bandwidth (BabelStream Triad on A100 SXM4 40 GB,
   1377.4 GB/s, ALCF Polaris guide, argonne-lcf/ALCFBeginnersGuide
   polaris/02_profiling.md; BabelStream 5.0 Triad on A100 SXM4 80 GB,
   1724.8 GB/s, EPCC Tursa benchmark README; device-to-device copy on H100 SXM
   80 GB HBM3, 2903 GB/s, Voltage Park / Georgia Tech H100 benchmark suite).
-  No H200 or B200 measurement was found: they take H100's fraction of peak.
+  No H200, B200 or GB200 HBM measurement was found: they take H100's fraction of peak.
 * Framework kernels (element-wise, softmax, dropout, memory-bound GEMMs):
   PyTorch's standard attention of GPT-2 medium (sequence 1024, 16 heads of
   64, batch 64) moved 40.3 GB to and from HBM in 41.7 ms forward + backward on
@@ -36,7 +37,14 @@ kernel benchmarks reached on the part:
   (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
   on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell.
 * SMs: 108 (A100), 132 (H100, H200), 148 (B200, Chips and Cheese, "Nvidia's
-  B200: Keeping the CUDA Juggernaut Rolling").
+  B200: Keeping the CUDA Juggernaut Rolling"; GB200 and GB300 the same die).
+* GB200 and GB300: the Blackwell GPU of the GB200 / GB300 NVL72 racks, run at
+  1,200 / 1,400 W. Peaks per GPU from the racks' specifications divided by 72 and
+  by 2 (NVIDIA lists them with sparsity): BF16 2.5, FP8 5 PFLOP/s for both;
+  HBM3e 8 TB/s and 186 GB (GB200) or 288 GB (GB300). GB300 has no published
+  GEMM measurement and takes GB200's (its 16- and 8-bit tensor cores and clocks
+  are GB200's; Bekman's note 24); both take B200's FlashAttention and
+  HBM fractions.
 
 A user file (JSON or YAML, the :class:`GPUSpec` keys) describes another part
 or replaces the models with measurements (``gemm_table``, ``attention_tflops``).
@@ -71,7 +79,10 @@ class GPUSpec:
     element-wise rate). ``attention_tflops``: measured
     FlashAttention forward + backward throughput, rows ``(causal, head_dim,
     seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
-    host's cost of one kernel launch [us]. ``gemm_table``: a CSV of measured GEMMs
+    host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
+    apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
+    kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
+    GEMMs run at ``fp8_tflops``. ``gemm_table``: a CSV of measured GEMMs
     (:mod:`.gemm_table`) used instead of the GEMM model.
     """
 
@@ -88,6 +99,7 @@ class GPUSpec:
     layernorm_gbps: tuple = ()
     attention_tflops: tuple = ()
     launch_us: float = 0.0
+    mx_block_scaling: bool = False
     gemm_table: str | None = None
     source: str = ""
 
@@ -127,7 +139,9 @@ _H100 = (
 )
 _FA2_H100 = sum((_fa_rows(*row) for row in _H100), ())
 _FA2_B200 = sum((_fa_rows(*row, scale=2250.0 / 989.0) for row in _H100), ())
+_FA2_GB200 = sum((_fa_rows(*row, scale=2500.0 / 989.0) for row in _H100), ())
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
+_MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
 #: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
 _ELEMENTWISE = 40.3 / 41.7e-3 / 1555.0
 #: Apex fused layer norm forward, backward [GB/s] on GA100 (NVIDIA/apex PR #1037).
@@ -217,9 +231,46 @@ GPUS: dict[str, GPUSpec] = {
             elementwise_efficiency=_ELEMENTWISE,
             attention_tflops=_FA2_B200,
             launch_us=3.0,
+            mx_block_scaling=True,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
             f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
             "A100's framework-kernel fraction",
+        ),
+        GPUSpec(
+            "GB200",
+            2500.0,
+            8000.0,
+            186.0,
+            sms=148,
+            fp8_tflops=5000.0,
+            gemm_efficiency=1822.0 / 2500.0,
+            fp8_efficiency=3615.6 / 5000.0,
+            memory_efficiency=2903.0 / 3350.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            attention_tflops=_FA2_GB200,
+            launch_us=3.0,
+            mx_block_scaling=True,
+            source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
+            f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; H100's HBM and FA2 "
+            "efficiency; A100's framework-kernel fraction",
+        ),
+        GPUSpec(
+            "GB300",
+            2500.0,
+            8000.0,
+            288.0,
+            sms=148,
+            fp8_tflops=5000.0,
+            gemm_efficiency=1822.0 / 2500.0,
+            fp8_efficiency=3615.6 / 5000.0,
+            memory_efficiency=2903.0 / 3350.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            attention_tflops=_FA2_GB200,
+            launch_us=3.0,
+            mx_block_scaling=True,
+            source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
+            f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
+            "HBM and FA2 efficiency; A100's framework-kernel fraction",
         ),
     )
 }
@@ -245,6 +296,10 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         _number(path, key, data.get(key, 1.0), positive=True)
     for key in ("sms", "fp8_tflops", "launch_us"):
         _number(path, key, data.get(key, 0), positive=False)
+    if not isinstance(data.get("mx_block_scaling", False), bool):
+        raise ConfigError(
+            f"{path}: mx_block_scaling: must be true or false, got {data['mx_block_scaling']!r}"
+        )
     if not isinstance(data.get("sms", 0), int):
         raise ConfigError(f"{path}: sms: must be an integer, got {data['sms']!r}")
     for key in _FRACTIONS:

@@ -65,7 +65,7 @@ from astra_core.workload.trace_size import MAX_RANK_NODES
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
 
 #: Transformer Engine's FP8 scaling recipes, as Megatron-core's ``--fp8-recipe`` names them.
-FP8_RECIPES = ("delayed", "tensorwise")
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 
 
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
@@ -139,7 +139,9 @@ class LLMConfig:
       ``--fp8-recipe``): ``delayed`` (above) or ``tensorwise`` (current scaling:
       each operand's amax computed before its cast, no amax history, and under
       sequence parallelism the amax of a tensor all-gathered in FP8 all-reduced over
-      the tensor-parallel ranks; :func:`.ops.fp8_cast_op`).
+      the tensor-parallel ranks; :func:`.ops.fp8_cast_op`), or ``mxfp8``
+      (Blackwell's block scaling: a scale per 32 elements computed in the cast, no
+      amax reduction at all; needs a GPU with ``mx_block_scaling``).
     * ``cp``: context parallelism (``--context-parallel-size``): each of C
       ranks holds s / C tokens of every sequence; attention goes round the C
       ranks' ring, each step sending its keys and values on while the next
@@ -305,7 +307,13 @@ def _check_choices(cfg: LLMConfig) -> None:
 
 
 def _check_context_parallel(cfg: LLMConfig) -> None:
-    """Context parallelism: FlashAttention only, no experts, and a sequence of 2C equal chunks."""
+    """Context parallelism: FlashAttention only, no experts, and a sequence of 2C equal chunks;
+    sliding-window attention: FlashAttention without context parallelism."""
+    if cfg.model.sliding_window and (cfg.attention != "flash" or cfg.cp > 1):
+        raise ConfigError(
+            f"model {cfg.model.name}: sliding-window attention is modelled for FlashAttention "
+            "without context parallelism (--attention flash, --cp 1)"
+        )
     if cfg.cp == 1:
         return
     if cfg.attention != "flash":
@@ -333,6 +341,11 @@ def _check_features(cfg: LLMConfig) -> None:
         )
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
+    if cfg.precision == "fp8" and cfg.fp8_recipe == "mxfp8" and not cfg.gpu.mx_block_scaling:
+        raise ConfigError(
+            f"--fp8-recipe mxfp8: the {cfg.gpu.name}'s tensor cores do not apply MX block scales "
+            "(mx_block_scaling false; Blackwell's do: B200, GB200, GB300)"
+        )
     if cfg.ddp not in DDP_IMPLS:
         raise ConfigError(f"--ddp: expected one of {', '.join(DDP_IMPLS)}, got '{cfg.ddp}'")
     if cfg.ddp == "torch" and (not cfg.overlap_grad_reduce or cfg.zero or cfg.grad_reduce_in_bf16):

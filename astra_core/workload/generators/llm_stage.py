@@ -298,6 +298,11 @@ class StageBuilder:
         cfg, model, b, s, T, sp = self.cfg, self.model, self.b, self.s, self.T, self.sp
         drop = cfg.dropout
         self.attn = O.attention_ops(model, b, s, T, sp, cfg.attention, drop)
+        # sliding-window layers' attention block and core (model.window)
+        self.window_attn = O.attention_ops(model, b, s, T, sp, cfg.attention, drop, model.sliding_window)
+        self.window_core = O.attention_core_ops(
+            model, b, s, T, cfg.attention, drop, window=model.sliding_window
+        )
         self.dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
         self.router, self.experts = O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [])
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
@@ -325,6 +330,14 @@ class StageBuilder:
         }
         self.chunk_first = {v: steps[0] for v, steps in backward.items()}
         self.chunk_done = {v: steps[-1] for v, steps in backward.items()}
+
+    def _attn(self, layer: int) -> list[O.Op]:
+        """The attention block's kernels of ``layer`` (full or sliding-window)."""
+        return self.window_attn if self.model.window(layer) else self.attn
+
+    def _core(self, layer: int) -> list[O.Op]:
+        """The attention core's kernels of ``layer`` (full or sliding-window)."""
+        return self.window_core if self.model.window(layer) else self.core
 
     def chunk_layers(self, v: int) -> range:
         """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
@@ -434,7 +447,7 @@ class StageBuilder:
             self._attention_block(i, m, "recompute")
             self._mlp(i, m, True, "recompute")
         elif self.cfg.recompute == "selective" and self.C == 1:
-            self.prog.comp(f"L{i}_mb{m}_recompute_core", self.core, recompute=True)
+            self.prog.comp(f"L{i}_mb{m}_recompute_core", self._core(i), recompute=True)
         elif self.cfg.recompute == "selective":
             self._cp_ring(
                 f"L{i}_mb{m}_recompute_core", self.core, True, True, self._phase_key(i, m, "recompute")
@@ -451,7 +464,7 @@ class StageBuilder:
         if self.overlap:
             name = f"L{i}_mb{m}_{phase}_attn"
             again, key = phase == "recompute", self._phase_key(i, m, phase)
-            attn = self.attn if self.C == 1 else self.pre + self.core + self.post
+            attn = self._attn(i) if self.C == 1 else self.pre + self.core + self.post
             self._overlapped(
                 name,
                 attn if forward else O.backward(attn),
@@ -464,7 +477,7 @@ class StageBuilder:
             return
         self._tp_comm(f"L{i}_mb{m}_{phase}_attn_{'in' if forward else 'out'}", forward, forward)
         if not forward and self.sp and self.T > 1 and self.C == 1:
-            self._sp_backward(f"L{i}_mb{m}_bwd_attn", O.backward(self.attn), self.accumulate[i])
+            self._sp_backward(f"L{i}_mb{m}_bwd_attn", O.backward(self._attn(i)), self.accumulate[i])
             return
         self._attention(i, m, phase)
         self._tp_comm(f"L{i}_mb{m}_{phase}_attn_{'out' if forward else 'in'}", forward, not forward)
@@ -474,7 +487,8 @@ class StageBuilder:
         prog = self.prog
         name, again = f"L{i}_mb{m}_{phase}_attn", phase == "recompute"
         if self.C == 1:
-            ops = O.backward(self.attn) + self.accumulate[i] if phase == "bwd" else self.attn
+            attn = self._attn(i)
+            ops = O.backward(attn) + self.accumulate[i] if phase == "bwd" else attn
             prog.comp(name, ops, recompute=again)
             return
         key = self._phase_key(i, m, phase)

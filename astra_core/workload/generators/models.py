@@ -6,12 +6,18 @@ A :class:`ModelConfig` describes a decoder-only transformer: ``layers``,
 (``mlp`` ``"gelu"``: two matrices, ``"swiglu"``: three), ``vocab`` size, and
 optionally mixture-of-experts layers (``experts`` routed experts of width
 ``expert_ffn_hidden``, ``top_k`` per token, ``shared_experts``, the first
-``dense_layers`` layers dense). Parameter counts ignore biases. A ``vocab`` of 0
+``dense_layers`` layers dense), and optionally sliding-window attention
+(``sliding_window`` keys before each query, on every layer but each
+``full_attention_every``-th, counted from 1: Megatron-core's ``window_size``
+and ``window_attn_skip_freq``). Parameter counts ignore biases. A ``vocab`` of 0
 means a bare stack of layers (no embedding, final norm or output head).
 
 Presets (sources in each entry): GPT-3 175B, Llama-3 8B / 70B / 405B,
-Mixtral 8x7B, and a DeepSeek-V3-like MoE (standard multi-head attention of the
-same head count stands in for multi-head latent attention).
+Mixtral 8x7B, Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B, and a DeepSeek-V3-like
+MoE (standard multi-head attention of the same head count stands in for
+multi-head latent attention). Not modelled: Qwen3's per-head query/key norms
+and GPT-OSS's attention sinks (one logit per head) and biases, each an
+element-wise term beside the attention kernel.
 A user file (JSON or YAML) holds the same keys.
 """
 
@@ -49,6 +55,8 @@ class ModelConfig:
     expert_ffn_hidden: int = 0
     shared_experts: int = 0
     dense_layers: int = 0
+    sliding_window: int = 0
+    full_attention_every: int = 0
     source: str = ""
 
     @property
@@ -65,6 +73,13 @@ class ModelConfig:
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.experts > 0 and layer >= self.dense_layers
+
+    def window(self, layer: int) -> int:
+        """Keys before each query that layer ``layer`` (from 0) attends to; 0: all."""
+        if not self.sliding_window:
+            return 0
+        every = self.full_attention_every
+        return 0 if every and (layer + 1) % every == 0 else self.sliding_window
 
     # -- parameter counts (elements) -----------------------------------------------
     def attention_params(self) -> int:
@@ -197,6 +212,57 @@ MODELS: dict[str, ModelConfig] = {
             dense_layers=3,
             source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2 (MLA replaced by MHA)",
         ),
+        ModelConfig(
+            "qwen3-30b-a3b",
+            layers=48,
+            hidden=2048,
+            heads=32,
+            kv_heads=4,
+            head_dim=128,
+            ffn_hidden=6144,
+            vocab=151936,
+            seq_len=4096,
+            mlp="swiglu",
+            experts=128,
+            top_k=8,
+            expert_ffn_hidden=768,
+            source="Qwen/Qwen3-30B-A3B config.json; Qwen Team, 'Qwen3 Technical Report', 2025, Table 2",
+        ),
+        ModelConfig(
+            "qwen3-235b-a22b",
+            layers=94,
+            hidden=4096,
+            heads=64,
+            kv_heads=4,
+            head_dim=128,
+            ffn_hidden=12288,
+            vocab=151936,
+            seq_len=4096,
+            mlp="swiglu",
+            experts=128,
+            top_k=8,
+            expert_ffn_hidden=1536,
+            source="Qwen/Qwen3-235B-A22B config.json; 'Qwen3 Technical Report', 2025, Table 2",
+        ),
+        ModelConfig(
+            "gpt-oss-120b",
+            layers=36,
+            hidden=2880,
+            heads=64,
+            kv_heads=8,
+            head_dim=64,
+            ffn_hidden=2880,
+            vocab=201088,
+            seq_len=4096,
+            mlp="swiglu",
+            experts=128,
+            top_k=4,
+            expert_ffn_hidden=2880,
+            sliding_window=128,
+            full_attention_every=2,
+            source="openai/gpt-oss-120b config.json (layer_types alternate sliding and full attention, "
+            "sliding_window 128); OpenAI, 'gpt-oss-120b & gpt-oss-20b Model Card', 2025",
+        ),
     )
 }
 
@@ -231,6 +297,8 @@ _INT_KEYS = {
     "expert_ffn_hidden": 0,
     "shared_experts": 0,
     "dense_layers": 0,
+    "sliding_window": 0,
+    "full_attention_every": 0,
     "kv_heads": None,
     "head_dim": None,
 }

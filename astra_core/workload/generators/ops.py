@@ -158,21 +158,26 @@ def attention_core_ops(
     attention: str = "flash",
     dropout: bool = False,
     causal: bool = True,
+    window: int = 0,
 ) -> list[Op]:
     """The attention core of one rank's ``heads / t`` heads (see the module docstring),
     causal unless ``causal`` is False (an encoder's, or a benchmark's without a mask).
 
-    Model FLOPs: ``2 x 2 b s^2 (heads / t) head_dim`` (``Q K^T`` and ``P V``)."""
+    Model FLOPs: ``2 x 2 b s^2 (heads / t) head_dim`` (``Q K^T`` and ``P V``). A
+    sliding ``window`` (keys before each query, shorter than ``s``; FlashAttention
+    only) makes each query meet ``window`` keys: ``2 x 2 b s window (heads / t)
+    head_dim``, all of it executed (a band of the score matrix, no masked half)."""
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
     tokens = b * s
+    keys, causal = (window, False) if 0 < window < s else (s, causal)
     if attention == "flash":
         return [
             Op(
                 "attention",
-                4.0 * b * s * s * heads * hd,
+                4.0 * b * s * keys * heads * hd,
                 BYTES * tokens * hd * (2 * heads + 2 * kv),
                 ATTENTION,
-                (b * heads, s, s, hd, causal, False),
+                (b * heads, s, keys, hd, causal, False),
             )
         ]
     scores = b * heads * s * s  # elements of the score matrix
@@ -227,15 +232,23 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
 
 
 def attention_ops(
-    model: ModelConfig, b: int, s: int, t: int, sp: bool, attention: str = "flash", dropout: bool = False
+    model: ModelConfig,
+    b: int,
+    s: int,
+    t: int,
+    sp: bool,
+    attention: str = "flash",
+    dropout: bool = False,
+    window: int = 0,
 ) -> list[Op]:
-    """Layer norm, QKV projection, attention core, output projection, residual add."""
+    """Layer norm, QKV projection, attention core (sliding ``window``: see
+    :func:`attention_core_ops`), output projection, residual add."""
     tokens = b * s
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
     return [
         _norm("ln_attn", tokens, model.hidden, t, sp),
         _gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden),
-        *attention_core_ops(model, b, s, t, attention, dropout),
+        *attention_core_ops(model, b, s, t, attention, dropout, window=window),
         _gemm("attn_out", tokens, model.hidden, heads * hd),
         _residual("attn_residual", tokens, model.hidden, t, sp, dropout),
     ]
@@ -354,6 +367,11 @@ _FP8_FROM_PRODUCER = frozenset({"qkv", "mlp_up", "mlp_down"})
 _FP8_GRAD_FROM_PRODUCER = frozenset({"mlp_up"})
 
 
+#: Bytes per element of an MXFP8 cast: read BF16, write the row-wise and column-wise
+#: FP8 copies with one E8M0 scale byte per 32 elements each (:func:`fp8_cast_op`).
+MX_CAST_BYTES = 2.0 + 2 * (1.0 + 1.0 / 32)
+
+
 def _gemm_pass(name: str) -> tuple[str, str]:
     """(the forward GEMM's name, the pass: "" forward, "dgrad" or "wgrad")."""
     for suffix in ("_dgrad", "_wgrad"):
@@ -391,6 +409,16 @@ def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
       transpose (read 2, write 1 + 1 B). A fused norm or activation before the GEMM
       computes the amax as it writes, but writes its output in BF16 (2 B, 1 more than
       FP8), which the cast then reads: 1 + 4 B per element, no amax pass.
+    * ``mxfp8`` (TE's ``MXFP8BlockScaling``, Megatron-core's ``--fp8-recipe mxfp8``,
+      Blackwell): each block of 32 elements carries its own power-of-two scale (OCP
+      Microscaling Formats v1.0: one E8M0 byte per block), computed in the cast, so no
+      amax pass and no scale kernel: one kernel reads 2 B and writes the row-wise and
+      the column-wise copy with their scales, 2 x (1 + 1/32) B per element. A layer
+      norm before the GEMM is not fused with an MXFP8 cast (TE's
+      ``pytorch/csrc/extensions/normalization.cpp`` forces the unfused kernel unless
+      ``NVTE_NORM_FWD_USE_CUDNN`` is set): it writes BF16, 1 B more, and the cast follows.
+      The gated activation before fc2 and its backward before fc1's data gradient write
+      MXFP8 themselves (TE's ``cast_gated`` kernels): no cast kernel.
     """
     if op.kind != GEMM:
         return []
@@ -402,6 +430,10 @@ def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
     fused = base in (_FP8_GRAD_FROM_PRODUCER if kind else _FP8_FROM_PRODUCER)
     if recipe == "delayed":
         return [_memory(f"{op.name}_fp8_cast", elems, 2.0 if fused else 4.0, 0.0, 1.0)]
+    if recipe == "mxfp8":
+        if fused and not kind and base in ("qkv", "mlp_up"):  # after a layer norm
+            return [_memory(f"{op.name}_fp8_cast", elems, 1.0 + MX_CAST_BYTES, 0.0, 1.0)]
+        return [] if fused else [_memory(f"{op.name}_fp8_cast", elems, MX_CAST_BYTES, 0.0, 1.0)]
     amax = [] if fused else [_memory(f"{op.name}_fp8_amax", elems, 2.0, 0.0, 1.0)]
     scale = _memory(f"{op.name}_fp8_scale", 1, 8.0, 0.0, 1.0)
     return [*amax, scale, _memory(f"{op.name}_fp8_cast", elems, 5.0 if fused else 4.0, 0.0, 1.0)]

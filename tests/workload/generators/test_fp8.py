@@ -135,3 +135,40 @@ def test_current_scaling_all_reduces_the_amaxes_of_what_tensor_parallelism_gathe
     assert {(n.comm_type, n.size, n.role) for n in amax} == {(pb.ALL_REDUCE, 4, "tp")}
     # and none of delayed scaling's per-chunk reductions over the stage
     assert not [n for n in amax if n.role == "amax"]
+
+
+B200 = GPUS["b200"]
+
+
+def test_mxfp8_casts_once_with_both_copies_and_their_block_scales():
+    """MXFP8: read BF16 (2 B), write row-wise and column-wise FP8 with an E8M0 scale per
+    32 elements (2 x 33/32 B); a layer norm is not fused with the cast (1 B more for its
+    BF16 output), the gated activation writes MXFP8 itself; no amax or scale kernel."""
+    h = GPT.hidden
+    attn = {o.name: o for o in O.attention_ops(GPT, 2, 1024, 1, False)}
+    mlp = {o.name: o for o in O.mlp_ops(GPT, 2, 1024, 1, False)}
+    cast = lambda op: O.fp8_cast_op(op, "mxfp8")  # noqa: E731
+    per_element = 2 + 2 * (1 + 1 / 32)
+    assert [k.bytes for k in cast(attn["attn_out"])] == [pytest.approx(TOKENS * h * per_element)]
+    assert [k.bytes for k in cast(attn["qkv"])] == [pytest.approx(TOKENS * h * (1 + per_element))]
+    assert [k.bytes for k in cast(mlp["mlp_up"])] == [pytest.approx(TOKENS * h * (1 + per_element))]
+    assert cast(mlp["mlp_down"]) == []
+    up_dgrad, up_wgrad = O.backward([mlp["mlp_up"]])
+    assert cast(up_dgrad) == [] and cast(up_wgrad) == []
+    down_dgrad, _ = O.backward([mlp["mlp_down"]])
+    assert [k.bytes for k in cast(down_dgrad)] == [pytest.approx(TOKENS * h * per_element)]
+
+
+def test_mxfp8_reduces_no_amax_and_needs_block_scaling_tensor_cores():
+    from astra_core.errors import ConfigError
+
+    def step(recipe: str, gpu=B200):
+        cfg = LLMConfig(
+            GPT, gpu, dp=1, tp=2, microbatches=2, sequence_parallel=True, precision="fp8", fp8_recipe=recipe
+        )
+        return [n.name for n in generate_llm(cfg).stages[0] if n.comm_type is not None]
+
+    assert any("amax" in name for name in step("tensorwise"))
+    assert not any("amax" in name for name in step("mxfp8"))
+    with pytest.raises(ConfigError, match="--fp8-recipe mxfp8: the H100's tensor cores"):
+        step("mxfp8", H100)
