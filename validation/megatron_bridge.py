@@ -48,8 +48,20 @@ SOURCE = (
     "scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py "
     "(commit 0013c9a8)"
 )
-#: NVLink per GPU and direction, and the NIC per GPU (GB/s), per DGX system (datasheets).
-SYSTEMS = {"H100": (450.0, 50.0), "B200": (900.0, 50.0)}
+#: NVLink per GPU and direction and the NIC per GPU (GB/s), and GPUs per node, per system
+#: (DGX H100 / B200 datasheets; GB200 / GB300 NVL72 specifications: compute trays of 4
+#: GPUs with 4 ConnectX-7 400 Gb/s or ConnectX-8 800 Gb/s ports).
+SYSTEMS = {
+    "H100": (450.0, 50.0, 8),
+    "B200": (900.0, 50.0, 8),
+    "GB200": (900.0, 50.0, 4),
+    "GB300": (900.0, 100.0, 4),
+}
+#: Recipes that count the embedding and the loss as layers in the pipeline split
+#: (llama31_llm_pretrain.py; recipes/qwen/qwen3_moe.py ``qwen3_235b_a22b_pretrain_config``).
+EDGES_IN_PIPELINE_SPLIT = ("llama3-405b", "qwen3-235b-a22b")
+#: Compute trays of a GB200 / GB300 NVL72 rack (72 GPUs / 4).
+RACK_TRAYS = 18
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,7 @@ class Row:
     vp: int
     tokens_per_gpu_s: float
     release: str = "25.11"
+    ep: int = 1
 
     @property
     def dp(self) -> int:
@@ -80,12 +93,17 @@ class Row:
         return f"{self.model}, {self.gpus:,} {self.gpu}, {self.precision.upper()}, GBS {self.gbs} ({self.release})"
 
     @property
+    def moe(self) -> bool:
+        return MODELS[self.model].experts > 0
+
+    @property
     def published_step_s(self) -> float:
         return self.gbs * self.seq / (self.tokens_per_gpu_s * self.gpus)
 
     def plan(self) -> LLMConfig:
         """The run's plan for astra's generator (module docstring)."""
         model = MODELS[self.model]
+        domain = nvlink_domain(self)
         return LLMConfig(
             model=model,
             gpu=GPUS[self.gpu.lower()],
@@ -96,30 +114,56 @@ class Row:
             micro_batch=self.mbs,
             global_batch=self.gbs,
             seq_len=self.seq,
-            dims=[8, self.gpus // 8] if self.gpus > 8 else [8],
+            dims=[domain, self.gpus // domain] if self.gpus > domain else [domain],
             virtual_stages=self.vp,
-            account_for_embedding=model.layers == 126,  # the 405B recipe only
-            account_for_loss=model.layers == 126,
+            ep=self.ep,
+            account_for_embedding=self.model in EDGES_IN_PIPELINE_SPLIT,
+            account_for_loss=self.model in EDGES_IN_PIPELINE_SPLIT,
             sequence_parallel=self.tp > 1,
             tp_comm_overlap=self.tp > 1,
             zero=3 if self.fsdp else 1,
             grad_reduce_in_bf16=True,
-            precision=self.precision,
-            fp8_recipe="tensorwise",  # FP8-CS: Transformer Engine's current scaling
+            precision="fp8" if self.precision.startswith("fp8") else self.precision,
+            # FP8-CS: Transformer Engine's current scaling; FP8-MX: its MXFP8 block scaling
+            fp8_recipe="mxfp8" if self.precision == "fp8-mx" else "tensorwise",
         )
 
 
 ROWS = (
     # DGX-H100
-    Row("H100", "llama3-8b", 8, "fp8", 128, 1, 8192, 1, 1, 1, 1, 1, 14451.0),
-    Row("H100", "llama3-70b", 64, "fp8", 128, 1, 8192, 0, 4, 8, 1, 5, 1602.0),
-    Row("H100", "llama3-405b", 1024, "fp8", 512, 1, 8192, 0, 8, 8, 2, 8, 292.0),
+    Row("H100", "llama3-8b", 8, "fp8-cs", 128, 1, 8192, 1, 1, 1, 1, 1, 14451.0),
+    Row("H100", "llama3-70b", 64, "fp8-cs", 128, 1, 8192, 0, 4, 8, 1, 5, 1602.0),
+    Row("H100", "llama3-405b", 1024, "fp8-cs", 512, 1, 8192, 0, 8, 8, 2, 8, 292.0),
     # DGX-B200
-    Row("B200", "llama3-8b", 8, "fp8", 128, 2, 8192, 0, 1, 1, 1, 1, 30624.0),
-    Row("B200", "llama3-405b", 128, "fp8", 64, 1, 8192, 0, 4, 8, 2, 8, 661.0),
+    Row("B200", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 30624.0),
+    Row("B200", "llama3-405b", 128, "fp8-cs", 64, 1, 8192, 0, 4, 8, 2, 8, 661.0),
     # 26.02, DGX-H100: the same plans at larger global batches
-    Row("H100", "llama3-70b", 64, "fp8", 256, 1, 8192, 0, 4, 8, 1, 5, 1621.0, "26.02"),
-    Row("H100", "llama3-405b", 1024, "fp8", 1536, 1, 8192, 0, 8, 8, 2, 8, 311.0, "26.02"),
+    Row("H100", "llama3-70b", 64, "fp8-cs", 256, 1, 8192, 0, 4, 8, 1, 5, 1621.0, "26.02"),
+    Row("H100", "llama3-405b", 1024, "fp8-cs", 1536, 1, 8192, 0, 8, 8, 2, 8, 311.0, "26.02"),
+    # DGX-GB200 and DGX-GB300 (NVL72)
+    Row("GB200", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 31508.0),
+    Row("GB200", "llama3-70b", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 4312.0),
+    Row("GB200", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 4, 16, 1, 4, 813.0),
+    Row("GB300", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 37556.0),
+    Row("GB300", "llama3-70b", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 4520.0),
+    Row("GB300", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 2, 8, 2, 4, 999.0),
+    # FP8-MX: the tables' figures in parentheses, the same plans in MXFP8
+    Row("B200", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 29521.0),
+    Row("B200", "llama3-405b", 128, "fp8-mx", 64, 1, 8192, 0, 4, 8, 2, 8, 624.0),
+    Row("GB200", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 29789.0),
+    Row("GB300", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 36108.0),
+    # mixture of experts (force-balanced routing, token-dropless)
+    Row("H100", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 0, 1, 4, 1, 1, 5630.0, ep=8),
+    Row("H100", "qwen3-30b-a3b", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 5275.0, ep=8),
+    Row("B200", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 0, 1, 1, 1, 1, 8213.0, ep=8),
+    Row("GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 0, 1, 1, 1, 1, 15876.0, ep=64),
+    Row("GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 0, 1, 8, 1, 3, 4916.0, ep=32),
+    Row("GB300", "gpt-oss-120b", 64, "bf16", 1280, 2, 8192, 0, 1, 1, 1, 1, 18347.0, ep=64),
+    Row("GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 6131.0, ep=16),
+    Row("B200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 1, 4096, 0, 1, 1, 1, 1, 9299.0, ep=8),
+    Row("B200", "qwen3-235b-a22b", 64, "fp8-mx", 1024, 1, 4096, 0, 1, 8, 1, 2, 3269.0, ep=8),
+    Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 23766.0, ep=8),
+    Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8),
 )
 
 #: The table's other rows, and why astra cannot run them yet.
@@ -149,9 +193,23 @@ LEFT_OUT = (
 )
 
 
+def nvlink_domain(row: Row) -> int:
+    """GPUs that share one NVLink domain. DGX: a node of 8. NVL72: the recipes' launcher
+    (``scripts/performance/utils/executors.py``, commit 00b7660b) asks Slurm for a
+    ``--segment`` of every node when there are at most 18, else of the largest divisor of
+    the node count up to 18, so that a segment's trays sit in one rack's NVLink domain."""
+    per_node = SYSTEMS[row.gpu][2]
+    if per_node == 8:
+        return min(8, row.gpus)
+    nodes = row.gpus // per_node
+    segment = nodes if nodes <= RACK_TRAYS else max(d for d in range(1, RACK_TRAYS + 1) if nodes % d == 0)
+    return per_node * segment
+
+
 def network(row: Row):
-    nvlink, nic = SYSTEMS[row.gpu]
-    return gpu_servers(max(1, row.gpus // 8), nvlink, nic)
+    nvlink, nic, _ = SYSTEMS[row.gpu]
+    domain = nvlink_domain(row)
+    return gpu_servers(row.gpus // domain, nvlink, nic, domain)
 
 
 def predict(row: Row, workdir: Path) -> float:

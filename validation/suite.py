@@ -12,7 +12,7 @@ they were read from, and builds the run's plan with ``astra gen llm``'s generato
 * ``llama3``: the Llama 3 paper's Table 4, 8,192 and 16,384 H100s (:mod:`h100_scale`);
 * ``nemotron4``: NVIDIA DGX Cloud benchmarking's Nemotron-4 340B recipe (:mod:`h100_scale`);
 * ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 and 26.02 performance summaries, DGX
-  H100 and DGX B200 (:mod:`megatron_bridge`).
+  H100, DGX B200 and the GB200 / GB300 NVL72 racks, dense and MoE (:mod:`megatron_bridge`).
 
 No constant of astra is fitted to any row. Each row is generated and simulated in its own
 process (its wall time and peak resident memory are its own), stopped and reported if
@@ -123,9 +123,10 @@ def _megatron_bridge() -> list[Case]:
             row.gpu,
             row.gpus,
             row.precision,
-            False,
+            row.moe,
             row.published_step_s,
-            f"TP {row.tp}, CP {row.cp}, PP {row.pp}, DP {row.dp}, V {row.vp}, GBS {row.gbs}, "
+            f"TP {row.tp}, CP {row.cp}, PP {row.pp}, DP {row.dp}, V {row.vp}"
+            f"{f', EP {row.ep}' if row.ep > 1 else ''}, GBS {row.gbs}, "
             f"MBS {row.mbs}{', FSDP' if row.fsdp else ''}",
         )
         for i, row in enumerate(megatron_bridge.ROWS)
@@ -260,7 +261,7 @@ def render(chosen: list[Case], results: dict[Case, tuple]) -> str:
         lines += [
             f"* {len(errors)} rows from {len({c.source for c, _ in errors})} sources on "
             f"{len({c.gpu for c, _ in errors})} GPU generations; "
-            f"{sum(c.precision == 'fp8' for c, _ in errors)} FP8, "
+            f"{sum(c.precision.startswith('fp8') for c, _ in errors)} FP8, "
             f"{sum(c.moe for c, _ in errors)} MoE, {sum(c.gpus >= 1024 for c, _ in errors)} of "
             "1,024 GPUs or more.",
             f"* Geometric mean of |error|: {geomean_abs(values):.1%}; worst: {worst:+.1%} "

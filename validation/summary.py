@@ -35,27 +35,22 @@ def emit(text: str, markdown: str | None) -> int:
     return 0
 
 
-def gpu_servers(nodes: int, nvlink_gbps: float, nic_gbps: float) -> NetworkConfig:
-    """Servers of 8 GPUs: dimension 0 their NVSwitch (``nvlink_gbps`` GB/s per GPU and
-    direction), dimension 1 one NIC of ``nic_gbps`` GB/s per GPU across ``nodes`` servers
-    (network.yml counts GB as 2^30 bytes); latencies 300 and 1350 ns per link, half of
-    NCCL's smallest per-step latency (LL) on NVLink (0.6 us) and the network (2.7 us),
-    as examples/validation/dgx_a100 and hgx_h100_4nodes. One server: dimension 0 only."""
-    if nodes == 1:
-        return NetworkConfig.from_dict(
-            {
-                "topology": ["Switch"],
-                "npus_count": [8],
-                "bandwidth": [nvlink_gbps * 1e9 / GIB],
-                "latency": [300],
-            }
-        )
+def gpu_servers(nodes: int, nvlink_gbps: float, nic_gbps: float, per_node: int = 8) -> NetworkConfig:
+    """Servers (NVLink domains) of ``per_node`` GPUs: dimension 0 their NVSwitch
+    (``nvlink_gbps`` GB/s per GPU and direction), dimension 1 one NIC of ``nic_gbps``
+    GB/s per GPU across ``nodes`` domains (network.yml counts GB as 2^30 bytes);
+    latencies 300 and 1350 ns per link, half of NCCL's smallest per-step latency (LL)
+    on NVLink (0.6 us) and the network (2.7 us), as examples/validation/dgx_a100 and
+    hgx_h100_4nodes. One domain: dimension 0 only."""
+    dims = [("Switch", per_node, nvlink_gbps, 300)]
+    if nodes > 1:
+        dims.append(("Switch", nodes, nic_gbps, 1350))
     return NetworkConfig.from_dict(
         {
-            "topology": ["Switch", "Switch"],
-            "npus_count": [8, nodes],
-            "bandwidth": [nvlink_gbps * 1e9 / GIB, nic_gbps * 1e9 / GIB],
-            "latency": [300, 1350],
+            "topology": [d[0] for d in dims],
+            "npus_count": [d[1] for d in dims],
+            "bandwidth": [d[2] * 1e9 / GIB for d in dims],
+            "latency": [d[3] for d in dims],
         }
     )
 
