@@ -66,18 +66,15 @@ import argparse
 import multiprocessing
 import resource
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows
+from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows, simulate_plan
 
-import astra
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import AstraError
 from astra_core.workload.generators.gpus import GPUS
-from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.models import MODELS, ModelConfig
 
 GIB = 1 << 30
@@ -195,14 +192,9 @@ def network(nodes: int) -> NetworkConfig:
 SYSTEM = nccl_system("H100")
 
 
-def predict(row: Row, workdir: Path) -> float:
+def predict(row: Row) -> float:
     """Step time [s] of one row."""
-    prefix = workdir / f"{row.source}_{row.gpus}_{row.seq}_{row.precision}"
-    _, groups = write_llm(generate_llm(row.plan()), prefix)
-    result = astra.simulate(
-        str(prefix), SYSTEM, network(row.gpus // 8), comm_groups=str(groups) if groups else None
-    )
-    return result.step_ns * 1e-9
+    return simulate_plan(row.plan(), SYSTEM, network(row.gpus // 8)).step_ns * 1e-9
 
 
 def peak_rss_gib() -> float:
@@ -299,12 +291,11 @@ def _run(index: int) -> tuple[float | None, float, float, str | None]:
     """Row ``index`` of :data:`ROWS` in a fresh process: (step s, wall s, peak resident GiB,
     None), or (None, wall s, peak GiB, astra's one-line refusal) when astra refuses it."""
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            seconds: float | None = predict(ROWS[index], Path(tmp))
-            refusal = None
-        except AstraError as exc:  # e.g. a trace set past astra's size limit
-            seconds, refusal = None, str(exc)
+    try:
+        seconds: float | None = predict(ROWS[index])
+        refusal = None
+    except AstraError as exc:  # e.g. a trace set past astra's size limit
+        seconds, refusal = None, str(exc)
     return seconds, time.perf_counter() - start, peak_rss_gib(), refusal
 
 

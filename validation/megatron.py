@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows
+from summary import emit, geomean_abs, gpu_servers, nccl_system, parse_rows, simulate_plan
 
-import astra
 from astra_core.config.network import NetworkConfig
 from astra_core.workload.generators.gpus import GPUS
-from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.models import ModelConfig
 
 SEQ, VOCAB = 2048, 51200  # all Table 1 models (paper section 5.1; run scripts' CONFIG)
@@ -110,7 +107,7 @@ def network(nodes: int) -> NetworkConfig:
 SYSTEM = nccl_system("A100")
 
 
-def predict(row: Row, workdir: Path) -> tuple[float, float]:
+def predict(row: Row) -> tuple[float, float]:
     """(step time in s, TFLOP/s per GPU by the paper's count) of one row."""
     model = ModelConfig(
         f"gpt-{row.name}",
@@ -144,11 +141,7 @@ def predict(row: Row, workdir: Path) -> tuple[float, float]:
         dropout=True,
         precision="fp16",
     )
-    prefix = workdir / f"gpt_{row.name}"
-    _, groups = write_llm(generate_llm(cfg), prefix)
-    result = astra.simulate(
-        str(prefix), SYSTEM, network(row.nodes), comm_groups=str(groups) if groups else None
-    )
+    result = simulate_plan(cfg, SYSTEM, network(row.nodes))
     seconds = result.step_ns * 1e-9
     return seconds, row.paper_flops() / (seconds * row.gpus) / 1e12
 
@@ -182,18 +175,17 @@ def report(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     errors = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for row in rows:
-            start = time.perf_counter()
-            seconds, tflops = predict(row, Path(tmp))
-            wall = time.perf_counter() - start
-            err = tflops / row.published_tflops - 1
-            errors.append(err)
-            lines.append(
-                f"| {row.name} | {row.gpus} | {row.tp} | {row.pp} | {row.dp} | {row.virtual_stages} "
-                f"| {seconds:.2f} | {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} "
-                f"| {wall:.0f} |"
-            )
+    for row in rows:
+        start = time.perf_counter()
+        seconds, tflops = predict(row)
+        wall = time.perf_counter() - start
+        err = tflops / row.published_tflops - 1
+        errors.append(err)
+        lines.append(
+            f"| {row.name} | {row.gpus} | {row.tp} | {row.pp} | {row.dp} | {row.virtual_stages} "
+            f"| {seconds:.2f} | {tflops:.1f} | {row.published_tflops:.0f} | {err:+.1%} "
+            f"| {wall:.0f} |"
+        )
     if errors:
         lines += [
             "",

@@ -1,27 +1,35 @@
 """NVIDIA Megatron-Bridge's published pre-training throughput (NeMo 25.11 and 26.02 containers).
 
 Sources: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` (commit 00b7660b),
-section "25.11 NeMo Container", tables "System: DGX-H100" and "System: DGX-B200"; and
+section "25.11 NeMo Container", tables "System: DGX-GB300", "DGX-GB200", "DGX-B200" and
+"DGX-H100"; and
 ``docs/performance-summary-archive.md`` (commit 0a25f911), section "26.02 NeMo
 Container", the DGX-H100 rows of its Llama 3 tables that change the plan (global batch
-256 and 1,536). Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
+256 and 1,536). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS rows, on DGX H100,
+DGX B200 and the GB200 / GB300 NVL72 racks; a figure in parentheses (FP8-MX) is its own
+row. Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
 sequence length, FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU.
 The published step time is GBS x sequence / (tokens/s/GPU x GPUs).
 
 What the tables do not print comes from the recipes they name
 (``scripts/performance/configs/llama/llama3_llm_pretrain.py`` and
-``llama31_llm_pretrain.py``, commit 0013c9a8): BF16 gradient reduction
+``llama31_llm_pretrain.py``, commit 0013c9a8; Qwen3 and GPT-OSS from
+``configs/qwen`` and ``configs/gpt_oss`` and ``recipes/qwen/qwen3_moe.py`` at commit
+00b7660b): BF16 gradient reduction
 (``grad_reduce_in_fp32 = False``), Transformer Engine's userbuffers TP communication
 overlap where TP > 1 (``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192``,
 ``userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192``, the B200 ones), the Llama
 3.1 405B recipe's embedding and loss counted in the pipeline split, sequence
 parallelism with TP, Megatron-core's distributed optimizer (FSDP = 1: Megatron FSDP,
-astra's ZeRO 3), FlashAttention, no recomputation. The vocabulary is Llama 3's 128,256.
+astra's ZeRO 3), FlashAttention, no recomputation.
 
 Systems: DGX H100 (8 H100 SXM on NVSwitch, NVLink4 450 GB/s per GPU and direction;
-8 ConnectX-7 400 Gb/s ports per node: DGX H100 datasheet) and DGX B200 (8 B200 on
+8 ConnectX-7 400 Gb/s ports per node: DGX H100 datasheet), DGX B200 (8 B200 on
 NVSwitch, NVLink5 900 GB/s per GPU and direction; 8 ConnectX-7 400 Gb/s: DGX B200
-datasheet), one port per GPU on a non-blocking fabric, the NCCL model.
+datasheet) and GB200 / GB300 NVL72 racks (compute trays of 4 GPUs, NVLink5 900 GB/s per
+GPU to the rack's NVLink switches, one ConnectX-7 400 Gb/s or ConnectX-8 800 Gb/s port
+per GPU; the racks' specifications), one port per GPU on a non-blocking fabric, the NCCL
+model; a job's NVLink domain is its Slurm segment (:func:`nvlink_domain`).
 
     .venv/bin/python validation/megatron_bridge.py --rows 1-5
 """
@@ -30,15 +38,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
-from summary import emit, gpu_servers, nccl_system, parse_rows
+from summary import emit, gpu_servers, nccl_system, parse_rows, simulate_plan
 
-import astra
 from astra_core.workload.generators.gpus import GPUS
-from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.models import MODELS
 
 SOURCE = (
@@ -169,27 +174,28 @@ ROWS = (
 #: The table's other rows, and why astra cannot run them yet.
 NOT_EXPRESSIBLE = (
     (
-        "DGX-GB300 and DGX-GB200 (16 rows: Llama 3 8B / 70B / 405B, DeepSeek-V3, GPT-OSS 120B, "
-        "Qwen3 30B-A3B / 235B-A22B)",
-        "GB200 and GB300 NVL72 racks join 72 GPUs in one NVLink domain; astra's NCCL model "
-        "places an NVSwitch node of at most 8 GPUs and has no GB200 or GB300 preset",
+        "DeepSeek-V3 (5 rows: DGX-GB300 and DGX-GB200 BF16 and FP8-MX, DGX-B200 FP8-MX)",
+        "multi-head latent attention and the multi-token-prediction layer are not modelled "
+        "(astra's deepseek-v3 preset stands multi-head attention in for MLA)",
     ),
     (
-        "DeepSeek-V3 on DGX-B200 (FP8-MX)",
-        "MXFP8 (32-element block scaling) and the multi-token-prediction layer are not modelled",
-    ),
-    (
-        "GPT-OSS 120B and Qwen3 30B-A3B / 235B-A22B on DGX-B200 and DGX-H100 (5 rows)",
-        "no model preset (their attention sinks and sliding windows, or their expert shapes, "
-        "are not written down in astra yet)",
+        "Qwen3 235B-A22B on 256 DGX-H100 (FP8-CS)",
+        "EP 32 over 16 data-parallel ranks: Megatron-core spreads experts over the tensor-"
+        "parallel ranks too (MoE parallel folding), astra's expert ranks come from the data-"
+        "parallel ones; the table's row also lacks its GBS cell",
     ),
 )
 
 LEFT_OUT = (
-    "FP8-CS runs Transformer Engine's current scaling (`--fp8-recipe tensorwise`). Not "
-    "modelled: the CUDA graphs of the B200 8B recipe (kernel launches "
-    "are counted); the overlap of the distributed optimizer's parameter all-gather with the "
-    "next forward pass; the padding of the vocabulary to a multiple of 128 x TP."
+    "FP8-CS runs Transformer Engine's current scaling (`--fp8-recipe tensorwise`), FP8-MX its "
+    "MXFP8 block scaling (`--fp8-recipe mxfp8`, at the FP8 tensor-core rate). MoE rows run "
+    "Megatron-core's all-to-all dispatcher with force-balanced routing. Not modelled: CUDA "
+    "graphs (kernel launches are counted); the recipes' activation offloading to the Grace "
+    "CPU (GB200 / GB300 70B and 405B: `cpu_offloading_num_layers`); the MoE recipes' "
+    "`moe_a2a_overlap` (H100, B200), DeepEP / HybridEP dispatchers (GB200, GB300) and the "
+    "dispatcher's host synchronisation for its all-to-all splits; the overlap of the "
+    "distributed optimizer's parameter all-gather with the next forward pass; the padding of "
+    "the vocabulary to a multiple of 128 x TP."
 )
 
 
@@ -212,14 +218,9 @@ def network(row: Row):
     return gpu_servers(row.gpus // domain, nvlink, nic, domain)
 
 
-def predict(row: Row, workdir: Path) -> float:
+def predict(row: Row) -> float:
     """Step time [s] of one row."""
-    prefix = workdir / f"mb_{row.model}_{row.gpu}_{row.gpus}"
-    _, groups = write_llm(generate_llm(row.plan()), prefix)
-    result = astra.simulate(
-        str(prefix), nccl_system(row.gpu), network(row), comm_groups=str(groups) if groups else None
-    )
-    return result.step_ns * 1e-9
+    return simulate_plan(row.plan(), nccl_system(row.gpu), network(row)).step_ns * 1e-9
 
 
 def report(rows: list[Row]) -> str:
@@ -232,18 +233,13 @@ def report(rows: list[Row]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        seconds = predict_in_tmp(row)
+        seconds = predict(row)
         err = row.published_step_s / seconds - 1
         lines.append(
             f"| {row.name} | {row.tp} | {row.pp} | {row.cp} | {row.vp} | {row.dp} | {row.gbs} "
             f"| {seconds:.3f} | {row.published_step_s:.3f} | {err:+.1%} |"
         )
     return "\n".join([*lines, "", LEFT_OUT])
-
-
-def predict_in_tmp(row: Row) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        return predict(row, Path(tmp))
 
 
 def main(argv: list[str] | None = None) -> int:

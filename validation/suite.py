@@ -33,12 +33,10 @@ import multiprocessing
 import resource
 import signal
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from pathlib import Path
 
 from summary import emit, geomean_abs
 
@@ -176,19 +174,18 @@ def run_case(case: Case, max_gib: float = 12.0, max_minutes: float = 20.0) -> tu
     signal.alarm(int(max_minutes * 60))
     module = importlib.import_module(case.module)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            found = module.predict(module.ROWS[case.index], Path(tmp))
-            seconds, refusal = (found[0] if isinstance(found, tuple) else found), None
-        except AstraError as exc:
-            seconds, refusal = None, str(exc)
-        except MemoryError:
-            seconds, refusal = (
-                None,
-                f"stopped: it needs more than the suite's {max_gib:g} GiB of address space",
-            )
-        except _OutOfTime:
-            seconds, refusal = None, f"stopped: it runs longer than the suite's {max_minutes:g} minutes"
+    try:
+        found = module.predict(module.ROWS[case.index])
+        seconds, refusal = (found[0] if isinstance(found, tuple) else found), None
+    except AstraError as exc:
+        seconds, refusal = None, str(exc)
+    except MemoryError:
+        seconds, refusal = (
+            None,
+            f"stopped: it needs more than the suite's {max_gib:g} GiB of address space",
+        )
+    except _OutOfTime:
+        seconds, refusal = None, f"stopped: it runs longer than the suite's {max_minutes:g} minutes"
     signal.alarm(0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return seconds, time.perf_counter() - start, peak, refusal

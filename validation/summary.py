@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import astra
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
+from astra_core.results import RunResult
+from astra_core.workload.generators.llm import LLMConfig, generate_llm
+from astra_core.workload.generators.llm_traces import llm_traces
 
 GIB = 1 << 30
 
@@ -69,3 +73,10 @@ def nccl_system(gpu: str) -> SystemConfig:
             "nccl": {"gpu": gpu},
         }
     )
+
+
+def simulate_plan(plan: LLMConfig, system: SystemConfig, network: NetworkConfig) -> RunResult:
+    """Generate ``plan``'s step and simulate it from memory: the rank traces are what
+    ``astra gen llm`` would write node for node (:func:`llm_traces`), without the files."""
+    traces, groups = llm_traces(generate_llm(plan))
+    return astra.simulate(traces, system, network, comm_groups=groups or None)

@@ -18,17 +18,17 @@ def bridge():
 
 
 @pytest.mark.parametrize("row", [1, 4])
-def test_llama3_8b_on_one_dgx_within_10_percent(bridge, tmp_path, row):
+def test_llama3_8b_on_one_dgx_within_10_percent(bridge, row):
     chosen = bridge.ROWS[row - 1]
     # the published step: 128 sequences x 8,192 tokens over 8 GPUs at the measured rate
     assert chosen.published_step_s == pytest.approx(128 * 8192 / (8 * chosen.tokens_per_gpu_s))
-    seconds = bridge.predict(chosen, tmp_path)
+    seconds = bridge.predict(chosen)
     assert abs(chosen.published_step_s / seconds - 1) < 0.10
 
 
 def test_the_suite_page_gives_bias_worst_and_per_group_means(bridge):
     with validation_script("suite") as suite:
-        chosen = [c for c in suite.cases(("megatron-bridge",)) if c.gpus == 8]
+        chosen = [c for c in suite.cases(("megatron-bridge",)) if c.gpus == 8][:2]
         assert [c.gpu for c in chosen] == ["H100", "B200"]
         # two made-up predictions, one 10 % fast and one 20 % slow: bias -5 %, worst -20 %
         results = {
@@ -39,4 +39,4 @@ def test_the_suite_page_gives_bias_worst_and_per_group_means(bridge):
     assert "mean signed error (bias): -5.0%" in page
     assert "worst: -20.0%" in page
     assert "Per GPU generation: H100 10.0% (1), B200 20.0% (1)" in page
-    assert "NVL72" in page  # the runs astra cannot express are listed with why
+    assert "latent attention" in page  # the runs astra cannot express are listed with why

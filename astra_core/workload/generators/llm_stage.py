@@ -304,7 +304,9 @@ class StageBuilder:
             model, b, s, T, cfg.attention, drop, window=model.sliding_window
         )
         self.dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
-        self.router, self.experts = O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [])
+        self.router, self.experts, self.combine = (
+            O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [], [])
+        )
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
         self.pre: list[O.Op] = []
         self.post: list[O.Op] = []
@@ -424,7 +426,7 @@ class StageBuilder:
             return  # current scaling reduces no amax history; a chunk of no layers has no FP8 GEMM
         gemms = 0
         for i in chunk:
-            ops = self.attn + (self.experts if self.model.is_moe_layer(i) else self.dense_mlp)
+            ops = self.attn + (self.experts + self.combine if self.model.is_moe_layer(i) else self.dense_mlp)
             gemms += sum(o.shape[0] for o in ops if o.kind == O.GEMM and o.name in O.FP8_GEMMS)
         self.prog.coll(name, _AR, 4 * (3 if forward else 2) * gemms, "amax")
 
@@ -551,32 +553,41 @@ class StageBuilder:
             self._tp_comm(f"{tag}_mlp_in", False, True)
 
     def _moe(self, tag: str, forward: bool, again: bool) -> None:
-        """A mixture-of-experts block (node names ``tag``_...): router, then the experts
-        between the all-to-alls that dispatch the tokens to their experts' ranks and
-        combine the results (E > 1); backward in reverse."""
+        """A mixture-of-experts block (node names ``tag``_...) as Megatron-core's all-to-all
+        dispatcher runs it (``token_dispatcher.py``): router and permutation; over the E
+        expert-parallel ranks (E > 1) an all-gather of each rank's token count per expert
+        (``preprocess``: the all-to-all's splits), the all-to-all of the tokens and the one
+        of their routing probabilities (FP32); the experts; the all-to-all that returns
+        their outputs; the unpermutation (:func:`.ops.moe_ops`). Backward in reverse,
+        without the counts."""
         prog, model = self.prog, self.model
-        dispatch = self.b * self.s * model.top_k * model.hidden * O.BYTES / self.T
+        assigned = self.b * self.s * model.top_k / self.T
+        dispatch = assigned * model.hidden * O.BYTES
         a2a = self.cfg.ep > 1
         if forward:
             self._tp_comm(f"{tag}_moe_in", True, True)
             prog.comp(f"{tag}_router", self.router, recompute=again)
             if a2a:
+                prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
                 prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
+                prog.coll(f"{tag}_probs_A2A", _A2A, 4 * assigned, "ep")
             prog.comp(f"{tag}_experts", self.experts, recompute=again)
             if a2a:
                 prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
+            prog.comp(f"{tag}_combine", self.combine, recompute=again)
             self._tp_comm(f"{tag}_moe_out", True, False)
         else:
             self._tp_comm(f"{tag}_moe_out", False, False)
+            prog.comp(f"{tag}_combine", O.backward(self.combine))
             if a2a:
                 prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
             prog.comp(f"{tag}_experts", O.backward(self.experts))
             if a2a:
+                prog.coll(f"{tag}_probs_A2A", _A2A, 4 * assigned, "ep")
                 prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
             prog.comp(f"{tag}_router", O.backward(self.router))
             self._tp_comm(f"{tag}_moe_in", False, True)
 
-    # -- tensor parallelism -----------------------------------------------------------------
     def _tp_comm(self, name: str, forward: bool, at_input: bool) -> None:
         """Tensor-parallel communication at a block's input or output.
 

@@ -24,23 +24,35 @@ from astra_core.workload.trace_set import staged_trace_set
 from astra_core.workload.trace_size import TraceSetSize, check_trace_set
 from astra_core.workload.writer import CHAKRA_VERSION, encode_varint, make_attr, make_node
 
-__all__ = ["write_llm"]
+__all__ = ["llm_metadata", "node_order", "peer_rank", "write_llm"]
+
+
+def node_order(nodes) -> dict[int, int]:
+    """Node ids of a stage's nodes: program order, gradient reductions (``late``) last."""
+    order = [i for i, n in enumerate(nodes) if not n.late] + [i for i, n in enumerate(nodes) if n.late]
+    return {idx: new for new, idx in enumerate(order)}
+
+
+def peer_rank(layout, n, rank: int) -> int:
+    """The peer of ``rank``'s send or receive ``n``. Pipeline sends and receives go to the
+    neighbouring stage's rank; interleaved 1F1B wraps from the last stage to the first
+    (stage is the outermost coordinate of a rank). Context- and tensor-parallel ones go
+    round their rings."""
+    if n.role in ("cp_next", "cp_prev"):  # round the context-parallel ring
+        return layout.cp_peer(rank, 1 if n.role == "cp_next" else -1)
+    if n.role in ("tp_next", "tp_prev"):  # round the tensor-parallel ring
+        return layout.tp_peer(rank, 1 if n.role == "tp_next" else -1)
+    stride = layout.tp * layout.cp * layout.dp  # one pipeline stage
+    return (rank + (stride if n.role == "next" else -stride)) % layout.npus
 
 
 def _render(wl, rank: int, cache: dict) -> bytes:
-    """The framed Node messages of ``rank``; rank-independent nodes are serialized once.
-
-    Pipeline sends and receives go to the neighbouring stage's rank; interleaved
-    1F1B wraps from the last stage to the first (stage is the outermost
-    coordinate of a rank). Context- and tensor-parallel ones go round their rings."""
+    """The framed Node messages of ``rank``; rank-independent nodes are serialized once."""
     layout = wl.layout
     p = layout.coords(rank)[2]
-    stride = layout.tp * layout.cp * layout.dp  # one pipeline stage
     ids = cache.get(("ids", p))
     if ids is None:
-        nodes = wl.stages[p]
-        order = [i for i, n in enumerate(nodes) if not n.late] + [i for i, n in enumerate(nodes) if n.late]
-        ids = cache[("ids", p)] = {idx: new for new, idx in enumerate(order)}
+        ids = cache[("ids", p)] = node_order(wl.stages[p])
     parts = []
     places: dict = {}  # role -> this rank's placement
     place: Any  # a collective's placement: set below before its attributes use it
@@ -55,12 +67,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
         else:
             # a send or receive: its node without peers once per stage, each peer attribute
             # once per rank (a serialized message is the concatenation of its fields)
-            if n.role in ("cp_next", "cp_prev"):  # round the context-parallel ring
-                peer = layout.cp_peer(rank, 1 if n.role == "cp_next" else -1)
-            elif n.role in ("tp_next", "tp_prev"):  # round the tensor-parallel ring
-                peer = layout.tp_peer(rank, 1 if n.role == "tp_next" else -1)
-            else:
-                peer = (rank + (stride if n.role == "next" else -stride)) % layout.npus
+            peer = peer_rank(layout, n, rank)
             src, dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
             payload = cache.get((p, idx, "without peers"))
             if payload is None:
@@ -122,18 +129,10 @@ def _size(wl, head_bytes: int) -> TraceSetSize:
     )
 
 
-def write_llm(
-    wl, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
-) -> tuple[list[Path], Path | None]:
-    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
-
-    Returns (trace paths, comm-group path or None). Raises ConfigError when the
-    set passes astra's limits (:func:`~astra_core.workload.trace_size.check_trace_set`,
-    estimated from one rendered rank per pipeline stage, before anything is
-    written) or the output cannot be written. All files or none are written
-    (:func:`~astra_core.workload.trace_set.staged_trace_set`).
-    """
-    prefix = os.fspath(prefix)
+def llm_metadata(wl) -> list[tuple[str, Any]]:
+    """The trace set's GlobalMetadata attributes: ``astra_llm`` (the plan and its FLOPs as
+    JSON, which ``astra run`` reports MFU from) and, with ``dims``, the network dimensions
+    the ``involved_dim`` lists mean."""
     cfg = wl.config
     summary = {
         "generator": "astra gen llm",
@@ -166,9 +165,25 @@ def write_llm(
         "hardware_flops": sum(wl.flops.values()),
         "peak_tflops": cfg.gpu.fp8_tflops if cfg.precision == "fp8" else cfg.gpu.peak_tflops,
     }
-    meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr("astra_llm", json.dumps(summary))])
+    attrs: list[tuple[str, Any]] = [("astra_llm", json.dumps(summary))]
     if cfg.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)
-        meta.attr.append(make_attr(GENERATED_DIMS_ATTR, list(cfg.dims)))
+        attrs.append((GENERATED_DIMS_ATTR, list(cfg.dims)))
+    return attrs
+
+
+def write_llm(
+    wl, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+) -> tuple[list[Path], Path | None]:
+    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
+
+    Returns (trace paths, comm-group path or None). Raises ConfigError when the
+    set passes astra's limits (:func:`~astra_core.workload.trace_size.check_trace_set`,
+    estimated from one rendered rank per pipeline stage, before anything is
+    written) or the output cannot be written. All files or none are written
+    (:func:`~astra_core.workload.trace_set.staged_trace_set`).
+    """
+    prefix = os.fspath(prefix)
+    meta = pb.GlobalMetadata(version=CHAKRA_VERSION, attr=[make_attr(k, v) for k, v in llm_metadata(wl)])
     head = meta.SerializeToString()
     head = encode_varint(len(head)) + head
     check_trace_set(f"gen llm: {wl.layout.npus:,} NPUs", _size(wl, len(head)), prefix)

@@ -36,7 +36,7 @@ bias + dropout + add) are one kernel each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from astra_core.workload.generators.models import ModelConfig
 
@@ -296,31 +296,51 @@ def mlp_ops(
 
 def moe_ops(
     model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int, dropout: bool = False
-) -> tuple[list[Op], list[Op]]:
-    """(router kernels, expert kernels) of a mixture-of-experts layer on one rank.
+) -> tuple[list[Op], list[Op], list[Op]]:
+    """(kernels before the dispatch, between dispatch and combine, after the combine) of a
+    mixture-of-experts layer on one rank, as Megatron-core's all-to-all token dispatcher
+    runs them (``MoEAlltoAllTokenDispatcher`` in ``transformer/moe/token_dispatcher.py``,
+    its permutations fused: ``moe_permute_fusion``).
 
-    Balanced routing: each of the ``ep`` expert-parallel ranks processes as
-    many (token, expert) assignments as it sends, ``b s top_k / t``, spread
-    evenly over its ``experts / ep`` local experts (grouped GEMMs, one per
-    expert); shared experts see every token.
+    Balanced routing: each of the ``ep`` expert-parallel ranks processes as many
+    (token, expert) assignments as it sends, ``A = b s top_k / t``, spread evenly over
+    its ``experts / ep`` local experts (grouped GEMMs, one per expert); shared experts
+    see every token. Around the experts, per ``H``-wide row of 2 bytes:
+
+    * permutation 1 gathers each token once per chosen expert (read and write ``A``
+      rows; backward scatters them back, adding: read ``A``, write ``b s / t``);
+    * with several local experts, permutation 2 sorts the received rows by expert and
+      its inverse restores their order after the experts (read and write ``A`` rows,
+      each way);
+    * the unpermutation weights each expert's output by its routing probability and adds
+      a token's ``top_k`` rows (read ``A``, write ``b s / t``; backward reads the output
+      gradient and the expert outputs and writes ``A`` rows).
     """
     tokens = b * s
-    router = [
-        _norm("ln_moe", tokens, model.hidden, t, sp),
-        _gemm("router", tokens / t, model.experts, model.hidden),
-    ]
+    rows = tokens / t  # this rank's tokens (1/t of them under sequence parallelism)
+    assigned = rows * model.top_k
+    h, k = model.hidden, model.top_k
     local = model.experts / ep
-    per_expert = tokens * model.top_k / t / local
+    router = [
+        _norm("ln_moe", tokens, h, t, sp),
+        _gemm("router", rows, model.experts, h),
+        _memory("moe_permute", rows * h, 2 * BYTES * k, BYTES * (k + 1), 0.0),
+    ]
+    per_expert = assigned / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
     experts = [
-        _gemm("experts_up", per_expert, ups * f, model.hidden, local),
-        _activation("experts_act", per_expert * local, f, ups == 2),
-        _gemm("experts_down", per_expert, model.hidden, f, local),
+        _gemm("experts_up", per_expert, ups * f, h, local),
+        _activation("experts_act", assigned, f, ups == 2),
+        _gemm("experts_down", per_expert, h, f, local),
     ]
+    if local > 1:
+        sort = _memory("moe_sort", assigned * h, 2 * BYTES, 2 * BYTES, 0.0)
+        experts = [sort, *experts, replace(sort, name="moe_unsort")]
+    after = [_memory("moe_unpermute", rows * h, BYTES * (k + 1), BYTES * (2 * k + 1), float(k))]
     if model.shared_experts:
-        experts += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
-    return router, experts + [_residual("moe_residual", tokens, model.hidden, t, sp, dropout)]
+        after += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
+    return router, experts, after + [_residual("moe_residual", tokens, h, t, sp, dropout)]
 
 
 def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:

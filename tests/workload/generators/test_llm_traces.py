@@ -1,0 +1,53 @@
+"""In-memory rank traces of a generated step are, node for node, what its files hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import astra
+from astra_core.workload.chakra import read_workload
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+from astra_core.workload.generators.llm_traces import llm_traces
+from astra_core.workload.generators.models import ModelConfig
+
+DENSE = ModelConfig("t", layers=8, hidden=512, heads=8, kv_heads=2, ffn_hidden=1024, vocab=1000, mlp="swiglu")
+MOE = ModelConfig(
+    "e", layers=4, hidden=512, heads=8, kv_heads=2, ffn_hidden=1024, vocab=1000, mlp="swiglu",
+    experts=8, top_k=2, expert_ffn_hidden=256,
+)  # fmt: skip
+PLANS = {
+    "tp-cp-vp-fp8": LLMConfig(
+        DENSE, GPUS["h100"], dp=2, tp=2, pp=2, cp=2, virtual_stages=2, microbatches=4,
+        sequence_parallel=True, tp_comm_overlap=True, precision="fp8", fp8_recipe="tensorwise", dims=[8, 2],
+    ),
+    "ep-zero1": LLMConfig(MOE, GPUS["h100"], dp=4, ep=2, pp=2, microbatches=4, zero=1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_traces_equal_the_files_read_back(tmp_path, plan):
+    cfg = PLANS[plan]
+    traces, groups = llm_traces(generate_llm(cfg))
+    _, groups_path = write_llm(generate_llm(cfg), tmp_path / "llm")
+    read = read_workload(tmp_path / "llm", len(traces))
+    for mine, theirs in zip(traces, read, strict=True):
+        assert mine.nodes == theirs.nodes
+        assert (mine.metadata, mine.version) == (theirs.metadata, theirs.version)
+    assert groups == (json.loads(groups_path.read_text()) if groups_path else {})
+
+
+def test_a_step_from_memory_runs_as_from_files(tmp_path):
+    from .conftest import write_network, write_system
+
+    cfg = LLMConfig(DENSE, GPUS["h100"], dp=2, tp=2, pp=2, microbatches=4, sequence_parallel=True)
+    network = write_network(tmp_path, [2, 2, 2], bandwidth=50.0, latency=500.0)
+    system = write_system(tmp_path, 3)
+    traces, groups = llm_traces(generate_llm(cfg))
+    memory = astra.simulate(traces, system, network, comm_groups=groups or None)
+    _, groups_path = write_llm(generate_llm(cfg), tmp_path / "llm")
+    files = astra.simulate(tmp_path / "llm", system, network, comm_groups=groups_path)
+    assert memory.step_ns == files.step_ns
+    assert [r.finish_ns for r in memory.ranks] == [r.finish_ns for r in files.ranks]
