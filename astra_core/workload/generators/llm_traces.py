@@ -5,7 +5,8 @@ list that reading its ``.et`` file back (:func:`~astra_core.workload.chakra.read
 would give, without serializing and parsing it: the nodes of one pipeline stage are
 made once and shared by its ranks (compute nodes), by the ranks of one group
 (collectives, per ``pg_name`` or ``involved_dim``), or copied per rank with its own peers
-(sends and receives). ``astra.simulate`` takes the list as its workload; a step of
+(sends and receives); ranks of one stage and the same groups are one template's nodes with
+their own peers, as the reader makes them (:class:`~astra_core.workload.et_peers.PeerNodes`). ``astra.simulate`` takes the list as its workload; a step of
 thousands of ranks then skips writing and reading gigabytes of traces.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
+from astra_core.workload.et_peers import PeerNodes
 from astra_core.workload.generators.llm_writer import llm_metadata, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
@@ -38,38 +40,56 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
     return traces, {str(k): list(v) for k, v in wl.layout.groups.items()}
 
 
-def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:
-    """Rank ``rank``'s nodes, in file order (see the module docstring)."""
+def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a list
+    """Rank ``rank``'s nodes, in file order (see the module docstring). Ranks of a stage
+    whose collectives share their groups differ only in peers: the first is built node by
+    node and is the template of the others (:class:`PeerNodes`), made by copying it and
+    setting their sends' and receives' peers; their graph structure, signature and NCCL
+    communicators are then the template's (:func:`~astra_core.workload.graph.shape_key`)."""
     layout = wl.layout
     p = layout.coords(rank)[2]
-    ids = cache.get(("ids", p))
-    if ids is None:
-        ids = cache[("ids", p)] = node_order(wl.stages[p])
+    stage = cache.get(("stage", p))
+    if stage is None:
+        nodes = wl.stages[p]
+        roles = list(dict.fromkeys(n.role for n in nodes if n.type == pb.COMM_COLL_NODE))
+        peers = [i for i, n in enumerate(nodes) if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
+        stage = cache[("stage", p)] = (node_order(nodes), roles, peers)
+    ids, roles, peer_slots = stage
+    # the placements in the order the nodes first name them: the layout numbers new groups
+    # as they are first asked for, as the writer does
+    places = {role: layout.placement(role, rank) for role in roles}
+    shape = (p, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
+    template = cache.get(("template", shape))
+    if template is None:
+        out = cache[("template", shape)] = _build(wl.stages[p], ids, places, p, cache)
+    else:
+        out = PeerNodes(template, template)
+    for idx in peer_slots:
+        n = wl.stages[p][idx]
+        node = out[idx].copy()
+        peer = peer_rank(layout, n, rank)
+        node.comm_src, node.comm_dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
+        out[idx] = node
+    return out
+
+
+def _build(nodes, ids: dict[int, int], places: dict, p: int, cache: dict) -> list[ETNode]:
+    """A stage's nodes with the groups ``places``; sends and receives without peers."""
     out: list[ETNode] = []
-    places: dict = {}
-    place: Any = None  # a collective's placement: set below before its attributes use it
-    for idx, n in enumerate(wl.stages[p]):
+    for idx, n in enumerate(nodes):
         if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-            template = cache.get((p, idx))
-            if template is None:
-                template = cache[(p, idx)] = _node(n, ids, idx, comm_tag=n.tag, comm_size=n.size)
-            peer = peer_rank(layout, n, rank)
-            node = template.copy()
-            node.comm_src, node.comm_dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
-            out.append(node)
+            out.append(_node(n, ids, idx, comm_tag=n.tag, comm_size=n.size))
             continue
         key: tuple = (p, idx)
-        if n.type == pb.COMM_COLL_NODE:
-            place = places.get(n.role)
-            if place is None:
-                place = places[n.role] = layout.placement(n.role, rank)
+        place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
+        if place is not None:
             key = (p, idx, place.kind, str(place.value))
         node = cache.get(key)
         if node is None:
             attrs: dict[str, Any] = {}
             if n.type == pb.COMP_NODE:
                 attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
-            elif n.type == pb.COMM_COLL_NODE:
+            elif place is not None:
                 attrs = {"comm_type": n.comm_type, "comm_size": n.size}
                 if place.kind == "dims":
                     attrs["involved_dim"] = tuple(bool(v) for v in place.value)
