@@ -74,12 +74,10 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a 
 
 
 def _build(nodes, ids: dict[int, int], places: dict, p: int, cache: dict) -> list[ETNode]:
-    """A stage's nodes with the groups ``places``; sends and receives without peers."""
+    """A stage's nodes with the groups ``places``; sends and receives without peers
+    (shared: :func:`_rank_nodes` replaces them with copies that have peers)."""
     out: list[ETNode] = []
     for idx, n in enumerate(nodes):
-        if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-            out.append(_node(n, ids, idx, comm_tag=n.tag, comm_size=n.size))
-            continue
         key: tuple = (p, idx)
         place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
         if place is not None:
@@ -87,7 +85,9 @@ def _build(nodes, ids: dict[int, int], places: dict, p: int, cache: dict) -> lis
         node = cache.get(key)
         if node is None:
             attrs: dict[str, Any] = {}
-            if n.type == pb.COMP_NODE:
+            if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):  # its peers are set per rank
+                attrs = {"comm_tag": n.tag, "comm_size": n.size}
+            elif n.type == pb.COMP_NODE:
                 attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
             elif place is not None:
                 attrs = {"comm_type": n.comm_type, "comm_size": n.size}
