@@ -187,3 +187,26 @@ def test_a_generated_step_runs_the_same_read_either_way(tmp_path, monkeypatch):
     assert [(r.finish_ns, r.exposed_comm_ns) for r in runs[0].ranks] == [
         (r.finish_ns, r.exposed_comm_ns) for r in runs[1].ranks
     ]
+
+
+def test_a_peer_node_reads_as_its_template_with_its_own_peers():
+    import sys
+
+    from astra_core.workload.et_peers import PeerNode
+
+    template = ETNode(
+        7, "send", pb.COMM_SEND_NODE, data_deps=[3], comm_size=4096, comm_tag=9, comm_src=0, comm_dst=1
+    )
+    node = with_peers(template, 5, 6)
+    assert isinstance(node, PeerNode)
+    assert (node.id, node.name, node.type_name, node.data_deps, node.comm_size, node.comm_tag) == (
+        7, "send", "COMM_SEND_NODE", (3,), 4096, 9,
+    )  # fmt: skip
+    assert (node.comm_src, node.comm_dst, template.comm_src) == (5, 6, 0)
+    assert node == template.replaced(comm_src=5, comm_dst=6) and node != template
+    # another rank's peers on a peer node still point at the shared template
+    again = with_peers(node, 8, 9)
+    assert again._template is template and (again.comm_src, again.comm_dst) == (8, 9)
+    changed = node.replaced(comm_tag=10)
+    assert isinstance(changed, ETNode) and (changed.comm_src, changed.comm_tag) == (5, 10)
+    assert sys.getsizeof(node) < sys.getsizeof(template) / 2

@@ -18,7 +18,7 @@ from typing import Any
 
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.et_peers import PeerNodes
+from astra_core.workload.et_peers import PeerNodes, with_peers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
@@ -64,12 +64,11 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a 
         out = cache[("template", shape)] = _build(wl.stages[p], ids, places, p, cache)
     else:
         out = PeerNodes(template, template)
+    nodes = wl.stages[p]
     for idx in peer_slots:
-        n = wl.stages[p][idx]
-        node = out[idx].copy()
-        peer = peer_rank(layout, n, rank)
-        node.comm_src, node.comm_dst = (rank, peer) if n.type == pb.COMM_SEND_NODE else (peer, rank)
-        out[idx] = node
+        peer = peer_rank(layout, nodes[idx], rank)
+        send = nodes[idx].type == pb.COMM_SEND_NODE
+        out[idx] = with_peers(out[idx], *((rank, peer) if send else (peer, rank)))
     return out
 
 
