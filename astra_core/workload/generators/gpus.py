@@ -170,6 +170,25 @@ _H100_SPEC = GPUSpec(
     "framework-kernel fraction",
 )
 
+_GB200_SPEC = GPUSpec(
+    "GB200",
+    2500.0,
+    8000.0,
+    186.0,
+    sms=148,
+    fp8_tflops=5000.0,
+    gemm_efficiency=1822.0 / 2500.0,
+    fp8_efficiency=3615.6 / 5000.0,
+    memory_efficiency=2903.0 / 3350.0,
+    elementwise_efficiency=_ELEMENTWISE,
+    attention_tflops=_FA2_GB200,
+    launch_us=3.0,
+    mx_block_scaling=True,
+    source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
+    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; H100's HBM and FA2 "
+    "efficiency; A100's framework-kernel fraction",
+)
+
 GPUS: dict[str, GPUSpec] = {
     g.name.lower(): g
     for g in (
@@ -236,38 +255,13 @@ GPUS: dict[str, GPUSpec] = {
             f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
             "A100's framework-kernel fraction",
         ),
-        GPUSpec(
-            "GB200",
-            2500.0,
-            8000.0,
-            186.0,
-            sms=148,
-            fp8_tflops=5000.0,
-            gemm_efficiency=1822.0 / 2500.0,
-            fp8_efficiency=3615.6 / 5000.0,
-            memory_efficiency=2903.0 / 3350.0,
-            elementwise_efficiency=_ELEMENTWISE,
-            attention_tflops=_FA2_GB200,
-            launch_us=3.0,
-            mx_block_scaling=True,
-            source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
-            f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; H100's HBM and FA2 "
-            "efficiency; A100's framework-kernel fraction",
-        ),
-        GPUSpec(
-            "GB300",
-            2500.0,
-            8000.0,
-            288.0,
-            sms=148,
-            fp8_tflops=5000.0,
-            gemm_efficiency=1822.0 / 2500.0,
-            fp8_efficiency=3615.6 / 5000.0,
-            memory_efficiency=2903.0 / 3350.0,
-            elementwise_efficiency=_ELEMENTWISE,
-            attention_tflops=_FA2_GB200,
-            launch_us=3.0,
-            mx_block_scaling=True,
+        _GB200_SPEC,
+        # the Blackwell Ultra GPU of the GB300 NVL72: GB200's 16- and 8-bit tensor-core rates,
+        # more HBM
+        replace(
+            _GB200_SPEC,
+            name="GB300",
+            memory_gb=288.0,
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
             f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
             "HBM and FA2 efficiency; A100's framework-kernel fraction",
