@@ -3,11 +3,13 @@
 :func:`llm_traces` gives each rank the :class:`~astra_core.workload.et_decode.ETNode`
 list that reading its ``.et`` file back (:func:`~astra_core.workload.chakra.read_workload`)
 would give, without serializing and parsing it: the nodes of one pipeline stage are
-made once and shared by its ranks (compute nodes), by the ranks of one group
-(collectives, per ``pg_name`` or ``involved_dim``), or copied per rank with its own peers
-(sends and receives); ranks of one stage and the same groups are one template's nodes with
-their own peers, as the reader makes them (:class:`~astra_core.workload.et_peers.PeerNodes`). ``astra.simulate`` takes the list as its workload; a step of
-thousands of ranks then skips writing and reading gigabytes of traces.
+made once and shared by its ranks (compute nodes) or by the ranks of one group
+(collectives, per ``pg_name`` or ``involved_dim``); sends and receives are each rank's
+own (:class:`~astra_core.workload.et_peers.PeerNode`: the shared node with its peers).
+Ranks of one stage and the same groups are one template's nodes with their own peers, as
+the reader makes them (:class:`~astra_core.workload.et_peers.PeerNodes`).
+``astra.simulate`` takes the list as its workload; a step of thousands of ranks then
+skips writing and reading gigabytes of traces.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
 def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a list
     """Rank ``rank``'s nodes, in file order (see the module docstring). Ranks of a stage
     whose collectives share their groups differ only in peers: the first is built node by
-    node and is the template of the others (:class:`PeerNodes`), made by copying it and
-    setting their sends' and receives' peers; their graph structure, signature and NCCL
+    node and is the template of the others (:class:`PeerNodes`), made by copying it with
+    their own sends and receives; their graph structure, signature and NCCL
     communicators are then the template's (:func:`~astra_core.workload.graph.shape_key`)."""
     layout = wl.layout
     p = layout.coords(rank)[2]
