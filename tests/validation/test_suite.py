@@ -6,6 +6,8 @@ Published figures: NVIDIA Megatron-Bridge performance summary, 25.11 NeMo contai
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from .conftest import validation_script
@@ -40,3 +42,14 @@ def test_the_suite_page_gives_bias_worst_and_per_group_means(bridge):
     assert "worst: -20.0%" in page
     assert "Per GPU generation: H100 10.0% (1), B200 20.0% (1)" in page
     assert "latent attention" in page  # the runs astra cannot express are listed with why
+
+
+def test_an_nvl72_job_shares_the_nvlink_domain_of_its_slurm_segment(bridge):
+    # the launcher's --segment: every tray up to 18, else the largest divisor of the tray
+    # count up to 18 (4 GPUs a tray); DGX nodes are 8-GPU domains
+    row = bridge.ROWS[0]
+    domain = lambda gpu, gpus: bridge.nvlink_domain(replace(row, gpu=gpu, gpus=gpus))  # noqa: E731
+    assert [domain("GB200", n) for n in (8, 64, 72, 256, 288)] == [8, 64, 72, 64, 72]
+    assert [domain("H100", n) for n in (8, 1024)] == [8, 8]
+    network = bridge.network(replace(row, gpu="GB300", gpus=256))
+    assert [d.npus for d in network.dims] == [64, 4]
