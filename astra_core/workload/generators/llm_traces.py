@@ -44,29 +44,38 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
 
 def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a list
     """Rank ``rank``'s nodes, in file order (see the module docstring). Ranks of a stage
-    whose collectives share their groups differ only in peers: the first is built node by
-    node and is the template of the others (:class:`PeerNodes`), made by copying it with
-    their own sends and receives; their graph structure, signature and NCCL
-    communicators are then the template's (:func:`~astra_core.workload.graph.shape_key`)."""
+    whose collectives share their groups differ only in peers: the first is the template
+    of the others (:class:`PeerNodes`), made by copying it with their own sends and
+    receives; their graph structure, signature and NCCL communicators are then the
+    template's (:func:`~astra_core.workload.graph.shape_key`). A template of other groups
+    is the stage's first nodes with its own collectives."""
     layout = wl.layout
     p = layout.coords(rank)[2]
     stage = cache.get(("stage", p))
+    nodes = wl.stages[p]
     if stage is None:
-        nodes = wl.stages[p]
         roles = list(dict.fromkeys(n.role for n in nodes if n.type == pb.COMM_COLL_NODE))
+        colls = [i for i, n in enumerate(nodes) if n.type == pb.COMM_COLL_NODE]
         peers = [i for i, n in enumerate(nodes) if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
-        stage = cache[("stage", p)] = (node_order(nodes), roles, peers)
-    ids, roles, peer_slots = stage
+        stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers)
+    ids, roles, coll_slots, peer_slots = stage
     # the placements in the order the nodes first name them: the layout numbers new groups
     # as they are first asked for, as the writer does
     places = {role: layout.placement(role, rank) for role in roles}
     shape = (p, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
     template = cache.get(("template", shape))
-    if template is None:
-        out = cache[("template", shape)] = _build(wl.stages[p], ids, places, p, cache)
-    else:
+    out: list[ETNode]
+    if template is not None:
         out = PeerNodes(template, template)
-    nodes = wl.stages[p]
+    else:
+        base = cache.get(("base", p))  # the stage's first nodes: only its collectives differ
+        if base is None:
+            out = cache[("base", p)] = [_node_at(nodes, i, ids, places, p, cache) for i in range(len(nodes))]
+        else:
+            out = list(base)
+            for idx in coll_slots:
+                out[idx] = _node_at(nodes, idx, ids, places, p, cache)
+        cache[("template", shape)] = out
     for idx in peer_slots:
         peer = peer_rank(layout, nodes[idx], rank)
         send = nodes[idx].type == pb.COMM_SEND_NODE
@@ -74,31 +83,27 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a 
     return out
 
 
-def _build(nodes, ids: dict[int, int], places: dict, p: int, cache: dict) -> list[ETNode]:
-    """A stage's nodes with the groups ``places``; sends and receives without peers
-    (shared: :func:`_rank_nodes` replaces them with copies that have peers)."""
-    out: list[ETNode] = []
-    for idx, n in enumerate(nodes):
-        key: tuple = (p, idx)
-        place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
-        if place is not None:
-            key = (p, idx, place.kind, str(place.value))
-        node = cache.get(key)
-        if node is None:
-            attrs: dict[str, Any] = {}
-            if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):  # its peers are set per rank
-                attrs = {"comm_tag": n.tag, "comm_size": n.size}
-            elif n.type == pb.COMP_NODE:
-                attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
-            elif place is not None:
-                attrs = {"comm_type": n.comm_type, "comm_size": n.size}
-                if place.kind == "dims":
-                    attrs["involved_dim"] = tuple(bool(v) for v in place.value)
-                elif place.kind == "group":
-                    attrs["pg_name"] = str(place.value)
-            node = cache[key] = _node(n, ids, idx, **attrs)
-        out.append(node)
-    return out
+def _node_at(nodes, idx: int, ids: dict[int, int], places: dict, p: int, cache: dict) -> ETNode:
+    """Node ``idx`` of a stage with the groups ``places`` (made once per group): a send or
+    receive without peers (:func:`_rank_nodes` gives each rank its own)."""
+    n = nodes[idx]
+    place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
+    key: tuple = (p, idx) if place is None else (p, idx, place.kind, str(place.value))
+    node = cache.get(key)
+    if node is None:
+        attrs: dict[str, Any] = {}
+        if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+            attrs = {"comm_tag": n.tag, "comm_size": n.size}
+        elif n.type == pb.COMP_NODE:
+            attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
+        elif place is not None:
+            attrs = {"comm_type": n.comm_type, "comm_size": n.size}
+            if place.kind == "dims":
+                attrs["involved_dim"] = tuple(bool(v) for v in place.value)
+            elif place.kind == "group":
+                attrs["pg_name"] = str(place.value)
+        node = cache[key] = _node(n, ids, idx, **attrs)
+    return node
 
 
 def _node(n, ids: dict[int, int], idx: int, **fields: Any) -> ETNode:
