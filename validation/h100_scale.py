@@ -223,18 +223,18 @@ LEFT_OUT = {
     ),
 }
 TAIL = (
-    "`run s` is the wall time of generating (`astra gen llm`'s generator, traces written "
-    "to disk) and simulating the run in its own process (`--jobs` at a time, on a 2-core "
+    "`run s` is the wall time of generating (`astra gen llm`'s generator, the rank traces "
+    "built in memory) and simulating the run in its own process (`--jobs` at a time, on a 2-core "
     "machine shared with other work), `peak GiB` that process's peak resident memory.\n\n"
     "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 1,2,4-7 --jobs 1 "
     "--markdown docs/validation-h100.md` (one row at a time: the 2,048-GPU rows take "
-    "about 7.5 GiB)."
+    "about 4 GiB)."
 )
 #: Why a run cannot be in the report, by run number (1-7), for the runs a report leaves out.
 NOT_RUN = {
-    3: "Llama 3 405B on 16,384 GPUs with 131,072-token sequences (CP 16): `astra gen llm` "
-    "refuses the trace set, 244,547,584 nodes (about 22.5 GB) past astra's limit of 17.2 GB "
-    "(2^34 bytes) for one trace set.",
+    3: "Llama 3 405B on 16,384 GPUs with 131,072-token sequences (CP 16): 244,547,584 nodes; "
+    "`astra gen llm` refuses to write them (about 22.5 GB, past astra's limit of 17.2 GB = "
+    "2^34 bytes for one trace set), and built in memory they pass 12 GiB.",
 }
 
 
@@ -294,7 +294,7 @@ def _run(index: int) -> tuple[float | None, float, float, str | None]:
     try:
         seconds: float | None = predict(ROWS[index])
         refusal = None
-    except AstraError as exc:  # e.g. a trace set past astra's size limit
+    except AstraError as exc:  # astra refuses the plan, in one line
         seconds, refusal = None, str(exc)
     return seconds, time.perf_counter() - start, peak_rss_gib(), refusal
 
