@@ -385,6 +385,8 @@ _FP8_FROM_PRODUCER = frozenset({"qkv", "mlp_up", "mlp_down"})
 #: ... and whose output gradient the kernel before them does: fc1's, from the fused
 #: dGELU/dSwiGLU + cast-transpose of LayerNormMLP's backward.
 _FP8_GRAD_FROM_PRODUCER = frozenset({"mlp_up"})
+#: The forward GEMMs of :data:`_FP8_FROM_PRODUCER` whose producer is a layer norm.
+_FP8_AFTER_NORM = frozenset({"qkv", "mlp_up"})
 
 
 #: Bytes per element of an MXFP8 cast: read BF16, write the row-wise and column-wise
@@ -451,7 +453,7 @@ def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
     if recipe == "delayed":
         return [_memory(f"{op.name}_fp8_cast", elems, 2.0 if fused else 4.0, 0.0, 1.0)]
     if recipe == "mxfp8":
-        if fused and not kind and base in ("qkv", "mlp_up"):  # after a layer norm
+        if not kind and base in _FP8_AFTER_NORM:
             return [_memory(f"{op.name}_fp8_cast", elems, 1.0 + MX_CAST_BYTES, 0.0, 1.0)]
         return [] if fused else [_memory(f"{op.name}_fp8_cast", elems, MX_CAST_BYTES, 0.0, 1.0)]
     amax = [] if fused else [_memory(f"{op.name}_fp8_amax", elems, 2.0, 0.0, 1.0)]
