@@ -406,16 +406,18 @@ static double last_round_lead(const FlowModel& m, int id, double wire, double no
   int b = m.solver.flows[id].bottleneck;
   if (b < 0) return 0.0;
   const FlowQueuePair& qp = m.qps[id];
+  double spare = now - qp.head_start - wire * m.ns_per_byte[b];
+  if (!(spare > 0.0)) return 0.0;
+  double packet = static_cast<double>(m.payload + m.header);
   int behind = 0;
   for (const maxmin::Entry& e : m.solver.on[b].flows) {
     if (e.flow < 0 || e.flow == id || m.solver.flows[e.flow].bottleneck != b) continue;
     double start = m.qps[e.flow].head_start;
-    if (start < now && (start > qp.head_start || (start == qp.head_start && e.flow > id))) ++behind;
+    if (start < now && (start > qp.head_start || (start == qp.head_start && e.flow > id))) {
+      if (++behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
+    }
   }
-  if (behind == 0) return 0.0;
-  double lead = behind * static_cast<double>(m.payload + m.header) * m.ns_per_byte[b];
-  double spare = now - qp.head_start - wire * m.ns_per_byte[b];
-  return std::max(0.0, std::min(lead, spare));
+  return std::min(behind * packet * m.ns_per_byte[b], spare);
 }
 
 // The drain event ``arg`` (number << 32 | version) of a queue pair.
