@@ -2,7 +2,8 @@
 #             backends on a communication-bound all-reduce (examples/comm_bound_allreduce)
 # make test   set up a virtualenv, lint, type-check, build the docs and run the test suite
 # make docs   build the user guide (mkdocs, warnings are errors) into build/site
-# make bench  benchmarks: all-reduce on 1024/4096 NPUs, all-to-all on a fat-tree, ns3 speed and a 320-host CC study, flow backend at scale, Megatron Table 1 rows, a 1M-node trace's memory
+# make bench  the speed guard: every headline benchmark against its last accepted figure
+#             (benchmarks/guard.py; fails on a regression beyond the noise band)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -59,13 +60,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: setup
-	$(BIN)/python benchmarks/scale_allreduce.py
-	$(BIN)/python benchmarks/fat_tree_all_to_all.py
-	$(BIN)/python benchmarks/ns3_speed.py
-	$(BIN)/python benchmarks/cc_flows_speed.py
-	$(BIN)/python benchmarks/flow_scale.py --baseline
-	$(BIN)/python benchmarks/megatron_table1.py
-	$(BIN)/python benchmarks/trace_memory.py
+	$(BIN)/python benchmarks/guard.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

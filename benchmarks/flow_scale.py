@@ -36,29 +36,49 @@ CASES = {
 }
 
 
+def fat_tree_all_to_all(folder: Path, k: int, splits: int = 4) -> tuple[Path, Path, Path, int]:
+    """Inputs of a direct all-to-all of 256 KiB per rank on a k-ary fat-tree, in
+    ``splits`` chunks: (trace prefix, system.json, fabric, hosts)."""
+    from astra_core.topology.generators import fat_tree
+    from astra_core.topology.ns3_format import write_ns3_topology
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    topology = fat_tree(k)
+    write_ns3_topology(topology, folder / "fabric.txt")
+    system = write_system(folder / "system.json", "direct", 1)
+    config = json.loads(system.read_text())
+    config["preferred-dataset-splits"] = splits
+    system.write_text(json.dumps(config))
+    node = make_node(
+        0, "all_to_all", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=256 << 10, is_cpu_op=False
+    )
+    prefix = folder / "a2a"
+    for rank in range(topology.npus_count):
+        write_rank_trace(f"{prefix}.{rank}.et", [node])
+    return prefix, system, folder / "fabric.txt", topology.npus_count
+
+
 def write_inputs(case: str, folder: Path) -> tuple[Path, Path, Path, str]:
-    from astra_core.topology.generators import fat_tree, gpu_cluster
+    from astra_core.topology.generators import gpu_cluster
     from astra_core.topology.ns3_format import write_ns3_topology
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.writer import make_node, write_rank_trace
 
     if case == "a2a":
-        topology, dims, algorithm = fat_tree(16), "1024", "direct"
-        node = make_node(
-            0, "all_to_all", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=256 << 10, is_cpu_op=False
-        )
-    else:
-        topology, dims, algorithm = gpu_cluster(512, 8, leaves=128, spines=128), "8x16x32", "ring"
-        node = make_node(
-            0, "all_reduce", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=1 << 30, is_cpu_op=False
-        )
+        prefix, system, topology, hosts = fat_tree_all_to_all(folder, 16)
+        return prefix, system, topology, str(hosts)
+    topology = gpu_cluster(512, 8, leaves=128, spines=128)
+    node = make_node(
+        0, "all_reduce", pb.COMM_COLL_NODE, comm_type=pb.ALL_REDUCE, comm_size=1 << 30, is_cpu_op=False
+    )
     topo_path = folder / "fabric.txt"
     write_ns3_topology(topology, topo_path)
-    system = write_system(folder / "system.json", algorithm, len(dims.split("x")))
-    prefix = folder / case
+    system = write_system(folder / "system.json", "ring", 3)
+    prefix = folder / "rail-ring"
     for rank in range(topology.npus_count):
         write_rank_trace(f"{prefix}.{rank}.et", [node])
-    return prefix, system, topo_path, dims
+    return prefix, system, topo_path, "8x16x32"
 
 
 def run_case(prefix: str, system: str, topology: str, dims: str, backend: str) -> None:
