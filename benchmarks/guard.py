@@ -288,9 +288,10 @@ def render(record: dict) -> str:
         f"{record['machine']}. `make bench` runs every case again and fails when one",
         "takes more CPU time or memory than this record allows (module docstring of",
         "`benchmarks/guard.py`); CPU time counts the simulation's process and the processes it",
-        "starts (the ns3 worker, a cluster's runs), not the writing of its inputs.",
+        "starts (the ns3 worker, a cluster's runs), not the writing of its inputs. The result is",
+        "the simulated step (for the cluster, the sum of every job's iterations).",
         "",
-        "| case | what | CPU s | wall s | peak MiB | step |",
+        "| case | what | CPU s | wall s | peak MiB | result |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for name, m in record["cases"].items():
