@@ -46,6 +46,7 @@ from astra_core.workload.chakra_types import (
     MEM_STORE,
     METADATA,
 )
+from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import RankGraph
 from astra_core.workload.streaming import StreamedNodes
 
@@ -155,8 +156,10 @@ class RankEngine:
         self.matcher = matcher
         self.listener = listener
         self.sys = RankSystem(rank, context, backend, matcher)
-        self.nodes: list[ETNode] | StreamedNodes = graph.nodes
-        nodes = self.nodes
+        nodes = graph.nodes
+        if isinstance(nodes, TemplatePeers):  # a simulated rank reads its nodes from a list
+            nodes = nodes.as_list()
+        self.nodes: list[ETNode] | StreamedNodes = nodes
         self.pending_parents = graph.parent_counts[:]
         # A streamed trace: nodes are held decoded from ready to complete (and ids
         # read without decoding); otherwise every node is in memory.

@@ -65,6 +65,7 @@ from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.rank import group_algorithm
+from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import Children, RankGraph, distinct_shapes, shape_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
 
@@ -296,8 +297,12 @@ def _signatures(
                 return found
 
             rel = []
+            nodes = graph.nodes
+            # a rank kept as its template's nodes and its own peers: peers read alone
+            peers_at = nodes.peers_at if isinstance(nodes, TemplatePeers) else None
+            template = cast(TemplatePeers, nodes).template if peers_at is not None else nodes
             for pos in relative:
-                node = graph.nodes[pos]
+                node = template[pos]
                 ring: tuple | frozenset | str | None = node.pg_name
                 if ring:
                     as_set = node.comm_type in orderless
@@ -311,7 +316,8 @@ def _signatures(
                         else:
                             ring = _ring(offset(m) for m in members)
                         rings[(node.pg_name, as_set)] = ring
-                rel.append((offset(node.comm_src), offset(node.comm_dst), ring))
+                src, dst = (node.comm_src, node.comm_dst) if peers_at is None else peers_at(pos)
+                rel.append((offset(src), offset(dst), ring))
             class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
         out.append(class_id)
     return out

@@ -35,7 +35,7 @@ from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
-from astra_core.workload.et_peers import PeerNodes
+from astra_core.workload.et_peers import PeerNodes, TemplatePeers
 from astra_core.workload.streaming import SortedIds, StreamedNodes
 
 __all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs", "distinct_shapes", "shape_key"]
@@ -126,6 +126,9 @@ class RankGraph:
         if isinstance(nodes, StreamedNodes):
             for pos in nodes.notable:
                 yield nodes[pos], None
+        elif isinstance(nodes, TemplatePeers):  # a fresh object per peer node: no key
+            for node in nodes:
+                yield node, None if type(node) is not ETNode else id(node)
         else:
             for node in nodes:
                 yield node, id(node)
@@ -311,10 +314,11 @@ class Children(Sequence):
 
 def shape_key(nodes) -> int:
     """Equal for node lists that are one list, or were made from one template and differ
-    only in peer ranks (:class:`~astra_core.workload.et_peers.PeerNodes`): whatever does
-    not look at peers (structure, timings, collectives) is the same for them. Valid
-    while the lists are alive (an object id)."""
-    return id(nodes.template) if isinstance(nodes, PeerNodes) else id(nodes)
+    only in peer ranks (:class:`~astra_core.workload.et_peers.PeerNodes`,
+    :class:`~astra_core.workload.et_peers.TemplatePeers`): whatever does not look at
+    peers (structure, timings, collectives) is the same for them. Valid while the lists
+    are alive (an object id)."""
+    return id(nodes.template) if isinstance(nodes, (PeerNodes, TemplatePeers)) else id(nodes)
 
 
 def distinct_shapes(graphs: Iterable[RankGraph]) -> list[RankGraph]:

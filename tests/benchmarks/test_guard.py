@@ -27,9 +27,13 @@ def test_twice_the_cpu_time_or_memory_or_another_step_is_a_regression():
     assert guard.compare(record, {"a": {**FIGURES, "cpu_s": 13.4}}, 1.35) == []
     slower = guard.compare(record, {"a": {**FIGURES, "cpu_s": 20.0}}, 1.35)
     assert slower == ["a: 20.0 s of CPU, 2.00x the record's 10.0"]
-    assert guard.compare(record, {"a": {**FIGURES, "peak_mib": 1000.0}}, 1.35)[0].startswith("a: 1000.0 MiB peak")
+    assert guard.compare(record, {"a": {**FIGURES, "peak_mib": 1000.0}}, 1.35)[0].startswith(
+        "a: 1000.0 MiB peak"
+    )
     assert "step" in guard.compare(record, {"a": {**FIGURES, "step_ns": 84113.5}}, 1.35)[0]
-    assert guard.compare(record, {"b": {**FIGURES, "cpu_s": 99.0}}, 1.35) == []  # no record: nothing to compare
+    assert (
+        guard.compare(record, {"b": {**FIGURES, "cpu_s": 99.0}}, 1.35) == []
+    )  # no record: nothing to compare
 
 
 @pytest.mark.parametrize("case", ["flow-a2a-128-chunks", "general-ar-1024"])

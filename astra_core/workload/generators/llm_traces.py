@@ -6,8 +6,8 @@ would give, without serializing and parsing it: the nodes of one pipeline stage 
 made once and shared by its ranks (compute nodes) or by the ranks of one group
 (collectives, per ``pg_name`` or ``involved_dim``); sends and receives are each rank's
 own (:class:`~astra_core.workload.et_peers.PeerNode`: the shared node with its peers).
-Ranks of one stage and the same groups are one template's nodes with their own peers, as
-the reader makes them (:class:`~astra_core.workload.et_peers.PeerNodes`).
+Ranks of one stage and the same groups are one template's nodes with their own peers,
+kept as the peers alone (:class:`~astra_core.workload.et_peers.TemplatePeers`).
 ``astra.simulate`` takes the list as its workload; a step of thousands of ranks then
 skips writing and reading gigabytes of traces.
 """
@@ -15,12 +15,13 @@ skips writing and reading gigabytes of traces.
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from copy import deepcopy
-from typing import Any
+from typing import Any, cast
 
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.et_peers import PeerNodes, with_peers
+from astra_core.workload.et_peers import TemplatePeers, with_peers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
@@ -42,11 +43,11 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
     return traces, {str(k): list(v) for k, v in wl.layout.groups.items()}
 
 
-def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a list
+def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers, a Sequence
     """Rank ``rank``'s nodes, in file order (see the module docstring). Ranks of a stage
     whose collectives share their groups differ only in peers: the first is the template
-    of the others (:class:`PeerNodes`), made by copying it with their own sends and
-    receives; their graph structure, signature and NCCL communicators are then the
+    of the others (:class:`TemplatePeers`: the template with their own sends' and
+    receives' peers); their graph structure, signature and NCCL communicators are then the
     template's (:func:`~astra_core.workload.graph.shape_key`). A template of other groups
     is the stage's first nodes with its own collectives."""
     layout = wl.layout
@@ -64,18 +65,24 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or PeerNodes, a 
     places = {role: layout.placement(role, rank) for role in roles}
     shape = (p, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
     template = cache.get(("template", shape))
-    out: list[ETNode]
     if template is not None:
-        out = PeerNodes(template, template)
+        slots = cache.get(("slots", p))
+        if slots is None:
+            slots = cache[("slots", p)] = {idx: i for i, idx in enumerate(peer_slots)}
+        own = array("q")  # the rank's (src, dst) per send or receive
+        for idx in peer_slots:
+            peer = peer_rank(layout, nodes[idx], rank)
+            own.extend((rank, peer) if nodes[idx].type == pb.COMM_SEND_NODE else (peer, rank))
+        return cast("list[ETNode]", TemplatePeers(template, slots, own))
+    base = cache.get(("base", p))  # the stage's first nodes: only its collectives differ
+    out: list[ETNode]
+    if base is None:
+        out = cache[("base", p)] = [_node_at(nodes, i, ids, places, p, cache) for i in range(len(nodes))]
     else:
-        base = cache.get(("base", p))  # the stage's first nodes: only its collectives differ
-        if base is None:
-            out = cache[("base", p)] = [_node_at(nodes, i, ids, places, p, cache) for i in range(len(nodes))]
-        else:
-            out = list(base)
-            for idx in coll_slots:
-                out[idx] = _node_at(nodes, idx, ids, places, p, cache)
-        cache[("template", shape)] = out
+        out = list(base)
+        for idx in coll_slots:
+            out[idx] = _node_at(nodes, idx, ids, places, p, cache)
+    cache[("template", shape)] = out
     for idx in peer_slots:
         peer = peer_rank(layout, nodes[idx], rank)
         send = nodes[idx].type == pb.COMM_SEND_NODE

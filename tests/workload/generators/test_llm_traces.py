@@ -51,3 +51,41 @@ def test_a_step_from_memory_runs_as_from_files(tmp_path):
     files = astra.simulate(tmp_path / "llm", system, network, comm_groups=groups_path)
     assert memory.step_ns == files.step_ns
     assert [r.finish_ns for r in memory.ranks] == [r.finish_ns for r in files.ranks]
+
+
+def test_ranks_after_their_template_keep_only_their_peers():
+    from astra_core.workload.et_peers import PeerNodes, TemplatePeers
+    from astra_core.workload.graph import shape_key
+
+    cfg = LLMConfig(
+        DENSE, GPUS["h100"], dp=4, tp=2, pp=2, microbatches=4, sequence_parallel=True, tp_comm_overlap=True,
+        dims=[2, 8],
+    )  # fmt: skip
+    traces, _ = llm_traces(generate_llm(cfg))
+    kept = [t.nodes for t in traces if isinstance(t.nodes, TemplatePeers)]
+    assert len(kept) == len(traces) - 4  # four templates: a stage and the placements of its groups
+    for nodes in kept:
+        as_list = nodes.as_list()
+        assert isinstance(as_list, PeerNodes) and shape_key(as_list) == shape_key(nodes) == id(nodes.template)
+        assert as_list == nodes and nodes == list(as_list) and nodes[-1] == as_list[-1]
+        assert nodes[2:5] == as_list[2:5]
+        for pos, node in enumerate(as_list):
+            assert nodes.peers_at(pos) == (node.comm_src, node.comm_dst)
+        # the peers differ from the template's exactly where the rank's own are
+        assert any(nodes.peers_at(p) != (t.comm_src, t.comm_dst) for p, t in enumerate(nodes.template))
+
+
+def test_a_symmetric_step_from_template_ranks_equals_the_full_run(tmp_path):
+    from .conftest import write_network, write_system
+
+    cfg = LLMConfig(
+        DENSE, GPUS["h100"], dp=4, tp=2, pp=2, microbatches=4, sequence_parallel=True, tp_comm_overlap=True,
+        dims=[2, 8],
+    )  # fmt: skip
+    network = write_network(tmp_path, [2, 8], bandwidth=50.0, latency=500.0)
+    system = write_system(tmp_path, 2)
+    traces, groups = llm_traces(generate_llm(cfg))
+    folded = astra.simulate(traces, system, network, comm_groups=groups or None)
+    full = astra.simulate(traces, system, network, comm_groups=groups or None, symmetry=False)
+    assert folded.symmetric and len(set(folded.representative)) < len(traces)
+    assert [r.finish_ns for r in folded.ranks] == [r.finish_ns for r in full.ranks]
