@@ -159,12 +159,13 @@ def run(
 def _inputs(
     workload, system, network, topology, memory, comm_groups, backend_config, background, faults
 ) -> dict[str, Any]:
-    """The run's input files by option, for :func:`_check_outputs` (the trace and
-    custom-collective files are listed lazily)."""
+    """The run's input files by option, for :func:`_check_outputs` (the traces and the
+    files the system.json names are listed lazily)."""
     return {
         "--workload": _trace_files(workload),
         "--system": system,
-        "--system's *-implementation-custom": _custom_collective_files(system),
+        "--system's nccl.profile": _system_files(system, custom=False),
+        "--system's *-implementation-custom": _system_files(system, custom=True),
         "--network": network,
         "--topology": topology,
         "--memory": memory,
@@ -236,23 +237,15 @@ def _trace_files(prefix: str) -> Iterator[str]:
     yield from rank_trace_files(prefix).values()
 
 
-def _custom_collective_files(system: str) -> Iterator[str]:
-    """The files the system's ``*-implementation-custom`` entries read (an MSCCL XML file, or
-    a Chakra ET prefix's ``.et`` files); nothing when the system file does not load (the run
-    reports that). Loaded lazily: only when some output exists already."""
-    from astra_core.config.system import load_system
-    from astra_core.errors import AstraError
-    from astra_core.system.collectives.custom import custom_sources
+def _system_files(system: str, custom: bool) -> Iterator[str]:
+    """The files the system.json names (:func:`~astra_core.system.input_files.system_named_files`):
+    its custom collectives' XML or ``.et`` files, or else its NCCL profile; loaded lazily,
+    only when some output exists already."""
+    from astra_core.system.input_files import system_named_files
 
-    try:
-        sources = custom_sources(load_system(system))
-    except AstraError:
-        return
-    for source in sources.values():
-        if str(source).endswith(".xml"):
-            yield str(source)
-        else:
-            yield from _trace_files(str(source))
+    for key, path in system_named_files(system):
+        if key.endswith("-custom") == custom:
+            yield path
 
 
 def _check_outputs(files: dict[str, str | None], plots_dir: str | None, inputs: Mapping[str, Any]) -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from astra_core.config.files import read_json, source_name
@@ -143,6 +144,16 @@ def _nested(
         for cell, value in _cells(cells, f"{key}.{outer}", problems, zero_ok=zero_ok).items():
             out[(names.index(outer), cell[0], cell[1])] = value
     return out
+
+
+def find_profile(entry: str, system_source: str | os.PathLike[str]) -> Path | None:
+    """The file a system.json's ``nccl.profile`` entry names: ``entry`` from the working
+    directory, else (a relative path) from the folder of ``system_source``, the
+    system.json; None when neither is a file."""
+    candidates = [Path(entry)]
+    if not Path(entry).is_absolute():
+        candidates.append(Path(system_source).parent / entry)
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def read_profile(path: str | os.PathLike[str]) -> NcclProfile:

@@ -459,6 +459,22 @@ def test_an_output_onto_a_custom_collective_of_the_system_is_refused(tmp_path, n
     assert xml.read_text().startswith("<") and no_simulation == []
 
 
+def test_an_output_onto_the_nccl_profile_the_system_names_is_refused(tmp_path, no_simulation):
+    # Before: astra run --json onto the profile replaced it with the results, exit 0.
+    repo = Path(__file__).resolve().parents[2]
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 20.0}))
+    system = json.loads((repo / "examples" / "validation" / "hgx_h100" / "system.json").read_text())
+    system["nccl"]["profile"] = "profile.json"  # found beside system.json
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    line = one_error_line(invoke(*run_args(tmp_path, tmp_path / "system.json"), "--json", profile))
+    assert line == (
+        f"error: --json {profile} is the --system's nccl.profile input; "
+        "writing it would destroy that input: give --json another path"
+    )
+    assert json.loads(profile.read_text())["launch-us"] == 20.0 and no_simulation == []
+
+
 def test_a_sweep_with_times_past_int64_is_one_line_and_keeps_its_points(tmp_path, exabyte_ring):
     # Before: TypeError: cannot safely cast non-equivalent float64 to int64, with a traceback.
     spec = tmp_path / "s.yaml"

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import cast
 
 from astra_core.config.gpus import gpu_model
 from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import NcclConfig
-from astra_core.config.nccl_profile import read_profile
+from astra_core.config.nccl_profile import find_profile, read_profile
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase, NcclChoice, NcclPhase
@@ -169,10 +168,7 @@ class NcclModel:
         entry = self.config.profile
         if entry is None:
             return constants
-        candidates = [Path(entry)]
-        if not Path(entry).is_absolute():
-            candidates.append(Path(self.source).parent / entry)
-        found = next((c for c in candidates if c.is_file()), None)
+        found = find_profile(entry, self.source)
         if found is None:
             raise ConfigError(
                 f"{self.source}: nccl.profile: no file {entry} (relative paths are looked up from "
