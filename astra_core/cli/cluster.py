@@ -49,15 +49,14 @@ def cluster(spec, json_path, plots_dir, no_cache, processes) -> None:
     and the run says so.
     """
     from astra_core.cluster import simulate_cluster
-    from astra_core.outputs import check_output_dir, check_output_file, write_text
+    from astra_core.cluster.spec import load_cluster_spec
+    from astra_core.outputs import write_text
 
     started = time.perf_counter()
-    if json_path:
-        check_output_file(json_path, "--json")
-    if plots_dir:
-        check_output_dir(plots_dir, "--plots")
+    loaded = load_cluster_spec(spec)
+    _check_outputs(spec, loaded, json_path, plots_dir)
     result = simulate_cluster(
-        spec,
+        loaded,
         on_run=lambda what: click.echo(f"simulating {what}", err=True),
         cache=not no_cache,
         processes=processes,
@@ -74,6 +73,25 @@ def cluster(spec, json_path, plots_dir, no_cache, processes) -> None:
 
         for path in write_cluster_plots(result, plots_dir):
             console.print(f"--plots: wrote {path}", highlight=False)
+
+
+def _check_outputs(spec, loaded, json_path, plots_dir) -> None:
+    """Raise ConfigError when an output cannot be written, when two name one file (``--json``
+    onto a plot), or when one is an input: the spec or a file it names
+    (:func:`~astra_core.cluster.spec.spec_input_files`)."""
+    from astra_core.cluster.plots import PLOT_FILES
+    from astra_core.cluster.spec import spec_input_files
+    from astra_core.outputs import check_distinct, check_not_input, check_output_dir, check_output_file
+
+    paths = {}
+    if json_path:
+        paths["--json"] = check_output_file(json_path, "--json")
+    if plots_dir:
+        directory = check_output_dir(plots_dir, "--plots")
+        for name in PLOT_FILES:
+            paths[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
+    check_distinct(paths)
+    check_not_input(paths, {"SPEC": spec, **spec_input_files(loaded)})
 
 
 def _job_table(result, spec) -> Table:

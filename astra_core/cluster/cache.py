@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -85,17 +86,23 @@ def alone_key(parts: dict[str, Any], files: Sequence[str | os.PathLike | None], 
 
 
 def load_alone(key: str) -> AloneRun | None:
-    """The alone run kept under ``key``, or None."""
+    """The alone run kept under ``key``, or None when there is none or it is not one a
+    run could have stored (cut short, edited, NaN or negative times): then the job is
+    simulated alone again."""
     try:
         data = json.loads((cache_dir() / f"{key}.json").read_text())
         links = data["link_bytes"]
-        return (
+        run = (
             tuple(float(t) for t in data["iteration_ns"]),
             float(data["end_ns"]),
             None if links is None else tuple(float(b) for b in links),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    numbers = [*run[0], run[1], *(run[2] or ())]
+    if not run[0] or not all(math.isfinite(x) and x >= 0 for x in numbers):
+        return None
+    return run
 
 
 def store_alone(key: str, run: AloneRun) -> None:

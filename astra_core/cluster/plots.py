@@ -17,7 +17,10 @@ from pathlib import Path
 
 from astra_core.report.plots import pyplot, save_figure, time_unit
 
-__all__ = ["MAX_LINKS", "write_cluster_plots"]
+__all__ = ["MAX_LINKS", "PLOT_FILES", "write_cluster_plots"]
+
+#: The files :func:`write_cluster_plots` may write into its directory.
+PLOT_FILES = ("jobs.png", "links.png")
 
 #: The busiest links links.png shows.
 MAX_LINKS = 48

@@ -39,6 +39,7 @@ from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manag
 from astra_core.report import Report
 from astra_core.report.iterations import ends_on_rank, timelines_by_rank
 from astra_core.results import whole_ns
+from astra_core.system.input_files import system_named_files
 from astra_core.topology.faults import apply_faults, check_reachable, timed_faults
 from astra_core.workload.chakra import read_workload
 from astra_core.workload.prefix import rank_count
@@ -241,12 +242,9 @@ class _Cluster:
                 else None,
             },
         }
-        files = [
-            self.spec.topology,
-            self.spec.network,
-            self.spec.backend_config,
-            spec.system or self.spec.system,
-        ]
+        system = spec.system or self.spec.system
+        files = [self.spec.topology, self.spec.network, self.spec.backend_config, system]
+        files += [path for _, path in system_named_files(cast(str, system))]  # profile, custom collectives
         files += [f"{spec.workload}.{r}.et" for r in range(len(job.traces))]
         return alone_key(parts, files, self.backend.plugin_factory.__module__)
 

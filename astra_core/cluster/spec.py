@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,7 +49,7 @@ from astra_core.config.model import ConfigModel, int_in, raise_problems, validat
 from astra_core.errors import ConfigError
 from astra_core.topology.faults import LinkFault
 
-__all__ = ["POLICIES", "ClusterFile", "JobSpec", "load_cluster_spec"]
+__all__ = ["POLICIES", "ClusterFile", "JobSpec", "load_cluster_spec", "spec_input_files"]
 
 #: Placement policies (:mod:`astra_core.cluster.placement`).
 POLICIES = ("packed", "spread", "rail-aligned", "random")
@@ -170,3 +171,37 @@ def load_cluster_spec(path: str | os.PathLike) -> ClusterFile:
     resolved = spec.model_copy(update={**update, "jobs": jobs})
     resolved._source = source
     return resolved
+
+
+def spec_input_files(spec: ClusterFile) -> dict[str, Iterator[str]]:
+    """Every file a run of ``spec`` (loaded: its paths resolved) reads besides the spec,
+    by what names it (``"network"``, ``"jobs[0] (a) workload"``, ``"system's
+    nccl.profile"``, ...); each listed lazily (a job's traces are its existing
+    ``PREFIX.<rank>.et`` files). For :func:`astra_core.outputs.check_not_input` and the
+    cache of alone runs, whose keys cover every byte a result depends on."""
+    from astra_core.system.input_files import system_named_files
+    from astra_core.workload.chakra import rank_trace_files
+
+    def one(path: str | None) -> Iterator[str]:
+        if path is not None:
+            yield path
+
+    def named(system: str | None) -> Iterator[str]:
+        if system is not None:
+            yield from (path for _, path in system_named_files(system))
+
+    def traces(prefix: str) -> Iterator[str]:
+        yield from rank_trace_files(prefix).values()
+
+    out: dict[str, Iterator[str]] = {
+        key.replace("_", "-"): one(getattr(spec, key))
+        for key in ("network", "topology", "backend_config", "system")
+    }
+    out["system: a file it names"] = named(spec.system)
+    for i, job in enumerate(spec.jobs):
+        label = f"jobs[{i}] ({job.name})"
+        out[f"{label} workload"] = traces(job.workload)
+        out[f"{label} comm_groups"] = one(job.comm_groups)
+        out[f"{label} system"] = one(job.system)
+        out[f"{label} system: a file it names"] = named(job.system)
+    return out

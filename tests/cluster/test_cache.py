@@ -87,3 +87,32 @@ def test_the_same_files_elsewhere_are_the_same_runs(tmp_path, cluster, runs):
             (moved / path.name).write_bytes(path.read_bytes())
     second = astra.simulate_cluster(moved / spec.name)
     assert runs == ["a", "b"] and _results(second) == _results(first)
+
+
+def test_a_file_the_system_names_is_part_of_what_a_job_alone_depends_on(tmp_path, cluster, runs):
+    # Before: the key held system.json's bytes but not the NCCL profile it names: after
+    # the profile changed, the alone runs were read back and two jobs that share nothing
+    # reported a slowdown far from 1.
+    system = json.loads((tmp_path / "system.json").read_text())
+    for key in [k for k in system if k.endswith("-implementation")]:
+        system[key] = ["nccl"]
+    system["nccl"] = {"gpu": "H100", "gpus-per-node": 4, "profile": "profile.json"}
+    (tmp_path / "nccl-system.json").write_text(json.dumps(system))
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 5.0}))
+    spec = cluster([{"name": "a"}, {"name": "b"}], system="nccl-system.json")
+    astra.simulate_cluster(spec)
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 500.0}))
+    second = astra.simulate_cluster(spec)
+    assert runs == ["a", "b", "a", "b"]
+    assert [round(job.slowdown, 3) for job in second.jobs] == [1.0, 1.0]
+
+
+def test_an_entry_with_nan_or_negative_times_is_simulated_again(cluster, runs, alone_cache):
+    spec = cluster([{"name": "a"}, {"name": "b"}])
+    first = astra.simulate_cluster(spec)
+    for entry, value in zip(sorted(alone_cache.glob("*.json")), ("NaN", "-1.0"), strict=True):
+        data = json.loads(entry.read_text())
+        entry.write_text(json.dumps(data).replace(str(data["end_ns"]), value))
+    second = astra.simulate_cluster(spec)
+    assert runs == ["a", "b", "a", "b"] and _results(second) == _results(first)
