@@ -61,9 +61,11 @@ def calibrate_nccl(
     from astra_core.calibrate.nccl_fit import compare, fit
     from astra_core.config.network import load_network
     from astra_core.config.system import load_system
-    from astra_core.outputs import check_output_file, write_text
+    from astra_core.outputs import check_not_input, check_output_file, write_text
 
     check_output_file(output, "--output")
+    inputs = {"LOG": logs, "--system": system_path, "--network": network_path, "--check": check_paths}
+    check_not_input({"--output": output}, inputs)  # the profile named by --system may be refitted
     system = load_system(system_path)
     network = load_network(network_path)
     fitted = _read(logs, collective, ranks, nodes)

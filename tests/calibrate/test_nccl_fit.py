@@ -206,3 +206,25 @@ def test_astra_calibrate_nccl_writes_a_profile_that_system_json_can_name(tmp_pat
     assert missing.output.strip().splitlines() == [
         f"error: {tmp_path / 'nope.txt'}: cannot read: No such file or directory"
     ]
+
+
+@pytest.mark.parametrize("target", ["log", "system", "network", "check"])
+def test_the_profile_is_never_written_over_an_input(tmp_path, target):
+    # Before: -o onto the log, --system, --network or a --check log replaced it, exit 0.
+    files = {"log": tmp_path / "fit.txt", "check": tmp_path / "check.txt"}
+    for path in files.values():
+        shutil.copy(DATA / "h100_1node_5colls.txt", path)
+    files["system"], files["network"] = tmp_path / "system.json", tmp_path / "network.yml"
+    shutil.copy(PRESET / "system.json", files["system"])
+    shutil.copy(PRESET / "network.yml", files["network"])
+    before = files[target].read_bytes()
+    args = ["calibrate", "nccl", files["log"], "--collective", "all-reduce", "-o", files[target]]
+    args += ["--system", files["system"], "--network", files["network"], "--check", files["check"]]
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    option = {"log": "LOG", "system": "--system", "network": "--network", "check": "--check"}[target]
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: --output {files[target]} is the {option} input; writing it would destroy that input: "
+        "give --output another path"
+    ]
+    assert files[target].read_bytes() == before
