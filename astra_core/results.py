@@ -226,6 +226,13 @@ class RunResult:
     def step_ns(self) -> float:
         return max((r.finish_ns for r in self.ranks), default=0)
 
+    def llm(self) -> dict | None:
+        """The LLM step's FLOPs and utilization (:func:`~astra_core.workload.flops.llm_utilization`)
+        over one step: with ``iterations``, the mean of their step times (the FLOPs the
+        trace records are one step's); None when the traces are not a generated step."""
+        count = self.iterations.count if self.iterations is not None else 1
+        return llm_utilization(self.graphs, self.step_ns / max(count, 1))
+
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document: step and per-rank times, message counts, and where
         they apply the LLM FLOP utilization, the NCCL model's choices and the
@@ -237,7 +244,7 @@ class RunResult:
             "messages": self.messages,
             "message_bytes": self.message_bytes,
         }
-        llm = llm_utilization(self.graphs, self.step_ns)
+        llm = self.llm()
         if llm:
             out["llm"] = llm
         if self.iterations is not None:

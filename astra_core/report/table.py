@@ -24,7 +24,6 @@ from astra_core.report.breakdown import (
     mean_parts,
 )
 from astra_core.results import RunResult
-from astra_core.workload.flops import llm_utilization
 
 _MAX_ROWS = 16
 _us = format_us
@@ -104,7 +103,7 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
     console.print(
         f"step time: [bold]{_us(result.step_ns)} µs[/bold] ({len(ranks)} NPUs, {result.messages:,} messages)"
     )
-    llm = llm_utilization(result.graphs, result.step_ns)
+    llm = result.llm()
     if llm:
         console.print(
             f"LLM step: model FLOPs {llm['model_flops']:.3e}, hardware FLOPs "

@@ -115,3 +115,21 @@ def test_a_streamed_trace_is_refused_in_one_line(tmp_path, workload, monkeypatch
     monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 1)
     with pytest.raises(ConfigError, match=r"wl\.0\.et: --iterations needs the trace decoded in memory"):
         astra.simulate(prefix, system(), NET, iterations=2)
+
+
+def test_the_utilization_of_several_iterations_is_one_step_over_the_mean_step():
+    # Before: --iterations 3 divided one step's FLOPs by three steps' time (a third of the MFU).
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm
+    from astra_core.workload.generators.llm_traces import llm_traces
+    from astra_core.workload.generators.models import ModelConfig
+
+    model = ModelConfig("t", layers=2, hidden=256, heads=4, kv_heads=4, ffn_hidden=512, vocab=1000)
+    traces, _ = llm_traces(generate_llm(LLMConfig(model, GPUS["h100"], dp=2, microbatches=2)))
+    one = astra.simulate(traces, system(), NET)
+    three = astra.simulate(traces, system(), NET, iterations=3)
+    mean_step = three.step_ns / 3
+    assert three.llm()["mfu"] == pytest.approx(one.llm()["mfu"] * one.step_ns / mean_step, rel=1e-12)
+    assert three.to_dict()["llm"]["tflops_per_gpu"] == pytest.approx(
+        three.llm()["model_flops"] / (mean_step * 1e-9) / 2 / 1e12, rel=1e-12
+    )
