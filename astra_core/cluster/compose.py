@@ -133,8 +133,7 @@ def _mapped_nodes(
             npus = tuple(where[m] for m in _collective_members(job, rank, node))
             node = node.replaced(pg_name=ids.id_of(npus, used), involved_dim=None)
         elif kind in (COMM_SEND, COMM_RECV):
-            src = None if node.comm_src is None else where[node.comm_src]
-            dst = None if node.comm_dst is None else where[node.comm_dst]
+            src, dst = (_peer_npu(job, rank, node, peer) for peer in (node.comm_src, node.comm_dst))
             node = node.replaced(comm_src=src, comm_dst=dst)
         elif kind == METADATA and node.inputs_values:
             raise ConfigError(
@@ -143,6 +142,20 @@ def _mapped_nodes(
             )
         out.append(node)
     return out
+
+
+def _peer_npu(job: JobTraces, rank: int, node: ETNode, peer: int | None) -> int | None:
+    """The cluster NPU of job rank ``peer`` (None stays None); ConfigError naming the job,
+    rank and node for a peer that is not one of the job's ranks."""
+    if peer is None:
+        return None
+    if not 0 <= peer < len(job.placement):
+        kind = "send" if node.type == COMM_SEND else "receive"
+        raise ConfigError(
+            f"job {job.name}: rank {rank}'s {kind} node {node.id} ({node.name}) names rank {peer}, "
+            f"but the job has ranks 0..{len(job.placement) - 1}"
+        )
+    return job.placement[peer]
 
 
 def _delayed(nodes: list[ETNode], start_us: int) -> list[ETNode]:

@@ -149,3 +149,24 @@ def test_plots_show_the_jobs_and_the_links_bytes_by_job(cluster, tmp_path):
     (tmp_path / "file").write_text("")
     bad = CliRunner().invoke(main, ["cluster", str(spec), "--plots", str(tmp_path / "file")])
     assert bad.exit_code == 1 and "--plots" in bad.output and "not a directory" in bad.output
+
+
+@pytest.mark.parametrize("peer", [-1, 2])
+def test_a_send_to_a_rank_the_job_does_not_have_is_one_line(tmp_path, cluster, peer):
+    # Before: rank -1 ran as the job's last rank (a list index), rank 2 was a traceback.
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.writer import make_node, write_rank_trace
+
+    for rank in range(2):
+        other = peer if rank == 0 else 0
+        kind = pb.COMM_SEND_NODE if rank == 0 else pb.COMM_RECV_NODE
+        src, dst = (rank, other) if rank == 0 else (other, rank)
+        write_rank_trace(
+            tmp_path / f"p2p.{rank}.et",
+            [make_node(1, "x", kind, comm_src=src, comm_dst=dst, comm_tag=0, comm_size=1024)],
+        )
+    out = CliRunner().invoke(main, ["cluster", str(cluster([{"name": "p", "workload": "p2p"}]))])
+    assert out.exit_code == 1, out.output
+    assert out.output.strip().splitlines() == [
+        f"error: job p: rank 0's send node 1 (x) names rank {peer}, but the job has ranks 0..1"
+    ]
