@@ -54,6 +54,10 @@ __all__ = ["POLICIES", "ClusterFile", "JobSpec", "load_cluster_spec", "spec_inpu
 #: Placement policies (:mod:`astra_core.cluster.placement`).
 POLICIES = ("packed", "spread", "rail-aligned", "random")
 
+#: The latest start a job may have [µs]: times are float ns, whole up to 2**53 ns
+#: (about 104 days); a later start would round the job's own times away.
+MAX_START_US = 2**53 // 1000
+
 
 class JobSpec(ConfigModel):
     """One job of the cluster (module doc for the keys)."""
@@ -65,7 +69,7 @@ class JobSpec(ConfigModel):
     dims: str | list[Annotated[int, int_in(1)]] | None = None
     placement: str | list[Annotated[int, int_in(0)]] = "packed"
     seed: Annotated[int, int_in(0)] = 0
-    start_us: Annotated[int, int_in(0)] = 0
+    start_us: Annotated[int, int_in(0, MAX_START_US)] = 0
     iterations: Annotated[int, int_in(1, 1_000_000)] = 1
 
     @model_validator(mode="after")

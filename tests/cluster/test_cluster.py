@@ -115,6 +115,11 @@ def test_a_backend_without_link_sharing_says_jobs_cannot_interfere(cluster):
         ),
         ([{"name": "a", "placement": [0, 1, 2]}], "job a: placement: lists 3 NPUs for its 8 ranks"),
         ([{"name": "a", "workload": "nothing"}], "job a: workload: no trace files"),
+        # a later start rounded the job's own times away (a 0.000 ms job)
+        (
+            [{"name": "a", "start_us": 9 * 10**18}],
+            "jobs[0] (a).start_us: must be <= 9,007,199,254,740, got 9000000000000000000",
+        ),
     ],
 )
 def test_bad_specs_are_one_line_errors_naming_the_job(cluster, jobs, message):
