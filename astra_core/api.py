@@ -35,6 +35,7 @@ from astra_core.plugins import (
 from astra_core.report import Report
 from astra_core.report.iterations import measure_iterations
 from astra_core.system.context import check_network_models
+from astra_core.system.memory_guard import available_bytes
 from astra_core.system.simulation import Simulation
 from astra_core.topology.faults import LinkChange, LinkFault, apply_faults, check_reachable, load_faults
 from astra_core.topology.faults import link_changes as fault_changes
@@ -42,7 +43,7 @@ from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload.chakra import RankTrace, read_workload
 from astra_core.workload.graph import RankGraph, build_graphs
-from astra_core.workload.iterations import repeat_traces
+from astra_core.workload.iterations import NODE_BYTES, repeat_traces, repeated_nodes
 
 PathLike = str | os.PathLike
 #: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`).
@@ -175,7 +176,8 @@ def load_graphs(
     each repeated ``iterations`` times (:mod:`astra_core.workload.iterations`).
 
     Raises TraceError when a list of traces does not have one trace per NPU, and
-    ConfigError for ``iterations`` < 1 or a streamed trace repeated.
+    ConfigError for ``iterations`` < 1, a streamed trace repeated, or copies that would
+    need more memory than the machine has available (said before copying).
     """
     if isinstance(workload, (str, os.PathLike)):
         traces = read_workload(workload, npus_count)
@@ -187,8 +189,22 @@ def load_graphs(
                 f"has {npus_count} NPUs (one trace per NPU)"
             )
     if iterations != 1:
+        _check_copies_fit(traces, iterations)
         traces = repeat_traces(traces, iterations)
     return build_graphs(traces)
+
+
+def _check_copies_fit(traces: Sequence[RankTrace], iterations: int) -> None:
+    """ConfigError when ``iterations`` copies of the traces would not fit in the memory
+    the machine has available (:data:`~astra_core.workload.iterations.NODE_BYTES` a node)."""
+    nodes = repeated_nodes(traces, iterations)
+    need, have = nodes * NODE_BYTES, available_bytes()
+    if have is not None and need > have:
+        raise ConfigError(
+            f"--iterations {iterations}: {nodes:,} trace nodes to hold (about {need / 2**30:,.1f} GiB at "
+            f"{NODE_BYTES} bytes a node), more than the {have / 2**30:,.1f} GiB this machine has "
+            "available; run fewer iterations"
+        )
 
 
 def resolve_network(

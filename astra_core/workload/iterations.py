@@ -82,6 +82,16 @@ def repeat_trace(trace: RankTrace, iterations: int) -> RankTrace:
     return RankTrace(trace.path, out, trace.version, trace.metadata, trace.rank)
 
 
+#: What a repeated node costs in memory, decoded, with its graph [bytes]
+#: (:data:`~astra_core.workload.streaming.MAX_DECODED_NODES`' measurement: about 1 KB).
+NODE_BYTES = 1024
+
+
+def repeated_nodes(traces: Sequence[RankTrace], iterations: int) -> int:
+    """How many nodes :func:`repeat_traces` would hold (node lists shared by ranks once)."""
+    return sum({id(t.nodes): len(t.nodes) for t in traces}.values()) * iterations
+
+
 def repeat_traces(traces: Sequence[RankTrace], iterations: int) -> list[RankTrace]:
     """Every rank's trace repeated (:func:`repeat_trace`); ranks that shared one node
     list share the repeated one too (rank symmetry keeps working)."""

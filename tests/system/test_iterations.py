@@ -133,3 +133,14 @@ def test_the_utilization_of_several_iterations_is_one_step_over_the_mean_step():
     assert three.to_dict()["llm"]["tflops_per_gpu"] == pytest.approx(
         three.llm()["model_flops"] / (mean_step * 1e-9) / 2 / 1e12, rel=1e-12
     )
+
+
+def test_iterations_that_would_not_fit_in_memory_are_refused_before_copying():
+    # Before: --iterations 10**9 ran for minutes and ended in a MemoryError.
+    with pytest.raises(ConfigError) as err:
+        astra.simulate(_pipeline(), system(), NET, iterations=10**12)
+    (line,) = str(err.value).splitlines()
+    assert line.startswith(
+        "--iterations 1000000000000: 4,000,000,000,000 trace nodes to hold (about "
+    )  # 2 ranks x 2
+    assert line.endswith("GiB this machine has available; run fewer iterations")
