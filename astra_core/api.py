@@ -35,7 +35,7 @@ from astra_core.plugins import (
 from astra_core.report import Report
 from astra_core.report.iterations import measure_iterations
 from astra_core.system.context import check_network_models
-from astra_core.system.memory_guard import available_bytes
+from astra_core.system.memory_guard import check_nodes_fit
 from astra_core.system.simulation import Simulation
 from astra_core.topology.faults import LinkChange, LinkFault, apply_faults, check_reachable, load_faults
 from astra_core.topology.faults import link_changes as fault_changes
@@ -195,16 +195,11 @@ def load_graphs(
 
 
 def _check_copies_fit(traces: Sequence[RankTrace], iterations: int) -> None:
-    """ConfigError when ``iterations`` copies of the traces would not fit in the memory
+    """RunTooLarge when ``iterations`` copies of the traces would not fit in the memory
     the machine has available (:data:`~astra_core.workload.iterations.NODE_BYTES` a node)."""
-    nodes = repeated_nodes(traces, iterations)
-    need, have = nodes * NODE_BYTES, available_bytes()
-    if have is not None and need > have:
-        raise ConfigError(
-            f"--iterations {iterations}: {nodes:,} trace nodes to hold (about {need / 2**30:,.1f} GiB at "
-            f"{NODE_BYTES} bytes a node), more than the {have / 2**30:,.1f} GiB this machine has "
-            "available; run fewer iterations"
-        )
+    check_nodes_fit(
+        repeated_nodes(traces, iterations), NODE_BYTES, f"--iterations {iterations}", "iterations"
+    )
 
 
 def resolve_network(

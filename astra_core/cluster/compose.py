@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 from astra_core.cluster.hardware import ComputeSlowness
 from astra_core.errors import ConfigError
+from astra_core.system.memory_guard import check_nodes_fit
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, METADATA
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.iterations import repeat_traces
+from astra_core.workload.iterations import NODE_BYTES, repeat_traces, repeated_nodes
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 
 __all__ = ["GroupIds", "JobTraces", "compose", "job_dims", "parse_dims"]
@@ -195,6 +196,13 @@ def _job_traces(
     job: JobTraces, npus: int, ids: GroupIds, used: dict[str, tuple[int, ...]], slow: ComputeSlowness | None
 ) -> list[RankTrace]:
     """The job's traces on its NPUs (``RankTrace.rank`` = the NPU)."""
+    if job.iterations > 1:
+        what = f"job {job.name}: iterations {job.iterations}"
+        # every rank's copy is its own once mapped onto the cluster's NPUs
+        nodes = sum(len(t.nodes) for t in job.traces) * job.iterations + repeated_nodes(
+            job.traces, job.iterations
+        )
+        check_nodes_fit(nodes, NODE_BYTES, what, "iterations")
     repeated = repeat_traces(job.traces, job.iterations) if job.iterations > 1 else job.traces
     unchanged = _whole_cluster(job, npus)
     out = []

@@ -105,3 +105,16 @@ def _held() -> int:
 def gib_text(size: int) -> str:
     """``"3.2 GiB"`` or ``"512 MiB"``."""
     return f"{size / 2**30:,.1f} GiB" if size >= 2**30 else f"{size / 2**20:,.0f} MiB"
+
+
+def check_nodes_fit(nodes: int, node_bytes: int, what: str, fewer: str) -> None:
+    """Raise RunTooLarge, one line naming ``what``, when ``nodes`` trace nodes of
+    ``node_bytes`` each need more memory than the machine has available (before a run
+    copies them: ``--iterations``, a cluster job's ``iterations``); ``fewer`` names what
+    to reduce."""
+    need, have = nodes * node_bytes, available_bytes()
+    if have is not None and need > have:
+        raise RunTooLarge(
+            f"{what}: {nodes:,} trace nodes to hold (about {need / 2**30:,.1f} GiB at {node_bytes} bytes "
+            f"a node), more than the {have / 2**30:,.1f} GiB this machine has available; run fewer {fewer}"
+        )

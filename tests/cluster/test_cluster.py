@@ -175,3 +175,16 @@ def test_a_send_to_a_rank_the_job_does_not_have_is_one_line(tmp_path, cluster, p
     assert out.output.strip().splitlines() == [
         f"error: job p: rank 0's send node 1 (x) names rank {peer}, but the job has ranks 0..1"
     ]
+
+
+def test_iterations_whose_copies_would_not_fit_are_refused_before_the_run(cluster, monkeypatch):
+    # Before: a million iterations ran for minutes and ended in a MemoryError.
+    from astra_core.system import memory_guard
+
+    monkeypatch.setattr(memory_guard, "available_bytes", lambda: 8 << 30)  # a machine with 8 GiB free
+    out = CliRunner().invoke(main, ["cluster", str(cluster([{"name": "a", "iterations": 1_000_000}]))])
+    assert out.exit_code == 1, out.output
+    assert out.output.strip().splitlines() == [
+        "error: job a: iterations 1000000: 9,000,000 trace nodes to hold (about 8.6 GiB at 1024 bytes "
+        "a node), more than the 8.0 GiB this machine has available; run fewer iterations"
+    ]  # a node per rank: each of the 8 ranks' copies, and the one they share before it is mapped

@@ -135,12 +135,16 @@ def test_the_utilization_of_several_iterations_is_one_step_over_the_mean_step():
     )
 
 
-def test_iterations_that_would_not_fit_in_memory_are_refused_before_copying():
+def test_iterations_that_would_not_fit_in_memory_are_refused_before_copying(monkeypatch):
     # Before: --iterations 10**9 ran for minutes and ended in a MemoryError.
-    with pytest.raises(ConfigError) as err:
+    from astra_core.system import memory_guard
+    from astra_core.system.memory_guard import RunTooLarge
+
+    monkeypatch.setattr(memory_guard, "available_bytes", lambda: 8 << 30)  # a machine with 8 GiB free
+    with pytest.raises(RunTooLarge) as err:
         astra.simulate(_pipeline(), system(), NET, iterations=10**12)
     (line,) = str(err.value).splitlines()
     assert line.startswith(
         "--iterations 1000000000000: 4,000,000,000,000 trace nodes to hold (about "
     )  # 2 ranks x 2
-    assert line.endswith("GiB this machine has available; run fewer iterations")
+    assert line.endswith("more than the 8.0 GiB this machine has available; run fewer iterations")
