@@ -199,10 +199,8 @@ def _job_traces(
     if job.iterations > 1:
         what = f"job {job.name}: iterations {job.iterations}"
         # every rank's copy is its own once mapped onto the cluster's NPUs
-        nodes = sum(len(t.nodes) for t in job.traces) * job.iterations + repeated_nodes(
-            job.traces, job.iterations
-        )
-        check_nodes_fit(nodes, NODE_BYTES, what, "iterations")
+        own = sum(len(t.nodes) for t in job.traces) * job.iterations
+        check_nodes_fit(own + repeated_nodes(job.traces, job.iterations), NODE_BYTES, what, "iterations")
     repeated = repeat_traces(job.traces, job.iterations) if job.iterations > 1 else job.traces
     unchanged = _whole_cluster(job, npus)
     out = []
