@@ -101,7 +101,7 @@ class WorkerProcess:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "astra_ns3.worker", str(child_end.fileno())],
+                [sys.executable, "-m", "astra_ns3.worker", str(child_end.fileno()), str(os.getpid())],
                 pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,

@@ -121,3 +121,40 @@ def test_a_run_that_will_compile_the_model_says_so(tmp_path, monkeypatch, capsys
     assert err == (
         f"ns3 backend: compiling the C++ model for this machine, once (about 10 s; cached in {tmp_path})\n"
     )
+
+
+def test_a_worker_dies_with_its_caller_even_when_it_reads_nothing():
+    # Before: SIGKILL (or SIGTERM) to a caller left its busy worker simulating, orphaned.
+    import signal
+    import time
+
+    caller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom astra_ns3 import process\nw = process.acquire()\n"
+            "print(w.proc.pid, flush=True)\ntime.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        worker = int(caller.stdout.readline())
+        os.kill(worker, signal.SIGSTOP)  # reads nothing from now on, as a busy worker
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 60  # generous: the kernel signals at once
+        while _running(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(worker)
+    finally:
+        caller.kill()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
