@@ -38,6 +38,7 @@ reports on a fabric as fast as NCCL's rating.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -195,6 +196,18 @@ def _profile(params: Sequence[Param], x: np.ndarray, gpu: str, version: str | No
     )
 
 
+def _check_device(log: NcclTestsLog, gpu: str) -> None:
+    """ConfigError naming the log when the GPU its rank lines name is not the system's
+    ``nccl.gpu`` (the preset's name is not a word of the device's: ``H100`` is one of
+    ``NVIDIA H100 80GB HBM3``, ``B200`` is not one of ``NVIDIA GB200``)."""
+    if log.device is None or re.search(rf"(?<![A-Za-z0-9]){re.escape(gpu)}(?![A-Za-z0-9])", log.device, re.I):
+        return
+    raise ConfigError(
+        f"{log.path}: ran on {log.device}, but the system's nccl.gpu is {gpu}: "
+        "fit on logs of the machine the system describes"
+    )
+
+
 class _Problem:
     """The logs with their machines, and the rows' predictions for a parameter vector."""
 
@@ -204,6 +217,8 @@ class _Problem:
         self.machines = [log_machine(log, system, network) for log in logs]
         assert system.nccl is not None
         self.gpu = system.nccl.gpu
+        for log in logs:
+            _check_device(log, self.gpu)
         versions = {log.nccl_version for log in logs if log.nccl_version}
         self.version = versions.pop() if len(versions) == 1 else None
         assert system.nccl is not None

@@ -228,3 +228,19 @@ def test_the_profile_is_never_written_over_an_input(tmp_path, target):
         "give --output another path"
     ]
     assert files[target].read_bytes() == before
+
+
+def test_a_log_of_another_gpu_is_refused_naming_it(tmp_path):
+    # Before: an A100 log was fitted into a profile labelled H100 without a word.
+    log = tmp_path / "a100.txt"
+    text = (DATA / "h100_1node_5colls.txt").read_text()
+    log.write_text(text.replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"))
+    args = ["calibrate", "nccl", str(log), "--collective", "all-reduce", "-o", str(tmp_path / "p.json")]
+    args += ["--system", str(PRESET / "system.json"), "--network", str(PRESET / "network.yml")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        f"error: {log}: ran on NVIDIA A100-SXM4-80GB, but the system's nccl.gpu is H100: "
+        "fit on logs of the machine the system describes"
+    ]
+    assert not (tmp_path / "p.json").exists()
