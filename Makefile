@@ -60,7 +60,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: setup
-	$(BIN)/python benchmarks/guard.py
+	$(BIN)/python benchmarks/guard.py --against recorded
 
 clean:
 	rm -rf $(VENV) build *.egg-info
