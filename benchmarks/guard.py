@@ -206,17 +206,30 @@ def child(name: str, repeat: int = 1) -> None:
     print(json.dumps({**out, "step_ns": step_ns}))
 
 
+def _env(revision_root: Path | None) -> dict:
+    """A child's environment: with ``revision_root``, its packages first on the path."""
+    env = child_env()
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    if revision_root is not None:
+        roots = [revision_root] + [revision_root / "backends" / b for b in BACKEND_DIRS]
+        env["PYTHONPATH"] = os.pathsep.join(map(str, roots))
+    return env
+
+
+def _warm_up(revision_root: Path | None) -> None:
+    """Run the smallest case once, untimed, on ``revision_root``'s sources (here: None):
+    a fresh checkout's first run builds or fills caches (the kernel, Python's bytecode)
+    that would count in a case's CPU time or peak RSS."""
+    measure_case("general-ar-1024", revision_root)
+
+
 def measure_case(
     name: str, revision_root: Path | None = None, repeat: int = 1, timeout_s: float = 1800.0
 ) -> dict:
     """Case ``name`` in a fresh interpreter: its JSON line; with ``revision_root``, on
     the astra checked out there (its packages first on the path). Raises RuntimeError
     (the child's last error line) when the case fails."""
-    env = child_env()
-    env.setdefault("PYTHONWARNINGS", "ignore")
-    if revision_root is not None:
-        roots = [revision_root] + [revision_root / "backends" / b for b in BACKEND_DIRS]
-        env["PYTHONPATH"] = os.pathsep.join(map(str, roots))
+    env = _env(revision_root)
     out = subprocess.run(
         [sys.executable, __file__, "--child", name, "--repeat", str(repeat)],
         capture_output=True,
@@ -265,6 +278,8 @@ def paired(names: list[str], revision: str, repeats: int) -> tuple[dict[str, dic
             check=True,
         )
         try:
+            for root in (tree, None):  # each side's kernel built (or found) before any timing
+                _warm_up(root)
             for name in names:
                 runs = [(measure_case(name, tree), measure_case(name)) for _ in range(repeats)]
                 there[name] = then = median([a for a, _ in runs])
