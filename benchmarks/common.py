@@ -69,6 +69,18 @@ def peak_rss_mib(pid: int | str = "self") -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if pid == "self" else float("nan")
 
 
+def child_pids() -> list[int]:
+    """Pids of this process's running children (an ns3 worker stays, idle, after its run)."""
+    me, pids = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:  # after the name: state, ppid
+                pids.append(int(stat.parent.name))
+        except (OSError, IndexError):
+            continue
+    return pids
+
+
 def child_env() -> dict:
     """The environment of an installed program: Python may cache bytecode.
 

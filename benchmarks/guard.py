@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from common import child_env, peak_rss_mib
+from common import child_env, child_pids, peak_rss_mib
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "results" / "speed_record.json"
@@ -160,18 +160,6 @@ CASES: dict[str, Case] = {
 }
 
 
-def _children() -> list[Path]:
-    """/proc folders of this process's running children."""
-    me, out = str(os.getpid()), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:  # after the name: state, ppid
-                out.append(stat.parent)
-        except (OSError, IndexError):
-            continue
-    return out
-
-
 def _cpu_s() -> float:
     """CPU seconds of this process, of the children it waited for, and of those still
     running (the ns3 backend keeps its worker for the next run)."""
@@ -179,9 +167,9 @@ def _cpu_s() -> float:
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
     tick = os.sysconf("SC_CLK_TCK")
-    for proc in _children():
+    for pid in child_pids():
         try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
@@ -191,7 +179,7 @@ def _cpu_s() -> float:
 def _peak_mib() -> float:
     """The largest peak RSS of this process and its children, running or waited for."""
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return max([peak_rss_mib(), reaped] + [peak_rss_mib(proc.name) for proc in _children()])
+    return max([peak_rss_mib(), reaped] + [peak_rss_mib(pid) for pid in child_pids()])
 
 
 def child(name: str, repeat: int = 1) -> None:

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import child_env, peak_rss_mib
+from common import child_env, child_pids, peak_rss_mib
 
 from astra_ns3.config import MAX_PACKET_HOPS
 
@@ -94,20 +93,8 @@ def child(prefix: str, network: str, backend: str, fast_forward: str, max_hops: 
             }
         )
         out["fast_forward_conflicts"] = stats.get("fast_forward_conflicts", 0)
-        out["worker_peak_mib"] = max((peak_rss_mib(pid) for pid in _workers()), default=float("nan"))
+        out["worker_peak_mib"] = max((peak_rss_mib(pid) for pid in child_pids()), default=float("nan"))
     print(json.dumps(out))
-
-
-def _workers() -> list[int]:
-    """Pids of this process's ns-3 workers (idle after the run, kept for the next)."""
-    me, pids = str(os.getpid()), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:
-                pids.append(int(stat.parent.name))
-        except (OSError, IndexError):
-            pass
-    return pids
 
 
 def run(prefix: Path, network: Path, backend: str, fast_forward: bool, limit_s: float, max_hops: int) -> dict:
