@@ -251,10 +251,7 @@ class TemplatePeers(Sequence):
             return [self[i] for i in range(*pos.indices(len(self)))]
         i = self._slots.get(pos if pos >= 0 else pos + len(self.template))
         node = self.template[pos]
-        if i is None:
-            return node
-        src, dst = self._peers[2 * i], self._peers[2 * i + 1]
-        return with_peers(node, None if src < 0 else src, None if dst < 0 else dst)
+        return node if i is None else with_peers(node, *self._own(i))
 
     def __iter__(self) -> Iterator[ETNode]:
         for pos in range(len(self.template)):
@@ -266,6 +263,10 @@ class TemplatePeers(Sequence):
         if i is None:
             node = self.template[pos]
             return node.comm_src, node.comm_dst
+        return self._own(i)
+
+    def _own(self, i: int) -> tuple[int | None, int | None]:
+        """The peers of the ``i``-th send or receive (-1 read as none)."""
         src, dst = self._peers[2 * i], self._peers[2 * i + 1]
         return None if src < 0 else src, None if dst < 0 else dst
 

@@ -64,15 +64,15 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
     # as they are first asked for, as the writer does
     places = {role: layout.placement(role, rank) for role in roles}
     shape = (p, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
+    own = array("q")  # the rank's (src, dst) per send or receive
+    for idx in peer_slots:
+        peer = peer_rank(layout, nodes[idx], rank)
+        own.extend((rank, peer) if nodes[idx].type == pb.COMM_SEND_NODE else (peer, rank))
     template = cache.get(("template", shape))
     if template is not None:
         slots = cache.get(("slots", p))
         if slots is None:
             slots = cache[("slots", p)] = {idx: i for i, idx in enumerate(peer_slots)}
-        own = array("q")  # the rank's (src, dst) per send or receive
-        for idx in peer_slots:
-            peer = peer_rank(layout, nodes[idx], rank)
-            own.extend((rank, peer) if nodes[idx].type == pb.COMM_SEND_NODE else (peer, rank))
         return cast("list[ETNode]", TemplatePeers(template, slots, own))
     base = cache.get(("base", p))  # the stage's first nodes: only its collectives differ
     out: list[ETNode]
@@ -83,10 +83,8 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         for idx in coll_slots:
             out[idx] = _node_at(nodes, idx, ids, places, p, cache)
     cache[("template", shape)] = out
-    for idx in peer_slots:
-        peer = peer_rank(layout, nodes[idx], rank)
-        send = nodes[idx].type == pb.COMM_SEND_NODE
-        out[idx] = with_peers(out[idx], *((rank, peer) if send else (peer, rank)))
+    for i, idx in enumerate(peer_slots):
+        out[idx] = with_peers(out[idx], own[2 * i], own[2 * i + 1])
     return out
 
 
