@@ -4,8 +4,6 @@
   becomes ``error: <line>`` on stderr (one per line of the message) and
   exit status 1, never a traceback; any other exception is a bug and keeps
   its traceback.
-* :func:`parse_dims`: network-dimension sizes written ``8x16`` (or ``8,16``),
-  each >= 1, with an optional count range.
 * Sizes with units (``64MiB`` = 2^26 bytes, ``64MB`` = 64 x 10^6 bytes) are
   :func:`astra_core.workload.generators.micro.parse_size`.
 """
@@ -17,7 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
-from astra_core.errors import AstraError, ConfigError
+from astra_core.errors import AstraError
 
 #: An integer option that must be >= 1.
 POSITIVE = click.IntRange(min=1)
@@ -38,28 +36,3 @@ class AstraGroup(click.Group):
             return super().invoke(ctx)
         except AstraError as exc:
             fail(exc)
-
-
-def parse_dims(
-    text: str,
-    option: str = "--dims",
-    counts: tuple[int, int] | None = None,
-    example: str = "8x16",
-    count_rule: str | None = None,
-) -> list[int]:
-    """``"8x16"`` (or ``"8,16"``) -> ``[8, 16]``.
-
-    Raises ConfigError naming ``option`` for a part that is not an integer, a
-    size below 1, or (given ``counts = (least, most)``) a number of sizes
-    outside that range (``count_rule`` says what is allowed instead)."""
-    try:
-        sizes = [int(x) for x in text.lower().replace(",", "x").split("x")]
-    except ValueError:
-        raise ConfigError(f"{option}: expected sizes joined by 'x' like {example}, got {text!r}") from None
-    if any(size < 1 for size in sizes):
-        raise ConfigError(f"{option}: sizes must be >= 1, got {text!r}")
-    if counts is not None and not counts[0] <= len(sizes) <= counts[1]:
-        least, most = counts
-        allowed = f"{least}" if least == most else f"{least} to {most}"
-        raise ConfigError(f"{option}: {count_rule or f'expected {allowed} sizes'}, got {text!r}")
-    return sizes

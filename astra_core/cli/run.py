@@ -12,7 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from astra_core.cli.common import parse_dims
+from astra_core.config.dims import parse_dims
 from astra_core.outputs import any_stdout
 
 

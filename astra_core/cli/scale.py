@@ -6,7 +6,7 @@ import json
 
 import click
 
-from astra_core.cli.common import parse_dims
+from astra_core.config.dims import parse_dims
 
 
 @click.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from astra_core.cli.common import parse_dims
+from astra_core.config.dims import parse_dims
 from astra_core.topology import generators
 from astra_core.topology.physical import PhysicalTopology
 

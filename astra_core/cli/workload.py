@@ -18,7 +18,7 @@ import click
 
 from astra_core.cli.common import POSITIVE as _POSITIVE
 from astra_core.cli.common import fail as _fail
-from astra_core.cli.common import parse_dims
+from astra_core.config.dims import parse_dims
 from astra_core.errors import ConfigError
 
 

@@ -37,7 +37,7 @@ from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.iterations import NODE_BYTES, repeat_traces, repeated_nodes
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 
-__all__ = ["GroupIds", "JobTraces", "compose", "job_dims", "parse_dims"]
+__all__ = ["GroupIds", "JobTraces", "compose", "job_dims"]
 
 
 @dataclass
@@ -240,26 +240,16 @@ def compose(
     return traces, used
 
 
-def parse_dims(dims: str | list[int], what: str) -> list[int]:
-    """``"8x4"`` (or a list) -> ``[8, 4]``. Raises ConfigError starting with ``what``."""
-    if isinstance(dims, list):
-        return list(dims)
-    try:
-        return [int(x) for x in dims.lower().split("x")]
-    except ValueError:
-        raise ConfigError(f"{what}: expected sizes such as 8x4, got {dims!r}") from None
-
-
-def job_dims(text: str | list[int] | None, traces: Sequence[RankTrace], name: str) -> list[int] | None:
-    """A job's ``dims`` (``"8x4"`` or a list; default: the dims its traces say they were
+def job_dims(dims: list[int] | None, traces: Sequence[RankTrace], name: str) -> list[int] | None:
+    """A job's ``dims`` (read from ``"8x4"`` or a list; default: the dims its traces say they were
     generated for, ``astra gen llm --dims``), checked against its rank count and
     against those."""
     ranks = len(traces)
     made_for = traces[0].metadata.get(GENERATED_DIMS_ATTR) if traces else None
-    if text is None:
+    if dims is None:
         return list(made_for) if isinstance(made_for, list) else None
-    dims = parse_dims(text, f"job {name}: dims")
-    if math.prod(dims) != ranks or any(d < 1 for d in dims):
+    text = "x".join(str(d) for d in dims)
+    if math.prod(dims) != ranks:
         raise ConfigError(f"job {name}: dims {text} do not multiply to its {ranks} ranks")
     if isinstance(made_for, list) and made_for != dims:
         shown = "x".join(str(d) for d in made_for)

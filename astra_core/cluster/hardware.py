@@ -6,11 +6,11 @@ A cluster spec may give
   for (1: as timed; 0.8: every GPU compute node takes 1 / 0.8 as long), either
   ``factors`` (``{npu: speed}``, the others 1) or ``normal`` (``{mean, std,
   seed}``: every NPU drawn from that normal distribution, reproducibly, and held
-  above :data:`MIN_SPEED`);
+  above :data:`MIN_SPEED`); a factor is at least :data:`MIN_SPEED`;
 * ``stragglers``: in every iteration a ``fraction`` of the cluster's NPUs,
   drawn anew per iteration with ``seed``, whose GPU compute takes ``slowdown``
   times as long that iteration (a number, or ``[low, high]``: each straggler's
-  factor drawn uniformly).
+  factor drawn uniformly), at most :data:`MAX_SLOWDOWN`.
 
 :class:`ComputeSlowness` is the result: the factor a GPU compute node of
 iteration ``i`` on NPU ``n`` takes longer by. CPU nodes keep their time; so do
@@ -29,10 +29,12 @@ from pydantic import Field
 
 from astra_core.config.model import ConfigModel, int_in, number_in
 
-__all__ = ["MIN_SPEED", "ComputeSlowness", "ComputeSpeed", "Stragglers", "slowness"]
+__all__ = ["MAX_SLOWDOWN", "MIN_SPEED", "ComputeSlowness", "ComputeSpeed", "Stragglers", "slowness"]
 
 #: The slowest an NPU drawn from a distribution may be (a speed of 0 or below never finishes).
 MIN_SPEED = 0.05
+#: The most a straggler may slow its NPU down: as slow as :data:`MIN_SPEED`.
+MAX_SLOWDOWN = 1 / MIN_SPEED
 
 
 class NormalSpeed(ConfigModel):
@@ -46,17 +48,21 @@ class NormalSpeed(ConfigModel):
 class ComputeSpeed(ConfigModel):
     """``compute_speed``: per-NPU speeds (module doc)."""
 
-    factors: dict[Annotated[int, int_in(0)], Annotated[float, number_in(positive=True)]] = Field(
+    factors: dict[Annotated[int, int_in(0)], Annotated[float, number_in(minimum=MIN_SPEED)]] = Field(
         default_factory=dict
     )
     normal: NormalSpeed | None = None
+
+
+#: A straggler's slowdown factor.
+Slowdown = Annotated[float, number_in(minimum=1.0, maximum=MAX_SLOWDOWN)]
 
 
 class Stragglers(ConfigModel):
     """``stragglers``: per iteration, a fraction of NPUs whose compute is slower (module doc)."""
 
     fraction: Annotated[float, number_in(minimum=0.0, maximum=1.0)]
-    slowdown: Annotated[float, number_in(minimum=1.0)] | list[Annotated[float, number_in(minimum=1.0)]]
+    slowdown: Slowdown | Annotated[list[Slowdown], Field(min_length=2, max_length=2)]
     seed: Annotated[int, int_in(0)] = 0
 
 

@@ -27,7 +27,7 @@ from typing import Any, cast
 from astra_core.api import resolve_network, simulate
 from astra_core.backend import Topology, require_link_changes, shares_links
 from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alone
-from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims, parse_dims
+from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
 from astra_core.cluster.processes import available_processes, run_beside
@@ -145,8 +145,7 @@ class _Cluster:
 
     def __init__(self, spec: ClusterFile, plugin_manager: Any):
         self.spec = spec
-        dims = None if spec.dims is None else parse_dims(spec.dims, "dims")
-        self.network, self.physical = resolve_network(spec.network, spec.topology, dims)
+        self.network, self.physical = resolve_network(spec.network, spec.topology, spec.dims)
         if spec.faults and self.physical is not None:
             self.physical = apply_faults(self.physical, spec.faults)
         npus, per_node = self.network.npus_count, self.network.npus_per_dim[0]

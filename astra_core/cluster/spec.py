@@ -43,6 +43,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from astra_core.cluster.hardware import ComputeSpeed, Stragglers
+from astra_core.config.dims import Dims
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
 from astra_core.config.model import ConfigModel, int_in, raise_problems, validate_mapping
@@ -66,7 +67,7 @@ class JobSpec(ConfigModel):
     workload: str = Field(min_length=1)
     system: str | None = None
     comm_groups: str | None = None
-    dims: str | list[Annotated[int, int_in(1)]] | None = None
+    dims: Dims | None = None
     placement: str | list[Annotated[int, int_in(0)]] = "packed"
     seed: Annotated[int, int_in(0)] = 0
     start_us: Annotated[int, int_in(0, MAX_START_US)] = 0
@@ -93,7 +94,7 @@ class ClusterFile(ConfigModel):
 
     network: str | None = None
     topology: str | None = None
-    dims: str | list[Annotated[int, int_in(1)]] | None = None
+    dims: Dims | None = None
     backend: str | None = None
     backend_config: str | None = None
     system: str | None = None
@@ -132,7 +133,7 @@ def _resolve(path: str | None, directory: Path) -> str | None:
 
 
 def _name_jobs(message: str, data: Any) -> str:
-    """``jobs[1].placement`` -> ``jobs[1] (llm-b).placement`` where job 1 has a name."""
+    """``jobs[1].placement`` -> ``jobs[1] (llm-b): placement`` where job 1 has a name."""
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, list):
         return message
@@ -141,9 +142,11 @@ def _name_jobs(message: str, data: Any) -> str:
         i = int(match.group(1))
         job = jobs[i] if i < len(jobs) else None
         name = job.get("name") if isinstance(job, dict) else None
-        return f"{match.group(0)} ({name})" if isinstance(name, str) and name else match.group(0)
+        if not (isinstance(name, str) and name):
+            return match.group(0)
+        return f"jobs[{i}] ({name})" + (": " if match.group(2) else "")
 
-    return re.sub(r"jobs\[(\d+)\](?! \()", named, message)
+    return re.sub(r"jobs\[(\d+)\](\.)?(?! \()", named, message)
 
 
 def load_cluster_spec(path: str | os.PathLike) -> ClusterFile:

@@ -32,10 +32,12 @@ a location with a ``config_key`` classmethod (:meth:`ConfigModel.config_key`).
 
 from __future__ import annotations
 
+import collections.abc
 import difflib
 import functools
 import math
 import os
+import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -274,7 +276,7 @@ def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseMod
     """One problem per validation error, in the house wording; keys named by
     ``model.config_key`` where the model has one (a root model may)."""
     key_of: Callable[[tuple[int | str, ...]], str | None] = getattr(model, "config_key", _key)
-    errors = exc.errors(include_url=False)
+    errors = _merge_union_branches(exc.errors(include_url=False), model)
     unknown: dict[int, str] = {}
     suggested: set[tuple[tuple[int | str, ...], str]] = set()
     for index, err in enumerate(errors):  # first: which missing keys are misspellings
@@ -285,7 +287,7 @@ def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseMod
             suggested.update((loc, c) for c in close)
             unknown[index] = f"unknown key {name!r}" + (f"; did you mean {close[0]!r}?" if close else "")
     for index, err in enumerate(errors):
-        kind, loc, given = err["type"], err["loc"], err.get("input")
+        kind, loc = err["type"], err["loc"]
         if index in unknown:
             problems.add(key_of(loc[:-1]), unknown[index])
             continue
@@ -298,21 +300,115 @@ def _problems_from(exc: ValidationError, problems: Problems, model: type[BaseMod
             for line in err["msg"].splitlines():
                 problems.add(prefix, line)
             continue
-        if kind == _HOUSE:
-            message = err["msg"]
-        elif kind in _REWORDED:
-            message = f"{_REWORDED[kind]}, got {show(given)}"
-        elif kind in ("literal_error", "enum"):
-            message = f"expected {err.get('ctx', {}).get('expected', 'one of the allowed values')}, got {show(given)}"
-        elif kind in ("union_tag_invalid", "union_tag_not_found"):
-            message = err["msg"]
+        problems.add(key_of(loc), _message(err))
+
+
+def _message(err: Any) -> str:
+    """The house wording of one pydantic error: ``expected ..., got VALUE``."""
+    kind, given = err["type"], err.get("input")
+    if kind in (_HOUSE, "union_tag_invalid", "union_tag_not_found"):
+        return str(err["msg"])
+    if kind in _REWORDED:
+        return f"{_REWORDED[kind]}, got {show(given)}"
+    if kind in ("literal_error", "enum"):
+        return (
+            f"expected {err.get('ctx', {}).get('expected', 'one of the allowed values')}, got {show(given)}"
+        )
+    if kind in ("too_short", "too_long"):
+        ctx = err.get("ctx", {})
+        bound = (
+            f"at least {ctx.get('min_length')}" if kind == "too_short" else f"at most {ctx.get('max_length')}"
+        )
+        return f"must have {bound} entries, got {show(given)}"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return message + (
+        f", got {kind_of(given)}" if isinstance(given, (dict, list)) else f", got {show(given)}"
+    )
+
+
+def _branch_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> int | None:
+    """Where in ``loc`` pydantic names one branch of a union (``float``,
+    ``list[float]``, ``function-before[validate(), float]``), found by walking the
+    model's annotations along ``loc``; None where ``loc`` crosses no union."""
+    annotation: Any = model
+    for index, part in enumerate(loc):
+        annotation = _unwrapped(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            return index
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = {(f.alias or name): f for name, f in annotation.model_fields.items()}
+            if part not in fields:
+                return None
+            annotation = fields[part].annotation
+        elif typing.get_origin(annotation) in (dict, list, tuple, collections.abc.Mapping, collections.abc.Sequence):
+            annotation = typing.get_args(annotation)[-1 if typing.get_origin(annotation) is dict else 0]
         else:
-            message = err["msg"].removeprefix("Value error, ")
-            if not isinstance(given, (dict, list)):
-                message += f", got {show(given)}"
-            else:
-                message += f", got {kind_of(given)}"
-        problems.add(key_of(loc), message)
+            return None
+    return None
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``Annotated[X, ...]`` -> X; ``X | None`` -> X (pydantic names no branch for None)."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(annotation):
+            rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(rest) != 1:
+                return typing.Union[tuple(rest)]  # noqa: UP007 (a union built at run time)
+            annotation = rest[0]
+        else:
+            return annotation
+
+
+def _merge_union_branches(errors: list[Any], model: type[BaseModel]) -> list[Any]:
+    """A value that matches no branch of a union gets one error per branch, each
+    located under the branch's label. The branch that got furthest into the value
+    (a list whose item is wrong) speaks for it; where none did, the branches'
+    branch whose type matched says what is wrong with the value (``must be <= 20``);
+    where none did, the branches' expectations are joined: ``expected a number or a
+    list, got 'abc'``."""
+    merged: list[Any] = []
+    groups: dict[tuple[int | str, ...], list[tuple[tuple[int | str, ...], Any]]] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        cut = _branch_at(model, loc)
+        if cut is None:
+            merged.append(err)
+            continue
+        rest = loc[cut + 1 :]
+        if loc[:cut] not in groups:
+            merged.append(loc[:cut])  # placeholder: the group's place in the order
+        groups.setdefault(loc[:cut], []).append((rest, err))
+    for index, item in enumerate(merged):
+        if isinstance(item, tuple):
+            merged[index] = _one_branch_error(item, groups[item])
+    return merged
+
+
+def _one_branch_error(
+    prefix: tuple[int | str, ...], branches: list[tuple[tuple[int | str, ...], Any]]
+) -> Any:
+    deepest = max(len(rest) for rest, _ in branches)
+    if deepest:
+        rest, err = next((rest, err) for rest, err in branches if len(rest) == deepest)
+        return {**err, "loc": prefix + rest}
+    matched = [err for _, err in branches if not _message(err).startswith("expected ")]
+    if matched:
+        return {**matched[0], "loc": prefix}
+    expected: list[str] = []
+    given = branches[0][1].get("input")
+    for _, err in branches:
+        text = _message(err).split(", got ")[0].removeprefix("expected ")
+        if text not in expected:
+            expected.append(text)
+    return {
+        "type": _HOUSE,
+        "loc": prefix,
+        "msg": f"expected {' or '.join(expected)}, got {show(given)}",
+        "input": given,
+    }
 
 
 def validate_mapping(model: type[Model], data: Any, source: str = PYTHON_SOURCE) -> Model:

@@ -32,6 +32,7 @@ import time
 import traceback
 from typing import Any
 
+from astra_core.config.dims import parse_dims
 from astra_core.config.files import read_json, read_toml, read_yaml
 from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
@@ -114,10 +115,7 @@ def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
     for root, (data, source) in edited.items():
         args[root] = data if root == "backend_config" else kinds[root].from_dict(data, source=source)
     if isinstance(args.get("dims"), str):
-        try:
-            args["dims"] = [int(x) for x in args["dims"].lower().replace(",", "x").split("x")]
-        except ValueError:
-            raise ConfigError(f"sweep: dims: expected sizes like 8x16, got {args['dims']!r}") from None
+        args["dims"] = parse_dims(args["dims"], "sweep: dims")
     return args
 
 

@@ -118,7 +118,7 @@ def test_a_backend_without_link_sharing_says_jobs_cannot_interfere(cluster):
         # a later start rounded the job's own times away (a 0.000 ms job)
         (
             [{"name": "a", "start_us": 9 * 10**18}],
-            "jobs[0] (a).start_us: must be <= 9,007,199,254,740, got 9000000000000000000",
+            "jobs[0] (a): start_us: must be <= 9,007,199,254,740, got 9000000000000000000",
         ),
     ],
 )

@@ -10,6 +10,7 @@ import yaml
 
 import astra
 from astra_core.cluster.hardware import MIN_SPEED, ComputeSpeed, NormalSpeed, Stragglers, slowness
+from astra_core.cluster.spec import load_cluster_spec
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.writer import make_node, write_rank_trace
@@ -104,3 +105,43 @@ def test_stragglers_and_speeds_are_drawn_reproducibly():
 def test_a_factor_for_an_npu_the_cluster_lacks_is_an_error():
     with pytest.raises(ConfigError, match="^compute_speed: factors: NPU 9 is not on the cluster"):
         slowness(ComputeSpeed(factors={9: 0.5}), None, 4, 1)
+
+
+@pytest.mark.parametrize(
+    ("stragglers", "message"),
+    [
+        ("{fraction: 0.5, slowdown: []}", "stragglers.slowdown: must have at least 2 entries, got []"),
+        (
+            "{fraction: 0.5, slowdown: [1, 2, 3]}",
+            "stragglers.slowdown: must have at most 2 entries, got [1, 2, 3]",
+        ),
+        ("{fraction: 0.5, slowdown: abc}", "stragglers.slowdown: expected a number or a list, got 'abc'"),
+        ("{fraction: 0.5, slowdown: [1, .inf]}", "stragglers.slowdown[1]: expected a finite number, got inf"),
+        ("{fraction: 0.5, slowdown: 1e308}", "stragglers.slowdown: must be <= 20, got 1e+308"),
+    ],
+)
+def test_a_bad_straggler_slowdown_is_one_line_naming_the_key(tmp_path, stragglers, message):
+    """A slowdown is a number or [low, high] within [1, 1 / MIN_SPEED]; pydantic's names of
+    the union's branches never reach the user, and an empty or huge slowdown is refused
+    before it runs."""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(f"network: network.yml\nstragglers: {stragglers}\njobs: [{{name: a, workload: job}}]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_cluster_spec(path)
+    assert str(caught.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        ("-4x-4", "dims: sizes must be >= 1, got '-4x-4'"),
+        ("4xa", "dims: expected sizes joined by 'x' like 8x16, got '4xa'"),
+        ("[4, 4.5]", "dims: expected sizes joined by 'x' like 8x16, got [4, 4.5]"),
+    ],
+)
+def test_bad_cluster_dims_are_refused_when_the_spec_is_read(tmp_path, dims, message):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(f"network: network.yml\ndims: {dims}\njobs: [{{name: a, workload: job, dims: {dims}}}]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_cluster_spec(path)
+    assert str(caught.value).splitlines() == [f"{path}: {message}", f"{path}: jobs[0] (a): {message}"]

@@ -14,7 +14,7 @@ from functools import partial
 import click
 
 from astra_core.cli.common import fail as _fail
-from astra_core.cli.common import parse_dims
+from astra_core.config.dims import parse_dims
 from astra_core.errors import AstraError, ConfigError
 
 #: Offered loads of a default sweep (flits/node/cycle).
