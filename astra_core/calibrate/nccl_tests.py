@@ -20,12 +20,15 @@ of ``#`` lines and one row per size. The lines read here:
   the time means, not the layout.
 
 Raises :class:`~astra_core.errors.ConfigError` naming the file and line for
-what cannot be read: no rows, a row whose numbers do not parse, no rank
-lines (unless ranks and nodes are given), no way to tell the collective.
+what cannot be read: no rows, a row whose numbers do not parse or whose
+time (out-of-place or in-place) is not a finite number above 0 µs, no rank
+lines (unless ranks and nodes are given), no way to tell the collective. A
+size printed twice (``-N`` prints the table once per cycle) is two rows.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,11 +123,22 @@ def _row(tokens: list[str], where: str) -> NcclTestsPoint:
     if len(numbers) < 3 or any(x is None for x in numbers[:3]):
         raise ConfigError(f"{where}: a row needs time, algbw and busbw after size, count and type")
     time_us, _, busbw = numbers[0], numbers[1], numbers[2]
-    in_place = numbers[4] if len(numbers) >= 8 else None
     assert time_us is not None and busbw is not None
-    if time_us <= 0:
-        raise ConfigError(f"{where}: time {time_us} µs is not positive")
+    _check_time(time_us, values[0], "time", where)
+    in_place = numbers[4] if len(numbers) >= 8 else None
+    if in_place is not None:
+        _check_time(in_place, values[4], "in-place time", where)
     return NcclTestsPoint(size, time_us, busbw, in_place)
+
+
+def _check_time(time_us: float, token: str, column: str, where: str) -> None:
+    """ConfigError naming ``where`` (file:line) and the column for a time (µs) that
+    is not a finite positive number (nccl-tests prints ``nan`` or ``inf`` when a
+    timer or a division went wrong)."""
+    if not math.isfinite(time_us):
+        raise ConfigError(f"{where}: {column}: expected a finite number of µs, got {token}")
+    if time_us <= 0:
+        raise ConfigError(f"{where}: {column}: must be > 0 µs, got {token}")
 
 
 _TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
@@ -165,6 +179,7 @@ def read_logs(
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     sections = [_Section()]
+    empty_rows = 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = _TAG.sub("", raw).strip()
         current = sections[-1]
@@ -177,12 +192,14 @@ def read_logs(
             continue
         tokens = line.split()
         if len(tokens) >= 6 and tokens[0].isdigit() and tokens[1].isdigit():
-            point = _row(tokens, f"{path}:{number}")
-            if point.size_bytes > 0:
-                current.points.append(point)
+            if int(tokens[0]) == 0:  # nothing moved: no time to fit (nor to check)
+                empty_rows += 1
+                continue
+            current.points.append(_row(tokens, f"{path}:{number}"))
     logs = [_log(path, section, collective, ranks, nodes, sections) for section in sections if section.points]
     if not logs:
-        raise ConfigError(f"{path}: no nccl-tests rows (size count type ... time algbw busbw)")
+        more = " of more than 0 bytes" if empty_rows else ""
+        raise ConfigError(f"{path}: no nccl-tests rows (size count type ... time algbw busbw){more}")
     if collective is not None:
         logs = [log for log in logs if log.collective == collective]
         if not logs:
