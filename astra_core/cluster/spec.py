@@ -46,6 +46,7 @@ from astra_core.cluster.hardware import ComputeSpeed, Stragglers
 from astra_core.config.dims import Dims
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
+from astra_core.config.limits import MAX_INSTANT_US
 from astra_core.config.model import ConfigModel, int_in, raise_problems, validate_mapping
 from astra_core.errors import ConfigError
 from astra_core.topology.faults import LinkFault
@@ -54,10 +55,6 @@ __all__ = ["POLICIES", "ClusterFile", "JobSpec", "load_cluster_spec", "spec_inpu
 
 #: Placement policies (:mod:`astra_core.cluster.placement`).
 POLICIES = ("packed", "spread", "rail-aligned", "random")
-
-#: The latest start a job may have [µs]: times are float ns, whole up to 2**53 ns
-#: (about 104 days); a later start would round the job's own times away.
-MAX_START_US = 2**53 // 1000
 
 
 class JobSpec(ConfigModel):
@@ -70,7 +67,7 @@ class JobSpec(ConfigModel):
     dims: Dims | None = None
     placement: str | list[Annotated[int, int_in(0)]] = "packed"
     seed: Annotated[int, int_in(0)] = 0
-    start_us: Annotated[int, int_in(0, MAX_START_US)] = 0
+    start_us: Annotated[int, int_in(0, MAX_INSTANT_US)] = 0
     iterations: Annotated[int, int_in(1, 1_000_000)] = 1
 
     @model_validator(mode="after")

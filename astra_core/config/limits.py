@@ -45,6 +45,10 @@ MAX_NPUS = 1 << 20
 MAX_CHUNKS = 1 << 20
 #: Upstream's C ``int`` range, for counts it stores as int.
 MAX_INT32 = (1 << 31) - 1
+#: The latest instant an input may name [us] (a job's start, a fault's start or end):
+#: times are float ns, whole up to 2^53 ns (about 104 days); a later instant would
+#: round a run's own times away.
+MAX_INSTANT_US = 2**53 // 1000
 
 
 def npus_limit_message(npus: int) -> str:

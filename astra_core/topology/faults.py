@@ -8,7 +8,7 @@ the file; ``astra topology show`` lists them):
 * ``{link: [a, b], down: true}``: the cable is gone; routes are recomputed over
   what remains (shortest paths, ECMP over the equal-cost ones);
 * ``at_us`` (default 0): when the fault starts; ``until_us`` (default: never):
-  when the cable is whole again.
+  when the cable is whole again (both at most 2^53 ns, :data:`MAX_INSTANT_US`).
 
 A fault that holds for the whole run (``at_us`` 0, no ``until_us``) is taken
 out of the topology before the run (:func:`apply_faults`): every backend runs
@@ -34,6 +34,7 @@ from pydantic import Field
 
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
+from astra_core.config.limits import MAX_INSTANT_US
 from astra_core.config.model import ConfigModel, int_in, number_in, validate_mapping
 from astra_core.errors import ConfigError
 from astra_core.events import kernel
@@ -60,8 +61,8 @@ class LinkFault(ConfigModel):
     link: list[Annotated[int, int_in(0)]]
     bandwidth: Annotated[float, number_in(minimum=0.0, maximum=1.0)] | None = None
     down: bool = False
-    at_us: Annotated[float, number_in(minimum=0.0)] = 0.0
-    until_us: Annotated[float, number_in(minimum=0.0)] | None = None
+    at_us: Annotated[float, number_in(minimum=0.0, maximum=MAX_INSTANT_US)] = 0.0
+    until_us: Annotated[float, number_in(minimum=0.0, maximum=MAX_INSTANT_US)] | None = None
 
     @property
     def whole_run(self) -> bool:

@@ -181,3 +181,14 @@ def test_a_fault_that_starts_as_another_ends_holds_whatever_their_order():
     for faults in ([first, second], [second, first]):
         at_20 = {c.at_ns: c.bytes_per_ns for c in link_changes(FABRIC, faults)}[20_000.0]
         assert at_20 == {FABRIC.link(16, 20): full / 2, FABRIC.link(20, 16): full / 2}
+
+
+@pytest.mark.parametrize("key", ["at_us", "until_us"])
+def test_a_fault_later_than_float_ns_can_count_is_refused_when_read(cluster, key):
+    """Times are float ns, whole up to 2^53 ns: a fault at 1e306 us would be an infinite
+    delay in the event queue (it was a traceback)."""
+    fault = {"link": [16, 21], "down": True, "at_us": 0, key: 1e306}
+    spec = cluster([{"name": "a"}], faults=[fault])
+    out = CliRunner().invoke(main, ["cluster", str(spec)])
+    assert out.exit_code == 1, out.output
+    assert out.output.strip() == f"error: {spec}: faults[0].{key}: must be <= 9.0072e+12, got 1e+306"
