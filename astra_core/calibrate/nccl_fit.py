@@ -28,7 +28,10 @@ a row is ``log(predicted / measured)`` (a row of 8 B weighs as much as one of
 (launch - NCCL's) / 10 µs``, so that what the rows cannot tell apart stays near NCCL's
 values. Solved with ``scipy.optimize.least_squares`` (trust-region
 reflective), each factor between 1/20 and 20, the launch time between 0
-and 100 µs. The profile lists every table cell a factor changed.
+and 100 µs; a parameter the rows push against its bound is a warning
+(:class:`~astra_core.config.issues.ConfigWarning`) naming it, and a row more
+than :data:`ABSURD` times from NCCL's own time for it is refused naming its
+file and line. The profile lists every table cell a factor changed.
 
 Predicted times are the NCCL model's (:meth:`NcclModel.choose`; NCCL's
 ``p2p`` cost of the slowest pair for ``sendrecv_perf``), which is what astra
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,8 +51,10 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from astra_core.calibrate.nccl_tests import NcclTestsLog
+from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import nccl_release
-from astra_core.config.nccl_profile import NcclProfile
+from astra_core.config.nccl_env import PROTO_NAMES
+from astra_core.config.nccl_profile import SCOPES, NcclProfile
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
@@ -71,6 +77,12 @@ _COMM_TYPES = {
 NVLINK, PCI, NET = 0, 1, 2
 #: Each parameter stays within this factor of NCCL's value.
 BOUND = 20.0
+#: A row more than this factor away from NCCL's own time for it on the machine (its
+#: latency plus its bytes at NCCL's rating of the links) is refused: the fit reaches
+#: BOUND (20x) either way, so a row 1000x off is 50x past anything a profile could
+#: say, the mark of a broken measurement (a garbage value, a hung iteration averaged
+#: in, a log of another machine), not of a slow one.
+ABSURD = 1000.0
 
 #: A parameter: ("lat", proto), ("net", proto), ("eff", scope) or ("launch",).
 Param = tuple[Any, ...]
@@ -246,6 +258,18 @@ class _Problem:
             out.extend(predict_us(model, log, point.size_bytes) for point in log.points)
         return out
 
+    def check_rows(self, before: list[tuple[float, str]]) -> None:
+        """ConfigError naming the file and line of a row whose time is more than
+        :data:`ABSURD` times from ``before``, NCCL's own time for it (µs)."""
+        rows = [(log, point) for log in self.logs for point in log.points]
+        for (log, point), (nccl_us, choice) in zip(rows, before, strict=True):
+            if not 1 / ABSURD <= point.time_us / nccl_us <= ABSURD:
+                raise ConfigError(
+                    f"{log.path}:{point.line}: time: more than {ABSURD:g}x from the {nccl_us:.3g} µs "
+                    f"NCCL's model gives {point.size_bytes} bytes of {log.collective} ({choice}) on "
+                    f"the machine of --system and --network: not a measurement of it, got {point.time_us:g}"
+                )
+
     def candidates(self, choices: list[str]) -> list[Param]:
         """Every parameter some row's cost could depend on."""
         found: list[Param] = [("launch",)]
@@ -268,6 +292,7 @@ def fit(
     problem = _Problem(logs, system, network)
     measured = np.array([point.time_us for log in logs for point in log.points])
     before = problem.predict(None)
+    problem.check_rows(before)
     choices = [choice for _, choice in before]
     params = problem.candidates(choices)
     # keep the parameters some row's time moves with
@@ -290,6 +315,7 @@ def fit(
     high = [100.0 / LAUNCH_SCALE_US - launch if p[0] == "launch" else bound for p in kept]
     start = np.zeros(len(kept))
     solution = least_squares(residuals, start, bounds=(low, high), diff_step=1e-4)
+    _warn_at_bounds(kept, solution)
     profile = _profile(kept, solution.x, problem.gpu, problem.version)
     result = _compare(problem, profile, before)
     fitted_on = tuple(
@@ -307,6 +333,39 @@ def fit(
     return replace(result, profile=replace(profile, fitted_on=fitted_on))
 
 
+def _param_name(param: Param, value: float) -> str:
+    """A parameter and its value (``x`` a log factor; the launch's change in
+    :data:`LAUNCH_SCALE_US`) as the profile's keys name them."""
+    if param[0] == "launch":
+        return f"launch-us {DEFAULT_CONSTANTS.launch_us + value * LAUNCH_SCALE_US:g}"
+    factor = f"{math.exp(value):.3g}"
+    if param[0] == "eff":
+        return f"bw-efficiency {SCOPES[param[1]]} {factor}"
+    proto = PROTO_NAMES[param[1]]
+    if param[0] == "lat":
+        return f"{proto} latencies in a node (base-latency-us, hw-latency-us NVLINK and PCI) x{factor}"
+    return f"{proto} network latencies (hw-latency-us NET) x{factor}"
+
+
+def _warn_at_bounds(params: Sequence[Param], solution: Any) -> None:
+    """One warning naming every parameter the fit left on a bound it pushes
+    against (``active_mask`` says which bound, the cost's gradient that the rows
+    want past it): the profile then holds the bound, not what the rows say."""
+    stuck = [
+        f"{_param_name(param, float(x))} (its {'upper' if side > 0 else 'lower'} bound)"
+        for param, x, side, grad in zip(params, solution.x, solution.active_mask, solution.grad, strict=True)
+        if side != 0 and side * grad < -1e-9
+    ]
+    if stuck:
+        warnings.warn(
+            f"calibrate nccl: the fit stopped at a bound: {'; '.join(stuck)}: the logs ask for more than "
+            "a profile may correct NCCL's model by; check that --system and --network describe the "
+            "machine the logs ran on",
+            ConfigWarning,
+            stacklevel=3,
+        )
+
+
 def compare(
     logs: Sequence[NcclTestsLog], system: SystemConfig, network: NetworkConfig, profile: NcclProfile
 ) -> FitResult:
@@ -314,7 +373,9 @@ def compare(
     and with ``profile`` (``after_us``): how well a profile predicts logs it was
     not fitted on."""
     problem = _Problem(logs, system, network)
-    return _compare(problem, profile, problem.predict(None))
+    before = problem.predict(None)
+    problem.check_rows(before)
+    return _compare(problem, profile, before)
 
 
 def _compare(problem: _Problem, profile: NcclProfile, before: list[tuple[float, str]]) -> FitResult:

@@ -55,13 +55,15 @@ _RANK = re.compile(r"#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*
 class NcclTestsPoint:
     """One row: ``size_bytes`` (nccl-tests' size: the whole buffer of an
     all-reduce, the gathered output of an all-gather, the input of a
-    reduce-scatter), out-of-place ``time_us``, ``busbw_gbps``, and the
-    in-place time (None where the test printed none)."""
+    reduce-scatter), out-of-place ``time_us``, ``busbw_gbps``, the
+    in-place time (None where the test printed none) and the row's ``line``
+    in its file (1 is the first; 0: not read from a file)."""
 
     size_bytes: int
     time_us: float
     busbw_gbps: float
     in_place_time_us: float | None
+    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ def _number(token: str) -> float | None:
         return None
 
 
-def _row(tokens: list[str], where: str) -> NcclTestsPoint:
+def _row(tokens: list[str], path: Path, line: int) -> NcclTestsPoint:
     """A table row: size, count, type, then (redop, root,) 8 or more values."""
+    where = f"{path}:{line}"
     size = int(tokens[0])
     values = tokens[3:]
     if len(values) >= 2 and _number(values[0]) is None:  # redop, then root
@@ -128,7 +131,7 @@ def _row(tokens: list[str], where: str) -> NcclTestsPoint:
     in_place = numbers[4] if len(numbers) >= 8 else None
     if in_place is not None:
         _check_time(in_place, values[4], "in-place time", where)
-    return NcclTestsPoint(size, time_us, busbw, in_place)
+    return NcclTestsPoint(size, time_us, busbw, in_place, line)
 
 
 def _check_time(time_us: float, token: str, column: str, where: str) -> None:
@@ -195,7 +198,7 @@ def read_logs(
             if int(tokens[0]) == 0:  # nothing moved: no time to fit (nor to check)
                 empty_rows += 1
                 continue
-            current.points.append(_row(tokens, f"{path}:{number}"))
+            current.points.append(_row(tokens, path, number))
     logs = [_log(path, section, collective, ranks, nodes, sections) for section in sections if section.points]
     if not logs:
         more = " of more than 0 bytes" if empty_rows else ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import click
@@ -57,7 +58,20 @@ def calibrate_nccl(
     all_gather_perf, reduce_scatter_perf, alltoall_perf, sendrecv_perf) taken on
     the machine that --system and --network describe; use it with
     "nccl": {"profile": "PROFILE"} in system.json. Prints each log's geometric-mean
-    error before and after, and the same for the --check logs."""
+    error before and after, and the same for the --check logs; warns (one line on
+    stderr) of a parameter the fit left on its bound.
+    """
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        warnings.simplefilter("always")  # every fit's warning, however many in one process
+        _calibrate(logs, output, system_path, network_path, check_paths, collective, ranks, nodes, prior)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def _calibrate(logs, output, system_path, network_path, check_paths, collective, ranks, nodes, prior) -> None:
     from astra_core.calibrate.nccl_fit import compare, fit
     from astra_core.config.network import load_network
     from astra_core.config.system import load_system

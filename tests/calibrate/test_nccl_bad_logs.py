@@ -30,9 +30,14 @@ def row(size: int, time: str, in_place: str | None = None) -> str:
     return f"{size:12d} {size // 4:12d} float sum -1 {time} 0.00 0.00 0 {in_place or time} 0.00 0.00 0"
 
 
-def calibrate(tmp_path: Path, lines: list[str], *extra: str):
-    log = tmp_path / "ar.txt"
+def write_log(tmp_path: Path, lines: list[str], name: str = "ar.txt") -> Path:
+    log = tmp_path / name
     log.write_text("".join(line + "\n" for line in lines))
+    return log
+
+
+def calibrate(tmp_path: Path, lines: list[str], *extra: str):
+    log = write_log(tmp_path, lines)
     out = tmp_path / "profile.json"
     args = ["calibrate", "nccl", str(log), "-o", str(out), *extra]
     args += ["--system", str(PRESET / "system.json"), "--network", str(PRESET / "network.yml")]
@@ -95,3 +100,48 @@ def test_rows_of_one_size_twice_are_two_measurements(tmp_path):
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(out.read_text())["fitted-on"]
     assert (entry["log"], entry["points"]) == (str(log), 3)
+
+
+def nccl_times(log_path: Path) -> list[float]:
+    """NCCL's own time (µs) of every row of a log on the preset machine."""
+    from astra_core.calibrate.nccl_fit import _Problem
+    from astra_core.calibrate.nccl_tests import read_logs
+    from astra_core.config.network import load_network
+    from astra_core.config.system import load_system
+
+    system, network = load_system(PRESET / "system.json"), load_network(PRESET / "network.yml")
+    return [t for t, _ in _Problem(read_logs(log_path), system, network).predict(None)]
+
+
+@pytest.mark.parametrize("time", ["1e30", "1000000000000000000000000000000", "1e-30"])
+def test_a_row_of_an_absurd_time_is_refused_naming_file_and_line(tmp_path, time):
+    # Before: a 1e30 µs row was fitted into parameters on their bounds without a word.
+    lines = HEADER + [row(1024, "20.00"), row(4096, time), row(1 << 20, "40.00")]
+    seed = write_log(tmp_path, [*HEADER, row(1024, "20.00"), row(4096, "20.00")], "seed.txt")
+    nccl_us = nccl_times(seed)[1]  # NCCL's own time of 4096 bytes (Ring/LL)
+    log, out, result = calibrate(tmp_path, lines)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: {log}:{FIRST_ROW + 1}: time: more than 1000x from the {nccl_us:.3g} µs NCCL's model "
+        "gives 4096 bytes of all-reduce (RING/LL) on the machine of --system and --network: not a "
+        f"measurement of it, got {float(time):g}"
+    ]
+    assert not out.exists()
+
+
+def test_a_fit_that_ends_on_a_bound_says_which_parameter(tmp_path):
+    """Rows 100x slower than NCCL's model (within what a row may be, past what a profile
+    may correct): the profile holds the bounds and stderr says so in one line."""
+    sizes = [8 * 4**k for k in range(13)]
+    seed = write_log(tmp_path, HEADER + [row(s, "1.00") for s in sizes], "seed.txt")
+    slow = [f"{100 * t:.3f}" for t in nccl_times(seed)]
+    log, out, result = calibrate(tmp_path, HEADER + [row(s, t) for s, t in zip(sizes, slow, strict=True)])
+    assert result.exit_code == 0, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("warning: calibrate nccl: the fit stopped at a bound: ")
+    assert "bw-efficiency one-node 0.05 (its lower bound)" in line
+    assert (
+        "Simple latencies in a node (base-latency-us, hw-latency-us NVLINK and PCI) x20 (its upper bound)"
+        in line
+    )
+    assert json.loads(out.read_text())["bw-efficiency"]["one-node"]["Ring/Simple"] == pytest.approx(0.05)
