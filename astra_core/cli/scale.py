@@ -33,8 +33,8 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
 
     Ranks are in Megatron's order (tensor, context, data, pipeline; astra gen llm's):
     new rank (t, c, d', p) runs old rank (t, c, d' mod dp, p)'s trace. The layout
-    comes from astra gen llm's metadata, or from --tp, --pp and --cp (the data-parallel
-    size is then the ranks over their product).
+    comes from astra gen llm's metadata (expert parallelism included), or from --tp,
+    --pp and --cp (the data-parallel size is then the ranks over their product).
     """
     from astra_core.config.comm_groups import load_comm_groups
     from astra_core.errors import ConfigError
@@ -77,4 +77,4 @@ def _layout(llm: object, ranks: int, tp: int | None, pp: int | None, cp: int | N
     t, p, c = int(sizes["tp"] or 1), int(sizes["pp"] or 1), int(sizes["cp"] or 1)
     if ranks % (t * p * c):
         raise ConfigError(f"astra scale: {ranks} ranks do not divide into tp x pp x cp = {t * p * c}")
-    return Layout(t, c, ranks // (t * p * c), p)
+    return Layout(t, c, ranks // (t * p * c), p, int(info.get("ep", 1)))

@@ -3,27 +3,30 @@
 The ranks are laid out as Megatron-LM numbers them (and ``astra gen llm``
 writes them): rank ``t + T (c + C (d + D p))`` for tensor rank ``t`` of ``T``,
 context rank ``c`` of ``C``, data-parallel rank ``d`` of ``D`` and pipeline
-stage ``p`` of ``P``. Going from ``D`` to ``D'`` data-parallel replicas, new rank
-``(t, c, d', p)`` runs the trace of old rank ``(t, c, d' mod D, p)`` with:
+stage ``p`` of ``P``; expert parallelism (``E``) takes its ranks from blocks of
+``E`` consecutive replicas. Going from ``D`` to ``D'`` data-parallel replicas,
+new rank ``(t, c, d', p)`` runs the trace of old rank ``(t, c, d' mod D, p)`` with:
 
 * its sends' and receives' peers moved to the same replica ``d'`` (a peer ``k``
   replicas away stays ``k`` away, modulo ``D'``);
-* each communicator group (comm group) rebuilt: a group within one replica is
-  the same ranks of replica ``d'``; a group over every replica (data-parallel
-  gradients, the embedding group) spans all ``D'``; groups are numbered as the
-  generator numbers them, first seen over the ranks in order;
-* a data-parallel all-gather's size (each rank's shard of a whole) times
+* each collective's ranks rebuilt for the larger job and placed as the
+  generator places them (:mod:`astra_core.workload.scale_groups`): a group within
+  one replica is the same ranks of replica ``d'``, one over every replica spans
+  all ``D'``, an expert-parallel one ``d'``'s block and an expert-data-parallel one
+  the replicas holding ``d'``'s experts;
+* an all-gather over every replica (each rank's shard of a whole) resized by
   ``D / D'``; every other size kept (an all-reduce's or reduce-scatter's input
   is the whole gradient either way);
 * ``astra gen llm``'s metadata: ``dp``, ``npus`` and the step's FLOPs scaled, and
   the generated-for dimensions replaced by ``dims``.
 
 Weak scaling: every rank keeps its micro-batches, so the global batch grows
-by ``D' / D``. A trace made with ZeRO 1-3 (its optimizer works on a ``1 / D``
-shard) is refused, and so is a group over only some of the replicas: neither
-has one right answer at another ``D``. ``tests/workload/test_scale.py`` checks
-that scaling ``astra gen llm``'s traces gives exactly the traces it generates at
-the larger size.
+by ``D' / D``. Refused, because their traces at ``D'`` hold what those at ``D``
+lack: ZeRO 1-3 (the optimizer works on a ``1 / D`` shard), one replica (no
+data-parallel communication to scale) and ``E = D`` (no expert-gradient
+reduction). ``tests/workload/test_scale.py``
+checks that scaling ``astra gen llm``'s traces gives exactly the traces it
+generates at the larger size.
 """
 
 from __future__ import annotations
@@ -34,25 +37,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
-from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND
+from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, CollectiveType
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
+from astra_core.workload.scale_groups import ALL, Placer
 
 __all__ = ["LLM_METADATA", "Layout", "scale_dp"]
 
 #: The GlobalMetadata attribute ``astra gen llm`` describes its step in (JSON).
 LLM_METADATA = "astra_llm"
-_ALL_GATHER = 2
+_ALL_GATHER = int(CollectiveType.ALL_GATHER)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Megatron's rank order for ``tp x cp x dp x pp`` ranks (module doc)."""
+    """Megatron's rank order for ``tp x cp x dp x pp`` ranks, ``ep``-way expert parallel (module doc)."""
 
     tp: int
     cp: int
     dp: int
     pp: int
+    ep: int = 1
 
     @property
     def npus(self) -> int:
@@ -68,7 +73,12 @@ class Layout:
         return t + self.tp * (c + self.cp * (d + self.dp * p))
 
 
-def _check_layout(old: Layout, ranks: int, new_dp: int, metadata: Mapping) -> None:
+def _llm_info(metadata: Mapping) -> dict:
+    llm = metadata.get(LLM_METADATA)
+    return json.loads(llm) if isinstance(llm, str) else {}
+
+
+def _check_layout(old: Layout, ranks: int, new_dp: int, info: Mapping) -> None:
     if old.npus != ranks:
         raise ConfigError(
             f"astra scale: tp {old.tp} x cp {old.cp} x dp {old.dp} x pp {old.pp} = {old.npus} ranks, "
@@ -76,53 +86,51 @@ def _check_layout(old: Layout, ranks: int, new_dp: int, metadata: Mapping) -> No
         )
     if new_dp < old.dp:
         raise ConfigError(f"astra scale: --dp-to {new_dp} is below the traces' data-parallel size {old.dp}")
-    llm = metadata.get(LLM_METADATA)
-    if isinstance(llm, str) and json.loads(llm).get("zero"):
+    if info.get("zero"):
         raise ConfigError(
             "astra scale: the traces use ZeRO (their optimizer works on a 1/dp shard); "
             "generate them at the larger size instead"
         )
+    if old.dp == 1:
+        raise ConfigError(
+            "astra scale: the traces have one data-parallel replica, so no data-parallel "
+            "communication to scale; generate them with dp 2 or more"
+        )
+    if old.ep > 1 and old.ep == old.dp:
+        raise ConfigError(
+            f"astra scale: the traces' expert-parallel size ep {old.ep} equals their dp, so they hold no "
+            f"expert-gradient reduction; generate them at dp {new_dp} instead"
+        )
+    if new_dp % old.ep:
+        raise ConfigError(
+            f"--dp-to: must be a multiple of the traces' expert-parallel size ep {old.ep}, got {new_dp}"
+        )
 
 
-class _Groups:
-    """The new communicator groups, numbered as first seen (the generator's order)."""
+class _Scaler:
+    """Old ranks' nodes for the new ranks (module doc); :attr:`placer` numbers the new groups."""
 
-    def __init__(self, old: Mapping[str, Sequence[int]], old_layout: Layout, new_layout: Layout):
-        self.old, self.old_layout, self.new_layout = old, old_layout, new_layout
-        self.ids: dict[tuple[int, ...], str] = {}
-        self._spans: dict[str, bool] = {}
+    def __init__(self, old: Layout, new: Layout, placer: Placer):
+        self.old, self.new, self.placer = old, new, placer
 
-    def spans_replicas(self, gid: str) -> bool:
-        """Whether old group ``gid`` spans every replica (False: one replica)."""
-        known = self._spans.get(gid)
-        if known is not None:
-            return known
-        reps = {self.old_layout.coords(m)[2] for m in self.old[gid]}
-        if len(reps) not in (1, self.old_layout.dp):
-            raise ConfigError(
-                f"astra scale: comm group {gid} spans {len(reps)} of the {self.old_layout.dp} data-parallel "
-                "replicas; only groups within one replica or over all of them can be scaled"
-            )
-        self._spans[gid] = len(reps) > 1
-        return self._spans[gid]
-
-    def new_id(self, gid: str, replica: int) -> str:
-        """The new group of old group ``gid`` as seen from new replica ``replica``."""
-        members = self.old.get(gid)
-        if members is None:
-            raise ConfigError(
-                f"astra scale: a collective uses comm group {gid!r}, which the comm groups lack"
-            )
-        old, new = self.old_layout, self.new_layout
-        if self.spans_replicas(gid):
-            base = {(t, c, p) for t, c, _, p in map(old.coords, members)}
-            ranks = sorted(new.rank(t, c, d, p) for t, c, p in base for d in range(new.dp))
-        else:
-            ranks = sorted(new.rank(t, c, replica, p) for t, c, _, p in map(old.coords, members))
-        key = tuple(ranks)
-        if key not in self.ids:
-            self.ids[key] = str(len(self.ids) + 1)
-        return self.ids[key]
+    def nodes(self, nodes: Sequence[ETNode], old_rank: int, rank: int) -> list[ETNode]:
+        """Old rank ``old_rank``'s nodes for new rank ``rank`` (module doc)."""
+        old, new = self.old, self.new
+        d_old, d_new = old.coords(old_rank)[2], new.coords(rank)[2]
+        out = []
+        for node in nodes:
+            changes: dict = {}
+            if node.type in (COMM_SEND, COMM_RECV):
+                changes["comm_src"] = _peer(old, new, node.comm_src, d_old, d_new)
+                changes["comm_dst"] = _peer(old, new, node.comm_dst, d_old, d_new)
+            elif node.type == COMM_COLL:
+                placed = self.placer.place(node, old_rank, rank)
+                if placed is not None:
+                    changes.update(placed.changes)
+                    if node.comm_type == _ALL_GATHER and placed.kind == ALL:
+                        changes["comm_size"] = node.comm_size * old.dp // new.dp
+            out.append(node.replaced(**changes) if changes else node)
+        return out
 
 
 def _peer(old: Layout, new: Layout, peer: int | None, here_old: int, here_new: int) -> int | None:
@@ -131,26 +139,6 @@ def _peer(old: Layout, new: Layout, peer: int | None, here_old: int, here_new: i
     t, c, d, p = old.coords(peer)
     offset = d - here_old
     return new.rank(t, c, (here_new + offset) % new.dp, p)
-
-
-def _scaled_nodes(
-    nodes: Sequence[ETNode], old: Layout, new: Layout, rank: int, groups: _Groups
-) -> list[ETNode]:
-    """Old rank ``rank``'s nodes for the new rank of replica ``d'`` (module doc)."""
-    t, c, d_new, p = new.coords(rank)
-    d_old = d_new % old.dp
-    out = []
-    for node in nodes:
-        changes: dict = {}
-        if node.type in (COMM_SEND, COMM_RECV):
-            changes["comm_src"] = _peer(old, new, node.comm_src, d_old, d_new)
-            changes["comm_dst"] = _peer(old, new, node.comm_dst, d_old, d_new)
-        elif node.type == COMM_COLL and node.pg_name:
-            changes["pg_name"] = groups.new_id(node.pg_name, d_new)
-            if node.comm_type == _ALL_GATHER and groups.spans_replicas(node.pg_name):
-                changes["comm_size"] = node.comm_size * old.dp // new.dp
-        out.append(node.replaced(**changes) if changes else node)
-    return out
 
 
 def _metadata(metadata: Mapping, old: Layout, new: Layout, dims: Sequence[int] | None) -> dict:
@@ -185,21 +173,24 @@ def scale_dp(
 ) -> tuple[list[RankTrace], dict[str, list[int]]]:
     """``traces`` (one per rank of ``layout``) and their comm ``groups`` for ``new_dp``
     data-parallel replicas (module doc). Raises ConfigError for a layout that does not
-    match the traces, a smaller ``new_dp``, ZeRO traces, a group over some replicas
-    only, or generated-for dimensions without ``dims``."""
+    match the traces, a smaller ``new_dp``, the traces the module doc says are refused,
+    a group over other replicas, or generated-for dimensions without ``dims``."""
     metadata = traces[0].metadata if traces else {}
-    _check_layout(layout, len(traces), new_dp, metadata)
-    new = Layout(layout.tp, layout.cp, new_dp, layout.pp)
-    numbering = _Groups(groups, layout, new)
+    info = _llm_info(metadata)
+    _check_layout(layout, len(traces), new_dp, info)
+    new = Layout(layout.tp, layout.cp, new_dp, layout.pp, layout.ep)
+    old_dims = metadata.get(GENERATED_DIMS_ATTR)
+    placer = Placer(layout, new, groups, list(old_dims) if old_dims else None, dims)
+    scaler = _Scaler(layout, new, placer)
     out = []
     metadata_of: dict[int, dict] = {}  # ranks that share their metadata share the new one
     for rank in range(new.npus):
         t, c, d, p = new.coords(rank)
-        source = traces[layout.rank(t, c, d % layout.dp, p)]
-        nodes = _scaled_nodes(list(source.nodes), layout, new, rank, numbering)
+        old_rank = layout.rank(t, c, d % layout.dp, p)
+        source = traces[old_rank]
+        nodes = scaler.nodes(list(source.nodes), old_rank, rank)
         key = id(source.metadata)
         if key not in metadata_of:
             metadata_of[key] = _metadata(source.metadata, layout, new, dims)
-        meta = metadata_of[key]
-        out.append(RankTrace(source.path, nodes, source.version, meta, rank))
-    return out, {gid: list(members) for members, gid in numbering.ids.items()}
+        out.append(RankTrace(source.path, nodes, source.version, metadata_of[key], rank))
+    return out, {gid: list(members) for members, gid in placer.ids.items()}

@@ -23,23 +23,46 @@ MODEL = {
 }
 
 
-def _gen(tmp_path, name: str, dp: int, *extra: str) -> str:
-    (tmp_path / "model.json").write_text(json.dumps(MODEL))
+#: A mixture-of-experts model as small: 4 experts, 2 per token.
+MOE = {**MODEL, "name": "tiny-moe", "experts": 4, "top_k": 2, "expert_ffn_hidden": 512}
+
+
+def _gen(tmp_path, name: str, dp: int, *extra: str, model: dict = MODEL) -> str:
+    model_path = tmp_path / f"{model['name']}.json"
+    model_path.write_text(json.dumps(model))
     prefix = str(tmp_path / name / "x")
-    args = [
-        "gen",
-        "llm",
-        "--model",
-        str(tmp_path / "model.json"),
-        "--dp",
-        str(dp),
-        "--output",
-        prefix,
-        *extra,
-    ]
+    args = ["gen", "llm", "--model", str(model_path), "--dp", str(dp), "--output", prefix, *extra]
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     return prefix
+
+
+def _scale(small: str, dp: int, output: str, *extra: str):
+    args = ["scale", "--workload", small, "--dp-to", str(dp), "--output", output, *extra]
+    if _groups(small):
+        args += ["--comm-groups", f"{small}.comm_groups.json"]
+    return CliRunner().invoke(main, args)
+
+
+def _assert_same_traces(want_prefix: str, got_prefix: str) -> None:
+    """Node for node, metadata and comm groups alike."""
+    ranks = rank_count(want_prefix)
+    assert rank_count(got_prefix) == ranks
+    want, got = read_workload(want_prefix, ranks), read_workload(got_prefix, ranks)
+    for rank, (a, b) in enumerate(zip(want, got)):
+        assert a.metadata == b.metadata, rank
+        assert list(a.nodes) == list(b.nodes), rank
+    assert _groups(got_prefix) == _groups(want_prefix)
+
+
+def _step_ns(prefix: str, npus: int) -> float:
+    import astra
+    from tests.system.conftest import network, system
+
+    groups = _groups(prefix) or None
+    return astra.simulate(
+        prefix, system(), network(["Switch"], [npus], [50.0], [500]), comm_groups=groups
+    ).step_ns
 
 
 def _groups(prefix: str) -> dict:
@@ -65,20 +88,46 @@ def test_scaling_a_generated_step_gives_the_generated_step(tmp_path, plan):
     small = _gen(tmp_path, "small", 2, *small_plan)
     large = _gen(tmp_path, "large", 6, *large_plan)
     scaled = str(tmp_path / "scaled" / "x")
-    args = ["scale", "--workload", small, "--dp-to", "6", "--output", scaled]
-    if _groups(small):
-        args += ["--comm-groups", f"{small}.comm_groups.json"]
-    if "--dims" in plan:
-        args += ["--dims", "4x6"]
-    out = CliRunner().invoke(main, args)
+    out = _scale(small, 6, scaled, *(["--dims", "4x6"] if "--dims" in plan else []))
     assert out.exit_code == 0, out.output
-    ranks = rank_count(large)
-    assert rank_count(scaled) == ranks
-    want, got = read_workload(large, ranks), read_workload(scaled, ranks)
-    for rank, (a, b) in enumerate(zip(want, got)):
-        assert a.metadata == b.metadata, rank
-        assert list(a.nodes) == list(b.nodes), rank
-    assert _groups(scaled) == _groups(large)
+    _assert_same_traces(large, scaled)
+
+
+@pytest.mark.parametrize(
+    ("small_dp", "large_dp", "plan", "small_dims", "large_dims"),
+    [
+        (4, 8, ("--tp", "2", "--ep", "2", "--microbatches", "2"), None, None),
+        (4, 8, ("--ep", "2", "--pp", "2", "--microbatches", "4"), None, None),
+        # expert groups on network dimensions, then on dimensions that no longer hold them
+        (4, 8, ("--tp", "2", "--ep", "2", "--microbatches", "2"), "2x2x2", "2x2x4"),
+        (4, 8, ("--tp", "2", "--ep", "2", "--microbatches", "2"), "2x2x2", "2x8"),
+        (4, 42, ("--ep", "2", "--microbatches", "1"), None, None),
+    ],
+)
+def test_scaling_a_generated_moe_step_gives_the_generated_step(
+    tmp_path, small_dp, large_dp, plan, small_dims, large_dims
+):
+    """Expert all-to-alls stay within their expert-parallel block, expert gradients over the
+    replicas holding the same experts, as astra gen llm writes them at the larger size."""
+    small = _gen(
+        tmp_path, "small", small_dp, *plan, *(["--dims", small_dims] if small_dims else []), model=MOE
+    )
+    large = _gen(
+        tmp_path, "large", large_dp, *plan, *(["--dims", large_dims] if large_dims else []), model=MOE
+    )
+    scaled = str(tmp_path / "scaled" / "x")
+    out = _scale(small, large_dp, scaled, *(["--dims", large_dims] if large_dims else []))
+    assert out.exit_code == 0, out.output
+    _assert_same_traces(large, scaled)
+
+
+def test_moe_scaled_step_takes_the_generated_step_time(tmp_path):
+    plan = ("--ep", "2", "--microbatches", "1")
+    small = _gen(tmp_path, "small", 4, *plan, model=MOE)
+    large = _gen(tmp_path, "large", 8, *plan, model=MOE)
+    scaled = str(tmp_path / "scaled" / "x")
+    assert _scale(small, 8, scaled).exit_code == 0
+    assert _step_ns(scaled, 8) == _step_ns(large, 8)
 
 
 def test_zero_traces_and_partial_replica_groups_are_refused(tmp_path):
@@ -98,3 +147,36 @@ def test_a_layout_that_does_not_fit_is_one_line(tmp_path):
     assert out.exit_code == 1
     lines = [line for line in out.output.splitlines() if line]
     assert lines == ["error: astra scale: --dp-to 1 is below the traces' data-parallel size 2"]
+
+
+@pytest.mark.parametrize(
+    ("dp", "plan", "message"),
+    [
+        (
+            2,
+            ("--ep", "2", "--microbatches", "1"),
+            "astra scale: the traces' expert-parallel size ep 2 equals their dp, so they hold no "
+            "expert-gradient reduction; generate them at dp 4 instead",
+        ),
+        (
+            1,
+            ("--tp", "2", "--microbatches", "1"),
+            "astra scale: the traces have one data-parallel replica, so no data-parallel "
+            "communication to scale; generate them with dp 2 or more",
+        ),
+    ],
+)
+def test_traces_that_lack_what_the_larger_job_does_are_refused(tmp_path, dp, plan, message):
+    small = _gen(tmp_path, "small", dp, *plan, model=MOE)
+    out = _scale(small, 4, str(tmp_path / "o" / "x"))
+    assert out.exit_code == 1
+    assert [line for line in out.output.splitlines() if line] == [f"error: {message}"]
+
+
+def test_dp_to_that_the_experts_do_not_divide_is_refused(tmp_path):
+    small = _gen(tmp_path, "small8", 8, "--ep", "4", "--microbatches", "1", model={**MOE, "experts": 8})
+    out = _scale(small, 10, str(tmp_path / "o" / "x"))
+    assert out.exit_code == 1
+    assert [line for line in out.output.splitlines() if line] == [
+        "error: --dp-to: must be a multiple of the traces' expert-parallel size ep 4, got 10"
+    ]
