@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Iterator
 
 import click
 
@@ -399,10 +400,27 @@ def gen_llm(
         pipeline_layout=pipeline_layout,
         **plan,
     )
-    with _interruptible():
+    with _interruptible(), _writing_progress(dp * tp * pp * cp) as on_written:
         wl = generate_llm(cfg)
-        paths, groups = write_llm(wl, output, comm_groups)
+        paths, groups = write_llm(wl, output, comm_groups, on_written)
     _say_llm_written(cfg.model, wl, paths, groups, f"{sizes}, ep {ep}", schedule, zero, output)
+
+
+@contextlib.contextmanager
+def _writing_progress(npus: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on a terminal's stderr while thousands of traces are written
+    (100,000 ranks take about a minute); nothing for a few ranks or off a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    if npus < 1000 or not console.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("writing traces"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("traces", total=npus)
+        yield lambda rank: progress.update(task, completed=rank + 1)
 
 
 def _zero_stage(zero: int, distributed_optimizer: bool) -> int:

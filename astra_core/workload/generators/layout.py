@@ -56,6 +56,7 @@ class Layout:
     cp: int = 1
     groups: dict[str, list[int]] = field(default_factory=dict)
     _ids: dict[tuple[int, ...], str] = field(default_factory=dict)
+    _placed: dict[tuple, Placement] = field(default_factory=dict)
 
     @property
     def npus(self) -> int:
@@ -134,9 +135,34 @@ class Layout:
             lower *= d
         return None
 
+    def group_key(self, role: str, rank: int) -> tuple:
+        """What ``rank``'s group of ``role`` is known by: the coordinates its members
+        share (every member has the same key, other groups other keys)."""
+        t, d, p = self.coords(rank)
+        c = self.context(rank)
+        keys = {
+            "tp": (d, p, c),
+            "cp": (t, d, p),
+            "dp": (t, p),
+            "ep": (t, d // self.ep, p, c),
+            "edp": (t, d % self.ep, p, c),
+            "emb": (t, d, c),
+            "amax": (p,),
+        }
+        if role not in keys:
+            raise ValueError(f"unknown group role {role!r}")
+        return keys[role]
+
     def placement(self, role: str, rank: int) -> Placement:
-        """Where ``rank`` issues a collective of ``role``; registers comm groups as needed."""
-        members = self.members(role, rank)
+        """Where ``rank`` issues a collective of ``role``; registers comm groups as needed.
+        Worked out once per group (a data-parallel group of D ranks is not listed D times)."""
+        cache_key = (role, self.group_key(role, rank))
+        placed = self._placed.get(cache_key)
+        if placed is None:
+            placed = self._placed[cache_key] = self._place(role, self.members(role, rank))
+        return placed
+
+    def _place(self, role: str, members: tuple[int, ...]) -> Placement:
         if len(members) == 1:
             return Placement("skip")
         if len(members) == self.npus and role != "emb":

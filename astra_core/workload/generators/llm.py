@@ -62,7 +62,7 @@ from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
-__all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "write_llm"]
+__all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
 
 #: Transformer Engine's FP8 scaling recipes, as Megatron-core's ``--fp8-recipe`` names them.
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
@@ -72,6 +72,13 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 RECOMPUTE = ("none", "selective", "full")
 #: Attention implementations (see :mod:`.ops`).
 ATTENTIONS = ("flash", "unfused")
+
+
+def megatron_bucket_bytes(dp: int, grad_bytes: int) -> int:
+    """Megatron-LM DDP's default gradient bucket [bytes] for ``dp`` data-parallel ranks:
+    max(40M, 1M x dp) elements of ``grad_bytes`` each (megatron/core/distributed/
+    distributed_data_parallel.py, ``bucket_size``)."""
+    return max(40_000_000, 1_000_000 * dp) * grad_bytes
 
 
 @dataclass
@@ -196,8 +203,8 @@ class LLMConfig:
         if self.bucket_bytes is None and isinstance(self.dp, int):
             if self.ddp == "torch":  # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25)
                 self.bucket_bytes = 25 << 20
-            else:  # Megatron-LM DDP: max(40M, 1M x D) elements per bucket
-                self.bucket_bytes = max(40_000_000, 1_000_000 * self.dp) * self.grad_bytes
+            else:
+                self.bucket_bytes = megatron_bucket_bytes(self.dp, self.grad_bytes)
 
     @property
     def grad_bytes(self) -> int:

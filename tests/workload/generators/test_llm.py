@@ -225,3 +225,35 @@ def test_involved_dims_match_comm_groups(tmp_path, tiny_dense):
 def test_bad_plans_are_one_line_errors(tiny_dense, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generate_llm(LLMConfig(tiny_dense, H100, **kwargs))
+
+
+def test_each_group_is_listed_once_however_many_ranks_share_it(tmp_path, tiny_moe, monkeypatch):
+    """Writing D ranks lists each rank's groups once per group, not once per rank: a
+    data-parallel group of D ranks listed by each of its D ranks made ``gen llm --dp
+    100000`` quadratic (more than 5 minutes). The count of listings is the count of
+    distinct groups of the roles a rank's collectives use (closed form below), and the
+    files are those of a layout that has listed nothing yet."""
+    from astra_core.workload.generators.layout import Layout
+
+    listed: list[tuple[str, int]] = []
+    members = Layout.members
+
+    def counting(self, role, rank):
+        listed.append((role, rank))
+        return members(self, role, rank)
+
+    monkeypatch.setattr(Layout, "members", counting)
+    d, t, p, e = 8, 2, 2, 2
+    cfg = LLMConfig(tiny_moe, H100, dp=d, tp=t, pp=p, ep=e, microbatches=2)
+    wl = generate_llm(cfg)
+    before = len(listed)
+    paths, _ = write_llm(wl, tmp_path / "m")
+    roles = {role for role, _ in listed[before:]}
+    groups = {"tp": d * p, "dp": t * p, "ep": t * p * d // e, "edp": t * p * e, "emb": t * d, "amax": p}
+    estimate = p * len(roles)  # the size check renders one rank per stage beforehand, on a copy
+    assert len(listed) - before == sum(groups[role] for role in roles) + estimate
+    fresh = Layout(dp=d, tp=t, pp=p, ep=e)
+    monkeypatch.setattr(Layout, "members", members)
+    wl.layout = fresh
+    again, _ = write_llm(wl, tmp_path / "again")
+    assert [path.read_bytes() for path in paths] == [path.read_bytes() for path in again]
