@@ -27,8 +27,9 @@ a row is ``log(predicted / measured)`` (a row of 8 B weighs as much as one of
 8 GiB); a prior adds ``prior x log(factor)`` per factor and ``prior x
 (launch - NCCL's) / 10 µs``, so that what the rows cannot tell apart stays near NCCL's
 values. Solved with ``scipy.optimize.least_squares`` (trust-region
-reflective), each factor between 1/20 and 20, the launch time between 0
-and 100 µs; a parameter the rows push against its bound is a warning
+reflective), each latency factor between 1/20 and 20, each efficiency
+between 1/20 and 1 (:data:`~astra_core.config.nccl_profile.MAX_BW_EFFICIENCY`),
+the launch time between 0 and 100 µs; a parameter the rows push against its bound is a warning
 (:class:`~astra_core.config.issues.ConfigWarning`) naming it, and a row more
 than :data:`ABSURD` times from NCCL's own time for it is refused naming its
 file and line. The profile lists every table cell a factor changed.
@@ -54,7 +55,7 @@ from astra_core.calibrate.nccl_tests import NcclTestsLog
 from astra_core.config.issues import ConfigWarning
 from astra_core.config.nccl import nccl_release
 from astra_core.config.nccl_env import PROTO_NAMES
-from astra_core.config.nccl_profile import SCOPES, NcclProfile
+from astra_core.config.nccl_profile import MAX_BW_EFFICIENCY, SCOPES, NcclProfile
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import ConfigError
@@ -312,10 +313,13 @@ def fit(
     bound = math.log(BOUND)
     launch = DEFAULT_CONSTANTS.launch_us / LAUNCH_SCALE_US
     low = [-launch if p[0] == "launch" else -bound for p in kept]
-    high = [100.0 / LAUNCH_SCALE_US - launch if p[0] == "launch" else bound for p in kept]
-    start = np.zeros(len(kept))
-    solution = least_squares(residuals, start, bounds=(low, high), diff_step=1e-4)
-    _warn_at_bounds(kept, solution)
+    top = {"launch": 100.0 / LAUNCH_SCALE_US - launch, "eff": math.log(MAX_BW_EFFICIENCY)}
+    high = [top.get(p[0], bound) for p in kept]
+    # NCCL's values, but the efficiencies inside their bound of 1: trust-region reflective
+    # moves a start off its bound by 1e-10 and takes that as its first trust radius
+    start = np.array([math.log(START_EFFICIENCY) if p[0] == "eff" else 0.0 for p in kept])
+    solution = least_squares(residuals, start, jac=_jacobian(residuals, high), bounds=(low, high))
+    _warn_at_bounds(kept, solution, low, high)
     profile = _profile(kept, solution.x, problem.gpu, problem.version)
     result = _compare(problem, profile, before)
     fitted_on = tuple(
@@ -333,6 +337,32 @@ def fit(
     return replace(result, profile=replace(profile, fitted_on=fitted_on))
 
 
+#: Where the fit starts the efficiencies (they may not pass 1, NCCL's own figure).
+START_EFFICIENCY = 0.95
+#: The finite-difference step of the fit's Jacobian, in the parameters' units.
+DIFF_STEP = 1e-4
+
+
+def _jacobian(residuals: Any, high: Sequence[float]) -> Any:
+    """The Jacobian of ``residuals`` by forward differences of :data:`DIFF_STEP`,
+    backward where that would pass ``high``. An absolute step: scipy's relative one
+    (``diff_step`` x |x|) is about 1e-27 for a parameter 1e-23 from NCCL's value,
+    where trust-region reflective puts one that starts on its bound, and moves no
+    row: the parameter's column was 0 and the fit stopped there."""
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        f0 = residuals(x)
+        columns = []
+        for k in range(len(x)):
+            step = DIFF_STEP if x[k] + DIFF_STEP <= high[k] else -DIFF_STEP
+            moved = x.copy()
+            moved[k] += step
+            columns.append((residuals(moved) - f0) / step)
+        return np.array(columns).T
+
+    return jacobian
+
+
 def _param_name(param: Param, value: float) -> str:
     """A parameter and its value (``x`` a log factor; the launch's change in
     :data:`LAUNCH_SCALE_US`) as the profile's keys name them."""
@@ -347,15 +377,24 @@ def _param_name(param: Param, value: float) -> str:
     return f"{proto} network latencies (hw-latency-us NET) x{factor}"
 
 
-def _warn_at_bounds(params: Sequence[Param], solution: Any) -> None:
-    """One warning naming every parameter the fit left on a bound it pushes
-    against (``active_mask`` says which bound, the cost's gradient that the rows
-    want past it): the profile then holds the bound, not what the rows say."""
-    stuck = [
-        f"{_param_name(param, float(x))} (its {'upper' if side > 0 else 'lower'} bound)"
-        for param, x, side, grad in zip(params, solution.x, solution.active_mask, solution.grad, strict=True)
-        if side != 0 and side * grad < -1e-9
-    ]
+#: A parameter this close to a bound (its units: 0.1 % of a factor) is on it ...
+AT_BOUND = 1e-3
+#: ... when the cost's gradient wants it past the bound by more than this.
+PUSH = 1e-6
+
+
+def _warn_at_bounds(
+    params: Sequence[Param], solution: Any, low: Sequence[float], high: Sequence[float]
+) -> None:
+    """One warning naming every parameter the fit left on a bound (within
+    :data:`AT_BOUND`) that the rows push it past (the cost's gradient, beyond
+    :data:`PUSH`): the profile then holds the bound, not what the rows say."""
+    stuck = []
+    for param, x, grad, lo, hi in zip(params, solution.x, solution.grad, low, high, strict=True):
+        if x >= hi - AT_BOUND and grad < -PUSH:
+            stuck.append(f"{_param_name(param, float(x))} (its upper bound)")
+        elif x <= lo + AT_BOUND and grad > PUSH:
+            stuck.append(f"{_param_name(param, float(x))} (its lower bound)")
     if stuck:
         warnings.warn(
             f"calibrate nccl: the fit stopped at a bound: {'; '.join(stuck)}: the logs ask for more than "

@@ -18,7 +18,8 @@ The file is JSON::
 
 ``base-latency-us`` and ``hw-latency-us`` replace the cells of NCCL's
 ``baseLatencies`` and ``hwLatencies`` tables (µs; links ``NVLINK``, ``PCI``,
-``NET``) that the fit could see; ``bw-efficiency`` multiplies the bus
+``NET``) that the fit could see; ``bw-efficiency`` (above 0, at most
+:data:`MAX_BW_EFFICIENCY`) multiplies the bus
 bandwidth NCCL's model gives an algorithm and protocol on one node or on
 several; ``launch-us`` is the host's time to launch one NCCL call, which no
 collective beats (and an nccl-tests thread driving ``g`` GPUs pays ``g`` times
@@ -46,6 +47,14 @@ from astra_core.config.nccl_env import ALGO_NAMES, PROTO_NAMES
 FORMAT = "astra-nccl-profile/1"
 LINKS = ("NVLINK", "PCI", "NET")
 SCOPES = ("one-node", "multi-node")
+#: The most a ``bw-efficiency`` may be. It multiplies the bus bandwidth of NCCL's
+#: cost model (tuning.py ``_entry``: ``bus *= c.bw_efficiency[...]``; model.py
+#: ``_nvls_gbps``), which NCCL builds from ceilings: its topology search's rating
+#: of the links and the per-channel maxima (``llMaxBws``, ``perChMaxRingLL128Bws``,
+#: ``perChMaxTreeBws``). A profile may say a machine reaches less than that, not
+#: more: each collective of the public H100 logs (tests/data/nccl_tests) fits 0.88
+#: to 0.98 alone.
+MAX_BW_EFFICIENCY = 1.0
 
 #: (algorithm index, protocol index) of a cell name such as ``Ring/LL128``.
 Cell = tuple[int, int]
@@ -107,31 +116,47 @@ def _cell(name: Any, where: str, problems: Problems) -> Cell | None:
     return None
 
 
-def _value(value: Any, where: str, problems: Problems, *, zero_ok: bool) -> float | None:
+def _value(
+    value: Any, where: str, problems: Problems, *, zero_ok: bool, at_most: float | None = None
+) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         problems.add(where, f"expected a finite number, got {show(value)}")
         return None
     if value < 0 or (value == 0 and not zero_ok):
         problems.add(where, f"must be {'>= 0' if zero_ok else '> 0'}, got {show(value)}")
         return None
+    if at_most is not None and value > at_most:
+        problems.add(
+            where,
+            f"must be <= {at_most:g} (a share of the bus bandwidth NCCL's model gives), got {show(value)}",
+        )
+        return None
     return float(value)
 
 
-def _cells(data: Any, key: str, problems: Problems, *, zero_ok: bool) -> dict[Cell, float]:
+def _cells(
+    data: Any, key: str, problems: Problems, *, zero_ok: bool, at_most: float | None = None
+) -> dict[Cell, float]:
     out: dict[Cell, float] = {}
     if not isinstance(data, dict):
         problems.add(key, f"expected a mapping of Algorithm/Protocol to numbers, got {show(data)}")
         return out
     for name, value in data.items():
         cell = _cell(name, f"{key}.{name}", problems)
-        number = _value(value, f"{key}.{name}", problems, zero_ok=zero_ok)
+        number = _value(value, f"{key}.{name}", problems, zero_ok=zero_ok, at_most=at_most)
         if cell is not None and number is not None:
             out[cell] = number
     return out
 
 
 def _nested(
-    data: Any, key: str, names: tuple[str, ...], problems: Problems, *, zero_ok: bool
+    data: Any,
+    key: str,
+    names: tuple[str, ...],
+    problems: Problems,
+    *,
+    zero_ok: bool,
+    at_most: float | None = None,
 ) -> dict[tuple[int, int, int], float]:
     out: dict[tuple[int, int, int], float] = {}
     if not isinstance(data, dict):
@@ -141,7 +166,9 @@ def _nested(
         if outer not in names:
             problems.add(f"{key}.{outer}", f"unknown key (one of {', '.join(names)})")
             continue
-        for cell, value in _cells(cells, f"{key}.{outer}", problems, zero_ok=zero_ok).items():
+        for cell, value in _cells(
+            cells, f"{key}.{outer}", problems, zero_ok=zero_ok, at_most=at_most
+        ).items():
             out[(names.index(outer), cell[0], cell[1])] = value
     return out
 
@@ -181,7 +208,12 @@ def read_profile(path: str | os.PathLike[str]) -> NcclProfile:
         base_latency_us=_cells(data.get("base-latency-us", {}), "base-latency-us", problems, zero_ok=True),
         hw_latency_us=_nested(data.get("hw-latency-us", {}), "hw-latency-us", LINKS, problems, zero_ok=True),
         bw_efficiency=_nested(
-            data.get("bw-efficiency", {}), "bw-efficiency", SCOPES, problems, zero_ok=False
+            data.get("bw-efficiency", {}),
+            "bw-efficiency",
+            SCOPES,
+            problems,
+            zero_ok=False,
+            at_most=MAX_BW_EFFICIENCY,
         ),
         fitted_on=tuple(fitted) if isinstance(fitted, list) else (),
     )

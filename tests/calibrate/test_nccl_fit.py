@@ -244,3 +244,37 @@ def test_a_log_of_another_gpu_is_refused_naming_it(tmp_path):
         "fit on logs of the machine the system describes"
     ]
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_profile_efficiency_above_one_is_refused_naming_file_and_key(tmp_path):
+    # Before: bw-efficiency 5 was read, and a 64 MiB ring all-reduce on 8 H100s beat NVLink.
+    bad = tmp_path / "fast.json"
+    bad.write_text(
+        json.dumps({"format": "astra-nccl-profile/1", "bw-efficiency": {"one-node": {"Ring/Simple": 5}}})
+    )
+    with pytest.raises(ConfigError) as info:
+        read_profile(bad)
+    assert str(info.value).splitlines() == [
+        f"{bad}: bw-efficiency.one-node.Ring/Simple: must be <= 1 (a share of the bus bandwidth NCCL's "
+        "model gives), got 5"
+    ]
+    bad.write_text(
+        json.dumps({"format": "astra-nccl-profile/1", "bw-efficiency": {"one-node": {"Ring/Simple": 1}}})
+    )
+    assert read_profile(bad).bw_efficiency == {(0, 1, 2): 1.0}
+
+
+def test_logs_faster_than_nccls_bandwidth_fit_an_efficiency_of_one_and_say_so(tmp_path):
+    """Logs made with 1.5x NCCL's one-node bus bandwidth: the fit stops at an efficiency
+    of 1 (before: 1.5, inside its bounds of 1/20 to 20) and warns naming it."""
+    seed = [
+        read_logs(_write_log(tmp_path / "s.txt", "all_reduce_perf", ["a"] * 8, [(s, 1.0) for s in SIZES]))[0]
+    ]
+    truth = _profile([("eff", 0)], np.array([math.log(1.5)]), "H100", None)
+    logs = _synthetic(tmp_path, truth, seed)
+    system, network = _machine()
+    with pytest.warns(UserWarning) as caught:
+        profile = fit(logs, system, network, prior=0.0).profile
+    assert list(profile.bw_efficiency.values()) == pytest.approx([1.0] * len(profile.bw_efficiency))
+    (warning,) = [str(w.message) for w in caught if "bound" in str(w.message)]
+    assert "bw-efficiency one-node 1 (its upper bound)" in warning
