@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -528,9 +528,12 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
 
 
 def write_llm(
-    wl: LLMWorkload, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+    wl: LLMWorkload,
+    prefix: str | os.PathLike,
+    comm_groups_path: str | os.PathLike | None = None,
+    on_written: Callable[[int], None] | None = None,
 ) -> tuple[list[Path], Path | None]:
     """Write the step's traces and comm groups (see :func:`.llm_writer.write_llm`)."""
     from astra_core.workload.generators.llm_writer import write_llm as _write
 
-    return _write(wl, prefix, comm_groups_path)
+    return _write(wl, prefix, comm_groups_path, on_written)

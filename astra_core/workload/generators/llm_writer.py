@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -175,9 +176,13 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
 
 
 def write_llm(
-    wl, prefix: str | os.PathLike, comm_groups_path: str | os.PathLike | None = None
+    wl,
+    prefix: str | os.PathLike,
+    comm_groups_path: str | os.PathLike | None = None,
+    on_written: Callable[[int], None] | None = None,
 ) -> tuple[list[Path], Path | None]:
-    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed.
+    """Write ``<prefix>.<rank>.et`` for all D x T x P ranks and the comm-group JSON when needed;
+    ``on_written(rank)`` after each rank's file (a progress display).
 
     Returns (trace paths, comm-group path or None). Raises ConfigError when the
     set passes astra's limits (:func:`~astra_core.workload.trace_size.check_trace_set`,
@@ -194,6 +199,8 @@ def write_llm(
     with staged_trace_set(prefix) as stage:
         for rank in range(wl.layout.npus):
             write_bytes(stage.trace(rank), head + _render(wl, rank, cache))
+            if on_written is not None:
+                on_written(rank)
         groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if wl.layout.groups else None
         if groups_path is not None:
             stage.later(groups_path, (json.dumps(wl.layout.groups) + "\n").encode())
