@@ -13,7 +13,7 @@ from typing import Any
 
 from astra_core import estimate as estimating
 from astra_core.backend import Topology, WorkLimitExceeded, require_link_changes, wall_time_text
-from astra_core.config.comm_groups import load_comm_groups, parse_comm_groups
+from astra_core.config.comm_groups import groups_beside, load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
@@ -312,6 +312,8 @@ class RunInputs:
         self.system.check_dims(self.network.dims_count)
         check_network_models(self.system, self.network)  # before minutes of trace reading
         self.memory = memory if isinstance(memory, MemoryConfig) or memory is None else load_memory(memory)
+        if comm_groups is None:
+            comm_groups = groups_beside(workload)
         self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
         self.iterations = iterations
         self.graphs = load_graphs(workload, self.network.npus_count, iterations)
@@ -558,7 +560,9 @@ def run_simulation(
     ``symmetry=False`` simulates every rank even when rank 0 could stand for
     all (see :mod:`astra_core.system.symmetry`). An argument of the wrong
     type is a ConfigError naming it (:func:`check_arguments`); dict
-    ``comm_groups`` are validated like a comm-group file.
+    ``comm_groups`` are validated like a comm-group file; without them, a trace
+    prefix's ``<prefix>.comm_groups.json`` is read when it exists (``astra gen llm``
+    writes it there).
 
     ``background``: a flow file (or :class:`~astra_core.flows.flowfile.FlowSpec`
     list) run on the same fabric alongside the step (start times from the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable, Iterator
 
 import click
@@ -112,8 +113,7 @@ def convert_text(file, npus, output, model_parallel_npus, dims, passes, chakra_i
         f"{wl.parallelism}: {len(wl.layers)} layers -> {len(paths)} traces {output}.<rank>.et "
         f"({len(conv.templates)} nodes each)"
     )
-    if groups:
-        click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")
+    _say_comm_groups(groups, output)
 
 
 @convert.command("pytorch")
@@ -148,8 +148,7 @@ def convert_pytorch(et_files, kineto_files, output, comm_groups) -> None:
         result = convert_pytorch_traces(list(et_files), list(kineto_files) or None, output, comm_groups)
     for rank, summary in enumerate(result.summaries):
         click.echo(f"rank {rank}: {summary}")
-    if result.comm_groups_path:
-        click.echo(f"comm groups: {result.comm_groups_path} (pass it to astra run --comm-groups)")
+    _say_comm_groups(result.comm_groups_path, output)
 
 
 # -- gen -------------------------------------------------------------------------
@@ -423,6 +422,15 @@ def _writing_progress(npus: int) -> Iterator[Callable[[int], None] | None]:
         yield lambda rank: progress.update(task, completed=rank + 1)
 
 
+def _say_comm_groups(path: str | os.PathLike | None, prefix: str) -> None:
+    """Where the comm groups went, and how a run finds them."""
+    if not path:
+        return
+    beside = os.path.abspath(path) == os.path.abspath(f"{prefix}.comm_groups.json")
+    how = "astra run reads it beside the traces" if beside else "pass it to astra run --comm-groups"
+    click.echo(f"comm groups: {path} ({how})")
+
+
 def _zero_stage(zero: int, distributed_optimizer: bool) -> int:
     """--zero, or 1 with --distributed-optimizer (which is ZeRO 1: another stage fails)."""
     if distributed_optimizer:
@@ -444,5 +452,4 @@ def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: i
         f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "
         "(recomputation included); astra run reports MFU and HFU"
     )
-    if groups:
-        click.echo(f"comm groups: {groups} (pass it to astra run --comm-groups)")
+    _say_comm_groups(groups, output)

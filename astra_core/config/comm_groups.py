@@ -23,6 +23,8 @@ Semantics (upstream ``Workload::initialize_comm_groups`` /
   order of ids is kept, not sorted.
 * Upstream treats a path containing "empty" as "no groups"; that is the
   caller's business, not this loader's.
+* Without a file given, a run reads ``PREFIX.comm_groups.json`` beside its traces
+  when there is one (:func:`groups_beside`): ``astra gen llm`` writes it there.
 
 Validation (:class:`CommGroups`, a pydantic root model; one
 :class:`~astra_core.errors.ConfigError` line per problem, named by group):
@@ -171,6 +173,15 @@ def parse_comm_groups(data: Any, npus_count: int, source: str = PYTHON_SOURCE) -
     ``npus_count`` NPUs: ``{group id: (npu ids...)}`` as :attr:`CommGroups.groups`.
     Raises one ConfigError, one line per problem, each naming ``source``."""
     return validate_mapping(comm_groups_model(npus_count), data, source).groups
+
+
+def groups_beside(workload: Any) -> str | None:
+    """``PREFIX.comm_groups.json`` when the trace prefix ``workload`` has one beside
+    its traces (as ``astra gen llm --output PREFIX`` writes it), else None."""
+    if not isinstance(workload, (str, os.PathLike)):
+        return None
+    path = f"{os.fspath(workload)}.comm_groups.json"
+    return path if os.path.isfile(path) else None
 
 
 def load_comm_groups(path: str | os.PathLike[str], npus_count: int) -> dict[str, tuple[int, ...]]:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from astra_core.api import simulate
-from astra_core.errors import ConfigError
+from astra_core.errors import ConfigError, TraceError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_rank_trace
 from astra_core.workload.generators.gpus import GPUS
@@ -257,3 +257,20 @@ def test_each_group_is_listed_once_however_many_ranks_share_it(tmp_path, tiny_mo
     wl.layout = fresh
     again, _ = write_llm(wl, tmp_path / "again")
     assert [path.read_bytes() for path in paths] == [path.read_bytes() for path in again]
+
+
+def test_a_run_reads_the_comm_groups_gen_llm_wrote_beside_the_traces(tmp_path, tiny_dense):
+    """``gen llm`` writes PREFIX.comm_groups.json beside its traces; a run of PREFIX
+    without comm groups reads it (the run failed on its first sub-group), and gives the
+    step of naming it; an explicit file still wins."""
+    cfg = LLMConfig(tiny_dense, H100, dp=2, tp=2, pp=2, microbatches=2)
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "m")
+    assert groups == tmp_path / "m.comm_groups.json" and json.loads(groups.read_text())
+    network, system = write_network(tmp_path, [2, 4]), write_system(tmp_path, 2)
+    beside = simulate(str(tmp_path / "m"), system, network)
+    named = simulate(str(tmp_path / "m"), system, network, comm_groups=groups)
+    assert beside.step_ns == named.step_ns > 0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"1": [0, 1]}))
+    with pytest.raises(TraceError, match="communicator group '[0-9]+' is not defined"):
+        simulate(str(tmp_path / "m"), system, network, comm_groups=other)
