@@ -17,14 +17,15 @@ new rank ``(t, c, d', p)`` runs the trace of old rank ``(t, c, d' mod D, p)`` wi
 * an all-gather over every replica (each rank's shard of a whole) resized by
   ``D / D'``; every other size kept (an all-reduce's or reduce-scatter's input
   is the whole gradient either way);
-* ``astra gen llm``'s metadata: ``dp``, ``npus`` and the step's FLOPs scaled, and
-  the generated-for dimensions replaced by ``dims``.
+* ``astra gen llm``'s metadata: ``dp``, ``npus``, the step's FLOPs and Megatron's
+  default gradient bucket scaled, and the generated-for dimensions replaced by ``dims``.
 
 Weak scaling: every rank keeps its micro-batches, so the global batch grows
 by ``D' / D``. Refused, because their traces at ``D'`` hold what those at ``D``
 lack: ZeRO 1-3 (the optimizer works on a ``1 / D`` shard), one replica (no
-data-parallel communication to scale) and ``E = D`` (no expert-gradient
-reduction). ``tests/workload/test_scale.py``
+data-parallel communication to scale), ``E = D`` (no expert-gradient reduction),
+and Megatron's default gradient bucket (``max(40M, 1M x D)`` elements) that
+grows with ``D'`` while the traces fill one. ``tests/workload/test_scale.py``
 checks that scaling ``astra gen llm``'s traces gives exactly the traces it
 generates at the larger size.
 """
@@ -39,14 +40,16 @@ from dataclasses import dataclass
 from astra_core.errors import ConfigError
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, CollectiveType
 from astra_core.workload.et_decode import ETNode, RankTrace
+from astra_core.workload.generators.llm import megatron_bucket_bytes
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
-from astra_core.workload.scale_groups import ALL, Placer
+from astra_core.workload.scale_groups import ALL, WITHIN, Placer
 
 __all__ = ["LLM_METADATA", "Layout", "scale_dp"]
 
 #: The GlobalMetadata attribute ``astra gen llm`` describes its step in (JSON).
 LLM_METADATA = "astra_llm"
 _ALL_GATHER = int(CollectiveType.ALL_GATHER)
+_REDUCTIONS = (int(CollectiveType.ALL_REDUCE), int(CollectiveType.REDUCE_SCATTER))
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,31 @@ def _check_layout(old: Layout, ranks: int, new_dp: int, info: Mapping) -> None:
         )
 
 
+def _new_bucket(info: Mapping, old: Layout, new_dp: int) -> int | None:
+    """The gradient bucket [bytes] ``astra gen llm`` uses at ``new_dp`` where it differs from the
+    traces' (Megatron's default, :func:`~astra_core.workload.generators.llm.megatron_bucket_bytes`),
+    else None. Raises ConfigError for traces of ``astra gen llm`` that do not record their bucket."""
+    if not info or info.get("ddp", "megatron") != "megatron":
+        return None
+    if megatron_bucket_bytes(new_dp, 1) == megatron_bucket_bytes(old.dp, 1):
+        return None
+    bucket, grad_bytes = info.get("bucket_bytes"), info.get("grad_bytes")
+    if not isinstance(bucket, int) or not isinstance(grad_bytes, int):
+        raise ConfigError(
+            "astra scale: the traces' metadata does not record their gradient bucket, and Megatron's "
+            f"default one grows past dp 40; generate them at dp {new_dp} instead"
+        )
+    if bucket != megatron_bucket_bytes(old.dp, grad_bytes):
+        return None  # a bucket given with --bucket-mb stays
+    return megatron_bucket_bytes(new_dp, grad_bytes)
+
+
 class _Scaler:
     """Old ranks' nodes for the new ranks (module doc); :attr:`placer` numbers the new groups."""
 
-    def __init__(self, old: Layout, new: Layout, placer: Placer):
+    def __init__(self, old: Layout, new: Layout, placer: Placer, bucket: tuple[int, int] | None):
         self.old, self.new, self.placer = old, new, placer
+        self.bucket = bucket  # (old, new) gradient bucket [bytes] where Megatron's default grows
 
     def nodes(self, nodes: Sequence[ETNode], old_rank: int, rank: int) -> list[ETNode]:
         """Old rank ``old_rank``'s nodes for new rank ``rank`` (module doc)."""
@@ -129,8 +152,23 @@ class _Scaler:
                     changes.update(placed.changes)
                     if node.comm_type == _ALL_GATHER and placed.kind == ALL:
                         changes["comm_size"] = node.comm_size * old.dp // new.dp
+                    if placed.kind != WITHIN:
+                        self._check_bucket(node, old_rank)
             out.append(node.replaced(**changes) if changes else node)
         return out
+
+    def _check_bucket(self, node: ETNode, old_rank: int) -> None:
+        """Refuse a full gradient bucket of the default size when that size grows (module doc)."""
+        if self.bucket is None or node.comm_type not in _REDUCTIONS:
+            return
+        old_bucket, new_bucket = self.bucket
+        if node.comm_size == old_bucket:
+            raise ConfigError(
+                f"astra scale: rank {old_rank}'s node {node.id} ({node.name}) reduces a full gradient bucket "
+                f"of Megatron's default max(40M, 1M x dp) elements: {old_bucket} bytes at dp {self.old.dp}, "
+                f"{new_bucket} at dp {self.new.dp}; generate the traces at dp {self.new.dp}, "
+                "or with --bucket-mb"
+            )
 
 
 def _peer(old: Layout, new: Layout, peer: int | None, here_old: int, here_new: int) -> int | None:
@@ -141,13 +179,17 @@ def _peer(old: Layout, new: Layout, peer: int | None, here_old: int, here_new: i
     return new.rank(t, c, (here_new + offset) % new.dp, p)
 
 
-def _metadata(metadata: Mapping, old: Layout, new: Layout, dims: Sequence[int] | None) -> dict:
+def _metadata(
+    metadata: Mapping, old: Layout, new: Layout, dims: Sequence[int] | None, bucket: int | None
+) -> dict:
     out = dict(metadata)
     llm = out.get(LLM_METADATA)
     if isinstance(llm, str):
         info = json.loads(llm)
         factor = new.dp / old.dp
         info.update(dp=new.dp, npus=new.npus)
+        if bucket is not None:
+            info["bucket_bytes"] = bucket
         for key in ("model_flops", "hardware_flops"):
             if key in info:
                 info[key] = info[key] * factor
@@ -179,9 +221,10 @@ def scale_dp(
     info = _llm_info(metadata)
     _check_layout(layout, len(traces), new_dp, info)
     new = Layout(layout.tp, layout.cp, new_dp, layout.pp, layout.ep)
+    bucket = _new_bucket(info, layout, new_dp)
     old_dims = metadata.get(GENERATED_DIMS_ATTR)
     placer = Placer(layout, new, groups, list(old_dims) if old_dims else None, dims)
-    scaler = _Scaler(layout, new, placer)
+    scaler = _Scaler(layout, new, placer, None if bucket is None else (info["bucket_bytes"], bucket))
     out = []
     metadata_of: dict[int, dict] = {}  # ranks that share their metadata share the new one
     for rank in range(new.npus):
@@ -191,6 +234,6 @@ def scale_dp(
         nodes = scaler.nodes(list(source.nodes), old_rank, rank)
         key = id(source.metadata)
         if key not in metadata_of:
-            metadata_of[key] = _metadata(source.metadata, layout, new, dims)
+            metadata_of[key] = _metadata(source.metadata, layout, new, dims, bucket)
         out.append(RankTrace(source.path, nodes, source.version, metadata_of[key], rank))
     return out, {gid: list(members) for members, gid in placer.ids.items()}

@@ -25,6 +25,8 @@ MODEL = {
 
 #: A mixture-of-experts model as small: 4 experts, 2 per token.
 MOE = {**MODEL, "name": "tiny-moe", "experts": 4, "top_k": 2, "expert_ffn_hidden": 512}
+#: Two layers of 50M parameters: more gradient bytes than Megatron's default bucket holds.
+WIDE = {**MODEL, "name": "wide", "layers": 2, "hidden": 2048, "heads": 16, "ffn_hidden": 8192}
 
 
 def _gen(tmp_path, name: str, dp: int, *extra: str, model: dict = MODEL) -> str:
@@ -128,6 +130,40 @@ def test_moe_scaled_step_takes_the_generated_step_time(tmp_path):
     scaled = str(tmp_path / "scaled" / "x")
     assert _scale(small, 8, scaled).exit_code == 0
     assert _step_ns(scaled, 8) == _step_ns(large, 8)
+
+
+def test_scaling_past_dp_40_gives_the_generated_step(tmp_path):
+    """Megatron's default gradient bucket grows past dp 40 (max(40M, 1M x dp) elements): the
+    scaled metadata says so, and a model whose gradients fill no bucket keeps its reductions."""
+    small = _gen(tmp_path, "small", 2, "--microbatches", "1")
+    large = _gen(tmp_path, "large", 42, "--microbatches", "1")
+    scaled = str(tmp_path / "scaled" / "x")
+    out = _scale(small, 42, scaled)
+    assert out.exit_code == 0, out.output
+    _assert_same_traces(large, scaled)
+    assert json.loads(read_workload(scaled, 42)[0].metadata["astra_llm"])["bucket_bytes"] == 42_000_000 * 4
+    assert _step_ns(scaled, 42) == _step_ns(large, 42)
+
+
+def test_a_full_default_bucket_past_dp_40_is_refused(tmp_path):
+    small = _gen(tmp_path, "small", 2, "--microbatches", "1", model=WIDE)
+    out = _scale(small, 48, str(tmp_path / "o" / "x"))
+    assert out.exit_code == 1
+    assert [line for line in out.output.splitlines() if line] == [
+        "error: astra scale: rank 0's node 13 (grads_dense_bucket0) reduces a full gradient bucket of "
+        "Megatron's default max(40M, 1M x dp) elements: 160000000 bytes at dp 2, 192000000 at dp 48; "
+        "generate the traces at dp 48, or with --bucket-mb"
+    ]
+    assert rank_count(str(tmp_path / "o" / "x")) == 0
+
+
+def test_a_given_bucket_scales_past_dp_40(tmp_path):
+    small = _gen(tmp_path, "small", 2, "--microbatches", "1", "--bucket-mb", "64", model=WIDE)
+    large = _gen(tmp_path, "large", 48, "--microbatches", "1", "--bucket-mb", "64", model=WIDE)
+    scaled = str(tmp_path / "scaled" / "x")
+    out = _scale(small, 48, scaled)
+    assert out.exit_code == 0, out.output
+    _assert_same_traces(large, scaled)
 
 
 def test_zero_traces_and_partial_replica_groups_are_refused(tmp_path):
