@@ -34,7 +34,8 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     Ranks are in Megatron's order (tensor, context, data, pipeline; astra gen llm's):
     new rank (t, c, d', p) runs old rank (t, c, d' mod dp, p)'s trace. The layout
     comes from astra gen llm's metadata (expert parallelism included), or from --tp,
-    --pp and --cp (the data-parallel size is then the ranks over their product).
+    --pp and --cp (the data-parallel size is then the ranks over their product); an
+    option that contradicts the metadata is refused.
     """
     from astra_core.config.comm_groups import load_comm_groups
     from astra_core.errors import ConfigError
@@ -49,7 +50,7 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
         raise ConfigError(f"--workload: no trace files {workload}.<rank>.et")
     traces = read_workload(workload, ranks)
     groups = load_comm_groups(comm_groups, ranks) if comm_groups else {}
-    layout = _layout(traces[0].metadata.get(LLM_METADATA), ranks, tp, pp, cp)
+    layout = _layout(traces[0].metadata.get(LLM_METADATA), f"{workload}.0.et", ranks, tp, pp, cp)
     scaled, new_groups = scale_dp(traces, groups, layout, new_dp, parse_dims(dims) if dims else None)
     groups_path = f"{output}.comm_groups.json"
     inputs = {"--workload": [f"{workload}.{r}.et" for r in range(ranks)], "--comm-groups": comm_groups}
@@ -64,12 +65,19 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     )
 
 
-def _layout(llm: object, ranks: int, tp: int | None, pp: int | None, cp: int | None):
-    """The traces' layout: astra gen llm's metadata, the options where given."""
+def _layout(llm: object, where: str, ranks: int, tp: int | None, pp: int | None, cp: int | None):
+    """The traces' layout: astra gen llm's metadata (in ``where``), else the options.
+    Raises ConfigError for an option that contradicts the metadata, or sizes that do not fit."""
     from astra_core.errors import ConfigError
     from astra_core.workload.scale import Layout
 
     info = json.loads(llm) if isinstance(llm, str) else {}
+    given = {"tp": tp, "pp": pp, "cp": cp}
+    for key, value in given.items():
+        if value is not None and key in info and value != info[key]:
+            raise ConfigError(
+                f"--{key}: {where}'s metadata (astra gen llm) says {key} {info[key]}, got {value}"
+            )
     sizes = {"tp": tp or info.get("tp"), "pp": pp or info.get("pp"), "cp": cp or info.get("cp", 1)}
     missing = [f"--{k}" for k, v in sizes.items() if not v]
     if missing:

@@ -216,3 +216,14 @@ def test_dp_to_that_the_experts_do_not_divide_is_refused(tmp_path):
     assert [line for line in out.output.splitlines() if line] == [
         "error: --dp-to: must be a multiple of the traces' expert-parallel size ep 4, got 10"
     ]
+
+
+@pytest.mark.parametrize(("option", "value", "key", "was"), [("--tp", "4", "tp", 2), ("--pp", "1", "pp", 2)])
+def test_a_layout_option_against_the_metadata_is_one_line(tmp_path, option, value, key, was):
+    small = _gen(tmp_path, "small", 2, "--tp", "2", "--pp", "2", "--microbatches", "2")
+    out = _scale(small, 4, str(tmp_path / "o" / "x"), option, value)
+    assert out.exit_code == 1
+    assert [line for line in out.output.splitlines() if line] == [
+        f"error: {option}: {small}.0.et's metadata (astra gen llm) says {key} {was}, got {value}"
+    ]
+    assert _scale(small, 4, str(tmp_path / "o" / "x"), option, str(was)).exit_code == 0
