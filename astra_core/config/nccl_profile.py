@@ -53,7 +53,8 @@ SCOPES = ("one-node", "multi-node")
 #: of the links and the per-channel maxima (``llMaxBws``, ``perChMaxRingLL128Bws``,
 #: ``perChMaxTreeBws``). A profile may say a machine reaches less than that, not
 #: more: each collective of the public H100 logs (tests/data/nccl_tests) fits 0.88
-#: to 0.98 alone.
+#: to 0.98 alone. (Whatever a profile says, the NCCL model keeps every collective
+#: above its links' line rate: ``astra_core.system.collectives.nccl.bus_bound``.)
 MAX_BW_EFFICIENCY = 1.0
 
 #: (algorithm index, protocol index) of a cell name such as ``Ring/LL128``.

@@ -29,6 +29,7 @@ from astra_core.config.nccl import NcclConfig
 from astra_core.config.nccl_profile import find_profile, read_profile
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
+from astra_core.system.collectives.nccl.bus_bound import line_rate_floor_us
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase, NcclChoice, NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, Schedule, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
@@ -229,7 +230,9 @@ class NcclModel:
         self, comm_type: CommType, members: tuple[int, ...], size: int
     ) -> tuple[Algo, Proto, int, float, int]:
         """(algorithm, protocol, channels, NCCL's time in µs, operation bytes) of
-        one collective of ``size`` bytes (see the module docstring for sizes)."""
+        one collective of ``size`` bytes (see the module docstring for sizes). The
+        time is at least the launch and the line-rate floor of the links it
+        crosses (:func:`~.bus_bound.line_rate_floor_us`), whatever a profile says."""
         layout, tuning, timing = self.machine(members)
         n = layout.n
         launch = self.constants.launch_us
@@ -244,7 +247,10 @@ class NcclModel:
         time_us = cast(float, timing.time_with_channels_us(func, algo, proto, nbytes, channels))
         if algo == Algo.NVLS and func == Func.ALL_REDUCE and layout.nodes == 1:
             time_us = timing.latency_us[func][algo][proto] + nbytes / (1e3 * self._nvls_gbps(n))
-        return algo, proto, channels, max(launch, time_us), nbytes
+        # no table and no profile beats the links' line rate
+        nics = self.nic_line_gbps * self.nics_per_node
+        floor = line_rate_floor_us(func, algo, nbytes, n, layout.nodes, self.nvlink_line_gbps, nics)
+        return algo, proto, channels, max(launch, time_us, floor), nbytes
 
     def _nvls_gbps(self, n: int) -> float:
         """Algorithm bandwidth of an NVLS all-reduce on ``n`` GPUs of one node, GB/s.
