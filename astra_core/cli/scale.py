@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import click
 
@@ -17,7 +19,12 @@ from astra_core.config.dims import parse_dims
 @click.option(
     "--dp-to", "new_dp", required=True, type=click.IntRange(min=1), help="data-parallel replicas to write"
 )
-@click.option("--output", required=True, help="trace prefix to write: rank r writes PREFIX.r.et")
+@click.option(
+    "--output",
+    required=True,
+    help="trace prefix to write: rank r writes PREFIX.r.et; PREFIX.N.et files of an earlier, "
+    "larger set (N past the new ranks) are removed",
+)
 @click.option(
     "--tp", type=click.IntRange(min=1), help="tensor-parallel size (default: from astra gen llm's metadata)"
 )
@@ -36,14 +43,17 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     comes from astra gen llm's metadata (expert parallelism included), or from --tp,
     --pp and --cp (the data-parallel size is then the ranks over their product); an
     option that contradicts the metadata is refused.
+
+    The new set replaces whatever --output held: every PREFIX.N.et is written at once
+    (all or none), then the PREFIX.N.et files of an earlier run with N at or past the
+    new rank count are removed, so that astra run on PREFIX reads exactly this set.
     """
     from astra_core.config.comm_groups import load_comm_groups
     from astra_core.errors import ConfigError
-    from astra_core.outputs import check_not_input, trace_outputs, write_text
+    from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.chakra import read_workload
     from astra_core.workload.prefix import rank_count
     from astra_core.workload.scale import LLM_METADATA, scale_dp
-    from astra_core.workload.writer import write_rank_trace
 
     ranks = rank_count(workload)
     if not ranks:
@@ -54,15 +64,61 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     scaled, new_groups = scale_dp(traces, groups, layout, new_dp, parse_dims(dims) if dims else None)
     groups_path = f"{output}.comm_groups.json"
     inputs = {"--workload": [f"{workload}.{r}.et" for r in range(ranks)], "--comm-groups": comm_groups}
-    check_not_input({**trace_outputs(output, len(scaled)), "--comm-groups": groups_path}, inputs)
-    for trace in scaled:
-        write_rank_trace(f"{output}.{trace.rank}.et", trace.nodes, trace.metadata, trace.version)
-    if new_groups:
-        write_text(groups_path, json.dumps(new_groups), "--output")
+    stale = _stale_ranks(output, len(scaled))
+    outputs = {**trace_outputs(output, len(scaled)), "--comm-groups": groups_path}
+    check_not_input({**outputs, **{f"--output (stale {path})": path for path in stale}}, inputs)
+    _write(output, scaled, json.dumps(new_groups) if new_groups else None, groups_path)
+    _remove(stale)
     click.echo(
         f"{ranks} ranks (dp {layout.dp}) -> {len(scaled)} ranks (dp {new_dp}): {output}.<rank>.et"
         + (f"; comm groups: {groups_path} (pass it to astra run --comm-groups)" if new_groups else "")
+        + (f"; removed {len(stale)} rank files of an earlier, larger set" if stale else "")
     )
+
+
+def _write(output: str, scaled, groups_json: str | None, groups_path: str) -> None:
+    """Every rank's trace and the comm groups, all or none (:mod:`astra_core.workload.trace_set`)."""
+    from astra_core.outputs import write_bytes
+    from astra_core.workload.trace_set import staged_trace_set
+    from astra_core.workload.writer import trace_bytes
+
+    with staged_trace_set(output) as stage:
+        for trace in scaled:
+            write_bytes(stage.trace(trace.rank), trace_bytes(trace.nodes, trace.metadata, trace.version))
+        if groups_json is not None:
+            stage.later(groups_path, (groups_json + "\n").encode())
+
+
+def _stale_ranks(prefix: str, count: int) -> list[str]:
+    """The ``PREFIX.N.et`` files and links with ``N >= count`` (nothing else in the folder)."""
+    folder, base = os.path.split(prefix)
+    pattern = re.compile(re.escape(base) + r"\.(0|[1-9][0-9]*)\.et")
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        match = pattern.fullmatch(name)
+        path = os.path.join(folder, name)
+        if match and int(match.group(1)) >= count and (os.path.islink(path) or os.path.isfile(path)):
+            out.append(path)
+    return out
+
+
+def _remove(paths: list[str]) -> None:
+    """Remove ``paths``; raises ConfigError naming one that cannot be removed."""
+    from astra_core.errors import ConfigError
+
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ConfigError(
+                f"--output {path}: cannot remove this rank of an earlier set: {exc.strerror}"
+            ) from None
 
 
 def _layout(llm: object, where: str, ranks: int, tp: int | None, pp: int | None, cp: int | None):

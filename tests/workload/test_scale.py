@@ -227,3 +227,23 @@ def test_a_layout_option_against_the_metadata_is_one_line(tmp_path, option, valu
         f"error: {option}: {small}.0.et's metadata (astra gen llm) says {key} {was}, got {value}"
     ]
     assert _scale(small, 4, str(tmp_path / "o" / "x"), option, str(was)).exit_code == 0
+
+
+def test_an_earlier_larger_set_under_the_output_prefix_is_removed(tmp_path):
+    small = _gen(tmp_path, "small", 2, "--tp", "2", "--microbatches", "1")
+    folder = tmp_path / "o"
+    scaled = str(folder / "x")
+    assert _scale(small, 8, scaled).exit_code == 0
+    assert rank_count(scaled) == 16
+    others = ["x.notes", "y.12.et", "x.12.et.bak", "x.012.et", "xx.12.et"]
+    for name in others:
+        (folder / name).write_text("kept")
+    out = _scale(small, 4, scaled)
+    assert out.exit_code == 0, out.output
+    assert "removed 8 rank files of an earlier, larger set" in out.output
+    assert rank_count(scaled) == 8
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [f"x.{r}.et" for r in range(8)] + others + ["x.comm_groups.json"]
+    )
+    large = _gen(tmp_path, "large", 4, "--tp", "2", "--microbatches", "1")
+    _assert_same_traces(large, scaled)
