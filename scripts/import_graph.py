@@ -12,9 +12,8 @@ Reads every module of the package with :mod:`ast` (nothing is imported) and repo
   the progress line, an observer plugin);
 * the functions longer than ``--max-lines`` lines (80), with their file and line.
 
-Issue 29 ("the system layer behind narrow seams") asked for no circle, no arrow
-back up and no function over 80 lines; ``tests/docs/test_import_graph.py``
-keeps it so.
+The package must have no circle, no arrow back up and no function over 80
+lines; ``tests/docs/test_import_graph.py`` keeps it so.
 
     python scripts/import_graph.py [--package astra_core] [--max-lines 80] [--type-checking] [--json]
 """

@@ -25,7 +25,7 @@ from astra_core.system.memory_guard import RunTooLarge, available_bytes, gib_tex
 
 #: Memory a run without symmetry holds per ET node of all its ranks (engine state,
 #: node records, matched messages, collective records): measured with
-#: ``astra run --no-symmetry`` of the 128-GPU Llama-3-8B step of issue 30
+#: ``astra run --no-symmetry`` of the 128-GPU Llama-3-8B step
 #: (``astra gen llm --model llama3-8b --tp 8 --dp 16 --micro-batch 1 --global-batch 64
 #: --seq-len 8192 --sequence-parallel --zero 1 --gpu H100 --dims 8x16``), 333,824 ET
 #: nodes: 141,720 KB peak against 49,168 KB with symmetry, 284 bytes a node.

@@ -4,9 +4,10 @@ The flow model's work is one flow (a message draining on its queue pair,
 re-solved with the flows it shares links with) per message between two
 different NPUs, whatever its size and route length: a message to itself is
 delivered at once. The projection divides the messages by
-:data:`MESSAGES_PER_S`, measured on the 128-GPU Llama-3-8B step of issue 28
-(2.55 M messages), whose flows are typical of LLM training traffic. Runs that
-keep many more flows sharing links at once cost more per flow (every start
+:data:`MESSAGES_PER_S`, measured on the 128-GPU Llama-3-8B step of
+``benchmarks/ns3_llm.py`` (2.55 M messages), whose flows are typical of LLM
+training traffic. Runs that keep many more flows sharing links at once cost
+more per flow (every start
 and end re-solves the flows it can affect): ``benchmarks/flow_scale.py``'s
 1024-host all-to-all ran 90 k messages per second, its 4096-GPU ring
 all-reduce 165 k (docs/backends.md, "Scale").
@@ -18,12 +19,12 @@ from typing import Any
 
 from astra_core.backend import Topology
 
-#: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of issue 28 (2,552,448
+#: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of benchmarks/ns3_llm.py (2,552,448
 #: messages) ran 9.1-10.4 s (median of 3: 9.97 s) in ``astra run`` on this 2-core machine
 #: with the flow model in the simulation kernel; the command is in docs/backends.md,
 #: "Before a run: the estimate".
 MESSAGES_PER_S = 2.56e5
-RATE_SOURCE = "astra run on issue 28's 128-GPU Llama-3-8B step, this 2-core machine (kernel flow model)"
+RATE_SOURCE = "astra run on the 128-GPU Llama-3-8B step of benchmarks/ns3_llm.py, this 2-core machine (kernel flow model)"
 
 
 class FlowWork:

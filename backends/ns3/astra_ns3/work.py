@@ -47,8 +47,8 @@ MESSAGE_S = 44e-6
 RATE_SOURCE = "benchmarks/ns3_message_cost.py, a fit on this 2-core machine"
 #: Peak resident memory of the caller and the ns-3 worker together, as fitted by the same
 #: runs: 52 + 51 MiB at 448 messages, 108 + 119 MiB at 143,872 (the per-message counters
-#: and flow records both keep until the run ends). Issue 28's Llama-3-8B steps peaked
-#: lower per message: 585 + 1,193 MiB at 2.55 M messages (128 GPUs).
+#: and flow records both keep until the run ends). The Llama-3-8B steps of
+#: benchmarks/ns3_llm.py peaked lower per message: 585 + 1,193 MiB at 2.55 M messages (128 GPUs).
 MEMORY_BASE_BYTES = 100 << 20
 MEMORY_PER_MESSAGE_BYTES = 906
 

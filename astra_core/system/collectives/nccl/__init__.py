@@ -1,2 +1,2 @@
 """NCCL's collective model: its cost model (:mod:`.tuning`) first; algorithms,
-protocols and channels as message plans build on it (issue 12)."""
+protocols and channels as message plans build on it."""
