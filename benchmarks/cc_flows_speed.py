@@ -5,8 +5,8 @@ The fabric of the HPCC evaluation (Li et al., SIGCOMM'19 §5.1; the artifact's
 ToRs and 4 aggregation switches, fully connected inside the pod at 400 Gbps;
 aggregation switch ``i`` of every pod connects to core switches ``4i .. 4i +
 3`` (16 cores) at 400 Gbps; 1 us per link. WebSearch flows at 50 % load
-(``astra flows gen``) for ``--duration-ms`` (default 10, the issue's study:
-about 11,700 flows, 20 GB) run with ``--cc`` (default DCQCN). Reports the
+(``astra flows gen``) for ``--duration-ms`` (default 10, the study of
+``docs/cc-studies.md``: about 11,700 flows, 20 GB) run with ``--cc`` (default DCQCN). Reports the
 wall time of the run, packet-hops (packets of every kind sent over any link)
 and packet-hops per second, and the slowdown percentiles.
 

@@ -1,4 +1,4 @@
-"""Two all-to-all jobs sharing a 2:1 leaf-spine: their slowdown on flow against ns3 (issue 32).
+"""Two all-to-all jobs sharing a 2:1 leaf-spine: their slowdown on flow against ns3.
 
 16 hosts of 100 Gb/s on 4 leaves and 2 spines (leaf uplinks half the downlinks),
 logical dims 4x4; two 8-rank all-to-all jobs placed ``spread`` (each on 2 hosts

@@ -1,4 +1,4 @@
-"""16 jobs on a 1,024-GPU cluster (issue 32's speed target).
+"""16 jobs on a 1,024-GPU cluster: the cluster simulation's speed target.
 
 128 servers of 8 H100s (NVSwitch inside, one 400 Gb/s NIC per GPU on a
 rail-optimized leaf-spine whose spines carry half of what the leaves take in,

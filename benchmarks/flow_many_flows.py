@@ -1,6 +1,6 @@
 """Wall time and peak memory of the flow backend under many short flows joining one by one.
 
-Issue 27's case: thousands of 1,000-byte flows between random host pairs of a
+Thousands of 1,000-byte flows between random host pairs of a
 k = 4 fat-tree (16 hosts, 100 Gbps, 1 us links), one starting every
 ``--spacing-ns`` (1 ns: the hosts are offered about 5x their capacity, so
 the flows pile up and every start changes the max-min rate of the flows on

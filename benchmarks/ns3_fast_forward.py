@@ -26,7 +26,7 @@ the bytes on the wire (every port's ``tx_bytes``) on / off; the simulation's
 own wall time (``simulate()`` or ``run_flows()`` alone: inputs are written and
 the ns-3 worker is loaded first, so process and worker start-up do not count)
 and off / on; and the peak RSS of the caller and of the ns-3 worker
-(``resource.getrusage``). Flags (``!``) mark a case beyond issue 28's
+(``resource.getrusage``). Flags (``!``) mark a case beyond the model's
 targets: step within 1 %, FCT p50 and p99 within 5 % per bucket, and at least
 100x less simulation time on the 8-host cases at 256 MiB and the fat-tree
 cases at 64 MiB.
@@ -63,7 +63,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 CCS = ("dcqcn", "hpcc", "none")
-#: issue 28's targets: step and FCT percentiles within these of the packet run ...
+#: The fast-forward's targets: step and FCT percentiles within these of the packet run ...
 STEP_TOLERANCE = 0.01
 FCT_TOLERANCE = 0.05
 #: ... and at least this much less simulation time on the cases of SPEED_TARGETS.

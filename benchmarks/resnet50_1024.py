@@ -1,4 +1,4 @@
-"""ResNet-50 data parallel on 1024 NPUs (issue 6 / issue 8 speed target).
+"""ResNet-50 data parallel on 1024 NPUs, against upstream ASTRA-sim's 30.5 s.
 
 Converts ``tests/data/reference/text/Resnet50_DataParallel.txt`` (ASTRA-sim 1.0
 text workload) to 1024 Chakra traces, then simulates one step on the

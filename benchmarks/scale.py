@@ -1,4 +1,4 @@
-"""Speed at scale (issue 8): astra's wall time and peak memory against upstream ASTRA-sim.
+"""Speed at scale: astra's wall time and peak memory against upstream ASTRA-sim.
 
 Each case's inputs are written first (not timed); then one fresh Python process
 reads the traces and configs, simulates, and exits. The wall time is that whole

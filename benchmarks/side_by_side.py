@@ -1,4 +1,4 @@
-"""astra against upstream ASTRA-sim where rank symmetry cannot help (issue 15).
+"""astra against upstream ASTRA-sim where rank symmetry cannot help.
 
 Every case simulates every rank (``symmetry=False``) on the same inputs in both
 simulators, each in a fresh process: astra's CPU time (user + system, the

@@ -1,4 +1,4 @@
-"""Peak memory of simulating one long rank trace (issue 15: streamed traces).
+"""Peak memory of simulating one long rank trace (streamed traces).
 
 Writes one rank's trace of ``--nodes`` ET nodes shaped like a PyTorch-converted
 training step (not timed): GPU compute kernels in one chain (each depends on
@@ -10,10 +10,10 @@ reports its wall time and peak RSS (its own VmHWM).
 
     python benchmarks/trace_memory.py [--nodes 1000000] [--no-stream] [--compact] [--npus 8]
 
-Target (issue 15): a 1,000,000-node rank in at most 300 MB. ``--compact`` writes
+Target: a 1,000,000-node rank in at most 300 MB. ``--compact`` writes
 the smallest such rank instead, 1,000,000 compute nodes in one chain (a name and
-a duration each: 18.7 MB, under the 32 MiB size at which files always stream),
-issue 30's case with ``--npus 2``: at most 300 MB whatever the file's size.
+a duration each: 18.7 MB, under the 32 MiB size at which files always stream;
+read whole it would take 1 GB), with ``--npus 2``: at most 300 MB whatever the file's size.
 """
 
 from __future__ import annotations
