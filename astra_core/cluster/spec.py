@@ -107,6 +107,10 @@ class ClusterFile(ConfigModel):
             problems.append((None, "give network (network.yml) or topology (a physical topology file)"))
         if self.faults and self.topology is None:
             problems.append(("faults", "faulty cables need a physical topology (topology)"))
+        if self.dims is not None and self.topology is None:
+            problems.append(("dims", "goes with topology; network.yml already has dimensions"))
+        elif self.dims is not None and self.network is not None:
+            problems.append(("dims", "give either network or dims with topology, not both"))
         names: dict[str, int] = {}
         for i, job in enumerate(self.jobs):
             if job.name in names:

@@ -30,7 +30,7 @@ def dims_error(
         return None, f"expected sizes joined by 'x' like {example}, got {value!r}"
     try:
         sizes = [_size(part) for part in parts]
-    except ValueError:
+    except (TypeError, ValueError):
         return None, f"expected sizes joined by 'x' like {example}, got {value!r}"
     if any(size < 1 for size in sizes):
         return None, f"sizes must be >= 1, got {value!r}"
