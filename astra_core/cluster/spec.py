@@ -19,7 +19,7 @@
     jobs:
       - name: llm-a
         workload: traces/gpt    # trace prefix: rank r reads traces/gpt.r.et
-        comm_groups: traces/gpt.comm_groups.json
+        comm_groups: traces/gpt.comm_groups.json  # default: this file when it exists
         dims: 8x4               # the logical dimensions its traces were made for
         placement: packed       # packed | spread | rail-aligned | random | [NPU ids]
         seed: 1                 # random placement's seed
@@ -43,6 +43,7 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from astra_core.cluster.hardware import ComputeSpeed, Stragglers
+from astra_core.config.comm_groups import groups_beside
 from astra_core.config.dims import Dims
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
@@ -168,14 +169,11 @@ def load_cluster_spec(path: str | os.PathLike) -> ClusterFile:
         key: _resolve(getattr(spec, key), directory)
         for key in ("network", "topology", "backend_config", "system")
     }
-    jobs = [
-        job.model_copy(
-            update={
-                key: _resolve(getattr(job, key), directory) for key in ("workload", "system", "comm_groups")
-            }
-        )
-        for job in spec.jobs
-    ]
+    jobs = []
+    for job in spec.jobs:
+        paths = {key: _resolve(getattr(job, key), directory) for key in ("workload", "system", "comm_groups")}
+        paths["comm_groups"] = paths["comm_groups"] or groups_beside(paths["workload"])
+        jobs.append(job.model_copy(update=paths))
     resolved = spec.model_copy(update={**update, "jobs": jobs})
     resolved._source = source
     return resolved

@@ -188,3 +188,21 @@ def test_iterations_whose_copies_would_not_fit_are_refused_before_the_run(cluste
         "error: job a: iterations 1000000: 9,000,000 trace nodes to hold (about 8.6 GiB at 1024 bytes "
         "a node), more than the 8.0 GiB this machine has available; run fewer iterations"
     ]  # a node per rank: each of the 8 ranks' copies, and the one they share before it is mapped
+
+
+def test_a_job_reads_the_comm_groups_beside_its_traces(tmp_path, cluster):
+    """A job without comm_groups reads PREFIX.comm_groups.json beside its traces (as gen
+    llm writes it; the job stopped at its first sub-group): the same run as naming it."""
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import ModelConfig
+
+    model = ModelConfig("tiny", layers=2, hidden=256, heads=4, ffn_hidden=1024, vocab=0, seq_len=256)
+    cfg = LLMConfig(model, GPUS["h100"], dp=2, tp=2, pp=2, microbatches=2)
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    assert groups is not None and groups.is_file()
+    beside = astra.simulate_cluster(cluster([{"name": "llm", "workload": "llm", "dims": "8"}]), cache=False)
+    named = astra.simulate_cluster(
+        cluster([{"name": "llm", "workload": "llm", "dims": "8", "comm_groups": str(groups)}]), cache=False
+    )
+    assert beside.jobs[0].iteration_ns == named.jobs[0].iteration_ns and beside.jobs[0].iteration_ns[0] > 0
