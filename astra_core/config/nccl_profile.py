@@ -42,6 +42,7 @@ from typing import Any
 
 from astra_core.config.files import read_json, source_name
 from astra_core.config.issues import Problems, show
+from astra_core.config.limits import MAX_DELAY_NS
 from astra_core.config.nccl_env import ALGO_NAMES, PROTO_NAMES
 
 FORMAT = "astra-nccl-profile/1"
@@ -130,6 +131,11 @@ def _value(
         problems.add(
             where,
             f"must be <= {at_most:g} (a share of the bus bandwidth NCCL's model gives), got {show(value)}",
+        )
+        return None
+    if at_most is None and value > MAX_DELAY_NS / 1e3:  # a latency [us]
+        problems.add(
+            where, f"must be <= {MAX_DELAY_NS / 1e3:g} us (one delay of at most 1000 s), got {show(value)}"
         )
         return None
     return float(value)

@@ -278,3 +278,25 @@ def test_logs_faster_than_nccls_bandwidth_fit_an_efficiency_of_one_and_say_so(tm
     assert list(profile.bw_efficiency.values()) == pytest.approx([1.0] * len(profile.bw_efficiency))
     (warning,) = [str(w.message) for w in caught if "bound" in str(w.message)]
     assert "bw-efficiency one-node 1 (its upper bound)" in warning
+
+
+def test_profile_latencies_past_one_delay_are_refused_naming_the_key(tmp_path):
+    """A latency is one delay of the event queue, at most 1000 s (MAX_DELAY_NS): a
+    launch of 1e300 us was a traceback when the run scheduled it."""
+    bad = tmp_path / "huge.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "format": "astra-nccl-profile/1",
+                "launch-us": 1e300,
+                "base-latency-us": {"Ring/LL": 2e9},
+                "hw-latency-us": {"NVLINK": {"Ring/LL": 1e9}},
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as info:
+        read_profile(bad)
+    assert str(info.value).splitlines() == [
+        f"{bad}: launch-us: must be <= 1e+09 us (one delay of at most 1000 s), got 1e+300",
+        f"{bad}: base-latency-us.Ring/LL: must be <= 1e+09 us (one delay of at most 1000 s), got 2000000000.0",
+    ]
