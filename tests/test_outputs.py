@@ -108,7 +108,7 @@ def test_a_symbolic_link_is_written_through(tmp_path):
     assert link.is_symlink() and target.read_text() == "new"
 
 
-# -- destinations that are not regular files (issue 27) -------------------------------------
+# -- destinations that are not regular files ----------------------------------------------
 
 
 def test_atomic_output_writes_through_a_fifo_and_leaves_it(tmp_path):

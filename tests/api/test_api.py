@@ -264,8 +264,8 @@ def test_link_frame_only_for_backends_with_link_statistics(report):
 
 
 def test_a_network_the_nccl_model_cannot_place_is_refused_before_the_traces_are_read(tmp_path):
-    # Issue 30: an 8,192-rank job read its traces for 265 s before this error. The
-    # trace files here do not even exist: the config's error comes first.
+    # The config's error must come before the traces are read (an 8,192-rank job's
+    # took 265 s): the trace files here do not even exist.
     network = {
         "topology": ["Switch"] * 3,
         "npus_count": [8, 64, 16],

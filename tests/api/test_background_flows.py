@@ -104,8 +104,8 @@ def test_cli_prints_and_writes_the_background_flows(fabric, trace, tmp_path):
 
 
 def test_background_on_a_backend_without_link_sharing_is_refused(fabric, trace, tmp_path):
-    # Issue 27: on analytical the flows changed nothing and said nothing (on flow the
-    # same run goes from 683.7 to 779.1 us).
+    # On analytical the flows would change nothing and say nothing (on flow the same
+    # run goes from 683.7 to 779.1 us).
     message = (
         "--background: backend analytical does not model link sharing (concurrent messages never "
         "slow each other), so flows would change nothing and FCT slowdowns would measure nothing; "

@@ -1,7 +1,7 @@
 """The README, the user guide and the examples' READMEs point only inside the repository.
 
-A clone has nothing beside it: the README once sent readers to
-``../shared/DESIGN.md``, a file of the machine it was written on.
+A clone has nothing beside it: a link such as ``../shared/DESIGN.md`` would
+send readers to a file of the machine the page was written on.
 """
 
 from __future__ import annotations

@@ -305,7 +305,7 @@ def test_run_errors_are_one_line(fabric, tmp_path):
     )
 
 
-# -- issue 27: what flows run and gen refuse, and what gen prints ----------------------------
+# -- what flows run and gen refuse, and what gen prints ---------------------------------------
 
 
 def run_args(flows_path, fabric, *extra):

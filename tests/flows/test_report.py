@@ -128,8 +128,8 @@ def test_plot_slowdown_writes_a_png_of_the_figure_size(tmp_path):
 
 
 def test_the_legend_sits_beside_the_panels_not_over_the_data():
-    # Issue 27: each panel had its own legend over its lines (upper right, where the
-    # 99th percentile of "none" runs); now one figure legend right of both panels.
+    # One figure legend right of both panels, not a legend per panel over its lines
+    # (upper right, where the 99th percentile of "none" runs).
     import matplotlib.pyplot as plt
 
     from astra_core.flows.report import slowdown_figure

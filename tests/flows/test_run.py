@@ -250,11 +250,11 @@ def test_queueing_on_analytical_congestion_never_beats_the_lone_flow(workload):
 
 @pytest.mark.parametrize("backend", ["analytical-congestion", "flow", "garnetlike", "ns3"])
 def test_every_slowdown_is_at_least_one_on_each_link_sharing_backend(workload, backend):
-    # Issue 27: the ideal (82-byte RoCE headers on 4096-byte packets) was no lower bound
-    # for backends that frame otherwise: analytical-congestion gave a 574-byte flow
-    # 0.9929 (2,090 ns against 2,105), garnetlike's 256-byte flits 0.81, and flow and
-    # ns3 0.99999999999997 from float noise. Now each backend's own lone-message time,
-    # on a 1 ps grid.
+    # One ideal (82-byte RoCE headers on 4096-byte packets) is no lower bound for
+    # backends that frame otherwise: against it analytical-congestion gives a 574-byte
+    # flow 0.9929 (2,090 ns against 2,105), garnetlike's 256-byte flits 0.81, and flow
+    # and ns3 0.99999999999997 from float noise. The ideal is each backend's own
+    # lone-message time, on a 1 ps grid.
     if backend == "ns3":
         from tests.backends.ns3.conftest import require_ns3
 

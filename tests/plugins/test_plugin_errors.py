@@ -1,4 +1,4 @@
-"""A plugin can never make a run silently wrong, lost or hung (issue 11).
+"""A plugin can never make a run silently wrong, lost or hung.
 
 * A backend registered without ``config_type`` refuses a backend config
   (the host enforces it, so third-party backends get it for free); one with a

@@ -267,7 +267,7 @@ def test_a_name_registered_twice_is_an_error(write_plugin):
 
 
 def test_a_module_that_cannot_be_imported_is_listed_as_broken(monkeypatch):
-    # It breaks no other backend (issue 11); runs warn about it, and asking for a
+    # It breaks no other backend; runs warn about it, and asking for a
     # backend it would have brought names it.
     monkeypatch.setenv("ASTRA_PLUGINS", "astra_no_such_plugin_module")
     registry = backend_registry()

@@ -1,8 +1,8 @@
-"""The breakdown tells communication in flight from waiting (issue 27).
+"""The breakdown tells communication in flight from waiting.
 
-Before, a receive posted at t = 0 counted as communication until its message
-arrived: on a pipeline, stage 0's gradient receives made ``comm_ns`` nearly the
-whole step and ``breakdown.png`` showed no waiting at all.
+A receive posted at t = 0 must not count as communication until its message
+arrives: on a pipeline, stage 0's gradient receives would make ``comm_ns`` nearly
+the whole step and ``breakdown.png`` show no waiting at all.
 """
 
 from __future__ import annotations

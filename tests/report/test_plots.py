@@ -1,10 +1,10 @@
-"""The plots say what the tables say and can be read (issue 27), checked on the figures'
+"""The plots say what the tables say and can be read, checked on the figures'
 artists, not on pixels.
 
-Before: breakdown.png's legend gave other numbers than the table (its "compute" was the
-compute with no communication node open) and its title was drawn over the legend;
-timeline.png had no waiting; links.png's x-axis said "link id" only; the sweep plot's
-y-axis spanned 1.08249-1.08255 s.
+What must hold: breakdown.png's legend gives the table's numbers (its "compute" is not
+the compute with no communication node open) and its title is not drawn over the
+legend; timeline.png shows waiting; links.png's x-axis says more than "link id"; the
+sweep plot's y-axis does not zoom to a range like 1.08249-1.08255 s.
 """
 
 from __future__ import annotations

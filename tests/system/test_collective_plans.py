@@ -87,8 +87,8 @@ def test_direct_round_two_waits_for_round_one():
 
 
 def test_a_dimension_ring_holds_no_list_of_its_members():
-    # Issue 30: every rank holds a ring per collective type and dimension; as a list of
-    # members with an index they took 3.3 MB a rank on [8, 1024] NPUs (27 GB for 8,192
+    # Every rank holds a ring per collective type and dimension; as a list of members
+    # with an index they would take 3.3 MB a rank on [8, 1024] NPUs (27 GB for 8,192
     # ranks). A dimension's ring is arithmetic: a few hundred bytes whether it has 16 or
     # 4,096 NPUs (a list of 4,096 members alone is 32 KiB), and the same neighbours as the
     # list ring.

@@ -1,4 +1,4 @@
-"""The matcher records when each rank's messages were on the network (issue 27)."""
+"""The matcher records when each rank's messages were on the network."""
 
 from __future__ import annotations
 

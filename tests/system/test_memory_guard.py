@@ -10,8 +10,8 @@ from astra_core.api import simulate
 
 
 def test_a_run_the_memory_left_cannot_hold_stops_in_one_line(monkeypatch):
-    # Issue 30: a run that outgrows the machine was killed by the OOM killer without a
-    # word. With each progress report (65,536 events; this run has 87,240 and one last
+    # A run that outgrows the machine must stop in one line, not be killed by the OOM
+    # killer without a word. With each progress report (65,536 events; this run has 87,240 and one last
     # report) the run checks the memory left and stops under the floor.
     from astra_core.system import memory_guard
 

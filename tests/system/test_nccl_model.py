@@ -457,7 +457,7 @@ def test_involved_dims_make_the_communicator(tmp_path, involved, members):
     assert result.message_bytes == pytest.approx(16 * 2 * (members - 1) / members * size, rel=1e-3)
 
 
-# -- the network NCCL can place (issue 27) -------------------------------------------------
+# -- the network NCCL can place -----------------------------------------------------------
 
 
 def _two_dims(npus, bandwidths_gbps, latencies=(300, 1350), kinds=("Switch", "Switch")) -> NetworkConfig:

@@ -270,7 +270,7 @@ _RACE_NETWORK = (["Ring", "Ring"], [2, 2], [25.0, 25.0], [100.0, 100.0])
 
 
 def test_same_time_completions_are_issued_in_id_order_whatever_their_order(workload):
-    # Issue 30: a rank chooses what to issue once per instant, after all of that
+    # A rank chooses what to issue once per instant, after all of that
     # instant's events, so the order of same-time completions (which follows rank
     # numbers) cannot part the ranks of a class. Every rank sends node 3 (lower id
     # than node 4) at t = 102 ns; its 1 MiB arrives one hop later, then the 50 us kernel.
@@ -323,8 +323,8 @@ def test_an_event_after_the_pass_in_the_same_instant_falls_back_to_every_rank(wo
 
 
 def test_a_fall_back_that_cannot_fit_the_machine_is_refused_in_one_line(workload, monkeypatch):
-    # Issue 30: the full run of an 8,192-GPU step was killed by the OOM killer without
-    # a word. The estimate is FULL_RUN_BYTES_PER_NODE per ET node plus what the
+    # The full run of an 8,192-GPU step must not be killed by the OOM killer without a
+    # word. The estimate is FULL_RUN_BYTES_PER_NODE per ET node plus what the
     # process holds; past what the machine has available, the run stops at once.
     from astra_core.system import fallback
 

@@ -180,8 +180,8 @@ def test_only_ready_and_running_nodes_are_held(tmp_path, monkeypatch):
 
 
 def test_a_small_file_of_many_nodes_is_streamed(tmp_path, monkeypatch):
-    # Issue 30: a decoded node costs about 1 KB, so a small file of many small nodes
-    # (1,000,000 chained kernels: 18.7 MB) took 1 GB read whole. A file of more than
+    # A decoded node costs about 1 KB, so a small file of many small nodes (1,000,000
+    # chained kernels: 18.7 MB) takes 1 GB read whole. A file of more than
     # MAX_DECODED_NODES nodes streams, whatever its size.
     def chain(n: int, duration_us: int) -> list:
         return [

@@ -162,10 +162,10 @@ def test_config_errors_are_one_line_each_naming_the_key(tmp_path):
 
 
 def test_flows_joining_one_by_one_queue_one_drain_event_per_rate_rise_not_per_change():
-    # Issue 27: every rate change queued a new drain event and left the old one in the
-    # heap, so n flows joining a link one after the other queued ~n^2 / 2 events (81,700
+    # A rate change must not queue a new drain event and leave the old one in the heap:
+    # n flows joining a link one after the other would queue ~n^2 / 2 events (81,700
     # processed for these 400; 20,000 flows of 1,000 B took 1.66 GB). A fall in rate
-    # now moves the live event on when it fires.
+    # moves the live event on when it fires.
     from astra_core.flows.flowfile import FlowSpec
     from astra_core.flows_api import run_flows
     from tests.flows.conftest import GBPS_100, LINK_NS, star

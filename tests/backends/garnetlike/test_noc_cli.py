@@ -70,7 +70,7 @@ def test_sweep_draws_the_latency_load_curve(tmp_path):
         (["--vcs", "0"], "error: noc: vcs_per_vnet: must be in [1, 64], got 0"),
         (["--sweep", "--rates", "0.1,x"], "error: --rates: expected numbers"),
         (["--injection-rate", "0"], "error: --injection-rate must be in (0, 1] flits/node/cycle"),
-        # issue 27: 5 flits/node/cycle was accepted (more than a node's port can take)
+        # 5 flits/node/cycle is more than a node's port can take
         (
             ["--injection-rate", "5"],
             "error: --injection-rate must be in (0, 1] flits/node/cycle (a node's injection port "

@@ -74,7 +74,7 @@ def test_new_algorithms_reach_the_native_settings_in_its_units():
 
 
 def test_fast_forward_is_on_by_default_and_reaches_the_native_settings():
-    # Issue 28: the C++ model reads fast_forward (1/0) and ff_tolerance (relative).
+    # The C++ model reads fast_forward (1/0) and ff_tolerance (relative).
     native = Ns3Config().native_settings()
     assert (native["fast_forward"], native["ff_tolerance"]) == (1.0, 0.01)
     native = load_config({"fast_forward": False, "fast_forward_tolerance": 0.5}).native_settings()
@@ -123,10 +123,10 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
         load_config(42)
 
 
-# -- ranges: what the C++ model can represent and finish with (issue 11) -----------------------
-# Before: rto_us = inf, 1e300 or 1e-9 reached the C++ model as a timer of INT64_MIN
-# or 0 ps (static_cast of an out-of-range double; rounding) and the worker spun
-# forever at one instant; seed 1e23 overflowed the uint64 cast.
+# -- ranges: what the C++ model can represent and finish with ----------------------------------
+# rto_us = inf, 1e300 or 1e-9 must not reach the C++ model, as a timer of INT64_MIN
+# or 0 ps (static_cast of an out-of-range double; rounding) would spin the worker
+# forever at one instant; seed 1e23 would overflow the uint64 cast.
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
         ("[monitor]\ninterval_us = 1e-9", "monitor.interval_us: must be in [0.1, 1e+12] us or 0, got 1e-09"),
         ("[ecn]\npmax = {100 = 1.5}", "ecn.pmax.100: must be in [0, 1], got 1.5"),
         ("[ecn]\nkmax_kb = {0 = 10}", "ecn.kmax_kb.0.[key]: must be in (0, 1e+06] Gbps, got '0'"),
-        # issue 28: fast-forward's switch and tolerance
+        # fast-forward's switch and tolerance
         ('fast_forward = "false"', "fast_forward: expected 0 or 1, got 'false'"),
         ("fast_forward = 2", "fast_forward: expected 0 or 1, got 2"),
         ("fast_forward_tolerance = 0", "fast_forward_tolerance: must be in (0, 0.5], got 0"),
@@ -195,7 +195,7 @@ def test_the_edges_of_the_ranges_are_accepted():
     assert cfg.native_settings()["seed"] == 4294967294 and cfg.rto_us == 1.0
 
 
-# -- issue 27: booleans and strings are not numbers; inverted pairs; unused sections ---------
+# -- booleans and strings are not numbers; inverted pairs; unused sections -------------------
 
 
 def numeric_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -230,7 +230,7 @@ def test_the_numeric_keys_are_all_found():
 @pytest.mark.parametrize("value, shown", [(True, "true"), (False, "false"), ("64", "'64'")])
 @pytest.mark.parametrize("key", NUMERIC_KEYS)
 def test_a_boolean_or_a_string_is_not_a_number(key, value, shown):
-    # Before: true became 1 and "64" became 64 (pydantic's lax int and float).
+    # Not pydantic's lax int and float, which make true 1 and "64" 64.
     with pytest.raises(ConfigError) as err, warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigWarning)
         load_config(nested(key, value))

@@ -1,4 +1,4 @@
-"""The ns3 backend's steady-state fast-forward against packet-by-packet runs (issue 28).
+"""The ns3 backend's steady-state fast-forward against packet-by-packet runs.
 
 Small versions of every comparison of ``benchmarks/ns3_fast_forward.py`` (the
 cases of ``validation/backends.py`` at 2 MiB, the 8-host ring all-reduce and
@@ -15,9 +15,9 @@ and larger ones (JUMPING) in which the model is checked to jump:
   the last delivery with ACKs still on their way);
 * a run in which the model never jumps (most small ones: their messages end
   before a steady state is proven) is the packet run exactly;
-* ``fast_forward = false`` is today's model, bit for bit: its step and counters
-  equal ``tests/data/ns3_fast_forward_golden.json``, recorded at main's commit
-  6605f6f (before fast-forward existed; the key left out of the config) with::
+* ``fast_forward = false`` is the packet-by-packet model, bit for bit: its step and
+  counters equal ``tests/data/ns3_fast_forward_golden.json``, recorded from a model
+  without fast-forward (commit 6605f6f; the key left out of the config) with::
 
       .venv/bin/python -m tests.backends.ns3.test_fast_forward
 
@@ -105,7 +105,8 @@ def _ns3():
 
 
 def assert_agreement(on: dict, off: dict) -> None:
-    """Issue 28's targets and conservation, fast-forward on against off."""
+    """The targets (step within 1 %, FCT p50 and p99 within 5 %) and conservation,
+    fast-forward on against off."""
     errors = bench.compare(on, off)
     assert abs(errors["step"]) <= bench.STEP_TOLERANCE, (on["step_ns"], off["step_ns"])
     assert [b["bucket"] for b in on["fct"]] == [b["bucket"] for b in off["fct"]]
@@ -127,7 +128,8 @@ def assert_agreement(on: dict, off: dict) -> None:
 
 
 #: HPCC does not jump with the model of 8fee46d (0 % skipped on every case of
-#: benchmarks/results/ns3_fast_forward.md); issue 28 asks fast-forward of it too.
+#: benchmarks/results/ns3_fast_forward.md); fast-forward should jump on it too, so the
+#: mark is strict.
 HPCC_DOES_NOT_JUMP = pytest.mark.xfail(strict=True, reason="the model never finds HPCC steady (8fee46d)")
 
 

@@ -1,10 +1,10 @@
-"""The ns3 worker's watchdog tells heavy work at one instant from a livelock (issue 28).
+"""The ns3 worker's watchdog tells heavy work at one instant from a livelock.
 
-Before: a beat carried the simulated time only, so any 60 s during which the time
-stood still killed the worker, whether thousands of messages were completing at that
-instant (heavy work) or events re-fired at it forever (a livelock), and the error
-could not say which. The beats now carry ns-3's event count and the messages started
-and completed (``astra_ns3_progress``).
+A beat of the simulated time alone would kill the worker after any 60 s during which
+the time stood still, whether thousands of messages were completing at that instant
+(heavy work) or events re-fired at it forever (a livelock), and the error could not
+say which. The beats carry ns-3's event count and the messages started and completed
+(``astra_ns3_progress``).
 
 The :class:`Watchdog` tests drive a fake clock (no wall time); the protocol tests feed
 a real :class:`WorkerProcess` connection with beats from a stand-in worker thread.
@@ -201,10 +201,10 @@ def test_the_caller_kills_a_livelock_and_says_so(fake_worker):
 
 
 def test_a_worker_that_falls_silent_is_not_called_spinning(fake_worker, monkeypatch):
-    # Before: one repeated beat, then silence (a worker starved of CPU or memory, its
-    # heartbeat thread included), was reported as "busy but its simulated time stands
-    # still", the message of issue 28's killed run. Now silence is named as such, with
-    # the CPU the worker used meanwhile (a sleeping stand-in here: none).
+    # One repeated beat, then silence (a worker starved of CPU or memory, its heartbeat
+    # thread included), must not be reported as "busy but its simulated time stands
+    # still": silence is named as such, with the CPU the worker used meanwhile (a
+    # sleeping stand-in here: none).
     worker, other_end = fake_worker
     monkeypatch.setattr(process, "Watchdog", Watchdog)  # the real clock: silence is wall time
     worker.watchdog_s = 0.3
@@ -231,8 +231,8 @@ class HeldUpClock:
 
 
 def test_a_held_up_caller_reads_the_waiting_beats_before_judging_the_worker(fake_worker, monkeypatch):
-    # Before: the caller checked its clock before reading, so a caller starved for longer
-    # than the limit killed a worker whose beats (and reply) were waiting in the socket.
+    # The caller reads before it checks its clock: a caller starved for longer than the
+    # limit must not kill a worker whose beats (and reply) are waiting in the socket.
     worker, other_end = fake_worker
     monkeypatch.setattr(process, "Watchdog", lambda limit_s: Watchdog(limit_s, HeldUpClock()))
     for k in range(3):

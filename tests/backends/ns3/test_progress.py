@@ -1,9 +1,8 @@
-"""Progress while the ns-3 worker runs (issue 28).
+"""Progress while the ns-3 worker runs.
 
-Before: the progress line read ``simulating t = 0 ns`` for a whole ns3 run, because
-astra's event queue only moves between the worker's steps. Now the worker's
-heartbeats (simulated time, ns-3's events) reach the backend's progress hook while a
-step runs.
+astra's event queue only moves between the worker's steps, so the progress line must
+not read ``simulating t = 0 ns`` for a whole ns3 run: the worker's heartbeats
+(simulated time, ns-3's events) reach the backend's progress hook while a step runs.
 """
 
 from __future__ import annotations

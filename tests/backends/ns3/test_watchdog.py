@@ -1,9 +1,9 @@
-"""The ns3 worker's liveness watchdog and the packet-hop work limit (issue 11).
+"""The ns3 worker's liveness watchdog and the packet-hop work limit.
 
-Before: the caller waited on the worker's socket with no time limit, so a
-worker stopped by SIGSTOP, or a model spinning at one simulated instant (an
-RTO that rounds to 0 ps re-arms itself forever), hung the run; a 2^62-byte
-message was handed to ns-3 as 2^50 packets.
+A caller waiting on the worker's socket with no time limit would hang on a worker
+stopped by SIGSTOP, or on a model spinning at one simulated instant (an RTO that
+rounds to 0 ps re-arms itself forever); a 2^62-byte message must not be handed to
+ns-3 as 2^50 packets.
 """
 
 from __future__ import annotations
