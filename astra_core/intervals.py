@@ -1,7 +1,8 @@
 """Arithmetic on time intervals ``(start_ns, end_ns)``: merging, lengths, overlaps.
 
 The system layer sums each rank's communication in flight with these when a
-run ends; :mod:`astra_core.report.breakdown` splits a rank's time with them.
+run ends; :mod:`astra_core.report.collectives` sums phase times with them (the
+breakdown uses the numpy sets of :mod:`astra_core.report.interval_sets`).
 Interval lists are sorted and disjoint unless a function says otherwise.
 """
 

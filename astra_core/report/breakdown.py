@@ -43,14 +43,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from astra_core.intervals import (
-    Interval,
-    flight_pairs,
-    overlap,
-    subtract,
-    total,
-    union,
-)
+from astra_core.intervals import Interval
+from astra_core.report import interval_sets as sets
+from astra_core.report.interval_sets import FlatSet
 from astra_core.results import RankTimeline, RunResult
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, MEM_LOAD, MEM_STORE
 
@@ -116,7 +111,8 @@ def node_intervals(records, nodes) -> NodeIntervals:
 
 @dataclass(frozen=True)
 class Activity:
-    """One rank's time as disjoint, sorted interval lists (ns), clipped to ``[0, finish)``.
+    """One rank's time as sets of instants clipped to ``[0, finish)``, each a flat
+    ``start, end, ...`` array (ns; :mod:`astra_core.report.interval_sets`).
 
     ``compute``: compute running. ``in_flight``: this rank's messages on the
     network (or a remote-memory access), whether or not compute runs.
@@ -126,38 +122,48 @@ class Activity:
     sends/receives (module docstring).
     """
 
-    compute: list[Interval]
-    in_flight: list[Interval]
-    waiting: list[Interval]
-    collective_wait: list[Interval]
-    p2p_wait: list[Interval]
+    compute: FlatSet
+    in_flight: FlatSet
+    waiting: FlatSet
+    collective_wait: FlatSet
+    p2p_wait: FlatSet
 
 
-def _clip(intervals: list[Interval], finish_ns: float) -> list[Interval]:
-    return [(max(s, 0.0), min(e, finish_ns)) for s, e in intervals if e > 0 and s < finish_ns]
+def _rank_sets(trace: RankTimeline, finish_ns: float) -> tuple[FlatSet, FlatSet, FlatSet, FlatSet]:
+    """(compute, in flight, collectives open, sends/receives open) of one rank, each a set
+    clipped to ``[0, finish)``."""
+    iv = node_intervals(trace.records, trace.nodes)
+    return (
+        sets.clip(sets.from_pairs(iv.compute), 0.0, finish_ns),
+        sets.clip(sets.from_flat(trace.in_flight, iv.memory), 0.0, finish_ns),
+        sets.clip(sets.from_pairs(iv.collective), 0.0, finish_ns),
+        sets.clip(sets.from_pairs(iv.p2p), 0.0, finish_ns),
+    )
 
 
 def rank_activity(trace: RankTimeline, finish_ns: float) -> Activity:
-    """The :class:`Activity` of one rank from its records and in-flight intervals."""
-    iv = node_intervals(trace.records, trace.nodes)
-    compute = _clip(union(iv.compute), finish_ns)
-    flight = _clip(union(flight_pairs(trace.in_flight) + iv.memory), finish_ns)
-    collective = _clip(union(iv.collective), finish_ns)
-    p2p = _clip(union(iv.p2p), finish_ns)
-    waiting = subtract(union(collective + p2p), flight)
-    busy = union(compute + flight)
-    collective_wait = subtract(collective, busy)
-    p2p_wait = subtract(subtract(p2p, busy), collective)
+    """The :class:`Activity` of one rank from its records and in-flight intervals (a few
+    numpy calls per set, however many intervals the rank's messages make)."""
+    compute, flight, collective, p2p = _rank_sets(trace, finish_ns)
+    waiting = sets.minus(sets.union(collective, p2p), flight)
+    # the long in-flight set is walked once: the two waits are parts of ``waiting``
+    collective_wait = sets.intersect(waiting, sets.minus(collective, compute))
+    p2p_wait = sets.intersect(waiting, sets.minus(p2p, compute, collective))
     return Activity(compute, flight, waiting, collective_wait, p2p_wait)
 
 
-def activities(result: RunResult) -> list[tuple[RankTimeline, Activity]]:
+def activities(result: RunResult, shown: int | None = None) -> list[tuple[RankTimeline, Activity]]:
     """Every rank's trace and :class:`Activity`, in rank order (ranks that share their
-    representative's records and finish time share one Activity)."""
+    representative's records and finish time share one Activity); with ``shown``, only
+    that many ranks evenly spaced from the first to the last (all if there are fewer)."""
     finish = {r.rank: r.finish_ns for r in result.ranks}
     cache: dict[tuple[int, float], Activity] = {}
     out = []
-    for trace in rank_tracks(result):
+    tracks = rank_tracks(result)
+    if shown is not None and len(tracks) > shown:
+        step = (len(tracks) - 1) / max(shown - 1, 1)
+        tracks = [tracks[round(i * step)] for i in range(shown)]
+    for trace in tracks:
         key = (id(trace.records), finish[trace.rank])
         act = cache.get(key)
         if act is None:
@@ -223,13 +229,21 @@ class Breakdown:
 
 
 def rank_breakdown(trace: RankTimeline, finish_ns: float) -> Breakdown:
-    """The :class:`Breakdown` of one rank."""
-    act = rank_activity(trace, finish_ns)
-    compute_ns = total(act.compute)
-    hidden = overlap(act.compute, act.in_flight)  # communication behind compute
-    comm_only = total(act.in_flight) - hidden
-    collective_wait = total(act.collective_wait)
-    p2p_wait = total(act.p2p_wait)
+    """The :class:`Breakdown` of one rank: the lengths of :func:`rank_activity`'s sets.
+
+    The in-flight set is by far the longest (a message's every interval); it is only
+    measured against the node sets (:class:`~astra_core.report.interval_sets.Measure`),
+    so a rank costs time linear in its nodes and logarithmic in its messages.
+    """
+    compute, in_flight, collective, p2p = _rank_sets(trace, finish_ns)
+    flight = sets.Measure(in_flight)
+    compute_ns = sets.length(compute)
+    hidden = flight.within(compute)  # communication behind compute
+    collective_open = sets.minus(collective, compute)
+    p2p_open = sets.minus(p2p, compute, collective)
+    collective_wait = sets.length(collective_open) - flight.within(collective_open)
+    p2p_wait = sets.length(p2p_open) - flight.within(p2p_open)
+    comm_only = flight.total - hidden
     busy = compute_ns + comm_only + collective_wait + p2p_wait
     return Breakdown(
         rank=trace.rank,

@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from astra_core.intervals import coarsen
 from astra_core.outputs import atomic_output, check_output_dir, check_output_file
+from astra_core.report import interval_sets as sets
 from astra_core.report.breakdown import (
     PART_LABELS,
     PARTS,
@@ -169,10 +169,7 @@ def timeline_figure(result: RunResult):
     """When each rank computed, had messages in flight and waited, one row per rank
     (a matplotlib Figure)."""
     plt = pyplot()
-    tracks = activities(result)
-    if len(tracks) > MAX_TIMELINE_RANKS:
-        step = (len(tracks) - 1) / (MAX_TIMELINE_RANKS - 1)
-        tracks = [tracks[round(i * step)] for i in range(MAX_TIMELINE_RANKS)]
+    tracks = activities(result, shown=MAX_TIMELINE_RANKS)
     pixel = result.step_ns / TIMELINE_PIXELS
     divisor, unit = time_unit(result.step_ns)
     fig, ax = plt.subplots(figsize=(11, max(2.8, 0.4 * len(tracks) + 1.6)), layout="constrained")
@@ -188,7 +185,10 @@ def timeline_figure(result: RunResult):
             # An edge of the bar's own colour keeps intervals narrower than a pixel visible
             # (a ResNet-50 step's all-reduces are microseconds in a one-second step).
             ax.broken_barh(
-                [(s / divisor, (e - s) / divisor) for s, e in coarsen(getattr(activity, attr), pixel)],
+                [
+                    (s / divisor, (e - s) / divisor)
+                    for s, e in sets.pairs(sets.coarsen(getattr(activity, attr), pixel))
+                ],
                 (row + offset, 0.4),
                 facecolors=color,
                 edgecolors=color,

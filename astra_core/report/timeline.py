@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 
-from astra_core.intervals import coarsen
 from astra_core.outputs import atomic_output
+from astra_core.report import interval_sets as sets
 from astra_core.report.breakdown import activities
 from astra_core.results import RunResult
 
@@ -96,23 +96,28 @@ def timeline_events(result: RunResult) -> list[dict]:
                     "ts": start / 1000.0,
                     "dur": (end - start) / 1000.0,
                 }
-                for start, end in coarsen(intervals, gap)
+                for start, end in sets.pairs(sets.coarsen(intervals, gap))
             )
     return events
+
+
+#: Trace events encoded per write: the C JSON encoder at full speed, memory bounded.
+_EVENTS_PER_WRITE = 10_000
 
 
 def write_timeline(result: RunResult, path: str | os.PathLike) -> None:
     """Write the Chrome trace JSON of ``result`` to ``path``, atomically (parent dirs created).
 
+    The events are encoded a batch at a time with ``json.dumps`` (C): ``json.dump`` on a
+    file encodes in Python, some 5x slower on the millions of events of a large run.
     Raises ConfigError naming ``path`` when it cannot be written.
     """
     events = timeline_events(result)
+    other = {"backend": result.backend, "step_ns": result.step_ns}
     with atomic_output(path, "timeline") as temporary, open(temporary, "w") as f:
-        json.dump(
-            {
-                "traceEvents": events,
-                "displayTimeUnit": "ns",
-                "otherData": {"backend": result.backend, "step_ns": result.step_ns},
-            },
-            f,
-        )
+        f.write('{"traceEvents": [')
+        for i in range(0, len(events), _EVENTS_PER_WRITE):
+            if i:
+                f.write(", ")
+            f.write(json.dumps(events[i : i + _EVENTS_PER_WRITE])[1:-1])
+        f.write(f'], "displayTimeUnit": "ns", "otherData": {json.dumps(other)}}}')
