@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from astra_core.cli.stopwatch import Stopwatch
 from astra_core.config.dims import parse_dims
 from astra_core.outputs import any_stdout
 
@@ -124,7 +124,7 @@ def run(
     from astra.api import simulate
 
     warnings.showwarning = _show_warning
-    started = time.perf_counter()
+    watch = Stopwatch()
     files = {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}
     # Outputs are checked before the run, so that no result is lost after it and no input
     # is destroyed by it.
@@ -147,13 +147,15 @@ def run(
     if estimate_only:
         _estimate(workload, system, network, options, files, plots_dir)
         return
+    watch.start_simulation()
     # A progress line on stderr while it is a terminal, none otherwise.
     result = simulate(workload, system, network, progress=True, on_estimate=_say_if_long, **options)
-    wall = time.perf_counter() - started
+    watch.end_simulation()
     # With an output on standard output ("-"), the table and messages go to stderr.
     console = Console(stderr=any_stdout(files.values()))
-    _print_run(result, console, workload, wall)
+    _print_run(result, console, workload)
     _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
+    console.print(watch.line(), highlight=False, soft_wrap=True)
 
 
 def _inputs(
@@ -176,8 +178,8 @@ def _inputs(
     }
 
 
-def _print_run(result, console: Console, workload: str, wall: float) -> None:
-    """The per-rank table, the background flows' slowdowns, NCCL's tuning lines and the wall time."""
+def _print_run(result, console: Console, workload: str) -> None:
+    """The per-rank table, the background flows' slowdowns and NCCL's tuning lines."""
     from astra_core.report.nccl import tuning_lines
     from astra_core.report.table import print_summary
 
@@ -196,7 +198,6 @@ def _print_run(result, console: Console, workload: str, wall: float) -> None:
         console.print(f"iterations: {result.iterations.count}, each (µs): {steps}", highlight=False)
     for line in tuning_lines(result):  # as NCCL_DEBUG=INFO's tuning lines
         console.print(line, highlight=False, markup=False, soft_wrap=True)
-    console.print(f"simulated in {wall:.2f} s")
 
 
 def _say_if_long(estimate) -> None:
