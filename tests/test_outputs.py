@@ -152,7 +152,7 @@ def test_link_loops_are_one_line(tmp_path):
     for check in (check_output_file, check_output_dir):
         with pytest.raises(ConfigError, match=r"^--x .*/loop: cannot write: a symbolic link loop"):
             check(loop, "--x")
-    check_distinct({"--a": loop, "--b": tmp_path / "other"})  # before: RuntimeError in resolve()
+    check_distinct({"--a": loop, "--b": tmp_path / "other"})  # not a RuntimeError in resolve()
     with pytest.raises(ConfigError, match="both write"):
         check_distinct({"--a": loop, "--b": loop})
 
@@ -213,7 +213,7 @@ def test_result_writers_refuse_times_past_int64_in_one_line(tmp_path):
     huge = float(2**70)
     result = Report(backend="analytical", ranks=[RankResult(0, huge, 4.0, 0.0, huge, huge)])
     with pytest.raises(AstraError, match="^finish_ns: 1.181e\\+21 ns is beyond what an int64 ns column"):
-        result.rank_frame()  # before: TypeError: cannot safely cast non-equivalent float64 to int64
+        result.rank_frame()  # not TypeError: cannot safely cast non-equivalent float64 to int64
 
 
 def test_dev_stdout_redirected_to_a_file_is_written_through_not_renamed_over(tmp_path):
@@ -226,4 +226,4 @@ def test_dev_stdout_redirected_to_a_file_is_written_through_not_renamed_over(tmp
     )
     with open(out, "w") as sink:
         subprocess.run([sys.executable, "-c", script], stdout=sink, check=True)
-    assert out.read_text() == "table\njson\n"  # before: "json\n" alone, renamed over the shell's file
+    assert out.read_text() == "table\njson\n"  # not "json\n" alone, renamed over the shell's file

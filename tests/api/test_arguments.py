@@ -61,7 +61,7 @@ def test_workload_list_of_paths_names_the_element(prefix):
 
 
 def test_workload_list_with_fewer_traces_than_npus_is_an_error(prefix):
-    # Before: the run went on with the traces given, as if the network were smaller.
+    # Not a run of the traces given, as if the network were smaller.
     traces = read_workload(prefix, 2)
     with pytest.raises(TraceError) as info:
         astra.simulate(traces[:1], SYSTEM, RING2)

@@ -306,8 +306,8 @@ def test_callbacks_due_at_the_same_time_run_in_scheduling_order(backend_name):
 
 @pytest.mark.parametrize("delay", [-1, float("nan"), float("inf"), float("-inf")])
 def test_a_negative_infinite_or_nan_delay_is_refused(backend_name, delay):
-    # Before: NaN and inf were queued (a NaN time silently breaks the heap's order; an
-    # infinite one stops the clock at infinity); now every backend refuses them.
+    # Every backend refuses NaN and inf rather than queue them (a NaN time silently breaks
+    # the heap's order; an infinite one stops the clock at infinity).
     backend = make(backend_name, "ring8")
     ran = []
     with pytest.raises(ValueError, match="must be finite and >= 0|cannot schedule"):

@@ -85,7 +85,7 @@ def calibrate(tmp_path: Path, lines: list[str], *extra: str):
     ],
 )
 def test_a_log_that_cannot_be_fitted_is_one_line_naming_it(tmp_path, lines, message):
-    # Before: a nan or inf time passed the reader and scipy raised "Residuals are not
+    # A nan or inf time must not pass the reader, or scipy raises "Residuals are not
     # finite in the initial point" as a traceback.
     log, out, result = calibrate(tmp_path, lines)
     assert result.exit_code == 1, result.output
@@ -115,7 +115,7 @@ def nccl_times(log_path: Path) -> list[float]:
 
 @pytest.mark.parametrize("time", ["1e30", "1000000000000000000000000000000", "1e-30"])
 def test_a_row_of_an_absurd_time_is_refused_naming_file_and_line(tmp_path, time):
-    # Before: a 1e30 µs row was fitted into parameters on their bounds without a word.
+    # Not a 1e30 µs row fitted into parameters on their bounds without a word.
     lines = HEADER + [row(1024, "20.00"), row(4096, time), row(1 << 20, "40.00")]
     seed = write_log(tmp_path, [*HEADER, row(1024, "20.00"), row(4096, "20.00")], "seed.txt")
     nccl_us = nccl_times(seed)[1]  # NCCL's own time of 4096 bytes (Ring/LL)

@@ -210,7 +210,7 @@ def test_astra_calibrate_nccl_writes_a_profile_that_system_json_can_name(tmp_pat
 
 @pytest.mark.parametrize("target", ["log", "system", "network", "check"])
 def test_the_profile_is_never_written_over_an_input(tmp_path, target):
-    # Before: -o onto the log, --system, --network or a --check log replaced it, exit 0.
+    # -o onto the log, --system, --network or a --check log must not replace it, exit 0.
     files = {"log": tmp_path / "fit.txt", "check": tmp_path / "check.txt"}
     for path in files.values():
         shutil.copy(DATA / "h100_1node_5colls.txt", path)
@@ -231,7 +231,7 @@ def test_the_profile_is_never_written_over_an_input(tmp_path, target):
 
 
 def test_a_log_of_another_gpu_is_refused_naming_it(tmp_path):
-    # Before: an A100 log was fitted into a profile labelled H100 without a word.
+    # Not an A100 log fitted into a profile labelled H100 without a word.
     log = tmp_path / "a100.txt"
     text = (DATA / "h100_1node_5colls.txt").read_text()
     log.write_text(text.replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"))
@@ -247,7 +247,7 @@ def test_a_log_of_another_gpu_is_refused_naming_it(tmp_path):
 
 
 def test_a_profile_efficiency_above_one_is_refused_naming_file_and_key(tmp_path):
-    # Before: bw-efficiency 5 was read, and a 64 MiB ring all-reduce on 8 H100s beat NVLink.
+    # bw-efficiency 5 read as given would make a 64 MiB ring all-reduce on 8 H100s beat NVLink.
     bad = tmp_path / "fast.json"
     bad.write_text(
         json.dumps({"format": "astra-nccl-profile/1", "bw-efficiency": {"one-node": {"Ring/Simple": 5}}})
@@ -266,7 +266,7 @@ def test_a_profile_efficiency_above_one_is_refused_naming_file_and_key(tmp_path)
 
 def test_logs_faster_than_nccls_bandwidth_fit_an_efficiency_of_one_and_say_so(tmp_path):
     """Logs made with 1.5x NCCL's one-node bus bandwidth: the fit stops at an efficiency
-    of 1 (before: 1.5, inside its bounds of 1/20 to 20) and warns naming it."""
+    of 1 (not 1.5, which bounds of 1/20 to 20 would allow) and warns naming it."""
     seed = [
         read_logs(_write_log(tmp_path / "s.txt", "all_reduce_perf", ["a"] * 8, [(s, 1.0) for s in SIZES]))[0]
     ]

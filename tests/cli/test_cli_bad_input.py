@@ -83,7 +83,7 @@ def test_an_empty_workload_prefix(tmp_path):
     ],
 )
 def test_topology_file_exponent_past_decimal_range(tmp_path, rate, delay, word, what):
-    # Before: decimal.InvalidOperation with a traceback.
+    # Not decimal.InvalidOperation with a traceback.
     path = tmp_path / "t.txt"
     path.write_text(f"2 0 1\n0 1 {rate} {delay} 0\n")
     assert (
@@ -102,7 +102,7 @@ def test_topology_file_garbage_bytes(tmp_path):
 
 @pytest.mark.parametrize("fabric", ["1 0 0\n", "2 1 1\n1\n0 1 100Gbps 1ns 0\n"], ids=["alone", "with-switch"])
 def test_a_topology_of_one_npu(tmp_path, fabric):
-    # Before: IndexError for the lone NPU without links; a confusing "npus_count[0]" with a switch.
+    # Not an IndexError for the lone NPU without links, nor a confusing "npus_count[0]" with a switch.
     path = tmp_path / "one.txt"
     path.write_text(fabric)
     prefix = tmp_path / "w"
@@ -114,7 +114,7 @@ def test_a_topology_of_one_npu(tmp_path, fabric):
 
 
 def test_a_directory_given_as_backend_config_is_one_line(tmp_path):
-    # Before: click's three-line usage error (exit 2). Now the backend's config reader says it.
+    # The backend's config reader says it in one line, not click's three-line usage error (exit 2).
     pytest.importorskip("astra_garnetlike")
     config = tmp_path / "garnet.toml"
     config.mkdir()

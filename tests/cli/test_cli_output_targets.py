@@ -1,15 +1,16 @@
 """Where CLI outputs land: through FIFOs, devices and links, on standard output, never on an input.
 
-Before: ``--json``/``--csv``/``--fct`` at a FIFO replaced it with a regular file (the reader
-got nothing), a link to a FIFO lost the FIFO, a character device became a regular file (as
-root), ``--json`` at a link loop was a RuntimeError traceback, ``--json S.json`` onto the
-run's own ``--system S.json`` replaced the system file, ``--csv`` onto a rank's ``.et``
-replaced the trace, ``flows gen --topology T -o T`` replaced the topology, and a step past
-int64 ns wrote ``--json`` and then died in ``--csv`` with a pandas TypeError.
+What must not happen: ``--json``/``--csv``/``--fct`` at a FIFO replacing it with a regular
+file (the reader gets nothing), a link to a FIFO losing the FIFO, a character device becoming
+a regular file (as root), ``--json`` at a link loop a RuntimeError traceback, ``--json
+S.json`` onto the run's own ``--system S.json`` replacing the system file, ``--csv`` onto a
+rank's ``.et`` replacing the trace, ``flows gen --topology T -o T`` replacing the topology,
+and a step past int64 ns writing ``--json`` and then dying in ``--csv`` with a pandas
+TypeError.
 
 Character devices are made with ``os.mknod`` in the test's directory (the numbers of
-``/dev/null`` and ``/dev/full``), never the real ones: the code before this change would
-have replaced ``/dev/null`` itself.
+``/dev/null`` and ``/dev/full``), never the real ones: code that replaced a device with a
+regular file would replace ``/dev/null`` itself.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def test_json_to_standard_output_alone_with_the_table_on_stderr(tmp_path):
 
 
 def test_csv_to_standard_output(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # before: a file named "-" here
+    monkeypatch.chdir(tmp_path)  # so that a file named "-" would show here
     result = invoke(*run_args(tmp_path), "--csv", "-", "--json", tmp_path / "r.json")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0].startswith("rank,node_id,name,type,bytes")
@@ -387,7 +388,7 @@ def test_noc_json_through_a_fifo_and_checked_before_the_run(tmp_path, monkeypatc
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     (row,) = json.loads(reader.finish())
     assert (row["dims"], row["injection_rate"], row["cycles"]) == ([2, 2], 0.05, 200)
-    # Before: found only after the run, by open(); now before it.
+    # Found before the run, not after it by open().
     import astra_garnetlike.noc
 
     monkeypatch.setattr(astra_garnetlike.noc, "run_noc", lambda **k: pytest.fail("ran before checking"))
@@ -460,7 +461,7 @@ def test_an_output_onto_a_custom_collective_of_the_system_is_refused(tmp_path, n
 
 
 def test_an_output_onto_the_nccl_profile_the_system_names_is_refused(tmp_path, no_simulation):
-    # Before: astra run --json onto the profile replaced it with the results, exit 0.
+    # astra run --json onto the profile must not replace it with the results, exit 0.
     repo = Path(__file__).resolve().parents[2]
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 20.0}))
@@ -476,7 +477,7 @@ def test_an_output_onto_the_nccl_profile_the_system_names_is_refused(tmp_path, n
 
 
 def test_a_sweep_with_times_past_int64_is_one_line_and_keeps_its_points(tmp_path, exabyte_ring):
-    # Before: TypeError: cannot safely cast non-equivalent float64 to int64, with a traceback.
+    # Not TypeError: cannot safely cast non-equivalent float64 to int64, with a traceback.
     spec = tmp_path / "s.yaml"
     spec.write_text(
         f"base:\n  workload: ar\n  system: {EXAMPLE / 'system.json'}\n  network: slow.yml\n"

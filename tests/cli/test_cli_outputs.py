@@ -249,7 +249,7 @@ def test_topology_plot_format_follows_the_suffix_png_without_one(tmp_path):
 
 
 def test_topology_plot_with_a_suffix_matplotlib_cannot_draw_fails_before_building(tmp_path, monkeypatch):
-    # Before: matplotlib's ValueError with a traceback, after the fabric was built.
+    # Not matplotlib's ValueError with a traceback, after the fabric is built.
     from astra_core.topology import generators
 
     monkeypatch.setattr(generators, "torus", lambda *a: pytest.fail("built before checking"))

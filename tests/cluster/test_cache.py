@@ -90,9 +90,9 @@ def test_the_same_files_elsewhere_are_the_same_runs(tmp_path, cluster, runs):
 
 
 def test_a_file_the_system_names_is_part_of_what_a_job_alone_depends_on(tmp_path, cluster, runs):
-    # Before: the key held system.json's bytes but not the NCCL profile it names: after
-    # the profile changed, the alone runs were read back and two jobs that share nothing
-    # reported a slowdown far from 1.
+    # A key of system.json's bytes without the NCCL profile it names would, after the
+    # profile changed, read the alone runs back, and two jobs that share nothing would
+    # report a slowdown far from 1.
     system = json.loads((tmp_path / "system.json").read_text())
     for key in [k for k in system if k.endswith("-implementation")]:
         system[key] = ["nccl"]

@@ -1,7 +1,8 @@
 """``astra cluster`` never writes an output over one of its inputs or over another output.
 
-Before: ``--json`` onto the spec, its system.json or a job's trace replaced that input
-with exit 0, and ``--json out/jobs.png --plots out`` wrote one file over the other."""
+What must not happen: ``--json`` onto the spec, its system.json or a job's trace replacing
+that input with exit 0, or ``--json out/jobs.png --plots out`` writing one file over the
+other."""
 
 from __future__ import annotations
 

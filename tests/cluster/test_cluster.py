@@ -158,7 +158,7 @@ def test_plots_show_the_jobs_and_the_links_bytes_by_job(cluster, tmp_path):
 
 @pytest.mark.parametrize("peer", [-1, 2])
 def test_a_send_to_a_rank_the_job_does_not_have_is_one_line(tmp_path, cluster, peer):
-    # Before: rank -1 ran as the job's last rank (a list index), rank 2 was a traceback.
+    # Rank -1 must not run as the job's last rank (a list index), nor rank 2 be a traceback.
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.writer import make_node, write_rank_trace
 
@@ -178,7 +178,7 @@ def test_a_send_to_a_rank_the_job_does_not_have_is_one_line(tmp_path, cluster, p
 
 
 def test_iterations_whose_copies_would_not_fit_are_refused_before_the_run(cluster, monkeypatch):
-    # Before: a million iterations ran for minutes and ended in a MemoryError.
+    # Not a million iterations running for minutes and ending in a MemoryError.
     from astra_core.system import memory_guard
 
     monkeypatch.setattr(memory_guard, "available_bytes", lambda: 8 << 30)  # a machine with 8 GiB free

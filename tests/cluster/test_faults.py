@@ -186,7 +186,7 @@ def test_a_fault_that_starts_as_another_ends_holds_whatever_their_order():
 @pytest.mark.parametrize("key", ["at_us", "until_us"])
 def test_a_fault_later_than_float_ns_can_count_is_refused_when_read(cluster, key):
     """Times are float ns, whole up to 2^53 ns: a fault at 1e306 us would be an infinite
-    delay in the event queue (it was a traceback)."""
+    delay in the event queue (a traceback, were it not refused)."""
     fault = {"link": [16, 21], "down": True, "at_us": 0, key: 1e306}
     spec = cluster([{"name": "a"}], faults=[fault])
     out = CliRunner().invoke(main, ["cluster", str(spec)])

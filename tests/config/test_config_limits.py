@@ -74,7 +74,7 @@ def test_a_billion_npus_is_refused_at_once_with_the_count(write, tmp_path):
     system = write("system.json", json.dumps(SYSTEM))
     started = time.perf_counter()
     with pytest.raises(ConfigError) as info:
-        # Used to scan a billion trace file names before saying anything.
+        # Refused before scanning a billion trace file names.
         simulate(str(tmp_path / "no_such_workload"), system, path)
     assert time.perf_counter() - started < 10  # a hang or a 10^9-name scan, not a speed test
     assert str(info.value) == (
@@ -274,7 +274,7 @@ def test_alias_bomb_in_yaml_is_reported_at_once(write):
 
 
 def test_a_device_or_endless_file_is_refused_not_read_forever(tmp_path, monkeypatch):
-    """/dev/zero as system.json used to be read until memory ran out."""
+    """/dev/zero as system.json is refused, not read until memory runs out."""
     from astra_core.config import files
     from astra_core.config.system import load_system
 
@@ -288,7 +288,8 @@ def test_a_device_or_endless_file_is_refused_not_read_forever(tmp_path, monkeypa
 
 
 def test_control_characters_in_yaml_are_one_line_naming_the_file(tmp_path):
-    """PyYAML's reader refuses them while the loader is built (was a ReaderError traceback)."""
+    """PyYAML's reader refuses them while the loader is built: one line naming the file, not a
+    ReaderError traceback."""
     from astra_core.config.network import load_network
 
     path = tmp_path / "network.yml"

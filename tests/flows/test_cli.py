@@ -64,7 +64,7 @@ def test_gen_writes_the_flows_it_reports(fabric, tmp_path):
     expected = poisson_flows(load_cdf("hadoop"), 16, 100.0, LOAD, 200_000, SEED)
     assert flows == expected
     total = sum(f.size_bytes for f in flows)
-    # Before: "mean 120,421 B drawn" was the CDF's mean, not the drawn flows' (34,012 B).
+    # The drawn flows' mean (34,012 B), not the CDF's mean (120,421 B), is the one "drawn".
     assert result.stdout == (
         f"{len(flows)} flows, {total / 1e6:.1f} MB, mean {total / len(flows):,.0f} B drawn "
         f"(the CDF's mean 120,421 B); 16 hosts at 100 Gbps x 0.4 load over 0.2 ms; wrote {out}\n"
@@ -313,7 +313,7 @@ def run_args(flows_path, fabric, *extra):
 
 
 def test_run_refuses_a_backend_that_does_not_model_link_sharing(fabric, tmp_path):
-    # Before: exit 0 and a slowdown table (p99 up to 5.87 on WebSearch) measuring only
+    # Not exit 0 and a slowdown table (p99 up to 5.87 on WebSearch) measuring only
     # analytical's whole-message store and forward against a packet pipeline.
     flows_path = tmp_path / "flows.txt"
     flows_path.write_text(format_flows([FlowSpec(0, 5, 574, 0), FlowSpec(1, 5, 10**6, 0)]))
@@ -328,7 +328,7 @@ def test_run_refuses_a_backend_that_does_not_model_link_sharing(fabric, tmp_path
 
 
 def test_run_needs_a_backend_named(fabric, tmp_path):
-    # Before: plugins.toml's default (analytical) ran silently.
+    # plugins.toml's default (analytical) must not run silently.
     flows_path = tmp_path / "flows.txt"
     flows_path.write_text(format_flows([FlowSpec(0, 5, 574, 0)]))
     result = invoke(*run_args(flows_path, fabric))
@@ -352,7 +352,7 @@ def test_run_refuses_a_framing_with_no_payload_or_negative_headers(fabric, tmp_p
 
 
 def test_run_refuses_a_file_with_no_flows_before_making_the_plots_directory(fabric, tmp_path):
-    # Before: KeyError: 'max_size_bytes' from the plot of no flows.
+    # Not KeyError: 'max_size_bytes' from the plot of no flows.
     flows_path = tmp_path / "none.txt"
     flows_path.write_text("0\n")
     plots = tmp_path / "plots"
@@ -362,7 +362,7 @@ def test_run_refuses_a_file_with_no_flows_before_making_the_plots_directory(fabr
 
 
 def test_gen_refuses_a_window_in_which_no_flow_starts(fabric, tmp_path):
-    # Before: "0 flows, 0.0 MB, ..." and a flow file of no flows, exit 0.
+    # Not "0 flows, 0.0 MB, ..." and a flow file of no flows, exit 0.
     out = tmp_path / "f.txt"
     args = ["flows", "gen", "--cdf", "websearch", "--load", 0.5, "--duration-ms", 0.0001]
     # 16 hosts x 100 ns / (1,711,250 B x 8 / 50 B/ns) = 0.00584 flows expected
@@ -375,7 +375,7 @@ def test_gen_refuses_a_window_in_which_no_flow_starts(fabric, tmp_path):
 
 @pytest.mark.parametrize("duration", ["nan", "inf", "-inf", "0"])
 def test_gen_refuses_a_duration_that_is_not_a_finite_positive_number(fabric, tmp_path, duration):
-    # Before: nan and inf were tracebacks (ValueError, OverflowError from round()).
+    # nan and inf are not tracebacks (ValueError, OverflowError from round()).
     out = tmp_path / "f.txt"
     args = ["flows", "gen", "--cdf", "websearch", "--load", 0.5, "--duration-ms", duration]
     shown = {"0": "0"}.get(duration, duration)

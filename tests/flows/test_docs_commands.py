@@ -80,7 +80,7 @@ def test_the_documented_flows_run_works_on_a_tiny_case(tmp_path, monkeypatch):
 
 
 def test_the_validation_studys_flow_count_and_volume_are_what_it_draws():
-    # Before: the doc said "581 flows, 994 MB" where the study draws 902.5 MB.
+    # The doc's "581 flows" and MB are what the study draws (902.5 MB, not 994).
     from astra_core.flows.cdf import load_cdf
     from astra_core.flows.generate import host_link_gbps, poisson_flows
     from astra_core.topology.generators import fat_tree

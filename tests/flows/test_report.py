@@ -154,7 +154,7 @@ def test_the_legend_sits_beside_the_panels_not_over_the_data():
 
 
 def test_a_table_without_flows_is_left_out_of_the_plot(tmp_path):
-    # Before: KeyError: 'max_size_bytes' (flows run of a 0-flow file with --plots).
+    # Not KeyError: 'max_size_bytes' (flows run of a 0-flow file with --plots).
     table = flow_table(results([1000, 2000], [1.0, 2.0]))
     path = tmp_path / "fct.png"
     plot_slowdown({"empty": flow_table([]), "two": table}, path)

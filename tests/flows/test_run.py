@@ -395,7 +395,7 @@ def test_a_backend_without_link_sharing_is_refused_by_its_capability_not_its_nam
 
 
 def test_the_builtin_analytical_backend_is_refused():
-    # Before: a slowdown table with p99 up to 5.87 and minimum 0.9929 on WebSearch.
+    # Not a slowdown table with p99 up to 5.87 and minimum 0.9929 on WebSearch.
     with pytest.raises(ConfigError, match=r"^flows run: backend analytical does not model link sharing"):
         run_flows([FlowSpec(0, 1, 574, 0)], fat_tree(4, 100.0, 1000.0), "analytical")
 

@@ -113,8 +113,8 @@ def test_cluster_specs(cluster_folder, spec):
 
 @pytest.mark.parametrize("case", sorted(CORPUS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_cluster_corpus(cluster_folder, case):
-    """Specs that once gave a traceback or a wrong answer (``# expect:`` names the one
-    line they must now give; without it, they must run)."""
+    """Specs that must give neither a traceback nor a wrong answer (``# expect:`` names the
+    one line they must give; without it, they must run)."""
     text = case.read_text()
     spec = yaml.safe_load(text)
     spec.setdefault("system", str(SYSTEM))

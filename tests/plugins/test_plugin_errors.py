@@ -327,8 +327,8 @@ def test_a_backend_run_that_raises_is_one_line_naming_the_plugin(plugin, pair):
 
 
 def test_a_backend_with_slots_is_guarded_too_and_left_untouched(plugin, pair):
-    # Before: the host replaced run() on the instance, which a __slots__ class refuses,
-    # so such a backend's errors escaped as raw tracebacks. The host now wraps it.
+    # The host wraps such a backend rather than replace run() on the instance, which a
+    # __slots__ class refuses (its errors would escape as raw tracebacks).
     module = plugin(
         BACKEND.replace("class Network:\n", "class Network:\n    __slots__ = ('events',)\n\n").replace(
             "self.events.run()", "self.events.run()\n        1 / 0"

@@ -173,8 +173,8 @@ MICRO = "workload/micro/ALL_GATHER_8npus_1MB/ALL_GATHER"
 
 @pytest.mark.parametrize("backend", ["analytical", "analytical-congestion", "flow", "garnetlike", "ns3"])
 def test_every_backend_reports_time_messages_and_events(backend, reference_dir):
-    # Before: garnetlike (its clock counts ps, not an ns event queue) never reported,
-    # and no backend said how many messages had been delivered.
+    # garnetlike too (its clock counts ps, not an ns event queue), and every backend says
+    # how many messages have been delivered.
     if backend == "ns3":
         from tests.backends.ns3.conftest import require_ns3
 

@@ -81,7 +81,7 @@ def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
     ok = frame[frame["status"] == "ok"]
     assert ok["step_ns"].tolist() == [closed_form_step_ns(25.0, 500.0)] * 3
     assert (outcome.ran, outcome.failed) == (6, 3)
-    # A re-run retries only the dead points (before: every pending point failed, always).
+    # A re-run retries only the dead points (not failing every pending point, always).
     again = run_sweep(path, workers=2)
     assert (again.ran, again.skipped, again.failed) == (3, 3, 3)
 

@@ -118,7 +118,7 @@ def test_a_streamed_trace_is_refused_in_one_line(tmp_path, workload, monkeypatch
 
 
 def test_the_utilization_of_several_iterations_is_one_step_over_the_mean_step():
-    # Before: --iterations 3 divided one step's FLOPs by three steps' time (a third of the MFU).
+    # Not one step's FLOPs over three steps' time for --iterations 3 (a third of the MFU).
     from astra_core.workload.generators.gpus import GPUS
     from astra_core.workload.generators.llm import LLMConfig, generate_llm
     from astra_core.workload.generators.llm_traces import llm_traces
@@ -136,7 +136,7 @@ def test_the_utilization_of_several_iterations_is_one_step_over_the_mean_step():
 
 
 def test_iterations_that_would_not_fit_in_memory_are_refused_before_copying(monkeypatch):
-    # Before: --iterations 10**9 ran for minutes and ended in a MemoryError.
+    # Not --iterations 10**9 running for minutes and ending in a MemoryError.
     from astra_core.system import memory_guard
     from astra_core.system.memory_guard import RunTooLarge
 

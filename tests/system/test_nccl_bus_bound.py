@@ -40,7 +40,7 @@ def model(efficiency: float, network: dict, **nccl) -> NcclModel:
 @pytest.mark.parametrize("efficiency", [1.0, 1.2, 5.0, 20.0, 1e6])
 @pytest.mark.parametrize("proto", ["Simple", "LL128", "LL"])
 def test_a_ring_all_reduce_on_8_h100s_never_beats_nvlink(efficiency, proto):
-    # Before: bw-efficiency 5 made a 64 MiB ring all-reduce take 121 µs (Simple).
+    # bw-efficiency 5 read as given would make a 64 MiB ring all-reduce take 121 µs (Simple).
     floor_us = 2 * 7 / 8 * 64 * MIB / (NVLINK_GBPS * 1e3)  # 261 µs
     nccl = model(efficiency, ONE_NODE, NCCL_ALGO="Ring", NCCL_PROTO=proto)
     algo, chosen, _, time_us, nbytes = nccl.choose(CommType.ALL_REDUCE, tuple(range(8)), 64 * MIB)

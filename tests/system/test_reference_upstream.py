@@ -3,7 +3,7 @@ backends: ``analytical`` (congestion-unaware, 141 cases) and
 ``analytical-congestion`` (congestion-aware, 128 cases).
 
 Tolerance: 0.5 % or 50 ns, whichever is larger, per rank, on finish time and
-exposed communication (the issue's bar; in practice the match is exact).
+exposed communication (in practice the match is exact).
 """
 
 import json

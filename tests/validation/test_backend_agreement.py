@@ -1,6 +1,6 @@
 """The flow backend against the packet-level ns3 backend on validation/backends.py cases.
 
-The flow issue's targets: within 5 % of ns3 (default config: DCQCN, PFC)
+The flow backend's targets: within 5 % of ns3 (default config: DCQCN, PFC)
 where links are not shared, within 10 % on contended cases. The incast is
 left out: with DCQCN, ns3's rate-control transient makes it 29 % slower than
 line rate, which a max-min model does not have (docs/backends.md); it is

@@ -118,7 +118,7 @@ def _compute(num_ops, tensor_size, cpu=False):
 def test_roofline_node_without_num_ops(tmp_path):
     prefix = _write(tmp_path, 2, _compute(0, 1 << 20))
     system = _system(tmp_path, 1, **{"roofline-enabled": 1, "peak-perf": 900})
-    with pytest.raises(TraceError) as info:  # was a ZeroDivisionError traceback
+    with pytest.raises(TraceError) as info:  # not a ZeroDivisionError traceback
         simulate(prefix, system, _network(tmp_path, [2]))
     assert str(info.value).startswith(
         f"{prefix}.0.et: node 3 (and 1 more rank): roofline compute node has tensor_size but no num_ops"

@@ -24,7 +24,7 @@ def test_every_key_is_numeric():
 @pytest.mark.parametrize("text, shown", [("true", "true"), ("false", "false"), ('"64"', "'64'")])
 @pytest.mark.parametrize("key", KEYS)
 def test_a_boolean_or_a_string_is_refused_naming_the_file_and_key(tmp_path, key, text, shown):
-    # Before: payload_bytes = true became a 1-byte payload and "64" was 64.
+    # payload_bytes = true must not become a 1-byte payload, nor "64" 64.
     path = tmp_path / "flow.toml"
     path.write_text(f"{key} = {text}\n")
     with pytest.raises(ConfigError) as err:

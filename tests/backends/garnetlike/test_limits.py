@@ -1,9 +1,9 @@
 """garnetlike: absurd work is refused up front, and every config number is range-checked.
 
-Before: a 2^62-byte message (2^54 flits of 256 B) was accepted and the model
-started moving its 10^16 flits one event each, i.e. it never finished; a
-config of ``vcs_per_vnet = 1e9`` built a billion VCs per port; ``clock_ghz =
-1e9`` was silently a 1 ps clock. The work of a message of B bytes over H links
+What must not happen: a 2^62-byte message (2^54 flits of 256 B) accepted, the
+model moving its 10^16 flits one event each and never finishing; a config of
+``vcs_per_vnet = 1e9`` building a billion VCs per port; ``clock_ghz = 1e9``
+silently a 1 ps clock. The work of a message of B bytes over H links
 is ``ceil(B / flit_bytes)`` flits (per packet: full packets of
 ``ceil(packet_bytes / flit_bytes)`` flits, then the rest) times H flit-hops.
 """

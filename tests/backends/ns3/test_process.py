@@ -124,7 +124,7 @@ def test_a_run_that_will_compile_the_model_says_so(tmp_path, monkeypatch, capsys
 
 
 def test_a_worker_dies_with_its_caller_even_when_it_reads_nothing():
-    # Before: SIGKILL (or SIGTERM) to a caller left its busy worker simulating, orphaned.
+    # SIGKILL (or SIGTERM) to a caller must not leave its busy worker simulating, orphaned.
     import signal
     import time
 

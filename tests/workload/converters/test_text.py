@@ -211,8 +211,8 @@ def test_group_size_must_divide_npus(reference_dir):
 
 
 def test_a_collective_of_zero_bytes_is_nothing_to_communicate(tmp_path):
-    # A layer with a comm type but 0 bytes used to become a COMM_COLL node of comm_size 0, which
-    # the reader rejects (no message to send); now it is left out like NONE, keeping the deps.
+    # A layer with a comm type but 0 bytes is left out like NONE, keeping the deps: a
+    # COMM_COLL node of comm_size 0 is one the reader rejects (no message to send).
     wl = parse_text_workload(
         "DATA\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 0 10\nb -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 10\n",
         "zero.txt",
@@ -230,7 +230,7 @@ def test_a_collective_of_zero_bytes_is_nothing_to_communicate(tmp_path):
     ],
 )
 def test_a_value_past_its_chakra_field_names_file_line_and_column(tmp_path, line, column, what, field):
-    """A 40-digit comm size was a ValueError traceback from the ET writer."""
+    """A 40-digit comm size is one line, not a ValueError traceback from the ET writer."""
     big = "1234567890123456789012345678901234567890"
     text = tmp_path / "big.txt"
     text.write_text(f"DATA\n1\n{line.format(big=big)}\n")

@@ -100,7 +100,7 @@ def test_data_parallel_gradient_bytes(tmp_path, precision, bf16_reduce, element)
     exact = model.layers // p * per_layer * element
     assert _grad_bytes(paths[middle]) == pytest.approx(exact, abs=64)
     assert wl.dp_grad_bytes[middle] == pytest.approx(exact, abs=64)
-    # the closed form: parameters x bytes per parameter / (T x P), here within 1 %
+    # the closed form: parameters x bytes per parameter / (T x P), here within 1 %
     # (embeddings sit on the first/last stage, norms are replicated)
     assert _grad_bytes(paths[middle]) == pytest.approx(model.params() * element / (t * p), rel=0.01)
     # over one model replica (T x P ranks) the gradients add up to every parameter once, plus the

@@ -55,14 +55,14 @@ def test_llm_out_of_range_options_are_usage_errors(tmp_path, args, option):
         (
             ["--bucket-mb", "1e-9"],
             "--bucket-mb: must be a finite size of at least 1 byte",
-        ),  # 0 bytes: looped forever
-        (["--bucket-mb", "nan"], "--bucket-mb: must be a finite size"),  # was a ValueError traceback
-        (["--bucket-mb", "inf"], "--bucket-mb: must be a finite size"),  # was an OverflowError traceback
-        (["--dims=-1x-2"], "--dims: sizes must be >= 1, got '-1x-2'"),  # product 2: accepted
+        ),  # 0 bytes would loop forever
+        (["--bucket-mb", "nan"], "--bucket-mb: must be a finite size"),  # not a ValueError traceback
+        (["--bucket-mb", "inf"], "--bucket-mb: must be a finite size"),  # not an OverflowError traceback
+        (["--dims=-1x-2"], "--dims: sizes must be >= 1, got '-1x-2'"),  # product 2, yet refused
         (
             ["--global-batch", "4", "--dims", "3"],
             "--dims 3: must multiply to dp x tp x pp x cp = 2",
-        ),  # check skipped
+        ),  # checked, not skipped
     ],
 )
 def test_llm_bad_values_are_one_line_errors(tmp_path, args, message):
@@ -91,7 +91,7 @@ def test_llm_config_rejects_what_the_cli_rejects(tiny_dense, kwargs, message):
 
 
 def test_llm_seq_len_is_used_as_given(tiny_dense):
-    # seq_len 0 used to mean "the model's"; a given length changes the FLOPs, None keeps the model's
+    # A given length changes the FLOPs (0 does not mean "the model's"); None keeps the model's
     default = sum(generate_llm(LLMConfig(tiny_dense, H100)).flops.values())
     same = sum(generate_llm(LLMConfig(tiny_dense, H100, seq_len=tiny_dense.seq_len)).flops.values())
     half = sum(generate_llm(LLMConfig(tiny_dense, H100, seq_len=tiny_dense.seq_len // 2)).flops.values())
@@ -112,7 +112,7 @@ def test_model_file_negative_shapes(field, value):
 def test_micro_size_past_int64_is_an_error():
     assert parse_size(str(2**63 - 1)) == 2**63 - 1
     with pytest.raises(ConfigError, match="more than a Chakra comm_size holds"):
-        parse_size(str(2**63))  # was a ValueError traceback from the writer
+        parse_size(str(2**63))  # not a ValueError traceback from the writer
 
 
 @pytest.mark.parametrize(
@@ -177,7 +177,7 @@ def test_model_file_problems_are_all_reported_at_once(tmp_path):
 
 def test_a_sequence_whose_flops_pass_int64_names_the_node_and_field(tiny_dense):
     """seq_len 2^30 fits the file's range but its attention FLOPs pass Chakra's int64
-    num_ops (was a ValueError traceback from the ET writer)."""
+    num_ops (one line, not a ValueError traceback from the ET writer)."""
     model = ModelConfig("m", layers=1, hidden=256, heads=4, ffn_hidden=1024, vocab=0, seq_len=2**30)
     with pytest.raises(ConfigError) as err:
         generate_llm(LLMConfig(model, H100))
