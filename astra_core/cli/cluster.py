@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from astra_core.cli.stopwatch import Stopwatch
 from astra_core.outputs import any_stdout
 
 
@@ -52,20 +52,21 @@ def cluster(spec, json_path, plots_dir, no_cache, processes) -> None:
     from astra_core.cluster.spec import load_cluster_spec
     from astra_core.outputs import write_text
 
-    started = time.perf_counter()
+    watch = Stopwatch()
     loaded = load_cluster_spec(spec)
     _check_outputs(spec, loaded, json_path, plots_dir)
+    watch.start_simulation()
     result = simulate_cluster(
         loaded,
         on_run=lambda what: click.echo(f"simulating {what}", err=True),
         cache=not no_cache,
         processes=processes,
     )
+    watch.end_simulation()
     console = Console(stderr=any_stdout([json_path]))
     console.print(_job_table(result, spec))
     if result.note:
         console.print(f"note: {result.note}", highlight=False)
-    console.print(f"simulated in {time.perf_counter() - started:.2f} s (together and each job alone)")
     if json_path:
         write_text(json_path, json.dumps(result.to_dict(), indent=1), "--json")
     if plots_dir:
@@ -73,6 +74,7 @@ def cluster(spec, json_path, plots_dir, no_cache, processes) -> None:
 
         for path in write_cluster_plots(result, plots_dir):
             console.print(f"--plots: wrote {path}", highlight=False)
+    console.print(f"{watch.line()} (simulated: together and each job alone)", highlight=False, soft_wrap=True)
 
 
 def _check_outputs(spec, loaded, json_path, plots_dir) -> None:

@@ -94,6 +94,7 @@ def run(
     from rich.console import Console
 
     from astra_core.backend import counters
+    from astra_core.cli.stopwatch import Stopwatch
     from astra_core.errors import ConfigError
     from astra_core.flows.flowfile import read_flows
     from astra_core.flows.report import fct_csv, flow_table, plot_slowdown, summary_table
@@ -110,6 +111,7 @@ def run(
     from astra_core.topology.ns3_format import read_ns3_topology
 
     warnings.showwarning = _show_warning
+    watch = Stopwatch()
     check_framing(payload_bytes, header_bytes)
     outputs = {"--fct": fct_path}
     if fct_path:
@@ -129,9 +131,11 @@ def run(
         raise ConfigError(f"{flow_file}: holds no flows; nothing to run")
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
+    watch.start_simulation()
     result = run_flows(
         specs, fabric, backend, backend_config, payload_bytes=payload_bytes, header_bytes=header_bytes
     )
+    watch.end_simulation()
     table = flow_table(result.flows)
     if fct_path:
         write_text(fct_path, fct_csv(table), "--fct")
@@ -144,8 +148,8 @@ def run(
         console.print(
             ", ".join(f"{k} {v:,.6g}" if isinstance(v, float) else f"{k} {v:,}" for k, v in stats.items())
         )
-    console.print(f"simulated in {result.wall_s:.2f} s")
     if fct_path and not is_stdout(fct_path):
         console.print(f"wrote {fct_path}")
     if directory is not None:
         console.print(f"wrote {directory / 'fct_slowdown.png'}")
+    console.print(watch.line(), highlight=False, soft_wrap=True)
