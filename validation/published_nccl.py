@@ -126,8 +126,8 @@ SERIES: tuple[Series, ...] = (
         "HGX H100, 8 GPUs, Ring, NVIDIA statement",
         "hgx_h100",
         8,
-        "S. Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06, and NVIDIA/nccl "
-        "issue #1442, 2025-01-06 ('The app-level bandwidth is 370GB/s in each direction')",
+        "S. Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06, and "
+        "NVIDIA/nccl issue #1442, 2025-01-06 ('The app-level bandwidth is 370GB/s in each direction')",
         "'NCCL can get an effective NVLink bandwidth of 370GB/s ... when running with "
         "NCCL_ALGO=RING'; compared at 8 GiB",
         nccl_algo="Ring",

@@ -44,7 +44,7 @@ def test_hopper_small_sizes(nccl_validation, tmp_path):
 
 def test_report_names_every_source(nccl_validation, tmp_path):
     text = nccl_validation.report([s for s in nccl_validation.SERIES if "A100" in s.name], curves=False)
-    assert "issue #175" in text and "| 4 GiB |" in text
+    assert "NVIDIA/nccl-tests issue #175" in text and "| 4 GiB |" in text
 
 
 def test_sweep_prints_a_heading_naming_preset_gpu_sizes_and_units(nccl_validation, monkeypatch, capsys):
