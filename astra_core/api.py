@@ -559,10 +559,8 @@ def run_simulation(
     :class:`~astra_core.errors.SimulationDeadlock` when the run cannot finish.
     ``symmetry=False`` simulates every rank even when rank 0 could stand for
     all (see :mod:`astra_core.system.symmetry`). An argument of the wrong
-    type is a ConfigError naming it (:func:`check_arguments`); dict
-    ``comm_groups`` are validated like a comm-group file; without them, a trace
-    prefix's ``<prefix>.comm_groups.json`` is read when it exists (``astra gen llm``
-    writes it there).
+    type is a ConfigError naming it (:func:`check_arguments`); dict ``comm_groups``
+    are checked as a file is; default: ``<prefix>.comm_groups.json`` if it exists.
 
     ``background``: a flow file (or :class:`~astra_core.flows.flowfile.FlowSpec`
     list) run on the same fabric alongside the step (start times from the
