@@ -16,17 +16,24 @@ over those the simulated ranks have give the fraction of the run behind, and
 the time left is estimated as elapsed x (1 / fraction - 1): a step's nodes
 are not equally long, so the estimate is rough early on. The line is drawn
 only when the console is a terminal and removed when the run ends
-(``transient``), so redirected output stays clean.
+(``transient``), so redirected output stays clean. It fits the terminal's
+width (rich reads it as ``shutil.get_terminal_size`` does, ``COLUMNS`` first),
+dropping whole fields, least important first (:data:`FIELDS`).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, cast
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID
+from rich.table import Column
+from rich.text import Text
 
 from astra_core.hookspecs import hookimpl
 from astra_core.report.plots import time_unit
@@ -54,6 +61,59 @@ def format_sim_time(ns: float) -> str:
     return f"{ns / divisor:,.3f} {unit}"
 
 
+#: The progress line's fields in the order shown, each with its rank: when the line is
+#: wider than the terminal, the field ranked last goes first. The simulated time stays;
+#: the time left and the backend's note (a stalled clock) are what a waiting user reads.
+FIELDS = (
+    ("label", 4),
+    ("simulated", 0),
+    ("messages", 6),
+    ("events", 8),
+    ("rate", 7),
+    ("nodes", 3),
+    ("elapsed", 5),
+    ("eta", 1),
+    ("note", 2),
+)
+_STYLES = {"label": "bold", "elapsed": "progress.elapsed", "note": "yellow"}
+
+
+def fit_line(fields: Mapping[str, str], width: int) -> Text:
+    """The non-empty ``fields`` (by :data:`FIELDS` name) in :data:`FIELDS` order, joined by
+    spaces, in at most ``width`` terminal cells: taken by rank, each field that still fits
+    (so the lowest ranked are the ones left out); the first is cut with an ellipsis if it
+    alone is too wide."""
+    chosen: set[str] = set()
+    used = -1  # no space before the first field
+    for name, _ in sorted((f for f in FIELDS if fields.get(f[0])), key=lambda f: f[1]):
+        cells = 1 + cell_len(fields[name])
+        if not chosen or used + cells <= width:
+            chosen.add(name)
+            used += cells
+    kept = [name for name, _ in FIELDS if name in chosen]
+    line = Text(" ").join(Text(fields[name], style=_STYLES.get(name, "")) for name in kept)
+    line.truncate(max(width, 1), overflow="ellipsis")
+    return line
+
+
+class _FittedLine(ProgressColumn):
+    """Every field of the progress line in one column, fitted to the console's width at
+    each refresh (the spinner and its space take two cells)."""
+
+    def __init__(self, console: Console):
+        super().__init__(table_column=Column(no_wrap=True))
+        self.console = console
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        fields = {
+            "label": "simulating",
+            **task.fields,
+            "elapsed": str(timedelta(seconds=max(0, int(elapsed or 0)))),
+        }
+        return fit_line(fields, self.console.width - 2)
+
+
 class RunProgress:
     """Progress display of one simulation on ``console`` (default: stderr).
 
@@ -76,15 +136,7 @@ class RunProgress:
         if self.enabled:
             self._progress = Progress(
                 SpinnerColumn(),
-                TextColumn("[bold]simulating"),
-                TextColumn("{task.fields[simulated]}"),
-                TextColumn("{task.fields[messages]}"),
-                TextColumn("{task.fields[events]}"),
-                TextColumn("{task.fields[rate]}"),
-                TextColumn("{task.fields[nodes]}"),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[eta]}"),
-                TextColumn("{task.fields[note]}"),
+                _FittedLine(self.console),
                 console=self.console,
                 transient=True,
             )
@@ -138,5 +190,5 @@ class RunProgress:
             rate=f"{events / wall:,.0f} events/s",
             nodes=f"{done:,}/{total:,} ET nodes" if total else "",
             eta=eta,
-            note=f"[yellow]{note}" if note else "",
+            note=note or "",
         )

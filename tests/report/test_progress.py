@@ -215,3 +215,61 @@ def test_the_delivered_percentage_reads_100_only_when_all_are_delivered(part, wh
     from astra_core.progress import format_percent
 
     assert format_percent(part, whole) == text
+
+
+# -- the line fits the terminal --------------------------------------------------------------
+
+FULL = {
+    "label": "simulating",
+    "simulated": "t = 570,477.494 µs",
+    "messages": "1,915,392/1,915,392 messages (99.9%)",
+    "events": "12,345,678 events",
+    "rate": "1,668,367 events/s",
+    "nodes": "72,576/72,576 ET nodes",
+    "elapsed": "0:01:02",
+    "eta": "~3 min 20 s left",
+    "note": "",
+}
+
+
+@pytest.mark.parametrize(
+    "columns, line",
+    [
+        # 78 cells beside the spinner: messages (36), events and the rate do not fit
+        (80, "simulating t = 570,477.494 µs 72,576/72,576 ET nodes 0:01:02 ~3 min 20 s left"),
+        (40, "t = 570,477.494 µs ~3 min 20 s left"),
+        (20, "t = 570,477.494 µs"),
+        (12, "t = 570,4…"),
+    ],
+)
+def test_the_progress_line_keeps_the_most_important_fields_that_fit(columns, line):
+    from astra_core.progress import fit_line
+
+    assert fit_line(FULL, columns - 2).plain == line
+
+
+@pytest.mark.parametrize("columns", [80, 40])
+def test_the_drawn_progress_line_is_no_wider_than_the_terminal(columns):
+    import re
+
+    from rich.cells import cell_len
+
+    out = io.StringIO()
+    display = RunProgress(Console(file=out, force_terminal=True, width=columns))
+    astra.simulate(
+        PREFIX,
+        EXAMPLE / "system.json",
+        EXAMPLE / "network.yml",
+        backend="analytical-congestion",
+        progress=display,
+    )
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())  # colours and cursor moves
+    lines = [line for line in re.split(r"[\r\n]", drawn) if line.strip()]
+    assert display.updates > 1 and lines
+    assert max(cell_len(line) for line in lines) <= columns
+    # the last report: at 80 columns the label, the event rate and the elapsed time too
+    expected = {
+        80: r"simulating t = 1\.082 s [\d,]+ events/s 1,720/1,720 ET nodes \d:\d\d:\d\d",
+        40: r"t = 1\.082 s 1,720/1,720 ET nodes",
+    }
+    assert re.fullmatch(". " + expected[columns], lines[-1]), lines[-1]
