@@ -155,3 +155,46 @@ def test_gen_llm_options(tmp_path_factory, options):
         assert len(errors) == 1, out.output
     else:
         assert not errors and (folder / "l.0.et").is_file(), out.output
+
+
+REPO = Path(__file__).resolve().parents[2]
+NCCL_PRESET = REPO / "examples" / "validation" / "hgx_h100_4nodes"
+_LOG_HEADER = [
+    "# nccl-tests version 2.17.9 nccl-headers=23007 nccl-library=23007",
+    "# Collective test starting: all_reduce_perf",
+    *(
+        f"#  Rank {r:2d} Group  0 Pid {100 + r} on a device {r} [0x1b] NVIDIA H100 80GB HBM3"
+        for r in range(8)
+    ),
+]
+_time = st.one_of(
+    st.floats(min_value=1e-3, max_value=1e5),
+    st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e30", "1e-30", "x", "", "N/A"]),
+)
+_size = st.one_of(st.sampled_from([0, 8, 1024, 1 << 20, 1 << 30, 2**40]), st.integers(-5, 1 << 31))
+_row = st.tuples(_size, _time, _time).map(
+    lambda r: f"{r[0]:>12} {max(r[0], 0) // 4:>12} float sum -1 {r[1]} 0.00 0.00 0 {r[2]} 0.00 0.00 0"
+)
+
+
+@fuzz_settings(40)
+@given(rows=st.lists(st.one_of(_row, st.text(max_size=40)), max_size=6), header=st.booleans())
+def test_calibrate_nccl_logs(tmp_path_factory, rows, header):
+    """Any nccl-tests log, mangled or absurd: a profile, or one error line naming the log;
+    whatever is written is a profile the run can read."""
+    folder = tmp_path_factory.mktemp("log")
+    log, out = folder / "ar.txt", folder / "profile.json"
+    log.write_text("\n".join((_LOG_HEADER if header else []) + rows) + "\n")
+    argv = ["calibrate", "nccl", str(log), "-o", str(out)]
+    argv += ["--system", str(NCCL_PRESET / "system.json"), "--network", str(NCCL_PRESET / "network.yml")]
+    with wall_limit(60):
+        result = CliRunner().invoke(main, argv)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    if result.exit_code:
+        assert len(errors) == 1 and str(log) in errors[0], result.output
+        assert not out.exists()
+    else:
+        from astra_core.config.nccl_profile import read_profile
+
+        assert read_profile(out).bw_efficiency is not None
