@@ -9,12 +9,20 @@ and sends back only what a run alone keeps (:data:`~.cache.AloneRun`). Where
 ``fork`` is unsafe (not Linux) or one process is asked for, everything runs
 here, one after the other. Results do not depend on how many processes ran
 them: each run is the same deterministic simulation wherever it runs.
+
+No worker outlives the call: whatever ends it early (an error, Ctrl-C, SIGTERM
+raised as KeyboardInterrupt by the command line) kills the workers at once rather
+than waiting for their runs, and on Linux the kernel kills each worker when this
+process dies, even by SIGKILL. Workers ignore Ctrl-C, which a terminal sends to
+the whole process group: this process stops them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -30,6 +38,8 @@ R = TypeVar("R")
 
 # The runs alone of the current run_beside call: what a forked worker calls.
 _WORK: Callable[[int], object] | None = None
+#: Linux's prctl option <linux/prctl.h>: the signal a process gets when its parent ends.
+PR_SET_PDEATHSIG = 1
 
 
 def available_processes() -> int:
@@ -38,6 +48,36 @@ def available_processes() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill (SIGKILL) this process when its parent ``parent_pid`` ends,
+    however it ends: Linux's ``prctl(PR_SET_PDEATHSIG)``. Exits at once if that parent
+    is already gone. Elsewhere (no prctl) it does nothing."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _start_worker(parent_pid: int) -> None:
+    """A forked worker's first act: Ctrl-C and SIGTERM are the parent's to handle (it
+    kills its workers); the worker dies with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent_pid)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill ``pool``'s workers now, busy or not (``shutdown`` would wait for their runs)."""
+    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+    if kill is not None:  # pragma: no cover - newer Python
+        kill()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
 
 
 def _call(index: int) -> Any:
@@ -54,24 +94,33 @@ def run_beside(
 ) -> tuple[T, dict[int, R]]:
     """``main()`` here and ``work(i)`` for each ``i`` of ``todo``, in at most ``processes``
     processes in all (this one included): ``(main's result, {i: work(i)})``. Raises what
-    ``main`` or a ``work`` raises, and AstraError naming ``name(i)`` for a worker that
-    died (killed, out of memory)."""
+    ``main`` or a ``work`` raises (KeyboardInterrupt included), the workers killed first,
+    and AstraError naming ``name(i)`` for a worker that died (killed, out of memory)."""
     global _WORK
     workers = min(processes - 1, len(todo))
     if workers < 1 or not sys.platform.startswith("linux"):
         result = main()
         return result, {i: work(i) for i in todo}
     _WORK = work
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
+    )
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures: dict[int, Future[R]] = {i: pool.submit(_call, i) for i in todo}  # workers fork here
-            result = main()
-            done = _take_unstarted(futures, work, todo)
-            for i in todo:
-                if i not in done:
-                    done[i] = _result(futures[i], name(i))
-            return result, done
+        futures: dict[int, Future[R]] = {i: pool.submit(_call, i) for i in todo}  # workers fork here
+        result = main()
+        done = _take_unstarted(futures, work, todo)
+        for i in todo:
+            if i not in done:
+                done[i] = _result(futures[i], name(i))
+        return result, done
+    except BaseException:
+        _kill_workers(pool)
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
 
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +53,121 @@ def test_a_worker_that_dies_is_one_error_naming_its_job(cluster, monkeypatch):
 def test_processes_must_be_a_positive_integer(cluster, count):
     with pytest.raises(ConfigError, match="processes: expected an integer >= 1"):
         astra.simulate_cluster(cluster([{"name": "a"}]), processes=count)
+
+
+# -- interrupted: no worker outlives astra cluster --------------------------------------------
+
+#: Deadlines (s) for what the tests wait on: generous, since a loaded 2-core machine can be
+#: slow to start interpreters; a healthy run polls only until the event happens.
+START_S = 300
+EXIT_S = 60
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:
+    """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout_s`` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
+
+
+def _default_sigint() -> None:
+    # a shell's background job inherits SIGINT ignored: give it Ctrl-C as a terminal would
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_astra_cluster_and_no_worker_survives(cluster, tmp_path, signum):
+    # Long runs alone (400 iterations each): the signal lands while the worker simulates.
+    spec = cluster([{"name": n, "placement": "spread", "iterations": 400} for n in "ab"])
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "astra_core.cli", "cluster", str(spec), "--no-cache", "--processes", "2"],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,  # a file, not a pipe: a surviving worker would hold a pipe open
+            preexec_fn=_default_sigint,
+        )
+    try:
+        assert _wait_for(lambda: _children(run.pid) or run.poll() is not None, START_S)
+        workers = _children(run.pid)
+        assert workers, f"no worker started: {err_path.read_text()}"
+        run.send_signal(signum)
+        run.wait(timeout=EXIT_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    # Before: SIGTERM ended astra at once and left its workers blocked forever; Ctrl-C
+    # waited for the workers' runs to end.
+    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), EXIT_S), f"{workers} outlived astra"
+    assert run.returncode == 128 + signum
+    name = signal.Signals(signum).name
+    assert err_path.read_text().splitlines()[-1] == f"error: astra cluster: interrupted by {name}"
+
+
+BUSY_WORKER = """
+import os, sys, time
+from astra_core.cluster.processes import run_beside
+
+flag = sys.argv[1]
+
+def main():
+    while not os.path.exists(flag):  # until the worker has its run
+        time.sleep(0.01)
+    raise KeyboardInterrupt
+
+def work(i):
+    with open(flag + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(flag + ".tmp", flag)
+    time.sleep(3600)  # a run that would not end for an hour
+
+try:
+    run_beside(main, work, [0], 2, str)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_an_interrupt_kills_a_busy_worker_at_once(tmp_path):
+    # Before: leaving run_beside waited for the worker's run (here an hour).
+    flag = tmp_path / "worker-pid"
+    done = subprocess.run(
+        [sys.executable, "-c", BUSY_WORKER, str(flag)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=START_S,
+    )
+    assert (done.returncode, done.stdout) == (0, "interrupted\n"), done.stderr
+    worker = int(flag.read_text())
+    assert _wait_for(lambda: not _alive(worker), EXIT_S)
