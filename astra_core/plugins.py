@@ -14,8 +14,9 @@ or given by ``ASTRA_PLUGINS_TOML``) may also set ``default_backend`` and a
 
 A broken plugin breaks nothing else. An installed plugin that cannot be
 loaded, or whose registration hook raises, is set aside with a one-line
-reason (:attr:`AstraPluginManager.broken`; ``astra backends`` lists it) and
-every other backend keeps working. The host also guards what plugins hand
+reason (:attr:`AstraPluginManager.broken`; ``astra backends`` lists it with
+its distribution, and ``--backend`` naming it, or a backend it registered
+before raising, gives that line) and every other backend keeps working. The host also guards what plugins hand
 it: a backend registered without a
 ``config_type`` refuses a backend config, and an exception a plugin's
 factory, backend ``run()`` or observer hook raises becomes a one-line
@@ -87,11 +88,13 @@ class AstraPluginManager(pluggy.PluginManager):
     """pluggy's manager for project ``astra``, plus the plugins set aside as broken.
 
     ``broken`` maps plugin name -> one-line reason (an entry point that could
-    not be loaded, a registration hook that raised)."""
+    not be loaded, a registration hook that raised); ``origins`` maps an entry
+    point's plugin name -> the distribution it comes from (``astra-ns3 0.1``)."""
 
     def __init__(self) -> None:
         super().__init__("astra")
         self.broken: dict[str, str] = {}
+        self.origins: dict[str, str] = {}
 
 
 def _broken(pm: pluggy.PluginManager) -> dict[str, str]:
@@ -103,6 +106,16 @@ def _broken(pm: pluggy.PluginManager) -> dict[str, str]:
         except AttributeError:  # pragma: no cover
             pass
     return broken
+
+
+def broken_text(pm: pluggy.PluginManager, plugin: str, named: bool = False) -> str:
+    """``plugin``'s one-line reason with its distribution where it came from one:
+    ``broken plugin (distribution astra-foo 0.1): astra_register_backends raised
+    RuntimeError: no licence`` (``named``: ``broken plugin 'foo' (...``)."""
+    origin = getattr(pm, "origins", {}).get(plugin)
+    name = f" '{plugin}'" if named else ""
+    where = f" (distribution {origin})" if origin else ""
+    return f"broken plugin{name}{where}: {_broken(pm).get(plugin, '?')}"
 
 
 def _import_named(target: str) -> Any:
@@ -402,8 +415,12 @@ def make_plugin_manager(
 def _load_entry_points(pm: AstraPluginManager) -> None:
     """Load the ``astra`` entry points one by one, so that one that fails to
     import (or to validate) is noted in ``pm.broken`` and the others load."""
-    names = sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
-    for name in names:
+    points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for ep in points:
+        dist = getattr(ep, "dist", None)
+        if dist is not None and ep.name not in pm.origins:
+            pm.origins[ep.name] = f"{dist.metadata['Name']} {dist.version}"
+    for name in sorted({ep.name for ep in points}):
         if pm.is_blocked(name) or pm.has_plugin(name):
             continue
         try:
@@ -440,11 +457,13 @@ def _call_register_hook(
     hook_name: str,
     accept: Callable[[str, str, Any], None],
     make_register: Callable[[str, dict[str, Any]], Callable[..., None]],
-) -> None:
+) -> dict[str, str]:
     """Call each plugin's registration hook with its own ``register`` (registration
     order); commit what it registered only if the hook returned normally (else note
-    the plugin as broken)."""
+    the plugin as broken). Returns name -> plugin for what the broken plugins had
+    registered before their hook raised."""
     broken = _broken(pm)
+    lost: dict[str, str] = {}
     for plugin_name, call in hook_callers(pm, hook_name, call_order=False):
         staged: dict[str, Any] = {}
         try:
@@ -453,9 +472,11 @@ def _call_register_hook(
             raise
         except PLUGIN_FAILURES as exc:  # noqa: BLE001 - a broken plugin breaks nothing else
             broken[plugin_name] = f"{hook_name} raised {describe(exc)}"
+            lost.update(dict.fromkeys(staged, plugin_name))
             continue
         for name, item in staged.items():
             accept(plugin_name, name, item)
+    return lost
 
 
 class _Duplicate(AstraError):
@@ -478,6 +499,7 @@ class BackendRegistry:
 
     def __init__(self, pm: pluggy.PluginManager, default: str = BUILTIN_DEFAULT_BACKEND):
         self.default = default
+        self._pm = pm
         self.backends: dict[str, BackendInfo] = {}
         #: plugin name -> one-line reason it contributes nothing.
         self.broken: dict[str, str] = _broken(pm)
@@ -514,16 +536,23 @@ class BackendRegistry:
         def accept(plugin_name: str, name: str, info: BackendInfo) -> None:
             self.backends[name] = info
 
-        _call_register_hook(pm, "astra_register_backends", accept, make_register)
+        #: backend name -> the broken plugin that registered it before its hook raised
+        self.lost = _call_register_hook(pm, "astra_register_backends", accept, make_register)
 
     def names(self) -> list[str]:
         """Registered backend names, sorted."""
         return sorted(self.backends)
 
     def get(self, name: str | None) -> BackendInfo:
-        """The backend called ``name`` (default if None). Raises AstraError."""
+        """The backend called ``name`` (default if None). Raises AstraError: for a name
+        that a broken plugin has (its own, or a backend it registered before its hook
+        raised), the line ``astra backends`` gives that plugin; else ``unknown backend``."""
         name = name or self.default
         info = self.backends.get(name)
+        plugin = self.lost.get(name, name if name in self.broken else None)
+        if info is None and plugin is not None:
+            text = broken_text(self._pm, plugin, named=plugin != name)
+            raise AstraError(f"backend '{name}': unavailable — {text}")
         if info is None:
             available = ", ".join(self.names()) or "none (is astra-analytical installed?)"
             broken = ""
@@ -561,8 +590,8 @@ class BackendRegistry:
                         f"broken plugin '{info.plugin}': its availability check raised {describe(exc)}",
                     )
                 )
-        for plugin, reason in sorted(self.broken.items()):
-            rows.append((plugin, False, f"broken plugin: {reason}"))
+        for plugin in sorted(self.broken):
+            rows.append((plugin, False, broken_text(self._pm, plugin)))
         return rows
 
 

@@ -237,13 +237,20 @@ def test_a_plugin_whose_registration_raises_breaks_nothing_else(plugin, pair, mo
             "TypeError: register('wrong', ...): the factory is not callable",
         ]
     )
+    # a backend the plugin registered before its hook raised is named with the plugin's reason
+    with pytest.raises(AstraError) as info:
+        registry.get("half")
+    assert str(info.value) == (
+        f"backend 'half': unavailable — broken plugin '{broken}': astra_register_backends raised "
+        "RuntimeError: no licence server"
+    )
     with pytest.raises(
         AstraError,
-        match=rf"^unknown backend 'half'; available: .*analytical.*; "
+        match=rf"^unknown backend 'nosuch'; available: .*analytical.*; "
         rf"broken plugins: {broken}: astra_register_backends "
         rf"raised RuntimeError: no licence server; {wrong}: ",
     ):
-        registry.get("half")
+        registry.get("nosuch")
     out = cli("backends")
     assert out.exit_code == 0
     assert (
@@ -274,9 +281,40 @@ def test_an_entry_point_that_fails_to_load_breaks_nothing_else(tmp_path, monkeyp
         out = cli("backends")
         assert out.exit_code == 0
         assert (
-            "brokenep: unavailable — broken plugin: cannot be loaded: ImportError: needs "
-            "libfoo.so" in out.stdout.splitlines()
+            "brokenep: unavailable — broken plugin (distribution astra-test-broken 0.1): cannot be "
+            "loaded: ImportError: needs libfoo.so" in out.stdout.splitlines()
         )
+    finally:
+        sys.modules.pop(module, None)
+
+
+def test_an_installed_plugin_whose_register_hook_raises_is_listed_and_named_by_backend(
+    tmp_path, monkeypatch, pair, network_yml
+):
+    module = f"astra_test_ep_{uuid.uuid4().hex[:12]}"
+    (tmp_path / f"{module}.py").write_text(
+        "from astra_core.hookspecs import hookimpl\n\n@hookimpl\n"
+        "def astra_register_backends(register):\n    raise RuntimeError('no licence server')\n"
+    )
+    dist = tmp_path / "astra_test_licensed-0.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: astra-test-licensed\nVersion: 0.3\n")
+    (dist / "entry_points.txt").write_text(f"[astra]\nlicensed = {module}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reason = (
+        "broken plugin (distribution astra-test-licensed 0.3): astra_register_backends raised "
+        "RuntimeError: no licence server"
+    )
+    try:
+        out = cli("backends")
+        assert out.exit_code == 0
+        assert f"licensed: unavailable — {reason}" in out.stdout.splitlines()
+        # --backend naming it gives the same reason, not "unknown backend"
+        out = cli(
+            "run", "--workload", pair, "--system", SYSTEM, "--network", network_yml, "--backend", "licensed"
+        )
+        assert out.exit_code == 1
+        assert out.stderr.splitlines()[-1] == f"error: backend 'licensed': unavailable — {reason}"
     finally:
         sys.modules.pop(module, None)
 
