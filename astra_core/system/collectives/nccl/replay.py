@@ -58,7 +58,12 @@ class _Replayer:
     """The state of one :func:`replay`: per member its lanes' next sends and deliveries,
     its receives, and the events to come."""
 
-    def __init__(self, schedules, starts_ns, message_ns):
+    def __init__(
+        self,
+        schedules: Mapping[int, Schedule],
+        starts_ns: Mapping[int, float],
+        message_ns: Callable[[int, int, int], float],
+    ) -> None:
         self.schedules, self.starts_ns, self.message_ns = schedules, starts_ns, message_ns
         members = list(schedules)
         # receives waiting for their message, by (src, lane, dst, bytes), in each member's order
