@@ -14,7 +14,7 @@ others (see :mod:`astra_core.plugins`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -38,6 +38,7 @@ class RegisterBackend(Protocol):
         description: str = "",
         check_available: Callable[[], None] | None = None,
         work_model: Callable[..., Any] | None = None,
+        outputs: Callable[[Any], Mapping[str, Any]] | None = None,
     ) -> None: ...
 
 
@@ -70,7 +71,10 @@ def astra_register_backends(register: RegisterBackend) -> None:
     hint) when the backend cannot run here; ``astra backends`` calls it without
     building anything. ``work_model(topology, config)`` returns the backend's
     :class:`astra_core.backend.WorkModel` (what a run would cost it, for
-    ``astra run --estimate`` and the pre-run check of a work limit). If the hook
+    ``astra run --estimate`` and the pre-run check of a work limit).
+    ``outputs(config)`` returns the files the backend writes under that config
+    (label -> path), which ``astra run`` checks against its own outputs and
+    inputs before the run. If the hook
     raises, nothing it registered is kept. Import nothing heavy here or at
     module level: every run loads every installed plugin.
     """

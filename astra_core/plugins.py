@@ -159,6 +159,7 @@ class BackendInfo:
     packages: frozenset[str] = frozenset()  # top-level packages whose errors are the plugin's
     check_available: Callable[[], None] | None = None
     work_model_factory: Callable[..., Any] | None = None
+    outputs_factory: Callable[..., Any] | None = None
 
     def config_class(self) -> Any:
         """The backend's config class (importing it if it was named as a string)."""
@@ -189,6 +190,25 @@ class BackendInfo:
         except PLUGIN_FAILURES as exc:
             raise PluginError(
                 f"plugin '{self.plugin}': backend '{self.name}': its work model could not be built: "
+                f"{describe(exc)}"
+            ) from exc
+
+    def output_files(self, config: Any = None) -> dict[str, Any]:
+        """The files the backend writes under ``config``, label -> path (by the ``outputs``
+        it registered; {} without one or without a config), so that a command checks them
+        against its own outputs and inputs before the run
+        (:func:`~astra_core.outputs.check_distinct`). Raises AstraErrors as the plugin
+        raises them (a bad config: its file and key) and PluginError naming the plugin
+        for any other exception."""
+        if self.outputs_factory is None or _is_empty_config(config):
+            return {}
+        try:
+            return dict(self.outputs_factory(config))
+        except AstraError:
+            raise
+        except PLUGIN_FAILURES as exc:
+            raise PluginError(
+                f"plugin '{self.plugin}': backend '{self.name}': its output files could not be listed: "
                 f"{describe(exc)}"
             ) from exc
 
@@ -509,10 +529,22 @@ class BackendRegistry:
             plugin_package = _top_package(getattr(module, "__name__", None) or type(module).__module__)
 
             def register(
-                name, factory, *, config_type=None, description="", check_available=None, work_model=None
+                name,
+                factory,
+                *,
+                config_type=None,
+                description="",
+                check_available=None,
+                work_model=None,
+                outputs=None,
             ):
                 _check_registration(name, factory, "factory")
-                for key, hook in (("check_available", check_available), ("work_model", work_model)):
+                hooks = (
+                    ("check_available", check_available),
+                    ("work_model", work_model),
+                    ("outputs", outputs),
+                )
+                for key, hook in hooks:
                     if hook is not None and not callable(hook):
                         raise TypeError(f"register({name!r}, ...): {key} is not callable")
                 owner = self.backends.get(name)
@@ -529,6 +561,7 @@ class BackendRegistry:
                     packages - _HOST_PACKAGES,
                     check_available,
                     work_model,
+                    outputs,
                 )
 
             return register

@@ -131,7 +131,7 @@ def run(
     inputs = _inputs(
         workload, system, network, topology, memory, comm_groups, backend_config, background, faults
     )
-    _check_outputs(files, plots_dir, inputs)
+    _check_outputs(files, plots_dir, inputs, _backend_files(backend, backend_config))
     options = dict(
         topology=topology,
         dims=parse_dims(dims) if dims is not None else None,
@@ -249,9 +249,25 @@ def _system_files(system: str, custom: bool) -> Iterator[str]:
             yield path
 
 
-def _check_outputs(files: dict[str, str | None], plots_dir: str | None, inputs: Mapping[str, Any]) -> None:
+def _backend_files(backend: str | None, backend_config: str | None) -> dict[str, Any]:
+    """The files the backend writes under --backend-config (ns3's monitor tables), by label
+    (:meth:`~astra_core.plugins.BackendInfo.output_files`)."""
+    if backend_config is None:
+        return {}
+    from astra_core.plugins import backend_registry
+
+    return backend_registry().get(backend).output_files(backend_config)
+
+
+def _check_outputs(
+    files: dict[str, str | None],
+    plots_dir: str | None,
+    inputs: Mapping[str, Any],
+    backend_files: Mapping[str, Any],
+) -> None:
     """Raise ConfigError when an output file or the plot directory cannot be written, when
-    two outputs name one file, or when an output is one of the ``inputs``."""
+    two outputs (the backend's ``backend_files`` among them) name one file, or when an
+    output is one of the ``inputs``."""
     from astra_core.outputs import check_distinct, check_not_input, check_output_dir, check_output_file
 
     for option, path in files.items():
@@ -264,6 +280,7 @@ def _check_outputs(files: dict[str, str | None], plots_dir: str | None, inputs: 
         directory = check_output_dir(plots_dir, "--plots")
         for name in PLOT_FILES:
             paths[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
+    paths.update(backend_files)
     check_distinct(paths)
     check_not_input(paths, inputs)
 

@@ -44,6 +44,20 @@ def create(topology: Topology, config: Any = None):
     return Ns3Network(physical, load_config(config), config_source=source)
 
 
+def output_files(config: Any = None) -> dict[str, Any]:
+    """The monitor's tables that a run under ``config`` writes (label -> path; {} with no
+    ``monitor.output_dir``), for the caller's check against its own outputs. Raises
+    ConfigError for a bad config (its file and key)."""
+    from astra_ns3.config import load_config
+    from astra_ns3.monitors import table_files
+
+    monitor = load_config(config).monitor
+    if not monitor.output_dir:
+        return {}
+    source = os.fspath(config) if isinstance(config, (str, os.PathLike)) else "backend config"
+    return table_files(monitor.output_dir, monitor.format, source)
+
+
 def work_model(topology: Topology, config: Any = None):
     """The run's :class:`~astra_core.backend.WorkModel` (:mod:`astra_ns3.work`), built
     without ns-3: packets x links per message, for ``astra run --estimate``."""

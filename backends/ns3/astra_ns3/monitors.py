@@ -14,7 +14,8 @@
 * ``flow_samples()``: sampled bytes delivered, throughput since the previous
   sample and the sender's rate, per message in flight (monitor on).
 
-``write(directory, "csv" | "parquet")`` writes the four tables.
+``write(directory, "csv" | "parquet")`` writes the four tables (:func:`table_files`
+names them, so that a command checks them against its own outputs before a run).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from astra_core.topology.physical import PhysicalTopology
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: The tables the monitor writes, each ``<name>.<format>`` in its output_dir.
+TABLES = ("ports", "messages", "queues", "flow_samples")
 
 _PORT_SUMS = (
     "tx_bytes",
@@ -212,9 +216,8 @@ class Ns3Results:
         except OSError as exc:
             raise ConfigError(f"monitor output_dir {directory}: {exc.strerror or exc}") from None
         written = []
-        for name in ("ports", "messages", "queues", "flow_samples"):
+        for name, path in zip(TABLES, table_files(out, kind, "").values()):
             frame = getattr(self, name)()
-            path = out / f"{name}.{kind}"
             with atomic_output(path, "monitor output_dir") as temporary:
                 if kind == "parquet":
                     frame.to_parquet(temporary, index=False)
@@ -222,6 +225,14 @@ class Ns3Results:
                     frame.to_csv(temporary, index=False)
             written.append(path)
         return written
+
+
+def table_files(directory: str | Path, kind: str, source: str) -> dict[str, Path]:
+    """The files :meth:`Ns3Results.write` writes in ``directory``, by a label naming the
+    config ``source`` and the key: ``{"ns3.toml: monitor.output_dir (ports.csv)": path}``."""
+    return {
+        f"{source}: monitor.output_dir ({name}.{kind})": Path(directory) / f"{name}.{kind}" for name in TABLES
+    }
 
 
 def _message_columns(run: dict[str, Any]) -> dict[str, Any]:

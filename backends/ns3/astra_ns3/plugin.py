@@ -8,7 +8,12 @@ from astra_core.hookspecs import hookimpl
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_ns3.factory import check_available, create, work_model  # light: no ns-3, cppyy, pydantic
+    from astra_ns3.factory import (  # light: no ns-3, cppyy, pydantic
+        check_available,
+        create,
+        output_files,
+        work_model,
+    )
 
     register(
         "ns3",
@@ -18,4 +23,5 @@ def astra_register_backends(register):
         "(--backend-config FILE: TOML or YAML)",
         check_available=check_available,
         work_model=work_model,
+        outputs=output_files,
     )

@@ -89,3 +89,35 @@ def test_a_bad_backend_config_is_one_error_line(reference_dir, tmp_path):
     assert result.exit_code == 1
     assert result.output.strip().startswith(f"error: {config}: cc: ")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_monitor_table_and_an_output_on_one_file_are_refused_before_the_run(reference_dir, tmp_path):
+    # The monitor's messages table and --csv would both write out/messages.csv, the later
+    # silently replacing the other: refused in one line naming both, before anything runs.
+    config = tmp_path / "ns3.toml"
+    out = tmp_path / "out"
+    config.write_text(f'[monitor]\noutput_dir = "{out}"\n')
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--backend",
+            "ns3",
+            "--backend-config",
+            str(config),
+            "--workload",
+            str(reference_dir / "workload/micro/ALL_GATHER_8npus_1MB/ALL_GATHER"),
+            "--system",
+            str(reference_dir / "system/ring_1d.json"),
+            "--network",
+            str(reference_dir / "network/ring8.yml"),
+            "--csv",
+            str(out / "messages.csv"),
+        ],
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {config}: monitor.output_dir (messages.csv) and --csv both write {out / 'messages.csv'}; "
+        "give them different files\n"
+    )
+    assert not out.exists()
