@@ -19,7 +19,6 @@ the whole process group: this process stops them.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import signal
@@ -30,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from astra_core.errors import AstraError
+from astra_core.lifetime import die_with_parent
 
 __all__ = ["available_processes", "run_beside"]
 
@@ -38,8 +38,6 @@ R = TypeVar("R")
 
 # The runs alone of the current run_beside call: what a forked worker calls.
 _WORK: Callable[[int], object] | None = None
-#: Linux's prctl option <linux/prctl.h>: the signal a process gets when its parent ends.
-PR_SET_PDEATHSIG = 1
 
 
 def available_processes() -> int:
@@ -48,18 +46,6 @@ def available_processes() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel kill (SIGKILL) this process when its parent ``parent_pid`` ends,
-    however it ends: Linux's ``prctl(PR_SET_PDEATHSIG)``. Exits at once if that parent
-    is already gone. Elsewhere (no prctl) it does nothing."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
-        return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def _start_worker(parent_pid: int) -> None:

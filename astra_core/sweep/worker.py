@@ -13,27 +13,12 @@ the row. End of input (the parent closed its end) ends the worker.
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 from multiprocessing.connection import Connection
 
+from astra_core.lifetime import die_with_parent
+
 READY = "ready"
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Be killed (SIGKILL) when the sweep process dies, even by SIGKILL (Linux only)."""
-    if not sys.platform.startswith("linux"):  # pragma: no cover - the parent terminates us
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
-        return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def main(argv: list[str]) -> None:
@@ -45,7 +30,7 @@ def main(argv: list[str]) -> None:
     """
     task_fd, row_fd, parent_pid = (int(a) for a in argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     tasks = Connection(task_fd, writable=False)
     rows = Connection(row_fd, readable=False)
     import astra_core.api  # noqa: F401 - fail here, before READY, if astra cannot load

@@ -2,7 +2,7 @@
 
 Started by :mod:`astra_ns3.process` as ``python -m astra_ns3.worker FD PID`` with
 one end of a socket pair as file descriptor FD and the caller's process id PID (the
-worker dies with it: :func:`die_with_parent`). It loads the model
+worker dies with it: :func:`astra_core.lifetime.die_with_parent`). It loads the model
 (:func:`astra_ns3.native.load`, mode from ``$ASTRA_NS3_LIBRARY``: ``auto``,
 ``compiled`` or ``jit``), says ``("ready", info)``, then serves one
 simulation at a time (messages are pickled tuples):
@@ -46,9 +46,7 @@ worker sends nothing.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import sys
 import threading
 import time
@@ -56,6 +54,8 @@ import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from astra_core.lifetime import die_with_parent
 
 #: Seconds between heartbeats while busy (the caller's watchdog allows >= 1 s).
 BEAT_S = 0.1
@@ -172,25 +172,6 @@ def serve(conn: Connection) -> None:
             send(("error", str(exc)))
         except Exception:  # noqa: BLE001 - a bug: hand the traceback to the caller
             send(("bug", traceback.format_exc()))
-
-
-#: Linux's prctl option: the signal a process gets when its parent ends.
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel kill this worker when its caller ends, however it ends (SIGKILL
-    included): Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``. A busy worker does not read
-    its socket, so end-of-file alone would leave it simulating, orphaned. If the caller
-    ``parent_pid`` is already gone, exit now. Elsewhere (no prctl) the socket's
-    end-of-file stops the worker at its next read or beat."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 def main(argv: list[str]) -> None:
