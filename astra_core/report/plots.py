@@ -72,6 +72,12 @@ def time_unit(ns: float) -> tuple[float, str]:
     return 1.0, "ns"
 
 
+def ordinal(n: int) -> str:
+    """``n`` as an English ordinal: 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 112th."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def pyplot():
     """matplotlib.pyplot on the Agg backend (imported on first use)."""
     import matplotlib
@@ -239,7 +245,7 @@ def links_figure(result: RunResult):
         ax.set_xticklabels([f"{s.src}→{s.dst}" for s in ticked], rotation=90, fontsize=7)
         ax.set_xlabel(
             "directed link src→dst (NPU and switch ids), in link-id order"
-            + ("" if every == 1 else f"; every {every}th labelled")
+            + ("" if every == 1 else f"; every {ordinal(every)} link labelled")
         )
         ax.set_xlim(-0.6, len(stats) - 0.4)
     else:
