@@ -2,7 +2,7 @@
 :class:`~astra_core.results.RunResult`, and :class:`Report`, a RunResult with them
 as methods (what ``astra.simulate`` returns).
 
-``breakdown`` (compute / overlapped / exposed / idle per rank), ``collectives``
+``breakdown`` (six disjoint parts of each rank's time), ``collectives``
 (per-collective rows with per-phase times), ``links`` (per-link statistics),
 ``nccl`` (the NCCL model's choices), ``frames`` (pandas views, CSV and Parquet),
 ``plots`` (PNGs), ``table`` (the terminal table), ``timeline`` (Chrome/Perfetto
@@ -37,7 +37,7 @@ class Report(RunResult):
         return cls(**{**values, **changes})
 
     def breakdown(self) -> list[Breakdown]:
-        """Per rank: compute, overlapped comm, exposed comm, idle (ns), adding up to
+        """Per rank: compute, overlapped comm, comm with no compute, waits, idle (ns), adding up to
         the finish time (:mod:`astra_core.report.breakdown`)."""
         from astra_core.report.breakdown import breakdowns
 

@@ -20,7 +20,8 @@ taken in this order of precedence:
 ``overlapped_comm_ns``  compute running while this rank's messages (or a
                         remote-memory access) are in flight: hidden communication
 ``comm_only_ns``        messages in flight (or a remote-memory access), no
-                        compute: exposed communication that moves data
+                        compute: communication nothing hides (only part of
+                        upstream's "exposed communication", below)
 ``collective_wait_ns``  a collective open, nothing in flight, no compute
 ``p2p_wait_ns``         only sends and receives open, nothing in flight, no
                         compute: with pipeline parallelism the pipeline *bubble*
@@ -186,7 +187,7 @@ PARTS = (
 PART_LABELS = {
     "compute_only_ns": "compute only",
     "overlapped_comm_ns": "comm in flight under compute",
-    "comm_only_ns": "exposed comm in flight",
+    "comm_only_ns": "comm in flight, no compute",
     "collective_wait_ns": "waiting in a collective",
     "p2p_wait_ns": "waiting on send/recv",
     "idle_ns": "idle",

@@ -1,7 +1,8 @@
 """The per-rank tables printed in the terminal (rich).
 
-:func:`rank_table`: finish, GPU compute, communication in flight, communication
-and upstream's exposed communication per rank (µs).
+:func:`rank_table`: finish, GPU compute, communication in flight and finish −
+compute (upstream ASTRA-sim's "exposed communication": waits and idle time
+included) per rank (µs).
 :func:`breakdown_table`: the six disjoint parts of
 :mod:`astra_core.report.breakdown` per rank and their mean over all ranks,
 which is what ``breakdown.png``'s legend prints.
@@ -33,7 +34,7 @@ RANK_HEADERS = (
     "finish (µs)",
     "compute (µs)",
     "comm in flight (µs)",
-    "exposed comm (µs)",
+    "finish − compute (µs)",
 )
 
 
@@ -45,7 +46,7 @@ def _shown(items: Sequence) -> list:
 
 
 def rank_table(result: RunResult, title: str = "") -> Table:
-    """Per rank: finish, GPU compute, comm in flight, exposed comm (µs; see
+    """Per rank: finish, GPU compute, comm in flight, finish − compute (µs; see
     :class:`~astra_core.results.RankResult`)."""
     table = Table(title=title or f"astra — backend {result.backend}", title_justify="left")
     for column in RANK_HEADERS:
