@@ -153,17 +153,44 @@ def rank_activity(trace: RankTimeline, finish_ns: float) -> Activity:
     return Activity(compute, flight, waiting, collective_wait, p2p_wait)
 
 
+@dataclass(frozen=True)
+class ShownRanks:
+    """The ranks a plot of at most a given number of rows draws (:func:`shown_ranks`):
+    ``ranks`` in rank order, every ``stride``-th rank from rank 0 (1: every rank) plus
+    ``slowest`` (the critical rank, the last to finish) and ``fastest`` (the first)."""
+
+    ranks: tuple[int, ...]
+    stride: int
+    slowest: int
+    fastest: int
+
+
+def shown_ranks(result: RunResult, rows: int) -> ShownRanks:
+    """Which ranks fit ``rows`` (at least 3) rows: every rank if they fit, else rank 0
+    and every k-th rank after it (k the smallest stride leaving two rows free) plus the
+    slowest and the fastest rank (the lowest-numbered one on a tie)."""
+    by_finish = sorted(result.ranks, key=lambda r: (r.finish_ns, r.rank))
+    slowest = max(result.ranks, key=lambda r: (r.finish_ns, -r.rank)).rank if by_finish else 0
+    fastest = by_finish[0].rank if by_finish else 0
+    count = len(result.ranks)
+    stride = 1 if count <= rows else -(-count // max(rows - 2, 1))
+    chosen = {r.rank for r in result.ranks if r.rank % stride == 0} | (
+        {slowest, fastest} if by_finish else set()
+    )
+    return ShownRanks(tuple(sorted(chosen)), stride, slowest, fastest)
+
+
 def activities(result: RunResult, shown: int | None = None) -> list[tuple[RankTimeline, Activity]]:
     """Every rank's trace and :class:`Activity`, in rank order (ranks that share their
     representative's records and finish time share one Activity); with ``shown``, only
-    that many ranks evenly spaced from the first to the last (all if there are fewer)."""
+    the ranks :func:`shown_ranks` picks for that many rows."""
     finish = {r.rank: r.finish_ns for r in result.ranks}
     cache: dict[tuple[int, float], Activity] = {}
     out = []
     tracks = rank_tracks(result)
     if shown is not None and len(tracks) > shown:
-        step = (len(tracks) - 1) / max(shown - 1, 1)
-        tracks = [tracks[round(i * step)] for i in range(shown)]
+        keep = set(shown_ranks(result, shown).ranks)
+        tracks = [t for t in tracks if t.rank in keep]
     for trace in tracks:
         key = (id(trace.records), finish[trace.rank])
         act = cache.get(key)

@@ -8,8 +8,10 @@
   (their mean).
 * ``timeline.png``: per rank, when compute ran (upper half of its row) and,
   in the lower half, when its messages were in flight and when a
-  communication node waited with nothing in flight; up to
-  :data:`MAX_TIMELINE_RANKS` ranks, evenly spaced, for larger runs.
+  communication node waited with nothing in flight; in larger runs than
+  :data:`MAX_TIMELINE_RANKS` ranks, rank 0 and every k-th rank after it, the
+  slowest (critical) rank and the fastest (:func:`~astra_core.report.breakdown.shown_ranks`;
+  the title and the row labels say which).
 * ``links.png``: utilization (busy time / step time, %) of every directed
   link, coloured by link kind, for backends that keep link statistics
   (:mod:`astra_core.report.links`); one bar per link (``src→dst``, in link
@@ -35,6 +37,7 @@ from astra_core.report.breakdown import (
     breakdowns,
     format_time,
     mean_parts,
+    shown_ranks,
 )
 from astra_core.report.links import link_stats
 from astra_core.results import RunResult
@@ -202,12 +205,25 @@ def timeline_figure(result: RunResult):
                 label=label if row == 0 else None,
             )
     ax.set_yticks(range(len(tracks)))
-    ax.set_yticklabels([str(t.rank) for t, _ in tracks], fontsize=8 if len(tracks) > 16 else 10)
+    chosen = shown_ranks(result, MAX_TIMELINE_RANKS)
+    roles = {} if chosen.stride == 1 else {chosen.slowest: " slowest", chosen.fastest: " fastest"}
+    ax.set_yticklabels(
+        [f"{t.rank}{roles.get(t.rank, '')}" for t, _ in tracks], fontsize=8 if len(tracks) > 16 else 10
+    )
     ax.set_ylim(len(tracks) - 0.5, -0.5)
     ax.set_xlim(0, result.step_ns / divisor if result.step_ns else 1)
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_ylabel("rank")
-    shown = "" if len(tracks) == len(result.ranks) else f" ({len(tracks)} of {len(result.ranks)} ranks)"
+    shown = (
+        ""
+        if chosen.stride == 1
+        else f" ({len(tracks)} of {len(result.ranks)} ranks: every {ordinal(chosen.stride)} from rank 0, "
+        + (
+            "all finishing together)"
+            if chosen.slowest == chosen.fastest
+            else f"the slowest {chosen.slowest} (critical) and the fastest {chosen.fastest})"
+        )
+    )
     ax.set_title(f"Timeline — backend {result.backend}{shown}")
     fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=9)
     return fig
