@@ -296,8 +296,8 @@ class WorkModel(Protocol):
     was measured (a benchmark command). ``message_s``: wall seconds each
     message costs besides its units (set-up, completion, round trips with a
     worker; 0 where negligible). ``fast_forward``: the model skips most units
-    of long steady flows, so ``messages x message_s`` is a floor and the units
-    an upper bound. ``limit``/``limit_key``: the config's work limit (None:
+    of long steady flows (it then prices those it simulates as
+    :class:`~astra_core.estimate.FastForwardWork`, or the units are an upper bound). ``limit``/``limit_key``: the config's work limit (None:
     none), against the budgeted units.
     """
 

@@ -14,17 +14,21 @@ message per rank of its class, each moved by that rank's translation
 per NPU pair.
 
 The projected wall time is ``messages x message_s + units / rate`` from the
-model's measured speeds. Where the model fast-forwards steady flows (ns3),
-the units are the packet-level upper bound and ``messages x message_s`` the
-floor.
+model's measured speeds. Where the model fast-forwards steady flows (ns3,
+:class:`FastForwardWork`), the units are those it is expected to simulate,
+from the messages of each NPU pair (:func:`pair_messages`); the run's wall
+time lies between the projection over the model's ``spread`` and the
+projection of the most it may simulate times the ``spread``, and the units
+of every packet give what the run would cost packet by packet.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from astra_core.backend import WorkModel, event_queue, is_symmetric, wall_time_text
 
@@ -38,6 +42,21 @@ SHOW_ESTIMATE_S = 30.0
 PRE_RUN_PASS_S = 10.0
 #: Messages between two looks at the clock while a pass has a deadline.
 CHECK_EVERY = 4096
+
+
+@runtime_checkable
+class FastForwardWork(Protocol):
+    """What a :class:`~astra_core.backend.WorkModel` whose backend skips the steady part
+    of long flows (``fast_forward``) adds: ``spread``, the factor by which a run's wall
+    time may stand from the projection either way on the machine its speeds were
+    measured on, and ``simulated_work``."""
+
+    spread: float
+
+    def simulated_work(self, pairs: Mapping[tuple[int, int], Sequence[tuple[int, int]]]) -> tuple[int, int]:
+        """(expected, most) units the backend simulates of the messages ``pairs`` lists as
+        ``(bytes, count)`` per ``(src, dst)`` NPU pair."""
+        ...
 
 
 class PassStopped(Exception):
@@ -88,8 +107,10 @@ class Estimate:
     ``work`` units it moves in all (data and ACK packet-hops), ``rate`` its
     speed (units per wall s, measured where ``rate_source`` says),
     ``message_s`` its cost per message (s), ``wall_s`` the projected wall
-    time (s) and, where the model fast-forwards steady flows, ``floor_s`` the
-    per-message floor (s); ``peak_memory_bytes`` where the model can tell. ``pass_s``: wall seconds this estimate took;
+    time (s). Where the model fast-forwards steady flows (:class:`FastForwardWork`):
+    ``simulated`` the units it is expected to simulate, ``low_s`` and ``high_s`` the
+    wall time's bounds (s), ``packet_s`` the projection packet by packet (s).
+    ``peak_memory_bytes`` where the model can tell. ``pass_s``: wall seconds this estimate took;
     ``symmetric``: its pass ran one rank per class. ``partial``: the pass was
     stopped at its deadline, so every figure is a lower bound.
     """
@@ -104,7 +125,10 @@ class Estimate:
     rate_source: str = ""
     message_s: float = 0.0
     wall_s: float | None = None
-    floor_s: float | None = None
+    simulated: int | None = None
+    low_s: float | None = None
+    high_s: float | None = None
+    packet_s: float | None = None
     peak_memory_bytes: int | None = None
     limit: int | None = None
     limit_key: str = ""
@@ -132,10 +156,11 @@ class Estimate:
         if self.budgeted != self.work:
             text += f" ({self.budgeted:.3g} counted against {self.limit_key})"
         text += f" -> about {wall_time_text(self.wall_s)} of wall time"
-        if self.floor_s is not None:
+        if self.low_s is not None and self.high_s is not None and self.packet_s is not None:
             text += (
-                f" packet by packet (an upper bound: fast-forward skips steady packets; "
-                f"at least {wall_time_text(self.floor_s)} for the messages alone)"
+                f" (between {wall_time_text(self.low_s)} and {wall_time_text(self.high_s)}: "
+                f"fast-forward simulates about {self.simulated:.3g} of the {self.unit}; "
+                f"{wall_time_text(self.packet_s)} packet by packet)"
             )
         if self.peak_memory_bytes is not None:
             text += f", peak memory about {self.peak_memory_bytes / 2**30:.2g} GiB"
@@ -215,6 +240,45 @@ def flows_work(flows: Sequence[Any], model: WorkModel | None) -> tuple[int, int,
     return messages, size_total, budgeted, work
 
 
+def pair_messages(
+    counts: dict[tuple[int, int, int], int], symmetry: Any, flows: Sequence[Any] = ()
+) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """``(src, dst) -> [(bytes, count), ...]``: the tallied messages of every rank (under
+    ``symmetry`` each counted message stands for one per rank of its sender's class, moved
+    by that rank's translation) and the background ``flows``, by NPU pair."""
+    pairs: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    members: dict[int, list[tuple[int, ...]]] = {}
+    for (src, dst, size), count in counts.items():
+        if symmetry is None:
+            pairs[(src, dst)].append((size, count))
+            continue
+        rep = symmetry.representative(src)
+        if rep not in members:
+            members[rep] = [symmetry.from_representative(r)[1] for r in symmetry.classes()[rep]]
+        for delta in members[rep]:
+            pairs[(symmetry.shift(src, delta), symmetry.shift(dst, delta))].append((size, count))
+    for f in flows:
+        pairs[(f.src, f.dst)].append((f.size_bytes, 1))
+    return pairs
+
+
+def _skipping(model: WorkModel, counts, symmetry, flows, messages: int) -> dict[str, Any] | None:
+    """The projection of a model that fast-forwards (module docstring): ``wall_s``,
+    ``simulated``, ``low_s`` and ``high_s`` for :class:`Estimate`; None for a model
+    that simulates every unit."""
+    fixed, rate = messages * model.message_s, model.rate
+    if not model.fast_forward or not isinstance(model, FastForwardWork):
+        return None
+    expected, most = model.simulated_work(pair_messages(counts, symmetry, flows))
+    wall = fixed + expected / rate
+    return {
+        "wall_s": wall,
+        "simulated": expected,
+        "low_s": wall / model.spread,
+        "high_s": (fixed + most / rate) * model.spread,
+    }
+
+
 def estimate(
     backend: str,
     model: WorkModel | None,
@@ -231,12 +295,16 @@ def estimate(
     extra = flows_work(flows, model)
     messages, size_total = messages + extra[0], size_total + extra[1]
     budgeted, work = budgeted + extra[2], work + extra[3]
-    passed = time.perf_counter() - started
     if model is None:
+        passed = time.perf_counter() - started
         return Estimate(
             backend, messages, size_total, pass_s=passed, symmetric=symmetry is not None, partial=partial
         )
-    wall = messages * model.message_s + work / model.rate
+    packet_s = messages * model.message_s + work / model.rate
+    skipping = _skipping(model, counts, symmetry, flows, messages)
+    if skipping is not None:
+        skipping["packet_s"] = packet_s
+    passed = time.perf_counter() - started
     return Estimate(
         backend,
         messages,
@@ -247,8 +315,7 @@ def estimate(
         rate=model.rate,
         rate_source=model.rate_source,
         message_s=model.message_s,
-        wall_s=wall,
-        floor_s=messages * model.message_s if model.fast_forward else None,
+        **(skipping or {"wall_s": packet_s}),
         peak_memory_bytes=model.peak_memory_bytes(messages),
         limit=model.limit,
         limit_key=model.limit_key,

@@ -81,7 +81,7 @@ def test_the_projection_is_the_work_at_the_models_rate(reference_dir):
 
     assert est.rate == FLIT_HOPS_PER_S and est.message_s == MESSAGE_S
     assert est.wall_s == pytest.approx(est.messages * MESSAGE_S + est.work / FLIT_HOPS_PER_S)
-    assert est.floor_s is None and est.peak_memory_bytes is None  # garnetlike moves every flit
+    assert est.low_s is None and est.peak_memory_bytes is None  # garnetlike moves every flit
     assert est.line() == (
         f"garnetlike estimate: {est.messages:,} messages, {est.bytes:.3g} B, {est.work:.3g} flit-hops "
         f"-> about {est.wall_s:.3g} s of wall time"

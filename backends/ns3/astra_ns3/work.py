@@ -15,13 +15,25 @@ ack_interval)) x H`` summed over the messages
 Speed and memory: the projection is ``messages x`` :data:`MESSAGE_S` ``+
 packet-hops /`` :data:`PACKET_HOPS_PER_S`, the peak memory ``messages x``
 :data:`MEMORY_PER_MESSAGE_BYTES` ``+`` :data:`MEMORY_BASE_BYTES`, all fitted on
-runs of this model (sources there). With the steady-state fast-forward, most
-packets of long flows are never simulated: the packet-hops are then an upper
-bound and ``messages x MESSAGE_S`` the floor.
+runs of this model (sources there).
+
+With the steady-state fast-forward (``cpp/fastforward.cc``) most packets of a
+training step are never simulated, and the projection prices the ones that
+are (:meth:`Ns3Work.simulated_work`): of a message on a queue pair that can
+be found steady, its last one or two packets (``MarginPackets``) and, once
+per pair, the whole of its longest message (measured before its pattern is
+remembered); every packet of a pair whose messages are all too short to be
+measured (a base RTT to settle and two windows of ``kFfMinPackets``) or
+whose route crosses a port loaded past its rate (the queues, ECN marks and
+pauses there are never steady). The wall time lies within
+:data:`SPEED_SPREAD` of the projection either way.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from astra_core.backend import Topology
@@ -51,6 +63,14 @@ RATE_SOURCE = "benchmarks/ns3_message_cost.py, a fit on this 2-core machine"
 #: benchmarks/ns3_llm.py peaked lower per message: 585 + 1,193 MiB at 2.55 M messages (128 GPUs).
 MEMORY_BASE_BYTES = 100 << 20
 MEMORY_PER_MESSAGE_BYTES = 906
+#: The factor by which a run's wall time may stand from the projection either way: the
+#: same run varies by up to +-30 % on this shared 2-core machine (docs/backend-ns3.md,
+#: benchmarks/ns3_fast_forward.py), and the 128-GPU Llama-3-8B step ran in 117 s
+#: (benchmarks/results/speed_record.json) to 142 s (benchmarks/results/ns3_llm.md).
+SPEED_SPREAD = 1.5
+#: Packets per queue pair per window before the model trusts a rate (cpp/fastforward.cc
+#: kFfMinPackets); two windows are compared before a part can be found steady.
+FF_MIN_PACKETS = 8
 
 
 class Ns3Work:
@@ -61,6 +81,7 @@ class Ns3Work:
     rate_source = RATE_SOURCE
     limit_key = "max_packet_hops"
     message_s = MESSAGE_S
+    spread = SPEED_SPREAD
 
     def __init__(self, physical: PhysicalTopology, config: Ns3Config):
         self.physical = physical
@@ -69,6 +90,7 @@ class Ns3Work:
         self.limit = config.max_packet_hops or None
         # The steady-state fast-forward skips most packets of long flows.
         self.fast_forward = config.fast_forwards
+        self.tolerance = config.fast_forward_tolerance
 
     def peak_memory_bytes(self, messages: int) -> int:
         """Peak resident memory (bytes) of a run of ``messages`` messages, caller and worker."""
@@ -82,6 +104,62 @@ class Ns3Work:
     def hops(self, src: int, dst: int) -> int:
         """Links of the route from NPU ``src`` to NPU ``dst`` (every ECMP path is as long)."""
         return 0 if src == dst else len(self.physical.route(src, dst, 0))
+
+    def simulated_work(self, pairs: Mapping[tuple[int, int], Sequence[tuple[int, int]]]) -> tuple[int, int]:
+        """(expected, most) packet-hops the fast-forward simulates of the messages
+        ``pairs`` lists as ``(bytes, count)`` per ``(src, dst)`` NPU pair (module
+        docstring): a pair that jumps costs its messages' tails, and at most its
+        longest message whole besides; one that cannot costs every packet."""
+        routes = {pair: self.physical.route(pair[0], pair[1], 0) for pair in pairs if pair[0] != pair[1]}
+        hot = self._overloaded(pairs, routes)
+        expected = most = 0
+        for pair, route in routes.items():
+            messages = pairs[pair]
+            full = [self.per_link(size)[1] for size, _ in messages]
+            steady = self._steady_packets(route)
+            if pair in hot or all(-(-size // self.payload) <= steady for size, _ in messages):
+                every = sum(units * count for units, (_, count) in zip(full, messages)) * len(route)
+                expected, most = expected + every, most + every
+                continue
+            tails = sum(self._tail(size) * count for size, count in messages) * len(route)
+            expected += tails
+            most += tails + max(full) * len(route)
+        return expected, most
+
+    def _tail(self, size_bytes: int) -> int:
+        """Frames per link of the end of a message that is always simulated: its last
+        packet, and the one before where the last is short (cpp/fastforward.cc
+        MarginPackets), with their ACKs."""
+        packets = min(max(1, -(-size_bytes // self.payload)), 1 if size_bytes % self.payload == 0 else 2)
+        return packets + -(-packets // self.ack_interval)
+
+    def _steady_packets(self, route: Sequence[int]) -> int:
+        """Packets a message on ``route`` sends before the model can find it steady from a
+        standing start: a base RTT to settle at the slowest link's rate and two windows
+        of :data:`FF_MIN_PACKETS`, plus its tail."""
+        topo = self.physical
+        rtt_ns = sum(2 * topo.link_latency[link] + self.payload / topo.link_bandwidth[link] for link in route)
+        slowest = min(topo.link_bandwidth[link] for link in route)
+        return math.ceil(rtt_ns * slowest / self.payload) + 2 * FF_MIN_PACKETS + 2
+
+    def _overloaded(self, pairs, routes) -> set[tuple[int, int]]:
+        """The pairs whose route crosses a link offered more than its rate (past the
+        fast-forward tolerance) when every pair sends at once, each sharing its first
+        link with the pairs that start there in proportion to their bytes."""
+        volume = {pair: sum(size * count for size, count in pairs[pair]) for pair in routes}
+        per_first: Counter[int] = Counter()
+        for pair, route in routes.items():
+            per_first[route[0]] += volume[pair]
+        offered: Counter[int] = Counter()
+        bandwidth = self.physical.link_bandwidth
+        for pair, route in routes.items():
+            rate = bandwidth[route[0]] * volume[pair] / max(per_first[route[0]], 1)
+            for link in route:
+                offered[link] += rate
+        limit = 1 + self.tolerance
+        return {
+            pair for pair, route in routes.items() if any(offered[x] > limit * bandwidth[x] for x in route)
+        }
 
 
 def work_model(topology: Topology, config: Any = None) -> Ns3Work:

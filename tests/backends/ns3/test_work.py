@@ -119,7 +119,7 @@ def test_the_estimate_builds_no_ns3_fabric_and_starts_no_worker(reference_dir, m
 
 
 @pytest.mark.parametrize("fast_forward", [True, False])
-def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_floor(fast_forward):
+def test_messages_too_short_to_be_found_steady_are_priced_packet_by_packet(fast_forward):
     from astra_core.estimate import estimate as price
     from astra_ns3.config import load_config
     from astra_ns3.work import (
@@ -127,6 +127,7 @@ def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_flo
         MEMORY_PER_MESSAGE_BYTES,
         MESSAGE_S,
         PACKET_HOPS_PER_S,
+        SPEED_SPREAD,
         Ns3Work,
     )
     from tests.backends.ns3.conftest import star
@@ -138,11 +139,14 @@ def test_with_fast_forward_the_packet_hops_are_an_upper_bound_and_messages_a_flo
     assert (est.budgeted, est.work) == (1000 * 10 * 2, 1000 * (10 + 5) * 2)
     assert est.wall_s == pytest.approx(1000 * MESSAGE_S + est.work / PACKET_HOPS_PER_S)
     assert est.peak_memory_bytes == MEMORY_BASE_BYTES + 1000 * MEMORY_PER_MESSAGE_BYTES
-    if fast_forward:
-        assert est.floor_s == pytest.approx(1000 * MESSAGE_S)
-        assert "packet by packet (an upper bound: fast-forward skips steady packets; at least " in est.line()
+    if fast_forward:  # 10 packets: fewer than a base RTT and two windows of 8, never skipped
+        assert est.simulated == est.work and est.packet_s == est.wall_s
+        assert (est.low_s, est.high_s) == pytest.approx(
+            (est.wall_s / SPEED_SPREAD, est.wall_s * SPEED_SPREAD)
+        )
+        assert "fast-forward simulates about 3e+04 of the packet-hops; " in est.line()
     else:
-        assert est.floor_s is None and "upper bound" not in est.line()
+        assert est.low_s is None and est.simulated is None and "fast-forward" not in est.line()
 
 
 def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(reference_dir, built_backends):
@@ -156,7 +160,7 @@ def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(refere
     )
     est = estimate(**case)
     assert (est.budgeted, est.work) == (448 * 512 * 2, 448 * 1024 * 2)
-    assert est.floor_s is not None  # fast-forward is on by default
+    assert est.simulated is not None  # fast-forward is on by default
     run = simulate(**case)
     stats = run.counters
     skipped = stats["fast_forward_packet_hops"]
@@ -164,3 +168,6 @@ def test_fast_forward_skips_packets_the_estimate_counts_as_an_upper_bound(refere
     assert est.budgeted == built_backends[-1].budget.total  # ... but every one is counted
     assert_packets_as_counted_in_cpp(est, built_backends[-1], last_messages=8, acks=512)
     assert stats["packet_hops"] - skipped < est.work  # the packets simulated: fewer
+    # ... and no fewer than the estimate prices: every message's last packet (2 MiB: a whole
+    # one, cpp/fastforward.cc MarginPackets) and its ACK on both links
+    assert est.simulated == 448 * (1 + 1) * 2 <= stats["packet_hops"] - skipped
