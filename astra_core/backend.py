@@ -297,8 +297,9 @@ class WorkModel(Protocol):
     message costs besides its units (set-up, completion, round trips with a
     worker; 0 where negligible). ``fast_forward``: the model skips most units
     of long steady flows (it then prices those it simulates as
-    :class:`~astra_core.estimate.FastForwardWork`, or the units are an upper bound). ``limit``/``limit_key``: the config's work limit (None:
-    none), against the budgeted units.
+    :class:`~astra_core.estimate.FastForwardWork`, or the units are an upper
+    bound). ``limit``/``limit_key``: the config's work limit (None: none),
+    against the budgeted units.
     """
 
     unit: str
