@@ -14,7 +14,9 @@ from astra_core.config.dims import parse_dims
 @click.command()
 @click.option("--workload", required=True, help="trace prefix: rank r reads PREFIX.r.et")
 @click.option(
-    "--comm-groups", type=click.Path(), help="its communicator-group JSON (if its traces use groups)"
+    "--comm-groups",
+    type=click.Path(),
+    help="its communicator-group JSON (default: PREFIX.comm_groups.json beside the traces, if any)",
 )
 @click.option(
     "--dp-to", "new_dp", required=True, type=click.IntRange(min=1), help="data-parallel replicas to write"
@@ -48,7 +50,7 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     (all or none), then the PREFIX.N.et files of an earlier run with N at or past the
     new rank count are removed, so that astra run on PREFIX reads exactly this set.
     """
-    from astra_core.config.comm_groups import load_comm_groups
+    from astra_core.config.comm_groups import groups_beside, load_comm_groups
     from astra_core.errors import ConfigError
     from astra_core.outputs import check_not_input, trace_outputs
     from astra_core.workload.chakra import read_workload
@@ -59,21 +61,37 @@ def scale(workload, comm_groups, new_dp, output, tp, pp, cp, dims) -> None:
     if not ranks:
         raise ConfigError(f"--workload: no trace files {workload}.<rank>.et")
     traces = read_workload(workload, ranks)
+    comm_groups = comm_groups or groups_beside(workload)
     groups = load_comm_groups(comm_groups, ranks) if comm_groups else {}
     layout = _layout(traces[0].metadata.get(LLM_METADATA), f"{workload}.0.et", ranks, tp, pp, cp)
+    _check_size(workload, ranks, new_dp / layout.dp, output, new_dp)
     scaled, new_groups = scale_dp(traces, groups, layout, new_dp, parse_dims(dims) if dims else None)
     groups_path = f"{output}.comm_groups.json"
     inputs = {"--workload": [f"{workload}.{r}.et" for r in range(ranks)], "--comm-groups": comm_groups}
     stale = _stale_ranks(output, len(scaled))
+    if not new_groups and os.path.isfile(groups_path):  # an earlier set's: a run would read it
+        stale.append(groups_path)
     outputs = {**trace_outputs(output, len(scaled)), "--comm-groups": groups_path}
     check_not_input({**outputs, **{f"--output (stale {path})": path for path in stale}}, inputs)
     _write(output, scaled, json.dumps(new_groups) if new_groups else None, groups_path)
     _remove(stale)
     click.echo(
         f"{ranks} ranks (dp {layout.dp}) -> {len(scaled)} ranks (dp {new_dp}): {output}.<rank>.et"
-        + (f"; comm groups: {groups_path} (pass it to astra run --comm-groups)" if new_groups else "")
-        + (f"; removed {len(stale)} rank files of an earlier, larger set" if stale else "")
+        + (f"; comm groups: {groups_path} (astra run reads it beside the traces)" if new_groups else "")
+        + (f"; removed {len(stale)} files of an earlier set" if stale else "")
     )
+
+
+def _check_size(workload: str, ranks: int, factor: float, output: str, new_dp: int) -> None:
+    """Refuse, before any work, a set past astra's rank limit or past the room on disk:
+    the scaled set has ``factor`` times the ranks, nodes and bytes of WORKLOAD's."""
+    from astra_core.workload.trace_size import TraceSetSize, check_npus, check_trace_set
+
+    source = f"--dp-to {new_dp}"
+    new_ranks = round(ranks * factor)
+    check_npus(source, new_ranks)
+    nbytes = sum(os.path.getsize(f"{workload}.{r}.et") for r in range(ranks))
+    check_trace_set(source, TraceSetSize(new_ranks, 0, 0, round(nbytes * factor)), output)
 
 
 def _write(output: str, scaled, groups_json: str | None, groups_path: str) -> None:

@@ -240,10 +240,39 @@ def test_an_earlier_larger_set_under_the_output_prefix_is_removed(tmp_path):
         (folder / name).write_text("kept")
     out = _scale(small, 4, scaled)
     assert out.exit_code == 0, out.output
-    assert "removed 8 rank files of an earlier, larger set" in out.output
+    assert "removed 8 files of an earlier set" in out.output
     assert rank_count(scaled) == 8
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [f"x.{r}.et" for r in range(8)] + others + ["x.comm_groups.json"]
     )
     large = _gen(tmp_path, "large", 4, "--tp", "2", "--microbatches", "1")
     _assert_same_traces(large, scaled)
+
+
+def test_the_comm_groups_beside_the_traces_are_read_and_a_stale_file_removed(tmp_path):
+    """Without --comm-groups, scale reads PREFIX.comm_groups.json beside the traces (as
+    astra run does); a comm-group file of an earlier set under --output is removed when
+    the new set needs none, since astra run would read it."""
+    small = _gen(tmp_path, "small", 2, "--tp", "2", "--pp", "2", "--microbatches", "2")
+    assert _groups(small)
+    scaled = str(tmp_path / "o" / "x")
+    out = CliRunner().invoke(main, ["scale", "--workload", small, "--dp-to", "4", "--output", scaled])
+    assert out.exit_code == 0, out.output
+    assert "comm groups: " in out.output and "astra run reads it beside the traces" in out.output
+    _assert_same_traces(_gen(tmp_path, "large", 4, "--tp", "2", "--pp", "2", "--microbatches", "2"), scaled)
+    flat = _gen(tmp_path, "flat", 2, "--microbatches", "1")
+    assert not _groups(flat)
+    out = CliRunner().invoke(main, ["scale", "--workload", flat, "--dp-to", "4", "--output", scaled])
+    assert out.exit_code == 0, out.output
+    assert not (tmp_path / "o" / "x.comm_groups.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("dp_to", "message"), [(10**8, "200,000,000 NPUs, more than astra's limit of 1,048,576")]
+)
+def test_a_set_past_the_rank_limit_is_refused_before_any_work(tmp_path, dp_to, message):
+    small = _gen(tmp_path, "small", 2, "--tp", "2", "--microbatches", "1")
+    out = _scale(small, dp_to, str(tmp_path / "o" / "x"))
+    assert out.exit_code == 1
+    lines = [line for line in out.output.splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith(f"error: --dp-to {dp_to}: {message}"), lines
