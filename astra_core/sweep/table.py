@@ -24,7 +24,7 @@ from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.outputs import atomic_output, whole_ns
-from astra_core.report.plots import time_unit
+from astra_core.sweep.axes import metric_axis, parameter_label
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.spec import SweepSpec
 
@@ -181,7 +181,7 @@ def results_figure(frame, spec: SweepSpec):
     ok = frame[frame["status"] == "ok"]
     others = [p for p in spec.parameters if p != x and ok[p].nunique(dropna=False) > 1]
     numeric_x = ok[x].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
-    scale, unit = time_unit(float(ok[metric].max())) if metric.endswith("_ns") and len(ok) else (1.0, "")
+    scale, unit, ylabel = metric_axis(metric, float(ok[metric].max()) if len(ok) else 0.0)
     fig, ax = plt.subplots(figsize=(8, 5))
     groups = list(ok.groupby(others, dropna=False, sort=False)) if others else [((), ok)]
     for label, group in groups[:MAX_LINES]:
@@ -202,8 +202,8 @@ def results_figure(frame, spec: SweepSpec):
         low, high = min(values), max(values)
         change = f"{100 * (high - low) / low:+.3g} %" if low > 0 else "n/a"
         spread = f"\nrange {low / scale:,.6g}–{high / scale:,.6g} {unit}".rstrip() + f" (max vs min {change})"
-    ax.set_xlabel(x)
-    ax.set_ylabel(f"{metric.removesuffix('_ns').replace('_', ' ')} ({unit})" if unit else metric)
+    ax.set_xlabel(parameter_label(x, bool(numeric_x)))
+    ax.set_ylabel(ylabel)
     failed = int((frame["status"] != "ok").sum())
     shown = "" if len(groups) <= MAX_LINES else f", first {MAX_LINES} of {len(groups)} lines"
     ax.set_title(
