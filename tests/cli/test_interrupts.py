@@ -12,12 +12,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from astra_core.workload.generators.micro import write_micro
+from tests.waiting import default_sigint, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "tests" / "data" / "reference" / "system" / "ring_1d.json"
@@ -56,21 +56,6 @@ class _Terminal:
         os.close(self.master)
 
 
-def _wait_for(predicate, timeout_s: float) -> bool:
-    """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout_s`` passed (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
-
-
-def _default_sigint() -> None:
-    # a shell's background job inherits SIGINT ignored: give it Ctrl-C as a terminal would
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_full_rank_run_in_one_line(tmp_path, signum):
     write_micro("all-to-all", 64 << 20, 256, tmp_path / "a2a")
@@ -85,10 +70,10 @@ def test_a_signal_stops_a_full_rank_run_in_one_line(tmp_path, signum):
         stdin=terminal.slave,
         stdout=terminal.slave,
         stderr=terminal.slave,
-        preexec_fn=_default_sigint,
+        preexec_fn=default_sigint,
     )
     try:
-        assert _wait_for(lambda: "simulating" in terminal.text() or run.poll() is not None, START_S)
+        assert wait_for(lambda: "simulating" in terminal.text() or run.poll() is not None, START_S)
         assert run.poll() is None, terminal.text()
         run.send_signal(signum)
         run.wait(timeout=EXIT_S)  # the kernel's event loop looks at signals between events

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import astra
 from astra_core.cluster import processes
 from astra_core.cluster import run as cluster_run
 from astra_core.errors import AstraError, ConfigError
+from tests.waiting import default_sigint, wait_for
 
 
 def _results(result):
@@ -86,21 +86,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _wait_for(predicate, timeout_s: float) -> bool:
-    """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout_s`` passed (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
-
-
-def _default_sigint() -> None:
-    # a shell's background job inherits SIGINT ignored: give it Ctrl-C as a terminal would
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_astra_cluster_and_no_worker_survives(cluster, tmp_path, signum):
@@ -113,10 +98,10 @@ def test_a_signal_stops_astra_cluster_and_no_worker_survives(cluster, tmp_path, 
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=err_file,  # a file, not a pipe: a surviving worker would hold a pipe open
-            preexec_fn=_default_sigint,
+            preexec_fn=default_sigint,
         )
     try:
-        assert _wait_for(lambda: _children(run.pid) or run.poll() is not None, START_S)
+        assert wait_for(lambda: _children(run.pid) or run.poll() is not None, START_S)
         workers = _children(run.pid)
         assert workers, f"no worker started: {err_path.read_text()}"
         run.send_signal(signum)
@@ -127,7 +112,7 @@ def test_a_signal_stops_astra_cluster_and_no_worker_survives(cluster, tmp_path, 
             run.wait()
     # Before: SIGTERM ended astra at once and left its workers blocked forever; Ctrl-C
     # waited for the workers' runs to end.
-    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), EXIT_S), f"{workers} outlived astra"
+    assert wait_for(lambda: not any(_alive(pid) for pid in workers), EXIT_S), f"{workers} outlived astra"
     assert run.returncode == 128 + signum
     name = signal.Signals(signum).name
     assert err_path.read_text().splitlines()[-1] == f"error: astra cluster: interrupted by {name}"
@@ -170,4 +155,4 @@ def test_an_interrupt_kills_a_busy_worker_at_once(tmp_path):
     )
     assert (done.returncode, done.stdout) == (0, "interrupted\n"), done.stderr
     worker = int(flag.read_text())
-    assert _wait_for(lambda: not _alive(worker), EXIT_S)
+    assert wait_for(lambda: not _alive(worker), EXIT_S)

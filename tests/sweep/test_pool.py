@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from astra_core.errors import AstraError
 from astra_core.sweep import pool, run_sweep
 from tests.conftest import isolate_plugins
 from tests.sweep.test_sweep import closed_form_step_ns, write_spec
+from tests.waiting import default_sigint, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = """
@@ -111,20 +111,6 @@ START_S = 600
 EXIT_S = 300
 
 
-def _wait_for(predicate, timeout_s: float) -> bool:
-    """Poll ``predicate`` every 50 ms until it holds (True) or ``timeout_s`` passed (False)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
     path = write_spec(tmp_path, points=[{"backend": "slow"}, {"backend": "slow"}])
@@ -138,11 +124,11 @@ def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
             stderr=err_file,
             # a shell's background job inherits SIGINT ignored, and Python then never
             # raises KeyboardInterrupt: the sweep gets Ctrl-C as a terminal would give it
-            preexec_fn=_default_sigint,
+            preexec_fn=default_sigint,
         )
     try:
         pids = lambda: [int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()]  # noqa: E731
-        assert _wait_for(lambda: len(pids()) == 2, START_S), "workers did not start"
+        assert wait_for(lambda: len(pids()) == 2, START_S), "workers did not start"
         workers = pids()
         assert all(_alive(pid) for pid in workers)
         sweep.send_signal(signum)
@@ -151,7 +137,7 @@ def test_no_worker_survives_a_killed_sweep(tmp_path, signum):
         if sweep.poll() is None:
             sweep.kill()
             sweep.wait()
-    assert _wait_for(lambda: not any(_alive(pid) for pid in workers), EXIT_S), (
+    assert wait_for(lambda: not any(_alive(pid) for pid in workers), EXIT_S), (
         f"workers {workers} outlived the sweep"
     )
     if signum == signal.SIGKILL:
