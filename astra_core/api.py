@@ -285,6 +285,7 @@ class RunInputs:
     the loaders raise (ConfigError, TraceError)."""
 
     link_changes: list[LinkChange]
+    faults: list[LinkFault]
 
     def __init__(
         self,
@@ -300,7 +301,7 @@ class RunInputs:
         faults=None,
     ):
         self.network, self.physical = resolve_network(network, topology, dims)
-        fault_list = load_faults(faults)
+        fault_list = self.faults = load_faults(faults)
         self.link_changes = []
         if fault_list:
             if self.physical is None:
@@ -648,7 +649,7 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
         start_flows(
             sim.backend, flows, lambda i: finish.__setitem__(i, sim.backend.now()), BACKGROUND_TAG_BASE
         )
-    report = Report.of(sim.run())
+    report = Report.of(sim.run(), faults=tuple(inputs.faults))
     if flows:
         assert physical is not None  # _background_flows refused flows without one
         background = flow_results(

@@ -221,6 +221,8 @@ class RunResult:
     iterations: IterationTimes | None = None  # a run of several iterations (--iterations)
     folded: int = 0
     symmetry_off: str = ""
+    #: the degraded and failed cables the run had (:class:`~astra_core.topology.faults.LinkFault`)
+    faults: tuple[Any, ...] = field(default=(), repr=False)
 
     @property
     def step_ns(self) -> float:

@@ -94,3 +94,27 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
             )
         )
     return stats
+
+
+#: How links.png marks a link of a faulty cable (:func:`link_faults`).
+DEGRADED, DOWN_A_WHILE = "degraded", "down for a while"
+
+
+def link_faults(result: RunResult) -> tuple[dict[tuple[int, int], str], list[tuple[int, int]]]:
+    """The faulty cables of ``result`` (:attr:`~astra_core.results.RunResult.faults`):
+    per directed link ``(src, dst)`` still in the run's topology on a faulty cable,
+    :data:`DEGRADED` (bandwidth cut, for the whole run or a while) or
+    :data:`DOWN_A_WHILE` (down for part of the run; it wins over degraded); and the
+    cables down for the whole run, gone from the run's topology, as node pairs ``(a, b)``
+    in the faults' order."""
+    marks: dict[tuple[int, int], str] = {}
+    gone: list[tuple[int, int]] = []
+    for fault in result.faults:
+        a, b = fault.link
+        if fault.down and fault.whole_run:
+            gone.append((a, b))
+            continue
+        for pair in ((a, b), (b, a)):
+            if marks.get(pair) != DOWN_A_WHILE:
+                marks[pair] = DOWN_A_WHILE if fault.down else DEGRADED
+    return marks, gone

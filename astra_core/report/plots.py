@@ -14,9 +14,13 @@
   the title and the row labels say which).
 * ``links.png``: utilization (busy time / step time, %) of every directed
   link, coloured by link kind, for backends that keep link statistics
-  (:mod:`astra_core.report.links`); one bar per link (``src→dst``, in link
-  id order) up to :data:`MAX_LINK_BARS` links, beyond that each kind's
-  utilizations sorted busiest first.
+  (:mod:`astra_core.report.links`); one bar per link (``src→dst``), busiest
+  first, up to :data:`MAX_LINK_BARS` links, beyond that each kind's
+  utilizations sorted busiest first (a curve per kind, each its own colour,
+  line style and marker). The run's faulty cables
+  (:attr:`~astra_core.results.RunResult.faults`) are marked: degraded ones
+  hatched, ones down for a while cross-hatched, ones down for the whole run
+  a red cross at 0; the legend names each mark.
 
 Titles go above the axes and legends below them (constrained layout), so
 neither covers the other.
@@ -39,7 +43,7 @@ from astra_core.report.breakdown import (
     mean_parts,
     shown_ranks,
 )
-from astra_core.report.links import link_stats
+from astra_core.report.links import DEGRADED, DOWN_A_WHILE, LinkStat, link_faults, link_stats
 from astra_core.results import RunResult
 
 #: The files :func:`write_plots` may write into its directory.
@@ -65,6 +69,20 @@ LINK_COLORS = {
     "switch-switch": "tab:orange",
     "npu-npu": "tab:purple",
 }
+#: Line style and marker of each kind's curve in links.png beyond MAX_LINK_BARS links.
+KIND_STYLES = {
+    "npu-switch": ("-", "o"),
+    "switch-npu": ("--", "s"),
+    "switch-switch": ("-.", "^"),
+    "npu-npu": (":", "D"),
+}
+#: How links.png marks the links of a faulty cable: bar hatch and legend entry.
+FAULT_MARKS = {
+    DEGRADED: ("////", "cable degraded (bandwidth cut)"),
+    DOWN_A_WHILE: ("xxxx", "cable down for part of the run"),
+}
+#: links.png's legend entry of the red crosses: cables down for the whole run.
+GONE_LABEL = "cable down for the whole run (carried nothing)"
 
 
 def time_unit(ns: float) -> tuple[float, str]:
@@ -238,45 +256,136 @@ def plot_links(result: RunResult, path: str | os.PathLike) -> Path | None:
 
 def links_figure(result: RunResult):
     """Utilization of every link, a matplotlib Figure (None if the backend keeps no
-    link statistics)."""
+    link statistics): one bar per link busiest first (:func:`_link_bars`), or beyond
+    :data:`MAX_LINK_BARS` links one curve per kind (:func:`_link_curves`). The legend,
+    below the axes, names each kind and each mark of a faulty cable."""
     stats = link_stats(result)
     if not stats:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")
-    kinds = [k for k in LINK_COLORS if any(s.kind == k for s in stats)]
     if len(stats) <= MAX_LINK_BARS:
-        for kind in kinds:
-            mine = [s for s in stats if s.kind == kind]
-            ax.bar(
-                [s.link for s in mine],
-                [100 * s.utilization for s in mine],
-                width=0.9,
-                color=LINK_COLORS[kind],
-                label=kind,
-            )
-        every = -(-len(stats) // MAX_LINK_LABELS)  # label every link, or every k-th
-        ticked = stats[::every]
-        ax.set_xticks([s.link for s in ticked])
-        ax.set_xticklabels([f"{s.src}→{s.dst}" for s in ticked], rotation=90, fontsize=7)
-        ax.set_xlabel(
-            "directed link src→dst (NPU and switch ids), in link-id order"
-            + ("" if every == 1 else f"; every {ordinal(every)} link labelled")
-        )
-        ax.set_xlim(-0.6, len(stats) - 0.4)
+        _link_bars(ax, stats, result)
     else:
-        for kind in kinds:
-            values = sorted((100 * s.utilization for s in stats if s.kind == kind), reverse=True)
-            ax.plot(range(len(values)), values, color=LINK_COLORS[kind], label=kind)
-        ax.set_xlabel("directed links of each kind, sorted by utilization, busiest first (rank in its kind)")
+        _link_curves(ax, stats, result)
     busiest = max(stats, key=lambda s: s.utilization)
     ax.set_ylabel("utilization (% of step time busy)")
     ax.set_title(
         f"Link utilization — backend {result.backend}, {len(stats)} links; busiest: "
         f"{busiest.src}→{busiest.dst} at {100 * busiest.utilization:.1f}%"
     )
-    ax.legend(frameon=False, title="link kind", fontsize=8, title_fontsize=8)
+    # kinds first, then the marks of faulty cables in FAULT_MARKS order, then the crosses
+    order = [label for _, label in FAULT_MARKS.values()] + [GONE_LABEL]
+    handles = sorted(
+        zip(*ax.get_legend_handles_labels()),
+        key=lambda h: (h[1] in order, order.index(h[1]) if h[1] in order else 0),
+    )
+    fig.legend(
+        *zip(*handles), loc="outside lower center", ncol=min(len(handles), 4), frameon=False, fontsize=8
+    )
     return fig
+
+
+def _link_bars(ax, stats: list[LinkStat], result: RunResult) -> None:
+    """One bar per directed link, busiest first (ties in link-id order), coloured by kind;
+    the links of a faulty cable hatched (:data:`FAULT_MARKS`) and always labelled in red,
+    each cable down for the whole run (gone from the topology) a red cross at 0 after
+    the bars."""
+    marks, gone = link_faults(result)
+    order = sorted(stats, key=lambda s: (-s.utilization, s.link))
+    for kind in [k for k in LINK_COLORS if any(s.kind == k for s in stats)]:
+        mine = [(x, s) for x, s in enumerate(order) if s.kind == kind]
+        ax.bar(
+            [x for x, _ in mine],
+            [100 * s.utilization for _, s in mine],
+            width=0.9,
+            color=LINK_COLORS[kind],
+            label=kind,
+        )
+    for mark, (hatch, label) in FAULT_MARKS.items():
+        hit = [(x, s) for x, s in enumerate(order) if marks.get((s.src, s.dst)) == mark]
+        if hit:
+            ax.bar(
+                [x for x, _ in hit],
+                [100 * s.utilization for _, s in hit],
+                width=0.9,
+                fill=False,
+                hatch=hatch,
+                edgecolor="black",
+                linewidth=0.6,
+                label=label,
+                zorder=3,
+            )
+    names = [f"{s.src}→{s.dst}" for s in order] + [f"{a}↔{b}" for a, b in gone]
+    faulty = {x for x, s in enumerate(order) if (s.src, s.dst) in marks} | {
+        len(order) + j for j in range(len(gone))
+    }
+    if gone:
+        ax.plot(
+            range(len(order), len(names)),
+            [0.0] * len(gone),
+            linestyle="none",
+            marker="X",
+            markersize=9,
+            color="tab:red",
+            clip_on=False,
+            zorder=4,
+            label=GONE_LABEL,
+        )
+    every = -(-len(names) // MAX_LINK_LABELS)  # label every link, or every k-th
+    ticked = sorted({x for x in range(len(names)) if x % every == 0} | faulty)
+    ax.set_xticks(ticked)
+    ax.set_xticklabels([names[x] for x in ticked], rotation=90, fontsize=7)
+    for x, label in zip(ticked, ax.get_xticklabels()):
+        if x in faulty:
+            label.set_color("tab:red")
+    ax.set_xlabel(
+        "directed link src→dst (NPU and switch ids), busiest first"
+        + ("" if every == 1 else f"; every {ordinal(every)} link labelled")
+        + ("; faulty cables in red" if faulty else "")
+    )
+    ax.set_xlim(-0.6, len(names) - 0.4)
+
+
+def _link_curves(ax, stats: list[LinkStat], result: RunResult) -> None:
+    """Per kind of link its utilizations sorted busiest first, each kind in its own
+    colour, line style and marker (:data:`KIND_STYLES`: the two directions of every
+    cable often have the same curve, and one must not hide the other), the links of a
+    faulty cable marked on their curve."""
+    marks, _ = link_faults(result)
+    labelled: set[str] = set()  # each mark once in the legend, whatever kinds it is on
+    for z, kind in enumerate(k for k in LINK_COLORS if any(s.kind == k for s in stats)):
+        mine = sorted((s for s in stats if s.kind == kind), key=lambda s: (-s.utilization, s.link))
+        style, marker = KIND_STYLES[kind]
+        step = max(len(LINK_COLORS), len(mine) // 12)
+        ax.plot(
+            range(len(mine)),
+            [100 * s.utilization for s in mine],
+            color=LINK_COLORS[kind],
+            linestyle=style,
+            marker=marker,
+            markevery=((z * step // len(LINK_COLORS)) % len(mine), step),  # equal curves: markers apart
+            markersize=6 - z,
+            linewidth=2.8 - 0.6 * z,  # a curve drawn later is thinner: one beneath still shows
+            zorder=2 + z,
+            label=f"{kind} ({len(mine)} links)",
+        )
+        for mark, (_, label) in FAULT_MARKS.items():
+            hit = [(x, s) for x, s in enumerate(mine) if marks.get((s.src, s.dst)) == mark]
+            if not hit:
+                continue
+            ax.plot(
+                [x for x, _ in hit],
+                [100 * s.utilization for _, s in hit],
+                linestyle="none",
+                marker="o" if mark == DEGRADED else "X",
+                markerfacecolor="none",
+                markeredgecolor="black",
+                zorder=9,
+                label="_" + label if label in labelled else label,
+            )
+            labelled.add(label)
+    ax.set_xlabel("directed links of each kind, sorted by utilization, busiest first (rank in its kind)")
 
 
 def write_plots(result: RunResult, directory: str | os.PathLike) -> list[Path]:
