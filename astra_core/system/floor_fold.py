@@ -47,6 +47,25 @@ class FoldedTraffic:
     in_flight: dict[int, list[Interval]] = field(default_factory=lambda: defaultdict(list))
 
 
+class _Replayed:
+    """A replayed collective as every instance of its pattern of starts shares it: its
+    members' ends and messages, their bytes, and per member the merged intervals (ns
+    after the first start) in which one of its messages was in flight. Every consumer
+    takes the union of a rank's intervals, so merging them once per pattern changes no
+    result (shifting touching intervals by one ``first`` keeps them touching), and an
+    instance adds a few intervals per member instead of two per message."""
+
+    def __init__(self, found: Replay):
+        self.ends_ns = found.ends_ns
+        self.messages = found.messages
+        self.message_bytes = sum(message[2] for message in found.messages)
+        spans: dict[int, list[Interval]] = defaultdict(list)
+        for src, dst, _, sent, arrived in found.messages:
+            spans[src].append((sent, arrived))
+            spans[dst].append((sent, arrived))
+        self.flights = {m: union(pairs) for m, pairs in spans.items()}
+
+
 class FloorFold:
     """Start times of the folded collectives of a rank-symmetric run, and the check
     (module docstring). ``symmetry``: the run's
@@ -59,7 +78,7 @@ class FloorFold:
         self.message_ns = message_ns
         # (representative, comm type, members, bytes, stream id, start ns)
         self.starts: list[tuple] = []
-        self._replays: dict[tuple, tuple[Replay, int]] = {}
+        self._replays: dict[tuple, tuple[_Replayed, int]] = {}
 
     def started(self, phase: FoldedNcclPhase) -> None:
         """A representative's folded phase starts now."""
@@ -109,17 +128,15 @@ class FloorFold:
                         f"ends on rank {m} after NCCL's predicted time: its members start "
                         f"{max(starts.values()) - first:,.0f} ns apart"
                     )
-            for src, dst, nbytes, sent, arrived in found.messages:
-                traffic.messages += 1
-                traffic.message_bytes += nbytes
-                span = (sent + first, arrived + first)
-                traffic.in_flight[src].append(span)
-                traffic.in_flight[dst].append(span)
+            traffic.messages += len(found.messages)
+            traffic.message_bytes += found.message_bytes
+            for m, spans in found.flights.items():  # merged per member: a few, not 2 per message
+                traffic.in_flight[m].extend((start + first, end + first) for start, end in spans)
         return traffic
 
     def _replay(
         self, comm_type, members: tuple[int, ...], size: int, offsets: tuple[float, ...]
-    ) -> tuple[Replay, int]:
+    ) -> tuple[_Replayed, int]:
         """The collective replayed from starts ``offsets`` (ns after the first), and
         NCCL's time; one replay per pattern of starts."""
         key = (comm_type, members, size, offsets)
@@ -129,7 +146,7 @@ class FloorFold:
             floor_ns = parts[members[0]][1]
             schedules = {m: schedule for m, (schedule, _) in parts.items()}
             found = self._replays[key] = (
-                replay(schedules, dict(zip(members, offsets)), self.message_ns),
+                _Replayed(replay(schedules, dict(zip(members, offsets)), self.message_ns)),
                 floor_ns,
             )
         return found

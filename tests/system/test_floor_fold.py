@@ -8,7 +8,7 @@ import pytest
 
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
-from astra_core.intervals import flat_uncovered
+from astra_core.intervals import flat_uncovered, union
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.collectives.nccl.replay import replay
 from astra_core.system.collectives.nccl.schedule import Schedule
@@ -204,3 +204,24 @@ def fp8_on_h100(tmp_path, layers: int, **plan):
         }
     )
     return str(groups) if groups else None, system, network
+
+
+def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
+    """A folded collective's in-flight time per member is the union of its messages'
+    intervals, kept merged (a few per instance, not two tuples per message: the 64-GPU
+    Qwen3-235B step folded 175 M all-to-all messages and grew past 24 GiB): the union
+    of what a member keeps equals the union of every message it sent or received,
+    shifted to the instance's start, for every instance."""
+    fold, members = tree_fold((1, 1))
+    starts = (1000.0, 5e5)
+    for stream, start in enumerate(starts):  # two calls (streams) of one collective
+        fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7 + stream, start))
+    traffic = fold.settle()
+    assert not isinstance(traffic, str)
+    ((found, _),) = fold._replays.values()  # both instances share one pattern of starts
+    assert traffic.messages == 2 * len(found.messages) > 2 * len(members)
+    for m in members:
+        mine = [(s + t, a + t) for t in starts for src, dst, _, s, a in found.messages if m in (src, dst)]
+        assert union(traffic.in_flight[m]) == union(mine)
+        assert traffic.in_flight[m] == union(traffic.in_flight[m])  # already merged and sorted
+    assert sum(len(spans) for spans in traffic.in_flight.values()) < 2 * traffic.messages
