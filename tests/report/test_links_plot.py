@@ -18,6 +18,15 @@ from astra_core.workload.generators.micro import write_micro
 STEP_NS = 1000.0
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test's figures closed after it (pyplot keeps every open figure)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def snapshot_result(topology, busy_ns, **changes) -> RunResult:
     """A run of one 1000 ns step whose link ``i`` was busy ``busy_ns[i]`` ns."""
     links = LinkSnapshot(topology, tuple(b * 10 for b in busy_ns), tuple(busy_ns))

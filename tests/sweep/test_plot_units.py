@@ -12,6 +12,15 @@ import pytest
 from astra_core.sweep.table import results_figure
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Each test's figures closed after it (pyplot keeps every open figure)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def _axes(x: str, metric: str, xs: list, ys: list):
     frame = pd.DataFrame({"status": ["ok"] * len(xs), x: xs, metric: ys})
     spec: Any = SimpleNamespace(metric=metric, x=x, parameters=[x])
