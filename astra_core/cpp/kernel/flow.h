@@ -106,7 +106,6 @@ struct FlowQueuePair {
   int32_t head = -1, tail = -1;  // its messages, the head draining
   double remaining = 0.0;        // wire bytes of the head left at ``since``
   double since = 0.0;
-  double head_start = 0.0;  // when the head message started draining
   double drain_at = 0.0;     // when the head drains at the current rate
   double event_at = INFINITY;  // the live drain event's time (never after drain_at)
   double rate = 0.0;
@@ -134,6 +133,9 @@ struct FlowModel {
   long long route_buckets;
   RouteCache routes;
   std::vector<FlowQueuePair> qps;                  // by the solver's flow number
+  // per queue pair: when its head message started draining; apart from FlowQueuePair
+  // for last_round_lead's scan of a link's flows, as the solver's bottleneck
+  std::vector<double> head_start;
   FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
   std::vector<FlowMessage> pool;
   std::vector<int32_t> free_messages;
@@ -263,7 +265,11 @@ static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_
   std::vector<double> weights;
   solver_links(m, route, reverse, &links, &weights);
   int id = m.solver.new_flow(static_cast<int>(links.size()), links.data(), weights.data(), m.cap);
-  if (id >= static_cast<int>(m.qps.size())) m.qps.resize(id + 1);
+  if (id >= static_cast<int>(m.qps.size())) {
+    m.qps.resize(id + 1);
+    m.head_start.resize(id + 1);
+  }
+  m.head_start[id] = 0.0;
   FlowQueuePair& qp = m.qps[id];
   uint32_t version = qp.version;  // a reused number: stale events of its last pair stay stale
   qp = FlowQueuePair();
@@ -336,7 +342,7 @@ static bool flow_send(FlowLinks* self, int64_t src, int64_t dst, int64_t size, i
   qp.active = true;
   qp.remaining = static_cast<double>(m.wire_bytes(size));
   qp.since = q->now;
-  qp.head_start = q->now;
+  m.head_start[id] = q->now;
   qp.rate = 0.0;
   m.solver.add(id);
   q->step_pending = true;
@@ -403,17 +409,17 @@ static void count_wire_bytes(FlowModel& m, const FlowQueuePair& qp, double bytes
 // later (before now), or at the same time and numbered higher. Never more than the
 // time the message took beyond its own bytes at the link's bandwidth.
 static double last_round_lead(const FlowModel& m, int id, double wire, double now) {
-  int b = m.solver.flows[id].bottleneck;
+  int b = m.solver.bottleneck[id];
   if (b < 0) return 0.0;
-  const FlowQueuePair& qp = m.qps[id];
-  double spare = now - qp.head_start - wire * m.ns_per_byte[b];
+  double head_start = m.head_start[id];
+  double spare = now - head_start - wire * m.ns_per_byte[b];
   if (!(spare > 0.0)) return 0.0;
   double packet = static_cast<double>(m.payload + m.header);
   int behind = 0;
   for (const maxmin::Entry& e : m.solver.on[b].flows) {
-    if (e.flow < 0 || e.flow == id || m.solver.flows[e.flow].bottleneck != b) continue;
-    double start = m.qps[e.flow].head_start;
-    if (start < now && (start > qp.head_start || (start == qp.head_start && e.flow > id))) {
+    if (e.flow < 0 || e.flow == id || m.solver.bottleneck[e.flow] != b) continue;
+    double start = m.head_start[e.flow];
+    if (start < now && (start > head_start || (start == head_start && e.flow > id))) {
       if (++behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
     }
   }
@@ -455,7 +461,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   if (qp.head >= 0) {
     qp.remaining = static_cast<double>(m.wire_bytes(m.pool[qp.head].size));
     qp.since = now;
-    qp.head_start = now;
+    m.head_start[id] = now;
     due = round_ps(now + qp.remaining / qp.rate);
     flow_drain_at(self, id, due >= now ? due : now);
     return true;
@@ -466,7 +472,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
     std::vector<int32_t> links(m.solver.flows[id].links.begin(), m.solver.flows[id].links.end());
     double due = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
-    m.stopped.push_back({due, std::move(links), m.solver.flows[id].rate});
+    m.stopped.push_back({due, std::move(links), m.solver.flow_rate[id]});
   }
   m.solver.remove(id, m.reallocation_delay == 0);
   if (m.idle < IDLE_QUEUE_PAIRS) {
@@ -562,7 +568,7 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
   std::sort(reached.begin(), reached.end());
   for (int id : reached) {  // their progress so far, at the rates they had
     FlowQueuePair& qp = m.qps[id];
-    qp.remaining -= m.solver.flows[id].rate * (now - qp.since);
+    qp.remaining -= m.solver.flow_rate[id] * (now - qp.since);
     qp.since = now;
     m.solver.remove(id, true);
   }

@@ -30,8 +30,6 @@ struct Flow {
   std::vector<double> weights;
   std::vector<int> pos;  // per link: index of its entry in that link's list (-1: not on it)
   double cap = 0.0;
-  double rate = 0.0;
-  int bottleneck = -1;
   uint64_t mark = 0;
   uint64_t rated = 0;    // fill epoch in which new_rate was set
   double new_rate = 0.0;
@@ -49,6 +47,12 @@ struct Solver {
   std::vector<int64_t> count, peak;
   std::vector<Link> on;
   std::vector<Flow> flows;
+  // Per flow, apart from Flow so that scans of a link's flows (admit, which skips most
+  // by rate, and the flow model's last_round_lead) read a few dense bytes per flow,
+  // not a Flow's cache line: its rate, and the link that rate is held at (-1: its cap,
+  // or not solved yet).
+  std::vector<double> flow_rate;
+  std::vector<int> bottleneck;
   std::vector<int> free_ids;
   std::vector<char> changed_flag;
   std::vector<int> changed;
@@ -83,14 +87,16 @@ struct Solver {
     } else {
       id = static_cast<int>(flows.size());
       flows.emplace_back();
+      flow_rate.push_back(0.0);
+      bottleneck.push_back(-1);
     }
     Flow& f = flows[id];
     f.links.assign(links, links + n);
     f.weights.assign(weights, weights + n);
     f.pos.assign(n, -1);
     f.cap = cap;
-    f.rate = 0.0;
-    f.bottleneck = -1;
+    flow_rate[id] = 0.0;
+    bottleneck[id] = -1;
     f.mark = f.rated = 0;
     f.active = false;
     f.live = true;
@@ -103,7 +109,7 @@ struct Solver {
     f.links.assign(links, links + n);
     f.weights.assign(weights, weights + n);
     f.pos.assign(n, -1);
-    f.bottleneck = -1;
+    bottleneck[id] = -1;
   }
 
   void free_flow(int id) {
@@ -113,7 +119,7 @@ struct Solver {
 
   void add(int id) {
     Flow& f = flows[id];
-    f.rate = 0.0;
+    flow_rate[id] = 0.0;
     f.active = true;
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
@@ -131,7 +137,7 @@ struct Solver {
   // solve before that re-solves them only as far as other changes reach them.
   void remove(int id, bool now = true) {
     Flow& f = flows[id];
-    double rate = f.rate;
+    double old = flow_rate[id];
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
       double w = f.weights[k];
@@ -139,7 +145,7 @@ struct Solver {
       l.flows[f.pos[k]].flow = -1;
       f.pos[k] = -1;
       if (++l.dead * 2 > static_cast<int>(l.flows.size())) compact(l);
-      used[link] -= w * rate;
+      used[link] -= w * old;
       weight[link] -= w;
       --count[link];
       if (now && !changed_flag[link]) {
@@ -148,8 +154,8 @@ struct Solver {
       }
     }
     f.active = false;
-    if (now && rate < level) level = rate;
-    if (rate == 0.0) {  // removed before it was ever solved
+    if (now && old < level) level = old;
+    if (old == 0.0) {  // removed before it was ever solved
       auto it = std::find(added.begin(), added.end(), id);
       if (it != added.end()) added.erase(it);
     }
@@ -157,12 +163,12 @@ struct Solver {
 
   // A link of a flow that stopped at ``rate`` (remove(id, false)): re-solved at the next
   // solve, as remove(id) would have it.
-  void touch(int link, double rate) {
+  void touch(int link, double stopped_rate) {
     if (!changed_flag[link]) {
       changed_flag[link] = 1;
       changed.push_back(link);
     }
-    if (rate < level) level = rate;
+    if (stopped_rate < level) level = stopped_rate;
   }
 
   void compact(Link& l) {
@@ -177,17 +183,17 @@ struct Solver {
     l.dead = 0;
   }
 
-  void set_rate(int id, double rate) {
+  void set_rate(int id, double new_rate) {
     Flow& f = flows[id];
-    double delta = rate - f.rate;
+    double delta = new_rate - flow_rate[id];
     for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * delta;
-    f.rate = rate;
+    flow_rate[id] = new_rate;
   }
 
   void report(int id, double old) {
     out_ids.push_back(id);
     out_old.push_back(old);
-    out_new.push_back(flows[id].rate);
+    out_new.push_back(flow_rate[id]);
   }
 
   // New flows take the capacity their links have spare, split by weight among
@@ -241,11 +247,11 @@ struct Solver {
       double top = rate * (1 + kRel);
       if (left[tightest] < (capacity[tightest] - used[tightest]) * (1 - kRel)) return false;
       for (const Entry& e : on[tightest].flows)
-        if (e.flow >= 0 && flows[e.flow].rate > top) return false;
+        if (e.flow >= 0 && flow_rate[e.flow] > top) return false;
     }
     for (size_t i = 0; i < added.size(); ++i) {
       int id = added[i];
-      flows[id].bottleneck = rates[i].second;
+      bottleneck[id] = rates[i].second;
       set_rate(id, rates[i].first);
       report(id, 0.0);
     }
@@ -256,10 +262,11 @@ struct Solver {
     for (size_t i = 0; i < on[link].flows.size(); ++i) {
       const Entry e = on[link].flows[i];
       if (e.flow < 0) continue;
+      double rate = flow_rate[e.flow];
+      if (rate < threshold && rate != 0.0) continue;  // most flows: read no Flow
+      if (held_here_only && rate != 0.0 && bottleneck[e.flow] != link) continue;
       Flow& f = flows[e.flow];
-      double rate = f.rate;
-      if ((rate < threshold && rate != 0.0) || f.mark == mark) continue;
-      if (held_here_only && rate != 0.0 && f.bottleneck != link) continue;
+      if (f.mark == mark) continue;
       f.mark = mark;
       members.push_back(e.flow);
       for (size_t k = 0; k < f.links.size(); ++k) {
@@ -282,7 +289,7 @@ struct Solver {
     Flow& f = flows[id];
     f.new_rate = share;
     f.rated = epoch;
-    f.bottleneck = key;
+    bottleneck[id] = key;
     frozen_order.push_back(id);
     for (size_t k = 0; k < f.links.size(); ++k) {
       rem[f.links[k]] -= f.weights[k] * share;
@@ -309,12 +316,12 @@ struct Solver {
       f.rated = epoch;
       frozen_order.push_back(id);
       if (0 < f.cap && f.cap < rate) {
-        f.bottleneck = -1;
+        bottleneck[id] = -1;
         f.new_rate = f.cap;
         return;
       }
       rate = std::max(rate, 0.0);
-      f.bottleneck = link;
+      bottleneck[id] = link;
       f.new_rate = rate;
       bottlenecks.emplace_back(link, rate);
       return;
@@ -456,7 +463,7 @@ struct Solver {
       size_t before = members.size();
       for (size_t i = 0; i < before; ++i) {
         const Flow& f = flows[members[i]];
-        double old = f.rate, rate = f.new_rate;
+        double old = flow_rate[members[i]], rate = f.new_rate;
         if (std::fabs(rate - old) > kRel * rate) {
           for (size_t k = 0; k < f.links.size(); ++k) {
             int link = flows[members[i]].links[k];
@@ -473,7 +480,7 @@ struct Solver {
         double top = share * (1 + kRel);
         bool faster = false;
         for (const Entry& e : on[link].flows)
-          if (e.flow >= 0 && flows[e.flow].mark != mark && flows[e.flow].rate > top) {
+          if (e.flow >= 0 && flows[e.flow].mark != mark && flow_rate[e.flow] > top) {
             faster = true;
             break;
           }
@@ -486,7 +493,7 @@ struct Solver {
     }
     flows_solved += static_cast<int64_t>(members.size());
     for (int id : frozen_order) {
-      double old = flows[id].rate, rate = flows[id].new_rate;
+      double old = flow_rate[id], rate = flows[id].new_rate;
       if (rate != old) {
         set_rate(id, rate);
         report(id, old);
