@@ -6,7 +6,9 @@
 * ``links.png``: the links that carried the most bytes (up to
   :data:`MAX_LINKS`), each a bar of its bytes stacked by job in the jobs'
   colours (each job's bytes are those of its run alone, the same routes as
-  together; :mod:`astra_core.cluster.run`). Only for backends that keep link
+  together; :mod:`astra_core.cluster.run`), busiest first; the links of a faulty
+  cable hatched and labelled in red as the run's links.png marks them, the cables
+  down for the whole run named in the title. Only for backends that keep link
   statistics.
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from astra_core.report.plots import pyplot, save_figure, time_unit
+from astra_core.report.links import link_faults
+from astra_core.report.plots import FAULT_MARKS, pyplot, save_figure, time_unit
 
 __all__ = ["MAX_LINKS", "PLOT_FILES", "write_cluster_plots"]
 
@@ -71,12 +74,23 @@ def links_figure(result):
         widths = [job.link_bytes[i] / 1e6 for i in busiest]
         ax.barh(range(len(busiest)), widths, left=left, color=color, label=job.name, height=0.8)
         left = [a + b for a, b in zip(left, widths)]
+    marks, gone = link_faults(result.report)
+    pairs = [(topo.link_src[i], topo.link_dst[i]) for i in busiest]
+    for mark, (hatch, label) in FAULT_MARKS.items():
+        hit = [row for row, pair in enumerate(pairs) if marks.get(pair) == mark]
+        if hit:
+            ax.barh(hit, [left[row] for row in hit], fill=False, hatch=hatch, edgecolor="black", height=0.8)
+            ax.barh([], [], fill=False, hatch=hatch, edgecolor="black", label=label)  # legend entry
     ax.set_yticks(range(len(busiest)))
-    ax.set_yticklabels([f"{topo.link_src[i]}→{topo.link_dst[i]}" for i in busiest], fontsize=7)
+    ax.set_yticklabels([f"{a}→{b}" for a, b in pairs], fontsize=7)
+    for pair, tick in zip(pairs, ax.get_yticklabels()):
+        if pair in marks:
+            tick.set_color("tab:red")
     ax.set_ylim(len(busiest) - 0.5, -0.5)
     ax.set_xlabel("MB that crossed the link (each job's from its run alone: the same routes)")
-    ax.set_title(f"The {len(busiest)} busiest links, bytes by job")
-    fig.legend(loc="outside lower center", ncol=min(len(jobs), 6), frameon=False, fontsize=8)
+    down = "; down all run (carried nothing): " + ", ".join(f"{a}↔{b}" for a, b in gone) if gone else ""
+    ax.set_title(f"The {len(busiest)} busiest links, bytes by job, busiest first{down}")
+    fig.legend(loc="outside lower center", ncol=min(len(jobs) + len(marks), 6), frameon=False, fontsize=8)
     return fig
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from astra_core.api import resolve_network, simulate
@@ -346,6 +346,8 @@ def simulate_cluster(
                 links,
             )
         )
+    # the combined run was given only the timed faults (the others are out of its topology)
+    together = replace(together, faults=tuple(cluster.spec.faults))
     return ClusterResult(together.backend, results, together, cluster.sharing_note())
 
 

@@ -192,3 +192,29 @@ def test_a_fault_later_than_float_ns_can_count_is_refused_when_read(cluster, key
     out = CliRunner().invoke(main, ["cluster", str(spec)])
     assert out.exit_code == 1, out.output
     assert out.output.strip() == f"error: {spec}: faults[0].{key}: must be <= 9.0072e+12, got 1e+306"
+
+
+def test_the_cluster_links_chart_marks_faulty_cables_busiest_first(cluster):
+    """The cluster's links.png lists the busiest links busiest first, hatches and labels
+    in red the links of a degraded cable, and names a cable down all run in its title."""
+    from astra_core.cluster.plots import links_figure
+    from astra_core.report.plots import FAULT_MARKS
+
+    jobs = [{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread"}]
+    faults = [{"link": [16, 20], "bandwidth": 0.5}, {"link": [17, 21], "down": True}]
+    result = astra.simulate_cluster(cluster(jobs, faults=faults))
+    fig = links_figure(result)
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    topo = result.report.links.topology
+    by_name = {
+        f"{topo.link_src[i]}→{topo.link_dst[i]}": result.report.links.link_bytes[i]
+        for i in range(topo.links_count)
+    }
+    carried = [by_name[t] for t in ticks]
+    assert carried == sorted(carried, reverse=True) and carried[-1] > 0
+    red = {t.get_text() for t in ax.get_yticklabels() if t.get_color() == "tab:red"}
+    assert red == {t for t in ticks if t in ("16→20", "20→16")} and red
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert FAULT_MARKS["degraded"][1] in legend
+    assert "down all run (carried nothing): 17↔21" in ax.get_title()
