@@ -415,12 +415,13 @@ static double last_round_lead(const FlowModel& m, int id, double wire, double no
   double spare = now - head_start - wire * m.ns_per_byte[b];
   if (!(spare > 0.0)) return 0.0;
   double packet = static_cast<double>(m.payload + m.header);
-  int behind = 0;
-  for (const maxmin::Entry& e : m.solver.on[b].flows) {
-    if (e.flow < 0 || e.flow == id || m.solver.bottleneck[e.flow] != b) continue;
-    double start = m.head_start[e.flow];
-    if (start < now && (start > head_start || (start == head_start && e.flow > id))) {
-      if (++behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
+  int behind = 0;  // the flows' entries on b, as the link's list would count them
+  for (auto [other, times] : m.solver.held_flows[b]) {
+    if (other == id) continue;
+    double start = m.head_start[other];
+    if (start < now && (start > head_start || (start == head_start && other > id))) {
+      behind += times;
+      if (behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
     }
   }
   return std::min(behind * packet * m.ns_per_byte[b], spare);

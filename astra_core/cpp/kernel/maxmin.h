@@ -53,6 +53,12 @@ struct Solver {
   // or not solved yet).
   std::vector<double> flow_rate;
   std::vector<int> bottleneck;
+  // Per link: the active flows whose bottleneck it is, as (flow, its entries on the link),
+  // in no particular order; held_index: per flow, its place there (-1: none). Only the
+  // flow model's last_round_lead reads them, which would otherwise scan every flow on
+  // the link (an all-to-all's host link carries a thousand, a few held there).
+  std::vector<std::vector<std::pair<int, int>>> held_flows;
+  std::vector<int> held_index;
   std::vector<int> free_ids;
   std::vector<char> changed_flag;
   std::vector<int> changed;
@@ -76,7 +82,7 @@ struct Solver {
 
   explicit Solver(int n, const double* cap)
       : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), on(n),
-        changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
+        held_flows(n), changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
         in_new(n, 0), held(n, 0), admitted(n, 0), bounded(n, 0) {}
 
   int new_flow(int n, const int* links, const double* weights, double cap) {
@@ -89,6 +95,7 @@ struct Solver {
       flows.emplace_back();
       flow_rate.push_back(0.0);
       bottleneck.push_back(-1);
+      held_index.push_back(-1);
     }
     Flow& f = flows[id];
     f.links.assign(links, links + n);
@@ -96,6 +103,7 @@ struct Solver {
     f.pos.assign(n, -1);
     f.cap = cap;
     flow_rate[id] = 0.0;
+    unhold(id);
     bottleneck[id] = -1;
     f.mark = f.rated = 0;
     f.active = false;
@@ -109,7 +117,35 @@ struct Solver {
     f.links.assign(links, links + n);
     f.weights.assign(weights, weights + n);
     f.pos.assign(n, -1);
+    unhold(id);
     bottleneck[id] = -1;
+  }
+
+  // The link flow ``id``'s rate is held at (-1: none), kept in held_flows.
+  void set_bottleneck(int id, int link) {
+    if (bottleneck[id] == link) return;
+    unhold(id);
+    bottleneck[id] = link;
+    if (flows[id].active) hold(id);
+  }
+
+  void hold(int id) {
+    int link = bottleneck[id];
+    if (link < 0) return;
+    const std::vector<int>& ls = flows[id].links;
+    int times = static_cast<int>(std::count(ls.begin(), ls.end(), link));
+    held_index[id] = static_cast<int>(held_flows[link].size());
+    held_flows[link].emplace_back(id, times);
+  }
+
+  void unhold(int id) {
+    int at = held_index[id];
+    if (at < 0) return;
+    std::vector<std::pair<int, int>>& held_here = held_flows[bottleneck[id]];
+    held_here[at] = held_here.back();
+    held_index[held_here[at].first] = at;
+    held_here.pop_back();
+    held_index[id] = -1;
   }
 
   void free_flow(int id) {
@@ -121,6 +157,7 @@ struct Solver {
     Flow& f = flows[id];
     flow_rate[id] = 0.0;
     f.active = true;
+    hold(id);  // at the link it was held at before it stopped, until solved
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
       double w = f.weights[k];
@@ -138,6 +175,7 @@ struct Solver {
   void remove(int id, bool now = true) {
     Flow& f = flows[id];
     double old = flow_rate[id];
+    unhold(id);
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
       double w = f.weights[k];
@@ -251,7 +289,7 @@ struct Solver {
     }
     for (size_t i = 0; i < added.size(); ++i) {
       int id = added[i];
-      bottleneck[id] = rates[i].second;
+      set_bottleneck(id, rates[i].second);
       set_rate(id, rates[i].first);
       report(id, 0.0);
     }
@@ -289,7 +327,7 @@ struct Solver {
     Flow& f = flows[id];
     f.new_rate = share;
     f.rated = epoch;
-    bottleneck[id] = key;
+    set_bottleneck(id, key);
     frozen_order.push_back(id);
     for (size_t k = 0; k < f.links.size(); ++k) {
       rem[f.links[k]] -= f.weights[k] * share;
@@ -316,12 +354,12 @@ struct Solver {
       f.rated = epoch;
       frozen_order.push_back(id);
       if (0 < f.cap && f.cap < rate) {
-        bottleneck[id] = -1;
+        set_bottleneck(id, -1);
         f.new_rate = f.cap;
         return;
       }
       rate = std::max(rate, 0.0);
-      bottleneck[id] = link;
+      set_bottleneck(id, link);
       f.new_rate = rate;
       bottlenecks.emplace_back(link, rate);
       return;
