@@ -144,19 +144,27 @@ struct FlowModel {
   std::map<std::vector<double>, int32_t> speeds_index;  // per sequence of link speeds
   std::vector<FlowSpeeds> speeds;
   std::vector<double> scratch_speeds;
+  // a new queue pair's routes and solver links (flow_new_queue_pair): kept, so that a
+  // million new pairs do not allocate them each
+  std::vector<int32_t> scratch_route, scratch_reverse;
+  std::vector<int> scratch_links;
+  std::vector<double> scratch_weights;
   int64_t payload, header;
   double ack_weight, cap, reallocation_delay;
   bool reallocation_integral, reallocation_due = false;
   // Stopped flows whose links wait for their re-solve, in the order they stopped (so by
-  // due time): (due, links of the flow, its rate). Re-solves fall on the multiples of
-  // ``reallocation_delay`` (the next after the stop): a fixed clock, as NICs' periodic
-  // rate-update timers, so that flows that share no link never move each other's.
+  // due time): (due, how many links of the flow, its rate), the links themselves in
+  // stopped_links, one after the other (no allocation per flow). Re-solves fall on the
+  // multiples of ``reallocation_delay`` (the next after the stop): a fixed clock, as
+  // NICs' periodic rate-update timers, so that flows that share no link never move
+  // each other's.
   struct Stopped {
     double due;
-    std::vector<int32_t> links;
+    size_t links;
     double rate;
   };
   std::deque<Stopped> stopped;
+  std::deque<int32_t> stopped_links;
   long long idle = 0, messages = 0;
 
   FlowModel(const std::vector<double>& bytes_per_ns, std::vector<double> latency_ns)
@@ -258,11 +266,13 @@ static void solver_links(const FlowModel& m, const std::vector<int32_t>& route, 
 // A new queue pair's flow on the solver (started): its number, or -1 with an error set.
 static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_t tag) {
   FlowModel& m = *self->m;
-  std::vector<int32_t> route, reverse;
+  std::vector<int32_t>& route = m.scratch_route;
+  std::vector<int32_t>& reverse = m.scratch_reverse;
+  reverse.clear();
   if (!flow_route(self, src, dst, tag, &route)) return -1;
   if (m.ack_weight && !flow_route(self, dst, src, tag, &reverse)) return -1;
-  std::vector<int> links;
-  std::vector<double> weights;
+  std::vector<int>& links = m.scratch_links;
+  std::vector<double>& weights = m.scratch_weights;
   solver_links(m, route, reverse, &links, &weights);
   int id = m.solver.new_flow(static_cast<int>(links.size()), links.data(), weights.data(), m.cap);
   if (id >= static_cast<int>(m.qps.size())) {
@@ -272,15 +282,18 @@ static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_
   m.head_start[id] = 0.0;
   FlowQueuePair& qp = m.qps[id];
   uint32_t version = qp.version;  // a reused number: stale events of its last pair stay stale
+  std::vector<int32_t> old_route = std::move(qp.route), old_reverse = std::move(qp.reverse);
   qp = FlowQueuePair();
   qp.version = version;
+  qp.route = std::move(old_route);  // their storage, reused
+  qp.reverse = std::move(old_reverse);
   qp.src = src;
   qp.dst = dst;
   qp.tag = tag;
   qp.latency_ns = route_latency(m, route);
   qp.speeds = flow_speeds(m, route);
-  qp.route = std::move(route);
-  qp.reverse = std::move(reverse);
+  qp.route.assign(route.begin(), route.end());
+  qp.reverse.assign(reverse.begin(), reverse.end());
   qp.live = true;
   m.keys.insert(RouteKey{src, dst, static_cast<uint64_t>(tag)}, id);
   return id;
@@ -374,7 +387,10 @@ static bool flow_reallocate(FlowLinks* self) {
   m.reallocation_due = false;
   while (!m.stopped.empty() && m.stopped.front().due <= q->now) {
     FlowModel::Stopped& done = m.stopped.front();
-    for (int32_t link : done.links) m.solver.touch(link, done.rate);
+    for (size_t i = 0; i < done.links; ++i) {
+      m.solver.touch(m.stopped_links.front(), done.rate);
+      m.stopped_links.pop_front();
+    }
     m.stopped.pop_front();
   }
   q->step_pending = true;
@@ -471,9 +487,10 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   qp.wire_sent = 0.0;
   qp.active = false;
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
-    std::vector<int32_t> links(m.solver.flows[id].links.begin(), m.solver.flows[id].links.end());
+    const std::vector<int>& links = m.solver.flows[id].links;
     double due = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
-    m.stopped.push_back({due, std::move(links), m.solver.flow_rate[id]});
+    m.stopped.push_back({due, links.size(), m.solver.flow_rate[id]});
+    m.stopped_links.insert(m.stopped_links.end(), links.begin(), links.end());
   }
   m.solver.remove(id, m.reallocation_delay == 0);
   if (m.idle < IDLE_QUEUE_PAIRS) {
@@ -482,8 +499,8 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     m.keys.erase(RouteKey{qp.src, qp.dst, static_cast<uint64_t>(qp.tag)});
     m.solver.free_flow(id);
     qp.live = false;
-    std::vector<int32_t>().swap(qp.route);
-    std::vector<int32_t>().swap(qp.reverse);
+    qp.route.clear();  // their storage stays for the pair that reuses the number
+    qp.reverse.clear();
   }
   if (m.reallocation_delay == 0) {
     q->step_pending = true;

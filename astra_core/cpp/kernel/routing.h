@@ -104,6 +104,23 @@ struct RoutingGraph {
     return t;
   }
 
+  // target(dst, false) per node, worked out once: route() asks for it per flow, and its
+  // tables' addresses hold (``to`` only grows; an unordered_map keeps its values in place).
+  std::vector<Target> plain_targets;
+  std::vector<char> plain_ready;
+
+  const Target& plain_target(int32_t dst) {
+    if (plain_targets.empty()) {
+      plain_targets.resize(nodes);
+      plain_ready.assign(nodes, 0);
+    }
+    if (!plain_ready[dst]) {
+      plain_targets[dst] = target(dst, false);
+      plain_ready[dst] = 1;
+    }
+    return plain_targets[dst];
+  }
+
   // The distance from ``node`` to the target, as a Dijkstra to it would find it.
   Distance distance(const Target& t, int32_t node) const {
     if (t.table != nullptr) return (*t.table)[node];
@@ -129,11 +146,14 @@ struct RoutingGraph {
   // dst into ``out``; false when none exists.
   bool route(int32_t src, int32_t dst, uint64_t bucket, std::vector<int32_t>* out) {
     out->clear();
-    Target t = target(dst, false);
-    if (distance(t, src).hops < 0) {
-      t = target(dst, true);
-      if (distance(t, src).hops < 0) return false;
+    const Target* relayed = &plain_target(dst);
+    Target any;  // where switches alone relay no path: any node relays
+    if (distance(*relayed, src).hops < 0) {
+      any = target(dst, true);
+      if (distance(any, src).hops < 0) return false;
+      relayed = &any;
     }
+    const Target& t = *relayed;
     std::vector<std::pair<int32_t, int32_t>>& choices = scratch;
     int32_t node = src;
     while (node != dst) {
