@@ -49,9 +49,11 @@ class FastForwardWork(Protocol):
     """What a :class:`~astra_core.backend.WorkModel` whose backend skips the steady part
     of long flows (``fast_forward``) adds: ``spread``, the factor by which a run's wall
     time may stand from the projection either way on the machine its speeds were
-    measured on, and ``simulated_work``."""
+    measured on, ``run_s``, the wall seconds a run costs whatever it sends, and
+    ``simulated_work``. Its runs are given between bounds with fast-forward on or off."""
 
     spread: float
+    run_s: float
 
     def simulated_work(self, pairs: Mapping[tuple[int, int], Sequence[tuple[int, int]]]) -> tuple[int, int]:
         """(expected, most) units the backend simulates of the messages ``pairs`` lists as
@@ -156,12 +158,14 @@ class Estimate:
         if self.budgeted != self.work:
             text += f" ({self.budgeted:.3g} counted against {self.limit_key})"
         text += f" -> about {wall_time_text(self.wall_s)} of wall time"
-        if self.low_s is not None and self.high_s is not None and self.packet_s is not None:
-            text += (
-                f" (between {wall_time_text(self.low_s)} and {wall_time_text(self.high_s)}: "
-                f"fast-forward simulates about {self.simulated:.3g} of the {self.unit}; "
-                f"{wall_time_text(self.packet_s)} packet by packet)"
-            )
+        if self.low_s is not None and self.high_s is not None:
+            text += f" (between {wall_time_text(self.low_s)} and {wall_time_text(self.high_s)}"
+            if self.packet_s is not None:
+                text += (
+                    f": fast-forward simulates about {self.simulated:.3g} of the {self.unit}; "
+                    f"{wall_time_text(self.packet_s)} packet by packet"
+                )
+            text += ")"
         if self.peak_memory_bytes is not None:
             text += f", peak memory about {self.peak_memory_bytes / 2**30:.2g} GiB"
         return text
@@ -262,13 +266,16 @@ def pair_messages(
     return pairs
 
 
-def _skipping(model: WorkModel, counts, symmetry, flows, messages: int) -> dict[str, Any] | None:
-    """The projection of a model that fast-forwards (module docstring): ``wall_s``,
-    ``simulated``, ``low_s`` and ``high_s`` for :class:`Estimate`; None for a model
-    that simulates every unit."""
-    fixed, rate = messages * model.message_s, model.rate
-    if not model.fast_forward or not isinstance(model, FastForwardWork):
+def _skipping(model: WorkModel, counts, symmetry, flows, messages: int, work: int) -> dict[str, Any] | None:
+    """The projection of a :class:`FastForwardWork` model (module docstring): ``wall_s``,
+    ``low_s`` and ``high_s`` for :class:`Estimate`, and with fast-forward on
+    ``simulated`` and ``packet_s``; None for another model."""
+    if not isinstance(model, FastForwardWork):
         return None
+    fixed, rate = model.run_s + messages * model.message_s, model.rate
+    if not model.fast_forward:
+        wall = fixed + work / rate
+        return {"wall_s": wall, "low_s": wall / model.spread, "high_s": wall * model.spread}
     expected, most = model.simulated_work(pair_messages(counts, symmetry, flows))
     wall = fixed + expected / rate
     return {
@@ -276,6 +283,7 @@ def _skipping(model: WorkModel, counts, symmetry, flows, messages: int) -> dict[
         "simulated": expected,
         "low_s": wall / model.spread,
         "high_s": (fixed + most / rate) * model.spread,
+        "packet_s": fixed + work / rate,
     }
 
 
@@ -301,9 +309,7 @@ def estimate(
             backend, messages, size_total, pass_s=passed, symmetric=symmetry is not None, partial=partial
         )
     packet_s = messages * model.message_s + work / model.rate
-    skipping = _skipping(model, counts, symmetry, flows, messages)
-    if skipping is not None:
-        skipping["packet_s"] = packet_s
+    skipping = _skipping(model, counts, symmetry, flows, messages, work)
     passed = time.perf_counter() - started
     return Estimate(
         backend,

@@ -71,6 +71,20 @@ SPEED_SPREAD = 1.5
 #: Packets per queue pair per window before the model trusts a rate (cpp/fastforward.cc
 #: kFfMinPackets); two windows are compared before a part can be found steady.
 FF_MIN_PACKETS = 8
+#: Base RTTs a window must last before a congestion control that moves on its own
+#: (HPCC, PINT, TIMELY, DCTCP) is judged steady (cpp/fastforward.cc kFfCycleRtts).
+FF_CYCLE_RTTS = 32
+#: The congestion controls whose rate stays put at line rate (cpp/fastforward.cc CcMayMove).
+QUIET_CCS = ("dcqcn", "none")
+#: Wall seconds a run costs whatever it sends, with the ns-3 worker loaded: the fabric and
+#: its routes built in the worker, the system layer set up, the first instant, the
+#: results read back; RUN_S plus RUN_PER_NPU_S per NPU. Measured with simulate() of one
+#: 4 KiB message, worker warm, 4 runs each, on this 2-core machine at load 2: 0.037 s on
+#: an 8-host switch, 0.040-0.046 s on the 16-NPU fabrics of validation/backends.py,
+#: 0.087 s on a k = 8 fat-tree (128 NPUs); benchmarks/results/ns3_fast_forward.jsonl has
+#: 0.026 s for its smallest run (p2p-fat-tree, 4 MiB, fast-forward on).
+RUN_S = 0.025
+RUN_PER_NPU_S = 0.4e-3
 
 
 class Ns3Work:
@@ -91,6 +105,8 @@ class Ns3Work:
         # The steady-state fast-forward skips most packets of long flows.
         self.fast_forward = config.fast_forwards
         self.tolerance = config.fast_forward_tolerance
+        self.moving_cc = config.cc not in QUIET_CCS
+        self.run_s = RUN_S + RUN_PER_NPU_S * physical.npus_count
 
     def peak_memory_bytes(self, messages: int) -> int:
         """Peak resident memory (bytes) of a run of ``messages`` messages, caller and worker."""
@@ -108,39 +124,97 @@ class Ns3Work:
     def simulated_work(self, pairs: Mapping[tuple[int, int], Sequence[tuple[int, int]]]) -> tuple[int, int]:
         """(expected, most) packet-hops the fast-forward simulates of the messages
         ``pairs`` lists as ``(bytes, count)`` per ``(src, dst)`` NPU pair (module
-        docstring): a pair that jumps costs its messages' tails, and at most its
-        longest message whole besides; one that cannot costs every packet."""
+        docstring), part by part (:meth:`_parts`): a pair that jumps costs its
+        messages' tails and the part's start skew each, and its longest message one
+        measurement from a standing start (the most: with one check more); one that
+        cannot jump costs every packet."""
         routes = {pair: self.physical.route(pair[0], pair[1], 0) for pair in pairs if pair[0] != pair[1]}
         hot = self._overloaded(pairs, routes)
+        sharing = Counter(link for route in routes.values() for link in route)
         expected = most = 0
-        for pair, route in routes.items():
-            messages = pairs[pair]
-            full = [self.per_link(size)[1] for size, _ in messages]
-            steady = self._steady_packets(route)
-            if pair in hot or all(-(-size // self.payload) <= steady for size, _ in messages):
-                every = sum(units * count for units, (_, count) in zip(full, messages)) * len(route)
-                expected, most = expected + every, most + every
-                continue
-            tails = sum(self._tail(size) * count for size, count in messages) * len(route)
-            expected += tails
-            most += tails + max(full) * len(route)
+        for part in self._parts(routes):
+            one_way = [self._latency_ns(routes[pair], 1) for pair in part]
+            skew, settle = max(one_way) - min(one_way), max(self._latency_ns(routes[p], 2) for p in part)
+            never_steady = any(pair in hot for pair in part)  # a part jumps as one
+            for pair in part:
+                share = max(sharing[link] for link in routes[pair])
+                pair_expected, pair_most = self._pair_work(
+                    pairs[pair], routes[pair], never_steady, share, skew, settle
+                )
+                expected, most = expected + pair_expected, most + pair_most
         return expected, most
 
-    def _tail(self, size_bytes: int) -> int:
-        """Frames per link of the end of a message that is always simulated: its last
-        packet, and the one before where the last is short (cpp/fastforward.cc
-        MarginPackets), with their ACKs."""
-        packets = min(max(1, -(-size_bytes // self.payload)), 1 if size_bytes % self.payload == 0 else 2)
+    def _pair_work(
+        self, messages, route, hot: bool, share: int, skew: float, settle: float
+    ) -> tuple[int, int]:
+        """(expected, most) packet-hops simulated of one pair's ``messages`` on ``route``,
+        whose busiest port carries ``share`` pairs' data, in a part whose queue pairs start
+        up to ``skew`` ns apart and settle for ``settle`` ns (:meth:`simulated_work`)."""
+        slowest = min(self.physical.link_bandwidth[link] for link in route)
+        per_ns = slowest / share / self.payload  # its packets per ns
+        # The first window lets every queue pair send FF_MIN_PACKETS + 1 frames where it
+        # shares a port; it is compared with the next, twice as long (fastforward.cc).
+        window = max(1.0, (FF_MIN_PACKETS + 1) * share * self.payload / slowest)
+        if self.moving_cc:  # windows double until one lasts FF_CYCLE_RTTS base RTTs
+            doublings = max(0, math.ceil(math.log2(FF_CYCLE_RTTS * settle / window)))
+        else:
+            doublings = 1
+        start = math.ceil((settle + window * (2 ** (doublings + 1) - 1)) * per_ns)
+        # at most, one check more fails and the window doubles again
+        start_most = math.ceil((settle + window * (2 ** (doublings + 2) - 1)) * per_ns)
+        frames = self._frames
+        expected = most = 0
+        first = True
+        for size, count in sorted(messages, reverse=True):
+            packets = max(1, -(-size // self.payload))
+            tail = min(packets, 1 if size % self.payload == 0 else 2)
+            if hot or packets <= start + tail or (self.moving_cc and share > 1):
+                expected, most = expected + frames(packets) * count, most + frames(packets) * count
+                continue
+            if self.moving_cc:  # a CC that moves may never be found steady
+                expected, most = expected + frames(start + tail) * count, most + frames(packets) * count
+                continue
+            skewed = frames(min(packets, tail + math.ceil(skew * per_ns))) * count
+            expected, most = expected + skewed, most + skewed
+            if first:  # measured from a standing start once
+                expected, most = expected + frames(start), most + frames(min(packets, start_most))
+                first = False
+        return expected * len(route), most * len(route)
+
+    def _frames(self, packets: int) -> int:
+        """Frames per link of ``packets`` data packets: they and their ACKs."""
         return packets + -(-packets // self.ack_interval)
 
-    def _steady_packets(self, route: Sequence[int]) -> int:
-        """Packets a message on ``route`` sends before the model can find it steady from a
-        standing start: a base RTT to settle at the slowest link's rate and two windows
-        of :data:`FF_MIN_PACKETS`, plus its tail."""
+    def _latency_ns(self, route: Sequence[int], ways: int) -> float:
+        """Nanoseconds of a full packet over ``route``: its latency ``ways`` times (1: one
+        way, 2: a base RTT) and its store-and-forward time at every link."""
         topo = self.physical
-        rtt_ns = sum(2 * topo.link_latency[link] + self.payload / topo.link_bandwidth[link] for link in route)
-        slowest = min(topo.link_bandwidth[link] for link in route)
-        return math.ceil(rtt_ns * slowest / self.payload) + 2 * FF_MIN_PACKETS + 2
+        return sum(
+            ways * topo.link_latency[link] + self.payload / topo.link_bandwidth[link] for link in route
+        )
+
+    def _parts(self, routes: Mapping[tuple[int, int], Sequence[int]]) -> list[list[tuple[int, int]]]:
+        """The pairs joined where their routes or their ACKs' (the reverse pair's route)
+        share a port, directly or through others: the parts the fast-forward measures
+        and jumps as one (cpp/fastforward.cc)."""
+        parent = {pair: pair for pair in routes}
+
+        def root(pair):
+            while parent[pair] != pair:
+                parent[pair] = parent[parent[pair]]
+                pair = parent[pair]
+            return pair
+
+        owner: dict[int, tuple[int, int]] = {}
+        for pair, route in routes.items():
+            for link in (*route, *self.physical.route(pair[1], pair[0], 0)):
+                a, b = root(pair), root(owner.setdefault(link, pair))
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+        parts: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for pair in routes:
+            parts.setdefault(root(pair), []).append(pair)
+        return list(parts.values())
 
     def _overloaded(self, pairs, routes) -> set[tuple[int, int]]:
         """The pairs whose route crosses a link offered more than its rate (past the
