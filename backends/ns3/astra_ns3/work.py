@@ -19,13 +19,20 @@ runs of this model (sources there).
 
 With the steady-state fast-forward (``cpp/fastforward.cc``) most packets of a
 training step are never simulated, and the projection prices the ones that
-are (:meth:`Ns3Work.simulated_work`): of a message on a queue pair that can
-be found steady, its last one or two packets (``MarginPackets``) and, once
-per pair, the whole of its longest message (measured before its pattern is
-remembered); every packet of a pair whose messages are all too short to be
-measured (a base RTT to settle and two windows of ``kFfMinPackets``) or
-whose route crosses a port loaded past its rate (the queues, ECN marks and
-pauses there are never steady). The wall time lies within
+are (:meth:`Ns3Work.simulated_work`), part by part (the queue pairs whose
+routes or ACKs share a port are measured and jump as one): of a message on a
+queue pair that can be found steady, its last one or two packets
+(``MarginPackets``) and those it sends while the part's queue pairs start
+(a quiet pattern seen before jumps only once all of them send, so a part
+whose routes differ in latency, a ring over several switches, simulates that
+spread at every message); once per pair, one measurement from a standing
+start (a base RTT to settle and two windows of ``kFfMinPackets`` or, under a
+congestion control that moves, windows up to ``kFfCycleRtts`` base RTTs);
+every packet of a pair whose messages are too short to be measured, of a
+part with a route over a port loaded past its rate (the queues, ECN marks
+and pauses there are never steady), and under a moving congestion control of
+a pair that shares a port. A run also costs :data:`RUN_S` and
+:data:`RUN_PER_NPU_S` per NPU. The wall time lies within
 :data:`SPEED_SPREAD` of the projection either way.
 """
 
