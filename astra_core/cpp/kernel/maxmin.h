@@ -20,9 +20,10 @@ constexpr size_t kFew = 16;     // members up to which a fill scans links
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Entry {
-  int flow;   // -1: removed (a tombstone, compacted away later)
-  int k;      // index of this link in the flow's links
-  double w;
+  int flow;     // -1: removed (a tombstone, compacted away later)
+  int k;        // index of this link in the flow's links
+  double rate;  // the flow's rate (flow_rate), kept here (set_rate) for the scans of a
+                // link's flows, which skip most by rate without reading anything else
 };
 
 struct Flow {
@@ -162,7 +163,7 @@ struct Solver {
       int link = f.links[k];
       double w = f.weights[k];
       f.pos[k] = static_cast<int>(on[link].flows.size());
-      on[link].flows.push_back({id, static_cast<int>(k), w});
+      on[link].flows.push_back({id, static_cast<int>(k), 0.0});
       weight[link] += w;
       if (++count[link] > peak[link]) peak[link] = count[link];
     }
@@ -224,7 +225,10 @@ struct Solver {
   void set_rate(int id, double new_rate) {
     Flow& f = flows[id];
     double delta = new_rate - flow_rate[id];
-    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * delta;
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      used[f.links[k]] += f.weights[k] * delta;
+      on[f.links[k]].flows[f.pos[k]].rate = new_rate;
+    }
     flow_rate[id] = new_rate;
   }
 
@@ -285,7 +289,7 @@ struct Solver {
       double top = rate * (1 + kRel);
       if (left[tightest] < (capacity[tightest] - used[tightest]) * (1 - kRel)) return false;
       for (const Entry& e : on[tightest].flows)
-        if (e.flow >= 0 && flow_rate[e.flow] > top) return false;
+        if (e.flow >= 0 && e.rate > top) return false;
     }
     for (size_t i = 0; i < added.size(); ++i) {
       int id = added[i];
@@ -300,7 +304,7 @@ struct Solver {
     for (size_t i = 0; i < on[link].flows.size(); ++i) {
       const Entry e = on[link].flows[i];
       if (e.flow < 0) continue;
-      double rate = flow_rate[e.flow];
+      double rate = e.rate;
       if (rate < threshold && rate != 0.0) continue;  // most flows: read no Flow
       if (held_here_only && rate != 0.0 && bottleneck[e.flow] != link) continue;
       Flow& f = flows[e.flow];
@@ -518,7 +522,7 @@ struct Solver {
         double top = share * (1 + kRel);
         bool faster = false;
         for (const Entry& e : on[link].flows)
-          if (e.flow >= 0 && flows[e.flow].mark != mark && flow_rate[e.flow] > top) {
+          if (e.flow >= 0 && e.rate > top && flows[e.flow].mark != mark) {
             faster = true;
             break;
           }
