@@ -46,6 +46,21 @@ struct Distance {
 
 static const Distance UNREACHABLE = {INFINITY, -1};
 
+// A hop toward a host that hangs on one switch, from another switch: (that switch, the
+// bits of its last link's latency, the node the hop leaves).
+struct HopKey {
+  int32_t via, node;
+  uint64_t latency_bits;
+  bool operator==(const HopKey& o) const { return via == o.via && node == o.node && latency_bits == o.latency_bits; }
+};
+
+struct HopKeyHash {
+  size_t operator()(const HopKey& k) const {
+    return static_cast<size_t>(mix64((static_cast<uint64_t>(static_cast<uint32_t>(k.via)) << 32 |
+                                      static_cast<uint32_t>(k.node)) ^ mix64(k.latency_bits)));
+  }
+};
+
 struct RoutingGraph {
   int nodes;
   std::vector<char> is_switch;
@@ -55,6 +70,13 @@ struct RoutingGraph {
   std::vector<std::vector<int32_t>> out_links, in_links;  // in link-id order
   std::unordered_map<int64_t, std::vector<Distance>> to;  // key dst (relay: switches) or -1 - dst (any node)
   std::vector<std::pair<int32_t, int32_t>> scratch;       // a hop's equal choices: (link, next node)
+  // Toward a host that hangs on one switch, a hop from any other switch has the same
+  // equal choices whichever host it is: the distances it compares are that switch's
+  // table plus the same last-link latency, and no other switch links to the host. Kept
+  // per HopKey as (first, count) in shared_choices: an all-to-all routes to every host
+  // through every switch, and a route is one hop per switch it crosses.
+  FlatMap<HopKey, std::pair<int32_t, int32_t>, HopKeyHash> shared_hops;
+  std::vector<std::pair<int32_t, int32_t>> shared_choices;
 
   // Distances of every node to ``dst`` (Dijkstra over the reversed links, ties in
   // (latency, hops, node) order); with ``relay_any`` any node relays, else switches.
@@ -154,23 +176,51 @@ struct RoutingGraph {
       relayed = &any;
     }
     const Target& t = *relayed;
-    std::vector<std::pair<int32_t, int32_t>>& choices = scratch;
+    // the switch dst hangs on and its link to dst, where it is one (shared_hops)
+    int32_t via_link = t.table == nullptr && t.via.size() == 1 ? t.via[0].second : -1;
+    int32_t via = via_link >= 0 ? link_src[via_link] : -1;
+    uint64_t via_bits = 0;
+    if (via_link >= 0) std::memcpy(&via_bits, &latency[via_link], sizeof via_bits);
     int32_t node = src;
     while (node != dst) {
-      Distance best = distance(t, node);
-      choices.clear();
-      for (int32_t link : out_links[node]) {
-        int32_t next = link_dst[link];
-        if (!t.relay_any && next != dst && !is_switch[next]) continue;
-        Distance d = distance(t, next);
-        if (d.hops >= 0 && Distance{d.latency + latency[link], d.hops + 1} == best) choices.emplace_back(link, next);
+      const std::pair<int32_t, int32_t>* choices;
+      size_t count;
+      if (via >= 0 && node != via && is_switch[node]) {
+        HopKey key{via, node, via_bits};
+        const std::pair<int32_t, int32_t>* kept = shared_hops.find(key);
+        if (kept == nullptr) {
+          hop_choices(t, node, &scratch);
+          std::pair<int32_t, int32_t> range(static_cast<int32_t>(shared_choices.size()),
+                                            static_cast<int32_t>(scratch.size()));
+          shared_choices.insert(shared_choices.end(), scratch.begin(), scratch.end());
+          kept = &shared_hops.insert(key, range);
+        }
+        choices = shared_choices.data() + kept->first;
+        count = static_cast<size_t>(kept->second);
+      } else {
+        hop_choices(t, node, &scratch);
+        choices = scratch.data();
+        count = scratch.size();
       }
-      if (choices.empty()) return false;
-      const auto& hop = choices[choices.size() == 1 ? 0 : flow_hash(static_cast<int64_t>(bucket), node, 0) % choices.size()];
+      if (count == 0) return false;
+      const auto& hop = choices[count == 1 ? 0 : flow_hash(static_cast<int64_t>(bucket), node, 0) % count];
       out->push_back(hop.first);
       node = hop.second;
     }
     return true;
+  }
+
+  // The next hops from ``node`` on shortest paths to the target, (link, next node) in
+  // link order, into ``choices``.
+  void hop_choices(const Target& t, int32_t node, std::vector<std::pair<int32_t, int32_t>>* choices) const {
+    Distance best = distance(t, node);
+    choices->clear();
+    for (int32_t link : out_links[node]) {
+      int32_t next = link_dst[link];
+      if (!t.relay_any && next != t.dst && !is_switch[next]) continue;
+      Distance d = distance(t, next);
+      if (d.hops >= 0 && Distance{d.latency + latency[link], d.hops + 1} == best) choices->emplace_back(link, next);
+    }
   }
 };
 
