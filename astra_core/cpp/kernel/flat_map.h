@@ -2,6 +2,9 @@
 // namespace astra_kernel, after the parts before it; not compiled on its own.
 
 // ---------------------------------------------------------------------------------
+// The kernel's flat containers (FlatMap, SmallVector below), which keep their
+// elements in one place.
+//
 // FlatMap: a hash map in one array (open addressing, linear probing, power-of-two
 // capacity, deletion by backward shift), for the per-message tables: no node per entry
 // and no pointer to chase. A value's address holds until the next insert.
@@ -86,4 +89,38 @@ class FlatMap {
 
   std::vector<Slot> slots_;
   size_t size_;
+};
+
+// ---------------------------------------------------------------------------------
+// SmallVector: a vector whose first N elements live in it, past N on the heap; for
+// the max-min solver's per-flow links, weights and entry positions, so that a million
+// flows on short routes allocate nothing and each flow's data sits in one place. Only
+// what the solver uses: assign, size, indexing and iteration.
+template <class T, size_t N>
+class SmallVector {
+ public:
+  size_t size() const { return size_; }
+  T* data() { return size_ <= N ? inline_ : heap_.data(); }
+  const T* data() const { return size_ <= N ? inline_ : heap_.data(); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+
+  void assign(const T* first, const T* last) {
+    size_ = static_cast<size_t>(last - first);
+    if (size_ <= N) std::copy(first, last, inline_);
+    else heap_.assign(first, last);
+  }
+
+  void assign(size_t n, const T& value) {
+    size_ = n;
+    if (n <= N) std::fill_n(inline_, n, value);
+    else heap_.assign(n, value);
+  }
+
+ private:
+  T inline_[N];
+  std::vector<T> heap_;  // the elements when there are more than N
+  size_t size_ = 0;
 };

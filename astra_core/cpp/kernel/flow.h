@@ -487,7 +487,7 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   qp.wire_sent = 0.0;
   qp.active = false;
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
-    const std::vector<int>& links = m.solver.flows[id].links;
+    const auto& links = m.solver.flows[id].links;
     double due = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
     m.stopped.push_back({due, links.size(), m.solver.flow_rate[id]});
     m.stopped_links.insert(m.stopped_links.end(), links.begin(), links.end());

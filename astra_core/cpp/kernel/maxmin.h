@@ -18,6 +18,7 @@ namespace maxmin {
 constexpr double kRel = 1e-9;   // relative slack when comparing rates
 constexpr size_t kFew = 16;     // members up to which a fill scans links
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kInlineLinks = 6;  // a flow's links kept in it (Flow): a 3-tier fat-tree's route
 
 struct Entry {
   int flow;     // -1: removed (a tombstone, compacted away later)
@@ -27,15 +28,15 @@ struct Entry {
 };
 
 struct Flow {
-  std::vector<int> links;
-  std::vector<double> weights;
-  std::vector<int> pos;  // per link: index of its entry in that link's list (-1: not on it)
   double cap = 0.0;
   uint64_t mark = 0;
   uint64_t rated = 0;    // fill epoch in which new_rate was set
   double new_rate = 0.0;
   bool active = false;
   bool live = false;     // allocated
+  SmallVector<int, kInlineLinks> links;
+  SmallVector<double, kInlineLinks> weights;
+  SmallVector<int, kInlineLinks> pos;  // per link: index of its entry in that link's list (-1: not on it)
 };
 
 struct Link {
@@ -133,7 +134,7 @@ struct Solver {
   void hold(int id) {
     int link = bottleneck[id];
     if (link < 0) return;
-    const std::vector<int>& ls = flows[id].links;
+    const auto& ls = flows[id].links;
     int times = static_cast<int>(std::count(ls.begin(), ls.end(), link));
     held_index[id] = static_cast<int>(held_flows[link].size());
     held_flows[link].emplace_back(id, times);
