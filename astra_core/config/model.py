@@ -326,6 +326,10 @@ def _message(err: Any) -> str:
     )
 
 
+#: Containers whose items an error location steps into (a mapping's values, a list's items).
+_CONTAINERS = (dict, list, tuple, collections.abc.Mapping, collections.abc.Sequence)
+
+
 def _branch_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> int | None:
     """Where in ``loc`` pydantic names one branch of a union (``float``,
     ``list[float]``, ``function-before[validate(), float]``), found by walking the
@@ -340,7 +344,7 @@ def _branch_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> int | None
             if part not in fields:
                 return None
             annotation = fields[part].annotation
-        elif typing.get_origin(annotation) in (dict, list, tuple, collections.abc.Mapping, collections.abc.Sequence):
+        elif typing.get_origin(annotation) in _CONTAINERS:
             annotation = typing.get_args(annotation)[-1 if typing.get_origin(annotation) is dict else 0]
         else:
             return None
