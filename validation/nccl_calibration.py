@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from summary import emit
@@ -83,7 +84,9 @@ def section() -> str:
         network = load_network(PRESETS / preset / "network.yml")
         fitted_logs = _logs(fitted_on)
         start = time.perf_counter()
-        result = fit(fitted_logs, system, network)
+        with warnings.catch_warnings(record=True) as said:  # the page says them, once
+            warnings.simplefilter("always")
+            result = fit(fitted_logs, system, network)
         seconds = time.perf_counter() - start
         fitted_labels = {log.label for log in fitted_logs}
         rows = [(log, result, "fitted") for log in fitted_logs]
@@ -96,6 +99,8 @@ def section() -> str:
             "",
             f"Fitted in {seconds:.1f} s. Profile: {_describe(result.profile)}.",
             "",
+            *[f"Calibrate said: {w.message}." for w in said],
+            *([""] if said else []),
             "| log | collective | GPUs | rows | error before | error after | |",
             "|---|---|---|---|---|---|---|",
         ]

@@ -107,6 +107,8 @@ class Measure:
 
     def before(self, instants: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The set's length before each of ``instants`` (ns)."""
+        if not self.flat.size:  # nothing in flight: a rank that only computes
+            return np.zeros(len(instants))
         i = np.searchsorted(self.flat, instants, side="right")
         inside = (i & 1).astype(bool)  # an odd count of boundaries up to it: inside an interval
         opened = self.flat[np.maximum(i - 1, 0)]

@@ -12,6 +12,7 @@ import sys
 from array import array
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from astra_core.report import breakdown, interval_sets, plots
@@ -99,3 +100,13 @@ def test_timeline_png_computes_the_activity_of_the_ranks_it_draws_only(monkeypat
     plots.pyplot().close(fig)
     drawn = breakdown.shown_ranks(result, plots.MAX_TIMELINE_RANKS).ranks
     assert computed == list(drawn) and len(drawn) <= plots.MAX_TIMELINE_RANKS
+
+
+def test_an_empty_set_measures_nothing_within_any_other():
+    """A rank with no message in flight (it only computes) has an empty in-flight set:
+    its overlap with its compute is 0, not an IndexError (a compute-only run's --json)."""
+    from astra_core.report.interval_sets import Measure
+
+    empty = Measure(np.array([], dtype=float))
+    assert empty.within(np.array([0.0, 3000.0, 5000.0, 9000.0])) == 0.0
+    assert list(empty.before(np.array([0.0, 10.0]))) == [0.0, 0.0]
