@@ -1,18 +1,24 @@
-"""Child processes that never outlive their parent.
+"""Processes that stop when asked and never outlive their parent.
 
-Every process astra starts for a run (the sweep's workers, the cluster's runs
-alone, the ns-3 worker) calls :func:`die_with_parent` first: a busy child reads no
-pipe, so the end-of-file its parent's death leaves would not stop it, and it
-would go on simulating, orphaned.
+* Every process astra starts for a run (the sweep's workers, the cluster's runs
+  alone, the ns-3 worker) calls :func:`die_with_parent` first: a busy child reads no
+  pipe, so the end-of-file its parent's death leaves would not stop it, and it
+  would go on simulating, orphaned.
+* Within :func:`sigterm_raises`, SIGTERM raises :class:`Interrupted`, a
+  KeyboardInterrupt: a command stops as on Ctrl-C, running its ``finally`` blocks
+  (workers killed, half-written files removed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
+import threading
+from collections.abc import Iterator
 
-__all__ = ["PR_SET_PDEATHSIG", "die_with_parent"]
+__all__ = ["PR_SET_PDEATHSIG", "Interrupted", "die_with_parent", "sigterm_raises"]
 
 #: Linux's prctl option (<linux/prctl.h>): the signal a process gets when its parent ends.
 PR_SET_PDEATHSIG = 1
@@ -29,3 +35,31 @@ def die_with_parent(parent_pid: int) -> None:
         return
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (``signum``) reached a command: a KeyboardInterrupt, so that code that
+    cleans up after Ctrl-C does the same here."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Interrupted` (main thread only: from another thread
+    no handler can be set, and SIGTERM keeps ending the process at once; its children
+    die with it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

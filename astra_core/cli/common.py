@@ -3,9 +3,10 @@
 * :class:`AstraGroup`: a click group whose commands' :class:`AstraError`
   becomes ``error: <line>`` on stderr (one per line of the message) and
   exit status 1, never a traceback; any other exception is a bug and keeps
-  its traceback. While a command runs, SIGTERM raises :class:`Terminated` (a
-  KeyboardInterrupt), so that it stops as Ctrl-C does, running its ``finally``
-  blocks (worker processes killed, half-written files removed); either is
+  its traceback. While a command runs, SIGTERM raises
+  :class:`~astra_core.lifetime.Interrupted` (a KeyboardInterrupt), so that it
+  stops as Ctrl-C does, running its ``finally`` blocks (worker processes killed,
+  half-written files removed); either is
   ``error: astra CMD: interrupted by SIGINT`` and exit status 128 + the signal
   number (130, 143), as shells report a process killed by that signal.
 * Sizes with units (``64MiB`` = 2^26 bytes, ``64MB`` = 64 x 10^6 bytes) are
@@ -14,16 +15,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import click
 
 from astra_core.errors import AstraError
+from astra_core.lifetime import sigterm_raises
 
 #: An integer option that must be >= 1.
 POSITIVE = click.IntRange(min=1)
@@ -34,32 +33,6 @@ def fail(exc: AstraError) -> NoReturn:
     for line in str(exc).splitlines() or [type(exc).__name__]:
         click.echo(f"error: {line}", err=True)
     sys.exit(1)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM reached a command (``signum``): it stops as on Ctrl-C."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """Within: SIGTERM raises :class:`Terminated` (main thread only: elsewhere a handler
-    cannot be set, and SIGTERM keeps ending the process at once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Terminated(signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def exit_interrupted(command: str | None, signum: int) -> NoReturn:
@@ -74,9 +47,9 @@ class AstraGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with sigterm_interrupts():
+            with sigterm_raises():
                 return super().invoke(ctx)
         except AstraError as exc:
             fail(exc)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Interrupted)
             exit_interrupted(ctx.invoked_subcommand, getattr(exc, "signum", signal.SIGINT))

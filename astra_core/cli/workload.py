@@ -41,7 +41,7 @@ def _check_paths(output: str, npus: int, comm_groups: str | None, inputs: dict, 
 
 def _interruptible() -> contextlib.AbstractContextManager:
     """Within: SIGTERM raises like Ctrl-C, so a half-written trace set is removed."""
-    from astra_core.sweep.pool import sigterm_raises
+    from astra_core.lifetime import sigterm_raises
 
     return sigterm_raises()
 

@@ -10,22 +10,21 @@ fails every pending point.)
 
 No worker outlives the sweep: they are terminated when the pool's loop ends
 for any reason, including Ctrl-C (SIGINT: KeyboardInterrupt) and SIGTERM
-(:class:`Interrupted`, within :func:`sigterm_raises`, which
+(:class:`~astra_core.lifetime.Interrupted`, within
+:func:`~astra_core.lifetime.sigterm_raises`, which
 :func:`~astra_core.sweep.run.run_sweep` holds while points run); and on Linux
 the kernel kills each worker when the sweep process dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
@@ -39,17 +38,6 @@ _BOOT = (
     "from astra_core.sweep.worker import main; main(sys.argv[2:])"
 )
 _STOP_WAIT_S = 5.0  # an idle worker exits at once; this only bounds a stuck one
-
-
-class Interrupted(KeyboardInterrupt):
-    """The sweep process got SIGTERM while its workers ran (``signum`` says which signal).
-
-    A KeyboardInterrupt, so code that cleans up after Ctrl-C does the same here.
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -120,25 +108,6 @@ class _Worker:
             self.process.wait()
 
 
-@contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Within: SIGTERM raises :class:`Interrupted`, so that ``finally`` blocks run
-    (main thread only; from another thread the handler cannot be set, the
-    process dies on SIGTERM and the workers die with it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
     """Run ``tasks`` on ``workers`` worker processes, calling ``on_row(row)`` here as
     each finishes (completion order).
@@ -146,7 +115,7 @@ def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
     A worker that dies fails only its point (``worker process died while
     running this point (killed by SIGKILL)``) and is replaced. Raises
     AstraError if a worker cannot start (before it ran anything). Whatever
-    ends the loop (KeyboardInterrupt, :class:`Interrupted`, an exception from
+    ends the loop (KeyboardInterrupt, :class:`~astra_core.lifetime.Interrupted`, an exception from
     ``on_row``), every worker is gone when this returns.
     """
     pending = deque(tasks)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from astra_core.errors import AstraError
+from astra_core.lifetime import sigterm_raises
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
 from astra_core.sweep.identity import InputDigests
-from astra_core.sweep.pool import sigterm_raises
 from astra_core.sweep.spec import PATH_KEYS, SweepSpec, load_spec, parse_spec, resolve_point
 from astra_core.sweep.table import LOG_NAME, PointLog, plot_results, results_frame, write_results
 
@@ -101,7 +101,7 @@ def run_sweep(
     skipped)`` and ``on_row(row)`` observe progress. Raises AstraError for a
     bad spec or unwritable output; failing points are rows with their error
     (:meth:`SweepOutcome.failure_summary`). On Ctrl-C or SIGTERM (raised as
-    KeyboardInterrupt, :class:`~astra_core.sweep.pool.Interrupted`) no worker
+    KeyboardInterrupt, :class:`~astra_core.lifetime.Interrupted`) no worker
     is left running and every finished point is in the output's point log.
     """
     spec = as_spec(spec)

@@ -50,7 +50,7 @@ def test_gen_micro_failing_midway_leaves_the_folder_as_it_was(user_folder, monke
 
 def test_sigterm_under_the_cli_removes_the_partial_set(user_folder, monkeypatch):
     from astra_core.cli.workload import _interruptible
-    from astra_core.sweep.pool import Interrupted
+    from astra_core.lifetime import Interrupted
 
     real = micro.write_bytes
 
