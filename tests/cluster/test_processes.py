@@ -72,6 +72,23 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _workers(pid: int) -> list[int]:
+    """``pid``'s forked workers: its children running its own command line (a transient
+    child, such as a compiler probe, is none of them)."""
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    found = []
+    for child in _children(pid):
+        try:
+            if Path(f"/proc/{child}/cmdline").read_bytes() == own:
+                found.append(child)
+        except OSError:
+            continue
+    return found
+
+
 def _children(pid: int) -> list[int]:
     """The live processes whose parent is ``pid`` (from /proc)."""
     found = []
@@ -101,8 +118,8 @@ def test_a_signal_stops_astra_cluster_and_no_worker_survives(cluster, tmp_path, 
             preexec_fn=default_sigint,
         )
     try:
-        assert wait_for(lambda: _children(run.pid) or run.poll() is not None, START_S)
-        workers = _children(run.pid)
+        assert wait_for(lambda: _workers(run.pid) or run.poll() is not None, START_S)
+        workers = _workers(run.pid)
         assert workers, f"no worker started: {err_path.read_text()}"
         run.send_signal(signum)
         run.wait(timeout=EXIT_S)
