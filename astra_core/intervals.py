@@ -106,18 +106,6 @@ def flat_uncovered(flat: Sequence[float], intervals: Iterable[Interval]) -> list
     return out
 
 
-def coarsen(intervals: Sequence[Interval], gap_ns: float) -> list[Interval]:
-    """Sorted disjoint ``intervals`` with every gap shorter than ``gap_ns`` closed: what a
-    plot or a trace viewer shows at a resolution of ``gap_ns`` (ns)."""
-    out: list[list[float]] = []
-    for start, end in intervals:
-        if out and start - out[-1][1] < gap_ns:
-            out[-1][1] = end
-        else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
-
-
 def flight_pairs(flat: Sequence[float]) -> list[Interval]:
     """``[s0, e0, s1, e1, ...]`` (a :attr:`RankTimeline.in_flight`) as ``[(s0, e0), (s1, e1), ...]``."""
     return list(zip(flat[0::2], flat[1::2]))

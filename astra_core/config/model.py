@@ -368,11 +368,11 @@ def _unwrapped(annotation: Any) -> Any:
 
 def _merge_union_branches(errors: list[Any], model: type[BaseModel]) -> list[Any]:
     """A value that matches no branch of a union gets one error per branch, each
-    located under the branch's label. The branch that got furthest into the value
-    (a list whose item is wrong) speaks for it; where none did, the branches'
-    branch whose type matched says what is wrong with the value (``must be <= 20``);
-    where none did, the branches' expectations are joined: ``expected a number or a
-    list, got 'abc'``."""
+    located under the branch's label; they become one error at the union's key, in
+    the place of the first. The branch that got furthest into the value (a list
+    whose item is wrong) speaks for it; else the branch whose type matched says what
+    is wrong with the value (``must be <= 20``); else the branches' expectations are
+    joined: ``expected a number or a list, got 'abc'``."""
     merged: list[Any] = []
     groups: dict[tuple[int | str, ...], list[tuple[tuple[int | str, ...], Any]]] = {}
     for err in errors:

@@ -122,8 +122,8 @@ class Measure:
 
 
 def coarsen(flat: FlatSet, gap_ns: float) -> FlatSet:
-    """``flat`` with every gap shorter than ``gap_ns`` closed, as
-    :func:`astra_core.intervals.coarsen` (what a plot or trace viewer shows at that resolution)."""
+    """``flat`` with every gap shorter than ``gap_ns`` closed: what a plot or a trace
+    viewer shows at a resolution of ``gap_ns`` (ns)."""
     s, e = flat[0::2], flat[1::2]
     if not s.size:
         return empty()
