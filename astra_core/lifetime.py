@@ -7,6 +7,9 @@
 * Within :func:`sigterm_raises`, SIGTERM raises :class:`Interrupted`, a
   KeyboardInterrupt: a command stops as on Ctrl-C, running its ``finally`` blocks
   (workers killed, half-written files removed).
+* Within :func:`signals_held` (around a fork), Ctrl-C and SIGTERM wait and arrive
+  after it: a KeyboardInterrupt raised in Python's at-fork callbacks is printed
+  and ignored, and the command would run on to the end and exit 0.
 """
 
 from __future__ import annotations
@@ -18,10 +21,19 @@ import signal
 import threading
 from collections.abc import Iterator
 
-__all__ = ["PR_SET_PDEATHSIG", "Interrupted", "die_with_parent", "sigterm_raises"]
+__all__ = [
+    "PR_SET_PDEATHSIG",
+    "Interrupted",
+    "die_with_parent",
+    "release_signals",
+    "sigterm_raises",
+    "signals_held",
+]
 
 #: Linux's prctl option (<linux/prctl.h>): the signal a process gets when its parent ends.
 PR_SET_PDEATHSIG = 1
+#: The signals that stop a command (held by :func:`signals_held`).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -63,3 +75,28 @@ def sigterm_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Within: SIGINT and SIGTERM are blocked in this thread and wait; one that came
+    arrives as the block ends, where its handler raises in ordinary code. Hold them
+    around a ``fork``: Python runs at-fork callbacks (logging's lock release) in which
+    the handler's KeyboardInterrupt would be printed and ignored. Threads started
+    within inherit the block (the signal then goes to a thread that takes it).
+    Children forked within start blocked too: they call :func:`release_signals`."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_signals() -> None:
+    """In a child forked within :func:`signals_held`: SIGINT and SIGTERM reach it
+    again (with whatever handlers it has set)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

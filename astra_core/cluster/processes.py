@@ -29,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from astra_core.errors import AstraError
-from astra_core.lifetime import die_with_parent
+from astra_core.lifetime import die_with_parent, release_signals, signals_held
 
 __all__ = ["available_processes", "run_beside"]
 
@@ -53,6 +53,7 @@ def _start_worker(parent_pid: int) -> None:
     kills its workers); the worker dies with the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    release_signals()  # forked while the parent held them
     die_with_parent(parent_pid)
 
 
@@ -95,7 +96,8 @@ def run_beside(
         initargs=(os.getpid(),),
     )
     try:
-        futures: dict[int, Future[R]] = {i: pool.submit(_call, i) for i in todo}  # workers fork here
+        with signals_held():  # the workers fork here; a signal meanwhile arrives after
+            futures: dict[int, Future[R]] = {i: pool.submit(_call, i) for i in todo}
         result = main()
         done = _take_unstarted(futures, work, todo)
         for i in todo:
