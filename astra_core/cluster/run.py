@@ -171,6 +171,13 @@ class _Cluster:
         self.pm = plugin_manager or make_plugin_manager(settings=load_settings())
         registry = BackendRegistry(self.pm, load_settings().default_backend)
         self.backend = registry.get(spec.backend)
+        written = self.backend.output_files(spec.backend_config)
+        if written:  # every run would write them, and the last to end would win
+            raise ConfigError(
+                f"backend_config: backend {self.backend.name} writes {len(written)} files "
+                f"({min(written)}, ...) in each of the cluster's {len(spec.jobs) + 1} runs (all jobs, "
+                "then each alone), one over the other; take those outputs out of the backend's config"
+            )
         if timed_faults(spec.faults):  # before any run starts
             require_link_changes(self._build(), self.backend.name)
 

@@ -6,7 +6,8 @@
     topology: fabric.txt        # physical topology, ns-3 format (for flow, ns3, ...)
     dims: 8x16                  # logical dimensions of the topology (default: network.yml's)
     backend: flow               # network backend (default: plugins.toml's)
-    backend_config: flow.toml   # the backend's own file
+    backend_config: flow.toml   # the backend's own file (no output files: every run would
+                                #   write them, ns3's monitor.output_dir refused)
     system: system.json         # every job's system.json unless the job gives its own
     compute_speed:              # NPUs slower than timed (astra_core/cluster/hardware.py)
       factors: {12: 0.8}        #   NPU 12 at 0.8x; or normal: {mean: 1, std: 0.05, seed: 3}

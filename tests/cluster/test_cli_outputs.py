@@ -51,3 +51,20 @@ def test_json_onto_a_plot_is_refused(tmp_path, cluster):
         line
         == f"error: --plots (jobs.png) and --json both write {out / 'jobs.png'}; give them different files"
     )
+
+
+def test_backend_outputs_that_every_run_would_write_are_refused_before_any_run(tmp_path, cluster):
+    # Before: the run of all jobs and each job's run alone wrote ns3's monitor tables
+    # one over the other (with --processes, whichever ended last was left).
+    pytest.importorskip("astra_ns3")
+    out = tmp_path / "monitor"
+    config = tmp_path / "ns3.toml"
+    config.write_text(f'[monitor]\noutput_dir = "{out}"\n')
+    spec = cluster([{"name": "a"}, {"name": "b"}], backend="ns3", backend_config=str(config))
+    line = one_error_line(_invoke("cluster", spec, "--no-cache"))
+    assert line == (
+        f"error: backend_config: backend ns3 writes 4 files ({config}: monitor.output_dir (flow_samples.csv), ...) "
+        "in each of the cluster's 3 runs (all jobs, then each alone), one over the other; take those "
+        "outputs out of the backend's config"
+    )
+    assert not out.exists()
