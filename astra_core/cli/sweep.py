@@ -151,11 +151,20 @@ def _exit_interrupted(signum: int, finished: int, log: Path) -> NoReturn:
     sys.exit(128 + signum)
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _print_table(console: Console, spec, frame) -> None:
+    from astra_core.sweep.axes import parameter_label
+
     table = Table(title=f"sweep {spec.source}", title_justify="left")
     columns = ["point", *spec.parameters, "status", spec.metric]
     for name in columns:
-        table.add_column(name, justify="right" if name != "status" else "left")
+        header = name
+        if name in spec.parameters and name in frame:  # its unit, as the plot's axis says it
+            header = parameter_label(name, all(_is_number(v) for v in frame[name]))
+        table.add_column(header, justify="right" if name != "status" else "left")
     shown = frame if len(frame) <= _MAX_ROWS else frame.head(_MAX_ROWS)
     for _, row in shown.iterrows():
         cells = [str(row[c]) if c in row else "" for c in columns]

@@ -553,6 +553,7 @@ def test_cli_sweep_in_process_with_an_output_directory(tmp_path):
     # with one line naming the failed point and its error.
     assert result.exit_code == 1, result.output
     assert "2 points: 2 to run on this process, 0 finished before" in result.stdout
+    assert "┃ network.bandwidth[0] (GB/s) ┃" in result.stdout  # the table names the unit
     assert result.stderr.splitlines() == [
         f"error: 1 of 2 points failed (point 1): point 1: {tmp_path / 'network.yml'}: "
         f"bandwidth[0]: must be > 0, got -1.0; every error in the 'error' column of "
