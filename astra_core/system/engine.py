@@ -293,7 +293,9 @@ class RankEngine:
                 'REDUCE with an "nccl" implementation)'
             )
         group = self._group_of(node)
-        dataset = self.sys.generate_collective(comm_type, node.comm_size, node.involved_dim, group, node=node)
+        dataset = self.sys.generate_collective(
+            comm_type, node.comm_size, node.involved_dim, group, node=node, trace=self._trace_name()
+        )
         dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
         self.listener.record_collective(self.rank, node, dataset)
 
@@ -342,12 +344,15 @@ class RankEngine:
                 continue
             bad = next((r for r in ranks if type(r) is not int or not 0 <= r < npus), None)
             if bad is not None:
-                trace = self.graph.path or f"rank {self.rank}'s trace"
                 raise TraceError(
-                    f"{trace}: rank {self.rank}: node {node.id} ({node.name}): METADATA process group "
+                    f"{self._trace_name()}: rank {self.rank}: node {node.id} ({node.name}): METADATA process group "
                     f"'{pg}' names rank {bad!r}, not one of the {npus} NPUs (0..{npus - 1})"
                 )
             self.groups[str(pg)] = CommGroup(pg + 1, ranks)
+
+    def _trace_name(self) -> str:
+        """This rank's trace file, for messages."""
+        return self.graph.path or f"rank {self.rank}'s trace"
 
     def _issue_send(self, pos: int, node: ETNode) -> None:
         dst = self._p2p_peer(node, sending=True)

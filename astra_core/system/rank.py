@@ -31,12 +31,14 @@ from astra_core.events import kernel
 from astra_core.system.clock import clock_of
 from astra_core.system.collectives import DimTopology, build_logical_dims
 from astra_core.system.collectives.logical_topology import RingTopology, involved_members
+from astra_core.system.collectives.uneven import uneven_of
 from astra_core.system.comm_types import CONFIGURABLE, ROOTED, CommType
 from astra_core.system.stream import DataSet, Phase, Stream
 
 if TYPE_CHECKING:
     from astra_core.backend import NetworkBackend
     from astra_core.system.collectives.base import PhaseAlgorithm
+    from astra_core.system.collectives.nccl.model import NcclModel
     from astra_core.system.context import RunContext
     from astra_core.system.p2p import MessageMatcher
     from astra_core.workload.chakra import ETNode
@@ -191,6 +193,7 @@ class RankSystem:
         involved_dims: Sequence[bool] | None,
         group: CommGroup | None,
         node: ETNode | None = None,
+        trace: str = "the trace",
     ) -> DataSet:
         """Split a collective into streams and queue them; returns its DataSet.
 
@@ -200,11 +203,14 @@ class RankSystem:
         underflows there). A collective with nothing to do (zero bytes or no
         involved dimension with more than one NPU) finishes at once.
         ``node`` is the ET node that issues it: its ``comm_priority`` orders
-        the chunks under EXPLICIT scheduling, and error messages name it.
+        the chunks under EXPLICIT scheduling, its ``send_bytes`` / ``recv_bytes``
+        make an all-to-all uneven (:mod:`.collectives.uneven`), and error messages
+        name it and ``trace``, its file.
 
         Raises ConfigError (naming system.json, this rank and the node) when
         system.json has no ``<type>-implementation`` for this collective, as
-        upstream's ``CollectiveImplLookup::get_collective_impl`` throws.
+        upstream's ``CollectiveImplLookup::get_collective_impl`` throws, and
+        TraceError for an uneven all-to-all the node does not describe right.
         """
         dims, involved_dims = self._collective_dims(comm_type, involved_dims, group, node)
         active = [
@@ -217,10 +223,26 @@ class RankSystem:
             dataset.total_streams = 1
             self.register_event(0, lambda _: dataset.stream_finished(self.now()))
             return dataset
-        # NCCL and custom collectives chunk their buffer themselves (upstream: one
-        # stream for a custom collective, Sys::generate_collective)
-        splits = 1 if self.context.phases[dims[0].algorithm].whole_buffer else self.splits
-        streams = self._streams(comm_type, size, splits, dims, active, group, dataset, self._priority(node))
+        uneven = None
+        if node is not None and node.attrs:
+            uneven = uneven_of(node, self.id, self._nccl_members(comm_type, dims, active), trace)
+        if uneven is not None:  # the NCCL model's grouped sends, one stream
+            d = active[0]
+            nccl = cast("NcclModel", self.context.nccl)
+            algorithm = nccl.phase(
+                comm_type, self.id, tuple(cast(RingTopology, dims[d].ring).members), size, uneven
+            )
+            stream = Stream(
+                self, dataset, self._stream_id(group), [Phase(d, algorithm)], self._priority(node)
+            )
+            streams = [stream]
+        else:
+            # NCCL and custom collectives chunk their buffer themselves (upstream: one
+            # stream for a custom collective, Sys::generate_collective)
+            splits = 1 if self.context.phases[dims[0].algorithm].whole_buffer else self.splits
+            streams = self._streams(
+                comm_type, size, splits, dims, active, group, dataset, self._priority(node)
+            )
         dataset.total_streams = len(streams)
         # an algorithm that chose among options says what it chose (the NCCL model)
         dataset.nccl_choice = getattr(streams[0].phases_to_go[0].algorithm, "choice", None)
@@ -292,14 +314,27 @@ class RankSystem:
             this_chunk = min(chunk, remaining)
             remaining -= this_chunk
             phases = self._phases(comm_type, dims, active, this_chunk)
-            if group is None:
-                stream_id = self.next_stream_id
-                self.next_stream_id += 1
-            else:
-                stream_id = group.next_stream_id
-                group.next_stream_id += 1
-            streams.append(Stream(self, dataset, stream_id, phases, priority))
+            streams.append(Stream(self, dataset, self._stream_id(group), phases, priority))
         return streams
+
+    def _stream_id(self, group: CommGroup | None) -> int:
+        """The next chunk's stream id: this rank's count, or its communicator group's."""
+        if group is None:
+            stream_id = self.next_stream_id
+            self.next_stream_id += 1
+        else:
+            stream_id = group.next_stream_id
+            group.next_stream_id += 1
+        return stream_id
+
+    @staticmethod
+    def _nccl_members(
+        comm_type: CommType, dims: list[DimTopology], active: list[int]
+    ) -> tuple[int, ...] | None:
+        """The members of the one NCCL communicator an all-to-all runs on, or None."""
+        if comm_type is not CommType.ALL_TO_ALL or len(active) != 1 or dims[active[0]].algorithm != "nccl":
+            return None
+        return tuple(sorted(cast(RingTopology, dims[active[0]].ring).members))
 
     def _no_implementation(self, comm_type: CommType, node: ETNode | None) -> None:
         label = comm_type.label

@@ -60,7 +60,9 @@ MAX_DECODED_NODES = 1 << 18
 
 def timing_item(node: ETNode) -> tuple:
     """The fields of a node that set how long it takes, besides its peers and groups
-    (what rank symmetry compares node by node)."""
+    (what rank symmetry compares node by node): an uneven all-to-all's bytes per member
+    (``send_bytes`` / ``recv_bytes``, :mod:`astra_core.system.collectives.uneven`) too."""
+    attrs = node.attrs
     return (
         node.type,
         node.is_cpu_op,
@@ -71,7 +73,12 @@ def timing_item(node: ETNode) -> tuple:
         node.involved_dim,
         node.num_ops,
         node.tensor_size,
+        (_as_key(attrs.get("send_bytes")), _as_key(attrs.get("recv_bytes"))) if attrs else None,
     )
+
+
+def _as_key(value):
+    return tuple(value) if isinstance(value, list) else value
 
 
 def is_notable(node: ETNode) -> bool:

@@ -46,6 +46,7 @@ from astra_core.system.collectives.nccl.tuning import (
     tune,
     with_profile,
 )
+from astra_core.system.collectives.uneven import Uneven
 from astra_core.system.comm_types import CommType
 
 _FUNCS = {
@@ -227,18 +228,21 @@ class NcclModel:
         return cached
 
     def choose(
-        self, comm_type: CommType, members: tuple[int, ...], size: int
+        self, comm_type: CommType, members: tuple[int, ...], size: int, uneven: Uneven | None = None
     ) -> tuple[Algo, Proto, int, float, int]:
         """(algorithm, protocol, channels, NCCL's time in µs, operation bytes) of
         one collective of ``size`` bytes (see the module docstring for sizes). The
         time is at least the launch and the line-rate floor of the links it
-        crosses (:func:`~.bus_bound.line_rate_floor_us`), whatever a profile says."""
+        crosses (:func:`~.bus_bound.line_rate_floor_us`), whatever a profile says.
+        ``uneven``: one rank's bytes to and from each member of an all-to-all
+        (:class:`~astra_core.system.collectives.uneven.Uneven`)."""
         layout, tuning, timing = self.machine(members)
         n = layout.n
         launch = self.constants.launch_us
         if comm_type is CommType.ALL_TO_ALL:
             latency = self.p2p_latency_us(False, layout.nodes == 1)
-            return Algo.RING, Proto.SIMPLE, 1, max(launch, latency + self._all_to_all_us(layout, size)), size
+            wire_us = self._all_to_all_us(layout, size, uneven)
+            return Algo.RING, Proto.SIMPLE, 1, max(launch, latency + wire_us), size
         func = _FUNCS[comm_type]
         nbytes = size * n if comm_type is CommType.ALL_GATHER else size
         algo, proto, _ = tuning.choose(func, nbytes)
@@ -269,14 +273,18 @@ class NcclModel:
         )
         return self.nvlink_gbps * efficiency * n / (n + 1)
 
-    def _all_to_all_us(self, layout: Layout, size: int) -> float:
+    def _all_to_all_us(self, layout: Layout, size: int, uneven: Uneven | None = None) -> float:
         """Bandwidth time of an all-to-all: each rank's bytes to its node's other
         GPUs over its NVLinks and to other nodes over its share of the NICs,
-        at the rates NCCL's topology assumes."""
-        n, L = layout.n, layout.per_node
-        part = size / n
-        intra = part * (L - 1)
-        inter = part * (n - L)
+        at the rates NCCL's topology assumes. ``uneven`` (one rank's bytes to and
+        from each member): the larger of what that rank sends and receives, inside
+        its node and across nodes (a link carries each direction at its bandwidth)."""
+        if uneven is None:
+            n, L = layout.n, layout.per_node
+            part = size / n
+            intra, inter = part * (L - 1), part * (n - L)
+        else:
+            intra, inter = uneven.bytes_by_scope(layout.members, layout.per_node)
         nics = self.nic_line_gbps * max(1, self.nics_per_node) / self.gpus_per_node
         t = intra / (1e3 * self.nvlink_gbps) if intra and self.nvlink_gbps else 0.0
         if inter:
@@ -318,25 +326,39 @@ class NcclModel:
         cached = self._phase_data(comm_type, rank, members, size)
         return cached[1], cached[3]
 
-    def phase(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> NcclPhase:
+    def phase(
+        self,
+        comm_type: CommType,
+        rank: int,
+        members: tuple[int, ...],
+        size: int,
+        uneven: Uneven | None = None,
+    ) -> NcclPhase:
         """Rank ``rank``'s :class:`NcclPhase` of a collective of ``size`` bytes (a
-        :class:`FoldedNcclPhase` if :attr:`folding` names the collective)."""
+        :class:`FoldedNcclPhase` if :attr:`folding` names the collective; never an
+        ``uneven`` all-to-all, whose members' parts differ)."""
         final, schedule, (lanes, recvs), floor_ns, label, choice = self._phase_data(
-            comm_type, rank, members, size
+            comm_type, rank, members, size, uneven
         )
-        if self.folding is not None and (comm_type, tuple(sorted(members)), size) in self.folding[0]:
-            return FoldedNcclPhase(
-                comm_type, rank, size, final, members, floor_ns, label, choice, self.folding[1]
-            )
+        folding = self.folding if uneven is None else None
+        if folding is not None and (comm_type, tuple(sorted(members)), size) in folding[0]:
+            return FoldedNcclPhase(comm_type, rank, size, final, members, floor_ns, label, choice, folding[1])
         return NcclPhase(comm_type, rank, size, final, schedule, lanes, recvs, floor_ns, label, choice)
 
-    def _phase_data(self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int) -> tuple:
-        key = (comm_type, members, size, rank)
+    def _phase_data(
+        self,
+        comm_type: CommType,
+        rank: int,
+        members: tuple[int, ...],
+        size: int,
+        uneven: Uneven | None = None,
+    ) -> tuple:
+        key = (comm_type, members, size, rank, uneven)
         cached = self._phases.get(key)
         if cached is None:
             layout = self.machine(members)[0]
-            algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size)
-            schedule = schedule_for(comm_type.label, algo, proto, layout, rank, nbytes, channels)
+            algo, proto, channels, time_us, nbytes = self.choose(comm_type, members, size, uneven)
+            schedule = schedule_for(comm_type.label, algo, proto, layout, rank, nbytes, channels, uneven)
             n = layout.n
             final = (
                 size * n

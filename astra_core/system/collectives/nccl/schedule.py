@@ -55,6 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from astra_core.system.collectives.nccl.tuning import Algo, Proto
+from astra_core.system.collectives.uneven import Uneven
 
 NCCL_STEPS = 8  # buffer slots per connection (device.h)
 #: Per-channel chunk of each protocol (``buffSizes[p] / NCCL_STEPS``, data bytes):
@@ -445,35 +446,46 @@ def nvls(out: Schedule, func: str, algo: Algo, layout: Layout, me: int, nbytes: 
                 out.recv(peer, part, lane)
 
 
-def all_to_all(out: Schedule, layout: Layout, me: int, nbytes: int) -> None:
-    """Grouped send/receive: ``nbytes / n`` to every other member, in p2p chunks."""
+def all_to_all(out: Schedule, layout: Layout, me: int, nbytes: int, uneven: Uneven | None = None) -> None:
+    """Grouped send/receive: ``nbytes / n`` to every other member, in p2p chunks; with
+    ``uneven``, its own bytes to and from each member."""
     n = layout.n
     part = nbytes // n
-    if part <= 0:
+    if uneven is None and part <= 0:
         return
+    sends = uneven.send_bytes if uneven is not None else (part,) * n
+    recvs = uneven.recv_bytes if uneven is not None else (part,) * n
     L = layout.per_node
     index = layout.members.index(me)
 
-    def pieces(other: int) -> list[int]:
+    def pieces(other: int, size: int) -> list[int]:
         chunk = P2P_NVL_CHUNK if other // L == index // L else P2P_NET_CHUNK
-        return [min(chunk, part - start) for start in range(0, part, chunk)]
+        return [min(chunk, size - start) for start in range(0, size, chunk)]
 
     lane = out.lane(NO_WINDOW)  # every peer has its own connection and slots
     for offset in range(1, n):
         dst, src = (index + offset) % n, (index - offset) % n
-        for size in pieces(dst):
+        for size in pieces(dst, sends[dst]):
             out.send(lane, layout.members[dst], size)
-        for size in pieces(src):
+        for size in pieces(src, recvs[src]):
             out.recv(layout.members[src], size, lane)
 
 
 def schedule_for(
-    func: str, algo: Algo, proto: Proto, layout: Layout, me: int, nbytes: int, channels: int
+    func: str,
+    algo: Algo,
+    proto: Proto,
+    layout: Layout,
+    me: int,
+    nbytes: int,
+    channels: int,
+    uneven: Uneven | None = None,
 ) -> Schedule:
-    """The :class:`Schedule` of ``me`` for one collective (NCCL's algorithm ``algo``)."""
+    """The :class:`Schedule` of ``me`` for one collective (NCCL's algorithm ``algo``;
+    ``uneven``: an all-to-all's own bytes per member, :mod:`..uneven`)."""
     out = Schedule()
     if func == "all-to-all":
-        all_to_all(out, layout, me, nbytes)
+        all_to_all(out, layout, me, nbytes, uneven)
     elif func in ("broadcast", "reduce"):
         chain(out, func, layout, me, nbytes, proto, channels)
     elif algo == Algo.RING:
