@@ -328,6 +328,21 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "tensorwise current scaling, or mxfp8 block scaling (Blackwell)",
 )
 @click.option(
+    "--moe-routing",
+    default="balanced",
+    show_default=True,
+    help="tokens per expert of each MoE layer: balanced (force-balanced routing), zipf:S "
+    "(expert shares ~ rank^-S in a random order per layer), or a JSON file of recorded "
+    'loads {"layers": [[per expert], ...]}; uneven routing needs --ep > 1',
+)
+@click.option(
+    "--moe-routing-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="seed of zipf:S's expert order",
+)
+@click.option(
     "--grad-reduce-in-bf16",
     is_flag=True,
     help="BF16 gradient buffers and reductions (Megatron keeps them in FP32 for BF16 "
@@ -380,7 +395,8 @@ def gen_llm(
     from astra_core.workload.generators.models import load_model
 
     sizes = f"dp {dp} x tp {tp} x pp {pp} x cp {cp}"
-    _check_paths(output, dp * tp * pp * cp, comm_groups, {"--model": model, "--gpu": gpu}, sizes)
+    inputs = {"--model": model, "--gpu": gpu, "--moe-routing": plan["moe_routing"]}
+    _check_paths(output, dp * tp * pp * cp, comm_groups, inputs, sizes)
     zero = _zero_stage(zero, distributed_optimizer)
     # every other option has its LLMConfig field's name
     cfg = LLMConfig(

@@ -60,6 +60,7 @@ from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilde
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
+from astra_core.workload.generators.routing import BALANCED, check_routing
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
@@ -164,6 +165,13 @@ class LLMConfig:
       core between an attention block's two rings is the context-parallel
       ring, as Megatron-Core runs both (Llama 3.1 405B's 2025 recipe: TP 8,
       CP 2, TP overlap).
+    * ``moe_routing``, ``moe_routing_seed``: each MoE layer's share of tokens per
+      expert (:mod:`.routing`: ``balanced``, ``zipf:S`` or a file of recorded loads).
+      Unbalanced, each expert-parallel rank's experts process the assignments routed
+      to them (spread evenly over its local experts) and the all-to-alls carry each
+      rank's own bytes to and from each member (uneven all-to-alls,
+      :mod:`astra_core.system.collectives.uneven`): the rank with the most-loaded
+      experts finishes its layer last. Needs ``ep`` > 1.
     """
 
     model: ModelConfig
@@ -198,6 +206,8 @@ class LLMConfig:
     tp_comm_overlap: bool = False
     grad_reduce_in_bf16: bool = False
     ddp: str = "megatron"
+    moe_routing: str = "balanced"
+    moe_routing_seed: int = 0
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -363,6 +373,13 @@ def _check_features(cfg: LLMConfig) -> None:
         )
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
+    if cfg.moe_routing != BALANCED:
+        check_routing(cfg.moe_routing)
+        if not cfg.model.experts or cfg.ep == 1:
+            raise ConfigError(
+                f"--moe-routing {cfg.moe_routing}: needs a mixture-of-experts model with --ep > 1 "
+                "(one rank holding every expert: the imbalance between its experts is not modelled)"
+            )
 
 
 def _check_model_split(cfg: LLMConfig) -> None:

@@ -15,12 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
+
 from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
+from astra_core.workload.generators.routing import BALANCED, expert_shares, rank_shares
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -47,6 +50,9 @@ class StageNode:
     tag: int = 0
     late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
     recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
+    # per expert-parallel index, when routing is not balanced: a compute node's
+    # (duration_ns, flops, nbytes), an all-to-all's (send_bytes, recv_bytes)
+    by_ep: tuple | None = None
 
 
 class StageProgram:
@@ -89,10 +95,15 @@ class StageProgram:
     def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
         """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`);
         under FP8 with Transformer Engine's casts (:func:`.ops.fp8_kernels`)."""
+        node = self._comp_node(name, op_list, recompute)
+        self.compute = self._add(node, (self.compute, *extra), chain=True)
+        return self.compute
+
+    def _comp_node(self, name: str, op_list: list[O.Op], recompute: bool) -> StageNode:
         if self.precision == "fp8":
             op_list = O.fp8_kernels(op_list, self.fp8_recipe)
         ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
-        node = StageNode(
+        return StageNode(
             name,
             pb.COMP_NODE,
             duration_ns=ns,
@@ -100,7 +111,21 @@ class StageProgram:
             nbytes=sum(o.bytes for o in op_list),
             recompute=recompute,
         )
-        self.compute = self._add(node, (self.compute, *extra), chain=True)
+
+    def comp_by_ep(self, name: str, op_lists: list[list[O.Op]], recompute: bool = False) -> int:
+        """A compute node whose kernels differ by expert-parallel index (``op_lists[q]``);
+        its own figures are their means (a stage's FLOPs over its ranks)."""
+        nodes = [self._comp_node(name, ops, recompute) for ops in op_lists]
+        node = StageNode(
+            name,
+            pb.COMP_NODE,
+            duration_ns=sum(n.duration_ns for n in nodes) / len(nodes),
+            flops=sum(n.flops for n in nodes) / len(nodes),
+            nbytes=sum(n.nbytes for n in nodes) / len(nodes),
+            recompute=recompute,
+            by_ep=tuple((n.duration_ns, n.flops, n.nbytes) for n in nodes),
+        )
+        self.compute = self._add(node, (self.compute,), chain=True)
         return self.compute
 
     def coll(
@@ -114,6 +139,14 @@ class StageProgram:
         if blocking:
             self.compute = idx
         return idx
+
+    def uneven_all_to_all(self, name: str, splits: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+        """A blocking all-to-all over the expert-parallel ranks whose bytes to and from each
+        member differ by index: ``splits[q]`` = (send_bytes, recv_bytes) of index q."""
+        node = StageNode(
+            name, pb.COMM_COLL_NODE, comm_type=_A2A, size=sum(splits[0][0]), role="ep", by_ep=tuple(splits)
+        )
+        self.comm = self.compute = self._add(node, (self.compute, self.comm), chain=True)
 
     def grad_coll(self, name: str, ctype: int, size: float, role: str) -> int | None:
         """A gradient reduction: after the compute that produced it and the previous reduction,
@@ -308,6 +341,7 @@ class StageBuilder:
             O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [], [])
         )
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
+        self._init_routing()
         self.pre: list[O.Op] = []
         self.post: list[O.Op] = []
         self.kv_block = 0.0
@@ -535,7 +569,7 @@ class StageBuilder:
         tag = f"L{layer}_mb{m}_{phase}"
         again = phase == "recompute"
         if self.model.is_moe_layer(layer):
-            self._moe(tag, forward, again)
+            self._moe(tag, forward, again, layer)
             return
         ops = self.dense_mlp if forward else O.backward(self.dense_mlp)
         if self.overlap:
@@ -552,14 +586,31 @@ class StageBuilder:
             self.prog.comp(f"{tag}_mlp", ops)
             self._tp_comm(f"{tag}_mlp_in", False, True)
 
-    def _moe(self, tag: str, forward: bool, again: bool) -> None:
+    def _init_routing(self) -> None:
+        """Unbalanced routing (:mod:`.routing`): per MoE layer of this stage, each
+        expert-parallel index's share of the layer's assignments (``rank_shares``,
+        empty when balanced)."""
+        cfg, model = self.cfg, self.model
+        self.rank_shares: dict[int, np.ndarray] = {}
+        self._routed_experts: dict[int, list[list[O.Op]]] = {}  # per layer, per index
+        if not model.experts or cfg.moe_routing == BALANCED:
+            return
+        moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
+        shares = expert_shares(cfg.moe_routing, model.experts, moe_layers, cfg.moe_routing_seed)
+        assert shares is not None  # not balanced
+        self.rank_shares = {i: rank_shares(shares[i], cfg.ep) for i in self.layers if i in shares}
+
+    def _moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
         """A mixture-of-experts block (node names ``tag``_...) as Megatron-core's all-to-all
         dispatcher runs it (``token_dispatcher.py``): router and permutation; over the E
         expert-parallel ranks (E > 1) an all-gather of each rank's token count per expert
         (``preprocess``: the all-to-all's splits), the all-to-all of the tokens and the one
         of their routing probabilities (FP32); the experts; the all-to-all that returns
         their outputs; the unpermutation (:func:`.ops.moe_ops`). Backward in reverse,
-        without the counts."""
+        without the counts. Unbalanced routing: :meth:`_routed_moe`."""
+        if layer in self.rank_shares:
+            self._routed_moe(tag, forward, again, layer)
+            return
         prog, model = self.prog, self.model
         assigned = self.b * self.s * model.top_k / self.T
         dispatch = assigned * model.hidden * O.BYTES
@@ -585,6 +636,52 @@ class StageBuilder:
             if a2a:
                 prog.coll(f"{tag}_probs_A2A", _A2A, 4 * assigned, "ep")
                 prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
+            prog.comp(f"{tag}_router", O.backward(self.router))
+            self._tp_comm(f"{tag}_moe_in", False, True)
+
+    def _routed_moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
+        """:meth:`_moe` when expert-parallel index ``j`` receives ``shares[j]`` of the
+        assignments: every rank sends index ``j`` that share of its ``A`` token rows (and
+        of their FP32 probabilities) and gets back as much, so index ``q`` receives
+        ``shares[q]`` of every rank's and its experts process ``ep A shares[q]`` rows.
+        Backward, the gradients go the other way."""
+        prog, model, ep = self.prog, self.model, self.cfg.ep
+        shares = self.rank_shares[layer]
+        assigned = self.b * self.s * model.top_k / self.T
+        rows = [round(assigned * share * model.hidden * O.BYTES) for share in shares]
+        probs = [round(4 * assigned * share) for share in shares]
+
+        def to_experts(sizes: list[int]) -> list:  # index q: sizes to each index, its own from each
+            return [(tuple(sizes), (sizes[q],) * ep) for q in range(ep)]
+
+        def from_experts(sizes: list[int]) -> list:
+            return [(recv, send) for send, recv in to_experts(sizes)]
+
+        experts = self._routed_experts.get(layer)
+        if experts is None:
+            experts = self._routed_experts[layer] = [
+                O.moe_ops(
+                    model, self.b, self.s, self.T, self.sp, ep, self.cfg.dropout, ep * assigned * share
+                )[1]
+                for share in shares
+            ]
+        if forward:
+            self._tp_comm(f"{tag}_moe_in", True, True)
+            prog.comp(f"{tag}_router", self.router, recompute=again)
+            prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
+            prog.uneven_all_to_all(f"{tag}_dispatch_A2A", to_experts(rows))
+            prog.uneven_all_to_all(f"{tag}_probs_A2A", to_experts(probs))
+            prog.comp_by_ep(f"{tag}_experts", experts, recompute=again)
+            prog.uneven_all_to_all(f"{tag}_combine_A2A", from_experts(rows))
+            prog.comp(f"{tag}_combine", self.combine, recompute=again)
+            self._tp_comm(f"{tag}_moe_out", True, False)
+        else:
+            self._tp_comm(f"{tag}_moe_out", False, False)
+            prog.comp(f"{tag}_combine", O.backward(self.combine))
+            prog.uneven_all_to_all(f"{tag}_combine_A2A", to_experts(rows))
+            prog.comp_by_ep(f"{tag}_experts", [O.backward(ops) for ops in experts])
+            prog.uneven_all_to_all(f"{tag}_probs_A2A", from_experts(probs))
+            prog.uneven_all_to_all(f"{tag}_dispatch_A2A", from_experts(rows))
             prog.comp(f"{tag}_router", O.backward(self.router))
             self._tp_comm(f"{tag}_moe_in", False, True)
 

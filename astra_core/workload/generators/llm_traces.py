@@ -22,7 +22,13 @@ from typing import Any, cast
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.et_peers import TemplatePeers, with_peers
-from astra_core.workload.generators.llm_writer import llm_metadata, node_order, peer_rank
+from astra_core.workload.generators.llm_writer import (
+    ep_index,
+    llm_metadata,
+    node_fields,
+    node_order,
+    peer_rank,
+)
 from astra_core.workload.writer import CHAKRA_VERSION
 
 __all__ = ["llm_traces"]
@@ -58,12 +64,14 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         roles = list(dict.fromkeys(n.role for n in nodes if n.type == pb.COMM_COLL_NODE))
         colls = [i for i, n in enumerate(nodes) if n.type == pb.COMM_COLL_NODE]
         peers = [i for i, n in enumerate(nodes) if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
-        stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers)
-    ids, roles, coll_slots, peer_slots = stage
+        routed = any(n.by_ep is not None for n in nodes)
+        stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers, routed)
+    ids, roles, coll_slots, peer_slots, routed = stage
     # the placements in the order the nodes first name them: the layout numbers new groups
     # as they are first asked for, as the writer does
     places = {role: layout.placement(role, rank) for role in roles}
-    shape = (p, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
+    q = ep_index(layout, rank) if routed else 0  # nodes that differ by expert-parallel index
+    shape = (p, q, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
     own = array("q")  # the rank's (src, dst) per send or receive
     for idx in peer_slots:
         peer = peer_rank(layout, nodes[idx], rank)
@@ -74,49 +82,55 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         if slots is None:
             slots = cache[("slots", p)] = {idx: i for i, idx in enumerate(peer_slots)}
         return cast("list[ETNode]", TemplatePeers(template, slots, own))
-    base = cache.get(("base", p))  # the stage's first nodes: only its collectives differ
+    base = cache.get(("base", p, q))  # the stage's first nodes: only its collectives differ
     out: list[ETNode]
     if base is None:
-        out = cache[("base", p)] = [_node_at(nodes, i, ids, places, p, cache) for i in range(len(nodes))]
+        out = cache[("base", p, q)] = [
+            _node_at(nodes, i, ids, places, (p, q), cache) for i in range(len(nodes))
+        ]
     else:
         out = list(base)
         for idx in coll_slots:
-            out[idx] = _node_at(nodes, idx, ids, places, p, cache)
+            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
     cache[("template", shape)] = out
     for i, idx in enumerate(peer_slots):
         out[idx] = with_peers(out[idx], own[2 * i], own[2 * i + 1])
     return out
 
 
-def _node_at(nodes, idx: int, ids: dict[int, int], places: dict, p: int, cache: dict) -> ETNode:
-    """Node ``idx`` of a stage with the groups ``places`` (made once per group): a send or
-    receive without peers (:func:`_rank_nodes` gives each rank its own)."""
+def _node_at(
+    nodes, idx: int, ids: dict[int, int], places: dict, stage: tuple[int, int], cache: dict
+) -> ETNode:
+    """Node ``idx`` of a stage (``stage``: its number and the rank's expert-parallel
+    index) with the groups ``places`` (made once per group): a send or receive without
+    peers (:func:`_rank_nodes` gives each rank its own)."""
     n = nodes[idx]
+    p, q = stage
     place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
     key: tuple = (p, idx) if place is None else (p, idx, place.kind, str(place.value))
+    if n.by_ep is not None:
+        key += (q,)
     node = cache.get(key)
     if node is None:
-        attrs: dict[str, Any] = {}
+        duration_ns = n.duration_ns
+        fields: dict[str, Any] = {}
         if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-            attrs = {"comm_tag": n.tag, "comm_size": n.size}
-        elif n.type == pb.COMP_NODE:
-            attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
-        elif place is not None:
-            attrs = {"comm_type": n.comm_type, "comm_size": n.size}
-            if place.kind == "dims":
-                attrs["involved_dim"] = tuple(bool(v) for v in place.value)
-            elif place.kind == "group":
-                attrs["pg_name"] = str(place.value)
-        node = cache[key] = _node(n, ids, idx, **attrs)
+            fields = {"comm_tag": n.tag, "comm_size": n.size}
+        elif n.type == pb.COMP_NODE or place is not None:
+            duration_ns, fields = node_fields(n, q)
+            uneven = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes") if k in fields}
+            if uneven:
+                fields["attrs"] = uneven
+            if place is not None and place.kind == "dims":
+                fields["involved_dim"] = tuple(bool(v) for v in place.value)
+            elif place is not None and place.kind == "group":
+                fields["pg_name"] = str(place.value)
+        node = cache[key] = ETNode(
+            ids[idx],
+            n.name,
+            n.type,
+            data_deps=[ids[d] for d in n.deps],
+            duration_micros=int(round(duration_ns / 1000)),
+            **fields,
+        )
     return node
-
-
-def _node(n, ids: dict[int, int], idx: int, **fields: Any) -> ETNode:
-    return ETNode(
-        ids[idx],
-        n.name,
-        n.type,
-        data_deps=[ids[d] for d in n.deps],
-        duration_micros=int(round(n.duration_ns / 1000)),
-        **fields,
-    )

@@ -47,6 +47,26 @@ def peer_rank(layout, n, rank: int) -> int:
     return (rank + (stride if n.role == "next" else -stride)) % layout.npus
 
 
+def ep_index(layout, rank: int) -> int:
+    """``rank``'s index in its expert-parallel group (ascending ranks, :meth:`.layout.Layout.members`)."""
+    return layout.coords(rank)[1] % layout.ep
+
+
+def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
+    """(duration in ns, attributes but the group's) of compute node or collective ``n``
+    (:class:`~.llm_stage.StageNode`) on a rank of expert-parallel index ``q``: a node
+    that differs by index (unbalanced routing) takes index ``q``'s figures, an
+    all-to-all its bytes to and from each member (``send_bytes`` / ``recv_bytes``)."""
+    if n.type == pb.COMP_NODE:
+        duration, flops, nbytes = n.by_ep[q] if n.by_ep is not None else (n.duration_ns, n.flops, n.nbytes)
+        return duration, {"num_ops": int(flops), "tensor_size": int(nbytes)}
+    attrs: dict[str, Any] = {"comm_type": n.comm_type, "comm_size": n.size}
+    if n.by_ep is not None:
+        send, recv = n.by_ep[q]
+        attrs.update(comm_size=sum(send), send_bytes=list(send), recv_bytes=list(recv))
+    return n.duration_ns, attrs
+
+
 def _render(wl, rank: int, cache: dict) -> bytes:
     """The framed Node messages of ``rank``; rank-independent nodes are serialized once."""
     layout = wl.layout
@@ -56,15 +76,16 @@ def _render(wl, rank: int, cache: dict) -> bytes:
         ids = cache[("ids", p)] = node_order(wl.stages[p])
     parts = []
     places: dict = {}  # role -> this rank's placement
-    place: Any  # a collective's placement: set below before its attributes use it
+    place: Any = None  # a collective's placement: set below before its attributes use it
+    q = ep_index(layout, rank)
     for idx, n in enumerate(wl.stages[p]):
         if n.type == pb.COMP_NODE:
-            key: tuple = (p, idx)
+            key: tuple = (p, idx) if n.by_ep is None else (p, idx, q)
         elif n.type == pb.COMM_COLL_NODE:
             place = places.get(n.role)
             if place is None:
                 place = places[n.role] = layout.placement(n.role, rank)
-            key = (p, idx, place.kind, place.value)
+            key = (p, idx, place.kind, place.value) + (() if n.by_ep is None else (q,))
         else:
             # a send or receive: its node without peers once per stage, each peer attribute
             # once per rank (a serialized message is the concatenation of its fields)
@@ -86,11 +107,8 @@ def _render(wl, rank: int, cache: dict) -> bytes:
             continue
         data = cache.get(key)
         if data is None:
-            attrs: dict[str, Any] = {}
-            if n.type == pb.COMP_NODE:
-                attrs = {"num_ops": int(n.flops), "tensor_size": int(n.nbytes)}
-            elif n.type == pb.COMM_COLL_NODE:
-                attrs = {"comm_type": n.comm_type, "comm_size": n.size}
+            duration_ns, attrs = node_fields(n, q)
+            if n.type == pb.COMM_COLL_NODE:
                 if place.kind == "dims":
                     attrs["involved_dim"] = list(place.value)
                 elif place.kind == "group":
@@ -100,7 +118,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                 n.name,
                 n.type,
                 data_deps=[ids[d] for d in n.deps],
-                duration_micros=int(round(n.duration_ns / 1000)),
+                duration_micros=int(round(duration_ns / 1000)),
                 **attrs,
             )
             payload = msg.SerializeToString()
@@ -162,6 +180,8 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "precision": cfg.precision,
         "fp8_recipe": cfg.fp8_recipe,
         "ddp": cfg.ddp,
+        "moe_routing": cfg.moe_routing,
+        "moe_routing_seed": cfg.moe_routing_seed,
         "grad_bytes": cfg.grad_bytes,
         "bucket_bytes": cfg.bucket_bytes,
         "npus": wl.layout.npus,

@@ -295,7 +295,14 @@ def mlp_ops(
 
 
 def moe_ops(
-    model: ModelConfig, b: int, s: int, t: int, sp: bool, ep: int, dropout: bool = False
+    model: ModelConfig,
+    b: int,
+    s: int,
+    t: int,
+    sp: bool,
+    ep: int,
+    dropout: bool = False,
+    received: float | None = None,
 ) -> tuple[list[Op], list[Op], list[Op]]:
     """(kernels before the dispatch, between dispatch and combine, after the combine) of a
     mixture-of-experts layer on one rank, as Megatron-core's all-to-all token dispatcher
@@ -315,10 +322,14 @@ def moe_ops(
     * the unpermutation weights each expert's output by its routing probability and adds
       a token's ``top_k`` rows (read ``A``, write ``b s / t``; backward reads the output
       gradient and the expert outputs and writes ``A`` rows).
+
+    ``received``: the assignments this rank's experts process when routing is not
+    balanced (:mod:`.routing`), spread evenly over its local experts; what it sends
+    stays ``A``.
     """
     tokens = b * s
     rows = tokens / t  # this rank's tokens (1/t of them under sequence parallelism)
-    assigned = rows * model.top_k
+    assigned = rows * model.top_k if received is None else received
     h, k = model.hidden, model.top_k
     local = model.experts / ep
     router = [

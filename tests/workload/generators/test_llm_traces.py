@@ -24,6 +24,7 @@ PLANS = {
         sequence_parallel=True, tp_comm_overlap=True, precision="fp8", fp8_recipe="tensorwise", dims=[8, 2],
     ),
     "ep-zero1": LLMConfig(MOE, GPUS["h100"], dp=4, ep=2, pp=2, microbatches=4, zero=1),
+    "ep-zipf": LLMConfig(MOE, GPUS["h100"], dp=8, ep=4, pp=2, microbatches=4, moe_routing="zipf:1.2"),
 }  # fmt: skip
 
 

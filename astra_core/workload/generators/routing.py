@@ -1,0 +1,107 @@
+"""Which experts a mixture-of-experts router sends its tokens to: per MoE layer, each
+expert's share of the (token, expert) assignments (``astra gen llm --moe-routing``).
+
+* ``balanced`` (the default): every expert ``1 / E``, as Megatron-core's force-balanced
+  routing (``--moe-router-force-load-balancing``) that the published benchmark recipes
+  use.
+* ``zipf:S``: per layer the experts in an order drawn from ``--moe-routing-seed`` and
+  the layer, the ``j``-th in that order taking a share proportional to ``(j + 1)^-S``
+  (a Zipf law, a common model of skewed popularity; ``S`` is the user's choice, not a
+  measured value; ``S = 0`` is balanced).
+* a JSON file ``{"layers": [[w_1, ..., w_E], ...]}``: one list of E non-negative
+  weights per MoE layer of the model, in layer order, or a single list for every MoE
+  layer (token counts per expert that a router recorded, for example Megatron-core's
+  per-layer expert-load logging), normalized here.
+
+A rank of expert-parallel index ``q`` holds experts ``q E/ep .. (q + 1) E/ep - 1``
+(Megatron-core's contiguous placement); its share of a layer's assignments is the sum
+of theirs (:func:`rank_shares`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from astra_core.errors import ConfigError
+
+__all__ = ["BALANCED", "check_routing", "expert_shares", "rank_shares"]
+
+BALANCED = "balanced"
+_OPTION = "--moe-routing"
+
+
+def check_routing(routing: str) -> None:
+    """Raise ConfigError unless ``routing`` is ``balanced``, ``zipf:S`` (0 <= S <= 10)
+    or an existing file."""
+    if routing == BALANCED or Path(routing).is_file():
+        return
+    if routing.startswith("zipf:"):
+        _zipf_exponent(routing)
+        return
+    raise ConfigError(f"{_OPTION} {routing!r}: expected balanced, zipf:S or a JSON file of expert loads")
+
+
+def _zipf_exponent(routing: str) -> float:
+    try:
+        exponent = float(routing[len("zipf:") :])
+    except ValueError:
+        exponent = math.nan
+    if not 0 <= exponent <= 10:
+        raise ConfigError(f"{_OPTION} {routing!r}: zipf:S needs an exponent S in [0, 10]")
+    return exponent
+
+
+def expert_shares(
+    routing: str, experts: int, moe_layers: list[int], seed: int
+) -> dict[int, np.ndarray] | None:
+    """Per MoE layer (``moe_layers``: the model's MoE layer indices, ascending) each
+    expert's share of its assignments (``experts`` values summing to 1); None when
+    balanced. Raises ConfigError naming the option or the file and the key."""
+    if routing == BALANCED:
+        return None
+    if routing.startswith("zipf:") and not Path(routing).is_file():
+        exponent = _zipf_exponent(routing)
+        out = {}
+        for layer in moe_layers:
+            order = np.random.default_rng([seed, layer]).permutation(experts)
+            weights = np.empty(experts)
+            weights[order] = (np.arange(experts) + 1.0) ** -exponent
+            out[layer] = weights / weights.sum()
+        return out
+    return _recorded(Path(routing), experts, moe_layers)
+
+
+def _recorded(path: Path, experts: int, moe_layers: list[int]) -> dict[int, np.ndarray]:
+    try:
+        layers = json.loads(path.read_text())["layers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: expected a JSON object with a 'layers' list ({exc})") from None
+    if not isinstance(layers, list) or len(layers) not in (1, len(moe_layers)):
+        raise ConfigError(
+            f"{path}: layers: expected one list of expert loads, or one per MoE layer ({len(moe_layers)})"
+        )
+    out = {}
+    for i, layer in enumerate(moe_layers):
+        row = layers[0] if len(layers) == 1 else layers[i]
+        ok = isinstance(row, list) and len(row) == experts
+        weights = np.array(row, dtype=float) if ok and all(_number(v) for v in row) else None
+        if weights is None or not np.all(np.isfinite(weights)) or (weights < 0).any() or weights.sum() <= 0:
+            raise ConfigError(
+                f"{path}: layers[{i if len(layers) > 1 else 0}]: expected {experts} loads >= 0, not all 0"
+            )
+        out[layer] = weights / weights.sum()
+    return out
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def rank_shares(shares: np.ndarray, ep: int) -> np.ndarray:
+    """Each expert-parallel rank's share of a layer's assignments: the sum of its
+    ``len(shares) / ep`` contiguous experts'."""
+    return shares.reshape(ep, -1).sum(axis=1)
