@@ -336,6 +336,17 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     'loads {"layers": [[per expert], ...]}; uneven routing needs --ep > 1',
 )
 @click.option(
+    "--moe-capacity-factor",
+    type=float,
+    help="each rank keeps at most ceil(its assignments / experts x F) per expert and drops "
+    "the rest (Megatron-core's --moe-expert-capacity-factor; default: dropless)",
+)
+@click.option(
+    "--moe-pad-to-capacity",
+    is_flag=True,
+    help="every expert gets exactly its capacity (Megatron-core's --moe-pad-expert-input-to-capacity)",
+)
+@click.option(
     "--moe-routing-seed",
     type=click.IntRange(min=0),
     default=0,

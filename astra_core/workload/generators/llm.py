@@ -172,6 +172,11 @@ class LLMConfig:
       rank's own bytes to and from each member (uneven all-to-alls,
       :mod:`astra_core.system.collectives.uneven`): the rank with the most-loaded
       experts finishes its layer last. Needs ``ep`` > 1.
+    * ``moe_capacity_factor``, ``moe_pad_to_capacity``: Megatron-core's
+      ``--moe-expert-capacity-factor`` (each rank keeps at most ``ceil(A / E x cf)``
+      of its A assignment rows per expert, dropping the rest) and
+      ``--moe-pad-expert-input-to-capacity`` (every expert exactly that many);
+      None: dropless (:func:`.routing.rows_to_ranks`).
     """
 
     model: ModelConfig
@@ -208,6 +213,8 @@ class LLMConfig:
     ddp: str = "megatron"
     moe_routing: str = "balanced"
     moe_routing_seed: int = 0
+    moe_capacity_factor: float | None = None
+    moe_pad_to_capacity: bool = False
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -373,13 +380,26 @@ def _check_features(cfg: LLMConfig) -> None:
         )
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
+    _check_capacity(cfg)
     if cfg.moe_routing != BALANCED:
         check_routing(cfg.moe_routing)
-        if not cfg.model.experts or cfg.ep == 1:
+        if not cfg.model.experts or (cfg.ep == 1 and cfg.moe_capacity_factor is None):
             raise ConfigError(
                 f"--moe-routing {cfg.moe_routing}: needs a mixture-of-experts model with --ep > 1 "
                 "(one rank holding every expert: the imbalance between its experts is not modelled)"
             )
+
+
+def _check_capacity(cfg: LLMConfig) -> None:
+    """--moe-capacity-factor: a mixture-of-experts model and a factor in (0, 1000];
+    --moe-pad-to-capacity needs it (Megatron-core refuses padding without one)."""
+    factor = cfg.moe_capacity_factor
+    if factor is not None and (not cfg.model.experts or not 0 < factor <= 1000):
+        raise ConfigError(
+            f"--moe-capacity-factor {factor}: needs a mixture-of-experts model and a factor in (0, 1000]"
+        )
+    if cfg.moe_pad_to_capacity and factor is None:
+        raise ConfigError("--moe-pad-to-capacity needs --moe-capacity-factor (Megatron-core's rule)")
 
 
 def _check_model_split(cfg: LLMConfig) -> None:

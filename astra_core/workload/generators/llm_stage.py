@@ -23,7 +23,7 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
-from astra_core.workload.generators.routing import BALANCED, expert_shares, rank_shares
+from astra_core.workload.generators.routing import BALANCED, expert_shares, rows_to_ranks
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -587,18 +587,24 @@ class StageBuilder:
             self._tp_comm(f"{tag}_mlp_in", False, True)
 
     def _init_routing(self) -> None:
-        """Unbalanced routing (:mod:`.routing`): per MoE layer of this stage, each
-        expert-parallel index's share of the layer's assignments (``rank_shares``,
-        empty when balanced)."""
+        """Unbalanced routing or a capacity (:mod:`.routing`): per MoE layer of this stage,
+        the assignment rows every rank sends to each expert-parallel index (``rows_to``,
+        empty when routing is balanced and dropless)."""
         cfg, model = self.cfg, self.model
-        self.rank_shares: dict[int, np.ndarray] = {}
+        self.rows_to: dict[int, np.ndarray] = {}
         self._routed_experts: dict[int, list[list[O.Op]]] = {}  # per layer, per index
-        if not model.experts or cfg.moe_routing == BALANCED:
+        if not model.experts or (cfg.moe_routing == BALANCED and cfg.moe_capacity_factor is None):
             return
         moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
         shares = expert_shares(cfg.moe_routing, model.experts, moe_layers, cfg.moe_routing_seed)
-        assert shares is not None  # not balanced
-        self.rank_shares = {i: rank_shares(shares[i], cfg.ep) for i in self.layers if i in shares}
+        assigned = self.b * self.s * model.top_k / self.T
+        even = np.full(model.experts, 1.0 / model.experts)
+        for i in self.layers:
+            if model.is_moe_layer(i):
+                share = even if shares is None else shares[i]
+                self.rows_to[i] = rows_to_ranks(
+                    share, assigned, cfg.ep, cfg.moe_capacity_factor, cfg.moe_pad_to_capacity
+                )
 
     def _moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
         """A mixture-of-experts block (node names ``tag``_...) as Megatron-core's all-to-all
@@ -608,7 +614,7 @@ class StageBuilder:
         of their routing probabilities (FP32); the experts; the all-to-all that returns
         their outputs; the unpermutation (:func:`.ops.moe_ops`). Backward in reverse,
         without the counts. Unbalanced routing: :meth:`_routed_moe`."""
-        if layer in self.rank_shares:
+        if layer in self.rows_to:
             self._routed_moe(tag, forward, again, layer)
             return
         prog, model = self.prog, self.model
@@ -640,16 +646,14 @@ class StageBuilder:
             self._tp_comm(f"{tag}_moe_in", False, True)
 
     def _routed_moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
-        """:meth:`_moe` when expert-parallel index ``j`` receives ``shares[j]`` of the
-        assignments: every rank sends index ``j`` that share of its ``A`` token rows (and
-        of their FP32 probabilities) and gets back as much, so index ``q`` receives
-        ``shares[q]`` of every rank's and its experts process ``ep A shares[q]`` rows.
+        """:meth:`_moe` when every rank sends expert-parallel index ``j`` its ``R[j]``
+        assignment rows (``rows_to``: routing and capacity; and their FP32 probabilities)
+        and gets back as much, so index ``q``'s experts process ``ep R[q]`` rows.
         Backward, the gradients go the other way."""
         prog, model, ep = self.prog, self.model, self.cfg.ep
-        shares = self.rank_shares[layer]
-        assigned = self.b * self.s * model.top_k / self.T
-        rows = [round(assigned * share * model.hidden * O.BYTES) for share in shares]
-        probs = [round(4 * assigned * share) for share in shares]
+        sent = self.rows_to[layer]
+        rows = [round(r * model.hidden * O.BYTES) for r in sent]
+        probs = [round(4 * r) for r in sent]
 
         def to_experts(sizes: list[int]) -> list:  # index q: sizes to each index, its own from each
             return [(tuple(sizes), (sizes[q],) * ep) for q in range(ep)]
@@ -660,28 +664,27 @@ class StageBuilder:
         experts = self._routed_experts.get(layer)
         if experts is None:
             experts = self._routed_experts[layer] = [
-                O.moe_ops(
-                    model, self.b, self.s, self.T, self.sp, ep, self.cfg.dropout, ep * assigned * share
-                )[1]
-                for share in shares
+                O.moe_ops(model, self.b, self.s, self.T, self.sp, ep, self.cfg.dropout, ep * r)[1]
+                for r in sent
             ]
+        a2a = prog.uneven_all_to_all if ep > 1 else lambda name, splits: None
         if forward:
             self._tp_comm(f"{tag}_moe_in", True, True)
             prog.comp(f"{tag}_router", self.router, recompute=again)
             prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
-            prog.uneven_all_to_all(f"{tag}_dispatch_A2A", to_experts(rows))
-            prog.uneven_all_to_all(f"{tag}_probs_A2A", to_experts(probs))
+            a2a(f"{tag}_dispatch_A2A", to_experts(rows))
+            a2a(f"{tag}_probs_A2A", to_experts(probs))
             prog.comp_by_ep(f"{tag}_experts", experts, recompute=again)
-            prog.uneven_all_to_all(f"{tag}_combine_A2A", from_experts(rows))
+            a2a(f"{tag}_combine_A2A", from_experts(rows))
             prog.comp(f"{tag}_combine", self.combine, recompute=again)
             self._tp_comm(f"{tag}_moe_out", True, False)
         else:
             self._tp_comm(f"{tag}_moe_out", False, False)
             prog.comp(f"{tag}_combine", O.backward(self.combine))
-            prog.uneven_all_to_all(f"{tag}_combine_A2A", to_experts(rows))
+            a2a(f"{tag}_combine_A2A", to_experts(rows))
             prog.comp_by_ep(f"{tag}_experts", [O.backward(ops) for ops in experts])
-            prog.uneven_all_to_all(f"{tag}_probs_A2A", from_experts(probs))
-            prog.uneven_all_to_all(f"{tag}_dispatch_A2A", from_experts(rows))
+            a2a(f"{tag}_probs_A2A", from_experts(probs))
+            a2a(f"{tag}_dispatch_A2A", from_experts(rows))
             prog.comp(f"{tag}_router", O.backward(self.router))
             self._tp_comm(f"{tag}_moe_in", False, True)
 

@@ -16,6 +16,13 @@ expert's share of the (token, expert) assignments (``astra gen llm --moe-routing
 A rank of expert-parallel index ``q`` holds experts ``q E/ep .. (q + 1) E/ep - 1``
 (Megatron-core's contiguous placement); its share of a layer's assignments is the sum
 of theirs (:func:`rank_shares`).
+
+With a capacity factor ``cf`` (``--moe-capacity-factor``, Megatron-core's
+``--moe-expert-capacity-factor``) each rank keeps at most ``ceil(A / E x cf)`` of its
+``A`` assignment rows per expert (``moe_utils.get_capacity`` on the rank's tokens x
+top-k) and drops the rest; with ``--moe-pad-to-capacity``
+(``--moe-pad-expert-input-to-capacity``) every expert gets exactly that many
+(:func:`rows_to_ranks`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy as np
 
 from astra_core.errors import ConfigError
 
-__all__ = ["BALANCED", "check_routing", "expert_shares", "rank_shares"]
+__all__ = ["BALANCED", "check_routing", "expert_shares", "rank_shares", "rows_to_ranks"]
 
 BALANCED = "balanced"
 _OPTION = "--moe-routing"
@@ -105,3 +112,17 @@ def rank_shares(shares: np.ndarray, ep: int) -> np.ndarray:
     """Each expert-parallel rank's share of a layer's assignments: the sum of its
     ``len(shares) / ep`` contiguous experts'."""
     return shares.reshape(ep, -1).sum(axis=1)
+
+
+def rows_to_ranks(
+    shares: np.ndarray, assigned: float, ep: int, capacity_factor: float | None = None, pad: bool = False
+) -> np.ndarray:
+    """The assignment rows every rank sends to each of the ``ep`` expert-parallel
+    indices: of its ``assigned`` rows, ``shares[e]`` go to expert ``e``, at most the
+    capacity with ``capacity_factor`` (exactly it with ``pad``), summed over each
+    index's contiguous experts."""
+    per_expert = assigned * shares
+    if capacity_factor is not None:
+        capacity = math.ceil(assigned / len(shares) * capacity_factor)
+        per_expert = np.full(len(shares), float(capacity)) if pad else np.minimum(per_expert, capacity)
+    return rank_shares(per_expert, ep)

@@ -137,3 +137,37 @@ def test_unbalanced_routing_needs_experts_on_several_ranks(tmp_path):
         "error: --moe-routing zipf:1: needs a mixture-of-experts model with --ep > 1 (one rank "
         "holding every expert: the imbalance between its experts is not modelled)"
     )
+
+
+def test_a_capacity_drops_what_an_expert_is_over_and_padding_fills_it(tmp_path):
+    # capacity ceil(A / 8 x 1.0) = 64 rows per expert; loads 6:2:1:1:1:1:1:3 of 16 ask for
+    # 192, 64, 32, 32, 32, 32, 32, 96: kept 64, 64, 32, 32, 32, 32, 32, 64
+    path = loads_file(tmp_path, [LOADS])
+    dropped = nodes_named(plan(path, moe_capacity_factor=1.0), "L0_mb0_fwd_dispatch_A2A")
+    kept = [64 + 64, 32 + 32, 32 + 32, 32 + 64]
+    assert dropped[0][0].attrs["send_bytes"] == [rows * MOE.hidden * 2 for rows in kept]
+    padded = nodes_named(
+        plan(path, moe_capacity_factor=1.0, moe_pad_to_capacity=True), "L0_mb0_fwd_dispatch_A2A"
+    )
+    assert padded[0][0].attrs["send_bytes"] == [128 * MOE.hidden * 2] * 4
+    # balanced routing under a factor >= 1 drops nothing: the balanced step
+    assert simulate(plan(moe_capacity_factor=1.0)).step_ns == pytest.approx(simulate(plan()).step_ns, abs=2)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"moe_capacity_factor": 0.0},
+            "--moe-capacity-factor 0.0: needs a mixture-of-experts model and a factor in (0, 1000]",
+        ),
+        (
+            {"moe_pad_to_capacity": True},
+            "--moe-pad-to-capacity needs --moe-capacity-factor (Megatron-core's rule)",
+        ),
+    ],
+)
+def test_a_bad_capacity_is_refused(options, message):
+    with pytest.raises(ConfigError) as err:
+        generate_llm(plan(**options))
+    assert str(err.value) == message
