@@ -28,6 +28,7 @@ from astra_core.system.collectives.custom import custom_phase, custom_sources
 from astra_core.system.collectives.logical_topology import RingTopology
 from astra_core.system.collectives.nccl.model import NcclModel
 from astra_core.system.collectives.registry import PhaseRegistry, builtin_phases
+from astra_core.system.collectives.uneven import UnevenBook
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.memory import RemoteMemory
 from astra_core.workload.graph import RankGraph
@@ -66,6 +67,11 @@ class RunContext:
     @property
     def npus_count(self) -> int:
         return self.network.npus_count
+
+    @cached_property
+    def uneven_book(self) -> UnevenBook:
+        """The uneven all-to-alls not every member has issued yet (checked against each other)."""
+        return UnevenBook()
 
     @cached_property
     def dim_sizes(self) -> tuple[int, ...]:

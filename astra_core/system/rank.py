@@ -227,15 +227,9 @@ class RankSystem:
         if node is not None and node.attrs:
             uneven = uneven_of(node, self.id, self._nccl_members(comm_type, dims, active), trace)
         if uneven is not None:  # the NCCL model's grouped sends, one stream
-            d = active[0]
-            nccl = cast("NcclModel", self.context.nccl)
-            algorithm = nccl.phase(
-                comm_type, self.id, tuple(cast(RingTopology, dims[d].ring).members), size, uneven
-            )
-            stream = Stream(
-                self, dataset, self._stream_id(group), [Phase(d, algorithm)], self._priority(node)
-            )
-            streams = [stream]
+            streams = [
+                self._uneven_stream(comm_type, size, dims, active[0], group, dataset, uneven, node, trace)
+            ]
         else:
             # NCCL and custom collectives chunk their buffer themselves (upstream: one
             # stream for a custom collective, Sys::generate_collective)
@@ -316,6 +310,17 @@ class RankSystem:
             phases = self._phases(comm_type, dims, active, this_chunk)
             streams.append(Stream(self, dataset, self._stream_id(group), phases, priority))
         return streams
+
+    def _uneven_stream(self, comm_type, size, dims, d, group, dataset, uneven, node, trace) -> Stream:
+        """The one stream of an uneven all-to-all on dimension ``d`` (:mod:`.collectives.uneven`)
+        that ``node`` of file ``trace`` issues, its bytes checked against those of the
+        members that issued it before."""
+        members = tuple(cast(RingTopology, dims[d].ring).members)
+        stream_id = self._stream_id(group)
+        where = f"{trace}: rank {self.id}: node {node.id} ({node.name})"
+        self.context.uneven_book.check(tuple(sorted(members)), stream_id, uneven, where)
+        algorithm = cast("NcclModel", self.context.nccl).phase(comm_type, self.id, members, size, uneven)
+        return Stream(self, dataset, stream_id, [Phase(d, algorithm)], self._priority(node))
 
     def _stream_id(self, group: CommGroup | None) -> int:
         """The next chunk's stream id: this rank's count, or its communicator group's."""

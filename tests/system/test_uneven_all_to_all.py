@@ -118,3 +118,15 @@ def test_rank_symmetry_keeps_apart_ranks_whose_bytes_differ(tmp_path):
     every = astra.simulate(str(prefix), system, network, symmetry=False)
     assert [r.finish_ns for r in folded.ranks] == [r.finish_ns for r in every.ranks]
     assert folded.message_bytes == every.message_bytes
+
+
+def test_members_that_disagree_on_their_bytes_are_refused(tmp_path):
+    # rank 1 expects half of what rank 0 sends it
+    sends = [[1 << 20] * GPUS for _ in range(GPUS)]
+    prefix = write_all_to_all(tmp_path, sends, {1: {"recv_bytes": [1 << 19] + [1 << 20] * 7}})
+    with pytest.raises(TraceError) as err:
+        simulate(prefix)
+    assert str(err.value) == (
+        f"{prefix}.1.et: rank 1: node 0 (dispatch): recv_bytes[0] expects 524288 bytes from rank 0, "
+        "which sends 1048576 (send_bytes[1] of its node)"
+    )

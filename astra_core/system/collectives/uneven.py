@@ -24,7 +24,7 @@ from typing import Any
 
 from astra_core.errors import TraceError
 
-__all__ = ["RECV_BYTES", "SEND_BYTES", "Uneven", "uneven_of"]
+__all__ = ["RECV_BYTES", "SEND_BYTES", "Uneven", "UnevenBook", "uneven_of"]
 
 #: The node attributes (int64 lists, one entry per member in ascending rank order).
 SEND_BYTES = "send_bytes"
@@ -88,6 +88,37 @@ def uneven_of(node: Any, rank: int, members: tuple[int, ...] | None, where: str)
     if sum(lists[0]) != node.comm_size:
         raise TraceError(f"{at}: comm_size {node.comm_size} is not the sum of {SEND_BYTES} ({sum(lists[0])})")
     return Uneven(rank, lists[0], lists[1])
+
+
+class UnevenBook:
+    """The uneven all-to-alls of a run that not every member has issued yet, so that
+    what a rank sends a member is checked against what that member expects from it."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple, dict[int, Uneven]] = {}
+
+    def check(self, members: tuple[int, ...], collective: int, uneven: Uneven, where: str) -> None:
+        """Record rank ``uneven.rank``'s part of collective number ``collective`` on
+        ``members`` (ascending). Raises TraceError, naming ``where`` (the rank's file and
+        node), when its bytes to or from a member that issued it before disagree with
+        that member's."""
+        issued = self._open.setdefault((members, collective), {})
+        me = members.index(uneven.rank)
+        for other, theirs in issued.items():
+            q = members.index(other)
+            if uneven.send_bytes[q] != theirs.recv_bytes[me]:
+                raise TraceError(
+                    f"{where}: {SEND_BYTES}[{q}] sends rank {other} {uneven.send_bytes[q]} bytes, "
+                    f"which expects {theirs.recv_bytes[me]} from it ({RECV_BYTES}[{me}] of its node)"
+                )
+            if uneven.recv_bytes[q] != theirs.send_bytes[me]:
+                raise TraceError(
+                    f"{where}: {RECV_BYTES}[{q}] expects {uneven.recv_bytes[q]} bytes from rank "
+                    f"{other}, which sends {theirs.send_bytes[me]} ({SEND_BYTES}[{me}] of its node)"
+                )
+        issued[uneven.rank] = uneven
+        if len(issued) == len(members):
+            del self._open[(members, collective)]
 
 
 def _shown(values: Any) -> str:
