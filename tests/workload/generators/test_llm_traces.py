@@ -25,6 +25,10 @@ PLANS = {
     ),
     "ep-zero1": LLMConfig(MOE, GPUS["h100"], dp=4, ep=2, pp=2, microbatches=4, zero=1),
     "ep-zipf": LLMConfig(MOE, GPUS["h100"], dp=8, ep=4, pp=2, microbatches=4, moe_routing="zipf:1.2"),
+    "tp-ep-zipf-drop": LLMConfig(
+        MOE, GPUS["h100"], dp=4, tp=2, ep=2, microbatches=2, sequence_parallel=True, moe_routing="zipf:2",
+        moe_capacity_factor=1.25,
+    ),
 }  # fmt: skip
 
 

@@ -171,3 +171,12 @@ def test_a_bad_capacity_is_refused(options, message):
     with pytest.raises(ConfigError) as err:
         generate_llm(plan(**options))
     assert str(err.value) == message
+
+
+def test_expert_groups_beside_tensor_parallelism_agree_on_their_bytes(tmp_path):
+    # dp 4 x tp 2, ep 2: two expert-parallel groups per tensor-parallel rank; every rank's
+    # all-to-alls must match its members' (the run checks them) and take the busier time
+    cfg = plan(loads_file(tmp_path, [LOADS]), tp=2, sequence_parallel=True)
+    cfg = dataclasses.replace(cfg, dp=4, ep=2)
+    balanced = dataclasses.replace(plan(tp=2, sequence_parallel=True), dp=4, ep=2)
+    assert simulate(cfg).step_ns > simulate(balanced).step_ns
