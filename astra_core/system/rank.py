@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from astra_core.backend import NetworkBackend
     from astra_core.system.collectives.base import PhaseAlgorithm
     from astra_core.system.collectives.nccl.model import NcclModel
+    from astra_core.system.collectives.uneven import Uneven
     from astra_core.system.context import RunContext
     from astra_core.system.p2p import MessageMatcher
     from astra_core.workload.chakra import ETNode
@@ -226,7 +227,7 @@ class RankSystem:
         uneven = None
         if node is not None and node.attrs:
             uneven = uneven_of(node, self.id, self._nccl_members(comm_type, dims, active), trace)
-        if uneven is not None:  # the NCCL model's grouped sends, one stream
+        if node is not None and uneven is not None:  # the NCCL model's grouped sends, one stream
             streams = [
                 self._uneven_stream(comm_type, size, dims, active[0], group, dataset, uneven, node, trace)
             ]
@@ -311,7 +312,18 @@ class RankSystem:
             streams.append(Stream(self, dataset, self._stream_id(group), phases, priority))
         return streams
 
-    def _uneven_stream(self, comm_type, size, dims, d, group, dataset, uneven, node, trace) -> Stream:
+    def _uneven_stream(
+        self,
+        comm_type: CommType,
+        size: int,
+        dims: list[DimTopology],
+        d: int,
+        group: CommGroup | None,
+        dataset: DataSet,
+        uneven: Uneven,
+        node: ETNode,
+        trace: str,
+    ) -> Stream:
         """The one stream of an uneven all-to-all on dimension ``d`` (:mod:`.collectives.uneven`)
         that ``node`` of file ``trace`` issues, its bytes checked against those of the
         members that issued it before."""
