@@ -347,6 +347,14 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     help="every expert gets exactly its capacity (Megatron-core's --moe-pad-expert-input-to-capacity)",
 )
 @click.option(
+    "--moe-token-dispatcher",
+    type=click.Choice(["alltoall", "allgather"]),
+    default="alltoall",
+    show_default=True,
+    help="Megatron-core's --moe-token-dispatcher-type: all-to-alls over the expert-parallel "
+    "ranks, or all-gathers over the tensor- and expert-parallel ranks",
+)
+@click.option(
     "--moe-routing-seed",
     type=click.IntRange(min=0),
     default=0,

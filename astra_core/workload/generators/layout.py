@@ -75,7 +75,7 @@ class Layout:
         return t + self.tp * (c + self.cp * (d + self.dp * p))
 
     def members(self, role: str, rank: int) -> tuple[int, ...]:
-        """The ranks of ``rank``'s group of ``role`` (tp, cp, dp, ep, edp, emb, amax), in ring order."""
+        """The ranks of ``rank``'s group of ``role`` (tp, cp, dp, ep, edp, tp_ep, emb, amax), in ring order."""
         t, d, p = self.coords(rank)
         c = self.context(rank)
         if role == "tp":
@@ -89,6 +89,9 @@ class Layout:
             return tuple(self.rank(t, base + i, p, c) for i in range(self.ep))
         if role == "edp":
             return tuple(self.rank(t, d % self.ep + self.ep * i, p, c) for i in range(self.dp // self.ep))
+        if role == "tp_ep":  # the all-gather token dispatcher's group: tp fastest, ascending
+            base = d // self.ep * self.ep
+            return tuple(self.rank(j, base + i, p, c) for i in range(self.ep) for j in range(self.tp))
         if role == "emb":
             return (self.rank(t, d, 0, c), self.rank(t, d, self.pp - 1, c))
         if role == "amax":  # every rank of the pipeline stage (Megatron's amax reduction group)
@@ -114,6 +117,7 @@ class Layout:
             "dp": (self.tp, self.dp * self.cp),
             "ep": (self.tp * self.cp, self.ep),
             "edp": (self.tp * self.cp * self.ep, self.dp // self.ep),
+            "tp_ep": (1, self.tp * self.ep) if self.cp == 1 else (0, 0),
             "amax": (1, self.tp * self.cp * self.dp),
         }.get(role, (0, 0))
 
@@ -146,6 +150,7 @@ class Layout:
             "dp": (t, p),
             "ep": (t, d // self.ep, p, c),
             "edp": (t, d % self.ep, p, c),
+            "tp_ep": (d // self.ep, p, c),
             "emb": (t, d, c),
             "amax": (p,),
         }

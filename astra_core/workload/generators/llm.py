@@ -177,6 +177,10 @@ class LLMConfig:
       of its A assignment rows per expert, dropping the rest) and
       ``--moe-pad-expert-input-to-capacity`` (every expert exactly that many);
       None: dropless (:func:`.routing.rows_to_ranks`).
+    * ``moe_token_dispatcher``: Megatron-core's ``--moe-token-dispatcher-type``:
+      ``alltoall`` (all-to-alls over the expert-parallel ranks) or ``allgather``
+      (every rank's tokens, routing map and probabilities all-gathered over the
+      tensor- and expert-parallel ranks, the outputs reduce-scattered back).
     """
 
     model: ModelConfig
@@ -215,6 +219,7 @@ class LLMConfig:
     moe_routing_seed: int = 0
     moe_capacity_factor: float | None = None
     moe_pad_to_capacity: bool = False
+    moe_token_dispatcher: str = "alltoall"
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -390,9 +395,14 @@ def _check_features(cfg: LLMConfig) -> None:
             )
 
 
+#: Megatron-core's token dispatchers that the generator runs (``--moe-token-dispatcher-type``).
+MOE_DISPATCHERS = ("alltoall", "allgather")
+
+
 def _check_capacity(cfg: LLMConfig) -> None:
     """--moe-capacity-factor: a mixture-of-experts model and a factor in (0, 1000];
-    --moe-pad-to-capacity needs it (Megatron-core refuses padding without one)."""
+    --moe-pad-to-capacity needs it (Megatron-core refuses padding without one); a
+    known --moe-token-dispatcher."""
     factor = cfg.moe_capacity_factor
     if factor is not None and (not cfg.model.experts or not 0 < factor <= 1000):
         raise ConfigError(
@@ -400,6 +410,10 @@ def _check_capacity(cfg: LLMConfig) -> None:
         )
     if cfg.moe_pad_to_capacity and factor is None:
         raise ConfigError("--moe-pad-to-capacity needs --moe-capacity-factor (Megatron-core's rule)")
+    if cfg.moe_token_dispatcher not in MOE_DISPATCHERS:
+        raise ConfigError(
+            f"--moe-token-dispatcher: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg.moe_token_dispatcher!r}"
+        )
 
 
 def _check_model_split(cfg: LLMConfig) -> None:

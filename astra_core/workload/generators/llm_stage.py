@@ -290,6 +290,7 @@ class StageBuilder:
                 "dp": cfg.dp * self.C,
                 "ep": cfg.ep,
                 "edp": self.edp,
+                "tp_ep": self.T * cfg.ep,
                 "emb": 2,
                 "amax": self.T * self.C * cfg.dp,
             },
@@ -607,86 +608,131 @@ class StageBuilder:
                 )
 
     def _moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
-        """A mixture-of-experts block (node names ``tag``_...) as Megatron-core's all-to-all
-        dispatcher runs it (``token_dispatcher.py``): router and permutation; over the E
-        expert-parallel ranks (E > 1) an all-gather of each rank's token count per expert
-        (``preprocess``: the all-to-all's splits), the all-to-all of the tokens and the one
-        of their routing probabilities (FP32); the experts; the all-to-all that returns
-        their outputs; the unpermutation (:func:`.ops.moe_ops`). Backward in reverse,
-        without the counts. Unbalanced routing: :meth:`_routed_moe`."""
-        if layer in self.rows_to:
-            self._routed_moe(tag, forward, again, layer)
-            return
-        prog, model = self.prog, self.model
-        assigned = self.b * self.s * model.top_k / self.T
-        dispatch = assigned * model.hidden * O.BYTES
-        a2a = self.cfg.ep > 1
+        """A mixture-of-experts block (node names ``tag``_...) as Megatron-core runs it
+        (``token_dispatcher.py``): router and permutation, the dispatch of the tokens to
+        their experts' ranks, the experts, the combine that returns their outputs, the
+        unpermutation (:func:`.ops.moe_ops`); backward in reverse. The dispatcher
+        (:meth:`_moe_dispatch`, :meth:`_moe_combine`) is the all-to-all one or the
+        all-gather one; with unbalanced routing or a capacity (``rows_to``) each
+        expert-parallel index has its own bytes and expert work."""
+        prog = self.prog
         if forward:
-            self._tp_comm(f"{tag}_moe_in", True, True)
+            self._moe_edge(f"{tag}_moe_in", True, True)
             prog.comp(f"{tag}_router", self.router, recompute=again)
-            if a2a:
-                prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
-                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
-                prog.coll(f"{tag}_probs_A2A", _A2A, 4 * assigned, "ep")
-            prog.comp(f"{tag}_experts", self.experts, recompute=again)
-            if a2a:
-                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
+            self._moe_dispatch(tag, True, layer)
+            self._moe_experts(tag, True, again, layer)
+            self._moe_combine(tag, True, layer)
             prog.comp(f"{tag}_combine", self.combine, recompute=again)
-            self._tp_comm(f"{tag}_moe_out", True, False)
+            self._moe_edge(f"{tag}_moe_out", True, False)
         else:
-            self._tp_comm(f"{tag}_moe_out", False, False)
+            self._moe_edge(f"{tag}_moe_out", False, False)
             prog.comp(f"{tag}_combine", O.backward(self.combine))
-            if a2a:
-                prog.coll(f"{tag}_combine_A2A", _A2A, dispatch, "ep")
-            prog.comp(f"{tag}_experts", O.backward(self.experts))
-            if a2a:
-                prog.coll(f"{tag}_probs_A2A", _A2A, 4 * assigned, "ep")
-                prog.coll(f"{tag}_dispatch_A2A", _A2A, dispatch, "ep")
+            self._moe_combine(tag, False, layer)
+            self._moe_experts(tag, False, again, layer)
+            self._moe_dispatch(tag, False, layer)
             prog.comp(f"{tag}_router", O.backward(self.router))
-            self._tp_comm(f"{tag}_moe_in", False, True)
+            self._moe_edge(f"{tag}_moe_in", False, True)
 
-    def _routed_moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
-        """:meth:`_moe` when every rank sends expert-parallel index ``j`` its ``R[j]``
-        assignment rows (``rows_to``: routing and capacity; and their FP32 probabilities)
-        and gets back as much, so index ``q``'s experts process ``ep R[q]`` rows.
-        Backward, the gradients go the other way."""
-        prog, model, ep = self.prog, self.model, self.cfg.ep
-        sent = self.rows_to[layer]
-        rows = [round(r * model.hidden * O.BYTES) for r in sent]
-        probs = [round(4 * r) for r in sent]
+    def _moe_edge(self, name: str, forward: bool, at_input: bool) -> None:
+        """The block's tensor-parallel communication (:meth:`_tp_comm`); the all-gather
+        dispatcher gathers over the tensor- and expert-parallel ranks itself."""
+        if self.cfg.moe_token_dispatcher != "allgather":
+            self._tp_comm(name, forward, at_input)
 
-        def to_experts(sizes: list[int]) -> list:  # index q: sizes to each index, its own from each
-            return [(tuple(sizes), (sizes[q],) * ep) for q in range(ep)]
+    def _moe_experts(self, tag: str, forward: bool, again: bool, layer: int) -> None:
+        """The experts' kernels: the same on every rank, or each expert-parallel index's
+        own (its rows, :meth:`_routed_experts_ops`)."""
+        if layer not in self.rows_to:
+            ops = self.experts if forward else O.backward(self.experts)
+            self.prog.comp(f"{tag}_experts", ops, recompute=again and forward)
+            return
+        per_index = self._routed_experts_ops(layer)
+        if not forward:
+            per_index = [O.backward(ops) for ops in per_index]
+        self.prog.comp_by_ep(f"{tag}_experts", per_index, recompute=again and forward)
 
-        def from_experts(sizes: list[int]) -> list:
-            return [(recv, send) for send, recv in to_experts(sizes)]
-
+    def _routed_experts_ops(self, layer: int) -> list[list[O.Op]]:
+        """Per expert-parallel index ``q``: its experts' kernels on ``ep R[q]`` rows, where
+        every rank sends index ``q`` its ``R[q]`` assignment rows (``rows_to``)."""
         experts = self._routed_experts.get(layer)
         if experts is None:
+            ep = self.cfg.ep
             experts = self._routed_experts[layer] = [
-                O.moe_ops(model, self.b, self.s, self.T, self.sp, ep, self.cfg.dropout, ep * r)[1]
-                for r in sent
+                O.moe_ops(self.model, self.b, self.s, self.T, self.sp, ep, self.cfg.dropout, ep * r)[1]
+                for r in self.rows_to[layer]
             ]
-        a2a = prog.uneven_all_to_all if ep > 1 else lambda name, splits: None
+        return experts
+
+    def _moe_dispatch(self, tag: str, forward: bool, layer: int) -> None:
+        """Tokens to their experts (forward) and their gradients back (backward).
+
+        All-to-all (``MoEAlltoAllTokenDispatcher``), over the E expert-parallel ranks
+        (E > 1): the all-gather of each rank's token count per expert (the all-to-all's
+        splits), the all-to-all of the tokens and the one of their FP32 routing
+        probabilities; each rank's own bytes to and from each member when ``rows_to``
+        has the layer (uneven all-to-alls). All-gather (``MoEAllGatherTokenDispatcher``),
+        over the T x E tensor- and expert-parallel ranks: every rank's routing map (one
+        byte per token and expert), its probabilities (FP32, per token and expert) and
+        its tokens; backward the probabilities' and tokens' gradients reduce-scattered."""
+        prog, model = self.prog, self.model
+        rows = self.b * self.s / self.T  # this rank's tokens
+        if self.cfg.moe_token_dispatcher == "allgather":
+            every = rows * self.T * self.cfg.ep  # the gathered tokens
+            if forward:
+                prog.coll(f"{tag}_map_AG", _AG, rows * model.experts, "tp_ep")
+                prog.coll(f"{tag}_probs_AG", _AG, 4 * rows * model.experts, "tp_ep")
+                prog.coll(f"{tag}_dispatch_AG", _AG, rows * model.hidden * O.BYTES, "tp_ep")
+            else:
+                prog.coll(f"{tag}_probs_RS", _RS, 4 * every * model.experts, "tp_ep")
+                prog.coll(f"{tag}_dispatch_RS", _RS, every * model.hidden * O.BYTES, "tp_ep")
+            return
+        if self.cfg.ep == 1:
+            return
         if forward:
-            self._tp_comm(f"{tag}_moe_in", True, True)
-            prog.comp(f"{tag}_router", self.router, recompute=again)
             prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
-            a2a(f"{tag}_dispatch_A2A", to_experts(rows))
-            a2a(f"{tag}_probs_A2A", to_experts(probs))
-            prog.comp_by_ep(f"{tag}_experts", experts, recompute=again)
-            a2a(f"{tag}_combine_A2A", from_experts(rows))
-            prog.comp(f"{tag}_combine", self.combine, recompute=again)
-            self._tp_comm(f"{tag}_moe_out", True, False)
-        else:
-            self._tp_comm(f"{tag}_moe_out", False, False)
-            prog.comp(f"{tag}_combine", O.backward(self.combine))
-            a2a(f"{tag}_combine_A2A", to_experts(rows))
-            prog.comp_by_ep(f"{tag}_experts", [O.backward(ops) for ops in experts])
-            a2a(f"{tag}_probs_A2A", from_experts(probs))
-            a2a(f"{tag}_dispatch_A2A", from_experts(rows))
-            prog.comp(f"{tag}_router", O.backward(self.router))
-            self._tp_comm(f"{tag}_moe_in", False, True)
+        tokens, probs = self._a2a_bytes(layer)
+        for name, sizes in (("dispatch", tokens), ("probs", probs))[:: 1 if forward else -1]:
+            self._a2a(f"{tag}_{name}_A2A", sizes, toward_experts=forward)
+
+    def _moe_combine(self, tag: str, forward: bool, layer: int) -> None:
+        """The experts' outputs back to their tokens' ranks (forward) and their gradients
+        to the experts (backward): the all-to-all of the tokens, or under the all-gather
+        dispatcher the reduce-scatter of the unpermuted outputs in FP32 (backward: the
+        all-gather of their gradients, FP32)."""
+        rows = self.b * self.s / self.T
+        if self.cfg.moe_token_dispatcher == "allgather":
+            every = rows * self.T * self.cfg.ep
+            if forward:
+                self.prog.coll(f"{tag}_combine_RS", _RS, 4 * every * self.model.hidden, "tp_ep")
+            else:
+                self.prog.coll(f"{tag}_combine_AG", _AG, 4 * rows * self.model.hidden, "tp_ep")
+            return
+        if self.cfg.ep > 1:
+            self._a2a(f"{tag}_combine_A2A", self._a2a_bytes(layer)[0], toward_experts=not forward)
+
+    def _a2a_bytes(self, layer: int) -> tuple:
+        """(token bytes, probability bytes) of an all-to-all of the layer: one size per
+        rank (balanced routing, dropless), or the bytes every rank sends each
+        expert-parallel index (``rows_to``)."""
+        model = self.model
+        if layer not in self.rows_to:
+            assigned = self.b * self.s * model.top_k / self.T
+            return assigned * model.hidden * O.BYTES, 4 * assigned
+        sent = self.rows_to[layer]
+        return [round(r * model.hidden * O.BYTES) for r in sent], [round(4 * r) for r in sent]
+
+    def _a2a(self, name: str, sizes, toward_experts: bool) -> None:
+        """An all-to-all over the expert-parallel ranks: of ``sizes`` bytes per rank, or,
+        ``sizes`` a list, uneven: every rank sends index ``j`` ``sizes[j]`` toward the
+        experts (so index ``q`` receives ``sizes[q]`` from each), the other way back."""
+        if not isinstance(sizes, list):
+            self.prog.coll(name, _A2A, sizes, "ep")
+            return
+        ep = self.cfg.ep
+        splits = [(tuple(sizes), (sizes[q],) * ep) for q in range(ep)]
+        if not toward_experts:
+            splits = [(recv, send) for send, recv in splits]
+        self.prog.uneven_all_to_all(name, splits)
 
     def _tp_comm(self, name: str, forward: bool, at_input: bool) -> None:
         """Tensor-parallel communication at a block's input or output.

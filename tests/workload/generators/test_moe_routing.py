@@ -180,3 +180,40 @@ def test_expert_groups_beside_tensor_parallelism_agree_on_their_bytes(tmp_path):
     cfg = dataclasses.replace(cfg, dp=4, ep=2)
     balanced = dataclasses.replace(plan(tp=2, sequence_parallel=True), dp=4, ep=2)
     assert simulate(cfg).step_ns > simulate(balanced).step_ns
+
+
+def test_the_all_gather_dispatcher_gathers_over_the_expert_ranks_and_scatters_back():
+    # MoEAllGatherTokenDispatcher over T x E = 4 ranks: each rank's 256 tokens' routing map
+    # (1 byte per expert), FP32 probabilities and BF16 rows all-gathered; the unpermuted
+    # outputs of all 1,024 tokens reduce-scattered in FP32; backward the other way
+    cfg = plan(moe_token_dispatcher="allgather")
+    rows, every, h, experts = 256, 1024, MOE.hidden, MOE.experts
+    expected = {
+        "fwd_map_AG": rows * experts,
+        "fwd_probs_AG": 4 * rows * experts,
+        "fwd_dispatch_AG": rows * h * 2,
+        "fwd_combine_RS": 4 * every * h,
+        "bwd_combine_AG": 4 * rows * h,
+        "bwd_probs_RS": 4 * every * experts,
+        "bwd_dispatch_RS": every * h * 2,
+    }
+    traces, groups = llm_traces(generate_llm(cfg))
+    sizes = {n.name.split("_", 2)[2]: n.comm_size for n in traces[5].nodes if n.name.startswith("L0_mb0_")}
+    assert {k: sizes[k] for k in expected} == expected
+    assert not any(name.endswith("A2A") for name in sizes)
+    group = next(n.pg_name for n in traces[5].nodes if n.name == "L0_mb0_fwd_dispatch_AG")
+    assert groups[group] == [4, 5, 6, 7]  # rank 5's expert-parallel block
+    assert simulate(cfg).step_ns != simulate(plan()).step_ns
+
+
+def test_the_all_gather_dispatcher_group_spans_tensor_and_expert_ranks():
+    cfg = dataclasses.replace(
+        plan(moe_token_dispatcher="allgather", tp=2, sequence_parallel=True), dp=4, ep=2
+    )
+    traces, groups = llm_traces(generate_llm(cfg))
+    for rank, members in ((1, [0, 1, 2, 3]), (6, [4, 5, 6, 7])):
+        group = next(n.pg_name for n in traces[rank].nodes if n.name == "L0_mb0_fwd_dispatch_AG")
+        assert groups[group] == members
+    # the dispatcher gathers over tensor-parallel ranks itself: no separate TP collectives
+    assert not any(n.name.startswith("L0_mb0_fwd_moe_in") for n in traces[1].nodes)
+    assert simulate(cfg).step_ns > 0
