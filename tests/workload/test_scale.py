@@ -106,6 +106,24 @@ def test_scaling_a_generated_step_gives_the_generated_step(tmp_path, plan):
         (4, 42, ("--ep", "2", "--microbatches", "1"), None, None),
         # unbalanced routing: each expert-parallel index keeps its own bytes and expert work
         (4, 8, ("--ep", "2", "--microbatches", "2", "--moe-routing", "zipf:1.5"), None, None),
+        # the all-gather dispatcher's groups span tensor- and expert-parallel ranks
+        (
+            4,
+            8,
+            (
+                "--tp",
+                "2",
+                "--ep",
+                "2",
+                "--microbatches",
+                "2",
+                "--sequence-parallel",
+                "--moe-token-dispatcher",
+                "allgather",
+            ),
+            None,
+            None,
+        ),
     ],
 )
 def test_scaling_a_generated_moe_step_gives_the_generated_step(
