@@ -487,4 +487,22 @@ def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: i
         f"step FLOPs: model {sum(wl.model_flops.values()):.3e}, hardware {sum(wl.flops.values()):.3e} "
         "(recomputation included); astra run reports MFU and HFU"
     )
+    cfg = wl.config
+    if model.experts and (cfg.moe_routing != "balanced" or cfg.moe_capacity_factor is not None):
+        from astra_core.workload.generators.routing import load_summary
+
+        moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
+        assigned = cfg.micro_batch * cfg.sequence_length / cfg.cp * model.top_k / cfg.tp
+        click.echo(
+            load_summary(
+                cfg.moe_routing,
+                cfg.moe_routing_seed,
+                model.experts,
+                moe_layers,
+                assigned,
+                cfg.ep,
+                cfg.moe_capacity_factor,
+                cfg.moe_pad_to_capacity,
+            )
+        )
     _say_comm_groups(groups, output)

@@ -35,7 +35,7 @@ import numpy as np
 
 from astra_core.errors import ConfigError
 
-__all__ = ["BALANCED", "check_routing", "expert_shares", "rank_shares", "rows_to_ranks"]
+__all__ = ["BALANCED", "check_routing", "expert_shares", "load_summary", "rank_shares", "rows_to_ranks"]
 
 BALANCED = "balanced"
 _OPTION = "--moe-routing"
@@ -126,3 +126,32 @@ def rows_to_ranks(
         capacity = math.ceil(assigned / len(shares) * capacity_factor)
         per_expert = np.full(len(shares), float(capacity)) if pad else np.minimum(per_expert, capacity)
     return rank_shares(per_expert, ep)
+
+
+def load_summary(
+    routing: str,
+    seed: int,
+    experts: int,
+    moe_layers: list[int],
+    assigned: float,
+    ep: int,
+    capacity_factor: float | None = None,
+    pad: bool = False,
+) -> str:
+    """One line on what routing and capacity do to a step's MoE layers: the busiest
+    expert-parallel rank's rows against the mean (the layer where that is largest) and,
+    with a capacity, the share of assignments dropped (``assigned`` rows per rank)."""
+    shares = expert_shares(routing, experts, moe_layers, seed)
+    even = np.full(experts, 1.0 / experts)
+    worst, worst_layer, dropped = 1.0, moe_layers[0], 0.0
+    for layer in moe_layers:
+        rows = rows_to_ranks(even if shares is None else shares[layer], assigned, ep, capacity_factor, pad)
+        if rows.max() / rows.mean() > worst:
+            worst, worst_layer = float(rows.max() / rows.mean()), layer
+        dropped += max(0.0, 1.0 - float(rows.sum()) / assigned) / len(moe_layers)
+    line = f"MoE routing {routing}: the busiest expert-parallel rank gets {worst:.2f}x the mean rows"
+    line += f" (layer {worst_layer})" if worst > 1.0 else ""
+    if capacity_factor is not None:
+        line += f"; capacity factor {capacity_factor:g} drops {100 * dropped:.1f} % of assignments"
+        line += ", pads every expert to its capacity" if pad else ""
+    return line
