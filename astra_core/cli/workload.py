@@ -347,6 +347,14 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     help="every expert gets exactly its capacity (Megatron-core's --moe-pad-expert-input-to-capacity)",
 )
 @click.option(
+    "--expert-tensor-parallel-size",
+    "etp",
+    type=click.IntRange(min=1),
+    help="expert-tensor parallelism: --tp (the default: experts split like the dense "
+    "layers) or 1 (MoE parallel folding: whole experts, --ep over the tensor- and "
+    "data-parallel ranks; needs --sequence-parallel)",
+)
+@click.option(
     "--moe-token-dispatcher",
     type=click.Choice(["alltoall", "allgather"]),
     default="alltoall",

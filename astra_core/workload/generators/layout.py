@@ -15,6 +15,14 @@ so the NPU count stays D x T x P x C). Groups of a rank:
   p (Megatron's data-parallel group with context parallelism; stride T);
 * ``ep``: the E ranks of its block of the data-parallel group (stride T);
 * ``edp``: expert data parallel, the D/E ranks holding the same experts (stride T*E);
+* ``tp_ep``: the T x E ranks of its tensor-parallel groups over its ``ep`` block (the
+  all-gather token dispatcher's);
+
+With expert-tensor parallelism 1 (``etp``; Megatron-core's MoE parallel folding,
+``--expert-tensor-parallel-size 1``: the experts' rank generator orders ranks
+``tp-ep-dp`` with tp = 1) the expert groups are carved from the stage's T x D ranks
+in rank order instead: ``ep`` is a block of E consecutive ranks, ``edp`` the T D / E
+ranks at the same place in each block (stride E), ``tp_ep`` the ``ep`` block;
 * ``emb``: first and last pipeline stage with its t, c and d (tied embeddings).
 
 A group of all NPUs needs no name; a group of one NPU means no communication.
@@ -54,6 +62,7 @@ class Layout:
     ep: int = 1
     dims: Sequence[int] | None = None
     cp: int = 1
+    etp: int | None = None  # expert-tensor parallelism: T (None) or 1 (folded)
     groups: dict[str, list[int]] = field(default_factory=dict)
     _ids: dict[tuple[int, ...], str] = field(default_factory=dict)
     _placed: dict[tuple, Placement] = field(default_factory=dict)
@@ -84,6 +93,8 @@ class Layout:
             return tuple(self.rank(t, d, p, i) for i in range(self.cp))
         if role == "dp":
             return tuple(self.rank(t, i, p, j) for i in range(self.dp) for j in range(self.cp))
+        if self.folded and role in ("ep", "edp", "tp_ep"):
+            return self._folded_members(role, t + self.tp * d, p)
         if role == "ep":
             base = d // self.ep * self.ep
             return tuple(self.rank(t, base + i, p, c) for i in range(self.ep))
@@ -100,6 +111,21 @@ class Layout:
             )
         raise ValueError(f"unknown group role {role!r}")
 
+    @property
+    def folded(self) -> bool:
+        """Expert groups carved from the stage's T x D ranks (``etp`` 1 with T > 1)."""
+        return self.etp == 1 and self.tp > 1
+
+    def _folded_members(self, role: str, index: int, p: int) -> tuple[int, ...]:
+        """``ep`` / ``tp_ep`` (a block of E consecutive ranks of the stage) or ``edp`` (the
+        ranks at the same place of every block) of the stage's rank ``index`` (t + T d;
+        context parallelism is 1 with experts)."""
+        stage = self.tp * self.dp * p
+        if role == "edp":
+            return tuple(stage + index % self.ep + self.ep * i for i in range(self.tp * self.dp // self.ep))
+        base = index // self.ep * self.ep
+        return tuple(stage + base + i for i in range(self.ep))
+
     def cp_peer(self, rank: int, step: int) -> int:
         """The rank ``step`` places further round ``rank``'s context-parallel ring."""
         c = self.context(rank)
@@ -111,6 +137,8 @@ class Layout:
         return rank + (t + step) % self.tp - t
 
     def _stride_size(self, role: str) -> tuple[int, int]:
+        if self.folded and role in ("ep", "edp", "tp_ep"):
+            return (self.ep, self.tp * self.dp // self.ep) if role == "edp" else (1, self.ep)
         return {
             "tp": (1, self.tp),
             "cp": (self.tp, self.cp),
@@ -144,6 +172,9 @@ class Layout:
         share (every member has the same key, other groups other keys)."""
         t, d, p = self.coords(rank)
         c = self.context(rank)
+        if self.folded and role in ("ep", "edp", "tp_ep"):
+            index = t + self.tp * d
+            return (index % self.ep, p) if role == "edp" else (index // self.ep, p)
         keys = {
             "tp": (d, p, c),
             "cp": (t, d, p),

@@ -177,6 +177,12 @@ class LLMConfig:
       of its A assignment rows per expert, dropping the rest) and
       ``--moe-pad-expert-input-to-capacity`` (every expert exactly that many);
       None: dropless (:func:`.routing.rows_to_ranks`).
+    * ``etp``: expert-tensor parallelism (Megatron-core's
+      ``--expert-tensor-parallel-size``): ``tp`` (None, the default: each expert's
+      matrices split over the tensor-parallel ranks, expert groups from the data-parallel
+      ranks) or 1 (MoE parallel folding: whole experts, expert groups carved from the
+      stage's T x D ranks, so ``ep`` may exceed ``dp``; the MoE block keeps its
+      sequence-parallel tokens, :mod:`.layout`). Needs ``sequence_parallel`` with T > 1.
     * ``moe_token_dispatcher``: Megatron-core's ``--moe-token-dispatcher-type``:
       ``alltoall`` (all-to-alls over the expert-parallel ranks) or ``allgather``
       (every rank's tokens, routing map and probabilities all-gathered over the
@@ -220,6 +226,7 @@ class LLMConfig:
     moe_capacity_factor: float | None = None
     moe_pad_to_capacity: bool = False
     moe_token_dispatcher: str = "alltoall"
+    etp: int | None = None
 
     def __post_init__(self):
         if self.bucket_bytes is None and isinstance(self.dp, int):
@@ -450,7 +457,22 @@ def _check_model_split(cfg: LLMConfig) -> None:
                 f"--virtual-stages {cfg.virtual_stages}: pp x virtual stages must divide "
                 f"the {m.layers} layers of {m.name}"
             )
-    if cfg.ep > 1 and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
+    if cfg.etp not in (None, 1, cfg.tp):
+        raise ConfigError(
+            f"--expert-tensor-parallel-size {cfg.etp}: 1 (MoE parallel folding) or --tp {cfg.tp} are modelled"
+        )
+    folded = cfg.etp == 1 and cfg.tp > 1
+    if folded and (not m.experts or not cfg.sequence_parallel):
+        raise ConfigError(
+            "--expert-tensor-parallel-size 1: needs an MoE model and --sequence-parallel "
+            "(Megatron-core's MoE layers with tensor parallelism)"
+        )
+    if cfg.ep > 1 and folded and (m.experts % cfg.ep or cfg.tp * cfg.dp % cfg.ep):
+        raise ConfigError(
+            f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must divide "
+            f"--tp x --dp = {cfg.tp * cfg.dp} (folded: expert-parallel ranks come from both)"
+        )
+    if cfg.ep > 1 and not folded and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
         raise ConfigError(
             f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must "
             f"divide --dp {cfg.dp} (expert-parallel ranks come from the data-parallel ones)"
@@ -559,7 +581,7 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
             f"--cp {cfg.cp}: {mb} micro-batches x {cfg.model.layers} layers need more "
             "context-parallel message tags than Chakra's int32 comm_tag holds"
         )
-    layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp)
+    layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp, cfg.etp)
     stages: list[list[StageNode]] = []
     grads, flops, model_flops = [], [], []
     for p in range(cfg.pp):

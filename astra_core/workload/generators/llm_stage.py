@@ -171,12 +171,13 @@ class StageProgram:
         return self._add(StageNode(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
 
 
-def _layer_params(model: ModelConfig, layer: int, t: int, ep: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one rank: sharded matrices / t, norms whole."""
+def _layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer on one rank: sharded matrices / t (routed
+    experts' / ``etp``), norms whole."""
     dense = model.attention_params() / t + model.norm_params()
     if model.is_moe_layer(layer):
         dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
-        return dense, model.experts / ep * model.expert_params() / t
+        return dense, model.experts / ep * model.expert_params() / etp
     return dense + model.dense_mlp_params() / t, 0.0
 
 
@@ -280,7 +281,9 @@ class StageBuilder:
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
-        self.edp = cfg.dp // cfg.ep  # ranks holding the same experts
+        self.folded = cfg.etp == 1 and self.T > 1  # MoE parallel folding (:mod:`.layout`)
+        # ranks holding the same experts
+        self.edp = self.T * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,
@@ -290,7 +293,7 @@ class StageBuilder:
                 "dp": cfg.dp * self.C,
                 "ep": cfg.ep,
                 "edp": self.edp,
-                "tp_ep": self.T * cfg.ep,
+                "tp_ep": cfg.ep if self.folded else self.T * cfg.ep,
                 "emb": 2,
                 "amax": self.T * self.C * cfg.dp,
             },
@@ -312,7 +315,8 @@ class StageBuilder:
         """Parameters of this stage's layers, ``params[layer]`` = (dense, expert), and the
         stage's totals ``dense`` (``edge`` included) and ``expert``."""
         model, T = self.model, self.T
-        self.params = {i: _layer_params(model, i, T, self.cfg.ep) for i in self.layers}
+        etp = 1 if self.folded else T
+        self.params = {i: _layer_params(model, i, T, self.cfg.ep, etp) for i in self.layers}
         dense = sum(v[0] for v in self.params.values())
         self.expert = sum(v[1] for v in self.params.values())
         # embedding on the first stage; final norm and output projection on the last (a copy
@@ -635,8 +639,9 @@ class StageBuilder:
 
     def _moe_edge(self, name: str, forward: bool, at_input: bool) -> None:
         """The block's tensor-parallel communication (:meth:`_tp_comm`); the all-gather
-        dispatcher gathers over the tensor- and expert-parallel ranks itself."""
-        if self.cfg.moe_token_dispatcher != "allgather":
+        dispatcher gathers over the tensor- and expert-parallel ranks itself, and folded
+        experts (expert-tensor parallelism 1) take each rank's sequence-parallel tokens."""
+        if self.cfg.moe_token_dispatcher != "allgather" and not self.folded:
             self._tp_comm(name, forward, at_input)
 
     def _moe_experts(self, tag: str, forward: bool, again: bool, layer: int) -> None:
@@ -907,5 +912,5 @@ class StageBuilder:
             if expert:
                 prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
         dense_bytes = dense * cfg.grad_bytes if cfg.dp > 1 else 0
-        expert_bytes = expert * cfg.grad_bytes if cfg.dp // cfg.ep > 1 else 0
+        expert_bytes = expert * cfg.grad_bytes if edp > 1 else 0
         return prog.nodes, dense_bytes, expert_bytes

@@ -48,8 +48,10 @@ def peer_rank(layout, n, rank: int) -> int:
 
 
 def ep_index(layout, rank: int) -> int:
-    """``rank``'s index in its expert-parallel group (ascending ranks, :meth:`.layout.Layout.members`)."""
-    return layout.coords(rank)[1] % layout.ep
+    """``rank``'s index in its expert-parallel group (ascending ranks, :meth:`.layout.Layout.members`):
+    of its data-parallel index, or, experts folded, of its place in the stage."""
+    t, d, _ = layout.coords(rank)
+    return (t + layout.tp * d if layout.folded else d) % layout.ep
 
 
 def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
@@ -185,6 +187,7 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "moe_capacity_factor": cfg.moe_capacity_factor,
         "moe_pad_to_capacity": cfg.moe_pad_to_capacity,
         "moe_token_dispatcher": cfg.moe_token_dispatcher,
+        "etp": cfg.etp if cfg.etp is not None else cfg.tp,
         "grad_bytes": cfg.grad_bytes,
         "bucket_bytes": cfg.bucket_bytes,
         "npus": wl.layout.npus,
