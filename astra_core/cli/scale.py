@@ -157,9 +157,9 @@ def _layout(llm: object, where: str, ranks: int, tp: int | None, pp: int | None,
     if missing:
         raise ConfigError(f"astra scale: the traces do not say their layout; give {' and '.join(missing)}")
     t, p, c = int(sizes["tp"] or 1), int(sizes["pp"] or 1), int(sizes["cp"] or 1)
-    if info.get("etp", t) == 1 and t > 1:
+    if info.get("etp", t) == 1 and t * c > 1:
         raise ConfigError(
-            f"astra scale: {where}'s experts are folded over tensor-parallel ranks "
+            f"astra scale: {where}'s experts are folded over tensor- or context-parallel ranks "
             "(expert-tensor parallelism 1), which astra scale does not carry over; generate them "
             "at the larger size instead"
         )

@@ -20,9 +20,10 @@ so the NPU count stays D x T x P x C). Groups of a rank:
 
 With expert-tensor parallelism 1 (``etp``; Megatron-core's MoE parallel folding,
 ``--expert-tensor-parallel-size 1``: the experts' rank generator orders ranks
-``tp-ep-dp`` with tp = 1) the expert groups are carved from the stage's T x D ranks
-in rank order instead: ``ep`` is a block of E consecutive ranks, ``edp`` the T D / E
-ranks at the same place in each block (stride E), ``tp_ep`` the ``ep`` block;
+``tp-ep-dp`` with tp = 1) the expert groups are carved from the stage's T x C x D
+ranks in rank order instead: ``ep`` is a block of E consecutive ranks, ``edp`` the
+T C D / E ranks at the same place in each block (stride E), ``tp_ep`` the ``ep``
+block;
 * ``emb``: first and last pipeline stage with its t, c and d (tied embeddings).
 
 A group of all NPUs needs no name; a group of one NPU means no communication.
@@ -94,7 +95,7 @@ class Layout:
         if role == "dp":
             return tuple(self.rank(t, i, p, j) for i in range(self.dp) for j in range(self.cp))
         if self.folded and role in ("ep", "edp", "tp_ep"):
-            return self._folded_members(role, t + self.tp * d, p)
+            return self._folded_members(role, self._stage_index(rank), p)
         if role == "ep":
             base = d // self.ep * self.ep
             return tuple(self.rank(t, base + i, p, c) for i in range(self.ep))
@@ -113,16 +114,20 @@ class Layout:
 
     @property
     def folded(self) -> bool:
-        """Expert groups carved from the stage's T x D ranks (``etp`` 1 with T > 1)."""
-        return self.etp == 1 and self.tp > 1
+        """Expert groups carved from the stage's T x C x D ranks (``etp`` 1 with T x C > 1)."""
+        return self.etp == 1 and self.tp * self.cp > 1
+
+    def _stage_index(self, rank: int) -> int:
+        """``rank``'s place among its pipeline stage's T x C x D ranks (t + T (c + C d))."""
+        return rank % (self.tp * self.cp * self.dp)
 
     def _folded_members(self, role: str, index: int, p: int) -> tuple[int, ...]:
         """``ep`` / ``tp_ep`` (a block of E consecutive ranks of the stage) or ``edp`` (the
-        ranks at the same place of every block) of the stage's rank ``index`` (t + T d;
-        context parallelism is 1 with experts)."""
-        stage = self.tp * self.dp * p
+        ranks at the same place of every block) of the stage's rank ``index``."""
+        size = self.tp * self.cp * self.dp
+        stage = size * p
         if role == "edp":
-            return tuple(stage + index % self.ep + self.ep * i for i in range(self.tp * self.dp // self.ep))
+            return tuple(stage + index % self.ep + self.ep * i for i in range(size // self.ep))
         base = index // self.ep * self.ep
         return tuple(stage + base + i for i in range(self.ep))
 
@@ -138,7 +143,7 @@ class Layout:
 
     def _stride_size(self, role: str) -> tuple[int, int]:
         if self.folded and role in ("ep", "edp", "tp_ep"):
-            return (self.ep, self.tp * self.dp // self.ep) if role == "edp" else (1, self.ep)
+            return (self.ep, self.tp * self.cp * self.dp // self.ep) if role == "edp" else (1, self.ep)
         return {
             "tp": (1, self.tp),
             "cp": (self.tp, self.cp),
@@ -173,7 +178,7 @@ class Layout:
         t, d, p = self.coords(rank)
         c = self.context(rank)
         if self.folded and role in ("ep", "edp", "tp_ep"):
-            index = t + self.tp * d
+            index = self._stage_index(rank)
             return (index % self.ep, p) if role == "edp" else (index // self.ep, p)
         keys = {
             "tp": (d, p, c),

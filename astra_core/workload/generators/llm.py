@@ -357,9 +357,10 @@ def _check_context_parallel(cfg: LLMConfig) -> None:
             f"--cp {cfg.cp}: context parallelism runs FlashAttention kernels "
             "(Transformer Engine); --attention unfused cannot be split"
         )
-    if cfg.ep > 1 or cfg.model.experts:
+    if (cfg.ep > 1 or cfg.model.experts) and cfg.etp != 1:
         raise ConfigError(
-            f"--cp {cfg.cp}: context parallelism with mixture-of-experts layers is not modelled"
+            f"--cp {cfg.cp}: mixture-of-experts layers with context parallelism need "
+            "--expert-tensor-parallel-size 1 (experts folded over the context-parallel ranks)"
         )
     if cfg.sequence_length % (2 * cfg.cp):
         raise ConfigError(
@@ -461,16 +462,17 @@ def _check_model_split(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--expert-tensor-parallel-size {cfg.etp}: 1 (MoE parallel folding) or --tp {cfg.tp} are modelled"
         )
-    folded = cfg.etp == 1 and cfg.tp > 1
-    if folded and (not m.experts or not cfg.sequence_parallel):
+    folded = cfg.etp == 1 and cfg.tp * cfg.cp > 1
+    if folded and (not m.experts or (cfg.tp > 1 and not cfg.sequence_parallel)):
         raise ConfigError(
             "--expert-tensor-parallel-size 1: needs an MoE model and --sequence-parallel "
             "(Megatron-core's MoE layers with tensor parallelism)"
         )
-    if cfg.ep > 1 and folded and (m.experts % cfg.ep or cfg.tp * cfg.dp % cfg.ep):
+    stage = cfg.tp * cfg.cp * cfg.dp
+    if cfg.ep > 1 and folded and (m.experts % cfg.ep or stage % cfg.ep):
         raise ConfigError(
             f"--ep {cfg.ep}: needs an MoE model whose expert count it divides, and must divide "
-            f"--tp x --dp = {cfg.tp * cfg.dp} (folded: expert-parallel ranks come from both)"
+            f"--tp x --cp x --dp = {stage} (folded: expert-parallel ranks come from all three)"
         )
     if cfg.ep > 1 and not folded and (not m.experts or cfg.dp % cfg.ep or m.experts % cfg.ep):
         raise ConfigError(

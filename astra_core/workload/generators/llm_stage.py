@@ -281,9 +281,9 @@ class StageBuilder:
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
-        self.folded = cfg.etp == 1 and self.T > 1  # MoE parallel folding (:mod:`.layout`)
+        self.folded = cfg.etp == 1 and self.T * self.C > 1  # MoE parallel folding (:mod:`.layout`)
         # ranks holding the same experts
-        self.edp = self.T * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
+        self.edp = self.T * self.C * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,

@@ -49,9 +49,9 @@ def peer_rank(layout, n, rank: int) -> int:
 
 def ep_index(layout, rank: int) -> int:
     """``rank``'s index in its expert-parallel group (ascending ranks, :meth:`.layout.Layout.members`):
-    of its data-parallel index, or, experts folded, of its place in the stage."""
-    t, d, _ = layout.coords(rank)
-    return (t + layout.tp * d if layout.folded else d) % layout.ep
+    of its data-parallel index, or, experts folded, of its place in its pipeline stage."""
+    index = rank % (layout.tp * layout.cp * layout.dp) if layout.folded else layout.coords(rank)[1]
+    return index % layout.ep
 
 
 def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:

@@ -73,7 +73,7 @@ def test_whole_experts_hold_tp_times_the_expert_parameters():
         (
             {"ep": 16},
             "--ep 16: needs an MoE model whose expert count it divides, and must divide "
-            "--tp x --dp = 8 (folded: expert-parallel ranks come from both)",
+            "--tp x --cp x --dp = 8 (folded: expert-parallel ranks come from all three)",
         ),
     ],
 )
@@ -93,7 +93,7 @@ def test_astra_scale_refuses_folded_experts(tmp_path):
     write_llm(generate_llm(plan()), tmp_path / "t")
     args = ["scale", "--workload", tmp_path / "t", "--dp-to", "8", "--output", tmp_path / "s"]
     line = one_error_line(CliRunner().invoke(main, [str(a) for a in args]))
-    assert "experts are folded over tensor-parallel ranks (expert-tensor parallelism 1)" in line
+    assert "experts are folded over tensor- or context-parallel ranks (expert-tensor parallelism 1)" in line
 
 
 def test_skewed_routing_over_folded_experts_is_consistent_across_ranks():
@@ -104,3 +104,26 @@ def test_skewed_routing_over_folded_experts_is_consistent_across_ranks():
     skewed = astra.simulate(traces, system, network, comm_groups=groups or None)
     even, even_groups = llm_traces(generate_llm(plan()))
     assert skewed.step_ns > astra.simulate(even, system, network, comm_groups=even_groups or None).step_ns
+
+
+def test_context_parallelism_with_folded_experts():
+    # 8 ranks a stage (t + 2 (c + 2 d)): expert groups of 4 consecutive ranks mix context-
+    # parallel ranks, which hold other tokens of the same sequences
+    cfg = plan(dp=2, cp=2, ep=4)
+    layout = Layout(dp=2, tp=2, pp=1, ep=4, cp=2, etp=1)
+    assert layout.members("ep", 6) == (4, 5, 6, 7)
+    assert layout.members("edp", 6) == (2, 6)
+    traces, groups = llm_traces(generate_llm(cfg))
+    names = {n.name for n in traces[6].nodes}
+    assert "L0_mb0_fwd_attn_cp1_send" in names and "L0_mb0_fwd_dispatch_A2A" in names
+    network, system = h100_configs(8)
+    assert astra.simulate(traces, system, network, comm_groups=groups or None).step_ns > 0
+
+
+def test_context_parallelism_with_experts_split_over_tp_is_refused():
+    with pytest.raises(ConfigError) as err:
+        generate_llm(plan(dp=2, cp=2, ep=2, etp=None))
+    assert str(err.value) == (
+        "--cp 2: mixture-of-experts layers with context parallelism need "
+        "--expert-tensor-parallel-size 1 (experts folded over the context-parallel ranks)"
+    )
