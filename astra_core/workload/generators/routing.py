@@ -84,9 +84,10 @@ def expert_shares(
 
 def _recorded(path: Path, experts: int, moe_layers: list[int]) -> dict[int, np.ndarray]:
     try:
-        layers = json.loads(path.read_text())["layers"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: expected a JSON object with a 'layers' list ({exc})") from None
+    layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, list) or len(layers) not in (1, len(moe_layers)):
         raise ConfigError(
             f"{path}: layers: expected one list of expert loads, or one per MoE layer ({len(moe_layers)})"
