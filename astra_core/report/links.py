@@ -35,6 +35,7 @@ LINK_COLUMNS = (
     "utilization",
     "max_queue",
     "peak_flows",
+    "fault",
 )
 
 
@@ -42,7 +43,9 @@ LINK_COLUMNS = (
 class LinkStat:
     """One directed link after a run. ``kind``: ``npu-switch``, ``switch-npu``,
     ``switch-switch`` or ``npu-npu``; ``utilization``: busy_ns / step_ns (0..1);
-    ``max_queue``, ``peak_flows``: -1 when the backend does not count them."""
+    ``max_queue``, ``peak_flows``: -1 when the backend does not count them; ``fault``:
+    ``""``, or how the run's faults touched the link's cable (:func:`link_faults`:
+    ``degraded``, ``down for a while``; a cable down for the whole run has no links)."""
 
     link: int
     src: int
@@ -55,6 +58,7 @@ class LinkStat:
     utilization: float
     max_queue: int
     peak_flows: int
+    fault: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +78,7 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
         links.peak_flows,
     )
     step = result.step_ns
+    marks = link_faults(result)[0]
     stats = []
     for i, (src, dst) in enumerate(zip(topo.link_src, topo.link_dst)):
         kind = f"{'switch' if src in switches else 'npu'}-{'switch' if dst in switches else 'npu'}"
@@ -91,6 +96,7 @@ def link_stats(result: RunResult) -> list[LinkStat] | None:
                 utilization=float(busy / step) if step else 0.0,
                 max_queue=int(queues[i]) if queues is not None else -1,
                 peak_flows=int(flows[i]) if flows is not None else -1,
+                fault=marks.get((src, dst), ""),
             )
         )
     return stats

@@ -253,6 +253,7 @@ def test_link_frame_only_for_backends_with_link_statistics(report):
         "utilization",
         "max_queue",
         "peak_flows",
+        "fault",
     ]
     assert len(links) == 2 * NPUS  # one cable (two directed links) per NPU
     by_kind = links.groupby("kind")["bytes"].sum().to_dict()

@@ -159,6 +159,14 @@ def test_a_run_keeps_its_faults_and_links_png_marks_them(tmp_path):
     assert texts[-2:] == ["cable degraded (bandwidth cut)", "cable down for the whole run (carried nothing)"]
     red = sorted(t.get_text() for t in ax.get_xticklabels() if t.get_color() == "tab:red")
     assert red == ["10→8", "8→10", "9↔11"]
+    # the links table says it too: both directions of the degraded cable, nothing else (the
+    # cable down for the whole run is gone from the run's topology)
+    table = result.link_frame()
+    faulty = table[table["fault"] != ""]
+    assert sorted(zip(faulty["src"], faulty["dst"], faulty["fault"])) == [
+        (8, 10, "degraded"),
+        (10, 8, "degraded"),
+    ]
 
 
 def _marked(line) -> list[int]:
