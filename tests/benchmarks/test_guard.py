@@ -39,7 +39,9 @@ def test_twice_the_cpu_time_or_memory_or_another_step_is_a_regression():
 @pytest.mark.parametrize("case", ["flow-a2a-128-chunks", "general-ar-1024"])
 def test_a_deliberate_2x_slowdown_of_a_case_is_flagged(case):
     guard.measure_case(case)  # untimed: a fresh checkout's first run compiles Python's bytecode
-    once = guard.measure_case(case)
+    # the record: the least of three runs (a shared machine stalls short runs now and then,
+    # which would make the record itself slow: 0.92 s once against 0.53 s usually)
+    once = min((guard.measure_case(case) for _ in range(3)), key=lambda figures: figures["cpu_s"])
     twice = guard.measure_case(case, repeat=2)
     assert twice["step_ns"] == once["step_ns"]
     problems = guard.compare({"cases": {case: once}}, {case: twice}, 1.35)
