@@ -51,6 +51,8 @@ class RunContext:
     ``nccl``: the NCCL model when an implementation is ``nccl``, and
     ``nccl_p2p`` the same model when it also times the trace's own sends and
     receives (``nccl.p2p``). ``comm_groups``: communicator id -> member ranks.
+    One part is not read-only: ``uneven_book``, the uneven all-to-alls that not every
+    member has issued yet, for the check that their members agree on their bytes.
     """
 
     network: NetworkConfig
