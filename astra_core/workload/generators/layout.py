@@ -117,6 +117,11 @@ class Layout:
         """Expert groups carved from the stage's T x C x D ranks (``etp`` 1 with T x C > 1)."""
         return self.etp == 1 and self.tp * self.cp > 1
 
+    def expert_index(self, rank: int) -> int:
+        """``rank``'s index in its ``ep`` group (ascending ranks): of its data-parallel
+        index, or, experts folded, of its place in its pipeline stage."""
+        return (self._stage_index(rank) if self.folded else self.coords(rank)[1]) % self.ep
+
     def _stage_index(self, rank: int) -> int:
         """``rank``'s place among its pipeline stage's T x C x D ranks (t + T (c + C d))."""
         return rank % (self.tp * self.cp * self.dp)

@@ -22,13 +22,7 @@ from typing import Any, cast
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.et_peers import TemplatePeers, with_peers
-from astra_core.workload.generators.llm_writer import (
-    ep_index,
-    llm_metadata,
-    node_fields,
-    node_order,
-    peer_rank,
-)
+from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
 __all__ = ["llm_traces"]
@@ -70,7 +64,7 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
     # the placements in the order the nodes first name them: the layout numbers new groups
     # as they are first asked for, as the writer does
     places = {role: layout.placement(role, rank) for role in roles}
-    q = ep_index(layout, rank) if routed else 0  # nodes that differ by expert-parallel index
+    q = layout.expert_index(rank) if routed else 0  # nodes that differ by expert-parallel index
     shape = (p, q, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
     own = array("q")  # the rank's (src, dst) per send or receive
     for idx in peer_slots:

@@ -47,13 +47,6 @@ def peer_rank(layout, n, rank: int) -> int:
     return (rank + (stride if n.role == "next" else -stride)) % layout.npus
 
 
-def ep_index(layout, rank: int) -> int:
-    """``rank``'s index in its expert-parallel group (ascending ranks, :meth:`.layout.Layout.members`):
-    of its data-parallel index, or, experts folded, of its place in its pipeline stage."""
-    index = rank % (layout.tp * layout.cp * layout.dp) if layout.folded else layout.coords(rank)[1]
-    return index % layout.ep
-
-
 def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
     """(duration in ns, attributes but the group's) of compute node or collective ``n``
     (:class:`~.llm_stage.StageNode`) on a rank of expert-parallel index ``q``: a node
@@ -79,7 +72,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
     parts = []
     places: dict = {}  # role -> this rank's placement
     place: Any = None  # a collective's placement: set below before its attributes use it
-    q = ep_index(layout, rank)
+    q = layout.expert_index(rank)
     for idx, n in enumerate(wl.stages[p]):
         if n.type == pb.COMP_NODE:
             key: tuple = (p, idx) if n.by_ep is None else (p, idx, q)
