@@ -496,21 +496,11 @@ def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: i
         "(recomputation included); astra run reports MFU and HFU"
     )
     cfg = wl.config
-    if model.experts and (cfg.moe_routing != "balanced" or cfg.moe_capacity_factor is not None):
+    if wl.moe_rows:  # unbalanced routing or a capacity
         from astra_core.workload.generators.routing import load_summary
 
-        moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
-        assigned = cfg.micro_batch * cfg.sequence_length / cfg.cp * model.top_k / cfg.tp
-        click.echo(
-            load_summary(
-                cfg.moe_routing,
-                cfg.moe_routing_seed,
-                model.experts,
-                moe_layers,
-                assigned,
-                cfg.ep,
-                cfg.moe_capacity_factor,
-                cfg.moe_pad_to_capacity,
-            )
+        summary = load_summary(
+            cfg.moe_routing, wl.moe_rows, wl.moe_assigned, cfg.moe_capacity_factor, cfg.moe_pad_to_capacity
         )
+        click.echo(summary)
     _say_comm_groups(groups, output)

@@ -50,6 +50,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
@@ -60,7 +61,7 @@ from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilde
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
-from astra_core.workload.generators.routing import BALANCED, check_routing
+from astra_core.workload.generators.routing import BALANCED, check_routing, rows_by_layer
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
@@ -258,6 +259,10 @@ class LLMWorkload:
     ``dp_grad_bytes[rank]``: bytes this rank reduces over its data-parallel
     groups; ``flops[rank]``: forward+backward FLOPs of its compute nodes, recomputation
     included (hardware FLOPs); ``model_flops[rank]``: the same without recomputation.
+    ``moe_rows``: per MoE layer, the assignment rows every rank sends each
+    expert-parallel index under unbalanced routing or a capacity, ``moe_assigned`` the
+    rows each rank routes (:func:`.routing.rows_by_layer`; empty when balanced and
+    dropless).
     """
 
     config: LLMConfig
@@ -267,6 +272,8 @@ class LLMWorkload:
     dp_grad_bytes: dict[int, int] = field(default_factory=dict)
     flops: dict[int, float] = field(default_factory=dict)
     model_flops: dict[int, float] = field(default_factory=dict)
+    moe_rows: dict[int, Any] = field(default_factory=dict)
+    moe_assigned: float = 0.0
 
     def stage_of(self, rank: int) -> int:
         return self.layout.coords(rank)[2]
@@ -556,10 +563,34 @@ def _microbatches(cfg: LLMConfig) -> int:
     return cfg.microbatches if cfg.microbatches is not None else (2 * cfg.pp if cfg.pp > 1 else 1)
 
 
-def _stage_program(cfg: LLMConfig, mb: int, p: int, budget: int) -> tuple[list[StageNode], float, float]:
+def _stage_program(
+    cfg: LLMConfig, mb: int, p: int, budget: int, moe_rows: dict
+) -> tuple[list[StageNode], float, float]:
     """Build stage ``p``'s nodes (at most ``budget``); return them with this rank's dense and
     expert gradient bytes (:class:`.llm_stage.StageBuilder`)."""
-    return StageBuilder(cfg, mb, p, budget, MAX_RANK_NODES).build()
+    return StageBuilder(cfg, mb, p, budget, MAX_RANK_NODES, moe_rows).build()
+
+
+def _moe_rows(cfg: LLMConfig) -> tuple[dict, float]:
+    """(per MoE layer the rows every rank sends each expert-parallel index, the rows each
+    rank routes: micro-batch x its tokens x top-k): :func:`.routing.rows_by_layer`, the
+    loads file read once for every stage."""
+    model = cfg.model
+    if not model.experts:
+        return {}, 0.0
+    assigned = cfg.micro_batch * (cfg.sequence_length // cfg.cp) * model.top_k / cfg.tp
+    moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
+    rows = rows_by_layer(
+        cfg.moe_routing,
+        cfg.moe_routing_seed,
+        model.experts,
+        moe_layers,
+        assigned,
+        cfg.ep,
+        cfg.moe_capacity_factor,
+        cfg.moe_pad_to_capacity,
+    )
+    return rows, assigned
 
 
 def generate_llm(cfg: LLMConfig) -> LLMWorkload:
@@ -586,14 +617,16 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     layout = Layout(cfg.dp, cfg.tp, cfg.pp, cfg.ep, list(cfg.dims) if cfg.dims else None, cfg.cp, cfg.etp)
     stages: list[list[StageNode]] = []
     grads, flops, model_flops = [], [], []
+    moe_rows, moe_assigned = _moe_rows(cfg)
     for p in range(cfg.pp):
-        nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p, MAX_RANK_NODES - sum(map(len, stages)))
+        budget = MAX_RANK_NODES - sum(map(len, stages))
+        nodes, dense_bytes, expert_bytes = _stage_program(cfg, mb, p, budget, moe_rows)
         stages.append(nodes)
         grads.append(int(dense_bytes + expert_bytes))
         flops.append(sum(n.flops for n in nodes if n.name != "optimizer"))
         model_flops.append(sum(n.flops for n in nodes if n.name != "optimizer" and not n.recompute))
     check_values(cfg, stages)
-    wl = LLMWorkload(cfg, layout, mb, stages)
+    wl = LLMWorkload(cfg, layout, mb, stages, moe_rows=moe_rows, moe_assigned=moe_assigned)
     for rank in range(layout.npus):
         p = layout.coords(rank)[2]
         wl.dp_grad_bytes[rank] = grads[p]

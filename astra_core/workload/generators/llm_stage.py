@@ -23,7 +23,6 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
-from astra_core.workload.generators.routing import BALANCED, expert_shares, rows_to_ranks
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -260,7 +259,9 @@ class StageBuilder:
     pipeline and context-parallel sizes, model chunks per stage.
     """
 
-    def __init__(self, cfg: LLMConfig, mb: int, p: int, budget: int, limit: int):
+    def __init__(
+        self, cfg: LLMConfig, mb: int, p: int, budget: int, limit: int, moe_rows: dict | None = None
+    ):
         model = cfg.model
         self.cfg, self.model, self.p = cfg, model, p
         self.T, self.P, self.C, self.V = cfg.tp, cfg.pp, cfg.cp, cfg.virtual_stages
@@ -302,6 +303,10 @@ class StageBuilder:
             cfg.fp8_recipe,
         )
         self.grads = GradBuckets(self.prog, cfg)
+        # unbalanced routing or a capacity: per MoE layer of this stage, the assignment rows
+        # every rank sends each expert-parallel index (:func:`.routing.rows_by_layer`)
+        self.rows_to: dict[int, np.ndarray] = {i: r for i, r in (moe_rows or {}).items() if i in self.layers}
+        self._routed_experts: dict[int, list[list[O.Op]]] = {}  # per layer, per index
         self._init_params()
         self._init_kernels()
         self._init_schedule(mb)
@@ -346,7 +351,6 @@ class StageBuilder:
             O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [], [])
         )
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
-        self._init_routing()
         self.pre: list[O.Op] = []
         self.post: list[O.Op] = []
         self.kv_block = 0.0
@@ -590,26 +594,6 @@ class StageBuilder:
             self._tp_comm(f"{tag}_mlp_out", False, False)
             self.prog.comp(f"{tag}_mlp", ops)
             self._tp_comm(f"{tag}_mlp_in", False, True)
-
-    def _init_routing(self) -> None:
-        """Unbalanced routing or a capacity (:mod:`.routing`): per MoE layer of this stage,
-        the assignment rows every rank sends to each expert-parallel index (``rows_to``,
-        empty when routing is balanced and dropless)."""
-        cfg, model = self.cfg, self.model
-        self.rows_to: dict[int, np.ndarray] = {}
-        self._routed_experts: dict[int, list[list[O.Op]]] = {}  # per layer, per index
-        if not model.experts or (cfg.moe_routing == BALANCED and cfg.moe_capacity_factor is None):
-            return
-        moe_layers = [i for i in range(model.layers) if model.is_moe_layer(i)]
-        shares = expert_shares(cfg.moe_routing, model.experts, moe_layers, cfg.moe_routing_seed)
-        assigned = self.b * self.s * model.top_k / self.T
-        even = np.full(model.experts, 1.0 / model.experts)
-        for i in self.layers:
-            if model.is_moe_layer(i):
-                share = even if shares is None else shares[i]
-                self.rows_to[i] = rows_to_ranks(
-                    share, assigned, cfg.ep, cfg.moe_capacity_factor, cfg.moe_pad_to_capacity
-                )
 
     def _moe(self, tag: str, forward: bool, again: bool, layer: int) -> None:
         """A mixture-of-experts block (node names ``tag``_...) as Megatron-core runs it

@@ -35,7 +35,15 @@ import numpy as np
 
 from astra_core.errors import ConfigError
 
-__all__ = ["BALANCED", "check_routing", "expert_shares", "load_summary", "rank_shares", "rows_to_ranks"]
+__all__ = [
+    "BALANCED",
+    "check_routing",
+    "expert_shares",
+    "load_summary",
+    "rank_shares",
+    "rows_by_layer",
+    "rows_to_ranks",
+]
 
 BALANCED = "balanced"
 _OPTION = "--moe-routing"
@@ -129,7 +137,7 @@ def rows_to_ranks(
     return rank_shares(per_expert, ep)
 
 
-def load_summary(
+def rows_by_layer(
     routing: str,
     seed: int,
     experts: int,
@@ -138,18 +146,33 @@ def load_summary(
     ep: int,
     capacity_factor: float | None = None,
     pad: bool = False,
-) -> str:
-    """One line on what routing and capacity do to a step's MoE layers: the busiest
-    expert-parallel rank's rows against the mean (the layer where that is largest) and,
-    with a capacity, the share of assignments dropped (``assigned`` rows per rank)."""
+) -> dict[int, np.ndarray]:
+    """Per MoE layer (``moe_layers``), the assignment rows every rank sends each
+    expert-parallel index (:func:`rows_to_ranks`, ``assigned`` rows per rank); empty when
+    routing is balanced and dropless (every index ``assigned / ep``). Reads a loads file
+    once. Raises ConfigError as :func:`expert_shares`."""
+    if routing == BALANCED and capacity_factor is None:
+        return {}
     shares = expert_shares(routing, experts, moe_layers, seed)
     even = np.full(experts, 1.0 / experts)
-    worst, worst_layer, dropped = 1.0, moe_layers[0], 0.0
-    for layer in moe_layers:
-        rows = rows_to_ranks(even if shares is None else shares[layer], assigned, ep, capacity_factor, pad)
-        if rows.max() / rows.mean() > worst:
-            worst, worst_layer = float(rows.max() / rows.mean()), layer
-        dropped += max(0.0, 1.0 - float(rows.sum()) / assigned) / len(moe_layers)
+    return {
+        layer: rows_to_ranks(even if shares is None else shares[layer], assigned, ep, capacity_factor, pad)
+        for layer in moe_layers
+    }
+
+
+def load_summary(
+    routing: str, rows: dict[int, np.ndarray], assigned: float, capacity_factor: float | None, pad: bool
+) -> str:
+    """One line on what routing and capacity do to a step's MoE layers (``rows``:
+    :func:`rows_by_layer`, not empty): the busiest expert-parallel rank's rows against the
+    mean (the layer where that is largest) and, with a capacity, the share of assignments
+    dropped (``assigned`` rows per rank)."""
+    worst, worst_layer, dropped = 1.0, min(rows), 0.0
+    for layer, sent in sorted(rows.items()):
+        if sent.max() / sent.mean() > worst:
+            worst, worst_layer = float(sent.max() / sent.mean()), layer
+        dropped += max(0.0, 1.0 - float(sent.sum()) / assigned) / len(rows)
     line = f"MoE routing {routing}: the busiest expert-parallel rank gets {worst:.2f}x the mean rows"
     line += f" (layer {worst_layer})" if worst > 1.0 else ""
     if capacity_factor is not None:
