@@ -228,9 +228,7 @@ class RankSystem:
         if node is not None and node.attrs:
             uneven = uneven_of(node, self.id, self._nccl_members(comm_type, dims, active), trace)
         if node is not None and uneven is not None:  # the NCCL model's grouped sends, one stream
-            streams = [
-                self._uneven_stream(comm_type, size, dims, active[0], group, dataset, uneven, node, trace)
-            ]
+            streams = [self._uneven_stream(comm_type, size, dims, active[0], group, dataset, uneven, node)]
         else:
             # NCCL and custom collectives chunk their buffer themselves (upstream: one
             # stream for a custom collective, Sys::generate_collective)
@@ -322,15 +320,13 @@ class RankSystem:
         dataset: DataSet,
         uneven: Uneven,
         node: ETNode,
-        trace: str,
     ) -> Stream:
         """The one stream of an uneven all-to-all on dimension ``d`` (:mod:`.collectives.uneven`)
-        that ``node`` of file ``trace`` issues, its bytes checked against those of the
+        that ``node`` issues, its bytes checked against those of the
         members that issued it before."""
         members = tuple(cast(RingTopology, dims[d].ring).members)
         stream_id = self._stream_id(group)
-        where = f"{trace}: rank {self.id}: node {node.id} ({node.name})"
-        self.context.uneven_book.check(tuple(sorted(members)), stream_id, uneven, where)
+        self.context.uneven_book.check(tuple(sorted(members)), stream_id, uneven)
         algorithm = cast("NcclModel", self.context.nccl).phase(comm_type, self.id, members, size, uneven)
         return Stream(self, dataset, stream_id, [Phase(d, algorithm)], self._priority(node))
 

@@ -19,7 +19,7 @@ nodes (:meth:`~astra_core.system.collectives.nccl.model.NcclModel.choose`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from astra_core.errors import TraceError
@@ -34,11 +34,13 @@ RECV_BYTES = "recv_bytes"
 @dataclass(frozen=True)
 class Uneven:
     """Rank ``rank``'s bytes to (``send_bytes``) and from (``recv_bytes``) each member
-    of an all-to-all, in ascending rank order of the members."""
+    of an all-to-all, in ascending rank order of the members; ``where``: the trace file,
+    rank and node it came from, for messages (not part of its identity)."""
 
     rank: int
     send_bytes: tuple[int, ...]
     recv_bytes: tuple[int, ...]
+    where: str = field(default="", compare=False)
 
     def bytes_by_scope(self, members: tuple[int, ...], per_node: int) -> tuple[int, int]:
         """(bytes inside the rank's node, bytes across nodes), each the larger of what it
@@ -87,7 +89,7 @@ def uneven_of(node: Any, rank: int, members: tuple[int, ...] | None, where: str)
         lists.append(tuple(values))
     if sum(lists[0]) != node.comm_size:
         raise TraceError(f"{at}: comm_size {node.comm_size} is not the sum of {SEND_BYTES} ({sum(lists[0])})")
-    return Uneven(rank, lists[0], lists[1])
+    return Uneven(rank, lists[0], lists[1], at)
 
 
 class UnevenBook:
@@ -97,11 +99,12 @@ class UnevenBook:
     def __init__(self) -> None:
         self._open: dict[tuple, dict[int, Uneven]] = {}
 
-    def check(self, members: tuple[int, ...], collective: int, uneven: Uneven, where: str) -> None:
+    def check(self, members: tuple[int, ...], collective: int, uneven: Uneven) -> None:
         """Record rank ``uneven.rank``'s part of collective number ``collective`` on
-        ``members`` (ascending). Raises TraceError, naming ``where`` (the rank's file and
-        node), when its bytes to or from a member that issued it before disagree with
-        that member's."""
+        ``members`` (ascending). Raises TraceError, naming ``uneven.where`` (the rank's
+        file and node), when its bytes to or from a member that issued it before disagree
+        with that member's."""
+        where = uneven.where
         issued = self._open.setdefault((members, collective), {})
         me = members.index(uneven.rank)
         for other, theirs in issued.items():
