@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 
 __all__ = ["Layout", "Placement"]
 
+#: The groups that MoE parallel folding carves differently (``etp`` 1).
+_EXPERT_ROLES = ("ep", "edp", "tp_ep")
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -94,7 +97,7 @@ class Layout:
             return tuple(self.rank(t, d, p, i) for i in range(self.cp))
         if role == "dp":
             return tuple(self.rank(t, i, p, j) for i in range(self.dp) for j in range(self.cp))
-        if self.folded and role in ("ep", "edp", "tp_ep"):
+        if self.folded and role in _EXPERT_ROLES:
             return self._folded_members(role, self._stage_index(rank), p)
         if role == "ep":
             base = d // self.ep * self.ep
@@ -147,7 +150,7 @@ class Layout:
         return rank + (t + step) % self.tp - t
 
     def _stride_size(self, role: str) -> tuple[int, int]:
-        if self.folded and role in ("ep", "edp", "tp_ep"):
+        if self.folded and role in _EXPERT_ROLES:
             return (self.ep, self.tp * self.cp * self.dp // self.ep) if role == "edp" else (1, self.ep)
         return {
             "tp": (1, self.tp),
@@ -182,7 +185,7 @@ class Layout:
         share (every member has the same key, other groups other keys)."""
         t, d, p = self.coords(rank)
         c = self.context(rank)
-        if self.folded and role in ("ep", "edp", "tp_ep"):
+        if self.folded and role in _EXPERT_ROLES:
             index = self._stage_index(rank)
             return (index % self.ep, p) if role == "edp" else (index // self.ep, p)
         keys = {
