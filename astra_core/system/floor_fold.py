@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from astra_core.intervals import Interval, flat_uncovered, flight_pairs, overlap, total, union
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase
 from astra_core.system.collectives.nccl.replay import Replay, replay
+from astra_core.system.nccl_symmetry import translation_class
 
 
 @dataclass
@@ -65,6 +66,16 @@ class _Replayed:
             spans[dst].append((sent, arrived))
         self.flights = {m: union(pairs) for m, pairs in spans.items()}
 
+    def relabelled(self, to: dict[int, int]) -> _Replayed:
+        """The same replay for the members ``to`` maps these onto (a translation of the
+        collective: the messages' count and bytes are kept, not their ranks)."""
+        out = object.__new__(_Replayed)
+        out.ends_ns = {to[m]: end for m, end in self.ends_ns.items()}
+        out.messages = self.messages
+        out.message_bytes = self.message_bytes
+        out.flights = {to[m]: spans for m, spans in self.flights.items()}
+        return out
+
 
 class FloorFold:
     """Start times of the folded collectives of a rank-symmetric run, and the check
@@ -78,7 +89,8 @@ class FloorFold:
         self.message_ns = message_ns
         # (representative, comm type, members, bytes, stream id, start ns)
         self.starts: list[tuple] = []
-        self._replays: dict[tuple, tuple[_Replayed, int]] = {}
+        self._replays: dict[tuple, tuple[_Replayed, int, tuple[int, ...]]] = {}
+        self._patterns: dict[tuple[int, ...], tuple] = {}  # members -> their translation class
 
     def started(self, phase: FoldedNcclPhase) -> None:
         """A representative's folded phase starts now."""
@@ -138,18 +150,27 @@ class FloorFold:
         self, comm_type, members: tuple[int, ...], size: int, offsets: tuple[float, ...]
     ) -> tuple[_Replayed, int]:
         """The collective replayed from starts ``offsets`` (ns after the first), and
-        NCCL's time; one replay per pattern of starts."""
-        key = (comm_type, members, size, offsets)
+        NCCL's time; one replay per pattern of starts and class of translations
+        (:func:`~.nccl_symmetry.translation_class`), its members relabelled."""
+        pattern = self._patterns.get(members)
+        if pattern is None:
+            sym = self.symmetry
+            exact = "xor" in sym.kinds  # a class of rotations only
+            pattern = self._patterns[members] = (
+                members
+                if exact
+                else translation_class(members, sym.sizes, self.nccl.machine(members)[0].members)
+            )
+        key = (comm_type, size, offsets, pattern)
         found = self._replays.get(key)
         if found is None:
             parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
             floor_ns = parts[members[0]][1]
             schedules = {m: schedule for m, (schedule, _) in parts.items()}
-            found = self._replays[key] = (
-                _Replayed(replay(schedules, dict(zip(members, offsets)), self.message_ns)),
-                floor_ns,
-            )
-        return found
+            replayed = _Replayed(replay(schedules, dict(zip(members, offsets)), self.message_ns))
+            found = self._replays[key] = (replayed, floor_ns, members)
+        replayed, floor_ns, played = found
+        return (replayed if played == members else replayed.relabelled(dict(zip(played, members)))), floor_ns
 
 
 def with_traffic(result, log: Sequence[float], comm: list[Interval], extra: list[Interval]):

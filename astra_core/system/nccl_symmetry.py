@@ -45,12 +45,32 @@ from astra_core.workload.graph import RankGraph, distinct_shapes, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
-__all__ = ["NcclCollectives", "Collective"]
+__all__ = ["NcclCollectives", "Collective", "translation_class"]
 
 #: One NCCL collective of a run: (comm type, members, bytes).
 Collective = tuple[CommType, tuple[int, ...], int]
 #: Messages a collective may have for the folding check to replay it (more: not folded).
 REPLAY_MESSAGES_MAX = 200_000
+
+
+def translation_class(members: tuple[int, ...], sizes: Sequence[int], nccl_order: Sequence[int]) -> tuple:
+    """What a collective's replay depends on, up to a translation: each member's
+    coordinates (dimension sizes ``sizes``, rotations) relative to the first of
+    ``members``, and NCCL's order of them (``nccl_order``) as positions in ``members``.
+
+    Two collectives of one comm type and size with the same class are translations of
+    each other that keep NCCL's order: member ``i`` of one plays the part of member ``i``
+    of the other, on the same node structure (dimension 0 is the node), and on a
+    translation-invariant backend every message takes the same time. Their replays from
+    starts given member by member are then one replay, its members relabelled."""
+    strides, stride = [], 1
+    for size in sizes:
+        strides.append(stride)
+        stride *= size
+    first = [members[0] // s % n for s, n in zip(strides, sizes)]
+    relative = tuple(tuple((m // s % n - f) % n for s, n, f in zip(strides, sizes, first)) for m in members)
+    index = {m: i for i, m in enumerate(members)}
+    return relative, tuple(index[m] for m in nccl_order)
 
 
 class NcclCollectives:
@@ -73,7 +93,7 @@ class NcclCollectives:
     ):
         self.nccl = nccl
         self.message_ns = message_ns
-        self._ends_in_time: dict[Collective, bool] = {}
+        self._ends_in_time: dict[tuple, bool] = {}
         self.sizes = tuple(sizes)
         npus = 1
         for n in sizes:
@@ -156,9 +176,12 @@ class NcclCollectives:
         """With every member starting at once, are all the collective's messages over by
         NCCL's predicted time (module docstring)? False without ``message_ns``, and for
         a collective of more than :data:`REPLAY_MESSAGES_MAX` messages."""
-        known = self._ends_in_time.get(collective)
+        comm_type, members, size = collective
+        order = self.nccl.machine(members)[0].members
+        key = (comm_type, size, translation_class(members, self.sizes, order))  # one per translation
+        known = self._ends_in_time.get(key)
         if known is None:
-            known = self._ends_in_time[collective] = self._replays_in_time(collective)
+            known = self._ends_in_time[key] = self._replays_in_time(collective)
         return known
 
     def _replays_in_time(self, collective: Collective) -> bool:

@@ -26,10 +26,12 @@ communicator group's chunk, the translated group's tag).
   plays, which the run then *folds* and checks (:mod:`.nccl_symmetry`,
   :mod:`.floor_fold`).
 * A Switch or FullyConnected dimension on which no native algorithm runs may
-  be read as two (``a x b`` NPUs, ``a`` from a communicator group's extent):
-  message times there do not depend on the offset, so a rotation within
-  ``a`` is as good as one along the whole dimension. Megatron's D x P nodes
-  on one rail dimension then give one class per pipeline stage.
+  be read as several, in mixed radix (``a x b x ..`` NPUs, the digits from
+  where the communicator groups lie along it): message times there do not
+  depend on the offset, so a rotation within one digit is as good as one along
+  the whole dimension. Megatron's tensor-, data- and pipeline-parallel ranks in
+  one NVLink domain, or its context-, data- and pipeline-parallel ranks on one
+  rail dimension, then give one class per pipeline stage.
 
 Everything else that could break it disables the shortcut for the run:
 remote memory shared between ranks, METADATA-defined process groups, or a
@@ -64,8 +66,8 @@ from astra_core.backend import is_symmetric, lone_message_time
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
+from astra_core.system.peer_offsets import PeerTable, relative_signatures
 from astra_core.system.rank import group_algorithm
-from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import Children, RankGraph, distinct_shapes, shape_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
 
@@ -262,67 +264,6 @@ def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, tuple[int, 
     return out
 
 
-def _signatures(
-    graphs: Sequence[RankGraph],
-    bases: list[tuple[int, tuple[int, ...]]],
-    sym: Symmetry,
-    groups: dict[str, tuple[int, ...]],
-    orderless: frozenset[int] = frozenset(),
-) -> list[int]:
-    """Per rank: a class id of its trace with groups and peers as offsets from the rank
-    (``bases``: :func:`_base_signatures`). A group is its members' offsets in ring
-    order, or as a set for the comm types in ``orderless`` (those NCCL runs: it
-    orders a communicator itself, and :mod:`.nccl_symmetry` checks that order).
-
-    Two ranks get the same id exactly when their canonical signatures are
-    equal: the signatures are interned (compared element by element), never
-    identified by ``hash()``, which collides (``hash(-1) == hash(-2)``).
-    """
-    interned: dict[tuple, int] = {}
-    out = []
-    for rank, graph in enumerate(graphs):
-        class_id, relative = bases[rank]
-        if relative:
-            me = sym.coords(rank)
-            offsets: dict = {None: None}  # peer -> its offset from this rank
-            rings: dict = {}  # group name -> its members' offsets in ring order
-
-            def offset(peer, me=me, offsets=offsets):
-                found = offsets.get(peer)
-                if found is None and peer is not None:
-                    found = offsets[peer] = tuple(
-                        (c - m) % n if kind == "rotation" else c ^ m
-                        for c, m, n, kind in zip(sym.coords(peer), me, sym.sizes, sym.kinds)
-                    )
-                return found
-
-            rel = []
-            nodes = graph.nodes
-            # a rank kept as its template's nodes and its own peers: peers read alone
-            peers_at = nodes.peers_at if isinstance(nodes, TemplatePeers) else None
-            template = cast(TemplatePeers, nodes).template if peers_at is not None else nodes
-            for pos in relative:
-                node = template[pos]
-                ring: tuple | frozenset | str | None = node.pg_name
-                if ring:
-                    as_set = node.comm_type in orderless
-                    ring = rings.get((node.pg_name, as_set))
-                    if ring is None:
-                        members = groups.get(_group_key(cast(str, node.pg_name)))  # a name: ring held it
-                        if not members:
-                            ring = node.pg_name
-                        elif as_set:
-                            ring = frozenset(offset(m) for m in members)
-                        else:
-                            ring = _ring(offset(m) for m in members)
-                        rings[(node.pg_name, as_set)] = ring
-                src, dst = (node.comm_src, node.comm_dst) if peers_at is None else peers_at(pos)
-                rel.append((offset(src), offset(dst), ring))
-            class_id = interned.setdefault((class_id, tuple(rel)), len(interned))
-        out.append(class_id)
-    return out
-
-
 def _base_signature(
     graph: RankGraph, interned: dict[tuple, int], items_of: dict[int, tuple], structures: dict[tuple, tuple]
 ) -> tuple[int, tuple[int, ...]]:
@@ -394,14 +335,6 @@ def _streamed_signature(
     return interned.setdefault(key, len(interned)), structures.setdefault(relative_key, relative_key[1])
 
 
-def _ring(offsets) -> tuple:
-    """Member offsets in ring order, rotated to start at the rank itself: a ring
-    is the same ring from any starting member."""
-    offsets = list(offsets)
-    zero = next((i for i, o in enumerate(offsets) if not any(o)), 0)
-    return tuple(offsets[zero:] + offsets[:zero])
-
-
 def _group_key(name: str) -> str:
     key = name.strip()
     return str(int(key)) if key.isdigit() else key
@@ -424,8 +357,8 @@ def find_symmetry(
     ``nccl`` is the run's NCCL model when an implementation is ``nccl``: a
     translation must then also keep every NCCL collective (:mod:`.nccl_symmetry`).
     ``distance_free[d]``: message times along dimension ``d`` do not depend on
-    the offset (Switch, FullyConnected); such a dimension may be read as two
-    (:func:`_splits`) when that gives fewer classes.
+    the offset (Switch, FullyConnected); such a dimension may be read as several
+    (:func:`_readings`) when that gives fewer classes.
     """
     if not is_symmetric(backend):
         return None, "the backend's timing is not the same for every rank"
@@ -460,12 +393,16 @@ def find_symmetry(
         for c in CONFIGURABLE
         if collectives is not None and group_algorithm(implementations[c]) == "nccl"
     )
-    best = _steps(graphs, bases, tuple(sizes), tuple(kinds), ids, groups, collectives, orderless)
-    splittable = [bool(distance_free and distance_free[d]) and d not in native for d in range(len(sizes))]
-    for d, split in _splits(sizes, kinds, splittable, groups):
-        sub_sizes = (*sizes[:d], *split, *sizes[d + 1 :])
-        sub_kinds = (*kinds[:d], kinds[d], kinds[d], *kinds[d + 1 :])
-        candidate = _steps(graphs, bases, sub_sizes, sub_kinds, ids, groups, collectives, orderless)
+    table = PeerTable(graphs, [relative for _, relative in bases], groups, orderless, _group_key)
+    best = _steps(table, bases, tuple(sizes), tuple(kinds), ids, collectives)
+    splittable = [
+        bool(distance_free and distance_free[d]) and d not in native and kinds[d] == "rotation"
+        for d in range(len(sizes))
+    ]
+    for reading in _readings(sizes, splittable, groups):
+        sub_sizes = tuple(f for factors in reading for f in factors)
+        sub_kinds = tuple(kind for kind, factors in zip(kinds, reading) for _ in factors)
+        candidate = _steps(table, bases, sub_sizes, sub_kinds, ids, collectives)
         if len(candidate.representatives()) < len(best.representatives()):
             best = candidate
     if all(step == size for step, size in zip(best.steps, best.sizes)):
@@ -473,52 +410,82 @@ def find_symmetry(
     return best, ""
 
 
-def _splits(
-    sizes: Sequence[int], kinds: Sequence[str], splittable: Sequence[bool], groups: dict[str, tuple[int, ...]]
-):
-    """(dimension, (a, b)): ways to read a dimension of ``a x b`` NPUs as two, lower ``a``.
+def _readings(sizes: Sequence[int], splittable: Sequence[bool], groups: dict[str, tuple[int, ...]]):
+    """Ways to read the dimensions as more, finer ones: per dimension its factors, lowest
+    first (``(size,)``: read as it is); every reading splits at least one dimension.
 
-    Only where a message's time does not depend on how far apart its ends
-    are (a Switch or FullyConnected dimension of a symmetric backend) and no
-    native algorithm runs a ring or direct pattern over the dimension's own
-    coordinates (``splittable``): a rotation within ``a`` then does what one
-    along the whole dimension does. Candidates are the extents of the
-    communicator groups along the dimension (Megatron's data-parallel groups
-    inside its pipeline stages).
+    Only a dimension where a message's time does not depend on how far apart its
+    ends are (a Switch or FullyConnected dimension of a symmetric backend) and on
+    which no native algorithm runs a ring or direct pattern over its own
+    coordinates (``splittable``) is split: a rotation within one factor then does
+    what one along the whole dimension does. Each communicator group that takes
+    every value of one mixed-radix digit along the dimension (members ``t`` apart,
+    ``a`` of them, the others' coordinates fixed) marks the digit's bounds ``t`` and
+    ``t a``. Readings: each such group's digit alone (``a x b`` for Megatron's
+    tensor-parallel groups), then every group's bounds at once per dimension, then
+    every dimension so split together (Megatron's tensor-, data- and pipeline-parallel
+    digits of one NVLink domain, each folded or kept on its own).
     """
-    seen = set()
+    per_dim: list[list[tuple[int, ...]]] = []
     stride = 1
-    for d, (size, kind) in enumerate(zip(sizes, kinds)):
-        if kind == "rotation" and splittable[d]:
+    for d, size in enumerate(sizes):
+        digits = set()
+        if splittable[d]:
             for members in groups.values():
-                along = sorted({m // stride % size for m in members})
-                a = len(along)
-                if (
-                    1 < a < size
-                    and size % a == 0
-                    and along == list(range(along[0], along[0] + a))
-                    and along[0] % a == 0
-                    and (d, a) not in seen
-                ):
-                    seen.add((d, a))
-                    yield d, (a, size // a)
+                digit = _digit(sorted({m // stride % size for m in members}), size)
+                if digit is not None:
+                    digits.add(digit)
+        options = [_factors(size, {1, t, t * a, size}) for t, a in sorted(digits)]
+        options.append(_factors(size, {1, size, *(b for t, a in digits for b in (t, t * a))}))
+        per_dim.append([f for f in dict.fromkeys(options) if len(f) > 1])
         stride *= size
+    seen = set()
+    for d, options in enumerate(per_dim):
+        for factors in options:
+            reading = tuple(factors if e == d else (n,) for e, n in enumerate(sizes))
+            if reading not in seen:
+                seen.add(reading)
+                yield reading
+    together = tuple(options[-1] if options else (n,) for options, n in zip(per_dim, sizes))
+    if together not in seen and sum(len(f) for f in together) > len(sizes):
+        yield together
+
+
+def _digit(along: list[int], size: int) -> tuple[int, int] | None:
+    """(place t, radix a) when the coordinates ``along`` (ascending) are every value of
+    one mixed-radix digit of a dimension of ``size``: ``s, s + t, .., s + (a - 1) t``
+    with ``t a`` dividing ``size`` and the digit's own value 0 at ``s``; else None."""
+    a = len(along)
+    if a < 2 or a == size:
+        return None
+    t = along[1] - along[0]
+    if along != list(range(along[0], along[0] + a * t, t)) or size % (t * a) or (along[0] // t) % a:
+        return None
+    return t, a
+
+
+def _factors(size: int, bounds: set[int]) -> tuple[int, ...]:
+    """The mixed radix of a dimension of ``size`` whose digit places are ``bounds``,
+    taken in ascending order while each divides the next."""
+    chain = [1]
+    for b in sorted(bounds):
+        if b > chain[-1] and b % chain[-1] == 0 and size % b == 0:
+            chain.append(b)
+    return tuple(chain[i + 1] // chain[i] for i in range(len(chain) - 1))
 
 
 def _steps(
-    graphs: Sequence[RankGraph],
+    table: PeerTable,
     bases: list,
     sizes: tuple[int, ...],
     kinds: tuple[str, ...],
     ids: dict[int, tuple[int, ...]],
-    groups: dict[str, tuple[int, ...]],
     collectives: NcclCollectives | None,
-    orderless: frozenset[int] = frozenset(),
 ) -> Symmetry:
     """Per dimension the smallest step whose translation maps every rank's trace onto
-    its image's (and keeps every NCCL collective); ``orderless``: as :func:`_signatures`."""
+    its image's (and keeps every NCCL collective)."""
     probe = Symmetry(sizes, tuple(k if k != "none" else "rotation" for k in kinds), sizes, ids)
-    signatures = _signatures(graphs, bases, probe, groups, orderless)
+    signatures = relative_signatures(table, bases, probe)
     uniform = len(set(signatures)) == 1  # every translation maps the traces onto each other
     steps = []
     folded: set = set()

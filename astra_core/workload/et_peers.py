@@ -257,6 +257,16 @@ class TemplatePeers(Sequence):
         for pos in range(len(self.template)):
             yield self[pos]
 
+    @property
+    def slots(self) -> dict[int, int]:
+        """Node position -> its index among the sends and receives (shared by the template's ranks)."""
+        return self._slots
+
+    @property
+    def own_peers(self) -> array:
+        """The rank's ``(comm_src, comm_dst)`` per send or receive, flat (int64, -1 for none)."""
+        return self._peers
+
     def peers_at(self, pos: int) -> tuple[int | None, int | None]:
         """(``comm_src``, ``comm_dst``) of node ``pos`` (>= 0), without making the node."""
         i = self._slots.get(pos)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra_types import COMM_COLL, COMP
-from astra_core.workload.graph import RankGraph, TraceWarning
+from astra_core.workload.graph import RankGraph, TraceWarning, shape_key
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
 
@@ -103,12 +103,14 @@ def check_network_fit(
 
 
 def _distinct(graphs: Sequence[RankGraph]) -> tuple[list[RankGraph], dict[int, int]]:
-    """The distinct graphs in rank order, and how many ranks share each (by graph id)."""
+    """The distinct graphs in rank order, and how many ranks share each (by graph id).
+    Ranks made from one template differ only in peers, which nothing here reads: their
+    template's graph stands for them (:func:`~astra_core.workload.graph.shape_key`)."""
     distinct: dict[int, RankGraph] = {}
-    ranks: dict[int, int] = {}  # graph id -> ranks sharing it
+    ranks: dict[int, int] = {}  # graph id -> ranks sharing its shape
     for graph in graphs:
-        distinct.setdefault(id(graph), graph)
-        ranks[id(graph)] = ranks.get(id(graph), 0) + 1
+        first = distinct.setdefault(shape_key(graph.nodes), graph)
+        ranks[id(first)] = ranks.get(id(first), 0) + 1
     return list(distinct.values()), ranks
 
 

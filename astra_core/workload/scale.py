@@ -236,4 +236,5 @@ def scale_dp(
         if key not in metadata_of:
             metadata_of[key] = _metadata(source.metadata, layout, new, dims, bucket)
         out.append(RankTrace(source.path, nodes, source.version, metadata_of[key], rank))
+    placer.add_ring_groups()
     return out, {gid: list(members) for members, gid in placer.ids.items()}

@@ -151,6 +151,15 @@ class Placer:
             )
         return kind, base
 
+    def add_ring_groups(self) -> None:
+        """Number the new job's context-parallel rings as groups after its collectives' groups,
+        as ``astra gen llm`` does (:meth:`~astra_core.workload.generators.layout.Layout.add_ring_groups`)."""
+        new = self.new
+        if new.cp > 1:
+            for rank in range(new.npus):
+                t, _, d, p = new.coords(rank)
+                self._attrs(tuple(new.rank(t, c, d, p) for c in range(new.cp)))
+
     def _attrs(self, members: tuple[int, ...]) -> dict[str, object]:
         """``pg_name`` and ``involved_dim`` of a collective over ``members`` (module doc)."""
         embedding = len({self.new.coords(m)[3] for m in members}) > 1

@@ -218,7 +218,7 @@ def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
         fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7 + stream, start))
     traffic = fold.settle()
     assert not isinstance(traffic, str)
-    ((found, _),) = fold._replays.values()  # both instances share one pattern of starts
+    ((found, _, _),) = fold._replays.values()  # both instances share one pattern of starts
     assert traffic.messages == 2 * len(found.messages) > 2 * len(members)
     for m in members:
         mine = [(s + t, a + t) for t in starts for src, dst, _, s, a in found.messages if m in (src, dst)]

@@ -55,7 +55,7 @@ def runs(tmp_path, dp, tp, pp, dims, system=None, **options):
         MODEL, GPUS["a100"], dp=dp, tp=tp, pp=pp, micro_batch=1, global_batch=4 * dp, dims=dims, **options
     )
     _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
-    network = dgx(dp * tp * pp // 8)
+    network = dgx(dp * tp * pp * options.get("cp", 1) // 8)
     return [
         astra.simulate(
             str(tmp_path / "llm"),
@@ -77,6 +77,11 @@ def runs(tmp_path, dp, tp, pp, dims, system=None, **options):
         (2, 8, 2, [8, 4], {"recompute": "full", "overlap_grad_reduce": False}, 2),
         (4, 2, 2, None, {"virtual_stages": 2}, 2),
         (8, 1, 2, None, {"recompute": "selective"}, 2),
+        # one node read as TP x DP x PP (Megatron's order tp-cp-dp-pp): one class per stage
+        (2, 2, 4, None, {}, 4),
+        # TP x CP x DP on one node (the CP rings' groups mark their digit), the stages on
+        # the rails: one class per stage
+        (2, 2, 2, [8, 2], {"cp": 2}, 2),
     ],
 )
 def test_nccl_symmetry_is_exact(tmp_path, dp, tp, pp, dims, options, simulated):

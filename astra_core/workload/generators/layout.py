@@ -211,6 +211,16 @@ class Layout:
             placed = self._placed[cache_key] = self._place(role, self.members(role, rank))
         return placed
 
+    def add_ring_groups(self) -> None:
+        """Register the context-parallel rings as communicator groups: Megatron-core runs a
+        ring's sends and receives on its CP process group (``get_context_parallel_group``).
+        No collective names them; they tell rank symmetry where the CP ranks lie
+        (:func:`~astra_core.system.symmetry.find_symmetry`). Called after every rank's
+        collectives are placed, so that their groups keep their ids."""
+        if self.cp > 1:
+            for rank in range(self.npus):
+                self.placement("cp", rank)
+
     def _place(self, role: str, members: tuple[int, ...]) -> Placement:
         if len(members) == 1:
             return Placement("skip")

@@ -40,6 +40,7 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
         RankTrace(f"{label}.{rank}.et", _rank_nodes(wl, rank, cache), CHAKRA_VERSION, metadata, rank)
         for rank in range(wl.layout.npus)
     ]
+    wl.layout.add_ring_groups()
     return traces, {str(k): list(v) for k, v in wl.layout.groups.items()}
 
 

@@ -220,6 +220,7 @@ def write_llm(
             write_bytes(stage.trace(rank), head + _render(wl, rank, cache))
             if on_written is not None:
                 on_written(rank)
+        wl.layout.add_ring_groups()
         groups_path = Path(comm_groups_path or f"{prefix}.comm_groups.json") if wl.layout.groups else None
         if groups_path is not None:
             stage.later(groups_path, (json.dumps(wl.layout.groups) + "\n").encode())
