@@ -406,3 +406,23 @@ def test_a_race_on_event_order_is_gone(workload):
     assert result.symmetric
     finish = [r.finish_ns for r in result.ranks]
     assert all(finish[r] == finish[r ^ 1] == finish[r ^ 4] for r in range(8))
+
+
+def test_a_dimension_is_read_in_mixed_radix_from_where_its_groups_lie():
+    """64 GPUs of one NVLink domain in Megatron's order tp-dp-pp (TP 4, DP 4, PP 4 of a
+    stage's 16 ranks): the tensor-parallel group marks digit (place 1, radix 4), the
+    data-parallel group (ranks 4 apart) digit (4, 4), the pipeline group (16 apart)
+    digit (16, 4); together the dimension reads as 4 x 4 x 4."""
+    from astra_core.system.symmetry import _digit, _factors, _readings
+
+    assert _digit([0, 1, 2, 3], 64) == (1, 4)
+    assert _digit([0, 4, 8, 12], 64) == (4, 4)
+    assert _digit([3, 19, 35, 51], 64) == (16, 4)
+    assert _digit([4, 8, 12, 16], 64) is None  # the digit's value 0 is not among them
+    assert _digit([0, 48], 64) is None  # 2 x 48 does not divide 64
+    assert _digit([0, 1, 3], 64) is None  # not evenly spaced
+    assert _factors(64, {1, 4, 16, 64}) == (4, 4, 4)
+    assert _factors(64, {1, 4, 6, 64}) == (4, 16)  # 6 is no multiple of 4: not a digit bound
+    groups = {"1": (0, 1, 2, 3), "2": (0, 4, 8, 12), "3": (0, 16, 32, 48)}
+    readings = list(_readings((64, 2), (True, False), groups))
+    assert readings == [((4, 16), (2,)), ((4, 4, 4), (2,)), ((16, 4), (2,))]
