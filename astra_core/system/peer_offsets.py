@@ -12,7 +12,7 @@ few array operations instead of a tuple per node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,7 @@ class _Positions:
 class PeerTable:
     """Every rank's peers and groups at the positions ``relative[r]`` of its nodes.
 
-    ``groups`` maps a group's key (``_group_key`` of its name) to its members;
+    ``groups`` maps a group's key (``group_key`` of its name) to its members;
     ``orderless``: comm types whose group counts as a set of members (NCCL orders
     a communicator itself), else as a ring in the listed order. Ranks made from one
     template (:class:`~astra_core.workload.et_peers.TemplatePeers`) share its
@@ -57,7 +57,7 @@ class PeerTable:
         relative: Sequence[tuple[int, ...]],
         groups: dict[str, tuple[int, ...]],
         orderless: frozenset[int],
-        group_key,
+        group_key: Callable[[str], str],
     ):
         self._graphs = graphs
         self._relative = relative
