@@ -12,6 +12,7 @@ few array operations instead of a tuple per node.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,8 +119,10 @@ def relative_signatures(
 
     Two ranks get the same id exactly when their base classes are equal and, position
     by position, their peers' offsets and their groups' offsets (in ring order,
-    rotated to start at the rank; or as a set) are: the keys are interned, compared
-    element by element, never identified by ``hash()``.
+    rotated to start at the rank; or as a set) are: the positions' offsets are
+    compared by their 256-bit BLAKE2b digest (as streamed traces' signatures are: a
+    class keeps 32 bytes, not 24 per position that names a peer or group), never by
+    ``hash()``, which collides (``hash(-1) == hash(-2)``).
     """
     strides = sym._strides
     interned: dict[tuple, int] = {}
@@ -141,13 +144,15 @@ def relative_signatures(
             else:
                 ring = _rotated(_offsets(members, me, sym, strides).tolist())
             ring_ids[i] = rings.setdefault(ring, len(rings))
-        key = (
-            class_id,
-            _offsets(src, me, sym, strides).tobytes(),
-            _offsets(dst, me, sym, strides).tobytes(),
-            ring_ids[positions.group].tobytes(),
-        )
-        out.append(interned.setdefault(key, len(interned)))
+        digest = hashlib.blake2b(digest_size=32)
+        for part in (
+            _offsets(src, me, sym, strides),
+            _offsets(dst, me, sym, strides),
+            ring_ids[positions.group],
+        ):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part.tobytes())
+        out.append(interned.setdefault((class_id, digest.digest()), len(interned)))
     return out
 
 
