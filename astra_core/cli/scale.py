@@ -143,6 +143,7 @@ def _layout(llm: object, where: str, ranks: int, tp: int | None, pp: int | None,
     """The traces' layout: astra gen llm's metadata (in ``where``), else the options.
     Raises ConfigError for an option that contradicts the metadata, or sizes that do not fit."""
     from astra_core.errors import ConfigError
+    from astra_core.workload.generators.layout import experts_folded
     from astra_core.workload.scale import Layout
 
     info = json.loads(llm) if isinstance(llm, str) else {}
@@ -157,7 +158,7 @@ def _layout(llm: object, where: str, ranks: int, tp: int | None, pp: int | None,
     if missing:
         raise ConfigError(f"astra scale: the traces do not say their layout; give {' and '.join(missing)}")
     t, p, c = int(sizes["tp"] or 1), int(sizes["pp"] or 1), int(sizes["cp"] or 1)
-    if info.get("etp", t) == 1 and t * c > 1:
+    if experts_folded(info.get("etp", t), t, c):
         raise ConfigError(
             f"astra scale: {where}'s experts are folded over tensor- or context-parallel ranks "
             "(expert-tensor parallelism 1), which astra scale does not carry over; generate them "

@@ -38,10 +38,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Layout", "Placement"]
+__all__ = ["Layout", "Placement", "experts_folded"]
 
 #: The groups that MoE parallel folding carves differently (``etp`` 1).
 _EXPERT_ROLES = ("ep", "edp", "tp_ep")
+
+
+def experts_folded(etp: int | None, tp: int, cp: int) -> bool:
+    """MoE parallel folding: expert-tensor parallelism 1 with T x C > 1, so expert groups
+    are carved from a stage's T x C x D ranks (Megatron-core's expert rank generator)."""
+    return etp == 1 and tp * cp > 1
 
 
 @dataclass(frozen=True)
@@ -117,8 +123,8 @@ class Layout:
 
     @property
     def folded(self) -> bool:
-        """Expert groups carved from the stage's T x C x D ranks (``etp`` 1 with T x C > 1)."""
-        return self.etp == 1 and self.tp * self.cp > 1
+        """Expert groups carved from the stage's T x C x D ranks (:func:`experts_folded`)."""
+        return experts_folded(self.etp, self.tp, self.cp)
 
     def expert_index(self, rank: int) -> int:
         """``rank``'s index in its ``ep`` group (ascending ranks): of its data-parallel

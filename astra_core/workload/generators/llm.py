@@ -55,7 +55,7 @@ from typing import Any
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import PRECISIONS
-from astra_core.workload.generators.layout import Layout
+from astra_core.workload.generators.layout import Layout, experts_folded
 from astra_core.workload.generators.llm_size import check_plan, check_values
 from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilder, StageNode
 from astra_core.workload.generators.models import ModelConfig
@@ -469,7 +469,7 @@ def _check_model_split(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--expert-tensor-parallel-size {cfg.etp}: 1 (MoE parallel folding) or --tp {cfg.tp} are modelled"
         )
-    folded = cfg.etp == 1 and cfg.tp * cfg.cp > 1
+    folded = experts_folded(cfg.etp, cfg.tp, cfg.cp)
     if folded and (not m.experts or (cfg.tp > 1 and not cfg.sequence_parallel)):
         raise ConfigError(
             "--expert-tensor-parallel-size 1: needs an MoE model and --sequence-parallel "

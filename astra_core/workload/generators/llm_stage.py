@@ -21,6 +21,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
+from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
 
@@ -282,7 +283,7 @@ class StageBuilder:
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
-        self.folded = cfg.etp == 1 and self.T * self.C > 1  # MoE parallel folding (:mod:`.layout`)
+        self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
         self.edp = self.T * self.C * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
         self.prog = StageProgram(
