@@ -104,12 +104,6 @@ struct FlowMessage {
 struct FlowQueuePair {
   int64_t src = 0, dst = 0, tag = 0;
   int32_t head = -1, tail = -1;  // its messages, the head draining
-  double remaining = 0.0;        // wire bytes of the head left at ``since``
-  double since = 0.0;
-  double drain_at = 0.0;     // when the head drains at the current rate
-  double event_at = INFINITY;  // the live drain event's time (never after drain_at)
-  double rate = 0.0;
-  uint32_t version = 0;  // bumps whenever the live drain event is replaced or spent
   double latency_ns = 0.0;
   int32_t speeds = -1;  // its route's bottleneck and pipeline terms (FlowModel::speeds)
   std::vector<int32_t> route, reverse;  // link ids; reverse: the ACKs' (with ack_weight)
@@ -165,6 +159,10 @@ struct FlowModel {
   };
   std::deque<Stopped> stopped;
   std::deque<int32_t> stopped_links;
+  // per bundle of the solver: its queued drain event's time and version (a bundle's
+  // drain events carry the version; a stale one is dropped when it fires)
+  std::vector<double> event_at;
+  std::vector<uint32_t> event_version;
   long long idle = 0, messages = 0;
 
   FlowModel(const std::vector<double>& bytes_per_ns, std::vector<double> latency_ns)
@@ -173,6 +171,7 @@ struct FlowModel {
         link_bytes(bytes_per_ns.size(), 0.0),
         link_busy(bytes_per_ns.size(), 0.0),
         down(bytes_per_ns.size(), 0) {
+    solver.report_flows = false;
     for (double bw : bytes_per_ns) ns_per_byte.push_back(1 / bw);
   }
 
@@ -281,10 +280,8 @@ static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_
   }
   m.head_start[id] = 0.0;
   FlowQueuePair& qp = m.qps[id];
-  uint32_t version = qp.version;  // a reused number: stale events of its last pair stay stale
   std::vector<int32_t> old_route = std::move(qp.route), old_reverse = std::move(qp.reverse);
   qp = FlowQueuePair();
-  qp.version = version;
   qp.route = std::move(old_route);  // their storage, reused
   qp.reverse = std::move(old_reverse);
   qp.src = src;
@@ -299,20 +296,44 @@ static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_
   return id;
 }
 
-static void flow_drain_at(FlowLinks* self, int id, double when) {
-  FlowQueuePair& qp = self->m->qps[id];
-  qp.drain_at = when;
-  if (qp.event_at <= when) return;  // found when the live event fires (network.py, _drain_at)
-  qp.event_at = when;
-  ++qp.version;
-  int64_t arg = (static_cast<int64_t>(id) << 32) | qp.version;
-  push_call(self->queue, when, false, kernel_call(CALL_FLOW_DRAINED, reinterpret_cast<PyObject*>(self), arg));
-}
-
 // ``now + delay`` on the ps grid, never before now.
 static inline double on_ps_grid(double now, double delay) {
   double t = round_ps(now + delay);
   return now > t ? now : t;
+}
+
+// When bundle ``b``'s first flow drains (INFINITY: it has none), on the ps grid.
+static double bundle_drain_at(FlowModel& m, int b, int* first) {
+  *first = m.solver.first_due(b);
+  if (*first < 0) return INFINITY;
+  const maxmin::Bundle& x = m.solver.bundles[b];
+  return on_ps_grid(x.since, std::max(m.solver.flows[*first].tag - x.clock, 0.0) / x.share);
+}
+
+// A drain event for bundle ``b`` at its first flow's drain, unless one is queued as soon.
+static void flow_schedule(FlowLinks* self, int b) {
+  FlowModel& m = *self->m;
+  if (b >= static_cast<int>(m.event_at.size())) {
+    m.event_at.resize(m.solver.bundles.size(), INFINITY);
+    m.event_version.resize(m.solver.bundles.size(), 0);
+  }
+  int first;
+  double when = bundle_drain_at(m, b, &first);
+  if (first < 0 || m.event_at[b] <= when) return;  // found when the queued event fires
+  m.event_at[b] = when;
+  int64_t arg = (static_cast<int64_t>(b) << 32) | ++m.event_version[b];
+  push_call(self->queue, when, false, kernel_call(CALL_FLOW_DRAINED, reinterpret_cast<PyObject*>(self), arg));
+}
+
+// Drain events for the bundles whose first flow may have changed.
+static void flow_reschedule(FlowLinks* self) {
+  maxmin::Solver& solver = self->m->solver;
+  for (size_t i = 0; i < solver.dirty.size(); ++i) {
+    int b = solver.dirty[i];
+    solver.bundles[b].dirty = false;
+    if (solver.bundles[b].live) flow_schedule(self, b);
+  }
+  solver.dirty.clear();
 }
 
 // Routes a message onto its queue pair; ``call`` (references move here) runs when the
@@ -353,11 +374,9 @@ static bool flow_send(FlowLinks* self, int64_t src, int64_t dst, int64_t size, i
   if (qp.active) return true;
   if (found != nullptr) --m.idle;  // an idle pair again
   qp.active = true;
-  qp.remaining = static_cast<double>(m.wire_bytes(size));
-  qp.since = q->now;
   m.head_start[id] = q->now;
-  qp.rate = 0.0;
   m.solver.add(id);
+  m.solver.set_work(id, static_cast<double>(m.wire_bytes(size)));
   q->step_pending = true;
   return true;
 }
@@ -365,17 +384,9 @@ static bool flow_send(FlowLinks* self, int64_t src, int64_t dst, int64_t size, i
 // The rates of the flows the last changes affect, and their drains moved.
 static bool flow_solve(FlowLinks* self) {
   FlowModel& m = *self->m;
-  int n = m.solver.solve();
-  double now = self->queue->now;
-  for (int i = 0; i < n; ++i) {
-    int id = m.solver.out_ids[i];
-    FlowQueuePair& qp = m.qps[id];
-    double old_rate = m.solver.out_old[i];
-    qp.rate = m.solver.out_new[i];
-    if (old_rate != 0.0) qp.remaining -= old_rate * (now - qp.since);
-    qp.since = now;
-    flow_drain_at(self, id, on_ps_grid(now, std::max(qp.remaining, 0.0) / qp.rate));
-  }
+  m.solver.now = self->queue->now;
+  m.solver.solve();
+  flow_reschedule(self);
   return true;
 }
 
@@ -425,37 +436,33 @@ static void count_wire_bytes(FlowModel& m, const FlowQueuePair& qp, double bytes
 // later (before now), or at the same time and numbered higher. Never more than the
 // time the message took beyond its own bytes at the link's bandwidth.
 static double last_round_lead(const FlowModel& m, int id, double wire, double now) {
-  int b = m.solver.bottleneck[id];
+  int b = m.solver.held_at(id);
   if (b < 0) return 0.0;
   double head_start = m.head_start[id];
   double spare = now - head_start - wire * m.ns_per_byte[b];
   if (!(spare > 0.0)) return 0.0;
   double packet = static_cast<double>(m.payload + m.header);
-  int behind = 0;  // the flows' entries on b, as the link's list would count them
-  for (auto [other, times] : m.solver.held_flows[b]) {
-    if (other == id) continue;
-    double start = m.head_start[other];
-    if (start < now && (start > head_start || (start == head_start && other > id))) {
-      behind += times;
-      if (behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
+  int behind = 0;  // flows held at b that started their messages after this one
+  for (int bundle : m.solver.held[b]) {
+    for (int other : m.solver.bundles[bundle].flows) {
+      if (other == id) continue;
+      double start = m.head_start[other];
+      if (start < now && (start > head_start || (start == head_start && other > id))) {
+        ++behind;
+        if (behind * packet * m.ns_per_byte[b] >= spare) return spare;  // whole: no need to count on
+      }
     }
   }
   return std::min(behind * packet * m.ns_per_byte[b], spare);
 }
 
-// The drain event ``arg`` (number << 32 | version) of a queue pair.
-static bool flow_drained(FlowLinks* self, int64_t arg) {
+// Queue pair ``id``'s head message has drained (now): it is delivered a pipeline tail
+// later, less its last-round lead; the pair drains its next message or goes idle.
+static void flow_head_drained(FlowLinks* self, int id) {
   FlowModel& m = *self->m;
   EventQueue* q = self->queue;
-  int id = static_cast<int>(arg >> 32);
   FlowQueuePair& qp = m.qps[id];
-  if (static_cast<uint32_t>(arg) != qp.version) return true;  // a sooner drain replaced it
   double now = q->now;
-  qp.event_at = INFINITY;
-  if (qp.drain_at > now) {  // the rate fell since this event was queued
-    flow_drain_at(self, id, qp.drain_at);
-    return true;
-  }
   int32_t message = qp.head;
   FlowMessage& head = m.pool[message];
   int64_t size = head.size;
@@ -474,22 +481,18 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
   if (due >= now) push_call(q, due, false, call);
   else push_call(q, now, q->now_integral, call);
   qp.wire_sent += static_cast<double>(m.wire_bytes(size));
-  ++qp.version;
   if (qp.head >= 0) {
-    qp.remaining = static_cast<double>(m.wire_bytes(m.pool[qp.head].size));
-    qp.since = now;
     m.head_start[id] = now;
-    due = round_ps(now + qp.remaining / qp.rate);
-    flow_drain_at(self, id, due >= now ? due : now);
-    return true;
+    m.solver.set_work(id, static_cast<double>(m.wire_bytes(m.pool[qp.head].size)));
+    return;
   }
   count_wire_bytes(m, qp, qp.wire_sent);
   qp.wire_sent = 0.0;
   qp.active = false;
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
     const auto& links = m.solver.flows[id].links;
-    double due = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
-    m.stopped.push_back({due, links.size(), m.solver.flow_rate[id]});
+    double due_at = (std::floor(now / m.reallocation_delay) + 1) * m.reallocation_delay;
+    m.stopped.push_back({due_at, links.size(), m.solver.rate_of(id)});
     m.stopped_links.insert(m.stopped_links.end(), links.begin(), links.end());
   }
   m.solver.remove(id, m.reallocation_delay == 0);
@@ -509,6 +512,23 @@ static bool flow_drained(FlowLinks* self, int64_t arg) {
     push_call(q, m.stopped.front().due, m.reallocation_integral && q->now_integral,
               kernel_call(CALL_FLOW_REALLOCATE, reinterpret_cast<PyObject*>(self), 0));
   }
+}
+
+// The drain event ``arg`` (bundle << 32 | version): its flows due now drain their head
+// messages.
+static bool flow_drained(FlowLinks* self, int64_t arg) {
+  FlowModel& m = *self->m;
+  int b = static_cast<int>(arg >> 32);
+  if (static_cast<uint32_t>(arg) != m.event_version[b]) return true;  // a sooner drain replaced it
+  m.event_at[b] = INFINITY;
+  m.solver.now = self->queue->now;
+  while (m.solver.bundles[b].live) {
+    int id;
+    if (bundle_drain_at(m, b, &id) > self->queue->now) break;
+    flow_head_drained(self, id);
+  }
+  if (m.solver.bundles[b].live) m.solver.mark_dirty(b);  // its next flow, or this one at its new rate
+  flow_reschedule(self);
   return true;
 }
 
@@ -558,7 +578,7 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
     moves.push_back(std::move(move));
   }
   // the active flows the changes reach: linked to a changed link or a moved flow's links
-  std::vector<int> reached, frontier;
+  std::vector<int> reached, frontier, on_link;
   std::vector<char> seen(m.qps.size(), 0), link_seen(n_links, 0);
   auto reach_link = [&](int link) {
     if (link_seen[link]) return;
@@ -576,20 +596,18 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
   while (!frontier.empty()) {
     int link = frontier.back();
     frontier.pop_back();
-    for (const maxmin::Entry& e : m.solver.on[link].flows) {
-      if (e.flow < 0 || seen[e.flow]) continue;
-      seen[e.flow] = 1;
-      reached.push_back(e.flow);
-      for (int other : m.solver.flows[e.flow].links) reach_link(other);
+    on_link.clear();
+    m.solver.flows_on(link, &on_link);
+    for (int id : on_link) {
+      if (seen[id]) continue;
+      seen[id] = 1;
+      reached.push_back(id);
+      for (int other : m.solver.flows[id].links) reach_link(other);
     }
   }
   std::sort(reached.begin(), reached.end());
-  for (int id : reached) {  // their progress so far, at the rates they had
-    FlowQueuePair& qp = m.qps[id];
-    qp.remaining -= m.solver.flow_rate[id] * (now - qp.since);
-    qp.since = now;
-    m.solver.remove(id, true);
-  }
+  m.solver.now = now;
+  for (int id : reached) m.solver.remove(id, true);  // their work left stays with them
   for (size_t i = 0; i < changed.size(); ++i)
     if (bandwidth[i] > 0.0) m.solver.capacity[changed[i]] = bandwidth[i];
   std::vector<int> links;
@@ -597,7 +615,8 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
   for (Move& move : moves) {
     FlowQueuePair& qp = m.qps[move.id];
     if (qp.active) {  // bytes drained so far on the old path; the rest on the new
-      double drained = static_cast<double>(m.wire_bytes(m.pool[qp.head].size)) - std::max(qp.remaining, 0.0);
+      double left = std::max(m.solver.work_left(move.id), 0.0);
+      double drained = static_cast<double>(m.wire_bytes(m.pool[qp.head].size)) - left;
       count_wire_bytes(m, qp, qp.wire_sent + drained);
       qp.wire_sent = -drained;
     }
@@ -772,7 +791,7 @@ static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
     }
     PyObject* item = links == nullptr || weights == nullptr
                          ? nullptr
-                         : Py_BuildValue("(OOdd)", links, weights, f.cap, m.qps[id].rate);
+                         : Py_BuildValue("(OOdd)", links, weights, f.cap, m.solver.rate_of(static_cast<int>(id)));
     Py_XDECREF(links);
     Py_XDECREF(weights);
     if (item == nullptr || PyList_Append(out, item) < 0) Py_CLEAR(out);

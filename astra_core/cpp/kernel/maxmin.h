@@ -8,85 +8,129 @@
 // section 6.5.2). Python reaches the solver alone through MaxMin (end of this part),
 // for the tests against progressive filling from scratch.
 //
-// Iteration orders follow the insertion orders the method defines (a link's flows in
-// the order they joined it, members in the order they were admitted, changed links in
-// ascending order), so that floating-point sums, and hence rates, do not depend on
-// hashing.
+// Flows are kept in bundles: the flows held at one link (or at one cap) at one rate.
+// A bundle knows, per link its flows cross, how many cross it, their weight there and
+// the capacity they take (a slot), so progressive filling moves whole bundles: when a
+// link fills, each bundle crossing it freezes at once, and only flows whose bottleneck
+// moves (part of a bundle crossing the link) are handled one by one. A re-solve's work
+// follows the links and bundles a change reaches, not the flows behind them.
+//
+// Iteration orders follow insertion orders (a bundle's flows and slots in the order
+// they joined, a link's slots and bundles likewise, changed links ascending), so that
+// floating-point sums, and hence rates, do not depend on hashing.
 
 namespace maxmin {
 
-constexpr double kRel = 1e-9;   // relative slack when comparing rates
-constexpr size_t kFew = 16;     // members up to which a fill scans links
+constexpr double kRel = 1e-9;  // relative slack when comparing rates
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kInlineLinks = 6;  // a flow's links kept in it (Flow): a 3-tier fat-tree's route
 
-struct Entry {
-  int flow;     // -1: removed (a tombstone, compacted away later)
-  int k;        // index of this link in the flow's links
-  double rate;  // the flow's rate (flow_rate), kept here (set_rate) for the scans of a
-                // link's flows, which skip most by rate without reading anything else
-};
-
 struct Flow {
   double cap = 0.0;
-  uint64_t mark = 0;
-  uint64_t rated = 0;    // fill epoch in which new_rate was set
-  double new_rate = 0.0;
   bool active = false;
-  bool live = false;     // allocated
+  bool live = false;  // allocated
+  int bundle = -1;    // the bundle it is in (-1: stopped, or started and not solved yet)
+  int at = -1;        // its index in that bundle's flows
+  // Its work: in a bundle, the bundle's clock at which it is done; else what is left
+  // (wire bytes in the flow model).
+  double tag = 0.0;
+  uint32_t stamp = 0;  // bumps with every new tag (a bundle's queue keeps old ones)
   SmallVector<int, kInlineLinks> links;
   SmallVector<double, kInlineLinks> weights;
-  SmallVector<int, kInlineLinks> pos;  // per link: index of its entry in that link's list (-1: not on it)
 };
 
-struct Link {
-  std::vector<Entry> flows;
-  int dead = 0;
+// The flows of one bundle on one link, kept in the bundle (its slots are read in a row).
+struct Slot {
+  int link = -1;
+  int flows = 0;          // how many of the bundle's flows cross the link
+  double weight = 0.0;    // the sum of their weights on it
+  double used = 0.0;      // the capacity they take at their solved rates
+  int in_link = -1;       // index in the link's slots (Solver::link_slots)
+};
+
+// A slot as the link lists it: its bundle and its index in the bundle's slots.
+struct SlotRef {
+  int bundle, index;
+};
+
+// One of a bundle's flows by when it is done: (tag, flow, stamp).
+struct Due {
+  double tag;
+  int flow;
+  uint32_t stamp;
+  bool operator>(const Due& o) const { return tag > o.tag || (tag == o.tag && flow > o.flow); }
+};
+
+// Flows held at one link (link -1: at their cap), all at one rate and with one cap.
+// Its clock counts the work each of its flows has done: ``clock`` at ``since``, rising
+// at ``share`` per ns; a flow is done when the clock reaches its tag (generalized
+// processor sharing's virtual time, Parekh and Gallager 1993), so a change of the
+// bundle's rate moves one clock, not each flow's remaining work.
+struct Bundle {
+  int link = -1;
+  double cap = 0.0;
+  double share = 0.0;     // the solved rate of its flows (but flows moved in this solve)
+  double level = 0.0;     // its rate in the current fill
+  bool live = false;
+  bool dirty = false;     // its first flow to be done may have changed (Solver::dirty)
+  double clock = 0.0, since = 0.0;
+  std::vector<Due> due;   // a min-heap by tag; entries of flows that left or re-tagged are stale
+  int in_link = -1;       // index in held[link] (or capped)
+  uint64_t member = 0;    // the solve's mark while it is re-solved
+  uint64_t created = 0;   // the solve's mark if made in that solve
+  uint64_t frozen = 0;    // the fill epoch in which it froze
+  std::vector<int> flows;
+  std::vector<Slot> slots;
+};
+
+struct SlotKeyHash {
+  size_t operator()(uint64_t key) const { return static_cast<size_t>(mix64(key)); }
 };
 
 struct Solver {
   std::vector<double> capacity, used, weight;
-  std::vector<int64_t> count, peak;
-  std::vector<Link> on;
+  std::vector<int64_t> count, peak;  // per link: its active flows, the most at once
   std::vector<Flow> flows;
-  // Per flow, apart from Flow so that scans of a link's flows (admit, which skips most
-  // by rate, and the flow model's last_round_lead) read a few dense bytes per flow,
-  // not a Flow's cache line: its rate, and the link that rate is held at (-1: its cap,
-  // or not solved yet).
-  std::vector<double> flow_rate;
-  std::vector<int> bottleneck;
-  // Per link: the active flows whose bottleneck it is, as (flow, its entries on the link),
-  // in no particular order; held_index: per flow, its place there (-1: none). Only the
-  // flow model's last_round_lead reads them, which would otherwise scan every flow on
-  // the link (an all-to-all's host link carries a thousand, a few held there).
-  std::vector<std::vector<std::pair<int, int>>> held_flows;
-  std::vector<int> held_index;
+  std::vector<double> flow_rate;  // per flow: its solved rate
   std::vector<int> free_ids;
+  std::vector<Bundle> bundles;
+  std::vector<int> free_bundles;
+  FlatMap<uint64_t, int, SlotKeyHash> slot_of;  // (bundle << 32 | link) -> index in the bundle's slots
+  std::vector<std::vector<SlotRef>> link_slots;  // per link: the slots on it
+  std::vector<std::vector<int>> held;           // per link: the bundles held at it
+  std::vector<int> capped;                      // the bundles held at their cap
   std::vector<char> changed_flag;
   std::vector<int> changed;
-  std::vector<int> added;
+  std::vector<int> added;  // flows started since the last solve
   double level = kInf;
   uint64_t marks = 0, epochs = 0;
   int64_t flows_solved = 0;
-  // per solve: capacity left to the members and their weight, per link (stamped)
+  bool report_flows = true;  // out_ids per flow (MaxMin); the flow model reads bundles' clocks
+  std::vector<int> dirty;    // bundles whose first flow to be done may have changed
+  double now = 0.0;          // the time of the current change (ns), for the clocks
+  uint64_t solve_mark = 0;   // the mark of the solve in progress (0: none)
+  // per solve
   std::vector<double> left, load, rem, ld;
-  std::vector<uint64_t> in_left, in_new, held, admitted, bounded;
-  std::vector<int> left_order;  // links in the order they entered `left`
-  std::vector<int> members;
-  std::vector<int> frozen_order;                 // members in the order they froze
-  std::vector<std::pair<int, double>> bottlenecks;  // (link, level), in order
-  // scratch space of one solve, kept between solves (no allocation per solve)
-  std::vector<int> scratch_links, scratch_capped, scratch_frozen, scratch_unfrozen;
-  std::vector<std::pair<double, int>> scratch_rates, scratch_heap;
+  std::vector<uint64_t> in_left, in_new, held_mark, admitted, bounded, fresh_mark;
+  std::vector<int> left_order;                     // links in the order they entered `left`
+  std::vector<int> members;                        // bundles re-solved
+  std::vector<int> fresh;                          // started flows re-solved
+  std::vector<std::vector<int>> fresh_on;          // per link: the started flows on it
+  std::vector<int> fresh_links;                    // links whose fresh_on is filled
+  std::vector<std::pair<int, double>> bottlenecks;  // (link, level) in the order they filled
+  std::vector<int> scratch_links, scratch_bundles, scratch_flows;
+  std::vector<double> scratch_caps;
+  std::vector<std::pair<double, int>> scratch_rates, scratch_heap, scratch_aside;
   // results: flows whose rate changed, in order
   std::vector<int> out_ids;
   std::vector<double> out_old, out_new;
 
   explicit Solver(int n, const double* cap)
-      : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), on(n),
-        held_flows(n), changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
-        in_new(n, 0), held(n, 0), admitted(n, 0), bounded(n, 0) {}
+      : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), link_slots(n),
+        held(n), changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
+        in_new(n, 0), held_mark(n, 0), admitted(n, 0), bounded(n, 0), fresh_mark(n, 0), fresh_on(n) {}
 
+  // -- flows ---------------------------------------------------------------------------
   int new_flow(int n, const int* links, const double* weights, double cap) {
     int id;
     if (!free_ids.empty()) {
@@ -96,20 +140,15 @@ struct Solver {
       id = static_cast<int>(flows.size());
       flows.emplace_back();
       flow_rate.push_back(0.0);
-      bottleneck.push_back(-1);
-      held_index.push_back(-1);
     }
     Flow& f = flows[id];
     f.links.assign(links, links + n);
     f.weights.assign(weights, weights + n);
-    f.pos.assign(n, -1);
     f.cap = cap;
-    flow_rate[id] = 0.0;
-    unhold(id);
-    bottleneck[id] = -1;
-    f.mark = f.rated = 0;
+    f.bundle = f.at = -1;
     f.active = false;
     f.live = true;
+    flow_rate[id] = 0.0;
     return id;
   }
 
@@ -118,36 +157,6 @@ struct Solver {
     Flow& f = flows[id];
     f.links.assign(links, links + n);
     f.weights.assign(weights, weights + n);
-    f.pos.assign(n, -1);
-    unhold(id);
-    bottleneck[id] = -1;
-  }
-
-  // The link flow ``id``'s rate is held at (-1: none), kept in held_flows.
-  void set_bottleneck(int id, int link) {
-    if (bottleneck[id] == link) return;
-    unhold(id);
-    bottleneck[id] = link;
-    if (flows[id].active) hold(id);
-  }
-
-  void hold(int id) {
-    int link = bottleneck[id];
-    if (link < 0) return;
-    const auto& ls = flows[id].links;
-    int times = static_cast<int>(std::count(ls.begin(), ls.end(), link));
-    held_index[id] = static_cast<int>(held_flows[link].size());
-    held_flows[link].emplace_back(id, times);
-  }
-
-  void unhold(int id) {
-    int at = held_index[id];
-    if (at < 0) return;
-    std::vector<std::pair<int, int>>& held_here = held_flows[bottleneck[id]];
-    held_here[at] = held_here.back();
-    held_index[held_here[at].first] = at;
-    held_here.pop_back();
-    held_index[id] = -1;
   }
 
   void free_flow(int id) {
@@ -155,20 +164,34 @@ struct Solver {
     free_ids.push_back(id);
   }
 
+  // Flow ``id``'s rate (0 until solved).
+  double rate_of(int id) const {
+    int b = flows[id].bundle;
+    return b < 0 ? flow_rate[id] : bundles[b].share;
+  }
+
+  // The link flow ``id``'s rate is held at (-1: its cap, or not solved).
+  int held_at(int id) const {
+    int b = flows[id].bundle;
+    return b < 0 ? -1 : bundles[b].link;
+  }
+
   void add(int id) {
     Flow& f = flows[id];
     flow_rate[id] = 0.0;
     f.active = true;
-    hold(id);  // at the link it was held at before it stopped, until solved
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      double w = f.weights[k];
-      f.pos[k] = static_cast<int>(on[link].flows.size());
-      on[link].flows.push_back({id, static_cast<int>(k), 0.0});
-      weight[link] += w;
+      weight[link] += f.weights[k];
       if (++count[link] > peak[link]) peak[link] = count[link];
     }
     added.push_back(id);
+  }
+
+  void mark_changed(int link) {
+    if (changed_flag[link]) return;
+    changed_flag[link] = 1;
+    changed.push_back(link);
   }
 
   // Stops a flow. ``now`` (the default): its links are re-solved at the next solve.
@@ -176,25 +199,17 @@ struct Solver {
   // solve before that re-solves them only as far as other changes reach them.
   void remove(int id, bool now = true) {
     Flow& f = flows[id];
+    if (f.bundle >= 0) leave(id);
     double old = flow_rate[id];
-    unhold(id);
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      double w = f.weights[k];
-      Link& l = on[link];
-      l.flows[f.pos[k]].flow = -1;
-      f.pos[k] = -1;
-      if (++l.dead * 2 > static_cast<int>(l.flows.size())) compact(l);
-      used[link] -= w * old;
-      weight[link] -= w;
+      used[link] -= f.weights[k] * old;
+      weight[link] -= f.weights[k];
       --count[link];
-      if (now && !changed_flag[link]) {
-        changed_flag[link] = 1;
-        changed.push_back(link);
-      }
+      if (now) mark_changed(link);
     }
     f.active = false;
-    if (now && old < level) level = old;
+    if (now && old < level) level = old;  // (now: the flag; the clock is this->now)
     if (old == 0.0) {  // removed before it was ever solved
       auto it = std::find(added.begin(), added.end(), id);
       if (it != added.end()) added.erase(it);
@@ -204,43 +219,235 @@ struct Solver {
   // A link of a flow that stopped at ``rate`` (remove(id, false)): re-solved at the next
   // solve, as remove(id) would have it.
   void touch(int link, double stopped_rate) {
-    if (!changed_flag[link]) {
-      changed_flag[link] = 1;
-      changed.push_back(link);
-    }
+    mark_changed(link);
     if (stopped_rate < level) level = stopped_rate;
   }
 
-  void compact(Link& l) {
-    size_t j = 0;
-    for (size_t i = 0; i < l.flows.size(); ++i) {
-      const Entry& e = l.flows[i];
-      if (e.flow < 0) continue;
-      flows[e.flow].pos[e.k] = static_cast<int>(j);
-      l.flows[j++] = e;
-    }
-    l.flows.resize(j);
-    l.dead = 0;
+  // The active flows on ``link`` into ``out``: those of the bundles crossing it, then
+  // those started and not solved yet.
+  void flows_on(int link, std::vector<int>* out) const {
+    for (SlotRef r : link_slots[link])
+      for (int id : bundles[r.bundle].flows)
+        if (crosses(id, link)) out->push_back(id);
+    for (int id : added)
+      if (crosses(id, link)) out->push_back(id);
   }
 
-  void set_rate(int id, double new_rate) {
+  bool crosses(int id, int link) const {
+    const auto& ls = flows[id].links;
+    return std::find(ls.begin(), ls.end(), link) != ls.end();
+  }
+
+  // -- bundles and slots ---------------------------------------------------------------
+  std::vector<int>& held_list(int link) { return link < 0 ? capped : held[link]; }
+
+  int new_bundle(int link, double cap, uint64_t created) {
+    int b;
+    if (!free_bundles.empty()) {
+      b = free_bundles.back();
+      free_bundles.pop_back();
+    } else {
+      b = static_cast<int>(bundles.size());
+      bundles.emplace_back();
+    }
+    Bundle& x = bundles[b];
+    x.link = link;
+    x.cap = cap;
+    x.share = x.level = 0.0;
+    x.live = true;
+    x.dirty = false;
+    x.member = x.frozen = 0;
+    x.created = created;
+    x.clock = 0.0;
+    x.since = now;
+    x.flows.clear();
+    x.slots.clear();
+    x.due.clear();
+    std::vector<int>& list = held_list(link);
+    x.in_link = static_cast<int>(list.size());
+    list.push_back(b);
+    return b;
+  }
+
+  void unlist(int b) {
+    Bundle& x = bundles[b];
+    std::vector<int>& list = held_list(x.link);
+    list[x.in_link] = list.back();
+    bundles[list[x.in_link]].in_link = x.in_link;
+    list.pop_back();
+  }
+
+  // Bundle ``b`` is held at ``link`` from now.
+  void relabel(int b, int link) {
+    if (bundles[b].link == link) return;
+    unlist(b);
+    Bundle& x = bundles[b];
+    x.link = link;
+    std::vector<int>& list = held_list(link);
+    x.in_link = static_cast<int>(list.size());
+    list.push_back(b);
+  }
+
+  static uint64_t slot_key(int b, int link) { return (static_cast<uint64_t>(b) << 32) | static_cast<uint32_t>(link); }
+
+  // Bundle ``b``'s slot on ``link`` (made if it has none).
+  Slot& slot(int b, int link) {
+    std::vector<Slot>& list = bundles[b].slots;
+    int* found = slot_of.find(slot_key(b, link));
+    if (found != nullptr) return list[*found];
+    int index = static_cast<int>(list.size());
+    slot_of.insert(slot_key(b, link), index);
+    list.emplace_back();
+    Slot& x = list.back();
+    x.link = link;
+    x.in_link = static_cast<int>(link_slots[link].size());
+    link_slots[link].push_back({b, index});
+    return x;
+  }
+
+  void drop_slot(int b, int index) {
+    std::vector<Slot>& list = bundles[b].slots;
+    Slot& x = list[index];
+    std::vector<SlotRef>& of_link = link_slots[x.link];
+    of_link[x.in_link] = of_link.back();
+    bundles[of_link[x.in_link].bundle].slots[of_link[x.in_link].index].in_link = x.in_link;
+    of_link.pop_back();
+    slot_of.erase(slot_key(b, x.link));
+    if (index + 1 != static_cast<int>(list.size())) {
+      list[index] = list.back();
+      link_slots[list[index].link][list[index].in_link].index = index;
+      *slot_of.find(slot_key(b, list[index].link)) = index;
+    }
+    list.pop_back();
+  }
+
+  double clock_at(const Bundle& x) const { return x.clock + x.share * (now - x.since); }
+
+  void mark_dirty(int b) {
+    if (bundles[b].dirty) return;
+    bundles[b].dirty = true;
+    dirty.push_back(b);
+  }
+
+  void queue_due(int id, int b) {
     Flow& f = flows[id];
-    double delta = new_rate - flow_rate[id];
-    for (size_t k = 0; k < f.links.size(); ++k) {
-      used[f.links[k]] += f.weights[k] * delta;
-      on[f.links[k]].flows[f.pos[k]].rate = new_rate;
+    ++f.stamp;
+    std::vector<Due>& q = bundles[b].due;
+    if (q.size() > 2 * bundles[b].flows.size() + 32) {  // mostly stale: rebuilt
+      q.clear();
+      for (int other : bundles[b].flows)
+        if (other != id) q.push_back({flows[other].tag, other, flows[other].stamp});
+      std::make_heap(q.begin(), q.end(), std::greater<Due>());
     }
-    flow_rate[id] = new_rate;
+    q.push_back({f.tag, id, f.stamp});
+    std::push_heap(q.begin(), q.end(), std::greater<Due>());
+    mark_dirty(b);
   }
 
-  void report(int id, double old) {
+  // Flow ``id`` has ``work`` left from now.
+  void set_work(int id, double work) {
+    Flow& f = flows[id];
+    if (f.bundle < 0) {
+      f.tag = work;
+      return;
+    }
+    f.tag = clock_at(bundles[f.bundle]) + work;
+    queue_due(id, f.bundle);
+  }
+
+  // The work flow ``id`` has left now.
+  double work_left(int id) const {
+    const Flow& f = flows[id];
+    return f.bundle < 0 ? f.tag : f.tag - clock_at(bundles[f.bundle]);
+  }
+
+  // The first flow of bundle ``b`` to be done (-1: none), dropping stale entries.
+  int first_due(int b) {
+    std::vector<Due>& q = bundles[b].due;
+    while (!q.empty()) {
+      const Due& d = q.front();
+      const Flow& f = flows[d.flow];
+      if (f.bundle == b && f.stamp == d.stamp) return d.flow;
+      std::pop_heap(q.begin(), q.end(), std::greater<Due>());
+      q.pop_back();
+    }
+    return -1;
+  }
+
+  void join(int id, int b) {
+    Flow& f = flows[id];
+    double rate = flow_rate[id];
+    f.bundle = b;
+    f.at = static_cast<int>(bundles[b].flows.size());
+    bundles[b].flows.push_back(id);
+    f.tag += clock_at(bundles[b]);
+    queue_due(id, b);
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      Slot& x = slot(b, f.links[k]);
+      ++x.flows;
+      x.weight += f.weights[k];
+      x.used += f.weights[k] * rate;
+    }
+  }
+
+  void leave(int id) {
+    Flow& f = flows[id];
+    int b = f.bundle;
+    // its rate so far: its bundle's, but in a bundle made by the solve in progress
+    if (bundles[b].created == 0 || bundles[b].created != solve_mark) flow_rate[id] = bundles[b].share;
+    double rate = flow_rate[id];
+    f.tag -= clock_at(bundles[b]);
+    for (size_t k = 0; k < f.links.size(); ++k) {
+      int s = *slot_of.find(slot_key(b, f.links[k]));
+      Slot& x = bundles[b].slots[s];
+      if (--x.flows == 0) drop_slot(b, s);
+      else {
+        x.weight -= f.weights[k];
+        x.used -= f.weights[k] * rate;
+      }
+    }
+    std::vector<int>& list = bundles[b].flows;
+    list[f.at] = list.back();
+    flows[list[f.at]].at = f.at;
+    list.pop_back();
+    f.bundle = f.at = -1;
+    if (list.empty()) {
+      unlist(b);
+      bundles[b].live = false;
+      bundles[b].due.clear();
+      free_bundles.push_back(b);
+    } else {
+      mark_dirty(b);
+    }
+  }
+
+  // A bundle held at ``link`` at ``rate`` with ``cap`` (a new one if there is none).
+  int bundle_at(int link, double rate, double cap) {
+    for (int b : held_list(link))
+      if (bundles[b].share == rate && bundles[b].cap == cap) return b;
+    int b = new_bundle(link, cap, 0);
+    bundles[b].share = bundles[b].level = rate;
+    return b;
+  }
+
+  void report(int id, double old, double rate) {
     out_ids.push_back(id);
     out_old.push_back(old);
-    out_new.push_back(flow_rate[id]);
+    out_new.push_back(rate);
   }
 
-  // New flows take the capacity their links have spare, split by weight among
-  // the new flows of each link, when that is max-min (no other rate changes).
+  // Flow ``id``, not in a bundle, placed at ``rate`` in bundle ``b``.
+  void place(int id, int b, double rate) {
+    const Flow& f = flows[id];
+    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * rate;
+    flow_rate[id] = rate;
+    join(id, b);
+    if (report_flows) report(id, 0.0, rate);
+  }
+
+  // -- solving -------------------------------------------------------------------------
+  // New flows take the capacity their links have spare, split by weight among the new
+  // flows of each link, when that is max-min (no other rate changes).
   bool place_new() {
     ++epochs;
     uint64_t epoch = epochs;
@@ -264,14 +471,10 @@ struct Solver {
     for (int id : added) {
       const Flow& f = flows[id];
       double rate = kInf;
-      int tightest = -1;
-      for (int link : f.links) {
-        double s = rem[link];
-        if (s < rate || (s == rate && link < tightest)) {
-          rate = s;
-          tightest = link;
-        }
-      }
+      for (int link : f.links) rate = std::min(rate, rem[link]);
+      int tightest = -1;  // of its links at that share (within kRel), the lowest numbered (next_filled)
+      for (int link : f.links)
+        if (rem[link] <= rate * (1 + kRel) && (tightest < 0 || link < tightest)) tightest = link;
       if (!(rate > 0)) return false;
       if (0 < f.cap && f.cap < rate) {
         rate = f.cap;
@@ -289,181 +492,337 @@ struct Solver {
       if (tightest < 0) continue;
       double top = rate * (1 + kRel);
       if (left[tightest] < (capacity[tightest] - used[tightest]) * (1 - kRel)) return false;
-      for (const Entry& e : on[tightest].flows)
-        if (e.flow >= 0 && e.rate > top) return false;
+      for (SlotRef r : link_slots[tightest])
+        if (bundles[r.bundle].share > top) return false;
     }
     for (size_t i = 0; i < added.size(); ++i) {
       int id = added[i];
-      set_bottleneck(id, rates[i].second);
-      set_rate(id, rates[i].first);
-      report(id, 0.0);
+      auto [rate, tightest] = rates[i];
+      place(id, bundle_at(tightest, rate, flows[id].cap), rate);
     }
     return true;
   }
 
-  void admit(int link, bool held_here_only, uint64_t mark, double threshold) {
-    for (size_t i = 0; i < on[link].flows.size(); ++i) {
-      const Entry e = on[link].flows[i];
-      if (e.flow < 0) continue;
-      double rate = e.rate;
-      if (rate < threshold && rate != 0.0) continue;  // most flows: read no Flow
-      if (held_here_only && rate != 0.0 && bottleneck[e.flow] != link) continue;
-      Flow& f = flows[e.flow];
-      if (f.mark == mark) continue;
-      f.mark = mark;
-      members.push_back(e.flow);
-      for (size_t k = 0; k < f.links.size(); ++k) {
-        int other = f.links[k];
-        double w = f.weights[k];
-        if (in_left[other] == mark) {
-          left[other] += w * rate;
-          load[other] += w;
-        } else {
-          in_left[other] = mark;
-          left_order.push_back(other);
-          left[other] = capacity[other] - used[other] + w * rate;
-          load[other] = w;
-        }
-      }
-    }
+  void admit_bundle(int b, uint64_t mark) {
+    Bundle& x = bundles[b];
+    if (x.member == mark) return;
+    x.member = mark;
+    members.push_back(b);
   }
 
-  void freeze(int id, double share, int key, uint64_t epoch) {
-    Flow& f = flows[id];
-    f.new_rate = share;
-    f.rated = epoch;
-    set_bottleneck(id, key);
-    frozen_order.push_back(id);
-    for (size_t k = 0; k < f.links.size(); ++k) {
-      rem[f.links[k]] -= f.weights[k] * share;
-      ld[f.links[k]] -= f.weights[k];
-    }
-  }
-
-  void fill(uint64_t mark) {
-    uint64_t epoch = ++epochs;
-    frozen_order.clear();
-    bottlenecks.clear();
-    if (members.size() == 1) {
-      int id = members[0];
-      Flow& f = flows[id];
-      double rate = kInf;
-      int link = -1;
-      for (size_t k = 0; k < f.links.size(); ++k) {
-        double s = left[f.links[k]] / f.weights[k];
-        if (s < rate || (s == rate && f.links[k] < link)) {
-          rate = s;
-          link = f.links[k];
-        }
-      }
-      f.rated = epoch;
-      frozen_order.push_back(id);
-      if (0 < f.cap && f.cap < rate) {
-        set_bottleneck(id, -1);
-        f.new_rate = f.cap;
-        return;
-      }
-      rate = std::max(rate, 0.0);
-      set_bottleneck(id, link);
-      f.new_rate = rate;
-      bottlenecks.emplace_back(link, rate);
+  // The bundles held at ``link`` (all crossing it, with ``all``) at or above ``threshold``.
+  void admit(int link, bool all, uint64_t mark, double threshold) {
+    if (!all) {
+      for (int b : held[link])
+        if (bundles[b].share >= threshold) admit_bundle(b, mark);
       return;
     }
+    for (SlotRef r : link_slots[link])
+      if (bundles[r.bundle].share >= threshold) admit_bundle(r.bundle, mark);
+  }
+
+  void enter(int link, uint64_t epoch) {
+    if (in_left[link] == epoch) return;
+    in_left[link] = epoch;
+    left_order.push_back(link);
+    left[link] = capacity[link] - used[link];
+    load[link] = 0.0;
+  }
+
+  // Bundle ``b`` (its flows crossing ``link`` when only some of them do) freezes at
+  // ``share`` held at ``link`` (-1: at its cap); returns the flows frozen.
+  size_t freeze_bundle(int b, int link, int crossing, double share, uint64_t epoch, uint64_t mark,
+                       std::vector<std::pair<double, int>>* targets) {
+    Bundle& x = bundles[b];
+    if (link < 0 || crossing == static_cast<int>(x.flows.size())) {
+      relabel(b, link);
+      Bundle& y = bundles[b];
+      y.level = share;
+      y.frozen = epoch;
+      frozen_slots(b, share);
+      return y.flows.size();
+    }
+    // some of its flows cross the link: they move to a bundle of their own
+    std::vector<int>& moving = scratch_flows;
+    moving.clear();
+    for (int id : x.flows)
+      if (crosses(id, link)) moving.push_back(id);
+    int t = target(link, x.cap, share, epoch, mark, targets);
+    for (int id : moving) {
+      leave(id);
+      join(id, t);
+    }
+    return moving.size();
+  }
+
+  // The bundle the flows freezing now at ``link`` with ``cap`` join (made once per freeze).
+  int target(int link, double cap, double share, uint64_t epoch, uint64_t mark,
+             std::vector<std::pair<double, int>>* targets) {
+    for (auto [c, t] : *targets)
+      if (c == cap) return t;
+    int t = new_bundle(link, cap, mark);
+    Bundle& y = bundles[t];
+    y.level = share;
+    y.frozen = epoch;
+    y.member = mark;
+    members.push_back(t);
+    targets->emplace_back(cap, t);
+    return t;
+  }
+
+  void frozen_slots(int b, double share) {
+    for (const Slot& x : bundles[b].slots) {
+      rem[x.link] -= x.weight * share;
+      ld[x.link] -= x.weight;
+    }
+  }
+
+  // The bundles crossing ``link`` at or above ``threshold`` join the members (once per
+  // solve and link).
+  void reach(int link, uint64_t mark, double threshold) {
+    if (held_mark[link] == mark) return;
+    held_mark[link] = mark;
+    admitted[link] = mark;
+    admit(link, true, mark, threshold);
+  }
+
+  // Capacity left to the members (left) and their weight (load) per link they cross;
+  // with ``reaching``, the members grow as they are found by every bundle at or above
+  // ``threshold`` that crosses a link of theirs. Returns the flows to freeze.
+  size_t fill_start(uint64_t mark, uint64_t epoch, bool reaching, double threshold) {
+    left_order.clear();
+    std::vector<double>& caps = scratch_caps;
+    caps.clear();
+    size_t todo = 0;
+    for (int id : fresh) {
+      const Flow& f = flows[id];
+      if (f.bundle >= 0) continue;  // placed by an earlier fill of this solve: in a member bundle
+      ++todo;
+      if (f.cap > 0) caps.push_back(f.cap);
+      for (size_t k = 0; k < f.links.size(); ++k) {
+        enter(f.links[k], epoch);
+        load[f.links[k]] += f.weights[k];
+        if (reaching) reach(f.links[k], mark, threshold);
+      }
+    }
+    for (size_t i = 0; i < members.size(); ++i) {  // (grows while reaching)
+      int b = members[i];
+      todo += bundles[b].flows.size();
+      if (bundles[b].cap > 0) caps.push_back(bundles[b].cap);
+      for (size_t j = 0; j < bundles[b].slots.size(); ++j) {
+        const Slot& y = bundles[b].slots[j];
+        enter(y.link, epoch);
+        left[y.link] += y.used;
+        load[y.link] += y.weight;
+        if (reaching) reach(y.link, mark, threshold);
+      }
+    }
+    std::sort(caps.begin(), caps.end());
+    caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+    return todo;
+  }
+
+  // The next link to fill, or a cap (-1 - index): the lowest level, and of links whose
+  // levels are within kRel of it the lowest numbered, so that which link holds flows
+  // at one level does not depend on how sums round. ``*share``: its level.
+  int next_filled(double* share) {
+    std::vector<std::pair<double, int>>& heap = scratch_heap;
+    std::greater<std::pair<double, int>> later;
+    std::vector<std::pair<double, int>>& aside = scratch_aside;
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      auto [level_seen, key] = heap.back();
+      heap.pop_back();
+      if (key < 0) {
+        *share = level_seen;
+        return key;
+      }
+      double current;
+      if (!current_level(key, &current)) continue;
+      if (current > level_seen * (1 + kRel)) {  // stale: the link's level rose since
+        heap.emplace_back(current, key);
+        std::push_heap(heap.begin(), heap.end(), later);
+        continue;
+      }
+      aside.clear();
+      while (!heap.empty() && heap.front().first <= current * (1 + kRel) && heap.front().second >= 0) {
+        std::pop_heap(heap.begin(), heap.end(), later);
+        auto [seen, other] = heap.back();
+        heap.pop_back();
+        double level;
+        if (!current_level(other, &level)) continue;
+        if (level > current * (1 + kRel) || other > key) {
+          aside.emplace_back(level, other);
+        } else {
+          aside.emplace_back(current, key);
+          key = other;
+          current = level;
+        }
+      }
+      for (const auto& entry : aside) {
+        heap.push_back(entry);
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+      *share = current;
+      return key;
+    }
+    return kNone;
+  }
+
+  static constexpr int kNone = std::numeric_limits<int>::min();
+
+  bool current_level(int link, double* level) const {
+    double w = ld[link];
+    if (w <= 1e-12) return false;
+    *level = std::max(rem[link], 0.0) / w;
+    return true;
+  }
+
+  // Link ``key`` fills at ``share``: every unfrozen member crossing it freezes there.
+  size_t freeze_link(int key, double share, uint64_t epoch, uint64_t mark, std::vector<std::pair<double, int>>* targets) {
+    std::vector<int>& crossing = scratch_bundles;
+    crossing.clear();
+    for (SlotRef r : link_slots[key]) {
+      const Bundle& x = bundles[r.bundle];
+      if (x.member == mark && x.frozen != epoch) {
+        crossing.push_back(r.bundle);
+        crossing.push_back(x.slots[r.index].flows);
+      }
+    }
+    size_t done = 0;
+    for (size_t i = 0; i < crossing.size(); i += 2)
+      done += freeze_bundle(crossing[i], key, crossing[i + 1], share, epoch, mark, targets);
+    if (fresh_mark[key] == mark)
+      for (int id : fresh_on[key])
+        if (flows[id].bundle < 0) {
+          join(id, target(key, flows[id].cap, share, epoch, mark, targets));
+          ++done;
+        }
+    for (auto [c, t] : *targets) frozen_slots(t, share);
+    ld[key] = 0.0;
+    if (done > 0) bottlenecks.emplace_back(key, share);
+    return done;
+  }
+
+  // A cap: every unfrozen member with it freezes there.
+  size_t freeze_cap(double cap, uint64_t epoch, uint64_t mark, std::vector<std::pair<double, int>>* targets) {
+    size_t done = 0;
+    size_t before = members.size();
+    for (size_t i = 0; i < before; ++i) {
+      int b = members[i];
+      if (bundles[b].frozen != epoch && bundles[b].cap == cap) done += freeze_bundle(b, -1, 0, cap, epoch, mark, targets);
+    }
+    for (int id : fresh)
+      if (flows[id].bundle < 0 && flows[id].cap == cap) {
+        join(id, target(-1, cap, cap, epoch, mark, targets));
+        ++done;
+      }
+    for (auto [c, t] : *targets) frozen_slots(t, cap);
+    return done;
+  }
+
+  // Progressive filling of the members (whole bundles) and the started flows; with
+  // ``reaching``, of every bundle their links reach (fill_start).
+  void fill(uint64_t mark, bool reaching, double threshold) {
+    uint64_t epoch = ++epochs;
+    bottlenecks.clear();
+    size_t todo = fill_start(mark, epoch, reaching, threshold);
+    std::vector<std::pair<double, int>>& heap = scratch_heap;
+    heap.clear();
     for (int link : left_order) {
       rem[link] = left[link];
       ld[link] = load[link];
-    }
-    if (members.size() <= kFew) {
-      fill_few(epoch);
-      return;
-    }
-    // a min-heap of (share, link; or cap, -1 - capped index)
-    std::vector<std::pair<double, int>>& heap = scratch_heap;
-    std::greater<std::pair<double, int>> later;
-    heap.clear();
-    for (int link : left_order)
       if (ld[link] > 0) heap.emplace_back(rem[link] / ld[link], link);
-    std::vector<int>& capped = scratch_capped;
-    capped.clear();
-    for (int id : members)
-      if (flows[id].cap > 0) capped.push_back(id);
-    for (size_t i = 0; i < capped.size(); ++i)
-      heap.emplace_back(flows[capped[i]].cap, -1 - static_cast<int>(i));
-    std::make_heap(heap.begin(), heap.end(), later);
-    size_t todo = members.size();
-    std::vector<int>& frozen = scratch_frozen;
-    while (!heap.empty() && frozen_order.size() < todo) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      auto [share, key] = heap.back();
-      heap.pop_back();
-      frozen.clear();
-      if (key < 0) {
-        int id = capped[-1 - key];
-        if (flows[id].rated == epoch) continue;
-        frozen.push_back(id);
-      } else {
-        double w = ld[key];
-        if (w <= 1e-12) continue;
-        double current = std::max(rem[key], 0.0) / w;
-        if (current > share * (1 + kRel)) {
-          heap.emplace_back(current, key);  // stale: the link's level rose since
-          std::push_heap(heap.begin(), heap.end(), later);
-          continue;
-        }
-        share = current;
-        for (const Entry& e : on[key].flows)
-          if (e.flow >= 0 && flows[e.flow].mark == mark && flows[e.flow].rated != epoch)
-            frozen.push_back(e.flow);
-      }
-      for (int id : frozen) freeze(id, share, key >= 0 ? key : -1, epoch);
-      if (key >= 0) {
-        ld[key] = 0.0;
-        if (!frozen.empty()) bottlenecks.emplace_back(key, share);
-      }
+    }
+    const std::vector<double>& caps = scratch_caps;
+    for (size_t i = 0; i < caps.size(); ++i) heap.emplace_back(caps[i], -1 - static_cast<int>(i));
+    std::make_heap(heap.begin(), heap.end(), std::greater<std::pair<double, int>>());
+    std::vector<std::pair<double, int>> targets;
+    while (todo > 0) {
+      double share;
+      int key = next_filled(&share);
+      if (key == kNone) break;
+      targets.clear();
+      size_t done = key < 0 ? freeze_cap(caps[-1 - key], epoch, mark, &targets)
+                            : freeze_link(key, share, epoch, mark, &targets);
+      todo -= std::min(done, todo);
     }
   }
 
-  void fill_few(uint64_t epoch) {
-    std::vector<int>& unfrozen = scratch_unfrozen;
-    std::vector<int>& frozen = scratch_frozen;
-    unfrozen.assign(members.begin(), members.end());
-    while (!unfrozen.empty()) {
-      double share = kInf;
-      int key = -1;
-      for (int link : left_order) {
-        double w = ld[link];
-        if (!(w > 1e-12)) continue;
-        double s = rem[link] / w;
-        if (s < share || (s == share && link < key)) {
-          share = s;
-          key = link;
+  // Started flows on each link, for fill (in_new stamped with the solve's mark).
+  void index_fresh(uint64_t mark) {
+    for (int link : fresh_links) fresh_on[link].clear();
+    fresh_links.clear();
+    for (int id : fresh)
+      for (int link : flows[id].links) {
+        if (fresh_mark[link] != mark) {
+          fresh_mark[link] = mark;
+          fresh_links.push_back(link);
+        }
+        fresh_on[link].push_back(id);
+      }
+  }
+
+  // After a fill: the links whose held bundles a moved rate can change, and links
+  // where a faster non-member crosses a member's bottleneck. False when none is new.
+  bool widen(uint64_t mark, double threshold) {
+    size_t before = members.size();
+    for (size_t i = 0; i < before; ++i) {
+      const Bundle& x = bundles[members[i]];
+      bool moved = x.created == mark || std::fabs(x.level - x.share) > kRel * x.level;
+      if (!moved) continue;
+      for (size_t j = 0; j < bundles[members[i]].slots.size(); ++j) {
+        int link = bundles[members[i]].slots[j].link;
+        if (held_mark[link] == mark) continue;
+        held_mark[link] = mark;
+        admit(link, false, mark, threshold);
+      }
+    }
+    for (auto [link, share] : bottlenecks) {
+      if (admitted[link] == mark) continue;
+      double top = share * (1 + kRel);
+      bool faster = false;
+      for (SlotRef r : link_slots[link]) {
+        const Bundle& x = bundles[r.bundle];
+        if (x.member != mark && x.share > top) {
+          faster = true;
+          break;
         }
       }
-      share = std::max(share, 0.0);
-      frozen.clear();
-      double cap_level = kInf;
-      for (int id : unfrozen) {
-        double c = flows[id].cap;
-        if (0 < c && c <= share && c < cap_level) cap_level = c;
+      if (faster) {
+        admitted[link] = mark;
+        admit(link, true, mark, threshold);
       }
-      if (cap_level < kInf) {
-        share = cap_level;
-        key = -1;
-        for (int id : unfrozen)
-          if (flows[id].cap == share) frozen.push_back(id);
-      } else {
-        for (int id : unfrozen) {
-          const auto& ls = flows[id].links;
-          if (std::find(ls.begin(), ls.end(), key) != ls.end()) frozen.push_back(id);
+    }
+    return members.size() > before;
+  }
+
+  // The fill's rates become the flows' rates: per link the capacity taken, per flow
+  // the rate (reported where it moved).
+  void commit() {
+    for (int b : members) {
+      Bundle& x = bundles[b];
+      flows_solved += static_cast<int64_t>(x.flows.size());
+      double rate = x.level;
+      for (Slot& y : x.slots) {
+        double taken = y.weight * rate;
+        used[y.link] += taken - y.used;
+        y.used = taken;
+      }
+      bool fresh_bundle = x.created != 0;
+      if (report_flows && (fresh_bundle || rate != x.share))
+        for (int id : x.flows) {
+          double old = fresh_bundle ? flow_rate[id] : x.share;
+          if (old != rate) report(id, old, rate);
         }
-        bottlenecks.emplace_back(key, share);
+      if (fresh_bundle || rate != x.share) {
+        x.clock = clock_at(x);
+        x.since = now;
+        x.share = rate;
+        mark_dirty(b);
       }
-      for (int id : frozen) freeze(id, share, key, epoch);
-      if (key >= 0) ld[key] = 0.0;
-      size_t j = 0;
-      for (int id : unfrozen)
-        if (flows[id].rated != epoch) unfrozen[j++] = id;
-      unfrozen.resize(j);
+      x.created = 0;
+      x.member = 0;
     }
   }
 
@@ -481,12 +840,10 @@ struct Solver {
         bounded[link] = bound_epoch;
         double bound = capacity[link] / weight[link];
         if (bound < lvl) lvl = bound;
-        if (!changed_flag[link]) {
-          changed_flag[link] = 1;
-          changed.push_back(link);
-        }
+        mark_changed(link);
       }
     }
+    fresh.assign(added.begin(), added.end());
     added.clear();
     level = kInf;
     if (changed.empty()) return static_cast<int>(out_ids.size());
@@ -496,52 +853,15 @@ struct Solver {
     for (int link : changed) changed_flag[link] = 0;
     changed.clear();
     uint64_t mark = ++marks;
+    solve_mark = mark;
     double threshold = lvl * (1 - kRel);
     members.clear();
-    left_order.clear();
-    for (int link : links) admit(link, true, mark, threshold);
-    for (int link : links) held[link] = mark;
-    while (true) {
-      fill(mark);
-      size_t before = members.size();
-      for (size_t i = 0; i < before; ++i) {
-        const Flow& f = flows[members[i]];
-        double old = flow_rate[members[i]], rate = f.new_rate;
-        if (std::fabs(rate - old) > kRel * rate) {
-          for (size_t k = 0; k < f.links.size(); ++k) {
-            int link = flows[members[i]].links[k];
-            if (held[link] != mark) {
-              held[link] = mark;
-              admit(link, true, mark, threshold);
-            }
-          }
-        }
-      }
-      for (size_t b = 0; b < bottlenecks.size(); ++b) {
-        auto [link, share] = bottlenecks[b];
-        if (admitted[link] == mark) continue;
-        double top = share * (1 + kRel);
-        bool faster = false;
-        for (const Entry& e : on[link].flows)
-          if (e.flow >= 0 && e.rate > top && flows[e.flow].mark != mark) {
-            faster = true;
-            break;
-          }
-        if (faster) {
-          admitted[link] = mark;
-          admit(link, false, mark, threshold);
-        }
-      }
-      if (members.size() == before) break;
-    }
-    flows_solved += static_cast<int64_t>(members.size());
-    for (int id : frozen_order) {
-      double old = flow_rate[id], rate = flows[id].new_rate;
-      if (rate != old) {
-        set_rate(id, rate);
-        report(id, old);
-      }
-    }
+    index_fresh(mark);
+    for (int link : links) reach(link, mark, threshold);
+    fill(mark, true, threshold);
+    while (widen(mark, threshold)) fill(mark, false, threshold);
+    commit();
+    solve_mark = 0;
     return static_cast<int>(out_ids.size());
   }
 };
@@ -658,6 +978,12 @@ static PyObject* MaxMin_solve(MaxMin* self, PyObject*) {
   return out;
 }
 
+static PyObject* MaxMin_held_at(MaxMin* self, PyObject* arg) {
+  int id;
+  if (!maxmin_flow(self, arg, &id)) return nullptr;
+  return PyLong_FromLong(self->solver->held_at(id));
+}
+
 static PyObject* MaxMin_get_used(MaxMin* self, void*) {
   if (!maxmin_ready(self)) return nullptr;
   return number_list(self->solver->used);
@@ -677,6 +1003,8 @@ static PyMethodDef MaxMin_methods[] = {
     {"add", reinterpret_cast<PyCFunction>(MaxMin_add), METH_O, "add(id): start a known flow again"},
     {"remove", reinterpret_cast<PyCFunction>(MaxMin_remove), METH_O, "remove(id): stop a flow"},
     {"free", reinterpret_cast<PyCFunction>(MaxMin_free), METH_O, "free(id): forget a stopped flow (its id is reused)"},
+    {"held_at", reinterpret_cast<PyCFunction>(MaxMin_held_at), METH_O,
+     "held_at(id) -> link: the link whose filling set the flow's rate (-1: its cap, or not solved)"},
     {"solve", reinterpret_cast<PyCFunction>(MaxMin_solve), METH_NOARGS,
      "solve() -> [(id, old_rate, new_rate)]: re-solve after the changes, in the order the rates changed"},
     {nullptr, nullptr, 0, nullptr}};

@@ -16,25 +16,41 @@ changes no flow slower than ``r``; adding flows changes no flow slower than
 ``min over their links of capacity / (weight of every flow on it)`` (a link
 cannot fill below that level). A re-solve takes that level ``s0``, keeps every
 flow slower than ``s0`` at its rate, and refills (the *members*) the new flows
-and the flows at or above ``s0`` held at a changed link (whose rate that
-link's filling set). The others keep their rates and their share of every
-link; the set grows, and the members are filled again, only where that could
-be wrong: by the flows held at a link that a member whose rate moved
-crosses, and by every flow on a member's bottleneck link if a fixed flow
-there is faster than the member (max-min allows no faster flow on a flow's
-bottleneck).
+and every flow at or above ``s0`` the change reaches: those crossing a changed
+link, and in turn those crossing a link a member crosses. The others keep
+their rates and their share of every link. The members are filled again, with
+more of them, only where that could be wrong: the flows held at a link that a
+member whose rate moved crosses, and every flow on a member's bottleneck link
+if a fixed flow there is faster than the member (max-min allows no faster flow
+on a flow's bottleneck).
 
-Two shortcuts need no filling: new flows that can take the capacity their
-links have spare, split among the new flows of each link, without a faster
-flow on the link each fills (then no other rate changes); and a single member
-(its tightest link). ``tests/backends/flow/test_maxmin.py`` checks the rates
-against progressive filling from scratch after every change.
+Bundles. The solver keeps flows in bundles: the flows held at one link (or at
+their cap) at one rate. A bundle records, per link its flows cross, how many
+do, their weight there and the capacity they take, so filling freezes a whole
+bundle when its link fills and takes its share from its other links in one
+step per link; a flow is handled alone only when its bottleneck moves (part
+of a bundle crosses a link that fills sooner) and when it starts or stops.
+Each bundle has a clock (generalized processor sharing's virtual time, Parekh
+and Gallager, IEEE/ACM ToN 1993): the work each of its flows has done, rising
+at the bundle's rate; a flow is done when the clock reaches its tag, so a new
+rate moves one clock, not every flow's remaining work.
+
+Ties. A flow whose rate is the level of several full links is held at the
+lowest numbered of them (levels within a relative 1e-9 count as equal), so
+which link holds a flow never depends on how sums round; the flow model's
+last-round lead reads it.
+
+A shortcut needs no filling: new flows that can take the capacity their links
+have spare, split among the new flows of each link, without a faster flow on
+the link each fills (then no other rate changes).
+``tests/backends/flow/test_maxmin.py`` checks the rates against progressive
+filling from scratch after every change.
 
 The solver is C++, part of the simulation kernel (``astra_core/cpp/kernel/
 maxmin.h``, built by :func:`astra_core.events.kernel`), where the flow model
 (:mod:`astra_flow.network`) calls it without Python; this module is its
-Python face for the tests and for other models. Its iteration orders are the
-insertion orders the method defines (a link's flows in the order they joined,
+Python face for the tests and for other models. Its iteration orders are
+insertion orders (a bundle's flows and links in the order they joined,
 changed links ascending), so rates never depend on hashing.
 
 Units are the caller's (bytes/ns here); capacities must be positive.
@@ -113,6 +129,11 @@ class MaxMinSolver:
             flow = flows[n]
             flow.rate = new  # type: ignore[union-attr]  # a reported flow is known
             on_rate(flow, old)  # type: ignore[arg-type]
+
+    def bottleneck(self, flow: Flow) -> int:
+        """The link whose filling set ``flow``'s rate (-1: its cap, or not solved
+        yet); of several full links at its rate, the lowest numbered."""
+        return self._solver.held_at(flow._id)
 
     @property
     def flows_solved(self) -> int:

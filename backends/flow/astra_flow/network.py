@@ -33,7 +33,8 @@ senders at line rate alike), the flow that started its message sooner first
 in every round. A message's last packet therefore leaves ``k (P + H) / c_b``
 before its fluid drain ends, ``k`` the flows behind it in that round (those
 bottlenecked at the same link ``b`` that started their messages later, or at
-the same instant and sent after it), at most the time the message took beyond
+the same instant and sent after it; a flow at the level of several full links
+is bottlenecked at the lowest numbered, :mod:`astra_flow.maxmin`), at most the time the message took beyond
 its own ``W / c_b``; it is delivered that much sooner. Without it, flows that
 collide step after step (a collective's rings) stay in lockstep, where
 packets let the one ahead gain a packet per collision (docs/backends.md).
@@ -46,7 +47,9 @@ link, ``link_bytes`` (data and ACK wire bytes that crossed it),
 The model is the simulation kernel's ``FlowLinks`` (``astra_core/cpp/kernel/
 flow.h``, with the solver of :mod:`astra_flow.maxmin`): the system layer's
 matcher hands it each message without a Python call, and it asks Python only
-for a route it has not seen.
+for a route it has not seen. The flows the solver holds at one link at one
+rate drain on their bundle's clock, with one drain event per bundle: a new
+rate moves one event, not one per flow.
 """
 
 from __future__ import annotations

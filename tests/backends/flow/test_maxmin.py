@@ -138,3 +138,26 @@ def test_every_re_solve_of_a_fat_tree_all_to_all_is_max_min():
                 net.send(src, dst, rng.choice([4096, 65536, 300_000]), lambda _: None, tag=src % 3)
     net.run()
     assert len(checked) > 50 and max(checked) == 240
+
+
+def test_a_flow_at_the_level_of_two_full_links_is_held_at_the_lower_numbered():
+    # Links 0 and 1 have capacities 0.1 + 0.2 and 0.3: equal but for the last bit of the
+    # sum, so which one fills first is rounding. A flow crossing both is held at link
+    # 0 whichever order its links come in, and whether it is placed alone or refilled
+    # with another flow (link 2 gives the other flow room to take).
+    for links in ((0, 1), (1, 0)):
+        solver = MaxMinSolver([0.1 + 0.2, 0.3, 1.0])
+        crossing = Flow(links, (1.0, 1.0))
+        solver.add(crossing)
+        solver.solve(lambda f, old: None)
+        assert solver.bottleneck(crossing) == 0
+        other = Flow((1, 2), (1.0, 1.0))
+        solver.add(other)
+        solver.solve(lambda f, old: None)
+        # link 1 fills at 0.15 with both flows: it holds them both
+        assert (crossing.rate, other.rate) == pytest.approx((0.15, 0.15), rel=1e-12)
+        assert solver.bottleneck(crossing) == solver.bottleneck(other) == 1
+        solver.remove(other)
+        solver.solve(lambda f, old: None)
+        assert crossing.rate == pytest.approx(0.3, rel=1e-12)
+        assert solver.bottleneck(crossing) == 0
