@@ -93,34 +93,40 @@ class FlatMap {
 
 // ---------------------------------------------------------------------------------
 // SmallVector: a vector whose first N elements live in it, past N on the heap; for
-// the max-min solver's per-flow links, weights and entry positions, so that a million
-// flows on short routes allocate nothing and each flow's data sits in one place. Only
-// what the solver uses: assign, size, indexing and iteration.
+// the max-min solver's per-flow links and weights, so that a million flows on short
+// routes allocate nothing and each flow's data sits in one place. Only what the solver
+// uses: assign, size, indexing and iteration; movable, not copyable.
 template <class T, size_t N>
 class SmallVector {
  public:
   size_t size() const { return size_; }
-  T* data() { return size_ <= N ? inline_ : heap_.data(); }
-  const T* data() const { return size_ <= N ? inline_ : heap_.data(); }
+  T* data() { return size_ <= N ? inline_ : heap_.get(); }
+  const T* data() const { return size_ <= N ? inline_ : heap_.get(); }
   T& operator[](size_t i) { return data()[i]; }
   const T& operator[](size_t i) const { return data()[i]; }
   const T* begin() const { return data(); }
   const T* end() const { return data() + size_; }
 
   void assign(const T* first, const T* last) {
-    size_ = static_cast<size_t>(last - first);
-    if (size_ <= N) std::copy(first, last, inline_);
-    else heap_.assign(first, last);
+    resize(static_cast<size_t>(last - first));
+    std::copy(first, last, data());
   }
 
   void assign(size_t n, const T& value) {
-    size_ = n;
-    if (n <= N) std::fill_n(inline_, n, value);
-    else heap_.assign(n, value);
+    resize(n);
+    std::fill_n(data(), n, value);
   }
 
  private:
+  void resize(size_t n) {
+    if (n > N && n > capacity_) {
+      heap_.reset(new T[n]);
+      capacity_ = static_cast<uint32_t>(n);
+    }
+    size_ = static_cast<uint32_t>(n);
+  }
+
   T inline_[N];
-  std::vector<T> heap_;  // the elements when there are more than N
-  size_t size_ = 0;
+  std::unique_ptr<T[]> heap_;  // the elements when there are more than N
+  uint32_t size_ = 0, capacity_ = 0;
 };

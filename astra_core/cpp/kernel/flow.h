@@ -106,7 +106,10 @@ struct FlowQueuePair {
   int32_t head = -1, tail = -1;  // its messages, the head draining
   double latency_ns = 0.0;
   int32_t speeds = -1;  // its route's bottleneck and pipeline terms (FlowModel::speeds)
-  std::vector<int32_t> route, reverse;  // link ids; reverse: the ACKs' (with ack_weight)
+  // its route: the first route_length links of its solver flow (solver_links); the
+  // ACKs' (with ack_weight) reverse route
+  int32_t route_length = 0;
+  std::vector<int32_t> reverse;
   double wire_sent = 0.0;  // wire bytes drained since the flow became active (or moved)
   int64_t tail_size = -1;  // the last message size whose pipeline tail was worked out
   double tail_ns = 0.0;
@@ -280,16 +283,15 @@ static int flow_new_queue_pair(FlowLinks* self, int64_t src, int64_t dst, int64_
   }
   m.head_start[id] = 0.0;
   FlowQueuePair& qp = m.qps[id];
-  std::vector<int32_t> old_route = std::move(qp.route), old_reverse = std::move(qp.reverse);
+  std::vector<int32_t> old_reverse = std::move(qp.reverse);
   qp = FlowQueuePair();
-  qp.route = std::move(old_route);  // their storage, reused
-  qp.reverse = std::move(old_reverse);
+  qp.reverse = std::move(old_reverse);  // its storage, reused
   qp.src = src;
   qp.dst = dst;
   qp.tag = tag;
   qp.latency_ns = route_latency(m, route);
   qp.speeds = flow_speeds(m, route);
-  qp.route.assign(route.begin(), route.end());
+  qp.route_length = static_cast<int32_t>(route.size());
   qp.reverse.assign(reverse.begin(), reverse.end());
   qp.live = true;
   m.keys.insert(RouteKey{src, dst, static_cast<uint64_t>(tag)}, id);
@@ -413,10 +415,19 @@ static bool flow_reallocate(FlowLinks* self) {
   return true;
 }
 
-// ``bytes`` wire bytes of a queue pair onto its route's links, their ACKs onto the
+// Queue pair ``id``'s route (the first links of its solver flow).
+static std::vector<int32_t> qp_route(const FlowModel& m, int id) {
+  const auto& links = m.solver.flows[id].links;
+  return std::vector<int32_t>(links.begin(), links.begin() + m.qps[id].route_length);
+}
+
+// ``bytes`` wire bytes of queue pair ``id`` onto its route's links, their ACKs onto the
 // reverse's, and the time they keep each link busy at its bandwidth now.
-static void count_wire_bytes(FlowModel& m, const FlowQueuePair& qp, double bytes) {
-  for (int32_t link : qp.route) {
+static void count_wire_bytes(FlowModel& m, int id, double bytes) {
+  const FlowQueuePair& qp = m.qps[id];
+  const int* route = m.solver.flows[id].links.begin();
+  for (const int* at = route; at != route + qp.route_length; ++at) {
+    int link = *at;
     m.link_bytes[link] += bytes;
     m.link_busy[link] += bytes * m.ns_per_byte[link];
   }
@@ -486,7 +497,7 @@ static void flow_head_drained(FlowLinks* self, int id) {
     m.solver.set_work(id, static_cast<double>(m.wire_bytes(m.pool[qp.head].size)));
     return;
   }
-  count_wire_bytes(m, qp, qp.wire_sent);
+  count_wire_bytes(m, id, qp.wire_sent);
   qp.wire_sent = 0.0;
   qp.active = false;
   if (m.reallocation_delay > 0) {  // its links wait for their reallocation (flow_reallocate)
@@ -502,8 +513,7 @@ static void flow_head_drained(FlowLinks* self, int id) {
     m.keys.erase(RouteKey{qp.src, qp.dst, static_cast<uint64_t>(qp.tag)});
     m.solver.free_flow(id);
     qp.live = false;
-    qp.route.clear();  // their storage stays for the pair that reuses the number
-    qp.reverse.clear();
+    qp.reverse.clear();  // its storage stays for the pair that reuses the number
   }
   if (m.reallocation_delay == 0) {
     q->step_pending = true;
@@ -573,7 +583,10 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
     Move move{static_cast<int>(id), {}, {}};
     if (!flow_route(self, qp.src, qp.dst, qp.tag, &move.route)) return false;
     if (m.ack_weight && !flow_route(self, qp.dst, qp.src, qp.tag, &move.reverse)) return false;
-    if (move.route == qp.route && move.reverse == qp.reverse) continue;
+    const int* links_now = m.solver.flows[id].links.begin();
+    bool same = static_cast<int32_t>(move.route.size()) == qp.route_length &&
+                std::equal(move.route.begin(), move.route.end(), links_now);
+    if (same && move.reverse == qp.reverse) continue;
     moving[id] = 1;
     moves.push_back(std::move(move));
   }
@@ -617,23 +630,25 @@ static bool flow_set_links(FlowLinks* self, const std::vector<int32_t>& changed,
     if (qp.active) {  // bytes drained so far on the old path; the rest on the new
       double left = std::max(m.solver.work_left(move.id), 0.0);
       double drained = static_cast<double>(m.wire_bytes(m.pool[qp.head].size)) - left;
-      count_wire_bytes(m, qp, qp.wire_sent + drained);
+      count_wire_bytes(m, move.id, qp.wire_sent + drained);
       qp.wire_sent = -drained;
     }
     solver_links(m, move.route, move.reverse, &links, &weights);
     m.solver.set_links(move.id, static_cast<int>(links.size()), links.data(), weights.data());
-    qp.route = std::move(move.route);
+    qp.route_length = static_cast<int32_t>(move.route.size());
     qp.reverse = std::move(move.reverse);
   }
   for (int id : reached) m.solver.add(id);
   for (size_t id = 0; id < m.qps.size(); ++id) {  // latencies and pipeline tails of the paths changed
     FlowQueuePair& qp = m.qps[id];
     if (!qp.live) continue;
+    const int* links_now = m.solver.flows[id].links.begin();
     bool crosses = moving[id];
-    for (int32_t link : qp.route) crosses = crosses || touched[link];
+    for (int k = 0; k < qp.route_length; ++k) crosses = crosses || touched[links_now[k]];
     if (!crosses) continue;
-    qp.latency_ns = route_latency(m, qp.route);
-    qp.speeds = flow_speeds(m, qp.route);
+    std::vector<int32_t> path = qp_route(m, static_cast<int>(id));
+    qp.latency_ns = route_latency(m, path);
+    qp.speeds = flow_speeds(m, path);
     qp.tail_size = -1;
   }
   q->step_pending = true;

@@ -804,25 +804,24 @@ struct Solver {
       Bundle& x = bundles[b];
       flows_solved += static_cast<int64_t>(x.flows.size());
       double rate = x.level;
+      bool fresh_bundle = x.created != 0;
+      x.member = 0;
+      x.created = 0;
+      if (!fresh_bundle && rate == x.share) continue;  // its flows' rates and slots stand
       for (Slot& y : x.slots) {
         double taken = y.weight * rate;
         used[y.link] += taken - y.used;
         y.used = taken;
       }
-      bool fresh_bundle = x.created != 0;
-      if (report_flows && (fresh_bundle || rate != x.share))
+      if (report_flows)
         for (int id : x.flows) {
           double old = fresh_bundle ? flow_rate[id] : x.share;
           if (old != rate) report(id, old, rate);
         }
-      if (fresh_bundle || rate != x.share) {
-        x.clock = clock_at(x);
-        x.since = now;
-        x.share = rate;
-        mark_dirty(b);
-      }
-      x.created = 0;
-      x.member = 0;
+      x.clock = clock_at(x);
+      x.since = now;
+      x.share = rate;
+      mark_dirty(b);
     }
   }
 
