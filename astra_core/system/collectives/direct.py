@@ -31,17 +31,18 @@ def direct_plan(
     count = 2 * (n - 1) if comm_type is CommType.ALL_REDUCE else n - 1
     slots = n - 1 if window < 0 else min(window, n - 1)
     msg, final = message_sizes(comm_type, n, data_size)
-    # Peers in upstream's rotation: one step round the ring per packet, skipping self.
-    messages = []
-    dst, src = ring.receiver(rank, direction), ring.sender(rank, direction)
-    for _ in range(count):
-        messages.append((dst, src, msg))
-        dst = ring.receiver(dst, direction)
-        if dst == rank:
-            dst = ring.receiver(dst, direction)
-        src = ring.sender(src, direction)
-        if src == rank:
-            src = ring.sender(src, direction)
+    # Peers in upstream's rotation: one step round the ring per packet, skipping self,
+    # so every n - 1 messages go round once (receivers ahead, senders behind).
+    members, i = ring.members, ring.index_of(rank)
+    step = 1 if direction is Direction.CLOCKWISE else -1
+    turn = list(
+        zip(
+            [members[(i + step * k) % n] for k in range(1, n)],
+            [members[(i - step * k) % n] for k in range(1, n)],
+            [msg] * (n - 1),
+        )
+    )
+    messages = turn * (count // (n - 1)) if n > 1 else []
     # Upstream counts n - 1 "non-zero-latency" packets per cycle on a
     # communicator-group ring and one window's worth on a network dimension.
     per_cycle = (n - 1) * slots if ring.local else slots
