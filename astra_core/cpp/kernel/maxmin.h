@@ -111,13 +111,13 @@ struct Solver {
   uint64_t solve_mark = 0;   // the mark of the solve in progress (0: none)
   // per solve
   std::vector<double> left, load, rem, ld;
-  std::vector<uint64_t> in_left, in_new, held_mark, admitted, bounded, fresh_mark;
+  std::vector<uint64_t> in_left, in_new, held_mark, bounded, fresh_mark;
+  size_t unfrozen = 0;       // member flows the fill has yet to freeze
   std::vector<int> left_order;                     // links in the order they entered `left`
   std::vector<int> members;                        // bundles re-solved
   std::vector<int> fresh;                          // started flows re-solved
   std::vector<std::vector<int>> fresh_on;          // per link: the started flows on it
   std::vector<int> fresh_links;                    // links whose fresh_on is filled
-  std::vector<std::pair<int, double>> bottlenecks;  // (link, level) in the order they filled
   std::vector<int> scratch_links, scratch_bundles, scratch_flows;
   std::vector<double> scratch_caps;
   std::vector<std::pair<double, int>> scratch_rates, scratch_heap, scratch_aside;
@@ -128,7 +128,7 @@ struct Solver {
   explicit Solver(int n, const double* cap)
       : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), link_slots(n),
         held(n), changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
-        in_new(n, 0), held_mark(n, 0), admitted(n, 0), bounded(n, 0), fresh_mark(n, 0), fresh_on(n) {}
+        in_new(n, 0), held_mark(n, 0), bounded(n, 0), fresh_mark(n, 0), fresh_on(n) {}
 
   // -- flows ---------------------------------------------------------------------------
   int new_flow(int n, const int* links, const double* weights, double cap) {
@@ -510,15 +510,10 @@ struct Solver {
     members.push_back(b);
   }
 
-  // The bundles held at ``link`` (all crossing it, with ``all``) at or above ``threshold``.
-  void admit(int link, bool all, uint64_t mark, double threshold) {
-    if (!all) {
-      for (int b : held[link])
-        if (bundles[b].share >= threshold) admit_bundle(b, mark);
-      return;
-    }
-    for (SlotRef r : link_slots[link])
-      if (bundles[r.bundle].share >= threshold) admit_bundle(r.bundle, mark);
+  // The bundles held at ``link`` at or above ``threshold`` join the members.
+  void admit(int link, uint64_t mark, double threshold) {
+    for (int b : held[link])
+      if (bundles[b].share >= threshold) admit_bundle(b, mark);
   }
 
   void enter(int link, uint64_t epoch) {
@@ -577,18 +572,18 @@ struct Solver {
     }
   }
 
-  // The bundles crossing ``link`` at or above ``threshold`` join the members (once per
+  // The bundles held at ``link`` at or above ``threshold`` join the members (once per
   // solve and link).
   void reach(int link, uint64_t mark, double threshold) {
     if (held_mark[link] == mark) return;
     held_mark[link] = mark;
-    admitted[link] = mark;
-    admit(link, true, mark, threshold);
+    admit(link, mark, threshold);
   }
 
   // Capacity left to the members (left) and their weight (load) per link they cross;
-  // with ``reaching``, the members grow as they are found by every bundle at or above
-  // ``threshold`` that crosses a link of theirs. Returns the flows to freeze.
+  // with ``reaching``, the members grow as they are found by the bundles at or above
+  // ``threshold`` held at a link of theirs (whose capacity left a member's new rate
+  // moves first). Returns the flows to freeze.
   size_t fill_start(uint64_t mark, uint64_t epoch, bool reaching, double threshold) {
     left_order.clear();
     std::vector<double>& caps = scratch_caps;
@@ -680,6 +675,7 @@ struct Solver {
 
   // Link ``key`` fills at ``share``: every unfrozen member crossing it freezes there.
   size_t freeze_link(int key, double share, uint64_t epoch, uint64_t mark, std::vector<std::pair<double, int>>* targets) {
+    if (take_faster(key, share, epoch, mark)) return 0;
     std::vector<int>& crossing = scratch_bundles;
     crossing.clear();
     for (SlotRef r : link_slots[key]) {
@@ -700,8 +696,50 @@ struct Solver {
         }
     for (auto [c, t] : *targets) frozen_slots(t, share);
     ld[key] = 0.0;
-    if (done > 0) bottlenecks.emplace_back(key, share);
     return done;
+  }
+
+  // Bundles left out of the fill that cross link ``key`` faster than ``share``, the
+  // level it fills at: max-min allows no faster flow on a flow's bottleneck, so they
+  // join the fill now, and the link fills later. Consistent with filling them from the
+  // start: a link they cross that filled before would have taken them in itself.
+  bool take_faster(int key, double share, uint64_t epoch, uint64_t mark) {
+    double top = share * (1 + kRel);
+    bool took = false;
+    for (SlotRef r : link_slots[key]) {
+      const Bundle& x = bundles[r.bundle];
+      if (x.member == mark || !(x.share > top)) continue;
+      admit_bundle(r.bundle, mark);
+      unfrozen += x.flows.size();
+      for (const Slot& y : x.slots) {
+        if (in_left[y.link] != epoch) {
+          enter(y.link, epoch);
+          rem[y.link] = left[y.link];
+          ld[y.link] = 0.0;
+        }
+        rem[y.link] += y.used;
+        ld[y.link] += y.weight;
+        push_level(y.link);
+      }
+      if (x.cap > 0) push_cap(x.cap);
+      took = true;
+    }
+    return took;
+  }
+
+  void push_level(int link) {
+    double level;
+    if (!current_level(link, &level)) return;
+    scratch_heap.emplace_back(level, link);
+    std::push_heap(scratch_heap.begin(), scratch_heap.end(), std::greater<std::pair<double, int>>());
+  }
+
+  void push_cap(double cap) {
+    std::vector<double>& caps = scratch_caps;
+    if (std::find(caps.begin(), caps.end(), cap) != caps.end()) return;
+    caps.push_back(cap);
+    scratch_heap.emplace_back(cap, -static_cast<int>(caps.size()));
+    std::push_heap(scratch_heap.begin(), scratch_heap.end(), std::greater<std::pair<double, int>>());
   }
 
   // A cap: every unfrozen member with it freezes there.
@@ -722,11 +760,11 @@ struct Solver {
   }
 
   // Progressive filling of the members (whole bundles) and the started flows; with
-  // ``reaching``, of every bundle their links reach (fill_start).
+  // ``reaching``, of the bundles their links reach too (fill_start), and of any bundle
+  // faster than a link where members fill (take_faster).
   void fill(uint64_t mark, bool reaching, double threshold) {
     uint64_t epoch = ++epochs;
-    bottlenecks.clear();
-    size_t todo = fill_start(mark, epoch, reaching, threshold);
+    unfrozen = fill_start(mark, epoch, reaching, threshold);
     std::vector<std::pair<double, int>>& heap = scratch_heap;
     heap.clear();
     for (int link : left_order) {
@@ -738,14 +776,14 @@ struct Solver {
     for (size_t i = 0; i < caps.size(); ++i) heap.emplace_back(caps[i], -1 - static_cast<int>(i));
     std::make_heap(heap.begin(), heap.end(), std::greater<std::pair<double, int>>());
     std::vector<std::pair<double, int>> targets;
-    while (todo > 0) {
+    while (unfrozen > 0) {
       double share;
       int key = next_filled(&share);
       if (key == kNone) break;
       targets.clear();
       size_t done = key < 0 ? freeze_cap(caps[-1 - key], epoch, mark, &targets)
                             : freeze_link(key, share, epoch, mark, &targets);
-      todo -= std::min(done, todo);
+      unfrozen -= std::min(done, unfrozen);
     }
   }
 
@@ -763,8 +801,9 @@ struct Solver {
       }
   }
 
-  // After a fill: the links whose held bundles a moved rate can change, and links
-  // where a faster non-member crosses a member's bottleneck. False when none is new.
+  // After a fill: the bundles held at links that a member whose rate moved crosses
+  // (their link's capacity left moved). False when none is new. (A faster bundle on a
+  // member's bottleneck joins during the fill: take_faster.)
   bool widen(uint64_t mark, double threshold) {
     size_t before = members.size();
     for (size_t i = 0; i < before; ++i) {
@@ -775,23 +814,7 @@ struct Solver {
         int link = bundles[members[i]].slots[j].link;
         if (held_mark[link] == mark) continue;
         held_mark[link] = mark;
-        admit(link, false, mark, threshold);
-      }
-    }
-    for (auto [link, share] : bottlenecks) {
-      if (admitted[link] == mark) continue;
-      double top = share * (1 + kRel);
-      bool faster = false;
-      for (SlotRef r : link_slots[link]) {
-        const Bundle& x = bundles[r.bundle];
-        if (x.member != mark && x.share > top) {
-          faster = true;
-          break;
-        }
-      }
-      if (faster) {
-        admitted[link] = mark;
-        admit(link, true, mark, threshold);
+        admit(link, mark, threshold);
       }
     }
     return members.size() > before;

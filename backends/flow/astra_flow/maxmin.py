@@ -16,13 +16,15 @@ changes no flow slower than ``r``; adding flows changes no flow slower than
 ``min over their links of capacity / (weight of every flow on it)`` (a link
 cannot fill below that level). A re-solve takes that level ``s0``, keeps every
 flow slower than ``s0`` at its rate, and refills (the *members*) the new flows
-and every flow at or above ``s0`` the change reaches: those crossing a changed
-link, and in turn those crossing a link a member crosses. The others keep
-their rates and their share of every link. The members are filled again, with
-more of them, only where that could be wrong: the flows held at a link that a
-member whose rate moved crosses, and every flow on a member's bottleneck link
-if a fixed flow there is faster than the member (max-min allows no faster flow
-on a flow's bottleneck).
+and every flow at or above ``s0`` the change reaches: those held at a changed
+link, and in turn those held at a link a member crosses (a member's new rate
+moves that link's capacity left first). The others keep their rates and their
+share of every link, but where a link fills below the rate of a fixed flow
+crossing it: max-min allows no faster flow on a flow's bottleneck, so that flow
+joins the filling there (it crosses no link that filled before, which would
+have taken it in itself). The members are filled again, with more of them, only
+where that could still be wrong: the flows held at a link that a member whose
+rate moved crosses.
 
 Bundles. The solver keeps flows in bundles: the flows held at one link (or at
 their cap) at one rate. A bundle records, per link its flows cross, how many
