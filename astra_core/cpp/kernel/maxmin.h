@@ -46,6 +46,7 @@ struct Slot {
   double weight = 0.0;    // the sum of their weights on it
   double used = 0.0;      // the capacity they take at their solved rates
   int in_link = -1;       // index in the link's slots (Solver::link_slots)
+  int last = -1;          // the flow that joined it last, while it stays (-1: left)
 };
 
 // A slot as the link lists it: its bundle and its index in the bundle's slots.
@@ -111,7 +112,7 @@ struct Solver {
   uint64_t solve_mark = 0;   // the mark of the solve in progress (0: none)
   // per solve
   std::vector<double> left, load, rem, ld;
-  std::vector<uint64_t> in_left, in_new, held_mark, bounded, fresh_mark;
+  std::vector<uint64_t> in_left, in_new, held_mark, bounded, fresh_mark, merge_mark;
   size_t unfrozen = 0;       // member flows the fill has yet to freeze
   std::vector<int> left_order;                     // links in the order they entered `left`
   std::vector<int> members;                        // bundles re-solved
@@ -128,7 +129,7 @@ struct Solver {
   explicit Solver(int n, const double* cap)
       : capacity(cap, cap + n), used(n, 0.0), weight(n, 0.0), count(n, 0), peak(n, 0), link_slots(n),
         held(n), changed_flag(n, 0), left(n, 0.0), load(n, 0.0), rem(n, 0.0), ld(n, 0.0), in_left(n, 0),
-        in_new(n, 0), held_mark(n, 0), bounded(n, 0), fresh_mark(n, 0), fresh_on(n) {}
+        in_new(n, 0), held_mark(n, 0), bounded(n, 0), fresh_mark(n, 0), merge_mark(n, 0), fresh_on(n) {}
 
   // -- flows ---------------------------------------------------------------------------
   int new_flow(int n, const int* links, const double* weights, double cap) {
@@ -384,6 +385,7 @@ struct Solver {
     queue_due(id, b);
     for (size_t k = 0; k < f.links.size(); ++k) {
       Slot& x = slot(b, f.links[k]);
+      x.last = id;
       ++x.flows;
       x.weight += f.weights[k];
       x.used += f.weights[k] * rate;
@@ -402,6 +404,7 @@ struct Solver {
       Slot& x = bundles[b].slots[s];
       if (--x.flows == 0) drop_slot(b, s);
       else {
+        if (x.last == id) x.last = -1;
         x.weight -= f.weights[k];
         x.used -= f.weights[k] * rate;
       }
@@ -526,7 +529,7 @@ struct Solver {
 
   // Bundle ``b`` (its flows crossing ``link`` when only some of them do) freezes at
   // ``share`` held at ``link`` (-1: at its cap); returns the flows frozen.
-  size_t freeze_bundle(int b, int link, int crossing, double share, uint64_t epoch, uint64_t mark,
+  size_t freeze_bundle(int b, int link, int crossing, int last, double share, uint64_t epoch, uint64_t mark,
                        std::vector<std::pair<double, int>>* targets) {
     Bundle& x = bundles[b];
     if (link < 0 || crossing == static_cast<int>(x.flows.size())) {
@@ -540,8 +543,14 @@ struct Solver {
     // some of its flows cross the link: they move to a bundle of their own
     std::vector<int>& moving = scratch_flows;
     moving.clear();
-    for (int id : x.flows)
-      if (crosses(id, link)) moving.push_back(id);
+    if (crossing == 1 && last >= 0) {
+      moving.push_back(last);  // (the usual case: one flow between two host links)
+    } else {
+      for (int id : x.flows) {
+        if (crosses(id, link)) moving.push_back(id);
+        if (static_cast<int>(moving.size()) == crossing) break;
+      }
+    }
     int t = target(link, x.cap, share, epoch, mark, targets);
     for (int id : moving) {
       leave(id);
@@ -683,11 +692,12 @@ struct Solver {
       if (x.member == mark && x.frozen != epoch) {
         crossing.push_back(r.bundle);
         crossing.push_back(x.slots[r.index].flows);
+        crossing.push_back(x.slots[r.index].last);
       }
     }
     size_t done = 0;
-    for (size_t i = 0; i < crossing.size(); i += 2)
-      done += freeze_bundle(crossing[i], key, crossing[i + 1], share, epoch, mark, targets);
+    for (size_t i = 0; i < crossing.size(); i += 3)
+      done += freeze_bundle(crossing[i], key, crossing[i + 1], crossing[i + 2], share, epoch, mark, targets);
     if (fresh_mark[key] == mark)
       for (int id : fresh_on[key])
         if (flows[id].bundle < 0) {
@@ -748,7 +758,7 @@ struct Solver {
     size_t before = members.size();
     for (size_t i = 0; i < before; ++i) {
       int b = members[i];
-      if (bundles[b].frozen != epoch && bundles[b].cap == cap) done += freeze_bundle(b, -1, 0, cap, epoch, mark, targets);
+      if (bundles[b].frozen != epoch && bundles[b].cap == cap) done += freeze_bundle(b, -1, 0, -1, cap, epoch, mark, targets);
     }
     for (int id : fresh)
       if (flows[id].bundle < 0 && flows[id].cap == cap) {
@@ -848,6 +858,32 @@ struct Solver {
     }
   }
 
+  // Bundles held at one link at one rate with one cap become one (the smaller moves
+  // into the larger), at the links of this solve's members: a filling makes a bundle
+  // for the flows that move to a link, beside the one already held there.
+  void merge(uint64_t mark) {
+    for (int b : members) {
+      if (!bundles[b].live || bundles[b].link < 0 || merge_mark[bundles[b].link] == mark) continue;
+      int link = bundles[b].link;
+      merge_mark[link] = mark;
+      std::vector<int>& same = scratch_bundles;
+      same.assign(held[link].begin(), held[link].end());
+      for (size_t i = 0; i < same.size(); ++i)
+        for (size_t j = i + 1; j < same.size(); ++j) {
+          Bundle& x = bundles[same[i]];
+          Bundle& y = bundles[same[j]];
+          if (!x.live || !y.live || x.share != y.share || x.cap != y.cap) continue;
+          int into = x.flows.size() >= y.flows.size() ? same[i] : same[j];
+          int from = into == same[i] ? same[j] : same[i];
+          while (bundles[from].live) {
+            int id = bundles[from].flows.back();
+            leave(id);
+            join(id, into);
+          }
+        }
+    }
+  }
+
   int solve() {
     out_ids.clear();
     out_old.clear();
@@ -884,6 +920,7 @@ struct Solver {
     while (widen(mark, threshold)) fill(mark, false, threshold);
     commit();
     solve_mark = 0;
+    merge(mark);
     return static_cast<int>(out_ids.size());
   }
 };
