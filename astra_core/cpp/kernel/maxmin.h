@@ -92,7 +92,10 @@ struct Solver {
   std::vector<double> capacity, used, weight;
   std::vector<int64_t> count, peak;  // per link: its active flows, the most at once
   std::vector<Flow> flows;
-  std::vector<double> flow_rate;  // per flow: its solved rate
+  // per flow: its rate where no bundle gives it (rate_of): 0 until placed, and from
+  // when it leaves a bundle the bundle's solved share (a flow moved by the solve in
+  // progress keeps its rate before the solve)
+  std::vector<double> flow_rate;
   std::vector<int> free_ids;
   std::vector<Bundle> bundles;
   std::vector<int> free_bundles;
@@ -121,7 +124,7 @@ struct Solver {
   std::vector<int> fresh_links;                    // links whose fresh_on is filled
   std::vector<int> scratch_links, scratch_bundles, scratch_flows;
   std::vector<double> scratch_caps;
-  std::vector<std::pair<double, int>> scratch_rates, scratch_heap, scratch_aside;
+  std::vector<std::pair<double, int>> scratch_rates, scratch_heap;
   // results: flows whose rate changed, in order
   std::vector<int> out_ids;
   std::vector<double> out_old, out_new;
@@ -475,9 +478,9 @@ struct Solver {
       const Flow& f = flows[id];
       double rate = kInf;
       for (int link : f.links) rate = std::min(rate, rem[link]);
-      int tightest = -1;  // of its links at that share (within kRel), the lowest numbered (next_filled)
+      int tightest = -1;  // of its links in that share's band, the lowest numbered (next_filled)
       for (int link : f.links)
-        if (rem[link] <= rate * (1 + kRel) && (tightest < 0 || link < tightest)) tightest = link;
+        if (level_band(rem[link]) == level_band(rate) && (tightest < 0 || link < tightest)) tightest = link;
       if (!(rate > 0)) return false;
       if (0 < f.cap && f.cap < rate) {
         rate = f.cap;
@@ -626,51 +629,43 @@ struct Solver {
     return todo;
   }
 
-  // The next link to fill, or a cap (-1 - index): the lowest level, and of links whose
-  // levels are within kRel of it the lowest numbered, so that which link holds flows
-  // at one level does not depend on how sums round. ``*share``: its level.
+  // The next link to fill, or a cap (-1 - index): the lowest level, and of links at
+  // that level the lowest numbered, levels being compared by their band (level_band),
+  // so that which link holds flows at one level does not depend on how sums round.
+  // ``*share``: its level.
   int next_filled(double* share) {
     std::vector<std::pair<double, int>>& heap = scratch_heap;
     std::greater<std::pair<double, int>> later;
-    std::vector<std::pair<double, int>>& aside = scratch_aside;
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), later);
-      auto [level_seen, key] = heap.back();
+      auto [band, key] = heap.back();
       heap.pop_back();
       if (key < 0) {
-        *share = level_seen;
+        *share = scratch_caps[-1 - key];
         return key;
       }
       double current;
       if (!current_level(key, &current)) continue;
-      if (current > level_seen * (1 + kRel)) {  // stale: the link's level rose since
-        heap.emplace_back(current, key);
+      if (level_band(current) > band) {  // stale: the link's level rose since
+        heap.emplace_back(level_band(current), key);
         std::push_heap(heap.begin(), heap.end(), later);
         continue;
-      }
-      aside.clear();
-      while (!heap.empty() && heap.front().first <= current * (1 + kRel) && heap.front().second >= 0) {
-        std::pop_heap(heap.begin(), heap.end(), later);
-        auto [seen, other] = heap.back();
-        heap.pop_back();
-        double level;
-        if (!current_level(other, &level)) continue;
-        if (level > current * (1 + kRel) || other > key) {
-          aside.emplace_back(level, other);
-        } else {
-          aside.emplace_back(current, key);
-          key = other;
-          current = level;
-        }
-      }
-      for (const auto& entry : aside) {
-        heap.push_back(entry);
-        std::push_heap(heap.begin(), heap.end(), later);
       }
       *share = current;
       return key;
     }
     return kNone;
+  }
+
+  // A level with its last 23 mantissa bits cleared: levels within about 1e-9 of each
+  // other, as sums in another order give them, share a band (but for the rare pair
+  // astride a band's edge).
+  static double level_band(double level) {
+    uint64_t bits;
+    std::memcpy(&bits, &level, sizeof bits);
+    bits &= ~((uint64_t{1} << 23) - 1);
+    std::memcpy(&level, &bits, sizeof bits);
+    return level;
   }
 
   static constexpr int kNone = std::numeric_limits<int>::min();
@@ -740,7 +735,7 @@ struct Solver {
   void push_level(int link) {
     double level;
     if (!current_level(link, &level)) return;
-    scratch_heap.emplace_back(level, link);
+    scratch_heap.emplace_back(level_band(level), link);
     std::push_heap(scratch_heap.begin(), scratch_heap.end(), std::greater<std::pair<double, int>>());
   }
 
@@ -748,7 +743,7 @@ struct Solver {
     std::vector<double>& caps = scratch_caps;
     if (std::find(caps.begin(), caps.end(), cap) != caps.end()) return;
     caps.push_back(cap);
-    scratch_heap.emplace_back(cap, -static_cast<int>(caps.size()));
+    scratch_heap.emplace_back(level_band(cap), -static_cast<int>(caps.size()));
     std::push_heap(scratch_heap.begin(), scratch_heap.end(), std::greater<std::pair<double, int>>());
   }
 
@@ -780,10 +775,10 @@ struct Solver {
     for (int link : left_order) {
       rem[link] = left[link];
       ld[link] = load[link];
-      if (ld[link] > 0) heap.emplace_back(rem[link] / ld[link], link);
+      if (ld[link] > 0) heap.emplace_back(level_band(rem[link] / ld[link]), link);
     }
     const std::vector<double>& caps = scratch_caps;
-    for (size_t i = 0; i < caps.size(); ++i) heap.emplace_back(caps[i], -1 - static_cast<int>(i));
+    for (size_t i = 0; i < caps.size(); ++i) heap.emplace_back(level_band(caps[i]), -1 - static_cast<int>(i));
     std::make_heap(heap.begin(), heap.end(), std::greater<std::pair<double, int>>());
     std::vector<std::pair<double, int>> targets;
     while (unfrozen > 0) {

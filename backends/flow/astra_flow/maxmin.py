@@ -38,9 +38,10 @@ at the bundle's rate; a flow is done when the clock reaches its tag, so a new
 rate moves one clock, not every flow's remaining work.
 
 Ties. A flow whose rate is the level of several full links is held at the
-lowest numbered of them (levels within a relative 1e-9 count as equal), so
-which link holds a flow never depends on how sums round; the flow model's
-last-round lead reads it.
+lowest numbered of them, levels being compared with their last 23 mantissa
+bits cleared (a relative band of about 1e-9), so which link holds a flow does
+not depend on how sums round (but for the rare pair of levels astride a band's
+edge); the flow model's last-round lead reads it.
 
 A shortcut needs no filling: new flows that can take the capacity their links
 have spare, split among the new flows of each link, without a faster flow on
