@@ -124,7 +124,7 @@ def relative_signatures(
     class keeps 32 bytes, not 24 per position that names a peer or group), never by
     ``hash()``, which collides (``hash(-1) == hash(-2)``).
     """
-    strides = sym._strides
+    strides = sym.strides
     interned: dict[tuple, int] = {}
     rings: dict[object, int] = {}  # a group's offsets (or a name without members) -> an id
     out = []

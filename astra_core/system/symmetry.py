@@ -117,6 +117,11 @@ class Symmetry:
             n *= size
         return n
 
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Per dimension, the ranks between neighbours along it (mixed radix, dimension 0 fastest)."""
+        return self._strides
+
     def coords(self, rank: int) -> list[int]:
         return [(rank // s) % n for s, n in zip(self._strides, self.sizes)]
 

@@ -15,9 +15,10 @@
 // moves (part of a bundle crossing the link) are handled one by one. A re-solve's work
 // follows the links and bundles a change reaches, not the flows behind them.
 //
-// Iteration orders follow insertion orders (a bundle's flows and slots in the order
-// they joined, a link's slots and bundles likewise, changed links ascending), so that
-// floating-point sums, and hence rates, do not depend on hashing.
+// Iteration orders are the lists' own (a bundle's flows and slots, a link's slots and
+// bundles, in the order they joined but where a removal moved the last into its place;
+// changed links ascending), never a hash table's, so that floating-point sums, and
+// hence rates, do not depend on hashing.
 
 namespace maxmin {
 

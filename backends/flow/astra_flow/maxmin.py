@@ -32,6 +32,8 @@ do, their weight there and the capacity they take, so filling freezes a whole
 bundle when its link fills and takes its share from its other links in one
 step per link; a flow is handled alone only when its bottleneck moves (part
 of a bundle crosses a link that fills sooner) and when it starts or stops.
+After each solve, bundles held at one link at one rate merge (the flows that
+moved to a link join the bundle already held there).
 Each bundle has a clock (generalized processor sharing's virtual time, Parekh
 and Gallager, IEEE/ACM ToN 1993): the work each of its flows has done, rising
 at the bundle's rate; a flow is done when the clock reaches its tag, so a new
@@ -53,8 +55,9 @@ The solver is C++, part of the simulation kernel (``astra_core/cpp/kernel/
 maxmin.h``, built by :func:`astra_core.events.kernel`), where the flow model
 (:mod:`astra_flow.network`) calls it without Python; this module is its
 Python face for the tests and for other models. Its iteration orders are
-insertion orders (a bundle's flows and links in the order they joined,
-changed links ascending), so rates never depend on hashing.
+its lists' own (a bundle's flows and links in the order they joined, but where
+a removal moved the last into its place; changed links ascending), never a
+hash table's, so rates never depend on hashing.
 
 Units are the caller's (bytes/ns here); capacities must be positive.
 """
