@@ -2,10 +2,10 @@
 //
 // A queue pair sends its messages in order (the next message's first packet
 // follows the previous message's last), paced by one rate limiter that its
-// congestion control sets. Reliability is RoCE's go-back-N per message: the
-// receiver accepts packets in order only, answers the first gap with a NACK,
-// and the sender restarts from the NACKed PSN (or from the oldest
-// unacknowledged one after a timeout).
+// congestion control sets; a new rate re-times the wait left (Qp::SetRate).
+// Reliability is RoCE's go-back-N per message: the receiver accepts packets in
+// order only, answers the first gap with a NACK, and the sender restarts from
+// the NACKed PSN (or from the oldest unacknowledged one after a timeout).
 //
 // Congestion control:
 //  * DCQCN reaction point (Zhu et al., SIGCOMM'15, §3.2): on a CNP,
@@ -205,7 +205,7 @@ Qp::OnCnp()
     {
         target = rate;
     }
-    rate = std::max(cfg.min_rate, rate * (1 - alpha / 2));
+    SetRate(std::max(cfg.min_rate, rate * (1 - alpha / 2)));
     alpha = (1 - cfg.dcqcn_g) * alpha + cfg.dcqcn_g;
     cnp_in_period = true;
     t_stage = 0;
@@ -269,8 +269,33 @@ Qp::RateIncrease()
         target += cfg.rate_ai;
     }
     target = std::min(target, line_rate);
-    rate = std::min(line_rate, (target + rate) / 2);
-    if (in_port)
+    SetRate(std::min(line_rate, (target + rate) / 2));
+}
+
+void
+Qp::SetRate(double new_rate)
+{
+    // The rate limiter's wait for the next packet is re-timed at the new rate: the part
+    // of the last packet's gap still to go scales by old / new, as a token bucket owes
+    // the same bits at another rate. The HPCC artifact's RdmaHw::ChangeRate (upstream's
+    // ns-3 backend) re-times the gap too, by the whole packet's time at the new rate less
+    // that at the old; that also shifts a gap long since over, which makes HPCC's
+    // per-ACK rate changes unfair (two senders into one port at 33 / 59 Gbps, 46 / 46
+    // re-timing what is left). Without any re-timing, a queue pair cut to the minimum
+    // rate (a 4 KB packet every 328 us at 100 Mb/s) waits out that gap after its rate
+    // has recovered.
+    if (new_rate == rate)
+    {
+        return;
+    }
+    int64_t now = Now();
+    if (next_send > now)
+    {
+        next_send = now + static_cast<int64_t>(static_cast<double>(next_send - now) * rate / new_rate + 0.5);
+    }
+    bool sooner = new_rate > rate;
+    rate = new_rate;
+    if (in_port && sooner)
     {
         port->Pump();
     }
@@ -356,7 +381,7 @@ Qp::SetWindow(double utilization, uint64_t ack_seq)
         last_update_seq = sent_total;
     }
     window = w;
-    rate = std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12)));
+    SetRate(std::max(cfg.min_rate, std::min(line_rate, w * 8 / (T * 1e-12))));
 }
 
 void
@@ -410,13 +435,13 @@ Qp::OnTimelyAck(int64_t rtt, uint64_t ack_seq)
     if (increase)
     {
         double delta = cfg.timely_rate_ai * line_rate / 10e9;
-        rate = std::min(line_rate,
-                        rate + (inc_stage < cfg.timely_hai_after ? 1 : cfg.timely_hai_factor) * delta);
+        SetRate(std::min(line_rate,
+                         rate + (inc_stage < cfg.timely_hai_after ? 1 : cfg.timely_hai_factor) * delta));
         ++inc_stage;
     }
     else
     {
-        rate = std::max(cfg.min_rate, rate * factor);
+        SetRate(std::max(cfg.min_rate, rate * factor));
         inc_stage = 0;
     }
 }
@@ -442,13 +467,13 @@ Qp::OnDctcpAck(bool marked, uint64_t ack_seq)
     double T = static_cast<double>(base_rtt) * 1e-12; // s
     if (marked && !cwr)
     {
-        rate = std::max(cfg.min_rate, rate * (1 - dctcp_alpha / 2));
+        SetRate(std::max(cfg.min_rate, rate * (1 - dctcp_alpha / 2)));
         cwr = true;
         cwr_until = sent_total;
     }
     else if (new_window && !cwr)
     {
-        rate = std::min(line_rate, rate + cfg.payload * 8.0 / T); // one MTU per RTT
+        SetRate(std::min(line_rate, rate + cfg.payload * 8.0 / T)); // one MTU per RTT
     }
     window = rate / 8 * T;
 }

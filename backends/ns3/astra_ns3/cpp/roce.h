@@ -402,6 +402,7 @@ struct Qp
 
   private:
     void SetWindow(double utilization, uint64_t ack_seq);
+    void SetRate(double new_rate);
     void RateIncrease();
     void OnAlphaTimer();
     void OnRateTimer();
