@@ -16,8 +16,9 @@ and larger ones (JUMPING) in which the model is checked to jump:
 * a run in which the model never jumps (most small ones: their messages end
   before a steady state is proven) is the packet run exactly;
 * ``fast_forward = false`` is the packet-by-packet model, bit for bit: its step and
-  counters equal ``tests/data/ns3_fast_forward_golden.json``, recorded from a model
-  without fast-forward (commit 6605f6f; the key left out of the config) with::
+  counters equal ``tests/data/ns3_fast_forward_golden.json``, recorded with
+  ``fast_forward = false`` at the commit the file names (first from a model without
+  fast-forward, commit 6605f6f) with::
 
       .venv/bin/python -m tests.backends.ns3.test_fast_forward
 
@@ -166,8 +167,8 @@ def test_fast_forward_off_is_the_packet_model_of_before(case, cc):
 
 
 def record_golden() -> None:
-    """Write GOLDEN from this checkout's model, the fast_forward key left out; refuses a
-    checkout whose model sources differ from its commit."""
+    """Write GOLDEN from this checkout's packet-by-packet model (``fast_forward = false``);
+    refuses a checkout whose model sources differ from its commit."""
     import subprocess
 
     def git(*args: str) -> subprocess.CompletedProcess:
@@ -180,7 +181,7 @@ def record_golden() -> None:
     runs = {}
     for case in SMALL:
         for cc in CCS:
-            row = run(case, cc, None)
+            row = run(case, cc, False)
             runs[f"{case}/{cc}"] = {k: row[k] for k in GOLDEN_KEYS}
             print(case, cc, runs[f"{case}/{cc}"], flush=True)
     record = {
