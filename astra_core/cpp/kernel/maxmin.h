@@ -517,12 +517,6 @@ struct Solver {
     members.push_back(b);
   }
 
-  // The bundles held at ``link`` at or above ``threshold`` join the members.
-  void admit(int link, uint64_t mark, double threshold) {
-    for (int b : held[link])
-      if (bundles[b].share >= threshold) admit_bundle(b, mark);
-  }
-
   void enter(int link, uint64_t epoch) {
     if (in_left[link] == epoch) return;
     in_left[link] = epoch;
@@ -590,7 +584,8 @@ struct Solver {
   void reach(int link, uint64_t mark, double threshold) {
     if (held_mark[link] == mark) return;
     held_mark[link] = mark;
-    admit(link, mark, threshold);
+    for (int b : held[link])
+      if (bundles[b].share >= threshold) admit_bundle(b, mark);
   }
 
   // Capacity left to the members (left) and their weight (load) per link they cross;
@@ -816,12 +811,8 @@ struct Solver {
       const Bundle& x = bundles[members[i]];
       bool moved = x.created == mark || std::fabs(x.level - x.share) > kRel * x.level;
       if (!moved) continue;
-      for (size_t j = 0; j < bundles[members[i]].slots.size(); ++j) {
-        int link = bundles[members[i]].slots[j].link;
-        if (held_mark[link] == mark) continue;
-        held_mark[link] = mark;
-        admit(link, mark, threshold);
-      }
+      for (size_t j = 0; j < bundles[members[i]].slots.size(); ++j)
+        reach(bundles[members[i]].slots[j].link, mark, threshold);
     }
     return members.size() > before;
   }
