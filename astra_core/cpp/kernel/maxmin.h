@@ -63,6 +63,10 @@ struct Due {
   bool operator>(const Due& o) const { return tag > o.tag || (tag == o.tag && flow > o.flow); }
 };
 
+struct LinkHash {
+  size_t operator()(int link) const { return static_cast<size_t>(mix64(static_cast<uint32_t>(link))); }
+};
+
 // Flows held at one link (link -1: at their cap), all at one rate and with one cap.
 // Its clock counts the work each of its flows has done: ``clock`` at ``since``, rising
 // at ``share`` per ns; a flow is done when the clock reaches its tag (generalized
@@ -83,11 +87,11 @@ struct Bundle {
   uint64_t frozen = 0;    // the fill epoch in which it froze
   std::vector<int> flows;
   std::vector<Slot> slots;
+  // link -> index in slots: kept per bundle, so that the flows moving in and out of one
+  // bundle find its slots in one small table, not in one the size of all bundles' slots
+  FlatMap<int, int, LinkHash> slot_of;
 };
 
-struct SlotKeyHash {
-  size_t operator()(uint64_t key) const { return static_cast<size_t>(mix64(key)); }
-};
 
 struct Solver {
   std::vector<double> capacity, used, weight;
@@ -100,7 +104,6 @@ struct Solver {
   std::vector<int> free_ids;
   std::vector<Bundle> bundles;
   std::vector<int> free_bundles;
-  FlatMap<uint64_t, int, SlotKeyHash> slot_of;  // (bundle << 32 | link) -> index in the bundle's slots
   std::vector<std::vector<SlotRef>> link_slots;  // per link: the slots on it
   std::vector<std::vector<int>> held;           // per link: the bundles held at it
   std::vector<int> capped;                      // the bundles held at their cap
@@ -293,15 +296,13 @@ struct Solver {
     list.push_back(b);
   }
 
-  static uint64_t slot_key(int b, int link) { return (static_cast<uint64_t>(b) << 32) | static_cast<uint32_t>(link); }
-
   // Bundle ``b``'s slot on ``link`` (made if it has none).
   Slot& slot(int b, int link) {
     std::vector<Slot>& list = bundles[b].slots;
-    int* found = slot_of.find(slot_key(b, link));
+    int* found = bundles[b].slot_of.find(link);
     if (found != nullptr) return list[*found];
     int index = static_cast<int>(list.size());
-    slot_of.insert(slot_key(b, link), index);
+    bundles[b].slot_of.insert(link, index);
     list.emplace_back();
     Slot& x = list.back();
     x.link = link;
@@ -317,11 +318,11 @@ struct Solver {
     of_link[x.in_link] = of_link.back();
     bundles[of_link[x.in_link].bundle].slots[of_link[x.in_link].index].in_link = x.in_link;
     of_link.pop_back();
-    slot_of.erase(slot_key(b, x.link));
+    bundles[b].slot_of.erase(x.link);
     if (index + 1 != static_cast<int>(list.size())) {
       list[index] = list.back();
       link_slots[list[index].link][list[index].in_link].index = index;
-      *slot_of.find(slot_key(b, list[index].link)) = index;
+      *bundles[b].slot_of.find(list[index].link) = index;
     }
     list.pop_back();
   }
@@ -404,7 +405,7 @@ struct Solver {
     double rate = flow_rate[id];
     f.tag -= clock_at(bundles[b]);
     for (size_t k = 0; k < f.links.size(); ++k) {
-      int s = *slot_of.find(slot_key(b, f.links[k]));
+      int s = *bundles[b].slot_of.find(f.links[k]);
       Slot& x = bundles[b].slots[s];
       if (--x.flows == 0) drop_slot(b, s);
       else {
