@@ -17,11 +17,15 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <structmember.h>
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#endif
 
 #include "astra_kernel_api.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <deque>

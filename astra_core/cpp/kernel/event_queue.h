@@ -102,7 +102,7 @@ struct Later {
 static const size_t HEAP_ARITY = 4;
 
 // One event less on a heap kept by hand (sift-down from the root), the hot path.
-static inline void heap_pop(std::vector<Event>& heap, Event& out) {
+static inline void heap_pop(BigVector<Event>& heap, Event& out) {
   out = heap.front();
   Event last = heap.back();
   heap.pop_back();
@@ -123,7 +123,7 @@ static inline void heap_pop(std::vector<Event>& heap, Event& out) {
   heap[i] = last;
 }
 
-static inline void heap_push(std::vector<Event>& heap, const Event& e) {
+static inline void heap_push(BigVector<Event>& heap, const Event& e) {
   heap.push_back(e);
   size_t i = heap.size() - 1;
   Later later;
@@ -138,7 +138,7 @@ static inline void heap_push(std::vector<Event>& heap, const Event& e) {
 
 struct EventQueue {
   PyObject_HEAD
-  std::vector<Event>* heap;
+  BigVector<Event>* heap;
   uint64_t seq;
   double now;
   bool now_integral;
@@ -268,7 +268,7 @@ static inline void push_call(EventQueue* q, double time, bool integral, const Ca
 static PyObject* EventQueue_new(PyTypeObject* type, PyObject*, PyObject*) {
   EventQueue* q = reinterpret_cast<EventQueue*>(type->tp_alloc(type, 0));
   if (q == nullptr) return nullptr;
-  q->heap = new std::vector<Event>();
+  q->heap = new BigVector<Event>();
   q->seq = 0;
   q->now = 0;
   q->now_integral = true;
@@ -294,7 +294,7 @@ static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
 
 static void clear_heap(EventQueue* q) {
   if (q->heap == nullptr) return;
-  std::vector<Event> events;
+  BigVector<Event> events;
   events.swap(*q->heap);
   for (Event& e : events) release(e.call);
 }
@@ -404,7 +404,7 @@ static PyObject* EventQueue_run(EventQueue* q, PyObject* const* args, Py_ssize_t
     bool integral;
     if (!read_number(until_ns, &until, &integral)) return nullptr;
   }
-  std::vector<Event>& heap = *q->heap;
+  BigVector<Event>& heap = *q->heap;
   PyObject* progress = q->progress;
   PyObject* step_end = q->step_end;
   Py_INCREF(progress);

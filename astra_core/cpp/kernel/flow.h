@@ -129,12 +129,12 @@ struct FlowModel {
   maxmin::Solver solver;
   long long route_buckets;
   RouteCache routes;
-  std::vector<FlowQueuePair> qps;                  // by the solver's flow number
+  BigVector<FlowQueuePair> qps;                  // by the solver's flow number
   // per queue pair: when its head message started draining; apart from FlowQueuePair
   // for last_round_lead's scan of a link's flows, as the solver's bottleneck
-  std::vector<double> head_start;
+  BigVector<double> head_start;
   FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
-  std::vector<FlowMessage> pool;
+  BigVector<FlowMessage> pool;
   std::vector<int32_t> free_messages;
   std::vector<double> ns_per_byte, latency, link_bytes, link_busy;
   std::vector<char> down;  // per link: out of service (set_links)
@@ -802,7 +802,7 @@ static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
     PyObject* weights = PyTuple_New(static_cast<Py_ssize_t>(f.links.size()));
     for (size_t k = 0; links != nullptr && weights != nullptr && k < f.links.size(); ++k) {
       PyTuple_SET_ITEM(links, k, PyLong_FromLong(f.links[k]));
-      PyTuple_SET_ITEM(weights, k, PyFloat_FromDouble(f.weights[k]));
+      PyTuple_SET_ITEM(weights, k, PyFloat_FromDouble(m.solver.weights_of(f)[k]));
     }
     PyObject* item = links == nullptr || weights == nullptr
                          ? nullptr

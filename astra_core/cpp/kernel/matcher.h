@@ -54,7 +54,7 @@ struct MessageMatcher {
   AstraNativeSend* native_send;  // its contents
   PyObject* symmetry;     // owned, or nullptr
   FlatMap<MatchKey, Waiting, MatchKeyHash>* waiting;
-  std::vector<MatchEntry>* entries;
+  BigVector<MatchEntry>* entries;
   std::vector<uint32_t>* free_entries;
   std::vector<int64_t>* busy;
   std::vector<double>* since;
@@ -357,7 +357,7 @@ static PyObject* MessageMatcher_new(PyTypeObject* type, PyObject*, PyObject*) {
   if (m == nullptr) return nullptr;
   new (&m->clock) Clock();
   m->waiting = new FlatMap<MatchKey, Waiting, MatchKeyHash>();
-  m->entries = new std::vector<MatchEntry>();
+  m->entries = new BigVector<MatchEntry>();
   m->free_entries = new std::vector<uint32_t>();
   m->busy = new std::vector<int64_t>();
   m->since = new std::vector<double>();

@@ -37,7 +37,7 @@ struct Flow {
   double tag = 0.0;
   uint32_t stamp = 0;  // bumps with every new tag (a bundle's queue keeps old ones)
   SmallVector<int, kInlineLinks> links;
-  SmallVector<double, kInlineLinks> weights;
+  int weights = -1;  // its weight on each link: Solver::weight_sets[weights] (a flow model has few)
 };
 
 // The flows of one bundle on one link, kept in the bundle (its slots are read in a row).
@@ -96,13 +96,16 @@ struct Bundle {
 struct Solver {
   std::vector<double> capacity, used, weight;
   std::vector<int64_t> count, peak;  // per link: its active flows, the most at once
-  std::vector<Flow> flows;
+  BigVector<Flow> flows;
   // per flow: its rate where no bundle gives it (rate_of): 0 until placed, and from
   // when it leaves a bundle the bundle's solved share (a flow moved by the solve in
   // progress keeps its rate before the solve)
-  std::vector<double> flow_rate;
+  BigVector<double> flow_rate;
   std::vector<int> free_ids;
-  std::vector<Bundle> bundles;
+  std::vector<std::vector<double>> weight_sets;      // the flows' weights on their links, each once
+  std::map<std::vector<double>, int> weight_set_of;  // -> index in weight_sets
+  int last_weight_set = -1;                          // the one new_flow found last
+  BigVector<Bundle> bundles;
   std::vector<int> free_bundles;
   std::vector<std::vector<SlotRef>> link_slots;  // per link: the slots on it
   std::vector<std::vector<int>> held;           // per link: the bundles held at it
@@ -151,7 +154,7 @@ struct Solver {
     }
     Flow& f = flows[id];
     f.links.assign(links, links + n);
-    f.weights.assign(weights, weights + n);
+    f.weights = weight_set(n, weights);
     f.cap = cap;
     f.bundle = f.at = -1;
     f.active = false;
@@ -164,8 +167,26 @@ struct Solver {
   void set_links(int id, int n, const int* links, const double* weights) {
     Flow& f = flows[id];
     f.links.assign(links, links + n);
-    f.weights.assign(weights, weights + n);
+    f.weights = weight_set(n, weights);
   }
+
+  // The index of these weights in weight_sets (added if new).
+  int weight_set(int n, const double* weights) {
+    if (last_weight_set >= 0) {  // (the usual case: a flow model's flows share one or two)
+      const std::vector<double>& last = weight_sets[last_weight_set];
+      if (static_cast<int>(last.size()) == n && std::equal(last.begin(), last.end(), weights)) return last_weight_set;
+    }
+    std::vector<double> key(weights, weights + n);
+    auto found = weight_set_of.find(key);
+    if (found != weight_set_of.end()) return last_weight_set = found->second;
+    int index = static_cast<int>(weight_sets.size());
+    weight_sets.push_back(key);
+    weight_set_of.emplace(std::move(key), index);
+    return last_weight_set = index;
+  }
+
+  // Flow ``f``'s weight on each of its links.
+  const double* weights_of(const Flow& f) const { return weight_sets[f.weights].data(); }
 
   void free_flow(int id) {
     flows[id].live = false;
@@ -190,7 +211,7 @@ struct Solver {
     f.active = true;
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      weight[link] += f.weights[k];
+      weight[link] += weights_of(f)[k];
       if (++count[link] > peak[link]) peak[link] = count[link];
     }
     added.push_back(id);
@@ -211,8 +232,8 @@ struct Solver {
     double old = flow_rate[id];
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      used[link] -= f.weights[k] * old;
-      weight[link] -= f.weights[k];
+      used[link] -= weights_of(f)[k] * old;
+      weight[link] -= weights_of(f)[k];
       --count[link];
       if (now) mark_changed(link);
     }
@@ -392,8 +413,8 @@ struct Solver {
       Slot& x = slot(b, f.links[k]);
       x.last = id;
       ++x.flows;
-      x.weight += f.weights[k];
-      x.used += f.weights[k] * rate;
+      x.weight += weights_of(f)[k];
+      x.used += weights_of(f)[k] * rate;
     }
   }
 
@@ -410,8 +431,8 @@ struct Solver {
       if (--x.flows == 0) drop_slot(b, s);
       else {
         if (x.last == id) x.last = -1;
-        x.weight -= f.weights[k];
-        x.used -= f.weights[k] * rate;
+        x.weight -= weights_of(f)[k];
+        x.used -= weights_of(f)[k] * rate;
       }
     }
     std::vector<int>& list = bundles[b].flows;
@@ -447,7 +468,7 @@ struct Solver {
   // Flow ``id``, not in a bundle, placed at ``rate`` in bundle ``b``.
   void place(int id, int b, double rate) {
     const Flow& f = flows[id];
-    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * rate;
+    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += weights_of(f)[k] * rate;
     flow_rate[id] = rate;
     join(id, b);
     if (report_flows) report(id, 0.0, rate);
@@ -470,7 +491,7 @@ struct Solver {
           ld[link] = 0.0;
           touched.push_back(link);
         }
-        ld[link] += f.weights[k];
+        ld[link] += weights_of(f)[k];
       }
     }
     for (int link : touched) rem[link] = (capacity[link] - used[link]) / ld[link];  // share
@@ -493,7 +514,7 @@ struct Solver {
     for (int link : touched) left[link] = 0.0;  // filled
     for (size_t i = 0; i < added.size(); ++i) {
       const Flow& f = flows[added[i]];
-      for (size_t k = 0; k < f.links.size(); ++k) left[f.links[k]] += f.weights[k] * rates[i].first;
+      for (size_t k = 0; k < f.links.size(); ++k) left[f.links[k]] += weights_of(f)[k] * rates[i].first;
     }
     for (size_t i = 0; i < added.size(); ++i) {
       auto [rate, tightest] = rates[i];
@@ -605,7 +626,7 @@ struct Solver {
       if (f.cap > 0) caps.push_back(f.cap);
       for (size_t k = 0; k < f.links.size(); ++k) {
         enter(f.links[k], epoch);
-        load[f.links[k]] += f.weights[k];
+        load[f.links[k]] += weights_of(f)[k];
         if (reaching) reach(f.links[k], mark, threshold);
       }
     }
