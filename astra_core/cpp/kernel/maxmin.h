@@ -86,6 +86,7 @@ struct Bundle {
   uint64_t created = 0;   // the solve's mark if made in that solve
   uint64_t frozen = 0;    // the fill epoch in which it froze
   std::vector<int> flows;
+  std::vector<uint64_t> link_bits;  // per flow (as flows): link_bit of each link it crosses
   std::vector<Slot> slots;
   // link -> index in slots: kept per bundle, so that the flows moving in and out of one
   // bundle find its slots in one small table, not in one the size of all bundles' slots
@@ -262,6 +263,9 @@ struct Solver {
       if (crosses(id, link)) out->push_back(id);
   }
 
+  // A link's bit in a bundle's link_bits (one of 64, by a multiplicative hash).
+  static uint64_t link_bit(int link) { return uint64_t{1} << ((static_cast<uint32_t>(link) * 0x9E3779B9u) >> 26); }
+
   bool crosses(int id, int link) const {
     const auto& ls = flows[id].links;
     return std::find(ls.begin(), ls.end(), link) != ls.end();
@@ -290,6 +294,7 @@ struct Solver {
     x.clock = 0.0;
     x.since = now;
     x.flows.clear();
+    x.link_bits.clear();
     x.slots.clear();
     x.due.clear();
     std::vector<int>& list = held_list(link);
@@ -407,6 +412,9 @@ struct Solver {
     f.bundle = b;
     f.at = static_cast<int>(bundles[b].flows.size());
     bundles[b].flows.push_back(id);
+    uint64_t bits = 0;
+    for (int link : f.links) bits |= link_bit(link);
+    bundles[b].link_bits.push_back(bits);
     f.tag += clock_at(bundles[b]);
     queue_due(id, b);
     for (size_t k = 0; k < f.links.size(); ++k) {
@@ -439,6 +447,8 @@ struct Solver {
     list[f.at] = list.back();
     flows[list[f.at]].at = f.at;
     list.pop_back();
+    bundles[b].link_bits[f.at] = bundles[b].link_bits.back();
+    bundles[b].link_bits.pop_back();
     f.bundle = f.at = -1;
     if (list.empty()) {
       unlist(b);
@@ -566,8 +576,9 @@ struct Solver {
     if (crossing == 1 && last >= 0) {
       moving.push_back(last);  // (the usual case: one flow between two host links)
     } else {
-      for (int id : x.flows) {
-        if (crosses(id, link)) moving.push_back(id);
+      uint64_t bit = link_bit(link);  // (read in a row: only the flows it marks are looked at)
+      for (size_t i = 0; i < x.flows.size(); ++i) {
+        if ((x.link_bits[i] & bit) && crosses(x.flows[i], link)) moving.push_back(x.flows[i]);
         if (static_cast<int>(moving.size()) == crossing) break;
       }
     }
