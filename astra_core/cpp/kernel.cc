@@ -35,6 +35,7 @@
 #include <memory>
 #include <new>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>

@@ -150,8 +150,8 @@ class FlatMap {
 
 // ---------------------------------------------------------------------------------
 // SmallVector: a vector whose first N elements live in it, past N on the heap; for
-// the max-min solver's per-flow links and weights, so that a million flows on short
-// routes allocate nothing and each flow's data sits in one place. Only what the solver
+// the max-min solver's per-flow links, so that a million flows on short routes
+// allocate nothing and each flow's data sits in one place. Only what the solver
 // uses: assign, size, indexing and iteration; movable, not copyable.
 template <class T, size_t N>
 class SmallVector {

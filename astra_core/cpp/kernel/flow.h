@@ -802,7 +802,7 @@ static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
     PyObject* weights = PyTuple_New(static_cast<Py_ssize_t>(f.links.size()));
     for (size_t k = 0; links != nullptr && weights != nullptr && k < f.links.size(); ++k) {
       PyTuple_SET_ITEM(links, k, PyLong_FromLong(f.links[k]));
-      PyTuple_SET_ITEM(weights, k, PyFloat_FromDouble(m.solver.weights_of(f)[k]));
+      PyTuple_SET_ITEM(weights, k, PyFloat_FromDouble(f.weights[k]));
     }
     PyObject* item = links == nullptr || weights == nullptr
                          ? nullptr

@@ -37,7 +37,7 @@ struct Flow {
   double tag = 0.0;
   uint32_t stamp = 0;  // bumps with every new tag (a bundle's queue keeps old ones)
   SmallVector<int, kInlineLinks> links;
-  int weights = -1;  // its weight on each link: Solver::weight_sets[weights] (a flow model has few)
+  const double* weights = nullptr;  // its weight on each link: one of Solver::weight_sets
 };
 
 // The flows of one bundle on one link, kept in the bundle (its slots are read in a row).
@@ -93,7 +93,6 @@ struct Bundle {
   FlatMap<int, int, LinkHash> slot_of;
 };
 
-
 struct Solver {
   std::vector<double> capacity, used, weight;
   std::vector<int64_t> count, peak;  // per link: its active flows, the most at once
@@ -103,9 +102,8 @@ struct Solver {
   // progress keeps its rate before the solve)
   BigVector<double> flow_rate;
   std::vector<int> free_ids;
-  std::vector<std::vector<double>> weight_sets;      // the flows' weights on their links, each once
-  std::map<std::vector<double>, int> weight_set_of;  // -> index in weight_sets
-  int last_weight_set = -1;                          // the one new_flow found last
+  std::set<std::vector<double>> weight_sets;          // the flows' weights on their links, each once
+  const std::vector<double>* last_weight_set = nullptr;  // the one weight_set found last
   BigVector<Bundle> bundles;
   std::vector<int> free_bundles;
   std::vector<std::vector<SlotRef>> link_slots;  // per link: the slots on it
@@ -171,23 +169,13 @@ struct Solver {
     f.weights = weight_set(n, weights);
   }
 
-  // The index of these weights in weight_sets (added if new).
-  int weight_set(int n, const double* weights) {
-    if (last_weight_set >= 0) {  // (the usual case: a flow model's flows share one or two)
-      const std::vector<double>& last = weight_sets[last_weight_set];
-      if (static_cast<int>(last.size()) == n && std::equal(last.begin(), last.end(), weights)) return last_weight_set;
-    }
-    std::vector<double> key(weights, weights + n);
-    auto found = weight_set_of.find(key);
-    if (found != weight_set_of.end()) return last_weight_set = found->second;
-    int index = static_cast<int>(weight_sets.size());
-    weight_sets.push_back(key);
-    weight_set_of.emplace(std::move(key), index);
-    return last_weight_set = index;
+  // These weights as kept in weight_sets (added if new; a set's elements stay put).
+  const double* weight_set(int n, const double* weights) {
+    const std::vector<double>* last = last_weight_set;  // (the usual case: a flow model has one or two)
+    if (last == nullptr || static_cast<int>(last->size()) != n || !std::equal(last->begin(), last->end(), weights))
+      last_weight_set = last = &*weight_sets.emplace(weights, weights + n).first;
+    return last->data();
   }
-
-  // Flow ``f``'s weight on each of its links.
-  const double* weights_of(const Flow& f) const { return weight_sets[f.weights].data(); }
 
   void free_flow(int id) {
     flows[id].live = false;
@@ -212,7 +200,7 @@ struct Solver {
     f.active = true;
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      weight[link] += weights_of(f)[k];
+      weight[link] += f.weights[k];
       if (++count[link] > peak[link]) peak[link] = count[link];
     }
     added.push_back(id);
@@ -233,8 +221,8 @@ struct Solver {
     double old = flow_rate[id];
     for (size_t k = 0; k < f.links.size(); ++k) {
       int link = f.links[k];
-      used[link] -= weights_of(f)[k] * old;
-      weight[link] -= weights_of(f)[k];
+      used[link] -= f.weights[k] * old;
+      weight[link] -= f.weights[k];
       --count[link];
       if (now) mark_changed(link);
     }
@@ -421,8 +409,8 @@ struct Solver {
       Slot& x = slot(b, f.links[k]);
       x.last = id;
       ++x.flows;
-      x.weight += weights_of(f)[k];
-      x.used += weights_of(f)[k] * rate;
+      x.weight += f.weights[k];
+      x.used += f.weights[k] * rate;
     }
   }
 
@@ -439,8 +427,8 @@ struct Solver {
       if (--x.flows == 0) drop_slot(b, s);
       else {
         if (x.last == id) x.last = -1;
-        x.weight -= weights_of(f)[k];
-        x.used -= weights_of(f)[k] * rate;
+        x.weight -= f.weights[k];
+        x.used -= f.weights[k] * rate;
       }
     }
     std::vector<int>& list = bundles[b].flows;
@@ -478,7 +466,7 @@ struct Solver {
   // Flow ``id``, not in a bundle, placed at ``rate`` in bundle ``b``.
   void place(int id, int b, double rate) {
     const Flow& f = flows[id];
-    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += weights_of(f)[k] * rate;
+    for (size_t k = 0; k < f.links.size(); ++k) used[f.links[k]] += f.weights[k] * rate;
     flow_rate[id] = rate;
     join(id, b);
     if (report_flows) report(id, 0.0, rate);
@@ -501,7 +489,7 @@ struct Solver {
           ld[link] = 0.0;
           touched.push_back(link);
         }
-        ld[link] += weights_of(f)[k];
+        ld[link] += f.weights[k];
       }
     }
     for (int link : touched) rem[link] = (capacity[link] - used[link]) / ld[link];  // share
@@ -524,7 +512,7 @@ struct Solver {
     for (int link : touched) left[link] = 0.0;  // filled
     for (size_t i = 0; i < added.size(); ++i) {
       const Flow& f = flows[added[i]];
-      for (size_t k = 0; k < f.links.size(); ++k) left[f.links[k]] += weights_of(f)[k] * rates[i].first;
+      for (size_t k = 0; k < f.links.size(); ++k) left[f.links[k]] += f.weights[k] * rates[i].first;
     }
     for (size_t i = 0; i < added.size(); ++i) {
       auto [rate, tightest] = rates[i];
@@ -637,7 +625,7 @@ struct Solver {
       if (f.cap > 0) caps.push_back(f.cap);
       for (size_t k = 0; k < f.links.size(); ++k) {
         enter(f.links[k], epoch);
-        load[f.links[k]] += weights_of(f)[k];
+        load[f.links[k]] += f.weights[k];
         if (reaching) reach(f.links[k], mark, threshold);
       }
     }
