@@ -260,7 +260,16 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     default="none",
     show_default=True,
     help="Megatron activation recomputation: full = every layer's "
-    "forward again before its backward; selective = the attention core",
+    "forward again before its backward; selective = the --recompute-modules",
+)
+@click.option(
+    "--recompute-modules",
+    "recompute_modules",
+    default="core_attn",
+    show_default=True,
+    callback=lambda ctx, param, value: tuple(m.strip() for m in value.split(",") if m.strip()),
+    help="with --recompute selective, Megatron-core's modules run again, comma-separated: "
+    "core_attn, layernorm, moe_act, mlp",
 )
 @click.option(
     "--overlap-grad-reduce/--no-overlap-grad-reduce",

@@ -72,6 +72,8 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
+#: Megatron-core's ``--recompute-modules`` that the generator runs (see LLMConfig).
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mlp")
 #: Attention implementations (see :mod:`.ops`).
 ATTENTIONS = ("flash", "unfused")
 
@@ -99,7 +101,15 @@ class LLMConfig:
       ``--recompute-method uniform`` with one layer per checkpoint: each
       layer's forward, tensor-parallel communication included, runs again
       just before its backward); ``selective`` (``--recompute-granularity
-      selective``: only the attention core, Korthikanti et al. 2022).
+      selective``: the modules of ``recompute_modules``).
+    * ``recompute_modules``: with ``recompute`` ``selective``, Megatron-core's
+      ``--recompute-modules`` (``transformer_config.py``), each run forward again
+      just before its layer's backward: ``core_attn`` (the attention core,
+      Korthikanti et al. 2022; the default), ``layernorm`` (the layer norms that are
+      modules of their own: with Transformer Engine the one before a mixture-of-experts
+      block, the others fused into the GEMM after them), ``moe_act`` (the experts'
+      activation), ``mlp`` (a dense layer's MLP block, its tensor-parallel
+      communication included).
     * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
       runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
       all gradients after it (Megatron's ``local`` DDP of SC'21), whose
@@ -206,6 +216,7 @@ class LLMConfig:
     bucket_bytes: int | None = None
     dims: Sequence[int] | None = None
     recompute: str = "none"
+    recompute_modules: tuple[str, ...] = ("core_attn",)
     overlap_grad_reduce: bool = True
     scatter_gather: bool = True
     virtual_stages: int = 1
@@ -400,6 +411,7 @@ def _check_features(cfg: LLMConfig) -> None:
         )
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
+    _check_recompute_modules(cfg)
     _check_capacity(cfg)
     if cfg.moe_routing != BALANCED:
         check_routing(cfg.moe_routing)
@@ -408,6 +420,21 @@ def _check_features(cfg: LLMConfig) -> None:
                 f"--moe-routing {cfg.moe_routing}: needs a mixture-of-experts model with --ep > 1 "
                 "(one rank holding every expert: the imbalance between its experts is not modelled)"
             )
+
+
+def _check_recompute_modules(cfg: LLMConfig) -> None:
+    """--recompute-modules: known modules, with --recompute selective; moe_act needs experts."""
+    modules = tuple(cfg.recompute_modules)
+    unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if unknown:
+        raise ConfigError(
+            f"--recompute-modules: {unknown[0]!r} is not one the generator runs "
+            f"(expected some of {', '.join(RECOMPUTE_MODULES)})"
+        )
+    if modules != ("core_attn",) and cfg.recompute != "selective":
+        raise ConfigError("--recompute-modules needs --recompute selective (Megatron-core's rule)")
+    if "moe_act" in modules and not cfg.model.experts:
+        raise ConfigError(f"--recompute-modules moe_act: {cfg.model.name} has no experts")
 
 
 #: Megatron-core's token dispatchers that the generator runs (``--moe-token-dispatcher-type``).

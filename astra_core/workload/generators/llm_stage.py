@@ -492,12 +492,35 @@ class StageBuilder:
         if self.cfg.recompute == "full":
             self._attention_block(i, m, "recompute")
             self._mlp(i, m, True, "recompute")
-        elif self.cfg.recompute == "selective" and self.C == 1:
+            return
+        if self.cfg.recompute != "selective":
+            return
+        modules = self.cfg.recompute_modules
+        if "core_attn" in modules and self.C == 1:
             self.prog.comp(f"L{i}_mb{m}_recompute_core", self._core(i), recompute=True)
-        elif self.cfg.recompute == "selective":
+        elif "core_attn" in modules:
             self._cp_ring(
                 f"L{i}_mb{m}_recompute_core", self.core, True, True, self._phase_key(i, m, "recompute")
             )
+        moe = self.model.is_moe_layer(i)
+        if "mlp" in modules and not moe:
+            self._mlp(i, m, True, "recompute")
+        if moe and ("layernorm" in modules or "moe_act" in modules):
+            self._recompute_moe_parts(i, m)
+
+    def _recompute_moe_parts(self, i: int, m: int) -> None:
+        """--recompute-modules layernorm / moe_act in MoE layer ``i``: the norm before the
+        block (Transformer Engine fuses the other norms into the GEMM after them) and the
+        experts' activation, forward again (each expert-parallel index its own rows)."""
+        modules = self.cfg.recompute_modules
+        norm = [o for o in self.router if o.name == "ln_moe" and "layernorm" in modules]
+        keep = "experts_act" if "moe_act" in modules else None
+        name = f"L{i}_mb{m}_recompute_moe"
+        if i not in self.rows_to:
+            self.prog.comp(name, norm + [o for o in self.experts if o.name == keep], recompute=True)
+            return
+        per_index = [norm + [o for o in ops if o.name == keep] for ops in self._routed_experts_ops(i)]
+        self.prog.comp_by_ep(name, per_index, recompute=True)
 
     def _phase_key(self, i: int, m: int, phase: str) -> int:
         """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""

@@ -140,6 +140,11 @@ def test_errors_are_one_line(tmp_path):
             + ["--output", str(tmp_path / "x")],
             "--decoder-first-pipeline-num-layers 3: the remaining 29 of the 32 layers",
         ),
+        (
+            ["gen", "llm", "--model", "llama3-8b", "--recompute", "selective", "--recompute-modules"]
+            + ["core_attn,moe_act", "--output", str(tmp_path / "x")],
+            "--recompute-modules moe_act: llama3-8b has no experts",
+        ),
     ]
     for args, message in cases:
         out = runner.invoke(main, args)

@@ -4,6 +4,11 @@ against sizes derived here from the layer's shape."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
+from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUS
@@ -52,3 +57,38 @@ def test_each_moe_layer_counts_dispatches_and_combines_over_the_expert_ranks():
     ]
     backward = [n.name.rsplit("_", 2)[-2] for n in layer if "_bwd_" in n.name]
     assert backward == ["combine", "probs", "dispatch"]  # the counts are the forward's
+
+
+def test_recompute_modules_run_the_norm_and_the_experts_activation_again():
+    # --recompute-modules layernorm,moe_act: per MoE layer and micro-batch, the norm before
+    # the block and the experts' SwiGLU run forward once more before the backward
+    base = LLMConfig(MOE, GPUS["h100"], dp=4, ep=4, microbatches=3, micro_batch=B, seq_len=S)
+    again = replace(base, recompute="selective", recompute_modules=("layernorm", "moe_act"))
+    h, k, f, rows = MOE.hidden, MOE.top_k, MOE.expert_ffn_hidden, B * S
+    router, experts, _ = O.moe_ops(MOE, B, S, 1, False, ep=4)
+    (norm,) = [o for o in router if o.name == "ln_moe"]
+    (act,) = [o for o in experts if o.name == "experts_act"]
+    # the norm reads and writes each token's h values (2 bytes each)
+    assert norm.bytes == 2 * 2 * rows * h
+    # the activation reads the k routed rows' 2f gate and up values and writes f (2 bytes)
+    assert act.bytes == 2 * 3 * f * k * rows
+    nodes0 = generate_llm(base).stages[0]
+    nodes1 = generate_llm(again).stages[0]
+    extra = [n for n in nodes1 if n.name.endswith("_recompute_moe")]
+    assert len(extra) == 3 * MOE.layers
+    assert sum(n.nbytes for n in extra) == 3 * MOE.layers * (norm.bytes + act.bytes)
+    assert all(n.recompute for n in extra)  # hardware work, not model FLOPs
+    assert len(nodes1) - len(nodes0) == len(extra)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"recompute_modules": ("moe",)}, "'moe' is not one the generator runs"),
+        ({"recompute": "none", "recompute_modules": ("moe_act",)}, "needs --recompute selective"),
+    ],
+)
+def test_recompute_modules_need_what_megatron_needs(kw, message):
+    cfg = LLMConfig(MOE, GPUS["h100"], dp=4, ep=4, microbatches=1, recompute="selective")
+    with pytest.raises(ConfigError, match=message):
+        generate_llm(replace(cfg, **kw))
