@@ -47,6 +47,18 @@ def test_selective_recompute_runs_the_attention_core_again():
     assert extra == pytest.approx(2 * GPT.layers * core.flops)
 
 
+def test_recomputing_the_mlp_module_runs_its_forward_and_all_reduce_again():
+    base = LLMConfig(GPT, A100, tp=2, pp=1, microbatches=2)
+    mlp = LLMConfig(GPT, A100, tp=2, pp=1, microbatches=2, recompute="selective", recompute_modules=("mlp",))
+    forward = sum(o.flops for o in O.mlp_ops(GPT, 1, GPT.seq_len, 2, False))
+    (wl0, nodes0), (wl1, nodes1) = stage(base), stage(mlp)
+    assert wl1.flops[0] - wl0.flops[0] == pytest.approx(2 * GPT.layers * forward)
+    assert wl1.model_flops == wl0.model_flops  # recomputation is hardware work only
+    # the block's forward all-reduce (tensor parallelism without sequence parallelism)
+    ar = lambda nodes: sum(1 for n in nodes if n.comm_type == pb.ALL_REDUCE and not n.late)  # noqa: E731
+    assert ar(nodes1) - ar(nodes0) == 2 * GPT.layers
+
+
 def test_gradients_reduced_once_after_the_backward_pass():
     overlap = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20)
     local = LLMConfig(GPT, A100, dp=4, tp=2, microbatches=2, bucket_bytes=8 << 20, overlap_grad_reduce=False)
