@@ -67,10 +67,7 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
     places = {role: layout.placement(role, rank) for role in roles}
     q = layout.expert_index(rank) if routed else 0  # nodes that differ by expert-parallel index
     shape = (p, q, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
-    own = array("q")  # the rank's (src, dst) per send or receive
-    for idx in peer_slots:
-        peer = peer_rank(layout, nodes[idx], rank)
-        own.extend((rank, peer) if nodes[idx].type == pb.COMM_SEND_NODE else (peer, rank))
+    own = _own_peers(wl, p, rank, peer_slots, cache)
     template = cache.get(("template", shape))
     if template is not None:
         slots = cache.get(("slots", p))
@@ -91,6 +88,24 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
     for i, idx in enumerate(peer_slots):
         out[idx] = with_peers(out[idx], own[2 * i], own[2 * i + 1])
     return out
+
+
+def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> array:
+    """Rank ``rank``'s ``(src, dst)`` per send or receive of stage ``p`` (flat int64):
+    each peer role's rank worked out once (:func:`~.llm_writer.peer_rank`)."""
+    kinds = cache.get(("peer kinds", p))
+    if kinds is None:  # per send or receive: (its role, whether it sends)
+        nodes = wl.stages[p]
+        kinds = cache[("peer kinds", p)] = [
+            (nodes[i].role, nodes[i].type == pb.COMM_SEND_NODE) for i in peer_slots
+        ]
+        cache[("peer nodes", p)] = {role: nodes[i] for i, (role, _) in zip(peer_slots, kinds)}
+    by_role = {role: peer_rank(wl.layout, n, rank) for role, n in cache[("peer nodes", p)].items()}
+    own = array("q")
+    for role, sends in kinds:
+        peer = by_role[role]
+        own.extend((rank, peer) if sends else (peer, rank))
+    return own
 
 
 def _node_at(
