@@ -22,7 +22,8 @@ overlap where TP > 1 (``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192``,
 3.1 405B recipe's embedding and loss counted in the pipeline split, sequence
 parallelism with TP, the MoE recipes' expert-tensor parallelism 1 (experts folded over
 TP: ``expert_tensor_parallel_size``), Megatron-core's distributed optimizer (FSDP = 1: Megatron FSDP,
-astra's ZeRO 3), FlashAttention, no recomputation.
+astra's ZeRO 3), FlashAttention, no recomputation but the GPT-OSS recipes' recomputed
+layer norms and expert activations (``recompute_modules``).
 
 Systems: DGX H100 (8 H100 SXM on NVSwitch, NVLink4 450 GB/s per GPU and direction;
 8 ConnectX-7 400 Gb/s ports per node: DGX H100 datasheet), DGX B200 (8 B200 on
@@ -66,6 +67,9 @@ SYSTEMS = {
 #: Recipes that count the embedding and the loss as layers in the pipeline split
 #: (llama31_llm_pretrain.py; recipes/qwen/qwen3_moe.py ``qwen3_235b_a22b_pretrain_config``).
 EDGES_IN_PIPELINE_SPLIT = ("llama3-405b", "qwen3-235b-a22b")
+#: The GPT-OSS recipes' ``recompute_modules`` on H100, B200 and GB200
+#: (configs/gpt_oss/gpt_oss_workload_base_configs.py, commit 00b7660b; GB300: none).
+GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
 #: Compute trays of a GB200 / GB300 NVL72 rack (72 GPUs / 4).
 RACK_TRAYS = 18
 
@@ -90,6 +94,7 @@ class Row:
     release: str = "25.11"
     ep: int = 1
     tp_overlap: bool | None = None  # the recipe's tp_comm_overlap (None: on wherever TP > 1)
+    recompute_modules: tuple[str, ...] = ()  # the recipe's recompute_modules (selective)
 
     @property
     def dp(self) -> int:
@@ -130,6 +135,8 @@ class Row:
             sequence_parallel=self.tp > 1,
             tp_comm_overlap=self.tp > 1 if self.tp_overlap is None else self.tp_overlap,
             zero=3 if self.fsdp else 1,
+            recompute="selective" if self.recompute_modules else "none",
+            recompute_modules=self.recompute_modules or ("core_attn",),
             grad_reduce_in_bf16=True,
             precision="fp8" if self.precision.startswith("fp8") else self.precision,
             # FP8-CS: Transformer Engine's current scaling; FP8-MX: its MXFP8 block scaling
@@ -161,10 +168,66 @@ ROWS = (
     Row("GB200", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 29789.0),
     Row("GB300", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 36108.0),
     # mixture of experts (force-balanced routing, token-dropless)
-    Row("H100", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 0, 1, 4, 1, 1, 5630.0, ep=8),
+    # the table prints MBS 4 with 2 gradient-accumulation steps, which do not make GBS 512
+    # on DP 16; the recipe it names runs MBS 1 (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG,
+    # commit 00b7660b), as the 26.02 table's H100 run does (5,993 tokens/s/GPU)
+    Row(
+        "H100",
+        "gpt-oss-120b",
+        64,
+        "bf16",
+        512,
+        1,
+        4096,
+        0,
+        1,
+        4,
+        1,
+        1,
+        5630.0,
+        ep=8,
+        recompute_modules=GPT_OSS_RECOMPUTE,
+    ),
     Row("H100", "qwen3-30b-a3b", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 5275.0, ep=8),
-    Row("B200", "gpt-oss-120b", 64, "bf16", 512, 4, 4096, 0, 1, 1, 1, 1, 8213.0, ep=8),
-    Row("GB200", "gpt-oss-120b", 64, "bf16", 1280, 1, 8192, 0, 1, 1, 1, 1, 15876.0, ep=64),
+    # the table prints EP 8, but the recipe it names runs EP 64
+    # (configs/gpt_oss/gpt_oss_workload_base_configs.py, commit 00b7660b:
+    # GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_BASE_CONFIG), and the 26.02 table's EP 64 run
+    # measures 8,047 tokens/s/GPU, its 26.02.01 EP 8 run 13,722
+    # (docs/performance-summary-archive.md, commit 067f987d): the plan is the recipe's
+    Row(
+        "B200",
+        "gpt-oss-120b",
+        64,
+        "bf16",
+        512,
+        4,
+        4096,
+        0,
+        1,
+        1,
+        1,
+        1,
+        8213.0,
+        ep=64,
+        recompute_modules=GPT_OSS_RECOMPUTE,
+    ),
+    Row(
+        "GB200",
+        "gpt-oss-120b",
+        64,
+        "bf16",
+        1280,
+        1,
+        8192,
+        0,
+        1,
+        1,
+        1,
+        1,
+        15876.0,
+        ep=64,
+        recompute_modules=GPT_OSS_RECOMPUTE,
+    ),
     Row("GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 0, 1, 8, 1, 3, 4916.0, ep=32),
     Row("GB300", "gpt-oss-120b", 64, "bf16", 1280, 2, 8192, 0, 1, 1, 1, 1, 18347.0, ep=64),
     Row("GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 6131.0, ep=16),

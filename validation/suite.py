@@ -12,7 +12,9 @@ they were read from, and builds the run's plan with ``astra gen llm``'s generato
 * ``llama3``: the Llama 3 paper's Table 4, 8,192 and 16,384 H100s (:mod:`h100_scale`);
 * ``nemotron4``: NVIDIA DGX Cloud benchmarking's Nemotron-4 340B recipe (:mod:`h100_scale`);
 * ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 and 26.02 performance summaries, DGX
-  H100, DGX B200 and the GB200 / GB300 NVL72 racks, dense and MoE (:mod:`megatron_bridge`).
+  H100, DGX B200 and the GB200 / GB300 NVL72 racks, dense and MoE (:mod:`megatron_bridge`);
+* ``megatron-moe``: NVIDIA's Megatron-Core MoE report (arXiv 2603.07685), Qwen3-235B on
+  H100, GB200 and GB300 (:mod:`megatron_moe`).
 
 No constant of astra is fitted to any row. Each row is generated and simulated in its own
 process (its wall time and peak resident memory are its own), stopped and reported if
@@ -42,7 +44,7 @@ from summary import emit, geomean_abs
 
 from astra_core.errors import AstraError
 
-SOURCES = ("sc21", "llama3", "nemotron4", "megatron-bridge")
+SOURCES = ("sc21", "llama3", "nemotron4", "megatron-bridge", "megatron-moe")
 
 
 @dataclass(frozen=True)
@@ -109,13 +111,13 @@ def _h100(source: str) -> list[Case]:
     return cases
 
 
-def _megatron_bridge() -> list[Case]:
-    import megatron_bridge
-
+def _bridge_rows(source: str, module: str) -> list[Case]:
+    """The rows of a source written as :class:`megatron_bridge.Row`."""
+    rows = importlib.import_module(module).ROWS
     return [
         Case(
-            "megatron-bridge",
-            "megatron_bridge",
+            source,
+            module,
             i,
             f"{row.model} ({row.release})",
             row.gpu,
@@ -127,7 +129,7 @@ def _megatron_bridge() -> list[Case]:
             f"{f', EP {row.ep}' if row.ep > 1 else ''}, GBS {row.gbs}, "
             f"MBS {row.mbs}{', FSDP' if row.fsdp else ''}",
         )
-        for i, row in enumerate(megatron_bridge.ROWS)
+        for i, row in enumerate(rows)
     ]
 
 
@@ -137,7 +139,8 @@ def cases(sources: tuple[str, ...] = SOURCES) -> list[Case]:
         "sc21": _sc21,
         "llama3": lambda: _h100("llama3"),
         "nemotron4": lambda: _h100("nemotron4"),
-        "megatron-bridge": _megatron_bridge,
+        "megatron-bridge": lambda: _bridge_rows("megatron-bridge", "megatron_bridge"),
+        "megatron-moe": lambda: _bridge_rows("megatron-moe", "megatron_moe"),
     }
     return [case for source in sources for case in make[source]()]
 
@@ -147,20 +150,27 @@ def citations() -> dict[str, str]:
     import h100_scale
     import megatron
     import megatron_bridge
+    import megatron_moe
 
     return {
         "sc21": f"{megatron.PAPER}; plans from {megatron.RUN_SCRIPT}",
         "llama3": h100_scale.LLAMA3,
         "nemotron4": h100_scale.NEMOTRON,
         "megatron-bridge": megatron_bridge.SOURCE,
+        "megatron-moe": megatron_moe.SOURCE,
     }
 
 
 def not_expressible() -> list[tuple[str, str, str]]:
     """(source, runs, why) of the published runs astra cannot express yet."""
     import megatron_bridge
+    import megatron_moe
 
-    return [("megatron-bridge", runs, why) for runs, why in megatron_bridge.NOT_EXPRESSIBLE]
+    return [
+        (source, runs, why)
+        for source, module in (("megatron-bridge", megatron_bridge), ("megatron-moe", megatron_moe))
+        for runs, why in module.NOT_EXPRESSIBLE
+    ]
 
 
 def run_case(case: Case, max_gib: float = 12.0, max_minutes: float = 20.0) -> tuple:

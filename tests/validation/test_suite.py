@@ -53,3 +53,17 @@ def test_an_nvl72_job_shares_the_nvlink_domain_of_its_slurm_segment(bridge):
     assert [domain("H100", n) for n in (8, 1024)] == [8, 8]
     network = bridge.network(replace(row, gpu="GB300", gpus=256))
     assert [d.npus for d in network.dims] == [64, 4]
+
+
+def test_the_moe_report_rows_make_their_global_batch():
+    # Megatron-Core MoE report, Table 11 / Table 20: Qwen3-235B on 256 GB300, MXFP8,
+    # TP 1 PP 4 EP 64 VPP 6 MBS 2 GBS 3072 at 6,583 tokens/s/GPU
+    with validation_script("megatron_moe") as moe:
+        row = moe.ROWS[0]
+        assert (row.gpu, row.gpus, row.tp, row.pp, row.ep, row.vp) == ("GB300", 256, 1, 4, 64, 6)
+        assert row.published_step_s == pytest.approx(3072 * 4096 / (6583 * 256))
+        for row in moe.ROWS:
+            plan = row.plan()
+            assert plan.dp * plan.tp * plan.pp * plan.cp == row.gpus
+            assert row.gbs % (plan.dp * row.mbs) == 0  # whole micro-batches per data-parallel rank
+            assert (94 + 2) % (row.pp * row.vp) == 0  # layers, embedding and loss over the chunks
