@@ -998,11 +998,25 @@ static PyObject* MaxMin_add_new(MaxMin* self, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "a flow needs one weight per link and at least one link");
     return nullptr;
   }
-  for (int link : l)
-    if (link < 0 || link >= static_cast<int>(self->solver->capacity.size())) {
-      PyErr_Format(PyExc_ValueError, "a flow crosses link %d of %zu", link, self->solver->capacity.size());
+  for (size_t k = 0; k < l.size(); ++k) {
+    if (l[k] < 0 || l[k] >= static_cast<int>(self->solver->capacity.size())) {
+      PyErr_Format(PyExc_ValueError, "a flow crosses link %d of %zu", l[k], self->solver->capacity.size());
       return nullptr;
     }
+    if (!(w[k] > 0 && w[k] < INFINITY)) {
+      PyErr_Format(PyExc_ValueError, "a flow's weight on link %d must be positive and finite", l[k]);
+      return nullptr;
+    }
+    for (size_t j = 0; j < k; ++j)
+      if (l[j] == l[k]) {
+        PyErr_Format(PyExc_ValueError, "a flow crosses link %d twice", l[k]);
+        return nullptr;
+      }
+  }
+  if (!(cap >= 0 && cap < INFINITY)) {
+    PyErr_SetString(PyExc_ValueError, "a flow's cap must be finite and at least 0 (0: none)");
+    return nullptr;
+  }
   int id = self->solver->new_flow(static_cast<int>(l.size()), l.data(), w.data(), cap);
   self->solver->add(id);
   return PyLong_FromLong(id);

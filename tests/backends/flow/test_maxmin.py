@@ -72,6 +72,25 @@ def test_ack_weights_and_caps():
     assert data.rate == pytest.approx(9.94, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "links, weights, cap, message",
+    [
+        ((0,), (float("nan"),), 0.0, "weight on link 0 must be positive and finite"),
+        ((0, 1), (1.0, float("inf")), 0.0, "weight on link 1 must be positive and finite"),
+        ((1,), (0.0,), 0.0, "weight on link 1 must be positive and finite"),
+        ((0,), (-1.0,), 0.0, "weight on link 0 must be positive and finite"),
+        ((0, 0), (1.0, 1.0), 0.0, "crosses link 0 twice"),
+        ((0,), (1.0,), float("nan"), "cap must be finite and at least 0"),
+        ((0,), (1.0,), -2.0, "cap must be finite and at least 0"),
+        ((2,), (1.0,), 0.0, "crosses link 2 of 2"),
+    ],
+)
+def test_a_flow_that_no_rate_can_satisfy_is_refused(links, weights, cap, message):
+    solver = MaxMinSolver([10.0, 100.0])
+    with pytest.raises(ValueError, match=message):
+        solver.add(Flow(links, weights, cap))
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_incremental_rates_equal_a_full_solve(seed):
     rng = random.Random(seed)
