@@ -50,7 +50,7 @@ def check_plan(cfg: LLMConfig, microbatches: int) -> None:
     attention = max(C, ring)
     per_layer = 2 * (attention + ring)  # forward and backward, attention and MLP
     moe = max(0, model.layers - model.dense_layers) if model.experts else 0
-    dense_params = (model.attention_params() // T + model.norm_params()) * model.layers
+    dense_params = (int(model.attention_params_on(T)) + model.norm_params()) * model.layers
     dense_params += (model.layers - moe) * (model.dense_mlp_params() // T)
     expert_params = moe * model.experts // cfg.ep * model.expert_params() // T
     buckets = _grad_buckets(cfg, dense_params, cfg.dp * C) + _grad_buckets(

@@ -174,7 +174,7 @@ class StageProgram:
 def _layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> tuple[float, float]:
     """(dense, expert) parameters of one layer on one rank: sharded matrices / t (routed
     experts' / ``etp``), norms whole."""
-    dense = model.attention_params() / t + model.norm_params()
+    dense = model.attention_params_on(t) + model.norm_params()
     if model.is_moe_layer(layer):
         dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
         return dense, model.experts / ep * model.expert_params() / etp
@@ -356,9 +356,11 @@ class StageBuilder:
         self.post: list[O.Op] = []
         self.kv_block = 0.0
         if self.C > 1:  # the block's kernels before and after the attention core, and the ring's steps
-            self.pre, self.post = self.attn[:2], self.attn[-2:]
+            core = next(i for i, o in enumerate(self.attn) if o.kind == O.ATTENTION)
+            self.pre, self.post = self.attn[:core], self.attn[core + 1 :]
             self.core = O.context_parallel_attention_ops(model, b, cfg.sequence_length, T, self.C)
-            self.kv_block = 2 * b * s * model.kv / T * model.hd * O.BYTES  # this rank's keys and values
+            # this rank's keys and values
+            self.kv_block = b * s * model.kv / T * (model.qk_dim + model.v_dim) * O.BYTES
         self.overlap = cfg.tp_comm_overlap and T > 1
         self.accumulate: dict[int, list[O.Op]] = {}  # per layer, set by each backward pass
 

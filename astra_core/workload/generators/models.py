@@ -9,15 +9,21 @@ optionally mixture-of-experts layers (``experts`` routed experts of width
 ``dense_layers`` layers dense), and optionally sliding-window attention
 (``sliding_window`` keys before each query, on every layer but each
 ``full_attention_every``-th, counted from 1: Megatron-core's ``window_size``
-and ``window_attn_skip_freq``). Parameter counts ignore biases. A ``vocab`` of 0
-means a bare stack of layers (no embedding, final norm or output head).
+and ``window_attn_skip_freq``), and optionally multi-head latent attention
+(DeepSeek-V2/V3, MLA: ``kv_lora_rank`` > 0; queries through a ``q_lora_rank``
+bottleneck when > 0, keys and values up-projected per head from a ``kv_lora_rank``
+latent, queries and keys of ``head_dim + rope_head_dim`` (a RoPE part of
+``rope_head_dim`` shared by the heads' keys), values of ``v_head_dim``; the down
+projections whole on every tensor-parallel rank, as Megatron-core's
+``MLASelfAttention`` duplicates them). Parameter counts ignore biases. A
+``vocab`` of 0 means a bare stack of layers (no embedding, final norm or output head).
 
 Presets (sources in each entry): GPT-3 175B, Llama-3 8B / 70B / 405B,
-Mixtral 8x7B, Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B, and a DeepSeek-V3-like
-MoE (standard multi-head attention of the same head count stands in for
-multi-head latent attention). Not modelled: Qwen3's per-head query/key norms
-and GPT-OSS's attention sinks (one logit per head) and biases, each an
-element-wise term beside the attention kernel.
+Mixtral 8x7B, Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 (its
+multi-token-prediction module not included). Not modelled: Qwen3's per-head
+query/key norms, GPT-OSS's attention sinks (one logit per head) and biases, and
+MLA's rotary embedding of its RoPE parts, each an element-wise term beside the
+attention kernel.
 A user file (JSON or YAML) holds the same keys.
 """
 
@@ -57,6 +63,10 @@ class ModelConfig:
     dense_layers: int = 0
     sliding_window: int = 0
     full_attention_every: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
     source: str = ""
 
     @property
@@ -66,6 +76,21 @@ class ModelConfig:
     @property
     def hd(self) -> int:
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (see the module docstring)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of a query or key head (MLA: with its RoPE part)."""
+        return self.hd + self.rope_head_dim if self.mla else self.hd
+
+    @property
+    def v_dim(self) -> int:
+        """Width of a value head."""
+        return self.v_head_dim if self.mla else self.hd
 
     @property
     def mlp_matrices(self) -> int:
@@ -84,7 +109,21 @@ class ModelConfig:
     # -- parameter counts (elements) -----------------------------------------------
     def attention_params(self) -> int:
         """Q, K, V and output projections of one layer."""
-        return self.hidden * self.hd * (2 * self.heads + 2 * self.kv)
+        return int(self.attention_params_on(1))
+
+    def attention_params_on(self, t: int) -> float:
+        """One layer's attention parameters on one of ``t`` tensor-parallel ranks: the
+        projections split by heads; MLA's down projections and latent norms whole."""
+        if not self.mla:
+            return self.hidden * self.hd * (2 * self.heads + 2 * self.kv) / t
+        q_in = self.q_lora_rank or self.hidden
+        whole = self.hidden * (self.kv_lora_rank + self.rope_head_dim) + self.kv_lora_rank
+        if self.q_lora_rank:
+            whole += self.hidden * self.q_lora_rank + self.q_lora_rank
+        split = self.heads * (
+            q_in * self.qk_dim + self.kv_lora_rank * (self.hd + self.v_dim) + self.v_dim * self.hidden
+        )
+        return whole + split / t
 
     def dense_mlp_params(self) -> int:
         return self.mlp_matrices * self.hidden * self.ffn_hidden
@@ -210,7 +249,12 @@ MODELS: dict[str, ModelConfig] = {
             expert_ffn_hidden=2048,
             shared_experts=1,
             dense_layers=3,
-            source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2 (MLA replaced by MHA)",
+            q_lora_rank=1536,
+            kv_lora_rank=512,
+            rope_head_dim=64,
+            v_head_dim=128,
+            source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2; deepseek-ai/DeepSeek-V3 "
+            "config.json (q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)",
         ),
         ModelConfig(
             "qwen3-30b-a3b",
@@ -301,6 +345,10 @@ _INT_KEYS = {
     "full_attention_every": 0,
     "kv_heads": None,
     "head_dim": None,
+    "q_lora_rank": 0,
+    "kv_lora_rank": 0,
+    "rope_head_dim": 0,
+    "v_head_dim": 0,
 }
 
 
@@ -342,6 +390,11 @@ def check_model(model: ModelConfig, where: str) -> ModelConfig:
         )
     if model.heads % model.kv:
         raise ConfigError(f"{where}: kv_heads: {model.kv} does not divide heads {model.heads}")
+    if model.mla and (model.v_head_dim < 1 or model.kv != model.heads):
+        raise ConfigError(
+            f"{where}: kv_lora_rank: multi-head latent attention needs v_head_dim >= 1 and a key "
+            "and value head per query head (kv_heads absent or equal to heads)"
+        )
     if model.experts:
         if not 1 <= model.top_k <= model.experts or model.expert_ffn_hidden < 1:
             raise ConfigError(

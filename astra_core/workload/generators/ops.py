@@ -163,34 +163,36 @@ def attention_core_ops(
     """The attention core of one rank's ``heads / t`` heads (see the module docstring),
     causal unless ``causal`` is False (an encoder's, or a benchmark's without a mask).
 
-    Model FLOPs: ``2 x 2 b s^2 (heads / t) head_dim`` (``Q K^T`` and ``P V``). A
-    sliding ``window`` (keys before each query, shorter than ``s``; FlashAttention
-    only) makes each query meet ``window`` keys: ``2 x 2 b s window (heads / t)
-    head_dim``, all of it executed (a band of the score matrix, no masked half)."""
-    heads, kv, hd = model.heads / t, model.kv / t, model.hd
+    Model FLOPs: ``2 b s^2 (heads / t) (qk + v)`` (``Q K^T`` and ``P V``; qk = v =
+    head_dim but under MLA, :attr:`~.models.ModelConfig.qk_dim`). A sliding ``window``
+    (keys before each query, shorter than ``s``; FlashAttention only) makes each
+    query meet ``window`` keys: ``2 b s window (heads / t) (qk + v)``, all of it
+    executed (a band of the score matrix, no masked half). The kernel's rate is
+    FlashAttention's at head dimension ``(qk + v) / 2``."""
+    heads, kv, qk, v = model.heads / t, model.kv / t, model.qk_dim, model.v_dim
     tokens = b * s
     keys, causal = (window, False) if 0 < window < s else (s, causal)
     if attention == "flash":
         return [
             Op(
                 "attention",
-                4.0 * b * s * keys * heads * hd,
-                BYTES * tokens * hd * (2 * heads + 2 * kv),
+                2.0 * b * s * keys * heads * (qk + v),
+                BYTES * tokens * (qk * (heads + kv) + v * (kv + heads)),
                 ATTENTION,
-                (b * heads, s, keys, hd, causal, False),
+                (b * heads, s, keys, (qk + v) / 2, causal, False),
             )
         ]
     scores = b * heads * s * s  # elements of the score matrix
     lower = (s + 1) / (2 * s) if causal else 1.0  # share of it the softmax reads
     ops = [
-        _gemm("attention_scores", s, s, hd, b * heads),
+        _gemm("attention_scores", s, s, qk, b * heads),
         _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0),
     ]
     if dropout:
         ops.append(_memory("attention_dropout", scores, 2 * BYTES + 1, 2 * BYTES + 1))
     return ops + [
-        _gemm("attention_values", s, hd, s, b * heads),
-        _memory("attention_context_copy", tokens * heads * hd, 2 * BYTES, 2 * BYTES, 0.0),
+        _gemm("attention_values", s, v, s, b * heads),
+        _memory("attention_context_copy", tokens * heads * v, 2 * BYTES, 2 * BYTES, 0.0),
     ]
 
 
@@ -206,15 +208,16 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
     count each block as the whole-matrix count does (twice what it executes):
     ``4 b s^2 (heads / t) head_dim / cp`` in all.
     """
-    heads, kv, hd = model.heads / t, model.kv / t, model.hd
+    heads, kv, qk, v = model.heads / t, model.kv / t, model.qk_dim, model.v_dim
+    dim = (qk + v) / 2  # FlashAttention's rate at the mean of the query-key and value widths
     q = s // cp
     ops = [
         Op(
             "attention_cp0",
-            4.0 * b * q * q * heads * hd,
-            BYTES * b * q * hd * (2 * heads + 2 * kv),
+            2.0 * b * q * q * heads * (qk + v),
+            BYTES * b * q * (qk * (heads + kv) + v * (kv + heads)),
             ATTENTION,
-            (b * heads, q, q, hd, True, False),
+            (b * heads, q, q, dim, True, False),
         )
     ]
     half = q // 2
@@ -222,10 +225,10 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
         ops.append(
             Op(
                 f"attention_cp{step}",
-                2 * 4.0 * b * q * half * heads * hd,
-                BYTES * b * hd * (2 * heads * q + 2 * kv * half),
+                2 * 2.0 * b * q * half * heads * (qk + v),
+                BYTES * b * ((qk + v) * heads * q + (qk + v) * kv * half),
                 ATTENTION,
-                (b * heads, q, half, hd, False, False),
+                (b * heads, q, half, dim, False, False),
             )
         )
     return ops
@@ -241,16 +244,44 @@ def attention_ops(
     dropout: bool = False,
     window: int = 0,
 ) -> list[Op]:
-    """Layer norm, QKV projection, attention core (sliding ``window``: see
-    :func:`attention_core_ops`), output projection, residual add."""
+    """Layer norm, QKV projection (MLA: :func:`_latent_projection_ops`), attention core
+    (sliding ``window``: see :func:`attention_core_ops`), output projection, residual add."""
     tokens = b * s
     heads, kv, hd = model.heads / t, model.kv / t, model.hd
+    projections = (
+        _latent_projection_ops(model, tokens, t)
+        if model.mla
+        else [_gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden)]
+    )
     return [
         _norm("ln_attn", tokens, model.hidden, t, sp),
-        _gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden),
+        *projections,
         *attention_core_ops(model, b, s, t, attention, dropout, window=window),
-        _gemm("attn_out", tokens, model.hidden, heads * hd),
+        _gemm("attn_out", tokens, model.hidden, heads * model.v_dim),
         _residual("attn_residual", tokens, model.hidden, t, sp, dropout),
+    ]
+
+
+def _latent_projection_ops(model: ModelConfig, tokens: float, t: int) -> list[Op]:
+    """Multi-head latent attention's projections of one rank (Megatron-core's
+    ``MLASelfAttention``): the query and key-value down projections, whole on every
+    tensor-parallel rank over all ``tokens``, each latent's RMS norm, and the up
+    projections of the rank's ``heads / t`` heads (queries to ``qk_dim``, keys to
+    ``head_dim`` beside the shared RoPE key, values to ``v_head_dim``)."""
+    heads, h = model.heads / t, model.hidden
+    kv_rank, rope = model.kv_lora_rank, model.rope_head_dim
+    if model.q_lora_rank:
+        q = [
+            _gemm("q_down", tokens, model.q_lora_rank, h),
+            _memory("q_norm", tokens * model.q_lora_rank, 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM),
+            _gemm("q_up", tokens, heads * model.qk_dim, model.q_lora_rank),
+        ]
+    else:
+        q = [_gemm("q_up", tokens, heads * model.qk_dim, h)]
+    return q + [
+        _gemm("kv_down", tokens, kv_rank + rope, h),
+        _memory("kv_norm", tokens * kv_rank, 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM),
+        _gemm("kv_up", tokens, heads * (model.hd + model.v_dim), kv_rank),
     ]
 
 
@@ -387,17 +418,19 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
 #: transformer layers' linear layers (TE modules). The embedding, the output layer
 #: (``tensor_parallel.ColumnParallelLinear``), the MoE router and attention's own
 #: products stay BF16.
-FP8_GEMMS = frozenset(
-    {"qkv", "attn_out", "mlp_up", "mlp_down", "shared_up", "shared_down", "experts_up", "experts_down"}
+FP8_GEMMS = frozenset({"qkv", "attn_out", "mlp_up", "mlp_down", "shared_up", "shared_down"}) | frozenset(
+    {"experts_up", "experts_down", "q_down", "q_up", "kv_down", "kv_up"}
 )
 #: FP8 GEMMs whose activation operand the kernel before them writes in FP8 already:
-#: LayerNormLinear's and LayerNormMLP's fused norm (qkv, fc1) and activation (fc2).
-_FP8_FROM_PRODUCER = frozenset({"qkv", "mlp_up", "mlp_down"})
+#: LayerNormLinear's and LayerNormMLP's fused norm (qkv, fc1, and MLA's up projections
+#: after their latents' norms: Megatron-core's MLA spec with ``qk_layernorm``) and
+#: activation (fc2).
+_FP8_FROM_PRODUCER = frozenset({"qkv", "q_up", "kv_up", "mlp_up", "mlp_down"})
 #: ... and whose output gradient the kernel before them does: fc1's, from the fused
 #: dGELU/dSwiGLU + cast-transpose of LayerNormMLP's backward.
 _FP8_GRAD_FROM_PRODUCER = frozenset({"mlp_up"})
 #: The forward GEMMs of :data:`_FP8_FROM_PRODUCER` whose producer is a layer norm.
-_FP8_AFTER_NORM = frozenset({"qkv", "mlp_up"})
+_FP8_AFTER_NORM = frozenset({"qkv", "q_up", "kv_up", "mlp_up"})
 
 
 #: Bytes per element of an MXFP8 cast: read BF16, write the row-wise and column-wise
