@@ -261,8 +261,8 @@ ROWS = (
 NOT_EXPRESSIBLE = (
     (
         "DeepSeek-V3 (5 rows: DGX-GB300 and DGX-GB200 BF16 and FP8-MX, DGX-B200 FP8-MX)",
-        "multi-head latent attention and the multi-token-prediction layer are not modelled "
-        "(astra's deepseek-v3 preset stands multi-head attention in for MLA)",
+        "the recipe's multi-token-prediction layer (recipes/deepseek/deepseek_v3.py: "
+        "mtp_num_layers = 1) is not modelled",
     ),
 )
 

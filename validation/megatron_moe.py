@@ -82,7 +82,7 @@ ROWS = (
 NOT_EXPRESSIBLE = (
     (
         "DeepSeek-V3 (4 rows: GB300 and GB200 MXFP8, GB200 BF16, 1,024 H100 FP8 blockwise)",
-        "multi-head latent attention is not modelled, nor FP8 blockwise scaling",
+        "DeepSeek-V3's multi-token-prediction layer is not modelled, nor FP8 blockwise scaling",
     ),
 )
 
