@@ -272,6 +272,14 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "core_attn, layernorm, moe_act, mlp",
 )
 @click.option(
+    "--mtp-num-layers",
+    "mtp_layers",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="multi-token-prediction depths after the last layer (Megatron-core's, DeepSeek-V3's 1)",
+)
+@click.option(
     "--overlap-grad-reduce/--no-overlap-grad-reduce",
     default=True,
     show_default=True,

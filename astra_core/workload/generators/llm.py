@@ -110,6 +110,13 @@ class LLMConfig:
       block, the others fused into the GEMM after them), ``moe_act`` (the experts'
       activation), ``mlp`` (a dense layer's MLP block, its tensor-parallel
       communication included).
+    * ``mtp_layers``: Megatron-core's ``--mtp-num-layers`` (DeepSeek-V3's
+      multi-token prediction): after the last layer, on the last pipeline stage, each
+      depth embeds the tokens one further ahead, projects them with the hidden states
+      (:func:`.ops.mtp_input_ops`), runs one more transformer layer of the model's last
+      layer's kind and the shared output layer and loss again; with P > 1 the last
+      stage keeps a copy of the embedding, whose gradient it all-reduces with the
+      first stage's (the embedding group). Routing skew leaves its MoE layer balanced.
     * ``overlap_grad_reduce``: reduce gradient buckets while the backward pass
       runs (PyTorch DDP, ``--overlap-grad-reduce``); off: one reduction of
       all gradients after it (Megatron's ``local`` DDP of SC'21), whose
@@ -217,6 +224,7 @@ class LLMConfig:
     dims: Sequence[int] | None = None
     recompute: str = "none"
     recompute_modules: tuple[str, ...] = ("core_attn",)
+    mtp_layers: int = 0
     overlap_grad_reduce: bool = True
     scatter_gather: bool = True
     virtual_stages: int = 1
@@ -412,6 +420,10 @@ def _check_features(cfg: LLMConfig) -> None:
     if cfg.recompute not in RECOMPUTE:
         raise ConfigError(f"--recompute: expected one of {', '.join(RECOMPUTE)}, got '{cfg.recompute}'")
     _check_recompute_modules(cfg)
+    if cfg.mtp_layers < 0 or (cfg.mtp_layers and not cfg.model.vocab):
+        raise ConfigError(
+            f"--mtp-num-layers {cfg.mtp_layers}: needs 0 or more, and a model with a vocabulary"
+        )
     _check_capacity(cfg)
     if cfg.moe_routing != BALANCED:
         check_routing(cfg.moe_routing)

@@ -283,6 +283,8 @@ class StageBuilder:
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
         self.first, self.last = p == 0, p == self.P - 1
+        # multi-token prediction's layers (numbered after the model's), on the last stage
+        self.mtp = range(model.layers, model.layers + cfg.mtp_layers) if self.last else range(0)
         self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
         self.edp = self.T * self.C * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
@@ -323,15 +325,21 @@ class StageBuilder:
         model, T = self.model, self.T
         etp = 1 if self.folded else T
         self.params = {i: _layer_params(model, i, T, self.cfg.ep, etp) for i in self.layers}
+        for i in self.mtp:  # its layer, the projection of 2h to h and the two norms
+            d, e = _layer_params(model, i, T, self.cfg.ep, etp)
+            self.params[i] = (d + 2 * model.hidden * model.hidden / T + 2 * model.hidden, e)
         dense = sum(v[0] for v in self.params.values())
         self.expert = sum(v[1] for v in self.params.values())
         # embedding on the first stage; final norm and output projection on the last (a copy
-        # of the embedding when tied and pipelined, none when tied on one stage)
+        # of the embedding when tied and pipelined, none when tied on one stage; and one
+        # for multi-token prediction when pipelined and not tied)
         self.edge = 0.0
         if model.vocab:  # vocab 0: a bare stack of layers, no embedding or head
+            copy = self.mtp and self.P > 1 and not model.tie_embeddings
             self.edge = (model.vocab * model.hidden / T if self.first else 0.0) + (
                 model.hidden
                 + (model.vocab * model.hidden / T if not model.tie_embeddings or self.P > 1 else 0.0)
+                + (model.vocab * model.hidden / T if copy else 0.0)
                 if self.last
                 else 0.0
             )
@@ -426,6 +434,7 @@ class StageBuilder:
         tail_chunk = q == self.P * self.V - 1
         if tail_chunk and model.vocab:
             prog.comp(f"mb{m}_lm_head", O.head_ops(model, self.b, self.s, T, sp))
+            self._mtp(m, True)
         elif not tail_chunk:
             prog.send(f"{tm}_act_send", self.p2p, "next", self._p2p_tag(m, q + 1, False))
 
@@ -437,12 +446,17 @@ class StageBuilder:
         chunk = self.chunk_layers(v)
         tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
         tail_chunk = q == self.P * self.V - 1
+        first, last = step == self.chunk_first[v], step == self.chunk_done[v]
+        self.accumulate = {i: self._gradient_ops(i, first, last) for i in chunk}
         if tail_chunk and model.vocab:
+            self.accumulate.update({i: self._gradient_ops(i, first, last) for i in self.mtp})
+            self._mtp(m, False)
+            if last:
+                for i in self.mtp:
+                    self.grads.add(*self.params[i])
             prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, self.b, self.s, T, sp)))
         elif not tail_chunk:
             self._receive(f"{tm}_grad_recv", "next", self._p2p_tag(m, q, True))
-        first, last = step == self.chunk_first[v], step == self.chunk_done[v]
-        self.accumulate = {i: self._gradient_ops(i, first, last) for i in chunk}
         gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd") if chunk else None
         for i in reversed(chunk):
             prog.pending.append(gathered)
@@ -460,6 +474,26 @@ class StageBuilder:
         if step == self.last_backward:
             self.grads.add(self.edge, 0.0)
             self.grads.finish()
+
+    def _mtp(self, m: int, forward: bool) -> None:
+        """Micro-batch ``m``'s multi-token-prediction depths (LLMConfig ``mtp_layers``), after
+        the output head forward and before it backward: per depth its input
+        (:func:`.ops.mtp_input_ops`), its layer, the shared output layer and loss."""
+        prog, model, b, s, T, sp = self.prog, self.model, self.b, self.s, self.T, self.sp
+        into, head = O.mtp_input_ops(model, b, s, T, sp), O.head_ops(model, b, s, T, sp)
+        for i in self.mtp if forward else reversed(self.mtp):
+            prog.pending.append(self._zero3_gather(i, f"mb{m}_{'fwd' if forward else 'bwd'}"))
+            if forward:
+                prog.comp(f"mb{m}_mtp{i}_in", into)
+                self._attention_block(i, m, "fwd")
+                self._mlp(i, m, True)
+                prog.comp(f"mb{m}_mtp{i}_head", head)
+                continue
+            prog.comp(f"mb{m}_mtp{i}_head_bwd", O.backward(head))
+            self._recompute_layer(i, m)
+            self._mlp(i, m, False)
+            self._attention_block(i, m, "bwd")
+            prog.comp(f"mb{m}_mtp{i}_in_bwd", O.backward(into))
 
     def _amax_reduction(self, name: str, chunk: range, forward: bool) -> None:
         """FP8 delayed scaling: Transformer Engine all-reduces (MAX) the amaxes of every
@@ -526,7 +560,9 @@ class StageBuilder:
 
     def _phase_key(self, i: int, m: int, phase: str) -> int:
         """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""
-        return (m * self.model.layers + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
+        return (m * (self.model.layers + self.cfg.mtp_layers) + i) * 3 + ("fwd", "recompute", "bwd").index(
+            phase
+        )
 
     # -- attention ----------------------------------------------------------------------
     def _attention_block(self, i: int, m: int, phase: str) -> None:
@@ -897,10 +933,11 @@ class StageBuilder:
 
     # -- after the backward passes -------------------------------------------------------------
     def _tied_embedding_grads(self) -> None:
-        """Tied embeddings with P > 1: the first and last stage all-reduce the embedding
-        gradient (Megatron's embedding group)."""
+        """Tied embeddings, or multi-token prediction, with P > 1: the first and last stage
+        all-reduce the embedding gradient (Megatron's embedding group)."""
         model = self.model
-        if model.tie_embeddings and model.vocab and self.P > 1 and (self.first or self.last):
+        shared = model.tie_embeddings or self.cfg.mtp_layers  # multi-token prediction embeds too
+        if shared and model.vocab and self.P > 1 and (self.first or self.last):
             size = model.vocab * model.hidden / self.T * self.cfg.grad_bytes
             h = self.prog.grad_coll("embedding_grads_AR", _AR, size, "emb")
             if h is not None:

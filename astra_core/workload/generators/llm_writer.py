@@ -181,6 +181,7 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "moe_pad_to_capacity": cfg.moe_pad_to_capacity,
         "moe_token_dispatcher": cfg.moe_token_dispatcher,
         "recompute_modules": list(cfg.recompute_modules) if cfg.recompute == "selective" else [],
+        "mtp_layers": cfg.mtp_layers,
         "etp": cfg.etp if cfg.etp is not None else cfg.tp,
         "grad_bytes": cfg.grad_bytes,
         "bucket_bytes": cfg.bucket_bytes,

@@ -66,6 +66,7 @@ __all__ = [
     "head_ops",
     "kernel_precision",
     "mlp_ops",
+    "mtp_input_ops",
     "moe_ops",
     "optimizer_ops",
 ]
@@ -389,6 +390,20 @@ def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[
     """Vocabulary-parallel embedding lookup: read and write one row per token (backward:
     read the gradient, accumulate into the rows)."""
     return [_memory("embedding", b * s * model.hidden, 2 * BYTES, 2 * BYTES, 0.0)]
+
+
+def mtp_input_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
+    """A multi-token-prediction depth's input (Megatron-core's
+    ``MultiTokenPredictionLayer``, DeepSeek-V3's MTP module): the embedding of the
+    tokens one further ahead, the RMS norms of that embedding and of the hidden states,
+    and the projection of their concatenation (``2 h`` to ``h``, split over ``t``)."""
+    tokens = b * s
+    return [
+        *embedding_ops(model, b, s, t, sp),
+        _norm("mtp_enorm", tokens, model.hidden, t, sp),
+        _norm("mtp_hnorm", tokens, model.hidden, t, sp),
+        _gemm("mtp_proj", tokens, model.hidden / t, 2 * model.hidden),
+    ]
 
 
 #: Bytes per logit of Megatron-LM's vocabulary-parallel cross-entropy on FP32 logits

@@ -92,3 +92,38 @@ def test_fp8_up_projections_take_their_norms_fp8_output():
     )  # fmt: skip
     wl = generate_llm(cfg)
     assert sum(wl.flops.values()) >= sum(wl.model_flops.values()) > 0
+
+
+DENSE = ModelConfig(
+    "mtp-test", layers=4, hidden=256, heads=8, ffn_hidden=512, vocab=1024, mlp="swiglu", seq_len=256
+)
+
+
+def test_multi_token_prediction_adds_a_layer_a_projection_and_a_loss_on_the_last_stage():
+    gpu, M = GPUS["h100"], 3
+    base = generate_llm(LLMConfig(DENSE, gpu, pp=2, microbatches=M))
+    mtp = generate_llm(LLMConfig(DENSE, gpu, pp=2, microbatches=M, mtp_layers=1))
+    b, s = 1, DENSE.seq_len
+    depth = (
+        O.mtp_input_ops(DENSE, b, s, 1, False)
+        + O.attention_ops(DENSE, b, s, 1, False)
+        + O.mlp_ops(DENSE, b, s, 1, False)
+        + O.head_ops(DENSE, b, s, 1, False)
+    )
+    per_mb = sum(o.flops for o in depth) + sum(o.flops for o in O.backward(depth))
+    # the projection: 2 (b s) (2h) h forward
+    assert [o.flops for o in depth if o.name == "mtp_proj"] == [2 * s * 2 * 256 * 256]
+    assert mtp.model_flops[1] - base.model_flops[1] == pytest.approx(M * per_mb, rel=1e-12)
+    assert mtp.model_flops[0] == base.model_flops[0]
+    # the last stage keeps a copy of the embedding: both stages all-reduce its gradient
+    for stage in mtp.stages:
+        (ar,) = [n for n in stage if n.name == "embedding_grads_AR"]
+        assert ar.size == 1024 * 256 * 4  # FP32 gradients
+    assert not any(n.name == "embedding_grads_AR" for n in base.stages[1])
+
+
+def test_multi_token_prediction_needs_a_vocabulary():
+    with pytest.raises(
+        ConfigError, match="--mtp-num-layers 1: needs 0 or more, and a model with a vocabulary"
+    ):
+        generate_llm(LLMConfig(MLA, GPUS["h100"], microbatches=1, mtp_layers=1))
