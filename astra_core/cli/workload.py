@@ -269,7 +269,7 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     show_default=True,
     callback=lambda ctx, param, value: tuple(m.strip() for m in value.split(",") if m.strip()),
     help="with --recompute selective, Megatron-core's modules run again, comma-separated: "
-    "core_attn, layernorm, moe_act, mlp",
+    "core_attn, layernorm, moe_act, mlp, mla_up_proj",
 )
 @click.option(
     "--mtp-num-layers",

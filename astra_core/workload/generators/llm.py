@@ -73,7 +73,7 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
 RECOMPUTE = ("none", "selective", "full")
 #: Megatron-core's ``--recompute-modules`` that the generator runs (see LLMConfig).
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mlp")
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mlp", "mla_up_proj")
 #: Attention implementations (see :mod:`.ops`).
 ATTENTIONS = ("flash", "unfused")
 
@@ -109,7 +109,8 @@ class LLMConfig:
       modules of their own: with Transformer Engine the one before a mixture-of-experts
       block, the others fused into the GEMM after them), ``moe_act`` (the experts'
       activation), ``mlp`` (a dense layer's MLP block, its tensor-parallel
-      communication included).
+      communication included), ``mla_up_proj`` (multi-head latent attention's up
+      projections with their fused latent norms).
     * ``mtp_layers``: Megatron-core's ``--mtp-num-layers`` (DeepSeek-V3's
       multi-token prediction): after the last layer, on the last pipeline stage, each
       depth embeds the tokens one further ahead, projects them with the hidden states
@@ -447,6 +448,10 @@ def _check_recompute_modules(cfg: LLMConfig) -> None:
         raise ConfigError("--recompute-modules needs --recompute selective (Megatron-core's rule)")
     if "moe_act" in modules and not cfg.model.experts:
         raise ConfigError(f"--recompute-modules moe_act: {cfg.model.name} has no experts")
+    if "mla_up_proj" in modules and not cfg.model.mla:
+        raise ConfigError(
+            f"--recompute-modules mla_up_proj: {cfg.model.name} has no multi-head latent attention"
+        )
 
 
 #: Megatron-core's token dispatchers that the generator runs (``--moe-token-dispatcher-type``).

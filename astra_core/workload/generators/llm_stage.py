@@ -538,6 +538,9 @@ class StageBuilder:
             self._cp_ring(
                 f"L{i}_mb{m}_recompute_core", self.core, True, True, self._phase_key(i, m, "recompute")
             )
+        if "mla_up_proj" in modules:  # the up projections with their fused latent norms
+            up = [o for o in self._attn(i) if o.name in ("q_norm", "q_up", "kv_norm", "kv_up")]
+            self.prog.comp(f"L{i}_mb{m}_recompute_up_proj", up, recompute=True)
         moe = self.model.is_moe_layer(i)
         if "mlp" in modules and not moe:
             self._mlp(i, m, True, "recompute")

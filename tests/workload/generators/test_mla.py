@@ -127,3 +127,19 @@ def test_multi_token_prediction_needs_a_vocabulary():
         ConfigError, match="--mtp-num-layers 1: needs 0 or more, and a model with a vocabulary"
     ):
         generate_llm(LLMConfig(MLA, GPUS["h100"], microbatches=1, mtp_layers=1))
+
+
+def test_recomputing_the_up_projections_runs_them_and_their_norms_again():
+    gpu, M = GPUS["h100"], 2
+    base = LLMConfig(MLA, gpu, microbatches=M)
+    again = LLMConfig(MLA, gpu, microbatches=M, recompute="selective", recompute_modules=("mla_up_proj",))
+    up = [
+        o for o in O.attention_ops(MLA, 1, 512, 1, False) if o.name in ("q_norm", "q_up", "kv_norm", "kv_up")
+    ]
+    assert len(up) == 4
+    extra = generate_llm(again).flops[0] - generate_llm(base).flops[0]
+    assert extra == pytest.approx(M * MLA.layers * sum(o.flops for o in up), rel=1e-12)
+    with pytest.raises(ConfigError, match="mla_up_proj: mtp-test has no multi-head latent attention"):
+        generate_llm(
+            LLMConfig(DENSE, gpu, microbatches=1, recompute="selective", recompute_modules=("mla_up_proj",))
+        )
