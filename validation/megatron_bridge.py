@@ -261,8 +261,8 @@ ROWS = (
 NOT_EXPRESSIBLE = (
     (
         "DeepSeek-V3 (5 rows: DGX-GB300 and DGX-GB200 BF16 and FP8-MX, DGX-B200 FP8-MX)",
-        "not in the suite yet: astra now models multi-head latent attention and the "
-        "recipe's multi-token prediction (`--mtp-num-layers 1`), and the rows wait on the "
+        "not in the suite yet: astra models their multi-head latent attention and the "
+        "recipe's multi-token prediction (`--mtp-num-layers 1`); the rows wait on the "
         "recipe's pipeline layout and recomputation",
     ),
 )

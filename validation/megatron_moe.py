@@ -82,8 +82,8 @@ ROWS = (
 NOT_EXPRESSIBLE = (
     (
         "DeepSeek-V3 (4 rows: GB300 and GB200 MXFP8, GB200 BF16, 1,024 H100 FP8 blockwise)",
-        "not in the suite yet (multi-head latent attention and multi-token prediction are "
-        "modelled now; the runs' pipeline layouts are not in the report), and FP8 blockwise "
+        "not in the suite yet (astra models their multi-head latent attention and multi-token "
+        "prediction; the report does not give the runs' pipeline layouts), and FP8 blockwise "
         "scaling is not modelled",
     ),
 )

@@ -162,7 +162,7 @@ def citations() -> dict[str, str]:
 
 
 def not_expressible() -> list[tuple[str, str, str]]:
-    """(source, runs, why) of the published runs astra cannot express yet."""
+    """(source, runs, why) of the published runs the suite does not run yet."""
     import megatron_bridge
     import megatron_moe
 
@@ -284,7 +284,7 @@ def render(chosen: list[Case], results: dict[Case, tuple]) -> str:
     if refused:
         lines += ["", "## Rows astra refuses or the suite stopped", ""]
         lines += [f"* {c.source}, {c.label}, {c.gpus:,} GPUs: {why}" for c, why in refused]
-    lines += ["", "## Published runs astra cannot express yet", ""]
+    lines += ["", "## Published runs the suite does not run yet", ""]
     lines += [f"* {source}: {runs}: {why}." for source, runs, why in not_expressible()]
     lines += ["", "## Sources", ""]
     cited = citations()
