@@ -304,31 +304,35 @@ def predict(row: Row) -> float:
     return simulate_plan(row.plan(), nccl_system(row.gpu), network(row)).step_ns * 1e-9
 
 
-def report(rows: list[Row]) -> str:
+def report(
+    rows: list[Row], title: str = "Megatron-Bridge", source: str = SOURCE, left_out: str = LEFT_OUT
+) -> str:
+    """A markdown table of ``rows``: plan, predicted and published step time, error."""
     lines = [
-        "# Megatron-Bridge 25.11: predicted vs published step time",
+        f"# {title}: predicted vs published step time",
         "",
-        f"Published: {SOURCE}.",
+        f"Published: {source}.",
         "",
-        "| run | TP | PP | CP | VP | DP | GBS | astra step s | published step s | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | TP | PP | CP | VP | EP | DP | GBS | MBS | astra step s | published step s | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         seconds = predict(row)
         err = row.published_step_s / seconds - 1
         lines.append(
-            f"| {row.name} | {row.tp} | {row.pp} | {row.cp} | {row.vp} | {row.dp} | {row.gbs} "
-            f"| {seconds:.3f} | {row.published_step_s:.3f} | {err:+.1%} |"
+            f"| {row.name} | {row.tp} | {row.pp} | {row.cp} | {row.vp} | {row.ep} | {row.dp} | {row.gbs} "
+            f"| {row.mbs} | {seconds:.3f} | {row.published_step_s:.3f} | {err:+.1%} |"
         )
-    return "\n".join([*lines, "", LEFT_OUT])
+    return "\n".join([*lines, "", left_out])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, rows: tuple = ROWS, **titled) -> int:
+    """``--rows`` of ``rows`` (default: this source's), reported by :func:`report`."""
+    parser = argparse.ArgumentParser(description=titled.get("title", __doc__.splitlines()[0]))
     parser.add_argument("--rows", default="1-5", help="rows, e.g. 1-5 or 1,3")
     parser.add_argument("--markdown", help="also write the report to this file")
     args = parser.parse_args(argv)
-    return emit(report(parse_rows(args.rows, ROWS)), args.markdown)
+    return emit(report(parse_rows(args.rows, rows), **titled), args.markdown)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,12 @@ and each job's NVLink domain are those of :func:`megatron_bridge.network`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+import megatron_bridge
 from megatron_bridge import Row, predict
-from summary import emit, parse_rows
+
+__all__ = ["LEFT_OUT", "NOT_EXPRESSIBLE", "RECOMPUTE", "ROWS", "SOURCE", "main", "predict"]
 
 SOURCE = (
     "NVIDIA, 'Scalable Training of Mixture-of-Experts Models with Megatron Core', arXiv "
@@ -96,31 +97,9 @@ LEFT_OUT = (
 )
 
 
-def report(rows: list[Row]) -> str:
-    lines = [
-        "# Megatron-Core MoE report: predicted vs published step time",
-        "",
-        f"Published: {SOURCE}.",
-        "",
-        "| run | TP | PP | CP | VP | EP | DP | GBS | MBS | astra step s | published step s | error |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        seconds = predict(row)
-        err = row.published_step_s / seconds - 1
-        lines.append(
-            f"| {row.name} | {row.tp} | {row.pp} | {row.cp} | {row.vp} | {row.ep} | {row.dp} | {row.gbs} "
-            f"| {row.mbs} | {seconds:.3f} | {row.published_step_s:.3f} | {err:+.1%} |"
-        )
-    return "\n".join([*lines, "", LEFT_OUT])
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1-4", help="rows, e.g. 1-4 or 1,3")
-    parser.add_argument("--markdown", help="also write the report to this file")
-    args = parser.parse_args(argv)
-    return emit(report(parse_rows(args.rows, ROWS)), args.markdown)
+    title = "Megatron-Core MoE report"
+    return megatron_bridge.main(argv, ROWS, title=title, source=SOURCE, left_out=LEFT_OUT)
 
 
 if __name__ == "__main__":
