@@ -560,7 +560,7 @@ def _check_flexible_split(cfg: LLMConfig, uneven: list[tuple[str, int]]) -> None
             )
         return
     try:
-        counts = parse_layout(cfg.pipeline_layout, P, m.layers)
+        counts = parse_layout(cfg.pipeline_layout, P, m.layers, cfg.mtp_layers)
     except ValueError as why:
         raise ConfigError(f"--pipeline-layout {cfg.pipeline_layout!r}: {why}") from None
     if len(counts) != P * V:

@@ -279,6 +279,7 @@ class StageBuilder:
             embedding=cfg.account_for_embedding,
             loss=cfg.account_for_loss,
             layout=cfg.pipeline_layout,
+            mtp=cfg.mtp_layers,
         )
         self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
         self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]

@@ -103,15 +103,17 @@ def stage_layers(
     embedding: bool = False,
     loss: bool = False,
     layout: str | None = None,
+    mtp: int = 0,
 ) -> list[int]:
     """Layers of each of the ``stages x chunks`` virtual stages, in order (virtual stage
     ``v P + p`` is chunk ``v`` of stage ``p``): ``first`` and ``last`` (None: not given)
     on the first and last stage, the rest evenly over the others; ``embedding`` /
     ``loss``: the embedding / the loss counted as a layer (module docstring);
-    ``layout``: a pipeline layout (:func:`parse_layout`). The caller checks that they
-    divide (``chunks`` 1 where ``first`` or ``last`` is given)."""
+    ``layout``: a pipeline layout (:func:`parse_layout`, with ``mtp`` multi-token-prediction
+    layers). The caller checks that they divide (``chunks`` 1 where ``first`` or ``last``
+    is given)."""
     if layout is not None:
-        return parse_layout(layout, stages, layers)
+        return parse_layout(layout, stages, layers, mtp)
     if embedding or loss:
         each = (layers + embedding + loss) // (stages * chunks)
         counts = [each] * (stages * chunks)
@@ -131,7 +133,7 @@ def stage_layers(
     return counts
 
 
-def parse_layout(layout: str, stages: int, layers: int) -> list[int]:
+def parse_layout(layout: str, stages: int, layers: int, mtp: int = 0) -> list[int]:
     """Transformer layers of each virtual stage of a pipeline layout as Megatron-core's
     ``--pipeline-model-parallel-layout`` writes it (``PipelineParallelLayerLayout``):
     virtual stages in order (``v P + p``) separated by ``|``, each a string of ``E``
@@ -140,15 +142,20 @@ def parse_layout(layout: str, stages: int, layers: int) -> list[int]:
     layers on 64 virtual stages, the embedding and the loss with one layer each.
 
     Raises ValueError (one line) unless the virtual stages are a multiple of
-    ``stages``, the embedding is the first entry and the loss the last (once each), and
-    ``layers`` transformer layers are placed; multi-token prediction (``m``) is not
-    modelled."""
+    ``stages``, the embedding is the first entry and the loss the last (once each),
+    ``layers`` transformer layers are placed, and the ``mtp`` multi-token-prediction
+    layers (``m``) come right before the loss (where Megatron-core runs them)."""
     text = _unrolled(layout)
     unknown = sorted(set(text) - set("EtmL|"))
     if unknown:
-        raise ValueError(f"unknown layer letters {''.join(unknown)!r} (E embedding, t layer, L loss)")
-    if "m" in text:
-        raise ValueError("multi-token prediction layers (m) are not modelled")
+        raise ValueError(f"unknown layer letters {''.join(unknown)!r} (E embedding, t layer, m MTP, L loss)")
+    if text.count("m") != mtp:
+        raise ValueError(
+            f"it places {text.count('m')} multi-token-prediction layers (m); --mtp-num-layers is {mtp}"
+        )
+    if mtp and not text.endswith("m" * mtp + "L"):
+        raise ValueError("the multi-token-prediction layers (m) must come right before the loss (L)")
+    text = text.replace("m", "")
     parts = text.split("|")
     if len(parts) % stages:
         raise ValueError(f"{len(parts)} virtual stages are not a multiple of the {stages} pipeline stages")

@@ -373,7 +373,7 @@ def test_counting_embedding_and_loss_is_the_layout_that_gives_them_a_layer_each(
 @pytest.mark.parametrize(
     "layout, message",
     [
-        ("Ettt|(tt|)*2,m|L", r"multi-token prediction layers \(m\) are not modelled"),
+        ("Ettt|(tt|)*2,m|L", r"it places 1 multi-token-prediction layers \(m\); --mtp-num-layers is 0"),
         ("Ett|tt|tt|ttL", "places 8 transformer layers; the model has 6"),
         ("tEtt|tttL", r"embedding \(E\) must come first"),
         ("Ettt|tt|tL", "3 virtual stages are not a multiple of the 2"),

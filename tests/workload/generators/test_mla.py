@@ -4,6 +4,8 @@ attention core against closed forms derived here from the layer's shape."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from astra_core.errors import ConfigError
@@ -143,3 +145,17 @@ def test_recomputing_the_up_projections_runs_them_and_their_norms_again():
         generate_llm(
             LLMConfig(DENSE, gpu, microbatches=1, recompute="selective", recompute_modules=("mla_up_proj",))
         )
+
+
+def test_a_pipeline_layout_places_the_mtp_layer_before_the_loss():
+    # the DeepSeek-V3 recipe's layout for PP 4 x VP 4 (recipes/deepseek/deepseek_v3.py)
+    # puts one layer and the MTP layer before the loss on the last virtual stage
+    from astra_core.workload.generators.pipeline import parse_layout
+
+    layout = "Etttt|" + "tttt|" * 14 + "tmL"
+    assert parse_layout(layout, 4, 61, mtp=1) == [4] * 15 + [1]
+    with pytest.raises(ValueError, match="come right before the loss"):
+        parse_layout("Etttt|" + "tttt|" * 14 + "mtL", 4, 61, mtp=1)
+    cfg = LLMConfig(DENSE, GPUS["h100"], pp=2, virtual_stages=2, microbatches=4, mtp_layers=1)
+    wl = generate_llm(replace(cfg, pipeline_layout="Et|t|t|tmL"))
+    assert any(n.name.startswith("mb0_mtp4_") for n in wl.stages[1])
