@@ -70,6 +70,10 @@ EDGES_IN_PIPELINE_SPLIT = ("llama3-405b", "qwen3-235b-a22b")
 #: The GPT-OSS recipes' ``recompute_modules`` on H100, B200 and GB200
 #: (configs/gpt_oss/gpt_oss_workload_base_configs.py, commit 00b7660b; GB300: none).
 GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
+#: The DeepSeek-V3 recipe's pipeline layout for PP 4 x VP 4 and PP 16 x VP 1, the same
+#: list (recipes/deepseek/deepseek_v3.py ``layout_map``, commit 00b7660b): the embedding
+#: and 4 layers, 14 virtual stages of 4, and the last layer with the MTP layer and the loss.
+DEEPSEEK_LAYOUT = "Etttt|" + "tttt|" * 14 + "tmL"
 #: Compute trays of a GB200 / GB300 NVL72 rack (72 GPUs / 4).
 RACK_TRAYS = 18
 
@@ -95,6 +99,8 @@ class Row:
     ep: int = 1
     tp_overlap: bool | None = None  # the recipe's tp_comm_overlap (None: on wherever TP > 1)
     recompute_modules: tuple[str, ...] = ()  # the recipe's recompute_modules (selective)
+    layout: str | None = None  # the recipe's pipeline_model_parallel_layout
+    mtp: int = 0  # the recipe's mtp_num_layers
 
     @property
     def dp(self) -> int:
@@ -130,11 +136,13 @@ class Row:
             virtual_stages=self.vp,
             ep=self.ep,
             etp=1 if self.moe else None,  # the MoE recipes' expert_tensor_parallel_size
-            account_for_embedding=self.model in EDGES_IN_PIPELINE_SPLIT,
-            account_for_loss=self.model in EDGES_IN_PIPELINE_SPLIT,
+            account_for_embedding=self.model in EDGES_IN_PIPELINE_SPLIT and self.layout is None,
+            account_for_loss=self.model in EDGES_IN_PIPELINE_SPLIT and self.layout is None,
             sequence_parallel=self.tp > 1,
             tp_comm_overlap=self.tp > 1 if self.tp_overlap is None else self.tp_overlap,
             zero=3 if self.fsdp else 1,
+            pipeline_layout=self.layout,
+            mtp_layers=self.mtp,
             recompute="selective" if self.recompute_modules else "none",
             recompute_modules=self.recompute_modules or ("core_attn",),
             grad_reduce_in_bf16=True,
@@ -255,15 +263,56 @@ ROWS = (
     ),
     Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 23766.0, ep=8),
     Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8),
+    # DeepSeek-V3 with the recipe's multi-token prediction (mtp_num_layers 1), pipeline
+    # layout and recompute_modules (configs/deepseek/deepseek_workload_base_configs.py:
+    # mla_up_proj on GB200 and B200)
+    Row(
+        "GB200",
+        "deepseek-v3",
+        256,
+        "bf16",
+        4096,
+        1,
+        4096,
+        0,
+        1,
+        4,
+        1,
+        4,
+        3139.0,
+        ep=64,
+        recompute_modules=("mla_up_proj",),
+        layout=DEEPSEEK_LAYOUT,
+        mtp=1,
+    ),
+    Row(
+        "B200",
+        "deepseek-v3",
+        256,
+        "fp8-mx",
+        2048,
+        1,
+        4096,
+        0,
+        1,
+        16,
+        1,
+        1,
+        2139.0,
+        ep=8,
+        recompute_modules=("mla_up_proj",),
+        layout=DEEPSEEK_LAYOUT,
+        mtp=1,
+    ),
 )
 
 #: The table's other rows, and why astra cannot run them yet.
 NOT_EXPRESSIBLE = (
     (
-        "DeepSeek-V3 (5 rows: DGX-GB300 and DGX-GB200 BF16 and FP8-MX, DGX-B200 FP8-MX)",
-        "not in the suite yet: astra models their multi-head latent attention and the "
-        "recipe's multi-token prediction (`--mtp-num-layers 1`); the rows wait on the "
-        "recipe's pipeline layout and recomputation",
+        "DeepSeek-V3 (3 rows: DGX-GB300 BF16 and FP8-MX, DGX-GB200 FP8-MX)",
+        "their plans (GB300: PP 2 x VP 4, GB200 FP8-MX: PP 8 x VP 4) are not the recipe's "
+        "(PP 4 x VP 4, EP 64), and the recipe has no pipeline layout for them: 61 layers do "
+        "not split evenly over 8 or 32 virtual stages",
     ),
 )
 
