@@ -67,3 +67,16 @@ def test_the_moe_report_rows_make_their_global_batch():
             assert plan.dp * plan.tp * plan.pp * plan.cp == row.gpus
             assert row.gbs % (plan.dp * row.mbs) == 0  # whole micro-batches per data-parallel rank
             assert (94 + 2) % (row.pp * row.vp) == 0  # layers, embedding and loss over the chunks
+
+
+def test_the_deepseek_rows_use_the_recipes_layout_with_its_mtp_layer(bridge):
+    # recipes/deepseek/deepseek_v3.py: PP 4 x VP 4 and PP 16 x VP 1 share one layout of 16
+    # virtual stages, the last one layer, the MTP layer and the loss
+    from astra_core.workload.generators.pipeline import parse_layout
+
+    rows = [row for row in bridge.ROWS if row.model == "deepseek-v3"]
+    assert [(row.gpu, row.pp, row.vp) for row in rows] == [("GB200", 4, 4), ("B200", 16, 1)]
+    for row in rows:
+        plan = row.plan()
+        assert (plan.mtp_layers, plan.recompute_modules) == (1, ("mla_up_proj",))
+        assert parse_layout(plan.pipeline_layout, row.pp, 61, 1) == [4] * 15 + [1]
