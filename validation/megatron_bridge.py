@@ -5,7 +5,7 @@ section "25.11 NeMo Container", tables "System: DGX-GB300", "DGX-GB200", "DGX-B2
 "DGX-H100"; and
 ``docs/performance-summary-archive.md`` (commit 0a25f911), section "26.02 NeMo
 Container", the DGX-H100 rows of its Llama 3 tables that change the plan (global batch
-256 and 1,536). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS rows, on DGX H100,
+256 and 1,536). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS / DeepSeek-V3 rows, on DGX H100,
 DGX B200 and the GB200 / GB300 NVL72 racks; a figure in parentheses (FP8-MX) is its own
 row. Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
 sequence length, FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU.
@@ -23,7 +23,8 @@ overlap where TP > 1 (``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192``,
 parallelism with TP, the MoE recipes' expert-tensor parallelism 1 (experts folded over
 TP: ``expert_tensor_parallel_size``), Megatron-core's distributed optimizer (FSDP = 1: Megatron FSDP,
 astra's ZeRO 3), FlashAttention, no recomputation but the GPT-OSS recipes' recomputed
-layer norms and expert activations (``recompute_modules``).
+layer norms and expert activations and the DeepSeek-V3 recipe's MLA up projections
+(``recompute_modules``); DeepSeek-V3's multi-token prediction and pipeline layout.
 
 Systems: DGX H100 (8 H100 SXM on NVSwitch, NVLink4 450 GB/s per GPU and direction;
 8 ConnectX-7 400 Gb/s ports per node: DGX H100 datasheet), DGX B200 (8 B200 on

@@ -564,9 +564,8 @@ class StageBuilder:
 
     def _phase_key(self, i: int, m: int, phase: str) -> int:
         """A number for layer ``i``'s pass ``phase`` (fwd, recompute, bwd) over micro-batch ``m``."""
-        return (m * (self.model.layers + self.cfg.mtp_layers) + i) * 3 + ("fwd", "recompute", "bwd").index(
-            phase
-        )
+        layers = self.model.layers + self.cfg.mtp_layers  # the multi-token-prediction ones numbered last
+        return (m * layers + i) * 3 + ("fwd", "recompute", "bwd").index(phase)
 
     # -- attention ----------------------------------------------------------------------
     def _attention_block(self, i: int, m: int, phase: str) -> None:

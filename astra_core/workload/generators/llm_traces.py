@@ -93,14 +93,13 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> array:
     """Rank ``rank``'s ``(src, dst)`` per send or receive of stage ``p`` (flat int64):
     each peer role's rank worked out once (:func:`~.llm_writer.peer_rank`)."""
-    kinds = cache.get(("peer kinds", p))
-    if kinds is None:  # per send or receive: (its role, whether it sends)
+    found = cache.get(("peers", p))
+    if found is None:  # per send or receive (its role, whether it sends); a node per role
         nodes = wl.stages[p]
-        kinds = cache[("peer kinds", p)] = [
-            (nodes[i].role, nodes[i].type == pb.COMM_SEND_NODE) for i in peer_slots
-        ]
-        cache[("peer nodes", p)] = {role: nodes[i] for i, (role, _) in zip(peer_slots, kinds)}
-    by_role = {role: peer_rank(wl.layout, n, rank) for role, n in cache[("peer nodes", p)].items()}
+        kinds = [(nodes[i].role, nodes[i].type == pb.COMM_SEND_NODE) for i in peer_slots]
+        found = cache[("peers", p)] = (kinds, {role: nodes[i] for i, (role, _) in zip(peer_slots, kinds)})
+    kinds, roles = found
+    by_role = {role: peer_rank(wl.layout, n, rank) for role, n in roles.items()}
     own = array("q")
     for role, sends in kinds:
         peer = by_role[role]

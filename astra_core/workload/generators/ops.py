@@ -207,7 +207,7 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
     ``cp - 1`` later steps against another rank's keys, of which the mask
     leaves half (``s / cp`` queries by ``s / 2cp`` keys, no mask). Model FLOPs
     count each block as the whole-matrix count does (twice what it executes):
-    ``4 b s^2 (heads / t) head_dim / cp`` in all.
+    ``2 b s^2 (heads / t) (qk + v) / cp`` in all (:func:`attention_core_ops`).
     """
     heads, kv, qk, v = model.heads / t, model.kv / t, model.qk_dim, model.v_dim
     dim = (qk + v) / 2  # FlashAttention's rate at the mean of the query-key and value widths
@@ -274,14 +274,14 @@ def _latent_projection_ops(model: ModelConfig, tokens: float, t: int) -> list[Op
     if model.q_lora_rank:
         q = [
             _gemm("q_down", tokens, model.q_lora_rank, h),
-            _memory("q_norm", tokens * model.q_lora_rank, 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM),
+            _norm("q_norm", tokens, model.q_lora_rank, 1, False),
             _gemm("q_up", tokens, heads * model.qk_dim, model.q_lora_rank),
         ]
     else:
         q = [_gemm("q_up", tokens, heads * model.qk_dim, h)]
     return q + [
         _gemm("kv_down", tokens, kv_rank + rope, h),
-        _memory("kv_norm", tokens * kv_rank, 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM),
+        _norm("kv_norm", tokens, kv_rank, 1, False),
         _gemm("kv_up", tokens, heads * (model.hd + model.v_dim), kv_rank),
     ]
 
@@ -433,8 +433,9 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
 #: transformer layers' linear layers (TE modules). The embedding, the output layer
 #: (``tensor_parallel.ColumnParallelLinear``), the MoE router and attention's own
 #: products stay BF16.
-FP8_GEMMS = frozenset({"qkv", "attn_out", "mlp_up", "mlp_down", "shared_up", "shared_down"}) | frozenset(
-    {"experts_up", "experts_down", "q_down", "q_up", "kv_down", "kv_up"}
+FP8_GEMMS = frozenset(
+    {"qkv", "q_down", "q_up", "kv_down", "kv_up", "attn_out"}
+    | {"mlp_up", "mlp_down", "shared_up", "shared_down", "experts_up", "experts_down"}
 )
 #: FP8 GEMMs whose activation operand the kernel before them writes in FP8 already:
 #: LayerNormLinear's and LayerNormMLP's fused norm (qkv, fc1, and MLA's up projections
