@@ -102,6 +102,7 @@ class Row:
     recompute_modules: tuple[str, ...] = ()  # the recipe's recompute_modules (selective)
     layout: str | None = None  # the recipe's pipeline_model_parallel_layout
     mtp: int = 0  # the recipe's mtp_num_layers
+    flex: str | None = None  # the recipe's moe_flex_dispatcher_backend (None: all-to-all dispatcher)
 
     @property
     def dp(self) -> int:
@@ -144,6 +145,8 @@ class Row:
             zero=3 if self.fsdp else 1,
             pipeline_layout=self.layout,
             mtp_layers=self.mtp,
+            moe_token_dispatcher="flex" if self.flex else "alltoall",
+            moe_flex_dispatcher_backend=self.flex or "deepep",
             recompute="selective" if self.recompute_modules else "none",
             recompute_modules=self.recompute_modules or ("core_attn",),
             grad_reduce_in_bf16=True,
@@ -237,9 +240,13 @@ ROWS = (
         ep=64,
         recompute_modules=GPT_OSS_RECOMPUTE,
     ),
-    Row("GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 0, 1, 8, 1, 3, 4916.0, ep=32),
+    Row(
+        "GB200", "qwen3-235b-a22b", 256, "bf16", 8192, 1, 4096, 0, 1, 8, 1, 3, 4916.0, ep=32, flex="hybridep"
+    ),
     Row("GB300", "gpt-oss-120b", 64, "bf16", 1280, 2, 8192, 0, 1, 1, 1, 1, 18347.0, ep=64),
-    Row("GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 6131.0, ep=16),
+    Row(
+        "GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 6131.0, ep=16, flex="hybridep"
+    ),
     Row("B200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 1, 4096, 0, 1, 1, 1, 1, 9299.0, ep=8),
     Row("B200", "qwen3-235b-a22b", 64, "fp8-mx", 1024, 1, 4096, 0, 1, 8, 1, 2, 3269.0, ep=8),
     # the table's row lacks its GBS cell: 2,048 from its recipe
@@ -262,8 +269,8 @@ ROWS = (
         ep=32,
         tp_overlap=False,
     ),
-    Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 23766.0, ep=8),
-    Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8),
+    Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 23766.0, ep=8, flex="hybridep"),
+    Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8, flex="hybridep"),
     # DeepSeek-V3 with the recipe's multi-token prediction (mtp_num_layers 1), pipeline
     # layout and recompute_modules (configs/deepseek/deepseek_workload_base_configs.py:
     # mla_up_proj on GB200 and B200)
@@ -285,6 +292,7 @@ ROWS = (
         recompute_modules=("mla_up_proj",),
         layout=DEEPSEEK_LAYOUT,
         mtp=1,
+        flex="hybridep",
     ),
     Row(
         "B200",

@@ -32,14 +32,50 @@ SOURCE = (
     "2603.07685 v2, Table 11 (tokens/s/GPU) and Table 20 (plans), appendix B.2"
 )
 
+#: Appendix B.2: the dispatcher is HybridEP on GB200 / GB300, DeepEP on H100.
+HYBRIDEP = "hybridep"
 #: Appendix B.2: Qwen3-235B recomputes the MoE activation and the layer norms on GB200 and H100.
 RECOMPUTE = ("moe_act", "layernorm")
 #: Table 11's Qwen3-235B rows with Table 20's plans (the fields of
 #: :class:`megatron_bridge.Row`: GPU, model, GPUs, precision, GBS, MBS, sequence, FSDP, TP,
 #: PP, CP, VPP, tokens/s/GPU, Megatron-Core release, EP).
 ROWS = (
-    Row("GB300", "qwen3-235b-a22b", 256, "fp8-mx", 3072, 2, 4096, 0, 1, 4, 1, 6, 6583.0, "v0.16", ep=64),
-    Row("GB200", "qwen3-235b-a22b", 256, "fp8-mx", 3072, 3, 4096, 0, 1, 4, 1, 6, 6212.0, "v0.16", ep=64),
+    Row(
+        "GB300",
+        "qwen3-235b-a22b",
+        256,
+        "fp8-mx",
+        3072,
+        2,
+        4096,
+        0,
+        1,
+        4,
+        1,
+        6,
+        6583.0,
+        "v0.16",
+        ep=64,
+        flex=HYBRIDEP,
+    ),
+    Row(
+        "GB200",
+        "qwen3-235b-a22b",
+        256,
+        "fp8-mx",
+        3072,
+        3,
+        4096,
+        0,
+        1,
+        4,
+        1,
+        6,
+        6212.0,
+        "v0.16",
+        ep=64,
+        flex=HYBRIDEP,
+    ),
     Row(
         "GB200",
         "qwen3-235b-a22b",
@@ -57,6 +93,7 @@ ROWS = (
         "v0.16",
         ep=32,
         recompute_modules=RECOMPUTE,
+        flex=HYBRIDEP,
     ),
     Row(
         "H100",
@@ -75,8 +112,26 @@ ROWS = (
         "v0.16",
         ep=32,
         recompute_modules=RECOMPUTE,
+        flex="deepep",
     ),
-    Row("GB300", "qwen3-235b-a22b", 128, "fp8-mx", 1024, 1, 131072, 0, 4, 4, 4, 12, 1556.0, "v0.16", ep=32),
+    Row(
+        "GB300",
+        "qwen3-235b-a22b",
+        128,
+        "fp8-mx",
+        1024,
+        1,
+        131072,
+        0,
+        4,
+        4,
+        4,
+        12,
+        1556.0,
+        "v0.16",
+        ep=32,
+        flex=HYBRIDEP,
+    ),
 )
 
 #: Table 11's other rows, and why astra cannot run them yet.

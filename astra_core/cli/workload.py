@@ -373,11 +373,20 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
 )
 @click.option(
     "--moe-token-dispatcher",
-    type=click.Choice(["alltoall", "allgather"]),
+    type=click.Choice(["alltoall", "allgather", "flex"]),
     default="alltoall",
     show_default=True,
     help="Megatron-core's --moe-token-dispatcher-type: all-to-alls over the expert-parallel "
-    "ranks, or all-gathers over the tensor- and expert-parallel ranks",
+    "ranks, all-gathers over the tensor- and expert-parallel ranks, or a token-based "
+    "dispatcher (flex: DeepEP or HybridEP, each token once per rank and NVLink domain)",
+)
+@click.option(
+    "--moe-flex-dispatcher-backend",
+    type=click.Choice(["deepep", "hybridep"]),
+    default="deepep",
+    show_default=True,
+    help="flex's backend: DeepEP (NVLink groups of at most 8 GPUs, RDMA between them) or "
+    "HybridEP (the whole NVLink domain, e.g. an NVL72 rack)",
 )
 @click.option(
     "--moe-routing-seed",

@@ -62,6 +62,7 @@ from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
 from astra_core.workload.generators.routing import BALANCED, check_routing, rows_by_layer
+from astra_core.workload.generators.token_dispatch import FLEX_BACKENDS
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
@@ -203,9 +204,14 @@ class LLMConfig:
       stage's T x D ranks, so ``ep`` may exceed ``dp``; the MoE block keeps its
       sequence-parallel tokens, :mod:`.layout`). Needs ``sequence_parallel`` with T > 1.
     * ``moe_token_dispatcher``: Megatron-core's ``--moe-token-dispatcher-type``:
-      ``alltoall`` (all-to-alls over the expert-parallel ranks) or ``allgather``
+      ``alltoall`` (all-to-alls over the expert-parallel ranks), ``allgather``
       (every rank's tokens, routing map and probabilities all-gathered over the
-      tensor- and expert-parallel ranks, the outputs reduce-scattered back).
+      tensor- and expert-parallel ranks, the outputs reduce-scattered back) or
+      ``flex`` (a token-based dispatcher, ``moe_flex_dispatcher_backend``
+      ``deepep`` or ``hybridep``: each token sent once per rank and once per NVLink
+      domain that needs it, the network's first dimension taken as the NVLink
+      domain, :mod:`.token_dispatch`; balanced dropless routing, and expert-tensor
+      parallelism 1 when T > 1).
     """
 
     model: ModelConfig
@@ -247,6 +253,7 @@ class LLMConfig:
     moe_capacity_factor: float | None = None
     moe_pad_to_capacity: bool = False
     moe_token_dispatcher: str = "alltoall"
+    moe_flex_dispatcher_backend: str = "deepep"
     etp: int | None = None
 
     def __post_init__(self):
@@ -455,7 +462,7 @@ def _check_recompute_modules(cfg: LLMConfig) -> None:
 
 
 #: Megatron-core's token dispatchers that the generator runs (``--moe-token-dispatcher-type``).
-MOE_DISPATCHERS = ("alltoall", "allgather")
+MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
 
 
 def _check_capacity(cfg: LLMConfig) -> None:
@@ -473,6 +480,26 @@ def _check_capacity(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--moe-token-dispatcher: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg.moe_token_dispatcher!r}"
         )
+    if cfg.moe_token_dispatcher == "flex":
+        _check_flex(cfg)
+
+
+def _check_flex(cfg: LLMConfig) -> None:
+    """The flex dispatcher: a known backend, balanced dropless routing (what its byte
+    counts assume), and whole experts when T > 1 (its group is the tensor- and
+    expert-parallel ranks, the expert-parallel ones under parallel folding)."""
+    if cfg.moe_flex_dispatcher_backend not in FLEX_BACKENDS:
+        raise ConfigError(
+            f"--moe-flex-dispatcher-backend: expected one of {', '.join(FLEX_BACKENDS)}, "
+            f"got {cfg.moe_flex_dispatcher_backend!r}"
+        )
+    if cfg.moe_routing != BALANCED or cfg.moe_capacity_factor is not None:
+        raise ConfigError(
+            "--moe-token-dispatcher flex: runs balanced dropless routing only (no --moe-routing "
+            "or --moe-capacity-factor)"
+        )
+    if cfg.tp > 1 and cfg.etp != 1:
+        raise ConfigError("--moe-token-dispatcher flex with --tp > 1: needs --expert-tensor-parallel-size 1")
 
 
 def _check_model_split(cfg: LLMConfig) -> None:

@@ -24,6 +24,7 @@ from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
+from astra_core.workload.generators.token_dispatch import FlexDispatch
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -357,8 +358,12 @@ class StageBuilder:
             model, b, s, T, cfg.attention, drop, window=model.sliding_window
         )
         self.dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
+        self.flex = self._flex_dispatch()
+        token_rows = self.flex.received(b * s / T) if self.flex else None
         self.router, self.experts, self.combine = (
-            O.moe_ops(model, b, s, T, sp, cfg.ep, drop) if model.experts else ([], [], [])
+            O.moe_ops(model, b, s, T, sp, cfg.ep, drop, token_rows=token_rows)
+            if model.experts
+            else ([], [], [])
         )
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
         self.pre: list[O.Op] = []
@@ -686,6 +691,36 @@ class StageBuilder:
             prog.comp(f"{tag}_router", O.backward(self.router))
             self._moe_edge(f"{tag}_moe_in", False, True)
 
+    def _flex_dispatch(self) -> FlexDispatch | None:
+        """The token-based dispatch of the flex dispatcher over the expert-parallel ranks
+        (None: another dispatcher, or no expert parallelism); the network's first
+        dimension is the NVLink domain."""
+        cfg = self.cfg
+        if cfg.moe_token_dispatcher != "flex" or cfg.ep == 1 or not self.model.experts:
+            return None
+        stride = 1 if self.folded else self.T * self.C
+        domain = cfg.dims[0] if cfg.dims else 0
+        backend = cfg.moe_flex_dispatcher_backend
+        return FlexDispatch.of(self.model.experts, self.model.top_k, cfg.ep, stride, domain, backend)
+
+    def _flex_a2a(self, name: str, extra_bytes: float = 0.0) -> None:
+        """One token-based all-to-all (dispatch or combine; balanced routing makes both
+        ways alike): each token's hidden state (and ``extra_bytes``) once to every rank
+        that needs it, forwarded within NVLink groups (:class:`.FlexDispatch`); an even
+        all-to-all when the whole group shares one NVLink group."""
+        flex = self.flex
+        assert flex is not None
+        rows = self.b * self.s / self.T
+        row_bytes = self.model.hidden * O.BYTES + extra_bytes
+        if flex.groups == 1:
+            self.prog.coll(name, _A2A, flex.ep * rows * flex.rank_share * row_bytes, "ep")
+            return
+        splits = []
+        for q in range(flex.ep):
+            sizes = tuple(round(r * row_bytes) for r in flex.rows_to(q, rows))
+            splits.append((sizes, sizes))
+        self.prog.uneven_all_to_all(name, splits)
+
     def _moe_edge(self, name: str, forward: bool, at_input: bool) -> None:
         """The block's tensor-parallel communication (:meth:`_tp_comm`); the all-gather
         dispatcher gathers over the tensor- and expert-parallel ranks itself, and folded
@@ -744,6 +779,9 @@ class StageBuilder:
             return
         if forward:
             prog.coll(f"{tag}_counts_AG", _AG, 8 * model.experts, "ep")
+        if self.flex:  # the tokens with their top-k indices (int64) and probabilities (FP32)
+            self._flex_a2a(f"{tag}_dispatch_A2A", 12 * model.top_k if forward else 0.0)
+            return
         tokens, probs = self._a2a_bytes(layer)
         for name, sizes in (("dispatch", tokens), ("probs", probs))[:: 1 if forward else -1]:
             self._a2a(f"{tag}_{name}_A2A", sizes, toward_experts=forward)
@@ -761,7 +799,9 @@ class StageBuilder:
             else:
                 self.prog.coll(f"{tag}_combine_AG", _AG, 4 * rows * self.model.hidden, "tp_ep")
             return
-        if self.cfg.ep > 1:
+        if self.flex:
+            self._flex_a2a(f"{tag}_combine_A2A")
+        elif self.cfg.ep > 1:
             self._a2a(f"{tag}_combine_A2A", self._a2a_bytes(layer)[0], toward_experts=not forward)
 
     def _a2a_bytes(self, layer: int) -> tuple:

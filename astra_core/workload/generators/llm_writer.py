@@ -180,6 +180,9 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "moe_capacity_factor": cfg.moe_capacity_factor,
         "moe_pad_to_capacity": cfg.moe_pad_to_capacity,
         "moe_token_dispatcher": cfg.moe_token_dispatcher,
+        "moe_flex_dispatcher_backend": cfg.moe_flex_dispatcher_backend
+        if cfg.moe_token_dispatcher == "flex"
+        else None,
         "recompute_modules": list(cfg.recompute_modules) if cfg.recompute == "selective" else [],
         "mtp_layers": cfg.mtp_layers,
         "etp": cfg.etp if cfg.etp is not None else cfg.tp,

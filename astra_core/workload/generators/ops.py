@@ -335,6 +335,7 @@ def moe_ops(
     ep: int,
     dropout: bool = False,
     received: float | None = None,
+    token_rows: float | None = None,
 ) -> tuple[list[Op], list[Op], list[Op]]:
     """(kernels before the dispatch, between dispatch and combine, after the combine) of a
     mixture-of-experts layer on one rank, as Megatron-core's all-to-all token dispatcher
@@ -358,6 +359,12 @@ def moe_ops(
     ``received``: the assignments this rank's experts process when routing is not
     balanced (:mod:`.routing`), spread evenly over its local experts; what it sends
     stays ``A``.
+
+    ``token_rows``: a token-based dispatcher (DeepEP, HybridEP: :mod:`.token_dispatch`)
+    that delivers this many distinct (token, rank) rows ``R``. It needs neither
+    permutation 1 nor the unpermutation, its combine adding a token's outputs; the
+    experts' side permutes the ``R`` rows into their ``A`` assignments and back,
+    weighting each by its probability (Megatron-core's ``MoEFlexTokenDispatcher``).
     """
     tokens = b * s
     rows = tokens / t  # this rank's tokens (1/t of them under sequence parallelism)
@@ -377,13 +384,37 @@ def moe_ops(
         _activation("experts_act", assigned, f, ups == 2),
         _gemm("experts_down", per_expert, h, f, local),
     ]
+    if token_rows is not None:
+        copies = assigned / token_rows  # assignments per delivered row
+        permute = _memory("moe_permute", token_rows * h, 2 * BYTES * copies, BYTES * (copies + 1), 0.0)
+        unpermute = _memory(
+            "moe_unpermute", token_rows * h, BYTES * (copies + 1), BYTES * (2 * copies + 1), copies
+        )
+        return _moe_tail(model, b, s, t, sp, dropout, router[:2], [permute, *experts, unpermute], [])
     if local > 1:
         sort = _memory("moe_sort", assigned * h, 2 * BYTES, 2 * BYTES, 0.0)
         experts = [sort, *experts, replace(sort, name="moe_unsort")]
     after = [_memory("moe_unpermute", rows * h, BYTES * (k + 1), BYTES * (2 * k + 1), float(k))]
+    return _moe_tail(model, b, s, t, sp, dropout, router, experts, after)
+
+
+def _moe_tail(
+    model: ModelConfig,
+    b: int,
+    s: int,
+    t: int,
+    sp: bool,
+    dropout: bool,
+    router: list[Op],
+    experts: list[Op],
+    after: list[Op],
+) -> tuple[list[Op], list[Op], list[Op]]:
+    """:func:`moe_ops`' three lists, the shared experts and the residual added after the combine."""
+    tokens = b * s
     if model.shared_experts:
-        after += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
-    return router, experts, after + [_residual("moe_residual", tokens, h, t, sp, dropout)]
+        f = model.expert_ffn_hidden
+        after = after + mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
+    return router, experts, after + [_residual("moe_residual", tokens, model.hidden, t, sp, dropout)]
 
 
 def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
