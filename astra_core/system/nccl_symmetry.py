@@ -40,6 +40,7 @@ from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.collectives.nccl.replay import replay
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
+from astra_core.system.peer_offsets import relative_uneven
 from astra_core.workload.chakra_types import COMM_COLL
 from astra_core.workload.graph import RankGraph, distinct_shapes, shape_key
 
@@ -117,6 +118,7 @@ class NcclCollectives:
                             node.comm_size,
                             pg,
                             None if pg else node.involved_dim,
+                            relative_uneven(node),
                         )
                     if key is not None:
                         of_node[key] = entry
@@ -125,7 +127,12 @@ class NcclCollectives:
         self.collectives: set[Collective] = set()
         whole = tuple(range(npus))
         for rank, graph in enumerate(graphs):
-            for comm_type, size, pg, involved in kinds[shape_key(graph.nodes)]:
+            for comm_type, size, pg, involved, uneven in kinds[shape_key(graph.nodes)]:
+                if uneven:
+                    # grouped sends whose bytes rank symmetry has compared member offset by
+                    # member offset: a translation moves them onto the translated rank's own,
+                    # whatever NCCL's order, and their time depends on the node structure alone
+                    continue
                 if pg is not None:
                     key = pg.strip()
                     members = tuple(sorted(groups.get(str(int(key)) if key.isdigit() else key, whole)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +25,17 @@ from astra_core.workload.graph import RankGraph
 if TYPE_CHECKING:
     from astra_core.system.symmetry import Symmetry
 
-__all__ = ["PeerTable", "relative_signatures"]
+__all__ = ["PeerTable", "relative_signatures", "relative_uneven"]
+
+
+def relative_uneven(node) -> bool:
+    """An uneven all-to-all on a named communicator group: rank symmetry compares its
+    bytes to and from each member as a map from the member's offset
+    (:func:`relative_signatures`), so that a pattern every rank repeats from where it
+    stands (a token-based MoE dispatch) folds. Other uneven all-to-alls keep their
+    bytes in the rank's base signature, member by member."""
+    attrs = node.attrs
+    return bool(attrs) and "send_bytes" in attrs and node.pg_name not in (None, "", "0")
 
 
 @dataclass(frozen=True)
@@ -33,13 +43,18 @@ class _Positions:
     """What the ranks of one node list (or one template) share at the positions that
     name peers or groups: the template's peers (``-1``: none), each position's index
     among the rank's own sends and receives (``-1``: the template's node), and each
-    position's group, an index into ``keys`` (``(pg_name, as a set)``)."""
+    position's group, an index into ``keys`` (``(pg_name, as a set)``); ``uneven``: the
+    distinct (group, bytes to and from each member in ascending rank order) of the
+    positions that are :func:`relative_uneven` all-to-alls, ``uneven_at`` each such
+    position's index into it."""
 
     src: np.ndarray
     dst: np.ndarray
     slot: np.ndarray
     group: np.ndarray
     keys: tuple[tuple[str | None, bool], ...]
+    uneven: tuple[tuple[str, tuple, tuple], ...] = ()
+    uneven_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class PeerTable:
@@ -89,9 +104,13 @@ class PeerTable:
     def _shared(self, nodes, relative: tuple[int, ...], template: TemplatePeers | None) -> _Positions:
         slots = template.slots if template is not None else {}
         keys: dict[tuple[str | None, bool], int] = {}
-        src, dst, slot, group = [], [], [], []
+        src, dst, slot, group, uneven_at = [], [], [], [], []
+        uneven: dict[tuple[str, tuple, tuple], int] = {}
         for pos in relative:
             node = nodes[pos]
+            if relative_uneven(node):
+                entry = (node.pg_name, tuple(node.attrs["send_bytes"]), tuple(node.attrs["recv_bytes"]))
+                uneven_at.append(uneven.setdefault(entry, len(uneven)))
             src.append(-1 if node.comm_src is None else node.comm_src)
             dst.append(-1 if node.comm_dst is None else node.comm_dst)
             slot.append(slots.get(pos, -1))
@@ -103,6 +122,8 @@ class PeerTable:
             np.asarray(slot, dtype=np.int64),
             np.asarray(group, dtype=np.int64),
             tuple(keys),
+            tuple(uneven),
+            np.asarray(uneven_at, dtype=np.int64),
         )
 
     def members(self, pg_name: str) -> np.ndarray | None:
@@ -144,16 +165,34 @@ def relative_signatures(
             else:
                 ring = _rotated(_offsets(members, me, sym, strides).tolist())
             ring_ids[i] = rings.setdefault(ring, len(rings))
+        distinct = [
+            rings.setdefault(_bytes_by_offset(table, e, me, sym), len(rings)) for e in positions.uneven
+        ]
+        uneven = np.asarray(distinct, dtype=np.int64)[positions.uneven_at]
         digest = hashlib.blake2b(digest_size=32)
         for part in (
             _offsets(src, me, sym, strides),
             _offsets(dst, me, sym, strides),
             ring_ids[positions.group],
+            uneven,
         ):
             digest.update(len(part).to_bytes(8, "little"))
             digest.update(part.tobytes())
         out.append(interned.setdefault((class_id, digest.digest()), len(interned)))
     return out
+
+
+def _bytes_by_offset(
+    table: PeerTable, entry: tuple[str, tuple, tuple], me: list[int], sym: Symmetry
+) -> tuple:
+    """An uneven all-to-all's bytes to and from each member, keyed by the member's offset
+    from the rank (its members in ascending rank order, as the bytes are listed)."""
+    name, send, recv = entry
+    members = table.members(name)
+    if members is None or len(members) != len(send):
+        return ("uneven", name, send, recv)  # compared as written
+    offsets = _offsets(np.sort(members), me, sym, sym.strides).tolist()
+    return ("uneven", frozenset(zip(offsets, send, recv)))
 
 
 def _offsets(ranks: np.ndarray, me: list[int], sym: Symmetry, strides: Sequence[int]) -> np.ndarray:

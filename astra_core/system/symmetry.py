@@ -66,7 +66,7 @@ from astra_core.backend import is_symmetric, lone_message_time
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
-from astra_core.system.peer_offsets import PeerTable, relative_signatures
+from astra_core.system.peer_offsets import PeerTable, relative_signatures, relative_uneven
 from astra_core.system.rank import group_algorithm
 from astra_core.workload.graph import Children, RankGraph, distinct_shapes, shape_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
@@ -289,6 +289,8 @@ def _base_signature(
         item = items_of.get(id(node))
         if item is None:
             item = timing_item(node)
+            if relative_uneven(node):  # its bytes per member are compared as offsets
+                item = item[:-1]
             if node.type != _COMM_SEND and node.type != _COMM_RECV:  # those are each rank's own
                 items_of[id(node)] = item
         items.append(item)

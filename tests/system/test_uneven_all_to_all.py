@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import astra
+from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
@@ -130,3 +131,61 @@ def test_members_that_disagree_on_their_bytes_are_refused(tmp_path):
         f"{prefix}.1.et: rank 1: node 0 (dispatch): recv_bytes[0] expects 524288 bytes from rank 0, "
         "which sends 1048576 (send_bytes[1] of its node)"
     )
+
+
+def write_group_all_to_all(tmp_path, sends: list[list[int]]):
+    """:func:`write_all_to_all` on the communicator group "1" of every rank."""
+    prefix = tmp_path / "group_a2a"
+    for r in range(GPUS):
+        attrs = {
+            "comm_type": pb.ALL_TO_ALL,
+            "comm_size": sum(sends[r]),
+            "send_bytes": sends[r],
+            "recv_bytes": [sends[q][r] for q in range(GPUS)],
+            "pg_name": "1",
+            "is_cpu_op": False,
+        }
+        write_rank_trace(f"{prefix}.{r}.et", [make_node(0, "dispatch", pb.COMM_COLL_NODE, **attrs)])
+    return prefix
+
+
+def two_nodes():
+    """Two nodes of 4 GPUs (NVLink), one 400 Gb/s NIC per GPU between them."""
+    network = NetworkConfig.from_dict(
+        {
+            "topology": ["Switch", "Switch"],
+            "npus_count": [4, 2],
+            "bandwidth": [419.0, 46.6],
+            "latency": [300, 1350],
+        }
+    )
+    return network, h100_configs(GPUS)[1]
+
+
+@pytest.mark.parametrize("hot", [False, True])
+def test_rank_symmetry_folds_a_pattern_every_rank_repeats_from_where_it_stands(tmp_path, hot):
+    # a token-based MoE dispatch on two nodes of 4: 3 MiB to each rank of one's own node,
+    # 1 MiB to the rank at one's own place on the other node, nothing to the rest; every
+    # rank's bytes are one map from offset to bytes, so one rank stands for all. With
+    # rank 3 receiving 5 MiB more from its node, the ranks differ and stay apart.
+    def sends(r):
+        node, place = divmod(r, 4)
+        out = [(3 << 20) if q // 4 == node else (1 << 20) if q % 4 == place else 0 for q in range(GPUS)]
+        if hot and r // 4 == 0 and r != 3:
+            out[3] += 5 << 20
+        return out
+
+    prefix = write_group_all_to_all(tmp_path, [sends(r) for r in range(GPUS)])
+    network, system = two_nodes()
+    groups = {"1": list(range(GPUS))}
+    folded = astra.simulate(str(prefix), system, network, comm_groups=groups, symmetry=True)
+    every = astra.simulate(str(prefix), system, network, comm_groups=groups, symmetry=False)
+    assert folded.symmetric is not hot
+    assert [r.finish_ns for r in folded.ranks] == [r.finish_ns for r in every.ranks]
+    assert folded.message_bytes == every.message_bytes
+    # NCCL's time: the larger of the 9 MiB each rank sends over NVLink (3 peers x 3 MiB)
+    # and its 1 MiB over its 400 Gb/s NIC (21 us), after one Simple ring step across
+    # nodes (tuning.cc: 8.4 + 14 us)
+    if not hot:
+        nvlink_us = 9 * 2**20 / (NVLINK_GBPS * 1e3)
+        assert every.step_ns == pytest.approx((8.4 + 14 + nvlink_us) * 1e3, rel=1e-3)

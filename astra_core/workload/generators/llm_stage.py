@@ -359,6 +359,7 @@ class StageBuilder:
         )
         self.dense_mlp = O.mlp_ops(model, b, s, T, sp, dropout=drop)
         self.flex = self._flex_dispatch()
+        self._flex_splits: dict[float, list] = {}  # per row size, each index's bytes per member
         token_rows = self.flex.received(b * s / T) if self.flex else None
         self.router, self.experts, self.combine = (
             O.moe_ops(model, b, s, T, sp, cfg.ep, drop, token_rows=token_rows)
@@ -715,10 +716,12 @@ class StageBuilder:
         if flex.groups == 1:
             self.prog.coll(name, _A2A, flex.ep * rows * flex.rank_share * row_bytes, "ep")
             return
-        splits = []
-        for q in range(flex.ep):
-            sizes = tuple(round(r * row_bytes) for r in flex.rows_to(q, rows))
-            splits.append((sizes, sizes))
+        splits = self._flex_splits.get(row_bytes)
+        if splits is None:  # one list for every layer's (the nodes share it)
+            splits = self._flex_splits[row_bytes] = []
+            for q in range(flex.ep):
+                sizes = tuple(round(r * row_bytes) for r in flex.rows_to(q, rows))
+                splits.append((sizes, sizes))
         self.prog.uneven_all_to_all(name, splits)
 
     def _moe_edge(self, name: str, forward: bool, at_input: bool) -> None:
