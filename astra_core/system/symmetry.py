@@ -100,6 +100,7 @@ class Symmetry:
         _strides: tuple[int, ...] = field(init=False)
         _group_of: dict[frozenset[int], int] = field(init=False)
         _shift_cache: dict[tuple[int, tuple[int, ...]], int] = field(init=False)
+        _moved: dict[tuple[int, tuple[int, ...]], int] = field(init=False)
 
     def __post_init__(self) -> None:
         strides, s = [], 1
@@ -109,6 +110,7 @@ class Symmetry:
         object.__setattr__(self, "_strides", tuple(strides))
         object.__setattr__(self, "_group_of", {frozenset(m): g for g, m in self.groups.items()})
         object.__setattr__(self, "_shift_cache", {})
+        object.__setattr__(self, "_moved", {})
 
     @property
     def npus(self) -> int:
@@ -136,11 +138,16 @@ class Symmetry:
         return sorted({self.representative(r) for r in range(self.npus)})
 
     def shift(self, rank: int, delta: Sequence[int]) -> int:
-        """``rank`` translated by ``delta`` (per-dimension offsets, or XOR masks)."""
-        out = []
-        for c, d, n, kind in zip(self.coords(rank), delta, self.sizes, self.kinds):
-            out.append((c + d) % n if kind == "rotation" else c ^ d)
-        return self.rank_of(out)
+        """``rank`` translated by ``delta`` (per-dimension offsets, or XOR masks); kept
+        per (rank, delta): the kernel names every mirrored message's sender this way."""
+        key = (rank, tuple(delta))
+        moved = self._moved.get(key)
+        if moved is None:
+            out = []
+            for c, d, n, kind in zip(self.coords(rank), delta, self.sizes, self.kinds):
+                out.append((c + d) % n if kind == "rotation" else c ^ d)
+            moved = self._moved[key] = self.rank_of(out)
+        return moved
 
     def to_representative(self, rank: int) -> tuple[int, tuple[int, ...]]:
         """(representative of ``rank``, the translation that takes ``rank`` there)."""

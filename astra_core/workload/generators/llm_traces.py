@@ -59,7 +59,7 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         roles = list(dict.fromkeys(n.role for n in nodes if n.type == pb.COMM_COLL_NODE))
         colls = [i for i, n in enumerate(nodes) if n.type == pb.COMM_COLL_NODE]
         peers = [i for i, n in enumerate(nodes) if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
-        routed = any(n.by_ep is not None for n in nodes)
+        routed = [i for i, n in enumerate(nodes) if n.by_ep is not None]
         stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers, routed)
     ids, roles, coll_slots, peer_slots, routed = stage
     # the placements in the order the nodes first name them: the layout numbers new groups
@@ -76,8 +76,15 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         return cast("list[ETNode]", TemplatePeers(template, slots, own))
     base = cache.get(("base", p, q))  # the stage's first nodes: only its collectives differ
     out: list[ETNode]
-    if base is None:
-        out = cache[("base", p, q)] = [
+    first = cache.get(("base", p))  # another expert-parallel index's: its routed nodes differ too
+    if base is None and first is not None:
+        out = cache[("base", p, q)] = list(first)
+        for idx in routed:
+            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
+        for idx in coll_slots:
+            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
+    elif base is None:
+        out = cache[("base", p, q)] = cache[("base", p)] = [
             _node_at(nodes, i, ids, places, (p, q), cache) for i in range(len(nodes))
         ]
     else:
