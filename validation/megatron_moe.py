@@ -145,10 +145,11 @@ NOT_EXPRESSIBLE = (
 )
 
 LEFT_OUT = (
-    "Not modelled (appendix B.2): the HybridEP dispatcher on GB200 / GB300 and DeepEP on "
-    "H100 (astra runs the all-to-all dispatcher on NCCL); the overlap of the EP all-to-all "
-    "with the other micro-batch's computation (on for GB200 and H100); CUDA graphs of "
-    "attention, router and dispatcher preprocessing."
+    "Appendix B.2's dispatchers run as astra's flex dispatcher: HybridEP on GB200 / GB300, "
+    "DeepEP on H100 (each token once per rank and NVLink group that needs it). Not "
+    "modelled: DeepEP's 20 SMs taken from concurrent GEMMs; the overlap of the EP "
+    "all-to-all with the other micro-batch's computation (on for GB200 and H100); CUDA "
+    "graphs of attention, router and dispatcher preprocessing."
 )
 
 
