@@ -133,22 +133,6 @@ def test_members_that_disagree_on_their_bytes_are_refused(tmp_path):
     )
 
 
-def write_group_all_to_all(tmp_path, sends: list[list[int]]):
-    """:func:`write_all_to_all` on the communicator group "1" of every rank."""
-    prefix = tmp_path / "group_a2a"
-    for r in range(GPUS):
-        attrs = {
-            "comm_type": pb.ALL_TO_ALL,
-            "comm_size": sum(sends[r]),
-            "send_bytes": sends[r],
-            "recv_bytes": [sends[q][r] for q in range(GPUS)],
-            "pg_name": "1",
-            "is_cpu_op": False,
-        }
-        write_rank_trace(f"{prefix}.{r}.et", [make_node(0, "dispatch", pb.COMM_COLL_NODE, **attrs)])
-    return prefix
-
-
 def two_nodes():
     """Two nodes of 4 GPUs (NVLink), one 400 Gb/s NIC per GPU between them."""
     network = NetworkConfig.from_dict(
@@ -175,7 +159,8 @@ def test_rank_symmetry_folds_a_pattern_every_rank_repeats_from_where_it_stands(t
             out[3] += 5 << 20
         return out
 
-    prefix = write_group_all_to_all(tmp_path, [sends(r) for r in range(GPUS)])
+    on_group = {r: {"pg_name": "1"} for r in range(GPUS)}
+    prefix = write_all_to_all(tmp_path, [sends(r) for r in range(GPUS)], on_group)
     network, system = two_nodes()
     groups = {"1": list(range(GPUS))}
     folded = astra.simulate(str(prefix), system, network, comm_groups=groups, symmetry=True)
