@@ -26,13 +26,24 @@ kernel benchmarks reached on the part:
   (megatron/fused_kernels/layer_norm_cuda_kernel.cu) ran at 895.8 GB/s
   forward and 572.2 GB/s backward on GA100 (NVIDIA/apex PR #1037, batch 32 x
   512); A100 presets use these rates, later parts the element-wise rate.
-* FlashAttention-2 forward + backward TFLOP/s by sequence length, head
-  dimension and mask, read from Dao-AILab/flash-attention
-  assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png
-  (commit 4f285b35; hidden 2048, batch 16k / seqlen, FLOPs counted as in its
-  benchmark script). H200 takes H100's numbers (same SMs and clocks;
-  attention is compute-bound); B200 H100's fractions of peak (no published
-  B200 FlashAttention-2 figures found).
+* Attention: the fused kernel Megatron-core runs. On A100, FlashAttention-2's
+  forward + backward TFLOP/s by sequence length, head dimension and mask, read from
+  Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png (commit
+  4f285b35; hidden 2048, batch 16k / seqlen, FLOPs counted as in its benchmark
+  script: forward 4 b s^2 h d, halved when causal, backward 2.5x). On Hopper and
+  Blackwell Transformer Engine prefers cuDNN's fused attention
+  (``get_attention_backend``: "Disabling FlashAttention to give FusedAttention
+  preference on Hopper+", TE v2.9, the release Megatron-Bridge 25.11 pins), and
+  Megatron-core's default ``attention_backend=auto`` leaves the choice to it. Its
+  BF16 rates at head dim 128, forward and backward by sequence length, counted the
+  same way, from NVIDIA/cudnn-frontend's benchmark results: H200 with cuDNN 9.1
+  at 1,980 MHz, causal and not (benchmark/benchmark_results.csv, commit 505fcfeb;
+  H100 and H200 share SMs and clocks, attention is compute-bound); B200 with
+  cuDNN 9.13, GB200 with cuDNN 9.17 and GB300, causal, 128 query and 8 key/value
+  heads (benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_*.csv,
+  commits bb37575d and d48a60eb; B200's and GB300's shorter sequences, timed one
+  call at a time, are left out: their launch dominates). A sequence past a table's
+  ends takes the end value.
 * Launch: ``cudaLaunchKernel`` took 3.50 us on average on an A100 node
   (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
   on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell.
@@ -43,8 +54,7 @@ kernel benchmarks reached on the part:
   by 2 (NVIDIA lists them with sparsity): BF16 2.5, FP8 5 PFLOP/s for both;
   HBM3e 8 TB/s and 186 GB (GB200) or 288 GB (GB300). GB300 has no published
   GEMM measurement and takes GB200's (its 16- and 8-bit tensor cores and clocks
-  are GB200's; Bekman's note 24); both take B200's FlashAttention and
-  HBM fractions.
+  are GB200's; Bekman's note 24); both take H100's HBM fraction.
 
 A user file (JSON or YAML, the :class:`GPUSpec` keys) describes another part
 or replaces the models with measurements (``gemm_table``, ``attention_tflops``).
@@ -76,8 +86,8 @@ class GPUSpec:
     ``memory_efficiency`` by a streaming kernel, ``elementwise_efficiency`` by
     the framework's element-wise and softmax kernels. ``layernorm_gbps``: a fused
     layer norm's measured (forward, backward) rate [GB/s] (empty: the
-    element-wise rate). ``attention_tflops``: measured
-    FlashAttention forward + backward throughput, rows ``(causal, head_dim,
+    element-wise rate). ``attention_tflops``: measured fused attention
+    (FlashAttention, cuDNN) forward + backward throughput, rows ``(causal, head_dim,
     seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
     host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
     apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
@@ -131,15 +141,50 @@ _FA2_A100 = (
     + _fa_rows(False, 64, (132, None, 162, 171, 175, 176))
     + _fa_rows(False, 128, (None, 173, 187, 196, 201, 203))
 )
-_H100 = (
-    (True, 64, (141, 192, 232, 257, 273, 284)),
-    (True, 128, (163, 221, 265, 294, 308, 328)),
-    (False, 64, (215, 254, 274, 288, 294, 296)),
-    (False, 128, (248, 294, 320, 326, 335, 338)),
+
+
+def _cudnn_rows(causal: bool, head_dim: int, points: tuple) -> tuple:
+    """Rows of a cuDNN SDPA benchmark: ``points`` (seq_len, forward, backward TFLOP/s),
+    each counted as FlashAttention's benchmark counts (backward 2.5x forward's FLOPs),
+    combined into one forward + backward rate: ``3.5 / (1 / fwd + 2.5 / bwd)``."""
+    return tuple((causal, head_dim, s, 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
+
+
+#: cuDNN fused attention (Transformer Engine's FusedAttention, what Megatron-core runs on
+#: Hopper and Blackwell), BF16, head dim 128, forward / backward TFLOP/s by sequence
+#: length, from NVIDIA/cudnn-frontend's benchmark results (see the module docstring).
+_CUDNN_H100 = _cudnn_rows(
+    False,
+    128,
+    (
+        (512, 501, 351),
+        (4096, 654, 517),
+        (8192, 669, 530),
+        (16384, 642, 538),
+        (32768, 613, 536),
+        (65536, 602, 535),
+    ),
+) + _cudnn_rows(
+    True, 128, ((4096, 542, 444), (8192, 573, 464), (16384, 587, 498), (32768, 577, 500), (65536, 567, 504))
 )
-_FA2_H100 = sum((_fa_rows(*row) for row in _H100), ())
-_FA2_B200 = sum((_fa_rows(*row, scale=2250.0 / 989.0) for row in _H100), ())
-_FA2_GB200 = sum((_fa_rows(*row, scale=2500.0 / 989.0) for row in _H100), ())
+_CUDNN_B200 = _cudnn_rows(
+    True,
+    128,
+    ((4096, 856, 701), (8192, 1171, 943), (16384, 1332, 1075), (32768, 1419, 1109), (65536, 1382, 1073),
+     (131072, 1355, 1048)),
+)  # fmt: skip
+_CUDNN_GB200 = _cudnn_rows(
+    True,
+    128,
+    ((512, 408, 329), (1024, 733, 527), (2048, 1069, 655), (4096, 1386, 1054), (8192, 1584, 1211),
+     (16384, 1668, 1304), (32768, 1681, 1348), (65536, 1573, 1229), (131072, 1467, 1188)),
+)  # fmt: skip
+_CUDNN_GB300 = _cudnn_rows(
+    True,
+    128,
+    ((4096, 1145, 893), (8192, 1496, 1130), (16384, 1702, 1268), (32768, 1796, 1319), (65536, 1770, 1302),
+     (131072, 1721, 1280)),
+)  # fmt: skip
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
 #: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
@@ -162,11 +207,11 @@ _H100_SPEC = GPUSpec(
     fp8_efficiency=1402.6 / 1979.0,
     memory_efficiency=2903.0 / 3350.0,
     elementwise_efficiency=_ELEMENTWISE,
-    attention_tflops=_FA2_H100,
+    attention_tflops=_CUDNN_H100,
     launch_us=3.0,
     source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
     f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
-    "FA2 H100 benchmark; cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
+    "cuDNN 9.1 attention (cudnn-frontend, H200); cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
     "framework-kernel fraction",
 )
 
@@ -181,12 +226,12 @@ _GB200_SPEC = GPUSpec(
     fp8_efficiency=3615.6 / 5000.0,
     memory_efficiency=2903.0 / 3350.0,
     elementwise_efficiency=_ELEMENTWISE,
-    attention_tflops=_FA2_GB200,
+    attention_tflops=_CUDNN_GB200,
     launch_us=3.0,
     mx_block_scaling=True,
     source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
-    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; H100's HBM and FA2 "
-    "efficiency; A100's framework-kernel fraction",
+    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; cuDNN 9.17 attention "
+    "(cudnn-frontend); H100's HBM efficiency; A100's framework-kernel fraction",
 )
 
 GPUS: dict[str, GPUSpec] = {
@@ -234,7 +279,8 @@ GPUS: dict[str, GPUSpec] = {
             memory_gb=141.0,
             fp8_efficiency=1453.4 / 1979.0,
             source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
-            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; H100's HBM and FA2 efficiency; "
+            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; cuDNN 9.1 attention (cudnn-frontend); "
+            "H100's HBM efficiency; "
             "A100's framework-kernel fraction",
         ),
         GPUSpec(
@@ -248,11 +294,12 @@ GPUS: dict[str, GPUSpec] = {
             fp8_efficiency=3432.5 / 4500.0,
             memory_efficiency=2903.0 / 3350.0,
             elementwise_efficiency=_ELEMENTWISE,
-            attention_tflops=_FA2_B200,
+            attention_tflops=_CUDNN_B200,
             launch_us=3.0,
             mx_block_scaling=True,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
-            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; H100's HBM and FA2 efficiency; "
+            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend); "
+            "H100's HBM efficiency; "
             "A100's framework-kernel fraction",
         ),
         _GB200_SPEC,
@@ -262,9 +309,10 @@ GPUS: dict[str, GPUSpec] = {
             _GB200_SPEC,
             name="GB300",
             memory_gb=288.0,
+            attention_tflops=_CUDNN_GB300,
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
             f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
-            "HBM and FA2 efficiency; A100's framework-kernel fraction",
+            "HBM efficiency; its cuDNN attention (cudnn-frontend); A100's framework-kernel fraction",
         ),
     )
 }

@@ -61,6 +61,25 @@ def test_memory_kernels_run_at_their_measured_rates():
     assert kernel_ns(A100, adam) == pytest.approx(28e9 / 1724.8)
 
 
+@pytest.mark.parametrize(
+    ("gpu", "seq", "fwd", "bwd"),
+    [
+        ("h100", 8192, 573, 464),
+        ("h200", 65536, 567, 504),
+        ("b200", 32768, 1419, 1109),
+        ("gb200", 8192, 1584, 1211),
+    ],
+)
+def test_hopper_and_blackwell_attention_is_cudnns_forward_and_backward(gpu, seq, fwd, bwd):
+    # cudnn-frontend's causal BF16 rates at head dim 128: the forward and a backward of
+    # 2.5x its FLOPs take 1/fwd + 2.5/bwd, so the pair runs at 3.5 / (1/fwd + 2.5/bwd)
+    assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(3.5 / (1 / fwd + 2.5 / bwd))
+    # between two measured lengths: linear in log(length)
+    h100 = GPUS["h100"]
+    low, high = 3.5 / (1 / 573 + 2.5 / 464), 3.5 / (1 / 587 + 2.5 / 498)
+    assert attention_tflops(h100, True, 128, math.sqrt(8192 * 16384)) == pytest.approx((low + high) / 2)
+
+
 def test_a_tiny_kernel_costs_its_launch():
     assert kernel_ns(A100, O.grad_accumulation_op(1000)) == A100.launch_us * 1e3
 
