@@ -247,7 +247,7 @@ def _header(source: str) -> list[str]:
             "batch per DP group (= micro-batches M of one sequence); interleaved 1F1B with 8 "
             "chunks per pipeline rank: the embedding alone, the 126 layers one per chunk, the "
             "output layer and loss alone (`--pipeline-layout`), FSDP (reduce-scatter of FP32 gradients, all-gather "
-            "of the weights), no recomputation, sequence parallelism, FlashAttention, BF16. "
+            "of the weights), no recomputation, sequence parallelism, fused attention (cuDNN), BF16. "
             "TFLOP/s per GPU by PaLM's count (6 N + 12 L H Q T per token, 16,777,216 tokens "
             "per step); `causal`: the same prediction counted with 6 L H Q T.",
             "",
@@ -262,7 +262,7 @@ def _header(source: str) -> list[str]:
         "(interleaved 1F1B), micro-batch 1, global batch 2 per node (M micro-batches per "
         "DP rank), sequence 4,096, sequence parallelism with tensor-parallel communication "
         "overlap, distributed optimizer with BF16 gradient reduction, no recomputation, "
-        "FlashAttention.",
+        "fused attention (cuDNN).",
         "",
         "| run | GPUs | TP | PP | DP | M | astra step s | published step s | error | run s | peak GiB |",
         "|---|---|---|---|---|---|---|---|---|---|---|",

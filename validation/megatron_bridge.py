@@ -22,7 +22,7 @@ overlap where TP > 1 (``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192``,
 3.1 405B recipe's embedding and loss counted in the pipeline split, sequence
 parallelism with TP, the MoE recipes' expert-tensor parallelism 1 (experts folded over
 TP: ``expert_tensor_parallel_size``), Megatron-core's distributed optimizer (FSDP = 1: Megatron FSDP,
-astra's ZeRO 3), FlashAttention, no recomputation but the GPT-OSS recipes' recomputed
+astra's ZeRO 3), fused attention (cuDNN), no recomputation but the GPT-OSS recipes' recomputed
 layer norms and expert activations and the DeepSeek-V3 recipe's MLA up projections
 (``recompute_modules``); DeepSeek-V3's multi-token prediction and pipeline layout.
 
