@@ -85,7 +85,7 @@ def predict_us(gpu: str, ep: int, hybrid: bool) -> float:
     if not hybrid:
         workload = traces(ep, None, TOKENS * TOP_K * ROW_BYTES)
     else:
-        flex = FlexDispatch.of(EXPERTS, TOP_K, ep, 1, per_domain if ep > per_domain else 0, "hybridep")
+        flex = FlexDispatch.of(EXPERTS, TOP_K, ep, 1, per_domain, "hybridep")
         sizes = [tuple(round(r * ROW_BYTES) for r in flex.rows_to(q, TOKENS)) for q in range(ep)]
         workload = traces(ep, sizes, 0) if flex.groups > 1 else traces(ep, None, sum(sizes[0]))
     return astra.simulate(workload, nccl_system(gpu), network).step_ns / 1e3

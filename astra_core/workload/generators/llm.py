@@ -62,7 +62,7 @@ from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
 from astra_core.workload.generators.routing import BALANCED, check_routing, rows_by_layer
-from astra_core.workload.generators.token_dispatch import FLEX_BACKENDS
+from astra_core.workload.generators.token_dispatch import check_backend
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
@@ -488,11 +488,7 @@ def _check_flex(cfg: LLMConfig) -> None:
     """The flex dispatcher: a known backend, balanced dropless routing (what its byte
     counts assume), and whole experts when T > 1 (its group is the tensor- and
     expert-parallel ranks, the expert-parallel ones under parallel folding)."""
-    if cfg.moe_flex_dispatcher_backend not in FLEX_BACKENDS:
-        raise ConfigError(
-            f"--moe-flex-dispatcher-backend: expected one of {', '.join(FLEX_BACKENDS)}, "
-            f"got {cfg.moe_flex_dispatcher_backend!r}"
-        )
+    check_backend(cfg.moe_flex_dispatcher_backend)
     if cfg.moe_routing != BALANCED or cfg.moe_capacity_factor is not None:
         raise ConfigError(
             "--moe-token-dispatcher flex: runs balanced dropless routing only (no --moe-routing "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
+from collections.abc import Sequence
 from copy import deepcopy
 from typing import Any, cast
 
@@ -76,21 +77,19 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         return cast("list[ETNode]", TemplatePeers(template, slots, own))
     base = cache.get(("base", p, q))  # the stage's first nodes: only its collectives differ
     out: list[ETNode]
-    first = cache.get(("base", p))  # another expert-parallel index's: its routed nodes differ too
-    if base is None and first is not None:
-        out = cache[("base", p, q)] = list(first)
-        for idx in routed:
-            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
-        for idx in coll_slots:
-            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
-    elif base is None:
+    remake: Sequence[int] = coll_slots
+    if base is not None:
+        out = list(base)
+    elif ("base", p) in cache:  # another expert-parallel index's nodes: its routed nodes differ too
+        out = cache[("base", p, q)] = list(cache[("base", p)])
+        remake = (*routed, *coll_slots)
+    else:
         out = cache[("base", p, q)] = cache[("base", p)] = [
             _node_at(nodes, i, ids, places, (p, q), cache) for i in range(len(nodes))
         ]
-    else:
-        out = list(base)
-        for idx in coll_slots:
-            out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
+        remake = ()
+    for idx in remake:
+        out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
     cache[("template", shape)] = out
     for i, idx in enumerate(peer_slots):
         out[idx] = with_peers(out[idx], own[2 * i], own[2 * i + 1])

@@ -371,11 +371,7 @@ def moe_ops(
     assigned = rows * model.top_k if received is None else received
     h, k = model.hidden, model.top_k
     local = model.experts / ep
-    router = [
-        _norm("ln_moe", tokens, h, t, sp),
-        _gemm("router", rows, model.experts, h),
-        _memory("moe_permute", rows * h, 2 * BYTES * k, BYTES * (k + 1), 0.0),
-    ]
+    router = [_norm("ln_moe", tokens, h, t, sp), _gemm("router", rows, model.experts, h)]
     per_expert = assigned / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
@@ -384,37 +380,30 @@ def moe_ops(
         _activation("experts_act", assigned, f, ups == 2),
         _gemm("experts_down", per_expert, h, f, local),
     ]
-    if token_rows is not None:
-        copies = assigned / token_rows  # assignments per delivered row
-        permute = _memory("moe_permute", token_rows * h, 2 * BYTES * copies, BYTES * (copies + 1), 0.0)
-        unpermute = _memory(
-            "moe_unpermute", token_rows * h, BYTES * (copies + 1), BYTES * (2 * copies + 1), copies
-        )
-        return _moe_tail(model, b, s, t, sp, dropout, router[:2], [permute, *experts, unpermute], [])
-    if local > 1:
-        sort = _memory("moe_sort", assigned * h, 2 * BYTES, 2 * BYTES, 0.0)
-        experts = [sort, *experts, replace(sort, name="moe_unsort")]
-    after = [_memory("moe_unpermute", rows * h, BYTES * (k + 1), BYTES * (2 * k + 1), float(k))]
-    return _moe_tail(model, b, s, t, sp, dropout, router, experts, after)
-
-
-def _moe_tail(
-    model: ModelConfig,
-    b: int,
-    s: int,
-    t: int,
-    sp: bool,
-    dropout: bool,
-    router: list[Op],
-    experts: list[Op],
-    after: list[Op],
-) -> tuple[list[Op], list[Op], list[Op]]:
-    """:func:`moe_ops`' three lists, the shared experts and the residual added after the combine."""
-    tokens = b * s
+    if token_rows is not None:  # the experts' side expands the delivered rows and folds them back
+        permute, unpermute = _token_permutations(token_rows, assigned / token_rows, h)
+        experts, after = [permute, *experts, unpermute], []
+    else:  # permutation 1 before the dispatch, the unpermutation after the combine
+        permute, unpermute = _token_permutations(rows, k, h)
+        router.append(permute)
+        if local > 1:
+            sort = _memory("moe_sort", assigned * h, 2 * BYTES, 2 * BYTES, 0.0)
+            experts = [sort, *experts, replace(sort, name="moe_unsort")]
+        after = [unpermute]
     if model.shared_experts:
-        f = model.expert_ffn_hidden
-        after = after + mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
-    return router, experts, after + [_residual("moe_residual", tokens, model.hidden, t, sp, dropout)]
+        after += mlp_ops(model, b, s, t, sp, width=f, count=model.shared_experts, name="shared")[1:4]
+    return router, experts, after + [_residual("moe_residual", tokens, h, t, sp, dropout)]
+
+
+def _token_permutations(rows: float, copies: float, h: float) -> tuple[Op, Op]:
+    """The permutation that copies each of ``rows`` H-wide rows once per assignment
+    (``copies`` each: read and write the copies; backward adds them back into the rows)
+    and the unpermutation that weights each copy by its routing probability and adds a
+    row's copies (read the copies, write the rows; backward reads the output gradient
+    and the copies and writes the copies' gradients)."""
+    permute = _memory("moe_permute", rows * h, 2 * BYTES * copies, BYTES * (copies + 1), 0.0)
+    unpermute = _memory("moe_unpermute", rows * h, BYTES * (copies + 1), BYTES * (2 * copies + 1), copies)
+    return permute, unpermute
 
 
 def embedding_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:

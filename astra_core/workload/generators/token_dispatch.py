@@ -26,12 +26,20 @@ from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
 
-__all__ = ["FLEX_BACKENDS", "FlexDispatch", "hit_probability"]
+__all__ = ["FLEX_BACKENDS", "FlexDispatch", "check_backend", "hit_probability"]
 
 #: Megatron-core's ``--moe-flex-dispatcher-backend`` values.
 FLEX_BACKENDS = ("deepep", "hybridep")
 #: DeepEP's NVLink peers per RDMA rank (``NUM_MAX_NVL_PEERS``).
 DEEPEP_NVL_PEERS = 8
+
+
+def check_backend(backend: str) -> None:
+    """Raise ConfigError unless ``backend`` is one of :data:`FLEX_BACKENDS`."""
+    if backend not in FLEX_BACKENDS:
+        raise ConfigError(
+            f"--moe-flex-dispatcher-backend: expected one of {', '.join(FLEX_BACKENDS)}, got {backend!r}"
+        )
 
 
 def hit_probability(experts: int, top_k: int, held: int) -> float:
@@ -62,10 +70,7 @@ class FlexDispatch:
         ``stride`` global ranks apart, on NVLink domains of ``domain`` GPUs (0: one
         domain for every rank). Raises ConfigError for an unknown backend, or expert-parallel
         ranks that do not split evenly over the NVLink domains."""
-        if backend not in FLEX_BACKENDS:
-            raise ConfigError(
-                f"--moe-flex-dispatcher-backend: expected one of {', '.join(FLEX_BACKENDS)}, got {backend!r}"
-            )
+        check_backend(backend)
         if not domain or (domain % stride == 0 and (domain // stride) % ep == 0):
             span = ep  # the whole group in one NVLink domain
         elif domain % stride == 0 and ep % (domain // stride) == 0:
