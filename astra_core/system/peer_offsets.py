@@ -92,11 +92,11 @@ class PeerTable:
         positions = self._positions.get(key)
         if positions is None:
             positions = self._positions[key] = self._shared(shared, relative, template)
-        if template is None or not len(positions.slot):
-            return positions.src, positions.dst, positions
-        mine = np.frombuffer(template.own_peers, dtype=np.int64).reshape(-1, 2)
         slot = positions.slot
         taken = slot >= 0
+        if template is None or not taken.any():
+            return positions.src, positions.dst, positions
+        mine = np.frombuffer(template.own_peers, dtype=np.int64).reshape(-1, 2)
         src = np.where(taken, mine[np.maximum(slot, 0), 0], positions.src)
         dst = np.where(taken, mine[np.maximum(slot, 0), 1], positions.dst)
         return src, dst, positions

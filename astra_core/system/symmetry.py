@@ -68,7 +68,7 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.peer_offsets import PeerTable, relative_signatures, relative_uneven
 from astra_core.system.rank import group_algorithm
-from astra_core.workload.graph import Children, RankGraph, distinct_shapes, shape_key
+from astra_core.workload.graph import Children, RankGraph, distinct_timings, timing_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
 
 # Chakra node types (et_def.proto)
@@ -204,7 +204,7 @@ def _kinds(
     # distance, so either rules XOR out.
     xor_ok = True
     seen: set[int] = set()  # nodes shared between ranks' graphs are looked at once
-    for graph in distinct_shapes(graphs):
+    for graph in distinct_timings(graphs):  # a group's name only says whether it is whole
         for node, key in graph.notable_nodes():
             if node.is_cpu_op or key in seen:
                 continue
@@ -262,16 +262,17 @@ def _kinds(
 
 def _base_signatures(graphs: Sequence[RankGraph]) -> list[tuple[int, tuple[int, ...]]]:
     """Per rank: :func:`_base_signature` (interned among the ranks), computed once per
-    graph, and once for the ranks made from one template (peers are not in it)."""
+    graph, and once for the ranks made from templates that time alike (peers and group
+    names are not in it: :func:`~astra_core.workload.graph.timing_key`)."""
     interned: dict[tuple, int] = {}
     items: dict[int, tuple] = {}
     structures: dict[tuple, tuple] = {}
     base: dict[int, tuple[int, tuple[int, ...]]] = {}
     out = []
     for graph in graphs:
-        entry = base.get(shape_key(graph.nodes))  # peers are not in it
+        entry = base.get(timing_key(graph.nodes))
         if entry is None:
-            entry = base[shape_key(graph.nodes)] = _base_signature(graph, interned, items, structures)
+            entry = base[timing_key(graph.nodes)] = _base_signature(graph, interned, items, structures)
         out.append(entry)
     return out
 
@@ -378,7 +379,7 @@ def find_symmetry(
         return None, "the backend's timing is not the same for every rank"
     if memory_type in (MemoryType.PER_NODE_MEMORY_EXPANSION, MemoryType.MEMORY_POOL):
         return None, "ranks share a remote memory"
-    for graph in distinct_shapes(graphs):
+    for graph in distinct_timings(graphs):
         if any(n.type == _METADATA and n.inputs_values for n, _ in graph.notable_nodes()):
             return None, "the trace defines process groups"
     groups = {_group_key(name): tuple(members) for name, members in comm_groups.items()}

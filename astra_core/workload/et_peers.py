@@ -27,7 +27,16 @@ from typing import cast
 
 from astra_core.workload.et_decode import ETNode
 
-__all__ = ["PeerNode", "PeerNodes", "PeerPlan", "TemplatePeers", "peer_key", "split_peers", "with_peers"]
+__all__ = [
+    "GroupTemplate",
+    "PeerNode",
+    "PeerNodes",
+    "PeerPlan",
+    "TemplatePeers",
+    "peer_key",
+    "split_peers",
+    "with_peers",
+]
 
 #: The order of a node's peer values in its bytes (:func:`peer_key`).
 SRC_ONLY, DST_ONLY, SRC_FIRST, DST_FIRST = range(4)
@@ -180,6 +189,23 @@ class PeerNodes(list):
     def __init__(self, nodes: list[ETNode], template: list[ETNode]):
         super().__init__(nodes)
         self.template = template
+
+
+class GroupTemplate(list):
+    """A template's node list (of :class:`PeerNodes` or :class:`TemplatePeers`) that
+    differs from ``timing``'s, another such list, only in the groups its collectives
+    name (``pg_name``) and in its own ranks' peers: node for node the same timings, ids
+    and dependencies, and the same positions of the nodes that name peers or groups.
+    Whatever looks at none of those (graph structure, rank symmetry's timing signature)
+    reads ``timing`` once for all of them. The maker vouches for it (a generated step's
+    ranks of one pipeline stage: :func:`~astra_core.workload.generators.llm_traces.llm_traces`);
+    the first of its kind is its own ``timing``."""
+
+    __slots__ = ("timing",)
+
+    def __init__(self, nodes, timing: list[ETNode] | None = None):
+        super().__init__(nodes)
+        self.timing = self if timing is None else timing
 
 
 class PeerPlan:

@@ -35,10 +35,20 @@ from typing import cast
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra import ETNode, RankTrace
-from astra_core.workload.et_peers import PeerNodes, TemplatePeers
+from astra_core.workload.et_peers import GroupTemplate, PeerNodes, TemplatePeers
 from astra_core.workload.streaming import SortedIds, StreamedNodes
 
-__all__ = ["RankGraph", "TraceWarning", "build_graph", "build_graphs", "distinct_shapes", "shape_key"]
+__all__ = [
+    "RankGraph",
+    "TraceWarning",
+    "build_graph",
+    "build_graphs",
+    "distinct_shapes",
+    "distinct_timings",
+    "peerless",
+    "shape_key",
+    "timing_key",
+]
 
 _EXAMPLES = 5  # ids quoted in a warning
 
@@ -121,16 +131,16 @@ class RankGraph:
         of them, unless the trace is streamed: then only those
         :func:`~astra_core.workload.streaming.is_notable` picks, decoded one by one).
         ``key`` is equal for one node object shared by several graphs (to look
-        at it once), None for a streamed node (a fresh object every time)."""
+        at it once), None for a streamed node (a fresh object every time). Sends
+        and receives of a rank made from a template
+        (:class:`~astra_core.workload.et_peers.TemplatePeers`) are the template's,
+        without the rank's peers (:func:`peerless`)."""
         nodes = self.nodes
         if isinstance(nodes, StreamedNodes):
             for pos in nodes.notable:
                 yield nodes[pos], None
-        elif isinstance(nodes, TemplatePeers):  # a fresh object per peer node: no key
-            for node in nodes:
-                yield node, None if type(node) is not ETNode else id(node)
         else:
-            for node in nodes:
+            for node in peerless(nodes):
                 yield node, id(node)
 
     def __repr__(self) -> str:
@@ -321,13 +331,37 @@ def shape_key(nodes) -> int:
     return id(nodes.template) if isinstance(nodes, (PeerNodes, TemplatePeers)) else id(nodes)
 
 
-def distinct_shapes(graphs: Iterable[RankGraph]) -> list[RankGraph]:
-    """One graph of each :func:`shape_key` among ``graphs``, first come: what looks at a
-    run's nodes but not their peers (collectives, node kinds) reads these only."""
+def peerless(nodes) -> Sequence[ETNode]:
+    """``nodes``, or for a rank made from a template
+    (:class:`~astra_core.workload.et_peers.TemplatePeers`) the template's nodes: the
+    same nodes but for the peers of sends and receives, without making a node per
+    peer, for what reads no peers."""
+    return nodes.template if isinstance(nodes, TemplatePeers) else nodes
+
+
+def timing_key(nodes) -> int:
+    """Equal for node lists of one :func:`shape_key`, or whose templates time alike and
+    differ only in the groups their collectives name
+    (:class:`~astra_core.workload.et_peers.GroupTemplate`): their structure, timings
+    and the positions of the nodes naming peers or groups are the same. Valid while the
+    lists are alive (an object id)."""
+    base = nodes.template if isinstance(nodes, (PeerNodes, TemplatePeers)) else nodes
+    return id(base.timing) if isinstance(base, GroupTemplate) else id(base)
+
+
+def distinct_shapes(graphs: Iterable[RankGraph], key=shape_key) -> list[RankGraph]:
+    """One graph of each :func:`shape_key` (or ``key``) among ``graphs``, first come: what
+    looks at a run's nodes but not their peers (collectives, node kinds) reads these only."""
     first: dict[int, RankGraph] = {}
     for graph in graphs:
-        first.setdefault(shape_key(graph.nodes), graph)
+        first.setdefault(key(graph.nodes), graph)
     return list(first.values())
+
+
+def distinct_timings(graphs: Iterable[RankGraph]) -> list[RankGraph]:
+    """One graph of each :func:`timing_key` among ``graphs``, first come: what looks at
+    neither peers nor group names reads these only."""
+    return distinct_shapes(graphs, timing_key)
 
 
 def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
@@ -347,7 +381,10 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     for trace in traces:
         graph = built.get(id(trace.nodes))
         if graph is None:
-            same = built.get(shape_key(trace.nodes))  # its template's graph, built before
+            # its template's graph, or one of a template that times alike, built before
+            same = built.get(shape_key(trace.nodes))
+            if same is None:
+                same = built.get(timing_key(trace.nodes))
             if same is None:
                 key = _structure_key(trace.nodes)
                 same = structures.get(key)
@@ -356,6 +393,8 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
             if graph is None:
                 graph = _sharing_structure(same, trace)
             built[id(trace.nodes)] = graph
+            built.setdefault(shape_key(trace.nodes), graph)
+            built.setdefault(timing_key(trace.nodes), graph)
         out.append(graph)
     return out
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra_types import COMM_COLL, COMP
-from astra_core.workload.graph import RankGraph, TraceWarning, shape_key
+from astra_core.workload.graph import RankGraph, TraceWarning, peerless, shape_key
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
 
@@ -137,7 +137,7 @@ def _misfits(
     short: tuple[RankGraph, int, int] | None = None  # (graph, node id, entries)
     idle: _Involved | None = None
     for graph in graphs:
-        for node in graph.nodes:
+        for node in peerless(graph.nodes):  # peers are not read here
             kind = node.type
             if kind == COMM_COLL:
                 involved = node.involved_dim

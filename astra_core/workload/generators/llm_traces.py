@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
-from collections.abc import Sequence
 from copy import deepcopy
 from typing import Any, cast
 
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.et_peers import TemplatePeers, with_peers
+from astra_core.workload.et_peers import GroupTemplate, TemplatePeers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
@@ -45,13 +44,15 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
     return traces, {str(k): list(v) for k, v in wl.layout.groups.items()}
 
 
-def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers, a Sequence
-    """Rank ``rank``'s nodes, in file order (see the module docstring). Ranks of a stage
-    whose collectives share their groups differ only in peers: the first is the template
-    of the others (:class:`TemplatePeers`: the template with their own sends' and
-    receives' peers); their graph structure, signature and NCCL communicators are then the
-    template's (:func:`~astra_core.workload.graph.shape_key`). A template of other groups
-    is the stage's first nodes with its own collectives."""
+def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # a TemplatePeers, a Sequence
+    """Rank ``rank``'s nodes, in file order (see the module docstring): a template's nodes
+    with the rank's own sends' and receives' peers (:class:`TemplatePeers`). Ranks of a
+    stage whose collectives share their groups share a template; their graph structure,
+    signature and NCCL communicators are then the template's
+    (:func:`~astra_core.workload.graph.shape_key`). A template of other groups is the
+    stage's first nodes with its own collectives; where those groups differ only in name
+    it times as the stage's first template
+    (:class:`~astra_core.workload.et_peers.GroupTemplate`)."""
     layout = wl.layout
     p = layout.coords(rank)[2]
     stage = cache.get(("stage", p))
@@ -61,39 +62,47 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # or TemplatePeers
         colls = [i for i, n in enumerate(nodes) if n.type == pb.COMM_COLL_NODE]
         peers = [i for i, n in enumerate(nodes) if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE)]
         routed = [i for i, n in enumerate(nodes) if n.by_ep is not None]
-        stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers, routed)
-    ids, roles, coll_slots, peer_slots, routed = stage
+        slots = {idx: i for i, idx in enumerate(peers)}
+        stage = cache[("stage", p)] = (node_order(nodes), roles, colls, peers, routed, slots)
+    ids, roles, coll_slots, peer_slots, routed, slots = stage
     # the placements in the order the nodes first name them: the layout numbers new groups
     # as they are first asked for, as the writer does
     places = {role: layout.placement(role, rank) for role in roles}
     q = layout.expert_index(rank) if routed else 0  # nodes that differ by expert-parallel index
     shape = (p, q, tuple((role, place.kind, str(place.value)) for role, place in places.items()))
-    own = _own_peers(wl, p, rank, peer_slots, cache)
     template = cache.get(("template", shape))
-    if template is not None:
-        slots = cache.get(("slots", p))
-        if slots is None:
-            slots = cache[("slots", p)] = {idx: i for i, idx in enumerate(peer_slots)}
-        return cast("list[ETNode]", TemplatePeers(template, slots, own))
-    base = cache.get(("base", p, q))  # the stage's first nodes: only its collectives differ
-    out: list[ETNode]
-    remake: Sequence[int] = coll_slots
-    if base is not None:
-        out = list(base)
-    elif ("base", p) in cache:  # another expert-parallel index's nodes: its routed nodes differ too
-        out = cache[("base", p, q)] = list(cache[("base", p)])
-        remake = (*routed, *coll_slots)
-    else:
-        out = cache[("base", p, q)] = cache[("base", p)] = [
-            _node_at(nodes, i, ids, places, (p, q), cache) for i in range(len(nodes))
+    if template is None:
+        template = cache[("template", shape)] = _template(
+            nodes, (p, q), ids, places, coll_slots, routed, cache
+        )
+    return cast("list[ETNode]", TemplatePeers(template, slots, _own_peers(wl, p, rank, peer_slots, cache)))
+
+
+def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: list, routed: list, cache: dict):
+    """The nodes of stage ``stage`` = (its number, the expert-parallel index) with the
+    groups ``places``, sends and receives without peers: the stage's first nodes for that
+    index (made once) with their collectives made anew."""
+    p, q = stage
+    base = cache.get(("base", p, q))
+    if base is None and ("base", p) in cache:  # another expert-parallel index: its routed nodes differ
+        base = cache[("base", p, q)] = list(cache[("base", p)])
+        for idx in routed:
+            base[idx] = _node_at(nodes, idx, ids, places, stage, cache)
+    elif base is None:
+        base = cache[("base", p, q)] = cache[("base", p)] = [
+            _node_at(nodes, i, ids, places, stage, cache) for i in range(len(nodes))
         ]
-        remake = ()
-    for idx in remake:
-        out[idx] = _node_at(nodes, idx, ids, places, (p, q), cache)
-    cache[("template", shape)] = out
-    for i, idx in enumerate(peer_slots):
-        out[idx] = with_peers(out[idx], own[2 * i], own[2 * i + 1])
-    return out
+    # templates of one stage and expert index whose groups differ only in name time alike
+    timing = (
+        p,
+        q,
+        tuple((r, x.kind, None if x.kind == "group" else str(x.value)) for r, x in places.items()),
+    )
+    template = GroupTemplate(base, cache.get(("timing", timing)))
+    cache.setdefault(("timing", timing), template)
+    for idx in colls:
+        template[idx] = _node_at(nodes, idx, ids, places, stage, cache)
+    return template
 
 
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> array:

@@ -58,7 +58,7 @@ def test_a_step_from_memory_runs_as_from_files(tmp_path):
     assert [r.finish_ns for r in memory.ranks] == [r.finish_ns for r in files.ranks]
 
 
-def test_ranks_after_their_template_keep_only_their_peers():
+def test_every_rank_is_a_template_with_only_its_own_peers():
     from astra_core.workload.et_peers import PeerNodes, TemplatePeers
     from astra_core.workload.graph import shape_key
 
@@ -67,8 +67,10 @@ def test_ranks_after_their_template_keep_only_their_peers():
         dims=[2, 8],
     )  # fmt: skip
     traces, _ = llm_traces(generate_llm(cfg))
-    kept = [t.nodes for t in traces if isinstance(t.nodes, TemplatePeers)]
-    assert len(kept) == len(traces) - 4  # four templates: a stage and the placements of its groups
+    kept = [t.nodes for t in traces]
+    assert all(isinstance(nodes, TemplatePeers) for nodes in kept)
+    # four templates: a stage and the placements of its groups
+    assert len({id(nodes.template) for nodes in kept}) == 4
     for nodes in kept:
         as_list = nodes.as_list()
         assert isinstance(as_list, PeerNodes) and shape_key(as_list) == shape_key(nodes) == id(nodes.template)
@@ -94,3 +96,26 @@ def test_a_symmetric_step_from_template_ranks_equals_the_full_run(tmp_path):
     full = astra.simulate(traces, system, network, comm_groups=groups or None, symmetry=False)
     assert folded.symmetric and len(set(folded.representative)) == 2  # one rank per stage
     assert [r.finish_ns for r in folded.ranks] == [r.finish_ns for r in full.ranks]
+
+
+def test_templates_whose_groups_differ_in_name_alone_time_alike():
+    """The groups of a stage's templates differ in name only: their timing signature is
+    computed once (timing_key) and equals each template's own, computed alone."""
+    from astra_core.system.symmetry import _base_signature, _base_signatures
+    from astra_core.workload.graph import build_graphs, shape_key, timing_key
+
+    cfg = LLMConfig(DENSE, GPUS["h100"], dp=4, tp=2, pp=2, microbatches=4, sequence_parallel=True, dims=[16])
+    traces, _ = llm_traces(generate_llm(cfg))
+    graphs = build_graphs(traces)
+    shapes = {shape_key(g.nodes) for g in graphs}
+    timings = {timing_key(g.nodes) for g in graphs}
+    # a template per rank (its own tensor- and data-parallel groups), one timing per stage
+    assert (len(shapes), len(timings)) == (16, 2)
+    shared = _base_signatures(graphs)
+    interned: dict = {}
+    alone = [_base_signature(g, interned, {}, {}) for g in graphs]
+    for key in timings:  # computed alone, the templates of one timing key are equal
+        assert len({alone[r] for r, g in enumerate(graphs) if timing_key(g.nodes) == key}) == 1
+    # the same classes, and the same positions of the nodes naming peers or groups
+    assert [alone.index(a) for a in alone] == [shared.index(b) for b in shared]
+    assert [pos for _, pos in alone] == [pos for _, pos in shared]
