@@ -68,7 +68,8 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.peer_offsets import PeerTable, relative_signatures, relative_uneven
 from astra_core.system.rank import group_algorithm
-from astra_core.workload.graph import Children, RankGraph, distinct_timings, timing_key
+from astra_core.workload.et_peers import TemplatePeers
+from astra_core.workload.graph import Children, RankGraph, distinct_timings, peerless, timing_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
 
 # Chakra node types (et_def.proto)
@@ -292,17 +293,20 @@ def _base_signature(
     nodes = graph.nodes
     if isinstance(nodes, StreamedNodes):
         return _streamed_signature(graph, interned, structures)
+    # a template's rank: its template's nodes, shared by its ranks; the rank's own peers
+    # are at the template's slots (a generated send or receive names both of its peers)
+    slots = nodes.slots if isinstance(nodes, TemplatePeers) else ()
     items, relative = [], []
-    for pos, node in enumerate(nodes):
+    for pos, node in enumerate(peerless(nodes)):
         item = items_of.get(id(node))
         if item is None:
             item = timing_item(node)
             if relative_uneven(node):  # its bytes per member are compared as offsets
                 item = item[:-1]
-            if node.type != _COMM_SEND and node.type != _COMM_RECV:  # those are each rank's own
+            if slots or (node.type != _COMM_SEND and node.type != _COMM_RECV):  # else each rank's own
                 items_of[id(node)] = item
         items.append(item)
-        if _names_peers(node):
+        if _names_peers(node) or pos in slots:
             relative.append(pos)
     parts = (graph.index, graph.children, graph.parent_counts)
     known = structures.get(tuple(map(id, parts)))

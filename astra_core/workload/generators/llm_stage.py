@@ -79,12 +79,17 @@ class StageProgram:
         self.comm: int | None = None
         self.pending: list[int | None] = []  # extra parents of the next compute-chain node
         self.grads: int | None = None  # last gradient-reduction collective (their own chain)
+        # a kernel list's (time [ns], FLOPs, bytes): every micro-batch repeats the same lists
+        self._timed: dict[tuple[O.Op, ...], tuple[float, float, float]] = {}
 
     def _add(self, node: StageNode, deps, chain: bool = False) -> int:
         if chain:
             deps = (*deps, *self.pending)
             self.pending = []
-        node.deps = tuple(dict.fromkeys(d for d in deps if d is not None))
+        kept = tuple([d for d in deps if d is not None])
+        if len(kept) > 1 and len(set(kept)) != len(kept):
+            kept = tuple(dict.fromkeys(kept))  # the first of each, in order
+        node.deps = kept
         if len(self.nodes) >= self.budget:
             raise ConfigError(
                 f"gen llm: the pipeline stages together pass astra's limit of {self.limit:,} "
@@ -101,17 +106,15 @@ class StageProgram:
         return self.compute
 
     def _comp_node(self, name: str, op_list: list[O.Op], recompute: bool) -> StageNode:
-        if self.precision == "fp8":
-            op_list = O.fp8_kernels(op_list, self.fp8_recipe)
-        ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
-        return StageNode(
-            name,
-            pb.COMP_NODE,
-            duration_ns=ns,
-            flops=sum(o.flops for o in op_list),
-            nbytes=sum(o.bytes for o in op_list),
-            recompute=recompute,
-        )
+        key = tuple(op_list)
+        timed = self._timed.get(key)
+        if timed is None:
+            if self.precision == "fp8":
+                op_list = O.fp8_kernels(op_list, self.fp8_recipe)
+            ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
+            timed = self._timed[key] = (ns, sum(o.flops for o in op_list), sum(o.bytes for o in op_list))
+        ns, flops, nbytes = timed
+        return StageNode(name, pb.COMP_NODE, duration_ns=ns, flops=flops, nbytes=nbytes, recompute=recompute)
 
     def comp_by_ep(self, name: str, op_lists: list[list[O.Op]], recompute: bool = False) -> int:
         """A compute node whose kernels differ by expert-parallel index (``op_lists[q]``);

@@ -19,6 +19,8 @@ from array import array
 from copy import deepcopy
 from typing import Any, cast
 
+import numpy as np
+
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.et_peers import GroupTemplate, TemplatePeers
@@ -109,16 +111,20 @@ def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> arr
     """Rank ``rank``'s ``(src, dst)`` per send or receive of stage ``p`` (flat int64):
     each peer role's rank worked out once (:func:`~.llm_writer.peer_rank`)."""
     found = cache.get(("peers", p))
-    if found is None:  # per send or receive (its role, whether it sends); a node per role
+    if found is None:  # per send or receive its role's number and whether it sends; a node per role
         nodes = wl.stages[p]
-        kinds = [(nodes[i].role, nodes[i].type == pb.COMM_SEND_NODE) for i in peer_slots]
-        found = cache[("peers", p)] = (kinds, {role: nodes[i] for i, (role, _) in zip(peer_slots, kinds)})
-    kinds, roles = found
-    by_role = {role: peer_rank(wl.layout, n, rank) for role, n in roles.items()}
+        node_of = {nodes[i].role: nodes[i] for i in peer_slots}
+        number = {role: k for k, role in enumerate(node_of)}
+        role_of = np.fromiter((number[nodes[i].role] for i in peer_slots), np.int64, len(peer_slots))
+        sends = np.fromiter((nodes[i].type == pb.COMM_SEND_NODE for i in peer_slots), bool, len(peer_slots))
+        found = cache[("peers", p)] = (list(node_of.values()), role_of, sends)
+    roles, role_of, sends = found
+    peer = np.fromiter((peer_rank(wl.layout, n, rank) for n in roles), np.int64, len(roles))[role_of]
+    pairs = np.empty((len(role_of), 2), dtype=np.int64)
+    pairs[:, 0] = np.where(sends, rank, peer)
+    pairs[:, 1] = np.where(sends, peer, rank)
     own = array("q")
-    for role, sends in kinds:
-        peer = by_role[role]
-        own.extend((rank, peer) if sends else (peer, rank))
+    own.frombytes(pairs.tobytes())
     return own
 
 
