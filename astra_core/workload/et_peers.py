@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import cast
 
+import numpy as np
+
 from astra_core.workload.et_decode import ETNode
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "PeerNode",
     "PeerNodes",
     "PeerPlan",
+    "RolePeers",
     "TemplatePeers",
     "peer_key",
     "split_peers",
@@ -248,15 +251,49 @@ class PeerPlan:
         return nodes
 
 
+class RolePeers:
+    """A rank's peers per send or receive, kept as the peer of each role: send or
+    receive ``i`` has role ``role_of[i]`` and sends when ``sends[i]`` (both shared by
+    the ranks of a stage), its peer is ``by_role[role_of[i]]`` (-1: none) and the rank
+    itself the other end. A rank keeps a few integers instead of 16 bytes per send or
+    receive (Megatron-Bridge's 1,024-GPU Llama 3.1 405B recipe has about 270,000 per
+    rank)."""
+
+    __slots__ = ("rank", "role_of", "sends", "by_role")
+
+    def __init__(self, rank: int, role_of: array, sends: bytes, by_role: tuple[int, ...]):
+        self.rank = rank
+        self.role_of = role_of
+        self.sends = sends
+        self.by_role = by_role
+
+    def __len__(self) -> int:
+        return len(self.role_of)
+
+    def pair(self, i: int) -> tuple[int, int]:
+        """(src, dst) of the ``i``-th send or receive (-1: none)."""
+        peer = self.by_role[self.role_of[i]]
+        return (self.rank, peer) if self.sends[i] else (peer, self.rank)
+
+    def flat(self) -> np.ndarray:
+        """Every ``(src, dst)``, flat (int64)."""
+        sends = np.frombuffer(self.sends, dtype=np.bool_)
+        peer = np.asarray(self.by_role, dtype=np.int64)[np.frombuffer(self.role_of, dtype=np.int64)]
+        pairs = np.empty((len(sends), 2), dtype=np.int64)
+        pairs[:, 0] = np.where(sends, self.rank, peer)
+        pairs[:, 1] = np.where(sends, peer, self.rank)
+        return pairs.reshape(-1)
+
+
 class TemplatePeers(Sequence):
     """A rank's node list kept as a template's nodes and the rank's own peers: node
     ``pos`` is the template's, or, at a position of ``slots`` (node position -> its
     index among the peer nodes, shared by every rank of the template), a fresh
-    :class:`PeerNode` with the peers ``peers[2 i]``, ``peers[2 i + 1]`` (an ``array``
-    of int64, -1 for none). A rank holds 16 bytes per send or receive instead of a
-    list entry per node and a 56-byte object per send or receive: Llama 3.1 405B's
-    FP8 recipe on 8,192 GPUs (about 21,000 nodes per rank, half of them sends and
-    receives) is generated and simulated in 2.5 GiB instead of 10.7 GiB.
+    :class:`PeerNode` with the peers of :class:`RolePeers` ``peers`` (-1 read as none).
+    A rank holds a few integers instead of a list entry per node and a 56-byte object
+    per send or receive: Llama 3.1 405B's FP8 recipe on 8,192 GPUs (about 21,000 nodes
+    per rank, half of them sends and receives) is generated and simulated in 2.5 GiB
+    instead of 10.7 GiB.
 
     Equal, node for node, to the list it stands for; ``as_list()`` makes that list
     (a :class:`PeerNodes`, for a rank that is simulated). Like :class:`PeerNodes` it
@@ -264,7 +301,7 @@ class TemplatePeers(Sequence):
 
     __slots__ = ("template", "_slots", "_peers")
 
-    def __init__(self, template: list[ETNode], slots: dict[int, int], peers: array):
+    def __init__(self, template: list[ETNode], slots: dict[int, int], peers: RolePeers):
         self.template = template
         self._slots = slots
         self._peers = peers
@@ -289,9 +326,9 @@ class TemplatePeers(Sequence):
         return self._slots
 
     @property
-    def own_peers(self) -> array:
+    def own_peers(self) -> np.ndarray:
         """The rank's ``(comm_src, comm_dst)`` per send or receive, flat (int64, -1 for none)."""
-        return self._peers
+        return self._peers.flat()
 
     def peers_at(self, pos: int) -> tuple[int | None, int | None]:
         """(``comm_src``, ``comm_dst``) of node ``pos`` (>= 0), without making the node."""
@@ -303,7 +340,7 @@ class TemplatePeers(Sequence):
 
     def _own(self, i: int) -> tuple[int | None, int | None]:
         """The peers of the ``i``-th send or receive (-1 read as none)."""
-        src, dst = self._peers[2 * i], self._peers[2 * i + 1]
+        src, dst = self._peers.pair(i)
         return None if src < 0 else src, None if dst < 0 else dst
 
     def __eq__(self, other: object) -> bool:

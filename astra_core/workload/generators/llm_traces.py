@@ -19,11 +19,9 @@ from array import array
 from copy import deepcopy
 from typing import Any, cast
 
-import numpy as np
-
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.et_peers import GroupTemplate, TemplatePeers
+from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
 
@@ -107,25 +105,19 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
     return template
 
 
-def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> array:
-    """Rank ``rank``'s ``(src, dst)`` per send or receive of stage ``p`` (flat int64):
-    each peer role's rank worked out once (:func:`~.llm_writer.peer_rank`)."""
+def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> RolePeers:
+    """Rank ``rank``'s peers per send or receive of stage ``p``: each peer role's rank
+    worked out once (:func:`~.llm_writer.peer_rank`)."""
     found = cache.get(("peers", p))
     if found is None:  # per send or receive its role's number and whether it sends; a node per role
         nodes = wl.stages[p]
         node_of = {nodes[i].role: nodes[i] for i in peer_slots}
         number = {role: k for k, role in enumerate(node_of)}
-        role_of = np.fromiter((number[nodes[i].role] for i in peer_slots), np.int64, len(peer_slots))
-        sends = np.fromiter((nodes[i].type == pb.COMM_SEND_NODE for i in peer_slots), bool, len(peer_slots))
+        role_of = array("q", [number[nodes[i].role] for i in peer_slots])
+        sends = bytes(nodes[i].type == pb.COMM_SEND_NODE for i in peer_slots)
         found = cache[("peers", p)] = (list(node_of.values()), role_of, sends)
     roles, role_of, sends = found
-    peer = np.fromiter((peer_rank(wl.layout, n, rank) for n in roles), np.int64, len(roles))[role_of]
-    pairs = np.empty((len(role_of), 2), dtype=np.int64)
-    pairs[:, 0] = np.where(sends, rank, peer)
-    pairs[:, 1] = np.where(sends, peer, rank)
-    own = array("q")
-    own.frombytes(pairs.tobytes())
-    return own
+    return RolePeers(rank, role_of, sends, tuple(peer_rank(wl.layout, n, rank) for n in roles))
 
 
 def _node_at(
