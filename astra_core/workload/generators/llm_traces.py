@@ -5,9 +5,11 @@ list that reading its ``.et`` file back (:func:`~astra_core.workload.chakra.read
 would give, without serializing and parsing it: the nodes of one pipeline stage are
 made once and shared by its ranks (compute nodes) or by the ranks of one group
 (collectives, per ``pg_name`` or ``involved_dim``); sends and receives are each rank's
-own (:class:`~astra_core.workload.et_peers.PeerNode`: the shared node with its peers).
-Ranks of one stage and the same groups are one template's nodes with their own peers,
-kept as the peers alone (:class:`~astra_core.workload.et_peers.TemplatePeers`).
+own (:class:`~astra_core.workload.et_peers.PeerNode`: the shared node with its peers,
+made when read). Every rank is a template's nodes (those of its stage and groups, sends
+and receives without peers) and the peer of each of its peer roles
+(:class:`~astra_core.workload.et_peers.TemplatePeers`,
+:class:`~astra_core.workload.et_peers.RolePeers`).
 ``astra.simulate`` takes the list as its workload; a step of thousands of ranks then
 skips writing and reading gigabytes of traces.
 """
