@@ -373,7 +373,8 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
     (a pipeline stage of a generated step, whose ranks differ in peers and
     groups) share the graph's structure (index, parent counts, children,
     roots): it is resolved, and warned about, for the first of them; ranks
-    made from one template (:func:`shape_key`) are not even compared.
+    made from one template (:func:`shape_key`), or from templates that time alike
+    (:func:`timing_key`), are not even compared.
     """
     built: dict[int, RankGraph] = {}
     structures: dict[tuple, RankGraph] = {}
