@@ -92,9 +92,11 @@ class PeerTable:
         positions = self._positions.get(key)
         if positions is None:
             positions = self._positions[key] = self._shared(shared, relative, template)
+        if template is None:
+            return positions.src, positions.dst, positions
         slot = positions.slot
         taken = slot >= 0
-        if template is None or not taken.any():
+        if not taken.any():  # none of the rank's own sends or receives is at these positions
             return positions.src, positions.dst, positions
         mine = np.frombuffer(template.own_peers, dtype=np.int64).reshape(-1, 2)
         src = np.where(taken, mine[np.maximum(slot, 0), 0], positions.src)

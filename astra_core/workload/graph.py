@@ -328,7 +328,12 @@ def shape_key(nodes) -> int:
     :class:`~astra_core.workload.et_peers.TemplatePeers`): whatever does not look at
     peers (structure, timings, collectives) is the same for them. Valid while the lists
     are alive (an object id)."""
-    return id(nodes.template) if isinstance(nodes, (PeerNodes, TemplatePeers)) else id(nodes)
+    return id(_template_of(nodes))
+
+
+def _template_of(nodes):
+    """The template a rank's nodes were made from, or the nodes themselves."""
+    return nodes.template if isinstance(nodes, (PeerNodes, TemplatePeers)) else nodes
 
 
 def peerless(nodes) -> Sequence[ETNode]:
@@ -345,7 +350,7 @@ def timing_key(nodes) -> int:
     (:class:`~astra_core.workload.et_peers.GroupTemplate`): their structure, timings
     and the positions of the nodes naming peers or groups are the same. Valid while the
     lists are alive (an object id)."""
-    base = nodes.template if isinstance(nodes, (PeerNodes, TemplatePeers)) else nodes
+    base = _template_of(nodes)
     return id(base.timing) if isinstance(base, GroupTemplate) else id(base)
 
 
@@ -383,9 +388,7 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
         graph = built.get(id(trace.nodes))
         if graph is None:
             # its template's graph, or one of a template that times alike, built before
-            same = built.get(shape_key(trace.nodes))
-            if same is None:
-                same = built.get(timing_key(trace.nodes))
+            same = built.get(timing_key(trace.nodes))
             if same is None:
                 key = _structure_key(trace.nodes)
                 same = structures.get(key)
@@ -394,8 +397,7 @@ def build_graphs(traces: Iterable[RankTrace]) -> list[RankGraph]:
             if graph is None:
                 graph = _sharing_structure(same, trace)
             built[id(trace.nodes)] = graph
-            built.setdefault(shape_key(trace.nodes), graph)
-            built.setdefault(timing_key(trace.nodes), graph)
+            built.setdefault(timing_key(trace.nodes), graph)  # a template's key is its timing's
         out.append(graph)
     return out
 
