@@ -21,10 +21,43 @@ The Python API in one screen::
 
 Configs are paths, config objects (:mod:`astra_core.config`) or plain dicts
 shaped like the files. The ``astra`` command line is a thin layer over this.
+
+Names load on first use: a plugin that imports :mod:`astra.plugin` does not
+load the simulator.
 """
 
-from astra.api import Estimate, Report, estimate, simulate
-from astra.sweeps import sweep
-from astra_core.cluster import simulate_cluster
+# ruff: noqa: F401
+# (the imports under TYPE_CHECKING are for type checkers; __getattr__ loads the names)
+from __future__ import annotations
 
-__all__ = ["Estimate", "Report", "estimate", "simulate", "simulate_cluster", "sweep"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from astra.api import Estimate, Report, estimate, simulate
+    from astra.sweeps import sweep
+    from astra_core.cluster import simulate_cluster
+
+_MODULE_OF = {
+    "Estimate": "astra.api",
+    "Report": "astra.api",
+    "estimate": "astra.api",
+    "simulate": "astra.api",
+    "sweep": "astra.sweeps",
+    "simulate_cluster": "astra_core.cluster",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'astra' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from astra_core.hookspecs import hookimpl
+from astra.plugin import hookimpl
 
 
 class NodesBar:

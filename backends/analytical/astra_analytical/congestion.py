@@ -19,11 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from astra_core.backend import Topology
-from astra_core.events import EventQueue, kernel
-from astra_core.topology.faults import set_kernel_links
-from astra_core.topology.logical import from_network
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import EventQueue, PhysicalTopology, Topology, from_network, kernel, set_kernel_links
 
 
 class CongestionAwareNetwork:

@@ -22,12 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from astra_core.backend import Topology
-from astra_core.events import EventQueue, kernel
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import EventQueue, PhysicalTopology, Topology, kernel
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
-    from astra_core.config.network import NetworkConfig
+    from astra.plugin import NetworkConfig
 
 
 #: network.yml's topology names as the kernel's model numbers them.

@@ -1,6 +1,6 @@
 """Registers the ``analytical`` backend with astra (entry point group ``astra``)."""
 
-from astra_core.hookspecs import hookimpl
+from astra.plugin import hookimpl
 
 
 @hookimpl

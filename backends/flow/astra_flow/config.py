@@ -52,7 +52,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from astra_core.config.model import STRICT, between, load_model
+from astra.plugin import STRICT, between, load_model
 
 #: The ns3 backend's data-frame overhead (backends/ns3 cpp/roce.h: kDataOverhead).
 ROCE_HEADER_BYTES = 14 + 4 + 8 + 12 + 20 + 8 + 12 + 4

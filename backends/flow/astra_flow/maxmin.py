@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from astra_core.events import kernel
+from astra.plugin import kernel
 
 
 class Flow:

@@ -57,10 +57,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from astra_core.backend import Topology
-from astra_core.events import EventQueue, kernel
-from astra_core.topology.faults import set_kernel_links
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import EventQueue, PhysicalTopology, Topology, kernel, set_kernel_links
 from astra_flow.config import FlowConfig, load_config
 
 #: Gbps (10^9 bit/s) in bytes/ns.
@@ -164,7 +161,7 @@ def create(topology: Topology, config: Any = None) -> FlowNetwork:
     Uses ``topology.physical`` if given, else the links of network.yml's
     dimensions (:func:`astra_core.topology.logical.from_network`). Raises
     ConfigError for a bad config."""
-    from astra_core.topology.logical import from_network
+    from astra.plugin import from_network
 
     physical = topology.physical if topology.physical is not None else from_network(topology.network)
     return FlowNetwork(physical, load_config(config))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astra_core.backend import Topology
+from astra.plugin import Topology
 
 #: Messages (flows) per wall second: the 128-GPU Llama-3-8B step of benchmarks/ns3_llm.py (2,552,448
 #: messages) ran 9.1-10.4 s (median of 3: 9.97 s) in ``astra run`` on this 2-core machine

@@ -2,7 +2,8 @@
 
 One load point prints average packet latency and accepted throughput;
 ``--sweep`` runs a range of offered loads, prints a table and draws the
-latency-load curve to a PNG. Errors are one ``error:`` line and exit 1.
+latency-load curve to a PNG. Errors are one ``error:`` line and exit 1 (the
+``astra`` group's error boundary, which runs every plugin command).
 Nothing heavy is imported until the command runs.
 """
 
@@ -13,9 +14,7 @@ from functools import partial
 
 import click
 
-from astra_core.cli.common import fail as _fail
-from astra_core.config.dims import parse_dims
-from astra_core.errors import AstraError, ConfigError
+from astra.plugin import ConfigError, parse_dims
 
 #: Offered loads of a default sweep (flits/node/cycle).
 DEFAULT_RATES = (0.02, 0.05) + tuple(round(0.05 * k, 2) for k in range(2, 21))
@@ -131,53 +130,44 @@ def noc(
     the accepted throughput (flits/node/cycle) of one offered load, or with
     --sweep of many, and draws the latency-load curve.
     """
-    from astra_core.outputs import (
-        any_stdout,
-        check_distinct,
-        check_not_input,
-        check_output_file,
-        write_text,
-    )
+    from astra.plugin import any_stdout, check_distinct, check_not_input, check_output_file, write_text
     from astra_garnetlike.noc import plot_sweep, run_noc, sweep
 
     echo = partial(click.echo, err=any_stdout((json_path, plot)))  # "-": the file alone on stdout
-    try:
-        # Outputs are checked before the run: none is lost after it, none replaces --config.
-        outputs = {"--json": json_path, "--plot": (plot or "noc_sweep.png") if do_sweep else None}
-        for option, path in outputs.items():
-            if path is not None:
-                check_output_file(path, option)
-        check_distinct(outputs)
-        check_not_input(outputs, {"--config": config_path})
-        params = dict(
-            topology=topology,
-            dims=_dims(dims),
-            pattern=pattern,
-            cycles=cycles,
-            warmup=warmup,
-            packet_flits=packet_flits,
-            config=config_path,
-            link_latency_cycles=link_latency,
-            seed=seed,
-            vcs_per_vnet=vcs,
-            buffer_depth_flits=buffer_depth,
-            router_pipeline_cycles=router_pipeline,
-            routing=routing,
-        )
-        if not do_sweep:
-            results = [run_noc(injection_rate=injection_rate, **params)]
-            echo(_line(results[0]))
-        else:
-            results = sweep(_rates(rates), jobs=jobs, **params)
-            for r in results:
-                echo(_line(r))
-            path = outputs["--plot"]
-            plot_sweep(results, path)
-            echo(f"wrote {path}")
-        wall = sum(r.wall_s for r in results)
-        hops = sum(r.flit_hops for r in results)
-        echo(f"simulated {hops:,} flit-hops in {wall:.2f} s")
-        if json_path:
-            write_text(json_path, json.dumps([r.to_dict() for r in results], indent=1), "--json")
-    except AstraError as exc:
-        _fail(exc)
+    # Outputs are checked before the run: none is lost after it, none replaces --config.
+    outputs = {"--json": json_path, "--plot": (plot or "noc_sweep.png") if do_sweep else None}
+    for option, path in outputs.items():
+        if path is not None:
+            check_output_file(path, option)
+    check_distinct(outputs)
+    check_not_input(outputs, {"--config": config_path})
+    params = dict(
+        topology=topology,
+        dims=_dims(dims),
+        pattern=pattern,
+        cycles=cycles,
+        warmup=warmup,
+        packet_flits=packet_flits,
+        config=config_path,
+        link_latency_cycles=link_latency,
+        seed=seed,
+        vcs_per_vnet=vcs,
+        buffer_depth_flits=buffer_depth,
+        router_pipeline_cycles=router_pipeline,
+        routing=routing,
+    )
+    if not do_sweep:
+        results = [run_noc(injection_rate=injection_rate, **params)]
+        echo(_line(results[0]))
+    else:
+        results = sweep(_rates(rates), jobs=jobs, **params)
+        for r in results:
+            echo(_line(r))
+        path = outputs["--plot"]
+        plot_sweep(results, path)
+        echo(f"wrote {path}")
+    wall = sum(r.wall_s for r in results)
+    hops = sum(r.flit_hops for r in results)
+    echo(f"simulated {hops:,} flit-hops in {wall:.2f} s")
+    if json_path:
+        write_text(json_path, json.dumps([r.to_dict() for r in results], indent=1), "--json")

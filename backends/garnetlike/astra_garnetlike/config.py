@@ -91,10 +91,24 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, StrictBool, model_validator
 
-from astra_core.config.files import expect_mapping, read_toml, read_yaml, source_name
-from astra_core.config.issues import PYTHON_SOURCE, Problems, as_choice, as_int, as_number, show
-from astra_core.config.model import ConfigModel, checked, load_model, raise_problems, validate_mapping
-from astra_core.errors import ConfigError
+from astra.plugin import (
+    PYTHON_SOURCE,
+    ConfigError,
+    ConfigModel,
+    Problems,
+    as_choice,
+    as_int,
+    as_number,
+    checked,
+    expect_mapping,
+    load_model,
+    raise_problems,
+    read_toml,
+    read_yaml,
+    show,
+    source_name,
+    validate_mapping,
+)
 
 ROUTING = ("auto", "dimension_order", "table", "up_down")
 NI_PORTS = ("per_link", "single")

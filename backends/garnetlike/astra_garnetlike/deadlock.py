@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from astra_core.errors import SimulationDeadlock
+from astra.plugin import SimulationDeadlock
 from astra_garnetlike.kernel import PS_PER_NS
 
 if TYPE_CHECKING:

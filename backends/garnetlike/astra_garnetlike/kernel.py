@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from astra_core.events import EventQueue
+from astra.plugin import EventQueue
 
 __all__ = ["INF", "PS_PER_NS", "Clock", "ns_to_ps"]
 

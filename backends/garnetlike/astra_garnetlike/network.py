@@ -46,12 +46,15 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
-from astra_core.backend import Topology, WorkBudget
-from astra_core.config.network import NetworkConfig
-from astra_core.errors import ConfigError
-from astra_core.events import ProgressHook
-from astra_core.topology.logical import from_network
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import (
+    ConfigError,
+    NetworkConfig,
+    PhysicalTopology,
+    ProgressHook,
+    Topology,
+    WorkBudget,
+    from_network,
+)
 from astra_garnetlike.config import FLIT_HOPS_PER_S, GarnetConfig, load_config
 from astra_garnetlike.deadlock import Watchdog
 from astra_garnetlike.kernel import PS_PER_NS, Clock, ns_to_ps

@@ -34,9 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from astra_core.errors import ConfigError
-from astra_core.outputs import atomic_output
-from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, mesh, torus
+from astra.plugin import BYTES_PER_NS_PER_GBPS, ConfigError, atomic_output, mesh, torus
 from astra_garnetlike.config import GarnetConfig, load_config, read_config_file
 from astra_garnetlike.traffic import Injector, check_injection_rate, make_pattern
 
@@ -229,7 +227,7 @@ def _check_work(
 ) -> None:
     """Refuse a load point whose injected traffic alone would pass ``max_flit_hops``
     (before simulating it): nodes x min(rate, 1) x cycles x average hops."""
-    from astra_core.backend import WorkBudget
+    from astra.plugin import WorkBudget
     from astra_garnetlike.config import FLIT_HOPS_PER_S
 
     projected = int(nodes * min(rate, 1.0) * injected_cycles * average_hops(topology, dims))

@@ -3,8 +3,7 @@
 Nothing heavy is imported until a backend is built: listing backends stays cheap.
 """
 
-from astra_core.hookspecs import hookimpl
-from astra_core.plugins import lazy_factory
+from astra.plugin import hookimpl, lazy_factory
 
 
 @hookimpl

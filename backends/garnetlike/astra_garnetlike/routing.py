@@ -41,9 +41,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from astra_core.config.network import NetworkConfig
-from astra_core.errors import ConfigError
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import ConfigError, NetworkConfig, PhysicalTopology
 
 #: VC classes of a hop: the lower half of a vnet's VCs, the upper half, or all.
 LOW, HIGH, ANY = 0, 1, 2

@@ -28,7 +28,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from astra_core.errors import ConfigError
+from astra.plugin import ConfigError
 
 PATTERNS = ("uniform_random", "transpose", "tornado", "bit_complement", "neighbor")
 

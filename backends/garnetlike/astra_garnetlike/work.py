@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astra_core.backend import Topology
-from astra_core.config.network import NetworkConfig
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import NetworkConfig, PhysicalTopology, Topology
 from astra_garnetlike.config import FLIT_HOPS_PER_S, GarnetConfig, load_config
 from astra_garnetlike.routing import Routing
 
@@ -72,7 +70,7 @@ def work_model(topology: Topology, config: Any = None) -> GarnetWork:
     """The garnetlike work model for ``topology`` (as :func:`astra_garnetlike.network.create`
     builds its network) and ``config`` (None, a GarnetConfig, a mapping or a TOML/YAML
     path). Raises ConfigError naming the file and key of a bad config."""
-    from astra_core.topology.logical import from_network
+    from astra.plugin import from_network
 
     cfg = load_config(config)
     if topology.physical is not None:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
-from astra_core.native import compiler
+from astra.plugin import compiler
 
 CPP_DIR = Path(__file__).resolve().parent / "cpp"
 HEADERS = ("roce.h",)

@@ -98,9 +98,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ValidationInfo, field_validator, model_validator
 
-from astra_core.config.issues import PYTHON_SOURCE, ConfigWarning
-from astra_core.config.model import (
+from astra.plugin import (
+    PYTHON_SOURCE,
     STRICT,
+    ConfigWarning,
     Flag,
     between,
     load_model,

@@ -6,8 +6,7 @@ import os
 from importlib import metadata, util
 from typing import Any
 
-from astra_core.backend import Topology
-from astra_core.errors import BackendUnavailable
+from astra.plugin import BackendUnavailable, Topology
 
 INSTALL_HINT = "pip install -e backends/ns3 (or: pip install 'ns3>=3.44,<3.45' cppyy)"
 
@@ -35,7 +34,7 @@ def create(topology: Topology, config: Any = None):
     dimensions (:func:`astra_core.topology.logical.from_network`). Raises
     BackendUnavailable or ConfigError."""
     check_available()
-    from astra_core.topology.logical import from_network
+    from astra.plugin import from_network
     from astra_ns3.config import load_config
     from astra_ns3.network import Ns3Network
 

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from astra_core.errors import ConfigError
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import ConfigError, PhysicalTopology
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -208,7 +207,7 @@ class Ns3Results:
     def write(self, directory: str | Path, kind: str = "csv") -> list[Path]:
         """Write ``ports``, ``messages``, ``queues`` and ``flow_samples`` tables, each through
         :func:`astra_core.outputs.atomic_output` (ConfigError naming a path it cannot write)."""
-        from astra_core.outputs import atomic_output, check_output_dir
+        from astra.plugin import atomic_output, check_output_dir
 
         out = check_output_dir(directory, "monitor output_dir")
         try:

@@ -53,11 +53,15 @@ from typing import Any
 
 import numpy as np
 
-from astra_core.backend import WorkBudget
-from astra_core.errors import AstraError, ConfigError
-from astra_core.events import EventQueue, ProgressHook
-from astra_core.topology.physical import PhysicalTopology
-from astra_core.topology.pipeline import pipeline_ns
+from astra.plugin import (
+    AstraError,
+    ConfigError,
+    EventQueue,
+    PhysicalTopology,
+    ProgressHook,
+    WorkBudget,
+    pipeline_ns,
+)
 from astra_ns3 import process, work
 from astra_ns3.config import Ns3Config
 from astra_ns3.liveness import Watchdog

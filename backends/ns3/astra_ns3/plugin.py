@@ -3,7 +3,7 @@
 Importing this module (and registering) never imports ns-3 or cppyy.
 """
 
-from astra_core.hookspecs import hookimpl
+from astra.plugin import hookimpl
 
 
 @hookimpl

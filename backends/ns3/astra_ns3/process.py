@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from astra_core.errors import AstraError
+from astra.plugin import AstraError
 from astra_ns3.liveness import LIVELOCK, STUCK, Watchdog
 
 #: What ``WorkerProcess.request`` calls on each heartbeat.

@@ -43,8 +43,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from astra_core.backend import Topology
-from astra_core.topology.physical import PhysicalTopology
+from astra.plugin import PhysicalTopology, Topology
 from astra_ns3.config import Ns3Config
 
 # Fitted by benchmarks/ns3_message_cost.py on this project's 2-core machine, otherwise idle
@@ -247,7 +246,7 @@ def work_model(topology: Topology, config: Any = None) -> Ns3Work:
     """The ns3 backend's work model for ``topology`` (as :func:`astra_ns3.factory.create`
     builds its fabric) and ``config`` (None, an Ns3Config, a mapping or a TOML/YAML
     path). Raises ConfigError naming the file and key of a bad config."""
-    from astra_core.topology.logical import from_network
+    from astra.plugin import from_network
     from astra_ns3.config import load_config
 
     physical = topology.physical if topology.physical is not None else from_network(topology.network)

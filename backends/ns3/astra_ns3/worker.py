@@ -55,7 +55,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from astra_core.lifetime import die_with_parent
+from astra.plugin import die_with_parent
 
 #: Seconds between heartbeats while busy (the caller's watchdog allows >= 1 s).
 BEAT_S = 0.1

@@ -25,9 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, StrictFloat
 
-from astra_core.backend import Topology
-from astra_core.config.model import ConfigModel, between, load_model
-from astra_core.events import EventQueue
+from astra.plugin import ConfigModel, EventQueue, Topology, between, load_model
 
 BYTES_PER_GB = 1 << 30  # network.yml's GB (upstream ASTRA-sim)
 HOPS = {"FullyConnected": 1, "Switch": 2}  # a Ring's hops are counted the shorter way round

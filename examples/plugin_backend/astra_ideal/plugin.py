@@ -6,8 +6,7 @@ model is imported only when a backend is built (``lazy_factory``), and the
 config class is named as a "module:Class" string.
 """
 
-from astra_core.hookspecs import hookimpl
-from astra_core.plugins import lazy_factory
+from astra.plugin import hookimpl, lazy_factory
 
 
 @hookimpl
