@@ -19,6 +19,9 @@ The Python API in one screen::
     cost = astra.estimate(..., backend="ns3")  # no simulation: messages, packet-hops, wall time
     cost.wall_s, cost.work, cost.line()
 
+    spec = astra.RunSpec(workload=..., system=..., backend="flow")  # one run, described once
+    report = astra.run(spec, progress=True)    # as simulate; astra.estimate_run(spec) as estimate
+
 Configs are paths, config objects (:mod:`astra_core.config`) or plain dicts
 shaped like the files. The ``astra`` command line is a thin layer over this.
 
@@ -34,13 +37,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from astra.api import Estimate, Report, estimate, simulate
+    from astra.api import Estimate, Report, RunSpec, estimate, estimate_run, run, simulate
     from astra.sweeps import sweep
     from astra_core.cluster import simulate_cluster
 
 _MODULE_OF = {
     "Estimate": "astra.api",
     "Report": "astra.api",
+    "RunSpec": "astra.api",
+    "estimate_run": "astra.api",
+    "run": "astra.api",
     "estimate": "astra.api",
     "simulate": "astra.api",
     "sweep": "astra.sweeps",

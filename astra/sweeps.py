@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from astra_core.api import expect
 from astra_core.errors import ConfigError
+from astra_core.run_spec import expect
 from astra_core.sweep import SweepSpec, run_sweep
 
 

@@ -1,6 +1,8 @@
-"""The Python API: ``simulate(...)`` runs one simulation and returns its results.
+"""The Python API: ``run(spec)`` simulates one :class:`~astra_core.run_spec.RunSpec` and
+returns its results; ``simulate(...)`` is the same from keyword arguments, ``estimate`` and
+``estimate_run`` what a run would cost its backend.
 
-The CLI is a thin layer over this module.
+The CLI, sweeps and clusters are thin layers over this module.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from astra_core.plugins import (
 )
 from astra_core.report import Report
 from astra_core.report.iterations import measure_iterations
+from astra_core.run_spec import PathLike, RunSpec, expect
 from astra_core.system.context import check_network_models
 from astra_core.system.memory_guard import check_nodes_fit
 from astra_core.system.simulation import Simulation
@@ -45,108 +48,8 @@ from astra_core.workload.chakra import RankTrace, read_workload
 from astra_core.workload.graph import RankGraph, build_graphs
 from astra_core.workload.iterations import NODE_BYTES, repeat_traces, repeated_nodes
 
-PathLike = str | os.PathLike
 #: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`).
 ESTIMATE_BACKEND = "analytical"
-
-
-def _got(value: Any) -> str:
-    return type(value).__name__
-
-
-def expect(ok: bool, name: str, expected: str, value: Any, caller: str = "simulate") -> None:
-    """Raise ConfigError ``"<caller>: <name> must be <expected>, got <type>"`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{caller}: {name} must be {expected}, got {_got(value)}")
-
-
-def _is_path(value: Any) -> bool:
-    return isinstance(value, (str, os.PathLike))
-
-
-def _is_list(value: Any) -> bool:
-    """A list or tuple (not a str, a mapping or another iterable that can be read only once)."""
-    return isinstance(value, (list, tuple))
-
-
-def check_workload(workload: Any) -> None:
-    """Raise ConfigError naming ``workload`` (or ``workload[i]``) unless it is a trace prefix
-    or a list of :class:`RankTrace`."""
-    expect(_is_path(workload) or _is_list(workload), "workload", "a path or a list of rank traces", workload)
-    if _is_path(workload) and not os.fspath(workload):
-        raise ConfigError("simulate: workload is an empty path (expected a trace prefix)")
-    if _is_list(workload):
-        expect(len(workload) > 0, "workload", "a path or a non-empty list of rank traces", workload)
-        for rank, trace in enumerate(workload):
-            expect(isinstance(trace, RankTrace), f"workload[{rank}]", "a RankTrace", trace)
-
-
-def check_arguments(
-    workload: Any,
-    system: Any,
-    network: Any,
-    topology: Any,
-    dims: Any,
-    memory: Any,
-    comm_groups: Any,
-    backend: Any,
-    plugin_manager: Any,
-    symmetry: Any,
-) -> None:
-    """Check the types of :func:`simulate`'s arguments (values are the loaders' business).
-
-    Raises ConfigError naming the first bad argument and the type it got,
-    e.g. ``simulate: workload must be a path or a list of rank traces, got int``.
-    """
-    import pluggy
-
-    check_workload(workload)
-    expect(_is_path(system) or isinstance(system, SystemConfig), "system", "a path or a SystemConfig", system)
-    expect(
-        network is None or _is_path(network) or isinstance(network, NetworkConfig),
-        "network",
-        "a path, a NetworkConfig or None",
-        network,
-    )
-    expect(
-        topology is None or _is_path(topology) or isinstance(topology, PhysicalTopology),
-        "topology",
-        "a path, a PhysicalTopology or None",
-        topology,
-    )
-    if dims is not None:
-        expect(_is_list(dims), "dims", "a list of dimension sizes or None", dims)
-        expect(len(dims) > 0, "dims", "a non-empty list of dimension sizes or None", dims)
-        for i, size in enumerate(dims):
-            expect(isinstance(size, int) and not isinstance(size, bool), f"dims[{i}]", "an integer", size)
-    expect(
-        memory is None or _is_path(memory) or isinstance(memory, MemoryConfig),
-        "memory",
-        "a path, a MemoryConfig or None",
-        memory,
-    )
-    expect(
-        comm_groups is None or _is_path(comm_groups) or isinstance(comm_groups, Mapping),
-        "comm_groups",
-        "a path, a mapping {group id: [NPU ids]} or None",
-        comm_groups,
-    )
-    expect(backend is None or isinstance(backend, str), "backend", "a backend name or None", backend)
-    expect(
-        plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
-        "plugin_manager",
-        "a pluggy PluginManager or None",
-        plugin_manager,
-    )
-    expect(isinstance(symmetry, bool), "symmetry", "True or False", symmetry)
-
-
-def _check_iterations(iterations: Any) -> None:
-    """ConfigError unless ``iterations`` is an integer >= 1."""
-    ok = isinstance(iterations, int) and not isinstance(iterations, bool)
-    expect(ok, "iterations", "an integer >= 1", iterations)
-    if iterations < 1:
-        raise ConfigError(f"simulate: iterations must be an integer >= 1, got {iterations}")
 
 
 def resolve_comm_groups(
@@ -263,52 +166,29 @@ def _background_flows(
     return flows
 
 
-def _config(value: Any, kind, name: str, expected: str, optional: bool):
-    """A dict shaped like the config file becomes the config object (source: ``name``).
-
-    Raises ConfigError naming ``name`` for a value that is neither a path, a
-    ``kind`` object, a mapping nor (when ``optional``) None.
-    """
-    if isinstance(value, Mapping):
-        return kind.from_dict(dict(value), source=name)
-    ok = isinstance(value, (str, os.PathLike, kind)) or (optional and value is None)
-    expect(ok, name, expected, value)
-    return value
-
-
 class RunInputs:
     """A run's inputs, loaded and checked once: the logical ``network`` and ``physical``
     topology, background ``flows``, ``system``, ``memory``, communicator ``groups``,
     per-rank ``graphs`` (each trace repeated ``iterations`` times), the plugin
     ``settings``, and the ``link_changes`` of timed ``faults`` (whole-run faults are
-    applied to ``physical``) (see :func:`run_simulation` for the arguments). Raises what
+    applied to ``physical``) of ``spec`` (see :func:`run`). Raises what
     the loaders raise (ConfigError, TraceError)."""
 
     link_changes: list[LinkChange]
     faults: list[LinkFault]
 
-    def __init__(
-        self,
-        workload,
-        system,
-        network,
-        topology,
-        dims,
-        memory,
-        comm_groups,
-        background,
-        iterations=1,
-        faults=None,
-    ):
-        self.network, self.physical = resolve_network(network, topology, dims)
-        fault_list = self.faults = load_faults(faults)
+    def __init__(self, spec: RunSpec):
+        workload, comm_groups = spec.workload, spec.comm_groups
+        self.network, self.physical = resolve_network(spec.network, spec.topology, spec.dims)
+        fault_list = self.faults = load_faults(spec.faults)
         self.link_changes = []
         if fault_list:
             if self.physical is None:
                 raise ConfigError("faults: link faults need a physical topology (--topology)")
             self.physical = apply_faults(self.physical, fault_list)
             self.link_changes = fault_changes(self.physical, fault_list)
-        self.flows = _background_flows(background, self.physical)
+        self.flows = _background_flows(spec.background, self.physical)
+        system, memory = spec.system, spec.memory
         self.system = system if isinstance(system, SystemConfig) else load_system(system)
         self.system.check_dims(self.network.dims_count)
         check_network_models(self.system, self.network)  # before minutes of trace reading
@@ -316,8 +196,8 @@ class RunInputs:
         if comm_groups is None:
             comm_groups = groups_beside(workload)
         self.groups = resolve_comm_groups(comm_groups, self.network.npus_count)
-        self.iterations = iterations
-        self.graphs = load_graphs(workload, self.network.npus_count, iterations)
+        self.iterations = spec.iterations
+        self.graphs = load_graphs(workload, self.network.npus_count, spec.iterations)
         if fault_list:  # NPUs with work must reach each other whatever is down
             assert self.physical is not None
             busy = [rank for rank, graph in enumerate(self.graphs) if len(graph.nodes)]
@@ -377,17 +257,17 @@ class RunInputs:
 
 
 def _estimate_first(
-    inputs: RunInputs, pm, registry: BackendRegistry, info: BackendInfo, backend_config: Any, symmetry: bool
+    inputs: RunInputs, pm, registry: BackendRegistry, info: BackendInfo, spec: RunSpec
 ) -> Estimate | None:
     """The estimate made before a run, or None where none is made: the backend prices no
     work (the pass would only repeat the run), the analytical model is not loaded, or
     the step cannot finish (the run itself reports that, with its own times). Raises
     ConfigError for a bad backend config, as building the backend would."""
-    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
+    model = info.work_model(Topology(inputs.network, inputs.physical), spec.backend_config)
     if model is None or ESTIMATE_BACKEND not in registry.backends:
         return None
     try:
-        return inputs.estimate(pm, registry, info, model, symmetry, budget_s=estimating.PRE_RUN_PASS_S)
+        return inputs.estimate(pm, registry, info, model, spec.symmetry, budget_s=estimating.PRE_RUN_PASS_S)
     except SimulationDeadlock:
         return None
 
@@ -432,54 +312,13 @@ def simulate(
     ``memory`` as the source). ``progress``: True for a progress line on
     stderr when it is a terminal, or a
     :class:`~astra_core.progress.RunProgress`. The other keywords are
-    :func:`run_simulation`'s. Raises AstraError subclasses; an argument of
-    the wrong type is a ConfigError naming it, e.g. ``simulate: workload must
-    be a path or a list of rank traces, got int``. ``astra.simulate`` is
-    this function.
+    :func:`run`'s and :class:`~astra_core.run_spec.RunSpec`'s. Raises AstraError
+    subclasses; an argument of the wrong type is a ConfigError naming it, e.g.
+    ``simulate: workload must be a path or a list of rank traces, got int``.
+    ``astra.simulate`` is this function.
     """
-    import pluggy
-
-    check_workload(workload)
-    system = _config(system, SystemConfig, "system", "a path, a SystemConfig or a dict", False)
-    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None", True)
-    memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
-    options = dict(
-        topology=topology,
-        dims=dims,
-        memory=memory,
-        comm_groups=comm_groups,
-        backend_config=backend_config,
-        symmetry=symmetry,
-        background=background,
-        on_estimate=on_estimate,
-        iterations=iterations,
-        faults=faults,
-    )
-    display = None
-    if progress is not False:  # rich's progress display loads only when asked for
-        from astra_core.progress import RunProgress
-
-        expect(
-            isinstance(progress, (bool, RunProgress)), "progress", "True, False or a RunProgress", progress
-        )
-        display = progress if isinstance(progress, RunProgress) else RunProgress()
-    if display is None or not display.enabled:
-        return run_simulation(
-            workload, system, network, backend=backend, plugin_manager=plugin_manager, **options
-        )
-    expect(
-        plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
-        "plugin_manager",
-        "a pluggy PluginManager or None",
-        plugin_manager,
-    )
-    pm = plugin_manager or make_plugin_manager()
-    pm.register(display)
-    try:
-        with display:
-            return run_simulation(workload, system, network, backend=backend, plugin_manager=pm, **options)
-    finally:
-        pm.unregister(display)
+    spec = RunSpec.of(locals())
+    return run(spec, progress=progress, plugin_manager=plugin_manager, on_estimate=on_estimate)
 
 
 def estimate(
@@ -503,66 +342,65 @@ def estimate(
     messages, bytes, the backend's units of work (packet-hops, flit-hops, flows) and
     the projected wall time (:class:`~astra_core.estimate.Estimate`; seconds).
 
+    Arguments as :func:`simulate`'s; :func:`estimate_run` is the same for a
+    :class:`~astra_core.run_spec.RunSpec`. ``astra.estimate`` is this function.
+    """
+    return estimate_run(RunSpec.of(locals()), plugin_manager=plugin_manager)
+
+
+def _check_plugin_manager(plugin_manager: Any) -> None:
+    """ConfigError unless ``plugin_manager`` is a pluggy PluginManager or None."""
+    import pluggy
+
+    expect(
+        plugin_manager is None or isinstance(plugin_manager, pluggy.PluginManager),
+        "plugin_manager",
+        "a pluggy PluginManager or None",
+        plugin_manager,
+    )
+
+
+def estimate_run(spec: RunSpec, *, plugin_manager=None) -> Estimate:
+    """What simulating ``spec`` would cost its backend, without simulating it (:func:`estimate`).
+
     The system layer runs on the ``analytical`` backend (rank symmetry where it
     applies) and the backend's work model prices every message
-    (:mod:`astra_core.estimate`). Arguments as :func:`simulate`'s. Raises
-    AstraError subclasses as :func:`simulate` does for bad input, and
-    SimulationDeadlock where the step cannot finish. ``astra.estimate`` is this
-    function.
+    (:mod:`astra_core.estimate`). Raises AstraError subclasses as :func:`run` does
+    for bad input, and SimulationDeadlock where the step cannot finish.
     """
-    check_workload(workload)
-    system = _config(system, SystemConfig, "system", "a path, a SystemConfig or a dict", False)
-    network = _config(network, NetworkConfig, "network", "a path, a NetworkConfig, a dict or None", True)
-    memory = _config(memory, MemoryConfig, "memory", "a path, a MemoryConfig, a dict or None", True)
-    check_arguments(
-        workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
-    )
-    _check_iterations(iterations)
-    inputs = RunInputs(
-        workload, system, network, topology, dims, memory, comm_groups, background, iterations, faults
-    )
+    spec = spec.checked()
+    _check_plugin_manager(plugin_manager)
+    inputs = RunInputs(spec)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
-    info = registry.get(backend)
-    model = info.work_model(Topology(inputs.network, inputs.physical), backend_config)
-    return inputs.estimate(pm, registry, info, model, symmetry)
+    info = registry.get(spec.backend)
+    model = info.work_model(Topology(inputs.network, inputs.physical), spec.backend_config)
+    return inputs.estimate(pm, registry, info, model, spec.symmetry)
 
 
-def run_simulation(
-    workload: PathLike | Sequence[RankTrace],
-    system: PathLike | SystemConfig,
-    network: PathLike | NetworkConfig | None = None,
+def run(
+    spec: RunSpec,
     *,
-    topology: PathLike | PhysicalTopology | None = None,
-    dims: Sequence[int] | None = None,
-    memory: PathLike | MemoryConfig | None = None,
-    comm_groups: PathLike | dict[str, Sequence[int]] | None = None,
-    backend: str | None = None,
-    backend_config: Any = None,
+    progress: Any = False,
     plugin_manager=None,
-    symmetry: bool = True,
-    background: PathLike | Sequence[FlowSpec] | None = None,
     on_estimate: Callable[[Estimate], None] | None = None,
-    iterations: int = 1,
-    faults: PathLike | Sequence[LinkFault | Mapping[str, Any]] | None = None,
 ) -> Report:
-    """Simulate one training step (:func:`simulate` without dicts or progress).
+    """Simulate the training step ``spec`` describes and return its :class:`~astra_core.report.Report`.
 
-    ``workload`` is a Chakra trace prefix (rank r reads ``<prefix>.<r>.et``)
-    or a list of :class:`RankTrace`; configs are paths or config objects.
-    The network is network.yml's dimensions or a physical ``topology`` with
-    logical ``dims`` (see :func:`resolve_network`).
-    ``backend`` names a registered network backend (default from
-    plugins.toml); ``plugin_manager`` replaces the default one (from
-    :func:`~astra_core.plugins.make_plugin_manager`), whose observers get
-    ``astra_run_started`` / ``astra_run_finished``. Raises
-    :class:`~astra_core.errors.AstraError` subclasses for bad input and
+    ``progress``: True for a progress line on stderr when it is a terminal, or a
+    :class:`~astra_core.progress.RunProgress`. ``plugin_manager`` replaces the
+    default one (from :func:`~astra_core.plugins.make_plugin_manager`), whose
+    observers get ``astra_run_started`` / ``astra_run_finished``. Raises
+    :class:`~astra_core.errors.AstraError` subclasses for bad input (a field of
+    the wrong type is a ConfigError naming it: :meth:`RunSpec.checked`) and
     :class:`~astra_core.errors.SimulationDeadlock` when the run cannot finish.
-    ``symmetry=False`` simulates every rank even when rank 0 could stand for
-    all (see :mod:`astra_core.system.symmetry`). An argument of the wrong
-    type is a ConfigError naming it (:func:`check_arguments`); dict ``comm_groups``
-    are checked as a file is; default: ``<prefix>.comm_groups.json`` if it exists.
 
+    The fields: the network is network.yml's dimensions or a physical ``topology``
+    with logical ``dims`` (see :func:`resolve_network`). ``backend`` names a
+    registered network backend (default from plugins.toml). ``symmetry=False``
+    simulates every rank even when rank 0 could stand for all (see
+    :mod:`astra_core.system.symmetry`). Dict ``comm_groups`` are checked as a file
+    is; default: ``<prefix>.comm_groups.json`` if it exists.
     ``background``: a flow file (or :class:`~astra_core.flows.flowfile.FlowSpec`
     list) run on the same fabric alongside the step (start times from the
     step's start; needs ``topology``): every rank is simulated, and
@@ -590,23 +428,41 @@ def run_simulation(
     (:class:`~astra_core.backend.WorkLimitExceeded`, with the estimate), any
     other is given to ``on_estimate(estimate)`` and run.
     """
-    check_arguments(
-        workload, system, network, topology, dims, memory, comm_groups, backend, plugin_manager, symmetry
-    )
-    _check_iterations(iterations)
-    inputs = RunInputs(
-        workload, system, network, topology, dims, memory, comm_groups, background, iterations, faults
-    )
+    spec = spec.checked()
+    display = None
+    if progress is not False:  # rich's progress display loads only when asked for
+        from astra_core.progress import RunProgress
+
+        expect(
+            isinstance(progress, (bool, RunProgress)), "progress", "True, False or a RunProgress", progress
+        )
+        display = progress if isinstance(progress, RunProgress) else RunProgress()
+    if display is None or not display.enabled:
+        return _run_checked(spec, plugin_manager, on_estimate)
+    _check_plugin_manager(plugin_manager)
+    pm = plugin_manager or make_plugin_manager()
+    pm.register(display)
+    try:
+        with display:
+            return _run_checked(spec, pm, on_estimate)
+    finally:
+        pm.unregister(display)
+
+
+def _run_checked(spec: RunSpec, plugin_manager, on_estimate: Callable[[Estimate], None] | None) -> Report:
+    """:func:`run` of a checked spec, its progress display registered."""
+    _check_plugin_manager(plugin_manager)
+    inputs = RunInputs(spec)
     pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
     registry = BackendRegistry(pm, inputs.settings.default_backend)
-    info = registry.get(backend)
+    info = registry.get(spec.backend)
     if on_estimate is not None:
-        est = _estimate_first(inputs, pm, registry, info, backend_config, symmetry)
+        est = _estimate_first(inputs, pm, registry, info, spec)
         if est is not None:
             if est.over_limit:  # the error says the estimate
-                raise WorkLimitExceeded(limit_text(est, backend_config))
+                raise WorkLimitExceeded(limit_text(est, spec.backend_config))
             on_estimate(est)
-    return _run(inputs, pm, info, backend_config, symmetry)
+    return _run(inputs, pm, info, spec)
 
 
 def _schedule_link_changes(backend: Any, name: str, changes: Sequence[LinkChange]) -> None:
@@ -617,13 +473,13 @@ def _schedule_link_changes(backend: Any, name: str, changes: Sequence[LinkChange
         backend.schedule(step.at_ns - backend.now(), change, step.bytes_per_ns)
 
 
-def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry: bool) -> Report:
+def _run(inputs: RunInputs, pm, info: BackendInfo, spec: RunSpec) -> Report:
     """Build the run of ``inputs`` on backend ``info``, tell the observers, run it with
-    its background flows, and return its Report (see :func:`run_simulation`)."""
+    its background flows, and return its Report (see :func:`run`)."""
     net, physical, flows = inputs.network, inputs.physical, inputs.flows
 
     def build_backend():
-        return info.build(Topology(net, physical), backend_config)
+        return info.build(Topology(net, physical), spec.backend_config)
 
     sim = Simulation(
         inputs.graphs,
@@ -633,7 +489,7 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, backend_config: Any, symmetry
         memory=inputs.memory,
         comm_groups=inputs.groups,
         backend_name=info.name,
-        symmetry=symmetry and not flows and not inputs.link_changes,
+        symmetry=spec.symmetry and not flows and not inputs.link_changes,
         collective_plugins=collective_registry(pm),
         fresh_backend=build_backend,
         on_progress=progress_observers(pm),

@@ -48,7 +48,7 @@ LAYERS = (
     ("report",),
     ("plugins", "hookspecs"),
     ("progress",),
-    ("api", "flows_api"),
+    ("api", "flows_api", "run_spec"),
     ("cluster",),
     ("calibrate",),
     ("sweep",),

@@ -121,18 +121,17 @@ def run(
     one past the backend's work limit is refused. --estimate prints the estimate
     and stops there.
     """
-    from astra.api import simulate
+    from astra.api import RunSpec, run
 
     warnings.showwarning = _show_warning
     watch = Stopwatch()
     files = {"--json": json_path, "--timeline": timeline, "--csv": csv_path, "--parquet": parquet_path}
     # Outputs are checked before the run, so that no result is lost after it and no input
     # is destroyed by it.
-    inputs = _inputs(
-        workload, system, network, topology, memory, comm_groups, backend_config, background, faults
-    )
-    _check_outputs(files, plots_dir, inputs, _backend_files(backend, backend_config))
-    options = dict(
+    spec = RunSpec(
+        workload,
+        system,
+        network,
         topology=topology,
         dims=parse_dims(dims) if dims is not None else None,
         memory=memory,
@@ -144,12 +143,13 @@ def run(
         iterations=iterations,
         faults=faults,
     )
+    _check_outputs(files, plots_dir, _inputs(spec), _backend_files(backend, backend_config))
     if estimate_only:
-        _estimate(workload, system, network, options, files, plots_dir)
+        _estimate(spec, files, plots_dir)
         return
     watch.start_simulation()
     # A progress line on stderr while it is a terminal, none otherwise.
-    result = simulate(workload, system, network, progress=True, on_estimate=_say_if_long, **options)
+    result = run(spec, progress=True, on_estimate=_say_if_long)
     watch.end_simulation()
     # With an output on standard output ("-"), the table and messages go to stderr.
     console = Console(stderr=any_stdout(files.values()))
@@ -158,23 +158,21 @@ def run(
     console.print(watch.line(), highlight=False, soft_wrap=True)
 
 
-def _inputs(
-    workload, system, network, topology, memory, comm_groups, backend_config, background, faults
-) -> dict[str, Any]:
-    """The run's input files by option, for :func:`_check_outputs` (the traces and the
-    files the system.json names are listed lazily)."""
+def _inputs(spec) -> dict[str, Any]:
+    """The input files of ``spec`` (a RunSpec of paths) by option, for :func:`_check_outputs`
+    (the traces and the files the system.json names are listed lazily)."""
     return {
-        "--workload": _trace_files(workload),
-        "--system": system,
-        "--system's nccl.profile": _system_files(system, custom=False),
-        "--system's *-implementation-custom": _system_files(system, custom=True),
-        "--network": network,
-        "--topology": topology,
-        "--memory": memory,
-        "--comm-groups": comm_groups,
-        "--backend-config": backend_config,
-        "--background": background,
-        "--faults": faults,
+        "--workload": _trace_files(spec.workload),
+        "--system": spec.system,
+        "--system's nccl.profile": _system_files(spec.system, custom=False),
+        "--system's *-implementation-custom": _system_files(spec.system, custom=True),
+        "--network": spec.network,
+        "--topology": spec.topology,
+        "--memory": spec.memory,
+        "--comm-groups": spec.comm_groups,
+        "--backend-config": spec.backend_config,
+        "--background": spec.background,
+        "--faults": spec.faults,
     }
 
 
@@ -209,10 +207,10 @@ def _say_if_long(estimate) -> None:
         click.echo(estimate.line(), err=True)
 
 
-def _estimate(workload, system, network, options, files, plots_dir) -> None:
+def _estimate(spec, files, plots_dir) -> None:
     """``astra run --estimate``: print the run's estimate (and write it with --json);
     nothing is simulated. Raises ConfigError for an output only a run can write."""
-    from astra.api import estimate
+    from astra.api import estimate_run
     from astra_core.errors import ConfigError
 
     unused = [option for option, path in files.items() if path is not None and option != "--json"]
@@ -220,7 +218,7 @@ def _estimate(workload, system, network, options, files, plots_dir) -> None:
         unused.append("--plots")
     if unused:
         raise ConfigError(f"--estimate simulates nothing: {', '.join(unused)} would have nothing to write")
-    result = estimate(workload, system, network, **options)
+    result = estimate_run(spec)
     json_path = files["--json"]
     console = Console(stderr=json_path == "-")
     for line in result.lines():

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from astra_core.api import resolve_network, simulate
+from astra_core.api import resolve_network, run
 from astra_core.backend import Topology, require_link_changes, shares_links
 from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alone
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
@@ -39,6 +39,7 @@ from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manag
 from astra_core.report import Report
 from astra_core.report.iterations import ends_on_rank, timelines_by_rank
 from astra_core.results import whole_ns
+from astra_core.run_spec import RunSpec
 from astra_core.system.input_files import system_named_files
 from astra_core.topology.faults import apply_faults, check_reachable, timed_faults
 from astra_core.workload.chakra import read_workload
@@ -205,7 +206,7 @@ class _Cluster:
 
     def simulate(self, traces: list, groups: dict[str, tuple[int, ...]]) -> Report:
         """One simulation of composed traces on the spec's network and backend."""
-        return simulate(
+        spec = RunSpec(
             traces,
             self.system,
             self.network,
@@ -213,9 +214,9 @@ class _Cluster:
             comm_groups=groups,
             backend=self.backend.name,
             backend_config=self.spec.backend_config,
-            plugin_manager=self.pm,
             faults=timed_faults(self.spec.faults),  # those for the whole run are in physical
         )
+        return run(spec, plugin_manager=self.pm)
 
     def alone_key(self, job: JobTraces, spec: JobSpec) -> str:
         """The name of ``job``'s alone run in the cache (:mod:`.cache`), once the run of
@@ -332,10 +333,10 @@ def simulate_cluster(
         available_processes() if processes is None else processes,
         lambda i: f"job {cluster.jobs[i].name} alone",
     )
-    for i, run in fresh.items():
+    for i, alone in fresh.items():
         key = keys[i]
         if key is not None:
-            store_alone(key, run)
+            store_alone(key, alone)
     alone_runs = {**kept, **fresh}
     results = []
     for i, job in enumerate(cluster.jobs):

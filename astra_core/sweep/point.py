@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_core.config.dims import parse_dims
 from astra_core.config.files import read_json, read_toml, read_yaml
@@ -38,6 +38,9 @@ from astra_core.config.issues import Problems
 from astra_core.errors import AstraError, ConfigError
 from astra_core.report.breakdown import PARTS
 from astra_core.results import whole_ns
+
+if TYPE_CHECKING:
+    from astra_core.run_spec import RunSpec
 
 METRICS = (
     "step_ns",
@@ -94,11 +97,12 @@ def apply_override(data: Any, source: str, root: str, key: str, index: int | Non
     entries[index] = value
 
 
-def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
-    """``astra.simulate`` keyword arguments for a resolved run, with every override applied."""
+def build_spec(run: dict[str, Any]) -> RunSpec:
+    """The RunSpec of a resolved run, with every override applied."""
     from astra_core.config.memory import MemoryConfig
     from astra_core.config.network import NetworkConfig
     from astra_core.config.system import SystemConfig
+    from astra_core.run_spec import RunSpec
 
     args = {k: v for k, v in run.items() if k != "overrides" and v is not None}
     edited: dict[str, tuple[Any, str]] = {}
@@ -116,7 +120,7 @@ def build_arguments(run: dict[str, Any]) -> dict[str, Any]:
         args[root] = data if root == "backend_config" else kinds[root].from_dict(data, source=source)
     if isinstance(args.get("dims"), str):
         args["dims"] = parse_dims(args["dims"], "sweep: dims")
-    return args
+    return RunSpec(**args)
 
 
 def metrics(result) -> dict[str, Any]:
@@ -153,11 +157,11 @@ def failed_row(task: dict[str, Any], error: str) -> dict[str, Any]:
 
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
     """Simulate one point; a row for the results table (never raises)."""
-    from astra_core.api import simulate
+    from astra_core.api import run
 
     started = time.perf_counter()
     try:
-        result = simulate(**build_arguments(task["run"]))
+        result = run(build_spec(task["run"]))
     except AstraError as exc:
         return failed_row(task, " | ".join(str(exc).splitlines()) or type(exc).__name__)
     except Exception as exc:  # a bug: keep where it happened, but do not stop the sweep

@@ -2,7 +2,7 @@
 
 ::
 
-    base:                                  # one run, the keys of astra.simulate
+    base:                                  # one run: astra.RunSpec's fields
       workload: ../resnet50_dp/workload/Resnet50_DataParallel
       system: ../resnet50_dp/system.json   # a path, or the file's mapping inline
       network: network.yml
@@ -75,9 +75,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-from pydantic import model_validator
+from pydantic import create_model, model_validator
 
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems, show
@@ -86,6 +86,7 @@ from astra_core.config.model import ConfigModel, checked, raise_problems, valida
 from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
 from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError
+from astra_core.run_spec import RUN_KEYS as SPEC_FIELDS
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.preflight import check_inputs
 
@@ -97,34 +98,40 @@ def _as_run_mapping(value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-class RunBase(ConfigModel):
-    """``base``: the run every point starts from, as ``astra.simulate``'s arguments.
-
-    Only the keys are checked here: a value (a path, an inline config mapping,
-    ``dims`` such as ``8x16``) is checked by the run, and a path by
-    :mod:`astra_core.sweep.preflight`.
-    """
-
-    workload: Any
-    system: Any
-    network: Any = None
-    topology: Any = None
-    dims: Any = None
-    memory: Any = None
-    comm_groups: Any = None
-    backend: Any = None
-    backend_config: Any = None
-    symmetry: Any = None
+class _RunKeys(ConfigModel):
+    """``base``: the run every point starts from, as :class:`~astra_core.run_spec.RunSpec`'s
+    fields (``workload`` and ``system`` required; :data:`RunBase` has them). Only the keys
+    are checked here: a value (a path, an inline config mapping, ``dims`` such as ``8x16``)
+    is checked by the run, and a path by :mod:`astra_core.sweep.preflight`."""
 
     def run(self) -> dict[str, Any]:
         """The keys the spec gave (an explicit null included), in :data:`RUN_KEYS` order."""
         return {name: getattr(self, name) for name in RUN_KEYS if name in self.model_fields_set}
 
 
-#: Run keys a point may set directly (``astra.simulate``'s arguments).
-RUN_KEYS = tuple(RunBase.model_fields)
+if TYPE_CHECKING:
+    RunBase = _RunKeys
+else:  # a field per RunSpec field, made from its fields
+    RunBase = create_model(
+        "RunBase",
+        __base__=_RunKeys,
+        **{name: (Any, ... if name in ("workload", "system") else None) for name in SPEC_FIELDS},
+    )
+
+#: Run keys a point may set directly: a RunSpec's fields.
+RUN_KEYS = SPEC_FIELDS
 #: Run keys whose string values are file paths (or trace prefixes).
-PATH_KEYS = ("workload", "system", "network", "topology", "memory", "comm_groups", "backend_config")
+PATH_KEYS = (
+    "workload",
+    "system",
+    "network",
+    "topology",
+    "memory",
+    "comm_groups",
+    "backend_config",
+    "background",
+    "faults",
+)
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).

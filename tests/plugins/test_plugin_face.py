@@ -21,7 +21,9 @@ import astra.plugin as face
 REPO = Path(__file__).resolve().parents[2]
 #: The plugins held to the face: every in-tree backend distribution and the example plugins.
 PLUGIN_PACKAGES = [
-    *sorted(p for p in (REPO / "backends").glob("*/astra_*") if p.is_dir() and not p.name.endswith(".egg-info")),
+    *sorted(
+        p for p in (REPO / "backends").glob("*/astra_*") if p.is_dir() and not p.name.endswith(".egg-info")
+    ),
     REPO / "examples" / "plugin_backend" / "astra_ideal",
     REPO / "examples" / "observer_plugin",
 ]

@@ -115,9 +115,9 @@ def test_every_spec_problem_is_reported_at_once_naming_the_file(tmp_path):
         "network.bandwidth?",
         f"{path}: grid: sytem.foo: only system, network, memory, backend_config have keys inside them",
         f"{path}: grid: colour: unknown run key (known: workload, system, network, topology, "
-        "dims, memory, comm_groups, backend, backend_config, symmetry)",
+        "dims, memory, comm_groups, backend, backend_config, symmetry, background, iterations, faults)",
         f"{path}: points[0]: latency: unknown run key (known: workload, system, network, "
-        "topology, dims, memory, comm_groups, backend, backend_config, symmetry)",
+        "topology, dims, memory, comm_groups, backend, backend_config, symmetry, background, iterations, faults)",
         f"{path}: unknown key 'outptu'; did you mean 'output'?",
     ]
 
@@ -314,6 +314,14 @@ def test_serial_sweep_matches_the_closed_form_and_records_a_failing_point(tmp_pa
     check_closed_form(frame)
     names = sorted(p.name for p in (tmp_path / "sweep-results").iterdir())
     assert names == ["points.jsonl", "results.csv", "results.parquet", "step_ns.png"]
+
+
+def test_a_sweep_varies_any_run_field_iterations_among_them(tmp_path):
+    # Iteration i + 1 of a rank starts when its iteration i is done: rank 0 computes and
+    # sends again while rank 1 computes, so n iterations take n (5 us + message) + 3 us.
+    frame = run_sweep(write_spec(tmp_path, grid={"iterations": [1, 2, 3]}), workers=1).frame
+    message_ns = int(500.0 + MIB * 1e9 / (50.0 * 2**30))
+    assert frame["step_ns"].tolist() == [n * (5000 + message_ns) + 3000 for n in (1, 2, 3)]
 
 
 def test_results_table_schema_in_parquet_and_csv(tmp_path):
