@@ -151,6 +151,18 @@ class RunSpec:
 #: The fields of a run, in order: the keywords :func:`astra_core.api.simulate` takes
 #: besides its own, and the keys a sweep point may set.
 RUN_KEYS = tuple(f.name for f in fields(RunSpec))
+#: The fields whose string values are files (``workload``: a trace prefix).
+FILE_FIELDS = (
+    "workload",
+    "system",
+    "network",
+    "topology",
+    "memory",
+    "comm_groups",
+    "backend_config",
+    "background",
+    "faults",
+)
 
 
 def check_workload(workload: Any) -> None:

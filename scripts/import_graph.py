@@ -48,7 +48,7 @@ LAYERS = (
     ("report",),
     ("plugins", "hookspecs"),
     ("progress",),
-    ("api", "flows_api", "run_spec"),
+    ("api", "flows_api", "run_spec", "run_digest"),
     ("cluster",),
     ("calibrate",),
     ("sweep",),

@@ -1,13 +1,15 @@
 """A cluster run's alone runs, kept between calls.
 
-A job's run alone on its NPUs depends only on what :func:`alone_key` hashes: the
-bytes of its trace files and of the spec's topology, network and system files;
-its comm groups, dims, NPUs, iterations, start time, the compute-speed factors of
-its NPUs per iteration and the communicator ids its groups got; the spec's dims,
-backend, backend settings and faults; and the source of astra and of the
-backend's package (any change to the code runs it again). A second ``astra
-cluster`` of the same job there (another placement of the *other* jobs, another
-straggler seed elsewhere) reads its alone result instead of simulating it.
+A job's run alone on its NPUs depends only on what its key hashes
+(``_Cluster.alone_key`` in :mod:`astra_core.cluster.run`, by :mod:`astra_core.run_digest`):
+the bytes of its trace files and of the spec's topology, network and system files
+(with the files the system names); its comm groups, dims, NPUs, iterations, start
+time, the compute-speed factors of its NPUs per iteration and the communicator ids
+its groups got; the spec's dims, backend, backend settings and faults; and the
+source of astra and of the backend's packages (any change to the code runs it
+again). A second ``astra cluster`` of the same job there (another placement of the
+*other* jobs, another straggler seed elsewhere) reads its alone result instead of
+simulating it.
 
 Entries are JSON files named by that 256-bit BLAKE2b digest under
 ``$ASTRA_CLUSTER_CACHE``, else ``$XDG_CACHE_HOME/astra/cluster``, else
@@ -18,20 +20,15 @@ written again).
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import math
 import os
-import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from astra_core.native import cache_root
 
-__all__ = ["AloneRun", "alone_key", "cache_dir", "load_alone", "store_alone"]
+__all__ = ["AloneRun", "cache_dir", "load_alone", "store_alone"]
 
 #: (each iteration's time [ns], the last iteration's end [ns], bytes per directed link
 #: or None): what a cluster run keeps of a job's run alone.
@@ -41,48 +38,6 @@ AloneRun = tuple[tuple[float, ...], float, tuple[float, ...] | None]
 def cache_dir() -> Path:
     """Where alone runs are kept (module doc)."""
     return cache_root("cluster", "ASTRA_CLUSTER_CACHE")
-
-
-@functools.cache
-def _source_digest(folder: str) -> bytes:
-    """Digest of every Python and C++ source under ``folder`` (names and bytes)."""
-    digest = hashlib.blake2b(digest_size=32)
-    root = Path(folder)
-    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".h", ".cc") and p.is_file()):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.digest()
-
-
-def _package_folder(module_name: str) -> str:
-    module = sys.modules.get(module_name.split(".")[0])
-    file = getattr(module, "__file__", None)
-    return str(Path(file).parent) if file else ""
-
-
-def _file_digest(digest: Any, path: str | os.PathLike | None) -> None:
-    if path is None:
-        digest.update(b"-")
-        return
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    digest.update(b"|")
-
-
-def alone_key(parts: dict[str, Any], files: Sequence[str | os.PathLike | None], backend_module: str) -> str:
-    """The hex digest naming a job's alone run: ``parts`` (JSON-able values, see the
-    module doc), the bytes of ``files`` (None: no file) and the sources of astra and of
-    the backend's package (``backend_module``: a module of it)."""
-    digest = hashlib.blake2b(digest_size=32)
-    digest.update(_source_digest(str(Path(__file__).parents[1])))
-    folder = _package_folder(backend_module)
-    if folder:
-        digest.update(_source_digest(folder))
-    digest.update(json.dumps(parts, sort_keys=True, default=repr).encode())
-    for path in files:
-        _file_digest(digest, path)
-    return digest.hexdigest()
 
 
 def load_alone(key: str) -> AloneRun | None:

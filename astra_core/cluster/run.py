@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from astra_core.api import resolve_network, run
 from astra_core.backend import Topology, require_link_changes, shares_links
-from astra_core.cluster.cache import AloneRun, alone_key, load_alone, store_alone
+from astra_core.cluster.cache import AloneRun, load_alone, store_alone
 from astra_core.cluster.compose import GroupIds, JobTraces, compose, job_dims
 from astra_core.cluster.hardware import slowness
 from astra_core.cluster.placement import place_jobs
@@ -39,8 +39,8 @@ from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manag
 from astra_core.report import Report
 from astra_core.report.iterations import ends_on_rank, timelines_by_rank
 from astra_core.results import whole_ns
+from astra_core.run_digest import InputDigests
 from astra_core.run_spec import RunSpec
-from astra_core.system.input_files import system_named_files
 from astra_core.topology.faults import apply_faults, check_reachable, timed_faults
 from astra_core.workload.chakra import read_workload
 from astra_core.workload.prefix import rank_count
@@ -224,7 +224,7 @@ class _Cluster:
         used = job.composed[1] if job.composed is not None else {}
         parts = {
             "npus": self.npus,
-            # the files' bytes are hashed (below), not where they are
+            # the files' bytes are hashed (run_digest), not where they are
             "cluster": self.spec.model_dump(
                 exclude={
                     "jobs",
@@ -249,11 +249,14 @@ class _Cluster:
                 else None,
             },
         }
-        system = spec.system or self.spec.system
-        files = [self.spec.topology, self.spec.network, self.spec.backend_config, system]
-        files += [path for _, path in system_named_files(cast(str, system))]  # profile, custom collectives
-        files += [f"{spec.workload}.{r}.et" for r in range(len(job.traces))]
-        return alone_key(parts, files, self.backend.plugin_factory.__module__)
+        inputs = {
+            "workload": spec.workload,
+            "system": spec.system or self.spec.system,
+            "network": self.spec.network,
+            "topology": self.spec.topology,
+            "backend_config": self.spec.backend_config,
+        }
+        return InputDigests().run({**inputs, **parts}, self.backend.packages)
 
     def _build(self) -> Any:
         """A backend of the spec's kind on its network (to ask what it can do)."""

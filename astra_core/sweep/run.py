@@ -10,9 +10,10 @@ from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.lifetime import sigterm_raises
+from astra_core.run_digest import InputDigests
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
-from astra_core.sweep.identity import InputDigests
-from astra_core.sweep.spec import PATH_KEYS, SweepSpec, load_spec, parse_spec, resolve_point
+from astra_core.sweep.identity import point_key
+from astra_core.sweep.spec import PATH_KEYS, SweepSpec, backend_lookup, load_spec, parse_spec, resolve_point
 from astra_core.sweep.table import LOG_NAME, PointLog, plot_results, results_frame, write_results
 
 #: Failed points a summary names before it counts the rest.
@@ -82,6 +83,23 @@ def _check_not_inputs(spec: SweepSpec, directory: Path) -> None:
     check_not_input(outputs, inputs)
 
 
+def _backend_packages() -> Callable[[Any], frozenset[str]]:
+    """Backend name (None: the default) -> its plugin's packages (empty for an unknown name,
+    whose points fail when they run)."""
+    lookup = backend_lookup()
+    found: dict[Any, frozenset[str]] = {}
+
+    def packages(name: Any) -> frozenset[str]:
+        if name not in found:
+            try:
+                found[name] = lookup(name).packages
+            except (AstraError, TypeError):
+                found[name] = frozenset()
+        return found[name]
+
+    return packages
+
+
 def run_sweep(
     spec: SweepSpec | str | os.PathLike | dict,
     *,
@@ -116,10 +134,10 @@ def run_sweep(
         log.clear()
     done = log.load()
     keys, tasks = [], []
-    digests = InputDigests()
+    digests, packages = InputDigests(), _backend_packages()
     for index, overrides in enumerate(spec.points):
         run = resolve_point(spec, overrides)
-        key = digests.key(run)
+        key = point_key(digests, run, packages(run.get("backend")))
         keys.append(key)
         previous = done.get(key)
         if previous is None or previous.get("status") != "ok":

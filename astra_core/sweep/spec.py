@@ -86,6 +86,7 @@ from astra_core.config.model import ConfigModel, checked, raise_problems, valida
 from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
 from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError
+from astra_core.run_spec import FILE_FIELDS
 from astra_core.run_spec import RUN_KEYS as SPEC_FIELDS
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.preflight import check_inputs
@@ -121,17 +122,7 @@ else:  # a field per RunSpec field, made from its fields
 #: Run keys a point may set directly: a RunSpec's fields.
 RUN_KEYS = SPEC_FIELDS
 #: Run keys whose string values are file paths (or trace prefixes).
-PATH_KEYS = (
-    "workload",
-    "system",
-    "network",
-    "topology",
-    "memory",
-    "comm_groups",
-    "backend_config",
-    "background",
-    "faults",
-)
+PATH_KEYS = FILE_FIELDS
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
@@ -392,8 +383,9 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
-def _backend_check() -> Callable[[str | None], object]:
-    """A function that raises AstraError for a backend name no plugin registered."""
+def backend_lookup() -> Callable[[str | None], Any]:
+    """A function from a backend name (None: the default) to its BackendInfo; it raises
+    AstraError for a name no plugin registered."""
     from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
 
     try:
@@ -440,7 +432,7 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
         {name: parse_parameter(name)[0] for name in names},
         spec_file.locations,
         PATH_KEYS,
-        _backend_check(),
+        backend_lookup(),
     )
     problems.raise_if_any()
     return spec

@@ -421,6 +421,30 @@ def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths
     pd.testing.assert_frame_equal(again.frame, retraced.frame)
 
 
+def test_resume_reruns_points_whose_system_names_a_changed_file(tmp_path):
+    # system.json's bytes alone would not change when the NCCL profile it names does:
+    # the points would be read back with the old profile's times.
+    system = json.loads(SYSTEM.read_text())
+    for key in [k for k in system if k.endswith("-implementation")]:
+        system[key] = ["nccl"]
+    system["nccl"] = {"gpu": "H100", "gpus-per-node": 2, "profile": "profile.json"}
+    (tmp_path / "nccl-system.json").write_text(json.dumps(system))
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 5.0}))
+    (tmp_path / "switch.yml").write_text(
+        "topology: [Switch]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n"
+    )
+    path = write_spec(tmp_path, grid={"network.latency[0]": LATENCIES})
+    data = yaml.safe_load(path.read_text())
+    data["base"].update(system="nccl-system.json", network="switch.yml")
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    first = run_sweep(path, workers=1)
+    assert first.ran == 3 and (first.frame["status"] == "ok").all()
+    assert (run_sweep(path, workers=1).ran, run_sweep(path, workers=1).skipped) == (0, 3)
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 500.0}))
+    assert run_sweep(path, workers=1).ran == 3
+
+
 def test_a_backend_config_file_is_relative_to_the_spec_sweepable_and_part_of_the_identity(
     tmp_path, monkeypatch
 ):
