@@ -42,7 +42,6 @@ LAYERS = (
     ("backend",),
     ("results",),
     ("flows",),
-    ("collectives",),
     ("system",),
     ("estimate",),
     ("report",),
