@@ -20,8 +20,7 @@ from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
 from astra_core.config.system import SystemConfig, load_system
 from astra_core.errors import ConfigError, SimulationDeadlock, TraceError
-from astra_core.estimate import Estimate, MessageTally, PassStopped
-from astra_core.estimate import estimate as price_run
+from astra_core.estimate import Estimate, MessageTally, PassStopped, price_run
 from astra_core.flows.flowfile import FlowSpec, read_flows
 from astra_core.flows.run import BACKGROUND_TAG_BASE, check_link_sharing, flow_results, start_flows
 from astra_core.plugins import (
@@ -40,8 +39,14 @@ from astra_core.run_spec import PathLike, RunSpec, expect
 from astra_core.system.context import check_network_models
 from astra_core.system.memory_guard import check_nodes_fit
 from astra_core.system.simulation import Simulation
-from astra_core.topology.faults import LinkChange, LinkFault, apply_faults, check_reachable, load_faults
-from astra_core.topology.faults import link_changes as fault_changes
+from astra_core.topology.faults import (
+    LinkChange,
+    LinkFault,
+    apply_faults,
+    check_reachable,
+    fault_changes,
+    load_faults,
+)
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 from astra_core.workload.chakra import RankTrace, read_workload

@@ -287,7 +287,7 @@ def _skipping(model: WorkModel, counts, symmetry, flows, messages: int, work: in
     }
 
 
-def estimate(
+def price_run(
     backend: str,
     model: WorkModel | None,
     run_pass: Callable[[], tuple[dict[tuple[int, int, int], int], Any, bool]],

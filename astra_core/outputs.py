@@ -349,7 +349,7 @@ def write_bytes(path: PathArg, data: bytes, what: str | None = None) -> Path:
 INT64_MAX_NS = 2**63 - 1
 
 
-def whole_ns(values, column: str):
+def whole_ns_column(values, column: str):
     """Times in ns (a pandas Series of floats, NaN where unknown) as pandas ``Int64`` whole ns.
 
     Raises :class:`~astra_core.errors.AstraError` naming ``column`` and the largest value

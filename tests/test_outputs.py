@@ -190,17 +190,17 @@ def test_check_not_input_names_both_options_and_sees_links(tmp_path):
     check_not_input({"--json": "-"}, {"--system": system})
 
 
-def test_whole_ns_refuses_times_past_int64_naming_the_column():
+def test_whole_ns_column_refuses_times_past_int64_naming_the_column():
     import pandas as pd
 
     from astra_core.errors import AstraError
-    from astra_core.outputs import INT64_MAX_NS, whole_ns
+    from astra_core.outputs import INT64_MAX_NS, whole_ns_column
 
-    assert whole_ns(pd.Series([1.4, 2.6, float("nan")]), "end_ns").tolist() == [1, 3, pd.NA]
-    assert whole_ns(pd.Series([float(2**62)]), "end_ns").tolist() == [2**62]
+    assert whole_ns_column(pd.Series([1.4, 2.6, float("nan")]), "end_ns").tolist() == [1, 3, pd.NA]
+    assert whole_ns_column(pd.Series([float(2**62)]), "end_ns").tolist() == [2**62]
     for bad in (2.0**63, float("inf"), -(2.0**64)):
         with pytest.raises(AstraError) as info:
-            whole_ns(pd.Series([0.0, bad]), "end_ns")
+            whole_ns_column(pd.Series([0.0, bad]), "end_ns")
         assert str(info.value) == (
             f"end_ns: {abs(bad):.4g} ns is beyond what an int64 ns column holds "
             f"({INT64_MAX_NS} ns, about 292 years)"

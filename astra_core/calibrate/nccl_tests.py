@@ -36,7 +36,7 @@ from pathlib import Path
 from astra_core.errors import ConfigError
 
 #: nccl-tests binary name -> astra's collective name.
-COLLECTIVES = {
+PERF_BINARIES = {
     "all_reduce_perf": "all-reduce",
     "all_gather_perf": "all-gather",
     "reduce_scatter_perf": "reduce-scatter",
@@ -259,13 +259,13 @@ def _log(
 
 def _collective(starting: str | None, path: Path) -> str:
     """The collective from the 'test starting' line, else from the file name."""
-    if starting in COLLECTIVES:
-        return COLLECTIVES[starting]
+    if starting in PERF_BINARIES:
+        return PERF_BINARIES[starting]
     squeezed = path.name.lower().replace("_", "").replace("-", "")
-    for binary, name in COLLECTIVES.items():
+    for binary, name in PERF_BINARIES.items():
         if binary.removesuffix("_perf").replace("_", "") in squeezed:
             return name
     raise ConfigError(
         f"{path}: cannot tell the collective (no 'Collective test starting' line, no "
-        f"{'/'.join(COLLECTIVES)} in the file name): give it"
+        f"{'/'.join(PERF_BINARIES)} in the file name): give it"
     )

@@ -81,7 +81,7 @@ def _check_outputs(spec, loaded, json_path, plots_dir) -> None:
     """Raise ConfigError when an output cannot be written, when two name one file (``--json``
     onto a plot), or when one is an input: the spec or a file it names
     (:func:`~astra_core.cluster.spec.spec_input_files`)."""
-    from astra_core.cluster.plots import PLOT_FILES
+    from astra_core.cluster.plots import CLUSTER_PLOT_FILES
     from astra_core.cluster.spec import spec_input_files
     from astra_core.outputs import check_distinct, check_not_input, check_output_dir, check_output_file
 
@@ -90,7 +90,7 @@ def _check_outputs(spec, loaded, json_path, plots_dir) -> None:
         paths["--json"] = check_output_file(json_path, "--json")
     if plots_dir:
         directory = check_output_dir(plots_dir, "--plots")
-        for name in PLOT_FILES:
+        for name in CLUSTER_PLOT_FILES:
             paths[f"--plots ({name})"] = check_output_file(directory / name, "--plots")
     check_distinct(paths)
     check_not_input(paths, {"SPEC": spec, **spec_input_files(loaded)})

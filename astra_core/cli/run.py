@@ -287,7 +287,7 @@ def _write_outputs(result, console, json_path, timeline, csv_path, parquet_path,
     """Write every requested output file and say where.
 
     The per-collective table is built first: a time it cannot hold (past int64 ns, see
-    :func:`astra_core.outputs.whole_ns`) is one error line before any file is written.
+    :func:`astra_core.outputs.whole_ns_column`) is one error line before any file is written.
     """
     from astra_core.errors import AstraError, ConfigError
     from astra_core.outputs import write_text

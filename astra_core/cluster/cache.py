@@ -28,14 +28,14 @@ from pathlib import Path
 
 from astra_core.native import cache_root
 
-__all__ = ["AloneRun", "cache_dir", "load_alone", "store_alone"]
+__all__ = ["AloneRun", "alone_cache_dir", "load_alone", "store_alone"]
 
 #: (each iteration's time [ns], the last iteration's end [ns], bytes per directed link
 #: or None): what a cluster run keeps of a job's run alone.
 AloneRun = tuple[tuple[float, ...], float, tuple[float, ...] | None]
 
 
-def cache_dir() -> Path:
+def alone_cache_dir() -> Path:
     """Where alone runs are kept (module doc)."""
     return cache_root("cluster", "ASTRA_CLUSTER_CACHE")
 
@@ -45,7 +45,7 @@ def load_alone(key: str) -> AloneRun | None:
     run could have stored (cut short, edited, NaN or negative times): then the job is
     simulated alone again."""
     try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text())
+        data = json.loads((alone_cache_dir() / f"{key}.json").read_text())
         links = data["link_bytes"]
         run = (
             tuple(float(t) for t in data["iteration_ns"]),
@@ -70,7 +70,7 @@ def store_alone(key: str, run: AloneRun) -> None:
             "link_bytes": None if links is None else list(links),
         }
     )
-    folder = cache_dir()
+    folder = alone_cache_dir()
     written: Path | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)

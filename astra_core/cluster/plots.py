@@ -4,7 +4,7 @@
   others (upper half of its row) and alone on the same NPUs (lower half), each
   job in its own colour; the label gives its slowdown.
 * ``links.png``: the links that carried the most bytes (up to
-  :data:`MAX_LINKS`), each a bar of its bytes stacked by job in the jobs'
+  :data:`MAX_PLOTTED_LINKS`), each a bar of its bytes stacked by job in the jobs'
   colours (each job's bytes are those of its run alone, the same routes as
   together; :mod:`astra_core.cluster.run`), busiest first; the links of a faulty
   cable hatched and labelled in red as the run's links.png marks them, the cables
@@ -20,13 +20,13 @@ from pathlib import Path
 from astra_core.report.links import link_faults
 from astra_core.report.plots import FAULT_MARKS, pyplot, save_figure, time_unit
 
-__all__ = ["MAX_LINKS", "PLOT_FILES", "write_cluster_plots"]
+__all__ = ["MAX_PLOTTED_LINKS", "CLUSTER_PLOT_FILES", "write_cluster_plots"]
 
 #: The files :func:`write_cluster_plots` may write into its directory.
-PLOT_FILES = ("jobs.png", "links.png")
+CLUSTER_PLOT_FILES = ("jobs.png", "links.png")
 
 #: The busiest links links.png shows.
-MAX_LINKS = 48
+MAX_PLOTTED_LINKS = 48
 
 
 def _colors(count: int) -> list:
@@ -57,7 +57,7 @@ def jobs_figure(result):
     return fig
 
 
-def links_figure(result):
+def job_links_figure(result):
     """The busiest links' bytes stacked by job (a matplotlib Figure), or None without
     link statistics."""
     links = result.report.links
@@ -65,7 +65,7 @@ def links_figure(result):
     if links is None or not jobs:
         return None
     plt = pyplot()
-    busiest = sorted(range(len(links.link_bytes)), key=lambda i: -links.link_bytes[i])[:MAX_LINKS]
+    busiest = sorted(range(len(links.link_bytes)), key=lambda i: -links.link_bytes[i])[:MAX_PLOTTED_LINKS]
     busiest = [i for i in busiest if links.link_bytes[i]]
     topo = links.topology
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.22 * len(busiest) + 1.8)), layout="constrained")
@@ -99,7 +99,7 @@ def write_cluster_plots(result, directory: str | os.PathLike) -> list[Path]:
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     written = [save_figure(jobs_figure(result), folder / "jobs.png")]
-    figure = links_figure(result)
+    figure = job_links_figure(result)
     if figure is not None:
         written.append(save_figure(figure, folder / "links.png"))
     return written

@@ -53,10 +53,9 @@ from astra_core.config.files import read_json, source_name
 from astra_core.config.issues import PYTHON_SOURCE, ConfigWarning, Problems, as_choice, as_int
 from astra_core.config.limits import MAX_DELAY_NS, MAX_NPUS, MAX_RATE
 from astra_core.config.model import ConfigModel, checked, raise_problems, source_of, validate_mapping
+from astra_core.config.network import NS_PER_S
 from astra_core.errors import ConfigError
 
-#: ns per second; upstream FREQ (astra-sim/common/Common.hh: 1 GHz, 1 tick = 1 ns).
-NS_PER_S = 1_000_000_000
 #: remote-mem-bw GB -> bytes (upstream AnalyticalRemoteMemory: ``* 1000000000``).
 BYTES_PER_GB_REMOTE = 1_000_000_000
 

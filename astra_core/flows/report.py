@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from astra_core.flows.run import FlowResult
-from astra_core.outputs import atomic_output, whole_ns
+from astra_core.outputs import atomic_output, whole_ns_column
 
 #: Upper edges of the fixed size buckets, bytes (the last bucket is open).
 BUCKET_EDGES = (10_000, 100_000, 1_000_000, 10_000_000)
@@ -41,7 +41,7 @@ def fct_csv(table: pd.DataFrame) -> str:
     """The ``--fct`` CSV of a :func:`flow_table`: times as whole ns, as every astra output."""
     out = table.copy()
     for column in ("start_ns", "fct_ns", "ideal_fct_ns"):
-        out[column] = whole_ns(out[column], column)
+        out[column] = whole_ns_column(out[column], column)
     return out.to_csv(index=False)
 
 

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astra_core.outputs import atomic_output, whole_ns
+from astra_core.outputs import atomic_output, whole_ns_column
 from astra_core.report.breakdown import PARTS, breakdowns
 from astra_core.report.collectives import PHASE_COLUMNS, collective_rows, phase_rows
 from astra_core.report.links import LINK_COLUMNS, link_stats
@@ -65,7 +65,7 @@ def _frame(rows: list[dict], columns) -> pd.DataFrame:
         elif column in _LINK_PARAMETERS:
             frame[column] = frame[column].astype("float64")
         elif column.endswith("_ns"):  # times: whole ns, empty where unknown; AstraError past int64
-            frame[column] = whole_ns(frame[column], column)
+            frame[column] = whole_ns_column(frame[column], column)
         else:
             frame[column] = frame[column].astype(str)
     return frame

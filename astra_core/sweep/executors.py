@@ -17,14 +17,12 @@ an exception) fails only the point it held, with that as its error.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from astra_core.errors import AstraError
 from astra_core.sweep import pool
 from astra_core.sweep.point import failed_row, run_point
-
-OnRow = Callable[[dict[str, Any]], None]
+from astra_core.sweep.pool import OnRow
 
 
 def default_workers() -> int:

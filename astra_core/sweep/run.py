@@ -11,9 +11,10 @@ from typing import Any
 from astra_core.errors import AstraError
 from astra_core.lifetime import sigterm_raises
 from astra_core.run_digest import InputDigests
+from astra_core.run_spec import FILE_FIELDS
 from astra_core.sweep.executors import run_pool, run_ray, run_serial
 from astra_core.sweep.identity import point_key
-from astra_core.sweep.spec import PATH_KEYS, SweepSpec, backend_lookup, load_spec, parse_spec, resolve_point
+from astra_core.sweep.spec import SweepSpec, backend_lookup, load_spec, parse_spec, resolve_point
 from astra_core.sweep.table import LOG_NAME, PointLog, plot_results, results_frame, write_results
 
 #: Failed points a summary names before it counts the rest.
@@ -79,7 +80,7 @@ def _check_not_inputs(spec: SweepSpec, directory: Path) -> None:
             if isinstance(value, str):
                 yield value
 
-    inputs: dict[str, Any] = {"spec": spec.source, **{key: paths(key) for key in PATH_KEYS}}
+    inputs: dict[str, Any] = {"spec": spec.source, **{key: paths(key) for key in FILE_FIELDS}}
     check_not_input(outputs, inputs)
 
 
@@ -159,7 +160,7 @@ def run_sweep(
             run_serial(tasks, record)
         else:
             run_pool(tasks, record, workers)
-    try:  # a time past int64 ns (astra_core.outputs.whole_ns): no table, the points are kept
+    try:  # a time past int64 ns (astra_core.outputs.whole_ns_column): no table, the points are kept
         frame = results_frame(spec, keys, done)
     except AstraError as exc:
         raise AstraError(

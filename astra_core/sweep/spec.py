@@ -86,8 +86,7 @@ from astra_core.config.model import ConfigModel, checked, raise_problems, valida
 from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
 from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError
-from astra_core.run_spec import FILE_FIELDS
-from astra_core.run_spec import RUN_KEYS as SPEC_FIELDS
+from astra_core.run_spec import FILE_FIELDS, RUN_KEYS
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.preflight import check_inputs
 
@@ -116,13 +115,9 @@ else:  # a field per RunSpec field, made from its fields
     RunBase = create_model(
         "RunBase",
         __base__=_RunKeys,
-        **{name: (Any, ... if name in ("workload", "system") else None) for name in SPEC_FIELDS},
+        **{name: (Any, ... if name in ("workload", "system") else None) for name in RUN_KEYS},
     )
 
-#: Run keys a point may set directly: a RunSpec's fields.
-RUN_KEYS = SPEC_FIELDS
-#: Run keys whose string values are file paths (or trace prefixes).
-PATH_KEYS = FILE_FIELDS
 #: Config files whose keys a parameter may set (``root.key[i]``).
 CONFIG_ROOTS = ("system", "network", "memory", "backend_config")
 #: The keys a ``<root>.<key>`` parameter may name (backend configs are the backend's own).
@@ -369,14 +364,14 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     which reads the config files). JSON-serializable.
     """
     run = {
-        key: _resolve_path(value, spec.directory) if key in PATH_KEYS else value
+        key: _resolve_path(value, spec.directory) if key in FILE_FIELDS else value
         for key, value in spec.base.items()
     }
     edits = []
     for name, value in overrides.items():
         param = cast(Parameter, parse_parameter(name)[0])  # the spec's names parse
         if param.key is None:
-            run[param.root] = _resolve_path(value, spec.directory) if param.root in PATH_KEYS else value
+            run[param.root] = _resolve_path(value, spec.directory) if param.root in FILE_FIELDS else value
         else:
             edits.append([param.root, param.key, param.index, value])
     run["overrides"] = edits
@@ -431,7 +426,7 @@ def parse_spec(data: Any, source: str, directory: Path) -> SweepSpec:
         [resolve_point(spec, p) for p in points],
         {name: parse_parameter(name)[0] for name in names},
         spec_file.locations,
-        PATH_KEYS,
+        FILE_FIELDS,
         backend_lookup(),
     )
     problems.raise_if_any()

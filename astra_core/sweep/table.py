@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_core.errors import AstraError
-from astra_core.outputs import atomic_output, whole_ns
+from astra_core.outputs import atomic_output, whole_ns_column
 from astra_core.sweep.axes import metric_axis, parameter_label
 from astra_core.sweep.point import METRICS
 from astra_core.sweep.spec import SweepSpec
@@ -127,7 +127,7 @@ def results_frame(spec: SweepSpec, keys: list[str], rows: dict[str, dict[str, An
             frame[name] = frame[name].astype("int64")
     for name in METRICS:
         if name.endswith("_ns"):  # whole ns, empty for a point without results
-            frame[name] = whole_ns(frame[name], name)
+            frame[name] = whole_ns_column(frame[name], name)
     return frame
 
 

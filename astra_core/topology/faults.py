@@ -12,7 +12,7 @@ the file; ``astra topology show`` lists them):
 
 A fault that holds for the whole run (``at_us`` 0, no ``until_us``) is taken
 out of the topology before the run (:func:`apply_faults`): every backend runs
-it. The others change the links *during* the run (:func:`link_changes` gives
+it. The others change the links *during* the run (:func:`fault_changes` gives
 the changes, in time order, as directed link ids and their new bandwidths), on
 a backend that can (:class:`astra_core.backend.LinkChanges`: ``flow`` and
 ``analytical-congestion``). What a change does to messages in flight is the
@@ -46,7 +46,7 @@ __all__ = [
     "LinkFault",
     "apply_faults",
     "check_reachable",
-    "link_changes",
+    "fault_changes",
     "load_faults",
     "routing_without",
     "set_kernel_links",
@@ -154,7 +154,7 @@ def timed_faults(faults: Sequence[LinkFault]) -> list[LinkFault]:
 
 def apply_faults(topology: PhysicalTopology, faults: Sequence[LinkFault]) -> PhysicalTopology:
     """``topology`` with the cables of ``faults`` that hold for the whole run slowed or
-    removed (the timed ones are checked, not applied: :func:`link_changes`). Raises
+    removed (the timed ones are checked, not applied: :func:`fault_changes`). Raises
     ConfigError naming ``faults[i]`` for a bad fault (:func:`_check`)."""
     _check(topology, faults)
     scale: dict[tuple[int, int], float] = {}
@@ -191,7 +191,7 @@ def _cable_links(topology: PhysicalTopology, fault: LinkFault) -> list[int]:
     return [topology.link(s, d) for s, d in ((a, b), (b, a)) if _has_link(topology, s, d)]
 
 
-def link_changes(topology: PhysicalTopology, faults: Sequence[LinkFault]) -> list[LinkChange]:
+def fault_changes(topology: PhysicalTopology, faults: Sequence[LinkFault]) -> list[LinkChange]:
     """The link changes of the timed faults of ``faults`` on ``topology`` (the topology
     with the whole-run faults applied: :func:`apply_faults`), in time order; the changes
     of one instant are one :class:`LinkChange`. Raises ConfigError naming ``faults[i]``
@@ -280,7 +280,7 @@ def check_reachable(
     whole = [f"{f.link[0]}-{f.link[1]}" for f in whole_run_faults(faults) if f.down]
     timed = [f for f in timed_faults(faults) if f.down]
     nodes = [topology.hosts[n] for n in npus]
-    for change in [LinkChange(0.0, {})] + link_changes(topology, timed):
+    for change in [LinkChange(0.0, {})] + fault_changes(topology, timed):
         for link, bandwidth in change.bytes_per_ns.items():
             (down.add if bandwidth == 0 else down.discard)(link)
         cut = _cut(topology, nodes, down)

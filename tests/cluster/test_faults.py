@@ -173,13 +173,13 @@ def test_a_backend_that_cannot_change_links_says_so(cluster, backend):
 
 
 def test_a_fault_that_starts_as_another_ends_holds_whatever_their_order():
-    from astra_core.topology.faults import link_changes
+    from astra_core.topology.faults import fault_changes
 
     first = LinkFault(link=[16, 20], down=True, at_us=10, until_us=20)
     second = LinkFault(link=[20, 16], bandwidth=0.5, at_us=20, until_us=30)
     full = FABRIC.link_bandwidth[FABRIC.link(16, 20)]
     for faults in ([first, second], [second, first]):
-        at_20 = {c.at_ns: c.bytes_per_ns for c in link_changes(FABRIC, faults)}[20_000.0]
+        at_20 = {c.at_ns: c.bytes_per_ns for c in fault_changes(FABRIC, faults)}[20_000.0]
         assert at_20 == {FABRIC.link(16, 20): full / 2, FABRIC.link(20, 16): full / 2}
 
 
@@ -197,13 +197,13 @@ def test_a_fault_later_than_float_ns_can_count_is_refused_when_read(cluster, key
 def test_the_cluster_links_chart_marks_faulty_cables_busiest_first(cluster):
     """The cluster's links.png lists the busiest links busiest first, hatches and labels
     in red the links of a degraded cable, and names a cable down all run in its title."""
-    from astra_core.cluster.plots import links_figure
+    from astra_core.cluster.plots import job_links_figure
     from astra_core.report.plots import FAULT_MARKS
 
     jobs = [{"name": "a", "placement": "spread"}, {"name": "b", "placement": "spread"}]
     faults = [{"link": [16, 20], "bandwidth": 0.5}, {"link": [17, 21], "down": True}]
     result = astra.simulate_cluster(cluster(jobs, faults=faults))
-    fig = links_figure(result)
+    fig = job_links_figure(result)
     ax = fig.axes[0]
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     topo = result.report.links.topology

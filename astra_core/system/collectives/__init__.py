@@ -19,10 +19,8 @@ from astra_core.errors import ConfigError
 from astra_core.system.collectives.base import CollectivePhase
 from astra_core.system.collectives.logical_topology import (
     Direction,
+    DoubleBinaryTreeTopology,
     RingTopology,
-)
-from astra_core.system.collectives.logical_topology import (
-    DoubleBinaryTree as DoubleBinaryTreeTopology,
 )
 from astra_core.system.collectives.plan import Plan
 

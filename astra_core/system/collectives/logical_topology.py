@@ -133,7 +133,7 @@ class BinaryTree:
         return self.INTERMEDIATE
 
 
-class DoubleBinaryTree:
+class DoubleBinaryTreeTopology:
     """The pair of trees (root-max, root-min) handed out alternately per chunk.
 
     Upstream keeps one alternation counter per logical topology and flips it

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 from astra_core.system.collectives.direct import direct_plan
 from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
 from astra_core.system.collectives.halving_doubling import halving_doubling_plan
-from astra_core.system.collectives.logical_topology import DoubleBinaryTree as DoubleBinaryTreeTopology
-from astra_core.system.collectives.logical_topology import RingTopology
+from astra_core.system.collectives.logical_topology import DoubleBinaryTreeTopology, RingTopology
 from astra_core.system.collectives.plan import Plan, WindowedPhase
 from astra_core.system.collectives.ring import ring_plan
 from astra_core.system.comm_types import CommType

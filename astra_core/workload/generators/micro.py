@@ -24,10 +24,10 @@ from astra_core.workload.trace_set import staged_trace_set
 from astra_core.workload.trace_size import TraceSetSize, check_npus, check_rank_nodes, check_trace_set
 from astra_core.workload.writer import make_node, trace_bytes
 
-__all__ = ["COLLECTIVES", "parse_size", "write_micro"]
+__all__ = ["COLLECTIVE_TYPES", "parse_size", "write_micro"]
 
 #: CLI spelling -> Chakra CollectiveCommType name.
-COLLECTIVES = {
+COLLECTIVE_TYPES = {
     "all-reduce": "ALL_REDUCE",
     "all-gather": "ALL_GATHER",
     "reduce-scatter": "REDUCE_SCATTER",
@@ -82,15 +82,15 @@ def write_micro(
 ) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for ``npus`` ranks: ``iterations`` back-to-back collectives.
 
-    ``collective`` is a key of :data:`COLLECTIVES` (or a Chakra name such as
+    ``collective`` is a key of :data:`COLLECTIVE_TYPES` (or a Chakra name such as
     ``ALL_REDUCE``); ``size_bytes`` the collective's size. Returns the paths.
     Raises ConfigError for an unknown collective, a bad count, or an
     unwritable output folder.
     """
-    kind = COLLECTIVES.get(collective.lower(), collective.upper())
-    if kind not in COLLECTIVES.values():
+    kind = COLLECTIVE_TYPES.get(collective.lower(), collective.upper())
+    if kind not in COLLECTIVE_TYPES.values():
         raise ConfigError(
-            f"--collective: unknown collective '{collective}' (expected one of {', '.join(COLLECTIVES)})"
+            f"--collective: unknown collective '{collective}' (expected one of {', '.join(COLLECTIVE_TYPES)})"
         )
     if npus < 1 or iterations < 1 or size_bytes < 1:
         raise ConfigError(

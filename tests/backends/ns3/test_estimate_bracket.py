@@ -270,7 +270,7 @@ def _trace_estimate(name: str, size: str, cc: str, fast_forward: bool):
 def _flows_estimate(name: str, cc: str, fast_forward: bool):
     from ns3_fast_forward import incast_flows, star, websearch_flows
 
-    from astra_core.estimate import estimate as price
+    from astra_core.estimate import price_run as price
     from astra_core.topology.generators import fat_tree
     from astra_ns3.config import load_config
     from astra_ns3.work import Ns3Work

@@ -120,7 +120,7 @@ def test_the_estimate_builds_no_ns3_fabric_and_starts_no_worker(reference_dir, m
 
 @pytest.mark.parametrize("fast_forward", [True, False])
 def test_messages_too_short_to_be_found_steady_are_priced_packet_by_packet(fast_forward):
-    from astra_core.estimate import estimate as price
+    from astra_core.estimate import price_run as price
     from astra_ns3.config import load_config
     from astra_ns3.work import (
         MEMORY_BASE_BYTES,
