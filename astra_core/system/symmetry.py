@@ -68,12 +68,21 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.peer_offsets import PeerTable, relative_signatures, relative_uneven
 from astra_core.system.rank import group_algorithm
+from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import Children, RankGraph, distinct_timings, peerless, timing_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
 
-# Chakra node types (et_def.proto)
-_METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = 1, 5, 6, 7
+# Chakra node types, as plain ints (compared per node)
+_METADATA, _COMM_SEND, _COMM_RECV, _COMM_COLL = (
+    int(t)
+    for t in (
+        NodeType.METADATA_NODE,
+        NodeType.COMM_SEND_NODE,
+        NodeType.COMM_RECV_NODE,
+        NodeType.COMM_COLL_NODE,
+    )
+)
 _COMM_TYPES = {c.value for c in CONFIGURABLE}
 _ROTATION = {"ring", "direct"}
 GROUP_TAG_BASE = 1_000_000  # a communicator group's chunks are tagged id * this + k
