@@ -33,8 +33,9 @@ load the simulator.
 # (the imports under TYPE_CHECKING are for type checkers; __getattr__ loads the names)
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from astra._lazy import lazy_names
 
 if TYPE_CHECKING:
     from astra.api import Estimate, Report, RunSpec, estimate, estimate_run, run, simulate
@@ -56,14 +57,6 @@ _MODULE_OF = {
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'astra' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_names(
+    _MODULE_OF, globals(), lambda name: f"module 'astra' has no attribute {name!r}"
+)

@@ -20,8 +20,9 @@ its definition. Raises AttributeError for a name that is not part of the face.
 # (the imports under TYPE_CHECKING are for type checkers; __getattr__ loads the names)
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from astra._lazy import lazy_names
 
 if TYPE_CHECKING:
     from astra_core.backend import (
@@ -162,14 +163,8 @@ _MODULE_OF = {name: module for module, names in _DEFINED_IN.items() for name in 
 __all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"astra.plugin has no {name!r} (the plugin face: {', '.join(__all__)})")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_names(
+    _MODULE_OF,
+    globals(),
+    lambda name: f"astra.plugin has no {name!r} (the plugin face: {', '.join(__all__)})",
+)

@@ -100,6 +100,22 @@ def write_pair_trace(prefix, *, nbytes: int, tag: int, fwd_us: int, bwd_us: int,
     return str(prefix)
 
 
+def write_nccl_system(system: Path, directory: Path, gpus_per_node: int, launch_us: float = 5.0) -> Path:
+    """``directory/nccl-system.json``: ``system`` with every collective on the NCCL model of
+    H100s, ``gpus_per_node`` per node, and the NCCL profile ``profile.json`` beside it
+    (launch ``launch_us``). Returns the profile's path, for a test to edit."""
+    import json
+
+    data = json.loads(system.read_text())
+    for key in [k for k in data if k.endswith("-implementation")]:
+        data[key] = ["nccl"]
+    data["nccl"] = {"gpu": "H100", "gpus-per-node": gpus_per_node, "profile": "profile.json"}
+    (directory / "nccl-system.json").write_text(json.dumps(data))
+    profile = directory / "profile.json"
+    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": launch_us}))
+    return profile
+
+
 def one_error_line(result) -> str:
     """The one ``error: ...`` line of a CLI run that failed on bad input (click
     CliRunner result): exit code 1, nothing on stdout, no traceback."""

@@ -10,6 +10,7 @@ import pytest
 import astra
 from astra_core.cluster import run as cluster_run
 from astra_core.workload.generators.micro import write_micro
+from tests.conftest import write_nccl_system
 
 
 @pytest.fixture
@@ -93,13 +94,7 @@ def test_a_file_the_system_names_is_part_of_what_a_job_alone_depends_on(tmp_path
     # A key of system.json's bytes without the NCCL profile it names would, after the
     # profile changed, read the alone runs back, and two jobs that share nothing would
     # report a slowdown far from 1.
-    system = json.loads((tmp_path / "system.json").read_text())
-    for key in [k for k in system if k.endswith("-implementation")]:
-        system[key] = ["nccl"]
-    system["nccl"] = {"gpu": "H100", "gpus-per-node": 4, "profile": "profile.json"}
-    (tmp_path / "nccl-system.json").write_text(json.dumps(system))
-    profile = tmp_path / "profile.json"
-    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 5.0}))
+    profile = write_nccl_system(tmp_path / "system.json", tmp_path, gpus_per_node=4)
     spec = cluster([{"name": "a"}, {"name": "b"}], system="nccl-system.json")
     astra.simulate_cluster(spec)
     profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 500.0}))

@@ -31,7 +31,7 @@ from astra_core.cli import main
 from astra_core.errors import AstraError, ConfigError
 from astra_core.sweep import load_spec, run_sweep
 from astra_core.sweep.point import METRICS
-from tests.conftest import isolate_plugins, write_pair_trace
+from tests.conftest import isolate_plugins, write_nccl_system, write_pair_trace
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
@@ -424,13 +424,7 @@ def test_resume_recognises_points_by_the_content_of_their_inputs_not_their_paths
 def test_resume_reruns_points_whose_system_names_a_changed_file(tmp_path):
     # system.json's bytes alone would not change when the NCCL profile it names does:
     # the points would be read back with the old profile's times.
-    system = json.loads(SYSTEM.read_text())
-    for key in [k for k in system if k.endswith("-implementation")]:
-        system[key] = ["nccl"]
-    system["nccl"] = {"gpu": "H100", "gpus-per-node": 2, "profile": "profile.json"}
-    (tmp_path / "nccl-system.json").write_text(json.dumps(system))
-    profile = tmp_path / "profile.json"
-    profile.write_text(json.dumps({"format": "astra-nccl-profile/1", "launch-us": 5.0}))
+    profile = write_nccl_system(SYSTEM, tmp_path, gpus_per_node=2)
     (tmp_path / "switch.yml").write_text(
         "topology: [Switch]\nnpus_count: [2]\nbandwidth: [50.0]\nlatency: [500.0]\n"
     )
