@@ -1,6 +1,66 @@
-"""GPU and NIC facts the NCCL model needs, with their sources.
+"""GPU presets: the compute model's constants and the NVLink facts NCCL needs, each with its source.
 
-NCCL does not see line rates: its topology search works with the bandwidth
+A preset holds the vendor's peak numbers (datasheets) and what published
+kernel benchmarks reached on the part:
+
+* GEMMs: the *maximum achievable matmul FLOPS* (MAMF) of
+  ``mamf-finder.py``, a brute-force shape search over ``torch.matmul``
+  (S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md,
+  commit 744d01e: A100 SXM BF16 271.2, H100 SXM BF16 794.5 ("H200 is the
+  same"), B200 SXM BF16 1745.0, H100 FP8 1402.6, H200 FP8 1453.4, B200 FP8
+  3432.5 TFLOP/s; the later revision b9e29720 adds GB200 SXM BF16 1822.0 and
+  FP8 3615.6 TFLOP/s of the GB200 NVL72 specification's 2,500 and 5,000).
+* HBM: measured streaming bandwidth (BabelStream Triad on A100 SXM4 40 GB,
+  1377.4 GB/s, ALCF Polaris guide, argonne-lcf/ALCFBeginnersGuide
+  polaris/02_profiling.md; BabelStream 5.0 Triad on A100 SXM4 80 GB,
+  1724.8 GB/s, EPCC Tursa benchmark README; device-to-device copy on H100 SXM
+  80 GB HBM3, 2903 GB/s, Voltage Park / Georgia Tech H100 benchmark suite).
+  No H200, B200 or GB200 HBM measurement was found: they take H100's fraction of peak.
+* Framework kernels (element-wise, softmax, dropout, memory-bound GEMMs):
+  PyTorch's standard attention of GPT-2 medium (sequence 1024, 16 heads of
+  64, batch 64) moved 40.3 GB to and from HBM in 41.7 ms forward + backward on
+  an A100 40 GB (Dao et al., "FlashAttention", NeurIPS 2022, Figure 2): 0.966
+  TB/s, 0.621 of its 1,555 GB/s. Later parts take the same fraction (no
+  measurement found).
+* Layer norm: the Apex fused layer norm that Megatron-LM copied in 2021
+  (megatron/fused_kernels/layer_norm_cuda_kernel.cu) ran at 895.8 GB/s
+  forward and 572.2 GB/s backward on GA100 (NVIDIA/apex PR #1037, batch 32 x
+  512); A100 presets use these rates, later parts the element-wise rate.
+* Attention: the fused kernel Megatron-core runs. On A100, FlashAttention-2's
+  forward + backward TFLOP/s by sequence length, head dimension and mask, read from
+  Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png (commit
+  4f285b35; hidden 2048, batch 16k / seqlen, FLOPs counted as in its benchmark
+  script: forward 4 b s^2 h d, halved when causal, backward 2.5x). On Hopper and
+  Blackwell Transformer Engine prefers cuDNN's fused attention
+  (``get_attention_backend``: "Disabling FlashAttention to give FusedAttention
+  preference on Hopper+", TE v2.9, the release Megatron-Bridge 25.11 pins), and
+  Megatron-core's default ``attention_backend=auto`` leaves the choice to it. Its
+  BF16 rates at head dim 128, forward and backward by sequence length, counted the
+  same way, from NVIDIA/cudnn-frontend's benchmark results: H200 with cuDNN 9.1
+  at 1,980 MHz, causal and not (benchmark/benchmark_results.csv, commit 505fcfeb;
+  H100 and H200 share SMs and clocks, attention is compute-bound); B200 with
+  cuDNN 9.13, GB200 with cuDNN 9.17 and GB300, causal, 128 query and 8 key/value
+  heads (benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_*.csv,
+  commits bb37575d and d48a60eb; B200's and GB300's shorter sequences, timed one
+  call at a time, are left out: their launch dominates). A sequence past a table's
+  ends takes the end value.
+* Launch: ``cudaLaunchKernel`` took 3.50 us on average on an A100 node
+  (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
+  on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell.
+* SMs: 108 (A100), 132 (H100, H200), 148 (B200, Chips and Cheese, "Nvidia's
+  B200: Keeping the CUDA Juggernaut Rolling"; GB200 and GB300 the same die).
+* GB200 and GB300: the Blackwell GPU of the GB200 / GB300 NVL72 racks, run at
+  1,200 / 1,400 W. Peaks per GPU from the racks' specifications divided by 72 and
+  by 2 (NVIDIA lists them with sparsity): BF16 2.5, FP8 5 PFLOP/s for both;
+  HBM3e 8 TB/s and 186 GB (GB200) or 288 GB (GB300). GB300 has no published
+  GEMM measurement and takes GB200's (its 16- and 8-bit tensor cores and clocks
+  are GB200's; Bekman's note 24); both take H100's HBM fraction.
+
+A user file (JSON or YAML, the :class:`GPUSpec` keys;
+:func:`astra_core.workload.generators.gpus.load_gpu`) describes another part or
+replaces the models with measurements (``gemm_table``, ``attention_tflops``).
+
+NVLink as NCCL sees it. NCCL does not see line rates: its topology search works with the bandwidth
 it measured a single NVLink to sustain under its own protocols (``topo.h``:
 ``SM80_NVLINK_BW`` 20.0, ``SM90_NVLINK_BW`` 20.6, ``SM100_NVLINK_BW`` 40.1
 GB/s per link and direction) and with a NIC's port speed (``topo.cc``:
@@ -15,31 +75,70 @@ Units: GB/s with 1 GB = 1e9 bytes (NCCL's and the vendors' unit).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from astra_core.errors import ConfigError
 
+__all__ = ["GPUS", "NCCL_GPU_NAMES", "GPUSpec", "gpu_model", "nic_gbps"]
+
 
 @dataclass(frozen=True)
-class GpuModel:
-    """One GPU model as NCCL sees it.
+class GPUSpec:
+    """One accelerator and its kernel-model constants (:mod:`.kernels`).
 
-    ``compcap``: compute capability x10 (NCCL's ``compCap``); ``nvlinks``:
-    NVLink links per GPU; ``nvlink_line_gbps``: one link's line rate per
-    direction; ``nccl_nvlink_gbps``: what NCCL's topology assumes one link
-    sustains (``SM*_NVLINK_BW``); ``nvls``: the NVSwitch generation of its
-    HGX/DGX baseboard reduces and multicasts (NVLink SHARP), which NCCL uses
-    from SM 90 on (``NCCL_NVLS_ENABLE``); ``source``: where the numbers are
-    from.
+    ``peak_tflops``: dense FP16/BF16 tensor-core peak [TFLOP/s]; ``fp8_tflops``:
+    dense FP8 peak (0: no FP8); ``memory_gbps``: HBM bandwidth [GB/s, 1e9 B/s];
+    ``memory_gb``: capacity [GB]; ``sms``: streaming multiprocessors (0: no wave
+    quantization). Efficiencies are fractions of peak reached (0 < e <= 1):
+    ``gemm_efficiency`` (``fp8_efficiency``) by the best large 16-bit (FP8) GEMM,
+    ``memory_efficiency`` by a streaming kernel, ``elementwise_efficiency`` by
+    the framework's element-wise and softmax kernels. ``layernorm_gbps``: a fused
+    layer norm's measured (forward, backward) rate [GB/s] (empty: the
+    element-wise rate). ``attention_tflops``: measured fused attention
+    (FlashAttention, cuDNN) forward + backward throughput, rows ``(causal, head_dim,
+    seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
+    host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
+    apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
+    kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
+    GEMMs run at ``fp8_tflops``. ``gemm_table``: a CSV of measured GEMMs
+    (:mod:`astra_core.workload.generators.gemm_table`) used instead of the GEMM model.
+
+    As NCCL sees the part (0: not known, and then the NCCL model cannot run on it):
+    ``compcap``, the compute capability x10 (NCCL's ``compCap``); ``nvlinks``, NVLink
+    links per GPU; ``nvlink_line_gbps``, one link's line rate per direction [GB/s];
+    ``nccl_nvlink_gbps``, what NCCL's topology assumes one link sustains
+    (``SM*_NVLINK_BW``); ``nvls``, its HGX/DGX baseboard's NVSwitches reduce and
+    multicast (NVLink SHARP, which NCCL uses from SM 90 on, ``NCCL_NVLS_ENABLE``);
+    ``nvlink_source``, where those numbers are from.
     """
 
     name: str
-    compcap: int
-    nvlinks: int
-    nvlink_line_gbps: float
-    nccl_nvlink_gbps: float
-    nvls: bool
-    source: str
+    peak_tflops: float
+    memory_gbps: float
+    memory_gb: float = 80.0
+    sms: int = 0
+    fp8_tflops: float = 0.0
+    gemm_efficiency: float = 1.0
+    fp8_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    elementwise_efficiency: float = 1.0
+    layernorm_gbps: tuple = ()
+    attention_tflops: tuple = ()
+    launch_us: float = 0.0
+    mx_block_scaling: bool = False
+    gemm_table: str | None = None
+    source: str = ""
+    compcap: int = 0
+    nvlinks: int = 0
+    nvlink_line_gbps: float = 0.0
+    nccl_nvlink_gbps: float = 0.0
+    nvls: bool = False
+    nvlink_source: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
+        object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
 
     @property
     def nvlink_efficiency(self) -> float:
@@ -52,79 +151,241 @@ class GpuModel:
         return self.nvlinks * self.nvlink_line_gbps
 
 
-#: NVLink 3 and 4 run 25 GB/s per link and direction (50 GB/s bidirectional);
-#: NVLink 5 runs 50 GB/s per link and direction (NVIDIA NVLink page: A100 600
-#: GB/s total over 12 links, H100 900 GB/s over 18, B200 1.8 TB/s over 18).
-GPUS: dict[str, GpuModel] = {
-    model.name: model
-    for model in (
-        GpuModel(
+_SEQ = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _fa_rows(causal: bool, head_dim: int, tflops: tuple, scale: float = 1.0) -> tuple:
+    """Rows of a FlashAttention-2 benchmark curve over :data:`_SEQ` (None: label not legible)."""
+    return tuple((causal, head_dim, s, t * scale) for s, t in zip(_SEQ, tflops) if t is not None)
+
+
+#: FlashAttention-2 forward + backward TFLOP/s (see the module docstring).
+_FA2_A100 = (
+    _fa_rows(True, 64, (88, 119, 140, 156, 165, 171))
+    + _fa_rows(True, 128, (99, 133, 155, 173, 182, 189))
+    + _fa_rows(False, 64, (132, None, 162, 171, 175, 176))
+    + _fa_rows(False, 128, (None, 173, 187, 196, 201, 203))
+)
+
+
+def _cudnn_rows(causal: bool, head_dim: int, points: tuple) -> tuple:
+    """Rows of a cuDNN SDPA benchmark: ``points`` (seq_len, forward, backward TFLOP/s),
+    each counted as FlashAttention's benchmark counts (backward 2.5x forward's FLOPs),
+    combined into one forward + backward rate: ``3.5 / (1 / fwd + 2.5 / bwd)``."""
+    return tuple((causal, head_dim, s, 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
+
+
+#: cuDNN fused attention (Transformer Engine's FusedAttention, what Megatron-core runs on
+#: Hopper and Blackwell), BF16, head dim 128, forward / backward TFLOP/s by sequence
+#: length, from NVIDIA/cudnn-frontend's benchmark results (see the module docstring).
+_CUDNN_H100 = _cudnn_rows(
+    False,
+    128,
+    (
+        (512, 501, 351),
+        (4096, 654, 517),
+        (8192, 669, 530),
+        (16384, 642, 538),
+        (32768, 613, 536),
+        (65536, 602, 535),
+    ),
+) + _cudnn_rows(
+    True, 128, ((4096, 542, 444), (8192, 573, 464), (16384, 587, 498), (32768, 577, 500), (65536, 567, 504))
+)
+_CUDNN_B200 = _cudnn_rows(
+    True,
+    128,
+    ((4096, 856, 701), (8192, 1171, 943), (16384, 1332, 1075), (32768, 1419, 1109), (65536, 1382, 1073),
+     (131072, 1355, 1048)),
+)  # fmt: skip
+_CUDNN_GB200 = _cudnn_rows(
+    True,
+    128,
+    ((512, 408, 329), (1024, 733, 527), (2048, 1069, 655), (4096, 1386, 1054), (8192, 1584, 1211),
+     (16384, 1668, 1304), (32768, 1681, 1348), (65536, 1573, 1229), (131072, 1467, 1188)),
+)  # fmt: skip
+_CUDNN_GB300 = _cudnn_rows(
+    True,
+    128,
+    ((4096, 1145, 893), (8192, 1496, 1130), (16384, 1702, 1268), (32768, 1796, 1319), (65536, 1770, 1302),
+     (131072, 1721, 1280)),
+)  # fmt: skip
+_MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
+_MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
+#: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
+_ELEMENTWISE = 40.3 / 41.7e-3 / 1555.0
+#: Apex fused layer norm forward, backward [GB/s] on GA100 (NVIDIA/apex PR #1037).
+_APEX_LAYERNORM = (895.8, 572.2)
+_KERNELS = (
+    "framework kernels at 0.621 of HBM peak (FlashAttention, Figure 2); Apex layer norm "
+    "895.8 / 572.2 GB/s (apex #1037)"
+)
+
+#: NVLink 3 and 4 run 25 GB/s per link and direction (50 GB/s bidirectional); NVLink 5
+#: runs 50 GB/s per link and direction (NVIDIA NVLink page: A100 600 GB/s total over 12
+#: links, H100 900 GB/s over 18, B200 1.8 TB/s over 18). NCCL's per-link figures are
+#: topo.h's SM80/SM90/SM100_NVLINK_BW.
+_NVLINK3: dict[str, Any] = dict(
+    compcap=80,
+    nvlinks=12,
+    nvlink_line_gbps=25.0,
+    nccl_nvlink_gbps=20.0,
+    nvls=False,
+    nvlink_source="NVIDIA A100 datasheet (NVLink 3: 12 links, 600 GB/s); NCCL topo.h SM80_NVLINK_BW",
+)
+_NVLINK4: dict[str, Any] = dict(
+    compcap=90, nvlinks=18, nvlink_line_gbps=25.0, nccl_nvlink_gbps=20.6, nvls=True
+)
+_NVLINK5: dict[str, Any] = dict(
+    compcap=100, nvlinks=18, nvlink_line_gbps=50.0, nccl_nvlink_gbps=40.1, nvls=True
+)
+_NVL72 = "(NVLink 5: 1.8 TB/s per GPU, 72 GPUs on NVLink switch trays); NCCL topo.h SM100_NVLINK_BW"
+
+_H100_SPEC = GPUSpec(
+    "H100",
+    989.0,
+    3350.0,
+    80.0,
+    sms=132,
+    fp8_tflops=1979.0,
+    gemm_efficiency=794.5 / 989.0,
+    fp8_efficiency=1402.6 / 1979.0,
+    memory_efficiency=2903.0 / 3350.0,
+    elementwise_efficiency=_ELEMENTWISE,
+    attention_tflops=_CUDNN_H100,
+    launch_us=3.0,
+    source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
+    f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
+    "cuDNN 9.1 attention (cudnn-frontend, H200); cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
+    "framework-kernel fraction",
+    **_NVLINK4,
+    nvlink_source="NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+)
+
+_GB200_SPEC = GPUSpec(
+    "GB200",
+    2500.0,
+    8000.0,
+    186.0,
+    sms=148,
+    fp8_tflops=5000.0,
+    gemm_efficiency=1822.0 / 2500.0,
+    fp8_efficiency=3615.6 / 5000.0,
+    memory_efficiency=2903.0 / 3350.0,
+    elementwise_efficiency=_ELEMENTWISE,
+    attention_tflops=_CUDNN_GB200,
+    launch_us=3.0,
+    mx_block_scaling=True,
+    source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
+    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; cuDNN 9.17 attention "
+    "(cudnn-frontend); H100's HBM efficiency; A100's framework-kernel fraction",
+    **_NVLINK5,
+    nvlink_source=f"NVIDIA GB200 NVL72 specification {_NVL72}",
+)
+
+GPUS: dict[str, GPUSpec] = {
+    g.name.lower(): g
+    for g in (
+        GPUSpec(
             "A100",
-            80,
-            12,
-            25.0,
-            20.0,
-            False,
-            "NVIDIA A100 datasheet (NVLink 3: 12 links, 600 GB/s); NCCL topo.h SM80_NVLINK_BW",
+            312.0,
+            2039.0,
+            80.0,
+            sms=108,
+            gemm_efficiency=271.2 / 312.0,
+            memory_efficiency=1724.8 / 2039.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            layernorm_gbps=_APEX_LAYERNORM,
+            attention_tflops=_FA2_A100,
+            launch_us=3.5,
+            source="NVIDIA A100 datasheet (SXM 80GB): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s; "
+            f"{_MAMF} 271.2 TFLOPS; BabelStream Triad 1724.8 GB/s (EPCC Tursa); {_KERNELS}; "
+            "FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)",
+            **_NVLINK3,
         ),
-        GpuModel(
-            "H100",
-            90,
-            18,
-            25.0,
-            20.6,
-            True,
-            "NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+        GPUSpec(
+            "A100-40GB",
+            312.0,
+            1555.0,
+            40.0,
+            sms=108,
+            gemm_efficiency=271.2 / 312.0,
+            memory_efficiency=1377.4 / 1555.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            layernorm_gbps=_APEX_LAYERNORM,
+            attention_tflops=_FA2_A100,
+            launch_us=3.5,
+            source="NVIDIA A100 datasheet (SXM 40GB): BF16 312 TFLOPS dense, HBM2 1,555 GB/s; "
+            f"{_MAMF} 271.2 TFLOPS (A100 SXM); BabelStream Triad 1377.4 GB/s (ALCF Polaris); "
+            f"{_KERNELS}; FA2 A100 benchmark; cudaLaunchKernel 3.50 us (ALCF Polaris)",
+            **_NVLINK3,
         ),
-        GpuModel(
-            "H200",
-            90,
-            18,
-            25.0,
-            20.6,
-            True,
-            "NVIDIA H200 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+        _H100_SPEC,
+        # the H100 with HBM3e: the same SMs and clocks, so its GEMM, FlashAttention and
+        # kernel-efficiency measurements
+        replace(
+            _H100_SPEC,
+            name="H200",
+            memory_gbps=4800.0,
+            memory_gb=141.0,
+            fp8_efficiency=1453.4 / 1979.0,
+            source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
+            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; cuDNN 9.1 attention (cudnn-frontend); "
+            "H100's HBM efficiency; "
+            "A100's framework-kernel fraction",
+            nvlink_source="NVIDIA H200 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
         ),
-        GpuModel(
+        GPUSpec(
             "B200",
-            100,
-            18,
-            50.0,
-            40.1,
-            True,
-            "NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); NCCL topo.h SM100_NVLINK_BW",
+            2250.0,
+            8000.0,
+            180.0,
+            sms=148,
+            fp8_tflops=4500.0,
+            gemm_efficiency=1745.0 / 2250.0,
+            fp8_efficiency=3432.5 / 4500.0,
+            memory_efficiency=2903.0 / 3350.0,
+            elementwise_efficiency=_ELEMENTWISE,
+            attention_tflops=_CUDNN_B200,
+            launch_us=3.0,
+            mx_block_scaling=True,
+            source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
+            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend); "
+            "H100's HBM efficiency; "
+            "A100's framework-kernel fraction",
+            **_NVLINK5,
+            nvlink_source="NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); "
+            "NCCL topo.h SM100_NVLINK_BW",
         ),
-        GpuModel(
-            "GB200",
-            100,
-            18,
-            50.0,
-            40.1,
-            True,
-            "NVIDIA GB200 NVL72 specification (NVLink 5: 1.8 TB/s per GPU, 72 GPUs on NVLink "
-            "switch trays); NCCL topo.h SM100_NVLINK_BW",
-        ),
-        GpuModel(
-            "GB300",
-            103,
-            18,
-            50.0,
-            40.1,
-            True,
-            "NVIDIA GB300 NVL72 specification (NVLink 5: 1.8 TB/s per GPU, 72 GPUs on NVLink "
-            "switch trays); NCCL topo.h SM100_NVLINK_BW",
+        _GB200_SPEC,
+        # the Blackwell Ultra GPU of the GB300 NVL72: GB200's 16- and 8-bit tensor-core rates,
+        # more HBM
+        replace(
+            _GB200_SPEC,
+            name="GB300",
+            memory_gb=288.0,
+            attention_tflops=_CUDNN_GB300,
+            source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
+            f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
+            "HBM efficiency; its cuDNN attention (cudnn-frontend); A100's framework-kernel fraction",
+            compcap=103,
+            nvlink_source=f"NVIDIA GB300 NVL72 specification {_NVL72}",
         ),
     )
 }
 
 
-def gpu_model(name: str, source: str = "system.json") -> GpuModel:
-    """The :class:`GpuModel` called ``name`` (case-insensitive); ConfigError naming
-    ``source`` and the known names otherwise."""
-    for key, model in GPUS.items():
-        if key.lower() == str(name).lower():
+#: The presets the NCCL model knows (those with NVLink facts), by name.
+NCCL_GPU_NAMES = tuple(g.name for g in GPUS.values() if g.nvlinks)
+
+
+def gpu_model(name: str, source: str = "system.json") -> GPUSpec:
+    """The preset called ``name`` (case-insensitive) that says how NCCL sees it; ConfigError
+    naming ``source`` and the known names otherwise."""
+    for model in GPUS.values():
+        if model.name.lower() == str(name).lower() and model.nvlinks:
             return model
-    raise ConfigError(f"{source}: nccl.gpu: unknown GPU {name!r}; known: {', '.join(GPUS)}")
+    raise ConfigError(f"{source}: nccl.gpu: unknown GPU {name!r}; known: {', '.join(NCCL_GPU_NAMES)}")
 
 
 def nic_gbps(port_gbit: float) -> float:

@@ -57,7 +57,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from astra_core.config.gpus import GPUS
+from astra_core.config.gpus import NCCL_GPU_NAMES
 from astra_core.config.issues import as_choice, as_int, as_str
 from astra_core.config.limits import MAX_NPUS
 from astra_core.config.model import ConfigModel, Flag, checked
@@ -123,8 +123,8 @@ def nccl_release(value: Any) -> tuple[str | None, str | None]:
 
 
 def as_gpu(value: Any) -> tuple[str | None, str | None]:
-    """A GPU model astra knows (``astra_core.config.gpus.GPUS``)."""
-    return as_choice(value, list(GPUS))
+    """A GPU the NCCL model knows (``astra_core.config.gpus.NCCL_GPU_NAMES``)."""
+    return as_choice(value, list(NCCL_GPU_NAMES))
 
 
 def _as_env(variable: str) -> Any:

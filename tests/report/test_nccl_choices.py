@@ -51,7 +51,7 @@ def h100(all_gather: str = "nccl") -> tuple[NetworkConfig, SystemConfig]:
 
 
 def expected_choice(func: Func, nbytes: int) -> tuple[str, str, int]:
-    tuning = tune(communicator(Machine(8, 8, GPUS["H100"], H100_NVLINK)))
+    tuning = tune(communicator(Machine(8, 8, GPUS["h100"], H100_NVLINK)))
     algo, proto, _ = tuning.choose(func, nbytes)
     return ALGO_NAMES[algo], PROTO_NAMES[proto], tuning.channels(func, algo, proto, nbytes)
 

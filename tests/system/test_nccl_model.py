@@ -27,11 +27,11 @@ A100_NVLINK = 12 * 20.0
 
 
 def h100_node(gpus: int = 8) -> Machine:
-    return Machine(gpus, gpus, GPUS["H100"], H100_NVLINK)
+    return Machine(gpus, gpus, GPUS["h100"], H100_NVLINK)
 
 
 def h100_4nodes() -> Machine:
-    return Machine(32, 8, GPUS["H100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=8)
+    return Machine(32, 8, GPUS["h100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=8)
 
 
 # -- NCCL's topology search ------------------------------------------------------------
@@ -53,7 +53,7 @@ def test_search_on_one_h100_node():
 
 
 def test_search_on_one_a100_node():
-    graphs = search_graphs(Machine(8, 8, GPUS["A100"], A100_NVLINK))
+    graphs = search_graphs(Machine(8, 8, GPUS["a100"], A100_NVLINK))
     # 40 GB/s fits 6 channels = the GPU's 240 GB/s: done; duplicated (SM 80) to 12 x 20
     assert (graphs[Algo.RING].n_channels, graphs[Algo.RING].bw_intra_gbps) == (12, 20.0)
     assert Algo.NVLS not in graphs  # NVLS needs SM 90
@@ -73,13 +73,13 @@ def test_search_across_four_h100_nodes():
 
 def test_search_on_one_gb200_nvl72_domain():
     """A GB200 NVL72 rack is one node to NCCL (MNNVL fuses its trays' topologies)."""
-    graphs = search_graphs(Machine(72, 72, GPUS["GB200"], 18 * 40.1))
+    graphs = search_graphs(Machine(72, 72, GPUS["gb200"], 18 * 40.1))
     # Ring: SM100 speeds 90, 80, 70, 60, 50, 45: floor(721.8 / 45) = 16 channels = 720 GB/s;
     # not duplicated (45 < 50 GB/s with more than 4 channels beyond SM 80)
     assert (graphs[Algo.RING].n_channels, graphs[Algo.RING].bw_intra_gbps) == (16, 45.0)
     # NVLS: at most NCCL_MAX_NVLS_ARITY = 32 heads; (32 + 1) s <= 721.8 -> 20 GB/s
     assert (graphs[Algo.NVLS].n_channels, graphs[Algo.NVLS].bw_intra_gbps) == (32, 20.0)
-    t = tune(communicator(Machine(72, 72, GPUS["GB200"], 18 * 40.1)))
+    t = tune(communicator(Machine(72, 72, GPUS["gb200"], 18 * 40.1)))
     # NVLS serves only all-reduce beyond 32 local ranks (enqueue.cc)
     assert t.choose(Func.ALL_REDUCE, 8 * GIB)[0] == Algo.NVLS
     assert t.choose(Func.ALL_GATHER, 8 * GIB)[0] == t.choose(Func.REDUCE_SCATTER, 8 * GIB)[0] == Algo.RING
@@ -267,7 +267,7 @@ def test_nccl_needs_its_section():
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"gpu": "V100"}, "nccl.gpu: expected one of A100, H100, H200, B200, GB200, GB300"),
+        ({"gpu": "V100"}, "nccl.gpu: expected one of A100, A100-40GB, H100, H200, B200, GB200, GB300"),
         ({"gpu": "H100", "NCCL_ALGO": "Rings"}, "nccl.NCCL_ALGO: NCCL_ALGO='Rings': unknown 'Rings'"),
         ({"gpu": "H100", "nics": 8}, "unknown key 'nics'"),
         ({}, "missing required key 'gpu'"),
@@ -397,7 +397,7 @@ def test_collnet_runs_where_the_network_reduces(tmp_path):
         )
         write_micro("all-reduce", 256 << 20, 32, tmp_path / "ar")
         results[algo] = astra.simulate(str(tmp_path / "ar"), system, network).step_ns
-    comm = communicator(Machine(32, 8, GPUS["H100"], H100_NVLINK, 50.0, 8, collnet=True))
+    comm = communicator(Machine(32, 8, GPUS["h100"], H100_NVLINK, 50.0, 8, collnet=True))
     t = tune(comm, "CollNetDirect")
     # CollNet Direct: 8 heads x 48 GB/s; one NIC per GPU (no GPU-per-NIC factor); x 0.85 on
     # SM 90; x 1/2 for an all-reduce (tuning.cc)
@@ -421,7 +421,7 @@ def test_several_nodes_need_a_nic_dimension(tmp_path):
 
 def test_one_gpu_per_node_never_picks_an_unmodelled_algorithm():
     # one GPU per node is where NCCL would consider PAT for all-gather and reduce-scatter
-    comm = communicator(Machine(4, 1, GPUS["H100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=1))
+    comm = communicator(Machine(4, 1, GPUS["h100"], H100_NVLINK, nic_gbps=50.0, nics_per_node=1))
     t = tune(comm)
     for func in (Func.ALL_GATHER, Func.REDUCE_SCATTER, Func.ALL_REDUCE):
         for exp in range(3, 34, 3):

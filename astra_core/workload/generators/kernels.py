@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from typing import cast
 
+from astra_core.workload.generators.gemm_table import load_gemm_table
 from astra_core.workload.generators.ops import (
     ATTENTION,
     ELEMENTWISE,
@@ -129,13 +130,13 @@ def _attention_ns(gpu, op: Op) -> float:
 
 
 def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
-    """Time [ns] of one kernel on ``gpu`` (a :class:`~.gpus.GPUSpec`).
+    """Time [ns] of one kernel on ``gpu`` (a :class:`~astra_core.config.gpus.GPUSpec`).
 
     At least ``gpu.launch_us``: the host issues kernels one launch at a time while
     the GPU runs them back to back, so launches hide behind longer kernels.
     """
     if op.kind == GEMM:
-        table = gpu.measured_gemms()
+        table = load_gemm_table(gpu.gemm_table) if gpu.gemm_table is not None else None
         ns = (
             table.time_ns(*op.shape)
             if table is not None

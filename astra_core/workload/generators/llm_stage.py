@@ -21,6 +21,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
+from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
@@ -111,7 +112,7 @@ class StageProgram:
         if timed is None:
             if self.precision == "fp8":
                 op_list = O.fp8_kernels(op_list, self.fp8_recipe)
-            ns = sum(self.gpu.op_time_ns(o, O.kernel_precision(o, self.precision)) for o in op_list)
+            ns = sum(kernel_ns(self.gpu, o, O.kernel_precision(o, self.precision)) for o in op_list)
             timed = self._timed[key] = (ns, sum(o.flops for o in op_list), sum(o.bytes for o in op_list))
         ns, flops, nbytes = timed
         return StageNode(name, pb.COMP_NODE, duration_ns=ns, flops=flops, nbytes=nbytes, recompute=recompute)

@@ -153,6 +153,10 @@ def test_bad_gemm_tables_are_one_line(tmp_path, content, message):
         ({"elementwise_efficiency": 1.5}, "fraction of peak must be <= 1"),
         ({"attention_tflops": [[True, 64, 2048]]}, "attention_tflops: expected rows"),
         ({"sms": 1.5}, "sms: must be an integer"),
+        (
+            {"nvlinks": 18},
+            "nvlinks: a GPU file holds the compute model.s keys; the NCCL model takes its GPU by name",
+        ),
     ],
 )
 def test_bad_gpu_files_are_one_line(tmp_path, extra, message):

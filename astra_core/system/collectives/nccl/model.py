@@ -141,7 +141,7 @@ class NcclModel:
             warnings.warn(
                 f"{source}: nccl.gpu: {self.gpu.name} has {self.gpu.nvlinks} NVLinks x "
                 f"{self.gpu.nvlink_line_gbps:g} GB/s = {self.gpu.nvlink_gbps:g} GB/s per GPU and "
-                f"direction ({self.gpu.source.split(';')[0]}), but network dimension 0 (bandwidth[0]) gives "
+                f"direction ({self.gpu.nvlink_source.split(';')[0]}), but network dimension 0 (bandwidth[0]) gives "
                 f"{self.nvlink_line_gbps:.1f} GB/s: NCCL's search finds more channels than an "
                 f"{self.gpu.name} has; lower bandwidth[0] or name a faster GPU",
                 ConfigWarning,

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from astra_core.config.gpus import GpuModel
+from astra_core.config.gpus import GPUSpec
 from astra_core.system.collectives.nccl.tuning import Algo, Communicator, Graph
 
 SPEEDS_INTRA = {
@@ -114,7 +114,7 @@ class Machine:
 
     ranks: int
     gpus_per_node: int
-    gpu: GpuModel
+    gpu: GPUSpec
     nvlink_gbps: float
     nic_gbps: float = 0.0
     nics_per_node: int = 0
