@@ -77,6 +77,11 @@ class AlgorithmKind(str, Enum):
         }.get(self, self)
 
 
+#: The NCCL model's algorithm name (system.json ``["nccl"]``), as a plain str (set members,
+#: dict keys and comparisons with names read from files).
+NCCL = AlgorithmKind.NCCL.value
+
+
 _WINDOWED = re.compile(r"(direct|oneDirect)(\d*)\Z")
 
 #: The accepted spellings, for messages.

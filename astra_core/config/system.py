@@ -103,7 +103,7 @@ from pydantic import (
     model_validator,
 )
 
-from astra_core.config.collective_impl import CollectiveAlgorithm, as_algorithm
+from astra_core.config.collective_impl import NCCL, CollectiveAlgorithm, as_algorithm
 from astra_core.config.files import read_json, source_name
 from astra_core.config.issues import (
     PYTHON_SOURCE,
@@ -422,7 +422,7 @@ class SystemConfig(ConfigModel):
         section that no ``*-implementation`` list uses (only a ``["nccl"]``
         list reads it)."""
         lines = []
-        if self.nccl is not None and not any("nccl" in self.algorithms(c) for c in COLLECTIVES):
+        if self.nccl is not None and not any(NCCL in self.algorithms(c) for c in COLLECTIVES):
             lines.append(
                 f'{source}: nccl: no effect; no *-implementation list names "nccl", '
                 "so no collective runs on the NCCL model"

@@ -18,7 +18,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
-from astra_core.config.collective_impl import CollectiveAlgorithm
+from astra_core.config.collective_impl import NCCL, CollectiveAlgorithm
 from astra_core.config.memory import MemoryConfig, MemoryType
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
@@ -108,7 +108,7 @@ def build_context(
         phases.register(name, _custom_factory(name[len("custom:") :]), whole_buffer=True)
     nccl = _nccl_model(system, network, implementations)
     if nccl is not None:
-        phases.register("nccl", _nccl_factory(nccl), whole_buffer=True)
+        phases.register(NCCL, _nccl_factory(nccl), whole_buffer=True)
     check_network_fit(graphs, network.npus_per_dim, roofline=system.roofline_enabled)
     return RunContext(
         network=network,
@@ -144,7 +144,7 @@ def _nccl_model(
     implementations: Mapping[CommType, Sequence[CollectiveAlgorithm]],
 ) -> NcclModel | None:
     """The NCCL model when an implementation is ``nccl`` (None otherwise)."""
-    if not any(str(a) == "nccl" for algorithms in implementations.values() for a in algorithms):
+    if not any(str(a) == NCCL for algorithms in implementations.values() for a in algorithms):
         return None
     # the config's validation requires the nccl section when an implementation is "nccl"
     return NcclModel(cast("NcclConfig", system.nccl), network, system.source)

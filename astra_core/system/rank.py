@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from astra_core.config.collective_impl import CollectiveAlgorithm
+from astra_core.config.collective_impl import NCCL, CollectiveAlgorithm
 from astra_core.errors import ConfigError
 from astra_core.events import kernel
 from astra_core.system.clock import clock_of
@@ -255,18 +255,18 @@ class RankSystem:
         context = self.context
         custom = context.custom.get(comm_type)
         if comm_type in ROOTED:  # NCCL's broadcast / reduce (the engine checks NCCL is on)
-            return [self._members_ring("nccl", group)], None
+            return [self._members_ring(NCCL, group)], None
         if custom is not None:
             return [self._members_ring(custom, group)], None
         if not context.implementations[comm_type]:
             self._no_implementation(comm_type, node)
         if group is None:
             dims = self.dims_by_type[comm_type]
-            if dims[0].algorithm == "nccl" and involved_dims is not None:
+            if dims[0].algorithm == NCCL and involved_dims is not None:
                 # NCCL's communicator is the ranks that differ from this one only on the
                 # involved dimensions, not the whole network its one logical ring spans
                 members = involved_members(self.id, context.dim_sizes, involved_dims)
-                return [DimTopology("nccl", ring=RingTopology(self.id, members, local=True))], None
+                return [DimTopology(NCCL, ring=RingTopology(self.id, members, local=True))], None
             return dims, involved_dims
         if len(group.members) == context.npus_count:
             return self.dims_by_type[comm_type], None
@@ -345,7 +345,7 @@ class RankSystem:
         comm_type: CommType, dims: list[DimTopology], active: list[int]
     ) -> tuple[int, ...] | None:
         """The members of the one NCCL communicator an all-to-all runs on, or None."""
-        if comm_type is not CommType.ALL_TO_ALL or len(active) != 1 or dims[active[0]].algorithm != "nccl":
+        if comm_type is not CommType.ALL_TO_ALL or len(active) != 1 or dims[active[0]].algorithm != NCCL:
             return None
         return tuple(sorted(cast(RingTopology, dims[active[0]].ring).members))
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from astra_core.backend import is_symmetric, lone_message_time
+from astra_core.config.collective_impl import NCCL
 from astra_core.config.memory import MemoryType
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
@@ -232,7 +233,7 @@ def _kinds(
                 # communicators are checked translation by translation (nccl_symmetry).
                 if node.comm_type in _COMM_TYPES and group_algorithm(
                     implementations[CommType(node.comm_type)]
-                ) not in _ROTATION | {"nccl"}:
+                ) not in _ROTATION | {NCCL}:
                     return None
                 continue
             try:
@@ -242,14 +243,14 @@ def _kinds(
             if comm_type not in CONFIGURABLE:
                 # a broadcast or reduce runs NCCL's chain from position 0 if NCCL is on
                 # (ranks differ: no symmetry), else replays its duration
-                if any(str(a) == "nccl" for algs in implementations.values() for a in algs):
+                if any(str(a) == NCCL for algs in implementations.values() for a in algs):
                     return None
                 continue
             involved = node.involved_dim
             for d, name in enumerate(implementations[comm_type]):
                 if involved is not None and d < len(involved) and not involved[d]:
                     continue
-                if str(name) == "nccl":  # any dimension, translation by translation
+                if str(name) == NCCL:  # any dimension, translation by translation
                     xor_ok = False
                     break
                 if name.kind.spans_all_dims:
@@ -419,7 +420,7 @@ def find_symmetry(
     orderless = frozenset(
         c.value
         for c in CONFIGURABLE
-        if collectives is not None and group_algorithm(implementations[c]) == "nccl"
+        if collectives is not None and group_algorithm(implementations[c]) == NCCL
     )
     table = PeerTable(graphs, [relative for _, relative in bases], groups, orderless, _group_key)
     best = _steps(table, bases, tuple(sizes), tuple(kinds), ids, collectives)
