@@ -365,6 +365,15 @@ def _check_plugin_manager(plugin_manager: Any) -> None:
     )
 
 
+def _prepare(spec: RunSpec, plugin_manager) -> tuple[RunInputs, Any, BackendRegistry, BackendInfo]:
+    """A checked spec's inputs, the plugin manager (the caller's, or one made with the
+    inputs' plugin settings), the backend registry and the spec's backend in it."""
+    inputs = RunInputs(spec)
+    pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
+    registry = BackendRegistry(pm, inputs.settings.default_backend)
+    return inputs, pm, registry, registry.get(spec.backend)
+
+
 def estimate_run(spec: RunSpec, *, plugin_manager=None) -> Estimate:
     """What simulating ``spec`` would cost its backend, without simulating it (:func:`estimate`).
 
@@ -375,10 +384,7 @@ def estimate_run(spec: RunSpec, *, plugin_manager=None) -> Estimate:
     """
     spec = spec.checked()
     _check_plugin_manager(plugin_manager)
-    inputs = RunInputs(spec)
-    pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
-    registry = BackendRegistry(pm, inputs.settings.default_backend)
-    info = registry.get(spec.backend)
+    inputs, pm, registry, info = _prepare(spec, plugin_manager)
     model = info.work_model(Topology(inputs.network, inputs.physical), spec.backend_config)
     return inputs.estimate(pm, registry, info, model, spec.symmetry)
 
@@ -434,6 +440,7 @@ def run(
     other is given to ``on_estimate(estimate)`` and run.
     """
     spec = spec.checked()
+    _check_plugin_manager(plugin_manager)
     display = None
     if progress is not False:  # rich's progress display loads only when asked for
         from astra_core.progress import RunProgress
@@ -444,7 +451,6 @@ def run(
         display = progress if isinstance(progress, RunProgress) else RunProgress()
     if display is None or not display.enabled:
         return _run_checked(spec, plugin_manager, on_estimate)
-    _check_plugin_manager(plugin_manager)
     pm = plugin_manager or make_plugin_manager()
     pm.register(display)
     try:
@@ -456,11 +462,7 @@ def run(
 
 def _run_checked(spec: RunSpec, plugin_manager, on_estimate: Callable[[Estimate], None] | None) -> Report:
     """:func:`run` of a checked spec, its progress display registered."""
-    _check_plugin_manager(plugin_manager)
-    inputs = RunInputs(spec)
-    pm = plugin_manager or make_plugin_manager(settings=inputs.settings)
-    registry = BackendRegistry(pm, inputs.settings.default_backend)
-    info = registry.get(spec.backend)
+    inputs, pm, registry, info = _prepare(spec, plugin_manager)
     if on_estimate is not None:
         est = _estimate_first(inputs, pm, registry, info, spec)
         if est is not None:

@@ -168,6 +168,7 @@ class _Cluster:
                 check_reachable(self.physical, f"job {job.name}", npus_of, spec.faults)
         self.jobs = [self._job(job, r, p) for job, r, p in zip(spec.jobs, ranks, placements)]
         self.group_ids = GroupIds()  # one numbering for every run: the same routes together and alone
+        self.digests = InputDigests()  # the spec's shared files hashed once for every job's key
         self.slow = slowness(spec.compute_speed, spec.stragglers, npus, max(j.iterations for j in spec.jobs))
         self.pm = plugin_manager or make_plugin_manager(settings=load_settings())
         registry = BackendRegistry(self.pm, load_settings().default_backend)
@@ -256,7 +257,7 @@ class _Cluster:
             "topology": self.spec.topology,
             "backend_config": self.spec.backend_config,
         }
-        return InputDigests().run({**inputs, **parts}, self.backend.packages)
+        return self.digests.run({**inputs, **parts}, self.backend.packages)
 
     def _build(self) -> Any:
         """A backend of the spec's kind on its network (to ask what it can do)."""

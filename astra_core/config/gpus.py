@@ -85,7 +85,8 @@ __all__ = ["GPUS", "NCCL_GPU_NAMES", "GPUSpec", "gpu_model", "nic_gbps"]
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """One accelerator and its kernel-model constants (:mod:`.kernels`).
+    """One accelerator, its kernel-model constants (:mod:`astra_core.workload.generators.kernels`)
+    and its NVLink facts.
 
     ``peak_tflops``: dense FP16/BF16 tensor-core peak [TFLOP/s]; ``fp8_tflops``:
     dense FP8 peak (0: no FP8); ``memory_gbps``: HBM bandwidth [GB/s, 1e9 B/s];
