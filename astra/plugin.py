@@ -63,7 +63,15 @@ if TYPE_CHECKING:
     )
     from astra_core.config.network import NetworkConfig
     from astra_core.errors import AstraError, BackendUnavailable, ConfigError, SimulationDeadlock
-    from astra_core.events import KERNEL_API_HEADER, EventQueue, ProgressHook, kernel
+    from astra_core.events import (
+        KERNEL_API_HEADER,
+        KERNEL_HEADERS,
+        EventQueue,
+        ProgressHook,
+        kernel,
+        kernel_api_address,
+        native_send_capsule,
+    )
     from astra_core.hookspecs import RegisterBackend, RegisterCollective, hookimpl
     from astra_core.lifetime import die_with_parent
     from astra_core.native import compiler, load, load_extension
@@ -107,7 +115,15 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
         "WorkBudget",
     ),
     # the simulation kernel and compiled extensions
-    "astra_core.events": ("EventQueue", "ProgressHook", "kernel", "KERNEL_API_HEADER"),
+    "astra_core.events": (
+        "EventQueue",
+        "ProgressHook",
+        "kernel",
+        "KERNEL_API_HEADER",
+        "KERNEL_HEADERS",
+        "kernel_api_address",
+        "native_send_capsule",
+    ),
     "astra_core.native": ("compiler", "load", "load_extension"),
     # topology
     "astra_core.topology.physical": ("PhysicalTopology",),

@@ -13,6 +13,7 @@ collective algorithms depend on to reproduce upstream's timings.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -33,19 +34,45 @@ class ProgressHook(Protocol):
 
 
 _CPP = Path(__file__).resolve().parent / "cpp"
-#: The kernel's one translation unit, the parts it includes (``cpp/kernel/``), and
-#: its C API for compiled network models (docs/plugins.md), which their own sources
-#: include (:data:`KERNEL_API_HEADER`).
+#: The kernel's one translation unit and the parts it includes (``cpp/kernel/``).
 KERNEL_SOURCES = (_CPP / "kernel.cc",)
-KERNEL_API_HEADER = _CPP / "astra_kernel_api.h"
 KERNEL_PARTS = tuple(sorted((_CPP / "kernel").glob("*.h")))
+#: The public headers (``cpp/include/``), which the kernel and compiled network
+#: models include alike: the C API for models (:data:`KERNEL_API_HEADER`,
+#: docs/plugins.md) and the flat containers (``astra_flat_map.h``). Pass them as a
+#: native source's ``headers``.
+KERNEL_HEADERS = tuple(sorted((_CPP / "include").glob("*.h")))
+KERNEL_API_HEADER = _CPP / "include" / "astra_kernel_api.h"
 
 
 def kernel() -> ModuleType:
     """The simulation kernel's extension module (built on first use, then cached).
     Raises :class:`~astra_core.native.NativeUnavailable` when neither a C++
     compiler nor cppyy can build it."""
-    return load_extension("_astra_kernel", KERNEL_SOURCES, (KERNEL_API_HEADER, *KERNEL_PARTS))
+    return load_extension("_astra_kernel", KERNEL_SOURCES, (*KERNEL_HEADERS, *KERNEL_PARTS))
+
+
+def kernel_api_address() -> int:
+    """The address of the kernel's C API (the ``AstraKernelApi`` of
+    :data:`KERNEL_API_HEADER`), for a compiled model loaded with
+    :func:`astra_core.native.load`, which takes it as an ``int64``."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = (ctypes.py_object, ctypes.c_char_p)
+    return int(get(kernel().C_API, b"_astra_kernel.C_API"))
+
+
+_NATIVE_SEND = b"astra.native_send"  # the capsule's name, alive as long as the module
+
+
+def native_send_capsule(address: int) -> Any:
+    """The capsule ``astra.native_send`` that a backend offers as ``native_send``,
+    holding the ``AstraNativeSend`` at ``address`` (in a compiled model, which must
+    outlive the capsule: the backend keeps both)."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    return new(address, _NATIVE_SEND, None)
 
 
 #: Events between two calls of ``EventQueue.progress`` (a power of two: a mask test).

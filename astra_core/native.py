@@ -46,7 +46,13 @@ from astra_core.errors import AstraError
 #: contraction off itself).
 CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-Wall", "-ffp-contract=off")
 #: C types of the exported functions' arguments and results, by name.
-C_TYPES = {"int": ctypes.c_int, "int64": ctypes.c_int64, "double": ctypes.c_double, "void": None}
+C_TYPES = {
+    "int": ctypes.c_int,
+    "int64": ctypes.c_int64,
+    "double": ctypes.c_double,
+    "object": ctypes.py_object,
+    "void": None,
+}
 
 _LOADED: dict[str, NativeLibrary] = {}
 _EXTENSIONS: dict[str, ModuleType] = {}
@@ -148,34 +154,44 @@ def _compile_once(name: str, sources: Sequence[Path], cxx: str, target: Path, fl
 
 
 def load(
-    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]]
+    name: str,
+    sources: Sequence[Path],
+    signatures: Mapping[str, tuple[str, Sequence[str]]],
+    headers: Sequence[Path] = (),
 ) -> NativeLibrary:
     """Library ``name`` built from ``sources``, with the functions of ``signatures``
-    (function name -> (result type, argument types), types from :data:`C_TYPES`).
+    (function name -> (result type, argument types), types from :data:`C_TYPES`);
+    ``headers`` are the files the sources include (their folders are searched, and
+    they are part of the cache key), e.g. :data:`astra_core.events.KERNEL_HEADERS`.
 
     Compiled and loaded with ctypes when a compiler works; else JIT-compiled by
-    cppyy. Loaded once per process. Raises NativeUnavailable when neither works.
+    cppyy. The functions run holding the GIL, so they may use Python objects (an
+    ``object`` argument is a ``PyObject*``); one that returns with a Python
+    exception set raises it. Loaded once per process. Raises NativeUnavailable when
+    neither works.
     """
     loaded = _LOADED.get(name)
     if loaded is not None:
         return loaded
+    includes = list(dict.fromkeys(str(h.parent) for h in headers))
     cxx = compiler()
     why = "no C++ compiler (set CXX or install g++)"
     if cxx is not None:
         try:
-            loaded = _load_compiled(compile_library(name, sources, cxx), signatures)
+            flags = tuple(f"-I{i}" for i in includes)
+            loaded = _load_compiled(compile_library(name, sources, cxx, flags, headers), signatures)
         except NativeUnavailable as err:
             why = str(err)
             warnings.warn(f"{why}; trying cppyy's JIT", NativeBuildWarning, stacklevel=2)
     if loaded is None:
-        loaded = _load_jit(name, sources, signatures, why)
+        loaded = _load_jit(name, sources, signatures, why, includes)
     _LOADED[name] = loaded
     return loaded
 
 
 def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]]]) -> NativeLibrary:
     try:
-        library = ctypes.CDLL(str(path))
+        library = ctypes.PyDLL(str(path))
     except OSError as err:  # a damaged cached library
         raise NativeUnavailable(f"cannot load {path}: {err}") from None
     functions = {}
@@ -254,8 +270,35 @@ def _jit_sources(cppyy: Any, name: str, sources: Sequence[Path]) -> None:
 
 
 def _load_jit(
-    name: str, sources: Sequence[Path], signatures: Mapping[str, tuple[str, Sequence[str]]], why: str
+    name: str,
+    sources: Sequence[Path],
+    signatures: Mapping[str, tuple[str, Sequence[str]]],
+    why: str,
+    includes: Sequence[str] = (),
 ) -> NativeLibrary:
     cppyy = _cppyy(name, why)
+    for folder in includes:
+        cppyy.add_include_path(folder)
     _jit_sources(cppyy, name, sources)
-    return NativeLibrary("jit", {function: getattr(cppyy.gbl, function) for function in signatures})
+    return NativeLibrary("jit", {function: _raising(getattr(cppyy.gbl, function)) for function in signatures})
+
+
+def _raising(function: Any) -> Any:
+    """``function`` (cppyy's), raising the exception a call left set, as ctypes does:
+    cppyy wraps it in a SystemError whose cause it is, or leaves it pending (a
+    function of ctypes.pythonapi raises a pending exception on return)."""
+    pending = ctypes.pythonapi.PyErr_Occurred
+    pending.restype = ctypes.c_void_p
+    pending.argtypes = ()
+
+    def call(*args: Any) -> Any:
+        try:
+            result = function(*args)
+        except SystemError as err:
+            if err.__cause__ is None:
+                raise
+            raise err.__cause__ from None
+        pending()
+        return result
+
+    return call

@@ -166,3 +166,47 @@ def test_an_extension_is_built_against_its_headers_and_keyed_by_them(tmp_path, m
         before = native.library_path(name, [source], cxx, headers=[header])
         header.write_text("#define ANSWER_BASE 41\n")
         assert native.library_path(name, [source], cxx, headers=[header]) != before
+
+
+# A library that uses no Python C API: it takes a Python object as an opaque handle
+# and raises through the kernel's API (fail).
+_MODEL = """
+#include "astra_kernel_api.h"
+namespace %(name)s {
+static const AstraKernelApi* api;
+}
+extern "C" long long %(name)s_start(long long address, PyObject* handle) {
+  %(name)s::api = reinterpret_cast<const AstraKernelApi*>(address);
+  return handle != nullptr ? %(name)s::api->version : 0;
+}
+extern "C" long long %(name)s_hash_or_fail(long long src, long long dst, long long tag) {
+  if (src < 0) return %(name)s::api->fail(ASTRA_INDEX_ERROR, "no NPU below 0");
+  return static_cast<long long>(%(name)s::api->flow_hash(src, dst, tag));
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["compiled", "jit"])
+def test_a_library_takes_python_objects_and_raises_the_exception_it_sets(tmp_path, monkeypatch, how):
+    from astra_core.events import KERNEL_HEADERS, kernel, kernel_api_address
+
+    if how == "compiled" and native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    if how == "jit":
+        pytest.importorskip("cppyy")
+        monkeypatch.setenv("CXX", "/nonexistent")
+    monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path / "cache"))
+    name = f"api_user_{how}"
+    source = tmp_path / f"{name}.cc"
+    source.write_text(_MODEL % {"name": name})
+    signatures = {
+        f"{name}_start": ("int64", ("int64", "object")),
+        f"{name}_hash_or_fail": ("int64", ("int64", "int64", "int64")),
+    }
+    library = native.load(name, [source], signatures, KERNEL_HEADERS)
+    assert library.how == how
+    assert getattr(library, f"{name}_start")(kernel_api_address(), object()) == 2  # the API's version
+    assert getattr(library, f"{name}_hash_or_fail")(3, 5, 7) == kernel().flow_hash(3, 5, 7)
+    with pytest.raises(IndexError, match="^no NPU below 0$"):
+        getattr(library, f"{name}_hash_or_fail")(-1, 5, 7)
+    assert len([1]) == 1  # no exception is left pending

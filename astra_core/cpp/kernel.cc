@@ -22,9 +22,11 @@
 #endif
 
 #include "astra_kernel_api.h"
+#include "astra_flat_map.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
@@ -44,13 +46,16 @@
 
 namespace astra_kernel {
 
-#include "flat_map.h"
+using astra::BigVector;
+using astra::FlatMap;
+using astra::SmallVector;
+using astra::mix64;
+
 #include "event_queue.h"
 #include "clock.h"
 #include "rank_events.h"
 #include "streams.h"
 #include "routing.h"
-#include "congestion.h"
 #include "analytical.h"
 #include "maxmin.h"
 #include "flow.h"
@@ -71,6 +76,10 @@ static PyMethodDef kernel_functions[] = {
     {"pipeline_ns", reinterpret_cast<PyCFunction>(kernel_pipeline_ns), METH_VARARGS,
      "pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes): a lone message's store-and-forward "
      "transmission over links of these speeds (astra_core.topology.pipeline)."},
+    {"native_send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(kernel_native_send)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "native_send(capsule, src, dst, size_bytes, on_delivered, arg=None, tag=0): a message through a compiled "
+     "model's send (the capsule astra.native_send); on_delivered(arg) when it is in."},
     {"round_ps", reinterpret_cast<PyCFunction>(kernel_round_ps), METH_O,
      "round_ps(t_ns): t rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
     {nullptr, nullptr, 0, nullptr}};
@@ -87,7 +96,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_rank_events_type();
   init_stream_type();
   init_analytical_links_type();
-  init_congestion_links_type();
   init_shortest_paths_type();
   init_maxmin_type();
   init_flow_links_type();
@@ -103,7 +111,7 @@ extern "C" PyObject* PyInit__astra_kernel() {
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
-               {"CongestionLinks", &CongestionLinksType}, {"MaxMin", &MaxMinType},
+               {"MaxMin", &MaxMinType},
                {"ShortestPaths", &ShortestPathsType},
                {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},

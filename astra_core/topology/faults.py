@@ -238,8 +238,8 @@ def routing_without(topology: PhysicalTopology, down: Collection[int]) -> Any:
 def set_kernel_links(
     model: Any, topology: PhysicalTopology, down: set[int], bytes_per_ns: Mapping[int, float]
 ) -> None:
-    """Change links of a kernel network model on ``topology`` (``FlowLinks``,
-    ``CongestionLinks``: their ``set_links``) now: ``bytes_per_ns[link]`` is link
+    """Change links of a compiled network model on ``topology`` (the kernel's
+    ``FlowLinks``, analytical-congestion's ``CongestionLinks``: their ``set_links``) now: ``bytes_per_ns[link]`` is link
     ``link``'s bandwidth (0: down). ``down``, the links down so far, is updated in place;
     when it changes the model gets the routing over the links up (:func:`routing_without`;
     the topology's own when none is down). Raises what ``set_links`` raises (IndexError,

@@ -303,8 +303,9 @@ static void init_analytical_links_type() {
   t.tp_doc =
       "AnalyticalLinks(events, dims, route=None, bytes_per_ns=(), latency_ns=(), route_buckets=0): upstream's "
       "congestion-unaware analytical delays on the EventQueue events; dims: (stride, npus, kind 0 Ring / 1 Switch / "
-      "2 FullyConnected, latency_ns, bytes_per_ns) per dimension; with route (as CongestionLinks takes it), the "
-      "sum over a message's route of int(latency + bytes / bandwidth) per link instead.";
+      "2 FullyConnected, latency_ns, bytes_per_ns) per dimension; with route (route(src, dst, tag) -> link ids, "
+      "or with route_buckets > 0 route(src, dst, bucket)), the sum over a message's route of int(latency + bytes / "
+      "bandwidth) per link instead.";
   t.tp_new = AnalyticalLinks_new;
   t.tp_init = reinterpret_cast<initproc>(AnalyticalLinks_init);
   t.tp_dealloc = reinterpret_cast<destructor>(AnalyticalLinks_dealloc);

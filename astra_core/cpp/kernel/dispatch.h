@@ -22,16 +22,12 @@ static bool fire(const Call& c) {
       return phase_general(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_REDUCE:
       return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
-    case CALL_HOP_ARRIVED:
-      return congestion_hop_arrived(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<uint32_t>(c.v.i));
     case CALL_NCCL_SENT:
       return nccl_sent(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
     case CALL_NCCL_RECEIVED:
       return nccl_received(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
     case CALL_NCCL_FLOOR:
       return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
-    case CALL_LINK_FREE:
-      return congestion_link_free(reinterpret_cast<CongestionLinks*>(c.obj), static_cast<Py_ssize_t>(c.v.i));
     case CALL_TREE_RECEIVED:
       return tree_received(reinterpret_cast<TreePhase*>(c.obj));
     case CALL_TREE_GENERAL:

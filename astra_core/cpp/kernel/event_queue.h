@@ -22,8 +22,6 @@ enum CallKind : uint8_t {
   CALL_RECEIVED,  // WindowedPhase obj: a message it receives is in
   CALL_GENERAL,   // WindowedPhase obj: a packet is through local memory
   CALL_REDUCE,    // WindowedPhase obj: a packet of v.i bytes is in memory; reduce it
-  CALL_HOP_ARRIVED,  // CongestionLinks obj: message v.i is at the far end of its link
-  CALL_LINK_FREE,    // CongestionLinks obj: link v.i is free
   CALL_NCCL_SENT,      // NcclPhase obj: a send of lane v.i was delivered
   CALL_NCCL_RECEIVED,  // NcclPhase obj: receive v.i arrived
   CALL_NCCL_FLOOR,     // NcclPhase obj: NCCL's predicted time has passed

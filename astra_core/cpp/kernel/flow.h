@@ -815,7 +815,36 @@ static PyObject* FlowLinks_get_flows(FlowLinks* self, void*) {
   return out;
 }
 
-// set_links(links, bytes_per_ns, route=None) (read_link_changes, congestion.h)
+// The arguments of a model's set_links(links, bytes_per_ns, route=None) over ``n_links``
+// links: false with an error set for a link id out of range or a bandwidth that is
+// negative or not finite.
+static bool read_link_changes(PyObject* args, size_t n_links, std::vector<int32_t>* changed,
+                              std::vector<double>* bandwidth, PyObject** route) {
+  PyObject *links_obj, *bandwidth_obj;
+  *route = Py_None;
+  if (!PyArg_ParseTuple(args, "OO|O", &links_obj, &bandwidth_obj, route) ||
+      !read_numbers(links_obj, "links: link ids", changed) ||
+      !read_numbers(bandwidth_obj, "bytes_per_ns: a sequence of numbers", bandwidth))
+    return false;
+  if (changed->size() != bandwidth->size()) {
+    PyErr_SetString(PyExc_ValueError, "set_links: one bandwidth per link");
+    return false;
+  }
+  for (size_t i = 0; i < changed->size(); ++i) {
+    int32_t link = (*changed)[i];
+    if (link < 0 || static_cast<size_t>(link) >= n_links) {
+      PyErr_Format(PyExc_IndexError, "set_links: no link %d (links are 0..%zu)", link, n_links - 1);
+      return false;
+    }
+    if (!((*bandwidth)[i] >= 0 && (*bandwidth)[i] < INFINITY)) {
+      PyErr_Format(PyExc_ValueError, "set_links: link %d: bandwidth must be >= 0 and finite", link);
+      return false;
+    }
+  }
+  return true;
+}
+
+// set_links(links, bytes_per_ns, route=None) 
 static PyObject* FlowLinks_set_links(FlowLinks* self, PyObject* args) {
   std::vector<int32_t> changed;
   std::vector<double> bandwidth;

@@ -40,7 +40,9 @@ static int api_schedule(PyObject* events, double delay_ns, int integral, AstraSt
   EventQueue* q = api_queue(events);
   if (q == nullptr) return -1;
   if (!(delay_ns >= 0 && delay_ns < INFINITY)) {
-    PyErr_Format(PyExc_ValueError, "a compiled model scheduled a delay of %R ns", PyFloat_FromDouble(delay_ns));
+    char text[96];
+    snprintf(text, sizeof text, "a compiled model scheduled a delay of %g ns", delay_ns);
+    PyErr_SetString(PyExc_ValueError, text);
     return -1;
   }
   Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
@@ -73,17 +75,70 @@ static void api_discard(AstraToken token) {
   release(c);
 }
 
-static AstraKernelApi kernel_api = {1, api_now, api_schedule, api_deliver, api_deliver_after, api_discard};
+static bool api_time_ok(EventQueue* q, double time_ns) {
+  if (q->now <= time_ns && time_ns < INFINITY) return true;
+  char text[128];
+  snprintf(text, sizeof text, "a compiled model scheduled at %.17g ns, the clock being at %.17g ns", time_ns, q->now);
+  PyErr_SetString(PyExc_ValueError, text);
+  return false;
+}
+
+static int api_schedule_at(PyObject* events, double time_ns, int integral, AstraStepFn fn, void* ctx, long long arg) {
+  EventQueue* q = api_queue(events);
+  if (q == nullptr || !api_time_ok(q, time_ns)) return -1;
+  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
+  c.v.i = arg;
+  push_call(q, time_ns, integral != 0, c);
+  return 0;
+}
+
+static int api_deliver_at(PyObject* events, double time_ns, int integral, AstraToken token) {
+  EventQueue* q = api_queue(events);
+  Call c = call_of(token);
+  if (q == nullptr || !api_time_ok(q, time_ns)) {
+    release(c);
+    return -1;
+  }
+  push_call(q, time_ns, integral != 0, c);
+  return 0;
+}
+
+static int api_fail(int kind, const char* message) {
+  PyErr_SetString(kind == ASTRA_INDEX_ERROR ? PyExc_IndexError : PyExc_ValueError, message);
+  return -1;
+}
+
+static unsigned long long api_flow_hash(long long src, long long dst, long long tag) {
+  return flow_hash(src, dst, tag);
+}
+
+static long long api_route(PyObject* route, long long src, long long dst, long long key, int* links,
+                           long long capacity) {
+  std::vector<int32_t> hops;
+  if (Py_TYPE(route) == &ShortestPathsType) {  // the kernel's own routing: no Python call
+    if (!shortest_route(reinterpret_cast<ShortestPaths*>(route), src, dst, static_cast<uint64_t>(key), &hops))
+      return -1;
+  } else {
+    PyObject* found = PyObject_CallFunction(route, "LLL", src, dst, key);
+    if (found == nullptr || !read_numbers(found, "a route: link ids", &hops)) {
+      Py_XDECREF(found);
+      return -1;
+    }
+    Py_DECREF(found);
+  }
+  long long n = static_cast<long long>(hops.size());
+  for (long long i = 0; i < n && i < capacity; ++i) links[i] = hops[i];
+  return n;
+}
+
+static AstraKernelApi kernel_api = {2,           api_now,         api_schedule,   api_deliver,   api_deliver_after,
+                                    api_discard, api_schedule_at, api_deliver_at, api_fail,      api_flow_hash,
+                                    api_route};
 
 // The kernel's own models through the same interface.
 static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,
                                   AstraToken token) {
   return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
-}
-
-static int congestion_native_send(void* model, long long src, long long dst, long long size, long long tag,
-                                  AstraToken token) {
-  return congestion_send(reinterpret_cast<CongestionLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
 static int flow_native_send(void* model, long long src, long long dst, long long size, long long tag,
@@ -105,10 +160,22 @@ static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*) {
   return native_send_capsule(self, analytical_native_send);
 }
 
-static PyObject* CongestionLinks_get_native_send(CongestionLinks* self, void*) {
-  return native_send_capsule(self, congestion_native_send);
-}
-
 static PyObject* FlowLinks_get_native_send(FlowLinks* self, void*) {
   return native_send_capsule(self, flow_native_send);
+}
+
+// native_send(capsule, src, dst, size_bytes, on_delivered, arg=None, tag=0): a message
+// from Python through a compiled model's send, delivered as on_delivered(arg); the
+// Python ``send`` of a backend whose model has no Python type of its own.
+static PyObject* kernel_native_send(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* bound[7];
+  static const char* const names[] = {"native_send", "src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
+  if (!bind_args("native_send", names, 7, 5, args, nargs, kwnames, bound)) return nullptr;
+  AstraNativeSend* native = reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(bound[0], "astra.native_send"));
+  int64_t src, dst, size, tag = 0;
+  if (native == nullptr || !read_int64(bound[1], &src) || !read_int64(bound[2], &dst) ||
+      !read_int64(bound[3], &size) || (bound[6] != Py_None && !read_int64(bound[6], &tag)))
+    return nullptr;
+  if (native->send(native->model, src, dst, size, tag, token_of(py_call(bound[4], bound[5]))) < 0) return nullptr;
+  Py_RETURN_NONE;
 }

@@ -334,3 +334,63 @@ static void init_shortest_paths_type() {
   t.tp_dealloc = reinterpret_cast<destructor>(ShortestPaths_dealloc);
   t.tp_call = reinterpret_cast<ternaryfunc>(ShortestPaths_call);
 }
+
+// ---------------------------------------------------------------------------------
+// The route cache of the kernel's models (AnalyticalLinks, FlowLinks). Routes come
+// from a callable (the kernel's ShortestPaths above, or Python's): route(src, dst,
+// tag) -> link ids, or, with route_buckets > 0, route(src, dst, flow_hash(src, dst,
+// tag) % route_buckets), asked once per bucket and kept.
+
+struct RouteKey {
+  int64_t src, dst;
+  uint64_t bucket;
+  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
+};
+
+struct RouteKeyHash {
+  size_t operator()(const RouteKey& k) const {
+    return static_cast<size_t>(mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
+                                     mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
+  }
+};
+
+typedef FlatMap<RouteKey, PyObject*, RouteKeyHash> RouteCache;
+
+// The route of a message (src, dst, tag) as a new reference to a tuple of link ids:
+// route(src, dst, tag), or with buckets > 0 route(src, dst, flow_hash(src, dst, tag) %
+// buckets), kept in ``cache`` (owned tuples) per bucket. nullptr with an error set.
+static PyObject* find_route(PyObject* route, long long buckets, RouteCache* cache, int64_t src, int64_t dst,
+                            int64_t tag) {
+  RouteKey key{src, dst, 0};
+  if (buckets > 0) {
+    key.bucket = flow_hash(src, dst, tag) % static_cast<uint64_t>(buckets);
+    PyObject** found = cache->find(key);
+    if (found != nullptr) {
+      Py_INCREF(*found);
+      return *found;
+    }
+  }
+  long long third = buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
+  PyObject* hops;
+  if (Py_TYPE(route) == &ShortestPathsType) {  // the kernel's own routing: no Python call
+    std::vector<int32_t> links;
+    ShortestPaths* paths = reinterpret_cast<ShortestPaths*>(route);
+    hops = shortest_route(paths, src, dst, static_cast<uint64_t>(third), &links) ? links_tuple(links) : nullptr;
+  } else {
+    PyObject* links = PyObject_CallFunction(route, "LLL", static_cast<long long>(src), static_cast<long long>(dst), third);
+    hops = links == nullptr ? nullptr : PySequence_Tuple(links);
+    Py_XDECREF(links);
+  }
+  if (hops != nullptr && buckets > 0) {
+    Py_INCREF(hops);
+    cache->insert(key, hops);
+  }
+  return hops;
+}
+
+// Releases the tuples of a route cache and empties it.
+static void clear_routes(RouteCache* cache) {
+  if (cache == nullptr) return;
+  cache->for_each([](const RouteKey&, PyObject*& route) { Py_CLEAR(route); });
+  cache->clear();
+}

@@ -16,16 +16,122 @@ and any physical topology work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-from astra.plugin import EventQueue, PhysicalTopology, Topology, from_network, kernel, set_kernel_links
+from astra.plugin import (
+    KERNEL_HEADERS,
+    EventQueue,
+    PhysicalTopology,
+    Topology,
+    from_network,
+    kernel,
+    kernel_api_address,
+    load,
+    native_send_capsule,
+    set_kernel_links,
+)
+
+#: The model's source (C++ on the kernel's public interface) and its functions.
+SOURCE = Path(__file__).resolve().parent / "cpp" / "congestion.cc"
+_SIGNATURES = {
+    "astra_congestion_new": ("int64", ("int64", "object", "object", "int64", "int64", "int64", "int64")),
+    "astra_congestion_free": ("void", ("int64",)),
+    "astra_congestion_native_send": ("int64", ("int64",)),
+    "astra_congestion_messages": ("int64", ("int64",)),
+    "astra_congestion_counters": ("void", ("int64", "int", "int64")),
+    "astra_congestion_set_links": ("int", ("int64", "int64", "int64", "int64", "object", "int")),
+}
+
+
+class CongestionLinks:
+    """Upstream's congestion-aware links on the kernel's event queue ``events``
+    (store and forward, one message at a time per link, FIFO): the compiled model of
+    ``cpp/congestion.cc``, built on first use (:func:`astra.plugin.load`).
+
+    ``route(src, dst, tag)`` (the kernel's ``ShortestPaths`` or a Python callable)
+    gives a message's link ids; with ``route_buckets > 0``, ``route(src, dst,
+    bucket)`` gives those of flow bucket ``flow_hash(src, dst, tag) % route_buckets``,
+    asked for once. ``bytes_per_ns[i]`` and ``latency_ns[i]`` describe link ``i``.
+    Raises ValueError when they differ in length; NativeUnavailable when the model
+    cannot be built.
+    """
+
+    def __init__(
+        self,
+        events: EventQueue,
+        route: Callable[[int, int, int], Sequence[int]],
+        bytes_per_ns: Sequence[float],
+        latency_ns: Sequence[float],
+        route_buckets: int = 0,
+    ):
+        if len(bytes_per_ns) != len(latency_ns):
+            raise ValueError("one bandwidth and one latency per link")
+        self._lib = load("astra_congestion", [SOURCE], _SIGNATURES, KERNEL_HEADERS)
+        self._links = len(bytes_per_ns)
+        self._kept = (events, route)  # the model holds them without a reference
+        bandwidth, latency = array("d", bytes_per_ns), array("d", latency_ns)
+        self._handle = self._lib.astra_congestion_new(
+            kernel_api_address(), events, route, route_buckets, self._links,
+            bandwidth.buffer_info()[0], latency.buffer_info()[0],
+        )  # fmt: skip
+        weakref.finalize(self, self._lib.astra_congestion_free, self._handle)
+        #: The model's send for the kernel's matcher (a capsule ``astra.native_send``).
+        self.native_send = native_send_capsule(self._lib.astra_congestion_native_send(self._handle))
+        #: ``send(src, dst, size_bytes, on_delivered, arg=None, tag=0)``: a message from
+        #: Python; ``on_delivered(arg)`` when it has crossed its route.
+        self.send = partial(kernel().native_send, self.native_send)
+
+    @property
+    def messages(self) -> int:
+        """Messages sent so far."""
+        return self._lib.astra_congestion_messages(self._handle)
+
+    def _counter(self, which: int) -> list[int]:
+        out = array("q", bytes(8 * self._links))
+        self._lib.astra_congestion_counters(self._handle, which, out.buffer_info()[0])
+        return out.tolist()
+
+    @property
+    def link_bytes(self) -> list[int]:
+        """Bytes that crossed each link."""
+        return self._counter(0)
+
+    @property
+    def link_busy_ns(self) -> list[int]:
+        """ns during which each link was transmitting."""
+        return self._counter(1)
+
+    @property
+    def max_queue(self) -> list[int]:
+        """The most messages that waited for each link."""
+        return self._counter(2)
+
+    def set_links(self, links: Sequence[int], bytes_per_ns: Sequence[float], route: Any = None) -> None:
+        """Links change bandwidth now (``bytes_per_ns[i]`` for link ``links[i]``; 0: down);
+        with ``route``, the routing over the links up, which messages sent from now take
+        (those whose route ahead went down are sent again). Raises IndexError for an
+        unknown link, ValueError for a bandwidth that is negative or not finite or for
+        sequences of different lengths."""
+        if len(links) != len(bytes_per_ns):
+            raise ValueError("set_links: one bandwidth per link")
+        changed, bandwidth = array("i", links), array("d", bytes_per_ns)
+        self._lib.astra_congestion_set_links(
+            self._handle, len(changed), changed.buffer_info()[0], bandwidth.buffer_info()[0],
+            route, route is not None,
+        )  # fmt: skip
+        if route is not None:
+            self._kept = (self._kept[0], route)
 
 
 class CongestionAwareNetwork:
     """:class:`~astra_core.backend.NetworkBackend` where messages queue on shared links.
 
-    The links are the simulation kernel's (``CongestionLinks``): the system layer's
+    The links are a compiled model (:class:`CongestionLinks`): the system layer's
     matcher hands a message to them without a Python call but the route's. After a
     run, ``link_bytes[i]`` and ``link_busy_ns[i]`` give each link's traffic and busy
     time, ``max_queue[i]`` the most messages that waited for it.
@@ -41,7 +147,7 @@ class CongestionAwareNetwork:
         self.shares_links = True
         self._bandwidth = physical.link_bandwidth
         self._latency = physical.link_latency
-        self._links = kernel().CongestionLinks(
+        self._links = CongestionLinks(
             self.events, physical.kernel_route, self._bandwidth, self._latency, physical.route_buckets
         )
         self._down: set[int] = set()  # links down now (change_links)

@@ -1,9 +1,22 @@
-// Part of the simulation kernel's one translation unit: included by kernel.cc inside
-// namespace astra_kernel, after the parts before it; not compiled on its own.
+// astra's flat containers (FlatMap, SmallVector below), which keep their elements in
+// one place: the kernel's per-message tables and those of compiled network models
+// (docs/kernel.md). Self-contained; everything is in namespace astra.
 
-// ---------------------------------------------------------------------------------
-// The kernel's flat containers (FlatMap, SmallVector below), which keep their
-// elements in one place.
+#ifndef ASTRA_FLAT_MAP_H
+#define ASTRA_FLAT_MAP_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>
+#endif
+
+namespace astra {
 //
 // FlatMap: a hash map in one array (open addressing, linear probing, power-of-two
 // capacity, deletion by backward shift), for the per-message tables: no node per entry
@@ -187,3 +200,7 @@ class SmallVector {
   std::unique_ptr<T[]> heap_;  // the elements when there are more than N
   uint32_t size_ = 0, capacity_ = 0;
 };
+
+}  // namespace astra
+
+#endif

@@ -1,0 +1,338 @@
+// The congestion-aware analytical model (upstream astra-network-analytical
+// congestion_aware), a compiled network model on the kernel's public interface
+// (astra_kernel_api.h, astra_flat_map.h): it uses no Python C API.
+//
+// A message crosses its route link by link, store and forward; a link serves one
+// message at a time, first come first served. Serving B bytes keeps a link busy
+// int(B / bandwidth) ns, and the message is at the link's far end int(latency +
+// B / bandwidth) ns after it started (both truncated as upstream's Link). Routes
+// come from the kernel's routing (api->route): with route_buckets > 0 a route
+// depends on (src, dst, flow_hash(src, dst, tag) % route_buckets) only, asked once
+// per bucket and kept here.
+//
+// Python drives it through the extern "C" functions at the end (astra_analytical.
+// congestion, through astra.plugin.load): a model is a handle (its address); arrays
+// travel as addresses; a function that fails returns -1 (or 0 for a handle) with a
+// Python exception set.
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "astra_flat_map.h"
+#include "astra_kernel_api.h"
+
+namespace astra_congestion {
+
+struct RouteKey {
+  int64_t src, dst;
+  uint64_t bucket;
+  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
+};
+
+struct RouteKeyHash {
+  size_t operator()(const RouteKey& k) const {
+    return static_cast<size_t>(astra::mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
+                                            astra::mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
+  }
+};
+
+struct Message {
+  std::vector<int32_t> route;  // link ids
+  size_t hop = 0;
+  int64_t size = 0;
+  AstraToken token{};  // its delivery
+  int64_t src = 0, dst = 0, tag = 0;
+  bool active = false;
+  bool resend = false;  // sent again from its source when its current hop ends (set_links)
+};
+
+struct Link {
+  double bytes_per_ns = 0;
+  double latency_ns = 0;
+  bool busy = false;
+  bool down = false;
+  std::deque<uint32_t> queue;  // messages waiting, first come first served
+  long long bytes = 0, busy_ns = 0, max_queue = 0;
+};
+
+struct Model {
+  const AstraKernelApi* api;
+  PyObject* events;  // the kernel's EventQueue, kept alive by the Python side
+  PyObject* route;   // the routing, kept alive by the Python side
+  long long route_buckets;
+  std::vector<Link> links;
+  std::vector<Message> messages;  // in flight, by slot
+  std::vector<uint32_t> free_slots;
+  astra::FlatMap<RouteKey, uint32_t, RouteKeyHash> cached;  // (src, dst, bucket) -> routes index
+  std::vector<std::vector<int32_t>> routes;
+  std::vector<int> scratch;
+  long long sent = 0;
+  AstraNativeSend native;
+};
+
+// The route of (src, dst, tag) into ``out``; false with an exception set.
+static bool find_route(Model* m, int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
+  RouteKey key{src, dst, 0};
+  if (m->route_buckets > 0) {
+    key.bucket = m->api->flow_hash(src, dst, tag) % static_cast<uint64_t>(m->route_buckets);
+    if (uint32_t* found = m->cached.find(key)) {
+      const std::vector<int32_t>& route = m->routes[*found];
+      out->assign(route.begin(), route.end());
+      return true;
+    }
+  }
+  long long third = m->route_buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
+  long long n = m->api->route(m->route, src, dst, third, m->scratch.data(), static_cast<long long>(m->scratch.size()));
+  if (n > static_cast<long long>(m->scratch.size())) {
+    m->scratch.resize(n);
+    n = m->api->route(m->route, src, dst, third, m->scratch.data(), n);
+  }
+  if (n < 0) return false;
+  out->assign(m->scratch.begin(), m->scratch.begin() + n);
+  if (m->route_buckets > 0) {
+    m->cached.insert(key, static_cast<uint32_t>(m->routes.size()));
+    m->routes.push_back(*out);
+  }
+  return true;
+}
+
+static int hop_arrived(void* ctx, long long slot);
+static int link_free(void* ctx, long long link_id);
+
+static int transmit(Model* m, int32_t link_id, uint32_t slot) {
+  Link& link = m->links[link_id];
+  link.busy = true;
+  int64_t size = m->messages[slot].size;
+  double serialization = static_cast<double>(size) / link.bytes_per_ns;
+  link.bytes += size;
+  double busy = std::trunc(serialization);
+  link.busy_ns += static_cast<long long>(busy);
+  // Arrival first, then the link free: upstream's order for same-time events.
+  if (m->api->schedule(m->events, std::trunc(link.latency_ns + serialization), 1, hop_arrived, m, slot) < 0)
+    return -1;
+  return m->api->schedule(m->events, busy, 1, link_free, m, link_id);
+}
+
+static int enqueue(Model* m, uint32_t slot) {
+  Message& msg = m->messages[slot];
+  int32_t link_id = msg.route[msg.hop];
+  if (link_id < 0 || static_cast<size_t>(link_id) >= m->links.size()) {
+    char text[96];
+    snprintf(text, sizeof text, "a route crosses link %d of %zu", link_id, m->links.size());
+    return m->api->fail(ASTRA_INDEX_ERROR, text);
+  }
+  Link& link = m->links[link_id];
+  if (!link.busy) return transmit(m, link_id, slot);
+  link.queue.push_back(slot);
+  if (static_cast<long long>(link.queue.size()) > link.max_queue) link.max_queue = link.queue.size();
+  return 0;
+}
+
+// Routes a message and starts it on its first link; ``token`` is delivered when it
+// has crossed its last.
+static int send(void* model, long long src, long long dst, long long size, long long tag, AstraToken token) {
+  Model* m = static_cast<Model*>(model);
+  ++m->sent;
+  uint32_t slot;
+  if (!m->free_slots.empty()) {
+    slot = m->free_slots.back();
+    m->free_slots.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(m->messages.size());
+    m->messages.emplace_back();
+  }
+  Message& msg = m->messages[slot];
+  if (!find_route(m, src, dst, tag, &msg.route)) {
+    m->free_slots.push_back(slot);
+    m->api->discard(token);
+    return -1;
+  }
+  if (msg.route.empty()) {
+    m->free_slots.push_back(slot);
+    return m->api->deliver_after(m->events, 0, 1, token);
+  }
+  msg.hop = 0;
+  msg.size = size;
+  msg.token = token;
+  msg.src = src;
+  msg.dst = dst;
+  msg.tag = tag;
+  msg.active = true;
+  msg.resend = false;
+  return enqueue(m, slot);
+}
+
+// Message ``slot`` starts again from its source, on the route the routing gives now.
+static int resend(Model* m, uint32_t slot) {
+  Message& msg = m->messages[slot];
+  if (!find_route(m, msg.src, msg.dst, msg.tag, &msg.route)) return -1;
+  msg.hop = 0;
+  msg.resend = false;
+  return enqueue(m, slot);
+}
+
+static int hop_arrived(void* ctx, long long slot) {
+  Model* m = static_cast<Model*>(ctx);
+  Message& msg = m->messages[slot];
+  if (msg.resend) return resend(m, static_cast<uint32_t>(slot));
+  if (++msg.hop < msg.route.size()) return enqueue(m, static_cast<uint32_t>(slot));
+  AstraToken token = msg.token;
+  msg.token = AstraToken{};
+  msg.active = false;
+  m->free_slots.push_back(static_cast<uint32_t>(slot));
+  return m->api->deliver(token);
+}
+
+static int link_free(void* ctx, long long link_id) {
+  Model* m = static_cast<Model*>(ctx);
+  Link& link = m->links[link_id];
+  link.busy = false;
+  if (link.queue.empty()) return 0;
+  uint32_t slot = link.queue.front();
+  link.queue.pop_front();
+  return transmit(m, static_cast<int32_t>(link_id), slot);
+}
+
+// Whether the rest of a message's route (the link it is on or waits for, and after)
+// crosses a link that is down.
+static bool crosses_down(const Model* m, const Message& msg) {
+  for (size_t h = msg.hop; h < msg.route.size(); ++h) {
+    int32_t link = msg.route[h];
+    if (link >= 0 && static_cast<size_t>(link) < m->links.size() && m->links[link].down) return true;
+  }
+  return false;
+}
+
+// The changes of set_links are valid: link ids in range, bandwidths >= 0 and finite.
+static int check_changes(const Model* m, long long n, const int32_t* changed, const double* bandwidth) {
+  char text[128];
+  for (long long i = 0; i < n; ++i) {
+    if (changed[i] < 0 || static_cast<size_t>(changed[i]) >= m->links.size()) {
+      snprintf(text, sizeof text, "set_links: no link %d (links are 0..%zu)", changed[i], m->links.size() - 1);
+      return m->api->fail(ASTRA_INDEX_ERROR, text);
+    }
+    if (!(bandwidth[i] >= 0 && bandwidth[i] < INFINITY)) {
+      snprintf(text, sizeof text, "set_links: link %d: bandwidth must be >= 0 and finite", changed[i]);
+      return m->api->fail(ASTRA_VALUE_ERROR, text);
+    }
+  }
+  return 0;
+}
+
+// Messages whose route ahead crosses a link that went down: those waiting in a
+// link's queue are sent again now; one on a link is marked to be sent again when
+// its hop ends.
+static int reroute_after_down(Model* m) {
+  std::vector<char> queued(m->messages.size(), 0);
+  std::vector<uint32_t> again;
+  for (Link& link : m->links) {
+    std::deque<uint32_t> kept;
+    for (uint32_t slot : link.queue) {
+      queued[slot] = 1;
+      if (crosses_down(m, m->messages[slot])) again.push_back(slot);
+      else kept.push_back(slot);
+    }
+    link.queue.swap(kept);
+  }
+  for (size_t slot = 0; slot < m->messages.size(); ++slot) {
+    Message& msg = m->messages[slot];
+    if (msg.active && !queued[slot]) msg.resend = crosses_down(m, msg);
+  }
+  for (uint32_t slot : again)
+    if (resend(m, slot) < 0) return -1;
+  return 0;
+}
+
+static Model* model_of(long long handle) { return reinterpret_cast<Model*>(static_cast<intptr_t>(handle)); }
+
+}  // namespace astra_congestion
+
+// The functions below keep to their names: cppyy's JIT compiles every model into one
+// global namespace.
+
+extern "C" {
+
+// A model of ``n_links`` links (bytes/ns and ns per link at the addresses given) on
+// the EventQueue ``events``, routed by ``route``; its handle, or 0 with an exception set.
+long long astra_congestion_new(long long api, PyObject* events, PyObject* route, long long route_buckets,
+                               long long n_links, long long bytes_per_ns, long long latency_ns) {
+  const AstraKernelApi* kernel_api = reinterpret_cast<const AstraKernelApi*>(static_cast<intptr_t>(api));
+  if (kernel_api->version < 2) {
+    kernel_api->fail(ASTRA_VALUE_ERROR, "the congestion model needs the kernel API of version 2 or later");
+    return 0;
+  }
+  auto m = std::make_unique<astra_congestion::Model>();
+  m->api = kernel_api;
+  m->events = events;
+  m->route = route;
+  m->route_buckets = route_buckets;
+  m->scratch.resize(64);
+  const double* bandwidth = reinterpret_cast<const double*>(static_cast<intptr_t>(bytes_per_ns));
+  const double* latency = reinterpret_cast<const double*>(static_cast<intptr_t>(latency_ns));
+  m->links.resize(n_links);
+  for (long long i = 0; i < n_links; ++i) {
+    m->links[i].bytes_per_ns = bandwidth[i];
+    m->links[i].latency_ns = latency[i];
+  }
+  m->native = AstraNativeSend{astra_congestion::send, m.get()};
+  return static_cast<long long>(reinterpret_cast<intptr_t>(m.release()));
+}
+
+// Frees a model; the deliveries of messages still in flight (a stopped run) are discarded.
+void astra_congestion_free(long long handle) {
+  std::unique_ptr<astra_congestion::Model> m(astra_congestion::model_of(handle));
+  for (astra_congestion::Message& msg : m->messages)
+    if (msg.active) m->api->discard(msg.token);
+}
+
+// The address of the model's AstraNativeSend (for the capsule "astra.native_send").
+long long astra_congestion_native_send(long long handle) {
+  return static_cast<long long>(reinterpret_cast<intptr_t>(&astra_congestion::model_of(handle)->native));
+}
+
+long long astra_congestion_messages(long long handle) { return astra_congestion::model_of(handle)->sent; }
+
+// A per-link counter (0: bytes, 1: busy ns, 2: the most messages queued) into the
+// int64 array at ``out`` (one per link).
+void astra_congestion_counters(long long handle, int which, long long out) {
+  astra_congestion::Model* m = astra_congestion::model_of(handle);
+  int64_t* values = reinterpret_cast<int64_t*>(static_cast<intptr_t>(out));
+  for (size_t i = 0; i < m->links.size(); ++i) {
+    const astra_congestion::Link& link = m->links[i];
+    values[i] = which == 0 ? link.bytes : which == 1 ? link.busy_ns : link.max_queue;
+  }
+}
+
+// Links change now: ``bytes_per_ns[i]`` for link ``links[i]`` (0: down; int32 and
+// double arrays of ``n``); with ``new_route`` set, ``route`` is the routing over the
+// links up, which every message sent from now on takes. A message transmitting keeps
+// its times; one whose route ahead crosses a link that went down is sent again from
+// its source on its new route (RoCE's go-back-N retransmission): at once if it waits
+// in a link's queue, else when its current hop ends (a message on the link that went
+// down is lost there). 0, or -1 with an exception set.
+int astra_congestion_set_links(long long handle, long long n, long long links, long long bytes_per_ns,
+                               PyObject* route, int new_route) {
+  astra_congestion::Model* m = astra_congestion::model_of(handle);
+  const int32_t* changed = reinterpret_cast<const int32_t*>(static_cast<intptr_t>(links));
+  const double* bandwidth = reinterpret_cast<const double*>(static_cast<intptr_t>(bytes_per_ns));
+  if (astra_congestion::check_changes(m, n, changed, bandwidth) < 0) return -1;
+  bool went_down = false;
+  for (long long i = 0; i < n; ++i) {
+    astra_congestion::Link& link = m->links[changed[i]];
+    went_down = went_down || (bandwidth[i] == 0.0 && !link.down);
+    link.down = bandwidth[i] == 0.0;
+    if (bandwidth[i] > 0.0) link.bytes_per_ns = bandwidth[i];
+  }
+  if (new_route) {
+    m->route = route;
+    m->cached.clear();
+    m->routes.clear();
+  }
+  return went_down ? astra_congestion::reroute_after_down(m) : 0;
+}
+
+}  // extern "C"
