@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from astra_core.results import RunResult
     from astra_core.system.collectives.plan import Plan, packets
     from astra_core.system.view import ProgressSample, RunView
-    from astra_core.topology.faults import set_kernel_links
+    from astra_core.topology.faults import link_changes, set_kernel_links
     from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, mesh, torus
     from astra_core.topology.logical import from_network
     from astra_core.topology.physical import PhysicalTopology
@@ -128,7 +128,7 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
     # topology
     "astra_core.topology.physical": ("PhysicalTopology",),
     "astra_core.topology.logical": ("from_network",),
-    "astra_core.topology.faults": ("set_kernel_links",),
+    "astra_core.topology.faults": ("set_kernel_links", "link_changes"),
     "astra_core.topology.generators": ("BYTES_PER_NS_PER_GBPS", "mesh", "torus"),
     "astra_core.topology.pipeline": ("pipeline_ns",),
     # collectives and observers

@@ -61,6 +61,42 @@ def test_the_compiled_and_the_jit_build_give_the_same_rates():
     assert compiled[1:] == jit[1:]
 
 
+# An all-to-all of uneven messages on the flow model (a compiled model of its own
+# distribution, on the kernel's solver): every delivery time, as the exact repr.
+_FLOW_RUN = """
+import json, random
+from astra_core.topology.generators import fat_tree
+from astra_flow.config import FlowConfig
+from astra_flow.network import FlowNetwork
+net = FlowNetwork(fat_tree(4), FlowConfig(ack_bytes=86))
+rng, times = random.Random(3), []
+for src in range(16):
+    for dst in range(16):
+        if src != dst:
+            net.send(src, dst, rng.choice([4096, 65536, 300_000]), lambda _: times.append(repr(net.now())), tag=src % 3)
+net.run()
+print(json.dumps([net._links._lib.how, times]))
+"""
+
+
+def test_the_compiled_and_the_jit_flow_model_give_the_same_times():
+    if native.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    pytest.importorskip("cppyy")
+    runs = []
+    for env in ({}, {"CXX": "/nonexistent"}):
+        out = subprocess.run(
+            [sys.executable, "-c", _FLOW_RUN],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        runs.append(json.loads(out.stdout))
+    assert [how for how, _ in runs] == ["compiled", "jit"]
+    assert len(runs[0][1]) == 240 and runs[0][1] == runs[1][1]
+
+
 def test_a_source_that_does_not_compile_fails_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("ASTRA_NATIVE_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "broken.cc"

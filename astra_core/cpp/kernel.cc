@@ -23,6 +23,9 @@
 
 #include "astra_kernel_api.h"
 #include "astra_flat_map.h"
+#include "astra_maxmin.h"
+#include "astra_pipeline.h"
+#include "astra_routes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -50,6 +53,13 @@ using astra::BigVector;
 using astra::FlatMap;
 using astra::SmallVector;
 using astra::mix64;
+using astra::PipelineTerm;
+using astra::packets_of;
+using astra::pipeline_ns;
+using astra::pipeline_terms;
+using astra::RouteKey;
+using astra::RouteKeyHash;
+namespace maxmin = astra::maxmin;
 
 #include "event_queue.h"
 #include "clock.h"
@@ -58,7 +68,7 @@ using astra::mix64;
 #include "routing.h"
 #include "analytical.h"
 #include "maxmin.h"
-#include "flow.h"
+#include "pipeline.h"
 #include "native_api.h"
 #include "matcher.h"
 #include "windowed_phase.h"
@@ -80,6 +90,8 @@ static PyMethodDef kernel_functions[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "native_send(capsule, src, dst, size_bytes, on_delivered, arg=None, tag=0): a message through a compiled "
      "model's send (the capsule astra.native_send); on_delivered(arg) when it is in."},
+    {"step_call", reinterpret_cast<PyCFunction>(kernel_step_call), METH_VARARGS,
+     "step_call(fn_address, ctx_address, arg=0): a compiled model's step fn(ctx, arg) as a Python callable."},
     {"round_ps", reinterpret_cast<PyCFunction>(kernel_round_ps), METH_O,
      "round_ps(t_ns): t rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
     {nullptr, nullptr, 0, nullptr}};
@@ -98,7 +110,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_analytical_links_type();
   init_shortest_paths_type();
   init_maxmin_type();
-  init_flow_links_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -113,7 +124,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
                {"MaxMin", &MaxMinType},
                {"ShortestPaths", &ShortestPathsType},
-               {"FlowLinks", &FlowLinksType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},
                {"OpProgram", &OpProgramType}, {"ProgramPhase", &ProgramPhaseType}};

@@ -25,7 +25,9 @@ each other, the cables down and when.
 
 from __future__ import annotations
 
+import math
 import os
+from array import array
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -235,10 +237,25 @@ def routing_without(topology: PhysicalTopology, down: Collection[int]) -> Any:
     )
 
 
+def link_changes(n_links: int, links: Sequence[int], bytes_per_ns: Sequence[float]) -> tuple[array, array]:
+    """The arguments of a compiled model's ``set_links`` over ``n_links`` links as the
+    arrays it reads: link ids (int32) and bandwidths (bytes/ns, doubles). Raises
+    IndexError for a link id out of range, ValueError for a bandwidth that is negative
+    or not finite, or for sequences of different lengths."""
+    if len(links) != len(bytes_per_ns):
+        raise ValueError("set_links: one bandwidth per link")
+    for link, bandwidth in zip(links, bytes_per_ns):
+        if not 0 <= link < n_links:
+            raise IndexError(f"set_links: no link {link} (links are 0..{n_links - 1})")
+        if not (bandwidth >= 0 and math.isfinite(bandwidth)):
+            raise ValueError(f"set_links: link {link}: bandwidth must be >= 0 and finite")
+    return array("i", links), array("d", bytes_per_ns)
+
+
 def set_kernel_links(
     model: Any, topology: PhysicalTopology, down: set[int], bytes_per_ns: Mapping[int, float]
 ) -> None:
-    """Change links of a compiled network model on ``topology`` (the kernel's
+    """Change links of a compiled network model on ``topology`` (flow's
     ``FlowLinks``, analytical-congestion's ``CongestionLinks``: their ``set_links``) now: ``bytes_per_ns[link]`` is link
     ``link``'s bandwidth (0: down). ``down``, the links down so far, is updated in place;
     when it changes the model gets the routing over the links up (:func:`routing_without`;

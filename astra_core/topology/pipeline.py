@@ -36,6 +36,6 @@ def pipeline_ns(
     """Transmission part (ns, latencies excluded) of a lone ``size_bytes`` message over
     links of ``ns_per_byte`` each (>= 1 link), in packets of ``payload_bytes`` +
     ``header_bytes``: the closed form above, computed by the simulation kernel
-    (``astra_core/cpp/kernel/flow.h``, which the flow model uses too). Raises
+    (``astra_core/cpp/include/astra_pipeline.h``, which the flow model uses too). Raises
     ValueError for no link, a payload that is not positive or a negative size."""
     return kernel().pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes)

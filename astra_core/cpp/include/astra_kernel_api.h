@@ -61,6 +61,14 @@ typedef struct {
      up to ``capacity`` link ids to ``links`` and returns how many the route has (call
      again with room for them all when that is more), or -1 with an exception set. */
   long long (*route)(PyObject* route, long long src, long long dst, long long key, int* links, long long capacity);
+  /* (2) t rounded to whole ps as Python's round(t, 3): a grid on which instants that
+     exact arithmetic makes equal stay equal */
+  double (*round_ps)(double t_ns);
+  /* (2) whether the queue's time is a whole number: 1 or 0, or -1 with an exception set */
+  int (*now_integral)(PyObject* events);
+  /* (2) the queue's step_end (a model's end-of-instant work, such as a re-solve) runs
+     before the clock next moves */
+  int (*request_step_end)(PyObject* events);
 } AstraKernelApi;
 
 typedef struct {

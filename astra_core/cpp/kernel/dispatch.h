@@ -36,10 +36,6 @@ static bool fire(const Call& c) {
       return tree_reduce(reinterpret_cast<TreePhase*>(c.obj), c.v.i);
     case CALL_PROGRAM_DONE:
       return program_done(reinterpret_cast<ProgramPhase*>(c.obj), c.v.i);
-    case CALL_FLOW_DRAINED:
-      return flow_drained(reinterpret_cast<FlowLinks*>(c.obj), c.v.i);
-    case CALL_FLOW_REALLOCATE:
-      return flow_reallocate(reinterpret_cast<FlowLinks*>(c.obj));
     case CALL_C_FN:
       return reinterpret_cast<AstraStepFn>(reinterpret_cast<void*>(c.obj))(reinterpret_cast<void*>(c.arg), c.v.i) == 0;
     default:

@@ -29,8 +29,6 @@ enum CallKind : uint8_t {
   CALL_TREE_GENERAL,    // TreePhase obj: the chunk is through local memory
   CALL_TREE_REDUCE,     // TreePhase obj: the chunk (v.i bytes) is in memory; reduce it
   CALL_PROGRAM_DONE,    // ProgramPhase obj: operation v.i is done
-  CALL_FLOW_DRAINED,    // FlowLinks obj: the drain event v.i (queue pair << 32 | version)
-  CALL_FLOW_REALLOCATE,  // FlowLinks obj: re-solve the rates after flows stopped
   CALL_C_FN,           // a compiled model's step: fn(ctx, v.i), fn and ctx (not Python objects) in obj, arg
 };
 

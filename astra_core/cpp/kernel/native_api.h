@@ -119,31 +119,40 @@ static long long api_route(PyObject* route, long long src, long long dst, long l
     if (!shortest_route(reinterpret_cast<ShortestPaths*>(route), src, dst, static_cast<uint64_t>(key), &hops))
       return -1;
   } else {
+    std::vector<int64_t> ids;
     PyObject* found = PyObject_CallFunction(route, "LLL", src, dst, key);
-    if (found == nullptr || !read_numbers(found, "a route: link ids", &hops)) {
+    if (found == nullptr || !read_numbers(found, "a route: link ids", &ids)) {
       Py_XDECREF(found);
       return -1;
     }
     Py_DECREF(found);
+    for (int64_t id : ids) hops.push_back(id < 0 || id > INT32_MAX ? -1 : static_cast<int32_t>(id));
   }
   long long n = static_cast<long long>(hops.size());
   for (long long i = 0; i < n && i < capacity; ++i) links[i] = hops[i];
   return n;
 }
 
-static AstraKernelApi kernel_api = {2,           api_now,         api_schedule,   api_deliver,   api_deliver_after,
-                                    api_discard, api_schedule_at, api_deliver_at, api_fail,      api_flow_hash,
-                                    api_route};
+static int api_now_integral(PyObject* events) {
+  EventQueue* q = api_queue(events);
+  return q == nullptr ? -1 : q->now_integral;
+}
+
+static int api_request_step_end(PyObject* events) {
+  EventQueue* q = api_queue(events);
+  if (q == nullptr) return -1;
+  q->step_pending = true;
+  return 0;
+}
+
+static AstraKernelApi kernel_api = {2,           api_now,         api_schedule,   api_deliver,      api_deliver_after,
+                                    api_discard, api_schedule_at, api_deliver_at, api_fail,         api_flow_hash,
+                                    api_route,   round_ps,        api_now_integral, api_request_step_end};
 
 // The kernel's own models through the same interface.
 static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,
                                   AstraToken token) {
   return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
-}
-
-static int flow_native_send(void* model, long long src, long long dst, long long size, long long tag,
-                            AstraToken token) {
-  return flow_send(reinterpret_cast<FlowLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
 static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, long long, long long, long long,
@@ -160,9 +169,6 @@ static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*) {
   return native_send_capsule(self, analytical_native_send);
 }
 
-static PyObject* FlowLinks_get_native_send(FlowLinks* self, void*) {
-  return native_send_capsule(self, flow_native_send);
-}
 
 // native_send(capsule, src, dst, size_bytes, on_delivered, arg=None, tag=0): a message
 // from Python through a compiled model's send, delivered as on_delivered(arg); the
@@ -178,4 +184,17 @@ static PyObject* kernel_native_send(PyObject*, PyObject* const* args, Py_ssize_t
     return nullptr;
   if (native->send(native->model, src, dst, size, tag, token_of(py_call(bound[4], bound[5]))) < 0) return nullptr;
   Py_RETURN_NONE;
+}
+
+// step_call(fn_address, ctx_address, arg=0): a compiled model's step fn(ctx, arg) as a
+// Python callable (a KernelCall), e.g. for EventQueue.step_end.
+static PyObject* kernel_step_call(PyObject*, PyObject* args) {
+  unsigned long long fn, ctx;
+  long long arg = 0;
+  if (!PyArg_ParseTuple(args, "KK|L", &fn, &ctx, &arg)) return nullptr;
+  if (fn == 0) return PyErr_Format(PyExc_ValueError, "step_call: no function");
+  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(static_cast<uintptr_t>(fn)),
+         reinterpret_cast<PyObject*>(static_cast<uintptr_t>(ctx)), {0}};
+  c.v.i = arg;
+  return as_callable(c);
 }

@@ -336,23 +336,10 @@ static void init_shortest_paths_type() {
 }
 
 // ---------------------------------------------------------------------------------
-// The route cache of the kernel's models (AnalyticalLinks, FlowLinks). Routes come
+// The route cache of the kernel's AnalyticalLinks (compiled models have astra_routes.h). Routes come
 // from a callable (the kernel's ShortestPaths above, or Python's): route(src, dst,
 // tag) -> link ids, or, with route_buckets > 0, route(src, dst, flow_hash(src, dst,
 // tag) % route_buckets), asked once per bucket and kept.
-
-struct RouteKey {
-  int64_t src, dst;
-  uint64_t bucket;
-  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
-};
-
-struct RouteKeyHash {
-  size_t operator()(const RouteKey& k) const {
-    return static_cast<size_t>(mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
-                                     mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
-  }
-};
 
 typedef FlatMap<RouteKey, PyObject*, RouteKeyHash> RouteCache;
 

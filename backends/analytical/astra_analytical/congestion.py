@@ -31,6 +31,7 @@ from astra.plugin import (
     from_network,
     kernel,
     kernel_api_address,
+    link_changes,
     load,
     native_send_capsule,
     set_kernel_links,
@@ -117,15 +118,13 @@ class CongestionLinks:
         (those whose route ahead went down are sent again). Raises IndexError for an
         unknown link, ValueError for a bandwidth that is negative or not finite or for
         sequences of different lengths."""
-        if len(links) != len(bytes_per_ns):
-            raise ValueError("set_links: one bandwidth per link")
-        changed, bandwidth = array("i", links), array("d", bytes_per_ns)
+        changed, bandwidth = link_changes(self._links, links, bytes_per_ns)
+        if route is not None:
+            self._kept = (self._kept[0], route)
         self._lib.astra_congestion_set_links(
             self._handle, len(changed), changed.buffer_info()[0], bandwidth.buffer_info()[0],
             route, route is not None,
         )  # fmt: skip
-        if route is not None:
-            self._kept = (self._kept[0], route)
 
 
 class CongestionAwareNetwork:

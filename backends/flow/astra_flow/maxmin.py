@@ -51,9 +51,10 @@ the link each fills (then no other rate changes).
 ``tests/backends/flow/test_maxmin.py`` checks the rates against progressive
 filling from scratch after every change.
 
-The solver is C++, part of the simulation kernel (``astra_core/cpp/kernel/
-maxmin.h``, built by :func:`astra_core.events.kernel`), where the flow model
-(:mod:`astra_flow.network`) calls it without Python; this module is its
+The solver is C++, a public header of the simulation kernel
+(``astra_core/cpp/include/astra_maxmin.h``), which the flow model
+(``cpp/flow.cc``) calls without Python and the kernel offers to Python as
+``MaxMin`` (built by :func:`astra_core.events.kernel`); this module is its
 Python face for the tests and for other models. Its iteration orders are
 its lists' own (a bundle's flows and links in the order they joined, but where
 a removal moved the last into its place; changed links ascending), never a

@@ -44,8 +44,9 @@ link, ``link_bytes`` (data and ACK wire bytes that crossed it),
 ``link_busy_ns`` (those bytes at the link's rate: the time it was busy) and
 ``peak_flows`` (the most flows crossing it at once).
 
-The model is the simulation kernel's ``FlowLinks`` (``astra_core/cpp/kernel/
-flow.h``, with the solver of :mod:`astra_flow.maxmin`): the system layer's
+The model is compiled C++ of this distribution (``cpp/flow.cc``, held by
+:class:`astra_flow.links.FlowLinks`), built on the kernel's public interface
+with the shared max-min solver of :mod:`astra_flow.maxmin`: the system layer's
 matcher hands it each message without a Python call, and it asks Python only
 for a route it has not seen. The flows the solver holds at one link at one
 rate drain on their bundle's clock, with one drain event per bundle: a new
@@ -57,8 +58,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from astra.plugin import EventQueue, PhysicalTopology, Topology, kernel, set_kernel_links
+from astra.plugin import EventQueue, PhysicalTopology, Topology, set_kernel_links
 from astra_flow.config import FlowConfig, load_config
+from astra_flow.links import FlowLinks
 
 #: Gbps (10^9 bit/s) in bytes/ns.
 _BYTES_PER_NS_PER_GBPS = 0.125
@@ -81,7 +83,7 @@ class FlowNetwork:
         self.shares_links = True
         self.events = EventQueue()
         self.schedule = self.events.schedule  # hot path: no wrapper call
-        self._links = kernel().FlowLinks(
+        self._links = FlowLinks(
             self.events,
             physical.kernel_route,
             physical.link_bandwidth,
@@ -94,7 +96,6 @@ class FlowNetwork:
             config.reallocation_delay_ns,
         )
         self._down: set[int] = set()  # links down now (change_links)
-        self.events.step_end = self._links.solve
         self.send = self._links.send
         #: The model's send for the kernel's matcher (docs/plugins.md, "A compiled network
         #: model"): a message costs no Python call but its queue pair's route.

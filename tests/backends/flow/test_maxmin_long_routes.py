@@ -1,5 +1,5 @@
 """The solver on flows of many links: past the links a flow keeps in itself
-(maxmin.h, kInlineLinks = 6) they live on the heap, and a flow number reused by
+(astra_maxmin.h, kInlineLinks = 6) they live on the heap, and a flow number reused by
 a flow of another length moves between the two. Rates must still be max-min:
 the same as progressive filling from scratch (test_maxmin's reference), with
 flows of 1 to 12 links added, removed and freed at random."""

@@ -1,12 +1,12 @@
 // The congestion-aware analytical model (upstream astra-network-analytical
 // congestion_aware), a compiled network model on the kernel's public interface
-// (astra_kernel_api.h, astra_flat_map.h): it uses no Python C API.
+// (astra_kernel_api.h, astra_routes.h): it uses no Python C API.
 //
 // A message crosses its route link by link, store and forward; a link serves one
 // message at a time, first come first served. Serving B bytes keeps a link busy
 // int(B / bandwidth) ns, and the message is at the link's far end int(latency +
 // B / bandwidth) ns after it started (both truncated as upstream's Link). Routes
-// come from the kernel's routing (api->route): with route_buckets > 0 a route
+// come from the kernel's routing (astra_routes.h): with route_buckets > 0 a route
 // depends on (src, dst, flow_hash(src, dst, tag) % route_buckets) only, asked once
 // per bucket and kept here.
 //
@@ -24,21 +24,9 @@
 
 #include "astra_flat_map.h"
 #include "astra_kernel_api.h"
+#include "astra_routes.h"
 
 namespace astra_congestion {
-
-struct RouteKey {
-  int64_t src, dst;
-  uint64_t bucket;
-  bool operator==(const RouteKey& o) const { return src == o.src && dst == o.dst && bucket == o.bucket; }
-};
-
-struct RouteKeyHash {
-  size_t operator()(const RouteKey& k) const {
-    return static_cast<size_t>(astra::mix64(static_cast<uint64_t>(k.src) * 0x9E3779B97F4A7C15ULL ^
-                                            astra::mix64(static_cast<uint64_t>(k.dst) ^ (k.bucket << 40))));
-  }
-};
 
 struct Message {
   std::vector<int32_t> route;  // link ids
@@ -62,43 +50,13 @@ struct Link {
 struct Model {
   const AstraKernelApi* api;
   PyObject* events;  // the kernel's EventQueue, kept alive by the Python side
-  PyObject* route;   // the routing, kept alive by the Python side
-  long long route_buckets;
+  std::unique_ptr<astra::Routes> routes;  // its routing is kept alive by the Python side
   std::vector<Link> links;
   std::vector<Message> messages;  // in flight, by slot
   std::vector<uint32_t> free_slots;
-  astra::FlatMap<RouteKey, uint32_t, RouteKeyHash> cached;  // (src, dst, bucket) -> routes index
-  std::vector<std::vector<int32_t>> routes;
-  std::vector<int> scratch;
   long long sent = 0;
   AstraNativeSend native;
 };
-
-// The route of (src, dst, tag) into ``out``; false with an exception set.
-static bool find_route(Model* m, int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
-  RouteKey key{src, dst, 0};
-  if (m->route_buckets > 0) {
-    key.bucket = m->api->flow_hash(src, dst, tag) % static_cast<uint64_t>(m->route_buckets);
-    if (uint32_t* found = m->cached.find(key)) {
-      const std::vector<int32_t>& route = m->routes[*found];
-      out->assign(route.begin(), route.end());
-      return true;
-    }
-  }
-  long long third = m->route_buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
-  long long n = m->api->route(m->route, src, dst, third, m->scratch.data(), static_cast<long long>(m->scratch.size()));
-  if (n > static_cast<long long>(m->scratch.size())) {
-    m->scratch.resize(n);
-    n = m->api->route(m->route, src, dst, third, m->scratch.data(), n);
-  }
-  if (n < 0) return false;
-  out->assign(m->scratch.begin(), m->scratch.begin() + n);
-  if (m->route_buckets > 0) {
-    m->cached.insert(key, static_cast<uint32_t>(m->routes.size()));
-    m->routes.push_back(*out);
-  }
-  return true;
-}
 
 static int hop_arrived(void* ctx, long long slot);
 static int link_free(void* ctx, long long link_id);
@@ -146,7 +104,7 @@ static int send(void* model, long long src, long long dst, long long size, long 
     m->messages.emplace_back();
   }
   Message& msg = m->messages[slot];
-  if (!find_route(m, src, dst, tag, &msg.route)) {
+  if (!m->routes->find(src, dst, tag, &msg.route)) {
     m->free_slots.push_back(slot);
     m->api->discard(token);
     return -1;
@@ -169,7 +127,7 @@ static int send(void* model, long long src, long long dst, long long size, long 
 // Message ``slot`` starts again from its source, on the route the routing gives now.
 static int resend(Model* m, uint32_t slot) {
   Message& msg = m->messages[slot];
-  if (!find_route(m, msg.src, msg.dst, msg.tag, &msg.route)) return -1;
+  if (!m->routes->find(msg.src, msg.dst, msg.tag, &msg.route)) return -1;
   msg.hop = 0;
   msg.resend = false;
   return enqueue(m, slot);
@@ -205,22 +163,6 @@ static bool crosses_down(const Model* m, const Message& msg) {
     if (link >= 0 && static_cast<size_t>(link) < m->links.size() && m->links[link].down) return true;
   }
   return false;
-}
-
-// The changes of set_links are valid: link ids in range, bandwidths >= 0 and finite.
-static int check_changes(const Model* m, long long n, const int32_t* changed, const double* bandwidth) {
-  char text[128];
-  for (long long i = 0; i < n; ++i) {
-    if (changed[i] < 0 || static_cast<size_t>(changed[i]) >= m->links.size()) {
-      snprintf(text, sizeof text, "set_links: no link %d (links are 0..%zu)", changed[i], m->links.size() - 1);
-      return m->api->fail(ASTRA_INDEX_ERROR, text);
-    }
-    if (!(bandwidth[i] >= 0 && bandwidth[i] < INFINITY)) {
-      snprintf(text, sizeof text, "set_links: link %d: bandwidth must be >= 0 and finite", changed[i]);
-      return m->api->fail(ASTRA_VALUE_ERROR, text);
-    }
-  }
-  return 0;
 }
 
 // Messages whose route ahead crosses a link that went down: those waiting in a
@@ -268,9 +210,7 @@ long long astra_congestion_new(long long api, PyObject* events, PyObject* route,
   auto m = std::make_unique<astra_congestion::Model>();
   m->api = kernel_api;
   m->events = events;
-  m->route = route;
-  m->route_buckets = route_buckets;
-  m->scratch.resize(64);
+  m->routes = std::make_unique<astra::Routes>(kernel_api, route, route_buckets, true);
   const double* bandwidth = reinterpret_cast<const double*>(static_cast<intptr_t>(bytes_per_ns));
   const double* latency = reinterpret_cast<const double*>(static_cast<intptr_t>(latency_ns));
   m->links.resize(n_links);
@@ -308,18 +248,18 @@ void astra_congestion_counters(long long handle, int which, long long out) {
 }
 
 // Links change now: ``bytes_per_ns[i]`` for link ``links[i]`` (0: down; int32 and
-// double arrays of ``n``); with ``new_route`` set, ``route`` is the routing over the
-// links up, which every message sent from now on takes. A message transmitting keeps
-// its times; one whose route ahead crosses a link that went down is sent again from
-// its source on its new route (RoCE's go-back-N retransmission): at once if it waits
-// in a link's queue, else when its current hop ends (a message on the link that went
-// down is lost there). 0, or -1 with an exception set.
+// double arrays of ``n``, checked by the caller: astra.plugin.link_changes); with
+// ``new_route`` set, ``route`` is the routing over the links up, which every message
+// sent from now on takes. A message transmitting keeps its times; one whose route
+// ahead crosses a link that went down is sent again from its source on its new route
+// (RoCE's go-back-N retransmission): at once if it waits in a link's queue, else when
+// its current hop ends (a message on the link that went down is lost there). 0, or -1
+// with an exception set.
 int astra_congestion_set_links(long long handle, long long n, long long links, long long bytes_per_ns,
                                PyObject* route, int new_route) {
   astra_congestion::Model* m = astra_congestion::model_of(handle);
   const int32_t* changed = reinterpret_cast<const int32_t*>(static_cast<intptr_t>(links));
   const double* bandwidth = reinterpret_cast<const double*>(static_cast<intptr_t>(bytes_per_ns));
-  if (astra_congestion::check_changes(m, n, changed, bandwidth) < 0) return -1;
   bool went_down = false;
   for (long long i = 0; i < n; ++i) {
     astra_congestion::Link& link = m->links[changed[i]];
@@ -327,11 +267,7 @@ int astra_congestion_set_links(long long handle, long long n, long long links, l
     link.down = bandwidth[i] == 0.0;
     if (bandwidth[i] > 0.0) link.bytes_per_ns = bandwidth[i];
   }
-  if (new_route) {
-    m->route = route;
-    m->cached.clear();
-    m->routes.clear();
-  }
+  if (new_route) m->routes->set(route);
   return went_down ? astra_congestion::reroute_after_down(m) : 0;
 }
 
