@@ -4,13 +4,16 @@
 # make docs   build the user guide (mkdocs, warnings are errors) into build/site
 # make bench  the speed guard: every headline benchmark against its last accepted figure
 #             (benchmarks/guard.py; fails on a regression beyond the noise band)
+# make sanitize  the kernel's headers, the kernel and the compiled models under
+#             AddressSanitizer and UndefinedBehaviorSanitizer: the C++ unit tests, then
+#             the kernel's and the models' tests, the reference-leak check among them
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: setup demo test docs bench clean
+.PHONY: setup demo test docs bench sanitize clean
 
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml \
 		backends/garnetlike/pyproject.toml backends/ns3/pyproject.toml \
@@ -61,6 +64,22 @@ docs: setup
 
 bench: setup
 	$(BIN)/python benchmarks/guard.py --against recorded
+
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+SANITIZE_CXX := $(or $(CXX),g++)
+sanitize: setup
+	mkdir -p build
+	$(SANITIZE_CXX) -std=c++17 -O1 -ffp-contract=off $(SANITIZE_FLAGS) -Iastra_core/cpp/include \
+		tests/cpp/units.cc -o build/units-sanitized
+	build/units-sanitized
+	# the kernel and the models built with the sanitizers into a cache of their own; Python
+	# itself is not built with them, so ASan's runtime comes first and leaks are not counted
+	ASTRA_NATIVE_CACHE=build/native-sanitized ASTRA_NATIVE_CXXFLAGS="$(SANITIZE_FLAGS)" \
+		LD_PRELOAD="$$($(SANITIZE_CXX) -print-file-name=libasan.so) $$($(SANITIZE_CXX) -print-file-name=libubsan.so)" \
+		ASAN_OPTIONS=detect_leaks=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py \
+		tests/backends/test_compiled_models.py tests/backends/test_link_changes.py tests/backends/flow \
+		tests/backends/test_native_backend.py tests/topology/test_routing.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

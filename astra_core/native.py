@@ -28,6 +28,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -119,8 +120,10 @@ def compile_library(
     name: str, sources: Sequence[Path], cxx: str, flags: Sequence[str] = (), headers: Sequence[Path] = ()
 ) -> Path:
     """The cached library, compiling it first if needed (``flags`` after
-    :data:`CXXFLAGS`; ``headers``, which the sources include, are part of its key).
+    :data:`CXXFLAGS`, then ``$ASTRA_NATIVE_CXXFLAGS``, e.g. sanitizers; ``headers``,
+    which the sources include, are part of its key).
     Raises NativeUnavailable with the compiler's first error line."""
+    flags = (*flags, *shlex.split(os.environ.get("ASTRA_NATIVE_CXXFLAGS", "")))
     target = library_path(name, sources, cxx, flags, headers)
     if target.is_file():
         return target

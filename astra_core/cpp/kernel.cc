@@ -23,9 +23,11 @@
 
 #include "astra_kernel_api.h"
 #include "astra_flat_map.h"
+#include "astra_heap.h"
 #include "astra_maxmin.h"
 #include "astra_pipeline.h"
 #include "astra_routes.h"
+#include "astra_routing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -59,6 +61,8 @@ using astra::pipeline_ns;
 using astra::pipeline_terms;
 using astra::RouteKey;
 using astra::RouteKeyHash;
+using astra::RoutingGraph;
+using astra::flow_hash;
 namespace maxmin = astra::maxmin;
 
 #include "event_queue.h"

@@ -69,6 +69,19 @@ typedef struct {
   /* (2) the queue's step_end (a model's end-of-instant work, such as a re-solve) runs
      before the clock next moves */
   int (*request_step_end)(PyObject* events);
+  /* (2) The queue owns the model from now: destroy(model) runs when the queue is cleared
+     or freed (after its events and held deliveries are released, so that none of them
+     outlives the model). On error the model is destroyed at once. */
+  int (*adopt)(PyObject* events, void* model, void (*destroy)(void* model));
+  /* (2) the queue holds a reference to ``object`` (a routing the model calls) as long
+     as it lives */
+  int (*keep)(PyObject* events, PyObject* object);
+  /* (2) the queue holds a delivery for the model, which keeps the slot returned (>= 0;
+     -1 with an exception set, the token discarded): the garbage collector sees what
+     the delivery references through the queue. ``take`` gives it back (an empty token
+     with an exception set for a slot not held). */
+  long long (*hold)(PyObject* events, AstraToken token);
+  AstraToken (*take)(PyObject* events, long long slot);
 } AstraKernelApi;
 
 typedef struct {

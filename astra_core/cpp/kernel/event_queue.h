@@ -93,48 +93,25 @@ struct Later {
   }
 };
 
-// The heap is 4-ary (children of i: 4i+1 .. 4i+4): half the levels of a binary heap,
-// so an event (56 bytes) moves half as often; the order is (time, sequence) either way.
-static const size_t HEAP_ARITY = 4;
+// The queue's heap (astra_heap.h) ordered by Later.
+static inline void heap_pop(BigVector<Event>& heap, Event& out) { astra::heap_pop<Event, Later>(heap, out); }
+static inline void heap_push(BigVector<Event>& heap, const Event& e) { astra::heap_push<Event, Later>(heap, e); }
 
-// One event less on a heap kept by hand (sift-down from the root), the hot path.
-static inline void heap_pop(BigVector<Event>& heap, Event& out) {
-  out = heap.front();
-  Event last = heap.back();
-  heap.pop_back();
-  size_t n = heap.size();
-  if (n == 0) return;
-  size_t i = 0;
-  Later later;
-  for (;;) {
-    size_t first = HEAP_ARITY * i + 1;
-    if (first >= n) break;
-    size_t best = first, end = first + HEAP_ARITY < n ? first + HEAP_ARITY : n;
-    for (size_t c = first + 1; c < end; ++c)
-      if (later(heap[best], heap[c])) best = c;
-    if (!later(last, heap[best])) break;
-    heap[i] = heap[best];
-    i = best;
-  }
-  heap[i] = last;
-}
-
-static inline void heap_push(BigVector<Event>& heap, const Event& e) {
-  heap.push_back(e);
-  size_t i = heap.size() - 1;
-  Later later;
-  while (i > 0) {
-    size_t parent = (i - 1) / HEAP_ARITY;
-    if (!later(heap[parent], e)) break;
-    heap[i] = heap[parent];
-    i = parent;
-  }
-  heap[i] = e;
-}
+// What a queue owns for the compiled models that run on it (the C API's adopt, keep,
+// hold and take): the models themselves, destroyed with the queue, so that no event or
+// step of theirs outlives them; the Python objects they use; and the deliveries they
+// wait to make, which the garbage collector sees through the queue.
+struct QueueOwned {
+  BigVector<Call> held;           // by slot; a free slot's call is CALL_NONE
+  std::vector<int64_t> free_held;  // slots to reuse
+  std::vector<std::pair<void*, void (*)(void*)>> adopted;
+  std::vector<PyObject*> kept;  // owned
+};
 
 struct EventQueue {
   PyObject_HEAD
   BigVector<Event>* heap;
+  QueueOwned* owned;
   uint64_t seq;
   double now;
   bool now_integral;
@@ -265,6 +242,7 @@ static PyObject* EventQueue_new(PyTypeObject* type, PyObject*, PyObject*) {
   EventQueue* q = reinterpret_cast<EventQueue*>(type->tp_alloc(type, 0));
   if (q == nullptr) return nullptr;
   q->heap = new BigVector<Event>();
+  q->owned = new QueueOwned();
   q->seq = 0;
   q->now = 0;
   q->now_integral = true;
@@ -285,6 +263,10 @@ static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
       VISIT_CALL(e.call);
     }
   }
+  if (q->owned != nullptr) {
+    for (const Call& c : q->owned->held) VISIT_CALL(c);
+    for (PyObject* o : q->owned->kept) Py_VISIT(o);
+  }
   return 0;
 }
 
@@ -295,8 +277,20 @@ static void clear_heap(EventQueue* q) {
   for (Event& e : events) release(e.call);
 }
 
+// Releases what the queue owns for its models: their held deliveries, then the models
+// (newest first), then the objects kept for them.
+static void clear_owned(EventQueue* q) {
+  if (q->owned == nullptr) return;
+  QueueOwned owned;
+  std::swap(owned, *q->owned);
+  for (Call& c : owned.held) release(c);
+  for (auto at = owned.adopted.rbegin(); at != owned.adopted.rend(); ++at) at->second(at->first);
+  for (PyObject* o : owned.kept) Py_DECREF(o);
+}
+
 static int EventQueue_clear(EventQueue* q) {
   clear_heap(q);
+  clear_owned(q);
   Py_CLEAR(q->progress);
   Py_CLEAR(q->step_end);
   return 0;
@@ -306,6 +300,7 @@ static void EventQueue_dealloc(EventQueue* q) {
   PyObject_GC_UnTrack(q);
   EventQueue_clear(q);
   delete q->heap;
+  delete q->owned;
   Py_TYPE(q)->tp_free(reinterpret_cast<PyObject*>(q));
 }
 

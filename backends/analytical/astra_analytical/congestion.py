@@ -16,7 +16,6 @@ and any physical topology work.
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -41,7 +40,6 @@ from astra.plugin import (
 SOURCE = Path(__file__).resolve().parent / "cpp" / "congestion.cc"
 _SIGNATURES = {
     "astra_congestion_new": ("int64", ("int64", "object", "object", "int64", "int64", "int64", "int64")),
-    "astra_congestion_free": ("void", ("int64",)),
     "astra_congestion_native_send": ("int64", ("int64",)),
     "astra_congestion_messages": ("int64", ("int64",)),
     "astra_congestion_counters": ("void", ("int64", "int", "int64")),
@@ -58,8 +56,8 @@ class CongestionLinks:
     gives a message's link ids; with ``route_buckets > 0``, ``route(src, dst,
     bucket)`` gives those of flow bucket ``flow_hash(src, dst, tag) % route_buckets``,
     asked for once. ``bytes_per_ns[i]`` and ``latency_ns[i]`` describe link ``i``.
-    Raises ValueError when they differ in length; NativeUnavailable when the model
-    cannot be built.
+    The model belongs to ``events`` (freed with it). Raises ValueError when they
+    differ in length; NativeUnavailable when the model cannot be built.
     """
 
     def __init__(
@@ -74,13 +72,12 @@ class CongestionLinks:
             raise ValueError("one bandwidth and one latency per link")
         self._lib = load("astra_congestion", [SOURCE], _SIGNATURES, KERNEL_HEADERS)
         self._links = len(bytes_per_ns)
-        self._kept = (events, route)  # the model holds them without a reference
+        self._events = events  # which owns the model, and keeps route
         bandwidth, latency = array("d", bytes_per_ns), array("d", latency_ns)
         self._handle = self._lib.astra_congestion_new(
             kernel_api_address(), events, route, route_buckets, self._links,
             bandwidth.buffer_info()[0], latency.buffer_info()[0],
         )  # fmt: skip
-        weakref.finalize(self, self._lib.astra_congestion_free, self._handle)
         #: The model's send for the kernel's matcher (a capsule ``astra.native_send``).
         self.native_send = native_send_capsule(self._lib.astra_congestion_native_send(self._handle))
         #: ``send(src, dst, size_bytes, on_delivered, arg=None, tag=0)``: a message from
@@ -119,8 +116,6 @@ class CongestionLinks:
         unknown link, ValueError for a bandwidth that is negative or not finite or for
         sequences of different lengths."""
         changed, bandwidth = link_changes(self._links, links, bytes_per_ns)
-        if route is not None:
-            self._kept = (self._kept[0], route)
         self._lib.astra_congestion_set_links(
             self._handle, len(changed), changed.buffer_info()[0], bandwidth.buffer_info()[0],
             route, route is not None,

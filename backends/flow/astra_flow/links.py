@@ -6,7 +6,6 @@ kernel's public interface, built on first use (:func:`astra.plugin.load`).
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -31,7 +30,6 @@ _SIGNATURES = {
         ("int64", "object", "object", "int", "int64", "int64", "int64", "int64", "int64", "int64")
         + ("double", "double", "double", "int"),
     ),
-    "astra_flow_free": ("void", ("int64",)),
     "astra_flow_native_send": ("int64", ("int64",)),
     "astra_flow_solve_step": ("int64", ()),
     "astra_flow_messages": ("int64", ("int64",)),
@@ -48,12 +46,6 @@ def _address(buffer: array) -> int:
     return buffer.buffer_info()[0]
 
 
-def _free(lib: Any, handle: int, events: EventQueue) -> None:
-    """Frees a model, first taking its re-solve off the queue it runs on."""
-    events.step_end = None
-    lib.astra_flow_free(handle)
-
-
 class FlowLinks:
     """The flow backend's max-min fair queue pairs on the kernel's event queue
     ``events``.
@@ -67,7 +59,7 @@ class FlowLinks:
     queue's ``step_end`` becomes the model's re-solve (:attr:`solve`). Raises
     ValueError for links of different counts, a bandwidth that is not positive and
     finite, or settings out of range; NativeUnavailable when the model cannot be
-    built.
+    built. The model belongs to ``events`` (freed with it).
     """
 
     def __init__(
@@ -87,7 +79,7 @@ class FlowLinks:
             raise ValueError("one bandwidth and one latency per link")
         self._lib = lib = load("astra_flow", [SOURCE], _SIGNATURES, KERNEL_HEADERS)
         self._links = len(bytes_per_ns)
-        self._kept = (events, route)  # the model holds them without a reference
+        self._events = events  # which owns the model, and keeps route
         bandwidth, latency = array("d", bytes_per_ns), array("d", latency_ns)
         keep_routes = not isinstance(route, kernel().ShortestPaths)  # the kernel's keeps its own
         self._handle = lib.astra_flow_new(
@@ -95,7 +87,6 @@ class FlowLinks:
             _address(bandwidth), _address(latency), payload_bytes, header_bytes,
             ack_weight, cap_bytes_per_ns, reallocation_delay_ns, isinstance(reallocation_delay_ns, int),
         )  # fmt: skip
-        weakref.finalize(self, _free, lib, self._handle, events)
         #: The model's send for the kernel's matcher (a capsule ``astra.native_send``).
         self.native_send = native_send_capsule(lib.astra_flow_native_send(self._handle))
         #: ``send(src, dst, size_bytes, on_delivered, arg=None, tag=0)``: a message from
@@ -164,8 +155,6 @@ class FlowLinks:
         follows from now. Raises what :func:`astra.plugin.link_changes` raises, and
         ValueError for a pair of NPUs left without a route."""
         changed, bandwidth = link_changes(self._links, links, bytes_per_ns)
-        if route is not None:
-            self._kept = (self._kept[0], route)
         self._lib.astra_flow_set_links(
             self._handle, len(changed), _address(changed), _address(bandwidth), route, route is not None
         )

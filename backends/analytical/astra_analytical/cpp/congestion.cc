@@ -32,7 +32,7 @@ struct Message {
   std::vector<int32_t> route;  // link ids
   size_t hop = 0;
   int64_t size = 0;
-  AstraToken token{};  // its delivery
+  long long held = -1;  // its delivery, held by the queue (api->hold)
   int64_t src = 0, dst = 0, tag = 0;
   bool active = false;
   bool resend = false;  // sent again from its source when its current hop ends (set_links)
@@ -113,9 +113,13 @@ static int send(void* model, long long src, long long dst, long long size, long 
     m->free_slots.push_back(slot);
     return m->api->deliver_after(m->events, 0, 1, token);
   }
+  msg.held = m->api->hold(m->events, token);
+  if (msg.held < 0) {
+    m->free_slots.push_back(slot);
+    return -1;
+  }
   msg.hop = 0;
   msg.size = size;
-  msg.token = token;
   msg.src = src;
   msg.dst = dst;
   msg.tag = tag;
@@ -138,8 +142,8 @@ static int hop_arrived(void* ctx, long long slot) {
   Message& msg = m->messages[slot];
   if (msg.resend) return resend(m, static_cast<uint32_t>(slot));
   if (++msg.hop < msg.route.size()) return enqueue(m, static_cast<uint32_t>(slot));
-  AstraToken token = msg.token;
-  msg.token = AstraToken{};
+  AstraToken token = m->api->take(m->events, msg.held);
+  msg.held = -1;
   msg.active = false;
   m->free_slots.push_back(static_cast<uint32_t>(slot));
   return m->api->deliver(token);
@@ -191,6 +195,9 @@ static int reroute_after_down(Model* m) {
 
 static Model* model_of(long long handle) { return reinterpret_cast<Model*>(static_cast<intptr_t>(handle)); }
 
+// The queue's end of a model it adopted.
+static void destroy(void* model) { std::unique_ptr<Model> owned(static_cast<Model*>(model)); }
+
 }  // namespace astra_congestion
 
 // The functions below keep to their names: cppyy's JIT compiles every model into one
@@ -199,7 +206,8 @@ static Model* model_of(long long handle) { return reinterpret_cast<Model*>(stati
 extern "C" {
 
 // A model of ``n_links`` links (bytes/ns and ns per link at the addresses given) on
-// the EventQueue ``events``, routed by ``route``; its handle, or 0 with an exception set.
+// the EventQueue ``events``, routed by ``route``, owned by the queue (api->adopt) and
+// alive as long as it is; its handle, or 0 with an exception set.
 long long astra_congestion_new(long long api, PyObject* events, PyObject* route, long long route_buckets,
                                long long n_links, long long bytes_per_ns, long long latency_ns) {
   const AstraKernelApi* kernel_api = reinterpret_cast<const AstraKernelApi*>(static_cast<intptr_t>(api));
@@ -219,14 +227,10 @@ long long astra_congestion_new(long long api, PyObject* events, PyObject* route,
     m->links[i].latency_ns = latency[i];
   }
   m->native = AstraNativeSend{astra_congestion::send, m.get()};
-  return static_cast<long long>(reinterpret_cast<intptr_t>(m.release()));
-}
-
-// Frees a model; the deliveries of messages still in flight (a stopped run) are discarded.
-void astra_congestion_free(long long handle) {
-  std::unique_ptr<astra_congestion::Model> m(astra_congestion::model_of(handle));
-  for (astra_congestion::Message& msg : m->messages)
-    if (msg.active) m->api->discard(msg.token);
+  if (kernel_api->keep(events, route) < 0) return 0;
+  astra_congestion::Model* model = m.release();
+  if (kernel_api->adopt(events, model, astra_congestion::destroy) < 0) return 0;
+  return static_cast<long long>(reinterpret_cast<intptr_t>(model));
 }
 
 // The address of the model's AstraNativeSend (for the capsule "astra.native_send").
@@ -267,7 +271,10 @@ int astra_congestion_set_links(long long handle, long long n, long long links, l
     link.down = bandwidth[i] == 0.0;
     if (bandwidth[i] > 0.0) link.bytes_per_ns = bandwidth[i];
   }
-  if (new_route) m->routes->set(route);
+  if (new_route) {
+    if (m->api->keep(m->events, route) < 0) return -1;
+    m->routes->set(route);
+  }
   return went_down ? astra_congestion::reroute_after_down(m) : 0;
 }
 

@@ -47,7 +47,7 @@ namespace maxmin = astra::maxmin;
 struct FlowMessage {
   int64_t size;
   int32_t next;  // the queue pair's next message (-1: none)
-  AstraToken token;  // its delivery
+  long long held;  // its delivery, held by the queue (api->hold)
 };
 
 // A queue pair (src, dst, tag): one flow of the solver, whose number indexes it.
@@ -309,6 +309,8 @@ static int flow_send(void* model, long long src, long long dst, long long size, 
       return -1;
     }
   }
+  long long held = self->api->hold(self->events, token);
+  if (held < 0) return -1;
   int32_t message;
   if (!m.free_messages.empty()) {
     message = m.free_messages.back();
@@ -317,7 +319,7 @@ static int flow_send(void* model, long long src, long long dst, long long size, 
     message = static_cast<int32_t>(m.pool.size());
     m.pool.emplace_back();
   }
-  m.pool[message] = FlowMessage{size, -1, token};
+  m.pool[message] = FlowMessage{size, -1, held};
   FlowQueuePair& qp = m.qps[id];
   if (qp.tail >= 0) m.pool[qp.tail].next = message;
   else qp.head = message;
@@ -422,8 +424,8 @@ static int flow_head_drained(Model* self, int id, double now) {
   int32_t message = qp.head;
   FlowMessage& head = m.pool[message];
   int64_t size = head.size;
-  AstraToken token = head.token;
-  head.token = AstraToken{};
+  AstraToken token = self->api->take(self->events, head.held);
+  head.held = -1;
   qp.head = head.next;
   if (qp.head < 0) qp.tail = -1;
   m.free_messages.push_back(message);
@@ -509,7 +511,10 @@ static bool flow_set_links(Model* self, const std::vector<int32_t>& changed, con
     m.down[link] = bandwidth[i] == 0.0;
     if (bandwidth[i] > 0.0) m.ns_per_byte[link] = 1 / bandwidth[i];
   }
-  if (new_route) self->routes->set(route);
+  if (new_route) {
+    if (self->api->keep(self->events, route) < 0) return false;
+    self->routes->set(route);
+  }
   // the queue pairs that move, with their new paths
   struct Move {
     int id;
@@ -597,6 +602,9 @@ static bool flow_set_links(Model* self, const std::vector<int32_t>& changed, con
 
 static Model* model_of(long long handle) { return reinterpret_cast<Model*>(static_cast<intptr_t>(handle)); }
 
+// The queue's end of a model it adopted.
+static void destroy(void* model) { std::unique_ptr<Model> owned(static_cast<Model*>(model)); }
+
 template <class T>
 static T* array_at(long long address) {
   return reinterpret_cast<T*>(static_cast<intptr_t>(address));
@@ -625,7 +633,8 @@ extern "C" {
 // ``keep_routes``, each bucket's route is asked for once); packets of ``payload`` +
 // ``header`` bytes, ACKs at ``ack_weight`` of the data on the reverse routes, flows
 // capped at ``cap`` bytes/ns (0: none), rates re-solved ``delay_ns`` after flows stop
-// (``delay_integral``: a whole number). Its handle, or 0 with an exception set.
+// (``delay_integral``: a whole number). The queue owns it (api->adopt) and keeps it
+// alive as long as it lives. Its handle, or 0 with an exception set.
 long long astra_flow_new(long long api, PyObject* events, PyObject* route, int keep_routes, long long route_buckets,
                          long long n_links, long long bytes_per_ns, long long latency_ns, long long payload,
                          long long header, double ack_weight, double cap, double delay_ns, int delay_integral) {
@@ -649,13 +658,10 @@ long long astra_flow_new(long long api, PyObject* events, PyObject* route, int k
   m.reallocation_delay = delay_ns;
   m.reallocation_integral = delay_integral != 0;
   self->native = AstraNativeSend{flow_send, self.get()};
-  return static_cast<long long>(reinterpret_cast<intptr_t>(self.release()));
-}
-
-// Frees a model; the deliveries of messages still queued (a stopped run) are discarded.
-void astra_flow_free(long long handle) {
-  std::unique_ptr<astra_flow::Model> self(astra_flow::model_of(handle));
-  for (astra_flow::FlowMessage& message : self->m->pool) self->api->discard(message.token);
+  if (kernel_api->keep(events, route) < 0) return 0;
+  Model* model = self.release();
+  if (kernel_api->adopt(events, model, destroy) < 0) return 0;
+  return static_cast<long long>(reinterpret_cast<intptr_t>(model));
 }
 
 // The address of the model's AstraNativeSend (for the capsule "astra.native_send").
