@@ -57,7 +57,8 @@ test: setup docs
 	# where no C++ compiler works, cppyy's JIT builds the native code: the same tests pass
 	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 tests/backends/flow tests/test_native.py \
 		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py tests/plugins/test_plugin_errors.py \
-		tests/backends/test_native_backend.py tests/topology/test_routing.py tests/backends/test_link_changes.py
+		tests/backends/test_native_backend.py tests/topology/test_routing.py tests/backends/test_link_changes.py \
+		tests/backends/test_compiled_models.py
 
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
