@@ -24,6 +24,7 @@ from astra_core.estimate import Estimate, MessageTally, PassStopped, price_run
 from astra_core.flows.flowfile import FlowSpec, read_flows
 from astra_core.flows.run import BACKGROUND_TAG_BASE, check_link_sharing, flow_results, start_flows
 from astra_core.plugins import (
+    BUILTIN_DEFAULT_BACKEND,
     BackendInfo,
     BackendRegistry,
     collective_registry,
@@ -53,8 +54,9 @@ from astra_core.workload.chakra import RankTrace, read_workload
 from astra_core.workload.graph import RankGraph, build_graphs
 from astra_core.workload.iterations import NODE_BYTES, repeat_traces, repeated_nodes
 
-#: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`).
-ESTIMATE_BACKEND = "analytical"
+#: The cheap model the estimate runs the system layer on (:mod:`astra_core.estimate`):
+#: the core's built-in backend, which every plugin manager has.
+ESTIMATE_BACKEND = BUILTIN_DEFAULT_BACKEND
 
 
 def resolve_comm_groups(
@@ -221,8 +223,7 @@ class RunInputs:
         """What the run would cost backend ``info`` (:mod:`astra_core.estimate`): the
         system layer on the ``analytical`` backend of ``registry``, priced by ``model``
         (``info``'s :class:`~astra_core.backend.WorkModel`, or None: messages and bytes
-        only). Raises AstraError when the analytical backend is not loaded, and
-        SimulationDeadlock (saying it was found on the analytical model) where the
+        only). Raises SimulationDeadlock (saying it was found on the analytical model) where the
         step cannot finish. ``budget_s``: stop the pass after this many wall seconds
         and give lower bounds (:data:`~astra_core.estimate.PRE_RUN_PASS_S`)."""
         cheap = registry.get(ESTIMATE_BACKEND)
@@ -265,11 +266,10 @@ def _estimate_first(
     inputs: RunInputs, pm, registry: BackendRegistry, info: BackendInfo, spec: RunSpec
 ) -> Estimate | None:
     """The estimate made before a run, or None where none is made: the backend prices no
-    work (the pass would only repeat the run), the analytical model is not loaded, or
-    the step cannot finish (the run itself reports that, with its own times). Raises
+    work (the pass would only repeat the run) or the step cannot finish (the run itself reports that, with its own times). Raises
     ConfigError for a bad backend config, as building the backend would."""
     model = info.work_model(Topology(inputs.network, inputs.physical), spec.backend_config)
-    if model is None or ESTIMATE_BACKEND not in registry.backends:
+    if model is None:
         return None
     try:
         return inputs.estimate(pm, registry, info, model, spec.symmetry, budget_s=estimating.PRE_RUN_PASS_S)

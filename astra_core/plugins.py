@@ -48,7 +48,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENTRY_POINT_GROUP = "astra"
+#: The core's built-in backend (astra_core.analytical), registered by the core itself
+#: as the plugin :data:`BUILTIN_PLUGIN`: every run has it, the estimator runs on it,
+#: and it is the default backend unless settings choose another.
 BUILTIN_DEFAULT_BACKEND = "analytical"
+BUILTIN_PLUGIN = "astra-core"
 #: Longest exception text quoted in a one-line plugin error.
 _REASON_CHARS = 200
 #: Packages whose frames are the host's, never a plugin's, when blaming an exception.
@@ -391,6 +395,20 @@ def load_settings(path: Path | None = None) -> PluginSettings:
     return settings
 
 
+class _Builtin:
+    """The core's own plugin: the built-in backend, registered through the same hook as
+    every plugin's."""
+
+    @hookspecs.hookimpl
+    def astra_register_backends(self, register: hookspecs.RegisterBackend) -> None:
+        register(
+            BUILTIN_DEFAULT_BACKEND,
+            lazy_factory("astra_core.analytical:create"),
+            description="congestion-unaware analytical model (upstream ASTRA-sim): "
+            "hops x latency + bytes / bandwidth per message",
+        )
+
+
 def make_plugin_manager(
     *,
     autoload: bool = True,
@@ -407,8 +425,9 @@ def make_plugin_manager(
     settings = settings if settings is not None else load_settings()
     pm = AstraPluginManager()
     pm.add_hookspecs(hookspecs)
+    pm.register(_Builtin(), name=BUILTIN_PLUGIN)  # before any blocking: it cannot be disabled
     blocked = set(settings.disabled) | set(disabled or [])
-    for name in blocked:
+    for name in blocked - {BUILTIN_PLUGIN}:
         pm.set_blocked(name)
     if autoload:
         _load_entry_points(pm)
@@ -587,7 +606,7 @@ class BackendRegistry:
             text = broken_text(self._pm, plugin, named=plugin != name)
             raise AstraError(f"backend '{name}': unavailable — {text}")
         if info is None:
-            available = ", ".join(self.names()) or "none (is astra-analytical installed?)"
+            available = ", ".join(self.names())
             broken = ""
             if self.broken:
                 items = list(self.broken.items())

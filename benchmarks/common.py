@@ -95,7 +95,7 @@ def child_env() -> dict:
 def warm_up() -> None:
     """Import astra once in a child so the bytecode cache is filled before timing."""
     subprocess.run(
-        [sys.executable, "-c", "import astra_core.api, astra_analytical.network"], env=child_env(), check=True
+        [sys.executable, "-c", "import astra_core.api, astra_analytical"], env=child_env(), check=True
     )
 
 

@@ -39,7 +39,7 @@ LAYERS = (
     ("config",),
     ("topology",),
     ("workload",),
-    ("backend",),
+    ("backend", "analytical"),
     ("results",),
     ("flows",),
     ("system",),

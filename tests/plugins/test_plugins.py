@@ -25,6 +25,7 @@ from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
 from astra_core.errors import AstraError, ConfigError
 from astra_core.plugins import (
+    BUILTIN_PLUGIN,
     BackendRegistry,
     PluginSettings,
     backend_registry,
@@ -32,9 +33,6 @@ from astra_core.plugins import (
     make_plugin_manager,
 )
 from tests.conftest import PLUGIN_ENV, write_pair_trace
-
-# The backends the astra-analytical distribution's plugin (entry point "analytical") registers.
-ANALYTICAL_PLUGIN_BACKENDS = {"analytical", "analytical-congestion"}
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = REPO / "examples" / "resnet50_dp" / "system.json"
@@ -157,59 +155,66 @@ def test_each_call_builds_a_fresh_manager(write_plugin):
     assert BackendRegistry(pm2).names() == installed()
 
 
-def test_analytical_is_found_through_the_astra_entry_point_group():
-    points = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="astra")}
-    assert points["analytical"] == "astra_analytical.plugin"
-    pm = make_plugin_manager(settings=PluginSettings())
-    assert pm.get_plugin("analytical") is astra_analytical.plugin
-    assert any(dist.project_name == "astra-analytical" for _, dist in pm.list_plugin_distinfo())
+def test_analytical_is_the_cores_own_and_needs_no_entry_point():
+    pm = make_plugin_manager(autoload=False, settings=PluginSettings())
     registry = BackendRegistry(pm)
-    assert registry.get("analytical").plugin == "analytical"
+    assert registry.names() == ["analytical"]
+    assert registry.get("analytical").plugin == BUILTIN_PLUGIN
     # It is a working backend: Ring 8, 1 hop, 1 MiB = 500 + 19531.25 ns, truncated
     # (upstream's P2P ring shift on this network: 20031 ns).
     backend = registry.create("analytical", Topology(NetworkConfig.from_dict(RING8)))
     assert lone_message_ns(backend, 0, 1, 1 << 20) == 20031
-    # Without entry points there is no backend at all: nothing else provides it.
-    bare = make_plugin_manager(autoload=False, settings=PluginSettings())
-    assert BackendRegistry(bare).names() == []
+    # Settings cannot disable the core's plugin.
+    kept = make_plugin_manager(autoload=False, disabled=[BUILTIN_PLUGIN], settings=PluginSettings())
+    assert BackendRegistry(kept).names() == ["analytical"]
+
+
+def test_analytical_congestion_is_found_through_the_astra_entry_point_group():
+    points = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="astra")}
+    assert points["analytical-congestion"] == "astra_analytical.plugin"
+    pm = make_plugin_manager(settings=PluginSettings())
+    assert pm.get_plugin("analytical-congestion") is astra_analytical.plugin
+    assert any(dist.project_name == "astra-analytical" for _, dist in pm.list_plugin_distinfo())
+    assert BackendRegistry(pm).get("analytical-congestion").plugin == "analytical-congestion"
 
 
 @pytest.mark.parametrize("how", ["argument", "environment", "plugins.toml"])
-def test_disabling_analytical_removes_it(how, monkeypatch, no_plugin_settings, write_plugin):
+def test_disabling_a_plugin_removes_its_backends(how, monkeypatch, no_plugin_settings, write_plugin):
     other = write_plugin("const")
     if how == "argument":
-        pm = make_plugin_manager(disabled=["analytical"], modules=[other], settings=PluginSettings())
+        pm = make_plugin_manager(
+            disabled=["analytical-congestion"], modules=[other], settings=PluginSettings()
+        )
         registry = BackendRegistry(pm)
     else:
         if how == "environment":
-            monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "garnetlike, analytical")
+            monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "garnetlike, analytical-congestion")
         else:
-            no_plugin_settings.write_text('disabled = ["analytical"]\n')
+            no_plugin_settings.write_text('disabled = ["analytical-congestion"]\n')
         monkeypatch.setenv("ASTRA_PLUGINS", other)
         registry = backend_registry()
     # The environment case also disables the garnetlike plugin: its backends go too.
-    off = {"analytical", "garnetlike"} if how == "environment" else {"analytical"}
+    off = {"analytical-congestion", "garnetlike"} if how == "environment" else {"analytical-congestion"}
     everything = backend_registry(settings=PluginSettings()).backends
     gone = {name for name, info in everything.items() if info.plugin in off}
-    assert gone >= ANALYTICAL_PLUGIN_BACKENDS
+    assert "analytical-congestion" in gone and "analytical" not in gone
     left = sorted({*everything, "const"} - gone)
     assert registry.names() == left
     with pytest.raises(AstraError) as err:
-        registry.get("analytical")
-    assert str(err.value) == f"unknown backend 'analytical'; available: {', '.join(left)}"
+        registry.get("analytical-congestion")
+    assert str(err.value) == f"unknown backend 'analytical-congestion'; available: {', '.join(left)}"
 
 
-def test_disabled_with_nothing_left_says_so(monkeypatch, pair_trace):
-    others = [name for name in installed() if name not in ANALYTICAL_PLUGIN_BACKENDS]
-    available = ", ".join(others) or "none (is astra-analytical installed?)"
-    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "analytical")
-    with pytest.raises(AstraError) as err:
-        backend_registry().get("analytical")
-    assert str(err.value) == f"unknown backend 'analytical'; available: {available}"
-    # simulate() with the default backend (analytical) fails the same way.
+def test_a_disabled_default_backend_fails_the_run_naming_what_is_left(
+    monkeypatch, pair_trace, no_plugin_settings
+):
+    no_plugin_settings.write_text('default_backend = "analytical-congestion"\n')
+    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "analytical-congestion")
+    available = ", ".join(backend_registry().names())
+    assert "analytical" in available.split(", ")
     with pytest.raises(AstraError) as err:
         run_pair(pair_trace)
-    assert str(err.value) == f"unknown backend 'analytical'; available: {available}"
+    assert str(err.value) == f"unknown backend 'analytical-congestion'; available: {available}"
 
 
 # -- a local plugin module -------------------------------------------------------------------
@@ -258,7 +263,7 @@ def test_a_name_registered_twice_is_an_error(write_plugin):
     with pytest.raises(
         AstraError,
         match=rf"^backend 'analytical' registered twice \(by "
-        rf"(analytical and {clash}|{clash} and analytical)\)$",
+        rf"({BUILTIN_PLUGIN} and {clash}|{clash} and {BUILTIN_PLUGIN})\)$",
     ):
         BackendRegistry(make_plugin_manager(modules=[clash], settings=PluginSettings()))
     first, second = write_plugin("same"), write_plugin("same")
@@ -275,7 +280,7 @@ def test_a_module_that_cannot_be_imported_is_listed_as_broken(monkeypatch):
         "astra_no_such_plugin_module": "cannot be imported: "
         "ModuleNotFoundError: No module named 'astra_no_such_plugin_module'"
     }
-    assert set(registry.names()) >= ANALYTICAL_PLUGIN_BACKENDS
+    assert set(registry.names()) >= {"analytical", "analytical-congestion"}
     with pytest.raises(
         AstraError,
         match=r"^unknown backend 'mine'; available: .*; broken plugins: "
@@ -309,7 +314,7 @@ def test_listing_an_entry_point_module_again_is_harmless_or_a_clear_error():
     # Exactly what the entry points alone give (other installed plugins, e.g. the
     # examples/plugin_backend one, included): nothing registered twice.
     assert registry.names() == installed()
-    assert set(registry.names()) >= ANALYTICAL_PLUGIN_BACKENDS
+    assert set(registry.names()) >= {"analytical", "analytical-congestion"}
 
 
 OBSERVER_SOURCE = """
@@ -425,11 +430,11 @@ def test_environment_lists_add_to_the_plugins_toml_lists(monkeypatch, no_plugin_
     first, second = write_plugin("one"), write_plugin("two")
     no_plugin_settings.write_text(f'modules = ["{first}"]\ndisabled = ["x"]\n')
     monkeypatch.setenv("ASTRA_PLUGINS", f" {second} ,")
-    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "y, analytical")
+    monkeypatch.setenv("ASTRA_DISABLE_PLUGINS", "y, analytical-congestion")
     settings = load_settings()
     assert settings.modules == [first, second]
-    assert settings.disabled == ["x", "y", "analytical"]
-    assert backend_registry().names() == sorted({*installed(), "one", "two"} - ANALYTICAL_PLUGIN_BACKENDS)
+    assert settings.disabled == ["x", "y", "analytical-congestion"]
+    assert backend_registry().names() == sorted({*installed(), "one", "two"} - {"analytical-congestion"})
 
 
 def test_a_listed_module_that_is_also_disabled_is_not_loaded(no_plugin_settings, write_plugin):

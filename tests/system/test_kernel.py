@@ -7,7 +7,7 @@ import heapq
 
 import pytest
 
-from astra_analytical.network import AnalyticalNetwork
+from astra_core.analytical import AnalyticalNetwork
 from astra_core.config.network import NetworkConfig
 from astra_core.events import EventQueue, kernel
 from astra_core.system.collectives.plan import Plan, WindowedPhase

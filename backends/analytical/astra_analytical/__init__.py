@@ -1,5 +1,2 @@
-"""astra's congestion-unaware analytical network backend (upstream ASTRA-sim's model)."""
-
-from astra_analytical.network import AnalyticalNetwork
-
-__all__ = ["AnalyticalNetwork"]
+"""astra's congestion-aware analytical network backend (upstream ASTRA-sim's model,
+on any topology); the congestion-unaware one is the core's (:mod:`astra_core.analytical`)."""

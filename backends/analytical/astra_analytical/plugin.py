@@ -1,22 +1,16 @@
-"""Registers the ``analytical`` backend with astra (entry point group ``astra``)."""
+"""Registers the ``analytical-congestion`` backend with astra (entry point group ``astra``).
 
-from astra.plugin import hookimpl
+The congestion-unaware ``analytical`` model is the core's built-in
+(:mod:`astra_core.analytical`)."""
+
+from astra.plugin import hookimpl, lazy_factory
 
 
 @hookimpl
 def astra_register_backends(register):
-    from astra_analytical.congestion import create as create_congestion
-    from astra_analytical.network import create
-
     register(
         "analytical-congestion",
-        create_congestion,
+        lazy_factory("astra_analytical.congestion:create"),
         description="congestion-aware analytical model (upstream ASTRA-sim's, any topology): "
         "messages queue on shared links, store and forward",
-    )
-    register(
-        "analytical",
-        create,
-        description="congestion-unaware analytical model (upstream ASTRA-sim): "
-        "hops x latency + bytes / bandwidth per message",
     )

@@ -1,4 +1,5 @@
-"""Congestion-unaware analytical network (upstream astra-network-analytical).
+"""The core's built-in backend ``analytical``: upstream astra-network-analytical's
+congestion-unaware model, which every run can use and the estimator runs on.
 
 A message of ``B`` bytes between NPUs that differ first in dimension ``d``
 takes ``hops * latency_d + B / bandwidth_d`` ns, truncated to whole ns (upstream
@@ -22,10 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from astra.plugin import EventQueue, PhysicalTopology, Topology, kernel
+from astra_core.events import EventQueue, kernel
 
 if TYPE_CHECKING:  # listing the backends must not load the config library (pydantic)
-    from astra.plugin import NetworkConfig
+    from astra_core.backend import Topology
+    from astra_core.config.network import NetworkConfig
+    from astra_core.topology.physical import PhysicalTopology
+
+#: The backend's name (the default backend's, unless settings choose another).
+NAME = "analytical"
 
 
 #: network.yml's topology names as the kernel's model numbers them.
@@ -35,7 +41,7 @@ _KINDS = {"Ring": 0, "Switch": 1, "FullyConnected": 2}
 class AnalyticalNetwork:
     """:class:`~astra_core.backend.NetworkBackend` with upstream's closed-form delays."""
 
-    name = "analytical"
+    name = NAME
 
     def __init__(self, network: NetworkConfig, physical: PhysicalTopology | None = None):
         self.events = EventQueue()
