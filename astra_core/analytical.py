@@ -20,7 +20,6 @@ backends differ exactly where messages share links.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from astra_core.events import EventQueue, kernel
@@ -85,9 +84,6 @@ class AnalyticalNetwork:
     # -- NetworkBackend ---------------------------------------------------------
     def now(self) -> float:
         return self.events.now
-
-    def schedule(self, delay_ns: float, callback: Callable[[Any], None], arg: Any = None) -> None:
-        self.events.schedule(delay_ns, callback, arg)
 
     @property
     def messages(self) -> int:
