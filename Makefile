@@ -15,6 +15,10 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 
 .PHONY: setup demo test docs bench sanitize clean
 
+# Each backend distribution's own tests, a subpackage of it (pytest --pyargs runs them
+# against an installed astra-core).
+BACKEND_TESTS := backends/flow/astra_flow/tests backends/garnetlike/astra_garnetlike/tests backends/ns3/astra_ns3/tests
+
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml \
 		backends/garnetlike/pyproject.toml backends/ns3/pyproject.toml \
 		backends/flow/pyproject.toml
@@ -53,9 +57,9 @@ test: setup docs
 	$(BIN)/ruff check --quiet astra astra_core backends examples benchmarks scripts tests validation
 	$(BIN)/ruff format --check --quiet astra astra_core backends examples benchmarks scripts tests validation
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 tests $(BACKEND_TESTS)
 	# where no C++ compiler works, cppyy's JIT builds the native code: the same tests pass
-	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 tests/backends/flow tests/test_native.py \
+	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 backends/flow/astra_flow/tests tests/test_native.py \
 		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py tests/plugins/test_plugin_errors.py \
 		tests/backends/test_native_backend.py tests/topology/test_routing.py tests/backends/test_link_changes.py \
 		tests/backends/test_compiled_models.py
@@ -79,7 +83,7 @@ sanitize: setup
 		LD_PRELOAD="$$($(SANITIZE_CXX) -print-file-name=libasan.so) $$($(SANITIZE_CXX) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
 		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py \
-		tests/backends/test_compiled_models.py tests/backends/test_link_changes.py tests/backends/flow \
+		tests/backends/test_compiled_models.py tests/backends/test_link_changes.py backends/flow/astra_flow/tests \
 		tests/backends/test_native_backend.py tests/topology/test_routing.py
 
 clean:

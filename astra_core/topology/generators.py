@@ -124,6 +124,23 @@ def fat_tree(
     return b.build(nodes, range(hosts, nodes))
 
 
+def star(
+    hosts: int, bandwidth_gbps: float = DEFAULT_GBPS, latency_ns: float = DEFAULT_LATENCY_NS
+) -> PhysicalTopology:
+    """``hosts`` NPUs on one switch: the fabric of an incast or a single rack.
+
+    Node ids: hosts ``0 .. hosts-1``, then the switch; host ``h``'s cable is links
+    ``2h`` (up to the switch) and ``2h + 1`` (down)."""
+    b = _Builder(f"star {hosts} hosts")
+    b.integer(1, hosts=hosts)
+    b.positive(bandwidth_gbps=bandwidth_gbps)
+    b.latency(latency_ns=latency_ns)
+    b.size(hosts + 1, hosts, hosts)
+    for h in range(hosts):
+        b.cable(h, hosts, bandwidth_gbps, latency_ns)
+    return b.build(hosts + 1, range(hosts, hosts + 1))
+
+
 def leaf_spine(
     hosts: int,
     leaves: int,

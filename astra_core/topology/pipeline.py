@@ -20,7 +20,7 @@ one bottleneck with faster links around it this is ``W / r_b`` (``W = B + n
 H`` wire bytes) plus one frame's store and forward per other link; where a
 link after the bottleneck is as slow as it, the largest frame's. The ns3
 backend's packet model gives a lone message exactly this time
-(``tests/backends/ns3/test_ideal_fct.py``).
+(``backends/ns3/astra_ns3/tests/test_ideal_fct.py``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import pytest
 
 from astra_core.flows.cdf import FlowSizeCdf
 from astra_core.flows.report import BUCKET_EDGES
+from astra_core.topology.generators import star  # noqa: F401 - the suite's fabric (100 Gbps, 1 us links)
 from astra_core.topology.physical import PhysicalTopology
 from tests.conftest import isolate_plugins
 
@@ -29,14 +30,6 @@ def chain(rates: list[float], latencies: list[float]) -> tuple[PhysicalTopology,
         links += [(j, j + 1, rate, latency), (j + 1, j, rate, latency)]
     topology = PhysicalTopology(h + 1, range(1, h), links, source="chain")
     return topology, [topology.link(j, j + 1) for j in range(h)]
-
-
-def star(hosts: int, bandwidth: float = GBPS_100, latency: float = LINK_NS) -> PhysicalTopology:
-    """``hosts`` NPUs (nodes 0..hosts-1) on one switch (node ``hosts``)."""
-    links = []
-    for h in range(hosts):
-        links += [(h, hosts, bandwidth, latency), (hosts, h, bandwidth, latency)]
-    return PhysicalTopology(hosts + 1, [hosts], links, source="star")
 
 
 def cdf_points(text: str) -> list[tuple[float, float]]:

@@ -60,7 +60,7 @@ def test_the_docs_name_the_shipped_config_and_what_gen_prints(tmp_path, monkeypa
 
 
 def test_the_documented_flows_run_works_on_a_tiny_case(tmp_path, monkeypatch):
-    from tests.backends.ns3.conftest import require_ns3
+    from astra_ns3.tests.fabrics import require_ns3
 
     require_ns3()
     topology_cmd, gen_cmd, run_cmd = documented_commands()

@@ -102,7 +102,7 @@ def test_ideal_fct_is_the_store_and_forward_tandem(links, size, payload, header)
 
 
 def test_tandem_recursion_reproduces_the_ns3_single_flow_closed_form():
-    # tests/backends/ns3/test_single_flow.py: 64 MiB over 2 hops of a star takes
+    # backends/ns3/astra_ns3/tests/test_single_flow.py: 64 MiB over 2 hops of a star takes
     # (size + packets x 82) / 12.5 + 2 us + one frame's store and forward.
     size = 64 << 20
     expected = (size + (size // 4096) * 82) / GBPS_100 + 2 * LINK_NS + 4178 / GBPS_100
@@ -129,7 +129,7 @@ def spaced(src: int, dst: int) -> list[FlowSpec]:
     ],
 )
 def test_lone_flows_on_ns3_without_congestion_control_take_exactly_the_ideal(fabric, src, dst, hops):
-    from tests.backends.ns3.conftest import require_ns3
+    from astra_ns3.tests.fabrics import require_ns3
 
     require_ns3()
     topology = fabric()
@@ -256,7 +256,7 @@ def test_every_slowdown_is_at_least_one_on_each_link_sharing_backend(workload, b
     # and ns3 0.99999999999997 from float noise. The ideal is each backend's own
     # lone-message time, on a 1 ps grid.
     if backend == "ns3":
-        from tests.backends.ns3.conftest import require_ns3
+        from astra_ns3.tests.fabrics import require_ns3
 
         require_ns3()
     topology, flows = workload
@@ -440,7 +440,7 @@ def test_flows_naming_npus_outside_the_topology_are_config_errors(src, dst):
     flows = [FlowSpec(0, 1, 10, 0), FlowSpec(src, dst, 10, 0)]
     with pytest.raises(ConfigError) as exc:
         run_flows(flows, star(4), "flow")
-    assert str(exc.value) == f"flow 1: NPUs {src} -> {dst}, but star has 4 NPUs (0 .. 3)"
+    assert str(exc.value) == f"flow 1: NPUs {src} -> {dst}, but star 4 hosts has 4 NPUs (0 .. 3)"
 
 
 def test_a_flow_from_an_npu_to_itself_is_a_config_error():

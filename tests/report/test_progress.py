@@ -176,7 +176,7 @@ def test_every_backend_reports_time_messages_and_events(backend, reference_dir):
     # garnetlike too (its clock counts ps, not an ns event queue), and every backend says
     # how many messages have been delivered.
     if backend == "ns3":
-        from tests.backends.ns3.conftest import require_ns3
+        from astra_ns3.tests.fabrics import require_ns3
 
         require_ns3()
     samples = []

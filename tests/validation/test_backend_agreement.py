@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.ns3.conftest import require_ns3
+from astra_ns3.tests.fabrics import require_ns3
 from tests.validation.conftest import validation_script
 
 

@@ -13,7 +13,7 @@ import pytest
 from astra_core.flows.cdf import load_cdf
 from astra_core.flows.generate import host_link_gbps, poisson_flows
 from astra_core.topology.generators import fat_tree
-from tests.backends.ns3.conftest import require_ns3
+from astra_ns3.tests.fabrics import require_ns3
 from tests.validation.conftest import validation_script
 
 

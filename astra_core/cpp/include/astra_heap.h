@@ -9,6 +9,13 @@
 
 #include "astra_flat_map.h"
 
+// The heap's operations are the event loop's innermost step: inlined into it.
+#if defined(__GNUC__) || defined(__clang__)
+#define ASTRA_HEAP_INLINE inline __attribute__((always_inline))
+#else
+#define ASTRA_HEAP_INLINE inline
+#endif
+
 namespace astra {
 
 // The heap is 4-ary (children of i: 4i+1 .. 4i+4): half the levels of a binary heap,
@@ -17,7 +24,7 @@ constexpr size_t kHeapArity = 4;
 
 // The earliest element into ``out``, taken off the heap (sift-down from the root).
 template <class T, class Later>
-inline void heap_pop(BigVector<T>& heap, T& out) {
+ASTRA_HEAP_INLINE void heap_pop(BigVector<T>& heap, T& out) {
   out = heap.front();
   T last = heap.back();
   heap.pop_back();
@@ -40,7 +47,7 @@ inline void heap_pop(BigVector<T>& heap, T& out) {
 
 // ``e`` onto the heap (sift-up).
 template <class T, class Later>
-inline void heap_push(BigVector<T>& heap, const T& e) {
+ASTRA_HEAP_INLINE void heap_push(BigVector<T>& heap, const T& e) {
   heap.push_back(e);
   size_t i = heap.size() - 1;
   Later later;

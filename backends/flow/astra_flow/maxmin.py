@@ -48,7 +48,7 @@ edge); the flow model's last-round lead reads it.
 A shortcut needs no filling: new flows that can take the capacity their links
 have spare, split among the new flows of each link, without a faster flow on
 the link each fills (then no other rate changes).
-``tests/backends/flow/test_maxmin.py`` checks the rates against progressive
+``astra_flow/tests/test_maxmin.py`` checks the rates against progressive
 filling from scratch after every change.
 
 The solver is C++, a public header of the simulation kernel

@@ -7,7 +7,7 @@ flit-hop). Events run in time order, and events due at the same time in the
 order they were scheduled (:class:`astra_core.events.EventQueue`). The model
 ran on SimPy's environment before, through its private fields; SimPy accepted
 a wake-up in the past and moved its clock back to it, which this queue
-refuses (``tests/backends/garnetlike/test_clock.py``), and it is 8 % faster
+refuses (``astra_garnetlike/tests/test_clock.py``), and it is 8 % faster
 on an 8x8 mesh load point (0.78 -> 0.72 s CPU).
 
 Wake-ups of output ports due at the same time share one event (a

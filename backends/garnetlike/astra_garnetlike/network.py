@@ -370,7 +370,7 @@ class GarnetNetwork:
         """A lower bound on a message's time alone on the idle network
         (:class:`~astra_core.backend.LoneMessageTime`): one flit's zero-load latency
         over its ``H`` links (``(H + 1)`` router pipelines, each link's serialization
-        and latency, one ejection cycle; tests/backends/garnetlike/test_zero_load.py)
+        and latency, one ejection cycle; astra_garnetlike/tests/test_zero_load.py)
         plus ``F - 1`` periods of its slowest stage (link or ejection port) for the
         message's other flits, all in whole ps. Exact for one packet on equal links;
         packets waiting for injection VCs or credits only add to it. 0 to itself."""

@@ -9,7 +9,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from astra_core.cli import main
-from tests.backends.ns3.conftest import make_ns3, star
+from astra_ns3.tests.fabrics import make_ns3, star
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "resnet50_dp"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from astra_core.api import simulate
-from tests.backends.ns3.conftest import make_ns3  # noqa: F401 - skips/fails like the others
+from astra_ns3.tests.fabrics import make_ns3  # noqa: F401 - skips/fails like the others
 
 
 @pytest.fixture(autouse=True)
 def _ns3_installed():
     from astra_core.topology.logical import from_network
-    from tests.backends.ns3.conftest import network
+    from astra_ns3.tests.fabrics import network
 
     make_ns3(from_network(network("Switch", 2, 50.0, 500.0)))  # skip/fail here if missing
 
@@ -35,7 +35,7 @@ def test_8npu_64mib_ring_all_reduce_within_5_percent_of_analytical(reference_dir
 
 def test_same_seed_same_result_in_a_reused_and_a_fresh_worker(monkeypatch):
     from astra_ns3 import process
-    from tests.backends.ns3.conftest import star
+    from astra_ns3.tests.fabrics import star
 
     # A 4-to-1 DCQCN incast marks packets at random (RED between Kmin and Kmax).
     config = {"seed": 7, "ecn": {"kmin_kb": {100: 20}, "kmax_kb": {100: 200}}}

@@ -93,8 +93,8 @@ def _estimate_nodes(traces, fabric, system, comm_groups, config=None):
 
 def test_an_incast_is_priced_packet_by_packet_and_a_ring_by_its_messages_tails():
     from astra_ns3.config import load_config
+    from astra_ns3.tests.fabrics import star
     from astra_ns3.work import Ns3Work
-    from tests.backends.ns3.conftest import star
 
     model = Ns3Work(star(5), load_config({}))  # 100 Gb/s links, ACK every packet
     mib = [(1 << 20, 10)]  # ten messages of 256 whole packets: 512 frames a link each

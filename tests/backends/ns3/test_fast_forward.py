@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.ns3.conftest import require_ns3
+from astra_ns3.tests.fabrics import require_ns3
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "data" / "ns3_fast_forward_golden.json"

@@ -15,7 +15,7 @@ import astra
 from astra_core.backend import set_progress
 from astra_core.progress import RunProgress
 from astra_ns3 import process
-from tests.backends.ns3.conftest import make_ns3, require_ns3, star
+from astra_ns3.tests.fabrics import make_ns3, require_ns3, star
 
 
 def test_the_progress_hook_sees_the_simulated_time_move_while_one_step_runs(monkeypatch):

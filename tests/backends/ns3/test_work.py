@@ -17,7 +17,7 @@ import json
 import pytest
 
 from astra_core.api import estimate, simulate
-from tests.backends.ns3.conftest import require_ns3
+from astra_ns3.tests.fabrics import require_ns3
 
 
 @pytest.fixture(autouse=True)
@@ -122,6 +122,7 @@ def test_the_estimate_builds_no_ns3_fabric_and_starts_no_worker(reference_dir, m
 def test_messages_too_short_to_be_found_steady_are_priced_packet_by_packet(fast_forward):
     from astra_core.estimate import price_run as price
     from astra_ns3.config import load_config
+    from astra_ns3.tests.fabrics import star
     from astra_ns3.work import (
         MEMORY_BASE_BYTES,
         MEMORY_PER_MESSAGE_BYTES,
@@ -132,7 +133,6 @@ def test_messages_too_short_to_be_found_steady_are_priced_packet_by_packet(fast_
         SPEED_SPREAD,
         Ns3Work,
     )
-    from tests.backends.ns3.conftest import star
 
     # 1000 messages of 40 KiB (10 packets) from NPU 1 to NPU 2 of a star: 2 links each.
     config = load_config({"ack_interval": 2}).model_copy(update={"fast_forward": fast_forward})

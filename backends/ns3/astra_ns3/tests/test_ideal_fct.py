@@ -12,7 +12,7 @@ import pytest
 
 from astra_core.flows.run import ideal_fct_ns
 from astra_core.topology.physical import PhysicalTopology
-from tests.backends.ns3.conftest import make_ns3
+from astra_ns3.tests.fabrics import make_ns3
 
 G100, G50, G25 = 12.5, 6.25, 3.125  # bytes/ns
 

@@ -18,7 +18,7 @@ import pytest
 from astra_core.backend import WorkLimitExceeded
 from astra_ns3 import process
 from astra_ns3.config import Ns3Config
-from tests.backends.ns3.conftest import make_ns3, star
+from astra_ns3.tests.fabrics import make_ns3, star
 
 
 def test_a_stopped_worker_is_an_error_within_the_watchdog_naming_the_last_time():

@@ -20,7 +20,7 @@ import pytest
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
 from astra_garnetlike.network import create
-from tests.backends.garnetlike.conftest import noc_network
+from astra_garnetlike.tests.networks import noc_network
 
 
 def _burst(net, nodes: int, messages: int, sizes, seed: int) -> tuple[int, int]:

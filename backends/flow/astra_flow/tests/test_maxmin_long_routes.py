@@ -11,7 +11,7 @@ import random
 import pytest
 
 from astra_flow.maxmin import Flow, MaxMinSolver
-from tests.backends.flow.test_maxmin import progressive_filling
+from astra_flow.tests.test_maxmin import progressive_filling
 
 
 @pytest.mark.parametrize("seed", range(20))

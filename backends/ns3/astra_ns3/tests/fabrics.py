@@ -14,20 +14,12 @@ import pytest
 from astra_core.backend import Topology
 from astra_core.config.network import NetworkConfig
 from astra_core.errors import BackendUnavailable
+from astra_core.topology.generators import star  # noqa: F401 - the suite's fabric (100 Gbps, 1 us links)
 from astra_core.topology.logical import logical_dims
 from astra_core.topology.physical import PhysicalTopology
 
 GBPS_100 = 12.5  # bytes/ns
 LINK_NS = 1000.0  # 1 us per link, the HPCC artifact's "100Gbps 0.001ms"
-
-
-def star(hosts: int, bandwidth: float = GBPS_100, latency: float = LINK_NS) -> PhysicalTopology:
-    """``hosts`` NPUs (nodes 0..hosts-1) on one switch (node ``hosts``)."""
-    switch = hosts
-    links = []
-    for h in range(hosts):
-        links += [(h, switch, bandwidth, latency), (switch, h, bandwidth, latency)]
-    return PhysicalTopology(hosts + 1, [switch], links, source="star")
 
 
 def require_ns3() -> None:

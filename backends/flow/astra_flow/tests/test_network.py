@@ -168,7 +168,7 @@ def test_flows_joining_one_by_one_queue_one_drain_event_per_rate_rise_not_per_ch
     # moves the live event on when it fires.
     from astra_core.flows.flowfile import FlowSpec
     from astra_core.flows_api import run_flows
-    from tests.flows.conftest import GBPS_100, LINK_NS, star
+    from astra_core.topology.generators import BYTES_PER_NS_PER_GBPS, DEFAULT_GBPS, DEFAULT_LATENCY_NS, star
 
     n = 400
     flows = [FlowSpec(1 + i % 7, 0, 1000, i) for i in range(n)]
@@ -180,7 +180,7 @@ def test_flows_joining_one_by_one_queue_one_drain_event_per_rate_rise_not_per_ch
     # the shared link into NPU 0 is the bottleneck: the last byte is no sooner than all
     # wire bytes through it after the first flow's start, plus both links' latency
     last = max(f.start_ns + f.fct_ns for f in run.flows)
-    assert last >= n * 1082 / GBPS_100 + 2 * LINK_NS
+    assert last >= n * 1082 / (DEFAULT_GBPS * BYTES_PER_NS_PER_GBPS) + 2 * DEFAULT_LATENCY_NS
     assert min(f.slowdown for f in run.flows) >= 1
 
 

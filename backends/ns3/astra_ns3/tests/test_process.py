@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from astra_core.errors import AstraError
-from tests.backends.ns3.conftest import make_ns3, require_ns3, star
+from astra_ns3.tests.fabrics import make_ns3, require_ns3, star
 
 
 def test_a_crashing_worker_is_an_error_not_a_hang_and_the_next_run_works():

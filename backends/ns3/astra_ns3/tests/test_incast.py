@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.backends.ns3.conftest import GBPS_100, LINK_NS, incast
+from astra_ns3.tests.fabrics import GBPS_100, LINK_NS, incast
 
 PAYLOAD, OVERHEAD = 4096, 82  # bytes per data packet and its Ethernet + RoCEv2 framing
 LINE_GBPS = GBPS_100 * 8

@@ -31,7 +31,7 @@ from astra_core.config.network import NetworkConfig
 from astra_core.topology.generators import fat_tree
 from astra_garnetlike.config import GarnetConfig
 from astra_garnetlike.network import GarnetNetwork, create
-from tests.backends.garnetlike.conftest import lone_times_ps, noc_network
+from astra_garnetlike.tests.networks import lone_times_ps, noc_network
 
 CYCLE_PS = 1000  # 1 GHz
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from astra_core.flows.run import ideal_fct_ns
-from tests.backends.ns3.conftest import GBPS_100, make_ns3, star
-from tests.backends.ns3.conftest import incast as run_incast
+from astra_ns3.tests.fabrics import GBPS_100, make_ns3, star
+from astra_ns3.tests.fabrics import incast as run_incast
 
 SENDERS, SIZE = 8, 4_000_000
 MONITOR_NS = 10_000  # queue samples every 10 us
@@ -88,7 +88,7 @@ def test_timely_cuts_above_t_high_and_bounds_the_queue_by_it():
 @pytest.mark.parametrize("cc, header", [("none", 82), ("dcqcn", 82), ("timely", 82), ("dctcp", 82)])
 @pytest.mark.parametrize("size", [1, 4096, 4097, 1_000_000])
 def test_a_lone_flow_takes_the_store_and_forward_pipeline_time(cc, header, size):
-    physical = star(3, bandwidth=GBPS_100)
+    physical = star(3)
     backend = make_ns3(physical, {"cc": cc})
     done = []
     backend.send(0, 2, size, lambda _: done.append(backend.now()), None, tag=7)

@@ -15,7 +15,7 @@ import pytest
 
 from astra_core.errors import ConfigError, SimulationDeadlock
 from astra_garnetlike.noc import run_noc
-from tests.backends.garnetlike.conftest import noc_network
+from astra_garnetlike.tests.networks import noc_network
 
 
 def _all_ahead(net, k: int, shift: int, messages: int, size: int) -> list:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.backends.ns3.conftest import GBPS_100, LINK_NS, make_ns3, star
+from astra_ns3.tests.fabrics import GBPS_100, LINK_NS, make_ns3, star
 
 MIB = 1 << 20
 # Per data packet on the wire: Ethernet header 14 + FCS 4 + preamble/SFD 8 +
