@@ -12,12 +12,10 @@ import pytest
 
 from astra_core import native
 
-# A random sequence of flows joining and leaving the kernel's max-min solver; prints
-# every rate reported, as the exact decimal repr of its double, and how the kernel was
-# built (a compiled extension has a file; cppyy's has none).
+# A random sequence of flows joining and leaving the shared max-min solver; prints every
+# rate reported, as the exact decimal repr of its double, and how its library was built.
 _SOLVER_RUN = """
 import json, random
-from astra_core.events import kernel
 from astra_flow.maxmin import Flow, MaxMinSolver
 rng = random.Random(5)
 links = 24
@@ -34,7 +32,7 @@ for step in range(40):
             solver.remove(flow)
             live.remove(flow)
     solver.solve(lambda f, old: reported.append((repr(f.rate), repr(old))))
-how = "compiled" if getattr(kernel(), "__file__", None) else "jit"
+how = solver._lib.how
 print(json.dumps([how, reported, [repr(u) for u in solver.used]]))
 """
 

@@ -71,7 +71,6 @@ namespace maxmin = astra::maxmin;
 #include "streams.h"
 #include "routing.h"
 #include "analytical.h"
-#include "maxmin.h"
 #include "pipeline.h"
 #include "native_api.h"
 #include "matcher.h"
@@ -113,7 +112,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
   init_stream_type();
   init_analytical_links_type();
   init_shortest_paths_type();
-  init_maxmin_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -126,7 +124,6 @@ extern "C" PyObject* PyInit__astra_kernel() {
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
-               {"MaxMin", &MaxMinType},
                {"ShortestPaths", &ShortestPathsType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},

@@ -76,12 +76,13 @@ typedef struct {
   /* (2) the queue holds a reference to ``object`` (a routing the model calls) as long
      as it lives */
   int (*keep)(PyObject* events, PyObject* object);
-  /* (2) the queue holds a delivery for the model, which keeps the slot returned (>= 0;
-     -1 with an exception set, the token discarded): the garbage collector sees what
-     the delivery references through the queue. ``take`` gives it back (an empty token
-     with an exception set for a slot not held). */
-  long long (*hold)(PyObject* events, AstraToken token);
-  AstraToken (*take)(PyObject* events, long long slot);
+  /* (2) the model's table of the deliveries it waits to make, kept by the queue: at
+     least ``count`` tokens (new ones zeroed: empty), which the model reads and writes
+     by its own indices, emptying an entry when it takes its token out. The garbage
+     collector sees them through the queue, which discards those left when it is
+     cleared. The table moves when it grows: use the address of the last call. NULL
+     with an exception set when events is not an EventQueue. */
+  AstraToken* (*tokens)(PyObject* events, void* model, long long count);
 } AstraKernelApi;
 
 typedef struct {

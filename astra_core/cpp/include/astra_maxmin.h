@@ -1,11 +1,11 @@
-// astra's weighted max-min solver, shared by the flow model and the kernel's MaxMin
-// (docs/kernel.md). Self-contained; everything is in namespace astra::maxmin.
+// astra's weighted max-min solver, shared by the flow model and its Python face
+// (backends/flow/astra_flow/cpp/maxmin.cc; docs/kernel.md). Self-contained; everything is in namespace astra::maxmin.
 //
 // Weighted max-min fair rates by progressive filling, re-solved incrementally: the
 // flow model's solver (backends/flow/astra_flow/cpp/flow.cc). The model and the
 // incremental method are described in backends/flow/astra_flow/maxmin.py (Bertsekas and Gallager, Data Networks, 2nd ed.,
-// section 6.5.2). Python reaches the solver alone through the kernel's MaxMin
-// (cpp/kernel/maxmin.h), for the tests against progressive filling from scratch.
+// section 6.5.2). Python reaches the solver alone through astra_flow.maxmin, for the
+// tests against progressive filling from scratch.
 //
 // Flows are kept in bundles: the flows held at one link (or at one cap) at one rate.
 // A bundle knows, per link its flows cross, how many cross it, their weight there and
@@ -129,7 +129,7 @@ struct Solver {
   double level = kInf;
   uint64_t marks = 0, epochs = 0;
   int64_t flows_solved = 0;
-  bool report_flows = true;  // out_ids per flow (MaxMin); the flow model reads bundles' clocks
+  bool report_flows = true;  // out_ids per flow (its Python face); the flow model reads bundles' clocks
   std::vector<int> dirty;    // bundles whose first flow to be done may have changed
   double now = 0.0;          // the time of the current change (ns), for the clocks
   uint64_t solve_mark = 0;   // the mark of the solve in progress (0: none)

@@ -97,13 +97,13 @@ struct Later {
 static inline void heap_pop(BigVector<Event>& heap, Event& out) { astra::heap_pop<Event, Later>(heap, out); }
 static inline void heap_push(BigVector<Event>& heap, const Event& e) { astra::heap_push<Event, Later>(heap, e); }
 
-// What a queue owns for the compiled models that run on it (the C API's adopt, keep,
-// hold and take): the models themselves, destroyed with the queue, so that no event or
-// step of theirs outlives them; the Python objects they use; and the deliveries they
-// wait to make, which the garbage collector sees through the queue.
+// What a queue owns for the compiled models that run on it (the C API's adopt, keep and
+// tokens): the models themselves, destroyed with the queue, so that no event or step of
+// theirs outlives them; the Python objects they use; and each model's table of the
+// deliveries it waits to make, which the garbage collector sees through the queue (a
+// zeroed entry is empty).
 struct QueueOwned {
-  BigVector<Call> held;           // by slot; a free slot's call is CALL_NONE
-  std::vector<int64_t> free_held;  // slots to reuse
+  std::vector<std::pair<void*, BigVector<AstraToken>>> tokens;  // per model
   std::vector<std::pair<void*, void (*)(void*)>> adopted;
   std::vector<PyObject*> kept;  // owned
 };
@@ -264,7 +264,12 @@ static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
     }
   }
   if (q->owned != nullptr) {
-    for (const Call& c : q->owned->held) VISIT_CALL(c);
+    for (const auto& table : q->owned->tokens)
+      for (const AstraToken& token : table.second) {
+        Call c;
+        memcpy(&c, &token, sizeof c);
+        VISIT_CALL(c);
+      }
     for (PyObject* o : q->owned->kept) Py_VISIT(o);
   }
   return 0;
@@ -283,7 +288,12 @@ static void clear_owned(EventQueue* q) {
   if (q->owned == nullptr) return;
   QueueOwned owned;
   std::swap(owned, *q->owned);
-  for (Call& c : owned.held) release(c);
+  for (auto& table : owned.tokens)
+    for (AstraToken& token : table.second) {
+      Call c;
+      memcpy(&c, &token, sizeof c);
+      release(c);
+    }
   for (auto at = owned.adopted.rbegin(); at != owned.adopted.rend(); ++at) at->second(at->first);
   for (PyObject* o : owned.kept) Py_DECREF(o);
 }

@@ -51,12 +51,8 @@ static int api_schedule(PyObject* events, double delay_ns, int integral, AstraSt
   return 0;
 }
 
-// A token that ``take`` could not give: an error is set.
-static inline bool failed_take(const Call& c) { return c.kind == CALL_NONE && PyErr_Occurred(); }
-
 static int api_deliver(AstraToken token) {
   Call c = call_of(token);
-  if (failed_take(c)) return -1;
   bool ok = fire(c);
   release(c);
   return ok ? 0 : -1;
@@ -65,7 +61,6 @@ static int api_deliver(AstraToken token) {
 static int api_deliver_after(PyObject* events, double delay_ns, int integral, AstraToken token) {
   EventQueue* q = api_queue(events);
   Call c = call_of(token);
-  if (failed_take(c)) return -1;
   if (q == nullptr || !(delay_ns >= 0 && delay_ns < INFINITY)) {
     if (q != nullptr) PyErr_SetString(PyExc_ValueError, "a compiled model delivered with a bad delay");
     release(c);
@@ -100,7 +95,6 @@ static int api_schedule_at(PyObject* events, double time_ns, int integral, Astra
 static int api_deliver_at(PyObject* events, double time_ns, int integral, AstraToken token) {
   EventQueue* q = api_queue(events);
   Call c = call_of(token);
-  if (failed_take(c)) return -1;
   if (q == nullptr || !api_time_ok(q, time_ns)) {
     release(c);
     return -1;
@@ -169,45 +163,28 @@ static int api_keep(PyObject* events, PyObject* object) {
   return 0;
 }
 
-static long long api_hold(PyObject* events, AstraToken token) {
+static AstraToken* api_tokens(PyObject* events, void* model, long long count) {
   EventQueue* q = api_queue(events);
-  if (q == nullptr) {
-    api_discard(token);
-    return -1;
+  if (q == nullptr) return nullptr;
+  auto& tables = q->owned->tokens;
+  auto table = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.first == model; });
+  if (table == tables.end()) {
+    tables.emplace_back(model, BigVector<AstraToken>());
+    table = tables.end() - 1;
   }
-  QueueOwned& owned = *q->owned;
-  int64_t slot;
-  if (owned.free_held.empty()) {
-    slot = static_cast<int64_t>(owned.held.size());
-    owned.held.push_back(call_of(token));
-  } else {
-    slot = owned.free_held.back();
-    owned.free_held.pop_back();
-    owned.held[slot] = call_of(token);
+  BigVector<AstraToken>& entries = table->second;
+  if (count > static_cast<long long>(entries.size())) {
+    AstraToken empty;
+    memset(&empty, 0, sizeof empty);
+    entries.resize(std::max<size_t>(count, 2 * entries.size()), empty);
   }
-  return slot;
-}
-
-static AstraToken api_take(PyObject* events, long long slot) {
-  EventQueue* q = api_queue(events);
-  AstraToken token;
-  memset(&token, 0, sizeof token);
-  if (q == nullptr) return token;
-  QueueOwned& owned = *q->owned;
-  if (slot < 0 || slot >= static_cast<long long>(owned.held.size()) || owned.held[slot].kind == CALL_NONE) {
-    PyErr_Format(PyExc_ValueError, "a compiled model took delivery %lld, which it does not hold", slot);
-    return token;
-  }
-  token = token_of(owned.held[slot]);
-  owned.held[slot] = Call{CALL_NONE, nullptr, nullptr, {0}};
-  owned.free_held.push_back(slot);
-  return token;
+  return entries.data();
 }
 
 static AstraKernelApi kernel_api = {
     2,           api_now,         api_schedule,   api_deliver,      api_deliver_after,    api_discard,
     api_schedule_at, api_deliver_at, api_fail,    api_flow_hash,    api_route,            round_ps,
-    api_now_integral, api_request_step_end, api_adopt, api_keep,  api_hold,             api_take};
+    api_now_integral, api_request_step_end, api_adopt, api_keep,  api_tokens};
 
 // The kernel's own models through the same interface.
 static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,

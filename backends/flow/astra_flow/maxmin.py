@@ -53,9 +53,9 @@ filling from scratch after every change.
 
 The solver is C++, a public header of the simulation kernel
 (``astra_core/cpp/include/astra_maxmin.h``), which the flow model
-(``cpp/flow.cc``) calls without Python and the kernel offers to Python as
-``MaxMin`` (built by :func:`astra_core.events.kernel`); this module is its
-Python face for the tests and for other models. Its iteration orders are
+(``cpp/flow.cc``) calls without Python; this module is its Python face for
+the tests and for other models, through the solver's C face (``cpp/maxmin.cc``,
+built on first use by :func:`astra.plugin.load`). Its iteration orders are
 its lists' own (a bundle's flows and links in the order they joined, but where
 a removal moved the last into its place; changed links ascending), never a
 hash table's, so rates never depend on hashing.
@@ -65,9 +65,51 @@ Units are the caller's (bytes/ns here); capacities must be positive.
 
 from __future__ import annotations
 
+import math
+import weakref
+from array import array
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
-from astra.plugin import kernel
+from astra.plugin import KERNEL_HEADERS, load
+
+#: The solver's C face (``cpp/maxmin.cc``) and its functions.
+SOURCE = Path(__file__).resolve().parent / "cpp" / "maxmin.cc"
+_SIGNATURES = {
+    "astra_maxmin_new": ("int64", ("int64", "int64")),
+    "astra_maxmin_free": ("void", ("int64",)),
+    "astra_maxmin_add_new": ("int64", ("int64", "int64", "int64", "int64", "double")),
+    "astra_maxmin_add": ("void", ("int64", "int64")),
+    "astra_maxmin_remove": ("void", ("int64", "int64")),
+    "astra_maxmin_release": ("void", ("int64", "int64")),
+    "astra_maxmin_solve": ("int64", ("int64",)),
+    "astra_maxmin_changes": ("void", ("int64", "int64", "int64", "int64")),
+    "astra_maxmin_held_at": ("int64", ("int64", "int64")),
+    "astra_maxmin_flows_solved": ("int64", ("int64",)),
+    "astra_maxmin_link_counter": ("void", ("int64", "int", "int64")),
+}
+
+
+def _address(buffer: array) -> int:
+    return buffer.buffer_info()[0]
+
+
+def _check_flow(flow: Flow, links: int) -> None:
+    """ValueError unless ``flow`` has one positive finite weight per link, at least one
+    link, each of ``links`` once, and a finite cap >= 0."""
+    if len(flow.links) != len(flow.weights) or not flow.links:
+        raise ValueError("a flow needs one weight per link and at least one link")
+    seen: set[int] = set()
+    for link, weight in zip(flow.links, flow.weights):
+        if not 0 <= link < links:
+            raise ValueError(f"a flow crosses link {link} of {links}")
+        if not (weight > 0 and math.isfinite(weight)):
+            raise ValueError(f"a flow's weight on link {link} must be positive and finite")
+        if link in seen:
+            raise ValueError(f"a flow crosses link {link} twice")
+        seen.add(link)
+    if not (flow.cap >= 0 and math.isfinite(flow.cap)):
+        raise ValueError("a flow's cap must be finite and at least 0 (0: none)")
 
 
 class Flow:
@@ -96,23 +138,39 @@ class MaxMinSolver:
     solver reuse its slot once it is removed for good. Per link: ``used`` is
     the capacity its flows take (sum of weight x rate) and ``peak_flows`` the
     most flows at once; ``flows_solved`` counts refilled flows over all solves
-    (the work done). Raises NativeUnavailable when the kernel cannot be built,
-    ValueError for a capacity that is not positive.
+    (the work done). Raises NativeUnavailable when the solver cannot be built,
+    ValueError for a capacity that is not positive and finite, a flow that
+    :func:`_check_flow` refuses, or a change that does not fit the flow's state.
     """
 
     def __init__(self, capacities: Iterable[float]):
         self.capacity = list(capacities)
-        self._solver = kernel().MaxMin(self.capacity)
+        if not all(c > 0 and math.isfinite(c) for c in self.capacity):
+            raise ValueError("every link's capacity must be positive and finite")
+        self._lib = lib = load("astra_maxmin", [SOURCE], _SIGNATURES, KERNEL_HEADERS)
+        caps = array("d", self.capacity)
+        self._handle = lib.astra_maxmin_new(len(caps), _address(caps))
+        weakref.finalize(self, lib.astra_maxmin_free, self._handle)
         self._flows: list[Flow | None] = []  # by the solver's number
+        self._active: set[int] = set()
 
     # -- changes --------------------------------------------------------------------------
     def add(self, flow: Flow) -> None:
         """Start ``flow`` (rate 0 until the next ``solve``)."""
         flow.rate = 0.0
         if flow._id >= 0:
-            self._solver.add(flow._id)
+            if flow._id in self._active:
+                raise ValueError(f"flow {flow._id} is already active")
+            self._lib.astra_maxmin_add(self._handle, flow._id)
+            self._active.add(flow._id)
             return
-        flow._id = n = self._solver.add_new(flow.links, flow.weights, flow.cap)
+        _check_flow(flow, len(self.capacity))
+        links, weights = array("i", flow.links), array("d", flow.weights)
+        n = self._lib.astra_maxmin_add_new(
+            self._handle, len(links), _address(links), _address(weights), flow.cap
+        )
+        flow._id = n
+        self._active.add(n)
         if n < len(self._flows):
             self._flows[n] = flow
         else:
@@ -120,36 +178,48 @@ class MaxMinSolver:
 
     def remove(self, flow: Flow) -> None:
         """Stop ``flow``; the capacity it used is free from the next ``solve``."""
-        self._solver.remove(flow._id)
+        if flow._id not in self._active:
+            raise ValueError(f"flow {flow._id} is not active")
+        self._lib.astra_maxmin_remove(self._handle, flow._id)
+        self._active.discard(flow._id)
 
     def release(self, flow: Flow) -> None:
         """Forget a removed ``flow`` (its number may go to another flow)."""
-        self._solver.free(flow._id)
+        if flow._id in self._active:
+            raise ValueError(f"flow {flow._id} is still active")
+        self._lib.astra_maxmin_release(self._handle, flow._id)
         self._flows[flow._id] = None
         flow._id = -1
 
     # -- solving --------------------------------------------------------------------------
     def solve(self, on_rate: Callable[[Flow, float], None]) -> None:
         """Re-solve after the recorded changes (see the module docstring)."""
+        count = self._lib.astra_maxmin_solve(self._handle)
+        ids, old, new = array("q", [0] * count), array("d", [0.0] * count), array("d", [0.0] * count)
+        self._lib.astra_maxmin_changes(self._handle, _address(ids), _address(old), _address(new))
         flows = self._flows
-        for n, old, new in self._solver.solve():
+        for n, before, after in zip(ids, old, new):
             flow = flows[n]
-            flow.rate = new  # type: ignore[union-attr]  # a reported flow is known
-            on_rate(flow, old)  # type: ignore[arg-type]
+            flow.rate = after  # type: ignore[union-attr]  # a reported flow is known
+            on_rate(flow, before)  # type: ignore[arg-type]
 
     def bottleneck(self, flow: Flow) -> int:
         """The link whose filling set ``flow``'s rate (-1: its cap, or not solved
         yet); of several full links at its rate, the lowest numbered."""
-        return self._solver.held_at(flow._id)
+        return self._lib.astra_maxmin_held_at(self._handle, flow._id)
 
     @property
     def flows_solved(self) -> int:
-        return self._solver.flows_solved
+        return self._lib.astra_maxmin_flows_solved(self._handle)
 
     @property
     def used(self) -> list[float]:
-        return self._solver.used
+        out = array("d", [0.0] * len(self.capacity))
+        self._lib.astra_maxmin_link_counter(self._handle, 0, _address(out))
+        return out.tolist()
 
     @property
     def peak_flows(self) -> list[int]:
-        return self._solver.peak_flows
+        out = array("q", [0] * len(self.capacity))
+        self._lib.astra_maxmin_link_counter(self._handle, 1, _address(out))
+        return out.tolist()

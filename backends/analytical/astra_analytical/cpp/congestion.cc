@@ -15,6 +15,7 @@
 // travel as addresses; a function that fails returns -1 (or 0 for a handle) with a
 // Python exception set.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +33,6 @@ struct Message {
   std::vector<int32_t> route;  // link ids
   size_t hop = 0;
   int64_t size = 0;
-  long long held = -1;  // its delivery, held by the queue (api->hold)
   int64_t src = 0, dst = 0, tag = 0;
   bool active = false;
   bool resend = false;  // sent again from its source when its current hop ends (set_links)
@@ -54,6 +54,9 @@ struct Model {
   std::vector<Link> links;
   std::vector<Message> messages;  // in flight, by slot
   std::vector<uint32_t> free_slots;
+  // the deliveries of the messages in flight, by slot: the queue's table (api->tokens)
+  AstraToken* tokens = nullptr;
+  long long token_capacity = 0;
   long long sent = 0;
   AstraNativeSend native;
 };
@@ -113,11 +116,18 @@ static int send(void* model, long long src, long long dst, long long size, long 
     m->free_slots.push_back(slot);
     return m->api->deliver_after(m->events, 0, 1, token);
   }
-  msg.held = m->api->hold(m->events, token);
-  if (msg.held < 0) {
-    m->free_slots.push_back(slot);
-    return -1;
+  if (slot >= m->token_capacity) {
+    long long wanted = std::max<long long>(slot + 1, 2 * m->token_capacity);
+    m->tokens = m->api->tokens(m->events, m, wanted);
+    if (m->tokens == nullptr) {
+      m->token_capacity = 0;
+      m->free_slots.push_back(slot);
+      m->api->discard(token);
+      return -1;
+    }
+    m->token_capacity = wanted;
   }
+  m->tokens[slot] = token;
   msg.hop = 0;
   msg.size = size;
   msg.src = src;
@@ -142,8 +152,8 @@ static int hop_arrived(void* ctx, long long slot) {
   Message& msg = m->messages[slot];
   if (msg.resend) return resend(m, static_cast<uint32_t>(slot));
   if (++msg.hop < msg.route.size()) return enqueue(m, static_cast<uint32_t>(slot));
-  AstraToken token = m->api->take(m->events, msg.held);
-  msg.held = -1;
+  AstraToken token = m->tokens[slot];
+  m->tokens[slot] = AstraToken{};
   msg.active = false;
   m->free_slots.push_back(static_cast<uint32_t>(slot));
   return m->api->deliver(token);

@@ -47,7 +47,6 @@ namespace maxmin = astra::maxmin;
 struct FlowMessage {
   int64_t size;
   int32_t next;  // the queue pair's next message (-1: none)
-  long long held;  // its delivery, held by the queue (api->hold)
 };
 
 // A queue pair (src, dst, tag): one flow of the solver, whose number indexes it.
@@ -84,6 +83,9 @@ struct FlowModel {
   BigVector<double> head_start;
   FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
   BigVector<FlowMessage> pool;
+  // the deliveries of the pool's messages, by message: the queue's table (api->tokens)
+  AstraToken* tokens = nullptr;
+  long long token_capacity = 0;
   std::vector<int32_t> free_messages;
   std::vector<double> ns_per_byte, latency, link_bytes, link_busy;
   std::vector<char> down;  // per link: out of service (set_links)
@@ -309,8 +311,6 @@ static int flow_send(void* model, long long src, long long dst, long long size, 
       return -1;
     }
   }
-  long long held = self->api->hold(self->events, token);
-  if (held < 0) return -1;
   int32_t message;
   if (!m.free_messages.empty()) {
     message = m.free_messages.back();
@@ -319,7 +319,19 @@ static int flow_send(void* model, long long src, long long dst, long long size, 
     message = static_cast<int32_t>(m.pool.size());
     m.pool.emplace_back();
   }
-  m.pool[message] = FlowMessage{size, -1, held};
+  if (message >= m.token_capacity) {  // its delivery goes in the queue's table (api->tokens)
+    long long wanted = std::max<long long>(message + 1, 2 * m.token_capacity);
+    m.tokens = self->api->tokens(self->events, self, wanted);
+    if (m.tokens == nullptr) {
+      m.token_capacity = 0;
+      m.free_messages.push_back(message);
+      self->api->discard(token);
+      return -1;
+    }
+    m.token_capacity = wanted;
+  }
+  m.tokens[message] = token;
+  m.pool[message] = FlowMessage{size, -1};
   FlowQueuePair& qp = m.qps[id];
   if (qp.tail >= 0) m.pool[qp.tail].next = message;
   else qp.head = message;
@@ -424,8 +436,8 @@ static int flow_head_drained(Model* self, int id, double now) {
   int32_t message = qp.head;
   FlowMessage& head = m.pool[message];
   int64_t size = head.size;
-  AstraToken token = self->api->take(self->events, head.held);
-  head.held = -1;
+  AstraToken token = m.tokens[message];
+  m.tokens[message] = AstraToken{};
   qp.head = head.next;
   if (qp.head < 0) qp.tail = -1;
   m.free_messages.push_back(message);
