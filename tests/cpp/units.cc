@@ -1,8 +1,8 @@
 // Unit tests of the kernel's public headers (astra_core/cpp/include), in C++ alone:
 // the flat hash map, the event heap, the max-min solver, the default routing, a
-// compiled model's routes and the lone-message pipeline, each against a reference
-// written here independently. tests/cpp/test_units.py builds and runs it; `make
-// sanitize` runs it under AddressSanitizer and UndefinedBehaviorSanitizer.
+// compiled model's routes and deliveries, and the lone-message pipeline, each against
+// a reference written here independently. tests/cpp/test_units.py builds and runs it;
+// `make sanitize` runs it under AddressSanitizer and UndefinedBehaviorSanitizer.
 // Prints one line per failed check and a summary; exits 1 when a check failed.
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "astra_deliveries.h"
 #include "astra_flat_map.h"
 #include "astra_heap.h"
 #include "astra_kernel_api.h"
@@ -263,6 +264,39 @@ void test_routes() {
   CHECK(route == (std::vector<int32_t>{347, 348, 349}));
 }
 
+// The queue's token table as the kernel keeps it: grown on request, new entries zeroed.
+std::vector<AstraToken> token_table;
+int token_calls = 0;
+
+AstraToken* fake_tokens(PyObject*, void*, long long count) {
+  ++token_calls;
+  if (count > static_cast<long long>(token_table.size())) token_table.resize(count, AstraToken{});
+  return token_table.data();
+}
+
+AstraToken numbered(unsigned char n) {
+  AstraToken token{};
+  token.opaque[0] = n;
+  return token;
+}
+
+// A model's deliveries survive the table's growth, come out once, and cost a call only
+// when the table grows.
+void test_deliveries() {
+  AstraKernelApi api{};
+  api.version = 2;
+  api.tokens = fake_tokens;
+  astra::Deliveries deliveries(&api, nullptr, nullptr);
+  for (int i = 0; i < 100; ++i) CHECK(deliveries.put(i, numbered(static_cast<unsigned char>(i + 1))));
+  CHECK(token_calls <= 8);  // doubling
+  for (int i = 99; i >= 0; i -= 3) {
+    AstraToken token = deliveries.take(i);
+    CHECK(token.opaque[0] == i + 1);
+    CHECK(token_table[i].opaque[0] == 0);  // its entry is empty again
+  }
+  CHECK(deliveries.put(99, numbered(7)) && deliveries.take(99).opaque[0] == 7);
+}
+
 // A lone message's store-and-forward pipeline against a packet-by-packet run: packet
 // k leaves link j when it has arrived from link j-1 and link j has sent packet k-1.
 double packets_one_by_one(const std::vector<double>& ns_per_byte, int64_t size, int64_t payload, int64_t header) {
@@ -301,6 +335,7 @@ int main() {
   test_maxmin();
   test_routing();
   test_routes();
+  test_deliveries();
   test_pipeline();
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

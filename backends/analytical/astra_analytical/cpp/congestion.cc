@@ -15,7 +15,6 @@
 // travel as addresses; a function that fails returns -1 (or 0 for a handle) with a
 // Python exception set.
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "astra_flat_map.h"
+#include "astra_deliveries.h"
 #include "astra_kernel_api.h"
 #include "astra_routes.h"
 
@@ -54,9 +54,7 @@ struct Model {
   std::vector<Link> links;
   std::vector<Message> messages;  // in flight, by slot
   std::vector<uint32_t> free_slots;
-  // the deliveries of the messages in flight, by slot: the queue's table (api->tokens)
-  AstraToken* tokens = nullptr;
-  long long token_capacity = 0;
+  std::unique_ptr<astra::Deliveries> deliveries;  // of the messages in flight, by slot
   long long sent = 0;
   AstraNativeSend native;
 };
@@ -116,18 +114,10 @@ static int send(void* model, long long src, long long dst, long long size, long 
     m->free_slots.push_back(slot);
     return m->api->deliver_after(m->events, 0, 1, token);
   }
-  if (slot >= m->token_capacity) {
-    long long wanted = std::max<long long>(slot + 1, 2 * m->token_capacity);
-    m->tokens = m->api->tokens(m->events, m, wanted);
-    if (m->tokens == nullptr) {
-      m->token_capacity = 0;
-      m->free_slots.push_back(slot);
-      m->api->discard(token);
-      return -1;
-    }
-    m->token_capacity = wanted;
+  if (!m->deliveries->put(slot, token)) {
+    m->free_slots.push_back(slot);
+    return -1;
   }
-  m->tokens[slot] = token;
   msg.hop = 0;
   msg.size = size;
   msg.src = src;
@@ -152,8 +142,7 @@ static int hop_arrived(void* ctx, long long slot) {
   Message& msg = m->messages[slot];
   if (msg.resend) return resend(m, static_cast<uint32_t>(slot));
   if (++msg.hop < msg.route.size()) return enqueue(m, static_cast<uint32_t>(slot));
-  AstraToken token = m->tokens[slot];
-  m->tokens[slot] = AstraToken{};
+  AstraToken token = m->deliveries->take(slot);
   msg.active = false;
   m->free_slots.push_back(static_cast<uint32_t>(slot));
   return m->api->deliver(token);
@@ -229,6 +218,7 @@ long long astra_congestion_new(long long api, PyObject* events, PyObject* route,
   m->api = kernel_api;
   m->events = events;
   m->routes = std::make_unique<astra::Routes>(kernel_api, route, route_buckets, true);
+  m->deliveries = std::make_unique<astra::Deliveries>(kernel_api, events, m.get());
   const double* bandwidth = reinterpret_cast<const double*>(static_cast<intptr_t>(bytes_per_ns));
   const double* latency = reinterpret_cast<const double*>(static_cast<intptr_t>(latency_ns));
   m->links.resize(n_links);

@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "astra_deliveries.h"
 #include "astra_flat_map.h"
 #include "astra_kernel_api.h"
 #include "astra_maxmin.h"
@@ -83,9 +84,6 @@ struct FlowModel {
   BigVector<double> head_start;
   FlatMap<RouteKey, int32_t, RouteKeyHash> keys;   // (src, dst, tag) -> number: active or idle
   BigVector<FlowMessage> pool;
-  // the deliveries of the pool's messages, by message: the queue's table (api->tokens)
-  AstraToken* tokens = nullptr;
-  long long token_capacity = 0;
   std::vector<int32_t> free_messages;
   std::vector<double> ns_per_byte, latency, link_bytes, link_busy;
   std::vector<char> down;  // per link: out of service (set_links)
@@ -137,6 +135,7 @@ struct Model {
   PyObject* events;  // the kernel's EventQueue, kept alive by the Python side
   std::unique_ptr<astra::Routes> routes;  // its routing is kept alive by the Python side
   std::unique_ptr<FlowModel> m;
+  std::unique_ptr<astra::Deliveries> deliveries;  // of the pool's messages, by message
   AstraNativeSend native;
 };
 
@@ -319,18 +318,10 @@ static int flow_send(void* model, long long src, long long dst, long long size, 
     message = static_cast<int32_t>(m.pool.size());
     m.pool.emplace_back();
   }
-  if (message >= m.token_capacity) {  // its delivery goes in the queue's table (api->tokens)
-    long long wanted = std::max<long long>(message + 1, 2 * m.token_capacity);
-    m.tokens = self->api->tokens(self->events, self, wanted);
-    if (m.tokens == nullptr) {
-      m.token_capacity = 0;
-      m.free_messages.push_back(message);
-      self->api->discard(token);
-      return -1;
-    }
-    m.token_capacity = wanted;
+  if (!self->deliveries->put(message, token)) {
+    m.free_messages.push_back(message);
+    return -1;
   }
-  m.tokens[message] = token;
   m.pool[message] = FlowMessage{size, -1};
   FlowQueuePair& qp = m.qps[id];
   if (qp.tail >= 0) m.pool[qp.tail].next = message;
@@ -436,8 +427,7 @@ static int flow_head_drained(Model* self, int id, double now) {
   int32_t message = qp.head;
   FlowMessage& head = m.pool[message];
   int64_t size = head.size;
-  AstraToken token = m.tokens[message];
-  m.tokens[message] = AstraToken{};
+  AstraToken token = self->deliveries->take(message);
   qp.head = head.next;
   if (qp.head < 0) qp.tail = -1;
   m.free_messages.push_back(message);
@@ -659,6 +649,7 @@ long long astra_flow_new(long long api, PyObject* events, PyObject* route, int k
   self->api = kernel_api;
   self->events = events;
   self->routes = std::make_unique<astra::Routes>(kernel_api, route, route_buckets, keep_routes != 0);
+  self->deliveries = std::make_unique<astra::Deliveries>(kernel_api, events, self.get());
   self->m = std::make_unique<FlowModel>(std::vector<double>(bandwidth, bandwidth + n_links),
                                         std::vector<double>(latency, latency + n_links));
   FlowModel& m = *self->m;
