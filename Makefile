@@ -17,7 +17,7 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 
 # Each backend distribution's own tests, a subpackage of it (pytest --pyargs runs them
 # against an installed astra-core).
-BACKEND_TESTS := backends/flow/astra_flow/tests backends/garnetlike/astra_garnetlike/tests backends/ns3/astra_ns3/tests
+BACKEND_TESTS := backends/analytical/astra_analytical/tests backends/flow/astra_flow/tests backends/garnetlike/astra_garnetlike/tests backends/ns3/astra_ns3/tests
 
 $(STAMP): pyproject.toml backends/analytical/pyproject.toml examples/plugin_backend/pyproject.toml \
 		backends/garnetlike/pyproject.toml backends/ns3/pyproject.toml \

@@ -1,0 +1,1 @@
+"""astra-analytical's own tests; against an installed astra-core: ``pytest --pyargs astra_analytical.tests``."""
