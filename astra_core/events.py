@@ -39,8 +39,9 @@ KERNEL_SOURCES = (_CPP / "kernel.cc",)
 KERNEL_PARTS = tuple(sorted((_CPP / "kernel").glob("*.h")))
 #: The public headers (``cpp/include/``), which the kernel and compiled network
 #: models include alike: the C API for models (:data:`KERNEL_API_HEADER`,
-#: docs/plugins.md) and the flat containers (``astra_flat_map.h``). Pass them as a
-#: native source's ``headers``.
+#: docs/plugins.md) and the shared pieces docs/kernel.md lists (containers, heap,
+#: routing, routes, deliveries, pipeline, max-min solver). Pass them as a native
+#: source's ``headers``.
 KERNEL_HEADERS = tuple(sorted((_CPP / "include").glob("*.h")))
 KERNEL_API_HEADER = _CPP / "include" / "astra_kernel_api.h"
 

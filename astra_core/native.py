@@ -176,7 +176,7 @@ def load(
     loaded = _LOADED.get(name)
     if loaded is not None:
         return loaded
-    includes = list(dict.fromkeys(str(h.parent) for h in headers))
+    includes = _header_dirs(headers)
     cxx = compiler()
     why = "no C++ compiler (set CXX or install g++)"
     if cxx is not None:
@@ -218,7 +218,7 @@ def load_extension(name: str, sources: Sequence[Path], headers: Sequence[Path] =
     loaded = _EXTENSIONS.get(name)
     if loaded is not None:
         return loaded
-    includes = [sysconfig.get_paths()["include"], *dict.fromkeys(str(h.parent) for h in headers)]
+    includes = [sysconfig.get_paths()["include"], *_header_dirs(headers)]
     flags = (*(f"-I{i}" for i in includes), f"-DASTRA_ABI={sys.implementation.cache_tag}")
     cxx = compiler()
     why = "no C++ compiler (set CXX or install g++)"
@@ -230,9 +230,7 @@ def load_extension(name: str, sources: Sequence[Path], headers: Sequence[Path] =
             warnings.warn(f"{why}; trying cppyy's JIT", NativeBuildWarning, stacklevel=2)
     if loaded is None:
         cppyy = _cppyy(name, why)
-        for folder in includes:
-            cppyy.add_include_path(folder)
-        _jit_sources(cppyy, name, sources)
+        _jit_sources(cppyy, name, sources, includes)
         loaded = getattr(cppyy.gbl, f"PyInit_{name}")()
     _EXTENSIONS[name] = loaded
     return loaded
@@ -262,7 +260,16 @@ def _cppyy(name: str, why: str) -> Any:
     return cppyy
 
 
-def _jit_sources(cppyy: Any, name: str, sources: Sequence[Path]) -> None:
+def _header_dirs(headers: Sequence[Path]) -> list[str]:
+    """The folders of ``headers``, each once, in order: the sources' include path."""
+    return list(dict.fromkeys(str(h.parent) for h in headers))
+
+
+def _jit_sources(cppyy: Any, name: str, sources: Sequence[Path], includes: Sequence[str]) -> None:
+    """cppyy compiles ``sources`` with ``includes`` on its include path; NativeUnavailable
+    with the first error line otherwise."""
+    for folder in includes:
+        cppyy.add_include_path(folder)
     for source in sources:
         try:
             cppyy.cppdef(source.read_text(encoding="utf-8"))
@@ -280,9 +287,7 @@ def _load_jit(
     includes: Sequence[str] = (),
 ) -> NativeLibrary:
     cppyy = _cppyy(name, why)
-    for folder in includes:
-        cppyy.add_include_path(folder)
-    _jit_sources(cppyy, name, sources)
+    _jit_sources(cppyy, name, sources, includes)
     return NativeLibrary("jit", {function: _raising(getattr(cppyy.gbl, function)) for function in signatures})
 
 

@@ -77,7 +77,6 @@ static const long long IDLE_QUEUE_PAIRS = 1LL << 16;
 
 struct FlowModel {
   maxmin::Solver solver;
-  long long route_buckets;
   BigVector<FlowQueuePair> qps;                  // by the solver's flow number
   // per queue pair: when its head message started draining; apart from FlowQueuePair
   // for last_round_lead's scan of a link's flows, as the solver's bottleneck
@@ -653,7 +652,6 @@ long long astra_flow_new(long long api, PyObject* events, PyObject* route, int k
   self->m = std::make_unique<FlowModel>(std::vector<double>(bandwidth, bandwidth + n_links),
                                         std::vector<double>(latency, latency + n_links));
   FlowModel& m = *self->m;
-  m.route_buckets = route_buckets;
   m.payload = payload;
   m.header = header;
   m.ack_weight = ack_weight;
