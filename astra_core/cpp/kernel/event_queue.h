@@ -56,6 +56,13 @@ static inline Call kernel_call(uint8_t kind, PyObject* obj, int64_t value) {
   return c;
 }
 
+// A compiled model's step fn(ctx, arg) as a call (raw pointers: no references).
+static inline Call step_call(AstraStepFn fn, void* ctx, int64_t arg) {
+  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
+  c.v.i = arg;
+  return c;
+}
+
 static inline void release(Call& c) {
   if (c.kind == CALL_C_FN) {  // raw pointers, no references
     c.obj = c.arg = nullptr;

@@ -45,9 +45,7 @@ static int api_schedule(PyObject* events, double delay_ns, int integral, AstraSt
     PyErr_SetString(PyExc_ValueError, text);
     return -1;
   }
-  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
-  c.v.i = arg;
-  push_call(q, q->now + delay_ns, integral && q->now_integral, c);
+  push_call(q, q->now + delay_ns, integral && q->now_integral, step_call(fn, ctx, arg));
   return 0;
 }
 
@@ -86,9 +84,7 @@ static bool api_time_ok(EventQueue* q, double time_ns) {
 static int api_schedule_at(PyObject* events, double time_ns, int integral, AstraStepFn fn, void* ctx, long long arg) {
   EventQueue* q = api_queue(events);
   if (q == nullptr || !api_time_ok(q, time_ns)) return -1;
-  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
-  c.v.i = arg;
-  push_call(q, time_ns, integral != 0, c);
+  push_call(q, time_ns, integral != 0, step_call(fn, ctx, arg));
   return 0;
 }
 
@@ -230,8 +226,6 @@ static PyObject* kernel_step_call(PyObject*, PyObject* args) {
   long long arg = 0;
   if (!PyArg_ParseTuple(args, "KK|L", &fn, &ctx, &arg)) return nullptr;
   if (fn == 0) return PyErr_Format(PyExc_ValueError, "step_call: no function");
-  Call c{CALL_C_FN, reinterpret_cast<PyObject*>(static_cast<uintptr_t>(fn)),
-         reinterpret_cast<PyObject*>(static_cast<uintptr_t>(ctx)), {0}};
-  c.v.i = arg;
-  return as_callable(c);
+  return as_callable(step_call(reinterpret_cast<AstraStepFn>(static_cast<uintptr_t>(fn)),
+                               reinterpret_cast<void*>(static_cast<uintptr_t>(ctx)), arg));
 }
