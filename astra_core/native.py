@@ -40,6 +40,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pybind11
+
 from astra_core.errors import AstraError
 
 #: Flags of every compiled library (C++17, optimised, position-independent, no fused
@@ -208,7 +210,8 @@ def _load_compiled(path: Path, signatures: Mapping[str, tuple[str, Sequence[str]
 
 def load_extension(name: str, sources: Sequence[Path], headers: Sequence[Path] = ()) -> ModuleType:
     """The CPython extension module ``name`` built from ``sources`` (which define
-    ``PyInit_<name>``) against this interpreter's headers; ``headers`` are the files
+    ``PyInit_<name>``, by hand or with pybind11, whose headers are on the include
+    path) against this interpreter's headers; ``headers`` are the files
     the sources include (their folders are searched, and they are part of the key).
 
     Compiled, cached (the key includes the interpreter's ABI) and imported when a
@@ -218,8 +221,12 @@ def load_extension(name: str, sources: Sequence[Path], headers: Sequence[Path] =
     loaded = _EXTENSIONS.get(name)
     if loaded is not None:
         return loaded
-    includes = [sysconfig.get_paths()["include"], *_header_dirs(headers)]
-    flags = (*(f"-I{i}" for i in includes), f"-DASTRA_ABI={sys.implementation.cache_tag}")
+    includes = [sysconfig.get_paths()["include"], pybind11.get_include(), *_header_dirs(headers)]
+    flags = (
+        *(f"-I{i}" for i in includes),
+        f"-DASTRA_ABI={sys.implementation.cache_tag}",
+        f"-DASTRA_PYBIND11={pybind11.__version__}",  # part of the key: the bindings' headers
+    )
     cxx = compiler()
     why = "no C++ compiler (set CXX or install g++)"
     if cxx is not None:

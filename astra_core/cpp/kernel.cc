@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <structmember.h>
+#include <pybind11/pybind11.h>
 #if __has_include(<sys/mman.h>)
 #include <sys/mman.h>
 #endif
@@ -51,6 +52,7 @@
 
 namespace astra_kernel {
 
+namespace py = pybind11;
 using astra::BigVector;
 using astra::FlatMap;
 using astra::SmallVector;
@@ -99,19 +101,17 @@ static PyMethodDef kernel_functions[] = {
      "round_ps(t_ns): t rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
     {nullptr, nullptr, 0, nullptr}};
 
-static PyModuleDef kernel_module = {PyModuleDef_HEAD_INIT, "_astra_kernel",
-                                    "astra's simulation kernel (astra_core/cpp/kernel.cc)", -1, kernel_functions};
 
 }  // namespace astra_kernel
 
-extern "C" PyObject* PyInit__astra_kernel() {
+PYBIND11_MODULE(_astra_kernel, module) {
   using namespace astra_kernel;
+  module.doc() = "astra's simulation kernel (astra_core/cpp/kernel.cc)";
   init_event_queue_type();
   init_kernel_call_type();
   init_rank_events_type();
   init_stream_type();
   init_analytical_links_type();
-  init_shortest_paths_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -124,33 +124,19 @@ extern "C" PyObject* PyInit__astra_kernel() {
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
                {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
-               {"ShortestPaths", &ShortestPathsType},
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},
                {"OpProgram", &OpProgramType}, {"ProgramPhase", &ProgramPhaseType}};
-  for (auto& t : types)
-    if (PyType_Ready(t.type) < 0) return nullptr;
-  if (array_type == nullptr) {
-    PyObject* array_module = PyImport_ImportModule("array");
-    if (array_module == nullptr) return nullptr;
-    array_type = PyObject_GetAttrString(array_module, "array");
-    Py_DECREF(array_module);
-    if (array_type == nullptr) return nullptr;
-  }
-  PyObject* module = PyModule_Create(&kernel_module);
-  if (module == nullptr) return nullptr;
   for (auto& t : types) {
-    Py_INCREF(t.type);
-    if (PyModule_AddObject(module, t.name, reinterpret_cast<PyObject*>(t.type)) < 0) {
-      Py_DECREF(t.type);
-      Py_DECREF(module);
-      return nullptr;
-    }
+    if (PyType_Ready(t.type) < 0) throw py::error_already_set();
+    module.add_object(t.name, py::handle(reinterpret_cast<PyObject*>(t.type)));
   }
-  PyModule_AddIntConstant(module, "PROGRESS_EVERY", PROGRESS_EVERY);
-  PyModule_AddObject(module, "C_API", PyCapsule_New(&kernel_api, "_astra_kernel.C_API", nullptr));
-  PyModule_AddObject(module, "NCCL_TAG_BASE", PyLong_FromLongLong(NCCL_TAG_BASE));
-  PyModule_AddObject(module, "NCCL_LANES_PER_TAG", PyLong_FromLongLong(NCCL_LANES_PER_TAG));
-  PyModule_AddObject(module, "FAST_TRANSMISSION_NS", PyLong_FromLongLong(FAST_TRANSMISSION_NS));
-  return module;
+  if (array_type == nullptr) array_type = py::object(py::module_::import("array").attr("array")).release().ptr();
+  if (PyModule_AddFunctions(module.ptr(), kernel_functions) < 0) throw py::error_already_set();
+  bind_routing(module);
+  module.attr("PROGRESS_EVERY") = PROGRESS_EVERY;
+  module.attr("C_API") = py::capsule(&kernel_api, "_astra_kernel.C_API");
+  module.attr("NCCL_TAG_BASE") = NCCL_TAG_BASE;
+  module.attr("NCCL_LANES_PER_TAG") = NCCL_LANES_PER_TAG;
+  module.attr("FAST_TRANSMISSION_NS") = FAST_TRANSMISSION_NS;
 }

@@ -111,9 +111,8 @@ static unsigned long long api_flow_hash(long long src, long long dst, long long 
 static long long api_route(PyObject* route, long long src, long long dst, long long key, int* links,
                            long long capacity) {
   std::vector<int32_t> hops;
-  if (Py_TYPE(route) == &ShortestPathsType) {  // the kernel's own routing: no Python call
-    if (!shortest_route(reinterpret_cast<ShortestPaths*>(route), src, dst, static_cast<uint64_t>(key), &hops))
-      return -1;
+  if (ShortestPaths* paths = kernel_routing(route)) {  // the kernel's own routing: no Python call
+    if (!paths->route(src, dst, static_cast<uint64_t>(key), &hops)) return -1;
   } else {
     std::vector<int64_t> ids;
     PyObject* found = PyObject_CallFunction(route, "LLL", src, dst, key);

@@ -19,33 +19,7 @@ static PyObject* kernel_flow_hash(PyObject*, PyObject* const* args, Py_ssize_t n
   return PyLong_FromUnsignedLongLong(flow_hash(v[0], v[1], v[2]));
 }
 
-struct ShortestPaths {
-  PyObject_HEAD
-  RoutingGraph* graph;
-};
-
-static PyTypeObject ShortestPathsType = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
-// The path of flow bucket ``bucket`` from rank src to rank dst; false with an error set.
-static bool shortest_route(ShortestPaths* self, int64_t src, int64_t dst, uint64_t bucket,
-                           std::vector<int32_t>* out) {
-  RoutingGraph* g = self->graph;
-  if (g == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "ShortestPaths.__init__ was not called");
-    return false;
-  }
-  int64_t ranks = static_cast<int64_t>(g->hosts.size());
-  if (src < 0 || src >= ranks || dst < 0 || dst >= ranks) {
-    PyErr_Format(PyExc_IndexError, "no NPU rank %lld (ranks are 0..%lld)",
-                 static_cast<long long>(src < 0 || src >= ranks ? src : dst), static_cast<long long>(ranks - 1));
-    return false;
-  }
-  if (g->route(g->hosts[src], g->hosts[dst], bucket, out)) return true;
-  PyErr_Format(PyExc_ValueError, "no path from NPU %lld to NPU %lld", static_cast<long long>(src),
-               static_cast<long long>(dst));
-  return false;
-}
-
+// A new tuple of link ids; nullptr with an error set.
 static PyObject* links_tuple(const std::vector<int32_t>& links) {
   PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(links.size()));
   for (size_t i = 0; out != nullptr && i < links.size(); ++i) {
@@ -56,61 +30,71 @@ static PyObject* links_tuple(const std::vector<int32_t>& links) {
   return out;
 }
 
-static int ShortestPaths_init(ShortestPaths* self, PyObject* args, PyObject*) {
-  int nodes;
-  PyObject *switches, *src, *dst, *latency, *down = nullptr;
-  if (!PyArg_ParseTuple(args, "iOOOO|O", &nodes, &switches, &src, &dst, &latency, &down)) return -1;
-  auto g = std::make_unique<RoutingGraph>();
-  std::vector<int32_t> switch_ids, down_ids, link_src, link_dst;
-  std::vector<double> latency_ns;
-  if (!read_numbers(switches, "switches: node ids", &switch_ids) ||
-      !read_numbers(src, "link_src: node ids", &link_src) || !read_numbers(dst, "link_dst: node ids", &link_dst) ||
-      !read_numbers(latency, "link_latency: ns", &latency_ns) ||
-      (down != nullptr && !read_numbers(down, "down: link ids", &down_ids)))
-    return -1;
-  if (!g->build(nodes, switch_ids, std::move(link_src), std::move(link_dst), std::move(latency_ns), down_ids)) {
-    PyErr_SetString(PyExc_ValueError,
-                    "ShortestPaths: node ids must be in 0..nodes-1, one source, end and latency per link, and links "
-                    "down must be link ids");
-    return -1;
+// The default routing of a physical topology; its Python face is bound in bind_routing.
+struct ShortestPaths {
+  RoutingGraph graph;
+
+  // Raises ValueError (py::value_error) when the topology's ids do not hold together.
+  ShortestPaths(int nodes, const py::handle& switches, const py::handle& link_src, const py::handle& link_dst,
+                const py::handle& link_latency, const py::handle& down) {
+    std::vector<int32_t> switch_ids, down_ids, src, dst;
+    std::vector<double> latency_ns;
+    if (!read_numbers(switches.ptr(), "switches: node ids", &switch_ids) ||
+        !read_numbers(link_src.ptr(), "link_src: node ids", &src) ||
+        !read_numbers(link_dst.ptr(), "link_dst: node ids", &dst) ||
+        !read_numbers(link_latency.ptr(), "link_latency: ns", &latency_ns) ||
+        !read_numbers(down.ptr(), "down: link ids", &down_ids))
+      throw py::error_already_set();
+    if (!graph.build(nodes, switch_ids, std::move(src), std::move(dst), std::move(latency_ns), down_ids))
+      throw py::value_error(
+          "ShortestPaths: node ids must be in 0..nodes-1, one source, end and latency per link, and links down "
+          "must be link ids");
   }
-  delete self->graph;
-  self->graph = g.release();
-  return 0;
-}
 
-static void ShortestPaths_dealloc(ShortestPaths* self) {
-  delete self->graph;
-  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
-}
-
-// paths(src_rank, dst_rank, bucket) -> tuple of link ids
-static PyObject* ShortestPaths_call(ShortestPaths* self, PyObject* args, PyObject* kwds) {
-  long long src, dst;
-  unsigned long long bucket;
-  if (kwds != nullptr || !PyArg_ParseTuple(args, "LLK", &src, &dst, &bucket)) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "ShortestPaths(src_rank, dst_rank, bucket)");
-    return nullptr;
+  // The path of flow bucket ``bucket`` from rank src to rank dst; false with an error set.
+  bool route(int64_t src, int64_t dst, uint64_t bucket, std::vector<int32_t>* out) {
+    int64_t ranks = static_cast<int64_t>(graph.hosts.size());
+    if (src < 0 || src >= ranks || dst < 0 || dst >= ranks) {
+      PyErr_Format(PyExc_IndexError, "no NPU rank %lld (ranks are 0..%lld)",
+                   static_cast<long long>(src < 0 || src >= ranks ? src : dst), static_cast<long long>(ranks - 1));
+      return false;
+    }
+    if (graph.route(graph.hosts[src], graph.hosts[dst], bucket, out)) return true;
+    PyErr_Format(PyExc_ValueError, "no path from NPU %lld to NPU %lld", static_cast<long long>(src),
+                 static_cast<long long>(dst));
+    return false;
   }
-  std::vector<int32_t> links;
-  if (!shortest_route(self, src, dst, bucket, &links)) return nullptr;
-  return links_tuple(links);
+
+  py::tuple operator()(int64_t src, int64_t dst, uint64_t bucket) {
+    std::vector<int32_t> links;
+    PyObject* out = route(src, dst, bucket, &links) ? links_tuple(links) : nullptr;
+    if (out == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::tuple>(out);
+  }
+};
+
+static PyTypeObject* shortest_paths_type = nullptr;  // set by bind_routing
+
+// ``route`` as the kernel's own routing (no Python call to route a message), else nullptr.
+static ShortestPaths* kernel_routing(PyObject* route) {
+  if (Py_TYPE(route) != shortest_paths_type) return nullptr;
+  return py::handle(route).cast<ShortestPaths*>();
 }
 
-static void init_shortest_paths_type() {
-  PyTypeObject& t = ShortestPathsType;
-  t.tp_name = "_astra_kernel.ShortestPaths";
-  t.tp_basicsize = sizeof(ShortestPaths);
-  t.tp_flags = Py_TPFLAGS_DEFAULT;
-  t.tp_doc =
+static void bind_routing(py::module_& module) {
+  py::class_<ShortestPaths> paths(
+      module, "ShortestPaths",
       "ShortestPaths(nodes_count, switches, link_src, link_dst, link_latency_ns, down=()): the default routing of "
       "a physical topology, over its links but those in down (which keep their ids); paths(src_rank, dst_rank, "
       "bucket) gives the link ids of flow bucket bucket's shortest path (ECMP: flow_hash(bucket, node, 0) picks "
-      "among equal next hops).";
-  t.tp_new = PyType_GenericNew;
-  t.tp_init = reinterpret_cast<initproc>(ShortestPaths_init);
-  t.tp_dealloc = reinterpret_cast<destructor>(ShortestPaths_dealloc);
-  t.tp_call = reinterpret_cast<ternaryfunc>(ShortestPaths_call);
+      "among equal next hops).");
+  paths.def(py::init<int, py::handle, py::handle, py::handle, py::handle, py::handle>(), py::arg("nodes_count"),
+            py::arg("switches"), py::arg("link_src"), py::arg("link_dst"), py::arg("link_latency_ns"),
+            py::arg("down") = py::tuple());
+  paths.def("__call__", &ShortestPaths::operator(), py::arg("src_rank"), py::arg("dst_rank"), py::arg("bucket"),
+            "The link ids of flow bucket ``bucket``'s path from src_rank to dst_rank (IndexError: no such rank; "
+            "ValueError: no path).");
+  shortest_paths_type = reinterpret_cast<PyTypeObject*>(paths.ptr());
 }
 
 // ---------------------------------------------------------------------------------
@@ -137,10 +121,9 @@ static PyObject* find_route(PyObject* route, long long buckets, RouteCache* cach
   }
   long long third = buckets > 0 ? static_cast<long long>(key.bucket) : static_cast<long long>(tag);
   PyObject* hops;
-  if (Py_TYPE(route) == &ShortestPathsType) {  // the kernel's own routing: no Python call
+  if (ShortestPaths* paths = kernel_routing(route)) {  // the kernel's own routing: no Python call
     std::vector<int32_t> links;
-    ShortestPaths* paths = reinterpret_cast<ShortestPaths*>(route);
-    hops = shortest_route(paths, src, dst, static_cast<uint64_t>(third), &links) ? links_tuple(links) : nullptr;
+    hops = paths->route(src, dst, static_cast<uint64_t>(third), &links) ? links_tuple(links) : nullptr;
   } else {
     PyObject* links = PyObject_CallFunction(route, "LLL", static_cast<long long>(src), static_cast<long long>(dst), third);
     hops = links == nullptr ? nullptr : PySequence_Tuple(links);
