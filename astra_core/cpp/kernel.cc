@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -50,7 +51,8 @@
 #include <utility>
 #include <vector>
 
-namespace astra_kernel {
+// Hidden, as pybind11's own namespace is: only PyInit__astra_kernel is exported.
+namespace __attribute__((visibility("hidden"))) astra_kernel {
 
 namespace py = pybind11;
 using astra::BigVector;
@@ -67,6 +69,7 @@ using astra::RoutingGraph;
 using astra::flow_hash;
 namespace maxmin = astra::maxmin;
 
+#include "bound.h"
 #include "event_queue.h"
 #include "clock.h"
 #include "rank_events.h"
@@ -111,7 +114,6 @@ PYBIND11_MODULE(_astra_kernel, module) {
   init_kernel_call_type();
   init_rank_events_type();
   init_stream_type();
-  init_analytical_links_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -123,7 +125,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
-               {"Stream", &StreamType},         {"AnalyticalLinks", &AnalyticalLinksType},
+               {"Stream", &StreamType},         
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},
                {"OpProgram", &OpProgramType}, {"ProgramPhase", &ProgramPhaseType}};
@@ -134,6 +136,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   if (array_type == nullptr) array_type = py::object(py::module_::import("array").attr("array")).release().ptr();
   if (PyModule_AddFunctions(module.ptr(), kernel_functions) < 0) throw py::error_already_set();
   bind_routing(module);
+  bind_analytical_links(module);
   module.attr("PROGRESS_EVERY") = PROGRESS_EVERY;
   module.attr("C_API") = py::capsule(&kernel_api, "_astra_kernel.C_API");
   module.attr("NCCL_TAG_BASE") = NCCL_TAG_BASE;

@@ -31,287 +31,180 @@ struct TallyKeyHash {
 };
 
 struct AnalyticalLinks {
-  PyObject_HEAD
-  EventQueue* queue;  // owned
-  std::vector<LinkDim>* dims;
-  long long messages;
-  long long bytes_sent;
-  FlatMap<TallyKey, long long, TallyKeyHash>* tally;  // nullptr: not counting
-  long long check_every, until_check;
-  PyObject* on_check;  // owned, or nullptr
-  // a physical topology: route(src, dst, bucket) (owned, or nullptr: the dims above),
-  // its routes kept per flow bucket, and each link's speed and latency
-  PyObject* route;
-  long long route_buckets;
-  RouteCache* routes;
-  std::vector<double>* link_bytes_per_ns;
-  std::vector<double>* link_latency_ns;
-};
+  py::object events;            // the EventQueue
+  EventQueue* queue = nullptr;  // borrowed from events
+  std::vector<LinkDim> dims;
+  long long messages = 0;
+  long long bytes_sent = 0;
+  std::optional<FlatMap<TallyKey, long long, TallyKeyHash>> tally;  // empty: not counting
+  long long check_every = 0, until_check = 0;
+  py::object on_check;  // None: no check
+  // a physical topology: route(src, dst, bucket) (None: the dims above), its routes
+  // kept per flow bucket, and each link's speed and latency
+  py::object route;
+  long long route_buckets = 0;
+  RouteCache routes;
+  std::vector<double> link_bytes_per_ns;
+  std::vector<double> link_latency_ns;
 
-static PyTypeObject AnalyticalLinksType = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
-// Whole ns as a double: past int64 (a nonsense input) the run's times must stay
-// large, for the reports to refuse them, as Python's ints did.
-static inline double analytical_delay_ns(const AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size) {
-  for (const LinkDim& d : *self->dims) {
-    int64_t a = (src / d.stride) % d.npus;
-    int64_t b = (dst / d.stride) % d.npus;
-    if (a == b) continue;
-    int64_t hops;
-    if (d.kind == 0) {
-      int64_t clockwise = ((b - a) % d.npus + d.npus) % d.npus;
-      hops = clockwise < d.npus - clockwise ? clockwise : d.npus - clockwise;
-    } else if (d.kind == 1) {
-      hops = 2;
-    } else {
-      hops = 1;
+  // Raises TypeError (events not an EventQueue, a malformed dimension) or ValueError (a
+  // route without one bandwidth and one latency per link).
+  AnalyticalLinks(const py::object& events_queue, const py::handle& link_dims, const py::object& routing,
+                  const py::handle& bytes_per_ns, const py::handle& latency_ns, long long buckets)
+      : events(events_queue), on_check(py::none()), route(routing), route_buckets(buckets) {
+    if (!PyObject_TypeCheck(events.ptr(), &EventQueueType)) throw py::type_error("AnalyticalLinks: events must be an EventQueue");
+    queue = reinterpret_cast<EventQueue*>(events.ptr());
+    if (!route.is_none() &&
+        (!read_numbers(bytes_per_ns.ptr(), "bytes_per_ns: a sequence of numbers", &link_bytes_per_ns) ||
+         !read_numbers(latency_ns.ptr(), "latency_ns: a sequence of numbers", &link_latency_ns) ||
+         link_bytes_per_ns.size() != link_latency_ns.size())) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      throw py::value_error("a route needs one bandwidth and one latency per link");
     }
-    return std::trunc(static_cast<double>(hops) * d.latency_ns + static_cast<double>(size) / d.bytes_per_ns);
+    for (const py::handle& item : py::reinterpret_borrow<py::sequence>(link_dims)) {
+      LinkDim d;
+      if (!PyArg_ParseTuple(item.ptr(), "LLidd", &d.stride, &d.npus, &d.kind, &d.latency_ns, &d.bytes_per_ns))
+        throw py::error_already_set();
+      dims.push_back(d);
+    }
   }
-  return 0;
-}
 
-// Counts a message for the estimate, and every check_every messages calls on_check()
-// (which raises to stop the pass); false with that error set.
-static bool tally_message(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size) {
-  TallyKey key{src, dst, size};
-  long long* count = self->tally->find(key);
-  if (count != nullptr) {
-    ++*count;
-  } else {
-    self->tally->insert(key, 1);
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(events.ptr());
+    Py_VISIT(on_check.ptr());
+    Py_VISIT(route.ptr());
+    return 0;
   }
-  if (--self->until_check > 0 || self->on_check == nullptr) return true;
-  self->until_check = self->check_every;
-  PyObject* r = PyObject_CallNoArgs(self->on_check);
-  if (r == nullptr) return false;
-  Py_DECREF(r);
-  return true;
-}
 
-// The store-and-forward time over the physical route of (src, dst, tag), whole ns per
-// hop, into ``out``; false with an error set (a route that cannot be had).
-static bool analytical_route_delay_ns(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
-                                      double* out) {
-  *out = 0;
-  if (src == dst) return true;
-  PyObject* hops = find_route(self->route, self->route_buckets, self->routes, src, dst, tag);
-  if (hops == nullptr) return false;
-  const std::vector<double>& bw = *self->link_bytes_per_ns;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops); ++i) {
-    long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops, i));
-    if (link < 0 || link >= static_cast<long long>(bw.size())) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_IndexError, "a route crosses link %lld of %zu", link, bw.size());
-      Py_DECREF(hops);
+  void clear() {
+    on_check = py::none();
+    route = py::none();
+    clear_routes(&routes);
+  }
+
+  // Whole ns as a double: past int64 (a nonsense input) the run's times must stay
+  // large, for the reports to refuse them, as Python's ints did.
+  double dims_delay_ns(int64_t src, int64_t dst, int64_t size) const {
+    for (const LinkDim& d : dims) {
+      int64_t a = (src / d.stride) % d.npus;
+      int64_t b = (dst / d.stride) % d.npus;
+      if (a == b) continue;
+      int64_t hops;
+      if (d.kind == 0) {
+        int64_t clockwise = ((b - a) % d.npus + d.npus) % d.npus;
+        hops = clockwise < d.npus - clockwise ? clockwise : d.npus - clockwise;
+      } else if (d.kind == 1) {
+        hops = 2;
+      } else {
+        hops = 1;
+      }
+      return std::trunc(static_cast<double>(hops) * d.latency_ns + static_cast<double>(size) / d.bytes_per_ns);
+    }
+    return 0;
+  }
+
+  // Counts a message for the estimate, and every check_every messages calls on_check()
+  // (which raises to stop the pass); false with that error set.
+  bool count(int64_t src, int64_t dst, int64_t size) {
+    TallyKey key{src, dst, size};
+    if (long long* n = tally->find(key)) ++*n;
+    else tally->insert(key, 1);
+    if (--until_check > 0 || on_check.is_none()) return true;
+    until_check = check_every;
+    PyObject* r = PyObject_CallNoArgs(on_check.ptr());
+    Py_XDECREF(r);
+    return r != nullptr;
+  }
+
+  // The store-and-forward time over the physical route of (src, dst, tag), whole ns per
+  // hop, into ``out``; false with an error set (a route that cannot be had).
+  bool route_delay_ns(int64_t src, int64_t dst, int64_t size, int64_t tag, double* out) {
+    *out = 0;
+    if (src == dst) return true;
+    py::object hops = py::reinterpret_steal<py::object>(find_route(route.ptr(), route_buckets, &routes, src, dst, tag));
+    if (!hops) return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops.ptr()); ++i) {
+      long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops.ptr(), i));
+      if (link < 0 || link >= static_cast<long long>(link_bytes_per_ns.size())) {
+        if (!PyErr_Occurred())
+          PyErr_Format(PyExc_IndexError, "a route crosses link %lld of %zu", link, link_bytes_per_ns.size());
+        return false;
+      }
+      *out += std::trunc(link_latency_ns[link] + static_cast<double>(size) / link_bytes_per_ns[link]);
+    }
+    return true;
+  }
+
+  // Times a message and queues ``call`` (its references move here) for its arrival;
+  // false with an error set (the estimate's check stopped it, or a route failed).
+  bool send(int64_t src, int64_t dst, int64_t size, int64_t tag, const Call& call) {
+    double delay = 0;
+    if ((tally && !count(src, dst, size)) || (!route.is_none() && !route_delay_ns(src, dst, size, tag, &delay))) {
+      Call c = call;
+      release(c);
       return false;
     }
-    *out += std::trunc((*self->link_latency_ns)[link] + static_cast<double>(size) / bw[link]);
+    ++messages;
+    bytes_sent += size;
+    if (route.is_none()) delay = dims_delay_ns(src, dst, size);
+    push_call(queue, queue->now + delay, queue->now_integral, call);
+    return true;
   }
-  Py_DECREF(hops);
-  return true;
-}
 
-// Times a message and queues ``call`` (its references move here) for its arrival;
-// false with an error set (the estimate's check stopped it, or a route failed).
-static inline bool analytical_send(AnalyticalLinks* self, int64_t src, int64_t dst, int64_t size, int64_t tag,
-                                   const Call& call) {
-  double delay = 0;
-  if ((self->tally != nullptr && !tally_message(self, src, dst, size)) ||
-      (self->route != nullptr && !analytical_route_delay_ns(self, src, dst, size, tag, &delay))) {
-    Call c = call;
-    release(c);
-    return false;
+  long long delay_ns(int64_t src, int64_t dst, int64_t size) {
+    double delay = 0;
+    if (route.is_none()) delay = dims_delay_ns(src, dst, size);
+    else if (!route_delay_ns(src, dst, size, 0, &delay)) throw py::error_already_set();
+    return static_cast<long long>(delay);
   }
-  ++self->messages;
-  self->bytes_sent += size;
-  if (self->route == nullptr) delay = analytical_delay_ns(self, src, dst, size);
-  EventQueue* q = self->queue;
-  push_call(q, q->now + delay, q->now_integral, call);
-  return true;
-}
 
-static PyObject* AnalyticalLinks_new(PyTypeObject* type, PyObject*, PyObject*) {
-  AnalyticalLinks* self = reinterpret_cast<AnalyticalLinks*>(type->tp_alloc(type, 0));
-  if (self == nullptr) return nullptr;
-  self->dims = new std::vector<LinkDim>();
-  self->routes = new RouteCache();
-  self->link_bytes_per_ns = new std::vector<double>();
-  self->link_latency_ns = new std::vector<double>();
-  return reinterpret_cast<PyObject*>(self);
-}
-
-static int AnalyticalLinks_init(AnalyticalLinks* self, PyObject* args, PyObject* kwds) {
-  static const char* names[] = {"events", "dims", "route", "bytes_per_ns", "latency_ns", "route_buckets", nullptr};
-  PyObject *events, *dims, *route = Py_None, *bandwidth = nullptr, *latency = nullptr;
-  long long buckets = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O|OOOL", const_cast<char**>(names), &EventQueueType, &events, &dims,
-                                   &route, &bandwidth, &latency, &buckets))
-    return -1;
-  if (route != Py_None) {
-    if (bandwidth == nullptr || latency == nullptr ||
-        !read_numbers(bandwidth, "bytes_per_ns: a sequence of numbers", self->link_bytes_per_ns) ||
-        !read_numbers(latency, "latency_ns: a sequence of numbers", self->link_latency_ns) ||
-        self->link_bytes_per_ns->size() != self->link_latency_ns->size()) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a route needs one bandwidth and one latency per link");
-      return -1;
-    }
-    Py_INCREF(route);
-    Py_XSETREF(self->route, route);
-    self->route_buckets = buckets;
+  void start_tally(long long every, const py::object& check) {
+    if (every < 1) throw py::value_error("check_every must be at least 1");
+    if (!tally) tally.emplace();
+    check_every = until_check = every;
+    on_check = check;
   }
-  PyObject* seq = PySequence_Fast(dims, "dims: a sequence of (stride, npus, kind, latency_ns, bytes_per_ns)");
-  if (seq == nullptr) return -1;
-  self->dims->clear();
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    LinkDim d;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "LLidd", &d.stride, &d.npus, &d.kind, &d.latency_ns,
-                          &d.bytes_per_ns)) {
-      Py_DECREF(seq);
-      return -1;
-    }
-    self->dims->push_back(d);
+
+  py::dict tally_dict() {
+    py::dict out;
+    if (tally)
+      tally->for_each([&](const TallyKey& k, long long& n) { out[py::make_tuple(k.src, k.dst, k.size)] = n; });
+    return out;
   }
-  Py_DECREF(seq);
-  Py_INCREF(events);
-  Py_XSETREF(self->queue, reinterpret_cast<EventQueue*>(events));
-  return 0;
-}
+};
 
-static int AnalyticalLinks_traverse(AnalyticalLinks* self, visitproc visit, void* arg) {
-  Py_VISIT(self->queue);
-  Py_VISIT(self->on_check);
-  Py_VISIT(self->route);
-  return 0;
-}
+// The model's send for the kernel's matcher (native_api.h).
+static PyObject* analytical_native_send_capsule(AnalyticalLinks* links);
 
-static int AnalyticalLinks_clear(AnalyticalLinks* self) {
-  Py_CLEAR(self->queue);
-  Py_CLEAR(self->on_check);
-  Py_CLEAR(self->route);
-  clear_routes(self->routes);
-  return 0;
-}
-
-static void AnalyticalLinks_dealloc(AnalyticalLinks* self) {
-  PyObject_GC_UnTrack(self);
-  AnalyticalLinks_clear(self);
-  delete self->dims;
-  delete self->tally;
-  delete self->routes;
-  delete self->link_bytes_per_ns;
-  delete self->link_latency_ns;
-  Py_TYPE(self)->tp_free(reinterpret_cast<PyObject*>(self));
-}
-
-// send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0)
-static PyObject* AnalyticalLinks_send(AnalyticalLinks* self, PyObject* const* args, Py_ssize_t nargs,
-                                      PyObject* kwnames) {
-  PyObject* bound[6];
-  static const char* const names[] = {"src", "dst", "size_bytes", "on_delivered", "arg", "tag"};
-  if (!bind_args("send", names, 6, 4, args, nargs, kwnames, bound)) return nullptr;
-  long long src = PyLong_AsLongLong(bound[0]), dst = PyLong_AsLongLong(bound[1]);
-  long long size = PyLong_AsLongLong(bound[2]);
-  long long tag = bound[5] == Py_None ? 0 : PyLong_AsLongLong(bound[5]);
-  if (PyErr_Occurred()) return nullptr;
-  if (!analytical_send(self, src, dst, size, tag, py_call(bound[3], bound[4]))) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* AnalyticalLinks_delay_ns(AnalyticalLinks* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) {
-    PyErr_SetString(PyExc_TypeError, "delay_ns(src, dst, size_bytes)");
-    return nullptr;
-  }
-  long long src = PyLong_AsLongLong(args[0]), dst = PyLong_AsLongLong(args[1]), size = PyLong_AsLongLong(args[2]);
-  if (PyErr_Occurred()) return nullptr;
-  if (self->route == nullptr) return PyLong_FromDouble(analytical_delay_ns(self, src, dst, size));
-  double delay;
-  if (!analytical_route_delay_ns(self, src, dst, size, 0, &delay)) return nullptr;
-  return PyLong_FromDouble(delay);
-}
-
-// start_tally(check_every, on_check=None)
-static PyObject* AnalyticalLinks_start_tally(AnalyticalLinks* self, PyObject* args) {
-  long long every;
-  PyObject* on_check = Py_None;
-  if (!PyArg_ParseTuple(args, "L|O", &every, &on_check)) return nullptr;
-  if (every < 1) {
-    PyErr_SetString(PyExc_ValueError, "check_every must be at least 1");
-    return nullptr;
-  }
-  if (self->tally == nullptr) self->tally = new FlatMap<TallyKey, long long, TallyKeyHash>();
-  self->check_every = self->until_check = every;
-  Py_XDECREF(self->on_check);
-  self->on_check = nullptr;
-  if (on_check != Py_None) {
-    Py_INCREF(on_check);
-    self->on_check = on_check;
-  }
-  Py_RETURN_NONE;
-}
-
-static PyObject* AnalyticalLinks_tally(AnalyticalLinks* self, PyObject*) {
-  PyObject* out = PyDict_New();
-  if (out == nullptr || self->tally == nullptr) return out;
-  bool ok = true;
-  self->tally->for_each([&](const TallyKey& k, long long& count) {
-    if (!ok) return;
-    PyObject* key = Py_BuildValue("(LLL)", static_cast<long long>(k.src), static_cast<long long>(k.dst),
-                                  static_cast<long long>(k.size));
-    PyObject* value = PyLong_FromLongLong(count);
-    ok = key != nullptr && value != nullptr && PyDict_SetItem(out, key, value) == 0;
-    Py_XDECREF(key);
-    Py_XDECREF(value);
-  });
-  if (!ok) {
-    Py_DECREF(out);
-    return nullptr;
-  }
-  return out;
-}
-
-static PyMethodDef AnalyticalLinks_methods[] = {
-    {"start_tally", reinterpret_cast<PyCFunction>(AnalyticalLinks_start_tally), METH_VARARGS,
-     "start_tally(check_every, on_check=None): count every message sent from now by (src, dst, bytes); "
-     "on_check() every check_every messages, which may raise to stop the run."},
-    {"tally", reinterpret_cast<PyCFunction>(AnalyticalLinks_tally), METH_NOARGS,
-     "{(src, dst, bytes): messages} counted since start_tally ({} before it)."},
-    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_send)),
-     METH_FASTCALL | METH_KEYWORDS,
-     "send(src, dst, size_bytes, on_delivered, arg=None, *, tag=0): on_delivered(arg) when the message is in."},
-    {"delay_ns", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(AnalyticalLinks_delay_ns)),
-     METH_FASTCALL, "delay_ns(src, dst, size_bytes): latency + serialization, whole ns (0 to itself; tag 0 on a route)."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static PyMemberDef AnalyticalLinks_members[] = {
-    {"messages", T_LONGLONG, offsetof(AnalyticalLinks, messages), READONLY, "messages sent"},
-    {"bytes_sent", T_LONGLONG, offsetof(AnalyticalLinks, bytes_sent), READONLY, "bytes sent"},
-    {nullptr, 0, 0, 0, nullptr}};
-
-static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*);
-
-static PyGetSetDef AnalyticalLinks_getset[] = {
-    {"native_send", reinterpret_cast<getter>(AnalyticalLinks_get_native_send), nullptr,
-     "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)", nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-static void init_analytical_links_type() {
-  PyTypeObject& t = AnalyticalLinksType;
-  t.tp_name = "_astra_kernel.AnalyticalLinks";
-  t.tp_basicsize = sizeof(AnalyticalLinks);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  t.tp_doc =
+static void bind_analytical_links(py::module_& module) {
+  py::class_<AnalyticalLinks> links(
+      module, "AnalyticalLinks", collected<AnalyticalLinks>(),
       "AnalyticalLinks(events, dims, route=None, bytes_per_ns=(), latency_ns=(), route_buckets=0): upstream's "
       "congestion-unaware analytical delays on the EventQueue events; dims: (stride, npus, kind 0 Ring / 1 Switch / "
       "2 FullyConnected, latency_ns, bytes_per_ns) per dimension; with route (route(src, dst, tag) -> link ids, "
       "or with route_buckets > 0 route(src, dst, bucket)), the sum over a message's route of int(latency + bytes / "
-      "bandwidth) per link instead.";
-  t.tp_new = AnalyticalLinks_new;
-  t.tp_init = reinterpret_cast<initproc>(AnalyticalLinks_init);
-  t.tp_dealloc = reinterpret_cast<destructor>(AnalyticalLinks_dealloc);
-  t.tp_traverse = reinterpret_cast<traverseproc>(AnalyticalLinks_traverse);
-  t.tp_clear = reinterpret_cast<inquiry>(AnalyticalLinks_clear);
-  t.tp_methods = AnalyticalLinks_methods;
-  t.tp_members = AnalyticalLinks_members;
-  t.tp_getset = AnalyticalLinks_getset;
+      "bandwidth) per link instead.");
+  links.def(py::init<py::object, py::handle, py::object, py::handle, py::handle, long long>(), py::arg("events"),
+            py::arg("dims"), py::arg("route") = py::none(), py::arg("bytes_per_ns") = py::tuple(),
+            py::arg("latency_ns") = py::tuple(), py::arg("route_buckets") = 0);
+  links.def(
+      "send",
+      [](AnalyticalLinks& self, int64_t src, int64_t dst, int64_t size, const py::handle& on_delivered,
+         const py::handle& arg, int64_t tag) {
+        if (!self.send(src, dst, size, tag, py_call(on_delivered.ptr(), arg.ptr()))) throw py::error_already_set();
+      },
+      py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("on_delivered"), py::arg("arg") = py::none(),
+      py::kw_only(), py::arg("tag") = 0, "on_delivered(arg) when the message is in.");
+  links.def("delay_ns", &AnalyticalLinks::delay_ns, py::arg("src"), py::arg("dst"), py::arg("size_bytes"),
+            "latency + serialization, whole ns (0 to itself; tag 0 on a route).");
+  links.def("start_tally", &AnalyticalLinks::start_tally, py::arg("check_every"), py::arg("on_check") = py::none(),
+            "count every message sent from now by (src, dst, bytes); on_check() every check_every messages, which "
+            "may raise to stop the run.");
+  links.def("tally", &AnalyticalLinks::tally_dict, "{(src, dst, bytes): messages} counted since start_tally ({} before it).");
+  links.def_readonly("messages", &AnalyticalLinks::messages, "messages sent");
+  links.def_readonly("bytes_sent", &AnalyticalLinks::bytes_sent, "bytes sent");
+  links.def_property_readonly(
+      "native_send",
+      [](AnalyticalLinks& self) { return py::reinterpret_steal<py::object>(analytical_native_send_capsule(&self)); },
+      "the model's send for the kernel's matcher (a capsule astra.native_send; docs/plugins.md)");
 }

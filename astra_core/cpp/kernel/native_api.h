@@ -184,7 +184,7 @@ static AstraKernelApi kernel_api = {
 // The kernel's own models through the same interface.
 static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,
                                   AstraToken token) {
-  return analytical_send(reinterpret_cast<AnalyticalLinks*>(model), src, dst, size, tag, call_of(token)) ? 0 : -1;
+  return reinterpret_cast<AnalyticalLinks*>(model)->send(src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
 static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, long long, long long, long long,
@@ -197,8 +197,8 @@ static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, 
   return capsule;
 }
 
-static PyObject* AnalyticalLinks_get_native_send(AnalyticalLinks* self, void*) {
-  return native_send_capsule(self, analytical_native_send);
+static PyObject* analytical_native_send_capsule(AnalyticalLinks* links) {
+  return native_send_capsule(links, analytical_native_send);
 }
 
 

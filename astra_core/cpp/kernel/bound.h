@@ -1,0 +1,26 @@
+// Part of the simulation kernel's one translation unit: included by kernel.cc inside
+// namespace astra_kernel, first; not compiled on its own.
+
+// ---------------------------------------------------------------------------------
+// What the kernel's classes bound by pybind11 share.
+
+// The class option that makes a bound class T seen by Python's garbage collector: T
+// has ``int traverse(visitproc, void*) const``, visiting the Python objects it holds,
+// and ``void clear()``, dropping those that can form a cycle. An instance whose
+// __init__ has not run holds nothing.
+template <class T>
+static py::custom_type_setup collected() {
+  return py::custom_type_setup([](PyHeapTypeObject* heap) {
+    PyTypeObject* type = &heap->ht_type;
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) -> int {
+      Py_VISIT(Py_TYPE(self));  // a heap type is visited by its instances
+      const T* object = py::handle(self).cast<const T*>();
+      return object == nullptr ? 0 : object->traverse(visit, arg);
+    };
+    type->tp_clear = [](PyObject* self) -> int {
+      if (T* object = py::handle(self).cast<T*>()) object->clear();
+      return 0;
+    };
+  });
+}
