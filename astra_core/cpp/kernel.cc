@@ -113,7 +113,6 @@ PYBIND11_MODULE(_astra_kernel, module) {
   init_event_queue_type();
   init_kernel_call_type();
   init_rank_events_type();
-  init_stream_type();
   init_message_matcher_type();
   init_windowed_phase_type();
   init_nccl_phase_type();
@@ -125,7 +124,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},
-               {"Stream", &StreamType},         
+                        
                {"MessageMatcher", &MessageMatcherType}, {"WindowedPhase", &WindowedPhaseType},
                {"NcclPhase", &NcclPhaseType}, {"TreePhase", &TreePhaseType},
                {"OpProgram", &OpProgramType}, {"ProgramPhase", &ProgramPhaseType}};
@@ -135,6 +134,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   }
   if (array_type == nullptr) array_type = py::object(py::module_::import("array").attr("array")).release().ptr();
   if (PyModule_AddFunctions(module.ptr(), kernel_functions) < 0) throw py::error_already_set();
+  bind_streams(module);
   bind_routing(module);
   bind_analytical_links(module);
   module.attr("PROGRESS_EVERY") = PROGRESS_EVERY;

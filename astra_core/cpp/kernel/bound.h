@@ -24,3 +24,18 @@ static py::custom_type_setup collected() {
     };
   });
 }
+
+// Runs f, which may throw pybind11's exceptions, for a caller that reports errors the
+// C API's way: true, or false with the Python error set.
+template <class F>
+static bool python_ok(F&& f) {
+  try {
+    f();
+    return true;
+  } catch (py::error_already_set& err) {
+    err.restore();
+  } catch (const py::builtin_exception& err) {
+    err.set_error();
+  }
+  return false;
+}
