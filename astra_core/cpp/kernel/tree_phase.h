@@ -22,36 +22,55 @@ enum TreeState : uint8_t {
 enum TreeEvent : uint8_t { TREE_STREAM_INIT = 0, TREE_PACKET_RECEIVED = 1, TREE_GENERAL = 2 };
 
 struct TreePhase {
-  PyObject_HEAD
-  PyObject* comm_type;
-  PyObject* stream;
+  py::object comm_type;
+  py::object stream = py::none();
   long long rank, data_size;
   long long parent, left, right;  // -1: none
-  int kind, state;
-  long long reductions;
-  RankEvents* events;       // owned, bound at start
-  MessageMatcher* matcher;  // owned, bound at start
-  long long tag;
-};
+  int kind, state = TREE_BEGIN;
+  long long reductions = 0;
+  PhaseRank at;
+  long long tag = 0;
+  PyObject* self = nullptr;  // its Python object (borrowed), set at start
 
-static PyTypeObject TreePhaseType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+  // Raises ValueError for a kind not 0..2.
+  TreePhase(py::object comm_type_, long long rank_, long long data_size_, int kind_, long long parent_,
+            long long left_, long long right_)
+      : comm_type(std::move(comm_type_)), rank(rank_), data_size(data_size_), parent(parent_), left(left_),
+        right(right_), kind(kind_) {
+    if (kind < TREE_LEAF || kind > TREE_ROOT)
+      throw py::value_error("a tree node's kind is 0 (leaf), 1 (intermediate) or 2 (root), got " +
+                            std::to_string(kind));
+  }
+
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(comm_type.ptr());
+    Py_VISIT(stream.ptr());
+    return at.traverse(visit, arg);
+  }
+
+  void clear() {
+    comm_type = py::none();
+    stream = py::none();
+    at.clear();
+  }
+};
 
 // The chunk between NPU and memory (upstream's PacketBundle; never the fast hop here),
 // reduced after if ``reduce``; then GENERAL.
 static bool tree_bundle(TreePhase* p, bool reduce) {
-  return register_call(p->events, static_cast<double>(p->events->endpoint_delay_ns), true,
-                       kernel_call(reduce ? CALL_TREE_REDUCE : CALL_TREE_GENERAL, reinterpret_cast<PyObject*>(p),
+  return register_call(p->at.events, static_cast<double>(p->at.events->endpoint_delay_ns), true,
+                       kernel_call(reduce ? CALL_TREE_REDUCE : CALL_TREE_GENERAL, p->self,
                                    p->data_size));
 }
 
 static bool tree_send(TreePhase* p, long long dst) {
-  return matcher_send(p->matcher, p->events->rank, dst, p->data_size, p->tag, Call{CALL_NONE, nullptr, nullptr, {0}},
+  return matcher_send(p->at.matcher, p->at.events->rank, dst, p->data_size, p->tag, Call{CALL_NONE, nullptr, nullptr, {0}},
                       true, NAN, false);
 }
 
 static bool tree_recv(TreePhase* p, long long src) {
-  return matcher_recv(p->matcher, src, p->events->rank, p->data_size, p->tag,
-                      kernel_call(CALL_TREE_RECEIVED, reinterpret_cast<PyObject*>(p), 0));
+  return matcher_recv(p->at.matcher, src, p->at.events->rank, p->data_size, p->tag,
+                      kernel_call(CALL_TREE_RECEIVED, p->self, 0));
 }
 
 // Sets the state after the step, as the Python table it replaces did (a step only queues
@@ -70,7 +89,7 @@ static bool tree_run(TreePhase* p, int event) {
   if (leaf && state == TREE_SENDING_TO_PARENT)
     return then_state(p, tree_send(p, p->parent) && tree_recv(p, p->parent), TREE_WAITING_FROM_PARENT);
   if (leaf && state == TREE_WAITING_FROM_PARENT) return then_state(p, tree_bundle(p, false), TREE_END);
-  if (leaf && state == TREE_END) return finish_phase(p->stream);
+  if (leaf && state == TREE_END) return finish_phase(p->stream.ptr());
   if (inter && state == TREE_BEGIN) {
     p->state = TREE_WAITING_TWO_CHILDREN;
     return tree_recv(p, p->left) && tree_recv(p, p->right);
@@ -90,14 +109,14 @@ static bool tree_run(TreePhase* p, int event) {
   if (inter && state == TREE_WAITING_FROM_PARENT && received)
     return then_state(p, tree_bundle(p, true), TREE_SENDING_TO_CHILDREN);
   if (inter && state == TREE_SENDING_TO_CHILDREN)
-    return tree_send(p, p->left) && tree_send(p, p->right) && finish_phase(p->stream);
+    return tree_send(p, p->left) && tree_send(p, p->right) && finish_phase(p->stream.ptr());
   if (root && state == TREE_BEGIN) {
     p->state = TREE_WAITING_ONE_CHILD;
     return tree_recv(p, p->left >= 0 ? p->left : p->right);
   }
   if (root && state == TREE_WAITING_ONE_CHILD) return then_state(p, tree_bundle(p, true), TREE_SENDING_TO_CHILDREN);
   if (root && state == TREE_SENDING_TO_CHILDREN)
-    return tree_send(p, p->left >= 0 ? p->left : p->right) && finish_phase(p->stream);
+    return tree_send(p, p->left >= 0 ? p->left : p->right) && finish_phase(p->stream.ptr());
   return true;
 }
 
@@ -106,117 +125,45 @@ static bool tree_received(TreePhase* p) { return tree_run(p, TREE_PACKET_RECEIVE
 static bool tree_general(TreePhase* p) { return tree_run(p, TREE_GENERAL); }
 
 static bool tree_reduce(TreePhase* p, int64_t size) {
-  return register_call(p->events, static_cast<double>(reduction_delay_ns(p->events, size)), true,
-                       kernel_call(CALL_TREE_GENERAL, reinterpret_cast<PyObject*>(p), 0));
+  return register_call(p->at.events, static_cast<double>(reduction_delay_ns(p->at.events, size)), true,
+                       kernel_call(CALL_TREE_GENERAL, p->self, 0));
 }
 
-static PyObject* TreePhase_new(PyTypeObject* type, PyObject*, PyObject*) {
-  TreePhase* p = reinterpret_cast<TreePhase*>(type->tp_alloc(type, 0));
-  if (p == nullptr) return nullptr;
-  Py_INCREF(Py_None);
-  p->stream = Py_None;
-  Py_INCREF(Py_None);
-  p->comm_type = Py_None;
-  p->parent = p->left = p->right = -1;
-  return reinterpret_cast<PyObject*>(p);
-}
-
-// TreePhase(comm_type, rank, data_size, kind, parent, left, right)
-static int TreePhase_init(TreePhase* p, PyObject* args, PyObject* kwds) {
-  static const char* names[] = {"comm_type", "rank", "data_size", "kind", "parent", "left", "right", nullptr};
-  PyObject* comm_type;
-  long long rank, data_size, parent, left, right;
-  int kind;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OLLiLLL", const_cast<char**>(names), &comm_type, &rank, &data_size,
-                                   &kind, &parent, &left, &right))
-    return -1;
-  if (kind < TREE_LEAF || kind > TREE_ROOT) {
-    PyErr_Format(PyExc_ValueError, "a tree node's kind is 0 (leaf), 1 (intermediate) or 2 (root), got %d", kind);
-    return -1;
-  }
-  Py_INCREF(comm_type);
-  Py_XSETREF(p->comm_type, comm_type);
-  p->rank = rank;
-  p->data_size = data_size;
-  p->kind = kind;
-  p->parent = parent;
-  p->left = left;
-  p->right = right;
-  p->state = TREE_BEGIN;
-  p->reductions = 0;
-  return 0;
-}
-
-static int TreePhase_traverse(TreePhase* p, visitproc visit, void* arg) {
-  Py_VISIT(p->comm_type);
-  Py_VISIT(p->stream);
-  Py_VISIT(p->events);
-  Py_VISIT(p->matcher);
-  return 0;
-}
-
-static int TreePhase_clear(TreePhase* p) {
-  Py_CLEAR(p->comm_type);
-  Py_CLEAR(p->stream);
-  Py_CLEAR(p->events);
-  Py_CLEAR(p->matcher);
-  return 0;
-}
-
-static void TreePhase_dealloc(TreePhase* p) {
-  PyObject_GC_UnTrack(p);
-  TreePhase_clear(p);
-  Py_TYPE(p)->tp_free(reinterpret_cast<PyObject*>(p));
-}
-
-static PyObject* TreePhase_start(TreePhase* p, PyObject*) {
-  if (!bind_to_stream(p->stream, &p->events, &p->matcher, &p->tag) || !tree_run(p, TREE_STREAM_INIT)) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* TreePhase_received(TreePhase* p, PyObject* const*, Py_ssize_t) {
-  if (!tree_received(p)) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* TreePhase_general(TreePhase* p, PyObject* const*, Py_ssize_t) {
-  if (!tree_general(p)) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyMethodDef TreePhase_methods[] = {
-    {"start", reinterpret_cast<PyCFunction>(TreePhase_start), METH_NOARGS, "STREAM_INIT: the phase got its slot."},
-    {"received", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(TreePhase_received)), METH_FASTCALL,
-     "PACKET_RECEIVED: a message this phase posted a receive for arrived (any argument ignored)."},
-    {"general", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(TreePhase_general)), METH_FASTCALL,
-     "GENERAL: the chunk is through local memory (any argument ignored)."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static PyMemberDef TreePhase_members[] = {
-    {"comm_type", T_OBJECT, offsetof(TreePhase, comm_type), READONLY, "the collective (CommType)"},
-    {"stream", T_OBJECT, offsetof(TreePhase, stream), 0, "the stream this phase belongs to"},
-    {"rank", T_LONGLONG, offsetof(TreePhase, rank), READONLY, "the rank"},
-    {"data_size", T_LONGLONG, offsetof(TreePhase, data_size), READONLY, "bytes of the chunk"},
-    {"final_data_size", T_LONGLONG, offsetof(TreePhase, data_size), READONLY, "bytes leaving the phase (the chunk)"},
-    {"parent", T_LONGLONG, offsetof(TreePhase, parent), READONLY, "the parent rank (-1: none)"},
-    {"left", T_LONGLONG, offsetof(TreePhase, left), READONLY, "the left child (-1: none)"},
-    {"right", T_LONGLONG, offsetof(TreePhase, right), READONLY, "the right child (-1: none)"},
-    {"state", T_INT, offsetof(TreePhase, state), READONLY, "the state in upstream's table (0: begin)"},
-    {nullptr, 0, 0, 0, nullptr}};
-
-static void init_tree_phase_type() {
-  PyTypeObject& t = TreePhaseType;
-  t.tp_name = "_astra_kernel.TreePhase";
-  t.tp_basicsize = sizeof(TreePhase);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
-  t.tp_doc =
+static void bind_tree_phase(py::module_& module) {
+  py::class_<TreePhase> phase(
+      module, "TreePhase", collected<TreePhase>(),
       "TreePhase(comm_type, rank, data_size, kind, parent, left, right): one rank's double-binary-tree phase of "
-      "one chunk (kind 0 leaf, 1 intermediate, 2 root; -1 for a missing neighbour), upstream's state table.";
-  t.tp_new = TreePhase_new;
-  t.tp_init = reinterpret_cast<initproc>(TreePhase_init);
-  t.tp_dealloc = reinterpret_cast<destructor>(TreePhase_dealloc);
-  t.tp_traverse = reinterpret_cast<traverseproc>(TreePhase_traverse);
-  t.tp_clear = reinterpret_cast<inquiry>(TreePhase_clear);
-  t.tp_methods = TreePhase_methods;
-  t.tp_members = TreePhase_members;
+      "one chunk (kind 0 leaf, 1 intermediate, 2 root; -1 for a missing neighbour), upstream's state table.");
+  phase.def(py::init<py::object, long long, long long, int, long long, long long, long long>(), py::arg("comm_type"),
+            py::arg("rank"), py::arg("data_size"), py::arg("kind"), py::arg("parent"), py::arg("left"),
+            py::arg("right"));
+  phase.def(
+      "start",
+      [](py::handle self) {
+        TreePhase* p = self.cast<TreePhase*>();
+        p->self = self.ptr();
+        if (!p->at.bind(p->stream.ptr(), &p->tag) || !tree_run(p, TREE_STREAM_INIT)) throw py::error_already_set();
+      },
+      "STREAM_INIT: the phase got its slot.");
+  phase.def(
+      "received",
+      [](TreePhase& p, py::args) {
+        if (!tree_received(&p)) throw py::error_already_set();
+      },
+      "PACKET_RECEIVED: a message this phase posted a receive for arrived (any argument ignored).");
+  phase.def(
+      "general",
+      [](TreePhase& p, py::args) {
+        if (!tree_general(&p)) throw py::error_already_set();
+      },
+      "GENERAL: the chunk is through local memory (any argument ignored).");
+  phase.def_readonly("comm_type", &TreePhase::comm_type, "the collective (CommType)");
+  phase.def_readwrite("stream", &TreePhase::stream, "the stream this phase belongs to");
+  phase.def_readonly("rank", &TreePhase::rank, "the rank");
+  phase.def_readonly("data_size", &TreePhase::data_size, "bytes of the chunk");
+  phase.def_readonly("final_data_size", &TreePhase::data_size, "bytes leaving the phase (the chunk)");
+  phase.def_readonly("parent", &TreePhase::parent, "the parent rank (-1: none)");
+  phase.def_readonly("left", &TreePhase::left, "the left child (-1: none)");
+  phase.def_readonly("right", &TreePhase::right, "the right child (-1: none)");
+  phase.def_readonly("state", &TreePhase::state, "the state in upstream's table (0: begin)");
 }

@@ -143,6 +143,38 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMat
   return ok;
 }
 
+// A kernel phase's rank, bound at the phase's start: its events and matcher.
+struct PhaseRank {
+  py::object events_object, matcher_object;
+  RankEvents* events = nullptr;        // borrowed from events_object
+  MessageMatcher* matcher = nullptr;   // borrowed from matcher_object
+
+  // Binds the rank of ``stream`` and gives the stream's id; false with an error set.
+  bool bind(PyObject* stream, long long* stream_id) {
+    RankEvents* e = nullptr;
+    MessageMatcher* m = nullptr;
+    if (!bind_to_stream(stream, &e, &m, stream_id)) return false;
+    events_object = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(e));
+    matcher_object = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(m));
+    events = e;
+    matcher = m;
+    return true;
+  }
+
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(events_object.ptr());
+    Py_VISIT(matcher_object.ptr());
+    return 0;
+  }
+
+  void clear() {
+    events = nullptr;
+    matcher = nullptr;
+    events_object = py::object();
+    matcher_object = py::object();
+  }
+};
+
 static bool phase_start(WindowedPhase* p) {
   if (!bind_to_stream(p->stream, &p->events, &p->matcher, &p->tag)) return false;
   for (long long i = 0; i < p->window; ++i)
