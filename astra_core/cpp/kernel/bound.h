@@ -4,6 +4,15 @@
 // ---------------------------------------------------------------------------------
 // What the kernel's classes bound by pybind11 share.
 
+// The C++ object of ``o``, an instance of the bound class T (or of a Python subclass of
+// it) that the caller has checked, without the registry lookup of py::cast: pybind11 2.x
+// keeps the value pointer of an instance of a one-base class in its simple layout.
+template <class T>
+static inline T* bound_value(PyObject* o) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(o);
+  return static_cast<T*>(inst->simple_layout ? inst->simple_value_holder[0] : inst->get_value_and_holder().value_ptr());
+}
+
 // The class option that makes a bound class T seen by Python's garbage collector: T
 // has ``int traverse(visitproc, void*) const``, visiting the Python objects it holds,
 // and ``void clear()``, dropping those that can form a cycle. An instance whose

@@ -29,11 +29,11 @@ static bool fire(const Call& c) {
     case CALL_NCCL_FLOOR:
       return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
     case CALL_TREE_RECEIVED:
-      return tree_received(py::handle(c.obj).cast<TreePhase*>());
+      return tree_received(bound_value<TreePhase>(c.obj));
     case CALL_TREE_GENERAL:
-      return tree_general(py::handle(c.obj).cast<TreePhase*>());
+      return tree_general(bound_value<TreePhase>(c.obj));
     case CALL_TREE_REDUCE:
-      return tree_reduce(py::handle(c.obj).cast<TreePhase*>(), c.v.i);
+      return tree_reduce(bound_value<TreePhase>(c.obj), c.v.i);
     case CALL_PROGRAM_DONE:
       return program_done(c.obj, c.v.i);
     case CALL_C_FN:

@@ -142,7 +142,7 @@ static bool program_issue(PyObject* me, ProgramPhase* p, int32_t i) {
 
 // Operation i of the phase whose Python object is ``me`` is done.
 static bool program_done(PyObject* me, int64_t i) {
-  ProgramPhase* p = py::handle(me).cast<ProgramPhase*>();
+  ProgramPhase* p = bound_value<ProgramPhase>(me);
   p->issued[i] = 0;
   --p->left;
   const std::vector<int32_t>& start = p->program->child_start;

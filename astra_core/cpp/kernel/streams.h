@@ -38,7 +38,8 @@ struct Stream {
 
 static PyTypeObject* stream_type = nullptr;  // set by bind_streams
 
-static inline Stream* as_stream(const py::handle& o) { return o.cast<Stream*>(); }
+// The kernel Stream ``o`` (the caller checked its type).
+static inline Stream* as_stream(const py::handle& o) { return bound_value<Stream>(o.ptr()); }
 
 // The per-rank queues, kept by RankEvents.
 struct StreamQueues {

@@ -117,11 +117,14 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMat
     PyErr_SetString(PyExc_RuntimeError, "a phase started before its stream was bound");
     return false;
   }
-  PyObject* owner = PyObject_GetAttrString(stream, "owner");
+  bool kernel_stream = Py_TYPE(stream) == stream_type;  // read without a Python call
+  PyObject* owner = kernel_stream ? as_stream(stream)->owner.inc_ref().ptr() : PyObject_GetAttrString(stream, "owner");
   if (owner == nullptr) return false;
   PyObject* events = PyObject_GetAttrString(owner, "events");
   PyObject* matcher = events == nullptr ? nullptr : PyObject_GetAttrString(owner, "matcher");
-  PyObject* tag = matcher == nullptr ? nullptr : PyObject_GetAttrString(stream, "stream_id");
+  PyObject* tag = matcher == nullptr ? nullptr
+                  : kernel_stream  ? PyLong_FromLongLong(as_stream(stream)->stream_id)
+                                   : PyObject_GetAttrString(stream, "stream_id");
   Py_DECREF(owner);
   bool ok = tag != nullptr;
   if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, &MessageMatcherType))) {
