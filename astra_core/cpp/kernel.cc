@@ -115,13 +115,12 @@ PYBIND11_MODULE(_astra_kernel, module) {
   init_rank_events_type();
   init_message_matcher_type();
   init_windowed_phase_type();
-  init_nccl_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},         {"MessageMatcher", &MessageMatcherType},
-               {"WindowedPhase", &WindowedPhaseType},   {"NcclPhase", &NcclPhaseType}};
+               {"WindowedPhase", &WindowedPhaseType}};
   for (auto& t : types) {
     if (PyType_Ready(t.type) < 0) throw py::error_already_set();
     module.add_object(t.name, py::handle(reinterpret_cast<PyObject*>(t.type)));
@@ -132,6 +131,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   bind_routing(module);
   bind_programs(module);
   bind_tree_phase(module);
+  bind_nccl_phase(module);
   bind_analytical_links(module);
   module.attr("PROGRESS_EVERY") = PROGRESS_EVERY;
   module.attr("C_API") = py::capsule(&kernel_api, "_astra_kernel.C_API");

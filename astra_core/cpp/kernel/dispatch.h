@@ -23,11 +23,11 @@ static bool fire(const Call& c) {
     case CALL_REDUCE:
       return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
     case CALL_NCCL_SENT:
-      return nccl_sent(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
+      return nccl_sent(bound_value<NcclPhase>(c.obj), c.v.i);
     case CALL_NCCL_RECEIVED:
-      return nccl_received(reinterpret_cast<NcclPhase*>(c.obj), c.v.i);
+      return nccl_received(bound_value<NcclPhase>(c.obj), c.v.i);
     case CALL_NCCL_FLOOR:
-      return nccl_floor(reinterpret_cast<NcclPhase*>(c.obj));
+      return nccl_floor(bound_value<NcclPhase>(c.obj));
     case CALL_TREE_RECEIVED:
       return tree_received(bound_value<TreePhase>(c.obj));
     case CALL_TREE_GENERAL:
