@@ -17,11 +17,11 @@ static bool fire(const Call& c) {
     case CALL_ARRIVED:
       return matcher_arrived(reinterpret_cast<MessageMatcher*>(c.obj), static_cast<uint32_t>(c.v.i));
     case CALL_RECEIVED:
-      return phase_received(bound_value<WindowedPhase>(c.obj));
+      return phase_received(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_GENERAL:
-      return phase_general(bound_value<WindowedPhase>(c.obj));
+      return phase_general(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_REDUCE:
-      return phase_reduce(bound_value<WindowedPhase>(c.obj), c.v.i);
+      return phase_reduce(reinterpret_cast<WindowedPhase*>(c.obj), c.v.i);
     case CALL_NCCL_SENT:
       return nccl_sent(bound_value<NcclPhase>(c.obj), c.v.i);
     case CALL_NCCL_RECEIVED:
