@@ -113,14 +113,12 @@ PYBIND11_MODULE(_astra_kernel, module) {
   init_event_queue_type();
   init_kernel_call_type();
   init_rank_events_type();
-  init_message_matcher_type();
   init_windowed_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
   } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
-               {"RankEvents", &RankEventsType},         {"MessageMatcher", &MessageMatcherType},
-               {"WindowedPhase", &WindowedPhaseType}};
+               {"RankEvents", &RankEventsType},         {"WindowedPhase", &WindowedPhaseType}};
   for (auto& t : types) {
     if (PyType_Ready(t.type) < 0) throw py::error_already_set();
     module.add_object(t.name, py::handle(reinterpret_cast<PyObject*>(t.type)));
@@ -130,6 +128,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   bind_streams(module);
   bind_routing(module);
   bind_programs(module);
+  bind_message_matcher(module);
   bind_tree_phase(module);
   bind_nccl_phase(module);
   bind_analytical_links(module);

@@ -63,12 +63,11 @@ static void init_kernel_call_type() {
 // ``now`` and ``schedule(delay, callback, arg)`` (a backend that keeps its own time).
 
 struct Clock {
-  EventQueue* queue = nullptr;  // borrowed: the owner keeps `object`
-  PyObject* object = nullptr;   // owned
+  EventQueue* queue = nullptr;  // borrowed from `object`
+  py::object object;
 
   bool set(PyObject* clock) {
-    Py_INCREF(clock);
-    Py_XSETREF(object, clock);
+    object = py::reinterpret_borrow<py::object>(clock);
     queue = PyObject_TypeCheck(clock, &EventQueueType) ? reinterpret_cast<EventQueue*>(clock) : nullptr;
     return true;
   }
@@ -80,7 +79,7 @@ struct Clock {
       *integral = queue->now_integral;
       return true;
     }
-    PyObject* value = PyObject_GetAttrString(object, "now");
+    PyObject* value = PyObject_GetAttrString(object.ptr(), "now");
     if (value == nullptr) return false;
     bool ok = read_number(value, t, integral);
     Py_DECREF(value);
@@ -96,7 +95,7 @@ struct Clock {
     PyObject* callable = as_callable(call);
     if (callable == nullptr) return false;
     PyObject* number = time_object(delay, integral);
-    PyObject* r = number == nullptr ? nullptr : PyObject_CallMethod(object, "schedule", "OOO", number, callable, Py_None);
+    PyObject* r = number == nullptr ? nullptr : PyObject_CallMethod(object.ptr(), "schedule", "OOO", number, callable, Py_None);
     Py_XDECREF(number);
     Py_DECREF(callable);
     if (r == nullptr) return false;

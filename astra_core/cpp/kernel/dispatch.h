@@ -15,7 +15,7 @@ static bool fire(const Call& c) {
     case CALL_BUCKET:
       return call_bucket(reinterpret_cast<RankEvents*>(c.obj), c.v.d);
     case CALL_ARRIVED:
-      return matcher_arrived(reinterpret_cast<MessageMatcher*>(c.obj), static_cast<uint32_t>(c.v.i));
+      return matcher_arrived(bound_value<MessageMatcher>(c.obj), static_cast<uint32_t>(c.v.i));
     case CALL_RECEIVED:
       return phase_received(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_GENERAL:

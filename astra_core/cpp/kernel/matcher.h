@@ -45,39 +45,78 @@ struct MatchEntry {
   bool not_before_integral, sent, arrived, mirrored, in_map, in_network;
 };
 
-struct MessageMatcher {
-  PyObject_HEAD
-  Clock clock;
-  PyObject* backend;      // owned
-  PyObject* send;         // owned: backend.send
-  PyObject* native;        // owned: the backend's native_send capsule, or nullptr
-  AstraNativeSend* native_send;  // its contents
-  PyObject* symmetry;     // owned, or nullptr
-  FlatMap<MatchKey, Waiting, MatchKeyHash>* waiting;
-  BigVector<MatchEntry>* entries;
-  std::vector<uint32_t>* free_entries;
-  std::vector<int64_t>* busy;
-  std::vector<double>* since;
-  std::vector<std::vector<double>>* logs;  // per rank: intervals closed since in_flight was last read
-  PyObject* flights;  // rank -> array('d'): the intervals in_flight has handed out (owned), or nullptr
-  std::unordered_map<int64_t, std::pair<int64_t, PyObject*>>* to_rep;  // dst -> (rep, delta), delta owned
-  long long messages;
-  long long bytes;
-  PyObject* weakrefs;
-};
+static PyTypeObject* matcher_type = nullptr;  // set by bind_message_matcher
 
-static PyTypeObject MessageMatcherType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+struct MessageMatcher {
+  Clock clock;
+  py::object backend;
+  py::object send;                        // backend.send
+  py::object native = py::none();         // the backend's native_send capsule, or None
+  AstraNativeSend* native_send = nullptr;  // its contents
+  py::object symmetry;                    // None: none
+  FlatMap<MatchKey, Waiting, MatchKeyHash> waiting;
+  BigVector<MatchEntry> entries;
+  std::vector<uint32_t> free_entries;
+  std::vector<int64_t> busy;
+  std::vector<double> since;
+  std::vector<std::vector<double>> logs;  // per rank: intervals closed since in_flight was last read
+  py::object flights;  // rank -> array('d'): the intervals in_flight has handed out (null: none yet)
+  std::unordered_map<int64_t, std::pair<int64_t, py::object>> to_rep;  // dst -> (rep, delta)
+  long long messages = 0;
+  long long bytes = 0;
+  PyObject* self = nullptr;  // its Python object (borrowed), set by whoever sends or receives through it
+
+  // A compiled model on the kernel's clock (its native_send on the same queue) takes
+  // messages with no Python call each.
+  MessageMatcher(py::object backend_, const py::handle& clock_object, Py_ssize_t npus, py::object symmetry_)
+      : backend(std::move(backend_)), symmetry(std::move(symmetry_)) {
+    send = backend.attr("send");
+    clock.set(clock_object.ptr());
+    if (clock.queue != nullptr && py::hasattr(backend, "native_send") && py::hasattr(backend, "events")) {
+      py::object capsule = backend.attr("native_send");
+      if (backend.attr("events").ptr() == reinterpret_cast<PyObject*>(clock.queue) &&
+          PyCapsule_IsValid(capsule.ptr(), "astra.native_send")) {
+        native_send = reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(capsule.ptr(), "astra.native_send"));
+        native = std::move(capsule);
+      }
+    }
+    busy.assign(npus, 0);
+    since.assign(npus, 0.0);
+    logs.assign(npus, std::vector<double>());
+  }
+
+  int traverse(visitproc visit, void* arg) const {
+    for (const py::object* o : {&clock.object, &backend, &send, &symmetry, &native, &flights}) Py_VISIT(o->ptr());
+    for (const MatchEntry& e : entries) {
+      VISIT_CALL(e.on_sent);
+      VISIT_CALL(e.on_received);
+    }
+    for (const auto& entry : to_rep) Py_VISIT(entry.second.second.ptr());
+    return 0;
+  }
+
+  void clear() {
+    for (MatchEntry& e : entries) {
+      release(e.on_sent);
+      release(e.on_received);
+    }
+    to_rep.clear();
+    clock.queue = nullptr;
+    native_send = nullptr;
+    for (py::object* o : {&clock.object, &backend, &send, &symmetry, &native, &flights}) *o = py::object();
+  }
+};
 
 static uint32_t new_entry(MessageMatcher* m, bool sending) {
   uint32_t i;
-  if (!m->free_entries->empty()) {
-    i = m->free_entries->back();
-    m->free_entries->pop_back();
+  if (!m->free_entries.empty()) {
+    i = m->free_entries.back();
+    m->free_entries.pop_back();
   } else {
-    i = static_cast<uint32_t>(m->entries->size());
-    m->entries->emplace_back();
+    i = static_cast<uint32_t>(m->entries.size());
+    m->entries.emplace_back();
   }
-  MatchEntry& e = (*m->entries)[i];
+  MatchEntry& e = m->entries[i];
   e.on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
   e.on_received = Call{CALL_NONE, nullptr, nullptr, {0}};
   e.not_before = NAN;
@@ -90,23 +129,23 @@ static uint32_t new_entry(MessageMatcher* m, bool sending) {
 }
 
 static void free_entry_if_done(MessageMatcher* m, uint32_t i) {
-  MatchEntry& e = (*m->entries)[i];
+  MatchEntry& e = m->entries[i];
   if (e.in_map || e.in_network) return;
   release(e.on_sent);
   release(e.on_received);
-  m->free_entries->push_back(i);
+  m->free_entries.push_back(i);
 }
 
 // The entry of the next send (``sending``) or receive with ``key``: the oldest one
 // only the other side has reached, else a new one that waits.
 static uint32_t match_entry(MessageMatcher* m, const MatchKey& key, bool sending) {
-  Waiting* waiting = m->waiting->find(key);
+  Waiting* waiting = m->waiting.find(key);
   if (waiting != nullptr) {
     uint32_t head = waiting->head;
-    MatchEntry& first = (*m->entries)[head];
+    MatchEntry& first = m->entries[head];
     if (first.sent != sending) {
       if (first.next == NO_ENTRY) {
-        m->waiting->erase(key);
+        m->waiting.erase(key);
       } else {
         waiting->head = first.next;
       }
@@ -115,17 +154,17 @@ static uint32_t match_entry(MessageMatcher* m, const MatchKey& key, bool sending
       return head;
     }
     uint32_t i = new_entry(m, sending);  // the pool may move; the map does not
-    (*m->entries)[waiting->tail].next = i;
+    m->entries[waiting->tail].next = i;
     waiting->tail = i;
     return i;
   }
   uint32_t i = new_entry(m, sending);
-  m->waiting->insert(key, Waiting{i, i});
+  m->waiting.insert(key, Waiting{i, i});
   return i;
 }
 
 static bool took_off(MessageMatcher* m, int64_t src, int64_t dst) {
-  std::vector<int64_t>& busy = *m->busy;
+  std::vector<int64_t>& busy = m->busy;
   if (src < 0 || dst < 0 || src >= static_cast<int64_t>(busy.size()) || dst >= static_cast<int64_t>(busy.size())) {
     PyErr_Format(PyExc_IndexError, "message between ranks %lld and %lld: the run has ranks 0 .. %lld",
                  static_cast<long long>(src), static_cast<long long>(dst), static_cast<long long>(busy.size()) - 1);
@@ -136,63 +175,52 @@ static bool took_off(MessageMatcher* m, int64_t src, int64_t dst) {
       double t;
       bool integral;
       if (!m->clock.now(&t, &integral)) return false;
-      (*m->since)[r] = t;
+      m->since[r] = t;
     }
   }
   return true;
 }
 
 static bool close_flight(MessageMatcher* m, int64_t rank) {
-  if (--(*m->busy)[rank] != 0) return true;
+  if (--m->busy[rank] != 0) return true;
   double now;
   bool integral;
   if (!m->clock.now(&now, &integral)) return false;
-  std::vector<double>& log = (*m->logs)[rank];
-  if (!log.empty() && log.back() == (*m->since)[rank]) {
+  std::vector<double>& log = m->logs[rank];
+  if (!log.empty() && log.back() == m->since[rank]) {
     log.back() = now;
     return true;
   }
-  log.push_back((*m->since)[rank]);
+  log.push_back(m->since[rank]);
   log.push_back(now);
   return true;
 }
 
 // Hands the message of entry ``i`` to the backend.
 static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
-  MatchEntry& e = (*m->entries)[i];
+  MatchEntry& e = m->entries[i];
   e.in_network = true;
   if (m->native_send != nullptr)
     return m->native_send->send(m->native_send->model, src, dst, size, tag,
-                                token_of(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i))) == 0;
-  PyObject* callable = as_callable(kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
-  if (callable == nullptr) return false;
-  PyObject* r = nullptr;
-  PyObject* s = PyLong_FromLongLong(src);
-  PyObject* d = PyLong_FromLongLong(dst);
-  PyObject* n = PyLong_FromLongLong(size);
-  PyObject* t = PyLong_FromLongLong(tag);
-  PyObject* kw = t == nullptr ? nullptr : Py_BuildValue("(s)", "tag");
-  if (s && d && n && t && kw) {
-    PyObject* call_args[6] = {s, d, n, callable, Py_None, t};
-    r = PyObject_Vectorcall(m->send, call_args, 5, kw);
-  }
-  Py_XDECREF(s);
-  Py_XDECREF(d);
-  Py_XDECREF(n);
-  Py_XDECREF(t);
-  Py_XDECREF(kw);
-  Py_DECREF(callable);
-  if (r == nullptr) return false;
-  Py_DECREF(r);
-  return true;
+                                token_of(kernel_call(CALL_ARRIVED, m->self, i))) == 0;
+  py::object callable = py::reinterpret_steal<py::object>(as_callable(kernel_call(CALL_ARRIVED, m->self, i)));
+  if (!callable) return false;
+  static PyObject* tag_name = Py_BuildValue("(s)", "tag");  // the keyword names, kept for the process
+  py::object s = py::reinterpret_steal<py::object>(PyLong_FromLongLong(src));
+  py::object d = py::reinterpret_steal<py::object>(PyLong_FromLongLong(dst));
+  py::object n = py::reinterpret_steal<py::object>(PyLong_FromLongLong(size));
+  py::object t = py::reinterpret_steal<py::object>(PyLong_FromLongLong(tag));
+  if (!s || !d || !n || !t || tag_name == nullptr) return false;
+  PyObject* call_args[6] = {s.ptr(), d.ptr(), n.ptr(), callable.ptr(), Py_None, t.ptr()};
+  return py::reinterpret_steal<py::object>(PyObject_Vectorcall(m->send.ptr(), call_args, 5, tag_name)).ptr() != nullptr;
 }
 
-// A rank translated by a symmetry's delta (Python calls: symmetric runs are small).
-static bool shift_rank(MessageMatcher* m, int64_t rank, PyObject* delta, int64_t* out) {
-  PyObject* r = PyObject_CallMethod(m->symmetry, "shift", "LO", static_cast<long long>(rank), delta);
-  if (r == nullptr) return false;
-  *out = PyLong_AsLongLong(r);
-  Py_DECREF(r);
+// A symmetry's answer as an int64 (Python calls: symmetric runs are small); false with an error set.
+static bool symmetry_int(MessageMatcher* m, const char* method, int64_t value, PyObject* delta, int64_t* out) {
+  py::object r = py::reinterpret_steal<py::object>(
+      PyObject_CallMethod(m->symmetry.ptr(), method, "LO", static_cast<long long>(value), delta));
+  if (!r) return false;
+  *out = PyLong_AsLongLong(r.ptr());
   return !(*out == -1 && PyErr_Occurred());
 }
 
@@ -202,7 +230,7 @@ static bool post_send(MessageMatcher* m, const MatchKey& key, int64_t src, int64
                       int64_t size, int64_t tag, const Call& on_sent, bool mirrored, double not_before,
                       bool not_before_integral) {
   uint32_t i = match_entry(m, key, true);
-  MatchEntry& e = (*m->entries)[i];
+  MatchEntry& e = m->entries[i];
   e.on_sent = on_sent;
   e.sent = true;
   e.mirrored = mirrored;
@@ -219,49 +247,32 @@ static bool post_send(MessageMatcher* m, const MatchKey& key, int64_t src, int64
 // Sends ``size`` bytes now; ``on_sent`` (references move here) runs when they arrive.
 static bool matcher_send(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, const Call& on_sent,
                          bool collective, double not_before, bool not_before_integral) {
-  if (m->symmetry == nullptr)
+  if (m->symmetry.is_none())
     return post_send(m, MatchKey{tag, src, dst, size}, src, dst, dst, size, tag, on_sent, false, not_before,
                      not_before_integral);
   Call held = on_sent;
-  auto found = m->to_rep->find(dst);
-  if (found == m->to_rep->end()) {
-    PyObject* r = PyObject_CallMethod(m->symmetry, "to_representative", "L", static_cast<long long>(dst));
-    long long rep;
-    PyObject* delta;
-    if (r == nullptr || !PyArg_ParseTuple(r, "LO", &rep, &delta)) {
-      Py_XDECREF(r);
-      release(held);
-      return false;
-    }
-    Py_INCREF(delta);
-    Py_DECREF(r);
-    found = m->to_rep->emplace(dst, std::make_pair(static_cast<int64_t>(rep), delta)).first;
-  }
-  int64_t rep = found->second.first;
-  PyObject* delta = found->second.second;
-  if (collective) {
-    PyObject* r = PyObject_CallMethod(m->symmetry, "shift_tag", "LO", static_cast<long long>(tag), delta);
-    if (r == nullptr) {
-      release(held);
-      return false;
-    }
-    tag = PyLong_AsLongLong(r);
-    Py_DECREF(r);
-  }
+  auto found = m->to_rep.find(dst);
+  bool ok = python_ok([&] {
+    if (found != m->to_rep.end()) return;
+    py::tuple r = m->symmetry.attr("to_representative")(dst);
+    found = m->to_rep.emplace(dst, std::make_pair(r[0].cast<int64_t>(), py::object(r[1]))).first;
+  });
   int64_t shifted;
-  if (!shift_rank(m, src, delta, &shifted)) {
+  ok = ok && (!collective || symmetry_int(m, "shift_tag", tag, found->second.second.ptr(), &tag)) &&
+       symmetry_int(m, "shift", src, found->second.second.ptr(), &shifted);
+  if (!ok) {
     release(held);
     return false;
   }
-  return post_send(m, MatchKey{tag, shifted, rep, size}, src, rep, dst, size, tag, held, true, not_before,
-                   not_before_integral);
+  return post_send(m, MatchKey{tag, shifted, found->second.first, size}, src, found->second.first, dst, size, tag,
+                   held, true, not_before, not_before_integral);
 }
 
 // Posts a receive; ``on_received`` (references move here) runs when the message is in.
 static bool matcher_recv(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag,
                          const Call& on_received) {
   uint32_t i = match_entry(m, MatchKey{tag, src, dst, size}, false);
-  MatchEntry& e = (*m->entries)[i];
+  MatchEntry& e = m->entries[i];
   if (e.arrived) {
     bool ok = m->clock.schedule(0, true, on_received);
     free_entry_if_done(m, i);
@@ -272,7 +283,7 @@ static bool matcher_recv(MessageMatcher* m, int64_t src, int64_t dst, int64_t si
 }
 
 static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
-  MatchEntry* e = &(*m->entries)[i];
+  MatchEntry* e = &m->entries[i];
   if (!std::isnan(e->not_before)) {
     double now;
     bool integral;
@@ -281,7 +292,7 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
     e->not_before = NAN;
     if (wait > 0)
       return m->clock.schedule(wait, integral && e->not_before_integral,
-                               kernel_call(CALL_ARRIVED, reinterpret_cast<PyObject*>(m), i));
+                               kernel_call(CALL_ARRIVED, m->self, i));
   }
   bool ok = true;
   if (e->mirrored && e->on_sent.kind != CALL_NONE) {  // a mirrored message: the sender first
@@ -289,7 +300,7 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
     e->on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
     ok = fire(c);
     release(c);
-    e = &(*m->entries)[i];  // the callback may have grown the pool
+    e = &m->entries[i];  // the callback may have grown the pool
     if (!ok) return false;
   }
   if (!close_flight(m, e->src) || !close_flight(m, e->dst)) return false;
@@ -298,7 +309,7 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
     e->on_sent = Call{CALL_NONE, nullptr, nullptr, {0}};
     ok = fire(c);
     release(c);
-    e = &(*m->entries)[i];
+    e = &m->entries[i];
     if (!ok) return false;
   }
   e->in_network = false;
@@ -315,272 +326,102 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
   return true;
 }
 
-static int MessageMatcher_init(MessageMatcher* m, PyObject* args, PyObject* kwds) {
-  static const char* names[] = {"backend", "clock", "npus", "symmetry", nullptr};
-  PyObject *backend, *clock, *symmetry = Py_None;
-  Py_ssize_t npus;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|O", const_cast<char**>(names), &backend, &clock, &npus,
-                                   &symmetry))
-    return -1;
-  PyObject* send = PyObject_GetAttrString(backend, "send");
-  if (send == nullptr) return -1;
-  Py_INCREF(backend);
-  Py_XSETREF(m->backend, backend);
-  Py_XSETREF(m->send, send);
-  m->clock.set(clock);
-  Py_CLEAR(m->native);
-  m->native_send = nullptr;
-  if (m->clock.queue != nullptr) {  // a compiled model on the kernel's clock: no Python call per message
-    PyObject* native = PyObject_GetAttrString(backend, "native_send");
-    PyObject* events = native == nullptr ? nullptr : PyObject_GetAttrString(backend, "events");
-    if (events == reinterpret_cast<PyObject*>(m->clock.queue) && PyCapsule_IsValid(native, "astra.native_send")) {
-      m->native = native;
-      m->native_send = reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(native, "astra.native_send"));
-      native = nullptr;
-    }
-    Py_XDECREF(native);
-    Py_XDECREF(events);
-    PyErr_Clear();  // no native_send or events: the Python path
-  }
-  if (symmetry != Py_None) {
-    Py_INCREF(symmetry);
-    Py_XSETREF(m->symmetry, symmetry);
-  }
-  m->busy->assign(npus, 0);
-  m->since->assign(npus, 0.0);
-  m->logs->assign(npus, std::vector<double>());
-  return 0;
-}
 
-static PyObject* MessageMatcher_new(PyTypeObject* type, PyObject*, PyObject*) {
-  MessageMatcher* m = reinterpret_cast<MessageMatcher*>(type->tp_alloc(type, 0));
-  if (m == nullptr) return nullptr;
-  new (&m->clock) Clock();
-  m->waiting = new FlatMap<MatchKey, Waiting, MatchKeyHash>();
-  m->entries = new BigVector<MatchEntry>();
-  m->free_entries = new std::vector<uint32_t>();
-  m->busy = new std::vector<int64_t>();
-  m->since = new std::vector<double>();
-  m->logs = new std::vector<std::vector<double>>();
-  m->to_rep = new std::unordered_map<int64_t, std::pair<int64_t, PyObject*>>();
-  return reinterpret_cast<PyObject*>(m);
-}
-
-static int MessageMatcher_traverse(MessageMatcher* m, visitproc visit, void* arg) {
-  Py_VISIT(m->clock.object);
-  Py_VISIT(m->backend);
-  Py_VISIT(m->send);
-  Py_VISIT(m->symmetry);
-  Py_VISIT(m->native);
-  Py_VISIT(m->flights);
-  if (m->entries != nullptr) {
-    for (MatchEntry& e : *m->entries) {
-      VISIT_CALL(e.on_sent);
-      VISIT_CALL(e.on_received);
-    }
-  }
-  if (m->to_rep != nullptr)
-    for (auto& entry : *m->to_rep) Py_VISIT(entry.second.second);
-  return 0;
-}
-
-static int MessageMatcher_clear(MessageMatcher* m) {
-  if (m->entries != nullptr) {
-    for (MatchEntry& e : *m->entries) {
-      release(e.on_sent);
-      release(e.on_received);
-    }
-  }
-  if (m->to_rep != nullptr) {
-    for (auto& entry : *m->to_rep) Py_CLEAR(entry.second.second);
-    m->to_rep->clear();
-  }
-  m->clock.queue = nullptr;
-  Py_CLEAR(m->clock.object);
-  Py_CLEAR(m->backend);
-  Py_CLEAR(m->send);
-  Py_CLEAR(m->symmetry);
-  Py_CLEAR(m->native);
-  Py_CLEAR(m->flights);
-  m->native_send = nullptr;
-  return 0;
-}
-
-static void MessageMatcher_dealloc(MessageMatcher* m) {
-  PyObject_GC_UnTrack(m);
-  if (m->weakrefs != nullptr) PyObject_ClearWeakRefs(reinterpret_cast<PyObject*>(m));
-  MessageMatcher_clear(m);
-  delete m->waiting;
-  delete m->entries;
-  delete m->free_entries;
-  delete m->busy;
-  delete m->since;
-  delete m->logs;
-  delete m->to_rep;
-  m->clock.~Clock();
-  Py_TYPE(m)->tp_free(reinterpret_cast<PyObject*>(m));  // a Python subclass's type: its dealloc lets go
-}
-
-// send(src, dst, size, tag, on_sent, arg, collective=False, not_before_ns=None)
-static PyObject* MessageMatcher_send(MessageMatcher* m, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* bound[8];
-  static const char* const names[] = {"src", "dst", "size", "tag", "on_sent", "arg", "collective", "not_before_ns"};
-  if (!bind_args("send", names, 8, 6, args, nargs, kwnames, bound)) return nullptr;
-  int64_t src, dst, size, tag;
-  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size) ||
-      !read_int64(bound[3], &tag))
-    return nullptr;
-  int collective = PyObject_IsTrue(bound[6]);
-  if (collective < 0) return nullptr;
-  double not_before = NAN;
-  bool integral = false;
-  if (bound[7] != Py_None && !read_number(bound[7], &not_before, &integral)) return nullptr;
-  Call on_sent = bound[4] == Py_None ? Call{CALL_NONE, nullptr, nullptr, {0}} : py_call(bound[4], bound[5]);
-  if (!matcher_send(m, src, dst, size, tag, on_sent, collective != 0, not_before, integral)) return nullptr;
-  Py_RETURN_NONE;
-}
-
-// recv(src, dst, size, tag, on_received, arg)
-static PyObject* MessageMatcher_recv(MessageMatcher* m, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* bound[6];
-  static const char* const names[] = {"src", "dst", "size", "tag", "on_received", "arg"};
-  if (!bind_args("recv", names, 6, 6, args, nargs, kwnames, bound)) return nullptr;
-  int64_t src, dst, size, tag;
-  if (!read_int64(bound[0], &src) || !read_int64(bound[1], &dst) || !read_int64(bound[2], &size) ||
-      !read_int64(bound[3], &tag))
-    return nullptr;
-  if (!matcher_recv(m, src, dst, size, tag, py_call(bound[4], bound[5]))) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* MessageMatcher_arrived_unreceived(MessageMatcher* m, PyObject*) {
-  PyObject* out = PyList_New(0);
-  if (out == nullptr) return nullptr;
-  bool ok = true;
-  m->waiting->for_each([&](const MatchKey& k, Waiting& waiting) {
-    for (uint32_t i = waiting.head; ok && i != NO_ENTRY; i = (*m->entries)[i].next) {
-      const MatchEntry& e = (*m->entries)[i];
-      if (!(e.sent && e.arrived)) continue;
-      PyObject* item = Py_BuildValue("(LLLL)", static_cast<long long>(k.src), static_cast<long long>(k.dst),
-                                     static_cast<long long>(k.tag), static_cast<long long>(k.size));
-      ok = item != nullptr && PyList_Append(out, item) == 0;
-      Py_XDECREF(item);
-    }
-  });
-  if (!ok) {
-    Py_DECREF(out);
-    return nullptr;
-  }
-  return out;
-}
-
-static PyObject* MessageMatcher_get_delivered(MessageMatcher* m, void*) {
-  long long in_flight = 0;
-  for (int64_t b : *m->busy) in_flight += b;
-  return PyLong_FromLongLong(m->messages - in_flight / 2);
-}
 
 static PyObject* array_type = nullptr;  // array.array
 
 // Moves ``log`` onto the end of ``array`` (joining a touching interval) and frees it.
-static bool flush_log(std::vector<double>& log, PyObject* array) {
+static void flush_log(std::vector<double>& log, const py::object& array) {
   size_t start = 0;
-  Py_ssize_t n = PySequence_Size(array);
-  if (n < 0) return false;
-  if (n > 0) {
-    PyObject* last = PySequence_GetItem(array, n - 1);
-    if (last == nullptr) return false;
-    bool touching = PyFloat_AsDouble(last) == log[0];
-    Py_DECREF(last);
-    if (touching) {  // the interval closed at the last read goes on
-      PyObject* end = PyFloat_FromDouble(log[1]);
-      if (end == nullptr || PySequence_SetItem(array, n - 1, end) < 0) {
-        Py_XDECREF(end);
-        return false;
-      }
-      Py_DECREF(end);
-      start = 2;
-    }
+  size_t n = py::len(array);
+  if (n > 0 && array[py::int_(n - 1)].cast<double>() == log[0]) {  // the interval closed at the last read goes on
+    array[py::int_(n - 1)] = log[1];
+    start = 2;
   }
   if (start < log.size()) {
-    PyObject* view = PyMemoryView_FromMemory(reinterpret_cast<char*>(log.data() + start),
-                                             static_cast<Py_ssize_t>((log.size() - start) * sizeof(double)),
-                                             PyBUF_READ);
-    PyObject* r = view == nullptr ? nullptr : PyObject_CallMethod(array, "frombytes", "O", view);
-    Py_XDECREF(view);
-    if (r == nullptr) return false;
-    Py_DECREF(r);
+    py::memoryview view = py::memoryview::from_memory(log.data() + start, (log.size() - start) * sizeof(double));
+    array.attr("frombytes")(view);
   }
   std::vector<double>().swap(log);
-  return true;
 }
 
 // The in-flight intervals per rank. The logs move into the arrays handed out (no copy
 // kept: a run's last read costs no second copy of them), which later reads extend.
-static PyObject* MessageMatcher_get_in_flight(MessageMatcher* m, void*) {
-  if (m->flights == nullptr && (m->flights = PyDict_New()) == nullptr) return nullptr;
-  for (size_t rank = 0; rank < m->logs->size(); ++rank) {
-    std::vector<double>& log = (*m->logs)[rank];
+static py::dict matcher_in_flight(MessageMatcher* m) {
+  if (!m->flights) m->flights = py::dict();
+  py::dict flights = py::reinterpret_borrow<py::dict>(m->flights);
+  for (size_t rank = 0; rank < m->logs.size(); ++rank) {
+    std::vector<double>& log = m->logs[rank];
     if (log.empty()) continue;
-    PyObject* key = PyLong_FromSize_t(rank);
-    if (key == nullptr) return nullptr;
-    PyObject* array = PyDict_GetItemWithError(m->flights, key);  // borrowed
-    if (array == nullptr) {
-      array = PyErr_Occurred() ? nullptr : PyObject_CallFunction(array_type, "s", "d");
-      if (array == nullptr || PyDict_SetItem(m->flights, key, array) < 0) {
-        Py_XDECREF(array);
-        Py_DECREF(key);
-        return nullptr;
-      }
-      Py_DECREF(array);  // the dict holds it
-    }
-    Py_DECREF(key);
-    if (!flush_log(log, array)) return nullptr;
+    py::int_ key(rank);
+    if (!flights.contains(key)) flights[key] = py::reinterpret_borrow<py::object>(array_type)("d");
+    flush_log(log, flights[key]);
   }
-  return PyDict_Copy(m->flights);
+  return flights.attr("copy")();  // a copy: later reads extend the arrays, not the dict handed out
 }
 
-static PyMethodDef MessageMatcher_methods[] = {
-    {"send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(MessageMatcher_send)),
-     METH_FASTCALL | METH_KEYWORDS,
-     "send(src, dst, size, tag, on_sent, arg, collective=False, not_before_ns=None): send size bytes now; "
-     "on_sent(arg) when they arrive (None: nothing); not_before_ns: arrival at both ends no earlier."},
-    {"recv", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(MessageMatcher_recv)),
-     METH_FASTCALL | METH_KEYWORDS,
-     "recv(src, dst, size, tag, on_received, arg): on_received(arg) when the matching message is in."},
-    {"arrived_unreceived", reinterpret_cast<PyCFunction>(MessageMatcher_arrived_unreceived), METH_NOARGS,
-     "(src, dst, tag, bytes) of messages that arrived and no receive matched (representatives' frame)."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static PyMemberDef MessageMatcher_members[] = {
-    {"messages", T_LONGLONG, offsetof(MessageMatcher, messages), READONLY, "messages sent"},
-    {"bytes", T_LONGLONG, offsetof(MessageMatcher, bytes), READONLY, "bytes sent"},
-    {"backend", T_OBJECT, offsetof(MessageMatcher, backend), READONLY, "the network backend"},
-    {"symmetry", T_OBJECT, offsetof(MessageMatcher, symmetry), READONLY, "the rank symmetry, or None"},
-    {nullptr, 0, 0, 0, nullptr}};
-
-static PyGetSetDef MessageMatcher_getset[] = {
-    {"delivered", reinterpret_cast<getter>(MessageMatcher_get_delivered), nullptr,
-     "messages sent so far that have arrived", nullptr},
-    {"in_flight", reinterpret_cast<getter>(MessageMatcher_get_in_flight), nullptr,
-     "rank -> array('d') of start, end, ... (ns) when at least one of its messages was in flight", nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-static void init_message_matcher_type() {
-  PyTypeObject& t = MessageMatcherType;
-  t.tp_name = "_astra_kernel.MessageMatcher";
-  t.tp_basicsize = sizeof(MessageMatcher);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
-  t.tp_doc =
+static void bind_message_matcher(py::module_& module) {
+  py::class_<MessageMatcher> matcher(
+      module, "MessageMatcher", collected<MessageMatcher>(),
       "MessageMatcher(backend, clock, npus, symmetry=None): sends meet receives (the k-th send of a key meets "
-      "the k-th receive) and go to the backend; see astra_core.system.p2p.";
-  t.tp_new = MessageMatcher_new;
-  t.tp_init = reinterpret_cast<initproc>(MessageMatcher_init);
-  t.tp_dealloc = reinterpret_cast<destructor>(MessageMatcher_dealloc);
-  t.tp_traverse = reinterpret_cast<traverseproc>(MessageMatcher_traverse);
-  t.tp_clear = reinterpret_cast<inquiry>(MessageMatcher_clear);
-  t.tp_methods = MessageMatcher_methods;
-  t.tp_members = MessageMatcher_members;
-  t.tp_getset = MessageMatcher_getset;
-  t.tp_weaklistoffset = offsetof(MessageMatcher, weakrefs);
+      "the k-th receive) and go to the backend; see astra_core.system.p2p.");
+  matcher.def(py::init<py::object, py::handle, Py_ssize_t, py::object>(), py::arg("backend"), py::arg("clock"),
+              py::arg("npus"), py::arg("symmetry") = py::none());
+  matcher.def(
+      "send",
+      [](py::handle self, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_sent,
+         const py::handle& arg, const py::handle& collective, const py::handle& not_before_ns) {
+        MessageMatcher* m = bound_value<MessageMatcher>(self.ptr());
+        m->self = self.ptr();
+        int is_collective = PyObject_IsTrue(collective.ptr());
+        double not_before = NAN;
+        bool integral = false;
+        if (is_collective < 0 || (!not_before_ns.is_none() && !read_number(not_before_ns.ptr(), &not_before, &integral)))
+          throw py::error_already_set();
+        Call call = on_sent.is_none() ? Call{CALL_NONE, nullptr, nullptr, {0}} : py_call(on_sent.ptr(), arg.ptr());
+        if (!matcher_send(m, src, dst, size, tag, call, is_collective != 0, not_before, integral))
+          throw py::error_already_set();
+      },
+      py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_sent"), py::arg("arg"),
+      py::arg("collective") = false, py::arg("not_before_ns") = py::none(),
+      "send size bytes now; on_sent(arg) when they arrive (None: nothing); not_before_ns: arrival at both ends no "
+      "earlier.");
+  matcher.def(
+      "recv",
+      [](py::handle self, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_received,
+         const py::handle& arg) {
+        MessageMatcher* m = bound_value<MessageMatcher>(self.ptr());
+        m->self = self.ptr();
+        if (!matcher_recv(m, src, dst, size, tag, py_call(on_received.ptr(), arg.ptr()))) throw py::error_already_set();
+      },
+      py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_received"), py::arg("arg"),
+      "on_received(arg) when the matching message is in.");
+  matcher.def(
+      "arrived_unreceived",
+      [](MessageMatcher& m) {
+        py::list out;
+        m.waiting.for_each([&](const MatchKey& k, Waiting& waiting) {
+          for (uint32_t i = waiting.head; i != NO_ENTRY; i = m.entries[i].next)
+            if (m.entries[i].sent && m.entries[i].arrived) out.append(py::make_tuple(k.src, k.dst, k.tag, k.size));
+        });
+        return out;
+      },
+      "(src, dst, tag, bytes) of messages that arrived and no receive matched (representatives' frame).");
+  matcher.def_readonly("messages", &MessageMatcher::messages, "messages sent");
+  matcher.def_readonly("bytes", &MessageMatcher::bytes, "bytes sent");
+  matcher.def_readonly("backend", &MessageMatcher::backend, "the network backend");
+  matcher.def_readonly("symmetry", &MessageMatcher::symmetry, "the rank symmetry, or None");
+  matcher.def_property_readonly(
+      "delivered",
+      [](const MessageMatcher& m) {
+        long long in_flight = 0;
+        for (int64_t b : m.busy) in_flight += b;
+        return m.messages - in_flight / 2;
+      },
+      "messages sent so far that have arrived");
+  matcher.def_property_readonly(
+      "in_flight",
+      [](MessageMatcher& m) { return matcher_in_flight(&m); },
+      "rank -> array('d') of start, end, ... (ns) when at least one of its messages was in flight");
+  matcher_type = reinterpret_cast<PyTypeObject*>(matcher.ptr());
 }

@@ -126,7 +126,7 @@ static void visit_queues(RankEvents* self, visitproc visit, void* arg);
 static void clear_queues(RankEvents* self);
 
 static int RankEvents_traverse(RankEvents* self, visitproc visit, void* arg) {
-  Py_VISIT(self->clock.object);
+  Py_VISIT(self->clock.object.ptr());
   visit_queues(self, visit, arg);
   if (self->buckets != nullptr) {
     for (auto& entry : *self->buckets) {
@@ -147,7 +147,7 @@ static int RankEvents_clear(RankEvents* self) {
   }
   clear_queues(self);
   self->clock.queue = nullptr;
-  Py_CLEAR(self->clock.object);
+  self->clock.object = py::object();
   return 0;
 }
 

@@ -54,7 +54,8 @@ struct WindowedPhase {
   int fast;
   long long sent, received_count, inserted, free;
   RankEvents* events;        // owned, bound at start
-  MessageMatcher* matcher;   // owned, bound at start
+  PyObject* matcher_object;  // owned, bound at start
+  MessageMatcher* matcher;   // borrowed from matcher_object
   long long tag;
 };
 
@@ -112,7 +113,7 @@ static bool phase_general(WindowedPhase* p) {
 }
 
 // Binds the phase to its stream's rank (events and matcher) and tag; false with an error.
-static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMatcher** matcher_out, long long* id) {
+static bool bind_to_stream(PyObject* stream, RankEvents** events_out, PyObject** matcher_out, long long* id) {
   if (stream == nullptr || stream == Py_None) {
     PyErr_SetString(PyExc_RuntimeError, "a phase started before its stream was bound");
     return false;
@@ -127,7 +128,7 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMat
                                    : PyObject_GetAttrString(stream, "stream_id");
   Py_DECREF(owner);
   bool ok = tag != nullptr;
-  if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, &MessageMatcherType))) {
+  if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, matcher_type))) {
     PyErr_SetString(PyExc_TypeError, "a kernel phase runs on a rank whose events and matcher are the kernel's");
     ok = false;
   }
@@ -137,7 +138,8 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, MessageMat
   }
   if (ok) {
     Py_XSETREF(*events_out, reinterpret_cast<RankEvents*>(events));
-    Py_XSETREF(*matcher_out, reinterpret_cast<MessageMatcher*>(matcher));
+    bound_value<MessageMatcher>(matcher)->self = matcher;  // its calls to itself
+    Py_XSETREF(*matcher_out, matcher);
     events = matcher = nullptr;
   }
   Py_XDECREF(events);
@@ -155,12 +157,12 @@ struct PhaseRank {
   // Binds the rank of ``stream`` and gives the stream's id; false with an error set.
   bool bind(PyObject* stream, long long* stream_id) {
     RankEvents* e = nullptr;
-    MessageMatcher* m = nullptr;
+    PyObject* m = nullptr;
     if (!bind_to_stream(stream, &e, &m, stream_id)) return false;
     events_object = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(e));
-    matcher_object = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(m));
+    matcher_object = py::reinterpret_steal<py::object>(m);
     events = e;
-    matcher = m;
+    matcher = bound_value<MessageMatcher>(m);
     return true;
   }
 
@@ -179,7 +181,8 @@ struct PhaseRank {
 };
 
 static bool phase_start(WindowedPhase* p) {
-  if (!bind_to_stream(p->stream, &p->events, &p->matcher, &p->tag)) return false;
+  if (!bind_to_stream(p->stream, &p->events, &p->matcher_object, &p->tag)) return false;
+  p->matcher = bound_value<MessageMatcher>(p->matcher_object);
   for (long long i = 0; i < p->window; ++i)
     if (!phase_insert(p)) return false;
   return true;
@@ -235,7 +238,7 @@ static int WindowedPhase_traverse(WindowedPhase* p, visitproc visit, void* arg) 
   Py_VISIT(p->messages);
   Py_VISIT(p->packets);
   Py_VISIT(p->events);
-  Py_VISIT(p->matcher);
+  Py_VISIT(p->matcher_object);
   return 0;
 }
 
@@ -245,7 +248,8 @@ static int WindowedPhase_clear(WindowedPhase* p) {
   Py_CLEAR(p->messages);
   Py_CLEAR(p->packets);
   Py_CLEAR(p->events);
-  Py_CLEAR(p->matcher);
+  Py_CLEAR(p->matcher_object);
+  p->matcher = nullptr;
   return 0;
 }
 
