@@ -69,6 +69,8 @@ struct AnalyticalLinks {
     }
   }
 
+  ~AnalyticalLinks() { clear_routes(&routes); }  // the cache owns its tuples
+
   int traverse(visitproc visit, void* arg) const {
     Py_VISIT(events.ptr());
     Py_VISIT(on_check.ptr());

@@ -5,12 +5,17 @@
 // What the kernel's classes bound by pybind11 share.
 
 // The C++ object of ``o``, an instance of the bound class T (or of a Python subclass of
-// it) that the caller has checked, without the registry lookup of py::cast: pybind11 2.x
-// keeps the value pointer of an instance of a one-base class in its simple layout.
+// it) that the caller has checked; nullptr before its __init__ has run. It reads the
+// instance's layout (pybind11 2.x: a one-base class keeps its value pointer in the
+// instance) rather than casting, which looks the type up and may allocate: the garbage
+// collector's traverse, which must not allocate, uses it too.
 template <class T>
 static inline T* bound_value(PyObject* o) {
   auto* inst = reinterpret_cast<py::detail::instance*>(o);
-  return static_cast<T*>(inst->simple_layout ? inst->simple_value_holder[0] : inst->get_value_and_holder().value_ptr());
+  if (inst->simple_layout)
+    return inst->simple_holder_constructed ? static_cast<T*>(inst->simple_value_holder[0]) : nullptr;
+  py::detail::value_and_holder v = inst->get_value_and_holder();
+  return v.holder_constructed() ? static_cast<T*>(v.value_ptr()) : nullptr;
 }
 
 // The class option that makes a bound class T seen by Python's garbage collector: T
@@ -24,11 +29,11 @@ static py::custom_type_setup collected() {
     type->tp_flags |= Py_TPFLAGS_HAVE_GC;
     type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) -> int {
       Py_VISIT(Py_TYPE(self));  // a heap type is visited by its instances
-      const T* object = py::handle(self).cast<const T*>();
+      const T* object = bound_value<T>(self);
       return object == nullptr ? 0 : object->traverse(visit, arg);
     };
     type->tp_clear = [](PyObject* self) -> int {
-      if (T* object = py::handle(self).cast<T*>()) object->clear();
+      if (T* object = bound_value<T>(self)) object->clear();
       return 0;
     };
   });

@@ -85,6 +85,8 @@ struct MessageMatcher {
     logs.assign(npus, std::vector<double>());
   }
 
+  ~MessageMatcher() { clear(); }  // the entries' calls hold references of their own
+
   int traverse(visitproc visit, void* arg) const {
     for (const py::object* o : {&clock.object, &backend, &send, &symmetry, &native, &flights}) Py_VISIT(o->ptr());
     for (const MatchEntry& e : entries) {

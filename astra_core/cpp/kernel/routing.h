@@ -78,7 +78,7 @@ static PyTypeObject* shortest_paths_type = nullptr;  // set by bind_routing
 // ``route`` as the kernel's own routing (no Python call to route a message), else nullptr.
 static ShortestPaths* kernel_routing(PyObject* route) {
   if (Py_TYPE(route) != shortest_paths_type) return nullptr;
-  return py::handle(route).cast<ShortestPaths*>();
+  return bound_value<ShortestPaths>(route);
 }
 
 static void bind_routing(py::module_& module) {
