@@ -110,14 +110,13 @@ static PyMethodDef kernel_functions[] = {
 PYBIND11_MODULE(_astra_kernel, module) {
   using namespace astra_kernel;
   module.doc() = "astra's simulation kernel (astra_core/cpp/kernel.cc)";
-  init_event_queue_type();
   init_kernel_call_type();
   init_rank_events_type();
   init_windowed_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
-  } types[] = {{"EventQueue", &EventQueueType},         {"KernelCall", &KernelCallType},
+  } types[] = {{"KernelCall", &KernelCallType},
                {"RankEvents", &RankEventsType},         {"WindowedPhase", &WindowedPhaseType}};
   for (auto& t : types) {
     if (PyType_Ready(t.type) < 0) throw py::error_already_set();
@@ -125,6 +124,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   }
   if (array_type == nullptr) array_type = py::object(py::module_::import("array").attr("array")).release().ptr();
   if (PyModule_AddFunctions(module.ptr(), kernel_functions) < 0) throw py::error_already_set();
+  bind_event_queue(module);
   bind_streams(module);
   bind_routing(module);
   bind_programs(module);

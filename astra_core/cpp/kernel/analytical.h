@@ -52,8 +52,8 @@ struct AnalyticalLinks {
   AnalyticalLinks(const py::object& events_queue, const py::handle& link_dims, const py::object& routing,
                   const py::handle& bytes_per_ns, const py::handle& latency_ns, long long buckets)
       : events(events_queue), on_check(py::none()), route(routing), route_buckets(buckets) {
-    if (!PyObject_TypeCheck(events.ptr(), &EventQueueType)) throw py::type_error("AnalyticalLinks: events must be an EventQueue");
-    queue = reinterpret_cast<EventQueue*>(events.ptr());
+    queue = kernel_queue(events.ptr());
+    if (queue == nullptr) throw py::type_error("AnalyticalLinks: events must be an EventQueue");
     if (!route.is_none() &&
         (!read_numbers(bytes_per_ns.ptr(), "bytes_per_ns: a sequence of numbers", &link_bytes_per_ns) ||
          !read_numbers(latency_ns.ptr(), "latency_ns: a sequence of numbers", &link_latency_ns) ||

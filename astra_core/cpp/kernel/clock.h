@@ -68,7 +68,7 @@ struct Clock {
 
   bool set(PyObject* clock) {
     object = py::reinterpret_borrow<py::object>(clock);
-    queue = PyObject_TypeCheck(clock, &EventQueueType) ? reinterpret_cast<EventQueue*>(clock) : nullptr;
+    queue = kernel_queue(clock);
     return true;
   }
 

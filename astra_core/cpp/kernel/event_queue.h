@@ -112,21 +112,32 @@ static inline void heap_push(BigVector<Event>& heap, const Event& e) { astra::he
 struct QueueOwned {
   std::vector<std::pair<void*, BigVector<AstraToken>>> tokens;  // per model
   std::vector<std::pair<void*, void (*)(void*)>> adopted;
-  std::vector<PyObject*> kept;  // owned
+  std::vector<py::object> kept;
 };
 
 struct EventQueue {
-  PyObject_HEAD
-  BigVector<Event>* heap;
-  QueueOwned* owned;
-  uint64_t seq;
-  double now;
-  bool now_integral;
-  long long events_processed;
-  PyObject* progress;  // None or a callable
-  PyObject* step_end;  // None or a callable
-  bool step_pending;
+  BigVector<Event> heap;
+  QueueOwned owned;
+  uint64_t seq = 0;
+  double now = 0;
+  bool now_integral = true;
+  long long events_processed = 0;
+  py::object progress = py::none();  // None or a callable
+  py::object step_end = py::none();  // None or a callable
+  bool step_pending = false;
+
+  ~EventQueue() { clear(); }
+
+  int traverse(visitproc visit, void* arg) const;
+  void clear();
 };
+
+static PyTypeObject* queue_type = nullptr;  // set by bind_event_queue
+
+// ``events`` as the kernel's EventQueue, or nullptr when it is something else.
+static inline EventQueue* kernel_queue(PyObject* events) {
+  return events != nullptr && PyObject_TypeCheck(events, queue_type) ? bound_value<EventQueue>(events) : nullptr;
+}
 
 static const long long PROGRESS_EVERY = 1LL << 16;
 // Events between two looks at pending signals: a stretch of the kernel's own events
@@ -242,137 +253,63 @@ static bool bind_args(const char* function, const char* const* names, int count,
 
 // Queues ``call`` (its references move to the queue) at ``time``.
 static inline void push_call(EventQueue* q, double time, bool integral, const Call& call) {
-  heap_push(*q->heap, Event{time, ++q->seq, integral, call});
+  heap_push(q->heap, Event{time, ++q->seq, integral, call});
 }
 
-static PyObject* EventQueue_new(PyTypeObject* type, PyObject*, PyObject*) {
-  EventQueue* q = reinterpret_cast<EventQueue*>(type->tp_alloc(type, 0));
-  if (q == nullptr) return nullptr;
-  q->heap = new BigVector<Event>();
-  q->owned = new QueueOwned();
-  q->seq = 0;
-  q->now = 0;
-  q->now_integral = true;
-  q->events_processed = 0;
-  Py_INCREF(Py_None);
-  q->progress = Py_None;
-  Py_INCREF(Py_None);
-  q->step_end = Py_None;
-  q->step_pending = false;
-  return reinterpret_cast<PyObject*>(q);
-}
-
-static int EventQueue_traverse(EventQueue* q, visitproc visit, void* arg) {
-  Py_VISIT(q->progress);
-  Py_VISIT(q->step_end);
-  if (q->heap != nullptr) {
-    for (const Event& e : *q->heap) {
-      VISIT_CALL(e.call);
+int EventQueue::traverse(visitproc visit, void* arg) const {
+  Py_VISIT(progress.ptr());
+  Py_VISIT(step_end.ptr());
+  for (const Event& e : heap) VISIT_CALL(e.call);
+  for (const auto& table : owned.tokens)
+    for (const AstraToken& token : table.second) {
+      Call c;
+      memcpy(&c, &token, sizeof c);
+      VISIT_CALL(c);
     }
-  }
-  if (q->owned != nullptr) {
-    for (const auto& table : q->owned->tokens)
-      for (const AstraToken& token : table.second) {
-        Call c;
-        memcpy(&c, &token, sizeof c);
-        VISIT_CALL(c);
-      }
-    for (PyObject* o : q->owned->kept) Py_VISIT(o);
-  }
+  for (const py::object& o : owned.kept) Py_VISIT(o.ptr());
   return 0;
 }
 
-static void clear_heap(EventQueue* q) {
-  if (q->heap == nullptr) return;
+// Releases the queued events, then what the queue owns for its models: their held
+// deliveries, then the models (newest first), then the objects kept for them.
+void EventQueue::clear() {
   BigVector<Event> events;
-  events.swap(*q->heap);
+  events.swap(heap);
   for (Event& e : events) release(e.call);
-}
-
-// Releases what the queue owns for its models: their held deliveries, then the models
-// (newest first), then the objects kept for them.
-static void clear_owned(EventQueue* q) {
-  if (q->owned == nullptr) return;
-  QueueOwned owned;
-  std::swap(owned, *q->owned);
-  for (auto& table : owned.tokens)
+  QueueOwned models;
+  std::swap(models, owned);
+  for (auto& table : models.tokens)
     for (AstraToken& token : table.second) {
       Call c;
       memcpy(&c, &token, sizeof c);
       release(c);
     }
-  for (auto at = owned.adopted.rbegin(); at != owned.adopted.rend(); ++at) at->second(at->first);
-  for (PyObject* o : owned.kept) Py_DECREF(o);
+  for (auto at = models.adopted.rbegin(); at != models.adopted.rend(); ++at) at->second(at->first);
+  models.kept.clear();
+  progress = py::none();
+  step_end = py::none();
 }
 
-static int EventQueue_clear(EventQueue* q) {
-  clear_heap(q);
-  clear_owned(q);
-  Py_CLEAR(q->progress);
-  Py_CLEAR(q->step_end);
-  return 0;
-}
-
-static void EventQueue_dealloc(EventQueue* q) {
-  PyObject_GC_UnTrack(q);
-  EventQueue_clear(q);
-  delete q->heap;
-  delete q->owned;
-  Py_TYPE(q)->tp_free(reinterpret_cast<PyObject*>(q));
-}
-
+// ValueError for a delay that is negative, infinite or NaN (a NaN time would break the
+// heap's order; an infinite one would stop the clock at infinity); nullptr.
 static PyObject* bad_delay(PyObject* delay) {
-  PyObject* text = PyObject_Str(delay);
-  if (text == nullptr) return nullptr;
-  PyErr_Format(PyExc_ValueError, "cannot schedule with a delay of %U ns (must be finite and >= 0)", text);
-  Py_DECREF(text);
+  py::object text = py::reinterpret_steal<py::object>(PyObject_Str(delay));
+  if (text) PyErr_Format(PyExc_ValueError, "cannot schedule with a delay of %U ns (must be finite and >= 0)", text.ptr());
   return nullptr;
 }
 
-// schedule(delay_ns, callback, arg=None)
-static PyObject* EventQueue_schedule(EventQueue* q, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* bound[3];
-  if (kwnames != nullptr || nargs != 3) {
-    static const char* const names[] = {"delay_ns", "callback", "arg"};
-    if (!bind_args("schedule", names, 3, 2, args, nargs, kwnames, bound)) return nullptr;
-    args = bound;
-    nargs = 3;
-  }
-  double delay;
+// The time a Python caller gave, as (double, is-int); raises TypeError for a non-number.
+static std::pair<double, bool> time_of(const py::handle& value) {
+  double t;
   bool integral;
-  if (!read_number(args[0], &delay, &integral)) return nullptr;
-  if (!(delay >= 0 && delay < INFINITY)) return bad_delay(args[0]);
-  push_call(q, q->now + delay, integral && q->now_integral, py_call(args[1], args[2]));
-  Py_RETURN_NONE;
-}
-
-// schedule_at(time_ns, callback, arg=None)
-static PyObject* EventQueue_schedule_at(EventQueue* q, PyObject* const* args, Py_ssize_t nargs,
-                                        PyObject* kwnames) {
-  PyObject* bound[3];
-  static const char* const names[] = {"time_ns", "callback", "arg"};
-  if (!bind_args("schedule_at", names, 3, 2, args, nargs, kwnames, bound)) return nullptr;
-  args = bound;
-  double time;
-  bool integral;
-  if (!read_number(args[0], &time, &integral)) return nullptr;
-  if (!(q->now <= time && time < INFINITY)) {
-    PyObject* text = PyObject_Str(args[0]);
-    PyObject* now = time_object(q->now, q->now_integral);
-    if (text != nullptr && now != nullptr)
-      PyErr_Format(PyExc_ValueError, "cannot schedule at %U ns, clock is at %S ns", text, now);
-    Py_XDECREF(text);
-    Py_XDECREF(now);
-    return nullptr;
-  }
-  push_call(q, time, integral, py_call(args[1], args[2]));
-  Py_RETURN_NONE;
+  if (!read_number(value.ptr(), &t, &integral)) throw py::error_already_set();
+  return {t, integral};
 }
 
 // Runs the earliest event; false with a Python error set when its callback raised.
 static inline bool run_one(EventQueue* q) {
   Event e;
-  heap_pop(*q->heap, e);
+  heap_pop(q->heap, e);
   q->now = e.time;
   q->now_integral = e.integral;
   bool ok = fire(e.call);
@@ -402,184 +339,94 @@ static void add_kernel_frame() {
   Py_DECREF(frame);
 }
 
-// run(until_ns=None)
-static PyObject* EventQueue_run(EventQueue* q, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  double until = INFINITY;
-  PyObject* until_ns;
-  static const char* const names[] = {"until_ns"};
-  if (!bind_args("run", names, 1, 0, args, nargs, kwnames, &until_ns)) return nullptr;
-  if (until_ns != Py_None) {
-    bool integral;
-    if (!read_number(until_ns, &until, &integral)) return nullptr;
-  }
-  BigVector<Event>& heap = *q->heap;
-  PyObject* progress = q->progress;
-  PyObject* step_end = q->step_end;
-  Py_INCREF(progress);
-  Py_INCREF(step_end);
-  bool ok = true;
-  if (progress == Py_None && step_end == Py_None) {
+// Runs the events due until ``until`` ns; false with a Python error set (an event's
+// callback raised, a signal handler did, or a hook failed).
+static bool run_events(EventQueue* q, double until) {
+  BigVector<Event>& heap = q->heap;
+  py::object progress = q->progress, step_end = q->step_end;  // held: a hook may reset them
+  if (progress.is_none() && step_end.is_none()) {
     while (!heap.empty() && heap.front().time <= until) {
       ++q->events_processed;
-      if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) {
-        ok = false;
-        break;
-      }
+      if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) return false;
     }
-  } else {
-    const long long mask = PROGRESS_EVERY - 1;
-    for (;;) {
-      if (q->step_pending && (heap.empty() || heap.front().time > q->now)) {
-        q->step_pending = false;
-        PyObject* r = PyObject_CallNoArgs(step_end);
-        if (r == nullptr) {
-          ok = false;
-          break;
-        }
-        Py_DECREF(r);
-        continue;
-      }
-      if (heap.empty() || heap.front().time > until) break;
-      ++q->events_processed;
-      if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) {
-        ok = false;
-        break;
-      }
-      if (progress != Py_None && !(q->events_processed & mask)) {
-        PyObject* now = time_object(q->now, q->now_integral);
-        PyObject* r = now == nullptr ? nullptr : PyObject_CallFunction(progress, "OL", now, q->events_processed);
-        Py_XDECREF(now);
-        if (r == nullptr) {
-          ok = false;
-          break;
-        }
-        Py_DECREF(r);
-      }
+    return true;
+  }
+  const long long mask = PROGRESS_EVERY - 1;
+  for (;;) {
+    if (q->step_pending && (heap.empty() || heap.front().time > q->now)) {
+      q->step_pending = false;
+      if (!py::reinterpret_steal<py::object>(PyObject_CallNoArgs(step_end.ptr()))) return false;
+      continue;
+    }
+    if (heap.empty() || heap.front().time > until) return true;
+    ++q->events_processed;
+    if (!run_one(q) || (!(q->events_processed & SIGNAL_CHECK_MASK) && PyErr_CheckSignals() < 0)) return false;
+    if (!progress.is_none() && !(q->events_processed & mask)) {
+      py::object now = py::reinterpret_steal<py::object>(time_object(q->now, q->now_integral));
+      if (!now || !py::reinterpret_steal<py::object>(
+                      PyObject_CallFunction(progress.ptr(), "OL", now.ptr(), q->events_processed)))
+        return false;
     }
   }
-  Py_DECREF(progress);
-  Py_DECREF(step_end);
-  if (!ok) {
-    add_kernel_frame();
-    return nullptr;
-  }
-  Py_RETURN_NONE;
 }
 
-static PyObject* EventQueue_next_time(EventQueue* q, PyObject*) {
-  if (q->heap->empty()) Py_RETURN_NONE;
-  const Event& e = q->heap->front();
-  return time_object(e.time, e.integral);
-}
-
-static Py_ssize_t EventQueue_len(EventQueue* q) { return static_cast<Py_ssize_t>(q->heap->size()); }
-
-static PyObject* EventQueue_get_now(EventQueue* q, void*) { return time_object(q->now, q->now_integral); }
-
-static int EventQueue_set_now(EventQueue* q, PyObject* value, void*) {
-  if (value == nullptr) {
-    PyErr_SetString(PyExc_AttributeError, "cannot delete now");
-    return -1;
-  }
-  double t;
-  bool integral;
-  if (!read_number(value, &t, &integral)) return -1;
-  q->now = t;
-  q->now_integral = integral;
-  return 0;
-}
-
-static PyObject* EventQueue_get_processed(EventQueue* q, void*) { return PyLong_FromLongLong(q->events_processed); }
-
-static int EventQueue_set_processed(EventQueue* q, PyObject* value, void*) {
-  if (value == nullptr) {
-    PyErr_SetString(PyExc_AttributeError, "cannot delete events_processed");
-    return -1;
-  }
-  long long n = PyLong_AsLongLong(value);
-  if (n == -1 && PyErr_Occurred()) return -1;
-  q->events_processed = n;
-  return 0;
-}
-
-static PyObject* EventQueue_get_pending(EventQueue* q, void*) { return PyBool_FromLong(q->step_pending); }
-
-static int EventQueue_set_pending(EventQueue* q, PyObject* value, void*) {
-  if (value == nullptr) {
-    PyErr_SetString(PyExc_AttributeError, "cannot delete step_pending");
-    return -1;
-  }
-  int truth = PyObject_IsTrue(value);
-  if (truth < 0) return -1;
-  q->step_pending = truth != 0;
-  return 0;
-}
-
-static PyObject* get_hook(PyObject* hook) {
-  Py_INCREF(hook);
-  return hook;
-}
-
-static int set_hook(PyObject** slot, PyObject* value, const char* name) {
-  if (value == nullptr) {
-    PyErr_Format(PyExc_AttributeError, "cannot delete %s", name);
-    return -1;
-  }
-  Py_INCREF(value);
-  Py_SETREF(*slot, value);
-  return 0;
-}
-
-static PyObject* EventQueue_get_progress(EventQueue* q, void*) { return get_hook(q->progress); }
-static int EventQueue_set_progress(EventQueue* q, PyObject* v, void*) { return set_hook(&q->progress, v, "progress"); }
-static PyObject* EventQueue_get_step_end(EventQueue* q, void*) { return get_hook(q->step_end); }
-static int EventQueue_set_step_end(EventQueue* q, PyObject* v, void*) { return set_hook(&q->step_end, v, "step_end"); }
-
-static PyMethodDef EventQueue_methods[] = {
-    {"schedule", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(EventQueue_schedule)),
-     METH_FASTCALL | METH_KEYWORDS,
-     "schedule(delay_ns, callback, arg=None): run callback(arg) after delay_ns (finite, >= 0) ns; "
-     "ValueError otherwise."},
-    {"schedule_at", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(EventQueue_schedule_at)),
-     METH_FASTCALL | METH_KEYWORDS,
-     "schedule_at(time_ns, callback, arg=None): run callback(arg) at time_ns (finite, >= now); "
-     "ValueError otherwise."},
-    {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(EventQueue_run)), METH_FASTCALL | METH_KEYWORDS,
-     "run(until_ns=None): process events in time order until none remain (or until_ns)."},
-    {"next_time", reinterpret_cast<PyCFunction>(EventQueue_next_time), METH_NOARGS,
-     "The time of the earliest queued event, or None if none is queued."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static PyGetSetDef EventQueue_getset[] = {
-    {"now", reinterpret_cast<getter>(EventQueue_get_now), reinterpret_cast<setter>(EventQueue_set_now),
-     "the simulated time (ns)", nullptr},
-    {"events_processed", reinterpret_cast<getter>(EventQueue_get_processed),
-     reinterpret_cast<setter>(EventQueue_set_processed), "events run so far", nullptr},
-    {"step_pending", reinterpret_cast<getter>(EventQueue_get_pending), reinterpret_cast<setter>(EventQueue_set_pending),
-     "step_end is due before the clock moves", nullptr},
-    {"progress", reinterpret_cast<getter>(EventQueue_get_progress), reinterpret_cast<setter>(EventQueue_set_progress),
-     "progress(now_ns, events) every PROGRESS_EVERY events, or None", nullptr},
-    {"step_end", reinterpret_cast<getter>(EventQueue_get_step_end), reinterpret_cast<setter>(EventQueue_set_step_end),
-     "called with no argument when step_pending and the clock is about to move", nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-static PySequenceMethods EventQueue_as_sequence = {
-    reinterpret_cast<lenfunc>(EventQueue_len), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-    nullptr, nullptr};
-
-static PyTypeObject EventQueueType = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
-static void init_event_queue_type() {
-  PyTypeObject& t = EventQueueType;
-  t.tp_name = "_astra_kernel.EventQueue";
-  t.tp_basicsize = sizeof(EventQueue);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  t.tp_doc = "Heap-based event queue owning the simulated clock (ns); see astra_core.events.";
-  t.tp_new = EventQueue_new;
-  t.tp_dealloc = reinterpret_cast<destructor>(EventQueue_dealloc);
-  t.tp_traverse = reinterpret_cast<traverseproc>(EventQueue_traverse);
-  t.tp_clear = reinterpret_cast<inquiry>(EventQueue_clear);
-  t.tp_methods = EventQueue_methods;
-  t.tp_getset = EventQueue_getset;
-  t.tp_as_sequence = &EventQueue_as_sequence;
+static void bind_event_queue(py::module_& module) {
+  py::class_<EventQueue> queue(module, "EventQueue", collected<EventQueue>(),
+                               "Heap-based event queue owning the simulated clock (ns); see astra_core.events.");
+  queue.def(py::init<>());
+  queue.def(
+      "schedule",
+      [](EventQueue& q, const py::handle& delay_ns, const py::handle& callback, const py::handle& arg) {
+        auto [delay, integral] = time_of(delay_ns);
+        if (!(delay >= 0 && delay < INFINITY)) {
+          bad_delay(delay_ns.ptr());
+          throw py::error_already_set();
+        }
+        push_call(&q, q.now + delay, integral && q.now_integral, py_call(callback.ptr(), arg.ptr()));
+      },
+      py::arg("delay_ns"), py::arg("callback"), py::arg("arg") = py::none(),
+      "run callback(arg) after delay_ns (finite, >= 0) ns; ValueError otherwise.");
+  queue.def(
+      "schedule_at",
+      [](EventQueue& q, const py::handle& time_ns, const py::handle& callback, const py::handle& arg) {
+        auto [time, integral] = time_of(time_ns);
+        if (!(q.now <= time && time < INFINITY)) {
+          py::object now = py::reinterpret_steal<py::object>(time_object(q.now, q.now_integral));
+          throw py::value_error("cannot schedule at " + std::string(py::str(time_ns)) + " ns, clock is at " +
+                                std::string(py::repr(now)) + " ns");
+        }
+        push_call(&q, time, integral, py_call(callback.ptr(), arg.ptr()));
+      },
+      py::arg("time_ns"), py::arg("callback"), py::arg("arg") = py::none(),
+      "run callback(arg) at time_ns (finite, >= now); ValueError otherwise.");
+  queue.def(
+      "run",
+      [](EventQueue& q, const py::handle& until_ns) {
+        double until = until_ns.is_none() ? INFINITY : time_of(until_ns).first;
+        if (!run_events(&q, until)) {
+          add_kernel_frame();
+          throw py::error_already_set();
+        }
+      },
+      py::arg("until_ns") = py::none(),
+      "process events in time order until none remain (or until_ns).");
+  queue.def(
+      "next_time",
+      [](const EventQueue& q) -> py::object {
+        if (q.heap.empty()) return py::none();
+        return py::reinterpret_steal<py::object>(time_object(q.heap.front().time, q.heap.front().integral));
+      },
+      "The time of the earliest queued event, or None if none is queued.");
+  queue.def("__len__", [](const EventQueue& q) { return q.heap.size(); });
+  queue.def_property(
+      "now", [](const EventQueue& q) { return py::reinterpret_steal<py::object>(time_object(q.now, q.now_integral)); },
+      [](EventQueue& q, const py::handle& value) { std::tie(q.now, q.now_integral) = time_of(value); },
+      "the simulated time (ns)");
+  queue.def_readwrite("events_processed", &EventQueue::events_processed, "events run so far");
+  queue.def_readwrite("step_pending", &EventQueue::step_pending, "step_end is due before the clock moves");
+  queue.def_readwrite("progress", &EventQueue::progress,
+                      "progress(now_ns, events) every PROGRESS_EVERY events, or None");
+  queue.def_readwrite("step_end", &EventQueue::step_end,
+                      "called with no argument when step_pending and the clock is about to move");
+  queue_type = reinterpret_cast<PyTypeObject*>(queue.ptr());
 }

@@ -74,7 +74,7 @@ struct MessageMatcher {
     clock.set(clock_object.ptr());
     if (clock.queue != nullptr && py::hasattr(backend, "native_send") && py::hasattr(backend, "events")) {
       py::object capsule = backend.attr("native_send");
-      if (backend.attr("events").ptr() == reinterpret_cast<PyObject*>(clock.queue) &&
+      if (backend.attr("events").ptr() == clock.object.ptr() &&
           PyCapsule_IsValid(capsule.ptr(), "astra.native_send")) {
         native_send = reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(capsule.ptr(), "astra.native_send"));
         native = std::move(capsule);

@@ -24,11 +24,9 @@ static inline Call call_of(const AstraToken& token) {
 }
 
 static EventQueue* api_queue(PyObject* events) {
-  if (events == nullptr || !PyObject_TypeCheck(events, &EventQueueType)) {
-    PyErr_SetString(PyExc_TypeError, "a compiled model's events must be the kernel's EventQueue");
-    return nullptr;
-  }
-  return reinterpret_cast<EventQueue*>(events);
+  EventQueue* q = kernel_queue(events);
+  if (q == nullptr) PyErr_SetString(PyExc_TypeError, "a compiled model's events must be the kernel's EventQueue");
+  return q;
 }
 
 static double api_now(PyObject* events) {
@@ -146,22 +144,21 @@ static int api_adopt(PyObject* events, void* model, void (*destroy)(void* model)
     destroy(model);
     return -1;
   }
-  q->owned->adopted.emplace_back(model, destroy);
+  q->owned.adopted.emplace_back(model, destroy);
   return 0;
 }
 
 static int api_keep(PyObject* events, PyObject* object) {
   EventQueue* q = api_queue(events);
   if (q == nullptr) return -1;
-  Py_INCREF(object);
-  q->owned->kept.push_back(object);
+  q->owned.kept.push_back(py::reinterpret_borrow<py::object>(object));
   return 0;
 }
 
 static AstraToken* api_tokens(PyObject* events, void* model, long long count) {
   EventQueue* q = api_queue(events);
   if (q == nullptr) return nullptr;
-  auto& tables = q->owned->tokens;
+  auto& tables = q->owned.tokens;
   auto table = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t.first == model; });
   if (table == tables.end()) {
     tables.emplace_back(model, BigVector<AstraToken>());
