@@ -111,13 +111,11 @@ PYBIND11_MODULE(_astra_kernel, module) {
   using namespace astra_kernel;
   module.doc() = "astra's simulation kernel (astra_core/cpp/kernel.cc)";
   init_kernel_call_type();
-  init_rank_events_type();
   init_windowed_phase_type();
   struct {
     const char* name;
     PyTypeObject* type;
-  } types[] = {{"KernelCall", &KernelCallType},
-               {"RankEvents", &RankEventsType},         {"WindowedPhase", &WindowedPhaseType}};
+  } types[] = {{"KernelCall", &KernelCallType}, {"WindowedPhase", &WindowedPhaseType}};
   for (auto& t : types) {
     if (PyType_Ready(t.type) < 0) throw py::error_already_set();
     module.add_object(t.name, py::handle(reinterpret_cast<PyObject*>(t.type)));
@@ -126,6 +124,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   if (PyModule_AddFunctions(module.ptr(), kernel_functions) < 0) throw py::error_already_set();
   bind_event_queue(module);
   bind_streams(module);
+  bind_rank_events(module);
   bind_routing(module);
   bind_programs(module);
   bind_message_matcher(module);

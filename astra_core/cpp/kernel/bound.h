@@ -53,3 +53,11 @@ static bool python_ok(F&& f) {
   }
   return false;
 }
+
+// The Python object of ``object``, a bound C++ object (borrowed: the two live and die
+// together), from ``cache`` or else looked up once in the binding's registry.
+template <class T>
+static PyObject* python_self(T* object, PyObject*& cache) {
+  if (cache == nullptr) cache = py::cast(object, py::return_value_policy::reference).ptr();
+  return cache;
+}

@@ -13,7 +13,7 @@ static bool fire(const Call& c) {
       return true;
     }
     case CALL_BUCKET:
-      return call_bucket(reinterpret_cast<RankEvents*>(c.obj), c.v.d);
+      return call_bucket(bound_value<RankEvents>(c.obj), c.v.d);
     case CALL_ARRIVED:
       return matcher_arrived(bound_value<MessageMatcher>(c.obj), static_cast<uint32_t>(c.v.i));
     case CALL_RECEIVED:

@@ -174,11 +174,12 @@ static bool finish_phase(PyObject* stream_handle) {
   if (Py_TYPE(stream.ptr()) == stream_type) {
     py::object events = py::reinterpret_steal<py::object>(PyObject_GetAttrString(as_stream(stream)->owner.ptr(), "events"));
     if (!events) return false;
-    if (!PyObject_TypeCheck(events.ptr(), &RankEventsType) || reinterpret_cast<RankEvents*>(events.ptr())->queues == nullptr) {
+    RankEvents* rank = kernel_rank_events(events.ptr());
+    if (rank == nullptr || !rank->queues) {
       PyErr_SetString(PyExc_TypeError, "a kernel stream's owner has no kernel queues");
       return false;
     }
-    return proceed_to_next_phase(reinterpret_cast<RankEvents*>(events.ptr()), stream);
+    return proceed_to_next_phase(rank, stream);
   }
   py::object owner = py::reinterpret_steal<py::object>(PyObject_GetAttrString(stream.ptr(), "owner"));
   return owner && py::reinterpret_steal<py::object>(
@@ -196,9 +197,9 @@ static void bind_streams(py::module_& module) {
       "init",
       [](Stream& self) {
         py::object events = self.owner.attr("events");
-        if (!PyObject_TypeCheck(events.ptr(), &RankEventsType))
-          throw py::type_error("a kernel stream's owner has no kernel events");
-        if (!stream_init(reinterpret_cast<RankEvents*>(events.ptr())->clock, &self)) throw py::error_already_set();
+        RankEvents* rank = kernel_rank_events(events.ptr());
+        if (rank == nullptr) throw py::type_error("a kernel stream's owner has no kernel events");
+        if (!stream_init(rank->clock, &self)) throw py::error_already_set();
       },
       "The stream got a slot on its queue: start the current phase.");
   stream.def_readonly("owner", &Stream::owner, "the rank's system layer (a PhasePort)");
@@ -216,78 +217,63 @@ static void bind_streams(py::module_& module) {
 
 // -- RankEvents: the stream queues
 
-static void visit_queues(RankEvents* self, visitproc visit, void* arg) {
-  if (self->queues == nullptr) return;
+static void visit_queues(const RankEvents* self, visitproc visit, void* arg) {
+  if (!self->queues) return;
   for (const py::object& stream : self->queues->ready) visit(stream.ptr(), arg);
   for (auto& queue : self->queues->active)
     for (const py::object& stream : queue) visit(stream.ptr(), arg);
 }
 
-static void clear_queues(RankEvents* self) {
-  StreamQueues* queues = self->queues;
-  if (queues == nullptr) return;
-  self->queues = nullptr;
-  delete queues;
+static StreamQueues& queues_of(RankEvents& self) {
+  if (!self.queues) throw std::runtime_error("the rank's stream queues are not configured");
+  return *self.queues;
 }
 
-// configure_queues(dimensions, active_chunks_per_dimension)
-static PyObject* RankEvents_configure_queues(RankEvents* self, PyObject* args) {
-  Py_ssize_t dims;
-  long long threshold;
-  if (!PyArg_ParseTuple(args, "nL", &dims, &threshold)) return nullptr;
-  clear_queues(self);
-  self->queues = new StreamQueues();
-  self->queues->active.assign(dims, std::vector<py::object>());
-  self->queues->running.assign(dims, 0);
-  self->queues->threshold = threshold < 1 ? 1 : threshold;
-  Py_RETURN_NONE;
+// A kernel Stream given by Python; TypeError naming ``method`` otherwise.
+static const py::handle& kernel_stream(const py::handle& stream, const char* method) {
+  if (Py_TYPE(stream.ptr()) != stream_type) throw py::type_error(std::string(method) + ": not a kernel Stream");
+  return stream;
 }
 
-static bool has_queues(RankEvents* self) {
-  if (self->queues != nullptr) return true;
-  PyErr_SetString(PyExc_RuntimeError, "the rank's stream queues are not configured");
-  return false;
-}
-
-// add_streams(streams): each into the ready list, by priority, then scheduled.
-static PyObject* RankEvents_add_streams(RankEvents* self, PyObject* streams) {
-  if (!has_queues(self)) return nullptr;
-  PyObject* seq = PySequence_Fast(streams, "add_streams: a sequence of Streams");
-  if (seq == nullptr) return nullptr;
-  bool ok = true;
-  for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    PyObject* stream = PySequence_Fast_GET_ITEM(seq, i);
-    if (Py_TYPE(stream) != stream_type) {
-      PyErr_SetString(PyExc_TypeError, "add_streams: not a kernel Stream");
-      ok = false;
-      break;
-    }
-    insert_stream(self->queues->ready, stream);
-    ok = schedule_ready(self);
-  }
-  Py_DECREF(seq);
-  if (!ok) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* RankEvents_proceed_to_next_phase(RankEvents* self, PyObject* stream) {
-  if (!has_queues(self)) return nullptr;
-  if (Py_TYPE(stream) != stream_type) {
-    PyErr_SetString(PyExc_TypeError, "proceed_to_next_phase: not a kernel Stream");
-    return nullptr;
-  }
-  if (!proceed_to_next_phase(self, stream)) return nullptr;
-  Py_RETURN_NONE;
-}
-
-static PyObject* RankEvents_active_streams(RankEvents* self, PyObject*) {
-  if (!has_queues(self)) return nullptr;
-  PyObject* out = PyList_New(0);
-  for (auto& queue : self->queues->active) {
-    PyObject* list = PyList_New(0);
-    for (const py::object& stream : queue) PyList_Append(list, stream.ptr());
-    PyList_Append(out, list);
-    Py_DECREF(list);
-  }
-  return out;
+static void bind_stream_queues(py::class_<RankEvents>& events) {
+  events.def(
+      "configure_queues",
+      [](RankEvents& self, Py_ssize_t dims, long long threshold) {
+        self.queues = std::make_unique<StreamQueues>();
+        self.queues->active.assign(dims, std::vector<py::object>());
+        self.queues->running.assign(dims, 0);
+        self.queues->threshold = threshold < 1 ? 1 : threshold;
+      },
+      py::arg("dimensions"), py::arg("active_chunks_per_dimension"),
+      "the rank's stream queues, one per dimension.");
+  events.def(
+      "add_streams",
+      [](RankEvents& self, const py::sequence& streams) {
+        StreamQueues& queues = queues_of(self);
+        for (const py::handle& stream : streams) {
+          insert_stream(queues.ready, kernel_stream(stream, "add_streams"));
+          if (!schedule_ready(&self)) throw py::error_already_set();
+        }
+      },
+      py::arg("streams"), "queue a collective's streams (by priority) and start what may start.");
+  events.def(
+      "proceed_to_next_phase",
+      [](RankEvents& self, const py::handle& stream) {
+        queues_of(self);
+        if (!proceed_to_next_phase(&self, kernel_stream(stream, "proceed_to_next_phase")))
+          throw py::error_already_set();
+      },
+      py::arg("stream"), "finish the stream's current phase and queue its next one (or retire it).");
+  events.def(
+      "active_streams",
+      [](RankEvents& self) {
+        py::list out;
+        for (const auto& queue : queues_of(self).active) {
+          py::list streams;
+          for (const py::object& stream : queue) streams.append(stream);
+          out.append(streams);
+        }
+        return out;
+      },
+      "Per dimension: the streams on its queue (running ones first).");
 }

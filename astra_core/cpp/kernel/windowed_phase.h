@@ -53,7 +53,8 @@ struct WindowedPhase {
   long long window, barrier;  // barrier -1: none
   int fast;
   long long sent, received_count, inserted, free;
-  RankEvents* events;        // owned, bound at start
+  PyObject* events_object;   // owned, bound at start
+  RankEvents* events;        // borrowed from events_object
   PyObject* matcher_object;  // owned, bound at start
   MessageMatcher* matcher;   // borrowed from matcher_object
   long long tag;
@@ -113,7 +114,7 @@ static bool phase_general(WindowedPhase* p) {
 }
 
 // Binds the phase to its stream's rank (events and matcher) and tag; false with an error.
-static bool bind_to_stream(PyObject* stream, RankEvents** events_out, PyObject** matcher_out, long long* id) {
+static bool bind_to_stream(PyObject* stream, PyObject** events_out, PyObject** matcher_out, long long* id) {
   if (stream == nullptr || stream == Py_None) {
     PyErr_SetString(PyExc_RuntimeError, "a phase started before its stream was bound");
     return false;
@@ -128,7 +129,7 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, PyObject**
                                    : PyObject_GetAttrString(stream, "stream_id");
   Py_DECREF(owner);
   bool ok = tag != nullptr;
-  if (ok && (!PyObject_TypeCheck(events, &RankEventsType) || !PyObject_TypeCheck(matcher, matcher_type))) {
+  if (ok && (!PyObject_TypeCheck(events, rank_events_type) || !PyObject_TypeCheck(matcher, matcher_type))) {
     PyErr_SetString(PyExc_TypeError, "a kernel phase runs on a rank whose events and matcher are the kernel's");
     ok = false;
   }
@@ -137,7 +138,8 @@ static bool bind_to_stream(PyObject* stream, RankEvents** events_out, PyObject**
     ok = !(*id == -1 && PyErr_Occurred());
   }
   if (ok) {
-    Py_XSETREF(*events_out, reinterpret_cast<RankEvents*>(events));
+    bound_value<RankEvents>(events)->self = events;
+    Py_XSETREF(*events_out, events);
     bound_value<MessageMatcher>(matcher)->self = matcher;  // its calls to itself
     Py_XSETREF(*matcher_out, matcher);
     events = matcher = nullptr;
@@ -156,12 +158,12 @@ struct PhaseRank {
 
   // Binds the rank of ``stream`` and gives the stream's id; false with an error set.
   bool bind(PyObject* stream, long long* stream_id) {
-    RankEvents* e = nullptr;
+    PyObject* e = nullptr;
     PyObject* m = nullptr;
     if (!bind_to_stream(stream, &e, &m, stream_id)) return false;
-    events_object = py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(e));
+    events_object = py::reinterpret_steal<py::object>(e);
     matcher_object = py::reinterpret_steal<py::object>(m);
-    events = e;
+    events = bound_value<RankEvents>(e);
     matcher = bound_value<MessageMatcher>(m);
     return true;
   }
@@ -181,7 +183,8 @@ struct PhaseRank {
 };
 
 static bool phase_start(WindowedPhase* p) {
-  if (!bind_to_stream(p->stream, &p->events, &p->matcher_object, &p->tag)) return false;
+  if (!bind_to_stream(p->stream, &p->events_object, &p->matcher_object, &p->tag)) return false;
+  p->events = bound_value<RankEvents>(p->events_object);
   p->matcher = bound_value<MessageMatcher>(p->matcher_object);
   for (long long i = 0; i < p->window; ++i)
     if (!phase_insert(p)) return false;
@@ -237,7 +240,7 @@ static int WindowedPhase_traverse(WindowedPhase* p, visitproc visit, void* arg) 
   Py_VISIT(p->stream);
   Py_VISIT(p->messages);
   Py_VISIT(p->packets);
-  Py_VISIT(p->events);
+  Py_VISIT(p->events_object);
   Py_VISIT(p->matcher_object);
   return 0;
 }
@@ -247,7 +250,8 @@ static int WindowedPhase_clear(WindowedPhase* p) {
   Py_CLEAR(p->stream);
   Py_CLEAR(p->messages);
   Py_CLEAR(p->packets);
-  Py_CLEAR(p->events);
+  Py_CLEAR(p->events_object);
+  p->events = nullptr;
   Py_CLEAR(p->matcher_object);
   p->matcher = nullptr;
   return 0;
