@@ -46,6 +46,7 @@ struct AnalyticalLinks {
   RouteCache routes;
   std::vector<double> link_bytes_per_ns;
   std::vector<double> link_latency_ns;
+  AstraNativeSend native_entry{};  // what its native_send capsule points to
 
   // Raises TypeError (events not an EventQueue, a malformed dimension) or ValueError (a
   // route without one bandwidth and one latency per link).

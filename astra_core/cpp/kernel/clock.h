@@ -79,11 +79,8 @@ struct Clock {
       *integral = queue->now_integral;
       return true;
     }
-    PyObject* value = PyObject_GetAttrString(object.ptr(), "now");
-    if (value == nullptr) return false;
-    bool ok = read_number(value, t, integral);
-    Py_DECREF(value);
-    return ok;
+    py::object value = py::reinterpret_steal<py::object>(PyObject_GetAttrString(object.ptr(), "now"));
+    return value && read_number(value.ptr(), t, integral);
   }
 
   // Runs ``call`` (its references move here) after ``delay`` ns; false with an error set.
@@ -92,14 +89,9 @@ struct Clock {
       push_call(queue, queue->now + delay, integral && queue->now_integral, call);
       return true;
     }
-    PyObject* callable = as_callable(call);
-    if (callable == nullptr) return false;
-    PyObject* number = time_object(delay, integral);
-    PyObject* r = number == nullptr ? nullptr : PyObject_CallMethod(object.ptr(), "schedule", "OOO", number, callable, Py_None);
-    Py_XDECREF(number);
-    Py_DECREF(callable);
-    if (r == nullptr) return false;
-    Py_DECREF(r);
-    return true;
+    py::object callable = py::reinterpret_steal<py::object>(as_callable(call));
+    py::object number = py::reinterpret_steal<py::object>(callable ? time_object(delay, integral) : nullptr);
+    return number && py::reinterpret_steal<py::object>(PyObject_CallMethod(object.ptr(), "schedule", "OOO",
+                                                                           number.ptr(), callable.ptr(), Py_None));
   }
 };

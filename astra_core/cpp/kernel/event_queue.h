@@ -162,10 +162,9 @@ static bool read_number(PyObject* value, double* out, bool* integral) {
     return true;
   }
   if (PyIndex_Check(value)) {  // numpy integers
-    PyObject* index = PyNumber_Index(value);
-    if (index == nullptr) return false;
-    *out = PyLong_AsDouble(index);
-    Py_DECREF(index);
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value));
+    if (!index) return false;
+    *out = PyLong_AsDouble(index.ptr());
     *integral = true;
     return !(*out == -1.0 && PyErr_Occurred());
   }
@@ -184,22 +183,18 @@ static bool read_int64(PyObject* value, int64_t* out) {
 // Reads a sequence of numbers into ``out``; false with a Python error set otherwise.
 template <class T>
 static bool read_numbers(PyObject* seq, const char* what, std::vector<T>* out) {
-  PyObject* fast = PySequence_Fast(seq, what);
-  if (fast == nullptr) return false;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  py::object fast = py::reinterpret_steal<py::object>(PySequence_Fast(seq, what));
+  if (!fast) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.ptr());
   out->resize(n);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* item = PySequence_Fast_GET_ITEM(fast, i);
+    PyObject* item = PySequence_Fast_GET_ITEM(fast.ptr(), i);
     if constexpr (std::is_integral<T>::value)
       (*out)[i] = static_cast<T>(PyLong_AsLongLong(item));
     else
       (*out)[i] = static_cast<T>(PyFloat_AsDouble(item));
-    if (PyErr_Occurred()) {
-      Py_DECREF(fast);
-      return false;
-    }
+    if (PyErr_Occurred()) return false;
   }
-  Py_DECREF(fast);
   return true;
 }
 

@@ -113,12 +113,8 @@ static long long api_route(PyObject* route, long long src, long long dst, long l
     if (!paths->route(src, dst, static_cast<uint64_t>(key), &hops)) return -1;
   } else {
     std::vector<int64_t> ids;
-    PyObject* found = PyObject_CallFunction(route, "LLL", src, dst, key);
-    if (found == nullptr || !read_numbers(found, "a route: link ids", &ids)) {
-      Py_XDECREF(found);
-      return -1;
-    }
-    Py_DECREF(found);
+    py::object found = py::reinterpret_steal<py::object>(PyObject_CallFunction(route, "LLL", src, dst, key));
+    if (!found || !read_numbers(found.ptr(), "a route: link ids", &ids)) return -1;
     for (int64_t id : ids) hops.push_back(id < 0 || id > INT32_MAX ? -1 : static_cast<int32_t>(id));
   }
   long long n = static_cast<long long>(hops.size());
@@ -184,18 +180,11 @@ static int analytical_native_send(void* model, long long src, long long dst, lon
   return reinterpret_cast<AnalyticalLinks*>(model)->send(src, dst, size, tag, call_of(token)) ? 0 : -1;
 }
 
-static PyObject* native_send_capsule(void* model, int (*send)(void*, long long, long long, long long, long long,
-                                                              AstraToken)) {
-  AstraNativeSend* native = new AstraNativeSend{send, model};
-  PyObject* capsule = PyCapsule_New(native, "astra.native_send", [](PyObject* c) {
-    delete reinterpret_cast<AstraNativeSend*>(PyCapsule_GetPointer(c, "astra.native_send"));
-  });
-  if (capsule == nullptr) delete native;
-  return capsule;
-}
-
+// The capsule of a kernel model's send entry (held in the model: valid while it lives,
+// as the model pointer inside any such capsule is).
 static PyObject* analytical_native_send_capsule(AnalyticalLinks* links) {
-  return native_send_capsule(links, analytical_native_send);
+  links->native_entry = AstraNativeSend{analytical_native_send, links};
+  return PyCapsule_New(&links->native_entry, "astra.native_send", nullptr);
 }
 
 
