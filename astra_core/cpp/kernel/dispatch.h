@@ -35,7 +35,7 @@ static bool fire(const Call& c) {
     case CALL_TREE_REDUCE:
       return tree_reduce(bound_value<TreePhase>(c.obj), c.v.i);
     case CALL_PROGRAM_DONE:
-      return program_done(c.obj, c.v.i);
+      return program_done(bound_value<ProgramPhase>(c.obj), c.v.i);
     case CALL_C_FN:
       return reinterpret_cast<AstraStepFn>(reinterpret_cast<void*>(c.obj))(reinterpret_cast<void*>(c.arg), c.v.i) == 0;
     default:

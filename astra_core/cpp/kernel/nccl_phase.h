@@ -9,9 +9,7 @@
 // must pass. The phase ends when every send was delivered, every receive arrived and
 // the predicted time is over.
 
-struct NcclPhase {
-  py::object comm_type;
-  py::object stream = py::none();
+struct NcclPhase : BoundPhase {
   long long rank, data_size, final_data_size, floor_ns;
   py::tuple lanes;  // of (sends, window); sends: tuple of (dst, bytes, needs tuple)
   py::tuple recvs;  // of (src, bytes, lane)
@@ -22,13 +20,11 @@ struct NcclPhase {
   std::unordered_map<long long, std::vector<long long>> waiters;  // receive -> lanes waiting for it
   long long open;  // sends to issue and deliver, receives to arrive, and the floor; -1: done
   long long tag = 0;
-  PhaseRank at;
-  PyObject* self = nullptr;  // its Python object (borrowed), set at start
 
   // Raises TypeError for lanes not of (sends tuple, window).
   NcclPhase(py::object comm_type_, long long rank_, long long data_size_, long long final_size, py::tuple lanes_,
             py::tuple recvs_, long long floor)
-      : comm_type(std::move(comm_type_)), rank(rank_), data_size(data_size_), final_data_size(final_size),
+      : BoundPhase(std::move(comm_type_)), rank(rank_), data_size(data_size_), final_data_size(final_size),
         floor_ns(floor), lanes(std::move(lanes_)), recvs(std::move(recvs_)) {
     size_t n = lanes.size();
     open = static_cast<long long>(recvs.size()) + 1;
@@ -45,18 +41,15 @@ struct NcclPhase {
   }
 
   int traverse(visitproc visit, void* arg) const {
-    for (const py::object* o : {&comm_type, &stream}) Py_VISIT(o->ptr());
     Py_VISIT(lanes.ptr());
     Py_VISIT(recvs.ptr());
-    return at.traverse(visit, arg);
+    return BoundPhase::traverse(visit, arg);
   }
 
   void clear() {
-    comm_type = py::none();
-    stream = py::none();
     lanes = py::tuple();
     recvs = py::tuple();
-    at.clear();
+    BoundPhase::clear();
   }
 };
 
@@ -165,16 +158,8 @@ static void bind_nccl_phase(py::module_& module) {
   phase.def(py::init<py::object, long long, long long, long long, py::tuple, py::tuple, long long>(),
             py::arg("comm_type"), py::arg("rank"), py::arg("data_size"), py::arg("final_data_size"), py::arg("lanes"),
             py::arg("recvs"), py::arg("floor_ns"));
-  phase.def(
-      "start",
-      [](py::handle self) {
-        NcclPhase* p = self.cast<NcclPhase*>();
-        p->self = self.ptr();
-        if (!nccl_start(p)) throw py::error_already_set();
-      },
-      "STREAM_INIT: post the receives, start NCCL's predicted time and issue every lane.");
-  phase.def_readonly("comm_type", &NcclPhase::comm_type, "the collective (CommType)");
-  phase.def_readwrite("stream", &NcclPhase::stream, "the stream this phase belongs to");
+  def_phase<NcclPhase>(phase, nccl_start,
+                       "STREAM_INIT: post the receives, start NCCL's predicted time and issue every lane.");
   phase.def_readonly("rank", &NcclPhase::rank, "the rank");
   phase.def_readonly("data_size", &NcclPhase::data_size, "bytes entering the phase");
   phase.def_readonly("final_data_size", &NcclPhase::final_data_size, "bytes leaving it");

@@ -63,9 +63,7 @@ struct OpProgram {
   }
 };
 
-struct ProgramPhase {
-  py::object comm_type;
-  py::object stream = py::none();
+struct ProgramPhase : BoundPhase {
   py::object program_object;  // the OpProgram
   const OpProgram* program;   // borrowed from program_object
   py::tuple members;          // the rank at each position
@@ -73,26 +71,14 @@ struct ProgramPhase {
   long long left;
   std::vector<int32_t> waiting;  // per op: dependencies not yet done
   std::vector<char> issued;      // per op: issued and not done
-  PhaseRank at;
 
   ProgramPhase(py::object comm_type_, long long rank_, long long data_size_, const py::object& program_,
                py::tuple members_)
-      : comm_type(std::move(comm_type_)), program_object(program_), program(program_.cast<const OpProgram*>()),
+      : BoundPhase(std::move(comm_type_)), program_object(program_), program(program_.cast<const OpProgram*>()),
         members(std::move(members_)), rank(rank_), data_size(data_size_),
         left(static_cast<long long>(program->ops.size())), waiting(program->deps_count),
         issued(program->ops.size(), 0) {}
 
-  int traverse(visitproc visit, void* arg) const {
-    Py_VISIT(comm_type.ptr());
-    Py_VISIT(stream.ptr());
-    return at.traverse(visit, arg);
-  }
-
-  void clear() {
-    comm_type = py::none();
-    stream = py::none();
-    at.clear();
-  }
 
   py::list pending() const {
     py::list out;
@@ -117,8 +103,8 @@ static bool program_member(ProgramPhase* p, int64_t position, int64_t* rank) {
   return true;
 }
 
-// Issues operation i of the phase whose Python object is ``me``.
-static bool program_issue(PyObject* me, ProgramPhase* p, int32_t i) {
+// Issues operation i of the phase.
+static bool program_issue(ProgramPhase* p, int32_t i) {
   p->issued[i] = 1;
   const ProgramOp& op = p->program->ops[i];
   int64_t peer;
@@ -126,41 +112,40 @@ static bool program_issue(PyObject* me, ProgramPhase* p, int32_t i) {
     case OP_SEND:
       return program_member(p, op.peer, &peer) &&
              matcher_send(p->at.matcher, p->rank, peer, op.size, p->tag_base + op.tag,
-                          kernel_call(CALL_PROGRAM_DONE, me, i), true, NAN, false);
+                          kernel_call(CALL_PROGRAM_DONE, p->self, i), true, NAN, false);
     case OP_RECV:
       return program_member(p, op.peer, &peer) &&
              matcher_recv(p->at.matcher, peer, p->rank, op.size, p->tag_base + op.tag,
-                          kernel_call(CALL_PROGRAM_DONE, me, i));
+                          kernel_call(CALL_PROGRAM_DONE, p->self, i));
     case OP_REDUCE:
       return register_call(p->at.events, static_cast<double>(reduction_delay_ns(p->at.events, op.size)), true,
-                           kernel_call(CALL_PROGRAM_DONE, me, i));
+                           kernel_call(CALL_PROGRAM_DONE, p->self, i));
     default:
       return register_call(p->at.events, static_cast<double>(op.duration_ns), true,
-                           kernel_call(CALL_PROGRAM_DONE, me, i));
+                           kernel_call(CALL_PROGRAM_DONE, p->self, i));
   }
 }
 
-// Operation i of the phase whose Python object is ``me`` is done.
-static bool program_done(PyObject* me, int64_t i) {
-  ProgramPhase* p = bound_value<ProgramPhase>(me);
+// Operation i of the phase is done.
+static bool program_done(ProgramPhase* p, int64_t i) {
   p->issued[i] = 0;
   --p->left;
   const std::vector<int32_t>& start = p->program->child_start;
   for (int32_t k = start[i]; k < start[i + 1]; ++k) {
     int32_t child = p->program->children[k];
-    if (--p->waiting[child] == 0 && !program_issue(me, p, child)) return false;
+    if (--p->waiting[child] == 0 && !program_issue(p, child)) return false;
   }
   if (p->left == 0) return finish_phase(p->stream.ptr());
   return true;
 }
 
-static bool program_start(PyObject* me, ProgramPhase* p) {
+static bool program_start(ProgramPhase* p) {
   long long stream_id;
   if (!p->at.bind(p->stream.ptr(), &stream_id)) return false;
   p->tag_base = CUSTOM_TAG_BASE + stream_id * (1LL << 24);
   if (p->left == 0) return finish_phase(p->stream.ptr());
   for (size_t i = 0; i < p->waiting.size(); ++i)
-    if (p->waiting[i] == 0 && !program_issue(me, p, static_cast<int32_t>(i))) return false;
+    if (p->waiting[i] == 0 && !program_issue(p, static_cast<int32_t>(i))) return false;
   return true;
 }
 
@@ -183,15 +168,9 @@ static void bind_programs(py::module_& module) {
               return ProgramPhase(std::move(comm_type), rank, data_size, program, std::move(members));
             }),
             py::arg("comm_type"), py::arg("rank"), py::arg("data_size"), py::arg("program"), py::arg("members"));
-  phase.def(
-      "start",
-      [](py::handle self) {
-        if (!program_start(self.ptr(), self.cast<ProgramPhase*>())) throw py::error_already_set();
-      },
-      "STREAM_INIT: the phase got its slot; the operations that wait for none are issued.");
+  def_phase<ProgramPhase>(phase, program_start,
+                          "STREAM_INIT: the phase got its slot; the operations that wait for none are issued.");
   phase.def("pending", &ProgramPhase::pending, "the indices of the operations issued and not done, ascending");
-  phase.def_readonly("comm_type", &ProgramPhase::comm_type, "the collective (CommType)");
-  phase.def_readwrite("stream", &ProgramPhase::stream, "the stream this phase belongs to");
   phase.def_readonly("rank", &ProgramPhase::rank, "the rank");
   phase.def_readonly("data_size", &ProgramPhase::data_size, "bytes entering the phase");
   phase.def_readonly("final_data_size", &ProgramPhase::data_size, "bytes leaving it");

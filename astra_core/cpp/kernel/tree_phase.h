@@ -21,38 +21,23 @@ enum TreeState : uint8_t {
 };
 enum TreeEvent : uint8_t { TREE_STREAM_INIT = 0, TREE_PACKET_RECEIVED = 1, TREE_GENERAL = 2 };
 
-struct TreePhase {
-  py::object comm_type;
-  py::object stream = py::none();
+struct TreePhase : BoundPhase {
   long long rank, data_size;
   long long parent, left, right;  // -1: none
   int kind, state = TREE_BEGIN;
   long long reductions = 0;
-  PhaseRank at;
   long long tag = 0;
-  PyObject* self = nullptr;  // its Python object (borrowed), set at start
 
   // Raises ValueError for a kind not 0..2.
   TreePhase(py::object comm_type_, long long rank_, long long data_size_, int kind_, long long parent_,
             long long left_, long long right_)
-      : comm_type(std::move(comm_type_)), rank(rank_), data_size(data_size_), parent(parent_), left(left_),
+      : BoundPhase(std::move(comm_type_)), rank(rank_), data_size(data_size_), parent(parent_), left(left_),
         right(right_), kind(kind_) {
     if (kind < TREE_LEAF || kind > TREE_ROOT)
       throw py::value_error("a tree node's kind is 0 (leaf), 1 (intermediate) or 2 (root), got " +
                             std::to_string(kind));
   }
 
-  int traverse(visitproc visit, void* arg) const {
-    Py_VISIT(comm_type.ptr());
-    Py_VISIT(stream.ptr());
-    return at.traverse(visit, arg);
-  }
-
-  void clear() {
-    comm_type = py::none();
-    stream = py::none();
-    at.clear();
-  }
 };
 
 // The chunk between NPU and memory (upstream's PacketBundle; never the fast hop here),
@@ -137,13 +122,8 @@ static void bind_tree_phase(py::module_& module) {
   phase.def(py::init<py::object, long long, long long, int, long long, long long, long long>(), py::arg("comm_type"),
             py::arg("rank"), py::arg("data_size"), py::arg("kind"), py::arg("parent"), py::arg("left"),
             py::arg("right"));
-  phase.def(
-      "start",
-      [](py::handle self) {
-        TreePhase* p = self.cast<TreePhase*>();
-        p->self = self.ptr();
-        if (!p->at.bind(p->stream.ptr(), &p->tag) || !tree_run(p, TREE_STREAM_INIT)) throw py::error_already_set();
-      },
+  def_phase<TreePhase>(
+      phase, [](TreePhase* p) { return p->at.bind(p->stream.ptr(), &p->tag) && tree_run(p, TREE_STREAM_INIT); },
       "STREAM_INIT: the phase got its slot.");
   phase.def(
       "received",
@@ -157,8 +137,6 @@ static void bind_tree_phase(py::module_& module) {
         if (!tree_general(&p)) throw py::error_already_set();
       },
       "GENERAL: the chunk is through local memory (any argument ignored).");
-  phase.def_readonly("comm_type", &TreePhase::comm_type, "the collective (CommType)");
-  phase.def_readwrite("stream", &TreePhase::stream, "the stream this phase belongs to");
   phase.def_readonly("rank", &TreePhase::rank, "the rank");
   phase.def_readonly("data_size", &TreePhase::data_size, "bytes of the chunk");
   phase.def_readonly("final_data_size", &TreePhase::data_size, "bytes leaving the phase (the chunk)");

@@ -182,6 +182,45 @@ struct PhaseRank {
   }
 };
 
+// What every bound kernel phase holds: its collective, its stream (set by the stream
+// layer), its rank once started, and its Python object (borrowed), set at its start.
+struct BoundPhase {
+  py::object comm_type;
+  py::object stream = py::none();
+  PhaseRank at;
+  PyObject* self = nullptr;
+
+  explicit BoundPhase(py::object comm) : comm_type(std::move(comm)) {}
+
+  int traverse(visitproc visit, void* arg) const {
+    Py_VISIT(comm_type.ptr());
+    Py_VISIT(stream.ptr());
+    return at.traverse(visit, arg);
+  }
+
+  void clear() {
+    comm_type = py::none();
+    stream = py::none();
+    at.clear();
+  }
+};
+
+// A bound phase's start method: it records the phase's Python object, then runs
+// ``start`` (STREAM_INIT); and its comm_type and stream attributes.
+template <class T>
+static void def_phase(py::class_<T>& phase, bool (*start)(T*), const char* start_doc) {
+  phase.def(
+      "start",
+      [start](py::handle self) {
+        T* p = self.cast<T*>();
+        p->self = self.ptr();
+        if (!start(p)) throw py::error_already_set();
+      },
+      start_doc);
+  phase.def_readonly("comm_type", &T::comm_type, "the collective (CommType)");
+  phase.def_readwrite("stream", &T::stream, "the stream this phase belongs to");
+}
+
 static bool phase_start(WindowedPhase* p) {
   if (!bind_to_stream(p->stream, &p->events_object, &p->matcher_object, &p->tag)) return false;
   p->events = bound_value<RankEvents>(p->events_object);
