@@ -198,22 +198,6 @@ static bool read_numbers(PyObject* seq, const char* what, std::vector<T>* out) {
   return true;
 }
 
-// A vector of numbers as a new Python list (floats, or ints for integer elements).
-template <class T>
-static PyObject* number_list(const std::vector<T>& values) {
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(values.size()));
-  for (size_t i = 0; out != nullptr && i < values.size(); ++i) {
-    PyObject* item;
-    if constexpr (std::is_integral<T>::value)
-      item = PyLong_FromLongLong(static_cast<long long>(values[i]));
-    else
-      item = PyFloat_FromDouble(static_cast<double>(values[i]));
-    if (item == nullptr) Py_CLEAR(out);
-    else PyList_SET_ITEM(out, i, item);
-  }
-  return out;
-}
-
 // Binds fast-call positional and keyword arguments to ``names`` (``required`` of them
 // needed, the rest default to None) in ``out``; false with TypeError set otherwise.
 static bool bind_args(const char* function, const char* const* names, int count, int required,

@@ -64,7 +64,7 @@ struct MessageMatcher {
   std::unordered_map<int64_t, std::pair<int64_t, py::object>> to_rep;  // dst -> (rep, delta)
   long long messages = 0;
   long long bytes = 0;
-  PyObject* self = nullptr;  // its Python object (borrowed), set by whoever sends or receives through it
+  PyObject* self = nullptr;  // its Python object (borrowed), looked up once (python_self)
 
   // A compiled model on the kernel's clock (its native_send on the same queue) takes
   // messages with no Python call each.
@@ -202,10 +202,10 @@ static bool close_flight(MessageMatcher* m, int64_t rank) {
 static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
   MatchEntry& e = m->entries[i];
   e.in_network = true;
+  Call arrived = kernel_call(CALL_ARRIVED, python_self(m, m->self), i);
   if (m->native_send != nullptr)
-    return m->native_send->send(m->native_send->model, src, dst, size, tag,
-                                token_of(kernel_call(CALL_ARRIVED, m->self, i))) == 0;
-  py::object callable = py::reinterpret_steal<py::object>(as_callable(kernel_call(CALL_ARRIVED, m->self, i)));
+    return m->native_send->send(m->native_send->model, src, dst, size, tag, token_of(arrived)) == 0;
+  py::object callable = py::reinterpret_steal<py::object>(as_callable(arrived));
   if (!callable) return false;
   static PyObject* tag_name = Py_BuildValue("(s)", "tag");  // the keyword names, kept for the process
   py::object s = py::reinterpret_steal<py::object>(PyLong_FromLongLong(src));
@@ -294,7 +294,7 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
     e->not_before = NAN;
     if (wait > 0)
       return m->clock.schedule(wait, integral && e->not_before_integral,
-                               kernel_call(CALL_ARRIVED, m->self, i));
+                               kernel_call(CALL_ARRIVED, python_self(m, m->self), i));
   }
   bool ok = true;
   if (e->mirrored && e->on_sent.kind != CALL_NONE) {  // a mirrored message: the sender first
@@ -371,17 +371,15 @@ static void bind_message_matcher(py::module_& module) {
               py::arg("npus"), py::arg("symmetry") = py::none());
   matcher.def(
       "send",
-      [](py::handle self, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_sent,
+      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_sent,
          const py::handle& arg, const py::handle& collective, const py::handle& not_before_ns) {
-        MessageMatcher* m = bound_value<MessageMatcher>(self.ptr());
-        m->self = self.ptr();
         int is_collective = PyObject_IsTrue(collective.ptr());
         double not_before = NAN;
         bool integral = false;
         if (is_collective < 0 || (!not_before_ns.is_none() && !read_number(not_before_ns.ptr(), &not_before, &integral)))
           throw py::error_already_set();
         Call call = on_sent.is_none() ? Call{CALL_NONE, nullptr, nullptr, {0}} : py_call(on_sent.ptr(), arg.ptr());
-        if (!matcher_send(m, src, dst, size, tag, call, is_collective != 0, not_before, integral))
+        if (!matcher_send(&m, src, dst, size, tag, call, is_collective != 0, not_before, integral))
           throw py::error_already_set();
       },
       py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_sent"), py::arg("arg"),
@@ -390,11 +388,9 @@ static void bind_message_matcher(py::module_& module) {
       "earlier.");
   matcher.def(
       "recv",
-      [](py::handle self, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_received,
+      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_received,
          const py::handle& arg) {
-        MessageMatcher* m = bound_value<MessageMatcher>(self.ptr());
-        m->self = self.ptr();
-        if (!matcher_recv(m, src, dst, size, tag, py_call(on_received.ptr(), arg.ptr()))) throw py::error_already_set();
+        if (!matcher_recv(&m, src, dst, size, tag, py_call(on_received.ptr(), arg.ptr()))) throw py::error_already_set();
       },
       py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_received"), py::arg("arg"),
       "on_received(arg) when the matching message is in.");

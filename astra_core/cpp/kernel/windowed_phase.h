@@ -138,9 +138,7 @@ static bool bind_to_stream(PyObject* stream, PyObject** events_out, PyObject** m
     ok = !(*id == -1 && PyErr_Occurred());
   }
   if (ok) {
-    bound_value<RankEvents>(events)->self = events;
     Py_XSETREF(*events_out, events);
-    bound_value<MessageMatcher>(matcher)->self = matcher;  // its calls to itself
     Py_XSETREF(*matcher_out, matcher);
     events = matcher = nullptr;
   }
