@@ -86,6 +86,8 @@ if TYPE_CHECKING:
     )
     from astra_core.plugins import PluginError, lazy_factory
     from astra_core.results import RunResult
+    from astra_core.system.collectives import DimTopology
+    from astra_core.system.collectives.base import CollectivePhase
     from astra_core.system.collectives.plan import Plan, packets
     from astra_core.system.view import ProgressSample, RunView
     from astra_core.topology.faults import link_changes, set_kernel_links
@@ -133,6 +135,8 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
     "astra_core.topology.pipeline": ("pipeline_ns",),
     # collectives and observers
     "astra_core.system.collectives.plan": ("Plan", "packets"),
+    "astra_core.system.collectives.base": ("CollectivePhase",),
+    "astra_core.system.collectives": ("DimTopology",),
     "astra_core.system.view": ("RunView", "ProgressSample"),
     "astra_core.results": ("RunResult",),
     # configuration files and their checks

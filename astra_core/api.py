@@ -244,7 +244,7 @@ class RunInputs:
                 comm_groups=self.groups,
                 backend_name=cheap.name,
                 symmetry=symmetry,
-                collective_plugins=collective_registry(pm),
+                algorithms=collective_registry(pm),
                 fresh_backend=fresh,
             )
             with warnings.catch_warnings():  # the run itself will warn, once
@@ -497,7 +497,7 @@ def _run(inputs: RunInputs, pm, info: BackendInfo, spec: RunSpec) -> Report:
         comm_groups=inputs.groups,
         backend_name=info.name,
         symmetry=spec.symmetry and not flows and not inputs.link_changes,
-        collective_plugins=collective_registry(pm),
+        algorithms=collective_registry(pm),
         fresh_backend=build_backend,
         on_progress=progress_observers(pm),
     )

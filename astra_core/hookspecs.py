@@ -45,7 +45,14 @@ class RegisterBackend(Protocol):
 class RegisterCollective(Protocol):
     """The ``register`` an ``astra_register_collectives`` hook is given."""
 
-    def __call__(self, name: str, plan_builder: Callable[..., Any], *, description: str = "") -> None: ...
+    def __call__(
+        self,
+        name: str,
+        plan_builder: Callable[..., Any] | None = None,
+        *,
+        phase_builder: Callable[..., Any] | None = None,
+        description: str = "",
+    ) -> None: ...
 
 
 hookspec = pluggy.HookspecMarker("astra")
@@ -82,18 +89,27 @@ def astra_register_backends(register: RegisterBackend) -> None:
 
 @hookspec
 def astra_register_collectives(register: RegisterCollective) -> None:
-    """Register extra collective algorithms, as data.
+    """Register collective algorithms.
 
-    Call ``register(name, plan_builder, *, description="")`` once per
-    algorithm; system.json then names it ``"plugin:<name>"`` in an
-    ``*-implementation`` list. ``plan_builder(comm_type, rank, ring,
-    data_size) -> Plan`` returns one rank's
+    The core registers upstream's algorithms through this hook too (``ring``,
+    ``direct``, ``halvingDoubling`` as plans, ``doubleBinaryTree`` as a phase; see
+    :func:`astra_core.system.collectives.registry.register_builtin_collectives`).
+    Call ``register(name, plan_builder, *, description="")`` once per algorithm;
+    system.json then names a plugin's ``"plugin:<name>"`` in an
+    ``*-implementation`` list. ``plan_builder(comm_type, rank, ring, data_size)
+    -> Plan`` returns one rank's
     :class:`astra_core.system.collectives.plan.Plan` for one chunk of
     ``data_size`` bytes of a collective of ``comm_type``
     (:class:`astra_core.system.comm_types.CommType`) on ``ring`` (a
     :class:`astra_core.system.collectives.logical_topology.RingTopology` of
     one network dimension or communicator group); astra's windowed executor
-    runs it with upstream's packet semantics. Keep imports inside the hook.
+    runs it with upstream's packet semantics (the core's ``direct<W>`` is also
+    given ``window=W``). An algorithm that is not a plan registers
+    ``register(name, phase_builder=factory)`` instead:
+    ``factory(comm_type, rank, dim, data_size)`` returns the chunk's phase, a
+    :class:`astra_core.system.collectives.base.CollectivePhase` on ``dim`` (a
+    :class:`astra_core.system.collectives.DimTopology`: ``ring``, ``nodes``).
+    Keep imports inside the hook.
     """
 
 

@@ -396,8 +396,14 @@ def load_settings(path: Path | None = None) -> PluginSettings:
 
 
 class _Builtin:
-    """The core's own plugin: the built-in backend, registered through the same hook as
-    every plugin's."""
+    """The core's own plugin: the built-in backend and upstream's collective
+    algorithms, registered through the same hooks as every plugin's."""
+
+    @hookspecs.hookimpl
+    def astra_register_collectives(self, register: hookspecs.RegisterCollective) -> None:
+        from astra_core.system.collectives.registry import register_builtin_collectives
+
+        register_builtin_collectives(register)
 
     @hookspecs.hookimpl
     def astra_register_backends(self, register: hookspecs.RegisterBackend) -> None:
@@ -647,31 +653,40 @@ class BackendRegistry:
         return rows
 
 
-def collective_registry(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
-    """Collective plan builders contributed by the plugins, by name. Raises AstraError
+def collective_registry(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """The collective algorithms registered through ``astra_register_collectives``:
+    name as system.json spells it (the core's bare, a plugin's ``plugin:<name>``) ->
+    :class:`~astra_core.system.collectives.registry.Collective`. Raises AstraError
     when two plugins register the same name; a plugin whose hook raises contributes
     nothing and is noted in ``pm.broken``."""
-    builders: dict[str, Callable[..., Any]] = {}
-    owners: dict[str, str] = {}
+    from astra_core.system.collectives.registry import Collective
+
+    collectives: dict[str, Any] = {}
 
     def make_register(plugin_name: str, staged: dict[str, Any]):
-        def register(name, plan_builder, *, description=""):
-            _check_registration(name, plan_builder, "plan builder")
-            if name in builders or name in staged:
-                first = owners.get(name, plugin_name)
+        prefix = "" if plugin_name == BUILTIN_PLUGIN else "plugin:"
+
+        def register(name, plan_builder=None, *, phase_builder=None, description=""):
+            if (plan_builder is None) == (phase_builder is None):
+                raise TypeError(
+                    f"register({name!r}, ...): give exactly one of plan_builder and phase_builder"
+                )
+            _check_registration(name, plan_builder or phase_builder, "builder")
+            key = prefix + name
+            if key in collectives or key in staged:
+                first = collectives[key].plugin if key in collectives else plugin_name
                 raise _Duplicate(
                     f"collective algorithm '{name}' registered twice (by {first} and {plugin_name})"
                 )
-            staged[name] = plan_builder
+            staged[key] = Collective(plan_builder, phase_builder, str(description), plugin_name)
 
         return register
 
-    def accept(plugin_name: str, name: str, builder: Callable[..., Any]) -> None:
-        builders[name] = builder
-        owners[name] = plugin_name
+    def accept(plugin_name: str, name: str, collective: Any) -> None:
+        collectives[name] = collective
 
     _call_register_hook(pm, "astra_register_collectives", accept, make_register)
-    return builders
+    return collectives
 
 
 # -- observers ---------------------------------------------------------------------------------

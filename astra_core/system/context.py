@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from astra_core.config.collective_impl import NCCL, CollectiveAlgorithm
 from astra_core.config.memory import MemoryConfig, MemoryType
@@ -27,7 +27,7 @@ from astra_core.system.collectives import DimTopology
 from astra_core.system.collectives.custom import custom_phase, custom_sources
 from astra_core.system.collectives.logical_topology import RingTopology
 from astra_core.system.collectives.nccl.model import NcclModel
-from astra_core.system.collectives.registry import PhaseRegistry, builtin_phases
+from astra_core.system.collectives.registry import Collective, PhaseRegistry, builtin_collectives
 from astra_core.system.collectives.uneven import UnevenBook
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.memory import RemoteMemory
@@ -88,21 +88,21 @@ def build_context(
     *,
     memory: MemoryConfig | None = None,
     comm_groups: Mapping[str, Sequence[int]] | None = None,
-    collective_plugins: Mapping[str, Callable[..., Any]] | None = None,
+    algorithms: Mapping[str, Collective] | None = None,
 ) -> RunContext:
     """The :class:`RunContext` of a run of ``graphs`` (one per NPU) on ``network``.
 
-    ``collective_plugins``: plan builders by name (``plugin:NAME`` in system.json).
+    ``algorithms``: the collective algorithms registered through the
+    ``astra_register_collectives`` hook, by name as system.json spells it
+    (:func:`astra_core.plugins.collective_registry`; upstream's alone when None).
     Raises ConfigError for a ``plugin:`` algorithm no plugin registered (naming
     system.json and the list entry) and what :func:`check_network_fit` and the NCCL
     model raise for a workload the network cannot run.
     """
     implementations = _implementations(system)
-    plugins = dict(collective_plugins or {})
-    _check_plugin_algorithms(system, implementations, plugins)
-    phases = builtin_phases()
-    for name, builder in plugins.items():
-        phases.register_plan(f"plugin:{name}", builder)
+    algorithms = builtin_collectives() if algorithms is None else algorithms
+    _check_plugin_algorithms(system, implementations, algorithms)
+    phases = PhaseRegistry(algorithms)
     custom = {t: f"custom:{path}" for t, path in custom_sources(system).items()}
     for name in set(custom.values()):
         phases.register(name, _custom_factory(name[len("custom:") :]), whole_buffer=True)
@@ -153,14 +153,15 @@ def _nccl_model(
 def _check_plugin_algorithms(
     system: SystemConfig,
     implementations: Mapping[CommType, Sequence[CollectiveAlgorithm]],
-    plugins: Mapping[str, Any],
+    registered: Mapping[str, Collective],
 ) -> None:
     """Every ``plugin:NAME`` in system.json must be registered (ConfigError)."""
     for comm_type, algorithms in implementations.items():
         for index, name in enumerate(algorithms):
             plugin = name.plugin_name
-            if plugin is not None and plugin not in plugins:
-                known = ", ".join(sorted(plugins)) or "none"
+            if plugin is not None and f"plugin:{plugin}" not in registered:
+                known = ", ".join(sorted(n[len("plugin:") :] for n in registered if n.startswith("plugin:")))
+                known = known or "none"
                 raise ConfigError(
                     f"{system.source}: {comm_type.label}-implementation"
                     f"[{index}]: no plugin registered collective algorithm "

@@ -32,6 +32,7 @@ from astra_core.results import (
     backend_counters,
 )
 from astra_core.system.attempt import GUARD_EVERY_ENGINES, build_attempt
+from astra_core.system.collectives.registry import Collective
 from astra_core.system.context import build_context
 from astra_core.system.engine import RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
@@ -74,7 +75,7 @@ class Simulation:
         comm_groups: dict[str, tuple[int, ...]] | None = None,
         backend_name: str = "?",
         symmetry: bool = True,
-        collective_plugins: dict | None = None,
+        algorithms: Mapping[str, Collective] | None = None,
         fresh_backend: Callable[[], Any] | None = None,
         on_progress: Callable[[RunView, ProgressSample], None] | None = None,
     ):
@@ -84,7 +85,7 @@ class Simulation:
             system,
             memory=memory,
             comm_groups=comm_groups,
-            collective_plugins=collective_plugins,
+            algorithms=algorithms,
         )
         self.backend_name = backend_name
         self.npus_count = network.npus_count

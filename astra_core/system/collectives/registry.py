@@ -1,26 +1,28 @@
 """One registry of collective phase factories, keyed by the algorithm's name.
 
-Every way a chunk's phase can be built goes through :class:`PhaseRegistry`:
-upstream's algorithms (``ring``, ``direct``, ``halvingDoubling``,
-``doubleBinaryTree``, registered by :func:`builtin_phases`), the NCCL model
-(``nccl``), system.json's custom collectives (``custom:<path>``) and the plan
-builders plugins contribute (``plugin:<name>``, through the
-``astra_register_collectives`` hook). A run builds its registry once
-(:func:`astra_core.system.context.build_context`); a rank's
-:class:`~astra_core.system.collectives.DimTopology` names the entry its phases
-come from, and building a phase is one dict lookup and one call.
+Every way a chunk's phase can be built goes through :class:`PhaseRegistry`.
+Collective algorithms come through the ``astra_register_collectives`` hook, the
+core's own as every plugin's: upstream's ``ring``, ``direct``,
+``halvingDoubling`` and ``doubleBinaryTree`` (:func:`register_builtin_collectives`,
+which the core's plugin calls) under their upstream names, a plugin's under
+``plugin:<name>``. The NCCL model (``nccl``) and system.json's custom collectives
+(``custom:<path>``) are models the run's configuration builds, added by the run.
+A run builds its registry once (:func:`astra_core.system.context.build_context`);
+a rank's :class:`~astra_core.system.collectives.DimTopology` names the entry its
+phases come from, and building a phase is one dict lookup and one call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from astra_core.system.collectives.direct import direct_plan
 from astra_core.system.collectives.double_binary_tree import DoubleBinaryTree
 from astra_core.system.collectives.halving_doubling import halving_doubling_plan
-from astra_core.system.collectives.logical_topology import DoubleBinaryTreeTopology, RingTopology
+from astra_core.system.collectives.logical_topology import DoubleBinaryTreeTopology
 from astra_core.system.collectives.plan import Plan, WindowedPhase
 from astra_core.system.collectives.ring import ring_plan
 from astra_core.system.comm_types import CommType
@@ -32,8 +34,21 @@ if TYPE_CHECKING:
 #: ``factory(comm_type, rank, dim, data_size)``: rank ``rank``'s phase of one chunk of
 #: ``data_size`` bytes on logical dimension ``dim`` (a DimTopology).
 PhaseFactory = Callable[[CommType, int, "DimTopology", int], "PhaseAlgorithm"]
-#: ``plan_builder(comm_type, rank, ring, data_size) -> Plan`` (``astra_register_collectives``).
-PlanBuilder = Callable[[CommType, int, RingTopology, int], Plan]
+#: ``plan_builder(comm_type, rank, ring, data_size[, window=W]) -> Plan``
+#: (``astra_register_collectives``).
+PlanBuilder = Callable[..., Plan]
+
+
+class Collective(NamedTuple):
+    """A collective algorithm registered through ``astra_register_collectives``:
+    exactly one of ``plan_builder`` (a :data:`PlanBuilder`, run by the windowed
+    executor on the dimension's ring) and ``phase_builder`` (a :data:`PhaseFactory`,
+    a phase with its own state machine); ``plugin`` is who registered it."""
+
+    plan_builder: PlanBuilder | None
+    phase_builder: PhaseFactory | None
+    description: str = ""
+    plugin: str = ""
 
 
 class PhaseKind(NamedTuple):
@@ -53,8 +68,10 @@ class PhaseRegistry:
 
     __slots__ = ("_kinds",)
 
-    def __init__(self) -> None:
+    def __init__(self, collectives: Mapping[str, Collective] = MappingProxyType({})) -> None:
         self._kinds: dict[str, PhaseKind] = {}
+        for name, collective in collectives.items():
+            self.add(name, collective)
 
     def register(self, name: str, factory: PhaseFactory, *, whole_buffer: bool = False) -> None:
         """Add algorithm ``name``; see :class:`PhaseKind`."""
@@ -62,12 +79,19 @@ class PhaseRegistry:
             raise ValueError(f"collective algorithm '{name}' is registered twice")
         self._kinds[name] = PhaseKind(factory, whole_buffer)
 
-    def register_plan(self, name: str, plan_builder: PlanBuilder) -> None:
-        """Add ``name`` as a plan builder run by the windowed executor on the
-        dimension's ring (what a ``plugin:`` algorithm is)."""
+    def add(self, name: str, collective: Collective) -> None:
+        """Add a registered :class:`Collective` under ``name`` (as system.json spells it)."""
+        plan_builder = collective.plan_builder
+        if plan_builder is None:
+            self.register(name, cast(PhaseFactory, collective.phase_builder))
+            return
 
         def factory(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
-            plan = plan_builder(comm_type, rank, cast(RingTopology, dim.ring), data_size)
+            window = dim.window  # only direct<W> sets one
+            if window < 0:
+                plan = plan_builder(comm_type, rank, dim.ring, data_size)
+            else:
+                plan = plan_builder(comm_type, rank, dim.ring, data_size, window=window)
             return WindowedPhase(name, comm_type, rank, data_size, plan)
 
         self.register(name, factory)
@@ -93,32 +117,37 @@ _direct_plan = lru_cache(maxsize=256)(direct_plan)
 _halving_doubling_plan = lru_cache(maxsize=256)(halving_doubling_plan)
 
 
-def _ring(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
-    plan = _ring_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
-    return WindowedPhase("ring", comm_type, rank, data_size, plan)
-
-
-def _direct(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
-    plan = _direct_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size, window=dim.window)
-    return WindowedPhase("direct", comm_type, rank, data_size, plan)
-
-
-def _halving_doubling(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
-    plan = _halving_doubling_plan(comm_type, rank, cast(RingTopology, dim.ring), data_size)
-    return WindowedPhase("halvingDoubling", comm_type, rank, data_size, plan)
-
-
 def _double_binary_tree(comm_type: CommType, rank: int, dim: DimTopology, data_size: int) -> PhaseAlgorithm:
     trees = cast(DoubleBinaryTreeTopology, dim.trees)
     return DoubleBinaryTree(comm_type, rank, trees.next_tree(), data_size)
 
 
-def builtin_phases() -> PhaseRegistry:
-    """A registry holding upstream ASTRA-sim's algorithms (ring, direct,
-    halvingDoubling, doubleBinaryTree)."""
-    registry = PhaseRegistry()
-    registry.register("ring", _ring)
-    registry.register("direct", _direct)
-    registry.register("halvingDoubling", _halving_doubling)
-    registry.register("doubleBinaryTree", _double_binary_tree)
-    return registry
+def register_builtin_collectives(register: Callable[..., None]) -> None:
+    """Register upstream ASTRA-sim's algorithms with ``register``, an
+    ``astra_register_collectives`` hook's: ring, direct (``direct<W>`` passes its
+    window), halvingDoubling as plans (each built once per rank, ring and chunk
+    size), doubleBinaryTree as a phase of its own."""
+    register("ring", _ring_plan, description="ring (upstream Ring)")
+    register("direct", _direct_plan, description="direct (upstream AllToAll)")
+    register(
+        "halvingDoubling",
+        _halving_doubling_plan,
+        description="recursive halving-doubling (upstream HalvingDoubling)",
+    )
+    register(
+        "doubleBinaryTree",
+        phase_builder=_double_binary_tree,
+        description="double binary tree all-reduce (upstream DoubleBinaryTreeAllReduce)",
+    )
+
+
+def builtin_collectives() -> dict[str, Collective]:
+    """What :func:`register_builtin_collectives` registers, by name (a run built
+    without a plugin manager)."""
+    collectives: dict[str, Collective] = {}
+
+    def register(name: str, plan_builder: PlanBuilder | None = None, *, phase_builder=None, description=""):
+        collectives[name] = Collective(plan_builder, phase_builder, description)
+
+    register_builtin_collectives(register)
+    return collectives
