@@ -18,6 +18,7 @@
 #include <frameobject.h>
 #include <structmember.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/typing.h>
 #if __has_include(<sys/mman.h>)
 #include <sys/mman.h>
 #endif
@@ -31,6 +32,7 @@
 #include "astra_routing.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +52,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "python_types.h"
 
 // Hidden, as pybind11's own namespace is: only PyInit__astra_kernel is exported.
 namespace __attribute__((visibility("hidden"))) astra_kernel {
@@ -90,18 +94,23 @@ namespace maxmin = astra::maxmin;
 
 static PyMethodDef kernel_functions[] = {
     {"flow_hash", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(kernel_flow_hash)), METH_FASTCALL,
-     "flow_hash(src, dst, tag): deterministic 32-bit hash of a flow (not Python's salted hash)."},
+     "flow_hash(src: int, dst: int, tag: int, /) -> int\n\n"
+     "Deterministic 32-bit hash of a flow (not Python's salted hash)."},
     {"pipeline_ns", reinterpret_cast<PyCFunction>(kernel_pipeline_ns), METH_VARARGS,
-     "pipeline_ns(ns_per_byte, size_bytes, payload_bytes, header_bytes): a lone message's store-and-forward "
+     "pipeline_ns(ns_per_byte: object, size_bytes: int, payload_bytes: int, header_bytes: int, /) -> float\n\n"
+     "A lone message's store-and-forward "
      "transmission over links of these speeds (astra_core.topology.pipeline)."},
     {"native_send", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(kernel_native_send)),
      METH_FASTCALL | METH_KEYWORDS,
-     "native_send(capsule, src, dst, size_bytes, on_delivered, arg=None, tag=0): a message through a compiled "
+     "native_send(capsule: object, src: int, dst: int, size_bytes: int, on_delivered: object, arg: object = None, "
+     "tag: int = 0) -> None\n\nA message through a compiled "
      "model's send (the capsule astra.native_send); on_delivered(arg) when it is in."},
     {"step_call", reinterpret_cast<PyCFunction>(kernel_step_call), METH_VARARGS,
-     "step_call(fn_address, ctx_address, arg=0): a compiled model's step fn(ctx, arg) as a Python callable."},
+     "step_call(fn_address: int, ctx_address: int, arg: int = 0, /) -> KernelCall\n\n"
+     "A compiled model's step fn(ctx, arg) as a Python callable."},
     {"round_ps", reinterpret_cast<PyCFunction>(kernel_round_ps), METH_O,
-     "round_ps(t_ns): t rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
+     "round_ps(t_ns: float, /) -> float\n\n"
+     "t_ns rounded to whole ps as Python's round(t, 3) does (the flow model's event grid)."},
     {nullptr, nullptr, 0, nullptr}};
 
 

@@ -30,34 +30,11 @@ from astra_core.events import kernel
 from astra_core.system.clock import clock_of
 
 if TYPE_CHECKING:
-    from array import array
     from collections.abc import Callable
 
     Callback = Callable[[Any], None]
 
-    class _KernelMatcher:
-        messages: int
-        bytes: int
-        delivered: int
-        in_flight: dict[int, array]
-
-        def __init__(self, backend: Any, clock: Any, npus: int, symmetry: Any = None) -> None: ...
-
-        def send(
-            self,
-            src: int,
-            dst: int,
-            size: int,
-            tag: int,
-            on_sent: Callback | None,
-            arg: Any,
-            collective: bool = False,
-            not_before_ns: float | None = None,
-        ) -> None: ...
-
-        def recv(self, src: int, dst: int, size: int, tag: int, on_received: Callback, arg: Any) -> None: ...
-
-        def arrived_unreceived(self) -> list[tuple[int, int, int, int]]: ...
+    from astra_core._astra_kernel import MessageMatcher as _KernelMatcher
 
 else:
     _KernelMatcher = kernel().MessageMatcher

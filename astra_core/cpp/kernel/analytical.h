@@ -192,8 +192,8 @@ static void bind_analytical_links(py::module_& module) {
             py::arg("latency_ns") = py::tuple(), py::arg("route_buckets") = 0);
   links.def(
       "send",
-      [](AnalyticalLinks& self, int64_t src, int64_t dst, int64_t size, const py::handle& on_delivered,
-         const py::handle& arg, int64_t tag) {
+      [](AnalyticalLinks& self, int64_t src, int64_t dst, int64_t size, const Callback& on_delivered,
+         const AnyObject& arg, int64_t tag) {
         if (!self.send(src, dst, size, tag, py_call(on_delivered.ptr(), arg.ptr()))) throw py::error_already_set();
       },
       py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("on_delivered"), py::arg("arg") = py::none(),

@@ -355,7 +355,7 @@ static void bind_event_queue(py::module_& module) {
   queue.def(py::init<>());
   queue.def(
       "schedule",
-      [](EventQueue& q, const py::handle& delay_ns, const py::handle& callback, const py::handle& arg) {
+      [](EventQueue& q, const TimeObject& delay_ns, const Callback& callback, const AnyObject& arg) {
         auto [delay, integral] = time_of(delay_ns);
         if (!(delay >= 0 && delay < INFINITY)) {
           bad_delay(delay_ns.ptr());
@@ -367,12 +367,12 @@ static void bind_event_queue(py::module_& module) {
       "run callback(arg) after delay_ns (finite, >= 0) ns; ValueError otherwise.");
   queue.def(
       "schedule_at",
-      [](EventQueue& q, const py::handle& time_ns, const py::handle& callback, const py::handle& arg) {
+      [](EventQueue& q, const TimeObject& time_ns, const Callback& callback, const AnyObject& arg) {
         auto [time, integral] = time_of(time_ns);
         if (!(q.now <= time && time < INFINITY)) {
           py::object now = py::reinterpret_steal<py::object>(time_object(q.now, q.now_integral));
-          throw py::value_error("cannot schedule at " + std::string(py::str(time_ns)) + " ns, clock is at " +
-                                std::string(py::repr(now)) + " ns");
+          throw py::value_error("cannot schedule at " + std::string(py::str(py::handle(time_ns))) +
+                                " ns, clock is at " + std::string(py::repr(now)) + " ns");
         }
         push_call(&q, time, integral, py_call(callback.ptr(), arg.ptr()));
       },
@@ -380,7 +380,7 @@ static void bind_event_queue(py::module_& module) {
       "run callback(arg) at time_ns (finite, >= now); ValueError otherwise.");
   queue.def(
       "run",
-      [](EventQueue& q, const py::handle& until_ns) {
+      [](EventQueue& q, const OptionalTime& until_ns) {
         double until = until_ns.is_none() ? INFINITY : time_of(until_ns).first;
         if (!run_events(&q, until)) {
           add_kernel_frame();
@@ -391,15 +391,15 @@ static void bind_event_queue(py::module_& module) {
       "process events in time order until none remain (or until_ns).");
   queue.def(
       "next_time",
-      [](const EventQueue& q) -> py::object {
+      [](const EventQueue& q) -> OptionalTime {
         if (q.heap.empty()) return py::none();
-        return py::reinterpret_steal<py::object>(time_object(q.heap.front().time, q.heap.front().integral));
+        return py::reinterpret_steal<OptionalTime>(time_object(q.heap.front().time, q.heap.front().integral));
       },
       "The time of the earliest queued event, or None if none is queued.");
   queue.def("__len__", [](const EventQueue& q) { return q.heap.size(); });
   queue.def_property(
-      "now", [](const EventQueue& q) { return py::reinterpret_steal<py::object>(time_object(q.now, q.now_integral)); },
-      [](EventQueue& q, const py::handle& value) { std::tie(q.now, q.now_integral) = time_of(value); },
+      "now", [](const EventQueue& q) { return py::reinterpret_steal<TimeObject>(time_object(q.now, q.now_integral)); },
+      [](EventQueue& q, const TimeObject& value) { std::tie(q.now, q.now_integral) = time_of(value); },
       "the simulated time (ns)");
   queue.def_readwrite("events_processed", &EventQueue::events_processed, "events run so far");
   queue.def_readwrite("step_pending", &EventQueue::step_pending, "step_end is due before the clock moves");

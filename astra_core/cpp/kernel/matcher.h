@@ -371,15 +371,15 @@ static void bind_message_matcher(py::module_& module) {
               py::arg("npus"), py::arg("symmetry") = py::none());
   matcher.def(
       "send",
-      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_sent,
-         const py::handle& arg, const py::handle& collective, const py::handle& not_before_ns) {
-        int is_collective = PyObject_IsTrue(collective.ptr());
+      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag,
+         const py::typing::Optional<Callback>& on_sent, const AnyObject& arg, bool collective,
+         const OptionalTime& not_before_ns) {
         double not_before = NAN;
         bool integral = false;
-        if (is_collective < 0 || (!not_before_ns.is_none() && !read_number(not_before_ns.ptr(), &not_before, &integral)))
+        if (!not_before_ns.is_none() && !read_number(not_before_ns.ptr(), &not_before, &integral))
           throw py::error_already_set();
         Call call = on_sent.is_none() ? Call{CALL_NONE, nullptr, nullptr, {0}} : py_call(on_sent.ptr(), arg.ptr());
-        if (!matcher_send(&m, src, dst, size, tag, call, is_collective != 0, not_before, integral))
+        if (!matcher_send(&m, src, dst, size, tag, call, collective, not_before, integral))
           throw py::error_already_set();
       },
       py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_sent"), py::arg("arg"),
@@ -388,8 +388,8 @@ static void bind_message_matcher(py::module_& module) {
       "earlier.");
   matcher.def(
       "recv",
-      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag, const py::handle& on_received,
-         const py::handle& arg) {
+      [](MessageMatcher& m, int64_t src, int64_t dst, int64_t size, int64_t tag, const Callback& on_received,
+         const AnyObject& arg) {
         if (!matcher_recv(&m, src, dst, size, tag, py_call(on_received.ptr(), arg.ptr()))) throw py::error_already_set();
       },
       py::arg("src"), py::arg("dst"), py::arg("size"), py::arg("tag"), py::arg("on_received"), py::arg("arg"),
@@ -397,7 +397,7 @@ static void bind_message_matcher(py::module_& module) {
   matcher.def(
       "arrived_unreceived",
       [](MessageMatcher& m) {
-        py::list out;
+        py::typing::List<py::typing::Tuple<int64_t, int64_t, int64_t, int64_t>> out;
         m.waiting.for_each([&](const MatchKey& k, Waiting& waiting) {
           for (uint32_t i = waiting.head; i != NO_ENTRY; i = m.entries[i].next)
             if (m.entries[i].sent && m.entries[i].arrived) out.append(py::make_tuple(k.src, k.dst, k.tag, k.size));

@@ -22,7 +22,7 @@ struct NcclPhase : BoundPhase {
   long long tag = 0;
 
   // Raises TypeError for lanes not of (sends tuple, window).
-  NcclPhase(py::object comm_type_, long long rank_, long long data_size_, long long final_size, py::tuple lanes_,
+  NcclPhase(CommTypeObject comm_type_, long long rank_, long long data_size_, long long final_size, py::tuple lanes_,
             py::tuple recvs_, long long floor)
       : BoundPhase(std::move(comm_type_)), rank(rank_), data_size(data_size_), final_data_size(final_size),
         floor_ns(floor), lanes(std::move(lanes_)), recvs(std::move(recvs_)) {
@@ -155,7 +155,7 @@ static void bind_nccl_phase(py::module_& module) {
   py::class_<NcclPhase> phase(module, "NcclPhase", collected<NcclPhase>(),
                               "NcclPhase(comm_type, rank, data_size, final_data_size, lanes, recvs, floor_ns): one "
                               "rank's part of one NCCL collective (astra_core.system.collectives.nccl.phase).");
-  phase.def(py::init<py::object, long long, long long, long long, py::tuple, py::tuple, long long>(),
+  phase.def(py::init<CommTypeObject, long long, long long, long long, py::tuple, py::tuple, long long>(),
             py::arg("comm_type"), py::arg("rank"), py::arg("data_size"), py::arg("final_data_size"), py::arg("lanes"),
             py::arg("recvs"), py::arg("floor_ns"));
   def_phase<NcclPhase>(phase, nccl_start,

@@ -72,7 +72,7 @@ struct ProgramPhase : BoundPhase {
   std::vector<int32_t> waiting;  // per op: dependencies not yet done
   std::vector<char> issued;      // per op: issued and not done
 
-  ProgramPhase(py::object comm_type_, long long rank_, long long data_size_, const py::object& program_,
+  ProgramPhase(CommTypeObject comm_type_, long long rank_, long long data_size_, const py::object& program_,
                py::tuple members_)
       : BoundPhase(std::move(comm_type_)), program_object(program_), program(program_.cast<const OpProgram*>()),
         members(std::move(members_)), rank(rank_), data_size(data_size_),
@@ -162,7 +162,7 @@ static void bind_programs(py::module_& module) {
       module, "ProgramPhase", collected<ProgramPhase>(),
       "ProgramPhase(comm_type, rank, data_size, program, members): one rank's custom collective for one chunk, "
       "run from its OpProgram; members[p] is the rank at position p.");
-  phase.def(py::init([](py::object comm_type, long long rank, long long data_size, const py::object& program,
+  phase.def(py::init([](CommTypeObject comm_type, long long rank, long long data_size, const py::object& program,
                         py::tuple members) {
               if (Py_TYPE(program.ptr()) != program_type) throw py::type_error("ProgramPhase: program must be an OpProgram");
               return ProgramPhase(std::move(comm_type), rank, data_size, program, std::move(members));

@@ -144,7 +144,7 @@ static void bind_rank_events(py::module_& module) {
              py::arg("endpoint_delay_ns"), py::arg("local_mem_bytes_per_ns"));
   events.def(
       "register_event",
-      [](RankEvents& self, const py::handle& delay_ns, const py::handle& callback, const py::handle& arg) {
+      [](RankEvents& self, const TimeObject& delay_ns, const Callback& callback, const AnyObject& arg) {
         double delay;
         bool integral;
         if (!read_number(delay_ns.ptr(), &delay, &integral)) throw py::error_already_set();

@@ -10,30 +10,34 @@
 // its priority.
 
 struct Stream {
-  py::object owner;    // the RankSystem (Python), which phases reach as stream.owner
-  py::object dataset;  // the collective's DataSet (Python)
+  PhasePortObject owner;  // the RankSystem (Python), which phases reach as stream.owner
+  DataSetObject dataset;  // the collective's DataSet (Python)
   long long stream_id, priority;
-  py::list phases_to_go;  // of Phase (dim, algorithm), popped from the front
-  py::object phase = py::none();      // the current Phase, or None
-  py::object algorithm = py::none();  // its algorithm, or None
+  py::typing::List<PhaseObject> phases_to_go;  // of Phase (dim, algorithm), popped from the front
+  py::typing::Optional<PhaseObject> phase = py::none();          // the current Phase, or None
+  py::typing::Optional<AlgorithmObject> algorithm = py::none();  // its algorithm, or None
   long long current_queue_id = -1;
   bool initialized = false;
-  py::object phase_start_ns = py::none();  // the time its current phase got its slot
+  py::typing::Optional<py::float_> phase_start_ns = py::none();  // the time its current phase got its slot
 
-  Stream(py::object owner_, py::object dataset_, long long id, py::list phases, long long priority_)
+  Stream(PhasePortObject owner_, DataSetObject dataset_, long long id, py::typing::List<PhaseObject> phases,
+         long long priority_)
       : owner(std::move(owner_)), dataset(std::move(dataset_)), stream_id(id), priority(priority_),
         phases_to_go(std::move(phases)) {}
 
   int traverse(visitproc visit, void* arg) const {
-    for (const py::object* o : {&owner, &dataset, &phase, &algorithm, &phase_start_ns}) Py_VISIT(o->ptr());
+    for (const py::object* o : held()) Py_VISIT(o->ptr());
     Py_VISIT(phases_to_go.ptr());
     return 0;
   }
 
   void clear() {
-    for (py::object* o : {&owner, &dataset, &phase, &algorithm, &phase_start_ns}) *o = py::none();
+    for (py::object* o : held()) *o = py::none();
     phases_to_go = py::list();
   }
+
+  std::array<py::object*, 5> held() { return {&owner, &dataset, &phase, &algorithm, &phase_start_ns}; }
+  std::array<const py::object*, 5> held() const { return {&owner, &dataset, &phase, &algorithm, &phase_start_ns}; }
 };
 
 static PyTypeObject* stream_type = nullptr;  // set by bind_streams
@@ -191,7 +195,8 @@ static void bind_streams(py::module_& module) {
                             "Stream(owner, dataset, stream_id, phases, priority): one chunk of a collective moving "
                             "through its phases on one rank (astra_core.system.stream); the algorithm of each phase "
                             "gets .stream = this stream as the phase becomes current.");
-  stream.def(py::init<py::object, py::object, long long, py::list, long long>(), py::arg("owner"), py::arg("dataset"),
+  stream.def(py::init<PhasePortObject, DataSetObject, long long, py::typing::List<PhaseObject>, long long>(),
+             py::arg("owner"), py::arg("dataset"),
              py::arg("stream_id"), py::arg("phases"), py::arg("priority"));
   stream.def(
       "init",
@@ -248,7 +253,7 @@ static void bind_stream_queues(py::class_<RankEvents>& events) {
       "the rank's stream queues, one per dimension.");
   events.def(
       "add_streams",
-      [](RankEvents& self, const py::sequence& streams) {
+      [](RankEvents& self, const py::typing::List<StreamObject>& streams) {
         StreamQueues& queues = queues_of(self);
         for (const py::handle& stream : streams) {
           insert_stream(queues.ready, kernel_stream(stream, "add_streams"));
@@ -258,7 +263,7 @@ static void bind_stream_queues(py::class_<RankEvents>& events) {
       py::arg("streams"), "queue a collective's streams (by priority) and start what may start.");
   events.def(
       "proceed_to_next_phase",
-      [](RankEvents& self, const py::handle& stream) {
+      [](RankEvents& self, const StreamObject& stream) {
         queues_of(self);
         if (!proceed_to_next_phase(&self, kernel_stream(stream, "proceed_to_next_phase")))
           throw py::error_already_set();
@@ -267,7 +272,7 @@ static void bind_stream_queues(py::class_<RankEvents>& events) {
   events.def(
       "active_streams",
       [](RankEvents& self) {
-        py::list out;
+        py::typing::List<py::typing::List<StreamObject>> out;
         for (const auto& queue : queues_of(self).active) {
           py::list streams;
           for (const py::object& stream : queue) streams.append(stream);

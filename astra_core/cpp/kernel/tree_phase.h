@@ -29,7 +29,7 @@ struct TreePhase : BoundPhase {
   long long tag = 0;
 
   // Raises ValueError for a kind not 0..2.
-  TreePhase(py::object comm_type_, long long rank_, long long data_size_, int kind_, long long parent_,
+  TreePhase(CommTypeObject comm_type_, long long rank_, long long data_size_, int kind_, long long parent_,
             long long left_, long long right_)
       : BoundPhase(std::move(comm_type_)), rank(rank_), data_size(data_size_), parent(parent_), left(left_),
         right(right_), kind(kind_) {
@@ -119,7 +119,7 @@ static void bind_tree_phase(py::module_& module) {
       module, "TreePhase", collected<TreePhase>(),
       "TreePhase(comm_type, rank, data_size, kind, parent, left, right): one rank's double-binary-tree phase of "
       "one chunk (kind 0 leaf, 1 intermediate, 2 root; -1 for a missing neighbour), upstream's state table.");
-  phase.def(py::init<py::object, long long, long long, int, long long, long long, long long>(), py::arg("comm_type"),
+  phase.def(py::init<CommTypeObject, long long, long long, int, long long, long long, long long>(), py::arg("comm_type"),
             py::arg("rank"), py::arg("data_size"), py::arg("kind"), py::arg("parent"), py::arg("left"),
             py::arg("right"));
   def_phase<TreePhase>(

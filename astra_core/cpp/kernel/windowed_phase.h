@@ -183,12 +183,12 @@ struct PhaseRank {
 // What every bound kernel phase holds: its collective, its stream (set by the stream
 // layer), its rank once started, and its Python object (borrowed), set at its start.
 struct BoundPhase {
-  py::object comm_type;
-  py::object stream = py::none();
+  CommTypeObject comm_type;
+  StreamObject stream = py::none();  // None until the phase becomes current
   PhaseRank at;
   PyObject* self = nullptr;
 
-  explicit BoundPhase(py::object comm) : comm_type(std::move(comm)) {}
+  explicit BoundPhase(CommTypeObject comm) : comm_type(std::move(comm)) {}
 
   int traverse(visitproc visit, void* arg) const {
     Py_VISIT(comm_type.ptr());
@@ -317,11 +317,16 @@ static PyObject* WindowedPhase_general(WindowedPhase* p, PyObject* const*, Py_ss
 
 static PyMethodDef WindowedPhase_methods[] = {
     {"start", reinterpret_cast<PyCFunction>(WindowedPhase_start), METH_NOARGS,
+     "start(self) -> None\n\n"
      "STREAM_INIT: the phase got its queue slot; its first window of packets go through local memory."},
     {"received", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(WindowedPhase_received)),
-     METH_FASTCALL, "PACKET_RECEIVED: a message this phase posted a receive for arrived (any argument ignored)."},
+     METH_FASTCALL,
+     "received(self, arg: object = None, /) -> None\n\n"
+     "PACKET_RECEIVED: a message this phase posted a receive for arrived (any argument ignored)."},
     {"general", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(WindowedPhase_general)),
-     METH_FASTCALL, "GENERAL: a packet is through local memory (any argument ignored)."},
+     METH_FASTCALL,
+     "general(self, arg: object = None, /) -> None\n\n"
+     "GENERAL: a packet is through local memory (any argument ignored)."},
     {nullptr, nullptr, 0, nullptr}};
 
 static PyMemberDef WindowedPhase_members[] = {
@@ -343,8 +348,9 @@ static void init_windowed_phase_type() {
   t.tp_basicsize = sizeof(WindowedPhase);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE;
   t.tp_doc =
-      "WindowedPhase(comm_type, rank, data_size, messages, window, packets, final_data_size, barrier=None, "
-      "fast=False): one rank's phase of one chunk, run from its plan (astra_core.system.collectives.plan).";
+      "WindowedPhase(comm_type: astra_core.system.comm_types.CommType, rank: int, data_size: int, messages: object, window: int, packets: object, "
+      "final_data_size: int, barrier: int | None = None, fast: bool = False) -> None\n\n"
+      "One rank's phase of one chunk, run from its plan (astra_core.system.collectives.plan).";
   t.tp_new = WindowedPhase_new;
   t.tp_init = reinterpret_cast<initproc>(WindowedPhase_init);
   t.tp_dealloc = reinterpret_cast<destructor>(WindowedPhase_dealloc);

@@ -72,9 +72,13 @@ class PhaseAlgorithm(Protocol):
     Python base of NCCL, custom, double-binary-tree and plugin phases), or the
     kernel's :class:`~astra_core.system.collectives.plan.WindowedPhase`."""
 
-    comm_type: Any
-    final_data_size: int
     stream: Stream
+
+    @property
+    def comm_type(self) -> Any: ...
+
+    @property
+    def final_data_size(self) -> int: ...
 
     def start(self) -> None: ...
 

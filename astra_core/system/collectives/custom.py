@@ -328,24 +328,7 @@ def _check_peer(peer: int, ngpus: int, path: str, where: str, role: str) -> None
 
 
 if TYPE_CHECKING:
-    from astra_core.system.stream import Stream
-
-    class _KernelProgramPhase:
-        comm_type: Any
-        stream: Stream
-        rank: int
-        data_size: int
-        final_data_size: int
-        members: tuple[int, ...]
-        left: int
-
-        def __init__(
-            self, comm_type: Any, rank: int, data_size: int, program: Any, members: tuple[int, ...]
-        ) -> None: ...
-
-        def start(self) -> None: ...
-
-        def pending(self) -> list[int]: ...
+    from astra_core._astra_kernel import ProgramPhase as _KernelProgramPhase
 
 else:
     _KernelProgramPhase = kernel().ProgramPhase

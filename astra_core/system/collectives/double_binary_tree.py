@@ -10,34 +10,13 @@ docs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from astra_core.events import kernel
 from astra_core.system.collectives.logical_topology import BinaryTree
 
 if TYPE_CHECKING:
-    from astra_core.system.stream import Stream
-
-    class _KernelTreePhase:
-        comm_type: Any
-        stream: Stream
-        rank: int
-        data_size: int
-        final_data_size: int
-        parent: int
-        left: int
-        right: int
-        state: int
-
-        def __init__(
-            self, comm_type: Any, rank: int, data_size: int, kind: int, parent: int, left: int, right: int
-        ) -> None: ...
-
-        def start(self) -> None: ...
-
-        def received(self, _arg: Any = None) -> None: ...
-
-        def general(self, _arg: Any = None) -> None: ...
+    from astra_core._astra_kernel import TreePhase as _KernelTreePhase
 
 else:
     _KernelTreePhase = kernel().TreePhase

@@ -28,44 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from astra_core.events import kernel
 from astra_core.system.comm_types import CommType
 
 if TYPE_CHECKING:
-    from astra_core.system.stream import Stream
-
-    class _KernelPhase:
-        comm_type: CommType
-        stream: Stream
-        rank: int
-        data_size: int
-        final_data_size: int
-        window: int
-        sent: int
-        received_count: int
-        inserted: int
-        free: int
-
-        def __init__(
-            self,
-            comm_type: CommType,
-            rank: int,
-            data_size: int,
-            messages: Sequence[tuple[int, int, int]],
-            window: int,
-            packets: Sequence[tuple[bool, int]],
-            final_data_size: int,
-            barrier: int | None = None,
-            fast: bool = False,
-        ) -> None: ...
-
-        def start(self) -> None: ...
-
-        def received(self, _arg: Any = None) -> None: ...
-
-        def general(self, _arg: Any = None) -> None: ...
+    from astra_core._astra_kernel import WindowedPhase as _KernelPhase
 
 else:
     _KernelPhase = kernel().WindowedPhase

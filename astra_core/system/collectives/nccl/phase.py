@@ -28,30 +28,7 @@ from astra_core.system.collectives.nccl.schedule import Schedule
 from astra_core.system.comm_types import CommType
 
 if TYPE_CHECKING:
-    from astra_core.system.stream import Stream
-
-    class _KernelNcclPhase:
-        comm_type: CommType
-        stream: Stream
-        rank: int
-        data_size: int
-        final_data_size: int
-        floor_ns: int
-        next_sends: list[int]
-        arrived: list[bool]
-
-        def __init__(
-            self,
-            comm_type: CommType,
-            rank: int,
-            data_size: int,
-            final_data_size: int,
-            lanes: tuple,
-            recvs: tuple,
-            floor_ns: int,
-        ) -> None: ...
-
-        def start(self) -> None: ...
+    from astra_core._astra_kernel import NcclPhase as _KernelNcclPhase
 
 else:
     _KernelNcclPhase = kernel().NcclPhase
