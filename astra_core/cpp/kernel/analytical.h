@@ -30,6 +30,8 @@ struct TallyKeyHash {
   }
 };
 
+static const AstraKernelApi* kernel_c_api();  // the kernel's C API (native_api.h)
+
 struct AnalyticalLinks {
   py::object events;            // the EventQueue
   EventQueue* queue = nullptr;  // borrowed from events
@@ -43,7 +45,8 @@ struct AnalyticalLinks {
   // kept per flow bucket, and each link's speed and latency
   py::object route;
   long long route_buckets = 0;
-  RouteCache routes;
+  astra::Routes routes;              // the kernel's routes of a model, through its C API
+  std::vector<int32_t> route_links;  // the route being timed
   std::vector<double> link_bytes_per_ns;
   std::vector<double> link_latency_ns;
   AstraNativeSend native_entry{};  // what its native_send capsule points to
@@ -52,7 +55,8 @@ struct AnalyticalLinks {
   // route without one bandwidth and one latency per link).
   AnalyticalLinks(const py::object& events_queue, const py::handle& link_dims, const py::object& routing,
                   const py::handle& bytes_per_ns, const py::handle& latency_ns, long long buckets)
-      : events(events_queue), on_check(py::none()), route(routing), route_buckets(buckets) {
+      : events(events_queue), on_check(py::none()), route(routing), route_buckets(buckets),
+        routes(kernel_c_api(), route.ptr(), buckets, true) {
     queue = kernel_queue(events.ptr());
     if (queue == nullptr) throw py::type_error("AnalyticalLinks: events must be an EventQueue");
     if (!route.is_none() &&
@@ -70,8 +74,6 @@ struct AnalyticalLinks {
     }
   }
 
-  ~AnalyticalLinks() { clear_routes(&routes); }  // the cache owns its tuples
-
   int traverse(visitproc visit, void* arg) const {
     Py_VISIT(events.ptr());
     Py_VISIT(on_check.ptr());
@@ -82,7 +84,7 @@ struct AnalyticalLinks {
   void clear() {
     on_check = py::none();
     route = py::none();
-    clear_routes(&routes);
+    routes.set(route.ptr());
   }
 
   // Whole ns as a double: past int64 (a nonsense input) the run's times must stay
@@ -124,13 +126,10 @@ struct AnalyticalLinks {
   bool route_delay_ns(int64_t src, int64_t dst, int64_t size, int64_t tag, double* out) {
     *out = 0;
     if (src == dst) return true;
-    py::object hops = py::reinterpret_steal<py::object>(find_route(route.ptr(), route_buckets, &routes, src, dst, tag));
-    if (!hops) return false;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hops.ptr()); ++i) {
-      long long link = PyLong_AsLongLong(PyTuple_GET_ITEM(hops.ptr(), i));
-      if (link < 0 || link >= static_cast<long long>(link_bytes_per_ns.size())) {
-        if (!PyErr_Occurred())
-          PyErr_Format(PyExc_IndexError, "a route crosses link %lld of %zu", link, link_bytes_per_ns.size());
+    if (!routes.find(src, dst, tag, &route_links)) return false;
+    for (int32_t link : route_links) {
+      if (link < 0 || static_cast<size_t>(link) >= link_bytes_per_ns.size()) {
+        PyErr_Format(PyExc_IndexError, "a route crosses link %d of %zu", link, link_bytes_per_ns.size());
         return false;
       }
       *out += std::trunc(link_latency_ns[link] + static_cast<double>(size) / link_bytes_per_ns[link]);

@@ -174,6 +174,8 @@ static AstraKernelApi kernel_api = {
     api_schedule_at, api_deliver_at, api_fail,    api_flow_hash,    api_route,            round_ps,
     api_now_integral, api_request_step_end, api_adopt, api_keep,  api_tokens};
 
+static const AstraKernelApi* kernel_c_api() { return &kernel_api; }
+
 // The kernel's own models through the same interface.
 static int analytical_native_send(void* model, long long src, long long dst, long long size, long long tag,
                                   AstraToken token) {
