@@ -87,7 +87,7 @@ from astra_core.config.network import KNOWN_KEYS as NETWORK_KEYS
 from astra_core.config.system import KNOWN_KEYS as SYSTEM_KEYS
 from astra_core.errors import AstraError
 from astra_core.run_spec import FILE_FIELDS, RUN_KEYS
-from astra_core.sweep.point import METRICS
+from astra_core.sweep.point import METRICS, sweep_plugin_manager
 from astra_core.sweep.preflight import check_inputs
 
 
@@ -381,11 +381,10 @@ def resolve_point(spec: SweepSpec, overrides: dict[str, Any]) -> dict[str, Any]:
 def backend_lookup() -> Callable[[str | None], Any]:
     """A function from a backend name (None: the default) to its BackendInfo; it raises
     AstraError for a name no plugin registered."""
-    from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
+    from astra_core.plugins import BackendRegistry, load_settings
 
     try:
-        settings = load_settings()
-        registry = BackendRegistry(make_plugin_manager(settings=settings), settings.default_backend)
+        registry = BackendRegistry(sweep_plugin_manager(), load_settings().default_backend)
     except AstraError as exc:
         error = exc
 
