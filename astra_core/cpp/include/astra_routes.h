@@ -43,15 +43,18 @@ class Routes {
     routes_.clear();
   }
 
-  // The route of (src, dst, tag) into ``out``; false with a Python exception set.
-  bool find(int64_t src, int64_t dst, int64_t tag, std::vector<int32_t>* out) {
+  // The route of (src, dst, tag) into ``out`` (a container of int32_t with
+  // ``assign(first, last)``: std::vector, SmallVector); false with a Python exception set.
+  template <class Links>
+  bool find(int64_t src, int64_t dst, int64_t tag, Links* out) {
     RouteKey key{src, dst, 0};
     long long third = tag;
     if (buckets_ > 0) {
       key.bucket = api_->flow_hash(src, dst, tag) % static_cast<uint64_t>(buckets_);
       third = static_cast<long long>(key.bucket);
       if (int32_t* found = keep_ ? kept_.find(key) : nullptr) {
-        out->assign(routes_[*found].begin(), routes_[*found].end());
+        const std::vector<int32_t>& route = routes_[*found];
+        out->assign(route.data(), route.data() + route.size());
         return true;
       }
     }
@@ -61,10 +64,10 @@ class Routes {
       n = api_->route(route_, src, dst, third, hops_.data(), n);
     }
     if (n < 0) return false;
-    out->assign(hops_.begin(), hops_.begin() + n);
+    out->assign(hops_.data(), hops_.data() + n);
     if (keep_) {
       kept_.insert(key, static_cast<int32_t>(routes_.size()));
-      routes_.push_back(*out);
+      routes_.emplace_back(hops_.data(), hops_.data() + n);
     }
     return true;
   }

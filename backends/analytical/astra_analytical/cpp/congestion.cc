@@ -30,7 +30,7 @@
 namespace astra_congestion {
 
 struct Message {
-  std::vector<int32_t> route;  // link ids
+  astra::SmallVector<int32_t, 8> route;  // link ids, inline up to 8 (one cache line less per hop)
   size_t hop = 0;
   int64_t size = 0;
   int64_t src = 0, dst = 0, tag = 0;
@@ -110,7 +110,7 @@ static int send(void* model, long long src, long long dst, long long size, long 
     m->api->discard(token);
     return -1;
   }
-  if (msg.route.empty()) {
+  if (msg.route.size() == 0) {
     m->free_slots.push_back(slot);
     return m->api->deliver_after(m->events, 0, 1, token);
   }
