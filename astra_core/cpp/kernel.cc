@@ -17,6 +17,9 @@
 #include <Python.h>
 #include <frameobject.h>
 #include <structmember.h>
+// The kernel runs with the GIL held: without this (in a build without NDEBUG) every
+// py::object reference count would first ask PyGILState_Check, out of line.
+#define PYBIND11_NO_ASSERT_GIL_HELD_INCREF_DECREF
 #include <pybind11/pybind11.h>
 #include <pybind11/typing.h>
 #if __has_include(<sys/mman.h>)
