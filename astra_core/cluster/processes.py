@@ -19,25 +19,20 @@ the whole process group: this process stops them.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from astra_core.errors import AstraError
-from astra_core.lifetime import die_with_parent, release_signals, signals_held
+from astra_core.lifetime import signals_held
+from astra_core.workers import WorkerPool
 
 __all__ = ["available_processes", "run_beside"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-# The runs alone of the current run_beside call: what a forked worker calls.
-_WORK: Callable[[int], object] | None = None
 
 
 def available_processes() -> int:
@@ -46,30 +41,6 @@ def available_processes() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def _start_worker(parent_pid: int) -> None:
-    """A forked worker's first act: Ctrl-C and SIGTERM are the parent's to handle (it
-    kills its workers); the worker dies with the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    release_signals()  # forked while the parent held them
-    die_with_parent(parent_pid)
-
-
-def _kill_workers(pool: ProcessPoolExecutor) -> None:
-    """Kill ``pool``'s workers now, busy or not (``shutdown`` would wait for their runs)."""
-    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
-    if kill is not None:  # pragma: no cover - newer Python
-        kill()
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.kill()
-
-
-def _call(index: int) -> Any:
-    assert _WORK is not None  # set before the workers were forked
-    return _WORK(index)
 
 
 def run_beside(
@@ -83,51 +54,49 @@ def run_beside(
     processes in all (this one included): ``(main's result, {i: work(i)})``. Raises what
     ``main`` or a ``work`` raises (KeyboardInterrupt included), the workers killed first,
     and AstraError naming ``name(i)`` for a worker that died (killed, out of memory)."""
-    global _WORK
     workers = min(processes - 1, len(todo))
     if workers < 1 or not sys.platform.startswith("linux"):
         result = main()
         return result, {i: work(i) for i in todo}
-    _WORK = work
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=_start_worker,
-        initargs=(os.getpid(),),
-    )
+    done: dict[int, R] = {}
+    failed: list[BaseException] = []
+
+    def lost(i: int, how: str) -> None:
+        failed.append(
+            AstraError(
+                f"{name(i)}: the process simulating it died ({how}; out of memory?); run again with "
+                "one process (astra cluster --processes 1)"
+            )
+        )
+        pool.kill()
+
+    def serve() -> None:
+        try:
+            pool.serve(todo, done.__setitem__, lost)
+        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
+            failed.append(exc)
+            pool.kill()
+
+    pool = WorkerPool(0, work=work, what="astra cluster")
     try:
         with signals_held():  # the workers fork here; a signal meanwhile arrives after
-            futures: dict[int, Future[R]] = {i: pool.submit(_call, i) for i in todo}
-        result = main()
-        done = _take_unstarted(futures, work, todo)
-        for i in todo:
-            if i not in done:
-                done[i] = _result(futures[i], name(i))
+            pool.grow(workers)
+        feeder = threading.Thread(target=serve, name="astra-cluster-workers")
+        feeder.start()
+        try:
+            result = main()
+            while not failed and (i := pool.take_unstarted()) is not None:  # last first
+                done[i] = work(i)
+        except BaseException:
+            pool.kill()  # the feeder's wait ends as the workers die
+            raise
+        finally:
+            feeder.join()
+        if failed:
+            raise failed[0]
         return result, done
     except BaseException:
-        _kill_workers(pool)
+        pool.kill()
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _WORK = None
-
-
-def _take_unstarted(
-    futures: dict[int, Future[R]], work: Callable[[int], R], todo: Sequence[int]
-) -> dict[int, R]:
-    """Run here, last first, each run no worker has started yet."""
-    done: dict[int, R] = {}
-    for i in reversed(todo):
-        if futures[i].cancel():
-            done[i] = work(i)
-    return done
-
-
-def _result(future: Future[R], what: str) -> R:
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        raise AstraError(
-            f"{what}: the process simulating it died (out of memory?); run again with one process "
-            "(astra cluster --processes 1)"
-        ) from None
+        pool.close()

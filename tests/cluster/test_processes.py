@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import astra
-from astra_core.cluster import processes
 from astra_core.cluster import run as cluster_run
 from astra_core.errors import AstraError, ConfigError
+from astra_core.workers import WorkerPool
 from tests.waiting import default_sigint, wait_for
 
 
@@ -42,7 +42,7 @@ def test_a_worker_that_dies_is_one_error_naming_its_job(cluster, monkeypatch):
         return original(self, index)
 
     monkeypatch.setattr(cluster_run._Cluster, "alone", dies_in_a_worker)
-    monkeypatch.setattr(processes, "_take_unstarted", lambda *args: {})  # every run alone in the worker
+    monkeypatch.setattr(WorkerPool, "take_unstarted", lambda self: None)  # every run alone in the worker
     spec = cluster([{"name": n, "placement": "spread"} for n in "ab"])
     with pytest.raises(AstraError) as info:
         astra.simulate_cluster(spec, cache=False, processes=2)

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from astra_core import workers
 from astra_core.errors import AstraError
-from astra_core.sweep import pool, run_sweep
+from astra_core.sweep import run_sweep
 from tests.conftest import isolate_plugins
 from tests.sweep.test_sweep import closed_form_step_ns, write_spec
 from tests.waiting import default_sigint, wait_for
@@ -89,7 +90,7 @@ def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
 def test_a_worker_that_cannot_start_is_one_error(tmp_path, monkeypatch):
     # As if astra could not be imported in a fresh interpreter: the worker exits
     # before it is ready. Every point would fail the same way, so the sweep stops.
-    monkeypatch.setattr(pool, "_BOOT", "import sys; sys.exit(3)")
+    monkeypatch.setattr(workers, "_BOOT", "import sys; sys.exit(3)")
     path = write_spec(tmp_path, grid={"network.bandwidth[0]": [25.0, 50.0, 100.0]})
     with pytest.raises(AstraError) as err:
         run_sweep(path, workers=2)
