@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -77,7 +78,10 @@ def _serve(tasks: Connection, results: Connection, function: Callable[[Any], Any
                 reply: tuple[bool, Any] = (True, function(task))
             except Exception as exc:  # the caller's to raise, in its process
                 reply = (False, exc)
-            results.send(reply)
+            try:
+                results.send(reply)
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:  # cannot cross
+                results.send((False, RuntimeError(f"a worker's reply could not be sent back: {exc}")))
     except BrokenPipeError:  # the pool is gone: nobody wants the reply
         return
 
