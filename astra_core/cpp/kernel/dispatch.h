@@ -13,9 +13,9 @@ static bool fire(const Call& c) {
       return true;
     }
     case CALL_BUCKET:
-      return call_bucket(bound_value<RankEvents>(c.obj), c.v.d);
+      return call_bucket(reinterpret_cast<RankEvents*>(c.arg), c.v.d);
     case CALL_ARRIVED:
-      return matcher_arrived(bound_value<MessageMatcher>(c.obj), static_cast<uint32_t>(c.v.i));
+      return matcher_arrived(reinterpret_cast<MessageMatcher*>(c.arg), static_cast<uint32_t>(c.v.i));
     case CALL_RECEIVED:
       return phase_received(reinterpret_cast<WindowedPhase*>(c.obj));
     case CALL_GENERAL:

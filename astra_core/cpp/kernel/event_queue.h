@@ -17,8 +17,8 @@
 enum CallKind : uint8_t {
   CALL_NONE = 0,
   CALL_PY,        // obj(arg)
-  CALL_BUCKET,    // RankEvents obj runs its bucket of tick v.d
-  CALL_ARRIVED,   // MessageMatcher obj: the message of entry v.i is in
+  CALL_BUCKET,    // RankEvents obj (C++ in arg) runs its bucket of tick v.d
+  CALL_ARRIVED,   // MessageMatcher obj (C++ in arg): the message of entry v.i is in
   CALL_RECEIVED,  // WindowedPhase obj: a message it receives is in
   CALL_GENERAL,   // WindowedPhase obj: a packet is through local memory
   CALL_REDUCE,    // WindowedPhase obj: a packet of v.i bytes is in memory; reduce it
@@ -56,6 +56,16 @@ static inline Call kernel_call(uint8_t kind, PyObject* obj, int64_t value) {
   return c;
 }
 
+// A kernel step on a bound object: its Python object in obj (a reference: it keeps the
+// object alive while the call waits), the C++ object itself in arg (raw: fire reaches
+// it without reading the Python instance first).
+static inline Call bound_call(uint8_t kind, PyObject* self, const void* object, int64_t value) {
+  Py_INCREF(self);
+  Call c{kind, self, reinterpret_cast<PyObject*>(const_cast<void*>(object)), {0}};
+  c.v.i = value;
+  return c;
+}
+
 // A compiled model's step fn(ctx, arg) as a call (raw pointers: no references).
 static inline Call step_call(AstraStepFn fn, void* ctx, int64_t arg) {
   Call c{CALL_C_FN, reinterpret_cast<PyObject*>(reinterpret_cast<void*>(fn)), reinterpret_cast<PyObject*>(ctx), {0}};
@@ -64,22 +74,18 @@ static inline Call step_call(AstraStepFn fn, void* ctx, int64_t arg) {
 }
 
 static inline void release(Call& c) {
-  if (c.kind == CALL_C_FN) {  // raw pointers, no references
-    c.obj = c.arg = nullptr;
-  } else {
-    Py_CLEAR(c.obj);
-    Py_CLEAR(c.arg);
-  }
+  if (c.kind != CALL_C_FN) Py_CLEAR(c.obj);  // a compiled model's step: raw pointers
+  if (c.kind == CALL_PY) Py_CLEAR(c.arg);    // a kernel step's arg is its C++ object, or nothing
+  c.obj = c.arg = nullptr;
   c.kind = CALL_NONE;
 }
 
-// Visits a call's Python objects (a compiled model's step holds none).
-#define VISIT_CALL(c)              \
-  do {                             \
-    if ((c).kind != CALL_C_FN) {   \
-      Py_VISIT((c).obj);           \
-      Py_VISIT((c).arg);           \
-    }                              \
+// Visits a call's Python objects (a compiled model's step holds none; only obj(arg)
+// holds arg).
+#define VISIT_CALL(c)                              \
+  do {                                             \
+    if ((c).kind != CALL_C_FN) Py_VISIT((c).obj);  \
+    if ((c).kind == CALL_PY) Py_VISIT((c).arg);    \
   } while (0)
 
 // Runs a call; false with a Python error set when it raised. Defined after the

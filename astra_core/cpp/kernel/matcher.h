@@ -202,7 +202,7 @@ static bool close_flight(MessageMatcher* m, int64_t rank) {
 static bool transmit(MessageMatcher* m, int64_t src, int64_t dst, int64_t size, int64_t tag, uint32_t i) {
   MatchEntry& e = m->entries[i];
   e.in_network = true;
-  Call arrived = kernel_call(CALL_ARRIVED, python_self(m, m->self), i);
+  Call arrived = bound_call(CALL_ARRIVED, python_self(m, m->self), m, i);
   if (m->native_send != nullptr)
     return m->native_send->send(m->native_send->model, src, dst, size, tag, token_of(arrived)) == 0;
   py::object callable = py::reinterpret_steal<py::object>(as_callable(arrived));
@@ -294,7 +294,7 @@ static bool matcher_arrived(MessageMatcher* m, uint32_t i) {
     e->not_before = NAN;
     if (wait > 0)
       return m->clock.schedule(wait, integral && e->not_before_integral,
-                               kernel_call(CALL_ARRIVED, python_self(m, m->self), i));
+                               bound_call(CALL_ARRIVED, python_self(m, m->self), m, i));
   }
   bool ok = true;
   if (e->mirrored && e->on_sent.kind != CALL_NONE) {  // a mirrored message: the sender first

@@ -67,11 +67,7 @@ static bool register_call(RankEvents* self, double delay, bool integral, const C
   }
   calls.push_back(call);
   self->buckets.emplace_back(tick, std::move(calls));
-  Call run;
-  run.kind = CALL_BUCKET;
-  run.obj = python_self(self, self->self);
-  Py_INCREF(run.obj);
-  run.arg = nullptr;
+  Call run = bound_call(CALL_BUCKET, python_self(self, self->self), self, 0);
   run.v.d = tick;
   return self->clock.schedule(delay, integral, run);
 }
