@@ -2,7 +2,8 @@
 
 A cluster run is one simulation of all its jobs plus one per job alone
 (:mod:`.run`); they are independent. :func:`run_beside` runs the first in this
-process while forked worker processes run the others, and this process takes
+process while forked workers of the one process pool (:mod:`astra_core.workers`)
+run the others, and this process takes
 the runs alone that no worker has started once its own run is done. A forked
 worker starts with this process's memory (the traces already read and composed)
 and sends back only what a run alone keeps (:data:`~.cache.AloneRun`). Where
