@@ -48,6 +48,14 @@ def importable(library: Path, folder: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(folder)}
 
 
+def made_with() -> str:
+    """The tools the stub's text depends on, as its header names them."""
+    from importlib import metadata
+
+    python = ".".join(map(str, sys.version_info[:2]))
+    return f"Python {python}, mypy {metadata.version('mypy')}, pybind11 {metadata.version('pybind11')}"
+
+
 def generate() -> str:
     """The stub's text, made by ``stubgen`` from the compiled kernel."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,7 +67,10 @@ def generate() -> str:
         command = [sys.executable, "-c", run, "-m", MODULE, "-o", str(out), "--quiet"]
         subprocess.run(command, env=env, check=True)
         text = (out / f"{MODULE}.pyi").read_text()
-    header = '"""The simulation kernel\'s Python face; made by scripts/kernel_stub.py, do not edit."""\n\n'
+    header = (
+        '"""The simulation kernel\'s Python face; made by scripts/kernel_stub.py, do not edit."""\n\n'
+        f"# made with {made_with()}\n"
+    )
     text = text.replace("C_API: PyCapsule\n", "C_API: CapsuleType\n")
     return header + "from typing_extensions import CapsuleType\n" + text
 

@@ -32,6 +32,9 @@ def kernel_stub():
 
 
 def test_regenerating_gives_the_committed_stub(kernel_stub):
+    committed = kernel_stub.STUB.read_text()
+    if f"# made with {kernel_stub.made_with()}\n" not in committed:  # other tools write other text
+        pytest.skip(f"the stub was made with other tools than {kernel_stub.made_with()}")
     assert kernel_stub.generate() == kernel_stub.STUB.read_text(), (
         "astra_core/_astra_kernel.pyi is stale: run scripts/kernel_stub.py"
     )
