@@ -65,6 +65,16 @@ def describe_exit(returncode: int | None) -> str:
     return f"exit code {returncode}"
 
 
+def _become_worker(parent_pid: int) -> None:
+    """A worker's first act, however it started: Ctrl-C and SIGTERM are the parent's to
+    handle (it stops its workers; a fork held them, see
+    :func:`~astra_core.lifetime.signals_held`), and the worker dies with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    release_signals()
+    die_with_parent(parent_pid)
+
+
 def _serve(tasks: Connection, results: Connection, function: Callable[[Any], Any]) -> None:
     """A worker's loop: READY, then one reply per task until end of input."""
     try:
@@ -94,8 +104,7 @@ def serve_interpreter(argv: list[str]) -> None:
     import importlib
 
     task_fd, reply_fd, parent_pid = (int(a) for a in argv[:3])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(parent_pid)
+    _become_worker(parent_pid)
     for module_name in argv[5:]:
         importlib.import_module(module_name)
     module, _, name = argv[3].partition(":")
@@ -151,13 +160,6 @@ class _Worker:
 
     def reap(self, wait_s: float) -> None:
         """Wait for the process to end; kill it if it has not within ``wait_s``."""
-        if self._popen is not None:
-            try:
-                self._popen.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                self._popen.kill()
-                self._popen.wait()
-            return
         deadline = time.monotonic() + wait_s
         while self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -193,10 +195,7 @@ def _start_fork(work: Callable[[Any], Any], others: list[_Worker]) -> _Worker:
     if pid == 0:  # the worker: never returns into the caller's code
         code = 0
         try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            release_signals()  # forked while the parent held them
-            die_with_parent(parent)
+            _become_worker(parent)
             for fd in (task_w, reply_r):
                 os.close(fd)
             for other in others:  # the pool's ends of its other workers' pipes

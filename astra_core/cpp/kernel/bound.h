@@ -18,6 +18,13 @@ static inline T* bound_value(PyObject* o) {
   return v.holder_constructed() ? static_cast<T*>(v.value_ptr()) : nullptr;
 }
 
+// ``o`` as the bound class T when it is an instance of ``type`` (T's Python class, or
+// a subclass of it), else nullptr.
+template <class T>
+static inline T* bound_instance(PyObject* o, PyTypeObject* type) {
+  return o != nullptr && PyObject_TypeCheck(o, type) ? bound_value<T>(o) : nullptr;
+}
+
 // The class option that makes a bound class T seen by Python's garbage collector: T
 // has ``int traverse(visitproc, void*) const``, visiting the Python objects it holds,
 // and ``void clear()``, dropping those that can form a cycle. An instance whose

@@ -142,7 +142,7 @@ static PyTypeObject* queue_type = nullptr;  // set by bind_event_queue
 
 // ``events`` as the kernel's EventQueue, or nullptr when it is something else.
 static inline EventQueue* kernel_queue(PyObject* events) {
-  return events != nullptr && PyObject_TypeCheck(events, queue_type) ? bound_value<EventQueue>(events) : nullptr;
+  return bound_instance<EventQueue>(events, queue_type);
 }
 
 static const long long PROGRESS_EVERY = 1LL << 16;

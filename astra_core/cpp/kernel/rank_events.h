@@ -34,7 +34,7 @@ static PyTypeObject* rank_events_type = nullptr;  // set by bind_rank_events
 
 // ``o`` as the kernel's RankEvents, or nullptr when it is something else.
 static inline RankEvents* kernel_rank_events(PyObject* o) {
-  return o != nullptr && PyObject_TypeCheck(o, rank_events_type) ? bound_value<RankEvents>(o) : nullptr;
+  return bound_instance<RankEvents>(o, rank_events_type);
 }
 
 // The bucket of ``tick`` in ``self``'s list, or nullptr.
