@@ -11,8 +11,11 @@ at least the host's cost of launching it (``launch_us``):
   tile's ``2 tile_m tile_n k`` FLOPs at the per-SM share of the best large-GEMM
   throughput (``peak x gemm_efficiency``, measured by maximum-achievable-matmul
   benchmarks; FP8 GEMMs ``fp8_tflops x fp8_efficiency``). The result is bounded
-  below by its memory traffic at the element-wise rate (below). A user table of measured GEMMs
-  (:mod:`.gemm_table`) replaces this model where given.
+  below by its memory traffic at the element-wise rate (below). A table of measured GEMMs
+  (:mod:`.gemm_table`; the Hopper presets ship one measured on an H200) replaces this
+  model for the precisions it holds, still bounded below by the traffic on the part at
+  hand (a table measured on an H200 times an H100's memory-bound products at the H100's
+  rate).
 * **ATTENTION** (FlashAttention-2, Dao 2023): the FLOPs the kernel executes,
   counted as FlashAttention's benchmark counts them (forward two ``s x s x d``
   products per head, half of them for a causal mask; backward 2.5x the
@@ -45,6 +48,7 @@ from astra_core.workload.generators.ops import (
     LAYERNORM_BWD,
     STREAM,
     Op,
+    training_pass,
 )
 
 __all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns", "memory_rate"]
@@ -85,9 +89,24 @@ def gemm_ns(gpu, batch: float, m: float, n: float, k: float, precision: str = "b
         compute = waves * gpu.sms * 2.0 * tile_m * tile_n * k / rate
     else:
         compute = 2.0 * batch * m * n * k / rate
+    return max(compute, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
+
+
+def _gemm_traffic_ns(gpu, batch: float, m: float, n: float, k: float, precision: str) -> float:
+    """Time [ns] to read both inputs and write the output once at the element-wise rate."""
     element = 1 if precision == "fp8" else 2
-    memory = element * batch * (m * k + k * n + m * n) / memory_rate(gpu, ELEMENTWISE)
-    return max(compute, memory)
+    return element * batch * (m * k + k * n + m * n) / memory_rate(gpu, ELEMENTWISE)
+
+
+def _gemm_op_ns(gpu, op: Op, precision: str) -> float:
+    """A GEMM kernel's time: measured (``gpu.gemm_table``, in the op's training pass), but
+    no less than its traffic on this part, else the GEMM model."""
+    batch, m, n, k = cast("tuple[float, float, float, float]", op.shape)
+    if gpu.gemm_table is not None:
+        measured = load_gemm_table(gpu.gemm_table).time_ns(batch, m, n, k, precision, training_pass(op.name))
+        if measured is not None:
+            return max(measured, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
+    return gemm_ns(gpu, batch, m, n, k, precision)
 
 
 def memory_rate(gpu, kernel: str) -> float:
@@ -136,12 +155,7 @@ def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
     the GPU runs them back to back, so launches hide behind longer kernels.
     """
     if op.kind == GEMM:
-        table = load_gemm_table(gpu.gemm_table) if gpu.gemm_table is not None else None
-        ns = (
-            table.time_ns(*op.shape)
-            if table is not None
-            else gemm_ns(gpu, *cast("tuple[float, float, float, float]", op.shape), precision)
-        )
+        ns = _gemm_op_ns(gpu, op, precision)
     elif op.kind == ATTENTION:
         ns = _attention_ns(gpu, op)
     else:

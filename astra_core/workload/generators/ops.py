@@ -69,6 +69,7 @@ __all__ = [
     "mtp_input_ops",
     "moe_ops",
     "optimizer_ops",
+    "training_pass",
 ]
 
 #: Bytes per element of activations, weights and gradients (FP16/BF16).
@@ -480,6 +481,11 @@ def _gemm_pass(name: str) -> tuple[str, str]:
         if name.endswith(suffix):
             return name[: -len(suffix)], suffix[1:]
     return name, ""
+
+
+def training_pass(name: str) -> str:
+    """The training pass of the GEMM called ``name``: ``fprop``, ``dgrad`` or ``wgrad``."""
+    return _gemm_pass(name)[1] or "fprop"
 
 
 def kernel_precision(op: Op, precision: str) -> str:
