@@ -1,7 +1,25 @@
 """GPU presets: the compute model's constants and the NVLink facts NCCL needs, each with its source.
 
-A preset holds the vendor's peak numbers (datasheets) and what published
-kernel benchmarks reached on the part:
+Hopper (H100, H200): kernels measured on one H200 SXM with ``scripts/measure_kernels.py``
+(PyTorch 2.11, CUDA 13.0, cuDNN 9.19; the raw figures in ``measured/h200_kernels.json``).
+The H100 has the H200's SMs, clocks and 700 W limit, so it takes the compute-bound
+measurements as they are and the memory-bound ones as fractions of its own HBM peak:
+
+* GEMMs: a table of cuBLAS BF16 and FP8 products (``measured/h200_gemm.csv``, see
+  :mod:`astra_core.workload.generators.gemm_table`) on a grid of shapes and at the
+  shapes of the validation suite's Hopper runs, timed at the clocks the part sustains
+  under GEMM load (1.3-1.7 GHz at 640-690 W, after 20 s of products): a 16,384^3 BF16
+  product ran at 702 TFLOP/s, FP8 at 1,291 (the MAMF figures below, 794.5 and 1,453.4,
+  are short bursts). A shape measured twice, minutes apart, agreed within 4 % (standard
+  deviation of the ratio over 229 shapes).
+* Element-wise kernels (add, mul, SiLU, row gather, FP8 cast, 2^28 elements): 0.826 of
+  HBM peak (geometric mean); layer norm 0.507 forward, 0.517 backward; the fused
+  multi-tensor Adam (the ``stream`` kind) 0.696.
+* Attention: cuDNN's fused kernel (what Transformer Engine runs on Hopper and
+  Megatron-core's default ``attention_backend=auto`` picks) at head dims 64, 128 and 192,
+  causal and not, sequences 1K-16K.
+
+Other parts, from published measurements:
 
 * GEMMs: the *maximum achievable matmul FLOPS* (MAMF) of
   ``mamf-finder.py``, a brute-force shape search over ``torch.matmul``
@@ -15,38 +33,37 @@ kernel benchmarks reached on the part:
   polaris/02_profiling.md; BabelStream 5.0 Triad on A100 SXM4 80 GB,
   1724.8 GB/s, EPCC Tursa benchmark README; device-to-device copy on H100 SXM
   80 GB HBM3, 2903 GB/s, Voltage Park / Georgia Tech H100 benchmark suite).
-  No H200, B200 or GB200 HBM measurement was found: they take H100's fraction of peak.
-* Framework kernels (element-wise, softmax, dropout, memory-bound GEMMs):
+  No B200 or GB200 HBM measurement was found: they take that H100 fraction of peak.
+* Framework kernels (element-wise, softmax, dropout, memory-bound GEMMs) on A100:
   PyTorch's standard attention of GPT-2 medium (sequence 1024, 16 heads of
   64, batch 64) moved 40.3 GB to and from HBM in 41.7 ms forward + backward on
   an A100 40 GB (Dao et al., "FlashAttention", NeurIPS 2022, Figure 2): 0.966
-  TB/s, 0.621 of its 1,555 GB/s. Later parts take the same fraction (no
+  TB/s, 0.621 of its 1,555 GB/s. Blackwell parts take the same fraction (no
   measurement found).
 * Layer norm: the Apex fused layer norm that Megatron-LM copied in 2021
   (megatron/fused_kernels/layer_norm_cuda_kernel.cu) ran at 895.8 GB/s
   forward and 572.2 GB/s backward on GA100 (NVIDIA/apex PR #1037, batch 32 x
-  512); A100 presets use these rates, later parts the element-wise rate.
+  512); A100 presets use these rates, Blackwell the element-wise rate.
 * Attention: the fused kernel Megatron-core runs. On A100, FlashAttention-2's
   forward + backward TFLOP/s by sequence length, head dimension and mask, read from
   Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png (commit
   4f285b35; hidden 2048, batch 16k / seqlen, FLOPs counted as in its benchmark
-  script: forward 4 b s^2 h d, halved when causal, backward 2.5x). On Hopper and
-  Blackwell Transformer Engine prefers cuDNN's fused attention
+  script: forward 4 b s^2 h d, halved when causal, backward 2.5x). On Blackwell
+  Transformer Engine prefers cuDNN's fused attention
   (``get_attention_backend``: "Disabling FlashAttention to give FusedAttention
-  preference on Hopper+", TE v2.9, the release Megatron-Bridge 25.11 pins), and
-  Megatron-core's default ``attention_backend=auto`` leaves the choice to it. Its
+  preference on Hopper+", TE v2.9, the release Megatron-Bridge 25.11 pins). Its
   BF16 rates at head dim 128, forward and backward by sequence length, counted the
-  same way, from NVIDIA/cudnn-frontend's benchmark results: H200 with cuDNN 9.1
-  at 1,980 MHz, causal and not (benchmark/benchmark_results.csv, commit 505fcfeb;
-  H100 and H200 share SMs and clocks, attention is compute-bound); B200 with
-  cuDNN 9.13, GB200 with cuDNN 9.17 and GB300, causal, 128 query and 8 key/value
+  same way, from NVIDIA/cudnn-frontend's benchmark results: B200 with cuDNN 9.13,
+  GB200 with cuDNN 9.17 and GB300, causal, 128 query and 8 key/value
   heads (benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_*.csv,
   commits bb37575d and d48a60eb; B200's and GB300's shorter sequences, timed one
   call at a time, are left out: their launch dominates). A sequence past a table's
   ends takes the end value.
 * Launch: ``cudaLaunchKernel`` took 3.50 us on average on an A100 node
   (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
-  on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell.
+  on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell
+  (on the H200's host a PyTorch eager launch cost 9.1 us; a kernel replayed from a
+  CUDA graph 0.9 us of device time).
 * SMs: 108 (A100), 132 (H100, H200), 148 (B200, Chips and Cheese, "Nvidia's
   B200: Keeping the CUDA Juggernaut Rolling"; GB200 and GB300 the same die).
 * GB200 and GB300: the Blackwell GPU of the GB200 / GB300 NVL72 racks, run at
@@ -76,6 +93,7 @@ Units: GB/s with 1 GB = 1e9 bytes (NCCL's and the vendors' unit).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from astra_core.errors import ConfigError
@@ -176,22 +194,36 @@ def _cudnn_rows(causal: bool, head_dim: int, points: tuple) -> tuple:
     return tuple((causal, head_dim, s, 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
 
 
+#: Measured on one H200 SXM (``measured/h200_kernels.json``, ``scripts/measure_kernels.py``:
+#: PyTorch 2.11, CUDA 13.0, cuDNN 9.19, 2026-11-30). Hopper parts share these (the H100 has the
+#: H200's SMs and clocks; memory-bound rates are fractions of each part's HBM peak).
+_H200_GBPS = 4800.0
+#: cuBLAS GEMMs, BF16 and FP8, on a grid of shapes (128 to 32,768 on each axis) and at the
+#: shapes of the validation suite's Hopper runs, timed after 20 s of GEMMs (sustained clocks).
+_HOPPER_GEMMS = str(Path(__file__).with_name("measured") / "h200_gemm.csv")
+#: PyTorch's element-wise kernels (add, mul, SiLU, row gather, FP8 cast) over 2^28 elements:
+#: geometric mean 3,965 GB/s.
+_HOPPER_ELEMENTWISE = 3965.0 / _H200_GBPS
+#: PyTorch's fused layer norm forward / backward over 2^28 elements (rows of 8,192): 2,434.2
+#: and 2,480.4 GB/s.
+_HOPPER_LAYERNORM = (2434.2 / _H200_GBPS, 2480.4 / _H200_GBPS)
+#: PyTorch's fused (multi-tensor) Adam over 2^26 FP32 parameters, 28 bytes each: 3,339.9 GB/s.
+_HOPPER_STREAM = 3339.9 / _H200_GBPS
 #: cuDNN fused attention (Transformer Engine's FusedAttention, what Megatron-core runs on
-#: Hopper and Blackwell), BF16, head dim 128, forward / backward TFLOP/s by sequence
-#: length, from NVIDIA/cudnn-frontend's benchmark results (see the module docstring).
-_CUDNN_H100 = _cudnn_rows(
-    False,
-    128,
-    (
-        (512, 501, 351),
-        (4096, 654, 517),
-        (8192, 669, 530),
-        (16384, 642, 538),
-        (32768, 613, 536),
-        (65536, 602, 535),
-    ),
-) + _cudnn_rows(
-    True, 128, ((4096, 542, 444), (8192, 573, 464), (16384, 587, 498), (32768, 577, 500), (65536, 567, 504))
+#: Hopper) through ``scaled_dot_product_attention``, BF16, 16 heads, 16,384 tokens per call,
+#: forward + backward TFLOP/s counted as FlashAttention's benchmark counts them.
+#: NVIDIA/cudnn-frontend's published H200 rates (cuDNN 9.1, head dim 128) are 7-15 % lower.
+_CUDNN_HOPPER = tuple(
+    (causal, dim, seq, tflops)
+    for causal, dim, curve in (
+        (True, 64, (255, 323, 379, 415, 448)),
+        (False, 64, (360, 421, 452, 468, 479)),
+        (True, 128, (338, 438, 511, 553, 599)),
+        (False, 128, (485, 558, 596, 614, 601)),
+        (True, 192, (259, 330, 374, 406, 379)),
+        (False, 192, (315, 369, 416, 425, 365)),
+    )
+    for seq, tflops in zip((1024, 2048, 4096, 8192, 16384), curve)
 )
 _CUDNN_B200 = _cudnn_rows(
     True,
@@ -251,14 +283,16 @@ _H100_SPEC = GPUSpec(
     fp8_tflops=1979.0,
     gemm_efficiency=794.5 / 989.0,
     fp8_efficiency=1402.6 / 1979.0,
-    memory_efficiency=2903.0 / 3350.0,
-    elementwise_efficiency=_ELEMENTWISE,
-    attention_tflops=_CUDNN_H100,
+    memory_efficiency=_HOPPER_STREAM,
+    elementwise_efficiency=_HOPPER_ELEMENTWISE,
+    layernorm_gbps=tuple(round(f * 3350.0, 1) for f in _HOPPER_LAYERNORM),
+    attention_tflops=_CUDNN_HOPPER,
     launch_us=3.0,
+    gemm_table=_HOPPER_GEMMS,
     source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
-    f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; D2D copy 2903 GB/s (Voltage Park); "
-    "cuDNN 9.1 attention (cudnn-frontend, H200); cuLaunchKernel 3.0 us (tritonbench #1017); A100's "
-    "framework-kernel fraction",
+    f"{_MAMF} BF16 794.5, FP8 1402.6 TFLOPS; GEMMs, attention, element-wise, layer-norm and "
+    "Adam kernels measured on an H200 (measured/h200_kernels.json); cuLaunchKernel 3.0 us "
+    "(tritonbench #1017)",
     **_NVLINK4,
     nvlink_source="NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
 )
@@ -327,13 +361,13 @@ GPUS: dict[str, GPUSpec] = {
         replace(
             _H100_SPEC,
             name="H200",
-            memory_gbps=4800.0,
+            memory_gbps=_H200_GBPS,
             memory_gb=141.0,
             fp8_efficiency=1453.4 / 1979.0,
+            layernorm_gbps=tuple(round(f * _H200_GBPS, 1) for f in _HOPPER_LAYERNORM),
             source="NVIDIA H200 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3e 4.8 TB/s, "
-            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; cuDNN 9.1 attention (cudnn-frontend); "
-            "H100's HBM efficiency; "
-            "A100's framework-kernel fraction",
+            f"141 GB; {_MAMF} BF16 as H100, FP8 1453.4 TFLOPS; GEMMs, attention, element-wise, "
+            "layer-norm and Adam kernels measured on an H200 (measured/h200_kernels.json)",
             nvlink_source="NVIDIA H200 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
         ),
         GPUSpec(
