@@ -57,27 +57,28 @@ class Budget:
         return time.monotonic() > self.end
 
 
-def _events():
+def events():
+    """A pair of timing CUDA events."""
     return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
-def eager_ms(fn, min_ms: float = 20.0, max_reps: int = 50) -> float:
-    """Mean device time [ms] of ``fn`` run back to back (for kernels of 100 us or more)."""
-    fn()
-    torch.cuda.synchronize()
-    start, end = _events()
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    first = start.elapsed_time(end)
-    reps = max(3, min(max_reps, int(min_ms / max(first, 1e-3))))
+def per_call_ms(fn, reps: int) -> float:
+    """Mean device time [ms] of ``reps`` calls of ``fn`` issued back to back."""
+    start, end = events()
     start.record()
     for _ in range(reps):
         fn()
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / reps
+
+
+def eager_ms(fn, min_ms: float = 20.0, max_reps: int = 50) -> float:
+    """Mean device time [ms] of ``fn`` run back to back (for kernels of 100 us or more)."""
+    fn()
+    torch.cuda.synchronize()
+    first = per_call_ms(fn, 1)
+    return per_call_ms(fn, max(3, min(max_reps, int(min_ms / max(first, 1e-3)))))
 
 
 def graph_ms(fn, min_ms: float = 20.0, max_reps: int = 400) -> float:
@@ -101,7 +102,7 @@ def graph_ms(fn, min_ms: float = 20.0, max_reps: int = 400) -> float:
         return eager_ms(fn, min_ms, max_reps)
     graph.replay()
     torch.cuda.synchronize()
-    start, end = _events()
+    start, end = events()
     start.record()
     graph.replay()
     end.record()

@@ -28,6 +28,7 @@ import sys
 import time
 
 import torch
+from measure_kernels import events, per_call_ms  # this folder's (the script runs from it)
 
 COPY_SOURCE = r"""
 extern "C" __global__ void copy_loop(const float4* __restrict__ src, float4* __restrict__ dst,
@@ -61,20 +62,6 @@ def gemm(m: int, n: int, k: int, precision: str):
         return lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16, use_fast_accum=True)
     bt = b.t()
     return lambda: torch.matmul(a, bt)
-
-
-def events():
-    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-
-def per_call_ms(fn, reps: int) -> float:
-    start, end = events()
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 class Copy:
