@@ -11,6 +11,8 @@ GEMM on the part at hand, three ways:
   each holding a whole SM (200 KiB of shared memory), runs through the GEMMs: the
   GEMM's time per product beside it, and the copy's bandwidth beside and alone.
 * ``shared``: the same with no shared memory, so the GEMM's blocks may share SMs with it.
+* ``paused``: the resident copy with a pause after each thread's 16 bytes, moving tens of
+  GB/s (a transfer over a network) rather than an HBM-bound stream.
 * ``carveout``: cuBLAS told to leave ``C`` SMs free
   (``torch._C._set_sm_carveout_experimental``), nothing beside it.
 
@@ -32,12 +34,13 @@ from measure_kernels import events, per_call_ms  # this folder's (the script run
 
 COPY_SOURCE = r"""
 extern "C" __global__ void copy_loop(const float4* __restrict__ src, float4* __restrict__ dst,
-                                     long long n, int rounds) {
+                                     long long n, int rounds, unsigned pause_ns) {
     extern __shared__ float4 hold[];  // reserves the SM, unused
     long long stride = (long long)gridDim.x * blockDim.x;
     for (int r = 0; r < rounds; ++r) {
         for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
             dst[i] = src[i];
+            if (pause_ns) __nanosleep(pause_ns);  // a slower transfer on the same SMs
         }
     }
     if (n < 0) hold[threadIdx.x] = dst[0];
@@ -50,6 +53,9 @@ SHAPES = (
     (2048, 4096, 4096, "bf16"),
 )
 BLOCKS = (8, 16, 24, 32, 64)
+#: Pauses [ns] after each 16-byte copy of a thread: transfers at NCCL's rates over a network
+#: (tens of GB/s) on the same SMs.
+PAUSES = (500, 2000, 8000)
 HOLD_BYTES = 200 * 1024
 
 
@@ -78,44 +84,51 @@ class Copy:
         self.dst = cupy.empty_like(self.src)
         self.stream = torch.cuda.Stream()
 
-    def launch(self, blocks: int, rounds: int, hold: bool) -> None:
+    def elements(self, pause_ns: int) -> int:
+        """float4 elements a round copies: 32 MiB of them when paused (a slow round)."""
+        return self.n if not pause_ns else (1 << 25) // 16
+
+    def launch(self, blocks: int, rounds: int, hold: bool, pause_ns: int = 0) -> None:
         with self.cupy.cuda.ExternalStream(self.stream.cuda_stream):
+            args = (self.src, self.dst, self.cupy.int64(self.elements(pause_ns)), self.cupy.int32(rounds))
             self.kernel(
                 (blocks,),
                 (512,),
-                (self.src, self.dst, self.cupy.int64(self.n), self.cupy.int32(rounds)),
+                (*args, self.cupy.uint32(pause_ns)),
                 shared_mem=HOLD_BYTES if hold else 0,
             )
 
-    def alone_ms(self, blocks: int, hold: bool) -> float:
+    def alone_ms(self, blocks: int, hold: bool, pause_ns: int = 0) -> float:
         start, end = events()
         start.record(self.stream)
-        self.launch(blocks, 1, hold)
+        self.launch(blocks, 1, hold, pause_ns)
         end.record(self.stream)
         end.synchronize()
         return start.elapsed_time(end)
 
 
-def beside(copy: Copy, fn, blocks: int, hold: bool, alone_gemm_ms: float) -> dict:
+def beside(copy: Copy, fn, blocks: int, hold: bool, alone_gemm_ms: float, pause_ns: int = 0) -> dict:
     """The GEMM's time per call while the copy runs (the copy sized to outlast them)."""
-    one_round = copy.alone_ms(blocks, hold)
+    one_round = copy.alone_ms(blocks, hold, pause_ns)
     reps = max(5, int(200.0 / alone_gemm_ms))
     rounds = max(2, int(3.0 * reps * alone_gemm_ms / one_round) + 2)
     start, end = events()
     start.record(copy.stream)
-    copy.launch(blocks, rounds, hold)
+    copy.launch(blocks, rounds, hold, pause_ns)
     end.record(copy.stream)
     time.sleep(0.002)  # let the copy's blocks take their SMs first
     ms = per_call_ms(fn, reps)
     end.synchronize()
     copy_ms = start.elapsed_time(end)
+    moved = 2 * copy.elements(pause_ns) * 16  # bytes a round reads and writes
     return {
         "blocks": blocks,
         "hold_sm": hold,
+        "pause_ns": pause_ns,
         "gemm_ms": ms,
         "slowdown": ms / alone_gemm_ms,
-        "copy_gbps_alone": 2 * copy.n * 16 / one_round / 1e6,
-        "copy_gbps_beside": 2 * copy.n * 16 * rounds / copy_ms / 1e6,
+        "copy_gbps_alone": moved / one_round / 1e6,
+        "copy_gbps_beside": moved * rounds / copy_ms / 1e6,
         "copy_outlasted_gemms": copy_ms > reps * ms,
     }
 
@@ -141,6 +154,11 @@ def measure_contention(out: dict) -> None:
                     row["beside"].append(beside(copy, fn, blocks, hold, alone))
                 except Exception as exc:  # noqa: BLE001 - a failed case is recorded, the others run
                     row["beside"].append({"blocks": blocks, "hold_sm": hold, "error": repr(exc)[:300]})
+            for pause_ns in PAUSES if precision == "fp8" or m == n == k == 8192 else ():
+                try:
+                    row["beside"].append(beside(copy, fn, blocks, True, alone, pause_ns))
+                except Exception as exc:  # noqa: BLE001
+                    row["beside"].append({"blocks": blocks, "pause_ns": pause_ns, "error": repr(exc)[:300]})
             try:
                 torch._C._set_sm_carveout_experimental(blocks)
                 fn()
