@@ -129,7 +129,10 @@ class GPUSpec:
     ``nccl_nvlink_gbps``, what NCCL's topology assumes one link sustains
     (``SM*_NVLINK_BW``); ``nvls``, its HGX/DGX baseboard's NVSwitches reduce and
     multicast (NVLink SHARP, which NCCL uses from SM 90 on, ``NCCL_NVLS_ENABLE``);
-    ``nvlink_source``, where those numbers are from.
+    ``nvlink_source``, where those numbers are from. ``nccl_compute_slowdown``: rows
+    ``(sms, factor)``, how much longer a GEMM takes beside a communication kernel that
+    holds ``sms`` SMs, measured (empty: not measured, no slowdown;
+    :mod:`astra_core.system.contention`).
     """
 
     name: str
@@ -154,10 +157,12 @@ class GPUSpec:
     nccl_nvlink_gbps: float = 0.0
     nvls: bool = False
     nvlink_source: str = ""
+    nccl_compute_slowdown: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
         object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
+        object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
     @property
     def nvlink_efficiency(self) -> float:
@@ -209,6 +214,12 @@ _HOPPER_ELEMENTWISE = 3965.0 / _H200_GBPS
 _HOPPER_LAYERNORM = (2434.2 / _H200_GBPS, 2480.4 / _H200_GBPS)
 #: PyTorch's fused (multi-tensor) Adam over 2^26 FP32 parameters, 28 bytes each: 3,339.9 GB/s.
 _HOPPER_STREAM = 3339.9 / _H200_GBPS
+#: A GEMM beside a kernel of 512-thread blocks that each hold an SM and copy about 20 GB/s
+#: (NCCL's rate per channel inside an NVLink node): the time with 8, 16, 24 and 32 such
+#: blocks over the time alone, the mean of an 8,192^3 BF16 and an 8,192 x 28,672 x 4,096 FP8
+#: product (``measured/h200_overlap.json``, ``pause_ns`` 500: 1.147 / 1.086, 1.246 / 1.202,
+#: 1.234 / 1.191, 1.365 / 1.340).
+_HOPPER_COMM_SLOWDOWN = ((8, 1.117), (16, 1.224), (24, 1.213), (32, 1.353))
 #: cuDNN fused attention (Transformer Engine's FusedAttention, what Megatron-core runs on
 #: Hopper) through ``scaled_dot_product_attention``, BF16, 16 heads, 16,384 tokens per call,
 #: forward + backward TFLOP/s counted as FlashAttention's benchmark counts them.
@@ -295,6 +306,7 @@ _H100_SPEC = GPUSpec(
     "(tritonbench #1017)",
     **_NVLINK4,
     nvlink_source="NVIDIA H100 datasheet (NVLink 4: 18 links, 900 GB/s); NCCL topo.h SM90_NVLINK_BW",
+    nccl_compute_slowdown=_HOPPER_COMM_SLOWDOWN,
 )
 
 _GB200_SPEC = GPUSpec(

@@ -10,6 +10,8 @@ Timing of each node type:
 
 * COMP: ``duration_micros`` (at least 1 ns), or with ``roofline-enabled`` and
   a GPU node ``num_ops / min(local-mem-bw * num_ops / tensor_size, peak-perf)``;
+  a GPU node runs slower while the rank's NCCL collectives are in flight, where
+  the NCCL model's GPU was measured so (:mod:`.contention`);
   a communication node marked ``is_cpu_op`` (PyTorch's host-side ``c10d::``
   call that launches the GPU kernel) replays its duration on the CPU like any
   CPU op (upstream aborts: "Comm node should not be on CPU");
@@ -30,10 +32,12 @@ from __future__ import annotations
 
 import json
 from array import array
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
 from astra_core.errors import TraceError
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
+from astra_core.system.contention import ComputeContention
 from astra_core.system.rank import CommGroup, RankSystem
 from astra_core.system.records import NodeRecords
 from astra_core.workload.chakra import ETNode
@@ -187,6 +191,9 @@ class RankEngine:
         # made on first use: a job of 8,192 ranks has thousands of groups, and one
         # CommGroup of each for every rank took more memory than the machine had.
         self.groups: dict[str, CommGroup] = {}
+        # GPU compute slowed beside the NCCL model's collectives, where its GPU was measured
+        rows = context.nccl.gpu.nccl_compute_slowdown if context.nccl is not None else ()
+        self.contention = ComputeContention(rows, self.sys.register_event, self.sys.now) if rows else None
 
     # -- issuing --------------------------------------------------------------
     def start(self) -> None:
@@ -271,9 +278,17 @@ class RankEngine:
             runtime = node.duration_micros * 1000 if node.duration_micros else 1
         if node.is_cpu_op:
             self.cpu_compute_ns += runtime
+        elif self.contention is not None:
+            self.contention.compute(runtime, partial(self._computed, pos))
+            return
         else:
             self.gpu_compute_ns += runtime
         self.sys.register_event(runtime, self.complete, pos)
+
+    def _computed(self, pos: int, elapsed_ns: float) -> None:
+        """A GPU compute node done after ``elapsed_ns``, slowed where communication ran beside it."""
+        self.gpu_compute_ns += round(elapsed_ns)
+        self.complete(pos)
 
     def _issue_collective(self, pos: int, node: ETNode) -> None:
         comm_type = _COLLECTIVES.get(node.comm_type)
@@ -296,7 +311,17 @@ class RankEngine:
         dataset = self.sys.generate_collective(
             comm_type, node.comm_size, node.involved_dim, group, node=node, trace=self._trace_name()
         )
-        dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
+        contention, choice = self.contention, dataset.nccl_choice
+        if contention is not None and choice is not None:
+            contention.collective_started(pos, choice.channels)
+
+            def finished(_ds, pos=pos, contention=contention) -> None:
+                contention.collective_finished(pos)
+                self.complete(pos)
+
+            dataset.on_finished = finished
+        else:
+            dataset.on_finished = lambda _ds, pos=pos: self.complete(pos)
         self.listener.record_collective(self.rank, node, dataset)
 
     def _group_of(self, node: ETNode) -> CommGroup | None:

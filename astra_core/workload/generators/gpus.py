@@ -22,7 +22,15 @@ __all__ = ["GPUS", "GPUSpec", "load_gpu"]
 _FRACTIONS = ("gemm_efficiency", "fp8_efficiency", "memory_efficiency", "elementwise_efficiency")
 #: A preset's NVLink facts: the NCCL model takes its GPU by name (system.json's
 #: ``nccl.gpu``) from the presets, so a file does not give them.
-_NVLINK_KEYS = ("compcap", "nvlinks", "nvlink_line_gbps", "nccl_nvlink_gbps", "nvls", "nvlink_source")
+_NVLINK_KEYS = (
+    "compcap",
+    "nvlinks",
+    "nvlink_line_gbps",
+    "nccl_nvlink_gbps",
+    "nvls",
+    "nvlink_source",
+    "nccl_compute_slowdown",
+)
 
 
 def load_gpu(spec: str | os.PathLike) -> GPUSpec:
