@@ -18,6 +18,9 @@ measurements as they are and the memory-bound ones as fractions of its own HBM p
 * Attention: cuDNN's fused kernel (what Transformer Engine runs on Hopper and
   Megatron-core's default ``attention_backend=auto`` picks) at head dims 64, 128 and 192,
   causal and not, sequences 1K-16K.
+* Compute beside communication (``scripts/measure_overlap.py``,
+  ``measured/h200_overlap.json``): how much longer a GEMM takes beside a kernel whose
+  thread blocks hold 8 to 32 SMs, as NCCL's channels do (``nccl_compute_slowdown``).
 
 Other parts, from published measurements:
 
