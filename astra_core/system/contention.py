@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
+from typing import cast
 
 __all__ = ["ComputeContention", "slowdown"]
 
@@ -42,6 +43,16 @@ def slowdown(rows: Sequence[tuple[float, float]], sms: float) -> float:
     return f0 + (f1 - f0) * (sms - s0) / (s1 - s0)
 
 
+class _Running:
+    """The compute node in progress: ``done(elapsed_ns)`` when it ends, the work it has
+    left at full speed since ``since_ns``, the token of its planned end."""
+
+    __slots__ = ("done", "work_ns", "since_ns", "started_ns", "token")
+
+    def __init__(self, done: Callable[[float], None], work_ns: float, now: float):
+        self.done, self.work_ns, self.since_ns, self.started_ns, self.token = done, work_ns, now, now, 0
+
+
 class ComputeContention:
     """One rank's running GPU compute node and the communication beside it.
 
@@ -58,15 +69,13 @@ class ComputeContention:
         self._register = register_event
         self._now = now
         self._channels: dict[int, int] = {}  # in-flight collective (engine position) -> channels
-        self._factor = 1.0
-        # [done callback, work left at full speed (ns), since (ns), factor, token, started (ns)]
-        self._running: list | None = None
+        self._factor = 1.0  # the slowdown the channels in flight give
+        self._running: _Running | None = None
         self._token = 0
 
     def compute(self, runtime_ns: float, done: Callable[[float], None]) -> None:
         """Run a compute node of ``runtime_ns`` alone; ``done(elapsed_ns)`` when it ends."""
-        now = self._now()
-        self._running = [done, float(runtime_ns), now, self._factor, 0, now]
+        self._running = _Running(done, float(runtime_ns), self._now())
         self._plan()
 
     def collective_started(self, key: int, channels: int) -> None:
@@ -83,23 +92,23 @@ class ComputeContention:
         if factor == self._factor:
             return
         running = self._running
-        if running is not None:
+        if running is not None:  # the work done at the old pace, the rest at the new
             now = self._now()
-            running[1] = max(0.0, running[1] - (now - running[2]) / running[3])
-            running[2], running[3] = now, factor
-            self._plan()
+            running.work_ns = max(0.0, running.work_ns - (now - running.since_ns) / self._factor)
+            running.since_ns = now
         self._factor = factor
+        if running is not None:
+            self._plan()
 
     def _plan(self) -> None:
-        running = self._running
-        assert running is not None
+        running = cast(_Running, self._running)
         self._token += 1
-        running[4] = self._token
-        self._register(max(0, round(running[1] * running[3])), self._ended, self._token)
+        running.token = self._token
+        self._register(max(0, round(running.work_ns * self._factor)), self._ended, self._token)
 
     def _ended(self, token: int) -> None:
         running = self._running
-        if running is None or running[4] != token:
+        if running is None or running.token != token:
             return  # re-planned since
         self._running = None
-        running[0](self._now() - running[5])
+        running.done(self._now() - running.started_ns)
