@@ -219,7 +219,7 @@ _HOPPER_LAYERNORM = (2434.2 / _H200_GBPS, 2480.4 / _H200_GBPS)
 _HOPPER_STREAM = 3339.9 / _H200_GBPS
 #: A GEMM beside a kernel of 512-thread blocks that each hold an SM and copy about 20 GB/s
 #: (NCCL's rate per channel inside an NVLink node: ring bus bandwidth of ~360 GB/s over 16-24
-#: channels; at 2 GB/s per block the slowdowns were within 3 points of these, so the
+#: channels; at 2 GB/s per block the slowdowns were 0-6 points lower, so the
 #: rate assumed hardly matters): the time with 8, 16, 24 and 32 such
 #: blocks over the time alone, the mean of an 8,192^3 BF16 and an 8,192 x 28,672 x 4,096 FP8
 #: product (``measured/h200_overlap.json``, ``pause_ns`` 500: 1.147 / 1.086, 1.246 / 1.202,
