@@ -24,7 +24,8 @@ from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.models import ModelConfig
-from astra_core.workload.generators.pipeline import interleaved, schedule, stage_layers
+from astra_core.workload.generators.llm_params import stage_params
+from astra_core.workload.generators.pipeline import interleaved, schedule
 from astra_core.workload.generators.token_dispatch import FlexDispatch
 
 if TYPE_CHECKING:
@@ -176,16 +177,6 @@ class StageProgram:
         return self._add(StageNode(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
 
 
-def _layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one rank: sharded matrices / t (routed
-    experts' / ``etp``), norms whole."""
-    dense = model.attention_params_on(t) + model.norm_params()
-    if model.is_moe_layer(layer):
-        dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
-        return dense, model.experts / ep * model.expert_params() / etp
-    return dense + model.dense_mlp_params() / t, 0.0
-
-
 def _gemm_positions(ops: list[O.Op], forward: bool) -> tuple[int, int]:
     """Positions of a dense block's first and last GEMM (backward: data-gradient GEMM)."""
     gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
@@ -275,22 +266,11 @@ class StageBuilder:
         self.s = cfg.sequence_length // self.C  # this rank's tokens of each sequence (context parallelism)
         self.act = self.b * self.s * model.hidden * O.BYTES  # one activation tensor [B]
         self.act_shard = self.act / self.T  # one rank's share of an activation (sequence parallelism)
-        counts = stage_layers(
-            model.layers,
-            self.P,
-            self.V,
-            cfg.first_stage_layers,
-            cfg.last_stage_layers,
-            embedding=cfg.account_for_embedding,
-            loss=cfg.account_for_loss,
-            layout=cfg.pipeline_layout,
-            mtp=cfg.mtp_layers,
-        )
-        self.starts = [sum(counts[:q]) for q in range(len(counts) + 1)]  # first layer of each virtual stage
-        self.layers = [i for v in range(self.V) for i in self.chunk_layers(v)]
+        self.stage_params = stage_params(cfg, p)
+        self.layers = self.stage_params.layers
         self.first, self.last = p == 0, p == self.P - 1
         # multi-token prediction's layers (numbered after the model's), on the last stage
-        self.mtp = range(model.layers, model.layers + cfg.mtp_layers) if self.last else range(0)
+        self.mtp = self.stage_params.mtp
         self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
         self.edp = self.T * self.C * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
@@ -327,29 +307,9 @@ class StageBuilder:
 
     def _init_params(self) -> None:
         """Parameters of this stage's layers, ``params[layer]`` = (dense, expert), and the
-        stage's totals ``dense`` (``edge`` included) and ``expert``."""
-        model, T = self.model, self.T
-        etp = 1 if self.folded else T
-        self.params = {i: _layer_params(model, i, T, self.cfg.ep, etp) for i in self.layers}
-        for i in self.mtp:  # its layer, the projection of 2h to h and the two norms
-            d, e = _layer_params(model, i, T, self.cfg.ep, etp)
-            self.params[i] = (d + 2 * model.hidden * model.hidden / T + 2 * model.hidden, e)
-        dense = sum(v[0] for v in self.params.values())
-        self.expert = sum(v[1] for v in self.params.values())
-        # embedding on the first stage; final norm and output projection on the last (a copy
-        # of the embedding when tied and pipelined, none when tied on one stage; and one
-        # for multi-token prediction when pipelined and not tied)
-        self.edge = 0.0
-        if model.vocab:  # vocab 0: a bare stack of layers, no embedding or head
-            copy = self.mtp and self.P > 1 and not model.tie_embeddings
-            self.edge = (model.vocab * model.hidden / T if self.first else 0.0) + (
-                model.hidden
-                + (model.vocab * model.hidden / T if not model.tie_embeddings or self.P > 1 else 0.0)
-                + (model.vocab * model.hidden / T if copy else 0.0)
-                if self.last
-                else 0.0
-            )
-        self.dense = dense + self.edge
+        stage's totals ``dense`` (``edge`` included) and ``expert`` (:func:`.llm_params.stage_params`)."""
+        sp = self.stage_params
+        self.params, self.edge, self.dense, self.expert = dict(sp.params), sp.edge, sp.dense, sp.expert
 
     def _init_kernels(self) -> None:
         """The kernels of one layer's blocks for one micro-batch (:mod:`.ops`)."""
@@ -408,8 +368,7 @@ class StageBuilder:
 
     def chunk_layers(self, v: int) -> range:
         """Layers of model chunk ``v`` on this stage: virtual stage ``v P + p``."""
-        q = v * self.P + self.p
-        return range(self.starts[q], self.starts[q + 1])
+        return self.stage_params.chunks[v]
 
     def build(self) -> tuple[list[StageNode], float, float]:
         """The stage's nodes, with this rank's dense and expert gradient bytes."""
