@@ -419,6 +419,11 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     help="gradient bucket size [MiB] (default: Megatron's max(40M, 1M x DP) elements)",
 )
 @click.option("--dims", help="network dimension sizes (e.g. 8x8x16): whole-dimension groups use involved_dim")
+@click.option(
+    "--ignore-memory",
+    is_flag=True,
+    help="generate a plan whose peak memory per GPU passes the GPU's HBM (refused otherwise)",
+)
 @click.option("--output", required=True, help="trace prefix: rank r writes PREFIX.r.et")
 @click.option(
     "--comm-groups", type=click.Path(), help="comm-group JSON path (default PREFIX.comm_groups.json)"
@@ -438,13 +443,18 @@ def gen_llm(
     gpu,
     bucket_mb,
     dims,
+    ignore_memory,
     output,
     comm_groups,
     **plan,
 ) -> None:
-    """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs."""
+    """Megatron-style training step of an LLM on DP x TP x PP x CP NPUs.
+
+    Refuses a plan whose peak memory per GPU passes the GPU's HBM (--ignore-memory
+    generates it anyway)."""
     from astra_core.workload.generators.gpus import load_gpu
     from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.llm_memory import check_memory
     from astra_core.workload.generators.models import load_model
 
     sizes = f"dp {dp} x tp {tp} x pp {pp} x cp {cp}"
@@ -470,6 +480,8 @@ def gen_llm(
     )
     with _interruptible(), _writing_progress(dp * tp * pp * cp) as on_written:
         wl = generate_llm(cfg)
+        if not ignore_memory:
+            check_memory(cfg, wl.memory)
         paths, groups = write_llm(wl, output, comm_groups, on_written)
     _say_llm_written(cfg.model, wl, paths, groups, f"{sizes}, ep {ep}", schedule, zero, output)
 
@@ -522,6 +534,9 @@ def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: i
         "(recomputation included); astra run reports MFU and HFU"
     )
     cfg = wl.config
+    from astra_core.workload.generators.llm_memory import memory_line
+
+    click.echo(memory_line([m.peak_bytes for m in wl.memory], cfg.gpu.memory_gb * (1 << 30)))
     if wl.moe_rows:  # unbalanced routing or a capacity
         from astra_core.workload.generators.routing import load_summary
 

@@ -25,6 +25,7 @@ from astra_core.report.breakdown import (
     mean_parts,
 )
 from astra_core.results import RunResult
+from astra_core.workload.generators.llm_memory import memory_line
 
 _MAX_ROWS = 16
 _us = format_us
@@ -111,6 +112,8 @@ def print_summary(result: RunResult, console: Console | None = None, title: str 
             f"{llm['hardware_flops']:.3e} (recomputation included); "
             f"{llm['tflops_per_gpu']:.1f} TFLOP/s per GPU, MFU {llm['mfu']:.1%}, HFU {llm['hfu']:.1%}"
         )
+        if "memory_bytes" in llm:
+            console.print(memory_line(llm["memory_bytes"], llm["hbm_bytes"]))
     if result.symmetric:
         folded = (
             f"; {result.folded:,} NCCL collectives whose members play different parts (a tree's root and leaves) "

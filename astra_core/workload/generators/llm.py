@@ -56,6 +56,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import PRECISIONS
 from astra_core.workload.generators.layout import Layout, experts_folded
+from astra_core.workload.generators.llm_memory import StageMemory, stage_memory
 from astra_core.workload.generators.llm_size import check_plan, check_values
 from astra_core.workload.generators.llm_stage import CP_TAG, TP_TAG, StageBuilder, StageNode
 from astra_core.workload.generators.models import ModelConfig
@@ -289,7 +290,8 @@ class LLMWorkload:
     ``moe_rows``: per MoE layer, the assignment rows every rank sends each
     expert-parallel index under unbalanced routing or a capacity, ``moe_assigned`` the
     rows each rank routes (:func:`.routing.rows_by_layer`; empty when balanced and
-    dropless).
+    dropless). ``memory``: each pipeline stage's peak memory per rank
+    (:func:`.llm_memory.stage_memory`).
     """
 
     config: LLMConfig
@@ -301,6 +303,7 @@ class LLMWorkload:
     model_flops: dict[int, float] = field(default_factory=dict)
     moe_rows: dict[int, Any] = field(default_factory=dict)
     moe_assigned: float = 0.0
+    memory: list[StageMemory] = field(default_factory=list)
 
     def stage_of(self, rank: int) -> int:
         return self.layout.coords(rank)[2]
@@ -694,6 +697,7 @@ def generate_llm(cfg: LLMConfig) -> LLMWorkload:
         model_flops.append(sum(n.flops for n in nodes if n.name != "optimizer" and not n.recompute))
     check_values(cfg, stages)
     wl = LLMWorkload(cfg, layout, mb, stages, moe_rows=moe_rows, moe_assigned=moe_assigned)
+    wl.memory = stage_memory(cfg, mb)
     for rank in range(layout.npus):
         p = layout.coords(rank)[2]
         wl.dp_grad_bytes[rank] = grads[p]

@@ -23,7 +23,6 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
-from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.llm_params import stage_params
 from astra_core.workload.generators.pipeline import interleaved, schedule
 from astra_core.workload.generators.token_dispatch import FlexDispatch
