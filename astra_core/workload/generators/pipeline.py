@@ -63,8 +63,10 @@ def schedule(kind: str, stages: int, stage: int, microbatches: int) -> list[tupl
 def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list[tuple[str, int, int]]:
     """Interleaved 1F1B passes of ``stage``: ``("F" | "B", micro-batch, chunk)`` in order.
 
-    Raises ValueError unless the micro-batches are a multiple of the stages
-    (Megatron-LM's requirement for this schedule).
+    Warm-up as Megatron-core's ``get_pp_rank_microbatches`` counts it, also when the
+    micro-batches equal the stages (where Megatron-LM before its tunable schedule of
+    2024 ran every forward pass first). Raises ValueError unless the micro-batches are
+    a multiple of the stages (Megatron-LM's requirement for this schedule).
     """
     if not 0 <= stage < stages or microbatches < 1 or chunks < 1:
         raise ValueError(f"stage {stage} of {stages} with {microbatches} micro-batches, {chunks} chunks")
@@ -82,10 +84,7 @@ def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list
             chunk = chunks - 1 - chunk
         return kind, (k // group) * stages + k % stages, chunk
 
-    if microbatches == stages:
-        warmup = total
-    else:
-        warmup = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    warmup = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
     order = [pass_of("F", k) for k in range(warmup)]
     for i in range(total - warmup):
         order += [pass_of("F", warmup + i), pass_of("B", i)]
