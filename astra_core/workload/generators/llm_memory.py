@@ -35,8 +35,13 @@ recomputation the recomputed layer's activations), the loss's 16-bit logits besi
 FP32 copy on the last stage, and ZeRO 3's gathered weights of two layers (the layer and the
 one prefetched).
 
-Not counted: CUDA context, cuBLAS/cuDNN workspaces and NCCL's buffers (outside PyTorch's
-allocator), the allocator's fragmentation, and tensors smaller than one per token
+**Workspaces**: the cuBLAS workspaces PyTorch's allocator holds: PyTorch's own, one per
+stream (``aten/src/ATen/cuda/CublasHandlePool.cpp``: 32 MiB on compute capability 9.0,
+2 x 4 MiB + 8 x 16 KiB elsewhere), Transformer Engine's (``get_cublas_workspace_size_bytes``:
+32 MiB from compute capability 9.0, 4 MiB before) and, for MoE's grouped GEMMs, its four
+multi-stream ones (``get_num_cublas_streams``).
+
+Not counted: CUDA context and NCCL's buffers (outside PyTorch's allocator), the allocator's fragmentation, and tensors smaller than one per token
 (norm statistics, routing indices, RNG states).
 """
 
@@ -60,9 +65,12 @@ __all__ = [
     "layer_activation_bytes",
     "memory_line",
     "stage_memory",
+    "workspace_bytes",
 ]
 
 GiB = float(1 << 30)
+MiB = float(1 << 20)
+KiB = 1024.0
 #: Adam's FP32 master weights and its two moments [bytes per parameter] (Megatron-core
 #: distributed-optimizer guide; ZeRO paper section 3.1: "K = 12").
 ADAM_STATE_BYTES = 12
@@ -87,6 +95,7 @@ class StageMemory:
     activations_bytes: float
     transient_bytes: float
     in_flight: int
+    workspace_bytes: float = 0.0
 
     @property
     def state_bytes(self) -> float:
@@ -96,10 +105,19 @@ class StageMemory:
     @property
     def peak_bytes(self) -> float:
         """Everything the allocator holds at the peak."""
-        return self.state_bytes + self.activations_bytes + self.transient_bytes
+        return self.state_bytes + self.workspace_bytes + self.activations_bytes + self.transient_bytes
 
     def as_dict(self) -> dict:
         return {**asdict(self), "peak_bytes": self.peak_bytes}
+
+
+def workspace_bytes(cfg: LLMConfig) -> float:
+    """cuBLAS workspaces in PyTorch's allocator [bytes] (module docstring): PyTorch's on the
+    compute stream, Transformer Engine's, and its four grouped-GEMM ones under MoE."""
+    compcap = cfg.gpu.compcap
+    torch_ws = 32 * MiB if compcap == 90 else 8 * MiB + 128 * KiB
+    te_ws = 32 * MiB if compcap >= 90 else 4 * MiB
+    return torch_ws + te_ws * (5 if cfg.model.experts else 1)
 
 
 def _fp8_weight_bytes(cfg: LLMConfig) -> float:
@@ -337,7 +355,9 @@ def stage_memory(cfg: LLMConfig, microbatches: int) -> list[StageMemory]:
         weights, grads, optimizer, gather = _state_bytes(cfg, sp)
         activations, in_flight = _peak_in_flight(cfg, p, microbatches, _chunk_bytes(cfg, sp, p))
         transient = _transient_bytes(cfg, sp, p == cfg.pp - 1) + gather
-        out.append(StageMemory(p, weights, grads, optimizer, activations, transient, in_flight))
+        out.append(
+            StageMemory(p, weights, grads, optimizer, activations, transient, in_flight, workspace_bytes(cfg))
+        )
     return out
 
 
