@@ -232,8 +232,12 @@ def _dense_mlp_bytes(cfg: LLMConfig) -> float:
 def _moe_bytes(cfg: LLMConfig) -> float:
     """The MoE block's saved tensors for one micro-batch on one rank [bytes]: the norm,
     the router's scores, the permuted rows through the experts (balanced routing; padded
-    to capacity where asked) and the expert outputs the unpermute keeps for the routing
-    probabilities' gradient, the shared experts."""
+    to capacity where asked) with their routing probabilities, the shared experts.
+
+    The experts apply the probabilities in their activation (a weighted SwiGLU) and the
+    unpermute is a plain scatter, so the experts' outputs are not kept (Megatron-core's
+    memory-efficient token permutation, 2025: ``experts.py`` passes ``permuted_probs`` to
+    ``weighted_bias_swiglu_impl``)."""
     m = cfg.model
     tok, t, split, gin = _dims(cfg)
     h = m.hidden
@@ -252,7 +256,7 @@ def _moe_bytes(cfg: LLMConfig) -> float:
     total += 2 * gathered * gates * m.expert_ffn_hidden / etp
     if not _recomputed(cfg, "moe_act"):
         total += gin * gathered * m.expert_ffn_hidden / etp
-    total += 2 * rows * h  # the experts' outputs, kept by the unpermute
+    total += 4 * gathered  # the rows' FP32 routing probabilities, which the activation applies
     if m.shared_experts:
         total += _mlp_bytes(cfg, m.shared_experts * m.expert_ffn_hidden, tok, t)
     if cfg.dropout:
