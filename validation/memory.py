@@ -133,6 +133,7 @@ class Outcome:
     peak: float | None = None
     state: float | None = None
     reason: str = ""
+    note: str = ""
 
     @property
     def error(self) -> float | None:
@@ -270,20 +271,20 @@ def report(rows: list[Outcome], formula: list[tuple[str, str, float, float]]) ->
         f"{len(done)} of {len(rows)} cases expressed; peak within 10 %: "
         f"{sum(e <= 0.10 for e in errors)}; geomean |error| {geo:.1%}.",
         "",
-        "| case | plan | measured peak GiB | astra GiB | error | measured state GiB | astra state GiB |",
-        "|---|---|---|---|---|---|---|",
+        "| case | plan | measured peak GiB | astra GiB | error | measured state GiB | astra state GiB | note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         name = r.name.split("/")[-1]
         if r.error is None:
             lines.append(
                 f"| {name} | {r.plan} | {r.measured_peak / GiB:.2f} | - | - | "
-                f"{r.measured_state / GiB:.2f} | not expressed: {r.reason} |"
+                f"{r.measured_state / GiB:.2f} | - | not expressed: {r.reason} |"
             )
             continue
         lines.append(
             f"| {name} | {r.plan} | {r.measured_peak / GiB:.2f} | {r.peak / GiB:.2f} | {r.error:+.1%} | "
-            f"{r.measured_state / GiB:.2f} | {r.state / GiB:.2f} |"
+            f"{r.measured_state / GiB:.2f} | {r.state / GiB:.2f} | {r.note} |"
         )
     return "\n".join(lines + formula_report(formula)) + "\n"
 
