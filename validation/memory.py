@@ -209,6 +209,13 @@ def _config(case: dict) -> tuple[LLMConfig, int]:
     return cfg, d["num_microbatches_per_step"]
 
 
+def _routing_note(args: dict) -> str:
+    """Why a MoE case's routing may not be balanced (astra's assumption), or ""."""
+    if args.get("--moe-router-load-balancing-type") in ("aux_loss", "seq_aux_loss"):
+        return "routed by an auxiliary loss, not balanced by construction (astra routes balanced)"
+    return ""
+
+
 def outcomes() -> list[Outcome]:
     """Every case: measured figures and astra's (or why astra cannot write it)."""
     out = []
@@ -223,7 +230,14 @@ def outcomes() -> list[Outcome]:
         cfg, mb = _config(case)
         last = stage_memory(cfg, mb)[-1]
         out.append(
-            Outcome(case["name"], plan, *measured, last.peak_bytes, last.state_bytes + last.workspace_bytes)
+            Outcome(
+                case["name"],
+                plan,
+                *measured,
+                last.peak_bytes,
+                last.state_bytes + last.workspace_bytes,
+                note=_routing_note(case["args"]),
+            )
         )
     return out
 
