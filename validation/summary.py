@@ -9,6 +9,7 @@ from pathlib import Path
 import astra
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import SystemConfig
+from astra_core.config.system import nccl_system as nccl_system_dict
 from astra_core.results import RunResult
 from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.llm_traces import llm_traces
@@ -61,18 +62,7 @@ def gpu_servers(nodes: int, nvlink_gbps: float, nic_gbps: float, per_node: int =
 
 def nccl_system(gpu: str) -> SystemConfig:
     """Every collective on the NCCL model of ``gpu`` (system.json's ``nccl.gpu``), LIFO."""
-    return SystemConfig.from_dict(
-        {
-            "scheduling-policy": "LIFO",
-            "collective-optimization": "baseline",
-            "preferred-dataset-splits": 1,
-            **{
-                f"{c}-implementation": ["nccl"]
-                for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
-            },
-            "nccl": {"gpu": gpu},
-        }
-    )
+    return SystemConfig.from_dict(nccl_system_dict(gpu))
 
 
 def simulate_plan(plan: LLMConfig, system: SystemConfig, network: NetworkConfig) -> RunResult:

@@ -20,6 +20,7 @@ from astra_core.cli.calibrate import calibrate
 from astra_core.cli.cluster import cluster
 from astra_core.cli.common import AstraGroup
 from astra_core.cli.flows import flows
+from astra_core.cli.plan import plan
 from astra_core.cli.run import backends, run
 from astra_core.cli.scale import scale
 from astra_core.cli.sweep import sweep
@@ -34,7 +35,7 @@ def main() -> None:
     """astra: predict the step time of distributed ML training on a cluster."""
 
 
-for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster, scale):
+for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster, scale, plan):
     main.add_command(_command)
 
 

@@ -579,3 +579,19 @@ def upstream_system(algorithm: str, dims: int) -> dict[str, Any]:
             for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
         },
     }
+
+
+def nccl_system(gpu: str) -> dict[str, Any]:
+    """The system.json, as a dict, that runs every collective on the NCCL model of ``gpu``
+    (``nccl.gpu``: a preset NCCL knows, e.g. ``H100``), LIFO scheduling, one split per
+    collective (NCCL runs it whole). ``simulate`` takes it as ``system``."""
+    return {
+        "scheduling-policy": "LIFO",
+        "collective-optimization": "baseline",
+        "preferred-dataset-splits": 1,
+        **{
+            f"{c}-implementation": ["nccl"]
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+        "nccl": {"gpu": gpu},
+    }

@@ -17,7 +17,8 @@ an exception) fails only the point it held, with that as its error.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.sweep import pool
@@ -39,14 +40,20 @@ def run_serial(tasks: Sequence[dict], on_row: OnRow) -> None:
         on_row(run_point(task))
 
 
-def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int | None = None) -> None:
+def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int | None = None, **how: Any) -> None:
     """Run the tasks on a local pool of ``workers`` processes (default: one per CPU);
-    see :func:`astra_core.sweep.pool.run_pool`."""
+    see :func:`astra_core.sweep.pool.run_pool` (``how``: its ``target`` and ``failed``)."""
     if tasks:
-        pool.run_pool(tasks, on_row, workers or default_workers())
+        pool.run_pool(tasks, on_row, workers or default_workers(), **how)
 
 
-def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) -> None:
+def run_ray(
+    tasks: Sequence[dict],
+    on_row: OnRow,
+    address: str | None = None,
+    function: Callable[[dict], dict] = run_point,
+    failed: Callable[[dict[str, Any], str], dict[str, Any]] = failed_row,
+) -> None:
     try:
         import ray
     except ImportError:
@@ -59,7 +66,7 @@ def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) ->
             where = address or "a local Ray instance"
             raise AstraError(f"cannot start or reach Ray at {where}: {exc}") from None
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_point)
+        remote = ray.remote(num_cpus=1, max_retries=0)(function)
         pending = {remote.remote(task): task for task in tasks}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -69,7 +76,7 @@ def run_ray(tasks: Sequence[dict], on_row: OnRow, address: str | None = None) ->
                     row = ray.get(ref)
                 except ray.exceptions.RayError as exc:
                     message = str(exc).strip().splitlines()
-                    row = failed_row(task, f"Ray task failed: {message[0] if message else exc}")
+                    row = failed(task, f"Ray task failed: {message[0] if message else exc}")
                 on_row(row)
     finally:
         if started_here:

@@ -25,9 +25,17 @@ from astra_core.workers import WorkerPool
 OnRow = Callable[[dict[str, Any]], None]
 
 
-def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
-    """Run ``tasks`` on ``workers`` worker processes, calling ``on_row(row)`` here as
-    each finishes (completion order).
+def run_pool(
+    tasks: Sequence[dict],
+    on_row: OnRow,
+    workers: int,
+    target: str = "astra_core.sweep.point:run_point",
+    failed: Callable[[dict[str, Any], str], dict[str, Any]] = failed_row,
+) -> None:
+    """Run ``tasks`` on ``workers`` worker processes, each task through ``target``
+    (``"module:function"``: a sweep's points by default, ``astra plan``'s layouts),
+    calling ``on_row(row)`` here as each finishes (completion order); ``failed(task,
+    error)`` makes the row of a task whose worker died.
 
     A worker that dies fails only its point (``worker process died while
     running this point (killed by SIGKILL)``) and is replaced. Raises
@@ -37,11 +45,10 @@ def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int) -> None:
     """
 
     def lost(task: dict[str, Any], how: str) -> None:
-        on_row(failed_row(task, f"worker process died while running this point ({how})"))
+        on_row(failed(task, f"worker process died while running this point ({how})"))
 
     # astra's API is imported before a worker says it is ready: a worker that cannot
     # load astra stops the sweep with one error, rather than failing every point
     count = min(workers, len(tasks))
-    target = "astra_core.sweep.point:run_point"
     with WorkerPool(count, target=target, preload=("astra_core.api",), what="sweep") as pool:
         pool.serve(tasks, lambda _task, row: on_row(row), lost, replace=True)

@@ -1,0 +1,121 @@
+"""Simulating one layout of ``astra plan`` (in a worker process): its step generated in
+memory (what ``astra gen llm`` would write) and run on the given network and system.
+
+A step of M micro-batches takes ``T(M) = a + b M`` once M is at least the pipeline's
+depth: every micro-batch past the pipeline's fill adds the same steady-state slot to
+each stage, and the gradient reduction, optimizer and fill do not grow with M
+(Narayanan et al. SC'21, section 2.2: 1F1B and interleaved 1F1B both take
+``(M + P - 1)`` slots of a micro-batch's forward and backward pass, over V with
+interleaving). A *screening* run simulates M = P and M = 2P micro-batches (multiples of
+P, as interleaving needs) and extends the line to the plan's M; a *full* run simulates
+all M. Each part of the step's breakdown is extended the same way.
+
+A *bound* is what no simulation of the layout can beat: the GPU compute of a stage (the
+first, second or last; a rank cannot finish before its own kernels have run) plus the
+pipeline's fill and drain in front of it (:func:`compute_bound_ns`).
+
+:func:`run_layout` never raises: a row with ``status`` ``error`` and a one-line
+``error`` stands for a layout that failed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import traceback
+from dataclasses import replace
+from typing import Any
+
+from astra_core.errors import AstraError
+from astra_core.report.breakdown import PARTS
+
+__all__ = ["FIELDS", "compute_bound_ns", "run_layout", "screen_microbatches"]
+
+#: What a row carries besides ``key``, ``status``, ``error``, ``wall_s``, ``simulated``.
+FIELDS = ("step_ns", "model_flops", *PARTS)
+
+
+def screen_microbatches(pp: int, microbatches: int) -> tuple[int, ...]:
+    """The micro-batch counts a screening run simulates: P and 2P where that is fewer
+    than the plan's, else the plan's own."""
+    if 3 * pp >= microbatches:
+        return (microbatches,)
+    return (pp, 2 * pp)
+
+
+def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:
+    """GPU compute [ns] of pipeline stage ``stage``'s program with ``microbatches``, and
+    of its second micro-batch alone (the first also runs the step's once-only kernels)."""
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.generators.llm_stage import StageBuilder
+    from astra_core.workload.trace_size import MAX_RANK_NODES
+
+    cfg = replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
+    nodes, _, _ = StageBuilder(cfg, microbatches, stage, MAX_RANK_NODES, MAX_RANK_NODES, {}).build()
+    compute = [n for n in nodes if n.type == pb.COMP_NODE]
+    second = re.compile(r"(^|_)mb1(_|$)")
+    return (
+        float(sum(n.duration_ns for n in compute)),
+        float(sum(n.duration_ns for n in compute if second.search(n.name))),
+    )
+
+
+def compute_bound_ns(cfg, microbatches: int) -> float:
+    """A lower bound on the step time [ns] (module docstring): stage p cannot start before
+    the first micro-batch's forward pass through the p stages before it, nor end before
+    that micro-batch's backward pass back through them, and runs its own compute between:
+    ``compute_p + p x (one micro-batch through one chunk, forward and backward)``, the
+    chunk's share the least of the stages built. Each stage's program is built for two
+    micro-batches (P with interleaving) and extended by its second micro-batch's compute."""
+    built = cfg.pp if cfg.virtual_stages > 1 else 2
+    stages = sorted({0, cfg.pp - 1} | ({1} if cfg.pp > 2 else set()))
+    runs = {stage: _stage_compute(cfg, built, stage) for stage in stages}
+    chunk = min(each for _, each in runs.values()) / cfg.virtual_stages
+    return max(total + each * (microbatches - built) + stage * chunk for stage, (total, each) in runs.items())
+
+
+def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
+    import astra
+    from astra_core.workload.generators.llm import generate_llm
+    from astra_core.workload.generators.llm_traces import llm_traces
+
+    cfg = task["config"]
+    cfg = replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
+    wl = generate_llm(cfg)
+    traces, groups = llm_traces(wl)
+    result = astra.simulate(
+        traces, task["system"], task["network"], comm_groups=groups or None, backend=task.get("backend")
+    )
+    parts = result.breakdown()
+    row = {part: sum(getattr(b, part) for b in parts) / len(parts) if parts else 0.0 for part in PARTS}
+    row["step_ns"] = float(result.step_ns)
+    row["model_flops"] = float(sum(wl.model_flops.values()))
+    return row
+
+
+def _extend(runs: dict[int, dict[str, float]], target: int) -> dict[str, float]:
+    """Each field at ``target`` micro-batches on the line through the two runs."""
+    (m1, r1), (m2, r2) = sorted(runs.items())
+    return {k: r1[k] + (r2[k] - r1[k]) * (target - m1) / (m2 - m1) for k in FIELDS}
+
+
+def run_layout(task: dict[str, Any]) -> dict[str, Any]:
+    """Run task ``{"key", "config", "microbatches", "counts", "system", "network",
+    "backend"}``: ``counts`` the micro-batch counts to simulate (one: the plan's own;
+    two: a screening line extended to ``microbatches``; none: the compute bound only,
+    ``bound_ns``). A row of :data:`FIELDS` at the plan's micro-batches (never raises)."""
+    started = time.perf_counter()
+    row: dict[str, Any] = {"key": task["key"], "status": "ok", "error": "", "simulated": list(task["counts"])}
+    try:
+        if not task["counts"]:
+            row["bound_ns"] = compute_bound_ns(task["config"], task["microbatches"])
+        else:
+            runs = {m: _simulate(task, m) for m in task["counts"]}
+            row.update(runs[task["microbatches"]] if len(runs) == 1 else _extend(runs, task["microbatches"]))
+    except AstraError as exc:
+        row.update(status="error", error=" | ".join(str(exc).splitlines()) or type(exc).__name__)
+    except Exception as exc:  # a bug: keep where it happened, but do not stop the search
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        row.update(status="error", error=f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+    row["wall_s"] = time.perf_counter() - started
+    return row

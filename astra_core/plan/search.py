@@ -1,0 +1,267 @@
+"""``astra plan``'s search: enumerate, prune, simulate, rank.
+
+1. :func:`~astra_core.plan.space.layouts` lists the layouts that divide and fit in HBM.
+2. Of layouts that differ only in recomputation or ZeRO stage, the one with the least of
+   either that fits is kept (more recomputation or sharding only adds work).
+3. Every survivor is simulated on the fast path, on the sweep executors (a local process
+   pool of :mod:`astra_core.workers`, or Ray): a screening run extends the step time of
+   P and 2P micro-batches to the plan's M (:mod:`astra_core.plan.point`).
+4. The ``full`` best are simulated again with all their micro-batches; the ranking uses
+   each layout's best-known figure.
+
+Every simulated row is cached by the digest of what it read (the layout, model, GPU,
+network, system, backend and astra's sources: :mod:`astra_core.run_digest`) in a JSON
+Lines file, so a repeated or widened search re-simulates nothing it has seen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from astra_core.plan.point import FIELDS, screen_microbatches
+from astra_core.plan.space import Layout, Space, layouts
+from astra_core.run_digest import InputDigests
+from astra_core.workload.generators.llm_memory import GiB, StageMemory
+
+__all__ = ["PlanOutcome", "search"]
+
+#: The parts of a step that say what bounds it (:mod:`astra_core.report.breakdown`).
+BOUNDS = {
+    "compute": ("compute_only_ns", "overlapped_comm_ns"),
+    "exposed collectives": ("comm_only_ns", "collective_wait_ns"),
+    "pipeline bubble and sends": ("p2p_wait_ns", "idle_ns"),
+}
+
+
+@dataclass
+class PlanOutcome:
+    """A search's result: ``frame`` (pandas, one row per simulated layout, fastest first),
+    ``pruned`` (reason -> layouts), ``considered`` (layouts enumerated), ``simulations``
+    (runs made, the cache's not counted)."""
+
+    frame: Any
+    pruned: Counter = field(default_factory=Counter)
+    considered: int = 0
+    simulations: int = 0
+
+
+def _least_work(fit: list[tuple[Layout, list[StageMemory]]], space: Space, pruned: Counter) -> list:
+    """Of layouts equal but for recomputation and ZeRO stage, the one with least of both."""
+    rank_r = {r: i for i, r in enumerate(("none", "selective", "full"))}
+    best: dict[Layout, tuple[Layout, list[StageMemory]]] = {}
+    for layout, memory in fit:
+        shape = replace(layout, recompute="none", zero=1)
+        held = best.get(shape)
+        cost = (rank_r[layout.recompute], layout.zero)
+        if held is None or cost < (rank_r[held[0].recompute], held[0].zero):
+            if held is not None:
+                pruned["more recomputation or sharding than a layout that fits"] += 1
+            best[shape] = (layout, memory)
+        else:
+            pruned["more recomputation or sharding than a layout that fits"] += 1
+    return list(best.values())
+
+
+class _Cache:
+    """Rows by key in a JSON Lines file (None: no cache)."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = Path(path) if path else None
+        self.rows: dict[str, dict] = {}
+        if self.path and self.path.is_file():
+            for line in self.path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by an interrupted run
+                if isinstance(row, dict) and row.get("status") == "ok":
+                    self.rows[row["key"]] = row
+
+    def add(self, row: dict) -> None:
+        if row.get("status") != "ok":
+            return
+        self.rows[row["key"]] = row
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+
+
+def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, digests: InputDigests) -> dict:
+    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+    values = {
+        **inputs,
+        "plan": {"layout": asdict(layout), "model": asdict(space.model), "gpu": asdict(space.gpu)},
+        "space": [space.global_batch, space.seq_len, space.precision, space.fp8_recipe, list(space.dims)],
+        "counts": list(counts),
+    }
+    key = digests.run(values)[:16]
+    return {
+        "key": key,
+        "config": space.config(layout),
+        "microbatches": microbatches,
+        "counts": counts,
+        **inputs,
+    }
+
+
+def _failed(task: dict, error: str) -> dict:
+    return {"key": task["key"], "status": "error", "error": error, "simulated": list(task["counts"])}
+
+
+def _run(tasks: list[dict], cache: _Cache, run: Callable, on_done: Callable[[], None]) -> tuple[dict, int]:
+    """Rows of ``tasks`` by key: the cache's, and the rest simulated by ``run``."""
+    rows = {t["key"]: cache.rows[t["key"]] for t in tasks if t["key"] in cache.rows}
+    todo = [t for t in tasks if t["key"] not in rows]
+    for _ in rows:
+        on_done()
+
+    def on_row(row: dict) -> None:
+        cache.add(row)
+        rows[row["key"]] = row
+        on_done()
+
+    run(todo, on_row)
+    return rows, len(todo)
+
+
+def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) -> Any:
+    import pandas as pd
+
+    peak_flops = (space.gpu.fp8_tflops if space.precision == "fp8" else space.gpu.peak_tflops) * 1e12
+    records = []
+    for layout, memory, row in entries:
+        record: dict[str, Any] = {"layout": layout.label(), **asdict(layout)}
+        record["peak_memory_gib"] = max(m.peak_bytes for m in memory) / GiB
+        record["memory_per_stage_gib"] = [round(m.peak_bytes / GiB, 2) for m in memory]
+        record.update(status=row["status"], error=row.get("error", ""), simulated=row.get("simulated"))
+        record["bound_s"] = row.get("bound_ns", math.nan) * 1e-9
+        ok = row["status"] == "ok"
+        step_s = row["step_ns"] * 1e-9 if ok else None
+        record["step_s"] = step_s
+        tokens = space.global_batch * space.seq_len
+        record["tokens_per_gpu_s"] = tokens / step_s / space.gpus if ok else None
+        record["mfu"] = row["model_flops"] / step_s / space.gpus / peak_flops if ok else None
+        total = sum(row[p] for p in FIELDS[2:]) if ok else 0.0
+        for name, parts in BOUNDS.items():
+            record[name] = sum(row[p] for p in parts) / total if ok and total else None
+        record["bound"] = max(BOUNDS, key=lambda b: record[b] or 0.0) if ok else None
+        records.append(record)
+    frame = pd.DataFrame.from_records(records)
+    return frame.sort_values("step_s", na_position="last").reset_index(drop=True)
+
+
+def search(
+    space: Space,
+    system: Any,
+    network: Any,
+    *,
+    run: Callable[[list[dict], Callable[[dict], None]], None],
+    workers: int = 1,
+    backend: str | None = None,
+    top: int = 5,
+    full: int = 3,
+    cache: str | os.PathLike | None = None,
+    on_progress: Callable[[str, int, int | None], None] | None = None,
+) -> PlanOutcome:
+    """Search ``space`` (module docstring): ``system`` and ``network`` as ``simulate``
+    takes them (paths or dicts), ``run(tasks, on_row)`` an executor of ``workers``
+    processes, the ``top`` fastest found exactly (every layout whose compute bound could
+    beat them is simulated), ``full`` of them simulated with all their micro-batches,
+    ``on_progress(phase, done, total)`` as layouts finish. Raises ConfigError (one line)
+    when no layout divides or none fits."""
+    from astra_core.errors import ConfigError
+
+    fit, pruned = layouts(space)
+    considered = len(fit) + sum(pruned.values())
+    kept = _least_work(fit, space, pruned)
+    if not kept:
+        reasons = "; ".join(f"{n} {why}" for why, n in pruned.most_common())
+        raise ConfigError(f"no layout of {space.model.name} on {space.gpus} {space.gpu.name} fits: {reasons}")
+    digests = InputDigests()
+    inputs = {"system": system, "network": network, "backend": backend}
+    store = _Cache(cache)
+    progress = on_progress or (lambda phase, done, total: None)
+
+    def task(layout: Layout, counts: tuple[int, ...]) -> dict:
+        return _task(space, layout, counts, inputs, digests)
+
+    bound_tasks = [task(lay, ()) for lay, _ in kept]
+    bounds, simulated = _run(bound_tasks, store, run, _counter(progress, "compute bounds", len(bound_tasks)))
+    bound_of = {
+        lay: bounds[t["key"]].get("bound_ns", math.inf) for (lay, _), t in zip(kept, bound_tasks, strict=True)
+    }
+    order = sorted(kept, key=lambda e: bound_of[e[0]])
+    rows, more = _branch_and_bound(
+        order, bound_of, task, lambda lay: _mb(space, lay), store, run, workers, top, progress
+    )
+    simulated += more
+    ranked = sorted(
+        (lay for lay, _ in order if lay in rows and rows[lay]["status"] == "ok"),
+        key=lambda x: rows[x]["step_ns"],
+    )
+    finals = [
+        (lay, task(lay, (_mb(space, lay),))) for lay in ranked[:full] if len(rows[lay]["simulated"]) > 1
+    ]
+    full_rows, more = _run([t for _, t in finals], store, run, _counter(progress, "full runs", len(finals)))
+    simulated += more
+    rows.update({lay: full_rows[t["key"]] for lay, t in finals if full_rows[t["key"]]["status"] == "ok"})
+    best = min((r["step_ns"] for r in rows.values() if r["status"] == "ok"), default=math.inf)
+    entries = []
+    for lay, mem in order:
+        row = rows.get(lay) or {"key": "", "status": "bounded", "simulated": [], "bound_ns": bound_of[lay]}
+        row.setdefault("bound_ns", bound_of[lay])
+        entries.append((lay, mem, row))
+    cut = sum(1 for _, _, r in entries if r["status"] == "bounded")
+    if cut:
+        pruned[
+            f"compute alone slower than the {min(top, len(rows))} fastest found (best {best * 1e-9:.3f} s)"
+        ] += cut
+    return PlanOutcome(_frame(space, entries), pruned, considered, simulated)
+
+
+def _counter(progress: Callable, phase: str, total: int) -> Callable[[], None]:
+    done = 0
+    progress(phase, 0, total)
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        progress(phase, done, total)
+
+    return tick
+
+
+def _branch_and_bound(
+    order, bound_of, task, microbatches, store, run, workers, top, progress
+) -> tuple[dict, int]:
+    """Screen layouts in order of their compute bound, ``workers`` at a time, until the
+    next bound cannot beat the ``top``-th fastest step found: rows by layout, runs made."""
+    rows: dict[Layout, dict] = {}
+    simulated, i = 0, 0
+    tick = _counter(progress, "screening runs", len(order))
+    while i < len(order):
+        steps = sorted(r["step_ns"] for r in rows.values() if r["status"] == "ok")
+        limit = steps[top - 1] if len(steps) >= top else math.inf
+        wave = []
+        while i < len(order) and len(wave) < max(1, workers) and bound_of[order[i][0]] < limit:
+            wave.append(order[i][0])
+            i += 1
+        if not wave:
+            break
+        tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay))) for lay in wave]
+        done, more = _run(tasks, store, run, tick)
+        simulated += more
+        rows.update({lay: done[t["key"]] for lay, t in zip(wave, tasks, strict=True)})
+    return rows, simulated
+
+
+def _mb(space: Space, layout: Layout) -> int:
+    return space.global_batch // (layout.dp * layout.micro_batch)

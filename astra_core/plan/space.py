@@ -1,0 +1,239 @@
+"""The layouts ``astra plan`` considers: every parallel plan of a model on N GPUs that
+Megatron-core can run, pruned by what does not divide and by memory.
+
+A :class:`Layout` fixes TP, CP, PP, virtual stages, EP, the micro-batch, recomputation
+and the ZeRO stage; DP = N / (TP CP PP). Megatron-core's rules (``arguments.py`` and
+``parallel_state.py``): TP divides the attention heads and the key/value heads, the
+FFN width and (for MoE) the expert width; CP splits each sequence into 2 CP chunks
+(its load-balanced causal split); PP x V divides the layers (or the layers plus the
+embedding and the loss counted as one layer each, ``--account-for-*-in-pipeline-split``);
+the global batch is a multiple of DP x micro-batch; the interleaved schedule needs the
+micro-batches to be a multiple of PP; EP divides the experts and the ranks experts are
+folded over (TP x CP x DP, expert-tensor parallelism 1). Sequence parallelism and
+Transformer Engine's TP communication overlap go with TP > 1, Megatron-core's
+distributed optimizer (ZeRO 1) unless ZeRO 3 is asked for.
+
+:func:`layouts` returns the layouts that fit the GPU's HBM
+(:mod:`astra_core.workload.generators.llm_memory`) and counts what it pruned and why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from astra_core.errors import ConfigError
+from astra_core.workload.generators.gpus import GPUSpec
+from astra_core.workload.generators.llm import LLMConfig
+from astra_core.workload.generators.llm_memory import StageMemory, stage_memory
+from astra_core.workload.generators.models import ModelConfig
+
+__all__ = ["Layout", "Limits", "Space", "layouts"]
+
+RECOMPUTES = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One parallel plan: sizes of each parallelism, micro-batch [sequences], recomputation
+    (``none``, ``selective``: Megatron-core's default modules, ``full``), ZeRO stage, and
+    whether the embedding and the loss count as layers in the pipeline split."""
+
+    tp: int
+    cp: int
+    pp: int
+    vp: int
+    dp: int
+    ep: int
+    micro_batch: int
+    recompute: str = "none"
+    zero: int = 1
+    edges_in_split: bool = False
+
+    def label(self) -> str:
+        parts = [f"TP {self.tp}", f"CP {self.cp}", f"PP {self.pp}", f"V {self.vp}", f"DP {self.dp}"]
+        if self.ep > 1:
+            parts.append(f"EP {self.ep}")
+        parts += [f"MBS {self.micro_batch}", f"recompute {self.recompute}", f"ZeRO {self.zero}"]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the search may choose; None: any value the rules allow.
+
+    ``tp``, ``cp``, ``pp``, ``vp``, ``ep``, ``micro_batch``: fixed values; ``max_tp``
+    (default: the NVLink domain), ``max_pp``, ``max_vp``, ``max_cp``: upper bounds;
+    ``micro_batches``: the micro-batch sizes tried; ``recomputes``, ``zeros``: the
+    recomputation and ZeRO choices tried."""
+
+    tp: int | None = None
+    cp: int | None = None
+    pp: int | None = None
+    vp: int | None = None
+    ep: int | None = None
+    micro_batch: int | None = None
+    max_tp: int | None = None
+    max_pp: int = 32
+    max_vp: int = 8
+    max_cp: int = 16
+    micro_batches: tuple[int, ...] = (1, 2, 4)
+    recomputes: tuple[str, ...] = ("none", "full")
+    zeros: tuple[int, ...] = (1,)
+
+
+@dataclass(frozen=True)
+class Space:
+    """A search's fixed inputs: model, GPU, GPU count, NVLink domain size, global batch
+    [sequences], sequence length [tokens], precision and FP8 recipe, network dimensions."""
+
+    model: ModelConfig
+    gpu: GPUSpec
+    gpus: int
+    domain: int
+    global_batch: int
+    seq_len: int
+    precision: str = "bf16"
+    fp8_recipe: str = "tensorwise"
+    dims: tuple[int, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+    def config(self, layout: Layout) -> LLMConfig:
+        """The generator's plan of ``layout`` (see the module docstring)."""
+        moe = self.model.experts > 0
+        selective = ("moe_act", "layernorm") if moe else ("core_attn",)
+        return LLMConfig(
+            model=self.model,
+            gpu=self.gpu,
+            dp=layout.dp,
+            tp=layout.tp,
+            pp=layout.pp,
+            cp=layout.cp,
+            ep=layout.ep,
+            etp=1 if moe else None,
+            micro_batch=layout.micro_batch,
+            global_batch=self.global_batch,
+            seq_len=self.seq_len,
+            dims=list(self.dims) or None,
+            virtual_stages=layout.vp,
+            account_for_embedding=layout.edges_in_split,
+            account_for_loss=layout.edges_in_split,
+            sequence_parallel=layout.tp > 1,
+            tp_comm_overlap=layout.tp > 1,
+            zero=layout.zero,
+            recompute=layout.recompute,
+            recompute_modules=selective,
+            grad_reduce_in_bf16=True,
+            precision=self.precision,
+            fp8_recipe=self.fp8_recipe,
+        )
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, x = [], 1
+    while x <= limit:
+        out.append(x)
+        x *= 2
+    return out
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def _tensor_sizes(space: Space) -> list[int]:
+    m, lim = space.model, space.limits
+    top = lim.max_tp or space.domain
+    widths = [m.heads, m.kv, m.ffn_hidden] + ([m.expert_ffn_hidden] if m.experts else [])
+    sizes = [t for t in _powers_of_two(top) if all(w % t == 0 for w in widths if w)]
+    return [t for t in sizes if lim.tp in (None, t)]
+
+
+def _pipeline_splits(space: Space, pp: int) -> list[tuple[int, bool]]:
+    """(virtual stages, edges counted) choices for ``pp`` stages."""
+    layers, lim = space.model.layers, space.limits
+    out = []
+    for vp in range(1, lim.max_vp + 1):
+        if lim.vp not in (None, vp) or (vp > 1 and pp == 1):
+            continue
+        if layers % (pp * vp) == 0:
+            out.append((vp, False))
+        elif pp > 1 and (layers + 2) % (pp * vp) == 0 and (layers + 2) // (pp * vp) >= 2:
+            out.append((vp, True))
+    return out
+
+
+def _expert_sizes(space: Space, folded_ranks: int) -> list[int]:
+    m, lim = space.model, space.limits
+    if not m.experts:
+        return [1]
+    sizes = [e for e in _powers_of_two(m.experts) if m.experts % e == 0 and folded_ranks % e == 0]
+    return [e for e in sizes if lim.ep in (None, e)]
+
+
+def _shapes(space: Space, pruned: Counter) -> list[Layout]:
+    """Every (TP, CP, PP, V, DP, EP, micro-batch) the rules allow."""
+    lim, n, seq = space.limits, space.gpus, space.seq_len
+    out = []
+    for tp in _tensor_sizes(space):
+        for cp in _powers_of_two(lim.max_cp):
+            if lim.cp not in (None, cp) or seq % (2 * cp) or n % (tp * cp):
+                continue
+            for pp in _divisors(n // (tp * cp), lim.max_pp):
+                if lim.pp not in (None, pp):
+                    continue
+                splits = _pipeline_splits(space, pp)
+                if not splits:
+                    pruned["layers do not divide over the pipeline stages"] += 1
+                    continue
+                dp = n // (tp * cp * pp)
+                for mbs in lim.micro_batches if lim.micro_batch is None else (lim.micro_batch,):
+                    if space.global_batch % (dp * mbs):
+                        pruned["global batch not a multiple of DP x micro-batch"] += 1
+                        continue
+                    mb = space.global_batch // (dp * mbs)
+                    for vp, edges in splits:
+                        if vp > 1 and mb % pp:
+                            pruned["interleaving needs micro-batches a multiple of PP"] += 1
+                            continue
+                        for ep in _expert_sizes(space, tp * cp * dp):
+                            out.append(Layout(tp, cp, pp, vp, dp, ep, mbs, edges_in_split=edges))
+    return out
+
+
+def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Counter]:
+    """The layouts that divide and fit in the GPU's HBM, with their memory per stage, and
+    a count of the pruned ones by reason. Raises ConfigError (one line) when nothing divides."""
+    pruned: Counter = Counter()
+    shapes = _shapes(space, pruned)
+    if not shapes:
+        raise ConfigError(
+            f"no parallel layout of {space.model.name} divides over {space.gpus} GPUs with global batch "
+            f"{space.global_batch} and sequence {space.seq_len} ({_reasons(pruned)})"
+        )
+    capacity = space.gpu.memory_gb * (1 << 30)
+    fit = []
+    for shape in shapes:
+        for recompute in space.limits.recomputes:
+            for zero in space.limits.zeros:
+                layout = replace(shape, recompute=recompute, zero=zero)
+                try:
+                    cfg = space.config(layout)
+                    memory = stage_memory(cfg, space.global_batch // (layout.dp * layout.micro_batch))
+                except ConfigError as exc:
+                    pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
+                    continue
+                if max(m.peak_bytes for m in memory) > capacity:
+                    pruned["over the GPU's HBM"] += 1
+                    continue
+                fit.append((layout, memory))
+    return fit, pruned
+
+
+def _reasons(pruned: Counter) -> str:
+    return "; ".join(f"{n} {why}" for why, n in pruned.most_common()) or "no candidate at all"
+
+
+def layout_dict(layout: Layout) -> dict[str, Any]:
+    return asdict(layout)

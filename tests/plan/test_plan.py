@@ -1,0 +1,187 @@
+"""astra plan: the layouts it considers, its bound and screening, and that its search finds
+what simulating every layout in full finds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from astra_core.cli import main
+from astra_core.config.system import nccl_system
+from astra_core.errors import ConfigError
+from astra_core.plan import Layout, Limits, Space, layouts, search
+from astra_core.plan.point import compute_bound_ns, run_layout, screen_microbatches
+from astra_core.workload.generators.gpus import load_gpu
+from astra_core.workload.generators.models import MODELS, ModelConfig
+
+MODEL = ModelConfig(
+    "tiny",
+    layers=8,
+    hidden=1024,
+    heads=16,
+    kv_heads=8,
+    ffn_hidden=4096,
+    vocab=32000,
+    seq_len=2048,
+    mlp="swiglu",
+)
+NETWORK = {
+    "topology": ["Switch", "Switch"],
+    "npus_count": [8, 2],
+    "bandwidth": [419.0, 46.6],
+    "latency": [300, 1350],
+}
+SYSTEM = nccl_system("H100")
+
+
+def _space(**limits) -> Space:
+    return Space(MODEL, load_gpu("H100"), 16, 8, 64, 2048, dims=(8, 2), limits=Limits(**limits))
+
+
+def _in_process(tasks, on_row) -> None:
+    for task in tasks:
+        on_row(run_layout(task))
+
+
+def _full_step_ns(space: Space, layout: Layout) -> float:
+    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+    task = {
+        "key": "",
+        "config": space.config(layout),
+        "microbatches": microbatches,
+        "counts": (microbatches,),
+    }
+    row = run_layout({**task, "system": SYSTEM, "network": NETWORK, "backend": None})
+    assert row["status"] == "ok", row["error"]
+    return row["step_ns"]
+
+
+def test_every_layout_keeps_megatrons_rules_and_fits():
+    space = _space()
+    fit, pruned = layouts(space)
+    assert len(fit) > 100
+    for layout, memory in fit:
+        assert layout.tp * layout.cp * layout.pp * layout.dp == 16
+        assert all(w % layout.tp == 0 for w in (MODEL.heads, MODEL.kv, MODEL.ffn_hidden))
+        layers = MODEL.layers + (2 if layout.edges_in_split else 0)
+        assert layers % (layout.pp * layout.vp) == 0
+        assert space.global_batch % (layout.dp * layout.micro_batch) == 0
+        if layout.vp > 1:
+            assert (space.global_batch // (layout.dp * layout.micro_batch)) % layout.pp == 0
+        assert max(m.peak_bytes for m in memory) <= 80 * 2**30
+    assert pruned["layers do not divide over the pipeline stages"] == 1  # PP 16 on 8 layers
+
+
+def test_fixed_sizes_are_kept():
+    fit, _ = layouts(_space(tp=2, pp=2, micro_batch=1, recomputes=("none",)))
+    assert fit and all(
+        (lay.tp, lay.pp, lay.micro_batch, lay.recompute) == (2, 2, 1, "none") for lay, _ in fit
+    )
+
+
+def test_a_model_that_fits_nowhere_is_one_line():
+    space = Space(MODELS["llama3-405b"], load_gpu("H100"), 8, 8, 8, 8192, dims=(8,))
+    with pytest.raises(ConfigError) as err:
+        search(space, SYSTEM, {**NETWORK, "npus_count": [8]}, run=_in_process)
+    assert "\n" not in str(err.value) and "over the GPU's HBM" in str(err.value)
+
+
+def test_screening_extends_the_step_exactly():
+    """T(M) = a + b M past the pipeline's fill: two short runs give the long one."""
+    space = _space()
+    layout = Layout(2, 1, 4, 2, 2, 1, 1)
+    microbatches = 32
+    counts = screen_microbatches(layout.pp, microbatches)
+    assert counts == (4, 8)
+    task = {"key": "", "config": space.config(layout), "microbatches": microbatches, "counts": counts}
+    screened = run_layout({**task, "system": SYSTEM, "network": NETWORK, "backend": None})
+    assert screened["step_ns"] == pytest.approx(_full_step_ns(space, layout), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        Layout(2, 1, 4, 2, 2, 1, 1),
+        Layout(1, 2, 2, 1, 4, 1, 2),
+        Layout(8, 1, 1, 1, 2, 1, 1, recompute="full"),
+        Layout(1, 1, 8, 1, 2, 1, 4),
+    ],
+    ids=lambda lay: lay.label(),
+)
+def test_bound_never_passes_the_simulated_step(layout):
+    space = _space()
+    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+    bound = compute_bound_ns(space.config(layout), microbatches)
+    step = _full_step_ns(space, layout)
+    assert 0 < bound <= step
+
+
+def test_search_finds_what_simulating_every_layout_finds(tmp_path):
+    space = _space(cp=1, micro_batches=(1, 2), recomputes=("none",))
+    fit, _ = layouts(space)
+    brute = sorted((_full_step_ns(space, lay), lay) for lay, _ in fit)
+    cache = tmp_path / "plan.jsonl"
+    outcome = search(space, SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
+    ok = outcome.frame[outcome.frame["status"] == "ok"]
+    found = [float(s) for s in ok["step_s"].head(3)]
+    assert found == pytest.approx([s * 1e-9 for s, _ in brute[:3]], rel=1e-6)
+    assert ok["layout"].iloc[0] == brute[0][1].label()
+    assert outcome.simulations < 2 * len(fit)  # the bound spared some
+    again = search(space, SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
+    assert again.simulations == 0
+    assert list(again.frame["step_s"].head(3)) == pytest.approx(found)
+
+
+def test_cli_prints_the_fastest_and_writes_every_layout(tmp_path):
+    model = tmp_path / "tiny.yaml"
+    model.write_text(yaml.safe_dump({k: v for k, v in MODEL.__dict__.items() if k != "source"}))
+    network = tmp_path / "network.yml"
+    network.write_text(yaml.safe_dump(NETWORK))
+    out = tmp_path / "plan.json"
+    args = ["plan", "--model", str(model), "--network", str(network), "--global-batch", "64", "--tp", "2"]
+    args += [
+        "--cp",
+        "1",
+        "--micro-batch",
+        "1",
+        "--recompute",
+        "none",
+        "-j",
+        "1",
+        "--no-cache",
+        "--json",
+        str(out),
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "fastest of" in result.output and "TP 2" in result.output
+    data = json.loads(out.read_text())
+    assert data["layouts"] and all(r["tp"] == 2 for r in data["layouts"])
+    assert sum(r["status"] in ("ok", "bounded") for r in data["layouts"]) == len(data["layouts"])
+
+
+def test_cli_one_line_when_nothing_fits(tmp_path):
+    network = tmp_path / "network.yml"
+    network.write_text(
+        yaml.safe_dump(
+            {**NETWORK, "npus_count": [8]} | {"topology": ["Switch"], "bandwidth": [419.0], "latency": [300]}
+        )
+    )
+    args = [
+        "plan",
+        "--model",
+        "llama3-405b",
+        "--network",
+        str(network),
+        "--global-batch",
+        "8",
+        "--no-cache",
+        "-j",
+        "1",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0
+    assert result.output.strip().count("\n") == 0 and "fits" in result.output
