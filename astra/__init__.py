@@ -16,6 +16,7 @@ The Python API in one screen::
     results = astra.sweep("sweep.yaml")   # a grid of design points -> pandas DataFrame
 
     jobs = astra.simulate_cluster("cluster.yaml")  # several jobs on one network: slowdowns
+    best = astra.plan("llama3-70b", "network.yml", global_batch=1024)  # fastest layouts that fit
     cost = astra.estimate(..., backend="ns3")  # no simulation: messages, packet-hops, wall time
     cost.wall_s, cost.work, cost.line()
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from astra.api import Estimate, Report, RunSpec, estimate, estimate_run, run, simulate
     from astra.sweeps import sweep
     from astra_core.cluster import simulate_cluster
+    from astra_core.plan.api import plan
 
 _MODULE_OF = {
     "Estimate": "astra.api",
@@ -52,6 +54,7 @@ _MODULE_OF = {
     "simulate": "astra.api",
     "sweep": "astra.sweeps",
     "simulate_cluster": "astra_core.cluster",
+    "plan": "astra_core.plan.api",
 }
 
 __all__ = sorted(_MODULE_OF)

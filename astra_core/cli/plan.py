@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from astra_core.cli.common import fail as _fail
-from astra_core.errors import AstraError, ConfigError
+from astra_core.errors import AstraError
 
 #: Where the search keeps every simulated layout (the user's cache directory).
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "astra" / "plan.jsonl"
@@ -84,47 +84,11 @@ def plan(**opts: Any) -> None:
     """Find the fastest parallel layout of MODEL for a global batch on the cluster of
     NETWORK that fits in the GPUs' memory: every layout that divides and fits is bounded
     by its compute, and those that could beat the TOP fastest are simulated."""
-    from astra_core.config.network import load_network
-    from astra_core.plan import search
+    from astra_core.plan import Limits
+    from astra_core.plan.api import executor
+    from astra_core.plan.api import plan as run_plan
 
     console = Console()
-    try:
-        space, system, network = _space(opts, load_network(opts["network"]))
-        run, workers, where = _executor(opts)
-        header = (
-            f"astra plan: {space.model.name} on {space.gpus} {space.gpu.name}, global batch {space.global_batch} "
-            f"x {space.seq_len} tokens, {space.precision}; simulating on {where}"
-        )
-        with _Bar(Console(stderr=True), lambda: console.print(header, soft_wrap=True)) as bar:
-            outcome = search(
-                space,
-                system,
-                network,
-                run=run,
-                workers=workers,
-                backend=opts["backend"],
-                top=opts["top"],
-                full=opts["full"],
-                cache=None if opts["no_cache"] else opts["cache"],
-                on_progress=bar.update,
-            )
-    except AstraError as exc:
-        _fail(exc)
-    _print(console, outcome, opts["top"])
-    _write(console, outcome, opts)
-
-
-def _space(opts: dict, network) -> tuple[Any, Any, Any]:
-    from astra_core.config.system import nccl_system
-    from astra_core.plan import Limits, Space
-    from astra_core.workload.generators.gpus import load_gpu
-    from astra_core.workload.generators.models import load_model
-
-    model, gpu = load_model(opts["model"]), load_gpu(opts["gpu"])
-    dims = tuple(network.npus_per_dim)
-    gpus = 1
-    for d in dims:
-        gpus *= d
     limits = Limits(
         tp=opts["tp"],
         pp=opts["pp"],
@@ -139,50 +103,32 @@ def _space(opts: dict, network) -> tuple[Any, Any, Any]:
         recomputes=tuple(opts["recompute"]),
         zeros=tuple(int(z) for z in opts["zero"]),
     )
-    seq = opts["seq_len"] or model.seq_len
-    space = Space(
-        model,
-        gpu,
-        gpus,
-        dims[0],
-        opts["global_batch"],
-        seq,
-        opts["precision"],
-        opts["fp8_recipe"],
-        dims,
-        limits,
-    )
-    if opts["system"]:
-        system: Any = opts["system"]
-    else:
-        if not gpu.nvlinks:
-            raise ConfigError(f"--gpu {gpu.name}: NCCL has no model of it; give --system")
-        system = nccl_system(gpu.name)
-    return space, system, str(Path(opts["network"]).resolve())
-
-
-def _executor(opts: dict):
-    from astra_core.plan.point import run_layout
-    from astra_core.sweep.executors import default_workers, run_pool, run_ray
-
-    if opts["ray_address"]:
-        address = None if opts["ray_address"] == "local" else opts["ray_address"]
-        return (
-            (lambda tasks, on_row: run_ray(tasks, on_row, address, function=run_layout, failed=_failed)),
-            8,
-            "Ray",
-        )
-    workers = opts["workers"] or default_workers()
-    target = "astra_core.plan.point:run_layout"
-
-    def run(tasks, on_row):
-        run_pool(tasks, on_row, workers, target=target, failed=_failed)
-
-    return run, workers, f"{workers} worker process{'es' if workers > 1 else ''}"
-
-
-def _failed(task: dict, error: str) -> dict:
-    return {"key": task["key"], "status": "error", "error": error, "simulated": list(task["counts"])}
+    ray = opts["ray_address"]
+    header = f"astra plan: {opts['model']} on the GPUs of {opts['network']}; simulating on {executor(opts['workers'], ray)[2]}"
+    try:
+        with _Bar(Console(stderr=True), lambda: console.print(header, soft_wrap=True)) as bar:
+            outcome = run_plan(
+                opts["model"],
+                opts["network"],
+                opts["global_batch"],
+                gpu=opts["gpu"],
+                system=opts["system"],
+                backend=opts["backend"],
+                seq_len=opts["seq_len"],
+                precision=opts["precision"],
+                fp8_recipe=opts["fp8_recipe"],
+                limits=limits,
+                top=opts["top"],
+                full=opts["full"],
+                workers=opts["workers"],
+                ray=ray,
+                cache=None if opts["no_cache"] else opts["cache"],
+                on_progress=bar.update,
+            )
+    except AstraError as exc:
+        _fail(exc)
+    _print(console, outcome, opts["top"])
+    _write(console, outcome, opts)
 
 
 class _Bar:
