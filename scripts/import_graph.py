@@ -51,6 +51,7 @@ LAYERS = (
     ("cluster",),
     ("calibrate",),
     ("sweep",),
+    ("plan",),
     ("cli",),
 )
 
