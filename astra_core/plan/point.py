@@ -1,13 +1,13 @@
 """Simulating one layout of ``astra plan`` (in a worker process): its step generated in
 memory (what ``astra gen llm`` would write) and run on the given network and system.
 
-A step of M micro-batches takes ``T(M) = a + b M`` once M is at least the pipeline's
-depth: every micro-batch past the pipeline's fill adds the same steady-state slot to
-each stage, and the gradient reduction, optimizer and fill do not grow with M
-(Narayanan et al. SC'21, section 2.2: 1F1B and interleaved 1F1B both take
-``(M + P - 1)`` slots of a micro-batch's forward and backward pass, over V with
-interleaving). A *screening* run simulates M = P and M = 2P micro-batches (multiples of
-P, as interleaving needs) and extends the line to the plan's M; a *full* run simulates
+A step of M micro-batches takes ``T(M) = a + b M``: every micro-batch adds the same
+slot of the slowest stage, and the gradient reduction, optimizer and the pipeline's
+fill and drain do not grow with M (Narayanan et al. SC'21, section 2.2: 1F1B, and GPipe's
+order that 1F1B becomes with fewer micro-batches than stages, take ``(M + P - 1)``
+slots of a micro-batch's forward and backward pass; interleaved 1F1B, from M = P on,
+``(M + (P - 1) / V)``). A *screening* run simulates M = 1 and M = 2 micro-batches (P and 2P with interleaving,
+which needs multiples of P) and extends the line to the plan's M; a *full* run simulates
 all M. Each part of the step's breakdown is extended the same way.
 
 A *bound* is what no simulation of the layout can beat: the GPU compute of a stage (the
@@ -35,12 +35,14 @@ __all__ = ["FIELDS", "compute_bound_ns", "run_layout", "screen_microbatches"]
 FIELDS = ("step_ns", "model_flops", *PARTS)
 
 
-def screen_microbatches(pp: int, microbatches: int) -> tuple[int, ...]:
-    """The micro-batch counts a screening run simulates: P and 2P where that is fewer
-    than the plan's, else the plan's own."""
-    if 3 * pp >= microbatches:
+def screen_microbatches(pp: int, microbatches: int, virtual_stages: int = 1) -> tuple[int, ...]:
+    """The micro-batch counts a screening run simulates: 1 and 2 (P and 2P with
+    interleaving, which needs multiples of P) where that is fewer than the plan's, else
+    the plan's own."""
+    rounds = pp if virtual_stages > 1 else 1
+    if 3 * rounds >= microbatches:
         return (microbatches,)
-    return (pp, 2 * pp)
+    return (rounds, 2 * rounds)
 
 
 def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:

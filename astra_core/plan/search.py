@@ -5,7 +5,7 @@
    either that fits is kept (more recomputation or sharding only adds work).
 3. Every survivor is simulated on the fast path, on the sweep executors (a local process
    pool of :mod:`astra_core.workers`, or Ray): a screening run extends the step time of
-   P and 2P micro-batches to the plan's M (:mod:`astra_core.plan.point`).
+   1 and 2 micro-batches (P and 2P interleaved) to the plan's M (:mod:`astra_core.plan.point`).
 4. The ``full`` best are simulated again with all their micro-batches; the ranking uses
    each layout's best-known figure.
 
@@ -256,7 +256,7 @@ def _branch_and_bound(
             i += 1
         if not wave:
             break
-        tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay))) for lay in wave]
+        tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay), lay.vp)) for lay in wave]
         done, more = _run(tasks, store, run, tick)
         simulated += more
         rows.update({lay: done[t["key"]] for lay, t in zip(wave, tasks, strict=True)})

@@ -89,13 +89,21 @@ def test_a_model_that_fits_nowhere_is_one_line():
     assert "\n" not in str(err.value) and "over the GPU's HBM" in str(err.value)
 
 
-def test_screening_extends_the_step_exactly():
-    """T(M) = a + b M past the pipeline's fill: two short runs give the long one."""
+@pytest.mark.parametrize(
+    ("layout", "shown"),
+    [
+        (Layout(2, 1, 4, 2, 2, 1, 1), (4, 8)),
+        (Layout(2, 1, 8, 1, 1, 1, 1), (1, 2)),
+        (Layout(1, 2, 2, 1, 4, 1, 1), (1, 2)),
+    ],
+    ids=lambda x: x.label() if isinstance(x, Layout) else None,
+)
+def test_screening_extends_the_step_exactly(layout, shown):
+    """T(M) = a + b M: two short runs give the long one (interleaved: from M = P)."""
     space = _space()
-    layout = Layout(2, 1, 4, 2, 2, 1, 1)
-    microbatches = 32
-    counts = screen_microbatches(layout.pp, microbatches)
-    assert counts == (4, 8)
+    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+    counts = screen_microbatches(layout.pp, microbatches, layout.vp)
+    assert counts == shown
     task = {"key": "", "config": space.config(layout), "microbatches": microbatches, "counts": counts}
     screened = run_layout({**task, "system": SYSTEM, "network": NETWORK, "backend": None})
     assert screened["step_ns"] == pytest.approx(_full_step_ns(space, layout), rel=1e-6)
