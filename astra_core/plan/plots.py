@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from astra_core.errors import AstraError
-from astra_core.outputs import atomic_output, check_output_dir
+from astra_core.outputs import check_output_dir
+from astra_core.report.plots import pyplot, save_figure
 
 __all__ = ["pareto", "plot_plan"]
 
@@ -28,28 +28,11 @@ def pareto(frame: Any) -> Any:
     return ok.loc[keep]
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    try:
-        with atomic_output(path, "plan plot") as temporary:
-            fig.savefig(temporary, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise AstraError(f"{path}: cannot write plot: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
-    return path
-
-
 def plot_plan(frame: Any, directory: str | Path) -> list[Path]:
     """Write ``pareto.png`` (tokens/s per GPU against peak memory per GPU, every simulated
     layout, the front joined) and ``breakdown.png`` (compute, exposed collectives and
     pipeline shares of the fastest layouts) into ``directory``; their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = check_output_dir(directory, "--plots")
     out.mkdir(parents=True, exist_ok=True)
     ok = frame[frame["status"] == "ok"]
@@ -60,7 +43,7 @@ def plot_plan(frame: Any, directory: str | Path) -> list[Path]:
     ax.set_xlabel("peak memory per GPU [GiB]")
     ax.set_ylabel("tokens/s per GPU")
     ax.legend()
-    paths = [_save(fig, out / "pareto.png")]
+    paths = [save_figure(fig, out / "pareto.png")]
     top = ok.head(SHOWN)
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * len(top)))
     left = [0.0] * len(top)
@@ -74,5 +57,5 @@ def plot_plan(frame: Any, directory: str | Path) -> list[Path]:
     ax.invert_yaxis()
     ax.set_xlabel("share of the step (mean over ranks)")
     ax.legend(fontsize=7, loc="lower right")
-    paths.append(_save(fig, out / "breakdown.png"))
+    paths.append(save_figure(fig, out / "breakdown.png"))
     return paths

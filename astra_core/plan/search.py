@@ -52,7 +52,7 @@ class PlanOutcome:
     simulations: int = 0
 
 
-def _least_work(fit: list[tuple[Layout, list[StageMemory]]], space: Space, pruned: Counter) -> list:
+def _least_work(fit: list[tuple[Layout, list[StageMemory]]], pruned: Counter) -> list:
     """Of layouts equal but for recomputation and ZeRO stage, the one with least of both."""
     rank_r = {r: i for i, r in enumerate(("none", "selective", "full"))}
     best: dict[Layout, tuple[Layout, list[StageMemory]]] = {}
@@ -181,7 +181,7 @@ def search(
 
     fit, pruned = layouts(space)
     considered = len(fit) + sum(pruned.values())
-    kept = _least_work(fit, space, pruned)
+    kept = _least_work(fit, pruned)
     if not kept:
         reasons = "; ".join(f"{n} {why}" for why, n in pruned.most_common())
         raise ConfigError(f"no layout of {space.model.name} on {space.gpus} {space.gpu.name} fits: {reasons}")

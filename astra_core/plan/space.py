@@ -20,8 +20,7 @@ distributed optimizer (ZeRO 1) unless ZeRO 3 is asked for.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
@@ -233,7 +232,3 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
 
 def _reasons(pruned: Counter) -> str:
     return "; ".join(f"{n} {why}" for why, n in pruned.most_common()) or "no candidate at all"
-
-
-def layout_dict(layout: Layout) -> dict[str, Any]:
-    return asdict(layout)
