@@ -234,6 +234,7 @@ class WorkerPool:
         self._target, self._work, self._preload, self._what = target, work, preload, what
         self._workers: list[_Worker] = []
         self._pending: deque[Any] = deque()
+        self._admit: Callable[[Any], bool] | None = None
         self._lock = threading.Lock()
         self._closing = False
         self.grow(count)
@@ -267,15 +268,18 @@ class WorkerPool:
         on_result: Callable[[Any, Any], None],
         on_lost: Callable[[Any, str], None],
         replace: bool = False,
+        admit: Callable[[Any], bool] | None = None,
     ) -> None:
         """Run ``tasks`` on the workers until none is pending or held, calling here
         ``on_result(task, result)`` as each finishes (completion order) and
         ``on_lost(task, how)`` for the task of a worker that died (``how``: ``exit
         code 3``, ``killed by SIGKILL``). The dead worker is replaced if ``replace``;
-        a task's exception is raised here. May run in a thread while the caller takes
-        back unstarted tasks (:meth:`take_unstarted`); returns early once the pool is
-        closing."""
+        a task's exception is raised here. ``admit(task)``, asked as a worker takes the
+        task, drops it unrun when False (a search that learns as results come in). May
+        run in a thread while the caller takes back unstarted tasks
+        (:meth:`take_unstarted`); returns early once the pool is closing."""
         with self._lock:
+            self._admit = admit
             self._pending.extend(tasks)
         for worker in list(self._workers):
             self._feed(worker)
@@ -290,8 +294,11 @@ class WorkerPool:
 
     def _feed(self, worker: _Worker) -> None:
         with self._lock:
-            if self._pending and not self._closing:
-                worker.give(self._pending.popleft())
+            while self._pending and not self._closing:
+                task = self._pending.popleft()
+                if self._admit is None or self._admit(task):
+                    worker.give(task)
+                    return
 
     def _collect(self, worker: _Worker, on_result, on_lost, replace: bool) -> None:
         """Handle what ``worker`` sent (or its death); give it (or its replacement) the next task."""

@@ -30,14 +30,14 @@ def executor(workers: int | None = None, ray: bool | str | None = None) -> tuple
     if ray:
         address = None if ray is True or ray == "local" else str(ray)
 
-        def on_ray(tasks, on_row):
-            run_ray(tasks, on_row, address, function=run_layout, failed=_failed)
+        def on_ray(tasks, on_row, admit=None):
+            run_ray(tasks, on_row, address, function=run_layout, failed=_failed, admit=admit)
 
         return on_ray, 8, f"Ray ({address or 'local'})"
     count = workers or default_workers()
 
-    def on_pool(tasks, on_row):
-        run_pool(tasks, on_row, count, target=TARGET, failed=_failed)
+    def on_pool(tasks, on_row, admit=None):
+        run_pool(tasks, on_row, count, target=TARGET, failed=_failed, admit=admit)
 
     return on_pool, count, f"{count} worker process{'es' if count > 1 else ''}"
 
@@ -87,13 +87,12 @@ def plan(
         model, gpu, gpus, dims[0], global_batch, seq_len or model.seq_len, precision, fp8_recipe, dims,
         limits or Limits(),
     )  # fmt: skip
-    run, parallel, _ = executor(workers, ray)
+    run, _, _ = executor(workers, ray)
     return search(
         space,
         system,
         str(Path(network).resolve()),
         run=run,
-        workers=parallel,
         backend=backend,
         top=top,
         full=full,

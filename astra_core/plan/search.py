@@ -16,6 +16,7 @@ Lines file, so a repeated or widened search re-simulates nothing it has seen.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -116,20 +117,38 @@ def _failed(task: dict, error: str) -> dict:
     return {"key": task["key"], "status": "error", "error": error, "simulated": list(task["counts"])}
 
 
-def _run(tasks: list[dict], cache: _Cache, run: Callable, on_done: Callable[[], None]) -> tuple[dict, int]:
-    """Rows of ``tasks`` by key: the cache's, and the rest simulated by ``run``."""
-    rows = {t["key"]: cache.rows[t["key"]] for t in tasks if t["key"] in cache.rows}
-    todo = [t for t in tasks if t["key"] not in rows]
-    for _ in rows:
-        on_done()
+def _run(
+    tasks: list[dict],
+    cache: _Cache,
+    run: Callable,
+    on_done: Callable[[], None],
+    admit: Callable[[dict], bool] | None = None,
+    on_each: Callable[[dict], None] | None = None,
+) -> tuple[dict, int]:
+    """Rows of ``tasks`` by key, in their order: the cache's, and the rest simulated by
+    ``run`` (``admit``: asked before each is run; ``on_each(row)``: each row as it comes),
+    and how many were simulated."""
+    rows: dict[str, dict] = {}
+    simulated = 0
 
-    def on_row(row: dict) -> None:
-        cache.add(row)
+    def on_row(row: dict, cached: bool = False) -> None:
+        nonlocal simulated
+        if not cached:
+            cache.add(row)
+            simulated += 1
         rows[row["key"]] = row
+        if on_each:
+            on_each(row)
         on_done()
 
-    run(todo, on_row)
-    return rows, len(todo)
+    todo = []
+    for t in tasks:  # the cache's rows first, so that they can rule out the rest
+        if t["key"] in cache.rows:
+            on_row(cache.rows[t["key"]], cached=True)
+        else:
+            todo.append(t)
+    run(todo, on_row, admit=admit)
+    return rows, simulated
 
 
 def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) -> Any:
@@ -163,8 +182,7 @@ def search(
     system: Any,
     network: Any,
     *,
-    run: Callable[[list[dict], Callable[[dict], None]], None],
-    workers: int = 1,
+    run: Callable[..., None],
     backend: str | None = None,
     top: int = 5,
     full: int = 3,
@@ -172,8 +190,8 @@ def search(
     on_progress: Callable[[str, int, int | None], None] | None = None,
 ) -> PlanOutcome:
     """Search ``space`` (module docstring): ``system`` and ``network`` as ``simulate``
-    takes them (paths or dicts), ``run(tasks, on_row)`` an executor of ``workers``
-    processes, the ``top`` fastest found exactly (every layout whose compute bound could
+    takes them (paths or dicts), ``run(tasks, on_row, admit=None)`` an executor (it asks
+    ``admit(task)`` before running each), the ``top`` fastest found exactly (every layout whose compute bound could
     beat them is simulated), ``full`` of them simulated with all their micro-batches,
     ``on_progress(phase, done, total)`` as layouts finish. Raises ConfigError (one line)
     when no layout divides or none fits."""
@@ -200,7 +218,7 @@ def search(
     }
     order = sorted(kept, key=lambda e: bound_of[e[0]])
     rows, more = _branch_and_bound(
-        order, bound_of, task, lambda lay: _mb(space, lay), store, run, workers, top, progress
+        order, bound_of, task, lambda lay: _mb(space, lay), store, run, top, progress
     )
     simulated += more
     ranked = sorted(
@@ -239,27 +257,25 @@ def _counter(progress: Callable, phase: str, total: int) -> Callable[[], None]:
     return tick
 
 
-def _branch_and_bound(
-    order, bound_of, task, microbatches, store, run, workers, top, progress
-) -> tuple[dict, int]:
-    """Screen layouts in order of their compute bound, ``workers`` at a time, until the
-    next bound cannot beat the ``top``-th fastest step found: rows by layout, runs made."""
+def _branch_and_bound(order, bound_of, task, microbatches, store, run, top, progress) -> tuple[dict, int]:
+    """Screen layouts in order of their compute bound, each admitted as a worker takes it
+    only while its bound can still beat the ``top``-th fastest step found: rows by
+    layout, runs made."""
     rows: dict[Layout, dict] = {}
-    simulated, i = 0, 0
+    tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay), lay.vp)) for lay, _ in order]
+    layout_of = {t["key"]: lay for (lay, _), t in zip(order, tasks, strict=True)}
+    steps: list[float] = []
     tick = _counter(progress, "screening runs", len(order))
-    while i < len(order):
-        steps = sorted(r["step_ns"] for r in rows.values() if r["status"] == "ok")
-        limit = steps[top - 1] if len(steps) >= top else math.inf
-        wave = []
-        while i < len(order) and len(wave) < max(1, workers) and bound_of[order[i][0]] < limit:
-            wave.append(order[i][0])
-            i += 1
-        if not wave:
-            break
-        tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay), lay.vp)) for lay in wave]
-        done, more = _run(tasks, store, run, tick)
-        simulated += more
-        rows.update({lay: done[t["key"]] for lay, t in zip(wave, tasks, strict=True)})
+
+    def admit(t: dict) -> bool:
+        return len(steps) < top or bound_of[layout_of[t["key"]]] < steps[top - 1]
+
+    def on_row(row: dict) -> None:
+        rows[layout_of[row["key"]]] = row
+        if row["status"] == "ok":
+            bisect.insort(steps, row["step_ns"])
+
+    done, simulated = _run(tasks, store, run, tick, admit=admit, on_each=on_row)
     return rows, simulated
 
 

@@ -25,6 +25,9 @@ from astra_core.sweep import pool
 from astra_core.sweep.point import failed_row, run_point
 from astra_core.sweep.pool import OnRow
 
+#: Ray tasks in flight at once when each is admitted as it is submitted.
+RAY_IN_FLIGHT = 64
+
 
 def default_workers() -> int:
     """One worker per CPU this process may use."""
@@ -53,7 +56,11 @@ def run_ray(
     address: str | None = None,
     function: Callable[[dict], dict] = run_point,
     failed: Callable[[dict[str, Any], str], dict[str, Any]] = failed_row,
+    admit: Callable[[dict], bool] | None = None,
 ) -> None:
+    """Run the tasks as Ray tasks of ``function`` (see the module docstring); with
+    ``admit``, at most :data:`RAY_IN_FLIGHT` at a time, each asked before it is submitted
+    (False: dropped unrun)."""
     try:
         import ray
     except ImportError:
@@ -67,7 +74,16 @@ def run_ray(
             raise AstraError(f"cannot start or reach Ray at {where}: {exc}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(function)
-        pending = {remote.remote(task): task for task in tasks}
+        waiting = list(reversed(tasks))
+        pending: dict[Any, dict] = {}
+
+        def submit() -> None:
+            while waiting and (admit is None or len(pending) < RAY_IN_FLIGHT):
+                task = waiting.pop()
+                if admit is None or admit(task):
+                    pending[remote.remote(task)] = task
+
+        submit()
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -78,6 +94,7 @@ def run_ray(
                     message = str(exc).strip().splitlines()
                     row = failed(task, f"Ray task failed: {message[0] if message else exc}")
                 on_row(row)
+            submit()
     finally:
         if started_here:
             ray.shutdown()

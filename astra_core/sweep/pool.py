@@ -31,11 +31,13 @@ def run_pool(
     workers: int,
     target: str = "astra_core.sweep.point:run_point",
     failed: Callable[[dict[str, Any], str], dict[str, Any]] = failed_row,
+    admit: Callable[[dict[str, Any]], bool] | None = None,
 ) -> None:
     """Run ``tasks`` on ``workers`` worker processes, each task through ``target``
     (``"module:function"``: a sweep's points by default, ``astra plan``'s layouts),
     calling ``on_row(row)`` here as each finishes (completion order); ``failed(task,
-    error)`` makes the row of a task whose worker died.
+    error)`` makes the row of a task whose worker died; ``admit(task)``, asked as a
+    worker takes a task, drops it unrun when False.
 
     A worker that dies fails only its point (``worker process died while
     running this point (killed by SIGKILL)``) and is replaced. Raises
@@ -51,4 +53,4 @@ def run_pool(
     # load astra stops the sweep with one error, rather than failing every point
     count = min(workers, len(tasks))
     with WorkerPool(count, target=target, preload=("astra_core.api",), what="sweep") as pool:
-        pool.serve(tasks, lambda _task, row: on_row(row), lost, replace=True)
+        pool.serve(tasks, lambda _task, row: on_row(row), lost, replace=True, admit=admit)

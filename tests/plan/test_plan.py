@@ -41,9 +41,10 @@ def _space(**limits) -> Space:
     return Space(MODEL, load_gpu("H100"), 16, 8, 64, 2048, dims=(8, 2), limits=Limits(**limits))
 
 
-def _in_process(tasks, on_row) -> None:
+def _in_process(tasks, on_row, admit=None) -> None:
     for task in tasks:
-        on_row(run_layout(task))
+        if admit is None or admit(task):
+            on_row(run_layout(task))
 
 
 def _full_step_ns(space: Space, layout: Layout) -> float:
