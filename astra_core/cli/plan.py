@@ -51,7 +51,11 @@ def _fixed(name: str, help_text: str):
 @_fixed("max-tp", "largest tensor-parallel size (default: the network's first dimension)")
 @click.option("--max-pp", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--max-vp", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--max-cp", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option(
+    "--max-cp",
+    type=click.IntRange(min=1),
+    help="largest context-parallel size (default: 4,096 tokens per rank)",
+)
 @click.option(
     "--recompute",
     type=click.Choice(["none", "selective", "full"]),

@@ -31,6 +31,10 @@ from astra_core.workload.generators.models import ModelConfig
 __all__ = ["Layout", "Limits", "Space", "layouts"]
 
 RECOMPUTES = ("none", "selective", "full")
+#: Fewest tokens of a sequence a context-parallel rank keeps unless ``max_cp`` says
+#: otherwise: the published recipes split 8K sequences 2 ways (Megatron-Bridge's Llama 3.1
+#: 405B) and 128K ones 16 ways (the Llama 3 paper's long-context stage), 4K-8K per rank.
+CP_MIN_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,9 @@ class Limits:
     """What the search may choose; None: any value the rules allow.
 
     ``tp``, ``cp``, ``pp``, ``vp``, ``ep``, ``micro_batch``: fixed values; ``max_tp``
-    (default: the NVLink domain), ``max_pp``, ``max_vp``, ``max_cp``: upper bounds;
+    (default: the NVLink domain), ``max_pp``, ``max_vp``, ``max_cp`` (default: each
+    context-parallel rank keeps at least :data:`CP_MIN_TOKENS` tokens of a sequence):
+    upper bounds;
     ``micro_batches``: the micro-batch sizes tried; ``recomputes``, ``zeros``: the
     recomputation and ZeRO choices tried."""
 
@@ -76,7 +82,7 @@ class Limits:
     max_tp: int | None = None
     max_pp: int = 32
     max_vp: int = 8
-    max_cp: int = 16
+    max_cp: int | None = None
     micro_batches: tuple[int, ...] = (1, 2, 4)
     recomputes: tuple[str, ...] = ("none", "full")
     zeros: tuple[int, ...] = (1,)
@@ -176,7 +182,8 @@ def _shapes(space: Space, pruned: Counter) -> list[Layout]:
     lim, n, seq = space.limits, space.gpus, space.seq_len
     out = []
     for tp in _tensor_sizes(space):
-        for cp in _powers_of_two(lim.max_cp):
+        max_cp = lim.max_cp if lim.max_cp is not None else max(1, seq // CP_MIN_TOKENS)
+        for cp in _powers_of_two(max_cp):
             if lim.cp not in (None, cp) or seq % (2 * cp) or n % (tp * cp):
                 continue
             for pp in _divisors(n // (tp * cp), lim.max_pp):

@@ -61,9 +61,9 @@ def _full_step_ns(space: Space, layout: Layout) -> float:
 
 
 def test_every_layout_keeps_megatrons_rules_and_fits():
-    space = _space()
+    space = _space(max_cp=2)
     fit, pruned = layouts(space)
-    assert len(fit) > 100
+    assert len(fit) > 100 and {lay.cp for lay, _ in fit} == {1, 2}
     for layout, memory in fit:
         assert layout.tp * layout.cp * layout.pp * layout.dp == 16
         assert all(w % layout.tp == 0 for w in (MODEL.heads, MODEL.kv, MODEL.ffn_hidden))
@@ -74,6 +74,7 @@ def test_every_layout_keeps_megatrons_rules_and_fits():
             assert (space.global_batch // (layout.dp * layout.micro_batch)) % layout.pp == 0
         assert max(m.peak_bytes for m in memory) <= 80 * 2**30
     assert pruned["layers do not divide over the pipeline stages"] == 1  # PP 16 on 8 layers
+    assert {lay.cp for lay, _ in layouts(_space())[0]} == {1}  # 2,048 tokens: no CP by default
 
 
 def test_fixed_sizes_are_kept():
