@@ -173,13 +173,16 @@ def _print(console: Console, outcome, top: int) -> None:
     frame = outcome.frame
     ok = frame[frame["status"] == "ok"]
     table = Table(title=f"fastest of {len(ok)} simulated layouts ({outcome.considered} considered)")
-    for column in ("layout", "step s", "tokens/s/GPU", "MFU", "peak GiB", "bound by", "run"):
-        table.add_column(column)
+    for column in ("TP", "CP", "PP", "V", "DP", "EP", "MBS", "recompute", "ZeRO"):
+        table.add_column(column, justify="right")
+    for column in ("step s", "tok/s/GPU", "MFU", "GiB", "bound by", "run"):
+        table.add_column(column, justify="right", no_wrap=True)
     for _, r in ok.head(top).iterrows():
         run = "full" if len(r["simulated"]) == 1 else "screened"
         share = r[r["bound"]] if r["bound"] else 0.0
         table.add_row(
-            r["layout"], f"{r['step_s']:.3f}", f"{r['tokens_per_gpu_s']:,.0f}", f"{r['mfu']:.1%}",
+            *(str(r[k]) for k in ("tp", "cp", "pp", "vp", "dp", "ep", "micro_batch", "recompute", "zero")),
+            f"{r['step_s']:.3f}", f"{r['tokens_per_gpu_s']:,.0f}", f"{r['mfu']:.1%}",
             f"{r['peak_memory_gib']:.1f}", f"{r['bound']} {share:.0%}", run,
         )  # fmt: skip
     console.print(table)
@@ -191,7 +194,8 @@ def _print(console: Console, outcome, top: int) -> None:
         console.print(
             f"{len(failed)} layouts failed; first: {failed.iloc[0]['layout']}: {failed.iloc[0]['error']}"
         )
-    console.print(f"{outcome.simulations} simulations run (the rest from the cache)")
+    made = ", ".join(f"{n} {phase}" for phase, n in outcome.runs.items())
+    console.print(f"runs made: {made} (the rest from the cache)")
 
 
 def _write(console: Console, outcome, opts: dict) -> None:

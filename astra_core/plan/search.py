@@ -44,13 +44,13 @@ BOUNDS = {
 @dataclass
 class PlanOutcome:
     """A search's result: ``frame`` (pandas, one row per simulated layout, fastest first),
-    ``pruned`` (reason -> layouts), ``considered`` (layouts enumerated), ``simulations``
-    (runs made, the cache's not counted)."""
+    ``pruned`` (reason -> layouts), ``considered`` (layouts enumerated), ``runs`` (phase
+    -> runs made: compute bounds, screening runs, full runs; the cache's not counted)."""
 
     frame: Any
     pruned: Counter = field(default_factory=Counter)
     considered: int = 0
-    simulations: int = 0
+    runs: Counter = field(default_factory=Counter)
 
 
 def _least_work(fit: list[tuple[Layout, list[StageMemory]]], pruned: Counter) -> list:
@@ -212,15 +212,17 @@ def search(
         return _task(space, layout, counts, inputs, digests)
 
     bound_tasks = [task(lay, ()) for lay, _ in kept]
-    bounds, simulated = _run(bound_tasks, store, run, _counter(progress, "compute bounds", len(bound_tasks)))
+    runs: Counter = Counter()
+    bounds, runs["compute bounds"] = _run(
+        bound_tasks, store, run, _counter(progress, "compute bounds", len(bound_tasks))
+    )
     bound_of = {
         lay: bounds[t["key"]].get("bound_ns", math.inf) for (lay, _), t in zip(kept, bound_tasks, strict=True)
     }
     order = sorted(kept, key=lambda e: bound_of[e[0]])
-    rows, more = _branch_and_bound(
+    rows, runs["screening runs"] = _branch_and_bound(
         order, bound_of, task, lambda lay: _mb(space, lay), store, run, top, progress
     )
-    simulated += more
     ranked = sorted(
         (lay for lay, _ in order if lay in rows and rows[lay]["status"] == "ok"),
         key=lambda x: rows[x]["step_ns"],
@@ -228,8 +230,9 @@ def search(
     finals = [
         (lay, task(lay, (_mb(space, lay),))) for lay in ranked[:full] if len(rows[lay]["simulated"]) > 1
     ]
-    full_rows, more = _run([t for _, t in finals], store, run, _counter(progress, "full runs", len(finals)))
-    simulated += more
+    full_rows, runs["full runs"] = _run(
+        [t for _, t in finals], store, run, _counter(progress, "full runs", len(finals))
+    )
     rows.update({lay: full_rows[t["key"]] for lay, t in finals if full_rows[t["key"]]["status"] == "ok"})
     best = min((r["step_ns"] for r in rows.values() if r["status"] == "ok"), default=math.inf)
     entries = []
@@ -242,7 +245,7 @@ def search(
         pruned[
             f"compute alone slower than the {min(top, len(rows))} fastest found (best {best * 1e-9:.3f} s)"
         ] += cut
-    return PlanOutcome(_frame(space, entries), pruned, considered, simulated)
+    return PlanOutcome(_frame(space, entries), pruned, considered, runs)
 
 
 def _counter(progress: Callable, phase: str, total: int) -> Callable[[], None]:
