@@ -56,6 +56,6 @@ def plot_plan(frame: Any, directory: str | Path) -> list[Path]:
     )
     ax.invert_yaxis()
     ax.set_xlabel("share of the step (mean over ranks)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / len(top)), ncol=3)
     paths.append(save_figure(fig, out / "breakdown.png"))
     return paths
