@@ -232,3 +232,8 @@ def test_gen_llm_with_context_parallelism_reports_mfu(tmp_path):
     assert llm["hardware_flops"] == pytest.approx(4 / 3 * llm["model_flops"], rel=1e-9)
     # MFU: model FLOPs over the step, per GPU, over the A100's 312 TFLOP/s
     assert llm["mfu"] == pytest.approx(llm["model_flops"] / (report["step_ns"] * 1e-9) / 4 / 312e12)
+    # the peak memory gen llm printed travels with the traces into the report
+    assert len(llm["memory_bytes"]) == 1 and llm["hbm_bytes"] == 80 * 2**30
+    printed = next(line for line in out.output.splitlines() if line.startswith("peak memory per GPU"))
+    assert f"{llm['memory_bytes'][0] / 2**30:.1f} GiB" in printed
+    assert "peak memory per GPU" in run.output
