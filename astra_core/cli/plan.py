@@ -173,19 +173,18 @@ def _print(console: Console, outcome, top: int) -> None:
     frame = outcome.frame
     ok = frame[frame["status"] == "ok"]
     table = Table(title=f"fastest of {len(ok)} simulated layouts ({outcome.considered} considered)")
-    for column in ("TP", "CP", "PP", "V", "DP", "EP", "MBS", "recompute", "ZeRO"):
-        table.add_column(column, justify="right")
-    for column in ("step s", "tok/s/GPU", "MFU", "GiB", "bound by", "run"):
+    table.add_column("layout", no_wrap=True)
+    for column in ("step s", "tok/s/GPU", "MFU", "GiB", "bound by"):
         table.add_column(column, justify="right", no_wrap=True)
     for _, r in ok.head(top).iterrows():
-        run = "full" if len(r["simulated"]) == 1 else "screened"
+        mark = "" if len(r["simulated"]) == 1 else "*"
         share = r[r["bound"]] if r["bound"] else 0.0
         table.add_row(
-            *(str(r[k]) for k in ("tp", "cp", "pp", "vp", "dp", "ep", "micro_batch", "recompute", "zero")),
-            f"{r['step_s']:.3f}", f"{r['tokens_per_gpu_s']:,.0f}", f"{r['mfu']:.1%}",
-            f"{r['peak_memory_gib']:.1f}", f"{r['bound']} {share:.0%}", run,
+            r["short"], f"{r['step_s']:.3f}{mark}", f"{r['tokens_per_gpu_s']:,.0f}", f"{r['mfu']:.1%}",
+            f"{r['peak_memory_gib']:.1f}", f"{r['bound']} {share:.0%}",
         )  # fmt: skip
     console.print(table)
+    console.print("* screened: 1 and 2 micro-batches (P and 2P interleaved) extended to the step's")
     console.print(f"pruned, by reason ({sum(outcome.pruned.values())}):")
     for why, n in outcome.pruned.most_common():
         console.print(f"  {n:6d}  {why}")

@@ -157,7 +157,7 @@ def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) 
     peak_flops = (space.gpu.fp8_tflops if space.precision == "fp8" else space.gpu.peak_tflops) * 1e12
     records = []
     for layout, memory, row in entries:
-        record: dict[str, Any] = {"layout": layout.label(), **asdict(layout)}
+        record: dict[str, Any] = {"layout": layout.label(), "short": layout.short(), **asdict(layout)}
         record["peak_memory_gib"] = max(m.peak_bytes for m in memory) / GiB
         record["memory_per_stage_gib"] = [round(m.peak_bytes / GiB, 2) for m in memory]
         record.update(status=row["status"], error=row.get("error", ""), simulated=row.get("simulated"))

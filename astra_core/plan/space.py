@@ -54,6 +54,16 @@ class Layout:
     zero: int = 1
     edges_in_split: bool = False
 
+    def short(self) -> str:
+        """The layout in a few characters: ``TP4 CP1 PP2 V8 DP128 MBS1`` (EP, recomputation
+        and ZeRO stage only where they are not 1, none and 1)."""
+        text = f"TP{self.tp} CP{self.cp} PP{self.pp} V{self.vp} DP{self.dp} MBS{self.micro_batch}"
+        if self.ep > 1:
+            text += f" EP{self.ep}"
+        if self.recompute != "none":
+            text += f" {self.recompute}"
+        return text + (f" ZeRO{self.zero}" if self.zero != 1 else "")
+
     def label(self) -> str:
         parts = [f"TP {self.tp}", f"CP {self.cp}", f"PP {self.pp}", f"V {self.vp}", f"DP {self.dp}"]
         if self.ep > 1:
