@@ -67,7 +67,7 @@ def _fixed(name: str, help_text: str):
 @click.option("--zero", type=click.Choice(["1", "3"]), multiple=True, default=("1",), show_default=True)
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="layouts found exactly")
 @click.option(
-    "--full", type=click.IntRange(min=0), default=3, show_default=True, help="best layouts run in full"
+    "--full", type=click.IntRange(min=0), default=1, show_default=True, help="best layouts run in full"
 )
 @click.option("--workers", "-j", type=click.IntRange(min=1), help="worker processes (default: one per CPU)")
 @click.option(

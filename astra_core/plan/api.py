@@ -55,7 +55,7 @@ def plan(
     fp8_recipe: str = "tensorwise",
     limits: Limits | None = None,
     top: int = 5,
-    full: int = 3,
+    full: int = 1,
     workers: int | None = None,
     ray: bool | str | None = None,
     cache: str | os.PathLike | None = None,

@@ -185,7 +185,7 @@ def search(
     run: Callable[..., None],
     backend: str | None = None,
     top: int = 5,
-    full: int = 3,
+    full: int = 1,
     cache: str | os.PathLike | None = None,
     on_progress: Callable[[str, int, int | None], None] | None = None,
 ) -> PlanOutcome:
