@@ -163,8 +163,8 @@ def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) 
         record.update(status=row["status"], error=row.get("error", ""), simulated=row.get("simulated"))
         record["bound_s"] = row.get("bound_ns", math.nan) * 1e-9
         ok = row["status"] == "ok"
-        step_s = row["step_ns"] * 1e-9 if ok else None
-        record["step_s"] = step_s
+        step_s = row["step_ns"] * 1e-9 if ok else math.nan
+        record["step_s"] = step_s if ok else None
         tokens = space.global_batch * space.seq_len
         record["tokens_per_gpu_s"] = tokens / step_s / space.gpus if ok else None
         record["mfu"] = row["model_flops"] / step_s / space.gpus / peak_flops if ok else None

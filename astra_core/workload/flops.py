@@ -37,7 +37,7 @@ def llm_utilization(graphs: Sequence[Any], step_ns: float) -> dict | None:
         return None  # traces of an older generator: no FLOP counts
     seconds = step_ns * 1e-9
     per_gpu = model / seconds / npus / 1e12
-    out = {
+    out: dict[str, Any] = {
         "model_flops": model,
         "hardware_flops": hardware,
         "tflops_per_gpu": per_gpu,
