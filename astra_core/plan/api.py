@@ -18,6 +18,7 @@ TARGET = "astra_core.plan.point:run_layout"
 
 
 def _failed(task: dict, error: str) -> dict:
+    """The row of a layout whose worker died or whose Ray task failed."""
     return {"key": task["key"], "status": "error", "error": error, "simulated": list(task["counts"])}
 
 

@@ -113,10 +113,6 @@ def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, d
     }
 
 
-def _failed(task: dict, error: str) -> dict:
-    return {"key": task["key"], "status": "error", "error": error, "simulated": list(task["counts"])}
-
-
 def _run(
     tasks: list[dict],
     cache: _Cache,
