@@ -24,7 +24,7 @@ from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.llm_params import stage_params
-from astra_core.workload.generators.pipeline import interleaved, schedule
+from astra_core.workload.generators.pipeline import stage_passes
 from astra_core.workload.generators.token_dispatch import FlexDispatch
 
 if TYPE_CHECKING:
@@ -346,10 +346,7 @@ class StageBuilder:
         """The stage's passes ``order`` = [(F or B, micro-batch, chunk)], the step of its
         last backward pass, and ``chunk_done[v]``, the step of chunk v's last one."""
         P, V = self.P, self.V
-        if V > 1:
-            self.order = interleaved(P, self.p, mb, V)
-        else:
-            self.order = [(kind, m, 0) for kind, m in schedule(self.cfg.schedule, P, self.p, mb)]
+        self.order = stage_passes(self.cfg.schedule, P, self.p, mb, V)
         self.last_backward = max(i for i, (kind, _, _) in enumerate(self.order) if kind == "B")
         backward = {
             v: [i for i, (kind, _, c) in enumerate(self.order) if kind == "B" and c == v] for v in range(V)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SCHEDULES", "interleaved", "layout_stages", "parse_layout", "schedule", "stage_layers"]
+__all__ = ["SCHEDULES", "interleaved", "layout_stages", "parse_layout", "schedule", "stage_layers", "stage_passes"]
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -90,6 +90,17 @@ def interleaved(stages: int, stage: int, microbatches: int, chunks: int) -> list
         order += [pass_of("F", warmup + i), pass_of("B", i)]
     order += [pass_of("B", k) for k in range(total - warmup, total)]
     return order
+
+
+def stage_passes(
+    kind: str, stages: int, stage: int, microbatches: int, chunks: int
+) -> list[tuple[str, int, int]]:
+    """The passes of ``stage``: ``("F" | "B", micro-batch, chunk)`` in order, interleaved
+    1F1B with ``chunks`` > 1 (:func:`interleaved`), else ``kind``'s order on chunk 0
+    (:func:`schedule`). Raises ValueError as those do."""
+    if chunks > 1:
+        return interleaved(stages, stage, microbatches, chunks)
+    return [(f_or_b, m, 0) for f_or_b, m in schedule(kind, stages, stage, microbatches)]
 
 
 def stage_layers(
