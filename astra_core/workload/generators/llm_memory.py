@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.llm_params import StageParams, stage_params
-from astra_core.workload.generators.pipeline import interleaved, schedule
+from astra_core.workload.generators.pipeline import stage_passes
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -120,13 +120,16 @@ def workspace_bytes(cfg: LLMConfig) -> float:
     return torch_ws + te_ws * (5 if cfg.model.experts else 1)
 
 
+def _fp8_bytes(cfg: LLMConfig) -> float:
+    """Bytes per element of an FP8 tensor under the plan's recipe: one, and under MXFP8 one
+    E8M0 scale per 32 elements (OCP Microscaling Formats v1.0)."""
+    return 1 + 1 / 32 if cfg.fp8_recipe == "mxfp8" else 1.0
+
+
 def _fp8_weight_bytes(cfg: LLMConfig) -> float:
     """Bytes per linear-layer parameter of Transformer Engine's cached FP8 weights: the
-    weight and its transpose (Hopper's FP8 GEMMs take one layout), each with one E8M0 scale
-    per 32 elements under MXFP8 (OCP Microscaling Formats v1.0)."""
-    if cfg.precision != "fp8":
-        return 0.0
-    return 2 * (1 + 1 / 32) if cfg.fp8_recipe == "mxfp8" else 2.0
+    weight and its transpose (Hopper's FP8 GEMMs take one layout)."""
+    return 2 * _fp8_bytes(cfg) if cfg.precision == "fp8" else 0.0
 
 
 def _linear_params(cfg: LLMConfig, sp: StageParams) -> tuple[float, float]:
@@ -169,7 +172,7 @@ def _dims(cfg: LLMConfig) -> tuple[float, float, float, float]:
     element of a saved GEMM input)."""
     tokens = cfg.micro_batch * cfg.sequence_length / cfg.cp
     split = cfg.tp if cfg.sequence_parallel else 1
-    gemm_in = 2.0 if cfg.precision != "fp8" else (1 + 1 / 32 if cfg.fp8_recipe == "mxfp8" else 1.0)
+    gemm_in = _fp8_bytes(cfg) if cfg.precision == "fp8" else 2.0
     return tokens, float(cfg.tp), float(split), gemm_in
 
 
@@ -309,14 +312,13 @@ def _transient_bytes(cfg: LLMConfig, sp: StageParams, last: bool) -> float:
     tok, t, split, _ = _dims(cfg)
     gates = 3 if m.mlp == "swiglu" else 2
     working = 2 * tok * m.hidden / split + (4 * tok * m.hidden if split > 1 else 0.0)
-    widest = 0.0
-    for i in sp.params:
-        if m.is_moe_layer(i):
-            etp = 1.0 if experts_folded(cfg.etp, cfg.tp, cfg.cp) else t
-            widest = max(widest, 2 * tok / t * m.top_k * etp * gates * m.expert_ffn_hidden / etp)
-        else:
-            widest = max(widest, 2 * tok * gates * m.ffn_hidden / t)
-    working += widest
+    # the widest MLP: a dense one's tokens x FFN / T, or the experts' routed rows x their width
+    # (over expert-tensor parallelism the rows are gathered T ways and the width split T ways)
+    widths = [
+        tok * m.ffn_hidden / t if not m.is_moe_layer(i) else tok / t * m.top_k * m.expert_ffn_hidden
+        for i in sp.params
+    ]
+    working += 2 * gates * max(widths, default=0.0)
     if cfg.recompute == "full" and sp.params:
         working += max(_block_bytes(cfg, i) for i in sp.params)
     loss = 2 * tok * m.vocab / t if last and m.vocab else 0.0  # 16-bit logits beside the FP32 ones
@@ -336,10 +338,7 @@ def _chunk_bytes(cfg: LLMConfig, sp: StageParams, p: int) -> list[float]:
 
 def _peak_in_flight(cfg: LLMConfig, p: int, microbatches: int, chunk_bytes: list[float]) -> tuple[float, int]:
     """(bytes, chunks) of the activations held at the worst point of stage ``p``'s schedule."""
-    if cfg.virtual_stages > 1:
-        order = interleaved(cfg.pp, p, microbatches, cfg.virtual_stages)
-    else:
-        order = [(kind, mb, 0) for kind, mb in schedule(cfg.schedule, cfg.pp, p, microbatches)]
+    order = stage_passes(cfg.schedule, cfg.pp, p, microbatches, cfg.virtual_stages)
     held, count, peak, peak_count = 0.0, 0, 0.0, 0
     for kind, _, chunk in order:
         if kind == "F":
