@@ -536,7 +536,7 @@ def _say_llm_written(model, wl, paths, groups, plan: str, schedule: str, zero: i
     cfg = wl.config
     from astra_core.workload.generators.llm_memory import memory_line
 
-    click.echo(memory_line([m.peak_bytes for m in wl.memory], cfg.gpu.memory_gb * (1 << 30)))
+    click.echo(memory_line([m.peak_bytes for m in wl.memory], cfg.gpu.hbm_bytes))
     if wl.moe_rows:  # unbalanced routing or a capacity
         from astra_core.workload.generators.routing import load_summary
 

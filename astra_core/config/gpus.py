@@ -168,6 +168,17 @@ class GPUSpec:
         object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
     @property
+    def hbm_bytes(self) -> float:
+        """HBM capacity [bytes]: ``memory_gb`` read as GiB (HBM stacks come in GiB, and a
+        datasheet's 80 GB H100 has 80 GiB of HBM3)."""
+        return self.memory_gb * (1 << 30)
+
+    def dense_tflops(self, precision: str) -> float:
+        """Dense tensor-core peak [TFLOP/s] of ``precision``'s GEMMs: ``fp8_tflops`` for
+        ``fp8``, ``peak_tflops`` for 16-bit."""
+        return self.fp8_tflops if precision == "fp8" else self.peak_tflops
+
+    @property
     def nvlink_efficiency(self) -> float:
         """NCCL's sustained share of the NVLink line rate (e.g. 20.6 / 25 on H100)."""
         return self.nccl_nvlink_gbps / self.nvlink_line_gbps

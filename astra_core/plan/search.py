@@ -150,7 +150,7 @@ def _run(
 def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) -> Any:
     import pandas as pd
 
-    peak_flops = (space.gpu.fp8_tflops if space.precision == "fp8" else space.gpu.peak_tflops) * 1e12
+    peak_flops = space.gpu.dense_tflops(space.precision) * 1e12
     records = []
     for layout, memory, row in entries:
         record: dict[str, Any] = {"layout": layout.label(), "short": layout.short(), **asdict(layout)}

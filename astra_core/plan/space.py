@@ -228,7 +228,6 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
             f"no parallel layout of {space.model.name} divides over {space.gpus} GPUs with global batch "
             f"{space.global_batch} and sequence {space.seq_len} ({_reasons(pruned)})"
         )
-    capacity = space.gpu.memory_gb * (1 << 30)
     fit = []
     for shape in shapes:
         for recompute in space.limits.recomputes:
@@ -240,7 +239,7 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
                 except ConfigError as exc:
                     pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
                     continue
-                if max(m.peak_bytes for m in memory) > capacity:
+                if max(m.peak_bytes for m in memory) > space.gpu.hbm_bytes:
                     pruned["over the GPU's HBM"] += 1
                     continue
                 fit.append((layout, memory))

@@ -366,11 +366,9 @@ def stage_memory(cfg: LLMConfig, microbatches: int) -> list[StageMemory]:
 
 def check_memory(cfg: LLMConfig, stages: list[StageMemory]) -> None:
     """Raise ConfigError (one line, naming the stage and the figures) if a stage's peak
-    passes the GPU's memory (``memory_gb`` read as GiB: HBM stacks come in GiB, and a
-    datasheet's 80 GB H100 has 80 GiB of HBM3)."""
-    capacity = cfg.gpu.memory_gb * GiB
+    passes the GPU's HBM (:attr:`~astra_core.config.gpus.GPUSpec.hbm_bytes`)."""
     worst = max(stages, key=lambda s: s.peak_bytes)
-    if worst.peak_bytes > capacity:
+    if worst.peak_bytes > cfg.gpu.hbm_bytes:
         raise ConfigError(
             f"the plan needs {worst.peak_bytes / GiB:.1f} GiB per GPU on pipeline stage {worst.stage} "
             f"(weights {worst.weights_bytes / GiB:.1f}, gradients {worst.gradients_bytes / GiB:.1f}, "

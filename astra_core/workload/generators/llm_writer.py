@@ -191,9 +191,9 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "npus": wl.layout.npus,
         "model_flops": sum(wl.model_flops.values()),
         "hardware_flops": sum(wl.flops.values()),
-        "peak_tflops": cfg.gpu.fp8_tflops if cfg.precision == "fp8" else cfg.gpu.peak_tflops,
+        "peak_tflops": cfg.gpu.dense_tflops(cfg.precision),
         "memory_bytes": [round(m.peak_bytes) for m in wl.memory],
-        "hbm_bytes": round(cfg.gpu.memory_gb * (1 << 30)),
+        "hbm_bytes": round(cfg.gpu.hbm_bytes),
     }
     attrs: list[tuple[str, Any]] = [("astra_llm", json.dumps(summary))]
     if cfg.dims:  # involved_dim lists only mean this on these dimensions (network_fit checks)

@@ -35,7 +35,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SCHEDULES", "interleaved", "layout_stages", "parse_layout", "schedule", "stage_layers", "stage_passes"]
+__all__ = [
+    "SCHEDULES",
+    "interleaved",
+    "layout_stages",
+    "parse_layout",
+    "schedule",
+    "stage_layers",
+    "stage_passes",
+]
 
 SCHEDULES = ("gpipe", "1f1b")
 
