@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 from dataclasses import replace
 from typing import Any
 
-from astra_core.errors import AstraError
 from astra_core.report.breakdown import PARTS
+from astra_core.sweep.point import error_line
 
 __all__ = ["FIELDS", "compute_bound_ns", "run_layout", "screen_microbatches"]
 
@@ -114,10 +113,7 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
         else:
             runs = {m: _simulate(task, m) for m in task["counts"]}
             row.update(runs[task["microbatches"]] if len(runs) == 1 else _extend(runs, task["microbatches"]))
-    except AstraError as exc:
-        row.update(status="error", error=" | ".join(str(exc).splitlines()) or type(exc).__name__)
-    except Exception as exc:  # a bug: keep where it happened, but do not stop the search
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        row.update(status="error", error=f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+    except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
+        row.update(status="error", error=error_line(exc))
     row["wall_s"] = time.perf_counter() - started
     return row

@@ -171,6 +171,16 @@ def sweep_plugin_manager() -> Any:
     return _PLUGIN_MANAGERS[key]
 
 
+def error_line(exc: Exception) -> str:
+    """One line for a run that raised: an AstraError's lines joined by `` | ``; any other
+    exception (a bug) with its type and where it was raised, so that a batch of runs can
+    go on and still say where to look."""
+    if isinstance(exc, AstraError):
+        return " | ".join(str(exc).splitlines()) or type(exc).__name__
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+
+
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
     """Simulate one point; a row for the results table (never raises)."""
     from astra_core.api import run
@@ -178,11 +188,8 @@ def run_point(task: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         result = run(build_spec(task["run"]), plugin_manager=sweep_plugin_manager())
-    except AstraError as exc:
-        return failed_row(task, " | ".join(str(exc).splitlines()) or type(exc).__name__)
-    except Exception as exc:  # a bug: keep where it happened, but do not stop the sweep
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        return failed_row(task, f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})")
+    except Exception as exc:  # AstraError, or a bug: say where, but do not stop the sweep
+        return failed_row(task, error_line(exc))
     row = {
         "point": task["index"],
         "key": task["key"],
