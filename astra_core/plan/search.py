@@ -3,10 +3,12 @@
 1. :func:`~astra_core.plan.space.layouts` lists the layouts that divide and fit in HBM.
 2. Of layouts that differ only in recomputation or ZeRO stage, the one with the least of
    either that fits is kept (more recomputation or sharding only adds work).
-3. Every survivor is simulated on the fast path, on the sweep executors (a local process
-   pool of :mod:`astra_core.workers`, or Ray): a screening run extends the step time of
-   1 and 2 micro-batches (P and 2P interleaved) to the plan's M (:mod:`astra_core.plan.point`).
-4. The ``full`` best are simulated again with all their micro-batches; the ranking uses
+3. Each survivor is bounded below by its compute (:func:`~astra_core.plan.point.compute_bound_ns`).
+4. The survivors are screened in bound order on the sweep executors (a local process pool
+   of :mod:`astra_core.workers`, or Ray), each admitted as a worker takes it only while its
+   bound can beat the ``top``-th fastest step found: a screening run extends the step time
+   of 1 and 2 micro-batches (P and 2P interleaved) to the plan's M (:mod:`.point`).
+5. The ``full`` best are simulated again with all their micro-batches; the ranking uses
    each layout's best-known figure.
 
 Every simulated row is cached by the digest of what it read (the layout, model, GPU,
@@ -26,8 +28,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from astra_core.errors import ConfigError
 from astra_core.plan.point import FIELDS, screen_microbatches
-from astra_core.plan.space import Layout, Space, layouts
+from astra_core.plan.space import Layout, Space, layouts, reasons
 from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.llm_memory import GiB, StageMemory
 
@@ -96,7 +99,6 @@ class _Cache:
 
 
 def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, digests: InputDigests) -> dict:
-    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
     values = {
         **inputs,
         "plan": {"layout": asdict(layout), "model": asdict(space.model), "gpu": asdict(space.gpu)},
@@ -107,7 +109,7 @@ def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, d
     return {
         "key": key,
         "config": space.config(layout),
-        "microbatches": microbatches,
+        "microbatches": space.microbatches(layout),
         "counts": counts,
         **inputs,
     }
@@ -186,19 +188,18 @@ def search(
     on_progress: Callable[[str, int, int | None], None] | None = None,
 ) -> PlanOutcome:
     """Search ``space`` (module docstring): ``system`` and ``network`` as ``simulate``
-    takes them (paths or dicts), ``run(tasks, on_row, admit=None)`` an executor (it asks
-    ``admit(task)`` before running each), the ``top`` fastest found exactly (every layout whose compute bound could
-    beat them is simulated), ``full`` of them simulated with all their micro-batches,
-    ``on_progress(phase, done, total)`` as layouts finish. Raises ConfigError (one line)
-    when no layout divides or none fits."""
-    from astra_core.errors import ConfigError
-
+    takes them (paths or dicts); ``run(tasks, on_row, admit=None)`` an executor that asks
+    ``admit(task)`` before running each; the ``top`` fastest found exactly (every layout
+    whose compute bound could beat them is simulated), ``full`` of them simulated with all
+    their micro-batches; ``on_progress(phase, done, total)`` as layouts finish. Raises
+    ConfigError (one line) when no layout divides or none fits."""
     fit, pruned = layouts(space)
     considered = len(fit) + sum(pruned.values())
     kept = _least_work(fit, pruned)
     if not kept:
-        reasons = "; ".join(f"{n} {why}" for why, n in pruned.most_common())
-        raise ConfigError(f"no layout of {space.model.name} on {space.gpus} {space.gpu.name} fits: {reasons}")
+        raise ConfigError(
+            f"no layout of {space.model.name} on {space.gpus} {space.gpu.name} fits: {reasons(pruned)}"
+        )
     digests = InputDigests()
     inputs = {"system": system, "network": network, "backend": backend}
     store = _Cache(cache)
@@ -217,14 +218,16 @@ def search(
     }
     order = sorted(kept, key=lambda e: bound_of[e[0]])
     rows, runs["screening runs"] = _branch_and_bound(
-        order, bound_of, task, lambda lay: _mb(space, lay), store, run, top, progress
+        order, bound_of, task, space.microbatches, store, run, top, progress
     )
     ranked = sorted(
         (lay for lay, _ in order if lay in rows and rows[lay]["status"] == "ok"),
         key=lambda x: rows[x]["step_ns"],
     )
     finals = [
-        (lay, task(lay, (_mb(space, lay),))) for lay in ranked[:full] if len(rows[lay]["simulated"]) > 1
+        (lay, task(lay, (space.microbatches(lay),)))
+        for lay in ranked[:full]
+        if len(rows[lay]["simulated"]) > 1
     ]
     full_rows, runs["full runs"] = _run(
         [t for _, t in finals], store, run, _counter(progress, "full runs", len(finals))
@@ -233,9 +236,8 @@ def search(
     best = min((r["step_ns"] for r in rows.values() if r["status"] == "ok"), default=math.inf)
     entries = []
     for lay, mem in order:
-        row = rows.get(lay) or {"key": "", "status": "bounded", "simulated": [], "bound_ns": bound_of[lay]}
-        row.setdefault("bound_ns", bound_of[lay])
-        entries.append((lay, mem, row))
+        row = rows.get(lay) or {"key": "", "status": "bounded", "simulated": []}
+        entries.append((lay, mem, {"bound_ns": bound_of[lay], **row}))  # cached rows stay as read
     cut = sum(1 for _, _, r in entries if r["status"] == "bounded")
     if cut:
         pruned[
@@ -276,7 +278,3 @@ def _branch_and_bound(order, bound_of, task, microbatches, store, run, top, prog
 
     done, simulated = _run(tasks, store, run, tick, admit=admit, on_each=on_row)
     return rows, simulated
-
-
-def _mb(space: Space, layout: Layout) -> int:
-    return space.global_batch // (layout.dp * layout.micro_batch)

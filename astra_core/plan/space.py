@@ -114,6 +114,10 @@ class Space:
     dims: tuple[int, ...] = ()
     limits: Limits = field(default_factory=Limits)
 
+    def microbatches(self, layout: Layout) -> int:
+        """Micro-batches per step of ``layout``: global batch / (DP x micro-batch)."""
+        return self.global_batch // (layout.dp * layout.micro_batch)
+
     def config(self, layout: Layout) -> LLMConfig:
         """The generator's plan of ``layout`` (see the module docstring)."""
         moe = self.model.experts > 0
@@ -226,7 +230,7 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
     if not shapes:
         raise ConfigError(
             f"no parallel layout of {space.model.name} divides over {space.gpus} GPUs with global batch "
-            f"{space.global_batch} and sequence {space.seq_len} ({_reasons(pruned)})"
+            f"{space.global_batch} and sequence {space.seq_len} ({reasons(pruned) or 'no candidate at all'})"
         )
     fit = []
     for shape in shapes:
@@ -235,7 +239,7 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
                 layout = replace(shape, recompute=recompute, zero=zero)
                 try:
                     cfg = space.config(layout)
-                    memory = stage_memory(cfg, space.global_batch // (layout.dp * layout.micro_batch))
+                    memory = stage_memory(cfg, space.microbatches(layout))
                 except ConfigError as exc:
                     pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
                     continue
@@ -246,5 +250,6 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
     return fit, pruned
 
 
-def _reasons(pruned: Counter) -> str:
-    return "; ".join(f"{n} {why}" for why, n in pruned.most_common()) or "no candidate at all"
+def reasons(pruned: Counter) -> str:
+    """Pruned layouts as one line, most first: ``246 over the GPU's HBM; 36 ...``."""
+    return "; ".join(f"{n} {why}" for why, n in pruned.most_common())
