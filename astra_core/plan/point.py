@@ -44,6 +44,11 @@ def screen_microbatches(pp: int, microbatches: int, virtual_stages: int = 1) -> 
     return (rounds, 2 * rounds)
 
 
+def _with_microbatches(cfg, microbatches: int):
+    """``cfg`` with a global batch of ``microbatches`` micro-batches per data-parallel rank."""
+    return replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
+
+
 def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:
     """GPU compute [ns] of pipeline stage ``stage``'s program with ``microbatches``, and
     of its second micro-batch alone (the first also runs the step's once-only kernels)."""
@@ -51,7 +56,7 @@ def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:
     from astra_core.workload.generators.llm_stage import StageBuilder
     from astra_core.workload.trace_size import MAX_RANK_NODES
 
-    cfg = replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
+    cfg = _with_microbatches(cfg, microbatches)
     nodes, _, _ = StageBuilder(cfg, microbatches, stage, MAX_RANK_NODES, MAX_RANK_NODES, {}).build()
     compute = [n for n in nodes if n.type == pb.COMP_NODE]
     second = re.compile(r"(^|_)mb1(_|$)")
@@ -80,9 +85,7 @@ def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
     from astra_core.workload.generators.llm import generate_llm
     from astra_core.workload.generators.llm_traces import llm_traces
 
-    cfg = task["config"]
-    cfg = replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
-    wl = generate_llm(cfg)
+    wl = generate_llm(_with_microbatches(task["config"], microbatches))
     traces, groups = llm_traces(wl)
     result = astra.simulate(
         traces, task["system"], task["network"], comm_groups=groups or None, backend=task.get("backend")
