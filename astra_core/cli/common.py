@@ -53,3 +53,17 @@ class AstraGroup(click.Group):
             fail(exc)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Interrupted)
             exit_interrupted(ctx.invoked_subcommand, getattr(exc, "signum", signal.SIGINT))
+
+
+def ray_option(note: str = ""):
+    """``--ray [ADDRESS]`` (into ``ray_address``): alone, a local Ray instance ("local"); or a
+    cluster address. ``note`` ends the help."""
+    return click.option(
+        "--ray",
+        "ray_address",
+        is_flag=False,
+        flag_value="local",
+        default=None,
+        metavar="[ADDRESS]",
+        help="run on Ray: alone, a local Ray instance; or a cluster address (auto, ray://host:10001)." + note,
+    )

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from astra_core.cli.common import fail as _fail
+from astra_core.cli.common import ray_option
 from astra_core.errors import AstraError
 
 #: Where the search keeps every simulated layout (the user's cache directory).
@@ -70,15 +71,7 @@ def _fixed(name: str, help_text: str):
     "--full", type=click.IntRange(min=0), default=1, show_default=True, help="best layouts run in full"
 )
 @click.option("--workers", "-j", type=click.IntRange(min=1), help="worker processes (default: one per CPU)")
-@click.option(
-    "--ray",
-    "ray_address",
-    is_flag=False,
-    flag_value="local",
-    default=None,
-    metavar="[ADDRESS]",
-    help="run on Ray",
-)
+@ray_option()
 @click.option("--cache", type=click.Path(dir_okay=False), default=str(DEFAULT_CACHE), show_default=True)
 @click.option("--no-cache", is_flag=True, help="simulate everything again and keep nothing")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="write every layout as JSON")

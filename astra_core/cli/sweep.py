@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from astra_core.cli.common import fail as _fail
+from astra_core.cli.common import ray_option
 from astra_core.errors import AstraError
 
 _MAX_ROWS = 40
@@ -32,16 +33,7 @@ _MAX_ROWS = 40
     type=click.IntRange(min=1),
     help="local worker processes (default: one per CPU; 1 runs in this process)",
 )
-@click.option(
-    "--ray",
-    "ray_address",
-    is_flag=False,
-    flag_value="local",
-    default=None,
-    metavar="[ADDRESS]",
-    help="run on Ray: alone, a local Ray instance; or a cluster address "
-    "(auto, ray://host:10001). Put it after SPEC or write --ray=ADDRESS.",
-)
+@ray_option(" Put it after SPEC or write --ray=ADDRESS.")
 @click.option("--fresh", is_flag=True, help="ignore results of earlier runs of this sweep")
 def sweep(spec, output, workers, ray_address, fresh) -> None:
     """Run every design point of SPEC (YAML) and collect one results table.
