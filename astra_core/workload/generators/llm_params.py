@@ -19,7 +19,7 @@ from astra_core.workload.generators.pipeline import stage_layers
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
 
-__all__ = ["StageParams", "layer_params", "stage_params", "virtual_stage_starts"]
+__all__ = ["StageParams", "expert_data_parallel", "layer_params", "stage_params", "virtual_stage_starts"]
 
 
 def layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> tuple[float, float]:
@@ -30,6 +30,14 @@ def layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> t
         dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
         return dense, model.experts / ep * model.expert_params() / etp
     return dense + model.dense_mlp_params() / t, 0.0
+
+
+def expert_data_parallel(cfg: LLMConfig) -> int:
+    """Ranks of a stage holding the same experts: T x C x D / E under MoE parallel folding
+    (experts carved from the stage's T x C x D ranks), else D / E (:mod:`.layout`)."""
+    if experts_folded(cfg.etp, cfg.tp, cfg.cp):
+        return cfg.tp * cfg.cp * cfg.dp // cfg.ep
+    return cfg.dp // cfg.ep
 
 
 def virtual_stage_starts(cfg: LLMConfig) -> list[int]:

@@ -23,7 +23,7 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
-from astra_core.workload.generators.llm_params import stage_params
+from astra_core.workload.generators.llm_params import expert_data_parallel, stage_params
 from astra_core.workload.generators.pipeline import stage_passes
 from astra_core.workload.generators.token_dispatch import FlexDispatch
 
@@ -272,7 +272,7 @@ class StageBuilder:
         self.mtp = self.stage_params.mtp
         self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
-        self.edp = self.T * self.C * cfg.dp // cfg.ep if self.folded else cfg.dp // cfg.ep
+        self.edp = expert_data_parallel(cfg)
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,
