@@ -8,11 +8,17 @@ order that 1F1B becomes with fewer micro-batches than stages, take ``(M + P - 1)
 slots of a micro-batch's forward and backward pass; interleaved 1F1B, from M = P on,
 ``(M + (P - 1) / V)``). A *screening* run simulates M = 1 and M = 2 micro-batches (P and 2P with interleaving,
 which needs multiples of P) and extends the line to the plan's M; a *full* run simulates
-all M. Each part of the step's breakdown is extended the same way.
+all M. Each part of the step's breakdown is extended the same way. Every run is returned
+on its own (``runs``), for the caller to keep.
 
 A *bound* is what no simulation of the layout can beat: the GPU compute of a stage (the
 first, second or last; a rank cannot finish before its own kernels have run) plus the
-pipeline's fill and drain in front of it (:func:`compute_bound_ns`).
+pipeline's fill and drain in front of it (:func:`compute_bound_ns`). The line's slope
+``b`` is at least any stage's compute per micro-batch (``slot_ns``: a stage runs every
+micro-batch's kernels one after another, so a slope below it would, for M large enough,
+finish the step before its own compute); after a screen's first run at ``m``, ``T(m) +
+slot_ns (M - m)`` bounds the step too, and the second run is skipped when that cannot
+beat ``beat_ns``, the fastest step the search must beat.
 
 :func:`run_layout` never raises: a row with ``status`` ``error`` and a one-line
 ``error`` stands for a layout that failed.
@@ -20,15 +26,16 @@ pipeline's fill and drain in front of it (:func:`compute_bound_ns`).
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from astra_core.report.breakdown import PARTS
 from astra_core.sweep.point import error_line
 
-__all__ = ["FIELDS", "compute_bound_ns", "run_layout", "screen_microbatches"]
+__all__ = ["FIELDS", "ComputeBound", "compute_bound_ns", "run_layout", "screen_microbatches"]
 
 #: What a row carries besides ``key``, ``status``, ``error``, ``wall_s``, ``simulated``.
 FIELDS = ("step_ns", "model_flops", *PARTS)
@@ -58,26 +65,40 @@ def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:
 
     cfg = _with_microbatches(cfg, microbatches)
     nodes, _, _ = StageBuilder(cfg, microbatches, stage, MAX_RANK_NODES, MAX_RANK_NODES, {}).build()
-    compute = [n for n in nodes if n.type == pb.COMP_NODE]
+    compute = [(n.name, _trace_ns(n)) for n in nodes if n.type == pb.COMP_NODE]
     second = re.compile(r"(^|_)mb1(_|$)")
-    return (
-        float(sum(n.duration_ns for n in compute)),
-        float(sum(n.duration_ns for n in compute if second.search(n.name))),
-    )
+    return float(sum(ns for _, ns in compute)), float(sum(ns for name, ns in compute if second.search(name)))
 
 
-def compute_bound_ns(cfg, microbatches: int) -> float:
+def _trace_ns(node) -> int:
+    """A compute node's time [ns] as the traces hold it (whole microseconds), the least of
+    the expert-parallel ranks' where routing makes them differ."""
+    durations = [d for d, _, _ in node.by_ep] if node.by_ep is not None else [node.duration_ns]
+    return min(int(round(d / 1000)) for d in durations) * 1000
+
+
+class ComputeBound(NamedTuple):
+    """What the GPU compute alone says of a layout's step (module docstring): ``step_ns``
+    no simulated step is shorter; ``slot_ns`` no micro-batch adds less to it."""
+
+    step_ns: float
+    slot_ns: float
+
+
+def compute_bound_ns(cfg, microbatches: int) -> ComputeBound:
     """A lower bound on the step time [ns] (module docstring): stage p cannot start before
     the first micro-batch's forward pass through the p stages before it, nor end before
     that micro-batch's backward pass back through them, and runs its own compute between:
     ``compute_p + p x (one micro-batch through one chunk, forward and backward)``, the
     chunk's share the least of the stages built. Each stage's program is built for two
-    micro-batches (P with interleaving) and extended by its second micro-batch's compute."""
+    micro-batches (P with interleaving) and extended by its second micro-batch's compute,
+    the most of which is the bound's ``slot_ns``."""
     built = cfg.pp if cfg.virtual_stages > 1 else 2
     stages = sorted({0, cfg.pp - 1} | ({1} if cfg.pp > 2 else set()))
     runs = {stage: _stage_compute(cfg, built, stage) for stage in stages}
     chunk = min(each for _, each in runs.values()) / cfg.virtual_stages
-    return max(total + each * (microbatches - built) + stage * chunk for stage, (total, each) in runs.items())
+    step = max(total + each * (microbatches - built) + stage * chunk for stage, (total, each) in runs.items())
+    return ComputeBound(step, max(each for _, each in runs.values()))
 
 
 def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
@@ -85,6 +106,7 @@ def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
     from astra_core.workload.generators.llm import generate_llm
     from astra_core.workload.generators.llm_traces import llm_traces
 
+    started = time.perf_counter()
     wl = generate_llm(_with_microbatches(task["config"], microbatches))
     traces, groups = llm_traces(wl)
     result = astra.simulate(
@@ -94,6 +116,7 @@ def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
     row = {part: sum(getattr(b, part) for b in parts) / len(parts) if parts else 0.0 for part in PARTS}
     row["step_ns"] = float(result.step_ns)
     row["model_flops"] = float(sum(wl.model_flops.values()))
+    row["wall_s"] = time.perf_counter() - started
     return row
 
 
@@ -107,15 +130,33 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     """Run task ``{"key", "config", "microbatches", "counts", "system", "network",
     "backend"}``: ``counts`` the micro-batch counts to simulate (one: the plan's own;
     two: a screening line extended to ``microbatches``; none: the compute bound only,
-    ``bound_ns``). A row of :data:`FIELDS` at the plan's micro-batches (never raises)."""
+    ``bound_ns`` and ``slot_ns``). Optional: ``known`` (count -> a run of it made before,
+    not run again), ``slot_ns`` and ``beat_ns`` (a screen stops after its first run, with
+    status ``bounded`` and its ``line_bound_ns``, when that bound cannot beat ``beat_ns``;
+    module docstring). A row of :data:`FIELDS` at the plan's micro-batches, and ``runs``
+    (count -> each run simulated here); never raises."""
     started = time.perf_counter()
-    row: dict[str, Any] = {"key": task["key"], "status": "ok", "error": "", "simulated": list(task["counts"])}
+    row: dict[str, Any] = {"key": task["key"], "status": "ok", "error": "", "simulated": [], "runs": {}}
     try:
-        if not task["counts"]:
-            row["bound_ns"] = compute_bound_ns(task["config"], task["microbatches"])
+        counts, target = task["counts"], task["microbatches"]
+        if not counts:
+            row.update(compute_bound_ns(task["config"], target)._asdict())
+            row["bound_ns"] = row.pop("step_ns")
+        runs = {int(m): r for m, r in task.get("known", {}).items()}
+        for m in counts:
+            if m not in runs:
+                runs[m] = row["runs"][m] = _simulate(task, m)
+            row["simulated"].append(m)
+            if len(counts) > 1 and len(runs) == 1:
+                line = runs[m]["step_ns"] + task.get("slot_ns", 0.0) * (target - m)
+                if line >= task.get("beat_ns", math.inf):
+                    row.update(status="bounded", line_bound_ns=line)
+                    break
         else:
-            runs = {m: _simulate(task, m) for m in task["counts"]}
-            row.update(runs[task["microbatches"]] if len(runs) == 1 else _extend(runs, task["microbatches"]))
+            if counts:
+                row.update(
+                    {k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target)
+                )
     except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
         row.update(status="error", error=error_line(exc))
     row["wall_s"] = time.perf_counter() - started

@@ -6,14 +6,16 @@
 3. Each survivor is bounded below by its compute (:func:`~astra_core.plan.point.compute_bound_ns`).
 4. The survivors are screened in bound order on the sweep executors (a local process pool
    of :mod:`astra_core.workers`, or Ray), each admitted as a worker takes it only while its
-   bound can beat the ``top``-th fastest step found: a screening run extends the step time
-   of 1 and 2 micro-batches (P and 2P interleaved) to the plan's M (:mod:`.point`).
+   bound can beat the ``top``-th fastest step found: a screen extends the step time of 1
+   and 2 micro-batches (P and 2P interleaved) to the plan's M, and stops after the first
+   when that run and the compute of the micro-batches left cannot beat it (:mod:`.point`).
 5. The ``full`` best are simulated again with all their micro-batches; the ranking uses
    each layout's best-known figure.
 
-Every simulated row is cached by the digest of what it read (the layout, model, GPU,
-network, system, backend and astra's sources: :mod:`astra_core.run_digest`) in a JSON
-Lines file, so a repeated or widened search re-simulates nothing it has seen.
+Every compute bound and every simulated run (one micro-batch count of one layout) is
+cached by the digest of what it read (the layout, model, GPU, network, system, backend
+and astra's sources: :mod:`astra_core.run_digest`) in a JSON Lines file, so a repeated
+or widened search re-simulates nothing it has seen.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_core.errors import ConfigError
-from astra_core.plan.point import FIELDS, screen_microbatches
+from astra_core.plan.point import FIELDS, run_layout, screen_microbatches
 from astra_core.plan.space import Layout, Space, layouts, reasons
 from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.llm_memory import GiB, StageMemory
@@ -103,11 +105,14 @@ def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, d
         **inputs,
         "plan": {"layout": asdict(layout), "model": asdict(space.model), "gpu": asdict(space.gpu)},
         "space": [space.global_batch, space.seq_len, space.precision, space.fp8_recipe, list(space.dims)],
-        "counts": list(counts),
     }
-    key = digests.run(values)[:16]
+
+    def key(runs: tuple[int, ...]) -> str:
+        return digests.run({**values, "counts": list(runs)})[:16]
+
     return {
-        "key": key,
+        "key": key(counts),
+        "run_keys": {m: key((m,)) for m in counts},
         "config": space.config(layout),
         "microbatches": space.microbatches(layout),
         "counts": counts,
@@ -123,15 +128,20 @@ def _run(
     admit: Callable[[dict], bool] | None = None,
     on_each: Callable[[dict], None] | None = None,
 ) -> tuple[dict, int]:
-    """Rows of ``tasks`` by key, in their order: the cache's, and the rest simulated by
-    ``run`` (``admit``: asked before each is run; ``on_each(row)``: each row as it comes),
-    and how many were simulated."""
+    """Rows of ``tasks`` by key: what the cache holds (a bound, or every run a task needs)
+    made here, the rest by ``run`` (``admit``: asked before each is run; ``on_each(row)``:
+    each row as it comes), and how many simulations (or bounds) were made."""
     rows: dict[str, dict] = {}
     simulated = 0
+    by_key = {t["key"]: t for t in tasks}
 
     def on_row(row: dict, cached: bool = False) -> None:
         nonlocal simulated
-        if not cached:
+        task = by_key[row["key"]]
+        for m, fields in (row.pop("runs", None) or {}).items():
+            cache.add({"key": task["run_keys"][int(m)], "status": "ok", **fields})
+            simulated += 1
+        if not task["counts"] and not cached:
             cache.add(row)
             simulated += 1
         rows[row["key"]] = row
@@ -141,8 +151,12 @@ def _run(
 
     todo = []
     for t in tasks:  # the cache's rows first, so that they can rule out the rest
-        if t["key"] in cache.rows:
+        if not t["counts"] and t["key"] in cache.rows:
             on_row(cache.rows[t["key"]], cached=True)
+            continue
+        t["known"] = {m: cache.rows[k] for m, k in t["run_keys"].items() if k in cache.rows}
+        if t["counts"] and len(t["known"]) == len(t["counts"]):
+            on_row(run_layout(t))  # no simulation: the line through the runs known
         else:
             todo.append(t)
     run(todo, on_row, admit=admit)
@@ -159,7 +173,7 @@ def _frame(space: Space, entries: list[tuple[Layout, list[StageMemory], dict]]) 
         record["peak_memory_gib"] = max(m.peak_bytes for m in memory) / GiB
         record["memory_per_stage_gib"] = [round(m.peak_bytes / GiB, 2) for m in memory]
         record.update(status=row["status"], error=row.get("error", ""), simulated=row.get("simulated"))
-        record["bound_s"] = row.get("bound_ns", math.nan) * 1e-9
+        record["bound_s"] = max(row.get("bound_ns", math.nan), row.get("line_bound_ns", 0.0)) * 1e-9
         ok = row["status"] == "ok"
         step_s = row["step_ns"] * 1e-9 if ok else math.nan
         record["step_s"] = step_s if ok else None
@@ -213,10 +227,8 @@ def search(
     bounds, runs["compute bounds"] = _run(
         bound_tasks, store, run, _counter(progress, "compute bounds", len(bound_tasks))
     )
-    bound_of = {
-        lay: bounds[t["key"]].get("bound_ns", math.inf) for (lay, _), t in zip(kept, bound_tasks, strict=True)
-    }
-    order = sorted(kept, key=lambda e: bound_of[e[0]])
+    bound_of = {lay: bounds[t["key"]] for (lay, _), t in zip(kept, bound_tasks, strict=True)}
+    order = sorted(kept, key=lambda e: bound_of[e[0]].get("bound_ns", math.inf))
     rows, runs["screening runs"] = _branch_and_bound(
         order, bound_of, task, space.microbatches, store, run, top, progress
     )
@@ -237,12 +249,12 @@ def search(
     entries = []
     for lay, mem in order:
         row = rows.get(lay) or {"key": "", "status": "bounded", "simulated": []}
-        entries.append((lay, mem, {"bound_ns": bound_of[lay], **row}))  # cached rows stay as read
-    cut = sum(1 for _, _, r in entries if r["status"] == "bounded")
-    if cut:
-        pruned[
-            f"compute alone slower than the {min(top, len(rows))} fastest found (best {best * 1e-9:.3f} s)"
-        ] += cut
+        entries.append((lay, mem, {"bound_ns": bound_of[lay].get("bound_ns", math.inf), **row}))
+    fastest = f"the {min(top, len(rows))} fastest found (best {best * 1e-9:.3f} s)"
+    for _, _, r in entries:
+        if r["status"] == "bounded":
+            how = "one screening run and the compute left" if r["simulated"] else "compute alone"
+            pruned[f"{how} slower than {fastest}"] += 1
     return PlanOutcome(_frame(space, entries), pruned, considered, runs)
 
 
@@ -260,7 +272,8 @@ def _counter(progress: Callable, phase: str, total: int) -> Callable[[], None]:
 
 def _branch_and_bound(order, bound_of, task, microbatches, store, run, top, progress) -> tuple[dict, int]:
     """Screen layouts in order of their compute bound, each admitted as a worker takes it
-    only while its bound can still beat the ``top``-th fastest step found: rows by
+    only while its bound can still beat the ``top``-th fastest step found, and told that
+    step (``beat_ns``: its screen stops after one run that cannot beat it): rows by
     layout, runs made."""
     rows: dict[Layout, dict] = {}
     tasks = [task(lay, screen_microbatches(lay.pp, microbatches(lay), lay.vp)) for lay, _ in order]
@@ -269,7 +282,10 @@ def _branch_and_bound(order, bound_of, task, microbatches, store, run, top, prog
     tick = _counter(progress, "screening runs", len(order))
 
     def admit(t: dict) -> bool:
-        return len(steps) < top or bound_of[layout_of[t["key"]]] < steps[top - 1]
+        bound = bound_of[layout_of[t["key"]]]
+        t["beat_ns"] = steps[top - 1] if len(steps) >= top else math.inf
+        t["slot_ns"] = bound.get("slot_ns", 0.0)
+        return bound.get("bound_ns", math.inf) < t["beat_ns"]
 
     def on_row(row: dict) -> None:
         rows[layout_of[row["key"]]] = row

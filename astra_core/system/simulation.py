@@ -47,6 +47,27 @@ from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_un
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
 
+#: Allocations between two young-generation passes of the cyclic garbage collector
+#: during a run (CPython's default: 700).
+RUN_GC_THRESHOLD = 1_000_000
+
+
+@contextmanager
+def _rare_collections():
+    """Run with the cyclic GC's young-generation threshold raised to
+    :data:`RUN_GC_THRESHOLD`, then restore it. A run allocates millions of
+    short-lived objects (messages, events) and frees them by reference counting
+    (it makes no reference cycles: ``tests/system/test_no_cycles.py``); at the
+    default threshold the collector's passes took half the time of a message-heavy
+    run (a k = 12 fat-tree all-to-all: 25.3 s, 13.3 s with this). Cycles a
+    plugin makes are still collected, in passes a million allocations apart."""
+    before = gc.get_threshold()
+    gc.set_threshold(RUN_GC_THRESHOLD, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
 
 class Simulation:
     """All ranks of one run. ``graphs[r]`` is rank r's dependency graph.
@@ -64,6 +85,7 @@ class Simulation:
     :func:`~astra_core.system.context.build_context` raises for inputs that cannot run.
     """
 
+    @_rare_collections()  # setting up allocates as much as a run: rank symmetry's tables
     def __init__(
         self,
         graphs: Sequence[RankGraph],
@@ -361,25 +383,3 @@ def _collective_record(rank: int, node: ETNode, dataset: DataSet) -> CollectiveR
         dataset.total_streams,
         dataset.nccl_choice,
     )
-
-
-#: Allocations between two young-generation passes of the cyclic garbage collector
-#: during a run (CPython's default: 700).
-RUN_GC_THRESHOLD = 1_000_000
-
-
-@contextmanager
-def _rare_collections():
-    """Run with the cyclic GC's young-generation threshold raised to
-    :data:`RUN_GC_THRESHOLD`, then restore it. A run allocates millions of
-    short-lived objects (messages, events) and frees them by reference counting
-    (it makes no reference cycles: ``tests/system/test_no_cycles.py``); at the
-    default threshold the collector's passes took half the time of a message-heavy
-    run (a k = 12 fat-tree all-to-all: 25.3 s, 13.3 s with this). Cycles a
-    plugin makes are still collected, in passes a million allocations apart."""
-    before = gc.get_threshold()
-    gc.set_threshold(RUN_GC_THRESHOLD, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)

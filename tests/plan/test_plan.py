@@ -4,6 +4,7 @@ what simulating every layout in full finds."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -47,11 +48,13 @@ def _in_process(tasks, on_row, admit=None) -> None:
             on_row(run_layout(task))
 
 
-def _full_step_ns(space: Space, layout: Layout) -> float:
-    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+def _full_step_ns(space: Space, layout: Layout, microbatches: int | None = None) -> float:
+    microbatches = microbatches or space.global_batch // (layout.dp * layout.micro_batch)
+    config = space.config(layout)
+    config = replace(config, global_batch=layout.dp * layout.micro_batch * microbatches, microbatches=None)
     task = {
         "key": "",
-        "config": space.config(layout),
+        "config": config,
         "microbatches": microbatches,
         "counts": (microbatches,),
     }
@@ -122,11 +125,32 @@ def test_screening_extends_the_step_exactly(layout, shown):
     ids=lambda lay: lay.label(),
 )
 def test_bound_never_passes_the_simulated_step(layout):
+    """Neither the step nor a micro-batch's share of it is shorter than the compute says."""
     space = _space()
     microbatches = space.global_batch // (layout.dp * layout.micro_batch)
     bound = compute_bound_ns(space.config(layout), microbatches)
     step = _full_step_ns(space, layout)
-    assert 0 < bound <= step
+    assert 0 < bound.step_ns <= step
+    fewer = microbatches // 2
+    assert 0 < bound.slot_ns * (microbatches - fewer) <= step - _full_step_ns(space, layout, fewer)
+
+
+def test_a_screen_stops_after_a_run_that_cannot_win():
+    layout = Layout(2, 1, 4, 1, 2, 1, 1)
+    space = _space()
+    microbatches = space.global_batch // (layout.dp * layout.micro_batch)
+    slot = compute_bound_ns(space.config(layout), microbatches).slot_ns
+    task = {"key": "k", "config": space.config(layout), "microbatches": microbatches, "counts": (1, 2)}
+    task.update(system=SYSTEM, network=NETWORK, backend=None, slot_ns=slot)
+    first = run_layout({**task, "counts": (1,), "microbatches": 1})["step_ns"]
+    line = first + slot * (microbatches - 1)
+    stopped = run_layout({**task, "beat_ns": line})
+    assert stopped["status"] == "bounded" and stopped["simulated"] == [1]
+    assert stopped["line_bound_ns"] == pytest.approx(line) and list(stopped["runs"]) == [1]
+    assert line <= _full_step_ns(space, layout)
+    went_on = run_layout({**task, "beat_ns": line * 1.0001, "known": stopped["runs"]})
+    assert went_on["status"] == "ok" and list(went_on["runs"]) == [2]  # the known run not run again
+    assert went_on["step_ns"] == pytest.approx(_full_step_ns(space, layout), rel=1e-6)
 
 
 def test_search_finds_what_simulating_every_layout_finds(tmp_path):
