@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from astra_core.workload.et_peers import TemplatePeers
+from astra_core.workload.et_peers import RolePeers, TemplatePeers
 from astra_core.workload.graph import RankGraph
 
 if TYPE_CHECKING:
@@ -57,6 +57,71 @@ class _Positions:
     uneven_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+def _renamed(first: _Positions, nodes, relative: tuple[int, ...]) -> _Positions | None:
+    """The positions of ``nodes``, a template that times as the one of ``first`` and
+    differs from it only in the names of its groups
+    (:class:`~astra_core.workload.et_peers.GroupTemplate`): ``first`` with each group
+    renamed as ``nodes`` names it; None when one of ``first``'s groups would take two
+    names or two of them one (then they must be read node by node)."""
+    named = [k for k, (name, _) in enumerate(first.keys) if name]
+    at = np.flatnonzero(np.isin(first.group, named)).tolist()
+    group = first.group.tolist()
+    rename: dict[int, str] = {}
+    for i in at:
+        k = group[i]
+        if rename.setdefault(k, nodes[relative[i]].pg_name) != nodes[relative[i]].pg_name:
+            return None
+    if len(set(rename.values())) < len(rename):
+        return None
+    by_name: dict[str, str] = {}
+    for k, name in rename.items():
+        if by_name.setdefault(first.keys[k][0], name) != name:
+            return None
+    keys = tuple((rename.get(k, name), as_set) for k, (name, as_set) in enumerate(first.keys))
+    uneven = tuple((by_name.get(name, name), send, recv) for name, send, recv in first.uneven)
+    return replace(first, keys=keys, uneven=uneven)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What ranks of one :class:`_Positions` and one set of peer roles share: ``digest``
+    (256-bit BLAKE2b) of everything but the peers and groups' offsets (each position's
+    group as numbered in the positions, each own send's or receive's role and direction,
+    which positions name a peer themselves, the uneven all-to-alls' places); the
+    positions whose node names a source (``src``) or destination (``dst``) itself; the
+    peer roles the rank's own sends and receives use (``roles``)."""
+
+    digest: bytes
+    src: np.ndarray
+    dst: np.ndarray
+    roles: np.ndarray
+
+
+def _shape(positions: _Positions, own: RolePeers | None) -> _Shape:
+    """The :class:`_Shape` of ``positions`` with the rank's own sends and receives
+    ``own`` at its slots (None: a rank not made from a template, whose positions hold
+    its own peers). At an own send the rank is the source (offset 0) and the role's peer
+    the destination; at an own receive the other way round."""
+    taken = positions.slot >= 0
+    role = np.full(len(positions.slot), -1, dtype=np.int64)
+    sends = np.zeros(len(positions.slot), dtype=np.int64)
+    roles = np.zeros(0, dtype=np.int64)
+    if own is not None and taken.any():
+        at = positions.slot[taken]
+        role[taken] = np.frombuffer(own.role_of, dtype=np.int64)[at]
+        sends[taken] = np.frombuffer(own.sends, dtype=np.bool_)[at]
+        roles = np.unique(role[taken])
+    else:
+        taken[:] = False
+    src = np.flatnonzero(~taken & (positions.src >= 0))
+    dst = np.flatnonzero(~taken & (positions.dst >= 0))
+    digest = hashlib.blake2b(digest_size=32)
+    for part in (positions.group, role, sends, src, dst, roles, positions.uneven_at):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part.tobytes())
+    return _Shape(digest.digest(), src, dst, roles)
+
+
 class PeerTable:
     """Every rank's peers and groups at the positions ``relative[r]`` of its nodes.
 
@@ -81,9 +146,11 @@ class PeerTable:
         self._group_key = group_key
         self._members = {name: np.asarray(members, dtype=np.int64) for name, members in groups.items()}
         self._positions: dict[tuple[int, tuple[int, ...], bool], _Positions] = {}
+        self._shapes: dict[tuple, tuple] = {}
 
-    def peers(self, rank: int) -> tuple[np.ndarray, np.ndarray, _Positions]:
-        """(comm_src, comm_dst, shared positions) of ``rank`` at its relative positions."""
+    def positions(self, rank: int) -> _Positions:
+        """What ``rank`` shares with the ranks of its template (or its node list) at its
+        relative positions."""
         nodes = self._graphs[rank].nodes
         relative = self._relative[rank]
         template = nodes if isinstance(nodes, TemplatePeers) else None
@@ -91,17 +158,16 @@ class PeerTable:
         key = (id(shared), relative, template is None)  # the template's own rank reads its nodes
         positions = self._positions.get(key)
         if positions is None:
-            positions = self._positions[key] = self._shared(shared, relative, template)
-        if template is None:
-            return positions.src, positions.dst, positions
-        slot = positions.slot
-        taken = slot >= 0
-        if not taken.any():  # none of the rank's own sends or receives is at these positions
-            return positions.src, positions.dst, positions
-        mine = np.frombuffer(template.own_peers, dtype=np.int64).reshape(-1, 2)
-        src = np.where(taken, mine[np.maximum(slot, 0), 0], positions.src)
-        dst = np.where(taken, mine[np.maximum(slot, 0), 1], positions.dst)
-        return src, dst, positions
+            timing = getattr(shared, "timing", shared)  # a GroupTemplate: its groups' names differ
+            if timing is not shared and template is not None:
+                first = (id(timing), relative, False)
+                if first not in self._positions:
+                    self._positions[first] = self._shared(timing, relative, template)
+                positions = _renamed(self._positions[first], shared, relative)
+            if positions is None:
+                positions = self._shared(shared, relative, template)
+            self._positions[key] = positions
+        return positions
 
     def _shared(self, nodes, relative: tuple[int, ...], template: TemplatePeers | None) -> _Positions:
         slots = template.slots if template is not None else {}
@@ -128,6 +194,22 @@ class PeerTable:
             np.asarray(uneven_at, dtype=np.int64),
         )
 
+    def shape(self, rank: int) -> tuple[_Positions, _Shape, np.ndarray]:
+        """(shared positions, what the ranks of its template and peer roles share, the
+        peers its own sends and receives name by role, ``-1``: none) of ``rank``. A rank
+        not made from a template names every peer at its positions itself."""
+        positions = self.positions(rank)
+        nodes = self._graphs[rank].nodes
+        own = nodes.role_peers if isinstance(nodes, TemplatePeers) else None
+        key = (id(positions),) if own is None else (id(positions), id(own.role_of), id(own.sends))
+        found = self._shapes.get(key)
+        if found is None:  # the objects the key names are kept alive with it
+            found = self._shapes[key] = (_shape(positions, own), positions, own)
+        shape = found[0]
+        if own is None:
+            return positions, shape, np.zeros(0, dtype=np.int64)
+        return positions, shape, np.asarray(own.by_role, dtype=np.int64)[shape.roles]
+
     def members(self, pg_name: str) -> np.ndarray | None:
         """The members of the group ``pg_name`` names, or None (a name the run has no group for)."""
         return self._members.get(self._group_key(pg_name))
@@ -140,12 +222,16 @@ def relative_signatures(
     under ``sym``'s reading of the dimensions (``bases``: each rank's base class and
     relative positions, :func:`~.symmetry._base_signatures`).
 
-    Two ranks get the same id exactly when their base classes are equal and, position
-    by position, their peers' offsets and their groups' offsets (in ring order,
-    rotated to start at the rank; or as a set) are: the positions' offsets are
-    compared by their 256-bit BLAKE2b digest (as streamed traces' signatures are: a
-    class keeps 32 bytes, not 24 per position that names a peer or group), never by
-    ``hash()``, which collides (``hash(-1) == hash(-2)``).
+    Two ranks get the same id when their base classes are equal and, position by
+    position, their peers' offsets and their groups' offsets (in ring order, rotated to
+    start at the rank; or as a set) are; the ranks of one template (and one set of peer
+    roles, :class:`_Shape`) exactly then. A rank's offsets are compared as a 256-bit
+    BLAKE2b digest (as streamed traces' signatures are), never by ``hash()``, which
+    collides (``hash(-1) == hash(-2)``): of its template's shape, the offsets of the
+    peers its nodes name themselves, of the peer of each role its own sends and receives
+    take (the rank itself is their other end, offset 0), of each group its positions
+    name, and of its uneven all-to-alls' bytes by member. Thousands of sends and receives
+    per rank are then a few offsets, the same for all of them.
     """
     strides = sym.strides
     interned: dict[tuple, int] = {}
@@ -156,7 +242,7 @@ def relative_signatures(
             out.append(interned.setdefault((class_id,), len(interned)))
             continue
         me = sym.coords(rank)
-        src, dst, positions = table.peers(rank)
+        positions, shape, role_peers = table.shape(rank)
         ring_ids = np.empty(len(positions.keys), dtype=np.int64)
         for i, (name, as_set) in enumerate(positions.keys):
             members = table.members(name) if name else None
@@ -167,16 +253,14 @@ def relative_signatures(
             else:
                 ring = _rotated(_offsets(members, me, sym, strides).tolist())
             ring_ids[i] = rings.setdefault(ring, len(rings))
-        distinct = [
-            rings.setdefault(_bytes_by_offset(table, e, me, sym), len(rings)) for e in positions.uneven
-        ]
-        uneven = np.asarray(distinct, dtype=np.int64)[positions.uneven_at]
-        digest = hashlib.blake2b(digest_size=32)
+        uneven = [rings.setdefault(_bytes_by_offset(table, e, me, sym), len(rings)) for e in positions.uneven]
+        digest = hashlib.blake2b(shape.digest, digest_size=32)
         for part in (
-            _offsets(src, me, sym, strides),
-            _offsets(dst, me, sym, strides),
-            ring_ids[positions.group],
-            uneven,
+            _offsets(positions.src[shape.src], me, sym, strides),
+            _offsets(positions.dst[shape.dst], me, sym, strides),
+            _offsets(role_peers, me, sym, strides),
+            ring_ids,
+            np.asarray(uneven, dtype=np.int64),
         ):
             digest.update(len(part).to_bytes(8, "little"))
             digest.update(part.tobytes())

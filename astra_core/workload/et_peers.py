@@ -326,6 +326,11 @@ class TemplatePeers(Sequence):
         return self._slots
 
     @property
+    def role_peers(self) -> RolePeers:
+        """The rank's peers per send or receive, by role (:class:`RolePeers`)."""
+        return self._peers
+
+    @property
     def own_peers(self) -> np.ndarray:
         """The rank's ``(comm_src, comm_dst)`` per send or receive, flat (int64, -1 for none)."""
         return self._peers.flat()
