@@ -42,7 +42,7 @@ from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.peer_offsets import relative_uneven
 from astra_core.workload.chakra_types import COMM_COLL
-from astra_core.workload.graph import RankGraph, distinct_shapes, shape_key
+from astra_core.workload.graph import RankGraph, distinct_shapes, peerless, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
 
@@ -74,6 +74,38 @@ def translation_class(members: tuple[int, ...], sizes: Sequence[int], nccl_order
     return relative, tuple(index[m] for m in nccl_order)
 
 
+def _pg(name: str | None) -> str | None:
+    return name if name not in (None, "", "0") else None
+
+
+def _entry(node) -> tuple | None:
+    """A collective node's (comm type, bytes, group name or None, involved dimensions
+    where it names no group, uneven), None for one NCCL does not run."""
+    if node.is_cpu_op or node.comm_type not in _CONFIGURABLE:
+        return None
+    pg = _pg(node.pg_name)
+    return (
+        CommType(node.comm_type),
+        node.comm_size,
+        pg,
+        None if pg else node.involved_dim,
+        relative_uneven(node),
+    )
+
+
+def _collectives_at(nodes, of_node: dict[int, tuple | None]) -> list[tuple[int, tuple]]:
+    """(position, :func:`_entry`) of each collective NCCL runs among ``nodes``."""
+    found = []
+    for pos, node in enumerate(nodes):
+        if node.type == COMM_COLL:
+            if id(node) not in of_node:
+                of_node[id(node)] = _entry(node)
+            entry = of_node[id(node)]
+            if entry is not None:
+                found.append((pos, entry))
+    return found
+
+
 class NcclCollectives:
     """Every NCCL collective of a run, as ``(comm type, members, bytes)``.
 
@@ -102,7 +134,20 @@ class NcclCollectives:
         # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
         kinds: dict[int, set] = {}
         of_node: dict[int, tuple | None] = {}  # nodes are shared between ranks' graphs
+        renamed: dict[int, list] = {}  # per timing of group templates: (position, entry) per collective
         for graph in distinct_shapes(graphs):
+            base = peerless(graph.nodes)
+            timing = getattr(base, "timing", base)
+            if timing is not base:  # a GroupTemplate: its first of kind's collectives, renamed
+                if id(timing) not in renamed:
+                    renamed[id(timing)] = _collectives_at(timing, of_node)
+                kinds[shape_key(graph.nodes)] = {
+                    (entry[0], entry[1], _pg(base[pos].pg_name), None, entry[4])
+                    if entry[2] is not None
+                    else entry
+                    for pos, entry in renamed[id(timing)]
+                }
+                continue
             found = kinds[shape_key(graph.nodes)] = set()
             for node, key in graph.notable_nodes():
                 if node.type != COMM_COLL:
@@ -110,16 +155,7 @@ class NcclCollectives:
                 if key in of_node:
                     entry = of_node[key]
                 else:
-                    entry = None
-                    if not node.is_cpu_op and node.comm_type in _CONFIGURABLE:
-                        pg = node.pg_name if node.pg_name not in (None, "", "0") else None
-                        entry = (
-                            CommType(node.comm_type),
-                            node.comm_size,
-                            pg,
-                            None if pg else node.involved_dim,
-                            relative_uneven(node),
-                        )
+                    entry = _entry(node)
                     if key is not None:
                         of_node[key] = entry
                 if entry is not None:

@@ -201,7 +201,9 @@ class PeerTable:
         positions = self.positions(rank)
         nodes = self._graphs[rank].nodes
         own = nodes.role_peers if isinstance(nodes, TemplatePeers) else None
-        key = (id(positions),) if own is None else (id(positions), id(own.role_of), id(own.sends))
+        # renamed positions share their arrays with the first of their kind, and its shape
+        arrays = (positions.group, positions.slot, positions.src, positions.dst, positions.uneven_at)
+        key = tuple(map(id, arrays)) + (() if own is None else (id(own.role_of), id(own.sends)))
         found = self._shapes.get(key)
         if found is None:  # the objects the key names are kept alive with it
             found = self._shapes[key] = (_shape(positions, own), positions, own)

@@ -94,7 +94,9 @@ class _Replayer:
             dst, size, needs = lane.sends[k]
             missing = next((j for j in needs if not self.arrived[m][j]), None)
             if missing is not None:
-                self.waiters.setdefault((m, missing), []).append(i)
+                lanes = self.waiters.setdefault((m, missing), [])
+                if i not in lanes:  # a lane asked again while it waits is waiting already
+                    lanes.append(i)
                 break
             self.push(now + self.message_ns(m, dst, size), _ARRIVE, (m, i, dst, size, now))
             k += 1
