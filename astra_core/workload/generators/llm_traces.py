@@ -22,7 +22,7 @@ from copy import deepcopy
 from typing import Any, cast
 
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.et_decode import ETNode, RankTrace
+from astra_core.workload.et_decode import ETNode, RankTrace, gc_paused
 from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
 from astra_core.workload.writer import CHAKRA_VERSION
@@ -38,10 +38,11 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
     wl = dataclasses.replace(wl, layout=deepcopy(wl.layout))
     metadata = dict(llm_metadata(wl))
     cache: dict = {}
-    traces = [
-        RankTrace(f"{label}.{rank}.et", _rank_nodes(wl, rank, cache), CHAKRA_VERSION, metadata, rank)
-        for rank in range(wl.layout.npus)
-    ]
+    with gc_paused():  # hundreds of thousands of nodes and no reference cycle
+        traces = [
+            RankTrace(f"{label}.{rank}.et", _rank_nodes(wl, rank, cache), CHAKRA_VERSION, metadata, rank)
+            for rank in range(wl.layout.npus)
+        ]
     wl.layout.add_ring_groups()
     return traces, {str(k): list(v) for k, v in wl.layout.groups.items()}
 
@@ -102,9 +103,30 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
     )
     template = GroupTemplate(base, cache.get(("timing", timing)))
     cache.setdefault(("timing", timing), template)
-    for idx in colls:
-        template[idx] = _node_at(nodes, idx, ids, places, stage, cache)
+    by_role = cache.get(("collectives", p))
+    if by_role is None:  # role -> positions of the stage's collectives of that role
+        by_role = cache[("collectives", p)] = {}
+        for idx in colls:
+            by_role.setdefault(nodes[idx].role, []).append(idx)
+    for role, positions in by_role.items():  # each role's nodes made once per group
+        place = places[role]
+        kind = ("role", p, q if routed else 0, role, place.kind)
+        made = cache.get((*kind, str(place.value)))
+        if made is None and place.kind == "group" and kind in cache:  # another group's, renamed
+            made = [_renamed(node, str(place.value)) for node in cache[kind]]
+        elif made is None:
+            made = [_node_at(nodes, idx, ids, places, stage, cache) for idx in positions]
+            cache.setdefault(kind, made)
+        cache[(*kind, str(place.value))] = made
+        for idx, node in zip(positions, made):
+            template[idx] = node
     return template
+
+
+def _renamed(node: ETNode, pg_name: str) -> ETNode:
+    renamed = node.copy()
+    renamed.pg_name = pg_name
+    return renamed
 
 
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> RolePeers:
