@@ -93,17 +93,17 @@ def _entry(node) -> tuple | None:
     )
 
 
-def _collectives_at(nodes, of_node: dict[int, tuple | None]) -> list[tuple[int, tuple]]:
-    """(position, :func:`_entry`) of each collective NCCL runs among ``nodes``."""
-    found = []
+def _collectives_at(nodes, of_node: dict[int, tuple | None]) -> tuple[list[int], list[tuple]]:
+    """The positions among ``nodes`` of the collectives NCCL runs, and their :func:`_entry`."""
+    positions, entries = [], []
     for pos, node in enumerate(nodes):
         if node.type == COMM_COLL:
             if id(node) not in of_node:
                 of_node[id(node)] = _entry(node)
-            entry = of_node[id(node)]
-            if entry is not None:
-                found.append((pos, entry))
-    return found
+            if of_node[id(node)] is not None:
+                positions.append(pos)
+                entries.append(of_node[id(node)])
+    return positions, entries
 
 
 class NcclCollectives:
@@ -134,18 +134,18 @@ class NcclCollectives:
         # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
         kinds: dict[int, set] = {}
         of_node: dict[int, tuple | None] = {}  # nodes are shared between ranks' graphs
-        renamed: dict[int, list] = {}  # per timing of group templates: (position, entry) per collective
+        renamed: dict[int, tuple] = {}  # per timing of group templates: its collectives' positions, entries
         for graph in distinct_shapes(graphs):
             base = peerless(graph.nodes)
             timing = getattr(base, "timing", base)
             if timing is not base:  # a GroupTemplate: its first of kind's collectives, renamed
                 if id(timing) not in renamed:
                     renamed[id(timing)] = _collectives_at(timing, of_node)
+                positions, entries = renamed[id(timing)]
+                names = [base[pos].pg_name for pos in positions]
                 kinds[shape_key(graph.nodes)] = {
-                    (entry[0], entry[1], _pg(base[pos].pg_name), None, entry[4])
-                    if entry[2] is not None
-                    else entry
-                    for pos, entry in renamed[id(timing)]
+                    (entry[0], entry[1], _pg(name), None, entry[4]) if entry[2] is not None else entry
+                    for entry, name in set(zip(entries, names))
                 }
                 continue
             found = kinds[shape_key(graph.nodes)] = set()
@@ -191,7 +191,7 @@ class NcclCollectives:
         """The collectives the translation ``shift`` (rank -> rank) keeps only by folding
         them (module docstring); None if it breaks one that cannot be folded."""
         L = self.nccl.gpus_per_node
-        folded = set()
+        folded = []
         for collective in self.collectives:
             comm_type, members, size = collective
             order = self.nccl.machine(members)[0].members
@@ -199,10 +199,13 @@ class NcclCollectives:
             image = tuple(sorted(moved, key=lambda m: (m // L, m)))
             if tuple(moved) == image or self._turns_a_ring(comm_type, members, size, moved, image):
                 continue
-            if not self.ends_at_nccl_time(collective):
-                return None
-            folded.add(collective)
-        return frozenset(folded)
+            folded.append(collective)
+        # one collective that does not end in time settles it: the largest first (one of
+        # more than REPLAY_MESSAGES_MAX messages settles it unreplayed), in a fixed order
+        folded.sort(key=lambda c: (-c[2] * len(c[1]), c[0].value, c[1]))
+        if all(self.ends_at_nccl_time(c) for c in folded):
+            return frozenset(folded)
+        return None
 
     def _turns_a_ring(self, comm_type: CommType, members, size: int, moved: list[int], image: tuple) -> bool:
         """Is ``moved`` NCCL's order ``image`` turned, by whole nodes, on a ring?"""

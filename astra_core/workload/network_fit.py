@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from astra_core.errors import TraceError
 from astra_core.workload.chakra_types import COMM_COLL, COMP
-from astra_core.workload.graph import RankGraph, TraceWarning, peerless, shape_key
+from astra_core.workload.graph import RankGraph, TraceWarning, peerless, timing_key
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
 
@@ -104,12 +104,14 @@ def check_network_fit(
 
 def _distinct(graphs: Sequence[RankGraph]) -> tuple[list[RankGraph], dict[int, int]]:
     """The distinct graphs in rank order, and how many ranks share each (by graph id).
-    Ranks made from one template differ only in peers, which nothing here reads: their
-    template's graph stands for them (:func:`~astra_core.workload.graph.shape_key`)."""
+    Ranks made from one template differ only in peers, and ranks made from templates that
+    time alike only in peers and the names of their collectives' groups, neither of which
+    is read here (a collective on a named group is not checked): the first such graph
+    stands for them (:func:`~astra_core.workload.graph.timing_key`)."""
     distinct: dict[int, RankGraph] = {}
-    ranks: dict[int, int] = {}  # graph id -> ranks sharing its shape
+    ranks: dict[int, int] = {}  # graph id -> ranks sharing its timing
     for graph in graphs:
-        first = distinct.setdefault(shape_key(graph.nodes), graph)
+        first = distinct.setdefault(timing_key(graph.nodes), graph)
         ranks[id(first)] = ranks.get(id(first), 0) + 1
     return list(distinct.values()), ranks
 
