@@ -103,15 +103,17 @@ def compute_bound_ns(cfg, microbatches: int) -> ComputeBound:
 
 def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
     import astra
+    from astra_core.workload.et_decode import gc_paused
     from astra_core.workload.generators.llm import generate_llm
     from astra_core.workload.generators.llm_traces import llm_traces
 
     started = time.perf_counter()
-    wl = generate_llm(_with_microbatches(task["config"], microbatches))
-    traces, groups = llm_traces(wl)
-    result = astra.simulate(
-        traces, task["system"], task["network"], comm_groups=groups or None, backend=task.get("backend")
-    )
+    with gc_paused():  # a step's traces, graphs and symmetry tables make no reference cycles
+        wl = generate_llm(_with_microbatches(task["config"], microbatches))
+        traces, groups = llm_traces(wl)
+        result = astra.simulate(
+            traces, task["system"], task["network"], comm_groups=groups or None, backend=task.get("backend")
+        )
     parts = result.breakdown()
     row = {part: sum(getattr(b, part) for b in parts) / len(parts) if parts else 0.0 for part in PARTS}
     row["step_ns"] = float(result.step_ns)

@@ -181,14 +181,19 @@ def ring(out: Schedule, func: str, layout: Layout, me: int, nbytes: int, proto: 
         pos = order.index(me)
         nxt, prev = order[(pos + 1) % n], order[pos - 1]
         lane = out.lane(window)
+        sends, recvs = out.lanes[lane].sends, out.recvs
         for chunk in chunks:
             piece = rail_channels * chunk
             sizes = [_wire(piece // slices + (1 if s < piece % slices else 0), proto) for s in range(slices)]
-            got: list[int] = []
-            for k in range(steps):
-                for s, size in enumerate(sizes):
-                    out.send(lane, nxt, size, (got[(k - 1) * slices + s],) if k else ())
-                    got.append(out.recv(prev, size, lane))
+            # step k's slice s forwards what step k - 1's slice s received: receive
+            # first + (k - 1) slices + s, the receives listed step by step
+            first = len(recvs)
+            sends.extend(
+                (nxt, size, (first + (k - 1) * slices + s,) if k else ())
+                for k in range(steps)
+                for s, size in enumerate(sizes)
+            )
+            recvs.extend((prev, size, lane) for _ in range(steps) for size in sizes)
 
 
 def chain(
