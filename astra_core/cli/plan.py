@@ -66,6 +66,13 @@ def _fixed(name: str, help_text: str):
     help="recomputation choices tried (repeat the option)",
 )
 @click.option("--zero", type=click.Choice(["1", "3"]), multiple=True, default=("1",), show_default=True)
+@click.option(
+    "--reserve-gib",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="HBM per GPU kept free for what PyTorch's allocator does not hold (CUDA context, NCCL's buffers)",
+)
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True, help="layouts found exactly")
 @click.option(
     "--full", type=click.IntRange(min=0), default=1, show_default=True, help="best layouts run in full"
@@ -99,6 +106,7 @@ def plan(**opts: Any) -> None:
         max_cp=opts["max_cp"],
         recomputes=tuple(opts["recompute"]),
         zeros=tuple(int(z) for z in opts["zero"]),
+        reserve_bytes=opts["reserve_gib"] * 2**30,
     )
     ray = opts["ray_address"]
     header = f"astra plan: {opts['model']} on the GPUs of {opts['network']}; simulating on {executor(opts['workers'], ray)[2]}"

@@ -81,7 +81,9 @@ class Limits:
     context-parallel rank keeps at least :data:`CP_MIN_TOKENS` tokens of a sequence):
     upper bounds;
     ``micro_batches``: the micro-batch sizes tried; ``recomputes``, ``zeros``: the
-    recomputation and ZeRO choices tried."""
+    recomputation and ZeRO choices tried; ``reserve_bytes``: HBM kept free of what the
+    memory model counts (it counts PyTorch's allocator: the CUDA context, NCCL's buffers
+    and the allocator's fragmentation take the rest)."""
 
     tp: int | None = None
     cp: int | None = None
@@ -96,6 +98,7 @@ class Limits:
     micro_batches: tuple[int, ...] = (1, 2, 4)
     recomputes: tuple[str, ...] = ("none", "full")
     zeros: tuple[int, ...] = (1,)
+    reserve_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,8 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
             f"no parallel layout of {space.model.name} divides over {space.gpus} GPUs with global batch "
             f"{space.global_batch} and sequence {space.seq_len} ({reasons(pruned) or 'no candidate at all'})"
         )
+    limit = space.gpu.hbm_bytes - space.limits.reserve_bytes
+    over = "over the GPU's HBM" + (" less the reserve" if space.limits.reserve_bytes else "")
     fit = []
     for shape in shapes:
         for recompute in space.limits.recomputes:
@@ -243,8 +248,8 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
                 except ConfigError as exc:
                     pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
                     continue
-                if max(m.peak_bytes for m in memory) > space.gpu.hbm_bytes:
-                    pruned["over the GPU's HBM"] += 1
+                if max(m.peak_bytes for m in memory) > limit:
+                    pruned[over] += 1
                     continue
                 fit.append((layout, memory))
     return fit, pruned

@@ -80,6 +80,15 @@ def test_every_layout_keeps_megatrons_rules_and_fits():
     assert {lay.cp for lay, _ in layouts(_space())[0]} == {1}  # 2,048 tokens: no CP by default
 
 
+def test_a_reserve_keeps_exactly_the_layouts_that_fit_beside_it():
+    fit, _ = layouts(_space())
+    peaks = sorted(max(m.peak_bytes for m in mem) for _, mem in fit)
+    limit = peaks[len(peaks) // 2]  # half of them fit beside the reserve
+    kept, pruned = layouts(_space(reserve_bytes=80 * 2**30 - limit))
+    assert {lay for lay, _ in kept} == {lay for lay, mem in fit if max(m.peak_bytes for m in mem) <= limit}
+    assert 0 < len(kept) < len(fit) and pruned["over the GPU's HBM less the reserve"] >= len(fit) - len(kept)
+
+
 def test_fixed_sizes_are_kept():
     fit, _ = layouts(_space(tp=2, pp=2, micro_batch=1, recomputes=("none",)))
     assert fit and all(

@@ -1,0 +1,150 @@
+"""Published layouts against ``astra plan``: for each published run that the search space
+holds, is the layout its authors chose within 5 % of the fastest layout astra finds?
+
+For each row: the search (:func:`astra_core.plan.search.search`) over every layout of the
+run's model, GPUs, global batch, sequence length and precision on the row's network
+(:mod:`megatron_bridge`'s systems), ZeRO 1 and, where the row ran FSDP, ZeRO 3 too; and
+the published layout (as :mod:`megatron_bridge` expresses it) simulated in full. The
+report gives both steps, the published layout's distance from the best, and, past 5 %,
+the faster layout with what the simulator says makes it faster (its memory and where its
+step goes). Dense rows only: the search keeps routing balanced and does not choose MoE
+dispatchers or expert-tensor parallelism, which the MoE recipes set.
+
+    .venv/bin/python validation/plan_check.py [--rows 1-4] [--markdown docs/validation-plan.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+import megatron_bridge as mb
+from summary import emit, parse_rows
+
+from astra_core.config.system import nccl_system
+from astra_core.plan.api import executor
+from astra_core.plan.point import run_layout
+from astra_core.plan.search import BOUNDS, PlanOutcome, search
+from astra_core.plan.space import Layout, Limits, Space
+from astra_core.workload.generators.gpus import GPUS
+from astra_core.workload.generators.llm_memory import GiB, stage_memory
+from astra_core.workload.generators.models import MODELS
+
+#: Rows the search space holds (dense, at most 256 GPUs: each search is minutes on two cores).
+ROWS = tuple(r for r in mb.ROWS if not r.moe and r.gpus <= 256)
+#: The published layout's step may be this much slower than the best found.
+TOLERANCE = 0.05
+
+
+def _space(row: mb.Row) -> Space:
+    net = mb.network(row)
+    dims = tuple(net.npus_per_dim)
+    precision = "fp8" if row.precision.startswith("fp8") else row.precision
+    limits = Limits(zeros=(1, 3) if row.fsdp else (1,))
+    recipe = "mxfp8" if row.precision == "fp8-mx" else "tensorwise"
+    return Space(
+        MODELS[row.model],
+        GPUS[row.gpu.lower()],
+        row.gpus,
+        dims[0],
+        row.gbs,
+        row.seq,
+        precision,
+        recipe,
+        dims,
+        limits,
+    )
+
+
+def _network(row: mb.Row) -> dict:
+    return mb.network(row).to_dict()
+
+
+def _published(row: mb.Row) -> Layout:
+    edges = row.model in mb.EDGES_IN_PIPELINE_SPLIT and row.layout is None
+    return Layout(
+        row.tp, row.cp, row.pp, row.vp, row.dp, row.ep, row.mbs, "none", 3 if row.fsdp else 1, edges
+    )
+
+
+def _published_step_ns(row: mb.Row, space: Space, system: dict, network: dict) -> float:
+    layout = _published(row)
+    task = {"key": "published", "config": space.config(layout), "microbatches": space.microbatches(layout)}
+    task.update(counts=(task["microbatches"],), system=system, network=network, backend=None)
+    result = run_layout(task)
+    if result["status"] != "ok":
+        raise RuntimeError(f"{row.name}: the published layout failed: {result['error']}")
+    return result["step_ns"]
+
+
+def _why(best, published_peak_gib: float) -> str:
+    """The faster layout, its peak memory against the published one's, and its step's parts."""
+    parts = ", ".join(f"{name} {best[name]:.0%}" for name in BOUNDS)
+    return f"{best['short']} ({best['peak_memory_gib']:.1f} GiB against {published_peak_gib:.1f}; {parts})"
+
+
+def check(row: mb.Row, run: Callable, cache: str | None) -> dict:
+    """One row's search and the published layout's step (module docstring)."""
+    space = _space(row)
+    system = nccl_system(row.gpu)
+    network = _network(row)
+    started = time.perf_counter()
+    outcome: PlanOutcome = search(space, system, network, run=run, top=3, full=1, cache=cache)
+    wall_s = time.perf_counter() - started
+    frame = outcome.frame[outcome.frame["status"] == "ok"]
+    best = frame.iloc[0]
+    published_ns = _published_step_ns(row, space, system, network)
+    layout = _published(row)
+    peak = max(m.peak_bytes for m in stage_memory(space.config(layout), space.microbatches(layout))) / GiB
+    gap = published_ns * 1e-9 / best["step_s"] - 1
+    return {
+        "row": row,
+        "best": best,
+        "best_s": float(best["step_s"]),
+        "published_s": published_ns * 1e-9,
+        "gap": gap,
+        "why": "" if gap <= TOLERANCE else _why(best, peak),
+        "considered": outcome.considered,
+        "simulated": int(sum(outcome.runs.values())),
+        "wall_s": wall_s,
+    }
+
+
+def report(results: list[dict]) -> str:
+    lines = [
+        "| run | published layout | astra s (published) | best layout found | astra s (best) | published vs best | search s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        row = r["row"]
+        lines.append(
+            f"| {row.name} | {_published(row).short()} | {r['published_s']:.3f} | {r['best']['short']} "
+            f"| {r['best_s']:.3f} | {r['gap']:+.1%} | {r['wall_s']:.0f} |"
+        )
+    within = sum(r["gap"] <= TOLERANCE for r in results)
+    lines.append("")
+    lines.append(
+        f"{within} of {len(results)} published layouts within {TOLERANCE:.0%} of the fastest layout astra finds."
+    )
+    for r in results:
+        if r["why"]:
+            lines.append(f"- {r['row'].name}: faster: {r['why']}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default=f"1-{len(ROWS)}")
+    parser.add_argument("--markdown")
+    parser.add_argument("--cache", help="the search's cache (JSON Lines); default none")
+    parser.add_argument("-j", "--workers", type=int)
+    args = parser.parse_args(argv)
+    run, _, _ = executor(args.workers)
+    results = [check(row, run, args.cache) for row in parse_rows(args.rows, ROWS)]
+    return emit(report(results), args.markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
