@@ -25,8 +25,6 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import cast
 
-import numpy as np
-
 from astra_core.workload.et_decode import ETNode
 
 __all__ = [
@@ -275,15 +273,6 @@ class RolePeers:
         peer = self.by_role[self.role_of[i]]
         return (self.rank, peer) if self.sends[i] else (peer, self.rank)
 
-    def flat(self) -> np.ndarray:
-        """Every ``(src, dst)``, flat (int64)."""
-        sends = np.frombuffer(self.sends, dtype=np.bool_)
-        peer = np.asarray(self.by_role, dtype=np.int64)[np.frombuffer(self.role_of, dtype=np.int64)]
-        pairs = np.empty((len(sends), 2), dtype=np.int64)
-        pairs[:, 0] = np.where(sends, self.rank, peer)
-        pairs[:, 1] = np.where(sends, peer, self.rank)
-        return pairs.reshape(-1)
-
 
 class TemplatePeers(Sequence):
     """A rank's node list kept as a template's nodes and the rank's own peers: node
@@ -329,11 +318,6 @@ class TemplatePeers(Sequence):
     def role_peers(self) -> RolePeers:
         """The rank's peers per send or receive, by role (:class:`RolePeers`)."""
         return self._peers
-
-    @property
-    def own_peers(self) -> np.ndarray:
-        """The rank's ``(comm_src, comm_dst)`` per send or receive, flat (int64, -1 for none)."""
-        return self._peers.flat()
 
     def peers_at(self, pos: int) -> tuple[int | None, int | None]:
         """(``comm_src``, ``comm_dst``) of node ``pos`` (>= 0), without making the node."""
