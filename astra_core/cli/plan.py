@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from astra_core.cli.common import fail as _fail
@@ -144,6 +151,7 @@ class _Bar:
         self.on_first = on_first
         self.bar = (
             Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                     TimeRemainingColumn(),
                      console=err, transient=True)
             if err.is_terminal
             else None

@@ -285,7 +285,10 @@ def _branch_and_bound(order, bound_of, task, microbatches, store, run, top, prog
         bound = bound_of[layout_of[t["key"]]]
         t["beat_ns"] = steps[top - 1] if len(steps) >= top else math.inf
         t["slot_ns"] = bound.get("slot_ns", 0.0)
-        return bound.get("bound_ns", math.inf) < t["beat_ns"]
+        if bound.get("bound_ns", math.inf) < t["beat_ns"]:
+            return True
+        tick()  # ruled out by its bound: done too, for the progress bar and its ETA
+        return False
 
     def on_row(row: dict) -> None:
         rows[layout_of[row["key"]]] = row

@@ -167,7 +167,18 @@ def test_search_finds_what_simulating_every_layout_finds(tmp_path):
     fit, _ = layouts(space)
     brute = sorted((_full_step_ns(space, lay), lay) for lay, _ in fit)
     cache = tmp_path / "plan.jsonl"
-    outcome = search(space, SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
+    progress: dict[str, tuple[int, int | None]] = {}
+    outcome = search(
+        space,
+        SYSTEM,
+        NETWORK,
+        run=_in_process,
+        top=3,
+        full=1,
+        cache=cache,
+        on_progress=lambda phase, done, total: progress.__setitem__(phase, (done, total)),
+    )
+    assert all(done == total for done, total in progress.values())  # every phase's bar ends full
     ok = outcome.frame[outcome.frame["status"] == "ok"]
     found = [float(s) for s in ok["step_s"].head(3)]
     assert found == pytest.approx([s * 1e-9 for s, _ in brute[:3]], rel=1e-6)
