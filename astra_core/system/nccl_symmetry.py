@@ -100,9 +100,10 @@ def _collectives_at(nodes, of_node: dict[int, tuple | None]) -> tuple[list[int],
         if node.type == COMM_COLL:
             if id(node) not in of_node:
                 of_node[id(node)] = _entry(node)
-            if of_node[id(node)] is not None:
+            entry = of_node[id(node)]
+            if entry is not None:
                 positions.append(pos)
-                entries.append(of_node[id(node)])
+                entries.append(entry)
     return positions, entries
 
 

@@ -62,20 +62,21 @@ def _renamed(first: _Positions, nodes, relative: tuple[int, ...]) -> _Positions 
     differs from it only in the names of its groups
     (:class:`~astra_core.workload.et_peers.GroupTemplate`): ``first`` with each group
     renamed as ``nodes`` names it; None when one of ``first``'s groups would take two
-    names or two of them one (then they must be read node by node)."""
+    names, two of them one, or one none (then they must be read node by node)."""
     named = [k for k, (name, _) in enumerate(first.keys) if name]
     at = np.flatnonzero(np.isin(first.group, named)).tolist()
     group = first.group.tolist()
     rename: dict[int, str] = {}
     for i in at:
-        k = group[i]
-        if rename.setdefault(k, nodes[relative[i]].pg_name) != nodes[relative[i]].pg_name:
+        name = nodes[relative[i]].pg_name
+        if not name or rename.setdefault(group[i], name) != name:
             return None
     if len(set(rename.values())) < len(rename):
         return None
     by_name: dict[str, str] = {}
     for k, name in rename.items():
-        if by_name.setdefault(first.keys[k][0], name) != name:
+        old = first.keys[k][0]
+        if old is None or by_name.setdefault(old, name) != name:
             return None
     keys = tuple((rename.get(k, name), as_set) for k, (name, as_set) in enumerate(first.keys))
     uneven = tuple((by_name.get(name, name), send, recv) for name, send, recv in first.uneven)

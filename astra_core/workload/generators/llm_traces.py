@@ -111,13 +111,14 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
     for role, positions in by_role.items():  # each role's nodes made once per group
         place = places[role]
         kind = ("role", p, q if routed else 0, role, place.kind)
-        made = cache.get((*kind, str(place.value)))
+        group = (*kind, str(place.value))
+        made = cache.get(group)
         if made is None and place.kind == "group" and kind in cache:  # another group's, renamed
             made = [_renamed(node, str(place.value)) for node in cache[kind]]
         elif made is None:
             made = [_node_at(nodes, idx, ids, places, stage, cache) for idx in positions]
             cache.setdefault(kind, made)
-        cache[(*kind, str(place.value))] = made
+        cache[group] = made
         for idx, node in zip(positions, made):
             template[idx] = node
     return template
