@@ -49,6 +49,7 @@ from astra_core.workload.chakra_types import (
     MEM_LOAD,
     MEM_STORE,
     METADATA,
+    NO_GROUP,
 )
 from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import RankGraph
@@ -326,7 +327,7 @@ class RankEngine:
 
     def _group_of(self, node: ETNode) -> CommGroup | None:
         name = node.pg_name
-        if name is None or name in ("", "0"):
+        if name in NO_GROUP:
             return None
         key = name.strip()
         if key.isdigit():

@@ -41,7 +41,7 @@ from astra_core.system.collectives.nccl.replay import replay
 from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.peer_offsets import relative_uneven
-from astra_core.workload.chakra_types import COMM_COLL
+from astra_core.workload.chakra_types import COMM_COLL, NO_GROUP
 from astra_core.workload.graph import RankGraph, distinct_shapes, peerless, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
@@ -75,7 +75,7 @@ def translation_class(members: tuple[int, ...], sizes: Sequence[int], nccl_order
 
 
 def _pg(name: str | None) -> str | None:
-    return name if name not in (None, "", "0") else None
+    return name if name not in NO_GROUP else None
 
 
 def _entry(node) -> tuple | None:

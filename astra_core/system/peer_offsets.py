@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from astra_core.workload.chakra_types import NO_GROUP
 from astra_core.workload.et_peers import RolePeers, TemplatePeers
 from astra_core.workload.graph import RankGraph
 
@@ -35,7 +36,7 @@ def relative_uneven(node) -> bool:
     stands (a token-based MoE dispatch) folds. Other uneven all-to-alls keep their
     bytes in the rank's base signature, member by member."""
     attrs = node.attrs
-    return bool(attrs) and "send_bytes" in attrs and node.pg_name not in (None, "", "0")
+    return bool(attrs) and "send_bytes" in attrs and node.pg_name not in NO_GROUP
 
 
 @dataclass(frozen=True)

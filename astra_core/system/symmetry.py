@@ -69,7 +69,7 @@ from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.nccl_symmetry import NcclCollectives
 from astra_core.system.peer_offsets import PeerTable, relative_signatures, relative_uneven
 from astra_core.system.rank import group_algorithm
-from astra_core.workload.chakra_types import NodeType
+from astra_core.workload.chakra_types import NO_GROUP, NodeType
 from astra_core.workload.et_peers import TemplatePeers
 from astra_core.workload.graph import Children, RankGraph, distinct_timings, peerless, timing_key
 from astra_core.workload.streaming import StreamedNodes, timing_item
@@ -226,7 +226,7 @@ def _kinds(
                 continue
             if node.type != _COMM_COLL:
                 continue
-            if node.pg_name not in (None, "", "0") and _group_key(node.pg_name) not in whole_groups:
+            if node.pg_name not in NO_GROUP and _group_key(node.pg_name) not in whole_groups:
                 xor_ok = False
                 # A ring over the group's members; halving-doubling there pairs
                 # by absolute position in the member list: not a rotation. NCCL's
@@ -334,7 +334,7 @@ def _base_signature(
 
 
 def _names_peers(node) -> bool:
-    return node.pg_name not in (None, "", "0") or node.comm_src is not None or node.comm_dst is not None
+    return node.pg_name not in NO_GROUP or node.comm_src is not None or node.comm_dst is not None
 
 
 def _streamed_signature(

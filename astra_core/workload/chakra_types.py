@@ -12,6 +12,11 @@ from enum import IntEnum
 
 from astra_core.workload import et_def_pb2 as _pb
 
+#: ``pg_name`` values that name no communicator group: none, empty, or PyTorch's default
+#: group "0" (the whole world). A collective with one of them runs on its
+#: ``involved_dim`` (or on every NPU); the engine and rank symmetry read it so.
+NO_GROUP = (None, "", "0")
+
 
 class NodeType(IntEnum):
     """Chakra's ``NodeType``; values from the generated module."""

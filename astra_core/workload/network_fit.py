@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Sequence
 
 from astra_core.errors import TraceError
-from astra_core.workload.chakra_types import COMM_COLL, COMP
+from astra_core.workload.chakra_types import COMM_COLL, COMP, NO_GROUP
 from astra_core.workload.graph import RankGraph, TraceWarning, peerless, timing_key
 
 __all__ = ["GENERATED_DIMS_ATTR", "check_network_fit", "generated_dims"]
@@ -40,7 +40,6 @@ GENERATED_DIMS_ATTR = "astra_network_dims"
 
 _SHOWN = 3  # nodes named in one error line
 _RANK_SUFFIX = re.compile(r"\.\d+\.et\Z")
-_NO_GROUP = (None, "", "0")  # pg_name values that name no comm group (the engine's reading)
 _Involved = tuple[RankGraph, int, tuple[bool, ...]]  # (graph, node id, involved_dim)
 
 
@@ -143,7 +142,7 @@ def _misfits(
             kind = node.type
             if kind == COMM_COLL:
                 involved = node.involved_dim
-                if involved is None or node.is_cpu_op or node.pg_name not in _NO_GROUP:
+                if involved is None or node.is_cpu_op or node.pg_name not in NO_GROUP:
                     continue  # CPU-side collectives are replayed; a comm group overrides involved_dim
                 if len(involved) > ndims and any(involved[ndims:]):
                     too_long.append((graph, node.id, involved))

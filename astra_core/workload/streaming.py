@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from astra_core.errors import TraceError
-from astra_core.workload.chakra_types import COMP
+from astra_core.workload.chakra_types import COMP, NO_GROUP
 from astra_core.workload.et_decode import (
     ETNode,
     RankTrace,
@@ -86,7 +86,7 @@ def is_notable(node: ETNode) -> bool:
     or a group (what rank symmetry and NCCL's model look at besides timings)."""
     return (
         node.type != COMP
-        or node.pg_name not in (None, "", "0")
+        or node.pg_name not in NO_GROUP
         or node.comm_src is not None
         or node.comm_dst is not None
     )
