@@ -128,6 +128,24 @@ def _extend(runs: dict[int, dict[str, float]], target: int) -> dict[str, float]:
     return {k: r1[k] + (r2[k] - r1[k]) * (target - m1) / (m2 - m1) for k in FIELDS}
 
 
+def _runs(task: dict[str, Any], row: dict[str, Any]) -> dict[int, dict[str, float]] | None:
+    """The runs of ``task``'s counts, the known ones not run again (each made here goes
+    into ``row["runs"]``, each count into ``row["simulated"]``); None, with ``row`` marked
+    ``bounded``, when a screen's first run shows it cannot beat ``beat_ns``."""
+    counts, target = task["counts"], task["microbatches"]
+    runs = {int(m): r for m, r in task.get("known", {}).items()}
+    for m in counts:
+        if m not in runs:
+            runs[m] = row["runs"][m] = _simulate(task, m)
+        row["simulated"].append(m)
+        if len(counts) > 1 and len(runs) == 1:
+            line = runs[m]["step_ns"] + task.get("slot_ns", 0.0) * (target - m)
+            if line >= task.get("beat_ns", math.inf):
+                row.update(status="bounded", line_bound_ns=line)
+                return None
+    return runs
+
+
 def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     """Run task ``{"key", "config", "microbatches", "counts", "system", "network",
     "backend"}``: ``counts`` the micro-batch counts to simulate (one: the plan's own;
@@ -142,23 +160,10 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     try:
         counts, target = task["counts"], task["microbatches"]
         if not counts:
-            row.update(compute_bound_ns(task["config"], target)._asdict())
-            row["bound_ns"] = row.pop("step_ns")
-        runs = {int(m): r for m, r in task.get("known", {}).items()}
-        for m in counts:
-            if m not in runs:
-                runs[m] = row["runs"][m] = _simulate(task, m)
-            row["simulated"].append(m)
-            if len(counts) > 1 and len(runs) == 1:
-                line = runs[m]["step_ns"] + task.get("slot_ns", 0.0) * (target - m)
-                if line >= task.get("beat_ns", math.inf):
-                    row.update(status="bounded", line_bound_ns=line)
-                    break
-        else:
-            if counts:
-                row.update(
-                    {k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target)
-                )
+            bound = compute_bound_ns(task["config"], target)
+            row.update(bound_ns=bound.step_ns, slot_ns=bound.slot_ns)
+        elif (runs := _runs(task, row)) is not None:
+            row.update({k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target))
     except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
         row.update(status="error", error=error_line(exc))
     row["wall_s"] = time.perf_counter() - started

@@ -114,7 +114,7 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         group = (*kind, str(place.value))
         made = cache.get(group)
         if made is None and place.kind == "group" and kind in cache:  # another group's, renamed
-            made = [_renamed(node, str(place.value)) for node in cache[kind]]
+            made = [node.replaced(pg_name=str(place.value)) for node in cache[kind]]
         elif made is None:
             made = [_node_at(nodes, idx, ids, places, stage, cache) for idx in positions]
             cache.setdefault(kind, made)
@@ -122,12 +122,6 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         for idx, node in zip(positions, made):
             template[idx] = node
     return template
-
-
-def _renamed(node: ETNode, pg_name: str) -> ETNode:
-    renamed = node.copy()
-    renamed.pg_name = pg_name
-    return renamed
 
 
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> RolePeers:
