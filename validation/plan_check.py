@@ -31,9 +31,7 @@ from astra_core.plan.point import FIELDS, run_layout
 from astra_core.plan.search import BOUNDS, PlanOutcome, search
 from astra_core.plan.space import Layout, Limits, Space
 from astra_core.run_digest import InputDigests
-from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm_memory import GiB, stage_memory
-from astra_core.workload.generators.models import MODELS
 
 #: Rows the search space holds (dense, at most 256 GPUs: each search is minutes on two cores).
 ROWS = tuple(r for r in mb.ROWS if not r.moe and r.gpus <= 256)
@@ -42,20 +40,20 @@ TOLERANCE = 0.05
 
 
 def _space(row: mb.Row) -> Space:
-    net = mb.network(row)
-    dims = tuple(net.npus_per_dim)
-    precision = "fp8" if row.precision.startswith("fp8") else row.precision
+    """The row's search: its model, GPUs, batch, sequence and precision as the row's own
+    plan (:meth:`megatron_bridge.Row.plan`) has them, on its network."""
+    plan = row.plan()
+    dims = tuple(mb.network(row).npus_per_dim)
     limits = Limits(zeros=(1, 3) if row.fsdp else (1,))
-    recipe = "mxfp8" if row.precision == "fp8-mx" else "tensorwise"
     return Space(
-        MODELS[row.model],
-        GPUS[row.gpu.lower()],
+        plan.model,
+        plan.gpu,
         row.gpus,
         dims[0],
         row.gbs,
         row.seq,
-        precision,
-        recipe,
+        plan.precision,
+        plan.fp8_recipe,
         dims,
         limits,
     )
@@ -66,9 +64,18 @@ def _network(row: mb.Row) -> dict:
 
 
 def _published(row: mb.Row) -> Layout:
-    edges = row.model in mb.EDGES_IN_PIPELINE_SPLIT and row.layout is None
+    plan = row.plan()
     return Layout(
-        row.tp, row.cp, row.pp, row.vp, row.dp, row.ep, row.mbs, "none", 3 if row.fsdp else 1, edges
+        row.tp,
+        row.cp,
+        row.pp,
+        row.vp,
+        row.dp,
+        row.ep,
+        row.mbs,
+        plan.recompute,
+        plan.zero,
+        plan.account_for_embedding,
     )
 
 
