@@ -83,6 +83,41 @@ class Row:
             return 1
         return self.layers // (self.pp * self.layers_per_virtual_stage)
 
+    def plan(self) -> LLMConfig:
+        """The run script's plan for astra's generator."""
+        model = ModelConfig(
+            f"gpt-{self.name}",
+            layers=self.layers,
+            hidden=self.hidden,
+            heads=self.heads,
+            ffn_hidden=4 * self.hidden,
+            vocab=VOCAB,
+            seq_len=SEQ,
+            mlp="gelu",
+            source=RUN_SCRIPT,
+        )
+        # the run script's --recompute-method uniform (full recomputation), its DDP (torch:
+        # overlapped gradient reduction; local: after the backward pass), its virtual pipeline
+        # stages (interleaved 1F1B) and Megatron's default scatter/gather of pipeline sends
+        return LLMConfig(
+            model=model,
+            gpu=GPUS["a100"],
+            dp=self.dp,
+            tp=self.tp,
+            pp=self.pp,
+            micro_batch=self.micro_batch,
+            global_batch=self.global_batch,
+            dims=[8, self.nodes] if self.nodes > 1 else [8],
+            recompute="full",
+            overlap_grad_reduce=self.ddp == "torch",
+            ddp="torch" if self.ddp == "torch" else "megatron",
+            scatter_gather=True,
+            virtual_stages=self.virtual_stages,
+            attention="unfused",
+            dropout=True,
+            precision="fp16",
+        )
+
 
 ROWS = (
     Row("1.7B", 1, 1, 16, 512, 24, 2304, 24, "torch", 4, None, 137.0),
@@ -109,39 +144,7 @@ SYSTEM = nccl_system("A100")
 
 def predict(row: Row) -> tuple[float, float]:
     """(step time in s, TFLOP/s per GPU by the paper's count) of one row."""
-    model = ModelConfig(
-        f"gpt-{row.name}",
-        layers=row.layers,
-        hidden=row.hidden,
-        heads=row.heads,
-        ffn_hidden=4 * row.hidden,
-        vocab=VOCAB,
-        seq_len=SEQ,
-        mlp="gelu",
-        source=RUN_SCRIPT,
-    )
-    # the run script's --recompute-method uniform (full recomputation), its DDP (torch:
-    # overlapped gradient reduction; local: after the backward pass), its virtual pipeline
-    # stages (interleaved 1F1B) and Megatron's default scatter/gather of pipeline sends
-    cfg = LLMConfig(
-        model=model,
-        gpu=GPUS["a100"],
-        dp=row.dp,
-        tp=row.tp,
-        pp=row.pp,
-        micro_batch=row.micro_batch,
-        global_batch=row.global_batch,
-        dims=[8, row.nodes] if row.nodes > 1 else [8],
-        recompute="full",
-        overlap_grad_reduce=row.ddp == "torch",
-        ddp="torch" if row.ddp == "torch" else "megatron",
-        scatter_gather=True,
-        virtual_stages=row.virtual_stages,
-        attention="unfused",
-        dropout=True,
-        precision="fp16",
-    )
-    result = simulate_plan(cfg, SYSTEM, network(row.nodes))
+    result = simulate_plan(row.plan(), SYSTEM, network(row.nodes))
     seconds = result.step_ns * 1e-9
     return seconds, row.paper_flops() / (seconds * row.gpus) / 1e12
 

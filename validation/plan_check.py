@@ -1,16 +1,25 @@
-"""Published layouts against ``astra plan``: for each published run that the search space
-holds, is the layout its authors chose within 5 % of the fastest layout astra finds?
+"""Published layouts against ``astra plan``: for each published run of the validation suite
+that the search space holds, is the layout its authors chose within 5 % of the fastest
+layout astra finds?
 
-For each row: the search (:func:`astra_core.plan.search.search`) over every layout of the
-run's model, GPUs, global batch, sequence length and precision on the row's network
-(:mod:`megatron_bridge`'s systems), ZeRO 1 and, where the row ran FSDP, ZeRO 3 too; and
-the published layout (as :mod:`megatron_bridge` expresses it) simulated in full. The
-report gives both steps, the published layout's distance from the best, and, past 5 %,
-the faster layout with what the simulator says makes it faster (its memory and where its
-step goes). Dense rows only: the search keeps routing balanced and does not choose MoE
-dispatchers or expert-tensor parallelism, which the MoE recipes set.
+For each run: the search (:func:`astra_core.plan.search.search`) over every layout of the
+run's model, GPUs, global batch, sequence length and precision on the run's network, each
+layout keeping the run's other settings (its plan as the ``base`` of the
+:class:`~astra_core.plan.space.Space`: the attention kernels, DDP and gradient precision of
+2021's Megatron-LM, the MoE dispatcher of a recipe, ...), ZeRO 1 and the run's own ZeRO
+stage, no recomputation, full recomputation and the run's own; and the published plan
+simulated in full, as the suite simulates it. The report gives both steps, the published
+layout's distance from the best, and, past 5 %, the faster layout with what the simulator
+says makes it faster (its memory and where its step goes).
 
-    .venv/bin/python validation/plan_check.py [--rows 1-4] [--markdown docs/validation-plan.md]
+The search space holds a run unless its pipeline split is one the search does not
+enumerate (uneven layouts such as DeepSeek-V3's ``Etttt|...``) or it chooses what the
+search does not (expert-tensor parallelism other than 1). Each run's outcome is kept in
+``--results`` (JSON Lines, under the digest of the run and astra's sources), so a page
+over every run is written from runs searched in several sittings.
+
+    .venv/bin/python validation/plan_check.py [--rows 1-4] [--results R.jsonl] [--cache C.jsonl]
+        [--markdown docs/validation-plan.md]
 """
 
 from __future__ import annotations
@@ -20,82 +29,147 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import megatron_bridge as mb
+import h100_scale
+import megatron
+import megatron_bridge
+import megatron_moe
 from summary import emit, parse_rows
 
+from astra_core.config.network import NetworkConfig
 from astra_core.config.system import nccl_system
 from astra_core.plan.api import executor
 from astra_core.plan.point import FIELDS, run_layout
 from astra_core.plan.search import BOUNDS, PlanOutcome, search
 from astra_core.plan.space import Layout, Limits, Space
 from astra_core.run_digest import InputDigests
+from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import GiB, stage_memory
+from astra_core.workload.generators.pipeline import stage_layers
 
-#: Rows the search space holds (dense, at most 256 GPUs: each search is minutes on two cores).
-ROWS = tuple(r for r in mb.ROWS if not r.moe and r.gpus <= 256)
 #: The published layout's step may be this much slower than the best found.
 TOLERANCE = 0.05
 
 
-def _space(row: mb.Row) -> Space:
-    """The row's search: its model, GPUs, batch, sequence and precision as the row's own
-    plan (:meth:`megatron_bridge.Row.plan`) has them, on its network."""
-    plan = row.plan()
-    dims = tuple(mb.network(row).npus_per_dim)
-    limits = Limits(zeros=(1, 3) if row.fsdp else (1,))
+@dataclass(frozen=True)
+class Run:
+    """A published run of the suite: its name, its plan (as the suite simulates it), its
+    network, and the GPU whose NCCL model times its collectives."""
+
+    name: str
+    plan: LLMConfig
+    network: NetworkConfig
+    gpu: str
+
+
+def suite_runs() -> list[Run]:
+    """Every published run of the validation suite, in the suite's source order."""
+    runs = [
+        Run(f"GPT {r.name}, {r.gpus:,} A100, FP16 (SC'21)", r.plan(), megatron.network(r.nodes), "A100")
+        for r in megatron.ROWS
+    ]
+    for r in h100_scale.ROWS:
+        model = "Llama 3 405B" if r.source == "llama3" else "Nemotron-4 340B"
+        name = f"{model}, {r.gpus:,} H100, {r.precision.upper()}, {r.seq // 1024}K, GBS {r.global_batch}"
+        runs.append(Run(name, r.plan(), h100_scale.network(r.gpus // 8), "H100"))
+    for r in megatron_bridge.ROWS + megatron_moe.ROWS:
+        runs.append(Run(r.name, r.plan(), megatron_bridge.network(r), r.gpu))
+    return runs
+
+
+def published_layout(plan: LLMConfig) -> Layout | None:
+    """``plan``'s layout as the search writes it; None where the search does not hold it
+    (module docstring)."""
+    if plan.model.experts and plan.etp != 1:
+        return None
+    chunks = plan.virtual_stages
+    counts = stage_layers(
+        plan.model.layers,
+        plan.pp,
+        chunks,
+        plan.first_stage_layers,
+        plan.last_stage_layers,
+        embedding=plan.account_for_embedding,
+        loss=plan.account_for_loss,
+        layout=plan.pipeline_layout,
+        mtp=plan.mtp_layers,
+    )
+    layers = plan.model.layers
+    if counts == stage_layers(layers, plan.pp, chunks) and layers % (plan.pp * chunks) == 0:
+        edges = False
+    elif counts == stage_layers(layers, plan.pp, chunks, embedding=True, loss=True) and plan.pp > 1:
+        edges = (layers + 2) % (plan.pp * chunks) == 0
+        if not edges:
+            return None
+    else:
+        return None
+    return Layout(
+        plan.tp,
+        plan.cp,
+        plan.pp,
+        chunks,
+        plan.dp,
+        plan.ep,
+        plan.micro_batch,
+        plan.recompute,
+        plan.zero,
+        edges,
+    )
+
+
+def held_runs() -> list[Run]:
+    """The runs the search space holds."""
+    return [run for run in suite_runs() if published_layout(run.plan) is not None]
+
+
+def space(run: Run) -> Space:
+    """The run's search (module docstring): its model, GPUs, batch, sequence and precision,
+    the limits that let the search reach its layout, and its plan as the base."""
+    plan = run.plan
+    layout = published_layout(plan)
+    assert layout is not None, run.name
+    dims = tuple(run.network.npus_per_dim)
+    gpus = layout.tp * layout.cp * layout.pp * layout.dp
+    limits = Limits(
+        max_pp=max(32, plan.pp),
+        max_vp=max(8, plan.virtual_stages),
+        micro_batches=tuple(sorted({1, 2, 4, plan.micro_batch})),
+        recomputes=tuple(dict.fromkeys(("none", "full", plan.recompute))),
+        zeros=tuple(sorted({plan.zero, 1 if plan.zero else 0})),
+    )
     return Space(
         plan.model,
         plan.gpu,
-        row.gpus,
+        gpus,
         dims[0],
-        row.gbs,
-        row.seq,
+        plan.global_batch or 0,
+        plan.seq_len or plan.model.seq_len,
         plan.precision,
         plan.fp8_recipe,
         dims,
         limits,
+        base=plan,
     )
 
 
-def _network(row: mb.Row) -> dict:
-    return mb.network(row).to_dict()
-
-
-def _published(row: mb.Row) -> Layout:
-    plan = row.plan()
-    return Layout(
-        row.tp,
-        row.cp,
-        row.pp,
-        row.vp,
-        row.dp,
-        row.ep,
-        row.mbs,
-        plan.recompute,
-        plan.zero,
-        plan.account_for_embedding,
-    )
-
-
-def _published_run(row: mb.Row, space: Space, system: dict, network: dict, cache: str | None) -> dict:
-    """The published layout's step, simulated in full: a row of
-    :data:`~astra_core.plan.point.FIELDS` (kept in ``cache`` under the digest of its
-    inputs and astra's sources, as the search keeps its runs)."""
-    layout = _published(row)
-    task = {"key": "published", "config": space.config(layout), "microbatches": space.microbatches(layout)}
-    task.update(counts=(task["microbatches"],), system=system, network=network, backend=None)
-    key = InputDigests().run({"published": repr(task["config"]), "system": system, "network": network})[:16]
+def _published_run(run: Run, microbatches: int, cache: str | None) -> dict:
+    """The published plan simulated in full as the suite does: a row of
+    :data:`~astra_core.plan.point.FIELDS` (kept in ``cache`` under the digest of the plan,
+    network and astra's sources, beside the search's runs)."""
+    system, network = nccl_system(run.gpu), run.network.to_dict()
+    key = InputDigests().run({"published": repr(run.plan), "system": system, "network": network})
     kept = Path(cache) if cache else None
     if kept and kept.is_file():
         for line in kept.read_text().splitlines():
             entry = json.loads(line)
             if entry.get("key") == key and entry.get("status") == "published":
                 return entry
-    result = run_layout(task)
+    task = {"key": key, "config": run.plan, "microbatches": microbatches, "counts": (microbatches,)}
+    result = run_layout({**task, "system": system, "network": network, "backend": None})
     if result["status"] != "ok":
-        raise RuntimeError(f"{row.name}: the published layout failed: {result['error']}")
+        raise RuntimeError(f"{run.name}: the published plan failed: {result['error']}")
     entry = {"key": key, "status": "published", **{k: result[k] for k in FIELDS}}
     if kept:
         with kept.open("a") as out:
@@ -103,45 +177,40 @@ def _published_run(row: mb.Row, space: Space, system: dict, network: dict, cache
     return entry
 
 
-def _shares(fields) -> str:
+def _shares(fields: dict) -> dict[str, float]:
     """Where a step goes: each of :data:`~astra_core.plan.search.BOUNDS`' parts as a share."""
     total = sum(fields[p] for p in FIELDS[2:])
-    return ", ".join(f"{name} {sum(fields[p] for p in parts) / total:.0%}" for name, parts in BOUNDS.items())
+    return {name: sum(fields[p] for p in parts) / total for name, parts in BOUNDS.items()}
 
 
-def _why(best, published: dict, published_gib: float) -> str:
-    """The faster layout and what sets the two apart: peak memory and where each step goes."""
-    return (
-        f"{best['short']}, {best['peak_memory_gib']:.1f} GiB "
-        f"({', '.join(f'{name} {best[name]:.0%}' for name in BOUNDS)}); the published layout "
-        f"{published_gib:.1f} GiB ({_shares(published)})"
-    )
-
-
-def check(row: mb.Row, run: Callable, cache: str | None) -> dict:
-    """One row's search and the published layout's step (module docstring)."""
-    space = _space(row)
-    system = nccl_system(row.gpu)
-    network = _network(row)
+def check(run: Run, execute: Callable, cache: str | None) -> dict:
+    """One run's search and its published plan's step (module docstring), as a JSON-able row."""
+    searched = space(run)
+    layout = published_layout(run.plan)
+    assert layout is not None
     started = time.perf_counter()
-    outcome: PlanOutcome = search(space, system, network, run=run, top=3, full=1, cache=cache)
+    outcome: PlanOutcome = search(
+        searched, nccl_system(run.gpu), run.network.to_dict(), run=execute, top=3, full=1, cache=cache
+    )
     wall_s = time.perf_counter() - started
     frame = outcome.frame[outcome.frame["status"] == "ok"]
     best = frame.iloc[0]
-    published = _published_run(row, space, system, network, cache)
-    published_ns = published["step_ns"]
-    layout = _published(row)
-    peak = max(m.peak_bytes for m in stage_memory(space.config(layout), space.microbatches(layout))) / GiB
-    gap = published_ns * 1e-9 / best["step_s"] - 1
+    microbatches = searched.microbatches(layout)
+    published = _published_run(run, microbatches, cache)
+    published_s = published["step_ns"] * 1e-9
+    peak = max(m.peak_bytes for m in stage_memory(run.plan, microbatches)) / GiB
     return {
-        "row": row,
-        "best": best,
-        "best_s": float(best["step_s"]),
-        "published_s": published_ns * 1e-9,
-        "gap": gap,
-        "why": "" if gap <= TOLERANCE else _why(best, published, peak),
+        "name": run.name,
+        "published": layout.short(),
+        "published_s": published_s,
         "published_gib": peak,
-        "hbm_gib": space.gpu.hbm_bytes / GiB,
+        "published_shares": _shares(published),
+        "hbm_gib": searched.gpu.hbm_bytes / GiB,
+        "best": best["short"],
+        "best_s": float(best["step_s"]),
+        "best_gib": float(best["peak_memory_gib"]),
+        "best_shares": {name: float(best[name]) for name in BOUNDS},
+        "gap": published_s / float(best["step_s"]) - 1,
         "considered": outcome.considered,
         "simulated": int(sum(outcome.runs.values())),
         "wall_s": wall_s,
@@ -149,57 +218,84 @@ def check(row: mb.Row, run: Callable, cache: str | None) -> dict:
 
 
 def report(results: list[dict]) -> str:
+    """The page: one line per run, and past 5 % the faster layout and what sets it apart."""
     lines = [
         "# Published layouts against `astra plan`",
         "",
-        "Generated by `validation/plan_check.py`. For each dense run of the "
-        "[validation suite](validation-suite.md) on at most 256 GPUs (NVIDIA's Megatron-Bridge "
-        "performance tables, `validation/megatron_bridge.py`): `astra plan` over every layout of "
-        "the run's model, GPUs, global batch, sequence length and precision on the run's network "
-        "(ZeRO 1, and ZeRO 3 where the run used FSDP), and the published layout simulated in full "
-        "with the same settings. *published vs best*: the published layout's step over the fastest "
-        "found, minus 1 (negative where the published layout is faster but over HBM by astra's "
-        "memory model, which does not count the activation offloading the GB200 and GB300 recipes "
-        "use, so the search never considers it). Past 5 %, the faster layout is named with "
-        "what sets the two apart.",
+        "Generated by `validation/plan_check.py`. For each run of the "
+        "[validation suite](validation-suite.md) that the search space holds: `astra plan` over "
+        "every layout of the run's model, GPUs, global batch, sequence length and precision on "
+        "the run's network, each keeping the run's other settings (2021's Megatron-LM kernels "
+        "and DDP for SC'21, the MoE recipes' dispatchers), ZeRO 1 and the run's own ZeRO stage, "
+        "no, full and the run's own recomputation; and the published plan simulated in full "
+        "as the suite simulates it. *published vs best*: the published layout's step over the "
+        "fastest found, minus 1 (negative where the published layout is faster but over HBM "
+        "by astra's memory model, which does not count the activation offloading the GB200 "
+        "and GB300 recipes use, so the search never considers it). Past 5 %, the faster "
+        "layout is named with what sets the two apart.",
         "",
-        "| run | published layout | its peak GiB | astra s | best layout found | its peak GiB | astra s | published vs best |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | published layout | its peak GiB | astra s | best layout found | its peak GiB | astra s "
+        "| published vs best | layouts | search s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        row = r["row"]
         over = " (over HBM)" if r["published_gib"] > r["hbm_gib"] else ""
         lines.append(
-            f"| {row.name} | {_published(row).short()} | {r['published_gib']:.1f}{over} | {r['published_s']:.3f} "
-            f"| {r['best']['short']} | {r['best']['peak_memory_gib']:.1f} | {r['best_s']:.3f} | {r['gap']:+.1%} |"
+            f"| {r['name']} | {r['published']} | {r['published_gib']:.1f}{over} | {r['published_s']:.3f} "
+            f"| {r['best']} | {r['best_gib']:.1f} | {r['best_s']:.3f} | {r['gap']:+.1%} "
+            f"| {r['considered']} | {r['wall_s']:.0f} |"
         )
     within = sum(r["gap"] <= TOLERANCE for r in results)
-    lines.append("")
-    lines.append(
-        f"{within} of {len(results)} published layouts within {TOLERANCE:.0%} of the fastest layout astra finds."
-    )
-    lines.append("")
+    lines += [
+        "",
+        f"{within} of {len(results)} published layouts within {TOLERANCE:.0%} of the fastest layout astra finds.",
+        "",
+    ]
     for r in results:
-        if r["why"]:
-            lines.append(f"- {r['row'].name}: faster: {r['why']}.")
+        if r["gap"] > TOLERANCE:
+            best, published = (
+                ", ".join(f"{name} {share:.0%}" for name, share in r[key].items())
+                for key in ("best_shares", "published_shares")
+            )
+            lines.append(
+                f"- {r['name']}: faster: {r['best']}, {r['best_gib']:.1f} GiB ({best}); the published "
+                f"layout {r['published_gib']:.1f} GiB ({published})."
+            )
+    left = [run.name for run in suite_runs() if published_layout(run.plan) is None]
+    if left:
+        lines += ["", "Not in the search space (an uneven pipeline layout): " + "; ".join(left) + "."]
     return "\n".join(lines)
+
+
+def _kept(path: str | None) -> dict[str, dict]:
+    """Outcomes kept in ``path`` by key (the digest of the run and astra's sources)."""
+    if not path or not Path(path).is_file():
+        return {}
+    return {entry["key"]: entry for entry in map(json.loads, Path(path).read_text().splitlines())}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default=f"1-{len(ROWS)}")
+    parser.add_argument("--rows", help="1-based rows of the held runs (default: all)")
+    parser.add_argument("--results", help="each run's outcome (JSON Lines), kept and reused")
     parser.add_argument("--markdown")
     parser.add_argument("--cache", help="the search's cache (JSON Lines); default none")
     parser.add_argument("-j", "--workers", type=int)
     args = parser.parse_args(argv)
-    run, _, _ = executor(args.workers)
+    execute, _, _ = executor(args.workers)
+    runs = held_runs()
+    chosen = parse_rows(args.rows or f"1-{len(runs)}", tuple(runs))
+    kept = _kept(args.results)
     results = []
-    for row in parse_rows(args.rows, ROWS):
-        results.append(check(row, run, args.cache))
-        print(
-            f"{row.name}: published {results[-1]['gap']:+.1%} from the best found, in {results[-1]['wall_s']:.0f} s",
-            flush=True,
-        )
+    for run in chosen:
+        key = InputDigests().run({"plan check": repr(space(run)), "network": run.network.to_dict()})
+        if key not in kept:
+            kept[key] = {"key": key, **check(run, execute, args.cache)}
+            if args.results:
+                with open(args.results, "a") as out:
+                    out.write(json.dumps(kept[key]) + "\n")
+        results.append(kept[key])
+        print(f"{run.name}: published {results[-1]['gap']:+.1%} from the best found", flush=True)
     return emit(report(results), args.markdown)
 
 

@@ -104,7 +104,15 @@ class Limits:
 @dataclass(frozen=True)
 class Space:
     """A search's fixed inputs: model, GPU, GPU count, NVLink domain size, global batch
-    [sequences], sequence length [tokens], precision and FP8 recipe, network dimensions."""
+    [sequences], sequence length [tokens], precision and FP8 recipe, network dimensions.
+
+    ``base``: a plan whose other settings every layout keeps (attention kernels, DDP,
+    gradient precision, the modules selective recomputation recomputes, the MoE
+    dispatcher and routing, ...: what the software of a published run had); None:
+    Megatron-core's current defaults (flash attention, BF16 gradient reduction, the
+    all-to-all dispatcher). A base plan with TP > 1 also gives whether sequence
+    parallelism and TP overlap go with TP; one without TP leaves them
+    on wherever TP > 1."""
 
     model: ModelConfig
     gpu: GPUSpec
@@ -116,16 +124,21 @@ class Space:
     fp8_recipe: str = "tensorwise"
     dims: tuple[int, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    base: LLMConfig | None = None
 
     def microbatches(self, layout: Layout) -> int:
         """Micro-batches per step of ``layout``: global batch / (DP x micro-batch)."""
         return self.global_batch // (layout.dp * layout.micro_batch)
 
     def config(self, layout: Layout) -> LLMConfig:
-        """The generator's plan of ``layout`` (see the module docstring)."""
+        """The generator's plan of ``layout`` (see the module docstring and ``base``)."""
         moe = self.model.experts > 0
+        base = self.base
         selective = ("moe_act", "layernorm") if moe else ("core_attn",)
-        return LLMConfig(
+        if base is not None:
+            selective = base.recompute_modules
+        kept = base is not None and base.tp > 1  # the base plan says what goes with TP
+        chosen = dict(
             model=self.model,
             gpu=self.gpu,
             dp=layout.dp,
@@ -135,21 +148,27 @@ class Space:
             ep=layout.ep,
             etp=1 if moe else None,
             micro_batch=layout.micro_batch,
+            microbatches=None,
             global_batch=self.global_batch,
             seq_len=self.seq_len,
             dims=list(self.dims) or None,
             virtual_stages=layout.vp,
+            first_stage_layers=None,
+            last_stage_layers=None,
+            pipeline_layout=None,
             account_for_embedding=layout.edges_in_split,
             account_for_loss=layout.edges_in_split,
-            sequence_parallel=layout.tp > 1,
-            tp_comm_overlap=layout.tp > 1,
+            sequence_parallel=layout.tp > 1 and (not kept or bool(base and base.sequence_parallel)),
+            tp_comm_overlap=layout.tp > 1 and (not kept or bool(base and base.tp_comm_overlap)),
             zero=layout.zero,
             recompute=layout.recompute,
             recompute_modules=selective,
-            grad_reduce_in_bf16=True,
             precision=self.precision,
             fp8_recipe=self.fp8_recipe,
         )
+        if base is None:
+            return LLMConfig(grad_reduce_in_bf16=True, **chosen)
+        return replace(base, **chosen)
 
 
 def _powers_of_two(limit: int) -> list[int]:
