@@ -217,6 +217,28 @@ def check(run: Run, execute: Callable, cache: str | None) -> dict:
     }
 
 
+def _knobs(short: str) -> dict[str, str]:
+    """A layout's settings from :meth:`Layout.short`: ``TP4 ... MBS1 full ZeRO3`` ->
+    {"TP": "4", ..., "recompute": "full", "ZeRO": "3"} (EP 1, no recomputation and ZeRO 1
+    where the text leaves them out)."""
+    knobs: dict[str, str] = {}
+    for word in short.split():
+        name = word.rstrip("0123456789")
+        knobs.update({name: word[len(name) :]} if name != word else {"recompute": word})
+    return {
+        **knobs,
+        **{k: v for k, v in (("EP", "1"), ("recompute", "none"), ("ZeRO", "1")) if k not in knobs},
+    }
+
+
+def _changes(published: str, best: str) -> str:
+    """What the best layout changes: ``recompute full -> none, TP 8 -> 2``."""
+    a, b = _knobs(published), _knobs(best)
+    return ", ".join(
+        f"{k} {a[k]} -> {b[k]}" for k in sorted(a, key=lambda k: k != "recompute") if a[k] != b[k]
+    )
+
+
 def report(results: list[dict]) -> str:
     """The page: one line per run, and past 5 % the faster layout and what sets it apart."""
     lines = [
@@ -232,7 +254,11 @@ def report(results: list[dict]) -> str:
         "fastest found, minus 1 (negative where the published layout is faster but over HBM "
         "by astra's memory model, which does not count the activation offloading the GB200 "
         "and GB300 recipes use, so the search never considers it). Past 5 %, the faster "
-        "layout is named with what sets the two apart.",
+        "layout is named with what it changes, its peak memory and the HBM it leaves: the "
+        "memory model counts what PyTorch's allocator holds, not the CUDA context or NCCL's "
+        "buffers (544 to 688 MB per communicator on four A100s, NVIDIA/nccl#964), so a layout "
+        "that leaves less than a few "
+        "GiB may not fit in practice.",
         "",
         "| run | published layout | its peak GiB | astra s | best layout found | its peak GiB | astra s "
         "| published vs best | layouts | search s |",
@@ -258,8 +284,9 @@ def report(results: list[dict]) -> str:
                 for key in ("best_shares", "published_shares")
             )
             lines.append(
-                f"- {r['name']}: faster: {r['best']}, {r['best_gib']:.1f} GiB ({best}); the published "
-                f"layout {r['published_gib']:.1f} GiB ({published})."
+                f"- {r['name']}: faster: {r['best']} ({_changes(r['published'], r['best'])}), "
+                f"{r['best_gib']:.1f} GiB, {r['hbm_gib'] - r['best_gib']:.1f} GiB of HBM left ({best}); "
+                f"the published layout {r['published_gib']:.1f} GiB ({published})."
             )
     left = [run.name for run in suite_runs() if published_layout(run.plan) is None]
     if left:
