@@ -252,8 +252,8 @@ def report(results: list[dict]) -> str:
         "no, full and the run's own recomputation; and the published plan simulated in full "
         "as the suite simulates it. *published vs best*: the published layout's step over the "
         "fastest found, minus 1 (negative where the published layout is faster but over HBM "
-        "by astra's memory model, which does not count the activation offloading the GB200 "
-        "and GB300 recipes use, so the search never considers it). Past 5 %, the faster "
+        "by astra's memory model, so the search never considers it: the GB200 and GB300 "
+        "recipes offload activations to the host, which the model does not count). Past 5 %, the faster "
         "layout is named with what it changes, its peak memory and the HBM it leaves: the "
         "memory model counts what PyTorch's allocator holds, not the CUDA context or NCCL's "
         "buffers (544 to 688 MB per communicator on four A100s, NVIDIA/nccl#964), so a layout "
@@ -278,6 +278,11 @@ def report(results: list[dict]) -> str:
         "",
     ]
     for r in results:
+        if r["gap"] < 0:
+            lines.append(
+                f"- {r['name']}: the published layout is faster but needs {r['published_gib']:.1f} GiB by "
+                f"astra's memory model, over the GPU's {r['hbm_gib']:.0f}, so the search does not consider it."
+            )
         if r["gap"] > TOLERANCE:
             best, published = (
                 ", ".join(f"{name} {share:.0%}" for name, share in r[key].items())
