@@ -47,6 +47,7 @@ from astra_core.plan.space import Layout, Limits, Space
 from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import GiB, stage_memory
+from astra_core.workload.generators.llm_params import virtual_stage_starts
 from astra_core.workload.generators.pipeline import stage_layers
 
 #: The published layout's step may be this much slower than the best found.
@@ -85,17 +86,8 @@ def published_layout(plan: LLMConfig) -> Layout | None:
     if plan.model.experts and plan.etp != 1:
         return None
     chunks = plan.virtual_stages
-    counts = stage_layers(
-        plan.model.layers,
-        plan.pp,
-        chunks,
-        plan.first_stage_layers,
-        plan.last_stage_layers,
-        embedding=plan.account_for_embedding,
-        loss=plan.account_for_loss,
-        layout=plan.pipeline_layout,
-        mtp=plan.mtp_layers,
-    )
+    starts = virtual_stage_starts(plan)
+    counts = [b - a for a, b in zip(starts, starts[1:])]
     layers = plan.model.layers
     if counts == stage_layers(layers, plan.pp, chunks) and layers % (plan.pp * chunks) == 0:
         edges = False
