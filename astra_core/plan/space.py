@@ -6,7 +6,9 @@ and the ZeRO stage; DP = N / (TP CP PP). Megatron-core's rules (``arguments.py``
 ``parallel_state.py``): TP divides the attention heads and the key/value heads, the
 FFN width and (for MoE) the expert width; CP splits each sequence into 2 CP chunks
 (its load-balanced causal split); PP x V divides the layers (or the layers plus the
-embedding and the loss counted as one layer each, ``--account-for-*-in-pipeline-split``);
+embedding and the loss counted as one layer each, ``--account-for-*-in-pipeline-split``:
+a virtual stage may then hold the embedding or the loss alone, as Megatron-core's
+``transformer_block.py`` builds any number of layers from 0);
 the global batch is a multiple of DP x micro-batch; the interleaved schedule needs the
 micro-batches to be a multiple of PP; EP divides the experts and the ranks experts are
 folded over (TP x CP x DP, expert-tensor parallelism 1). Sequence parallelism and
@@ -200,7 +202,7 @@ def _pipeline_splits(space: Space, pp: int) -> list[tuple[int, bool]]:
             continue
         if layers % (pp * vp) == 0:
             out.append((vp, False))
-        elif pp > 1 and (layers + 2) % (pp * vp) == 0 and (layers + 2) // (pp * vp) >= 2:
+        elif pp > 1 and (layers + 2) % (pp * vp) == 0:
             out.append((vp, True))
     return out
 

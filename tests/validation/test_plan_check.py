@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
+
+from astra_core.plan.space import _shapes
 
 from .conftest import validation_script
 
@@ -36,6 +39,8 @@ def test_the_search_writes_each_held_published_plan_as_the_suite_runs_it(plan_ch
         assert layout.recompute in space.limits.recomputes and layout.zero in space.limits.zeros
         assert layout.pp <= space.limits.max_pp and layout.vp <= space.limits.max_vp
         assert layout.micro_batch in space.limits.micro_batches
+        shape = replace(layout, recompute="none", zero=1)
+        assert shape in _shapes(space, Counter()), run.name
     for run in runs:
         if run not in held:
             assert run.plan.pipeline_layout and "deepseek" in run.name, run.name
