@@ -254,15 +254,15 @@ def report(results: list[dict], pending: list[str] | None = None) -> str:
         "GiB may not fit in practice.",
         "",
         "| run | published layout | its peak GiB | astra s | best layout found | its peak GiB | astra s "
-        "| published vs best | layouts | search s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| published vs best | layouts |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         over = " (over HBM)" if r["published_gib"] > r["hbm_gib"] else ""
         lines.append(
             f"| {r['name']} | {r['published']} | {r['published_gib']:.1f}{over} | {r['published_s']:.3f} "
             f"| {r['best']} | {r['best_gib']:.1f} | {r['best_s']:.3f} | {r['gap']:+.1%} "
-            f"| {r['considered']} | {r['wall_s']:.0f} |"
+            f"| {r['considered']} |"
         )
     within = sum(r["gap"] <= TOLERANCE for r in results)
     lines += [
