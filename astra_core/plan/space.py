@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
@@ -136,11 +137,11 @@ class Space:
         """The generator's plan of ``layout`` (see the module docstring and ``base``)."""
         moe = self.model.experts > 0
         base = self.base
-        selective = ("moe_act", "layernorm") if moe else ("core_attn",)
+        selective: tuple[str, ...] = ("moe_act", "layernorm") if moe else ("core_attn",)
         if base is not None:
             selective = base.recompute_modules
         kept = base is not None and base.tp > 1  # the base plan says what goes with TP
-        chosen = dict(
+        chosen: dict[str, Any] = dict(
             model=self.model,
             gpu=self.gpu,
             dp=layout.dp,
