@@ -101,11 +101,8 @@ class _Cache:
 
 
 def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, digests: InputDigests) -> dict:
-    values = {
-        **inputs,
-        "plan": {"layout": asdict(layout), "model": asdict(space.model), "gpu": asdict(space.gpu)},
-        "space": [space.global_batch, space.seq_len, space.precision, space.fp8_recipe, list(space.dims)],
-    }
+    config = space.config(layout)
+    values = {**inputs, "config": repr(config)}  # every setting simulated, a base plan's too
 
     def key(runs: tuple[int, ...]) -> str:
         return digests.run({**values, "counts": list(runs)})[:16]
@@ -113,7 +110,7 @@ def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, d
     return {
         "key": key(counts),
         "run_keys": {m: key((m,)) for m in counts},
-        "config": space.config(layout),
+        "config": config,
         "microbatches": space.microbatches(layout),
         "counts": counts,
         **inputs,

@@ -187,6 +187,12 @@ def test_search_finds_what_simulating_every_layout_finds(tmp_path):
     again = search(space, SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
     assert sum(again.runs.values()) == 0
     assert list(again.frame["step_s"].head(3)) == pytest.approx(found)
+    # a base plan's settings are simulated, so they key the cache: 2021's unfused attention
+    # with dropout reruns every layout (none read back from the runs above) and is slower
+    base = replace(space.config(fit[0][0]), attention="unfused", dropout=True)
+    older = search(replace(space, base=base), SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
+    assert sum(older.runs.values()) > 0
+    assert float(older.frame["step_s"].iloc[0]) > found[0]
 
 
 def test_cli_prints_the_fastest_and_writes_every_layout(tmp_path):
