@@ -85,17 +85,14 @@ def published_layout(plan: LLMConfig) -> Layout | None:
     (module docstring)."""
     if plan.model.experts and plan.etp != 1:
         return None
-    chunks = plan.virtual_stages
+    chunks, layers = plan.virtual_stages, plan.model.layers
     starts = virtual_stage_starts(plan)
     counts = [b - a for a, b in zip(starts, starts[1:])]
-    layers = plan.model.layers
-    if counts == stage_layers(layers, plan.pp, chunks) and layers % (plan.pp * chunks) == 0:
-        edges = False
-    elif counts == stage_layers(layers, plan.pp, chunks, embedding=True, loss=True) and plan.pp > 1:
-        edges = (layers + 2) % (plan.pp * chunks) == 0
-        if not edges:
-            return None
-    else:
+    n = plan.pp * chunks  # the search's splits (astra_core.plan.space): even, else the ends counted
+    even = layers % n == 0 and counts == stage_layers(layers, plan.pp, chunks)
+    ends = layers % n and plan.pp > 1 and (layers + 2) % n == 0
+    edges = bool(ends) and counts == stage_layers(layers, plan.pp, chunks, embedding=True, loss=True)
+    if not (even or edges):
         return None
     return Layout(
         plan.tp,
