@@ -119,7 +119,9 @@ class GPUSpec:
     layer norm's measured (forward, backward) rate [GB/s] (empty: the
     element-wise rate). ``attention_tflops``: measured fused attention
     (FlashAttention, cuDNN) forward + backward throughput, rows ``(causal, head_dim,
-    seq_len, TFLOP/s)`` (empty: attention at the GEMM rate). ``launch_us``: the
+    seq_len, TFLOP/s)`` (empty: attention at the GEMM rate); ``attention_fwd_tflops``:
+    the forward pass alone, rows of the same shape (empty: the forward + backward rate,
+    which is lower: the backward kernel is the slower one). ``launch_us``: the
     host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
     apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
     kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
@@ -150,6 +152,7 @@ class GPUSpec:
     elementwise_efficiency: float = 1.0
     layernorm_gbps: tuple = ()
     attention_tflops: tuple = ()
+    attention_fwd_tflops: tuple = ()
     launch_us: float = 0.0
     mx_block_scaling: bool = False
     gemm_table: str | None = None
@@ -164,6 +167,7 @@ class GPUSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
+        object.__setattr__(self, "attention_fwd_tflops", tuple(tuple(r) for r in self.attention_fwd_tflops))
         object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
         object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
@@ -206,11 +210,12 @@ _FA2_A100 = (
 )
 
 
-def _cudnn_rows(causal: bool, head_dim: int, points: tuple) -> tuple:
+def _cudnn_rows(causal: bool, head_dim: int, points: tuple, forward: bool = False) -> tuple:
     """Rows of a cuDNN SDPA benchmark: ``points`` (seq_len, forward, backward TFLOP/s),
     each counted as FlashAttention's benchmark counts (backward 2.5x forward's FLOPs),
-    combined into one forward + backward rate: ``3.5 / (1 / fwd + 2.5 / bwd)``."""
-    return tuple((causal, head_dim, s, 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
+    combined into one forward + backward rate: ``3.5 / (1 / fwd + 2.5 / bwd)``; with
+    ``forward``, the forward rate alone."""
+    return tuple((causal, head_dim, s, f if forward else 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
 
 
 #: Measured on one H200 SXM (``measured/h200_kernels.json``, ``scripts/measure_kernels.py``:
@@ -252,24 +257,37 @@ _CUDNN_HOPPER = tuple(
     )
     for seq, tflops in zip((1024, 2048, 4096, 8192, 16384), curve)
 )
-_CUDNN_B200 = _cudnn_rows(
-    True,
-    128,
+#: The same kernels' forward pass alone (``fwd_us`` of the same measurements), TFLOP/s.
+_CUDNN_HOPPER_FWD = tuple(
+    (causal, dim, seq, tflops)
+    for causal, dim, curve in (
+        (True, 64, (322, 374, 413, 440, 450)),
+        (False, 64, (428, 459, 475, 486, 495)),
+        (True, 128, (450, 528, 586, 616, 644)),
+        (False, 128, (625, 666, 678, 691, 694)),
+        (True, 192, (493, 577, 625, 654, 677)),
+        (False, 192, (632, 679, 708, 710, 723)),
+    )
+    for seq, tflops in zip((1024, 2048, 4096, 8192, 16384), curve)
+)
+_B200_SDPA = (
     ((4096, 856, 701), (8192, 1171, 943), (16384, 1332, 1075), (32768, 1419, 1109), (65536, 1382, 1073),
-     (131072, 1355, 1048)),
+     (131072, 1355, 1048))
 )  # fmt: skip
-_CUDNN_GB200 = _cudnn_rows(
-    True,
-    128,
+_CUDNN_B200 = _cudnn_rows(True, 128, _B200_SDPA)
+_CUDNN_B200_FWD = _cudnn_rows(True, 128, _B200_SDPA, forward=True)
+_GB200_SDPA = (
     ((512, 408, 329), (1024, 733, 527), (2048, 1069, 655), (4096, 1386, 1054), (8192, 1584, 1211),
-     (16384, 1668, 1304), (32768, 1681, 1348), (65536, 1573, 1229), (131072, 1467, 1188)),
+     (16384, 1668, 1304), (32768, 1681, 1348), (65536, 1573, 1229), (131072, 1467, 1188))
 )  # fmt: skip
-_CUDNN_GB300 = _cudnn_rows(
-    True,
-    128,
+_CUDNN_GB200 = _cudnn_rows(True, 128, _GB200_SDPA)
+_CUDNN_GB200_FWD = _cudnn_rows(True, 128, _GB200_SDPA, forward=True)
+_GB300_SDPA = (
     ((4096, 1145, 893), (8192, 1496, 1130), (16384, 1702, 1268), (32768, 1796, 1319), (65536, 1770, 1302),
-     (131072, 1721, 1280)),
+     (131072, 1721, 1280))
 )  # fmt: skip
+_CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
+_CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
 #: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
@@ -314,6 +332,7 @@ _H100_SPEC = GPUSpec(
     elementwise_efficiency=_HOPPER_ELEMENTWISE,
     layernorm_gbps=tuple(round(f * 3350.0, 1) for f in _HOPPER_LAYERNORM),
     attention_tflops=_CUDNN_HOPPER,
+    attention_fwd_tflops=_CUDNN_HOPPER_FWD,
     launch_us=3.0,
     gemm_table=_HOPPER_GEMMS,
     source="NVIDIA H100 datasheet (SXM): BF16 989 / FP8 1,979 TFLOPS dense, HBM3 3.35 TB/s; "
@@ -337,6 +356,7 @@ _GB200_SPEC = GPUSpec(
     memory_efficiency=2903.0 / 3350.0,
     elementwise_efficiency=_ELEMENTWISE,
     attention_tflops=_CUDNN_GB200,
+    attention_fwd_tflops=_CUDNN_GB200_FWD,
     launch_us=3.0,
     mx_block_scaling=True,
     source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
@@ -410,6 +430,7 @@ GPUS: dict[str, GPUSpec] = {
             memory_efficiency=2903.0 / 3350.0,
             elementwise_efficiency=_ELEMENTWISE,
             attention_tflops=_CUDNN_B200,
+            attention_fwd_tflops=_CUDNN_B200_FWD,
             launch_us=3.0,
             mx_block_scaling=True,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
@@ -428,6 +449,7 @@ GPUS: dict[str, GPUSpec] = {
             name="GB300",
             memory_gb=288.0,
             attention_tflops=_CUDNN_GB300,
+            attention_fwd_tflops=_CUDNN_GB300_FWD,
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
             f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
             "HBM efficiency; its cuDNN attention (cudnn-frontend); A100's framework-kernel fraction",

@@ -78,7 +78,18 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         raise ConfigError(
             f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive numbers, got {rates!r}"
         )
-    rows = data.get("attention_tflops", ())
+    for key in ("attention_tflops", "attention_fwd_tflops"):
+        _attention_rows(path, key, data.get(key, ()))
+    table = data.get("gemm_table")
+    if table is not None:
+        if not isinstance(table, str):
+            raise ConfigError(f"{path}: gemm_table: must be the path of a CSV file, got {table!r}")
+        data["gemm_table"] = str(path.parent / table)
+        load_gemm_table(data["gemm_table"])  # report a bad table now, naming its file
+    return GPUSpec(**data)
+
+
+def _attention_rows(path, key: str, rows) -> None:
     if not isinstance(rows, (list, tuple)) or not all(
         isinstance(r, (list, tuple))
         and len(r) == 4
@@ -87,16 +98,8 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         for r in rows
     ):
         raise ConfigError(
-            f"{path}: attention_tflops: expected rows [causal (true/false), head_dim, "
-            "seq_len, TFLOP/s] of positive numbers"
+            f"{path}: {key}: expected rows [causal (true/false), head_dim, seq_len, TFLOP/s] of positive numbers"
         )
-    table = data.get("gemm_table")
-    if table is not None:
-        if not isinstance(table, str):
-            raise ConfigError(f"{path}: gemm_table: must be the path of a CSV file, got {table!r}")
-        data["gemm_table"] = str(path.parent / table)
-        load_gemm_table(data["gemm_table"])  # report a bad table now, naming its file
-    return GPUSpec(**data)
 
 
 def _number(path, key: str, value, positive: bool) -> None:

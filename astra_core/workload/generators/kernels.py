@@ -118,14 +118,17 @@ def memory_rate(gpu, kernel: str) -> float:
     return gpu.memory_gbps * gpu.elementwise_efficiency
 
 
-def attention_tflops(gpu, causal: bool, head_dim: float, seq: float) -> float:
-    """FlashAttention forward + backward throughput [TFLOP/s] from ``gpu.attention_tflops``.
+def attention_tflops(gpu, causal: bool, head_dim: float, seq: float, forward: bool = False) -> float:
+    """FlashAttention forward + backward throughput [TFLOP/s] from ``gpu.attention_tflops``
+    (``forward``: the forward pass alone, from ``gpu.attention_fwd_tflops`` where the part
+    has them, else the forward + backward rate).
 
     The rows of the same mask and the nearest head dimension (by ratio), linear in
     log(seq_len) between measured lengths, the end values beyond them; without
     rows, the GEMM rate.
     """
-    rows = [r for r in gpu.attention_tflops if r[0] == causal] or list(gpu.attention_tflops)
+    table = (forward and gpu.attention_fwd_tflops) or gpu.attention_tflops
+    rows = [r for r in table if r[0] == causal] or list(table)
     if not rows:
         return gpu.peak_tflops * gpu.gemm_efficiency
     dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))

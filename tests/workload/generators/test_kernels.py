@@ -96,6 +96,24 @@ def test_hopper_attention_is_the_measured_cudnn_rate():
     assert attention_tflops(h100, True, 64, 8192) == pytest.approx(415)
 
 
+def test_forward_attention_is_the_measured_forward_pass():
+    """The forward pass alone runs at its own measured rate: on Hopper the H200's cuDNN
+    ``fwd_us`` (causal, head dim 128, sequence 8,192), on Blackwell cudnn-frontend's forward
+    column; a part without forward rows (A100) takes its forward + backward rate."""
+    measured = json.loads((Path(GPUS["h100"].gemm_table).parent / "h200_kernels.json").read_text())
+    (row,) = [
+        r
+        for r in measured["attention"]
+        if r["backend"] == "cudnn" and r["causal"] and r["head_dim"] == 128 and r["queries"] == 8192
+        and r["kv_heads"] == 16
+    ]  # fmt: skip
+    rate = 4.0 * row["batch"] * 16 * 8192**2 * 128 * 0.5 / (row["fwd_us"] * 1e-6) / 1e12
+    assert attention_tflops(GPUS["h100"], True, 128, 8192, forward=True) == pytest.approx(rate, rel=0.002)
+    assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == 1419
+    assert attention_tflops(GPUS["gb200"], True, 128, 8192, forward=True) == 1584
+    assert attention_tflops(A100, True, 128, 2048, forward=True) == 155
+
+
 def test_a_tiny_kernel_costs_its_launch():
     assert kernel_ns(A100, O.grad_accumulation_op(1000)) == A100.launch_us * 1e3
 
