@@ -52,6 +52,7 @@ LAYERS = (
     ("calibrate",),
     ("sweep",),
     ("plan",),
+    ("serve",),
     ("cli",),
 )
 

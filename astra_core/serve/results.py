@@ -1,0 +1,158 @@
+"""What a serving run measured: per request, per step, and the summary a serving benchmark prints.
+
+Per request (:attr:`ServingResult.requests`, one row each, times in ns from the run's
+start): ``arrival_ns``, ``prompt_tokens``, ``output_tokens``, ``replica``,
+``queue_ns`` (arrival to first scheduled), ``ttft_ns`` (arrival to first token),
+``tpot_ns`` (time per output token after the first: ``(finish - first token) /
+(output - 1)``; empty for one-token outputs), ``e2e_ns`` (arrival to last token) and
+``preemptions``. Inter-token latencies (ITL) of every token after a request's first are
+kept as a histogram ``{gap ns: tokens}``. Per step (:attr:`ServingResult.steps`):
+``end_ns``, ``replica``, ``duration_ns``, ``tokens``, ``kv_blocks_used``.
+
+The summary follows vLLM's ``benchmark_serving.py``: the run lasts from the first arrival
+to the last token; request and token throughputs are over that duration; TTFT, TPOT, ITL
+and end-to-end latency as mean, median and 99th percentile (linear interpolation, as
+``numpy.percentile``); goodput counts the requests per second that met every given SLO
+(TTFT, TPOT and end-to-end limits in ms; DistServe's definition, OSDI 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from astra_core.serve.deployment import Deployment
+    from astra_core.serve.scheduler import Sequence
+    from astra_core.serve.step_time import StepClock
+
+__all__ = ["ServingResult"]
+
+NS_PER_MS = 1e6
+_REQUEST_COLUMNS = (
+    "arrival_ns", "prompt_tokens", "output_tokens", "replica", "queue_ns", "ttft_ns", "tpot_ns", "e2e_ns",
+    "preemptions",
+)  # fmt: skip
+
+
+def _stats_ms(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
+    """Mean, median and p99 [ms] of ``values`` [ns] (each counted ``weights`` times)."""
+    if not len(values):
+        return {"mean_ms": math.nan, "median_ms": math.nan, "p99_ms": math.nan}
+    if weights is None:
+        mean = float(np.mean(values))
+        median, p99 = np.percentile(values, [50, 99])
+    else:
+        order = np.argsort(values)
+        values, weights = values[order], weights[order]
+        mean = float(np.average(values, weights=weights))
+        median, p99 = (_weighted_percentile(values, weights, q) for q in (50, 99))
+    return {
+        "mean_ms": mean / NS_PER_MS,
+        "median_ms": float(median) / NS_PER_MS,
+        "p99_ms": float(p99) / NS_PER_MS,
+    }
+
+
+def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """``numpy.percentile(np.repeat(values, weights), q)`` without the repeat (sorted values)."""
+    total = int(weights.sum())
+    rank = q / 100 * (total - 1)
+    below, frac = int(math.floor(rank)), rank - math.floor(rank)
+    ends = np.cumsum(weights)  # element i covers ranks [ends[i] - weights[i], ends[i])
+    low = values[np.searchsorted(ends, below, side="right")]
+    high = values[np.searchsorted(ends, min(below + 1, total - 1), side="right")]
+    return float(low + frac * (high - low))
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """A serving run's results (see the module docstring). ``kv_blocks``: KV cache
+    blocks per replica; ``collectives_simulated``: collectives the system layer ran to
+    time the steps."""
+
+    deployment: Any
+    requests: pd.DataFrame
+    itl_histogram: Mapping[int, int]
+    steps: pd.DataFrame
+    kv_blocks: int
+    collectives_simulated: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        deployment: Deployment,
+        sequences: list[Sequence],
+        itl: Counter,
+        steps: list[tuple[int, int, int, int, int]],
+        kv_blocks: int,
+        clock: StepClock,
+    ) -> ServingResult:
+        """The result of a finished run (every sequence finished)."""
+        rows = []
+        for s in sequences:
+            r = s.request
+            tpot = (
+                (s.finish_ns - s.first_token_ns) / (r.output_tokens - 1) if r.output_tokens > 1 else math.nan
+            )
+            rows.append((
+                r.arrival_ns, r.prompt_tokens, r.output_tokens, s.replica, s.first_scheduled_ns - r.arrival_ns,
+                s.first_token_ns - r.arrival_ns, tpot, s.finish_ns - r.arrival_ns, s.preemptions,
+            ))  # fmt: skip
+        frame = pd.DataFrame(rows, columns=list(_REQUEST_COLUMNS))
+        step_frame = pd.DataFrame(
+            steps, columns=["end_ns", "replica", "duration_ns", "tokens", "kv_blocks_used"]
+        )
+        simulated = clock.collectives.simulated if clock.collectives is not None else 0
+        return cls(deployment, frame, dict(itl), step_frame, kv_blocks, simulated)
+
+    @property
+    def duration_ns(self) -> int:
+        """From the first arrival to the last token."""
+        r = self.requests
+        return int((r.arrival_ns + r.e2e_ns).max() - r.arrival_ns.min())
+
+    def summary(self, slo_ms: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """The run's summary (module docstring); ``slo_ms``: limits by ``ttft``, ``tpot``
+        and ``e2e`` [ms] for goodput."""
+        r = self.requests
+        seconds = self.duration_ns / 1e9
+        gaps = np.array(sorted(self.itl_histogram), dtype=float)
+        counts = np.array([self.itl_histogram[g] for g in sorted(self.itl_histogram)], dtype=float)
+        out: dict[str, Any] = {
+            "requests": len(r),
+            "duration_s": seconds,
+            "request_throughput": len(r) / seconds,
+            "input_token_throughput": float(r.prompt_tokens.sum()) / seconds,
+            "output_token_throughput": float(r.output_tokens.sum()) / seconds,
+            "ttft": _stats_ms(r.ttft_ns.to_numpy(dtype=float)),
+            "tpot": _stats_ms(r.tpot_ns.dropna().to_numpy(dtype=float)),
+            "itl": _stats_ms(gaps, counts),
+            "e2e": _stats_ms(r.e2e_ns.to_numpy(dtype=float)),
+            "queue": _stats_ms(r.queue_ns.to_numpy(dtype=float)),
+            "preemptions": int(r.preemptions.sum()),
+            "kv_blocks_per_replica": self.kv_blocks,
+            "peak_kv_use": float(self.steps.kv_blocks_used.max() / self.kv_blocks)
+            if len(self.steps)
+            else 0.0,
+        }
+        if slo_ms:
+            out["goodput"] = self.goodput(slo_ms)
+        return out
+
+    def goodput(self, slo_ms: Mapping[str, float]) -> float:
+        """Requests per second that met every limit of ``slo_ms`` (``ttft``, ``tpot``,
+        ``e2e`` in ms; a one-token request meets any TPOT limit)."""
+        r = self.requests
+        met = np.ones(len(r), dtype=bool)
+        for key, limit in slo_ms.items():
+            column = r[f"{key}_ns"].to_numpy(dtype=float)
+            met &= np.isnan(column) | (column <= limit * NS_PER_MS)
+        return float(met.sum()) / (self.duration_ns / 1e9)

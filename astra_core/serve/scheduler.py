@@ -1,0 +1,270 @@
+"""One replica's engine: vLLM's v1 scheduler over a paged KV cache.
+
+Each step (vLLM 0.11 ``v1/core/sched/scheduler.py`` ``Scheduler.schedule``, as read for
+this model; the token budget is ``max_num_batched_tokens``):
+
+1. **Running requests first**, in the order they were admitted: a decoding request asks
+   for one token, a request in its prompt for the rest of it, cut to the budget left.
+   Its KV blocks grow to ``ceil((cached + new) / block_size)``; when the free blocks do
+   not cover that, the most recently admitted running request is preempted (its blocks
+   freed, its cached tokens forgotten, put at the head of the waiting queue to recompute
+   its prompt and the tokens it has produced) until they do, and if the request itself
+   is the one preempted, the step schedules no more running requests.
+2. **Waiting requests next**, first come first served, only if no request was preempted
+   this step: each takes the rest of its tokens cut to the budget left (chunked
+   prefill; without it a prompt that does not fit the budget waits), while the budget
+   lasts, fewer than ``max_num_seqs`` requests run, and its blocks fit (waiting requests
+   never preempt).
+
+A request samples a token in the step that computes the last of its tokens (its prompt,
+or after a preemption its prompt and its earlier output), then one per step until it has
+its ``output_tokens``; partial prompt chunks sample nothing. Its blocks are freed when it
+finishes.
+
+vLLM requires ``max_num_batched_tokens >= max_num_seqs``, so every decoding request gets
+its token every step, and at most one request is part way through its prompt at the end
+of a step (the last admitted; the budget ran out on it). The engine keeps decoding
+requests as a group (their count, the tokens their caches hold, and how many cross a
+block boundary each step), so a step costs time in the requests that change, not in
+those that decode.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+
+from astra_core.serve.requests import Request
+from astra_core.serve.step_time import StepWork
+
+__all__ = ["Replica", "Sequence"]
+
+
+@dataclass(eq=False)
+class Sequence:
+    """A request in ``replica``: ``cached`` tokens in its KV cache, ``produced`` output
+    tokens so far (for a decoding request: as of its ``decode_step``), ``blocks`` held;
+    times [ns]: ``first_scheduled_ns``, ``first_token_ns``, ``finish_ns``,
+    ``last_token_ns`` (kept across a preemption); ``preemptions``."""
+
+    request: Request
+    replica: int = -1
+    cached: int = 0
+    produced: int = 0
+    blocks: int = 0
+    first_scheduled_ns: int = -1
+    first_token_ns: int = -1
+    finish_ns: int = -1
+    last_token_ns: int = -1
+    preemptions: int = 0
+    decode_step: int = -1  # the step a decoding request started decoding in (-1: not decoding)
+    resumed_gap_ns: int = 0  # the inter-token gap a preemption put before its next token
+
+
+@dataclass
+class _Decoders:
+    """Decoding requests as a group: ``members`` in admission order, the tokens their
+    caches hold at the start of the current step (``context``), how many cross a block
+    boundary by step (``by_phase``: members whose ``(cached - step) mod block_size`` is
+    the key), and when each finishes (a heap of ``(last step, id, decode step, sequence)``;
+    an entry whose decode step is no longer its sequence's is stale)."""
+
+    block_size: int
+    members: dict[int, Sequence] = field(default_factory=dict)
+    context: int = 0
+    by_phase: list[int] = field(default_factory=list)
+    finishes: list[tuple[int, int, int, Sequence]] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.by_phase = [0] * self.block_size
+
+    def cached_at(self, seq: Sequence, step: int) -> int:
+        return seq.cached + (step - seq.decode_step)
+
+    def add(self, seq: Sequence, step: int) -> None:
+        """``seq`` decodes from ``step`` on: its cache holds ``seq.cached`` tokens then."""
+        seq.decode_step = step
+        self.members[seq.request.id] = seq
+        self.context += seq.cached
+        self.by_phase[(seq.cached - step) % self.block_size] += 1
+        left = seq.request.output_tokens - seq.produced
+        heapq.heappush(self.finishes, (step + left - 1, seq.request.id, step, seq))
+
+    def remove(self, seq: Sequence, step: int) -> None:
+        """Take ``seq`` out at the start of ``step``: its cached and produced tokens and
+        its blocks as of then."""
+        del self.members[seq.request.id]
+        cached = self.cached_at(seq, step)
+        self.context -= cached
+        self.by_phase[(seq.cached - seq.decode_step) % self.block_size] -= 1
+        seq.produced += step - seq.decode_step
+        seq.cached, seq.decode_step = cached, -1
+        seq.blocks = -(-cached // self.block_size)
+
+    def due(self, step: int) -> list[Sequence]:
+        """Members whose last token is the one of ``step``."""
+        out = []
+        while self.finishes and self.finishes[0][0] <= step:
+            _, _, started, seq = heapq.heappop(self.finishes)
+            if seq.decode_step == started and self.members.get(seq.request.id) is seq:
+                out.append(seq)
+        return out
+
+    def crossing(self, step: int) -> int:
+        """Members whose next token needs a new block in ``step``."""
+        return self.by_phase[-step % self.block_size]
+
+
+class Replica:
+    """One replica's scheduler state over ``total_blocks`` KV blocks (see the module
+    docstring); ``budget``: ``max_num_batched_tokens``; ``max_seqs``: ``max_num_seqs``."""
+
+    def __init__(self, total_blocks: int, block_size: int, budget: int, max_seqs: int, chunked: bool = True):
+        self.total_blocks, self.free = total_blocks, total_blocks
+        self.block_size, self.budget, self.max_seqs, self.chunked = block_size, budget, max_seqs, chunked
+        self.waiting: deque[Sequence] = deque()
+        self.decoders = _Decoders(block_size)
+        self.prefilling: list[Sequence] = []  # running, in their prompt, after the decoders
+        self.step = 0
+        self.finished: list[Sequence] = []
+        self.preemptions = 0
+        self._scheduled: list[tuple[Sequence, int]] = []
+        self._decoding = 0
+
+    @property
+    def running(self) -> int:
+        return len(self.decoders.members) + len(self.prefilling)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    # -- scheduling --------------------------------------------------------------------
+    def schedule(self, now_ns: int) -> StepWork:
+        """Choose the next step's work at ``now_ns`` (module docstring)."""
+        budget, preempted = self.budget, False
+        dec = self.decoders
+        need = dec.crossing(self.step)
+        if need <= self.free:
+            self.free -= need
+        else:
+            self._preempt_decoders(now_ns)
+            preempted = True
+        self._decoding = len(dec.members)
+        budget -= self._decoding
+        self._scheduled = []
+        if self.prefilling and budget > 0:
+            seq = self.prefilling[0]
+            new = min(seq.request.prompt_tokens + seq.produced - seq.cached, budget)
+            if self._allocate(seq, new):
+                self._scheduled.append((seq, new))
+                budget -= new
+            else:
+                self.prefilling.pop()
+                self._preempt(seq, now_ns)
+                preempted = True
+        if not preempted:
+            self._admit(budget, now_ns)
+        return StepWork(
+            [(new, seq.cached) for seq, new in self._scheduled],
+            self._decoding,
+            dec.context + self._decoding,
+            self._decoding + sum(1 for seq, new in self._scheduled if self._samples(seq, new)),
+        )
+
+    def _admit(self, budget: int, now_ns: int) -> None:
+        while self.waiting and budget > 0 and self.running < self.max_seqs:
+            seq = self.waiting[0]
+            new = seq.request.prompt_tokens + seq.produced - seq.cached
+            if not self.chunked and new > budget:
+                break
+            new = min(new, budget)
+            if not self._allocate(seq, new):
+                break
+            self.waiting.popleft()
+            self.prefilling.append(seq)
+            if seq.first_scheduled_ns < 0:
+                seq.first_scheduled_ns = now_ns
+            self._scheduled.append((seq, new))
+            budget -= new
+
+    def _allocate(self, seq: Sequence, new: int) -> bool:
+        more = self._blocks_for(seq.cached + new) - seq.blocks
+        if more > self.free:
+            return False
+        self.free -= more
+        seq.blocks += more
+        return True
+
+    def _samples(self, seq: Sequence, new: int) -> bool:
+        return seq.cached + new >= seq.request.prompt_tokens + seq.produced
+
+    def _preempt(self, seq: Sequence, now_ns: int) -> None:
+        """Free ``seq``'s blocks and queue it first to recompute (vLLM's preemption); a
+        decoding request's last token came at the end of the step before, ``now_ns``."""
+        if seq.decode_step >= 0:
+            self.decoders.remove(seq, self.step)
+            seq.last_token_ns = now_ns
+        self.free += seq.blocks
+        seq.blocks, seq.cached = 0, 0
+        seq.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _preempt_decoders(self, now_ns: int) -> None:
+        """vLLM's running pass when the decoders' new blocks do not all fit: in admission
+        order each decoder that needs a block takes one, preempting from the back (the
+        request in its prompt first) while none is free; the pass stops when the decoder
+        itself goes (every one after it went before)."""
+        dec, step = self.decoders, self.step
+        for seq in list(dec.members.values()):
+            if seq.decode_step < 0:
+                return  # preempted from the back, as every one after it
+            if dec.cached_at(seq, step) % self.block_size:
+                continue
+            while self.free < 1:
+                victim = (
+                    self.prefilling.pop() if self.prefilling else dec.members[next(reversed(dec.members))]
+                )
+                self._preempt(victim, now_ns)
+                if victim is seq:
+                    return
+            self.free -= 1
+
+    # -- a step's end ------------------------------------------------------------------
+    def complete(self, end_ns: int, step_ns: int) -> list[tuple[int, int]]:
+        """Apply the scheduled step ending at ``end_ns`` that took ``step_ns``; returns the
+        inter-token gaps it closed as ``(gap ns, tokens)``."""
+        dec, step = self.decoders, self.step
+        gaps = [(step_ns, self._decoding)] if self._decoding else []
+        dec.context += self._decoding
+        for seq in dec.due(step):
+            dec.remove(seq, step + 1)
+            self._finish(seq, end_ns)
+        for seq, new in self._scheduled:
+            seq.cached += new
+            if seq.cached < seq.request.prompt_tokens + seq.produced:
+                continue  # a partial prompt chunk
+            self.prefilling.remove(seq)
+            if seq.first_token_ns < 0:
+                seq.first_token_ns = end_ns
+            elif seq.last_token_ns >= 0:
+                gaps.append((end_ns - seq.last_token_ns, 1))
+            seq.last_token_ns = end_ns
+            seq.produced += 1
+            if seq.produced >= seq.request.output_tokens:
+                self._finish(seq, end_ns)
+            else:
+                dec.add(seq, step + 1)
+        self.step += 1
+        return gaps
+
+    def _finish(self, seq: Sequence, end_ns: int) -> None:
+        seq.finish_ns = end_ns
+        self.free += seq.blocks
+        seq.blocks = 0
+        self.finished.append(seq)
