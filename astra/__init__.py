@@ -1,4 +1,4 @@
-"""astra: predict the step time of distributed ML training on a cluster that may not exist yet.
+"""astra: predict the step time of distributed ML training, and LLM serving's latencies, on a cluster that may not exist yet.
 
 The Python API in one screen::
 
@@ -17,6 +17,8 @@ The Python API in one screen::
 
     jobs = astra.simulate_cluster("cluster.yaml")  # several jobs on one network: slowdowns
     best = astra.plan("llama3-70b", "network.yml", global_batch=1024)  # fastest layouts that fit
+    served = astra.simulate_serving("serve.yaml")  # LLM serving: per-request TTFT, TPOT, ITL
+    served.summary(slo_ms={"ttft": 2000, "tpot": 100})
     cost = astra.estimate(..., backend="ns3")  # no simulation: messages, packet-hops, wall time
     cost.wall_s, cost.work, cost.line()
 
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from astra.sweeps import sweep
     from astra_core.cluster import simulate_cluster
     from astra_core.plan.api import plan
+    from astra_core.serve.api import simulate_serving
 
 _MODULE_OF = {
     "Estimate": "astra.api",
@@ -55,6 +58,7 @@ _MODULE_OF = {
     "sweep": "astra.sweeps",
     "simulate_cluster": "astra_core.cluster",
     "plan": "astra_core.plan.api",
+    "simulate_serving": "astra_core.serve.api",
 }
 
 __all__ = sorted(_MODULE_OF)

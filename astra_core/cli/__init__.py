@@ -23,6 +23,7 @@ from astra_core.cli.flows import flows
 from astra_core.cli.plan import plan
 from astra_core.cli.run import backends, run
 from astra_core.cli.scale import scale
+from astra_core.cli.serve import serve
 from astra_core.cli.sweep import sweep
 from astra_core.cli.topology import topology
 from astra_core.cli.workload import convert, gen
@@ -32,10 +33,11 @@ from astra_core.errors import AstraError
 @click.group(cls=AstraGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(package_name="astra-core")
 def main() -> None:
-    """astra: predict the step time of distributed ML training on a cluster."""
+    """astra: predict the step time of distributed ML training, and LLM serving's
+    latencies, on a cluster."""
 
 
-for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster, scale, plan):
+for _command in (run, backends, topology, convert, gen, sweep, flows, calibrate, cluster, scale, plan, serve):
     main.add_command(_command)
 
 

@@ -9,7 +9,7 @@ replica steps back to back while it has work: each step's work is what its sched
 duration what :class:`~astra_core.serve.step_time.StepClock` gives that work. A request
 that arrives at the very time a step ends is seen by the next step.
 
-:func:`simulate_serving` returns a :class:`~astra_core.serve.results.ServingResult`.
+:func:`serve_requests` returns a :class:`~astra_core.serve.results.ServingResult`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from astra_core.serve.results import ServingResult
 from astra_core.serve.scheduler import Replica, Sequence
 from astra_core.serve.step_time import StepClock
 
-__all__ = ["ROUTERS", "simulate_serving"]
+__all__ = ["ROUTERS", "serve_requests"]
 
 ROUTERS = ("round-robin", "least-loaded")
 
@@ -52,7 +52,7 @@ def _check(deployment: Deployment, requests: Seq[Request], blocks: int, router: 
         )
 
 
-def simulate_serving(
+def serve_requests(
     deployment: Deployment,
     requests: Seq[Request],
     *,

@@ -9,7 +9,7 @@ import pytest
 
 from astra_core.errors import ConfigError
 from astra_core.serve.deployment import Deployment, kv_blocks
-from astra_core.serve.engine import simulate_serving
+from astra_core.serve.engine import serve_requests
 from astra_core.serve.requests import Request, generate_requests
 from astra_core.serve.step_time import StepClock, StepWork
 from astra_core.workload.generators.gpus import load_gpu
@@ -21,7 +21,7 @@ LLAMA8B = load_model("llama3-8b")
 
 def test_a_lone_request_waits_for_nothing():
     d = Deployment(LLAMA8B, H100, max_num_batched_tokens=1024)
-    result = simulate_serving(d, [Request(0, 5_000, 1500, 4)])
+    result = serve_requests(d, [Request(0, 5_000, 1500, 4)])
     clock = StepClock(d)
     # the prompt in chunks of 1024 and 476 (the second samples), then 3 decode steps
     chunks = [round(clock.step_ns(StepWork(chunks=[(1024, 0)], samples=0)))]
@@ -42,7 +42,7 @@ def test_a_lone_request_waits_for_nothing():
 def test_every_token_is_produced_and_every_block_returned():
     d = Deployment(LLAMA8B, H100, replicas=3, max_num_seqs=64)
     requests = generate_requests(600, 40.0, "azure-conv-2023", seed=2)
-    result = simulate_serving(d, requests)
+    result = serve_requests(d, requests)
     frame = result.requests
     assert len(frame) == 600 and (frame.e2e_ns >= frame.ttft_ns).all() and (frame.ttft_ns > 0).all()
     assert frame.replica.tolist() == [i % 3 for i in range(600)]  # round-robin
@@ -62,7 +62,7 @@ def test_a_small_kv_cache_preempts_and_still_finishes_everything():
     blocks = kv_blocks(d)
     assert blocks < 2000
     requests = generate_requests(300, 100.0, (600, 300), seed=4)
-    result = simulate_serving(d, requests)
+    result = serve_requests(d, requests)
     assert result.summary()["preemptions"] > 0
     assert result.steps.kv_blocks_used.max() <= blocks
     assert not math.isnan(result.summary()["tpot"]["p99_ms"])
@@ -78,7 +78,7 @@ def test_the_least_loaded_router_sends_a_request_to_an_idle_replica():
         Request(2, 2000, 10, 2),
         Request(3, 10**9, 10, 2),
     ]
-    result = simulate_serving(d, requests, router="least-loaded")
+    result = serve_requests(d, requests, router="least-loaded")
     assert result.requests.replica.tolist() == [0, 1, 0, 1]
 
 
@@ -97,4 +97,4 @@ def test_the_least_loaded_router_sends_a_request_to_an_idle_replica():
 def test_bad_runs_are_one_line_errors(kwargs, message):
     args = {"deployment": Deployment(LLAMA8B, H100), "requests": [Request(0, 0, 10, 10)], **kwargs}
     with pytest.raises(ConfigError, match=message):
-        simulate_serving(args.pop("deployment"), args.pop("requests"), **args)
+        serve_requests(args.pop("deployment"), args.pop("requests"), **args)
