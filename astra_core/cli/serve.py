@@ -21,6 +21,7 @@ from astra_core.errors import AstraError
     help="generated requests per second (overrides the spec's)",
 )
 @click.option("--count", type=click.IntRange(min=1), help="generated requests (overrides the spec's)")
+@click.option("--backend", help="network backend (overrides the spec's)")
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="write the summary as JSON ('-': stdout)"
 )
@@ -33,7 +34,7 @@ def serve(spec: str, **opts: Any) -> None:
     network, requests) and print per-request latency statistics: TTFT, TPOT, ITL, end to
     end, throughput and goodput under the spec's SLOs."""
     from astra_core.outputs import atomic_output, check_distinct, check_output_file, is_stdout, write_text
-    from astra_core.serve.engine import serve_requests
+    from astra_core.serve.api import run_spec
     from astra_core.serve.spec import load_serve_spec
 
     outputs = {f"--{k.split('_')[0]}": opts[k] for k in ("json_path", "csv_path", "parquet_path") if opts[k]}
@@ -47,15 +48,9 @@ def serve(spec: str, **opts: Any) -> None:
             if loaded.requests.file is not None:
                 raise click.UsageError(f"--{next(iter(changes))}: {spec} reads its requests from a file")
             loaded = loaded.model_copy(update={"requests": loaded.requests.model_copy(update=changes)})
-        deployment = loaded.deployment()
-        result = serve_requests(
-            deployment,
-            loaded.request_list(),
-            network=loaded.network,
-            system=loaded.system,
-            backend=loaded.backend,
-            router=loaded.router,
-        )
+        if opts["backend"]:
+            loaded = loaded.model_copy(update={"backend": opts["backend"]})
+        result = run_spec(loaded)
         summary = result.summary(slo_ms=loaded.slo or None)
         if opts["json_path"]:
             write_text(opts["json_path"], json.dumps(summary, indent=2) + "\n", "--json")
@@ -68,28 +63,32 @@ def serve(spec: str, **opts: Any) -> None:
     except AstraError as exc:
         fail(exc)
     if not (opts["json_path"] and is_stdout(opts["json_path"])):
-        _print(Console(), deployment, summary)
+        _print(Console(), loaded, summary)
 
 
-def _print(console: Console, d: Any, s: dict[str, Any]) -> None:
+def _print(console: Console, spec: Any, s: dict[str, Any]) -> None:
+    if spec.prefill is None:
+        where = f"{spec.replicas} x TP {spec.tp} {spec.gpu}"
+    else:
+        where = f"prefill {spec.prefill.replicas} x TP {spec.prefill.tp}, decode {spec.decode.replicas} x TP {spec.decode.tp} {spec.gpu}"
+    kv = ", ".join(
+        f"{role} {blocks:,} blocks per replica, peak use {s['peak_kv_use'][role]:.0%}"
+        for role, blocks in s["kv_blocks_per_replica"].items()
+    )
     console.print(
-        f"{d.model.name} on {d.replicas} x TP {d.tp} {d.gpu.name}: {s['requests']:,} requests in "
-        f"{s['duration_s']:.1f} s; {s['request_throughput']:.2f} requests/s, "
-        f"{s['output_token_throughput']:,.0f} output tokens/s; {s['preemptions']} preemptions; "
-        f"KV cache {s['kv_blocks_per_replica']:,} blocks per replica, peak use {s['peak_kv_use']:.0%}",
+        f"{spec.model} on {where}: {s['requests']:,} requests in {s['duration_s']:.1f} s; "
+        f"{s['request_throughput']:.2f} requests/s, {s['output_token_throughput']:,.0f} output tokens/s; "
+        f"{s['preemptions']} preemptions; KV cache: {kv}",
         soft_wrap=True,
     )
     table = Table()
     table.add_column("ms")
     for column in ("mean", "median", "p99"):
         table.add_column(column, justify="right")
-    for key, label in (
-        ("ttft", "TTFT"),
-        ("tpot", "TPOT"),
-        ("itl", "ITL"),
-        ("e2e", "end to end"),
-        ("queue", "queueing"),
-    ):
+    rows = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "end to end"), ("queue", "queueing")]
+    if spec.prefill is not None:
+        rows.append(("kv_transfer", "KV transfer"))
+    for key, label in rows:
         table.add_row(label, *(f"{s[key][f'{q}_ms']:,.1f}" for q in ("mean", "median", "p99")))
     console.print(table)
     if "goodput" in s:

@@ -11,7 +11,7 @@ from astra_core.serve.requests import Request
 from astra_core.serve.results import ServingResult
 from astra_core.serve.spec import ServeSpec, load_serve_spec
 
-__all__ = ["simulate_serving"]
+__all__ = ["run_spec", "simulate_serving"]
 
 
 def simulate_serving(
@@ -33,11 +33,20 @@ def simulate_serving(
         loaded = validate_mapping(ServeSpec, dict(spec), "serving spec")
     else:
         loaded = load_serve_spec(spec)
+    return run_spec(loaded, requests)
+
+
+def run_spec(loaded: ServeSpec, requests: Sequence[Request] | None = None) -> ServingResult:
+    """Serve a loaded spec (``requests``: these instead of its own)."""
+    deployment, decode = loaded.deployments()
     return serve_requests(
-        loaded.deployment(),
+        deployment,
         list(requests) if requests is not None else loaded.request_list(),
+        decode=decode,
         network=loaded.network,
+        topology=loaded.topology,
         system=loaded.system,
         backend=loaded.backend,
+        backend_config=loaded.backend_config,
         router=loaded.router,
     )

@@ -2,124 +2,315 @@
 
 Requests arrive at their times and a router gives each to a replica:
 ``round-robin`` (in arrival order) or ``least-loaded`` (the replica with the fewest
-requests waiting or running; ties to the lowest index). A replica that is idle starts a
+requests waiting, running or on their way to it; ties to the lowest index). A replica that is idle starts a
 step at once; a busy one takes the request into its waiting queue at its next step. A
 replica steps back to back while it has work: each step's work is what its scheduler
 (:class:`~astra_core.serve.scheduler.Replica`) chooses at the step's start, and its
 duration what :class:`~astra_core.serve.step_time.StepClock` gives that work. A request
 that arrives at the very time a step ends is seen by the next step.
 
+**Disaggregated prefill and decode** (a prefill pool and a decode pool, as vLLM runs
+them with a KV connector): a request's prompt runs on a prefill replica (a request of
+one output token, which the prefill side discards), then every prefill GPU sends its
+share of the request's KV cache (the prompt's tokens times its KV bytes per token) to
+the decode replica the router picks, over the network backend, as messages between the
+GPUs' NPU ids (prefill replicas first, then decode replicas, ``tp`` NPUs each). When the
+last share arrives the decode replica queues the request with all but its last prompt
+token cached (vLLM's remote prefill computes the last one again to sample), and it
+produces every output token. Transfers between the pools share the network with each
+other on backends that model sharing (``flow``, ``ns3``); the replicas' own
+tensor-parallel collectives are timed apart on their NVLink domain (the network's
+first dimension).
+
 :func:`serve_requests` returns a :class:`~astra_core.serve.results.ServingResult`.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
+from collections.abc import Mapping
 from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from astra_core.errors import ConfigError, SimulationDeadlock
 from astra_core.serve.collectives import CollectiveClock
-from astra_core.serve.deployment import Deployment, kv_blocks
+from astra_core.serve.deployment import Deployment, kv_blocks, kv_bytes_per_token
 from astra_core.serve.requests import Request
-from astra_core.serve.results import ServingResult
+from astra_core.serve.results import RequestRecord, ServingResult
 from astra_core.serve.scheduler import Replica, Sequence
 from astra_core.serve.step_time import StepClock
 
-__all__ = ["ROUTERS", "serve_requests"]
+__all__ = ["ROUTERS", "Pool", "serve_requests"]
 
 ROUTERS = ("round-robin", "least-loaded")
 
 
-def _check(deployment: Deployment, requests: Seq[Request], blocks: int, router: str) -> None:
-    if router not in ROUTERS:
-        raise ConfigError(f"router: unknown router {router!r}; known: {', '.join(ROUTERS)}")
-    if deployment.max_num_batched_tokens < deployment.max_num_seqs:
+@dataclass
+class Pool:
+    """Replicas of one role (``serve``, ``prefill`` or ``decode``) of ``deployment``:
+    their schedulers, whether each is stepping, the step clock, KV blocks per replica and
+    the NPU id of the pool's first GPU."""
+
+    role: str
+    deployment: Deployment
+    clock: StepClock
+    blocks: int
+    first_npu: int
+    replicas: list[Replica] = field(default_factory=list)
+    busy: list[bool] = field(default_factory=list)
+    inbound: list[int] = field(default_factory=list)  # requests routed here whose KV cache is on its way
+    routed: int = 0
+
+    def npu(self, replica: int, gpu: int) -> int:
+        return self.first_npu + replica * self.deployment.tp + gpu
+
+
+def _check(d: Deployment, requests: Seq[Request], blocks: int, role: str) -> None:
+    if d.max_num_batched_tokens < d.max_num_seqs:
         raise ConfigError(
-            f"deployment: max_num_batched_tokens ({deployment.max_num_batched_tokens}) must be at least "
-            f"max_num_seqs ({deployment.max_num_seqs}), as vLLM requires"
+            f"{'deployment' if role == 'serve' else role}: max_num_batched_tokens ({d.max_num_batched_tokens}) must be at least "
+            f"max_num_seqs ({d.max_num_seqs}), as vLLM requires"
         )
-    if not requests:
-        raise ConfigError("requests: no requests")
     biggest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)
-    need = -(-(biggest.prompt_tokens + biggest.output_tokens) // deployment.block_size)
+    need = -(-(biggest.prompt_tokens + biggest.output_tokens) // d.block_size)
     if need > blocks:
         raise ConfigError(
-            f"requests: request {biggest.id} needs {need:,} KV blocks of {deployment.block_size} tokens "
-            f"({biggest.prompt_tokens:,} prompt + {biggest.output_tokens:,} output tokens); a replica "
-            f"holds {blocks:,}"
+            f"requests: request {biggest.id} needs {need:,} KV blocks of {d.block_size} tokens "
+            f"({biggest.prompt_tokens:,} prompt + {biggest.output_tokens:,} output tokens); "
+            f"{'a' if role == 'serve' else f'a {role}'} replica holds {blocks:,}"
         )
+
+
+def tp_network(network: Any, tp: int) -> dict[str, list[Any]]:
+    """The network.yml (as a dict) of one replica's ``tp`` GPUs: ``network`` itself when it
+    has ``tp`` NPUs, else ``tp`` NPUs of its first dimension (the NVLink domain), which
+    must hold them. Raises ConfigError."""
+    net = _network(network)
+    if net.npus_count == tp:
+        return net.to_dict()
+    first = net.dims[0]
+    if first.npus < tp or first.npus % tp:
+        raise ConfigError(
+            f"{net.source}: a replica's {tp} GPUs must share the first dimension ({first.npus} NPUs), "
+            "its NVLink domain"
+        )
+    return {
+        "topology": [str(first.kind)],
+        "npus_count": [tp],
+        "bandwidth": [first.bandwidth_gbps],
+        "latency": [first.latency_ns],
+    }
+
+
+def _network(network: Any) -> Any:
+    """A NetworkConfig from a path, a NetworkConfig or a dict shaped like network.yml."""
+    from astra_core.config.network import NetworkConfig, load_network
+
+    if isinstance(network, NetworkConfig):
+        return network
+    if isinstance(network, Mapping):
+        return NetworkConfig.from_dict(dict(network), source="network")
+    return load_network(network)
+
+
+def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timing: dict[str, Any]) -> Pool:
+    from astra_core.config.system import nccl_system
+
+    blocks = kv_blocks(d)
+    _check(d, requests, blocks, role)
+    collectives = None
+    if d.tp > 1:
+        if timing["network"] is None:
+            raise ConfigError(
+                f"{role}: TP {d.tp} needs a network (network.yml whose first dimension holds {d.tp} NPUs)"
+            )
+        system = timing["system"] or nccl_system(d.gpu.name)
+        collectives = CollectiveClock(d.tp, tp_network(timing["network"], d.tp), system, timing["backend"])
+    pool = Pool(role, d, StepClock(d, collectives), blocks, first_npu)
+    for _ in range(d.replicas):
+        pool.replicas.append(
+            Replica(blocks, d.block_size, d.max_num_batched_tokens, d.max_num_seqs, d.chunked_prefill)
+        )
+        pool.busy.append(False)
+        pool.inbound.append(0)
+    return pool
+
+
+class _Run:
+    """One serving run on an event clock (``now()``, ``schedule(delay, fn, arg)``) and,
+    for disaggregation, a network backend that moves the KV caches (``send``)."""
+
+    def __init__(
+        self, pools: list[Pool], requests: Seq[Request], router: str, clock: Any, network: Any = None
+    ):
+        self.pools, self.router, self.clock, self.network = pools, router, clock, network
+        self.records = [RequestRecord(r) for r in requests]
+        self.itl: Counter = Counter()
+        self.steps: list[tuple[int, str, int, int, int, int]] = []
+        self.next_arrival = 0
+        self.shares_left: dict[int, int] = {}
+
+    def start(self) -> None:
+        if self.records:
+            self.clock.schedule(self.records[0].request.arrival_ns, self._arrive, None)
+
+    def _arrive(self, _: Any) -> None:
+        record = self.records[self.next_arrival]
+        self.next_arrival += 1
+        if self.next_arrival < len(self.records):
+            later = self.records[self.next_arrival].request.arrival_ns
+            self.clock.schedule(later - self.clock.now(), self._arrive, None)
+        pool = self.pools[0]
+        request = record.request
+        if pool.role == "prefill":
+            request = replace(request, output_tokens=1)
+        seq = record.first = Sequence(request)
+        self._enqueue(pool, seq)
+
+    def _enqueue(self, pool: Pool, seq: Sequence) -> None:
+        index = seq.replica = _route(self.router, pool)
+        pool.replicas[index].waiting.append(seq)
+        if not pool.busy[index]:
+            self._step(pool, index)
+
+    def _step(self, pool: Pool, index: int) -> None:
+        replica, now = pool.replicas[index], int(self.clock.now())
+        work = replica.schedule(now)
+        if work.tokens == 0:
+            if replica.busy:
+                raise SimulationDeadlock(
+                    f"{pool.role} replica {index}: requests wait but none can be scheduled", {}
+                )
+            pool.busy[index] = False
+            return
+        ns = max(1, round(pool.clock.step_ns(work)))
+        pool.busy[index] = True
+        self.clock.schedule(ns, self._step_end, (pool, index, ns))
+        self.steps.append((now + ns, pool.role, index, ns, work.tokens, replica.total_blocks - replica.free))
+
+    def _step_end(self, arg: tuple[Pool, int, int]) -> None:
+        pool, index, ns = arg
+        replica = pool.replicas[index]
+        done = len(replica.finished)
+        for gap, count in replica.complete(int(self.clock.now()), ns):
+            if pool.role != "prefill":
+                self.itl[gap] += count
+        if pool.role == "prefill":
+            for seq in replica.finished[done:]:
+                self._send_kv(pool, seq)
+        self._step(pool, index)
+
+    def _send_kv(self, prefill: Pool, seq: Sequence) -> None:
+        """Every prefill GPU sends its share of ``seq``'s KV cache to the decode replica."""
+        decode = self.pools[1]
+        record = self.records[seq.request.id]
+        target = record.decode_replica = _route(self.router, decode)
+        decode.inbound[target] += 1
+        share = max(1, round(seq.request.prompt_tokens * kv_bytes_per_token(prefill.deployment)))
+        tp_p, tp_d = prefill.deployment.tp, decode.deployment.tp
+        self.shares_left[seq.request.id] = tp_p
+        for gpu in range(tp_p):
+            src, dst = prefill.npu(seq.replica, gpu), decode.npu(target, gpu % tp_d)
+            self.network.send(src, dst, share, self._kv_arrived, seq.request.id)
+
+    def _kv_arrived(self, request_id: int) -> None:
+        self.shares_left[request_id] -= 1
+        if self.shares_left[request_id]:
+            return
+        del self.shares_left[request_id]
+        record = self.records[request_id]
+        record.kv_arrived_ns = int(self.clock.now())
+        seq = record.second = Sequence(record.request, cached=record.request.prompt_tokens - 1)
+        decode = self.pools[1]
+        seq.replica = record.decode_replica
+        decode.inbound[seq.replica] -= 1
+        decode.replicas[seq.replica].waiting.append(seq)
+        if not decode.busy[seq.replica]:
+            self._step(decode, seq.replica)
 
 
 def serve_requests(
     deployment: Deployment,
     requests: Seq[Request],
     *,
+    decode: Deployment | None = None,
     network: Any = None,
+    topology: Any = None,
     system: Any = None,
     backend: str | None = None,
+    backend_config: Any = None,
     router: str = "round-robin",
 ) -> ServingResult:
-    """Serve ``requests`` (sorted by arrival) on ``deployment`` (see the module docstring).
+    """Serve ``requests`` (sorted by arrival, ids 0.. in that order) on ``deployment``'s
+    replicas, or, with ``decode``, their prompts on ``deployment``'s (the prefill pool)
+    and their outputs on ``decode``'s (see the module docstring).
 
-    ``network`` (network.yml path or dict, ``tp`` NPUs) and ``system`` (system.json path
-    or dict; default: NCCL's model of the deployment's GPU) time the tensor-parallel
-    collectives on ``backend``; not needed at TP 1. Raises ConfigError (one line) for a
-    request no replica's KV cache can hold, a deployment that does not fit, or a bad
-    router."""
-    from astra_core.config.system import nccl_system
+    ``network`` (network.yml path or dict) and ``system`` (system.json path or dict;
+    default: NCCL's model of the GPU) time the tensor-parallel collectives on
+    ``backend`` (a replica's GPUs on the network's first dimension); with ``decode`` the
+    network (and ``topology``, a physical topology, for backends that model links) also
+    carries the KV transfers: it must hold both pools' GPUs. Raises ConfigError (one
+    line) for a request no replica's KV cache can hold, a deployment that does not fit,
+    a network too small, or a bad router."""
+    from astra_core.events import EventQueue
 
-    d = deployment
-    blocks = kv_blocks(d)
-    _check(d, requests, blocks, router)
-    collectives = None
-    if d.tp > 1:
-        if network is None:
-            raise ConfigError(f"deployment: TP {d.tp} needs a network (network.yml of {d.tp} NPUs)")
-        collectives = CollectiveClock(d.tp, network, system or nccl_system(d.gpu.name), backend)
-    clock = StepClock(d, collectives)
-    replicas = [
-        Replica(blocks, d.block_size, d.max_num_batched_tokens, d.max_num_seqs, d.chunked_prefill)
-        for _ in range(d.replicas)
-    ]
-    itl: Counter = Counter()
-    steps: list[tuple[int, int, int, int, int]] = []  # (end ns, replica, ns, tokens, KV blocks used)
-    sequences = [Sequence(r) for r in requests]
-    ends: list[tuple[int, int, int]] = []  # (end ns, replica, duration ns)
-    busy = [False] * len(replicas)
-
-    def start(index: int, now: int) -> None:
-        replica = replicas[index]
-        work = replica.schedule(now)
-        if work.tokens == 0:
-            if replica.busy:
-                raise SimulationDeadlock(f"replica {index}: requests wait but none can be scheduled", {})
-            busy[index] = False
-            return
-        ns = max(1, round(clock.step_ns(work)))
-        busy[index] = True
-        heapq.heappush(ends, (now + ns, index, ns))
-        steps.append((now + ns, index, ns, work.tokens, replica.total_blocks - replica.free))
-
-    arrival = 0
-    while arrival < len(sequences) or ends:
-        if arrival < len(sequences) and (not ends or sequences[arrival].request.arrival_ns <= ends[0][0]):
-            seq = sequences[arrival]
-            arrival += 1
-            index = seq.replica = _route(router, replicas, seq.request.id)
-            replicas[index].waiting.append(seq)
-            if not busy[index]:
-                start(index, seq.request.arrival_ns)
-            continue
-        now, index, ns = heapq.heappop(ends)
-        for gap, count in replicas[index].complete(now, ns):
-            itl[gap] += count
-        start(index, now)
-    return ServingResult.of(d, sequences, itl, steps, blocks, clock)
+    if router not in ROUTERS:
+        raise ConfigError(f"router: unknown router {router!r}; known: {', '.join(ROUTERS)}")
+    if not requests:
+        raise ConfigError("requests: no requests")
+    timing = {"network": network, "system": system, "backend": backend}
+    if decode is None:
+        pools = [_pool("serve", deployment, requests, 0, timing)]
+        run = _Run(pools, requests, router, _Clock(EventQueue()))
+    else:
+        prefill = _pool("prefill", deployment, [replace(r, output_tokens=1) for r in requests], 0, timing)
+        pools = [prefill, _pool("decode", decode, requests, deployment.gpus, timing)]
+        net = _kv_network(network, topology, backend, backend_config, deployment.gpus + decode.gpus)
+        run = _Run(pools, requests, router, net, net)
+    run.start()
+    run.clock.run()
+    return ServingResult.of(pools, run.records, run.itl, run.steps)
 
 
-def _route(router: str, replicas: list[Replica], order: int) -> int:
+def _kv_network(network: Any, topology: Any, backend: str | None, config: Any, gpus: int) -> Any:
+    """The backend that carries KV transfers, built on the network (and topology)."""
+    from astra_core.api import resolve_network
+    from astra_core.backend import Topology
+    from astra_core.plugins import BackendRegistry, load_settings, make_plugin_manager
+
+    net, physical = resolve_network(_network(network), topology, None)
+    if net.npus_count < gpus:
+        raise ConfigError(
+            f"network: {net.npus_count} NPUs, but the prefill and decode pools have {gpus} GPUs"
+        )
+    settings = load_settings()
+    info = BackendRegistry(make_plugin_manager(settings=settings), settings.default_backend).get(backend)
+    return info.build(Topology(net, physical), config)
+
+
+class _Clock:
+    """An event queue with a backend's face (``now()``) for runs without a network."""
+
+    def __init__(self, events: Any):
+        self.events = events
+
+    def now(self) -> float:
+        return self.events.now
+
+    def schedule(self, delay_ns: float, callback: Any, arg: Any = None) -> None:
+        self.events.schedule(delay_ns, callback, arg)
+
+    def run(self) -> None:
+        self.events.run()
+
+
+def _route(router: str, pool: Pool) -> int:
+    replicas = pool.replicas
     if router == "round-robin":
-        return order % len(replicas)
-    return min(range(len(replicas)), key=lambda i: (len(replicas[i].waiting) + replicas[i].running, i))
+        pool.routed += 1
+        return (pool.routed - 1) % len(replicas)
+    return min(
+        range(len(replicas)),
+        key=lambda i: (len(replicas[i].waiting) + replicas[i].running + pool.inbound[i], i),
+    )

@@ -1,13 +1,16 @@
 """What a serving run measured: per request, per step, and the summary a serving benchmark prints.
 
 Per request (:attr:`ServingResult.requests`, one row each, times in ns from the run's
-start): ``arrival_ns``, ``prompt_tokens``, ``output_tokens``, ``replica``,
-``queue_ns`` (arrival to first scheduled), ``ttft_ns`` (arrival to first token),
-``tpot_ns`` (time per output token after the first: ``(finish - first token) /
-(output - 1)``; empty for one-token outputs), ``e2e_ns`` (arrival to last token) and
-``preemptions``. Inter-token latencies (ITL) of every token after a request's first are
-kept as a histogram ``{gap ns: tokens}``. Per step (:attr:`ServingResult.steps`):
-``end_ns``, ``replica``, ``duration_ns``, ``tokens``, ``kv_blocks_used``.
+start): ``arrival_ns``, ``prompt_tokens``, ``output_tokens``, ``replica`` (the decode
+replica under disaggregation), ``prefill_replica`` (-1 without), ``queue_ns`` (arrival
+to first scheduled), ``ttft_ns`` (arrival to first token), ``tpot_ns`` (time per output
+token after the first: ``(finish - first token) / (output - 1)``; empty for one-token
+outputs), ``e2e_ns`` (arrival to last token), ``kv_transfer_ns`` (the prompt's end on
+the prefill replica to its KV cache's arrival on the decode replica; empty without
+disaggregation) and ``preemptions``. Inter-token latencies (ITL) of every token after a
+request's first are kept as a histogram ``{gap ns: tokens}``. Per step
+(:attr:`ServingResult.steps`): ``end_ns``, ``pool``, ``replica``, ``duration_ns``,
+``tokens``, ``kv_blocks_used``.
 
 The summary follows vLLM's ``benchmark_serving.py``: the run lasts from the first arrival
 to the last token; request and token throughputs are over that duration; TTFT, TPOT, ITL
@@ -28,16 +31,15 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from astra_core.serve.deployment import Deployment
+    from astra_core.serve.engine import Pool
     from astra_core.serve.scheduler import Sequence
-    from astra_core.serve.step_time import StepClock
 
-__all__ = ["ServingResult"]
+__all__ = ["RequestRecord", "ServingResult"]
 
 NS_PER_MS = 1e6
 _REQUEST_COLUMNS = (
-    "arrival_ns", "prompt_tokens", "output_tokens", "replica", "queue_ns", "ttft_ns", "tpot_ns", "e2e_ns",
-    "preemptions",
+    "arrival_ns", "prompt_tokens", "output_tokens", "replica", "prefill_replica", "queue_ns", "ttft_ns", "tpot_ns",
+    "e2e_ns", "kv_transfer_ns", "preemptions",
 )  # fmt: skip
 
 
@@ -71,47 +73,62 @@ def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> f
     return float(low + frac * (high - low))
 
 
+@dataclass(eq=False)
+class RequestRecord:
+    """One request through a run: its sequence on the (prefill) replica ``first``, and
+    under disaggregation its sequence on the decode replica ``second``, the decode
+    replica chosen, and when its KV cache arrived there [ns]."""
+
+    request: Any
+    first: Sequence | None = None
+    second: Sequence | None = None
+    decode_replica: int = -1
+    kv_arrived_ns: int = -1
+
+    def row(self) -> tuple:
+        r, first = self.request, self.first
+        assert first is not None
+        last = self.second or first
+        tpot = (
+            (last.finish_ns - last.first_token_ns) / (r.output_tokens - 1)
+            if r.output_tokens > 1
+            else math.nan
+        )
+        transfer = self.kv_arrived_ns - first.finish_ns if self.second is not None else math.nan
+        return (
+            r.arrival_ns, r.prompt_tokens, r.output_tokens, last.replica, first.replica if self.second else -1,
+            first.first_scheduled_ns - r.arrival_ns, last.first_token_ns - r.arrival_ns, tpot,
+            last.finish_ns - r.arrival_ns, transfer, first.preemptions + (self.second.preemptions if self.second else 0),
+        )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ServingResult:
-    """A serving run's results (see the module docstring). ``kv_blocks``: KV cache
-    blocks per replica; ``collectives_simulated``: collectives the system layer ran to
-    time the steps."""
+    """A serving run's results (see the module docstring). ``pools``: per pool role
+    (``serve``, or ``prefill`` and ``decode``) its KV cache blocks per replica."""
 
-    deployment: Any
     requests: pd.DataFrame
     itl_histogram: Mapping[int, int]
     steps: pd.DataFrame
-    kv_blocks: int
+    pools: Mapping[str, int]
     collectives_simulated: int = 0
     extra: dict = field(default_factory=dict)
 
     @classmethod
     def of(
         cls,
-        deployment: Deployment,
-        sequences: list[Sequence],
+        pools: list[Pool],
+        records: list[RequestRecord],
         itl: Counter,
-        steps: list[tuple[int, int, int, int, int]],
-        kv_blocks: int,
-        clock: StepClock,
+        steps: list[tuple[int, str, int, int, int, int]],
     ) -> ServingResult:
-        """The result of a finished run (every sequence finished)."""
-        rows = []
-        for s in sequences:
-            r = s.request
-            tpot = (
-                (s.finish_ns - s.first_token_ns) / (r.output_tokens - 1) if r.output_tokens > 1 else math.nan
-            )
-            rows.append((
-                r.arrival_ns, r.prompt_tokens, r.output_tokens, s.replica, s.first_scheduled_ns - r.arrival_ns,
-                s.first_token_ns - r.arrival_ns, tpot, s.finish_ns - r.arrival_ns, s.preemptions,
-            ))  # fmt: skip
-        frame = pd.DataFrame(rows, columns=list(_REQUEST_COLUMNS))
+        """The result of a finished run (every request finished)."""
+        frame = pd.DataFrame([record.row() for record in records], columns=list(_REQUEST_COLUMNS))
         step_frame = pd.DataFrame(
-            steps, columns=["end_ns", "replica", "duration_ns", "tokens", "kv_blocks_used"]
+            steps, columns=["end_ns", "pool", "replica", "duration_ns", "tokens", "kv_blocks_used"]
         )
-        simulated = clock.collectives.simulated if clock.collectives is not None else 0
-        return cls(deployment, frame, dict(itl), step_frame, kv_blocks, simulated)
+        simulated = sum(p.clock.collectives.simulated for p in pools if p.clock.collectives is not None)
+        return cls(frame, dict(itl), step_frame, {p.role: p.blocks for p in pools}, simulated)
 
     @property
     def duration_ns(self) -> int:
@@ -137,11 +154,13 @@ class ServingResult:
             "itl": _stats_ms(gaps, counts),
             "e2e": _stats_ms(r.e2e_ns.to_numpy(dtype=float)),
             "queue": _stats_ms(r.queue_ns.to_numpy(dtype=float)),
+            "kv_transfer": _stats_ms(r.kv_transfer_ns.dropna().to_numpy(dtype=float)),
             "preemptions": int(r.preemptions.sum()),
-            "kv_blocks_per_replica": self.kv_blocks,
-            "peak_kv_use": float(self.steps.kv_blocks_used.max() / self.kv_blocks)
-            if len(self.steps)
-            else 0.0,
+            "kv_blocks_per_replica": dict(self.pools),
+            "peak_kv_use": {
+                role: float(self.steps[self.steps.pool == role].kv_blocks_used.max() / blocks)
+                for role, blocks in self.pools.items()
+            },
         }
         if slo_ms:
             out["goodput"] = self.goodput(slo_ms)

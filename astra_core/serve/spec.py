@@ -23,6 +23,9 @@ network its tensor-parallel collectives cross, a router and the requests.
       file: requests.csv
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
     # requests: {count: 2000, rate: 8.0, lengths: [1024, 128]}
+    # prefill: {tp: 4, replicas: 2, engine: {...}}   # disaggregated: these two pools
+    # decode: {tp: 8, replicas: 1}                   # instead of tp, replicas, engine;
+    # topology: fabric.txt     # the network (and topology) then carry the KV caches
     slo:                       # optional, for goodput [ms]
       ttft: 2000
       tpot: 100
@@ -51,7 +54,7 @@ from astra_core.serve.deployment import Deployment
 from astra_core.serve.engine import ROUTERS
 from astra_core.serve.requests import Request, generate_requests, read_requests
 
-__all__ = ["EngineSpec", "RequestsSpec", "ServeSpec", "load_serve_spec"]
+__all__ = ["EngineSpec", "PoolSpec", "RequestsSpec", "ServeSpec", "load_serve_spec"]
 
 
 class EngineSpec(ConfigModel):
@@ -100,6 +103,14 @@ class RequestsSpec(ConfigModel):
         return self
 
 
+class PoolSpec(ConfigModel):
+    """A pool of replicas under disaggregation (``prefill`` or ``decode``)."""
+
+    tp: Annotated[int, int_in(1, 1024)] = 1
+    replicas: Annotated[int, int_in(1, 1 << 20)] = 1
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+
+
 class ServeSpec(ConfigModel):
     """The spec's keys (module docstring)."""
 
@@ -108,9 +119,13 @@ class ServeSpec(ConfigModel):
     precision: Annotated[str, one_of("bf16", "fp8")] = "bf16"
     tp: Annotated[int, int_in(1, 1024)] = 1
     replicas: Annotated[int, int_in(1, 1 << 20)] = 1
+    prefill: PoolSpec | None = None
+    decode: PoolSpec | None = None
     network: str | None = None
+    topology: str | None = None
     system: str | None = None
     backend: str | None = None
+    backend_config: str | None = None
     router: Annotated[str, one_of(*ROUTERS)] = "round-robin"
     engine: EngineSpec = Field(default_factory=EngineSpec)
     requests: RequestsSpec
@@ -120,25 +135,48 @@ class ServeSpec(ConfigModel):
 
     @model_validator(mode="after")
     def _network_for_tp(self) -> ServeSpec:
-        if self.tp > 1 and self.network is None:
-            raise_problems(
-                [("network", f"tp {self.tp} needs a network.yml of {self.tp} NPUs for its collectives")]
+        problems: list[tuple[str | None, str]] = []
+        if (self.prefill is None) != (self.decode is None):
+            problems.append(
+                (
+                    "prefill" if self.prefill is None else "decode",
+                    "disaggregation needs both prefill and decode",
+                )
             )
+        elif self.prefill is not None:
+            problems += [
+                (k, "goes in prefill and decode under disaggregation")
+                for k in ("tp", "replicas", "engine")
+                if k in self.model_fields_set
+            ]
+            if self.network is None:
+                problems.append(("network", "disaggregation needs the network that carries the KV caches"))
+        elif self.tp > 1 and self.network is None:
+            problems.append(
+                ("network", f"tp {self.tp} needs a network.yml whose first dimension holds {self.tp} NPUs")
+            )
+        raise_problems(problems)
         return self
 
-    def deployment(self) -> Deployment:
-        """The deployment the spec describes (models and GPUs loaded; their errors name them)."""
+    def deployments(self) -> tuple[Deployment, Deployment | None]:
+        """The deployment (the prefill pool's under disaggregation) and the decode pool's
+        (None without); models and GPUs loaded, their errors naming them."""
         from astra_core.workload.generators.gpus import load_gpu
         from astra_core.workload.generators.models import load_model
 
-        gpu = load_gpu(self.gpu)
+        model, gpu = load_model(self.model), load_gpu(self.gpu)
+        if self.prefill is None or self.decode is None:
+            return self._deployment(model, gpu, self.tp, self.replicas, self.engine), None
+        prefill = self._deployment(model, gpu, self.prefill.tp, self.prefill.replicas, self.prefill.engine)
+        return prefill, self._deployment(model, gpu, self.decode.tp, self.decode.replicas, self.decode.engine)
+
+    def _deployment(self, model: Any, gpu: Any, tp: int, replicas: int, e: EngineSpec) -> Deployment:
         large = gpu.memory_gb >= 70 and "A100" not in gpu.name.upper()
-        e = self.engine
         return Deployment(
-            load_model(self.model),
+            model,
             gpu,
-            tp=self.tp,
-            replicas=self.replicas,
+            tp=tp,
+            replicas=replicas,
             precision=self.precision,
             kv_bytes=1 if e.kv_cache_dtype == "fp8" else 2,
             block_size=e.block_size,
@@ -172,7 +210,10 @@ def load_serve_spec(path: str | os.PathLike) -> ServeSpec:
     problems.raise_if_any()
     spec = validate_mapping(ServeSpec, data, source)
     directory = Path(path).resolve().parent
-    update: dict[str, Any] = {key: _resolve(getattr(spec, key), directory) for key in ("network", "system")}
+    update: dict[str, Any] = {
+        key: _resolve(getattr(spec, key), directory)
+        for key in ("network", "topology", "system", "backend_config")
+    }
     for key in ("model", "gpu"):  # a file beside the spec, else a preset's name
         candidate = _resolve(getattr(spec, key), directory)
         if candidate is not None and Path(candidate).is_file():

@@ -20,7 +20,7 @@ one of the replica's ``tp`` GPUs, from the same kernel model as a training step
   of the fused kernel (:func:`~astra_core.workload.generators.kernels.attention_tflops`
   with ``forward``) for a square of the same area; a decoding request reads its
   whole KV cache once, at the streaming rate (``memory_rate(gpu, STREAM)``); layers
-  with a sliding window see at most the window;
+  with a sliding window see at most the window (a chunk of one token counts as a read);
 * **logits and sampling**: the final norm over ``T``, the output projection of the
   ``S`` sampling requests' last tokens (vocabulary split over ``tp``) and the sampler's
   passes over their FP32 logits (:data:`SAMPLER_BYTES`);
@@ -162,15 +162,19 @@ class StepClock:
         gpu, heads, d = self.d.gpu, self._heads, self._head_dim
         total = 0.0
         for window, layers in self._windows:
-            compute = 0.0
+            compute, context = 0.0, work.decode_context
             for q, cached in work.chunks:
+                if q == 1:  # one query (a prompt's last token after a remote prefill): a read
+                    context += cached + 1
+                    continue
                 keys = cached + (q + 1) / 2
                 if window:
                     keys = min(keys, window)
                 flops = 4.0 * q * keys * heads * d
                 rate = attention_tflops(gpu, True, d, math.sqrt(q * (cached + q)), forward=True) * 1e3
                 compute += flops / rate
-            context = work.decode_context if not window else min(work.decode_context, work.decodes * window)
+            if window:
+                context = min(context, (work.decodes + sum(1 for q, _ in work.chunks if q == 1)) * window)
             reads = context * self._kv_per_layer / self._decode_rate
             kernels = (1 if work.chunks else 0) + (1 if work.decodes else 0)
             total += layers * max(compute + reads, kernels * GRAPH_KERNEL_NS)

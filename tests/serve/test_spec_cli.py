@@ -34,23 +34,25 @@ def _spec(tmp_path, **keys):
 def test_the_engine_defaults_are_vllms_for_the_gpu(tmp_path):
     """vLLM 0.11's OpenAI server: 8,192 tokens and 1,024 sequences per step on an H100,
     2,048 and 256 on an A100."""
-    d = load_serve_spec(_spec(tmp_path)).deployment()
+    d = load_serve_spec(_spec(tmp_path)).deployments()[0]
     assert (d.max_num_batched_tokens, d.max_num_seqs, d.block_size, d.gpu_memory_utilization) == (
         8192,
         1024,
         16,
         0.9,
     )
-    d = load_serve_spec(_spec(tmp_path, gpu="A100")).deployment()
+    d = load_serve_spec(_spec(tmp_path, gpu="A100")).deployments()[0]
     assert (d.max_num_batched_tokens, d.max_num_seqs) == (2048, 256)
-    d = load_serve_spec(_spec(tmp_path, engine={"max_num_seqs": 64, "kv_cache_dtype": "fp8"})).deployment()
+    d = load_serve_spec(_spec(tmp_path, engine={"max_num_seqs": 64, "kv_cache_dtype": "fp8"})).deployments()[
+        0
+    ]
     assert (d.max_num_seqs, d.kv_bytes) == (64, 1)
 
 
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ({"tp": 2}, "serve.yaml: network: tp 2 needs a network.yml of 2 NPUs"),
+        ({"tp": 2}, "serve.yaml: network: tp 2 needs a network.yml whose first dimension holds 2 NPUs"),
         ({"router": "fastest"}, "serve.yaml: router: expected one of round-robin, least-loaded"),
         (
             {"engine": {"max_num_seqz": 4}},
