@@ -89,7 +89,8 @@ def _print(console: Console, spec: Any, s: dict[str, Any]) -> None:
     if spec.prefill is not None:
         rows.append(("kv_transfer", "KV transfer"))
     for key, label in rows:
-        table.add_row(label, *(f"{s[key][f'{q}_ms']:,.1f}" for q in ("mean", "median", "p99")))
+        values = (s[key][f"{q}_ms"] for q in ("mean", "median", "p99"))
+        table.add_row(label, *("-" if v is None else f"{v:,.1f}" for v in values))
     console.print(table)
     if "goodput" in s:
         console.print(f"goodput: {s['goodput']:.2f} requests/s within the SLOs")

@@ -43,10 +43,11 @@ _REQUEST_COLUMNS = (
 )  # fmt: skip
 
 
-def _stats_ms(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:
-    """Mean, median and p99 [ms] of ``values`` [ns] (each counted ``weights`` times)."""
+def _stats_ms(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float | None]:
+    """Mean, median and p99 [ms] of ``values`` [ns] (each counted ``weights`` times);
+    None for no values (JSON's null)."""
     if not len(values):
-        return {"mean_ms": math.nan, "median_ms": math.nan, "p99_ms": math.nan}
+        return {"mean_ms": None, "median_ms": None, "p99_ms": None}
     if weights is None:
         mean = float(np.mean(values))
         median, p99 = np.percentile(values, [50, 99])
@@ -154,7 +155,6 @@ class ServingResult:
             "itl": _stats_ms(gaps, counts),
             "e2e": _stats_ms(r.e2e_ns.to_numpy(dtype=float)),
             "queue": _stats_ms(r.queue_ns.to_numpy(dtype=float)),
-            "kv_transfer": _stats_ms(r.kv_transfer_ns.dropna().to_numpy(dtype=float)),
             "preemptions": int(r.preemptions.sum()),
             "kv_blocks_per_replica": dict(self.pools),
             "peak_kv_use": {
@@ -162,6 +162,8 @@ class ServingResult:
                 for role, blocks in self.pools.items()
             },
         }
+        if "prefill" in self.pools:
+            out["kv_transfer"] = _stats_ms(r.kv_transfer_ns.dropna().to_numpy(dtype=float))
         if slo_ms:
             out["goodput"] = self.goodput(slo_ms)
         return out

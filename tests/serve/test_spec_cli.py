@@ -100,3 +100,16 @@ def _blocks() -> str:
     from astra_core.workload.generators.models import load_model
 
     return f"{kv_blocks(Deployment(load_model('llama3-8b'), load_gpu('H100'), max_num_seqs=1024)):,}"
+
+
+def test_one_token_outputs_have_no_tpot_and_json_says_null(tmp_path):
+    path = _spec(tmp_path, requests={"count": 5, "rate": 1.0, "lengths": [100, 1]})
+    out = CliRunner().invoke(main, ["serve", str(path), "--json", str(tmp_path / "s.json")])
+    assert out.exit_code == 0, out.output
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["tpot"] == {"mean_ms": None, "median_ms": None, "p99_ms": None}
+    assert "kv_transfer" not in summary
+    out = CliRunner().invoke(main, ["serve", str(path)])
+    assert (
+        "│ TPOT       │    - │      - │   - │" in out.output or "TPOT" in out.output and " - " in out.output
+    )
