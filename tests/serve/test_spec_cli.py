@@ -110,6 +110,5 @@ def test_one_token_outputs_have_no_tpot_and_json_says_null(tmp_path):
     assert summary["tpot"] == {"mean_ms": None, "median_ms": None, "p99_ms": None}
     assert "kv_transfer" not in summary
     out = CliRunner().invoke(main, ["serve", str(path)])
-    assert (
-        "│ TPOT       │    - │      - │   - │" in out.output or "TPOT" in out.output and " - " in out.output
-    )
+    (line,) = [row for row in out.output.splitlines() if "TPOT" in row]
+    assert line.count("-") == 3 and not any(ch.isdigit() for ch in line)
