@@ -49,4 +49,5 @@ def run_spec(loaded: ServeSpec, requests: Sequence[Request] | None = None) -> Se
         backend=loaded.backend,
         backend_config=loaded.backend_config,
         router=loaded.router,
+        concurrency=loaded.requests.concurrency,
     )

@@ -27,7 +27,7 @@ first dimension).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field, replace
@@ -142,9 +142,13 @@ class _Run:
     for disaggregation, a network backend that moves the KV caches (``send``)."""
 
     def __init__(
-        self, pools: list[Pool], requests: Seq[Request], router: str, clock: Any, network: Any = None
-    ):
+        self, pools: list[Pool], requests: Seq[Request], router: str, clock: Any, network: Any = None,
+        concurrency: int | None = None,
+    ):  # fmt: skip
         self.pools, self.router, self.clock, self.network = pools, router, clock, network
+        self.concurrency = concurrency or len(requests)
+        self.in_flight = 0
+        self.held: deque[RequestRecord] = deque()
         self.records = [RequestRecord(r) for r in requests]
         self.itl: Counter = Counter()
         self.steps: list[tuple[int, str, int, int, int, int]] = []
@@ -161,12 +165,29 @@ class _Run:
         if self.next_arrival < len(self.records):
             later = self.records[self.next_arrival].request.arrival_ns
             self.clock.schedule(later - self.clock.now(), self._arrive, None)
+        if self.in_flight >= self.concurrency:
+            self.held.append(record)
+        else:
+            self._send(record)
+
+    def _send(self, record: RequestRecord) -> None:
+        """The client sends ``record``'s request now: its latencies count from here."""
+        self.in_flight += 1
+        now = int(self.clock.now())
+        if record.request.arrival_ns != now:
+            record.request = replace(record.request, arrival_ns=now)
         pool = self.pools[0]
         request = record.request
         if pool.role == "prefill":
             request = replace(request, output_tokens=1)
         seq = record.first = Sequence(request)
         self._enqueue(pool, seq)
+
+    def _finished(self, count: int) -> None:
+        """``count`` requests finished: the client sends as many held ones."""
+        self.in_flight -= count
+        while self.held and self.in_flight < self.concurrency:
+            self._send(self.held.popleft())
 
     def _enqueue(self, pool: Pool, seq: Sequence) -> None:
         index = seq.replica = _route(self.router, pool)
@@ -199,6 +220,8 @@ class _Run:
         if pool.role == "prefill":
             for seq in replica.finished[done:]:
                 self._send_kv(pool, seq)
+        elif len(replica.finished) > done:
+            self._finished(len(replica.finished) - done)
         self._step(pool, index)
 
     def _send_kv(self, prefill: Pool, seq: Sequence) -> None:
@@ -241,6 +264,7 @@ def serve_requests(
     backend: str | None = None,
     backend_config: Any = None,
     router: str = "round-robin",
+    concurrency: int | None = None,
 ) -> ServingResult:
     """Serve ``requests`` (sorted by arrival, ids 0.. in that order) on ``deployment``'s
     replicas, or, with ``decode``, their prompts on ``deployment``'s (the prefill pool)
@@ -252,7 +276,10 @@ def serve_requests(
     network (and ``topology``, a physical topology, for backends that model links) also
     carries the KV transfers: it must hold both pools' GPUs. Raises ConfigError (one
     line) for a request no replica's KV cache can hold, a deployment that does not fit,
-    a network too small, or a bad router."""
+    a network too small, or a bad router. ``concurrency``: at most this many requests in
+    flight (a client's limit, as ``benchmark_serving.py --max-concurrency``): a request
+    that arrives with as many in flight is sent when one finishes, and its latencies
+    count from then (None: no limit)."""
     from astra_core.events import EventQueue
 
     if router not in ROUTERS:
@@ -262,12 +289,12 @@ def serve_requests(
     timing = {"network": network, "system": system, "backend": backend}
     if decode is None:
         pools = [_pool("serve", deployment, requests, 0, timing)]
-        run = _Run(pools, requests, router, _Clock(EventQueue()))
+        run = _Run(pools, requests, router, _Clock(EventQueue()), concurrency=concurrency)
     else:
         prefill = _pool("prefill", deployment, [replace(r, output_tokens=1) for r in requests], 0, timing)
         pools = [prefill, _pool("decode", decode, requests, deployment.gpus, timing)]
         net = _kv_network(network, topology, backend, backend_config, deployment.gpus + decode.gpus)
-        run = _Run(pools, requests, router, net, net)
+        run = _Run(pools, requests, router, net, net, concurrency)
     run.start()
     run.clock.run()
     return ServingResult.of(pools, run.records, run.itl, run.steps)

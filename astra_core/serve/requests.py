@@ -209,7 +209,7 @@ def _gaps_s(rng: np.random.Generator, count: int, rate: float, cv: float) -> np.
 
 def generate_requests(
     count: int,
-    rate: float,
+    rate: float | None,
     lengths: str | tuple[int, int],
     *,
     cv: float = 1.0,
@@ -217,18 +217,24 @@ def generate_requests(
 ) -> list[Request]:
     """``count`` requests arriving at ``rate`` per second (Poisson; gamma gaps of
     coefficient of variation ``cv`` otherwise), the first at time 0 plus its gap, with
-    ``lengths`` a name of :data:`LENGTH_DISTRIBUTIONS` or a fixed ``(prompt, output)``.
+    ``lengths`` a name of :data:`LENGTH_DISTRIBUTIONS` or a fixed ``(prompt, output)``;
+    ``rate`` None: all at time 0 (for a client that keeps a number in flight).
     Raises ConfigError naming the setting (``count``, ``rate``, ``cv``, ``lengths``)."""
     if not isinstance(count, int) or not 1 <= count <= 100_000_000:
         raise ConfigError(f"requests: count: must be a whole number in [1, 1e8], got {count!r}")
-    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and 0 < rate <= 1e9):
+    if rate is not None and not (isinstance(rate, (int, float)) and math.isfinite(rate) and 0 < rate <= 1e9):
         raise ConfigError(
             f"requests: rate: must be a number of requests per second in (0, 1e9], got {rate!r}"
         )
     if not (isinstance(cv, (int, float)) and math.isfinite(cv) and 0 < cv <= 100):
         raise ConfigError(f"requests: cv: must be in (0, 100], got {cv!r}")
     rng = np.random.default_rng(seed)
-    arrivals_ns = np.rint(np.cumsum(_gaps_s(rng, count, float(rate), float(cv))) * NS_PER_S).astype(np.int64)
+    if rate is None:
+        arrivals_ns = np.zeros(count, dtype=np.int64)
+    else:
+        arrivals_ns = np.rint(np.cumsum(_gaps_s(rng, count, float(rate), float(cv))) * NS_PER_S).astype(
+            np.int64
+        )
     if isinstance(lengths, str):
         if lengths not in LENGTH_DISTRIBUTIONS:
             known = ", ".join(sorted(LENGTH_DISTRIBUTIONS)) or "none"

@@ -76,7 +76,8 @@ def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> f
 
 @dataclass(eq=False)
 class RequestRecord:
-    """One request through a run: its sequence on the (prefill) replica ``first``, and
+    """One request through a run (``request``: as the client sent it), its sequence on
+    the (prefill) replica ``first``, and
     under disaggregation its sequence on the decode replica ``second``, the decode
     replica chosen, and when its KV cache arrived there [ns]."""
 

@@ -23,6 +23,7 @@ network its tensor-parallel collectives cross, a router and the requests.
       file: requests.csv
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
     # requests: {count: 2000, rate: 8.0, lengths: [1024, 128]}
+    # requests: {count: 500, concurrency: 64, lengths: [5000, 500]}  # 64 clients back to back
     # prefill: {tp: 4, replicas: 2, engine: {...}}   # disaggregated: these two pools
     # decode: {tp: 8, replicas: 1}                   # instead of tp, replicas, engine;
     # topology: fabric.txt     # the network (and topology) then carry the KV caches
@@ -77,17 +78,19 @@ class RequestsSpec(ConfigModel):
     lengths: str | list[Annotated[int, int_in(1, 1 << 24)]] | None = None
     cv: Annotated[float, number_in(positive=True, maximum=100.0)] = 1.0
     seed: Annotated[int, int_in(0)] = 0
+    concurrency: Annotated[int, int_in(1, 100_000_000)] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> RequestsSpec:
         generated = [k for k in ("count", "rate", "lengths") if getattr(self, k) is not None]
         if self.file is not None and generated:
             raise_problems([(generated[0], "give either file or the generator's count, rate and lengths")])
+        needed = ("count", "lengths") if self.concurrency else ("count", "rate", "lengths")
         if self.file is None:
             raise_problems(
                 [
                     (k, "missing: the generator needs count, rate and lengths (or give file)")
-                    for k in ("count", "rate", "lengths")
+                    for k in needed
                     if k not in generated
                 ]
             )
@@ -192,7 +195,7 @@ class ServeSpec(ConfigModel):
         if r.file is not None:
             return read_requests(r.file)
         lengths: Any = r.lengths if isinstance(r.lengths, str) else tuple(r.lengths or ())
-        return generate_requests(r.count or 0, r.rate or 0.0, lengths, cv=r.cv, seed=r.seed)
+        return generate_requests(r.count or 0, r.rate, lengths, cv=r.cv, seed=r.seed)
 
 
 def _resolve(path: str | None, directory: Path) -> str | None:

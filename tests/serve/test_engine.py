@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from astra_core.errors import ConfigError
@@ -98,3 +99,28 @@ def test_bad_runs_are_one_line_errors(kwargs, message):
     args = {"deployment": Deployment(LLAMA8B, H100), "requests": [Request(0, 0, 10, 10)], **kwargs}
     with pytest.raises(ConfigError, match=message):
         serve_requests(args.pop("deployment"), args.pop("requests"), **args)
+
+
+def test_a_client_that_keeps_one_request_in_flight_sends_each_when_the_last_finishes():
+    d = Deployment(LLAMA8B, H100)
+    requests = generate_requests(6, None, (700, 5), seed=0)
+    result = serve_requests(d, requests, concurrency=1)
+    frame = result.requests
+    sent, ends = frame.arrival_ns.tolist(), (frame.arrival_ns + frame.e2e_ns).tolist()
+    assert sent[0] == 0 and sent[1:] == ends[:-1]  # back to back
+    alone = serve_requests(d, [Request(0, 0, 700, 5)]).requests.iloc[0]
+    assert frame.ttft_ns.tolist() == [alone.ttft_ns] * 6 and frame.e2e_ns.tolist() == [alone.e2e_ns] * 6
+
+
+def test_a_concurrency_limit_holds_the_requests_in_flight_to_it():
+    d = Deployment(LLAMA8B, H100, replicas=2)
+    requests = generate_requests(300, 200.0, "azure-conv-2023", seed=5)
+    frame = serve_requests(d, requests, concurrency=16).requests
+    starts, ends = frame.arrival_ns.to_numpy(), (frame.arrival_ns + frame.e2e_ns).to_numpy()
+    events = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends], key=lambda e: (e[0], e[1]))
+    in_flight = peak = 0
+    for _, change in events:
+        in_flight += change
+        peak = max(peak, in_flight)
+    assert peak == 16
+    assert (frame.arrival_ns.to_numpy() >= np.array([r.arrival_ns for r in requests])).all()
