@@ -49,7 +49,9 @@ class Deployment:
     cache element (2: BF16; 1: an FP8 KV cache); the engine's limits ``block_size``
     [tokens], ``max_num_batched_tokens`` (the token budget of one step), ``max_num_seqs``
     (requests in one step) and ``gpu_memory_utilization`` (the share of HBM the engine
-    may use); ``chunked_prefill``: a prompt may be split over steps (vLLM v1's default)."""
+    may use); ``chunked_prefill``: a prompt may be split over steps (vLLM v1's default);
+    ``expert_parallel``: a replica's GPUs hold whole routed experts, ``1/tp`` of them each
+    (vLLM's ``--enable-expert-parallel``), rather than every expert's ``1/tp``."""
 
     model: ModelConfig
     gpu: GPUSpec
@@ -62,6 +64,7 @@ class Deployment:
     max_num_seqs: int = 256
     gpu_memory_utilization: float = 0.9
     chunked_prefill: bool = True
+    expert_parallel: bool = False
 
     @property
     def gpus(self) -> int:

@@ -19,6 +19,7 @@ network its tensor-parallel collectives cross, a router and the requests.
       gpu_memory_utilization: 0.9
       enable_chunked_prefill: true
       kv_cache_dtype: auto     # auto (the model's 16 bits) or fp8
+      enable_expert_parallel: false   # MoE: whole experts per GPU instead of slices
     requests:                  # a file ...
       file: requests.csv
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
@@ -67,6 +68,7 @@ class EngineSpec(ConfigModel):
     gpu_memory_utilization: Annotated[float, number_in(0.0, 1.0, positive=True)] = 0.9
     enable_chunked_prefill: bool = True
     kv_cache_dtype: Annotated[str, one_of("auto", "fp8")] = "auto"
+    enable_expert_parallel: bool = False
 
 
 class RequestsSpec(ConfigModel):
@@ -187,6 +189,7 @@ class ServeSpec(ConfigModel):
             max_num_seqs=e.max_num_seqs or (1024 if large else 256),
             gpu_memory_utilization=e.gpu_memory_utilization,
             chunked_prefill=e.enable_chunked_prefill,
+            expert_parallel=e.enable_expert_parallel,
         )
 
     def request_list(self) -> list[Request]:

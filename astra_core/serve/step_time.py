@@ -14,7 +14,10 @@ one of the replica's ``tp`` GPUs, from the same kernel model as a training step
   weights; a mixture-of-experts layer runs its router and each expert that receives a
   token (``E (1 - (1 - k/E)^T)`` of the ``E`` experts on average when each token picks
   ``k`` at random; vLLM's fused MoE kernel skips experts without tokens), each expert's
-  weights split over the GPUs (vLLM's default without expert parallelism);
+  weights split over the GPUs (vLLM's default), or under expert parallelism
+  (``--enable-expert-parallel`` without data parallelism) each GPU holding ``1/tp`` of
+  the experts whole and computing their share of every token's assignments, the outputs
+  summed by the same all-reduce;
 * **attention**: a prompt chunk of ``q`` tokens after ``c`` cached ones executes
   ``4 q (c + (q + 1) / 2) (heads / tp) d`` FLOPs (causal) at the measured forward rate
   of the fused kernel (:func:`~astra_core.workload.generators.kernels.attention_tflops`
@@ -137,11 +140,17 @@ class StepClock:
         return total
 
     def _moe_ns(self, tokens: int) -> float:
-        """One MoE layer's norm, router, experts that receive tokens, and residual add."""
+        return sum(self._kernel(op) for op in self.moe_ops(tokens))
+
+    def moe_ops(self, tokens: int) -> list[O.Op]:
+        """One MoE layer's norm, router, experts that receive tokens, and residual add: all
+        experts at ``1/tp`` of their width, or under expert parallelism ``1/tp`` of the
+        experts whole, receiving ``1/tp`` of the assignments."""
         m, t = self.d.model, self.d.tp
-        touched = m.experts * (1.0 - (1.0 - m.top_k / m.experts) ** tokens)
-        rows = tokens * m.top_k
-        f, ups = m.expert_ffn_hidden / t, m.mlp_matrices - 1
+        share = 1.0 / t if self.d.expert_parallel else 1.0
+        touched = share * m.experts * (1.0 - (1.0 - m.top_k / m.experts) ** tokens)
+        rows = share * tokens * m.top_k
+        f, ups = m.expert_ffn_hidden / (1 if self.d.expert_parallel else t), m.mlp_matrices - 1
         h = m.hidden
         ops = [
             O.Op("ln_moe", 5.0 * tokens * h, 2 * O.BYTES * tokens * h, O.MEMORY, kernel=O.LAYERNORM),
@@ -155,7 +164,7 @@ class StepClock:
             ops += O.mlp_ops(
                 m, 1, tokens, t, False, width=m.expert_ffn_hidden, count=m.shared_experts, name="shared"
             )[1:4]
-        return sum(self._kernel(op) for op in ops)
+        return ops
 
     def _attention_ns(self, work: StepWork) -> float:
         """Every layer's attention core for the step's prompt chunks and decoders."""

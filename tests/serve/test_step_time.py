@@ -92,3 +92,22 @@ def test_the_collective_clock_is_exact_on_its_grid_and_between_its_points():
     assert clock.time_ns(pb.ALL_REDUCE, middle) == pytest.approx((low + high) / 2)
     assert clock.time_ns(pb.ALL_REDUCE, 0) == 0.0
     assert CollectiveClock(1, NVLINK8, nccl_system("H100")).time_ns(pb.ALL_REDUCE, 1e6) == 0.0
+
+
+@pytest.mark.parametrize("tokens", [1, 64, 4096])
+def test_expert_parallelism_moves_the_same_flops_and_expert_weights(tokens):
+    """Whole experts on 1/tp of the GPUs or every expert's 1/tp slice: per GPU the same
+    2 T k (up + down) h f / tp expert FLOPs, and (every expert touched) the same weights."""
+    model = load_model("qwen3-30b-a3b")
+    per_gpu = {}
+    for ep in (False, True):
+        ops = StepClock(Deployment(model, H100, tp=4, expert_parallel=ep)).moe_ops(tokens)
+        experts = [op for op in ops if op.name in ("experts_up", "experts_down")]
+        batch_weights = sum(op.shape[0] * op.shape[2] * op.shape[3] for op in experts)
+        per_gpu[ep] = (sum(op.flops for op in experts), batch_weights)
+    flops = 2 * tokens * model.top_k * model.mlp_matrices * model.hidden * model.expert_ffn_hidden / 4
+    assert per_gpu[False][0] == pytest.approx(flops) and per_gpu[True][0] == pytest.approx(flops)
+    if tokens == 4096:  # every expert receives tokens
+        expert_weights = model.experts * model.expert_params() / 4
+        assert per_gpu[False][1] == pytest.approx(expert_weights, rel=1e-6)
+        assert per_gpu[True][1] == pytest.approx(expert_weights, rel=1e-6)
