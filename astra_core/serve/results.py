@@ -167,14 +167,24 @@ class ServingResult:
             out["kv_transfer"] = _stats_ms(r.kv_transfer_ns.dropna().to_numpy(dtype=float))
         if slo_ms:
             out["goodput"] = self.goodput(slo_ms)
+            out["slo_attainment"] = self.attainment(slo_ms)
         return out
 
-    def goodput(self, slo_ms: Mapping[str, float]) -> float:
-        """Requests per second that met every limit of ``slo_ms`` (``ttft``, ``tpot``,
+    def met(self, slo_ms: Mapping[str, float]) -> np.ndarray:
+        """Per request, whether it met every limit of ``slo_ms`` (``ttft``, ``tpot``,
         ``e2e`` in ms; a one-token request meets any TPOT limit)."""
         r = self.requests
         met = np.ones(len(r), dtype=bool)
         for key, limit in slo_ms.items():
             column = r[f"{key}_ns"].to_numpy(dtype=float)
             met &= np.isnan(column) | (column <= limit * NS_PER_MS)
-        return float(met.sum()) / (self.duration_ns / 1e9)
+        return met
+
+    def attainment(self, slo_ms: Mapping[str, float]) -> float:
+        """The share of requests that met every limit of ``slo_ms`` (DistServe's SLO
+        attainment)."""
+        return float(self.met(slo_ms).mean())
+
+    def goodput(self, slo_ms: Mapping[str, float]) -> float:
+        """Requests per second that met every limit of ``slo_ms`` (:meth:`met`)."""
+        return float(self.met(slo_ms).sum()) / (self.duration_ns / 1e9)
