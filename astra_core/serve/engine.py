@@ -149,6 +149,7 @@ class _Run:
         self.concurrency = concurrency or len(requests)
         self.in_flight = 0
         self.held: deque[RequestRecord] = deque()
+        self.starting: list[tuple[Pool, int]] | None = None  # idle replicas to start once arrivals are in
         self.records = [RequestRecord(r) for r in requests]
         self.itl: Counter = Counter()
         self.steps: list[tuple[int, str, int, int, int, int]] = []
@@ -160,15 +161,27 @@ class _Run:
             self.clock.schedule(self.records[0].request.arrival_ns, self._arrive, None)
 
     def _arrive(self, _: Any) -> None:
-        record = self.records[self.next_arrival]
-        self.next_arrival += 1
+        """Every request that arrives now (an idle replica starts its step after all of
+        them are queued, as an engine takes every request waiting at its step's start)."""
+        now = self.records[self.next_arrival].request.arrival_ns
+        self.starting = []
+        while (
+            self.next_arrival < len(self.records)
+            and self.records[self.next_arrival].request.arrival_ns == now
+        ):
+            record = self.records[self.next_arrival]
+            self.next_arrival += 1
+            if self.in_flight >= self.concurrency:
+                self.held.append(record)
+            else:
+                self._send(record)
         if self.next_arrival < len(self.records):
             later = self.records[self.next_arrival].request.arrival_ns
             self.clock.schedule(later - self.clock.now(), self._arrive, None)
-        if self.in_flight >= self.concurrency:
-            self.held.append(record)
-        else:
-            self._send(record)
+        starting, self.starting = self.starting, None
+        for pool, index in starting:
+            if not pool.busy[index]:
+                self._step(pool, index)
 
     def _send(self, record: RequestRecord) -> None:
         """The client sends ``record``'s request now: its latencies count from here."""
@@ -192,7 +205,11 @@ class _Run:
     def _enqueue(self, pool: Pool, seq: Sequence) -> None:
         index = seq.replica = _route(self.router, pool)
         pool.replicas[index].waiting.append(seq)
-        if not pool.busy[index]:
+        if pool.busy[index]:
+            return
+        if self.starting is not None:  # arrivals still coming in at this instant
+            self.starting.append((pool, index))
+        else:
             self._step(pool, index)
 
     def _step(self, pool: Pool, index: int) -> None:

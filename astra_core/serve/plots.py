@@ -43,7 +43,9 @@ def plot_run(result: ServingResult, directory: str | Path) -> list[Path]:
     fig, axes = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
     for role, blocks in result.pools.items():
         mine = steps[steps.pool == role]
-        binned = mine.groupby((mine.end_ns * TIME_BINS // span).rename("bin"))[["kv_blocks_used", "tokens"]].mean()
+        binned = mine.groupby((mine.end_ns * TIME_BINS // span).rename("bin"))[
+            ["kv_blocks_used", "tokens"]
+        ].mean()
         seconds = (binned.index.to_numpy(dtype=float) + 0.5) * span / TIME_BINS / 1e9
         axes[0].plot(seconds, binned.kv_blocks_used / blocks, lw=0.8, label=role)
         axes[1].plot(seconds, binned.tokens, lw=0.8, label=role)

@@ -124,3 +124,12 @@ def test_a_concurrency_limit_holds_the_requests_in_flight_to_it():
         peak = max(peak, in_flight)
     assert peak == 16
     assert (frame.arrival_ns.to_numpy() >= np.array([r.arrival_ns for r in requests])).all()
+
+
+def test_requests_that_arrive_together_start_in_one_step():
+    # vLLM's benchmark_latency: a batch of 8 prompts of 32 tokens, 128 tokens out each:
+    # one step prefills all eight (and samples their first tokens), 127 decode them
+    result = serve_requests(Deployment(LLAMA8B, H100), [Request(i, 0, 32, 128) for i in range(8)])
+    assert len(result.steps) == 128
+    assert result.steps.tokens.tolist() == [256] + [8] * 127
+    assert result.requests.ttft_ns.nunique() == 1
