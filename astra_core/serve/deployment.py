@@ -51,7 +51,9 @@ class Deployment:
     (requests in one step) and ``gpu_memory_utilization`` (the share of HBM the engine
     may use); ``chunked_prefill``: a prompt may be split over steps (vLLM v1's default);
     ``expert_parallel``: a replica's GPUs hold whole routed experts, ``1/tp`` of them each
-    (vLLM's ``--enable-expert-parallel``), rather than every expert's ``1/tp``."""
+    (vLLM's ``--enable-expert-parallel``), rather than every expert's ``1/tp``;
+    ``prefix_caching``: requests reuse the cached blocks of a prefix they share
+    (:mod:`.prefix_cache`; on by default in vLLM v1)."""
 
     model: ModelConfig
     gpu: GPUSpec
@@ -65,6 +67,7 @@ class Deployment:
     gpu_memory_utilization: float = 0.9
     chunked_prefill: bool = True
     expert_parallel: bool = False
+    prefix_caching: bool = True
 
     @property
     def gpus(self) -> int:

@@ -130,7 +130,14 @@ def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timi
     pool = Pool(role, d, StepClock(d, collectives), blocks, first_npu)
     for _ in range(d.replicas):
         pool.replicas.append(
-            Replica(blocks, d.block_size, d.max_num_batched_tokens, d.max_num_seqs, d.chunked_prefill)
+            Replica(
+                blocks,
+                d.block_size,
+                d.max_num_batched_tokens,
+                d.max_num_seqs,
+                d.chunked_prefill,
+                d.prefix_caching,
+            )
         )
         pool.busy.append(False)
         pool.inbound.append(0)

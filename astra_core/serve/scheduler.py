@@ -35,6 +35,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
+from astra_core.serve.prefix_cache import PrefixCache
 from astra_core.serve.requests import Request
 from astra_core.serve.step_time import StepWork
 
@@ -59,6 +60,7 @@ class Sequence:
     last_token_ns: int = -1
     preemptions: int = 0
     decode_step: int = -1  # the step a decoding request started decoding in (-1: not decoding)
+    shared: int = 0  # of its blocks, those of a cached prefix (held once for all its users)
     resumed_gap_ns: int = 0  # the inter-token gap a preemption put before its next token
 
 
@@ -120,8 +122,12 @@ class Replica:
     """One replica's scheduler state over ``total_blocks`` KV blocks (see the module
     docstring); ``budget``: ``max_num_batched_tokens``; ``max_seqs``: ``max_num_seqs``."""
 
-    def __init__(self, total_blocks: int, block_size: int, budget: int, max_seqs: int, chunked: bool = True):
-        self.total_blocks, self.free = total_blocks, total_blocks
+    def __init__(
+        self, total_blocks: int, block_size: int, budget: int, max_seqs: int, chunked: bool = True,
+        prefix_caching: bool = True,
+    ):  # fmt: skip
+        self.total_blocks, self.free = total_blocks, total_blocks  # free: cached prefixes unused count
+        self.prefixes = PrefixCache(block_size) if prefix_caching else None
         self.block_size, self.budget, self.max_seqs, self.chunked = block_size, budget, max_seqs, chunked
         self.waiting: deque[Sequence] = deque()
         self.decoders = _Decoders(block_size)
@@ -149,9 +155,7 @@ class Replica:
         budget, preempted = self.budget, False
         dec = self.decoders
         need = dec.crossing(self.step)
-        if need <= self.free:
-            self.free -= need
-        else:
+        if not self._take(need):
             self._preempt_decoders(now_ns)
             preempted = True
         self._decoding = len(dec.members)
@@ -179,12 +183,16 @@ class Replica:
     def _admit(self, budget: int, now_ns: int) -> None:
         while self.waiting and budget > 0 and self.running < self.max_seqs:
             seq = self.waiting[0]
+            if seq.cached == 0 and self.prefixes is not None:
+                seq.blocks, unused = self.prefixes.pin(seq)
+                self.free -= unused
+                seq.cached = seq.blocks * self.block_size
             new = seq.request.prompt_tokens + seq.produced - seq.cached
-            if not self.chunked and new > budget:
+            if (not self.chunked and new > budget) or not self._allocate(seq, min(new, budget)):
+                self._release(seq)
+                seq.cached = 0
                 break
             new = min(new, budget)
-            if not self._allocate(seq, new):
-                break
             self.waiting.popleft()
             self.prefilling.append(seq)
             if seq.first_scheduled_ns < 0:
@@ -194,11 +202,27 @@ class Replica:
 
     def _allocate(self, seq: Sequence, new: int) -> bool:
         more = self._blocks_for(seq.cached + new) - seq.blocks
-        if more > self.free:
+        if not self._take(more):
             return False
-        self.free -= more
         seq.blocks += more
         return True
+
+    def _take(self, blocks: int) -> bool:
+        """Take ``blocks`` free blocks (evicting unused cached prefixes as needed); False,
+        taking none, when fewer are free."""
+        if blocks > self.free:
+            return False
+        if self.prefixes is not None:
+            self.prefixes.evict(blocks, self.free)
+        self.free -= blocks
+        return True
+
+    def _release(self, seq: Sequence) -> None:
+        """Give back ``seq``'s blocks: its own to the free ones, its prefix's to the cache."""
+        self.free += seq.blocks - seq.shared
+        if self.prefixes is not None:
+            self.free += self.prefixes.unpin(seq)
+        seq.blocks = 0
 
     def _samples(self, seq: Sequence, new: int) -> bool:
         return seq.cached + new >= seq.request.prompt_tokens + seq.produced
@@ -209,8 +233,8 @@ class Replica:
         if seq.decode_step >= 0:
             self.decoders.remove(seq, self.step)
             seq.last_token_ns = now_ns
-        self.free += seq.blocks
-        seq.blocks, seq.cached = 0, 0
+        self._release(seq)
+        seq.cached = 0
         seq.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(seq)
@@ -226,14 +250,13 @@ class Replica:
                 return  # preempted from the back, as every one after it
             if dec.cached_at(seq, step) % self.block_size:
                 continue
-            while self.free < 1:
+            while not self._take(1):
                 victim = (
                     self.prefilling.pop() if self.prefilling else dec.members[next(reversed(dec.members))]
                 )
                 self._preempt(victim, now_ns)
                 if victim is seq:
                     return
-            self.free -= 1
 
     # -- a step's end ------------------------------------------------------------------
     def complete(self, end_ns: int, step_ns: int) -> list[tuple[int, int]]:
@@ -247,6 +270,8 @@ class Replica:
             self._finish(seq, end_ns)
         for seq, new in self._scheduled:
             seq.cached += new
+            if self.prefixes is not None:
+                self.prefixes.keep(seq)
             if seq.cached < seq.request.prompt_tokens + seq.produced:
                 continue  # a partial prompt chunk
             self.prefilling.remove(seq)
@@ -265,6 +290,5 @@ class Replica:
 
     def _finish(self, seq: Sequence, end_ns: int) -> None:
         seq.finish_ns = end_ns
-        self.free += seq.blocks
-        seq.blocks = 0
+        self._release(seq)
         self.finished.append(seq)

@@ -20,6 +20,7 @@ network its tensor-parallel collectives cross, a router and the requests.
       enable_chunked_prefill: true
       kv_cache_dtype: auto     # auto (the model's 16 bits) or fp8
       enable_expert_parallel: false   # MoE: whole experts per GPU instead of slices
+      enable_prefix_caching: true     # requests reuse the blocks of a prefix they share
     requests:                  # a file ...
       file: requests.csv
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
@@ -69,6 +70,7 @@ class EngineSpec(ConfigModel):
     enable_chunked_prefill: bool = True
     kv_cache_dtype: Annotated[str, one_of("auto", "fp8")] = "auto"
     enable_expert_parallel: bool = False
+    enable_prefix_caching: bool = True
 
 
 class RequestsSpec(ConfigModel):
@@ -190,6 +192,7 @@ class ServeSpec(ConfigModel):
             gpu_memory_utilization=e.gpu_memory_utilization,
             chunked_prefill=e.enable_chunked_prefill,
             expert_parallel=e.enable_expert_parallel,
+            prefix_caching=e.enable_prefix_caching,
         )
 
     def request_list(self) -> list[Request]:

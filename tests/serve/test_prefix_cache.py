@@ -1,0 +1,64 @@
+"""Prefix caching: a shared prefix computed once per replica, its blocks held once, kept
+while unused and evicted when the blocks are needed."""
+
+from __future__ import annotations
+
+from astra_core.serve.deployment import Deployment
+from astra_core.serve.engine import serve_requests
+from astra_core.serve.requests import Request
+from astra_core.serve.scheduler import Replica, Sequence
+from astra_core.serve.step_time import StepClock, StepWork
+from astra_core.workload.generators.gpus import load_gpu
+from astra_core.workload.generators.models import load_model
+
+H100 = load_gpu("H100")
+LLAMA8B = load_model("llama3-8b")
+
+
+def _two(prefix_caching: bool = True):
+    # a 1,030-token shared prefix (64 whole blocks = 1,024 tokens cached), prompts of 1,100
+    first = Request(0, 0, 1100, 4, "system", 1030)
+    second = Request(1, 10**9, 1100, 4, "system", 1030)
+    d = Deployment(LLAMA8B, H100, prefix_caching=prefix_caching)
+    return d, serve_requests(d, [first, second])
+
+
+def test_a_later_request_computes_only_what_follows_the_cached_prefix():
+    d, result = _two()
+    clock = StepClock(d)
+    full = round(clock.step_ns(StepWork(chunks=[(1100, 0)], samples=1)))
+    rest = round(clock.step_ns(StepWork(chunks=[(1100 - 1024, 1024)], samples=1)))
+    assert result.requests.ttft_ns.tolist() == [full, rest]
+    _, uncached = _two(prefix_caching=False)
+    assert uncached.requests.ttft_ns.tolist() == [full, full]
+
+
+def test_a_shared_prefix_is_held_once_and_every_block_comes_back():
+    replica = Replica(200, 16, 4096, 8)
+    seqs = [Sequence(Request(i, 0, 600, 50, "p", 512)) for i in range(3)]
+    replica.waiting.append(seqs[0])
+    replica.schedule(0)
+    replica.complete(1, 1)  # the first computed its prompt: 512 / 16 = 32 blocks cached
+    used_one = replica.total_blocks - replica.free
+    replica.waiting.extend(seqs[1:])
+    replica.schedule(1)
+    # the others map the 32 cached blocks and take 38 - 32 = 6 of their own (600 tokens)
+    assert replica.total_blocks - replica.free == used_one + 2 * 6
+    assert [s.cached for s in seqs[1:]] == [512, 512] and replica.prefixes.hits == 2
+    while replica.busy:
+        replica.complete(2, 1)
+        replica.schedule(2)
+    assert replica.free == replica.total_blocks  # the prefix's 32 blocks: cached, free to evict
+    assert replica.prefixes.evictable == 32
+
+
+def test_an_unused_prefix_is_evicted_when_its_blocks_are_needed():
+    replica = Replica(40, 16, 4096, 8)
+    replica.waiting.append(Sequence(Request(0, 0, 512, 1, "p", 512)))
+    replica.schedule(0)
+    replica.complete(1, 1)  # done at once (one output token): 32 blocks stay cached
+    assert replica.prefixes.evictable == 32 and replica.free == 40
+    big = Sequence(Request(1, 0, 600, 1))  # 38 blocks: only 8 are free of the cache
+    replica.waiting.append(big)
+    replica.schedule(1)
+    assert big.blocks == 38 and "p" not in replica.prefixes.entries and replica.prefixes.evictable == 0
