@@ -75,10 +75,8 @@ def test_blackwell_attention_is_cudnns_forward_and_backward(gpu, seq, fwd, bwd):
     assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(3.5 / (1 / fwd + 2.5 / bwd))
 
 
-def test_hopper_attention_is_the_measured_cudnn_rate():
-    """cuDNN 9.19 on an H200 (astra_core/config/measured/h200_kernels.json): one forward +
-    backward of 16 heads over 16,384 tokens at sequence 8,192, causal, head dim 128 took
-    the time of 553 TFLOP/s counted as FlashAttention's benchmark counts them."""
+def _h200_cudnn_causal_128_at_8192() -> dict:
+    """The H200's measured cuDNN attention of 16 heads of 128, causal, sequence 8,192."""
     measured = json.loads((Path(GPUS["h100"].gemm_table).parent / "h200_kernels.json").read_text())
     (row,) = [
         r
@@ -86,6 +84,14 @@ def test_hopper_attention_is_the_measured_cudnn_rate():
         if r["backend"] == "cudnn" and r["causal"] and r["head_dim"] == 128 and r["queries"] == 8192
         and r["kv_heads"] == 16
     ]  # fmt: skip
+    return row
+
+
+def test_hopper_attention_is_the_measured_cudnn_rate():
+    """cuDNN 9.19 on an H200 (astra_core/config/measured/h200_kernels.json): one forward +
+    backward of 16 heads over 16,384 tokens at sequence 8,192, causal, head dim 128 took
+    the time of 553 TFLOP/s counted as FlashAttention's benchmark counts them."""
+    row = _h200_cudnn_causal_128_at_8192()
     work = 3.5 * 4.0 * row["batch"] * 16 * 8192**2 * 128 * 0.5  # forward + 2.5x backward FLOPs
     rate = work / (row["fwd_bwd_us"] * 1e-6) / 1e12
     for gpu in ("h100", "h200"):
@@ -100,13 +106,7 @@ def test_forward_attention_is_the_measured_forward_pass():
     """The forward pass alone runs at its own measured rate: on Hopper the H200's cuDNN
     ``fwd_us`` (causal, head dim 128, sequence 8,192), on Blackwell cudnn-frontend's forward
     column; a part without forward rows (A100) takes its forward + backward rate."""
-    measured = json.loads((Path(GPUS["h100"].gemm_table).parent / "h200_kernels.json").read_text())
-    (row,) = [
-        r
-        for r in measured["attention"]
-        if r["backend"] == "cudnn" and r["causal"] and r["head_dim"] == 128 and r["queries"] == 8192
-        and r["kv_heads"] == 16
-    ]  # fmt: skip
+    row = _h200_cudnn_causal_128_at_8192()
     rate = 4.0 * row["batch"] * 16 * 8192**2 * 128 * 0.5 / (row["fwd_us"] * 1e-6) / 1e12
     assert attention_tflops(GPUS["h100"], True, 128, 8192, forward=True) == pytest.approx(rate, rel=0.002)
     assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == 1419
