@@ -2,7 +2,8 @@
 
 One replica runs the model on ``tp`` GPUs (tensor parallelism: attention heads, MLP
 columns and the vocabulary split as in Megatron-LM, which vLLM's parallel layers follow;
-routed experts split over the same GPUs, whole under expert parallelism), and a
+routed experts split over the same GPUs, whole under expert parallelism), or on ``dp``
+data-parallel engines of ``tp`` GPUs whose routed experts spread over all of them, and a
 deployment runs ``replicas`` of them behind one router.
 
 Memory per GPU, as vLLM's v1 worker sizes its KV cache (``gpu_worker.py``
@@ -51,7 +52,11 @@ class Deployment:
     (requests in one step) and ``gpu_memory_utilization`` (the share of HBM the engine
     may use); ``chunked_prefill``: a prompt may be split over steps (vLLM v1's default);
     ``expert_parallel``: a replica's GPUs hold whole routed experts, ``1/tp`` of them each
-    (vLLM's ``--enable-expert-parallel``), rather than every expert's ``1/tp``;
+    (vLLM's ``--enable-expert-parallel``), rather than every expert's ``1/tp``; ``dp``:
+    data-parallel attention, ``dp`` engines of ``tp`` GPUs per replica (each its own
+    scheduler, requests and KV cache) whose MoE layers share the experts over all
+    ``dp x tp`` GPUs and step together (vLLM's ``--data-parallel-size`` with expert
+    parallelism; :meth:`.step_time.StepClock.group_step_ns`);
     ``prefix_caching``: requests reuse the cached blocks of a prefix they share
     (:mod:`.prefix_cache`; on by default in vLLM v1)."""
 
@@ -59,6 +64,7 @@ class Deployment:
     gpu: GPUSpec
     tp: int = 1
     replicas: int = 1
+    dp: int = 1
     precision: str = "bf16"
     kv_bytes: int = 2
     block_size: int = 16
@@ -71,7 +77,12 @@ class Deployment:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.tp * self.dp * self.replicas
+
+    @property
+    def engines(self) -> int:
+        """Engines (schedulers with their own requests and KV caches): ``dp`` per replica."""
+        return self.dp * self.replicas
 
     @property
     def kv_heads_per_gpu(self) -> int:
@@ -87,7 +98,8 @@ def weight_bytes(d: Deployment) -> float:
     for layer in range(m.layers):
         matrices += m.attention_params_on(t)
         if m.is_moe_layer(layer):
-            matrices += (m.experts + m.shared_experts) * m.expert_params() / t
+            routed = m.experts / (t * d.dp) if d.expert_parallel else m.experts / t
+            matrices += routed * m.expert_params() + m.shared_experts * m.expert_params() / t
         else:
             matrices += m.dense_mlp_params() / t
     small = m.layers * m.norm_params() + m.hidden  # norms, replicated

@@ -49,8 +49,9 @@ ROUTERS = ("round-robin", "least-loaded")
 @dataclass
 class Pool:
     """Replicas of one role (``serve``, ``prefill`` or ``decode``) of ``deployment``:
-    their schedulers, whether each is stepping, the step clock, KV blocks per replica and
-    the NPU id of the pool's first GPU."""
+    their engines' schedulers (``dp`` per replica, replica by replica), whether each
+    replica is stepping, the step clock, KV blocks per engine and the NPU id of the
+    pool's first GPU (engine ``e``'s GPUs follow it, ``tp`` each)."""
 
     role: str
     deployment: Deployment
@@ -62,11 +63,17 @@ class Pool:
     inbound: list[int] = field(default_factory=list)  # requests routed here whose KV cache is on its way
     routed: int = 0
 
-    def npu(self, replica: int, gpu: int) -> int:
-        return self.first_npu + replica * self.deployment.tp + gpu
+    def npu(self, engine: int, gpu: int) -> int:
+        return self.first_npu + engine * self.deployment.tp + gpu
 
 
 def _check(d: Deployment, requests: Seq[Request], blocks: int, role: str) -> None:
+    where = "deployment" if role == "serve" else role
+    if d.dp > 1 and not (d.model.experts and d.expert_parallel and d.tp == 1):
+        raise ConfigError(
+            f"{where}: dp {d.dp}: data-parallel attention is modelled for a mixture of experts with "
+            "expert parallelism at TP 1 (a dense model's data-parallel engines are replicas)"
+        )
     if d.max_num_batched_tokens < d.max_num_seqs:
         raise ConfigError(
             f"{'deployment' if role == 'serve' else role}: max_num_batched_tokens ({d.max_num_batched_tokens}) must be at least "
@@ -82,24 +89,33 @@ def _check(d: Deployment, requests: Seq[Request], blocks: int, role: str) -> Non
         )
 
 
-def tp_network(network: Any, tp: int) -> dict[str, list[Any]]:
-    """The network.yml (as a dict) of one replica's ``tp`` GPUs: ``network`` itself when it
-    has ``tp`` NPUs, else ``tp`` NPUs of its first dimension (the NVLink domain), which
-    must hold them. Raises ConfigError."""
+def tp_network(network: Any, gpus: int) -> dict[str, list[Any]]:
+    """The network.yml (as a dict) of one replica's (or data-parallel group's) ``gpus``
+    GPUs: ``network`` itself when it has that many NPUs, else that many of its first
+    dimension (the NVLink domain) when it holds them, else its first dimensions whose
+    NPUs multiply to ``gpus``. Raises ConfigError."""
     net = _network(network)
-    if net.npus_count == tp:
+    if net.npus_count == gpus:
         return net.to_dict()
-    first = net.dims[0]
-    if first.npus < tp or first.npus % tp:
-        raise ConfigError(
-            f"{net.source}: a replica's {tp} GPUs must share the first dimension ({first.npus} NPUs), "
-            "its NVLink domain"
-        )
+    dims = net.dims
+    if dims[0].npus >= gpus and dims[0].npus % gpus == 0:
+        dims, counts = dims[:1], [gpus]
+    else:
+        size, count = 1, 0
+        while count < len(dims) and size < gpus:
+            size, count = size * dims[count].npus, count + 1
+        if size != gpus:
+            raise ConfigError(
+                f"{net.source}: {gpus} GPUs are neither within the first dimension ({dims[0].npus} NPUs) "
+                "nor the NPUs of its first dimensions"
+            )
+        dims = dims[:count]
+        counts = [d.npus for d in dims]
     return {
-        "topology": [str(first.kind)],
-        "npus_count": [tp],
-        "bandwidth": [first.bandwidth_gbps],
-        "latency": [first.latency_ns],
+        "topology": [str(d.kind) for d in dims],
+        "npus_count": counts,
+        "bandwidth": [d.bandwidth_gbps for d in dims],
+        "latency": [d.latency_ns for d in dims],
     }
 
 
@@ -127,8 +143,20 @@ def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timi
             )
         system = timing["system"] or nccl_system(d.gpu.name)
         collectives = CollectiveClock(d.tp, tp_network(timing["network"], d.tp), system, timing["backend"])
-    pool = Pool(role, d, StepClock(d, collectives), blocks, first_npu)
-    for _ in range(d.replicas):
+    dp_collectives = None
+    if d.dp > 1:
+        if timing["network"] is None:
+            raise ConfigError(
+                f"{role}: dp {d.dp} needs a network (network.yml holding its {d.dp * d.tp} GPUs)"
+            )
+        system = timing["system"] or nccl_system(d.gpu.name)
+        group = d.dp * d.tp
+        dp_collectives = CollectiveClock(
+            group, tp_network(timing["network"], group), system, timing["backend"]
+        )
+    pool = Pool(role, d, StepClock(d, collectives, dp_collectives), blocks, first_npu)
+    pool.busy = [False] * d.replicas
+    for _ in range(d.engines):
         pool.replicas.append(
             Replica(
                 blocks,
@@ -139,7 +167,6 @@ def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timi
                 d.prefix_caching,
             )
         )
-        pool.busy.append(False)
         pool.inbound.append(0)
     return pool
 
@@ -186,9 +213,9 @@ class _Run:
             later = self.records[self.next_arrival].request.arrival_ns
             self.clock.schedule(later - self.clock.now(), self._arrive, None)
         starting, self.starting = self.starting, None
-        for pool, index in starting:
-            if not pool.busy[index]:
-                self._step(pool, index)
+        for pool, group in starting:
+            if not pool.busy[group]:
+                self._step(pool, group)
 
     def _send(self, record: RequestRecord) -> None:
         """The client sends ``record``'s request now: its latencies count from here."""
@@ -212,41 +239,51 @@ class _Run:
     def _enqueue(self, pool: Pool, seq: Sequence) -> None:
         index = seq.replica = _route(self.router, pool)
         pool.replicas[index].waiting.append(seq)
-        if pool.busy[index]:
-            return
-        if self.starting is not None:  # arrivals still coming in at this instant
-            self.starting.append((pool, index))
-        else:
-            self._step(pool, index)
+        self._wake(pool, index // pool.deployment.dp)
 
-    def _step(self, pool: Pool, index: int) -> None:
-        replica, now = pool.replicas[index], int(self.clock.now())
-        work = replica.schedule(now)
-        if work.tokens == 0:
-            if replica.busy:
-                raise SimulationDeadlock(
-                    f"{pool.role} replica {index}: requests wait but none can be scheduled", {}
-                )
-            pool.busy[index] = False
+    def _wake(self, pool: Pool, group: int) -> None:
+        """Start replica ``group``'s step unless it is stepping (or arrivals are still
+        coming in at this instant: it starts after them)."""
+        if pool.busy[group]:
             return
-        ns = max(1, round(pool.clock.step_ns(work)))
-        pool.busy[index] = True
-        self.clock.schedule(ns, self._step_end, (pool, index, ns))
-        self.steps.append((now + ns, pool.role, index, ns, work.tokens, replica.total_blocks - replica.free))
+        if self.starting is not None:
+            self.starting.append((pool, group))
+        else:
+            self._step(pool, group)
+
+    def _step(self, pool: Pool, group: int) -> None:
+        """Start the step of replica ``group``: its engines (``dp`` of them) step together."""
+        dp, now = pool.deployment.dp, int(self.clock.now())
+        engines = pool.replicas[group * dp : (group + 1) * dp]
+        works = [engine.schedule(now) for engine in engines]
+        tokens = sum(w.tokens for w in works)
+        if tokens == 0:
+            if any(engine.busy for engine in engines):
+                raise SimulationDeadlock(
+                    f"{pool.role} replica {group}: requests wait but none can be scheduled", {}
+                )
+            pool.busy[group] = False
+            return
+        ns = max(1, round(pool.clock.group_step_ns(works)))
+        pool.busy[group] = True
+        self.clock.schedule(ns, self._step_end, (pool, group, ns))
+        used = max(e.total_blocks - e.free for e in engines)
+        self.steps.append((now + ns, pool.role, group, ns, tokens, used))
 
     def _step_end(self, arg: tuple[Pool, int, int]) -> None:
-        pool, index, ns = arg
-        replica = pool.replicas[index]
-        done = len(replica.finished)
-        for gap, count in replica.complete(int(self.clock.now()), ns):
-            if pool.role != "prefill":
-                self.itl[gap] += count
-        if pool.role == "prefill":
-            for seq in replica.finished[done:]:
-                self._send_kv(pool, seq)
-        elif len(replica.finished) > done:
-            self._finished(len(replica.finished) - done)
-        self._step(pool, index)
+        pool, group, ns = arg
+        dp = pool.deployment.dp
+        for replica in pool.replicas[group * dp : (group + 1) * dp]:
+            done = len(replica.finished)
+            for gap, count in replica.complete(int(self.clock.now()), ns):
+                if pool.role != "prefill":
+                    self.itl[gap] += count
+            if pool.role == "prefill":
+                for seq in replica.finished[done:]:
+                    self._send_kv(pool, seq)
+            elif len(replica.finished) > done:
+                self._finished(len(replica.finished) - done)
+        self._step(pool, group)
 
     def _send_kv(self, prefill: Pool, seq: Sequence) -> None:
         """Every prefill GPU sends its share of ``seq``'s KV cache to the decode replica."""
@@ -273,8 +310,7 @@ class _Run:
         seq.replica = record.decode_replica
         decode.inbound[seq.replica] -= 1
         decode.replicas[seq.replica].waiting.append(seq)
-        if not decode.busy[seq.replica]:
-            self._step(decode, seq.replica)
+        self._wake(decode, seq.replica // decode.deployment.dp)
 
 
 def serve_requests(

@@ -7,6 +7,7 @@ network its tensor-parallel collectives cross, a router and the requests.
     gpu: H100                  # a preset or a GPU file
     precision: bf16            # bf16 or fp8 (weights and GEMMs)
     tp: 8                      # GPUs per replica
+    dp: 1                      # a MoE under expert parallelism at tp 1: data-parallel engines
     replicas: 1
     network: network.yml       # tp NPUs; needed when tp > 1 (paths: from the spec's folder)
     system: system.json        # optional: default, every collective on NCCL's model of gpu
@@ -114,6 +115,7 @@ class PoolSpec(ConfigModel):
     """A pool of replicas under disaggregation (``prefill`` or ``decode``)."""
 
     tp: Annotated[int, int_in(1, 1024)] = 1
+    dp: Annotated[int, int_in(1, 1 << 16)] = 1
     replicas: Annotated[int, int_in(1, 1 << 20)] = 1
     engine: EngineSpec = Field(default_factory=EngineSpec)
 
@@ -125,6 +127,7 @@ class ServeSpec(ConfigModel):
     gpu: str = Field(min_length=1)
     precision: Annotated[str, one_of("bf16", "fp8")] = "bf16"
     tp: Annotated[int, int_in(1, 1024)] = 1
+    dp: Annotated[int, int_in(1, 1 << 16)] = 1
     replicas: Annotated[int, int_in(1, 1 << 20)] = 1
     prefill: PoolSpec | None = None
     decode: PoolSpec | None = None
@@ -153,7 +156,7 @@ class ServeSpec(ConfigModel):
         elif self.prefill is not None:
             problems += [
                 (k, "goes in prefill and decode under disaggregation")
-                for k in ("tp", "replicas", "engine")
+                for k in ("tp", "dp", "replicas", "engine")
                 if k in self.model_fields_set
             ]
             if self.network is None:
@@ -173,16 +176,17 @@ class ServeSpec(ConfigModel):
 
         model, gpu = load_model(self.model), load_gpu(self.gpu)
         if self.prefill is None or self.decode is None:
-            return self._deployment(model, gpu, self.tp, self.replicas, self.engine), None
-        prefill = self._deployment(model, gpu, self.prefill.tp, self.prefill.replicas, self.prefill.engine)
-        return prefill, self._deployment(model, gpu, self.decode.tp, self.decode.replicas, self.decode.engine)
+            return self._deployment(model, gpu, self), None
+        return self._deployment(model, gpu, self.prefill), self._deployment(model, gpu, self.decode)
 
-    def _deployment(self, model: Any, gpu: Any, tp: int, replicas: int, e: EngineSpec) -> Deployment:
+    def _deployment(self, model: Any, gpu: Any, pool: Any) -> Deployment:
+        tp, dp, replicas, e = pool.tp, pool.dp, pool.replicas, pool.engine
         large = gpu.memory_gb >= 70 and "A100" not in gpu.name.upper()
         return Deployment(
             model,
             gpu,
             tp=tp,
+            dp=dp,
             replicas=replicas,
             precision=self.precision,
             kv_bytes=1 if e.kv_cache_dtype == "fp8" else 2,

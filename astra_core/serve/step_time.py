@@ -17,7 +17,8 @@ one of the replica's ``tp`` GPUs, from the same kernel model as a training step
   weights split over the GPUs (vLLM's default), or under expert parallelism
   (``--enable-expert-parallel`` without data parallelism) each GPU holding ``1/tp`` of
   the experts whole and computing their share of every token's assignments, the outputs
-  summed by the same all-reduce;
+  summed by the same all-reduce; with data-parallel attention (``dp`` engines of one
+  GPU each stepping together) :meth:`StepClock.group_step_ns`;
 * **attention**: a prompt chunk of ``q`` tokens after ``c`` cached ones executes
   ``4 q (c + (q + 1) / 2) (heads / tp) d`` FLOPs (causal) at the measured forward rate
   of the fused kernel (:func:`~astra_core.workload.generators.kernels.attention_tflops`
@@ -80,19 +81,27 @@ class StepWork:
 
 
 class StepClock:
-    """Step times of ``deployment``'s replicas, collectives timed by ``collectives``
-    (None: one GPU per replica, no collective)."""
+    """Step times of ``deployment``'s replicas, tensor-parallel collectives timed by
+    ``collectives`` (None: one GPU per engine, no collective) and, with data-parallel
+    attention (``dp`` > 1), the MoE layers' dispatch and combine over the data-parallel
+    group by ``dp_collectives``."""
 
-    def __init__(self, deployment: Deployment, collectives: CollectiveClock | None = None):
+    def __init__(
+        self, deployment: Deployment, collectives: CollectiveClock | None = None,
+        dp_collectives: CollectiveClock | None = None,
+    ):  # fmt: skip
         self.d = deployment
         self.collectives = collectives
+        self.dp_collectives = dp_collectives
         self._layers: dict[int, float] = {}  # by tokens
         self._logits: dict[int, float] = {}  # by sampling requests
+        self._moe: dict[int, float] = {}  # one MoE layer's experts, by tokens
         m, t = deployment.model, deployment.tp
         self._heads = m.heads / t
         self._head_dim = (m.qk_dim + m.v_dim) / 2
         self._decode_rate = memory_rate(deployment.gpu, O.STREAM)
         self._kv_per_layer = kv_bytes_per_token(deployment) / m.layers  # one token, one layer
+        self._moe_layers = sum(1 for layer in range(m.layers) if m.is_moe_layer(layer))
         windows: dict[int, int] = {}
         for layer in range(m.layers):
             windows[m.window(layer)] = windows.get(m.window(layer), 0) + 1
@@ -109,6 +118,27 @@ class StepClock:
             self._logits[work.samples] = self._logits_ns(work.samples)
         return self._layers[tokens] + self._attention_ns(work) + self._logits[work.samples]
 
+    def group_step_ns(self, works: list[StepWork]) -> float:
+        """Time [ns] of one step of a data-parallel group: its ``dp`` engines, each doing its
+        ``works[i]`` (none: a dummy pass), step together. Each MoE layer gathers every
+        engine's tokens (hidden states and router logits) to every GPU, runs the GPU's
+        experts on the assignments routed to them, and reduce-scatters the outputs back
+        (vLLM 0.11's default ``allgather_reducescatter`` dispatch); the rest of the step is
+        the slowest engine's."""
+        if len(works) == 1:
+            return self.step_ns(works[0])
+        tokens = [w.tokens for w in works]
+        total = sum(tokens)
+        if total == 0:
+            return 0.0
+        slowest = max(self.step_ns(w) if w.tokens else 0.0 for w in works)
+        m = self.d.model
+        moe = self._moe_ns(total)
+        if self.dp_collectives is not None:
+            moe += self.dp_collectives.time_ns(pb.ALL_GATHER, total * (m.hidden + m.experts) * O.BYTES)
+            moe += self.dp_collectives.time_ns(pb.REDUCE_SCATTER, total * m.hidden * O.BYTES)
+        return slowest + self._moe_layers * moe
+
     def _kernel(self, op: O.Op) -> float:
         return max(kernel_ns(self.d.gpu, op, O.kernel_precision(op, self.d.precision)), GRAPH_KERNEL_NS)
 
@@ -122,9 +152,8 @@ class StepClock:
             if m.dense_layers or not m.experts
             else 0.0
         )
-        moe = self._moe_ns(tokens) if m.experts else 0.0
-        moe_layers = sum(1 for layer in range(m.layers) if m.is_moe_layer(layer))
-        total = m.layers * attention + (m.layers - moe_layers) * dense + moe_layers * moe
+        moe = self._moe_ns(tokens) if m.experts and self.d.dp == 1 else 0.0  # dp > 1: group_step_ns
+        total = m.layers * attention + (m.layers - self._moe_layers) * dense + self._moe_layers * moe
         total += self._kernel(O.embedding_ops(m, 1, tokens, t, False)[0])
         total += self._kernel(
             O.Op(
@@ -140,14 +169,16 @@ class StepClock:
         return total
 
     def _moe_ns(self, tokens: int) -> float:
-        return sum(self._kernel(op) for op in self.moe_ops(tokens))
+        if tokens not in self._moe:
+            self._moe[tokens] = sum(self._kernel(op) for op in self.moe_ops(tokens))
+        return self._moe[tokens]
 
     def moe_ops(self, tokens: int) -> list[O.Op]:
         """One MoE layer's norm, router, experts that receive tokens, and residual add: all
         experts at ``1/tp`` of their width, or under expert parallelism ``1/tp`` of the
         experts whole, receiving ``1/tp`` of the assignments."""
         m, t = self.d.model, self.d.tp
-        share = 1.0 / t if self.d.expert_parallel else 1.0
+        share = 1.0 / (t * self.d.dp) if self.d.expert_parallel else 1.0
         touched = share * m.experts * (1.0 - (1.0 - m.top_k / m.experts) ** tokens)
         rows = share * tokens * m.top_k
         f, ups = m.expert_ffn_hidden / (1 if self.d.expert_parallel else t), m.mlp_matrices - 1
