@@ -131,7 +131,7 @@ class ServeSpec(ConfigModel):
     replicas: Annotated[int, int_in(1, 1 << 20)] = 1
     prefill: PoolSpec | None = None
     decode: PoolSpec | None = None
-    network: str | None = None
+    network: str | dict[str, Any] | None = None  # a path, or (Python API) network.yml's keys
     topology: str | None = None
     system: str | None = None
     backend: str | None = None
@@ -208,9 +208,9 @@ class ServeSpec(ConfigModel):
         return generate_requests(r.count or 0, r.rate, lengths, cv=r.cv, seed=r.seed)
 
 
-def _resolve(path: str | None, directory: Path) -> str | None:
-    if path is None:
-        return None
+def _resolve(path: Any, directory: Path) -> Any:
+    if not isinstance(path, str):
+        return path
     return str(Path(path) if os.path.isabs(path) else directory / path)
 
 

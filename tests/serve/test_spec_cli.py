@@ -112,3 +112,11 @@ def test_one_token_outputs_have_no_tpot_and_json_says_null(tmp_path):
     out = CliRunner().invoke(main, ["serve", str(path)])
     (line,) = [row for row in out.output.splitlines() if "TPOT" in row]
     assert line.count("-") == 3 and not any(ch.isdigit() for ch in line)
+
+
+def test_the_python_api_takes_a_network_as_a_dict():
+    result = astra.simulate_serving(
+        {"model": "llama3-8b", "gpu": "H100", "tp": 2, "network": NVLINK2,
+         "requests": {"count": 3, "rate": 1.0, "lengths": [100, 4]}}
+    )  # fmt: skip
+    assert len(result.requests) == 3 and result.collectives_simulated > 0
