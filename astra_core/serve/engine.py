@@ -1,6 +1,7 @@
 """A serving run: requests routed to replicas, each stepping its scheduler in simulated time.
 
-Requests arrive at their times and a router gives each to a replica:
+Requests arrive at their times and a router gives each to a replica (to one of its
+engines, under data-parallel attention):
 ``round-robin`` (in arrival order) or ``least-loaded`` (the replica with the fewest
 requests waiting, running or on their way to it; ties to the lowest index). A replica that is idle starts a
 step at once; a busy one takes the request into its waiting queue at its next step. A
@@ -58,7 +59,7 @@ class Pool:
     clock: StepClock
     blocks: int
     first_npu: int
-    replicas: list[Replica] = field(default_factory=list)
+    engines: list[Replica] = field(default_factory=list)
     busy: list[bool] = field(default_factory=list)
     inbound: list[int] = field(default_factory=list)  # requests routed here whose KV cache is on its way
     routed: int = 0
@@ -131,33 +132,14 @@ def _network(network: Any) -> Any:
 
 
 def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timing: dict[str, Any]) -> Pool:
-    from astra_core.config.system import nccl_system
-
     blocks = kv_blocks(d)
     _check(d, requests, blocks, role)
-    collectives = None
-    if d.tp > 1:
-        if timing["network"] is None:
-            raise ConfigError(
-                f"{role}: TP {d.tp} needs a network (network.yml whose first dimension holds {d.tp} NPUs)"
-            )
-        system = timing["system"] or nccl_system(d.gpu.name)
-        collectives = CollectiveClock(d.tp, tp_network(timing["network"], d.tp), system, timing["backend"])
-    dp_collectives = None
-    if d.dp > 1:
-        if timing["network"] is None:
-            raise ConfigError(
-                f"{role}: dp {d.dp} needs a network (network.yml holding its {d.dp * d.tp} GPUs)"
-            )
-        system = timing["system"] or nccl_system(d.gpu.name)
-        group = d.dp * d.tp
-        dp_collectives = CollectiveClock(
-            group, tp_network(timing["network"], group), system, timing["backend"]
-        )
+    collectives = _collectives(role, d, d.tp, timing, f"TP {d.tp}") if d.tp > 1 else None
+    dp_collectives = _collectives(role, d, d.dp * d.tp, timing, f"dp {d.dp}") if d.dp > 1 else None
     pool = Pool(role, d, StepClock(d, collectives, dp_collectives), blocks, first_npu)
     pool.busy = [False] * d.replicas
     for _ in range(d.engines):
-        pool.replicas.append(
+        pool.engines.append(
             Replica(
                 blocks,
                 d.block_size,
@@ -169,6 +151,19 @@ def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timi
         )
         pool.inbound.append(0)
     return pool
+
+
+def _collectives(role: str, d: Deployment, gpus: int, timing: dict[str, Any], what: str) -> CollectiveClock:
+    """The clock of collectives over ``gpus`` GPUs (a replica's, or a data-parallel
+    group's) on the network's first dimensions."""
+    from astra_core.config.system import nccl_system
+
+    if timing["network"] is None:
+        raise ConfigError(
+            f"{role}: {what} needs a network (network.yml whose first dimensions hold {gpus} NPUs)"
+        )
+    system = timing["system"] or nccl_system(d.gpu.name)
+    return CollectiveClock(gpus, tp_network(timing["network"], gpus), system, timing["backend"])
 
 
 class _Run:
@@ -238,7 +233,7 @@ class _Run:
 
     def _enqueue(self, pool: Pool, seq: Sequence) -> None:
         index = seq.replica = _route(self.router, pool)
-        pool.replicas[index].waiting.append(seq)
+        pool.engines[index].waiting.append(seq)
         self._wake(pool, index // pool.deployment.dp)
 
     def _wake(self, pool: Pool, group: int) -> None:
@@ -254,7 +249,7 @@ class _Run:
     def _step(self, pool: Pool, group: int) -> None:
         """Start the step of replica ``group``: its engines (``dp`` of them) step together."""
         dp, now = pool.deployment.dp, int(self.clock.now())
-        engines = pool.replicas[group * dp : (group + 1) * dp]
+        engines = pool.engines[group * dp : (group + 1) * dp]
         works = [engine.schedule(now) for engine in engines]
         tokens = sum(w.tokens for w in works)
         if tokens == 0:
@@ -273,7 +268,7 @@ class _Run:
     def _step_end(self, arg: tuple[Pool, int, int]) -> None:
         pool, group, ns = arg
         dp = pool.deployment.dp
-        for replica in pool.replicas[group * dp : (group + 1) * dp]:
+        for replica in pool.engines[group * dp : (group + 1) * dp]:
             done = len(replica.finished)
             for gap, count in replica.complete(int(self.clock.now()), ns):
                 if pool.role != "prefill":
@@ -309,7 +304,7 @@ class _Run:
         decode = self.pools[1]
         seq.replica = record.decode_replica
         decode.inbound[seq.replica] -= 1
-        decode.replicas[seq.replica].waiting.append(seq)
+        decode.engines[seq.replica].waiting.append(seq)
         self._wake(decode, seq.replica // decode.deployment.dp)
 
 
@@ -393,11 +388,12 @@ class _Clock:
 
 
 def _route(router: str, pool: Pool) -> int:
-    replicas = pool.replicas
+    """The engine of ``pool`` that takes the next request (module docstring)."""
+    engines = pool.engines
     if router == "round-robin":
         pool.routed += 1
-        return (pool.routed - 1) % len(replicas)
+        return (pool.routed - 1) % len(engines)
     return min(
-        range(len(replicas)),
-        key=lambda i: (len(replicas[i].waiting) + replicas[i].running + pool.inbound[i], i),
+        range(len(engines)),
+        key=lambda i: (len(engines[i].waiting) + engines[i].running + pool.inbound[i], i),
     )

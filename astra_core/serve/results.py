@@ -1,8 +1,9 @@
 """What a serving run measured: per request, per step, and the summary a serving benchmark prints.
 
 Per request (:attr:`ServingResult.requests`, one row each, times in ns from the run's
-start): ``arrival_ns``, ``prompt_tokens``, ``output_tokens``, ``replica`` (the decode
-replica under disaggregation), ``prefill_replica`` (-1 without), ``queue_ns`` (arrival
+start): ``arrival_ns``, ``prompt_tokens``, ``output_tokens``, ``replica`` (the engine
+that produced its tokens: the replica, its engine under data-parallel attention, the
+decode one under disaggregation), ``prefill_replica`` (-1 without), ``queue_ns`` (arrival
 to first scheduled), ``ttft_ns`` (arrival to first token), ``tpot_ns`` (time per output
 token after the first: ``(finish - first token) / (output - 1)``; empty for one-token
 outputs), ``e2e_ns`` (arrival to last token), ``kv_transfer_ns`` (the prompt's end on
