@@ -83,7 +83,7 @@ def _one_run(loaded: Any, opts: dict[str, Any]) -> None:
     from astra_core.serve.plots import plot_run
 
     result = run_spec(loaded)
-    summary = result.summary(slo_ms=loaded.slo or None)
+    summary = result.summary(slo_ms=loaded.slo or None, warmup=loaded.requests.warmup)
     if opts["json_path"]:
         write_text(opts["json_path"], json.dumps(summary, indent=2) + "\n", "--json")
     if opts["csv_path"]:

@@ -28,7 +28,7 @@ first dimension).
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Mapping
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field, replace
@@ -180,7 +180,7 @@ class _Run:
         self.held: deque[RequestRecord] = deque()
         self.starting: list[tuple[Pool, int]] | None = None  # idle replicas to start once arrivals are in
         self.records = [RequestRecord(r) for r in requests]
-        self.itl: Counter = Counter()
+        self.itl: list[tuple[int, int, int]] = []  # (step end ns, gap ns, tokens)
         self.steps: list[tuple[int, str, int, int, int, int]] = []
         self.next_arrival = 0
         self.shares_left: dict[int, int] = {}
@@ -272,7 +272,7 @@ class _Run:
             done = len(replica.finished)
             for gap, count in replica.complete(int(self.clock.now()), ns):
                 if pool.role != "prefill":
-                    self.itl[gap] += count
+                    self.itl.append((int(self.clock.now()), gap, count))
             if pool.role == "prefill":
                 for seq in replica.finished[done:]:
                     self._send_kv(pool, seq)

@@ -44,7 +44,9 @@ def find_rate(
     def meets(rate: float) -> bool:
         trial = spec.model_copy(update={"requests": spec.requests.model_copy(update={"rate": rate})})
         result = run_spec(trial)
-        point = {"rate": rate, **result.summary(slo_ms=spec.slo), "attainment": result.attainment(spec.slo)}
+        warmup = spec.requests.warmup
+        point = {"rate": rate, **result.summary(slo_ms=spec.slo, warmup=warmup)}
+        point["attainment"] = point["slo_attainment"]
         points.append(point)
         if on_point:
             on_point(point)

@@ -23,13 +23,14 @@ and end-to-end latency as mean, median and 99th percentile (linear interpolation
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from astra_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from astra_core.serve.engine import Pool
@@ -107,22 +108,22 @@ class RequestRecord:
 
 @dataclass(frozen=True)
 class ServingResult:
-    """A serving run's results (see the module docstring). ``pools``: per pool role
-    (``serve``, or ``prefill`` and ``decode``) its KV cache blocks per replica."""
+    """A serving run's results (see the module docstring). ``itl``: the inter-token gaps
+    by the step that closed them (``end_ns``, ``gap_ns``, ``tokens``); ``pools``: per pool
+    role (``serve``, or ``prefill`` and ``decode``) its KV cache blocks per engine."""
 
     requests: pd.DataFrame
-    itl_histogram: Mapping[int, int]
+    itl: pd.DataFrame
     steps: pd.DataFrame
     pools: Mapping[str, int]
     collectives_simulated: int = 0
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def of(
         cls,
         pools: list[Pool],
         records: list[RequestRecord],
-        itl: Counter,
+        itl: list[tuple[int, int, int]],
         steps: list[tuple[int, str, int, int, int, int]],
     ) -> ServingResult:
         """The result of a finished run (every request finished)."""
@@ -130,22 +131,35 @@ class ServingResult:
         step_frame = pd.DataFrame(
             steps, columns=["end_ns", "pool", "replica", "duration_ns", "tokens", "kv_blocks_used"]
         )
+        gaps = pd.DataFrame(itl, columns=["end_ns", "gap_ns", "tokens"])
         simulated = sum(p.clock.collectives.simulated for p in pools if p.clock.collectives is not None)
-        return cls(frame, dict(itl), step_frame, {p.role: p.blocks for p in pools}, simulated)
+        return cls(frame, gaps, step_frame, {p.role: p.blocks for p in pools}, simulated)
 
     @property
-    def duration_ns(self) -> int:
-        """From the first arrival to the last token."""
-        r = self.requests
-        return int((r.arrival_ns + r.e2e_ns).max() - r.arrival_ns.min())
+    def itl_histogram(self) -> dict[int, int]:
+        """Every inter-token gap: ``{gap ns: tokens}``."""
+        return {int(g): int(n) for g, n in self.itl.groupby("gap_ns").tokens.sum().items()}
 
-    def summary(self, slo_ms: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """The run's summary (module docstring); ``slo_ms``: limits by ``ttft``, ``tpot``
-        and ``e2e`` [ms] for goodput."""
+    def window(self, warmup: int = 0) -> tuple[pd.DataFrame, int]:
+        """(the requests sent after the first ``warmup``, and when the first of them was
+        sent [ns]): a run's steady state, as a benchmark's warm-up requests leave it.
+        Raises ConfigError when ``warmup`` leaves no request."""
         r = self.requests
-        seconds = self.duration_ns / 1e9
-        gaps = np.array(sorted(self.itl_histogram), dtype=float)
-        counts = np.array([self.itl_histogram[g] for g in sorted(self.itl_histogram)], dtype=float)
+        if warmup <= 0:
+            return r, int(r.arrival_ns.min())
+        if warmup >= len(r):
+            raise ConfigError(f"requests: warmup: {warmup} of {len(r)} requests leaves none to measure")
+        order = r.sort_values("arrival_ns", kind="stable")
+        kept = order.iloc[warmup:]
+        return kept.sort_index(), int(kept.arrival_ns.min())
+
+    def summary(self, slo_ms: Mapping[str, float] | None = None, warmup: int = 0) -> dict[str, Any]:
+        """The run's summary (module docstring); ``slo_ms``: limits by ``ttft``, ``tpot``
+        and ``e2e`` [ms] for goodput; ``warmup``: the first requests sent are left out, and
+        so are the tokens and time before the next was sent (:meth:`window`)."""
+        r, start = self.window(warmup)
+        seconds = int((r.arrival_ns + r.e2e_ns).max() - start) / 1e9
+        itl = self.itl[self.itl.end_ns >= start]
         out: dict[str, Any] = {
             "requests": len(r),
             "duration_s": seconds,
@@ -154,7 +168,7 @@ class ServingResult:
             "output_token_throughput": float(r.output_tokens.sum()) / seconds,
             "ttft": _stats_ms(r.ttft_ns.to_numpy(dtype=float)),
             "tpot": _stats_ms(r.tpot_ns.dropna().to_numpy(dtype=float)),
-            "itl": _stats_ms(gaps, counts),
+            "itl": _stats_ms(itl.gap_ns.to_numpy(dtype=float), itl.tokens.to_numpy(dtype=float)),
             "e2e": _stats_ms(r.e2e_ns.to_numpy(dtype=float)),
             "queue": _stats_ms(r.queue_ns.to_numpy(dtype=float)),
             "preemptions": int(r.preemptions.sum()),
@@ -167,25 +181,22 @@ class ServingResult:
         if "prefill" in self.pools:
             out["kv_transfer"] = _stats_ms(r.kv_transfer_ns.dropna().to_numpy(dtype=float))
         if slo_ms:
-            out["goodput"] = self.goodput(slo_ms)
-            out["slo_attainment"] = self.attainment(slo_ms)
+            met = _met(r, slo_ms)
+            out["goodput"] = float(met.sum()) / seconds
+            out["slo_attainment"] = float(met.mean())
         return out
 
-    def met(self, slo_ms: Mapping[str, float]) -> np.ndarray:
-        """Per request, whether it met every limit of ``slo_ms`` (``ttft``, ``tpot``,
-        ``e2e`` in ms; a one-token request meets any TPOT limit)."""
-        r = self.requests
-        met = np.ones(len(r), dtype=bool)
-        for key, limit in slo_ms.items():
-            column = r[f"{key}_ns"].to_numpy(dtype=float)
-            met &= np.isnan(column) | (column <= limit * NS_PER_MS)
-        return met
+    def attainment(self, slo_ms: Mapping[str, float], warmup: int = 0) -> float:
+        """The share of requests that met every limit of ``slo_ms`` (``ttft``, ``tpot``,
+        ``e2e`` in ms; a one-token request meets any TPOT limit): DistServe's SLO
+        attainment."""
+        return float(_met(self.window(warmup)[0], slo_ms).mean())
 
-    def attainment(self, slo_ms: Mapping[str, float]) -> float:
-        """The share of requests that met every limit of ``slo_ms`` (DistServe's SLO
-        attainment)."""
-        return float(self.met(slo_ms).mean())
 
-    def goodput(self, slo_ms: Mapping[str, float]) -> float:
-        """Requests per second that met every limit of ``slo_ms`` (:meth:`met`)."""
-        return float(self.met(slo_ms).sum()) / (self.duration_ns / 1e9)
+def _met(r: pd.DataFrame, slo_ms: Mapping[str, float]) -> np.ndarray:
+    """Per request of ``r``, whether it met every limit of ``slo_ms``."""
+    met = np.ones(len(r), dtype=bool)
+    for key, limit in slo_ms.items():
+        column = r[f"{key}_ns"].to_numpy(dtype=float)
+        met &= np.isnan(column) | (column <= limit * NS_PER_MS)
+    return met

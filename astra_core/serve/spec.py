@@ -27,6 +27,7 @@ network its tensor-parallel collectives cross, a router and the requests.
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
     # requests: {count: 2000, rate: 8.0, lengths: [1024, 128]}
     # requests: {count: 500, concurrency: 64, lengths: [5000, 500]}  # 64 clients back to back
+    #   warmup: 128            # the first requests sent are left out of the statistics
     # prefill: {tp: 4, replicas: 2, engine: {...}}   # disaggregated: these two pools
     # decode: {tp: 8, replicas: 1}                   # instead of tp, replicas, engine;
     # topology: fabric.txt     # the network (and topology) then carry the KV caches
@@ -84,6 +85,7 @@ class RequestsSpec(ConfigModel):
     cv: Annotated[float, number_in(positive=True, maximum=100.0)] = 1.0
     seed: Annotated[int, int_in(0)] = 0
     concurrency: Annotated[int, int_in(1, 100_000_000)] | None = None
+    warmup: Annotated[int, int_in(0, 100_000_000)] = 0
 
     @model_validator(mode="after")
     def _one_source(self) -> RequestsSpec:

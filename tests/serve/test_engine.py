@@ -133,3 +133,18 @@ def test_requests_that_arrive_together_start_in_one_step():
     assert len(result.steps) == 128
     assert result.steps.tokens.tolist() == [256] + [8] * 127
     assert result.requests.ttft_ns.nunique() == 1
+
+
+def test_a_warm_up_leaves_out_the_first_requests_and_what_came_before_the_next():
+    requests = generate_requests(10, None, (600, 20), seed=0)
+    result = serve_requests(Deployment(LLAMA8B, H100), requests, concurrency=2)
+    whole, steady = result.summary(), result.summary(warmup=4)
+    sent = sorted(result.requests.arrival_ns)
+    kept = result.requests[result.requests.arrival_ns >= sent[4]]
+    assert steady["requests"] == 6 and whole["requests"] == 10
+    assert steady["ttft"]["mean_ms"] == pytest.approx(kept.ttft_ns.mean() / 1e6)
+    itl = result.itl[result.itl.end_ns >= sent[4]]
+    assert steady["itl"]["mean_ms"] == pytest.approx((itl.gap_ns * itl.tokens).sum() / itl.tokens.sum() / 1e6)
+    assert steady["duration_s"] == pytest.approx(((kept.arrival_ns + kept.e2e_ns).max() - sent[4]) / 1e9)
+    with pytest.raises(ConfigError, match="requests: warmup: 10 of 10 requests leaves none to measure"):
+        result.summary(warmup=10)
