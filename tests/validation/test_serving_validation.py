@@ -34,3 +34,14 @@ def test_every_latency_benchmark_row_within_its_present_band(serving):
         )
         if row["model"] != "mixtral-8x7b":  # a dense model reads every weight each step
             assert predicted["decode_ms"] >= floor_ms, row["test"]
+
+
+@pytest.mark.parametrize("concurrency", [25, 50])
+def test_nims_concurrency_sweep_below_its_knee(serving, concurrency):
+    """NIM 1.8.0, Llama 3.3 70B FP8 on 2 H100 at TP 2, 5,000 in / 500 out, a closed loop of
+    25 and 50 requests in flight (steady state): mean TTFT and ITL within 10 %."""
+    nim = json.loads(serving.NIM.read_text())
+    (row,) = [r for r in nim["rows"] if r["concurrency"] == concurrency]
+    predicted = serving.predict_concurrency(row, nim)
+    assert abs(predicted["ttft_ms"] / row["ttft_ms"] - 1) <= 0.10
+    assert abs(predicted["itl_ms"] / row["itl_ms"] - 1) <= 0.10
