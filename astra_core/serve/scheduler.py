@@ -183,14 +183,16 @@ class Replica:
     def _admit(self, budget: int, now_ns: int) -> None:
         while self.waiting and budget > 0 and self.running < self.max_seqs:
             seq = self.waiting[0]
+            pinned = 0
             if seq.cached == 0 and self.prefixes is not None:
                 seq.blocks, unused = self.prefixes.pin(seq)
                 self.free -= unused
-                seq.cached = seq.blocks * self.block_size
+                seq.cached = pinned = seq.blocks * self.block_size
             new = seq.request.prompt_tokens + seq.produced - seq.cached
             if (not self.chunked and new > budget) or not self._allocate(seq, min(new, budget)):
-                self._release(seq)
-                seq.cached = 0
+                if pinned:  # give the prefix back; a decode side's arrived KV stays cached
+                    self._release(seq)
+                    seq.cached = 0
                 break
             new = min(new, budget)
             self.waiting.popleft()

@@ -62,3 +62,19 @@ def test_an_unused_prefix_is_evicted_when_its_blocks_are_needed():
     replica.waiting.append(big)
     replica.schedule(1)
     assert big.blocks == 38 and "p" not in replica.prefixes.entries and replica.prefixes.evictable == 0
+
+
+def test_a_request_that_does_not_fit_yet_keeps_the_tokens_it_arrived_with():
+    # a decode side's request arrives with its prompt cached (all but the last token); while
+    # the blocks are taken it waits, and keeps them cached for when they free up
+    replica = Replica(10, 16, 4096, 8)
+    hog = Sequence(Request(0, 0, 150, 1))  # 10 blocks
+    replica.waiting.append(hog)
+    replica.schedule(0)
+    arrived = Sequence(Request(1, 0, 100, 3), cached=99)
+    replica.waiting.append(arrived)
+    replica.schedule(1)
+    assert arrived in replica.waiting and arrived.cached == 99 and arrived.blocks == 0
+    replica.complete(2, 1)  # the hog is done: its blocks come back
+    work = replica.schedule(2)
+    assert work.chunks == [(1, 99)] and arrived.blocks == 7
