@@ -294,10 +294,18 @@ def report(results: list[dict], pending: list[str] | None = None) -> str:
 
 
 def _kept(path: str | None) -> dict[str, dict]:
-    """Outcomes kept in ``path`` by key (the digest of the run and astra's sources)."""
+    """Outcomes kept in ``path`` by key (the digest of the run and astra's sources); a last
+    line cut short (a search stopped while writing it) is not an outcome."""
     if not path or not Path(path).is_file():
         return {}
-    return {entry["key"]: entry for entry in map(json.loads, Path(path).read_text().splitlines())}
+    kept = {}
+    for line in Path(path).read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        kept[entry["key"]] = entry
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:
