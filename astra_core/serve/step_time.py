@@ -185,10 +185,10 @@ class StepClock:
         h = m.hidden
         ops = [
             O.Op("ln_moe", 5.0 * tokens * h, 2 * O.BYTES * tokens * h, O.MEMORY, kernel=O.LAYERNORM),
-            _gemm("router", tokens, m.experts, h),
-            _gemm("experts_up", rows / touched, ups * f, h, touched),
+            O.gemm_op("router", tokens, m.experts, h),
+            O.gemm_op("experts_up", rows / touched, ups * f, h, touched),
             O.Op("experts_act", 4.0 * rows * f, 3 * O.BYTES * rows * f, O.MEMORY),
-            _gemm("experts_down", rows / touched, h, f, touched),
+            O.gemm_op("experts_down", rows / touched, h, f, touched),
             O.Op("moe_combine", rows * h, O.BYTES * (rows + tokens) * h, O.MEMORY),
         ]
         if m.shared_experts:
@@ -225,17 +225,10 @@ class StepClock:
         m, t = self.d.model, self.d.tp
         if not samples:
             return 0.0
-        total = self._kernel(_gemm("lm_head", samples, m.vocab / t, m.hidden))
+        total = self._kernel(O.gemm_op("lm_head", samples, m.vocab / t, m.hidden))
         total += self._kernel(
             O.Op("sampler", 5.0 * samples * m.vocab, SAMPLER_BYTES * samples * m.vocab, O.MEMORY)
         )
         if self.collectives is not None:
             total += self.collectives.time_ns(pb.ALL_GATHER, samples * m.vocab * O.BYTES)
         return total
-
-
-def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> O.Op:
-    """A GEMM op of ``batch`` products ``(m x k) @ (k x n)`` (16-bit operands)."""
-    return O.Op(
-        name, 2.0 * batch * m * n * k, O.BYTES * batch * (m * k + k * n + m * n), O.GEMM, (batch, m, n, k)
-    )

@@ -62,6 +62,7 @@ __all__ = [
     "embedding_ops",
     "fp8_cast_op",
     "fp8_kernels",
+    "gemm_op",
     "grad_accumulation_op",
     "head_ops",
     "kernel_precision",
@@ -101,7 +102,9 @@ class Op:
     kernel: str = ELEMENTWISE
 
 
-def _gemm(name: str, m: float, n: float, k: float, batch: float = 1) -> Op:
+def gemm_op(name: str, m: float, n: float, k: float, batch: float = 1) -> Op:
+    """A GEMM kernel of ``batch`` products ``(m x k) @ (k x n)`` of 16-bit operands: its
+    model FLOPs and the traffic of reading both inputs and writing the output once."""
     return Op(name, 2.0 * batch * m * n * k, BYTES * batch * (m * k + k * n + m * n), GEMM, (batch, m, n, k))
 
 
@@ -123,7 +126,7 @@ def backward(ops: list[Op]) -> list[Op]:
     for op in reversed(ops):
         if op.kind == GEMM:
             batch, m, n, k = op.shape
-            out += [_gemm(op.name + "_dgrad", m, k, n, batch), _gemm(op.name + "_wgrad", k, n, m, batch)]
+            out += [gemm_op(op.name + "_dgrad", m, k, n, batch), gemm_op(op.name + "_wgrad", k, n, m, batch)]
         elif op.kind == ATTENTION:
             out.append(Op(op.name + "_bwd", 2 * op.flops, 2 * op.bytes, ATTENTION, (*op.shape[:5], True)))
         else:
@@ -187,13 +190,13 @@ def attention_core_ops(
     scores = b * heads * s * s  # elements of the score matrix
     lower = (s + 1) / (2 * s) if causal else 1.0  # share of it the softmax reads
     ops = [
-        _gemm("attention_scores", s, s, qk, b * heads),
+        gemm_op("attention_scores", s, s, qk, b * heads),
         _memory("attention_softmax", scores, BYTES * lower + BYTES, 2 * BYTES * lower + BYTES, 4.0),
     ]
     if dropout:
         ops.append(_memory("attention_dropout", scores, 2 * BYTES + 1, 2 * BYTES + 1))
     return ops + [
-        _gemm("attention_values", s, v, s, b * heads),
+        gemm_op("attention_values", s, v, s, b * heads),
         _memory("attention_context_copy", tokens * heads * v, 2 * BYTES, 2 * BYTES, 0.0),
     ]
 
@@ -253,13 +256,13 @@ def attention_ops(
     projections = (
         _latent_projection_ops(model, tokens, t)
         if model.mla
-        else [_gemm("qkv", tokens, hd * (heads + 2 * kv), model.hidden)]
+        else [gemm_op("qkv", tokens, hd * (heads + 2 * kv), model.hidden)]
     )
     return [
         _norm("ln_attn", tokens, model.hidden, t, sp),
         *projections,
         *attention_core_ops(model, b, s, t, attention, dropout, window=window),
-        _gemm("attn_out", tokens, model.hidden, heads * model.v_dim),
+        gemm_op("attn_out", tokens, model.hidden, heads * model.v_dim),
         _residual("attn_residual", tokens, model.hidden, t, sp, dropout),
     ]
 
@@ -274,16 +277,16 @@ def _latent_projection_ops(model: ModelConfig, tokens: float, t: int) -> list[Op
     kv_rank, rope = model.kv_lora_rank, model.rope_head_dim
     if model.q_lora_rank:
         q = [
-            _gemm("q_down", tokens, model.q_lora_rank, h),
+            gemm_op("q_down", tokens, model.q_lora_rank, h),
             _norm("q_norm", tokens, model.q_lora_rank, 1, False),
-            _gemm("q_up", tokens, heads * model.qk_dim, model.q_lora_rank),
+            gemm_op("q_up", tokens, heads * model.qk_dim, model.q_lora_rank),
         ]
     else:
-        q = [_gemm("q_up", tokens, heads * model.qk_dim, h)]
+        q = [gemm_op("q_up", tokens, heads * model.qk_dim, h)]
     return q + [
-        _gemm("kv_down", tokens, kv_rank + rope, h),
+        gemm_op("kv_down", tokens, kv_rank + rope, h),
         _norm("kv_norm", tokens, kv_rank, 1, False),
-        _gemm("kv_up", tokens, heads * (model.hd + model.v_dim), kv_rank),
+        gemm_op("kv_up", tokens, heads * (model.hd + model.v_dim), kv_rank),
     ]
 
 
@@ -315,9 +318,9 @@ def mlp_ops(
     tokens = b * s
     f = (width or model.ffn_hidden) / t
     ups = model.mlp_matrices - 1
-    up = _gemm(f"{name}_up", tokens, ups * f, model.hidden, count)
+    up = gemm_op(f"{name}_up", tokens, ups * f, model.hidden, count)
     act = _activation(f"{name}_act", tokens * count, f, ups == 2)
-    down = _gemm(f"{name}_down", tokens, model.hidden, f, count)
+    down = gemm_op(f"{name}_down", tokens, model.hidden, f, count)
     return [
         _norm(f"ln_{name}", tokens, model.hidden, t, sp),
         up,
@@ -372,14 +375,14 @@ def moe_ops(
     assigned = rows * model.top_k if received is None else received
     h, k = model.hidden, model.top_k
     local = model.experts / ep
-    router = [_norm("ln_moe", tokens, h, t, sp), _gemm("router", rows, model.experts, h)]
+    router = [_norm("ln_moe", tokens, h, t, sp), gemm_op("router", rows, model.experts, h)]
     per_expert = assigned / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
     experts = [
-        _gemm("experts_up", per_expert, ups * f, h, local),
+        gemm_op("experts_up", per_expert, ups * f, h, local),
         _activation("experts_act", assigned, f, ups == 2),
-        _gemm("experts_down", per_expert, h, f, local),
+        gemm_op("experts_down", per_expert, h, f, local),
     ]
     if token_rows is not None:  # the experts' side expands the delivered rows and folds them back
         permute, unpermute = _token_permutations(token_rows, assigned / token_rows, h)
@@ -423,7 +426,7 @@ def mtp_input_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[
         *embedding_ops(model, b, s, t, sp),
         _norm("mtp_enorm", tokens, model.hidden, t, sp),
         _norm("mtp_hnorm", tokens, model.hidden, t, sp),
-        _gemm("mtp_proj", tokens, model.hidden / t, 2 * model.hidden),
+        gemm_op("mtp_proj", tokens, model.hidden / t, 2 * model.hidden),
     ]
 
 
@@ -445,7 +448,7 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
     logits = tokens * model.vocab / t
     return [
         _norm("ln_final", tokens, model.hidden, t, sp),
-        _gemm("lm_head", tokens, model.vocab / t, model.hidden),
+        gemm_op("lm_head", tokens, model.vocab / t, model.hidden),
         _memory("cross_entropy", logits, *CROSS_ENTROPY_BYTES, 5.0),
     ]
 
