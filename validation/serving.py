@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from astra_core.serve.deployment import Deployment  # noqa: E402
+from astra_core.serve.deployment import Deployment, engine_defaults  # noqa: E402
 from astra_core.serve.engine import serve_requests  # noqa: E402
 from astra_core.serve.requests import Request  # noqa: E402
 from astra_core.topology.generators import NVLINK_LATENCY_NS  # noqa: E402
@@ -42,20 +42,27 @@ NIM = Path(__file__).with_name("data") / "nim_llama33_70b.json"
 GIB_PER_GB = 1e9 / 2**30
 
 
-def predict(row: dict, data: dict) -> dict:
-    """astra's figures for one row: the batch's latency and its steps [ms]."""
-    gpu = load_gpu(row["gpu"])
-    large = gpu.memory_gb >= 70 and "A100" not in gpu.name.upper()
-    d = Deployment(
-        load_model(row["model"]), gpu, tp=row["tp"],
-        max_num_batched_tokens=8192 if large else 2048, max_num_seqs=1024 if large else 256,
-    )  # fmt: skip
-    network = {
-        "topology": ["Switch"], "npus_count": [row["tp"]], "bandwidth": [gpu.nvlink_gbps * GIB_PER_GB],
+def _nvlink(gpu, tp: int) -> dict:
+    """The network.yml of ``tp`` GPUs on one NVSwitch at the preset's NVLink bandwidth and
+    upstream's validated HGX-H100 per-link latency."""
+    return {
+        "topology": ["Switch"], "npus_count": [tp], "bandwidth": [gpu.nvlink_gbps * GIB_PER_GB],
         "latency": [NVLINK_LATENCY_NS],
     }  # fmt: skip
+
+
+def _deployment(model: str, gpu_name: str, tp: int, **kw) -> Deployment:
+    """The deployment on ``tp`` GPUs with vLLM's engine defaults for the GPU."""
+    gpu = load_gpu(gpu_name)
+    tokens, seqs = engine_defaults(gpu)
+    return Deployment(load_model(model), gpu, tp=tp, max_num_batched_tokens=tokens, max_num_seqs=seqs, **kw)
+
+
+def predict(row: dict, data: dict) -> dict:
+    """astra's figures for one row: the batch's latency and its steps [ms]."""
+    d = _deployment(row["model"], row["gpu"], row["tp"])
     batch = [Request(i, 0, data["input_len"], data["output_len"]) for i in range(data["batch"])]
-    result = serve_requests(d, batch, network=network if row["tp"] > 1 else None)
+    result = serve_requests(d, batch, network=_nvlink(d.gpu, d.tp) if d.tp > 1 else None)
     steps = result.steps.duration_ns.to_numpy() / 1e6
     return {
         "latency_ms": float(result.requests.e2e_ns.max()) / 1e6,
@@ -67,16 +74,12 @@ def predict(row: dict, data: dict) -> dict:
 def predict_concurrency(row: dict, data: dict) -> dict:
     """astra's steady state at one concurrency of the NIM sweep: mean TTFT and ITL [ms],
     output tokens/s."""
-    gpu = load_gpu(data["gpu"])
     c = row["concurrency"]
-    d = Deployment(load_model(data["model"]), gpu, tp=data["tp"], precision=data["precision"], kv_bytes=1,
-                   max_num_batched_tokens=8192, max_num_seqs=1024)  # fmt: skip
-    network = {
-        "topology": ["Switch"], "npus_count": [data["tp"]], "bandwidth": [gpu.nvlink_gbps * GIB_PER_GB],
-        "latency": [NVLINK_LATENCY_NS],
-    }  # fmt: skip
+    d = _deployment(data["model"], data["gpu"], data["tp"], precision=data["precision"], kv_bytes=1)
     requests = [Request(i, 0, data["input_len"], data["output_len"]) for i in range(max(40, 10 * c))]
-    s = serve_requests(d, requests, network=network, concurrency=c).summary(warmup=max(10, 2 * c))
+    s = serve_requests(d, requests, network=_nvlink(d.gpu, d.tp), concurrency=c).summary(
+        warmup=max(10, 2 * c)
+    )
     return {
         "ttft_ms": s["ttft"]["mean_ms"],
         "itl_ms": s["itl"]["mean_ms"],

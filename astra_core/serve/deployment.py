@@ -33,7 +33,14 @@ from astra_core.config.gpus import GPUSpec
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.models import ModelConfig
 
-__all__ = ["Deployment", "activation_peak_bytes", "kv_blocks", "kv_bytes_per_token", "weight_bytes"]
+__all__ = [
+    "Deployment",
+    "activation_peak_bytes",
+    "engine_defaults",
+    "kv_blocks",
+    "kv_bytes_per_token",
+    "weight_bytes",
+]
 
 GiB = float(1 << 30)
 #: Non-torch memory per GPU [bytes] without / with tensor parallelism: vLLM PR #10511's
@@ -88,6 +95,14 @@ class Deployment:
     def kv_heads_per_gpu(self) -> int:
         """KV heads one GPU holds: ``kv_heads / tp``, at least one (replicated)."""
         return max(1, self.model.kv // self.tp)
+
+
+def engine_defaults(gpu: GPUSpec) -> tuple[int, int]:
+    """vLLM 0.11's ``max_num_batched_tokens`` and ``max_num_seqs`` for its OpenAI server on
+    ``gpu`` (``vllm/engine/arg_utils.py``, ``_set_default_args``): 8,192 and 1,024 on GPUs
+    of at least 70 GiB other than the A100, 2,048 and 256 otherwise."""
+    large = gpu.memory_gb >= 70 and "A100" not in gpu.name.upper()
+    return (8192, 1024) if large else (2048, 256)
 
 
 def weight_bytes(d: Deployment) -> float:

@@ -36,9 +36,8 @@ network its tensor-parallel collectives cross, a router and the requests.
       tpot: 100
 
 Engine defaults are vLLM 0.11's for its OpenAI-compatible server
-(``vllm/engine/arg_utils.py``, ``_set_default_args``): 8,192 batched tokens and 1,024
-sequences on GPUs with at least 70 GiB other than the A100, 2,048 and 256 otherwise;
-blocks of 16 tokens, 0.9 of the GPU's memory, chunked prefill on.
+(:func:`~astra_core.serve.deployment.engine_defaults`; blocks of 16 tokens, 0.9 of the
+GPU's memory, chunked prefill on).
 
 :func:`load_serve_spec` reads and checks a spec: one ConfigError with a line per
 problem, naming the spec and the key.
@@ -55,7 +54,7 @@ from pydantic import Field, model_validator
 from astra_core.config.files import read_yaml, source_name
 from astra_core.config.issues import Problems
 from astra_core.config.model import ConfigModel, int_in, number_in, one_of, raise_problems, validate_mapping
-from astra_core.serve.deployment import Deployment
+from astra_core.serve.deployment import Deployment, engine_defaults
 from astra_core.serve.engine import ROUTERS
 from astra_core.serve.requests import Request, generate_requests, read_requests
 
@@ -183,7 +182,7 @@ class ServeSpec(ConfigModel):
 
     def _deployment(self, model: Any, gpu: Any, pool: Any) -> Deployment:
         tp, dp, replicas, e = pool.tp, pool.dp, pool.replicas, pool.engine
-        large = gpu.memory_gb >= 70 and "A100" not in gpu.name.upper()
+        tokens, seqs = engine_defaults(gpu)
         return Deployment(
             model,
             gpu,
@@ -193,8 +192,8 @@ class ServeSpec(ConfigModel):
             precision=self.precision,
             kv_bytes=1 if e.kv_cache_dtype == "fp8" else 2,
             block_size=e.block_size,
-            max_num_batched_tokens=e.max_num_batched_tokens or (8192 if large else 2048),
-            max_num_seqs=e.max_num_seqs or (1024 if large else 256),
+            max_num_batched_tokens=e.max_num_batched_tokens or tokens,
+            max_num_seqs=e.max_num_seqs or seqs,
             gpu_memory_utilization=e.gpu_memory_utilization,
             chunked_prefill=e.enable_chunked_prefill,
             expert_parallel=e.enable_expert_parallel,
