@@ -155,15 +155,7 @@ class StepClock:
         moe = self._moe_ns(tokens) if m.experts and self.d.dp == 1 else 0.0  # dp > 1: group_step_ns
         total = m.layers * attention + (m.layers - self._moe_layers) * dense + self._moe_layers * moe
         total += self._kernel(O.embedding_ops(m, 1, tokens, t, False)[0])
-        total += self._kernel(
-            O.Op(
-                "ln_final",
-                5.0 * tokens * m.hidden,
-                2 * O.BYTES * tokens * m.hidden,
-                O.MEMORY,
-                kernel=O.LAYERNORM,
-            )
-        )
+        total += self._kernel(O.norm_op("ln_final", tokens, m.hidden, t, False))
         if self.collectives is not None:
             total += 2 * m.layers * self.collectives.time_ns(pb.ALL_REDUCE, tokens * m.hidden * O.BYTES)
         return total
@@ -184,7 +176,7 @@ class StepClock:
         f, ups = m.expert_ffn_hidden / (1 if self.d.expert_parallel else t), m.mlp_matrices - 1
         h = m.hidden
         ops = [
-            O.Op("ln_moe", 5.0 * tokens * h, 2 * O.BYTES * tokens * h, O.MEMORY, kernel=O.LAYERNORM),
+            O.norm_op("ln_moe", tokens, h, t, False),
             O.gemm_op("router", tokens, m.experts, h),
             O.gemm_op("experts_up", rows / touched, ups * f, h, touched),
             O.Op("experts_act", 4.0 * rows * f, 3 * O.BYTES * rows * f, O.MEMORY),

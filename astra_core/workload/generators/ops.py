@@ -63,6 +63,7 @@ __all__ = [
     "fp8_cast_op",
     "fp8_kernels",
     "gemm_op",
+    "norm_op",
     "grad_accumulation_op",
     "head_ops",
     "kernel_precision",
@@ -142,7 +143,7 @@ def backward(ops: list[Op]) -> list[Op]:
     return out
 
 
-def _norm(name: str, tokens: float, hidden: int, t: int, sp: bool) -> Op:
+def norm_op(name: str, tokens: float, hidden: int, t: int, sp: bool) -> Op:
     """Layer norm: forward reads x and writes y; backward reads dy and x and writes dx."""
     return _memory(name, tokens * hidden / (t if sp else 1), 2 * BYTES, 3 * BYTES, 5.0, LAYERNORM)
 
@@ -259,7 +260,7 @@ def attention_ops(
         else [gemm_op("qkv", tokens, hd * (heads + 2 * kv), model.hidden)]
     )
     return [
-        _norm("ln_attn", tokens, model.hidden, t, sp),
+        norm_op("ln_attn", tokens, model.hidden, t, sp),
         *projections,
         *attention_core_ops(model, b, s, t, attention, dropout, window=window),
         gemm_op("attn_out", tokens, model.hidden, heads * model.v_dim),
@@ -278,14 +279,14 @@ def _latent_projection_ops(model: ModelConfig, tokens: float, t: int) -> list[Op
     if model.q_lora_rank:
         q = [
             gemm_op("q_down", tokens, model.q_lora_rank, h),
-            _norm("q_norm", tokens, model.q_lora_rank, 1, False),
+            norm_op("q_norm", tokens, model.q_lora_rank, 1, False),
             gemm_op("q_up", tokens, heads * model.qk_dim, model.q_lora_rank),
         ]
     else:
         q = [gemm_op("q_up", tokens, heads * model.qk_dim, h)]
     return q + [
         gemm_op("kv_down", tokens, kv_rank + rope, h),
-        _norm("kv_norm", tokens, kv_rank, 1, False),
+        norm_op("kv_norm", tokens, kv_rank, 1, False),
         gemm_op("kv_up", tokens, heads * (model.hd + model.v_dim), kv_rank),
     ]
 
@@ -322,7 +323,7 @@ def mlp_ops(
     act = _activation(f"{name}_act", tokens * count, f, ups == 2)
     down = gemm_op(f"{name}_down", tokens, model.hidden, f, count)
     return [
-        _norm(f"ln_{name}", tokens, model.hidden, t, sp),
+        norm_op(f"ln_{name}", tokens, model.hidden, t, sp),
         up,
         act,
         down,
@@ -375,7 +376,7 @@ def moe_ops(
     assigned = rows * model.top_k if received is None else received
     h, k = model.hidden, model.top_k
     local = model.experts / ep
-    router = [_norm("ln_moe", tokens, h, t, sp), gemm_op("router", rows, model.experts, h)]
+    router = [norm_op("ln_moe", tokens, h, t, sp), gemm_op("router", rows, model.experts, h)]
     per_expert = assigned / local
     f = model.expert_ffn_hidden
     ups = model.mlp_matrices - 1
@@ -424,8 +425,8 @@ def mtp_input_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[
     tokens = b * s
     return [
         *embedding_ops(model, b, s, t, sp),
-        _norm("mtp_enorm", tokens, model.hidden, t, sp),
-        _norm("mtp_hnorm", tokens, model.hidden, t, sp),
+        norm_op("mtp_enorm", tokens, model.hidden, t, sp),
+        norm_op("mtp_hnorm", tokens, model.hidden, t, sp),
         gemm_op("mtp_proj", tokens, model.hidden / t, 2 * model.hidden),
     ]
 
@@ -447,7 +448,7 @@ def head_ops(model: ModelConfig, b: int, s: int, t: int, sp: bool) -> list[Op]:
     tokens = b * s
     logits = tokens * model.vocab / t
     return [
-        _norm("ln_final", tokens, model.hidden, t, sp),
+        norm_op("ln_final", tokens, model.hidden, t, sp),
         gemm_op("lm_head", tokens, model.vocab / t, model.hidden),
         _memory("cross_entropy", logits, *CROSS_ENTROPY_BYTES, 5.0),
     ]
