@@ -77,7 +77,7 @@ def _check(d: Deployment, requests: Seq[Request], blocks: int, role: str) -> Non
         )
     if d.max_num_batched_tokens < d.max_num_seqs:
         raise ConfigError(
-            f"{'deployment' if role == 'serve' else role}: max_num_batched_tokens ({d.max_num_batched_tokens}) must be at least "
+            f"{where}: max_num_batched_tokens ({d.max_num_batched_tokens}) must be at least "
             f"max_num_seqs ({d.max_num_seqs}), as vLLM requires"
         )
     biggest = max(requests, key=lambda r: r.prompt_tokens + r.output_tokens)
