@@ -15,17 +15,22 @@ says makes it faster (its memory and where its step goes).
 The search space holds a run unless its pipeline split is one the search does not
 enumerate (uneven layouts such as DeepSeek-V3's ``Etttt|...``) or it chooses what the
 search does not (expert-tensor parallelism other than 1). Each run's outcome is kept in
-``--results`` (JSON Lines, under the digest of the run and astra's sources), so a page
-over every run is written from runs searched in several sittings.
+``--results`` (JSON Lines; by default ``validation/data/plan_check.jsonl``, kept with the
+code) under the digest of the run's search, with the digest of astra's sources and the git
+commit it was searched at, so a page over every run is written from runs searched in
+several sittings, at several commits: the page names each row's commit, and
+``--refresh`` searches again the runs kept at other sources.
 
     .venv/bin/python validation/plan_check.py [--rows 1-4] [--results R.jsonl] [--cache C.jsonl]
-        [--markdown docs/validation-plan.md]
+        [--refresh] [--markdown docs/validation-plan.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,13 +43,14 @@ import megatron_bridge
 import megatron_moe
 from summary import emit, parse_rows
 
+import astra_core
 from astra_core.config.network import NetworkConfig
 from astra_core.config.system import nccl_system
 from astra_core.plan.api import executor
 from astra_core.plan.point import FIELDS, run_layout
 from astra_core.plan.search import BOUNDS, PlanOutcome, search
 from astra_core.plan.space import Layout, Limits, Space
-from astra_core.run_digest import InputDigests
+from astra_core.run_digest import InputDigests, source_digest
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import GiB, stage_memory
 from astra_core.workload.generators.llm_params import virtual_stage_starts
@@ -52,6 +58,9 @@ from astra_core.workload.generators.pipeline import stage_layers
 
 #: The published layout's step may be this much slower than the best found.
 TOLERANCE = 0.05
+
+#: Where each run's outcome is kept by default (committed: the searches take hours).
+RESULTS = Path(__file__).parent / "data" / "plan_check.jsonl"
 
 
 @dataclass(frozen=True)
@@ -248,18 +257,19 @@ def report(results: list[dict], pending: list[str] | None = None) -> str:
         "memory model counts what PyTorch's allocator holds, not the CUDA context or NCCL's "
         "buffers (544 to 688 MB per communicator on four A100s, NVIDIA/nccl#964), so a layout "
         "that leaves less than a few "
-        "GiB may not fit in practice.",
+        "GiB may not fit in practice. *astra*: the commit each run was searched at (the "
+        "searches take hours on two cores, so the page gathers several sittings).",
         "",
         "| run | published layout | its peak GiB | astra s | best layout found | its peak GiB | astra s "
-        "| published vs best | layouts |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| published vs best | layouts | astra |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         over = " (over HBM)" if r["published_gib"] > r["hbm_gib"] else ""
         lines.append(
             f"| {r['name']} | {r['published']} | {r['published_gib']:.1f}{over} | {r['published_s']:.3f} "
             f"| {r['best']} | {r['best_gib']:.1f} | {r['best_s']:.3f} | {r['gap']:+.1%} "
-            f"| {r['considered']} |"
+            f"| {r['considered']} | {r.get('commit', 'unknown')} |"
         )
     within = sum(r["gap"] <= TOLERANCE for r in results)
     lines += [
@@ -293,13 +303,13 @@ def report(results: list[dict], pending: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def _kept(path: str | None) -> dict[str, dict]:
-    """Outcomes kept in ``path`` by key (the digest of the run and astra's sources); a last
-    line cut short (a search stopped while writing it) is not an outcome."""
-    if not path or not Path(path).is_file():
+def _kept(path: Path) -> dict[str, dict]:
+    """Outcomes kept in ``path`` by key (the digest of the run's search); a last line cut
+    short (a search stopped while writing it) is not an outcome."""
+    if not path.is_file():
         return {}
     kept = {}
-    for line in Path(path).read_text().splitlines():
+    for line in path.read_text().splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
@@ -308,32 +318,60 @@ def _kept(path: str | None) -> dict[str, dict]:
     return kept
 
 
+def _key(run: Run) -> str:
+    """The digest of ``run``'s search: its space and network, not astra's sources (each
+    outcome records those beside it)."""
+    question = {"plan check": repr(space(run)), "network": run.network.to_dict()}
+    return hashlib.blake2b(json.dumps(question, sort_keys=True).encode(), digest_size=32).hexdigest()
+
+
+def _sources() -> dict[str, str]:
+    """The digest of astra's sources and the git commit they are at (``+``: the tree
+    differs from it under astra_core/ or backends/; ``unknown`` outside a checkout)."""
+    git = ["git", "-C", str(Path(__file__).resolve().parent.parent)]
+    try:
+        commit = _git(git, "rev-parse", "--short=10", "HEAD")
+        dirty = _git(git, "status", "--porcelain", "--", "astra_core", "backends")
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = "unknown", ""
+    folder = Path(astra_core.__file__).parent
+    return {"sources": source_digest(str(folder)), "commit": commit + ("+" if dirty else "")}
+
+
+def _git(git: list[str], *args: str) -> str:
+    return subprocess.run([*git, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", help="1-based rows of the held runs (default: all)")
-    parser.add_argument("--results", help="each run's outcome (JSON Lines), kept and reused")
+    parser.add_argument(
+        "--results", default=str(RESULTS), help="each run's outcome (JSON Lines), kept and reused"
+    )
     parser.add_argument("--markdown")
     parser.add_argument("--cache", help="the search's cache (JSON Lines); default none")
     parser.add_argument("-j", "--workers", type=int)
     parser.add_argument(
         "--kept-only", action="store_true", help="search nothing: the page of the kept outcomes"
     )
+    parser.add_argument("--refresh", action="store_true", help="search again the runs kept at other sources")
     args = parser.parse_args(argv)
     execute, _, _ = executor(args.workers)
     runs = held_runs()
     chosen = parse_rows(args.rows or f"1-{len(runs)}", tuple(runs))
-    kept = _kept(args.results)
+    results_path = Path(args.results)
+    kept, sources = _kept(results_path), _sources()
     results, pending = [], []
     for run in chosen:
-        key = InputDigests().run({"plan check": repr(space(run)), "network": run.network.to_dict()})
-        if key not in kept and args.kept_only:
+        key = _key(run)
+        stale = key in kept and args.refresh and kept[key]["sources"] != sources["sources"]
+        if (key not in kept or stale) and args.kept_only:
             pending.append(run.name)
             continue
-        if key not in kept:
-            kept[key] = {"key": key, **check(run, execute, args.cache)}
-            if args.results:
-                with open(args.results, "a") as out:
-                    out.write(json.dumps(kept[key]) + "\n")
+        if key not in kept or stale:
+            kept[key] = {"key": key, **sources, **check(run, execute, args.cache)}
+            with results_path.open("a") as out:
+                out.write(json.dumps(kept[key]) + "\n")
         results.append(kept[key])
         print(f"{run.name}: published {results[-1]['gap']:+.1%} from the best found", flush=True)
     return emit(report(results, pending), args.markdown)
