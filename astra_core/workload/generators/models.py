@@ -19,7 +19,7 @@ projections whole on every tensor-parallel rank, as Megatron-core's
 ``vocab`` of 0 means a bare stack of layers (no embedding, final norm or output head).
 
 Presets (sources in each entry): GPT-3 175B, Llama-3 8B / 70B / 405B,
-Mixtral 8x7B, Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 (its
+Mixtral 8x7B, Qwen3 8B / 14B / 32B, 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 (its
 multi-token-prediction module not included). Not modelled: Qwen3's per-head
 query/key norms, GPT-OSS's attention sinks (one logit per head) and biases, and
 MLA's rotary embedding of its RoPE parts, each an element-wise term beside the
@@ -255,6 +255,45 @@ MODELS: dict[str, ModelConfig] = {
             v_head_dim=128,
             source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', 2024, sec. 4.2; deepseek-ai/DeepSeek-V3 "
             "config.json (q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)",
+        ),
+        ModelConfig(
+            "qwen3-8b",
+            layers=36,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            ffn_hidden=12288,
+            vocab=151936,
+            seq_len=4096,
+            mlp="swiglu",
+            source="Qwen/Qwen3-8B config.json; Qwen Team, 'Qwen3 Technical Report', 2025, Table 1",
+        ),
+        ModelConfig(
+            "qwen3-14b",
+            layers=40,
+            hidden=5120,
+            heads=40,
+            kv_heads=8,
+            head_dim=128,
+            ffn_hidden=17408,
+            vocab=151936,
+            seq_len=4096,
+            mlp="swiglu",
+            source="Qwen/Qwen3-14B config.json; Qwen Team, 'Qwen3 Technical Report', 2025, Table 1",
+        ),
+        ModelConfig(
+            "qwen3-32b",
+            layers=64,
+            hidden=5120,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            ffn_hidden=25600,
+            vocab=151936,
+            seq_len=4096,
+            mlp="swiglu",
+            source="Qwen/Qwen3-32B config.json; Qwen Team, 'Qwen3 Technical Report', 2025, Table 1",
         ),
         ModelConfig(
             "qwen3-30b-a3b",
