@@ -18,6 +18,13 @@ scheduler (NIM's H100 FP8 profiles run TensorRT-LLM, whose scheduler differs), a
 KV cache, 10 x concurrency requests of which the first 2 x concurrency warm up, and
 reports the steady state's mean TTFT and ITL.
 
+GPUStack's performance lab (``validation/data/gpustack_vllm.json``): vLLM 0.11.0 with its
+defaults on one replica (Qwen3 14B and 32B on one GPU, Qwen3 235B-A22B at TP 8, and in
+FP8 at TP 4), every request sent at once (``vllm bench serve`` at the default rate, the
+random dataset's fixed lengths: 32,000/100, 4,000/200, 2,000/100 and 128/4 tokens).
+astra serves the same requests arriving together and reports median and p99 TTFT and
+TPOT.
+
     .venv/bin/python validation/serving.py [--markdown docs/validation-serving.md]
 """
 
@@ -26,10 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from astra_core.errors import AstraError  # noqa: E402
 from astra_core.serve.deployment import Deployment, engine_defaults  # noqa: E402
 from astra_core.serve.engine import serve_requests  # noqa: E402
 from astra_core.serve.requests import Request  # noqa: E402
@@ -39,6 +48,7 @@ from astra_core.workload.generators.models import load_model  # noqa: E402
 
 DATA = Path(__file__).with_name("data") / "vllm_latency.json"
 NIM = Path(__file__).with_name("data") / "nim_llama33_70b.json"
+BURST = Path(__file__).with_name("data") / "gpustack_vllm.json"
 GIB_PER_GB = 1e9 / 2**30
 
 
@@ -85,6 +95,97 @@ def predict_concurrency(row: dict, data: dict) -> dict:
         "itl_ms": s["itl"]["mean_ms"],
         "tokens_per_s": s["output_token_throughput"],
     }
+
+
+def predict_burst(row: dict) -> dict | str:
+    """astra's figures for one GPUStack row: median and p99 TTFT and TPOT [ms] and the
+    run's duration [s]; the one-line reason where astra cannot serve it."""
+    d = _deployment(row["model"], row["gpu"], row["tp"], precision=row["precision"])
+    if "max_num_batched_tokens" in row:
+        d = replace(d, max_num_batched_tokens=row["max_num_batched_tokens"])
+    n = row["requests"]
+    requests = [Request(i, 0, row["input_len"], row["output_len"]) for i in range(n)]
+    try:
+        result = serve_requests(
+            d, requests, network=_nvlink(d.gpu, d.tp) if d.tp > 1 else None, concurrency=n
+        )
+    except AstraError as exc:
+        return str(exc)
+    s = result.summary()
+    return {
+        "ttft_median": s["ttft"]["median_ms"],
+        "ttft_p99": s["ttft"]["p99_ms"],
+        "tpot_median": s["tpot"]["median_ms"],
+        "tpot_p99": s["tpot"]["p99_ms"],
+        "duration_s": s["duration_s"],
+    }
+
+
+def burst_report(data: dict) -> list[str]:
+    lines = [
+        "",
+        "## vLLM 0.11 under a burst of requests (GPUStack's performance lab)",
+        "",
+        data["what"] + ". Source: " + data["source"] + ". astra: the same requests arriving together on one "
+        "replica with vLLM's engine defaults (the optimized FP8 rows: 16,384 batched tokens, as their command "
+        "says), every request generating its full output. Error = predicted / measured - 1; *generated*: the "
+        "share of the requested output tokens the measured run generated.",
+        "",
+        "| model | GPU | TP | in/out | requests | generated | duration s | astra | TTFT p50 s | astra "
+        "| TTFT p99 s | astra | TPOT p50 ms | astra | TPOT p99 ms | astra |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    errors, misses = [], []
+    for row in data["rows"]:
+        p = predict_burst(row)
+        head = (
+            f"| {row['model']} {row['precision'].upper()} | {row['gpu']} | {row['tp']} | "
+            f"{row['input_len']:,}/{row['output_len']} | {row['requests']:,} | "
+            f"{row['total_generated_tokens'] / (row['requests'] * row['output_len']):.0%} | {row['duration_s']:,.1f} |"
+        )
+        if isinstance(p, str):
+            misses.append(f"{row['model']} on {row['gpu']} at {row['input_len']:,} tokens: {p}")
+            lines.append(head + " cannot serve it |" + " |" * 8)
+            continue
+        cells = [f" {p['duration_s']:,.1f} ({p['duration_s'] / row['duration_s'] - 1:+.0%}) |"]
+        for metric, key, scale in (("ttft_ms", "ttft", 1e-3), ("tpot_ms", "tpot", 1.0)):
+            for q in ("median", "p99"):
+                measured, predicted = row[metric][q], p[f"{key}_{q}"]
+                errors.append(predicted / measured - 1)
+                cells.append(f" {measured * scale:,.1f} | {predicted * scale:,.1f} ({errors[-1]:+.0%}) |")
+        lines.append(head + "".join(cells))
+    within = sum(abs(e) <= 0.10 for e in errors)
+    rows_within = sum(all(abs(e) <= 0.10 for e in errors[i : i + 4]) for i in range(0, len(errors), 4))
+    lines += [
+        "",
+        f"{within} of {len(errors)} figures within 10 %; {rows_within} of {len(data['rows'])} rows with all four "
+        "within 10 %.",
+    ]
+    lines += [f"- astra refuses {m}" for m in misses]
+    return lines + ["", *BURST_READING]
+
+
+#: What the measured rows themselves show (independent of astra's figures), and what astra
+#: does not model; facts first, inferences marked as such.
+BURST_READING = [
+    "What the measured rows show:",
+    "",
+    "- **Short prompts are not GPU-bound.** 984 to 1,000 requests of 128 tokens take 6.1 to 49.6 s and "
+    "their median TTFT is 63 to 90 % of the run: the requests reach the engine over most of the "
+    "run. Inference: the client and vLLM's API server (chat template, tokenization, one HTTP "
+    "stream per request) set the pace; astra models neither, so it is fast on every TTFT there.",
+    "- **One H100 is 1.8x one A100 from 2,000 to 32,000 prompt tokens.** Qwen3 14B: 1.87x at 32,000, "
+    "1.79x at 4,000, 1.78x at 2,000, closer to the HBM ratio (3.35 / 2.04 TB/s = 1.64) than to "
+    "the BF16 peak ratio (989 / 312 = 3.17) even where prefill dominates. astra's ratio runs from "
+    "1.58x (32,000) to 2.4x (4,000 and 2,000); its single-GPU H100 steps are too fast on short prompts, "
+    "which needs kernel measurements of vLLM's prefill and paged decode to settle.",
+    "- **The KV cache of a large model on one GPU.** vLLM 0.11 refuses to start when its KV cache "
+    "cannot hold one request of the model's maximum length (40,960 tokens for Qwen3 32B, "
+    "10 GiB); it served Qwen3 32B on one 80 GB GPU, so its KV cache held at least that. astra "
+    "leaves it 7.8 GiB on the H100 (weights 61.0 GiB, the activation peak and memory outside "
+    "PyTorch's allocator taken from 72 GiB) and refuses the 32,000-token row; on the A100 the "
+    "smaller cache makes it preempt thousands of times (+184 %, +250 %).",
+]
 
 
 def concurrency_report(nim: dict) -> list[str]:
@@ -146,6 +247,7 @@ def report(data: dict) -> str:
         f"{within} of {len(errors)} within 10 %; errors from {min(errors):+.1%} to {max(errors):+.1%}.",
     ]
     lines += concurrency_report(json.loads(NIM.read_text()))
+    lines += burst_report(json.loads(BURST.read_text()))
     return "\n".join(lines) + "\n"
 
 

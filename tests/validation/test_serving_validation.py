@@ -45,3 +45,38 @@ def test_nims_concurrency_sweep_below_its_knee(serving, concurrency):
     predicted = serving.predict_concurrency(row, nim)
     assert abs(predicted["ttft_ms"] / row["ttft_ms"] - 1) <= 0.10
     assert abs(predicted["itl_ms"] / row["itl_ms"] - 1) <= 0.10
+
+
+def test_gpustack_bursts_the_gpu_bound_rows_within_their_present_bands(serving):
+    """GPUStack's vLLM 0.11 bursts: Qwen3 14B on one H100 with 100 prompts of 32,000 tokens
+    (prefill-bound: within 10 % on median and p99 TTFT and TPOT today) and Qwen3 235B-A22B
+    at TP 8 with 500 of 2,000 (within 15 %); the short-prompt rows, which the API server
+    paces, are the page's to report."""
+    data = json.loads(serving.BURST.read_text())
+    bands = {("qwen3-14b", "H100", 32000): 0.10, ("qwen3-235b-a22b", "H100", 2000): 0.15}
+    rows = [
+        r
+        for r in data["rows"]
+        if (r["model"], r["gpu"], r["input_len"]) in bands and r["precision"] == "bf16"
+    ]
+    assert len(rows) == 2
+    for row in rows:
+        predicted = serving.predict_burst(row)
+        band = bands[(row["model"], row["gpu"], row["input_len"])]
+        for metric, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
+            for q in ("median", "p99"):
+                assert abs(predicted[f"{key}_{q}"] / row[metric][q] - 1) <= band, (row["model"], key, q)
+
+
+def test_gpustack_burst_refuses_a_request_its_kv_cache_cannot_hold(serving):
+    """Qwen3 32B on one H100: astra's KV cache (what is left of 72 GiB after 61 GiB of
+    weights, the activation peak and memory outside PyTorch's allocator) holds fewer than
+    32,100 tokens, so the 32,000-token row is refused in one line naming the request."""
+    data = json.loads(serving.BURST.read_text())
+    (row,) = [
+        r
+        for r in data["rows"]
+        if r["model"] == "qwen3-32b" and r["gpu"] == "H100" and r["input_len"] == 32000
+    ]
+    reason = serving.predict_burst(row)
+    assert isinstance(reason, str) and "request 0 needs 2,007 KV blocks" in reason
