@@ -177,7 +177,7 @@ BURST_READING = [
     "- **One H100 is 1.8x one A100 from 2,000 to 32,000 prompt tokens.** Qwen3 14B: 1.87x at 32,000, "
     "1.79x at 4,000, 1.78x at 2,000, closer to the HBM ratio (3.35 / 2.04 TB/s = 1.64) than to "
     "the BF16 peak ratio (989 / 312 = 3.17) even where prefill dominates. astra's ratio runs from "
-    "1.58x (32,000) to 2.4x (4,000 and 2,000); its single-GPU H100 steps are too fast on short prompts, "
+    "1.58x (32,000) to 2.4x (4,000 and 2,000); its single-GPU H100 steps are too fast on 2,000- and 4,000-token prompts, "
     "which needs kernel measurements of vLLM's prefill and paged decode to settle.",
     "- **The KV cache of a large model on one GPU.** vLLM 0.11 refuses to start when its KV cache "
     "cannot hold one request of the model's maximum length (40,960 tokens for Qwen3 32B, "
