@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 
@@ -66,3 +67,29 @@ def _in_process(tasks, on_row, admit=None) -> None:
     for task in tasks:
         if admit is None or admit(task):
             on_row(run_layout(task))
+
+
+def test_a_kept_outcome_is_found_by_its_search_and_names_its_commit(plan_check, tmp_path):
+    """An outcome kept at other sources is still the run's (its key is the search's, not the
+    sources'): the page shows it with the commit it was searched at, and only the rest as
+    not searched yet; with --refresh it would be searched again, so --kept-only lists it."""
+    run = plan_check.held_runs()[0]
+    key = plan_check._key(run)
+    assert key == plan_check._key(run)  # the same search, the same key, whatever the sources
+    kept = {
+        "key": key, "sources": "digest of other sources", "commit": "0123456789", "name": run.name,
+        "published": "TP1 CP1 PP1 V1 DP32 MBS16 full ZeRO0", "published_s": 3.0, "published_gib": 50.0,
+        "published_shares": {}, "hbm_gib": 80.0, "best": "TP1 CP1 PP1 V1 DP32 MBS16 full ZeRO0",
+        "best_s": 3.0, "best_gib": 50.0, "best_shares": {}, "gap": 0.0, "considered": 1, "simulated": 1,
+        "wall_s": 1.0,
+    }  # fmt: skip
+    results = tmp_path / "kept.jsonl"
+    results.write_text(json.dumps(kept) + "\n" + '{"key": "cut sho')  # a last line cut short
+    page = tmp_path / "page.md"
+    plan_check.main(["--kept-only", "--results", str(results), "--markdown", str(page)])
+    text = page.read_text()
+    row = next(line for line in text.splitlines() if line.startswith(f"| {run.name} |"))
+    assert row.endswith("| 0123456789 |")
+    assert f"Not searched yet ({len(plan_check.held_runs()) - 1})" in text
+    plan_check.main(["--kept-only", "--refresh", "--results", str(results), "--markdown", str(page)])
+    assert f"Not searched yet ({len(plan_check.held_runs())})" in page.read_text()
