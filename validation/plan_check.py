@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     results, pending = [], []
     for run in chosen:
         key = _key(run)
-        stale = key in kept and args.refresh and kept[key]["sources"] != sources["sources"]
+        stale = key in kept and args.refresh and kept[key].get("sources") != sources["sources"]
         if (key not in kept or stale) and args.kept_only:
             pending.append(run.name)
             continue
