@@ -1,4 +1,4 @@
-"""Serving: astra serve against vLLM's published latency benchmark and NIM's concurrency sweep.
+"""Serving: astra serve against vLLM's latency benchmark, NIM's concurrency sweep and GPUStack's vLLM bursts.
 
 Source: vLLM's nightly performance benchmark on Buildkite (builds and benchmark in
 ``validation/data/vllm_latency.json``): ``benchmark_latency.py`` runs one batch of 8
@@ -217,7 +217,7 @@ def concurrency_report(nim: dict) -> list[str]:
 
 def report(data: dict) -> str:
     lines = [
-        "# Serving: astra serve against vLLM's latency benchmark and NIM's concurrency sweep",
+        "# Serving: astra serve against vLLM's latency benchmark, NIM's concurrency sweep and GPUStack's vLLM bursts",
         "",
         "## vLLM's latency benchmark",
         "",
