@@ -99,10 +99,13 @@ def predict_concurrency(row: dict, data: dict) -> dict:
 
 def predict_burst(row: dict) -> dict | str:
     """astra's figures for one GPUStack row: median and p99 TTFT and TPOT [ms] and the
-    run's duration [s]; the one-line reason where astra cannot serve it."""
+    run's duration [s]; the one-line reason where astra cannot serve it. A row may set
+    ``max_num_batched_tokens`` or ``prefix_caching`` (vLLM's defaults otherwise)."""
     d = _deployment(row["model"], row["gpu"], row["tp"], precision=row["precision"])
     if "max_num_batched_tokens" in row:
         d = replace(d, max_num_batched_tokens=row["max_num_batched_tokens"])
+    if "prefix_caching" in row:
+        d = replace(d, prefix_caching=row["prefix_caching"])
     n = row["requests"]
     requests = [Request(i, 0, row["input_len"], row["output_len"]) for i in range(n)]
     try:
@@ -177,14 +180,21 @@ BURST_READING = [
     "- **One H100 is 1.8x one A100 from 2,000 to 32,000 prompt tokens.** Qwen3 14B: 1.87x at 32,000, "
     "1.79x at 4,000, 1.78x at 2,000, closer to the HBM ratio (3.35 / 2.04 TB/s = 1.64) than to "
     "the BF16 peak ratio (989 / 312 = 3.17) even where prefill dominates. astra's ratio runs from "
-    "1.58x (32,000) to 2.4x (4,000 and 2,000); its single-GPU H100 steps are too fast on 2,000- and 4,000-token prompts, "
-    "which needs kernel measurements of vLLM's prefill and paged decode to settle.",
-    "- **The KV cache of a large model on one GPU.** vLLM 0.11 refuses to start when its KV cache "
-    "cannot hold one request of the model's maximum length (40,960 tokens for Qwen3 32B, "
-    "10 GiB); it served Qwen3 32B on one 80 GB GPU, so its KV cache held at least that. astra "
-    "leaves it 7.8 GiB on the H100 (weights 61.0 GiB, the activation peak and memory outside "
-    "PyTorch's allocator taken from 72 GiB) and refuses the 32,000-token row; on the A100 the "
-    "smaller cache makes it preempt thousands of times (+184 %, +250 %).",
+    "2.25x to 2.68x: its single-GPU H100 figures are 32 to 56 % fast from 2,000 to 32,000 tokens "
+    "(Qwen3 14B and 32B), which needs kernel measurements of vLLM's prefill and paged decode to settle.",
+    "- **Preempted requests resume from their cached blocks.** A 32,000-token prompt needs 2,007 "
+    "blocks, so these bursts preempt often; with prefix caching (vLLM's default) a preempted "
+    "request finds its blocks that later allocations have not taken. astra models that reuse; "
+    "for Qwen3 235B-A22B at TP 8 with 32,000-token prompts it takes 152.7 s against the measured "
+    "141.6 s, and 257 s with prefix caching off (every preempted request recomputing its prompt).",
+    "- **Qwen3 32B on one GPU cannot have run exactly as printed.** vLLM 0.11 refuses to start "
+    "when its KV cache cannot hold one request of the model's maximum length (40,960 tokens for "
+    "Qwen3 32B: 10 GiB). An 80 GB H100 reports 79.22 GiB (vLLM PR #10511's log), so the "
+    "engine may use 71.29 GiB; less 61.0 GiB of weights that leaves 0.27 GiB for the profiling "
+    "pass, under the 0.78 GiB the MLP's gate and up projection output alone for 8,192 tokens. "
+    "The rows are kept as published; astra (80 GiB, the activation peak and 0.16 GiB outside "
+    "PyTorch's allocator) leaves the KV cache 9.4 GiB and holds one 32,000-token request at a "
+    "time.",
 ]
 
 

@@ -7,7 +7,8 @@ data-parallel engines of ``tp`` GPUs whose routed experts spread over all of the
 deployment runs ``replicas`` of them behind one router.
 
 Memory per GPU, as vLLM's v1 worker sizes its KV cache (``gpu_worker.py``
-``determine_available_memory``; the engine's memory-profiling log of vLLM PR #10511):
+``determine_available_memory``: the memory the instance may use less what its profiling
+pass adds to the memory at start-up, which already holds the CUDA context):
 
     KV cache = total HBM x gpu_memory_utilization - weights - activation peak - non-torch
 
@@ -15,9 +16,11 @@ Memory per GPU, as vLLM's v1 worker sizes its KV cache (``gpu_worker.py``
   BF16, 1 in FP8 (the norms and the router stay 16-bit: counted at 2);
 * **activation peak**: what the profiling forward pass of ``max_num_batched_tokens``
   tokens holds at once (:func:`activation_peak_bytes`);
-* **non-torch**: CUDA context, the libraries' modules and NCCL's buffers, outside
-  PyTorch's allocator: 1.79 GiB on one H100, 3.58 GiB per GPU at TP 2 (vLLM PR #10511's
-  log, Llama-3-8B); astra takes the first without and the second with tensor parallelism;
+* **non-torch**: what the profiling pass adds outside PyTorch's allocator (libraries'
+  workspaces, NCCL's buffers; the CUDA context is there before): 0.16 GiB on one H100
+  (vLLM PR #12126's profiling log) and 0.20 GiB per GPU with tensor parallelism (the
+  tensor-parallel workers' log in vLLM PR #14447). The 1.79 / 3.58 GiB of vLLM PR #10511's log counted
+  the CUDA context too, which vLLM's profiling has left out since PR #12126;
 * **KV cache**: ``2 (K and V) x layers x (kv_heads / tp, at least 1: vLLM replicates a
   KV head where TP passes their count) x head_dim x kv bytes`` per token, in blocks of
   ``block_size`` tokens (vLLM's default 16); under MLA one latent of
@@ -43,9 +46,10 @@ __all__ = [
 ]
 
 GiB = float(1 << 30)
-#: Non-torch memory per GPU [bytes] without / with tensor parallelism: vLLM PR #10511's
-#: profiling log on H100 (Llama-3-8B: 1.79 GiB at TP 1, 3.58 GiB at TP 2).
-NON_TORCH_BYTES = (1.79 * GiB, 3.58 * GiB)
+#: Non-torch memory per GPU [bytes] the profiling pass adds, without / with tensor
+#: parallelism: vLLM PR #12126's log on one H100 ("non_torch_memory takes 0.16GiB") and
+#: PR #14447's log of its tensor-parallel workers ("non_torch_memory takes 0.20GiB").
+NON_TORCH_BYTES = (0.16 * GiB, 0.20 * GiB)
 #: Bytes per element of the sampler's logits (vLLM computes them in FP32).
 LOGIT_BYTES = 4
 

@@ -12,8 +12,8 @@ astra keeps the prefixes that requests declare (``prefix_id``, its first
 cached under its id; a later request with that id on the same replica starts with them
 (its hit: the prefix's blocks, at most its prompt and earlier output less one token, in
 whole blocks). A cached prefix is held once however many requests use it; at its last
-user's end its blocks become evictable. A request's own blocks beyond the prefix are not
-cached (so a preempted request recomputes them, where vLLM may still find them).
+user's end its blocks become evictable. A request's own blocks beyond the prefix are
+cached for it alone after a preemption (:mod:`.scheduler`).
 """
 
 from __future__ import annotations
@@ -92,13 +92,16 @@ class PrefixCache:
         self.entries[key] = _Prefix(blocks, users=1)
         seq.shared = blocks
 
-    def evict(self, needed: int, free: int) -> None:
+    def evict(self, needed: int, free: int) -> int:
         """Evict unused prefixes, least recently used first, until ``free`` blocks less the
-        evictable ones cover ``needed`` (or none is left to evict)."""
+        evictable ones cover ``needed`` (or none is left to evict); the blocks evicted."""
+        evicted = 0
         for key in list(self.entries):
             if free - self.evictable >= needed:
-                return
+                break
             entry = self.entries[key]
             if entry.users == 0:
                 self.evictable -= entry.blocks
+                evicted += entry.blocks
                 del self.entries[key]
+        return evicted

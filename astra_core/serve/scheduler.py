@@ -21,6 +21,16 @@ or after a preemption its prompt and its earlier output), then one per step unti
 its ``output_tokens``; partial prompt chunks sample nothing. Its blocks are freed when it
 finishes.
 
+With prefix caching (vLLM v1's default) a preempted request's full blocks stay cached
+after they are freed, and when it is admitted again it starts from those still there
+(``kv_cache_manager.py``: ``get_computed_blocks``, at most its tokens less one, in whole
+blocks). Free blocks form vLLM's free queue: a freed request's blocks join its tail, last
+block first (``free_blocks(reversed(blocks))``), and an allocation takes from its head,
+evicting what was cached there; so a preempted request loses its cached blocks from its
+last one back as later allocations reach them. astra keeps the queue as runs of blocks
+freed together; unused blocks of declared prefixes (:mod:`.prefix_cache`) are evicted
+only once the queue runs out.
+
 vLLM requires ``max_num_batched_tokens >= max_num_seqs``, so every decoding request gets
 its token every step, and at most one request is part way through its prompt at the end
 of a step (the last admitted; the budget ran out on it). The engine keeps decoding
@@ -62,6 +72,9 @@ class Sequence:
     decode_step: int = -1  # the step a decoding request started decoding in (-1: not decoding)
     shared: int = 0  # of its blocks, those of a cached prefix (held once for all its users)
     resumed_gap_ns: int = 0  # the inter-token gap a preemption put before its next token
+    kept: int = 0  # after a preemption: its full blocks still cached, after its ``kept_after``
+    kept_after: int = 0  # the prefix blocks its kept ones follow
+    kept_run: list | None = None  # the free queue's run holding them
 
 
 @dataclass
@@ -128,6 +141,9 @@ class Replica:
     ):  # fmt: skip
         self.total_blocks, self.free = total_blocks, total_blocks  # free: cached prefixes unused count
         self.prefixes = PrefixCache(block_size) if prefix_caching else None
+        # vLLM's free queue as runs [blocks, the preempted request whose cached blocks they
+        # are, or None]; with the unused prefixes' blocks it makes up ``free``
+        self.queue: deque[list] = deque([[total_blocks, None]])
         self.block_size, self.budget, self.max_seqs, self.chunked = block_size, budget, max_seqs, chunked
         self.waiting: deque[Sequence] = deque()
         self.decoders = _Decoders(block_size)
@@ -135,6 +151,7 @@ class Replica:
         self.step = 0
         self.finished: list[Sequence] = []
         self.preemptions = 0
+        self.reused_blocks = 0  # blocks preempted requests found still cached
         self._scheduled: list[tuple[Sequence, int]] = []
         self._decoding = 0
 
@@ -183,17 +200,26 @@ class Replica:
     def _admit(self, budget: int, now_ns: int) -> None:
         while self.waiting and budget > 0 and self.running < self.max_seqs:
             seq = self.waiting[0]
-            pinned = 0
+            pinned = own = 0
             if seq.cached == 0 and self.prefixes is not None:
                 seq.blocks, unused = self.prefixes.pin(seq)
                 self.free -= unused
+                own = self._touch_kept(seq)
                 seq.cached = pinned = seq.blocks * self.block_size
             new = seq.request.prompt_tokens + seq.produced - seq.cached
             if (not self.chunked and new > budget) or not self._allocate(seq, min(new, budget)):
+                if own:  # untouched: its blocks back in their run, still cached
+                    seq.blocks -= own
+                    self.free += own
+                    seq.kept_run[0] += own  # type: ignore[index]
+                    seq.kept_run[1] = seq  # type: ignore[index]
                 if pinned:  # give the prefix back; a decode side's arrived KV stays cached
                     self._release(seq)
                     seq.cached = 0
                 break
+            if own:
+                seq.kept, seq.kept_run = 0, None
+                self.reused_blocks += own
             new = min(new, budget)
             self.waiting.popleft()
             self.prefilling.append(seq)
@@ -210,21 +236,59 @@ class Replica:
         return True
 
     def _take(self, blocks: int) -> bool:
-        """Take ``blocks`` free blocks (evicting unused cached prefixes as needed); False,
-        taking none, when fewer are free."""
+        """Take ``blocks`` free blocks from the free queue's head (evicting the cached
+        blocks there, then unused cached prefixes as needed); False, taking none, when
+        fewer are free."""
         if blocks > self.free:
             return False
         if self.prefixes is not None:
-            self.prefixes.evict(blocks, self.free)
+            evicted = self.prefixes.evict(blocks, self.free)
+            if evicted:
+                self.queue.appendleft([evicted, None])
         self.free -= blocks
+        queue = self.queue
+        while blocks:
+            run = queue[0]
+            used = min(run[0], blocks)
+            run[0] -= used
+            blocks -= used
+            if run[1] is not None:  # its last blocks first: the cached ones left lead the run
+                run[1].kept = min(run[1].kept, run[0])
+            if not run[0]:
+                queue.popleft()
         return True
 
-    def _release(self, seq: Sequence) -> None:
-        """Give back ``seq``'s blocks: its own to the free ones, its prefix's to the cache."""
-        self.free += seq.blocks - seq.shared
+    def _release(self, seq: Sequence, cached_by: Sequence | None = None) -> None:
+        """Give back ``seq``'s blocks: its own to the free queue's tail (``cached_by``: the
+        preempted request whose cached blocks they are), its prefix's to the cache."""
+        own = seq.blocks - seq.shared
+        if own:
+            self.free += own
+            tail = self.queue[-1] if self.queue else None
+            if cached_by is None and tail is not None and tail[1] is None:
+                tail[0] += own
+            else:
+                self.queue.append([own, cached_by])
         if self.prefixes is not None:
             self.free += self.prefixes.unpin(seq)
         seq.blocks = 0
+
+    def _touch_kept(self, seq: Sequence) -> int:
+        """The blocks ``seq``, admitted again after a preemption, finds still cached after
+        the prefix blocks it holds (at most its tokens less one, in whole blocks): taken
+        from their run, not from the queue's head."""
+        run = seq.kept_run
+        if run is None or run[1] is not seq or seq.blocks != seq.kept_after:
+            return 0
+        usable = (seq.request.prompt_tokens + seq.produced - 1) // self.block_size - seq.blocks
+        hit = min(seq.kept, usable)
+        if hit <= 0:
+            return 0
+        run[0] -= hit
+        run[1] = None  # its other blocks are nobody's cache now
+        self.free -= hit
+        seq.blocks += hit
+        return hit
 
     def _samples(self, seq: Sequence, new: int) -> bool:
         return seq.cached + new >= seq.request.prompt_tokens + seq.produced
@@ -235,7 +299,11 @@ class Replica:
         if seq.decode_step >= 0:
             self.decoders.remove(seq, self.step)
             seq.last_token_ns = now_ns
-        self._release(seq)
+        caching = self.prefixes is not None
+        seq.kept = seq.cached // self.block_size - seq.shared if caching else 0
+        seq.kept_after = seq.shared
+        self._release(seq, seq if seq.kept > 0 else None)
+        seq.kept_run = self.queue[-1] if seq.kept > 0 else None
         seq.cached = 0
         seq.preemptions += 1
         self.preemptions += 1

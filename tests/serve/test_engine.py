@@ -59,7 +59,7 @@ def test_every_token_is_produced_and_every_block_returned():
 
 
 def test_a_small_kv_cache_preempts_and_still_finishes_everything():
-    d = Deployment(LLAMA8B, H100, gpu_memory_utilization=0.262)
+    d = Deployment(LLAMA8B, H100, gpu_memory_utilization=0.242)
     blocks = kv_blocks(d)
     assert blocks < 2000
     requests = generate_requests(300, 100.0, (600, 300), seed=4)

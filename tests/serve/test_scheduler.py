@@ -1,15 +1,18 @@
 """The replica scheduler against vLLM's v1 algorithm written request by request.
 
-The scheduler keeps decoding requests as a group; :class:`Reference` below walks every
-running request each step exactly as vLLM's ``Scheduler.schedule`` does (running in
-admission order, preemption of the newest running request, then FCFS admissions). On
-random traces and KV caches small enough to preempt, both give every request the same
-steps for its first token and its last, and the same preemptions."""
+The scheduler keeps decoding requests as a group and the free blocks as runs;
+:class:`Reference` below walks every running request each step exactly as vLLM's
+``Scheduler.schedule`` does (running in admission order, preemption of the newest running
+request, then FCFS admissions) over vLLM's block pool block by block (a free queue taken
+from its head and given back to its tail, last block first; with prefix caching every
+full block hashed, so a preempted request admitted again starts from its blocks still
+cached). On random traces and KV caches small enough to preempt, both give every request
+the same steps for its first token and its last, and the same preemptions."""
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -25,31 +28,62 @@ class _Req:
     request: Request
     cached: int = 0
     produced: int = 0
-    blocks: int = 0
+    block_ids: list[int] = field(default_factory=list)
     first_token_ns: int = -1
     finish_ns: int = -1
     preemptions: int = 0
 
 
 class Reference:
-    """vLLM v1's scheduling, request by request (the module docstring)."""
+    """vLLM v1's scheduling, request by request, over its block pool block by block (the
+    module docstring); ``caching``: prefix caching (every full block hashed; a block's
+    hash here is its request and index, as random prompts share nothing)."""
 
-    def __init__(self, total_blocks: int, block_size: int, budget: int, max_seqs: int):
-        self.free, self.bs, self.budget, self.max_seqs = total_blocks, block_size, budget, max_seqs
+    def __init__(self, total_blocks: int, block_size: int, budget: int, max_seqs: int, caching: bool = True):
+        self.bs, self.budget, self.max_seqs, self.caching = block_size, budget, max_seqs, caching
+        self.queue: deque[int] = deque(range(total_blocks))  # free blocks, head first
+        self.hash_of: dict[int, tuple[int, int]] = {}
+        self.cached: dict[tuple[int, int], set[int]] = {}
         self.running: list[_Req] = []
         self.waiting: deque[_Req] = deque()
         self.scheduled: list[tuple[_Req, int]] = []
 
+    @property
+    def free(self) -> int:
+        return len(self.queue)
+
     def _need(self, r: _Req, new: int) -> int:
-        return -(-(r.cached + new) // self.bs) - r.blocks
+        return -(-(r.cached + new) // self.bs) - len(r.block_ids)
+
+    def _allocate(self, r: _Req, count: int) -> None:
+        for _ in range(count):
+            block = self.queue.popleft()
+            key = self.hash_of.pop(block, None)
+            if key is not None:  # evicted from the cache
+                self.cached[key].discard(block)
+            r.block_ids.append(block)
+
+    def _free(self, r: _Req) -> None:
+        self.queue.extend(reversed(r.block_ids))
+        r.block_ids = []
 
     def _preempt(self) -> _Req:
         v = self.running.pop()
-        self.free += v.blocks
-        v.blocks = v.cached = 0
+        self._free(v)
+        v.cached = 0
         v.preemptions += 1
         self.waiting.appendleft(v)
         return v
+
+    def _hit(self, r: _Req) -> list[int]:
+        """The blocks ``r`` finds cached from its first on, at most its tokens less one."""
+        if not self.caching:
+            return []
+        limit = (r.request.prompt_tokens + r.produced - 1) // self.bs
+        blocks = []
+        while len(blocks) < limit and self.cached.get((r.request.id, len(blocks))):
+            blocks.append(next(iter(self.cached[(r.request.id, len(blocks))])))
+        return blocks
 
     def schedule(self) -> int:
         budget, preempted, self.scheduled = self.budget, False, []
@@ -63,18 +97,22 @@ class Reference:
                     break
             if r not in self.running:
                 break
-            self.free -= self._need(r, new)
-            r.blocks += self._need(r, new)
+            self._allocate(r, self._need(r, new))
             self.scheduled.append((r, new))
             budget -= new
         while not preempted and self.waiting and budget > 0 and len(self.running) < self.max_seqs:
             r = self.waiting[0]
-            new = min(r.request.prompt_tokens + r.produced - r.cached, budget)
-            if self._need(r, new) > self.free:
+            hit = self._hit(r) if r.cached == 0 else []
+            computed = r.cached + len(hit) * self.bs
+            new = min(r.request.prompt_tokens + r.produced - computed, budget)
+            if -(-(computed + new) // self.bs) - len(r.block_ids) > self.free:  # hit blocks too
                 break
+            for block in hit:  # touched: out of the free queue
+                self.queue.remove(block)
+            r.block_ids += hit
+            r.cached = computed
             self.waiting.popleft()
-            self.free -= self._need(r, new)
-            r.blocks += self._need(r, new)
+            self._allocate(r, self._need(r, new))
             self.running.append(r)
             self.scheduled.append((r, new))
             budget -= new
@@ -83,6 +121,12 @@ class Reference:
     def complete(self, end_ns: int) -> None:
         for r, new in self.scheduled:
             r.cached += new
+            if self.caching:
+                for index in range(r.cached // self.bs):
+                    block = r.block_ids[index]
+                    if block not in self.hash_of:
+                        self.hash_of[block] = (r.request.id, index)
+                        self.cached.setdefault((r.request.id, index), set()).add(block)
             if r.cached < r.request.prompt_tokens + r.produced:
                 continue
             r.produced += 1
@@ -90,8 +134,7 @@ class Reference:
                 r.first_token_ns = end_ns
             if r.produced == r.request.output_tokens:
                 r.finish_ns = end_ns
-                self.free += r.blocks
-                r.blocks = 0
+                self._free(r)
                 self.running.remove(r)
 
 
@@ -149,8 +192,8 @@ def test_the_grouped_scheduler_is_vllms_step_for_step(seed, blocks, budget, max_
     ]
     assert all(s.finish_ns > 0 for s in seqs)
     assert replica.free == blocks  # every block back
-    if blocks < 100:
-        assert replica.preemptions > 0  # the case exercises preemption
+    if blocks < 100:  # the case exercises preemption, and readmission from cached blocks
+        assert replica.preemptions > 0 and replica.reused_blocks > 0
 
 
 def test_a_lone_request_takes_its_prompt_chunks_then_one_step_per_token():
@@ -162,3 +205,18 @@ def test_a_lone_request_takes_its_prompt_chunks_then_one_step_per_token():
     assert seq.first_token_ns == 4 * STEP_NS
     assert seq.finish_ns == (4 + 9) * STEP_NS
     assert seq.produced == 10 and replica.free == 100
+
+
+@pytest.mark.parametrize(("seed", "blocks", "budget", "max_seqs"), [(1, 60, 64, 16), (2, 40, 32, 8)])
+def test_without_prefix_caching_a_preempted_request_recomputes_everything(seed, blocks, budget, max_seqs):
+    requests = _trace(seed, 300, rate_per_step=0.6)
+    replica = Replica(blocks, 16, budget, max_seqs, prefix_caching=False)
+    seqs = [Sequence(r) for r in requests]
+    _drive(replica, replica.waiting, requests, seqs)
+    reference = Reference(blocks, 16, budget, max_seqs, caching=False)
+    refs = [_Req(r) for r in requests]
+    _drive(reference, reference.waiting, requests, refs)
+    assert [(s.first_token_ns, s.finish_ns, s.preemptions) for s in seqs] == [
+        (r.first_token_ns, r.finish_ns, r.preemptions) for r in refs
+    ]
+    assert replica.preemptions > 0 and replica.reused_blocks == 0 and replica.free == blocks

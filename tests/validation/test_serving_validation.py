@@ -47,13 +47,13 @@ def test_nims_concurrency_sweep_below_its_knee(serving, concurrency):
     assert abs(predicted["itl_ms"] / row["itl_ms"] - 1) <= 0.10
 
 
-def test_gpustack_bursts_the_gpu_bound_rows_within_their_present_bands(serving):
-    """GPUStack's vLLM 0.11 bursts: Qwen3 14B on one H100 with 100 prompts of 32,000 tokens
-    (prefill-bound: within 10 % on median and p99 TTFT and TPOT today) and Qwen3 235B-A22B
-    at TP 8 with 500 of 2,000 (within 15 %); the short-prompt rows, which the API server
-    paces, are the page's to report."""
+def test_gpustack_bursts_within_their_present_bands(serving):
+    """GPUStack's vLLM 0.11 bursts: Qwen3 32B on one A100 with 500 prompts of 4,000 tokens
+    (median and p99 TTFT and TPOT within 10 % today) and Qwen3 235B-A22B at TP 8 on H100
+    with 100 of 32,000 (TTFT within 10 %, TPOT within 20 %); the other rows are the page's
+    to report."""
     data = json.loads(serving.BURST.read_text())
-    bands = {("qwen3-14b", "H100", 32000): 0.10, ("qwen3-235b-a22b", "H100", 2000): 0.15}
+    bands = {("qwen3-32b", "A100", 4000): (0.10, 0.10), ("qwen3-235b-a22b", "H100", 32000): (0.10, 0.20)}
     rows = [
         r
         for r in data["rows"]
@@ -62,21 +62,22 @@ def test_gpustack_bursts_the_gpu_bound_rows_within_their_present_bands(serving):
     assert len(rows) == 2
     for row in rows:
         predicted = serving.predict_burst(row)
-        band = bands[(row["model"], row["gpu"], row["input_len"])]
-        for metric, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
+        for (metric, key), band in zip(
+            (("ttft_ms", "ttft"), ("tpot_ms", "tpot")), bands[(row["model"], row["gpu"], row["input_len"])]
+        ):
             for q in ("median", "p99"):
                 assert abs(predicted[f"{key}_{q}"] / row[metric][q] - 1) <= band, (row["model"], key, q)
 
 
-def test_gpustack_burst_refuses_a_request_its_kv_cache_cannot_hold(serving):
-    """Qwen3 32B on one H100: astra's KV cache (what is left of 72 GiB after 61 GiB of
-    weights, the activation peak and memory outside PyTorch's allocator) holds fewer than
-    32,100 tokens, so the 32,000-token row is refused in one line naming the request."""
+def test_resuming_preempted_requests_from_cached_blocks_brings_a_burst_closer(serving):
+    """Qwen3 235B-A22B at TP 8, 100 prompts of 32,000 tokens at once: the run preempts, and
+    with prefix caching (vLLM's default) a preempted request resumes from its blocks still
+    cached; without that reuse astra's run lasts far longer than the measured 141.6 s."""
     data = json.loads(serving.BURST.read_text())
     (row,) = [
-        r
-        for r in data["rows"]
-        if r["model"] == "qwen3-32b" and r["gpu"] == "H100" and r["input_len"] == 32000
-    ]
-    reason = serving.predict_burst(row)
-    assert isinstance(reason, str) and "request 0 needs 2,007 KV blocks" in reason
+        r for r in data["rows"]
+        if r["model"] == "qwen3-235b-a22b" and r["precision"] == "bf16" and r["gpu"] == "H100" and r["input_len"] == 32000
+    ]  # fmt: skip
+    cached = serving.predict_burst(row)["duration_s"]
+    recomputed = serving.predict_burst({**row, "prefix_caching": False})["duration_s"]
+    assert abs(cached / row["duration_s"] - 1) < 0.5 * abs(recomputed / row["duration_s"] - 1)
