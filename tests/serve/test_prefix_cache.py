@@ -78,3 +78,22 @@ def test_a_request_that_does_not_fit_yet_keeps_the_tokens_it_arrived_with():
     replica.complete(2, 1)  # the hog is done: its blocks come back
     work = replica.schedule(2)
     assert work.chunks == [(1, 99)] and arrived.blocks == 7
+
+
+def test_preempted_requests_with_shared_prefixes_resume_and_every_block_comes_back():
+    # a cache too small for the load: requests that share a declared prefix (two prefixes)
+    # are preempted, resume from their prefix and their own blocks still cached, and every
+    # request finishes with every block free again (cached or not)
+    replica = Replica(120, 16, 256, 16)
+    seqs = [Sequence(Request(i, 0, 300 + 7 * i, 40 + i % 5, f"p{i % 2}", 200)) for i in range(24)]
+    replica.waiting.extend(seqs)
+    now = 0
+    while replica.busy:
+        replica.schedule(now)
+        now += 1000
+        replica.complete(now, 1000)
+        assert 0 <= replica.free <= replica.total_blocks
+        assert sum(run[0] for run in replica.queue) + replica.prefixes.evictable == replica.free
+    assert all(s.finish_ns > 0 for s in seqs) and replica.preemptions > 0 and replica.reused_blocks > 0
+    assert replica.free == replica.total_blocks
+    assert sum(run[0] for run in replica.queue) + replica.prefixes.evictable == replica.free
