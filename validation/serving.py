@@ -14,9 +14,10 @@ decoding 8 tokens each.
 NVIDIA NIM's published concurrency sweep (``validation/data/nim_llama33_70b.json``):
 Llama 3.3 70B in FP8 on 2 H100 at TP 2, requests of 5,000 prompt and 500 output tokens
 from a client that keeps 1 to 250 in flight. astra runs the same closed loop with vLLM's
-scheduler (NIM's H100 FP8 profiles run TensorRT-LLM, whose scheduler differs), an FP8
-KV cache, 10 x concurrency requests of which the first 2 x concurrency warm up, and
-reports the steady state's mean TTFT and ITL.
+scheduler under TensorRT-LLM's default capacity policy (NIM's H100 FP8 profiles run
+TensorRT-LLM: ``GUARANTEED_NO_EVICT``, each request's prompt and output held from its
+admission, nothing preempted), an FP8 KV cache, 10 x concurrency requests of which the
+first 2 x concurrency warm up, and reports the steady state's mean TTFT and ITL.
 
 GPUStack's performance lab (``validation/data/gpustack_vllm.json``): vLLM 0.11.0 with its
 defaults on one replica (Qwen3 14B and 32B on one GPU, Qwen3 235B-A22B at TP 8, and in
@@ -85,7 +86,9 @@ def predict_concurrency(row: dict, data: dict) -> dict:
     """astra's steady state at one concurrency of the NIM sweep: mean TTFT and ITL [ms],
     output tokens/s."""
     c = row["concurrency"]
-    d = _deployment(data["model"], data["gpu"], data["tp"], precision=data["precision"], kv_bytes=1)
+    d = _deployment(
+        data["model"], data["gpu"], data["tp"], precision=data["precision"], kv_bytes=1, no_evict=True
+    )
     requests = [Request(i, 0, data["input_len"], data["output_len"]) for i in range(max(40, 10 * c))]
     s = serve_requests(d, requests, network=_nvlink(d.gpu, d.tp), concurrency=c).summary(
         warmup=max(10, 2 * c)
@@ -203,8 +206,9 @@ def concurrency_report(nim: dict) -> list[str]:
         "",
         "## NIM's concurrency sweep",
         "",
-        nim["what"] + ". Source: " + nim["source"] + ". astra: vLLM's scheduler and engine defaults, an FP8 "
-        "KV cache, 10 x concurrency requests in a closed loop, the first 2 x concurrency left out (warm-up); "
+        nim["what"] + ". Source: " + nim["source"] + ". astra: vLLM's scheduler and engine defaults under "
+        "TensorRT-LLM's default capacity policy (GUARANTEED_NO_EVICT: a request is admitted with the blocks for "
+        "its whole prompt and output, and never preempted), an FP8 KV cache, 10 x concurrency requests in a closed loop, the first 2 x concurrency left out (warm-up); "
         "means over the rest. Error = predicted / measured - 1.",
         "",
         "| concurrency | TTFT ms | astra | error | ITL ms | astra | error | tokens/s | astra |",

@@ -69,7 +69,10 @@ class Deployment:
     ``dp x tp`` GPUs and step together (vLLM's ``--data-parallel-size`` with expert
     parallelism; :meth:`.step_time.StepClock.group_step_ns`);
     ``prefix_caching``: requests reuse the cached blocks of a prefix they share
-    (:mod:`.prefix_cache`; on by default in vLLM v1)."""
+    (:mod:`.prefix_cache`; on by default in vLLM v1); ``no_evict``: TensorRT-LLM's
+    default capacity policy (``GUARANTEED_NO_EVICT``) instead of vLLM's preemption: a
+    request is admitted only with the blocks for its whole prompt and output reserved,
+    and a started request is never preempted (:mod:`.scheduler`)."""
 
     model: ModelConfig
     gpu: GPUSpec
@@ -85,6 +88,7 @@ class Deployment:
     chunked_prefill: bool = True
     expert_parallel: bool = False
     prefix_caching: bool = True
+    no_evict: bool = False
 
     @property
     def gpus(self) -> int:

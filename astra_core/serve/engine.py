@@ -147,6 +147,7 @@ def _pool(role: str, d: Deployment, requests: Seq[Request], first_npu: int, timi
                 d.max_num_seqs,
                 d.chunked_prefill,
                 d.prefix_caching,
+                d.no_evict,
             )
         )
         pool.inbound.append(0)

@@ -16,6 +16,11 @@ this model; the token budget is ``max_num_batched_tokens``):
    lasts, fewer than ``max_num_seqs`` requests run, and its blocks fit (waiting requests
    never preempt).
 
+With ``no_evict`` (TensorRT-LLM's default capacity policy, ``GUARANTEED_NO_EVICT``:
+"a started request is never paused") a waiting request is admitted only when the free
+blocks hold its whole prompt and output, which it then keeps for itself until it
+finishes; no running request is ever preempted.
+
 A request samples a token in the step that computes the last of its tokens (its prompt,
 or after a preemption its prompt and its earlier output), then one per step until it has
 its ``output_tokens``; partial prompt chunks sample nothing. Its blocks are freed when it
@@ -75,6 +80,7 @@ class Sequence:
     kept: int = 0  # after a preemption: its full blocks still cached, after its ``kept_after``
     kept_after: int = 0  # the prefix blocks its kept ones follow
     kept_run: list | None = None  # the free queue's run holding them
+    reserved: int = 0  # under no_evict: the blocks held for its whole prompt and output
 
 
 @dataclass
@@ -115,7 +121,7 @@ class _Decoders:
         self.by_phase[(seq.cached - seq.decode_step) % self.block_size] -= 1
         seq.produced += step - seq.decode_step
         seq.cached, seq.decode_step = cached, -1
-        seq.blocks = -(-cached // self.block_size)
+        seq.blocks = max(-(-cached // self.block_size), seq.reserved)
 
     def due(self, step: int) -> list[Sequence]:
         """Members whose last token is the one of ``step``."""
@@ -137,7 +143,7 @@ class Replica:
 
     def __init__(
         self, total_blocks: int, block_size: int, budget: int, max_seqs: int, chunked: bool = True,
-        prefix_caching: bool = True,
+        prefix_caching: bool = True, no_evict: bool = False,
     ):  # fmt: skip
         self.total_blocks, self.free = total_blocks, total_blocks  # free: cached prefixes unused count
         self.prefixes = PrefixCache(block_size) if prefix_caching else None
@@ -145,6 +151,7 @@ class Replica:
         # are, or None]; with the unused prefixes' blocks it makes up ``free``
         self.queue: deque[list] = deque([[total_blocks, None]])
         self.block_size, self.budget, self.max_seqs, self.chunked = block_size, budget, max_seqs, chunked
+        self.no_evict = no_evict
         self.waiting: deque[Sequence] = deque()
         self.decoders = _Decoders(block_size)
         self.prefilling: list[Sequence] = []  # running, in their prompt, after the decoders
@@ -171,7 +178,7 @@ class Replica:
         """Choose the next step's work at ``now_ns`` (module docstring)."""
         budget, preempted = self.budget, False
         dec = self.decoders
-        need = dec.crossing(self.step)
+        need = 0 if self.no_evict else dec.crossing(self.step)  # no_evict: blocks held already
         if not self._take(need):
             self._preempt_decoders(now_ns)
             preempted = True
@@ -207,7 +214,10 @@ class Replica:
                 own = self._touch_kept(seq)
                 seq.cached = pinned = seq.blocks * self.block_size
             new = seq.request.prompt_tokens + seq.produced - seq.cached
-            if (not self.chunked and new > budget) or not self._allocate(seq, min(new, budget)):
+            whole = seq.request.prompt_tokens + seq.request.output_tokens - seq.cached
+            if (not self.chunked and new > budget) or not self._allocate(
+                seq, whole if self.no_evict else min(new, budget)
+            ):
                 if own:  # untouched: its blocks back in their run, still cached
                     seq.blocks -= own
                     self.free += own
@@ -220,6 +230,8 @@ class Replica:
             if own:
                 seq.kept, seq.kept_run = 0, None
                 self.reused_blocks += own
+            if self.no_evict:
+                seq.reserved = seq.blocks
             new = min(new, budget)
             self.waiting.popleft()
             self.prefilling.append(seq)
@@ -229,7 +241,7 @@ class Replica:
             budget -= new
 
     def _allocate(self, seq: Sequence, new: int) -> bool:
-        more = self._blocks_for(seq.cached + new) - seq.blocks
+        more = max(self._blocks_for(seq.cached + new) - seq.blocks, 0)  # no_evict: held already
         if not self._take(more):
             return False
         seq.blocks += more

@@ -22,6 +22,7 @@ network its tensor-parallel collectives cross, a router and the requests.
       kv_cache_dtype: auto     # auto (the model's 16 bits) or fp8
       enable_expert_parallel: false   # MoE: whole experts per GPU instead of slices
       enable_prefix_caching: true     # requests reuse the blocks of a prefix they share
+      capacity_policy: preempt        # or guaranteed_no_evict (TensorRT-LLM's default)
     requests:                  # a file ...
       file: requests.csv
     # requests: {count: 2000, rate: 8.0, lengths: azure-conv-2023, cv: 1.0, seed: 0}
@@ -72,6 +73,7 @@ class EngineSpec(ConfigModel):
     kv_cache_dtype: Annotated[str, one_of("auto", "fp8")] = "auto"
     enable_expert_parallel: bool = False
     enable_prefix_caching: bool = True
+    capacity_policy: Annotated[str, one_of("preempt", "guaranteed_no_evict")] = "preempt"
 
 
 class RequestsSpec(ConfigModel):
@@ -198,6 +200,7 @@ class ServeSpec(ConfigModel):
             chunked_prefill=e.enable_chunked_prefill,
             expert_parallel=e.enable_expert_parallel,
             prefix_caching=e.enable_prefix_caching,
+            no_evict=e.capacity_policy == "guaranteed_no_evict",
         )
 
     def request_list(self) -> list[Request]:

@@ -220,3 +220,31 @@ def test_without_prefix_caching_a_preempted_request_recomputes_everything(seed, 
         (r.first_token_ns, r.finish_ns, r.preemptions) for r in refs
     ]
     assert replica.preemptions > 0 and replica.reused_blocks == 0 and replica.free == blocks
+
+
+def test_guaranteed_no_evict_holds_each_request_whole_and_never_preempts():
+    # TensorRT-LLM's GUARANTEED_NO_EVICT: 600 blocks, requests of 100 + 60 tokens (10 blocks
+    # each, held whole from admission): never more than 60 run at once, none is preempted,
+    # and every block comes back; vLLM's policy on the same cache preempts
+    requests = [Request(i, i * 50, 100, 60) for i in range(400)]
+    runs = {}
+    for no_evict in (True, False):
+        replica = Replica(600, 16, 512, 256, no_evict=no_evict)
+        seqs = [Sequence(r) for r in requests]
+        peak = 0
+        now, i = 0, 0
+        while i < len(seqs) or replica.busy:
+            while i < len(seqs) and requests[i].arrival_ns <= now:
+                replica.waiting.append(seqs[i])
+                i += 1
+            work = replica.schedule(now)
+            peak = max(peak, replica.running)
+            if work.tokens == 0 and i < len(seqs):
+                now = requests[i].arrival_ns
+                continue
+            now += 1000
+            replica.complete(now, 1000)
+        assert all(s.finish_ns > 0 for s in seqs) and replica.free == 600
+        runs[no_evict] = (peak, replica.preemptions)
+    assert runs[True] == (60, 0)
+    assert runs[False][1] > 0 and runs[False][0] > 60

@@ -46,7 +46,9 @@ def test_the_engine_defaults_are_vllms_for_the_gpu(tmp_path):
     d = load_serve_spec(_spec(tmp_path, engine={"max_num_seqs": 64, "kv_cache_dtype": "fp8"})).deployments()[
         0
     ]
-    assert (d.max_num_seqs, d.kv_bytes) == (64, 1)
+    assert (d.max_num_seqs, d.kv_bytes, d.no_evict) == (64, 1, False)
+    d = load_serve_spec(_spec(tmp_path, engine={"capacity_policy": "guaranteed_no_evict"})).deployments()[0]
+    assert d.no_evict
 
 
 @pytest.mark.parametrize(
@@ -61,6 +63,10 @@ def test_the_engine_defaults_are_vllms_for_the_gpu(tmp_path):
         ({"requests": {"count": 4, "rate": 1.0}}, "serve.yaml: requests: lengths: missing"),
         ({"requests": {"file": "r.csv", "rate": 1.0}}, "serve.yaml: requests: rate: give either file"),
         ({"slo": {"ttft": -1}}, "serve.yaml: slo"),
+        (
+            {"engine": {"capacity_policy": "evict"}},
+            "serve.yaml: engine.capacity_policy: expected one of preempt, guaranteed_no_evict",
+        ),
     ],
 )
 def test_bad_specs_name_the_key(tmp_path, keys, message):
