@@ -139,7 +139,9 @@ class _Decoders:
 
 class Replica:
     """One replica's scheduler state over ``total_blocks`` KV blocks (see the module
-    docstring); ``budget``: ``max_num_batched_tokens``; ``max_seqs``: ``max_num_seqs``."""
+    docstring); ``budget``: ``max_num_batched_tokens``; ``max_seqs``: ``max_num_seqs``;
+    ``chunked``: chunked prefill; ``prefix_caching``: blocks cached for reuse;
+    ``no_evict``: TensorRT-LLM's ``GUARANTEED_NO_EVICT`` admission instead of vLLM's."""
 
     def __init__(
         self, total_blocks: int, block_size: int, budget: int, max_seqs: int, chunked: bool = True,
