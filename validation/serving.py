@@ -21,7 +21,7 @@ first 2 x concurrency warm up, and reports the steady state's mean TTFT and ITL.
 
 GPUStack's performance lab (``validation/data/gpustack_vllm.json``): vLLM 0.11.0 with its
 defaults on one replica (Qwen3 14B and 32B on one GPU, Qwen3 235B-A22B at TP 8, and in
-FP8 at TP 4), every request sent at once (``vllm bench serve`` at the default rate, the
+FP8 at TP 4; DeepSeek-R1-0528, FP8, at TP 8 on H200), every request sent at once (``vllm bench serve`` at the default rate, the
 random dataset's fixed lengths: 32,000/100, 4,000/200, 2,000/100 and 128/4 tokens).
 astra serves the same requests arriving together and reports median and p99 TTFT and
 TPOT.
@@ -134,7 +134,8 @@ def burst_report(data: dict) -> list[str]:
         "",
         data["what"] + ". Source: " + data["source"] + ". astra: the same requests arriving together on one "
         "replica with vLLM's engine defaults (the optimized FP8 rows: 16,384 batched tokens, as their command "
-        "says), every request generating its full output. Error = predicted / measured - 1; *generated*: the "
+        "says), every request generating its full output; DeepSeek-R1-0528 as the deepseek-v3 preset (the same "
+        "architecture, its multi-token prediction module unused). Error = predicted / measured - 1; *generated*: the "
         "share of the requested output tokens the measured run generated.",
         "",
         "| model | GPU | TP | in/out | requests | generated | duration s | astra | TTFT p50 s | astra "
