@@ -220,11 +220,8 @@ class Replica:
             if (not self.chunked and new > budget) or not self._allocate(
                 seq, whole if self.no_evict else min(new, budget)
             ):
-                if own:  # untouched: its blocks back in their run, still cached
-                    seq.blocks -= own
-                    self.free += own
-                    seq.kept_run[0] += own  # type: ignore[index]
-                    seq.kept_run[1] = seq  # type: ignore[index]
+                if own:
+                    self._untouch_kept(seq, own)
                 if pinned:  # give the prefix back; a decode side's arrived KV stays cached
                     self._release(seq)
                     seq.cached = 0
@@ -272,27 +269,30 @@ class Replica:
                 queue.popleft()
         return True
 
-    def _release(self, seq: Sequence, cached_by: Sequence | None = None) -> None:
+    def _release(self, seq: Sequence, cached_by: Sequence | None = None) -> list | None:
         """Give back ``seq``'s blocks: its own to the free queue's tail (``cached_by``: the
-        preempted request whose cached blocks they are), its prefix's to the cache."""
-        own = seq.blocks - seq.shared
+        preempted request whose cached blocks they are), its prefix's to the cache; the
+        run ``cached_by``'s blocks joined (None without it)."""
+        own, run = seq.blocks - seq.shared, None
         if own:
             self.free += own
             tail = self.queue[-1] if self.queue else None
             if cached_by is None and tail is not None and tail[1] is None:
                 tail[0] += own
             else:
-                self.queue.append([own, cached_by])
+                run = [own, cached_by]
+                self.queue.append(run)
         if self.prefixes is not None:
             self.free += self.prefixes.unpin(seq)
         seq.blocks = 0
+        return run if cached_by is not None else None
 
     def _touch_kept(self, seq: Sequence) -> int:
         """The blocks ``seq``, admitted again after a preemption, finds still cached after
         the prefix blocks it holds (at most its tokens less one, in whole blocks): taken
         from their run, not from the queue's head."""
         run = seq.kept_run
-        if run is None or run[1] is not seq or seq.blocks != seq.kept_after:
+        if run is None or seq.blocks != seq.kept_after:
             return 0
         usable = (seq.request.prompt_tokens + seq.produced - 1) // self.block_size - seq.blocks
         hit = min(seq.kept, usable)
@@ -303,6 +303,16 @@ class Replica:
         self.free -= hit
         seq.blocks += hit
         return hit
+
+    def _untouch_kept(self, seq: Sequence, hit: int) -> None:
+        """Undo :meth:`_touch_kept` for ``seq``, not admitted after all: its ``hit`` blocks
+        back in their run, still cached for it."""
+        run = seq.kept_run
+        assert run is not None
+        run[0] += hit
+        run[1] = seq
+        self.free += hit
+        seq.blocks -= hit
 
     def _samples(self, seq: Sequence, new: int) -> bool:
         return seq.cached + new >= seq.request.prompt_tokens + seq.produced
@@ -316,8 +326,7 @@ class Replica:
         caching = self.prefixes is not None
         seq.kept = seq.cached // self.block_size - seq.shared if caching else 0
         seq.kept_after = seq.shared
-        self._release(seq, seq if seq.kept > 0 else None)
-        seq.kept_run = self.queue[-1] if seq.kept > 0 else None
+        seq.kept_run = self._release(seq, seq if seq.kept > 0 else None)
         seq.cached = 0
         seq.preemptions += 1
         self.preemptions += 1
