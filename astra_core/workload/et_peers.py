@@ -200,13 +200,18 @@ class GroupTemplate(list):
     Whatever looks at none of those (graph structure, rank symmetry's timing signature)
     reads ``timing`` once for all of them. The maker vouches for it (a generated step's
     ranks of one pipeline stage: :func:`~astra_core.workload.generators.llm_traces.llm_traces`);
-    the first of its kind is its own ``timing``."""
+    the first of its kind is its own ``timing`` (held as None: a list that held itself
+    would be a reference cycle, freed only by the cyclic collector)."""
 
-    __slots__ = ("timing",)
+    __slots__ = ("_timing",)
 
     def __init__(self, nodes, timing: list[ETNode] | None = None):
         super().__init__(nodes)
-        self.timing = self if timing is None else timing
+        self._timing = timing
+
+    @property
+    def timing(self) -> list[ETNode]:
+        return self if self._timing is None else self._timing
 
 
 class PeerPlan:

@@ -82,3 +82,50 @@ def test_a_run_collects_rarely_and_restores_the_collector(reference_dir):
         simulation.Simulation._start_and_drain = drain
     assert seen == [simulation.RUN_GC_THRESHOLD]
     assert gc.get_threshold() == before
+
+
+def test_a_finished_run_leaves_nothing_to_the_cyclic_collector(tmp_path):
+    """Once ``simulate`` returns, reference counting alone frees the run: its simulation,
+    engines, generated traces (template node lists) and graphs. A cycle among them would
+    keep a 1,024-rank step's millions of objects alive until the collector's next full
+    pass (a third of a second a run in ``astra plan``'s workers)."""
+    from astra_core.config.system import nccl_system
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm
+    from astra_core.workload.generators.llm_traces import llm_traces
+    from astra_core.workload.generators.models import ModelConfig
+
+    model = ModelConfig(
+        "t", layers=4, hidden=512, heads=8, kv_heads=2, ffn_hidden=1024, vocab=1000, mlp="swiglu"
+    )
+    cfg = LLMConfig(
+        model, GPUS["h100"], dp=4, tp=2, pp=2, microbatches=4, sequence_parallel=True, dims=[8, 2]
+    )
+    network = tmp_path / "network.yml"
+    network.write_text(
+        "topology: [Switch, Switch]\nnpus_count: [8, 2]\nbandwidth: [419.09, 46.57]\nlatency: [300, 1350]\n"
+    )
+    while gc.collect():
+        pass
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        traces, groups = llm_traces(generate_llm(cfg))
+        result = simulate(traces, nccl_system("H100"), network, comm_groups=groups)
+        assert result.symmetry_off == "" and len(set(result.representative)) < 16  # symmetric
+        del traces, groups, result
+        gc.collect()
+        left = sorted(
+            {
+                type(o).__qualname__
+                for o in gc.garbage
+                if type(o).__module__.startswith(("astra_core.system", "astra_core.workload"))
+            }
+        )
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+    assert left == []
