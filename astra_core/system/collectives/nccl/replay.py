@@ -56,7 +56,8 @@ def replay(
 
 class _Replayer:
     """The state of one :func:`replay`: per member its lanes' next sends and deliveries,
-    its receives, and the events to come."""
+    its receives, and the events to come. Its loops read their state into locals: a
+    data-parallel reduce-scatter over 128 ranks is some 200,000 messages."""
 
     def __init__(
         self,
@@ -71,6 +72,7 @@ class _Replayer:
         for m in members:
             for j, (src, size, lane) in enumerate(schedules[m].recvs):
                 self.expected[(src, lane, m, size)].append(j)
+        self.lanes = {m: [(lane.sends, lane.window) for lane in schedules[m].lanes] for m in members}
         self.next_send = {m: [0] * len(schedules[m].lanes) for m in members}
         self.delivered = {m: [0] * len(schedules[m].lanes) for m in members}
         self.arrived = {m: [False] * len(schedules[m].recvs) for m in members}
@@ -81,38 +83,52 @@ class _Replayer:
         self.messages: list[Message] = []
         self.heap: list[tuple[float, int, int, tuple]] = []
         self.seq = 0
+        self.times: dict[tuple[int, int, int], float] = {}  # message_ns by (src, dst, bytes): a few kinds
 
     def push(self, time: float, kind: int, data: tuple) -> None:
         heapq.heappush(self.heap, (time, self.seq, kind, data))
         self.seq += 1
 
     def issue(self, m: int, i: int, now: float) -> None:
-        """Send what lane ``i`` of ``m`` may send now."""
-        lane = self.schedules[m].lanes[i]
-        k = self.next_send[m][i]
-        while k < len(lane.sends) and k - self.delivered[m][i] < lane.window:
-            dst, size, needs = lane.sends[k]
-            missing = next((j for j in needs if not self.arrived[m][j]), None)
+        """Send what lane ``i`` of ``m`` may send now: in order, each once the receives
+        it forwards have arrived, while fewer than the lane's window are in flight."""
+        sends, window = self.lanes[m][i]
+        next_send, arrived = self.next_send[m], self.arrived[m]
+        k = next_send[i]
+        stop = min(len(sends), self.delivered[m][i] + window)
+        heap, times, seq = self.heap, self.times, self.seq
+        while k < stop:
+            dst, size, needs = sends[k]
+            missing = next((j for j in needs if not arrived[j]), None) if needs else None
             if missing is not None:
                 lanes = self.waiters.setdefault((m, missing), [])
                 if i not in lanes:  # a lane asked again while it waits is waiting already
                     lanes.append(i)
                 break
-            self.push(now + self.message_ns(m, dst, size), _ARRIVE, (m, i, dst, size, now))
+            took = times.get((m, dst, size))
+            if took is None:
+                took = times[(m, dst, size)] = self.message_ns(m, dst, size)
+            heapq.heappush(heap, (now + took, seq, _ARRIVE, (m, i, dst, size, now)))
+            seq += 1
             k += 1
-        self.next_send[m][i] = k
+        self.seq = seq
+        next_send[i] = k
 
     def receive(self, m: int, j: int, now: float) -> None:
         self.arrived[m][j] = True
-        self.ends[m] = max(self.ends[m], now)
-        for i in self.waiters.pop((m, j), ()):
-            self.issue(m, i, now)
+        if now > self.ends[m]:
+            self.ends[m] = now
+        waiting = self.waiters.pop((m, j), None)
+        if waiting:
+            for i in waiting:
+                self.issue(m, i, now)
 
     def arrive(self, now: float, src: int, i: int, dst: int, size: int, sent: float) -> None:
         """A message of lane ``i`` of ``src`` arrives at ``dst``."""
         self.messages.append((src, dst, size, sent, now))
         self.delivered[src][i] += 1
-        self.ends[src] = max(self.ends[src], now)
+        if now > self.ends[src]:
+            self.ends[src] = now
         self.issue(src, i, now)
         queue = self.expected.get((src, i, dst, size))
         if not queue:
@@ -126,10 +142,11 @@ class _Replayer:
     def run(self) -> Replay:
         for m in self.schedules:
             self.push(float(self.starts_ns[m]), _START, (m,))
-        while self.heap:
-            now, _, kind, data = heapq.heappop(self.heap)
+        heap, pop, arrive = self.heap, heapq.heappop, self.arrive
+        while heap:
+            now, _, kind, data = pop(heap)
             if kind == _ARRIVE:
-                self.arrive(now, *data)
+                arrive(now, *data)
                 continue
             m = data[0]
             self.started.add(m)
