@@ -201,9 +201,9 @@ class NcclCollectives:
             if tuple(moved) == image or self._turns_a_ring(comm_type, members, size, moved, image):
                 continue
             folded.append(collective)
-        # one collective that does not end in time settles it: the largest first (one of
-        # more than REPLAY_MESSAGES_MAX messages settles it unreplayed), in a fixed order
-        folded.sort(key=lambda c: (-c[2] * len(c[1]), c[0].value, c[1]))
+        # one collective that does not end in time settles it: the one of most messages
+        # first (one of more than REPLAY_MESSAGES_MAX settles it unreplayed), in a fixed order
+        folded.sort(key=lambda c: (-self._messages_about(c), -c[2] * len(c[1]), c[0].value, c[1]))
         if all(self.ends_at_nccl_time(c) for c in folded):
             return frozenset(folded)
         return None
@@ -231,16 +231,23 @@ class NcclCollectives:
             known = self._ends_in_time[key] = self._replays_in_time(collective)
         return known
 
+    def _messages_about(self, collective: Collective) -> int:
+        """About how many messages ``collective`` sends: its first member's count times
+        its members (exact where every member sends alike, as on a ring)."""
+        comm_type, members, size = collective
+        schedule, _ = self.nccl.schedule(comm_type, members[0], members, size)
+        return len(members) * sum(len(lane.sends) for lane in schedule.lanes)
+
     def _replays_in_time(self, collective: Collective) -> bool:
         if self.message_ns is None:
             return False
         comm_type, members, size = collective
-        parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
-        if (
-            sum(len(lane.sends) for schedule, _ in parts.values() for lane in schedule.lanes)
-            > REPLAY_MESSAGES_MAX
-        ):
-            return False
+        parts, messages = {}, 0
+        for m in members:  # no more schedules than it takes to pass REPLAY_MESSAGES_MAX
+            parts[m] = self.nccl.schedule(comm_type, m, members, size)
+            messages += sum(len(lane.sends) for lane in parts[m][0].lanes)
+            if messages > REPLAY_MESSAGES_MAX:
+                return False
         try:
             ends = replay({m: s for m, (s, _) in parts.items()}, dict.fromkeys(members, 0.0), self.message_ns)
         except ValueError:

@@ -155,3 +155,29 @@ def test_a_split_node_is_not_a_ring_rotation():
     # two GPUs per node on two nodes: +1 wraps local rank 7 to 0 and reorders the rails
     assert collectives("Ring", [0, 4, 8, 12]).preserved_by(plus(1))
     assert not collectives("Ring", [3, 7, 11, 15]).preserved_by(plus(1))
+
+
+def test_a_collective_too_large_to_replay_settles_a_translation_first(monkeypatch):
+    """Translating a two-GPUs-per-node communicator by half a node swaps each node's
+    members, so both its collectives must be replayed to fold. The all-gather sends more
+    messages than a replay may hold though fewer bytes than the all-reduce: it is
+    checked first and refuses the translation before anything is replayed."""
+    import astra_core.system.nccl_symmetry as nccl_symmetry
+
+    members = (0, 4, 8, 12)
+    model = NcclModel(nccl_system().nccl, dgx(2))
+    found = NcclCollectives([], [8, 2], {}, model, message_ns=lambda src, dst, size: 1000.0)
+    reduce, gather = (CommType.ALL_REDUCE, members, 1 << 30), (CommType.ALL_GATHER, members, 768 << 20)
+    found.collectives = {reduce, gather}
+    count = {
+        c: sum(len(lane.sends) for m in members for lane in model.schedule(*c[:1], m, *c[1:])[0].lanes)
+        for c in (reduce, gather)
+    }
+    assert count[gather] > count[reduce] and gather[2] < reduce[2]
+    monkeypatch.setattr(nccl_symmetry, "REPLAY_MESSAGES_MAX", (count[gather] + count[reduce]) // 2)
+
+    def replay(*args):
+        raise AssertionError("a collective was replayed")
+
+    monkeypatch.setattr(nccl_symmetry, "replay", replay)
+    assert found.moved_by(plus(4)) is None
