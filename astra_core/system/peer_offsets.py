@@ -149,6 +149,7 @@ class PeerTable:
         self._members = {name: np.asarray(members, dtype=np.int64) for name, members in groups.items()}
         self._positions: dict[tuple[int, tuple[int, ...], bool], _Positions] = {}
         self._shapes: dict[tuple, tuple] = {}
+        self._by_rank: dict[int, tuple[_Positions, _Shape, np.ndarray]] = {}
 
     def positions(self, rank: int) -> _Positions:
         """What ``rank`` shares with the ranks of its template (or its node list) at its
@@ -199,7 +200,14 @@ class PeerTable:
     def shape(self, rank: int) -> tuple[_Positions, _Shape, np.ndarray]:
         """(shared positions, what the ranks of its template and peer roles share, the
         peers its own sends and receives name by role, ``-1``: none) of ``rank``. A rank
-        not made from a template names every peer at its positions itself."""
+        not made from a template names every peer at its positions itself. Kept per rank:
+        every reading of the dimensions asks again."""
+        known = self._by_rank.get(rank)
+        if known is None:
+            known = self._by_rank[rank] = self._shape_of(rank)
+        return known
+
+    def _shape_of(self, rank: int) -> tuple[_Positions, _Shape, np.ndarray]:
         positions = self.positions(rank)
         nodes = self._graphs[rank].nodes
         own = nodes.role_peers if isinstance(nodes, TemplatePeers) else None
@@ -235,62 +243,91 @@ def relative_signatures(
     peers its nodes name themselves, of the peer of each role its own sends and receives
     take (the rank itself is their other end, offset 0), of each group its positions
     name, and of its uneven all-to-alls' bytes by member. Thousands of sends and receives
-    per rank are then a few offsets, the same for all of them.
+    per rank are then a few offsets, the same for all of them; the ranks of one shape
+    are offset together, one array operation for all of them.
     """
-    strides = sym.strides
     interned: dict[tuple, int] = {}
     rings: dict[object, int] = {}  # a group's offsets (or a name without members) -> an id
-    out = []
-    for rank, (class_id, relative) in enumerate(bases):
-        if not relative:
-            out.append(interned.setdefault((class_id,), len(interned)))
+    out = [0] * len(bases)
+    shapes = {r: table.shape(r) for r, (_, relative) in enumerate(bases) if relative}
+    everyone = np.arange(len(bases), dtype=np.int64)[:, None]
+    coords = everyone // np.asarray(sym.strides) % np.asarray(sym.sizes)  # a row per rank
+    # the offsets of the peers the ranks of one shape name: one array operation for them all
+    batches: dict[tuple[int, int, int], list[int]] = {}
+    for rank, (positions, shape, _) in shapes.items():
+        batches.setdefault((id(shape), id(positions.src), id(positions.dst)), []).append(rank)
+    peers: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for ranks in batches.values():
+        positions, shape, _ = shapes[ranks[0]]
+        me = coords[ranks]
+        src = _offsets(positions.src[shape.src], me, sym)
+        dst = _offsets(positions.dst[shape.dst], me, sym)
+        roles = _offsets(np.stack([shapes[r][2] for r in ranks]), me, sym)
+        peers.update((r, (src[i], dst[i], roles[i])) for i, r in enumerate(ranks))
+    ring_of = _ring_ids(table, shapes, coords, sym, rings)
+    for rank, (class_id, _) in enumerate(bases):
+        if rank not in shapes:
+            out[rank] = interned.setdefault((class_id,), len(interned))
             continue
-        me = sym.coords(rank)
-        positions, shape, role_peers = table.shape(rank)
-        ring_ids = np.empty(len(positions.keys), dtype=np.int64)
-        for i, (name, as_set) in enumerate(positions.keys):
-            members = table.members(name) if name else None
-            if members is None or not len(members):
-                ring: object = ("name", name)
-            elif as_set:
-                ring = frozenset(_offsets(members, me, sym, strides).tolist())
-            else:
-                ring = _rotated(_offsets(members, me, sym, strides).tolist())
-            ring_ids[i] = rings.setdefault(ring, len(rings))
-        uneven = [rings.setdefault(_bytes_by_offset(table, e, me, sym), len(rings)) for e in positions.uneven]
+        positions, shape, _ = shapes[rank]
+        ring_ids = np.asarray([ring_of[(key, rank)] for key in positions.keys], dtype=np.int64)
+        uneven = [
+            rings.setdefault(_bytes_by_offset(table, e, coords[rank], sym), len(rings))
+            for e in positions.uneven
+        ]
         digest = hashlib.blake2b(shape.digest, digest_size=32)
-        for part in (
-            _offsets(positions.src[shape.src], me, sym, strides),
-            _offsets(positions.dst[shape.dst], me, sym, strides),
-            _offsets(role_peers, me, sym, strides),
-            ring_ids,
-            np.asarray(uneven, dtype=np.int64),
-        ):
+        for part in (*peers[rank], ring_ids, np.asarray(uneven, dtype=np.int64)):
             digest.update(len(part).to_bytes(8, "little"))
             digest.update(part.tobytes())
-        out.append(interned.setdefault((class_id, digest.digest()), len(interned)))
+        out[rank] = interned.setdefault((class_id, digest.digest()), len(interned))
     return out
 
 
+def _ring_ids(table: PeerTable, shapes: dict, coords: np.ndarray, sym: Symmetry, rings: dict) -> dict:
+    """(group key, rank) -> the id in ``rings`` of the group as the rank sees it, for each
+    group key ``(name, as a set)`` the positions of a rank of ``shapes`` name: its members'
+    offsets from the rank (its coordinates: a row of ``coords``) as a set, or in ring
+    order rotated to start at the rank; a name without members stands for itself. Each
+    group's members are offset from all the ranks that name it at once."""
+    naming: dict[tuple, list[int]] = {}
+    for rank, (positions, _, _) in shapes.items():
+        for key in positions.keys:
+            naming.setdefault(key, []).append(rank)
+    ids: dict[tuple[tuple, int], int] = {}
+    for key, ranks in naming.items():
+        name, as_set = key
+        members = table.members(name) if name else None
+        if members is None or not len(members):
+            ids.update(((key, r), rings.setdefault(("name", name), len(rings))) for r in ranks)
+            continue
+        for r, offsets in zip(ranks, _offsets(members, coords[ranks], sym).tolist()):
+            ring = frozenset(offsets) if as_set else _rotated(offsets)
+            ids[(key, r)] = rings.setdefault(ring, len(rings))
+    return ids
+
+
 def _bytes_by_offset(
-    table: PeerTable, entry: tuple[str, tuple, tuple], me: list[int], sym: Symmetry
+    table: PeerTable, entry: tuple[str, tuple, tuple], me: np.ndarray, sym: Symmetry
 ) -> tuple:
     """An uneven all-to-all's bytes to and from each member, keyed by the member's offset
-    from the rank (its members in ascending rank order, as the bytes are listed)."""
+    from the rank at coordinates ``me`` (its members in ascending rank order, as the bytes are listed)."""
     name, send, recv = entry
     members = table.members(name)
     if members is None or len(members) != len(send):
         return ("uneven", name, send, recv)  # compared as written
-    offsets = _offsets(np.sort(members), me, sym, sym.strides).tolist()
+    offsets = _offsets(np.sort(members), me[None, :], sym)[0].tolist()
     return ("uneven", frozenset(zip(offsets, send, recv)))
 
 
-def _offsets(ranks: np.ndarray, me: list[int], sym: Symmetry, strides: Sequence[int]) -> np.ndarray:
-    """Each rank's coordinates minus ``me`` (modulo the size, or XOR), as one mixed-radix
-    integer of ``sym``'s dimensions; ``-1`` stays ``-1`` (no peer)."""
-    out = np.zeros(len(ranks), dtype=np.int64)
-    for stride, size, kind, mine in zip(strides, sym.sizes, sym.kinds, me):
+def _offsets(ranks: np.ndarray, me: np.ndarray, sym: Symmetry) -> np.ndarray:
+    """Per rank whose coordinates are a row of ``me``: each of ``ranks`` (one list for
+    all, or a row each) as its coordinates minus the rank's (modulo the size, or XOR),
+    one mixed-radix integer of ``sym``'s dimensions; ``-1`` stays ``-1`` (no peer)."""
+    ranks = np.broadcast_to(ranks, (len(me), ranks.shape[-1]))
+    out = np.zeros(ranks.shape, dtype=np.int64)
+    for d, (stride, size, kind) in enumerate(zip(sym.strides, sym.sizes, sym.kinds)):
         coord = ranks // stride % size
+        mine = me[:, d : d + 1]
         out += ((coord ^ mine) if kind == "xor" else (coord - mine) % size) * stride
     out[ranks < 0] = -1
     return out
