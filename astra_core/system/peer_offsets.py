@@ -310,7 +310,8 @@ def _bytes_by_offset(
     table: PeerTable, entry: tuple[str, tuple, tuple], me: np.ndarray, sym: Symmetry
 ) -> tuple:
     """An uneven all-to-all's bytes to and from each member, keyed by the member's offset
-    from the rank at coordinates ``me`` (its members in ascending rank order, as the bytes are listed)."""
+    from the rank at coordinates ``me`` (its members in ascending rank order, as the
+    bytes are listed)."""
     name, send, recv = entry
     members = table.members(name)
     if members is None or len(members) != len(send):
