@@ -4,6 +4,7 @@ chunks in flight even with the cyclic garbage collector off."""
 
 import gc
 import warnings
+from contextlib import contextmanager
 
 import pytest
 
@@ -15,6 +16,30 @@ CASES = [
 ]
 
 
+@contextmanager
+def cyclic_garbage():
+    """The cyclic collector off inside; on leaving, one pass whose garbage (what only
+    reference cycles kept) is listed by type in the list yielded, and the collector as
+    it was. Passes first until nothing is left: one pass can leave garbage whose last
+    reference a finalizer or weakref callback of that pass dropped (a matplotlib figure
+    an earlier test on this worker closed), which would be counted as the block's."""
+    while gc.collect():
+        pass
+    was = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    types: list[type] = []
+    try:
+        yield types
+    finally:
+        gc.collect()
+        types.extend(type(o) for o in gc.garbage)
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was:
+            gc.enable()
+
+
 @pytest.mark.parametrize("workload,backend", CASES, ids=["resnet50", "dlrm"])
 def test_a_run_makes_no_cyclic_garbage(reference_dir, workload, backend):
     import astra_core.system.simulation as simulation
@@ -23,23 +48,10 @@ def test_a_run_makes_no_cyclic_garbage(reference_dir, workload, backend):
     garbage = []
 
     def watched(self):
-        # Until nothing is left: one pass can leave garbage whose last reference a
-        # finalizer or weakref callback of that pass dropped (a matplotlib figure an
-        # earlier test on this worker closed), which would be counted as this run's.
-        while gc.collect():
-            pass
-        was = gc.isenabled()
-        gc.disable()
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        try:
-            return run(self)
-        finally:
-            gc.collect()
-            garbage.extend(type(o).__name__ for o in gc.garbage)
-            gc.set_debug(0)
-            gc.garbage.clear()
-            if was:
-                gc.enable()
+        with cyclic_garbage() as types:
+            result = run(self)
+        garbage.extend(t.__name__ for t in types)
+        return result
 
     simulation.Simulation.run = watched
     try:
@@ -105,27 +117,10 @@ def test_a_finished_run_leaves_nothing_to_the_cyclic_collector(tmp_path):
     network.write_text(
         "topology: [Switch, Switch]\nnpus_count: [8, 2]\nbandwidth: [419.09, 46.57]\nlatency: [300, 1350]\n"
     )
-    while gc.collect():
-        pass
-    was = gc.isenabled()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+    with cyclic_garbage() as types:
         traces, groups = llm_traces(generate_llm(cfg))
         result = simulate(traces, nccl_system("H100"), network, comm_groups=groups)
         assert result.symmetry_off == "" and len(set(result.representative)) < 16  # symmetric
         del traces, groups, result
-        gc.collect()
-        left = sorted(
-            {
-                type(o).__qualname__
-                for o in gc.garbage
-                if type(o).__module__.startswith(("astra_core.system", "astra_core.workload"))
-            }
-        )
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        if was:
-            gc.enable()
-    assert left == []
+    ours = ("astra_core.system", "astra_core.workload")
+    assert sorted({t.__qualname__ for t in types if t.__module__.startswith(ours)}) == []
