@@ -60,7 +60,7 @@ import hashlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from astra_core.backend import is_symmetric, lone_message_time
 from astra_core.config.collective_impl import NCCL
@@ -102,6 +102,9 @@ class Symmetry:
     (:mod:`.floor_fold`).
     """
 
+    #: A communicator group's chunk tags are its id times this plus a count (the kernel's
+    #: matcher keeps :meth:`shift_tag`'s answer per group).
+    tag_base: ClassVar[int] = GROUP_TAG_BASE
     sizes: tuple[int, ...]
     kinds: tuple[str, ...]
     steps: tuple[int, ...]

@@ -62,6 +62,14 @@ struct MessageMatcher {
   std::vector<std::vector<double>> logs;  // per rank: intervals closed since in_flight was last read
   py::object flights;  // rank -> array('d'): the intervals in_flight has handed out (null: none yet)
   std::unordered_map<int64_t, std::pair<int64_t, py::object>> to_rep;  // dst -> (rep, delta)
+  // (sender << 32 | receiver) -> the sender translated by the receiver's delta to its
+  // representative: Symmetry.shift, a function of the two alone, asked once per pair
+  std::unordered_map<uint64_t, int64_t> shifted;
+  // A collective chunk's tag is its group's id times tag_base plus a count (0: not known,
+  // every tag asked); (group << 32 | receiver) -> what Symmetry.shift_tag adds to the
+  // tag, which depends on the group and the translation alone
+  int64_t tag_base = 0;
+  std::unordered_map<uint64_t, int64_t> tag_moves;
   long long messages = 0;
   long long bytes = 0;
   PyObject* self = nullptr;  // its Python object (borrowed), looked up once (python_self)
@@ -80,6 +88,7 @@ struct MessageMatcher {
         native = std::move(capsule);
       }
     }
+    if (!symmetry.is_none() && py::hasattr(symmetry, "tag_base")) tag_base = symmetry.attr("tag_base").cast<int64_t>();
     busy.assign(npus, 0);
     since.assign(npus, 0.0);
     logs.assign(npus, std::vector<double>());
@@ -103,6 +112,8 @@ struct MessageMatcher {
       release(e.on_received);
     }
     to_rep.clear();
+    shifted.clear();
+    tag_moves.clear();
     clock.queue = nullptr;
     native_send = nullptr;
     for (py::object* o : {&clock.object, &backend, &send, &symmetry, &native, &flights}) *o = py::object();
@@ -226,6 +237,23 @@ static bool symmetry_int(MessageMatcher* m, const char* method, int64_t value, P
   return !(*out == -1 && PyErr_Occurred());
 }
 
+// ``tag`` as seen from ``dst``'s representative (``delta`` takes ``dst`` there), asked of
+// the symmetry once per group and receiver; false with an error set.
+static bool shift_tag(MessageMatcher* m, int64_t& tag, int64_t dst, PyObject* delta) {
+  if (m->tag_base <= 0 || tag < 0) return symmetry_int(m, "shift_tag", tag, delta, &tag);
+  const uint64_t key = (static_cast<uint64_t>(tag / m->tag_base) << 32) | static_cast<uint32_t>(dst);
+  auto known = m->tag_moves.find(key);
+  if (known != m->tag_moves.end()) {
+    tag += known->second;
+    return true;
+  }
+  int64_t moved;
+  if (!symmetry_int(m, "shift_tag", tag, delta, &moved)) return false;
+  m->tag_moves.emplace(key, moved - tag);
+  tag = moved;
+  return true;
+}
+
 // Records a send under ``key`` and hands it to the backend (to ``dst``); it counts in
 // the in-flight time of ``src`` and ``flight_dst`` (the receiver, or its representative).
 static bool post_send(MessageMatcher* m, const MatchKey& key, int64_t src, int64_t flight_dst, int64_t dst,
@@ -259,9 +287,15 @@ static bool matcher_send(MessageMatcher* m, int64_t src, int64_t dst, int64_t si
     py::tuple r = m->symmetry.attr("to_representative")(dst);
     found = m->to_rep.emplace(dst, std::make_pair(r[0].cast<int64_t>(), py::object(r[1]))).first;
   });
-  int64_t shifted;
-  ok = ok && (!collective || symmetry_int(m, "shift_tag", tag, found->second.second.ptr(), &tag)) &&
-       symmetry_int(m, "shift", src, found->second.second.ptr(), &shifted);
+  if (ok && collective) ok = shift_tag(m, tag, dst, found->second.second.ptr());
+  const uint64_t pair = (static_cast<uint64_t>(src) << 32) | static_cast<uint32_t>(dst);
+  auto known = m->shifted.find(pair);
+  int64_t shifted = 0;
+  if (ok && known != m->shifted.end()) {
+    shifted = known->second;
+  } else if (ok && (ok = symmetry_int(m, "shift", src, found->second.second.ptr(), &shifted))) {
+    m->shifted.emplace(pair, shifted);
+  }
   if (!ok) {
     release(held);
     return false;
