@@ -169,10 +169,13 @@ def test_a_collective_too_large_to_replay_settles_a_translation_first(monkeypatc
     found = NcclCollectives([], [8, 2], {}, model, message_ns=lambda src, dst, size: 1000.0)
     reduce, gather = (CommType.ALL_REDUCE, members, 1 << 30), (CommType.ALL_GATHER, members, 768 << 20)
     found.collectives = {reduce, gather}
-    count = {
-        c: sum(len(lane.sends) for m in members for lane in model.schedule(*c[:1], m, *c[1:])[0].lanes)
-        for c in (reduce, gather)
-    }
+
+    def messages(comm_type, size):
+        return sum(
+            len(lane.sends) for m in members for lane in model.schedule(comm_type, m, members, size)[0].lanes
+        )
+
+    count = {c: messages(c[0], c[2]) for c in (reduce, gather)}
     assert count[gather] > count[reduce] and gather[2] < reduce[2]
     monkeypatch.setattr(nccl_symmetry, "REPLAY_MESSAGES_MAX", (count[gather] + count[reduce]) // 2)
 
