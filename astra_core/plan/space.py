@@ -165,7 +165,8 @@ class Space:
             tp_comm_overlap=layout.tp > 1 and (not kept or bool(base and base.tp_comm_overlap)),
             zero=layout.zero,
             recompute=layout.recompute,
-            recompute_modules=selective,
+            # the modules are selective recomputation's; without it the generator's default
+            recompute_modules=selective if layout.recompute == "selective" else LLMConfig.recompute_modules,
             precision=self.precision,
             fp8_recipe=self.fp8_recipe,
         )
