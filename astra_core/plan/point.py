@@ -11,12 +11,14 @@ which needs multiples of P) and extends the line to the plan's M; a *full* run s
 all M. Each part of the step's breakdown is extended the same way. Every run is returned
 on its own (``runs``), for the caller to keep.
 
-A *bound* is what no simulation of the layout can beat: the GPU compute of a stage (the
-first, second or last; a rank cannot finish before its own kernels have run) plus the
-pipeline's fill and drain in front of it (:func:`compute_bound_ns`). The line's slope
-``b`` is at least any stage's compute per micro-batch (``slot_ns``: a stage runs every
-micro-batch's kernels one after another, so a slope below it would, for M large enough,
-finish the step before its own compute); after a screen's first run at ``m``, ``T(m) +
+A *bound* is what no simulation of the layout can beat: a stage's compute chain (the
+first, second or last stage's; a rank cannot finish before its own kernels, and the
+collectives they wait on, have run one after another: each such collective at the
+least time NCCL's model lets it take, :mod:`.floors`) plus the pipeline's fill and
+drain in front of it (:func:`compute_bound_ns`). The line's slope ``b`` is at least
+any stage's chain per micro-batch (``slot_ns``: a stage runs every micro-batch's chain
+one after another, so a slope below it would, for M large enough, finish the step
+before its own chain); after a screen's first run at ``m``, ``T(m) +
 slot_ns (M - m)`` bounds the step too, and the second run is skipped when that cannot
 beat ``beat_ns``, the fastest step the search must beat.
 
@@ -56,18 +58,24 @@ def _with_microbatches(cfg, microbatches: int):
     return replace(cfg, global_batch=cfg.dp * cfg.micro_batch * microbatches, microbatches=None)
 
 
-def _stage_compute(cfg, microbatches: int, stage: int) -> tuple[float, float]:
-    """GPU compute [ns] of pipeline stage ``stage``'s program with ``microbatches``, and
-    of its second micro-batch alone (the first also runs the step's once-only kernels)."""
+def _stage_compute(cfg, microbatches: int, stage: int, floors=None) -> tuple[float, float]:
+    """The least time [ns] of pipeline stage ``stage``'s compute chain with
+    ``microbatches``, and of its second micro-batch's part alone (the first also runs the
+    step's once-only kernels): its compute nodes at their trace times and the collectives
+    that block the chain at their :class:`~.floors.CollectiveFloors` (none: 0)."""
     from astra_core.workload import et_def_pb2 as pb
     from astra_core.workload.generators.llm_stage import StageBuilder
     from astra_core.workload.trace_size import MAX_RANK_NODES
 
     cfg = _with_microbatches(cfg, microbatches)
     nodes, _, _ = StageBuilder(cfg, microbatches, stage, MAX_RANK_NODES, MAX_RANK_NODES, {}).build()
-    compute = [(n.name, _trace_ns(n)) for n in nodes if n.type == pb.COMP_NODE]
+    chain = [
+        (n.name, _trace_ns(n) if n.type == pb.COMP_NODE else (floors.floor_ns(n, stage) if floors else 0))
+        for n in nodes
+        if n.chain
+    ]
     second = re.compile(r"(^|_)mb1(_|$)")
-    return float(sum(ns for _, ns in compute)), float(sum(ns for name, ns in compute if second.search(name)))
+    return float(sum(ns for _, ns in chain)), float(sum(ns for name, ns in chain if second.search(name)))
 
 
 def _trace_ns(node) -> int:
@@ -78,24 +86,25 @@ def _trace_ns(node) -> int:
 
 
 class ComputeBound(NamedTuple):
-    """What the GPU compute alone says of a layout's step (module docstring): ``step_ns``
+    """What the compute chains alone say of a layout's step (module docstring): ``step_ns``
     no simulated step is shorter; ``slot_ns`` no micro-batch adds less to it."""
 
     step_ns: float
     slot_ns: float
 
 
-def compute_bound_ns(cfg, microbatches: int) -> ComputeBound:
+def compute_bound_ns(cfg, microbatches: int, floors=None) -> ComputeBound:
     """A lower bound on the step time [ns] (module docstring): stage p cannot start before
     the first micro-batch's forward pass through the p stages before it, nor end before
-    that micro-batch's backward pass back through them, and runs its own compute between:
-    ``compute_p + p x (one micro-batch through one chunk, forward and backward)``, the
-    chunk's share the least of the stages built. Each stage's program is built for two
-    micro-batches (P with interleaving) and extended by its second micro-batch's compute,
-    the most of which is the bound's ``slot_ns``."""
+    that micro-batch's backward pass back through them, and runs its own compute chain
+    between: ``chain_p + p x (one micro-batch through one chunk, forward and backward)``,
+    the chunk's share the least of the stages built. Each stage's program is built for
+    two micro-batches (P with interleaving) and extended by its second micro-batch's part
+    of the chain, the most of which is the bound's ``slot_ns``. ``floors``: the
+    :class:`~.floors.CollectiveFloors` of the layout (None: collectives count 0)."""
     built = cfg.pp if cfg.virtual_stages > 1 else 2
     stages = sorted({0, cfg.pp - 1} | ({1} if cfg.pp > 2 else set()))
-    runs = {stage: _stage_compute(cfg, built, stage) for stage in stages}
+    runs = {stage: _stage_compute(cfg, built, stage, floors) for stage in stages}
     chunk = min(each for _, each in runs.values()) / cfg.virtual_stages
     step = max(total + each * (microbatches - built) + stage * chunk for stage, (total, each) in runs.items())
     return ComputeBound(step, max(each for _, each in runs.values()))
@@ -160,7 +169,10 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     try:
         counts, target = task["counts"], task["microbatches"]
         if not counts:
-            bound = compute_bound_ns(task["config"], target)
+            from astra_core.plan.floors import CollectiveFloors
+
+            floors = CollectiveFloors(task["system"], task["network"], task["config"])
+            bound = compute_bound_ns(task["config"], target, floors)
             row.update(bound_ns=bound.step_ns, slot_ns=bound.slot_ns)
         elif (runs := _runs(task, row)) is not None:
             row.update({k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target))

@@ -3,7 +3,9 @@
 1. :func:`~astra_core.plan.space.layouts` lists the layouts that divide and fit in HBM.
 2. Of layouts that differ only in recomputation or ZeRO stage, the one with the least of
    either that fits is kept (more recomputation or sharding only adds work).
-3. Each survivor is bounded below by its compute (:func:`~astra_core.plan.point.compute_bound_ns`).
+3. Each survivor is bounded below by its stages' compute chains: their kernels and the
+   collectives they wait on, each at NCCL's least time for it
+   (:func:`~astra_core.plan.point.compute_bound_ns`).
 4. The survivors are screened in bound order on the sweep executors (a local process pool
    of :mod:`astra_core.workers`, or Ray), each admitted as a worker takes it only while its
    bound can beat the ``top``-th fastest step found: a screen extends the step time of 1
@@ -250,7 +252,7 @@ def search(
     fastest = f"the {min(top, len(rows))} fastest found (best {best * 1e-9:.3f} s)"
     for _, _, r in entries:
         if r["status"] == "bounded":
-            how = "one screening run and the compute left" if r["simulated"] else "compute alone"
+            how = "one screening run and the compute left" if r["simulated"] else "the compute chain alone"
             pruned[f"{how} slower than {fastest}"] += 1
     return PlanOutcome(_frame(space, entries), pruned, considered, runs)
 

@@ -14,9 +14,13 @@ from astra_core.cli import main
 from astra_core.config.system import nccl_system
 from astra_core.errors import ConfigError
 from astra_core.plan import Layout, Limits, Space, layouts, search
+from astra_core.plan.floors import CollectiveFloors
 from astra_core.plan.point import compute_bound_ns, run_layout, screen_microbatches
 from astra_core.workload.generators.gpus import load_gpu
+from astra_core.workload.generators.llm import _check as check_llm
+from astra_core.workload.generators.llm_stage import StageBuilder
 from astra_core.workload.generators.models import MODELS, ModelConfig
+from astra_core.workload.trace_size import MAX_RANK_NODES
 
 MODEL = ModelConfig(
     "tiny",
@@ -29,6 +33,8 @@ MODEL = ModelConfig(
     seq_len=2048,
     mlp="swiglu",
 )
+#: A mixture of experts of the same shape: 16 experts, 2 routed per token.
+MOE = replace(MODEL, name="tiny-moe", experts=16, top_k=2, expert_ffn_hidden=1024)
 NETWORK = {
     "topology": ["Switch", "Switch"],
     "npus_count": [8, 2],
@@ -38,8 +44,8 @@ NETWORK = {
 SYSTEM = nccl_system("H100")
 
 
-def _space(**limits) -> Space:
-    return Space(MODEL, load_gpu("H100"), 16, 8, 64, 2048, dims=(8, 2), limits=Limits(**limits))
+def _space(model: ModelConfig = MODEL, **limits) -> Space:
+    return Space(model, load_gpu("H100"), 16, 8, 64, 2048, dims=(8, 2), limits=Limits(**limits))
 
 
 def _in_process(tasks, on_row, admit=None) -> None:
@@ -124,24 +130,69 @@ def test_screening_extends_the_step_exactly(layout, shown):
 
 
 @pytest.mark.parametrize(
-    "layout",
+    ("model", "layout"),
     [
-        Layout(2, 1, 4, 2, 2, 1, 1),
-        Layout(1, 2, 2, 1, 4, 1, 2),
-        Layout(8, 1, 1, 1, 2, 1, 1, recompute="full"),
-        Layout(1, 1, 8, 1, 2, 1, 4),
+        (MODEL, Layout(2, 1, 4, 2, 2, 1, 1)),
+        (MODEL, Layout(1, 2, 2, 1, 4, 1, 2)),
+        (MODEL, Layout(8, 1, 1, 1, 2, 1, 1, recompute="full")),
+        (MODEL, Layout(1, 1, 8, 1, 2, 1, 4)),
+        (MOE, Layout(1, 1, 4, 2, 4, 4, 1)),
+        (MOE, Layout(4, 1, 2, 4, 2, 2, 4)),
+        (MOE, Layout(2, 1, 1, 1, 8, 8, 2, recompute="full")),
     ],
-    ids=lambda lay: lay.label(),
+    ids=lambda x: x.label() if isinstance(x, Layout) else x.name,
 )
-def test_bound_never_passes_the_simulated_step(layout):
-    """Neither the step nor a micro-batch's share of it is shorter than the compute says."""
-    space = _space()
+def test_bound_never_passes_the_simulated_step(model, layout):
+    """Neither the step nor a micro-batch's share of it is shorter than the compute chain
+    with its blocking collectives at NCCL's floor says."""
+    space = _space(model)
     microbatches = space.global_batch // (layout.dp * layout.micro_batch)
-    bound = compute_bound_ns(space.config(layout), microbatches)
+    config = space.config(layout)
+    bound = compute_bound_ns(config, microbatches, CollectiveFloors(SYSTEM, NETWORK, config))
     step = _full_step_ns(space, layout)
     assert 0 < bound.step_ns <= step
     fewer = microbatches // 2
     assert 0 < bound.slot_ns * (microbatches - fewer) <= step - _full_step_ns(space, layout, fewer)
+
+
+def test_the_bound_counts_each_blocking_collective_at_the_simulators_nccl_floor():
+    """Every collective the compute chain waits on adds NCCL's predicted time for it, the
+    time the simulated run's NCCL model gives the same collective; a system that splits
+    collectives into chunks, whose floors are the chunks', adds none."""
+    import astra
+    from astra_core.report.nccl import nccl_choices
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.generators.llm import generate_llm
+    from astra_core.workload.generators.llm_traces import llm_traces
+
+    layout = Layout(2, 1, 1, 1, 8, 8, 1)  # TP 2 without TP overlap, EP 8 over two nodes
+    config = replace(_space(MOE).config(layout), global_batch=16, tp_comm_overlap=False)
+    traces, groups = llm_traces(generate_llm(config))
+    result = astra.simulate(traces, SYSTEM, NETWORK, comm_groups=groups or None)
+    predicted = {(e["type"], e["ranks"], e["bytes"]): e["nccl_predicted_ns"] for e in nccl_choices(result)}
+    floors = CollectiveFloors(SYSTEM, NETWORK, config)
+    nodes, _, _ = StageBuilder(config, 2, 0, MAX_RANK_NODES, MAX_RANK_NODES, {}).build()
+    blocking = [n for n in nodes if n.chain and n.type == pb.COMM_COLL_NODE]
+    assert {"tp", "ep"} <= {n.role for n in blocking}
+    for n in blocking:
+        key = (pb.CollectiveCommType.Name(n.comm_type), len(floors.layout.members(n.role, 0)), n.size)
+        assert floors.floor_ns(n, 0) == predicted[key] > 0
+    with_floors = compute_bound_ns(config, 16, floors)
+    split = CollectiveFloors({**SYSTEM, "preferred-dataset-splits": 4}, NETWORK, config)
+    assert split.model is None and compute_bound_ns(config, 16, split) == compute_bound_ns(config, 16)
+    assert with_floors.step_ns > compute_bound_ns(config, 16).step_ns
+
+
+def test_every_layout_of_a_moe_search_is_one_the_generator_takes():
+    """Selective recomputation's modules go with selective recomputation alone: a base
+    plan that recomputes ``moe_act`` still lets the search try no and full recomputation."""
+    base = replace(_space(MOE).config(Layout(1, 1, 1, 1, 16, 8, 1)), recompute="selective")
+    base = replace(base, recompute_modules=("moe_act", "layernorm"))
+    space = replace(_space(MOE, recomputes=("none", "full", "selective")), base=base)
+    fit, _ = layouts(space)
+    assert {lay.recompute for lay, _ in fit} == {"none", "full", "selective"}
+    for lay, _ in fit:
+        check_llm(space.config(lay))
 
 
 def test_a_screen_stops_after_a_run_that_cannot_win():

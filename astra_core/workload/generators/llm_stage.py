@@ -52,6 +52,7 @@ class StageNode:
     tag: int = 0
     late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
     recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
+    chain: bool = False  # on the compute chain: each such node waits for the one before
     # per expert-parallel index, when routing is not balanced: a compute node's
     # (duration_ns, flops, nbytes), an all-to-all's (send_bytes, recv_bytes)
     by_ep: tuple | None = None
@@ -87,6 +88,7 @@ class StageProgram:
         if chain:
             deps = (*deps, *self.pending)
             self.pending = []
+            node.chain = True
         kept = tuple([d for d in deps if d is not None])
         if len(kept) > 1 and len(set(kept)) != len(kept):
             kept = tuple(dict.fromkeys(kept))  # the first of each, in order
