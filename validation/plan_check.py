@@ -192,6 +192,7 @@ def check(run: Run, execute: Callable, cache: str | None) -> dict:
     )
     wall_s = time.perf_counter() - started
     frame = outcome.frame[outcome.frame["status"] == "ok"]
+    failed = outcome.frame[outcome.frame["status"] == "error"]
     best = frame.iloc[0]
     microbatches = searched.microbatches(layout)
     published = _published_run(run, microbatches, cache)
@@ -210,6 +211,8 @@ def check(run: Run, execute: Callable, cache: str | None) -> dict:
         "best_shares": {name: float(best[name]) for name in BOUNDS},
         "gap": published_s / float(best["step_s"]) - 1,
         "considered": outcome.considered,
+        "failed": len(failed),
+        "first_failure": f"{failed.iloc[0]['short']}: {failed.iloc[0]['error']}" if len(failed) else "",
         "simulated": int(sum(outcome.runs.values())),
         "wall_s": wall_s,
     }
@@ -278,6 +281,11 @@ def report(results: list[dict], pending: list[str] | None = None) -> str:
         "",
     ]
     for r in results:
+        if r.get("failed"):
+            lines.append(
+                f"- {r['name']}: {r['failed']} layouts failed to simulate, so the best found may not be "
+                f"the best; the first: {r['first_failure']}."
+            )
         if r["gap"] < 0 and r["published_gib"] > r["hbm_gib"]:
             lines.append(
                 f"- {r['name']}: the published layout is faster but needs {r['published_gib']:.1f} GiB by "
@@ -373,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
             with results_path.open("a") as out:
                 out.write(json.dumps(kept[key]) + "\n")
         results.append(kept[key])
-        print(f"{run.name}: published {results[-1]['gap']:+.1%} from the best found", flush=True)
+        failed = results[-1].get("failed")
+        note = f" ({failed} layouts failed: {results[-1]['first_failure']})" if failed else ""
+        print(f"{run.name}: published {results[-1]['gap']:+.1%} from the best found{note}", flush=True)
     return emit(report(results, pending), args.markdown)
 
 

@@ -57,8 +57,12 @@ def test_the_search_is_never_slower_than_a_published_layout_that_fits(plan_check
     assert result["best_s"] <= result["published_s"] * (1 + 1e-9)
     assert result["best_gib"] <= result["hbm_gib"]
     assert result["gap"] == pytest.approx(result["published_s"] / result["best_s"] - 1)
+    assert result["failed"] == 0 and result["first_failure"] == ""
     page = plan_check.report([result])
     assert run.name in page and "1 of 1 published layouts within 5%" in page
+    assert "failed to simulate" not in page
+    failing = {**result, "failed": 3, "first_failure": "TP8 CP1 PP1 V1 DP1 MBS1: why"}
+    assert f"- {run.name}: 3 layouts failed to simulate" in plan_check.report([failing])
 
 
 def _in_process(tasks, on_row, admit=None) -> None:
