@@ -328,9 +328,16 @@ def _kept(path: Path) -> dict[str, dict]:
 
 def _key(run: Run) -> str:
     """The digest of ``run``'s search: its space and network, not astra's sources (each
-    outcome records those beside it)."""
-    question = {"plan check": repr(space(run)), "network": run.network.to_dict()}
+    outcome records those beside it) nor where the checkout lies (a GPU's measured
+    kernel table is named by its path, taken from the checkout's root)."""
+    question = _question(run)
     return hashlib.blake2b(json.dumps(question, sort_keys=True).encode(), digest_size=32).hexdigest()
+
+
+def _question(run: Run) -> dict:
+    """What ``run``'s search asks (:func:`_key`), with the checkout's root as ``<astra>``."""
+    root = str(Path(astra_core.__file__).resolve().parent.parent)
+    return {"plan check": repr(space(run)).replace(root, "<astra>"), "network": run.network.to_dict()}
 
 
 def _sources() -> dict[str, str]:
