@@ -49,7 +49,7 @@ from astra_core.config.system import nccl_system
 from astra_core.plan.api import executor
 from astra_core.plan.point import FIELDS, run_layout
 from astra_core.plan.search import BOUNDS, PlanOutcome, search
-from astra_core.plan.space import Layout, Limits, Space
+from astra_core.plan.space import Layout, Limits, Space, identity
 from astra_core.run_digest import InputDigests, source_digest
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import GiB, stage_memory
@@ -327,17 +327,11 @@ def _kept(path: Path) -> dict[str, dict]:
 
 
 def _key(run: Run) -> str:
-    """The digest of ``run``'s search: its space and network, not astra's sources (each
-    outcome records those beside it) nor where the checkout lies (a GPU's measured
-    kernel table is named by its path, taken from the checkout's root)."""
-    question = _question(run)
+    """The digest of ``run``'s search: its space (files by content:
+    :func:`~astra_core.plan.space.identity`) and network, not astra's sources (each
+    outcome records those beside it)."""
+    question = {"plan check": identity(space(run), InputDigests()), "network": run.network.to_dict()}
     return hashlib.blake2b(json.dumps(question, sort_keys=True).encode(), digest_size=32).hexdigest()
-
-
-def _question(run: Run) -> dict:
-    """What ``run``'s search asks (:func:`_key`), with the checkout's root as ``<astra>``."""
-    root = str(Path(astra_core.__file__).resolve().parent.parent)
-    return {"plan check": repr(space(run)).replace(root, "<astra>"), "network": run.network.to_dict()}
 
 
 def _sources() -> dict[str, str]:

@@ -34,7 +34,7 @@ from typing import Any
 
 from astra_core.errors import ConfigError
 from astra_core.plan.point import FIELDS, run_layout, screen_microbatches
-from astra_core.plan.space import Layout, Space, layouts, reasons
+from astra_core.plan.space import Layout, Space, identity, layouts, reasons
 from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.llm_memory import GiB, StageMemory
 
@@ -104,7 +104,7 @@ class _Cache:
 
 def _task(space: Space, layout: Layout, counts: tuple[int, ...], inputs: dict, digests: InputDigests) -> dict:
     config = space.config(layout)
-    values = {**inputs, "config": repr(config)}  # every setting simulated, a base plan's too
+    values = {**inputs, "config": identity(config, digests)}  # every setting simulated, a base plan's too
 
     def key(runs: tuple[int, ...]) -> str:
         return digests.run({**values, "counts": list(runs)})[:16]

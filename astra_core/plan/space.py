@@ -23,15 +23,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from astra_core.errors import ConfigError
+from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import StageMemory, stage_memory
 from astra_core.workload.generators.models import ModelConfig
 
-__all__ = ["Layout", "Limits", "Space", "layouts"]
+__all__ = ["Layout", "Limits", "Space", "identity", "layouts"]
 
 RECOMPUTES = ("none", "selective", "full")
 #: Fewest tokens of a sequence a context-parallel rank keeps unless ``max_cp`` says
@@ -281,3 +283,17 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
 def reasons(pruned: Counter) -> str:
     """Pruned layouts as one line, most first: ``246 over the GPU's HBM; 36 ...``."""
     return "; ".join(f"{n} {why}" for why, n in pruned.most_common())
+
+
+def identity(value: Space | LLMConfig, digests: InputDigests) -> str:
+    """``repr(value)`` with each file it reads named by the digest of its bytes, not its
+    path: the GPU's measured GEMM table (``gemm_table``) and a recorded MoE routing
+    (``moe_routing``), a base plan's too. What keys a search or a layout's run: the same
+    wherever the files lie, another once a file's content changes."""
+    configs: list[Any] = [value, value.base] if isinstance(value, Space) else [value]
+    files = {c.gpu.gemm_table for c in configs if c is not None}
+    files |= {c.moe_routing for c in configs if isinstance(c, LLMConfig) and Path(c.moe_routing).is_file()}
+    text = repr(value)
+    for path in sorted((f for f in files if f is not None), key=len, reverse=True):
+        text = text.replace(repr(path), repr(f"file {digests.file(path)}"))
+    return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,6 +17,8 @@ from astra_core.errors import ConfigError
 from astra_core.plan import Layout, Limits, Space, layouts, search
 from astra_core.plan.floors import CollectiveFloors
 from astra_core.plan.point import compute_bound_ns, run_layout, screen_microbatches
+from astra_core.plan.space import identity
+from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.gpus import load_gpu
 from astra_core.workload.generators.llm import _check as check_llm
 from astra_core.workload.generators.llm_stage import StageBuilder
@@ -244,6 +247,37 @@ def test_search_finds_what_simulating_every_layout_finds(tmp_path):
     older = search(replace(space, base=base), SYSTEM, NETWORK, run=_in_process, top=3, full=1, cache=cache)
     assert sum(older.runs.values()) > 0
     assert float(older.frame["step_s"].iloc[0]) > found[0]
+
+
+def test_a_search_is_keyed_by_what_its_files_hold_not_where_they_lie(tmp_path):
+    """The H100 preset's measured GEMM table and a recorded MoE routing are named by their
+    bytes: a copy elsewhere (another checkout) keys the same runs and search, so a cache
+    is found wherever it was made; a table whose content changed keys others, never a
+    stale result."""
+    space = _space()
+    layout = layouts(space)[0][0][0]
+    table = tmp_path / "gemm.csv"
+    table.write_bytes(Path(space.gpu.gemm_table).read_bytes())
+    moved = replace(space, gpu=replace(space.gpu, gemm_table=str(table)))
+    assert repr(moved) != repr(space)  # the path is in the settings
+
+    def key(value) -> str:
+        return identity(value, InputDigests())
+
+    assert key(moved) == key(space) and key(moved.config(layout)) == key(space.config(layout))
+    loads = tmp_path / "loads.json"
+    loads.write_text('{"layers": [[3, 1]]}')
+    routed = replace(moved.config(layout), moe_routing=str(loads))
+    copy = tmp_path / "copy.json"
+    copy.write_text(loads.read_text())
+    assert key(routed) == key(replace(routed, moe_routing=str(copy)))
+    assert key(replace(moved, base=routed)) == key(
+        replace(moved, base=replace(routed, moe_routing=str(copy)))
+    )
+    copy.write_text('{"layers": [[1, 3]]}')
+    assert key(routed) != key(replace(routed, moe_routing=str(copy)))
+    table.write_text(table.read_text().replace(",", ", ", 1))  # the same path, other bytes
+    assert key(moved) != key(space)
 
 
 def test_cli_prints_the_fastest_and_writes_every_layout(tmp_path):
