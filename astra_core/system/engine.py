@@ -3,8 +3,15 @@
 A node is issued once all its parents are done, lowest node id first, and
 only if its hardware slot is free: one CPU operation, one GPU compute kernel
 and one GPU communication (collective, send, remote-memory access) at a time;
-receives take no slot (upstream ``HardwareResource``). On completion its
-children become ready and the rank tries to issue again.
+receives take no slot (upstream ``HardwareResource``). Where every collective
+runs on NCCL, a communication node with attribute ``comm_stream`` = s > 0 takes
+the slot of GPU stream s instead, so it runs beside the communication of other
+streams, as NCCL kernels of different CUDA streams do (no upstream trace sets
+it; ``astra gen llm`` puts the gradient reductions on a stream of their own,
+:mod:`astra_core.workload.generators.llm_stage`). Upstream's per-dimension
+queues keep one slot: two collectives in one queue could start in opposite
+orders on two ranks and wait on each other.
+On completion its children become ready and the rank tries to issue again.
 
 Timing of each node type:
 
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections import defaultdict
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -65,6 +73,7 @@ _COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
 _COLLECTIVES: dict[int | None, CommType] = {c.value: c for c in CommType}  # None: no comm_type
 CPU, GPU_COMP, GPU_COMM = 0, 1, 2
+COMM_STREAM = "comm_stream"  #: ET attribute: the GPU stream of a communication node (0: default)
 
 
 def _slot(node: ETNode) -> int | None:
@@ -75,6 +84,14 @@ def _slot(node: ETNode) -> int | None:
     if node.type == COMM_RECV:
         return None
     return GPU_COMM
+
+
+def _stream_slot(node: ETNode) -> int | None:
+    """:func:`_slot`, but a communication node takes its GPU stream's (``comm_stream``)."""
+    slot = _slot(node)
+    if slot == GPU_COMM and node.attrs:
+        return GPU_COMM + node.attrs.get(COMM_STREAM, 0)  # the decoder checked it: an int >= 0
+    return slot
 
 
 class TieOrderMatters(Exception):
@@ -161,6 +178,7 @@ class RankEngine:
         self.matcher = matcher
         self.listener = listener
         self.sys = RankSystem(rank, context, backend, matcher)
+        self._slot = _stream_slot if self.sys.nccl_only else _slot
         nodes = graph.nodes
         if isinstance(nodes, TemplatePeers):  # a simulated rank reads its nodes from a list
             nodes = nodes.as_list()
@@ -173,7 +191,7 @@ class RankEngine:
         self.ready: list[tuple[int, int]] = []  # (id, position)
         for pos in graph.roots:
             self._readied(pos)
-        self.slots = [0, 0, 0]
+        self.slots: defaultdict[int, int] = defaultdict(int)  # slot -> nodes running on it
         self.done = 0
         self.started: dict[int, float] = {}  # position -> start time of running nodes
         self.records = NodeRecords()  # (position, start, end) per completed node
@@ -231,7 +249,7 @@ class RankEngine:
                 ties = self._ties
                 for item in candidates:
                     pos = item[1]
-                    slot = _slot(nodes[pos])
+                    slot = self._slot(nodes[pos])
                     if slot is not None and slots[slot]:
                         ready.append(item)
                     else:
@@ -424,7 +442,7 @@ class RankEngine:
         (a rank's choice then does not depend on the order of same-time events,
         which follows rank numbers; see :mod:`astra_core.system.symmetry`)."""
         node = self.nodes[pos]
-        slot = _slot(node)
+        slot = self._slot(node)
         if slot is not None:
             self.slots[slot] -= 1
         now = self.sys.now()
@@ -440,14 +458,14 @@ class RankEngine:
         ties = None if self._issuing else self._ties  # completing as it is issued: part of the pass
         if ties is not None:
             ties.event(now)
-            if ties.late(slot) and any(_slot(nodes[p]) == slot for _, p in self.ready):
+            if ties.late(slot) and any(self._slot(nodes[p]) == slot for _, p in self.ready):
                 self._order_matters(cast(int, slot))
         for child in self.graph.children[pos]:
             counts[child] -= 1
             if counts[child] == 0:
                 self._readied(child)
-                if ties is not None and ties.late(_slot(nodes[child]), self.ready[-1][0]):
-                    self._order_matters(cast(int, _slot(nodes[child])))
+                if ties is not None and ties.late(self._slot(nodes[child]), self.ready[-1][0]):
+                    self._order_matters(cast(int, self._slot(nodes[child])))
         if self._streamed:
             # self._streamed: nodes is a StreamedNodes (no cast: a call per node)
             nodes.release(pos)  # type: ignore[union-attr]
@@ -473,6 +491,7 @@ class RankEngine:
     def _order_matters(self, slot: int) -> None:
         """Stop a symmetric run whose outcome may hang on the order of same-time events."""
         names = {CPU: "CPU", GPU_COMP: "GPU compute", GPU_COMM: "GPU communication"}
+        names[slot] = names.get(slot, f"GPU communication stream {slot - GPU_COMM}")
         raise TieOrderMatters(
             f"rank {self.rank} at t={self.sys.now():.0f} ns: an event came after its "
             f"{names[slot]} slot was given in the same instant and could have changed who got it"

@@ -13,7 +13,9 @@ One :class:`RankSystem` per NPU, mirroring upstream ``Sys``:
   ``localBWAware``: reduce-scatter up the dimensions, all-reduce on the last
   one, all-gather back down.
 * **Scheduling.** Streams wait in a ready list, then in one queue per
-  dimension; at most ``active-chunks-per-dimension`` run per queue. Waiting
+  dimension; at most ``active-chunks-per-dimension`` run per queue (no limit
+  where every collective runs on NCCL alone: NCCL runs a collective whole as
+  soon as its GPU stream issues it, and the engine issues one per stream). Waiting
   streams are ordered by priority: LIFO gives later collectives priority,
   FIFO earlier ones, EXPLICIT the ET node's ``comm_priority`` (higher first,
   equal ones in issue order; upstream ``Sys::get_priority``); already running
@@ -26,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from astra_core.config.collective_impl import NCCL, CollectiveAlgorithm
+from astra_core.config.limits import MAX_INT32
 from astra_core.errors import ConfigError
 from astra_core.events import kernel
 from astra_core.system.clock import clock_of
@@ -132,7 +135,13 @@ class RankSystem:
         self.lifo = system.scheduling_policy == "LIFO"
         self.explicit = system.scheduling_policy == "EXPLICIT"
         self.splits = max(1, int(system.preferred_dataset_splits))
-        self.queue_threshold = max(1, int(system.active_chunks_per_dimension))
+        #: Every collective runs on NCCL alone: NCCL runs each whole, as soon as its GPU
+        #: stream issues it, so what runs at once is one collective per stream (the
+        #: engine's slots), not a queue's limit.
+        self.nccl_only = all(tuple(map(str, context.implementations[t])) == (NCCL,) for t in CONFIGURABLE)
+        self.queue_threshold = (
+            MAX_INT32 if self.nccl_only else max(1, int(system.active_chunks_per_dimension))
+        )
         self.local_bw_aware = system.collective_optimization == "localBWAware"
         dim_sizes = context.dim_sizes
         self.dims_by_type: dict[CommType, list[DimTopology]] = {

@@ -438,6 +438,9 @@ def decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int, 
             problem = _value_problem(node)
             if problem is not None:
                 bad.append((node.id, problem))
+        stream = node.attrs.get("comm_stream", 0)
+        if type(stream) is not int or stream < 0:  # a GPU stream's number (system engine)
+            bad.append((node.id, f"comm_stream must be an integer >= 0, got {stream!r}"))
     if ntype in _COMM_TYPES and node.comm_size <= 0 and not node.is_cpu_op:
         # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
         bad.append(

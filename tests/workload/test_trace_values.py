@@ -59,6 +59,9 @@ def _error(path) -> str:
             "node 4: num_ops must be a finite number >= 0, got inf",
         ),
         (make_node(4, "k", COMP, num_ops=-0.5), "node 4: num_ops must be a finite number >= 0, got -0.5"),
+        (_coll(4, 64, comm_stream=-1), "node 4: comm_stream must be an integer >= 0, got -1"),
+        (_coll(4, 64, comm_stream=1.5), "node 4: comm_stream must be an integer >= 0, got 1.5"),
+        (_coll(4, 64, comm_stream=True), "node 4: comm_stream must be an integer >= 0, got True"),
     ],
 )
 def test_bad_values_name_file_and_node(tmp_path, node, expected):

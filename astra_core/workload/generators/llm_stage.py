@@ -36,6 +36,12 @@ _AR, _AG, _RS, _A2A = pb.ALL_REDUCE, pb.ALL_GATHER, pb.REDUCE_SCATTER, pb.ALL_TO
 CP_TAG = 1 << 30
 #: Tags of tensor-parallel ring messages (--tp-comm-overlap) start here.
 TP_TAG = 1 << 29
+#: The GPU stream (ET attribute ``comm_stream``) of the gradient reductions: PyTorch's
+#: ProcessGroupNCCL launches each process group's collectives on a CUDA stream of that
+#: group's own, so the data-parallel reduce-scatters run beside the tensor-parallel,
+#: context-parallel and pipeline communication (the system's engine gives the stream a
+#: communication slot of its own); the rest share the default stream, in program order.
+GRADS_STREAM = 1
 
 
 @dataclass
@@ -53,6 +59,7 @@ class StageNode:
     late: bool = False  # gradient reduction: numbered after every other node (lower issue priority)
     recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
     chain: bool = False  # on the compute chain: each such node waits for the one before
+    stream: int = 0  # a collective's GPU stream (GRADS_STREAM: the gradient reductions')
     # per expert-parallel index, when routing is not balanced: a compute node's
     # (duration_ns, flops, nbytes), an all-to-all's (send_bytes, recv_bytes)
     by_ep: tuple | None = None
@@ -157,13 +164,18 @@ class StageProgram:
 
     def grad_coll(self, name: str, ctype: int, size: float, role: str) -> int | None:
         """A gradient reduction: after the compute that produced it and the previous reduction,
-        off the communication chain and numbered last, so tensor-parallel collectives and
-        pipeline sends that become ready at the same time go first (one collective at a time
-        per NPU, lowest node id first)."""
+        off the communication chain, on the gradients' GPU stream (:data:`GRADS_STREAM`),
+        numbered last."""
         if size <= 0 or self.group_sizes[role] == 1:
             return None
         node = StageNode(
-            name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, late=True
+            name,
+            pb.COMM_COLL_NODE,
+            comm_type=ctype,
+            size=int(math.ceil(size)),
+            role=role,
+            late=True,
+            stream=GRADS_STREAM,
         )
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads

@@ -159,9 +159,9 @@ def _node_at(
             fields = {"comm_tag": n.tag, "comm_size": n.size}
         elif n.type == pb.COMP_NODE or place is not None:
             duration_ns, fields = node_fields(n, q)
-            uneven = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes") if k in fields}
-            if uneven:
-                fields["attrs"] = uneven
+            attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", "comm_stream") if k in fields}
+            if attrs:
+                fields["attrs"] = attrs
             if place is not None and place.kind == "dims":
                 fields["involved_dim"] = tuple(bool(v) for v in place.value)
             elif place is not None and place.kind == "group":

@@ -51,11 +51,14 @@ def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
     """(duration in ns, attributes but the group's) of compute node or collective ``n``
     (:class:`~.llm_stage.StageNode`) on a rank of expert-parallel index ``q``: a node
     that differs by index (unbalanced routing) takes index ``q``'s figures, an
-    all-to-all its bytes to and from each member (``send_bytes`` / ``recv_bytes``)."""
+    all-to-all its bytes to and from each member (``send_bytes`` / ``recv_bytes``), a
+    collective on a GPU stream of its own its ``comm_stream``."""
     if n.type == pb.COMP_NODE:
         duration, flops, nbytes = n.by_ep[q] if n.by_ep is not None else (n.duration_ns, n.flops, n.nbytes)
         return duration, {"num_ops": int(flops), "tensor_size": int(nbytes)}
     attrs: dict[str, Any] = {"comm_type": n.comm_type, "comm_size": n.size}
+    if n.stream:
+        attrs["comm_stream"] = n.stream
     if n.by_ep is not None:
         send, recv = n.by_ep[q]
         attrs.update(comm_size=sum(send), send_bytes=list(send), recv_bytes=list(recv))

@@ -252,6 +252,69 @@ def test_tp_comm_overlap_moves_the_sequence_parallel_bytes_in_rings():
     assert wl1.flops[0] == pytest.approx(wl0.flops[0], rel=1e-12)  # the same kernels, in blocks
 
 
+def _comm_spans(system, network, cfg):
+    """Per communication node of rank 0 but receives: (name, stream, start, end, parents' end)
+    [ns]; the run under rank symmetry checked against the run of every rank."""
+    from astra_core.api import simulate
+    from astra_core.report.breakdown import rank_tracks
+    from astra_core.workload.generators.llm_traces import llm_traces
+
+    traces, groups = llm_traces(generate_llm(cfg))
+    runs = [simulate(traces, system, network, comm_groups=groups or None, symmetry=s) for s in (True, False)]
+    assert runs[0].symmetric and [r.finish_ns for r in runs[0].ranks] == [r.finish_ns for r in runs[1].ranks]
+    track = rank_tracks(runs[0])[0]
+    end_of = {track.nodes[pos].id: end for pos, _, end in track.records}
+    spans = []
+    for pos, start, end in track.records:
+        node = track.nodes[pos]
+        if node.type in (pb.COMM_COLL_NODE, pb.COMM_SEND_NODE):
+            ready = max((end_of[d] for d in (*node.data_deps, *node.ctrl_deps)), default=0.0)
+            spans.append((node.name, node.attrs.get("comm_stream", 0), start, end, ready))
+    return spans
+
+
+def test_gradient_reductions_run_beside_the_tensor_parallel_ring(tmp_path):
+    """Overlapped gradient reduce-scatters run on their data-parallel group's NCCL stream:
+    on the NCCL model no other communication waits for them (every send and collective
+    starts as its parents end), and they do run while the tensor-parallel ring sends."""
+    from astra_core.config.system import nccl_system
+
+    from .conftest import write_network
+
+    cfg = LLMConfig(
+        GPT,
+        A100,
+        tp=4,
+        dp=2,
+        microbatches=2,
+        sequence_parallel=True,
+        tp_comm_overlap=True,
+        dims=[4, 2],
+        bucket_bytes=4 << 20,  # reduced as the backward pass goes
+    )
+    spans = _comm_spans(nccl_system("A100"), write_network(tmp_path, [4, 2], bandwidth=25.0), cfg)
+    grads = [s for s in spans if s[0].startswith("grads_")]
+    rest = [s for s in spans if not s[0].startswith("grads_")]
+    assert grads and all(stream == 1 for _, stream, *_ in grads)
+    assert all(stream == 0 for _, stream, *_ in rest)
+    assert all(start == ready for *_, start, _, ready in spans)
+    assert any(g[2] < r[3] and r[2] < g[3] for g in grads for r in rest if r[0].endswith("_send"))
+
+
+def test_upstreams_queues_keep_one_communication_at_a_time(tmp_path):
+    """On upstream's ring algorithms (per-dimension queues) a GPU stream is not a slot of its
+    own: a rank's sends and collectives never overlap one another."""
+    from .conftest import write_network, write_system
+
+    cfg = LLMConfig(
+        GPT, A100, tp=4, dp=2, microbatches=2, sequence_parallel=True, tp_comm_overlap=True, dims=[4, 2]
+    )
+    spans = sorted(
+        s[2:4] for s in _comm_spans(write_system(tmp_path, 2), write_network(tmp_path, [4, 2]), cfg)
+    )
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+
+
 def test_tp_comm_overlap_hides_communication(tmp_path):
     from astra_core.api import simulate
     from astra_core.workload.generators.llm import write_llm
