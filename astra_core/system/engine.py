@@ -53,6 +53,7 @@ from astra_core.workload.chakra_types import (
     COMM_COLL,
     COMM_RECV,
     COMM_SEND,
+    COMM_STREAM,
     COMP,
     MEM_LOAD,
     MEM_STORE,
@@ -73,7 +74,6 @@ _COMM_NODES = frozenset((COMM_COLL, COMM_SEND, COMM_RECV))
 BROADCAST = 5
 _COLLECTIVES: dict[int | None, CommType] = {c.value: c for c in CommType}  # None: no comm_type
 CPU, GPU_COMP, GPU_COMM = 0, 1, 2
-COMM_STREAM = "comm_stream"  #: ET attribute: the GPU stream of a communication node (0: default)
 
 
 def _slot(node: ETNode) -> int | None:

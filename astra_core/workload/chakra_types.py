@@ -16,6 +16,9 @@ from astra_core.workload import et_def_pb2 as _pb
 #: group "0" (the whole world). A collective with one of them runs on its
 #: ``involved_dim`` (or on every NPU); the engine and rank symmetry read it so.
 NO_GROUP = (None, "", "0")
+#: Node attribute: the GPU stream (an int, 0 the default) a send or collective is launched
+#: on; astra's own, read where every collective runs on NCCL (:mod:`astra_core.system.engine`).
+COMM_STREAM = "comm_stream"
 
 
 class NodeType(IntEnum):

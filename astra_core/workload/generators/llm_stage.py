@@ -165,7 +165,9 @@ class StageProgram:
     def grad_coll(self, name: str, ctype: int, size: float, role: str) -> int | None:
         """A gradient reduction: after the compute that produced it and the previous reduction,
         off the communication chain, on the gradients' GPU stream (:data:`GRADS_STREAM`),
-        numbered last."""
+        numbered last: where a rank has one communication slot (upstream's queues),
+        tensor-parallel collectives and pipeline sends that become ready at the same time
+        go first (lowest node id first)."""
         if size <= 0 or self.group_sizes[role] == 1:
             return None
         node = StageNode(

@@ -22,6 +22,7 @@ from copy import deepcopy
 from typing import Any, cast
 
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra_types import COMM_STREAM
 from astra_core.workload.et_decode import ETNode, RankTrace, gc_paused
 from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
 from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
@@ -159,7 +160,7 @@ def _node_at(
             fields = {"comm_tag": n.tag, "comm_size": n.size}
         elif n.type == pb.COMP_NODE or place is not None:
             duration_ns, fields = node_fields(n, q)
-            attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", "comm_stream") if k in fields}
+            attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM) if k in fields}
             if attrs:
                 fields["attrs"] = attrs
             if place is not None and place.kind == "dims":

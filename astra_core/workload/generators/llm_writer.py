@@ -20,6 +20,7 @@ from typing import Any
 
 from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
+from astra_core.workload.chakra_types import COMM_STREAM
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.trace_set import staged_trace_set
 from astra_core.workload.trace_size import TraceSetSize, check_trace_set
@@ -58,7 +59,7 @@ def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
         return duration, {"num_ops": int(flops), "tensor_size": int(nbytes)}
     attrs: dict[str, Any] = {"comm_type": n.comm_type, "comm_size": n.size}
     if n.stream:
-        attrs["comm_stream"] = n.stream
+        attrs[COMM_STREAM] = n.stream
     if n.by_ep is not None:
         send, recv = n.by_ep[q]
         attrs.update(comm_size=sum(send), send_bytes=list(send), recv_bytes=list(recv))
