@@ -544,3 +544,27 @@ def test_an_unused_nccl_section_warns():
                 "nccl": {"gpu": "H100"},
             }
         )
+
+
+def test_models_of_the_same_inputs_share_what_they_found():
+    """A process that simulates many steps on one cluster (astra plan's workers) finds each
+    communicator once: models of the same nccl section, network and constants share their
+    caches; another network is another model, timed anew."""
+    from astra_core.config.nccl import NcclConfig
+    from astra_core.system.collectives.nccl.model import NcclModel
+    from astra_core.system.comm_types import CommType
+
+    def network(nic_gbs: float) -> NetworkConfig:
+        return NetworkConfig.from_dict(
+            {"topology": ["Switch", "Switch"], "npus_count": [8, 4], "bandwidth": [419.09, nic_gbs], "latency": [300, 1350]}
+        )  # fmt: skip
+
+    config = NcclConfig.model_validate({"gpu": "H100"})
+    members = tuple(range(32))
+    first = NcclModel(config, network(46.57))
+    found = first.machine(members)
+    assert NcclModel(config, network(46.57)).machine(members) is found
+    slower = NcclModel(config, network(23.28))
+    assert slower.machine(members) is not found
+    at = (CommType.ALL_REDUCE, members, GIB)
+    assert slower.choose(*at)[3] > first.choose(*at)[3]

@@ -20,6 +20,7 @@ reduce-scatter's ``S`` is one rank's input (its output ``S / n``).
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import cast
 
@@ -88,6 +89,22 @@ def _check_placement(config: NcclConfig, network: NetworkConfig, source: str) ->
         )
 
 
+#: The caches of the latest models' inputs: a process that simulates many steps on one
+#: cluster (``astra plan``'s workers, sweeps) finds each communicator and collective once.
+_SHARED: OrderedDict[str, tuple[dict, dict]] = OrderedDict()
+_SHARED_INPUTS = 2
+
+
+def _shared_caches(inputs: str) -> tuple[dict, dict]:
+    """The (communicators, phase data) caches of models of ``inputs`` (their repr: the
+    nccl section, the network and the constants), kept for the last few inputs."""
+    caches = _SHARED.pop(inputs, None) or ({}, {})
+    _SHARED[inputs] = caches
+    while len(_SHARED) > _SHARED_INPUTS:
+        _SHARED.popitem(last=False)
+    return caches
+
+
 class NcclModel:
     """NCCL for one run (see the module docstring).
 
@@ -153,10 +170,10 @@ class NcclModel:
         self.nccl_constants = constants_for(config.version)
         #: what a collective costs: NCCL's constants with a profile's corrections
         self.constants = constants if constants is not None else self._constants()
-        self._comms: dict[tuple[int, ...], tuple[Layout, Tuning, Tuning]] = {}
-        # a rank's phase data per collective: equal gradient buckets, layers and micro-batches
-        # repeat the same collective many times (the schedules are read, never changed)
-        self._phases: dict[tuple, tuple] = {}
+        # per communicator, and a rank's phase data per collective: equal gradient buckets,
+        # layers and micro-batches repeat the same collective many times (the schedules are
+        # read, never changed); shared by the models of the same inputs in this process
+        self._comms, self._phases = _shared_caches(repr((config, network, self.constants)))
         #: Under rank symmetry: the collectives (comm type, members, bytes) run folded and
         #: what is told when one starts (:class:`~.phase.FoldedNcclPhase`); set by the run.
         self.folding: tuple[frozenset, Callable[[FoldedNcclPhase], None]] | None = None
