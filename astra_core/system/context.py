@@ -76,6 +76,13 @@ class RunContext:
         return UnevenBook()
 
     @cached_property
+    def nccl_only(self) -> bool:
+        """Every collective type runs on NCCL alone: NCCL runs each collective whole as soon
+        as its GPU stream issues it (the engine's slots, one per ``comm_stream``), not
+        when a per-dimension queue lets it."""
+        return all(tuple(map(str, algorithms)) == (NCCL,) for algorithms in self.implementations.values())
+
+    @cached_property
     def dim_sizes(self) -> tuple[int, ...]:
         """NPUs per network dimension, dimension 0 first (read per collective: kept)."""
         return tuple(d.npus for d in self.network.dims)

@@ -178,7 +178,7 @@ class RankEngine:
         self.matcher = matcher
         self.listener = listener
         self.sys = RankSystem(rank, context, backend, matcher)
-        self._slot = _stream_slot if self.sys.nccl_only else _slot
+        self._slot = _stream_slot if context.nccl_only else _slot
         nodes = graph.nodes
         if isinstance(nodes, TemplatePeers):  # a simulated rank reads its nodes from a list
             nodes = nodes.as_list()

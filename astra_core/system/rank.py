@@ -135,12 +135,9 @@ class RankSystem:
         self.lifo = system.scheduling_policy == "LIFO"
         self.explicit = system.scheduling_policy == "EXPLICIT"
         self.splits = max(1, int(system.preferred_dataset_splits))
-        #: Every collective runs on NCCL alone: NCCL runs each whole, as soon as its GPU
-        #: stream issues it, so what runs at once is one collective per stream (the
-        #: engine's slots), not a queue's limit.
-        self.nccl_only = all(tuple(map(str, context.implementations[t])) == (NCCL,) for t in CONFIGURABLE)
+        # on NCCL alone, what runs at once is one collective per GPU stream, not a queue's limit
         self.queue_threshold = (
-            MAX_INT32 if self.nccl_only else max(1, int(system.active_chunks_per_dimension))
+            MAX_INT32 if context.nccl_only else max(1, int(system.active_chunks_per_dimension))
         )
         self.local_bw_aware = system.collective_optimization == "localBWAware"
         dim_sizes = context.dim_sizes
