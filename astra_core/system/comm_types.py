@@ -19,6 +19,10 @@ class CommType(Enum):
     BROADCAST = CollectiveType.BROADCAST.value
     REDUCE = CollectiveType.REDUCE.value
 
+    #: Members are singletons: hashed by identity in C (Enum's own hashes the name in
+    #: Python, a tenth of rank symmetry's time on sets of collectives).
+    __hash__ = object.__hash__
+
     @property
     def label(self) -> str:
         """``all-reduce``, ``reduce-scatter``, ...: one string per type, shared by every

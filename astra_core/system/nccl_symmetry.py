@@ -42,6 +42,7 @@ from astra_core.system.collectives.nccl.tuning import Algo
 from astra_core.system.comm_types import CONFIGURABLE, CommType
 from astra_core.system.peer_offsets import relative_uneven
 from astra_core.workload.chakra_types import COMM_COLL, NO_GROUP
+from astra_core.workload.et_peers import GroupTemplate
 from astra_core.workload.graph import RankGraph, distinct_shapes, peerless, shape_key
 
 _CONFIGURABLE = {c.value for c in CONFIGURABLE}
@@ -93,18 +94,17 @@ def _entry(node) -> tuple | None:
     )
 
 
-def _collectives_at(nodes, of_node: dict[int, tuple | None]) -> tuple[list[int], list[tuple]]:
-    """The positions among ``nodes`` of the collectives NCCL runs, and their :func:`_entry`."""
-    positions, entries = [], []
-    for pos, node in enumerate(nodes):
+def _entries(nodes, of_node: dict[int, tuple | None]) -> set[tuple]:
+    """The :func:`_entry` of each collective among ``nodes`` that NCCL runs."""
+    entries = set()
+    for node in nodes:
         if node.type == COMM_COLL:
             if id(node) not in of_node:
                 of_node[id(node)] = _entry(node)
             entry = of_node[id(node)]
             if entry is not None:
-                positions.append(pos)
-                entries.append(entry)
-    return positions, entries
+                entries.add(entry)
+    return entries
 
 
 class NcclCollectives:
@@ -135,18 +135,17 @@ class NcclCollectives:
         # per distinct graph: its collectives' (comm type, size, pg name or involved dims)
         kinds: dict[int, set] = {}
         of_node: dict[int, tuple | None] = {}  # nodes are shared between ranks' graphs
-        renamed: dict[int, tuple] = {}  # per timing of group templates: its collectives' positions, entries
+        renamed: dict[int, set] = {}  # per timing of group templates: its collectives' entries
         for graph in distinct_shapes(graphs):
             base = peerless(graph.nodes)
             timing = getattr(base, "timing", base)
-            if timing is not base:  # a GroupTemplate: its first of kind's collectives, renamed
+            if isinstance(base, GroupTemplate) and timing is not base:  # its first of kind's, renamed
                 if id(timing) not in renamed:
-                    renamed[id(timing)] = _collectives_at(timing, of_node)
-                positions, entries = renamed[id(timing)]
-                names = [base[pos].pg_name for pos in positions]
+                    renamed[id(timing)] = _entries(timing, of_node)
+                names = base.names
                 kinds[shape_key(graph.nodes)] = {
-                    (entry[0], entry[1], _pg(name), None, entry[4]) if entry[2] is not None else entry
-                    for entry, name in set(zip(entries, names))
+                    (e[0], e[1], names.get(e[2], e[2]), *e[3:]) if e[2] is not None else e
+                    for e in renamed[id(timing)]
                 }
                 continue
             found = kinds[shape_key(graph.nodes)] = set()

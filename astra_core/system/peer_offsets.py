@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from astra_core.workload.chakra_types import NO_GROUP
-from astra_core.workload.et_peers import RolePeers, TemplatePeers
+from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
 from astra_core.workload.graph import RankGraph
 
 if TYPE_CHECKING:
@@ -58,29 +58,12 @@ class _Positions:
     uneven_at: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-def _renamed(first: _Positions, nodes, relative: tuple[int, ...]) -> _Positions | None:
-    """The positions of ``nodes``, a template that times as the one of ``first`` and
-    differs from it only in the names of its groups
-    (:class:`~astra_core.workload.et_peers.GroupTemplate`): ``first`` with each group
-    renamed as ``nodes`` names it; None when one of ``first``'s groups would take two
-    names, two of them one, or one none (then they must be read node by node)."""
-    named = [k for k, (name, _) in enumerate(first.keys) if name]
-    at = np.flatnonzero(np.isin(first.group, named)).tolist()
-    group = first.group.tolist()
-    rename: dict[int, str] = {}
-    for i in at:
-        name = nodes[relative[i]].pg_name
-        if not name or rename.setdefault(group[i], name) != name:
-            return None
-    if len(set(rename.values())) < len(rename):
-        return None
-    by_name: dict[str, str] = {}
-    for k, name in rename.items():
-        old = first.keys[k][0]
-        if old is None or by_name.setdefault(old, name) != name:
-            return None
-    keys = tuple((rename.get(k, name), as_set) for k, (name, as_set) in enumerate(first.keys))
-    uneven = tuple((by_name.get(name, name), send, recv) for name, send, recv in first.uneven)
+def _renamed(first: _Positions, names: dict[str, str]) -> _Positions:
+    """The positions of a template that times as the one of ``first`` and differs from it
+    only in the names of its groups (:class:`~astra_core.workload.et_peers.GroupTemplate`):
+    ``first`` with each group renamed by ``names`` (``first``'s name -> the template's)."""
+    keys = tuple((names.get(name, name) if name else name, as_set) for name, as_set in first.keys)
+    uneven = tuple((names.get(name, name), send, recv) for name, send, recv in first.uneven)
     return replace(first, keys=keys, uneven=uneven)
 
 
@@ -162,12 +145,12 @@ class PeerTable:
         positions = self._positions.get(key)
         if positions is None:
             timing = getattr(shared, "timing", shared)  # a GroupTemplate: its groups' names differ
-            if timing is not shared and template is not None:
+            if isinstance(shared, GroupTemplate) and timing is not shared and template is not None:
                 first = (id(timing), relative, False)
                 if first not in self._positions:
                     self._positions[first] = self._shared(timing, relative, template)
-                positions = _renamed(self._positions[first], shared, relative)
-            if positions is None:
+                positions = _renamed(self._positions[first], shared.names)
+            else:
                 positions = self._shared(shared, relative, template)
             self._positions[key] = positions
         return positions

@@ -198,16 +198,19 @@ class GroupTemplate(list):
     name (``pg_name``) and in its own ranks' peers: node for node the same timings, ids
     and dependencies, and the same positions of the nodes that name peers or groups.
     Whatever looks at none of those (graph structure, rank symmetry's timing signature)
-    reads ``timing`` once for all of them. The maker vouches for it (a generated step's
-    ranks of one pipeline stage: :func:`~astra_core.workload.generators.llm_traces.llm_traces`);
-    the first of its kind is its own ``timing`` (held as None: a list that held itself
-    would be a reference cycle, freed only by the cyclic collector)."""
+    reads ``timing`` once for all of them. ``names`` maps each group name of ``timing``'s
+    collectives to the one this list's collectives at the same positions name, one to one.
+    The maker vouches for both (a generated step's ranks of one pipeline stage:
+    :func:`~astra_core.workload.generators.llm_traces.llm_traces`); the first of its kind
+    is its own ``timing`` (held as None: a list that held itself would be a reference
+    cycle, freed only by the cyclic collector) and renames nothing."""
 
-    __slots__ = ("_timing",)
+    __slots__ = ("_timing", "names")
 
-    def __init__(self, nodes, timing: list[ETNode] | None = None):
+    def __init__(self, nodes, timing: list[ETNode] | None = None, names: dict[str, str] | None = None):
         super().__init__(nodes)
         self._timing = timing
+        self.names: dict[str, str] = names or {}
 
     @property
     def timing(self) -> list[ETNode]:

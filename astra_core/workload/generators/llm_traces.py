@@ -102,8 +102,10 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         q,
         tuple((r, x.kind, None if x.kind == "group" else str(x.value)) for r, x in places.items()),
     )
-    template = GroupTemplate(base, cache.get(("timing", timing)))
-    cache.setdefault(("timing", timing), template)
+    first: tuple[GroupTemplate, dict] | None = cache.get(("timing", timing))
+    names = None if first is None else _renames(first[1], places)
+    template = GroupTemplate(base, None if first is None or names is None else first[0], names)
+    cache.setdefault(("timing", timing), (template, places))
     by_role = cache.get(("collectives", p))
     if by_role is None:  # role -> positions of the stage's collectives of that role
         by_role = cache[("collectives", p)] = {}
@@ -123,6 +125,19 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         for idx, node in zip(positions, made):
             template[idx] = node
     return template
+
+
+def _renames(first: dict, places: dict) -> dict[str, str] | None:
+    """Each group the placements ``first`` of a template's roles name -> the one
+    ``places`` names for the same role; None unless that is one to one (two roles of one
+    group in one template, of two in the other: the template then times on its own)."""
+    names: dict[str, str] = {}
+    for role, place in first.items():
+        if place.kind == "group" and names.setdefault(str(place.value), str(places[role].value)) != str(
+            places[role].value
+        ):
+            return None
+    return names if len(set(names.values())) == len(names) else None
 
 
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> RolePeers:

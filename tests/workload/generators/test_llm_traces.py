@@ -119,3 +119,30 @@ def test_templates_whose_groups_differ_in_name_alone_time_alike():
     # the same classes, and the same positions of the nodes naming peers or groups
     assert [alone.index(a) for a in alone] == [shared.index(b) for b in shared]
     assert [pos for _, pos in alone] == [pos for _, pos in shared]
+
+
+def test_a_templates_names_rename_its_timings_groups_one_to_one():
+    """Each template that times as another names, collective for collective, the group
+    ``names`` maps the other's to, one to one; placements that are not one to one give a
+    template that times on its own."""
+    from astra_core.workload.generators.layout import Placement
+    from astra_core.workload.generators.llm_traces import _renames
+
+    cfg = LLMConfig(DENSE, GPUS["h100"], dp=4, tp=2, pp=2, microbatches=4, sequence_parallel=True, dims=[16])
+    traces, _ = llm_traces(generate_llm(cfg))
+    renamed = 0
+    for trace in traces:
+        template = trace.nodes.template
+        if template.timing is template:
+            continue
+        renamed += 1
+        pairs = {(a.pg_name, b.pg_name) for a, b in zip(template.timing, template) if a.pg_name}
+        assert pairs == set(template.names.items()) and len(pairs) == len({b for _, b in pairs}) > 1
+    assert renamed == 16 - 2  # every rank but each stage's first
+    group = Placement("group", 1)
+    assert _renames({"tp": group, "dp": group}, {"tp": group, "dp": Placement("group", 2)}) is None
+    assert _renames({"tp": group, "dp": Placement("group", 2)}, {"tp": group, "dp": group}) is None
+    assert _renames(
+        {"tp": group, "x": Placement("dims", (1,))},
+        {"tp": Placement("group", 3), "x": Placement("dims", (1,))},
+    ) == {"1": "3"}
