@@ -49,6 +49,7 @@ from astra_core.report import interval_sets as sets
 from astra_core.report.interval_sets import FlatSet
 from astra_core.results import RankTimeline, RunResult
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, MEM_LOAD, MEM_STORE
+from astra_core.workload.graph import peerless
 
 _MEMORY_TYPES = frozenset((MEM_LOAD, MEM_STORE))
 _P2P_TYPES = frozenset((COMM_SEND, COMM_RECV))
@@ -96,6 +97,7 @@ class NodeIntervals:
 def node_intervals(records, nodes) -> NodeIntervals:
     """The :class:`NodeIntervals` of one rank's ``(position, start, end)`` records."""
     out = NodeIntervals([], [], [], [])
+    nodes = peerless(nodes)  # a node's kind does not depend on its peers
     for pos, start, end in records:
         node = nodes[pos]
         kind = node.type

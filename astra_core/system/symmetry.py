@@ -324,7 +324,8 @@ def _base_signature(
     parts = (graph.index, graph.children, graph.parent_counts)
     known = structures.get(tuple(map(id, parts)))
     if known is None:
-        by_id = sorted(range(len(nodes)), key=lambda p: nodes[p].id)
+        base = peerless(nodes)  # ids do not depend on peers
+        by_id = sorted(range(len(base)), key=lambda p: base[p].id)
         id_order = [0] * len(nodes)
         for order, pos in enumerate(by_id):
             id_order[pos] = order

@@ -187,6 +187,7 @@ def _ids_and_deps(nodes) -> tuple[Sequence[int], Iterable[tuple[tuple[int, ...],
     if isinstance(nodes, StreamedNodes):
         n = len(nodes)
         return nodes.ids, zip(map(nodes.data_deps, range(n)), map(nodes.ctrl_deps, range(n)))
+    nodes = peerless(nodes)  # ids and dependencies do not depend on peers
     return [node.id for node in nodes], ((node.data_deps, node.ctrl_deps) for node in nodes)
 
 
@@ -409,7 +410,7 @@ def _structure_key(nodes) -> tuple:
         for part in nodes.structure_arrays():
             digest.update(part.tobytes())
         return ("streamed", len(nodes), digest.digest())
-    return tuple([(n.id, n.data_deps, n.ctrl_deps) for n in nodes])
+    return tuple([(n.id, n.data_deps, n.ctrl_deps) for n in peerless(nodes)])
 
 
 def _sharing_structure(graph: RankGraph, trace: RankTrace) -> RankGraph:
