@@ -117,7 +117,7 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         group = (*kind, str(place.value))
         made = cache.get(group)
         if made is None and place.kind == "group" and kind in cache:  # another group's, renamed
-            made = [node.replaced(pg_name=str(place.value)) for node in cache[kind]]
+            made = _in_group(cache[kind], str(place.value))
         elif made is None:
             made = [_node_at(nodes, idx, ids, places, stage, cache) for idx in positions]
             cache.setdefault(kind, made)
@@ -125,6 +125,17 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         for idx, node in zip(positions, made):
             template[idx] = node
     return template
+
+
+def _in_group(nodes: list[ETNode], pg_name: str) -> list[ETNode]:
+    """Copies of ``nodes`` that name the group ``pg_name`` (a copy and one field set: a
+    step of 1,024 ranks makes a hundred thousand of them)."""
+    made = []
+    for node in nodes:
+        copy = node.copy()
+        copy.pg_name = pg_name
+        made.append(copy)
+    return made
 
 
 def _renames(first: dict, places: dict) -> dict[str, str] | None:
