@@ -31,6 +31,7 @@ from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.llm_memory import StageMemory, stage_memory
+from astra_core.workload.generators.llm_size import check_plan
 from astra_core.workload.generators.models import ModelConfig
 
 __all__ = ["Layout", "Limits", "Space", "identity", "layouts"]
@@ -269,6 +270,9 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
                 layout = replace(shape, recompute=recompute, zero=zero)
                 try:
                     cfg = space.config(layout)
+                    if _past_trace_limits(cfg, space.microbatches(layout)):
+                        pruned["a step past astra's trace limits (micro-batches x layers)"] += 1
+                        continue
                     memory = stage_memory(cfg, space.microbatches(layout))
                 except ConfigError as exc:
                     pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
@@ -278,6 +282,18 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
                     continue
                 fit.append((layout, memory))
     return fit, pruned
+
+
+def _past_trace_limits(cfg: LLMConfig, microbatches: int) -> bool:
+    """Would ``cfg``'s step of ``microbatches`` pass the generator's node limits
+    (:func:`~astra_core.workload.generators.llm_size.check_plan`)? Asked before the memory
+    model walks the schedule micro-batch by micro-batch: a global batch of 10^12
+    sequences must be refused, not walked."""
+    try:
+        check_plan(cfg, microbatches)
+    except ConfigError:
+        return True
+    return False
 
 
 def reasons(pruned: Counter) -> str:

@@ -112,6 +112,23 @@ def test_a_model_that_fits_nowhere_is_one_line():
     assert "\n" not in str(err.value) and "over the GPU's HBM" in str(err.value)
 
 
+def test_a_global_batch_past_the_trace_limits_is_one_line_before_any_schedule_is_walked(monkeypatch):
+    """10^12 sequences: every layout's step passes the generator's node limit (M x 8 layers
+    x 4 nodes > 2^22 for every M >= 10^12 / 16), and the search says so at once instead of
+    walking trillions of micro-batches through the memory model."""
+    from astra_core.plan import space as space_module
+
+    monkeypatch.setattr(space_module, "stage_memory", lambda *a: pytest.fail("walked a schedule"))
+    space = Space(MODEL, load_gpu("H100"), 16, 8, 10**12, 2048, dims=(8, 2))
+    with pytest.raises(ConfigError) as err:
+        search(space, SYSTEM, NETWORK, run=_in_process)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("no layout of tiny on 16 H100 fits: ")
+    assert " a step past astra's trace limits (micro-batches x layers)" in message
+    monkeypatch.undo()  # the same layouts at a batch the generator takes are walked and kept
+    assert layouts(replace(space, global_batch=64))[0]
+
+
 @pytest.mark.parametrize(
     ("layout", "shown"),
     [
