@@ -144,10 +144,10 @@ def _renames(first: dict, places: dict) -> dict[str, str] | None:
     group in one template, of two in the other: the template then times on its own)."""
     names: dict[str, str] = {}
     for role, place in first.items():
-        if place.kind == "group" and names.setdefault(str(place.value), str(places[role].value)) != str(
-            places[role].value
-        ):
-            return None
+        if place.kind == "group":
+            name = str(places[role].value)
+            if names.setdefault(str(place.value), name) != name:
+                return None
     return names if len(set(names.values())) == len(names) else None
 
 
