@@ -269,11 +269,11 @@ def layouts(space: Space) -> tuple[list[tuple[Layout, list[StageMemory]]], Count
             for zero in space.limits.zeros:
                 layout = replace(shape, recompute=recompute, zero=zero)
                 try:
-                    cfg = space.config(layout)
-                    if _past_trace_limits(cfg, space.microbatches(layout)):
+                    cfg, microbatches = space.config(layout), space.microbatches(layout)
+                    if _past_trace_limits(cfg, microbatches):
                         pruned["a step past astra's trace limits (micro-batches x layers)"] += 1
                         continue
-                    memory = stage_memory(cfg, space.microbatches(layout))
+                    memory = stage_memory(cfg, microbatches)
                 except ConfigError as exc:
                     pruned[f"not a plan astra can generate: {str(exc).split(':')[0]}"] += 1
                     continue

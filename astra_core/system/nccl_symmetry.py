@@ -138,14 +138,13 @@ class NcclCollectives:
         renamed: dict[int, set] = {}  # per timing of group templates: its collectives' entries
         for graph in distinct_shapes(graphs):
             base = peerless(graph.nodes)
-            timing = getattr(base, "timing", base)
-            if isinstance(base, GroupTemplate) and timing is not base:  # its first of kind's, renamed
-                if id(timing) not in renamed:
-                    renamed[id(timing)] = _entries(timing, of_node)
+            if isinstance(base, GroupTemplate) and base.timing is not base:  # its first of kind's, renamed
+                if id(base.timing) not in renamed:
+                    renamed[id(base.timing)] = _entries(base.timing, of_node)
                 names = base.names
                 kinds[shape_key(graph.nodes)] = {
                     (e[0], e[1], names.get(e[2], e[2]), *e[3:]) if e[2] is not None else e
-                    for e in renamed[id(timing)]
+                    for e in renamed[id(base.timing)]
                 }
                 continue
             found = kinds[shape_key(graph.nodes)] = set()

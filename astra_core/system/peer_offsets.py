@@ -144,11 +144,11 @@ class PeerTable:
         key = (id(shared), relative, template is None)  # the template's own rank reads its nodes
         positions = self._positions.get(key)
         if positions is None:
-            timing = getattr(shared, "timing", shared)  # a GroupTemplate: its groups' names differ
-            if isinstance(shared, GroupTemplate) and timing is not shared and template is not None:
-                first = (id(timing), relative, False)
+            # a template timing as another, its groups' names differing: the other's, renamed
+            if isinstance(shared, GroupTemplate) and shared.timing is not shared and template is not None:
+                first = (id(shared.timing), relative, False)
                 if first not in self._positions:
-                    self._positions[first] = self._shared(timing, relative, template)
+                    self._positions[first] = self._shared(shared.timing, relative, template)
                 positions = _renamed(self._positions[first], shared.names)
             else:
                 positions = self._shared(shared, relative, template)
