@@ -128,6 +128,8 @@ class NcclCollectives:
         self.nccl = nccl
         self.message_ns = message_ns
         self._ends_in_time: dict[tuple, bool] = {}
+        self._classes: dict[tuple[int, ...], tuple] = {}
+        self._messages: dict[Collective, int] = {}
         self.sizes = tuple(sizes)
         npus = 1
         for n in sizes:
@@ -190,15 +192,21 @@ class NcclCollectives:
         """The collectives the translation ``shift`` (rank -> rank) keeps only by folding
         them (module docstring); None if it breaks one that cannot be folded."""
         L = self.nccl.gpus_per_node
+        by_members: dict[tuple[int, ...], list[tuple[CommType, int]]] = {}
+        for comm_type, members, size in self.collectives:  # a group's collectives move alike
+            by_members.setdefault(members, []).append((comm_type, size))
         folded = []
-        for collective in self.collectives:
-            comm_type, members, size = collective
+        for members, entries in by_members.items():
             order = self.nccl.machine(members)[0].members
             moved = [shift(m) for m in order]
             image = tuple(sorted(moved, key=lambda m: (m // L, m)))
-            if tuple(moved) == image or self._turns_a_ring(comm_type, members, size, moved, image):
+            if tuple(moved) == image:
                 continue
-            folded.append(collective)
+            folded.extend(
+                (comm_type, members, size)
+                for comm_type, size in entries
+                if not self._turns_a_ring(comm_type, members, size, moved, image)
+            )
         # one collective that does not end in time settles it: the one of most messages
         # first (one of more than REPLAY_MESSAGES_MAX settles it unreplayed), in a fixed order
         folded.sort(key=lambda c: (-self._messages_about(c), -c[2] * len(c[1]), c[0].value, c[1]))
@@ -222,8 +230,11 @@ class NcclCollectives:
         NCCL's predicted time (module docstring)? False without ``message_ns``, and for
         a collective of more than :data:`REPLAY_MESSAGES_MAX` messages."""
         comm_type, members, size = collective
-        order = self.nccl.machine(members)[0].members
-        key = (comm_type, size, translation_class(members, self.sizes, order))  # one per translation
+        found = self._classes.get(members)
+        if found is None:  # a group's class is asked again for each of its collectives and translations
+            order = self.nccl.machine(members)[0].members
+            found = self._classes[members] = translation_class(members, self.sizes, order)
+        key = (comm_type, size, found)  # one per translation
         known = self._ends_in_time.get(key)
         if known is None:
             known = self._ends_in_time[key] = self._replays_in_time(collective)
@@ -232,9 +243,14 @@ class NcclCollectives:
     def _messages_about(self, collective: Collective) -> int:
         """About how many messages ``collective`` sends: its first member's count times
         its members (exact where every member sends alike, as on a ring)."""
-        comm_type, members, size = collective
-        schedule, _ = self.nccl.schedule(comm_type, members[0], members, size)
-        return len(members) * sum(len(lane.sends) for lane in schedule.lanes)
+        found = self._messages.get(collective)
+        if found is None:
+            comm_type, members, size = collective
+            schedule, _ = self.nccl.schedule(comm_type, members[0], members, size)
+            found = self._messages[collective] = len(members) * sum(
+                len(lane.sends) for lane in schedule.lanes
+            )
+        return found
 
     def _replays_in_time(self, collective: Collective) -> bool:
         if self.message_ns is None:

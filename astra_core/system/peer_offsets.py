@@ -130,7 +130,7 @@ class PeerTable:
         self._orderless = orderless
         self._group_key = group_key
         self._members = {name: np.asarray(members, dtype=np.int64) for name, members in groups.items()}
-        self._positions: dict[tuple[int, tuple[int, ...], bool], _Positions] = {}
+        self._positions: dict[tuple[int, int, bool], tuple[_Positions, tuple[int, ...]]] = {}
         self._shapes: dict[tuple, tuple] = {}
         self._by_rank: dict[int, tuple[_Positions, _Shape, np.ndarray]] = {}
 
@@ -141,19 +141,22 @@ class PeerTable:
         relative = self._relative[rank]
         template = nodes if isinstance(nodes, TemplatePeers) else None
         shared = nodes if template is None else template.template
-        key = (id(shared), relative, template is None)  # the template's own rank reads its nodes
-        positions = self._positions.get(key)
-        if positions is None:
+        # the template's own rank reads its nodes; ``relative`` by identity (rank symmetry
+        # makes one tuple per distinct value; hashing its thousands of positions for each
+        # of a thousand ranks took 6 % of a run), kept alive with the entry
+        key = (id(shared), id(relative), template is None)
+        found = self._positions.get(key)
+        if found is None:
             # a template timing as another, its groups' names differing: the other's, renamed
             if isinstance(shared, GroupTemplate) and shared.timing is not shared and template is not None:
-                first = (id(shared.timing), relative, False)
+                first = (id(shared.timing), id(relative), False)
                 if first not in self._positions:
-                    self._positions[first] = self._shared(shared.timing, relative, template)
-                positions = _renamed(self._positions[first], shared.names)
+                    self._positions[first] = (self._shared(shared.timing, relative, template), relative)
+                positions = _renamed(self._positions[first][0], shared.names)
             else:
                 positions = self._shared(shared, relative, template)
-            self._positions[key] = positions
-        return positions
+            found = self._positions[key] = (positions, relative)
+        return found[0]
 
     def _shared(self, nodes, relative: tuple[int, ...], template: TemplatePeers | None) -> _Positions:
         slots = template.slots if template is not None else {}
