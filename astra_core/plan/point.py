@@ -180,9 +180,11 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
         counts, target = task["counts"], task["microbatches"]
         if not counts:
             from astra_core.plan.floors import CollectiveFloors
+            from astra_core.workload.et_decode import gc_paused
 
-            floors = CollectiveFloors(task["system"], task["network"], task["config"])
-            bound = compute_bound_ns(task["config"], target, floors)
+            with gc_paused():  # stage programs of a hundred thousand nodes, no reference cycle
+                floors = CollectiveFloors(task["system"], task["network"], task["config"])
+                bound = compute_bound_ns(task["config"], target, floors)
             row.update(bound_ns=bound.step_ns, slot_ns=bound.slot_ns)
         elif (runs := _runs(task, row)) is not None:
             row.update({k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target))

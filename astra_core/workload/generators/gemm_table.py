@@ -51,8 +51,18 @@ class _Products:
     def __init__(self, rows: list[tuple[float, float, float, float]]):
         self.rate = {(m, n, k): math.log(2.0 * m * n * k / ns) for m, n, k, ns in rows}
         self.axes = [sorted({shape[i] for shape in self.rate}) for i in range(3)]
+        self._known: dict[tuple[float, float, float], float] = {}
 
     def flops_per_ns(self, m: float, n: float, k: float) -> float:
+        """The throughput [FLOP/ns] of one ``(m x k) @ (k x n)`` product (module
+        docstring), worked out once per shape: a plan's search asks for the same
+        few hundred shapes in every layout it bounds."""
+        found = self._known.get((m, n, k))
+        if found is None:
+            found = self._known[(m, n, k)] = self._interpolated(m, n, k)
+        return found
+
+    def _interpolated(self, m: float, n: float, k: float) -> float:
         corners = [_bracket(values, x) for values, x in zip(self.axes, (m, n, k))]
         total = weights = 0.0
         for vm, wm in corners[0]:
