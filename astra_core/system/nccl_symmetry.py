@@ -130,6 +130,7 @@ class NcclCollectives:
         self._ends_in_time: dict[tuple, bool] = {}
         self._classes: dict[tuple[int, ...], tuple] = {}
         self._messages: dict[Collective, int] = {}
+        self._algos: dict[Collective, Algo] = {}
         self.sizes = tuple(sizes)
         npus = 1
         for n in sizes:
@@ -216,7 +217,12 @@ class NcclCollectives:
 
     def _turns_a_ring(self, comm_type: CommType, members, size: int, moved: list[int], image: tuple) -> bool:
         """Is ``moved`` NCCL's order ``image`` turned, by whole nodes, on a ring?"""
-        if comm_type is CommType.ALL_TO_ALL or self.nccl.choose(comm_type, members, size)[0] != Algo.RING:
+        if comm_type is CommType.ALL_TO_ALL:
+            return False
+        algo = self._algos.get((comm_type, members, size))
+        if algo is None:  # asked again for each translation tried
+            algo = self._algos[(comm_type, members, size)] = self.nccl.choose(comm_type, members, size)[0]
+        if algo != Algo.RING:
             return False
         L = self.nccl.gpus_per_node
         nodes = len({m // L for m in members})

@@ -286,10 +286,23 @@ def _ring_ids(table: PeerTable, shapes: dict, coords: np.ndarray, sym: Symmetry,
         if members is None or not len(members):
             ids.update(((key, r), rings.setdefault(("name", name), len(rings))) for r in ranks)
             continue
-        for r, offsets in zip(ranks, _offsets(members, coords[ranks], sym).tolist()):
-            ring = frozenset(offsets) if as_set else _rotated(offsets)
-            ids[(key, r)] = rings.setdefault(ring, len(rings))
+        rows = _as_seen(_offsets(members, coords[ranks], sym), as_set)
+        kind = "set" if as_set else "ring"
+        ids.update(
+            ((key, r), rings.setdefault((kind, row.tobytes()), len(rings))) for r, row in zip(ranks, rows)
+        )
     return ids
+
+
+def _as_seen(offsets: np.ndarray, as_set: bool) -> np.ndarray:
+    """Each row of member offsets as a group is compared: sorted (a set), or in ring order
+    rotated to start at the rank itself (offset 0; a ring is the same ring from any
+    starting member; the row as it is where the rank is no member)."""
+    if as_set:
+        return np.sort(offsets, axis=1)
+    n = offsets.shape[1]
+    start = np.argmax(offsets == 0, axis=1)[:, None]
+    return np.ascontiguousarray(np.take_along_axis(offsets, (np.arange(n)[None, :] + start) % n, axis=1))
 
 
 def _bytes_by_offset(
@@ -318,10 +331,3 @@ def _offsets(ranks: np.ndarray, me: np.ndarray, sym: Symmetry) -> np.ndarray:
         out += ((coord ^ mine) if kind == "xor" else (coord - mine) % size) * stride
     out[ranks < 0] = -1
     return out
-
-
-def _rotated(offsets: list[int]) -> tuple:
-    """Member offsets in ring order, rotated to start at the rank itself (offset 0): a
-    ring is the same ring from any starting member."""
-    zero = next((i for i, o in enumerate(offsets) if o == 0), 0)
-    return ("ring", *offsets[zero:], *offsets[:zero])
