@@ -280,16 +280,24 @@ def _ring_ids(table: PeerTable, shapes: dict, coords: np.ndarray, sym: Symmetry,
         for key in positions.keys:
             naming.setdefault(key, []).append(rank)
     ids: dict[tuple[tuple, int], int] = {}
+    alike: dict[tuple[int, bool], list[tuple[tuple, list[int], np.ndarray]]] = {}
     for key, ranks in naming.items():
         name, as_set = key
         members = table.members(name) if name else None
         if members is None or not len(members):
             ids.update(((key, r), rings.setdefault(("name", name), len(rings))) for r in ranks)
-            continue
-        rows = _as_seen(_offsets(members, coords[ranks], sym), as_set)
+        else:  # groups of one size and kind are offset together: a row per (group, rank)
+            alike.setdefault((len(members), as_set), []).append((key, ranks, members))
+    for (size, as_set), groups in alike.items():
+        everyone = np.concatenate(
+            [np.broadcast_to(members, (len(ranks), size)) for _, ranks, members in groups]
+        )
+        me = coords[np.concatenate([ranks for _, ranks, _ in groups])]
+        rows = _as_seen(_offsets(everyone, me, sym), as_set)
         kind = "set" if as_set else "ring"
+        pairs = ((key, r) for key, ranks, _ in groups for r in ranks)
         ids.update(
-            ((key, r), rings.setdefault((kind, row.tobytes()), len(rings))) for r, row in zip(ranks, rows)
+            (pair, rings.setdefault((kind, row.tobytes()), len(rings))) for pair, row in zip(pairs, rows)
         )
     return ids
 
