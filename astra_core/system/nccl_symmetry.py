@@ -196,7 +196,7 @@ class NcclCollectives:
         by_members: dict[tuple[int, ...], list[tuple[CommType, int]]] = {}
         for comm_type, members, size in self.collectives:  # a group's collectives move alike
             by_members.setdefault(members, []).append((comm_type, size))
-        folded = []
+        folded: list[Collective] = []
         for members, entries in by_members.items():
             order = self.nccl.machine(members)[0].members
             moved = [shift(m) for m in order]
