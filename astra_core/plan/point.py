@@ -142,9 +142,18 @@ def _step_row(task: dict[str, Any], microbatches: int) -> dict[str, float]:
 
 
 def _extend(runs: dict[int, dict[str, float]], target: int) -> dict[str, float]:
-    """Each field at ``target`` micro-batches on the line through the two runs."""
+    """Each field at ``target`` micro-batches on the line through the two runs. A part of
+    the breakdown the line takes below zero (one that shrinks between the screen's two
+    runs, as a bubble does before the steady state) counts zero, and the other parts give
+    up what it lacked in proportion: the parts keep their sum, and no share is negative."""
     (m1, r1), (m2, r2) = sorted(runs.items())
-    return {k: r1[k] + (r2[k] - r1[k]) * (target - m1) / (m2 - m1) for k in FIELDS}
+    out = {k: r1[k] + (r2[k] - r1[k]) * (target - m1) / (m2 - m1) for k in FIELDS}
+    lacking = -sum(min(0.0, out[part]) for part in PARTS)
+    if lacking > 0:
+        kept = sum(max(0.0, out[part]) for part in PARTS)
+        for part in PARTS:
+            out[part] = max(0.0, out[part]) * (kept - lacking) / kept
+    return out
 
 
 def _runs(task: dict[str, Any], row: dict[str, Any]) -> dict[int, dict[str, float]] | None:

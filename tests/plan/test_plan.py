@@ -16,8 +16,9 @@ from astra_core.config.system import nccl_system
 from astra_core.errors import ConfigError
 from astra_core.plan import Layout, Limits, Space, layouts, search
 from astra_core.plan.floors import CollectiveFloors
-from astra_core.plan.point import compute_bound_ns, run_layout, screen_microbatches
+from astra_core.plan.point import FIELDS, _extend, compute_bound_ns, run_layout, screen_microbatches
 from astra_core.plan.space import identity
+from astra_core.report.breakdown import PARTS
 from astra_core.run_digest import InputDigests
 from astra_core.workload.generators.gpus import load_gpu
 from astra_core.workload.generators.llm import _check as check_llm
@@ -147,6 +148,20 @@ def test_screening_extends_the_step_exactly(layout, shown):
     task = {"key": "", "config": space.config(layout), "microbatches": microbatches, "counts": counts}
     screened = run_layout({**task, "system": SYSTEM, "network": NETWORK, "backend": None})
     assert screened["step_ns"] == pytest.approx(_full_step_ns(space, layout), rel=1e-6)
+
+
+def test_a_part_the_screen_extends_below_zero_counts_zero_and_the_parts_keep_their_sum():
+    """A bubble that shrinks between the screen's runs: the line alone would make it
+    negative at the plan's micro-batches."""
+    two = dict.fromkeys(FIELDS, 0.0)
+    four = dict.fromkeys(FIELDS, 0.0)
+    two.update(step_ns=300.0, compute_only_ns=200.0, p2p_wait_ns=100.0)
+    four.update(step_ns=460.0, compute_only_ns=400.0, p2p_wait_ns=60.0)
+    out = _extend({2: two, 4: four}, 16)  # the line: compute 1,600, p2p wait -180
+    assert out["step_ns"] == pytest.approx(1420.0)
+    assert out["p2p_wait_ns"] == 0.0 and all(out[p] >= 0.0 for p in PARTS)
+    assert sum(out[p] for p in PARTS) == pytest.approx(1600.0 - 180.0)
+    assert out["compute_only_ns"] == pytest.approx(1420.0)
 
 
 @pytest.mark.parametrize(
