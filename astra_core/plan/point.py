@@ -111,24 +111,11 @@ def compute_bound_ns(cfg, microbatches: int, floors=None) -> ComputeBound:
 
 
 def _simulate(task: dict[str, Any], microbatches: int) -> dict[str, float]:
-    from astra_core.workload.et_decode import gc_paused
-
-    started = time.perf_counter()
-    # a step's traces, graphs and symmetry tables make no reference cycles: the collector
-    # stays off until they are freed (on return), else its first pass walks them all
-    # (about 0.3 s of a 3 s run of 1,024 ranks)
-    with gc_paused():
-        row = _step_row(task, microbatches)
-    row["wall_s"] = time.perf_counter() - started
-    return row
-
-
-def _step_row(task: dict[str, Any], microbatches: int) -> dict[str, float]:
-    """The :data:`FIELDS` of ``task``'s layout simulated with ``microbatches``."""
     import astra
     from astra_core.workload.generators.llm import generate_llm
     from astra_core.workload.generators.llm_traces import llm_traces
 
+    started = time.perf_counter()
     wl = generate_llm(_with_microbatches(task["config"], microbatches))
     traces, groups = llm_traces(wl)
     result = astra.simulate(
@@ -138,6 +125,7 @@ def _step_row(task: dict[str, Any], microbatches: int) -> dict[str, float]:
     row = {part: sum(getattr(b, part) for b in parts) / len(parts) if parts else 0.0 for part in PARTS}
     row["step_ns"] = float(result.step_ns)
     row["model_flops"] = float(sum(wl.model_flops.values()))
+    row["wall_s"] = time.perf_counter() - started
     return row
 
 
@@ -183,21 +171,27 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     status ``bounded`` and its ``line_bound_ns``, when that bound cannot beat ``beat_ns``;
     module docstring). A row of :data:`FIELDS` at the plan's micro-batches, and ``runs``
     (count -> each run simulated here); never raises."""
+    from astra_core.workload.et_decode import gc_paused
+
     started = time.perf_counter()
     row: dict[str, Any] = {"key": task["key"], "status": "ok", "error": "", "simulated": [], "runs": {}}
-    try:
-        counts, target = task["counts"], task["microbatches"]
-        if not counts:
-            from astra_core.plan.floors import CollectiveFloors
-            from astra_core.workload.et_decode import gc_paused
+    # a step's programs, traces, graphs and symmetry tables make no reference cycles: the
+    # collector stays off until they are freed (on return from the calls that made them),
+    # else its first pass walks them all (about 0.3 s of a 3 s run of 1,024 ranks)
+    with gc_paused():
+        try:
+            counts, target = task["counts"], task["microbatches"]
+            if not counts:
+                from astra_core.plan.floors import CollectiveFloors
 
-            with gc_paused():  # stage programs of a hundred thousand nodes, no reference cycle
                 floors = CollectiveFloors(task["system"], task["network"], task["config"])
                 bound = compute_bound_ns(task["config"], target, floors)
-            row.update(bound_ns=bound.step_ns, slot_ns=bound.slot_ns)
-        elif (runs := _runs(task, row)) is not None:
-            row.update({k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target))
-    except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
-        row.update(status="error", error=error_line(exc))
+                row.update(bound_ns=bound.step_ns, slot_ns=bound.slot_ns)
+            elif (runs := _runs(task, row)) is not None:
+                row.update(
+                    {k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target)
+                )
+        except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
+            row.update(status="error", error=error_line(exc))
     row["wall_s"] = time.perf_counter() - started
     return row

@@ -129,7 +129,6 @@ class NcclCollectives:
         self.message_ns = message_ns
         self._ends_in_time: dict[tuple, bool] = {}
         self._classes: dict[tuple[int, ...], tuple] = {}
-        self._messages: dict[Collective, int] = {}
         self._algos: dict[Collective, Algo] = {}
         self.sizes = tuple(sizes)
         npus = 1
@@ -249,14 +248,9 @@ class NcclCollectives:
     def _messages_about(self, collective: Collective) -> int:
         """About how many messages ``collective`` sends: its first member's count times
         its members (exact where every member sends alike, as on a ring)."""
-        found = self._messages.get(collective)
-        if found is None:
-            comm_type, members, size = collective
-            schedule, _ = self.nccl.schedule(comm_type, members[0], members, size)
-            found = self._messages[collective] = len(members) * sum(
-                len(lane.sends) for lane in schedule.lanes
-            )
-        return found
+        comm_type, members, size = collective
+        schedule, _ = self.nccl.schedule(comm_type, members[0], members, size)
+        return len(members) * sum(len(lane.sends) for lane in schedule.lanes)
 
     def _replays_in_time(self, collective: Collective) -> bool:
         if self.message_ns is None:
