@@ -128,6 +128,9 @@ def report(selected: list[Series], curves: bool = True) -> str:
         "* Known gap: with NVLS forced at small sizes NCCL's own NVLS latency (25 µs, "
         "tuning.cc) is far above the 5.6 µs measured with CUDA graphs on 2 GPUs; NCCL's "
         "defaults do not choose NVLS below 2 MiB on 8 GPUs.",
+        "* Sends across nodes: NCCL gives a peer 1 or 2 channels of 14 GB/s on 10 nodes "
+        "of 1 to 8 H100 (NCCL 2.29.2); the public sendrecv_perf logs are within 6-11 % "
+        "(calibration section below).",
         "* The 4-node RoCE report (320 GB/s) is 16 % below the InfiniBand preset's "
         "prediction and 13 % below the 4-node InfiniBand report (366 GB/s): fabrics differ "
         "more than the model's error.",

@@ -119,25 +119,28 @@ class FitResult:
 
 
 def log_machine(log: NcclTestsLog, system: SystemConfig, network: NetworkConfig) -> NetworkConfig:
-    """The part of ``network`` the log ran on: one node's
-    dimension 0 cut to the log's GPUs, or ``nodes`` of dimension 0's nodes.
-    ConfigError naming the log when the network cannot hold it."""
+    """The part of ``network`` the log ran on: one node's dimension 0 cut to the
+    log's GPUs, or ``nodes`` of dimension 0's nodes, each cut to the log's GPUs per
+    node with their NICs (NCCL's topology of such a communicator holds those GPUs
+    and the NICs nearest them). ConfigError naming the log when the network cannot
+    hold it."""
     data = network.to_dict()
     per_node = data["npus_count"][0]
+    if log.gpus_per_node > per_node:
+        raise ConfigError(f"{log.path}: {log.gpus_per_node} GPUs on one host, but a node has {per_node}")
     if log.nodes == 1:
-        if log.ranks > per_node:
-            raise ConfigError(f"{log.path}: {log.ranks} GPUs on one host, but a node has {per_node}")
         data = {key: value[:1] for key, value in data.items()}
         data["npus_count"] = [log.ranks]
     else:
-        if len(data["npus_count"]) < 2 or log.gpus_per_node != per_node:
+        if len(data["npus_count"]) < 2:
             raise ConfigError(
                 f"{log.path}: {log.nodes} nodes of {log.gpus_per_node} GPUs; the network needs "
-                f"a dimension 0 of {log.gpus_per_node} GPUs and a dimension 1 of NICs (it has "
-                f"{data['npus_count']})"
+                f"a dimension 1 of NICs (it has {data['npus_count']})"
             )
         data = {key: value[:2] for key, value in data.items()}
-        data["npus_count"] = [per_node, log.nodes]
+        data["npus_count"] = [log.gpus_per_node, log.nodes]
+        if log.gpus_per_node == 1:  # no NVSwitch: the nodes' NICs alone
+            data = {key: value[1:] for key, value in data.items()}
     if system.nccl is None:
         raise ConfigError(f'{system.source}: calibrating NCCL needs an "nccl" section naming the GPU')
     return NetworkConfig.from_dict(data, source=f"the network of {log.path}")
@@ -228,6 +231,7 @@ class _Problem:
         self.logs = logs
         self.system = system
         self.machines = [log_machine(log, system, network) for log in logs]
+        self.per_node = network.dims[0].npus
         assert system.nccl is not None
         self.gpu = system.nccl.gpu
         for log in logs:
@@ -247,11 +251,19 @@ class _Problem:
                 return release
         return configured
 
+    def _node(self, log: NcclTestsLog) -> dict[str, int | None]:
+        """The log's GPUs per node and the NICs they hold of a node of ``network``."""
+        assert self.system.nccl is not None
+        nics = self.system.nccl.nics_per_node
+        if nics is not None:
+            nics = max(1, nics * log.gpus_per_node // self.per_node)
+        return {"gpus_per_node": log.gpus_per_node, "nics_per_node": nics}
+
     def predict(self, profile: NcclProfile | None) -> list[tuple[float, str]]:
         assert self.system.nccl is not None
         out: list[tuple[float, str]] = []
         for log, net, release in zip(self.logs, self.machines, self.releases, strict=True):
-            config = self.system.nccl.model_copy(update={"version": release})
+            config = self.system.nccl.model_copy(update={"version": release, **self._node(log)})
             constants = constants_for(release)
             if profile is not None:
                 constants = with_profile(constants, profile)

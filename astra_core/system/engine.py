@@ -44,6 +44,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
 from astra_core.errors import TraceError
+from astra_core.system.collectives.logical_topology import involved_members
 from astra_core.system.comm_types import CHAKRA_COLLECTIVE_NAMES, ROOTED, CommType
 from astra_core.system.contention import ComputeContention
 from astra_core.system.rank import CommGroup, RankSystem
@@ -51,6 +52,8 @@ from astra_core.system.records import NodeRecords
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.chakra_types import (
     COMM_COLL,
+    COMM_GROUP_SIZE,
+    COMM_GROUP_STRIDE,
     COMM_RECV,
     COMM_SEND,
     COMM_STREAM,
@@ -210,6 +213,8 @@ class RankEngine:
         # made on first use: a job of 8,192 ranks has thousands of groups, and one
         # CommGroup of each for every rank took more memory than the machine had.
         self.groups: dict[str, CommGroup] = {}
+        #: a send's communicator (:meth:`_p2p_communicator`) per (pg_name, involved_dim)
+        self._p2p_groups: dict[tuple, tuple[tuple[int, ...] | None, frozenset[int]]] = {}
         # GPU compute slowed beside the NCCL model's collectives, where its GPU was measured
         rows = context.nccl.gpu.nccl_compute_slowdown if context.nccl is not None else ()
         self.contention = ComputeContention(rows, self.sys.register_event, self.sys.now) if rows else None
@@ -401,10 +406,55 @@ class RankEngine:
     def _issue_send(self, pos: int, node: ETNode) -> None:
         dst = self._p2p_peer(node, sending=True)
         nccl = self.context.nccl_p2p
-        not_before = None if nccl is None else self.sys.now() + nccl.p2p_ns(self.rank, dst, node.comm_size)
+        not_before = None
+        if nccl is not None:
+            members = self._p2p_communicator(node, dst)
+            not_before = self.sys.now() + nccl.p2p_ns(self.rank, dst, node.comm_size, members)
         self.matcher.send(
             self.rank, dst, node.comm_size, node.comm_tag or 0, self.complete, pos, not_before_ns=not_before
         )
+
+    def _p2p_communicator(self, node: ETNode, dst: int) -> tuple[int, ...] | None:
+        """The ranks of the communicator a send to ``dst`` runs on: its ``pg_name`` group,
+        the ranks its ``involved_dim`` dimensions join, the ``comm_group_size`` ranks
+        ``comm_group_stride`` apart that hold this one, or None for every NPU (the
+        default group). Raises TraceError for a stride or size that names no group of
+        the NPUs, or when ``dst`` is not in it."""
+        involved = None if node.involved_dim is None else tuple(node.involved_dim)
+        key = (node.pg_name, involved, node.attrs.get(COMM_GROUP_STRIDE), node.attrs.get(COMM_GROUP_SIZE))
+        found = self._p2p_groups.get(key)
+        if found is None:
+            group = self._group_of(node)
+            if group is not None:
+                members: tuple[int, ...] | None = tuple(group.members)
+            elif involved is not None:
+                members = tuple(involved_members(self.rank, self.context.dim_sizes, involved))
+            elif key[2] is not None or key[3] is not None:
+                members = self._strided_group(node, key[2], key[3])
+            else:
+                members = None
+            found = self._p2p_groups[key] = (members, frozenset(members or ()))
+        members, inside = found
+        if members is not None and dst not in inside:
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): COMM_SEND to rank {dst}, "
+                f"which is not in its communicator {list(members)[:16]}"
+            )
+        return members
+
+    def _strided_group(self, node: ETNode, stride: object, size: object) -> tuple[int, ...]:
+        """The ``size`` ranks ``stride`` apart that hold this rank. Raises TraceError
+        unless both are integers >= 1 and the group lies within the NPUs."""
+        npus = self.context.npus_count
+        if not (
+            type(stride) is int and type(size) is int and stride >= 1 and size >= 1 and stride * size <= npus
+        ):
+            raise TraceError(
+                f"rank {self.rank}: node {node.id} ({node.name}): {COMM_GROUP_STRIDE} {stride!r} and "
+                f"{COMM_GROUP_SIZE} {size!r} must be integers >= 1 whose product is at most the {npus} NPUs"
+            )
+        base = self.rank - (self.rank // stride % size) * stride
+        return tuple(base + k * stride for k in range(size))
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
         src = self._p2p_peer(node, sending=False)

@@ -19,6 +19,12 @@ NO_GROUP = (None, "", "0")
 #: Node attribute: the GPU stream (an int, 0 the default) a send or collective is launched
 #: on; astra's own, read where every collective runs on NCCL (:mod:`astra_core.system.engine`).
 COMM_STREAM = "comm_stream"
+#: Node attributes: a send's or receive's communicator as the ``comm_group_size`` ranks
+#: ``comm_group_stride`` apart that hold its rank (ints); astra's own, written by
+#: ``astra gen llm`` (a pipeline neighbour's sends run on the pipeline's group: one
+#: value for every rank, where a ``pg_name`` would differ) and read by the NCCL model's
+#: send cost (:meth:`astra_core.system.engine.RankEngine._p2p_communicator`).
+COMM_GROUP_STRIDE, COMM_GROUP_SIZE = "comm_group_stride", "comm_group_size"
 
 
 class NodeType(IntEnum):

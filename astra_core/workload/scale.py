@@ -8,7 +8,8 @@ stage ``p`` of ``P``; expert parallelism (``E``) takes its ranks from blocks of
 new rank ``(t, c, d', p)`` runs the trace of old rank ``(t, c, d' mod D, p)`` with:
 
 * its sends' and receives' peers moved to the same replica ``d'`` (a peer ``k``
-  replicas away stays ``k`` away, modulo ``D'``);
+  replicas away stays ``k`` away, modulo ``D'``), a pipeline neighbour's communicator
+  (``comm_group_stride`` T x C x D) made the new job's pipeline;
 * each collective's ranks rebuilt for the larger job and placed as the
   generator places them (:mod:`astra_core.workload.scale_groups`): a group within
   one replica is the same ranks of replica ``d'``, one over every replica spans
@@ -38,7 +39,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
-from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, CollectiveType
+from astra_core.workload.chakra_types import (
+    COMM_COLL,
+    COMM_GROUP_STRIDE,
+    COMM_RECV,
+    COMM_SEND,
+    CollectiveType,
+)
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.generators.llm import megatron_bucket_bytes
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
@@ -146,6 +153,8 @@ class _Scaler:
             if node.type in (COMM_SEND, COMM_RECV):
                 changes["comm_src"] = _peer(old, new, node.comm_src, d_old, d_new)
                 changes["comm_dst"] = _peer(old, new, node.comm_dst, d_old, d_new)
+                if node.attrs.get(COMM_GROUP_STRIDE) == old.tp * old.cp * old.dp:  # a pipeline's
+                    changes["attrs"] = {**node.attrs, COMM_GROUP_STRIDE: new.tp * new.cp * new.dp}
             elif node.type == COMM_COLL:
                 placed = self.placer.place(node, old_rank, rank)
                 if placed is not None:

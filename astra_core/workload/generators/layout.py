@@ -145,6 +145,23 @@ class Layout:
         base = index // self.ep * self.ep
         return tuple(stage + base + i for i in range(self.ep))
 
+    def p2p_group(self, role: str) -> tuple[int, int] | None:
+        """(stride, size) of the communicator a send or receive of peer role ``role`` runs
+        on, the ``size`` ranks ``stride`` apart that hold its rank: a pipeline neighbour's
+        (``next``, ``prev``) is its pipeline (T x C x D, P; Megatron-core's pipeline group),
+        a context-parallel ring step's its CP group (T, C; Transformer Engine's
+        ``cp_group``), a tensor-parallel ring step's its TP group (1, T). None when that
+        is every NPU (the default group)."""
+        stride, size = {
+            "next": (self.tp * self.cp * self.dp, self.pp),
+            "prev": (self.tp * self.cp * self.dp, self.pp),
+            "cp_next": (self.tp, self.cp),
+            "cp_prev": (self.tp, self.cp),
+            "tp_next": (1, self.tp),
+            "tp_prev": (1, self.tp),
+        }[role]
+        return None if stride * size == self.npus and stride == 1 else (stride, size)
+
     def cp_peer(self, rank: int, step: int) -> int:
         """The rank ``step`` places further round ``rank``'s context-parallel ring."""
         c = self.context(rank)

@@ -25,7 +25,13 @@ from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra_types import COMM_STREAM
 from astra_core.workload.et_decode import ETNode, RankTrace, gc_paused
 from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
-from astra_core.workload.generators.llm_writer import llm_metadata, node_fields, node_order, peer_rank
+from astra_core.workload.generators.llm_writer import (
+    llm_metadata,
+    node_fields,
+    node_order,
+    p2p_group_attrs,
+    peer_rank,
+)
 from astra_core.workload.writer import CHAKRA_VERSION
 
 __all__ = ["llm_traces"]
@@ -77,12 +83,14 @@ def _rank_nodes(wl, rank: int, cache: dict) -> list[ETNode]:  # a TemplatePeers,
     template = cache.get(("template", shape))
     if template is None:
         template = cache[("template", shape)] = _template(
-            nodes, (p, q), ids, places, coll_slots, routed, cache
+            nodes, (p, q), ids, places, coll_slots, routed, cache, layout
         )
     return cast("list[ETNode]", TemplatePeers(template, slots, _own_peers(wl, p, rank, peer_slots, cache)))
 
 
-def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: list, routed: list, cache: dict):
+def _template(
+    nodes, stage: tuple[int, int], ids: dict, places: dict, colls: list, routed: list, cache: dict, layout
+):
     """The nodes of stage ``stage`` = (its number, the expert-parallel index) with the
     groups ``places``, sends and receives without peers: the stage's first nodes for that
     index (made once) with their collectives made anew."""
@@ -91,10 +99,10 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
     if base is None and ("base", p) in cache:  # another expert-parallel index: its routed nodes differ
         base = cache[("base", p, q)] = list(cache[("base", p)])
         for idx in routed:
-            base[idx] = _node_at(nodes, idx, ids, places, stage, cache)
+            base[idx] = _node_at(nodes, idx, ids, places, stage, cache, layout)
     elif base is None:
         base = cache[("base", p, q)] = cache[("base", p)] = [
-            _node_at(nodes, i, ids, places, stage, cache) for i in range(len(nodes))
+            _node_at(nodes, i, ids, places, stage, cache, layout) for i in range(len(nodes))
         ]
     # templates of one stage and expert index whose groups differ only in name time alike
     timing = (
@@ -119,7 +127,7 @@ def _template(nodes, stage: tuple[int, int], ids: dict, places: dict, colls: lis
         if made is None and place.kind == "group" and kind in cache:  # another group's, renamed
             made = _in_group(cache[kind], str(place.value))
         elif made is None:
-            made = [_node_at(nodes, idx, ids, places, stage, cache) for idx in positions]
+            made = [_node_at(nodes, idx, ids, places, stage, cache, layout) for idx in positions]
             cache.setdefault(kind, made)
         cache[group] = made
         for idx, node in zip(positions, made):
@@ -167,11 +175,12 @@ def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> Rol
 
 
 def _node_at(
-    nodes, idx: int, ids: dict[int, int], places: dict, stage: tuple[int, int], cache: dict
+    nodes, idx: int, ids: dict[int, int], places: dict, stage: tuple[int, int], cache: dict, layout
 ) -> ETNode:
     """Node ``idx`` of a stage (``stage``: its number and the rank's expert-parallel
     index) with the groups ``places`` (made once per group): a send or receive without
-    peers (:func:`_rank_nodes` gives each rank its own)."""
+    peers (:func:`_rank_nodes` gives each rank its own), with its communicator's stride
+    and size in ``layout``."""
     n = nodes[idx]
     p, q = stage
     place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
@@ -184,6 +193,9 @@ def _node_at(
         fields: dict[str, Any] = {}
         if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
             fields = {"comm_tag": n.tag, "comm_size": n.size}
+            group = p2p_group_attrs(layout, n.role)
+            if group:
+                fields["attrs"] = group
         elif n.type == pb.COMP_NODE or place is not None:
             duration_ns, fields = node_fields(n, q)
             attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM) if k in fields}

@@ -20,7 +20,7 @@ from typing import Any
 
 from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.chakra_types import COMM_STREAM
+from astra_core.workload.chakra_types import COMM_GROUP_SIZE, COMM_GROUP_STRIDE, COMM_STREAM
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.trace_set import staged_trace_set
 from astra_core.workload.trace_size import TraceSetSize, check_trace_set
@@ -46,6 +46,13 @@ def peer_rank(layout, n, rank: int) -> int:
         return layout.tp_peer(rank, 1 if n.role == "tp_next" else -1)
     stride = layout.tp * layout.cp * layout.dp  # one pipeline stage
     return (rank + (stride if n.role == "next" else -stride)) % layout.npus
+
+
+def p2p_group_attrs(layout, role: str) -> dict[str, Any]:
+    """The attributes that name the communicator of a send or receive of peer role
+    ``role`` (:meth:`~.layout.Layout.p2p_group`); none for every NPU."""
+    group = layout.p2p_group(role)
+    return {} if group is None else {COMM_GROUP_STRIDE: group[0], COMM_GROUP_SIZE: group[1]}
 
 
 def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
@@ -100,6 +107,7 @@ def _render(wl, rank: int, cache: dict) -> bytes:
                     duration_micros=int(round(n.duration_ns / 1000)),
                     comm_tag=n.tag,
                     comm_size=n.size,
+                    **p2p_group_attrs(layout, n.role),
                 ).SerializeToString()
             payload += _peer_attr(cache, "comm_src", src) + _peer_attr(cache, "comm_dst", dst)
             parts.append(encode_varint(len(payload)) + payload)

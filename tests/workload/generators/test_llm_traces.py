@@ -146,3 +146,26 @@ def test_a_templates_names_rename_its_timings_groups_one_to_one():
         {"tp": group, "x": Placement("dims", (1,))},
         {"tp": Placement("group", 3), "x": Placement("dims", (1,))},
     ) == {"1": "3"}
+
+
+def test_sends_name_the_group_they_run_on():
+    """Megatron-core runs a pipeline neighbour's send on the pipeline group (the P ranks
+    T x C x D apart), a context-parallel ring step on the CP group (C ranks T apart), a
+    tensor-parallel overlap step on the TP group (T consecutive ranks): T = C = D = P = 2,
+    16 ranks; each send's or receive's peer is in the group its attributes name."""
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.chakra_types import COMM_GROUP_SIZE, COMM_GROUP_STRIDE
+
+    traces, _ = llm_traces(generate_llm(PLANS["tp-cp-vp-fp8"]))
+    seen = set()
+    for trace in traces:
+        for node in trace.nodes:
+            if node.type not in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+                continue
+            group = (node.attrs[COMM_GROUP_STRIDE], node.attrs[COMM_GROUP_SIZE])
+            stride, size = group
+            assert trace.rank - trace.rank // stride % size * stride + stride * (size - 1) < 16
+            peer = node.comm_dst if node.type == pb.COMM_SEND_NODE else node.comm_src
+            assert (peer - trace.rank) % stride == 0 and abs(peer - trace.rank) < stride * size
+            seen.add(group)
+    assert seen == {(8, 2), (2, 2), (1, 2)}

@@ -31,6 +31,7 @@ from astra_core.config.nccl_profile import find_profile, read_profile
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.errors import ConfigError
 from astra_core.system.collectives.nccl.bus_bound import line_rate_floor_us
+from astra_core.system.collectives.nccl.p2p import net_peer_channels, net_peer_gbps
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase, NcclChoice, NcclPhase
 from astra_core.system.collectives.nccl.schedule import Layout, Schedule, schedule_for
 from astra_core.system.collectives.nccl.topology import Machine, communicator
@@ -134,7 +135,7 @@ class NcclModel:
         dims = network.dims
         _check_placement(config, network, source)
         self.gpus_per_node = config.gpus_per_node or dims[0].npus
-        total = network.npus_count
+        total = self.npus = network.npus_count
         if total % self.gpus_per_node:
             raise ConfigError(
                 f"{source}: nccl.gpus-per-node: {self.gpus_per_node} does not divide "
@@ -174,6 +175,8 @@ class NcclModel:
         # layers and micro-batches repeat the same collective many times (the schedules are
         # read, never changed); shared by the models of the same inputs in this process
         self._comms, self._phases = _shared_caches(repr((config, network, self.constants)))
+        #: a send's rate to a peer on another node, per communicator (:meth:`net_peer_gbps`)
+        self._p2p_rates: dict[int, tuple[tuple[int, ...] | None, float]] = {}
         #: Under rank symmetry: the collectives (comm type, members, bytes) run folded and
         #: what is told when one starts (:class:`~.phase.FoldedNcclPhase`); set by the run.
         self.folding: tuple[frozenset, Callable[[FoldedNcclPhase], None]] | None = None
@@ -319,21 +322,40 @@ class NcclModel:
         link = 0 if same_node else 2  # NVLINK, NET
         return c.base_latency_us[Algo.RING][proto] + c.hw_latency_us[link][Algo.RING][proto]
 
-    def p2p_ns(self, src: int, dst: int, size: int) -> int:
-        """NCCL's cost of one send/receive of ``size`` bytes between two ranks, ns:
+    def p2p_ns(self, src: int, dst: int, size: int, members: tuple[int, ...] | None = None) -> int:
+        """NCCL's cost of one send/receive of ``size`` bytes between two ranks of the
+        communicator ``members`` (None: every NPU, the default process group), ns:
         LL up to ``NCCL_P2P_LL_THRESHOLD`` (16 KiB per channel; one channel
         for a small message) else Simple, each with its base and one hop's
         latency (tuning.cc: LL 6.6 + 0.6 µs over NVLink, 6.6 + 2.7 µs over the
-        network; Simple 8.4 + 3.4 and 8.4 + 14), then the bytes at the rate
-        NCCL's topology gives one GPU to one peer: its NVLinks inside a node,
-        its NIC across nodes."""
+        network; Simple 8.4 + 3.4 and 8.4 + 14), then the bytes at the rate one
+        GPU reaches to one peer: its NVLinks inside a node; across nodes the
+        channels NCCL gives the peer in that communicator at the rate NCCL sizes
+        them by, at most the NIC's (:mod:`.p2p`)."""
         same_node = src // self.gpus_per_node == dst // self.gpus_per_node
         ll = size <= P2P_LL_THRESHOLD
         latency = self.p2p_latency_us(ll, same_node)
-        rate = self.nvlink_gbps if same_node else self.nic_line_gbps
+        rate = self.nvlink_gbps if same_node else self.net_peer_gbps(members)
         wire = 2 * size if ll else size  # LL: 8 flag bytes per 8 of data
         time_us = max(self.constants.launch_us, latency + (wire / (1e3 * rate) if rate > 0 else 0.0))
         return int(round(time_us * 1000))
+
+    def net_peer_gbps(self, members: tuple[int, ...] | None = None) -> float:
+        """The rate of one send to a peer on another node in the communicator
+        ``members`` (None: every NPU) [GB/s] (:mod:`.p2p`), cached per communicator
+        object: keyed by its identity, which the entry keeps alive (a send's group is
+        asked for again and again, and hashing its ranks each time would cost more)."""
+        entry = self._p2p_rates.get(id(members))
+        if entry is not None and entry[0] is members:
+            return entry[1]
+        layout, tuning, _ = self.machine(members if members is not None else tuple(range(self.npus)))
+        rule = self.nccl_constants.p2p_net_channels
+        channels = net_peer_channels(
+            rule, layout.n, layout.nodes, tuning.runtime_channels(), self.nic_line_gbps
+        )
+        rate = net_peer_gbps(channels, self.nic_line_gbps)
+        self._p2p_rates[id(members)] = (members, rate)
+        return rate
 
     def schedule(
         self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int

@@ -287,6 +287,10 @@ class TunerConstants:
     #: 2.24, 0.85 in 2.23.
     pat: bool = True
     pat_bw_factor: float = 0.75
+    #: The channels a send or receive with a peer on another node runs (graph/paths.cc
+    #: ``ncclTopoGetNchannels``; :mod:`.p2p`): ``"bandwidth"`` (2.29.2 on), ``"ranks"``
+    #: (2.20 to 2.28.9), ``"fixed"`` (2.19).
+    p2p_net_channels: Literal["bandwidth", "ranks", "fixed"] = "bandwidth"
     bw_efficiency: tuple[tuple[tuple[float, ...], ...], ...] = (_table(1.0), _table(1.0))
     launch_us: float = LAUNCH_US
 
@@ -314,7 +318,7 @@ def _put(table: tuple, index: tuple[int, ...], value: object) -> tuple:
 # -- NCCL releases ----------------------------------------------------------------------
 # Each release is the next newer one with what that release changed undone, read from
 # NCCL's src/graph/tuning.cc (ncclTopoTuneModel, ncclTopoGetAlgoTime), src/enqueue.cc,
-# src/graph/connect.cc and src/transport/nvls.cc at its tag (v2.19.3-1 ... v2.30.7-1).
+# src/graph/connect.cc, src/graph/paths.cc and src/transport/nvls.cc at its tag (v2.19.3-1 ... v2.30.7-1).
 _S = Proto.SIMPLE
 _2_30_7 = DEFAULT_CONSTANTS  # 5067397c: tuning.cc as at v2.30.7-1
 _2_29_7 = replace(_2_30_7, nvls_tree_max_bw=_put(_2_30_7.nvls_tree_max_bw, (BLACKWELL, 2), 43.8))
@@ -325,6 +329,7 @@ _2_28_9 = replace(
     _2_29_2,
     ring_ll128_max_bw=_put(_2_29_2.ring_ll128_max_bw, (BLACKWELL,), (73.4, 34.6, 73.4)),
     nvls_tree_correction=False,
+    p2p_net_channels="ranks",
 )
 _2_28_7 = replace(
     _2_28_9,
@@ -368,7 +373,7 @@ _2_20_5 = replace(
     ll_max_bw=_put(_2_21_5.ll_max_bw, (HOPPER,), (87.7, 22.5, 19.0)),
     ring_ll_factor=(0.25, 1.0 / 3.0),
 )
-_2_19_3 = replace(_2_20_5, double_channels_below=33)
+_2_19_3 = replace(_2_20_5, double_channels_below=33, p2p_net_channels="fixed")
 
 #: NCCL's constants per release (:data:`astra_core.config.nccl.NCCL_RELEASES`), oldest
 #: first; the last is :data:`DEFAULT_CONSTANTS`. What differs on an H100 machine:
