@@ -204,6 +204,13 @@ else:
 def test_ctrl_c_while_the_workers_fork_still_stops_the_run():
     # Before: the interrupt was lost in the fork's callbacks; the run went on and exited 0.
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED_AT_FORK], cwd=REPO, capture_output=True, text=True, timeout=START_S
+        [sys.executable, "-c", INTERRUPTED_AT_FORK],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=START_S,
+        # a shell's background job inherits SIGINT ignored, and the interrupt would then
+        # never come: the run gets Ctrl-C as a terminal would give it
+        preexec_fn=default_sigint,
     )
     assert (done.returncode, done.stdout) == (0, "interrupted\n"), done.stderr
