@@ -213,7 +213,8 @@ class RankEngine:
         # made on first use: a job of 8,192 ranks has thousands of groups, and one
         # CommGroup of each for every rank took more memory than the machine had.
         self.groups: dict[str, CommGroup] = {}
-        #: a send's communicator (:meth:`_p2p_communicator`) per (pg_name, involved_dim)
+        #: a send's communicator (:meth:`_p2p_communicator`) per (pg_name, involved_dim,
+        #: comm_group_stride, comm_group_size)
         self._p2p_groups: dict[tuple, tuple[tuple[int, ...] | None, frozenset[int]]] = {}
         # GPU compute slowed beside the NCCL model's collectives, where its GPU was measured
         rows = context.nccl.gpu.nccl_compute_slowdown if context.nccl is not None else ()
@@ -444,17 +445,17 @@ class RankEngine:
 
     def _strided_group(self, node: ETNode, stride: object, size: object) -> tuple[int, ...]:
         """The ``size`` ranks ``stride`` apart that hold this rank. Raises TraceError
-        unless both are integers >= 1 and the group lies within the NPUs."""
+        unless both are integers >= 1 and every such rank is one of the NPUs."""
         npus = self.context.npus_count
-        if not (
-            type(stride) is int and type(size) is int and stride >= 1 and size >= 1 and stride * size <= npus
-        ):
-            raise TraceError(
-                f"rank {self.rank}: node {node.id} ({node.name}): {COMM_GROUP_STRIDE} {stride!r} and "
-                f"{COMM_GROUP_SIZE} {size!r} must be integers >= 1 whose product is at most the {npus} NPUs"
-            )
-        base = self.rank - (self.rank // stride % size) * stride
-        return tuple(base + k * stride for k in range(size))
+        if type(stride) is int and type(size) is int and stride >= 1 and size >= 1:
+            base = self.rank - (self.rank // stride % size) * stride
+            if base + (size - 1) * stride < npus:
+                return tuple(base + k * stride for k in range(size))
+        raise TraceError(
+            f"rank {self.rank}: node {node.id} ({node.name}): {COMM_GROUP_STRIDE} {stride!r} and "
+            f"{COMM_GROUP_SIZE} {size!r} name no group of the {npus} NPUs (integers >= 1, the "
+            "ranks that far apart that hold this one)"
+        )
 
     def _issue_recv(self, pos: int, node: ETNode) -> None:
         src = self._p2p_peer(node, sending=False)

@@ -159,11 +159,11 @@ def test_a_pipeline_send_costs_its_pipeline_communicators_channels(tmp_path):
     [
         (
             {"comm_group_stride": 0, "comm_group_size": 16},
-            "comm_group_stride 0 and comm_group_size 16 must be",
+            "comm_group_stride 0 and comm_group_size 16 name no group of the 128 NPUs",
         ),
         (
             {"comm_group_stride": 8, "comm_group_size": 17},
-            "comm_group_stride 8 and comm_group_size 17 must be",
+            "comm_group_stride 8 and comm_group_size 17 name no group of the 128 NPUs",
         ),
         (
             {"comm_group_stride": 1, "comm_group_size": 8},
