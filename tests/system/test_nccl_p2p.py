@@ -47,13 +47,20 @@ def test_a_peer_reaches_its_channels_rate_up_to_the_nic():
     assert net_peer_gbps(4, 50.0) == 50.0
 
 
-def _model(nodes: int, version: str) -> NcclModel:
-    system = load_system(PRESET / "system.json")
+def _preset(nodes: int, version: str) -> tuple[NetworkConfig, SystemConfig]:
+    """The ``hgx_h100_4nodes`` preset (8 H100 per node on NVSwitch, one 400 Gb/s NIC per
+    GPU) with ``nodes`` nodes, NCCL ``version`` choosing."""
     data = load_network(PRESET / "network.yml").to_dict()
     data["npus_count"] = [8, nodes]
+    config = load_system(PRESET / "system.json").to_dict()
+    config["nccl"] = {**config["nccl"], "version": version}
+    return NetworkConfig.from_dict(data, source="test"), SystemConfig.from_dict(config)
+
+
+def _model(nodes: int, version: str) -> NcclModel:
+    network, system = _preset(nodes, version)
     assert system.nccl is not None
-    config = system.nccl.model_copy(update={"version": version})
-    return NcclModel(config, NetworkConfig.from_dict(data, source="test"))
+    return NcclModel(system.nccl, network)
 
 
 def test_a_send_across_nodes_costs_what_its_communicators_channels_carry():
@@ -98,29 +105,6 @@ def test_send_recv_across_ten_nodes_within_12_percent_of_nccl_tests(name, channe
         assert point.size_bytes / time_us / 1e3 == pytest.approx(14.0 * channels, rel=0.01)
 
 
-def _rail_machine(nodes: int) -> tuple[NetworkConfig, SystemConfig]:
-    """``nodes`` nodes of 8 H100 (450 GB/s NVLink per GPU) with one 50 GB/s NIC per GPU."""
-    gib = 1 << 30
-    network = NetworkConfig.from_dict(
-        {
-            "topology": ["Switch", "Switch"],
-            "npus_count": [8, nodes],
-            "bandwidth": [450e9 / gib, 50e9 / gib],
-            "latency": [300, 1350],
-        }
-    )
-    system = SystemConfig.from_dict(
-        {
-            "scheduling-policy": "LIFO",
-            "collective-optimization": "baseline",
-            "preferred-dataset-splits": 1,
-            **{f"{c}-implementation": ["nccl"] for c in ("all-reduce", "all-gather", "reduce-scatter")},
-            "nccl": {"gpu": "H100", "version": "2.29.2"},
-        }
-    )
-    return network, system
-
-
 def _send_trace(tmp_path: Path, npus: int, src: int, dst: int, size: int, **attrs) -> str:
     """One send from ``src`` to ``dst`` carrying ``attrs``, every other rank idle."""
     from astra_core.workload import et_def_pb2 as pb
@@ -144,7 +128,7 @@ def test_a_pipeline_send_costs_its_pipeline_communicators_channels(tmp_path):
     ring channels) gets one channel, 14 GB/s; the same send on a pipeline of 16 ranks,
     one per node (``comm_group_stride`` 8, ``comm_group_size`` 16, as ``astra gen llm``
     writes it; 4 channels), gets two, 28 GB/s."""
-    network, system = _rail_machine(16)
+    network, system = _preset(16, "2.29.2")
     size = 64 << 20
     model = NcclModel(system.nccl, network)
     latency_ns = 1000 * model.p2p_latency_us(False, False)
@@ -172,6 +156,6 @@ def test_a_pipeline_send_costs_its_pipeline_communicators_channels(tmp_path):
     ],
 )
 def test_a_send_outside_its_communicator_is_one_line_naming_the_node(tmp_path, attrs, message):
-    network, system = _rail_machine(16)
+    network, system = _preset(16, "2.29.2")
     with pytest.raises(TraceError, match=f"rank 3: node 1 \\(send\\): {message}"):
         astra.simulate(_send_trace(tmp_path, 128, 3, 11, 1 << 20, **attrs), system, network)
