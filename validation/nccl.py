@@ -131,6 +131,10 @@ def report(selected: list[Series], curves: bool = True) -> str:
         "* Sends across nodes: NCCL gives a peer 1 or 2 channels of 14 GB/s on 10 nodes "
         "of 1 to 8 H100 (NCCL 2.29.2); the public sendrecv_perf logs are within 6-11 % "
         "(calibration section below).",
+        "* Known gap: on those 10 nodes with 8 H100 each, rings at large sizes run 15 % slower "
+        "than predicted (all-gather 324 GB/s bus bandwidth, where 4 GPUs per node reach "
+        "4 x 49 GB/s, each NIC nearly its line rate); no published fact found explains it, so "
+        "the model keeps NCCL's rates.",
         "* The 4-node RoCE report (320 GB/s) is 16 % below the InfiniBand preset's "
         "prediction and 13 % below the 4-node InfiniBand report (366 GB/s): fabrics differ "
         "more than the model's error.",
