@@ -58,11 +58,11 @@ def net_peer_channels(
                 per //= 2
             return per
         return min(per, p2p)
-    per = 2
+    per = 2  # a power of two, as p2p is: their minimum needs no rounding
     if rule == "ranks":
         while per * ranks > p2p * 4 and per > 1:
             per //= 2
-    return min(_pow2_up(min(per, p2p)), p2p)
+    return min(per, p2p)
 
 
 def net_peer_gbps(channels: int, nic_gbps: float) -> float:
