@@ -17,13 +17,12 @@ puts this section into docs/validation-nccl.md.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from summary import emit
+from summary import emit, geomean_abs
 
 from astra_core.calibrate.nccl_fit import compare, fit
 from astra_core.calibrate.nccl_tests import read_logs
@@ -127,15 +126,13 @@ def _per_file(rows) -> list[str]:
             files.setdefault(Path(log.path).name, []).extend(r for r in res.rows if r.log == log.label)
     out = []
     for name, found in files.items():
-        if len({r.log for r in found}) > 1:
-            mean = [
-                math.exp(sum(math.log(abs(getattr(r, f) / r.measured_us - 1)) for r in found) / len(found))
+        kinds = len({r.log for r in found})
+        if kinds > 1:
+            before, after = (
+                geomean_abs([getattr(r, f) / r.measured_us - 1 for r in found])
                 for f in ("before_us", "after_us")
-            ]
-            kinds = len({r.log for r in found})
-            out.append(
-                f"* {name}, its {kinds} checked collectives: {mean[0]:.1%} before, {mean[1]:.1%} after."
             )
+            out.append(f"* {name}, its {kinds} checked collectives: {before:.1%} before, {after:.1%} after.")
     return out
 
 
