@@ -57,7 +57,8 @@ no recomputation, sequence parallelism, ``ub_tp_comm_overlap`` (Transformer Engi
 userbuffers: ``tp_comm_overlap``), Megatron-Core's distributed optimizer
 (``zero=1``) with BF16 gradient reduction (``grad_sync_dtype: bf16``) overlapped
 with the backward pass. DGX H100 nodes: 8 x 400 Gb/s NDR InfiniBand per node (DGX
-H100 datasheet).
+H100 datasheet). NCCL 2.23.4, the newest release NeMo's 24.09 container could hold
+(:data:`NCCL_RELEASES`).
 """
 
 from __future__ import annotations
@@ -189,12 +190,18 @@ def network(nodes: int) -> NetworkConfig:
     return gpu_servers(nodes, 450.0, 50.0)
 
 
-SYSTEM = nccl_system("H100")
+#: The NCCL release of each source's runs, as far as public facts bound it (None: the
+#: newest modelled). The Nemotron-4 recipe runs NeMo's 24.09 container (its README's
+#: setup: ``nvcr.io/nvidia/nemo:24.09``), which cannot hold an NCCL released after
+#: September 2024 (PyPI nvidia-nccl-cu12: 2.23.4 on 2024-09-11, 2.24.3 on 2025-01-07):
+#: the newest it could hold. Llama 3 ran Meta's NCCLX, which astra does not model.
+NCCL_RELEASES = {"llama3": None, "nemotron4": "2.23.4"}
 
 
 def predict(row: Row) -> float:
     """Step time [s] of one row."""
-    return simulate_plan(row.plan(), SYSTEM, network(row.gpus // 8)).step_ns * 1e-9
+    system = nccl_system("H100", NCCL_RELEASES[row.source])
+    return simulate_plan(row.plan(), system, network(row.gpus // 8)).step_ns * 1e-9
 
 
 def peak_rss_gib() -> float:

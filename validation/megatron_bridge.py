@@ -32,7 +32,8 @@ NVSwitch, NVLink5 900 GB/s per GPU and direction; 8 ConnectX-7 400 Gb/s: DGX B20
 datasheet) and GB200 / GB300 NVL72 racks (compute trays of 4 GPUs, NVLink5 900 GB/s per
 GPU to the rack's NVLink switches, one ConnectX-7 400 Gb/s or ConnectX-8 800 Gb/s port
 per GPU; the racks' specifications), one port per GPU on a non-blocking fabric, the NCCL
-model; a job's NVLink domain is its Slurm segment (:func:`nvlink_domain`).
+model of the release the container could hold (:data:`NCCL_RELEASES`); a job's NVLink
+domain is its Slurm segment (:func:`nvlink_domain`).
 
     .venv/bin/python validation/megatron_bridge.py --rows 1-5
 """
@@ -77,6 +78,16 @@ GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
 DEEPSEEK_LAYOUT = "Etttt|" + "tttt|" * 14 + "tmL"
 #: Compute trays of a GB200 / GB300 NVL72 rack (72 GPUs / 4).
 RACK_TRAYS = 18
+#: The NCCL release each container ran, as far as public facts bound it. The containers'
+#: NCCL is not published; Megatron-Bridge builds on NGC's PyTorch container
+#: (``docker/Dockerfile.ci``: ``pytorch:25.09-py3`` at v0.2.0, the 25.11 release;
+#: ``pytorch:25.11-py3`` at v0.3.0, 26.02), and a container cannot hold an NCCL released
+#: after it (PyPI nvidia-nccl-cu12: 2.28.3 on 2025-09-06, 2.28.9 on 2025-11-18, 2.29.2 on
+#: 2026-01-07). So each takes the newest release its base could hold. Below 2.29 NCCL gives
+#: a peer across nodes 2 channels, from 2.29 one per 14 GB/s of NIC (:mod:`~astra_core.
+#: system.collectives.nccl.p2p`), which sets the pipeline's send rate. Releases not named
+#: here take the newest modelled.
+NCCL_RELEASES = {"25.11": "2.28.3", "26.02": "2.28.9"}
 
 
 @dataclass(frozen=True)
@@ -361,7 +372,8 @@ def network(row: Row):
 
 def predict(row: Row) -> float:
     """Step time [s] of one row."""
-    return simulate_plan(row.plan(), nccl_system(row.gpu), network(row)).step_ns * 1e-9
+    system = nccl_system(row.gpu, NCCL_RELEASES.get(row.release))
+    return simulate_plan(row.plan(), system, network(row)).step_ns * 1e-9
 
 
 def report(

@@ -60,9 +60,13 @@ def gpu_servers(nodes: int, nvlink_gbps: float, nic_gbps: float, per_node: int =
     )
 
 
-def nccl_system(gpu: str) -> SystemConfig:
-    """Every collective on the NCCL model of ``gpu`` (system.json's ``nccl.gpu``), LIFO."""
-    return SystemConfig.from_dict(nccl_system_dict(gpu))
+def nccl_system(gpu: str, release: str | None = None) -> SystemConfig:
+    """Every collective on the NCCL model of ``gpu`` (system.json's ``nccl.gpu``), LIFO;
+    ``release``: NCCL's (``nccl.version``; None: the newest modelled)."""
+    system = nccl_system_dict(gpu)
+    if release is not None:
+        system["nccl"]["version"] = release
+    return SystemConfig.from_dict(system)
 
 
 def simulate_plan(plan: LLMConfig, system: SystemConfig, network: NetworkConfig) -> RunResult:
