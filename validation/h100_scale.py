@@ -58,7 +58,7 @@ userbuffers: ``tp_comm_overlap``), Megatron-Core's distributed optimizer
 (``zero=1``) with BF16 gradient reduction (``grad_sync_dtype: bf16``) overlapped
 with the backward pass. DGX H100 nodes: 8 x 400 Gb/s NDR InfiniBand per node (DGX
 H100 datasheet). NCCL 2.23.4, the newest release NeMo's 24.09 container could hold
-(:data:`NCCL_RELEASES`).
+(:data:`NCCL_RELEASES`); the Llama 3 rows run 2.22.3, the newest NCCLX's base could be.
 """
 
 from __future__ import annotations
@@ -190,12 +190,13 @@ def network(nodes: int) -> NetworkConfig:
     return gpu_servers(nodes, 450.0, 50.0)
 
 
-#: The NCCL release of each source's runs, as far as public facts bound it (None: the
-#: newest modelled). The Nemotron-4 recipe runs NeMo's 24.09 container (its README's
-#: setup: ``nvcr.io/nvidia/nemo:24.09``), which cannot hold an NCCL released after
-#: September 2024 (PyPI nvidia-nccl-cu12: 2.23.4 on 2024-09-11, 2.24.3 on 2025-01-07):
-#: the newest it could hold. Llama 3 ran Meta's NCCLX, which astra does not model.
-NCCL_RELEASES = {"llama3": None, "nemotron4": "2.23.4"}
+#: The NCCL release of each source's runs: the newest one public facts allow (PyPI
+#: nvidia-nccl-cu12 release dates). The Nemotron-4 recipe runs NeMo's 24.09 container (its
+#: README's setup: ``nvcr.io/nvidia/nemo:24.09``), which cannot hold an NCCL released
+#: after September 2024 (2.23.4 on 2024-09-11, 2.24.3 on 2025-01-07). Llama 3 ran NCCLX,
+#: Meta's fork of NCCL, before the paper (July 2024): its base is at most 2.22.3
+#: (2024-06-19); NCCLX's own changes are not modelled.
+NCCL_RELEASES = {"llama3": "2.22.3", "nemotron4": "2.23.4"}
 
 
 def predict(row: Row) -> float:

@@ -87,14 +87,15 @@ def test_the_deepseek_rows_use_the_recipes_layout_with_its_mtp_layer(bridge):
 def test_each_source_names_an_nccl_release_that_astra_models_and_its_container_could_hold(bridge):
     # a container cannot hold an NCCL released after its base image: Megatron-Bridge
     # 25.11 builds on pytorch:25.09, 26.02 on pytorch:25.11, Nemotron-4's recipe runs
-    # nemo:24.09; NCCL 2.29.2 (one send channel per 14 GB/s of NIC) came out on 2026-01-07,
-    # so every named release gives a peer across nodes NCCL 2.20-2.28's 2 channels
+    # nemo:24.09, Llama 3's NCCLX forked NCCL before July 2024; NCCL 2.29.2 (one send
+    # channel per 14 GB/s of NIC) came out on 2026-01-07, so every named release gives a
+    # peer across nodes NCCL 2.20-2.28's 2 channels
     from astra_core.config.nccl import nccl_release
     from astra_core.system.collectives.nccl.tuning import constants_for
 
     with validation_script("h100_scale") as h100:
         named = [r for r in (*bridge.NCCL_RELEASES.values(), *h100.NCCL_RELEASES.values()) if r]
-    assert len(named) == 3
+    assert len(named) == 4
     for release in named:
         assert nccl_release(release)[0] == release  # modelled as such, not rounded down
         assert constants_for(release).p2p_net_channels == "ranks"
