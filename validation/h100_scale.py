@@ -31,7 +31,9 @@ interconnects between GPUs" (RoCE). Section 3.3.2 gives the rest of the plan:
 * no activation recomputation at 8K tokens ("we could pre-train Llama 3 on sequences
   of 8K tokens without activation checkpointing"), and none assumed at 128K;
 * context parallelism over 2 x CP chunks of the sequence, rank i holding chunks i and
-  2 CP - 1 - i; tensor parallelism with sequence parallelism (Korthikanti et al.).
+  2 CP - 1 - i, "all-gather based": the keys and values all-gathered, then the local
+  queries' attention, the gather's latency exposed (``cp_comm_type="all_gather"``);
+  tensor parallelism with sequence parallelism (Korthikanti et al.).
 
 The rows run that pipeline as written: 126 layers of Llama 3 405B one per chunk, the
 first chunk of the first stage the embedding alone and the last chunk of the last stage
@@ -154,6 +156,7 @@ class Row:
             tp=self.tp,
             pp=self.pp,
             cp=self.cp,
+            cp_comm_type="all_gather" if llama else "p2p",
             micro_batch=1,
             global_batch=self.global_batch,
             seq_len=self.seq,
@@ -217,9 +220,7 @@ LEFT_OUT = {
         "three-layer Clos and NCCLX's changes to NCCL (the network is one non-blocking "
         "400 Gb/s port per GPU, NCCL's cost model); the tunable number N of consecutive "
         "micro-batches of Llama 3's schedule (astra runs Megatron's interleaved 1F1B); the "
-        "all-gather-based context parallelism of the 131K row (astra runs a ring that "
-        "overlaps each step's keys and values with the previous block); the document mask "
-        "(attention is causal over the whole sequence)."
+        "document mask (attention is causal over the whole sequence)."
     ),
     "nemotron4": (
         "Not modelled: the overlap of the distributed optimizer's weight all-gather with the "

@@ -311,6 +311,14 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "goes round a ring (Megatron's --context-parallel-size)",
 )
 @click.option(
+    "--cp-comm-type",
+    type=click.Choice(["p2p", "all_gather"]),
+    default="p2p",
+    show_default=True,
+    help="how context-parallel attention gets the other ranks' keys and values: a ring "
+    "overlapped with the kernels, or all-gathered first (Megatron's --cp-comm-type)",
+)
+@click.option(
     "--tp-comm-overlap",
     is_flag=True,
     help="overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs "

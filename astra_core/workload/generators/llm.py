@@ -70,6 +70,8 @@ __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", 
 
 #: Transformer Engine's FP8 scaling recipes, as Megatron-core's ``--fp8-recipe`` names them.
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
+#: Context parallelism's communication (Transformer Engine's ``cp_comm_type``).
+CP_COMM_TYPES = ("p2p", "all_gather")
 
 
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
@@ -176,6 +178,12 @@ class LLMConfig:
       ranks' ring, each step sending its keys and values on while the next
       block is computed (backward: keys, values and their gradients), and
       gradients are reduced over the D x C ranks (:mod:`.layout`).
+    * ``cp_comm_type``: how attention reaches the other ranks' keys and values
+      (Megatron-Core's ``--cp-comm-type``, Transformer Engine's ``cp_comm_type``):
+      ``p2p`` (the ring above) or ``all_gather`` (each rank all-gathers the keys and
+      values over the C ranks before its attention, the gather exposed; backward
+      gathers them again and reduce-scatters their gradients:
+      ``AttnFuncWithCPAndKVAllGather``; the Llama 3 paper's context parallelism).
     * ``tp_comm_overlap``: Megatron-Core's ``--tp-comm-overlap`` (Transformer
       Engine's userbuffers, with sequence parallelism): the all-gather in
       front of a block's first GEMM and the reduce-scatter after its last
@@ -246,6 +254,7 @@ class LLMConfig:
     precision: str = "bf16"
     fp8_recipe: str = "delayed"
     cp: int = 1
+    cp_comm_type: str = "p2p"
     tp_comm_overlap: bool = False
     grad_reduce_in_bf16: bool = False
     ddp: str = "megatron"
@@ -386,6 +395,10 @@ def _check_context_parallel(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"model {cfg.model.name}: sliding-window attention is modelled for FlashAttention "
             "without context parallelism (--attention flash, --cp 1)"
+        )
+    if cfg.cp_comm_type not in CP_COMM_TYPES:
+        raise ConfigError(
+            f"--cp-comm-type: expected one of {', '.join(CP_COMM_TYPES)}, got {cfg.cp_comm_type!r}"
         )
     if cfg.cp == 1:
         return

@@ -47,7 +47,7 @@ def check_plan(cfg: LLMConfig, microbatches: int) -> None:
     check_npus(f"dp {cfg.dp} x tp {cfg.tp} x pp {cfg.pp} x cp {cfg.cp}", npus)
     model, T, C = cfg.model, cfg.tp, cfg.cp
     ring = T if cfg.tp_comm_overlap else 1  # tensor-parallel ring steps beside each block
-    attention = max(C, ring)
+    attention = max(C if cfg.cp_comm_type == "p2p" else 1, ring)  # the ring's C steps
     per_layer = 2 * (attention + ring)  # forward and backward, attention and MLP
     moe = max(0, model.layers - model.dense_layers) if model.experts else 0
     dense_params = (int(model.attention_params_on(T)) + model.norm_params()) * model.layers

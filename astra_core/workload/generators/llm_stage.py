@@ -352,7 +352,12 @@ class StageBuilder:
         if self.C > 1:  # the block's kernels before and after the attention core, and the ring's steps
             core = next(i for i, o in enumerate(self.attn) if o.kind == O.ATTENTION)
             self.pre, self.post = self.attn[:core], self.attn[core + 1 :]
-            self.core = O.context_parallel_attention_ops(model, b, cfg.sequence_length, T, self.C)
+            cp_ops = (
+                O.context_parallel_all_gather_ops
+                if cfg.cp_comm_type == "all_gather"
+                else O.context_parallel_attention_ops
+            )
+            self.core = cp_ops(model, b, cfg.sequence_length, T, self.C)
             # this rank's keys and values
             self.kv_block = b * s * model.kv / T * (model.qk_dim + model.v_dim) * O.BYTES
         self.overlap = cfg.tp_comm_overlap and T > 1
@@ -610,11 +615,30 @@ class StageBuilder:
         its way; backward blocks carry the keys' and values' gradients too, and a last
         hop returns each gradient block to its owner."""
         C, kv_block = self.C, self.kv_block
+        if self.cfg.cp_comm_type == "all_gather":
+            self._cp_all_gather(name, steps, forward, again)
+            return
         tags = CP_TAG + key * (C + 1)
         self._ring(f"{name}_cp", steps, kv_block if forward else 2 * kv_block, "cp", tags, True, again)
         if not forward:
             self.prog.send(f"{name}_dkv_send", kv_block, "cp_next", tags + C)
             self.prog.pending.append(self.prog.recv(f"{name}_dkv_recv", kv_block, "cp_prev", tags + C))
+
+    def _cp_all_gather(self, name: str, steps: list[O.Op], forward: bool, again: bool) -> None:
+        """One attention core over all-gathered keys and values (``cp_comm_type``
+        ``all_gather``, Transformer Engine's ``AttnFuncWithCPAndKVAllGather``): the keys,
+        then the values all-gathered over the context-parallel ranks, then the kernels,
+        nothing overlapped; backward gathers them again and reduce-scatters their
+        gradients (keys', then values') after the kernels."""
+        model, prog = self.model, self.prog
+        k_block = self.kv_block * model.qk_dim / (model.qk_dim + model.v_dim)
+        blocks = (("k", k_block), ("v", self.kv_block - k_block))
+        for tensor, size in blocks:
+            prog.coll(f"{name}_cp_{tensor}_AG", _AG, size, "cp")
+        prog.comp(f"{name}_cp", steps, recompute=again)
+        if not forward:
+            for tensor, size in blocks:
+                prog.coll(f"{name}_cp_d{tensor}_RS", _RS, self.C * size, "cp")
 
     # -- MLP and mixture of experts -------------------------------------------------------
     def _mlp(self, layer: int, m: int, forward: bool, phase: str | None = None) -> None:

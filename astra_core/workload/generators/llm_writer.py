@@ -169,6 +169,7 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "pp": cfg.pp,
         "ep": cfg.ep,
         "cp": cfg.cp,
+        "cp_comm_type": cfg.cp_comm_type,
         "tp_comm_overlap": cfg.tp_comm_overlap,
         "microbatches": wl.microbatches,
         "micro_batch": cfg.micro_batch,

@@ -57,6 +57,7 @@ __all__ = [
     "backward",
     "DDP_IMPLS",
     "FP8_GEMMS",
+    "context_parallel_all_gather_ops",
     "context_parallel_attention_ops",
     "ddp_bucket_copy_op",
     "embedding_ops",
@@ -238,6 +239,40 @@ def context_parallel_attention_ops(model: ModelConfig, b: int, s: int, t: int, c
             )
         )
     return ops
+
+
+def context_parallel_all_gather_ops(model: ModelConfig, b: int, s: int, t: int, cp: int) -> list[Op]:
+    """The FlashAttention kernels of one rank of ``cp``-rank context parallelism over
+    all-gathered keys and values (Transformer Engine's ``AttnFuncWithCPAndKVAllGather``,
+    ``cp_comm_type="all_gather"``; the Llama 3 paper's context parallelism).
+
+    The sequence is cut into ``2 cp`` chunks of ``h = s / 2cp`` tokens as for the ring;
+    rank ``c`` runs its chunks ``c`` and ``2 cp - 1 - c`` as queries against the keys up
+    to and including their own chunk: ``c`` and ``2 cp - 1 - c`` whole ``h x h`` blocks
+    and two causal diagonal blocks, ``2 cp - 1`` whole blocks on every rank. So two
+    kernels: the two diagonals (causal, ``h`` square) and the whole blocks as ``h``
+    queries by ``(2 cp - 1) h`` keys. They execute the ring's work
+    (:func:`context_parallel_attention_ops`); model FLOPs count twice it, as there."""
+    heads, kv, qk, v = model.heads / t, model.kv / t, model.qk_dim, model.v_dim
+    dim = (qk + v) / 2  # FlashAttention's rate at the mean of the query-key and value widths
+    h = s // (2 * cp)
+    keys = (2 * cp - 1) * h
+    return [
+        Op(
+            "attention_ag_diagonal",
+            2 * 2.0 * b * h * h * heads * (qk + v),
+            BYTES * 2 * b * h * (qk * (heads + kv) + v * (kv + heads)),
+            ATTENTION,
+            (2 * b * heads, h, h, dim, True, False),
+        ),
+        Op(
+            "attention_ag_blocks",
+            2 * 2.0 * b * h * keys * heads * (qk + v),
+            BYTES * b * ((qk + v) * heads * h + (qk + v) * kv * keys),
+            ATTENTION,
+            (b * heads, h, keys, dim, False, False),
+        ),
+    ]
 
 
 def attention_ops(

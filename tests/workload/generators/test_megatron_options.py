@@ -3,6 +3,8 @@ after the backward pass, and scatter/gather of pipeline sends, against closed fo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from astra_core.errors import ConfigError
@@ -211,11 +213,65 @@ def test_context_parallel_ring_moves_keys_and_values():
     assert sent == M * GPT.layers * per_layer
 
 
+def test_all_gather_context_parallelism_gathers_keys_and_values_and_keeps_the_work():
+    C, T, M = 4, 2, 2
+    ring = LLMConfig(GPT, A100, tp=T, cp=C, microbatches=M, recompute="full")
+    gather = replace(ring, cp_comm_type="all_gather")
+    wl_ring, _ = stage(ring)
+    wl_gather, nodes = stage(gather)
+    # the same attention work as the ring's, as two kernels (two diagonals, the whole blocks)
+    assert wl_gather.flops[0] == pytest.approx(wl_ring.flops[0], rel=1e-12)
+    assert sum(wl_gather.model_flops.values()) == pytest.approx(sum(wl_ring.model_flops.values()), rel=1e-12)
+    assert not [n for n in nodes if n.type == pb.COMM_SEND_NODE and n.role.startswith("cp")]
+    cp = [n for n in nodes if n.type == pb.COMM_COLL_NODE and n.role == "cp"]
+    # one rank's keys (and values): s / C tokens x kv heads / T x head dim x 2 B
+    k = GPT.seq_len // C * GPT.kv // T * GPT.hd * 2
+    # per layer and micro-batch: forward and its recomputation gather K and V (each rank's
+    # share is the all-gather's size); backward gathers them again, then reduce-scatters
+    # their gradients (the gathered C shares are the reduce-scatter's size)
+    gathers = [n.size for n in cp if n.comm_type == pb.ALL_GATHER]
+    scatters = [n.size for n in cp if n.comm_type == pb.REDUCE_SCATTER]
+    assert gathers == [k] * (M * GPT.layers * 3 * 2)
+    assert scatters == [C * k] * (M * GPT.layers * 2)
+
+
+def test_all_gather_context_parallelism_puts_its_gathers_on_the_critical_path(tmp_path):
+    # nothing overlaps the gathers: the step is the compute (the step on a network too fast
+    # to matter) plus every layer's 6 collectives of (C - 1) shares (forward: K and V
+    # gathered; backward: gathered again, their gradients reduce-scattered) at the link's
+    # rate; the ring hides part of its hops behind the blocks. A long sequence on a small
+    # model, so that the gathers and the compute are alike and the gradients small.
+    from astra_core.api import simulate
+    from astra_core.config.network import NetworkConfig
+    from astra_core.workload.generators.llm_traces import llm_traces
+
+    from .conftest import write_system
+
+    C, GIB_S = 4, 14.0
+    model = ModelConfig("long", layers=2, hidden=256, heads=4, ffn_hidden=1024, vocab=1024, seq_len=32768)
+    ring = LLMConfig(model, A100, cp=C, microbatches=1, dims=[C])
+    system = write_system(tmp_path, 1)
+
+    def step_ns(kind: str, gib_per_s: float) -> float:
+        network = NetworkConfig.from_dict(
+            {"topology": ["Switch"], "npus_count": [C], "bandwidth": [gib_per_s], "latency": [500]}
+        )
+        traces, groups = llm_traces(generate_llm(replace(ring, cp_comm_type=kind)))
+        return simulate(traces, system, network, comm_groups=groups).step_ns
+
+    k = model.seq_len // C * model.kv * model.hd * 2  # one rank's keys [B]
+    gathers_ns = 6 * model.layers * (C - 1) * k / (GIB_S * 2**30) * 1e9
+    serial = step_ns("all_gather", 1e4) + gathers_ns
+    assert step_ns("all_gather", GIB_S) >= serial
+    assert step_ns("p2p", GIB_S) < serial
+
+
 @pytest.mark.parametrize(
     "kw, message",
     [
         ({"cp": 2, "attention": "unfused"}, "--cp 2: context parallelism runs FlashAttention"),
         ({"cp": 3}, r"must split into 2 x cp = 6 equal chunks"),
+        ({"cp": 2, "cp_comm_type": "a2a+p2p"}, r"--cp-comm-type: expected one of p2p, all_gather"),
     ],
 )
 def test_context_parallelism_needs_what_megatron_needs(kw, message):
