@@ -312,11 +312,12 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
 )
 @click.option(
     "--cp-comm-type",
-    type=click.Choice(["p2p", "all_gather"]),
+    type=click.Choice(["p2p", "all_gather", "a2a"]),
     default="p2p",
     show_default=True,
     help="how context-parallel attention gets the other ranks' keys and values: a ring "
-    "overlapped with the kernels, or all-gathered first (Megatron's --cp-comm-type)",
+    "overlapped with the kernels, all-gathered first, or all-to-alls that give each rank "
+    "the whole sequence for 1/C of the heads (Megatron's --cp-comm-type)",
 )
 @click.option(
     "--tp-comm-overlap",

@@ -71,7 +71,7 @@ __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", 
 #: Transformer Engine's FP8 scaling recipes, as Megatron-core's ``--fp8-recipe`` names them.
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8")
 #: Context parallelism's communication (Transformer Engine's ``cp_comm_type``).
-CP_COMM_TYPES = ("p2p", "all_gather")
+CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
 
 
 #: Megatron-LM's activation recomputation granularities (see LLMConfig).
@@ -183,7 +183,11 @@ class LLMConfig:
       ``p2p`` (the ring above) or ``all_gather`` (each rank all-gathers the keys and
       values over the C ranks before its attention, the gather exposed; backward
       gathers them again and reduce-scatters their gradients:
-      ``AttnFuncWithCPAndKVAllGather``; the Llama 3 paper's context parallelism).
+      ``AttnFuncWithCPAndKVAllGather``; the Llama 3 paper's context parallelism) or
+      ``a2a`` (DeepSpeed-Ulysses: all-to-alls give each rank the whole sequence for
+      H / (T C) of the heads before the kernel and return its output's share after it;
+      backward the same for the gradients: ``AttnFuncWithCPAndQKVOA2A``; the query and
+      key-value heads per tensor-parallel rank must divide by C).
     * ``tp_comm_overlap``: Megatron-Core's ``--tp-comm-overlap`` (Transformer
       Engine's userbuffers, with sequence parallelism): the all-gather in
       front of a block's first GEMM and the reduce-scatter after its last
@@ -411,6 +415,12 @@ def _check_context_parallel(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--cp {cfg.cp}: mixture-of-experts layers with context parallelism need "
             "--expert-tensor-parallel-size 1 (experts folded over the context-parallel ranks)"
+        )
+    heads = (cfg.model.heads // cfg.tp, cfg.model.kv // cfg.tp)
+    if cfg.cp_comm_type == "a2a" and any(h % cfg.cp for h in heads):
+        raise ConfigError(
+            f"--cp-comm-type a2a: the attention heads per tensor-parallel rank ({heads[0]} query, "
+            f"{heads[1]} key-value) must divide by --cp {cfg.cp} (Transformer Engine)"
         )
     if cfg.sequence_length % (2 * cfg.cp):
         raise ConfigError(

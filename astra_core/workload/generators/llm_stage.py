@@ -352,12 +352,14 @@ class StageBuilder:
         if self.C > 1:  # the block's kernels before and after the attention core, and the ring's steps
             core = next(i for i, o in enumerate(self.attn) if o.kind == O.ATTENTION)
             self.pre, self.post = self.attn[:core], self.attn[core + 1 :]
-            cp_ops = (
-                O.context_parallel_all_gather_ops
-                if cfg.cp_comm_type == "all_gather"
-                else O.context_parallel_attention_ops
-            )
-            self.core = cp_ops(model, b, cfg.sequence_length, T, self.C)
+            if cfg.cp_comm_type == "a2a":  # the whole sequence for 1/C of the heads
+                self.core = O.attention_core_ops(
+                    model, b, cfg.sequence_length, T * self.C, cfg.attention, drop
+                )
+            elif cfg.cp_comm_type == "all_gather":
+                self.core = O.context_parallel_all_gather_ops(model, b, cfg.sequence_length, T, self.C)
+            else:
+                self.core = O.context_parallel_attention_ops(model, b, cfg.sequence_length, T, self.C)
             # this rank's keys and values
             self.kv_block = b * s * model.kv / T * (model.qk_dim + model.v_dim) * O.BYTES
         self.overlap = cfg.tp_comm_overlap and T > 1
@@ -618,6 +620,9 @@ class StageBuilder:
         if self.cfg.cp_comm_type == "all_gather":
             self._cp_all_gather(name, steps, forward, again)
             return
+        if self.cfg.cp_comm_type == "a2a":
+            self._cp_all_to_all(name, steps, forward, again)
+            return
         tags = CP_TAG + key * (C + 1)
         self._ring(f"{name}_cp", steps, kv_block if forward else 2 * kv_block, "cp", tags, True, again)
         if not forward:
@@ -639,6 +644,29 @@ class StageBuilder:
         if not forward:
             for tensor, size in blocks:
                 prog.coll(f"{name}_cp_d{tensor}_RS", _RS, self.C * size, "cp")
+
+    def _cp_all_to_all(self, name: str, steps: list[O.Op], forward: bool, again: bool) -> None:
+        """One attention core under ``cp_comm_type`` ``a2a`` (Transformer Engine's
+        ``AttnFuncWithCPAndQKVOA2A``, DeepSpeed-Ulysses): forward, the queries, keys and
+        values each all-to-all'd over the context-parallel ranks (a rank's s / C tokens
+        of every head for the whole sequence of H / C heads), the kernel, the output
+        all-to-all'd back; backward, the output gradient in, the kernel, the queries',
+        keys' and values' gradients out. Each all-to-all is of the rank's tensor, and
+        nothing overlaps them."""
+        model, prog = self.model, self.prog
+        tokens = self.b * self.s  # this rank's s / C tokens
+        heads, kv = model.heads / self.T, model.kv / self.T
+        widths = {"q": heads * model.qk_dim, "k": kv * model.qk_dim, "v": kv * model.v_dim}
+        qkv = [(tensor, tokens * width * O.BYTES) for tensor, width in widths.items()]
+        out = [("out", tokens * heads * model.v_dim * O.BYTES)]
+        before, after = (
+            (qkv, out) if forward else ([("d" + t, b) for t, b in out], [("d" + t, b) for t, b in qkv])
+        )
+        for tensor, size in before:
+            prog.coll(f"{name}_cp_{tensor}_A2A", _A2A, size, "cp")
+        prog.comp(f"{name}_cp", steps, recompute=again)
+        for tensor, size in after:
+            prog.coll(f"{name}_cp_{tensor}_A2A", _A2A, size, "cp")
 
     # -- MLP and mixture of experts -------------------------------------------------------
     def _mlp(self, layer: int, m: int, forward: bool, phase: str | None = None) -> None:

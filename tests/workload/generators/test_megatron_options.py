@@ -235,12 +235,32 @@ def test_all_gather_context_parallelism_gathers_keys_and_values_and_keeps_the_wo
     assert scatters == [C * k] * (M * GPT.layers * 2)
 
 
-def test_all_gather_context_parallelism_puts_its_gathers_on_the_critical_path(tmp_path):
-    # nothing overlaps the gathers: the step is the compute (the step on a network too fast
-    # to matter) plus every layer's 6 collectives of (C - 1) shares (forward: K and V
-    # gathered; backward: gathered again, their gradients reduce-scattered) at the link's
-    # rate; the ring hides part of its hops behind the blocks. A long sequence on a small
-    # model, so that the gathers and the compute are alike and the gradients small.
+def test_all_to_all_context_parallelism_moves_each_heads_share_and_keeps_the_work():
+    C, T, M = 2, 2, 2
+    ring = LLMConfig(GPT, A100, tp=T, cp=C, microbatches=M, recompute="full")
+    wl_ring, _ = stage(ring)
+    wl_a2a, nodes = stage(replace(ring, cp_comm_type="a2a"))
+    # the whole sequence for H / (T C) heads: the ring's work and model FLOPs, in one kernel
+    assert wl_a2a.flops[0] == pytest.approx(wl_ring.flops[0], rel=1e-12)
+    assert sum(wl_a2a.model_flops.values()) == pytest.approx(sum(wl_ring.model_flops.values()), rel=1e-12)
+    a2a = [n for n in nodes if n.type == pb.COMM_COLL_NODE and n.role == "cp"]
+    assert {n.comm_type for n in a2a} == {pb.ALL_TO_ALL}
+    # one rank's Q (K, V, output): s / C tokens x H / T heads x head dim x 2 B; per layer and
+    # micro-batch, forward and its recomputation move Q, K, V in and the output back,
+    # backward the output gradient in and the Q, K, V gradients back
+    x = GPT.seq_len // C * GPT.heads // T * GPT.hd * 2
+    assert [n.size for n in a2a] == [x] * (M * GPT.layers * 3 * 4)
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "a2a"])
+def test_context_parallel_collectives_sit_on_the_critical_path(tmp_path, kind):
+    # nothing overlaps the gathers or the all-to-alls: the step is at least the compute (the
+    # step on a network too fast to matter) plus what each rank must send at the link's
+    # rate: per layer, all_gather's 6 collectives of (C - 1) shares (forward: K and V
+    # gathered; backward: gathered again, their gradients reduce-scattered), a2a's 8
+    # tensors of which (C - 1) / C leave (forward Q, K, V and the output; backward their
+    # gradients). The ring hides part of its hops behind the blocks. A long sequence on a
+    # small model, so that the communication and the compute are alike.
     from astra_core.api import simulate
     from astra_core.config.network import NetworkConfig
     from astra_core.workload.generators.llm_traces import llm_traces
@@ -259,11 +279,12 @@ def test_all_gather_context_parallelism_puts_its_gathers_on_the_critical_path(tm
         traces, groups = llm_traces(generate_llm(replace(ring, cp_comm_type=kind)))
         return simulate(traces, system, network, comm_groups=groups).step_ns
 
-    k = model.seq_len // C * model.kv * model.hd * 2  # one rank's keys [B]
-    gathers_ns = 6 * model.layers * (C - 1) * k / (GIB_S * 2**30) * 1e9
-    serial = step_ns("all_gather", 1e4) + gathers_ns
-    assert step_ns("all_gather", GIB_S) >= serial
-    assert step_ns("p2p", GIB_S) < serial
+    x = model.seq_len // C * model.kv * model.hd * 2  # one rank's keys (MHA: = Q, V, output) [B]
+    sent = 6 * (C - 1) * x if kind == "all_gather" else 8 * (C - 1) / C * x
+    serial = step_ns(kind, 1e4) + model.layers * sent / (GIB_S * 2**30) * 1e9
+    assert step_ns(kind, GIB_S) >= serial
+    if kind == "all_gather":
+        assert step_ns("p2p", GIB_S) < serial
 
 
 @pytest.mark.parametrize(
@@ -271,7 +292,11 @@ def test_all_gather_context_parallelism_puts_its_gathers_on_the_critical_path(tm
     [
         ({"cp": 2, "attention": "unfused"}, "--cp 2: context parallelism runs FlashAttention"),
         ({"cp": 3}, r"must split into 2 x cp = 6 equal chunks"),
-        ({"cp": 2, "cp_comm_type": "a2a+p2p"}, r"--cp-comm-type: expected one of p2p, all_gather"),
+        ({"cp": 2, "cp_comm_type": "a2a+p2p"}, r"--cp-comm-type: expected one of p2p, all_gather, a2a"),
+        (
+            {"cp": 32, "cp_comm_type": "a2a"},
+            r"heads per tensor-parallel rank \(16 query, 16 key-value\) must divide by --cp 32",
+        ),
     ],
 )
 def test_context_parallelism_needs_what_megatron_needs(kw, message):
