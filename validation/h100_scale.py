@@ -156,7 +156,7 @@ class Row:
             tp=self.tp,
             pp=self.pp,
             cp=self.cp,
-            cp_comm_type="all_gather" if llama else "p2p",
+            cp_comm_type="all_gather" if llama and self.cp > 1 else "p2p",
             micro_batch=1,
             global_batch=self.global_batch,
             seq_len=self.seq,

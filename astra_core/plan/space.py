@@ -301,15 +301,23 @@ def reasons(pruned: Counter) -> str:
     return "; ".join(f"{n} {why}" for why, n in pruned.most_common())
 
 
+#: :class:`LLMConfig` fields added after searches were kept: at their default they leave
+#: a key as it was (a kept search asked the same question), another value keys another.
+LATER_FIELDS = ("cp_comm_type",)
+
+
 def identity(value: Space | LLMConfig, digests: InputDigests) -> str:
     """``repr(value)`` with each file it reads named by the digest of its bytes, not its
     path: the GPU's measured GEMM table (``gemm_table``) and a recorded MoE routing
-    (``moe_routing``), a base plan's too. What keys a search or a layout's run: the same
-    wherever the files lie, another once a file's content changes."""
+    (``moe_routing``), a base plan's too; the :data:`LATER_FIELDS` at their defaults
+    left out. What keys a search or a layout's run: the same wherever the files lie,
+    another once a file's content changes."""
     configs: list[Any] = [value, value.base] if isinstance(value, Space) else [value]
     files = {c.gpu.gemm_table for c in configs if c is not None}
     files |= {c.moe_routing for c in configs if isinstance(c, LLMConfig) and Path(c.moe_routing).is_file()}
     text = repr(value)
+    for name in LATER_FIELDS:
+        text = text.replace(f", {name}={getattr(LLMConfig, name)!r}", "")
     for path in sorted((f for f in files if f is not None), key=len, reverse=True):
         text = text.replace(repr(path), repr(f"file {digests.file(path)}"))
     return text

@@ -312,6 +312,18 @@ def test_a_search_is_keyed_by_what_its_files_hold_not_where_they_lie(tmp_path):
     assert key(moved) != key(space)
 
 
+def test_a_field_added_later_keys_as_before_at_its_default():
+    # a search kept before context parallelism's communication type existed asked what one
+    # at the default (the ring) asks: its key leaves the field out; another value keys another
+    from astra_core.plan.space import LATER_FIELDS
+
+    config = _space().config(layouts(_space())[0][0][0])
+    key = identity(config, InputDigests())
+    assert "cp_comm_type" in LATER_FIELDS and "cp_comm_type" in repr(config)
+    assert "cp_comm_type" not in key
+    assert identity(replace(config, cp_comm_type="all_gather"), InputDigests()) != key
+
+
 def test_cli_prints_the_fastest_and_writes_every_layout(tmp_path):
     model = tmp_path / "tiny.yaml"
     model.write_text(yaml.safe_dump({k: v for k, v in MODEL.__dict__.items() if k != "source"}))
