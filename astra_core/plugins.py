@@ -62,8 +62,12 @@ _HOST_PACKAGES = frozenset({"astra_core", "astra", "pluggy"})
 #: What a plugin may raise that the host reports as that plugin's failure (one line
 #: naming it) instead of letting it through: SystemExit too, since a plugin calling
 #: ``sys.exit()`` would otherwise end astra silently (``astra backends`` printed
-#: nothing and exited 0). KeyboardInterrupt still stops astra.
+#: nothing and exited 0). KeyboardInterrupt still stops astra, and a backend's
+#: MemoryError passes as it is (:data:`PASSED`): the process ran out of memory, not
+#: the plugin, and a worker that hits it must end (:mod:`astra_core.workers`).
 PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+#: What a backend's factory or ``run()`` raises that passes unwrapped.
+PASSED = (AstraError, MemoryError)
 
 
 class PluginError(AstraError):
@@ -189,7 +193,7 @@ class BackendInfo:
             raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
         try:
             return work_model(self.work_model_factory, topology, config)
-        except AstraError:
+        except PASSED:
             raise
         except PLUGIN_FAILURES as exc:
             raise PluginError(
@@ -208,7 +212,7 @@ class BackendInfo:
             return {}
         try:
             return dict(self.outputs_factory(config))
-        except AstraError:
+        except PASSED:
             raise
         except PLUGIN_FAILURES as exc:
             raise PluginError(
@@ -230,7 +234,7 @@ class BackendInfo:
             raise ConfigError(f"backend '{self.name}' takes no --backend-config (got {_show_config(config)})")
         try:
             backend = self.plugin_factory(topology, config)
-        except AstraError:
+        except PASSED:
             raise
         except PLUGIN_FAILURES as exc:
             raise PluginError(
@@ -327,7 +331,7 @@ class GuardedBackend:
         """The backend's ``run()``, guarded (see the class)."""
         try:
             return self.wrapped.run(*args, **kwargs)
-        except AstraError:
+        except PASSED:
             raise
         except PLUGIN_FAILURES as exc:
             if _raised_in(exc, self._packages):

@@ -17,7 +17,9 @@ tasks, then for each task it receives a ``(True, result)`` or, where the functio
 raised, ``(False, exception)``. End of input (the pool closed its end) ends the
 worker. So the pool always knows which task a worker held: when a worker dies
 (``os._exit``, a segfault, the OOM killer) that task alone is lost, and the caller
-is told how the worker died.
+is told how the worker died. A task that raises MemoryError ends its worker
+(:data:`OUT_OF_MEMORY_EXIT`) the same way: a Python heap that once filled keeps its
+pages and would fail the tasks after it.
 
 No worker outlives its pool: :meth:`WorkerPool.close` stops idle workers and kills
 busy ones (``kill=True``: every one, at once), whatever ended the caller's loop
@@ -46,6 +48,9 @@ from astra_core.errors import AstraError
 from astra_core.lifetime import die_with_parent, release_signals
 
 READY = "ready"
+#: A worker's exit status when its task ran out of memory: it leaves rather than reply,
+#: since a heap that once filled may fail every task after (the pool replaces it).
+OUT_OF_MEMORY_EXIT = 86
 _BOOT = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from astra_core.workers import serve_interpreter; serve_interpreter(sys.argv[2:])"
@@ -57,6 +62,8 @@ def describe_exit(returncode: int | None) -> str:
     """How a process ended, in words: ``exit code 3``, ``killed by SIGSEGV``."""
     if returncode is None:
         return "still running"
+    if returncode == OUT_OF_MEMORY_EXIT:
+        return "out of memory: MemoryError"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
@@ -86,6 +93,8 @@ def _serve(tasks: Connection, results: Connection, function: Callable[[Any], Any
                 return
             try:
                 reply: tuple[bool, Any] = (True, function(task))
+            except MemoryError:  # the task is lost; the pool says how and starts another worker
+                os._exit(OUT_OF_MEMORY_EXIT)
             except Exception as exc:  # the caller's to raise, in its process
                 reply = (False, exc)
             try:

@@ -22,8 +22,9 @@ before its own chain); after a screen's first run at ``m``, ``T(m) +
 slot_ns (M - m)`` bounds the step too, and the second run is skipped when that cannot
 beat ``beat_ns``, the fastest step the search must beat.
 
-:func:`run_layout` never raises: a row with ``status`` ``error`` and a one-line
-``error`` stands for a layout that failed.
+:func:`run_layout` raises only MemoryError (its worker then ends, and the pool fails
+the layout and starts another: :mod:`astra_core.workers`): a row with ``status``
+``error`` and a one-line ``error`` stands for a layout that failed.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     not run again), ``slot_ns`` and ``beat_ns`` (a screen stops after its first run, with
     status ``bounded`` and its ``line_bound_ns``, when that bound cannot beat ``beat_ns``;
     module docstring). A row of :data:`FIELDS` at the plan's micro-batches, and ``runs``
-    (count -> each run simulated here); never raises."""
+    (count -> each run simulated here); raises only MemoryError."""
     from astra_core.workload.et_decode import gc_paused
 
     started = time.perf_counter()
@@ -191,6 +192,8 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
                 row.update(
                     {k: runs[target][k] for k in FIELDS} if len(counts) == 1 else _extend(runs, target)
                 )
+        except MemoryError:  # the worker's to end (astra_core.workers): its heap stays full
+            raise
         except Exception as exc:  # AstraError, or a bug: say where, but do not stop the search
             row.update(status="error", error=error_line(exc))
     row["wall_s"] = time.perf_counter() - started

@@ -22,7 +22,7 @@ from typing import Any
 
 from astra_core.errors import AstraError
 from astra_core.sweep import pool
-from astra_core.sweep.point import failed_row, run_point
+from astra_core.sweep.point import error_line, failed_row, run_point
 from astra_core.sweep.pool import OnRow
 
 #: Ray tasks in flight at once when each is admitted as it is submitted.
@@ -38,9 +38,14 @@ def default_workers() -> int:
 
 
 def run_serial(tasks: Sequence[dict], on_row: OnRow) -> None:
-    """Run each task in this process, one after another."""
+    """Run each task in this process, one after another (a point out of memory fails
+    alone: there is no worker to end)."""
     for task in tasks:
-        on_row(run_point(task))
+        try:
+            row = run_point(task)
+        except MemoryError as exc:
+            row = failed_row(task, error_line(exc))
+        on_row(row)
 
 
 def run_pool(tasks: Sequence[dict], on_row: OnRow, workers: int | None = None, **how: Any) -> None:

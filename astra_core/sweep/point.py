@@ -182,12 +182,15 @@ def error_line(exc: Exception) -> str:
 
 
 def run_point(task: dict[str, Any]) -> dict[str, Any]:
-    """Simulate one point; a row for the results table (never raises)."""
+    """Simulate one point; a row for the results table (raises only MemoryError, which
+    ends its worker: :mod:`astra_core.workers`)."""
     from astra_core.api import run
 
     started = time.perf_counter()
     try:
         result = run(build_spec(task["run"]), plugin_manager=sweep_plugin_manager())
+    except MemoryError:  # the worker's to end (astra_core.workers): its heap stays full
+        raise
     except Exception as exc:  # AstraError, or a bug: say where, but do not stop the sweep
         return failed_row(task, error_line(exc))
     row = {

@@ -3,7 +3,7 @@ killed sweep; a script without a ``__main__`` guard can sweep.
 
 Points that kill their worker come from a local plugin (``crashy``) whose
 backends die when built: ``exit3`` calls ``os._exit(3)``, ``sigkill`` kills
-itself, ``segv`` reads address 0, ``slow`` writes its pid to ``$CRASHY_PIDS``
+itself, ``segv`` reads address 0, ``oom`` raises MemoryError, ``slow`` writes its pid to ``$CRASHY_PIDS``
 and sleeps until it is killed. The other points run the two-rank closed-form
 trace of test_sweep.py.
 
@@ -45,13 +45,16 @@ def segv(topology, config=None):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
     ctypes.string_at(0)
 
+def oom(topology, config=None):
+    raise MemoryError
+
 def slow(topology, config=None):
     (__import__("pathlib").Path(os.environ["CRASHY_PIDS"]) / str(os.getpid())).write_text("")
     time.sleep(3600)  # until the test kills the sweep (the kernel then kills us: PDEATHSIG)
 
 @hookimpl
 def astra_register_backends(register):
-    for factory in (exit3, sigkill, segv, slow):
+    for factory in (exit3, sigkill, segv, oom, slow):
         register(factory.__name__, factory)
 """
 
@@ -85,6 +88,24 @@ def test_a_dying_worker_fails_only_the_point_it_held(tmp_path):
     # A re-run retries only the dead points (not failing every pending point, always).
     again = run_sweep(path, workers=2)
     assert (again.ran, again.skipped, again.failed) == (3, 3, 3)
+
+
+def test_a_point_out_of_memory_ends_its_worker_and_the_next_points_get_a_fresh_one(tmp_path):
+    # a heap that once filled keeps its pages: the worker leaves instead of running on,
+    # its point fails saying so, and the points after it run on a new worker
+    backends = ["oom", "analytical", "oom", "analytical"]
+    path = write_spec(
+        tmp_path, points=[{"backend": b} for b in backends], grid={"network.bandwidth[0]": [25.0]}
+    )
+    frame = run_sweep(path, workers=2).frame
+    assert frame["status"].tolist() == ["error", "ok", "error", "ok"]
+    died = "worker process died while running this point (out of memory: MemoryError)"
+    assert frame["error"].tolist()[0::2] == [died, died]
+    assert frame["step_ns"].tolist()[1::2] == [closed_form_step_ns(25.0, 500.0)] * 2
+    # in this process (one worker: no pool) the point fails alone and the sweep goes on
+    frame = run_sweep(path, workers=1, output=tmp_path / "serial").frame
+    assert frame["status"].tolist() == ["error", "ok", "error", "ok"]
+    assert all(e.startswith("MemoryError") for e in frame["error"][0::2])
 
 
 def test_a_worker_that_cannot_start_is_one_error(tmp_path, monkeypatch):
