@@ -524,7 +524,7 @@ class StageBuilder:
         if "core_attn" in modules and self.C == 1:
             self.prog.comp(f"L{i}_mb{m}_recompute_core", self._core(i), recompute=True)
         elif "core_attn" in modules:
-            self._cp_ring(
+            self._cp_attention(
                 f"L{i}_mb{m}_recompute_core", self.core, True, True, self._phase_key(i, m, "recompute")
             )
         if "mla_up_proj" in modules:  # the up projections with their fused latent norms
@@ -592,24 +592,34 @@ class StageBuilder:
         key = self._phase_key(i, m, phase)
         if phase != "bwd":
             prog.comp(f"{name}_qkv", self.pre, recompute=again)
-            self._cp_ring(name, self.core, True, again, key)
+            self._cp_attention(name, self.core, True, again, key)
             prog.comp(f"{name}_out", self.post, recompute=again)
         else:
             prog.comp(f"{name}_out", O.backward(self.post))
-            self._cp_ring(name, O.backward(self.core)[::-1], False, False, key)
+            self._cp_attention(name, O.backward(self.core)[::-1], False, False, key)
             prog.comp(f"{name}_qkv", O.backward(self.pre) + self.accumulate[i])
 
     def _cp_middle(self, name: str, mid: list[O.Op], forward: bool, again: bool, key: int) -> None:
         """What runs between the attention block's two tensor-parallel rings
         (--tp-comm-overlap) under context parallelism: backward, the output projection's
-        weight gradient, then the attention core's context-parallel ring (Megatron-Core
+        weight gradient, then the attention core under context parallelism (Megatron-Core
         overlaps the two independently: Transformer Engine's userbuffers for the linear
-        layers, its KV P2P ring for the core)."""
+        layers, its context-parallel communication for the core)."""
         head = [o for o in mid if o.kind != O.ATTENTION]
         if head:
             self.prog.comp(f"{name}_mid", head, recompute=again)
         core = self.core if forward else O.backward(self.core)[::-1]
-        self._cp_ring(name, core, forward, again, key)
+        self._cp_attention(name, core, forward, again, key)
+
+    def _cp_attention(self, name: str, steps: list[O.Op], forward: bool, again: bool, key: int) -> None:
+        """One attention core's kernels ``steps`` under context parallelism, with the
+        communication of ``cp_comm_type``."""
+        if self.cfg.cp_comm_type == "all_gather":
+            self._cp_all_gather(name, steps, forward, again)
+        elif self.cfg.cp_comm_type == "a2a":
+            self._cp_all_to_all(name, steps, forward, again)
+        else:
+            self._cp_ring(name, steps, forward, again, key)
 
     def _cp_ring(self, name: str, steps: list[O.Op], forward: bool, again: bool, key: int) -> None:
         """The context-parallel ring of one attention core (Transformer Engine's KV P2P):
@@ -617,12 +627,6 @@ class StageBuilder:
         its way; backward blocks carry the keys' and values' gradients too, and a last
         hop returns each gradient block to its owner."""
         C, kv_block = self.C, self.kv_block
-        if self.cfg.cp_comm_type == "all_gather":
-            self._cp_all_gather(name, steps, forward, again)
-            return
-        if self.cfg.cp_comm_type == "a2a":
-            self._cp_all_to_all(name, steps, forward, again)
-            return
         tags = CP_TAG + key * (C + 1)
         self._ring(f"{name}_cp", steps, kv_block if forward else 2 * kv_block, "cp", tags, True, again)
         if not forward:
