@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from astra_core.errors import AstraError
 from astra_core.lifetime import signals_held
-from astra_core.workers import WorkerPool
+from astra_core.workers import OUT_OF_MEMORY_EXIT, WorkerPool, describe_exit
 
 __all__ = ["available_processes", "run_beside"]
 
@@ -63,9 +63,10 @@ def run_beside(
     failed: list[BaseException] = []
 
     def lost(i: int, how: str) -> None:
+        guess = "" if how == describe_exit(OUT_OF_MEMORY_EXIT) else "; out of memory?"
         failed.append(
             AstraError(
-                f"{name(i)}: the process simulating it died ({how}; out of memory?); run again with "
+                f"{name(i)}: the process simulating it died ({how}{guess}); run again with "
                 "one process (astra cluster --processes 1)"
             )
         )

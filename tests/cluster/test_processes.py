@@ -32,13 +32,25 @@ def test_the_runs_alone_give_the_same_results_in_any_number_of_processes(cluster
     assert beside.jobs[0].slowdown > 1.0  # they share the spines: the runs alone differ from together
 
 
-def test_a_worker_that_dies_is_one_error_naming_its_job(cluster, monkeypatch):
+def _exits() -> None:
+    os._exit(9)
+
+
+def _runs_out_of_memory() -> None:
+    raise MemoryError
+
+
+@pytest.mark.parametrize(
+    "death, how",
+    [(_exits, "(exit code 9; out of memory?)"), (_runs_out_of_memory, "(out of memory: MemoryError)")],
+)
+def test_a_worker_that_dies_is_one_error_naming_its_job(cluster, monkeypatch, death, how):
     parent = os.getpid()
     original = cluster_run._Cluster.alone
 
     def dies_in_a_worker(self, index):
         if os.getpid() != parent:
-            os._exit(9)
+            death()
         return original(self, index)
 
     monkeypatch.setattr(cluster_run._Cluster, "alone", dies_in_a_worker)
@@ -46,7 +58,7 @@ def test_a_worker_that_dies_is_one_error_naming_its_job(cluster, monkeypatch):
     spec = cluster([{"name": n, "placement": "spread"} for n in "ab"])
     with pytest.raises(AstraError) as info:
         astra.simulate_cluster(spec, cache=False, processes=2)
-    assert str(info.value).startswith("job a alone: the process simulating it died")
+    assert str(info.value).startswith(f"job a alone: the process simulating it died {how}")
 
 
 @pytest.mark.parametrize("count", [0, -1, 1.5, True])
