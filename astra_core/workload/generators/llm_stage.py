@@ -289,13 +289,17 @@ class StageBuilder:
         self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
         self.edp = expert_data_parallel(cfg)
+        # ranks holding the same dense weights: Megatron-core reduces their gradients and
+        # shards the distributed optimizer over the data-parallel group with context
+        # parallelism (``get_data_parallel_group(with_context_parallel=True)``)
+        self.dense_dp = cfg.dp * self.C
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,
             {
                 "tp": self.T,
                 "cp": self.C,
-                "dp": cfg.dp * self.C,
+                "dp": self.dense_dp,
                 "ep": cfg.ep,
                 "edp": self.edp,
                 "tp_ep": cfg.ep if self.folded else self.T * cfg.ep,
@@ -999,11 +1003,11 @@ class StageBuilder:
             self.prog.coll(f"{name}_AG", _AG, self.p2p, "tp")
 
     def _zero3_gather(self, layer: int, phase: str) -> int | None:
-        """FSDP: gather a layer's weights; each rank contributes its 1/D (1/(D/E)) shard."""
+        """FSDP: gather a layer's weights; each rank contributes its 1/(D C) (1/(D/E)) shard."""
         if self.cfg.zero != 3:
             return None
         d, e = self.params[layer]
-        h = self.prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES / self.cfg.dp, "dp", False)
+        h = self.prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES / self.dense_dp, "dp", False)
         if e:
             h = self.prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES / self.edp, "edp", False) or h
         return h
@@ -1025,16 +1029,16 @@ class StageBuilder:
         whose updated weights ZeRO 1-2 then all-gather); return the nodes and this rank's
         dense and expert gradient bytes."""
         cfg, prog, dense, expert, edp = self.cfg, self.prog, self.dense, self.expert, self.edp
-        shard = cfg.dp if cfg.zero >= 1 else 1
+        shard = self.dense_dp if cfg.zero >= 1 else 1
         eshard = edp if cfg.zero >= 1 else 1
         local = dense / shard + expert / eshard
         buffer = dense + expert if cfg.zero < 2 else local  # ZeRO 2-3 keep only their gradient shard
         ops = O.optimizer_ops(local, buffer, cfg.precision, cfg.grad_bytes, cfg.ddp)
         prog.comp("optimizer", ops, *self.grads.handles)
         if cfg.zero in (1, 2):  # each rank updated its 1/D shard: all-gather input = the shard
-            prog.coll("params_AG", _AG, dense * O.BYTES / cfg.dp, "dp")
+            prog.coll("params_AG", _AG, dense * O.BYTES / self.dense_dp, "dp")
             if expert:
                 prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
-        dense_bytes = dense * cfg.grad_bytes if cfg.dp > 1 else 0
+        dense_bytes = dense * cfg.grad_bytes if self.dense_dp > 1 else 0
         expert_bytes = expert * cfg.grad_bytes if edp > 1 else 0
         return prog.nodes, dense_bytes, expert_bytes

@@ -64,3 +64,28 @@ def test_zero_weight_gathers_contribute_one_shard(tmp_path, tiny_dense, zero):
         layer0 = colls["L0_mb0_fwd_params_AG"]
         assert layer0.comm_type == pb.ALL_GATHER
         assert layer0.comm_size == pytest.approx(per_layer[-1] * weights / d, abs=1)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_context_parallel_ranks_share_the_weight_shards(tmp_path, tiny_dense, zero):
+    # Megatron-core reduces the gradients and shards the distributed optimizer over the
+    # data-parallel group with context parallelism (D x C ranks): with D = C = 2 the weights
+    # gathered back are 1/4 of the reduced gradients (in 16-bit weights), and the optimizer
+    # steps the same 1/4 shard as D = 4 without context parallelism.
+    def program(dp: int, cp: int) -> dict[str, object]:
+        cfg = LLMConfig(tiny_dense, H100, dp=dp, cp=cp, zero=zero, dims=[dp * cp])
+        paths, _ = write_llm(generate_llm(cfg), tmp_path / f"d{dp}c{cp}")
+        return {n.name: n for n in read_rank_trace(paths[0]).nodes}
+
+    with_cp, without = program(2, 2), program(4, 1)
+    rs_total = sum(n.comm_size for name, n in with_cp.items() if name.startswith("grads_"))
+    weights = 2 / LLMConfig(tiny_dense, H100, dp=4).grad_bytes
+    gathers = [n.comm_size for name, n in with_cp.items() if name.endswith("params_AG")]
+    if zero == 1:
+        assert gathers == [pytest.approx(rs_total * weights / 4, abs=1)]
+    else:  # every layer gathered before its forward and its backward pass
+        assert sum(gathers) == pytest.approx(2 * rs_total * weights / 4, abs=2 * len(gathers))
+    def optimizer(nodes: dict) -> dict:
+        return {k: (n.duration_micros, n.num_ops, n.tensor_size) for k, n in nodes.items() if k.startswith("optimizer")}
+
+    assert optimizer(without) and optimizer(with_cp) == optimizer(without)
