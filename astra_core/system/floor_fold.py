@@ -30,6 +30,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from astra_core.intervals import Interval, flat_uncovered, flight_pairs, overlap, total, union
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase
 from astra_core.system.collectives.nccl.replay import Replay, replay
@@ -77,6 +79,46 @@ class _Replayed:
         return out
 
 
+class _Images:
+    """Where each rank of a class sees its representative's collectives: per
+    representative, the ranks it stands for and, computed once per communicator
+    or tag for the whole class, the members (ascending) and chunk tags translated
+    by each rank's translation (:meth:`~.symmetry.Symmetry.from_representative`)."""
+
+    def __init__(self, symmetry):
+        self.symmetry = symmetry
+        self.ranks = symmetry.classes()
+        self._deltas = {rep: self._translations(ranks) for rep, ranks in self.ranks.items()}
+        self._members: dict[tuple[int, tuple[int, ...]], list[tuple[int, ...]]] = {}
+        self._groups: dict[tuple[int, int], list[int]] = {}  # (rep, group) -> moved groups' tag bases
+
+    def _translations(self, ranks: list[int]) -> np.ndarray:
+        """Each rank's translation from its representative: shape (ranks, dimensions)."""
+        deltas = [self.symmetry.from_representative(m)[1] for m in ranks]
+        return np.array(deltas, dtype=np.int64).reshape(len(ranks), -1)
+
+    def members(self, rep: int, members: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """``members`` as each rank of ``rep``'s class sees them."""
+        key = (rep, members)
+        moved = self._members.get(key)
+        if moved is None:
+            rows = self.symmetry.translated(members, self._deltas[rep]).tolist()
+            moved = self._members[key] = [tuple(row) for row in rows]
+        return moved
+
+    def tags(self, rep: int, tag: int) -> list[int]:
+        """Chunk tag ``tag`` as each rank of ``rep``'s class sees it (the tag's
+        communicator group moved, :meth:`~.symmetry.Symmetry.shift_tag`)."""
+        sym = self.symmetry
+        group, count = divmod(tag, sym.tag_base)
+        key = (rep, group)
+        groups = self._groups.get(key)
+        if groups is None:
+            moved = sym.moved_groups(group, self._deltas[rep])
+            groups = self._groups[key] = [g * sym.tag_base for g in moved]
+        return [moved + count for moved in groups]
+
+
 class FloorFold:
     """Start times of the folded collectives of a rank-symmetric run, and the check
     (module docstring). ``symmetry``: the run's
@@ -109,18 +151,12 @@ class FloorFold:
     def settle(self) -> FoldedTraffic | str:
         """The folded collectives' messages over every rank, or why the folded run is
         not the full run's (one line)."""
-        sym = self.symmetry
-        classes = sym.classes()
-        deltas = {m: sym.from_representative(m)[1] for ranks in classes.values() for m in ranks}
         instances: dict[tuple, dict[int, float]] = defaultdict(dict)
-        images: dict[tuple, tuple[int, ...]] = {}  # (members, translation) -> moved members
+        images = _Images(self.symmetry)
         for rep, comm_type, members, size, stream_id, start in self.starts:
-            for m in classes[rep]:
-                delta = deltas[m]
-                moved = images.get((members, delta))
-                if moved is None:
-                    moved = images[(members, delta)] = tuple(sorted(sym.shift(x, delta) for x in members))
-                instances[(comm_type, moved, size, sym.shift_tag(stream_id, delta))][m] = start
+            ranks = images.ranks[rep]
+            for m, moved, tag in zip(ranks, images.members(rep, members), images.tags(rep, stream_id)):
+                instances[(comm_type, moved, size, tag)][m] = start
         traffic = FoldedTraffic(collectives=len(instances))
         for (comm_type, members, size, _), starts in instances.items():
             missing = [m for m in members if m not in starts]

@@ -62,6 +62,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, cast
 
+import numpy as np
+
 from astra_core.backend import is_symmetric, lone_message_time
 from astra_core.config.collective_impl import NCCL
 from astra_core.config.memory import MemoryType
@@ -162,6 +164,26 @@ class Symmetry:
                 out.append((c + d) % n if kind == "rotation" else c ^ d)
             moved = self._moved[key] = self.rank_of(out)
         return moved
+
+    def translated(self, members: Sequence[int], deltas: np.ndarray) -> np.ndarray:
+        """``members`` moved by each translation in ``deltas`` (one per row, as
+        :meth:`shift` takes them), each row's ranks ascending: shape
+        ``(len(deltas), len(members))``; what :meth:`shift` gives rank by rank."""
+        strides, sizes = np.asarray(self._strides), np.asarray(self.sizes)
+        coords = (np.asarray(members)[:, None] // strides) % sizes  # (members, dims)
+        here, by = coords[None, :, :], deltas[:, None, :]
+        rotation = np.asarray([kind == "rotation" for kind in self.kinds])
+        moved = np.where(rotation, (here + by) % sizes, here ^ by)
+        return np.sort(moved @ strides, axis=1)
+
+    def moved_groups(self, group: int, deltas: np.ndarray) -> list[int]:
+        """Communicator group ``group``'s id after each translation in ``deltas``, as
+        :meth:`shift_tag` names it (``group`` itself where no group has the moved members)."""
+        members = self.groups.get(group)
+        if not group or members is None:
+            return [group] * len(deltas)
+        rows = self.translated(members, deltas).tolist()
+        return [self._group_of.get(frozenset(row), group) for row in rows]
 
     def to_representative(self, rank: int) -> tuple[int, tuple[int, ...]]:
         """(representative of ``rank``, the translation that takes ``rank`` there)."""

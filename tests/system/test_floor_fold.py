@@ -4,6 +4,7 @@ test_nccl_symmetry.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from astra_core.config.network import NetworkConfig
@@ -225,3 +226,21 @@ def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
         assert union(traffic.in_flight[m]) == union(mine)
         assert traffic.in_flight[m] == union(traffic.in_flight[m])  # already merged and sorted
     assert sum(len(spans) for spans in traffic.in_flight.values()) < 2 * traffic.messages
+
+
+@pytest.mark.parametrize("kinds", [("rotation", "rotation", "rotation"), ("xor", "rotation", "xor")])
+def test_whole_class_translations_agree_with_rank_by_rank_ones(kinds):
+    # settle moves a collective's members and its chunk tags for every rank of a class at
+    # once; each row must be what shift and shift_tag give rank by rank
+    groups = {1: (0, 1, 2, 3), 2: (4, 5, 6, 7), 3: (0, 4, 8, 12), 4: (1, 5, 9, 13), 5: (2, 3, 18, 19)}
+    sym = Symmetry((4, 4, 2), kinds, (1, 2, 1), groups=groups)
+    ranks = sym.classes()[0]
+    deltas = [sym.from_representative(m)[1] for m in ranks]
+    members = (0, 3, 5, 17, 30)
+    moved = sym.translated(members, np.array(deltas))
+    assert moved.tolist() == [sorted(sym.shift(x, d) for x in members) for d in deltas]
+    for group in (0, 1, 3, 5, 9):  # 0: no group; 9: not a group of the run
+        tag = group * sym.tag_base + 17
+        by_rank = [sym.shift_tag(tag, d) for d in deltas]
+        assert [g * sym.tag_base + 17 for g in sym.moved_groups(group, np.array(deltas))] == by_rank
+    assert len(set(map(tuple, moved.tolist()))) > 1  # the class's ranks see other members
