@@ -85,7 +85,12 @@ def test_context_parallel_ranks_share_the_weight_shards(tmp_path, tiny_dense, ze
         assert gathers == [pytest.approx(rs_total * weights / 4, abs=1)]
     else:  # every layer gathered before its forward and its backward pass
         assert sum(gathers) == pytest.approx(2 * rs_total * weights / 4, abs=2 * len(gathers))
+
     def optimizer(nodes: dict) -> dict:
-        return {k: (n.duration_micros, n.num_ops, n.tensor_size) for k, n in nodes.items() if k.startswith("optimizer")}
+        return {
+            k: (n.duration_micros, n.num_ops, n.tensor_size)
+            for k, n in nodes.items()
+            if k.startswith("optimizer")
+        }
 
     assert optimizer(without) and optimizer(with_cp) == optimizer(without)
