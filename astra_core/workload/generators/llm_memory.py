@@ -52,7 +52,12 @@ from typing import TYPE_CHECKING
 
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.layout import experts_folded
-from astra_core.workload.generators.llm_params import StageParams, expert_data_parallel, stage_params
+from astra_core.workload.generators.llm_params import (
+    StageParams,
+    dense_data_parallel,
+    expert_data_parallel,
+    stage_params,
+)
 from astra_core.workload.generators.pipeline import stage_passes
 
 if TYPE_CHECKING:
@@ -144,7 +149,7 @@ def _linear_params(cfg: LLMConfig, sp: StageParams) -> tuple[float, float]:
 
 def _state_bytes(cfg: LLMConfig, sp: StageParams) -> tuple[float, float, float, float]:
     """(weights, gradients, optimizer, ZeRO-3 gather) bytes of stage ``sp`` on one rank."""
-    shard = {"dense": cfg.dp * cfg.cp, "expert": expert_data_parallel(cfg)}
+    shard = {"dense": dense_data_parallel(cfg), "expert": expert_data_parallel(cfg)}
     params = {"dense": sp.dense, "expert": sp.expert}
     fp8 = _fp8_weight_bytes(cfg)
     linear = dict(zip(("dense", "expert"), _linear_params(cfg, sp), strict=True))

@@ -19,7 +19,14 @@ from astra_core.workload.generators.pipeline import stage_layers
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
 
-__all__ = ["StageParams", "expert_data_parallel", "layer_params", "stage_params", "virtual_stage_starts"]
+__all__ = [
+    "StageParams",
+    "dense_data_parallel",
+    "expert_data_parallel",
+    "layer_params",
+    "stage_params",
+    "virtual_stage_starts",
+]
 
 
 def layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> tuple[float, float]:
@@ -30,6 +37,13 @@ def layer_params(model: ModelConfig, layer: int, t: int, ep: int, etp: int) -> t
         dense += model.shared_experts * model.expert_params() / t + model.hidden * model.experts
         return dense, model.experts / ep * model.expert_params() / etp
     return dense + model.dense_mlp_params() / t, 0.0
+
+
+def dense_data_parallel(cfg: LLMConfig) -> int:
+    """Ranks of a stage holding the same dense weights: D x C. Megatron-core reduces their
+    gradients and shards the distributed optimizer over the data-parallel group with
+    context parallelism (``get_data_parallel_group(with_context_parallel=True)``)."""
+    return cfg.dp * cfg.cp
 
 
 def expert_data_parallel(cfg: LLMConfig) -> int:

@@ -23,7 +23,7 @@ from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns
 from astra_core.workload.generators.layout import experts_folded
-from astra_core.workload.generators.llm_params import expert_data_parallel, stage_params
+from astra_core.workload.generators.llm_params import dense_data_parallel, expert_data_parallel, stage_params
 from astra_core.workload.generators.pipeline import stage_passes
 from astra_core.workload.generators.token_dispatch import FlexDispatch
 
@@ -289,10 +289,7 @@ class StageBuilder:
         self.folded = experts_folded(cfg.etp, self.T, self.C)  # MoE parallel folding
         # ranks holding the same experts
         self.edp = expert_data_parallel(cfg)
-        # ranks holding the same dense weights: Megatron-core reduces their gradients and
-        # shards the distributed optimizer over the data-parallel group with context
-        # parallelism (``get_data_parallel_group(with_context_parallel=True)``)
-        self.dense_dp = cfg.dp * self.C
+        self.dense_dp = dense_data_parallel(cfg)  # ranks holding the same dense weights
         self.prog = StageProgram(
             cfg.gpu,
             cfg.precision,
@@ -1025,7 +1022,7 @@ class StageBuilder:
                 self.grads.handles.append(h)
 
     def _optimizer(self) -> tuple[list[StageNode], float, float]:
-        """The optimizer step once every gradient is reduced (on a 1/D shard with ZeRO >= 1,
+        """The optimizer step once every gradient is reduced (on a 1/(D C) shard with ZeRO >= 1,
         whose updated weights ZeRO 1-2 then all-gather); return the nodes and this rank's
         dense and expert gradient bytes."""
         cfg, prog, dense, expert, edp = self.cfg, self.prog, self.dense, self.expert, self.edp
@@ -1035,7 +1032,7 @@ class StageBuilder:
         buffer = dense + expert if cfg.zero < 2 else local  # ZeRO 2-3 keep only their gradient shard
         ops = O.optimizer_ops(local, buffer, cfg.precision, cfg.grad_bytes, cfg.ddp)
         prog.comp("optimizer", ops, *self.grads.handles)
-        if cfg.zero in (1, 2):  # each rank updated its 1/D shard: all-gather input = the shard
+        if cfg.zero in (1, 2):  # each rank updated its 1/(D C) shard: all-gather input = the shard
             prog.coll("params_AG", _AG, dense * O.BYTES / self.dense_dp, "dp")
             if expert:
                 prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
