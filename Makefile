@@ -60,7 +60,7 @@ test: setup docs
 	$(BIN)/python -m pytest -q -n 2 tests $(BACKEND_TESTS)
 	# where no C++ compiler works, cppyy's JIT builds the native code: the same tests pass
 	CXX=/nonexistent $(BIN)/python -m pytest -q -n 2 backends/flow/astra_flow/tests tests/test_native.py \
-		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py tests/plugins/test_plugin_errors.py \
+		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_floor_fold.py tests/system/test_reference_upstream.py tests/plugins/test_plugin_errors.py \
 		tests/backends/test_native_backend.py tests/topology/test_routing.py tests/backends/test_link_changes.py \
 		tests/backends/test_compiled_models.py
 
@@ -82,7 +82,7 @@ sanitize: setup
 	ASTRA_NATIVE_CACHE=build/native-sanitized ASTRA_NATIVE_CXXFLAGS="$(SANITIZE_FLAGS)" \
 		LD_PRELOAD="$$($(SANITIZE_CXX) -print-file-name=libasan.so) $$($(SANITIZE_CXX) -print-file-name=libubsan.so)" \
 		ASAN_OPTIONS=detect_leaks=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_reference_upstream.py \
+		tests/system/test_event_queue.py tests/system/test_kernel.py tests/system/test_floor_fold.py tests/system/test_reference_upstream.py \
 		tests/backends/test_compiled_models.py tests/backends/test_link_changes.py backends/flow/astra_flow/tests \
 		tests/backends/test_native_backend.py tests/topology/test_routing.py
 

@@ -88,6 +88,7 @@ namespace maxmin = astra::maxmin;
 #include "matcher.h"
 #include "windowed_phase.h"
 #include "nccl_phase.h"
+#include "nccl_replay.h"
 #include "tree_phase.h"
 #include "program_phase.h"
 #include "dispatch.h"
@@ -142,6 +143,7 @@ PYBIND11_MODULE(_astra_kernel, module) {
   bind_message_matcher(module);
   bind_tree_phase(module);
   bind_nccl_phase(module);
+  bind_nccl_replay(module);
   bind_analytical_links(module);
   module.attr("PROGRESS_EVERY") = PROGRESS_EVERY;
   module.attr("C_API") = py::capsule(&kernel_api, "_astra_kernel.C_API");

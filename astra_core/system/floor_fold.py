@@ -50,35 +50,6 @@ class FoldedTraffic:
     in_flight: dict[int, list[Interval]] = field(default_factory=lambda: defaultdict(list))
 
 
-class _Replayed:
-    """A replayed collective as every instance of its pattern of starts shares it: its
-    members' ends and messages, their bytes, and per member the merged intervals (ns
-    after the first start) in which one of its messages was in flight. Every consumer
-    takes the union of a rank's intervals, so merging them once per pattern changes no
-    result (shifting touching intervals by one ``first`` keeps them touching), and an
-    instance adds a few intervals per member instead of two per message."""
-
-    def __init__(self, found: Replay):
-        self.ends_ns = found.ends_ns
-        self.messages = found.messages
-        self.message_bytes = sum(message[2] for message in found.messages)
-        spans: dict[int, list[Interval]] = defaultdict(list)
-        for src, dst, _, sent, arrived in found.messages:
-            spans[src].append((sent, arrived))
-            spans[dst].append((sent, arrived))
-        self.flights = {m: union(pairs) for m, pairs in spans.items()}
-
-    def relabelled(self, to: dict[int, int]) -> _Replayed:
-        """The same replay for the members ``to`` maps these onto (a translation of the
-        collective: the messages' count and bytes are kept, not their ranks)."""
-        out = object.__new__(_Replayed)
-        out.ends_ns = {to[m]: end for m, end in self.ends_ns.items()}
-        out.messages = self.messages
-        out.message_bytes = self.message_bytes
-        out.flights = {to[m]: spans for m, spans in self.flights.items()}
-        return out
-
-
 class _Images:
     """Where each rank of a class sees its representative's collectives: per
     representative, the ranks it stands for and, computed once per communicator
@@ -131,7 +102,7 @@ class FloorFold:
         self.message_ns = message_ns
         # (representative, comm type, members, bytes, stream id, start ns)
         self.starts: list[tuple] = []
-        self._replays: dict[tuple, tuple[_Replayed, int, tuple[int, ...]]] = {}
+        self._replays: dict[tuple, tuple[Replay, int, tuple[int, ...]]] = {}
         self._patterns: dict[tuple[int, ...], tuple] = {}  # members -> their translation class
 
     def started(self, phase: FoldedNcclPhase) -> None:
@@ -176,15 +147,17 @@ class FloorFold:
                         f"ends on rank {m} after NCCL's predicted time: its members start "
                         f"{max(starts.values()) - first:,.0f} ns apart"
                     )
-            traffic.messages += len(found.messages)
+            traffic.messages += found.messages
             traffic.message_bytes += found.message_bytes
-            for m, spans in found.flights.items():  # merged per member: a few, not 2 per message
+            # merged per member once per pattern: every consumer takes the union of a rank's
+            # intervals, and shifting touching intervals by one ``first`` keeps them touching
+            for m, spans in found.flights.items():
                 traffic.in_flight[m].extend((start + first, end + first) for start, end in spans)
         return traffic
 
     def _replay(
         self, comm_type, members: tuple[int, ...], size: int, offsets: tuple[float, ...]
-    ) -> tuple[_Replayed, int]:
+    ) -> tuple[Replay, int]:
         """The collective replayed from starts ``offsets`` (ns after the first), and
         NCCL's time; one replay per pattern of starts and class of translations
         (:func:`~.nccl_symmetry.translation_class`), its members relabelled."""
@@ -203,7 +176,7 @@ class FloorFold:
             parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
             floor_ns = parts[members[0]][1]
             schedules = {m: schedule for m, (schedule, _) in parts.items()}
-            replayed = _Replayed(replay(schedules, dict(zip(members, offsets)), self.message_ns))
+            replayed = replay(schedules, dict(zip(members, offsets)), self.message_ns)
             found = self._replays[key] = (replayed, floor_ns, members)
         replayed, floor_ns, played = found
         return (replayed if played == members else replayed.relabelled(dict(zip(played, members)))), floor_ns

@@ -32,8 +32,13 @@ def chain(window: int = 8) -> dict[int, Schedule]:
 
 def test_replay_forwards_and_waits_for_a_late_receiver():
     # a message takes 100 ns per rank apart plus 1 ns per byte; rank 2 starts at 500
-    found = replay(chain(), {0: 0, 1: 0, 2: 500}, lambda a, b, size: 100 * abs(a - b) + size)
-    assert found.messages == [(0, 1, 8, 0, 108), (1, 2, 8, 108, 216)]
+    found = replay(
+        chain(), {0: 0, 1: 0, 2: 500}, lambda a, b, size: 100 * abs(a - b) + size, keep_messages=True
+    )
+    assert found.sent == [(0, 1, 8, 0, 108), (1, 2, 8, 108, 216)]
+    assert (found.messages, found.message_bytes) == (2, 16)
+    # each member's messages in flight, either end: rank 1's two touch and merge
+    assert found.flights == {0: [(0, 108)], 1: [(0, 216)], 2: [(108, 216)]}
     # 0: its send delivered; 1: its send delivered; 2: its receive, once it started
     assert found.ends_ns == {0: 108, 1: 216, 2: 500}
 
@@ -44,9 +49,9 @@ def test_replay_keeps_a_lane_within_its_window():
     for _ in range(3):
         s[0].send(lane, 1, 4)
         s[1].recv(0, 4, 0)
-    found = replay(s, {0: 0, 1: 0}, lambda a, b, size: 10)
+    found = replay(s, {0: 0, 1: 0}, lambda a, b, size: 10, keep_messages=True)
     # two sends at 0, the third when the first is delivered (10), in at 20
-    assert [m[3] for m in found.messages] == [0, 0, 10]
+    assert [m[3] for m in found.sent] == [0, 0, 10]
     assert found.ends_ns == {0: 20, 1: 20}
 
 
@@ -219,10 +224,12 @@ def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
         fold.starts.append((0, CommType.ALL_REDUCE, members, 256, 7 + stream, start))
     traffic = fold.settle()
     assert not isinstance(traffic, str)
-    ((found, _, _),) = fold._replays.values()  # both instances share one pattern of starts
-    assert traffic.messages == 2 * len(found.messages) > 2 * len(members)
+    assert len(fold._replays) == 1  # both instances share one pattern of starts
+    schedules = {m: fold.nccl.schedule(CommType.ALL_REDUCE, m, members, 256)[0] for m in members}
+    sent = replay(schedules, dict.fromkeys(members, 0.0), fold.message_ns, keep_messages=True).sent
+    assert traffic.messages == 2 * len(sent) > 2 * len(members)
     for m in members:
-        mine = [(s + t, a + t) for t in starts for src, dst, _, s, a in found.messages if m in (src, dst)]
+        mine = [(s + t, a + t) for t in starts for src, dst, _, s, a in sent if m in (src, dst)]
         assert union(traffic.in_flight[m]) == union(mine)
         assert traffic.in_flight[m] == union(traffic.in_flight[m])  # already merged and sorted
     assert sum(len(spans) for spans in traffic.in_flight.values()) < 2 * traffic.messages
