@@ -88,9 +88,9 @@ namespace maxmin = astra::maxmin;
 #include "matcher.h"
 #include "windowed_phase.h"
 #include "nccl_phase.h"
-#include "nccl_replay.h"
 #include "tree_phase.h"
 #include "program_phase.h"
+#include "nccl_replay.h"
 #include "dispatch.h"
 
 // ---------------------------------------------------------------------------------
