@@ -197,6 +197,8 @@ def _print(console: Console, outcome, top: int) -> None:
     console.print(f"pruned, by reason ({sum(outcome.pruned.values())}):")
     for why, n in outcome.pruned.most_common():
         console.print(f"  {n:6d}  {why}")
+    for _, r in ok[ok["error"] != ""].head(top).iterrows():  # a full run that failed
+        console.print(f"{r['short']}: screened only, {r['error']}")
     failed = frame[frame["status"] == "error"]
     if len(failed):
         console.print(

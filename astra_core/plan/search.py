@@ -12,7 +12,9 @@
    and 2 micro-batches (P and 2P interleaved) to the plan's M, and stops after the first
    when that run and the compute of the micro-batches left cannot beat it (:mod:`.point`).
 5. The ``full`` best are simulated again with all their micro-batches; the ranking uses
-   each layout's best-known figure.
+   each layout's best-known figure. A full run that fails (a step the generator refuses:
+   the trace limits are checked before on a lower bound of the nodes) leaves the screen's
+   figure, and the layout's ``error`` says why.
 
 Every compute bound and every simulated run (one micro-batch count of one layout) is
 cached by the digest of what it read (the layout, model, GPU, network, system, backend
@@ -243,7 +245,12 @@ def search(
     full_rows, runs["full runs"] = _run(
         [t for _, t in finals], store, run, _counter(progress, "full runs", len(finals))
     )
-    rows.update({lay: full_rows[t["key"]] for lay, t in finals if full_rows[t["key"]]["status"] == "ok"})
+    for lay, t in finals:
+        full_row = full_rows[t["key"]]
+        if full_row["status"] == "ok":
+            rows[lay] = full_row
+        else:  # the screen's line stands for the step; the row says why the full run is missing
+            rows[lay] = {**rows[lay], "error": f"its full run failed: {full_row['error']}"}
     best = min((r["step_ns"] for r in rows.values() if r["status"] == "ok"), default=math.inf)
     entries = []
     for lay, mem in order:

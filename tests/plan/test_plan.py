@@ -324,6 +324,37 @@ def test_a_field_added_later_keys_as_before_at_its_default():
     assert identity(replace(config, cp_comm_type="all_gather"), InputDigests()) != key
 
 
+def test_a_full_run_the_generator_refuses_keeps_the_screen_and_says_why(monkeypatch):
+    """The trace limits are checked on a lower bound of a step's nodes, so a layout can
+    pass them and screen, and the generator still refuse its full step (the 405B at
+    TP 8, CP 2, PP 32 on 1,024 H100 did): the layout keeps the screen's figure, which
+    is the full step's, and says why it has no full run; the CLI prints that line."""
+    import io
+
+    from rich.console import Console
+
+    import astra_core.workload.generators.llm as llm
+    from astra_core.cli.plan import _print
+
+    space = _space(tp=2, cp=1, pp=2, vp=1, micro_batch=1, recomputes=("none",))
+    ((layout, _),), _ = layouts(space)
+    full_ns = _full_step_ns(space, layout)
+
+    def nodes(microbatches: int) -> int:
+        cfg = replace(space.config(layout), global_batch=layout.dp * microbatches, microbatches=None)
+        return sum(map(len, llm.generate_llm(cfg).stages))
+
+    monkeypatch.setattr(llm, "MAX_RANK_NODES", (nodes(2) + nodes(space.microbatches(layout))) // 2)
+    outcome = search(space, SYSTEM, NETWORK, run=_in_process, top=1, full=1)
+    (row,) = outcome.frame.to_dict("records")
+    assert row["status"] == "ok" and row["simulated"] == [1, 2] and outcome.runs["full runs"] == 0
+    assert row["error"].startswith("its full run failed: gen llm: the pipeline stages together pass")
+    assert row["step_s"] == pytest.approx(full_ns * 1e-9, rel=1e-9)
+    out = io.StringIO()
+    _print(Console(file=out, width=200), outcome, 1)
+    assert f"{row['short']}: screened only, its full run failed: gen llm:" in out.getvalue()
+
+
 def test_cli_prints_the_fastest_and_writes_every_layout(tmp_path):
     model = tmp_path / "tiny.yaml"
     model.write_text(yaml.safe_dump({k: v for k, v in MODEL.__dict__.items() if k != "source"}))
