@@ -2,7 +2,8 @@
 
 The system layer sums each rank's communication in flight with these when a
 run ends; :mod:`astra_core.report.collectives` sums phase times with them (the
-breakdown uses the numpy sets of :mod:`astra_core.report.interval_sets`).
+breakdown and the folded collectives' traffic use the numpy sets of
+:mod:`astra_core.interval_sets`).
 Interval lists are sorted and disjoint unless a function says otherwise.
 """
 

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     ("errors", "lifetime", "workers"),
     ("native",),
-    ("intervals",),
+    ("intervals", "interval_sets"),
     ("outputs",),
     ("events",),
     ("config",),

@@ -44,9 +44,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from astra_core import interval_sets as sets
+from astra_core.interval_sets import FlatSet
 from astra_core.intervals import Interval
-from astra_core.report import interval_sets as sets
-from astra_core.report.interval_sets import FlatSet
 from astra_core.results import RankTimeline, RunResult
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMM_SEND, COMP, MEM_LOAD, MEM_STORE
 from astra_core.workload.graph import peerless
@@ -115,7 +115,7 @@ def node_intervals(records, nodes) -> NodeIntervals:
 @dataclass(frozen=True)
 class Activity:
     """One rank's time as sets of instants clipped to ``[0, finish)``, each a flat
-    ``start, end, ...`` array (ns; :mod:`astra_core.report.interval_sets`).
+    ``start, end, ...`` array (ns; :mod:`astra_core.interval_sets`).
 
     ``compute``: compute running. ``in_flight``: this rank's messages on the
     network (or a remote-memory access), whether or not compute runs.
@@ -262,7 +262,7 @@ def rank_breakdown(trace: RankTimeline, finish_ns: float) -> Breakdown:
     """The :class:`Breakdown` of one rank: the lengths of :func:`rank_activity`'s sets.
 
     The in-flight set is by far the longest (a message's every interval); it is only
-    measured against the node sets (:class:`~astra_core.report.interval_sets.Measure`),
+    measured against the node sets (:class:`~astra_core.interval_sets.Measure`),
     so a rank costs time linear in its nodes and logarithmic in its messages.
     """
     compute, in_flight, collective, p2p = _rank_sets(trace, finish_ns)

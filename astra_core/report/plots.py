@@ -31,8 +31,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from astra_core import interval_sets as sets
 from astra_core.outputs import atomic_output, check_output_dir, check_output_file
-from astra_core.report import interval_sets as sets
 from astra_core.report.breakdown import (
     PART_LABELS,
     PARTS,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 
+from astra_core import interval_sets as sets
 from astra_core.outputs import atomic_output
-from astra_core.report import interval_sets as sets
 from astra_core.report.breakdown import activities
 from astra_core.results import RunResult
 

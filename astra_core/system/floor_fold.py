@@ -26,12 +26,14 @@ the full run has, so the check finds it.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from astra_core import interval_sets as sets
 from astra_core.intervals import Interval, flat_uncovered, flight_pairs, overlap, total, union
 from astra_core.system.collectives.nccl.phase import FoldedNcclPhase
 from astra_core.system.collectives.nccl.replay import Replay, replay
@@ -182,19 +184,34 @@ class FloorFold:
         return (replayed if played == members else replayed.relabelled(dict(zip(played, members)))), floor_ns
 
 
+#: Folded intervals of one rank past which its in-flight arithmetic runs on numpy sets
+#: (:mod:`astra_core.interval_sets`: a few numpy calls whatever the length) rather than
+#: on lists (:mod:`astra_core.intervals`: cheaper for a few intervals, as most ranks have).
+NUMPY_FROM = 1024
+
+
 def with_traffic(result, log: Sequence[float], comm: list[Interval], extra: list[Interval]):
     """``result`` (a rank's :class:`~astra_core.results.RankResult`, its in-flight
     ``log`` as flat start, end pairs, ``comm`` its communication nodes' merged
     intervals) with the folded messages ``extra`` in flight too."""
     finish = result.finish_ns
-    added = [(s, min(e, finish)) for s, e in flat_uncovered(log, extra) if s < finish]
+    if len(extra) < NUMPY_FROM:
+        added = [(s, min(e, finish)) for s, e in flat_uncovered(log, extra) if s < finish]
+        return replace(
+            result,
+            comm_ns=result.comm_ns + total(added),
+            comm_wait_ns=result.comm_wait_ns - overlap(comm, added),
+        )
+    flying = sets.clip(sets.minus(sets.from_pairs(extra), sets.from_flat(log)), -math.inf, finish)
     return replace(
         result,
-        comm_ns=result.comm_ns + total(added),
-        comm_wait_ns=result.comm_wait_ns - overlap(comm, added),
+        comm_ns=result.comm_ns + sets.length(flying),
+        comm_wait_ns=result.comm_wait_ns - sets.length(sets.intersect(sets.from_pairs(comm), flying)),
     )
 
 
 def merged_log(log: Sequence[float], extra: list[Interval]) -> list[float]:
     """A flat in-flight log (start, end, ...) with the intervals ``extra`` added."""
-    return [t for span in union(flight_pairs(log) + extra) for t in span]
+    if len(extra) < NUMPY_FROM:
+        return [t for span in union(flight_pairs(log) + extra) for t in span]
+    return sets.from_flat(log, extra).tolist()

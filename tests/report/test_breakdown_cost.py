@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from astra_core.report import breakdown, interval_sets, plots
+from astra_core import interval_sets
+from astra_core.report import breakdown, plots
 from astra_core.results import RankResult, RankTimeline, RunResult
 from astra_core.workload.chakra_types import COMM_COLL, COMM_RECV, COMP
 
@@ -105,7 +106,7 @@ def test_timeline_png_computes_the_activity_of_the_ranks_it_draws_only(monkeypat
 def test_an_empty_set_measures_nothing_within_any_other():
     """A rank with no message in flight (it only computes) has an empty in-flight set:
     its overlap with its compute is 0, not an IndexError (a compute-only run's --json)."""
-    from astra_core.report.interval_sets import Measure
+    from astra_core.interval_sets import Measure
 
     empty = Measure(np.array([], dtype=float))
     assert empty.within(np.array([0.0, 3000.0, 5000.0, 9000.0])) == 0.0

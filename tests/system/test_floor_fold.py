@@ -251,3 +251,30 @@ def test_whole_class_translations_agree_with_rank_by_rank_ones(kinds):
         by_rank = [sym.shift_tag(tag, d) for d in deltas]
         assert [g * sym.tag_base + 17 for g in sym.moved_groups(group, np.array(deltas))] == by_rank
     assert len(set(map(tuple, moved.tolist()))) > 1  # the class's ranks see other members
+
+
+def test_a_rank_of_many_folded_intervals_counts_them_as_the_list_arithmetic_does(monkeypatch):
+    """Past NUMPY_FROM folded intervals a rank's in-flight time is summed on numpy sets
+    (a long folded run gives a rank millions): the same in-flight and waiting time, and
+    the same merged log, as the list arithmetic gives, here on 3,000 overlapping
+    intervals against a log of 1,000 and 200 communication nodes."""
+    from astra_core.results import RankResult
+    from astra_core.system import floor_fold
+    from astra_core.system.floor_fold import merged_log, with_traffic
+
+    rng = np.random.default_rng(7)
+    starts = rng.uniform(0.0, 1e6, 3000)
+    extra = [(float(s), float(s + d)) for s, d in zip(starts, rng.uniform(1.0, 500.0, 3000))]
+    log = [t for i in range(1000) for t in (i * 1000.0, i * 1000.0 + 300.0)]
+    comm = [(i * 5000.0, i * 5000.0 + 2000.0) for i in range(200)]
+    result = RankResult(
+        0, 9e5, compute_ns=4e5, cpu_ns=0.0, comm_ns=3e5, exposed_comm_ns=5e5, comm_wait_ns=2e5
+    )
+    assert len(extra) >= floor_fold.NUMPY_FROM
+    on_sets, log_on_sets = with_traffic(result, log, comm, extra), merged_log(log, extra)
+    monkeypatch.setattr(floor_fold, "NUMPY_FROM", len(extra) + 1)
+    on_lists, log_on_lists = with_traffic(result, log, comm, extra), merged_log(log, extra)
+    assert on_sets.comm_ns == pytest.approx(on_lists.comm_ns, rel=1e-12)
+    assert on_sets.comm_wait_ns == pytest.approx(on_lists.comm_wait_ns, rel=1e-12)
+    assert on_sets.comm_ns > result.comm_ns and on_sets.comm_wait_ns < result.comm_wait_ns  # both moved
+    assert log_on_sets == log_on_lists

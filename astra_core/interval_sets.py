@@ -1,4 +1,5 @@
-"""Sets of time instants as flat numpy arrays, for the per-rank breakdown of a large run.
+"""Sets of time instants as flat numpy arrays, for the per-rank breakdown of a large run and
+the in-flight time that rank symmetry's folded collectives add to every rank.
 
 A set is ``[s0, e0, s1, e1, ...]`` (ns, float64): half-open intervals, sorted,
 non-empty and apart (touching intervals merged), so the array is strictly
