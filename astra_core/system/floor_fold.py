@@ -62,7 +62,10 @@ class _Images:
         self.symmetry = symmetry
         self.ranks = symmetry.classes()
         self._deltas = {rep: self._translations(ranks) for rep, ranks in self.ranks.items()}
-        self._members: dict[tuple[int, tuple[int, ...]], list[tuple[int, ...]]] = {}
+        self._members: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        # members -> a number: an instance keys on it, not on a tuple rehashed each time
+        self._numbers: dict[tuple[int, ...], int] = {}
+        self.numbered: list[tuple[int, ...]] = []  # number -> members
         self._groups: dict[tuple[int, int], list[int]] = {}  # (rep, group) -> moved groups' tag bases
 
     def _translations(self, ranks: list[int]) -> np.ndarray:
@@ -70,14 +73,22 @@ class _Images:
         deltas = [self.symmetry.from_representative(m)[1] for m in ranks]
         return np.array(deltas, dtype=np.int64).reshape(len(ranks), -1)
 
-    def members(self, rep: int, members: tuple[int, ...]) -> list[tuple[int, ...]]:
-        """``members`` as each rank of ``rep``'s class sees them."""
+    def members(self, rep: int, members: tuple[int, ...]) -> list[int]:
+        """``members`` as each rank of ``rep``'s class sees them, each as its number
+        (:attr:`numbered` gives the members back)."""
         key = (rep, members)
         moved = self._members.get(key)
         if moved is None:
             rows = self.symmetry.translated(members, self._deltas[rep]).tolist()
-            moved = self._members[key] = [tuple(row) for row in rows]
+            moved = self._members[key] = [self._number(tuple(row)) for row in rows]
         return moved
+
+    def _number(self, members: tuple[int, ...]) -> int:
+        number = self._numbers.get(members)
+        if number is None:
+            number = self._numbers[members] = len(self.numbered)
+            self.numbered.append(members)
+        return number
 
     def tags(self, rep: int, tag: int) -> list[int]:
         """Chunk tag ``tag`` as each rank of ``rep``'s class sees it (the tag's
@@ -131,7 +142,8 @@ class FloorFold:
             for m, moved, tag in zip(ranks, images.members(rep, members), images.tags(rep, stream_id)):
                 instances[(comm_type, moved, size, tag)][m] = start
         traffic = FoldedTraffic(collectives=len(instances))
-        for (comm_type, members, size, _), starts in instances.items():
+        for (comm_type, number, size, _), starts in instances.items():
+            members = images.numbered[number]
             missing = [m for m in members if m not in starts]
             if missing:
                 return (
