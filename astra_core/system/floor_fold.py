@@ -139,8 +139,8 @@ class FloorFold:
         images = _Images(self.symmetry)
         for rep, comm_type, members, size, stream_id, start in self.starts:
             ranks = images.ranks[rep]
-            for m, moved, tag in zip(ranks, images.members(rep, members), images.tags(rep, stream_id)):
-                instances[(comm_type, moved, size, tag)][m] = start
+            for m, number, tag in zip(ranks, images.members(rep, members), images.tags(rep, stream_id)):
+                instances[(comm_type, number, size, tag)][m] = start
         traffic = FoldedTraffic(collectives=len(instances))
         for (comm_type, number, size, _), starts in instances.items():
             members = images.numbered[number]
