@@ -187,7 +187,7 @@ class FloorFold:
         key = (comm_type, size, offsets, pattern)
         found = self._replays.get(key)
         if found is None:
-            parts = {m: self.nccl.schedule(comm_type, m, members, size) for m in members}
+            parts = {m: self.nccl.frozen_schedule(comm_type, m, members, size) for m in members}
             floor_ns = parts[members[0]][1]
             schedules = {m: schedule for m, (schedule, _) in parts.items()}
             replayed = replay(schedules, dict(zip(members, offsets)), self.message_ns)

@@ -258,8 +258,8 @@ class NcclCollectives:
         comm_type, members, size = collective
         parts, messages = {}, 0
         for m in members:  # no more schedules than it takes to pass REPLAY_MESSAGES_MAX
-            parts[m] = self.nccl.schedule(comm_type, m, members, size)
-            messages += sum(len(lane.sends) for lane in parts[m][0].lanes)
+            parts[m] = self.nccl.frozen_schedule(comm_type, m, members, size)
+            messages += sum(len(sends) for sends, _ in parts[m][0][0])
             if messages > REPLAY_MESSAGES_MAX:
                 return False
         try:

@@ -30,10 +30,15 @@ def chain(window: int = 8) -> dict[int, Schedule]:
     return s
 
 
+def frozen(schedules: dict[int, Schedule]) -> dict[int, tuple]:
+    """The schedules as :func:`replay` takes them (and the kernel runs them)."""
+    return {m: s.frozen() for m, s in schedules.items()}
+
+
 def test_replay_forwards_and_waits_for_a_late_receiver():
     # a message takes 100 ns per rank apart plus 1 ns per byte; rank 2 starts at 500
     found = replay(
-        chain(), {0: 0, 1: 0, 2: 500}, lambda a, b, size: 100 * abs(a - b) + size, keep_messages=True
+        frozen(chain()), {0: 0, 1: 0, 2: 500}, lambda a, b, size: 100 * abs(a - b) + size, keep_messages=True
     )
     assert found.sent == [(0, 1, 8, 0, 108), (1, 2, 8, 108, 216)]
     assert (found.messages, found.message_bytes) == (2, 16)
@@ -49,7 +54,7 @@ def test_replay_keeps_a_lane_within_its_window():
     for _ in range(3):
         s[0].send(lane, 1, 4)
         s[1].recv(0, 4, 0)
-    found = replay(s, {0: 0, 1: 0}, lambda a, b, size: 10, keep_messages=True)
+    found = replay(frozen(s), {0: 0, 1: 0}, lambda a, b, size: 10, keep_messages=True)
     # two sends at 0, the third when the first is delivered (10), in at 20
     assert [m[3] for m in found.sent] == [0, 0, 10]
     assert found.ends_ns == {0: 20, 1: 20}
@@ -59,7 +64,7 @@ def test_replay_refuses_a_send_no_one_receives():
     s = chain()
     s[2] = Schedule()
     with pytest.raises(ValueError, match="no receive expects"):
-        replay(s, dict.fromkeys(range(3), 0), lambda a, b, size: 1)
+        replay(frozen(s), dict.fromkeys(range(3), 0), lambda a, b, size: 1)
 
 
 def test_flat_uncovered_parts():
@@ -225,7 +230,7 @@ def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
     traffic = fold.settle()
     assert not isinstance(traffic, str)
     assert len(fold._replays) == 1  # both instances share one pattern of starts
-    schedules = {m: fold.nccl.schedule(CommType.ALL_REDUCE, m, members, 256)[0] for m in members}
+    schedules = {m: fold.nccl.frozen_schedule(CommType.ALL_REDUCE, m, members, 256)[0] for m in members}
     sent = replay(schedules, dict.fromkeys(members, 0.0), fold.message_ns, keep_messages=True).sent
     assert traffic.messages == 2 * len(sent) > 2 * len(members)
     for m in members:

@@ -365,6 +365,14 @@ class NcclModel:
         cached = self._phase_data(comm_type, rank, members, size)
         return cached[1], cached[3]
 
+    def frozen_schedule(
+        self, comm_type: CommType, rank: int, members: tuple[int, ...], size: int
+    ) -> tuple[tuple[tuple, tuple], int]:
+        """:meth:`schedule` with the messages as the kernel runs them (lanes and receives
+        as tuples, :meth:`~.schedule.Schedule.frozen`), frozen once with the phase's."""
+        cached = self._phase_data(comm_type, rank, members, size)
+        return cached[2], cached[3]
+
     def phase(
         self,
         comm_type: CommType,

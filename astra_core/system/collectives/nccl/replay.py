@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from astra_core.events import kernel
 from astra_core.intervals import Interval
-from astra_core.system.collectives.nccl.schedule import Schedule
 
 #: One message: (src, dst, bytes, sent at ns, arrived at ns).
 Message = tuple[int, int, int, float, float]
@@ -58,18 +57,19 @@ class Replay:
 
 
 def replay(
-    schedules: Mapping[int, Schedule],
+    schedules: Mapping[int, tuple[tuple, tuple]],
     starts_ns: Mapping[int, float],
     message_ns: Callable[[int, int, int], float],
     keep_messages: bool = False,
 ) -> Replay:
     """Replay one collective (module docstring) in the kernel (``nccl_replay``, which runs
     each member's lanes as the kernel's ``NcclPhase`` does). ``schedules`` and
-    ``starts_ns`` map each member to its schedule and start time (ns); ``keep_messages``
+    ``starts_ns`` map each member to its schedule, frozen (lanes and receives as
+    :meth:`~.schedule.Schedule.frozen` gives them), and its start time (ns); ``keep_messages``
     keeps every message in :attr:`Replay.sent`. Raises ValueError when the schedules
     cannot finish (a send to no member or that no receive expects, or a cycle of waits)."""
     members = list(schedules)
-    parts = tuple((m, *schedules[m].frozen()) for m in members)
+    parts = tuple((m, *schedules[m]) for m in members)
     starts = tuple(float(starts_ns[m]) for m in members)
     ends, messages, message_bytes, flights, sent = kernel().nccl_replay(
         parts, starts, message_ns, keep_messages
