@@ -209,17 +209,11 @@ def with_traffic(result, log: Sequence[float], comm: list[Interval], extra: list
     finish = result.finish_ns
     if len(extra) < NUMPY_FROM:
         added = [(s, min(e, finish)) for s, e in flat_uncovered(log, extra) if s < finish]
-        return replace(
-            result,
-            comm_ns=result.comm_ns + total(added),
-            comm_wait_ns=result.comm_wait_ns - overlap(comm, added),
-        )
-    flying = sets.clip(sets.minus(sets.from_pairs(extra), sets.from_flat(log)), -math.inf, finish)
-    return replace(
-        result,
-        comm_ns=result.comm_ns + sets.length(flying),
-        comm_wait_ns=result.comm_wait_ns - sets.length(sets.intersect(sets.from_pairs(comm), flying)),
-    )
+        added_ns, waited_ns = total(added), overlap(comm, added)
+    else:
+        flying = sets.clip(sets.minus(sets.from_pairs(extra), sets.from_flat(log)), -math.inf, finish)
+        added_ns, waited_ns = sets.length(flying), sets.length(sets.intersect(sets.from_pairs(comm), flying))
+    return replace(result, comm_ns=result.comm_ns + added_ns, comm_wait_ns=result.comm_wait_ns - waited_ns)
 
 
 def merged_log(log: Sequence[float], extra: list[Interval]) -> list[float]:
