@@ -15,6 +15,7 @@ from typing import Any
 
 from astra_core import estimate as estimating
 from astra_core.backend import Topology, WorkLimitExceeded, require_link_changes, wall_time_text
+from astra_core.collector import few_passes, paused
 from astra_core.config.comm_groups import groups_beside, load_comm_groups, parse_comm_groups
 from astra_core.config.memory import MemoryConfig, load_memory
 from astra_core.config.network import NetworkConfig, load_network
@@ -461,15 +462,18 @@ def run(
 
 
 def _run_checked(spec: RunSpec, plugin_manager, on_estimate: Callable[[Estimate], None] | None) -> Report:
-    """:func:`run` of a checked spec, its progress display registered."""
-    inputs, pm, registry, info = _prepare(spec, plugin_manager)
-    if on_estimate is not None:
-        est = _estimate_first(inputs, pm, registry, info, spec)
-        if est is not None:
-            if est.over_limit:  # the error says the estimate
-                raise WorkLimitExceeded(limit_text(est, spec.backend_config))
-            on_estimate(est)
-    return _run(inputs, pm, info, spec)
+    """:func:`run` of a checked spec, its progress display registered; the traces, graphs
+    and run set apart from the cyclic collector's passes (:func:`.collector.few_passes`)."""
+    with few_passes():
+        with paused():  # astra's code alone: traces decoded, graphs built
+            inputs, pm, registry, info = _prepare(spec, plugin_manager)
+        if on_estimate is not None:
+            est = _estimate_first(inputs, pm, registry, info, spec)
+            if est is not None:
+                if est.over_limit:  # the error says the estimate
+                    raise WorkLimitExceeded(limit_text(est, spec.backend_config))
+                on_estimate(est)
+        return _run(inputs, pm, info, spec)
 
 
 def _schedule_link_changes(backend: Any, name: str, changes: Sequence[LinkChange]) -> None:

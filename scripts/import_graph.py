@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 #: Low to high; a module may import its own layer and those before it.
 LAYERS = (
-    ("errors", "lifetime", "workers"),
+    ("errors", "lifetime", "workers", "collector"),
     ("native",),
     ("intervals", "interval_sets"),
     ("outputs",),

@@ -172,14 +172,14 @@ def run_layout(task: dict[str, Any]) -> dict[str, Any]:
     status ``bounded`` and its ``line_bound_ns``, when that bound cannot beat ``beat_ns``;
     module docstring). A row of :data:`FIELDS` at the plan's micro-batches, and ``runs``
     (count -> each run simulated here); raises only MemoryError."""
-    from astra_core.workload.et_decode import gc_paused
+    from astra_core.collector import paused
 
     started = time.perf_counter()
     row: dict[str, Any] = {"key": task["key"], "status": "ok", "error": "", "simulated": [], "runs": {}}
     # a step's programs, traces, graphs and symmetry tables make no reference cycles: the
     # collector stays off until they are freed (on return from the calls that made them),
     # else its first pass walks them all (about 0.3 s of a 3 s run of 1,024 ranks)
-    with gc_paused():
+    with paused():
         try:
             counts, target = task["counts"], task["microbatches"]
             if not counts:

@@ -11,15 +11,14 @@ a run that finishes with sends no receive matched warns
 
 from __future__ import annotations
 
-import gc
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
 
 from astra_core.backend import lone_message_time, report_progress, set_progress
+from astra_core.collector import few_passes, paused
 from astra_core.config.memory import MemoryConfig
 from astra_core.config.network import NetworkConfig, TopologyKind
 from astra_core.config.system import SystemConfig
@@ -48,27 +47,6 @@ from astra_core.system.wait_report import describe_wait, raise_deadlock, warn_un
 from astra_core.workload.chakra import ETNode
 from astra_core.workload.graph import RankGraph
 
-#: Allocations between two young-generation passes of the cyclic garbage collector
-#: during a run (CPython's default: 700).
-RUN_GC_THRESHOLD = 1_000_000
-
-
-@contextmanager
-def _rare_collections():
-    """Run with the cyclic GC's young-generation threshold raised to
-    :data:`RUN_GC_THRESHOLD`, then restore it. A run allocates millions of
-    short-lived objects (messages, events) and frees them by reference counting
-    (it makes no reference cycles: ``tests/system/test_no_cycles.py``); at the
-    default threshold the collector's passes took half the time of a message-heavy
-    run (a k = 12 fat-tree all-to-all: 25.3 s, 13.3 s with this). Cycles a
-    plugin makes are still collected, in passes a million allocations apart."""
-    before = gc.get_threshold()
-    gc.set_threshold(RUN_GC_THRESHOLD, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
 
 class Simulation:
     """All ranks of one run. ``graphs[r]`` is rank r's dependency graph.
@@ -86,7 +64,8 @@ class Simulation:
     :func:`~astra_core.system.context.build_context` raises for inputs that cannot run.
     """
 
-    @_rare_collections()  # setting up allocates as much as a run: rank symmetry's tables
+    @few_passes()  # setting up allocates as much as a run: rank symmetry's tables
+    @paused()
     def __init__(
         self,
         graphs: Sequence[RankGraph],
@@ -220,7 +199,7 @@ class Simulation:
         full run) is abandoned and run again without symmetry, on a fresh
         backend.
         """
-        with _rare_collections():
+        with few_passes():
             started = time.perf_counter()
             try:
                 self._start_and_drain()

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 from typing import cast
 
+from astra_core.collector import paused
 from astra_core.errors import TraceError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload import streaming
@@ -33,7 +34,6 @@ from astra_core.workload.et_decode import (
     RankTrace,
     bad_nodes_error,
     decode_node,
-    gc_paused,
     metadata_and_spans,
     metadata_attrs,
 )
@@ -106,7 +106,7 @@ def _parse(
     and one of the same bytes but for its peer ranks is copied from the first
     (:mod:`~astra_core.workload.et_peers`).
     None, before any node is decoded, when the file has more than ``max_nodes``."""
-    with gc_paused():
+    with paused():
         return _parse_messages(data, fname, rank, shared, max_nodes, slots)
 
 
@@ -172,7 +172,7 @@ def _parse_like(
     known = templates.get(rest)
     if known is not None and known[0].values == len(values):
         plan, template = known
-        with gc_paused():
+        with paused():
             nodes = plan.nodes_with(values)
         return RankTrace(fname, nodes, template.version, template.metadata, rank)
     slots: list[tuple[int, int]] = []

@@ -9,9 +9,7 @@ does (see :mod:`astra_core.workload.chakra`); every problem is a one-line
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from google.protobuf.message import DecodeError
@@ -28,7 +26,6 @@ __all__ = [
     "RankTrace",
     "bad_nodes_error",
     "decode_node",
-    "gc_paused",
     "metadata_and_spans",
     "metadata_attrs",
 ]
@@ -456,20 +453,6 @@ def decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int, 
 
 
 _from_string = pb.Node.FromString
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off inside, as it was after. Decoding traces
-    allocates many small objects and no reference cycles, so its passes there are
-    pure overhead (~10 % of parsing, measured)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def metadata_and_spans(data: bytes, fname: str):

@@ -24,6 +24,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from astra_core.collector import paused
 from astra_core.errors import TraceError
 from astra_core.workload.chakra_types import COMP, NO_GROUP
 from astra_core.workload.et_decode import (
@@ -31,7 +32,6 @@ from astra_core.workload.et_decode import (
     RankTrace,
     bad_nodes_error,
     decode_node,
-    gc_paused,
     metadata_and_spans,
     metadata_attrs,
 )
@@ -256,7 +256,7 @@ def scan_trace(data: bytes, path: str, rank: int | None = None) -> RankTrace:
     :class:`StreamedNodes`: every node is decoded and checked here, then only its
     span, id and dependencies are kept. Raises TraceError as
     :func:`~astra_core.workload.chakra.read_rank_trace` does."""
-    with gc_paused():
+    with paused():
         return _scan(data, path, rank)
 
 

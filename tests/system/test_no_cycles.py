@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from astra_core.api import simulate
+from astra_core.collector import YOUNG_THRESHOLD
 
 CASES = [
     ("workload/models/Resnet50_DataParallel_8npus/Resnet50_DataParallel", "analytical"),
@@ -92,7 +93,7 @@ def test_a_run_collects_rarely_and_restores_the_collector(reference_dir):
         )
     finally:
         simulation.Simulation._start_and_drain = drain
-    assert seen == [simulation.RUN_GC_THRESHOLD]
+    assert seen == [YOUNG_THRESHOLD]
     assert gc.get_threshold() == before
 
 

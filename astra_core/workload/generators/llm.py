@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from astra_core.collector import few_passes, paused
 from astra_core.errors import ConfigError
 from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import PRECISIONS
@@ -686,6 +687,8 @@ def _moe_rows(cfg: LLMConfig) -> tuple[dict, float]:
     return rows, assigned
 
 
+@few_passes()  # millions of acyclic nodes: kept off the cyclic collector's passes
+@paused()
 def generate_llm(cfg: LLMConfig) -> LLMWorkload:
     """Build the step's per-stage programs (see the module docstring). Raises ConfigError,
     also for a step past astra's size limits, before building it where the inputs

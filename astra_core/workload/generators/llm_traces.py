@@ -21,9 +21,10 @@ from array import array
 from copy import deepcopy
 from typing import Any, cast
 
+from astra_core.collector import few_passes, paused
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra_types import COMM_STREAM
-from astra_core.workload.et_decode import ETNode, RankTrace, gc_paused
+from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
 from astra_core.workload.generators.llm_writer import (
     llm_metadata,
@@ -45,7 +46,7 @@ def llm_traces(wl, label: str = "gen-llm") -> tuple[list[RankTrace], dict[str, l
     wl = dataclasses.replace(wl, layout=deepcopy(wl.layout))
     metadata = dict(llm_metadata(wl))
     cache: dict = {}
-    with gc_paused():  # hundreds of thousands of nodes and no reference cycle
+    with few_passes(), paused():  # hundreds of thousands of nodes and no reference cycle
         traces = [
             RankTrace(f"{label}.{rank}.et", _rank_nodes(wl, rank, cache), CHAKRA_VERSION, metadata, rank)
             for rank in range(wl.layout.npus)
