@@ -37,7 +37,7 @@ from astra_core.workload.et_decode import (
     metadata_and_spans,
     metadata_attrs,
 )
-from astra_core.workload.et_peers import PeerPlan, peer_key, split_peers, with_peers
+from astra_core.workload.et_peers import GroupPlan, PeerPlan, peer_key, split_groups, split_peers, with_peers
 
 __all__ = [
     "COMM_TYPE_NAMES",
@@ -166,8 +166,12 @@ def _parse_like(
 ) -> RankTrace:
     """Parse one file of :func:`read_workload`: as a template's nodes with other peers
     when its bytes equal but for the peer values a file parsed before (``templates``:
-    bytes without peer values -> :class:`~astra_core.workload.et_peers.PeerPlan`, trace),
-    else in full (and streamed when it has more than ``max_nodes`` nodes)."""
+    bytes without peer values -> :class:`~astra_core.workload.et_peers.PeerPlan`, trace);
+    as a template's nodes with other groups and peers when they equal but for those
+    (``templates[("groups", bytes without either)]``: a
+    :class:`~astra_core.workload.et_peers.GroupPlan`, trace; the ranks of a pipeline
+    stage, whose groups differ, then time as one); else in full (and streamed when it
+    has more than ``max_nodes`` nodes)."""
     rest, values = split_peers(data)
     known = templates.get(rest)
     if known is not None and known[0].values == len(values):
@@ -175,6 +179,13 @@ def _parse_like(
         with paused():
             nodes = plan.nodes_with(values)
         return RankTrace(fname, nodes, template.version, template.metadata, rank)
+    bare, names = split_groups(rest)
+    like = templates.get(("groups", bare))
+    if like is not None and like[0].peers.values == len(values):
+        with paused():
+            renamed = like[0].nodes_with(names, values)
+        if renamed is not None:
+            return RankTrace(fname, renamed, like[1].version, like[1].metadata, rank)
     slots: list[tuple[int, int]] = []
     parsed = _parse(data, fname, rank, shared, max_nodes, slots)
     if parsed is None:
@@ -182,8 +193,12 @@ def _parse_like(
     plan = PeerPlan(cast(list, parsed.nodes), slots)
     # every value split_peers cut out is one the decoder read (and no other): then a file
     # of the same other bytes has its values in the same places
-    if values and plan.values == len(values):
-        templates[rest] = (plan, parsed)
+    if plan.values == len(values):
+        if values:
+            templates[rest] = (plan, parsed)
+        group = GroupPlan.of(plan, names) if names else None
+        if group is not None:
+            templates.setdefault(("groups", bare), (group, parsed))
     return parsed
 
 
@@ -212,7 +227,9 @@ def read_workload(
     group's collectives) are decoded once and shared, and a file equal to one
     read before but for its peer ranks (a tensor-parallel ring's sends and
     receives) is that file's nodes with its own peers
-    (:mod:`~astra_core.workload.et_peers`).
+    (:mod:`~astra_core.workload.et_peers`); one equal but for its peers and the names of
+    its groups (the ranks of a pipeline stage) is that file's nodes renamed, and rank
+    symmetry compares the two ranks' timings once.
 
     Raises :class:`TraceError` naming the prefix and the counts when the
     number of trace files differs from ``npus_count``: a rank's file is
@@ -235,7 +252,7 @@ def read_workload(
     # bytes of thousands of differing files are not kept
     by_digest: dict[tuple[int, bytes], RankTrace] = {}
     shared: dict = {}
-    templates: dict[bytes, tuple[PeerPlan, RankTrace]] = {}  # see _parse_like
+    templates: dict = {}  # see _parse_like
     most_nodes = streaming.MAX_DECODED_NODES
     traces = []
     missing = []

@@ -28,6 +28,7 @@ from typing import cast
 from astra_core.workload.et_decode import ETNode
 
 __all__ = [
+    "GroupPlan",
     "GroupTemplate",
     "PeerNode",
     "PeerNodes",
@@ -35,6 +36,7 @@ __all__ = [
     "RolePeers",
     "TemplatePeers",
     "peer_key",
+    "split_groups",
     "split_peers",
     "with_peers",
 ]
@@ -179,6 +181,28 @@ def split_peers(data: bytes) -> tuple[bytes, list[bytes]]:
     return b"".join(parts), values
 
 
+# A group name given as a string: an AttributeProto's name (field 1) "pg_name" and its
+# string_val (field 29, tag 0xea 0x01), whose one-byte length (group 1) the name follows.
+_GROUP_NAME = re.compile(rb"\n\x07pg_name\xea\x01([\x00-\x7f])")
+
+
+def split_groups(data: bytes) -> tuple[bytes, list[bytes]]:
+    """(the bytes of a trace file without the group names its collectives give as
+    strings, those names' bytes in file order). Ranks whose files differ only in the
+    names of their groups, of equal lengths, and in their peers get equal first parts of
+    :func:`split_peers` and then of this."""
+    parts, names, at = [], [], 0
+    for match in _GROUP_NAME.finditer(data):
+        start = match.end()
+        if match.start() < at:  # inside a name cut out: the decoder's check rejects the file
+            continue
+        parts.append(data[at:start])
+        at = start + match.group(1)[0]
+        names.append(data[start:at])
+    parts.append(data[at:])
+    return b"".join(parts), names
+
+
 class PeerNodes(list):
     """A rank's node list made from a template's (:meth:`PeerPlan.nodes_with`): equal,
     node for node, to ``template`` (a list) but for the peer ranks of some nodes. What
@@ -255,6 +279,67 @@ class PeerPlan:
             at += 1
             nodes[index] = with_peers(node, src, dst)
         return nodes
+
+
+class GroupPlan:
+    """Where the group names of one parsed file (the first of its kind) are in its node
+    list, so that a file equal to it but for those names and its peer values is its nodes
+    with the other groups and peers, timing as the first's (a :class:`GroupTemplate` of it).
+
+    ``peers``: the file's :class:`PeerPlan`; ``positions``: the index of the node of each
+    name :func:`split_groups` cut out, in file order; ``names``: those names, as decoded.
+    Made by :meth:`of`, which checks that the names cut out are exactly the ones the
+    decoder read."""
+
+    __slots__ = ("peers", "positions", "names", "_renamed")
+
+    def __init__(self, peers: PeerPlan, positions: list[int], names: list[str]):
+        self.peers = peers
+        self.positions = positions
+        self.names = names
+        self._renamed: dict[tuple[int, str], ETNode] = {}  # (position, name) -> copy, shared by ranks
+
+    @classmethod
+    def of(cls, peers: PeerPlan, cut: list[bytes]) -> GroupPlan | None:
+        """The plan of ``peers.nodes`` whose file's group names :func:`split_groups` cut
+        out as ``cut``; None unless each node naming a group is one of them, in order, and
+        none of them is a send or receive made from another (a :class:`PeerNode`)."""
+        positions, names = [], []
+        for i, node in enumerate(peers.nodes):
+            if node.pg_name is not None:
+                positions.append(i)
+                names.append(node.pg_name)
+        if len(positions) != len(cut) or any(n.encode() != raw for n, raw in zip(names, cut)):
+            return None
+        if any(isinstance(peers.nodes[i], PeerNode) for i in positions):
+            return None
+        return cls(peers, positions, names)
+
+    def nodes_with(self, cut: list[bytes], values: list[bytes]) -> PeerNodes | None:
+        """The first file's nodes with the group names ``cut`` (from :func:`split_groups`)
+        and the peer values ``values`` (from :func:`split_peers`) of a file whose other
+        bytes equal the first's; None unless the names replace the first's one to one."""
+        names: dict[str, str] = {}
+        back: dict[str, str] = {}
+        for old, raw in zip(self.names, cut):
+            try:
+                new = raw.decode()
+            except UnicodeDecodeError:
+                return None
+            if names.setdefault(old, new) != new or back.setdefault(new, old) != old:
+                return None
+        first = self.peers.nodes
+        template = GroupTemplate(first, first, names)
+        renamed = self._renamed
+        for i, old in zip(self.positions, self.names):
+            new = names[old]
+            if new != old:
+                node = renamed.get((i, new))
+                if node is None:
+                    node = renamed[(i, new)] = first[i].copy()
+                    node.pg_name = new
+                template[i] = node
+        return PeerPlan(template, self.peers.slots).nodes_with(values)
 
 
 class RolePeers:

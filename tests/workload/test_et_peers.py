@@ -9,7 +9,17 @@ from astra_core.workload import chakra
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra import read_rank_trace, read_workload
 from astra_core.workload.et_decode import ETNode, decode_node
-from astra_core.workload.et_peers import DST_FIRST, SRC_FIRST, SRC_ONLY, peer_key, split_peers, with_peers
+from astra_core.workload.et_peers import (
+    DST_FIRST,
+    SRC_FIRST,
+    SRC_ONLY,
+    GroupTemplate,
+    peer_key,
+    split_groups,
+    split_peers,
+    with_peers,
+)
+from astra_core.workload.graph import build_graphs, timing_key
 from astra_core.workload.writer import make_node, write_rank_trace
 
 
@@ -182,6 +192,82 @@ def test_a_generated_step_runs_the_same_read_either_way(tmp_path, monkeypatch):
     monkeypatch.setattr(chakra, "split_peers", lambda data: (data, []))
     monkeypatch.setattr(chakra, "peer_key", lambda payload: None)
     assert not any(type(t.nodes).__name__ == "PeerNodes" for t in read_workload(tmp_path / "llm", 8))
+    runs.append(simulate(tmp_path / "llm", system, network, comm_groups=groups))
+    assert runs[0].symmetric and runs[1].symmetric
+    assert [(r.finish_ns, r.exposed_comm_ns) for r in runs[0].ranks] == [
+        (r.finish_ns, r.exposed_comm_ns) for r in runs[1].ranks
+    ]
+
+
+def _group_files(tmp_path, names_by_rank):
+    """One file per rank: a compute node, then an all-reduce in each group of the rank's
+    list (``names_by_rank[rank]``), each after the one before, and a send to the next rank."""
+    ranks = len(names_by_rank)
+    for rank, names in enumerate(names_by_rank):
+        nodes = [make_node(1, "gemm", pb.COMP_NODE, num_ops=10**9, tensor_size=1 << 20)]
+        for i, name in enumerate(names):
+            nodes.append(
+                make_node(
+                    2 + i, f"ar{i}", pb.COMM_COLL_NODE, data_deps=[1 + i], comm_type=pb.ALL_REDUCE, comm_size=1 << 20, pg_name=name
+                )
+            )  # fmt: skip
+        nodes.append(_send(rank, (rank + 1) % ranks, node_id=2 + len(names)))
+        write_rank_trace(tmp_path / f"t.{rank}.et", nodes)
+    return tmp_path / "t"
+
+
+def test_split_groups_cuts_the_names_in_file_order(tmp_path):
+    _group_files(tmp_path, [["a", "bb"], ["c", "dd"]])
+    bare, names = split_groups(split_peers((tmp_path / "t.0.et").read_bytes())[0])
+    assert names == [b"a", b"bb"]
+    assert bare == split_groups(split_peers((tmp_path / "t.1.et").read_bytes())[0])[0]
+
+
+def test_files_equal_but_for_groups_and_peers_read_as_the_full_decoder_and_time_as_one(tmp_path):
+    names = [
+        ["a", "b", "a"],
+        ["c", "d", "c"],  # one to one: the first's nodes renamed, timing as the first
+        ["b", "a", "b"],  # the first's names swapped: one to one too
+        ["e", "e", "e"],  # two of the first's groups in one: decoded in full
+        ["f", "gg", "f"],  # a longer name: other bytes, decoded in full
+    ]
+    prefix = _group_files(tmp_path, names)
+    traces = _same_as_full_decode(prefix, len(names))
+    graphs = build_graphs(traces)
+    timings = [timing_key(g.nodes) for g in graphs]
+    assert timings[0] == timings[1] == timings[2]
+    assert len({timings[0], timings[3], timings[4]}) == 3
+    renamed = traces[1].nodes.template
+    assert isinstance(renamed, GroupTemplate) and renamed.timing is traces[0].nodes
+    assert renamed.names == {"a": "c", "b": "d"}
+    assert traces[1].nodes[0] is traces[0].nodes[0]  # what names no group is shared
+    assert [n.pg_name for n in traces[2].nodes[1:4]] == ["b", "a", "b"]
+
+
+def test_a_generated_step_runs_the_same_with_its_groups_read_as_renames(tmp_path, monkeypatch):
+    """Data, tensor and pipeline parallelism on 2 x 2 x 2 ranks of one dimension: each
+    rank names its own groups; the run read with the ranks of a stage as one template renamed gives every rank
+    the times of the run read with each rank's file decoded on its own."""
+    from astra_core.api import simulate
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import ModelConfig
+    from tests.workload.generators.conftest import write_network, write_system
+
+    cfg = LLMConfig(
+        ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200, seq_len=2048), GPUS["a100"], dp=2, tp=2, pp=2, microbatches=4, dims=[8],
+    )  # fmt: skip
+    _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
+    network, system = write_network(tmp_path, [8]), write_system(tmp_path, 1)
+    traces = _same_as_full_decode(tmp_path / "llm", 8)
+    assert sum(isinstance(getattr(t.nodes, "template", None), GroupTemplate) for t in traces) >= 4
+    assert len({timing_key(g.nodes) for g in build_graphs(traces)}) == 2  # one per stage
+    runs = [simulate(tmp_path / "llm", system, network, comm_groups=groups)]
+    monkeypatch.setattr(chakra, "split_groups", lambda data: (data, []))
+    assert not any(
+        isinstance(getattr(t.nodes, "template", None), GroupTemplate)
+        for t in read_workload(tmp_path / "llm", 8)
+    )
     runs.append(simulate(tmp_path / "llm", system, network, comm_groups=groups))
     assert runs[0].symmetric and runs[1].symmetric
     assert [(r.finish_ns, r.exposed_comm_ns) for r in runs[0].ranks] == [
