@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from astra_core.cli.stopwatch import Stopwatch
+from astra_core.collector import few_passes
 from astra_core.config.dims import parse_dims
 from astra_core.outputs import any_stdout
 
@@ -148,13 +149,14 @@ def run(
         _estimate(spec, files, plots_dir)
         return
     watch.start_simulation()
-    # A progress line on stderr while it is a terminal, none otherwise.
-    result = run(spec, progress=True, on_estimate=_say_if_long)
-    watch.end_simulation()
-    # With an output on standard output ("-"), the table and messages go to stderr.
-    console = Console(stderr=any_stdout(files.values()))
-    _print_run(result, console, workload)
-    _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
+    with few_passes():  # the report's passes too kept off the run's results
+        # A progress line on stderr while it is a terminal, none otherwise.
+        result = run(spec, progress=True, on_estimate=_say_if_long)
+        watch.end_simulation()
+        # With an output on standard output ("-"), the table and messages go to stderr.
+        console = Console(stderr=any_stdout(files.values()))
+        _print_run(result, console, workload)
+        _write_outputs(result, console, json_path, timeline, csv_path, parquet_path, plots_dir)
     console.print(watch.line(), highlight=False, soft_wrap=True)
 
 
