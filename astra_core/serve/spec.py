@@ -57,7 +57,7 @@ from astra_core.config.issues import Problems
 from astra_core.config.model import ConfigModel, int_in, number_in, one_of, raise_problems, validate_mapping
 from astra_core.serve.deployment import Deployment, engine_defaults
 from astra_core.serve.engine import ROUTERS
-from astra_core.serve.requests import Request, generate_requests, read_requests
+from astra_core.serve.requests import LENGTH_DISTRIBUTIONS, Request, generate_requests, read_requests
 
 __all__ = ["EngineSpec", "PoolSpec", "RequestsSpec", "ServeSpec", "load_serve_spec"]
 
@@ -102,6 +102,9 @@ class RequestsSpec(ConfigModel):
                     if k not in generated
                 ]
             )
+        if isinstance(self.lengths, str) and self.lengths not in LENGTH_DISTRIBUTIONS:
+            known = ", ".join(sorted(LENGTH_DISTRIBUTIONS))
+            raise_problems([("lengths", f"unknown distribution {self.lengths!r}; known: {known}")])
         if isinstance(self.lengths, list) and len(self.lengths) != 2:
             raise_problems(
                 [

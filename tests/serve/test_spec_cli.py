@@ -62,6 +62,10 @@ def test_the_engine_defaults_are_vllms_for_the_gpu(tmp_path):
         ),
         ({"requests": {"count": 4, "rate": 1.0}}, "serve.yaml: requests: lengths: missing"),
         ({"requests": {"file": "r.csv", "rate": 1.0}}, "serve.yaml: requests: rate: give either file"),
+        (
+            {"requests": {"count": 4, "rate": 1.0, "lengths": "sharegpt"}},
+            "serve.yaml: requests: lengths: unknown distribution 'sharegpt'; known: azure-code-2023",
+        ),
         ({"slo": {"ttft": -1}}, "serve.yaml: slo"),
         (
             {"engine": {"capacity_policy": "evict"}},
