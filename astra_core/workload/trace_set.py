@@ -37,9 +37,10 @@ class StagedTraceSet:
     keeps a small file (the comm-group JSON) that is written with the traces.
     """
 
-    def __init__(self, prefix: str | os.PathLike, folder: Path):
+    def __init__(self, prefix: str | os.PathLike, folder: Path, what: str = "--output"):
         self.prefix = os.fspath(prefix)
         self.folder = folder  # the staging folder
+        self.what = what  # the option that named the prefix, for messages
         self.moves: list[tuple[Path, Path]] = []  # (staged, final)
         self.extras: list[tuple[Path, bytes]] = []
 
@@ -57,7 +58,12 @@ class StagedTraceSet:
 
     def _commit(self) -> None:
         for staged, final in self.moves:
-            os.replace(staged, final)
+            if os.path.islink(final) or (os.path.lexists(final) and not final.is_file()):
+                # a link keeps being a link, a FIFO or device is written through
+                # (astra_core.outputs): the file, not the name, takes the trace
+                write_bytes(final, staged.read_bytes(), self.what)
+            else:
+                os.replace(staged, final)
         for path, data in self.extras:
             write_bytes(path, data)
 
@@ -89,7 +95,7 @@ def staged_trace_set(prefix: str | os.PathLike, what: str = "--output") -> Itera
     except OSError as exc:
         _remove_empty(created)
         raise ConfigError(f"{what} {prefix}: cannot write the traces: {exc.strerror or exc}") from None
-    stage = StagedTraceSet(prefix, folder)
+    stage = StagedTraceSet(prefix, folder, what)
     done = False
     try:
         yield stage

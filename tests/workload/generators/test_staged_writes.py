@@ -101,3 +101,24 @@ def test_the_size_estimate_does_not_renumber_comm_groups(tmp_path, tiny_dense):
     rendered = [llm_writer._render(plain, rank, cache) for rank in range(plain.layout.npus)]
     assert [p.read_bytes().endswith(r) for p, r in zip(paths, rendered)] == [True] * 8
     assert json.loads(groups.read_text()) == plain.layout.groups
+
+
+def test_rank_files_that_are_links_or_fifos_are_written_through(tmp_path):
+    """A rank file that is a symbolic link keeps being a link (its target takes the
+    trace), one that is a FIFO is written through to its reader, as every output is."""
+    import os
+    import threading
+
+    target = tmp_path / "kept" / "rank0.et"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    (tmp_path / "t.0.et").symlink_to(target)
+    os.mkfifo(tmp_path / "t.1.et")
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append((tmp_path / "t.1.et").read_bytes()), daemon=True)
+    reader.start()
+    micro.write_micro("all-reduce", 1024, 4, tmp_path / "t")
+    reader.join(timeout=30)  # a guard: the write has happened by now
+    assert (tmp_path / "t.0.et").is_symlink() and target.read_bytes() != b"old"
+    assert target.read_bytes()[:40] == (tmp_path / "t.2.et").read_bytes()[:40]  # a trace's header
+    assert (tmp_path / "t.1.et").is_fifo() and read and len(read[0]) == (tmp_path / "t.2.et").stat().st_size
