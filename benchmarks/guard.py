@@ -8,7 +8,8 @@ quote: the general path (every rank simulated, as upstream does) at 1,024 and 25
 (one chunk, and four chunks on the 432-host fat-tree, where flows of later chunks
 start at every delivery), its 4,096-GPU rail ring, a Llama-3-8B step on ns3, 16
 jobs on one cluster, the symmetric 8,192-GPU Llama 3 405B step and two validation
-rows (generated, then simulated from memory).
+rows (generated, then simulated from memory), and a 512-GPU step simulated from the
+trace files ``astra gen llm`` writes.
 
 ``benchmarks/results/speed_record.json`` holds the last accepted figures and their
 commit. This machine's speed drifts by up to 1.6x within an hour (a shared 2-core
@@ -119,6 +120,30 @@ def _cluster(folder: Path) -> Callable[[], float]:
     return run
 
 
+def _files_llama(folder: Path) -> Callable[[], float]:
+    """Llama 3 70B in FP8 on 512 H100s (TP 8, CP 2, PP 4 x 5 virtual stages, DP 8, 32
+    micro-batches), written by ``astra gen llm``'s writer (no ``--dims``: every
+    collective names its group) and simulated from the files: the reader's templates
+    (ranks equal but for their peers and group names)."""
+    import json
+
+    from astra_core.config.system import nccl_system
+    from astra_core.workload.generators.gpus import GPUS
+    from astra_core.workload.generators.llm import LLMConfig, generate_llm, write_llm
+    from astra_core.workload.generators.models import MODELS
+
+    cfg = LLMConfig(
+        MODELS["llama3-70b"], GPUS["h100"], dp=8, tp=8, pp=4, cp=2, virtual_stages=5, global_batch=256,
+        seq_len=8192, precision="fp8",
+    )  # fmt: skip
+    write_llm(generate_llm(cfg), folder / "t")
+    (folder / "system.json").write_text(json.dumps(nccl_system("H100")))
+    (folder / "network.yml").write_text(
+        "topology: [Switch, Switch]\nnpus_count: [8, 64]\nbandwidth: [419.09, 46.57]\nlatency: [936.25, 1350]\n"
+    )
+    return _simulate(folder / "t", folder / "system.json", network=str(folder / "network.yml"))
+
+
 def _row(module: str, index: int) -> Callable[[Path], Callable[[], float]]:
     def prepare(folder: Path) -> Callable[[], float]:
         sys.path.insert(0, str(ROOT / "validation"))  # scripts, not a package
@@ -157,6 +182,9 @@ CASES: dict[str, Case] = {
         "Nemotron-4 340B FP8 step, 1,024 H100s (validation row)", _row("h100_scale", 5)
     ),
     "sc21-gpt-39b": Case("GPT 39.1B step, 512 A100s (SC'21 Table 1 row)", _row("megatron", 4)),
+    "files-llama3-70b-512": Case(
+        "Llama 3 70B FP8 step, 512 H100s, simulated from its written traces", _files_llama
+    ),
 }
 
 
