@@ -225,9 +225,10 @@ class GroupTemplate(list):
     reads ``timing`` once for all of them. ``names`` maps each group name of ``timing``'s
     collectives to the one this list's collectives at the same positions name, one to one.
     The maker vouches for both (a generated step's ranks of one pipeline stage:
-    :func:`~astra_core.workload.generators.llm_traces.llm_traces`); the first of its kind
-    is its own ``timing`` (held as None: a list that held itself would be a reference
-    cycle, freed only by the cyclic collector) and renames nothing."""
+    :func:`~astra_core.workload.generators.llm_traces.llm_traces`; files whose bytes are
+    equal but for those: :class:`GroupPlan`, whose ``timing`` is the first file's list);
+    the first of its kind is its own ``timing`` (held as None: a list that held itself
+    would be a reference cycle, freed only by the cyclic collector) and renames nothing."""
 
     __slots__ = ("_timing", "names")
 
