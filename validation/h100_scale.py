@@ -236,7 +236,7 @@ TAIL = (
     "built in memory) and simulating the run in its own process (`--jobs` at a time, on a 2-core "
     "machine shared with other work), `peak GiB` that process's peak resident memory.\n\n"
     "Regenerate with `.venv/bin/python validation/h100_scale.py --rows 1-7 --jobs 2 "
-    "--markdown docs/validation-h100.md` (about 4 minutes; the 128K run takes about 4 GiB)."
+    "--markdown docs/validation-h100.md` (about a minute on 2 cores; the 128K run takes about 1 GiB)."
 )
 
 

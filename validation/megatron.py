@@ -162,7 +162,7 @@ LEFT_OUT = (
     "timers around every pass and pipeline transfer, and the data loader. "
     "`run s` is the wall time of generating and simulating the row on one core.\n\n"
     "Regenerate with `.venv/bin/python validation/megatron.py --rows 1-10 --markdown "
-    "docs/validation-megatron.md` (about 4 minutes on one core)."
+    "docs/validation-megatron.md` (about a minute on one core)."
 )
 
 
