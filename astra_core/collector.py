@@ -19,12 +19,15 @@ such passes, 21 s of a 131 s run, collecting 100 objects in all).
   what is still alive joins the oldest generation without a pass
   (``gc.unfreeze``). Where something else uses the permanent generation
   (``gc.get_freeze_count()`` is not 0 on the outermost entry, e.g. a server that
-  froze its objects before forking), the blocks set nothing apart.
+  froze its objects before forking), the blocks set nothing apart. A process
+  forked inside a block (a worker of :mod:`astra_core.workers`) starts with none
+  open and nothing set apart.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +68,22 @@ def paused() -> Iterator[None]:
             gc.enable()
 
 
+def _forked() -> None:
+    """In a process forked inside a :func:`few_passes` block (a worker of
+    :mod:`astra_core.workers`, which never returns into its parent's code): none of the
+    parent's blocks is the child's to end, so it starts with none open, nothing set
+    apart and a lock no thread of its parent's may hold."""
+    global _lock, _depth, _owned
+    _lock = threading.Lock()
+    if _owned:
+        gc.unfreeze()
+    _depth, _owned = 0, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 @contextmanager
 def few_passes() -> Iterator[None]:
     """Generate, prepare or run with the collector's passes kept off astra's
@@ -82,7 +101,7 @@ def few_passes() -> Iterator[None]:
     finally:
         with _lock:
             gc.set_threshold(*before)
-            _depth -= 1
+            _depth = max(0, _depth - 1)  # 0 in a child forked inside (see _forked)
             if _depth == 0 and _owned:
                 gc.unfreeze()
                 _owned = False

@@ -60,3 +60,23 @@ def test_a_permanent_generation_in_use_elsewhere_is_left_alone():
         assert gc.get_freeze_count() == frozen
     assert gc.get_freeze_count() == frozen  # not unfrozen either
     del mine, built
+
+
+def test_a_process_forked_inside_starts_with_nothing_set_apart():
+    """A worker forked inside a block (astra_core.workers' forks never return into their
+    parent's code) must not keep its objects out of every pass for good."""
+    import os
+
+    import astra_core.collector as collector
+
+    with few_passes():
+        assert gc.get_freeze_count() > 0
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 when its state is clean
+            clean = gc.get_freeze_count() == 0 and collector._depth == 0 and not collector._owned
+            with few_passes():  # and a block of its own sets apart and ends as usual
+                clean = clean and gc.get_freeze_count() > 0
+            os._exit(0 if clean and gc.get_freeze_count() == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert gc.get_freeze_count() > 0  # the parent's block is still its own
+    assert os.waitstatus_to_exitcode(status) == 0
