@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import cast
 
@@ -36,6 +36,7 @@ __all__ = [
     "RolePeers",
     "TemplatePeers",
     "peer_key",
+    "renames",
     "split_groups",
     "split_peers",
     "with_peers",
@@ -282,6 +283,18 @@ class PeerPlan:
         return nodes
 
 
+def renames(pairs: Iterable[tuple[str, str]]) -> dict[str, str] | None:
+    """Each group name -> the name that stands in its place, from ``pairs`` (first, other)
+    at the same positions of two templates; None unless that is one to one (two of the
+    first's groups in one of the other's, or one of the first's named two ways: the
+    other then times on its own)."""
+    names: dict[str, str] = {}
+    for old, new in pairs:
+        if names.setdefault(old, new) != new:
+            return None
+    return names if len(set(names.values())) == len(names) else None
+
+
 class GroupPlan:
     """Where the group names of one parsed file (the first of its kind) are in its node
     list, so that a file equal to it but for those names and its peer values is its nodes
@@ -320,15 +333,12 @@ class GroupPlan:
         """The first file's nodes with the group names ``cut`` (from :func:`split_groups`)
         and the peer values ``values`` (from :func:`split_peers`) of a file whose other
         bytes equal the first's; None unless the names replace the first's one to one."""
-        names: dict[str, str] = {}
-        back: dict[str, str] = {}
-        for old, raw in zip(self.names, cut):
-            try:
-                new = raw.decode()
-            except UnicodeDecodeError:
-                return None
-            if names.setdefault(old, new) != new or back.setdefault(new, old) != old:
-                return None
+        try:
+            names = renames(zip(self.names, (raw.decode() for raw in cut)))
+        except UnicodeDecodeError:
+            return None
+        if names is None:
+            return None
         first = self.peers.nodes
         template = GroupTemplate(first, first, names)
         renamed = self._renamed

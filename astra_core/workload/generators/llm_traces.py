@@ -25,7 +25,7 @@ from astra_core.collector import few_passes, paused
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.chakra_types import COMM_STREAM
 from astra_core.workload.et_decode import ETNode, RankTrace
-from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers
+from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers, renames
 from astra_core.workload.generators.llm_writer import (
     llm_metadata,
     node_fields,
@@ -151,13 +151,9 @@ def _renames(first: dict, places: dict) -> dict[str, str] | None:
     """Each group the placements ``first`` of a template's roles name -> the one
     ``places`` names for the same role; None unless that is one to one (two roles of one
     group in one template, of two in the other: the template then times on its own)."""
-    names: dict[str, str] = {}
-    for role, place in first.items():
-        if place.kind == "group":
-            name = str(places[role].value)
-            if names.setdefault(str(place.value), name) != name:
-                return None
-    return names if len(set(names.values())) == len(names) else None
+    return renames(
+        (str(place.value), str(places[role].value)) for role, place in first.items() if place.kind == "group"
+    )
 
 
 def _own_peers(wl, p: int, rank: int, peer_slots: list[int], cache: dict) -> RolePeers:
