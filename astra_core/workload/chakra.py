@@ -177,13 +177,13 @@ def _parse_like(
     if known is not None and known[0].values == len(values):
         plan, template = known
         with paused():
-            nodes = plan.nodes_with(values)
+            nodes = plan.nodes_with(values, rank)
         return RankTrace(fname, nodes, template.version, template.metadata, rank)
     bare, names = split_groups(rest)
     like = templates.get(("groups", bare))
     if like is not None and like[0].peers.values == len(values):
         with paused():
-            renamed = like[0].nodes_with(names, values)
+            renamed = like[0].nodes_with(names, values, rank)
         if renamed is not None:
             return RankTrace(fname, renamed, like[1].version, like[1].metadata, rank)
     slots: list[tuple[int, int]] = []
@@ -196,6 +196,10 @@ def _parse_like(
     if plan.values == len(values):
         if values:
             templates[rest] = (plan, parsed)
+            # kept by role as the files made from it will be: rank symmetry then compares like with like
+            kept = plan.by_role(values, rank)
+            if kept is not None:
+                parsed = RankTrace(fname, cast(list, kept), parsed.version, parsed.metadata, rank)
         group = GroupPlan.of(plan, names) if names else None
         if group is not None:
             templates.setdefault(("groups", bare), (group, parsed))

@@ -25,6 +25,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import cast
 
+import numpy as np
+
+from astra_core.workload.chakra_types import NodeType
 from astra_core.workload.et_decode import ETNode
 
 __all__ = [
@@ -252,20 +255,30 @@ class PeerPlan:
     how many values they hold. The caller makes sure that :func:`split_peers` finds
     exactly these values in the template (no other match of the pattern)."""
 
-    __slots__ = ("nodes", "slots", "values", "_ints")
+    __slots__ = ("nodes", "slots", "values", "_ints", "_roles")
 
     def __init__(self, nodes: list[ETNode], slots: list[tuple[int, int]]):
         self.nodes = nodes
         self.slots = slots
         self.values = sum(1 if order in (SRC_ONLY, DST_ONLY) else 2 for _, order in slots)
         self._ints: dict[bytes, int] = {}
+        self._roles = _Roles.of(self)
 
-    def nodes_with(self, values: list[bytes]) -> PeerNodes:
-        """The template's nodes with the peer values ``values`` (from :func:`split_peers`
-        of a file whose other bytes equal the template's)."""
+    def nodes_with(
+        self, values: list[bytes], rank: int, template: list[ETNode] | None = None
+    ) -> Sequence[ETNode]:
+        """The template's nodes (or ``template``'s, equal to them but for group names)
+        with the peer values ``values`` (from :func:`split_peers` of rank ``rank``'s file,
+        whose other bytes equal the template's): a :class:`TemplatePeers` when each send
+        and receive has the rank at its own end and its peer is the one of its role (the
+        template's peer value, :class:`_Roles`), else a :class:`PeerNodes`."""
+        base = self.nodes if template is None else template
+        kept = self.by_role(values, rank, base)
+        if kept is not None:
+            return kept
         ints = self._ints  # a rank's varint bytes -> its number, decoded once
         numbers = [ints[raw] if raw in ints else ints.setdefault(raw, _varint(raw)) for raw in values]
-        nodes = PeerNodes(self.nodes, self.nodes)
+        nodes = PeerNodes(base, base)
         at = 0
         for index, order in self.slots:
             node = nodes[index]
@@ -281,6 +294,92 @@ class PeerPlan:
             at += 1
             nodes[index] = with_peers(node, src, dst)
         return nodes
+
+    def by_role(
+        self, values: list[bytes], rank: int, template: list[ETNode] | None = None
+    ) -> TemplatePeers | None:
+        """The template's nodes (or ``template``'s) with the peer values ``values`` of
+        rank ``rank``'s file kept by role (:class:`_Roles`), or None where a send or
+        receive does not name the rank at its own end or the peer of its role."""
+        if self._roles is None:
+            return None
+        own = self._roles.peers(values, rank)
+        if own is None:
+            return None
+        return TemplatePeers(self.nodes if template is None else template, self._roles.slot_of, own)
+
+
+def _numbers(values: list[bytes]) -> np.ndarray:
+    """The unsigned varints ``values`` (each ending at its one byte below 0x80, as
+    :func:`split_peers` cuts them) as integers."""
+    raw = np.frombuffer(b"".join(values), dtype=np.uint8)
+    if not len(raw):
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], raw[:-1] < 0x80)))
+    within = np.arange(len(raw)) - np.repeat(starts, np.diff(np.append(starts, len(raw))))
+    return np.add.reduceat((raw & 0x7F).astype(np.int64) << (7 * within), starts)
+
+
+class _Roles:
+    """A template's sends and receives as :class:`RolePeers` see them: the ``i``-th
+    (in file order) is at node position ``slots[i]`` (``slot_of``: the inverse), sends
+    when ``sends[i]``, and has role ``role_of[i]``: the number of its peer value in
+    the template's file (sends and receives of one peer share a role). In a file's
+    values (:func:`split_peers`) its own end is at ``own_at[i]`` and its peer at
+    ``peer_at[i]``; ``first_of`` is each role's first send or receive."""
+
+    __slots__ = ("slot_of", "role_of", "sends", "own_at", "peer_at", "first_of", "_role_of")
+
+    def __init__(self, slot_of: dict[int, int], sends: bytes, own_at, peer_at, template_peers: list[int]):
+        number: dict[int, int] = {}
+        role_of = [number.setdefault(peer, len(number)) for peer in template_peers]
+        self.slot_of = slot_of
+        self.sends = sends
+        self.own_at = np.asarray(own_at, dtype=np.int64)
+        self.peer_at = np.asarray(peer_at, dtype=np.int64)
+        self.role_of = array("q", role_of)
+        self._role_of = np.asarray(role_of, dtype=np.int64)
+        firsts: dict[int, int] = {}
+        for i, role in enumerate(role_of):
+            firsts.setdefault(role, i)
+        self.first_of = np.asarray(list(firsts.values()), dtype=np.int64)
+
+    @classmethod
+    def of(cls, plan: PeerPlan) -> _Roles | None:
+        """The roles of ``plan``'s sends and receives; None when one of them names only
+        one end (its other end is then not the rank itself)."""
+        slot_of: dict[int, int] = {}
+        sends, own_at, peer_at, template_peers = bytearray(), [], [], []
+        at = 0
+        for i, (index, order) in enumerate(plan.slots):
+            if order not in (SRC_FIRST, DST_FIRST):
+                return None
+            node = plan.nodes[index]
+            send = node.type == NodeType.COMM_SEND_NODE
+            src_at, dst_at = (at, at + 1) if order == SRC_FIRST else (at + 1, at)
+            at += 2
+            slot_of[index] = i
+            sends.append(send)
+            own_at.append(src_at if send else dst_at)
+            peer_at.append(dst_at if send else src_at)
+            peer = node.comm_dst if send else node.comm_src
+            if peer is None:
+                return None
+            template_peers.append(peer)
+        return cls(slot_of, bytes(sends), own_at, peer_at, template_peers)
+
+    def peers(self, values: list[bytes], rank: int) -> RolePeers | None:
+        """Rank ``rank``'s :class:`RolePeers` from its file's peer values, or None
+        unless each send and receive names the rank at its own end and the peer of
+        its role at the other."""
+        numbers = _numbers(values)
+        if len(numbers) != len(values) or not bool(np.all(numbers[self.own_at] == rank)):
+            return None
+        peers = numbers[self.peer_at]
+        by_role = peers[self.first_of]
+        if not np.array_equal(by_role[self._role_of], peers):
+            return None
+        return RolePeers(rank, self.role_of, self.sends, tuple(by_role.tolist()))
 
 
 def renames(pairs: Iterable[tuple[str, str]]) -> dict[str, str] | None:
@@ -329,7 +428,7 @@ class GroupPlan:
             return None
         return cls(peers, positions, names)
 
-    def nodes_with(self, cut: list[bytes], values: list[bytes]) -> PeerNodes | None:
+    def nodes_with(self, cut: list[bytes], values: list[bytes], rank: int) -> Sequence[ETNode] | None:
         """The first file's nodes with the group names ``cut`` (from :func:`split_groups`)
         and the peer values ``values`` (from :func:`split_peers`) of a file whose other
         bytes equal the first's; None unless the names replace the first's one to one."""
@@ -350,7 +449,7 @@ class GroupPlan:
                     node = renamed[(i, new)] = first[i].copy()
                     node.pg_name = new
                 template[i] = node
-        return PeerPlan(template, self.peers.slots).nodes_with(values)
+        return self.peers.nodes_with(values, rank, template)
 
 
 class RolePeers:

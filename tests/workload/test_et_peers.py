@@ -162,6 +162,22 @@ def test_odd_encodings_among_equal_files(tmp_path):
     _same_as_full_decode(_ring_files(tmp_path, 9, odd), 9)
 
 
+def test_peers_kept_by_role_only_where_each_file_follows_the_roles(tmp_path):
+    """Rank 0's send and receive name one peer: one role. A file whose send and receive
+    name two peers, or whose send is not from its own rank, keeps its peers node by node;
+    every file reads as the full decoder reads it."""
+    ends = {0: (0, 1, 1), 1: (1, 0, 0), 2: (2, 0, 1), 3: (5, 0, 0)}  # send from, send to, receive from
+    for rank, (src, dst, recv_from) in ends.items():
+        recv = make_node(
+            4, "r", pb.COMM_RECV_NODE, comm_size=64, comm_tag=7, comm_src=recv_from, comm_dst=rank
+        )
+        write_rank_trace(tmp_path / f"t.{rank}.et", [_send(src, dst), recv])
+    traces = _same_as_full_decode(tmp_path / "t", 4)
+    kinds = [type(t.nodes).__name__ for t in traces]
+    assert kinds == ["TemplatePeers", "TemplatePeers", "PeerNodes", "PeerNodes"]
+    assert traces[1].nodes.template is traces[0].nodes.template
+
+
 def test_split_peers_cuts_the_values_in_file_order(tmp_path):
     prefix = _ring_files(tmp_path, 4)
     rest, values = split_peers((tmp_path / "t.2.et").read_bytes())
@@ -187,11 +203,12 @@ def test_a_generated_step_runs_the_same_read_either_way(tmp_path, monkeypatch):
     _, groups = write_llm(generate_llm(cfg), tmp_path / "llm")
     network, system = write_network(tmp_path, [2, 2, 2]), write_system(tmp_path, 3)
     traces = read_workload(tmp_path / "llm", 8)
-    assert sum(type(t.nodes).__name__ == "PeerNodes" for t in traces) >= 4
+    assert sum(type(t.nodes).__name__ == "TemplatePeers" for t in traces) >= 4
     runs = [simulate(tmp_path / "llm", system, network, comm_groups=groups)]
     monkeypatch.setattr(chakra, "split_peers", lambda data: (data, []))
     monkeypatch.setattr(chakra, "peer_key", lambda payload: None)
-    assert not any(type(t.nodes).__name__ == "PeerNodes" for t in read_workload(tmp_path / "llm", 8))
+    kinds = {type(t.nodes).__name__ for t in read_workload(tmp_path / "llm", 8)}
+    assert not kinds & {"PeerNodes", "TemplatePeers"}
     runs.append(simulate(tmp_path / "llm", system, network, comm_groups=groups))
     assert runs[0].symmetric and runs[1].symmetric
     assert [(r.finish_ns, r.exposed_comm_ns) for r in runs[0].ranks] == [
@@ -238,7 +255,7 @@ def test_files_equal_but_for_groups_and_peers_read_as_the_full_decoder_and_time_
     assert timings[0] == timings[1] == timings[2]
     assert len({timings[0], timings[3], timings[4]}) == 3
     renamed = traces[1].nodes.template
-    assert isinstance(renamed, GroupTemplate) and renamed.timing is traces[0].nodes
+    assert isinstance(renamed, GroupTemplate) and renamed.timing is traces[0].nodes.template
     assert renamed.names == {"a": "c", "b": "d"}
     assert traces[1].nodes[0] is traces[0].nodes[0]  # what names no group is shared
     assert [n.pg_name for n in traces[2].nodes[1:4]] == ["b", "a", "b"]
