@@ -49,22 +49,22 @@ def merged(starts: npt.ArrayLike, ends: npt.ArrayLike) -> FlatSet:
     return _interleave(s[first], reach[last])
 
 
-def from_pairs(pairs: Sequence[Interval]) -> FlatSet:
-    """:func:`merged` of ``(start, end)`` pairs."""
-    if not pairs:
+def from_pairs(pairs: Sequence[Interval] | np.ndarray) -> FlatSet:
+    """:func:`merged` of ``(start, end)`` pairs (or an array of shape (n, 2))."""
+    if not len(pairs):
         return empty()
     array = np.asarray(pairs, dtype=np.float64).reshape(-1, 2)
     return merged(array[:, 0], array[:, 1])
 
 
-def from_flat(flat: Sequence[float] | npt.ArrayLike, extra: Sequence[Interval] = ()) -> FlatSet:
+def from_flat(flat: Sequence[float] | npt.ArrayLike, extra: Sequence[Interval] | np.ndarray = ()) -> FlatSet:
     """The set of a flat ``start, end, ...`` sequence (e.g. an ``array('d')``, read without
-    a copy where it allows) together with the ``extra`` pairs."""
+    a copy where it allows) together with the ``extra`` pairs (or an array of shape (n, 2))."""
     array = np.asarray(flat, dtype=np.float64)
-    if not extra and array.size % 2 == 0 and bool(np.all(array[1:] > array[:-1])):
+    more = np.asarray(extra, dtype=np.float64).reshape(-1, 2)
+    if not len(more) and array.size % 2 == 0 and bool(np.all(array[1:] > array[:-1])):
         return array  # already a set, as a rank's in-flight log is: no sort
-    if extra:
-        more = np.asarray(extra, dtype=np.float64).reshape(-1, 2)
+    if len(more):
         return merged(np.concatenate((array[0::2], more[:, 0])), np.concatenate((array[1::2], more[:, 1])))
     return merged(array[0::2], array[1::2])
 

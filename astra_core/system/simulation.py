@@ -36,7 +36,7 @@ from astra_core.system.collectives.registry import Collective
 from astra_core.system.context import build_context
 from astra_core.system.engine import EngineListener, RankEngine, TieOrderMatters
 from astra_core.system.fallback import announce_fallback, full_run
-from astra_core.system.floor_fold import FloorFold, FoldedTraffic, merged_log, with_traffic
+from astra_core.system.floor_fold import NO_INTERVALS, FloorFold, FoldedTraffic, merged_log, with_traffic
 from astra_core.system.memory_guard import check_memory_building, check_memory_left
 from astra_core.system.p2p import MessageMatcher
 from astra_core.system.records import PhaseTimes
@@ -290,7 +290,7 @@ class Simulation:
                 messages += folded.messages
                 message_bytes += folded.message_bytes
                 flights = {
-                    e.rank: merged_log(flights.get(e.rank, ()), folded.in_flight.get(e.rank, []))
+                    e.rank: merged_log(flights.get(e.rank, ()), folded.in_flight.get(e.rank, NO_INTERVALS))
                     for e in self.engines
                 }
         return RunResult(

@@ -235,8 +235,9 @@ def test_a_member_keeps_its_messages_in_flight_merged_not_two_per_message():
     assert traffic.messages == 2 * len(sent) > 2 * len(members)
     for m in members:
         mine = [(s + t, a + t) for t in starts for src, dst, _, s, a in sent if m in (src, dst)]
-        assert union(traffic.in_flight[m]) == union(mine)
-        assert traffic.in_flight[m] == union(traffic.in_flight[m])  # already merged and sorted
+        kept = [(s, e) for s, e in traffic.in_flight[m].tolist()]
+        assert union(kept) == union(mine)
+        assert len(kept) == len(union(kept))  # already merged
     assert sum(len(spans) for spans in traffic.in_flight.values()) < 2 * traffic.messages
 
 
@@ -269,7 +270,7 @@ def test_a_rank_of_many_folded_intervals_counts_them_as_the_list_arithmetic_does
 
     rng = np.random.default_rng(7)
     starts = rng.uniform(0.0, 1e6, 3000)
-    extra = [(float(s), float(s + d)) for s, d in zip(starts, rng.uniform(1.0, 500.0, 3000))]
+    extra = np.column_stack((starts, starts + rng.uniform(1.0, 500.0, 3000)))
     log = [t for i in range(1000) for t in (i * 1000.0, i * 1000.0 + 300.0)]
     comm = [(i * 5000.0, i * 5000.0 + 2000.0) for i in range(200)]
     result = RankResult(
@@ -283,3 +284,30 @@ def test_a_rank_of_many_folded_intervals_counts_them_as_the_list_arithmetic_does
     assert on_sets.comm_wait_ns == pytest.approx(on_lists.comm_wait_ns, rel=1e-12)
     assert on_sets.comm_ns > result.comm_ns and on_sets.comm_wait_ns < result.comm_wait_ns  # both moved
     assert log_on_sets == log_on_lists
+
+
+def test_two_classes_starting_apart_keep_every_members_messages_as_one_replay_gives_them():
+    """Nodes 0, 2 and nodes 1, 3 are two classes; on each of two calls the second class
+    starts a little later. Each call's messages, counts and every member's time in flight
+    are those of the whole collective replayed from its members' own starts."""
+    fold, members = tree_fold((1, 2))
+    calls = [(7, 1000.0, 1003.0), (8, 9000.0, 9001.5)]  # (stream, class of rank 0, class of rank 8)
+    for stream, early, late in calls:
+        fold.starts.append((0, CommType.ALL_REDUCE, members, 256, stream, early))
+        fold.starts.append((8, CommType.ALL_REDUCE, members, 256, stream, late))
+    traffic = fold.settle()
+    assert not isinstance(traffic, str), traffic
+    assert traffic.collectives == len(calls)
+    schedules = {m: fold.nccl.frozen_schedule(CommType.ALL_REDUCE, m, members, 256)[0] for m in members}
+    expected: dict[int, list] = {m: [] for m in members}
+    messages = 0
+    for _, early, late in calls:
+        # replayed from the first start (ns after it), as settle replays a pattern of starts
+        offsets = {m: 0.0 if (m // 8) % 2 == 0 else late - early for m in members}
+        found = replay(schedules, offsets, fold.message_ns)
+        messages += found.messages
+        for m, spans in found.flights.items():
+            expected[m].extend((s + early, e + early) for s, e in spans)
+    assert traffic.messages == messages
+    for m in members:
+        assert union([(s, e) for s, e in traffic.in_flight[m].tolist()]) == union(expected[m]), m
