@@ -404,13 +404,17 @@ class GroupPlan:
     Made by :meth:`of`, which checks that the names cut out are exactly the ones the
     decoder read."""
 
-    __slots__ = ("peers", "positions", "names", "_renamed")
+    __slots__ = ("peers", "positions", "names", "_raw", "_at", "_renamed")
 
     def __init__(self, peers: PeerPlan, positions: list[int], names: list[str]):
         self.peers = peers
         self.positions = positions
         self.names = names
-        self._renamed: dict[tuple[int, str], ETNode] = {}  # (position, name) -> copy, shared by ranks
+        self._raw = [name.encode() for name in names]
+        self._at: dict[str, list[int]] = {}  # name -> the positions that name it
+        for i, name in zip(positions, names):
+            self._at.setdefault(name, []).append(i)
+        self._renamed: dict[tuple[str, str], list[ETNode]] = {}  # (name, new name) -> copies, shared by ranks
 
     @classmethod
     def of(cls, peers: PeerPlan, cut: list[bytes]) -> GroupPlan | None:
@@ -432,22 +436,24 @@ class GroupPlan:
         """The first file's nodes with the group names ``cut`` (from :func:`split_groups`)
         and the peer values ``values`` (from :func:`split_peers`) of a file whose other
         bytes equal the first's; None unless the names replace the first's one to one."""
+        pairs = set(zip(self._raw, cut))  # (first's name, this file's), as bytes
         try:
-            names = renames(zip(self.names, (raw.decode() for raw in cut)))
+            names = renames((old.decode(), new.decode()) for old, new in pairs)
         except UnicodeDecodeError:
             return None
         if names is None:
             return None
         first = self.peers.nodes
         template = GroupTemplate(first, first, names)
-        renamed = self._renamed
-        for i, old in zip(self.positions, self.names):
-            new = names[old]
-            if new != old:
-                node = renamed.get((i, new))
-                if node is None:
-                    node = renamed[(i, new)] = first[i].copy()
+        for old, new in names.items():
+            if new == old:
+                continue
+            nodes = self._renamed.get((old, new))
+            if nodes is None:
+                nodes = self._renamed[(old, new)] = [first[i].copy() for i in self._at[old]]
+                for node in nodes:
                     node.pg_name = new
+            for i, node in zip(self._at[old], nodes):
                 template[i] = node
         return self.peers.nodes_with(values, rank, template)
 
