@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from copy import deepcopy
-from typing import Any, cast
+from typing import cast
 
 from astra_core.collector import few_passes, paused
 from astra_core.workload import et_def_pb2 as pb
@@ -179,35 +179,37 @@ def _node_at(
     peers (:func:`_rank_nodes` gives each rank its own), with its communicator's stride
     and size in ``layout``."""
     n = nodes[idx]
+    kind = n.type
     p, q = stage
-    place = places.get(n.role) if n.type == pb.COMM_COLL_NODE else None
+    if kind == pb.COMP_NODE:  # most nodes: made once per stage (and expert-parallel index)
+        duration_ns, fields = node_fields(n, q)
+        return ETNode(
+            ids[idx], n.name, kind, [ids[d] for d in n.deps], (), int(round(duration_ns / 1000)), **fields
+        )
+    if kind != pb.COMM_COLL_NODE:  # a send or receive: its communicator's attributes shared
+        group = cache.get(("p2p", n.role))
+        if group is None:
+            group = cache[("p2p", n.role)] = p2p_group_attrs(layout, n.role)
+        duration = int(round(n.duration_ns / 1000))
+        deps = [ids[d] for d in n.deps]
+        return ETNode(
+            ids[idx], n.name, kind, deps, (), duration, comm_tag=n.tag, comm_size=n.size, attrs=group or None
+        )
+    # a collective is asked for again for each template of its group
+    place = places.get(n.role)
     key: tuple = (p, idx) if place is None else (p, idx, place.kind, str(place.value))
     if n.by_ep is not None:
         key += (q,)
     node = cache.get(key)
     if node is None:
-        duration_ns = n.duration_ns
-        fields: dict[str, Any] = {}
-        if n.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
-            fields = {"comm_tag": n.tag, "comm_size": n.size}
-            group = p2p_group_attrs(layout, n.role)
-            if group:
-                fields["attrs"] = group
-        elif n.type == pb.COMP_NODE or place is not None:
-            duration_ns, fields = node_fields(n, q)
-            attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM) if k in fields}
-            if attrs:
-                fields["attrs"] = attrs
-            if place is not None and place.kind == "dims":
-                fields["involved_dim"] = tuple(bool(v) for v in place.value)
-            elif place is not None and place.kind == "group":
-                fields["pg_name"] = str(place.value)
-        node = cache[key] = ETNode(
-            ids[idx],
-            n.name,
-            n.type,
-            data_deps=[ids[d] for d in n.deps],
-            duration_micros=int(round(duration_ns / 1000)),
-            **fields,
-        )
+        duration_ns, fields = node_fields(n, q)
+        attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM) if k in fields}
+        if attrs:
+            fields["attrs"] = attrs
+        if place is not None and place.kind == "dims":
+            fields["involved_dim"] = tuple(bool(v) for v in place.value)
+        elif place is not None and place.kind == "group":
+            fields["pg_name"] = str(place.value)
+        deps = [ids[d] for d in n.deps]
+        node = cache[key] = ETNode(ids[idx], n.name, kind, deps, (), int(round(duration_ns / 1000)), **fields)
     return node
