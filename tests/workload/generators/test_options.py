@@ -188,6 +188,25 @@ def test_a_sequence_whose_flops_pass_int64_names_the_node_and_field(tiny_dense):
     )
 
 
+@pytest.mark.parametrize("scale", [0.9995, 1.0])
+def test_values_at_a_fields_edge_are_compared_exactly(scale):
+    """A value within 0.1 % under int64's largest fits; the float nearest that largest
+    (2^63, one past it) does not: the screen on arrays hands the edge to the exact check."""
+    from astra_core.workload import et_def_pb2 as pb
+    from astra_core.workload.generators.llm_size import check_values
+    from astra_core.workload.generators.llm_stage import StageNode
+
+    model = ModelConfig("m", layers=1, hidden=256, heads=4, ffn_hidden=1024, vocab=0)
+    fine = StageNode("fine", pb.COMP_NODE, duration_ns=1.0, flops=1e9)
+    edge = StageNode("edge", pb.COMP_NODE, duration_ns=1.0, flops=scale * float(2**63 - 1))
+    stages = [[fine, edge, fine]]
+    if scale < 1:
+        check_values(LLMConfig(model, H100), stages)
+    else:
+        with pytest.raises(ConfigError, match="node edge would need num_ops 9.223e"):
+            check_values(LLMConfig(model, H100), stages)
+
+
 def test_gen_llm_comm_groups_onto_a_rank_trace_is_refused(tmp_path):
     from tests.conftest import one_error_line
 
