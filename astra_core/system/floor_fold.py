@@ -284,6 +284,7 @@ class _Starts:
         return self.kinds[int(self.key[self.at[c], 0])]
 
     def entries(self, c: int) -> slice:
+        """Collective ``c``'s entries."""
         return slice(int(self.at[c]), int(self.at[c] + self.sizes[c]))
 
     def unmatched(self) -> str:
@@ -307,7 +308,8 @@ class _Starts:
         here = self.entries(c)
         mine = self.ranks[here]
         first = int(mine[np.argmin(self.entry_order[here])])
-        missing = [m for m in self.members(c) if m not in set(mine.tolist())]
+        started = set(mine.tolist())
+        missing = [m for m in self.members(c) if m not in started]
         label = self.kind(c)[0].label
         if missing:
             return f"rank {missing[0]} never starts a folded NCCL {label} that rank {first} started"
