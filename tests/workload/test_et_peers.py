@@ -313,3 +313,12 @@ def test_a_peer_node_reads_as_its_template_with_its_own_peers():
     changed = node.replaced(comm_tag=10)
     assert isinstance(changed, ETNode) and (changed.comm_src, changed.comm_tag) == (5, 10)
     assert sys.getsizeof(node) < sys.getsizeof(template) / 2
+
+
+def test_files_whose_hashes_collide_are_still_read_each_as_itself(tmp_path, monkeypatch):
+    """Identical files are found by (size, hash) and confirmed byte for byte: with every
+    hash equal, files of one size that differ are each read as themselves."""
+    prefix = _ring_files(tmp_path, 6)
+    (tmp_path / "t.5.et").write_bytes((tmp_path / "t.4.et").read_bytes())  # rank 5 a copy of 4
+    monkeypatch.setattr(chakra, "hash", lambda data: 0, raising=False)
+    _same_as_full_decode(prefix, 6)
