@@ -322,3 +322,16 @@ def test_files_whose_hashes_collide_are_still_read_each_as_itself(tmp_path, monk
     (tmp_path / "t.5.et").write_bytes((tmp_path / "t.4.et").read_bytes())  # rank 5 a copy of 4
     monkeypatch.setattr(chakra, "hash", lambda data: 0, raising=False)
     _same_as_full_decode(prefix, 6)
+
+
+def test_peer_values_decode_as_the_writer_encodes_them():
+    """The varints split_peers cuts out are decoded on arrays (every byte count from one
+    to five) to the values the writer encoded."""
+    from astra_core.workload.et_peers import _numbers, _varint
+    from astra_core.workload.writer import encode_varint
+
+    values = [0, 1, 127, 128, 300, 16_383, 16_384, 70_000, 2_097_152, 268_435_455, 2**31 - 1]
+    raw = [encode_varint(v) for v in values]
+    assert sorted({len(r) for r in raw}) == [1, 2, 3, 4, 5]
+    assert _numbers(raw).tolist() == values == [_varint(r) for r in raw]
+    assert _numbers([]).tolist() == []
