@@ -400,16 +400,15 @@ class GroupPlan:
     with the other groups and peers, timing as the first's (a :class:`GroupTemplate` of it).
 
     ``peers``: the file's :class:`PeerPlan`; ``positions``: the index of the node of each
-    name :func:`split_groups` cut out, in file order; ``names``: those names, as decoded.
+    name :func:`split_groups` cut out, in file order; ``names``: those names, as decoded
+    (kept as their bytes, to compare with another file's, and as each name's positions).
     Made by :meth:`of`, which checks that the names cut out are exactly the ones the
     decoder read."""
 
-    __slots__ = ("peers", "positions", "names", "_raw", "_at", "_renamed")
+    __slots__ = ("peers", "_raw", "_at", "_renamed")
 
     def __init__(self, peers: PeerPlan, positions: list[int], names: list[str]):
         self.peers = peers
-        self.positions = positions
-        self.names = names
         self._raw = [name.encode() for name in names]
         self._at: dict[str, list[int]] = {}  # name -> the positions that name it
         for i, name in zip(positions, names):
