@@ -145,9 +145,8 @@ class FloorFold:
         if why:
             return why
         traffic = FoldedTraffic(collectives=starts.count)
-        late: tuple[int, int, int] | None = (
-            None  # the first late: (its first start's place, collective, member)
-        )
+        # the first collective ending late: (its first start's place, collective, member)
+        late: tuple[int, int, int] | None = None
         ranks, spans = [], []
         for group, (comm_type, members, size, offsets) in starts.replays():
             found, floor_ns = self._replay(comm_type, members, size, offsets)
