@@ -86,8 +86,9 @@ RACK_TRAYS = 18
 #: 2026-01-07). So each takes the newest release its base could hold. Below 2.29 NCCL gives
 #: a peer across nodes 2 channels, from 2.29 one per 14 GB/s of NIC (:mod:`~astra_core.
 #: system.collectives.nccl.p2p`), which sets the pipeline's send rate. Releases not named
-#: here take the newest modelled.
-NCCL_RELEASES = {"25.11": "2.28.3", "26.02": "2.28.9"}
+#: here take the newest modelled; a run on NGC's PyTorch 25.09 container itself holds what
+#: the 25.11 release does.
+NCCL_RELEASES = {"25.11": "2.28.3", "26.02": "2.28.9", "pytorch 25.09": "2.28.3"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Row:
     layout: str | None = None  # the recipe's pipeline_model_parallel_layout
     mtp: int = 0  # the recipe's mtp_num_layers
     flex: str | None = None  # the recipe's moe_flex_dispatcher_backend (None: all-to-all dispatcher)
+    segment: int | None = None  # GPUs per NVLink domain the source asks Slurm for (None: the launcher's)
 
     @property
     def dp(self) -> int:
@@ -355,7 +357,10 @@ def nvlink_domain(row: Row) -> int:
     """GPUs that share one NVLink domain. DGX: a node of 8. NVL72: the recipes' launcher
     (``scripts/performance/utils/executors.py``, commit 00b7660b) asks Slurm for a
     ``--segment`` of every node when there are at most 18, else of the largest divisor of
-    the node count up to 18, so that a segment's trays sit in one rack's NVLink domain."""
+    the node count up to 18, so that a segment's trays sit in one rack's NVLink domain. A
+    row that names its segment (``Row.segment``) takes that."""
+    if row.segment:
+        return row.segment
     per_node = SYSTEMS[row.gpu][2]
     if per_node == 8:
         return min(8, row.gpus)

@@ -14,7 +14,9 @@ they were read from, and builds the run's plan with ``astra gen llm``'s generato
 * ``megatron-bridge``: NVIDIA Megatron-Bridge's 25.11 and 26.02 performance summaries, DGX
   H100, DGX B200 and the GB200 / GB300 NVL72 racks, dense and MoE (:mod:`megatron_bridge`);
 * ``megatron-moe``: NVIDIA's Megatron-Core MoE report (arXiv 2603.07685), Qwen3-235B on
-  H100, GB200 and GB300 (:mod:`megatron_moe`).
+  H100, GB200 and GB300 (:mod:`megatron_moe`);
+* ``mcore-dsv3``: Megatron-LM's guide to DeepSeek-V3 on 256 GB200, its baseline and its
+  optimised run (:mod:`mcore_deepseek`).
 
 No constant of astra is fitted to any row. Each row is generated and simulated in its own
 process (its wall time and peak resident memory are its own), stopped and reported if
@@ -44,7 +46,13 @@ from summary import emit, geomean_abs
 
 from astra_core.errors import AstraError
 
-SOURCES = ("sc21", "llama3", "nemotron4", "megatron-bridge", "megatron-moe")
+SOURCES = ("sc21", "llama3", "nemotron4", "megatron-bridge", "megatron-moe", "mcore-dsv3")
+#: The sources whose rows are :class:`megatron_bridge.Row`, by module.
+_BRIDGE_MODULES = {
+    "megatron-bridge": "megatron_bridge",
+    "megatron-moe": "megatron_moe",
+    "mcore-dsv3": "mcore_deepseek",
+}
 
 
 @dataclass(frozen=True)
@@ -112,14 +120,16 @@ def _h100(source: str) -> list[Case]:
 
 
 def _bridge_rows(source: str, module: str) -> list[Case]:
-    """The rows of a source written as :class:`megatron_bridge.Row`."""
-    rows = importlib.import_module(module).ROWS
+    """The rows of a source written as :class:`megatron_bridge.Row` (labelled by the
+    module's ``LABELS`` where it has them, else by model and release)."""
+    found = importlib.import_module(module)
+    labels = getattr(found, "LABELS", None) or [f"{row.model} ({row.release})" for row in found.ROWS]
     return [
         Case(
             source,
             module,
             i,
-            f"{row.model} ({row.release})",
+            labels[i],
             row.gpu,
             row.gpus,
             row.precision,
@@ -129,7 +139,7 @@ def _bridge_rows(source: str, module: str) -> list[Case]:
             f"{f', EP {row.ep}' if row.ep > 1 else ''}, GBS {row.gbs}, "
             f"MBS {row.mbs}{', FSDP' if row.fsdp else ''}",
         )
-        for i, row in enumerate(rows)
+        for i, row in enumerate(found.ROWS)
     ]
 
 
@@ -139,37 +149,35 @@ def cases(sources: tuple[str, ...] = SOURCES) -> list[Case]:
         "sc21": _sc21,
         "llama3": lambda: _h100("llama3"),
         "nemotron4": lambda: _h100("nemotron4"),
-        "megatron-bridge": lambda: _bridge_rows("megatron-bridge", "megatron_bridge"),
-        "megatron-moe": lambda: _bridge_rows("megatron-moe", "megatron_moe"),
     }
-    return [case for source in sources for case in make[source]()]
+    return [
+        case
+        for source in sources
+        for case in (
+            _bridge_rows(source, _BRIDGE_MODULES[source]) if source in _BRIDGE_MODULES else make[source]()
+        )
+    ]
 
 
 def citations() -> dict[str, str]:
     """Each source's citation, as its script gives it."""
     import h100_scale
     import megatron
-    import megatron_bridge
-    import megatron_moe
 
     return {
         "sc21": f"{megatron.PAPER}; plans from {megatron.RUN_SCRIPT}",
         "llama3": h100_scale.LLAMA3,
         "nemotron4": h100_scale.NEMOTRON,
-        "megatron-bridge": megatron_bridge.SOURCE,
-        "megatron-moe": megatron_moe.SOURCE,
+        **{source: importlib.import_module(module).SOURCE for source, module in _BRIDGE_MODULES.items()},
     }
 
 
 def not_expressible() -> list[tuple[str, str, str]]:
     """(source, runs, why) of the published runs the suite does not run yet."""
-    import megatron_bridge
-    import megatron_moe
-
     return [
         (source, runs, why)
-        for source, module in (("megatron-bridge", megatron_bridge), ("megatron-moe", megatron_moe))
-        for runs, why in module.NOT_EXPRESSIBLE
+        for source, module in _BRIDGE_MODULES.items()
+        for runs, why in importlib.import_module(module).NOT_EXPRESSIBLE
     ]
 
 

@@ -95,8 +95,40 @@ def test_each_source_names_an_nccl_release_that_astra_models_and_its_container_c
 
     with validation_script("h100_scale") as h100:
         named = [r for r in (*bridge.NCCL_RELEASES.values(), *h100.NCCL_RELEASES.values()) if r]
-    assert len(named) == 4
+    assert len(named) == 5
     for release in named:
         assert nccl_release(release)[0] == release  # modelled as such, not rounded down
         assert constants_for(release).p2p_net_channels == "ranks"
     assert bridge.nccl_system("H100", named[0]).nccl.version == named[0]
+
+
+def test_megatron_lms_flop_count_gives_the_published_tflops_per_token():
+    # Megatron-Bridge 25.11 (docs/performance-summary.md, commit 00b7660b) prints both
+    # tokens/s/GPU and model TFLOP/s/GPU: DeepSeek-V3 on 256 GB300, BF16 3,848 and 961,
+    # MXFP8 4,357 and 1,088 (FLOPs per token within their rounding of the count without
+    # the MTP layer); on 256 B200, MXFP8 2,139 and 557 (with it)
+    from astra_core.workload.generators.models import MODELS
+
+    with validation_script("mcore_deepseek") as guide:
+        count = lambda mtp: guide.megatron_flops_per_token(MODELS["deepseek-v3"], 4096, mtp)  # noqa: E731
+        assert count(0) == pytest.approx(961e12 / 3848, rel=6e-4)
+        assert count(0) == pytest.approx(1088e12 / 4357, rel=6e-4)
+        assert count(1) == pytest.approx(557e12 / 2139, rel=2e-3)
+        with pytest.raises(ValueError, match="latent attention"):
+            guide.megatron_flops_per_token(MODELS["llama3-8b"], 8192)
+
+
+def test_the_gb200_guides_runs_keep_its_layout_and_nvlink_domain():
+    # the reproduce guide: TP 1, PP 8 x VPP 4, EP 32, "Et|(tt|)*30L", every 32 GPUs one
+    # NVLink domain; 970.01 TFLOP/s per GPU is 2,048 x 4,096 tokens in 8.44 s on 256 GPUs
+    from astra_core.workload.generators.pipeline import parse_layout
+
+    with validation_script("mcore_deepseek") as guide:
+        baseline, best = guide.ROWS
+        assert best.published_step_s == pytest.approx(2048 * 4096 * 2.49812e11 / (970.01e12 * 256), rel=1e-5)
+        assert baseline.published_step_s / best.published_step_s == pytest.approx(970.01 / 494.46)
+        for row in guide.ROWS:
+            plan = row.plan()
+            assert parse_layout(plan.pipeline_layout, 8, 61) == [1] + [2] * 30 + [0]
+            assert [d.npus for d in guide.megatron_bridge.network(row).dims] == [32, 8]
+        assert (baseline.flex, best.flex) == (None, "hybridep")
