@@ -125,7 +125,11 @@ class GPUSpec:
     host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
     apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
     kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
-    GEMMs run at ``fp8_tflops``. ``gemm_table``: a CSV of measured GEMMs
+    GEMMs run at ``fp8_tflops``. ``grouped_fp8_tflops``: the measured rate of the
+    grouped FP8 GEMM of a mixture-of-experts layer's local experts (Transformer
+    Engine's, one cuBLAS GEMM per expert over several streams) [TFLOP/s]; such a GEMM
+    takes at least its FLOPs at this rate (0: not measured, the GEMM model alone).
+    ``gemm_table``: a CSV of measured GEMMs
     (:mod:`astra_core.workload.generators.gemm_table`) used instead of the GEMM model.
 
     As NCCL sees the part (0: not known, and then the NCCL model cannot run on it):
@@ -155,6 +159,7 @@ class GPUSpec:
     attention_fwd_tflops: tuple = ()
     launch_us: float = 0.0
     mx_block_scaling: bool = False
+    grouped_fp8_tflops: float = 0.0
     gemm_table: str | None = None
     source: str = ""
     compcap: int = 0
@@ -290,6 +295,12 @@ _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
+#: Transformer Engine's MXFP8 grouped GEMM (multi-stream cuBLAS) on a GB200, DeepSeek-V3's
+#: expert shape K 7,168, N 2,048, L2 flushed [TFLOP/s] (NVIDIA/Megatron-LM
+#: docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md,
+#: commit 1d9edcf8, section 1, item 3).
+_GROUPED_MXFP8_GB200 = 2672.0
+_GROUPED_GB200 = "TE grouped MXFP8 GEMM 2,672 TFLOPS (Megatron-LM's DeepSeek-V3 GB200 guide)"
 #: Framework kernels' fraction of HBM peak: 40.3 GB in 41.7 ms on an A100 40 GB (1,555 GB/s).
 _ELEMENTWISE = 40.3 / 41.7e-3 / 1555.0
 #: Apex fused layer norm forward, backward [GB/s] on GA100 (NVIDIA/apex PR #1037).
@@ -359,9 +370,10 @@ _GB200_SPEC = GPUSpec(
     attention_fwd_tflops=_CUDNN_GB200_FWD,
     launch_us=3.0,
     mx_block_scaling=True,
+    grouped_fp8_tflops=_GROUPED_MXFP8_GB200,
     source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
-    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; cuDNN 9.17 attention "
-    "(cudnn-frontend); H100's HBM efficiency; A100's framework-kernel fraction",
+    f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; {_GROUPED_GB200}; cuDNN 9.17 "
+    "attention (cudnn-frontend); H100's HBM efficiency; A100's framework-kernel fraction",
     **_NVLINK5,
     nvlink_source=f"NVIDIA GB200 NVL72 specification {_NVL72}",
 )
@@ -451,7 +463,8 @@ GPUS: dict[str, GPUSpec] = {
             attention_tflops=_CUDNN_GB300,
             attention_fwd_tflops=_CUDNN_GB300_FWD,
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
-            f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} (no GB300 measurement); H100's "
+            f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} and {_GROUPED_GB200} (no GB300 "
+            "measurement); H100's "
             "HBM efficiency; its cuDNN attention (cudnn-frontend); A100's framework-kernel fraction",
             compcap=103,
             nvlink_source=f"NVIDIA GB300 NVL72 specification {_NVL72}",

@@ -55,7 +55,7 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
             raise ConfigError(f"{path}: missing key {key}")
     for key in ("peak_tflops", "memory_gbps", "memory_gb", *_FRACTIONS):
         _number(path, key, data.get(key, 1.0), positive=True)
-    for key in ("sms", "fp8_tflops", "launch_us"):
+    for key in ("sms", "fp8_tflops", "grouped_fp8_tflops", "launch_us"):
         _number(path, key, data.get(key, 0), positive=False)
     if not isinstance(data.get("mx_block_scaling", False), bool):
         raise ConfigError(

@@ -15,7 +15,9 @@ at least the host's cost of launching it (``launch_us``):
   (:mod:`.gemm_table`; the Hopper presets ship one measured on an H200) replaces this
   model for the precisions it holds, still bounded below by the traffic on the part at
   hand (a table measured on an H200 times an H100's memory-bound products at the H100's
-  rate).
+  rate). An FP8 expert GEMM of a mixture-of-experts layer (the local experts' grouped
+  GEMM) takes at least its FLOPs at the grouped rate measured on the part
+  (``grouped_fp8_tflops``), where there is one.
 * **ATTENTION** (FlashAttention-2, Dao 2023): the FLOPs the kernel executes,
   counted as FlashAttention's benchmark counts them (forward two ``s x s x d``
   products per head, half of them for a causal mask; backward 2.5x the
@@ -48,6 +50,7 @@ from astra_core.workload.generators.ops import (
     LAYERNORM_BWD,
     STREAM,
     Op,
+    is_expert_gemm,
     training_pass,
 )
 
@@ -100,13 +103,17 @@ def _gemm_traffic_ns(gpu, batch: float, m: float, n: float, k: float, precision:
 
 def _gemm_op_ns(gpu, op: Op, precision: str) -> float:
     """A GEMM kernel's time: measured (``gpu.gemm_table``, in the op's training pass), but
-    no less than its traffic on this part, else the GEMM model."""
+    no less than its traffic on this part, else the GEMM model; an FP8 expert GEMM no
+    less than its FLOPs at the part's measured grouped rate (``grouped_fp8_tflops``)."""
     batch, m, n, k = cast("tuple[float, float, float, float]", op.shape)
     if gpu.gemm_table is not None:
         measured = load_gemm_table(gpu.gemm_table).time_ns(batch, m, n, k, precision, training_pass(op.name))
         if measured is not None:
             return max(measured, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
-    return gemm_ns(gpu, batch, m, n, k, precision)
+    ns = gemm_ns(gpu, batch, m, n, k, precision)
+    if precision == "fp8" and gpu.grouped_fp8_tflops and is_expert_gemm(op.name):
+        ns = max(ns, 2.0 * math.ceil(batch - 1e-9) * m * n * k / (gpu.grouped_fp8_tflops * 1e3))
+    return ns
 
 
 def memory_rate(gpu, kernel: str) -> float:

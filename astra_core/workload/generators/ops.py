@@ -497,6 +497,8 @@ FP8_GEMMS = frozenset(
     {"qkv", "q_down", "q_up", "kv_down", "kv_up", "attn_out"}
     | {"mlp_up", "mlp_down", "shared_up", "shared_down", "experts_up", "experts_down"}
 )
+#: The grouped GEMMs of a mixture-of-experts layer's local experts.
+EXPERT_GEMMS = frozenset({"experts_up", "experts_down"})
 #: FP8 GEMMs whose activation operand the kernel before them writes in FP8 already:
 #: LayerNormLinear's and LayerNormMLP's fused norm (qkv, fc1, and MLA's up projections
 #: after their latents' norms: Megatron-core's MLA spec with ``qk_layernorm``) and
@@ -520,6 +522,11 @@ def _gemm_pass(name: str) -> tuple[str, str]:
         if name.endswith(suffix):
             return name[: -len(suffix)], suffix[1:]
     return name, ""
+
+
+def is_expert_gemm(name: str) -> bool:
+    """Whether the GEMM called ``name`` (any pass) is one of :data:`EXPERT_GEMMS`."""
+    return _gemm_pass(name)[0] in EXPERT_GEMMS
 
 
 def training_pass(name: str) -> str:

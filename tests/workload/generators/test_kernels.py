@@ -198,3 +198,32 @@ def test_bad_gpu_files_are_one_line(tmp_path, extra, message):
     spec.write_text(json.dumps({"name": "x", "peak_tflops": 100, "memory_gbps": 1000, **extra}))
     with pytest.raises(ConfigError, match=message):
         load_gpu(spec)
+
+
+def test_an_fp8_expert_gemm_runs_at_most_at_the_measured_grouped_rate():
+    # Megatron-LM's DeepSeek-V3 GB200 guide: Transformer Engine's grouped MXFP8 GEMM reaches
+    # 2,672 TFLOP/s at K 7,168, N 2,048; 8 local experts of 4,096 rows each
+    gb200 = GPUS["gb200"]
+    up = O.gemm_op("experts_up_dgrad", 4096, 2048, 7168, 8)
+    flops = 2.0 * 8 * 4096 * 2048 * 7168
+    assert kernel_ns(gb200, up, "fp8") == pytest.approx(flops / 2672e3)
+    # the same shape as a dense GEMM, or in BF16, keeps the GEMM model (3,615.6 TFLOP/s FP8)
+    dense = O.gemm_op("mlp_up", 4096, 2048, 7168, 8)
+    assert kernel_ns(gb200, dense, "fp8") == pytest.approx(gemm_ns(gb200, 8, 4096, 2048, 7168, "fp8"))
+    assert flops / kernel_ns(gb200, dense, "fp8") / 1e3 == pytest.approx(3615.6, rel=0.02)  # waves
+    assert kernel_ns(gb200, up, "bf16") == pytest.approx(gemm_ns(gb200, 8, 4096, 2048, 7168, "bf16"))
+    # a part without the measurement (B200) keeps the model; GB300 takes GB200's
+    assert GPUS["b200"].grouped_fp8_tflops == 0 and GPUS["gb300"].grouped_fp8_tflops == 2672.0
+
+
+def test_a_gpu_file_may_give_a_grouped_fp8_rate(tmp_path):
+    spec = tmp_path / "gpu.json"
+    spec.write_text(
+        json.dumps({"name": "x", "peak_tflops": 100, "memory_gbps": 1000, "grouped_fp8_tflops": 150})
+    )
+    assert load_gpu(spec).grouped_fp8_tflops == 150
+    spec.write_text(
+        json.dumps({"name": "x", "peak_tflops": 100, "memory_gbps": 1000, "grouped_fp8_tflops": -1})
+    )
+    with pytest.raises(ConfigError, match="grouped_fp8_tflops"):
+        load_gpu(spec)
