@@ -286,7 +286,10 @@ ROWS = (
     Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8, flex="hybridep"),
     # DeepSeek-V3 with the recipe's multi-token prediction (mtp_num_layers 1), pipeline
     # layout and recompute_modules (configs/deepseek/deepseek_workload_base_configs.py:
-    # mla_up_proj on GB200 and B200)
+    # mla_up_proj on GB200 and B200). Open question: the table's own TFLOP/s over tokens/s
+    # is 2.604e11 FLOPs per token on B200, Megatron-LM's count with the MTP layer
+    # (2.600e11, mcore_deepseek.megatron_flops_per_token), but 2.491e11 to 2.497e11 on
+    # GB200 and GB300, the count without it (2.498e11): those runs may have run without it
     Row(
         "GB200",
         "deepseek-v3",
