@@ -398,6 +398,15 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "HybridEP (the whole NVLink domain, e.g. an NVL72 rack)",
 )
 @click.option(
+    "--moe-grouped-gemm",
+    type=click.Choice(["multi_stream", "fused"]),
+    default="multi_stream",
+    show_default=True,
+    help="the local experts' GEMM kernel: Transformer Engine's GroupedLinear (one cuBLAS GEMM "
+    "per expert over several streams, FP8 ones at most at the GPU's measured grouped rate) or "
+    "one fused grouped kernel (the GEMM model)",
+)
+@click.option(
     "--moe-routing-seed",
     type=click.IntRange(min=0),
     default=0,

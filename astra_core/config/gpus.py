@@ -128,7 +128,9 @@ class GPUSpec:
     GEMMs run at ``fp8_tflops``. ``grouped_fp8_tflops``: the measured rate of the
     grouped FP8 GEMM of a mixture-of-experts layer's local experts (Transformer
     Engine's, one cuBLAS GEMM per expert over several streams) [TFLOP/s]; such a GEMM
-    takes at least its FLOPs at this rate (0: not measured, the GEMM model alone).
+    takes at least its FLOPs at this rate (0: not measured, the GEMM model alone); a
+    plan whose experts run one fused grouped kernel instead leaves it out
+    (``LLMConfig.moe_grouped_gemm``).
     ``gemm_table``: a CSV of measured GEMMs
     (:mod:`astra_core.workload.generators.gemm_table`) used instead of the GEMM model.
 

@@ -50,7 +50,12 @@ from astra_core.serve.collectives import CollectiveClock
 from astra_core.serve.deployment import Deployment, kv_bytes_per_token
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
-from astra_core.workload.generators.kernels import attention_tflops, kernel_ns, memory_rate
+from astra_core.workload.generators.kernels import (
+    attention_tflops,
+    kernel_ns,
+    memory_rate,
+    without_grouped_rate,
+)
 
 __all__ = ["GRAPH_KERNEL_NS", "SAMPLER_BYTES", "StepClock", "StepWork"]
 
@@ -100,6 +105,9 @@ class StepClock:
         self._heads = m.heads / t
         self._head_dim = (m.qk_dim + m.v_dim) / 2
         self._decode_rate = memory_rate(deployment.gpu, O.STREAM)
+        # vLLM runs a mixture-of-experts layer's experts in its own fused MoE kernel, not
+        # Transformer Engine's grouped GEMM whose rate ``grouped_fp8_tflops`` measures
+        self._gpu = without_grouped_rate(deployment.gpu)
         self._kv_per_layer = kv_bytes_per_token(deployment) / m.layers  # one token, one layer
         self._moe_layers = sum(1 for layer in range(m.layers) if m.is_moe_layer(layer))
         windows: dict[int, int] = {}
@@ -140,7 +148,7 @@ class StepClock:
         return slowest + self._moe_layers * moe
 
     def _kernel(self, op: O.Op) -> float:
-        return max(kernel_ns(self.d.gpu, op, O.kernel_precision(op, self.d.precision)), GRAPH_KERNEL_NS)
+        return max(kernel_ns(self._gpu, op, O.kernel_precision(op, self.d.precision)), GRAPH_KERNEL_NS)
 
     def _layers_ns(self, tokens: int) -> float:
         """Every layer's kernels but attention's core, and its two all-reduces, at ``tokens``."""

@@ -111,3 +111,14 @@ def test_expert_parallelism_moves_the_same_flops_and_expert_weights(tokens):
         expert_weights = model.experts * model.expert_params() / 4
         assert per_gpu[False][1] == pytest.approx(expert_weights, rel=1e-6)
         assert per_gpu[True][1] == pytest.approx(expert_weights, rel=1e-6)
+
+
+def test_vllms_fused_moe_kernel_ignores_transformer_engines_grouped_rate():
+    # an FP8 MoE step on GB200: vLLM's fused MoE kernel, not TE's multi-stream grouped GEMM,
+    # so the GPU's measured grouped rate (here made absurdly slow) changes nothing
+    from dataclasses import replace
+
+    model, gb200 = load_model("qwen3-30b-a3b"), load_gpu("gb200")
+    work = StepWork(chunks=[(2048, 0)], samples=1)
+    step = lambda gpu: StepClock(Deployment(model, gpu, precision="fp8")).step_ns(work)  # noqa: E731
+    assert step(replace(gb200, grouped_fp8_tflops=1.0)) == step(replace(gb200, grouped_fp8_tflops=0.0))

@@ -39,6 +39,7 @@ dimension) streams the way the framework's other kernels do.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import cast
 
 from astra_core.workload.generators.gemm_table import load_gemm_table
@@ -54,7 +55,15 @@ from astra_core.workload.generators.ops import (
     training_pass,
 )
 
-__all__ = ["PRECISIONS", "TILES", "attention_tflops", "gemm_ns", "kernel_ns", "memory_rate"]
+__all__ = [
+    "PRECISIONS",
+    "TILES",
+    "attention_tflops",
+    "gemm_ns",
+    "kernel_ns",
+    "memory_rate",
+    "without_grouped_rate",
+]
 
 #: Thread-block output tiles (rows x columns) of cuBLAS's tensor-core GEMMs, by size, most
 #: efficient first (NVIDIA, "Matrix Multiplication Background User's Guide", section 2.3
@@ -114,6 +123,12 @@ def _gemm_op_ns(gpu, op: Op, precision: str) -> float:
     if precision == "fp8" and gpu.grouped_fp8_tflops and is_expert_gemm(op.name):
         ns = max(ns, 2.0 * math.ceil(batch - 1e-9) * m * n * k / (gpu.grouped_fp8_tflops * 1e3))
     return ns
+
+
+def without_grouped_rate(gpu):
+    """``gpu`` without its measured grouped FP8 GEMM rate: expert GEMMs that run in another
+    kernel than Transformer Engine's multi-stream grouped GEMM take the GEMM model."""
+    return replace(gpu, grouped_fp8_tflops=0.0) if gpu.grouped_fp8_tflops else gpu
 
 
 def memory_rate(gpu, kernel: str) -> float:

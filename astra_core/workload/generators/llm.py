@@ -226,6 +226,11 @@ class LLMConfig:
       domain that needs it, the network's first dimension taken as the NVLink
       domain, :mod:`.token_dispatch`; balanced dropless routing, and expert-tensor
       parallelism 1 when T > 1).
+    * ``moe_grouped_gemm``: the kernel of the local experts' GEMMs: ``multi_stream``
+      (Transformer Engine's ``GroupedLinear`` behind ``--moe-grouped-gemm``: one cuBLAS
+      GEMM per expert over several streams; FP8 ones no faster than the GPU's measured
+      ``grouped_fp8_tflops``) or ``fused`` (one fused grouped kernel, e.g. Transformer
+      Engine's op fuser with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP``: the GEMM model).
     """
 
     model: ModelConfig
@@ -269,6 +274,7 @@ class LLMConfig:
     moe_pad_to_capacity: bool = False
     moe_token_dispatcher: str = "alltoall"
     moe_flex_dispatcher_backend: str = "deepep"
+    moe_grouped_gemm: str = "multi_stream"
     etp: int | None = None
 
     def __post_init__(self):
@@ -490,12 +496,14 @@ def _check_recompute_modules(cfg: LLMConfig) -> None:
 
 #: Megatron-core's token dispatchers that the generator runs (``--moe-token-dispatcher-type``).
 MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
+#: Kernels of the local experts' GEMMs (``moe_grouped_gemm``).
+MOE_GROUPED_GEMMS = ("multi_stream", "fused")
 
 
 def _check_capacity(cfg: LLMConfig) -> None:
     """--moe-capacity-factor: a mixture-of-experts model and a factor in (0, 1000];
     --moe-pad-to-capacity needs it (Megatron-core refuses padding without one); a
-    known --moe-token-dispatcher."""
+    known --moe-token-dispatcher and --moe-grouped-gemm."""
     factor = cfg.moe_capacity_factor
     if factor is not None and (not cfg.model.experts or not 0 < factor <= 1000):
         raise ConfigError(
@@ -506,6 +514,10 @@ def _check_capacity(cfg: LLMConfig) -> None:
     if cfg.moe_token_dispatcher not in MOE_DISPATCHERS:
         raise ConfigError(
             f"--moe-token-dispatcher: expected one of {', '.join(MOE_DISPATCHERS)}, got {cfg.moe_token_dispatcher!r}"
+        )
+    if cfg.moe_grouped_gemm not in MOE_GROUPED_GEMMS:
+        raise ConfigError(
+            f"--moe-grouped-gemm: expected one of {', '.join(MOE_GROUPED_GEMMS)}, got {cfg.moe_grouped_gemm!r}"
         )
     if cfg.moe_token_dispatcher == "flex":
         _check_flex(cfg)

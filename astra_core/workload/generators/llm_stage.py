@@ -21,7 +21,7 @@ from astra_core.errors import ConfigError
 from astra_core.workload import et_def_pb2 as pb
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUSpec
-from astra_core.workload.generators.kernels import kernel_ns
+from astra_core.workload.generators.kernels import kernel_ns, without_grouped_rate
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.llm_params import dense_data_parallel, expert_data_parallel, stage_params
 from astra_core.workload.generators.pipeline import stage_passes
@@ -291,7 +291,7 @@ class StageBuilder:
         self.edp = expert_data_parallel(cfg)
         self.dense_dp = dense_data_parallel(cfg)  # ranks holding the same dense weights
         self.prog = StageProgram(
-            cfg.gpu,
+            cfg.gpu if cfg.moe_grouped_gemm == "multi_stream" else without_grouped_rate(cfg.gpu),
             cfg.precision,
             {
                 "tp": self.T,

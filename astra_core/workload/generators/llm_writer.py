@@ -196,6 +196,7 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "moe_flex_dispatcher_backend": cfg.moe_flex_dispatcher_backend
         if cfg.moe_token_dispatcher == "flex"
         else None,
+        "moe_grouped_gemm": cfg.moe_grouped_gemm if cfg.model.experts else None,
         "recompute_modules": list(cfg.recompute_modules) if cfg.recompute == "selective" else [],
         "mtp_layers": cfg.mtp_layers,
         "etp": cfg.etp if cfg.etp is not None else cfg.tp,

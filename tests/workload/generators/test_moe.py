@@ -92,3 +92,24 @@ def test_recompute_modules_need_what_megatron_needs(kw, message):
     cfg = LLMConfig(MOE, GPUS["h100"], dp=4, ep=4, microbatches=1, recompute="selective")
     with pytest.raises(ConfigError, match=message):
         generate_llm(replace(cfg, **kw))
+
+
+def test_multi_stream_fp8_expert_gemms_run_at_most_at_the_grouped_rate():
+    # 4 expert-parallel ranks each process A = B S k rows (balanced); its expert GEMMs per
+    # layer: forward 2 A h 2f (gated fc1) + 2 A f h, backward twice that, all FP8
+    gb200 = GPUS["gb200"]
+
+    def compute_ns(rate: float, grouped: str = "multi_stream") -> float:
+        gpu = replace(gb200, grouped_fp8_tflops=rate)
+        cfg = LLMConfig(MOE, gpu, dp=4, ep=4, microbatches=1, micro_batch=B, seq_len=S, precision="fp8",
+                        fp8_recipe="mxfp8", moe_grouped_gemm=grouped)  # fmt: skip
+        return sum(n.duration_ns for n in generate_llm(cfg).stages[0] if n.type == pb.COMP_NODE)
+
+    rows = B * S * MOE.top_k
+    flops = MOE.layers * 3 * 6 * rows * MOE.hidden * MOE.expert_ffn_hidden
+    # at 1 and 2 TFLOP/s (1e3 FLOP/ns) the floor holds every expert GEMM
+    assert compute_ns(1.0) - compute_ns(2.0) == pytest.approx(flops / 1e3 - flops / 2e3, rel=1e-6)
+    # one fused grouped kernel (or no measured rate) keeps the GEMM model
+    assert compute_ns(1.0, "fused") == pytest.approx(compute_ns(0.0))
+    with pytest.raises(ConfigError, match="--moe-grouped-gemm: expected one of multi_stream, fused"):
+        generate_llm(LLMConfig(MOE, gb200, dp=4, ep=4, moe_grouped_gemm="cutlass"))
