@@ -2,10 +2,12 @@
 
 Sources: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` (commit 00b7660b),
 section "25.11 NeMo Container", tables "System: DGX-GB300", "DGX-GB200", "DGX-B200" and
-"DGX-H100"; and
+"DGX-H100";
 ``docs/performance-summary-archive.md`` (commit 0a25f911), section "26.02 NeMo
 Container", the DGX-H100 rows of its Llama 3 tables that change the plan (global batch
-256 and 1,536). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS / DeepSeek-V3 rows, on DGX H100,
+256 and 1,536); and ``docs/performance-summary.md`` (commit 4ab94dfa), section "26.08
+NeMo Container", its MXFP8 MoE rows on GB200 and GB300 with the recipes of
+``src/megatron/bridge/perf_recipes`` (commit 067f987d). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS / DeepSeek-V3 rows, on DGX H100,
 DGX B200 and the GB200 / GB300 NVL72 racks; a figure in parentheses (FP8-MX) is its own
 row. Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
 sequence length, FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU.
@@ -52,10 +54,11 @@ from astra_core.workload.generators.models import MODELS
 
 SOURCE = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
-    "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, commit 00b7660b) and 26.02 "
-    "(docs/performance-summary-archive.md, commit 0a25f911); recipes "
-    "scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py "
-    "(commit 0013c9a8)"
+    "(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, commit 00b7660b), 26.02 "
+    "(docs/performance-summary-archive.md, commit 0a25f911) and 26.08 (docs/performance-summary.md, "
+    "commit 4ab94dfa); recipes scripts/performance/configs/llama/llama3_llm_pretrain.py and "
+    "llama31_llm_pretrain.py (commit 0013c9a8), 26.08's src/megatron/bridge/perf_recipes "
+    "(commit 067f987d)"
 )
 #: NVLink per GPU and direction and the NIC per GPU (GB/s), and GPUs per node, per system
 #: (DGX H100 / B200 datasheets; GB200 / GB300 NVL72 specifications: compute trays of 4
@@ -116,6 +119,7 @@ class Row:
     mtp: int = 0  # the recipe's mtp_num_layers
     flex: str | None = None  # the recipe's moe_flex_dispatcher_backend (None: all-to-all dispatcher)
     segment: int | None = None  # GPUs per NVLink domain the source asks Slurm for (None: the launcher's)
+    grouped: str = "multi_stream"  # the experts' GEMM kernel (LLMConfig.moe_grouped_gemm)
 
     @property
     def dp(self) -> int:
@@ -160,6 +164,7 @@ class Row:
             mtp_layers=self.mtp,
             moe_token_dispatcher="flex" if self.flex else "alltoall",
             moe_flex_dispatcher_backend=self.flex or "deepep",
+            moe_grouped_gemm=self.grouped,
             recompute="selective" if self.recompute_modules else "none",
             recompute_modules=self.recompute_modules or ("core_attn",),
             grad_reduce_in_bf16=True,
@@ -329,7 +334,26 @@ ROWS = (
         layout=DEEPSEEK_LAYOUT,
         mtp=1,
     ),
-)
+    # 26.08 (docs/performance-summary.md, commit 4ab94dfa): the MoE rows on GB200 / GB300
+    # in MXFP8 with the recipes of src/megatron/bridge/perf_recipes (commit 067f987d):
+    # HybridEP, the fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP), no recomputation
+    # but DeepSeek-V3's MLA up projections on GB200, DeepSeek-V3's (4, 4) layout with its
+    # MTP layer (the table's TFLOP/s over tokens/s, 2.598e11 per token, is the count with it)
+    Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 39936.0, "26.08", ep=8, flex="hybridep",
+        grouped="fused"),
+    Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 8, 4096, 0, 1, 1, 1, 1, 44544.0, "26.08", ep=8, flex="hybridep",
+        grouped="fused"),
+    Row("GB200", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 28672.0, "26.08", ep=64,
+        flex="hybridep", grouped="fused"),
+    Row("GB300", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 33024.0, "26.08", ep=16,
+        flex="hybridep", grouped="fused"),
+    Row("GB200", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 1, 4096, 0, 1, 8, 1, 3, 7280.0, "26.08", ep=32,
+        flex="hybridep", grouped="fused"),
+    Row("GB300", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 2, 4096, 0, 1, 4, 1, 12, 8816.0, "26.08", ep=32,
+        flex="hybridep", grouped="fused"),
+    Row("GB200", "deepseek-v3", 256, "fp8-mx", 4096, 1, 4096, 0, 1, 4, 1, 4, 4912.0, "26.08", ep=64,
+        recompute_modules=("mla_up_proj",), layout=DEEPSEEK_LAYOUT, mtp=1, flex="hybridep", grouped="fused"),
+)  # fmt: skip
 
 #: The table's other rows, and why astra cannot run them yet.
 NOT_EXPRESSIBLE = (
@@ -338,6 +362,16 @@ NOT_EXPRESSIBLE = (
         "their plans (GB300: PP 2 x VP 4, GB200 FP8-MX: PP 8 x VP 4) are not the recipe's "
         "(PP 4 x VP 4, EP 64), and the recipe has no pipeline layout for them: 61 layers do "
         "not split evenly over 8 or 32 virtual stages",
+    ),
+    (
+        "26.08: DeepSeek-V3 on 256 GB300 (PP 2 x VP 8)",
+        "the recipe's layout map (recipes/deepseek/h100/deepseek_v3.py, commit 067f987d) has no "
+        "(2, 8) entry, and 61 layers with the MTP layer do not split evenly over 16 virtual stages",
+    ),
+    (
+        "26.08: DeepSeek-V4 Flash, Nemotron 3 Nano / Lightning / Super / Ultra",
+        "astra does not model their architectures (DeepSeek-V4's sparse attention, Nemotron 3's "
+        "Mamba layers)",
     ),
 )
 
@@ -352,7 +386,11 @@ LEFT_OUT = (
     "`moe_a2a_overlap` (H100, B200) and the "
     "dispatcher's host synchronisation for its all-to-all splits; the overlap of the "
     "distributed optimizer's parameter all-gather with the next forward pass; the padding of "
-    "the vocabulary to a multiple of 128 x TP."
+    "the vocabulary to a multiple of 128 x TP. The 26.08 rows run the experts as one fused "
+    "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the expert-parallel "
+    "all-to-all overlapped with the other micro-batch's computation and the delayed weight "
+    "gradients (`overlap_moe_expert_parallel_comm`, `delay_wgrad_compute`), whole-iteration "
+    "CUDA graphs, the paged stash's expert-rank capacity factor of 1.5."
 )
 
 

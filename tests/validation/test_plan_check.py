@@ -27,7 +27,7 @@ def test_the_search_writes_each_held_published_plan_as_the_suite_runs_it(plan_ch
     layouts."""
     runs = plan_check.suite_runs()
     held = plan_check.held_runs()
-    assert len(runs) == 53 and len(held) == 51
+    assert len(runs) == 60 and len(held) == 57
     for run in held:
         layout = plan_check.published_layout(run.plan)
         space = plan_check.space(run)

@@ -73,14 +73,20 @@ def test_the_moe_report_rows_make_their_global_batch():
 
 def test_the_deepseek_rows_use_the_recipes_layout_with_its_mtp_layer(bridge):
     # recipes/deepseek/deepseek_v3.py: PP 4 x VP 4 and PP 16 x VP 1 share one layout of 16
-    # virtual stages, the last one layer, the MTP layer and the loss
+    # virtual stages, the last one layer, the MTP layer and the loss (26.08: the same map)
     from astra_core.workload.generators.pipeline import parse_layout
 
     rows = [row for row in bridge.ROWS if row.model == "deepseek-v3"]
-    assert [(row.gpu, row.pp, row.vp) for row in rows] == [("GB200", 4, 4), ("B200", 16, 1)]
+    assert [(row.gpu, row.pp, row.vp, row.release) for row in rows] == [
+        ("GB200", 4, 4, "25.11"),
+        ("B200", 16, 1, "25.11"),
+        ("GB200", 4, 4, "26.08"),
+    ]
     for row in rows:
         plan = row.plan()
         assert (plan.mtp_layers, plan.recompute_modules) == (1, ("mla_up_proj",))
+        # 26.08's recipes run the fused grouped MLP, the older ones TE's GroupedLinear
+        assert plan.moe_grouped_gemm == ("fused" if row.release == "26.08" else "multi_stream")
         assert parse_layout(plan.pipeline_layout, row.pp, 61, 1) == [4] * 15 + [1]
 
 
