@@ -115,13 +115,15 @@ def _gemm_op_ns(gpu, op: Op, precision: str) -> float:
     no less than its traffic on this part, else the GEMM model; an FP8 expert GEMM no
     less than its FLOPs at the part's measured grouped rate (``grouped_fp8_tflops``)."""
     batch, m, n, k = cast("tuple[float, float, float, float]", op.shape)
+    measured = None
     if gpu.gemm_table is not None:
         measured = load_gemm_table(gpu.gemm_table).time_ns(batch, m, n, k, precision, training_pass(op.name))
-        if measured is not None:
-            return max(measured, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
-    ns = gemm_ns(gpu, batch, m, n, k, precision)
+    if measured is not None:
+        ns = max(measured, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
+    else:
+        ns = gemm_ns(gpu, batch, m, n, k, precision)
     if precision == "fp8" and gpu.grouped_fp8_tflops and is_expert_gemm(op.name):
-        ns = max(ns, 2.0 * math.ceil(batch - 1e-9) * m * n * k / (gpu.grouped_fp8_tflops * 1e3))
+        ns = max(ns, op.flops / (gpu.grouped_fp8_tflops * 1e3))
     return ns
 
 
