@@ -56,12 +56,14 @@ Other parts, from published measurements:
   (``get_attention_backend``: "Disabling FlashAttention to give FusedAttention
   preference on Hopper+", TE v2.9, the release Megatron-Bridge 25.11 pins). Its
   BF16 rates at head dim 128, forward and backward by sequence length, counted the
-  same way, from NVIDIA/cudnn-frontend's benchmark results: B200 with cuDNN 9.13,
-  GB200 with cuDNN 9.17 and GB300, causal, 128 query and 8 key/value
-  heads (benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_*.csv,
-  commits bb37575d and d48a60eb; B200's and GB300's shorter sequences, timed one
-  call at a time, are left out: their launch dominates). A sequence past a table's
-  ends takes the end value.
+  same way, from NVIDIA/cudnn-frontend's benchmark results of cuDNN's own graphs (the
+  path Transformer Engine takes, not PyTorch's SDPA, which the same files time 25-33 %
+  slower): B200 and GB300 with cuDNN 9.13.01 (NGC PyTorch 25.09; the ``bf16`` rows of
+  artifacts/sdpa_fp8_benchmark_results_NVIDIA_*.csv, commit bb37575d, from 2,048
+  tokens: shorter ones take under 0.15 ms, their launch dominates), GB200 with cuDNN
+  9.17 (artifacts/sdpa_bf16_benchmark_results_NVIDIA_GB200.csv, commit d48a60eb);
+  causal, 128 query and 8 key/value heads. A sequence past a table's ends takes the
+  end value.
 * Launch: ``cudaLaunchKernel`` took 3.50 us on average on an A100 node
   (nsys, 501 calls, ALCF Polaris guide above); raw ``cuLaunchKernel`` 3.0 us
   on GB200 (meta-pytorch/tritonbench PR #1017), used for Hopper and Blackwell
@@ -277,9 +279,12 @@ _CUDNN_HOPPER_FWD = tuple(
     )
     for seq, tflops in zip((1024, 2048, 4096, 8192, 16384), curve)
 )
+#: cuDNN's own graphs (the frontend, as Transformer Engine calls them), BF16, cuDNN 9.13.01 in
+#: NGC PyTorch 25.09: the ``bf16`` rows of benchmark/sdpa_benchmark_training/artifacts/
+#: sdpa_fp8_benchmark_results_NVIDIA_B200.csv and ..._GB300.csv (commit bb37575d), from 2,048.
 _B200_SDPA = (
-    ((4096, 856, 701), (8192, 1171, 943), (16384, 1332, 1075), (32768, 1419, 1109), (65536, 1382, 1073),
-     (131072, 1355, 1048))
+    ((2048, 908, 545), (4096, 1141, 833), (8192, 1384, 995), (16384, 1475, 1152), (32768, 1515, 1180),
+     (65536, 1494, 1236), (131072, 1422, 1128))
 )  # fmt: skip
 _CUDNN_B200 = _cudnn_rows(True, 128, _B200_SDPA)
 _CUDNN_B200_FWD = _cudnn_rows(True, 128, _B200_SDPA, forward=True)
@@ -290,8 +295,8 @@ _GB200_SDPA = (
 _CUDNN_GB200 = _cudnn_rows(True, 128, _GB200_SDPA)
 _CUDNN_GB200_FWD = _cudnn_rows(True, 128, _GB200_SDPA, forward=True)
 _GB300_SDPA = (
-    ((4096, 1145, 893), (8192, 1496, 1130), (16384, 1702, 1268), (32768, 1796, 1319), (65536, 1770, 1302),
-     (131072, 1721, 1280))
+    ((2048, 1000, 545), (4096, 1445, 942), (8192, 1716, 1150), (16384, 1836, 1291), (32768, 1884, 1350),
+     (65536, 1832, 1399), (131072, 1740, 1347))
 )  # fmt: skip
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
@@ -448,7 +453,7 @@ GPUS: dict[str, GPUSpec] = {
             launch_us=3.0,
             mx_block_scaling=True,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
-            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend); "
+            f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend graphs); "
             "H100's HBM efficiency; "
             "A100's framework-kernel fraction",
             **_NVLINK5,

@@ -67,10 +67,12 @@ def test_memory_kernels_run_at_their_measured_rates():
 
 
 @pytest.mark.parametrize(
-    ("gpu", "seq", "fwd", "bwd"), [("b200", 32768, 1419, 1109), ("gb200", 8192, 1584, 1211)]
+    ("gpu", "seq", "fwd", "bwd"),
+    [("b200", 32768, 1515, 1180), ("gb200", 8192, 1584, 1211), ("gb300", 4096, 1445, 942)],
 )
 def test_blackwell_attention_is_cudnns_forward_and_backward(gpu, seq, fwd, bwd):
-    # cudnn-frontend's causal BF16 rates at head dim 128: the forward and a backward of
+    # cudnn-frontend's causal BF16 rates at head dim 128 of cuDNN's own graphs (B200, GB300:
+    # cuDNN 9.13.01, commit bb37575d; GB200: 9.17, d48a60eb): the forward and a backward of
     # 2.5x its FLOPs take 1/fwd + 2.5/bwd, so the pair runs at 3.5 / (1/fwd + 2.5/bwd)
     assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(3.5 / (1 / fwd + 2.5 / bwd))
 
@@ -109,7 +111,7 @@ def test_forward_attention_is_the_measured_forward_pass():
     row = _h200_cudnn_causal_128_at_8192()
     rate = 4.0 * row["batch"] * 16 * 8192**2 * 128 * 0.5 / (row["fwd_us"] * 1e-6) / 1e12
     assert attention_tflops(GPUS["h100"], True, 128, 8192, forward=True) == pytest.approx(rate, rel=0.002)
-    assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == 1419
+    assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == 1515
     assert attention_tflops(GPUS["gb200"], True, 128, 8192, forward=True) == 1584
     assert attention_tflops(A100, True, 128, 2048, forward=True) == 155
 
