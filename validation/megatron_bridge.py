@@ -7,8 +7,9 @@ section "25.11 NeMo Container", tables "System: DGX-GB300", "DGX-GB200", "DGX-B2
 Container", the DGX-H100 rows of its Llama 3 tables that change the plan (global batch
 256 and 1,536); and ``docs/performance-summary.md`` (commit 4ab94dfa), section "26.08
 NeMo Container", its MXFP8 MoE rows on GB200 and GB300 with the recipes of
-``src/megatron/bridge/perf_recipes`` (commit 067f987d). Dense Llama 3 and mixture-of-experts Qwen3 / GPT-OSS / DeepSeek-V3 rows, on DGX H100,
-DGX B200 and the GB200 / GB300 NVL72 racks; a figure in parentheses (FP8-MX) is its own
+``src/megatron/bridge/perf_recipes`` (commit 067f987d). Dense Llama 3 and
+mixture-of-experts Qwen3 / GPT-OSS / DeepSeek-V3 rows, on DGX H100, DGX B200 and the
+GB200 / GB300 NVL72 racks; a figure in parentheses (FP8-MX) is its own
 row. Per run: the GPUs, precision, global batch (GBS), micro-batch (MBS),
 sequence length, FSDP, TP, PP, CP, VP, EP and the measured tokens per second per GPU.
 The published step time is GBS x sequence / (tokens/s/GPU x GPUs).
@@ -389,8 +390,9 @@ LEFT_OUT = (
     "the vocabulary to a multiple of 128 x TP. The 26.08 rows run the experts as one fused "
     "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the expert-parallel "
     "all-to-all overlapped with the other micro-batch's computation and the delayed weight "
-    "gradients (`overlap_moe_expert_parallel_comm`, `delay_wgrad_compute`), whole-iteration "
-    "CUDA graphs, the paged stash's expert-rank capacity factor of 1.5."
+    "gradients (`overlap_moe_expert_parallel_comm`, `delay_wgrad_compute`), the Qwen3 "
+    "recipes' FP8 attention (`fp8_dot_product_attention`), whole-iteration CUDA graphs, the "
+    "paged stash's expert-rank capacity factor of 1.5."
 )
 
 
