@@ -1,4 +1,4 @@
-"""NVIDIA Megatron-Bridge's published pre-training throughput (NeMo 25.11 and 26.02 containers).
+"""NVIDIA Megatron-Bridge's published pre-training throughput (NeMo 25.11, 26.02 and 26.08 containers).
 
 Sources: NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` (commit 00b7660b),
 section "25.11 NeMo Container", tables "System: DGX-GB300", "DGX-GB200", "DGX-B200" and
