@@ -123,7 +123,10 @@ class GPUSpec:
     (FlashAttention, cuDNN) forward + backward throughput, rows ``(causal, head_dim,
     seq_len, TFLOP/s)`` (empty: attention at the GEMM rate); ``attention_fwd_tflops``:
     the forward pass alone, rows of the same shape (empty: the forward + backward rate,
-    which is lower: the backward kernel is the slower one). ``launch_us``: the
+    which is lower: the backward kernel is the slower one). ``window_attention_tflops``:
+    measured sliding-window attention, rows ``(window, head_dim, seq_len, forward
+    TFLOP/s, backward TFLOP/s)`` counted over the band the window keeps (empty: a
+    window runs at ``attention_tflops``' rate for a square of the band's area). ``launch_us``: the
     host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
     apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
     kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
@@ -161,6 +164,7 @@ class GPUSpec:
     layernorm_gbps: tuple = ()
     attention_tflops: tuple = ()
     attention_fwd_tflops: tuple = ()
+    window_attention_tflops: tuple = ()
     launch_us: float = 0.0
     mx_block_scaling: bool = False
     grouped_fp8_tflops: float = 0.0
@@ -177,6 +181,9 @@ class GPUSpec:
     def __post_init__(self):
         object.__setattr__(self, "attention_tflops", tuple(tuple(r) for r in self.attention_tflops))
         object.__setattr__(self, "attention_fwd_tflops", tuple(tuple(r) for r in self.attention_fwd_tflops))
+        object.__setattr__(
+            self, "window_attention_tflops", tuple(tuple(r) for r in self.window_attention_tflops)
+        )
         object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
         object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
@@ -298,6 +305,30 @@ _GB300_SDPA = (
     ((2048, 1000, 545), (4096, 1445, 942), (8192, 1716, 1150), (16384, 1836, 1291), (32768, 1884, 1350),
      (65536, 1832, 1399), (131072, 1740, 1347))
 )  # fmt: skip
+#: GPT-OSS's sliding-window attention (window 128, head dim 64, 128 heads, batch 2, BF16,
+#: cuDNN 9.22): (window, head dim, sequence, forward, backward TFLOP/s) over the band, from
+#: NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gb200,gb300}/
+#: (commit 3929da2e, 2026-04-24). Its forward at 32,768 tokens (104 / 108) is as measured.
+_GB200_WINDOW = tuple(
+    (128, 64, s, f, b)
+    for s, f, b in (
+        (2048, 153, 176),
+        (4096, 161, 182),
+        (8192, 165, 187),
+        (16384, 167, 188),
+        (32768, 104, 186),
+    )
+)
+_GB300_WINDOW = tuple(
+    (128, 64, s, f, b)
+    for s, f, b in (
+        (2048, 160, 184),
+        (4096, 167, 191),
+        (8192, 172, 198),
+        (16384, 173, 200),
+        (32768, 108, 199),
+    )
+)
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
@@ -375,6 +406,7 @@ _GB200_SPEC = GPUSpec(
     elementwise_efficiency=_ELEMENTWISE,
     attention_tflops=_CUDNN_GB200,
     attention_fwd_tflops=_CUDNN_GB200_FWD,
+    window_attention_tflops=_GB200_WINDOW,
     launch_us=3.0,
     mx_block_scaling=True,
     grouped_fp8_tflops=_GROUPED_MXFP8_GB200,
@@ -469,6 +501,7 @@ GPUS: dict[str, GPUSpec] = {
             memory_gb=288.0,
             attention_tflops=_CUDNN_GB300,
             attention_fwd_tflops=_CUDNN_GB300_FWD,
+            window_attention_tflops=_GB300_WINDOW,
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
             f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} and {_GROUPED_GB200} (no GB300 "
             "measurement); H100's "

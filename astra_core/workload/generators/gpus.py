@@ -80,6 +80,7 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         )
     for key in ("attention_tflops", "attention_fwd_tflops"):
         _attention_rows(path, key, data.get(key, ()))
+    _window_rows(path, data.get("window_attention_tflops", ()))
     table = data.get("gemm_table")
     if table is not None:
         if not isinstance(table, str):
@@ -99,6 +100,19 @@ def _attention_rows(path, key: str, rows) -> None:
     ):
         raise ConfigError(
             f"{path}: {key}: expected rows [causal (true/false), head_dim, seq_len, TFLOP/s] of positive numbers"
+        )
+
+
+def _window_rows(path, rows) -> None:
+    if not isinstance(rows, (list, tuple)) or not all(
+        isinstance(r, (list, tuple))
+        and len(r) == 5
+        and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r)
+        for r in rows
+    ):
+        raise ConfigError(
+            f"{path}: window_attention_tflops: expected rows [window, head_dim, seq_len, forward TFLOP/s, "
+            "backward TFLOP/s] of positive numbers"
         )
 
 

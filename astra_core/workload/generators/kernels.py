@@ -23,7 +23,8 @@ at least the host's cost of launching it (``launch_us``):
   products per head, half of them for a causal mask; backward 2.5x the
   forward, it recomputes the scores), at the forward + backward throughput
   that benchmark measured for the sequence length, head dimension and mask
-  (``attention_tflops``).
+  (``attention_tflops``); a sliding window's band at the rate measured for that window
+  where the part has one (``window_attention_tflops``).
 * **MEMORY**: bytes moved at the rate measured for the kind of kernel
   (:data:`~.ops.KERNELS`): framework element-wise and softmax kernels at
   ``memory_gbps x elementwise_efficiency``, a fused layer norm at its
@@ -62,6 +63,7 @@ __all__ = [
     "gemm_ns",
     "kernel_ns",
     "memory_rate",
+    "window_tflops",
     "without_grouped_rate",
 ]
 
@@ -156,23 +158,43 @@ def attention_tflops(gpu, causal: bool, head_dim: float, seq: float, forward: bo
     if not rows:
         return gpu.peak_tflops * gpu.gemm_efficiency
     dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))
-    curve = sorted((r[2], r[3]) for r in rows if r[1] == dim)
-    if seq <= curve[0][0]:
-        return curve[0][1]
-    for (s0, t0), (s1, t1) in zip(curve, curve[1:]):
-        if seq <= s1:
-            w = math.log(seq / s0) / math.log(s1 / s0)
-            return t0 + w * (t1 - t0)
-    return curve[-1][1]
+    return _log_interpolated(sorted((r[2], r[3]) for r in rows if r[1] == dim), seq)
 
 
 def _attention_ns(gpu, op: Op) -> float:
     """A block of ``queries x keys`` runs at the measured rate of a square of the same
-    area (FlashAttention's benchmark sweeps equal query and key lengths)."""
+    area (FlashAttention's benchmark sweeps equal query and key lengths); a sliding
+    window's band at the part's measured window rate where it has one."""
     heads, queries, keys, hd, causal, bwd = op.shape
     work = 4.0 * heads * queries * keys * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
-    compute = work / (attention_tflops(gpu, causal, hd, math.sqrt(queries * keys)) * 1e3)
-    return max(compute, op.bytes / memory_rate(gpu, ELEMENTWISE))
+    rate = window_tflops(gpu, keys, hd, queries, bwd) if op.name.startswith("attention_window") else None
+    if rate is None:
+        rate = attention_tflops(gpu, causal, hd, math.sqrt(queries * keys))
+    return max(work / (rate * 1e3), op.bytes / memory_rate(gpu, ELEMENTWISE))
+
+
+def window_tflops(gpu, window: float, head_dim: float, seq: float, backward: bool) -> float | None:
+    """Measured sliding-window attention throughput [TFLOP/s over the band] of ``window``
+    keys per query (``gpu.window_attention_tflops``): the rows of that window and the
+    nearest head dimension, forward or backward, linear in log(seq_len) between measured
+    lengths, the end values beyond them; None without rows for the window."""
+    rows = [r for r in gpu.window_attention_tflops if r[0] == window]
+    if not rows:
+        return None
+    dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))
+    curve = sorted((r[2], r[4] if backward else r[3]) for r in rows if r[1] == dim)
+    return _log_interpolated(curve, seq)
+
+
+def _log_interpolated(curve: list, x: float) -> float:
+    """``curve`` (sorted ``(x, y)`` points) at ``x``: linear in log(x) between points, the
+    end values beyond them."""
+    if x <= curve[0][0]:
+        return curve[0][1]
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+        if x <= x1:
+            return y0 + math.log(x / x0) / math.log(x1 / x0) * (y1 - y0)
+    return curve[-1][1]
 
 
 def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:

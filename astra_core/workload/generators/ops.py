@@ -174,15 +174,16 @@ def attention_core_ops(
     head_dim but under MLA, :attr:`~.models.ModelConfig.qk_dim`). A sliding ``window``
     (keys before each query, shorter than ``s``; FlashAttention only) makes each
     query meet ``window`` keys: ``2 b s window (heads / t) (qk + v)``, all of it
-    executed (a band of the score matrix, no masked half). The kernel's rate is
-    FlashAttention's at head dimension ``(qk + v) / 2``."""
+    executed (a band of the score matrix, no masked half), in a kernel called
+    ``attention_window``. The kernel's rate is FlashAttention's at head dimension
+    ``(qk + v) / 2``."""
     heads, kv, qk, v = model.heads / t, model.kv / t, model.qk_dim, model.v_dim
     tokens = b * s
     keys, causal = (window, False) if 0 < window < s else (s, causal)
     if attention == "flash":
         return [
             Op(
-                "attention",
+                "attention_window" if keys < s else "attention",
                 2.0 * b * s * keys * heads * (qk + v),
                 BYTES * tokens * (qk * (heads + kv) + v * (kv + heads)),
                 ATTENTION,

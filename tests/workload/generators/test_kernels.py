@@ -229,3 +229,13 @@ def test_a_gpu_file_may_give_a_grouped_fp8_rate(tmp_path):
     )
     with pytest.raises(ConfigError, match="grouped_fp8_tflops"):
         load_gpu(spec)
+
+
+def test_a_gpu_files_window_rows_are_checked(tmp_path):
+    spec = tmp_path / "gpu.json"
+    base = {"name": "x", "peak_tflops": 100, "memory_gbps": 1000}
+    spec.write_text(json.dumps({**base, "window_attention_tflops": [[128, 64, 4096, 150, 170]]}))
+    assert load_gpu(spec).window_attention_tflops == ((128, 64, 4096, 150, 170),)
+    spec.write_text(json.dumps({**base, "window_attention_tflops": [[128, 64, 4096, 150]]}))
+    with pytest.raises(ConfigError, match="window_attention_tflops: expected rows"):
+        load_gpu(spec)

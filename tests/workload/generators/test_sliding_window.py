@@ -63,3 +63,20 @@ def test_windows_with_context_parallelism_are_refused():
     cfg = LLMConfig(WINDOWED, B200, dp=1, cp=2, microbatches=2, seq_len=1024)
     with pytest.raises(ConfigError, match="sliding-window attention is modelled for FlashAttention"):
         generate_llm(cfg)
+
+
+def test_a_window_runs_at_its_measured_rate_where_the_part_has_one():
+    # cudnn-frontend's GPT-OSS window of 128 at head dim 64 on GB200 (cuDNN 9.22): 161
+    # TFLOP/s forward and 182 backward at 4,096 tokens, counted over the band
+    from astra_core.workload.generators.kernels import kernel_ns, window_tflops
+
+    gb200, b, s, w = GPUS["gb200"], 2, 4096, 128
+    (band,) = O.attention_core_ops(WINDOWED, b, s, 1, window=w)
+    (backward,) = O.backward([band])
+    assert (band.name, backward.name) == ("attention_window", "attention_window_bwd")
+    assert kernel_ns(gb200, band) == pytest.approx(band.flops / 161e3)
+    assert kernel_ns(gb200, backward) == pytest.approx(2.5 * band.flops / 182e3)
+    # between measured lengths: linear in log(length); another window takes the square rule
+    assert window_tflops(gb200, 128, 64, 2**12.5, False) == pytest.approx((161 + 165) / 2)
+    assert window_tflops(gb200, 256, 64, s, False) is None
+    assert window_tflops(B200, 128, 64, s, False) is None  # no measurement on B200
