@@ -234,6 +234,12 @@ def _cudnn_rows(causal: bool, head_dim: int, points: tuple, forward: bool = Fals
     return tuple((causal, head_dim, s, f if forward else 3.5 / (1.0 / f + 2.5 / b)) for s, f, b in points)
 
 
+def _window_rows(window: int, head_dim: int, points: tuple) -> tuple:
+    """Rows of a sliding-window attention benchmark (``GPUSpec.window_attention_tflops``):
+    ``points`` (seq_len, forward, backward TFLOP/s) of one window and head dimension."""
+    return tuple((window, head_dim, s, f, b) for s, f, b in points)
+
+
 #: Measured on one H200 SXM (``measured/h200_kernels.json``, ``scripts/measure_kernels.py``:
 #: PyTorch 2.11, CUDA 13.0, cuDNN 9.19, 2026-11-30). Hopper parts share these (the H100 has the
 #: H200's SMs and clocks; memory-bound rates are fractions of each part's HBM peak).
@@ -309,25 +315,11 @@ _GB300_SDPA = (
 #: cuDNN 9.22): (window, head dim, sequence, forward, backward TFLOP/s) over the band, from
 #: NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss/{gb200,gb300}/
 #: (commit 3929da2e, 2026-04-24). Its forward at 32,768 tokens (104 / 108) is as measured.
-_GB200_WINDOW = tuple(
-    (128, 64, s, f, b)
-    for s, f, b in (
-        (2048, 153, 176),
-        (4096, 161, 182),
-        (8192, 165, 187),
-        (16384, 167, 188),
-        (32768, 104, 186),
-    )
+_GB200_WINDOW = _window_rows(
+    128, 64, ((2048, 153, 176), (4096, 161, 182), (8192, 165, 187), (16384, 167, 188), (32768, 104, 186))
 )
-_GB300_WINDOW = tuple(
-    (128, 64, s, f, b)
-    for s, f, b in (
-        (2048, 160, 184),
-        (4096, 167, 191),
-        (8192, 172, 198),
-        (16384, 173, 200),
-        (32768, 108, 199),
-    )
+_GB300_WINDOW = _window_rows(
+    128, 64, ((2048, 160, 184), (4096, 167, 191), (8192, 172, 198), (16384, 173, 200), (32768, 108, 199))
 )
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)

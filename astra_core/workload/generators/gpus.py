@@ -79,8 +79,13 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
             f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive numbers, got {rates!r}"
         )
     for key in ("attention_tflops", "attention_fwd_tflops"):
-        _attention_rows(path, key, data.get(key, ()))
-    _window_rows(path, data.get("window_attention_tflops", ()))
+        _rows(path, key, data.get(key, ()), "causal (true/false), head_dim, seq_len, TFLOP/s", flag=True)
+    _rows(
+        path,
+        "window_attention_tflops",
+        data.get("window_attention_tflops", ()),
+        "window, head_dim, seq_len, forward TFLOP/s, backward TFLOP/s",
+    )
     table = data.get("gemm_table")
     if table is not None:
         if not isinstance(table, str):
@@ -90,30 +95,20 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
     return GPUSpec(**data)
 
 
-def _attention_rows(path, key: str, rows) -> None:
+def _rows(path, key: str, rows, columns: str, flag: bool = False) -> None:
+    """ConfigError unless ``rows`` are rows of ``columns`` (comma-separated names): positive
+    numbers, the first a true/false flag where ``flag``."""
+    width = columns.count(",") + 1
     if not isinstance(rows, (list, tuple)) or not all(
         isinstance(r, (list, tuple))
-        and len(r) == 4
-        and isinstance(r[0], bool)
-        and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r[1:])
+        and len(r) == width
+        and (isinstance(r[0], bool) or not flag)
+        and all(
+            not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r[1 if flag else 0 :]
+        )
         for r in rows
     ):
-        raise ConfigError(
-            f"{path}: {key}: expected rows [causal (true/false), head_dim, seq_len, TFLOP/s] of positive numbers"
-        )
-
-
-def _window_rows(path, rows) -> None:
-    if not isinstance(rows, (list, tuple)) or not all(
-        isinstance(r, (list, tuple))
-        and len(r) == 5
-        and all(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in r)
-        for r in rows
-    ):
-        raise ConfigError(
-            f"{path}: window_attention_tflops: expected rows [window, head_dim, seq_len, forward TFLOP/s, "
-            "backward TFLOP/s] of positive numbers"
-        )
+        raise ConfigError(f"{path}: {key}: expected rows [{columns}] of positive numbers")
 
 
 def _number(path, key: str, value, positive: bool) -> None:

@@ -157,8 +157,7 @@ def attention_tflops(gpu, causal: bool, head_dim: float, seq: float, forward: bo
     rows = [r for r in table if r[0] == causal] or list(table)
     if not rows:
         return gpu.peak_tflops * gpu.gemm_efficiency
-    dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))
-    return _log_interpolated(sorted((r[2], r[3]) for r in rows if r[1] == dim), seq)
+    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 3), seq)
 
 
 def _attention_ns(gpu, op: Op) -> float:
@@ -181,9 +180,14 @@ def window_tflops(gpu, window: float, head_dim: float, seq: float, backward: boo
     rows = [r for r in gpu.window_attention_tflops if r[0] == window]
     if not rows:
         return None
+    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 4 if backward else 3), seq)
+
+
+def _nearest_dim_curve(rows, head_dim: float, column: int) -> list:
+    """``(seq_len, rows' column)`` points, sorted, of the rows (``(_, head_dim, seq_len, ...)``)
+    whose head dimension is nearest ``head_dim`` by ratio."""
     dim = min({r[1] for r in rows}, key=lambda d: abs(math.log(d / head_dim)))
-    curve = sorted((r[2], r[4] if backward else r[3]) for r in rows if r[1] == dim)
-    return _log_interpolated(curve, seq)
+    return sorted((r[2], r[column]) for r in rows if r[1] == dim)
 
 
 def _log_interpolated(curve: list, x: float) -> float:
