@@ -118,6 +118,7 @@ def _row(tflops: float, recompute: tuple[str, ...], flex: str | None) -> Row:
         layout="Et|(tt|)*30L",
         flex=flex,
         segment=32,
+        flex_sms=32 if flex else None,  # the launch script's --moe-hybridep-num-sms 32
     )
 
 
@@ -142,7 +143,7 @@ NOT_EXPRESSIBLE = (
 LEFT_OUT = (
     "Not modelled: the host's cost of launching kernels beyond one launch per kernel (the "
     "guide's section 2: the baseline is bound by the CPU's kernel launches, 72 kernels in "
-    "the router alone); CUDA graphs; HybridEP's 32 SMs taken from concurrent GEMMs; the "
+    "the router alone); CUDA graphs; the "
     "dispatcher's host synchronisation for its token counts; both runs' FP8 parameter "
     "all-gather (`--fp8-param-gather`) and BF16 optimizer states (`--exp-avg-dtype bf16`), "
     "which astra runs in BF16 and FP32."

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from summary import emit, gpu_servers, nccl_system, parse_rows, simulate_plan
 
@@ -121,6 +121,8 @@ class Row:
     flex: str | None = None  # the recipe's moe_flex_dispatcher_backend (None: all-to-all dispatcher)
     segment: int | None = None  # GPUs per NVLink domain the source asks Slurm for (None: the launcher's)
     grouped: str = "multi_stream"  # the experts' GEMM kernel (LLMConfig.moe_grouped_gemm)
+    a2a_overlap: bool = False  # the recipe's moe_a2a_overlap / overlap_moe_expert_parallel_comm
+    flex_sms: int | None = None  # SMs of the flex dispatcher's kernels (None: Megatron-core's default)
 
     @property
     def dp(self) -> int:
@@ -166,6 +168,8 @@ class Row:
             moe_token_dispatcher="flex" if self.flex else "alltoall",
             moe_flex_dispatcher_backend=self.flex or "deepep",
             moe_grouped_gemm=self.grouped,
+            moe_a2a_overlap=self.a2a_overlap,
+            moe_flex_sms=self.flex_sms,
             recompute="selective" if self.recompute_modules else "none",
             recompute_modules=self.recompute_modules or ("core_attn",),
             grad_reduce_in_bf16=True,
@@ -175,7 +179,7 @@ class Row:
         )
 
 
-ROWS = (
+_ROWS = (
     # DGX-H100
     Row("H100", "llama3-8b", 8, "fp8-cs", 128, 1, 8192, 1, 1, 1, 1, 1, 14451.0),
     Row("H100", "llama3-70b", 64, "fp8-cs", 128, 1, 8192, 0, 4, 8, 1, 5, 1602.0),
@@ -219,7 +223,7 @@ ROWS = (
         ep=8,
         recompute_modules=GPT_OSS_RECOMPUTE,
     ),
-    Row("H100", "qwen3-30b-a3b", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 5275.0, ep=8),
+    Row("H100", "qwen3-30b-a3b", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 5275.0, ep=8, a2a_overlap=True),
     # the table prints EP 8, but the recipe it names runs EP 64
     # (configs/gpt_oss/gpt_oss_workload_base_configs.py, commit 00b7660b:
     # GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_BASE_CONFIG), and the 26.02 table's EP 64 run
@@ -267,7 +271,7 @@ ROWS = (
         "GB300", "qwen3-235b-a22b", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 6131.0, ep=16, flex="hybridep"
     ),
     Row("B200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 1, 4096, 0, 1, 1, 1, 1, 9299.0, ep=8),
-    Row("B200", "qwen3-235b-a22b", 64, "fp8-mx", 1024, 1, 4096, 0, 1, 8, 1, 2, 3269.0, ep=8),
+    Row("B200", "qwen3-235b-a22b", 64, "fp8-mx", 1024, 1, 4096, 0, 1, 8, 1, 2, 3269.0, ep=8, a2a_overlap=True),
     # the table's row lacks its GBS cell: 2,048 from its recipe
     # (QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG; qwen3_llm_pretrain.py's
     # H100 function: tp_comm_overlap False); EP 32 folded over TP 2 x DP 16
@@ -287,6 +291,7 @@ ROWS = (
         1575.0,
         ep=32,
         tp_overlap=False,
+        a2a_overlap=True,
     ),
     Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 23766.0, ep=8, flex="hybridep"),
     Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 28934.0, ep=8, flex="hybridep"),
@@ -341,20 +346,24 @@ ROWS = (
     # but DeepSeek-V3's MLA up projections on GB200, DeepSeek-V3's (4, 4) layout with its
     # MTP layer (the table's TFLOP/s over tokens/s, 2.598e11 per token, is the count with it)
     Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 39936.0, "26.08", ep=8, flex="hybridep",
-        grouped="fused"),
+        grouped="fused", a2a_overlap=True),
     Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 8, 4096, 0, 1, 1, 1, 1, 44544.0, "26.08", ep=8, flex="hybridep",
-        grouped="fused"),
+        grouped="fused", a2a_overlap=True),
     Row("GB200", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 28672.0, "26.08", ep=64,
-        flex="hybridep", grouped="fused"),
+        flex="hybridep", grouped="fused", a2a_overlap=True),
     Row("GB300", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 33024.0, "26.08", ep=16,
-        flex="hybridep", grouped="fused"),
+        flex="hybridep", grouped="fused", a2a_overlap=True),
     Row("GB200", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 1, 4096, 0, 1, 8, 1, 3, 7280.0, "26.08", ep=32,
-        flex="hybridep", grouped="fused"),
+        flex="hybridep", grouped="fused", a2a_overlap=True),
     Row("GB300", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 2, 4096, 0, 1, 4, 1, 12, 8816.0, "26.08", ep=32,
-        flex="hybridep", grouped="fused"),
+        flex="hybridep", grouped="fused", a2a_overlap=True),
     Row("GB200", "deepseek-v3", 256, "fp8-mx", 4096, 1, 4096, 0, 1, 4, 1, 4, 4912.0, "26.08", ep=64,
-        recompute_modules=("mla_up_proj",), layout=DEEPSEEK_LAYOUT, mtp=1, flex="hybridep", grouped="fused"),
+        recompute_modules=("mla_up_proj",), layout=DEEPSEEK_LAYOUT, mtp=1, flex="hybridep", grouped="fused", a2a_overlap=True),
 )  # fmt: skip
+#: The performance scripts give HybridEP 32 SMs (scripts/performance/utils/overrides.py,
+#: commit 00b7660b; perf_recipes/_common.py, commit 067f987d: ``moe_hybridep_num_sms = 32``).
+HYBRIDEP_SMS = 32
+ROWS = tuple(replace(r, flex_sms=HYBRIDEP_SMS) if r.flex == "hybridep" else r for r in _ROWS)
 
 #: The table's other rows, and why astra cannot run them yet.
 NOT_EXPRESSIBLE = (
@@ -381,16 +390,16 @@ LEFT_OUT = (
     "MXFP8 block scaling (`--fp8-recipe mxfp8`, at the FP8 tensor-core rate). MoE rows run "
     "the recipe's dispatcher with force-balanced routing: Megatron-core's all-to-all one, "
     "or HybridEP where the recipe names it (`moe_flex_dispatcher_backend`: Qwen3 and "
-    "DeepSeek-V3 on GB200 / GB300). Not modelled: CUDA "
+    "DeepSeek-V3 on GB200 / GB300), HybridEP's kernels on the scripts' 32 SMs. The rows whose "
+    "recipes set `moe_a2a_overlap` / `overlap_moe_expert_parallel_comm` (25.11: the H100 and "
+    "B200 Qwen3 rows; 26.08: all) run Megatron-core's combined 1F1B with delayed weight "
+    "gradients (`--moe-a2a-overlap`). Not modelled: CUDA "
     "graphs (kernel launches are counted); the recipes' activation offloading to the Grace "
-    "CPU (GB200 / GB300 70B and 405B: `cpu_offloading_num_layers`); the MoE recipes' "
-    "`moe_a2a_overlap` (H100, B200) and the "
+    "CPU (GB200 / GB300 70B and 405B: `cpu_offloading_num_layers`); the "
     "dispatcher's host synchronisation for its all-to-all splits; the overlap of the "
     "distributed optimizer's parameter all-gather with the next forward pass; the padding of "
     "the vocabulary to a multiple of 128 x TP. The 26.08 rows run the experts as one fused "
-    "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the expert-parallel "
-    "all-to-all overlapped with the other micro-batch's computation and the delayed weight "
-    "gradients (`overlap_moe_expert_parallel_comm`, `delay_wgrad_compute`), the Qwen3 "
+    "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the Qwen3 "
     "recipes' FP8 attention (`fp8_dot_product_attention`), whole-iteration CUDA graphs, the "
     "paged stash's expert-rank capacity factor of 1.5."
 )

@@ -75,6 +75,7 @@ ROWS = (
         "v0.16",
         ep=64,
         flex=HYBRIDEP,
+        a2a_overlap=True,
     ),
     Row(
         "GB200",
@@ -94,6 +95,7 @@ ROWS = (
         ep=32,
         recompute_modules=RECOMPUTE,
         flex=HYBRIDEP,
+        a2a_overlap=True,
     ),
     Row(
         "H100",
@@ -113,6 +115,7 @@ ROWS = (
         ep=32,
         recompute_modules=RECOMPUTE,
         flex="deepep",
+        a2a_overlap=True,
     ),
     Row(
         "GB300",
@@ -146,10 +149,11 @@ NOT_EXPRESSIBLE = (
 
 LEFT_OUT = (
     "Appendix B.2's dispatchers run as astra's flex dispatcher: HybridEP on GB200 / GB300, "
-    "DeepEP on H100 (each token once per rank and NVLink group that needs it). Not "
-    "modelled: DeepEP's 20 SMs taken from concurrent GEMMs; the overlap of the EP "
-    "all-to-all with the other micro-batch's computation (on for GB200 and H100); CUDA "
-    "graphs of attention, router and dispatcher preprocessing."
+    "DeepEP on H100 (each token once per rank and NVLink group that needs it), their kernels "
+    "on Megatron-core's default SMs (16 / 20, slowing the compute beside them); the EP "
+    "all-to-all overlapped with the other micro-batch's computation where appendix B.2 has "
+    "it on (GB200 and H100: `--moe-a2a-overlap`). Not modelled: CUDA graphs of attention, "
+    "router and dispatcher preprocessing."
 )
 
 

@@ -407,6 +407,21 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "one fused grouped kernel (the GEMM model)",
 )
 @click.option(
+    "--moe-flex-sms",
+    type=int,
+    default=None,
+    help="SMs the flex dispatcher's kernels hold, slowing the compute beside them (Megatron-core's "
+    "--moe-deepep-num-sms / --moe-hybridep-num-sms; default theirs: 20 / 16)",
+)
+@click.option(
+    "--moe-a2a-overlap",
+    is_flag=True,
+    help="Megatron-core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute: one "
+    "micro-batch's forward beside another's backward, layer by layer, each one's token "
+    "dispatch and combine under the other's attention and experts (needs --ep > 1, and "
+    "--virtual-stages > 1 with --pp > 1)",
+)
+@click.option(
     "--moe-routing-seed",
     type=click.IntRange(min=0),
     default=0,

@@ -21,6 +21,7 @@ measurements as they are and the memory-bound ones as fractions of its own HBM p
 * Compute beside communication (``scripts/measure_overlap.py``,
   ``measured/h200_overlap.json``): how much longer a GEMM takes beside a kernel whose
   thread blocks hold 8 to 32 SMs, as NCCL's channels do (``nccl_compute_slowdown``).
+  Blackwell parts, not measured, take these factors at the same share of their 148 SMs.
 
 Other parts, from published measurements:
 
@@ -263,6 +264,9 @@ _HOPPER_STREAM = 3339.9 / _H200_GBPS
 #: product (``measured/h200_overlap.json``, ``pause_ns`` 500: 1.147 / 1.086, 1.246 / 1.202,
 #: 1.234 / 1.191, 1.365 / 1.340).
 _HOPPER_COMM_SLOWDOWN = ((8, 1.117), (16, 1.224), (24, 1.213), (32, 1.353))
+#: Blackwell's 148 SMs (B200, GB200, GB300; no measurement): H200's factors at the same share
+#: of the SMs held, k of 148 read at k x 132 / 148 of its 132 (linear between its rows).
+_BLACKWELL_COMM_SLOWDOWN = ((8, 1.104), (16, 1.201), (24, 1.217), (32, 1.292), (36, 1.353))
 #: cuDNN fused attention (Transformer Engine's FusedAttention, what Megatron-core runs on
 #: Hopper) through ``scaled_dot_product_attention``, BF16, 16 heads, 16,384 tokens per call,
 #: forward + backward TFLOP/s counted as FlashAttention's benchmark counts them.
@@ -402,6 +406,7 @@ _GB200_SPEC = GPUSpec(
     launch_us=3.0,
     mx_block_scaling=True,
     grouped_fp8_tflops=_GROUPED_MXFP8_GB200,
+    nccl_compute_slowdown=_BLACKWELL_COMM_SLOWDOWN,
     source="NVIDIA GB200 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
     f"per GPU, HBM3e 8 TB/s, 13.4 TB / 72 = 186 GB; {_MAMF_GB200}; {_GROUPED_GB200}; cuDNN 9.17 "
     "attention (cudnn-frontend); H100's HBM efficiency; A100's framework-kernel fraction",
@@ -476,6 +481,7 @@ GPUS: dict[str, GPUSpec] = {
             attention_fwd_tflops=_CUDNN_B200_FWD,
             launch_us=3.0,
             mx_block_scaling=True,
+            nccl_compute_slowdown=_BLACKWELL_COMM_SLOWDOWN,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
             f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend graphs); "
             "H100's HBM efficiency; "

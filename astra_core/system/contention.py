@@ -9,15 +9,17 @@ SMs, moving about 20 GB/s per SM as NCCL's channels do inside an NVLink node,
 slowed large BF16 and FP8 GEMMs by 12, 22, 21 and 35 % (the two GEMMs' mean); at
 a tenth of that rate nearly as much, so it is the SMs held that count.
 
-While one or more NCCL collectives of the rank are in flight, its running GPU
+While one or more collectives of the rank are in flight, its running GPU
 compute node progresses at ``1 / factor``, ``factor`` the GPU's measured
 slowdown (:attr:`~astra_core.config.gpus.GPUSpec.nccl_compute_slowdown`) at the
-channels of the widest collective in flight, linear between the measured SM
-counts, 1 at none, and the last measured factor beyond them. Its end is
-re-planned each time that factor changes. Point-to-point transfers and
-collectives outside the NCCL model do not slow compute (their SM footprint is
-not known: Transformer Engine's tensor-parallel overlap copies with the copy
-engines, NCCL's send/receive kernels hold few channels).
+SMs of the widest collective in flight, linear between the measured SM
+counts, 1 at none, and the last measured factor beyond them. A collective holds
+the SMs its node names (``comm_sms``: DeepEP's and HybridEP's kernels, which
+take a configured number), else its NCCL channels. Its end is re-planned each
+time that factor changes. Point-to-point transfers and other collectives outside
+the NCCL model do not slow compute (their SM footprint is not known: Transformer
+Engine's tensor-parallel overlap copies with the copy engines, NCCL's
+send/receive kernels hold few channels).
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from astra_core.workload.chakra_types import (
     COMM_GROUP_STRIDE,
     COMM_RECV,
     COMM_SEND,
+    COMM_SMS,
     COMM_STREAM,
     COMP,
     MEM_LOAD,
@@ -337,8 +338,10 @@ class RankEngine:
             comm_type, node.comm_size, node.involved_dim, group, node=node, trace=self._trace_name()
         )
         contention, choice = self.contention, dataset.nccl_choice
-        if contention is not None and choice is not None:
-            contention.collective_started(pos, choice.channels)
+        # the SMs its kernels hold: the node's own count (DeepEP, HybridEP), else NCCL's channels
+        sms = (node.attrs.get(COMM_SMS) if node.attrs else None) or (choice.channels if choice else None)
+        if contention is not None and sms is not None:
+            contention.collective_started(pos, sms)
 
             def finished(_ds, pos=pos, contention=contention) -> None:
                 contention.collective_finished(pos)

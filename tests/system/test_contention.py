@@ -103,6 +103,37 @@ def test_compute_beside_an_nccl_all_reduce_ends_at_the_closed_form(workload):
         assert rank.compute_ns == pytest.approx(rank.finish_ns, abs=2)
 
 
+def test_blackwell_takes_h200s_factors_at_the_same_share_of_sms():
+    hopper = GPUS["h200"].nccl_compute_slowdown
+    for name in ("b200", "gb200", "gb300"):
+        gpu = GPUS[name]
+        assert gpu.sms == 148
+        for sms, factor in gpu.nccl_compute_slowdown:
+            assert factor == pytest.approx(slowdown(hopper, sms * 132 / 148), abs=5e-4)
+
+
+def test_a_collective_that_names_its_sms_slows_compute_at_them(workload):
+    """As the closed form above, on eight GB200s, with an all-to-all whose node says its
+    kernels hold 32 SMs (``comm_sms``, as a HybridEP dispatch does): the slowdown is the
+    GPU's at 32 SMs, whatever channels NCCL would have picked."""
+    size, compute_ns = 64 << 20, 1_000_000
+    nodes = {
+        rank: [
+            make_node(1, "gemm", pb.COMP_NODE, duration_micros=compute_ns // 1000),
+            make_node(2, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=size, comm_sms=32),
+        ]
+        for rank in range(8)
+    }
+    result = astra.simulate(
+        workload(nodes), nccl_system(gpu="GB200"), network(["Switch"], [8], [900e9 / GIB], [300.0])
+    )
+    f = slowdown(GPUS["gb200"].nccl_compute_slowdown, 32)
+    for rank, record in zip(result.ranks, result.collectives):
+        t = record.finish_ns - record.start_ns
+        assert 0 < t < f * compute_ns and f == pytest.approx(1.292)
+        assert rank.finish_ns == pytest.approx(t + compute_ns - t / f, abs=2)
+
+
 def test_h100_steps_fold_exactly_with_their_compute_slowed(tmp_path):
     """A data- and tensor-parallel step on two DGX H100s, its gradients reduced in 4 MiB
     buckets during the backward pass: compute slowed beside the collectives, rank symmetry

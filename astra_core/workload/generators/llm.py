@@ -225,12 +225,25 @@ class LLMConfig:
       ``deepep`` or ``hybridep``: each token sent once per rank and once per NVLink
       domain that needs it, the network's first dimension taken as the NVLink
       domain, :mod:`.token_dispatch`; balanced dropless routing, and expert-tensor
-      parallelism 1 when T > 1).
+      parallelism 1 when T > 1). ``moe_flex_sms``: the SMs its dispatch and combine
+      kernels hold (Megatron-core's ``moe_deepep_num_sms`` / ``moe_hybridep_num_sms``;
+      None: their defaults, 20 / 16, :data:`.token_dispatch.FLEX_SMS`), which slow the
+      compute beside them (:mod:`astra_core.system.contention`).
     * ``moe_grouped_gemm``: the kernel of the local experts' GEMMs: ``multi_stream``
       (Transformer Engine's ``GroupedLinear`` behind ``--moe-grouped-gemm``: one cuBLAS
       GEMM per expert over several streams; FP8 ones no faster than the GPU's measured
       ``grouped_fp8_tflops``) or ``fused`` (one fused grouped kernel, e.g. Transformer
       Engine's op fuser with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP``: the GEMM model).
+    * ``moe_a2a_overlap``: Megatron-core's ``--overlap-moe-expert-parallel-comm`` with
+      ``--delay-wgrad-compute`` (its combined 1F1B schedule,
+      ``models/common/model_chunk_schedule_plan.py``): one micro-batch's forward pass and
+      another's backward pass run together, layer by layer (the forward's first layer
+      with the backward's last), so that each one's token dispatch and combine overlap
+      the other's attention and experts (:meth:`.llm_stage.StageBuilder.combined`). With
+      P = 1 the forward of micro-batch m runs beside the backward of m - 1; with
+      interleaved stages every steady-state forward beside its backward. Megatron-core's
+      conditions hold: ``ep`` > 1, the all-to-all or flex dispatcher, interleaved stages
+      when P > 1, no full recomputation.
     """
 
     model: ModelConfig
@@ -275,6 +288,8 @@ class LLMConfig:
     moe_token_dispatcher: str = "alltoall"
     moe_flex_dispatcher_backend: str = "deepep"
     moe_grouped_gemm: str = "multi_stream"
+    moe_a2a_overlap: bool = False
+    moe_flex_sms: int | None = None
     etp: int | None = None
 
     def __post_init__(self):
@@ -343,6 +358,7 @@ _COUNT_OPTIONS = (
     "virtual_stages",
     "first_stage_layers",
     "last_stage_layers",
+    "moe_flex_sms",
 )
 
 
@@ -521,6 +537,27 @@ def _check_capacity(cfg: LLMConfig) -> None:
         )
     if cfg.moe_token_dispatcher == "flex":
         _check_flex(cfg)
+    elif cfg.moe_flex_sms is not None:
+        raise ConfigError("--moe-flex-sms: needs --moe-token-dispatcher flex")
+    if cfg.moe_a2a_overlap:
+        _check_a2a_overlap(cfg)
+
+
+def _check_a2a_overlap(cfg: LLMConfig) -> None:
+    """--moe-a2a-overlap under Megatron-core's conditions (``TransformerConfig``'s checks of
+    ``overlap_moe_expert_parallel_comm``), and without ZeRO-3 (its per-layer gathers are
+    not modelled inside the combined passes)."""
+    flag = "--moe-a2a-overlap"
+    if not cfg.model.experts or cfg.ep == 1:
+        raise ConfigError(f"{flag}: needs a mixture-of-experts model with --ep > 1")
+    if cfg.moe_token_dispatcher not in ("alltoall", "flex"):
+        raise ConfigError(f"{flag}: needs --moe-token-dispatcher alltoall or flex")
+    if cfg.pp > 1 and cfg.virtual_stages == 1:
+        raise ConfigError(f"{flag}: with --pp > 1 needs --virtual-stages > 1 (Megatron-core's rule)")
+    if cfg.recompute == "full":
+        raise ConfigError(f"{flag}: cannot be combined with --recompute full (Megatron-core's rule)")
+    if cfg.zero == 3:
+        raise ConfigError(f"{flag}: cannot be combined with --zero 3 (not modelled)")
 
 
 def _check_flex(cfg: LLMConfig) -> None:
@@ -535,6 +572,9 @@ def _check_flex(cfg: LLMConfig) -> None:
         )
     if cfg.tp > 1 and cfg.etp != 1:
         raise ConfigError("--moe-token-dispatcher flex with --tp > 1: needs --expert-tensor-parallel-size 1")
+    sms = cfg.moe_flex_sms
+    if sms is not None and cfg.gpu.sms and sms >= cfg.gpu.sms:
+        raise ConfigError(f"--moe-flex-sms {sms}: must be fewer than the {cfg.gpu.name}'s {cfg.gpu.sms} SMs")
 
 
 def _check_model_split(cfg: LLMConfig) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -24,8 +25,8 @@ from astra_core.workload.generators.gpus import GPUSpec
 from astra_core.workload.generators.kernels import kernel_ns, without_grouped_rate
 from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.llm_params import dense_data_parallel, expert_data_parallel, stage_params
-from astra_core.workload.generators.pipeline import stage_passes
-from astra_core.workload.generators.token_dispatch import FlexDispatch
+from astra_core.workload.generators.pipeline import combined_passes, stage_passes
+from astra_core.workload.generators.token_dispatch import FLEX_SMS, FlexDispatch
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -45,6 +46,13 @@ GRADS_STREAM = 1
 
 
 @dataclass
+class _Chain:
+    """One micro-batch's node order in a combined pass: its last node so far (None: none)."""
+
+    last: int | None
+
+
+@dataclass
 class StageNode:
     name: str
     type: int
@@ -60,6 +68,7 @@ class StageNode:
     recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
     chain: bool = False  # on the compute chain: each such node waits for the one before
     stream: int = 0  # a collective's GPU stream (GRADS_STREAM: the gradient reductions')
+    sms: int = 0  # SMs a collective's kernels hold where they are not NCCL's (DeepEP, HybridEP)
     # per expert-parallel index, when routing is not balanced: a compute node's
     # (duration_ns, flops, nbytes), an all-to-all's (send_bytes, recv_bytes)
     by_ep: tuple | None = None
@@ -143,22 +152,33 @@ class StageProgram:
         return self.compute
 
     def coll(
-        self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra
+        self, name: str, ctype: int, size: float, role: str, blocking: bool = True, *extra, sms: int = 0
     ) -> int | None:
         if size <= 0 or self.group_sizes[role] == 1:
             return None
-        node = StageNode(name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role)
+        node = StageNode(
+            name, pb.COMM_COLL_NODE, comm_type=ctype, size=int(math.ceil(size)), role=role, sms=sms
+        )
         idx = self._add(node, (self.compute, self.comm, *extra), chain=blocking)
         self.comm = idx
         if blocking:
             self.compute = idx
         return idx
 
-    def uneven_all_to_all(self, name: str, splits: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+    def uneven_all_to_all(
+        self, name: str, splits: list[tuple[tuple[int, ...], tuple[int, ...]]], sms: int = 0
+    ) -> None:
         """A blocking all-to-all over the expert-parallel ranks whose bytes to and from each
-        member differ by index: ``splits[q]`` = (send_bytes, recv_bytes) of index q."""
+        member differ by index: ``splits[q]`` = (send_bytes, recv_bytes) of index q; ``sms``
+        the SMs its kernels hold (0: NCCL's channels)."""
         node = StageNode(
-            name, pb.COMM_COLL_NODE, comm_type=_A2A, size=sum(splits[0][0]), role="ep", by_ep=tuple(splits)
+            name,
+            pb.COMM_COLL_NODE,
+            comm_type=_A2A,
+            size=sum(splits[0][0]),
+            role="ep",
+            by_ep=tuple(splits),
+            sms=sms,
         )
         self.comm = self.compute = self._add(node, (self.compute, self.comm), chain=True)
 
@@ -190,6 +210,15 @@ class StageProgram:
 
     def recv(self, name: str, size: float, peer: str, tag: int) -> int:
         return self._add(StageNode(name, pb.COMM_RECV_NODE, size=int(size), role=peer, tag=tag), ())
+
+
+def _backward_part(ops: list[O.Op], part: str) -> list[O.Op]:
+    """The backward kernels of ``ops``: all (``part`` ""), all but the weight-gradient GEMMs
+    ("dgrad"), or those alone ("wgrad")."""
+    kernels = O.backward(ops)
+    if not part:
+        return kernels
+    return [o for o in kernels if (O.training_pass(o.name) == "wgrad") == (part == "wgrad")]
 
 
 def _gemm_positions(ops: list[O.Op], forward: bool) -> tuple[int, int]:
@@ -312,6 +341,7 @@ class StageBuilder:
         # every rank sends each expert-parallel index (:func:`.routing.rows_by_layer`)
         self.rows_to: dict[int, np.ndarray] = {i: r for i, r in (moe_rows or {}).items() if i in self.layers}
         self._routed_experts: dict[int, list[list[O.Op]]] = {}  # per layer, per index
+        self._stream_last: int | None = None  # a combined pass's last compute-stream node
         self._init_params()
         self._init_kernels()
         self._init_schedule(mb)
@@ -392,11 +422,20 @@ class StageBuilder:
 
     def build(self) -> tuple[list[StageNode], float, float]:
         """The stage's nodes, with this rank's dense and expert gradient bytes."""
-        for step, (kind, m, v) in enumerate(self.order):
-            if kind == "F":
-                self._forward(m, v)
-            else:
-                self._backward(step, m, v)
+        if self.cfg.moe_a2a_overlap:
+            for f, b in combined_passes(self.order, self.P):
+                if f is not None and b is not None:
+                    self.combined(f, b)
+                elif f is not None:
+                    self._forward(*self.order[f][1:])
+                elif b is not None:
+                    self._backward(b, *self.order[b][1:])
+        else:
+            for step, (kind, m, v) in enumerate(self.order):
+                if kind == "F":
+                    self._forward(m, v)
+                else:
+                    self._backward(step, m, v)
         self._tied_embedding_grads()
         return self._optimizer()
 
@@ -404,26 +443,38 @@ class StageBuilder:
     def _forward(self, m: int, v: int) -> None:
         """Micro-batch ``m``'s forward pass through model chunk ``v``: from the previous
         stage (or the embedding) to the next stage (or the output head)."""
+        prog, chunk = self.prog, self.chunk_layers(v)
+        self._forward_head(m, v)
+        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd") if chunk else None  # a chunk may be empty
+        for i in chunk:
+            prog.pending.append(gathered)
+            gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
+            self._forward_layer(i, m)
+        self._forward_tail(m, v)
+
+    def _forward_head(self, m: int, v: int) -> None:
+        """What a forward pass runs before its layers: the receive from the previous
+        stage, or the embedding."""
         prog, model, sp, T = self.prog, self.model, self.sp, self.T
         q = v * self.P + self.p  # virtual stage
-        chunk = self.chunk_layers(v)
-        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
         if q != 0:
+            tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
             self._receive(f"{tm}_act_recv", "prev", self._p2p_tag(m, q, False))
         elif model.vocab:
             prog.comp(f"mb{m}_embedding", O.embedding_ops(model, self.b, self.s, T, sp))
             if T > 1:
                 prog.coll(f"mb{m}_embedding_{'RS' if sp else 'AR'}", _RS if sp else _AR, self.act, "tp")
-        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd") if chunk else None  # a chunk may be empty
-        for i in chunk:
-            prog.pending.append(gathered)
-            gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
-            self._attention_block(i, m, "fwd")
-            self._mlp(i, m, True)
-        self._amax_reduction(f"{tm}_fwd_amax_AR", chunk, True)
+
+    def _forward_tail(self, m: int, v: int) -> None:
+        """What a forward pass runs after its layers: the amax reduction, then the output
+        head (and multi-token prediction) or the send to the next stage."""
+        prog, model = self.prog, self.model
+        q = v * self.P + self.p  # virtual stage
+        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
+        self._amax_reduction(f"{tm}_fwd_amax_AR", self.chunk_layers(v), True)
         tail_chunk = q == self.P * self.V - 1
         if tail_chunk and model.vocab:
-            prog.comp(f"mb{m}_lm_head", O.head_ops(model, self.b, self.s, T, sp))
+            prog.comp(f"mb{m}_lm_head", O.head_ops(model, self.b, self.s, self.T, self.sp))
             self._mtp(m, True)
         elif not tail_chunk:
             prog.send(f"{tm}_act_send", self.p2p, "next", self._p2p_tag(m, q + 1, False))
@@ -431,39 +482,166 @@ class StageBuilder:
     def _backward(self, step: int, m: int, v: int) -> None:
         """Micro-batch ``m``'s backward pass (schedule step ``step``) through model chunk ``v``,
         reducing each layer's gradients once its last micro-batch is through."""
-        prog, model, sp, T = self.prog, self.model, self.sp, self.T
+        prog, chunk = self.prog, self.chunk_layers(v)
+        self._backward_head(step, m, v)
+        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd") if chunk else None
+        for i in reversed(chunk):
+            prog.pending.append(gathered)
+            gathered = self._zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
+            self._backward_layer(i, m, step == self.chunk_done[v])
+        self._backward_tail(step, m, v)
+
+    def _backward_head(self, step: int, m: int, v: int) -> None:
+        """What a backward pass runs before its layers: the output head's backward (and
+        multi-token prediction's), or the receive from the next stage; and the layers'
+        gradient accumulation of this pass (:meth:`_gradient_ops`)."""
+        prog, model = self.prog, self.model
         q = v * self.P + self.p  # virtual stage
-        chunk = self.chunk_layers(v)
-        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
         tail_chunk = q == self.P * self.V - 1
         first, last = step == self.chunk_first[v], step == self.chunk_done[v]
-        self.accumulate = {i: self._gradient_ops(i, first, last) for i in chunk}
+        self.accumulate = {i: self._gradient_ops(i, first, last) for i in self.chunk_layers(v)}
         if tail_chunk and model.vocab:
             self.accumulate.update({i: self._gradient_ops(i, first, last) for i in self.mtp})
             self._mtp(m, False)
             if last:
                 for i in self.mtp:
                     self.grads.add(*self.params[i])
-            prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, self.b, self.s, T, sp)))
+            prog.comp(f"mb{m}_lm_head_bwd", O.backward(O.head_ops(model, self.b, self.s, self.T, self.sp)))
         elif not tail_chunk:
+            tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
             self._receive(f"{tm}_grad_recv", "next", self._p2p_tag(m, q, True))
-        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd") if chunk else None
-        for i in reversed(chunk):
-            prog.pending.append(gathered)
-            gathered = self._zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
-            self._recompute_layer(i, m)
-            self._mlp(i, m, False)
-            self._attention_block(i, m, "bwd")
-            if step == self.chunk_done[v]:
-                self.grads.add(*self.params[i])
-        self._amax_reduction(f"{tm}_bwd_amax_AR", chunk, False)
+
+    def _backward_tail(self, step: int, m: int, v: int) -> None:
+        """What a backward pass runs after its layers: the amax reduction, then the
+        embedding's backward or the send to the previous stage; after the stage's last
+        backward pass, the last gradient bucket."""
+        prog, model = self.prog, self.model
+        q = v * self.P + self.p  # virtual stage
+        tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
+        self._amax_reduction(f"{tm}_bwd_amax_AR", self.chunk_layers(v), False)
         if q == 0 and model.vocab:
-            prog.comp(f"mb{m}_embedding_bwd", O.backward(O.embedding_ops(model, self.b, self.s, T, sp)))
+            embedding = O.embedding_ops(model, self.b, self.s, self.T, self.sp)
+            prog.comp(f"mb{m}_embedding_bwd", O.backward(embedding))
         elif q != 0:
             prog.send(f"{tm}_grad_send", self.p2p, "prev", self._p2p_tag(m, q - 1, True))
         if step == self.last_backward:
             self.grads.add(self.edge, 0.0)
             self.grads.finish()
+
+    # -- expert-parallel overlap ----------------------------------------------------------
+    def combined(self, f_step: int, b_step: int) -> None:
+        """The forward pass ``order[f_step]`` and the backward pass ``order[b_step]`` run
+        together, as Megatron-core's ``--overlap-moe-expert-parallel-comm`` does
+        (``TransformerModelChunkSchedulePlan.run``): the two heads, then the forward's
+        layers from the first paired with the backward's from the last
+        (:meth:`_layer_pair`), the unpaired rest, the two tails. Each micro-batch's nodes
+        keep their own order (its CUDA event); compute nodes also keep the order they are
+        issued in on the compute stream, the all-to-alls on the communication stream.
+        The next pass waits for both."""
+        prog = self.prog
+        _, fm, fv = self.order[f_step]
+        _, bm, bv = self.order[b_step]
+        fwd, bwd = _Chain(prog.compute), _Chain(prog.compute)
+        self._stream_last = prog.compute  # the compute stream's last node
+        self._on(fwd, True, lambda: self._forward_head(fm, fv))
+        self._on(bwd, True, lambda: self._backward_head(b_step, bm, bv))
+        f_layers, b_layers = list(self.chunk_layers(fv)), list(reversed(self.chunk_layers(bv)))
+        for fi, bi in zip(f_layers, b_layers):
+            self._layer_pair(fwd, fi, fm, bwd, bi, bm, b_step == self.chunk_done[bv])
+        done = b_step == self.chunk_done[bv]
+        for bi in b_layers[len(f_layers) :]:
+            self._on(bwd, True, partial(self._backward_layer, bi, bm, done))
+        for fi in f_layers[len(b_layers) :]:
+            self._on(fwd, True, partial(self._forward_layer, fi, fm))
+        self._on(fwd, True, lambda: self._forward_tail(fm, fv))
+        self._on(bwd, True, lambda: self._backward_tail(b_step, bm, bv))
+        prog.compute = bwd.last
+        prog.pending.append(fwd.last)
+
+    def _layer_pair(self, fwd: _Chain, fi: int, fm: int, bwd: _Chain, bi: int, bm: int, last: bool) -> None:
+        """Layer ``fi``'s forward over micro-batch ``fm`` beside layer ``bi``'s backward over
+        ``bm`` (``TransformerLayerSchedulePlan.run``), issued in Megatron-core's order:
+
+        ====================  ==================================================
+        communication stream  compute stream
+        ====================  ==================================================
+        combine (backward)    attention, router, permutation (forward)
+        dispatch (forward)    experts' data gradients, weight gradients (backward)
+        dispatch (backward)   experts (forward)
+        combine (forward)     permutation, router, attention (backward)
+        ====================  ==================================================
+
+        A dense layer has no dispatch or combine, and its MLP runs whole in the experts'
+        place; ``last``: the backward pass is its chunk's last (the layer's gradients go
+        to their bucket)."""
+        f_tag, b_tag = f"L{fi}_mb{fm}_fwd", f"L{bi}_mb{bm}_bwd"
+        f_moe, b_moe = self.model.is_moe_layer(fi), self.model.is_moe_layer(bi)
+        if b_moe:
+            self._on(bwd, False, lambda: self._moe_back(b_tag, False, False, bi))
+        self._on(fwd, True, lambda: self._attention_front(fi, fm, f_tag, f_moe))
+        self._on(bwd, True, lambda: self._mlp_backward(bi, bm, b_tag, b_moe))
+        if f_moe:
+            self._on(fwd, False, lambda: self._moe_dispatch(f_tag, True, fi))
+        if b_moe:
+            self._on(bwd, True, lambda: self._moe_experts(b_tag, False, False, bi, "wgrad"))
+            self._on(bwd, False, lambda: self._moe_dispatch(b_tag, False, bi))
+        if f_moe:
+            self._on(fwd, True, lambda: self._moe_experts(f_tag, True, False, fi))
+            self._on(fwd, False, lambda: self._moe_back(f_tag, True, False, fi))
+        else:
+            self._on(fwd, True, lambda: self._mlp(fi, fm, True))
+        self._on(bwd, True, lambda: self._attention_back(bi, bm, b_tag, b_moe, last))
+
+    def _attention_front(self, i: int, m: int, tag: str, moe: bool) -> None:
+        """Forward: layer ``i``'s attention block, then its MoE router and permutation."""
+        self._attention_block(i, m, "fwd")
+        if moe:
+            self._moe_front(tag, True, False)
+
+    def _mlp_backward(self, i: int, m: int, tag: str, moe: bool) -> None:
+        """Backward: layer ``i``'s recomputation, then its experts' data gradients (the
+        weight gradients follow separately) or its dense MLP's backward."""
+        self._recompute_layer(i, m)
+        if moe:
+            self._moe_experts(tag, False, False, i, "dgrad")
+        else:
+            self._mlp(i, m, False)
+
+    def _attention_back(self, i: int, m: int, tag: str, moe: bool, last: bool) -> None:
+        """Backward: layer ``i``'s router and permutation, then its attention block; its
+        gradients to their bucket after the chunk's ``last`` backward pass."""
+        if moe:
+            self._moe_front(tag, False, False)
+        self._attention_block(i, m, "bwd")
+        if last:
+            self.grads.add(*self.params[i])
+
+    def _forward_layer(self, i: int, m: int) -> None:
+        """Layer ``i``'s forward pass over micro-batch ``m``."""
+        self._attention_block(i, m, "fwd")
+        self._mlp(i, m, True)
+
+    def _backward_layer(self, i: int, m: int, last: bool) -> None:
+        """Layer ``i``'s backward pass over micro-batch ``m`` (recomputation first); its
+        gradients to their bucket after the chunk's ``last`` backward pass."""
+        self._recompute_layer(i, m)
+        self._mlp(i, m, False)
+        self._attention_block(i, m, "bwd")
+        if last:
+            self.grads.add(*self.params[i])
+
+    def _on(self, chain: _Chain, compute_stream: bool, emit: Callable[[], None]) -> None:
+        """Emit nodes of one micro-batch's ``chain``: after its last node, and on the compute
+        stream (``compute_stream``) after that stream's last node too; collectives go
+        after the communication chain's last, as always (:meth:`StageProgram.coll`)."""
+        prog = self.prog
+        prog.compute = chain.last
+        if compute_stream:
+            prog.pending.append(self._stream_last)
+        emit()
+        chain.last = prog.compute
+        if compute_stream:
+            self._stream_last = prog.compute
 
     def _mtp(self, m: int, forward: bool) -> None:
         """Micro-batch ``m``'s multi-token-prediction depths (LLMConfig ``mtp_layers``), after
@@ -706,23 +884,38 @@ class StageBuilder:
         (:meth:`_moe_dispatch`, :meth:`_moe_combine`) is the all-to-all one or the
         all-gather one; with unbalanced routing or a capacity (``rows_to``) each
         expert-parallel index has its own bytes and expert work."""
-        prog = self.prog
         if forward:
-            self._moe_edge(f"{tag}_moe_in", True, True)
-            prog.comp(f"{tag}_router", self.router, recompute=again)
+            self._moe_front(tag, True, again)
             self._moe_dispatch(tag, True, layer)
             self._moe_experts(tag, True, again, layer)
+            self._moe_back(tag, True, again, layer)
+        else:
+            self._moe_back(tag, False, again, layer)
+            self._moe_experts(tag, False, again, layer)
+            self._moe_dispatch(tag, False, layer)
+            self._moe_front(tag, False, again)
+
+    def _moe_front(self, tag: str, forward: bool, again: bool) -> None:
+        """The MoE block's input side: its tensor-parallel edge and the router with the
+        permutation (backward in reverse)."""
+        if forward:
+            self._moe_edge(f"{tag}_moe_in", True, True)
+            self.prog.comp(f"{tag}_router", self.router, recompute=again)
+        else:
+            self.prog.comp(f"{tag}_router", O.backward(self.router))
+            self._moe_edge(f"{tag}_moe_in", False, True)
+
+    def _moe_back(self, tag: str, forward: bool, again: bool, layer: int) -> None:
+        """The MoE block's output side: the combine, the unpermutation and the
+        tensor-parallel edge (backward in reverse)."""
+        if forward:
             self._moe_combine(tag, True, layer)
-            prog.comp(f"{tag}_combine", self.combine, recompute=again)
+            self.prog.comp(f"{tag}_combine", self.combine, recompute=again)
             self._moe_edge(f"{tag}_moe_out", True, False)
         else:
             self._moe_edge(f"{tag}_moe_out", False, False)
-            prog.comp(f"{tag}_combine", O.backward(self.combine))
+            self.prog.comp(f"{tag}_combine", O.backward(self.combine))
             self._moe_combine(tag, False, layer)
-            self._moe_experts(tag, False, again, layer)
-            self._moe_dispatch(tag, False, layer)
-            prog.comp(f"{tag}_router", O.backward(self.router))
-            self._moe_edge(f"{tag}_moe_in", False, True)
 
     def _flex_dispatch(self) -> FlexDispatch | None:
         """The token-based dispatch of the flex dispatcher over the expert-parallel ranks
@@ -745,8 +938,9 @@ class StageBuilder:
         assert flex is not None
         rows = self.b * self.s / self.T
         row_bytes = self.model.hidden * O.BYTES + extra_bytes
+        sms = self.cfg.moe_flex_sms or FLEX_SMS[self.cfg.moe_flex_dispatcher_backend]
         if flex.groups == 1:
-            self.prog.coll(name, _A2A, flex.ep * rows * flex.rank_share * row_bytes, "ep")
+            self.prog.coll(name, _A2A, flex.ep * rows * flex.rank_share * row_bytes, "ep", sms=sms)
             return
         splits = self._flex_splits.get(row_bytes)
         if splits is None:  # one list for every layer's (the nodes share it)
@@ -754,7 +948,7 @@ class StageBuilder:
             for q in range(flex.ep):
                 sizes = tuple(round(r * row_bytes) for r in flex.rows_to(q, rows))
                 splits.append((sizes, sizes))
-        self.prog.uneven_all_to_all(name, splits)
+        self.prog.uneven_all_to_all(name, splits, sms)
 
     def _moe_edge(self, name: str, forward: bool, at_input: bool) -> None:
         """The block's tensor-parallel communication (:meth:`_tp_comm`); the all-gather
@@ -763,17 +957,19 @@ class StageBuilder:
         if self.cfg.moe_token_dispatcher != "allgather" and not self.folded:
             self._tp_comm(name, forward, at_input)
 
-    def _moe_experts(self, tag: str, forward: bool, again: bool, layer: int) -> None:
+    def _moe_experts(self, tag: str, forward: bool, again: bool, layer: int, part: str = "") -> None:
         """The experts' kernels: the same on every rank, or each expert-parallel index's
-        own (its rows, :meth:`_routed_experts_ops`)."""
+        own (its rows, :meth:`_routed_experts_ops`). Backward, ``part`` "dgrad" keeps all
+        but the weight-gradient GEMMs and "wgrad" those alone (``--delay-wgrad-compute``)."""
+        name = f"{tag}_experts" + ("_wgrad" if part == "wgrad" else "")
         if layer not in self.rows_to:
-            ops = self.experts if forward else O.backward(self.experts)
-            self.prog.comp(f"{tag}_experts", ops, recompute=again and forward)
+            ops = self.experts if forward else _backward_part(self.experts, part)
+            self.prog.comp(name, ops, recompute=again and forward)
             return
         per_index = self._routed_experts_ops(layer)
         if not forward:
-            per_index = [O.backward(ops) for ops in per_index]
-        self.prog.comp_by_ep(f"{tag}_experts", per_index, recompute=again and forward)
+            per_index = [_backward_part(ops, part) for ops in per_index]
+        self.prog.comp_by_ep(name, per_index, recompute=again and forward)
 
     def _routed_experts_ops(self, layer: int) -> list[list[O.Op]]:
         """Per expert-parallel index ``q``: its experts' kernels on ``ep R[q]`` rows, where

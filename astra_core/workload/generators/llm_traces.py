@@ -23,7 +23,7 @@ from typing import cast
 
 from astra_core.collector import few_passes, paused
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.chakra_types import COMM_STREAM
+from astra_core.workload.chakra_types import COMM_SMS, COMM_STREAM
 from astra_core.workload.et_decode import ETNode, RankTrace
 from astra_core.workload.et_peers import GroupTemplate, RolePeers, TemplatePeers, renames
 from astra_core.workload.generators.llm_writer import (
@@ -203,7 +203,7 @@ def _node_at(
     node = cache.get(key)
     if node is None:
         duration_ns, fields = node_fields(n, q)
-        attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM) if k in fields}
+        attrs = {k: fields.pop(k) for k in ("send_bytes", "recv_bytes", COMM_STREAM, COMM_SMS) if k in fields}
         if attrs:
             fields["attrs"] = attrs
         if place is not None and place.kind == "dims":

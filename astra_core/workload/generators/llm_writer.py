@@ -20,7 +20,7 @@ from typing import Any
 
 from astra_core.outputs import write_bytes
 from astra_core.workload import et_def_pb2 as pb
-from astra_core.workload.chakra_types import COMM_GROUP_SIZE, COMM_GROUP_STRIDE, COMM_STREAM
+from astra_core.workload.chakra_types import COMM_GROUP_SIZE, COMM_GROUP_STRIDE, COMM_SMS, COMM_STREAM
 from astra_core.workload.network_fit import GENERATED_DIMS_ATTR
 from astra_core.workload.trace_set import staged_trace_set
 from astra_core.workload.trace_size import TraceSetSize, check_trace_set
@@ -60,13 +60,16 @@ def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
     (:class:`~.llm_stage.StageNode`) on a rank of expert-parallel index ``q``: a node
     that differs by index (unbalanced routing) takes index ``q``'s figures, an
     all-to-all its bytes to and from each member (``send_bytes`` / ``recv_bytes``), a
-    collective on a GPU stream of its own its ``comm_stream``."""
+    collective on a GPU stream of its own its ``comm_stream``, one whose kernels hold SMs
+    of their own (DeepEP, HybridEP) their number (``comm_sms``)."""
     if n.type == pb.COMP_NODE:
         duration, flops, nbytes = n.by_ep[q] if n.by_ep is not None else (n.duration_ns, n.flops, n.nbytes)
         return duration, {"num_ops": int(flops), "tensor_size": int(nbytes)}
     attrs: dict[str, Any] = {"comm_type": n.comm_type, "comm_size": n.size}
     if n.stream:
         attrs[COMM_STREAM] = n.stream
+    if n.sms:
+        attrs[COMM_SMS] = n.sms
     if n.by_ep is not None:
         send, recv = n.by_ep[q]
         attrs.update(comm_size=sum(send), send_bytes=list(send), recv_bytes=list(recv))
@@ -197,6 +200,8 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         if cfg.moe_token_dispatcher == "flex"
         else None,
         "moe_grouped_gemm": cfg.moe_grouped_gemm if cfg.model.experts else None,
+        "moe_a2a_overlap": cfg.moe_a2a_overlap,
+        "moe_flex_sms": cfg.moe_flex_sms,
         "recompute_modules": list(cfg.recompute_modules) if cfg.recompute == "selective" else [],
         "mtp_layers": cfg.mtp_layers,
         "etp": cfg.etp if cfg.etp is not None else cfg.tp,

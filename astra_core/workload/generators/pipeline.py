@@ -37,6 +37,7 @@ import re
 
 __all__ = [
     "SCHEDULES",
+    "combined_passes",
     "interleaved",
     "layout_stages",
     "parse_layout",
@@ -109,6 +110,34 @@ def stage_passes(
     if chunks > 1:
         return interleaved(stages, stage, microbatches, chunks)
     return [(f_or_b, m, 0) for f_or_b, m in schedule(kind, stages, stage, microbatches)]
+
+
+def combined_passes(order: list[tuple[str, int, int]], stages: int) -> list[tuple[int | None, int | None]]:
+    """The passes of ``order`` (:func:`stage_passes`) as Megatron-core's expert-parallel
+    overlap runs them: ``(forward step, backward step)`` index pairs into ``order``, None
+    where a pass runs alone.
+
+    One stage (``forward_backward_no_pipelining``): micro-batch 0's forward alone, then
+    each forward beside the previous micro-batch's backward, the last backward alone.
+    Interleaved stages (``forward_backward_pipelining_with_interleaving``): every
+    steady-state forward beside the backward that follows it in ``order``; warm-up
+    forwards and cool-down backwards alone.
+    """
+    if stages == 1:
+        forward = [i for i, step in enumerate(order) if step[0] == "F"]
+        backward = [i for i, step in enumerate(order) if step[0] == "B"]
+        pairs: list[tuple[int | None, int | None]] = [(forward[0], None)]
+        pairs += list(zip(forward[1:], backward[:-1]))
+        return [*pairs, (None, backward[-1])]
+    pairs, i = [], 0
+    while i < len(order):
+        if order[i][0] == "F" and i + 1 < len(order) and order[i + 1][0] == "B":
+            pairs.append((i, i + 1))
+            i += 2
+        else:
+            pairs.append((i, None) if order[i][0] == "F" else (None, i))
+            i += 1
+    return pairs
 
 
 def stage_layers(

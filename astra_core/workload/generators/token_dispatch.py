@@ -26,12 +26,16 @@ from dataclasses import dataclass
 
 from astra_core.errors import ConfigError
 
-__all__ = ["FLEX_BACKENDS", "FlexDispatch", "check_backend", "hit_probability"]
+__all__ = ["FLEX_BACKENDS", "FLEX_SMS", "FlexDispatch", "check_backend", "hit_probability"]
 
 #: Megatron-core's ``--moe-flex-dispatcher-backend`` values.
 FLEX_BACKENDS = ("deepep", "hybridep")
 #: DeepEP's NVLink peers per RDMA rank (``NUM_MAX_NVL_PEERS``).
 DEEPEP_NVL_PEERS = 8
+#: SMs each backend's dispatch and combine kernels hold by default: Megatron-core's
+#: ``moe_deepep_num_sms`` (20) and ``moe_hybridep_num_sms`` (16, "in pure NVL scenarios, 16
+#: SMs can generally achieve good bandwidth"), ``megatron/core/transformer/transformer_config.py``.
+FLEX_SMS = {"deepep": 20, "hybridep": 16}
 
 
 def check_backend(backend: str) -> None:
