@@ -423,19 +423,16 @@ class StageBuilder:
     def build(self) -> tuple[list[StageNode], float, float]:
         """The stage's nodes, with this rank's dense and expert gradient bytes."""
         if self.cfg.moe_a2a_overlap:
-            for f, b in combined_passes(self.order, self.P):
-                if f is not None and b is not None:
-                    self.combined(f, b)
-                elif f is not None:
-                    self._forward(*self.order[f][1:])
-                elif b is not None:
-                    self._backward(b, *self.order[b][1:])
+            passes = combined_passes(self.order, self.P)
         else:
-            for step, (kind, m, v) in enumerate(self.order):
-                if kind == "F":
-                    self._forward(m, v)
-                else:
-                    self._backward(step, m, v)
+            passes = [(i, None) if kind == "F" else (None, i) for i, (kind, _, _) in enumerate(self.order)]
+        for f, b in passes:
+            if f is not None and b is not None:
+                self.combined(f, b)
+            elif f is not None:
+                self._forward(*self.order[f][1:])
+            elif b is not None:
+                self._backward(b, *self.order[b][1:])
         self._tied_embedding_grads()
         return self._optimizer()
 
