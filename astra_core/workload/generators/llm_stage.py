@@ -543,9 +543,9 @@ class StageBuilder:
         self._on(fwd, True, lambda: self._forward_head(fm, fv))
         self._on(bwd, True, lambda: self._backward_head(b_step, bm, bv))
         f_layers, b_layers = list(self.chunk_layers(fv)), list(reversed(self.chunk_layers(bv)))
+        done = b_step == self.chunk_done[bv]  # the layers' gradients go to their buckets
         for fi, bi in zip(f_layers, b_layers):
-            self._layer_pair(fwd, fi, fm, bwd, bi, bm, b_step == self.chunk_done[bv])
-        done = b_step == self.chunk_done[bv]
+            self._layer_pair(fwd, fi, fm, bwd, bi, bm, done)
         for bi in b_layers[len(f_layers) :]:
             self._on(bwd, True, partial(self._backward_layer, bi, bm, done))
         for fi in f_layers[len(b_layers) :]:
