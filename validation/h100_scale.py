@@ -56,7 +56,9 @@ that the recipe names (NVIDIA/NeMo-Framework-Launcher
 layers, hidden 18,432, 96 heads in 8 query groups, FFN 4h with squared ReLU (two
 matrices: astra's non-gated MLP), vocabulary 256,000, untied embeddings, no dropout,
 no recomputation, sequence parallelism, ``ub_tp_comm_overlap`` (Transformer Engine's
-userbuffers: ``tp_comm_overlap``), Megatron-Core's distributed optimizer
+userbuffers: ``tp_comm_overlap``, with Transformer Engine 1's default per-GEMM settings:
+the forward reduce-scatters pipelined in 4 splits and the backward's bulk overlaps, each
+on 16 SMs beside the GEMM), Megatron-Core's distributed optimizer
 (``zero=1``) with BF16 gradient reduction (``grad_sync_dtype: bf16``) overlapped
 with the backward pass. DGX H100 nodes: 8 x 400 Gb/s NDR InfiniBand per node (DGX
 H100 datasheet). NCCL 2.23.4, the newest release NeMo's 24.09 container could hold
@@ -79,6 +81,7 @@ from astra_core.errors import AstraError
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.models import MODELS, ModelConfig
+from astra_core.workload.generators.userbuffers import te_defaults
 
 GIB = 1 << 30
 LLAMA3 = (
@@ -164,6 +167,9 @@ class Row:
             virtual_stages=self.virtual_stages,
             sequence_parallel=True,
             tp_comm_overlap=not llama,  # NeMo's ub_tp_comm_overlap; Llama 3's paper is silent
+            # the recipe names no ub_cfgs: Transformer Engine's defaults, 1.x in NeMo 24.09
+            # (no SM margin before 2.0: transformer_engine/pytorch/module/base.py, 5ee98175)
+            tp_comm_overlap_cfg=None if llama else te_defaults(margin=False),
             recompute="none",
             zero=2 if llama else 1,  # Llama 3: FSDP; NeMo: distributed optimizer
             overlap_grad_reduce=True,

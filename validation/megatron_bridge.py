@@ -52,6 +52,7 @@ from summary import emit, gpu_servers, nccl_system, parse_rows, simulate_plan
 from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig
 from astra_core.workload.generators.models import MODELS
+from astra_core.workload.generators.userbuffers import ub_cfg
 
 SOURCE = (
     "NVIDIA Megatron-Bridge performance summary, 25.11 NeMo container "
@@ -82,6 +83,30 @@ GPT_OSS_RECOMPUTE = ("layernorm", "moe_act")
 DEEPSEEK_LAYOUT = "Etttt|" + "tttt|" * 14 + "tmL"
 #: Compute trays of a GB200 / GB300 NVL72 rack (72 GPUs / 4).
 RACK_TRAYS = 18
+
+#: Megatron-Bridge's userbuffers tables that the dense recipes pass to Transformer Engine
+#: (``src/megatron/bridge/training/comm_overlap.py``, commit 00b7660b, unchanged at 0a25f911
+#: and 067f987d; Transformer Engine's ``ub_cfgs`` keys, :mod:`astra_core.workload.generators.userbuffers`):
+#: in FP8 each forward reduce-scatter a ring exchange that leaves one SM free, the backward's
+#: bulk overlaps on a few SMs beside the GEMMs.
+_BULK = ("qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")
+_FP8_RINGS = {
+    g: {"method": "ring_exchange", "num_sm": 1, "set_sm_margin": True} for g in ("proj_fprop", "fc2_fprop")
+}
+UB_H100_70B = "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192"
+UB_H100_405B = "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"
+UB_B200_405B = "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"
+UB_TABLES = {
+    name: {
+        **_FP8_RINGS,
+        **{g: {"method": "bulk", "num_sm": n, "set_sm_margin": False} for g, n in zip(_BULK, sms)},
+    }
+    for name, sms in (
+        (UB_H100_70B, (4, 24, 2, 4)),
+        (UB_H100_405B, (2, 24, 2, 2)),
+        (UB_B200_405B, (8, 32, 2, 8)),
+    )
+}
 #: The NCCL release each container ran, as far as public facts bound it. The containers'
 #: NCCL is not published; Megatron-Bridge builds on NGC's PyTorch container
 #: (``docker/Dockerfile.ci``: ``pytorch:25.09-py3`` at v0.2.0, the 25.11 release;
@@ -123,6 +148,7 @@ class Row:
     grouped: str = "multi_stream"  # the experts' GEMM kernel (LLMConfig.moe_grouped_gemm)
     a2a_overlap: bool = False  # the recipe's moe_a2a_overlap / overlap_moe_expert_parallel_comm
     flex_sms: int | None = None  # SMs of the flex dispatcher's kernels (None: Megatron-core's default)
+    ub: str | None = None  # the recipe's userbuffers table (UB_TABLES; None: Transformer Engine's defaults)
 
     @property
     def dp(self) -> int:
@@ -162,6 +188,7 @@ class Row:
             account_for_loss=self.model in EDGES_IN_PIPELINE_SPLIT and self.layout is None,
             sequence_parallel=self.tp > 1,
             tp_comm_overlap=self.tp > 1 if self.tp_overlap is None else self.tp_overlap,
+            tp_comm_overlap_cfg=ub_cfg(UB_TABLES[self.ub], self.ub) if self.ub else None,
             zero=3 if self.fsdp else 1,
             pipeline_layout=self.layout,
             mtp_layers=self.mtp,
@@ -182,24 +209,24 @@ class Row:
 _ROWS = (
     # DGX-H100
     Row("H100", "llama3-8b", 8, "fp8-cs", 128, 1, 8192, 1, 1, 1, 1, 1, 14451.0),
-    Row("H100", "llama3-70b", 64, "fp8-cs", 128, 1, 8192, 0, 4, 8, 1, 5, 1602.0),
-    Row("H100", "llama3-405b", 1024, "fp8-cs", 512, 1, 8192, 0, 8, 8, 2, 8, 292.0),
+    Row("H100", "llama3-70b", 64, "fp8-cs", 128, 1, 8192, 0, 4, 8, 1, 5, 1602.0, ub=UB_H100_70B),
+    Row("H100", "llama3-405b", 1024, "fp8-cs", 512, 1, 8192, 0, 8, 8, 2, 8, 292.0, ub=UB_H100_405B),
     # DGX-B200
     Row("B200", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 30624.0),
-    Row("B200", "llama3-405b", 128, "fp8-cs", 64, 1, 8192, 0, 4, 8, 2, 8, 661.0),
+    Row("B200", "llama3-405b", 128, "fp8-cs", 64, 1, 8192, 0, 4, 8, 2, 8, 661.0, ub=UB_B200_405B),
     # 26.02, DGX-H100: the same plans at larger global batches
-    Row("H100", "llama3-70b", 64, "fp8-cs", 256, 1, 8192, 0, 4, 8, 1, 5, 1621.0, "26.02"),
-    Row("H100", "llama3-405b", 1024, "fp8-cs", 1536, 1, 8192, 0, 8, 8, 2, 8, 311.0, "26.02"),
+    Row("H100", "llama3-70b", 64, "fp8-cs", 256, 1, 8192, 0, 4, 8, 1, 5, 1621.0, "26.02", ub=UB_H100_70B),
+    Row("H100", "llama3-405b", 1024, "fp8-cs", 1536, 1, 8192, 0, 8, 8, 2, 8, 311.0, "26.02", ub=UB_H100_405B),
     # DGX-GB200 and DGX-GB300 (NVL72)
     Row("GB200", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 31508.0),
     Row("GB200", "llama3-70b", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 4312.0),
-    Row("GB200", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 4, 16, 1, 4, 813.0),
+    Row("GB200", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 4, 16, 1, 4, 813.0, ub=UB_B200_405B),
     Row("GB300", "llama3-8b", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 37556.0),
     Row("GB300", "llama3-70b", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 4520.0),
-    Row("GB300", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 2, 8, 2, 4, 999.0),
+    Row("GB300", "llama3-405b", 256, "fp8-cs", 1536, 1, 8192, 0, 2, 8, 2, 4, 999.0, ub=UB_B200_405B),
     # FP8-MX: the tables' figures in parentheses, the same plans in MXFP8
     Row("B200", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 29521.0),
-    Row("B200", "llama3-405b", 128, "fp8-mx", 64, 1, 8192, 0, 4, 8, 2, 8, 624.0),
+    Row("B200", "llama3-405b", 128, "fp8-mx", 64, 1, 8192, 0, 4, 8, 2, 8, 624.0, ub=UB_B200_405B),
     Row("GB200", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 29789.0),
     Row("GB300", "llama3-8b", 8, "fp8-mx", 128, 2, 8192, 0, 1, 1, 1, 1, 36108.0),
     # mixture of experts (force-balanced routing, token-dropless)
@@ -398,7 +425,9 @@ LEFT_OUT = (
     "CPU (GB200 / GB300 70B and 405B: `cpu_offloading_num_layers`); the "
     "dispatcher's host synchronisation for its all-to-all splits; the overlap of the "
     "distributed optimizer's parameter all-gather with the next forward pass; the padding of "
-    "the vocabulary to a multiple of 128 x TP. The 26.08 rows run the experts as one fused "
+    "the vocabulary to a multiple of 128 x TP; the transfer rate of the userbuffers kernels "
+    "that the recipes' TP-overlap tables put on 2 to 32 SMs (timed at the NCCL model's rate, "
+    "their SMs slowing the GEMM beside them). The 26.08 rows run the experts as one fused "
     "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the Qwen3 "
     "recipes' FP8 attention (`fp8_dot_product_attention`), whole-iteration CUDA graphs, the "
     "paged stash's expert-rank capacity factor of 1.5."

@@ -326,6 +326,13 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "beside them, in T-step rings (Megatron's --tp-comm-overlap; needs --sequence-parallel)",
 )
 @click.option(
+    "--tp-comm-overlap-cfg",
+    type=click.Path(dir_okay=False),
+    help="YAML or JSON of Transformer Engine's ub_cfgs (as NeMo's tp_overlap/*.yaml): per GEMM "
+    "the method (ring_exchange, pipeline, bulk), num_sm, set_sm_margin, num_splits "
+    "(default: Transformer Engine 2's)",
+)
+@click.option(
     "--attention",
     type=click.Choice(["flash", "unfused"]),
     default="flash",
@@ -494,6 +501,10 @@ def gen_llm(
     inputs = {"--model": model, "--gpu": gpu, "--moe-routing": plan["moe_routing"]}
     _check_paths(output, dp * tp * pp * cp, comm_groups, inputs, sizes)
     zero = _zero_stage(zero, distributed_optimizer)
+    if plan["tp_comm_overlap_cfg"] is not None:
+        from astra_core.workload.generators.userbuffers import load_ub_cfg
+
+        plan["tp_comm_overlap_cfg"] = load_ub_cfg(plan["tp_comm_overlap_cfg"])
     # every other option has its LLMConfig field's name
     cfg = LLMConfig(
         load_model(model),

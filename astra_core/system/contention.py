@@ -14,8 +14,10 @@ compute node progresses at ``1 / factor``, ``factor`` the GPU's measured
 slowdown (:attr:`~astra_core.config.gpus.GPUSpec.nccl_compute_slowdown`) at the
 SMs of the widest collective in flight, linear between the measured SM
 counts, 1 at none, and the last measured factor beyond them. A collective holds
-the SMs its node names (``comm_sms``: DeepEP's and HybridEP's kernels, which
-take a configured number), else its NCCL channels. Its end is re-planned each
+the SMs its node names (``comm_sms``: DeepEP's, HybridEP's and Transformer
+Engine's userbuffers kernels, which take a configured number; 0 where the GEMMs
+beside it were launched on the other SMs, which their own time already counts),
+else its NCCL channels. Its end is re-planned each
 time that factor changes. Point-to-point transfers and other collectives outside
 the NCCL model do not slow compute (their SM footprint is not known: Transformer
 Engine's tensor-parallel overlap copies with the copy engines, NCCL's
@@ -24,25 +26,12 @@ send/receive kernels hold few channels).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from astra_core.config.gpus import sm_slowdown as slowdown
+
 __all__ = ["ComputeContention", "slowdown"]
-
-
-def slowdown(rows: Sequence[tuple[float, float]], sms: float) -> float:
-    """The factor a GEMM's time grows by beside a kernel holding ``sms`` SMs, from
-    measured ``rows`` of ``(sms, factor)`` sorted by SMs: linear between them and from
-    ``(0, 1)`` to the first, the last factor beyond the last."""
-    if sms <= 0 or not rows:
-        return 1.0
-    points = [(0.0, 1.0), *rows]
-    i = bisect.bisect_left([p[0] for p in points], sms)
-    if i >= len(points):
-        return points[-1][1]
-    (s0, f0), (s1, f1) = points[i - 1], points[i]
-    return f0 + (f1 - f0) * (sms - s0) / (s1 - s0)
 
 
 class _Running:

@@ -338,9 +338,12 @@ class RankEngine:
             comm_type, node.comm_size, node.involved_dim, group, node=node, trace=self._trace_name()
         )
         contention, choice = self.contention, dataset.nccl_choice
-        # the SMs its kernels hold: the node's own count (DeepEP, HybridEP), else NCCL's channels
-        sms = (node.attrs.get(COMM_SMS) if node.attrs else None) or (choice.channels if choice else None)
-        if contention is not None and sms is not None:
+        # the SMs its kernels hold: the node's own count (DeepEP, HybridEP, userbuffers; 0:
+        # SMs the compute leaves free), else NCCL's channels
+        sms = node.attrs.get(COMM_SMS) if node.attrs else None
+        if sms is None:
+            sms = choice.channels if choice else None
+        if contention is not None and sms:
             contention.collective_started(pos, sms)
 
             def finished(_ds, pos=pos, contention=contention) -> None:

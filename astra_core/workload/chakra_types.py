@@ -19,10 +19,11 @@ NO_GROUP = (None, "", "0")
 #: Node attribute: the GPU stream (an int, 0 the default) a send or collective is launched
 #: on; astra's own, read where every collective runs on NCCL (:mod:`astra_core.system.engine`).
 COMM_STREAM = "comm_stream"
-#: Node attribute: the SMs a collective's kernels hold while it runs (an int >= 1) where
+#: Node attribute: the SMs a collective's kernels hold while it runs (an int >= 0) where
 #: that is not the NCCL model's channel count: DeepEP's and HybridEP's kernels (``astra gen
-#: llm``'s flex dispatcher); astra's own, read by the compute-contention model
-#: (:mod:`astra_core.system.contention`).
+#: llm``'s flex dispatcher), Transformer Engine's userbuffers kernels; 0: SMs the compute
+#: beside it leaves free, so it slows no compute; astra's own, read by the
+#: compute-contention model (:mod:`astra_core.system.contention`).
 COMM_SMS = "comm_sms"
 #: Node attributes: a send's or receive's communicator as the ``comm_group_size`` ranks
 #: ``comm_group_stride`` apart that hold its rank (ints); astra's own, written by

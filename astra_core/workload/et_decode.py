@@ -438,9 +438,9 @@ def decode_node(payload, fname: str, index: int, pos: int, bad: list[tuple[int, 
         stream = node.attrs.get(COMM_STREAM, 0)
         if type(stream) is not int or stream < 0:  # a GPU stream's number (system engine)
             bad.append((node.id, f"{COMM_STREAM} must be an integer >= 0, got {stream!r}"))
-        sms = node.attrs.get(COMM_SMS, 1)
-        if type(sms) is not int or sms < 1:  # SMs a collective holds (compute contention)
-            bad.append((node.id, f"{COMM_SMS} must be an integer >= 1, got {sms!r}"))
+        sms = node.attrs.get(COMM_SMS, 0)
+        if type(sms) is not int or sms < 0:  # SMs a collective holds (compute contention)
+            bad.append((node.id, f"{COMM_SMS} must be an integer >= 0, got {sms!r}"))
     if ntype in _COMM_TYPES and node.comm_size <= 0 and not node.is_cpu_op:
         # Upstream reads comm_size as uint64 (absent: an error); CPU-side comm ops are replayed.
         bad.append(

@@ -134,6 +134,26 @@ def test_a_collective_that_names_its_sms_slows_compute_at_them(workload):
         assert rank.finish_ns == pytest.approx(t + compute_ns - t / f, abs=2)
 
 
+def test_a_collective_on_sms_the_compute_left_free_slows_nothing(workload):
+    """The same all-to-all with ``comm_sms`` 0 (Transformer Engine's ``set_sm_margin``: the
+    GEMM was launched on the other SMs, its own time counts them): the compute takes its
+    1 ms whatever runs beside it."""
+    size, compute_ns = 64 << 20, 1_000_000
+    nodes = {
+        rank: [
+            make_node(1, "gemm", pb.COMP_NODE, duration_micros=compute_ns // 1000),
+            make_node(2, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=size, comm_sms=0),
+        ]
+        for rank in range(8)
+    }
+    result = astra.simulate(
+        workload(nodes), nccl_system(gpu="GB200"), network(["Switch"], [8], [900e9 / GIB], [300.0])
+    )
+    for rank, record in zip(result.ranks, result.collectives):
+        assert 0 < record.finish_ns - record.start_ns < compute_ns
+        assert rank.compute_ns == compute_ns and rank.finish_ns == compute_ns
+
+
 def test_h100_steps_fold_exactly_with_their_compute_slowed(tmp_path):
     """A data- and tensor-parallel step on two DGX H100s, its gradients reduced in 4 MiB
     buckets during the backward pass: compute slowed beside the collectives, rank symmetry

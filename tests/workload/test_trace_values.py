@@ -62,8 +62,8 @@ def _error(path) -> str:
         (_coll(4, 64, comm_stream=-1), "node 4: comm_stream must be an integer >= 0, got -1"),
         (_coll(4, 64, comm_stream=1.5), "node 4: comm_stream must be an integer >= 0, got 1.5"),
         (_coll(4, 64, comm_stream=True), "node 4: comm_stream must be an integer >= 0, got True"),
-        (_coll(4, 64, comm_sms=0), "node 4: comm_sms must be an integer >= 1, got 0"),
-        (_coll(4, 64, comm_sms=2.5), "node 4: comm_sms must be an integer >= 1, got 2.5"),
+        (_coll(4, 64, comm_sms=-1), "node 4: comm_sms must be an integer >= 0, got -1"),
+        (_coll(4, 64, comm_sms=2.5), "node 4: comm_sms must be an integer >= 0, got 2.5"),
     ],
 )
 def test_bad_values_name_file_and_node(tmp_path, node, expected):

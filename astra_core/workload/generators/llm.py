@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ from astra_core.workload.generators.ops import DDP_IMPLS
 from astra_core.workload.generators.pipeline import SCHEDULES, parse_layout
 from astra_core.workload.generators.routing import BALANCED, check_routing, rows_by_layer
 from astra_core.workload.generators.token_dispatch import check_backend
+from astra_core.workload.generators.userbuffers import GemmOverlap
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 __all__ = ["LLMConfig", "LLMWorkload", "generate_llm", "megatron_bucket_bytes", "write_llm"]
@@ -199,6 +200,10 @@ class LLMConfig:
       core between an attention block's two rings is the context-parallel
       ring, as Megatron-Core runs both (Llama 3.1 405B's 2025 recipe: TP 8,
       CP 2, TP overlap).
+    * ``tp_comm_overlap_cfg``: how each of those overlaps runs, Transformer Engine's
+      ``ub_cfgs`` (:mod:`.userbuffers`: ring exchange, pipelined reduce-scatter in
+      splits, bulk kernels beside the backward GEMMs, the SMs their kernels hold and
+      whether the GEMM leaves them free); None: Transformer Engine 2's defaults.
     * ``moe_routing``, ``moe_routing_seed``: each MoE layer's share of tokens per
       expert (:mod:`.routing`: ``balanced``, ``zipf:S`` or a file of recorded loads).
       Unbalanced, each expert-parallel rank's experts process the assignments routed
@@ -279,6 +284,7 @@ class LLMConfig:
     cp: int = 1
     cp_comm_type: str = "p2p"
     tp_comm_overlap: bool = False
+    tp_comm_overlap_cfg: Mapping[str, GemmOverlap] | None = None
     grad_reduce_in_bf16: bool = False
     ddp: str = "megatron"
     moe_routing: str = "balanced"
@@ -459,6 +465,8 @@ def _check_features(cfg: LLMConfig) -> None:
             "--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
             "sequence-parallel all-gathers and reduce-scatters with GEMMs"
         )
+    if cfg.tp_comm_overlap_cfg is not None and not cfg.tp_comm_overlap:
+        raise ConfigError("--tp-comm-overlap-cfg needs --tp-comm-overlap: it says how those overlaps run")
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.precision == "fp8" and cfg.fp8_recipe == "mxfp8" and not cfg.gpu.mx_block_scaling:

@@ -27,6 +27,7 @@ from astra_core.workload.generators.layout import experts_folded
 from astra_core.workload.generators.llm_params import dense_data_parallel, expert_data_parallel, stage_params
 from astra_core.workload.generators.pipeline import combined_passes, stage_passes
 from astra_core.workload.generators.token_dispatch import FLEX_SMS, FlexDispatch
+from astra_core.workload.generators.userbuffers import GemmOverlap, te_defaults
 
 if TYPE_CHECKING:
     from astra_core.workload.generators.llm import LLMConfig
@@ -43,6 +44,11 @@ TP_TAG = 1 << 29
 #: context-parallel and pipeline communication (the system's engine gives the stream a
 #: communication slot of its own); the rest share the default stream, in program order.
 GRADS_STREAM = 1
+#: ``StageNode.sms`` of a collective whose kernels run on SMs the compute leaves free
+#: (Transformer Engine's ``set_sm_margin``): written as ``comm_sms`` 0.
+RESERVED_SMS = -1
+#: A dense block's first and last GEMM as Transformer Engine names their overlaps.
+_UB_GEMMS = {"attn": ("qkv", "proj"), "mlp": ("fc1", "fc2")}
 
 
 @dataclass
@@ -68,7 +74,9 @@ class StageNode:
     recompute: bool = False  # activation recomputation: hardware FLOPs, not model FLOPs
     chain: bool = False  # on the compute chain: each such node waits for the one before
     stream: int = 0  # a collective's GPU stream (GRADS_STREAM: the gradient reductions')
-    sms: int = 0  # SMs a collective's kernels hold where they are not NCCL's (DeepEP, HybridEP)
+    # SMs a collective's kernels hold where they are not NCCL's (DeepEP, HybridEP, userbuffers);
+    # RESERVED_SMS: SMs the GEMMs beside it leave free (they do not slow the compute)
+    sms: int = 0
     # per expert-parallel index, when routing is not balanced: a compute node's
     # (duration_ns, flops, nbytes), an all-to-all's (send_bytes, recv_bytes)
     by_ep: tuple | None = None
@@ -117,14 +125,17 @@ class StageProgram:
         self.nodes.append(node)
         return len(self.nodes) - 1
 
-    def comp(self, name: str, op_list: list[O.Op], *extra, recompute: bool = False) -> int:
+    def comp(
+        self, name: str, op_list: list[O.Op], *extra, recompute: bool = False, slowdown: float = 1.0
+    ) -> int:
         """A compute node running ``op_list``'s kernels one after another (:mod:`.kernels`);
-        under FP8 with Transformer Engine's casts (:func:`.ops.fp8_kernels`)."""
-        node = self._comp_node(name, op_list, recompute)
+        under FP8 with Transformer Engine's casts (:func:`.ops.fp8_kernels`); ``slowdown``
+        times as long (kernels launched on fewer SMs than the GPU's)."""
+        node = self._comp_node(name, op_list, recompute, slowdown)
         self.compute = self._add(node, (self.compute, *extra), chain=True)
         return self.compute
 
-    def _comp_node(self, name: str, op_list: list[O.Op], recompute: bool) -> StageNode:
+    def _comp_node(self, name: str, op_list: list[O.Op], recompute: bool, slowdown: float = 1.0) -> StageNode:
         key = tuple(op_list)
         timed = self._timed.get(key)
         if timed is None:
@@ -133,7 +144,9 @@ class StageProgram:
             ns = sum(kernel_ns(self.gpu, o, O.kernel_precision(o, self.precision)) for o in op_list)
             timed = self._timed[key] = (ns, sum(o.flops for o in op_list), sum(o.bytes for o in op_list))
         ns, flops, nbytes = timed
-        return StageNode(name, pb.COMP_NODE, duration_ns=ns, flops=flops, nbytes=nbytes, recompute=recompute)
+        return StageNode(
+            name, pb.COMP_NODE, duration_ns=ns * slowdown, flops=flops, nbytes=nbytes, recompute=recompute
+        )
 
     def comp_by_ep(self, name: str, op_lists: list[list[O.Op]], recompute: bool = False) -> int:
         """A compute node whose kernels differ by expert-parallel index (``op_lists[q]``);
@@ -394,6 +407,8 @@ class StageBuilder:
             # this rank's keys and values
             self.kv_block = b * s * model.kv / T * (model.qk_dim + model.v_dim) * O.BYTES
         self.overlap = cfg.tp_comm_overlap and T > 1
+        # Transformer Engine's userbuffers settings of each overlap (:mod:`.userbuffers`)
+        self.ub = (cfg.tp_comm_overlap_cfg or te_defaults()) if self.overlap else {}
         self.accumulate: dict[int, list[O.Op]] = {}  # per layer, set by each backward pass
 
     def _init_schedule(self, mb: int) -> None:
@@ -741,6 +756,7 @@ class StageBuilder:
             attn = self._attn(i) if self.C == 1 else self.pre + self.core + self.post
             self._overlapped(
                 name,
+                "attn",
                 attn if forward else O.backward(attn),
                 forward,
                 again,
@@ -860,7 +876,9 @@ class StageBuilder:
             return
         ops = self.dense_mlp if forward else O.backward(self.dense_mlp)
         if self.overlap:
-            self._overlapped(f"{tag}_mlp", ops, forward, again, 2 * self._phase_key(layer, m, phase) + 1)
+            self._overlapped(
+                f"{tag}_mlp", "mlp", ops, forward, again, 2 * self._phase_key(layer, m, phase) + 1
+            )
         elif forward:
             self._tp_comm(f"{tag}_mlp_in", True, True)
             self.prog.comp(f"{tag}_mlp", ops, recompute=again)
@@ -1085,22 +1103,41 @@ class StageBuilder:
         if self.cfg.precision == "fp8" and self.cfg.fp8_recipe == "tensorwise":
             self.prog.coll(f"{name}_amax_AR", _AR, 4, "tp")
 
-    def _column_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:
+    def _column_backward(
+        self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = (), bulk: tuple[str, str] | None = None
+    ) -> None:
         """The backward of a block's first (column-parallel) GEMM under sequence parallelism,
         ``ops`` = [data gradient, weight gradient, the rest]: Megatron-LM all-gathers the
         block's input again for the weight gradient while the data gradient runs, then
         reduce-scatters the data gradient while the weight gradient runs
-        (``LinearWithGradAccumulationAndAsyncCommunication``; Transformer Engine's bulk
-        overlaps); the rest (the layer norm's backward) needs the scattered gradient."""
+        (``LinearWithGradAccumulationAndAsyncCommunication``); under --tp-comm-overlap
+        Transformer Engine's bulk overlaps named ``bulk`` (the gather's, the scatter's)
+        run them (:meth:`_bulk`). The rest (the layer norm's backward) needs the scattered
+        gradient."""
         prog = self.prog
-        gathered = prog.coll(f"{name}_input_AG", _AG, self.act_shard, "tp", False)
-        prog.comp(f"{name}_dgrad", ops[:1])
-        scattered = prog.coll(f"{name}_in_RS", _RS, self.act, "tp", False)
+        gather, scatter = bulk or ("", "")
+        sms, slowdown = self._bulk(gather)
+        gathered = prog.coll(f"{name}_input_AG", _AG, self.act_shard, "tp", False, sms=sms)
+        prog.comp(f"{name}_dgrad", ops[:1], slowdown=slowdown)
+        sms, slowdown = self._bulk(scatter)
+        scattered = prog.coll(f"{name}_in_RS", _RS, self.act, "tp", False, sms=sms)
         prog.pending.append(gathered)
-        prog.comp(f"{name}_wgrad", ops[1:2])
+        prog.comp(f"{name}_wgrad", ops[1:2], slowdown=slowdown)
         prog.pending.append(scattered)
         if ops[2:] or extra:
             prog.comp(f"{name}_post", ops[2:] + list(extra))
+
+    def _bulk(self, overlap: str) -> tuple[int, float]:
+        """:meth:`_ub_sms` of Transformer Engine's bulk overlap ``overlap``; "": NCCL's own
+        kernels (0, 1)."""
+        return self._ub_sms(self.ub[overlap]) if overlap else (0, 1.0)
+
+    def _ub_sms(self, ub: GemmOverlap) -> tuple[int, float]:
+        """(the collective's SMs, the GEMM's slowdown) of a userbuffers overlap: its kernel's
+        SMs beside the GEMM, or with ``set_sm_margin`` the GEMM on the SMs it leaves."""
+        if ub.sm_margin:
+            return RESERVED_SMS, self.cfg.gpu.compute_slowdown(ub.sms)
+        return ub.sms, 1.0
 
     def _sp_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:
         """A dense block's backward kernels under sequence parallelism (the output gradient
@@ -1112,6 +1149,7 @@ class StageBuilder:
     def _overlapped(
         self,
         name: str,
+        block: str,
         ops: list[O.Op],
         forward: bool,
         again: bool,
@@ -1119,47 +1157,78 @@ class StageBuilder:
         extra: Sequence[O.Op] = (),
         middle: Callable[[list[O.Op]], None] | None = None,
     ) -> None:
-        """A dense block's kernels with its tensor-parallel communication in rings of T steps
-        (:meth:`_ring`), each beside one GEMM split into T row blocks: forward an all-gather
-        before the first GEMM and a reduce-scatter after the last; backward an all-gather of
-        the output gradient beside the first data-gradient GEMM, then
-        :meth:`_column_backward`. ``extra`` kernels run at the end; ``middle(ops)`` runs
+        """A dense ``block``'s (attn or mlp) kernels with its tensor-parallel communication
+        overlapped as Transformer Engine's userbuffers run it (:mod:`.userbuffers`):
+        forward an all-gather in a ring of T steps (:meth:`_ring`) beside the first GEMM
+        and a reduce-scatter beside the last, in a ring or pipelined
+        (:meth:`_pipelined_reduce_scatter`); backward a ring all-gather of the output
+        gradient beside the first data-gradient GEMM, then :meth:`_column_backward` with
+        the block's bulk overlaps. ``extra`` kernels run at the end; ``middle(ops)`` runs
         the kernels between the rings (default: one compute node)."""
         prog, T = self.prog, self.T
+        front, back = _UB_GEMMS[block]
         first, last = _gemm_positions(ops, forward)
         if ops[:first]:
             prog.comp(f"{name}_pre", ops[:first], recompute=again)
-        for j, gather in ((first, True), (last, False)) if forward else ((first, True),):
+        steps = ((first, True, front), (last, False, back)) if forward else ((first, True, back),)
+        for j, gather, gemm in steps:
             if gather:
                 self._tp_amax(name)
-            batch, rows, n, k = ops[j].shape
-            block = O.Op(ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k))
-            self._ring(
-                f"{name}_{'ag' if gather else 'rs'}_tp",
-                [block] * T,
-                self.act_shard,
-                "tp",
-                TP_TAG + (2 * key + (not gather)) * (T + 1),
-                gather,
-                again,
-            )
+            ub = self.ub[f"{gemm}_{'fprop' if forward else 'dgrad'}"]
+            prefix = f"{name}_{'ag' if gather else 'rs'}_tp"
+            if ub.method == "pipeline":
+                self._pipelined_reduce_scatter(prefix, ops[j], ub, again)
+            else:
+                batch, rows, n, k = ops[j].shape
+                block_op = O.Op(
+                    ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k)
+                )
+                tags = TP_TAG + (2 * key + (not gather)) * (T + 1)
+                self._ring(
+                    prefix, [block_op] * T, self.act_shard, "tp", tags, gather, again, self._ub_sms(ub)[1]
+                )
             if gather and ops[first + 1 : last]:
                 if middle is None:
                     prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
                 else:
                     middle(ops[first + 1 : last])
         if not forward:
-            self._column_backward(name, ops[last:], extra)
+            self._column_backward(name, ops[last:], extra, (f"{front}_dgrad", f"{front}_wgrad"))
         elif ops[last + 1 :] or extra:
             prog.comp(f"{name}_post", ops[last + 1 :] + list(extra), recompute=again)
 
+    def _pipelined_reduce_scatter(self, prefix: str, op: O.Op, ub: GemmOverlap, again: bool) -> None:
+        """GEMM ``op`` and the reduce-scatter of its output as Transformer Engine's
+        ``pipeline`` overlap (``split_overlap_rs``): the GEMM in ``ub.splits`` row blocks,
+        each block's reduce-scatter a userbuffers kernel on ``ub.sms`` SMs beside the next
+        block (with ``set_sm_margin`` the blocks run on the SMs it leaves); what follows
+        waits for every scatter."""
+        prog, n = self.prog, ub.splits
+        batch, rows, cols, k = op.shape
+        block = O.Op(op.name, op.flops / n, op.bytes / n, O.GEMM, (batch, rows / n, cols, k))
+        sms, slowdown = self._ub_sms(ub)
+        scattered = []
+        for j in range(n):
+            prog.comp(f"{prefix}{j}", [block], recompute=again, slowdown=slowdown)
+            scattered.append(prog.coll(f"{prefix}{j}_RS", _RS, self.act / n, "tp", False, sms=sms))
+        prog.pending.extend(h for h in scattered if h is not None)
+
     def _ring(
-        self, prefix: str, blocks: list[O.Op], size: float, role: str, tags: int, gather: bool, again: bool
+        self,
+        prefix: str,
+        blocks: list[O.Op],
+        size: float,
+        role: str,
+        tags: int,
+        gather: bool,
+        again: bool,
+        slowdown: float = 1.0,
     ) -> None:
         """Kernels ``blocks`` overlapped with a ring of as many steps over the ``role`` group.
         ``gather``: each step computes with what arrived at the step before while it sends
         that on (an all-gather beside the kernels); otherwise each step's result goes on once
-        computed, with what came in added (a reduce-scatter). Tags ``tags`` + step."""
+        computed, with what came in added (a reduce-scatter). Tags ``tags`` + step; each
+        kernel ``slowdown`` times as long (launched on fewer SMs)."""
         prog = self.prog
         received = None
         for j, block in enumerate(blocks):
@@ -1171,7 +1240,7 @@ class StageBuilder:
                 arriving = prog.recv(f"{prefix}{j + 1}_recv", size, f"{role}_prev", tags + j)
             if gather and received is not None:
                 prog.pending.append(received)
-            prog.comp(f"{prefix}{j}", [block], recompute=again)
+            prog.comp(f"{prefix}{j}", [block], recompute=again, slowdown=slowdown)
             if not gather and more:
                 after = (prog.compute,) if received is None else (prog.compute, received)
                 prog.send(f"{prefix}{j + 1}_send", size, f"{role}_next", tags + j, after=after)

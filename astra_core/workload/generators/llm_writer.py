@@ -61,7 +61,8 @@ def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
     that differs by index (unbalanced routing) takes index ``q``'s figures, an
     all-to-all its bytes to and from each member (``send_bytes`` / ``recv_bytes``), a
     collective on a GPU stream of its own its ``comm_stream``, one whose kernels hold SMs
-    of their own (DeepEP, HybridEP) their number (``comm_sms``)."""
+    of their own (DeepEP, HybridEP, userbuffers) their number (``comm_sms``; 0 for SMs the
+    compute leaves free, :data:`~.llm_stage.RESERVED_SMS`)."""
     if n.type == pb.COMP_NODE:
         duration, flops, nbytes = n.by_ep[q] if n.by_ep is not None else (n.duration_ns, n.flops, n.nbytes)
         return duration, {"num_ops": int(flops), "tensor_size": int(nbytes)}
@@ -69,7 +70,7 @@ def node_fields(n, q: int) -> tuple[float, dict[str, Any]]:
     if n.stream:
         attrs[COMM_STREAM] = n.stream
     if n.sms:
-        attrs[COMM_SMS] = n.sms
+        attrs[COMM_SMS] = max(n.sms, 0)
     if n.by_ep is not None:
         send, recv = n.by_ep[q]
         attrs.update(comm_size=sum(send), send_bytes=list(send), recv_bytes=list(recv))

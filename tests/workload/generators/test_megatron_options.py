@@ -14,6 +14,7 @@ from astra_core.workload.generators.gpus import GPUS
 from astra_core.workload.generators.llm import LLMConfig, generate_llm
 from astra_core.workload.generators.models import ModelConfig
 from astra_core.workload.generators.pipeline import layout_stages, parse_layout, stage_layers
+from astra_core.workload.generators.userbuffers import ub_cfg
 
 A100 = GPUS["a100"]
 GPT = ModelConfig("gpt-test", layers=8, hidden=1024, heads=16, ffn_hidden=4096, vocab=51200, seq_len=2048)
@@ -310,7 +311,9 @@ def test_context_parallelism_needs_what_megatron_needs(kw, message):
 def test_tp_comm_overlap_moves_the_sequence_parallel_bytes_in_rings():
     T, M = 4, 2
     plain = LLMConfig(GPT, A100, tp=T, microbatches=M, sequence_parallel=True)
-    ringed = LLMConfig(GPT, A100, tp=T, microbatches=M, sequence_parallel=True, tp_comm_overlap=True)
+    # every forward reduce-scatter a ring exchange (Megatron-Bridge's FP8 tables)
+    rings = ub_cfg({g: {"method": "ring_exchange"} for g in ("proj_fprop", "fc2_fprop")}, "test")
+    ringed = replace(plain, tp_comm_overlap=True, tp_comm_overlap_cfg=rings)
     wl0, nodes0 = stage(plain)
     wl1, nodes1 = stage(ringed)
     shard = GPT.seq_len * GPT.hidden * 2 // T  # one rank's share of an activation [B]
@@ -430,8 +433,12 @@ def test_tp_comm_overlap_runs_beside_the_context_parallel_ring():
     cp_sent = sum(n.size for n in nodes if n.type == pb.COMM_SEND_NODE and n.role == "cp_next")
     shard = GPT.seq_len // C * GPT.hidden * 2 // T  # one rank's share of its s / C tokens [B]
     kv = 2 * GPT.seq_len // C * GPT.kv // T * GPT.hd * 2
-    # rings of T - 1 shares: forward 4 (AG and RS per block), its recomputation 4, backward 2
-    assert tp_sent == M * GPT.layers * 10 * (T - 1) * shard
+    # rings of T - 1 shares: forward 2 all-gathers, its recomputation 2, backward 2; the
+    # forward reduce-scatters pipelined in 4 splits (Transformer Engine's default)
+    assert tp_sent == M * GPT.layers * 6 * (T - 1) * shard
+    pipelined = [n for n in nodes if n.type == pb.COMM_COLL_NODE and "_rs_tp" in n.name]
+    assert len(pipelined) == M * GPT.layers * 2 * 2 * 4
+    assert sum(n.size for n in pipelined) == M * GPT.layers * 2 * 2 * T * shard
     # as test_context_parallel_ring_moves_keys_and_values
     assert cp_sent == M * GPT.layers * (2 * (C - 1) * kv + (C - 1) * 2 * kv + kv)
     plain = generate_llm(
