@@ -98,29 +98,13 @@ Units: GB/s with 1 GB = 1e9 bytes (NCCL's and the vendors' unit).
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from astra_core.errors import ConfigError
 
-__all__ = ["GPUS", "NCCL_GPU_NAMES", "GPUSpec", "gpu_model", "nic_gbps", "sm_slowdown"]
-
-
-def sm_slowdown(rows: Sequence[tuple[float, float]], sms: float) -> float:
-    """The factor a GEMM's time grows by beside a kernel holding ``sms`` SMs, from
-    measured ``rows`` of ``(sms, factor)`` sorted by SMs: linear between them and from
-    ``(0, 1)`` to the first, the last factor beyond the last."""
-    if sms <= 0 or not rows:
-        return 1.0
-    points = [(0.0, 1.0), *rows]
-    i = bisect.bisect_left([p[0] for p in points], sms)
-    if i >= len(points):
-        return points[-1][1]
-    (s0, f0), (s1, f1) = points[i - 1], points[i]
-    return f0 + (f1 - f0) * (sms - s0) / (s1 - s0)
+__all__ = ["GPUS", "NCCL_GPU_NAMES", "GPUSpec", "gpu_model", "nic_gbps"]
 
 
 @dataclass(frozen=True)
@@ -204,10 +188,12 @@ class GPUSpec:
         object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
         object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
-    def compute_slowdown(self, sms: float) -> float:
-        """How much longer a GEMM takes on the SMs a kernel holding ``sms`` of them leaves
-        (:func:`sm_slowdown` of ``nccl_compute_slowdown``; 1 where not measured)."""
-        return sm_slowdown(self.nccl_compute_slowdown, sms)
+    def margin_slowdown(self, sms: int) -> float:
+        """How much longer a compute-bound kernel takes when launched on the SMs left after
+        ``sms`` are reserved for another (Transformer Engine's ``set_sm_margin``): its
+        thread blocks spread over ``self.sms - sms`` SMs, ``self.sms / (self.sms - sms)``;
+        1 where the SM count is not known."""
+        return self.sms / (self.sms - sms) if 0 < sms < self.sms else 1.0
 
     @property
     def hbm_bytes(self) -> float:

@@ -26,12 +26,25 @@ send/receive kernels hold few channels).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from astra_core.config.gpus import sm_slowdown as slowdown
-
 __all__ = ["ComputeContention", "slowdown"]
+
+
+def slowdown(rows: Sequence[tuple[float, float]], sms: float) -> float:
+    """The factor a GEMM's time grows by beside a kernel holding ``sms`` SMs, from
+    measured ``rows`` of ``(sms, factor)`` sorted by SMs: linear between them and from
+    ``(0, 1)`` to the first, the last factor beyond the last."""
+    if sms <= 0 or not rows:
+        return 1.0
+    points = [(0.0, 1.0), *rows]
+    i = bisect.bisect_left([p[0] for p in points], sms)
+    if i >= len(points):
+        return points[-1][1]
+    (s0, f0), (s1, f1) = points[i - 1], points[i]
+    return f0 + (f1 - f0) * (sms - s0) / (s1 - s0)
 
 
 class _Running:

@@ -467,6 +467,11 @@ def _check_features(cfg: LLMConfig) -> None:
         )
     if cfg.tp_comm_overlap_cfg is not None and not cfg.tp_comm_overlap:
         raise ConfigError("--tp-comm-overlap-cfg needs --tp-comm-overlap: it says how those overlaps run")
+    for name, ub in (cfg.tp_comm_overlap_cfg or {}).items():
+        if cfg.gpu.sms and ub.sms >= cfg.gpu.sms:
+            raise ConfigError(
+                f"--tp-comm-overlap-cfg: {name}.num_sm {ub.sms}: the {cfg.gpu.name} has {cfg.gpu.sms} SMs"
+            )
     if cfg.precision == "fp8" and not cfg.gpu.fp8_tflops:
         raise ConfigError(f"--precision fp8: the {cfg.gpu.name} has no FP8 tensor cores (fp8_tflops 0)")
     if cfg.precision == "fp8" and cfg.fp8_recipe == "mxfp8" and not cfg.gpu.mx_block_scaling:

@@ -1134,9 +1134,10 @@ class StageBuilder:
 
     def _ub_sms(self, ub: GemmOverlap) -> tuple[int, float]:
         """(the collective's SMs, the GEMM's slowdown) of a userbuffers overlap: its kernel's
-        SMs beside the GEMM, or with ``set_sm_margin`` the GEMM on the SMs it leaves."""
+        SMs beside the GEMM (the contention model slows the GEMM while it runs), or with
+        ``set_sm_margin`` the GEMM on the SMs it leaves for its whole run."""
         if ub.sm_margin:
-            return RESERVED_SMS, self.cfg.gpu.compute_slowdown(ub.sms)
+            return RESERVED_SMS, self.cfg.gpu.margin_slowdown(ub.sms)
         return ub.sms, 1.0
 
     def _sp_backward(self, name: str, ops: list[O.Op], extra: Sequence[O.Op] = ()) -> None:

@@ -17,11 +17,11 @@ Transformer Engine names ten overlaps per layer (``initialize_ub`` in
   ``num_sm`` thread blocks beside the whole GEMM.
 
 With ``set_sm_margin`` the GEMM is launched on the SMs the communication kernel leaves
-(``_math_sms`` in ``comm_gemm_overlap.cpp``); without, the two share the GPU and the
-GEMM is slowed only while the kernel runs. Either way the GEMM runs on fewer SMs: astra
-slows it by the GPU's measured slowdown beside a kernel holding as many SMs
-(:func:`astra_core.system.contention.slowdown`), for the whole GEMM with a margin, while
-the communication runs without.
+(``_math_sms`` in ``comm_gemm_overlap.cpp``) and takes ``SMs / (SMs - num_sm)`` times as
+long for its whole run (:meth:`~astra_core.config.gpus.GPUSpec.margin_slowdown`), the
+kernel beside it slowing nothing more; without, the two share the GPU and the GEMM is
+slowed by the GPU's measured factor at ``num_sm`` SMs while the kernel runs
+(:mod:`astra_core.system.contention`, the collective's ``comm_sms``).
 
 Defaults (``get_default_config``): ``ring_exchange`` holds 1 SM and no margin, with T
 splits; ``pipeline`` and ``bulk`` hold 16 SMs, ``pipeline`` in 4 splits; the margin is
@@ -107,7 +107,9 @@ def ub_cfg(
     entries: Mapping[str, Mapping[str, Any]], where: str, margin: bool = True
 ) -> dict[str, GemmOverlap]:
     """Every overlap's settings: Transformer Engine's defaults (:func:`te_defaults`) with
-    ``entries`` (name -> ``ub_cfgs`` keys) over them. Raises ConfigError naming
+    ``entries`` (name -> ``ub_cfgs`` keys) over them, key by key, as ``initialize_ub``
+    updates each name's default (a reduce-scatter made a ring keeps the pipeline's 16 SMs
+    and margin unless the entry says otherwise). Raises ConfigError naming
     ``where`` and the key for an unknown overlap or key, a method the overlap cannot
     run, or a count below 1."""
     out = te_defaults(margin)
@@ -119,16 +121,16 @@ def ub_cfg(
         unknown = sorted(set(entry) - {"method", "num_sm", "set_sm_margin", "num_splits"} - _IGNORED)
         if unknown:
             raise ConfigError(f"{where}: {name}: unknown key {unknown[0]!r}")
-        method = entry.get("method", out[name].method)
+        base = out[name]  # Transformer Engine updates the name's default with the entry's keys
+        method = entry.get("method", base.method)
         if method not in METHODS[name]:
             raise ConfigError(
                 f"{where}: {name}.method: {method!r} is not modelled for {name} "
                 f"(expected {' or '.join(METHODS[name])})"
             )
-        ring = method == "ring_exchange"
-        sms = _count(entry.get("num_sm", 1 if ring else 16), f"{where}: {name}.num_sm")
-        splits = _count(entry.get("num_splits", 4), f"{where}: {name}.num_splits")
-        margin_set = entry.get("set_sm_margin", not ring and margin)
+        sms = _count(entry.get("num_sm", base.sms), f"{where}: {name}.num_sm")
+        splits = _count(entry.get("num_splits", base.splits), f"{where}: {name}.num_splits")
+        margin_set = entry.get("set_sm_margin", base.sm_margin)
         if not isinstance(margin_set, (bool, int)):
             raise ConfigError(f"{where}: {name}.set_sm_margin: expected true or false, got {margin_set!r}")
         out[name] = GemmOverlap(method, sms, bool(margin_set), splits)

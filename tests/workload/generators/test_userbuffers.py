@@ -40,6 +40,15 @@ def test_transformer_engine_defaults():
         assert new[name] == GemmOverlap("bulk", 16, True, 4) and not old[name].sm_margin
 
 
+def test_an_entry_updates_the_names_default_key_by_key():
+    """``initialize_ub``: ``get_default_config(name)`` then the user's keys, so a forward
+    reduce-scatter turned into a ring keeps the pipeline default's 16 SMs and margin."""
+    cfg = ub_cfg({"proj_fprop": {"method": "ring_exchange"}, "fc2_fprop": {"num_sm": 8}}, "ub.yaml")
+    assert cfg["proj_fprop"] == GemmOverlap("ring_exchange", 16, True, 4)
+    assert cfg["fc2_fprop"] == GemmOverlap("pipeline", 8, True, 4)
+    assert ub_cfg({"fc2_fprop": {"num_sm": 8}}, "ub.yaml", margin=False)["fc2_fprop"].sm_margin is False
+
+
 def test_a_nemo_tp_overlap_file_reads_as_transformer_engine_takes_it():
     cfg = load_ub_cfg(DATA / "ub_cfg_h100_h8192_tp4_mbs1_seqlen8192.yaml")
     assert cfg["qkv_wgrad"] == GemmOverlap("bulk", 24, False, 4)
@@ -64,9 +73,12 @@ def test_bad_entries_are_named(entries, message):
         ub_cfg(entries, "ub.yaml")
 
 
-def test_a_config_needs_the_overlap():
+def test_a_config_needs_the_overlap_and_spare_sms():
     with pytest.raises(ConfigError, match="--tp-comm-overlap-cfg needs --tp-comm-overlap"):
         generate_llm(replace(PLAN, tp_comm_overlap=False, tp_comm_overlap_cfg=te_defaults()))
+    greedy = ub_cfg({"qkv_wgrad": {"num_sm": 132}}, "ub.yaml")
+    with pytest.raises(ConfigError, match="qkv_wgrad.num_sm 132: the H100 has 132 SMs"):
+        generate_llm(replace(PLAN, tp_comm_overlap_cfg=greedy))
 
 
 def _stage(cfg: LLMConfig):
@@ -77,8 +89,8 @@ def _stage(cfg: LLMConfig):
 def test_pipelined_reduce_scatters_split_the_gemm_and_its_scatter():
     """proj_fprop and fc2_fprop pipelined in 4 splits: per block and micro-batch 4 GEMM
     blocks of a quarter of the rows, each followed by the reduce-scatter of its quarter
-    of the output; with the margin each block takes the H100's measured slowdown beside
-    16 SMs (1.224) and its scatter holds SMs the GEMM left free (``comm_sms`` 0)."""
+    of the output; with the margin each block runs on the H100's 132 - 16 SMs (132 / 116
+    times as long) and its scatter holds SMs the GEMM left free (``comm_sms`` 0)."""
     wl, nodes = _stage(PLAN)
     scatters = [n for n in nodes if n.type == pb.COMM_COLL_NODE and "_rs_tp" in n.name]
     assert len(scatters) == M * GPT.layers * 2 * 4
@@ -90,8 +102,8 @@ def test_pipelined_reduce_scatters_split_the_gemm_and_its_scatter():
     block = O.Op(fc2.name, fc2.flops / 4, fc2.bytes / 4, O.GEMM, (batch, rows / 4, cols, k))
     blocks = [n for n in nodes if n.type == pb.COMP_NODE and "_fwd_mlp_rs_tp" in n.name]
     assert len(blocks) == M * GPT.layers * 4
-    f = H100.compute_slowdown(16)
-    assert f == pytest.approx(1.224)
+    f = 132 / 116
+    assert H100.sms == 132 and H100.margin_slowdown(16) == pytest.approx(f)
     assert all(n.duration_ns == pytest.approx(kernel_ns(H100, block) * f, rel=1e-12) for n in blocks)
     # Transformer Engine 1.x: no margin, the GEMM at full speed, the scatter holding 16 SMs
     _, old = _stage(replace(PLAN, tp_comm_overlap_cfg=te_defaults(margin=False)))
