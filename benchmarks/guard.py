@@ -144,9 +144,14 @@ def _files_llama(folder: Path) -> Callable[[], float]:
     return _simulate(folder / "t", folder / "system.json", network=str(folder / "network.yml"))
 
 
+#: The environment variable that gives a child the checkout it runs (absent: this one).
+_TREE = "ASTRA_GUARD_TREE"
+
+
 def _row(module: str, index: int) -> Callable[[Path], Callable[[], float]]:
     def prepare(folder: Path) -> Callable[[], float]:
-        sys.path.insert(0, str(ROOT / "validation"))  # scripts, not a package
+        # the scripts (not a package) of the revision whose astra runs: its rows and its API
+        sys.path.insert(0, str(Path(os.environ.get(_TREE, ROOT)) / "validation"))
         rows = __import__(module)
         row = rows.ROWS[index]
         predict = rows.predict
@@ -232,6 +237,7 @@ def _env(revision_root: Path | None) -> dict:
     if revision_root is not None:
         roots = [revision_root] + [revision_root / "backends" / b for b in BACKEND_DIRS]
         env["PYTHONPATH"] = os.pathsep.join(map(str, roots))
+        env[_TREE] = str(revision_root)
     return env
 
 

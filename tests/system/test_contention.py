@@ -112,46 +112,46 @@ def test_blackwell_takes_h200s_factors_at_the_same_share_of_sms():
             assert factor == pytest.approx(slowdown(hopper, sms * 132 / 148), abs=5e-4)
 
 
+COMPUTE_NS = 1_000_000
+
+
+def _gb200_compute_beside_an_all_to_all(workload, comm_sms: int):
+    """Eight GB200s, each running 1 ms of compute and, independent of it, a 64 MiB
+    all-to-all whose node names ``comm_sms``: the run's result."""
+    nodes = {
+        rank: [
+            make_node(1, "gemm", pb.COMP_NODE, duration_micros=COMPUTE_NS // 1000),
+            make_node(
+                2, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=64 << 20, comm_sms=comm_sms
+            ),
+        ]
+        for rank in range(8)
+    }
+    return astra.simulate(
+        workload(nodes), nccl_system(gpu="GB200"), network(["Switch"], [8], [900e9 / GIB], [300.0])
+    )
+
+
 def test_a_collective_that_names_its_sms_slows_compute_at_them(workload):
     """As the closed form above, on eight GB200s, with an all-to-all whose node says its
     kernels hold 32 SMs (``comm_sms``, as a HybridEP dispatch does): the slowdown is the
     GPU's at 32 SMs, whatever channels NCCL would have picked."""
-    size, compute_ns = 64 << 20, 1_000_000
-    nodes = {
-        rank: [
-            make_node(1, "gemm", pb.COMP_NODE, duration_micros=compute_ns // 1000),
-            make_node(2, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=size, comm_sms=32),
-        ]
-        for rank in range(8)
-    }
-    result = astra.simulate(
-        workload(nodes), nccl_system(gpu="GB200"), network(["Switch"], [8], [900e9 / GIB], [300.0])
-    )
+    result = _gb200_compute_beside_an_all_to_all(workload, 32)
     f = slowdown(GPUS["gb200"].nccl_compute_slowdown, 32)
     for rank, record in zip(result.ranks, result.collectives):
         t = record.finish_ns - record.start_ns
-        assert 0 < t < f * compute_ns and f == pytest.approx(1.292)
-        assert rank.finish_ns == pytest.approx(t + compute_ns - t / f, abs=2)
+        assert 0 < t < f * COMPUTE_NS and f == pytest.approx(1.292)
+        assert rank.finish_ns == pytest.approx(t + COMPUTE_NS - t / f, abs=2)
 
 
 def test_a_collective_on_sms_the_compute_left_free_slows_nothing(workload):
     """The same all-to-all with ``comm_sms`` 0 (Transformer Engine's ``set_sm_margin``: the
     GEMM was launched on the other SMs, its own time counts them): the compute takes its
     1 ms whatever runs beside it."""
-    size, compute_ns = 64 << 20, 1_000_000
-    nodes = {
-        rank: [
-            make_node(1, "gemm", pb.COMP_NODE, duration_micros=compute_ns // 1000),
-            make_node(2, "a2a", pb.COMM_COLL_NODE, comm_type=pb.ALL_TO_ALL, comm_size=size, comm_sms=0),
-        ]
-        for rank in range(8)
-    }
-    result = astra.simulate(
-        workload(nodes), nccl_system(gpu="GB200"), network(["Switch"], [8], [900e9 / GIB], [300.0])
-    )
+    result = _gb200_compute_beside_an_all_to_all(workload, 0)
     for rank, record in zip(result.ranks, result.collectives):
-        assert 0 < record.finish_ns - record.start_ns < compute_ns
-        assert rank.compute_ns == compute_ns and rank.finish_ns == compute_ns
+        assert 0 < record.finish_ns - record.start_ns < COMPUTE_NS
+        assert rank.compute_ns == COMPUTE_NS and rank.finish_ns == COMPUTE_NS
 
 
 def test_h100_steps_fold_exactly_with_their_compute_slowed(tmp_path):
