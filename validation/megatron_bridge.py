@@ -149,6 +149,7 @@ class Row:
     a2a_overlap: bool = False  # the recipe's moe_a2a_overlap / overlap_moe_expert_parallel_comm
     flex_sms: int | None = None  # SMs of the flex dispatcher's kernels (None: Megatron-core's default)
     ub: str | None = None  # the recipe's userbuffers table (UB_TABLES; None: Transformer Engine's defaults)
+    fp8_dpa: bool = False  # the recipe's fp8_dot_product_attention
 
     @property
     def dp(self) -> int:
@@ -203,6 +204,7 @@ class Row:
             precision="fp8" if self.precision.startswith("fp8") else self.precision,
             # FP8-CS: Transformer Engine's current scaling; FP8-MX: its MXFP8 block scaling
             fp8_recipe="mxfp8" if self.precision == "fp8-mx" else "tensorwise",
+            fp8_attention=self.fp8_dpa,
         )
 
 
@@ -371,19 +373,21 @@ _ROWS = (
     # in MXFP8 with the recipes of src/megatron/bridge/perf_recipes (commit 067f987d):
     # HybridEP, the fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP), no recomputation
     # but DeepSeek-V3's MLA up projections on GB200, DeepSeek-V3's (4, 4) layout with its
-    # MTP layer (the table's TFLOP/s over tokens/s, 2.598e11 per token, is the count with it)
+    # MTP layer (the table's TFLOP/s over tokens/s, 2.598e11 per token, is the count with it);
+    # the Qwen3 and GPT-OSS recipes' FP8 dot-product attention (qwen/common.py,
+    # gpt_oss/common.py: fp8_dot_product_attention = True)
     Row("GB200", "qwen3-30b-a3b", 8, "fp8-mx", 512, 4, 4096, 0, 1, 1, 1, 1, 39936.0, "26.08", ep=8, flex="hybridep",
-        grouped="fused", a2a_overlap=True),
+        grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB300", "qwen3-30b-a3b", 8, "fp8-mx", 512, 8, 4096, 0, 1, 1, 1, 1, 44544.0, "26.08", ep=8, flex="hybridep",
-        grouped="fused", a2a_overlap=True),
+        grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB200", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 28672.0, "26.08", ep=64,
-        flex="hybridep", grouped="fused", a2a_overlap=True),
+        flex="hybridep", grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB300", "gpt-oss-120b", 64, "fp8-mx", 1280, 4, 4096, 0, 1, 1, 1, 1, 33024.0, "26.08", ep=16,
-        flex="hybridep", grouped="fused", a2a_overlap=True),
+        flex="hybridep", grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB200", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 1, 4096, 0, 1, 8, 1, 3, 7280.0, "26.08", ep=32,
-        flex="hybridep", grouped="fused", a2a_overlap=True),
+        flex="hybridep", grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB300", "qwen3-235b-a22b", 256, "fp8-mx", 8192, 2, 4096, 0, 1, 4, 1, 12, 8816.0, "26.08", ep=32,
-        flex="hybridep", grouped="fused", a2a_overlap=True),
+        flex="hybridep", grouped="fused", a2a_overlap=True, fp8_dpa=True),
     Row("GB200", "deepseek-v3", 256, "fp8-mx", 4096, 1, 4096, 0, 1, 4, 1, 4, 4912.0, "26.08", ep=64,
         recompute_modules=("mla_up_proj",), layout=DEEPSEEK_LAYOUT, mtp=1, flex="hybridep", grouped="fused", a2a_overlap=True),
 )  # fmt: skip
@@ -428,9 +432,10 @@ LEFT_OUT = (
     "the vocabulary to a multiple of 128 x TP; the transfer rate of the userbuffers kernels "
     "that the recipes' TP-overlap tables put on 2 to 32 SMs (timed at the NCCL model's rate, "
     "their SMs slowing the GEMM beside them). The 26.08 rows run the experts as one fused "
-    "grouped kernel (`--moe-grouped-gemm fused`); not modelled there: the Qwen3 "
-    "recipes' FP8 attention (`fp8_dot_product_attention`), whole-iteration CUDA graphs, the "
-    "paged stash's expert-rank capacity factor of 1.5."
+    "grouped kernel (`--moe-grouped-gemm fused`) and the Qwen3 and GPT-OSS ones their "
+    "recipes' MXFP8 attention (`--fp8-attention`, GPT-OSS's sliding-window layers at BF16 "
+    "rates); not modelled there: whole-iteration CUDA graphs, the paged stash's expert-rank "
+    "capacity factor of 1.5."
 )
 
 

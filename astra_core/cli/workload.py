@@ -326,6 +326,12 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "beside them, in T-step rings (Megatron's --tp-comm-overlap; needs --sequence-parallel)",
 )
 @click.option(
+    "--fp8-attention",
+    is_flag=True,
+    help="Transformer Engine's FP8 dot-product attention (Megatron's --fp8-dot-product-attention; "
+    "MXFP8 under --fp8-recipe mxfp8): the attention kernel at the GPU's measured FP8 rate",
+)
+@click.option(
     "--tp-comm-overlap-cfg",
     type=click.Path(dir_okay=False),
     help="YAML or JSON of Transformer Engine's ub_cfgs (as NeMo's tp_overlap/*.yaml): per GEMM "

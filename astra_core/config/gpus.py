@@ -127,7 +127,10 @@ class GPUSpec:
     which is lower: the backward kernel is the slower one). ``window_attention_tflops``:
     measured sliding-window attention, rows ``(window, head_dim, seq_len, forward
     TFLOP/s, backward TFLOP/s)`` counted over the band the window keeps (empty: a
-    window runs at ``attention_tflops``' rate for a square of the band's area). ``launch_us``: the
+    window runs at ``attention_tflops``' rate for a square of the band's area).
+    ``fp8_attention_tflops``: measured FP8 fused attention, the kernel Transformer Engine runs
+    for ``fp8_dot_product_attention`` on the part (MXFP8 on Blackwell), rows as
+    ``attention_tflops`` (empty: not measured, FP8 attention refused). ``launch_us``: the
     host's cost of one kernel launch [us]. ``mx_block_scaling``: the tensor cores
     apply OCP MX block scales inside the MMA (Blackwell's ``tcgen05.mma`` block-scaled
     kinds, at the FP8 rate: NVIDIA Blackwell architecture technical brief), so MXFP8
@@ -166,6 +169,7 @@ class GPUSpec:
     attention_tflops: tuple = ()
     attention_fwd_tflops: tuple = ()
     window_attention_tflops: tuple = ()
+    fp8_attention_tflops: tuple = ()
     launch_us: float = 0.0
     mx_block_scaling: bool = False
     grouped_fp8_tflops: float = 0.0
@@ -185,6 +189,7 @@ class GPUSpec:
         object.__setattr__(
             self, "window_attention_tflops", tuple(tuple(r) for r in self.window_attention_tflops)
         )
+        object.__setattr__(self, "fp8_attention_tflops", tuple(tuple(r) for r in self.fp8_attention_tflops))
         object.__setattr__(self, "layernorm_gbps", tuple(self.layernorm_gbps))
         object.__setattr__(self, "nccl_compute_slowdown", tuple(tuple(r) for r in self.nccl_compute_slowdown))
 
@@ -332,6 +337,25 @@ _GB200_WINDOW = _window_rows(
 _GB300_WINDOW = _window_rows(
     128, 64, ((2048, 160, 184), (4096, 167, 191), (8192, 172, 198), (16384, 173, 200), (32768, 108, 199))
 )
+#: cuDNN's MXFP8 attention (Transformer Engine's FP8 dot-product attention under the MXFP8
+#: recipe, TE PR #2719), Llama 3.1's heads (64 query, 8 key/value, head dim 128), causal,
+#: batch 2, non-deterministic backward, cuDNN 9.22: (seq_len, forward, backward TFLOP/s),
+#: NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/{gb200,gb300}/
+#: (commit 3929da2e, 2026-04-24), the ``mxfp8`` ``top_left`` rows.
+_GB200_MXFP8_SDPA = (
+    (2048, 1330, 745),
+    (4096, 1685, 1054),
+    (8192, 1902, 1287),
+    (16384, 1999, 1436),
+    (32768, 2046, 1425),
+)
+_GB300_MXFP8_SDPA = (
+    (2048, 1751, 811),
+    (4096, 2272, 1143),
+    (8192, 2570, 1404),
+    (16384, 2727, 1563),
+    (32768, 2785, 1590),
+)
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
@@ -410,6 +434,7 @@ _GB200_SPEC = GPUSpec(
     attention_tflops=_CUDNN_GB200,
     attention_fwd_tflops=_CUDNN_GB200_FWD,
     window_attention_tflops=_GB200_WINDOW,
+    fp8_attention_tflops=_cudnn_rows(True, 128, _GB200_MXFP8_SDPA),
     launch_us=3.0,
     mx_block_scaling=True,
     grouped_fp8_tflops=_GROUPED_MXFP8_GB200,
@@ -507,6 +532,7 @@ GPUS: dict[str, GPUSpec] = {
             attention_tflops=_CUDNN_GB300,
             attention_fwd_tflops=_CUDNN_GB300_FWD,
             window_attention_tflops=_GB300_WINDOW,
+            fp8_attention_tflops=_cudnn_rows(True, 128, _GB300_MXFP8_SDPA),
             source="NVIDIA GB300 NVL72 specification / 72 / 2 (sparsity): BF16 2.5 / FP8 5 PFLOPS dense "
             f"per GPU, HBM3e 8 TB/s, 288 GB; GB200's {_MAMF_GB200} and {_GROUPED_GB200} (no GB300 "
             "measurement); H100's "

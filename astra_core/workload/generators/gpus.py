@@ -78,7 +78,7 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         raise ConfigError(
             f"{path}: layernorm_gbps: expected [forward, backward] GB/s, two positive numbers, got {rates!r}"
         )
-    for key in ("attention_tflops", "attention_fwd_tflops"):
+    for key in ("attention_tflops", "attention_fwd_tflops", "fp8_attention_tflops"):
         _rows(path, key, data.get(key, ()), "causal (true/false), head_dim, seq_len, TFLOP/s", flag=True)
     _rows(
         path,

@@ -24,7 +24,8 @@ at least the host's cost of launching it (``launch_us``):
   forward, it recomputes the scores), at the forward + backward throughput
   that benchmark measured for the sequence length, head dimension and mask
   (``attention_tflops``); a sliding window's band at the rate measured for that window
-  where the part has one (``window_attention_tflops``).
+  where the part has one (``window_attention_tflops``); an FP8 attention kernel
+  (:func:`.ops.fp8_attention`) at the part's measured FP8 rate (``fp8_attention_tflops``).
 * **MEMORY**: bytes moved at the rate measured for the kind of kernel
   (:data:`~.ops.KERNELS`): framework element-wise and softmax kernels at
   ``memory_gbps x elementwise_efficiency``, a fused layer norm at its
@@ -144,31 +145,37 @@ def memory_rate(gpu, kernel: str) -> float:
     return gpu.memory_gbps * gpu.elementwise_efficiency
 
 
-def attention_tflops(gpu, causal: bool, head_dim: float, seq: float, forward: bool = False) -> float:
+def attention_tflops(
+    gpu, causal: bool, head_dim: float, seq: float, forward: bool = False, fp8: bool = False
+) -> float:
     """FlashAttention forward + backward throughput [TFLOP/s] from ``gpu.attention_tflops``
     (``forward``: the forward pass alone, from ``gpu.attention_fwd_tflops`` where the part
-    has them, else the forward + backward rate).
+    has them, else the forward + backward rate; ``fp8``: FP8 attention's,
+    ``gpu.fp8_attention_tflops``).
 
     The rows of the same mask and the nearest head dimension (by ratio), linear in
     log(seq_len) between measured lengths, the end values beyond them; without
     rows, the GEMM rate.
     """
-    table = (forward and gpu.attention_fwd_tflops) or gpu.attention_tflops
+    table = (
+        (fp8 and gpu.fp8_attention_tflops) or (forward and gpu.attention_fwd_tflops) or gpu.attention_tflops
+    )
     rows = [r for r in table if r[0] == causal] or list(table)
     if not rows:
         return gpu.peak_tflops * gpu.gemm_efficiency
     return _log_interpolated(_nearest_dim_curve(rows, head_dim, 3), seq)
 
 
-def _attention_ns(gpu, op: Op) -> float:
+def _attention_ns(gpu, op: Op, fp8: bool = False) -> float:
     """A block of ``queries x keys`` runs at the measured rate of a square of the same
-    area (FlashAttention's benchmark sweeps equal query and key lengths); a sliding
-    window's band at the part's measured window rate where it has one."""
+    area (FlashAttention's benchmark sweeps equal query and key lengths), FP8 attention
+    at the part's FP8 rate; a sliding window's band at the part's measured window rate
+    where it has one."""
     heads, queries, keys, hd, causal, bwd = op.shape
     work = 4.0 * heads * queries * keys * hd * (0.5 if causal else 1.0) * (2.5 if bwd else 1.0)
     rate = window_tflops(gpu, keys, hd, queries, bwd) if op.name.startswith("attention_window") else None
     if rate is None:
-        rate = attention_tflops(gpu, causal, hd, math.sqrt(queries * keys))
+        rate = attention_tflops(gpu, causal, hd, math.sqrt(queries * keys), fp8=fp8)
     return max(work / (rate * 1e3), op.bytes / memory_rate(gpu, ELEMENTWISE))
 
 
@@ -210,7 +217,7 @@ def kernel_ns(gpu, op: Op, precision: str = "bf16") -> float:
     if op.kind == GEMM:
         ns = _gemm_op_ns(gpu, op, precision)
     elif op.kind == ATTENTION:
-        ns = _attention_ns(gpu, op)
+        ns = _attention_ns(gpu, op, precision == "fp8")
     else:
         ns = op.bytes / memory_rate(gpu, op.kernel)
     return max(ns, gpu.launch_us * 1e3)

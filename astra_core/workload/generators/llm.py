@@ -200,6 +200,11 @@ class LLMConfig:
       core between an attention block's two rings is the context-parallel
       ring, as Megatron-Core runs both (Llama 3.1 405B's 2025 recipe: TP 8,
       CP 2, TP overlap).
+    * ``fp8_attention``: Transformer Engine's FP8 dot-product attention (Megatron's
+      ``--fp8-dot-product-attention``; MXFP8 under ``fp8_recipe`` mxfp8): the attention
+      kernel at the part's measured FP8 rate (``GPUSpec.fp8_attention_tflops``) after a
+      cast of its queries, keys and values (:func:`.ops.fp8_attention`). Needs FP8,
+      FlashAttention-style kernels, no context parallelism and a part with the rates.
     * ``tp_comm_overlap_cfg``: how each of those overlaps runs, Transformer Engine's
       ``ub_cfgs`` (:mod:`.userbuffers`: ring exchange, pipelined reduce-scatter in
       splits, bulk kernels beside the backward GEMMs, the SMs their kernels hold and
@@ -281,6 +286,7 @@ class LLMConfig:
     dropout: bool = False
     precision: str = "bf16"
     fp8_recipe: str = "delayed"
+    fp8_attention: bool = False
     cp: int = 1
     cp_comm_type: str = "p2p"
     tp_comm_overlap: bool = False
@@ -465,6 +471,14 @@ def _check_features(cfg: LLMConfig) -> None:
             "--tp-comm-overlap needs --sequence-parallel (Megatron-LM): it overlaps the "
             "sequence-parallel all-gathers and reduce-scatters with GEMMs"
         )
+    if cfg.fp8_attention:
+        if cfg.precision != "fp8" or cfg.attention != "flash" or cfg.cp > 1:
+            raise ConfigError(
+                "--fp8-attention needs --precision fp8 and --attention flash, without --cp "
+                "(context parallelism's attention steps are not modelled in FP8)"
+            )
+        if not cfg.gpu.fp8_attention_tflops:
+            raise ConfigError(f"--fp8-attention: the {cfg.gpu.name} has no measured FP8 attention rate")
     if cfg.tp_comm_overlap_cfg is not None and not cfg.tp_comm_overlap:
         raise ConfigError("--tp-comm-overlap-cfg needs --tp-comm-overlap: it says how those overlaps run")
     for name, ub in (cfg.tp_comm_overlap_cfg or {}).items():

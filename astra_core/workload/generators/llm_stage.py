@@ -390,6 +390,9 @@ class StageBuilder:
             else ([], [], [])
         )
         self.core = O.attention_core_ops(model, b, s, T, cfg.attention, drop)
+        if cfg.fp8_attention:  # Transformer Engine's FP8 dot-product attention
+            self.attn = O.fp8_attention(self.attn, model, b, s, T)
+            self.core = O.fp8_attention(self.core, model, b, s, T)
         self.pre: list[O.Op] = []
         self.post: list[O.Op] = []
         self.kv_block = 0.0

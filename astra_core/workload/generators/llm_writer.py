@@ -191,6 +191,7 @@ def llm_metadata(wl) -> list[tuple[str, Any]]:
         "attention": cfg.attention,
         "precision": cfg.precision,
         "fp8_recipe": cfg.fp8_recipe,
+        "fp8_attention": cfg.fp8_attention,
         "ddp": cfg.ddp,
         "moe_routing": cfg.moe_routing,
         "moe_routing_seed": cfg.moe_routing_seed,

@@ -61,6 +61,7 @@ __all__ = [
     "context_parallel_attention_ops",
     "ddp_bucket_copy_op",
     "embedding_ops",
+    "fp8_attention",
     "fp8_cast_op",
     "fp8_kernels",
     "gemm_op",
@@ -537,10 +538,39 @@ def training_pass(name: str) -> str:
 
 def kernel_precision(op: Op, precision: str) -> str:
     """The precision ``op`` runs at in a run of ``precision``: under FP8 only the
-    :data:`FP8_GEMMS` (and their gradients) are FP8 GEMMs, everything else BF16."""
+    :data:`FP8_GEMMS` (and their gradients) are FP8 GEMMs and the attention kernels
+    :func:`fp8_attention` made FP8; everything else BF16."""
     if precision != "fp8":
         return precision
+    if op.kind == ATTENTION:
+        return "fp8" if op.name.startswith(FP8_ATTENTION) else "bf16"
     return "fp8" if op.kind == GEMM and _gemm_pass(op.name)[0] in FP8_GEMMS else "bf16"
+
+
+#: The name of an FP8 attention kernel (its backward's: ``attention_fp8_bwd``).
+FP8_ATTENTION = "attention_fp8"
+
+
+def fp8_attention(ops: list[Op], model: ModelConfig, b: int, s: int, t: int) -> list[Op]:
+    """``ops`` (an attention block or core of ``b`` sequences of ``s`` tokens on one of
+    ``t`` tensor-parallel ranks) under Transformer Engine's FP8 dot-product attention
+    (``fp8_dot_product_attention``; MXFP8 under the MXFP8 recipe, TE PR #2719): each
+    full-attention kernel is :data:`FP8_ATTENTION`, timed at the part's FP8 attention
+    rate, and first a kernel casts its queries, keys and values to MXFP8 (read 2 B, write
+    the row-wise and column-wise copies, :data:`MX_CAST_BYTES` per element); backward it
+    casts the output gradient alike (``bwd_bytes``); the output stays BF16. A
+    sliding-window kernel keeps BF16 (no FP8 window rate measured)."""
+    heads, kv = model.heads / t, model.kv / t
+    qkv = b * s * (model.qk_dim * (heads + kv) + model.v_dim * kv)
+    out = b * s * model.v_dim * heads
+    cast = _memory(f"{FP8_ATTENTION}_cast", qkv, MX_CAST_BYTES, MX_CAST_BYTES * out / qkv, 0.0)
+    result = []
+    for op in ops:
+        if op.kind == ATTENTION and op.name == "attention":
+            result += [cast, replace(op, name=FP8_ATTENTION)]
+        else:
+            result.append(op)
+    return result
 
 
 def fp8_cast_op(op: Op, recipe: str = "delayed") -> list[Op]:
