@@ -342,20 +342,8 @@ _GB300_WINDOW = _window_rows(
 #: batch 2, non-deterministic backward, cuDNN 9.22: (seq_len, forward, backward TFLOP/s),
 #: NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/{gb200,gb300}/
 #: (commit 3929da2e, 2026-04-24), the ``mxfp8`` ``top_left`` rows.
-_GB200_MXFP8_SDPA = (
-    (2048, 1330, 745),
-    (4096, 1685, 1054),
-    (8192, 1902, 1287),
-    (16384, 1999, 1436),
-    (32768, 2046, 1425),
-)
-_GB300_MXFP8_SDPA = (
-    (2048, 1751, 811),
-    (4096, 2272, 1143),
-    (8192, 2570, 1404),
-    (16384, 2727, 1563),
-    (32768, 2785, 1590),
-)
+_GB200_MXFP8_SDPA = ((2048, 1330, 745), (4096, 1685, 1054), (8192, 1902, 1287), (16384, 1999, 1436), (32768, 2046, 1425))  # fmt: skip
+_GB300_MXFP8_SDPA = ((2048, 1751, 811), (4096, 2272, 1143), (8192, 2570, 1404), (16384, 2727, 1563), (32768, 2785, 1590))  # fmt: skip
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"

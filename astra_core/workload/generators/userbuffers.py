@@ -57,15 +57,16 @@ GEMMS = (
     "fc1_dgrad",
     "fc1_wgrad",
 )
-#: The methods Transformer Engine allows for each overlap (an all-gather cannot be a
-#: ``pipeline``; the backward input gathers and gradient scatters are ``bulk``).
+#: The methods Transformer Engine allows for each overlap, its default first (an
+#: all-gather cannot be a ``pipeline``; the backward input gathers and gradient scatters
+#: are ``bulk``).
 METHODS = {
     "qkv_fprop": ("ring_exchange",),
     "fc1_fprop": ("ring_exchange",),
     "proj_dgrad": ("ring_exchange",),
     "fc2_dgrad": ("ring_exchange",),
-    "proj_fprop": ("ring_exchange", "pipeline"),
-    "fc2_fprop": ("ring_exchange", "pipeline"),
+    "proj_fprop": ("pipeline", "ring_exchange"),
+    "fc2_fprop": ("pipeline", "ring_exchange"),
     "qkv_dgrad": ("bulk",),
     "qkv_wgrad": ("bulk",),
     "fc1_dgrad": ("bulk",),
@@ -97,7 +98,7 @@ def te_defaults(margin: bool = True) -> dict[str, GemmOverlap]:
     for ``pipeline`` and ``bulk`` (True since 2.0, False in 1.x)."""
     out = {}
     for name, methods in METHODS.items():
-        method = "pipeline" if name in ("proj_fprop", "fc2_fprop") else methods[0]
+        method = methods[0]
         ring = method == "ring_exchange"
         out[name] = GemmOverlap(method, 1 if ring else 16, not ring and margin, 4)
     return out
