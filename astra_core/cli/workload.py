@@ -328,8 +328,8 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
 @click.option(
     "--fp8-attention",
     is_flag=True,
-    help="Transformer Engine's FP8 dot-product attention (Megatron's --fp8-dot-product-attention; "
-    "MXFP8 under --fp8-recipe mxfp8): the attention kernel at the GPU's measured FP8 rate",
+    help="Transformer Engine's FP8 dot-product attention (Megatron's --fp8-dot-product-attention) "
+    "under --fp8-recipe mxfp8: the attention kernel at the GPU's measured MXFP8 rate",
 )
 @click.option(
     "--tp-comm-overlap-cfg",

@@ -202,9 +202,9 @@ class LLMConfig:
       CP 2, TP overlap).
     * ``fp8_attention``: Transformer Engine's FP8 dot-product attention (Megatron's
       ``--fp8-dot-product-attention``; MXFP8 under ``fp8_recipe`` mxfp8): the attention
-      kernel at the part's measured FP8 rate (``GPUSpec.fp8_attention_tflops``) after a
-      cast of its queries, keys and values (:func:`.ops.fp8_attention`). Needs FP8,
-      FlashAttention-style kernels, no context parallelism and a part with the rates.
+      kernel at the part's measured MXFP8 rate (``GPUSpec.fp8_attention_tflops``) after a
+      cast of its queries, keys and values (:func:`.ops.fp8_attention`). Needs the MXFP8
+      recipe, FlashAttention-style kernels, no context parallelism and a part with the rates.
     * ``tp_comm_overlap_cfg``: how each of those overlaps runs, Transformer Engine's
       ``ub_cfgs`` (:mod:`.userbuffers`: ring exchange, pipelined reduce-scatter in
       splits, bulk kernels beside the backward GEMMs, the SMs their kernels hold and
@@ -472,10 +472,11 @@ def _check_features(cfg: LLMConfig) -> None:
             "sequence-parallel all-gathers and reduce-scatters with GEMMs"
         )
     if cfg.fp8_attention:
-        if cfg.precision != "fp8" or cfg.attention != "flash" or cfg.cp > 1:
+        if cfg.precision != "fp8" or cfg.fp8_recipe != "mxfp8" or cfg.attention != "flash" or cfg.cp > 1:
             raise ConfigError(
-                "--fp8-attention needs --precision fp8 and --attention flash, without --cp "
-                "(context parallelism's attention steps are not modelled in FP8)"
+                "--fp8-attention needs --precision fp8 --fp8-recipe mxfp8 and --attention flash, "
+                "without --cp (the measured FP8 attention rates are MXFP8's; context "
+                "parallelism's attention steps are not modelled in FP8)"
             )
         if not cfg.gpu.fp8_attention_tflops:
             raise ConfigError(f"--fp8-attention: the {cfg.gpu.name} has no measured FP8 attention rate")

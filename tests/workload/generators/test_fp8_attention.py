@@ -84,8 +84,9 @@ def test_a_step_keeps_its_flops_and_spends_its_attention_time_at_the_fp8_rate():
     "change, message",
     [
         ({"precision": "bf16", "fp8_recipe": "delayed"}, "--fp8-attention needs --precision fp8"),
+        ({"fp8_recipe": "tensorwise"}, "the measured FP8 attention rates are MXFP8's"),
         ({"cp": 2}, "without --cp"),
-        ({"gpu": GPUS["h100"], "fp8_recipe": "tensorwise"}, "the H100 has no measured FP8 attention rate"),
+        ({"gpu": GPUS["b200"]}, "the B200 has no measured FP8 attention rate"),
     ],
 )
 def test_what_fp8_attention_needs(change, message):
