@@ -118,7 +118,8 @@ class Space:
     Megatron-core's current defaults (flash attention, BF16 gradient reduction, the
     all-to-all dispatcher). A base plan with TP > 1 also gives whether sequence
     parallelism and TP overlap go with TP; one without TP leaves them
-    on wherever TP > 1."""
+    on wherever TP > 1. The base's userbuffers table goes with TP overlap, its FP8
+    attention with layouts without context parallelism."""
 
     model: ModelConfig
     gpu: GPUSpec
@@ -144,6 +145,7 @@ class Space:
         if base is not None:
             selective = base.recompute_modules
         kept = base is not None and base.tp > 1  # the base plan says what goes with TP
+        overlap = layout.tp > 1 and (not kept or bool(base and base.tp_comm_overlap))
         chosen: dict[str, Any] = dict(
             model=self.model,
             gpu=self.gpu,
@@ -165,7 +167,11 @@ class Space:
             account_for_embedding=layout.edges_in_split,
             account_for_loss=layout.edges_in_split,
             sequence_parallel=layout.tp > 1 and (not kept or bool(base and base.sequence_parallel)),
-            tp_comm_overlap=layout.tp > 1 and (not kept or bool(base and base.tp_comm_overlap)),
+            tp_comm_overlap=overlap,
+            # the base's userbuffers table where the layout overlaps, else none; its FP8
+            # attention where the layout has no context parallelism (not modelled with it)
+            tp_comm_overlap_cfg=base.tp_comm_overlap_cfg if base is not None and overlap else None,
+            fp8_attention=base is not None and base.fp8_attention and layout.cp == 1,
             zero=layout.zero,
             recompute=layout.recompute,
             # the modules are selective recomputation's; without it the generator's default

@@ -24,6 +24,7 @@ from astra_core.workload.generators.gpus import load_gpu
 from astra_core.workload.generators.llm import _check as check_llm
 from astra_core.workload.generators.llm_stage import StageBuilder
 from astra_core.workload.generators.models import MODELS, ModelConfig
+from astra_core.workload.generators.userbuffers import ub_cfg
 from astra_core.workload.trace_size import MAX_RANK_NODES
 
 MODEL = ModelConfig(
@@ -228,6 +229,22 @@ def test_every_layout_of_a_moe_search_is_one_the_generator_takes():
     assert {lay.recompute for lay, _ in fit} == {"none", "full", "selective"}
     for lay, _ in fit:
         check_llm(space.config(lay))
+
+
+def test_a_base_userbuffers_table_goes_with_tp_overlap():
+    """A base plan's userbuffers table rides with tensor-parallel overlap: every layout with
+    TP > 1 keeps it, one without TP has none (the generator refuses a table without the
+    overlap), and each is one the generator takes."""
+    table = ub_cfg({"qkv_wgrad": {"num_sm": 24, "set_sm_margin": False}}, "base")
+    base = replace(_space().config(Layout(2, 1, 4, 1, 2, 1, 1)), tp_comm_overlap_cfg=table)
+    assert base.tp_comm_overlap
+    space = replace(_space(), base=base)
+    fit, _ = layouts(space)
+    assert {lay.tp for lay, _ in fit} >= {1, 2}
+    for lay, _ in fit:
+        config = space.config(lay)
+        assert config.tp_comm_overlap_cfg == (table if lay.tp > 1 else None)
+        check_llm(config)
 
 
 def test_a_screen_stops_after_a_run_that_cannot_win():
