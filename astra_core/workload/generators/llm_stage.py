@@ -234,6 +234,12 @@ def _backward_part(ops: list[O.Op], part: str) -> list[O.Op]:
     return [o for o in kernels if (O.training_pass(o.name) == "wgrad") == (part == "wgrad")]
 
 
+def _row_block(op: O.Op, n: int) -> O.Op:
+    """One of ``n`` equal row blocks of GEMM ``op`` (a ring step's or a pipeline split's)."""
+    batch, rows, cols, k = op.shape
+    return O.Op(op.name, op.flops / n, op.bytes / n, O.GEMM, (batch, rows / n, cols, k))
+
+
 def _gemm_positions(ops: list[O.Op], forward: bool) -> tuple[int, int]:
     """Positions of a dense block's first and last GEMM (backward: data-gradient GEMM)."""
     gemms = [j for j, o in enumerate(ops) if o.kind == O.GEMM and (forward or o.name.endswith("_dgrad"))]
@@ -1183,14 +1189,9 @@ class StageBuilder:
             if ub.method == "pipeline":
                 self._pipelined_reduce_scatter(prefix, ops[j], ub, again)
             else:
-                batch, rows, n, k = ops[j].shape
-                block_op = O.Op(
-                    ops[j].name, ops[j].flops / T, ops[j].bytes / T, O.GEMM, (batch, rows / T, n, k)
-                )
                 tags = TP_TAG + (2 * key + (not gather)) * (T + 1)
-                self._ring(
-                    prefix, [block_op] * T, self.act_shard, "tp", tags, gather, again, self._ub_sms(ub)[1]
-                )
+                blocks = [_row_block(ops[j], T)] * T
+                self._ring(prefix, blocks, self.act_shard, "tp", tags, gather, again, self._ub_sms(ub)[1])
             if gather and ops[first + 1 : last]:
                 if middle is None:
                     prog.comp(f"{name}_mid", ops[first + 1 : last], recompute=again)
@@ -1208,8 +1209,7 @@ class StageBuilder:
         block (with ``set_sm_margin`` the blocks run on the SMs it leaves); what follows
         waits for every scatter."""
         prog, n = self.prog, ub.splits
-        batch, rows, cols, k = op.shape
-        block = O.Op(op.name, op.flops / n, op.bytes / n, O.GEMM, (batch, rows / n, cols, k))
+        block = _row_block(op, n)
         sms, slowdown = self._ub_sms(ub)
         scattered = []
         for j in range(n):
