@@ -78,6 +78,13 @@ Other parts, from published measurements:
   HBM3e 8 TB/s and 186 GB (GB200) or 288 GB (GB300). GB300 has no published
   GEMM measurement and takes GB200's (its 16- and 8-bit tensor cores and clocks
   are GB200's; Bekman's note 24); both take H100's HBM fraction.
+* Sustained clocks: the Blackwell GEMM and attention rates above are bursts (MAMF times
+  150 products per shape, cudnn-frontend 10 iterations), while training runs tensor cores
+  back to back until the power limit lowers the SM clock. On a B200 at about 1,000 W that
+  costs 15 % (FlashAttention-4 1,450 -> 1,237 TFLOP/s after 70 iterations, SM clock 1,965
+  -> ~1,580 MHz; flashinfer-ai/flashinfer PR #2899), its ``sustained_compute``. GB200 and
+  GB300 (1,200 and 1,400 W) have no such measurement and keep their burst rates. The
+  Hopper GEMM table was timed at sustained clocks already.
 
 A user file (JSON or YAML, the :class:`GPUSpec` keys;
 :func:`astra_core.workload.generators.gpus.load_gpu`) describes another part or
@@ -142,6 +149,11 @@ class GPUSpec:
     (``LLMConfig.moe_grouped_gemm``).
     ``gemm_table``: a CSV of measured GEMMs
     (:mod:`astra_core.workload.generators.gemm_table`) used instead of the GEMM model.
+    ``sustained_compute``: the share of its compute-bound rates (the GEMM efficiencies,
+    ``gemm_table``, ``grouped_fp8_tflops`` and the attention rows) that the part keeps under
+    training's back-to-back load, where its power limit lowers the SM clock; 1 where those
+    rates were measured under sustained load already (the memory-bound rates are
+    unaffected: the HBM clock does not drop).
 
     As NCCL sees the part (0: not known, and then the NCCL model cannot run on it):
     ``compcap``, the compute capability x10 (NCCL's ``compCap``); ``nvlinks``, NVLink
@@ -174,6 +186,7 @@ class GPUSpec:
     mx_block_scaling: bool = False
     grouped_fp8_tflops: float = 0.0
     gemm_table: str | None = None
+    sustained_compute: float = 1.0
     source: str = ""
     compcap: int = 0
     nvlinks: int = 0
@@ -346,6 +359,12 @@ _GB200_MXFP8_SDPA = ((2048, 1330, 745), (4096, 1685, 1054), (8192, 1902, 1287), 
 _GB300_MXFP8_SDPA = ((2048, 1751, 811), (4096, 2272, 1143), (8192, 2570, 1404), (16384, 2727, 1563), (32768, 2785, 1590))  # fmt: skip
 _CUDNN_GB300 = _cudnn_rows(True, 128, _GB300_SDPA)
 _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
+#: B200 under back-to-back tensor-core load: FlashAttention-4 BF16 (batch 4, 8,192 tokens, 16
+#: heads of 128) timed 100 times in a row ran at 1,450 TFLOP/s at its best (iterations 10-19)
+#: and 1,237 once throttled (iterations 70-79), its SM clock down from 1,965 to about 1,580 MHz
+#: at about 1,000 W (flashinfer-ai/flashinfer PR #2899, 2026-03-26). B200's GEMM (MAMF: 150
+#: products per shape) and attention (cudnn-frontend: 10 iterations) rates are such bursts.
+_B200_SUSTAINED = 1237.0 / 1450.0
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
 #: Transformer Engine's MXFP8 grouped GEMM (multi-stream cuBLAS) on a GB200, DeepSeek-V3's
@@ -501,10 +520,11 @@ GPUS: dict[str, GPUSpec] = {
             attention_fwd_tflops=_CUDNN_B200_FWD,
             launch_us=3.0,
             mx_block_scaling=True,
+            sustained_compute=_B200_SUSTAINED,
             nccl_compute_slowdown=_BLACKWELL_COMM_SLOWDOWN,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
             f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend graphs); "
-            "H100's HBM efficiency; "
+            "sustained at 1,237 / 1,450 of those bursts (flashinfer #2899); H100's HBM efficiency; "
             "A100's framework-kernel fraction",
             **_NVLINK5,
             nvlink_source="NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); "

@@ -19,7 +19,13 @@ from astra_core.workload.generators.specs import read_spec
 __all__ = ["GPUS", "GPUSpec", "load_gpu"]
 
 
-_FRACTIONS = ("gemm_efficiency", "fp8_efficiency", "memory_efficiency", "elementwise_efficiency")
+_FRACTIONS = (
+    "gemm_efficiency",
+    "fp8_efficiency",
+    "memory_efficiency",
+    "elementwise_efficiency",
+    "sustained_compute",
+)
 #: A preset's NVLink facts: the NCCL model takes its GPU by name (system.json's
 #: ``nccl.gpu``) from the presets, so a file does not give them.
 _NVLINK_KEYS = (
@@ -65,7 +71,7 @@ def load_gpu(spec: str | os.PathLike) -> GPUSpec:
         raise ConfigError(f"{path}: sms: must be an integer, got {data['sms']!r}")
     for key in _FRACTIONS:
         if data.get(key, 1.0) > 1:
-            raise ConfigError(f"{path}: {key}: a fraction of peak must be <= 1, got {data[key]}")
+            raise ConfigError(f"{path}: {key}: a fraction, must be <= 1, got {data[key]}")
     rates = data.get("layernorm_gbps", ())
     if (
         not isinstance(rates, (list, tuple))

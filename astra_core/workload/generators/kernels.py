@@ -36,6 +36,11 @@ at least the host's cost of launching it (``launch_us``):
 A GEMM's memory floor, and FlashAttention's, use the element-wise rate: a
 GEMM bound by its traffic (attention's score products, ``k`` = head
 dimension) streams the way the framework's other kernels do.
+
+Every compute-bound rate above (GEMM efficiencies, GEMM table, grouped rate, attention
+rows) is taken at the part's ``sustained_compute`` share: benchmarks of a few hundred
+milliseconds run at boost clocks that back-to-back training lowers to what the power limit
+allows. Memory-bound rates are not: the HBM clock does not drop.
 """
 
 from __future__ import annotations
@@ -78,10 +83,12 @@ PRECISIONS = ("fp16", "bf16", "fp8")
 
 
 def _tensor_flops_per_ns(gpu, precision: str) -> float:
-    """Best achievable GEMM throughput [FLOP/ns] in ``precision``."""
+    """Best GEMM throughput [FLOP/ns] in ``precision`` the part sustains."""
     if precision == "fp8":
-        return gpu.fp8_tflops * 1e3 * gpu.fp8_efficiency  # TFLOP/s = 1e3 FLOP/ns
-    return gpu.peak_tflops * 1e3 * gpu.gemm_efficiency
+        rate = gpu.fp8_tflops * gpu.fp8_efficiency
+    else:
+        rate = gpu.peak_tflops * gpu.gemm_efficiency
+    return rate * 1e3 * gpu.sustained_compute  # TFLOP/s = 1e3 FLOP/ns
 
 
 def gemm_ns(gpu, batch: float, m: float, n: float, k: float, precision: str = "bf16") -> float:
@@ -122,11 +129,11 @@ def _gemm_op_ns(gpu, op: Op, precision: str) -> float:
     if gpu.gemm_table is not None:
         measured = load_gemm_table(gpu.gemm_table).time_ns(batch, m, n, k, precision, training_pass(op.name))
     if measured is not None:
-        ns = max(measured, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
+        ns = max(measured / gpu.sustained_compute, _gemm_traffic_ns(gpu, batch, m, n, k, precision))
     else:
         ns = gemm_ns(gpu, batch, m, n, k, precision)
     if precision == "fp8" and gpu.grouped_fp8_tflops and is_expert_gemm(op.name):
-        ns = max(ns, op.flops / (gpu.grouped_fp8_tflops * 1e3))
+        ns = max(ns, op.flops / (gpu.grouped_fp8_tflops * 1e3 * gpu.sustained_compute))
     return ns
 
 
@@ -155,15 +162,15 @@ def attention_tflops(
 
     The rows of the same mask and the nearest head dimension (by ratio), linear in
     log(seq_len) between measured lengths, the end values beyond them; without
-    rows, the GEMM rate.
+    rows, the GEMM rate; either at the part's ``sustained_compute`` share.
     """
     table = (
         (fp8 and gpu.fp8_attention_tflops) or (forward and gpu.attention_fwd_tflops) or gpu.attention_tflops
     )
     rows = [r for r in table if r[0] == causal] or list(table)
     if not rows:
-        return gpu.peak_tflops * gpu.gemm_efficiency
-    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 3), seq)
+        return gpu.peak_tflops * gpu.gemm_efficiency * gpu.sustained_compute
+    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 3), seq) * gpu.sustained_compute
 
 
 def _attention_ns(gpu, op: Op, fp8: bool = False) -> float:
@@ -183,11 +190,12 @@ def window_tflops(gpu, window: float, head_dim: float, seq: float, backward: boo
     """Measured sliding-window attention throughput [TFLOP/s over the band] of ``window``
     keys per query (``gpu.window_attention_tflops``): the rows of that window and the
     nearest head dimension, forward or backward, linear in log(seq_len) between measured
-    lengths, the end values beyond them; None without rows for the window."""
+    lengths, the end values beyond them, at the part's ``sustained_compute`` share; None
+    without rows for the window."""
     rows = [r for r in gpu.window_attention_tflops if r[0] == window]
     if not rows:
         return None
-    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 4 if backward else 3), seq)
+    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 4 if backward else 3), seq) * gpu.sustained_compute
 
 
 def _nearest_dim_curve(rows, head_dim: float, column: int) -> list:

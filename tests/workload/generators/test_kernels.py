@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,13 @@ import pytest
 from astra_core.errors import ConfigError
 from astra_core.workload.generators import ops as O
 from astra_core.workload.generators.gpus import GPUS, load_gpu
-from astra_core.workload.generators.kernels import attention_tflops, gemm_ns, kernel_ns, memory_rate
+from astra_core.workload.generators.kernels import (
+    attention_tflops,
+    gemm_ns,
+    kernel_ns,
+    memory_rate,
+    window_tflops,
+)
 from astra_core.workload.generators.models import ModelConfig
 
 A100 = GPUS["a100"]
@@ -73,8 +80,10 @@ def test_memory_kernels_run_at_their_measured_rates():
 def test_blackwell_attention_is_cudnns_forward_and_backward(gpu, seq, fwd, bwd):
     # cudnn-frontend's causal BF16 rates at head dim 128 of cuDNN's own graphs (B200, GB300:
     # cuDNN 9.13.01, commit bb37575d; GB200: 9.17, d48a60eb): the forward and a backward of
-    # 2.5x its FLOPs take 1/fwd + 2.5/bwd, so the pair runs at 3.5 / (1/fwd + 2.5/bwd)
-    assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(3.5 / (1 / fwd + 2.5 / bwd))
+    # 2.5x its FLOPs take 1/fwd + 2.5/bwd, so the pair runs at 3.5 / (1/fwd + 2.5/bwd), at
+    # the share of those bursts the part sustains
+    sustained = GPUS[gpu].sustained_compute
+    assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(sustained * 3.5 / (1 / fwd + 2.5 / bwd))
 
 
 def _h200_cudnn_causal_128_at_8192() -> dict:
@@ -111,7 +120,7 @@ def test_forward_attention_is_the_measured_forward_pass():
     row = _h200_cudnn_causal_128_at_8192()
     rate = 4.0 * row["batch"] * 16 * 8192**2 * 128 * 0.5 / (row["fwd_us"] * 1e-6) / 1e12
     assert attention_tflops(GPUS["h100"], True, 128, 8192, forward=True) == pytest.approx(rate, rel=0.002)
-    assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == 1515
+    assert attention_tflops(GPUS["b200"], True, 128, 32768, forward=True) == pytest.approx(1237 / 1450 * 1515)
     assert attention_tflops(GPUS["gb200"], True, 128, 8192, forward=True) == 1584
     assert attention_tflops(A100, True, 128, 2048, forward=True) == 155
 
@@ -186,7 +195,9 @@ def test_bad_gemm_tables_are_one_line(tmp_path, content, message):
     "extra, message",
     [
         ({"layernorm_gbps": [100]}, "layernorm_gbps: expected"),
-        ({"elementwise_efficiency": 1.5}, "fraction of peak must be <= 1"),
+        ({"elementwise_efficiency": 1.5}, "elementwise_efficiency: a fraction, must be <= 1"),
+        ({"sustained_compute": 1.2}, "sustained_compute: a fraction, must be <= 1"),
+        ({"sustained_compute": 0}, "sustained_compute: must be a positive number"),
         ({"attention_tflops": [[True, 64, 2048]]}, "attention_tflops: expected rows"),
         ({"sms": 1.5}, "sms: must be an integer"),
         (
@@ -239,3 +250,36 @@ def test_a_gpu_files_window_rows_are_checked(tmp_path):
     spec.write_text(json.dumps({**base, "window_attention_tflops": [[128, 64, 4096, 150]]}))
     with pytest.raises(ConfigError, match="window_attention_tflops: expected rows"):
         load_gpu(spec)
+
+
+def test_sustained_compute_slows_every_compute_bound_rate_and_no_memory_bound_one():
+    # A part that keeps 0.8 of its burst rates: compute-bound kernels take 1 / 0.8 as long,
+    # memory-bound ones (the HBM clock does not drop) as long as before.
+    gb200 = GPUS["gb200"]
+    hot = replace(gb200, sustained_compute=0.8)
+    big = O.gemm_op("mlp_up", 16384, 16384, 16384)
+    expert = O.gemm_op("experts_up_dgrad", 4096, 2048, 7168, 8)
+    for op, precision in ((big, "bf16"), (big, "fp8"), (expert, "fp8")):
+        assert kernel_ns(hot, op, precision) == pytest.approx(kernel_ns(gb200, op, precision) / 0.8)
+    for forward in (True, False):
+        burst = attention_tflops(gb200, True, 128, 8192, forward=forward)
+        assert attention_tflops(hot, True, 128, 8192, forward=forward) == pytest.approx(0.8 * burst)
+    assert window_tflops(hot, 128, 64, 4096, True) == pytest.approx(0.8 * window_tflops(gb200, 128, 64, 4096, True))
+    # a measured GEMM table (the H100 preset's, timed at sustained clocks) scales alike
+    h100 = GPUS["h100"]
+    table_op = O.gemm_op("mlp_up", 8192, 28672, 8192)
+    assert kernel_ns(replace(h100, sustained_compute=0.8), table_op, "fp8") == pytest.approx(
+        kernel_ns(h100, table_op, "fp8") / 0.8
+    )
+    # a layer norm streams at the same rate
+    norm = O.norm_op("norm", 8192, 4096, 1, False)
+    assert kernel_ns(hot, norm) == kernel_ns(gb200, norm)
+
+
+def test_b200_keeps_the_throttled_share_of_its_burst_rates():
+    # flashinfer-ai/flashinfer PR #2899: FlashAttention-4 on a B200, 1,450 TFLOP/s at its best,
+    # 1,237 once the power limit has lowered the SM clock; MAMF's B200 FP8 GEMM 3,432.5 TFLOP/s
+    b200 = GPUS["b200"]
+    assert b200.sustained_compute == pytest.approx(1237 / 1450)
+    op = O.gemm_op("mlp_up", 16384, 16384, 16384)
+    assert op.flops / kernel_ns(b200, op, "fp8") / 1e3 == pytest.approx(3432.5 * 1237 / 1450, rel=0.02)
