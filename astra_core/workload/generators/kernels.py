@@ -195,7 +195,10 @@ def window_tflops(gpu, window: float, head_dim: float, seq: float, backward: boo
     rows = [r for r in gpu.window_attention_tflops if r[0] == window]
     if not rows:
         return None
-    return _log_interpolated(_nearest_dim_curve(rows, head_dim, 4 if backward else 3), seq) * gpu.sustained_compute
+    return (
+        _log_interpolated(_nearest_dim_curve(rows, head_dim, 4 if backward else 3), seq)
+        * gpu.sustained_compute
+    )
 
 
 def _nearest_dim_curve(rows, head_dim: float, column: int) -> list:

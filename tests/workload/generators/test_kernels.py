@@ -83,7 +83,9 @@ def test_blackwell_attention_is_cudnns_forward_and_backward(gpu, seq, fwd, bwd):
     # 2.5x its FLOPs take 1/fwd + 2.5/bwd, so the pair runs at 3.5 / (1/fwd + 2.5/bwd), at
     # the share of those bursts the part sustains
     sustained = GPUS[gpu].sustained_compute
-    assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(sustained * 3.5 / (1 / fwd + 2.5 / bwd))
+    assert attention_tflops(GPUS[gpu], True, 128, seq) == pytest.approx(
+        sustained * 3.5 / (1 / fwd + 2.5 / bwd)
+    )
 
 
 def _h200_cudnn_causal_128_at_8192() -> dict:
@@ -264,7 +266,9 @@ def test_sustained_compute_slows_every_compute_bound_rate_and_no_memory_bound_on
     for forward in (True, False):
         burst = attention_tflops(gb200, True, 128, 8192, forward=forward)
         assert attention_tflops(hot, True, 128, 8192, forward=forward) == pytest.approx(0.8 * burst)
-    assert window_tflops(hot, 128, 64, 4096, True) == pytest.approx(0.8 * window_tflops(gb200, 128, 64, 4096, True))
+    assert window_tflops(hot, 128, 64, 4096, True) == pytest.approx(
+        0.8 * window_tflops(gb200, 128, 64, 4096, True)
+    )
     # a measured GEMM table (the H100 preset's, timed at sustained clocks) scales alike
     h100 = GPUS["h100"]
     table_op = O.gemm_op("mlp_up", 8192, 28672, 8192)
