@@ -9,9 +9,11 @@ measurements as they are and the memory-bound ones as fractions of its own HBM p
   :mod:`astra_core.workload.generators.gemm_table`) on a grid of shapes and at the
   shapes of the validation suite's Hopper runs, timed at the clocks the part sustains
   under GEMM load (1.3-1.7 GHz at 640-690 W, after 20 s of products): a 16,384^3 BF16
-  product ran at 702 TFLOP/s, FP8 at 1,291 (the MAMF figures below, 794.5 and 1,453.4,
-  are short bursts). A shape measured twice, minutes apart, agreed within 4 % (standard
-  deviation of the ratio over 229 shapes).
+  product ran at 702 TFLOP/s, FP8 at 1,291, against the MAMF figures below (794.5 and
+  1,453.4, the best of a shape search), which the table matches at MAMF's kind of shape
+  (2,048 x 2,048 x 8,192-16,384: 799-812 TFLOP/s BF16): a large product draws more
+  power and runs at a lower clock. A shape measured twice, minutes apart, agreed within
+  4 % (standard deviation of the ratio over 229 shapes).
 * Element-wise kernels (add, mul, SiLU, row gather, FP8 cast, 2^28 elements): 0.826 of
   HBM peak (geometric mean); layer norm 0.507 forward, 0.517 backward; the fused
   multi-tensor Adam (the ``stream`` kind) 0.696.
@@ -78,13 +80,15 @@ Other parts, from published measurements:
   HBM3e 8 TB/s and 186 GB (GB200) or 288 GB (GB300). GB300 has no published
   GEMM measurement and takes GB200's (its 16- and 8-bit tensor cores and clocks
   are GB200's; Bekman's note 24); both take H100's HBM fraction.
-* Sustained clocks: the Blackwell GEMM and attention rates above are bursts (MAMF times
-  150 products per shape, cudnn-frontend 10 iterations), while training runs tensor cores
-  back to back until the power limit lowers the SM clock. On a B200 at about 1,000 W that
-  costs 15 % (FlashAttention-4 1,450 -> 1,237 TFLOP/s after 70 iterations, SM clock 1,965
-  -> ~1,580 MHz; flashinfer-ai/flashinfer PR #2899), its ``sustained_compute``. GB200 and
-  GB300 (1,200 and 1,400 W) have no such measurement and keep their burst rates. The
-  Hopper GEMM table was timed at sustained clocks already.
+* Sustained clocks: the Blackwell GEMM rates above are MAMF's best shape (a small output
+  over a long inner dimension), its attention rates cudnn-frontend's 10 iterations with
+  random inputs drawn between them; training runs large products and attention back to
+  back, drawing enough power that the limit lowers the SM clock (on the H200, 16,384^3 ran
+  at 0.88 of MAMF's rate, its best shapes at MAMF's rate). On a B200 at about 1,000 W
+  FlashAttention-4 lost 15 % that way (1,450 -> 1,237 TFLOP/s after 70 back-to-back
+  calls, SM clock 1,965 -> ~1,580 MHz; flashinfer-ai/flashinfer PR #2899): the B200's
+  ``sustained_compute``. GB200 and GB300 (1,200 and 1,400 W) have no such measurement
+  and keep their published rates. The Hopper tables were timed under sustained load.
 
 A user file (JSON or YAML, the :class:`GPUSpec` keys;
 :func:`astra_core.workload.generators.gpus.load_gpu`) describes another part or
@@ -362,8 +366,9 @@ _CUDNN_GB300_FWD = _cudnn_rows(True, 128, _GB300_SDPA, forward=True)
 #: B200 under back-to-back tensor-core load: FlashAttention-4 BF16 (batch 4, 8,192 tokens, 16
 #: heads of 128) timed 100 times in a row ran at 1,450 TFLOP/s at its best (iterations 10-19)
 #: and 1,237 once throttled (iterations 70-79), its SM clock down from 1,965 to about 1,580 MHz
-#: at about 1,000 W (flashinfer-ai/flashinfer PR #2899, 2026-03-26). B200's GEMM (MAMF: 150
-#: products per shape) and attention (cudnn-frontend: 10 iterations) rates are such bursts.
+#: at about 1,000 W (flashinfer-ai/flashinfer PR #2899, 2026-03-26). B200's GEMM (MAMF's best
+#: shape) and attention (cudnn-frontend: 10 calls, random inputs drawn between) rates are not
+#: held that long or at that power.
 _B200_SUSTAINED = 1237.0 / 1450.0
 _MAMF = "MAMF (Bekman, ml-engineering 744d01e)"
 _MAMF_GB200 = "MAMF (Bekman, ml-engineering b9e29720) GB200 BF16 1822.0, FP8 3615.6 TFLOPS"
@@ -524,7 +529,7 @@ GPUS: dict[str, GPUSpec] = {
             nccl_compute_slowdown=_BLACKWELL_COMM_SLOWDOWN,
             source="NVIDIA DGX B200 datasheet: BF16 2.25 / FP8 4.5 PFLOPS dense per GPU, HBM3e 8 TB/s; "
             f"{_MAMF} BF16 1745.0, FP8 3432.5 TFLOPS; cuDNN 9.13 attention (cudnn-frontend graphs); "
-            "sustained at 1,237 / 1,450 of those bursts (flashinfer #2899); H100's HBM efficiency; "
+            "sustained at 1,237 / 1,450 of them (flashinfer #2899); H100's HBM efficiency; "
             "A100's framework-kernel fraction",
             **_NVLINK5,
             nvlink_source="NVIDIA B200 / HGX B200 datasheet (NVLink 5: 18 links, 1.8 TB/s); "

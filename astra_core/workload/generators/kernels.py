@@ -38,9 +38,9 @@ GEMM bound by its traffic (attention's score products, ``k`` = head
 dimension) streams the way the framework's other kernels do.
 
 Every compute-bound rate above (GEMM efficiencies, GEMM table, grouped rate, attention
-rows) is taken at the part's ``sustained_compute`` share: benchmarks of a few hundred
-milliseconds run at boost clocks that back-to-back training lowers to what the power limit
-allows. Memory-bound rates are not: the HBM clock does not drop.
+rows) is taken at the part's ``sustained_compute`` share: a benchmark's best shape or few
+calls run at clocks that training's back-to-back large kernels lower to what the power
+limit allows. Memory-bound rates are not: the HBM clock does not drop.
 """
 
 from __future__ import annotations
