@@ -448,6 +448,19 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "training, in FP16 for FP16)",
 )
 @click.option(
+    "--overlap-param-gather",
+    is_flag=True,
+    help="Megatron-core's --overlap-param-gather (ZeRO 1-2): the updated weights are "
+    "all-gathered during each model chunk's first forward pass, layer by layer, not after "
+    "the optimizer step",
+)
+@click.option(
+    "--fp8-param-gather",
+    is_flag=True,
+    help="FP8 weights all-gathered in FP8 (ZeRO 1-3): 1 byte each under the per-tensor "
+    "recipes; MXFP8 weights are gathered in BF16",
+)
+@click.option(
     "--distributed-optimizer",
     is_flag=True,
     help="Megatron's distributed optimizer: gradients reduce-scattered, optimizer on a 1/DP "

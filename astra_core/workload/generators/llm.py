@@ -137,6 +137,20 @@ class LLMConfig:
       buckets of 25 MiB, its ``bucket_cap_mb`` default; see :func:`.ops.optimizer_ops`).
     * ``grad_reduce_in_bf16``: BF16 gradient buffers and reductions
       (``--grad-reduce-in-bf16``) instead of Megatron's FP32 for BF16 training.
+    * ``overlap_param_gather``: Megatron-core's ``--overlap-param-gather`` with the
+      distributed optimizer (``zero`` 1 or 2): the updated weights are not all-gathered
+      after the optimizer step but during the next step's first forward pass of each
+      model chunk, each layer's gather started when the layer before it starts (its
+      forward pre-hook) and awaited before the layer runs, the embedding and output
+      layer's with the stage's first layer (``DistributedDataParallel``'s forward
+      pre-hooks, ``param_and_grad_buffer.py``); on the data-parallel group's own stream,
+      beside the step's other communication. In a step of the steady state this is the
+      gather of the previous step's update; the step simulated runs it for its own.
+    * ``fp8_param_gather``: ``--fp8-param-gather``: the weights are kept in FP8 and
+      all-gathered in FP8, 1 byte each (ZeRO 1-3) under the per-tensor recipes
+      (``delayed``, ``tensorwise``); under ``mxfp8`` Megatron-core gathers them in BF16
+      and quantizes after (``_copy_main_params_to_param_buffer`` of
+      ``distrib_optimizer.py``: "only used for MXFP8 params"), 2 bytes.
     * ``virtual_stages``: V model chunks per pipeline stage, run with the
       interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
       = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
@@ -292,6 +306,8 @@ class LLMConfig:
     tp_comm_overlap: bool = False
     tp_comm_overlap_cfg: Mapping[str, GemmOverlap] | None = None
     grad_reduce_in_bf16: bool = False
+    overlap_param_gather: bool = False
+    fp8_param_gather: bool = False
     ddp: str = "megatron"
     moe_routing: str = "balanced"
     moe_routing_seed: int = 0
@@ -320,6 +336,12 @@ class LLMConfig:
         is forced on for BF16 (megatron/training/arguments.py); ``--grad-reduce-in-bf16``
         reduces them in BF16. PyTorch DDP keeps them in the parameters' 16-bit dtype."""
         return 2 if self.precision == "fp16" or self.grad_reduce_in_bf16 or self.ddp == "torch" else 4
+
+    @property
+    def param_gather_bytes(self) -> int:
+        """Bytes per weight in the weights' all-gathers of ZeRO 1-3: 1 under
+        ``fp8_param_gather`` with a per-tensor FP8 recipe, else 2 (the 16-bit weights)."""
+        return 1 if self.fp8_param_gather and self.fp8_recipe != "mxfp8" else 2
 
     @property
     def sequence_length(self) -> int:
@@ -493,6 +515,16 @@ def _check_features(cfg: LLMConfig) -> None:
         raise ConfigError(
             f"--fp8-recipe mxfp8: the {cfg.gpu.name}'s tensor cores do not apply MX block scales "
             "(mx_block_scaling false; Blackwell's do: B200, GB200, GB300)"
+        )
+    if cfg.overlap_param_gather and cfg.zero not in (1, 2):
+        raise ConfigError(
+            "--overlap-param-gather: overlaps the distributed optimizer's weight all-gather "
+            f"with the next forward pass; needs --zero 1 or 2, got --zero {cfg.zero}"
+        )
+    if cfg.fp8_param_gather and (cfg.precision != "fp8" or cfg.zero == 0):
+        raise ConfigError(
+            "--fp8-param-gather: all-gathers the FP8 weights of ZeRO 1-3; needs --precision fp8 "
+            f"and --zero 1, 2 or 3, got --precision {cfg.precision} --zero {cfg.zero}"
         )
     if cfg.ddp not in DDP_IMPLS:
         raise ConfigError(f"--ddp: expected one of {', '.join(DDP_IMPLS)}, got '{cfg.ddp}'")

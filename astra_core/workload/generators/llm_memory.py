@@ -10,7 +10,9 @@ stages, Rajbhandari et al. SC'20, section 5):
 
 * weights: 2 bytes per parameter (16-bit), plus Transformer Engine's cached FP8 copy of
   each linear weight and its transpose under FP8 (1 + 1 bytes; MXFP8 adds a scale per
-  32 elements to each), sharded over d with ZeRO 3;
+  32 elements to each), sharded over d with ZeRO 3; with ``fp8_param_gather`` the linear
+  weights are FP8 tensors alone, without the 16-bit copy (Megatron-core's
+  ``fp8_param_gather``: "keep the compute param in fp8");
 * gradients: the gradient buffer's bytes per element (:attr:`.llm.LLMConfig.grad_bytes`:
   FP32 for BF16, 16-bit for FP16 or ``--grad-reduce-in-bf16``), sharded with ZeRO 2-3;
 * optimizer: FP32 master weights and Adam's two moments (12 bytes), plus an FP32 copy of
@@ -158,13 +160,14 @@ def _state_bytes(cfg: LLMConfig, sp: StageParams) -> tuple[float, float, float, 
     weights = grads = optimizer = 0.0
     for kind, n in params.items():
         d = max(shard[kind], 1)
-        weights += (2 * n + fp8 * linear[kind]) / (d if cfg.zero >= 3 else 1)
+        sixteen_bit = n - linear[kind] if cfg.fp8_param_gather else n
+        weights += (2 * sixteen_bit + fp8 * linear[kind]) / (d if cfg.zero >= 3 else 1)
         grads += grad * n / (d if cfg.zero >= 2 else 1)
         optimizer += master * n / (d if cfg.zero >= 1 else 1)
     gather = 0.0
     if cfg.zero >= 3 and sp.params:  # the layer being run and the one prefetched, whole
         widest = max(d + e for d, e in sp.params.values())
-        gather = 2 * (2 + fp8) * widest
+        gather = 2 * ((0 if cfg.fp8_param_gather else 2) + fp8) * widest
     return weights, grads, optimizer, gather
 
 

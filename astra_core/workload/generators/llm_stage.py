@@ -215,6 +215,19 @@ class StageProgram:
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads
 
+    def param_gather(self, name: str, size: float, role: str) -> int | None:
+        """An all-gather of updated weights (``size``: each rank's shard [B]) started now,
+        after the latest compute, on the data-parallel group's stream (:data:`GRADS_STREAM`)
+        after its previous collective; the compute that needs the weights waits for the
+        handle returned (None: nothing to gather)."""
+        if size <= 0 or self.group_sizes[role] == 1:
+            return None
+        node = StageNode(
+            name, pb.COMM_COLL_NODE, comm_type=_AG, size=int(math.ceil(size)), role=role, stream=GRADS_STREAM
+        )
+        self.grads = self._add(node, (self.compute, self.grads))
+        return self.grads
+
     def send(self, name: str, size: float, peer: str, tag: int, after: tuple = ()) -> None:
         """A send on the communication chain, once the nodes ``after`` (default: the latest
         compute) are done."""
@@ -431,6 +444,10 @@ class StageBuilder:
         }
         self.chunk_first = {v: steps[0] for v, steps in backward.items()}
         self.chunk_done = {v: steps[-1] for v, steps in backward.items()}
+        # each chunk's first forward micro-batch (where --overlap-param-gather gathers its weights)
+        self.first_forward = {
+            v: next(m for kind, m, c in self.order if kind == "F" and c == v) for v in range(V)
+        }
 
     def _attn(self, layer: int) -> list[O.Op]:
         """The attention block's kernels of ``layer`` (full or sliding-window)."""
@@ -465,18 +482,20 @@ class StageBuilder:
         """Micro-batch ``m``'s forward pass through model chunk ``v``: from the previous
         stage (or the embedding) to the next stage (or the output head)."""
         prog, chunk = self.prog, self.chunk_layers(v)
+        prog.pending.append(self._edge_gather(m, v))
         self._forward_head(m, v)
-        gathered = self._zero3_gather(chunk[0], f"mb{m}_fwd") if chunk else None  # a chunk may be empty
+        gathered = self._weights(chunk[0], m, v, True) if chunk else None  # a chunk may be empty
         for i in chunk:
             prog.pending.append(gathered)
-            gathered = self._zero3_gather(i + 1, f"mb{m}_fwd") if i + 1 in chunk else None  # prefetch
+            gathered = self._weights(i + 1, m, v, True) if i + 1 in chunk else None  # prefetch
             self._forward_layer(i, m)
         self._forward_tail(m, v)
 
-    def _forward_head(self, m: int, v: int) -> None:
-        """What a forward pass runs before its layers: the receive from the previous
-        stage, or the embedding."""
+    def _forward_head(self, m: int, v: int, weights: int | None = None) -> None:
+        """What a forward pass runs before its layers (after the gather ``weights``): the
+        receive from the previous stage, or the embedding."""
         prog, model, sp, T = self.prog, self.model, self.sp, self.T
+        prog.pending.append(weights)
         q = v * self.P + self.p  # virtual stage
         if q != 0:
             tm = f"mb{m}" if self.V == 1 else f"mb{m}_c{v}"
@@ -505,10 +524,10 @@ class StageBuilder:
         reducing each layer's gradients once its last micro-batch is through."""
         prog, chunk = self.prog, self.chunk_layers(v)
         self._backward_head(step, m, v)
-        gathered = self._zero3_gather(chunk[-1], f"mb{m}_bwd") if chunk else None
+        gathered = self._weights(chunk[-1], m, v, False) if chunk else None
         for i in reversed(chunk):
             prog.pending.append(gathered)
-            gathered = self._zero3_gather(i - 1, f"mb{m}_bwd") if i - 1 in chunk else None
+            gathered = self._weights(i - 1, m, v, False) if i - 1 in chunk else None
             self._backward_layer(i, m, step == self.chunk_done[v])
         self._backward_tail(step, m, v)
 
@@ -564,22 +583,25 @@ class StageBuilder:
         _, bm, bv = self.order[b_step]
         fwd, bwd = _Chain(prog.compute), _Chain(prog.compute)
         self._stream_last = prog.compute  # the compute stream's last node
-        self._on(fwd, True, lambda: self._forward_head(fm, fv))
+        edge = self._edge_gather(fm, fv)
+        self._on(fwd, True, lambda: self._forward_head(fm, fv, edge))
         self._on(bwd, True, lambda: self._backward_head(b_step, bm, bv))
         f_layers, b_layers = list(self.chunk_layers(fv)), list(reversed(self.chunk_layers(bv)))
         done = b_step == self.chunk_done[bv]  # the layers' gradients go to their buckets
         for fi, bi in zip(f_layers, b_layers):
-            self._layer_pair(fwd, fi, fm, bwd, bi, bm, done)
+            self._layer_pair(fwd, fi, fm, bwd, bi, bm, done, self._weights(fi, fm, fv, True))
         for bi in b_layers[len(f_layers) :]:
             self._on(bwd, True, partial(self._backward_layer, bi, bm, done))
         for fi in f_layers[len(b_layers) :]:
-            self._on(fwd, True, partial(self._forward_layer, fi, fm))
+            self._on(fwd, True, partial(self._forward_layer, fi, fm, self._weights(fi, fm, fv, True)))
         self._on(fwd, True, lambda: self._forward_tail(fm, fv))
         self._on(bwd, True, lambda: self._backward_tail(b_step, bm, bv))
         prog.compute = bwd.last
         prog.pending.append(fwd.last)
 
-    def _layer_pair(self, fwd: _Chain, fi: int, fm: int, bwd: _Chain, bi: int, bm: int, last: bool) -> None:
+    def _layer_pair(
+        self, fwd: _Chain, fi: int, fm: int, bwd: _Chain, bi: int, bm: int, last: bool, weights: int | None
+    ) -> None:
         """Layer ``fi``'s forward over micro-batch ``fm`` beside layer ``bi``'s backward over
         ``bm`` (``TransformerLayerSchedulePlan.run``), issued in Megatron-core's order:
 
@@ -594,12 +616,13 @@ class StageBuilder:
 
         A dense layer has no dispatch or combine, and its MLP runs whole in the experts'
         place; ``last``: the backward pass is its chunk's last (the layer's gradients go
-        to their bucket)."""
+        to their bucket); ``weights``: the gather of layer ``fi``'s weights its forward waits
+        for (None: none)."""
         f_tag, b_tag = f"L{fi}_mb{fm}_fwd", f"L{bi}_mb{bm}_bwd"
         f_moe, b_moe = self.model.is_moe_layer(fi), self.model.is_moe_layer(bi)
         if b_moe:
             self._on(bwd, False, lambda: self._moe_back(b_tag, False, False, bi))
-        self._on(fwd, True, lambda: self._attention_front(fi, fm, f_tag, f_moe))
+        self._on(fwd, True, lambda: self._attention_front(fi, fm, f_tag, f_moe, weights))
         self._on(bwd, True, lambda: self._mlp_backward(bi, bm, b_tag, b_moe))
         if f_moe:
             self._on(fwd, False, lambda: self._moe_dispatch(f_tag, True, fi))
@@ -613,8 +636,10 @@ class StageBuilder:
             self._on(fwd, True, lambda: self._mlp(fi, fm, True))
         self._on(bwd, True, lambda: self._attention_back(bi, bm, b_tag, b_moe, last))
 
-    def _attention_front(self, i: int, m: int, tag: str, moe: bool) -> None:
-        """Forward: layer ``i``'s attention block, then its MoE router and permutation."""
+    def _attention_front(self, i: int, m: int, tag: str, moe: bool, weights: int | None = None) -> None:
+        """Forward: layer ``i``'s attention block (after the gather ``weights``), then its MoE
+        router and permutation."""
+        self.prog.pending.append(weights)
         self._attention_block(i, m, "fwd")
         if moe:
             self._moe_front(tag, True, False)
@@ -637,8 +662,9 @@ class StageBuilder:
         if last:
             self.grads.add(*self.params[i])
 
-    def _forward_layer(self, i: int, m: int) -> None:
-        """Layer ``i``'s forward pass over micro-batch ``m``."""
+    def _forward_layer(self, i: int, m: int, weights: int | None = None) -> None:
+        """Layer ``i``'s forward pass over micro-batch ``m`` (after the gather ``weights``)."""
+        self.prog.pending.append(weights)
         self._attention_block(i, m, "fwd")
         self._mlp(i, m, True)
 
@@ -671,7 +697,7 @@ class StageBuilder:
         prog, model, b, s, T, sp = self.prog, self.model, self.b, self.s, self.T, self.sp
         into, head = O.mtp_input_ops(model, b, s, T, sp), O.head_ops(model, b, s, T, sp)
         for i in self.mtp if forward else reversed(self.mtp):
-            prog.pending.append(self._zero3_gather(i, f"mb{m}_{'fwd' if forward else 'bwd'}"))
+            prog.pending.append(self._weights(i, m, self.V - 1, forward))
             if forward:
                 prog.comp(f"mb{m}_mtp{i}_in", into)
                 self._attention_block(i, m, "fwd")
@@ -1265,14 +1291,35 @@ class StageBuilder:
         if self.p2p_gather:
             self.prog.coll(f"{name}_AG", _AG, self.p2p, "tp")
 
-    def _zero3_gather(self, layer: int, phase: str) -> int | None:
-        """FSDP: gather a layer's weights; each rank contributes its 1/(D C) (1/(D/E)) shard."""
-        if self.cfg.zero != 3:
+    def _weights(self, layer: int, m: int, v: int, forward: bool) -> int | None:
+        """The gather of ``layer``'s weights that its pass over micro-batch ``m`` (chunk ``v``)
+        waits for: every pass under ZeRO 3, the chunk's first forward under
+        ``overlap_param_gather``; None where there is none."""
+        if self.cfg.zero == 3:
+            return self._zero3_gather(layer, f"mb{m}_{'fwd' if forward else 'bwd'}")
+        if not (self.cfg.overlap_param_gather and forward and m == self.first_forward[v]):
             return None
         d, e = self.params[layer]
-        h = self.prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * O.BYTES / self.dense_dp, "dp", False)
+        b, prog = self.cfg.param_gather_bytes, self.prog
+        h = prog.param_gather(f"L{layer}_params_AG", d * b / self.dense_dp, "dp")
+        return prog.param_gather(f"L{layer}_experts_AG", e * b / self.edp, "edp") or h
+
+    def _edge_gather(self, m: int, v: int) -> int | None:
+        """Under ``overlap_param_gather``, the gather of the stage's embedding and output
+        layer (``edge``) before chunk 0's first forward pass; None otherwise."""
+        if not (self.cfg.overlap_param_gather and v == 0 and m == self.first_forward[0]):
+            return None
+        return self.prog.param_gather(
+            "edge_params_AG", self.edge * self.cfg.param_gather_bytes / self.dense_dp, "dp"
+        )
+
+    def _zero3_gather(self, layer: int, phase: str) -> int | None:
+        """FSDP: gather a layer's weights; each rank contributes its 1/(D C) (1/(D/E)) shard."""
+        d, e = self.params[layer]
+        b = self.cfg.param_gather_bytes
+        h = self.prog.coll(f"L{layer}_{phase}_params_AG", _AG, d * b / self.dense_dp, "dp", False)
         if e:
-            h = self.prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * O.BYTES / self.edp, "edp", False) or h
+            h = self.prog.coll(f"L{layer}_{phase}_experts_AG", _AG, e * b / self.edp, "edp", False) or h
         return h
 
     # -- after the backward passes -------------------------------------------------------------
@@ -1298,10 +1345,13 @@ class StageBuilder:
         buffer = dense + expert if cfg.zero < 2 else local  # ZeRO 2-3 keep only their gradient shard
         ops = O.optimizer_ops(local, buffer, cfg.precision, cfg.grad_bytes, cfg.ddp)
         prog.comp("optimizer", ops, *self.grads.handles)
-        if cfg.zero in (1, 2):  # each rank updated its 1/(D C) shard: all-gather input = the shard
-            prog.coll("params_AG", _AG, dense * O.BYTES / self.dense_dp, "dp")
+        # each rank updated its 1/(D C) shard: all-gather input = the shard (--overlap-param-gather:
+        # gathered in the next forward pass instead, :meth:`_weights`)
+        if cfg.zero in (1, 2) and not cfg.overlap_param_gather:
+            b = cfg.param_gather_bytes
+            prog.coll("params_AG", _AG, dense * b / self.dense_dp, "dp")
             if expert:
-                prog.coll("expert_params_AG", _AG, expert * O.BYTES / edp, "edp")
+                prog.coll("expert_params_AG", _AG, expert * b / edp, "edp")
         dense_bytes = dense * cfg.grad_bytes if self.dense_dp > 1 else 0
         expert_bytes = expert * cfg.grad_bytes if edp > 1 else 0
         return prog.nodes, dense_bytes, expert_bytes

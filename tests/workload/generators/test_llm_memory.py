@@ -98,6 +98,9 @@ def test_fp8_saves_gemm_inputs_in_one_byte_and_caches_weights():
     w16, w8 = stage_memory(bf16, 1)[0].weights_bytes, stage_memory(fp8, 1)[0].weights_bytes
     linear = model.layers * (model.attention_params() + model.dense_mlp_params())
     assert w8 - w16 == pytest.approx(2 * linear)
+    # --fp8-param-gather: the linear weights are FP8 tensors alone, their 16-bit copy gone
+    fp8_only = LLMConfig(model, load_gpu("H100"), tp=1, dp=8, zero=1, precision="fp8", fp8_param_gather=True)
+    assert w8 - stage_memory(fp8_only, 1)[0].weights_bytes == pytest.approx(2 * linear)
 
 
 def test_gen_llm_refuses_a_plan_past_hbm_in_one_line(tmp_path):
