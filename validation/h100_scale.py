@@ -23,6 +23,8 @@ interconnects between GPUs" (RoCE). Section 3.3.2 gives the rest of the plan:
 * FSDP that shards optimizer states and gradients and keeps the gathered weights
   from forward to backward: a reduce-scatter of the gradients and an all-gather of
   the weights per step (``zero=2``), gradients accumulated and reduce-scattered in FP32;
+  the weights gathered layer by layer as the step's first forward pass reaches them
+  (FSDP's pre-forward all-gather, ``overlap_param_gather``);
 * interleaved 1F1B "with V pipeline stages on one pipeline rank", one Transformer
   layer taken from the first and the last stage so that "the first model chunk on the
   first stage has only the embedding, and the last model chunk on the last stage has
@@ -55,7 +57,9 @@ that the recipe names (NVIDIA/NeMo-Framework-Launcher
 ``launcher_scripts/conf/training/nemotron/nemotron_340b.yaml``, commit 3be81fc1): 96
 layers, hidden 18,432, 96 heads in 8 query groups, FFN 4h with squared ReLU (two
 matrices: astra's non-gated MLP), vocabulary 256,000, untied embeddings, no dropout,
-no recomputation, sequence parallelism, ``ub_tp_comm_overlap`` (Transformer Engine's
+no recomputation, sequence parallelism, the distributed optimizer's weight all-gather
+overlapped with the next forward pass (``overlap_param_sync``), ``ub_tp_comm_overlap``
+(Transformer Engine's
 userbuffers: ``tp_comm_overlap``, with Transformer Engine 1's default per-GEMM settings:
 the forward reduce-scatters pipelined in 4 splits and the backward's bulk overlaps, each
 on 16 SMs beside the GEMM), Megatron-Core's distributed optimizer
@@ -172,6 +176,9 @@ class Row:
             tp_comm_overlap_cfg=None if llama else te_defaults(margin=False),
             recompute="none",
             zero=2 if llama else 1,  # Llama 3: FSDP; NeMo: distributed optimizer
+            # the weights gathered in the next forward pass: FSDP's pre-forward all-gather;
+            # NeMo's optim.overlap_param_sync: true
+            overlap_param_gather=True,
             overlap_grad_reduce=True,
             grad_reduce_in_bf16=not llama,  # Llama 3: FP32; NeMo: grad_sync_dtype bf16
             attention="flash",
@@ -229,9 +236,7 @@ LEFT_OUT = {
         "document mask (attention is causal over the whole sequence)."
     ),
     "nemotron4": (
-        "Not modelled: the overlap of the distributed optimizer's weight all-gather with the "
-        "next step's forward pass (`overlap_param_sync`; astra gathers after the optimizer), "
-        "the deferred embedding weight gradient (`defer_embedding_wgrad_compute`), NeMo's "
+        "Not modelled: the deferred embedding weight gradient (`defer_embedding_wgrad_compute`), NeMo's "
         "gradient bucket of 50 MB (astra: Megatron's default of max(40M, 1M x DP) elements), "
         "and the DGX Cloud fabric beyond one "
         "non-blocking 400 Gb/s port per GPU."
@@ -255,7 +260,7 @@ def _header(source: str) -> list[str]:
             "batch per DP group (= micro-batches M of one sequence); interleaved 1F1B with 8 "
             "chunks per pipeline rank: the embedding alone, the 126 layers one per chunk, the "
             "output layer and loss alone (`--pipeline-layout`), FSDP (reduce-scatter of FP32 gradients, all-gather "
-            "of the weights), no recomputation, sequence parallelism, fused attention (cuDNN), BF16. "
+            "of the weights as the first forward pass reaches each layer), no recomputation, sequence parallelism, fused attention (cuDNN), BF16. "
             "TFLOP/s per GPU by PaLM's count (6 N + 12 L H Q T per token, 16,777,216 tokens "
             "per step); `causal`: the same prediction counted with 6 L H Q T.",
             "",

@@ -25,7 +25,9 @@ overlap where TP > 1 (``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192``,
 3.1 405B recipe's embedding and loss counted in the pipeline split, sequence
 parallelism with TP, the MoE recipes' expert-tensor parallelism 1 (experts folded over
 TP: ``expert_tensor_parallel_size``), Megatron-core's distributed optimizer (FSDP = 1: Megatron FSDP,
-astra's ZeRO 3), fused attention (cuDNN), no recomputation but the GPT-OSS recipes' recomputed
+astra's ZeRO 3) with its weight all-gather overlapped with the next forward pass where DP > 1
+(``training/comm_overlap.py``, ``_get_optimizer_overlap_cfgs``) and FP8 weights gathered
+in FP8 (the precision configs' ``fp8_param_gather``), fused attention (cuDNN), no recomputation but the GPT-OSS recipes' recomputed
 layer norms and expert activations and the DeepSeek-V3 recipe's MLA up projections
 (``recompute_modules``); DeepSeek-V3's multi-token prediction and pipeline layout.
 
@@ -191,6 +193,10 @@ class Row:
             tp_comm_overlap=self.tp > 1 if self.tp_overlap is None else self.tp_overlap,
             tp_comm_overlap_cfg=ub_cfg(UB_TABLES[self.ub], self.ub) if self.ub else None,
             zero=3 if self.fsdp else 1,
+            # Megatron-Bridge's comm_overlap (_get_optimizer_overlap_cfgs): the weights'
+            # all-gather overlapped where DP > 1; its precision configs gather FP8 weights
+            overlap_param_gather=not self.fsdp and self.dp > 1,
+            fp8_param_gather=self.precision.startswith("fp8"),
             pipeline_layout=self.layout,
             mtp_layers=self.mtp,
             moe_token_dispatcher="flex" if self.flex else "alltoall",
@@ -427,8 +433,7 @@ LEFT_OUT = (
     "gradients (`--moe-a2a-overlap`). Not modelled: CUDA "
     "graphs (kernel launches are counted); the recipes' activation offloading to the Grace "
     "CPU (GB200 / GB300 70B and 405B: `cpu_offloading_num_layers`); the "
-    "dispatcher's host synchronisation for its all-to-all splits; the overlap of the "
-    "distributed optimizer's parameter all-gather with the next forward pass; the padding of "
+    "dispatcher's host synchronisation for its all-to-all splits; the padding of "
     "the vocabulary to a multiple of 128 x TP; the transfer rate of the userbuffers kernels "
     "that the recipes' TP-overlap tables put on 2 to 32 SMs (timed at the NCCL model's rate, "
     "their SMs slowing the GEMM beside them). The 26.08 rows run the experts as one fused "

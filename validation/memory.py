@@ -146,7 +146,6 @@ def _not_expressible(args: dict, d: dict) -> str:
         (args.get("--multi-latent-attention") and args.get("--mtp-num-layers"), "MLA with MTP and a layer pattern"),
         (args.get("--moe-shared-expert-intermediate-size") and not args.get("--multi-latent-attention"),
          "a shared expert narrower than the routed ones"),
-        (args.get("--fp8-param-gather"), "FP8 parameters (--fp8-param-gather)"),
         (args.get("--use-megatron-fsdp"), "Megatron-FSDP's buffers"),
         (args.get("--cross-entropy-loss-fusion"), "the fused cross entropy's buffers"),
         (args.get("--qk-layernorm"), "query and key layer norms"),
@@ -204,6 +203,8 @@ def _config(case: dict) -> tuple[LLMConfig, int]:
         dropout=dropout,
         precision=precision,
         fp8_recipe=a.get("--fp8-recipe", "delayed"),
+        fp8_param_gather=bool(a.get("--fp8-param-gather")),
+        overlap_param_gather=bool(a.get("--overlap-param-gather")) and bool(d["distributed_optimizer"]),
         moe_token_dispatcher=a.get("--moe-token-dispatcher-type", "allgather") if experts else "alltoall",
     )
     return cfg, d["num_microbatches_per_step"]
