@@ -13,7 +13,9 @@ the global batch is a multiple of DP x micro-batch; the interleaved schedule nee
 micro-batches to be a multiple of PP; EP divides the experts and the ranks experts are
 folded over (TP x CP x DP, expert-tensor parallelism 1). Sequence parallelism and
 Transformer Engine's TP communication overlap go with TP > 1, Megatron-core's
-distributed optimizer (ZeRO 1) unless ZeRO 3 is asked for.
+distributed optimizer (ZeRO 1) unless ZeRO 3 is asked for, its weight all-gather
+overlapped with the next forward pass where DP > 1 (Megatron-Bridge's default; a base
+plan's choice where one is given).
 
 :func:`layouts` returns the layouts that fit the GPU's HBM
 (:mod:`astra_core.workload.generators.llm_memory`) and counts what it pruned and why.
@@ -173,6 +175,12 @@ class Space:
             tp_comm_overlap_cfg=base.tp_comm_overlap_cfg if base is not None and overlap else None,
             fp8_attention=base is not None and base.fp8_attention and layout.cp == 1,
             zero=layout.zero,
+            # the distributed optimizer's weight all-gather in the next forward pass: the
+            # base's choice, else Megatron-Bridge's (where DP > 1); FP8 weights gathered in
+            # FP8 where the base asks and the layout shards
+            overlap_param_gather=layout.zero in (1, 2)
+            and (base.overlap_param_gather if base is not None else layout.dp > 1),
+            fp8_param_gather=base is not None and base.fp8_param_gather and layout.zero >= 1,
             recompute=layout.recompute,
             # the modules are selective recomputation's; without it the generator's default
             recompute_modules=selective if layout.recompute == "selective" else LLMConfig.recompute_modules,

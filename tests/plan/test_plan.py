@@ -247,6 +247,30 @@ def test_a_base_userbuffers_table_goes_with_tp_overlap():
         check_llm(config)
 
 
+def test_the_weight_gather_options_follow_each_layouts_zero_stage():
+    """Without a base plan a layout overlaps the distributed optimizer's weight all-gather
+    where DP > 1 (Megatron-Bridge's default); a base's --overlap-param-gather and
+    --fp8-param-gather go to the layouts whose ZeRO stage has them (1-2; 1-3), and each
+    plan is one the generator takes."""
+    space = _space(zeros=(0, 1, 3))
+    fit, _ = layouts(space)
+    assert {lay.zero for lay, _ in fit} == {0, 1, 3}
+    for lay, _ in fit:
+        assert space.config(lay).overlap_param_gather == (lay.zero == 1 and lay.dp > 1)
+    base = replace(
+        space.config(Layout(2, 1, 4, 1, 2, 1, 1)),
+        precision="fp8",
+        fp8_recipe="tensorwise",
+        fp8_param_gather=True,
+    )
+    based = replace(space, base=base, precision="fp8", fp8_recipe="tensorwise")
+    for lay, _ in layouts(based)[0]:
+        config = based.config(lay)
+        assert config.overlap_param_gather == (lay.zero == 1)
+        assert config.fp8_param_gather == (lay.zero >= 1)
+        check_llm(config)
+
+
 def test_a_screen_stops_after_a_run_that_cannot_win():
     layout = Layout(2, 1, 4, 1, 2, 1, 1)
     space = _space()
