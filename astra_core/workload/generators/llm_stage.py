@@ -448,6 +448,7 @@ class StageBuilder:
         self.first_forward = {
             v: next(m for kind, m, c in self.order if kind == "F" and c == v) for v in range(V)
         }
+        self._chunk_gathers: dict[int, dict[int, int | None]] = {}  # interleaved: per chunk, per layer
 
     def _attn(self, layer: int) -> list[O.Op]:
         """The attention block's kernels of ``layer`` (full or sliding-window)."""
@@ -482,7 +483,7 @@ class StageBuilder:
         """Micro-batch ``m``'s forward pass through model chunk ``v``: from the previous
         stage (or the embedding) to the next stage (or the output head)."""
         prog, chunk = self.prog, self.chunk_layers(v)
-        prog.pending.append(self._edge_gather(m, v))
+        prog.pending.append(self._start_gathers(m, v))
         self._forward_head(m, v)
         gathered = self._weights(chunk[0], m, v, True) if chunk else None  # a chunk may be empty
         for i in chunk:
@@ -583,7 +584,7 @@ class StageBuilder:
         _, bm, bv = self.order[b_step]
         fwd, bwd = _Chain(prog.compute), _Chain(prog.compute)
         self._stream_last = prog.compute  # the compute stream's last node
-        edge = self._edge_gather(fm, fv)
+        edge = self._start_gathers(fm, fv)
         self._on(fwd, True, lambda: self._forward_head(fm, fv, edge))
         self._on(bwd, True, lambda: self._backward_head(b_step, bm, bv))
         f_layers, b_layers = list(self.chunk_layers(fv)), list(reversed(self.chunk_layers(bv)))
@@ -1294,24 +1295,44 @@ class StageBuilder:
     def _weights(self, layer: int, m: int, v: int, forward: bool) -> int | None:
         """The gather of ``layer``'s weights that its pass over micro-batch ``m`` (chunk ``v``)
         waits for: every pass under ZeRO 3, the chunk's first forward under
-        ``overlap_param_gather``; None where there is none."""
+        ``overlap_param_gather`` (started now without interleaving, with the chunk under
+        it: :meth:`_start_gathers`); None where there is none."""
         if self.cfg.zero == 3:
             return self._zero3_gather(layer, f"mb{m}_{'fwd' if forward else 'bwd'}")
         if not (self.cfg.overlap_param_gather and forward and m == self.first_forward[v]):
             return None
+        if self.V > 1:
+            return self._chunk_gathers[v][layer]
+        return self._layer_gather(layer)
+
+    def _layer_gather(self, layer: int) -> int | None:
+        """The all-gather of ``layer``'s updated weights (dense, then expert), started now."""
         d, e = self.params[layer]
         b, prog = self.cfg.param_gather_bytes, self.prog
         h = prog.param_gather(f"L{layer}_params_AG", d * b / self.dense_dp, "dp")
         return prog.param_gather(f"L{layer}_experts_AG", e * b / self.edp, "edp") or h
 
-    def _edge_gather(self, m: int, v: int) -> int | None:
-        """Under ``overlap_param_gather``, the gather of the stage's embedding and output
-        layer (``edge``) before chunk 0's first forward pass; None otherwise."""
-        if not (self.cfg.overlap_param_gather and v == 0 and m == self.first_forward[0]):
+    def _start_gathers(self, m: int, v: int) -> int | None:
+        """Under ``overlap_param_gather``, what a chunk's first forward pass starts: before
+        chunk 0's, the gather of the stage's embedding and output layer (``edge``, its handle
+        returned); with interleaving, whole chunks' gathers as Megatron-core's interleaved
+        schedule launches them (``param_sync_func``, with ``align_param_gather``, its default):
+        chunks 0 and 1 at the step's start, chunk v + 1 as chunk v's first forward starts
+        (``forward_step_helper_preprocess``). Without interleaving each layer's gather starts
+        as the layer before it starts (the forward pre-hooks; :meth:`_weights`)."""
+        if not (self.cfg.overlap_param_gather and m == self.first_forward[v]):
             return None
-        return self.prog.param_gather(
-            "edge_params_AG", self.edge * self.cfg.param_gather_bytes / self.dense_dp, "dp"
-        )
+        edge = None
+        if v == 0:
+            b = self.cfg.param_gather_bytes
+            edge = self.prog.param_gather("edge_params_AG", self.edge * b / self.dense_dp, "dp")
+        if self.V > 1:
+            for chunk in (v, v + 1):
+                if chunk < self.V and chunk not in self._chunk_gathers:
+                    # multi-token prediction's layers run after the last chunk's
+                    layers = [*self.chunk_layers(chunk), *(self.mtp if chunk == self.V - 1 else ())]
+                    self._chunk_gathers[chunk] = {i: self._layer_gather(i) for i in layers}
+        return edge
 
     def _zero3_gather(self, layer: int, phase: str) -> int | None:
         """FSDP: gather a layer's weights; each rank contributes its 1/(D C) (1/(D/E)) shard."""

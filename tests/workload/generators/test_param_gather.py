@@ -49,6 +49,8 @@ def gathers(nodes) -> dict[str, int]:
     [
         (GPT, {}),
         (GPT, {"pp": 2, "virtual_stages": 2, "dp": 2}),
+        (GPT, {"pp": 2, "virtual_stages": 2, "dp": 2, "mtp_layers": 1}),
+        (GPT, {"mtp_layers": 1}),
         (MOE, {"ep": 2}),
         (MOE, {"ep": 4, "moe_a2a_overlap": True}),
     ],
@@ -84,6 +86,26 @@ def test_a_layer_waits_for_its_gather_in_its_chunks_first_forward_only():
     # later micro-batches and the backward passes do not wait for a gather
     later = [n for n in nodes if "_mb1_" in n.name or "_bwd" in n.name]
     assert not any(nodes[d].name.endswith("params_AG") for n in later for d in n.deps)
+
+
+def test_interleaved_chunks_gather_as_megatron_cores_schedule_launches_them():
+    # param_sync_func with align_param_gather: chunks 0 and 1 at the step's start, chunk
+    # v + 1 as chunk v's first forward starts
+    cfg = plan(dataclasses.replace(GPT, layers=6), pp=2, virtual_stages=3, dp=2, overlap_param_gather=True)
+    nodes = generate_llm(cfg).stages[0]  # layers 0, 2 and 4, one per chunk
+    names = [n.name for n in nodes]
+
+    def parents(name: str) -> set[str]:
+        return {nodes[d].name for d in nodes[names.index(name)].deps}
+
+    # the first two chunks' gathers wait for no compute, one after the other on their stream
+    assert parents("edge_params_AG") == set()
+    assert parents("L0_params_AG") == {"edge_params_AG"} and parents("L2_params_AG") == {"L0_params_AG"}
+    # chunk 2's starts after the compute before chunk 1's first forward (micro-batch 0)
+    first_of_chunk_1 = names.index("L2_mb0_fwd_attn")
+    assert names.index("L4_params_AG") < first_of_chunk_1
+    assert any(nodes[d].type == pb.COMP_NODE for d in nodes[names.index("L4_params_AG")].deps)
+    assert "L4_params_AG" in parents("L4_mb0_fwd_attn")
 
 
 def test_fp8_weights_are_gathered_in_one_byte_under_per_tensor_scaling():
