@@ -140,11 +140,14 @@ class LLMConfig:
     * ``overlap_param_gather``: Megatron-core's ``--overlap-param-gather`` with the
       distributed optimizer (``zero`` 1 or 2): the updated weights are not all-gathered
       after the optimizer step but during the next step's first forward pass of each
-      model chunk, each layer's gather started when the layer before it starts (its
-      forward pre-hook) and awaited before the layer runs, the embedding and output
-      layer's with the stage's first layer (``DistributedDataParallel``'s forward
-      pre-hooks, ``param_and_grad_buffer.py``); on the data-parallel group's own stream,
-      beside the step's other communication. In a step of the steady state this is the
+      model chunk, each layer's awaited before the layer runs, the embedding and output
+      layer's with the stage's first layer, on the data-parallel group's own stream beside
+      the step's other communication. Without interleaving each layer's gather starts
+      when the layer before it starts (``DistributedDataParallel``'s forward pre-hooks);
+      with interleaved stages whole chunks' gathers start as Megatron-core's interleaved
+      schedule launches them under its default ``align_param_gather``: chunks 0 and 1 at
+      the step's start, chunk v + 1 as chunk v's first forward starts
+      (``schedules.py``, ``param_sync_func``). In a step of the steady state this is the
       gather of the previous step's update; the step simulated runs it for its own.
     * ``fp8_param_gather``: ``--fp8-param-gather``: the weights are kept in FP8 and
       all-gathered in FP8, 1 byte each (ZeRO 1-3) under the per-tensor recipes
