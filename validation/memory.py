@@ -208,7 +208,6 @@ def _config(case: dict) -> tuple[LLMConfig, int]:
         precision=precision,
         fp8_recipe=a.get("--fp8-recipe", "delayed"),
         fp8_param_gather=bool(a.get("--fp8-param-gather")),
-        overlap_param_gather=bool(a.get("--overlap-param-gather")) and bool(d["distributed_optimizer"]),
         moe_token_dispatcher=a.get("--moe-token-dispatcher-type", "allgather") if experts else "alltoall",
     )
     return cfg, d["num_microbatches_per_step"]

@@ -167,7 +167,8 @@ def _state_bytes(cfg: LLMConfig, sp: StageParams) -> tuple[float, float, float, 
     gather = 0.0
     if cfg.zero >= 3 and sp.params:  # the layer being run and the one prefetched, whole
         widest = max(d + e for d, e in sp.params.values())
-        gather = 2 * ((0 if cfg.fp8_param_gather else 2) + fp8) * widest
+        # gathered 16-bit unless FP8 weights are gathered in FP8 (:attr:`.llm.LLMConfig.param_gather_bytes`)
+        gather = 2 * ((0 if cfg.param_gather_bytes == 1 else 2) + fp8) * widest
     return weights, grads, optimizer, gather
 
 
