@@ -23,8 +23,9 @@ interconnects between GPUs" (RoCE). Section 3.3.2 gives the rest of the plan:
 * FSDP that shards optimizer states and gradients and keeps the gathered weights
   from forward to backward: a reduce-scatter of the gradients and an all-gather of
   the weights per step (``zero=2``), gradients accumulated and reduce-scattered in FP32;
-  the weights gathered layer by layer as the step's first forward pass reaches them
-  (FSDP's pre-forward all-gather, ``overlap_param_gather``);
+  the weights gathered during the step's first forward pass (FSDP's pre-forward
+  all-gather; astra runs Megatron-core's overlapped gather, ``overlap_param_gather``,
+  chunk by chunk under interleaving);
 * interleaved 1F1B "with V pipeline stages on one pipeline rank", one Transformer
   layer taken from the first and the last stage so that "the first model chunk on the
   first stage has only the embedding, and the last model chunk on the last stage has
@@ -260,7 +261,7 @@ def _header(source: str) -> list[str]:
             "batch per DP group (= micro-batches M of one sequence); interleaved 1F1B with 8 "
             "chunks per pipeline rank: the embedding alone, the 126 layers one per chunk, the "
             "output layer and loss alone (`--pipeline-layout`), FSDP (reduce-scatter of FP32 gradients, all-gather "
-            "of the weights as the first forward pass reaches each layer), no recomputation, sequence parallelism, fused attention (cuDNN), BF16. "
+            "of the weights during the first forward pass), no recomputation, sequence parallelism, fused attention (cuDNN), BF16. "
             "TFLOP/s per GPU by PaLM's count (6 N + 12 L H Q T per token, 16,777,216 tokens "
             "per step); `causal`: the same prediction counted with 6 L H Q T.",
             "",

@@ -451,8 +451,8 @@ def _layout_chunks(layout: str | None, pp: int) -> int:
     "--overlap-param-gather",
     is_flag=True,
     help="Megatron-core's --overlap-param-gather (ZeRO 1-2): the updated weights are "
-    "all-gathered during each model chunk's first forward pass, layer by layer, not after "
-    "the optimizer step",
+    "all-gathered during each model chunk's first forward pass (layer by layer, or chunk by "
+    "chunk with interleaved stages), not after the optimizer step",
 )
 @click.option(
     "--fp8-param-gather",
