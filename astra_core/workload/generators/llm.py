@@ -153,7 +153,10 @@ class LLMConfig:
       all-gathered in FP8, 1 byte each (ZeRO 1-3) under the per-tensor recipes
       (``delayed``, ``tensorwise``); under ``mxfp8`` Megatron-core gathers them in BF16
       and quantizes after (``_copy_main_params_to_param_buffer`` of
-      ``distrib_optimizer.py``: "only used for MXFP8 params"), 2 bytes.
+      ``distrib_optimizer.py``: "only used for MXFP8 params"), 2 bytes. (Megatron-FSDP
+      gathers per-tensor FP8 weights row-wise and builds the transpose after, 1 byte; MXFP8
+      weights with their column-wise copy, 2 x 1.03 bytes, taken as the 2:
+      ``megatron_fsdp/mixed_precision.py``, ``fp8_need_transpose_data``.)
     * ``virtual_stages``: V model chunks per pipeline stage, run with the
       interleaved 1F1B schedule (``--num-layers-per-virtual-pipeline-stage``
       = layers / (P V)); chunk ``v`` of stage ``p`` holds the layers of
