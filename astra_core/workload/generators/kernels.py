@@ -169,7 +169,7 @@ def attention_tflops(
     )
     rows = [r for r in table if r[0] == causal] or list(table)
     if not rows:
-        return gpu.peak_tflops * gpu.gemm_efficiency * gpu.sustained_compute
+        return _tensor_flops_per_ns(gpu, "bf16") / 1e3  # FLOP/ns = 1e-3 TFLOP/s
     return _log_interpolated(_nearest_dim_curve(rows, head_dim, 3), seq) * gpu.sustained_compute
 
 

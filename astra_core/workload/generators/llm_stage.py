@@ -201,6 +201,18 @@ class StageProgram:
         numbered last: where a rank has one communication slot (upstream's queues),
         tensor-parallel collectives and pipeline sends that become ready at the same time
         go first (lowest node id first)."""
+        return self._data_parallel_coll(name, ctype, size, role, late=True)
+
+    def param_gather(self, name: str, size: float, role: str) -> int | None:
+        """An all-gather of updated weights (``size``: each rank's shard [B]) started now,
+        after the latest compute, on the data-parallel group's stream (:data:`GRADS_STREAM`)
+        after its previous collective; the compute that needs the weights waits for the
+        handle returned (None: nothing to gather)."""
+        return self._data_parallel_coll(name, _AG, size, role, late=False)
+
+    def _data_parallel_coll(self, name: str, ctype: int, size: float, role: str, late: bool) -> int | None:
+        """A collective on :data:`GRADS_STREAM` after the latest compute and that stream's
+        previous collective (None where there is nothing to send)."""
         if size <= 0 or self.group_sizes[role] == 1:
             return None
         node = StageNode(
@@ -209,21 +221,8 @@ class StageProgram:
             comm_type=ctype,
             size=int(math.ceil(size)),
             role=role,
-            late=True,
+            late=late,
             stream=GRADS_STREAM,
-        )
-        self.grads = self._add(node, (self.compute, self.grads))
-        return self.grads
-
-    def param_gather(self, name: str, size: float, role: str) -> int | None:
-        """An all-gather of updated weights (``size``: each rank's shard [B]) started now,
-        after the latest compute, on the data-parallel group's stream (:data:`GRADS_STREAM`)
-        after its previous collective; the compute that needs the weights waits for the
-        handle returned (None: nothing to gather)."""
-        if size <= 0 or self.group_sizes[role] == 1:
-            return None
-        node = StageNode(
-            name, pb.COMM_COLL_NODE, comm_type=_AG, size=int(math.ceil(size)), role=role, stream=GRADS_STREAM
         )
         self.grads = self._add(node, (self.compute, self.grads))
         return self.grads
@@ -483,8 +482,7 @@ class StageBuilder:
         """Micro-batch ``m``'s forward pass through model chunk ``v``: from the previous
         stage (or the embedding) to the next stage (or the output head)."""
         prog, chunk = self.prog, self.chunk_layers(v)
-        prog.pending.append(self._start_gathers(m, v))
-        self._forward_head(m, v)
+        self._forward_head(m, v, self._start_gathers(m, v))
         gathered = self._weights(chunk[0], m, v, True) if chunk else None  # a chunk may be empty
         for i in chunk:
             prog.pending.append(gathered)
